@@ -1,0 +1,208 @@
+"""Command-line parsing only: every command calls a function of the stage it belongs to.
+
+This module is the one boundary that turns errors into exit codes: BlockyardError -> its
+code with one clear message, Ctrl-C -> 130, anything else -> 3 with the traceback saved to a
+log file for a bug report (never printed at the user).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+                           help="The yard's root folder (default: the current directory).")
+
+
+def _root(root: Path | None) -> Path:
+    return (root or Path.cwd()).resolve()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="blockyard", prog_name="blockyard")
+def cli() -> None:
+    """Blockyard: declarative LLM agent flows in YAML, compiled to LangGraph."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "github", "sarif"]), default="text",
+              show_default=True, help="Report format.")
+@ROOT_OPTION
+def validate(paths: tuple[Path, ...], fmt: str, root: Path | None) -> None:
+    """Check blocks, flows and blockyard.yaml: schema and semantics, every problem at once."""
+    from engine.validate.command import validate_command
+
+    raise SystemExit(validate_command(list(paths), fmt, root))
+
+
+@cli.command()
+@ROOT_OPTION
+def flows(root: Path | None) -> None:
+    """List the yard's flows."""
+    from engine.catalog import flows_command
+
+    raise SystemExit(flows_command(_root(root)))
+
+
+@cli.command()
+@click.option("--tag", default=None, help="Only blocks with this tag.")
+@click.option("--category", default=None, help="Only blocks of this category.")
+@ROOT_OPTION
+def blocks(tag: str | None, category: str | None, root: Path | None) -> None:
+    """List the yard's blocks."""
+    from engine.catalog import blocks_command
+
+    raise SystemExit(blocks_command(_root(root), tag, category))
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path | None) -> None:
+    """Write a starter yard (blockyard.yaml, a block and a flow)."""
+    from engine.starter import init_command
+
+    raise SystemExit(init_command(directory or Path.cwd()))
+
+
+@cli.command()
+@click.argument("flow")
+@click.option("--input", "-i", "inputs", multiple=True, metavar="K=V",
+              help="An input; V is read as a YAML value (7 is a number, [1,2] a list).")
+@click.option("--inputs-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A YAML or JSON mapping of inputs.")
+@click.option("--run-id", default=None, help="Id for the run (default: generated).")
+@click.option("--thread", default=None, help="Run inside an existing conversation thread.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@ROOT_OPTION
+def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
+        thread: str | None, as_json: bool, root: Path | None) -> None:
+    """Run a flow by name."""
+    from engine.runtime.commands import run_command
+
+    raise SystemExit(run_command(_root(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--approve", "decision", flag_value="approve", help="Approve the waiting gate.")
+@click.option("--reject", "decision", flag_value="reject", help="Reject the waiting gate.")
+@click.option("--reason", default=None, help="Why (recorded in the trace).")
+@click.option("--set", "values", multiple=True, metavar="K=V", help="A gate field value.")
+@click.option("--gate", default=None, help="Which gate, when several are waiting.")
+@click.option("--as", "actor", default=None, help="Who decides (checked against the gate's approvers).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@ROOT_OPTION
+def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[str, ...],
+           gate: str | None, actor: str | None, as_json: bool, root: Path | None) -> None:
+    """Continue a run: decide a waiting gate, or go on after a crash or failure."""
+    from engine.runtime.commands import resume_command
+
+    raise SystemExit(resume_command(_root(root), run_id, decision, reason, list(values), gate, actor,
+                                    as_json))
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--flow", default=None, help="Only runs of this flow.")
+@click.option("--status", default=None, help="Only runs with this status.")
+@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@ROOT_OPTION
+@click.pass_context
+def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:
+    """List runs, newest first."""
+    if ctx.invoked_subcommand is None:
+        from engine.runtime.commands import runs_command
+
+        raise SystemExit(runs_command(_root(root), flow, status, limit))
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@ROOT_OPTION
+def runs_show(run_id: str, as_json: bool, root: Path | None) -> None:
+    """Show one run: inputs, outputs, steps, error, waiting gates."""
+    from engine.runtime.commands import show_command
+
+    raise SystemExit(show_command(_root(root), run_id, as_json))
+
+
+@cli.command()
+@click.argument("flow")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
+@ROOT_OPTION
+def graph(flow: str, fmt: str, root: Path | None) -> None:
+    """Print a flow's graph."""
+    from engine.runtime.commands import graph_command
+
+    raise SystemExit(graph_command(_root(root), flow, fmt))
+
+
+def _later(name: str, issue: str) -> Any:
+    def command(**_: Any) -> None:
+        click.echo(f"blockyard {name}: not available yet ({issue}).", err=True)
+        raise SystemExit(2)
+
+    return command
+
+
+for _name, _help, _issue in [
+    ("test", "Run flow tests (flows/*.test.yaml).", "flow tests land with the runtime"),
+    ("watch", "Re-validate on every save.", "arrives with `blockyard serve`"),
+    ("serve", "HTTP API, live events, web page, hot reload.", "arrives with `blockyard serve`"),
+    ("schedules", "Print the next fire time of scheduled flows.", "arrives with `blockyard serve`"),
+    ("threads", "List conversation threads.", "arrives with memory and threads"),
+    ("memory", "Look at and fix long-term memory.", "arrives with memory and threads"),
+]:
+    cli.command(_name, help=_help, context_settings={"ignore_unknown_options": True},
+                add_help_option=True)(click.argument("args", nargs=-1)(_later(_name, _issue)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and map every outcome to an exit code."""
+    from engine.errors import BlockyardError
+
+    try:
+        cli.main(args=argv, prog_name="blockyard", standalone_mode=False)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        return 130
+    except click.UsageError as exc:
+        exc.show()
+        return 2
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except BlockyardError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except Exception:
+        return _crash()
+    return 0
+
+
+def _crash() -> int:
+    import tempfile
+    import traceback
+
+    log = Path(tempfile.gettempdir()) / "blockyard-crash.log"
+    try:
+        log.write_text(traceback.format_exc(), encoding="utf-8")
+        where = f"; details in {log}"
+    except OSError:
+        where = ""
+    exc = sys.exc_info()[1]
+    click.echo(f"internal error: {type(exc).__name__}: {exc}{where} (please report it)", err=True)
+    return 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,272 @@
+"""YAML -> JSON-shaped data with a position for every value.
+
+Untrusted input: only the YAML 1.2 core schema is understood (`yes`/`no`/`on`/`off` stay
+strings), Python and custom tags are refused, duplicate keys are errors, and alias, size and
+depth bombs are stopped before they cost memory or a crash (libyaml's own composer recurses in
+C and segfaults on deep nesting, so we compose from the event stream ourselves).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.diagnostics import Diagnostic
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+MAX_VALUES = 100_000  # counting every alias expansion
+
+JsonPath = tuple[str | int, ...]
+
+_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_CORE = "tag:yaml.org,2002:"
+_INT = re.compile(r"[-+]?[0-9]+")
+_OCT = re.compile(r"0o[0-7]+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_INF = re.compile(r"[-+]?\.(inf|Inf|INF)")
+_NAN = re.compile(r"\.(nan|NaN|NAN)")
+_NULLS = {"", "~", "null", "Null", "NULL"}
+_TRUE = {"true", "True", "TRUE"}
+_FALSE = {"false", "False", "FALSE"}
+
+
+@dataclass
+class Document:
+    """A parsed file: its data and the 1-based (line, col) of every value and mapping key."""
+
+    path: Path
+    display: str
+    data: Any
+    marks: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+    key_marks: dict[JsonPath, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, path: JsonPath, *, key: bool = False) -> tuple[int, int]:
+        """Position of the value at `path` (or its key), falling back to the nearest parent."""
+        table = self.key_marks if key else self.marks
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if key and probe in self.marks:
+                return self.marks[probe]
+            probe = probe[:-1]
+        return self.marks.get((), (1, 1))
+
+    def diag(self, path: JsonPath, code: str, message: str, *, key: bool = False,
+             severity: str = "error") -> Diagnostic:
+        line, col = self.where(path, key=key)
+        return Diagnostic(self.display, line, col, code, message, severity)  # type: ignore[arg-type]
+
+
+class LoadError(Exception):
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.format())
+        self.diagnostic = diagnostic
+
+
+def load_file(path: Path, display: str | None = None) -> Document:
+    """Read and parse one YAML file; raises LoadError with a single clear diagnostic."""
+    shown = display or str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise LoadError(Diagnostic(shown, 1, 1, "BY001",
+                                       f"file is {size / 1e6:.1f} MB; definitions are limited to "
+                                       f"{MAX_FILE_BYTES // 1024} KiB"))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LoadError(Diagnostic(shown, 1, 1, "BY001", f"cannot read file: {exc.strerror}")) from None
+    return load_bytes(raw, shown, path)
+
+
+def load_bytes(raw: bytes, display: str, path: Path | None = None) -> Document:
+    if len(raw) > MAX_FILE_BYTES:
+        raise LoadError(Diagnostic(display, 1, 1, "BY001",
+                                   f"file is {len(raw) / 1e6:.1f} MB; definitions are limited to "
+                                   f"{MAX_FILE_BYTES // 1024} KiB"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise LoadError(Diagnostic(display, line, col, "BY001",
+                                   "not a UTF-8 text file (binary data?)")) from None
+    if "\x00" in text:
+        offset = text.index("\x00")
+        line = text.count("\n", 0, offset) + 1
+        raise LoadError(Diagnostic(display, line, 1, "BY001", "not a text file (contains NUL bytes)"))
+    return _Composer(text, display, path or Path(display)).document()
+
+
+class _Composer:
+    def __init__(self, text: str, display: str, path: Path) -> None:
+        self.text = text
+        self.display = display
+        self.doc = Document(path, display, None)
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.count = 0
+
+    def fail(self, mark: Any, code: str, message: str) -> LoadError:
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        return LoadError(Diagnostic(self.display, line, col, code, message))
+
+    def document(self) -> Document:
+        try:
+            events = iter(yaml.parse(self.text, Loader=_Loader))
+            self.events = events
+            next(events)  # StreamStart
+            first = next(events)
+            if isinstance(first, yaml.StreamEndEvent):
+                raise self.fail(None, "BY006", "file is empty; expected a mapping")
+            self.doc.data, _ = self.node(next(events), (), 0)
+            next(events)  # DocumentEnd
+            extra = next(events)
+            if not isinstance(extra, yaml.StreamEndEvent):
+                raise self.fail(extra.start_mark, "BY007",
+                                "more than one YAML document in the file; put one definition per file")
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            problem = exc.problem or exc.context or "invalid YAML"
+            raise self.fail(mark, "BY002", f"YAML syntax error: {problem}") from None
+        except yaml.YAMLError as exc:
+            raise self.fail(None, "BY002", f"YAML syntax error: {exc}") from None
+        if self.doc.data is None:
+            raise LoadError(Diagnostic(self.display, 1, 1, "BY006", "file is empty; expected a mapping"))
+        return self.doc
+
+    def node(self, event: Any, path: JsonPath, depth: int) -> tuple[Any, int]:
+        """Build the value that starts with `event`; returns it and how many values it holds."""
+        if depth > MAX_DEPTH:
+            raise self.fail(event.start_mark, "BY005", f"nesting deeper than {MAX_DEPTH} levels")
+        mark = event.start_mark
+        self.doc.marks.setdefault(path, (mark.line + 1, mark.column + 1))
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor not in self.anchors:
+                raise self.fail(mark, "BY002", f"YAML syntax error: unknown or recursive alias *{event.anchor}")
+            value, size = self.anchors[event.anchor]
+            self.spend(size, mark)
+            return value, size
+        tag = getattr(event, "tag", None)
+        if isinstance(event, yaml.ScalarEvent):
+            self.spend(1, mark)
+            value = self.scalar(event)
+            size = 1
+        elif isinstance(event, yaml.SequenceStartEvent):
+            self.check_tag(tag, "seq", mark)
+            value, size = self.sequence(path, depth)
+        elif isinstance(event, yaml.MappingStartEvent):
+            self.check_tag(tag, "map", mark)
+            value, size = self.mapping(path, depth)
+        else:  # pragma: no cover - libyaml emits nothing else here
+            raise self.fail(mark, "BY002", "YAML syntax error: unexpected content")
+        if event.anchor:
+            self.anchors[event.anchor] = (value, size)
+        return value, size
+
+    def spend(self, size: int, mark: Any) -> None:
+        self.count += size
+        if self.count > MAX_VALUES:
+            raise self.fail(mark, "BY005",
+                            f"document expands to more than {MAX_VALUES} values (alias bomb?)")
+
+    def sequence(self, path: JsonPath, depth: int) -> tuple[list[Any], int]:
+        items: list[Any] = []
+        size = 1
+        for event in self.events:
+            if isinstance(event, yaml.SequenceEndEvent):
+                return items, size
+            value, n = self.node(event, (*path, len(items)), depth + 1)
+            items.append(value)
+            size += n
+        raise self.fail(None, "BY002", "YAML syntax error: unterminated sequence")  # pragma: no cover
+
+    def mapping(self, path: JsonPath, depth: int) -> tuple[dict[str, Any], int]:
+        result: dict[str, Any] = {}
+        size = 1
+        for event in self.events:
+            if isinstance(event, yaml.MappingEndEvent):
+                return result, size
+            if not isinstance(event, yaml.ScalarEvent):
+                raise self.fail(event.start_mark, "BY002",
+                                "YAML syntax error: mapping keys must be plain scalars")
+            key_value = self.scalar(event)
+            key = key_value if isinstance(key_value, str) else _plain_text(key_value, event.value)
+            mark = (event.start_mark.line + 1, event.start_mark.column + 1)
+            if key == "<<" and event.implicit[0]:
+                raise self.fail(event.start_mark, "BY002",
+                                "merge keys ('<<') are YAML 1.1 only; write the keys out")
+            if key in result:
+                first = self.doc.key_marks.get((*path, key), mark)
+                raise self.fail(event.start_mark, "BY004",
+                                f"duplicate key '{key}' (first defined at line {first[0]})")
+            self.doc.key_marks[(*path, key)] = mark
+            value, n = self.node(next(self.events), (*path, key), depth + 1)
+            result[key] = value
+            size += n
+        raise self.fail(None, "BY002", "YAML syntax error: unterminated mapping")  # pragma: no cover
+
+    def check_tag(self, tag: str | None, kind: str, mark: Any) -> None:
+        if tag not in (None, "!", _CORE + kind):
+            raise self.fail(mark, "BY003", f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
+
+    def scalar(self, event: Any) -> Any:
+        tag, value = event.tag, event.value
+        if tag in (None, "!") and event.implicit[0]:
+            return _resolve_core(value)
+        if tag in (None, "!", _CORE + "str"):
+            return value
+        if tag in (_CORE + "int", _CORE + "float", _CORE + "bool", _CORE + "null"):
+            resolved = _resolve_core(value)
+            expected = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[tag[len(_CORE):]]
+            if not isinstance(resolved, expected) or (tag.endswith("int") and isinstance(resolved, bool)):
+                raise self.fail(event.start_mark, "BY002", f"'{value}' is not a valid {tag[len(_CORE):]}")
+            return float(resolved) if tag.endswith("float") else resolved
+        raise self.fail(event.start_mark, "BY003",
+                        f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
+
+
+def _resolve_core(text: str) -> Any:
+    """YAML 1.2 core schema resolution of a plain scalar."""
+    if text in _NULLS:
+        return None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if _INT.fullmatch(text):
+        return int(text)
+    if _OCT.fullmatch(text):
+        return int(text[2:], 8)
+    if _HEX.fullmatch(text):
+        return int(text[2:], 16)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if _INF.fullmatch(text):
+        return -math.inf if text.startswith("-") else math.inf
+    if _NAN.fullmatch(text):
+        return math.nan
+    return text
+
+
+def _plain_text(value: Any, source: str) -> str:
+    # JSON-shaped data: a key such as `1` or `null` is the text the author wrote
+    return source
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as YAML 1.2 (`7` is a number, `[1,2]` a list, anything else a string)."""
+    try:
+        doc = load_bytes(text.encode("utf-8"), "<value>")
+    except LoadError as exc:
+        if exc.diagnostic.code == "BY006":
+            return text if text else ""
+        return text
+    return doc.data

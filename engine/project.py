@@ -1,0 +1,162 @@
+"""A yard on disk: find its files, load and schema-check them, build the typed specs.
+
+This is the shared front half of `validate`, `run` and `serve`. It imports no LangGraph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from engine.diagnostics import Diagnostic
+from engine.load import Document, LoadError, load_file
+from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.validate import schema
+
+CONFIG_FILE = "blockyard.yaml"
+YAML_SUFFIXES = (".yaml", ".yml")
+S = TypeVar("S", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Definition(Generic[S]):
+    """A spec together with the document it came from (for positions) and its content hash."""
+
+    spec: S
+    doc: Document
+
+    @property
+    def display(self) -> str:
+        return self.doc.display
+
+    @property
+    def digest(self) -> str:
+        return content_hash(self.doc.data)
+
+
+BlockDef = Definition[BlockSpec]
+FlowDef = Definition[FlowSpec]
+
+
+def content_hash(data: Any) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class Project:
+    """Everything that loaded, plus every problem found on the way."""
+
+    root: Path
+    config: ConfigSpec = field(default_factory=ConfigSpec)
+    config_doc: Document | None = None
+    blocks: dict[str, dict[int, BlockDef]] = field(default_factory=dict)
+    flows: dict[str, FlowDef] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    def block(self, ref: str) -> BlockDef | None:
+        """`name` -> the newest version, `name@2` -> exactly version 2."""
+        name, _, version = ref.partition("@")
+        versions = self.blocks.get(name)
+        if not versions:
+            return None
+        if not version:
+            return versions[max(versions)]
+        return versions.get(int(version)) if version.isdigit() else None
+
+    def flow(self, name: str) -> FlowDef | None:
+        return self.flows.get(name)
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
+    """Load a yard. `only` restricts which files are reported on (the rest still resolve names)."""
+    root = root.resolve()
+    project = Project(root)
+    config_path = root / CONFIG_FILE
+    if config_path.is_file():
+        doc = _read(project, config_path)
+        if doc is not None:
+            config = _build(project, doc, "config", ConfigSpec)
+            if config is not None:
+                project.config, project.config_doc = config, doc
+    for path in _files(root / project.config.paths.blocks):
+        doc = _read(project, path)
+        if doc is None:
+            continue
+        spec = _build(project, doc, "block", BlockSpec)
+        if spec is None:
+            continue
+        versions = project.blocks.setdefault(spec.block, {})
+        if spec.version in versions:
+            other = versions[spec.version].display
+            project.diagnostics.append(doc.diag(("block",), "BY201",
+                                                f"block '{spec.block}' version {spec.version} is also "
+                                                f"defined in {other}"))
+            continue
+        versions[spec.version] = Definition(spec, doc)
+    for path in _files(root / project.config.paths.flows):
+        if path.name.endswith((".test.yaml", ".test.yml")):
+            continue
+        doc = _read(project, path)
+        if doc is None:
+            continue
+        flow = _build(project, doc, "flow", FlowSpec)
+        if flow is None:
+            continue
+        if flow.flow in project.flows:
+            other = project.flows[flow.flow].display
+            project.diagnostics.append(doc.diag(("flow",), "BY202",
+                                                f"flow '{flow.flow}' is also defined in {other}"))
+            continue
+        project.flows[flow.flow] = Definition(flow, doc)
+    if only is not None:
+        wanted = {relative(p, root) for p in only}
+        project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
+    return project
+
+
+def _files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file())
+
+
+def _read(project: Project, path: Path) -> Document | None:
+    project.files.append(path)
+    try:
+        return load_file(path, relative(path, project.root))
+    except LoadError as exc:
+        project.diagnostics.append(exc.diagnostic)
+        return None
+
+
+def _build(project: Project, doc: Document, kind: str, model: type[S]) -> S | None:
+    problems = schema.check(doc, kind)
+    if problems:
+        project.diagnostics.extend(problems)
+        return None
+    try:
+        return model.model_validate(doc.data)
+    except ValidationError as exc:  # the schema is generated from the model, so this is rare
+        for error in exc.errors():
+            loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
+            project.diagnostics.append(doc.diag(loc, "BY100", error["msg"]))
+        return None

@@ -1,0 +1,63 @@
+"""A block: a reusable unit of work, run by the generic executor of its kind."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.spec.common import Duration, ModelProfile, Name, RetrySpec, Spec, TypeSpec
+
+BlockKind = Literal["llm", "decide", "agent", "smart", "tool", "transform", "memory_read",
+                    "memory_write", "wait"]
+BLOCK_KINDS: tuple[str, ...] = BlockKind.__args__  # type: ignore[attr-defined]
+MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
+
+
+class PromptSpec(Spec):
+    """Jinja2 templates (sandboxed, strict) that see the block's inputs."""
+
+    system: str | None = Field(None, description="System message template.")
+    user: str | None = Field(None, description="User message template.")
+
+
+class MemorySpec(Spec):
+    """Which memory item a memory_read / memory_write block touches, in the run's memory scope."""
+
+    namespace: Literal["preferences", "history"] = Field(
+        "preferences", description="preferences (key-value facts) or history (past runs of the flow).")
+    key: str | None = Field(None, description="Item key (template); memory_read without a key reads all items.")
+
+
+class BlockSpec(Spec):
+    """A block file: blocks/<id>.yaml."""
+
+    block: Name = Field(..., description="Unique block id; the file is blocks/<id>.yaml.")
+    version: int = Field(1, ge=1, description="Bump on any change of contract or prompt; steps may pin "
+                                              "`uses: id@version`.")
+    description: str | None = Field(None, description="What the block does, in one sentence.")
+    kind: BlockKind = Field(..., description="Which generic executor runs the block.")
+    inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="What the block reads.")
+    outputs: dict[Name, TypeSpec] = Field(default_factory=dict,
+                                          description="What the block writes into the flow's context.")
+    prompt: PromptSpec | None = Field(None, description="Prompt templates (llm, decide, agent, smart).")
+    model: Name | ModelProfile | None = Field(
+        None, description="A model profile name from blockyard.yaml, or an inline profile.")
+    tools: list[Name] = Field(default_factory=list, description="Tool names the agent may call.")
+    delegates: list[Name] = Field(default_factory=list,
+                                  description="agent: other agent blocks or flows offered as tools.")
+    max_iterations: int | None = Field(None, ge=1, le=100, description="agent: bound on model turns.")
+    mode: Literal["predict", "chain_of_thought"] | None = Field(None, description="smart: DSPy module.")
+    compute: dict[Name, str] | None = Field(
+        None, description="transform: output name -> Jinja2 expression over the inputs.")
+    tool: Name | None = Field(None, description="tool: the registered tool this block calls.")
+    duration: Duration | None = Field(None, description="wait: how long to wait.")
+    memory: MemorySpec | None = Field(None, description="memory_read / memory_write: the item touched.")
+    retry: RetrySpec | None = Field(None, description="Retry policy for transient failures.")
+    timeout: Duration | None = Field(None, description="Limit on one execution of the block.")
+    category: str | None = Field(None, description="Free-form group, for `blockyard blocks --category`.")
+    tags: list[str] = Field(default_factory=list, description="Labels, for `blockyard blocks --tag`.")
+
+    @property
+    def ref(self) -> str:
+        return f"{self.block}@{self.version}"

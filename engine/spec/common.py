@@ -1,0 +1,81 @@
+"""Shared pieces of the spec: the base model, value types, durations, model profiles."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h|d)$"
+_DURATION = re.compile(DURATION_PATTERN)
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")]
+
+ValueType = Literal["string", "integer", "number", "boolean", "array", "object", "any"]
+
+
+def parse_duration(text: str) -> float:
+    """'1.5s' -> 1.5 (seconds)."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"invalid duration '{text}' (use e.g. 500ms, 30s, 5m, 2h, 1d)")
+    return float(text[: match.start(2)]) * _UNITS[match.group(2)]
+
+
+class Spec(BaseModel):
+    """Validated definitions are immutable and reject unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class TypeSpec(Spec):
+    """A declared value: the type of a block or flow input/output, or an approval field."""
+
+    type: ValueType = Field("any", description="JSON type of the value: string, integer, number, boolean, "
+                                                "array, object, or any.")
+    description: str | None = Field(None, description="What the value means; shown in docs and forms.")
+    default: Any = Field(None, description="Value used when nothing binds this input; makes it optional.")
+    enum: list[Any] | None = Field(None, description="The only values allowed (a decide block's choices).")
+    items: TypeSpec | None = Field(None, description="Type of each element, for arrays.")
+    properties: dict[str, TypeSpec] | None = Field(
+        None, description="Declared keys, for objects (other keys are allowed).")
+
+    @property
+    def has_default(self) -> bool:
+        return "default" in self.model_fields_set
+
+
+class ModelProfile(Spec):
+    """How to reach a model: a provider plus its settings. Keys come only from the environment."""
+
+    provider: Literal["openai", "azure", "anthropic", "mock"] = Field(
+        ..., description="openai (any OpenAI-compatible endpoint), azure, anthropic, or mock (offline).")
+    name: str | None = Field(None, description="Model name sent to the provider, e.g. gpt-4o-mini.")
+    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server "
+                                                   "(Ollama, vLLM, LM Studio, a gateway).")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
+                                    description="Name of the environment variable holding the API key.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, ge=1, description="Upper bound on generated tokens.")
+    timeout: Duration | None = Field(None, description="Timeout of one model call.")
+    max_retries: int | None = Field(None, ge=0, le=10, description="Client-side retries of one call.")
+    headers: dict[str, str] | None = Field(None, description="Extra HTTP headers sent with every request.")
+    api_version: str | None = Field(None, description="API version (azure).")
+    delay: Duration | None = Field(None, description="mock only: simulated latency per call.")
+    replies: dict[str, list[Any]] | None = Field(
+        None, description="mock only: scripted replies per block or step id, used in order.")
+
+
+class RetrySpec(Spec):
+    """Retries of a block with exponential backoff on transient failures."""
+
+    attempts: int = Field(3, ge=1, le=20, description="Total attempts, the first included.")
+    backoff: float = Field(2.0, ge=1.0, le=10.0, description="Multiplier of the wait between attempts.")
+    initial: Duration = Field("500ms", description="Wait before the second attempt.")
+    on: list[Literal["timeout", "rate_limit", "server_error", "connection", "any"]] = Field(
+        default_factory=lambda: ["timeout", "rate_limit", "server_error", "connection"],
+        description="Which failures are retried.")

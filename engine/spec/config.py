@@ -1,0 +1,55 @@
+"""blockyard.yaml: model profiles, tools, paths, server settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.spec.common import ModelProfile, Name, Spec
+
+
+class ToolDecl(Spec):
+    """A Python tool declared by import path; loaded only from the yard's code or installed packages."""
+
+    import_: str = Field(..., alias="import", pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+                         description="module:function")
+    description: str | None = Field(None, description="What the tool does (shown to models).")
+    parameters: dict[str, Any] | None = Field(
+        None, description="JSON Schema of the arguments (default: derived from the type hints).")
+
+
+class PathsSpec(Spec):
+    """Where things are, relative to the yard root."""
+
+    blocks: str = Field("blocks", description="Folder of block files.")
+    flows: str = Field("flows", description="Folder of flow files.")
+    state: str = Field(".blockyard/state.db", description="SQLite database of runs, checkpoints and memory.")
+    code: str = Field(".", description="Folder added to the import path for the yard's own tools.")
+
+
+class HttpSpec(Spec):
+    """Limits of the built-in http_request tool."""
+
+    allowed_hosts: list[str] = Field(default_factory=list, description="Hosts the tool may reach.")
+    timeout: str = Field("10s", pattern=r"^[0-9]+(\.[0-9]+)?(ms|s|m)$", description="Per request.")
+    max_bytes: int = Field(1_000_000, ge=1, description="Largest response body read.")
+
+
+class ServerSpec(Spec):
+    """Defaults of `blockyard serve`."""
+
+    host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs BLOCKYARD_TOKEN.")
+    port: int = Field(8000, ge=1, le=65535, description="Port to bind.")
+    max_concurrent_runs: int = Field(32, ge=1, description="Runs executing at once; others queue.")
+
+
+class ConfigSpec(Spec):
+    """The optional project file blockyard.yaml."""
+
+    models: dict[Name, ModelProfile] = Field(
+        default_factory=dict, description="Model profiles by name; `default` is used when a block names none.")
+    tools: dict[Name, ToolDecl] = Field(default_factory=dict, description="Python tools by name.")
+    paths: PathsSpec = Field(default_factory=PathsSpec, description="Folder layout.")
+    http: HttpSpec = Field(default_factory=HttpSpec, description="http_request tool limits.")
+    server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")

@@ -1,0 +1,62 @@
+"""Generate the published JSON Schemas from the spec models: `python -m engine.spec.export [DIR]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.spec.block import BlockSpec
+from engine.spec.config import ConfigSpec
+from engine.spec.flow import FlowSpec
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "block.schema.json": BlockSpec,
+    "flow.schema.json": FlowSpec,
+    "config.schema.json": ConfigSpec,
+}
+BASE_ID = "https://blockyard.dev/schemas/"
+
+
+def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    _strip(schema)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": BASE_ID + filename,
+        **schema,
+    }
+
+
+def _strip(node: Any) -> None:
+    """Drop pydantic's auto titles; editors show `description`, which every property has."""
+    if isinstance(node, dict):
+        node.pop("title", None)
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop in value.values():
+                    _strip(prop)
+            else:
+                _strip(value)
+    elif isinstance(node, list):
+        for item in node:
+            _strip(item)
+
+
+def render(model: type[BaseModel], filename: str) -> str:
+    return json.dumps(build(model, filename), indent=2, sort_keys=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    target = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / "schemas"
+    target.mkdir(parents=True, exist_ok=True)
+    for filename, model in SCHEMAS.items():
+        (target / filename).write_text(render(model, filename), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

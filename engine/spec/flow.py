@@ -1,0 +1,185 @@
+"""A flow: steps wired into a graph (list order, needs, goto, branches, routers, loops, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import Field
+
+from engine.spec.common import Duration, Name, Spec, TypeSpec
+
+Target = Name  # a step id, or `end`
+END = "end"
+ACTIONS = ("uses", "router", "loop", "foreach", "map", "approval", "flow")
+
+
+class Route(Spec):
+    """One router rule: the first rule that matches picks the next step."""
+
+    contains: str | None = Field(None, description="Matches when the value contains this text.")
+    equals: str | None = Field(None, description="Matches when the value equals this text (case-insensitive).")
+    starts_with: str | None = Field(None, description="Matches when the value starts with this text.")
+    regex: str | None = Field(None, description="Matches when this RE2 regular expression finds a match.")
+    expr: str | None = Field(None, description="Matches when this bare Jinja2 expression is truthy.")
+    goto: Target = Field(..., description="The step to go to, or `end`.")
+
+    @property
+    def kind(self) -> str:
+        for name in ("contains", "equals", "starts_with", "regex", "expr"):
+            if getattr(self, name) is not None:
+                return name
+        return "default"
+
+
+class RouterSpec(Spec):
+    """Ordered rules over a value; targets are step ids or `end`."""
+
+    value: str | None = Field(None, description="Template whose result the text rules look at.")
+    routes: list[Route] = Field(default_factory=list, description="Rules, tried in order.")
+    default: Target = Field(..., description="Where to go when no rule matches.")
+
+
+class LoopSpec(Spec):
+    """A body run at least once, then again until `until` holds or the bound is reached."""
+
+    steps: list[StepSpec] = Field(..., min_length=1, description="The loop body.")
+    until: str | None = Field(None, description="Bare expression checked after each iteration.")
+    max_iterations: int = Field(..., ge=1, le=10_000, description="Bound on iterations.")
+    on_exhausted: Literal["continue", "fail"] = Field(
+        "continue", description="continue after the loop with a warning event, or fail the run.")
+
+
+class ForeachSpec(Spec):
+    """A sequential iterator: each iteration sees what the previous ones wrote."""
+
+    items: str = Field(..., description="Bare expression giving the list to iterate.")
+    as_: Name = Field("item", alias="as", description="Name of the current item in templates and inputs.")
+    steps: list[StepSpec] = Field(..., min_length=1, description="The body, run once per item.")
+    collect: Name | None = Field(None, description="Context key receiving one entry per item, in order.")
+
+
+class MapSpec(Spec):
+    """A parallel fan-out over items, joined in item order."""
+
+    items: str = Field(..., description="Bare expression giving the list to fan out over.")
+    as_: Name = Field("item", alias="as", description="Name of the current item in templates and inputs.")
+    uses: str | None = Field(None, description="Block run once per item (`id` or `id@version`).")
+    with_: dict[Name, Any] = Field(default_factory=dict, alias="with", description="Input bindings for `uses`.")
+    steps: list[StepSpec] | None = Field(None, description="A body of steps run once per item, instead of `uses`.")
+    max_concurrency: int | None = Field(None, ge=1, le=1000, description="Bound on items in flight.")
+    collect: Name | None = Field(None, description="Context key receiving one entry per item, in item order.")
+
+
+class ApprovalSpec(Spec):
+    """A human approval gate: the run pauses until someone approves or rejects."""
+
+    message: str = Field("Approve to continue?", description="Template shown to the person deciding.")
+    fields: dict[Name, TypeSpec] = Field(default_factory=dict,
+                                         description="Typed values the person fills in; they land in the context.")
+    on_reject: Target | Literal["fail"] = Field(END, description="A step, `end`, or `fail`.")
+    approvers: list[str] = Field(default_factory=list, description="Names allowed to decide (empty: anyone).")
+    timeout: Duration | None = Field(None, description="How long the gate waits.")
+    on_timeout: Literal["approve", "reject"] | Target = Field(
+        "reject", description="approve, reject, or a step to go to when the timeout passes.")
+
+
+class MemoryScope(Spec):
+    """Where a flow's long-term memory lives."""
+
+    scope: str = Field(..., description="Template naming the memory scope, e.g. users/{{ inputs.user_id }}.")
+
+
+class ScheduleSpec(Spec):
+    """Run the flow on a cron schedule while `blockyard serve` is up."""
+
+    cron: str = Field(..., description="Five-field cron expression.")
+    timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Inputs of scheduled runs.")
+    misfire: Literal["skip", "run_once"] = Field("skip", description="What to do with fire times missed "
+                                                                      "while the server was down.")
+
+
+class StepSpec(Spec):
+    """One step: exactly one action (uses, router, loop, foreach, map, approval, flow)."""
+
+    id: Name = Field(..., description="Unique step id within the flow.")
+    description: str | None = Field(None, description="What the step is for.")
+    start: bool = Field(False, description="Entry point of the flow (default: the first step).")
+    uses: str | None = Field(None, description="Block to run: `id` or `id@version`.")
+    flow: Name | None = Field(None, description="Subflow to run as this step.")
+    with_: dict[Name, Any] = Field(default_factory=dict, alias="with",
+                                   description="Input bindings: literals or templates.")
+    outputs: dict[Name, Name] = Field(default_factory=dict,
+                                      description="Renames: block output -> context key.")
+    needs: list[Name] = Field(default_factory=list, description="Steps that must finish first (a DAG).")
+    goto: Target | None = Field(None, description="Explicit successor: a step id or `end`.")
+    branches: dict[str, Target] | None = Field(
+        None, description="decide steps: output value -> next step (or `end`).")
+    router: RouterSpec | None = Field(None, description="Rule-based routing step.")
+    loop: LoopSpec | None = Field(None, description="Bounded loop over a body of steps.")
+    foreach: ForeachSpec | None = Field(None, description="Sequential iteration over a list.")
+    map: MapSpec | None = Field(None, description="Parallel fan-out over a list.")
+    approval: ApprovalSpec | None = Field(None, description="Human approval gate.")
+    require_approval: bool | ApprovalSpec = Field(
+        False, description="Pause for approval before this step runs (true, or the gate's settings).")
+    delegates: list[Name] = Field(default_factory=list,
+                                  description="agent steps: other agent steps or flows offered as tools.")
+    max_visits: int | None = Field(None, ge=1, le=10_000,
+                                   description="Bound on entries into this step (back-edges need it).")
+    on_max_visits: Target | Literal["fail"] = Field(
+        "fail", description="Where to go when max_visits is reached: a step, `end`, or `fail`.")
+
+    @property
+    def action(self) -> str | None:
+        present = [name for name in ACTIONS if getattr(self, name) is not None]
+        return present[0] if len(present) == 1 else None
+
+    @property
+    def actions(self) -> list[str]:
+        return [name for name in ACTIONS if getattr(self, name) is not None]
+
+    def children(self) -> list[StepSpec]:
+        """Steps nested in this one (loop / foreach / map bodies)."""
+        if self.loop is not None:
+            return list(self.loop.steps)
+        if self.foreach is not None:
+            return list(self.foreach.steps)
+        if self.map is not None and self.map.steps is not None:
+            return list(self.map.steps)
+        return []
+
+
+class FlowSpec(Spec):
+    """A flow file: flows/<id>.yaml."""
+
+    flow: Name = Field(..., description="Unique flow id; the file is flows/<id>.yaml.")
+    version: int = Field(1, ge=1, description="Bump on any change of behaviour.")
+    description: str | None = Field(None, description="What the flow does.")
+    inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="The run's read-only inputs.")
+    outputs: list[Name] = Field(default_factory=list, description="Context keys returned as the run's result.")
+    memory: MemoryScope | None = Field(None, description="Long-term memory across runs.")
+    schedule: ScheduleSpec | None = Field(None, description="Cron schedule for `blockyard serve`.")
+    max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
+    tags: list[str] = Field(default_factory=list, description="Labels.")
+    steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
+
+    def walk(self) -> Iterator[tuple[StepSpec, tuple[str | int, ...]]]:
+        """Every step, nested ones included, with its path in the document."""
+        yield from _walk(self.steps, ("steps",))
+
+
+def _walk(steps: list[StepSpec], prefix: tuple[str | int, ...]) -> Iterator[tuple[StepSpec, tuple[str | int, ...]]]:
+    for index, step in enumerate(steps):
+        path = (*prefix, index)
+        yield step, path
+        for key in ("loop", "foreach", "map"):
+            body = getattr(step, key)
+            if body is not None and getattr(body, "steps", None):
+                yield from _walk(body.steps, (*path, key, "steps"))
+
+
+LoopSpec.model_rebuild()
+ForeachSpec.model_rebuild()
+MapSpec.model_rebuild()
+StepSpec.model_rebuild()

@@ -1,0 +1,1 @@
+"""Schema and semantic checks -> Diagnostics. Imports nothing from LangGraph or LangChain."""
