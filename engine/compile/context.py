@@ -1,0 +1,41 @@
+"""What a compiled graph needs from the outside world at run time.
+
+Passed per run as LangGraph's runtime context (`graph.ainvoke(..., context=RunContext(...))`),
+so one compiled graph serves every run of a flow version. The protocols keep the compiler
+independent of the concrete model providers and tool registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from engine.spec import BlockSpec
+
+
+class StructuredModel(Protocol):
+    async def structured(self, request: Any) -> dict[str, Any]:
+        """Ask for JSON matching request.output_schema; returns the validated object."""
+        ...
+
+
+class ModelSource(Protocol):
+    def for_block(self, block: BlockSpec) -> StructuredModel: ...
+
+
+class ToolSource(Protocol):
+    def get(self, name: str) -> Any: ...
+
+    async def call(self, name: str, args: Mapping[str, Any]) -> Any: ...
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    models: ModelSource
+    tools: ToolSource
+    workspace: Path
+    thread_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,33 @@
+"""Shared fixtures: a throw-away yard written from a dict of files."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def make_yard(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
+    """make_yard({"flows/x.yaml": "...", "blocks/b.yaml": "..."}) -> the yard's root."""
+
+    def make(files: dict[str, str]) -> Path:
+        root = tmp_path / "yard"
+        for name, text in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        (root / "blocks").mkdir(parents=True, exist_ok=True)
+        (root / "flows").mkdir(parents=True, exist_ok=True)
+        return root
+
+    return make
