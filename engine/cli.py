@@ -141,6 +141,20 @@ def graph(flow: str, fmt: str, root: Path | None) -> None:
     raise SystemExit(graph_command(_root(root), flow, fmt))
 
 
+@cli.command()
+@click.argument("action", type=click.Choice(["list", "get", "set", "delete"]))
+@click.argument("scope")
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def memory(action: str, scope: str, key: str | None, value: str | None, as_json: bool, root: Path | None) -> None:
+    """Look at and fix long-term memory: list|get|set|delete SCOPE [KEY] [VALUE]."""
+    from engine.memory.commands import memory_command
+
+    raise SystemExit(memory_command(_root(root), action, scope, key, value, as_json))
+
+
 def _later(name: str, issue: str) -> Any:
     def command(**_: Any) -> None:
         click.echo(f"blockyard {name}: not available yet ({issue}).", err=True)
@@ -155,7 +169,6 @@ for _name, _help, _issue in [
     ("serve", "HTTP API, live events, web page, hot reload.", "arrives with `blockyard serve`"),
     ("schedules", "Print the next fire time of scheduled flows.", "arrives with `blockyard serve`"),
     ("threads", "List conversation threads.", "arrives with memory and threads"),
-    ("memory", "Look at and fix long-term memory.", "arrives with memory and threads"),
 ]:
     cli.command(_name, help=_help, context_settings={"ignore_unknown_options": True},
                 add_help_option=True)(click.argument("args", nargs=-1)(_later(_name, _issue)))

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["memory", *args, "--root", str(root)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_set_get_list_delete_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, tmp_path, "set", "users/ada", "lunch", "Chipotle")[0] == 0
+    assert run(capsys, tmp_path, "set", "users/ada", "budget", "12.5")[0] == 0
+    assert run(capsys, tmp_path, "set", "users/bob", "lunch", "Pho")[0] == 0
+    code, out, _ = run(capsys, tmp_path, "list", "users/ada", "--json")
+    assert code == 0
+    assert json.loads(out) == {"budget": 12.5, "lunch": "Chipotle"}
+    code, out, _ = run(capsys, tmp_path, "get", "users/ada", "budget", "--json")
+    assert (code, json.loads(out)) == (0, 12.5)
+    assert run(capsys, tmp_path, "delete", "users/ada", "budget")[0] == 0
+    code, out, _ = run(capsys, tmp_path, "list", "users/ada", "--json")
+    assert json.loads(out) == {"lunch": "Chipotle"}
+    assert (tmp_path / ".blockyard" / "state.db").is_file()
+
+
+def test_refusals_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, tmp_path, "get", "users/ada", "x")
+    assert code == 2 and "nothing has been remembered yet" in err
+    run(capsys, tmp_path, "set", "users/ada", "lunch", "Chipotle")
+    code, _, err = run(capsys, tmp_path, "get", "users/ada", "missing")
+    assert code == 2 and "no preference 'missing' in scope 'users/ada'" in err
+    code, _, err = run(capsys, tmp_path, "list", "users/../etc")
+    assert code == 2 and "invalid memory scope 'users/../etc'" in err
+    code, _, err = run(capsys, tmp_path, "set", "users/ada", "k")
+    assert code == 2 and "needs a VALUE" in err
