@@ -24,6 +24,7 @@ BASE_ID = "https://blockyard.dev/schemas/"
 def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     _strip(schema)
+    _name_keys(schema)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": BASE_ID + filename,
@@ -44,6 +45,26 @@ def _strip(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _strip(item)
+
+
+def _name_keys(node: Any) -> None:
+    """`dict[Name, X]` becomes propertyNames + additionalProperties, as pydantic enforces it.
+
+    pydantic emits `patternProperties` alone, which lets keys that miss the pattern through
+    unchecked; the published schema must reject what the models reject.
+    """
+    if isinstance(node, dict):
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict) and len(patterns) == 1 and not {"properties", "additionalProperties"} & set(node):
+            pattern, value = next(iter(patterns.items()))
+            del node["patternProperties"]
+            node["propertyNames"] = {"pattern": pattern}
+            node["additionalProperties"] = value
+        for value in node.values():
+            _name_keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            _name_keys(item)
 
 
 def render(model: type[BaseModel], filename: str) -> str:

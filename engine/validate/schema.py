@@ -1,4 +1,9 @@
-"""JSON Schema validation of loaded documents, every error at its line and column."""
+"""JSON Schema validation of loaded documents, every error at its line and column, in plain words.
+
+jsonschema reports an `anyOf` failure (every optional key is `X | None`) as one error holding the
+errors of each alternative. We explain the alternative that has the value's type, with all of its
+errors, so a router missing `default` and an unknown key inside it are both reported.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,10 @@ from jsonschema.exceptions import ValidationError
 
 from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import Document
+
+TOP_KEYS = {"block": "blocks", "flow": "flows"}
+_RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
+          "minLength", "maxLength", "minProperties", "maxProperties")
 
 
 def schema_dir() -> Path:
@@ -34,86 +43,153 @@ def _validator(name: str) -> Draft202012Validator:
 
 
 def check(doc: Document, name: str) -> list[Diagnostic]:
-    """All schema errors of `doc` against schema `name`, one diagnostic per problem."""
-    if not isinstance(doc.data, dict):
-        found = type(doc.data).__name__ if doc.data is not None else "nothing"
-        kind = {"list": "a list", "str": "a plain value", "int": "a number", "float": "a number",
-                "bool": "a boolean"}.get(found, found)
-        return [doc.diag((), "BY101", f"expected a mapping with a '{name}:' key at the top, found {kind}")]
-    found: list[Diagnostic] = []
-    for error in _validator(name).iter_errors(doc.data):
-        found.extend(_explain(doc, error, name))
-    return sorted(set(found))
+    """All schema errors of `doc` against schema `name` (block, flow, config), one per problem."""
+    data = doc.data
+    if not isinstance(data, dict):
+        expected = "a mapping of settings" if name == "config" else f"a mapping with a '{name}:' key at the top"
+        return [doc.diag((), "BY101", f"expected {expected}, found {_describe(data)}")]
+    misplaced = _misplaced(doc, name)
+    if misplaced is not None:
+        return [misplaced]
+    validator = _validator(name)
+    found: set[Diagnostic] = set()
+    for error in validator.iter_errors(data):
+        found.update(_explain(doc, error))
+    return sorted(found)
 
 
-def _explain(doc: Document, error: ValidationError, schema: str) -> list[Diagnostic]:
+def _misplaced(doc: Document, name: str) -> Diagnostic | None:
+    """A block file among the flows (or the reverse) gets one clear message, not twenty unknown keys."""
+    for other, folder in TOP_KEYS.items():
+        if other != name and other in doc.data and name not in doc.data:
+            here = "blockyard.yaml" if name == "config" else f"the {TOP_KEYS[name]} folder"
+            value = str(doc.data[other])[:60]
+            return doc.diag((other,), "BY108", f"this file defines {other} '{value}'; {folder} belong in the "
+                                               f"{folder} folder, not in {here}", key=True)
+    return None
+
+
+def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
-    where = _where(path)
-    if error.validator == "additionalProperties":
+    kind = error.validator
+    if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
         extras = [key for key in error.instance if key not in allowed]
-        return [doc.diag((*path, key), "BY102",
-                         f"unknown key '{key}'{where}{did_you_mean(key, allowed)}", key=True)
-                for key in extras]
-    if error.validator == "required":
+        return [doc.diag((*path, key), "BY102", f"unknown key '{key}'{_where(path)}{did_you_mean(key, allowed)}",
+                         key=True) for key in extras]
+    if kind == "required":
         missing = [key for key in error.validator_value if key not in error.instance]
-        return [doc.diag(path, "BY103", f"missing required key '{key}'{where}", key=True) for key in missing]
-    if error.validator == "type":
-        return [doc.diag(path, "BY104", f"{_name(path)} must be {_types(error.validator_value)}, "
+        return [doc.diag(path, "BY103", f"missing required key '{key}'{_where(path)}", key=True) for key in missing]
+    if kind == "type":
+        return [doc.diag(path, "BY104", f"{_name(path)} must be {_option_type(error.schema)}, "
                                         f"not {_describe(error.instance)}")]
-    if error.validator == "enum":
+    if kind == "enum":
         options = ", ".join(str(v) for v in error.validator_value)
         hint = did_you_mean(str(error.instance), [str(v) for v in error.validator_value])
         return [doc.diag(path, "BY105", f"{_name(path)} is '{error.instance}'; expected one of: {options}{hint}")]
-    if error.validator == "const":
+    if kind == "const":
         return [doc.diag(path, "BY105", f"{_name(path)} must be '{error.validator_value}'")]
-    if error.validator == "pattern":
-        return [doc.diag(path, "BY106", f"{_name(path)} '{error.instance}' is not valid: {_pattern_help(error)}")]
-    if error.validator == "propertyNames":
+    if kind == "pattern" and len(error.schema_path) > 1 and error.schema_path[-2] == "propertyNames":
         bad = error.instance
-        return [doc.diag(path, "BY106", f"name '{bad}'{where} is not valid: {_pattern_help(error)}")]
-    if error.validator in ("anyOf", "oneOf"):
-        return _best_of(doc, error, schema)
-    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
-                           "maxItems", "minLength", "maxLength"):
-        return [doc.diag(path, "BY107", f"{_name(path)}: {error.message}")]
+        return [doc.diag((*path, bad), "BY106", f"name '{bad}'{_where(path)} is not valid: "
+                                                f"{_pattern_help(error.validator_value)}", key=True)]
+    if kind == "pattern":
+        return [doc.diag(path, "BY106", f"{_name(path)} '{error.instance}' is not valid: "
+                                        f"{_pattern_help(error.validator_value)}")]
+    if kind in ("anyOf", "oneOf"):
+        return _alternatives(doc, error)
+    if kind in _RANGE:
+        return [doc.diag(path, "BY107", _range(path, kind, error.validator_value, error.instance))]
     return [doc.diag(path, "BY100", f"{_name(path)}: {error.message}")]
 
 
-def _best_of(doc: Document, error: ValidationError, schema: str) -> list[Diagnostic]:
-    """Of the alternatives, explain the one that got furthest (a mapping alternative for a mapping)."""
+def _alternatives(doc: Document, error: ValidationError) -> list[Diagnostic]:
+    """Explain the alternative that fits the value's type; if none does, say which types would."""
     path = tuple(error.absolute_path)
-    instance = error.instance
-    options = error.validator_value
-    wanted = [_types(o.get("type")) if "type" in o else "a mapping" for o in options if isinstance(o, dict)]
-    candidates = [e for e in error.context if _fits(e, instance)]
-    if candidates:
-        deepest = max(len(e.absolute_path) for e in candidates)
-        found: list[Diagnostic] = []
-        for sub in candidates:
-            if len(sub.absolute_path) == deepest:
-                found.extend(_explain(doc, sub, schema))
-        return found
-    return [doc.diag(path, "BY104", f"{_name(path)} must be {' or '.join(dict.fromkeys(wanted))}, "
-                                    f"not {_describe(instance)}")]
+    options = [o for o in error.validator_value if isinstance(o, dict)]
+    by_option: dict[int, list[ValidationError]] = {i: [] for i in range(len(options))}
+    for sub in error.context:
+        by_option.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
+    fitting = [i for i, subs in by_option.items() if not any(_wrong_type(e) for e in subs)]
+    if not fitting:
+        wanted = [_option_type(o) for o in options]
+        # `X | None` reads as "X" to an author: the key can simply be left out
+        shown = [w for w in dict.fromkeys(wanted) if w != "empty"] or ["empty"]
+        return [doc.diag(path, "BY104", f"{_name(path)} must be {_join_types(shown)}, not {_describe(error.instance)}")]
+    if len(fitting) > 1 and all(_is_value_rule(e) for i in fitting for e in by_option[i]):
+        return [_value_choices(doc, path, error.instance, [options[i] for i in fitting])]
+    best = min(fitting, key=lambda i: len(by_option[i]))
+    found: list[Diagnostic] = []
+    for sub in by_option[best]:
+        found.extend(_explain(doc, sub))
+    return found
 
 
-def _fits(error: ValidationError, instance: Any) -> bool:
-    """True when the alternative has the instance's JSON type, so its errors are the useful ones."""
-    if error.validator == "type" and not error.relative_path:
-        return False
-    return not (isinstance(instance, str) and error.validator == "type")
+def _wrong_type(error: ValidationError) -> bool:
+    return error.validator == "type" and not error.relative_path
 
 
-def _pattern_help(error: ValidationError) -> str:
-    pattern = error.validator_value if error.validator == "pattern" else ""
-    if "ms|s|m|h" in str(pattern) or "ms|s|m" in str(pattern):
+def _is_value_rule(error: ValidationError) -> bool:
+    return not error.relative_path and error.validator in ("pattern", "const", "enum")
+
+
+def _value_choices(doc: Document, path: tuple[Any, ...], value: Any, options: list[dict[str, Any]]) -> Diagnostic:
+    """One message for a string that matches none of several string alternatives (e.g. a step id or 'fail')."""
+    words: list[str] = []
+    literals: list[str] = []
+    for option in options:
+        if "const" in option:
+            literals.append(str(option["const"]))
+        elif "enum" in option:
+            literals.extend(str(v) for v in option["enum"])
+        elif "pattern" in option:
+            words.append(_pattern_noun(option["pattern"]))
+    expected = _join([*(f"'{v}'" for v in literals), *words])
+    hint = did_you_mean(str(value), literals)
+    return doc.diag(path, "BY105", f"{_name(path)} is '{value}'; expected {expected}{hint}")
+
+
+def _option_type(option: dict[str, Any]) -> str:
+    if option.get("type") == "string" and "pattern" in option:
+        return _pattern_noun(option["pattern"])
+    if "type" in option:
+        return _types(option["type"])
+    if "$ref" in option or "properties" in option:
+        return "a mapping"
+    return "a value"
+
+
+def _range(path: tuple[Any, ...], kind: str, limit: Any, value: Any) -> str:
+    name = _name(path)
+    if kind == "minItems":
+        return f"{name} must not be empty" if limit == 1 else f"{name} needs at least {limit} items"
+    if kind == "maxItems":
+        return f"{name} has {len(value)} items; at most {limit} are allowed"
+    if kind == "minLength":
+        return f"{name} must not be empty" if limit == 1 else f"{name} needs at least {limit} characters"
+    if kind == "maxLength":
+        return f"{name} is {len(value)} characters long; at most {limit} are allowed"
+    if kind in ("minProperties", "maxProperties"):
+        return f"{name} needs {'at least' if kind.startswith('min') else 'at most'} {limit} keys"
+    bound = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
+             "exclusiveMaximum": "less than"}[kind]
+    return f"{name} is {value}; it must be {bound} {limit}"
+
+
+def _pattern_help(pattern: str) -> str:
+    if "ms|s|m" in pattern:
         return "use a duration such as 500ms, 30s, 5m or 2h"
-    if "A-Za-z_" in str(pattern) and ":" in str(pattern):
+    if "A-Za-z_" in pattern and ":" in pattern:
         return "use module:function"
-    if "A-Z_" in str(pattern):
+    if pattern.startswith("^[A-Z_]"):
         return "use an environment variable name such as OPENAI_API_KEY"
     return "names start with a letter or '_' and contain only letters, digits, '_' and '-'"
+
+
+def _pattern_noun(pattern: str) -> str:
+    if "ms|s|m" in pattern:
+        return "a duration such as 30s"
+    return "a name (a letter or '_', then letters, digits, '_' or '-')"
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -135,15 +211,26 @@ _TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a numbe
 
 def _types(value: Any) -> str:
     if isinstance(value, list):
-        return " or ".join(_TYPE_WORDS.get(v, v) for v in value)
+        return _join([_TYPE_WORDS.get(v, v) for v in value])
     return _TYPE_WORDS.get(value, str(value))
+
+
+def _join_types(words: list[str]) -> str:
+    # "true or false or a mapping" reads badly; "true, false or a mapping" does not
+    return _join([part for word in words for part in (word.split(" or ") if word == "true or false" else [word])])
+
+
+def _join(words: list[str]) -> str:
+    if len(words) <= 1:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"the string '{value}'" if len(value) < 40 else "a string"
+        return f"the string '{value}'" if len(value) < 40 and "\n" not in value else "a string"
     if isinstance(value, int | float):
         return f"the number {value}"
     if isinstance(value, list):

@@ -1,0 +1,72 @@
+"""The registry of diagnostic codes: every code `blockyard validate` can report, with a short title.
+
+Codes are a public contract (SARIF rules, docs, editor integrations): once published, a code keeps
+its meaning. Ranges: BY0xx reading and YAML, BY1xx JSON Schema, BY201-BY202 yard-wide duplicates
+found while loading; the semantic checks own the rest (engine/validate/semantic/codes.py).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+LOADING: dict[str, str] = {
+    "BY001": "file cannot be read (missing, too large, not UTF-8 text)",
+    "BY002": "YAML syntax error",
+    "BY003": "YAML tag not allowed",
+    "BY004": "duplicate mapping key",
+    "BY005": "document nested too deeply or expands too much (alias bomb)",
+    "BY006": "empty file",
+    "BY007": "more than one YAML document in a file",
+}
+
+SCHEMA: dict[str, str] = {
+    "BY100": "value does not match the schema",
+    "BY101": "top level is not a mapping",
+    "BY102": "unknown key",
+    "BY103": "missing required key",
+    "BY104": "wrong value type",
+    "BY105": "value not among the allowed ones",
+    "BY106": "malformed name, duration or other formatted value",
+    "BY107": "value out of range, or list or text too short or long",
+    "BY108": "definition in the wrong folder (a block among flows or a flow among blocks)",
+}
+
+PROJECT: dict[str, str] = {
+    "BY201": "block version defined twice",
+    "BY202": "flow defined twice",
+}
+
+STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project"}
+
+
+@cache
+def all_codes() -> dict[str, str]:
+    """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
+    merged = {**LOADING, **SCHEMA, **PROJECT}
+    for code, title in _semantic().items():
+        # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
+        merged.setdefault(code, title)
+    return dict(sorted(merged.items()))
+
+
+def stage(code: str) -> str:
+    """Which part of validation reports `code`: loading, schema, project or semantic."""
+    if code in STAGES:
+        return STAGES[code]
+    return STAGES.get(code[:3], "semantic")
+
+
+def title(code: str) -> str:
+    """The short title of `code`, or '' for a code nobody registered."""
+    return all_codes().get(code, "")
+
+
+def _semantic() -> dict[str, str]:
+    try:
+        from engine.validate.semantic.codes import CODES
+    except ModuleNotFoundError as exc:
+        # only the registry module itself may be missing; a broken import inside it must surface
+        if exc.name != "engine.validate.semantic.codes":
+            raise
+        return {}
+    return dict(CODES)

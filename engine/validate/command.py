@@ -1,0 +1,140 @@
+"""`blockyard validate [PATH...]`: load every yard the paths belong to, check it, report once.
+
+PATH arguments may be files or folders anywhere inside a yard (pre-commit passes the changed
+files). Each yard is always loaded whole, because a flow cannot be checked without the blocks it
+uses; only the problems of the selected files are reported.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.diagnostics import Diagnostic
+from engine.errors import UsageError
+from engine.validate.report import REPORTERS, Report
+
+CONFIG_FILE = "blockyard.yaml"
+
+
+@dataclass
+class Target:
+    """One yard to check, and which of its files were asked for (None: all of them)."""
+
+    root: Path
+    selected: list[Path] | None = None
+    problems: list[Diagnostic] = field(default_factory=list)
+    files_checked: int = 0
+
+    def wants(self, path: Path) -> bool:
+        if self.selected is None:
+            return True
+        return any(path == chosen or path.is_relative_to(chosen) for chosen in self.selected)
+
+
+def validate_command(paths: list[Path], fmt: str, root: Path | None) -> int:
+    """Validate, print the report in `fmt`, and return the exit code: 0 clean, 1 errors (2 is raised)."""
+    reporter = REPORTERS.get(fmt)
+    if reporter is None:
+        raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(REPORTERS)}")
+    report = validate(paths, root)
+    reporter(report, sys.stdout, sys.stderr)
+    return 0 if report.ok else 1
+
+
+def validate(paths: list[Path], root: Path | None) -> Report:
+    """Check the yards that `paths` (or `root`, or the current directory) belong to."""
+    from engine.project import load_project
+    from engine.validate.semantic import check_project
+
+    cwd = Path.cwd().resolve()
+    targets = plan(paths, root, cwd)
+    diagnostics: set[Diagnostic] = set()
+    checked = 0
+    for target in targets:
+        project = load_project(target.root)
+        found = [*project.diagnostics, *check_project(project)]
+        shown = _display_base(target.root, cwd, several=len(targets) > 1)
+        for d in found:
+            if target.wants((target.root / d.file).resolve()):
+                diagnostics.add(_rebase(d, shown))
+        checked += sum(1 for path in project.files if target.wants(path.resolve()))
+    return Report(sorted(diagnostics), checked)
+
+
+def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
+    """Group the PATH arguments by the yard they belong to; raise UsageError for bad arguments."""
+    if root is not None:
+        base = (cwd / root).resolve()
+        if not base.is_dir():
+            raise UsageError(f"--root {root}: no such folder")
+        if not is_yard(base):
+            raise UsageError(f"--root {root}: not a yard (no {CONFIG_FILE}, blocks/ or flows/ in it)")
+        target = Target(base)
+        for path in paths:
+            resolved = _existing(path, cwd)
+            if not (resolved == base or resolved.is_relative_to(base)):
+                raise UsageError(f"{path} is not inside the yard {root}")
+            if resolved != base:
+                target.selected = [*(target.selected or []), resolved]
+        return [target]
+    if not paths:
+        found = find_root(cwd)
+        if found is None:
+            raise UsageError(f"no yard here: no {CONFIG_FILE}, blocks/ or flows/ in {cwd} or above it; "
+                             "pass --root, or create one with `blockyard init`")
+        return [Target(found)]
+    targets: dict[Path, Target] = {}
+    for path in paths:
+        resolved = _existing(path, cwd)
+        found = find_root(resolved)
+        if found is None:
+            raise UsageError(f"{path} is not inside a yard (no {CONFIG_FILE}, blocks/ or flows/ in its "
+                             "folder or above it)")
+        target = targets.setdefault(found, Target(found, []))
+        if resolved == found:
+            target.selected = None  # the whole yard was asked for
+        elif target.selected is not None:
+            target.selected.append(resolved)
+    return list(targets.values())
+
+
+def is_yard(folder: Path) -> bool:
+    return (folder / CONFIG_FILE).is_file() or (folder / "blocks").is_dir() or (folder / "flows").is_dir()
+
+
+def find_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` that holds blockyard.yaml, blocks/ or flows/."""
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder, *folder.parents):
+        if is_yard(candidate):
+            return candidate
+    return None
+
+
+def _existing(path: Path, cwd: Path) -> Path:
+    resolved = (cwd / path).resolve()
+    if not resolved.exists():
+        raise UsageError(f"{path}: no such file or folder")
+    return resolved
+
+
+def _display_base(root: Path, cwd: Path, *, several: bool) -> str:
+    """Prefix shown before yard-relative paths, so that every path printed can be opened from here.
+
+    Run from the yard itself (the usual case) paths are relative to the yard; a yard below the
+    current folder gets its relative prefix (GitHub annotations need repository-relative paths);
+    a yard elsewhere keeps yard-relative paths, or absolute ones when several yards are reported.
+    """
+    if root == cwd:
+        return ""
+    if root.is_relative_to(cwd):
+        return root.relative_to(cwd).as_posix() + "/"
+    return root.as_posix() + "/" if several else ""
+
+
+def _rebase(d: Diagnostic, prefix: str) -> Diagnostic:
+    if not prefix:
+        return d
+    return Diagnostic(prefix + d.file, d.line, d.col, d.code, d.message, d.severity)
