@@ -79,10 +79,12 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
                          key=True) for key in extras]
     if kind == "required":
         missing = [key for key in error.validator_value if key not in error.instance]
-        return [doc.diag(path, "BY103", f"missing required key '{key}'{_where(path)}", key=True) for key in missing]
+        props = error.schema.get("properties", {})
+        return [doc.diag(path, "BY103", f"missing required key '{key}'{_where(path)}{_choices(props.get(key))}",
+                         key=True) for key in missing]
     if kind == "type":
         return [doc.diag(path, "BY104", f"{_name(path)} must be {_option_type(error.schema)}, "
-                                        f"not {_describe(error.instance)}")]
+                                        f"not {_describe(error.instance)}{_shorthand(error)}")]
     if kind == "enum":
         options = ", ".join(str(v) for v in error.validator_value)
         hint = did_you_mean(str(error.instance), [str(v) for v in error.validator_value])
@@ -101,6 +103,20 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     if kind in _RANGE:
         return [doc.diag(path, "BY107", _range(path, kind, error.validator_value, error.instance))]
     return [doc.diag(path, "BY100", f"{_name(path)}: {error.message}")]
+
+
+def _choices(prop: Any) -> str:
+    if isinstance(prop, dict) and isinstance(prop.get("enum"), list):
+        return f" (one of: {', '.join(map(str, prop['enum']))})"
+    return ""
+
+
+def _shorthand(error: ValidationError) -> str:
+    """`text: string` where a type declaration is expected: show the mapping the author meant."""
+    declared = error.schema.get("properties", {}).get("type", {})
+    if isinstance(error.instance, str) and error.instance in declared.get("enum", ()):
+        return f"; write {{type: {error.instance}}}"
+    return ""
 
 
 def _alternatives(doc: Document, error: ValidationError) -> list[Diagnostic]:

@@ -1,0 +1,162 @@
+"""YAML safety of the loader, end to end: each hostile or broken file gives exactly one diagnostic.
+
+Every case is written as flows/x.yaml of a fresh yard and run through `validate` (loader, schema
+and semantic checks), so a case also proves that nothing downstream adds noise or crashes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.load import MAX_DEPTH, MAX_FILE_BYTES, LoadError, load_bytes, load_file, parse_value
+from engine.validate.command import validate
+
+BILLION_LAUGHS = b"""\
+flow: lol
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+# name, file content, code, line, col, a piece of the message
+CASES: list[tuple[str, bytes, str, int, int, str]] = [
+    ("python tag", b"flow: x\nsteps: !!python/object/apply:os.system ['ls']\n", "BY003", 2, 8,
+     "python/object/apply:os.system' is not allowed"),
+    ("python name tag", b"flow: !!python/name:os.system x\n", "BY003", 1, 7, "is not allowed"),
+    ("custom tag", b"flow: x\nsteps: !include other.yaml\n", "BY003", 2, 8, "tag '!include' is not allowed"),
+    ("binary tag", b"flow: x\ndescription: !!binary aGVsbG8=\n", "BY003", 2, 14, "binary' is not allowed"),
+    ("set tag", b"flow: x\ntags: !!set {a, b}\n", "BY003", 2, 7, "set' is not allowed"),
+    ("wrong explicit int", b"flow: x\nversion: !!int two\n", "BY002", 2, 10, "'two' is not a valid int"),
+    ("duplicate key", b"flow: x\nversion: 1\ndescription: a\nversion: 2\nsteps: [{id: a, uses: b}]\n",
+     "BY004", 4, 1, "duplicate key 'version' (first defined at line 2)"),
+    ("nested duplicate key", b"flow: x\nsteps:\n  - id: a\n    uses: b\n    id: c\n", "BY004", 5, 5,
+     "duplicate key 'id' (first defined at line 3)"),
+    ("billion laughs", BILLION_LAUGHS, "BY005", 7, 8, "alias bomb"),
+    ("deep flow nesting", b"flow: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "BY005", 1, 7 + MAX_DEPTH,
+     f"nesting deeper than {MAX_DEPTH} levels"),
+    ("deep block nesting", b"flow:\n" + b"".join(b"  " * i + b"k:\n" for i in range(1, 200)), "BY005",
+     MAX_DEPTH + 2, 2 * (MAX_DEPTH + 1) + 1, "nesting deeper"),
+    ("recursive alias", b"flow: x\nsteps: &s [1, *s]\n", "BY002", 2, 15, "unknown or recursive alias *s"),
+    ("empty file", b"", "BY006", 1, 1, "file is empty"),
+    ("only comments", b"# TODO\n# later\n", "BY006", 1, 1, "file is empty"),
+    ("only null", b"~\n", "BY006", 1, 1, "file is empty"),
+    ("unclosed list", b"flow: x\nsteps: [a, b\n", "BY002", 3, 1, "YAML syntax error"),
+    ("tab indentation", b"flow: x\n\tsteps: 1\n", "BY002", 2, 1, "tab character"),
+    ("bad indentation", b"flow: x\n steps: 1\n", "BY002", 2, 7, "YAML syntax error"),
+    ("prose", b"This is a note, not a definition.\n", "BY101", 1, 1,
+     "expected a mapping with a 'flow:' key at the top, found the string 'This is a note"),
+    ("list at the top", b"- id: a\n  uses: b\n", "BY101", 1, 1, "found a list"),
+    ("number at the top", b"42\n", "BY101", 1, 1, "found the number 42"),
+    ("binary garbage", bytes(range(256)), "BY001", 2, 118, "not a UTF-8 text file"),
+    ("invalid UTF-8", b"flow: x\ndescription: caf\xe9 au lait\n", "BY001", 2, 17, "not a UTF-8 text file"),
+    ("NUL byte", b"flow: x\nversion: 1\x00\n", "BY001", 2, 1, "contains NUL bytes"),
+    ("two documents", b"flow: a\nsteps: [{id: a, uses: b}]\n---\nflow: b\n", "BY007", 3, 1,
+     "more than one YAML document"),
+    ("merge key", b"base: &b {id: a, uses: x}\nflow: x\nsteps:\n  - <<: *b\n    id: c\n", "BY002", 4, 5,
+     "merge keys ('<<') are YAML 1.1 only"),
+    ("complex key", b"flow: x\n? [a, b]\n: c\n", "BY002", 2, 3, "mapping keys must be plain scalars"),
+]
+
+
+def _only_diagnostic(root: Path) -> tuple[str, str, int, int, str]:
+    report = validate([], root)
+    assert len(report.diagnostics) == 1, [d.format() for d in report.diagnostics]
+    d = report.diagnostics[0]
+    return d.file, d.code, d.line, d.col, d.message
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("content", "code", "line", "col", "fragment"),
+                         [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_one_diagnostic_at_the_right_place(tmp_path: Path, content: bytes, code: str, line: int, col: int,
+                                           fragment: str) -> None:
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "x.yaml").write_bytes(content)
+    file, found_code, found_line, found_col, message = _only_diagnostic(tmp_path)
+    assert (file, found_code, found_line, found_col) == ("flows/x.yaml", code, line, col), message
+    assert fragment in message
+
+
+def test_a_50_mb_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    (tmp_path / "blocks").mkdir()
+    big = tmp_path / "blocks" / "big.yaml"
+    with big.open("wb") as handle:  # sparse: the size is real, the disk use is not
+        handle.truncate(50 * 1024 * 1024)
+    assert _only_diagnostic(tmp_path) == (
+        "blocks/big.yaml", "BY001", 1, 1,
+        f"file is 52.4 MB; definitions are limited to {MAX_FILE_BYTES // 1024} KiB")
+
+
+def test_a_file_just_under_the_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    padding = "# " + "x" * 1000 + "\n"
+    body = "flow: x\n"
+    path.write_text(padding * ((MAX_FILE_BYTES - len(body)) // len(padding)) + body, encoding="utf-8")
+    assert load_file(path).data == {"flow": "x"}
+
+
+def test_an_unreadable_path_is_a_diagnostic(tmp_path: Path) -> None:
+    with pytest.raises(LoadError) as caught:
+        load_file(tmp_path / "missing.yaml", "flows/missing.yaml")
+    assert caught.value.diagnostic.format() == (
+        "flows/missing.yaml:1:1: error BY001 cannot read file: No such file or directory")
+
+
+@pytest.mark.parametrize("word", ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF"])
+def test_yaml_11_booleans_stay_strings(word: str) -> None:
+    assert load_bytes(f"a: {word}\n{word}: 1\n".encode(), "x.yaml").data == {"a": word, word: 1}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("true", True), ("False", False), ("~", None), ("null", None), ("", None), ("12", 12), ("-3", -3),
+    ("012", 12), ("0o17", 15), ("0x1F", 31), ("1.5", 1.5), ("1e3", 1000.0), (".5", 0.5), ("-.inf", -math.inf),
+    ("1_000", "1_000"), ("2024-01-02", "2024-01-02"), ("12:30:00", "12:30:00"), ("0b101", "0b101"),
+    ("'7'", "7"), ("!!str 7", "7"), ("!!float 1", 1.0), ("Norway", "Norway"),
+])
+def test_core_schema_scalars(text: str, value: object) -> None:
+    assert load_bytes(f"a: {text}\n".encode(), "x.yaml").data == {"a": value}
+
+
+def test_nan_is_a_float() -> None:
+    assert math.isnan(load_bytes(b"a: .nan\n", "x.yaml").data["a"])
+
+
+def test_keys_become_the_text_the_author_wrote() -> None:
+    assert load_bytes(b"1: a\ntrue: b\nnull: c\n1.50: d\n", "x.yaml").data == {
+        "1": "a", "true": "b", "null": "c", "1.50": "d"}
+
+
+def test_every_value_and_key_keeps_its_position() -> None:
+    doc = load_bytes(b"flow: x\nsteps:\n  - id: a\n    with: {n: 1, m: [2, 3]}\n", "x.yaml")
+    assert doc.marks[("flow",)] == (1, 7)
+    assert doc.marks[("steps", 0)] == (3, 5)
+    assert doc.marks[("steps", 0, "with", "m", 1)] == (4, 25)
+    assert doc.key_marks[("steps", 0, "with")] == (4, 5)
+    assert doc.where(("steps", 0, "nothing", "here")) == (3, 5)
+    assert doc.where(("steps", 0, "with", "n"), key=True) == (4, 12)
+
+
+def test_aliases_within_limits_are_resolved() -> None:
+    doc = load_bytes(b"a: &x {k: [1, 2]}\nb: *x\n", "x.yaml")
+    assert doc.data == {"a": {"k": [1, 2]}, "b": {"k": [1, 2]}}
+
+
+def test_byte_order_mark_and_document_markers_are_fine() -> None:
+    assert load_bytes("\ufeff---\nflow: a\n...\n".encode(), "x.yaml").data == {"flow": "a"}
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("7", 7), ("[1, 2]", [1, 2]), ("{a: 1}", {"a": 1}), ("yes", "yes"), ("", ""), ("a: b: c", "a: b: c"),
+    ("!!python/object:os.system x", "!!python/object:os.system x"),
+])
+def test_parse_value_reads_cli_values_as_yaml(text: str, value: object) -> None:
+    assert parse_value(text) == value
