@@ -1,0 +1,65 @@
+"""What the compiler asks of a model, and what a provider must implement.
+
+Two layers: `StructuredModel` is the contract the compiler codes against (ask for an object
+matching a schema, get it validated). Providers implement the smaller `Generator`: produce one
+candidate reply for a conversation; engine/models/structured.py turns any generator into a
+StructuredModel with validation and one repair retry, so every provider behaves the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+
+@dataclass(frozen=True)
+class StructuredRequest:
+    """One structured-output call of a block, with everything needed for messages and errors."""
+
+    flow: str
+    step: str
+    block: str
+    system: str | None
+    user: str | None
+    output_schema: dict[str, Any]
+    inputs: dict[str, Any]
+
+
+class StructuredModel(Protocol):
+    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+        """Ask for JSON matching request.output_schema; returns the validated object."""
+        ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    """An extra chat turn appended after the request's own messages (the repair conversation)."""
+
+    role: Literal["assistant", "user"]
+    text: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One reply of a provider: a parsed JSON value, or raw text that structured.py will parse."""
+
+    value: Any = None
+    text: str | None = None
+    parsed: bool = field(default=False)
+
+    @classmethod
+    def of_value(cls, value: Any) -> Candidate:
+        return cls(value=value, parsed=True)
+
+    @classmethod
+    def of_text(cls, text: str) -> Candidate:
+        return cls(text=text)
+
+
+class Generator(Protocol):
+    """A provider: turns a request (plus repair turns) into one candidate reply."""
+
+    provider: str
+    model: str
+
+    async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate: ...

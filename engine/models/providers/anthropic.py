@@ -1,0 +1,38 @@
+"""`provider: anthropic` — an optional extra (`pip install blockyard[anthropic]`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+from engine.models.errors import ModelError
+from engine.models.providers.chat import ChatGenerator
+from engine.spec import ModelProfile, parse_duration
+
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+DEFAULT_MAX_TOKENS = 1024  # Anthropic's API requires a bound
+
+
+def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenerator:
+    """A generator for an anthropic profile, or a ModelError when the extra is not installed."""
+    if importlib.util.find_spec("langchain_anthropic") is None:
+        raise ModelError("provider 'anthropic' needs `pip install blockyard[anthropic]` "
+                         f"(model profile '{name}')", provider="anthropic", model=profile.name)
+    from langchain_anthropic import ChatAnthropic
+
+    if not profile.name:
+        raise ModelError(f"model profile '{name}' (anthropic) needs `name`, e.g. claude-sonnet-4-5",
+                         provider="anthropic")
+    model = profile.name
+    timeout = parse_duration(profile.timeout) if profile.timeout else None
+
+    def client(key: str) -> Any:
+        return ChatAnthropic(model=model, api_key=key, base_url=profile.base_url, temperature=profile.temperature,
+                             max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS, timeout=timeout,
+                             max_retries=profile.max_retries or 0, default_headers=profile.headers)
+
+    # Anthropic forces a tool by its name ("required" would be read as a tool called "required").
+    return ChatGenerator(provider="anthropic", model=model, profile=name, factory=client, env=env,
+                         key_env=profile.api_key_env or DEFAULT_KEY_ENV, base_url=profile.base_url,
+                         timeout=timeout, tool_choice=lambda tool: tool)

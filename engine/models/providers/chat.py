@@ -1,0 +1,170 @@
+"""A Generator over any LangChain chat model that supports tool calling.
+
+Structured output is asked for by offering one function whose parameters are the output schema
+and requiring the model to call it (tool calling is what OpenAI, Azure, vLLM, Ollama, LM Studio
+and llama.cpp servers all implement; `response_format: json_schema` is not). Servers that
+ignore the tool and answer in text still work: the text is parsed as JSON, and the repair
+retry shows the schema again.
+
+The key is read from the environment on every call; the client is cached per key fingerprint,
+so a rotated key takes effect without a restart and no key is kept outside the client's SecretStr.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.models.base import Candidate, StructuredRequest, Turn
+from engine.models.errors import ModelError, failure_kind, status_kind
+from engine.models.secrets import fingerprint, public_url, read_key, redact
+
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_MESSAGE_LIMIT = 300
+
+ClientFactory = Callable[[str], Any]  # key -> a LangChain chat model
+
+
+class ChatGenerator:
+    """Generator of the openai, azure and anthropic providers."""
+
+    def __init__(self, *, provider: str, model: str, profile: str, factory: ClientFactory,
+                 env: Mapping[str, str], key_env: str, key_required: bool = True,
+                 base_url: str | None = None, timeout: float | None = None,
+                 tool_choice: Callable[[str], Any] = lambda name: "required") -> None:
+        self.provider = provider
+        self.model = model
+        self.profile = profile
+        self.base_url = public_url(base_url)
+        self.timeout = timeout
+        self._factory = factory
+        self._env = env
+        self._key_env = key_env
+        self._key_required = key_required
+        self._tool_choice = tool_choice
+        self._client: tuple[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return (f"ChatGenerator(provider={self.provider!r}, model={self.model!r}, profile={self.profile!r}, "
+                f"base_url={self.base_url!r}, key_env={self._key_env!r})")
+
+    @property
+    def what(self) -> str:
+        """How messages name this model: profile, provider, model."""
+        return f"model profile '{self.profile}' ({self.provider}, model '{self.model}')"
+
+    async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
+        key = self._key()
+        name = function_name(request.block)
+        tool = {"type": "function", "function": {
+            "name": name,
+            "description": f"Return the outputs of block '{request.block}'.",
+            "parameters": request.output_schema,
+        }}
+        bound = self._chat(key).bind_tools([tool], tool_choice=self._tool_choice(name))
+        try:
+            reply = await bound.ainvoke(messages(request, turns))
+        except Exception as exc:  # every provider failure becomes one clear ModelError
+            raise self._failure(exc, key, request) from None
+        return candidate(reply, name)
+
+    def _key(self) -> str:
+        if not self._key_required and not self._env.get(self._key_env, "").strip():
+            return "not-needed"  # local OpenAI-compatible servers ignore it; the SDK insists on one
+        return read_key(self._env, self._key_env, what=self.what)
+
+    def _chat(self, key: str) -> Any:
+        digest = fingerprint(key)
+        if self._client is None or self._client[0] != digest:
+            self._client = (digest, self._factory(key))
+        return self._client[1]
+
+    def _failure(self, exc: Exception, key: str, request: StructuredRequest) -> ModelError:
+        where = f"flow '{request.flow}', step '{request.step}': {self.what}"
+        status = getattr(exc, "status_code", None)
+        detail = redact(_server_message(exc), key)
+        kind = failure_kind(exc)
+        if isinstance(status, int):
+            kind = kind or status_kind(status)
+            return ModelError(f"{where}: {_status_text(status, self._key_env)} (HTTP {status}: {detail})",
+                              provider=self.provider, model=self.model, kind=kind, status=status)
+        if kind == "timeout":
+            after = f" after {self.timeout:g}s" if self.timeout else ""
+            return ModelError(f"{where}: the request timed out{after}", provider=self.provider,
+                              model=self.model, kind=kind)
+        if kind == "connection":
+            target = self.base_url or "the provider"
+            return ModelError(f"{where}: cannot connect to {target} ({detail})", provider=self.provider,
+                              model=self.model, kind=kind)
+        if isinstance(exc, ValueError | TypeError):
+            return ModelError(f"{where}: the server's reply is not a chat completion (check base_url "
+                              f"{self.base_url or '(default)'}): {detail}", provider=self.provider, model=self.model)
+        return ModelError(f"{where}: {type(exc).__name__}: {detail}", provider=self.provider, model=self.model)
+
+
+def function_name(block: str) -> str:
+    """The function offered to the model: the block id, as a valid function name."""
+    return _NOT_A_NAME.sub("_", block)[:64] or "output"
+
+
+def messages(request: StructuredRequest, turns: tuple[Turn, ...]) -> list[Any]:
+    """The chat: system, user (the inputs as JSON when the block has no user prompt), repair turns."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    chat: list[Any] = []
+    if request.system:
+        chat.append(SystemMessage(request.system))
+    user = request.user
+    if not user:
+        user = "Inputs:\n" + json.dumps(request.inputs, ensure_ascii=False, default=str)
+    chat.append(HumanMessage(user))
+    for turn in turns:
+        chat.append(AIMessage(turn.text) if turn.role == "assistant" else HumanMessage(turn.text))
+    return chat
+
+
+def candidate(reply: Any, name: str) -> Candidate:
+    """The structured value in an AI message: the call of our function, else its text."""
+    calls = list(getattr(reply, "tool_calls", None) or [])
+    chosen = next((c for c in calls if c.get("name") == name), calls[0] if calls else None)
+    if chosen is not None:
+        return Candidate.of_value(chosen.get("args"))
+    invalid = list(getattr(reply, "invalid_tool_calls", None) or [])
+    if invalid:
+        return Candidate.of_text(str(invalid[0].get("args") or ""))
+    return Candidate.of_text(_text(getattr(reply, "content", "")))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(content or "")
+
+
+def _status_text(status: int, key_env: str) -> str:
+    if status == 401:
+        return f"the server rejected the API key from ${key_env}"
+    if status == 403:
+        return "permission denied for this model or key"
+    if status == 404:
+        return "not found: check the model name and base_url"
+    if status == 429:
+        return "rate limited"
+    if status >= 500:
+        return "the server failed"
+    return "the request was rejected"
+
+
+def _server_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    message: Any = None
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+    text = str(message or getattr(exc, "message", None) or exc).strip() or type(exc).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."

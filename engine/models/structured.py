@@ -1,0 +1,117 @@
+"""Structured output for every provider: parse, validate against the schema, repair once.
+
+A reply that is not JSON or does not match `output_schema` gets one more chance: the model sees
+its own reply and the validation error, and is asked again. A second failure raises
+ModelOutputError naming flow, step, block and the error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from engine.models.base import Candidate, Generator, StructuredRequest, Turn
+from engine.models.errors import ModelOutputError
+
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+_ECHO_LIMIT = 2000  # how much of a bad reply is shown back to the model
+
+
+class StructuredClient:
+    """A StructuredModel built from any provider Generator."""
+
+    def __init__(self, generator: Generator) -> None:
+        self.generator = generator
+
+    def __repr__(self) -> str:
+        return f"StructuredClient(provider={self.generator.provider!r}, model={self.generator.model!r})"
+
+    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+        """Ask for JSON matching request.output_schema; returns the validated object."""
+        first = await self.generator.generate(request, ())
+        value, problem = check(first, request.output_schema)
+        if problem is None:
+            return value
+        turns = (Turn("assistant", _echo(first)), Turn("user", repair_prompt(problem, request.output_schema)))
+        second = await self.generator.generate(request, turns)
+        value, problem = check(second, request.output_schema)
+        if problem is None:
+            return value
+        raise ModelOutputError(
+            f"flow '{request.flow}', step '{request.step}': block '{request.block}' got output from "
+            f"{self.generator.provider} model '{self.generator.model}' that does not match its outputs, "
+            f"even after a retry: {problem}",
+            provider=self.generator.provider, model=self.generator.model)
+
+
+def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """(value, None) when the candidate is JSON valid against schema, else (None, the problem)."""
+    if candidate.parsed:
+        value = candidate.value
+    else:
+        try:
+            value = parse_json(candidate.text or "")
+        except ValueError as exc:
+            return None, str(exc)
+    problem = schema_problem(value, schema)
+    return (value, None) if problem is None else (None, problem)
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value in a reply: plain, inside a ``` fence, or the outermost {...} of prose."""
+    stripped = text.strip()
+    attempts = [stripped]
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        attempts.append(fenced.group(1))
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        attempts.append(stripped[start:end + 1])
+    for attempt in attempts:
+        try:
+            return json.loads(attempt)
+        except ValueError:
+            continue
+    shown = stripped[:120] + ("..." if len(stripped) > 120 else "")
+    raise ValueError(f"the reply is not JSON: {shown!r}" if stripped else "the reply is empty")
+
+
+def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
+    """A one-line description of why value does not match schema, or None."""
+    errors = list(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
+    if not errors:
+        return None
+    main = best_match(errors)
+    others = [e for e in errors if e is not main]
+    text = _describe(main)
+    if others:
+        text += f" (and {len(others)} more: " + "; ".join(_describe(e) for e in others[:2])
+        text += "; ..." if len(others) > 2 else ""
+        text += ")"
+    return text
+
+
+def repair_prompt(problem: str, schema: dict[str, Any]) -> str:
+    return (f"Your reply does not match the required JSON schema: {problem}. "
+            f"Reply again with only a JSON object that matches this schema: {json.dumps(schema)}")
+
+
+def _describe(error: ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    return f"at '{where}': {error.message}" if where else error.message
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_text: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_text))
+
+
+def _echo(candidate: Candidate) -> str:
+    text = candidate.text if not candidate.parsed else json.dumps(candidate.value, default=str)
+    text = text or ""
+    return text if len(text) <= _ECHO_LIMIT else text[:_ECHO_LIMIT] + "..."

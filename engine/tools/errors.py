@@ -1,0 +1,9 @@
+"""Tool failures (never retried: a tool's side effects may already have happened)."""
+
+from __future__ import annotations
+
+from engine.errors import BlockyardError
+
+
+class ToolError(BlockyardError):
+    """A tool could not be loaded or called; the message names the tool."""

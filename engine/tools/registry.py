@@ -1,0 +1,86 @@
+"""The tool registry: lookup, argument validation, and calls (sync tools run in a thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from engine.diagnostics import did_you_mean
+from engine.spec import ConfigSpec
+from engine.tools.builtin import builtin_tools
+from engine.tools.errors import ToolError
+from engine.tools.loader import load_python_tools
+from engine.tools.tool import Tool
+
+__all__ = ["Tool", "ToolRegistry", "build_registry"]
+
+
+class ToolRegistry:
+    """Built-in tools bound to one workspace folder, plus the yard's Python tools."""
+
+    def __init__(self, config: ConfigSpec, python_tools: Iterable[Tool] = (), *,
+                 workspace: Path | None = None) -> None:
+        self.config = config
+        self.workspace = workspace
+        self._python = tuple(python_tools)
+        self._tools: dict[str, Tool] = {t.name: t for t in builtin_tools(config, workspace)}
+        self._tools.update((t.name, t) for t in self._python)
+        self._validators: dict[str, Draft202012Validator] = {}
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry(tools={self.names()!r}, workspace={str(self.workspace) if self.workspace else None!r})"
+
+    def with_workspace(self, workspace: Path) -> ToolRegistry:
+        """The same tools with file tools confined to `workspace` (cheap: nothing is re-imported)."""
+        return ToolRegistry(self.config, self._python, workspace=workspace)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    async def call(self, name: str, args: Mapping[str, Any]) -> Any:
+        """Validate args against the tool's schema, then call it; every failure is a ToolError."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolError(f"unknown tool '{name}'{did_you_mean(name, self._tools)}")
+        arguments = dict(args)
+        problem = self._problem(tool, arguments)
+        if problem is not None:
+            raise ToolError(f"tool '{name}': invalid arguments: {problem}")
+        try:
+            if inspect.iscoroutinefunction(tool.func):
+                return await tool.func(**arguments)
+            result = await asyncio.to_thread(tool.func, **arguments)
+            if inspect.isawaitable(result):
+                return await result
+            return result
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"tool '{name}' failed: {type(exc).__name__}: {exc}") from exc
+
+    def _problem(self, tool: Tool, arguments: dict[str, Any]) -> str | None:
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            validator = self._validators[tool.name] = Draft202012Validator(tool.parameters)
+        error = best_match(validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"at '{where}': {error.message}" if where else error.message
+
+
+def build_registry(config: ConfigSpec, root: Path, *, workspace: Path | None = None) -> ToolRegistry:
+    """Built-ins plus config.tools, imported from the yard's code folder or installed packages.
+
+    Build it once per yard load; per run, `registry.with_workspace(run_folder)`.
+    """
+    return ToolRegistry(config, load_python_tools(config, root), workspace=workspace)

@@ -1,0 +1,17 @@
+"""A tool: a name, a description for models, a JSON Schema of its arguments, and a function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable offered to blocks and agents; `func` (sync or async) takes keyword arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(repr=False)
+    func: Callable[..., Any] = field(repr=False)
