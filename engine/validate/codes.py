@@ -70,3 +70,14 @@ def _semantic() -> dict[str, str]:
             raise
         return {}
     return dict(CODES)
+
+
+def markdown_table() -> str:
+    """The table of every code for docs/validation.md: `python -m engine.validate.codes`."""
+    rows = ["| code | stage | meaning |", "| --- | --- | --- |"]
+    rows += [f"| {code} | {stage(code)} | {text} |" for code, text in all_codes().items()]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
