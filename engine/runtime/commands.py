@@ -1,0 +1,207 @@
+"""`blockyard run`, `resume`, `runs`, `runs show` and `graph`: arguments in, text out.
+
+The work is the Yard's; this module turns command-line values into typed inputs, drives the
+display, prints the result and picks the exit code (DESIGN.md §6: 0 ok, 1 failed, 2 usage,
+3 waiting for approval, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import UsageError
+from engine.load import LoadError, load_file, parse_value
+from engine.runtime import progress
+from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
+from engine.runtime.progress import format_duration
+from engine.runtime.yard import Yard
+from engine.spec import TypeSpec
+
+SIGTERM_EXIT = 143
+
+
+def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """`--inputs-file` then `--input k=v` (which win). A value is YAML 1.2 (`7` a number, `[1,2]`
+    a list) except for inputs declared `string`, which take the text exactly as typed (`007`)."""
+    values: dict[str, Any] = {}
+    if inputs_file is not None:
+        try:
+            data = load_file(inputs_file, str(inputs_file)).data
+        except LoadError as exc:
+            raise UsageError(f"--inputs-file: {exc.diagnostic.format()}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise UsageError(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
+        values.update(data)
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--input '{pair}': expected KEY=VALUE")
+        spec = declared.get(key)
+        values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+    return values
+
+
+def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
+                thread: str | None, as_json: bool) -> int:
+    """Run a flow by name, showing progress; the exit code tells how it ended."""
+    if thread is not None:
+        raise UsageError("--thread: conversation threads are not available in this version")
+    yard = Yard.load(root)
+    try:
+        given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file)
+        return _drive(progress.choose(as_json=as_json), lambda: yard.astream(flow, given, run_id=run_id), as_json)
+    finally:
+        yard.close()
+
+
+def resume_command(root: Path, run_id: str, decision: str | None, reason: str | None, values: list[str],
+                   gate: str | None, actor: str | None, as_json: bool) -> int:
+    """Continue a failed, interrupted or crashed run from its last checkpoint, on its pinned definition."""
+    if decision or reason or values or gate or actor:
+        raise UsageError("approval decisions (--approve, --reject, --reason, --set, --gate, --as) are not "
+                         "available in this version; `blockyard resume RUN_ID` continues a failed or "
+                         "interrupted run")
+    yard = Yard.open(root)
+    try:
+        return _drive(progress.choose(as_json=as_json), lambda: yard.astream_resume(run_id), as_json)
+    finally:
+        yard.close()
+
+
+class _Outcome:
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.last: Event | None = None
+        self.gates: list[Event] = []
+        self.terminated = False
+
+    def see(self, event: Event) -> None:
+        self.run_id = event.run_id
+        if event.type in TERMINAL_TYPES:
+            self.last = event
+        if event.type == APPROVAL_REQUIRED:
+            self.gates.append(event)
+
+
+def _drive(display: progress.Progress, make: Callable[[], AsyncIterator[Event]], as_json: bool) -> int:
+    outcome = _Outcome()
+    try:
+        asyncio.run(_consume(display, make, outcome))
+    except KeyboardInterrupt:
+        return _stopped(outcome, 130)
+    except asyncio.CancelledError:
+        if outcome.terminated:
+            return _stopped(outcome, SIGTERM_EXIT)
+        raise
+    return _report(outcome, as_json)
+
+
+async def _consume(display: progress.Progress, make: Callable[[], AsyncIterator[Event]], outcome: _Outcome) -> None:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def terminate() -> None:  # `kill PID`: stop like Ctrl-C, so the run is recorded as interrupted
+        outcome.terminated = True
+        if task is not None:
+            task.cancel()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+    await display.start()
+    try:
+        async for event in make():
+            outcome.see(event)
+            display.event(event)
+    finally:
+        await display.stop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _stopped(outcome: _Outcome, code: int) -> int:
+    if outcome.run_id:
+        _err(f"interrupted: run {outcome.run_id} stopped before it finished; continue it with "
+             f"`blockyard resume {outcome.run_id}`")
+    else:
+        _err("interrupted")
+    return code
+
+
+def _report(outcome: _Outcome, as_json: bool) -> int:
+    last = outcome.last
+    if last is None:  # pragma: no cover - every execution ends with a terminal event
+        _err("error: the run ended without a result")
+        return 1
+    run_id = last.run_id
+    if last.type == RUN_FINISHED:
+        if not as_json:
+            outputs = last.data.get("outputs") or {}
+            if outputs:
+                sys.stdout.write(yaml.safe_dump(outputs, sort_keys=False, allow_unicode=True,
+                                                default_flow_style=False))
+                sys.stdout.flush()
+            seconds = last.data.get("duration_ms")
+            took = f" in {format_duration(seconds / 1000)}" if isinstance(seconds, int | float) else ""
+            _err(f"run {run_id} finished{took}")
+        return 0
+    if last.type == RUN_FAILED:
+        if last.data.get("status") == "interrupted":
+            return _stopped(outcome, 130)
+        _err(f"error: {failure_line(run_id, last.data)}\n"
+             f"  after fixing the cause, continue it with `blockyard resume {run_id}`")
+        return 1
+    for gate in outcome.gates:
+        value = gate.data.get("value")
+        message = value.get("message") if isinstance(value, dict) else value
+        where = f" at gate '{gate.step}'" if gate.step else ""
+        _err(f"run {run_id} is waiting for approval{where}" + (f": {message}" if message else ""))
+    return 3
+
+
+def failure_line(run_id: str, data: Mapping[str, Any]) -> str:
+    """'run X failed at step 's' (block 'b'): reason'."""
+    step = data.get("step")
+    where = f" at step '{step}'" if step else ""
+    if data.get("block") and data.get("block") != step:
+        where += f" (block '{data['block']}')"
+    return f"run {run_id} failed{where}: {data.get('error')}"
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def graph_command(root: Path, flow: str, fmt: str) -> int:
+    """Print a flow's graph as Mermaid or Graphviz dot."""
+    yard = Yard.load(root)
+    try:
+        compiled = yard.compiled(yard.bundle(flow), durable=False)
+        text = compiled.dot() if fmt == "dot" else compiled.mermaid()
+    finally:
+        yard.close()
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def runs_command(root: Path, flow: str | None, status: str | None, limit: int) -> int:
+    from engine.runtime.listing import print_runs
+
+    return print_runs(root, flow, status, limit)
+
+
+def show_command(root: Path, run_id: str, as_json: bool) -> int:
+    from engine.runtime.listing import print_run
+
+    return print_run(root, run_id, as_json)

@@ -1,0 +1,40 @@
+"""Why a run failed, as one clear sentence with the step it happened in."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import BlockyardError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Failure:
+    message: str
+    step: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def describe(exc: BaseException, step: str | None, recursion_limit: int | None) -> Failure:
+    """Turn whatever a graph raised into a Failure; unknown exceptions keep their type name."""
+    from langgraph.errors import GraphRecursionError
+
+    from engine.compile.errors import StepFailed
+
+    if isinstance(exc, StepFailed):
+        extra = {"block": exc.block} if getattr(exc, "block", None) else {}
+        return Failure(str(exc.reason), exc.step or step, extra)
+    if isinstance(exc, GraphRecursionError):
+        return Failure(f"the run went past its limit of {recursion_limit} steps (a cycle that never ends?)", step)
+    if isinstance(exc, TimeoutError) or type(exc).__name__ == "NodeTimeoutError":
+        return Failure(f"timed out: {exc}" if str(exc) else "timed out", step)
+    if isinstance(exc, BlockyardError):
+        return Failure(str(exc), step)
+    # a bug (ours or a tool's): keep the traceback for whoever debugs it, the type for the user
+    log.debug("run failed with an unexpected exception", exc_info=exc)
+    text = str(exc)
+    return Failure(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, step,
+                   {"exception": type(exc).__name__})

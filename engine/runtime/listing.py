@@ -1,0 +1,212 @@
+"""`blockyard runs` and `blockyard runs show`: what the runs table and the trace say, for people.
+
+Reads only; imports no LangGraph (it only looks at our tables), so it starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.diagnostics import did_you_mean
+from engine.errors import UsageError
+from engine.project import load_project
+from engine.runtime import store
+from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, Event, parse_time
+from engine.runtime.progress import format_duration
+from engine.runtime.store import STATUSES, RunRecord, effective_status
+
+
+def _state_path(root: Path) -> Path:
+    return root / load_project(root).config.paths.state
+
+
+def _connect(root: Path) -> sqlite3.Connection | None:
+    return store.open_existing(_state_path(root))
+
+
+def local_time(iso: str | None) -> str:
+    """An ISO-8601 UTC time as local 'YYYY-MM-DD HH:MM:SS'."""
+    if not iso:
+        return ""
+    return parse_time(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(run: RunRecord, status: str) -> float | None:
+    if status == "running" and run.started:
+        return run.duration + (datetime.now(parse_time(run.started).tzinfo) - parse_time(run.started)).total_seconds()
+    return run.duration if run.started else None
+
+
+def _detail(run: RunRecord, status: str) -> str:
+    if status == "failed":
+        return (f"step '{run.error_step}': " if run.error_step else "") + (run.error or "")
+    if status == "interrupted":
+        return f"at step '{run.error_step}'" if run.error_step else "process gone" if run.status == "running" else ""
+    return ""
+
+
+def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> int:
+    """The table of runs, newest first."""
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"unknown status '{status}'{did_you_mean(status, STATUSES)}; "
+                         f"use one of {', '.join(STATUSES)}")
+    conn = _connect(root)
+    if conn is None:
+        sys.stdout.write("no runs yet\n")
+        return 0
+    try:
+        # a dead process's run is stored as running but shown as interrupted: filter after the fact
+        wanted = {"interrupted": ["interrupted", "running"]}.get(status or "", [status] if status else None)
+        rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
+    finally:
+        conn.close()
+    table: list[tuple[str, ...]] = []
+    for run in rows:
+        shown = effective_status(run)
+        if status is not None and shown != status:
+            continue
+        table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
+                      format_duration(_duration(run, shown)), _detail(run, shown)))
+        if len(table) >= limit:
+            break
+    if not table:
+        sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
+        return 0
+    sys.stdout.write(_format_table(("ID", "FLOW", "STATUS", "STARTED", "DURATION", "DETAIL"), table))
+    return 0
+
+
+def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> str:
+    rows = [header, *rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
+    """Per step, in order of first start: status, attempts, total time, last error."""
+    steps: dict[str, dict[str, Any]] = {}
+    open_: dict[tuple[str, Any], Event] = {}
+    for event in events:
+        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED):
+            continue
+        entry = steps.setdefault(event.step, {"step": event.step, "status": "running", "attempts": 0,
+                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None})
+        key = (event.step, event.data.get("index"))
+        if event.type == STEP_STARTED:
+            entry["attempts"] += 1
+            open_[key] = event
+            continue
+        began = open_.pop(key, None)
+        took = event.data.get("duration_ms")
+        if not isinstance(took, int | float) and began is not None:
+            took = (parse_time(event.time) - parse_time(began.time)).total_seconds() * 1000
+        entry["duration_ms"] += float(took or 0.0)
+        if event.type == STEP_FAILED:
+            entry["failed"] += 1
+            entry["error"] = event.data.get("error") or event.data.get("reason")
+        else:
+            entry["finished"] += 1
+    running = {step for step, _index in open_}
+    for entry in steps.values():
+        if entry["step"] in running:
+            entry["status"] = "running" if run_status == "running" else "interrupted"
+        elif entry["failed"] and not entry["finished"]:
+            entry["status"] = "failed"
+        else:
+            entry["status"] = "finished" if entry["finished"] else "failed"
+        entry["duration_ms"] = round(entry["duration_ms"], 1)
+    return list(steps.values())
+
+
+def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
+    """The pinned definition versus the files now: same, differ, missing (flow gone) or unknown."""
+    from engine.bundle import make_bundle
+
+    info: dict[str, Any] = {"flow": run.flow, "version": run.version, "digest": run.digest}
+    try:
+        bundle = make_bundle(load_project(root), run.flow)
+    except UsageError:
+        info["files"] = "missing"
+        return info
+    except Exception as exc:  # a broken file must not stop us from showing the run
+        info["files"] = "unknown"
+        info["reason"] = str(exc)
+        return info
+    info["files"] = "same" if bundle.digest == run.digest else "differ"
+    info["current_version"] = bundle.version
+    info["current_digest"] = bundle.digest
+    return info
+
+
+def print_run(root: Path, run_id: str, as_json: bool) -> int:
+    """One run: inputs, outputs, steps, error, pinned definition."""
+    conn = _connect(root)
+    if conn is None:
+        raise UsageError(f"unknown run '{run_id}' (no runs yet)")
+    try:
+        run = store.get_run(conn, run_id)
+        if run is None:
+            raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, store.run_ids(conn))}")
+        events = store.load_events(conn, run_id)
+    finally:
+        conn.close()
+    status = effective_status(run)
+    steps = step_summary(events, status)
+    definition = definition_status(root, run)
+    if as_json:
+        body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status}, "steps": steps,
+                "definition": definition, "events": [event.as_dict() for event in events]}
+        sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
+        return 0
+    sys.stdout.write(_show_text(run, status, steps, definition))
+    return 0
+
+
+def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definition: dict[str, Any]) -> str:
+    lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
+    files = definition.get("files")
+    if files == "differ":
+        lines.append(f"          the files now define {run.flow}@{definition.get('current_version')} "
+                     f"({definition.get('current_digest')}); this run stays on its pinned definition")
+    elif files == "missing":
+        lines.append(f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition")
+    elif files == "unknown":
+        lines.append(f"          cannot compare with the files: {definition.get('reason')}")
+    detail = _detail(run, status)
+    lines.append(f"status    {status}" + (f" ({detail})" if detail else ""))
+    if status == "failed" and run.error:
+        lines.append(f"error     {run.error}")
+    lines.append(f"started   {local_time(run.started)}")
+    if run.finished:
+        lines.append(f"finished  {local_time(run.finished)}")
+    lines.append(f"duration  {format_duration(_duration(run, status))}")
+    lines.append("inputs" + _yaml_block(run.inputs))
+    if run.outputs is not None:
+        lines.append("outputs" + _yaml_block(run.outputs))
+    if steps:
+        lines.append("steps")
+        width = max(len(entry["step"]) for entry in steps)
+        for entry in steps:
+            tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
+            error = f"  {entry['error']}" if entry["status"] == "failed" and entry["error"] else ""
+            lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
+                         f"{format_duration(entry['duration_ms'] / 1000):>9}{tries}{error}")
+    if status in ("failed", "interrupted"):
+        lines.append(f"resume    blockyard resume {run.id}")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_block(value: Any) -> str:
+    if not value:
+        return "    {}" if isinstance(value, dict) else f"    {value!r}"
+    text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
+    return "\n" + "\n".join("  " + line for line in text.splitlines())

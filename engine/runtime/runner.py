@@ -1,0 +1,210 @@
+"""One execution of a run (its start, or a resume): stream the compiled graph, turn what its
+nodes report into Events, record them, and record how the execution ended.
+
+Every execution ends with exactly one terminal event: run_finished, approval_required (the run
+waits for a person) or run_failed (failed or interrupted; `data.status` tells which).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.compile.context import RunContext
+from engine.runtime import store
+from engine.runtime.events import (
+    APPROVAL_REQUIRED,
+    NOT_STORED,
+    RUN_FAILED,
+    RUN_FINISHED,
+    RUN_STARTED,
+    STEP_FAILED,
+    STEP_FINISHED,
+    STEP_STARTED,
+    Event,
+    Sequencer,
+    now_iso,
+)
+from engine.runtime.failures import Failure, describe
+from engine.runtime.savers import StateDB
+from engine.runtime.store import RunRecord
+from engine.runtime.writer import Write
+
+EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
+STREAM_MODES = ["custom", "updates", "values"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run (or its latest resume) ended."""
+
+    run_id: str
+    status: str  # finished | failed | waiting | interrupted
+    outputs: dict[str, Any] | None
+    error: str | None
+    flow: str
+    version: int
+    step: str | None = None  # the failing step, or the gate a waiting run stopped at
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # approval_required data, one per gate
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+    @classmethod
+    def from_events(cls, run: RunRecord, events: list[Event]) -> RunResult:
+        """The result told by the events of one execution (the last must be terminal)."""
+        last = events[-1]
+        if last.type == RUN_FINISHED:
+            return cls(run.id, "finished", last.data.get("outputs"), None, run.flow, run.version)
+        if last.type == APPROVAL_REQUIRED:
+            gates = [e.data for e in events if e.type == APPROVAL_REQUIRED]
+            return cls(run.id, "waiting", None, None, run.flow, run.version, last.step, gates)
+        return cls(run.id, str(last.data.get("status", "failed")), None, last.data.get("error"), run.flow,
+                   run.version, last.step)
+
+
+@dataclass
+class Execution:
+    """What one execution of a run needs; `start` is the graph input, None to go on from the checkpoint."""
+
+    db: StateDB
+    compiled: Any  # engine.compile.CompiledFlow
+    run: RunRecord
+    context: RunContext
+    start: Any
+    last_seq: int = 0
+    started_data: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] | None = None  # the checkpoint's state, when resuming
+
+
+class _Steps:
+    """Which steps are running, to time them and to name the step a failure happened in.
+
+    Keyed by step and `data.index` (map items and foreach iterations of one step overlap).
+    """
+
+    def __init__(self) -> None:
+        self.running: dict[tuple[str, Any], float] = {}
+        self.last: str | None = None
+
+    def see(self, event: Event) -> None:
+        if event.step is None:
+            return
+        key = (event.step, event.data.get("index"))
+        if event.type == STEP_STARTED:
+            self.running[key] = time.monotonic()
+            self.last = event.step
+        elif event.type in (STEP_FINISHED, STEP_FAILED):
+            began = self.running.pop(key, None)
+            if began is not None:
+                event.data.setdefault("duration_ms", round((time.monotonic() - began) * 1000, 1))
+
+    def current(self) -> str | None:
+        if self.running:
+            return max(self.running, key=lambda key: self.running[key])[0]
+        return self.last
+
+
+async def execute(ex: Execution) -> AsyncIterator[Event]:
+    """Run the graph and yield its events; the run's row and trace are updated as it goes."""
+    run, db = ex.run, ex.db
+    seq = Sequencer(run.id, ex.last_seq)
+    steps = _Steps()
+    began = time.monotonic()
+    config = {"configurable": {"thread_id": run.id}, "recursion_limit": ex.compiled.recursion_limit}
+    started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
+                                          "inputs": run.inputs, **ex.started_data})
+    _record(db, started)
+    yield started
+
+    values = ex.values  # a resumed run whose graph had already ended streams no values
+    interrupts: dict[str, Any] = {}
+    failure: Failure | None = None
+    stream = ex.compiled.graph.astream(ex.start, config, context=ex.context, stream_mode=STREAM_MODES,
+                                       subgraphs=True, durability="sync")
+    try:
+        async for namespace, mode, data in stream:
+            if mode == "custom":
+                event = seq.from_custom(data)
+                if event is not None:
+                    steps.see(event)
+                    _record(db, event)
+                    yield event
+            elif namespace:
+                continue
+            elif mode == "values":
+                values = data
+            elif "__interrupt__" in data:
+                for item in data["__interrupt__"]:
+                    interrupts[item.id] = item.value
+    except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
+        # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
+        await stream.aclose()
+        step = steps.current()
+        event = seq.make(RUN_FAILED, step, {"status": "interrupted", "error": "interrupted before it finished",
+                                            "step": step})
+        await _end(db, event, store.end_run(run.id, "interrupted", outputs=None, error=event.data["error"],
+                                            error_step=step, finished=now_iso(),
+                                            elapsed=time.monotonic() - began))
+        if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
+            yield event
+        raise
+    except Exception as exc:
+        failure = describe(exc, steps.current(), ex.compiled.recursion_limit)
+    finally:
+        await stream.aclose()
+
+    if failure is None and not interrupts:
+        try:
+            outputs = ex.compiled.outputs(values or {})
+        except Exception as exc:
+            failure = describe(exc, None, ex.compiled.recursion_limit)
+    elapsed = time.monotonic() - began
+    if failure is not None:
+        data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}
+        event = seq.make(RUN_FAILED, failure.step, data)
+        await _end(db, event, store.end_run(run.id, "failed", outputs=None, error=failure.message,
+                                            error_step=failure.step, finished=now_iso(), elapsed=elapsed))
+        yield event
+        return
+    if interrupts:
+        gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
+                 for iid, value in interrupts.items()]
+        for gate in gates[:-1]:
+            _record(db, gate)
+        await _end(db, gates[-1], store.end_run(run.id, "waiting", outputs=None, error=None, error_step=None,
+                                                finished=None, elapsed=elapsed))
+        for gate in gates:
+            yield gate
+        return
+    event = seq.make(RUN_FINISHED, None, {"status": "finished", "outputs": outputs,
+                                          "duration_ms": round((run.duration + elapsed) * 1000, 1)})
+    await _end(db, event, store.end_run(run.id, "finished", outputs=outputs, error=None, error_step=None,
+                                        finished=event.time, elapsed=elapsed))
+    yield event
+
+
+def _gate_of(value: Any) -> str | None:
+    if isinstance(value, dict):
+        gate = value.get("gate") or value.get("step")
+        return str(gate) if gate is not None else None
+    return None
+
+
+def _record(db: StateDB, event: Event) -> None:
+    # trace rows ride along with the next checkpoint commit: no transaction of their own
+    if event.type not in NOT_STORED:
+        db.writer.write_nowait(store.insert_events([event]))
+
+
+async def _end(db: StateDB, event: Event, end: Write) -> None:
+    # the terminal event and the run's new status in one transaction: a reader never sees one without the other
+    await db.writer.write(store.insert_events([event]), end)

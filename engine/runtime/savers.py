@@ -1,0 +1,199 @@
+"""The state database of a process: connections tuned for several processes on one file, and a
+LangGraph checkpointer whose writes go through the group-commit writer.
+
+Durability: WAL mode with `synchronous=NORMAL`. A commit is in the WAL (in the OS page cache)
+before it is acknowledged, so a crash of the process (kill -9, OOM, Ctrl-C) loses nothing that
+was acknowledged; only a power cut or kernel panic can drop the last transactions, which SQLite
+then rolls back cleanly. Use `synchronous="FULL"` where that matters too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from engine.runtime import store
+from engine.runtime.events import now_iso
+from engine.runtime.store import BUSY_TIMEOUT
+from engine.runtime.writer import SqliteWriter, Write
+
+T = TypeVar("T")
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+_PUT_CHECKPOINT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                   "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
+_PUT_WRITES = ("INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+               "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def connect(path: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, waiting on busy locks."""
+    if synchronous.upper() not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    return conn
+
+
+def prepare(conn: sqlite3.Connection) -> None:
+    """Create the checkpointer's tables and migrate ours (idempotent, safe across processes)."""
+    SqliteSaver(conn).setup()
+    store.migrate(conn, now_iso())
+
+
+class DurableSaver(SqliteSaver):
+    """SqliteSaver's tables and reads, with writes committed by a `SqliteWriter`.
+
+    Works from any event loop and any thread: async reads run on a private reader thread, and
+    every write (async or sync) returns only once its transaction is committed.
+    """
+
+    def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
+                 serde: SerializerProtocol | None = None) -> None:
+        super().__init__(read_conn, serde=serde)
+        self.is_setup = True  # prepare() created the tables through the writer's connection
+        self.writer = writer
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
+
+    def close(self) -> None:
+        self._reader.shutdown(wait=True)
+
+    async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, lambda: fn(*args, **kwargs))
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def _checkpoint_write(self, config: RunnableConfig, checkpoint: Checkpoint,
+                          metadata: CheckpointMetadata) -> tuple[Write, RunnableConfig]:
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore")
+        write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
+                                        type_, blob, meta))
+        saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                                                  "checkpoint_id": checkpoint["id"]}}
+        return write, saved
+
+    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                      task_path: str) -> Write:
+        conf = config["configurable"]
+        # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
+        verb = "INSERT OR REPLACE " if all(w[0] in WRITES_IDX_MAP for w in writes) else "INSERT OR IGNORE "
+        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+                for idx, (channel, value) in enumerate(writes)]
+        return Write(verb + _PUT_WRITES, rows, many=True)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        write, saved = self._checkpoint_write(config, checkpoint, metadata)
+        self.writer.write_sync(write)
+        return saved
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        write, saved = self._checkpoint_write(config, checkpoint, metadata)
+        await self.writer.write(write)
+        return saved
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        self.writer.write_sync(self._writes_write(config, writes, task_id, task_path))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await self.writer.write(self._writes_write(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.writer.write_sync(*_delete_thread(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.writer.write(*_delete_thread(thread_id))
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._read(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        found = await self._read(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return await self._read(self.get_delta_channel_history, config=config, channels=channels)
+
+
+def _delete_thread(thread_id: str) -> tuple[Write, Write]:
+    return (Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
+            Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)))
+
+
+class StateDB:
+    """A process's handle on `<root>/.blockyard/state.db`: one writer, one reader, one saver.
+
+    One per process and file is the rule (one write connection means commits are grouped rather
+    than fighting over the lock); it is usable from any thread and any event loop.
+    """
+
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL", window: float = 0.0) -> None:
+        self.path = path
+        self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window)
+        try:
+            self.read_conn = connect(path, synchronous=synchronous)
+        except BaseException:
+            self.writer.close()
+            raise
+        self.saver = DurableSaver(self.read_conn, self.writer)
+        self._closed = False
+
+    def _open_writer(self, synchronous: str) -> sqlite3.Connection:
+        conn = connect(self.path, synchronous=synchronous)
+        try:
+            prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read on the reader connection (thread-safe; serialized with the saver's reads)."""
+        with self.saver.lock:
+            return fn(self.read_conn)
+
+    async def aread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self.saver._read(self.read, fn)
+
+    def close(self) -> None:
+        """Commit what is queued and close both connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self.writer.close()
+        self.saver.close()
+        self.read_conn.close()

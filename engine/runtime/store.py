@@ -1,0 +1,261 @@
+"""Our own tables in the state database: runs, their event trace, and the definitions they ran.
+
+The checkpointer's tables are for the engine; these are for people (`blockyard runs`, the
+server's pages). Plain sqlite3, schema versioned by `blockyard_migrations`. Writes are built here
+as `Write` statements and committed by the group-commit writer; reads take a connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import BlockyardError
+from engine.runtime import owner
+from engine.runtime.events import Event, now_iso
+from engine.runtime.writer import Write
+
+STATUSES = ("running", "finished", "failed", "waiting", "interrupted")
+BUSY_TIMEOUT = 30.0  # seconds another process may hold the write lock before we give up
+
+# Each migration is a list of statements applied in one transaction, never edited once released.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE definitions (
+            digest TEXT PRIMARY KEY,
+            flow TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            bundle TEXT NOT NULL,
+            created TEXT NOT NULL
+        )""",
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            flow TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            digest TEXT NOT NULL REFERENCES definitions(digest),
+            status TEXT NOT NULL,
+            inputs TEXT NOT NULL,
+            outputs TEXT,
+            error TEXT,
+            error_step TEXT,
+            thread_id TEXT,
+            parent TEXT,
+            owner_pid INTEGER,
+            owner_host TEXT,
+            owner_start TEXT,
+            created TEXT NOT NULL,
+            started TEXT,
+            finished TEXT,
+            duration REAL NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX runs_flow ON runs (flow, id)",
+        "CREATE INDEX runs_status ON runs (status, id)",
+        """CREATE TABLE events (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            step TEXT,
+            time TEXT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID""",
+    ]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+class StateError(BlockyardError):
+    """The state database cannot be used (newer schema, corrupt file)."""
+
+
+def migrate(conn: sqlite3.Connection, now: str) -> None:
+    """Bring our tables to SCHEMA_VERSION; safe when several processes open the file at once."""
+    conn.execute("CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    if _applied(conn) >= SCHEMA_VERSION:
+        _check_not_newer(conn)
+        return
+    conn.execute("BEGIN IMMEDIATE")  # re-read under the write lock: another process may have migrated
+    try:
+        current = _applied(conn)
+        for version, statements in MIGRATIONS:
+            if version <= current:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO blockyard_migrations (version, applied) VALUES (?, ?)", (version, now))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    _check_not_newer(conn)
+
+
+def _applied(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT MAX(version) FROM blockyard_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def _check_not_newer(conn: sqlite3.Connection) -> None:
+    found = _applied(conn)
+    if found > SCHEMA_VERSION:
+        raise StateError(f"the state database has schema version {found}, newer than this blockyard "
+                         f"understands ({SCHEMA_VERSION}); upgrade blockyard")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of `runs`."""
+
+    id: str
+    flow: str
+    version: int
+    digest: str
+    status: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    error_step: str | None = None
+    thread_id: str | None = None
+    parent: str | None = None
+    owner_pid: int | None = None
+    owner_host: str | None = None
+    owner_start: str | None = None
+    created: str = ""
+    started: str | None = None
+    finished: str | None = None
+    duration: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _RUN_COLUMNS}
+
+
+_RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
+_SELECT_RUN = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+
+
+def _record(row: Sequence[Any]) -> RunRecord:
+    values = dict(zip(_RUN_COLUMNS, row, strict=True))
+    values["inputs"] = json.loads(values["inputs"])
+    values["outputs"] = json.loads(values["outputs"]) if values["outputs"] is not None else None
+    values["duration"] = float(values["duration"] or 0.0)
+    return RunRecord(**values)
+
+
+def dumps(value: Any) -> str:
+    """JSON for the tables: compact, UTF-8, and never failing on an odd value."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# ---- writes (committed by the writer) ---------------------------------------------------------
+
+def save_definition(digest: str, flow: str, version: int, bundle_json: str, now: str) -> Write:
+    return Write("INSERT OR IGNORE INTO definitions (digest, flow, version, bundle, created) VALUES (?, ?, ?, ?, ?)",
+                 (digest, flow, version, bundle_json, now))
+
+
+def insert_run(run: RunRecord) -> Write:
+    values = run.as_dict()
+    values["inputs"] = dumps(run.inputs)
+    values["outputs"] = dumps(run.outputs) if run.outputs is not None else None
+    marks = ", ".join("?" for _ in _RUN_COLUMNS)
+    return Write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
+                 tuple(values[name] for name in _RUN_COLUMNS))
+
+
+def end_run(run_id: str, status: str, *, outputs: dict[str, Any] | None, error: str | None,
+            error_step: str | None, finished: str | None, elapsed: float) -> Write:
+    """Record how an execution of the run ended; `elapsed` adds to the run's total duration."""
+    return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
+                 "duration = duration + ? WHERE id = ?",
+                 (status, dumps(outputs) if outputs is not None else None, error, error_step, finished,
+                  elapsed, run_id))
+
+
+def insert_events(events: Iterable[Event]) -> Write:
+    rows = [(e.run_id, e.seq, e.type, e.step, e.time, dumps(e.data)) for e in events]
+    return Write("INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
+                 rows, many=True)
+
+
+def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None) -> Any:
+    """A writer call that makes this process the run's owner, only if nobody changed it meanwhile.
+
+    Returns True when the claim won: two `resume`s of one run cannot both continue it.
+    """
+
+    def apply(conn: sqlite3.Connection) -> bool:
+        cursor = conn.execute(
+            "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
+            "error = NULL, error_step = NULL, finished = NULL "
+            "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ?",
+            (pid, host, start, run_id, expected.status, expected.owner_pid, expected.owner_host,
+             expected.owner_start))
+        return cursor.rowcount == 1
+
+    return apply
+
+
+# ---- reads ----------------------------------------------------------------------------------
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+    row = conn.execute(f"{_SELECT_RUN} WHERE id = ?", (run_id,)).fetchone()
+    return _record(row) if row is not None else None
+
+
+def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
+              limit: int | None = 50) -> list[RunRecord]:
+    """Runs, newest first (run ids sort by time)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if flow is not None:
+        where.append("flow = ?")
+        params.append(flow)
+    if statuses:
+        where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+        params.extend(statuses)
+    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [_record(row) for row in conn.execute(sql, params)]
+
+
+def run_ids(conn: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1000")]
+
+
+def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:
+    rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
+                        "ORDER BY seq", (run_id, after))
+    return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
+
+
+def last_seq(conn: sqlite3.Connection, run_id: str) -> int:
+    row = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,)).fetchone()
+    return int(row[0] or 0)
+
+
+def load_definition(conn: sqlite3.Connection, digest: str) -> str | None:
+    row = conn.execute("SELECT bundle FROM definitions WHERE digest = ?", (digest,)).fetchone()
+    return row[0] if row is not None else None
+
+
+def effective_status(record: RunRecord) -> str:
+    """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
+    if record.status == "running" and not owner.is_alive(record.owner_pid, record.owner_host, record.owner_start):
+        return "interrupted"
+    return record.status
+
+
+def open_existing(path: Path) -> sqlite3.Connection | None:
+    """A connection for commands that only look (`runs`, `runs show`); None when there is no database."""
+    if not path.is_file():
+        return None
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+    migrate(conn, now_iso())
+    return conn

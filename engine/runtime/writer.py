@@ -1,0 +1,231 @@
+"""Group commit: one thread owns the write connection, and the statements of many concurrent runs
+share transactions.
+
+Each committed SQLite transaction costs far more than the rows in it (a WAL append and, with
+`synchronous=FULL`, an fsync). A durable engine that commits every checkpoint on its own spends
+most of its time there (LANGGRAPH_PERF.md §3). Here every writer hands its statements to one
+thread and awaits the commit of the transaction that carries them; while the thread commits one
+batch the next one fills up, so under load hundreds of checkpoints share one commit and nobody
+returns before their data is in the database. A crash can therefore lose only work whose writer
+was still waiting — never a write that was acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Call = Callable[[sqlite3.Connection], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One statement; with `many`, `params` is a sequence of parameter rows (executemany)."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+
+
+@dataclass(slots=True)
+class _Item:
+    work: Sequence[Write] | Call
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[Any] | concurrent.futures.Future[Any] | None = None
+
+
+_STOP = _Item(())
+
+
+class WriterClosed(RuntimeError):
+    """The writer was closed; nothing more can be written through it."""
+
+
+class SqliteWriter:
+    """Commits statements from any thread or event loop in shared transactions.
+
+    `await write(...)` returns once the statements are committed; `write_nowait(...)` queues them
+    behind everything already queued (the order of the queue is the order of execution).
+    A statement that fails only fails its own item (each item runs inside a savepoint).
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], *, max_batch: int = 2000,
+                 window: float = 0.0, name: str = "blockyard-writer") -> None:
+        self._connect = connect
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._max_batch = max_batch
+        self._window = window
+        self._closed = False
+        self._lock = threading.Lock()
+        self.commits = 0  # transactions committed, for benchmarks
+        self.items = 0  # items carried by them
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # a daemon thread: a Yard that is never closed must not keep the interpreter alive
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
+        self._thread.start()
+        ready.result()
+
+    # ---- submitting -------------------------------------------------------------------------
+
+    async def write(self, *writes: Write) -> None:
+        """Execute `writes` and return once they are committed."""
+        await self._submit_async(writes)
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(conn)` inside a write transaction on the writer thread; returns its result."""
+        return await self._submit_async(fn)
+
+    async def flush(self) -> None:
+        """Wait until everything queued before this call is committed."""
+        await self._submit_async(())
+
+    def write_nowait(self, *writes: Write) -> None:
+        """Queue `writes` without waiting; a later `write`/`flush` waits for them too."""
+        self._put(_Item(writes))
+
+    def write_sync(self, *writes: Write) -> None:
+        """Blocking `write`, for threads that have no event loop."""
+        self._submit_sync(writes)
+
+    def call_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Blocking `call`."""
+        return self._submit_sync(fn)
+
+    async def _submit_async(self, work: Sequence[Write] | Call) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._put(_Item(work, loop, future))
+        return await future
+
+    def _submit_sync(self, work: Sequence[Write] | Call) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._put(_Item(work, None, future))
+        return future.result()
+
+    def _put(self, item: _Item) -> None:
+        with self._lock:
+            if self._closed:
+                raise WriterClosed("the state database is closed")
+            self._queue.put(item)
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the thread and close the connection."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join()
+
+    # ---- the writer thread ------------------------------------------------------------------
+
+    def _main(self, ready: concurrent.futures.Future[None]) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as exc:
+            ready.set_exception(exc)
+            return
+        ready.set_result(None)
+        try:
+            while True:
+                items = [self._queue.get()]
+                if self._window and items[0] is not _STOP:
+                    time.sleep(self._window)
+                while len(items) < self._max_batch:
+                    try:
+                        items.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = any(item is _STOP for item in items)
+                work = [item for item in items if item is not _STOP]
+                if work:
+                    self._deliver(self._commit(conn, work))
+                if stop:
+                    break
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
+        results: list[tuple[_Item, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            return [(item, None, exc) for item in items]
+        try:
+            for item in items:
+                results.append(self._apply(conn, item))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # the commit itself failed (disk full, I/O error): nothing of the batch is stored
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(item, None, exc) for item in items]
+        self.commits += 1
+        self.items += len(items)
+        return results
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
+        if not item.work:
+            return item, None, None
+        conn.execute("SAVEPOINT item")
+        try:
+            if callable(item.work):
+                value = item.work(conn)
+            else:
+                value = None
+                for write in item.work:
+                    if write.many:
+                        conn.executemany(write.sql, write.params)
+                    else:
+                        conn.execute(write.sql, write.params)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO item")
+            conn.execute("RELEASE item")
+            if item.future is None:
+                log.warning("a queued database write failed: %s", exc)
+            return item, None, exc
+        conn.execute("RELEASE item")
+        return item, value, None
+
+    @staticmethod
+    def _deliver(results: list[tuple[_Item, Any, BaseException | None]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, BaseException | None]]] = {}
+        for item, value, exc in results:
+            if item.future is None:
+                continue
+            if item.loop is None:
+                future = item.future
+                assert isinstance(future, concurrent.futures.Future)
+                if exc is None:
+                    future.set_result(value)
+                else:
+                    future.set_exception(exc)
+            else:
+                by_loop.setdefault(item.loop, []).append((item.future, value, exc))
+        # one wake-up per event loop and batch, not one per waiter
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: list[tuple[Any, Any, BaseException | None]]) -> None:
+    for future, value, exc in settled:
+        if future.done():  # the waiter was cancelled
+            continue
+        if exc is None:
+            future.set_result(value)
+        else:
+            future.set_exception(exc)
