@@ -136,6 +136,13 @@ class _Composer:
             mark = exc.problem_mark or exc.context_mark
             problem = exc.problem or exc.context or "invalid YAML"
             raise self.fail(mark, "BY002", f"YAML syntax error: {problem}") from None
+        except yaml.reader.ReaderError as exc:
+            # raised for control characters, with an offset into the text instead of a mark
+            char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+            line = self.text.count("\n", 0, exc.position) + 1
+            col = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
+            raise LoadError(Diagnostic(self.display, line, col, "BY002",
+                                       f"YAML syntax error: control character #x{char:04x} is not allowed")) from None
         except yaml.YAMLError as exc:
             raise self.fail(None, "BY002", f"YAML syntax error: {exc}") from None
         if self.doc.data is None:

@@ -58,7 +58,7 @@ def validate(paths: list[Path], root: Path | None) -> Report:
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
             if target.wants((target.root / d.file).resolve()):
-                diagnostics.add(_rebase(d, shown))
+                diagnostics.add(_rebase(_one_line(d), shown))
         checked += sum(1 for path in project.files if target.wants(path.resolve()))
     return Report(sorted(diagnostics), checked)
 
@@ -132,6 +132,17 @@ def _display_base(root: Path, cwd: Path, *, several: bool) -> str:
     if root.is_relative_to(cwd):
         return root.relative_to(cwd).as_posix() + "/"
     return root.as_posix() + "/" if several else ""
+
+
+_BREAKS = str.maketrans({"\r": "\\r", "\n": "\\n", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _one_line(d: Diagnostic) -> Diagnostic:
+    """Every format is line-based: a line break inside a message (e.g. from a quoted key) is escaped."""
+    message = d.message.translate(_BREAKS)
+    if message == d.message:
+        return d
+    return Diagnostic(d.file, d.line, d.col, d.code, message, d.severity)
 
 
 def _rebase(d: Diagnostic, prefix: str) -> Diagnostic:

@@ -8,6 +8,7 @@ errors, so a router missing `default` and an unknown key inside it are both repo
 from __future__ import annotations
 
 import json
+import unicodedata
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def _misplaced(doc: Document, name: str) -> Diagnostic | None:
     for other, folder in TOP_KEYS.items():
         if other != name and other in doc.data and name not in doc.data:
             here = "blockyard.yaml" if name == "config" else f"the {TOP_KEYS[name]} folder"
-            value = str(doc.data[other])[:60]
+            value = _show(doc.data[other])
             return doc.diag((other,), "BY108", f"this file defines {other} '{value}'; {folder} belong in the "
                                                f"{folder} folder, not in {here}", key=True)
     return None
@@ -75,7 +76,7 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     if kind == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
         extras = [key for key in error.instance if key not in allowed]
-        return [doc.diag((*path, key), "BY102", f"unknown key '{key}'{_where(path)}{did_you_mean(key, allowed)}",
+        return [doc.diag((*path, key), "BY102", f"unknown key '{_show(key)}'{_where(path)}{did_you_mean(key, allowed)}",
                          key=True) for key in extras]
     if kind == "required":
         missing = [key for key in error.validator_value if key not in error.instance]
@@ -88,15 +89,15 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     if kind == "enum":
         options = ", ".join(str(v) for v in error.validator_value)
         hint = did_you_mean(str(error.instance), [str(v) for v in error.validator_value])
-        return [doc.diag(path, "BY105", f"{_name(path)} is '{error.instance}'; expected one of: {options}{hint}")]
+        return [doc.diag(path, "BY105", f"{_name(path)} is '{_show(error.instance)}'; expected one of: {options}{hint}")]
     if kind == "const":
         return [doc.diag(path, "BY105", f"{_name(path)} must be '{error.validator_value}'")]
     if kind == "pattern" and len(error.schema_path) > 1 and error.schema_path[-2] == "propertyNames":
         bad = error.instance
-        return [doc.diag((*path, bad), "BY106", f"name '{bad}'{_where(path)} is not valid: "
+        return [doc.diag((*path, bad), "BY106", f"name '{_show(bad)}'{_where(path)} is not valid: "
                                                 f"{_pattern_help(error.validator_value)}", key=True)]
     if kind == "pattern":
-        return [doc.diag(path, "BY106", f"{_name(path)} '{error.instance}' is not valid: "
+        return [doc.diag(path, "BY106", f"{_name(path)} '{_show(error.instance)}' is not valid: "
                                         f"{_pattern_help(error.validator_value)}")]
     if kind in ("anyOf", "oneOf"):
         return _alternatives(doc, error)
@@ -162,7 +163,7 @@ def _value_choices(doc: Document, path: tuple[Any, ...], value: Any, options: li
             words.append(_pattern_noun(option["pattern"]))
     expected = _join([*(f"'{v}'" for v in literals), *words])
     hint = did_you_mean(str(value), literals)
-    return doc.diag(path, "BY105", f"{_name(path)} is '{value}'; expected {expected}{hint}")
+    return doc.diag(path, "BY105", f"{_name(path)} is '{_show(value)}'; expected {expected}{hint}")
 
 
 def _option_type(option: dict[str, Any]) -> str:
@@ -217,7 +218,7 @@ def _name(path: tuple[Any, ...]) -> str:
         return "the document"
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        text += f"[{part}]" if isinstance(part, int) else (f".{_show(part)}" if text else _show(part))
     return f"'{text}'"
 
 
@@ -242,11 +243,18 @@ def _join(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """An author's text inside a one-line message: control characters escaped, long text shortened."""
+    text = "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+                   else ch for ch in str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"the string '{value}'" if len(value) < 40 and "\n" not in value else "a string"
+        return f"the string '{_show(value)}'" if len(value) < 40 else "a string"
     if isinstance(value, int | float):
         return f"the number {value}"
     if isinstance(value, list):
