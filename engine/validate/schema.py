@@ -89,7 +89,8 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     if kind == "enum":
         options = ", ".join(str(v) for v in error.validator_value)
         hint = did_you_mean(str(error.instance), [str(v) for v in error.validator_value])
-        return [doc.diag(path, "BY105", f"{_name(path)} is '{_show(error.instance)}'; expected one of: {options}{hint}")]
+        return [doc.diag(path, "BY105",
+                         f"{_name(path)} is '{_show(error.instance)}'; expected one of: {options}{hint}")]
     if kind == "const":
         return [doc.diag(path, "BY105", f"{_name(path)} must be '{error.validator_value}'")]
     if kind == "pattern" and len(error.schema_path) > 1 and error.schema_path[-2] == "propertyNames":
