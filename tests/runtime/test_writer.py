@@ -1,0 +1,137 @@
+"""The group-commit writer: ordering, batching, failure isolation, any thread and any loop."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.runtime.savers import connect
+from engine.runtime.writer import SqliteWriter, Write, WriterClosed
+
+
+@pytest.fixture
+def writer(tmp_path: Path):
+    path = tmp_path / "w.db"
+
+    def open_conn() -> sqlite3.Connection:
+        conn = connect(path)
+        conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)")
+        return conn
+
+    w = SqliteWriter(open_conn)
+    yield w, path
+    w.close()
+
+
+def rows(path: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT k, v FROM t ORDER BY k").fetchall()
+
+
+def insert(k: int, v: str = "x") -> Write:
+    return Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, v))
+
+
+def test_acknowledged_writes_are_visible_to_other_connections(writer) -> None:
+    w, path = writer
+
+    async def main() -> None:
+        await w.write(insert(1, "a"), insert(2, "b"))
+        assert rows(path) == [(1, "a"), (2, "b")]
+
+    asyncio.run(main())
+
+
+def test_concurrent_writers_share_transactions(writer) -> None:
+    w, path = writer
+
+    async def main() -> None:
+        await asyncio.gather(*(w.write(insert(i)) for i in range(500)))
+
+    before = w.commits
+    asyncio.run(main())
+    assert len(rows(path)) == 500
+    assert w.commits - before < 500  # grouped: far fewer commits than writers
+
+
+def test_a_failing_item_fails_alone(writer) -> None:
+    w, path = writer
+
+    async def main() -> list[BaseException | None]:
+        results = await asyncio.gather(w.write(insert(1, "first")), w.write(insert(1, "dup"), insert(2)),
+                                       w.write(insert(3)), return_exceptions=True)
+        return list(results)
+
+    first, dup, third = asyncio.run(main())
+    assert first is None and third is None
+    assert isinstance(dup, sqlite3.IntegrityError)
+    # the failing item's other statement was rolled back with it
+    assert rows(path) == [(1, "first"), (3, "x")]
+
+
+def test_queue_order_is_execution_order(writer) -> None:
+    w, path = writer
+    w.write_nowait(insert(1, "old"))
+    w.write_nowait(Write("UPDATE t SET v = ? WHERE k = ?", ("new", 1)))
+    w.write_sync()  # barrier
+    assert rows(path) == [(1, "new")]
+
+
+def test_call_runs_in_a_transaction_and_returns(writer) -> None:
+    w, _ = writer
+    w.write_sync(insert(1))
+
+    def bump(conn: sqlite3.Connection) -> int:
+        return conn.execute("UPDATE t SET v = 'y' WHERE k = 1").rowcount
+
+    assert w.call_sync(bump) == 1
+    assert asyncio.run(w.call(lambda conn: conn.execute("SELECT v FROM t").fetchone()[0])) == "y"
+
+
+def test_writes_from_threads_and_separate_loops(writer) -> None:
+    w, path = writer
+
+    def in_thread(base: int) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(w.write(insert(base + i)) for i in range(50)))
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=in_thread, args=(n * 100,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for n in range(4, 6):
+        w.write_sync(insert(n * 100))
+    for thread in threads:
+        thread.join()
+    assert len(rows(path)) == 202
+
+
+def test_close_commits_what_is_queued_then_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+
+    def open_conn() -> sqlite3.Connection:
+        conn = connect(path)
+        conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)")
+        return conn
+
+    w = SqliteWriter(open_conn)
+    for i in range(100):
+        w.write_nowait(insert(i))
+    w.close()
+    assert len(rows(path)) == 100
+    with pytest.raises(WriterClosed):
+        w.write_nowait(insert(1000))
+    w.close()  # idempotent
+
+
+def test_a_connection_that_cannot_open_is_reported(tmp_path: Path) -> None:
+    def broken() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        SqliteWriter(broken)
