@@ -1,0 +1,81 @@
+"""Follow a run's events: replay the trace, then go on live, across pauses and resumes.
+
+Events carry a per-run `seq`; a follower remembers the last one it gave out and never gives
+out a smaller or equal one again, so replay, backlog and live events can overlap freely. Runs
+executed by another process (a `blockyard resume` next to the server) are followed by polling
+the trace table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from engine.serve.broker import Broker, Event
+
+# Statuses after which nothing more happens unless someone resumes the run.
+SETTLED = frozenset({"finished", "failed", "interrupted"})
+END_OF_EXECUTION = frozenset({"run_finished", "run_failed", "approval_required"})
+
+
+class TraceReader(Protocol):
+    async def events(self, run_id: str, after: int) -> list[Event]:
+        """Stored events of a run with seq > after, in order."""
+        ...
+
+    async def status(self, run_id: str) -> str | None:
+        """The run's status in the runs table, or None when it is not there (yet)."""
+        ...
+
+
+async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *, until_pause: bool = False,
+                 poll: float = 0.5) -> AsyncIterator[Event]:
+    """Events with seq > `after`, then live ones (heartbeats are the SSE layer's business).
+
+    Ends when the run is settled (finished, failed, interrupted) and idle; with `until_pause`,
+    at the end of the current execution (its run_finished, run_failed or approval_required).
+    """
+    subscription = broker.subscribe(run_id)
+    last = after
+    try:
+        replay = await trace.events(run_id, last)
+        for event in [*replay, *subscription.backlog]:
+            if event["seq"] > last:
+                last = event["seq"]
+                yield event
+        executing = subscription.active
+        if until_pause and not executing and (replay and replay[-1]["type"] in END_OF_EXECUTION):
+            return
+        while True:
+            if not executing and await trace.status(run_id) in SETTLED:
+                for event in await trace.events(run_id, last):
+                    last = event["seq"]
+                    yield event
+                return
+            try:
+                item = await asyncio.wait_for(subscription.queue.get(), timeout=poll)
+            except TimeoutError:
+                fresh = await trace.events(run_id, last)  # written by another process
+                for event in fresh:
+                    last = event["seq"]
+                    yield event
+                if until_pause and fresh and fresh[-1]["type"] in END_OF_EXECUTION:
+                    return
+                continue
+            if item is None:  # the execution ended here; its events are all in the table now
+                executing = False
+                for event in await trace.events(run_id, last):
+                    last = event["seq"]
+                    yield event
+                if until_pause:
+                    return
+                continue
+            executing = True
+            if item["seq"] > last:
+                last = item["seq"]
+                yield item
+                if until_pause and item["type"] in END_OF_EXECUTION:
+                    return
+    finally:
+        broker.unsubscribe(subscription)

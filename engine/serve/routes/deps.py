@@ -1,0 +1,48 @@
+"""Shared pieces of the route modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from engine.errors import BlockyardError
+from engine.serve.follow import TraceReader
+from engine.serve.problems import ApiError, from_engine
+from engine.serve.runner import Job
+from engine.serve.server import Server
+
+
+def get_server(request: Request) -> Server:
+    server: Server = request.app.state.server
+    return server
+
+
+class _Trace:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    async def events(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        if self.server.service is None:
+            return []
+        return await self.server.service.events(run_id, after)
+
+    async def status(self, run_id: str) -> str | None:
+        if self.server.service is None:
+            return None
+        return await self.server.service.status(run_id)
+
+
+def trace_reader(server: Server) -> TraceReader:
+    return _Trace(server)
+
+
+async def job_outcome(job: Job) -> dict[str, Any] | None:
+    """After a stream ends: the error when the run was refused instead of run, else None."""
+    if not job.result.done() or job.result.cancelled():
+        return None
+    exc = job.result.exception()
+    if exc is None:
+        return None
+    problem = from_engine(exc) if isinstance(exc, BlockyardError) else ApiError(500, "internal", str(exc))
+    return {"code": problem.code, "message": problem.message, "run_id": job.run_id}

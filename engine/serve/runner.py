@@ -1,0 +1,142 @@
+"""Runs executed by the server: a bounded number at once, the rest queued in arrival order.
+
+Each accepted run (a start or a resume) becomes a `Job`: an asyncio task that waits for a slot
+(config.server.max_concurrent_runs), streams the run through the runtime, publishes every event
+to the broker for live followers, and settles the job's `result` with how the execution ended.
+A client that stops waiting never cancels a run; only shutdown does, after a grace period, and
+the runtime then records the run as `interrupted` (resumable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.runtime.events import now_iso
+from engine.serve.broker import Broker, Event
+from engine.serve.logs import fields, get_logger
+
+
+class ShuttingDown(Exception):
+    """The server is stopping and accepts no new runs."""
+
+
+@dataclass
+class Job:
+    """A run accepted by this server: queued, then running, then settled."""
+
+    run_id: str
+    flow: str
+    version: int
+    kind: str  # start | resume
+    inputs: dict[str, Any]
+    created: str = field(default_factory=now_iso)
+    state: str = "queued"
+    result: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    task: asyncio.Task[None] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """A run row for a job the runs table does not show yet."""
+        return {"id": self.run_id, "flow": self.flow, "version": self.version, "status": self.state,
+                "inputs": self.inputs, "outputs": None, "error": None, "error_step": None, "created": self.created,
+                "started": None, "finished": None, "duration": 0.0}
+
+
+def result_of(job: Job, terminal: list[Event]) -> dict[str, Any]:
+    """How an execution ended, told by its terminal events (the runtime's RunResult as JSON)."""
+    result: dict[str, Any] = {"run_id": job.run_id, "flow": job.flow, "version": job.version, "outputs": None,
+                              "error": None, "step": None, "waiting": []}
+    if not terminal:
+        return {**result, "status": "interrupted", "error": "the run ended without a final event"}
+    last = terminal[-1]
+    data = last.get("data") or {}
+    if last["type"] == "run_finished":
+        return {**result, "status": "finished", "outputs": data.get("outputs")}
+    if last["type"] == "approval_required":
+        gates = [e.get("data") or {} for e in terminal if e["type"] == "approval_required"]
+        return {**result, "status": "waiting", "step": last.get("step"), "waiting": gates}
+    return {**result, "status": data.get("status", "failed"), "error": data.get("error"), "step": last.get("step")}
+
+
+class Runner:
+    """Accepts runs, bounds how many execute, and drains on shutdown."""
+
+    def __init__(self, broker: Broker, limit: int) -> None:
+        self.broker = broker
+        self.limit = limit
+        self.jobs: dict[str, Job] = {}
+        self.accepting = True
+        self._slots = asyncio.Semaphore(limit)
+        self.log = get_logger()
+
+    @property
+    def running(self) -> int:
+        return sum(1 for job in self.jobs.values() if job.state == "running")
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for job in self.jobs.values() if job.state == "queued")
+
+    def submit(self, job: Job, events: Callable[[], AsyncGenerator[Event, None]]) -> Job:
+        """Queue `job`; `events()` is called once a slot is free and streams the execution."""
+        if not self.accepting:
+            raise ShuttingDown("the server is shutting down")
+        self.jobs[job.run_id] = job
+        self.broker.open(job.run_id)
+        job.task = asyncio.create_task(self._execute(job, events), name=f"run-{job.run_id}")
+        self.log.info("run_accepted", extra=fields(run=job.run_id, flow=job.flow, version=job.version,
+                                                   kind=job.kind, queued=self.queued))
+        return job
+
+    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[Event, None]]) -> None:
+        terminal: list[Event] = []
+        began = time.perf_counter()
+        try:
+            async with self._slots:
+                job.state = "running"
+                async with aclosing(events()) as stream:
+                    async for event in stream:
+                        self.broker.publish(event)
+                        if event["type"] in ("run_finished", "run_failed", "approval_required"):
+                            terminal.append(event)
+            result = result_of(job, terminal)
+            job.result.set_result(result)
+            self.log.info("run_ended", extra=fields(run=job.run_id, flow=job.flow, status=result["status"],
+                                                    step=result["step"],
+                                                    ms=round((time.perf_counter() - began) * 1000, 1)))
+        except asyncio.CancelledError:
+            was = job.state
+            job.result.set_result({**result_of(job, terminal), "status": "interrupted",
+                                   "error": "the server stopped before the run finished"})
+            self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
+            raise
+        except Exception as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
+            job.result.set_exception(exc)
+            job.result.exception()  # retrieved: nobody may be waiting for it
+            self.log.warning("run_rejected", extra=fields(run=job.run_id, flow=job.flow,
+                                                          error=f"{type(exc).__name__}: {exc}"))
+        finally:
+            job.state = "done"
+            self.broker.close(job.run_id)
+            self.jobs.pop(job.run_id, None)
+
+    async def drain(self, grace: float) -> None:
+        """Stop accepting; let running runs finish for `grace` seconds, then interrupt them."""
+        self.accepting = False
+        queued = [job for job in self.jobs.values() if job.state == "queued" and job.task]
+        for job in queued:  # never started: nothing to checkpoint
+            assert job.task is not None
+            job.task.cancel()
+        tasks = [job.task for job in self.jobs.values() if job.task is not None]
+        if not tasks:
+            return
+        self.log.info("draining", extra=fields(running=self.running, queued_dropped=len(queued), grace_s=grace))
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=10.0)

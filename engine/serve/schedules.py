@@ -1,0 +1,186 @@
+"""Cron schedules of flows (`schedule: {cron, timezone, inputs, misfire}`), run while the server is up.
+
+Fire times come from croniter in the flow's time zone. The last fire time of every flow is
+kept in the state database, so after downtime the missed fire times are known: a fire time
+later than `MISFIRE_GRACE` is a misfire and follows the flow's policy — `skip` drops it,
+`run_once` runs the flow once however many fire times were missed. A fire time is recorded
+before its run starts (at most once: a crash in between loses that run instead of doubling it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from engine.serve.catalog import Catalog, FlowEntry
+from engine.serve.clock import Clock
+from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
+from engine.serve.logs import fields, get_logger
+
+MISFIRE_GRACE = timedelta(seconds=60)
+HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
+
+Fire = Callable[[FlowEntry, datetime], Awaitable[str | None]]
+Expire = Callable[[datetime], Awaitable[int]]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS serve_schedules (
+    flow TEXT PRIMARY KEY,
+    first_seen TEXT NOT NULL,
+    last_fire TEXT,
+    last_run TEXT
+)
+"""
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    first_seen: datetime
+    last_fire: datetime | None
+    last_run: str | None
+
+    @property
+    def since(self) -> datetime:
+        """Fire times after this one are still to be handled."""
+        return self.last_fire if self.last_fire and self.last_fire > self.first_seen else self.first_seen
+
+
+class ScheduleStore:
+    """serve_schedules in the state database: when each flow was first scheduled and last fired."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30.0)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def load(self) -> dict[str, ScheduleState]:
+        if not self.path.exists():
+            return {}
+        with self._connect() as conn:
+            rows = conn.execute("SELECT flow, first_seen, last_fire, last_run FROM serve_schedules").fetchall()
+        return {flow: ScheduleState(_parse(first), _parse(last) if last else None, run)
+                for flow, first, last, run in rows}
+
+    def first_seen(self, flow: str, when: datetime) -> None:
+        with self._connect() as conn:
+            conn.execute("INSERT OR IGNORE INTO serve_schedules (flow, first_seen) VALUES (?, ?)",
+                         (flow, _format(when)))
+
+    def fired(self, flow: str, when: datetime, run_id: str | None = None) -> None:
+        with self._connect() as conn:
+            conn.execute("INSERT INTO serve_schedules (flow, first_seen, last_fire, last_run) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT(flow) DO UPDATE SET last_fire = excluded.last_fire, "
+                         "last_run = COALESCE(excluded.last_run, serve_schedules.last_run)",
+                         (flow, _format(when), _format(when), run_id))
+
+
+def _format(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+class Scheduler:
+    """Fires scheduled flows of the current catalog on time, and runs periodic housekeeping."""
+
+    def __init__(self, store: ScheduleStore, clock: Clock, catalog: Callable[[], Catalog], fire: Fire,
+                 expire: Expire | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.catalog = catalog
+        self.fire = fire
+        self.expire = expire
+        self.states: dict[str, ScheduleState] = {}
+        self._changed = asyncio.Event()
+        self.log = get_logger()
+
+    def wake(self) -> None:
+        """The catalog changed: recompute fire times now (safe to call from the event loop)."""
+        self._changed.set()
+
+    def next_fire(self, entry: FlowEntry) -> datetime | None:
+        schedule = entry.bundle.flow.schedule
+        if schedule is None:
+            return None
+        state = self.states.get(entry.name)
+        return next_fire(schedule, state.since if state else self.clock.now())
+
+    async def run(self) -> None:
+        """The scheduler loop; cancel the task to stop it."""
+        self.states = await asyncio.to_thread(self.store.load)
+        while True:
+            self._changed.clear()
+            now = self.clock.now()
+            await self.tick(now)
+            await self._housekeeping(now)
+            upcoming = [t for e in self.catalog().flows.values() if (t := self.next_fire(e)) is not None]
+            wake_at = min([*upcoming, now + HOUSEKEEPING])
+            sleeper = asyncio.ensure_future(self.clock.sleep_until(wake_at))
+            changed = asyncio.ensure_future(self._changed.wait())
+            try:
+                await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                changed.cancel()
+
+    async def tick(self, now: datetime) -> list[str]:
+        """Fire what is due at `now`; returns the names of the flows fired."""
+        fired: list[str] = []
+        for entry in list(self.catalog().flows.values()):
+            schedule = entry.bundle.flow.schedule
+            if schedule is None or schedule_problem(schedule) is not None:
+                continue
+            state = self.states.get(entry.name)
+            if state is None:
+                await asyncio.to_thread(self.store.first_seen, entry.name, now)
+                self.states[entry.name] = ScheduleState(now, None, None)
+                continue
+            if next(fire_times(schedule, state.since)) > now:
+                continue
+            latest = latest_fire(schedule, now)
+            on_time = now - latest <= MISFIRE_GRACE
+            if not on_time:
+                event = "schedule_misfire_skipped" if schedule.misfire == "skip" else "schedule_misfire_run_once"
+                self.log.info(event, extra=fields(flow=entry.name, last_missed=_format(latest),
+                                                  down_since=_format(state.since)))
+            if not on_time and schedule.misfire == "skip":
+                await self._record(entry.name, latest, None, state)
+                continue
+            await self._record(entry.name, latest, None, state)
+            run_id = await self.fire(entry, latest)
+            if run_id is not None:
+                await self._record(entry.name, latest, run_id, self.states[entry.name])
+            fired.append(entry.name)
+        return fired
+
+    async def _record(self, flow: str, when: datetime, run_id: str | None, state: ScheduleState) -> None:
+        await asyncio.to_thread(self.store.fired, flow, when, run_id)
+        self.states[flow] = ScheduleState(state.first_seen, when, run_id or state.last_run)
+
+    async def _housekeeping(self, now: datetime) -> None:
+        if self.expire is None:
+            return
+        try:
+            expired = await self.expire(now)
+        except Exception:  # housekeeping must never stop the schedules
+            self.log.exception("approval_expiry_failed")
+            return
+        if expired:
+            self.log.info("approvals_expired", extra=fields(count=expired))

@@ -1,0 +1,190 @@
+"""The server's moving parts and their lifetime: catalog and reload, runs, schedules, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.serve.broker import Broker
+from engine.serve.catalog import Catalog, FlowEntry
+from engine.serve.clock import Clock, SystemClock
+from engine.serve.logs import fields, get_logger
+from engine.serve.problems import ApiError, conflict, not_found
+from engine.serve.reload import Reloader
+from engine.serve.runner import Job, Runner, ShuttingDown
+from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.serve.service import RunService
+
+
+@dataclass
+class Settings:
+    """How one server runs; the CLI fills it from flags, tests from their fixtures."""
+
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    watch: bool = True
+    schedules: bool = True
+    grace: float = 30.0  # seconds running runs get to finish at shutdown
+    sse_ping: float = 15.0
+    poll: float = 0.5  # how often followers look for events written by other processes
+    clock: Clock = field(default_factory=SystemClock)
+
+
+class Server:
+    """Everything a request handler needs, created once per app."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.root = settings.root.resolve()
+        self.reloader = Reloader(self.root)
+        self.broker = Broker()
+        self.service: RunService | None = None
+        self.runner: Runner | None = None
+        self.scheduler: Scheduler | None = None
+        self.log = get_logger()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self.loaded = False
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.reloader.catalog
+
+    def load(self) -> Catalog:
+        """Read the yard once (blocking); the CLI does it before binding the port."""
+        if not self.loaded:
+            self.reloader.load_now()
+            self.loaded = True
+        return self.catalog
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        await self.startup()
+        try:
+            yield
+        finally:
+            await self.shutdown()
+
+    async def startup(self) -> None:
+        from sse_starlette.sse import AppStatus
+
+        AppStatus.should_exit = False  # a previous server in this process may have set it
+        self._stop = asyncio.Event()
+        if not self.loaded:
+            await asyncio.to_thread(self.load)
+        self.service = RunService(self.root)
+        recovered = await self.service.recover()
+        for run_id in recovered:
+            self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
+        self.runner = Runner(self.broker, self.catalog.max_concurrent_runs)
+        if self.settings.watch:
+            self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
+        if self.settings.schedules:
+            self.scheduler = Scheduler(ScheduleStore(self.service.state_path), self.settings.clock,
+                                       lambda: self.catalog, self._fire, self._expire_approvals)
+            self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
+            self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
+        self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
+                                              max_concurrent_runs=self.runner.limit, recovered=len(recovered),
+                                              token=self.settings.token is not None))
+
+    async def shutdown(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.reloader.listeners.clear()
+        if self.runner is not None:
+            await self.runner.drain(self.settings.grace)
+        if self.service is not None:
+            await asyncio.to_thread(self.service.close)
+        self.log.info("stopped")
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    def flow(self, name: str) -> FlowEntry:
+        entry = self.catalog.flow(name)
+        if entry is None:
+            from engine.diagnostics import did_you_mean
+
+            problems = self.catalog.stale.get(name)
+            hint = " (its definition has errors, see /diagnostics)" if problems else did_you_mean(
+                name, self.catalog.flows)
+            raise not_found("flow", f"unknown flow '{name}'{hint}")
+        return entry
+
+    def _ready(self) -> tuple[RunService, Runner]:
+        if self.service is None or self.runner is None:
+            raise ApiError(503, "starting", "the server is starting")
+        if not self.runner.accepting:
+            raise ApiError(503, "shutting_down", "the server is shutting down")
+        return self.service, self.runner
+
+    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None) -> Job:
+        """Accept a new run of `entry` (validated inputs, unique id), queued behind the limit."""
+        service, runner = self._ready()
+        if run_id is not None:
+            service.check_run_id(run_id)
+            if run_id in runner.jobs or await service.get_run(run_id) is not None:
+                raise conflict("run_exists", f"run id '{run_id}' is already taken")
+        values = service.check_inputs(entry.bundle, inputs)
+        job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
+        try:
+            return runner.submit(job, lambda: service.start(entry.bundle, values, job.run_id))
+        except ShuttingDown as exc:
+            raise ApiError(503, "shutting_down", str(exc)) from None
+
+    async def resume_run(self, run_id: str, decision: Mapping[str, Any]) -> Job:
+        """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one."""
+        service, runner = self._ready()
+        if run_id in runner.jobs:
+            raise conflict("run_busy", f"run {run_id} is {runner.jobs[run_id].state} in this server")
+        run = await service.get_run(run_id)
+        if run is None:
+            raise not_found("run", f"unknown run '{run_id}'")
+        status = run["status"]
+        deciding = decision.get("approve") is not None
+        if deciding and status != "waiting":
+            raise conflict("not_waiting", f"run {run_id} is {status}, not waiting for an approval decision")
+        if not deciding and status == "waiting":
+            raise conflict("decision_needed", f"run {run_id} is waiting for an approval: send "
+                                              "{\"approve\": true} or {\"approve\": false}")
+        if status in ("finished", "running"):
+            raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
+        job = Job(run_id, run["flow"], run["version"], "resume", run["inputs"])
+        try:
+            return runner.submit(job, lambda: service.resume(run_id, decision))
+        except ShuttingDown as exc:
+            raise ApiError(503, "shutting_down", str(exc)) from None
+
+    # ---- scheduler hooks --------------------------------------------------------------------
+
+    async def _fire(self, entry: FlowEntry, when: datetime) -> str | None:
+        schedule = entry.bundle.flow.schedule
+        try:
+            job = await self.start_run(entry, schedule.inputs if schedule else {})
+        except Exception as exc:  # a schedule with bad inputs must not stop the others
+            self.log.error("schedule_failed", extra=fields(flow=entry.name, fire_time=when.isoformat(),
+                                                           error=str(exc)))
+            return None
+        self.log.info("schedule_fired", extra=fields(flow=entry.name, fire_time=when.isoformat(), run=job.run_id))
+        return job.run_id
+
+    async def _expire_approvals(self, now: datetime) -> int:
+        """Hook for approval timeouts: the runtime's expiry function, once approval gates exist.
+
+        Calls `yard.aexpire_approvals(now) -> int` (decide every gate whose timeout has passed,
+        per its on_timeout; return how many) when the runtime has it; until then nothing expires.
+        """
+        expire = getattr(self.service.yard, "aexpire_approvals", None) if self.service else None
+        if expire is None:
+            return 0
+        return int(await expire(now))

@@ -1,0 +1,95 @@
+"""Notice edits to a yard's definitions: flows/, blocks/ (recursively) and blockyard.yaml.
+
+watchfiles (Rust `notify`, inotify on Linux) is tuned for a save-to-serve time well under
+300 ms: it returns a batch once no new change has arrived for `STEP_MS`, at most `DEBOUNCE_MS`
+after the first one (its defaults, 50 ms and 1600 ms, are meant for restarting processes).
+The state database and .git are never watched: only the definition folders, plus the folders
+holding them (non-recursively) so that blockyard.yaml and newly created folders are seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import watchfiles
+
+from engine.load import LoadError, load_file
+from engine.project import CONFIG_FILE, YAML_SUFFIXES
+from engine.spec.config import PathsSpec
+
+STEP_MS = 15
+DEBOUNCE_MS = 150
+
+
+def definition_folders(root: Path) -> list[Path]:
+    """flows/ and blocks/ as blockyard.yaml names them (defaults when it can't be read)."""
+    paths = PathsSpec()
+    config = root / CONFIG_FILE
+    if config.is_file():
+        try:
+            data = load_file(config, CONFIG_FILE).data
+        except LoadError:
+            data = None
+        section = data.get("paths") if isinstance(data, dict) else None
+        if isinstance(section, dict):
+            with contextlib.suppress(ValueError):
+                paths = PathsSpec.model_validate({k: v for k, v in section.items() if k in ("flows", "blocks")})
+    return [(root / paths.flows).resolve(), (root / paths.blocks).resolve()]
+
+
+class YardWatcher:
+    """Async batches of changed definition files (absolute paths), until `stop` is set."""
+
+    def __init__(self, root: Path, *, step_ms: int = STEP_MS, debounce_ms: int = DEBOUNCE_MS) -> None:
+        self.root = root.resolve()
+        self.step_ms = step_ms
+        self.debounce_ms = debounce_ms
+
+    async def batches(self, stop: asyncio.Event) -> AsyncIterator[set[Path]]:
+        while not stop.is_set():
+            folders = definition_folders(self.root)
+            deep = [f for f in folders if f.is_dir()]
+            anchors = sorted({self.root, *(f.parent for f in folders if f.parent.is_dir())})
+            layout = (folders, deep)
+            queue: asyncio.Queue[set[Path]] = asyncio.Queue()
+            restart = asyncio.Event()
+            pumps = [asyncio.create_task(self._pump(anchors, False, queue, restart, stop, folders))]
+            if deep:
+                pumps.append(asyncio.create_task(self._pump(deep, True, queue, restart, stop, folders)))
+            try:
+                while not stop.is_set():
+                    getter = asyncio.ensure_future(queue.get())
+                    stopper = asyncio.ensure_future(stop.wait())
+                    done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                    stopper.cancel()
+                    if getter not in done:
+                        getter.cancel()
+                        break
+                    yield getter.result()
+                    # A folder came or went, or blockyard.yaml moved the folders: watch the new layout.
+                    new_folders = definition_folders(self.root)
+                    if (new_folders, [f for f in new_folders if f.is_dir()]) != layout:
+                        break
+            finally:
+                restart.set()
+                for pump in pumps:
+                    pump.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
+
+    async def _pump(self, paths: list[Path], recursive: bool, queue: asyncio.Queue[set[Path]],
+                    restart: asyncio.Event, stop: asyncio.Event, folders: list[Path]) -> None:
+        def relevant(_change: watchfiles.Change, name: str) -> bool:
+            path = Path(name)
+            if recursive:
+                return path.suffix in YAML_SUFFIXES
+            return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders
+
+        async for changes in watchfiles.awatch(*paths, watch_filter=relevant, recursive=recursive,
+                                               step=self.step_ms, debounce=self.debounce_ms,
+                                               stop_event=restart, rust_timeout=1000):
+            await queue.put({Path(name) for _, name in changes})
+            if stop.is_set():
+                return

@@ -1,0 +1,251 @@
+// The Blockyard page: flows and their graphs, runs, live events, approvals, diagnostics.
+// Plain DOM code, no framework, no build step; every text from the server goes through
+// textContent, never innerHTML.
+
+import { AuthNeeded, call, follow, setToken } from "./api.js";
+import { drawGraph } from "./graph.js";
+import { collectValues, fieldInputs } from "./forms.js";
+
+const $ = (id) => document.getElementById(id);
+const REFRESH_MS = 2000;
+const state = { view: null, follow: null, gates: new Map(), runs: [], flows: [] };
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+const badge = (status) => h("span", { class: `badge status-${status}`, "data-status": status }, status);
+const when = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "");
+const seconds = (s) => (s ? `${Number(s).toFixed(s < 10 ? 2 : 0)} s` : "");
+const pretty = (value) => JSON.stringify(value, null, 2);
+
+function showAuth(error) {
+  if (!(error instanceof AuthNeeded)) return false;
+  $("token-form").hidden = false;
+  $("server-state").textContent = "a token is needed";
+  return true;
+}
+
+// ---- lists -------------------------------------------------------------------------------------
+
+function renderFlows(flows) {
+  const list = $("flow-list");
+  list.replaceChildren(...flows.map((flow) => {
+    const item = h("li", { "data-flow": flow.name, onclick: () => { location.hash = `flow/${flow.name}`; } },
+      h("span", { class: "name" }, flow.name), ` v${flow.version}`,
+      flow.stale ? h("span", { class: "stale" }, " · serving last good version") : null,
+      h("span", { class: "desc" }, flow.description || ""),
+      flow.schedule && flow.schedule.next_fire ? h("span", { class: "desc" }, `next run ${new Date(flow.schedule.next_fire).toLocaleString()}`) : null);
+    if (state.view && state.view.kind === "flow" && state.view.name === flow.name) item.classList.add("selected");
+    return item;
+  }));
+  if (!flows.length) list.replaceChildren(h("li", { class: "muted" }, "no flows"));
+}
+
+function renderRuns(runs) {
+  const body = $("run-table").querySelector("tbody");
+  body.replaceChildren(...runs.map((run) => {
+    const row = h("tr", { "data-run": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
+      h("td", {}, run.id), h("td", {}, `${run.flow}@${run.version}`), h("td", {}, badge(run.status)),
+      h("td", {}, when(run.started || run.created)), h("td", {}, seconds(run.duration)));
+    if (state.view && state.view.kind === "run" && state.view.id === run.id) row.classList.add("selected");
+    return row;
+  }));
+}
+
+function renderDiagnostics(report) {
+  const banner = $("diagnostics");
+  const problems = report.diagnostics.filter((d) => d.severity === "error");
+  const stale = Object.keys(report.stale || {});
+  banner.hidden = problems.length === 0 && !report.reload_error;
+  if (banner.hidden) return;
+  banner.className = "banner bad";
+  $("diagnostics-title").textContent = `${problems.length} problem${problems.length === 1 ? "" : "s"} in the yard`
+    + (stale.length ? ` — still serving the last good version of: ${stale.join(", ")}` : "");
+  const lines = problems.map((d) => h("li", {}, `${d.file}:${d.line}:${d.col}: ${d.code} ${d.message}`));
+  if (report.reload_error) lines.unshift(h("li", {}, `reload failed: ${report.reload_error}`));
+  $("diagnostics-list").replaceChildren(...lines);
+}
+
+async function renderApprovals(runs) {
+  const waiting = runs.filter((run) => run.status === "waiting");
+  const items = [];
+  for (const run of waiting) {
+    const gates = await gatesOf(run);
+    for (const gate of gates) {
+      items.push(h("li", { "data-approval": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
+        h("span", { class: "name" }, `${run.flow} · ${gate.step || "gate"}`),
+        h("span", { class: "desc" }, gate.message || "approval required")));
+    }
+  }
+  $("approval-list").replaceChildren(...(items.length ? items : [h("li", { class: "muted" }, "none")]));
+}
+
+async function gatesOf(run) {
+  const key = `${run.id}:${run.status}:${run.duration}`;
+  if (!state.gates.has(key)) state.gates.set(key, (await call("GET", `/runs/${encodeURIComponent(run.id)}`)).gates || []);
+  return state.gates.get(key);
+}
+
+async function refresh() {
+  try {
+    const [flows, runs, report] = await Promise.all([call("GET", "/flows"), call("GET", "/runs?limit=30"),
+      call("GET", "/diagnostics")]);
+    state.flows = flows.flows;
+    state.runs = runs.runs;
+    renderFlows(state.flows);
+    renderRuns(state.runs);
+    renderDiagnostics(report);
+    await renderApprovals(state.runs);
+    $("server-state").textContent = `${state.flows.length} flows · reload #${report.generation}`;
+    $("token-form").hidden = true;
+  } catch (error) {
+    if (!showAuth(error)) $("server-state").textContent = `server unreachable (${error.message})`;
+  }
+}
+
+// ---- flow view ---------------------------------------------------------------------------------
+
+async function showFlow(name) {
+  const flow = await call("GET", `/flows/${encodeURIComponent(name)}`);
+  $("flow-title").textContent = `${flow.name} v${flow.version}`;
+  $("flow-description").textContent = flow.description || "";
+  const schedule = $("flow-schedule");
+  schedule.hidden = !flow.schedule;
+  if (flow.schedule) {
+    schedule.textContent = `schedule ${flow.schedule.cron} (${flow.schedule.timezone})`
+      + (flow.schedule.next_fire ? ` · next ${new Date(flow.schedule.next_fire).toLocaleString()}` : "");
+  }
+  $("flow-graph").replaceChildren(flow.graph ? drawGraph(flow.graph) : h("p", { class: "muted" }, flow.graph_error || "no graph"));
+  $("run-inputs").replaceChildren(...fieldInputs(flow.inputs || {}, "input"));
+  $("run-form-error").textContent = "";
+  $("run-form").onsubmit = async (event) => {
+    event.preventDefault();
+    $("run-form-error").textContent = "";
+    try {
+      const inputs = collectValues($("run-inputs"), flow.inputs || {});
+      const started = await call("POST", `/flows/${encodeURIComponent(name)}/runs?wait=false`, { inputs });
+      location.hash = `run/${started.run_id}`;
+    } catch (error) {
+      if (!showAuth(error)) $("run-form-error").textContent = error.message;
+    }
+  };
+  $("flow-detail").hidden = false;
+}
+
+// ---- run view ----------------------------------------------------------------------------------
+
+function gateForm(run, gate) {
+  const fields = h("div", { class: "fields" }, ...fieldInputs(gate.fields || {}, "gate"));
+  const reason = h("input", { name: "reason", placeholder: "reason (optional)", "data-reason": "" });
+  const error = h("span", { class: "error", role: "alert" });
+  const decide = async (approve) => {
+    error.textContent = "";
+    try {
+      const values = approve ? collectValues(fields, gate.fields || {}) : {};
+      await call("POST", `/runs/${encodeURIComponent(run.id)}/resume?wait=false`,
+        { approve, values, reason: reason.value || null, gate: gate.step || null });
+      await showRun(run.id);
+    } catch (problem) {
+      if (!showAuth(problem)) error.textContent = problem.message;
+    }
+  };
+  return h("form", { class: "gate", "data-gate": gate.step || "", onsubmit: (e) => e.preventDefault() },
+    h("p", {}, h("strong", {}, "Approval needed"), gate.step ? ` at ${gate.step}` : "", ": ", gate.message || ""),
+    fields, h("div", { class: "fields" }, h("label", {}, "reason"), reason),
+    h("div", { class: "buttons" },
+      h("button", { type: "button", "data-action": "approve", onclick: () => decide(true) }, "Approve"),
+      h("button", { type: "button", class: "secondary", "data-action": "reject", onclick: () => decide(false) }, "Reject")),
+    error);
+}
+
+function renderRun(run, status) {
+  $("run-title").textContent = `${run.flow}@${run.version} · ${run.id}`;
+  $("run-status").replaceChildren(badge(run.status));
+  $("run-meta").textContent = `started ${when(run.started || run.created)}` + (run.duration ? ` · ${seconds(run.duration)}` : "")
+    + ` · inputs ${JSON.stringify(run.inputs)}`;
+  $("run-outputs").textContent = run.outputs ? pretty(run.outputs) : "—";
+  $("run-error").hidden = !run.error;
+  $("run-error").textContent = run.error ? `${run.error_step ? `step ${run.error_step}: ` : ""}${run.error}` : "";
+  $("run-approvals").replaceChildren(...(run.status === "waiting" ? (run.gates || []).map((g) => gateForm(run, g)) : []));
+  $("run-graph").replaceChildren(run.graph ? drawGraph(run.graph, status) : h("span"));
+}
+
+function describeEvent(event) {
+  const data = event.data || {};
+  if (event.type === "run_finished") return `outputs ${JSON.stringify(data.outputs)}`;
+  if (event.type === "run_failed") return data.error || "";
+  if (event.type === "step_finished") return data.duration_ms !== undefined ? `${data.duration_ms} ms` : "";
+  if (event.type === "approval_required") return (data.value && data.value.message) || "";
+  if (event.type === "token") return data.text || data.value || "";
+  return "";
+}
+
+async function showRun(id) {
+  if (state.follow) state.follow.abort();
+  const controller = new AbortController();
+  state.follow = controller;
+  let run = await call("GET", `/runs/${encodeURIComponent(id)}`);
+  const status = new Map();
+  renderRun(run, status);
+  $("run-detail").hidden = false;
+  const list = $("run-events");
+  list.replaceChildren();
+  const onEvent = (event) => {
+    if (controller.signal.aborted) return;
+    list.append(h("li", { "data-type": event.type, value: event.seq },
+      h("span", { class: "type" }, event.type), event.step ? ` ${event.step}` : "", " ", describeEvent(event)));
+    list.scrollTop = list.scrollHeight;
+    if (event.step) {
+      const mark = { step_started: "running", step_finished: "finished", step_failed: "failed", approval_required: "waiting" }[event.type];
+      if (mark) status.set(event.step, mark);
+    }
+    if (["run_finished", "run_failed", "approval_required", "run_started"].includes(event.type)) {
+      const next = { run_finished: "finished", run_failed: (event.data || {}).status || "failed", approval_required: "waiting", run_started: "running" }[event.type];
+      $("run-status").replaceChildren(badge(next));
+      if (event.type !== "run_started") {
+        call("GET", `/runs/${encodeURIComponent(id)}`).then((fresh) => { if (!controller.signal.aborted) { run = fresh; renderRun(run, status); } });
+      }
+    }
+    if (run.graph) $("run-graph").replaceChildren(drawGraph(run.graph, status));
+  };
+  follow(`/runs/${encodeURIComponent(id)}/events`, onEvent, controller.signal).catch((error) => showAuth(error));
+}
+
+// ---- navigation --------------------------------------------------------------------------------
+
+async function route() {
+  const [kind, ...rest] = location.hash.replace(/^#/, "").split("/");
+  const name = decodeURIComponent(rest.join("/"));
+  if (state.follow) { state.follow.abort(); state.follow = null; }
+  $("flow-detail").hidden = true;
+  $("run-detail").hidden = true;
+  $("detail-empty").hidden = Boolean(kind && name);
+  state.view = kind && name ? { kind, name, id: name } : null;
+  try {
+    if (kind === "flow" && name) await showFlow(name);
+    else if (kind === "run" && name) await showRun(name);
+  } catch (error) {
+    if (!showAuth(error)) { $("detail-empty").hidden = false; $("detail-empty").textContent = error.message; }
+  }
+  renderFlows(state.flows);
+  renderRuns(state.runs);
+}
+
+$("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setToken($("token-input").value.trim());
+  $("token-input").value = "";
+  refresh();
+  route();
+});
+window.addEventListener("hashchange", route);
+refresh().then(route);
+setInterval(refresh, REFRESH_MS);
