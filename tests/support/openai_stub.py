@@ -118,7 +118,9 @@ class OpenAIStub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._server.block_on_close = False
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
+        # a short poll interval keeps shutdown (once per test) fast
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="openai-stub", daemon=True)
 
     @property
     def port(self) -> int:
