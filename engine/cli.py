@@ -155,6 +155,43 @@ def memory(action: str, scope: str, key: str | None, value: str | None, as_json:
     raise SystemExit(memory_command(_root(root), action, scope, key, value, as_json))
 
 
+@cli.command()
+@click.option("--host", default=None, help="Address to bind (default: blockyard.yaml server.host, 127.0.0.1); "
+                                          "any non-loopback address needs BLOCKYARD_TOKEN.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port to bind (default: blockyard.yaml server.port, 8000).")
+@click.option("--no-reload", "no_reload", is_flag=True, help="Don't watch the files for changes.")
+@click.option("--grace", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="Seconds running runs get to finish at shutdown before they are interrupted.")
+@ROOT_OPTION
+def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:
+    """HTTP API, live events, web page, hot reload and schedules."""
+    from engine.serve.commands import serve_command
+
+    raise SystemExit(serve_command(_root(root), host, port, not no_reload, grace))
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: a report per save; json: one JSON object per save.")
+@ROOT_OPTION
+def watch(fmt: str, root: Path | None) -> None:
+    """Re-validate on every save and print the problems (Ctrl-C to stop)."""
+    from engine.serve.commands import watch_command
+
+    raise SystemExit(watch_command(_root(root), fmt))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def schedules(as_json: bool, root: Path | None) -> None:
+    """Print the scheduled flows and their next fire times."""
+    from engine.serve.commands import schedules_command
+
+    raise SystemExit(schedules_command(_root(root), as_json))
+
+
 def _later(name: str, issue: str) -> Any:
     def command(**_: Any) -> None:
         click.echo(f"blockyard {name}: not available yet ({issue}).", err=True)
@@ -165,9 +202,6 @@ def _later(name: str, issue: str) -> Any:
 
 for _name, _help, _issue in [
     ("test", "Run flow tests (flows/*.test.yaml).", "flow tests land with the runtime"),
-    ("watch", "Re-validate on every save.", "arrives with `blockyard serve`"),
-    ("serve", "HTTP API, live events, web page, hot reload.", "arrives with `blockyard serve`"),
-    ("schedules", "Print the next fire time of scheduled flows.", "arrives with `blockyard serve`"),
     ("threads", "List conversation threads.", "arrives with memory and threads"),
 ]:
     cli.command(_name, help=_help, context_settings={"ignore_unknown_options": True},

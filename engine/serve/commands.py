@@ -1,0 +1,165 @@
+"""`blockyard serve`, `blockyard watch` and `blockyard schedules`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from engine.errors import UsageError
+
+if TYPE_CHECKING:
+    from engine.spec import ConfigSpec
+
+
+def serve_command(root: Path, host: str | None, port: int | None, watch: bool, grace: float) -> int:
+    """Serve the yard at `root` until Ctrl-C / SIGTERM; host and port default to blockyard.yaml's server."""
+    import uvicorn
+
+    from engine.serve import logs
+    from engine.serve.app import create_app
+    from engine.serve.auth import server_token
+    from engine.serve.server import Server, Settings
+
+    logs.configure()
+    server = Server(Settings(root=root, watch=watch, grace=grace))
+    catalog = server.load()
+    config = _config(root)
+    host = host or config.server.host
+    port = port or config.server.port
+    server.settings.host, server.settings.port = host, port
+    server.settings.token = server_token(host)
+    if not catalog.flows and not catalog.diagnostics:
+        logs.get_logger().warning("no_flows", extra=logs.fields(root=str(root), hint="add flows/*.yaml"))
+    app = create_app(server)
+    uv = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
+                        timeout_graceful_shutdown=int(grace) + 5, server_header=False)
+    logs.get_logger().info("listening", extra=logs.fields(url=f"http://{_url_host(host)}:{port}/"))
+    uvicorn.Server(uv).run()
+    return 0
+
+
+def _config(root: Path) -> ConfigSpec:
+    from engine.project import load_project
+
+    return load_project(root).config
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def watch_command(root: Path, fmt: str = "text", out: TextIO | None = None) -> int:
+    """Validate now and after every save until Ctrl-C; prints each report (exit 0 on Ctrl-C)."""
+    from engine.serve.watcher import YardWatcher
+
+    out = out or sys.stdout
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such folder")
+
+    async def loop() -> None:
+        _report(root, fmt, out, None)
+        stop = asyncio.Event()
+        async for changed in YardWatcher(root).batches(stop):
+            _report(root, fmt, out, changed)
+
+    print(f"watching {root} for changes (Ctrl-C to stop)", file=sys.stderr, flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(loop())
+    return 0
+
+
+def _report(root: Path, fmt: str, out: TextIO, changed: set[Path] | None) -> None:
+    from engine.project import load_project
+    from engine.validate.report import REPORTERS, Report
+    from engine.validate.semantic import check_project
+
+    began = time.perf_counter()
+    project = load_project(root)
+    diagnostics = list(project.diagnostics)
+    if project.ok:
+        diagnostics.extend(check_project(project))
+    report = Report(sorted(set(diagnostics)), len(project.files))
+    if fmt == "json":
+        print(json.dumps({"time": _now(), "changed": sorted(_rel(p, root) for p in changed or ()),
+                          "ok": report.ok, "diagnostics": [d.as_dict() for d in report.diagnostics]}),
+              file=out, flush=True)
+        return
+    what = ", ".join(sorted(_rel(p, root) for p in changed)) if changed else "start"
+    print(f"--- {time.strftime('%H:%M:%S')} {what}", file=out)
+    REPORTERS["text"](report, out, out)
+    print(f"    ({(time.perf_counter() - began) * 1000:.0f} ms)", file=out, flush=True)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> int:
+    """Print every scheduled flow with its next fire time; exit 1 when a schedule is unusable."""
+    from engine.project import load_project
+    from engine.serve.cron import next_fire, schedule_problem
+    from engine.serve.schedules import ScheduleStore
+
+    out = out or sys.stdout
+    project = load_project(root)
+    state_path = root / project.config.paths.state
+    states = ScheduleStore(state_path).load()
+    now = datetime.now(UTC)
+    rows = []
+    for name, definition in sorted(project.flows.items()):
+        schedule = definition.spec.schedule
+        if schedule is None:
+            continue
+        problem = schedule_problem(schedule)
+        state = states.get(name)
+        upcoming = None if problem else next_fire(schedule, max(now, state.since) if state else now)
+        rows.append({"flow": name, "cron": schedule.cron, "timezone": schedule.timezone,
+                     "misfire": schedule.misfire, "next_fire": upcoming.isoformat() if upcoming else None,
+                     "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
+                     "last_run": state.last_run if state else None, "problem": problem,
+                     "file": definition.display})
+    if as_json:
+        print(json.dumps(rows, indent=2), file=out)
+    elif not rows:
+        print("no scheduled flows", file=out)
+    else:
+        _table(rows, out)
+    for problem in project.diagnostics:
+        if problem.severity == "error":
+            print(f"warning: {problem.format()}", file=sys.stderr)
+    return 1 if any(row["problem"] for row in rows) else 0
+
+
+def _table(rows: list[dict[str, object]], out: TextIO) -> None:
+    header = ("FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT FIRE", "LAST FIRE")
+    lines = [header]
+    for row in rows:
+        nxt = _local(row["next_fire"], row["timezone"]) if row["next_fire"] else f"error: {row['problem']}"
+        last = _local(row["last_fire"], row["timezone"]) if row["last_fire"] else "-"
+        lines.append((str(row["flow"]), str(row["cron"]), str(row["timezone"]), str(row["misfire"]), nxt, last))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)).rstrip()
+              + "  " + line[-1], file=out)
+
+
+def _local(iso: object, zone: object) -> str:
+    from zoneinfo import ZoneInfo
+
+    when = datetime.fromisoformat(str(iso))
+    with contextlib.suppress(KeyError, ValueError):
+        when = when.astimezone(ZoneInfo(str(zone)))
+    return when.strftime("%Y-%m-%d %H:%M %Z")
