@@ -1,11 +1,59 @@
-"""Semantic checks over a loaded project (DESIGN.md §4.3). Filled in by the semantic-checks work."""
+"""Semantic checks over a loaded project (DESIGN.md §4.3): what JSON Schema cannot see.
+
+Blocks are checked on their own (kind requirements, tools, models, templates); each flow is
+indexed into regions, then checked for names that do not resolve, step shape, routing, graph
+paths (reachability, dead ends, unbounded cycles), dataflow (inputs, context keys, parallel
+writers, outputs) and templates. The graph and dataflow checks only run on a flow whose names
+resolve and whose steps are well formed: on a broken flow they would report follow-on noise.
+Codes and titles: engine/validate/semantic/codes.py; reference: docs/flows.md.
+"""
 
 from __future__ import annotations
 
 from engine.diagnostics import Diagnostic
-from engine.project import Project
+from engine.project import FlowDef, Project
+from engine.validate.semantic import control
+from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
+from engine.validate.semantic.blocks import check_blocks
+from engine.validate.semantic.config import check_config
+from engine.validate.semantic.dataflow import Dataflow
+from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
+from engine.validate.semantic.index import build_index
+from engine.validate.semantic.paths import check_paths
+from engine.validate.semantic.references import check_references
+from engine.validate.semantic.routing import check_routing
+from engine.validate.semantic.schedule import check_schedule
+from engine.validate.semantic.scope import check_step_templates
+from engine.validate.semantic.structure import check_steps
+
+__all__ = ["check_flow", "check_project"]
 
 
 def check_project(project: Project) -> list[Diagnostic]:
-    """Every semantic problem of every flow and block of the project."""
-    return []
+    """Every semantic problem of every flow and block of the project, sorted by place."""
+    found = [*check_config(project), *check_blocks(project)]
+    calls = subflow_calls(project)
+    for definition in project.flows.values():
+        found.extend(check_flow(project, definition, calls))
+    return sorted(set(found))
+
+
+def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]] | None = None) -> list[Diagnostic]:
+    """The semantic problems of one flow (its blocks are checked by check_project)."""
+    index = build_index(project, definition)
+    check_steps(index)
+    check_references(index)
+    check_routing(index)
+    check_memory(index)
+    check_schedule(index)
+    check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
+    flow = None
+    if not index.broken:
+        graphs = {region: control.build(region) for region in index.regions}
+        check_paths(index, graphs)
+        flow = Dataflow(index, graphs)
+        check_inputs(index, flow)
+        check_parallel_writes(index, flow, graphs)
+        check_flow_outputs(index, flow)
+    check_step_templates(index, flow)
+    return index.found

@@ -1,0 +1,98 @@
+"""Dataflow findings: unbound block inputs, parallel writers of one key, flow outputs never written."""
+
+from __future__ import annotations
+
+from engine.diagnostics import did_you_mean
+from engine.spec import END
+from engine.validate.semantic.control import ControlGraph
+from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of
+from engine.validate.semantic.graph import reachable
+from engine.validate.semantic.index import FlowIndex, Region, StepNode
+
+
+def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
+    """BY405: every input of every block a step runs has a source on every path to the step."""
+    flow_inputs = index.definition.spec.inputs
+    for node in index.walk():
+        spec = node.spec
+        if node.block is None:
+            continue
+        if spec.action == "uses":
+            bound, items, where = spec.with_, node.region.items, node.at("uses")
+        elif spec.action == "map" and spec.map is not None and spec.map.uses is not None:
+            bound, items, where = spec.map.with_, (*node.region.items, spec.map.as_), node.at("map", "uses")
+        else:
+            continue
+        must, may = flow.before(node)
+        if must is None:
+            continue  # unreachable: reported on its own
+        block = node.block.spec
+        for name, decl in block.inputs.items():
+            if name in bound or key_fact(name) in must or name in flow_inputs or decl.has_default or name in items:
+                continue
+            writer = flow.writers.get(name)
+            head = f"step '{node.id}': input '{name}' of block '{block.block}' is not bound"
+            if writer is not None and key_fact(name) in may:
+                why = f"; context key '{name}' is written by step '{writer.id}', but not on every path to '{node.id}'"
+            elif writer is not None:
+                why = f"; context key '{name}' is written by step '{writer.id}', which does not run before '{node.id}'"
+            else:
+                hint = did_you_mean(name, keys_of(must))
+                why = (f": no `with:` binding, no earlier step writes context key '{name}', the flow has no input "
+                       f"'{name}' and the block gives no default{hint}")
+            index.report(where, "BY405", f"{head}{why} (bind it with `with: {{{name}: ...}}`)")
+
+
+def check_parallel_writes(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
+    """BY406: steps that may run at the same time must not write the same context key."""
+    reported: set[tuple[str, frozenset[str]]] = set()
+    order = {node: position for position, node in enumerate(index.nodes)}
+    for region in index.regions:
+        graph = graphs[region]
+        successors = graph.successors()
+        for _, arms in graph.fan_outs():
+            reach = [reachable([arm], successors) - {END} for arm in arms]
+            writers: dict[str, list[tuple[int, StepNode]]] = {}
+            for position, steps in enumerate(reach):
+                others = set().union(*(r for i, r in enumerate(reach) if i != position))
+                for name in sorted(steps - others, key=lambda n: region.by_id[n].index):
+                    node = region.by_id[name]
+                    for key in sorted(flow.may_write(node)):
+                        writers.setdefault(key, []).append((position, node))
+            for key, found in writers.items():
+                _report_pairs(index, key, found, reported, order)
+
+
+def _report_pairs(index: FlowIndex, key: str, found: list[tuple[int, StepNode]],
+                  reported: set[tuple[str, frozenset[str]]], order: dict[StepNode, int]) -> None:
+    for i, (arm, first) in enumerate(found):
+        for other_arm, second in found[i + 1:]:
+            pair = frozenset({first.id, second.id})
+            if other_arm == arm or (key, pair) in reported:
+                continue
+            reported.add((key, pair))
+            early, late = sorted((first, second), key=order.__getitem__)
+            index.report(late.at("id"), "BY406",
+                         f"steps '{early.id}' and '{late.id}' may run in parallel and both write context key "
+                         f"'{key}'; rename one with `outputs:`, or order them with `needs:`")
+
+
+def check_flow_outputs(index: FlowIndex, flow: Dataflow) -> None:
+    """BY408/BY409: each key in the flow's `outputs` is written before the run ends."""
+    must, may = flow.at_end()
+    if must is None:
+        return  # the flow cannot end normally: the dead end is reported
+    written = keys_of(may)
+    for position, key in enumerate(index.definition.spec.outputs):
+        if key_fact(key) in must:
+            continue
+        if key_fact(key) in may:
+            writer = flow.writers.get(key)
+            by = f" (step '{writer.id}' writes it)" if writer is not None else ""
+            index.report(("outputs", position), "BY409",
+                         f"flow output '{key}' is not written on every path to the end{by}; runs that skip it "
+                         "fail when they finish")
+        else:
+            index.report(("outputs", position), "BY408",
+                         f"flow output '{key}' is never written: no step writes context key '{key}'"
+                         f"{did_you_mean(key, written)}")

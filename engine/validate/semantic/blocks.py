@@ -1,0 +1,183 @@
+"""What each block kind needs, the keys that fit it, and the templates it carries."""
+
+from __future__ import annotations
+
+from engine.diagnostics import Diagnostic, did_you_mean
+from engine.load import JsonPath
+from engine.project import BlockDef, Project
+from engine.spec import MODEL_KINDS, ModelProfile
+from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
+from engine.validate.semantic.index import issue, quote_list
+from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, names_scope, scan
+
+MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
+# block keys that only some kinds read; anywhere else they would be silently ignored
+KIND_KEYS: dict[str, frozenset[str]] = {
+    "prompt": MODEL_KINDS,
+    "model": MODEL_KINDS,
+    "tools": frozenset({"agent"}),
+    "delegates": frozenset({"agent"}),
+    "max_iterations": frozenset({"agent"}),
+    "mode": frozenset({"smart"}),
+    "compute": frozenset({"transform"}),
+    "tool": frozenset({"tool"}),
+    "duration": frozenset({"wait"}),
+    "memory": MEMORY_KINDS,
+}
+PROMPTED = frozenset({"llm", "decide", "agent"})
+NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read"})
+
+
+class BlockCheck:
+    """Collects the problems of one block file."""
+
+    def __init__(self, project: Project, definition: BlockDef) -> None:
+        self.project = project
+        self.definition = definition
+        self.spec = definition.spec
+        self.found: list[Diagnostic] = []
+
+    def report(self, path: JsonPath, code: str, message: str, *, key: bool = False) -> None:
+        self.found.append(issue(self.definition.doc, path, code, f"block '{self.spec.block}': {message}", key=key))
+
+    def run(self) -> list[Diagnostic]:
+        self.keys()
+        self.requirements()
+        self.references()
+        self.templates()
+        return self.found
+
+    def keys(self) -> None:
+        spec = self.spec
+        for name, kinds in KIND_KEYS.items():
+            if name not in spec.model_fields_set or spec.kind in kinds:
+                continue
+            value = getattr(spec, name)
+            if value is None or value == []:
+                continue
+            fits = ", ".join(sorted(kinds))
+            self.report((name,), "BY356", f"`{name}` does not apply to a {spec.kind} block (only to {fits})",
+                        key=True)
+
+    def requirements(self) -> None:
+        spec = self.spec
+        kind = spec.kind
+        if kind == "transform":
+            self.compute()
+        elif kind == "tool" and spec.tool is None:
+            self.report(("kind",), "BY351", "a tool block needs `tool:`, the registered tool it calls")
+        elif kind == "wait" and spec.duration is None:
+            self.report(("kind",), "BY352", "a wait block needs `duration:`, e.g. duration: 30s")
+        elif kind in MEMORY_KINDS and spec.memory is None:
+            self.report(("kind",), "BY355", f"a {kind} block needs `memory:` (namespace and key)")
+        if kind == "decide":
+            enums = [name for name, decl in spec.outputs.items() if decl.enum]
+            if len(spec.outputs) != 1 or len(enums) != 1:
+                where = ("outputs",) if spec.outputs else ("kind",)
+                found = f"it has {len(spec.outputs)} outputs" if len(spec.outputs) != 1 else \
+                    f"output '{next(iter(spec.outputs))}' has no enum"
+                self.report(where, "BY353",
+                            f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
+                            key=bool(spec.outputs))
+        if kind in PROMPTED and (spec.prompt is None or not spec.prompt.user):
+            where = ("prompt",) if spec.prompt is not None else ("kind",)
+            self.report(where, "BY354", f"a {kind} block needs `prompt:` with a `user:` message",
+                        key=spec.prompt is not None)
+        if kind in NEEDS_OUTPUTS and not spec.outputs:
+            self.report(("kind",), "BY358", f"a {kind} block needs `outputs:`, the values it produces")
+
+    def compute(self) -> None:
+        spec = self.spec
+        if spec.compute is None:
+            self.report(("kind",), "BY350", "a transform block needs `compute:`, one expression per output")
+            return
+        missing = [name for name in spec.outputs if name not in spec.compute]
+        if missing:
+            self.report(("compute",), "BY350",
+                        f"output{'s' if len(missing) > 1 else ''} {quote_list(missing)} "
+                        f"{'have' if len(missing) > 1 else 'has'} no compute expression", key=True)
+        for name in spec.compute:
+            if name not in spec.outputs:
+                self.report(("compute", name), "BY350",
+                            f"compute '{name}' is not a declared output{did_you_mean(name, spec.outputs)}",
+                            key=True)
+
+    def references(self) -> None:
+        spec = self.spec
+        tools = known_tools(self.project)
+        named = [(("tools", position), name) for position, name in enumerate(spec.tools)]
+        if spec.tool is not None:
+            named.append((("tool",), spec.tool))
+        for where, name in named:
+            if name not in tools:
+                listed = f"known tools: {', '.join(tools)}" if tools else "no tools are known"
+                self.report(where, "BY501", f"unknown tool '{name}'{did_you_mean(name, tools)} ({listed}; "
+                                            "declare yard tools under `tools:` in blockyard.yaml)")
+        if isinstance(spec.model, str):
+            profiles = known_profiles(self.project)
+            if spec.model not in profiles:
+                self.report(("model",), "BY502",
+                            f"unknown model profile '{spec.model}'{did_you_mean(spec.model, profiles)} "
+                            f"(profiles: {', '.join(profiles)}; declare them under `models:` in blockyard.yaml)")
+        elif isinstance(spec.model, ModelProfile):
+            for sub, code, message, key in profile_problems(spec.model):
+                self.report(("model", *sub), code, message, key=key)
+        for position, name in enumerate(spec.delegates):
+            agent = self.project.block(name)
+            if name in self.project.flows or (agent is not None and agent.spec.kind == "agent"):
+                continue
+            reason = f"block '{name}' is not an agent block" if agent is not None else \
+                f"there is no agent block or flow of that name{did_you_mean(name, self._agents())}"
+            self.report(("delegates", position), "BY218", f"delegate '{name}': {reason}")
+
+    def _agents(self) -> list[str]:
+        agents = [name for name, versions in self.project.blocks.items()
+                  if versions[max(versions)].spec.kind == "agent"]
+        return [*agents, *self.project.flows]
+
+    def templates(self) -> None:
+        spec = self.spec
+        inputs = list(spec.inputs)
+        if spec.prompt is not None:
+            resolve = names_scope(inputs, "a prompt", extra=MEMORY_NAMES)
+            for part in ("system", "user"):
+                source = getattr(spec.prompt, part)
+                if source is not None:
+                    self.scan(("prompt", part), source, resolve, expression=False, what=f"prompt.{part}")
+        if spec.compute is not None:
+            resolve = names_scope(inputs, "a compute expression")
+            for name, source in spec.compute.items():
+                self.scan(("compute", name), source, resolve, expression=True, what=f"compute '{name}'")
+        if spec.memory is not None and spec.memory.key is not None:
+            self.scan(("memory", "key"), spec.memory.key, names_scope(inputs, "a memory key"),
+                      expression=False, what="memory.key")
+
+    def scan(self, path: JsonPath, source: str, resolve: Resolver, *, expression: bool, what: str) -> None:
+        for problem in scan(source, resolve, expression=expression):
+            self.report(path, problem.code, f"{what}: {problem.message}")
+
+
+def check_blocks(project: Project) -> list[Diagnostic]:
+    """Problems of every version of every block."""
+    found: list[Diagnostic] = []
+    for versions in project.blocks.values():
+        for definition in versions.values():
+            found.extend(BlockCheck(project, definition).run())
+    return found
+
+
+def prompt_memory_names(definition: BlockDef) -> list[str]:
+    """The memory variables a block's prompt reads (they need the flow to have a memory scope)."""
+    from engine.templates import TemplateError, references
+
+    prompt = definition.spec.prompt
+    used: list[str] = []
+    for source in (prompt.system, prompt.user) if prompt is not None else ():
+        if source is None:
+            continue
+        try:
+            paths = references(source)
+        except TemplateError:
+            continue
+        used.extend(path[0] for path in paths if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
+    return list(dict.fromkeys(used))

@@ -1,0 +1,85 @@
+"""Codes of the semantic checks (DESIGN.md §4.3), each with a short title.
+
+Codes are a public contract (CI annotations, SARIF rules, docs): once published a code keeps its
+meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
+shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates,
+BY5xx configuration, tools, models and schedules. BY201/BY202 belong to the loader.
+"""
+
+from __future__ import annotations
+
+REFERENCES: dict[str, str] = {
+    "BY210": "unknown block",
+    "BY211": "unknown block version",
+    "BY212": "unknown step",
+    "BY213": "step target outside the current body",
+    "BY214": "unknown flow",
+    "BY215": "unknown input bound with `with:`",
+    "BY216": "unknown output",
+    "BY217": "required subflow input not bound",
+    "BY218": "unknown delegate",
+}
+
+STRUCTURE: dict[str, str] = {
+    "BY300": "step has no action",
+    "BY301": "step has more than one action",
+    "BY302": "duplicate step id",
+    "BY303": "reserved step id",
+    "BY304": "more than one start step",
+    "BY305": "unreachable step",
+    "BY306": "dead end: no path reaches the end",
+    "BY307": "unbounded cycle",
+    "BY308": "conflicting successors",
+    "BY309": "invalid needs",
+    "BY310": "branches on a step that does not use a decide block",
+    "BY311": "branch value not in the decide block's enum",
+    "BY312": "decide value without a branch",
+    "BY313": "invalid regular expression",
+    "BY314": "router rule without exactly one condition",
+    "BY315": "router text rule without a value to match",
+    "BY316": "on_max_visits without max_visits",
+    "BY317": "step key that does not apply to the step's action",
+    "BY318": "subflow cycle",
+}
+
+BLOCKS: dict[str, str] = {
+    "BY350": "transform compute does not match the outputs",
+    "BY351": "tool block without a tool",
+    "BY352": "wait block without a duration",
+    "BY353": "decide block without exactly one enum output",
+    "BY354": "model block without a user prompt",
+    "BY355": "memory block without memory settings",
+    "BY356": "block key that does not apply to the block's kind",
+    "BY357": "memory used in a flow without a memory scope",
+    "BY358": "block without outputs",
+}
+
+DATAFLOW: dict[str, str] = {
+    "BY400": "template or expression syntax error",
+    "BY401": "unknown template variable",
+    "BY402": "unknown flow input",
+    "BY403": "step reference not available here",
+    "BY404": "context key not written upstream",
+    "BY405": "block input not bound",
+    "BY406": "parallel steps write the same context key",
+    "BY407": "unknown template filter or test",
+    "BY408": "flow output never written",
+    "BY409": "flow output not written on every path",
+}
+
+CONFIG: dict[str, str] = {
+    "BY501": "unknown tool",
+    "BY502": "unknown model profile",
+    "BY503": "model profile without a model name",
+    "BY504": "malformed tool import path",
+    "BY505": "model setting that does not apply to the provider",
+    "BY506": "configured tool shadows a built-in tool",
+    "BY507": "invalid cron expression",
+    "BY508": "unknown time zone",
+    "BY509": "schedule inputs do not match the flow's inputs",
+}
+
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}
+
+WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
+"""Codes reported as warnings (validate still exits 0); every other code is an error."""

@@ -1,0 +1,80 @@
+"""blockyard.yaml: model profiles and tool declarations (checked without importing any tool)."""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Iterator
+
+from engine.diagnostics import Diagnostic
+from engine.load import JsonPath
+from engine.project import Project
+from engine.spec import ModelProfile
+from engine.validate.semantic.index import issue
+
+DEFAULT_PROFILE = "default"
+# settings that only one provider reads; anywhere else they are silently ignored, so say so
+PROVIDER_ONLY = {"delay": "mock", "replies": "mock", "api_version": "azure"}
+
+
+def builtin_tools() -> frozenset[str]:
+    """Names of the built-in tools (engine.tools.names holds plain data: importing it loads no tool)."""
+    try:
+        from engine.tools.names import BUILTIN_TOOLS
+    except ImportError:
+        return frozenset()
+    return frozenset(BUILTIN_TOOLS)
+
+
+def known_tools(project: Project) -> list[str]:
+    return sorted(builtin_tools() | set(project.config.tools))
+
+
+def known_profiles(project: Project) -> list[str]:
+    return sorted({DEFAULT_PROFILE, *project.config.models})
+
+
+def profile_problems(profile: ModelProfile) -> Iterator[tuple[JsonPath, str, str, bool]]:
+    """(sub-path, code, message, at key) for one model profile."""
+    if profile.provider != "mock" and not profile.name:
+        yield (), "BY503", (f"a provider: {profile.provider} profile needs `name:` (the model to ask for, "
+                            "e.g. gpt-4o-mini)"), False
+    for setting, provider in PROVIDER_ONLY.items():
+        if setting in profile.model_fields_set and profile.provider != provider:
+            yield (setting,), "BY505", (f"`{setting}` only applies to provider: {provider}; this profile uses "
+                                        f"{profile.provider}, which ignores it"), True
+
+
+def check_config(project: Project) -> list[Diagnostic]:
+    """Problems of blockyard.yaml itself."""
+    doc = project.config_doc
+    if doc is None:
+        return []
+    found: list[Diagnostic] = []
+    for name, profile in project.config.models.items():
+        for sub, code, message, key in profile_problems(profile):
+            found.append(issue(doc, ("models", name, *sub), code, f"model profile '{name}': {message}", key=key))
+    builtins = builtin_tools()
+    for name, decl in project.config.tools.items():
+        problem = import_path_problem(decl.import_)
+        if problem is not None:
+            found.append(issue(doc, ("tools", name, "import"), "BY504", f"tool '{name}': {problem}"))
+        if name in builtins:
+            found.append(issue(doc, ("tools", name), "BY506",
+                               f"tool '{name}' has the name of a built-in tool and replaces it in this yard",
+                               key=True))
+    return found
+
+
+def import_path_problem(path: str) -> str | None:
+    """Why `module.sub:function` cannot be an import path, or None. Nothing is imported."""
+    module, sep, function = path.partition(":")
+    if not sep or not module or not function:
+        return f"import path '{path}' must be module:function, e.g. tools.weather:forecast"
+    for part in module.split("."):
+        if not part.isidentifier():
+            return f"import path '{path}': '{part or '(empty)'}' is not a valid module name segment"
+        if keyword.iskeyword(part):
+            return f"import path '{path}': '{part}' is a Python keyword, not a module name"
+    if not function.isidentifier() or keyword.iskeyword(function):
+        return f"import path '{path}': '{function}' is not a valid function name"
+    return None

@@ -1,0 +1,158 @@
+"""A flow prepared for checking: its steps grouped in regions, with blocks and subflows resolved.
+
+A region is one list of steps: the flow's top-level `steps`, or the body of a loop, foreach or
+map. Control flow stays inside a region (a body's `end` ends one pass through the body), so the
+graph checks and the dataflow run region by region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.diagnostics import Diagnostic
+from engine.load import Document, JsonPath
+from engine.project import BlockDef, FlowDef, Project
+from engine.spec import BlockSpec, StepSpec
+from engine.validate.semantic.codes import WARNINGS
+
+BODY_KEYS = ("loop", "foreach", "map")
+
+
+def issue(doc: Document, path: JsonPath, code: str, message: str, *, key: bool = False) -> Diagnostic:
+    """A diagnostic at `path` of `doc`, with the severity the code registry gives `code`."""
+    severity = "warning" if code in WARNINGS else "error"
+    return doc.diag(path, code, message, key=key, severity=severity)
+
+
+def quote_list(names: Any) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+@dataclass(eq=False)
+class StepNode:
+    """One step of the flow, where it sits, and what it resolved to."""
+
+    spec: StepSpec
+    path: JsonPath
+    region: Region
+    index: int
+    block: BlockDef | None = None  # the block of `uses`, or of `map.uses`
+    subflow: FlowDef | None = None
+    body: Region | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def action(self) -> str | None:
+        return self.spec.action
+
+    @property
+    def block_spec(self) -> BlockSpec | None:
+        return self.block.spec if self.block is not None else None
+
+    @property
+    def runs_block(self) -> BlockSpec | None:
+        """The block this step itself runs (a `uses` step), not a map's per-item block."""
+        return self.block_spec if self.spec.uses is not None else None
+
+    @property
+    def is_decide(self) -> bool:
+        block = self.runs_block
+        return block is not None and block.kind == "decide"
+
+    def at(self, *parts: str | int) -> JsonPath:
+        return (*self.path, *parts)
+
+
+@dataclass(eq=False)
+class Region:
+    """A list of steps that control flow moves through: the flow's steps or a body."""
+
+    kind: str  # flow | loop | foreach | map
+    owner: StepNode | None
+    path: JsonPath
+    items: tuple[str, ...]  # `as` names visible here, innermost last
+    steps: list[StepNode] = field(default_factory=list)
+    by_id: dict[str, StepNode] = field(default_factory=dict)
+
+    @property
+    def entry(self) -> StepNode | None:
+        for node in self.steps:
+            if node.spec.start:
+                return node
+        return self.steps[0] if self.steps else None
+
+    def next_after(self, node: StepNode) -> StepNode | None:
+        following = node.index + 1
+        return self.steps[following] if following < len(self.steps) else None
+
+    def describe(self) -> str:
+        """'the flow' or "the loop body of step 'x'", for messages."""
+        if self.owner is None:
+            return "the flow"
+        return f"the {self.kind} body of step '{self.owner.id}'"
+
+
+@dataclass(eq=False)
+class FlowIndex:
+    """Everything the checks of one flow share."""
+
+    definition: FlowDef
+    project: Project
+    root: Region
+    regions: list[Region]
+    nodes: list[StepNode]
+    by_id: dict[str, StepNode]
+    found: list[Diagnostic] = field(default_factory=list)
+    broken: bool = False  # a problem that would make graph and dataflow findings misleading
+
+    @property
+    def doc(self) -> Document:
+        return self.definition.doc
+
+    @property
+    def name(self) -> str:
+        return self.definition.spec.flow
+
+    def report(self, path: JsonPath, code: str, message: str, *, key: bool = False) -> None:
+        self.found.append(issue(self.doc, path, code, message, key=key))
+
+    def walk(self) -> Iterator[StepNode]:
+        yield from self.nodes
+
+
+def build_index(project: Project, definition: FlowDef) -> FlowIndex:
+    """Group the flow's steps into regions and resolve what each step refers to."""
+    flow = definition.spec
+    root = Region("flow", None, ("steps",), ())
+    index = FlowIndex(definition, project, root, [root], [], {})
+    _fill(index, root, flow.steps)
+    return index
+
+
+def _fill(index: FlowIndex, region: Region, steps: list[StepSpec]) -> None:
+    for position, spec in enumerate(steps):
+        node = StepNode(spec, (*region.path, position), region, position)
+        ref = spec.uses if spec.uses is not None else (spec.map.uses if spec.map is not None else None)
+        if ref is not None:
+            node.block = index.project.block(ref)
+        if spec.flow is not None:
+            node.subflow = index.project.flow(spec.flow)
+        region.steps.append(node)
+        region.by_id.setdefault(spec.id, node)
+        index.nodes.append(node)
+        index.by_id.setdefault(spec.id, node)
+        for key in BODY_KEYS:
+            body = getattr(spec, key)
+            if body is None or not getattr(body, "steps", None):
+                continue
+            item = getattr(body, "as_", None)
+            items = (*region.items, item) if item else region.items
+            inner = Region(key, node, (*node.path, key, "steps"), items)
+            node.body = inner
+            index.regions.append(inner)
+            _fill(index, inner, body.steps)

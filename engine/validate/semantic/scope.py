@@ -1,0 +1,157 @@
+"""Step-level templates: `with:` values, items, router values and rules, until, approval messages.
+
+They see `inputs.<flow input>`, `context.<key written upstream>`, `steps.<id>.outputs.<name>` of
+a step that has finished on every path, and the `as` items of the bodies they sit in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from engine.diagnostics import did_you_mean
+from engine.load import JsonPath
+from engine.spec import ApprovalSpec
+from engine.validate.semantic.dataflow import Dataflow, Facts, key_fact, keys_of, step_fact
+from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
+from engine.validate.semantic.references import step_outputs
+from engine.validate.semantic.templates import Problem, bindings, scan
+
+ROOTS = ("inputs", "context", "steps")
+
+
+class StepScope:
+    """Resolves the variables of templates in one place of a step."""
+
+    def __init__(self, index: FlowIndex, node: StepNode, facts: tuple[Facts | None, Facts] | None,
+                 items: tuple[str, ...], flow: Dataflow | None) -> None:
+        self.index = index
+        self.node = node
+        self.must, self.may = facts if facts is not None else (None, frozenset())
+        self.items = items
+        self.flow = flow
+
+    def __call__(self, path: tuple[str, ...], guarded: bool) -> Problem | None:
+        root = path[0]
+        if root in self.items:
+            return None
+        if root == "inputs":
+            return self._input(path)
+        if root == "context":
+            return None if len(path) == 1 or guarded else self._context(path[1])
+        if root == "steps":
+            return None if len(path) == 1 else self._step(path, guarded)
+        names = [*ROOTS, *self.items]
+        extra = f", and the item{'s' if len(self.items) > 1 else ''} {quote_list(self.items)}" if self.items else ""
+        return Problem("BY401", f"unknown variable '{root}' (step templates see inputs, context and "
+                                f"steps{extra}){did_you_mean(root, names)}")
+
+    def _input(self, path: tuple[str, ...]) -> Problem | None:
+        if len(path) == 1:
+            return None
+        flow = self.index.definition.spec
+        name = path[1]
+        if name in flow.inputs:
+            return None
+        declared = f"its inputs are {quote_list(flow.inputs)}" if flow.inputs else "it declares no inputs"
+        return Problem("BY402", f"unknown flow input 'inputs.{name}': flow '{flow.flow}' has no input '{name}' "
+                                f"({declared}){did_you_mean(name, flow.inputs)}")
+
+    def _context(self, key: str) -> Problem | None:
+        if self.must is None or key_fact(key) in self.must:
+            return None  # unknown facts (an unreachable step or a broken flow) prove nothing
+        assert self.flow is not None
+        writer = self.flow.writers.get(key)
+        if key_fact(key) in self.may and writer is not None:
+            return Problem("BY404", f"context key '{key}' is not written on every path to this step (step "
+                                    f"'{writer.id}' writes it); write it on every path, or read it as "
+                                    f"context.{key} | default(...)")
+        if writer is not None:
+            return Problem("BY404", f"context key '{key}' is written by step '{writer.id}', which does not run "
+                                    "before this step")
+        flow = self.index.definition.spec
+        if key in flow.inputs:
+            return Problem("BY404", f"no step writes context key '{key}'; '{key}' is a flow input: use "
+                                    f"inputs.{key}")
+        known = keys_of(self.must)
+        return Problem("BY404", f"no step writes context key '{key}'{did_you_mean(key, known)}")
+
+    def _step(self, path: tuple[str, ...], guarded: bool) -> Problem | None:
+        name = path[1]
+        target = self.index.by_id.get(name)
+        if target is None:
+            return Problem("BY403", f"unknown step 'steps.{name}'{did_you_mean(name, self.index.by_id)}")
+        if not guarded and self.must is not None and step_fact(name) not in self.must:
+            if target is self.node:
+                return Problem("BY403", f"a step cannot read its own outputs (steps.{name})")
+            when = "on every path before" if step_fact(name) in self.may else "before"
+            return Problem("BY403", f"step '{name}' does not finish {when} this step, so steps.{name} may "
+                                    "not exist yet")
+        if len(path) >= 3 and path[2] != "outputs":
+            return Problem("BY403", f"steps.{name} has only `outputs` (write steps.{name}.outputs.<name>), "
+                                    f"not '{path[2]}'")
+        if len(path) >= 4:
+            produced = step_outputs(target)
+            if produced is not None and path[3] not in produced:
+                listed = f"its outputs are {quote_list(produced)}" if produced else "it has no outputs"
+                return Problem("BY216", f"step '{name}' has no output '{path[3]}' ({listed})"
+                                        f"{did_you_mean(path[3], produced)}")
+        return None
+
+
+def check_step_templates(index: FlowIndex, flow: Dataflow | None) -> None:
+    """Every step-level template and expression of the flow, plus the memory scope."""
+    for node in index.walk():
+        before = flow.before(node) if flow is not None else None
+        for source, where, expression, facts, items in _places(node, before, flow):
+            scope = StepScope(index, node, facts, items, flow)
+            for problem in scan(source, scope, expression=expression):
+                index.report(where, problem.code, f"step '{node.id}': {problem.message}")
+    memory = index.definition.spec.memory
+    if memory is not None:
+        _memory_scope(index, memory.scope)
+
+
+Place = tuple[str, JsonPath, bool, "tuple[Facts | None, Facts] | None", tuple[str, ...]]
+
+
+def _places(node: StepNode, before: tuple[Facts | None, Facts] | None,
+            flow: Dataflow | None) -> Iterator[Place]:
+    spec = node.spec
+    items = node.region.items
+    if spec.action in ("uses", "flow"):
+        for source, where in bindings(spec.with_, node.at("with")):
+            yield source, where, False, before, items
+    if spec.map is not None:
+        yield spec.map.items, node.at("map", "items"), True, before, items
+        for source, where in bindings(spec.map.with_, node.at("map", "with")):
+            yield source, where, False, before, (*items, spec.map.as_)
+    if spec.foreach is not None:
+        yield spec.foreach.items, node.at("foreach", "items"), True, before, items
+    if spec.router is not None:
+        if spec.router.value is not None:
+            yield spec.router.value, node.at("router", "value"), False, before, items
+        for position, route in enumerate(spec.router.routes):
+            if route.expr is not None:
+                yield route.expr, node.at("router", "routes", position, "expr"), True, before, items
+    if spec.loop is not None and spec.loop.until is not None:
+        after = flow.at_body_end(node) if flow is not None and node.body is not None else None
+        yield spec.loop.until, node.at("loop", "until"), True, after, items
+    if spec.approval is not None:
+        yield spec.approval.message, node.at("approval", "message"), False, before, items
+    if isinstance(spec.require_approval, ApprovalSpec):
+        yield spec.require_approval.message, node.at("require_approval", "message"), False, before, items
+
+
+def _memory_scope(index: FlowIndex, source: str) -> None:
+    flow = index.definition.spec
+
+    def resolve(path: tuple[str, ...], guarded: bool) -> Problem | None:
+        if path[0] == "inputs":
+            if len(path) == 1 or path[1] in flow.inputs:
+                return None
+            return Problem("BY402", f"unknown flow input 'inputs.{path[1]}'{did_you_mean(path[1], flow.inputs)}")
+        return Problem("BY401", f"unknown variable '{path[0]}': the memory scope is rendered when the run "
+                                "starts and sees only inputs")
+
+    for problem in scan(source, resolve, expression=False):
+        index.report(("memory", "scope"), problem.code, f"memory scope: {problem.message}")
