@@ -1,0 +1,124 @@
+"""A step that runs a block (`uses:`): bind inputs, run the kind's executor, check the outputs,
+write them (renamed) into the context, and report progress and failures as events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
+from langgraph.types import StreamWriter
+
+import engine.executors as executors
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError, Problem, StepFailed
+from engine.compile.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
+from engine.compile.policies import Policies, policies
+from engine.compile.scope import Binder, Frame, check_outputs
+from engine.errors import BlockyardError
+from engine.executors import BlockCall
+from engine.spec import BlockSpec
+
+
+class BlockStep:
+    """Everything needed to run one block at one step, prepared at compile time."""
+
+    def __init__(self, flow: str, step: str, label: str, block: BlockSpec, bindings: Mapping[str, Any],
+                 frames: tuple[Frame, ...], renames: Mapping[str, str]) -> None:
+        where = f"flow '{flow}', step '{step}'"
+        unknown = [name for name in bindings if name not in block.inputs]
+        if unknown:
+            raise CompileError(f"{where}: `with:` binds {', '.join(repr(n) for n in unknown)}, not an input of "
+                               f"block '{block.block}' (its inputs: {', '.join(block.inputs) or 'none'})")
+        bad = [name for name in renames if name not in block.outputs]
+        if bad:
+            raise CompileError(f"{where}: `outputs:` renames {', '.join(repr(n) for n in bad)}, not an output of "
+                               f"block '{block.block}' (its outputs: {', '.join(block.outputs) or 'none'})")
+        self.flow = flow
+        self.step = step
+        self.label = label
+        self.block = block
+        self.binder = Binder(block.inputs, bindings, frames)
+        self.runner = executors.prepare(block, where)
+        self.policies: Policies = policies(block)
+        self.renames = dict(renames)
+
+    def to_context(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Outputs under their context names (after `outputs:` renames)."""
+        if not self.renames:
+            return dict(outputs)
+        return {self.renames.get(key, key): value for key, value in outputs.items()}
+
+    async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None
+                  ) -> dict[str, Any]:
+        """The block's checked outputs; StepFailed (after a `step_failed` event) when it fails."""
+        writer = runtime.stream_writer
+        info = runtime.execution_info
+        attempt = info.node_attempt if info is not None else 1
+        started = time.monotonic()
+        data: dict[str, Any] = {"block": self.block.block, "kind": self.block.kind}
+        if attempt > 1:
+            data["attempt"] = attempt
+        try:
+            inputs = self.binder.bind(scope)
+        except Problem as exc:
+            emit(writer, STEP_STARTED, self.label, data, index)
+            raise self._failed(writer, str(exc), None, started, attempt, index) from None
+        emit(writer, STEP_STARTED, self.label, {**data, "inputs": inputs}, index)
+        call = BlockCall(self.flow, self.step, self.label, self.block, inputs, runtime.context, writer, index)
+        try:
+            raw = await self._execute(call)
+            outputs = check_outputs(self.block.outputs, raw)
+        except GraphBubbleUp:
+            raise  # interrupts and parent commands are LangGraph's control flow, not failures
+        except Problem as exc:
+            raise self._failed(writer, str(exc), None, started, attempt, index) from None
+        except TimeoutError as exc:
+            reason = (f"timed out after {self.block.timeout}" if getattr(exc, "blockyard_timeout", False)
+                      else _reason(exc))
+            raise self._failed(writer, reason, exc, started, attempt, index) from exc
+        except Exception as exc:
+            raise self._failed(writer, _reason(exc), exc, started, attempt, index) from exc
+        emit(writer, STEP_FINISHED, self.label,
+             {"block": self.block.block, "outputs": outputs, "duration_ms": _ms(started)}, index)
+        return outputs
+
+    async def _execute(self, call: BlockCall) -> Any:
+        timeout = self.policies.timeout
+        if timeout is None:
+            return await self.runner(call)
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self.runner(call)
+        except TimeoutError as exc:
+            if deadline.expired():  # ours, not a timeout the block itself ran into
+                exc.blockyard_timeout = True  # type: ignore[attr-defined]
+            raise
+
+    def _failed(self, writer: StreamWriter, reason: str, cause: BaseException | None, started: float,
+                attempt: int, index: int | None) -> StepFailed:
+        failed = StepFailed(self.flow, self.label, self.block.block, reason, cause=cause, item=index)
+        if self.policies.will_retry(failed, attempt):
+            warning(writer, self.label, "retrying",
+                    f"attempt {attempt} of {self.policies.attempts} failed: {reason}; retrying",
+                    block=self.block.block, attempt=attempt, **({"index": index} if index is not None else {}))
+        else:
+            emit(writer, STEP_FAILED, self.label,
+                 {"block": self.block.block, "error": reason, "duration_ms": _ms(started), "attempt": attempt},
+                 index)
+        return failed
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, BlockyardError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)

@@ -1,0 +1,162 @@
+"""Builds one LangGraph StateGraph from a list of steps: each construct adds its nodes, then the
+region's plan (engine/compile/topology.py) wires them together.
+
+A construct returns a `Built`: the node(s) its predecessors go to (`entries`) and how it leaves:
+either a `tail` node whose static out-edges the builder adds, or — for steps that route
+themselves with `Command(goto=...)` — the lists `after` (always go there when done) and
+`default` (decide steps: where values without a branch go), filled in by the builder once every
+step of the region exists. LangGraph runs both a node's static edges and its Command's goto, so
+a node has one or the other, never both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import RetryPolicy
+
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError, not_supported
+from engine.compile.scope import Frame
+from engine.compile.state import State
+from engine.compile.topology import EXIT, Plan, plan_region
+from engine.spec import BlockSpec, StepSpec
+
+if TYPE_CHECKING:
+    from engine.bundle import Bundle
+
+
+@dataclass
+class Built:
+    entries: list[str]
+    tail: str | None = None
+    after: list[str] = field(default_factory=list)
+    default: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Region:
+    """One list of steps being built into a graph: the flow's steps or a loop/foreach body."""
+
+    plan: Plan
+    frames: tuple[Frame, ...]
+    exit: str  # END, or the node that a body's pass ends in
+    describe: str  # "the flow", "the loop body of step 'x'"
+    entries: dict[str, list[str]] = field(default_factory=dict)
+
+    def resolve(self, target: str) -> list[str]:
+        """Entry nodes of a step id, or the region's exit for `end`."""
+        return [self.exit] if target == EXIT else self.entries[target]
+
+
+Construct = Callable[["GraphBuilder", Region, StepSpec], Built]
+
+
+class GraphBuilder:
+    """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
+
+    def __init__(self, bundle: Bundle, prefix: str) -> None:
+        self.bundle = bundle
+        self.flow = bundle.name
+        self.prefix = prefix
+        self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
+        self.nodes: set[str] = set()
+
+    def label(self, step_id: str) -> str:
+        """A step id as events and errors show it (prefixed inside subflows)."""
+        return self.prefix + step_id
+
+    def where(self, step_id: str) -> str:
+        return f"flow '{self.flow}', step '{step_id}'"
+
+    def block(self, ref: str, step_id: str) -> BlockSpec:
+        block = self.bundle.blocks.get(ref)
+        if block is None:
+            raise CompileError(f"{self.where(step_id)}: block '{ref}' is not in the flow's bundle")
+        return block
+
+    def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None) -> str:
+        if name in self.nodes:
+            raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
+        self.nodes.add(name)
+        self.graph.add_node(name, fn, retry_policy=retry)
+        return name
+
+    def sub_builder(self) -> GraphBuilder:
+        """A builder for a separate graph of the same flow (a map body)."""
+        return GraphBuilder(self.bundle, self.prefix)
+
+    def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
+        """Build `steps` as the whole graph: START -> entry, region ends -> END."""
+        entries = self.build_region(steps, frames, END, describe)
+        for entry in entries:
+            self.graph.add_edge(START, entry)
+
+    def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str
+                     ) -> list[str]:
+        """Add the nodes of `steps` and wire them; returns the region's entry nodes."""
+        from engine.compile.constructs import construct  # the constructs import this module
+
+        region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
+                        exit_node, describe)
+        built: dict[str, Built] = {}
+        for step in steps:
+            built[step.id] = construct(self, region, step)
+            region.entries[step.id] = built[step.id].entries
+        self._wire(region, built)
+        return region.entries[region.plan.entry]
+
+    def _wire(self, region: Region, built: dict[str, Built]) -> None:
+        plan = region.plan
+        # parallel branches of a body end its pass once, when all of them have finished
+        joined_ends = plan.implicit_ends if region.exit != END and len(plan.implicit_ends) > 1 else []
+        for step in plan.steps:
+            piece = built[step.id]
+            following = plan.following[step.id]
+            if step.id in joined_ends:
+                following = [target for target in following if target != EXIT]
+            if piece.tail is None and (step.router is not None or step.branches is not None):
+                piece.after.extend(self._targets(region, plan.dependents[step.id]))
+                piece.default.extend(self._targets(region, following))
+                continue
+            targets = self._targets(region, [*following, *plan.dependents[step.id]])
+            if piece.tail is None:
+                piece.after.extend(targets)
+            else:
+                for target in targets:
+                    self.graph.add_edge(piece.tail, target)
+        for needs, waiting in plan.barriers:
+            sources = [self._static_tail(built[name], name) for name in needs]
+            for entry in region.entries[waiting]:
+                self.graph.add_edge(sources, entry)
+        if joined_ends:
+            self.graph.add_edge([self._static_tail(built[name], name) for name in joined_ends], region.exit)
+
+    def _static_tail(self, piece: Built, name: str) -> str:
+        """A node with static out-edges that stands for the end of the step (barrier joins need one):
+        the step's tail, or for a self-routing step a pass-through node it also goes to."""
+        if piece.tail is not None:
+            return piece.tail
+        done = f"{name}.done"
+        if done not in self.nodes:
+            self.add_node(done, _pass)
+            piece.after.append(done)
+        return done
+
+    def _targets(self, region: Region, targets: list[str]) -> list[str]:
+        nodes: list[str] = []
+        for target in targets:
+            nodes.extend(region.resolve(target))
+        return list(dict.fromkeys(nodes))
+
+
+async def _pass(state: State) -> None:
+    """Marks the end of a self-routing step for a barrier join."""
+    return None
+
+
+def unsupported_gate(builder: GraphBuilder, step: StepSpec) -> CompileError:
+    return not_supported("approval gates are", builder.flow, step.id)

@@ -1,0 +1,36 @@
+"""Which construct builds a step: one module per construct, chosen by the step's action."""
+
+from __future__ import annotations
+
+from engine.compile import foreach, loop, mapping, router, subflow, uses, visits
+from engine.compile.builder import Built, Construct, GraphBuilder, Region
+from engine.compile.errors import CompileError, not_supported
+from engine.spec import StepSpec
+
+BUILDERS: dict[str, Construct] = {
+    "uses": uses.build,
+    "router": router.build,
+    "loop": loop.build,
+    "foreach": foreach.build,
+    "map": mapping.build,
+    "flow": subflow.build,
+}
+
+
+def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    """Add the nodes of one step; a `max_visits` bound puts a visit guard in front of them."""
+    if step.approval is not None or step.require_approval is not False:
+        # gates come with their own module (an interrupt in a node of its own, DESIGN.md §5)
+        raise not_supported("approval gates are", builder.flow, step.id)
+    actions = step.actions
+    if len(actions) != 1:
+        found = f"several ({', '.join(actions)})" if actions else "none"
+        raise CompileError(f"{builder.where(step.id)}: a step needs exactly one of uses, router, loop, foreach, "
+                           f"map, approval or flow; it has {found}")
+    if step.branches is not None and step.uses is None:
+        raise CompileError(f"{builder.where(step.id)}: `branches:` needs a decide block (`uses:`); "
+                           "use a router to branch on a value")
+    piece = BUILDERS[actions[0]](builder, region, step)
+    if step.max_visits is not None:
+        piece = visits.wrap(builder, region, step, piece)
+    return piece

@@ -1,0 +1,100 @@
+"""`foreach:` steps: a sequential iterator over a list; each pass sees what the previous wrote.
+
+Nodes: `<id>` evaluates `items` once and signals NEXT (go into the body with item 0) or COMPLETE
+(an empty list); `<id>.next` runs after each pass, keeps that pass's result and signals NEXT or
+COMPLETE. `loops` holds the list, the position and each pass's result until the step completes;
+then `collect` (if set) receives the list of results in item order — each one the outputs of the
+body step that finished last in that pass — and the bookkeeping is removed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
+from engine.compile.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope
+from engine.compile.state import State, record
+from engine.spec import StepSpec
+from engine.templates import TemplateError, evaluate
+
+RESULT = "{}.r{}"
+SINCE = "{}.t"
+MAX_ITEMS = 1000  # what the derived step limit assumes (engine/compile/limits.py); max_steps lifts it
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    spec = step.foreach
+    assert spec is not None
+    frames = region.frames
+    inner = (*frames, Frame("foreach", step.id, spec.as_))
+    done_node = f"{step.id}.next"
+    body = builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'")
+    body_ids = {child.id for child in spec.steps}
+    label = builder.label(step.id)
+    items_key, position_key = FOREACH_ITEMS.format(step.id), FOREACH_INDEX.format(step.id)
+    since_key = SINCE.format(step.id)
+    limited = builder.bundle.flow.max_steps is None
+    built = Built([step.id])
+
+    def complete(state: State, runtime: Runtime[RunContext], results: list[Any], duration_ms: int,
+                 clear: dict[str, None]) -> Command[Any]:
+        outputs = {spec.collect: results} if spec.collect else {}
+        finished(runtime.stream_writer, label, outputs, duration_ms=duration_ms, index=item_index(state, frames),
+                 items=len(results))
+        update: dict[str, Any] = {"results": [record(step.id, None, outputs)]}
+        if clear:
+            update["loops"] = clear
+        if spec.collect:
+            update["context"] = {spec.collect: results}
+        return Command(update=update, goto=list(built.after))
+
+    async def start(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        writer = runtime.stream_writer
+        index = item_index(state, frames)
+        started = time.monotonic()
+        emit(writer, STEP_STARTED, label, {"block": None, "kind": "foreach"}, index)
+        try:
+            items = evaluate(spec.items, make_scope(state, frames))
+        except TemplateError as exc:
+            raise failed(writer, builder.flow, label, f"items: {exc}", started=started, index=index) from None
+        if not isinstance(items, list | tuple):
+            raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
+                         started=started, index=index)
+        if limited and len(items) > MAX_ITEMS:
+            raise failed(writer, builder.flow, label,
+                         f"{len(items)} items is more than the {MAX_ITEMS} the flow's derived step limit allows "
+                         "for; set `max_steps` on the flow", started=started, index=index)
+        if not items:
+            return complete(state, runtime, [], elapsed_ms(started), {})
+        update = {items_key: list(items), position_key: 0, since_key: time.time()}
+        return Command(update={"loops": update}, goto=body)
+
+    async def next_item(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        loops = state.get("loops") or {}
+        position = int(loops[position_key])
+        result = last_outputs(state.get("results") or [], body_ids)
+        if position + 1 < len(loops[items_key]):
+            update = {position_key: position + 1, RESULT.format(step.id, position): result}
+            return Command(update={"loops": update}, goto=body)
+        results = [loops[RESULT.format(step.id, i)] for i in range(position)] + [result]
+        clear = {RESULT.format(step.id, i): None for i in range(position)}
+        clear.update({items_key: None, position_key: None, since_key: None})
+        return complete(state, runtime, results, since(loops.get(since_key)), clear)
+
+    builder.add_node(step.id, start)
+    builder.add_node(done_node, next_item)
+    return built
+
+
+def last_outputs(results: list[dict[str, Any]], body_ids: set[str]) -> dict[str, Any]:
+    """Outputs of the body step that finished last (records are appended in order)."""
+    for entry in reversed(results):
+        if entry["step"] in body_ids:
+            return dict(entry["outputs"])
+    return {}

@@ -1,0 +1,177 @@
+"""`map:` steps: a parallel fan-out over a list, joined in item order.
+
+Nodes: `<id>` evaluates `items` and sends one `Send("<id>.item", ...)` per item — or, for an
+empty list, goes straight to the join (an empty Send list would end the graph); `<id>.item`
+runs the block (`uses:`) or the body (`steps:`, a graph of its own, invoked per item) and
+keeps its result in `loops["<id>.r<i>"]`; `<id>.join` puts the results in item order into
+`collect` and removes the bookkeeping.
+
+Items see the context as it was when the map started; what an item's body writes to the
+context stays in that item. `max_concurrency` bounds the items running at once with a
+semaphore shared by the items of one map execution (LangGraph's `max_concurrency` config is
+per run, not per map); a block's timeout starts once its item holds a slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import weakref
+from contextlib import AsyncExitStack
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
+
+from engine.compile.blockstep import BlockStep
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError, StepFailed
+from engine.compile.events import STEP_STARTED, emit, failed, finished, since
+from engine.compile.foreach import last_outputs
+from engine.compile.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
+from engine.compile.state import State, record
+from engine.spec import MapSpec, StepSpec
+from engine.templates import TemplateError, evaluate
+
+COUNT = "{}.n"
+RESULT = "{}.r{}"
+SINCE = "{}.t"
+
+# One semaphore per map execution, found by the token its items carry; it lives as long as one
+# of its items holds it.
+_SLOTS: weakref.WeakValueDictionary[str, asyncio.Semaphore] = weakref.WeakValueDictionary()
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    spec = step.map
+    assert spec is not None
+    frames = region.frames
+    inner = (*frames, Frame("map", step.id, spec.as_))
+    label = builder.label(step.id)
+    item_node, join_node = f"{step.id}.item", f"{step.id}.join"
+    count_key, since_key = COUNT.format(step.id), SINCE.format(step.id)
+    run_item, retry = _item_runner(builder, step, spec, inner)
+    needs_results = _mentions_steps(spec)
+
+    async def fan_out(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        writer = runtime.stream_writer
+        index = item_index(state, frames)
+        started = time.monotonic()
+        emit(writer, STEP_STARTED, label,
+             {"block": spec.uses, "kind": "map", "max_concurrency": spec.max_concurrency}, index)
+        try:
+            items = evaluate(spec.items, make_scope(state, frames))
+        except TemplateError as exc:
+            raise failed(writer, builder.flow, label, f"items: {exc}", started=started, index=index) from None
+        if not isinstance(items, list | tuple):
+            raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
+                         started=started, index=index)
+        update = {"loops": {count_key: len(items), since_key: time.time()}}
+        if not items:
+            return Command(update=update, goto=join_node)
+        token = uuid.uuid4().hex
+        base = {
+            "inputs": state.get("inputs") or {},
+            "context": state.get("context") or {},
+            "results": (state.get("results") or []) if needs_results else [],
+        }
+        loops = state.get("loops") or {}
+        sends = [Send(item_node, {**base, "loops": {**loops, MAP_ITEM.format(step.id): item,
+                                                    MAP_INDEX.format(step.id): position},
+                                  "slot": token})
+                 for position, item in enumerate(items)]
+        return Command(update=update, goto=sends)
+
+    async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+        position = int(payload["loops"][MAP_INDEX.format(step.id)])
+        async with AsyncExitStack() as stack:
+            if spec.max_concurrency is not None:
+                await stack.enter_async_context(_slot(payload["slot"], spec.max_concurrency))
+            outputs = await run_item(payload, runtime, position)
+        return {"loops": {RESULT.format(step.id, position): outputs}}
+
+    async def join(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        loops = state.get("loops") or {}
+        count = int(loops.get(count_key, 0))
+        results = [loops[RESULT.format(step.id, i)] for i in range(count)]
+        outputs = {spec.collect: results} if spec.collect else {}
+        finished(runtime.stream_writer, label, outputs, duration_ms=since(loops.get(since_key)),
+                 index=item_index(state, frames), block=spec.uses, items=count)
+        clear: dict[str, None] = {RESULT.format(step.id, i): None for i in range(count)}
+        clear.update({count_key: None, since_key: None})
+        update: dict[str, Any] = {"loops": clear, "results": [record(step.id, spec.uses, outputs)]}
+        if spec.collect:
+            update["context"] = {spec.collect: results}
+        return update
+
+    builder.add_node(step.id, fan_out)
+    builder.add_node(item_node, item, retry=retry)
+    builder.add_node(join_node, join)
+    builder.graph.add_edge(item_node, join_node)
+    return Built([step.id], tail=join_node)
+
+
+def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]) -> Any:
+    """(run(payload, runtime, position) -> outputs, retry policy of the item node)."""
+    if (spec.uses is None) == (spec.steps is None):
+        raise CompileError(f"{builder.where(step.id)}: a map needs either `uses:` or `steps:`, not "
+                           f"{'both' if spec.uses else 'neither'}")
+    if spec.uses is not None:
+        block = builder.block(spec.uses, step.id)
+        runner = BlockStep(builder.flow, step.id, builder.label(step.id), block, spec.with_, frames, {})
+
+        async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
+            return await runner.run(make_scope(payload, frames), runtime, position)
+
+        return run_block, runner.policies.retry
+
+    assert spec.steps is not None
+    from engine.compile.limits import region_bound  # limits imports nothing of the builder
+
+    sub = builder.sub_builder()
+    sub.build_root(spec.steps, frames, f"the map body of step '{step.id}'")
+    body = sub.graph.compile(name=f"{builder.flow}.{step.id}")
+    body_limit = region_bound(spec.steps) + 2
+    body_ids = {child.id for child in spec.steps}
+    label = builder.label(step.id)
+
+    async def run_body(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
+        state = {key: payload[key] for key in ("inputs", "context", "results", "loops")}
+        state["messages"] = []
+        started = time.monotonic()
+        try:
+            final = await body.ainvoke(state, {"recursion_limit": body_limit})
+        except StepFailed:
+            raise  # a body step failed; it named itself and the item already
+        except Exception as exc:
+            raise failed(runtime.stream_writer, builder.flow, label, f"{type(exc).__name__}: {exc}",
+                         started=started, index=position, cause=exc) from exc
+        return last_outputs(final.get("results") or [], body_ids)
+
+    return run_body, None
+
+
+class _slot:
+    """Hold one of the `limit` slots of a map execution for the duration of an item."""
+
+    def __init__(self, token: str, limit: int) -> None:
+        semaphore = _SLOTS.get(token)
+        if semaphore is None:
+            semaphore = asyncio.Semaphore(limit)
+            _SLOTS[token] = semaphore
+        self.semaphore = semaphore
+
+    async def __aenter__(self) -> None:
+        await self.semaphore.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.semaphore.release()
+
+
+def _mentions_steps(spec: MapSpec) -> bool:
+    """Whether a template of the map may read `steps.<id>.outputs` (then items get the results)."""
+    text = json.dumps(spec.model_dump(mode="json", by_alias=True))
+    return "steps." in text or "steps[" in text

@@ -1,0 +1,100 @@
+"""`router:` steps: ordered rules over a value; the first that matches picks the next step.
+
+Text rules look at the rendered `value` as text: `contains` and `starts_with` are
+case-sensitive, `equals` is case-insensitive, `regex` is RE2 (linear time: no catastrophic
+backtracking, no backreferences). `expr` rules are bare Jinja expressions over the scope.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError
+from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.compile.scope import item_index, make_scope
+from engine.compile.state import State, record
+from engine.compile.topology import enum_text
+from engine.spec import Route, StepSpec
+from engine.templates import TemplateError, evaluate, render
+
+Matcher = Callable[[str, Mapping[str, Any]], bool]
+TEXT_RULES = ("contains", "equals", "starts_with", "regex")
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    spec = step.router
+    assert spec is not None
+    where = builder.where(step.id)
+    rules = [(_matcher(route, where, position), route.goto) for position, route in enumerate(spec.routes, 1)]
+    if spec.value is None and any(route.kind in TEXT_RULES for route in spec.routes):
+        raise CompileError(f"{where}: the router has text rules but no `value:` to match them against")
+    frames = region.frames
+    label = builder.label(step.id)
+    built = Built([step.id])
+
+    async def node(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        writer = runtime.stream_writer
+        index = item_index(state, frames)
+        started = time.monotonic()
+        emit(writer, STEP_STARTED, label, {"block": None, "kind": "router"}, index)
+        scope = make_scope(state, frames)
+        try:
+            text = as_text(render(spec.value, scope)) if spec.value is not None else ""
+            target = next((goto for matches, goto in rules if matches(text, scope)), spec.default)
+        except TemplateError as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+        extra = {"value": text} if spec.value is not None else {}
+        finished(writer, label, {"goto": target}, duration_ms=elapsed_ms(started), index=index, **extra)
+        goto = list(dict.fromkeys([*region.resolve(target), *built.after]))
+        return Command(update={"results": [record(step.id, None, {"goto": target})]}, goto=goto)
+
+    builder.add_node(step.id, node)
+    return built
+
+
+def as_text(value: Any) -> str:
+    """What text rules see: strings as they are, true/false/null for the JSON constants."""
+    return value if isinstance(value, str) else enum_text(value) if value is None or isinstance(value, bool) \
+        else str(value)
+
+
+def _matcher(route: Route, where: str, position: int) -> Matcher:
+    kind = route.kind
+    if kind == "contains":
+        needle = route.contains or ""
+        return lambda text, _: needle in text
+    if kind == "equals":
+        wanted = (route.equals or "").casefold()
+        return lambda text, _: text.casefold() == wanted
+    if kind == "starts_with":
+        prefix = route.starts_with or ""
+        return lambda text, _: text.startswith(prefix)
+    if kind == "regex":
+        pattern = compile_regex(route.regex or "", f"{where}: router rule {position}")
+        return lambda text, _: pattern.search(text) is not None
+    if kind == "expr":
+        expression = route.expr or ""
+        return lambda _, scope: bool(evaluate(expression, scope))
+    raise CompileError(f"{where}: router rule {position} has no condition (contains, equals, starts_with, "
+                       "regex or expr); the fallback is `default:`")
+
+
+def compile_regex(pattern: str, where: str) -> Any:
+    """An RE2 pattern (linear-time matching); CompileError naming `where` if RE2 rejects it."""
+    import re2  # google-re2: never Python's backtracking `re` on a user's pattern
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would also print the error on stderr
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        raise CompileError(f"{where}: regex '{pattern}' is not valid RE2: {text}") from None

@@ -1,0 +1,55 @@
+"""The state every compiled flow carries from step to step (JSON-plain: dicts, lists, scalars).
+
+- `inputs`: the run's inputs, written once by `initial_state`, read-only afterwards;
+- `context`: the shared key-value bus; each step merges its outputs in (last write per key wins);
+- `messages`: the chat log (`add_messages`: append, same id replaces);
+- `results`: one record per finished step, appended in order;
+- `loops`: bookkeeping of the control constructs only — loop iteration counts, visit counts of
+  `max_visits` steps, foreach position and per-item results, map results. Plain block steps never
+  write it. A value of None deletes its key, so finished constructs leave nothing behind.
+
+Every node returns only these keys (tests check it): LangGraph silently drops unknown keys.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph.message import add_messages
+
+STATE_KEYS = frozenset({"inputs", "context", "messages", "results", "loops"})
+
+
+def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+    """Shallow merge: keys of `update` replace those of `current`."""
+    if not update:
+        return current or {}
+    if not current:
+        return dict(update)
+    return {**current, **update}
+
+
+def merge_or_delete(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+    """Like `merge`, but a None value removes its key."""
+    result = dict(current or {})
+    for key, value in (update or {}).items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result
+
+
+class State(TypedDict, total=False):
+    inputs: dict[str, Any]
+    context: Annotated[dict[str, Any], merge]
+    messages: Annotated[list[Any], add_messages]
+    results: Annotated[list[dict[str, Any]], operator.add]
+    loops: Annotated[dict[str, Any], merge_or_delete]
+
+
+def record(step: str, block: str | None, outputs: dict[str, Any], status: str = "ok",
+           **extra: Any) -> dict[str, Any]:
+    """One `results` entry."""
+    return {"step": step, "block": block, "outputs": outputs, "status": status, **extra}

@@ -1,0 +1,99 @@
+"""`flow:` steps: run another flow as one step.
+
+The subflow is compiled into a graph of its own (its step ids prefixed with the calling step's
+in events and errors: "research.search") and invoked from this step's node with an explicit
+mapping both ways: its inputs come from `with:` (then, like block inputs, from the context key
+or flow input of the same name, then its defaults), and its `outputs` keys come back as the
+step's outputs (renamed by `outputs:`). Nothing else crosses, so append-only keys
+(`results`, `messages`) are never duplicated. The subflow's events reach the run's stream
+because the runtime streams with `subgraphs=True`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
+
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError, StepFailed
+from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.compile.scope import item_index, make_scope
+from engine.compile.state import State, record
+from engine.errors import BlockyardError
+from engine.spec import StepSpec
+from engine.templates import TemplateError, render
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    from engine.compile.flow import compile_subflow  # flow.py imports the constructs
+
+    name = step.flow
+    assert name is not None
+    where = builder.where(step.id)
+    bundle = builder.bundle.flows.get(name)
+    if bundle is None:
+        raise CompileError(f"{where}: subflow '{name}' is not in the flow's bundle")
+    label = builder.label(step.id)
+    sub = compile_subflow(bundle, prefix=f"{label}.")
+    declared = bundle.flow.inputs
+    unknown = [key for key in step.with_ if key not in declared]
+    if unknown:
+        raise CompileError(f"{where}: `with:` binds {', '.join(repr(k) for k in unknown)}, not an input of flow "
+                           f"'{name}' (its inputs: {', '.join(declared) or 'none'})")
+    bad = [key for key in step.outputs if key not in bundle.flow.outputs]
+    if bad:
+        raise CompileError(f"{where}: `outputs:` renames {', '.join(repr(k) for k in bad)}, not an output of flow "
+                           f"'{name}' (its outputs: {', '.join(bundle.flow.outputs) or 'none'})")
+    frames = region.frames
+    item_names = {frame.name for frame in frames}
+    renames = dict(step.outputs)
+
+    def given(scope: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for key in declared:
+            if key in step.with_:
+                try:
+                    values[key] = render(step.with_[key], scope)
+                except TemplateError as exc:
+                    raise _Bad(f"input '{key}': {exc}") from None
+            elif key in item_names:
+                values[key] = scope[key]
+            elif key in scope["context"]:
+                values[key] = scope["context"][key]
+            elif key in scope["inputs"]:
+                values[key] = scope["inputs"][key]
+        return values
+
+    async def node(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        writer = runtime.stream_writer
+        index = item_index(state, frames)
+        started = time.monotonic()
+        emit(writer, STEP_STARTED, label, {"block": None, "kind": "flow", "flow": name}, index)
+        try:
+            initial = sub.initial_state(given(make_scope(state, frames)))
+            final = await sub.graph.ainvoke(initial, {"recursion_limit": sub.recursion_limit})
+            outputs = sub.outputs(final)
+        except GraphBubbleUp:
+            raise
+        except StepFailed as exc:
+            reason = f"subflow '{name}' failed at step '{exc.step}': {exc.reason}"
+            raise failed(writer, builder.flow, label, reason, started=started, index=index, cause=exc) from exc
+        except (_Bad, BlockyardError) as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+        except Exception as exc:
+            raise failed(writer, builder.flow, label, f"subflow '{name}': {sub.explain(exc)}", started=started,
+                         index=index, cause=exc) from exc
+        finished(writer, label, outputs, duration_ms=elapsed_ms(started), index=index, flow=name)
+        context = {renames.get(key, key): value for key, value in outputs.items()}
+        return {"context": context, "results": [record(step.id, None, outputs, flow=name)]}
+
+    builder.add_node(step.id, node)
+    return Built([step.id], tail=step.id)
+
+
+class _Bad(Exception):
+    """A `with:` binding that does not render."""

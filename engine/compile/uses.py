@@ -1,0 +1,54 @@
+"""`uses:` steps: run a block; a decide step with `branches:` then picks the next step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from engine.compile.blockstep import BlockStep
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.errors import CompileError
+from engine.compile.scope import item_index, make_scope
+from engine.compile.state import State, record
+from engine.compile.topology import enum_text
+from engine.executors.model import decision_output
+from engine.spec import StepSpec
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    assert step.uses is not None
+    block = builder.block(step.uses, step.id)
+    runner = BlockStep(builder.flow, step.id, builder.label(step.id), block, step.with_, region.frames, step.outputs)
+    frames = region.frames
+    name = step.id
+
+    async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
+        outputs = await runner.run(make_scope(state, frames), runtime, item_index(state, frames))
+        update = {"context": runner.to_context(outputs), "results": [record(name, block.block, outputs)]}
+        return outputs, update
+
+    if step.branches is None:
+        async def node(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
+            return (await run(state, runtime))[1]
+
+        builder.add_node(name, node, retry=runner.policies.retry)
+        return Built([name], tail=name)
+
+    if block.kind != "decide":
+        raise CompileError(f"{builder.where(step.id)}: `branches:` follow a decide block, and block "
+                           f"'{block.block}' is a {block.kind} block (use a router to branch on a value)")
+    choice = decision_output(block, builder.where(step.id))
+    branches = dict(step.branches)
+    built = Built([name])
+
+    async def decide(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        outputs, update = await run(state, runtime)
+        target = branches.get(enum_text(outputs[choice]))
+        goto = region.resolve(target) if target is not None else built.default
+        return Command(update=update, goto=list(dict.fromkeys([*goto, *built.after])))
+
+    builder.add_node(name, decide, retry=runner.policies.retry)
+    return built

@@ -1,0 +1,37 @@
+"""One generic executor per block kind: a block is data, its kind's executor runs it.
+
+`prepare(block, where)` checks the block once, at compile time, and returns a `Runner`: an async
+function from a `BlockCall` (the bound, type-checked inputs plus run services) to the block's raw
+outputs. The step node around it checks the outputs, emits events and handles failures.
+Kinds that other work items add (agent, smart, memory_read, memory_write) fail to compile with a
+clear message until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.compile.errors import CompileError
+from engine.executors import model, tool, transform, wait
+from engine.executors.call import BlockCall, Runner
+from engine.spec import BlockSpec
+
+Preparer = Callable[[BlockSpec, str], Runner]
+
+EXECUTORS: dict[str, Preparer] = {
+    "transform": transform.prepare,
+    "tool": tool.prepare,
+    "wait": wait.prepare,
+    "llm": model.prepare,
+    "decide": model.prepare,
+}
+
+__all__ = ["EXECUTORS", "BlockCall", "Runner", "prepare"]
+
+
+def prepare(block: BlockSpec, where: str) -> Runner:
+    """The runner of `block`; CompileError (naming `where`) when it cannot run."""
+    preparer = EXECUTORS.get(block.kind)
+    if preparer is None:
+        raise CompileError(f"{where}: blocks of kind '{block.kind}' (block '{block.block}') are not supported yet")
+    return preparer(block, where)

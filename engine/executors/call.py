@@ -1,0 +1,32 @@
+"""What an executor receives for one execution of a block."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.spec import BlockSpec
+
+if TYPE_CHECKING:
+    from langgraph.types import StreamWriter
+
+    from engine.compile.context import RunContext
+
+
+@dataclass(frozen=True)
+class BlockCall:
+    """One execution: `flow`/`step` as written in the flow that owns the step, `label` the step id
+    shown in events (prefixed inside subflows), `index` the map/foreach item position if any."""
+
+    flow: str
+    step: str
+    label: str
+    block: BlockSpec
+    inputs: dict[str, Any]
+    context: RunContext
+    writer: StreamWriter
+    index: int | None = None
+
+
+Runner = Callable[[BlockCall], Awaitable[Any]]

@@ -1,0 +1,55 @@
+"""llm and decide blocks: render the prompt with the inputs, ask the model for JSON matching the
+block's outputs (structured output), return it. A decide block's one enum output picks a branch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.compile.errors import CompileError, Problem
+from engine.executors.call import BlockCall, Runner
+from engine.spec import BlockSpec
+from engine.templates import TemplateError, render_text
+from engine.typecheck import outputs_schema
+
+
+def prepare(block: BlockSpec, where: str) -> Runner:
+    if block.kind == "decide":
+        decision_output(block, where)
+    if not block.outputs:
+        raise CompileError(f"{where}: {block.kind} block '{block.block}' declares no outputs to ask the model for")
+    schema = outputs_schema(block.outputs)
+    system = block.prompt.system if block.prompt is not None else None
+    user = block.prompt.user if block.prompt is not None else None
+
+    async def run(call: BlockCall) -> dict[str, Any]:
+        from engine.models import StructuredRequest  # the providers load only when a model block runs
+
+        request = StructuredRequest(
+            flow=call.flow, step=call.step, block=block.block,
+            system=_render("prompt.system", system, call.inputs),
+            user=_render("prompt.user", user, call.inputs),
+            output_schema=schema, inputs=call.inputs,
+        )
+        return await call.context.models.for_block(block).structured(request)
+
+    return run
+
+
+def decision_output(block: BlockSpec, where: str) -> str:
+    """The output a decide block branches on: its only output, which must have an enum."""
+    if len(block.outputs) != 1:
+        raise CompileError(f"{where}: decide block '{block.block}' must have exactly one output (an enum), "
+                           f"it has {len(block.outputs)}")
+    (name, spec), = block.outputs.items()
+    if not spec.enum:
+        raise CompileError(f"{where}: decide block '{block.block}': output '{name}' needs an `enum` of choices")
+    return name
+
+
+def _render(where: str, source: str | None, inputs: dict[str, Any]) -> str | None:
+    if source is None:
+        return None
+    try:
+        return render_text(source, inputs)
+    except TemplateError as exc:
+        raise Problem(f"{where}: {exc}") from None

@@ -1,0 +1,22 @@
+"""wait blocks: sleep for the block's `duration` (a timer; external events come later)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.compile.errors import CompileError
+from engine.executors.call import BlockCall, Runner
+from engine.spec import BlockSpec, parse_duration
+
+
+def prepare(block: BlockSpec, where: str) -> Runner:
+    if block.duration is None:
+        raise CompileError(f"{where}: wait block '{block.block}' has no `duration`")
+    seconds = parse_duration(block.duration)
+
+    async def run(call: BlockCall) -> dict[str, Any]:
+        await asyncio.sleep(seconds)
+        return {}
+
+    return run
