@@ -84,10 +84,15 @@ def _nothing_found(project: Project, tag: str | None, category: str | None, tags
         return f"no blocks in {project.root / project.config.paths.blocks}"
     wanted = []
     if tag is not None:
-        wanted.append(f"tag '{tag}'{did_you_mean(tag, tags)}")
+        wanted.append(f"tag '{tag}'{_hint(tag, tags)}")
     if category is not None:
-        wanted.append(f"category '{category}'{did_you_mean(category, categories)}")
+        wanted.append(f"category '{category}'{_hint(category, categories)}")
     return f"no blocks with {' and '.join(wanted)}"
+
+
+def _hint(value: str, known: set[str]) -> str:
+    # a value that exists but matched nothing in combination needs no suggestion
+    return "" if value.lower() in {k.lower() for k in known} else did_you_mean(value, known)
 
 
 def _first_line(text: str | None) -> str:

@@ -1,0 +1,34 @@
+"""`blockyard validate` is the pre-commit path: it must not import LangGraph, LangChain or an LLM client."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FORBIDDEN = ("langgraph", "langchain", "openai", "anthropic", "httpx", "fastapi", "uvicorn", "tiktoken")
+
+
+def _imported_modules(*args: str) -> tuple[int, set[str]]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine", *args], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60)
+    modules = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+               if line.startswith("import time:") and "|" in line}
+    return result.returncode, modules
+
+
+def test_validate_imports_no_llm_stack() -> None:
+    code, modules = _imported_modules("validate", "--root", str(REPO))
+    assert code == 0
+    assert "engine.validate.command" in modules  # the probe sees our own imports
+    assert sorted(m for m in modules if m.split(".")[0].startswith(FORBIDDEN)) == []
+
+
+def test_listings_import_no_llm_stack() -> None:
+    for command in ("flows", "blocks"):
+        code, modules = _imported_modules(command, "--root", str(REPO))
+        assert code == 0
+        assert sorted(m for m in modules if m.split(".")[0].startswith(FORBIDDEN)) == [], command
