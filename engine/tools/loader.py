@@ -24,7 +24,7 @@ from engine.diagnostics import did_you_mean
 from engine.spec import ConfigSpec, ToolDecl
 from engine.tools.errors import ToolError
 from engine.tools.names import BUILTIN_TOOLS
-from engine.tools.signature import describe
+from engine.tools.signature import describe, summary
 from engine.tools.tool import Tool
 
 _IMPORT_LOCK = threading.Lock()  # sys.path and sys.modules are process-wide
@@ -52,14 +52,15 @@ def load_tool(name: str, decl: ToolDecl, code: Path, fresh: set[str] | None = No
                         f"{did_you_mean(attribute, public)}")
     if not callable(func):
         raise ToolError(f"tool '{name}': '{decl.import_}' is not a function")
-    parameters, doc = describe(func, name)
-    if decl.parameters is not None:
+    if decl.parameters is None:
+        parameters, doc = describe(func, name)
+    else:
         try:
             Draft202012Validator.check_schema(decl.parameters)
         except SchemaError as exc:
             raise ToolError(f"tool '{name}': `parameters` in blockyard.yaml is not a valid JSON Schema: "
                             f"{exc.message}") from None
-        parameters = decl.parameters
+        parameters, doc = decl.parameters, summary(func)
     return Tool(name=name, description=decl.description or doc or name, parameters=parameters, func=func)
 
 

@@ -31,9 +31,10 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
     """(parameters schema, description) of func, or a ToolError naming the tool and parameter."""
     try:
         signature = inspect.signature(func)
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = _parameter_hints(func, signature)
     except (TypeError, ValueError, NameError) as exc:
-        raise ToolError(f"tool '{tool}': cannot read the signature of {_name(func)}: {exc}") from exc
+        raise ToolError(f"tool '{tool}': cannot read the type hints of {_name(func)} ({exc}); declare "
+                        "`parameters` for the tool in blockyard.yaml") from None
     summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -61,6 +62,11 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
     if required:
         parameters["required"] = required
     return parameters, summary
+
+
+def summary(func: Callable[..., Any]) -> str:
+    """The first paragraph of func's docstring."""
+    return parse_docstring(inspect.getdoc(func) or "")[0]
 
 
 def hint_schema(hint: Any) -> dict[str, Any]:
@@ -127,6 +133,15 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif current is not None:
             args[current] = (args[current] + " " + line.strip()).strip()
     return " ".join(summary), args
+
+
+def _parameter_hints(func: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
+    """Evaluated hints of the parameters only: a return type imported under TYPE_CHECKING is fine."""
+    annotations = {p.name: p.annotation for p in signature.parameters.values()
+                   if p.annotation is not inspect.Parameter.empty}
+    target = inspect.unwrap(func)
+    shim = types.SimpleNamespace(__annotations__=annotations, __globals__=getattr(target, "__globals__", {}))
+    return typing.get_type_hints(shim, include_extras=True)
 
 
 def _jsonable(value: Any) -> bool:

@@ -6,7 +6,6 @@ symlink is resolved; reads, writes and listings are bounded.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -95,14 +94,11 @@ def file_tools(workspace: Path | None) -> list[Tool]:
 
 
 def _walk(folder: Path, recursive: bool) -> Iterator[Path]:
-    if not recursive:
-        yield from sorted(folder.iterdir())
-        return
-    for current, dirs, files in os.walk(folder, followlinks=False):
-        dirs.sort()
-        base = Path(current)
-        for name in sorted(dirs + files):
-            yield base / name
+    """Entries in sorted order, each folder followed by its contents; symlinked folders are not entered."""
+    for entry in sorted(folder.iterdir()):
+        yield entry
+        if recursive and entry.is_dir() and not entry.is_symlink():
+            yield from _walk(entry, recursive)
 
 
 def _entry(space: Workspace, path: Path) -> dict[str, Any]:
