@@ -1,0 +1,58 @@
+"""The files that run validation outside a terminal: the pre-commit hook, GitHub Actions, .ci/run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hook() -> dict[str, object]:
+    (only,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    return only
+
+
+def test_hook_runs_validate_on_the_changed_files(hook: dict[str, object]) -> None:
+    assert hook["id"] == "blockyard-validate"
+    assert hook["entry"] == "blockyard validate"
+    assert hook["language"] == "python"
+    assert hook["pass_filenames"] is True
+
+
+@pytest.mark.parametrize(("path", "checked"), [
+    ("flows/hello.yaml", True), ("blocks/greet.yml", True), ("blockyard.yaml", True),
+    ("examples/yard/flows/a/b.yaml", True), ("examples/yard/blockyard.yaml", True),
+    ("flows/hello.test.yaml", False), ("docs/flows.yaml", False), ("flows/notes.md", False),
+    ("myblocks/x.yaml", False), (".github/workflows/ci.yml", False),
+])
+def test_hook_file_patterns(hook: dict[str, object], path: str, checked: bool) -> None:
+    # pre-commit applies `files` and `exclude` with re.search
+    selected = re.search(str(hook["files"]), path) is not None and re.search(str(hook["exclude"]), path) is None
+    assert selected is checked
+
+
+def test_workflow_installs_lints_validates_and_tests() -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    (job,) = workflow["jobs"].values()
+    uses = [step["uses"].split("@")[0] for step in job["steps"] if "uses" in step]
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert uses == ["actions/checkout", "actions/setup-python"]
+    assert job["steps"][1]["with"]["python-version"] == "3.11"
+    assert runs == ["python -m pip install -e '.[dev]'", "ruff check .", "blockyard validate --format github",
+                    "python -m pytest"]
+
+
+def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert script.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in script
+    assert "python3 -m pip install" in script and "-e '.[dev]'" in script
+    assert script.rstrip().splitlines()[-1] == "python -m pytest"
+    syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / "run")], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
