@@ -9,6 +9,7 @@ swap: a request sees either the old catalog or the new one, never a mix.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -199,8 +200,8 @@ def _uses_block(project: Project, name: str, block_name: str, seen: set[str] | N
 
 def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]) -> dict[str, list[Diagnostic]]:
     """Block names whose file is broken: a flow using such a name must not silently fall back
-    to another version of the block. The name is the file's `block:` value when it still
-    parses, and always the file name (blocks/<id>.yaml by convention)."""
+    to another version of the block. The names are the file's `block:` value (read from the
+    raw text when the YAML no longer parses) and the file name (blocks/<id>.yaml by convention)."""
     folder = (project.root / project.config.paths.blocks).resolve()
     names: dict[str, list[Diagnostic]] = {}
     for display, problems in errors.items():
@@ -209,13 +210,24 @@ def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]
             path.resolve().relative_to(folder)
         except ValueError:
             continue
-        candidates = {path.stem}
-        try:
-            data = load_file(path, display).data
-        except (LoadError, OSError):
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("block"), str):
-            candidates.add(data["block"])
+        candidates = {path.stem, *_declared_block(path, display)}
         for candidate in candidates:
             names.setdefault(candidate, []).extend(problems)
     return names
+
+
+_BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
+
+
+def _declared_block(path: Path, display: str) -> set[str]:
+    try:
+        data = load_file(path, display).data
+    except (LoadError, OSError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("block"), str):
+        return {data["block"]}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return set(_BLOCK_LINE.findall(text))

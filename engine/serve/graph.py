@@ -101,6 +101,8 @@ def _statement(line: str, graph: Graph, group: str | None) -> None:
             arrow, label = match.group(1), _unquote(match.group(2) or "")
         style = "dotted" if "." in arrow else "thick" if "=" in arrow else "solid"
         previous, pos = (ids, label or None, style), match.end()
+        if pos >= len(line):
+            raise MermaidError(f"edge without a target in '{line}'")
 
 
 def _node_list(line: str, pos: int, graph: Graph, group: str | None) -> tuple[list[str], int]:

@@ -1,0 +1,122 @@
+"""Hot reload from real file edits: the watcher sees saves, the reloader swaps good flows in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from serve_helpers import ADD_FLOW, ADDER
+
+from engine.serve.reload import Reloader
+from engine.serve.watcher import YardWatcher, definition_folders
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+def watching(root: Path, scenario: Callable[[Reloader], object]) -> None:
+    """Run `scenario(reloader)` (a coroutine) while the reloader watches `root`."""
+
+    async def main() -> None:
+        reloader = Reloader(root)
+        reloader.load_now()
+        stop = asyncio.Event()
+        task = asyncio.create_task(reloader.watch(stop))
+        await asyncio.sleep(0.2)  # let the watcher start
+        try:
+            await scenario(reloader)  # type: ignore[misc]
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=10)
+
+    asyncio.run(main())
+
+
+def test_a_saved_edit_is_served_and_a_broken_one_keeps_the_last_good_version(yard: Path) -> None:
+    async def scenario(reloader: Reloader) -> None:
+        seen: list[int] = []
+        reloader.listeners.append(lambda old, new: seen.append(new.generation))
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))
+        await until(lambda: reloader.catalog.flows["add"].version == 2)
+        assert reloader.catalog.ok
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 3") + "oops: [\n")
+        await until(lambda: "add" in reloader.catalog.stale)
+        assert reloader.catalog.flows["add"].version == 2
+        assert not reloader.catalog.ok
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 4"))
+        await until(lambda: reloader.catalog.flows["add"].version == 4)
+        assert reloader.catalog.ok and not reloader.catalog.stale
+        assert seen and seen == sorted(seen)
+
+    watching(yard, scenario)
+
+
+def test_new_and_deleted_files_and_the_config_are_watched(yard: Path) -> None:
+    async def scenario(reloader: Reloader) -> None:
+        (yard / "flows/twice.yaml").write_text(ADD_FLOW.replace("flow: add", "flow: twice"))
+        await until(lambda: "twice" in reloader.catalog.flows)
+        (yard / "flows/twice.yaml").unlink()
+        await until(lambda: "twice" not in reloader.catalog.flows)
+        (yard / "blockyard.yaml").write_text("server: {max_concurrent_runs: 4}\n")
+        await until(lambda: reloader.catalog.max_concurrent_runs == 4)
+        nested = yard / "flows/team"
+        nested.mkdir()
+        (nested / "deep.yaml").write_text(ADD_FLOW.replace("flow: add", "flow: deep"))
+        await until(lambda: "deep" in reloader.catalog.flows)
+
+    watching(yard, scenario)
+
+
+def test_folders_created_after_start_are_watched(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+
+    async def scenario(reloader: Reloader) -> None:
+        assert not reloader.catalog.flows
+        (root / "blocks").mkdir()
+        (root / "blocks/adder.yaml").write_text(ADDER)
+        (root / "flows").mkdir()
+        await asyncio.sleep(0.3)  # the new folder is picked up, then its files
+        (root / "flows/add.yaml").write_text(ADD_FLOW)
+        await until(lambda: "add" in reloader.catalog.flows)
+
+    watching(root, scenario)
+
+
+def test_the_folders_come_from_blockyard_yaml(tmp_path: Path) -> None:
+    (tmp_path / "blockyard.yaml").write_text("paths: {flows: src/flows, blocks: src/blocks}\n")
+    assert definition_folders(tmp_path) == [(tmp_path / "src/flows").resolve(), (tmp_path / "src/blocks").resolve()]
+    (tmp_path / "blockyard.yaml").write_text("paths: [not, a, mapping]\n")
+    assert definition_folders(tmp_path) == [(tmp_path / "flows").resolve(), (tmp_path / "blocks").resolve()]
+
+
+def test_the_watcher_ignores_other_files(yard: Path) -> None:
+    async def main() -> list[set[Path]]:
+        stop = asyncio.Event()
+        batches: list[set[Path]] = []
+
+        async def collect() -> None:
+            async for batch in YardWatcher(yard).batches(stop):
+                batches.append(batch)
+
+        task = asyncio.create_task(collect())
+        await asyncio.sleep(0.2)
+        (yard / "flows/notes.txt").write_text("not yaml")
+        (yard / ".blockyard").mkdir(exist_ok=True)
+        (yard / ".blockyard/state.db").write_text("x")
+        (yard / "README.md").write_text("x")
+        await asyncio.sleep(0.3)
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))
+        await until(lambda: bool(batches))
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        return batches
+
+    batches = asyncio.run(main())
+    assert set().union(*batches) == {(yard / "flows/add.yaml").resolve()}

@@ -1,0 +1,184 @@
+"""Schedules: cron arithmetic in time zones, firing on time, misfire policies after downtime.
+
+Time is a ManualClock: the tests move it; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from serve_helpers import YARD
+
+from engine.serve.catalog import Catalog, FlowEntry, load_catalog
+from engine.serve.clock import ManualClock
+from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
+from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.spec.flow import ScheduleSpec
+
+DAILY_9 = YARD["flows/add.yaml"] + "schedule: {cron: '0 9 * * *', timezone: Europe/Paris, inputs: {a: 5}, " \
+                                  "misfire: MISFIRE}\n"
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+@pytest.mark.parametrize(("cron", "zone", "problem"), [
+    ("0 9 * * *", "UTC", None),
+    ("0 11 * * TUE", "Europe/Paris", None),
+    ("*/5 * * * *", "America/New_York", None),
+    ("0 9 * * * *", "UTC", "cron '0 9 * * * *' must have exactly five fields (minute hour day month weekday)"),
+    ("61 * * * *", "UTC", "cron '61 * * * *' is not a valid cron expression"),
+    ("0 9 * * *", "Europe/Pariss", "unknown time zone 'Europe/Pariss' (use an IANA name such as Europe/Paris)"),
+])
+def test_schedule_problems(cron: str, zone: str, problem: str | None) -> None:
+    assert schedule_problem(ScheduleSpec(cron=cron, timezone=zone)) == problem
+
+
+def test_fire_times_follow_the_time_zone_across_daylight_saving() -> None:
+    schedule = ScheduleSpec(cron="0 9 * * *", timezone="Europe/Paris")
+    times = fire_times(schedule, at("2026-03-27T12:00:00+00:00"))
+    # 09:00 Paris is 08:00 UTC in winter and 07:00 UTC from 29 March
+    assert [next(times) for _ in range(3)] == [at("2026-03-28T08:00:00+00:00"), at("2026-03-29T07:00:00+00:00"),
+                                               at("2026-03-30T07:00:00+00:00")]
+    assert next_fire(schedule, at("2026-03-28T08:00:00+00:00")) == at("2026-03-29T07:00:00+00:00")
+    assert latest_fire(schedule, at("2026-03-29T07:00:00+00:00")) == at("2026-03-29T07:00:00+00:00")
+    assert latest_fire(schedule, at("2026-03-29T06:59:00+00:00")) == at("2026-03-28T08:00:00+00:00")
+    assert next_fire(ScheduleSpec(cron="bad"), at("2026-03-28T08:00:00+00:00")) is None
+
+
+class Fires:
+    """The scheduler's fire callback: records what fired and wakes waiting tests."""
+
+    def __init__(self) -> None:
+        self.fired: list[tuple[str, datetime, dict[str, object]]] = []
+        self.event = asyncio.Event()
+
+    async def __call__(self, entry: FlowEntry, when: datetime) -> str:
+        schedule = entry.bundle.flow.schedule
+        assert schedule is not None
+        self.fired.append((entry.name, when, dict(schedule.inputs)))
+        self.event.set()
+        return f"run-{len(self.fired)}"
+
+
+def scheduled_yard(make_yard: Callable[[dict[str, str]], Path], misfire: str) -> tuple[Path, Catalog]:
+    root = make_yard({**YARD, "flows/add.yaml": DAILY_9.replace("MISFIRE", misfire)})
+    catalog = load_catalog(root)
+    assert catalog.ok, catalog.diagnostics
+    return root, catalog
+
+
+def scheduler_for(root: Path, catalog: Catalog, clock: ManualClock, fires: Fires) -> Scheduler:
+    scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires)
+    scheduler.states = ScheduleStore(root / ".blockyard/state.db").load()
+    return scheduler
+
+
+def test_a_schedule_fires_on_time_and_remembers_it(make_yard: Callable[[dict[str, str]], Path]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, "skip")
+        clock = ManualClock(at("2026-05-04T06:00:00+00:00"))
+        fires = Fires()
+        scheduler = scheduler_for(root, catalog, clock, fires)
+        assert await scheduler.tick(clock.now()) == []  # first sight: nothing was missed
+        assert scheduler.next_fire(catalog.flows["add"]) == at("2026-05-04T07:00:00+00:00")
+        assert await scheduler.tick(at("2026-05-04T06:59:59+00:00")) == []
+        assert await scheduler.tick(at("2026-05-04T07:00:00.200+00:00")) == ["add"]
+        assert fires.fired == [("add", at("2026-05-04T07:00:00+00:00"), {"a": 5})]
+        assert await scheduler.tick(at("2026-05-04T07:00:30+00:00")) == []  # once per fire time
+        stored = ScheduleStore(root / ".blockyard/state.db").load()["add"]
+        assert stored.last_fire == at("2026-05-04T07:00:00+00:00")
+        assert stored.last_run == "run-1"
+        assert scheduler.next_fire(catalog.flows["add"]) == at("2026-05-05T07:00:00+00:00")
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize(("misfire", "expected"), [("skip", []), ("run_once", ["add"])])
+def test_misfires_after_downtime_follow_the_policy(make_yard: Callable[[dict[str, str]], Path],
+                                                   misfire: str, expected: list[str]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, misfire)
+        fires = Fires()
+        before = scheduler_for(root, catalog, ManualClock(at("2026-05-04T06:00:00+00:00")), fires)
+        await before.tick(at("2026-05-04T06:00:00+00:00"))
+        # the server was down for three days: three fire times missed
+        clock = ManualClock(at("2026-05-07T10:00:00+00:00"))
+        after = scheduler_for(root, catalog, clock, fires)
+        assert await after.tick(clock.now()) == expected
+        assert [when for _, when, _ in fires.fired] == ([at("2026-05-07T07:00:00+00:00")] if expected else [])
+        stored = ScheduleStore(root / ".blockyard/state.db").load()["add"]
+        assert stored.last_fire == at("2026-05-07T07:00:00+00:00")  # the missed ones are settled either way
+        assert await after.tick(clock.now()) == []
+        assert after.next_fire(catalog.flows["add"]) == at("2026-05-08T07:00:00+00:00")
+
+    asyncio.run(body())
+
+
+def test_a_fire_time_just_passed_at_restart_is_not_a_misfire(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, "skip")
+        fires = Fires()
+        await scheduler_for(root, catalog, ManualClock(at("2026-05-04T06:00:00+00:00")), fires).tick(
+            at("2026-05-04T06:00:00+00:00"))
+        restarted = scheduler_for(root, catalog, ManualClock(at("2026-05-04T07:00:20+00:00")), fires)
+        assert await restarted.tick(at("2026-05-04T07:00:20+00:00")) == ["add"]
+
+    asyncio.run(body())
+
+
+def test_the_scheduler_loop_fires_when_the_clock_reaches_the_fire_time(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, "skip")
+        clock = ManualClock(at("2026-05-04T06:58:00+00:00"))
+        fires = Fires()
+        scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires)
+        task = asyncio.create_task(scheduler.run())
+        try:
+            while "add" not in scheduler.states:  # the loop has seen the flow
+                await asyncio.sleep(0)
+            clock.set(at("2026-05-04T06:59:00+00:00"))
+            await asyncio.sleep(0.05)
+            assert fires.fired == []
+            clock.set(at("2026-05-04T07:00:00+00:00"))
+            await asyncio.wait_for(fires.event.wait(), timeout=10)
+            assert fires.fired[0][:2] == ("add", at("2026-05-04T07:00:00+00:00"))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(body())
+
+
+def test_housekeeping_calls_the_approval_expiry_hook(make_yard: Callable[[dict[str, str]], Path]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, "skip")
+        clock = ManualClock(at("2026-05-04T06:00:00+00:00"))
+        seen: list[datetime] = []
+        called = asyncio.Event()
+
+        async def expire(now: datetime) -> int:
+            seen.append(now)
+            called.set()
+            return 0
+
+        scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, Fires(), expire)
+        task = asyncio.create_task(scheduler.run())
+        try:
+            await asyncio.wait_for(called.wait(), timeout=10)
+            called.clear()
+            clock.set(clock.now() + timedelta(seconds=15))
+            await asyncio.wait_for(called.wait(), timeout=10)
+            assert seen == [at("2026-05-04T06:00:00+00:00"), at("2026-05-04T06:00:15+00:00")]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(body())
