@@ -1,4 +1,4 @@
-"""Fixtures for model tests: a running OpenAI stub, requests, and resolvers pointed at the stub."""
+"""Fixtures for model tests: a running OpenAI stub and models pointed at it."""
 
 from __future__ import annotations
 
@@ -6,31 +6,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from model_helpers import PLANTED_KEY
 from support.openai_stub import OpenAIStub
 
-from engine.models import ModelResolver, StructuredRequest
+from engine.models import ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
-
-PLANTED_KEY = "sk-planted-SECRET-0123456789abcdef"
-GREETING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"greeting": {"type": "string"}, "mood": {"type": "string", "enum": ["happy", "calm"]}},
-    "required": ["greeting", "mood"],
-    "additionalProperties": False,
-}
 
 
 @pytest.fixture
 def stub() -> Iterator[OpenAIStub]:
     with OpenAIStub() as server:
         yield server
-
-
-def make_request(schema: dict[str, Any] | None = None, *, step: str = "greet", block: str = "greet",
-                 inputs: dict[str, Any] | None = None, user: str | None = "Greet Ada.") -> StructuredRequest:
-    return StructuredRequest(flow="hello", step=step, block=block, system="You greet people.", user=user,
-                             output_schema=GREETING_SCHEMA if schema is None else schema,
-                             inputs={"name": "Ada"} if inputs is None else inputs)
 
 
 @pytest.fixture

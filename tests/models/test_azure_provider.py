@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import PLANTED_KEY, make_request
+from model_helpers import PLANTED_KEY, make_request
 from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import ModelError, ModelResolver

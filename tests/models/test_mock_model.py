@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import make_request
+from model_helpers import make_request
 
 from engine.models import MockScript, ModelError, ModelOutputError, ModelResolver, is_transient, scripted
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile

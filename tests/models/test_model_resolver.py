@@ -6,7 +6,7 @@ import asyncio
 import importlib.util
 
 import pytest
-from conftest import make_request
+from model_helpers import make_request
 from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import MOCK_NOTE, ModelError, ModelResolver

@@ -8,7 +8,7 @@ import traceback
 from typing import Any
 
 import pytest
-from conftest import PLANTED_KEY, make_request
+from model_helpers import PLANTED_KEY, make_request
 from support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 from engine.models import ModelError, ModelResolver

@@ -7,7 +7,7 @@ import json
 from typing import Any, TypedDict
 
 import pytest
-from conftest import GREETING_SCHEMA, PLANTED_KEY, make_request
+from model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
 from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import ModelError, ModelOutputError, ModelResolver, is_transient

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LoopbackServer
+from tool_helpers import LoopbackServer
 
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, ToolRegistry, build_registry
