@@ -17,9 +17,9 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
         spec = node.spec
         if node.block is None:
             continue
-        if spec.action == "uses":
+        if node.action == "uses":
             bound, items, where = spec.with_, node.region.items, node.at("uses")
-        elif spec.action == "map" and spec.map is not None and spec.map.uses is not None:
+        elif node.action == "map" and spec.map is not None and spec.map.uses is not None:
             bound, items, where = spec.map.with_, (*node.region.items, spec.map.as_), node.at("map", "uses")
         else:
             continue
@@ -30,12 +30,10 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
         for name, decl in block.inputs.items():
             if name in bound or key_fact(name) in must or name in flow_inputs or decl.has_default or name in items:
                 continue
-            writer = flow.writers.get(name)
             head = f"step '{node.id}': input '{name}' of block '{block.block}' is not bound"
-            if writer is not None and key_fact(name) in may:
-                why = f"; context key '{name}' is written by step '{writer.id}', but not on every path to '{node.id}'"
-            elif writer is not None:
-                why = f"; context key '{name}' is written by step '{writer.id}', which does not run before '{node.id}'"
+            explained = flow.explain(name, may, f"'{node.id}'")
+            if explained is not None:
+                why = f"; {explained}"
             else:
                 hint = did_you_mean(name, keys_of(must))
                 why = (f": no `with:` binding, no earlier step writes context key '{name}', the flow has no input "
@@ -92,7 +90,7 @@ def check_flow_outputs(index: FlowIndex, flow: Dataflow) -> None:
             index.report(("outputs", position), "BY409",
                          f"flow output '{key}' is not written on every path to the end{by}; runs that skip it "
                          "fail when they finish")
-        else:
-            index.report(("outputs", position), "BY408",
-                         f"flow output '{key}' is never written: no step writes context key '{key}'"
-                         f"{did_you_mean(key, written)}")
+            continue
+        explained = flow.explain(key, may, "the end")
+        why = explained if explained is not None else f"no step writes context key '{key}'{did_you_mean(key, written)}"
+        index.report(("outputs", position), "BY408", f"flow output '{key}' is never written: {why}")

@@ -8,7 +8,7 @@ from engine.project import BlockDef, Project
 from engine.spec import MODEL_KINDS, ModelProfile
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.index import issue, quote_list
-from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, names_scope, scan
+from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, analyze, names_scope, scan
 
 MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
 # block keys that only some kinds read; anywhere else they would be silently ignored
@@ -26,6 +26,11 @@ KIND_KEYS: dict[str, frozenset[str]] = {
 }
 PROMPTED = frozenset({"llm", "decide", "agent"})
 NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read"})
+
+
+def article(kind: str) -> str:
+    """'an agent', 'an llm', 'a tool'."""
+    return f"{'an' if kind[0] in 'aeiou' or kind == 'llm' else 'a'} {kind}"
 
 
 class BlockCheck:
@@ -56,7 +61,7 @@ class BlockCheck:
             if value is None or value == []:
                 continue
             fits = ", ".join(sorted(kinds))
-            self.report((name,), "BY356", f"`{name}` does not apply to a {spec.kind} block (only to {fits})",
+            self.report((name,), "BY356", f"`{name}` does not apply to {article(spec.kind)} block (only to {fits})",
                         key=True)
 
     def requirements(self) -> None:
@@ -69,7 +74,7 @@ class BlockCheck:
         elif kind == "wait" and spec.duration is None:
             self.report(("kind",), "BY352", "a wait block needs `duration:`, e.g. duration: 30s")
         elif kind in MEMORY_KINDS and spec.memory is None:
-            self.report(("kind",), "BY355", f"a {kind} block needs `memory:` (namespace and key)")
+            self.report(("kind",), "BY355", f"{article(kind)} block needs `memory:` (namespace and key)")
         if kind == "decide":
             enums = [name for name, decl in spec.outputs.items() if decl.enum]
             if len(spec.outputs) != 1 or len(enums) != 1:
@@ -81,10 +86,10 @@ class BlockCheck:
                             key=bool(spec.outputs))
         if kind in PROMPTED and (spec.prompt is None or not spec.prompt.user):
             where = ("prompt",) if spec.prompt is not None else ("kind",)
-            self.report(where, "BY354", f"a {kind} block needs `prompt:` with a `user:` message",
+            self.report(where, "BY354", f"{article(kind)} block needs `prompt:` with a `user:` message",
                         key=spec.prompt is not None)
         if kind in NEEDS_OUTPUTS and not spec.outputs:
-            self.report(("kind",), "BY358", f"a {kind} block needs `outputs:`, the values it produces")
+            self.report(("kind",), "BY358", f"{article(kind)} block needs `outputs:`, the values it produces")
 
     def compute(self) -> None:
         spec = self.spec
@@ -168,16 +173,12 @@ def check_blocks(project: Project) -> list[Diagnostic]:
 
 def prompt_memory_names(definition: BlockDef) -> list[str]:
     """The memory variables a block's prompt reads (they need the flow to have a memory scope)."""
-    from engine.templates import TemplateError, references
-
     prompt = definition.spec.prompt
+    if prompt is None:
+        return []
     used: list[str] = []
-    for source in (prompt.system, prompt.user) if prompt is not None else ():
-        if source is None:
-            continue
-        try:
-            paths = references(source)
-        except TemplateError:
-            continue
-        used.extend(path[0] for path in paths if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
+    for source in (prompt.system, prompt.user):
+        if source is not None:
+            used.extend(path[0] for path in analyze(source, False).paths
+                        if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
     return list(dict.fromkeys(used))

@@ -41,6 +41,7 @@ class ControlGraph:
     edges: list[Edge] = field(default_factory=list)
     out: dict[str, list[Edge]] = field(default_factory=dict)
     into: dict[str, list[Edge]] = field(default_factory=dict)
+    forward: bool = True  # every edge goes down the list: no cycles, one pass of each analysis suffices
 
     def add(self, edge: Edge) -> None:
         self.edges.append(edge)
@@ -106,8 +107,12 @@ def build(region: Region) -> ControlGraph:
             needed_by.setdefault(name, []).append((node, position))
     for node in region.steps:
         for edge in _edges(region, node, needed_by.get(node.id, [])):
-            if edge.target == END or edge.target in region.by_id:
+            if edge.target == END:
                 graph.add(edge)
+            elif edge.target in region.by_id:
+                graph.add(edge)
+                if region.by_id[edge.target].index <= node.index:
+                    graph.forward = False
     return graph
 
 

@@ -68,10 +68,12 @@ class Dataflow:
         self.index = index
         self.graphs = graphs
         self.regions: dict[Region, RegionFacts] = {}
-        self.writers: dict[str, StepNode] = {}
+        self.writers: dict[str, StepNode] = {}  # first step writing each key to the shared context
+        self.private: dict[str, StepNode] = {}  # ... or, failing that, inside a map item
         for node in index.walk():
+            table = self.private if map_owner(node) is not None else self.writers
             for key in self.writes(node):
-                self.writers.setdefault(key, node)
+                table.setdefault(key, node)
         self.by_id = {node.id: node for node in index.nodes}
         self._gens: dict[StepNode, Facts] = {}
         self._gens_may: dict[StepNode, Facts] = {}
@@ -86,11 +88,11 @@ class Dataflow:
         """Context keys the step itself writes (after renames); map items keep theirs private."""
         spec = node.spec
         produced: list[str] = []
-        if spec.action == "uses" and node.block is not None:
+        if node.action == "uses" and node.block is not None:
             produced.extend(node.block.spec.outputs)
-        elif spec.action == "flow" and node.subflow is not None:
+        elif node.action == "flow" and node.subflow is not None:
             produced.extend(node.subflow.spec.outputs)
-        elif spec.action == "approval" and spec.approval is not None:
+        elif node.action == "approval" and spec.approval is not None:
             produced.extend(spec.approval.fields)
         if isinstance(spec.require_approval, ApprovalSpec):
             produced.extend(spec.require_approval.fields)
@@ -151,7 +153,7 @@ class Dataflow:
                 value = self._finish_step(node, graph, finish, gens[node.id])
                 if value != finish[node.id]:
                     finish[node.id] = value
-                    changed = True
+                    changed = not graph.forward
 
     def _finish_step(self, node: StepNode, graph: ControlGraph, finish: dict[str, Facts | None],
                      gen: Facts) -> Facts | None:
@@ -193,7 +195,7 @@ class Dataflow:
                 found = self._start(node, graph, entry_must, entry_may, must, may, again)
                 if found != (must[node.id], may[node.id], again[node.id]):
                     must[node.id], may[node.id], again[node.id] = found
-                    changed = True
+                    changed = not graph.forward
         for edge in graph.into.get(END, []):
             facts.end = meet(facts.end, self._after(edge, must, may, again)[0])
         for node in region.steps:
@@ -233,6 +235,23 @@ class Dataflow:
         return result_must, result_may, arrivals
 
     # queries --------------------------------------------------------------------------------
+    def explain(self, key: str, may: Facts, here: str) -> str | None:
+        """Why context key `key` is not certain at `here`, when some step writes it; None if none does."""
+        writer = self.writers.get(key)
+        if writer is not None and key_fact(key) in may:
+            return f"context key '{key}' is written by step '{writer.id}', but not on every path to {here}"
+        if writer is not None:
+            return (f"context key '{key}' is written by step '{writer.id}', which is not certain to finish "
+                    f"before {here} starts")
+        inner = self.private.get(key)
+        if inner is not None:
+            owner = map_owner(inner)
+            assert owner is not None
+            return (f"context key '{key}' is only written by step '{inner.id}' inside the map of step "
+                    f"'{owner.id}', and map items keep their outputs to themselves (gather them with the "
+                    "map's `collect:`)")
+        return None
+
     def before(self, node: StepNode) -> tuple[Facts | None, Facts]:
         """(certain, possible) facts when `node` starts."""
         facts = self.regions[node.region]
@@ -255,6 +274,16 @@ class Dataflow:
         if done is None:
             return None, frozenset(may)
         return _either(done, self.regions[self.index.root].end), frozenset(may)
+
+
+def map_owner(node: StepNode) -> StepNode | None:
+    """The map step whose body `node` sits in (at any depth), or None."""
+    region: Region | None = node.region
+    while region is not None and region.owner is not None:
+        if region.kind == "map":
+            return region.owner
+        region = region.owner.region
+    return None
 
 
 def _either(a: Facts | None, b: Facts | None) -> Facts | None:

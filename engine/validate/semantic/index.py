@@ -41,14 +41,12 @@ class StepNode:
     block: BlockDef | None = None  # the block of `uses`, or of `map.uses`
     subflow: FlowDef | None = None
     body: Region | None = None
+    id: str = field(init=False)
+    action: str | None = field(init=False)  # copied once: the checks ask thousands of times
 
-    @property
-    def id(self) -> str:
-        return self.spec.id
-
-    @property
-    def action(self) -> str | None:
-        return self.spec.action
+    def __post_init__(self) -> None:
+        self.id = self.spec.id
+        self.action = self.spec.action
 
     @property
     def block_spec(self) -> BlockSpec | None:

@@ -74,6 +74,8 @@ def _dead_ends(index: FlowIndex, region: Region, successors: dict[str, list[str]
 
 def _unbounded(index: FlowIndex, region: Region, graph: ControlGraph, successors: dict[str, list[str]],
                live: set[str]) -> None:
+    if graph.forward:
+        return
     bounded = {node.id for node in region.steps if node.spec.max_visits is not None}
     free = [node.id for node in region.steps if node.id not in bounded and node.id in live]
     free_set = set(free)

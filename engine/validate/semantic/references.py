@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
+from engine.project import Project, relative
 from engine.spec import END, ApprovalSpec
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 
@@ -89,6 +90,11 @@ def _block(index: FlowIndex, node: StepNode) -> None:
                      f"step '{node.id}' uses block '{name}' version {version}, which does not exist "
                      f"(versions: {listed})")
     else:
+        broken = unloaded(index.project, index.project.config.paths.blocks, name)
+        if broken is not None:
+            index.report(where, "BY210", f"step '{node.id}' uses block '{name}', which did not load: fix the "
+                                         f"problems reported in {broken}")
+            return
         hint = did_you_mean(name, index.project.blocks)
         index.report(where, "BY210", f"step '{node.id}' uses unknown block '{name}'{hint}")
 
@@ -98,8 +104,24 @@ def _subflow(index: FlowIndex, node: StepNode) -> None:
     if spec.flow is None or node.subflow is not None:
         return
     index.broken = True
+    broken = unloaded(index.project, index.project.config.paths.flows, spec.flow)
+    if broken is not None:
+        index.report(node.at("flow"), "BY214", f"step '{node.id}' runs flow '{spec.flow}', which did not load: "
+                                               f"fix the problems reported in {broken}")
+        return
     hint = did_you_mean(spec.flow, index.project.flows)
     index.report(node.at("flow"), "BY214", f"step '{node.id}' runs unknown flow '{spec.flow}'{hint}")
+
+
+def unloaded(project: Project, folder: str, name: str) -> str | None:
+    """The file named like `name` in `folder` when it exists but failed to load (so the name is not a typo)."""
+    base = (project.root / folder).resolve()
+    loaded = {d.doc.path for versions in project.blocks.values() for d in versions.values()}
+    loaded |= {d.doc.path for d in project.flows.values()}
+    for path in project.files:
+        if path.stem == name and path.parent.resolve() == base and path not in loaded:
+            return relative(path, project.root)
+    return None
 
 
 def _bindings(index: FlowIndex, node: StepNode) -> None:
@@ -135,7 +157,7 @@ def _known_inputs(index: FlowIndex, node: StepNode, bindings: dict[str, Any], wh
 def step_outputs(node: StepNode) -> list[str] | None:
     """What `steps.<id>.outputs` holds for a step (names before renames), or None when unknown."""
     spec = node.spec
-    action = spec.action
+    action = node.action
     names: list[str] = []
     if isinstance(spec.require_approval, ApprovalSpec):
         names.extend(spec.require_approval.fields)
@@ -157,7 +179,7 @@ def step_outputs(node: StepNode) -> list[str] | None:
 
 
 def _renames(index: FlowIndex, node: StepNode) -> None:
-    if not node.spec.outputs or node.spec.action not in ("uses", "flow", "approval"):
+    if not node.spec.outputs or node.action not in ("uses", "flow", "approval"):
         return
     produced = step_outputs(node)
     if produced is None:
@@ -172,9 +194,9 @@ def _renames(index: FlowIndex, node: StepNode) -> None:
 
 
 def _owner(node: StepNode) -> str:
-    if node.spec.action == "uses" and node.block is not None:
+    if node.action == "uses" and node.block is not None:
         return f"block '{node.block.spec.block}'"
-    if node.spec.action == "flow" and node.subflow is not None:
+    if node.action == "flow" and node.subflow is not None:
         return f"flow '{node.subflow.spec.flow}'"
     return "the approval"
 

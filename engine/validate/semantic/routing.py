@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from engine.diagnostics import did_you_mean
+from engine.validate.semantic.blocks import article
 from engine.validate.semantic.control import decide_values
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 
@@ -22,17 +23,17 @@ def check_routing(index: FlowIndex) -> None:
 
 def _branches(index: FlowIndex, node: StepNode) -> None:
     branches = node.spec.branches or {}
-    if node.spec.action != "uses" or node.block is None:
-        if node.spec.action not in ("uses", None):
+    if node.action != "uses" or node.block is None:
+        if node.action not in ("uses", None):
             index.report(node.at("branches"), "BY310",
                          f"step '{node.id}' has branches, but branches follow the value of a decide block "
-                         f"and this is a {node.spec.action} step (use a router to branch on a value)", key=True)
+                         f"and this is {article(node.action)} step (use a router to branch on a value)", key=True)
             index.broken = True
         return
     block = node.block.spec
     if block.kind != "decide":
         index.report(node.at("branches"), "BY310",
-                     f"step '{node.id}' has branches, but block '{block.block}' is a {block.kind} block; "
+                     f"step '{node.id}' has branches, but block '{block.block}' is {article(block.kind)} block; "
                      "branches follow a decide block's enum (use a router to branch on a value)", key=True)
         index.broken = True
         return

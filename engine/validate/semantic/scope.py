@@ -60,14 +60,14 @@ class StepScope:
         if self.must is None or key_fact(key) in self.must:
             return None  # unknown facts (an unreachable step or a broken flow) prove nothing
         assert self.flow is not None
-        writer = self.flow.writers.get(key)
-        if key_fact(key) in self.may and writer is not None:
-            return Problem("BY404", f"context key '{key}' is not written on every path to this step (step "
-                                    f"'{writer.id}' writes it); write it on every path, or read it as "
-                                    f"context.{key} | default(...)")
-        if writer is not None:
-            return Problem("BY404", f"context key '{key}' is written by step '{writer.id}', which does not run "
-                                    "before this step")
+        if key in self.flow.writes(self.node) and self.flow.writers.get(key) in (None, self.node):
+            return Problem("BY404", f"context key '{key}' is written by this step itself, so it does not exist yet "
+                                    "when this template is rendered")
+        explained = self.flow.explain(key, self.may, "this step")
+        if explained is not None:
+            guard = f"; write it on every path, or read it as context.{key} | default(...)" \
+                if key_fact(key) in self.may else ""
+            return Problem("BY404", f"{explained}{guard}")
         flow = self.index.definition.spec
         if key in flow.inputs:
             return Problem("BY404", f"no step writes context key '{key}'; '{key}' is a flow input: use "
@@ -118,7 +118,7 @@ def _places(node: StepNode, before: tuple[Facts | None, Facts] | None,
             flow: Dataflow | None) -> Iterator[Place]:
     spec = node.spec
     items = node.region.items
-    if spec.action in ("uses", "flow"):
+    if node.action in ("uses", "flow"):
         for source, where in bindings(spec.with_, node.at("with")):
             yield source, where, False, before, items
     if spec.map is not None:

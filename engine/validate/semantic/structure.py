@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.spec import END
+from engine.validate.semantic.blocks import article
 from engine.validate.semantic.control import continues_in_order
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 
@@ -55,7 +56,7 @@ def _identity(index: FlowIndex, node: StepNode, seen: dict[str, StepNode]) -> No
 
 def _keys(index: FlowIndex, node: StepNode) -> None:
     spec = node.spec
-    action = spec.action
+    action = node.action
     fields = spec.model_fields_set
     if "with_" in fields and spec.with_ and action not in ("uses", "flow", None):
         hint = " (a map takes its bindings in map.with)" if action == "map" else ""
@@ -69,8 +70,8 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
     if spec.delegates and action is not None:
         block = node.runs_block
         if action != "uses" or (block is not None and block.kind != "agent"):
-            what = f"block '{block.block}' is a {block.kind} block" if block is not None and action == "uses" \
-                else f"it is a {action} step"
+            what = f"block '{block.block}' is {article(block.kind)} block" if block is not None and action == "uses" \
+                else f"it is {article(action)} step"
             index.report(node.at("delegates"), "BY317",
                          f"step '{node.id}': `delegates:` only applies to steps that use an agent block, "
                          f"and {what}", key=True)
@@ -83,8 +84,8 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
     if spec.goto is not None and (spec.router is not None or spec.branches is not None):
         other = "router" if spec.router is not None else "branches"
         index.report(node.at("goto"), "BY308",
-                     f"step '{node.id}' has both goto and {other}; its {other} already chooses the next "
-                     "step, so drop goto", key=True)
+                     f"step '{node.id}' has both goto and {other}; its {other} already "
+                     f"{'chooses' if other == 'router' else 'choose'} the next step, so drop goto", key=True)
         index.broken = True
 
 
@@ -101,7 +102,7 @@ def _needs(index: FlowIndex, steps: list[StepNode]) -> None:
                 index.broken = True
                 continue
             target = region.by_id.get(name)
-            if target is not None and not continues_in_order(target) and target.spec.action is not None:
+            if target is not None and not continues_in_order(target) and target.action is not None:
                 how = "goto" if target.spec.goto is not None else (
                     "a router" if target.spec.router is not None else "branches")
                 index.report(where, "BY309",

@@ -7,15 +7,17 @@ items of the bodies it is in. The scope answers one question: is this variable p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import nodes
 
 from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
-from engine.templates import ENV, TemplateError, is_template, parse, references
+from engine.templates import ENV, TemplateError, is_template, parse
 
 MEMORY_NAMES = ("user_preferences", "user_history")
 ALWAYS = frozenset(ENV.globals) | {"loop"}  # Jinja's globals, and `loop` inside {% for %}
@@ -30,43 +32,153 @@ class Problem:
 Resolver = Callable[[tuple[str, ...], bool], Problem | None]
 """(variable path, guarded) -> a problem or None; guarded: read under `| default` or `is defined`."""
 GUARDS = (("default", "d"), ("defined", "undefined"))
+_DOTTED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*")
+_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+# words the Jinja parser reads as constants or operators, never as variables
+_JINJA_WORDS = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is",
+                          "if", "else"})
 
 
 def scan(source: str, resolve: Resolver, *, expression: bool) -> list[Problem]:
     """Syntax errors, unknown filters and tests, and unresolved variables of one template."""
-    try:
-        tree = parse(source, expression=expression)
-    except TemplateError as exc:
-        return [Problem("BY400", str(exc))]
+    found = analyze(source, expression)
+    if found.error is not None:
+        return [Problem("BY400", found.error)]
     problems: list[Problem] = []
-    for node in tree.find_all((nodes.Filter, nodes.Test)):
-        table = ENV.filters if isinstance(node, nodes.Filter) else ENV.tests
-        if node.name not in table:
-            what = "filter" if isinstance(node, nodes.Filter) else "test"
-            problems.append(Problem("BY407", f"unknown {what} '{node.name}'{did_you_mean(node.name, table)}"))
-    guarded = _guarded(tree)
-    for path in references(source, expression=expression):
+    for what, name in found.unknown:
+        table = ENV.filters if what == "filter" else ENV.tests
+        problems.append(Problem("BY407", f"unknown {what} '{name}'{did_you_mean(name, table)}"))
+    for path in found.paths:
         if path[0] in ALWAYS:
             continue
-        problem = resolve(path, any(path[: len(g)] == g for g in guarded))
+        problem = resolve(path, any(path[: len(g)] == g for g in found.guarded))
         if problem is not None and problem not in problems:
             problems.append(problem)
     return problems
 
 
-def _guarded(tree: nodes.Template) -> list[tuple[str, ...]]:
-    """Variable paths read through `| default(...)` or tested with `is defined`: absence is handled."""
-    found: list[tuple[str, ...]] = []
-    for node in tree.find_all((nodes.Filter, nodes.Test)):
-        names = GUARDS[0] if isinstance(node, nodes.Filter) else GUARDS[1]
-        if node.name in names and node.node is not None:
+@dataclass(frozen=True)
+class Analysis:
+    """What one template reads: variable paths (longest chains), guarded paths, unknown filters/tests."""
+
+    error: str | None = None
+    paths: tuple[tuple[str, ...], ...] = ()
+    guarded: tuple[tuple[str, ...], ...] = ()
+    unknown: tuple[tuple[str, str], ...] = ()
+
+
+@lru_cache(maxsize=8192)
+def analyze(source: str, expression: bool) -> Analysis:
+    """Parse once and walk the tree once (validating a large yard parses thousands of templates)."""
+    simple = _simple_paths(source, expression)
+    if simple is not None:
+        return Analysis(None, _longest(simple))
+    try:
+        tree = parse(source, expression=expression)
+    except TemplateError as exc:
+        return Analysis(error=str(exc))
+    except RecursionError:
+        return Analysis(error=f"{'expression' if expression else 'template'} is nested too deeply")
+    walker = _Walker()
+    try:
+        walker.visit(tree)
+    except RecursionError:
+        return Analysis(error=f"{'expression' if expression else 'template'} is nested too deeply")
+    paths = _longest([p for p in walker.paths if p[0] not in walker.local])
+    return Analysis(None, paths, tuple(walker.guarded), tuple(dict.fromkeys(walker.unknown)))
+
+
+def _longest(paths: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """Distinct paths, sorted, without those another path extends (`steps.a.outputs.x` covers `steps.a`)."""
+    kept: list[tuple[str, ...]] = []
+    for path in sorted(set(paths), key=len, reverse=True):
+        if not any(other[: len(path)] == path for other in kept):
+            kept.append(path)
+    return tuple(sorted(kept))
+
+
+def _simple_paths(source: str, expression: bool) -> list[tuple[str, ...]] | None:
+    """The paths of a template made only of `{{ a.b.c }}` placeholders (most of them), without Jinja;
+    None when the template needs the real parser."""
+    if expression:
+        match = _DOTTED.fullmatch(source)
+        return [_split(match.group(1))] if match is not None and _plain_root(match.group(1)) else None
+    if "{%" in source or "{#" in source:
+        return None
+    paths: list[tuple[str, ...]] = []
+    for inner in _PLACEHOLDER.findall(source):
+        match = _DOTTED.fullmatch(inner)
+        if match is None or not _plain_root(match.group(1)):
+            return None
+        paths.append(_split(match.group(1)))
+    if "{{" in _PLACEHOLDER.sub("", source):
+        return None
+    return paths
+
+
+def _split(dotted: str) -> tuple[str, ...]:
+    return tuple(dotted.split("."))
+
+
+def _plain_root(dotted: str) -> bool:
+    return dotted.split(".", 1)[0] not in _JINJA_WORDS
+
+
+class _Walker:
+    """One pass over a Jinja2 AST."""
+
+    def __init__(self) -> None:
+        self.paths: list[tuple[str, ...]] = []
+        self.local: set[str] = set()
+        self.guarded: list[tuple[str, ...]] = []
+        self.unknown: list[tuple[str, str]] = []
+
+    def visit(self, node: nodes.Node) -> None:
+        if isinstance(node, nodes.Getattr | nodes.Getitem):
+            self.chain(node)
+            return
+        if isinstance(node, nodes.Name):
+            if node.ctx == "load":
+                self.paths.append((node.name,))
+            else:  # store (for, set) and param (macro arguments) names are the template's own
+                self.local.add(node.name)
+            return
+        if isinstance(node, nodes.Filter | nodes.Test):
+            self.filter_or_test(node)
+        elif isinstance(node, nodes.Macro):
+            self.local.add(node.name)
+        for child in node.iter_child_nodes():
+            self.visit(child)
+
+    def chain(self, node: nodes.Node) -> None:
+        parts: list[str] = []
+        while isinstance(node, nodes.Getattr | nodes.Getitem):
+            if isinstance(node, nodes.Getattr):
+                parts.append(node.attr)
+            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+                parts.append(node.arg.value)
+            else:  # x[expr]: the expression is read on its own, the chain restarts below it
+                self.visit(node.arg)
+                parts.clear()
+            node = node.node
+        if isinstance(node, nodes.Name) and node.ctx == "load":
+            self.paths.append((node.name, *reversed(parts)))
+        else:
+            self.visit(node)
+
+    def filter_or_test(self, node: nodes.Filter | nodes.Test) -> None:
+        is_filter = isinstance(node, nodes.Filter)
+        table = ENV.filters if is_filter else ENV.tests
+        if node.name not in table:
+            self.unknown.append(("filter" if is_filter else "test", node.name))
+        if node.name in GUARDS[0 if is_filter else 1] and node.node is not None:
             path = _plain_path(node.node)
             if path:
-                found.append(path)
-    return found
+                self.guarded.append(path)
 
 
 def _plain_path(node: nodes.Node) -> tuple[str, ...]:
+    """`context.a.b` -> ('context', 'a', 'b'); () for anything that is not a plain chain."""
     parts: list[str] = []
     while isinstance(node, nodes.Getattr | nodes.Getitem):
         if isinstance(node, nodes.Getattr):
