@@ -105,6 +105,12 @@ class Reply:
         return cls(responder=responder)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256  # bursts of concurrent clients (the default backlog of 5 refuses them)
+
+
 class OpenAIStub:
     """Threaded HTTP server on 127.0.0.1 with a random port; use as a context manager."""
 
@@ -115,9 +121,7 @@ class OpenAIStub:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         # a short poll interval keeps shutdown (once per test) fast
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="openai-stub", daemon=True)
