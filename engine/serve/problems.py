@@ -63,6 +63,9 @@ async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
         detail = (first.get("ctx") or {}).get("error", "")
         message = "the request body is not valid JSON" + (f": {detail}" if detail else "")
         return JSONResponse(body("malformed_json", message), status_code=400)
+    if any(tuple(e.get("loc", ())) == ("body",) for e in errors):
+        return JSONResponse(body("invalid_request", "the request body must be a JSON object "
+                                                    "(sent with Content-Type: application/json)"), status_code=422)
     problems = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
     return JSONResponse(body("invalid_request", "; ".join(problems) or "invalid request"), status_code=422)
 

@@ -143,3 +143,33 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(interval)
+
+
+def read_sse(response: Any, stop_after: int | None = None) -> list[dict[str, Any]]:
+    """Parse an SSE response into [{id, event, data (parsed JSON)}]; comments (pings) are skipped."""
+    import json
+
+    messages: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if line == "":
+            if "data" in current:
+                current["data"] = json.loads(current["data"])
+                messages.append(current)
+                if stop_after is not None and len(messages) >= stop_after:
+                    return messages
+            current = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            current[field] = current[field] + "\n" + value if field == "data" and "data" in current else value
+    return messages
+
+
+def wait_run(client: Any, run_id: str, statuses: tuple[str, ...] = ("finished", "failed", "waiting",
+                                                                     "interrupted")) -> dict[str, Any]:
+    """Poll GET /runs/{id} until the run reaches one of `statuses`."""
+    return wait_for(lambda: (run := client.get(f"/runs/{run_id}").json()).get("status") in statuses and run,
+                    timeout=30)
