@@ -1,0 +1,258 @@
+"""What cannot compile, and how failing steps report themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from compile_kit import FakeTools, run
+
+from engine.bundle import Bundle
+from engine.compile import CompiledFlow, CompileError, StepFailed, compile_flow
+from engine.errors import BlockyardError, RunError
+
+ONE_STEP = """
+    flow: f
+    steps:
+      - {step}
+    """
+
+
+@pytest.mark.parametrize(("step", "message"), [
+    ("{id: gate, approval: {message: ok?}}", "flow 'f', step 'gate': approval gates are not supported yet"),
+    ("{id: s, uses: inc, require_approval: true}", "flow 's' approval"),
+    ("{id: s, uses: inc, goto: nowhere}", "flow 'f', step 's': goto 'nowhere' is not a step of the flow"),
+    ("{id: s, uses: inc, goto: ss}", "flow 'f', step 's': goto 'ss' is not a step of the flow (did you mean 's'?)"),
+    ("{id: s, uses: inc, with: {m: 1}}",
+     "flow 'f', step 's': `with:` binds 'm', not an input of block 'inc' (its inputs: n)"),
+    ("{id: s, uses: inc, outputs: {x: y}}",
+     "flow 'f', step 's': `outputs:` renames 'x', not an output of block 'inc' (its outputs: n)"),
+    ("{id: s, router: {routes: [{contains: x, goto: s}], default: end}}",
+     "flow 'f', step 's': the router has text rules but no `value:` to match them against"),
+    ("{id: s, router: {value: x, routes: [{regex: '(a)\\1', goto: s}], default: end}}",
+     "flow 'f', step 's': router rule 1: regex '(a)\\1' is not valid RE2: invalid escape sequence: \\1"),
+    ("{id: s, router: {value: x, routes: [{goto: s}], default: end}}",
+     "flow 'f', step 's': router rule 1 has no condition (contains, equals, starts_with, regex or expr); "
+     "the fallback is `default:`"),
+    ("{id: s, uses: inc, branches: {a: end}}",
+     "flow 'f', step 's': `branches:` follow a decide block, and block 'inc' is a transform block "
+     "(use a router to branch on a value)"),
+    ("{id: s, loop: {max_iterations: 2, steps: [{id: t, uses: inc, goto: s}]}}",
+     "flow 'f', step 't': goto 's' is not a step of the loop body of step 's'"),
+    ("{id: s, loop: {max_iterations: 2, steps: [{id: s, uses: inc}]}}", "flow 'f': step id 's' used more than once"),
+    ("{id: s, uses: agentic}", "flow 'f', step 's': blocks of kind 'agent' (block 'agentic') are not supported yet"),
+    ("{id: s, uses: remember}",
+     "flow 'f', step 's': blocks of kind 'memory_read' (block 'remember') are not supported yet"),
+    ("{id: s, uses: half}", "flow 'f', step 's': block 'half' has no `compute` expression for output 'b'"),
+    ("{id: s, uses: two_way}", "flow 'f', step 's': decide block 'two_way' must have exactly one output (an enum), "
+                               "it has 2"),
+])
+def test_compile_errors(bundle_of: Callable[..., Bundle], step: str, message: str) -> None:
+    blocks = {
+        "agentic": "block: agentic\nkind: agent\noutputs: {a: {type: string}}\n",
+        "remember": "block: remember\nkind: memory_read\n",
+        "half": "block: half\nkind: transform\noutputs: {a: {type: string}, b: {type: string}}\n"
+                "compute: {a: \"'x'\"}\n",
+        "two_way": "block: two_way\nkind: decide\noutputs: {a: {type: string, enum: [x]}, b: {type: string}}\n",
+    }
+    bundle = bundle_of(ONE_STEP.format(step=step), blocks=blocks)
+    with pytest.raises(CompileError) as caught:
+        compile_flow(bundle)
+    if message == "flow 's' approval":  # require_approval on a block step
+        message = "flow 'f', step 's': approval gates are not supported yet"
+    assert str(caught.value) == message
+    assert isinstance(caught.value, BlockyardError)
+
+
+def test_input_type_error_names_flow_step_block_and_key(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: typed
+        outputs: [sum]
+        steps:
+          - {id: total, uses: add, with: {a: 1, b: "{{ 'two' }}"}}
+        """)
+    result = run(compiled)
+    assert isinstance(result.error, StepFailed)
+    assert str(result.error) == "flow 'typed', step 'total' (block 'add'): input 'b' must be a number, got string 'two'"
+    assert (result.error.flow, result.error.step, result.error.block) == ("typed", "total", "add")
+    failed = result.of("step_failed")
+    assert failed == [{"type": "step_failed", "step": "total", "data": {
+        "block": "add", "error": "input 'b' must be a number, got string 'two'",
+        "duration_ms": failed[0]["data"]["duration_ms"], "attempt": 1}}]
+
+
+def test_output_type_error(build: Callable[..., CompiledFlow]) -> None:
+    wrong = "block: wrong\nkind: transform\noutputs: {count: {type: integer}}\ncompute: {count: \"'many'\"}\n"
+    compiled = build("""
+        flow: typed
+        steps:
+          - {id: count, uses: wrong}
+        """, blocks={"wrong": wrong})
+    result = run(compiled)
+    assert str(result.error) == ("flow 'typed', step 'count' (block 'wrong'): output 'count' must be an integer, "
+                                 "got string 'many'")
+
+
+def test_nested_type_errors_name_the_path(build: Callable[..., CompiledFlow]) -> None:
+    lines = """
+        block: lines
+        kind: transform
+        inputs:
+          rows: {type: array, items: {type: object, properties: {qty: {type: integer}}}}
+        outputs: {n: {type: integer}}
+        compute: {n: "rows | length"}
+        """
+    compiled = build("""
+        flow: typed
+        steps:
+          - {id: count, uses: lines, with: {rows: [{qty: 1}, {qty: 2.5}]}}
+        """, blocks={"lines": lines})
+    assert str(run(compiled).error) == ("flow 'typed', step 'count' (block 'lines'): input 'rows[1].qty' must be an "
+                                        "integer, got number 2.5")
+
+
+def test_unbound_input(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: unbound
+        steps:
+          - {id: total, uses: add, with: {a: 1}}
+        """)
+    assert str(run(compiled).error) == ("flow 'unbound', step 'total' (block 'add'): input 'b' is not bound: no "
+                                        "`with:` binding, no context key or flow input named 'b', and no default")
+
+
+@pytest.mark.parametrize(("binding", "reason"), [
+    ("'{{ context.nope }}'", "input 'text': cannot evaluate 'context.nope': 'dict object' has no attribute 'nope'"),
+    ("'{{ 1 + }}'", "input 'text': expression syntax error in '1 +': unexpected 'end of template'"),
+    ("'x {{ missing }} y'", "input 'text': cannot render 'x {{ missing }} y': 'missing' is undefined"),
+    ("'{{ inputs.__class__ }}'", "input 'text': cannot evaluate 'inputs.__class__': access to attribute "
+                                 "'__class__' of 'dict' object is unsafe."),
+])
+def test_template_errors(build: Callable[..., CompiledFlow], binding: str, reason: str) -> None:
+    compiled = build(f"""
+        flow: templated
+        steps:
+          - {{id: say, uses: echo, with: {{text: {binding}}}}}
+        """)
+    result = run(compiled)
+    assert isinstance(result.error, StepFailed)
+    assert str(result.error) == f"flow 'templated', step 'say' (block 'echo'): {reason}"
+
+
+def test_compute_errors_name_the_output(build: Callable[..., CompiledFlow]) -> None:
+    divide = "block: divide\nkind: transform\ninputs: {a: {type: number}}\noutputs: {q: {type: number}}\n" \
+             "compute: {q: \"a / 0\"}\n"
+    compiled = build("flow: d\nsteps:\n  - {id: s, uses: divide, with: {a: 1}}\n", blocks={"divide": divide})
+    assert str(run(compiled).error) == ("flow 'd', step 's' (block 'divide'): compute 'q': cannot evaluate 'a / 0': "
+                                        "division by zero")
+
+
+def test_missing_flow_output_is_named(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("flow: out\noutputs: [n, totl]\nsteps:\n  - {id: s, uses: inc}\n")
+    result = run(compiled)
+    assert result.error is None
+    with pytest.raises(RunError) as caught:
+        result.outputs  # noqa: B018 - the property raises
+    assert str(caught.value) == "flow 'out' finished without output 'totl' (the context has 'n')"
+
+
+TOOL_BLOCK = """
+    block: fetch
+    kind: tool
+    tool: fetch
+    timeout: 100ms
+    retry: {attempts: 2, initial: 10ms, on: [timeout]}
+    inputs: {url: {type: string}}
+    outputs: {body: {type: string}, status: {type: integer}}
+    """
+
+
+def test_tool_results_must_match_the_outputs(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("flow: t\nsteps:\n  - {id: get, uses: fetch, with: {url: x}}\n", blocks={"fetch": TOOL_BLOCK})
+    tools = FakeTools({"fetch": lambda url: {"body": "b", "stauts": 200}})
+    assert str(run(compiled, tools=tools).error) == ("flow 't', step 'get' (block 'fetch'): unknown output 'stauts' "
+                                                     "(the block declares 'body', 'status')")
+    tools = FakeTools({"fetch": lambda url: {"body": "b", "status": 200}})
+    result = run(compiled, tools=tools)
+    assert result.error is None and result.context == {"body": "b", "status": 200}
+    assert tools.calls == [("fetch", {"url": "x"})]
+    assert result.of("tool_call")[0]["data"] == {"tool": "fetch", "args": {"url": "x"}, "block": "fetch"}
+
+
+def test_timeouts_fail_the_step_after_its_retries(build: Callable[..., CompiledFlow]) -> None:
+    async def slow(url: str) -> dict[str, Any]:
+        await asyncio.sleep(5)
+        return {"body": "late", "status": 200}
+
+    compiled = build("flow: t\nsteps:\n  - {id: get, uses: fetch, with: {url: x}}\n", blocks={"fetch": TOOL_BLOCK})
+    result = run(compiled, tools=FakeTools({"fetch": slow}))
+    assert str(result.error) == "flow 't', step 'get' (block 'fetch'): timed out after 100ms"
+    assert [e["type"] for e in result.events if e["type"] != "tool_call"] == [
+        "step_started", "warning", "step_started", "step_failed"]
+    assert result.of("warning")[0]["data"]["message"] == "attempt 1 of 2 failed: timed out after 100ms; retrying"
+    assert result.of("step_started")[1]["data"]["attempt"] == 2
+
+
+def test_a_retry_can_succeed(build: Callable[..., CompiledFlow]) -> None:
+    attempts: list[int] = []
+
+    async def flaky(url: str) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            await asyncio.sleep(5)
+        return {"body": "ok", "status": 200}
+
+    compiled = build("flow: t\nsteps:\n  - {id: get, uses: fetch, with: {url: x}}\n", blocks={"fetch": TOOL_BLOCK})
+    result = run(compiled, tools=FakeTools({"fetch": flaky}))
+    assert result.error is None
+    assert result.context == {"body": "ok", "status": 200}
+    assert len(attempts) == 2
+
+
+def test_model_blocks_retry_transient_errors_by_default(build: Callable[..., CompiledFlow]) -> None:
+    quick = """
+        block: quick
+        kind: llm
+        retry: {attempts: 3, initial: 10ms}
+        inputs: {q: {type: string, default: hi}}
+        outputs: {answer: {type: string}}
+        prompt: {user: "{{ q }}"}
+        """
+    compiled = build("flow: m\noutputs: [answer]\nsteps:\n  - {id: ask, uses: quick}\n", blocks={"quick": quick})
+    replies = {"ask": [{"$error": "rate_limit"}, {"$error": "server_error"}, {"answer": "42"}]}
+    result = run(compiled, replies=replies)
+    assert result.error is None
+    assert result.outputs == {"answer": "42"}
+    assert len(result.of("warning")) == 2
+    # a client error is not transient: no retry
+    result = run(compiled, replies={"ask": [{"$error": "bad_request"}, {"answer": "never"}]})
+    assert isinstance(result.error, StepFailed)
+    assert result.of("warning") == []
+    assert str(result.error) == ("flow 'm', step 'ask' (block 'quick'): mock model 'mock', step 'ask': "
+                                 "scripted bad_request error")
+
+
+def test_llm_requests_carry_the_rendered_prompt_and_schema(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: hello
+        inputs:
+          name: {type: string}
+        outputs: [greeting]
+        steps:
+          - {id: greet, uses: greet, with: {name: "{{ inputs.name }}"}}
+        """, blocks={"greet": """
+        block: greet
+        kind: llm
+        inputs: {name: {type: string}}
+        outputs: {greeting: {type: string, description: The greeting.}}
+        prompt: {system: Be warm., user: "Greet {{ name }}."}
+        """})
+    result = run(compiled, {"name": "Ada"})
+    assert result.error is None
+    (request,) = result.model_calls
+    assert (request.flow, request.step, request.block) == ("hello", "greet", "greet")
+    assert (request.system, request.user, request.inputs) == ("Be warm.", "Greet Ada.", {"name": "Ada"})
+    assert request.output_schema == {"type": "object", "additionalProperties": False, "required": ["greeting"],
+                                     "properties": {"greeting": {"type": "string", "description": "The greeting."}}}
