@@ -74,6 +74,9 @@ class Dataflow:
             table = self.private if map_owner(node) is not None else self.writers
             for key in self.writes(node):
                 table.setdefault(key, node)
+            if node.action == "map" and node.block is not None:
+                for key in node.block.spec.outputs:  # what each item's block returns
+                    self.private.setdefault(key, node)
         self.by_id = {node.id: node for node in index.nodes}
         self._gens: dict[StepNode, Facts] = {}
         self._gens_may: dict[StepNode, Facts] = {}
@@ -244,13 +247,13 @@ class Dataflow:
             return (f"context key '{key}' is written by step '{writer.id}', which is not certain to finish "
                     f"before {here} starts")
         inner = self.private.get(key)
-        if inner is not None:
-            owner = map_owner(inner)
-            assert owner is not None
-            return (f"context key '{key}' is only written by step '{inner.id}' inside the map of step "
-                    f"'{owner.id}', and map items keep their outputs to themselves (gather them with the "
-                    "map's `collect:`)")
-        return None
+        if inner is None:
+            return None
+        owner = map_owner(inner)
+        where = f"by step '{inner.id}' inside the map of step '{owner.id}'" if owner is not None else \
+            f"by each item of the map of step '{inner.id}'"
+        return (f"context key '{key}' is only written {where}, and map items keep their outputs to themselves "
+                "(gather them with the map's `collect:`)")
 
     def before(self, node: StepNode) -> tuple[Facts | None, Facts]:
         """(certain, possible) facts when `node` starts."""
