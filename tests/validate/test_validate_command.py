@@ -135,6 +135,8 @@ def test_usage_errors(yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[st
                       message: str) -> None:
     (yard.parent / "plain").mkdir()
     monkeypatch.chdir(yard.parent)
+    if message.startswith("plain is not inside a yard") and find_root(yard.parent) is not None:
+        pytest.skip("the temporary folder lies inside a yard")
     with pytest.raises(UsageError) as caught:
         validate_command([Path(a) for a in args], "text", Path(root) if root else None)
     assert str(caught.value) == message
