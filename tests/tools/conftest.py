@@ -17,11 +17,11 @@ from engine.spec import ConfigSpec
 @pytest.fixture(autouse=True)
 def restore_imports(tmp_path: Path) -> Iterator[None]:
     """Tool loading puts yard folders on sys.path and imports their modules: undo it after each test."""
-    path = list(sys.path)
+    path, before = list(sys.path), set(sys.modules)
     yield
     sys.path[:] = path
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
+    for name in set(sys.modules) - before:  # only the yard's modules: SDKs imported meanwhile stay
+        file = getattr(sys.modules[name], "__file__", None)
         if file and Path(file).resolve().is_relative_to(tmp_path.resolve()):
             del sys.modules[name]
 

@@ -27,10 +27,13 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     model = profile.name
     timeout = parse_duration(profile.timeout) if profile.timeout else None
 
+    optional = {"base_url": profile.base_url, "temperature": profile.temperature, "timeout": timeout,
+                "default_headers": profile.headers}
+    settings = {name: value for name, value in optional.items() if value is not None}  # None would erase defaults
+
     def client(key: str) -> Any:
-        return ChatAnthropic(model=model, api_key=key, base_url=profile.base_url, temperature=profile.temperature,
-                             max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS, timeout=timeout,
-                             max_retries=profile.max_retries or 0, default_headers=profile.headers)
+        return ChatAnthropic(model=model, api_key=key, max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS,
+                             max_retries=profile.max_retries or 0, **settings)
 
     # Anthropic forces a tool by its name ("required" would be read as a tool called "required").
     return ChatGenerator(provider="anthropic", model=model, profile=name, factory=client, env=env,
