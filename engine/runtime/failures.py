@@ -25,8 +25,10 @@ def describe(exc: BaseException, step: str | None, recursion_limit: int | None) 
     from engine.compile.errors import StepFailed
 
     if isinstance(exc, StepFailed):
-        extra = {"block": exc.block} if getattr(exc, "block", None) else {}
-        return Failure(str(exc.reason), exc.step or step, extra)
+        extra = {"block": exc.block} if exc.block else {}
+        if exc.item is not None:
+            extra["index"] = exc.item
+        return Failure(_without_prefix(str(exc.reason), exc.flow, exc.step), exc.step or step, extra)
     if isinstance(exc, GraphRecursionError):
         return Failure(f"the run went past its limit of {recursion_limit} steps (a cycle that never ends?)", step)
     if isinstance(exc, TimeoutError) or type(exc).__name__ == "NodeTimeoutError":
@@ -38,3 +40,9 @@ def describe(exc: BaseException, step: str | None, recursion_limit: int | None) 
     text = str(exc)
     return Failure(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, step,
                    {"exception": type(exc).__name__})
+
+
+def _without_prefix(reason: str, flow: str, step: str) -> str:
+    # some causes already say where they happened; the run's failure names the step on its own
+    prefix = f"flow '{flow}', step '{step}': "
+    return reason[len(prefix):] if reason.startswith(prefix) else reason

@@ -53,6 +53,13 @@ def _detail(run: RunRecord, status: str) -> str:
     return ""
 
 
+DETAIL_WIDTH = 80  # `runs show` has the whole message
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> int:
     """The table of runs, newest first."""
     if status is not None and status not in STATUSES:
@@ -74,7 +81,7 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
         if status is not None and shown != status:
             continue
         table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
-                      format_duration(_duration(run, shown)), _detail(run, shown)))
+                      format_duration(_duration(run, shown)), _shorten(_detail(run, shown), DETAIL_WIDTH)))
         if len(table) >= limit:
             break
     if not table:

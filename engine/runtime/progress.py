@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ class PlainLines(Progress):
         if event.type == STEP_FINISHED:
             return f"  {step}: finished in {format_duration(_seconds(event))}"
         if event.type == STEP_FAILED:
-            reason = event.data.get("error") or event.data.get("reason") or ""
+            reason = _reason(event)
             return f"  {step}: failed after {format_duration(_seconds(event))}" + (f": {reason}" if reason else "")
         if event.type == WARNING:
             return f"  warning{f' ({step})' if step else ''}: {event.data.get('message', event.data)}"
@@ -216,7 +217,7 @@ class LiveTable(Progress):
             row.busy += _seconds(event) or 0.0
             if event.type == STEP_FAILED:
                 row.failed += 1
-                row.detail = str(event.data.get("error") or event.data.get("reason") or "")
+                row.detail = _reason(event)
             else:
                 row.done += 1
         elif event.type == WARNING:
@@ -258,6 +259,13 @@ class LiveTable(Progress):
             out.write(self._render(row) + "\n")
         self._drawn = len(self._rows)
         out.flush()
+
+
+def _reason(event: Event) -> str:
+    text = str(event.data.get("error") or event.data.get("reason") or "")
+    # the line already names the step; drop a cause's own "flow 'f', step 's': " prefix
+    prefix = re.match(r"flow '[^']*', step '" + re.escape(event.step or "") + r"': ", text)
+    return text[prefix.end():] if prefix else text
 
 
 def _seconds(event: Event) -> float | None:

@@ -32,6 +32,7 @@ from engine.runtime.portal import Portal
 from engine.runtime.runner import Execution, RunResult, execute
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, StateError, effective_status
+from engine.spec.block import MODEL_KINDS
 
 
 class Yard:
@@ -160,7 +161,7 @@ class Yard:
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
                              workspace=workspace)
-        return context, models.default_note
+        return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -265,6 +266,17 @@ class Yard:
     def events(self, run_id: str) -> list[Event]:
         """The stored trace of a run (every event but tokens), in order."""
         return self.db.read(lambda conn: store.load_events(conn, run_id))
+
+
+def _uses_default_model(bundle: Bundle) -> bool:
+    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
+    blocks = [*bundle.blocks.values()]
+    pending = [*bundle.flows.values()]
+    while pending:
+        sub = pending.pop()
+        blocks.extend(sub.blocks.values())
+        pending.extend(sub.flows.values())
+    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in blocks)
 
 
 def _check_resumable(record: RunRecord) -> None:
