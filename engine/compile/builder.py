@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 
 from engine.compile.context import RunContext
@@ -78,11 +79,15 @@ class GraphBuilder:
             raise CompileError(f"{self.where(step_id)}: block '{ref}' is not in the flow's bundle")
         return block
 
-    def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None) -> str:
+    def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None,
+                 subgraph: bool = False) -> str:
+        """Add a node. `subgraph=True` for nodes that invoke a compiled graph (subflows, map bodies):
+        LangGraph then finds that graph in the function's closure (for state inspection and
+        message streaming); other nodes are wrapped so that it does not have to look."""
         if name in self.nodes:
             raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
         self.nodes.add(name)
-        self.graph.add_node(name, fn, retry_policy=retry)
+        self.graph.add_node(name, fn if subgraph else _Node(fn), retry_policy=retry, input_schema=State)
         return name
 
     def sub_builder(self) -> GraphBuilder:
@@ -153,7 +158,25 @@ class GraphBuilder:
         return list(dict.fromkeys(nodes))
 
 
-async def _pass(state: State) -> None:
+class _Node:
+    """A node function behind a plain object. For a function, LangGraph's add_node disassembles the
+    closure looking for subgraphs and evaluates its string annotations — most of the compile
+    time of a long flow; for this object it does neither (the input schema is given explicitly)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    async def __call__(self, state: Any, runtime: Runtime[RunContext]) -> Any:
+        return await self.fn(state, runtime)
+
+
+# resolved once here instead of at every add_node
+_Node.__call__.__annotations__ = get_type_hints(_Node.__call__)
+
+
+async def _pass(state: State, runtime: Runtime[RunContext]) -> None:
     """Marks the end of a self-routing step for a barrier join."""
     return None
 

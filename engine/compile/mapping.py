@@ -108,7 +108,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return update
 
     builder.add_node(step.id, fan_out)
-    builder.add_node(item_node, item, retry=retry)
+    builder.add_node(item_node, item, retry=retry, subgraph=spec.steps is not None)
     builder.add_node(join_node, join)
     builder.graph.add_edge(item_node, join_node)
     return Built([step.id], tail=join_node)

@@ -91,7 +91,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         context = {renames.get(key, key): value for key, value in outputs.items()}
         return {"context": context, "results": [record(step.id, None, outputs, flow=name)]}
 
-    builder.add_node(step.id, node)
+    builder.add_node(step.id, node, subgraph=True)
     return Built([step.id], tail=step.id)
 
 

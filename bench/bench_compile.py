@@ -1,0 +1,96 @@
+"""Compile time of generated 200-step flows: compile_flow vs LangGraph's own build + compile.
+
+    python bench/bench_compile.py [--steps 200] [--reps 30]
+
+Flows are built in memory (Bundle.from_source), so the figures are the compiler's alone: no
+YAML, no files. Prints the median and the range of `reps` compiles after one warm-up, plus
+the first (cold) compile of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import operator
+import statistics
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from engine.bundle import Bundle
+from engine.compile import compile_flow
+
+BLOCK = {"block": "inc", "kind": "transform", "inputs": {"n": {"type": "integer", "default": 0}},
+         "outputs": {"n": {"type": "integer"}}, "compute": {"n": "n + 1"}}
+
+
+def chain(steps: int) -> Bundle:
+    flow = {"flow": "chain", "outputs": ["n"],
+            "steps": [{"id": f"s{i}", "uses": "inc", "with": {"n": "{{ context.n | default(0) }}"}}
+                      for i in range(steps)]}
+    return Bundle.from_source({"flow": flow, "blocks": {"inc": BLOCK}, "flows": {}, "config": {}})
+
+
+def mixed(steps: int) -> Bundle:
+    """Every tenth step a router (back to the step before it, bounded by max_visits), with a
+    loop, a foreach and a map in between."""
+    items: list[dict[str, Any]] = []
+    for i in range(steps):
+        if i % 10 == 9:
+            items.append({"id": f"s{i}", "router": {"value": "{{ context.n }}",
+                                                    "routes": [{"regex": "^1", "goto": f"s{i - 1}"}],
+                                                    "default": f"s{i + 1}" if i + 1 < steps else "end"}})
+        elif i % 50 == 3:
+            items.append({"id": f"s{i}", "loop": {"max_iterations": 3, "until": "context.n > 2",
+                                                  "steps": [{"id": f"s{i}_body", "uses": "inc"}]}})
+        elif i % 50 == 5:
+            items.append({"id": f"s{i}", "map": {"items": "[1, 2, 3]", "as": "n", "uses": "inc", "collect": "m"}})
+        else:
+            items.append({"id": f"s{i}", "uses": "inc", **({"max_visits": 5} if i % 10 == 8 else {})})
+    flow = {"flow": "mixed", "steps": items}
+    return Bundle.from_source({"flow": flow, "blocks": {"inc": BLOCK}, "flows": {}, "config": {}})
+
+
+class S(TypedDict, total=False):
+    log: Annotated[list[int], operator.add]
+
+
+def raw_langgraph(steps: int) -> Any:
+    graph = StateGraph(S)
+    for i in range(steps):
+        async def node(state: S, i: int = i) -> dict[str, Any]:
+            return {"log": [i]}
+        graph.add_node(f"n{i}", node)
+        graph.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    graph.add_edge(f"n{steps - 1}", END)
+    return graph.compile()
+
+
+def measure(label: str, fn: Callable[[], Any], reps: int) -> float:
+    started = time.perf_counter()
+    fn()
+    cold = (time.perf_counter() - started) * 1000
+    samples = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    median = statistics.median(samples)
+    print(f"{label:<44} median {median:6.1f} ms  (range {min(samples):.1f}-{max(samples):.1f}, cold {cold:.1f})")
+    return median
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+    linear, varied = chain(args.steps), mixed(args.steps)
+    measure(f"LangGraph alone, {args.steps}-node chain", lambda: raw_langgraph(args.steps), args.reps)
+    measure(f"compile_flow, {args.steps}-step chain", lambda: compile_flow(linear), args.reps)
+    measure(f"compile_flow, {args.steps} steps (routers, loop, map)", lambda: compile_flow(varied), args.reps)
+
+
+if __name__ == "__main__":
+    main()
