@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import time
 
 from engine.errors import UsageError
@@ -11,6 +12,9 @@ from engine.errors import UsageError
 # Crockford's base32, lower case: its digits sort in ASCII order, and it has no i, l, o, u
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RANDOM_BITS = 25
+_lock = threading.Lock()
+_last = (0, 0)
 
 
 def _base32(value: int, width: int) -> str:
@@ -22,11 +26,24 @@ def _base32(value: int, width: int) -> str:
 
 
 def new_run_id() -> str:
-    """13 characters: milliseconds since 1970 (9 chars, good until the year 3084) + 20 random bits.
+    """14 characters: milliseconds since 1970 (9 chars, good until the year 3084) + 25 bits.
 
-    Ids made later sort after earlier ones (to the millisecond), so `ORDER BY id` is time order.
+    Ids sort in the order they were made, so `ORDER BY id` is time order. Within one process
+    ids made in the same millisecond count up from a random start (never equal); between
+    processes the random part makes a clash unlikely, and the runs table's key catches it.
     """
-    return _base32(time.time_ns() // 1_000_000, 9) + _base32(secrets.randbits(20), 4)
+    global _last
+    with _lock:
+        now = time.time_ns() // 1_000_000
+        last_ms, last_tail = _last
+        if now > last_ms:
+            ms, tail = now, secrets.randbits(_RANDOM_BITS - 1)  # room to count up within the millisecond
+        elif last_tail + 1 < 2**_RANDOM_BITS:  # same millisecond, or the clock stepped back
+            ms, tail = last_ms, last_tail + 1
+        else:
+            ms, tail = last_ms + 1, secrets.randbits(_RANDOM_BITS - 1)
+        _last = (ms, tail)
+    return _base32(ms, 9) + _base32(tail, 5)
 
 
 def check_run_id(run_id: str) -> str:

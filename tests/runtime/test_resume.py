@@ -130,7 +130,7 @@ def test_ctrl_c_or_kill_marks_the_run_interrupted_and_resumable(yard: Path, cli:
     try:
         _read_until(child.stderr, lambda line: "nap: started" in line)
         child.send_signal(sig)
-        out, err = child.communicate(timeout=60)
+        _out, err = child.communicate(timeout=60)
     finally:
         if child.poll() is None:
             child.kill()
