@@ -34,7 +34,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     frames = region.frames
     inner = (*frames, Frame("foreach", step.id, spec.as_))
     done_node = f"{step.id}.next"
-    body = builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'")
+    body: list[str] = []  # the body's entry nodes, known once it is built
     body_ids = {child.id for child in spec.steps}
     label = builder.label(step.id)
     items_key, position_key = FOREACH_ITEMS.format(step.id), FOREACH_INDEX.format(step.id)
@@ -88,7 +88,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return complete(state, runtime, results, since(loops.get(since_key)), clear)
 
     builder.add_node(step.id, start)
-    builder.add_node(done_node, next_item)
+    builder.add_node(done_node, next_item)  # before the body: its barrier joins check their targets exist
+    body.extend(builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'"))
     return built
 
 

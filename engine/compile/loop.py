@@ -32,7 +32,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     spec = step.loop
     assert spec is not None
     check = f"{step.id}.check"
-    body = builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'")
+    body: list[str] = []  # the body's entry nodes, known once it is built
     frames = region.frames
     label = builder.label(step.id)
     count, since_key = COUNT.format(step.id), SINCE.format(step.id)
@@ -71,5 +71,6 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return Command(update=update, goto=list(built.after))
 
     builder.add_node(step.id, start)
-    builder.add_node(check, after_pass)
+    builder.add_node(check, after_pass)  # before the body: its barrier joins check their targets exist
+    body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'"))
     return built

@@ -127,3 +127,45 @@ def test_unbound_inputs_read_context_then_flow_inputs_then_defaults(build: Calla
     # first: a=2, b=5 (flow inputs); second: n defaults to 0; third: a=2 (flow input), b=1
     assert result.outputs == {"sum": 3, "n": 1}
     assert [r["outputs"] for r in result.state["results"]] == [{"sum": 7}, {"n": 1}, {"sum": 3}]
+
+
+def test_parallel_branches_in_a_loop_body_end_the_pass_once(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: rounds
+        outputs: [n, left, right]
+        steps:
+          - id: cycle
+            loop:
+              max_iterations: 3
+              steps:
+                - {id: tick, uses: inc}
+                - {id: l, uses: echo, needs: [tick], with: {text: "l{{ context.n }}"}, outputs: {text: left}}
+                - {id: r1, uses: echo, needs: [tick], with: {text: "r{{ context.n }}"}, outputs: {text: right}}
+                - {id: r2, uses: echo, with: {text: "{{ context.right }}!"}, outputs: {text: right}}
+        """)
+    result = run(compiled)
+    assert result.error is None
+    assert result.outputs == {"n": 3, "left": "l3", "right": "r3!"}
+    # one `tick` per pass: the pass ended once per iteration although two branches ran
+    assert result.steps.count("tick") == 3
+    assert result.steps.count("cycle") == 1
+
+
+def test_a_step_can_wait_for_a_loop_and_a_foreach(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: waits
+        outputs: [n, log, sum]
+        steps:
+          - {id: go, uses: mark, with: {tag: go}}
+          - id: spin
+            needs: [go]
+            loop: {max_iterations: 2, steps: [{id: bump, uses: inc}]}
+          - id: walk
+            needs: [go]
+            foreach: {items: "['a', 'b', 'c']", as: tag, steps: [{id: m, uses: mark}]}
+          - {id: both, uses: add, needs: [spin, walk], with: {a: "{{ context.n }}", b: "{{ context.log | length }}"}}
+        """)
+    result = run(compiled)
+    assert result.error is None
+    assert result.outputs == {"n": 2, "log": ["go", "a", "b", "c"], "sum": 6}
+    assert result.steps.count("both") == 1 and result.steps[-1] == "both"
