@@ -31,14 +31,15 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
             if name in bound or key_fact(name) in must or name in flow_inputs or decl.has_default or name in items:
                 continue
             head = f"step '{node.id}': input '{name}' of block '{block.block}' is not bound"
+            bind = "map.with" if node.action == "map" else "with"
             explained = flow.explain(name, may, f"'{node.id}'")
             if explained is not None:
                 why = f"; {explained}"
             else:
                 hint = did_you_mean(name, keys_of(must))
-                why = (f": no `with:` binding, no earlier step writes context key '{name}', the flow has no input "
+                why = (f": no `{bind}:` binding, no earlier step writes context key '{name}', the flow has no input "
                        f"'{name}' and the block gives no default{hint}")
-            index.report(where, "BY405", f"{head}{why} (bind it with `with: {{{name}: ...}}`)")
+            index.report(where, "BY405", f"{head}{why} (bind it with `{bind}: {{{name}: ...}}`)")
 
 
 def check_parallel_writes(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
