@@ -27,6 +27,10 @@ def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         found = f"several ({', '.join(actions)})" if actions else "none"
         raise CompileError(f"{builder.where(step.id)}: a step needs exactly one of uses, router, loop, foreach, "
                            f"map, approval or flow; it has {found}")
+    if actions[0] not in ("uses", "flow") and (step.with_ or step.outputs):
+        key = "with" if step.with_ else "outputs"
+        raise CompileError(f"{builder.where(step.id)}: `{key}:` applies to `uses:` and `flow:` steps, not to a "
+                           f"{actions[0]} step" + (" (name its result with `collect:`)" if key == "outputs" else ""))
     if step.branches is not None and step.uses is None:
         raise CompileError(f"{builder.where(step.id)}: `branches:` needs a decide block (`uses:`); "
                            "use a router to branch on a value")

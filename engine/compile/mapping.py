@@ -22,6 +22,7 @@ import weakref
 from contextlib import AsyncExitStack
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
@@ -144,8 +145,8 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
         started = time.monotonic()
         try:
             final = await body.ainvoke(state, {"recursion_limit": body_limit})
-        except StepFailed:
-            raise  # a body step failed; it named itself and the item already
+        except (StepFailed, GraphBubbleUp):
+            raise  # a body step failed (it named itself and the item already), or LangGraph control flow
         except Exception as exc:
             raise failed(runtime.stream_writer, builder.flow, label, f"{type(exc).__name__}: {exc}",
                          started=started, index=position, cause=exc) from exc

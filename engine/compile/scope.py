@@ -120,10 +120,35 @@ class Binder:
                 raise Problem(f"input '{name}' is not bound: no `with:` binding, no context key or flow input "
                               f"named '{name}', and no default")
             try:
-                values[name] = conform(value, spec, name)
+                values[name] = plain(conform(value, spec, name), name)
             except TypeMismatch as exc:
                 raise Problem(f"input {exc}") from None
+            except Problem as exc:
+                raise Problem(f"input {exc}") from None
         return values
+
+
+def plain(value: Any, name: str) -> Any:
+    """`value` as JSON data (the state is checkpointed and events are JSON): tuples become lists,
+    str subclasses str; anything else that JSON cannot hold is a Problem naming `name`."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [plain(item, f"{name}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Problem(f"'{name}' has a key that is not text: {key!r}")
+            result[str(key)] = plain(item, f"{name}.{key}")
+        return result
+    if isinstance(value, str):
+        return str(value)  # e.g. markupsafe.Markup from a template filter
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int | float):
+        return int(value) if isinstance(value, int) else float(value)  # enum members and the like
+    raise Problem(f"'{name}' is not JSON data (a {type(value).__name__})")
 
 
 def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, Any]:
@@ -143,7 +168,9 @@ def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, 
         else:
             raise Problem(f"output '{name}' is missing")
         try:
-            result[name] = conform(value, spec, name)
+            result[name] = plain(conform(value, spec, name), name)
         except TypeMismatch as exc:
+            raise Problem(f"output {exc}") from None
+        except Problem as exc:
             raise Problem(f"output {exc}") from None
     return result

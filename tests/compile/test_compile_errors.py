@@ -256,3 +256,25 @@ def test_llm_requests_carry_the_rendered_prompt_and_schema(build: Callable[..., 
     assert (request.system, request.user, request.inputs) == ("Be warm.", "Greet Ada.", {"name": "Ada"})
     assert request.output_schema == {"type": "object", "additionalProperties": False, "required": ["greeting"],
                                      "properties": {"greeting": {"type": "string", "description": "The greeting."}}}
+
+
+def test_values_must_be_json_data(build: Callable[..., CompiledFlow]) -> None:
+    odd = "block: odd\nkind: transform\noutputs: {r: {type: any}}\ncompute: {r: \"range(3)\"}\n"
+    compiled = build("flow: j\nsteps:\n  - {id: s, uses: odd}\n", blocks={"odd": odd})
+    assert str(run(compiled).error) == "flow 'j', step 's' (block 'odd'): output 'r' is not JSON data (a range)"
+    compiled = build("flow: j\nsteps:\n  - {id: s, uses: echo, with: {text: '{{ [1, (2, 3)] }}'}}\n")
+    result = run(compiled)
+    assert result.error is None and result.context == {"text": [1, [2, 3]]}
+
+
+@pytest.mark.parametrize(("step", "message"), [
+    ("{id: s, loop: {max_iterations: 1, steps: [{id: t, uses: inc}]}, with: {n: 1}}",
+     "flow 'f', step 's': `with:` applies to `uses:` and `flow:` steps, not to a loop step"),
+    ("{id: s, map: {items: '[1]', uses: inc, collect: c}, outputs: {c: d}}",
+     "flow 'f', step 's': `outputs:` applies to `uses:` and `flow:` steps, not to a map step (name its result "
+     "with `collect:`)"),
+])
+def test_keys_that_do_not_apply(bundle_of: Callable[..., Bundle], step: str, message: str) -> None:
+    with pytest.raises(CompileError) as caught:
+        compile_flow(bundle_of(ONE_STEP.format(step=step)))
+    assert str(caught.value) == message
