@@ -58,7 +58,7 @@ def validate(paths: list[Path], root: Path | None) -> Report:
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
             if target.wants((target.root / d.file).resolve()):
-                diagnostics.add(_rebase(_one_line(d), shown))
+                diagnostics.add(_rebase(_one_line(d), shown, cwd))
         checked += sum(1 for path in project.files if target.wants(path.resolve()))
     return Report(sorted(diagnostics), checked)
 
@@ -145,7 +145,13 @@ def _one_line(d: Diagnostic) -> Diagnostic:
     return Diagnostic(d.file, d.line, d.col, d.code, message, d.severity)
 
 
-def _rebase(d: Diagnostic, prefix: str) -> Diagnostic:
-    if not prefix:
+def _rebase(d: Diagnostic, prefix: str, cwd: Path) -> Diagnostic:
+    file = Path(d.file)
+    if file.is_absolute():  # a folder outside the yard (`paths:` in blockyard.yaml)
+        resolved = file.resolve()
+        shown = resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd) else resolved.as_posix()
+    elif prefix:
+        shown = prefix + d.file
+    else:
         return d
-    return Diagnostic(prefix + d.file, d.line, d.col, d.code, d.message, d.severity)
+    return Diagnostic(shown, d.line, d.col, d.code, d.message, d.severity)

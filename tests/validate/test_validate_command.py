@@ -168,3 +168,18 @@ def test_custom_folders_from_the_config(tmp_path: Path) -> None:
     (tmp_path / "defs" / "bad.yaml").write_text(BAD_FLOW, encoding="utf-8")
     report = validate([tmp_path / "defs"], None)
     assert [(d.file, d.code) for d in report.diagnostics] == [("defs/bad.yaml", "BY102")]
+
+
+def test_a_folder_outside_the_yard_is_shown_from_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    yard, shared = tmp_path / "yard", tmp_path / "shared"
+    yard.mkdir()
+    shared.mkdir()
+    (yard / "blockyard.yaml").write_text("paths: {blocks: ../shared}\n", encoding="utf-8")
+    (shared / "broken.yaml").write_text(BAD_BLOCK, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert validate_command([], "text", Path("yard")) == 1
+    assert lines(capsys) == [BAD_BLOCK_LINE.replace("blocks/broken.yaml", "shared/broken.yaml")]
+    monkeypatch.chdir(yard)
+    assert validate_command([], "text", None) == 1
+    assert lines(capsys) == [BAD_BLOCK_LINE.replace("blocks/broken.yaml", (shared / "broken.yaml").as_posix())]
