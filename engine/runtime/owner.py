@@ -44,7 +44,11 @@ def _proc_stat(pid: int) -> str | None:
 
 def current() -> Owner:
     """This process."""
-    pid = os.getpid()
+    return _owner(os.getpid())  # keyed by pid: a forked child is another owner
+
+
+@cache
+def _owner(pid: int) -> Owner:
     return Owner(pid, host_name(), _start_time(pid))
 
 

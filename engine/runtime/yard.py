@@ -51,6 +51,8 @@ class Yard:
         self._bundles: dict[str, Bundle] = {}
         self._compiled: dict[tuple[str, bool], Any] = {}
         self._registries: dict[str, Any] = {}
+        self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
+        self._saved: set[str] = set()  # digests this process has stored in `definitions`
         self._validated = False
 
     @classmethod
@@ -133,11 +135,21 @@ class Yard:
                 self._bundles[name] = make_bundle(self.project, name)
             return self._bundles[name]
 
+    def _pin(self, bundle: Bundle) -> tuple[str, str]:
+        """(digest, JSON) of a bundle, computed once per bundle object (hashing serializes it all)."""
+        with self._lock:
+            known = self._hashes.get(id(bundle))
+            if known is None:
+                if len(self._hashes) > 256:
+                    self._hashes.clear()
+                known = self._hashes[id(bundle)] = (bundle, bundle.digest, bundle.to_json())
+            return known[1], known[2]
+
     def compiled(self, bundle: Bundle, *, durable: bool = True) -> Any:
         """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
         from engine.compile import compile_flow
 
-        key = (bundle.digest, durable)
+        key = (self._pin(bundle)[0], durable)
         with self._lock:
             if key not in self._compiled:
                 saver = self.db.saver if durable else None
@@ -171,17 +183,20 @@ class Yard:
         bundle = self.bundle(name)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{name}'")
         compiled = self.compiled(bundle)
+        digest, text = self._pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         me = owner.current()
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=bundle.digest, status="running", inputs=values, owner_pid=me.pid,
+                               digest=digest, status="running", inputs=values, owner_pid=me.pid,
                                owner_host=me.host, owner_start=me.start, created=now, started=now)
+            writes = [store.insert_run(record)]
+            if digest not in self._saved:
+                writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
             try:
-                await self.db.writer.write(
-                    store.save_definition(bundle.digest, bundle.name, bundle.version, bundle.to_json(), now),
-                    store.insert_run(record))
+                await self.db.writer.write(*writes)
+                self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
                 if chosen is not None:
@@ -203,6 +218,8 @@ class Yard:
         if text is None:
             raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
         bundle = Bundle.from_json(text)
+        with self._lock:  # the stored digest is the definition's identity: no need to hash it again
+            self._hashes[id(bundle)] = (bundle, record.digest, text)
         compiled = self.compiled(bundle)
         me = owner.current()
         if not await self.db.writer.call(store.claim(run_id, record, me.pid, me.host, me.start)):
