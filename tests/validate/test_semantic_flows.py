@@ -310,3 +310,15 @@ def test_check_project_is_deterministic_and_sorted(make_yard: MakeYard) -> None:
     assert first == sorted(first, key=lambda line: (line.split(":")[0], int(line.split(":")[1]),
                                                     int(line.split(":")[2])))
     assert problems(make_yard, flow) == first
+
+
+def test_needs_cannot_name_end_and_mapping_methods_are_not_keys(make_yard: MakeYard) -> None:
+    assert problems(make_yard, """
+        flow: f
+        steps:
+          - {id: a, uses: t, with: {x: "{{ context.get('later', 0) }} {{ inputs.keys() | list }}"}}
+          - {id: b, uses: t, needs: [a, end]}
+        """) == [
+        "flows/f.yaml:4:33: error BY212 step 'b' needs `end`, which is no step: `needs` names steps that must "
+        "finish first",
+    ]

@@ -19,53 +19,60 @@ def check_references(index: FlowIndex) -> None:
     for node in index.walk():
         _block(index, node)
         _subflow(index, node)
-        for where, name, allow_fail in targets(node):
-            _target(index, node, where, name, allow_fail)
+        for where, name, allowed in targets(node):
+            _target(index, node, where, name, allowed)
         _bindings(index, node)
         _renames(index, node)
         _delegates(index, node)
 
 
-def targets(node: StepNode) -> Iterator[tuple[JsonPath, str, bool]]:
-    """(path, step name, `fail` allowed) of every place the step names another step."""
+NEEDS: tuple[str, ...] = ()
+GOTO = (END,)
+EXIT = (END, "fail")
+
+
+def targets(node: StepNode) -> Iterator[tuple[JsonPath, str, tuple[str, ...]]]:
+    """(path, step name, keywords allowed there) of every place the step names another step."""
     spec = node.spec
     for position, name in enumerate(spec.needs):
-        yield node.at("needs", position), name, False
+        yield node.at("needs", position), name, NEEDS
     if spec.goto is not None:
-        yield node.at("goto"), spec.goto, False
+        yield node.at("goto"), spec.goto, GOTO
     for value, target in (spec.branches or {}).items():
-        yield node.at("branches", value), target, False
+        yield node.at("branches", value), target, GOTO
     if spec.router is not None:
         for position, route in enumerate(spec.router.routes):
-            yield node.at("router", "routes", position, "goto"), route.goto, False
-        yield node.at("router", "default"), spec.router.default, False
+            yield node.at("router", "routes", position, "goto"), route.goto, GOTO
+        yield node.at("router", "default"), spec.router.default, GOTO
     gates: list[tuple[ApprovalSpec, str]] = []
     if spec.approval is not None:
         gates.append((spec.approval, "approval"))
     if isinstance(spec.require_approval, ApprovalSpec):
         gates.append((spec.require_approval, "require_approval"))
     for gate, key in gates:
-        yield node.at(key, "on_reject"), gate.on_reject, True
+        yield node.at(key, "on_reject"), gate.on_reject, EXIT
         if gate.on_timeout not in ("approve", "reject"):
-            yield node.at(key, "on_timeout"), gate.on_timeout, False
+            yield node.at(key, "on_timeout"), gate.on_timeout, GOTO
     if "on_max_visits" in spec.model_fields_set:
-        yield node.at("on_max_visits"), spec.on_max_visits, True
+        yield node.at("on_max_visits"), spec.on_max_visits, EXIT
 
 
-def _target(index: FlowIndex, node: StepNode, where: JsonPath, name: str, allow_fail: bool) -> None:
-    if name == END or (allow_fail and name == "fail"):
-        return
+def _target(index: FlowIndex, node: StepNode, where: JsonPath, name: str, allowed: tuple[str, ...]) -> None:
     region = node.region
-    if name in region.by_id:
+    if name in allowed or name in region.by_id:
         return
     index.broken = True
+    if name == END:
+        index.report(where, "BY212", f"step '{node.id}' needs `end`, which is no step: `needs` names steps "
+                                     "that must finish first")
+        return
     elsewhere = index.by_id.get(name)
     if elsewhere is not None:
         index.report(where, "BY213",
                      f"step '{node.id}' names step '{name}', which is in {elsewhere.region.describe()}; "
                      f"steps in {region.describe()} can only go to steps of the same list (or `end`)")
         return
-    names = [*region.by_id, END] + (["fail"] if allow_fail else [])
+    names = [*region.by_id, *allowed]
     index.report(where, "BY212", f"step '{node.id}' names unknown step '{name}'{did_you_mean(name, names)}")
 
 

@@ -17,6 +17,8 @@ from engine.validate.semantic.references import step_outputs
 from engine.validate.semantic.templates import Problem, bindings, scan
 
 ROOTS = ("inputs", "context", "steps")
+# `context.get('x', 0)` calls the mapping's method (Jinja tries attributes before keys): not a key
+MAPPING_METHODS = frozenset({"get", "keys", "items", "values"})
 
 
 class StepScope:
@@ -32,7 +34,7 @@ class StepScope:
 
     def __call__(self, path: tuple[str, ...], guarded: bool) -> Problem | None:
         root = path[0]
-        if root in self.items:
+        if root in self.items or (len(path) > 1 and path[1] in MAPPING_METHODS):
             return None
         if root == "inputs":
             return self._input(path)
