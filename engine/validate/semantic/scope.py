@@ -113,7 +113,7 @@ def check_step_templates(index: FlowIndex, flow: Dataflow | None) -> None:
         _memory_scope(index, memory.scope)
 
 
-Place = tuple[str, JsonPath, bool, "tuple[Facts | None, Facts] | None", tuple[str, ...]]
+Place = tuple[str, JsonPath, bool, tuple[Facts | None, Facts] | None, tuple[str, ...]]
 
 
 def _places(node: StepNode, before: tuple[Facts | None, Facts] | None,
