@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -40,8 +41,24 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
     uv = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
                         timeout_graceful_shutdown=int(grace) + 5, server_header=False)
     logs.get_logger().info("listening", extra=logs.fields(url=f"http://{_url_host(host)}:{port}/"))
-    uvicorn.Server(uv).run()
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal: for a server
+    # that is the normal way to stop, so both end here with exit 0.
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        uvicorn.Server(uv).run()
+    except (KeyboardInterrupt, _Stopped):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+class _Stopped(Exception):
+    """SIGTERM, after the graceful shutdown."""
+
+
+def _stopped(_signum: int, _frame: object) -> None:
+    raise _Stopped
 
 
 def _config(root: Path) -> ConfigSpec:
@@ -63,10 +80,14 @@ def watch_command(root: Path, fmt: str = "text", out: TextIO | None = None) -> i
         raise UsageError(f"{root}: no such folder")
 
     async def loop() -> None:
+        watcher = YardWatcher(root)
+        batches = watcher.batches(asyncio.Event())
+        upcoming = asyncio.ensure_future(anext(batches))
+        await watcher.ready.wait()  # watching before the first report: no save falls in between
         _report(root, fmt, out, None)
-        stop = asyncio.Event()
-        async for changed in YardWatcher(root).batches(stop):
-            _report(root, fmt, out, changed)
+        while True:
+            _report(root, fmt, out, await upcoming)
+            upcoming = asyncio.ensure_future(anext(batches))
 
     print(f"watching {root} for changes (Ctrl-C to stop)", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):

@@ -16,7 +16,7 @@ from pathlib import Path
 from engine.diagnostics import Diagnostic
 from engine.serve.catalog import Catalog, load_catalog
 from engine.serve.logs import fields, get_logger
-from engine.serve.watcher import YardWatcher
+from engine.serve.watcher import YardWatcher, fingerprint
 
 Listener = Callable[[Catalog, Catalog], None]
 
@@ -30,11 +30,13 @@ class Reloader:
         self.listeners: list[Listener] = []
         self.last_error: str | None = None
         self.reloads = 0
+        self._seen: tuple[tuple[str, str], ...] = ()
         self.log = get_logger()
         self._lock = asyncio.Lock()
 
     def load_now(self) -> Catalog:
         """First load, before the server starts (blocking)."""
+        self._seen = fingerprint(self.root)
         self._swap(load_catalog(self.root, self.catalog), "startup", 0.0)
         return self.catalog
 
@@ -55,8 +57,26 @@ class Reloader:
 
     async def watch(self, stop: asyncio.Event, watcher: YardWatcher | None = None) -> None:
         """Reload on every batch of changes until `stop` is set."""
-        async for changed in (watcher or YardWatcher(self.root)).batches(stop):
-            await self.reload(changed)
+        watcher = watcher or YardWatcher(self.root)
+        batches = watcher.batches(stop)
+        upcoming = asyncio.ensure_future(anext(batches))
+        try:
+            ready = asyncio.ensure_future(watcher.ready.wait())
+            await asyncio.wait({ready, upcoming}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            # an edit between the last load and the watch start would otherwise wait for the next one
+            if not upcoming.done() and await asyncio.to_thread(fingerprint, self.root) != self._seen:
+                await self.reload()
+            while True:
+                try:
+                    changed = await upcoming
+                except StopAsyncIteration:
+                    return
+                await self.reload(changed)
+                upcoming = asyncio.ensure_future(anext(batches))
+        finally:
+            upcoming.cancel()
+            await batches.aclose()
 
     def _swap(self, new: Catalog, changed: str | None, ms: float) -> None:
         old, self.catalog = self.catalog, new

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -47,6 +48,7 @@ class YardWatcher:
         self.root = root.resolve()
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
+        self.ready = asyncio.Event()  # set once changes are being recorded
 
     async def batches(self, stop: asyncio.Event) -> AsyncIterator[set[Path]]:
         while not stop.is_set():
@@ -59,6 +61,9 @@ class YardWatcher:
             pumps = [asyncio.create_task(self._pump(anchors, False, queue, restart, stop, folders))]
             if deep:
                 pumps.append(asyncio.create_task(self._pump(deep, True, queue, restart, stop, folders)))
+            # watchfiles sets its watches up in the first step of each pump, before it awaits
+            await asyncio.sleep(0)
+            self.ready.set()
             try:
                 while not stop.is_set():
                     getter = asyncio.ensure_future(queue.get())
@@ -93,3 +98,17 @@ class YardWatcher:
             await queue.put({Path(name) for _, name in changes})
             if stop.is_set():
                 return
+
+
+def fingerprint(root: Path) -> tuple[tuple[str, str], ...]:
+    """(path, content hash) of every definition file: tells whether anything changed in between
+    (file times are too coarse for edits made in the same few milliseconds)."""
+    found = []
+    candidates = [root / CONFIG_FILE]
+    for folder in definition_folders(root):
+        if folder.is_dir():
+            candidates.extend(p for p in folder.rglob("*") if p.suffix in YAML_SUFFIXES)
+    for path in candidates:
+        with contextlib.suppress(OSError):
+            found.append((str(path), hashlib.sha1(path.read_bytes(), usedforsecurity=False).hexdigest()))
+    return tuple(sorted(found))

@@ -27,8 +27,9 @@ def watching(root: Path, scenario: Callable[[Reloader], object]) -> None:
         reloader = Reloader(root)
         reloader.load_now()
         stop = asyncio.Event()
-        task = asyncio.create_task(reloader.watch(stop))
-        await asyncio.sleep(0.2)  # let the watcher start
+        watcher = YardWatcher(root)
+        task = asyncio.create_task(reloader.watch(stop, watcher))
+        await watcher.ready.wait()
         try:
             await scenario(reloader)  # type: ignore[misc]
         finally:
@@ -101,12 +102,13 @@ def test_the_watcher_ignores_other_files(yard: Path) -> None:
         stop = asyncio.Event()
         batches: list[set[Path]] = []
 
-        async def collect() -> None:
-            async for batch in YardWatcher(yard).batches(stop):
+        async def collect(watcher: YardWatcher) -> None:
+            async for batch in watcher.batches(stop):
                 batches.append(batch)
 
-        task = asyncio.create_task(collect())
-        await asyncio.sleep(0.2)
+        watcher = YardWatcher(yard)
+        task = asyncio.create_task(collect(watcher))
+        await watcher.ready.wait()
         (yard / "flows/notes.txt").write_text("not yaml")
         (yard / ".blockyard").mkdir(exist_ok=True)
         (yard / ".blockyard/state.db").write_text("x")
@@ -120,3 +122,17 @@ def test_the_watcher_ignores_other_files(yard: Path) -> None:
 
     batches = asyncio.run(main())
     assert set().union(*batches) == {(yard / "flows/add.yaml").resolve()}
+
+
+def test_an_edit_made_before_the_watch_starts_is_not_lost(yard: Path) -> None:
+    async def main() -> None:
+        reloader = Reloader(yard)
+        reloader.load_now()
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))  # nobody watches yet
+        stop = asyncio.Event()
+        task = asyncio.create_task(reloader.watch(stop))
+        await until(lambda: reloader.catalog.flows["add"].version == 2)
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+    asyncio.run(main())

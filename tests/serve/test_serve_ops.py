@@ -1,0 +1,176 @@
+"""Operations: token enforcement, schedules firing in a live server, the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_helpers import YARD, Live, free_socket, wait_for, wait_run
+
+from engine.serve.clock import ManualClock
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def test_a_token_protects_the_api(yard: Path, serve: Callable[..., Live]) -> None:
+    live = serve(yard, watch=False, schedules=False, token="s3cret")
+    with live.client() as anonymous:
+        for method, path in [("GET", "/flows"), ("GET", "/runs"), ("GET", "/diagnostics"),
+                             ("POST", "/flows/add/runs"), ("POST", "/runs/x/resume"), ("GET", "/runs/x/events")]:
+            response = anonymous.request(method, path, json={})
+            assert response.status_code == 401, path
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert response.json()["error"]["code"] == "unauthorized"
+        assert "needs a token" in anonymous.get("/flows").json()["error"]["message"]
+        for public in ("/healthz", "/", "/static/app.js", "/docs", "/openapi.json"):
+            assert anonymous.get(public).status_code == 200, public
+    with live.client(token="wrong") as wrong:
+        response = wrong.get("/flows")
+        assert response.status_code == 401 and response.json()["error"]["message"] == "the token is wrong"
+    with live.client(token="s3cret") as client:
+        assert client.get("/flows").status_code == 200
+        result = client.post("/flows/add/runs", json={"inputs": {"a": 1}}).json()
+        assert result["outputs"] == {"total": 3}
+
+
+def test_a_schedule_fires_in_the_server_when_the_clock_says_so(make_yard: Callable[[dict[str, str]], Path],
+                                                               serve: Callable[..., Live]) -> None:
+    root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"]
+                      + "schedule: {cron: '30 6 * * *', timezone: UTC, inputs: {a: 40}}\n"})
+    clock = ManualClock(datetime(2026, 5, 4, 6, 0, tzinfo=UTC))
+    live = serve(root, watch=False, clock=clock)
+    with live.client() as client:
+        schedule = wait_for(lambda: (f := client.get("/flows/add").json())["schedule"]["next_fire"] and f["schedule"])
+        assert schedule == {"cron": "30 6 * * *", "timezone": "UTC", "misfire": "skip", "inputs": {"a": 40},
+                            "next_fire": "2026-05-04T06:30:00+00:00", "last_fire": None, "last_run": None}
+        assert client.get("/runs").json()["runs"] == []
+        clock.set(datetime(2026, 5, 4, 6, 30, 1, tzinfo=UTC))
+        runs = wait_for(lambda: client.get("/runs", params={"flow": "add"}).json()["runs"])
+        run = wait_run(client, runs[0]["id"])
+        assert (run["inputs"], run["outputs"]) == ({"a": 40, "b": 2}, {"total": 42})
+        schedule = client.get("/flows/add").json()["schedule"]
+        assert schedule["last_fire"] == "2026-05-04T06:30:00+00:00"
+        assert schedule["last_run"] == run["id"]
+        assert schedule["next_fire"] == "2026-05-05T06:30:00+00:00"
+
+
+def test_schedules_command_prints_next_fire_times(make_yard: Callable[[dict[str, str]], Path]) -> None:
+    from engine.cli import main
+
+    root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"]
+                      + "schedule: {cron: '0 11 * * TUE', timezone: Europe/Paris}\n"})
+    result = subprocess.run([sys.executable, "-m", "engine", "schedules", "--json", "--root", str(root)],
+                            capture_output=True, text=True, env=ENV, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["flow"], r["cron"], r["timezone"], r["misfire"], r["problem"]) for r in rows] == [
+        ("add", "0 11 * * TUE", "Europe/Paris", "skip", None)]
+    upcoming = datetime.fromisoformat(rows[0]["next_fire"])
+    assert upcoming > datetime.now(UTC) and upcoming.weekday() == 1  # a Tuesday
+    text = subprocess.run([sys.executable, "-m", "engine", "schedules", "--root", str(root)],
+                          capture_output=True, text=True, env=ENV, timeout=60)
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT", "FIRE", "LAST", "FIRE"]
+    assert lines[1].split()[:8] == ["add", "0", "11", "*", "*", "TUE", "Europe/Paris", "skip"]
+    assert lines[1].split()[-1] == "-"  # never fired
+    (root / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "schedule: {cron: '0 11 * *'}\n")
+    assert main(["schedules", "--root", str(root)]) == 1
+    empty = make_yard(YARD)
+    assert main(["schedules", "--root", str(empty)]) == 0
+
+
+def test_serve_refuses_an_exposed_address_without_a_token(yard: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k != "BLOCKYARD_TOKEN"}
+    result = subprocess.run([sys.executable, "-m", "engine", "serve", "--host", "0.0.0.0", "--port", "1",
+                             "--root", str(yard)], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without a token: set BLOCKYARD_TOKEN" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_blockyard_serve_runs_the_example_yard(tmp_path: Path) -> None:
+    """The real command on the repository's example yard, as a user would start it."""
+    import shutil
+
+    yard = tmp_path / "yard"
+    for folder in ("flows", "blocks"):
+        shutil.copytree(REPO / folder, yard / folder)
+    if (REPO / "blockyard.yaml").exists():
+        shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
+    server = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _up(url), timeout=60, interval=0.1)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            assert "hello" in [f["name"] for f in client.get("/flows").json()["flows"]]
+            result = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
+            assert result["status"] == "finished"
+            assert result["outputs"]["loud"] == result["outputs"]["greeting"].upper()
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    log = stderr.splitlines()
+    assert any("event=started" in line and "flows=" in line for line in log)
+    assert any("event=run_ended" in line and "status=finished" in line for line in log)
+    assert any("event=stopped" in line for line in log)
+    assert all(line.startswith("time=") for line in log if line.strip()), stderr
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_watch_reports_on_every_save(yard: Path) -> None:
+    watcher = subprocess.Popen([sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert watcher.stdout is not None
+        first = json.loads(watcher.stdout.readline())
+        assert (first["ok"], first["changed"], first["diagnostics"]) == (True, [], [])
+        (yard / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "bogus: 1\n")
+        second = json.loads(watcher.stdout.readline())
+        assert second["ok"] is False and second["changed"] == ["flows/add.yaml"]
+        assert [(d["file"], d["code"]) for d in second["diagnostics"]] == [("flows/add.yaml", "BY102")]
+        (yard / "flows/add.yaml").write_text(YARD["flows/add.yaml"])
+        third = json.loads(watcher.stdout.readline())
+        assert third["ok"] is True
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=30)
+    assert watcher.returncode == 0
+
+
+@pytest.mark.parametrize("fmt", ["text"])
+def test_watch_text_output(yard: Path, fmt: str) -> None:
+    watcher = subprocess.Popen([sys.executable, "-m", "engine", "watch", "--root", str(yard)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith("--- ")
+        assert watcher.stdout.readline().startswith("no problems in 4 files")
+        watcher.stdout.readline()  # timing
+        (yard / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "bogus: 1\n")
+        header = watcher.stdout.readline()
+        assert header.startswith("--- ") and header.rstrip().endswith("flows/add.yaml")
+        assert watcher.stdout.readline().startswith("flows/add.yaml:")
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=30)
