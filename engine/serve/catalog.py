@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from engine.bundle import Bundle, make_bundle
 from engine.diagnostics import Diagnostic
@@ -24,9 +25,20 @@ from engine.project import CONFIG_FILE, Project, load_project
 
 # Codes of the problems only the server looks for (BY6xx is the server's range).
 SCHEDULE_ERROR = "BY601"  # a cron expression or time zone the scheduler can't use
+COMPILE_ERROR = "BY602"  # a flow that validates but does not compile (e.g. a construct not supported yet)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
 CODES = {SCHEDULE_ERROR: "invalid schedule (cron expression or time zone)",
+         COMPILE_ERROR: "flow does not compile",
          BUNDLE_ERROR: "flow could not be pinned into a bundle"}
+
+Compiler = Callable[[Bundle], object]
+
+
+def compile_check(bundle: Bundle) -> object:
+    """Compile a bundle once when it is swapped in, so what can't run is held back like any error."""
+    from engine.compile import compile_flow
+
+    return compile_flow(bundle)
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,7 @@ class Catalog:
         return self.flows.get(name)
 
 
-def load_catalog(root: Path, previous: Catalog | None = None) -> Catalog:
+def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler | None = compile_check) -> Catalog:
     """Read the yard and build the next catalog (blocking: run it in a worker thread)."""
     from engine.validate.semantic import check_project
 
@@ -79,7 +91,7 @@ def load_catalog(root: Path, previous: Catalog | None = None) -> Catalog:
     if not _config_broken(diagnostics):
         diagnostics.extend(check_project(project))
     diagnostics.extend(schedule_diagnostics(project))
-    return build_catalog(project, diagnostics, previous or Catalog())
+    return build_catalog(project, diagnostics, previous or Catalog(), compiler)
 
 
 def schedule_diagnostics(project: Project) -> list[Diagnostic]:
@@ -97,7 +109,8 @@ def schedule_diagnostics(project: Project) -> list[Diagnostic]:
     return found
 
 
-def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog) -> Catalog:
+def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog,
+                  compiler: Compiler | None = None) -> Catalog:
     """Swap in every flow whose definition is clean; keep the last good version of the others."""
     errors = _errors_by_file(diagnostics)
     broken_blocks = _broken_block_names(project, errors)
@@ -118,9 +131,15 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
                 extra.extend(problems)
             else:
                 old = previous.flows.get(name)
-                keep = old is not None and old.digest == bundle.digest
-                flows[name] = old if keep and old is not None else FlowEntry(name, bundle, definition.display, now)
-                continue
+                if old is not None and old.digest == bundle.digest:
+                    flows[name] = old
+                    continue
+                problem = _compile_problem(compiler, bundle, definition)
+                if problem is None:
+                    flows[name] = FlowEntry(name, bundle, definition.display, now)
+                    continue
+                problems = [problem]
+                extra.append(problem)
         _keep_last_good(previous, name, problems, flows, stale)
     # A flow whose file no longer loads is absent from the project: find it by the file it came from.
     for name, old in previous.flows.items():
@@ -137,6 +156,16 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
         loaded_at=now,
         max_concurrent_runs=project.config.server.max_concurrent_runs,
     )
+
+
+def _compile_problem(compiler: Compiler | None, bundle: Bundle, definition: Any) -> Diagnostic | None:
+    if compiler is None:
+        return None
+    try:
+        compiler(bundle)
+    except BlockyardError as exc:
+        return definition.doc.diag(("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile: {exc}")
+    return None
 
 
 def _keep_last_good(previous: Catalog, name: str, problems: Iterable[Diagnostic],

@@ -120,3 +120,22 @@ def test_the_concurrency_limit_comes_from_the_config(make_yard: Callable[[dict[s
     root = make_yard({**YARD, "blockyard.yaml": "server: {max_concurrent_runs: 3}\n"})
     assert load_catalog(root).max_concurrent_runs == 3
     assert Catalog().max_concurrent_runs == 32
+
+
+def test_a_flow_that_does_not_compile_is_held_back(yard: Path) -> None:
+    from engine.bundle import Bundle
+    from engine.errors import BlockyardError
+    from engine.serve.catalog import COMPILE_ERROR
+
+    def compiler(bundle: Bundle) -> None:
+        if bundle.version == 2:
+            raise BlockyardError("approval gates are not supported yet")
+
+    first = load_catalog(yard, compiler=compiler)
+    write(yard, "flows/add.yaml", ADD_FLOW.replace("version: 1", "version: 2"))
+    second = load_catalog(yard, first, compiler=compiler)
+    assert second.flows["add"].version == 1
+    [problem] = second.stale["add"]
+    assert (problem.code, problem.file, problem.line) == (COMPILE_ERROR, "flows/add.yaml", 1)
+    assert problem.message == "flow 'add' does not compile: approval gates are not supported yet"
+    assert problem in second.diagnostics

@@ -1,0 +1,144 @@
+"""The web page in a real headless browser: Debian's chromium driven by Playwright.
+
+Never `playwright install` (it downloads a browser): the tests use /usr/bin/chromium, or the
+browser named by BLOCKYARD_CHROMIUM. CI installs it with `apt-get install -y chromium`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_helpers import ADD_FLOW, YARD, Live
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 20_000
+
+GATED_FLOW = """
+flow: gated
+version: 1
+description: Ask before adding.
+inputs:
+  a: {type: integer, default: 1}
+outputs: [total]
+steps:
+  - id: ask
+    approval:
+      message: "Add how much?"
+      fields: {b: {type: integer, description: The amount to add.}}
+  - id: sum
+    uses: adder
+    with: {x: "{{ inputs.a }}", y: "{{ context.b }}"}
+"""
+
+
+def chromium() -> str:
+    path = os.environ.get("BLOCKYARD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.fail("the browser tests need chromium: `apt-get install -y chromium` (Debian), or set "
+                    "BLOCKYARD_CHROMIUM to a Chromium binary")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+def test_start_a_run_and_see_its_result(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+    live = serve(yard, schedules=False)
+    page.goto(live.url + "/")
+    page.locator("#flow-list [data-flow=add]").click()
+    page.locator("#flow-title").filter(has_text="add v1").wait_for()
+    graph = page.locator("#flow-graph svg, #flow-graph p")
+    graph.first.wait_for()
+    page.fill("#input-a", "3")
+    page.click("#run-button")
+    page.locator("#run-status [data-status=finished]").wait_for()
+    assert '"total": 5' in page.inner_text("#run-outputs")
+    events = page.locator("#run-events li")
+    events.filter(has_text="run_finished").wait_for()
+    assert events.first.get_attribute("data-type") == "run_started"
+    # the new run is listed with its status
+    page.locator("#run-table tbody tr [data-status=finished]").first.wait_for()
+    assert page.url.endswith("#run/" + page.locator("#run-table tbody tr").first.get_attribute("data-run"))
+
+
+def test_a_bad_input_is_shown_and_nothing_runs(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+    live = serve(yard, watch=False, schedules=False)
+    page.goto(live.url + "/#flow/add")
+    page.locator("#flow-title").filter(has_text="add v1").wait_for()
+    page.click("#run-button")  # `a` is required and left empty
+    message = page.locator("#run-form-error")
+    message.filter(has_text="a").wait_for()
+    assert "'a'" in message.inner_text()
+
+
+def test_the_diagnostics_banner_shows_a_broken_edit(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+    live = serve(yard, schedules=False)
+    page.goto(live.url + "/")
+    page.locator("#flow-list [data-flow=add]").wait_for()
+    assert page.locator("#diagnostics").is_hidden()
+    (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2") + "bogus: 1\n")
+    page.locator("#diagnostics-list li").filter(has_text="flows/add.yaml").wait_for()
+    assert "still serving the last good version of: add" in page.inner_text("#diagnostics-title")
+    page.locator("#flow-list [data-flow=add] .stale").wait_for()
+
+
+def test_a_token_is_asked_for_and_used(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+    live = serve(yard, watch=False, schedules=False, token="s3cret")
+    page.goto(live.url + "/")
+    page.locator("#token-form").wait_for()
+    page.fill("#token-input", "s3cret")
+    page.click("#token-form button")
+    page.locator("#flow-list [data-flow=add]").wait_for()
+    assert page.locator("#token-form").is_hidden()
+
+
+def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live],
+                                           page: Any) -> None:
+    root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
+    live = serve(root, schedules=False)
+    with live.client() as client:
+        flows = [f["name"] for f in client.get("/flows").json()["flows"]]
+        if "gated" not in flows:
+            problems = client.get("/diagnostics").json()["diagnostics"]
+            pytest.skip(f"approval gates are not available yet: {problems}")
+        probe = client.post("/flows/gated/runs", json={"inputs": {}}).json()
+        if probe["status"] == "failed" and "not supported" in (probe["error"] or ""):
+            pytest.skip(f"approval gates are not available yet: {probe['error']}")
+        assert probe["status"] == "waiting", probe
+    page.goto(live.url + "/")
+    page.locator("#flow-list [data-flow=gated]").click()
+    page.click("#run-button")
+    page.locator("#run-status [data-status=waiting]").wait_for()
+    gate = page.locator("#run-approvals form.gate")
+    gate.filter(has_text="Add how much?").wait_for()
+    assert page.locator("#approval-list [data-approval]").count() >= 1
+    gate.locator("[data-field=b]").fill("41")
+    gate.locator("[data-reason]").fill("looks right")
+    gate.locator("[data-action=approve]").click()
+    page.locator("#run-status [data-status=finished]").wait_for()
+    assert '"total": 42' in page.inner_text("#run-outputs")
