@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 
 from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, not_supported
+from engine.compile.errors import CompileError
 from engine.compile.scope import Frame
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
@@ -180,6 +180,3 @@ async def _pass(state: State, runtime: Runtime[RunContext]) -> None:
     """Marks the end of a self-routing step for a barrier join."""
     return None
 
-
-def unsupported_gate(builder: GraphBuilder, step: StepSpec) -> CompileError:
-    return not_supported("approval gates are", builder.flow, step.id)

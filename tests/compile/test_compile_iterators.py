@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from compile_kit import FakeTools, run
 
-from engine.compile import CompiledFlow, StepFailed
+from engine.compile import CompiledFlow, RunContext, StepFailed
+from engine.models import ModelResolver
 
 TOTALS = """
     flow: totals
@@ -198,3 +201,44 @@ def test_map_items_inside_foreach_see_both_items(build: Callable[..., CompiledFl
     result = run(compiled)
     assert result.error is None
     assert result.outputs == {"rows": [{"cells": [{"sum": 11}, {"sum": 21}]}, {"cells": [{"sum": 12}, {"sum": 22}]}]}
+
+
+def test_a_failed_run_resumes_mid_foreach_and_mid_map(build: Callable[..., CompiledFlow]) -> None:
+    broken = {"now": True}
+
+    def write(file: str, prefix: str) -> str:
+        if file == "c" and broken["now"]:
+            raise ConnectionError("disk went away")
+        return f"{prefix}{file}"
+
+    compiled = build("""
+        flow: resumable
+        outputs: [rows, log]
+        steps:
+          - id: each
+            foreach:
+              items: "[['a', 'b'], ['c', 'd']]"
+              as: files
+              collect: rows
+              steps:
+                - {id: tag, uses: mark, with: {tag: "{{ files[0] }}"}}
+                - {id: fan, map: {items: files, as: file, uses: write, with: {prefix: "w:"}, collect: drafts}}
+        """, blocks={"write": WRITE})
+    tools = FakeTools({"slow_write": write})
+    context = RunContext(run_id="resume", models=ModelResolver(compiled.bundle.config, env={}), tools=tools,
+                         workspace=Path("."))
+    config = compiled.config("resume-thread")
+
+    async def go(start: Any) -> Any:
+        return await compiled.graph.ainvoke(start, config, context=context)
+
+    with pytest.raises(StepFailed, match=r"item 0 \(block 'write'\): ConnectionError: disk went away"):
+        asyncio.run(go(compiled.initial_state({})))
+    broken["now"] = False
+    final = asyncio.run(go(None))  # continue from the last checkpoint, as `blockyard resume` does
+    assert compiled.outputs(final) == {
+        "rows": [{"drafts": [{"draft": "w:a"}, {"draft": "w:b"}]}, {"drafts": [{"draft": "w:c"}, {"draft": "w:d"}]}],
+        "log": ["a", "c"],
+    }
+    assert [name for name, _ in tools.calls].count("slow_write") == 5  # a, b, c (failed), then c and d
+    assert final["loops"] == {}
