@@ -3,8 +3,8 @@
     python bench/bench_compile.py [--steps 200] [--reps 30]
 
 Flows are built in memory (Bundle.from_source), so the figures are the compiler's alone: no
-YAML, no files. Prints the median and the range of `reps` compiles after one warm-up, plus
-the first (cold) compile of the process.
+YAML, no files. Prints the median and range of `reps` interleaved compiles, the first compile of the process,
+and the median per-round ratio to LangGraph's own build + compile of a plain chain.
 """
 
 from __future__ import annotations
@@ -67,18 +67,10 @@ def raw_langgraph(steps: int) -> Any:
     return graph.compile()
 
 
-def measure(label: str, fn: Callable[[], Any], reps: int) -> float:
+def sample(fn: Callable[[], Any]) -> float:
     started = time.perf_counter()
     fn()
-    cold = (time.perf_counter() - started) * 1000
-    samples = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    median = statistics.median(samples)
-    print(f"{label:<44} median {median:6.1f} ms  (range {min(samples):.1f}-{max(samples):.1f}, cold {cold:.1f})")
-    return median
+    return (time.perf_counter() - started) * 1000
 
 
 def main() -> None:
@@ -87,9 +79,23 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
     linear, varied = chain(args.steps), mixed(args.steps)
-    measure(f"LangGraph alone, {args.steps}-node chain", lambda: raw_langgraph(args.steps), args.reps)
-    measure(f"compile_flow, {args.steps}-step chain", lambda: compile_flow(linear), args.reps)
-    measure(f"compile_flow, {args.steps} steps (routers, loop, map)", lambda: compile_flow(varied), args.reps)
+    variants: dict[str, Callable[[], Any]] = {
+        f"LangGraph alone, {args.steps}-node chain": lambda: raw_langgraph(args.steps),
+        f"compile_flow, {args.steps}-step chain": lambda: compile_flow(linear),
+        f"compile_flow, {args.steps} steps (routers, loop, map)": lambda: compile_flow(varied),
+    }
+    cold = {name: sample(fn) for name, fn in variants.items()}
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for round_ in range(args.reps):  # interleaved, order reversed every other round: drift hits all alike
+        for name in names if round_ % 2 == 0 else reversed(names):
+            samples[name].append(sample(variants[name]))
+    base = samples[names[0]]
+    for name in names:
+        values = samples[name]
+        ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
+        print(f"{name:<44} median {statistics.median(values):6.1f} ms  (range {min(values):.1f}-{max(values):.1f}, "
+              f"first {cold[name]:.1f})  x{ratio:.2f} of LangGraph alone")
 
 
 if __name__ == "__main__":
