@@ -19,12 +19,13 @@ import json
 import time
 import uuid
 import weakref
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from langgraph.types import Command, Send
+from langgraph.types import Command, RetryPolicy, Send
 
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
@@ -90,7 +91,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         position = int(payload["loops"][MAP_INDEX.format(step.id)])
         async with AsyncExitStack() as stack:
             if spec.max_concurrency is not None:
-                await stack.enter_async_context(_slot(payload["slot"], spec.max_concurrency))
+                await stack.enter_async_context(_Slot(payload["slot"], spec.max_concurrency))
             outputs = await run_item(payload, runtime, position)
         return {"loops": {RESULT.format(step.id, position): outputs}}
 
@@ -115,8 +116,12 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     return Built([step.id], tail=join_node)
 
 
-def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]) -> Any:
-    """(run(payload, runtime, position) -> outputs, retry policy of the item node)."""
+ItemRunner = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[Any]]
+
+
+def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
+                 ) -> tuple[ItemRunner, RetryPolicy | None]:
+    """How one item runs (payload, runtime, position -> outputs), and the item node's retry policy."""
     if (spec.uses is None) == (spec.steps is None):
         raise CompileError(f"{builder.where(step.id)}: a map needs either `uses:` or `steps:`, not "
                            f"{'both' if spec.uses else 'neither'}")
@@ -155,7 +160,7 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
     return run_body, None
 
 
-class _slot:
+class _Slot:
     """Hold one of the `limit` slots of a map execution for the duration of an item."""
 
     def __init__(self, token: str, limit: int) -> None:
