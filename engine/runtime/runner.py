@@ -29,12 +29,12 @@ from engine.runtime.events import (
     now_iso,
 )
 from engine.runtime.failures import Failure, describe
+from engine.runtime.listen import Listener
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord
 from engine.runtime.writer import Write
 
 EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
-STREAM_MODES = ["custom", "updates", "values"]
 
 
 @dataclass(frozen=True)
@@ -128,26 +128,23 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = {}
     failure: Failure | None = None
-    stream = ex.compiled.graph.astream(ex.start, config, context=ex.context, stream_mode=STREAM_MODES,
-                                       subgraphs=True, durability="sync")
+    listener = Listener()
     try:
-        async for namespace, mode, data in stream:
-            if mode == "custom":
+        async for kind, data in listener.listen(ex.compiled.graph, ex.start, config, ex.context):
+            if kind == "event":
                 event = seq.from_custom(data)
                 if event is not None:
                     steps.see(event)
                     _record(db, event)
                     yield event
-            elif namespace:
-                continue
-            elif mode == "values":
-                values = data
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
+            else:
+                values = data
     except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
         # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
-        await stream.aclose()
+        await listener.stop()
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": "interrupted", "error": "interrupted before it finished",
                                             "step": step})
@@ -159,8 +156,6 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         raise
     except Exception as exc:
         failure = describe(exc, steps.current(), ex.compiled.recursion_limit)
-    finally:
-        await stream.aclose()
 
     if failure is None and not interrupts:
         try:
@@ -202,7 +197,7 @@ def _gate_of(value: Any) -> str | None:
 def _record(db: StateDB, event: Event) -> None:
     # trace rows ride along with the next checkpoint commit: no transaction of their own
     if event.type not in NOT_STORED:
-        db.writer.write_nowait(store.insert_events([event]))
+        db.writer.write_nowait(store.insert_events([event]), lazy=True)
 
 
 async def _end(db: StateDB, event: Event, end: Write) -> None:

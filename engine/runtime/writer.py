@@ -44,9 +44,11 @@ class _Item:
     work: Sequence[Write] | Call
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future[Any] | concurrent.futures.Future[Any] | None = None
+    lazy: bool = False
 
 
 _STOP = _Item(())
+_TICK = _Item(())  # lazy rows are waiting: carry them soon
 
 
 class WriterClosed(RuntimeError):
@@ -58,15 +60,18 @@ class SqliteWriter:
 
     `await write(...)` returns once the statements are committed; `write_nowait(...)` queues them
     behind everything already queued (the order of the queue is the order of execution).
-    A statement that fails only fails its own item (each item runs inside a savepoint).
+    A statement that fails only fails its own item: a batch that hits an error is rolled back
+    and replayed item by item, each in a savepoint.
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], *, max_batch: int = 2000,
-                 window: float = 0.0, name: str = "blockyard-writer") -> None:
+                 window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer") -> None:
         self._connect = connect
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._lazy: list[_Item] = []
         self._max_batch = max_batch
         self._window = window
+        self._lazy_delay = lazy_delay
         self._closed = False
         self._lock = threading.Lock()
         self.commits = 0  # transactions committed, for benchmarks
@@ -91,9 +96,23 @@ class SqliteWriter:
         """Wait until everything queued before this call is committed."""
         await self._submit_async(())
 
-    def write_nowait(self, *writes: Write) -> None:
-        """Queue `writes` without waiting; a later `write`/`flush` waits for them too."""
-        self._put(_Item(writes))
+    def write_nowait(self, *writes: Write, lazy: bool = False) -> None:
+        """Queue `writes` without waiting; a later `write`/`flush` waits for them too.
+
+        `lazy` writes start no transaction of their own: they ride along with the next awaited
+        write, or go within `lazy_delay` seconds. They must not depend on the order of other
+        writes (trace rows, for example), since a batch executes them first.
+        """
+        item = _Item(writes, lazy=lazy)
+        if not lazy:
+            self._put(item)
+            return
+        with self._lock:
+            if self._closed:
+                raise WriterClosed("the state database is closed")
+            self._lazy.append(item)
+            if len(self._lazy) == 1:  # wake the writer once per burst, not once per row
+                self._queue.put(_TICK)
 
     def write_sync(self, *writes: Write) -> None:
         """Blocking `write`, for threads that have no event loop."""
@@ -140,32 +159,49 @@ class SqliteWriter:
         ready.set_result(None)
         try:
             while True:
-                items = [self._queue.get()]
-                if self._window and items[0] is not _STOP:
-                    time.sleep(self._window)
-                while len(items) < self._max_batch:
-                    try:
-                        items.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                stop = any(item is _STOP for item in items)
-                work = [item for item in items if item is not _STOP]
-                if work:
-                    self._deliver(self._commit(conn, work))
+                items, stop = self._gather()
+                if items:
+                    self._deliver(self._commit(conn, items))
                 if stop:
                     break
         finally:
             conn.close()
 
+    def _gather(self) -> tuple[list[_Item], bool]:
+        """The next batch (lazy rows first) and whether to stop after it."""
+        first = self._queue.get()
+        if first is _TICK:
+            # only lazy rows so far: give an awaited write a moment to come and carry them
+            try:
+                first = self._queue.get(timeout=self._lazy_delay)
+            except queue.Empty:
+                first = _TICK
+        elif self._window and first is not _STOP:
+            time.sleep(self._window)
+        items = [first]
+        while len(items) < self._max_batch:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        with self._lock:
+            lazy, self._lazy = self._lazy, []
+        stop = any(item is _STOP for item in items)
+        return lazy + [item for item in items if item is not _STOP and item is not _TICK], stop
+
     def _commit(self, conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
-        results: list[tuple[_Item, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             return [(item, None, exc) for item in items]
         try:
-            for item in items:
-                results.append(self._apply(conn, item))
+            results = self._apply_all(conn, items)
+        except Exception:
+            # some item failed: replay the batch with a savepoint per item, so only it fails
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            results = [self._apply_one(conn, item) for item in items]
+        try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             # the commit itself failed (disk full, I/O error): nothing of the batch is stored
@@ -177,7 +213,35 @@ class SqliteWriter:
         return results
 
     @staticmethod
-    def _apply(conn: sqlite3.Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
+    def _apply_all(conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
+        # the fast path: one statement per distinct run of lazy rows, no savepoints
+        results: list[tuple[_Item, Any, BaseException | None]] = []
+        rows: dict[str, list[Any]] = {}
+        for item in items:
+            if item.lazy:
+                for write in item.work:  # type: ignore[union-attr]
+                    if write.many:
+                        rows.setdefault(write.sql, []).extend(write.params)
+                    else:
+                        rows.setdefault(write.sql, []).append(write.params)
+        for sql, params in rows.items():
+            conn.executemany(sql, params)
+        for item in items:
+            if item.lazy:
+                results.append((item, None, None))
+            elif callable(item.work):
+                results.append((item, item.work(conn), None))
+            else:
+                for write in item.work:
+                    if write.many:
+                        conn.executemany(write.sql, write.params)
+                    else:
+                        conn.execute(write.sql, write.params)
+                results.append((item, None, None))
+        return results
+
+    @staticmethod
+    def _apply_one(conn: sqlite3.Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
         if not item.work:
             return item, None, None
         conn.execute("SAVEPOINT item")

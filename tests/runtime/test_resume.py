@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> 
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--json")
     try:
         lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
+        time.sleep(0.3)  # trace rows between checkpoints are committed within 50 ms; the nap lasts 2 s
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=60)

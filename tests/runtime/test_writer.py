@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,26 @@ def test_a_connection_that_cannot_open_is_reported(tmp_path: Path) -> None:
 
     with pytest.raises(sqlite3.OperationalError, match="unable to open"):
         SqliteWriter(broken)
+
+
+def test_lazy_rows_ride_along_or_go_within_the_delay(writer) -> None:
+    w, path = writer
+    before = w.commits
+    for i in range(10):
+        w.write_nowait(insert(i), lazy=True)
+    w.write_sync(insert(100))  # an awaited write carries all of them in its transaction
+    assert len(rows(path)) == 11
+    assert w.commits - before == 1
+    w.write_nowait(insert(200), lazy=True)  # alone: committed after the lazy delay
+    deadline = time.monotonic() + 5
+    while len(rows(path)) < 12:
+        assert time.monotonic() < deadline, "the lazy row was never committed"
+        time.sleep(0.01)
+
+
+def test_a_failing_lazy_row_does_not_sink_the_batch(writer) -> None:
+    w, path = writer
+    w.write_sync(insert(1))
+    w.write_nowait(insert(1, "dup"), lazy=True)
+    w.write_sync(insert(2))
+    assert rows(path) == [(1, "x"), (2, "x")]

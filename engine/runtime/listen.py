@@ -1,0 +1,143 @@
+"""Listening to a running graph: its state after each superstep, and the events its nodes write.
+
+LangGraph's custom stream mode hands every event to the event loop with `call_soon_threadsafe`
+(a self-pipe write and one more wake-up of the loop per event): about a fifth of the time of a
+short step (bench/bench_overhead.py). Our nodes run on the loop itself, so they get a plain
+function instead. LangGraph gives nodes the stream writer of a parent runtime when the config
+carries a parent stream (that is how subgraphs inherit theirs); we use that path with our own
+writer. It relies on two private config keys, so `direct_supported()` checks once per process
+that it still works, and we fall back to the custom stream mode when it does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+_direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
+
+
+def _private_keys() -> tuple[str, str] | None:
+    try:
+        from langgraph._internal._constants import CONFIG_KEY_RUNTIME, CONFIG_KEY_STREAM
+    except ImportError:
+        return None
+    return CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME
+
+
+def _direct_config(config: dict[str, Any], write: Any) -> dict[str, Any] | None:
+    keys = _private_keys()
+    if keys is None:
+        return None
+    from langgraph.pregel.protocol import StreamProtocol
+    from langgraph.runtime import Runtime
+
+    stream_key, runtime_key = keys
+    configurable = {**config.get("configurable", {}), stream_key: StreamProtocol(_ignore, set()),
+                    runtime_key: Runtime(stream_writer=write)}
+    return {**config, "configurable": configurable}
+
+
+def _ignore(_: Any) -> None:
+    return None
+
+
+async def direct_supported() -> bool:
+    """Whether nodes reach our writer through the private path (checked on a one-node graph)."""
+    global _direct
+    if _direct is None:
+        _direct = await _probe()
+    return _direct
+
+
+async def _probe() -> bool:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+
+    class Probe(TypedDict, total=False):
+        x: int
+
+    async def node(state: Probe, runtime: Runtime[Any]) -> Probe:
+        runtime.stream_writer({"probe": 1})
+        return {"x": 1}
+
+    builder = StateGraph(Probe)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    seen: list[Any] = []
+    config = _direct_config({}, seen.append)
+    if config is None:
+        return False
+    try:
+        async for _chunk in builder.compile().astream({"x": 0}, config, stream_mode=["values"]):
+            pass
+    except Exception:
+        return False
+    return seen == [{"probe": 1}]
+
+
+class Listener:
+    """Runs a graph in a task and yields, in order, ("event", payload) for what nodes wrote and
+    ("values", state) after each superstep of the root graph."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._task: asyncio.Task[None] | None = None
+
+    def _write(self, payload: Any) -> None:
+        if threading.get_ident() == self._thread:
+            self._queue.put_nowait(("event", payload))
+        else:  # a node that runs in a worker thread
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, ("event", payload))
+
+    async def listen(self, graph: Any, start: Any, config: dict[str, Any],
+                     context: Any) -> AsyncIterator[tuple[str, Any]]:
+        direct = _direct_config(config, self._write) if await direct_supported() else None
+        self._task = asyncio.get_running_loop().create_task(self._pump(graph, start, config, direct, context))
+        try:
+            while True:
+                kind, value = await self._queue.get()
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise value
+                yield kind, value
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Cancel the graph if it still runs, and wait until it has cleaned up."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: dict[str, Any] | None,
+                    context: Any) -> None:
+        put = self._queue.put_nowait
+        try:
+            if direct is not None:
+                async for mode, data in graph.astream(start, direct, context=context, stream_mode=["values"],
+                                                      durability="sync"):
+                    put((mode, data))
+            else:
+                async for namespace, mode, data in graph.astream(start, config, context=context,
+                                                                 stream_mode=["custom", "values"], subgraphs=True,
+                                                                 durability="sync"):
+                    if mode == "custom":
+                        put(("event", data))
+                    elif not namespace:
+                        put((mode, data))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the listener, which raises it in the run's task
+            put(("error", exc))
+            return
+        put(("done", None))
