@@ -141,6 +141,8 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
     sub.build_root(spec.steps, frames, f"the map body of step '{step.id}'")
     body = sub.graph.compile(name=f"{builder.flow}.{step.id}")
     body_limit = region_bound(spec.steps) + 2
+    if builder.bundle.flow.max_steps is not None:  # the flow lifted the foreach bound: bodies follow
+        body_limit = max(body_limit, builder.bundle.flow.max_steps)
     body_ids = {child.id for child in spec.steps}
     label = builder.label(step.id)
 
