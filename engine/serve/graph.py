@@ -8,6 +8,7 @@ with and without labels (`-->`, `-.->`, `==>`, `-->|x|`, `-- x -->`), chains and
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +21,9 @@ _SHAPES = [
     ("[", "]", "box"), ("(", ")", "round"), ("{", "}", "diamond"), (">", "]", "flag"),
 ]
 _LABELLED_EDGE = re.compile(r"\s*(--|==|-\.)\s+(.+?)\s+(-{2,}>|={2,}>|\.+->|-{3,}|={3,}|\.+-)\s*")
-_EDGE = re.compile(r"\s*<?(-\.+->?|-{2,}[>ox]?|={2,}[>ox]?)\s*(?:\|([^|]*)\|)?\s*")
+_EDGE = re.compile(r"\s*<?(-\.+->?|-{2,}[>ox]?|={2,}[>ox]?)\s*(?:\|(\"[^\"]*\"|[^|]*)\|)?\s*")
 _FRONT_MATTER = re.compile(r"\A\s*---\n.*?\n---\s*\n", re.S)
+_MERMAID_ENTITY = re.compile(r"#(\w+|\d+);")
 _TAG = re.compile(r"</?[a-zA-Z][^>]*>")
 _SKIP = ("%%", "classDef ", "class ", "style ", "linkStyle ", "click ", "direction ", "accTitle", "accDescr")
 
@@ -168,6 +170,7 @@ def _unquote(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] == '"':
         text = text[1:-1]
     text = _TAG.sub("", text.replace("<br/>", "\n").replace("<br>", "\n")).replace("&nbsp;", " ").strip()
-    for entity, char in (("#quot;", '"'), ("#35;", "#"), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")):
-        text = text.replace(entity, char)
-    return text
+    # mermaid's entity codes (#quot; #gt; #35;), then ordinary HTML entities
+    text = _MERMAID_ENTITY.sub(lambda m: html.unescape(f"&#{m.group(1)};" if m.group(1).isdigit()
+                                                       else f"&{m.group(1)};"), text)
+    return html.unescape(text)

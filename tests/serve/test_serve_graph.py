@@ -69,6 +69,13 @@ def test_quoted_labels_may_hold_brackets_and_entities() -> None:
     assert labels == {"s1": 'map [item] "x"', "s2": "a\nb"}
 
 
+def test_quoted_edge_labels_may_hold_pipes_and_entity_codes() -> None:
+    graph = parse_mermaid('flowchart TD\n  r{"route<br/>router"} -->|"regex ^(a|b)"| x\n'
+                          '  r -->|"expr n #gt;= 8 #35;1"| y\n')
+    assert edges(graph) == [("r", "x", "regex ^(a|b)", "solid"), ("r", "y", "expr n >= 8 #1", "solid")]
+    assert graph["nodes"][0]["label"] == "route\nrouter"
+
+
 @pytest.mark.parametrize("text", ["flowchart TD\n  a --> ", "flowchart TD\n  a[unclosed --> b", "flowchart TD\n  -->"])
 def test_unreadable_text_is_a_clear_error(text: str) -> None:
     with pytest.raises(MermaidError):

@@ -53,8 +53,8 @@ function renderRuns(runs) {
   const body = $("run-table").querySelector("tbody");
   body.replaceChildren(...runs.map((run) => {
     const row = h("tr", { "data-run": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
-      h("td", {}, run.id), h("td", {}, `${run.flow}@${run.version}`), h("td", {}, badge(run.status)),
-      h("td", {}, when(run.started || run.created)), h("td", {}, seconds(run.duration)));
+      h("td", { title: `started ${when(run.started || run.created)}` }, run.id), h("td", {}, `${run.flow}@${run.version}`),
+      h("td", {}, badge(run.status)), h("td", {}, seconds(run.duration)));
     if (state.view && state.view.kind === "run" && state.view.id === run.id) row.classList.add("selected");
     return row;
   }));
@@ -67,8 +67,11 @@ function renderDiagnostics(report) {
   banner.hidden = problems.length === 0 && !report.reload_error;
   if (banner.hidden) return;
   banner.className = "banner bad";
+  const serving = stale.filter((name) => report.stale[name].serving_version !== null);
+  const held = stale.filter((name) => report.stale[name].serving_version === null);
   $("diagnostics-title").textContent = `${problems.length} problem${problems.length === 1 ? "" : "s"} in the yard`
-    + (stale.length ? ` — still serving the last good version of: ${stale.join(", ")}` : "");
+    + (serving.length ? ` — still serving the last good version of: ${serving.join(", ")}` : "")
+    + (held.length ? ` — not served: ${held.join(", ")}` : "");
   const lines = problems.map((d) => h("li", {}, `${d.file}:${d.line}:${d.col}: ${d.code} ${d.message}`));
   if (report.reload_error) lines.unshift(h("li", {}, `reload failed: ${report.reload_error}`));
   $("diagnostics-list").replaceChildren(...lines);

@@ -4,7 +4,8 @@
 // and edges are drawn as curves (back-edges loop around on the side).
 
 const SVG = "http://www.w3.org/2000/svg";
-const CHAR_W = 7, NODE_H = 32, PAD_X = 14, GAP_MAIN = 56, GAP_CROSS = 26, MARGIN = 24;
+let drawn = 0;  // marker ids must be unique in the document, or hidden graphs hide the arrows
+const CHAR_W = 7, NODE_H = 32, PAD_X = 14, GAP_MAIN = 64, GAP_CROSS = 26, MARGIN = 24;
 
 function el(name, attrs = {}, parent = null) {
   const node = document.createElementNS(SVG, name);
@@ -44,19 +45,21 @@ function rankNodes(ids, edges) {
 function orderRanks(ids, edges, rank) {
   const layers = [];
   for (const id of ids) (layers[rank.get(id)] ||= []).push(id);
-  const neighbours = (id, up) => edges.filter((e) => (up ? e.target === id : e.source === id))
-    .map((e) => (up ? e.source : e.target));
+  const up = new Map(ids.map((id) => [id, []])), down = new Map(ids.map((id) => [id, []]));
+  for (const e of edges) {
+    if (up.has(e.target) && down.has(e.source)) { up.get(e.target).push(e.source); down.get(e.source).push(e.target); }
+  }
   const position = new Map();
-  const index = () => layers.forEach((layer) => layer.forEach((id, i) => position.set(id, i)));
+  const index = () => layers.forEach((layer) => (layer || []).forEach((id, i) => position.set(id, i)));
   index();
-  for (let sweep = 0; sweep < 4; sweep++) {
-    const up = sweep % 2 === 0;
-    const range = up ? layers.keys() : [...layers.keys()].reverse();
-    for (const r of range) {
+  for (let sweep = 0; sweep < 6; sweep++) {  // barycentre sweeps, alternately downwards and upwards
+    const downwards = sweep % 2 === 0;
+    const order = downwards ? [...layers.keys()] : [...layers.keys()].reverse();
+    for (const r of order) {
       const layer = layers[r] || [];
       const score = new Map(layer.map((id) => {
-        const ns = neighbours(id, up).filter((n) => position.has(n) && rank.get(n) !== r);
-        return [id, ns.length ? ns.reduce((s, n) => s + position.get(n), 0) / ns.length : position.get(id)];
+        const ns = (downwards ? up : down).get(id).filter((n) => rank.get(n) !== r);
+        return [id, ns.length ? ns.reduce((sum, n) => sum + position.get(n), 0) / ns.length : position.get(id)];
       }));
       layer.sort((a, b) => score.get(a) - score.get(b));
       index();
@@ -85,16 +88,34 @@ function shapeOf(g, node, w, h) {
 
 /** Draw `graph`; `status` maps node id -> running|finished|failed|waiting for a run's view. */
 export function drawGraph(graph, status = new Map()) {
-  const nodes = graph.nodes || [], edges = graph.edges || [];
+  const nodes = graph.nodes || [];
   const ids = nodes.map((n) => n.id);
   const byId = new Map(nodes.map((n) => [n.id, n]));
+  const edges = (graph.edges || []).filter((e) => byId.has(e.source) && byId.has(e.target));
   const horizontal = graph.direction === "LR" || graph.direction === "RL";
   const { rank, back } = rankNodes(ids, edges);
-  const layers = orderRanks(ids, edges, rank);
+  const isBack = (e) => e.source === e.target || back.has(e.source + "\u0000" + e.target);
+  // a long forward edge gets a virtual node in every rank it crosses, so it is routed around nodes
   const size = new Map(nodes.map((n) => {
     const lines = String(n.label).split("\n");
     return [n.id, { w: Math.max(...lines.map((l) => l.length)) * CHAR_W + 2 * PAD_X, h: NODE_H + (lines.length - 1) * 14 }];
   }));
+  const all = [...ids];
+  const chains = edges.map((e, i) => {
+    if (isBack(e)) return null;
+    const chain = [e.source];
+    for (let r = rank.get(e.source) + 1; r < rank.get(e.target); r++) {
+      const v = `\u0000v${i}.${r}`;
+      rank.set(v, r);
+      size.set(v, { w: 10, h: 10 });
+      all.push(v);
+      chain.push(v);
+    }
+    chain.push(e.target);
+    return chain;
+  });
+  const segments = chains.filter(Boolean).flatMap((c) => c.slice(1).map((t, k) => ({ source: c[k], target: t })));
+  const layers = orderRanks(all, segments, rank);
   // main axis = rank direction, cross axis = order within a rank
   const mainSize = (id) => (horizontal ? size.get(id).w : size.get(id).h);
   const crossSize = (id) => (horizontal ? size.get(id).h : size.get(id).w);
@@ -112,12 +133,15 @@ export function drawGraph(graph, status = new Map()) {
     }
     main += layerMain[r] + GAP_MAIN;
   });
-  const loopRoom = back.size ? 60 : 0;
-  const width = (horizontal ? main : widest + 2 * MARGIN) + (horizontal ? 0 : loopRoom);
-  const height = (horizontal ? widest + 2 * MARGIN + loopRoom : main);
+  const loopRoom = edges.filter(isBack).reduce((room, e) => room + (e.label ? Math.max(24, Math.min(String(e.label).length, 24) * 6.2 + 12) : 24), 0)
+    + (edges.some(isBack) ? 60 : 0);
+  const extent = main - GAP_MAIN + MARGIN;
+  const width = horizontal ? extent : widest + 2 * MARGIN + loopRoom;
+  const height = horizontal ? widest + 2 * MARGIN + loopRoom : extent;
   const svg = el("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
   const defs = el("defs", {}, svg);
-  const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
+  const arrow = `arrow-${++drawn}`;
+  const marker = el("marker", { id: arrow, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
   el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#8b93a7" }, marker);
 
   for (const group of graph.groups || []) {  // dashed boxes behind their member nodes
@@ -126,44 +150,74 @@ export function drawGraph(graph, status = new Map()) {
     const xs = members.flatMap((n) => [pos.get(n.id).x - size.get(n.id).w / 2, pos.get(n.id).x + size.get(n.id).w / 2]);
     const ys = members.flatMap((n) => [pos.get(n.id).y - size.get(n.id).h / 2, pos.get(n.id).y + size.get(n.id).h / 2]);
     const g = el("g", { class: "group" }, svg);
-    const x = Math.min(...xs) - 10, y = Math.min(...ys) - 18;
-    el("rect", { x, y, width: Math.max(...xs) - x + 10, height: Math.max(...ys) - y + 10, rx: 6 }, g);
-    el("text", { x: x + 6, y: y + 12 }, g).textContent = group.label;
+    const x = Math.min(...xs) - 12, y = Math.min(...ys) - 24;
+    el("rect", { x, y, width: Math.max(...xs) - x + 12, height: Math.max(...ys) - y + 12, rx: 6 }, g);
+    el("text", { x: x + 6, y: y + 13 }, g).textContent = group.label;
   }
 
-  for (const edge of edges) {
-    const a = pos.get(edge.source), b = pos.get(edge.target);
-    if (!a || !b) continue;
-    const sa = size.get(edge.source), sb = size.get(edge.target);
-    const isBack = back.has(edge.source + "\u0000" + edge.target) || edge.source === edge.target;
-    let d, lx, ly;
-    if (!horizontal) {
-      if (isBack) {
-        const x1 = a.x + sa.w / 2, x2 = b.x + sb.w / 2, side = Math.max(x1, x2) + 40;
-        d = `M${x1},${a.y} C${side},${a.y} ${side},${b.y} ${x2},${b.y}`; lx = side - 10; ly = (a.y + b.y) / 2;
+  const pairs = new Map();  // several edges between one pair of nodes: stack their labels
+  const bezier = (p, t) => {
+    const u = 1 - t;
+    return [0, 1].map((k) => u * u * u * p[0][k] + 3 * u * u * t * p[1][k] + 3 * u * t * t * p[2][k] + t * t * t * p[3][k]);
+  };
+  // where an edge leaves a node and enters the next one, along the main axis
+  const exit = (id) => { const p = pos.get(id), s = size.get(id); return horizontal ? [p.x + s.w / 2, p.y] : [p.x, p.y + s.h / 2]; };
+  const entry = (id) => { const p = pos.get(id), s = size.get(id); return horizontal ? [p.x - s.w / 2, p.y] : [p.x, p.y - s.h / 2]; };
+  const curve = (a, b) => {
+    const mid = horizontal ? (a[0] + b[0]) / 2 : (a[1] + b[1]) / 2;
+    return horizontal ? [a, [mid, a[1]], [mid, b[1]], b] : [a, [a[0], mid], [b[0], mid], b];
+  };
+  let loops = 0;
+  edges.forEach((edge, i) => {
+    let d, last, t = 0.72;
+    if (chains[i] === null) {  // back-edge: an arc on the side, each one a little further out
+      const a = pos.get(edge.source), b = pos.get(edge.target), sa = size.get(edge.source), sb = size.get(edge.target);
+      // outside everything drawn in the ranks it spans, each arc a little further out
+      const lo = Math.min(rank.get(edge.source), rank.get(edge.target)), hi = Math.max(rank.get(edge.source), rank.get(edge.target));
+      const spanned = all.filter((id) => rank.get(id) >= lo && rank.get(id) <= hi);
+      const outer = Math.max(...spanned.map((id) => (horizontal ? pos.get(id).y + size.get(id).h / 2 : pos.get(id).x + size.get(id).w / 2)));
+      const side = outer + 30 + loops;
+      loops += edge.label ? Math.max(24, Math.min(String(edge.label).length, 24) * 6.2 + 12) : 24;
+      if (horizontal) {
+        const y1 = a.y + sa.h / 2, y2 = b.y + sb.h / 2;
+        last = [[a.x, y1], [a.x, side], [b.x, side], [b.x, y2]];
       } else {
-        const y1 = a.y + sa.h / 2, y2 = b.y - sb.h / 2, mid = (y1 + y2) / 2;
-        d = `M${a.x},${y1} C${a.x},${mid} ${b.x},${mid} ${b.x},${y2}`; lx = (a.x + b.x) / 2; ly = mid;
+        const x1 = a.x + sa.w / 2, x2 = b.x + sb.w / 2;
+        last = [[x1, a.y], [side, a.y], [side, b.y], [x2, b.y]];
       }
-    } else if (isBack) {
-      const y1 = a.y + sa.h / 2, y2 = b.y + sb.h / 2, side = Math.max(y1, y2) + 40;
-      d = `M${a.x},${y1} C${a.x},${side} ${b.x},${side} ${b.x},${y2}`; lx = (a.x + b.x) / 2; ly = side - 8;
+      d = `M${last[0]} C${last[1]} ${last[2]} ${last[3]}`;
+      t = 0.5;
     } else {
-      const x1 = a.x + sa.w / 2, x2 = b.x - sb.w / 2, mid = (x1 + x2) / 2;
-      d = `M${x1},${a.y} C${mid},${a.y} ${mid},${b.y} ${x2},${b.y}`; lx = mid; ly = (a.y + b.y) / 2;
+      const chain = chains[i];
+      const points = chain.map((id, k) => (k === 0 ? exit(id) : k === chain.length - 1 ? entry(id) : [pos.get(id).x, pos.get(id).y]));
+      d = `M${points[0]}`;
+      const labelAt = points.length > 2 ? Math.ceil((points.length - 1) / 2) : 1;  // a long edge: its middle lane
+      for (let k = 1; k < points.length; k++) {
+        const piece = curve(points[k - 1], points[k]);
+        d += ` C${piece[1]} ${piece[2]} ${piece[3]}`;
+        if (k === labelAt) last = piece;
+      }
+      if (points.length > 2) t = 1;
     }
-    el("path", { d, class: `edge ${edge.style || "solid"}`, "marker-end": "url(#arrow)" }, svg);
+    el("path", { d, class: `edge ${edge.style || "solid"}`, "marker-end": `url(#${arrow})` }, svg);
     if (edge.label) {
-      const bgW = String(edge.label).length * 6.2 + 6;
-      el("rect", { x: lx - bgW / 2, y: ly - 8, width: bgW, height: 15, class: "edge-label-bg" }, svg);
-      const t = el("text", { x: lx, y: ly + 3, "text-anchor": "middle", class: "edge-label" }, svg);
-      t.textContent = edge.label;
+      const key = edge.source + "\u0000" + edge.target;
+      const nth = pairs.get(key) || 0;
+      pairs.set(key, nth + 1);
+      const [lx, ly] = bezier(last, t);  // near the target, where edges fanning out are apart
+      const full = String(edge.label);
+      const text = full.length > 24 ? full.slice(0, 23) + "…" : full;
+      const g = el("g", {}, svg);
+      const bgW = text.length * 6.2 + 6, y = ly - nth * 15;
+      el("rect", { x: lx - bgW / 2, y: y - 8, width: bgW, height: 15, class: "edge-label-bg" }, g);
+      el("text", { x: lx, y: y + 3, "text-anchor": "middle", class: "edge-label" }, g).textContent = text;
+      el("title", {}, g).textContent = full;
     }
-  }
+  });
 
   for (const id of ids) {
     const node = byId.get(id), p = pos.get(id), s = size.get(id);
-    const terminal = id === "__start__" || id === "__end__" || node.label === "start" || node.label === "end";
+    const terminal = id === "__start__" || id === "__end__";
     const classes = ["node", terminal ? "terminal" : "", status.has(id) ? `s-${status.get(id)}` : ""];
     const g = el("g", { class: classes.join(" ").trim(), transform: `translate(${p.x},${p.y})`, "data-node": id }, svg);
     shapeOf(g, node, s.w, s.h);
