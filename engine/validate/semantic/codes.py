@@ -40,6 +40,7 @@ STRUCTURE: dict[str, str] = {
     "BY316": "on_max_visits without max_visits",
     "BY317": "step key that does not apply to the step's action",
     "BY318": "subflow cycle",
+    "BY319": "map without exactly one of uses and steps",
 }
 
 BLOCKS: dict[str, str] = {

@@ -95,11 +95,11 @@ class Dataflow:
             produced.extend(node.block.spec.outputs)
         elif node.action == "flow" and node.subflow is not None:
             produced.extend(node.subflow.spec.outputs)
-        elif node.action == "approval" and spec.approval is not None:
-            produced.extend(spec.approval.fields)
-        if isinstance(spec.require_approval, ApprovalSpec):
-            produced.extend(spec.require_approval.fields)
         keys = [spec.outputs.get(name, name) for name in produced]
+        if node.action == "approval" and spec.approval is not None:
+            keys.extend(spec.approval.fields)
+        if isinstance(spec.require_approval, ApprovalSpec):
+            keys.extend(spec.require_approval.fields)
         body = spec.map if spec.map is not None else spec.foreach
         if body is not None and body.collect:
             keys.append(body.collect)

@@ -186,7 +186,7 @@ def step_outputs(node: StepNode) -> list[str] | None:
 
 
 def _renames(index: FlowIndex, node: StepNode) -> None:
-    if not node.spec.outputs or node.action not in ("uses", "flow", "approval"):
+    if not node.spec.outputs or node.action not in ("uses", "flow"):
         return
     produced = step_outputs(node)
     if produced is None:
@@ -203,9 +203,8 @@ def _renames(index: FlowIndex, node: StepNode) -> None:
 def _owner(node: StepNode) -> str:
     if node.action == "uses" and node.block is not None:
         return f"block '{node.block.spec.block}'"
-    if node.action == "flow" and node.subflow is not None:
-        return f"flow '{node.subflow.spec.flow}'"
-    return "the approval"
+    assert node.subflow is not None
+    return f"flow '{node.subflow.spec.flow}'"
 
 
 def _delegates(index: FlowIndex, node: StepNode) -> None:

@@ -41,9 +41,9 @@ def _actions(index: FlowIndex, node: StepNode) -> None:
 
 
 def _identity(index: FlowIndex, node: StepNode, seen: dict[str, StepNode]) -> None:
-    if node.id in RESERVED:
-        index.report(node.at("id"), "BY303",
-                     f"step id '{node.id}' is reserved ({RESERVED[node.id]}); choose another id")
+    if node.id in RESERVED or node.id.startswith("__"):
+        why = RESERVED.get(node.id, "ids starting with '__' name the engine's own graph nodes")
+        index.report(node.at("id"), "BY303", f"step id '{node.id}' is reserved ({why}); choose another id")
         index.broken = True
     first = seen.setdefault(node.id, node)
     if first is not node:
@@ -63,10 +63,22 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
         index.report(node.at("with"), "BY317",
                      f"step '{node.id}': `with:` binds inputs of a block or subflow, and this step runs "
                      f"neither{hint}", key=True)
-    if spec.outputs and action not in ("uses", "flow", "approval", None):
+    if spec.outputs and action not in ("uses", "flow", None):
+        hint = " (name its result with `collect:`)" if action in ("map", "foreach") else (
+            " (name the fields as the context keys you want)" if action == "approval" else "")
         index.report(node.at("outputs"), "BY317",
-                     f"step '{node.id}': `outputs:` renames what a block, subflow or approval writes, and "
-                     f"a {action} step writes nothing to rename", key=True)
+                     f"step '{node.id}': `outputs:` renames what a block or subflow writes, and this is "
+                     f"{article(action)} step{hint}", key=True)
+    if spec.map is not None and (spec.map.uses is None) == (not spec.map.steps):
+        both = spec.map.uses is not None
+        index.report(node.at("map", "steps") if both else node.at("map"), "BY319",
+                     f"step '{node.id}': a map runs either a block (`uses:`) or a body (`steps:`) per item, "
+                     f"{'not both' if both else 'and this one has neither'}", key=True)
+        index.broken = True
+    elif spec.map is not None and spec.map.steps is not None and spec.map.with_:
+        index.report(node.at("map", "with"), "BY317",
+                     f"step '{node.id}': map.with binds the inputs of the map's block, and this map runs a body "
+                     "of steps (bind inputs in those steps' `with:`)", key=True)
     if spec.delegates and action is not None:
         block = node.runs_block
         if action != "uses" or (block is not None and block.kind != "agent"):
