@@ -77,7 +77,7 @@ def test_start_a_run_and_see_its_result(yard: Path, serve: Callable[..., Live], 
     page.fill("#input-a", "3")
     page.click("#run-button")
     page.locator("#run-status [data-status=finished]").wait_for()
-    assert '"total": 5' in page.inner_text("#run-outputs")
+    page.locator("#run-outputs").filter(has_text='"total": 5').wait_for()
     events = page.locator("#run-events li")
     events.filter(has_text="run_finished").wait_for()
     assert events.first.get_attribute("data-type") == "run_started"
@@ -141,4 +141,4 @@ def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]],
     gate.locator("[data-reason]").fill("looks right")
     gate.locator("[data-action=approve]").click()
     page.locator("#run-status [data-status=finished]").wait_for()
-    assert '"total": 42' in page.inner_text("#run-outputs")
+    page.locator("#run-outputs").filter(has_text='"total": 42').wait_for()

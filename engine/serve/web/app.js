@@ -213,6 +213,7 @@ async function showRun(id) {
     if (["run_finished", "run_failed", "approval_required", "run_started"].includes(event.type)) {
       const next = { run_finished: "finished", run_failed: (event.data || {}).status || "failed", approval_required: "waiting", run_started: "running" }[event.type];
       $("run-status").replaceChildren(badge(next));
+      if (event.type === "run_finished") $("run-outputs").textContent = pretty((event.data || {}).outputs);
       if (event.type !== "run_started") {
         call("GET", `/runs/${encodeURIComponent(id)}`).then((fresh) => { if (!controller.signal.aborted) { run = fresh; renderRun(run, status); } });
       }
