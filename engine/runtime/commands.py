@@ -22,7 +22,6 @@ from engine.load import LoadError, load_file, parse_value
 from engine.runtime import progress
 from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.runtime.progress import format_duration
-from engine.runtime.yard import Yard
 from engine.spec import TypeSpec
 
 SIGTERM_EXIT = 143
@@ -55,6 +54,8 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
                 thread: str | None, as_json: bool) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended."""
+    from engine.runtime.yard import Yard
+
     if thread is not None:
         raise UsageError("--thread: conversation threads are not available in this version")
     yard = Yard.load(root)
@@ -72,6 +73,8 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
         raise UsageError("approval decisions (--approve, --reject, --reason, --set, --gate, --as) are not "
                          "available in this version; `blockyard resume RUN_ID` continues a failed or "
                          "interrupted run")
+    from engine.runtime.yard import Yard
+
     yard = Yard.open(root)
     try:
         return _drive(progress.choose(as_json=as_json), lambda: yard.astream_resume(run_id), as_json)
@@ -185,6 +188,8 @@ def _err(text: str) -> None:
 
 def graph_command(root: Path, flow: str, fmt: str) -> int:
     """Print a flow's graph as Mermaid or Graphviz dot."""
+    from engine.runtime.yard import Yard
+
     yard = Yard.load(root)
     try:
         compiled = yard.compiled(yard.bundle(flow), durable=False)
