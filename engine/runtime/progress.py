@@ -222,6 +222,10 @@ class LiveTable(Progress):
                 row.done += 1
         elif event.type == WARNING:
             self._notes.append(f"{self.style.yellow(self.style.warn)} {event.data.get('message', event.data)}")
+        elif event.type == RUN_STARTED:
+            resumed = " (resumed)" if event.data.get("resumed") else ""
+            self._notes.append(self.style.dim(f"run {event.run_id}: {event.data.get('flow')}@"
+                                              f"{event.data.get('version')}{resumed}"))
         else:
             return
         self._draw()
