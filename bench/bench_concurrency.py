@@ -74,8 +74,11 @@ async def main() -> None:
     root = make_yard(yard_files())
     builder = raw_graph()
     counter = iter(range(10**9))
+    commits: dict[str, list[int]] = {}
 
     def engine(synchronous: str) -> Any:
+        name = f"blockyard, durable (group commit, synchronous={synchronous})"
+
         async def sample() -> float:
             state = root / ".blockyard"
             shutil.rmtree(state, ignore_errors=True)
@@ -87,6 +90,7 @@ async def main() -> None:
                 results = await asyncio.gather(*(yard.arun("five", {"topic": f"t{i}"}) for i in range(RUNS)))
                 took = loop.time() - began
                 assert all(r.status == "finished" for r in results), {r.status for r in results}
+                commits.setdefault(name, []).append(yard.db.writer.commits)
                 return took
             finally:
                 yard.close()
@@ -123,8 +127,9 @@ async def main() -> None:
     header(f"{RUNS} concurrent runs x {STEPS} steps, model/node latency {DELAY * 1000:.0f} ms "
            f"(ideal {STEPS * DELAY:.2f} s)")
     rows = [[name, f"{median(values):.2f} s", f"{min(values):.2f}-{max(values):.2f} s",
-             f"{median(values) / base:.2f}"] for name, values in samples.items()]
-    print(table(["variant", "wall (median)", "range", "x raw durable"], rows))
+             f"{median(values) / base:.2f}", f"{int(median(commits[name]))}" if name in commits else "-"]
+            for name, values in samples.items()]
+    print(table(["variant", "wall (median)", "range", "x raw durable", "commits"], rows))
 
 
 if __name__ == "__main__":

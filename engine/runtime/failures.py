@@ -18,8 +18,11 @@ class Failure:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def describe(exc: BaseException, step: str | None, recursion_limit: int | None) -> Failure:
-    """Turn whatever a graph raised into a Failure; unknown exceptions keep their type name."""
+def describe(exc: BaseException, step: str | None, running: str | None, compiled: Any) -> Failure:
+    """Turn whatever a graph raised into a Failure; unknown exceptions keep their type name.
+
+    `step` is the step that started last, `running` one that had not ended (None when none).
+    """
     from langgraph.errors import GraphRecursionError
 
     from engine.compile.errors import StepFailed
@@ -30,7 +33,8 @@ def describe(exc: BaseException, step: str | None, recursion_limit: int | None) 
             extra["index"] = exc.item
         return Failure(_without_prefix(str(exc.reason), exc.flow, exc.step), exc.step or step, extra)
     if isinstance(exc, GraphRecursionError):
-        return Failure(f"the run went past its limit of {recursion_limit} steps (a cycle that never ends?)", step)
+        # raised between steps: no step failed, the flow as a whole ran too long
+        return Failure(str(compiled.explain(exc)), running)
     if isinstance(exc, TimeoutError) or type(exc).__name__ == "NodeTimeoutError":
         return Failure(f"timed out: {exc}" if str(exc) else "timed out", step)
     if isinstance(exc, BlockyardError):

@@ -108,9 +108,13 @@ class _Steps:
                 event.data.setdefault("duration_ms", round((time.monotonic() - began) * 1000, 1))
 
     def current(self) -> str | None:
+        """The step that started last among those still running, else the last one started."""
+        return self.running_now() or self.last
+
+    def running_now(self) -> str | None:
         if self.running:
             return max(self.running, key=lambda key: self.running[key])[0]
-        return self.last
+        return None
 
 
 async def execute(ex: Execution) -> AsyncIterator[Event]:
@@ -155,13 +159,13 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
             yield event
         raise
     except Exception as exc:
-        failure = describe(exc, steps.current(), ex.compiled.recursion_limit)
+        failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
 
     if failure is None and not interrupts:
         try:
             outputs = ex.compiled.outputs(values or {})
         except Exception as exc:
-            failure = describe(exc, None, ex.compiled.recursion_limit)
+            failure = describe(exc, None, None, ex.compiled)
     elapsed = time.monotonic() - began
     if failure is not None:
         data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}

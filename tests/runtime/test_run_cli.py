@@ -118,3 +118,15 @@ def test_graph_command(yard: Path, cli: Cli) -> None:
     dot = cli(yard, "graph", "hello", "--format", "dot")
     assert dot.code == 0 and dot.out.startswith('digraph "hello"')
     assert cli(yard, "graph", "nope").code == 2
+
+
+def test_step_limit_fails_the_run_clearly(yard: Path, cli: Cli) -> None:
+    (yard / "flows" / "short.yaml").write_text(
+        "flow: short\nmax_steps: 1\ninputs: {n: {type: integer}}\noutputs: [n]\nsteps:\n"
+        "  - {id: a, uses: inc, with: {n: '{{ inputs.n }}'}}\n  - {id: b, uses: inc}\n  - {id: c, uses: inc}\n")
+    done = cli(yard, "run", "short", "--input", "n=1", "--json")
+    assert done.code == 1
+    last = done.events()[-1]
+    assert last["type"] == "run_failed"
+    assert last["step"] is None and "went over its limit of 1 steps" in last["data"]["error"]
+    assert "Traceback" not in done.err
