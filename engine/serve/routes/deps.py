@@ -13,7 +13,8 @@ from engine.serve.runner import Job
 from engine.serve.server import Server
 
 
-def get_server(request: Request) -> Server:
+async def get_server(request: Request) -> Server:
+    # async: FastAPI runs a plain `def` dependency in a worker thread, which costs more than the lookup
     server: Server = request.app.state.server
     return server
 

@@ -83,7 +83,7 @@ async def start_run(name: str, request: Request, server: ServerDep, body: RunReq
     return await job_result(job)
 
 
-async def job_result(job: Any) -> dict[str, Any]:
+async def job_result(job: Any) -> JSONResponse:
     # shield: a client that hangs up must not cancel the run
     result: dict[str, Any] = await asyncio.shield(job.result)
-    return result
+    return JSONResponse(result)
