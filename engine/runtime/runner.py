@@ -8,6 +8,7 @@ waits for a person) or run_failed (failed or interrupted; `data.status` tells wh
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from engine.runtime.events import (
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord
+from engine.runtime.store import RunRecord, StateError
 from engine.runtime.writer import Write
 
 EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
@@ -206,4 +207,7 @@ def _record(db: StateDB, event: Event) -> None:
 
 async def _end(db: StateDB, event: Event, end: Write) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
-    await db.writer.write(store.insert_events([event]), end)
+    try:
+        await db.writer.write(store.insert_events([event]), end)
+    except sqlite3.Error as exc:
+        raise StateError(f"cannot record how run {event.run_id} ended in {db.path}: {exc}") from None

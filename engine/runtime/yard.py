@@ -202,7 +202,9 @@ class Yard:
                 if chosen is not None:
                     raise UsageError(f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)") \
                         from None
-        else:  # pragma: no cover - five collisions of 20 random bits in one millisecond
+            except sqlite3.Error as exc:
+                raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
+        else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
         context, note = self._context(bundle, record.id)
         return Execution(self.db, compiled, record, context, compiled.initial_state(values),
