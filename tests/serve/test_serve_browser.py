@@ -13,29 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_helpers import ADD_FLOW, YARD, Live
+from serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, gated_run_or_skip
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 20_000
-
-GATED_FLOW = """
-flow: gated
-version: 1
-description: Ask before adding.
-inputs:
-  a: {type: integer, default: 1}
-outputs: [total]
-steps:
-  - id: ask
-    approval:
-      message: "Add how much?"
-      fields: {b: {type: integer, description: The amount to add.}}
-  - id: sum
-    uses: adder
-    with: {x: "{{ inputs.a }}", y: "{{ context.b }}"}
-"""
-
 
 def chromium() -> str:
     path = os.environ.get("BLOCKYARD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -122,14 +104,7 @@ def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]],
     root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
     live = serve(root, schedules=False)
     with live.client() as client:
-        flows = [f["name"] for f in client.get("/flows").json()["flows"]]
-        if "gated" not in flows:
-            problems = client.get("/diagnostics").json()["diagnostics"]
-            pytest.skip(f"approval gates are not available yet: {problems}")
-        probe = client.post("/flows/gated/runs", json={"inputs": {}}).json()
-        if probe["status"] == "failed" and "not supported" in (probe["error"] or ""):
-            pytest.skip(f"approval gates are not available yet: {probe['error']}")
-        assert probe["status"] == "waiting", probe
+        gated_run_or_skip(client)
     page.goto(live.url + "/")
     page.locator("#flow-list [data-flow=gated]").click()
     page.click("#run-button")

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from serve_helpers import YARD, Live, wait_for, wait_run
+from serve_helpers import GATED_FLOW, YARD, Live, gated_run_or_skip, wait_for, wait_run
 
 
 def stored_status(root: Path, run_id: str) -> str:
@@ -137,3 +137,31 @@ def test_runs_left_running_by_a_crash_are_interrupted_at_start_and_resumable(
         assert trace[-1]["step"] == "nap"
         finished_steps = [e["step"] for e in trace if e["type"] == "step_finished"]
         assert finished_steps == ["first"]  # the finished step was not run again
+
+
+def test_a_paused_run_survives_a_reload_and_a_restart(make_yard: Callable[[dict[str, str]], Path],
+                                                      serve: Callable[..., Live]) -> None:
+    root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
+    live = serve(root, schedules=False)
+    with live.client() as client:
+        paused = gated_run_or_skip(client, {"a": 1})
+        run_id = paused["run_id"]
+        assert paused["waiting"] and paused["step"] == "ask"
+        run = client.get(f"/runs/{run_id}").json()
+        assert run["status"] == "waiting" and run["gates"][0]["step"] == "ask"
+        assert run_id in [r["id"] for r in client.get("/runs", params={"status": "waiting"}).json()["runs"]]
+        # a new version that adds 100 more: the paused run must not see it
+        (root / "flows/gated.yaml").write_text(GATED_FLOW.replace("version: 1", "version: 2")
+                                               .replace('y: "{{ context.b }}"', 'y: "{{ context.b + 100 }}"'))
+        wait_for(lambda: client.get("/flows/gated").json()["version"] == 2)
+        not_yet = client.post(f"/runs/{run_id}/resume", json={})
+        assert (not_yet.status_code, not_yet.json()["error"]["code"]) == (409, "decision_needed")
+    live.stop()
+    again = serve(root, schedules=False)
+    with again.client() as client:
+        assert client.get(f"/runs/{run_id}").json()["status"] == "waiting"
+        result = client.post(f"/runs/{run_id}/resume", json={"approve": True, "values": {"b": 41},
+                                                             "reason": "fine"}).json()
+        assert (result["status"], result["version"], result["outputs"]) == ("finished", 1, {"total": 42})
+        fresh = client.post("/flows/gated/runs", json={"inputs": {"a": 1}}).json()
+        assert fresh["version"] == 2
