@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.compile import foreach, loop, mapping, router, subflow, uses, visits
+from engine.compile import approval, foreach, loop, mapping, router, subflow, uses, visits
 from engine.compile.builder import Built, Construct, GraphBuilder, Region
-from engine.compile.errors import CompileError, not_supported
+from engine.compile.errors import CompileError
 from engine.spec import StepSpec
 
 BUILDERS: dict[str, Construct] = {
@@ -14,14 +14,13 @@ BUILDERS: dict[str, Construct] = {
     "foreach": foreach.build,
     "map": mapping.build,
     "flow": subflow.build,
+    "approval": approval.build,
 }
 
 
 def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
-    """Add the nodes of one step; a `max_visits` bound puts a visit guard in front of them."""
-    if step.approval is not None or step.require_approval is not False:
-        # gates come with their own module (an interrupt in a node of its own, DESIGN.md §5)
-        raise not_supported("approval gates are", builder.flow, step.id)
+    """Add the nodes of one step: `require_approval` puts a gate in front of them, a `max_visits`
+    bound a visit guard in front of that."""
     actions = step.actions
     if len(actions) != 1:
         found = f"several ({', '.join(actions)})" if actions else "none"
@@ -34,7 +33,11 @@ def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     if step.branches is not None and step.uses is None:
         raise CompileError(f"{builder.where(step.id)}: `branches:` needs a decide block (`uses:`); "
                            "use a router to branch on a value")
+    if actions[0] == "approval" and step.require_approval is not False:
+        raise CompileError(f"{builder.where(step.id)}: the step is an approval gate already; drop require_approval")
     piece = BUILDERS[actions[0]](builder, region, step)
+    if step.require_approval is not False:
+        piece = approval.wrap(builder, region, step, piece)
     if step.max_visits is not None:
         piece = visits.wrap(builder, region, step, piece)
     return piece

@@ -31,6 +31,25 @@ class ToolSource(Protocol):
     async def call(self, name: str, args: Mapping[str, Any]) -> Any: ...
 
 
+class MemorySource(Protocol):
+    """The run's long-term memory scope (the flow's `memory:`), loaded when the run starts."""
+
+    scope: str
+
+    def prompt_values(self) -> dict[str, Any]:
+        """What prompts see: `user_preferences` (key -> value) and `user_history` (past runs)."""
+        ...
+
+    async def read(self, namespace: str, key: str | None) -> Any:
+        """One item's value (None when absent); with no key every item: preferences as a mapping,
+        history as a list of records, oldest first."""
+        ...
+
+    async def write(self, namespace: str, key: str | None, value: Any) -> str:
+        """Store `value` (history: under the run id when no key is given); returns the key."""
+        ...
+
+
 @dataclass
 class RunContext:
     run_id: str
@@ -39,3 +58,4 @@ class RunContext:
     workspace: Path
     thread_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    memory: MemorySource | None = None  # None: the flow has no `memory:` scope

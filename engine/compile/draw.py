@@ -3,8 +3,9 @@ LangGraph graph: people see steps, branches with their conditions, loops, iterat
 subflows — not the engine's helper nodes. Deterministic (step order), so they can be diffed.
 
 Shapes: block steps are boxes, decide and router steps diamonds, subflows subroutines, maps
-parallelograms, loop checks and foreach iterators hexagons; loop/foreach/map bodies are
-clusters. Dashed edges are exits taken without running the step (`on_max_visits`).
+parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
+bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
+an approval's `on_reject` and `on_timeout`); a step behind `require_approval` says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.bundle import Bundle
+from engine.compile.decision import gate_spec
 from engine.compile.topology import EXIT, plan_region
 from engine.spec import BlockSpec, Route, StepSpec
 
@@ -97,6 +99,11 @@ class _Drawer:
                 self.edge(out, resolve(target))
             if step.max_visits is not None and step.on_max_visits != "fail":
                 self.edge(entry, resolve(step.on_max_visits), f"after {step.max_visits} visits", dashed=True)
+            gate = step.approval or gate_spec(step)
+            if gate is not None and gate.on_reject != "fail":
+                self.edge(entry, resolve(gate.on_reject), "reject", dashed=True)
+            if gate is not None and gate.timeout is not None and gate.on_timeout not in ("approve", "reject"):
+                self.edge(entry, resolve(gate.on_timeout), f"timeout {gate.timeout}", dashed=True)
         for needs, waiting in plan.barriers:
             for name in needs:
                 self.edge(ends[name][1], ends[waiting][0])
@@ -150,6 +157,8 @@ class _Drawer:
         return node.id, node.id
 
     def _simple(self, step: StepSpec, bound: str) -> Node:
+        if step.require_approval is not False:
+            bound += ", after approval"
         if step.router is not None:
             return Node(step.id, [step.id, "router" + bound], "diamond")
         if step.flow is not None:

@@ -3,9 +3,9 @@ the flow's bounds so that a correct run never hits it and a runaway one stops ea
 
 Cost of one pass through a list of steps = the sum of its steps' costs (parallel branches
 share supersteps, so the sum is an upper bound), where
-- a block, router, decide or subflow step costs 1 (a subflow's own steps count in its own
-  graph, which gets its own limit); a `max_visits` guard adds 1; a self-routing step that
-  ends a barrier join adds 1 for its pass-through node;
+- a block, router, decide, approval or subflow step costs 1 (a subflow's own steps count in its
+  own graph, which gets its own limit); a `max_visits` guard adds 1, a `require_approval` gate
+  1; a self-routing step that ends a barrier join adds 1 for its pass-through node;
 - a loop costs 2 + max_iterations × (body + 1);
 - a foreach costs 1 + MAX_ITEMS × (body + 1) — its start node refuses longer lists unless the
   flow sets `max_steps`;
@@ -41,6 +41,8 @@ def region_bound(steps: list[StepSpec]) -> int:
 
 def _step_cost(step: StepSpec) -> int:
     cost = 1 if step.max_visits is None else 2
+    if step.require_approval is not False:
+        cost += 1
     if step.loop is not None:
         return cost + 1 + step.loop.max_iterations * (region_bound(step.loop.steps) + 1)
     if step.foreach is not None:

@@ -3,8 +3,7 @@
 `prepare(block, where)` checks the block once, at compile time, and returns a `Runner`: an async
 function from a `BlockCall` (the bound, type-checked inputs plus run services) to the block's raw
 outputs. The step node around it checks the outputs, emits events and handles failures.
-Kinds that other work items add (agent, smart, memory_read, memory_write) fail to compile with a
-clear message until then.
+Kinds that other work items add (agent, smart) fail to compile with a clear message until then.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.compile.errors import CompileError
-from engine.executors import model, tool, transform, wait
+from engine.executors import memory, model, tool, transform, wait
 from engine.executors.call import BlockCall, Runner
 from engine.spec import BlockSpec
 
@@ -24,6 +23,8 @@ EXECUTORS: dict[str, Preparer] = {
     "wait": wait.prepare,
     "llm": model.prepare,
     "decide": model.prepare,
+    "memory_read": memory.prepare,
+    "memory_write": memory.prepare,
 }
 
 __all__ = ["EXECUTORS", "BlockCall", "Runner", "prepare"]

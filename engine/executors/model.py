@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.compile.errors import CompileError, Problem
 from engine.executors.call import BlockCall, Runner
+from engine.executors.memory import prompt_scope
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
@@ -24,10 +25,11 @@ def prepare(block: BlockSpec, where: str) -> Runner:
     async def run(call: BlockCall) -> dict[str, Any]:
         from engine.models import StructuredRequest  # the providers load only when a model block runs
 
+        scope = prompt_scope(call)
         request = StructuredRequest(
             flow=call.flow, step=call.step, block=block.block,
-            system=_render("prompt.system", system, call.inputs),
-            user=_render("prompt.user", user, call.inputs),
+            system=_render("prompt.system", system, scope),
+            user=_render("prompt.user", user, scope),
             output_schema=schema, inputs=call.inputs,
         )
         return await call.context.models.for_block(block).structured(request)
@@ -46,10 +48,10 @@ def decision_output(block: BlockSpec, where: str) -> str:
     return name
 
 
-def _render(where: str, source: str | None, inputs: dict[str, Any]) -> str | None:
+def _render(where: str, source: str | None, scope: dict[str, Any]) -> str | None:
     if source is None:
         return None
     try:
-        return render_text(source, inputs)
+        return render_text(source, scope)
     except TemplateError as exc:
         raise Problem(f"{where}: {exc}") from None

@@ -21,8 +21,14 @@ ONE_STEP = """
 
 
 @pytest.mark.parametrize(("step", "message"), [
-    ("{id: gate, approval: {message: ok?}}", "flow 'f', step 'gate': approval gates are not supported yet"),
-    ("{id: s, uses: inc, require_approval: true}", "flow 's' approval"),
+    ("{id: gate, approval: {message: ok?, on_reject: nowhere}}",
+     "flow 'f', step 'gate': on_reject 'nowhere' is not a step of the flow"),
+    ("{id: s, uses: inc, require_approval: {on_reject: ss}}",
+     "flow 'f', step 's': on_reject 'ss' is not a step of the flow (did you mean 's'?)"),
+    ("{id: s, approval: {fields: {x: {type: string}}, timeout: 1h, on_timeout: approve}}",
+     "flow 'f', step 's': on_timeout: approve needs a default for field 'x' (nobody fills it in)"),
+    ("{id: s, approval: {message: ok?}, require_approval: true}",
+     "flow 'f', step 's': the step is an approval gate already; drop require_approval"),
     ("{id: s, uses: inc, goto: nowhere}", "flow 'f', step 's': goto 'nowhere' is not a step of the flow"),
     ("{id: s, uses: inc, goto: ss}", "flow 'f', step 's': goto 'ss' is not a step of the flow (did you mean 's'?)"),
     ("{id: s, uses: inc, with: {m: 1}}",
@@ -44,7 +50,7 @@ ONE_STEP = """
     ("{id: s, loop: {max_iterations: 2, steps: [{id: s, uses: inc}]}}", "flow 'f': step id 's' used more than once"),
     ("{id: s, uses: agentic}", "flow 'f', step 's': blocks of kind 'agent' (block 'agentic') are not supported yet"),
     ("{id: s, uses: remember}",
-     "flow 'f', step 's': blocks of kind 'memory_read' (block 'remember') are not supported yet"),
+     "flow 'f', step 's': memory_read block 'remember' needs `memory:` (the namespace and key it works on)"),
     ("{id: s, uses: half}", "flow 'f', step 's': block 'half' has no `compute` expression for output 'b'"),
     ("{id: s, uses: two_way}", "flow 'f', step 's': decide block 'two_way' must have exactly one output (an enum), "
                                "it has 2"),

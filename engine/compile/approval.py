@@ -1,0 +1,138 @@
+"""Approval gates: `approval:` steps and `require_approval:` on any step.
+
+A gate is a node of its own that holds nothing but LangGraph's `interrupt()`: LangGraph re-runs an
+interrupted node from its first line when the run resumes, so the gate renders its message, asks,
+and only after the answer arrives writes anything — the step it guards runs in the next node, once.
+`approval:` steps are that node (`<id>`); `require_approval:` puts one in front of the step
+(`<id>.gate`), the way a `max_visits` guard is put in front of a step.
+
+The interrupt's value is the gate's request and the resume value is a decision
+(engine/compile/decision.py). Approve: the field values (defaults filled in) go to the context and
+the run goes on — into the guarded step, or after an approval step. Reject: `on_reject` (a step,
+`end`, or `fail`). A timeout whose `on_timeout` names a step goes there; the runtime turns
+`on_timeout: approve|reject` into that decision before it resumes the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command, interrupt
+
+from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.context import RunContext
+from engine.compile.decision import (
+    REJECT,
+    TIMEOUT,
+    Decision,
+    DecisionRefused,
+    check_decision,
+    fields_json,
+    gate_spec,
+)
+from engine.compile.errors import CompileError
+from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.compile.scope import item_index, make_scope
+from engine.compile.state import State, record
+from engine.compile.topology import EXIT
+from engine.diagnostics import did_you_mean
+from engine.spec import ApprovalSpec, StepSpec, parse_duration
+from engine.templates import TemplateError, render_text
+
+GATE = "{}.gate"
+
+
+def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+    """An `approval:` step: the gate is the step; approving goes on to whatever follows it."""
+    spec = step.approval
+    assert spec is not None
+    built = Built([step.id])
+    builder.add_node(step.id, _gate(builder, region, step, spec, lambda: built.after, own_step=True))
+    return built
+
+
+def wrap(builder: GraphBuilder, region: Region, step: StepSpec, inner: Built) -> Built:
+    """`inner` behind a `require_approval` gate: same exits, the gate as its entry."""
+    spec = gate_spec(step)
+    assert spec is not None
+    entries = list(inner.entries)
+    name = GATE.format(step.id)
+    builder.add_node(name, _gate(builder, region, step, spec, lambda: entries, own_step=False))
+    inner.entries = [name]
+    return inner
+
+
+def _check(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalSpec) -> None:
+    where = builder.where(step.id)
+    steps = region.plan.by_id
+    for key, target, words in (("on_reject", spec.on_reject, (EXIT, "fail")),
+                               ("on_timeout", spec.on_timeout, (EXIT, "approve", "reject"))):
+        if target not in words and target not in steps:
+            raise CompileError(f"{where}: {key} '{target}' is not a step of {region.describe}"
+                               f"{did_you_mean(target, [*steps, *words])}")
+    if spec.on_timeout == "approve":
+        missing = [name for name, field in spec.fields.items() if not field.has_default]
+        if missing:
+            raise CompileError(f"{where}: on_timeout: approve needs a default for field "
+                               f"{', '.join(repr(name) for name in missing)} (nobody fills it in)")
+    if spec.timeout is not None:
+        parse_duration(spec.timeout)
+
+
+def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalSpec,
+          on_approve: Callable[[], list[str]], *, own_step: bool) -> Callable[..., Any]:
+    _check(builder, region, step, spec)
+    flow = builder.flow
+    label = builder.label(step.id)
+    frames = region.frames
+    fields = fields_json(spec.fields)
+    kind = "approval" if own_step else "require_approval"
+
+    async def node(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
+        # Everything before interrupt() runs again on resume: it only reads the state.
+        writer = runtime.stream_writer
+        index = item_index(state, frames)
+        try:
+            message = render_text(spec.message, make_scope(state, frames))
+        except TemplateError as exc:
+            raise failed(writer, flow, label, f"approval message: {exc}", started=time.monotonic(),
+                         index=index) from None
+        request = {"kind": kind, "gate": label if index is None else f"{label}[{index}]", "step": label,
+                   "index": index, "flow": flow, "message": message, "fields": copy.deepcopy(fields),
+                   "approvers": list(spec.approvers), "timeout": spec.timeout, "on_reject": spec.on_reject,
+                   "on_timeout": spec.on_timeout if spec.timeout is not None else None}
+        answer = interrupt(request)
+
+        started = time.monotonic()
+        if own_step:
+            emit(writer, STEP_STARTED, label, {"block": None, "kind": "approval"}, index)
+        try:
+            decision = Decision.from_payload(answer)
+            values = check_decision(request, decision.decision, decision.values, decision.actor)
+        except DecisionRefused as exc:
+            raise failed(writer, flow, label, str(exc), started=started, index=index) from None
+        update: dict[str, Any] = {}
+        if values:
+            update["context"] = values
+        if own_step:
+            finished(writer, label, values, duration_ms=elapsed_ms(started), index=index, kind="approval",
+                     decision=decision.decision, actor=decision.actor, reason=decision.reason,
+                     timed_out=decision.timed_out)
+            status = "ok" if decision.approved else "rejected" if decision.decision == REJECT else "timed_out"
+            update["results"] = [record(step.id, None, values, status, decision=decision.decision,
+                                        actor=decision.actor)]
+        if decision.approved:
+            return Command(update=update, goto=on_approve())
+        if decision.decision == TIMEOUT:
+            return Command(update=update, goto=region.resolve(spec.on_timeout))
+        if spec.on_reject == "fail":
+            who = f" by {decision.actor}" if decision.actor else ""
+            why = f": {decision.reason}" if decision.reason else ""
+            raise failed(writer, flow, label, f"rejected{who}{why}", started=started, index=index)
+        return Command(update=update, goto=region.resolve(spec.on_reject))
+
+    return node
