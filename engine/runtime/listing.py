@@ -45,7 +45,9 @@ def _duration(run: RunRecord, status: str) -> float | None:
     return run.duration if run.started else None
 
 
-def _detail(run: RunRecord, status: str) -> str:
+def _detail(run: RunRecord, status: str, gates: list[Event] | None = None) -> str:
+    if status == "waiting" and gates:
+        return "gate " + ", ".join(f"'{gate.step}'" for gate in gates)
     if status == "failed":
         return (f"step '{run.error_step}': " if run.error_step else "") + (run.error or "")
     if status == "interrupted":
@@ -73,17 +75,18 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
         # a dead process's run is stored as running but shown as interrupted: filter after the fact
         wanted = {"interrupted": ["interrupted", "running"]}.get(status or "", [status] if status else None)
         rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
+        table: list[tuple[str, ...]] = []
+        for run in rows:
+            shown = effective_status(run)
+            if status is not None and shown != status:
+                continue
+            gates = store.waiting_gates(conn, run.id) if shown == "waiting" else None
+            table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
+                          format_duration(_duration(run, shown)), _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
+            if len(table) >= limit:
+                break
     finally:
         conn.close()
-    table: list[tuple[str, ...]] = []
-    for run in rows:
-        shown = effective_status(run)
-        if status is not None and shown != status:
-            continue
-        table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
-                      format_duration(_duration(run, shown)), _shorten(_detail(run, shown), DETAIL_WIDTH)))
-        if len(table) >= limit:
-            break
     if not table:
         sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
         return 0
@@ -164,21 +167,24 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         if run is None:
             raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, store.run_ids(conn))}")
         events = store.load_events(conn, run_id)
+        status = effective_status(run)
+        gates = store.waiting_gates(conn, run_id) if status == "waiting" else []
     finally:
         conn.close()
-    status = effective_status(run)
     steps = step_summary(events, status)
     definition = definition_status(root, run)
     if as_json:
         body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status}, "steps": steps,
-                "definition": definition, "events": [event.as_dict() for event in events]}
+                "waiting": [gate.as_dict() for gate in gates], "definition": definition,
+                "events": [event.as_dict() for event in events]}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    sys.stdout.write(_show_text(run, status, steps, definition))
+    sys.stdout.write(_show_text(run, status, steps, definition, gates))
     return 0
 
 
-def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definition: dict[str, Any]) -> str:
+def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definition: dict[str, Any],
+               gates: list[Event]) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
     files = definition.get("files")
     if files == "differ":
@@ -188,8 +194,12 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
         lines.append(f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition")
     elif files == "unknown":
         lines.append(f"          cannot compare with the files: {definition.get('reason')}")
-    detail = _detail(run, status)
+    detail = _detail(run, status, gates)
     lines.append(f"status    {status}" + (f" ({detail})" if detail else ""))
+    for gate in gates:
+        value = gate.data.get("value")
+        message = value.get("message") if isinstance(value, dict) else value
+        lines.append(f"waiting   gate '{gate.step}'" + (f": {message}" if message else ""))
     if status == "failed" and run.error:
         lines.append(f"error     {run.error}")
     lines.append(f"started   {local_time(run.started)}")

@@ -64,6 +64,35 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             PRIMARY KEY (run_id, seq)
         ) WITHOUT ROWID""",
     ]),
+    (2, [
+        # approval gates a run stopped at, and the decision taken on each (engine/runtime/gates.py)
+        """CREATE TABLE gates (
+            run_id TEXT NOT NULL,
+            interrupt_id TEXT NOT NULL,
+            gate TEXT NOT NULL,
+            step TEXT NOT NULL,
+            status TEXT NOT NULL,
+            request TEXT NOT NULL,
+            created TEXT NOT NULL,
+            timeout_at TEXT,
+            decided TEXT,
+            actor TEXT,
+            decision TEXT,
+            PRIMARY KEY (run_id, interrupt_id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX gates_waiting ON gates (status, timeout_at)",
+        # conversation threads: runs that share one LangGraph thread (engine/runtime/threads.py)
+        """CREATE TABLE threads (
+            id TEXT PRIMARY KEY,
+            flow TEXT NOT NULL,
+            title TEXT NOT NULL,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            turns INTEGER NOT NULL DEFAULT 0,
+            last_run TEXT
+        )""",
+        "CREATE INDEX runs_thread ON runs (thread_id, id)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -231,6 +260,15 @@ def run_ids(conn: sqlite3.Connection) -> list[str]:
 def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:
     rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
                         "ORDER BY seq", (run_id, after))
+    return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
+
+
+def waiting_gates(conn: sqlite3.Connection, run_id: str) -> list[Event]:
+    """The approval_required events of the run's latest execution (what it waits for now)."""
+    rows = conn.execute(
+        "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND type = 'approval_required' "
+        "AND seq > (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ? AND type = 'run_started') ORDER BY seq",
+        (run_id, run_id))
     return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
 
 

@@ -133,6 +133,15 @@ FLOWS = {
         steps:
           - {id: sleepy, uses: stuck}
     """,
+    "flows/gated.yaml": """
+        flow: gated
+        inputs: {n: {type: integer, default: 1}}
+        outputs: [n]
+        steps:
+          - {id: a, uses: inc, with: {n: "{{ inputs.n }}"}}
+          - {id: ok, approval: {message: "Proceed with {{ context.n }}?"}}
+          - {id: b, uses: inc}
+    """,
     "flows/garbage.yaml": """
         flow: garbage
         outputs: [amount]

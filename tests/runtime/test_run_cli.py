@@ -130,3 +130,18 @@ def test_step_limit_fails_the_run_clearly(yard: Path, cli: Cli) -> None:
     assert last["type"] == "run_failed"
     assert last["step"] is None and "went over its limit of 1 steps" in last["data"]["error"]
     assert "Traceback" not in done.err
+
+
+def test_an_approval_gate_pauses_the_run(yard: Path, cli: Cli) -> None:
+    done = cli(yard, "run", "gated", "--json")
+    assert done.code == 3
+    last = done.events()[-1]
+    assert (last["type"], last["step"]) == ("approval_required", "ok")
+    assert last["data"]["value"]["message"] == "Proceed with 2?"
+    assert "is waiting for approval at gate 'ok': Proceed with 2?" in done.err
+    run_id = last["run_id"]
+    row = next(line for line in cli(yard, "runs").out.splitlines() if line.startswith(run_id))
+    assert "waiting" in row and row.endswith("gate 'ok'")
+    assert "waiting   gate 'ok': Proceed with 2?" in cli(yard, "runs", "show", run_id).out
+    refused = cli(yard, "resume", run_id)
+    assert refused.code == 2 and "is waiting for an approval decision" in refused.err

@@ -34,8 +34,8 @@ def test_migrations_are_idempotent_and_versioned(tmp_path: Path) -> None:
     assert conn is not None
     versions = conn.execute("SELECT version FROM blockyard_migrations").fetchall()
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert versions == [(store.SCHEMA_VERSION,)]
-    assert {"runs", "events", "definitions", "checkpoints", "writes"} <= tables
+    assert versions == [(version,) for version, _ in store.MIGRATIONS]
+    assert {"runs", "events", "definitions", "gates", "threads", "checkpoints", "writes"} <= tables
     conn.execute("INSERT INTO blockyard_migrations VALUES (?, ?)", (store.SCHEMA_VERSION + 1, now_iso()))
     conn.close()
     with pytest.raises(StateError, match="newer than this blockyard"):

@@ -162,3 +162,12 @@ def test_two_processes_run_flows_on_one_database(yard: Path) -> None:
                              "run_finished"]
     finally:
         conn.close()
+
+
+def test_a_waiting_run_is_a_result(yard: Path) -> None:
+    with Yard.load(yard) as api:
+        result = api.run("gated")
+        assert (result.status, result.step, result.exit_code, result.outputs) == ("waiting", "ok", 3, None)
+        assert result.waiting[0]["value"]["message"] == "Proceed with 2?"
+        record = api.get_run(result.run_id)
+        assert record is not None and record.status == "waiting"
