@@ -5,6 +5,7 @@ This is the shared front half of `validate`, `run` and `serve`. It imports no La
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from engine.validate import schema
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
+LIBRARY = Path(__file__).parent / "library"  # built-in blocks, e.g. query_memory (a yard's own file wins)
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -112,6 +114,8 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
                                                 f"defined in {other}"))
             continue
         versions[spec.version] = Definition(spec, doc)
+    for name, definition in library_blocks().items():
+        project.blocks.setdefault(name, {definition.spec.version: definition})
     for path in _files(root / project.config.paths.flows):
         if path.name.endswith((".test.yaml", ".test.yml")):
             continue
@@ -131,6 +135,17 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
         wanted = {relative(p, root) for p in only}
         project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
     return project
+
+
+@functools.cache
+def library_blocks() -> dict[str, BlockDef]:
+    """The built-in blocks every yard has unless it defines a block of the same name."""
+    found: dict[str, BlockDef] = {}
+    for path in _files(LIBRARY):
+        doc = load_file(path, f"<built-in>/{path.name}")
+        spec = BlockSpec.model_validate(doc.data)
+        found[spec.block] = Definition(spec, doc)
+    return found
 
 
 def _files(folder: Path) -> list[Path]:
