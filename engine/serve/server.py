@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -159,10 +159,26 @@ class Server:
                                               "{\"approve\": true} or {\"approve\": false}")
         if status in ("finished", "running"):
             raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
-        job = Job(run_id, run["flow"], run["version"], "resume", run["inputs"])
+        # The runtime judges and records a decision before its first event: take that step now, so
+        # a refused decision is the caller's error and an accepted one is kept even if the run
+        # then waits for a slot.
+        stream = service.resume(run_id, decision)
         try:
-            return runner.submit(job, lambda: service.resume(run_id, decision))
+            first = await anext(stream)
+        except StopAsyncIteration:
+            first = None
+        job = Job(run_id, run["flow"], run["version"], "resume", run["inputs"])
+
+        async def events() -> AsyncGenerator[dict[str, Any], None]:
+            if first is not None:
+                yield first
+            async for event in stream:
+                yield event
+
+        try:
+            return runner.submit(job, events)
         except ShuttingDown as exc:
+            await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
 
     # ---- scheduler hooks --------------------------------------------------------------------

@@ -9,7 +9,7 @@ resume always continues on it.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncIterator[Event]:
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[Event, None]:
         """Run `bundle` and yield its events as dicts; the last one ends the execution."""
         token = _PINNED.set(bundle)
         try:
@@ -78,7 +78,7 @@ class RunService:
         finally:
             _PINNED.reset(token)
 
-    async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncIterator[Event]:
+    async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncGenerator[Event, None]:
         """Continue a run on its pinned bundle; `decision` decides a waiting gate."""
         if any(value is not None for value in decision.values()):
             stream = self.yard.astream_resume(run_id, **{k: v for k, v in decision.items() if v is not None})

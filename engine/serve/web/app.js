@@ -148,21 +148,27 @@ async function showFlow(name) {
 function gateForm(run, gate) {
   const fields = h("div", { class: "fields" }, ...fieldInputs(gate.fields || {}, "gate"));
   const reason = h("input", { name: "reason", placeholder: "reason (optional)", "data-reason": "" });
+  const actor = h("input", { name: "actor", placeholder: "your name", "data-actor": "" });
+  const named = (gate.approvers || []).length > 0;
   const error = h("span", { class: "error", role: "alert" });
   const decide = async (approve) => {
     error.textContent = "";
     try {
       const values = approve ? collectValues(fields, gate.fields || {}) : {};
       await call("POST", `/runs/${encodeURIComponent(run.id)}/resume?wait=false`,
-        { approve, values, reason: reason.value || null, gate: gate.step || null });
+        { approve, values, reason: reason.value || null, gate: gate.gate || gate.step || null,
+          actor: named ? actor.value || null : null });
       await showRun(run.id);
     } catch (problem) {
       if (!showAuth(problem)) error.textContent = problem.message;
     }
   };
-  return h("form", { class: "gate", "data-gate": gate.step || "", onsubmit: (e) => e.preventDefault() },
+  return h("form", { class: "gate", "data-gate": gate.gate || gate.step || "", onsubmit: (e) => e.preventDefault() },
     h("p", {}, h("strong", {}, "Approval needed"), gate.step ? ` at ${gate.step}` : "", ": ", gate.message || ""),
-    fields, h("div", { class: "fields" }, h("label", {}, "reason"), reason),
+    (gate.approvers || []).length ? h("p", { class: "muted" }, `approvers: ${gate.approvers.join(", ")}`) : null,
+    gate.timeout ? h("p", { class: "muted" }, `times out after ${gate.timeout} (then ${gate.on_timeout || "reject"})`) : null,
+    fields, h("div", { class: "fields" }, h("label", {}, "reason"), reason,
+      named ? h("label", {}, "decided by") : null, named ? actor : null),
     h("div", { class: "buttons" },
       h("button", { type: "button", "data-action": "approve", onclick: () => decide(true) }, "Approve"),
       h("button", { type: "button", class: "secondary", "data-action": "reject", onclick: () => decide(false) }, "Reject")),
