@@ -112,7 +112,8 @@ def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalS
             emit(writer, STEP_STARTED, label, {"block": None, "kind": "approval"}, index)
         try:
             decision = Decision.from_payload(answer)
-            values = check_decision(request, decision.decision, decision.values, decision.actor)
+            values = check_decision(request, decision.decision, decision.values, decision.actor,
+                                    timed_out=decision.timed_out)
         except DecisionRefused as exc:
             raise failed(writer, flow, label, str(exc), started=started, index=index) from None
         update: dict[str, Any] = {}

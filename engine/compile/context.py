@@ -45,8 +45,8 @@ class MemorySource(Protocol):
         history as a list of records, oldest first."""
         ...
 
-    async def write(self, namespace: str, key: str | None, value: Any) -> str:
-        """Store `value` (history: under the run id when no key is given); returns the key."""
+    async def write(self, namespace: str, key: str, value: Any) -> None:
+        """Store `value` under `key` (replacing what was there)."""
         ...
 
 

@@ -13,6 +13,7 @@ receives. Imports no LangGraph.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,14 +89,15 @@ def gate_name(request: Mapping[str, Any]) -> str:
 
 
 def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[str, Any] | None,
-                   actor: str | None) -> dict[str, Any]:
+                   actor: str | None, *, timed_out: bool = False) -> dict[str, Any]:
     """The values to write for `decision` on the gate that asked `request`, type-checked (defaults
-    filled in on approval); DecisionRefused says what is wrong, naming the gate and the field."""
+    filled in on approval); DecisionRefused says what is wrong, naming the gate and the field.
+    A timeout decides by itself: the approvers do not apply to it."""
     gate = gate_name(request)
     if decision not in DECISIONS:
         raise DecisionRefused(f"gate '{gate}': unknown decision '{decision}' (approve or reject)")
     approvers = [str(name) for name in request.get("approvers") or []]
-    if approvers and decision != TIMEOUT:
+    if approvers and not timed_out and decision != TIMEOUT:
         allowed = ", ".join(approvers)
         if actor is None:
             raise DecisionRefused(f"gate '{gate}' may only be decided by {allowed}: say who you are with --as NAME")
@@ -120,5 +122,5 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
         elif decision == APPROVE:
             if not spec.has_default:
                 raise DecisionRefused(f"gate '{gate}' needs field '{name}' to approve (--set {name}=...)")
-            checked[name] = spec.default
+            checked[name] = copy.deepcopy(spec.default)
     return checked

@@ -17,6 +17,10 @@ from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
 from engine.typecheck import coerce_inputs
 
+# A node no edge leads to: conversation threads record a turn's reply "as" this node
+# (`graph.aupdate_state(config, {"messages": [...]}, as_node=REPLY_NODE)`), which triggers nothing.
+REPLY_NODE = ".reply"
+
 
 @dataclass
 class CompiledFlow:
@@ -100,6 +104,12 @@ def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any) -> Comp
         raise CompileError(f"flow '{flow.flow}': step id '{reserved[0]}' is reserved (ids may not start with '__')")
     builder = GraphBuilder(bundle, prefix)
     builder.build_root(flow.steps)
+    if not prefix:
+        builder.graph.add_node(REPLY_NODE, _reply)
     graph = builder.graph.compile(checkpointer=checkpointer, store=store, name=flow.flow)
     return CompiledFlow(graph, bundle, recursion_limit(flow))
 
+
+async def _reply(state: Any) -> None:
+    """Never runs: it only names who wrote a thread turn's reply (see REPLY_NODE)."""
+    return None

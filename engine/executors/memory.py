@@ -11,8 +11,9 @@ one of its words (all of them for an empty query). One declared output receives 
 several outputs are picked by name out of a mapping value (missing ones take their defaults).
 
 memory_write: the value written is the block's inputs except those the key template reads — the
-one input left as it is, several as a mapping. A history write without a key is stored under the
-run id, so a step that runs again overwrites rather than duplicates. It writes no outputs.
+one input left as it is, several as a mapping. A history write without a key is stored under
+`<run id>.<step>` (`[index]` for items), so a step that runs again overwrites rather than
+duplicates. It writes no outputs.
 
 Prompts of llm/decide blocks also see `user_preferences` and `user_history` (`prompt_scope`).
 """
@@ -84,6 +85,9 @@ def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | No
     if block.outputs:
         raise CompileError(f"{where}: memory_write block '{block.block}' declares outputs, but it only writes "
                            "memory (drop `outputs:`)")
+    if namespace == "preferences" and key_template is None:
+        raise CompileError(f"{where}: memory_write block '{block.block}' writes a preference, so it needs "
+                           "memory.key (the preference's name)")
     read_by_key = {path[0] for path in references(key_template)} if key_template else set()
     stored = [name for name in block.inputs if name not in read_by_key]
     if not stored:
@@ -93,6 +97,8 @@ def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | No
     async def run(call: BlockCall) -> dict[str, Any]:
         memory = _memory(call)
         key = _key(key_template, call.inputs)
+        if key is None:
+            key = f"{call.context.run_id}.{call.label}" + (f"[{call.index}]" if call.index is not None else "")
         value = call.inputs[stored[0]] if len(stored) == 1 else {name: call.inputs[name] for name in stored}
         await memory.write(namespace, key, value)
         return {}

@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.compile.context import RunContext
+from engine.runtime import gates as gate_rows
 from engine.runtime import store
 from engine.runtime.events import (
     APPROVAL_REQUIRED,
@@ -35,6 +36,7 @@ from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, StateError
 from engine.runtime.writer import Write
 
+EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable[None]]  # (status, outputs, error)
 EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
 
 
@@ -84,6 +86,9 @@ class Execution:
     last_seq: int = 0
     started_data: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] | None = None  # the checkpoint's state, when resuming
+    preface: list[Event] = field(default_factory=list)  # stored already (an approval decision): yielded first
+    pending: dict[str, Any] | None = None  # gates to wait at again without running the graph (interrupt id -> request)
+    on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
 
 
 class _Steps:
@@ -124,18 +129,21 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     seq = Sequencer(run.id, ex.last_seq)
     steps = _Steps()
     began = time.monotonic()
-    config = {"configurable": {"thread_id": run.id}, "recursion_limit": ex.compiled.recursion_limit}
+    config = {"configurable": {"thread_id": run.thread_id or run.id}, "recursion_limit": ex.compiled.recursion_limit}
     started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
                                           "inputs": run.inputs, **ex.started_data})
+    for event in ex.preface:
+        yield event
     _record(db, started)
     yield started
 
     values = ex.values  # a resumed run whose graph had already ended streams no values
-    interrupts: dict[str, Any] = {}
+    interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
     try:
-        async for kind, data in listener.listen(ex.compiled.graph, ex.start, config, ex.context):
+        stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context) if ex.pending is None else _none()
+        async for kind, data in stream:
             if kind == "event":
                 event = seq.from_custom(data)
                 if event is not None:
@@ -168,7 +176,11 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         except Exception as exc:
             failure = describe(exc, None, None, ex.compiled)
     elapsed = time.monotonic() - began
+    if failure is None and not interrupts and ex.on_end is not None:
+        await ex.on_end("finished", outputs, None)  # e.g. a thread's reply: before a next turn may start
     if failure is not None:
+        if ex.on_end is not None:
+            await ex.on_end("failed", None, failure.message)
         data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
         await _end(db, event, store.end_run(run.id, "failed", outputs=None, error=failure.message,
@@ -181,7 +193,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         for gate in gates[:-1]:
             _record(db, gate)
         await _end(db, gates[-1], store.end_run(run.id, "waiting", outputs=None, error=None, error_step=None,
-                                                finished=None, elapsed=elapsed))
+                                                finished=None, elapsed=elapsed),
+                   gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
         for gate in gates:
             yield gate
         return
@@ -194,7 +207,7 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
 
 def _gate_of(value: Any) -> str | None:
     if isinstance(value, dict):
-        gate = value.get("gate") or value.get("step")
+        gate = value.get("step") or value.get("gate")
         return str(gate) if gate is not None else None
     return None
 
@@ -205,9 +218,15 @@ def _record(db: StateDB, event: Event) -> None:
         db.writer.write_nowait(store.insert_events([event]), lazy=True)
 
 
-async def _end(db: StateDB, event: Event, end: Write) -> None:
+async def _end(db: StateDB, event: Event, end: Write, *more: Write) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
     try:
-        await db.writer.write(store.insert_events([event]), end)
+        await db.writer.write(store.insert_events([event]), end, *more)
     except sqlite3.Error as exc:
         raise StateError(f"cannot record how run {event.run_id} ended in {db.path}: {exc}") from None
+
+
+async def _none() -> AsyncIterator[tuple[str, Any]]:
+    """No graph to run: the execution only waits at its gates again."""
+    return
+    yield
