@@ -21,6 +21,7 @@ from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.logs import fields, get_logger
+from engine.spec.flow import ScheduleSpec
 
 MISFIRE_GRACE = timedelta(seconds=60)
 HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
@@ -31,6 +32,7 @@ Expire = Callable[[datetime], Awaitable[int]]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS serve_schedules (
     flow TEXT PRIMARY KEY,
+    schedule TEXT NOT NULL,
     first_seen TEXT NOT NULL,
     last_fire TEXT,
     last_run TEXT
@@ -38,11 +40,17 @@ CREATE TABLE IF NOT EXISTS serve_schedules (
 """
 
 
+def schedule_key(schedule: ScheduleSpec) -> str:
+    """What a fire time depends on: a changed cron or zone starts the schedule afresh."""
+    return f"{schedule.cron}|{schedule.timezone}"
+
+
 @dataclass(frozen=True)
 class ScheduleState:
-    first_seen: datetime
+    first_seen: datetime  # since when this schedule (this cron, this zone) has applied
     last_fire: datetime | None
     last_run: str | None
+    key: str = ""
 
     @property
     def since(self) -> datetime:
@@ -72,21 +80,26 @@ class ScheduleStore:
         if not self.path.exists():
             return {}
         with self._connect() as conn:
-            rows = conn.execute("SELECT flow, first_seen, last_fire, last_run FROM serve_schedules").fetchall()
-        return {flow: ScheduleState(_parse(first), _parse(last) if last else None, run)
-                for flow, first, last, run in rows}
+            rows = conn.execute("SELECT flow, first_seen, last_fire, last_run, schedule FROM serve_schedules")
+            return {flow: ScheduleState(_parse(first), _parse(last) if last else None, run, key)
+                    for flow, first, last, run, key in rows.fetchall()}
 
-    def first_seen(self, flow: str, when: datetime) -> None:
+    def seen(self, flow: str, when: datetime, key: str) -> None:
+        """A schedule applies from `when` on (new, or its cron or zone changed)."""
         with self._connect() as conn:
-            conn.execute("INSERT OR IGNORE INTO serve_schedules (flow, first_seen) VALUES (?, ?)",
-                         (flow, _format(when)))
+            conn.execute("INSERT INTO serve_schedules (flow, schedule, first_seen) VALUES (?, ?, ?) "
+                         "ON CONFLICT(flow) DO UPDATE SET schedule = excluded.schedule, "
+                         "first_seen = excluded.first_seen", (flow, key, _format(when)))
 
     def fired(self, flow: str, when: datetime, run_id: str | None = None) -> None:
         with self._connect() as conn:
-            conn.execute("INSERT INTO serve_schedules (flow, first_seen, last_fire, last_run) VALUES (?, ?, ?, ?) "
-                         "ON CONFLICT(flow) DO UPDATE SET last_fire = excluded.last_fire, "
-                         "last_run = COALESCE(excluded.last_run, serve_schedules.last_run)",
-                         (flow, _format(when), _format(when), run_id))
+            conn.execute("UPDATE serve_schedules SET last_fire = ?, last_run = COALESCE(?, last_run) WHERE flow = ?",
+                         (_format(when), run_id, flow))
+
+    def forget(self, flow: str) -> None:
+        """The flow is no longer scheduled: if it comes back, it starts afresh."""
+        with self._connect() as conn:
+            conn.execute("DELETE FROM serve_schedules WHERE flow = ?", (flow,))
 
 
 def _format(when: datetime) -> str:
@@ -120,7 +133,8 @@ class Scheduler:
         if schedule is None:
             return None
         state = self.states.get(entry.name)
-        return next_fire(schedule, state.since if state else self.clock.now())
+        current = state is not None and state.key == schedule_key(schedule)
+        return next_fire(schedule, state.since if state and current else self.clock.now())
 
     async def run(self) -> None:
         """The scheduler loop; cancel the task to stop it."""
@@ -143,14 +157,20 @@ class Scheduler:
     async def tick(self, now: datetime) -> list[str]:
         """Fire what is due at `now`; returns the names of the flows fired."""
         fired: list[str] = []
+        scheduled = {name for name, entry in self.catalog().flows.items() if entry.bundle.flow.schedule is not None}
+        for name in [name for name in self.states if name not in scheduled]:
+            await asyncio.to_thread(self.store.forget, name)
+            del self.states[name]
         for entry in list(self.catalog().flows.values()):
             schedule = entry.bundle.flow.schedule
             if schedule is None or schedule_problem(schedule) is not None:
                 continue
             state = self.states.get(entry.name)
-            if state is None:
-                await asyncio.to_thread(self.store.first_seen, entry.name, now)
-                self.states[entry.name] = ScheduleState(now, None, None)
+            key = schedule_key(schedule)
+            if state is None or state.key != key:  # nothing was missed by a schedule that just began
+                await asyncio.to_thread(self.store.seen, entry.name, now, key)
+                self.states[entry.name] = ScheduleState(now, state.last_fire if state else None,
+                                                        state.last_run if state else None, key)
                 continue
             if next(fire_times(schedule, state.since)) > now:
                 continue
@@ -172,7 +192,7 @@ class Scheduler:
 
     async def _record(self, flow: str, when: datetime, run_id: str | None, state: ScheduleState) -> None:
         await asyncio.to_thread(self.store.fired, flow, when, run_id)
-        self.states[flow] = ScheduleState(state.first_seen, when, run_id or state.last_run)
+        self.states[flow] = ScheduleState(state.first_seen, when, run_id or state.last_run, state.key)
 
     async def _housekeeping(self, now: datetime) -> None:
         if self.expire is None:

@@ -182,3 +182,36 @@ def test_housekeeping_calls_the_approval_expiry_hook(make_yard: Callable[[dict[s
             await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(body())
+
+
+def test_a_changed_cron_starts_afresh_and_a_removed_schedule_is_forgotten(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    async def body() -> None:
+        root, catalog = scheduled_yard(make_yard, "run_once")
+        fires = Fires()
+        clock = ManualClock(at("2026-05-04T06:00:00+00:00"))
+        scheduler = scheduler_for(root, catalog, clock, fires)
+        await scheduler.tick(clock.now())
+        assert await scheduler.tick(at("2026-05-04T07:00:05+00:00")) == ["add"]
+        # at noon the cron moves to 08:00 Paris (06:00 UTC): today's 06:00 was not missed
+        (root / "flows/add.yaml").write_text(DAILY_9.replace("MISFIRE", "run_once").replace("'0 9", "'0 8"))
+        moved = load_catalog(root, catalog)
+        scheduler.catalog = lambda: moved
+        assert await scheduler.tick(at("2026-05-04T12:00:00+00:00")) == []
+        assert scheduler.next_fire(moved.flows["add"]) == at("2026-05-05T06:00:00+00:00")
+        stored = ScheduleStore(root / ".blockyard/state.db").load()["add"]
+        assert (stored.first_seen, stored.last_fire) == (at("2026-05-04T12:00:00+00:00"),
+                                                         at("2026-05-04T07:00:00+00:00"))
+        # the schedule is removed, then comes back a week later: nothing was missed meanwhile
+        (root / "flows/add.yaml").write_text(YARD["flows/add.yaml"])
+        unscheduled = load_catalog(root, moved)
+        scheduler.catalog = lambda: unscheduled
+        await scheduler.tick(at("2026-05-04T13:00:00+00:00"))
+        assert "add" not in ScheduleStore(root / ".blockyard/state.db").load()
+        (root / "flows/add.yaml").write_text(DAILY_9.replace("MISFIRE", "run_once"))
+        back = load_catalog(root, unscheduled)
+        scheduler.catalog = lambda: back
+        assert await scheduler.tick(at("2026-05-11T13:00:00+00:00")) == []
+        assert len(fires.fired) == 1
+
+    asyncio.run(body())
