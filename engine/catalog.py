@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from engine.diagnostics import did_you_mean
-from engine.project import Project, load_project
+from engine.project import Project, is_builtin, load_project
 
 
 def flows_command(root: Path) -> int:
@@ -36,6 +36,8 @@ def blocks_command(root: Path, tag: str | None, category: str | None) -> int:
     categories: set[str] = set()
     for name in sorted(project.blocks):
         versions = project.blocks[name]
+        if is_builtin(versions[max(versions)]):  # built-in blocks (query_memory, ...) are in docs/memory.md
+            continue
         spec = versions[max(versions)].spec
         tags.update(spec.tags)
         if spec.category:
@@ -80,7 +82,7 @@ def _load(root: Path) -> Project:
 
 def _nothing_found(project: Project, tag: str | None, category: str | None, tags: set[str],
                    categories: set[str]) -> str:
-    if not project.blocks:
+    if all(is_builtin(versions[max(versions)]) for versions in project.blocks.values()):
         return f"no blocks in {project.root / project.config.paths.blocks}"
     wanted = []
     if tag is not None:

@@ -131,6 +131,44 @@ def runs_show(run_id: str, as_json: bool, root: Path | None) -> None:
 
 
 @cli.command()
+@click.option("--flow", default=None, help="Only gates of this flow.")
+@click.option("--expire", is_flag=True, help="Decide the gates whose timeout has passed (their on_timeout) "
+                                             "and continue their runs; for cron, when no server runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def gates(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> None:
+    """List the approval gates waiting for a decision."""
+    from engine.runtime.gate_commands import gates_command
+
+    raise SystemExit(gates_command(_root(root), flow, expire, as_json))
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--flow", default=None, help="Only threads of this flow.")
+@click.option("--limit", default=50, show_default=True, help="How many threads to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+@click.pass_context
+def threads(ctx: click.Context, flow: str | None, limit: int, as_json: bool, root: Path | None) -> None:
+    """List conversation threads (`blockyard run FLOW --thread ID`), most recent first."""
+    if ctx.invoked_subcommand is None:
+        from engine.runtime.thread_commands import threads_command
+
+        raise SystemExit(threads_command(_root(root), flow, limit, as_json))
+
+
+@threads.command("show")
+@click.argument("thread_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the thread as JSON.")
+@ROOT_OPTION
+def threads_show(thread_id: str, as_json: bool, root: Path | None) -> None:
+    """Show one thread: each turn, what was asked and what came back."""
+    from engine.runtime.thread_commands import thread_show_command
+
+    raise SystemExit(thread_show_command(_root(root), thread_id, as_json))
+
+
+@cli.command()
 @click.argument("flow")
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
 @ROOT_OPTION
@@ -202,7 +240,6 @@ def _later(name: str, issue: str) -> Any:
 
 for _name, _help, _issue in [
     ("test", "Run flow tests (flows/*.test.yaml).", "flow tests land with the runtime"),
-    ("threads", "List conversation threads.", "arrives with memory and threads"),
 ]:
     cli.command(_name, help=_help, context_settings={"ignore_unknown_options": True},
                 add_help_option=True)(click.argument("args", nargs=-1)(_later(_name, _issue)))

@@ -114,8 +114,12 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
                                                 f"defined in {other}"))
             continue
         versions[spec.version] = Definition(spec, doc)
+    # a yard's own file of the same name wins, even a broken one (its errors are reported, not hidden)
+    blocks_dir = (root / project.config.paths.blocks).resolve()
+    own = {path.stem for path in project.files if blocks_dir in path.resolve().parents}
     for name, definition in library_blocks().items():
-        project.blocks.setdefault(name, {definition.spec.version: definition})
+        if name not in own:
+            project.blocks.setdefault(name, {definition.spec.version: definition})
     for path in _files(root / project.config.paths.flows):
         if path.name.endswith((".test.yaml", ".test.yml")):
             continue
@@ -135,6 +139,11 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
         wanted = {relative(p, root) for p in only}
         project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
     return project
+
+
+def is_builtin(definition: Definition[Any]) -> bool:
+    """Whether a definition comes from the built-in library rather than the yard's files."""
+    return definition.doc.display.startswith("<built-in>/")
 
 
 @functools.cache

@@ -56,30 +56,59 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
     """Run a flow by name, showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard
 
-    if thread is not None:
-        raise UsageError("--thread: conversation threads are not available in this version")
     yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file)
-        return _drive(progress.choose(as_json=as_json), lambda: yard.astream(flow, given, run_id=run_id), as_json)
+        return _drive(progress.choose(as_json=as_json),
+                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread), as_json)
     finally:
         yard.close()
 
 
 def resume_command(root: Path, run_id: str, decision: str | None, reason: str | None, values: list[str],
                    gate: str | None, actor: str | None, as_json: bool) -> int:
-    """Continue a failed, interrupted or crashed run from its last checkpoint, on its pinned definition."""
-    if decision or reason or values or gate or actor:
-        raise UsageError("approval decisions (--approve, --reject, --reason, --set, --gate, --as) are not "
-                         "available in this version; `blockyard resume RUN_ID` continues a failed or "
-                         "interrupted run")
+    """Decide the gate a run waits at (`--approve`/`--reject` with `--set`, `--reason`, `--gate`,
+    `--as`), or continue a failed or interrupted run from its last checkpoint — on its pinned definition."""
+    if decision is None:
+        given = [name for name, value in (("--reason", reason), ("--set", values), ("--gate", gate), ("--as", actor))
+                 if value]
+        if given:
+            raise UsageError(f"{given[0]} needs a decision: --approve or --reject")
     from engine.runtime.yard import Yard
 
     yard = Yard.open(root)
     try:
-        return _drive(progress.choose(as_json=as_json), lambda: yard.astream_resume(run_id), as_json)
+        typed = field_values(yard, run_id, gate, values)
+        approve = None if decision is None else decision == "approve"
+        return _drive(progress.choose(as_json=as_json),
+                      lambda: yard.astream_resume(run_id, approve=approve, values=typed, reason=reason, gate=gate,
+                                                  actor=actor), as_json)
     finally:
         yard.close()
+
+
+def field_values(yard: Any, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
+    """`--set k=v` values, read like `--input`: text as typed for the gate's string fields, YAML
+    otherwise (the Yard judges them, and the gate, once more before anything is written)."""
+    from engine.runtime.approvals import choose
+
+    declared: dict[str, TypeSpec] = {}
+    if pairs:
+        rows = yard.gates(run_id)
+        try:
+            chosen = choose(rows, {g.interrupt_id for g in rows if g.status == "waiting"}, gate, run_id)
+            declared = {name: TypeSpec.model_validate(spec) for name, spec in chosen.fields.items()}
+        except UsageError:
+            pass  # the Yard says what is wrong with the run or the gate
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set '{pair}': expected FIELD=VALUE")
+        spec = declared.get(key)
+        values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+    return values
 
 
 class _Outcome:
@@ -167,8 +196,16 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
     for gate in outcome.gates:
         value = gate.data.get("value")
         message = value.get("message") if isinstance(value, dict) else value
-        where = f" at gate '{gate.step}'" if gate.step else ""
+        name = (value.get("gate") if isinstance(value, dict) else None) or gate.step
+        where = f" at gate '{name}'" if name else ""
         _err(f"run {run_id} is waiting for approval{where}" + (f": {message}" if message else ""))
+        fields = value.get("fields") if isinstance(value, dict) else None
+        if fields:
+            _err("  fields: " + ", ".join(f"{key} ({spec.get('type', 'any')}"
+                                          + (", optional" if "default" in spec else "") + ")"
+                                          for key, spec in fields.items()))
+    which = " --gate NAME" if len(outcome.gates) > 1 else ""
+    _err(f"  decide: blockyard resume {run_id}{which} --approve [--set FIELD=VALUE]... | --reject [--reason R]")
     return 3
 
 

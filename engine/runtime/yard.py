@@ -16,22 +16,25 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from engine.bundle import Bundle, make_bundle
 from engine.compile.context import RunContext
-from engine.diagnostics import did_you_mean
 from engine.errors import UsageError, ValidationFailed
 from engine.project import Project, load_project
-from engine.runtime import owner, store
+from engine.runtime import approvals, gates, owner, resumes, store, threads
+from engine.runtime.approvals import Expired
+from engine.runtime.endings import end_hook
 from engine.runtime.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
 from engine.runtime.ids import check_run_id, new_run_id
+from engine.runtime.memory import MemoryStore, render_scope
 from engine.runtime.portal import Portal
 from engine.runtime.runner import Execution, RunResult, execute
 from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord, StateError, effective_status
+from engine.runtime.store import RunRecord, StateError
 from engine.spec.block import MODEL_KINDS
 
 
@@ -46,6 +49,7 @@ class Yard:
         self.env = env
         self._synchronous = synchronous
         self._db: StateDB | None = None
+        self._memory: MemoryStore | None = None
         self._portal: Portal | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
@@ -96,6 +100,14 @@ class Yard:
                     raise StateError(f"cannot open the state database {self.state_path}: {exc}") from None
             return self._db
 
+    @property
+    def memory(self) -> MemoryStore:
+        """Long-term memory (LangGraph's store in the state database), opened on first use."""
+        with self._lock:
+            if self._memory is None:
+                self._memory = MemoryStore(self.state_path)
+            return self._memory
+
     def close(self) -> None:
         """Commit what is pending and release the database and the private loop."""
         with self._lock:
@@ -105,6 +117,9 @@ class Yard:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+            if self._memory is not None:
+                self._memory.close()
+                self._memory = None
 
     def __enter__(self) -> Yard:
         return self
@@ -145,6 +160,12 @@ class Yard:
                 known = self._hashes[id(bundle)] = (bundle, bundle.digest, bundle.to_json())
             return known[1], known[2]
 
+    def pinned(self, bundle: Bundle, digest: str, text: str) -> Bundle:
+        """A bundle read back from the state database under its digest (its identity: not hashed again)."""
+        with self._lock:
+            self._hashes[id(bundle)] = (bundle, digest, text)
+        return bundle
+
     def compiled(self, bundle: Bundle, *, durable: bool = True) -> Any:
         """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
         from engine.compile import compile_flow
@@ -160,7 +181,7 @@ class Yard:
         """The LangGraph compiled graph of flow `name`, for inspection (no checkpointer)."""
         return self.compiled(self.bundle(name), durable=False).graph
 
-    def _context(self, bundle: Bundle, run_id: str) -> tuple[RunContext, str | None]:
+    def _context(self, bundle: Bundle, run_id: str, thread_id: str | None = None) -> tuple[RunContext, str | None]:
         from engine.models import ModelResolver
         from engine.tools import build_registry
 
@@ -172,30 +193,38 @@ class Yard:
         workspace = self.state_path.parent / "workspaces" / run_id
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace)
+                             workspace=workspace, thread_id=thread_id)
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------
 
-    async def _start(self, name: str, inputs: Mapping[str, Any] | None, run_id: str | None) -> Execution:
+    async def _start(self, name: str, inputs: Mapping[str, Any] | None, run_id: str | None,
+                     thread: str | None = None) -> Execution:
         from engine.typecheck import coerce_inputs
 
         bundle = self.bundle(name)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{name}'")
+        render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
         compiled = self.compiled(bundle)
         digest, text = self._pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
+        thread_id = threads.check_thread_id(thread) if thread is not None else None
         me = owner.current()
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status="running", inputs=values, owner_pid=me.pid,
-                               owner_host=me.host, owner_start=me.start, created=now, started=now)
+                               digest=digest, status="running", inputs=values, thread_id=thread_id,
+                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
             try:
-                await self.db.writer.write(*writes)
+                if thread_id is None:
+                    await self.db.writer.write(*writes)
+                else:  # one turn at a time: admitted only while no other run of the thread goes on
+                    admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
+                                          writes, record.id, now)
+                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
                 self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
@@ -206,71 +235,83 @@ class Yard:
                 raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
-        context, note = self._context(bundle, record.id)
-        return Execution(self.db, compiled, record, context, compiled.initial_state(values),
-                         started_data={"note": note} if note else {})
+        start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
+        return await self.execution(bundle, compiled, record, start)
 
-    async def _continue(self, run_id: str) -> Execution:
-        record = await self.db.aread(lambda conn: store.get_run(conn, run_id))
-        if record is None:
-            known = await self.db.aread(store.run_ids)
-            raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, known)}")
-        _check_resumable(record)
-        text = await self.db.aread(lambda conn: store.load_definition(conn, record.digest))
-        if text is None:
-            raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
-        bundle = Bundle.from_json(text)
-        with self._lock:  # the stored digest is the definition's identity: no need to hash it again
-            self._hashes[id(bundle)] = (bundle, record.digest, text)
-        compiled = self.compiled(bundle)
-        me = owner.current()
-        if not await self.db.writer.call(store.claim(run_id, record, me.pid, me.host, me.start)):
-            raise UsageError(f"run {run_id} was just resumed by another process")
-        config = {"configurable": {"thread_id": run_id}}
-        state = await compiled.graph.aget_state(config)
-        if state.created_at is None:  # died before its first checkpoint: start over from its inputs
-            start: Any = compiled.initial_state(record.inputs)
-        else:
-            start = None
-        last = await self.db.aread(lambda conn: store.last_seq(conn, run_id))
-        context, note = self._context(bundle, run_id)
-        data: dict[str, Any] = {"resumed": True}
+    async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,
+                        resumed: bool = False, values: dict[str, Any] | None = None,
+                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
+        """One execution of `record`: its run context (models, tools, memory) and end hook."""
+        context, note = self._context(bundle, record.id, record.thread_id)
+        scope = render_scope(bundle, record.inputs)
+        if scope is not None:
+            context.memory = await self.memory.open(scope, bundle.name, record.id)
+        data: dict[str, Any] = {"resumed": True} if resumed else {}
         if note:
             data["note"] = note
-        return Execution(self.db, compiled, record, context, start, last_seq=last, started_data=data,
-                         values=dict(state.values) if state.values else None)
+        if record.thread_id:
+            data["thread"] = record.thread_id
+        return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
+                         values=values, preface=list(preface or []), pending=pending,
+                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
 
-    async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *,
-                      run_id: str | None = None) -> AsyncIterator[Event]:
-        """Start a run of flow `name` and yield its events, the last one terminal."""
-        execution = await self._start(name, inputs, run_id)
+    async def _continue(self, run_id: str, wanted: approvals.Ask | None = None) -> Execution:
+        return await resumes.prepare(self, run_id, wanted)
+
+    async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+                      thread: str | None = None) -> AsyncIterator[Event]:
+        """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
+        one terminal."""
+        execution = await self._start(name, inputs, run_id, thread)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str) -> AsyncIterator[Event]:
-        """Continue a failed, interrupted or crashed run from its last checkpoint; yield its events."""
-        execution = await self._continue(run_id)
+    async def astream_resume(self, run_id: str, *, approve: bool | None = None,
+                             values: Mapping[str, Any] | None = None, reason: str | None = None,
+                             gate: str | None = None, actor: str | None = None) -> AsyncIterator[Event]:
+        """Decide the gate a run waits at (`approve=True/False`, with field `values`, a `reason`, which
+        `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
+        its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
+        nothing."""
+        execution = await self._continue(run_id, approvals.ask(approve, values, reason, gate, actor))
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *,
-                   run_id: str | None = None) -> RunResult:
+    async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+                   thread: str | None = None) -> RunResult:
         """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await _collect(await self._start(name, inputs, run_id))
+        return await collect(await self._start(name, inputs, run_id, thread))
 
-    async def aresume(self, run_id: str) -> RunResult:
-        """Continue a failed, interrupted or crashed run from its last checkpoint, on its pinned definition."""
-        return await _collect(await self._continue(run_id))
+    async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
+                      reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
+        """`astream_resume` to the end of the execution, on the run's pinned definition."""
+        return await collect(await self._continue(run_id, approvals.ask(approve, values, reason, gate, actor)))
 
-    def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None) -> RunResult:
+    def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+            thread: str | None = None) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id))
+        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread))
 
-    def resume(self, run_id: str) -> RunResult:
-        """Sync `aresume`."""
-        return self._sync().call(lambda: self.aresume(run_id))
+    def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
+               reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
+        """Sync `aresume`: `yard.resume(run_id, approve=True, values={"restaurant": "Chipotle"})`."""
+        return self._sync().call(lambda: self.aresume(run_id, approve=approve, values=values, reason=reason,
+                                                      gate=gate, actor=actor))
+
+    async def aexpire_gates(self, now: datetime | None = None) -> list[Expired]:
+        """Decide every waiting gate whose timeout has passed at `now` (default: now) by its
+        `on_timeout`, and continue those runs; one Expired per gate decided."""
+        return await resumes.expire(self, now)
+
+    def expire_gates(self, now: datetime | None = None) -> list[Expired]:
+        """Sync `aexpire_gates` (what `blockyard gates --expire` does, e.g. from cron)."""
+        return self._sync().call(lambda: self.aexpire_gates(now))
+
+    async def aexpire_approvals(self, now: datetime | None = None) -> int:
+        """`aexpire_gates` counted: the hook `blockyard serve` calls from its housekeeping."""
+        return len(await self.aexpire_gates(now))
 
     # ---- looking at runs --------------------------------------------------------------------
 
@@ -286,6 +327,16 @@ class Yard:
         """The stored trace of a run (every event but tokens), in order."""
         return self.db.read(lambda conn: store.load_events(conn, run_id))
 
+    def gates(self, run_id: str | None = None) -> list[gates.Gate]:
+        """Every gate of run `run_id` (decided ones too), or with no run every gate waiting now."""
+        if run_id is None:
+            return self.db.read(gates.waiting)
+        return self.db.read(lambda conn: gates.of_run(conn, run_id))
+
+    def threads(self, *, flow: str | None = None, limit: int | None = 50) -> list[threads.Thread]:
+        """Conversation threads, most recently active first."""
+        return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
+
 
 def _uses_default_model(bundle: Bundle) -> bool:
     """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
@@ -298,18 +349,8 @@ def _uses_default_model(bundle: Bundle) -> bool:
     return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in blocks)
 
 
-def _check_resumable(record: RunRecord) -> None:
-    status = effective_status(record)
-    if status == "finished":
-        raise UsageError(f"run {record.id} already finished; nothing to resume")
-    if status == "running":
-        raise UsageError(f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})")
-    if status == "waiting":
-        raise UsageError(f"run {record.id} is waiting for an approval decision, which this version cannot "
-                         "give yet")
-
-
-async def _collect(execution: Execution) -> RunResult:
+async def collect(execution: Execution) -> RunResult:
+    """Run an execution to its end; its result."""
     kept: list[Event] = []
     async with aclosing(execute(execution)) as events:
         async for event in events:

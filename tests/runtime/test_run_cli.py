@@ -68,8 +68,9 @@ def test_inputs_file(yard: Path, cli: Cli, tmp_path: Path) -> None:
     (["run", "hello", "--run-id", "no spaces"], "invalid run id 'no spaces'"),
     (["resume", "nope"], "unknown run 'nope'"),
     (["runs", "--status", "faild"], "unknown status 'faild' (did you mean 'failed'?)"),
-    (["resume", "x", "--approve"], "approval decisions"),
-    (["run", "hello", "--thread", "t1"], "--thread"),
+    (["resume", "x", "--approve"], "unknown run 'x'"),
+    (["resume", "x", "--reason", "because"], "--reason needs a decision: --approve or --reject"),
+    (["run", "hello", "--thread", "no spaces"], "invalid thread id 'no spaces'"),
 ])
 def test_usage_errors_exit_2_with_one_clear_line(yard: Path, cli: Cli, args: list[str], message: str) -> None:
     done = cli(yard, *args)
@@ -144,4 +145,5 @@ def test_an_approval_gate_pauses_the_run(yard: Path, cli: Cli) -> None:
     assert "waiting" in row and row.endswith("gate 'ok'")
     assert "waiting   gate 'ok': Proceed with 2?" in cli(yard, "runs", "show", run_id).out
     refused = cli(yard, "resume", run_id)
-    assert refused.code == 2 and "is waiting for an approval decision" in refused.err
+    assert refused.code == 2 and f"is waiting for an approval: decide it with `blockyard resume {run_id} --approve`" \
+        in refused.err

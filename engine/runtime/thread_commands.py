@@ -1,0 +1,94 @@
+"""`blockyard threads` and `blockyard threads show ID`: conversation threads, for people.
+
+Reads only our tables (no LangGraph): a thread's turns are its runs, each told by what it was
+asked (its inputs) and what it answered (its outputs) — the same text the thread's messages hold.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.catalog import table
+from engine.diagnostics import did_you_mean
+from engine.errors import UsageError
+from engine.runtime import store, threads
+from engine.runtime.gate_commands import shorten, state_path
+from engine.runtime.listing import local_time
+from engine.runtime.store import RunRecord, effective_status
+
+
+def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> int:
+    """The threads, most recently active first."""
+    conn = store.open_existing(state_path(root))
+    found: list[threads.Thread] = []
+    statuses: dict[str, str] = {}
+    if conn is not None:
+        try:
+            found = threads.list_threads(conn, flow=flow, limit=limit)
+            statuses = {t.id: _status(conn, t.last_run) for t in found}
+        finally:
+            conn.close()
+    if as_json:
+        body = [{**t.as_dict(), "status": statuses.get(t.id)} for t in found]
+        sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not found:
+        sys.stdout.write("no threads match\n" if flow else "no threads yet (start one with "
+                                                          "`blockyard run FLOW --thread ID`)\n")
+        return 0
+    rows = [[t.id, t.flow, str(t.turns), local_time(t.updated), statuses.get(t.id) or "", shorten(t.title)]
+            for t in found]
+    sys.stdout.write(table(["THREAD", "FLOW", "TURNS", "UPDATED", "LAST TURN", "TITLE"], rows))
+    return 0
+
+
+def _status(conn: sqlite3.Connection, run_id: str | None) -> str:
+    run = store.get_run(conn, run_id) if run_id else None
+    return effective_status(run) if run is not None else ""
+
+
+def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
+    """One thread: its turns in order, each with what was asked and what came back."""
+    conn = store.open_existing(state_path(root))
+    if conn is None:
+        raise UsageError(f"unknown thread '{thread_id}' (no threads yet)")
+    try:
+        thread = threads.get_thread(conn, thread_id)
+        if thread is None:
+            raise UsageError(f"unknown thread '{thread_id}'{did_you_mean(thread_id, threads.thread_ids(conn))}")
+        turns = [store.get_run(conn, row[0]) for row in
+                 conn.execute("SELECT id FROM runs WHERE thread_id = ? ORDER BY id", (thread_id,))]
+    finally:
+        conn.close()
+    runs = [run for run in turns if run is not None]
+    if as_json:
+        body = {"thread": thread.as_dict(), "turns": [_turn(run) for run in runs]}
+        sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
+        return 0
+    lines = [f"thread    {thread.id}", f"flow      {thread.flow}", f"title     {thread.title}",
+             f"turns     {thread.turns}", f"updated   {local_time(thread.updated)}", ""]
+    for run in runs:
+        turn = _turn(run)
+        lines.append(f"[{local_time(run.started)}] run {run.id}")
+        lines.append(_indent("> ", turn["said"]))
+        if turn["reply"] is not None:
+            lines.append(_indent("< ", turn["reply"]))
+        else:
+            lines.append(f"  ({turn['status']}" + (f": {run.error}" if run.error else "") + ")")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _turn(run: RunRecord) -> dict[str, Any]:
+    status = effective_status(run)
+    reply = threads.reply_text(run.outputs) if status == "finished" else None
+    return {"run_id": run.id, "status": status, "said": threads.turn_text(run.inputs), "reply": reply,
+            "started": run.started}
+
+
+def _indent(mark: str, text: str) -> str:
+    return "\n".join(f"  {mark}{line}" for line in (text.splitlines() or [""]))
