@@ -7,7 +7,7 @@ and only after the answer arrives writes anything — the step it guards runs in
 (`<id>.gate`), the way a `max_visits` guard is put in front of a step.
 
 The interrupt's value is the gate's request and the resume value is a decision
-(engine/compile/decision.py). Approve: the field values (defaults filled in) go to the context and
+(engine/decisions.py). Approve: the field values (defaults filled in) go to the context and
 the run goes on — into the guarded step, or after an approval step. Reject: `on_reject` (a step,
 `end`, or `fail`). A timeout whose `on_timeout` names a step goes there; the runtime turns
 `on_timeout: approve|reject` into that decision before it resumes the run.
@@ -25,7 +25,12 @@ from langgraph.types import Command, interrupt
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.context import RunContext
-from engine.compile.decision import (
+from engine.compile.errors import CompileError
+from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.compile.scope import item_index, make_scope
+from engine.compile.state import State, record
+from engine.compile.topology import EXIT
+from engine.decisions import (
     REJECT,
     TIMEOUT,
     Decision,
@@ -34,11 +39,6 @@ from engine.compile.decision import (
     fields_json,
     gate_spec,
 )
-from engine.compile.errors import CompileError
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.compile.scope import item_index, make_scope
-from engine.compile.state import State, record
-from engine.compile.topology import EXIT
 from engine.diagnostics import did_you_mean
 from engine.spec import ApprovalSpec, StepSpec, parse_duration
 from engine.templates import TemplateError, render_text

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.bundle import Bundle
-from engine.compile.decision import gate_spec
 from engine.compile.topology import EXIT, plan_region
+from engine.decisions import gate_spec
 from engine.spec import BlockSpec, Route, StepSpec
 
 START_ID, END_ID = "__start__", "__end__"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.compile.decision import APPROVE, REJECT, TIMEOUT, Decision, DecisionRefused, check_decision
+from engine.decisions import APPROVE, REJECT, TIMEOUT, Decision, DecisionRefused, check_decision
 from engine.diagnostics import did_you_mean
 from engine.runtime import gates, owner
 from engine.runtime.events import Event, now_iso

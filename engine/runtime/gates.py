@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.compile.decision import DecisionRefused
+from engine.decisions import DecisionRefused
 from engine.runtime import store
 from engine.runtime.events import Event, parse_time
 from engine.runtime.owner import Owner

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.bundle import Bundle
-from engine.compile.decision import DecisionRefused
+from engine.decisions import DecisionRefused
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.runtime import approvals, gates, owner, store, threads
