@@ -27,6 +27,8 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
     from engine.serve.auth import server_token
     from engine.serve.server import Server, Settings
 
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such folder (give the yard with --root)")
     logs.configure()
     server = Server(Settings(root=root, watch=watch, grace=grace))
     catalog = server.load()

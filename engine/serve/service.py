@@ -19,8 +19,8 @@ from engine.errors import UsageError
 from engine.runtime import store
 from engine.runtime.events import now_iso
 from engine.runtime.ids import check_run_id, new_run_id
-from engine.runtime.store import RunRecord
-from engine.runtime.yard import Yard, effective_status
+from engine.runtime.store import RunRecord, effective_status
+from engine.runtime.yard import Yard
 from engine.serve.graph import MermaidError, parse_mermaid
 
 Event = dict[str, Any]

@@ -51,6 +51,7 @@ class YardWatcher:
         self.ready = asyncio.Event()  # set once changes are being recorded
 
     async def batches(self, stop: asyncio.Event) -> AsyncIterator[set[Path]]:
+        moved: set[Path] = set()
         while not stop.is_set():
             folders = definition_folders(self.root)
             deep = [f for f in folders if f.is_dir()]
@@ -64,6 +65,9 @@ class YardWatcher:
             # watchfiles sets its watches up in the first step of each pump, before it awaits
             await asyncio.sleep(0)
             self.ready.set()
+            if moved:  # files may have landed in new folders before they were watched
+                yield moved
+                moved = set()
             try:
                 while not stop.is_set():
                     getter = asyncio.ensure_future(queue.get())
@@ -77,6 +81,7 @@ class YardWatcher:
                     # A folder came or went, or blockyard.yaml moved the folders: watch the new layout.
                     new_folders = definition_folders(self.root)
                     if (new_folders, [f for f in new_folders if f.is_dir()]) != layout:
+                        moved = set(new_folders)
                         break
             finally:
                 restart.set()
@@ -88,8 +93,8 @@ class YardWatcher:
                     restart: asyncio.Event, stop: asyncio.Event, folders: list[Path]) -> None:
         def relevant(_change: watchfiles.Change, name: str) -> bool:
             path = Path(name)
-            if recursive:
-                return path.suffix in YAML_SUFFIXES
+            if recursive:  # folders too: a file written right after its folder is seen by the reload
+                return path.suffix in YAML_SUFFIXES or not path.suffix or path.is_dir()
             return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders
 
         async for changes in watchfiles.awatch(*paths, watch_filter=relevant, recursive=recursive,
