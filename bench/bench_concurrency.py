@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -26,7 +28,7 @@ from _harness import fresh_db, header, make_yard, measure, median, rounds, run, 
 
 from engine import Yard
 
-RUNS = int(__import__("os").environ.get("BENCH_RUNS", 500))
+RUNS = int(os.environ.get("BENCH_RUNS", 500))
 STEPS = 5
 DELAY = 0.05
 
@@ -75,6 +77,15 @@ async def main() -> None:
     builder = raw_graph()
     counter = iter(range(10**9))
     commits: dict[str, list[int]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def timed_cpu(name: str, fn: Any) -> Any:
+        async def sample() -> float:
+            began = time.process_time()
+            took = await fn()
+            cpu.setdefault(name, []).append(time.process_time() - began)
+            return took
+        return sample
 
     def engine(synchronous: str) -> Any:
         name = f"blockyard, durable (group commit, synchronous={synchronous})"
@@ -122,14 +133,20 @@ async def main() -> None:
         "blockyard, durable (group commit, synchronous=FULL)": engine("FULL"),
         "LangGraph, no checkpointer (not durable; reference)": raw_memory,
     }
+    variants = {name: timed_cpu(name, fn) for name, fn in variants.items()}
     samples = await measure(variants, rounds(3))
     base = median(samples["LangGraph, AsyncSqliteSaver at defaults"])
     header(f"{RUNS} concurrent runs x {STEPS} steps, model/node latency {DELAY * 1000:.0f} ms "
            f"(ideal {STEPS * DELAY:.2f} s)")
-    rows = [[name, f"{median(values):.2f} s", f"{min(values):.2f}-{max(values):.2f} s",
-             f"{median(values) / base:.2f}", f"{int(median(commits[name]))}" if name in commits else "-"]
-            for name, values in samples.items()]
-    print(table(["variant", "wall (median)", "range", "x raw durable", "commits"], rows))
+    base_cpu = median(cpu["LangGraph, AsyncSqliteSaver at defaults"][-len(samples[next(iter(samples))]):])
+    rows = []
+    for name, values in samples.items():
+        used = median(cpu[name][-len(values):])  # the warm-up's sample is first
+        rows.append([name, f"{median(values):.2f} s", f"{min(values):.2f}-{max(values):.2f} s",
+                     f"{median(values) / base:.2f}", f"{used:.2f} s ({used / base_cpu:.2f})",
+                     f"{int(median(commits[name]))}" if name in commits else "-"])
+    print(table(["variant", "wall (median)", "range", "x raw durable", "CPU (x raw)", "commits"], rows))
+    print("\nCPU: seconds of CPU this process used (all threads); steadier than wall time on a shared machine.")
 
 
 if __name__ == "__main__":

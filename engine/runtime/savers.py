@@ -125,7 +125,10 @@ class DurableSaver(SqliteSaver):
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self.writer.write(self._writes_write(config, writes, task_id, task_path))
+        # LangGraph never waits for these (it submits them in the background and waits for the
+        # checkpoint instead), so neither do we: queued now, committed with or before the next
+        # checkpoint, which is awaited — the queue is executed in order.
+        self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         self.writer.write_sync(*_delete_thread(thread_id))
