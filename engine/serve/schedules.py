@@ -122,6 +122,7 @@ class Scheduler:
         self.expire = expire
         self.states: dict[str, ScheduleState] = {}
         self._changed = asyncio.Event()
+        self._expiring: asyncio.Task[None] | None = None
         self.log = get_logger()
 
     def wake(self) -> None:
@@ -138,6 +139,14 @@ class Scheduler:
 
     async def run(self) -> None:
         """The scheduler loop; cancel the task to stop it."""
+        try:
+            await self._loop()
+        finally:
+            if self._expiring is not None:
+                self._expiring.cancel()
+                await asyncio.gather(self._expiring, return_exceptions=True)
+
+    async def _loop(self) -> None:
         self.states = await asyncio.to_thread(self.store.load)
         while True:
             self._changed.clear()
@@ -195,8 +204,14 @@ class Scheduler:
         self.states[flow] = ScheduleState(state.first_seen, when, run_id or state.last_run, state.key)
 
     async def _housekeeping(self, now: datetime) -> None:
-        if self.expire is None:
+        # In a task of its own: expiring a gate goes on with its run, which must not hold up the
+        # schedules; one round at a time.
+        if self.expire is None or (self._expiring is not None and not self._expiring.done()):
             return
+        self._expiring = asyncio.create_task(self._expire(now), name="blockyard-expire-approvals")
+
+    async def _expire(self, now: datetime) -> None:
+        assert self.expire is not None
         try:
             expired = await self.expire(now)
         except Exception:  # housekeeping must never stop the schedules

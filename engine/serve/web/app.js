@@ -183,7 +183,13 @@ function renderRun(run, status) {
   $("run-outputs").textContent = run.outputs ? pretty(run.outputs) : "—";
   $("run-error").hidden = !run.error;
   $("run-error").textContent = run.error ? `${run.error_step ? `step ${run.error_step}: ` : ""}${run.error}` : "";
-  $("run-approvals").replaceChildren(...(run.status === "waiting" ? (run.gates || []).map((g) => gateForm(run, g)) : []));
+  // rebuild the gate forms only when the gates change: a refresh must not wipe what someone is typing
+  const gates = run.status === "waiting" ? run.gates || [] : [];
+  const key = `${run.id}:` + gates.map((g) => g.interrupt_id || g.gate || g.step).join(",");
+  if ($("run-approvals").dataset.key !== key) {
+    $("run-approvals").dataset.key = key;
+    $("run-approvals").replaceChildren(...gates.map((g) => gateForm(run, g)));
+  }
   $("run-graph").replaceChildren(run.graph ? drawGraph(run.graph, status) : h("span"));
 }
 
