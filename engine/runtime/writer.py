@@ -48,7 +48,6 @@ class _Item:
 
 
 _STOP = _Item(())
-_TICK = _Item(())  # lazy rows are waiting: carry them soon
 
 
 class WriterClosed(RuntimeError):
@@ -99,9 +98,9 @@ class SqliteWriter:
     def write_nowait(self, *writes: Write, lazy: bool = False) -> None:
         """Queue `writes` without waiting; a later `write`/`flush` waits for them too.
 
-        `lazy` writes start no transaction of their own: they ride along with the next awaited
-        write, or go within `lazy_delay` seconds. They must not depend on the order of other
-        writes (trace rows, for example), since a batch executes them first.
+        `lazy` writes start no transaction of their own and do not even wake the writer: they ride
+        along with the next write, or go within two `lazy_delay`s. They must not depend on the
+        order of other writes (trace rows, for example), since a batch executes them first.
         """
         item = _Item(writes, lazy=lazy)
         if not lazy:
@@ -110,9 +109,9 @@ class SqliteWriter:
         with self._lock:
             if self._closed:
                 raise WriterClosed("the state database is closed")
+            # no wake-up: waking the writer thread costs the event loop a GIL hand-over; the
+            # writer looks at the lazy rows on its next batch or its next idle tick
             self._lazy.append(item)
-            if len(self._lazy) == 1:  # wake the writer once per burst, not once per row
-                self._queue.put(_TICK)
 
     def write_sync(self, *writes: Write) -> None:
         """Blocking `write`, for threads that have no event loop."""
@@ -169,16 +168,14 @@ class SqliteWriter:
 
     def _gather(self) -> tuple[list[_Item], bool]:
         """The next batch (lazy rows first) and whether to stop after it."""
-        first = self._queue.get()
-        if first is _TICK:
-            # only lazy rows so far: give an awaited write a moment to come and carry them
-            try:
-                first = self._queue.get(timeout=self._lazy_delay)
-            except queue.Empty:
-                first = _TICK
-        elif self._window and first is not _STOP:
+        try:
+            # an idle tick every lazy_delay picks up lazy rows that no write came to carry
+            first = self._queue.get(timeout=self._lazy_delay)
+        except queue.Empty:
+            first = None
+        if self._window and first is not None and first is not _STOP:
             time.sleep(self._window)
-        items = [first]
+        items = [] if first is None else [first]
         while len(items) < self._max_batch:
             try:
                 items.append(self._queue.get_nowait())
@@ -187,7 +184,7 @@ class SqliteWriter:
         with self._lock:
             lazy, self._lazy = self._lazy, []
         stop = any(item is _STOP for item in items)
-        return lazy + [item for item in items if item is not _STOP and item is not _TICK], stop
+        return lazy + [item for item in items if item is not _STOP], stop
 
     def _commit(self, conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
         try:
