@@ -29,6 +29,14 @@ class MemorySpec(Spec):
     key: str | None = Field(None, description="Item key (template); memory_read without a key reads all items.")
 
 
+class GuardrailSpec(Spec):
+    """smart blocks: checks of each prediction; a failing one is predicted again, up to `attempts`."""
+
+    shape: bool = Field(True, description="Outputs must match their declared types (the JSON shape).")
+    max_length: int | None = Field(None, ge=1, description="Longest text output allowed, in characters.")
+    attempts: int = Field(3, ge=1, le=10, description="Predictions tried before the step fails.")
+
+
 class BlockSpec(Spec):
     """A block file: blocks/<id>.yaml."""
 
@@ -48,6 +56,7 @@ class BlockSpec(Spec):
                                   description="agent: other agent blocks or flows offered as tools.")
     max_iterations: int | None = Field(None, ge=1, le=100, description="agent: bound on model turns.")
     mode: Literal["predict", "chain_of_thought"] | None = Field(None, description="smart: DSPy module.")
+    guardrails: GuardrailSpec | None = Field(None, description="smart: checks of each prediction, retried.")
     compute: dict[Name, str] | None = Field(
         None, description="transform: output name -> Jinja2 expression over the inputs.")
     tool: Name | None = Field(None, description="tool: the registered tool this block calls.")

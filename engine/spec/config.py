@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,19 @@ class ToolDecl(Spec):
     description: str | None = Field(None, description="What the tool does (shown to models).")
     parameters: dict[str, Any] | None = Field(
         None, description="JSON Schema of the arguments (default: derived from the type hints).")
+
+
+class McpServerSpec(Spec):
+    """An MCP server whose tools the yard's agents may call (needs `pip install blockyard[mcp]`)."""
+
+    command: str | None = Field(None, description="stdio transport: the program that runs the server.")
+    args: list[str] = Field(default_factory=list, description="stdio transport: its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="stdio transport: extra environment variables.")
+    url: str | None = Field(None, description="HTTP transports: the server's URL.")
+    transport: Literal["stdio", "streamable_http", "sse"] | None = Field(
+        None, description="stdio when `command` is set, else streamable_http.")
+    tools: list[Name] = Field(..., min_length=1, description="The server's tools the yard may use (an allow-list).")
+    timeout: str = Field("30s", pattern=r"^[0-9]+(\.[0-9]+)?(ms|s|m)$", description="Limit of one tool call.")
 
 
 class PathsSpec(Spec):
@@ -50,6 +63,8 @@ class ConfigSpec(Spec):
     models: dict[Name, ModelProfile] = Field(
         default_factory=dict, description="Model profiles by name; `default` is used when a block names none.")
     tools: dict[Name, ToolDecl] = Field(default_factory=dict, description="Python tools by name.")
+    mcp: dict[Name, McpServerSpec] = Field(default_factory=dict,
+                                           description="MCP servers by name; their allowed tools join the registry.")
     paths: PathsSpec = Field(default_factory=PathsSpec, description="Folder layout.")
     http: HttpSpec = Field(default_factory=HttpSpec, description="http_request tool limits.")
     server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")

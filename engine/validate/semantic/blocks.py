@@ -19,6 +19,7 @@ KIND_KEYS: dict[str, frozenset[str]] = {
     "delegates": frozenset({"agent"}),
     "max_iterations": frozenset({"agent"}),
     "mode": frozenset({"smart"}),
+    "guardrails": frozenset({"smart"}),
     "compute": frozenset({"transform"}),
     "tool": frozenset({"tool"}),
     "duration": frozenset({"wait"}),

@@ -26,7 +26,8 @@ def builtin_tools() -> frozenset[str]:
 
 
 def known_tools(project: Project) -> list[str]:
-    return sorted(builtin_tools() | set(project.config.tools))
+    mcp = {name for server in project.config.mcp.values() for name in server.tools}
+    return sorted(builtin_tools() | set(project.config.tools) | mcp)
 
 
 def known_profiles(project: Project) -> list[str]:
