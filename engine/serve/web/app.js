@@ -99,14 +99,14 @@ async function gatesOf(run) {
 
 async function refresh() {
   try {
-    const [flows, runs, report] = await Promise.all([call("GET", "/flows"), call("GET", "/runs?limit=30"),
-      call("GET", "/diagnostics")]);
+    const [flows, runs, waiting, report] = await Promise.all([call("GET", "/flows"), call("GET", "/runs?limit=30"),
+      call("GET", "/runs?status=waiting&limit=100"), call("GET", "/diagnostics")]);
     state.flows = flows.flows;
     state.runs = runs.runs;
     renderFlows(state.flows);
     renderRuns(state.runs);
     renderDiagnostics(report);
-    await renderApprovals(state.runs);
+    await renderApprovals(waiting.runs);
     $("server-state").textContent = `${state.flows.length} flows · reload #${report.generation}`;
     $("token-form").hidden = true;
   } catch (error) {
