@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from engine.bundle import Bundle, make_bundle
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError
 from engine.load import LoadError, load_file
-from engine.project import CONFIG_FILE, Project, load_project
+from engine.project import CONFIG_FILE, FlowDef, Project, load_project
+from engine.spec import StepSpec
 
 # Codes of the problems only the server looks for (BY6xx is the server's range).
 SCHEDULE_ERROR = "BY601"  # a cron expression or time zone the scheduler can't use
@@ -158,7 +158,7 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
     )
 
 
-def _compile_problem(compiler: Compiler | None, bundle: Bundle, definition: Any) -> Diagnostic | None:
+def _compile_problem(compiler: Compiler | None, bundle: Bundle, definition: FlowDef) -> Diagnostic | None:
     if compiler is None:
         return None
     try:
@@ -205,11 +205,8 @@ def _dependencies(project: Project, name: str, seen: set[str]) -> set[str]:
     return files
 
 
-def _block_refs(step: object) -> list[str]:
-    refs = [getattr(step, "uses", None)]
-    mapped = getattr(step, "map", None)
-    if mapped is not None:
-        refs.append(mapped.uses)
+def _block_refs(step: StepSpec) -> list[str]:
+    refs = [step.uses, step.map.uses if step.map is not None else None]
     return [ref for ref in refs if ref]
 
 
