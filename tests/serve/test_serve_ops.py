@@ -97,8 +97,9 @@ def test_serve_refuses_an_exposed_address_without_a_token(yard: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_blockyard_serve_runs_the_example_yard(tmp_path: Path) -> None:
-    """The real command on the repository's example yard, as a user would start it."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Signals) -> None:
+    """The real command on the repository's example yard, as a user would start and stop it."""
     import shutil
 
     yard = tmp_path / "yard"
@@ -121,7 +122,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path) -> None:
             assert result["status"] == "finished"
             assert result["outputs"]["loud"] == result["outputs"]["greeting"].upper()
     finally:
-        server.send_signal(signal.SIGINT)
+        server.send_signal(stop)
         _, stderr = server.communicate(timeout=60)
     assert server.returncode == 0, stderr
     log = stderr.splitlines()
