@@ -44,15 +44,25 @@ def _ignore(_: Any) -> None:
     return None
 
 
+_probe_lock = threading.Lock()
+
+
 async def direct_supported() -> bool:
-    """Whether nodes reach our writer through the private path (checked on a one-node graph)."""
-    global _direct
+    """Whether nodes reach our writer through the private path (checked once per process)."""
     if _direct is None:
-        _direct = await _probe()
-    return _direct
+        _run_probe()
+    return bool(_direct)
 
 
-async def _probe() -> bool:
+def _run_probe() -> None:
+    # synchronous and locked: hundreds of runs starting at once must not each build a probe graph
+    global _direct
+    with _probe_lock:
+        if _direct is None:
+            _direct = _probe()
+
+
+def _probe() -> bool:
     from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph
@@ -61,7 +71,7 @@ async def _probe() -> bool:
     class Probe(TypedDict, total=False):
         x: int
 
-    async def node(state: Probe, runtime: Runtime[Any]) -> Probe:
+    def node(state: Probe, runtime: Runtime[Any]) -> Probe:
         runtime.stream_writer({"probe": 1})
         return {"x": 1}
 
@@ -74,7 +84,7 @@ async def _probe() -> bool:
     if config is None:
         return False
     try:
-        async for _chunk in builder.compile().astream({"x": 0}, config, stream_mode=["values"]):
+        for _chunk in builder.compile().stream({"x": 0}, config, stream_mode=["values"]):
             pass
     except Exception:
         return False

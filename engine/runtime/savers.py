@@ -75,6 +75,13 @@ class DurableSaver(SqliteSaver):
         self.is_setup = True  # prepare() created the tables through the writer's connection
         self.writer = writer
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
+        self._fresh: set[str] = set()  # threads known to have no checkpoint yet
+
+    def expect_new(self, thread_id: str) -> None:
+        """Declare that `thread_id` has no checkpoint (a run that was just created): its first
+        read is answered without a query — 500 runs starting at once would otherwise queue
+        500 reads on the reader thread before any of them can take a step."""
+        self._fresh.add(thread_id)
 
     def close(self) -> None:
         self._reader.shutdown(wait=True)
@@ -92,7 +99,7 @@ class DurableSaver(SqliteSaver):
         type_, blob = self.serde.dumps_typed(checkpoint)
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore")
         write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
-                                        type_, blob, meta))
+                                        type_, blob, meta), mergeable=True)
         saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
                                                   "checkpoint_id": checkpoint["id"]}}
         return write, saved
@@ -105,16 +112,18 @@ class DurableSaver(SqliteSaver):
         rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
                  WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
                 for idx, (channel, value) in enumerate(writes)]
-        return Write(verb + _PUT_WRITES, rows, many=True)
+        return Write(verb + _PUT_WRITES, rows, many=True, mergeable=True)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
+        self._fresh.discard(str(config["configurable"]["thread_id"]))
         write, saved = self._checkpoint_write(config, checkpoint, metadata)
         self.writer.write_sync(write)
         return saved
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
+        self._fresh.discard(str(config["configurable"]["thread_id"]))
         write, saved = self._checkpoint_write(config, checkpoint, metadata)
         await self.writer.write(write)
         return saved
@@ -139,6 +148,10 @@ class DurableSaver(SqliteSaver):
     # ---- reads ------------------------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
+                and not conf.get("checkpoint_id")):
+            return None
         return await self._read(self.get_tuple, config)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,

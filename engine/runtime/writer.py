@@ -32,11 +32,18 @@ Call = Callable[[sqlite3.Connection], Any]
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """One statement; with `many`, `params` is a sequence of parameter rows (executemany)."""
+    """One statement; with `many`, `params` is a sequence of parameter rows (executemany).
+
+    `mergeable` statements insert rows that nothing else in the queue depends on (checkpoint
+    rows: keyed by ids no other statement touches), so consecutive ones with the same SQL run as
+    one executemany: in a batch of hundreds of checkpoints that is a handful of calls into SQLite,
+    each of which hands the GIL over twice.
+    """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
+    mergeable: bool = False
 
 
 @dataclass(slots=True)
@@ -211,30 +218,45 @@ class SqliteWriter:
 
     @staticmethod
     def _apply_all(conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
-        # the fast path: one statement per distinct run of lazy rows, no savepoints
+        # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
         results: list[tuple[_Item, Any, BaseException | None]] = []
-        rows: dict[str, list[Any]] = {}
+        merged: dict[str, list[Any]] = {}
+
+        def add(write: Write) -> None:
+            if write.many:
+                merged.setdefault(write.sql, []).extend(write.params)
+            else:
+                merged.setdefault(write.sql, []).append(write.params)
+
+        def flush() -> None:
+            for sql, params in merged.items():
+                conn.executemany(sql, params)
+            merged.clear()
+
         for item in items:
             if item.lazy:
                 for write in item.work:  # type: ignore[union-attr]
-                    if write.many:
-                        rows.setdefault(write.sql, []).extend(write.params)
-                    else:
-                        rows.setdefault(write.sql, []).append(write.params)
-        for sql, params in rows.items():
-            conn.executemany(sql, params)
+                    add(write)
+        flush()
         for item in items:
             if item.lazy:
                 results.append((item, None, None))
             elif callable(item.work):
+                flush()
                 results.append((item, item.work(conn), None))
+            elif all(write.mergeable for write in item.work):
+                for write in item.work:
+                    add(write)
+                results.append((item, None, None))
             else:
+                flush()
                 for write in item.work:
                     if write.many:
                         conn.executemany(write.sql, write.params)
                     else:
                         conn.execute(write.sql, write.params)
                 results.append((item, None, None))
+        flush()
         return results
 
     @staticmethod
