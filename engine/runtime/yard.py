@@ -235,6 +235,8 @@ class Yard:
                 raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
+        if thread_id is None:
+            self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
         start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
         return await self.execution(bundle, compiled, record, start)
 
