@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.project import Project, content_hash
+from engine.project import Project, content_hash, relative
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 
 
@@ -22,6 +23,7 @@ class Bundle:
     flows: dict[str, Bundle]  # subflows by name
     config: ConfigSpec
     source: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    programs: dict[str, Any] = field(repr=False, default_factory=dict)  # compiled DSPy programs by block ref
 
     @property
     def name(self) -> str:
@@ -53,6 +55,7 @@ class Bundle:
             flows={name: cls.from_source(sub) for name, sub in source["flows"].items()},
             config=ConfigSpec.model_validate(source["config"]),
             source=source,
+            programs=dict(source.get("programs") or {}),
         )
 
 
@@ -66,6 +69,8 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
         raise UsageError(f"flow '{name}' includes itself through {' -> '.join((*_stack, name))}")
     blocks: dict[str, dict[str, Any]] = {}
     flows: dict[str, Bundle] = {}
+    programs: dict[str, Any] = {}
+    step_ids = {step.id for step, _path in definition.spec.walk()}
     for step, _path in definition.spec.walk():
         refs = [step.uses] if step.uses else []
         if step.map is not None and step.map.uses:
@@ -74,9 +79,15 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
             block = project.block(ref)
             if block is None:
                 raise UsageError(f"flow '{name}' step '{step.id}' uses unknown block '{ref}'")
-            blocks[ref] = block.doc.data
-        if step.flow and step.flow not in flows:
-            flows[step.flow] = make_bundle(project, step.flow, (*_stack, name))
+            _pin_block(project, ref, block, blocks, programs)
+        subflows = [step.flow] if step.flow else []
+        # an agent step's delegates: steps of the flow (pinned above) or flows
+        subflows += [d for d in step.delegates if d not in step_ids and project.flow(d) is not None]
+        for sub in subflows:
+            if sub not in flows:
+                flows[sub] = make_bundle(project, sub, (*_stack, name))
+    for ref in list(blocks):  # agent blocks' delegates, and theirs: agent blocks or flows
+        _pin_delegates(project, name, _stack, blocks, flows, programs, ref)
     config = project.config_doc.data if project.config_doc is not None else {}
     source = {
         "flow": definition.doc.data,
@@ -84,5 +95,41 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
         "flows": {sub: bundle.source for sub, bundle in flows.items()},
         "config": config,
     }
+    if programs:  # only then: bundles without compiled programs keep their digest
+        source["programs"] = programs
     return Bundle(definition.spec, {ref: BlockSpec.model_validate(d) for ref, d in blocks.items()},
-                  flows, project.config, source)
+                  flows, project.config, source, programs)
+
+
+def _pin_block(project: Project, ref: str, block: Any, blocks: dict[str, Any], programs: dict[str, Any]) -> None:
+    """Pin a block, and the compiled DSPy program saved next to a smart block (blocks/<file>.dspy.json)."""
+    blocks[ref] = block.doc.data
+    if block.spec.kind != "smart" or ref in programs:
+        return
+    path = program_path(block.doc.path)
+    if path.is_file():
+        try:
+            programs[ref] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"block '{block.spec.block}': cannot read its compiled program "
+                             f"{relative(path, project.root)}: {exc}") from None
+
+
+def _pin_delegates(project: Project, name: str, stack: tuple[str, ...], blocks: dict[str, Any],
+                   flows: dict[str, Bundle], programs: dict[str, Any], ref: str) -> None:
+    pending = [ref]
+    while pending:
+        spec = BlockSpec.model_validate(blocks[pending.pop()])
+        for delegate in spec.delegates if spec.kind == "agent" else []:
+            block = project.block(delegate)
+            if block is not None and block.spec.kind == "agent":
+                if delegate not in blocks:
+                    _pin_block(project, delegate, block, blocks, programs)
+                    pending.append(delegate)
+            elif project.flow(delegate) is not None and delegate not in flows:
+                flows[delegate] = make_bundle(project, delegate, (*stack, name))
+
+
+def program_path(block_file: Path) -> Path:
+    """Where `blockyard optimize` saves a smart block's compiled program: next to the block file."""
+    return block_file.with_name(block_file.stem + ".dspy.json")

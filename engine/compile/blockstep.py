@@ -27,7 +27,9 @@ class BlockStep:
     """Everything needed to run one block at one step, prepared at compile time."""
 
     def __init__(self, flow: str, step: str, label: str, block: BlockSpec, bindings: Mapping[str, Any],
-                 frames: tuple[Frame, ...], renames: Mapping[str, str]) -> None:
+                 frames: tuple[Frame, ...], renames: Mapping[str, str], runner: executors.Runner | None = None
+                 ) -> None:
+        """`runner` replaces the kind's executor (agent and smart blocks, which the compiler wires)."""
         where = f"flow '{flow}', step '{step}'"
         unknown = [name for name in bindings if name not in block.inputs]
         if unknown:
@@ -42,7 +44,7 @@ class BlockStep:
         self.label = label
         self.block = block
         self.binder = Binder(block.inputs, bindings, frames)
-        self.runner = executors.prepare(block, where)
+        self.runner = runner if runner is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
         self.renames = dict(renames)
 
@@ -52,9 +54,10 @@ class BlockStep:
             return dict(outputs)
         return {self.renames.get(key, key): value for key, value in outputs.items()}
 
-    async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None
-                  ) -> dict[str, Any]:
-        """The block's checked outputs; StepFailed (after a `step_failed` event) when it fails."""
+    async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None,
+                  transcript: list[Any] | None = None) -> dict[str, Any]:
+        """The block's checked outputs; StepFailed (after a `step_failed` event) when it fails.
+        An agent block appends its conversation to `transcript` when one is given."""
         writer = runtime.stream_writer
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
@@ -68,7 +71,8 @@ class BlockStep:
             emit(writer, STEP_STARTED, self.label, data, index)
             raise self._failed(writer, str(exc), None, started, attempt, index) from None
         emit(writer, STEP_STARTED, self.label, {**data, "inputs": inputs}, index)
-        call = BlockCall(self.flow, self.step, self.label, self.block, inputs, runtime.context, writer, index)
+        call = BlockCall(self.flow, self.step, self.label, self.block, inputs, runtime.context, writer, index,
+                         scope, transcript)
         try:
             raw = await self._execute(call)
             outputs = check_outputs(self.block.outputs, raw)

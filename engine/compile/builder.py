@@ -47,6 +47,7 @@ class Region:
     exit: str  # END, or the node that a body's pass ends in
     describe: str  # "the flow", "the loop body of step 'x'"
     entries: dict[str, list[str]] = field(default_factory=dict)
+    delegated: dict[str, StepSpec] = field(default_factory=dict)  # steps only an agent of the list calls
 
     def resolve(self, target: str) -> list[str]:
         """Entry nodes of a step id, or the region's exit for `end`."""
@@ -103,10 +104,12 @@ class GraphBuilder:
     def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str
                      ) -> list[str]:
         """Add the nodes of `steps` and wire them; returns the region's entry nodes."""
+        from engine.compile.agent import split_delegated
         from engine.compile.constructs import construct  # the constructs import this module
 
+        steps, delegated = split_delegated(steps, self.bundle.blocks, f"flow '{self.flow}', {describe}")
         region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
-                        exit_node, describe)
+                        exit_node, describe, delegated=delegated)
         built: dict[str, Built] = {}
         for step in steps:
             built[step.id] = construct(self, region, step)

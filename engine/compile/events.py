@@ -19,6 +19,7 @@ STEP_FINISHED = "step_finished"
 STEP_FAILED = "step_failed"
 WARNING = "warning"
 TOOL_CALL = "tool_call"
+TOKEN = "token"
 
 
 def emit(writer: StreamWriter, kind: str, step: str, data: dict[str, Any], index: int | None = None) -> None:

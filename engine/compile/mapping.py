@@ -27,6 +27,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command, RetryPolicy, Send
 
+from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.context import RunContext
@@ -127,7 +128,9 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
                            f"{'both' if spec.uses else 'neither'}")
     if spec.uses is not None:
         block = builder.block(spec.uses, step.id)
-        runner = BlockStep(builder.flow, step.id, builder.label(step.id), block, spec.with_, frames, {})
+        label = builder.label(step.id)
+        wired = runner_for(builder, None, None, block, spec.uses, label)
+        runner = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, runner=wired)
 
         async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
             return await runner.run(make_scope(payload, frames), runtime, position)

@@ -7,6 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.context import RunContext
@@ -21,13 +22,19 @@ from engine.spec import StepSpec
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     assert step.uses is not None
     block = builder.block(step.uses, step.id)
-    runner = BlockStep(builder.flow, step.id, builder.label(step.id), block, step.with_, region.frames, step.outputs)
+    label = builder.label(step.id)
+    wired = runner_for(builder, region, step, block, step.uses, label)
+    runner = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, runner=wired)
     frames = region.frames
     name = step.id
+    talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
 
     async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
-        outputs = await runner.run(make_scope(state, frames), runtime, item_index(state, frames))
+        said: list[Any] | None = [] if talks else None
+        outputs = await runner.run(make_scope(state, frames), runtime, item_index(state, frames), said)
         update = {"context": runner.to_context(outputs), "results": [record(name, block.block, outputs)]}
+        if said:
+            update["messages"] = said
         return outputs, update
 
     if step.branches is None:

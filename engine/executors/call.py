@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,8 @@ class BlockCall:
     context: RunContext
     writer: StreamWriter
     index: int | None = None
+    scope: Mapping[str, Any] | None = None  # the step's template scope (agents bind delegated steps in it)
+    transcript: list[Any] | None = None  # where an agent puts its conversation for the run's `messages`
 
 
 Runner = Callable[[BlockCall], Awaitable[Any]]

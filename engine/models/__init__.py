@@ -7,12 +7,13 @@ awaits `structured(StructuredRequest(...))`; failures are ModelError (classified
 
 from __future__ import annotations
 
+from engine.models.agentic import AgentModel, TurnRequest
 from engine.models.base import StructuredModel, StructuredRequest
 from engine.models.errors import ModelError, ModelOutputError, is_transient
 from engine.models.resolver import MOCK_NOTE, ModelResolver
 from engine.models.script import MockScript, register_script, scripted, unregister_script
 
 __all__ = [
-    "MOCK_NOTE", "MockScript", "ModelError", "ModelOutputError", "ModelResolver", "StructuredModel",
-    "StructuredRequest", "is_transient", "register_script", "scripted", "unregister_script",
+    "MOCK_NOTE", "AgentModel", "MockScript", "ModelError", "ModelOutputError", "ModelResolver", "StructuredModel",
+    "StructuredRequest", "TurnRequest", "is_transient", "register_script", "scripted", "unregister_script",
 ]

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping
 
 from engine.diagnostics import did_you_mean
+from engine.models.agentic import AgentModel
 from engine.models.base import StructuredModel
 from engine.models.errors import ModelError
 from engine.models.providers import make_generator
@@ -36,7 +37,7 @@ class ModelResolver:
         self.run_id = run_id
         self._script = script_for(run_id)
         self._default, self.default_note = _default_profile(config, self.env)
-        self._cache: dict[str, StructuredModel] = {}
+        self._cache: dict[str, StructuredClient] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -58,6 +59,14 @@ class ModelResolver:
 
     def for_block(self, block: BlockSpec) -> StructuredModel:
         """The structured-output model for a block (block.model: a profile name, inline, or None)."""
+        return self._client(block)
+
+    def agent_for_block(self, block: BlockSpec) -> AgentModel:
+        """The chat model an agent block runs its turns on (same profile, same cached client)."""
+        generator: AgentModel = self._client(block).generator  # type: ignore[assignment]
+        return generator
+
+    def _client(self, block: BlockSpec) -> StructuredClient:
         name, profile = self.profile(block)
         key = name if not isinstance(block.model, ModelProfile) else profile.model_dump_json()
         with self._lock:

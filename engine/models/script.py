@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from engine.models.agentic import TurnRequest
 from engine.models.base import StructuredRequest
 
 
@@ -23,7 +24,7 @@ class MockScript:
         self._replies: dict[str, list[Any]] = {key: list(values) for key, values in (replies or {}).items()}
         self._used: dict[str, int] = {}
         self._lock = threading.Lock()
-        self.calls: list[StructuredRequest] = []
+        self.calls: list[StructuredRequest | TurnRequest] = []
 
     def __repr__(self) -> str:
         return f"MockScript(keys={sorted(self._replies)!r}, calls={len(self.calls)})"
@@ -34,11 +35,11 @@ class MockScript:
             self._replies.setdefault(key, []).extend(replies)
         return self
 
-    def record(self, request: StructuredRequest) -> None:
+    def record(self, request: StructuredRequest | TurnRequest) -> None:
         with self._lock:
             self.calls.append(request)
 
-    def next_reply(self, request: StructuredRequest) -> tuple[bool, Any]:
+    def next_reply(self, request: StructuredRequest | TurnRequest) -> tuple[bool, Any]:
         """(True, reply) for the request's next scripted reply, (False, None) when none is scripted."""
         with self._lock:
             for key in (f"{request.flow}.{request.step}", request.step, request.block):

@@ -48,7 +48,8 @@ ONE_STEP = """
     ("{id: s, loop: {max_iterations: 2, steps: [{id: t, uses: inc, goto: s}]}}",
      "flow 'f', step 't': goto 's' is not a step of the loop body of step 's'"),
     ("{id: s, loop: {max_iterations: 2, steps: [{id: s, uses: inc}]}}", "flow 'f': step id 's' used more than once"),
-    ("{id: s, uses: agentic}", "flow 'f', step 's': blocks of kind 'agent' (block 'agentic') are not supported yet"),
+    ("{id: s, uses: agentic}", "flow 'f', step 's': agent block 'agentic' delegates to 'nobody', which is neither "
+                               "an agent block nor a flow of the bundle"),
     ("{id: s, uses: remember}",
      "flow 'f', step 's': memory_read block 'remember' needs `memory:` (the namespace and key it works on)"),
     ("{id: s, uses: half}", "flow 'f', step 's': block 'half' has no `compute` expression for output 'b'"),
@@ -57,7 +58,7 @@ ONE_STEP = """
 ])
 def test_compile_errors(bundle_of: Callable[..., Bundle], step: str, message: str) -> None:
     blocks = {
-        "agentic": "block: agentic\nkind: agent\noutputs: {a: {type: string}}\n",
+        "agentic": "block: agentic\nkind: agent\noutputs: {a: {type: string}}\ndelegates: [nobody]\n",
         "remember": "block: remember\nkind: memory_read\n",
         "half": "block: half\nkind: transform\noutputs: {a: {type: string}, b: {type: string}}\n"
                 "compute: {a: \"'x'\"}\n",

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import ModelError, failure_kind, status_kind
 from engine.models.secrets import fingerprint, public_url, read_key, redact
@@ -70,6 +71,20 @@ class ChatGenerator:
             raise self._failure(exc, key, request) from None
         return candidate(reply, name)
 
+    async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> Any:
+        """One agent turn: the conversation with the request's tools bound, streamed when `on_token`
+        is given (text goes to it as it arrives; tool-call arguments are reassembled)."""
+        key = self._key()
+        choice = self._tool_choice(request.answer_tool) if request.force_answer else None
+        chat = self._chat(key)
+        bound = chat.bind_tools(list(request.tools), tool_choice=choice) if request.tools else chat
+        try:
+            if on_token is None:
+                return await bound.ainvoke(list(request.messages))
+            return await _streamed(bound, list(request.messages), on_token)
+        except Exception as exc:  # every provider failure becomes one clear ModelError
+            raise self._failure(exc, key, request) from None
+
     def _key(self) -> str:
         if not self._key_required and not self._env.get(self._key_env, "").strip():
             return "not-needed"  # local OpenAI-compatible servers ignore it; the SDK insists on one
@@ -81,7 +96,7 @@ class ChatGenerator:
             self._client = (digest, self._factory(key))
         return self._client[1]
 
-    def _failure(self, exc: Exception, key: str, request: StructuredRequest) -> ModelError:
+    def _failure(self, exc: Exception, key: str, request: StructuredRequest | TurnRequest) -> ModelError:
         where = f"flow '{request.flow}', step '{request.step}': {self.what}"
         status = getattr(exc, "status_code", None)
         detail = redact(_server_message(exc), key)
@@ -102,6 +117,21 @@ class ChatGenerator:
             return ModelError(f"{where}: the server's reply is not a chat completion (check base_url "
                               f"{self.base_url or '(default)'}): {detail}", provider=self.provider, model=self.model)
         return ModelError(f"{where}: {type(exc).__name__}: {detail}", provider=self.provider, model=self.model)
+
+
+async def _streamed(bound: Any, chat: list[Any], on_token: TokenSink) -> Any:
+    """Stream a reply, handing its text to on_token, and return it as one AIMessage."""
+    from langchain_core.messages import message_chunk_to_message
+
+    whole: Any = None
+    async for chunk in bound.astream(chat):
+        text = _text(chunk.content)
+        if text:
+            on_token(text)
+        whole = chunk if whole is None else whole + chunk
+    if whole is None:
+        raise ValueError("the server sent an empty stream")
+    return message_chunk_to_message(whole)
 
 
 def function_name(block: str) -> str:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
+from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
 from engine.models.mock_values import fake, seed_of, summarize
@@ -46,12 +48,39 @@ class MockGenerator:
         return Candidate.of_value(fake(request.output_schema, seed=seed_of(request.block, request.inputs),
                                        label=label))
 
-    def _scripted(self, reply: Any, request: StructuredRequest) -> Candidate:
+    async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> Any:
+        """One agent turn: the next scripted reply (tool calls, text, an answer or an error), else
+        an immediate final answer derived from the inputs. Text is streamed word by word."""
+        if self.run_script is not None:
+            self.run_script.record(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        for script in (self.run_script, self.profile_script):
+            if script is None:
+                continue
+            found, reply = script.next_reply(request)
+            if found:
+                self._raise_scripted_error(reply, request)
+                message = agent_reply(reply, request)
+                break
+        else:
+            value = fake(request.answer_schema, seed=seed_of(request.block, request.inputs),
+                         label=f"{request.block}: {summarize(request.inputs)}")
+            message = agent_reply(value, request)
+        if on_token is not None and isinstance(message.content, str) and message.content:
+            for word in re.findall(r"\S+\s*", message.content):
+                on_token(word)
+        return message
+
+    def _raise_scripted_error(self, reply: Any, request: StructuredRequest | TurnRequest) -> None:
         if isinstance(reply, dict) and "$error" in reply:
             kind = str(reply["$error"])
             message = str(reply.get("message") or f"scripted {kind} error")
             raise ModelError(f"mock model '{self.model}', step '{request.step}': {message}", provider="mock",
                              model=self.model, kind=kind if kind in TRANSIENT_KINDS else None)
+
+    def _scripted(self, reply: Any, request: StructuredRequest) -> Candidate:
+        self._raise_scripted_error(reply, request)
         if isinstance(reply, dict):
             return Candidate.of_value(reply)
         if isinstance(reply, str):
@@ -66,3 +95,42 @@ class MockGenerator:
             # a decide block's single enum output can be scripted as just the choice
             return Candidate.of_value({next(iter(properties)): reply})
         return Candidate.of_text(reply) if isinstance(reply, str) else Candidate.of_value(reply)
+
+
+def agent_reply(reply: Any, request: TurnRequest) -> Any:
+    """A scripted reply as an assistant message.
+
+    `{$tool_calls: [{name, args}], $text: ...}` calls tools (args that are not an object make a
+    malformed call, as a model's broken JSON would); `{$text: ...}` answers in plain text; anything
+    else is the final answer (for a single output the bare value is enough).
+    """
+    from langchain_core.messages import AIMessage
+
+    if isinstance(reply, dict) and ("$tool_calls" in reply or "$text" in reply):
+        calls: list[dict[str, Any]] = []
+        invalid: list[dict[str, Any]] = []
+        for position, call in enumerate(reply.get("$tool_calls") or []):
+            name = str(call.get("name", "")) if isinstance(call, dict) else str(call)
+            args = call.get("args", {}) if isinstance(call, dict) else {}
+            ident = f"mock_{request.turn}_{position}"
+            if isinstance(args, dict):
+                calls.append({"name": name, "args": args, "id": ident, "type": "tool_call"})
+            else:
+                invalid.append({"name": name, "args": str(args), "id": ident, "type": "invalid_tool_call",
+                                "error": "the arguments are not a JSON object"})
+        return AIMessage(content=str(reply.get("$text") or ""), tool_calls=calls, invalid_tool_calls=invalid)
+    value = reply
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            value = parsed
+    properties = request.answer_schema.get("properties") or {}
+    if not isinstance(value, dict) and len(properties) == 1:
+        value = {next(iter(properties)): value}
+    if isinstance(value, dict):
+        call = {"name": request.answer_tool, "args": value, "id": f"mock_{request.turn}_answer", "type": "tool_call"}
+        return AIMessage(content="", tool_calls=[call])
+    return AIMessage(content=str(value))

@@ -88,7 +88,10 @@ class Dataflow:
 
     # what a step writes -------------------------------------------------------------------
     def writes(self, node: StepNode) -> list[str]:
-        """Context keys the step itself writes (after renames); map items keep theirs private."""
+        """Context keys the step itself writes (after renames); map items keep theirs private, and a
+        delegated step answers the agent that calls it instead."""
+        if node.region.kind == "delegate":
+            return []
         spec = node.spec
         produced: list[str] = []
         if node.action == "uses" and node.block is not None:

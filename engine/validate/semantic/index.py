@@ -92,7 +92,14 @@ class Region:
         """'the flow' or "the loop body of step 'x'", for messages."""
         if self.owner is None:
             return "the flow"
+        if self.kind == "delegate":
+            return f"the delegates of step '{self.owner.id}'"
         return f"the {self.kind} body of step '{self.owner.id}'"
+
+    @property
+    def home(self) -> Region:
+        """The list the region's steps are written in (a delegated step's is its delegator's)."""
+        return self.owner.region if self.kind == "delegate" and self.owner is not None else self
 
 
 @dataclass(eq=False)
@@ -132,16 +139,37 @@ def build_index(project: Project, definition: FlowDef) -> FlowIndex:
     return index
 
 
+def delegated_ids(steps: list[StepSpec], project: Project) -> set[str]:
+    """Agent steps of one list that another agent step of the list delegates to (the compiler's
+    rule): they leave the list's order and run only when that agent calls them."""
+    agents = {spec.id for spec in steps if _is_agent(spec, project)}
+    return {name for spec in steps if spec.id in agents for name in spec.delegates
+            if name in agents and name != spec.id}
+
+
+def _is_agent(spec: StepSpec, project: Project) -> bool:
+    block = project.block(spec.uses) if spec.uses is not None else None
+    return block is not None and block.spec.kind == "agent"
+
+
 def _fill(index: FlowIndex, region: Region, steps: list[StepSpec]) -> None:
+    delegated = delegated_ids(steps, index.project) if any(spec.delegates for spec in steps) else set()
+    detached: dict[str, Region] = {}
+    made: list[StepNode] = []
     for position, spec in enumerate(steps):
-        node = StepNode(spec, (*region.path, position), region, position)
+        home = region
+        if spec.id in delegated:  # a region of its own, owned by its delegator (set below)
+            home = detached[spec.id] = Region("delegate", None, region.path, region.items)
+            index.regions.append(home)
+        node = StepNode(spec, (*region.path, position), home, len(home.steps))
         ref = spec.uses if spec.uses is not None else (spec.map.uses if spec.map is not None else None)
         if ref is not None:
             node.block = index.project.block(ref)
         if spec.flow is not None:
             node.subflow = index.project.flow(spec.flow)
-        region.steps.append(node)
-        region.by_id.setdefault(spec.id, node)
+        home.steps.append(node)
+        home.by_id.setdefault(spec.id, node)
+        made.append(node)
         index.nodes.append(node)
         index.by_id.setdefault(spec.id, node)
         for key in BODY_KEYS:
@@ -149,8 +177,10 @@ def _fill(index: FlowIndex, region: Region, steps: list[StepSpec]) -> None:
             if body is None or not getattr(body, "steps", None):
                 continue
             item = getattr(body, "as_", None)
-            items = (*region.items, item) if item else region.items
+            items = (*home.items, item) if item else home.items
             inner = Region(key, node, (*node.path, key, "steps"), items)
             node.body = inner
             index.regions.append(inner)
             _fill(index, inner, body.steps)
+    for name, home in detached.items():
+        home.owner = next(node for node in made if name in node.spec.delegates and node.id != name)

@@ -1,0 +1,252 @@
+"""The ReAct loop of one agent as a LangGraph graph of its own.
+
+    agent ──(answer)──────────────────────────────> end
+      │ tool calls, one Send each (run in parallel)
+      ├──> tools             (the block's `tools`: the registry validates and calls them)
+      ├──> delegate.<name>   (one node per sub-agent: an agent block, an agent step, a flow)
+      └──> agent again       (nothing to run: a malformed call or a rejected answer was answered)
+
+Every call gets exactly one tool message back (a result or an error), in the order the model
+made them; the agent node runs once after all of them. The graph is compiled once per agent
+and invoked inside the step's node without a checkpointer: an agent is one step of the flow,
+so a crash or a retry starts it from its first turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import time
+from typing import Annotated, Any, TypedDict
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from engine.agents import transcript
+from engine.agents.answer import ANSWER_TOOL, read_answer, repair_note
+from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
+from engine.compile.errors import Problem, StepFailed
+from engine.compile.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
+from engine.compile.policies import policies
+from engine.errors import BlockyardError
+from engine.models.agentic import TurnRequest
+from engine.models.errors import ModelError
+
+AGENT, TOOLS = "agent", "tools"
+DELEGATE = "delegate.{}"
+
+
+class AgentState(TypedDict, total=False):
+    messages: Annotated[list[BaseMessage], add_messages]
+    turn: int
+    errors: Annotated[int, operator.add]
+    pending: list[dict[str, Any]]  # the calls of the last reply still to run
+    answer: dict[str, Any] | None
+
+
+def compile_graph(plan: AgentPlan) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The loop of `plan` as a compiled graph (context: AgentRun)."""
+    retry = policies(plan.block).retry
+    graph: StateGraph[Any, AgentRun, Any, Any] = StateGraph(AgentState, context_schema=AgentRun)
+    graph.add_node(AGENT, _agent_node, retry_policy=retry)
+    graph.add_node(TOOLS, _tool_node)
+    targets = [AGENT, TOOLS, END]
+    for delegate in plan.delegates:
+        name = DELEGATE.format(delegate.name)
+        graph.add_node(name, _delegate_node(delegate), retry_policy=delegate.retry)
+        graph.add_edge(name, AGENT)
+        targets.append(name)
+    graph.add_edge(START, AGENT)
+    graph.add_conditional_edges(AGENT, _route, targets)
+    graph.add_edge(TOOLS, AGENT)
+    return graph.compile(checkpointer=False, name=f"agent {plan.block.block}")
+
+
+def recursion_limit(plan: AgentPlan) -> int:
+    """Two supersteps per turn (the model, then its calls), the input step, and slack."""
+    return 2 * plan.max_iterations + 3
+
+
+def _route(state: AgentState) -> Any:
+    if state.get("answer") is not None:
+        return END
+    pending = state.get("pending") or []
+    if not pending:
+        return AGENT
+    return [Send(call["node"], {"call": call}) for call in pending]
+
+
+async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str, Any]:
+    run = runtime.context
+    plan = run.plan
+    if state.get("errors", 0) > MAX_TOOL_ERRORS:
+        raise AgentFailed(f"agent '{plan.block.block}' gave up after {state.get('errors')} failed tool calls "
+                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]}")
+    turn = state.get("turn", 0) + 1
+    last = turn >= plan.max_iterations
+    before: list[BaseMessage] = []
+    if last and plan.max_iterations > 1:
+        before.append(transcript.note(f"This is your last turn (max_iterations: {plan.max_iterations}). Call "
+                                      f"{ANSWER_TOOL} now with your final answer."))
+    request = TurnRequest(
+        flow=run.call.flow, step=run.call.step, block=plan.block.block,
+        messages=(*state.get("messages", []), *before), tools=(run.answer,) if last else run.offered,
+        answer_tool=ANSWER_TOOL, answer_schema=run.answer["function"]["parameters"], inputs=run.call.inputs,
+        turn=turn, force_answer=last)
+    reply = await _ask(run, request, runtime)
+    said = transcript.stamped(reply, name=run.label)
+    assert isinstance(said, AIMessage)
+    answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
+    update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
+    if answer.outputs is not None:
+        update["answer"] = answer.outputs
+        update["messages"].extend(_skipped(said, "not run: the final answer was given in the same turn"))
+        return update
+    if last:
+        raise AgentFailed(_exhausted(plan, said, answer.problem))
+    if answer.problem is not None:
+        if answer.call_id is not None:
+            update["messages"].append(transcript.tool_result(answer.call_id, ANSWER_TOOL, error=answer.problem))
+            update["messages"].extend(_skipped(said, "not run: the turn gave a final answer"))
+        else:
+            update["messages"].append(transcript.note(repair_note(answer.problem)))
+        return update
+    errors = 0
+    for bad in said.invalid_tool_calls:
+        errors += 1
+        problem = f"the arguments of '{bad.get('name')}' are not a JSON object: {str(bad.get('args'))[:200]!r}"
+        run.failures.append(problem)
+        emit(run.call.writer, TOOL_CALL, run.label, {"tool": bad.get("name"), "call_id": bad.get("id"),
+                                                      "block": plan.block.block, "status": "error",
+                                                      "error": problem}, run.call.index)
+        update["messages"].append(transcript.tool_result(bad.get("id") or "", str(bad.get("name")), error=problem))
+    update["pending"] = [_dispatch(run, call) for call in said.tool_calls]
+    update["errors"] = errors
+    return update
+
+
+async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) -> Any:
+    call = run.call
+
+    def token(text: str) -> None:
+        emit(call.writer, TOKEN, call.label, {"text": text, "block": run.plan.block.block}, call.index)
+
+    try:
+        return await run.model.turn(request, token)
+    except ModelError as exc:
+        info = runtime.execution_info
+        attempt = info.node_attempt if info is not None else 1
+        step_policies = policies(run.plan.block)
+        failed = StepFailed(call.flow, call.label, run.plan.block.block, str(exc), cause=exc, item=call.index)
+        if step_policies.will_retry(failed, attempt):
+            warning(call.writer, call.label, "retrying",
+                    f"turn {request.turn}, attempt {attempt} of {step_policies.attempts} failed: {exc}; retrying",
+                    block=run.plan.block.block, attempt=attempt)
+            raise
+        raise AgentFailed(str(exc)) from exc
+
+
+def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:
+    """A tool call with the node that answers it: its sub-agent's, or the tool node (unknown names too)."""
+    name = str(call.get("name"))
+    delegate = run.plan.delegate(name)
+    node = DELEGATE.format(name) if delegate is not None else TOOLS
+    return {"name": name, "args": call.get("args") or {}, "id": call.get("id") or "", "node": node}
+
+
+def _skipped(message: AIMessage, why: str) -> list[BaseMessage]:
+    return [transcript.tool_result(call.get("id") or "", call["name"], error=why)
+            for call in message.tool_calls if call["name"] != ANSWER_TOOL]
+
+
+def _exhausted(plan: AgentPlan, said: AIMessage, problem: str | None) -> str:
+    head = f"agent '{plan.block.block}' gave no final answer within max_iterations ({plan.max_iterations} turns)"
+    called = [call["name"] for call in said.tool_calls if call["name"] != ANSWER_TOOL]
+    if called:
+        return f"{head}: its last turn called {', '.join(repr(n) for n in called)} instead of {ANSWER_TOOL}"
+    if problem is not None:
+        return f"{head}: its last answer was not accepted: {problem}"
+    return head
+
+
+async def _tool_node(payload: dict[str, Any], runtime: Runtime[AgentRun]) -> dict[str, Any]:
+    run = runtime.context
+    call = payload["call"]
+    name, args = call["name"], call["args"]
+    started = time.monotonic()
+    _announce(run, call, "tool")
+    error: str | None = None
+    result: Any = None
+    if not run.offers(name):
+        error = f"there is no tool '{name}'; you can call: {', '.join(_names(run))}"
+    else:
+        try:
+            result = await run.call.context.tools.call(name, args)
+        except BlockyardError as exc:  # ToolError: bad arguments, a failing tool, an unknown one
+            error = str(exc)
+        except Exception as exc:
+            error = f"tool '{name}' failed: {type(exc).__name__}: {exc}"
+    return _answered(run, call, result, error, started)
+
+
+def _delegate_node(delegate: Delegate) -> Any:
+    validator = Draft202012Validator(delegate.parameters)
+
+    async def node(payload: dict[str, Any], runtime: Runtime[AgentRun]) -> dict[str, Any]:
+        run = runtime.context
+        call = payload["call"]
+        started = time.monotonic()
+        info = runtime.execution_info
+        attempt = info.node_attempt if info is not None else 1
+        if attempt == 1:
+            _announce(run, call, delegate.kind)
+        problem = best_match(validator.iter_errors(call["args"]))
+        if problem is not None:
+            where = ".".join(str(p) for p in problem.absolute_path)
+            text = f"at '{where}': {problem.message}" if where else problem.message
+            return _answered(run, call, None, f"{delegate.kind} '{delegate.name}': invalid arguments: {text}", started)
+        outer = dataclasses.replace(runtime, context=run.call.context, stream_writer=run.call.writer)
+        try:
+            outputs = await delegate.invoke(dict(call["args"]), run, outer)  # type: ignore[arg-type]
+        except GraphBubbleUp:
+            raise
+        except StepFailed as exc:
+            if delegate.will_retry(exc, attempt):
+                raise  # the node's retry policy runs it again
+            return _answered(run, call, None, f"{delegate.kind} '{delegate.name}' failed: {exc.reason}", started)
+        except (Problem, BlockyardError) as exc:
+            return _answered(run, call, None, f"{delegate.kind} '{delegate.name}': {exc}", started)
+        return _answered(run, call, outputs, None, started)
+
+    return node
+
+
+def _announce(run: AgentRun, call: dict[str, Any], kind: str) -> None:
+    emit(run.call.writer, TOOL_CALL, run.label,
+         {"tool": call["name"], "args": call["args"], "call_id": call["id"], "kind": kind, "status": "started",
+          "block": run.plan.block.block}, run.call.index)
+
+
+def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
+              ) -> dict[str, Any]:
+    data: dict[str, Any] = {"tool": call["name"], "call_id": call["id"], "block": run.plan.block.block,
+                            "status": "error" if error is not None else "ok", "duration_ms": elapsed_ms(started)}
+    if error is not None:
+        data["error"] = error
+        run.failures.append(error)
+    else:
+        data["result"] = result
+    emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)
+    message = transcript.tool_result(call["id"], call["name"], result, error=error)
+    return {"messages": [message], "errors": 1 if error is not None else 0}
+
+
+def _names(run: AgentRun) -> list[str]:
+    return [tool["function"]["name"] for tool in run.offered]

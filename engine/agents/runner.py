@@ -1,0 +1,96 @@
+"""Running an agent block: render its prompt, offer its tools and delegates, run the loop.
+
+The runner is the block's executor (a `Runner`): it returns the final answer as the block's raw
+outputs (the step checks them like any block's) and appends the conversation — the user
+prompt, every reply, every tool result — to the call's transcript, which the step writes to the
+run's `messages`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.agents import transcript
+from engine.agents.answer import ANSWER_TOOL, answer_function
+from engine.agents.graph import compile_graph, recursion_limit
+from engine.agents.plan import AgentFailed, AgentPlan, AgentRun
+from engine.compile.errors import CompileError, Problem
+from engine.executors.call import BlockCall
+from engine.models.agentic import function_tool
+from engine.templates import TemplateError, render_text
+
+_RETURNS = "Returns {}."
+# The loop runs without checkpoints (see engine/agents/graph.py). A graph invoked inside a node
+# inherits the run's durability; with "sync" and no checkpointer LangGraph 1.2 awaits a checkpoint
+# future it never created (AttributeError), so the loop states its own mode, through the config
+# key LangGraph reads it from (passing `durability=` instead warns that it has no effect).
+_NO_CHECKPOINTS = {"__pregel_durability": "exit"}
+
+
+class AgentRunner:
+    """The executor of one agent (a block at a step, or a sub-agent), compiled once."""
+
+    def __init__(self, plan: AgentPlan) -> None:
+        block = plan.block
+        if not block.outputs:
+            raise CompileError(f"{plan.where}: agent block '{block.block}' declares no outputs for its final answer")
+        names = [*plan.tools, *(d.name for d in plan.delegates)]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise CompileError(f"{plan.where}: agent block '{block.block}' is offered "
+                               f"{', '.join(repr(n) for n in twice)} both as a tool and as a delegate")
+        if ANSWER_TOOL in names:
+            raise CompileError(f"{plan.where}: '{ANSWER_TOOL}' is the name of the agent's answer function; "
+                               "rename the tool or delegate")
+        self.plan = plan
+        self.graph = compile_graph(plan)
+        self.limit = recursion_limit(plan)
+        self.answer = answer_function(block.outputs)
+        self.delegate_tools = tuple(function_tool(d.name, d.description, d.parameters) for d in plan.delegates)
+
+    async def __call__(self, call: BlockCall) -> dict[str, Any]:
+        plan = self.plan
+        block = plan.block
+        system = _render("prompt.system", block.prompt.system if block.prompt else None, call.inputs)
+        user = _render("prompt.user", block.prompt.user if block.prompt else None, call.inputs)
+        if user is None:
+            import json
+
+            user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
+        offered = (*self._tools(call), *self.delegate_tools, self.answer)
+        run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)  # type: ignore[attr-defined]
+        start = {"messages": transcript.prompt(system, user), "turn": 0, "errors": 0, "pending": [], "answer": None}
+        final = await self.graph.ainvoke(start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS},
+                                         context=run)
+        answer = final.get("answer")
+        if answer is None:  # the loop ends only with an answer or an error; this is a safety net
+            raise AgentFailed(f"agent '{block.block}' ended without a final answer")
+        if call.transcript is not None:
+            call.transcript.extend(m for m in final.get("messages", []) if m.type != "system")
+        return dict(answer)
+
+    def _tools(self, call: BlockCall) -> list[dict[str, Any]]:
+        """The block's tools as functions, described by the run's registry."""
+        found: list[dict[str, Any]] = []
+        for name in self.plan.tools:
+            tool = call.context.tools.get(name)
+            if tool is None:
+                known = getattr(call.context.tools, "names", lambda: [])()
+                raise Problem(f"tool '{name}' is not registered in this yard (known: {', '.join(known) or 'none'})")
+            found.append(function_tool(tool.name, tool.description, tool.parameters))
+        return found
+
+
+def describe_outputs(outputs: dict[str, Any]) -> str:
+    """'Returns findings (string), sources (array).' for a delegate's description."""
+    parts = [f"{name} ({getattr(spec, 'type', 'any')})" for name, spec in outputs.items()]
+    return _RETURNS.format(", ".join(parts)) if parts else ""
+
+
+def _render(where: str, source: str | None, inputs: dict[str, Any]) -> str | None:
+    if source is None:
+        return None
+    try:
+        return render_text(source, inputs)
+    except TemplateError as exc:
+        raise Problem(f"{where}: {exc}") from None

@@ -1,0 +1,24 @@
+"""agent blocks: a ReAct loop over the block's tools and delegates (engine/agents).
+
+`prepare(block, where)` serves agents without delegates (the executor registry's path); the
+compiler wires agents that have delegates itself (engine/compile/agent.py), because resolving a
+delegate needs the flow's bundle and steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.agents import AgentPlan, AgentRunner, Delegate
+from engine.compile.errors import CompileError
+from engine.executors.call import Runner
+from engine.spec import BlockSpec
+
+
+def prepare(block: BlockSpec, where: str, delegates: Sequence[Delegate] = (), *, flow: str = "",
+            depth: int = 0) -> Runner:
+    if block.delegates and not delegates:
+        raise CompileError(f"{where}: agent block '{block.block}' has delegates, which only a flow can resolve")
+    plan = AgentPlan(flow=flow, where=where, block=block, tools=tuple(dict.fromkeys(block.tools)),
+                     delegates=tuple(delegates), depth=depth)
+    return AgentRunner(plan)
