@@ -141,8 +141,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context) if ex.pending is None else _none()
     try:
-        stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context) if ex.pending is None else _none()
         async for kind, data in stream:
             if kind == "event":
                 event = seq.from_custom(data)
@@ -169,6 +169,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         raise
     except Exception as exc:
         failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
+    finally:
+        await stream.aclose()  # not left to the garbage collector when we stop early
 
     if failure is None and not interrupts:
         try:
