@@ -131,7 +131,30 @@ async def _streamed(bound: Any, chat: list[Any], on_token: TokenSink) -> Any:
         whole = chunk if whole is None else whole + chunk
     if whole is None:
         raise ValueError("the server sent an empty stream")
-    return message_chunk_to_message(whole)
+    return _strict(message_chunk_to_message(whole), whole.tool_call_chunks)
+
+
+def _strict(message: Any, chunks: list[Any]) -> Any:
+    """LangChain parses streamed tool-call arguments leniently (a cut-off `{"a": "b` becomes
+    {"a": "b"}); arguments that are not one complete JSON object make an invalid call instead,
+    as they do without streaming, so the model hears that its call was broken."""
+    raw = {chunk.get("id"): chunk.get("args") for chunk in chunks if chunk.get("id")}
+    valid: list[Any] = []
+    invalid = list(message.invalid_tool_calls)
+    for call in message.tool_calls:
+        text = raw.get(call.get("id"))
+        try:
+            parsed = json.loads(text) if text else {}
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            valid.append(call)
+        else:
+            invalid.append({"type": "invalid_tool_call", "name": call.get("name"), "args": text,
+                            "id": call.get("id"), "error": "the arguments are not a JSON object"})
+    if len(valid) == len(message.tool_calls):
+        return message
+    return message.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
 
 
 def function_name(block: str) -> str:
