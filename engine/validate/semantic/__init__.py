@@ -17,6 +17,12 @@ from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, 
 from engine.validate.semantic.blocks import check_blocks
 from engine.validate.semantic.config import check_config
 from engine.validate.semantic.dataflow import Dataflow
+from engine.validate.semantic.delegation import (
+    DelegationGraph,
+    check_block_delegation,
+    check_delegation,
+    delegation_graph,
+)
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
@@ -31,18 +37,21 @@ __all__ = ["check_flow", "check_project"]
 
 def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
-    found = [*check_config(project), *check_blocks(project)]
+    delegation = delegation_graph(project)
+    found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation)]
     calls = subflow_calls(project)
     for definition in project.flows.values():
-        found.extend(check_flow(project, definition, calls))
+        found.extend(check_flow(project, definition, calls, delegation))
     return sorted(set(found))
 
 
-def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]] | None = None) -> list[Diagnostic]:
+def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]] | None = None,
+               delegation: DelegationGraph | None = None) -> list[Diagnostic]:
     """The semantic problems of one flow (its blocks are checked by check_project)."""
     index = build_index(project, definition)
     check_steps(index)
     check_references(index)
+    check_delegation(index, delegation if delegation is not None else delegation_graph(project))
     check_routing(index)
     check_memory(index)
     check_schedule(index)

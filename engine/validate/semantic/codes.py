@@ -41,6 +41,7 @@ STRUCTURE: dict[str, str] = {
     "BY317": "step key that does not apply to the step's action",
     "BY318": "subflow cycle",
     "BY319": "map without exactly one of uses and steps",
+    "BY320": "delegation cycle",
 }
 
 BLOCKS: dict[str, str] = {
