@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.bundle import Bundle
+from engine.compile.agent import split_delegated
 from engine.compile.topology import EXIT, plan_region
 from engine.decisions import gate_spec
 from engine.spec import BlockSpec, Route, StepSpec
@@ -74,8 +75,15 @@ class _Drawer:
 
     def region(self, steps: list[StepSpec], cluster: Cluster, exit_id: str, describe: str) -> str:
         """Draw `steps` into `cluster`; their ends go to `exit_id`. Returns the entry node."""
+        steps, delegated = split_delegated(steps, self.blocks, self.where)
         plan = plan_region(steps, self.blocks, self.where, describe)
         ends: dict[str, tuple[str, str]] = {step.id: self.step(step, cluster) for step in steps}
+        for sub in delegated.values():  # sub-agents: reached only through their agent's calls
+            cluster.items.append(self._simple(sub, _bound(sub)))
+        for step in [*steps, *delegated.values()]:
+            for name in step.delegates:
+                if name in delegated:
+                    self.edge(ends[step.id][0] if step.id in ends else step.id, name, "delegates", dashed=True)
 
         def resolve(target: str) -> str:
             return exit_id if target == EXIT else ends[target][0]
@@ -168,7 +176,12 @@ class _Drawer:
         block = self.blocks.get(step.uses or "")
         kind = block.kind if block is not None else "block"
         shape = "diamond" if kind == "decide" else "box"
-        return Node(step.id, [step.id, f"{kind} {step.uses}{bound}"], shape)
+        lines = [step.id, f"{kind} {step.uses}{bound}"]
+        if kind == "agent":
+            tools = [*step.delegates, *(block.delegates if block is not None else []), *(block.tools if block else [])]
+            if tools:
+                lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
+        return Node(step.id, lines, shape)
 
 
 def _bound(step: StepSpec) -> str:
