@@ -165,6 +165,9 @@ def _compile_problem(compiler: Compiler | None, bundle: Bundle, definition: Flow
         compiler(bundle)
     except BlockyardError as exc:
         return definition.doc.diag(("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile: {exc}")
+    except Exception as exc:  # a compiler bug holds back this flow, not the whole server
+        return definition.doc.diag(("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile "
+                                                             f"(internal error): {type(exc).__name__}: {exc}")
     return None
 
 

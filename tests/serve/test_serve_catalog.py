@@ -139,3 +139,16 @@ def test_a_flow_that_does_not_compile_is_held_back(yard: Path) -> None:
     assert (problem.code, problem.file, problem.line) == (COMPILE_ERROR, "flows/add.yaml", 1)
     assert problem.message == "flow 'add' does not compile: approval gates are not supported yet"
     assert problem in second.diagnostics
+
+
+def test_a_compiler_crash_holds_back_only_that_flow(yard: Path) -> None:
+    from engine.bundle import Bundle
+
+    def compiler(bundle: Bundle) -> None:
+        if bundle.name == "slow":
+            raise ImportError("cannot import name 'x'")
+
+    catalog = load_catalog(yard, compiler=compiler)
+    assert sorted(catalog.flows) == ["add"]
+    [problem] = catalog.stale["slow"]
+    assert problem.message == "flow 'slow' does not compile (internal error): ImportError: cannot import name 'x'"
