@@ -205,7 +205,9 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
                                           + (", optional" if "default" in spec else "") + ")"
                                           for key, spec in fields.items()))
     which = " --gate NAME" if len(outcome.gates) > 1 else ""
-    _err(f"  decide: blockyard resume {run_id}{which} --approve [--set FIELD=VALUE]... | --reject [--reason R]")
+    with_fields = any(isinstance(g.data.get("value"), dict) and g.data["value"].get("fields") for g in outcome.gates)
+    sets = " [--set FIELD=VALUE]..." if with_fields else ""
+    _err(f"  decide: blockyard resume {run_id}{which} --approve{sets} | --reject [--reason R]")
     return 3
 
 

@@ -18,6 +18,7 @@ import yaml
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.project import load_project
+from engine.runtime import gates as gate_rows
 from engine.runtime import store
 from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, Event, parse_time
 from engine.runtime.progress import format_duration
@@ -45,9 +46,16 @@ def _duration(run: RunRecord, status: str) -> float | None:
     return run.duration if run.started else None
 
 
+def _gate_name(gate: Event) -> str:
+    """A waiting gate as people name it: its step, with [index] for a map or foreach item."""
+    value = gate.data.get("value")
+    name = value.get("gate") if isinstance(value, dict) else None
+    return str(name or gate.step)
+
+
 def _detail(run: RunRecord, status: str, gates: list[Event] | None = None) -> str:
     if status == "waiting" and gates:
-        return "gate " + ", ".join(f"'{gate.step}'" for gate in gates)
+        return "gate " + ", ".join(f"'{_gate_name(gate)}'" for gate in gates)
     if status == "failed":
         return (f"step '{run.error_step}': " if run.error_step else "") + (run.error or "")
     if status == "interrupted":
@@ -169,22 +177,24 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         events = store.load_events(conn, run_id)
         status = effective_status(run)
         gates = store.waiting_gates(conn, run_id) if status == "waiting" else []
+        decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
     finally:
         conn.close()
     steps = step_summary(events, status)
     definition = definition_status(root, run)
     if as_json:
         body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status}, "steps": steps,
-                "waiting": [gate.as_dict() for gate in gates], "definition": definition,
+                "waiting": [gate.as_dict() for gate in gates], "decisions": [gate.as_dict() for gate in decided],
+                "definition": definition,
                 "events": [event.as_dict() for event in events]}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    sys.stdout.write(_show_text(run, status, steps, definition, gates))
+    sys.stdout.write(_show_text(run, status, steps, definition, gates, decided))
     return 0
 
 
 def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definition: dict[str, Any],
-               gates: list[Event]) -> str:
+               gates: list[Event], decided: list[gate_rows.Gate]) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
     files = definition.get("files")
     if files == "differ":
@@ -199,7 +209,7 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
     for gate in gates:
         value = gate.data.get("value")
         message = value.get("message") if isinstance(value, dict) else value
-        lines.append(f"waiting   gate '{gate.step}'" + (f": {message}" if message else ""))
+        lines.append(f"waiting   gate '{_gate_name(gate)}'" + (f": {message}" if message else ""))
     if status == "failed" and run.error:
         lines.append(f"error     {run.error}")
     lines.append(f"started   {local_time(run.started)}")
@@ -217,8 +227,17 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
             error = f"  {entry['error']}" if entry["status"] == "failed" and entry["error"] else ""
             lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
                          f"{format_duration(entry['duration_ms'] / 1000):>9}{tries}{error}")
+    for gate in decided:
+        decision = gate.decision or {}
+        who = f" by {gate.actor}" if gate.actor else ""
+        values = f" {store.dumps(decision['values'])}" if decision.get("values") else ""
+        why = f" ({decision['reason']})" if decision.get("reason") else ""
+        lines.append(f"decided   gate '{gate.gate}': {gate.status}{who} at {local_time(gate.decided)}{values}{why}")
     if status in ("failed", "interrupted"):
         lines.append(f"resume    blockyard resume {run.id}")
+    if status == "waiting":
+        which = " --gate NAME" if len(gates) > 1 else ""
+        lines.append(f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject")
     return "\n".join(lines) + "\n"
 
 
