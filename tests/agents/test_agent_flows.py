@@ -1,0 +1,204 @@
+"""Agents in flows on the offline mock: scripted tool calls, maps, block and flow delegates, retries
+of sub-agents, and what the compiler refuses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from agent_kit import run_flow
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from engine.bundle import make_bundle
+from engine.compile import compile_flow
+from engine.compile.errors import CompileError
+from engine.project import load_project
+
+Yard = Callable[[dict[str, str]], Path]
+
+AGENT = """
+    block: {name}
+    kind: agent
+    description: The {name} agent.
+    inputs: {{task: {{type: string}}, tone: {{type: string, default: plain}}}}
+    outputs: {{answer: {{type: string}}}}
+    prompt: {{user: "{{{{ task }}}} ({{{{ tone }}}})"}}
+    {extra}
+"""
+
+
+def agent(name: str, extra: str = "") -> str:
+    return AGENT.format(name=name, extra=extra)
+
+
+def mock_config(replies: str = "{}") -> str:
+    return f"models:\n  default:\n    provider: mock\n    replies: {replies}\n"
+
+
+def test_scripted_tool_calls_text_and_the_messages_of_the_run(make_yard: Yard) -> None:
+    root = make_yard({
+        "blockyard.yaml": mock_config('{lead: [{$text: "Let me check.", $tool_calls: [{name: list_files, args: {}}]},'
+                                      ' {$text: "All quiet."}]}'),
+        "blocks/solo.yaml": agent("solo", "tools: [list_files]"),
+        "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n  - {id: lead, uses: solo, with: {task: look}}\n",
+    })
+    done = run_flow(root, "one")
+
+    assert done.outputs == {"answer": "All quiet."}
+    messages = done.messages()
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert messages[0].content == "look (plain)"
+    assert messages[2].content == '{"entries": [], "truncated": false}'
+    assert "".join(e.data["text"] for e in done.of("token", "lead")) == "Let me check.All quiet."
+
+
+def test_an_unscripted_mock_agent_answers_at_once(make_yard: Yard) -> None:
+    root = make_yard({
+        "blocks/solo.yaml": agent("solo", "tools: [current_time]"),
+        "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n  - {id: lead, uses: solo, with: {task: hi}}\n",
+    })
+    done = run_flow(root, "one", env={})
+
+    assert done.outputs == {"answer": "solo: task=hi, tone=plain"}
+    assert done.of("tool_call") == []
+
+
+def test_agents_as_map_items(make_yard: Yard) -> None:
+    root = make_yard({
+        # replies are used in order across the run: each item's first turn calls the tool
+        "blockyard.yaml": mock_config("{solo: [{$tool_calls: [{name: current_time, args: {}}]},"
+                                      " {$tool_calls: [{name: current_time, args: {}}]}, done]}"),
+        "blocks/solo.yaml": agent("solo", "tools: [current_time]"),
+        "flows/fan.yaml": """
+            flow: fan
+            inputs: {tasks: {type: array}}
+            outputs: [all]
+            steps:
+              - id: each
+                map: {items: inputs.tasks, as: task, uses: solo, collect: all}
+        """,
+    })
+    done = run_flow(root, "fan", {"tasks": ["a", "b"]})
+
+    assert done.outputs is not None and len(done.outputs["all"]) == 2
+    assert sorted(e.data["index"] for e in done.of("tool_call", "each") if e.data["status"] == "started") == [0, 1]
+
+
+def test_a_blocks_delegates_see_only_their_arguments_and_defaults(make_yard: Yard) -> None:
+    root = make_yard({
+        "blockyard.yaml": mock_config("{boss: [{$tool_calls: [{name: aide, args: {task: sort}}]}, done],"
+                                      " aide: [{answer: sorted}]}"),
+        "blocks/boss.yaml": agent("boss", "delegates: [aide]"),
+        "blocks/aide.yaml": agent("aide"),
+        "flows/one.yaml": """
+            flow: one
+            inputs: {tone: {type: string}}
+            outputs: [answer]
+            steps:
+              - {id: lead, uses: boss, with: {task: work}}
+        """,
+    })
+    done = run_flow(root, "one", {"tone": "loud"})
+
+    assert done.outputs == {"answer": "done"}
+    started = done.of("step_started", "lead.aide")[0]
+    assert started.data["inputs"] == {"task": "sort", "tone": "plain"}  # not the flow's input 'tone'
+    assert done.of("tool_call", "lead")[-1].data["result"] == {"answer": "sorted"}
+
+
+def test_a_failing_flow_delegate_is_an_error_for_the_model_not_the_run(make_yard: Yard) -> None:
+    root = make_yard({
+        "blockyard.yaml": mock_config("{lead: [{$tool_calls: [{name: sums, args: {n: 1}}, {name: sums, args: {}}]},"
+                                      " recovered]}"),
+        "blocks/boss.yaml": agent("boss"),
+        "blocks/half.yaml": """
+            block: half
+            kind: transform
+            inputs: {n: {type: integer}}
+            outputs: {h: {type: integer}}
+            compute: {h: "n // (n - 1)"}
+        """,
+        "flows/sums.yaml": "flow: sums\ndescription: Halves.\ninputs: {n: {type: integer}}\noutputs: [h]\n"
+                           "steps:\n  - {id: halve, uses: half}\n",
+        "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n"
+                          "  - {id: lead, uses: boss, with: {task: t}, delegates: [sums]}\n",
+    })
+    done = run_flow(root, "one")
+
+    assert done.outputs == {"answer": "recovered"}
+    errors = sorted(e.data["error"] for e in done.of("tool_call", "lead") if e.data["status"] == "error")
+    assert errors[0].startswith("flow 'sums' failed: flow 'sums' failed at step 'lead.sums.halve': compute 'h':")
+    assert errors[1] == "flow 'sums': invalid arguments: 'n' is a required property"
+    assert done.of("step_failed", "lead.sums")[0].data["error"].startswith("flow 'sums' failed at step")
+
+
+def test_a_sub_agent_that_fails_for_a_moment_is_retried(make_yard: Yard) -> None:
+    root = make_yard({
+        "blockyard.yaml": mock_config("{lead: [{$tool_calls: [{name: aide, args: {task: x}}]}, fine],"
+                                      " aide: [{$error: rate_limit}, {$error: rate_limit}, helped]}"),
+        "blocks/boss.yaml": agent("boss", "delegates: [aide]"),
+        "blocks/aide.yaml": agent("aide", "retry: {attempts: 3, initial: 10ms}"),
+        "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n  - {id: lead, uses: boss, with: {task: t}}\n",
+    })
+    done = run_flow(root, "one")
+
+    assert done.outputs == {"answer": "fine"}
+    retries = [e for e in done.of("warning") if e.data["code"] == "retrying"]
+    assert [e.step for e in retries] == ["lead.aide", "lead.aide"]
+    assert done.of("tool_call", "lead")[-1].data["result"] == {"answer": "helped"}
+
+
+def test_an_agent_step_in_a_loop_body_delegates_to_a_sibling(make_yard: Yard) -> None:
+    root = make_yard({
+        "blockyard.yaml": mock_config("{lead: [{$tool_calls: [{name: aide_step, args: {task: y}}]}, ok]}"),
+        "blocks/boss.yaml": agent("boss"),
+        "blocks/aide.yaml": agent("aide"),
+        "flows/one.yaml": """
+            flow: one
+            outputs: [answer]
+            steps:
+              - id: rounds
+                loop:
+                  max_iterations: 2
+                  steps:
+                    - {id: lead, uses: boss, with: {task: t}, delegates: [aide_step]}
+                    - {id: aide_step, uses: aide}
+        """,
+    })
+    done = run_flow(root, "one")
+
+    assert done.outputs == {"answer": "ok"}
+    assert [e.step for e in done.of("step_started")] == ["rounds", "lead", "aide_step", "lead"]
+
+
+def _compile(root: Path, flow: str) -> None:
+    compile_flow(make_bundle(load_project(root), flow))
+
+
+@pytest.mark.parametrize(("blocks", "step", "message"), [
+    ({"a": "delegates: [b]", "b": "delegates: [a]"}, "{id: s, uses: a}",
+     "flow 'f', agent 's.b.a': delegation goes round in a cycle (agent block 'a' -> agent block 'b' -> agent block "
+     "'a'); an agent cannot end up calling itself"),
+    ({"a": "tools: [current_time]\n    delegates: [current_time]", "current_time": ""}, "{id: s, uses: a}",
+     "flow 'f', step 's': agent block 'a' is offered 'current_time' both as a tool and as a delegate"),
+    ({"a": "tools: [final_answer]"}, "{id: s, uses: a}",
+     "flow 'f', step 's': 'final_answer' is the name of the agent's answer function; rename the tool or delegate"),
+    ({"a": "", "b": ""}, "{id: s, uses: a, delegates: [b]}",
+     "flow 'f', step 's': delegate 'b' is neither an agent step of the same list nor a flow of the bundle"),
+])
+def test_compile_errors(make_yard: Yard, blocks: dict[str, str], step: str, message: str) -> None:
+    files = {f"blocks/{name}.yaml": agent(name, extra) for name, extra in blocks.items()}
+    root = make_yard({**files, "flows/f.yaml": f"flow: f\nsteps:\n  - {step}\n"})
+    with pytest.raises(CompileError) as caught:
+        _compile(root, "f")
+    assert str(caught.value) == message
+
+
+def test_delegation_deeper_than_the_bound_does_not_compile(make_yard: Yard) -> None:
+    files = {f"blocks/a{i}.yaml": agent(f"a{i}", f"delegates: [a{i + 1}]") for i in range(9)}
+    files["blocks/a9.yaml"] = agent("a9")
+    root = make_yard({**files, "flows/f.yaml": "flow: f\nsteps:\n  - {id: s, uses: a0}\n"})
+    with pytest.raises(CompileError) as caught:
+        _compile(root, "f")
+    assert "delegation is nested more than 8 levels deep (agent block 'a0' -> agent block 'a1'" in str(caught.value)
