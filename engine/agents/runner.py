@@ -57,7 +57,7 @@ class AgentRunner:
             import json
 
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
-        offered = (*self._tools(call), *self.delegate_tools, self.answer)
+        offered = (*await self._tools(call), *self.delegate_tools, self.answer)
         run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)  # type: ignore[attr-defined]
         start = {"messages": transcript.prompt(system, user), "turn": 0, "errors": 0, "pending": [], "answer": None}
         final = await self.graph.ainvoke(start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS},
@@ -69,11 +69,13 @@ class AgentRunner:
             call.transcript.extend(m for m in final.get("messages", []) if m.type != "system")
         return dict(answer)
 
-    def _tools(self, call: BlockCall) -> list[dict[str, Any]]:
-        """The block's tools as functions, described by the run's registry."""
+    async def _tools(self, call: BlockCall) -> list[dict[str, Any]]:
+        """The block's tools as functions, described by the run's registry (MCP servers on first use)."""
+        source = call.context.tools
+        lookup = getattr(source, "aget", None)
         found: list[dict[str, Any]] = []
         for name in self.plan.tools:
-            tool = call.context.tools.get(name)
+            tool = await lookup(name) if lookup is not None else source.get(name)
             if tool is None:
                 known = getattr(call.context.tools, "names", lambda: [])()
                 raise Problem(f"tool '{name}' is not registered in this yard (known: {', '.join(known) or 'none'})")

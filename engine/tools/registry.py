@@ -16,6 +16,7 @@ from engine.spec import ConfigSpec
 from engine.tools.builtin import builtin_tools
 from engine.tools.errors import ToolError
 from engine.tools.loader import load_python_tools
+from engine.tools.mcp import McpSource
 from engine.tools.tool import Tool
 
 __all__ = ["Tool", "ToolRegistry", "build_registry"]
@@ -25,12 +26,17 @@ class ToolRegistry:
     """Built-in tools bound to one workspace folder, plus the yard's Python tools."""
 
     def __init__(self, config: ConfigSpec, python_tools: Iterable[Tool] = (), *,
-                 workspace: Path | None = None) -> None:
+                 workspace: Path | None = None, mcp: McpSource | None = None) -> None:
         self.config = config
         self.workspace = workspace
         self._python = tuple(python_tools)
         self._tools: dict[str, Tool] = {t.name: t for t in builtin_tools(config, workspace)}
         self._tools.update((t.name, t) for t in self._python)
+        self._mcp = mcp
+        clash = sorted(set(mcp.owner) & set(self._tools)) if mcp is not None else []
+        if clash:
+            raise ToolError(f"tool '{clash[0]}' of MCP server '{mcp.owner[clash[0]]}' has the name of a built-in or "  # type: ignore[union-attr]
+                            "Python tool; leave it out of the server's `tools:`")
         self._validators: dict[str, Draft202012Validator] = {}
 
     def __repr__(self) -> str:
@@ -38,19 +44,30 @@ class ToolRegistry:
 
     def with_workspace(self, workspace: Path) -> ToolRegistry:
         """The same tools with file tools confined to `workspace` (cheap: nothing is re-imported)."""
-        return ToolRegistry(self.config, self._python, workspace=workspace)
+        return ToolRegistry(self.config, self._python, workspace=workspace, mcp=self._mcp)
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        """The tool `name`; an MCP tool only once its server has described it (see `aget`)."""
+        tool = self._tools.get(name)
+        if tool is None and self._mcp is not None:
+            return self._mcp.loaded(name)
+        return tool
+
+    async def aget(self, name: str) -> Tool | None:
+        """The tool `name`, asking MCP servers for their tools first if needed."""
+        tool = self._tools.get(name)
+        if tool is None and self._mcp is not None and name in self._mcp.owner:
+            return (await self._mcp.tools()).get(name)
+        return tool
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted([*self._tools, *(self._mcp.names() if self._mcp is not None else [])])
 
     async def call(self, name: str, args: Mapping[str, Any]) -> Any:
         """Validate args against the tool's schema, then call it; every failure is a ToolError."""
-        tool = self._tools.get(name)
+        tool = await self.aget(name)
         if tool is None:
-            raise ToolError(f"unknown tool '{name}'{did_you_mean(name, self._tools)}")
+            raise ToolError(f"unknown tool '{name}'{did_you_mean(name, self.names())}")
         arguments = dict(args)
         problem = self._problem(tool, arguments)
         if problem is not None:
@@ -83,4 +100,5 @@ def build_registry(config: ConfigSpec, root: Path, *, workspace: Path | None = N
 
     Build it once per yard load; per run, `registry.with_workspace(run_folder)`.
     """
-    return ToolRegistry(config, load_python_tools(config, root), workspace=workspace)
+    mcp = McpSource(config.mcp, root) if config.mcp else None
+    return ToolRegistry(config, load_python_tools(config, root), workspace=workspace, mcp=mcp)
