@@ -22,14 +22,13 @@ from engine.errors import BlockyardError
 from engine.load import LoadError, load_file
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
+from engine.validate.codes import SERVE
 
 # Codes of the problems only the server looks for (BY6xx is the server's range).
 SCHEDULE_ERROR = "BY601"  # a cron expression or time zone the scheduler can't use
 COMPILE_ERROR = "BY602"  # a flow that validates but does not compile (e.g. a construct not supported yet)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
-CODES = {SCHEDULE_ERROR: "invalid schedule (cron expression or time zone)",
-         COMPILE_ERROR: "flow does not compile",
-         BUNDLE_ERROR: "flow could not be pinned into a bundle"}
+CODES = SERVE
 
 Compiler = Callable[[Bundle], object]
 

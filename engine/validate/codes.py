@@ -2,7 +2,8 @@
 
 Codes are a public contract (SARIF rules, docs, editor integrations): once published, a code keeps
 its meaning. Ranges: BY0xx reading and YAML, BY1xx JSON Schema, BY201-BY202 yard-wide duplicates
-found while loading; the semantic checks own the rest (engine/validate/semantic/codes.py).
+found while loading, BY6xx problems only the server's hot reload reports; the semantic checks
+own the rest (engine/validate/semantic/codes.py).
 """
 
 from __future__ import annotations
@@ -36,13 +37,19 @@ PROJECT: dict[str, str] = {
     "BY202": "flow defined twice",
 }
 
-STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project"}
+SERVE: dict[str, str] = {
+    "BY601": "invalid schedule (cron expression or time zone)",
+    "BY602": "flow does not compile",
+    "BY690": "flow could not be pinned into a bundle",
+}
+
+STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project", "BY6": "serve"}
 
 
 @cache
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
-    merged = {**LOADING, **SCHEMA, **PROJECT}
+    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE}
     for code, title in _semantic().items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)
