@@ -62,6 +62,11 @@ def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None,
     step when only one item of it waits, or its interrupt id or a prefix of six characters or more)."""
     open_ = [g for g in rows if g.status == WAITING and g.interrupt_id in pending]
     if not open_:
+        # someone decided it a moment ago (the run is going on); say who
+        recent = [g for g in rows if g.status != WAITING and (wanted is None or wanted in (g.gate, g.step,
+                                                                                            g.interrupt_id))]
+        if recent:
+            raise DecisionRefused(gates.already_decided(max(recent, key=lambda g: g.decided or "")))
         raise DecisionRefused(f"run {run_id} has no gate waiting for a decision")
     names = ", ".join(g.gate for g in open_)
     if wanted is None:

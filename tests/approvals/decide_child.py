@@ -1,0 +1,31 @@
+"""A child process for the decision race: wait for the go file, then approve a gate.
+
+usage: python decide_child.py ROOT RUN_ID GO_FILE NAME   -> prints {"ok": bool, "status"|"error": ...} as JSON
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from engine import Yard
+from engine.errors import BlockyardError
+
+
+def main(root: Path, run_id: str, go: Path, name: str) -> None:
+    with Yard.open(root) as yard:
+        yard.get_run(run_id)  # open the database before the start signal: the race is the decision itself
+        while not go.exists():
+            time.sleep(0.001)
+        try:
+            result = yard.resume(run_id, approve=True, values={"tip": 1}, actor=name)
+        except BlockyardError as exc:
+            print(json.dumps({"ok": False, "error": str(exc)}))
+            return
+    print(json.dumps({"ok": True, "status": result.status, "outputs": result.outputs}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4])
