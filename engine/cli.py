@@ -169,6 +169,20 @@ def threads_show(thread_id: str, as_json: bool, root: Path | None) -> None:
 
 
 @cli.command()
+@click.argument("block")
+@click.option("--examples", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="A YAML or JSON list of examples: the block's inputs and the outputs expected for them.")
+@click.option("--max-demos", default=4, show_default=True, help="Most demos bootstrapped from the examples.")
+@click.option("--max-labeled", default=16, show_default=True, help="Most examples added as demos as they are.")
+@ROOT_OPTION
+def optimize(block: str, examples: Path, max_demos: int, max_labeled: int, root: Path | None) -> None:
+    """Compile a smart block with DSPy (BootstrapFewShot); saves the program next to the block."""
+    from engine.smart.optimize import optimize_command
+
+    raise SystemExit(optimize_command(_root(root), block, examples, max_demos, max_labeled))
+
+
+@cli.command()
 @click.argument("flow")
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
 @ROOT_OPTION

@@ -3,7 +3,8 @@
 `prepare(block, where)` checks the block once, at compile time, and returns a `Runner`: an async
 function from a `BlockCall` (the bound, type-checked inputs plus run services) to the block's raw
 outputs. The step node around it checks the outputs, emits events and handles failures.
-Kinds that other work items add (agent, smart) fail to compile with a clear message until then.
+Agent and smart blocks are usually wired by the compiler (engine/compile/agent.py: delegates,
+compiled programs); the entries here serve them when there is nothing to wire.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ EXECUTORS: dict[str, Preparer] = {
     "decide": model.prepare,
     "memory_read": memory.prepare,
     "memory_write": memory.prepare,
+    "agent": lambda block, where: _agent(block, where),
+    "smart": lambda block, where: _smart(block, where),
 }
 
 __all__ = ["EXECUTORS", "BlockCall", "Runner", "prepare"]
@@ -36,3 +39,15 @@ def prepare(block: BlockSpec, where: str) -> Runner:
     if preparer is None:
         raise CompileError(f"{where}: blocks of kind '{block.kind}' (block '{block.block}') are not supported yet")
     return preparer(block, where)
+
+
+def _agent(block: BlockSpec, where: str) -> Runner:
+    from engine.executors import agent  # engine.agents imports the compiler, which imports this module
+
+    return agent.prepare(block, where)
+
+
+def _smart(block: BlockSpec, where: str) -> Runner:
+    from engine.executors import smart
+
+    return smart.prepare(block, where)

@@ -91,8 +91,7 @@ def test_wait_sleeps_for_its_duration() -> None:
     ({"kind": "llm"}, "flow 'f', step 's': llm block 'b' declares no outputs to ask the model for"),
     ({"kind": "decide", "outputs": {"c": {"type": "string"}}},
      "flow 'f', step 's': decide block 'b': output 'c' needs an `enum` of choices"),
-    ({"kind": "smart", "outputs": {"c": {"type": "string"}}},
-     "flow 'f', step 's': blocks of kind 'smart' (block 'b') are not supported yet"),
+    ({"kind": "smart"}, "flow 'f', step 's': smart block 'b' declares no outputs to predict"),
 ])
 def test_blocks_that_cannot_run(data: dict[str, Any], message: str) -> None:
     with pytest.raises(CompileError) as caught:

@@ -1,0 +1,88 @@
+"""smart blocks: a DSPy program built from the block's inputs and outputs (engine/smart).
+
+Needs the optional extra `blockyard[dspy]`: without it the block fails to compile, naming the
+extra. `program` is the compiled program `blockyard optimize` saved next to the block (the
+bundle carries it, so a run keeps the program it started with). With `guardrails`, a prediction
+that breaks them is made again (DSPy's BestOfN, up to `attempts`), and the step fails when none
+passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from engine.compile.errors import CompileError, Problem
+from engine.executors.call import BlockCall, Runner
+from engine.smart import EXTRA, dspy_installed
+from engine.spec import BlockSpec
+from engine.templates import TemplateError, render_text
+
+
+def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Runner:
+    if not dspy_installed():
+        raise CompileError(f"{where}: block '{block.block}' is a smart block, which needs DSPy: {EXTRA}")
+    if not block.outputs:
+        raise CompileError(f"{where}: smart block '{block.block}' declares no outputs to predict")
+    from engine.smart import program as programs
+
+    try:
+        programs.module(block, program=program)  # a compiled program that does not fit fails here, not in a run
+    except Exception as exc:
+        raise CompileError(f"{where}: the compiled program of smart block '{block.block}' does not fit it "
+                           f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}") from None
+    saved = dict(program) if program is not None else None
+
+    async def run(call: BlockCall) -> dict[str, Any]:
+        from engine.smart.lm import lm_for, model_failure
+
+        instructions = _instructions(block, call.inputs)
+        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs)
+        where_call = f"flow '{call.flow}', step '{call.step}'"
+        try:
+            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs)
+        except Problem:
+            raise
+        except Exception as exc:
+            raise model_failure(exc, where_call, key) from None
+
+    return run
+
+
+def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,
+             inputs: dict[str, Any]) -> dict[str, Any]:
+    """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking."""
+    from engine.smart import import_dspy
+    from engine.smart.program import guardrail_problem, module, outputs_of
+
+    dspy: Any = import_dspy()
+    predictor = module(block, instructions, program)
+    rails = block.guardrails
+    with dspy.context(lm=lm):
+        if rails is None:
+            return outputs_of(block, predictor(**inputs))
+
+        def reward(args: dict[str, Any], prediction: Any) -> float:
+            return 0.0 if guardrail_problem(block, outputs_of(block, prediction)) else 1.0
+
+        best = dspy.BestOfN(module=predictor, N=rails.attempts, reward_fn=reward, threshold=1.0)
+        outputs = outputs_of(block, best(**inputs))
+    problem = guardrail_problem(block, outputs)
+    if problem is not None:
+        raise Problem(f"guardrail {problem} (after {rails.attempts} attempt{'s' if rails.attempts > 1 else ''})")
+    return outputs
+
+
+def _instructions(block: BlockSpec, inputs: dict[str, Any]) -> str | None:
+    """The block's description and rendered prompt, or None to keep the program's instructions."""
+    if block.prompt is None:
+        return None
+    parts = [block.description or ""]
+    for where, source in (("prompt.system", block.prompt.system), ("prompt.user", block.prompt.user)):
+        if source:
+            try:
+                parts.append(render_text(source, inputs))
+            except TemplateError as exc:
+                raise Problem(f"{where}: {exc}") from None
+    return "\n\n".join(part for part in parts if part) or None

@@ -1,0 +1,28 @@
+"""Smart blocks: a DSPy program built from a block's inputs and outputs (optional extra `blockyard[dspy]`).
+
+`program.py` turns a block into a DSPy signature and module (`mode: predict | chain_of_thought`),
+loads the compiled program `blockyard optimize` saved next to the block, and checks predictions
+against the guardrails; `lm.py` gives DSPy a language model for the block's model profile (DSPy's
+own DummyLM for the offline mock); `optimize.py` is the `blockyard optimize` command. DSPy is
+imported only when a smart block is compiled or optimized: validate never loads it.
+"""
+
+from __future__ import annotations
+
+EXTRA = "pip install blockyard[dspy]"
+
+
+def dspy_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("dspy") is not None
+
+
+def import_dspy() -> object:
+    """dspy, imported without the network (LiteLLM would fetch a model price list on import)."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import dspy
+
+    return dspy

@@ -1,0 +1,153 @@
+"""`blockyard optimize BLOCK --examples FILE`: compile a smart block with DSPy's BootstrapFewShot.
+
+The examples file (YAML or JSON) is a list of mappings, each with the block's inputs and the
+outputs expected for them:
+
+    - {text: "The cat sat on the mat all day.", summary: "A cat rested."}
+    - {text: "Stocks fell 3% on Monday.", summary: "Stocks dropped."}
+
+The block's program runs on each example's inputs (with the block's model profile); runs whose
+outputs match the example (text compared without case and surrounding space, other values
+exactly) become demos, and up to `max_labeled` examples are added as they are. The compiled
+program is saved next to the block (`blocks/<file>.dspy.json`); runs of flows use it from then
+on, pinned with the run like the block itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+from engine.bundle import program_path
+from engine.diagnostics import did_you_mean
+from engine.errors import UsageError, ValidationFailed
+from engine.load import LoadError, load_file
+from engine.project import BlockDef, Project, load_project, relative
+from engine.smart import EXTRA, dspy_installed, import_dspy
+from engine.spec import BlockSpec
+
+Example = dict[str, Any]
+
+
+def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, max_labeled: int = 16,
+                     out: TextIO | None = None) -> int:
+    """Compile smart block `ref` on `examples`; save the program next to the block. Exit code 0."""
+    stream = out or sys.stdout
+    project = load_project(root)
+    if not project.ok:
+        raise ValidationFailed(sorted(project.diagnostics))
+    definition = _smart_block(project, ref)
+    block = definition.spec
+    if not dspy_installed():
+        raise UsageError(f"blockyard optimize needs DSPy: {EXTRA}")
+    trainset = read_examples(examples, block)
+    os.environ.setdefault("TQDM_DISABLE", "1")  # DSPy's progress bars: this command reports by itself
+    compiled, bootstrapped = compile_program(project, block, trainset, max_demos, max_labeled)
+    from engine.smart.program import saved_state
+
+    target = program_path(definition.doc.path)
+    _write_json(target, saved_state(compiled))
+    demos = sum(len(predictor.demos) for predictor in compiled.predictors())
+    stream.write(f"optimized smart block '{block.block}' on {len(trainset)} example"
+                 f"{'s' if len(trainset) != 1 else ''}: {demos} demo{'s' if demos != 1 else ''} "
+                 f"({bootstrapped} bootstrapped, {demos - bootstrapped} labeled); saved "
+                 f"{relative(target, project.root)}\n")
+    return 0
+
+
+def compile_program(project: Project, block: BlockSpec, trainset: list[Example], max_demos: int,
+                    max_labeled: int) -> tuple[Any, int]:
+    """(the compiled DSPy module, how many demos were bootstrapped)."""
+    dspy: Any = import_dspy()
+    from dspy.teleprompt import BootstrapFewShot
+
+    from engine.models import ModelResolver
+    from engine.smart.lm import lm_for, model_failure
+    from engine.smart.program import module
+
+    resolver = ModelResolver(project.config, run_id=f"optimize:{block.block}")
+    lm, key = lm_for(resolver, block, flow="optimize", step=block.block, inputs={})
+    examples = [dspy.Example(**example).with_inputs(*[k for k in example if k in block.inputs])
+                for example in trainset]
+    teleprompter = BootstrapFewShot(metric=_metric(block), max_bootstrapped_demos=max_demos,
+                                    max_labeled_demos=max_labeled, max_errors=len(examples) + 1)
+    try:
+        with dspy.context(lm=lm):
+            compiled = teleprompter.compile(module(block), trainset=examples)
+    except Exception as exc:
+        raise model_failure(exc, f"blockyard optimize {block.block}", key) from None
+    bootstrapped = sum(1 for predictor in compiled.predictors() for demo in predictor.demos
+                       if demo.get("augmented"))
+    return compiled, bootstrapped
+
+
+def read_examples(path: Path, block: BlockSpec) -> list[Example]:
+    """The examples of a file, each checked against the block's inputs and outputs."""
+    try:
+        doc = load_file(path, str(path))
+    except LoadError as exc:
+        raise UsageError(f"--examples: {exc.diagnostic.format()}") from None
+    data = doc.data
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"--examples {path}: expected a list of examples, each a mapping of the block's inputs "
+                         f"({', '.join(block.inputs) or 'none'}) and outputs ({', '.join(block.outputs)})")
+    known = [*block.inputs, *block.outputs]
+    for position, example in enumerate(data):
+        line, col = doc.where((position,))
+        where = f"{path}:{line}:{col}"
+        if not isinstance(example, dict):
+            raise UsageError(f"{where}: example {position + 1} is not a mapping")
+        unknown = [key for key in example if key not in known]
+        if unknown:
+            raise UsageError(f"{where}: example {position + 1}: '{unknown[0]}' is neither an input nor an output of "
+                             f"block '{block.block}'{did_you_mean(unknown[0], known)}")
+        missing = [name for name, spec in block.inputs.items() if name not in example and not spec.has_default]
+        missing += [name for name in block.outputs if name not in example]
+        if missing:
+            raise UsageError(f"{where}: example {position + 1} has no '{missing[0]}'")
+    return [dict(example) for example in data]
+
+
+def _metric(block: BlockSpec) -> Any:
+    names = list(block.outputs)
+
+    def same(expected: Any, got: Any) -> bool:
+        if isinstance(expected, str) and isinstance(got, str):
+            return expected.strip().casefold() == got.strip().casefold()
+        return bool(expected == got)
+
+    def metric(example: Any, prediction: Any, trace: Any = None) -> bool:
+        return all(same(example.get(name), prediction.get(name)) for name in names)
+
+    return metric
+
+
+def _smart_block(project: Project, ref: str) -> BlockDef:
+    definition = project.block(ref)
+    if definition is None:
+        raise UsageError(f"unknown block '{ref}'{did_you_mean(ref.split('@')[0], project.blocks)}")
+    if definition.spec.kind != "smart":
+        raise UsageError(f"block '{definition.spec.block}' is {_article(definition.spec.kind)} block; "
+                         "`blockyard optimize` compiles smart blocks")
+    return definition
+
+
+def _article(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' or kind == 'llm' else 'a'} {kind}"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write atomically: a crash never leaves half a program next to the block."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n"
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
