@@ -10,8 +10,9 @@ named `memory_query` (or `query`) narrows a keyless read to the items whose key 
 one of its words (all of them for an empty query). One declared output receives the value;
 several outputs are picked by name out of a mapping value (missing ones take their defaults).
 
-memory_write: the value written is the block's inputs except those the key template reads — the
-one input left as it is, several as a mapping. A history write without a key is stored under
+memory_write: the value written is the block's inputs except those the key template reads — for a
+preference the one input left as it is, several as a mapping; a history record is always a
+mapping of them. A history write without a key is stored under
 `<run id>.<step>` (`[index]` for items), so a step that runs again overwrites rather than
 duplicates. It writes no outputs.
 
@@ -99,7 +100,8 @@ def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | No
         key = _key(key_template, call.inputs)
         if key is None:
             key = f"{call.context.run_id}.{call.label}" + (f"[{call.index}]" if call.index is not None else "")
-        value = call.inputs[stored[0]] if len(stored) == 1 else {name: call.inputs[name] for name in stored}
+        value = call.inputs[stored[0]] if len(stored) == 1 and namespace == "preferences" else \
+            {name: call.inputs[name] for name in stored}
         await memory.write(namespace, key, value)
         return {}
 

@@ -106,8 +106,12 @@ class RunMemory:
         return preferences_namespace(self.scope)
 
     async def read(self, namespace: str, key: str | None) -> Any:
-        if key is None:
-            return dict(self.preferences) if namespace == "preferences" else list(self.history)
+        if key is None and namespace == "preferences":
+            return dict(self.preferences)
+        if key is None:  # fresh: what this run wrote so far counts too
+            from engine.memory.store import history
+
+            return await self.owner.call(history, self.owner.store(), self.scope, self.flow, HISTORY_LIMIT)
         found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)
         if found is None:
             return None
