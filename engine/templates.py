@@ -21,9 +21,17 @@ class TemplateError(Exception):
     """A template or expression that does not parse or does not render."""
 
 
+class _Environment(ImmutableSandboxedEnvironment):
+    """Data keys win over mapping methods: `inputs.items` is the input named `items`, not dict.items."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, Mapping) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
 def _env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
-                                        keep_trailing_newline=True)
+    env = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _tojson
     return env
 
