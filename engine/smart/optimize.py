@@ -15,6 +15,7 @@ on, pinned with the run like the block itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -76,7 +77,8 @@ def compile_program(project: Project, block: BlockSpec, trainset: list[Example],
     teleprompter = BootstrapFewShot(metric=_metric(block), max_bootstrapped_demos=max_demos,
                                     max_labeled_demos=max_labeled, max_errors=len(examples) + 1)
     try:
-        with dspy.context(lm=lm):
+        # DSPy prints its progress; it goes to stderr so that stdout carries this command's report only
+        with dspy.context(lm=lm), contextlib.redirect_stdout(sys.stderr):
             compiled = teleprompter.compile(module(block), trainset=examples)
     except Exception as exc:
         raise model_failure(exc, f"blockyard optimize {block.block}", key) from None

@@ -62,11 +62,11 @@ def module(block: BlockSpec, instructions: str | None = None, program: Mapping[s
 def saved_state(program: Any) -> dict[str, Any]:
     """A compiled module's state, fit to save next to the block: no language model settings (which
     could hold a key), only what the program learned."""
-    state = program.dump_state()
-    for part in state.values():
+    state = dict(program.dump_state())
+    for part in [state, *state.values()]:  # Predict keeps its state at the top, ChainOfThought under `predict`
         if isinstance(part, dict) and "lm" in part:
             part["lm"] = None
-    return dict(state)
+    return state
 
 
 def outputs_of(block: BlockSpec, prediction: Any) -> dict[str, Any]:
