@@ -1,7 +1,7 @@
 """Command-line parsing only: every command calls a function of the stage it belongs to.
 
 This module is the one boundary that turns errors into exit codes: BlockyardError -> its
-code with one clear message, Ctrl-C -> 130, anything else -> 3 with the traceback saved to a
+code with one clear message, Ctrl-C -> 130, anything else -> 4 with the traceback saved to a
 log file for a bug report (never printed at the user).
 """
 
@@ -299,7 +299,7 @@ def _crash() -> int:
         where = ""
     exc = sys.exc_info()[1]
     click.echo(f"internal error: {type(exc).__name__}: {exc}{where} (please report it)", err=True)
-    return 3
+    return 4  # not 3, which means "paused for approval"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import engine.catalog
+from engine.cli import main
+from engine.errors import BlockyardError
+
+
+def test_an_unexpected_error_exits_4_with_one_line_and_a_log(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def boom(root: Path) -> int:
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(engine.catalog, "flows_command", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["flows", "--root", str(tmp_path)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: KeyError: 'surprise'; details in ")
+    assert "Traceback" not in err
+    assert "Traceback" in (tmp_path / "blockyard-crash.log").read_text()
+
+
+def test_an_expected_error_is_one_line_with_its_exit_code(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(root: Path) -> int:
+        raise BlockyardError("flow 'x' is broken")
+
+    monkeypatch.setattr(engine.catalog, "flows_command", refuse)
+    assert main(["flows", "--root", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "error: flow 'x' is broken\n"
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["flwos"]) == 2
+    assert "flwos" in capsys.readouterr().err
