@@ -157,7 +157,13 @@ class PlainLines(Progress):
         if event.type == WARNING:
             return f"  warning{f' ({step})' if step else ''}: {event.data.get('message', event.data)}"
         if event.type == TOOL_CALL:
-            return f"  {step}: tool {event.data.get('tool') or event.data.get('name', '?')}"
+            tool = event.data.get("tool") or event.data.get("name", "?")
+            status = event.data.get("status")  # agents report each call twice: started, then ok or error
+            if status == "ok":
+                return None
+            if status == "error":
+                return f"  {step}: tool {tool} failed: {event.data.get('error')}"
+            return f"  {step}: tool {tool}"
         return None
 
 

@@ -173,6 +173,8 @@ def check_delegation(index: FlowIndex, graph: DelegationGraph) -> None:
 
 
 def _reach(index: FlowIndex, node: StepNode) -> None:
+    if node.runs_block is None or node.runs_block.kind != "agent":
+        return  # not an agent step (BY317), or its block did not load (BY210)
     for position, name in enumerate(node.spec.delegates):
         target = index.by_id.get(name)
         if target is None or target is node or name in index.project.flows:
