@@ -154,10 +154,12 @@ async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, outputs:
     from langchain_core.messages import AIMessage
 
     config = {"configurable": {"thread_id": thread_id}}
+    state = await graph.aget_state(config)
+    # pruned before and after the reply's checkpoint: the file never holds more than one extra copy
+    await db.writer.write(*prune(thread_id, state.config["configurable"]["checkpoint_id"]))
     saved = await graph.aupdate_state(config, {"messages": [AIMessage(reply_text(outputs), id=f"{run_id}.out")]},
                                       as_node=reply_node)
-    latest = saved["configurable"]["checkpoint_id"]
-    await db.writer.write(*prune(thread_id, latest))
+    await db.writer.write(*prune(thread_id, saved["configurable"]["checkpoint_id"]))
 
 
 def prune(thread_id: str, keep: str) -> tuple[Write, Write]:

@@ -1,0 +1,137 @@
+"""How big a conversation thread's database gets: 100 turns of a two-step flow, each turn a
+~300-character message and a ~310-character reply (two messages per turn in the thread's state).
+
+Variants (sizes are deterministic, so one round is enough):
+- blockyard: `Yard.arun(flow, inputs, thread=...)` — finished turns pruned to one checkpoint;
+- blockyard, no pruning: the same with pruning switched off (what the messages cost per step);
+- raw LangGraph: a one-node graph with `add_messages` on a SqliteSaver, one invoke per turn
+  (the chat-style row of LANGGRAPH_PERF.md §5, which appends one message per turn).
+Size = the file after `PRAGMA wal_checkpoint(TRUNCATE)`; "in use" leaves out free pages.
+
+    python bench/bench_threads.py [TURNS]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import header, make_yard, table
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from engine import Yard
+from engine.runtime import threads
+
+TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7  # ~300 characters
+
+FILES = {
+    "blocks/answer.yaml": """
+        block: answer
+        kind: transform
+        inputs: {message: {type: string}}
+        outputs: {reply: {type: string}}
+        compute: {reply: "'Noted: ' ~ message"}
+    """,
+    "blocks/tidy.yaml": """
+        block: tidy
+        kind: transform
+        inputs: {message: {type: string}}
+        outputs: {clean: {type: string}}
+        compute: {clean: "message | trim"}
+    """,
+    "flows/chat.yaml": """
+        flow: chat
+        inputs: {message: {type: string}}
+        outputs: [reply]
+        steps:
+          - {id: tidy, uses: tidy}
+          - {id: answer, uses: answer, with: {message: "{{ context.clean }}"}}
+    """,
+}
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+def size(path: Path) -> tuple[int, int, int, int]:
+    """(file bytes after a WAL checkpoint, bytes in use, checkpoint bytes, checkpoint rows)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages, free, page = (conn.execute(f"PRAGMA {name}").fetchone()[0]
+                             for name in ("page_count", "freelist_count", "page_size"))
+        rows, stored = conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+                                    "FROM checkpoints").fetchone()
+        written = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()[0]
+    finally:
+        conn.close()
+    return path.stat().st_size, (pages - free) * page, stored + written, rows
+
+
+async def blockyard(prune: bool) -> tuple[Path, float]:
+    root = make_yard(FILES)
+    original = threads.prune
+    if not prune:
+        threads.prune = lambda thread_id, keep: ()  # type: ignore[assignment]
+    try:
+        began = time.perf_counter()
+        async with Yard.load(root) as yard:
+            for turn in range(TURNS):
+                result = await yard.arun("chat", {"message": f"{turn}: {TEXT}"}, thread="t")
+                assert result.status == "finished", result.error
+        elapsed = time.perf_counter() - began
+    finally:
+        threads.prune = original  # type: ignore[assignment]
+    return root / ".blockyard" / "state.db", elapsed
+
+
+def raw_langgraph() -> tuple[Path, float]:
+    def reply(state: Chat) -> Chat:
+        return {"messages": [AIMessage("Noted: " + str(state["messages"][-1].content))]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    path = Path(tempfile.mkdtemp(prefix="blockyard-bench-")) / "raw.db"
+    began = time.perf_counter()
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for turn in range(TURNS):
+            graph.invoke({"messages": [HumanMessage(f"{turn}: {TEXT}")]}, {"configurable": {"thread_id": "t"}})
+    return path, time.perf_counter() - began
+
+
+def kib(value: int) -> str:
+    return f"{value / 1024:,.0f} KiB"
+
+
+async def main() -> None:
+    header(f"A {TURNS}-turn conversation thread: database size")
+    rows = []
+    for name, (path, elapsed) in (("blockyard (pruned turns)", await blockyard(True)),
+                                  ("blockyard, no pruning", await blockyard(False)),
+                                  ("raw LangGraph, add_messages + SqliteSaver", raw_langgraph())):
+        on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
+        rows.append([name, kib(on_disk), kib(in_use), kib(checkpoint_bytes), str(checkpoints),
+                     f"{elapsed / TURNS * 1000:.1f} ms"])
+    print(table(["variant", "file", "in use", "checkpoint data", "checkpoint rows", "per turn"], rows))
+    print("\nfile - in use = free pages, reused by later turns (pruning frees a turn's step checkpoints);\n"
+          "the rest of `in use` is blockyard's own tables: the runs and their event trace.")
+    print(f"\npayload: {TURNS} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
+          f"= {TURNS * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
