@@ -66,6 +66,7 @@ def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
     yard = tmp_path / "yard"
     for folder in ("blocks", "flows"):
         shutil.copytree(REPO / folder, yard / folder)
+    shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")  # the example yard's model profiles
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nstep: []\n", encoding="utf-8")
     result = _run(venv / "bin" / "blockyard", "validate", "--format", "json", cwd=yard)
     assert result.returncode == 1, result.stderr

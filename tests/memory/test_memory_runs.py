@@ -229,6 +229,7 @@ def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path) -> None:
     root = tmp_path / "clone"
     for folder in ("flows", "blocks"):
         shutil.copytree(REPO / folder, root / folder)
+    shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")  # the example yard's model profiles
     first = run_engine(root, "run", "order_lunch", "--input", "user_id=ada", "--json")
     assert first.code == 3, first.err
     events = first.events()
