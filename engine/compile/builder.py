@@ -11,7 +11,7 @@ a node has one or the other, never both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -36,6 +36,8 @@ class Built:
     tail: str | None = None
     after: list[str] = field(default_factory=list)
     default: list[str] = field(default_factory=list)
+    # For a plain step node: hands it a follower to run inline (see GraphBuilder.follower)
+    fuse: Callable[[Follower], None] | None = None
 
 
 @dataclass
@@ -55,6 +57,9 @@ class Region:
 
 
 Construct = Callable[["GraphBuilder", Region, StepSpec], Built]
+# A self-routing node function (router, loop check) that can also run inline at the end of the
+# step before it, on the state as that step's update leaves it.
+Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 
 
 class GraphBuilder:
@@ -66,6 +71,7 @@ class GraphBuilder:
         self.prefix = prefix
         self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
         self.nodes: set[str] = set()
+        self.followers: dict[str, Follower] = {}
 
     def label(self, step_id: str) -> str:
         """A step id as events and errors show it (prefixed inside subflows)."""
@@ -89,6 +95,13 @@ class GraphBuilder:
             raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
         self.nodes.add(name)
         self.graph.add_node(name, fn if subgraph else _Node(fn), retry_policy=retry, input_schema=State)
+        return name
+
+    def follower(self, name: str, fn: Follower) -> str:
+        """Add a self-routing node that a plain step leading only to it runs inline instead: one
+        LangGraph step (and checkpoint) fewer per pass, with the same events, records and routing."""
+        self.add_node(name, fn)
+        self.followers[name] = fn
         return name
 
     def sub_builder(self) -> GraphBuilder:
@@ -121,6 +134,7 @@ class GraphBuilder:
         plan = region.plan
         # parallel branches of a body end its pass once, when all of them have finished
         joined_ends = plan.implicit_ends if region.exit != END and len(plan.implicit_ends) > 1 else []
+        in_barriers = {name for needs, _ in plan.barriers for name in needs}
         for step in plan.steps:
             piece = built[step.id]
             following = plan.following[step.id]
@@ -133,6 +147,9 @@ class GraphBuilder:
             targets = self._targets(region, [*following, *plan.dependents[step.id]])
             if piece.tail is None:
                 piece.after.extend(targets)
+            elif (len(targets) == 1 and targets[0] in self.followers and piece.fuse is not None
+                  and step.id not in in_barriers):
+                piece.fuse(self.followers[targets[0]])
             else:
                 for target in targets:
                     self.graph.add_edge(piece.tail, target)

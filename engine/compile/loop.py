@@ -71,6 +71,6 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return Command(update=update, goto=list(built.after))
 
     builder.add_node(step.id, start)
-    builder.add_node(check, after_pass)  # before the body: its barrier joins check their targets exist
+    builder.follower(check, after_pass)  # before the body: its barrier joins check their targets exist
     body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'"))
     return built

@@ -55,7 +55,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         goto = list(dict.fromkeys([*region.resolve(target), *built.after]))
         return Command(update={"results": [record(step.id, None, {"goto": target})]}, goto=goto)
 
-    builder.add_node(step.id, node)
+    builder.follower(step.id, node)
     return built
 
 

@@ -14,6 +14,7 @@ Every node returns only these keys (tests check it): LangGraph silently drops un
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph.message import add_messages
@@ -53,3 +54,26 @@ def record(step: str, block: str | None, outputs: dict[str, Any], status: str = 
            **extra: Any) -> dict[str, Any]:
     """One `results` entry."""
     return {"step": step, "block": block, "outputs": outputs, "status": status, **extra}
+
+
+def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """`state` as a plain step's `update` (context, results, messages) leaves it, for a follower
+    run inline in the same node (loops are never written by plain steps)."""
+    after = dict(state)
+    if "context" in update:
+        after["context"] = merge(state.get("context"), update["context"])
+    if "results" in update:
+        after["results"] = [*(state.get("results") or ()), *update["results"]]
+    return after
+
+
+def combined(first: dict[str, Any], then: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One node's update made of a step's `first` and its inline follower's `then`, as if they
+    had been two steps: lists append, mappings merge (None values kept for `loops` deletes)."""
+    result = dict(first)
+    for key, value in (then or {}).items():
+        if key in result:
+            result[key] = [*result[key], *value] if isinstance(value, list) else {**result[key], **value}
+        else:
+            result[key] = value
+    return result

@@ -9,11 +9,11 @@ from langgraph.types import Command
 
 from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
-from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.builder import Built, Follower, GraphBuilder, Region
 from engine.compile.context import RunContext
 from engine.compile.errors import CompileError
 from engine.compile.scope import item_index, make_scope
-from engine.compile.state import State, record
+from engine.compile.state import State, applied, combined, record
 from engine.compile.topology import enum_text
 from engine.executors.model import decision_output
 from engine.spec import StepSpec
@@ -38,11 +38,17 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return outputs, update
 
     if step.branches is None:
-        async def node(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
-            return (await run(state, runtime))[1]
+        followers: list[Follower] = []  # a router or loop check this step runs inline (set when wired)
+
+        async def node(state: State, runtime: Runtime[RunContext]) -> Any:
+            update = (await run(state, runtime))[1]
+            if not followers:
+                return update
+            then = await followers[0](applied(state, update), runtime)
+            return Command(update=combined(update, then.update), goto=then.goto)
 
         builder.add_node(name, node, retry=runner.policies.retry)
-        return Built([name], tail=name)
+        return Built([name], tail=name, fuse=followers.append)
 
     if block.kind != "decide":
         raise CompileError(f"{builder.where(step.id)}: `branches:` follow a decide block, and block "
