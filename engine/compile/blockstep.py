@@ -17,7 +17,7 @@ from engine.compile.context import RunContext
 from engine.compile.errors import CompileError, Problem, StepFailed
 from engine.compile.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
 from engine.compile.policies import Policies, policies
-from engine.compile.scope import Binder, Frame, check_outputs
+from engine.compile.scope import Binder, Frame, OutputCheck
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.spec import BlockSpec
@@ -44,6 +44,7 @@ class BlockStep:
         self.label = label
         self.block = block
         self.binder = Binder(block.inputs, bindings, frames)
+        self.check_outputs = OutputCheck(block.outputs)
         self.runner = runner if runner is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
         self.renames = dict(renames)
@@ -75,7 +76,7 @@ class BlockStep:
                          scope, transcript)
         try:
             raw = await self._execute(call)
-            outputs = check_outputs(self.block.outputs, raw)
+            outputs = self.check_outputs(raw)
         except GraphBubbleUp:
             raise  # interrupts and parent commands are LangGraph's control flow, not failures
         except Problem as exc:

@@ -11,13 +11,13 @@ input of the same name; the block's default. Then it is checked against its decl
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.compile.errors import Problem
 from engine.spec import TypeSpec
-from engine.templates import TemplateError, render
+from engine.templates import TemplateError, evaluate, is_template, render, single_expression
 from engine.typecheck import TypeMismatch, conform
 
 FOREACH_ITEMS = "{}.items"  # loops keys of a foreach: the list, and the current position
@@ -89,26 +89,29 @@ def item_index(state: Mapping[str, Any], frames: tuple[Frame, ...]) -> int | Non
 
 
 class Binder:
-    """Binds the declared inputs of one block at one step."""
+    """Binds the declared inputs of one block at one step. Where each input comes from and how
+    its type is checked are decided here, once, at compile time."""
 
     def __init__(self, declared: Mapping[str, TypeSpec], bindings: Mapping[str, Any],
                  frames: tuple[Frame, ...]) -> None:
         self.declared = dict(declared)
         self.bindings = dict(bindings)
         self.items = {frame.name for frame in frames}
+        self._plan = [(name, spec, _binding(self.bindings[name]) if name in self.bindings else None,
+                       name in self.items, checker(spec)) for name, spec in self.declared.items()]
 
     def bind(self, scope: Mapping[str, Any]) -> dict[str, Any]:
         """The block's inputs, type-checked; Problem names the input that is wrong."""
         context = scope["context"]
         flow_inputs = scope["inputs"]
         values: dict[str, Any] = {}
-        for name, spec in self.declared.items():
-            if name in self.bindings:
+        for name, spec, binding, is_item, check in self._plan:
+            if binding is not None:
                 try:
-                    value = render(self.bindings[name], scope)
+                    value = binding(scope)
                 except TemplateError as exc:
                     raise Problem(f"input '{name}': {exc}") from None
-            elif name in self.items:
+            elif is_item:
                 value = scope[name]
             elif name in context:
                 value = context[name]
@@ -119,13 +122,48 @@ class Binder:
             else:
                 raise Problem(f"input '{name}' is not bound: no `with:` binding, no context key or flow input "
                               f"named '{name}', and no default")
-            try:
-                values[name] = plain(conform(value, spec, name), name)
-            except TypeMismatch as exc:
-                raise Problem(f"input {exc}") from None
-            except Problem as exc:
-                raise Problem(f"input {exc}") from None
+            values[name] = check(value, name, "input")
         return values
+
+
+def _binding(value: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """`render(value, scope)` with what does not depend on the scope worked out once: a lone
+    `{{ expr }}` is evaluated directly, plain text is returned as it is."""
+    if isinstance(value, str):
+        if not is_template(value):
+            return lambda _scope: value
+        expression = single_expression(value)
+        if expression is not None:
+            return lambda scope: evaluate(expression, scope)
+    return lambda scope: render(value, scope)
+
+
+Check = Callable[[Any, str, str], Any]
+_EXACT: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                       "boolean": (bool,)}
+
+
+def checker(spec: TypeSpec) -> Check:
+    """`value` conformed to `spec` and made JSON-plain (Problem naming `what` 'name' when it does
+    not fit). Scalars of exactly the declared type are returned as they are: conform and plain
+    would return them unchanged."""
+    exact = _EXACT.get(spec.type) if spec.enum is None else None
+
+    def slow(value: Any, name: str, what: str) -> Any:
+        try:
+            return plain(conform(value, spec, name), name)
+        except TypeMismatch as exc:
+            raise Problem(f"{what} {exc}") from None
+        except Problem as exc:
+            raise Problem(f"{what} {exc}") from None
+
+    if exact is None:
+        return slow
+
+    def check(value: Any, name: str, what: str) -> Any:
+        return value if type(value) in exact else slow(value, name, what)
+
+    return check
 
 
 def plain(value: Any, name: str) -> Any:
@@ -174,3 +212,22 @@ def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, 
         except Problem as exc:
             raise Problem(f"output {exc}") from None
     return result
+
+
+class OutputCheck:
+    """`check_outputs` for one block, prepared once: the usual case (every declared output
+    produced, nothing else) takes one pass; anything else gets the full check and its messages."""
+
+    def __init__(self, declared: Mapping[str, TypeSpec]) -> None:
+        self.declared = dict(declared)
+        self._checks = [(name, checker(spec)) for name, spec in self.declared.items()]
+
+    def __call__(self, produced: Any) -> dict[str, Any]:
+        if type(produced) is not dict or len(produced) != len(self._checks):
+            return check_outputs(self.declared, produced)
+        result: dict[str, Any] = {}
+        for name, check in self._checks:
+            if name not in produced:
+                return check_outputs(self.declared, produced)
+            result[name] = check(produced[name], name, "output")
+        return result
