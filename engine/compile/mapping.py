@@ -20,7 +20,6 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -56,6 +55,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     label = builder.label(step.id)
     item_node, join_node = f"{step.id}.item", f"{step.id}.join"
     count_key, since_key = COUNT.format(step.id), SINCE.format(step.id)
+    index_key = MAP_INDEX.format(step.id)
     run_item, retry = _item_runner(builder, step, spec, inner)
     needs_results = _mentions_steps(spec)
 
@@ -89,11 +89,12 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return Command(update=update, goto=sends)
 
     async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
-        position = int(payload["loops"][MAP_INDEX.format(step.id)])
-        async with AsyncExitStack() as stack:
-            if spec.max_concurrency is not None:
-                await stack.enter_async_context(_Slot(payload["slot"], spec.max_concurrency))
+        position = int(payload["loops"][index_key])
+        if spec.max_concurrency is None:
             outputs = await run_item(payload, runtime, position)
+        else:
+            async with _Slot(payload["slot"], spec.max_concurrency):
+                outputs = await run_item(payload, runtime, position)
         return {"loops": {RESULT.format(step.id, position): outputs}}
 
     async def join(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
