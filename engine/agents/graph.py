@@ -15,6 +15,7 @@ so a crash or a retry starts it from its first turn.
 from __future__ import annotations
 
 import dataclasses
+import json
 import operator
 import time
 from typing import Annotated, Any, TypedDict
@@ -41,6 +42,7 @@ from engine.models.errors import ModelError
 
 AGENT, TOOLS = "agent", "tools"
 DELEGATE = "delegate.{}"
+EVENT_LIMIT = 4_000  # characters of a tool's arguments or result shown in an event
 
 
 class AgentState(TypedDict, total=False):
@@ -230,8 +232,15 @@ def _delegate_node(delegate: Delegate) -> Any:
 
 def _announce(run: AgentRun, call: dict[str, Any], kind: str) -> None:
     emit(run.call.writer, TOOL_CALL, run.label,
-         {"tool": call["name"], "args": call["args"], "call_id": call["id"], "kind": kind, "status": "started",
-          "block": run.plan.block.block}, run.call.index)
+         {"tool": call["name"], "args": _bounded(call["args"]), "call_id": call["id"], "kind": kind,
+          "status": "started", "block": run.plan.block.block}, run.call.index)
+
+
+def _bounded(value: Any) -> Any:
+    """`value` for an event: as it is, or its JSON cut to EVENT_LIMIT characters (a read file, a
+    page fetched: events are stored and streamed; the model gets the whole result)."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= EVENT_LIMIT else text[:EVENT_LIMIT] + f"... [{len(text)} characters]"
 
 
 def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
@@ -242,7 +251,7 @@ def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | Non
         data["error"] = error
         run.failures.append(error)
     else:
-        data["result"] = result
+        data["result"] = _bounded(result)
     emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)
     message = transcript.tool_result(call["id"], call["name"], result, error=error)
     return {"messages": [message], "errors": 1 if error is not None else 0}

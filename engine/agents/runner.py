@@ -58,7 +58,7 @@ class AgentRunner:
 
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
-        run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)  # type: ignore[attr-defined]
+        run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)
         start = {"messages": transcript.prompt(system, user), "turn": 0, "errors": 0, "pending": [], "answer": None}
         final = await self.graph.ainvoke(start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS},
                                          context=run)

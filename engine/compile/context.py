@@ -24,6 +24,10 @@ class StructuredModel(Protocol):
 class ModelSource(Protocol):
     def for_block(self, block: BlockSpec) -> StructuredModel: ...
 
+    def agent_for_block(self, block: BlockSpec) -> Any:
+        """The chat model an agent block takes its turns on (engine.models.agentic.AgentModel)."""
+        ...
+
 
 class ToolSource(Protocol):
     def get(self, name: str) -> Any: ...

@@ -202,3 +202,34 @@ def test_delegation_deeper_than_the_bound_does_not_compile(make_yard: Yard) -> N
     with pytest.raises(CompileError) as caught:
         _compile(root, "f")
     assert "delegation is nested more than 8 levels deep (agent block 'a0' -> agent block 'a1'" in str(caught.value)
+
+
+def test_events_carry_bounded_arguments_and_results(make_yard: Yard) -> None:
+    text = "x" * 10_000
+    replies = ("{lead: [{$tool_calls: [{name: write_file, args: {path: big.txt, content: '" + text + "'}}]},"
+               " {$tool_calls: [{name: read_file, args: {path: big.txt}}]}, done]}")
+    root = make_yard({
+        "blockyard.yaml": mock_config(replies),
+        "blocks/solo.yaml": agent("solo", "tools: [write_file, read_file]"),
+        "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n  - {id: lead, uses: solo, with: {task: t}}\n",
+    })
+    done = run_flow(root, "one")
+
+    assert done.outputs == {"answer": "done"}
+    started, _, _, read = done.of("tool_call", "lead")
+    assert isinstance(started.data["args"], str) and started.data["args"].endswith("... [10034 characters]")
+    assert len(read.data["result"]) < 4_100
+    assert text in next(m for m in done.messages() if m.type == "tool" and m.name == "read_file").content
+
+
+def test_the_drawing_hangs_delegated_steps_off_their_agent(make_yard: Yard) -> None:
+    root = make_yard({
+        "blocks/boss.yaml": agent("boss", "tools: [current_time]"),
+        "blocks/aide.yaml": agent("aide"),
+        "flows/one.yaml": "flow: one\nsteps:\n  - {id: lead, uses: boss, delegates: [helper]}\n"
+                          "  - {id: helper, uses: aide}\n  - {id: after, uses: aide}\n",
+    })
+    drawing = compile_flow(make_bundle(load_project(root), "one")).mermaid()
+    assert 'lead -.->|"delegates"| helper' in drawing
+    assert "lead --> after" in drawing and "helper --> after" not in drawing
+    assert "tools: helper, current_time" in drawing

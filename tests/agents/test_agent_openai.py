@@ -285,3 +285,15 @@ def test_the_api_key_stays_out_of_the_state_the_trace_and_the_events(make_yard: 
         if path.is_file():
             everything += path.read_bytes().decode("latin-1")
     assert PLANTED_KEY not in everything
+
+
+def test_agent_turns_on_azure(make_yard: Callable[[dict[str, str]], Path], stub: OpenAIStub) -> None:
+    config = (f"models:\n  default:\n    provider: azure\n    name: prod-gpt\n    base_url: http://127.0.0.1:{stub.port}"
+              f"\n    api_version: '2024-10-21'\n    api_key_env: AGENT_STUB_KEY\n")
+    stub.queue(calls(("current_time", {})), answer(answer="on azure"))
+    done = run_flow(make_yard({"blockyard.yaml": config, "blocks/helper.yaml": HELPER.replace(", explode", ""),
+                               "flows/ask.yaml": ASK}), "ask", {"question": "?"})
+
+    assert done.outputs == {"answer": "on azure"}, done.error
+    assert stub.requests[0].path.startswith("/openai/deployments/prod-gpt/chat/completions")
+    assert stub.requests[0].headers["api-key"] == PLANTED_KEY
