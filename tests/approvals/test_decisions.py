@@ -140,3 +140,12 @@ def test_python_api_decisions(yard: Path) -> None:
         (gate,) = api.gates(waiting.run_id)
         assert (gate.status, gate.actor, gate.decision["values"]) == ("approved", "ada", {"tip": 2, "memo": "thanks"})
         assert api.gates() == []  # nothing waits any more
+
+
+def test_the_graph_shows_gates_and_their_exits(yard: Path, cli: Cli) -> None:
+    drawn = cli(yard, "graph", "timed").out
+    assert 'by_step{{"by_step<br/>approval"}}' in drawn
+    assert 'by_step -.->|"reject"| nope' in drawn and 'by_step -.->|"timeout 10ms"| escalate' in drawn
+    guarded = cli(yard, "graph", "guarded").out
+    assert 'second["second<br/>transform inc, after approval"]' in guarded
+    assert "reject" not in guarded  # on_reject: fail has no edge
