@@ -19,14 +19,13 @@ from typing import Any
 
 from engine.decisions import DecisionRefused
 from engine.runtime import store
-from engine.runtime.events import Event, parse_time
+from engine.runtime.events import APPROVAL_DECIDED, Event, parse_time
 from engine.runtime.owner import Owner
 from engine.runtime.writer import Write
 from engine.spec import parse_duration
 
 WAITING = "waiting"
 STATUS_OF = {"approve": "approved", "reject": "rejected", "timeout": "expired"}
-APPROVAL_DECIDED = "approval_decided"
 _COLUMNS = ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
             "actor", "decision")
 

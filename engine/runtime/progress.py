@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from engine.runtime.events import (
+    APPROVAL_DECIDED,
     RUN_STARTED,
     STEP_FAILED,
     STEP_FINISHED,
@@ -156,6 +157,12 @@ class PlainLines(Progress):
             return f"  {step}: failed after {format_duration(_seconds(event))}" + (f": {reason}" if reason else "")
         if event.type == WARNING:
             return f"  warning{f' ({step})' if step else ''}: {event.data.get('message', event.data)}"
+        if event.type == APPROVAL_DECIDED:
+            data = event.data
+            who = f" by {data['actor']}" if data.get("actor") else ""
+            why = f" ({data['reason']})" if data.get("reason") else ""
+            verdict = {"approve": "approved", "reject": "rejected"}.get(str(data.get("decision")), "timed out")
+            return f"  {data.get('gate') or step}: {verdict}{who}{why}"
         if event.type == TOOL_CALL:
             tool = event.data.get("tool") or event.data.get("name", "?")
             status = event.data.get("status")  # agents report each call twice: started, then ok or error
