@@ -1,8 +1,9 @@
 """`loop:` steps: the body runs at least once; after each pass `until` is checked.
 
 Nodes: `<id>` (start: an event, then the body) and `<id>.check` (after each pass: go round
-again, or leave). The pass count (and the start time) live in `loops["<id>.n"]` and are removed when the loop ends,
-so a loop entered again (inside another loop) starts from zero. When `max_iterations` passes
+again, or leave; a plain block step ending the body runs it inline, see `GraphBuilder.follower`).
+The pass count (and the start time) live in `loops["<id>.n"]` and are removed when the loop
+ends, so a loop entered again (inside another loop) starts from zero. When `max_iterations` passes
 ran without `until` becoming true the loop is exhausted: a `warning` event and the run goes
 on (`on_exhausted: continue`), or the step fails (`on_exhausted: fail`). Without `until`, the
 loop simply runs `max_iterations` times.

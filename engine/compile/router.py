@@ -3,6 +3,7 @@
 Text rules look at the rendered `value` as text: `contains` and `starts_with` are
 case-sensitive, `equals` is case-insensitive, `regex` is RE2 (linear time: no catastrophic
 backtracking, no backreferences). `expr` rules are bare Jinja expressions over the scope.
+A plain block step leading only to the router runs it inline (`GraphBuilder.follower`).
 """
 
 from __future__ import annotations
