@@ -108,6 +108,9 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
     update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
     if answer.outputs is not None:
+        emit(run.call.writer, TOOL_CALL, run.label,
+             {"tool": ANSWER_TOOL, "args": _bounded(answer.outputs), "call_id": answer.call_id, "kind": "answer",
+              "status": "ok", "block": plan.block.block}, run.call.index)
         update["answer"] = answer.outputs
         update["messages"].extend(_skipped(said, "not run: the final answer was given in the same turn"))
         return update

@@ -69,6 +69,10 @@ class Outcome:
     def of(self, kind: str, step: str | None = None) -> list[Event]:
         return [e for e in self.events if e.type == kind and (step is None or e.step == step)]
 
+    def tool_calls(self, step: str | None = None) -> list[dict[str, Any]]:
+        """The data of `tool_call` events of tools and sub-agents (not the final answer's)."""
+        return [e.data for e in self.of("tool_call", step) if e.data.get("kind") != "answer"]
+
     def messages(self) -> list[Any]:
         return list(self.state.get("messages") or [])
 

@@ -61,7 +61,7 @@ def test_an_unscripted_mock_agent_answers_at_once(make_yard: Yard) -> None:
     done = run_flow(root, "one", env={})
 
     assert done.outputs == {"answer": "solo: task=hi, tone=plain"}
-    assert done.of("tool_call") == []
+    assert [e.data["kind"] for e in done.of("tool_call")] == ["answer"]
 
 
 def test_agents_as_map_items(make_yard: Yard) -> None:
@@ -104,7 +104,7 @@ def test_a_blocks_delegates_see_only_their_arguments_and_defaults(make_yard: Yar
     assert done.outputs == {"answer": "done"}
     started = done.of("step_started", "lead.aide")[0]
     assert started.data["inputs"] == {"task": "sort", "tone": "plain"}  # not the flow's input 'tone'
-    assert done.of("tool_call", "lead")[-1].data["result"] == {"answer": "sorted"}
+    assert done.tool_calls("lead")[-1]["result"] == {"answer": "sorted"}
 
 
 def test_a_failing_flow_delegate_is_an_error_for_the_model_not_the_run(make_yard: Yard) -> None:
@@ -146,7 +146,7 @@ def test_a_sub_agent_that_fails_for_a_moment_is_retried(make_yard: Yard) -> None
     assert done.outputs == {"answer": "fine"}
     retries = [e for e in done.of("warning") if e.data["code"] == "retrying"]
     assert [e.step for e in retries] == ["lead.aide", "lead.aide"]
-    assert done.of("tool_call", "lead")[-1].data["result"] == {"answer": "helped"}
+    assert done.tool_calls("lead")[-1]["result"] == {"answer": "helped"}
 
 
 def test_an_agent_step_in_a_loop_body_delegates_to_a_sibling(make_yard: Yard) -> None:
@@ -216,7 +216,8 @@ def test_events_carry_bounded_arguments_and_results(make_yard: Yard) -> None:
     done = run_flow(root, "one")
 
     assert done.outputs == {"answer": "done"}
-    started, _, _, read = done.of("tool_call", "lead")
+    started, _, _, read, answered = done.of("tool_call", "lead")
+    assert answered.data["kind"] == "answer"
     assert isinstance(started.data["args"], str) and started.data["args"].endswith("... [10034 characters]")
     assert len(read.data["result"]) < 4_100
     assert text in next(m for m in done.messages() if m.type == "tool" and m.name == "read_file").content

@@ -55,7 +55,9 @@ def test_a_tool_call_then_an_answer(make_yard: Callable[[dict[str, str]], Path],
     tool_turn = second.messages[-1]
     assert tool_turn["role"] == "tool" and tool_turn["tool_call_id"] == "call_0"
     assert '"timezone": "Europe/Paris"' in tool_turn["content"]
-    started, finished = done.of("tool_call")
+    started, finished, answered = done.of("tool_call")
+    assert answered.data == {"tool": "final_answer", "args": {"answer": "It is late."}, "call_id": "call_0",
+                             "kind": "answer", "status": "ok", "block": "helper"}
     assert (started.step, started.data["tool"], started.data["status"]) == ("lead", "current_time", "started")
     assert started.data["args"] == {"timezone": "Europe/Paris"} and started.data["kind"] == "tool"
     assert finished.data["status"] == "ok" and finished.data["result"]["timezone"] == "Europe/Paris"
@@ -143,7 +145,7 @@ def test_two_sub_agents_asked_in_one_turn_run_in_parallel(make_yard: Callable[[d
 
     assert done.outputs == {"summary": "Bees: researched and written down."}, done.error
     assert (done.workspace() / "notes" / "bees.md").read_text() == "Bees buzz."
-    lead = [e.data for e in done.of("tool_call", "lead")]
+    lead = done.tool_calls("lead")
     assert [(d["tool"], d["kind"], d["status"]) for d in lead[:2]] == [("research", "step", "started"),
                                                                        ("write", "step", "started")]
     assert {d["tool"]: d["result"] for d in lead[2:]} == {"research": {"facts": "Bees dance."},
@@ -215,7 +217,7 @@ def test_a_tool_that_raises_returns_its_error_to_the_model(make_yard: Callable[[
     error = stub.requests[1].messages[-1]
     assert error["role"] == "tool"
     assert error["content"] == "error: tool 'explode' failed: ValueError: disk on fire"
-    failed = done.of("tool_call", "lead")[-1].data
+    failed = done.tool_calls("lead")[-1]
     assert (failed["status"], failed["error"]) == ("error", "tool 'explode' failed: ValueError: disk on fire")
 
 

@@ -32,4 +32,5 @@ def test_team_report_runs_from_a_fresh_copy(tmp_path: Path) -> None:
     report = tmp_path / ".blockyard" / "workspaces" / events[0]["run_id"] / "report.md"
     assert report.read_text(encoding="utf-8").startswith("# Honeybees")
     written = [e["data"] for e in events if e["type"] == "tool_call" and e["step"] == "write"]
-    assert [(d["tool"], d["status"]) for d in written] == [("write_file", "started"), ("write_file", "ok")]
+    assert [(d["tool"], d["status"]) for d in written] == [("write_file", "started"), ("write_file", "ok"),
+                                                          ("final_answer", "ok")]
