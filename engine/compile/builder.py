@@ -98,8 +98,9 @@ class GraphBuilder:
         return name
 
     def follower(self, name: str, fn: Follower) -> str:
-        """Add a self-routing node that a plain step leading only to it runs inline instead: one
-        LangGraph step (and checkpoint) fewer per pass, with the same events, records and routing."""
+        """Add a self-routing node (router, loop start or check, foreach start or next, map fan-out)
+        that a plain step leading only to it runs inline instead: one LangGraph step (and
+        checkpoint) fewer per pass, with the same events, records and routing."""
         self.add_node(name, fn)
         self.followers[name] = fn
         return name

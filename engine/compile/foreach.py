@@ -87,8 +87,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         clear.update({items_key: None, position_key: None, since_key: None})
         return complete(state, runtime, results, since(loops.get(since_key)), clear)
 
-    builder.add_node(step.id, start)
-    builder.add_node(done_node, next_item)  # before the body: its barrier joins check their targets exist
+    builder.follower(step.id, start)
+    builder.follower(done_node, next_item)  # before the body: its barrier joins check their targets exist
     body.extend(builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'"))
     return built
 

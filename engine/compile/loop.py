@@ -71,7 +71,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         update = {"results": [record(step.id, None, outputs, status)], "loops": {count: None, since_key: None}}
         return Command(update=update, goto=list(built.after))
 
-    builder.add_node(step.id, start)
+    builder.follower(step.id, start)
     builder.follower(check, after_pass)  # before the body: its barrier joins check their targets exist
     body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'"))
     return built

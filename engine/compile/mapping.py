@@ -111,7 +111,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             update["context"] = {spec.collect: results}
         return update
 
-    builder.add_node(step.id, fan_out)
+    builder.follower(step.id, fan_out)
     builder.add_node(item_node, item, retry=retry, subgraph=spec.steps is not None)
     builder.add_node(join_node, join)
     builder.graph.add_edge(item_node, join_node)
