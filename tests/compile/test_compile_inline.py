@@ -89,3 +89,29 @@ def test_a_failing_inline_until_fails_the_loop_step(build: Callable[..., Compile
     failed = result.of("step_failed")
     assert [(e["step"], e["data"]["error"].startswith("until:")) for e in failed] == [("again", True)]
     assert kinds(result.of("step_finished")) == [("step_finished", "step")]
+
+
+def test_a_foreach_runs_inline_after_the_step_before_it_and_per_item(build: Callable[..., CompiledFlow]) -> None:
+    compiled = build("""
+        flow: tags
+        outputs: [log, lines]
+        steps:
+          - {id: first, uses: mark, with: {tag: a}}
+          - id: each
+            foreach:
+              items: "['x', 'y', 'z']"
+              as: tag
+              collect: lines
+              steps: [{id: m, uses: mark}]
+        """)
+    result = run(compiled, {})
+    assert result.error is None
+    assert result.outputs["log"] == ["a", "x", "y", "z"]
+    assert [line["log"] for line in result.outputs["lines"]] == [["a", "x"], ["a", "x", "y"], ["a", "x", "y", "z"]]
+    assert result.steps == ["first", "m", "m", "m", "each"]
+    assert kinds(result.events)[:3] == [("step_started", "first"), ("step_finished", "first"),
+                                        ("step_started", "each")]
+    assert result.state["loops"] == {}
+    thread = next(iter(compiled.graph.checkpointer.storage))  # type: ignore[union-attr]
+    # input, first + foreach start, three items (each one node): 5 supersteps, 6 checkpoints
+    assert checkpoints(compiled, thread) == 6
