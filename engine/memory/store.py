@@ -10,6 +10,7 @@ from typing import Any
 
 from langgraph.store.sqlite import SqliteStore
 
+from engine.dbfile import open_database
 from engine.memory.scope import history_namespace, preferences_namespace
 
 LIST_LIMIT = 1000
@@ -17,11 +18,7 @@ LIST_LIMIT = 1000
 
 def connect(path: Path) -> sqlite3.Connection:
     """A connection fit for several processes on one file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=30000")
-    return conn
+    return open_database(path)
 
 
 @contextmanager

@@ -30,9 +30,9 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from engine.dbfile import open_database
 from engine.runtime import store
 from engine.runtime.events import now_iso
-from engine.runtime.store import BUSY_TIMEOUT
 from engine.runtime.writer import SqliteWriter, Write
 
 T = TypeVar("T")
@@ -48,12 +48,7 @@ def connect(path: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, waiting on busy locks."""
     if synchronous.upper() not in SYNCHRONOUS:
         raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-    return conn
+    return open_database(path, synchronous=synchronous.upper())
 
 
 def prepare(conn: sqlite3.Connection) -> None:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.dbfile import BUSY_TIMEOUT
 from engine.errors import BlockyardError
 from engine.runtime import owner
 from engine.runtime.events import Event, now_iso
 from engine.runtime.writer import Write
 
 STATUSES = ("running", "finished", "failed", "waiting", "interrupted")
-BUSY_TIMEOUT = 30.0  # seconds another process may hold the write lock before we give up
 
 # Each migration is a list of statements applied in one transaction, never edited once released.
 MIGRATIONS: list[tuple[int, list[str]]] = [

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from engine.dbfile import open_database
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
@@ -66,10 +67,8 @@ class ScheduleStore:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=30.0)
+        conn = open_database(self.path, autocommit=False)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
             with conn:
                 yield conn
