@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -244,19 +243,14 @@ def schedules(as_json: bool, root: Path | None) -> None:
     raise SystemExit(schedules_command(_root(root), as_json))
 
 
-def _later(name: str, issue: str) -> Any:
-    def command(**_: Any) -> None:
-        click.echo(f"blockyard {name}: not available yet ({issue}).", err=True)
-        raise SystemExit(2)
+@cli.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@ROOT_OPTION
+def test_(paths: tuple[Path, ...], root: Path | None) -> None:
+    """Run flow tests (flows/*.test.yaml): scripted model replies, decisions, expected outputs."""
+    from engine.flowtests import flowtest_command
 
-    return command
-
-
-for _name, _help, _issue in [
-    ("test", "Run flow tests (flows/*.test.yaml).", "flow tests land with the runtime"),
-]:
-    cli.command(_name, help=_help, context_settings={"ignore_unknown_options": True},
-                add_help_option=True)(click.argument("args", nargs=-1)(_later(_name, _issue)))
+    raise SystemExit(flowtest_command(_root(root), list(paths)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from engine.flowtests import SuiteFile
 from engine.spec.block import BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec
@@ -17,6 +18,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "block.schema.json": BlockSpec,
     "flow.schema.json": FlowSpec,
     "config.schema.json": ConfigSpec,
+    "flowtest.schema.json": SuiteFile,
 }
 BASE_ID = "https://blockyard.dev/schemas/"
 

@@ -43,13 +43,18 @@ SERVE: dict[str, str] = {
     "BY690": "flow could not be pinned into a bundle",
 }
 
-STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project", "BY6": "serve"}
+FLOW_TESTS: dict[str, str] = {
+    "BY700": "malformed flow test file (`blockyard test`)",
+}
+
+STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
+                          "BY6": "serve", "BY7": "test"}
 
 
 @cache
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
-    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE}
+    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS}
     for code, title in _semantic().items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)

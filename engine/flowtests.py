@@ -1,0 +1,156 @@
+"""`blockyard test`: flow tests in `flows/*.test.yaml` — scripted model replies, approval
+decisions in order, and expectations on the run's status, outputs and error.
+
+```yaml
+flow: hello
+tests:
+  - name: greets by name
+    inputs: {name: Ada}
+    replies: {greet: [{greeting: Hello Ada}]}      # like a mock profile's `replies`
+    decisions: [{approve: true, values: {}}]        # applied in order while the run waits
+    expect: {status: finished, outputs: {loud: HELLO ADA}}
+```
+Each test runs in a throw-away state database, so tests never touch `.blockyard/`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+from pydantic import Field, ValidationError
+
+from engine.diagnostics import Diagnostic
+from engine.errors import BlockyardError, UsageError
+from engine.load import LoadError, load_file
+from engine.project import relative
+from engine.spec.common import Name, Spec
+
+TEST_SUFFIXES = (".test.yaml", ".test.yml")
+
+
+class Decision(Spec):
+    """One approval decision, applied when the run waits."""
+
+    approve: bool = Field(..., description="Approve (true) or reject (false) the waiting gate.")
+    values: dict[str, Any] = Field(default_factory=dict, description="Gate field values.")
+    reason: str | None = Field(None, description="Why, recorded in the trace.")
+    gate: str | None = Field(None, description="Which gate, when several wait.")
+    actor: str | None = Field(None, alias="as", description="Who decides.")
+
+
+class Expect(Spec):
+    """What the run must end with."""
+
+    status: Literal["finished", "failed", "waiting"] = Field("finished", description="Final status.")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs that must equal these values.")
+    error: str | None = Field(None, description="Text the error must contain (failed runs).")
+
+
+class FlowTest(Spec):
+    name: str = Field(..., description="What the test shows.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The run's inputs.")
+    replies: dict[str, list[Any]] = Field(default_factory=dict,
+                                          description="Scripted model replies by `flow.step`, step or block id.")
+    decisions: list[Decision] = Field(default_factory=list, description="Approval decisions, in order.")
+    expect: Expect = Field(default_factory=Expect, description="The expected end of the run.")
+
+
+class SuiteFile(Spec):
+    flow: Name = Field(..., description="The flow under test.")
+    tests: list[FlowTest] = Field(..., min_length=1, description="The tests.")
+
+
+@dataclass
+class Outcome:
+    file: str
+    test: str
+    problems: list[str]
+
+
+def find_test_files(root: Path, paths: list[Path]) -> list[Path]:
+    if not paths:
+        flows = root / "flows"
+        return sorted(p for p in flows.rglob("*") if p.name.endswith(TEST_SUFFIXES)) if flows.is_dir() else []
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.name.endswith(TEST_SUFFIXES)))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise UsageError(f"no such file or folder: {path}")
+    return found
+
+
+def load_tests(path: Path, root: Path) -> SuiteFile:
+    try:
+        doc = load_file(path, relative(path, root))
+    except LoadError as exc:
+        raise BlockyardError(exc.diagnostic.format()) from None
+    try:
+        return SuiteFile.model_validate(doc.data)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
+            line, col = doc.where(loc, key=error["type"] == "extra_forbidden")
+            lines.append(Diagnostic(doc.display, line, col, "BY700",
+                                    f"{'.'.join(map(str, loc)) or 'file'}: {error['msg']}").format())
+        raise BlockyardError("\n".join(lines)) from None
+
+
+def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
+    """The problems of one test ([] when it passes)."""
+    from engine.models import scripted
+
+    with scripted(run_id, test.replies):
+        try:
+            result = yard.run(flow, test.inputs, run_id=run_id)
+            for decision in test.decisions:
+                if result.status != "waiting":
+                    return [f"run is {result.status}, not waiting, when a decision is left to apply"]
+                result = yard.resume(run_id, approve=decision.approve, values=decision.values,
+                                     reason=decision.reason, gate=decision.gate, actor=decision.actor)
+        except BlockyardError as exc:
+            return [f"error: {exc}"]
+    expect = test.expect
+    problems = []
+    if result.status != expect.status:
+        why = f" ({result.error})" if result.error else ""
+        problems.append(f"status is {result.status}{why}, expected {expect.status}")
+    outputs = result.outputs or {}
+    for key, want in expect.outputs.items():
+        if key not in outputs:
+            problems.append(f"output '{key}' missing (outputs: {', '.join(sorted(outputs)) or 'none'})")
+        elif outputs[key] != want:
+            problems.append(f"output '{key}' is {outputs[key]!r}, expected {want!r}")
+    if expect.error is not None and expect.error not in (result.error or ""):
+        problems.append(f"error {result.error!r} does not contain {expect.error!r}")
+    return problems
+
+
+def flowtest_command(root: Path, paths: list[Path]) -> int:
+    from engine.runtime.yard import Yard
+
+    files = find_test_files(root, paths)
+    if not files:
+        click.echo("no flow tests found (flows/*.test.yaml)", err=True)
+        return 1
+    outcomes: list[Outcome] = []
+    suites = [(relative(path, root), load_tests(path, root)) for path in files]  # bad files fail first
+    with tempfile.TemporaryDirectory(prefix="blockyard-test-") as scratch, \
+            Yard.load(root, state=Path(scratch) / "state.db") as yard:
+        for number, (shown, suite) in enumerate(suites):
+            for index, test in enumerate(suite.tests):
+                problems = run_test(yard, suite.flow, test, f"test-{number}-{index}")
+                outcomes.append(Outcome(shown, test.name, problems))
+                click.echo(f"{'PASS' if not problems else 'FAIL'} {shown}: {test.name}")
+                for problem in problems:
+                    click.echo(f"     {problem}")
+    failed = sum(1 for o in outcomes if o.problems)
+    click.echo(f"{len(outcomes) - failed} passed, {failed} failed")
+    return 1 if failed else 0

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+BLOCK = """
+block: double
+kind: transform
+inputs: {n: {type: integer}}
+outputs: {twice: {type: integer}}
+compute: {twice: "n * 2"}
+"""
+FLOW = """
+flow: twice
+inputs: {n: {type: integer}}
+outputs: [twice]
+steps:
+  - {id: double, uses: double, with: {n: "{{ inputs.n }}"}}
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["test", *args, "--root", str(root)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_passing_and_failing_tests_are_reported_with_a_summary(
+        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW, "flows/twice.test.yaml": """
+        flow: twice
+        tests:
+          - name: doubles
+            inputs: {n: 21}
+            expect: {outputs: {twice: 42}}
+          - name: wrong expectation
+            inputs: {n: 2}
+            expect: {outputs: {twice: 5, thrice: 6}}
+          - name: bad input fails
+            inputs: {n: two}
+            expect: {status: failed}
+        """})
+    code, out, _ = run(capsys, root)
+    assert code == 1
+    assert out.splitlines() == [
+        "PASS flows/twice.test.yaml: doubles",
+        "FAIL flows/twice.test.yaml: wrong expectation",
+        "     output 'twice' is 4, expected 5",
+        "     output 'thrice' missing (outputs: twice)",
+        "FAIL flows/twice.test.yaml: bad input fails",
+        "     error: flow 'twice': input 'n' must be an integer, got string 'two'",
+        "1 passed, 2 failed",
+    ]
+    assert not (root / ".blockyard" / "state.db").exists()  # tests run in a scratch database
+
+
+def test_a_malformed_test_file_names_its_line(
+        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW, "flows/twice.test.yaml": """
+        flow: twice
+        tests:
+          - name: typo
+            inptus: {n: 1}
+        """})
+    code, _, err = run(capsys, root)
+    assert code == 1
+    assert "flows/twice.test.yaml:4:5: error BY700 tests.0.inptus: Extra inputs are not permitted" in err
+
+
+def test_no_tests_is_a_failure(make_yard: Callable[[dict[str, str]], Path],
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
+    code, _, err = run(capsys, root)
+    assert (code, err) == (1, "no flow tests found (flows/*.test.yaml)\n")
+
+
+def test_the_example_yard_tests_pass(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, repo_root)
+    assert code == 0, out
+    assert out.splitlines()[-1] == "4 passed, 0 failed"
