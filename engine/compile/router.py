@@ -21,8 +21,8 @@ from engine.compile.errors import CompileError
 from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, record
-from engine.compile.topology import enum_text
 from engine.spec import Route, StepSpec
+from engine.spec.flow import enum_text
 from engine.templates import TemplateError, evaluate, render
 
 Matcher = Callable[[str, Mapping[str, Any]], bool]

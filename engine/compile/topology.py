@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from engine.compile.errors import CompileError
 from engine.diagnostics import did_you_mean
 from engine.spec import END, BlockSpec, StepSpec
+from engine.spec.flow import enum_text
 
 EXIT = END
 
@@ -37,15 +38,6 @@ class Plan:
     def successors(self, step_id: str) -> list[str]:
         """Where a step that does not route itself goes when it finishes."""
         return list(dict.fromkeys([*self.following[step_id], *self.dependents[step_id]]))
-
-
-def enum_text(value: object) -> str:
-    """How a decide value is written as a `branches:` key (YAML keys are text)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
 
 
 def plan_region(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str, body: str) -> Plan:

@@ -14,9 +14,9 @@ from engine.compile.context import RunContext
 from engine.compile.errors import CompileError
 from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, applied, combined, record
-from engine.compile.topology import enum_text
 from engine.executors.model import decision_output
 from engine.spec import StepSpec
+from engine.spec.flow import enum_text
 
 
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:

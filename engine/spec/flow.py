@@ -14,6 +14,15 @@ END = "end"
 ACTIONS = ("uses", "router", "loop", "foreach", "map", "approval", "flow")
 
 
+def enum_text(value: object) -> str:
+    """How a decide value is written as a `branches:` key (YAML keys are text: true, 3, null)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
 class Route(Spec):
     """One router rule: the first rule that matches picks the next step."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from engine.load import JsonPath
 from engine.spec import END, ApprovalSpec
+from engine.spec.flow import enum_text
 from engine.validate.semantic.index import Region, StepNode
 
 CONCURRENT = frozenset({"order", "needs"})  # edges taken together (a fan-out runs them in parallel)
@@ -75,15 +76,6 @@ def decide_values(node: StepNode) -> list[str] | None:
     if not output.enum:
         return None
     return [enum_text(value) for value in output.enum]
-
-
-def enum_text(value: object) -> str:
-    """How an enum value is written as a `branches:` key (YAML keys are text: true, 3, null)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
 
 
 def continues_in_order(node: StepNode) -> bool:
