@@ -148,6 +148,8 @@ async def _consume(display: progress.Progress, make: Callable[[], AsyncIterator[
         if task is not None:
             task.cancel()
 
+    # No SIGTERM handler where the loop cannot install one (Windows, a non-main thread): then
+    # `kill PID` ends the process as before; nothing else depends on the handler.
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGTERM, terminate)
     await display.start()
