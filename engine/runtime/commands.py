@@ -41,11 +41,18 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
         if not isinstance(data, dict):
             raise UsageError(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
         values.update(data)
+    values.update(parse_pairs(pairs, declared, "--input", "KEY"))
+    return values
+
+
+def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str, name: str) -> dict[str, Any]:
+    """`K=V` pairs; V is YAML 1.2, except where K is declared a string (then `007` stays text)."""
+    values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise UsageError(f"--input '{pair}': expected KEY=VALUE")
+            raise UsageError(f"{option} '{pair}': expected {name}=VALUE")
         spec = declared.get(key)
         values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
     return values
@@ -100,15 +107,7 @@ def field_values(yard: Any, run_id: str, gate: str | None, pairs: list[str]) -> 
             declared = {name: TypeSpec.model_validate(spec) for name, spec in chosen.fields.items()}
         except UsageError:
             pass  # the Yard says what is wrong with the run or the gate
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise UsageError(f"--set '{pair}': expected FIELD=VALUE")
-        spec = declared.get(key)
-        values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
-    return values
+    return parse_pairs(pairs, declared, "--set", "FIELD")
 
 
 class _Outcome:
