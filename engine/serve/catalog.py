@@ -24,8 +24,9 @@ from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
 from engine.validate.codes import SERVE
 
-# Codes of the problems only the server looks for (BY6xx is the server's range).
-SCHEDULE_ERROR = "BY601"  # a cron expression or time zone the scheduler can't use
+# Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
+# among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
+# server reports what `validate` reports (BY507, BY508, BY510).
 COMPILE_ERROR = "BY602"  # a flow that validates but does not compile (e.g. a construct not supported yet)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
 CODES = SERVE
@@ -89,23 +90,7 @@ def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler
     diagnostics = list(project.diagnostics)
     if not _config_broken(diagnostics):
         diagnostics.extend(check_project(project))
-    diagnostics.extend(schedule_diagnostics(project))
     return build_catalog(project, diagnostics, previous or Catalog(), compiler)
-
-
-def schedule_diagnostics(project: Project) -> list[Diagnostic]:
-    """Schedules the scheduler could not use (bad cron, unknown time zone)."""
-    from engine.serve.cron import schedule_problem
-
-    found = []
-    for definition in project.flows.values():
-        schedule = definition.spec.schedule
-        problem = schedule_problem(schedule) if schedule is not None else None
-        if problem is not None:
-            key = "cron" if problem.startswith("cron") else "timezone"
-            found.append(definition.doc.diag(("schedule", key), SCHEDULE_ERROR,
-                                             f"flow '{definition.spec.flow}': {problem}"))
-    return found
 
 
 def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog,

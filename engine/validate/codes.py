@@ -38,7 +38,8 @@ PROJECT: dict[str, str] = {
 }
 
 SERVE: dict[str, str] = {
-    "BY601": "invalid schedule (cron expression or time zone)",
+    # Retired, kept so it is never reused: the server no longer checks schedules on its own.
+    "BY601": "retired: invalid schedule (validate reports BY507, BY508 and BY510 instead)",
     "BY602": "flow does not compile",
     "BY690": "flow could not be pinned into a bundle",
 }

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from engine.cron import next_fire
 from engine.serve.bodies import RunRequest
 from engine.serve.catalog import FlowEntry
-from engine.serve.cron import next_fire
 from engine.serve.follow import follow
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.server import Server
