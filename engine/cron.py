@@ -62,7 +62,7 @@ DAY_OF_MONTH, DAY_OF_WEEK = 2, 4
 LOOKAHEAD_YEARS = 50
 
 _FIELD = re.compile(r"\S+", re.ASCII)  # croniter's own field splitter: no Unicode spaces
-_LAST_WEEKDAY = re.compile(r"^(?P<day>\d+|[a-z]{3})l$")  # 5L, FRIL: croniter spells the last Friday L5
+_LAST_WEEKDAY = re.compile(r"^(?P<day>\d)l$")  # 5L: croniter spells the last Friday L5
 _RANGE = re.compile(r"^(?P<low>[^-/]+)-(?P<high>[^-/]+)(/\d+)?$")
 _REASONS = (  # croniter's message -> ours
     ("out of range", "out of range"),
@@ -78,7 +78,7 @@ class CronError(ValueError):
     """A cron expression outside the grammar; the message says why."""
 
 
-def fields(expression: str) -> list[str]:
+def croniter_fields(expression: str) -> list[str]:
     """The five fields croniter is given: macros spelled out, the last weekday in croniter's spelling.
 
     Raises CronError when `expression` is outside the grammar.
@@ -212,7 +212,7 @@ def schedule_problem(schedule: ScheduleSpec) -> str | None:
 
 
 def _croniter(expression: str, start: datetime) -> croniter:
-    return croniter(" ".join(fields(expression)), start, max_years_between_matches=LOOKAHEAD_YEARS)
+    return croniter(" ".join(croniter_fields(expression)), start, max_years_between_matches=LOOKAHEAD_YEARS)
 
 
 def fire_times(schedule: ScheduleSpec, after: datetime) -> Iterator[datetime]:
