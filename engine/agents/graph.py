@@ -90,7 +90,7 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     plan = run.plan
     if state.get("errors", 0) > MAX_TOOL_ERRORS:
         raise AgentFailed(f"agent '{plan.block.block}' gave up after {state.get('errors')} failed tool calls "
-                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]}")
+                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]['error']}")
     turn = state.get("turn", 0) + 1
     last = turn >= plan.max_iterations
     before: list[BaseMessage] = []
@@ -127,7 +127,7 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     for bad in said.invalid_tool_calls:
         errors += 1
         problem = f"the arguments of '{bad.get('name')}' are not a JSON object: {str(bad.get('args'))[:200]!r}"
-        run.failures.append(problem)
+        run.failures.append({"tool": str(bad.get("name")), "error": problem})
         emit(run.call.writer, TOOL_CALL, run.label, {"tool": bad.get("name"), "call_id": bad.get("id"),
                                                       "block": plan.block.block, "status": "error",
                                                       "error": problem}, run.call.index)
@@ -252,7 +252,7 @@ def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | Non
                             "status": "error" if error is not None else "ok", "duration_ms": elapsed_ms(started)}
     if error is not None:
         data["error"] = error
-        run.failures.append(error)
+        run.failures.append({"tool": call["name"], "error": error})
     else:
         data["result"] = _bounded(result)
     emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)
