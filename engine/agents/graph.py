@@ -39,6 +39,7 @@ from engine.compile.policies import policies
 from engine.errors import BlockyardError
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
+from engine.redaction import TokenMasker
 
 AGENT, TOOLS = "agent", "tools"
 DELEGATE = "delegate.{}"
@@ -140,9 +141,10 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
 async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) -> Any:
     call = run.call
 
-    def token(text: str) -> None:
+    def send(text: str) -> None:
         emit(call.writer, TOKEN, call.label, {"text": text, "block": run.plan.block.block}, call.index)
 
+    token = TokenMasker(call.context.secrets, send)  # a key split over pieces is masked whole
     try:
         return await run.model.turn(request, token)
     except ModelError as exc:
@@ -156,6 +158,8 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
                     block=run.plan.block.block, attempt=attempt)
             raise
         raise AgentFailed(str(exc)) from exc
+    finally:
+        token.flush()
 
 
 def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:

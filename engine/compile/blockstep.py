@@ -75,7 +75,10 @@ class BlockStep:
         call = BlockCall(self.flow, self.step, self.label, self.block, inputs, runtime.context, writer, index,
                          scope, transcript)
         try:
-            raw = await self._execute(call)
+            # an API key a model (or a tool) echoed stops here: it never reaches the state
+            raw = runtime.context.secrets.value(await self._execute(call))
+            if transcript:
+                transcript[:] = runtime.context.secrets.value(transcript)
             outputs = self.check_outputs(raw)
         except GraphBubbleUp:
             raise  # interrupts and parent commands are LangGraph's control flow, not failures
