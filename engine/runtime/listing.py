@@ -20,7 +20,7 @@ from engine.errors import UsageError
 from engine.project import load_project
 from engine.runtime import gates as gate_rows
 from engine.runtime import store
-from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, Event, parse_time
+from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
 from engine.runtime.progress import format_duration
 from engine.runtime.store import STATUSES, RunRecord, effective_status
 
@@ -110,14 +110,24 @@ def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> s
 
 
 def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
-    """Per step, in order of first start: status, attempts, total time, last error."""
+    """Per step, in order of first start: status, attempts, total time, last error, and the tool
+    calls of an agent step that failed (`tool_errors`: tool, error, and the item's index if any) —
+    the agent may have recovered and the run finished, but the failure is part of the record."""
     steps: dict[str, dict[str, Any]] = {}
     open_: dict[tuple[str, Any], Event] = {}
     for event in events:
-        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED):
+        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOOL_CALL):
             continue
         entry = steps.setdefault(event.step, {"step": event.step, "status": "running", "attempts": 0,
-                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None})
+                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None,
+                                              "tool_errors": []})
+        if event.type == TOOL_CALL:
+            if event.data.get("status") == "error":
+                failure = {"tool": event.data.get("tool"), "error": event.data.get("error")}
+                if event.data.get("index") is not None:
+                    failure["index"] = event.data["index"]
+                entry["tool_errors"].append(failure)
+            continue
         key = (event.step, event.data.get("index"))
         if event.type == STEP_STARTED:
             entry["attempts"] += 1
@@ -225,8 +235,15 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
         for entry in steps:
             tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
             error = f"  {entry['error']}" if entry["status"] == "failed" and entry["error"] else ""
+            tool_errors = entry.get("tool_errors") or []
+            if tool_errors and not error:
+                count = len(tool_errors)
+                error = f"  {count} tool call{'s' if count > 1 else ''} failed"
             lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
                          f"{format_duration(entry['duration_ms'] / 1000):>9}{tries}{error}")
+            for failure in tool_errors:
+                item = f"[{failure['index']}]" if failure.get("index") is not None else ""
+                lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
     for gate in decided:
         decision = gate.decision or {}
         who = f" by {gate.actor}" if gate.actor else ""
