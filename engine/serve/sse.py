@@ -31,10 +31,11 @@ def last_event_id(request: Request) -> int:
         raise ApiError(400, "bad_last_event_id", "Last-Event-ID must not be negative")
     # ASCII digits only (int() would also take '1_000', '+5' and other scripts' digits), and within
     # SQLite's 64-bit integers: no run has that many events, but a larger number must not reach the query
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEQ:
-        shown = raw if len(raw) <= 40 else raw[:37] + "..."
-        raise ApiError(400, "bad_last_event_id",
-                       f"Last-Event-ID must be an event seq number from 0 to {MAX_SEQ}, not '{shown}'")
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    if not (text.isascii() and text.isdigit()):
+        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{shown}'")
+    if int(text) > MAX_SEQ:
+        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be at most {MAX_SEQ}, not '{shown}'")
     return int(text)
 
 
