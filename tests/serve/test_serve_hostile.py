@@ -316,6 +316,7 @@ HOSTILE: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": 1}, "run_id": "x" * 65}}, 422, "invalid_request"),
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": 1}, "run_id": "../etc"}}, 422, "invalid_request"),
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": 1}, "run_id": ""}}, 422, "invalid_request"),
+    ("POST", "/flows/add/runs", {"json": {"inputs": {"a": 1}, "run_id": "nightly\n"}}, 422, "invalid_request"),
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": [1]}}}, 422, "invalid_request"),
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": {"$gt": 1}}}}, 422, "invalid_request"),
     ("POST", "/flows/add/runs", {"json": {"inputs": {"a": 1.5}}}, 422, "invalid_request"),
