@@ -67,7 +67,7 @@ class HostMiddleware:
             return
         shown = "no Host header" if not header else f"Host '{header[:100]}'"
         await _problem(send, ApiError(421, "host_not_allowed",
-                                      f"this server does not answer {shown}: use http://127.0.0.1:{port}/ "
+                                      f"this server does not answer {shown}: call it by its own address, "
                                       "or add the name to server.allowed_hosts in blockyard.yaml"))
 
 
