@@ -181,6 +181,10 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
             result = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
             assert result["status"] == "finished"
             assert result["outputs"]["loud"] == result["outputs"]["greeting"].upper()
+            # DNS rebinding: a page on another name that resolves to 127.0.0.1 reads nothing
+            refused = client.get("/runs", headers={"Host": "evil.example"})
+            assert (refused.status_code, refused.json()["error"]["code"]) == (421, "host_not_allowed")
+            assert client.get("/runs", headers={"Host": f"localhost:{port}"}).status_code == 200
     finally:
         server.send_signal(stop)
         _, stderr = server.communicate(timeout=60)
