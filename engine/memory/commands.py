@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from engine.dbfile import exists
 from engine.errors import UsageError
 from engine.load import parse_value
 from engine.memory.scope import parse_scope, preferences_namespace
@@ -24,7 +25,7 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
                    as_json: bool) -> int:
     parse_scope(scope)
     path = state_path(root)
-    if action != "set" and not path.exists():
+    if action != "set" and not exists(path):
         raise UsageError(f"no state database at {path}: nothing has been remembered yet")
     with open_store(path) as store:
         if action == "list":

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.dbfile import BUSY_TIMEOUT
-from engine.errors import BlockyardError
+from engine import dbfile
+from engine.dbfile import StateError
 from engine.runtime import owner
 from engine.runtime.events import Event, now_iso
 from engine.runtime.writer import Write
@@ -95,10 +96,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-
-
-class StateError(BlockyardError):
-    """The state database cannot be used (newer schema, corrupt file)."""
 
 
 def migrate(conn: sqlite3.Connection, now: str) -> None:
@@ -294,10 +291,28 @@ def effective_status(record: RunRecord) -> str:
 
 
 def open_existing(path: Path) -> sqlite3.Connection | None:
-    """A connection for commands that only look (`runs`, `runs show`); None when there is no database."""
-    if not path.is_file():
+    """A connection for commands that only look (`runs`, `runs show`); None when there is no database.
+
+    Reads through it can still meet a damaged page: commands use `reading`, which says so clearly."""
+    if not dbfile.exists(path):
         return None
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-    migrate(conn, now_iso())
+    conn = dbfile.open_database(path)
+    try:
+        with dbfile.guard(path):
+            migrate(conn, now_iso())
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """`open_existing` for the length of a block, whose reads meet a damaged file as a `StateError`."""
+    conn = open_existing(path)
+    try:
+        with dbfile.guard(path):
+            yield conn
+    finally:
+        if conn is not None:
+            conn.close()
