@@ -161,6 +161,10 @@ class RunRecord:
 
 _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 _SELECT_RUN = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+# By start time, not by id: generated ids sort by time, but `--run-id` can be any text. Equal
+# times (same millisecond) fall back to the id, so the order is always the same.
+NEWEST_FIRST = "COALESCE(started, created) DESC, id DESC"
+OLDEST_FIRST = "COALESCE(started, created), id"
 
 
 def _record(row: Sequence[Any]) -> RunRecord:
@@ -238,7 +242,7 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
 
 def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
               limit: int | None = 50) -> list[RunRecord]:
-    """Runs, newest first (run ids sort by time)."""
+    """Runs, newest first (by start time)."""
     where: list[str] = []
     params: list[Any] = []
     if flow is not None:
@@ -247,7 +251,7 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
     if statuses:
         where.append(f"status IN ({', '.join('?' for _ in statuses)})")
         params.extend(statuses)
-    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + f" ORDER BY {NEWEST_FIRST}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
@@ -255,7 +259,7 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
 
 
 def run_ids(conn: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1000")]
+    return [row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")]
 
 
 def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:

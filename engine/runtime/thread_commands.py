@@ -57,7 +57,8 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
         if thread is None:
             raise UsageError(f"unknown thread '{thread_id}'{did_you_mean(thread_id, threads.thread_ids(conn))}")
         turns = [store.get_run(conn, row[0]) for row in
-                 conn.execute("SELECT id FROM runs WHERE thread_id = ? ORDER BY id", (thread_id,))]
+                 conn.execute(f"SELECT id FROM runs WHERE thread_id = ? ORDER BY {store.OLDEST_FIRST}",
+                              (thread_id,))]
     runs = [run for run in turns if run is not None]
     if as_json:
         body = {"thread": thread.as_dict(), "turns": [_turn(run) for run in runs]}
