@@ -9,6 +9,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,8 @@ def _state_path(root: Path) -> Path:
     return root / load_project(root).config.paths.state
 
 
-def _connect(root: Path) -> sqlite3.Connection | None:
-    return store.open_existing(_state_path(root))
+def _reading(root: Path) -> AbstractContextManager[sqlite3.Connection | None]:
+    return store.reading(_state_path(root))
 
 
 def local_time(iso: str | None) -> str:
@@ -75,11 +76,10 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
     if status is not None and status not in STATUSES:
         raise UsageError(f"unknown status '{status}'{did_you_mean(status, STATUSES)}; "
                          f"use one of {', '.join(STATUSES)}")
-    conn = _connect(root)
-    if conn is None:
-        sys.stdout.write("no runs yet\n")
-        return 0
-    try:
+    with _reading(root) as conn:
+        if conn is None:
+            sys.stdout.write("no runs yet\n")
+            return 0
         # a dead process's run is stored as running but shown as interrupted: filter after the fact
         wanted = {"interrupted": ["interrupted", "running"]}.get(status or "", [status] if status else None)
         rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
@@ -93,8 +93,6 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
                           format_duration(_duration(run, shown)), _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
             if len(table) >= limit:
                 break
-    finally:
-        conn.close()
     if not table:
         sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
         return 0
@@ -177,10 +175,9 @@ def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
 
 def print_run(root: Path, run_id: str, as_json: bool) -> int:
     """One run: inputs, outputs, steps, error, pinned definition."""
-    conn = _connect(root)
-    if conn is None:
-        raise UsageError(f"unknown run '{run_id}' (no runs yet)")
-    try:
+    with _reading(root) as conn:
+        if conn is None:
+            raise UsageError(f"unknown run '{run_id}' (no runs yet)")
         run = store.get_run(conn, run_id)
         if run is None:
             raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, store.run_ids(conn))}")
@@ -188,8 +185,6 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         status = effective_status(run)
         gates = store.waiting_gates(conn, run_id) if status == "waiting" else []
         decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
-    finally:
-        conn.close()
     steps = step_summary(events, status)
     definition = definition_status(root, run)
     if as_json:

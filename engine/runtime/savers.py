@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine.dbfile import open_database
+from engine.dbfile import explain, guard, open_database
 from engine.redaction import Masker
 from engine.runtime import store
 from engine.runtime.events import now_iso
@@ -185,12 +185,14 @@ class StateDB:
     def __init__(self, path: Path, *, synchronous: str = "NORMAL", window: float = 0.0,
                  secrets: Masker | None = None) -> None:
         self.path = path
-        self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window)
-        try:
-            self.read_conn = connect(path, synchronous=synchronous)
-        except BaseException:
-            self.writer.close()
-            raise
+        with guard(path):  # a damaged file may show only once the tables are read
+            self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window,
+                                       explain=lambda exc: explain(exc, path) or exc)
+            try:
+                self.read_conn = connect(path, synchronous=synchronous)
+            except BaseException:
+                self.writer.close()
+                raise
         self.saver = DurableSaver(self.read_conn, self.writer, secrets=secrets)
         self._closed = False
 
