@@ -7,6 +7,7 @@ uses; only the problems of the selected files are reported.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.validate.report import REPORTERS, Report
+from engine.yardfiles import located
 
 CONFIG_FILE = "blockyard.yaml"
 
@@ -57,9 +59,9 @@ def validate(paths: list[Path], root: Path | None) -> Report:
         found = [*project.diagnostics, *check_project(project)]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
-            if target.wants((target.root / d.file).resolve()):
+            if target.wants(located(target.root / d.file)):
                 diagnostics.add(_rebase(_one_line(d), shown, cwd))
-        checked += sum(1 for path in project.files if target.wants(path.resolve()))
+        checked += sum(1 for path in project.files if target.wants(located(path)))
     return Report(sorted(diagnostics), checked)
 
 
@@ -114,10 +116,17 @@ def find_root(start: Path) -> Path | None:
 
 
 def _existing(path: Path, cwd: Path) -> Path:
-    resolved = (cwd / path).resolve()
-    if not resolved.exists():
+    """The argument as an absolute path; a link at its own name is kept (not resolved), so that a
+    link to a file outside the yard is reported by the loader instead of leading elsewhere."""
+    where = located(cwd / path)
+    if not os.path.lexists(where):
         raise UsageError(f"{path}: no such file or folder")
-    return resolved
+    if where.is_symlink():
+        real = where.resolve()
+        yard = find_root(where.parent)
+        if yard is not None and real.is_relative_to(yard):  # a link within its yard means its target
+            return real
+    return where
 
 
 def _display_base(root: Path, cwd: Path, *, several: bool) -> str:
@@ -148,7 +157,7 @@ def _one_line(d: Diagnostic) -> Diagnostic:
 def _rebase(d: Diagnostic, prefix: str, cwd: Path) -> Diagnostic:
     file = Path(d.file)
     if file.is_absolute():  # a folder outside the yard (`paths:` in blockyard.yaml)
-        resolved = file.resolve()
+        resolved = located(file)
         shown = resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd) else resolved.as_posix()
     elif prefix:
         shown = prefix + d.file
