@@ -62,6 +62,7 @@ class Bounds:
     """The real folders a yard's files may resolve into."""
 
     roots: tuple[Path, ...]
+    place: str = "the yard"  # how messages name them
 
     @classmethod
     def of(cls, root: Path, *folders: str | Path) -> Bounds:
@@ -102,7 +103,7 @@ class Bounds:
             raise
         if not self.contains(real):
             what = f"symbolic link {name} resolves" if os.path.islink(path) else f"{name} resolves, through a link,"
-            raise Refused(LINK_CODE, f"{what} outside the yard; files outside the yard are never read")
+            raise Refused(LINK_CODE, f"{what} outside {self.place}; it is not read")
         return real
 
 
