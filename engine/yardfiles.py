@@ -107,6 +107,19 @@ class Bounds:
         return real
 
 
+def argument_bounds(path: Path, root: Path) -> Bounds | None:
+    """The bounds for a file named on the command line (--inputs-file, --examples, a test file).
+
+    Written inside the yard, it is one of the yard's files, so a link there must not lead out
+    (the repository may have planted it); named anywhere else, it is the user's own choice.
+    """
+    written = Path(os.path.abspath(path))
+    yard = (Path(os.path.abspath(root)), Path(os.path.realpath(root)))
+    if any(written == base or written.is_relative_to(base) for base in yard):
+        return Bounds.of(root)
+    return None
+
+
 def read_bytes(path: Path, limit: int, bounds: Bounds | None = None, shown: str | None = None) -> bytes:
     """At most `limit` bytes of the regular file `path`, which must stay inside `bounds` when given.
 
