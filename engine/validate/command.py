@@ -30,9 +30,13 @@ class Target:
     files_checked: int = 0
 
     def wants(self, path: Path) -> bool:
+        """Whether a file (by its own name, see `located`) was asked for. A link in the yard asked for
+        selects what it names, and a file is selected through a link inside the yard that leads to it."""
         if self.selected is None:
             return True
-        return any(path == chosen or path.is_relative_to(chosen) for chosen in self.selected)
+        chosen = {place for given in self.selected for place in (given, given.resolve())}
+        return any(candidate == place or candidate.is_relative_to(place)
+                   for candidate in {path, path.resolve()} for place in chosen)
 
 
 def validate_command(paths: list[Path], fmt: str, root: Path | None) -> int:
@@ -90,7 +94,7 @@ def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
     targets: dict[Path, Target] = {}
     for path in paths:
         resolved = _existing(path, cwd)
-        found = find_root(resolved)
+        found = find_root(resolved.parent if resolved.is_symlink() else resolved)
         if found is None:
             raise UsageError(f"{path} is not inside a yard (no {CONFIG_FILE}, blocks/ or flows/ in its "
                              "folder or above it)")
@@ -116,16 +120,11 @@ def find_root(start: Path) -> Path | None:
 
 
 def _existing(path: Path, cwd: Path) -> Path:
-    """The argument as an absolute path; a link at its own name is kept (not resolved), so that a
-    link to a file outside the yard is reported by the loader instead of leading elsewhere."""
+    """The argument as an absolute path; a link at its own name is kept (not resolved): it belongs to
+    the yard it lies in, which reports it if it leads out (a link is never a way into another yard)."""
     where = located(cwd / path)
     if not os.path.lexists(where):
         raise UsageError(f"{path}: no such file or folder")
-    if where.is_symlink():
-        real = where.resolve()
-        yard = find_root(where.parent)
-        if yard is not None and real.is_relative_to(yard):  # a link within its yard means its target
-            return real
     return where
 
 
