@@ -26,7 +26,7 @@ def module_problem(module: str, root: Path, code: str) -> str | None:
     """
     folder = root / code
     try:
-        real = Bounds.of(root, code).resolve(folder, f"the code folder {code}")
+        real = Bounds.of(root, code).resolve(folder, f"{Path(code).as_posix()} (the code folder)")
     except Refused as refusal:
         return refusal.message
     except OSError:  # no code folder: nothing of the yard to import
@@ -38,8 +38,9 @@ def module_problem(module: str, root: Path, code: str) -> str | None:
         spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), locations)
         if spec is None:
             return None
-        places = [Path(spec.origin)] if spec.origin and spec.has_location else []
-        places += [Path(entry) for entry in spec.submodule_search_locations or []]
+        # a package's folder first: when it is the link, name it rather than the __init__.py behind it
+        places = [Path(entry) for entry in spec.submodule_search_locations or []]
+        places += [Path(spec.origin)] if spec.origin and spec.has_location else []
         for place in places:
             problem = _outside(place, inside, folder, code)
             if problem is not None:
