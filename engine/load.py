@@ -73,15 +73,17 @@ class LoadError(Exception):
         self.diagnostic = diagnostic
 
 
-def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None = None) -> Document:
+def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None = None,
+              pipes: bool = False) -> Document:
     """Read and parse one YAML file; raises LoadError with a single clear diagnostic.
 
     With `bounds`, a file that resolves outside the yard is refused unopened (engine/yardfiles.py);
-    only regular files are read, and never more than MAX_FILE_BYTES, whatever size they claim.
+    only regular files are read (and pipes, with `pipes`), never more than MAX_FILE_BYTES,
+    whatever size they claim.
     """
     shown = display or str(path)
     try:
-        raw = read_bytes(path, MAX_FILE_BYTES, bounds, shown)
+        raw = read_bytes(path, MAX_FILE_BYTES, bounds, shown, pipes=pipes)
     except Refused as exc:
         raise LoadError(Diagnostic(shown, 1, 1, exc.code, exc.message)) from None
     except TooLarge as exc:

@@ -120,27 +120,34 @@ def argument_bounds(path: Path, root: Path) -> Bounds | None:
     return None
 
 
-def read_bytes(path: Path, limit: int, bounds: Bounds | None = None, shown: str | None = None) -> bytes:
+def read_bytes(path: Path, limit: int, bounds: Bounds | None = None, shown: str | None = None, *,
+               pipes: bool = False) -> bytes:
     """At most `limit` bytes of the regular file `path`, which must stay inside `bounds` when given.
 
+    `pipes` also accepts a pipe: for a file the user named on the command line outside any yard
+    (`--inputs-file <(make-inputs)`), read until its writer closes it.
     Raises Refused (outside the yard, not a regular file), TooLarge, or OSError (cannot be read).
     """
     name = shown or str(path)
     target = bounds.resolve(path, name) if bounds is not None else path
     info = os.stat(target)
-    _check_regular(info, name)
+    pipe = pipes and stat.S_ISFIFO(info.st_mode)
+    if not pipe:
+        _check_regular(info, name)
     if info.st_size > limit:
         raise TooLarge(info.st_size)
+    flags = _OPEN_FLAGS & ~getattr(os, "O_NONBLOCK", 0) if pipe else _OPEN_FLAGS
     try:
         # the resolved path is opened without following a link there: one swapped in since is refused
-        handle = os.open(target, _OPEN_FLAGS | (_NOFOLLOW if bounds is not None else 0))
+        handle = os.open(target, flags | (_NOFOLLOW if bounds is not None else 0))
     except OSError as exc:
         if bounds is not None and exc.errno == errno.ELOOP:
             raise Refused(LINK_CODE, f"{name} became a symbolic link while being opened; it is not read") from None
         raise
     try:
         opened = os.fstat(handle)
-        _check_regular(opened, name)
+        if not pipe:
+            _check_regular(opened, name)
         if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
             raise Refused(LINK_CODE, f"{name} was replaced while being opened; it is not read")
         return _read_at_most(handle, limit)

@@ -37,7 +37,7 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
     if inputs_file is not None:
         bounds = argument_bounds(inputs_file, root) if root is not None else None
         try:
-            data = load_file(inputs_file, str(inputs_file), bounds=bounds).data
+            data = load_file(inputs_file, str(inputs_file), bounds=bounds, pipes=bounds is None).data
         except LoadError as exc:
             raise UsageError(f"--inputs-file: {exc.diagnostic.format()}") from None
         if data is None:

@@ -92,7 +92,8 @@ def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> lis
     """The examples of a file, each checked against the block's inputs and outputs. A file inside
     the yard `root` must not be a link that leads out of it."""
     try:
-        doc = load_file(path, str(path), bounds=argument_bounds(path, root) if root is not None else None)
+        bounds = argument_bounds(path, root) if root is not None else None
+        doc = load_file(path, str(path), bounds=bounds, pipes=bounds is None)
     except LoadError as exc:
         raise UsageError(f"--examples: {exc.diagnostic.format()}") from None
     data = doc.data

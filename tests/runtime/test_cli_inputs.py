@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,3 +104,17 @@ def test_an_inputs_file_in_the_yard_linking_out_of_it_is_refused(
     # named outside the yard, the same file is the user's own choice
     assert main(["run", "twice", "--inputs-file", str(outside), "--json"]) == 0
     assert '"outputs":{"twice":42}' in capsys.readouterr().out
+
+
+def test_an_inputs_file_named_outside_the_yard_may_be_a_pipe(tmp_path: Path) -> None:
+    fifo = tmp_path / "inputs.fifo"  # what `--inputs-file <(make-inputs)` hands over
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("w", encoding="utf-8") as handle:
+            handle.write("n: 3\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    assert gather_inputs(DECLARED, [], fifo, tmp_path / "yard") == {"n": 3}
+    writer.join(5)
