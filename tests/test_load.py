@@ -199,9 +199,10 @@ def test_a_device_is_refused() -> None:
 def test_a_file_claiming_size_0_is_read_only_up_to_the_limit(tmp_path: Path) -> None:
     """/proc files report size 0 whatever they hold: the limit holds while reading, not from the size."""
     big = {f"BLOCKYARD_PAD_{n}": "x" * 100_000 for n in range(12)}  # environ of about 1.2 MB
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                             env={**os.environ, **big})
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **big})
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"  # running, environ in place
         environ = Path(f"/proc/{child.pid}/environ")
         if not environ.exists():
             pytest.skip("no /proc on this system")
