@@ -191,3 +191,13 @@ def test_a_definition_folder_linking_out_is_not_watched(tmp_path: Path) -> None:
     (root / "flows").symlink_to(outside, target_is_directory=True)
     (root / "blocks").mkdir()
     assert definition_folders(root) == [root / "flows", (root / "blocks").resolve()]
+
+
+def test_a_block_linking_out_of_the_yard_breaks_the_flows_that_use_it(yard: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "adder.yaml"
+    outside.write_text(ADDER, encoding="utf-8")
+    (yard / "blocks" / "adder.yaml").unlink()
+    (yard / "blocks" / "adder.yaml").symlink_to(outside)
+    catalog = Reloader(yard).load_now()
+    assert "add" not in catalog.flows
+    assert ("blocks/adder.yaml", "BY008") in {(d.file, d.code) for d in catalog.diagnostics}
