@@ -19,11 +19,12 @@ from types import MappingProxyType
 from engine.bundle import Bundle, make_bundle
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError
-from engine.load import LoadError, load_file
+from engine.load import MAX_FILE_BYTES, LoadError, load_file
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
 from engine.spec.config import ServerSpec
 from engine.validate.codes import SERVE
+from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
 
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
 # among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
@@ -222,13 +223,14 @@ def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]
     raw text when the YAML no longer parses) and the file name (blocks/<id>.yaml by convention)."""
     folder = (project.root / project.config.paths.blocks).resolve()
     names: dict[str, list[Diagnostic]] = {}
+    bounds = project.bounds()
     for display, problems in errors.items():
         path = project.root / display
-        try:
-            path.resolve().relative_to(folder)
+        try:  # by its own name: a link refused for leading out of the yard still breaks its block
+            located(path).relative_to(folder)
         except ValueError:
             continue
-        candidates = {path.stem, *_declared_block(path, display)}
+        candidates = {path.stem, *_declared_block(path, display, bounds)}
         for candidate in candidates:
             names.setdefault(candidate, []).extend(problems)
     return names
@@ -237,15 +239,15 @@ def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]
 _BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
 
 
-def _declared_block(path: Path, display: str) -> set[str]:
+def _declared_block(path: Path, display: str, bounds: Bounds) -> set[str]:
     try:
-        data = load_file(path, display).data
+        data = load_file(path, display, bounds=bounds).data
     except (LoadError, OSError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("block"), str):
         return {data["block"]}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    try:  # read like the loader: never a link out of the yard, a FIFO or more than the limit
+        text = read_bytes(path, MAX_FILE_BYTES, bounds).decode("utf-8", errors="replace")
+    except (Refused, TooLarge, OSError):
         return set()
     return set(_BLOCK_LINE.findall(text))

@@ -18,6 +18,8 @@ LOADING: dict[str, str] = {
     "BY005": "document nested too deeply or expands too much (alias bomb)",
     "BY006": "empty file",
     "BY007": "more than one YAML document in a file",
+    "BY008": "symbolic link that resolves outside the yard, dangles or loops (not read)",
+    "BY009": "not a regular file (FIFO, device, socket; not read)",
 }
 
 SCHEMA: dict[str, str] = {
