@@ -18,8 +18,8 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from engine.bundle import Bundle
 from engine.compile import compile_flow
+from engine.pinned import Bundle
 
 BLOCK = {"block": "inc", "kind": "transform", "inputs": {"n": {"type": "integer", "default": 0}},
          "outputs": {"n": {"type": "integer"}}, "compute": {"n": "n + 1"}}

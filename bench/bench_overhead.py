@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import header, make_yard, measure, median, rounds, run, table
 
 from engine import Yard
-from engine.runtime.savers import StateDB
+from engine.state.checkpointer import StateDB
 
 RUNS_PER_SAMPLE = int(os.environ.get("BENCH_RUNS", 5))
 

@@ -21,7 +21,7 @@ from langgraph.graph import END, START, StateGraph
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import fresh_db, header, measure, median, rounds, run, table
 
-from engine.runtime.savers import StateDB
+from engine.state.checkpointer import StateDB
 
 RUNS = 500
 NODES = 5

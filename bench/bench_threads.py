@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from engine import Yard
-from engine.runtime import threads
+from engine.state import threads
 
 TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7  # ~300 characters

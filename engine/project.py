@@ -16,10 +16,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from engine import schema
 from engine.diagnostics import Diagnostic
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
-from engine.validate import schema
 from engine.yardfiles import Bounds, list_files, located
 
 CONFIG_FILE = "blockyard.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.starter import init_command
+from engine.cli.starter import init_command
 
 REPO = Path(__file__).resolve().parents[1]
 ECHO = """\

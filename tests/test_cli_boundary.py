@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.catalog
+import engine.cli.catalog
 from engine.cli import main
 from engine.errors import BlockyardError
 
@@ -14,7 +14,7 @@ def test_an_unexpected_error_exits_4_with_one_line_and_a_log(
     def boom(root: Path) -> int:
         raise KeyError("surprise")
 
-    monkeypatch.setattr(engine.catalog, "flows_command", boom)
+    monkeypatch.setattr(engine.cli.catalog, "flows_command", boom)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 
@@ -31,7 +31,7 @@ def test_an_expected_error_is_one_line_with_its_exit_code(
     def refuse(root: Path) -> int:
         raise BlockyardError("flow 'x' is broken")
 
-    monkeypatch.setattr(engine.catalog, "flows_command", refuse)
+    monkeypatch.setattr(engine.cli.catalog, "flows_command", refuse)
     assert main(["flows", "--root", str(tmp_path)]) == 1
     assert capsys.readouterr().err == "error: flow 'x' is broken\n"
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.serve import schedules_command
 from engine.cron import cron_problem, never_fires_problem, timezone_problem
 from engine.project import load_project
 from engine.serve.catalog import Catalog, FlowEntry, build_catalog
 from engine.serve.clock import ManualClock
-from engine.serve.commands import schedules_command
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.validate.command import validate
 

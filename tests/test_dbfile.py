@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.dbfile import TIMEOUT_ENV, StateLocked, busy_timeout, explain, guard, open_database
 from engine.errors import UsageError
+from engine.state.database import TIMEOUT_ENV, StateLocked, busy_timeout, explain, guard, open_database
 
 CHILD = """
 import sys, time
 from pathlib import Path
-from engine.dbfile import open_database
+from engine.state.database import open_database
 start = float(sys.argv[2])
 while time.time() < start:
     pass

@@ -8,6 +8,7 @@ packages for its dependencies, and run from a temporary folder so that the check
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=240)
+    # without PYTHONPATH: a checkout put on it (PYTHONPATH=$PWD) would be imported instead of the wheel
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def test_the_wheel_carries_the_schemas(wheel: Path) -> None:
         assert f"engine/schemas/{filename}" in names
         packaged = zipfile.ZipFile(wheel).read(f"engine/schemas/{filename}").decode("utf-8")
         assert packaged == (REPO / "schemas" / filename).read_text(encoding="utf-8")
-    assert "engine/cli.py" in names and "engine/validate/command.py" in names
+    assert "engine/cli/__init__.py" in names and "engine/validate/command.py" in names
     assert not any("__pycache__" in name or name.startswith("tests/") for name in names)
 
 
@@ -57,11 +60,11 @@ def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
                      wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
 
-    where = _run(python, "-c", "import engine.validate.schema as s; print(s.__file__); print(s.schema_dir())",
+    where = _run(python, "-c", "import engine.schema as s; print(s.__file__); print(s.schema_dir())",
                  cwd=tmp_path)
     module, schemas = where.stdout.splitlines()
     assert Path(module).is_relative_to(venv), "the wheel's engine must be the one imported"
-    assert Path(schemas) == Path(module).parent.parent / "schemas"
+    assert Path(schemas) == Path(module).parent / "schemas"
 
     yard = tmp_path / "yard"
     for folder in ("blocks", "flows"):

@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import START, StateGraph
 
 from engine.redaction import KNOWN, MASK, MIN_KEY_LENGTH, Masker, TokenMasker, key_values, key_variables
-from engine.runtime.savers import StateDB
 from engine.serve.logs import KeyValueFormatter
+from engine.state.checkpointer import StateDB
 
 KEY = "sk-test-0123456789abcdef"
 

@@ -13,6 +13,7 @@ engine/compile/agent.py.
 from __future__ import annotations
 
 from engine.agents.answer import ANSWER_TOOL
+from engine.agents.executor import AgentRunner
 from engine.agents.plan import (
     DEFAULT_MAX_ITERATIONS,
     MAX_DEPTH,
@@ -22,7 +23,6 @@ from engine.agents.plan import (
     AgentRun,
     Delegate,
 )
-from engine.agents.runner import AgentRunner
 
 __all__ = [
     "ANSWER_TOOL", "DEFAULT_MAX_ITERATIONS", "MAX_DEPTH", "MAX_TOOL_ERRORS", "AgentFailed", "AgentPlan",

@@ -13,10 +13,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from engine.compile.errors import Problem
-from engine.compile.scope import check_outputs
 from engine.models.agentic import function_tool
 from engine.models.structured import parse_json
+from engine.nodes.errors import Problem
+from engine.nodes.scope import check_outputs
 from engine.spec import TypeSpec
 from engine.typecheck import outputs_schema
 

@@ -33,12 +33,12 @@ from langgraph.types import Send
 from engine.agents import transcript
 from engine.agents.answer import ANSWER_TOOL, read_answer, repair_note
 from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
-from engine.compile.errors import Problem, StepFailed
-from engine.compile.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
-from engine.compile.policies import policies
 from engine.errors import BlockyardError
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
+from engine.nodes.errors import Problem, StepFailed
+from engine.nodes.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
+from engine.nodes.policies import policies
 from engine.redaction import TokenMasker
 
 AGENT, TOOLS = "agent", "tools"

@@ -19,9 +19,9 @@ from engine.spec import BlockSpec
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-    from engine.compile.context import RunContext
-    from engine.executors.call import BlockCall
     from engine.models.agentic import AgentModel
+    from engine.nodes.call import BlockCall
+    from engine.nodes.context import RunContext
 
 DEFAULT_MAX_ITERATIONS = 10
 MAX_TOOL_ERRORS = 3  # failed tool calls an agent may see (and recover from) before its step fails

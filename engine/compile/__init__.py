@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, StepFailed
 from engine.compile.flow import CompiledFlow, compile_flow
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError, StepFailed
 
 __all__ = ["CompileError", "CompiledFlow", "RunContext", "StepFailed", "compile_flow"]

@@ -21,13 +21,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from engine.agents import MAX_DEPTH, AgentRun, Delegate
-from engine.agents.runner import describe_outputs
+from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, StepFailed
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.errors import BlockyardError
-from engine.executors.call import Runner
+from engine.nodes.call import Runner
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.spec import BlockSpec, StepSpec, TypeSpec
 from engine.typecheck import outputs_schema
 

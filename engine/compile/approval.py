@@ -24,10 +24,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, record
 from engine.compile.topology import EXIT
 from engine.decisions import (
@@ -40,6 +36,10 @@ from engine.decisions import (
     gate_spec,
 )
 from engine.diagnostics import did_you_mean
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.nodes.scope import item_index, make_scope
 from engine.spec import ApprovalSpec, StepSpec, parse_duration
 from engine.templates import TemplateError, render_text
 

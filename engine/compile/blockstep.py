@@ -13,13 +13,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import StreamWriter
 
 import engine.executors as executors
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, Problem, StepFailed
-from engine.compile.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
-from engine.compile.policies import Policies, policies
-from engine.compile.scope import Binder, Frame, OutputCheck
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError, Problem, StepFailed
+from engine.nodes.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
+from engine.nodes.policies import Policies, policies
+from engine.nodes.scope import Binder, Frame, OutputCheck
 from engine.spec import BlockSpec
 
 

@@ -19,15 +19,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError
-from engine.compile.scope import Frame
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError
+from engine.nodes.scope import Frame
 from engine.spec import BlockSpec, StepSpec
 
 if TYPE_CHECKING:
-    from engine.bundle import Bundle
+    from engine.pinned import Bundle
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.compile import approval, foreach, loop, mapping, router, subflow, uses, visits
 from engine.compile.builder import Built, Construct, GraphBuilder, Region
-from engine.compile.errors import CompileError
+from engine.nodes.errors import CompileError
 from engine.spec import StepSpec
 
 BUILDERS: dict[str, Construct] = {

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.bundle import Bundle
 from engine.compile.agent import split_delegated
 from engine.compile.topology import EXIT, plan_region
 from engine.decisions import gate_spec
+from engine.pinned import Bundle
 from engine.spec import BlockSpec, Route, StepSpec
 
 START_ID, END_ID = "__start__", "__end__"

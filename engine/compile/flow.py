@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
-from engine.bundle import Bundle
 from engine.compile.builder import GraphBuilder
-from engine.compile.errors import CompileError
 from engine.compile.limits import recursion_limit
 from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
+from engine.nodes.errors import CompileError
+from engine.pinned import Bundle
 from engine.typecheck import coerce_inputs
 
 if TYPE_CHECKING:
-    from engine.compile.context import RunContext
+    from engine.nodes.context import RunContext
 
 # A node no edge leads to: conversation threads record a turn's reply "as" this node
 # (`graph.aupdate_state(config, {"messages": [...]}, as_node=REPLY_NODE)`), which triggers nothing.

@@ -16,10 +16,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
-from engine.compile.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope
 from engine.compile.state import State, record
+from engine.nodes.context import RunContext
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
+from engine.nodes.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope
 from engine.spec import StepSpec
 from engine.templates import TemplateError, evaluate
 

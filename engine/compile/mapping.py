@@ -29,12 +29,12 @@ from langgraph.types import Command, RetryPolicy, Send
 from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, StepFailed
-from engine.compile.events import STEP_STARTED, emit, failed, finished, since
 from engine.compile.foreach import last_outputs
-from engine.compile.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
 from engine.compile.state import State, record
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
+from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
 from engine.spec import MapSpec, StepSpec
 from engine.templates import TemplateError, evaluate
 

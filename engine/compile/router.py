@@ -16,11 +16,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, record
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.nodes.scope import item_index, make_scope
 from engine.spec import Route, StepSpec
 from engine.spec.flow import enum_text
 from engine.templates import TemplateError, evaluate, render

@@ -18,12 +18,12 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, StepFailed
-from engine.compile.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, record
 from engine.errors import BlockyardError
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
 from engine.templates import TemplateError, render
 

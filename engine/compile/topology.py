@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.compile.errors import CompileError
 from engine.diagnostics import did_you_mean
+from engine.nodes.errors import CompileError
 from engine.spec import END, BlockSpec, StepSpec
 from engine.spec.flow import enum_text
 

@@ -10,11 +10,11 @@ from langgraph.types import Command
 from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, Follower, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.errors import CompileError
-from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, applied, combined, record
 from engine.executors.model import decision_output
+from engine.nodes.context import RunContext
+from engine.nodes.errors import CompileError
+from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
 from engine.spec.flow import enum_text
 

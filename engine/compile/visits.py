@@ -15,10 +15,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.context import RunContext
-from engine.compile.events import failed, warning
-from engine.compile.scope import item_index
 from engine.compile.state import State, record
+from engine.nodes.context import RunContext
+from engine.nodes.events import failed, warning
+from engine.nodes.scope import item_index
 from engine.spec import StepSpec
 
 VISITS = "{}.v"

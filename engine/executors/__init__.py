@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.compile.errors import CompileError
 from engine.executors import memory, model, tool, transform, wait
-from engine.executors.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec
 
 Preparer = Callable[[BlockSpec, str], Runner]

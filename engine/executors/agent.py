@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.agents import AgentPlan, AgentRunner, Delegate
-from engine.compile.errors import CompileError
-from engine.executors.call import Runner
+from engine.nodes.call import Runner
+from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec
 
 

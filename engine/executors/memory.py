@@ -26,8 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.compile.errors import CompileError, Problem
-from engine.executors.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, references, render_text
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.compile.errors import CompileError, Problem
-from engine.executors.call import BlockCall, Runner
 from engine.executors.memory import prompt_scope
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from engine.compile.errors import CompileError, Problem
-from engine.executors.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError, Problem
 from engine.smart import EXTRA, dspy_installed
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.compile.errors import CompileError
-from engine.compile.events import TOOL_CALL, emit
-from engine.executors.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError
+from engine.nodes.events import TOOL_CALL, emit
 from engine.spec import BlockSpec
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from engine.compile.errors import CompileError
-from engine.executors.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Runner
+from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec, parse_duration
 
 

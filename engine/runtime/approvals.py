@@ -2,7 +2,7 @@
 
 A decision is judged before anything is written (the run must wait, the gate must exist and
 wait, the person must be an approver, the values must fit the gate's fields); then it is claimed
-in one transaction (engine/runtime/gates.py), and only then is the graph resumed — by interrupt
+in one transaction (engine/state/gates.py), and only then is the graph resumed — by interrupt
 id, with ids taken from the checkpoint's pending interrupts (LangGraph ignores an unknown id
 silently, and resuming with `None` could re-use an old answer: LANGGRAPH_NOTES §4).
 
@@ -19,11 +19,11 @@ from typing import Any
 
 from engine.decisions import APPROVE, REJECT, TIMEOUT, Decision, DecisionRefused, check_decision
 from engine.diagnostics import did_you_mean
-from engine.runtime import gates, owner
-from engine.runtime.events import Event, now_iso
-from engine.runtime.gates import WAITING, Gate
-from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord, effective_status
+from engine.events import Event, now_iso
+from engine.state import gates, liveness
+from engine.state.checkpointer import StateDB
+from engine.state.gates import WAITING, Gate
+from engine.state.store import RunRecord, effective_status
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ async def decide(db: StateDB, record: RunRecord, pending: Mapping[str, Any], wan
     now = now_iso()
     decision = Decision(wanted.decision, values, wanted.actor, wanted.reason, now, wanted.timed_out)
     data = {"gate": gate.gate, "interrupt_id": gate.interrupt_id, **decision.payload()}
-    event = await db.writer.call(gates.claim(gate, decision.payload(), owner.current(), data, now))
+    event = await db.writer.call(gates.claim(gate, decision.payload(), liveness.current(), data, now))
     return {gate.interrupt_id: decision.payload(), **carried(rows, pending, but=gate.interrupt_id)}, event
 
 

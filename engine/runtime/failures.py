@@ -25,7 +25,7 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
     """
     from langgraph.errors import GraphRecursionError
 
-    from engine.compile.errors import StepFailed
+    from engine.nodes.errors import StepFailed
 
     if isinstance(exc, StepFailed):
         extra = {"block": exc.block} if exc.block else {}

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.bundle import Bundle
 from engine.errors import UsageError
 from engine.memory.scope import history_namespace, parse_scope, preferences_namespace
+from engine.pinned import Bundle
 from engine.templates import TemplateError, render_text
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class MemoryStore:
     def store(self) -> Any:
         from langgraph.store.sqlite import SqliteStore
 
-        from engine.memory.store import connect
+        from engine.state.memory import connect
 
         with self._lock:
             if self._store is None:
@@ -69,7 +69,7 @@ class MemoryStore:
 
     async def open(self, scope: str, flow: str, run_id: str) -> RunMemory:
         """The memory of one execution of a run, with the scope's preferences and history loaded."""
-        from engine.memory.store import history, preferences
+        from engine.state.memory import history, preferences
 
         def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             store = self.store()
@@ -86,7 +86,7 @@ class MemoryStore:
 
 
 class RunMemory:
-    """One run's memory scope (engine.compile.context.MemorySource)."""
+    """One run's memory scope (engine.nodes.context.MemorySource)."""
 
     def __init__(self, store: MemoryStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
                  history: list[dict[str, Any]]) -> None:
@@ -109,7 +109,7 @@ class RunMemory:
         if key is None and namespace == "preferences":
             return dict(self.preferences)
         if key is None:  # fresh: what this run wrote so far counts too
-            from engine.memory.store import history
+            from engine.state.memory import history
 
             return await self.owner.call(history, self.owner.store(), self.scope, self.flow, HISTORY_LIMIT)
         found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)

@@ -16,16 +16,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.bundle import Bundle
 from engine.decisions import DecisionRefused
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.runtime import approvals, gates, owner, store, threads
+from engine.events import Event
+from engine.pinned import Bundle
+from engine.runtime import approvals
 from engine.runtime.approvals import Ask, Expired
-from engine.runtime.events import Event
-from engine.runtime.gates import iso
-from engine.runtime.runner import Execution
-from engine.runtime.store import RunRecord, StateError, effective_status
+from engine.runtime.execution import Execution
+from engine.state import gates, liveness, store, threads
+from engine.state.gates import iso
+from engine.state.store import RunRecord, StateError, effective_status
 
 if TYPE_CHECKING:
     from engine.runtime.yard import Yard
@@ -61,7 +62,7 @@ async def prepare(yard: Yard, run_id: str, wanted: Ask | None) -> Execution:
         resume, decided = await approvals.decide(db, record, pending, wanted)
         start, preface = Command(resume=resume), [decided]
     else:
-        me = owner.current()
+        me = liveness.current()
         if not await db.writer.call(store.claim(run_id, record, me.pid, me.host, me.start)):
             raise UsageError(f"run {run_id} was just resumed by another process")
         if pending:

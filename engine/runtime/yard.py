@@ -21,22 +21,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engine.bundle import Bundle, make_bundle
-from engine.compile.context import RunContext
 from engine.errors import UsageError, ValidationFailed
+from engine.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
+from engine.nodes.context import RunContext
+from engine.pinned import Bundle, make_bundle
 from engine.project import Project, load_project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, gates, owner, resumes, store, threads
+from engine.runtime import approvals, resumes
 from engine.runtime.approvals import Expired
-from engine.runtime.endings import end_hook
-from engine.runtime.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
-from engine.runtime.ids import check_run_id, new_run_id
+from engine.runtime.end_hooks import end_hook
+from engine.runtime.execution import Execution, RunResult, execute
 from engine.runtime.memory import MemoryStore, render_scope
-from engine.runtime.portal import Portal
-from engine.runtime.runner import Execution, RunResult, execute
-from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord, StateError
+from engine.runtime.sync import Portal
 from engine.spec.block import MODEL_KINDS
+from engine.state import gates, liveness, store, threads
+from engine.state.checkpointer import StateDB
+from engine.state.ids import check_run_id, new_run_id
+from engine.state.store import RunRecord, StateError
 
 
 class Yard:
@@ -218,7 +219,7 @@ class Yard:
         digest, text = self._pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
-        me = owner.current()
+        me = liveness.current()
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,

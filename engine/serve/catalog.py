@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from engine.bundle import Bundle, make_bundle
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError
 from engine.load import MAX_FILE_BYTES, LoadError, load_file
+from engine.pinned import Bundle, make_bundle
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
 from engine.spec.config import ServerSpec

@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from engine.cron import latest_fire, next_fire, schedule_problem
-from engine.dbfile import open_database
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.logs import fields, get_logger
 from engine.spec.flow import ScheduleSpec
+from engine.state.database import open_database
 
 MISFIRE_GRACE = timedelta(seconds=60)
 HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked

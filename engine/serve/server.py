@@ -14,12 +14,12 @@ from typing import Any
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
+from engine.serve.jobs import Job, Runner, ShuttingDown
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
-from engine.serve.runner import Job, Runner, ShuttingDown
+from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
-from engine.serve.service import RunService
 
 
 @dataclass

@@ -23,10 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.bundle import program_path
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError, ValidationFailed
 from engine.load import LoadError, load_file
+from engine.pinned import program_path
 from engine.project import BlockDef, Project, load_project, relative
 from engine.smart import EXTRA, dspy_installed, import_dspy
 from engine.spec import BlockSpec

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from engine.compile.errors import Problem
-from engine.compile.scope import check_outputs
+from engine.nodes.errors import Problem
+from engine.nodes.scope import check_outputs
 from engine.smart import import_dspy
 from engine.spec import BlockSpec, TypeSpec
 

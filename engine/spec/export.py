@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.flowtests import SuiteFile
+from engine.cli.flowtests import SuiteFile
 from engine.spec.block import BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec

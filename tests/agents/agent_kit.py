@@ -11,7 +11,7 @@ from typing import Any
 
 from support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
-from engine.runtime.events import Event
+from engine.events import Event
 from engine.runtime.yard import Yard
 
 KEY_ENV = "AGENT_STUB_KEY"

@@ -10,9 +10,9 @@ import pytest
 from agent_kit import run_flow
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from engine.bundle import make_bundle
 from engine.compile import compile_flow
-from engine.compile.errors import CompileError
+from engine.nodes.errors import CompileError
+from engine.pinned import make_bundle
 from engine.project import load_project
 
 Yard = Callable[[dict[str, str]], Path]

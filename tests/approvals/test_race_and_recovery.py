@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import Yard
-from engine.runtime import gates, owner, store
-from engine.runtime.events import now_iso
-from engine.runtime.owner import Owner
+from engine.events import now_iso
+from engine.state import gates, liveness, store
+from engine.state.liveness import Owner
 from tests.approvals.conftest import decided, paused, state
 from tests.runtime.conftest import Outcome, run_engine, spawn, subprocess_env
 
@@ -74,7 +74,7 @@ def test_a_claimed_decision_whose_process_died_is_handed_over_by_resume(yard: Pa
     with Yard.load(yard) as api:
         waiting = api.run("ends")
         (gate,) = api.gates(waiting.run_id)
-        dead = Owner(pid=2**22 + 12345, host=owner.host_name(), start="1")
+        dead = Owner(pid=2**22 + 12345, host=liveness.host_name(), start="1")
         payload = {"decision": "reject", "values": {}, "actor": "ada", "reason": None, "time": "t", "timed_out": False}
         api.db.writer.call_sync(gates.claim(gate, payload, dead, {"gate": "gate", **payload}, now_iso()))
         record = api.get_run(waiting.run_id)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.bundle import Bundle, make_bundle
 from engine.compile import CompiledFlow, RunContext
 from engine.models import ModelResolver, scripted
+from engine.pinned import Bundle, make_bundle
 from engine.project import load_project
 
 # Deterministic transform blocks most tests share.

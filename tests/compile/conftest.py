@@ -10,8 +10,8 @@ import pytest
 from compile_kit import yard_bundle
 from langgraph.checkpoint.memory import InMemorySaver
 
-from engine.bundle import Bundle
 from engine.compile import CompiledFlow, compile_flow
+from engine.pinned import Bundle
 
 
 @pytest.fixture

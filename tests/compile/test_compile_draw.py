@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.bundle import Bundle, make_bundle
 from engine.compile import CompiledFlow
+from engine.pinned import Bundle, make_bundle
 from engine.project import load_project
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from compile_kit import FakeTools, run
 
-from engine.bundle import Bundle
 from engine.compile import CompiledFlow, CompileError, StepFailed, compile_flow
 from engine.errors import BlockyardError, RunError
+from engine.pinned import Bundle
 
 ONE_STEP = """
     flow: f

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 
-from engine.bundle import Bundle
 from engine.compile import compile_flow
 from engine.load import parse_value
+from engine.pinned import Bundle
 
 MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())
 

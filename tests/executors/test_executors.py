@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from engine.compile import CompileError, RunContext
-from engine.compile.errors import Problem
 from engine.executors import BlockCall, prepare
 from engine.executors.tool import shape
+from engine.nodes.errors import Problem
 from engine.spec import BlockSpec
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from engine import Yard
 from engine.compile import CompileError
-from engine.memory.store import history, open_store, preferences
 from engine.models import scripted
 from engine.project import load_project
+from engine.state.memory import history, open_store, preferences
 from tests.runtime.conftest import run_engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -191,8 +191,8 @@ def test_a_scope_that_does_not_render_to_a_valid_scope_refuses_the_run(yard: Pat
 
 
 def test_memory_blocks_that_cannot_run_do_not_compile(make_yard: Callable[[dict[str, str]], Path]) -> None:
-    from engine.bundle import make_bundle
     from engine.compile import compile_flow
+    from engine.pinned import make_bundle
 
     root = make_yard({"blocks/bad_write.yaml": "block: bad_write\nkind: memory_write\n"
                                                "memory: {namespace: preferences}\ninputs: {v: {type: any}}\n",

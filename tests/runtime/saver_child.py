@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from engine.runtime.savers import StateDB
+from engine.state.checkpointer import StateDB
 
 
 class State(TypedDict, total=False):

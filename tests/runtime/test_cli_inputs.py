@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.cli.run import gather_inputs
 from engine.errors import UsageError
-from engine.runtime.commands import gather_inputs
 from engine.spec import TypeSpec
 from engine.typecheck import coerce_inputs
 

@@ -19,8 +19,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from engine.runtime import store
-from engine.runtime.savers import StateDB
+from engine.state import store
+from engine.state.checkpointer import StateDB
 
 CHILD = Path(__file__).with_name("saver_child.py")
 REPO = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from engine.runtime.events import Sequencer
-from engine.runtime.progress import JsonLines, LiveTable, PlainLines, format_duration
+from engine.cli.progress import JsonLines, LiveTable, PlainLines, format_duration
+from engine.events import Sequencer
 
 
 class Terminal(io.StringIO):

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UsageError
-from engine.runtime import owner, store
-from engine.runtime.events import Event, Sequencer, now_iso, parse_time
-from engine.runtime.ids import check_run_id, new_run_id
-from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord, StateError
+from engine.events import Event, Sequencer, now_iso, parse_time
+from engine.state import liveness, store
+from engine.state.checkpointer import StateDB
+from engine.state.ids import check_run_id, new_run_id
+from engine.state.store import RunRecord, StateError
 
 
 def record(run_id: str = "r1", **changes: object) -> RunRecord:
-    me = owner.current()
+    me = liveness.current()
     base = dict(id=run_id, flow="hello", version=1, digest="d1", status="running", inputs={"name": "Ada"},
                 owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now_iso(), started=now_iso())
     base.update(changes)
@@ -114,12 +114,12 @@ def test_user_run_ids_are_checked(bad: str) -> None:
 
 
 def test_liveness_of_owners() -> None:
-    me = owner.current()
-    assert owner.is_alive(me.pid, me.host, me.start)
-    assert not owner.is_alive(None, me.host, None)
-    assert owner.is_alive(12345, "another-host", None)  # cannot tell: presumed alive
+    me = liveness.current()
+    assert liveness.is_alive(me.pid, me.host, me.start)
+    assert not liveness.is_alive(None, me.host, None)
+    assert liveness.is_alive(12345, "another-host", None)  # cannot tell: presumed alive
     if me.start is not None:  # the same pid with another start time is another process
-        assert not owner.is_alive(me.pid, me.host, str(int(me.start) + 1))
+        assert not liveness.is_alive(me.pid, me.host, str(int(me.start) + 1))
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     while True:  # exited but not reaped: a zombie is not alive
         try:
@@ -129,9 +129,9 @@ def test_liveness_of_owners() -> None:
         if stat.rpartition(")")[2].split()[0] == "Z":
             break
         time.sleep(0.01)
-    assert not owner.is_alive(child.pid, me.host, None)
+    assert not liveness.is_alive(child.pid, me.host, None)
     child.wait()
-    assert not owner.is_alive(child.pid, me.host, None)
+    assert not liveness.is_alive(child.pid, me.host, None)
 
 
 def test_effective_status_shows_dead_owners_as_interrupted() -> None:

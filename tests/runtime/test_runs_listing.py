@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import Yard
-from engine.runtime import store
-from engine.runtime.events import Sequencer
-from engine.runtime.listing import step_summary
+from engine.cli.listing import step_summary
+from engine.events import Sequencer
+from engine.state import store
 from tests.runtime.conftest import Outcome, subprocess_env
 
 Cli = Callable[..., Outcome]

@@ -1,6 +1,6 @@
 """The state database under stress: another process holding its write lock, and a file that is not a
 usable database. Every command says what happened in one `error:` line and exits 1 — never an
-internal error (engine/dbfile.py decides, docs/cli.md lists the messages)."""
+internal error (engine/state/database.py decides, docs/cli.md lists the messages)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.dbfile import TIMEOUT_ENV
+from engine.state.database import TIMEOUT_ENV
 from tests.runtime.conftest import Outcome, spawn
 
 Cli = Callable[..., Outcome]

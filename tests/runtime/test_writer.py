@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.runtime.savers import connect
-from engine.runtime.writer import SqliteWriter, Write, WriterClosed
+from engine.state.checkpointer import connect
+from engine.state.writer import SqliteWriter, Write, WriterClosed
 
 
 @pytest.fixture

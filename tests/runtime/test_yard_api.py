@@ -13,7 +13,7 @@ import pytest
 
 from engine import Yard
 from engine.errors import UsageError, ValidationFailed
-from engine.runtime import store
+from engine.state import store
 from tests.runtime.conftest import subprocess_env
 
 CHILD = Path(__file__).with_name("yard_child.py")

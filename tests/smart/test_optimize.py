@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from agent_kit import run_flow
 
-from engine.bundle import make_bundle
 from engine.cli import main
+from engine.pinned import make_bundle
 from engine.project import load_project
 
 Yard = Callable[[dict[str, str]], Path]

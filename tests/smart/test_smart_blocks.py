@@ -11,10 +11,10 @@ import pytest
 from agent_kit import KEY_ENV, PLANTED_KEY, run_flow, stub_config
 from support.openai_stub import OpenAIStub, Reply
 
-from engine.bundle import make_bundle
 from engine.compile import compile_flow
-from engine.compile.errors import CompileError
 from engine.errors import UsageError
+from engine.nodes.errors import CompileError
+from engine.pinned import make_bundle
 from engine.project import load_project
 
 Yard = Callable[[dict[str, str]], Path]

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from engine.cli.starter import FILES, init_command
+from engine.schema import schema_dir
 from engine.spec.export import BASE_ID, SCHEMAS, render
-from engine.starter import FILES, init_command
-from engine.validate.schema import schema_dir
 
 REPO = Path(__file__).resolve().parents[2]
 

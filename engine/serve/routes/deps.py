@@ -8,8 +8,8 @@ from fastapi import Request
 
 from engine.errors import BlockyardError
 from engine.serve.follow import TraceReader
+from engine.serve.jobs import Job
 from engine.serve.problems import ApiError, from_engine
-from engine.serve.runner import Job
 from engine.serve.server import Server
 
 

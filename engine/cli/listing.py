@@ -16,14 +16,14 @@ from typing import Any
 
 import yaml
 
+from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
+from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
 from engine.project import load_project
-from engine.runtime import gates as gate_rows
-from engine.runtime import store
-from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
-from engine.runtime.progress import format_duration
-from engine.runtime.store import STATUSES, RunRecord, effective_status
+from engine.state import gates as gate_rows
+from engine.state import store
+from engine.state.store import STATUSES, RunRecord, effective_status
 
 
 def _state_path(root: Path) -> Path:
@@ -155,7 +155,7 @@ def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
 
 def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
     """The pinned definition versus the files now: same, differ, missing (flow gone) or unknown."""
-    from engine.bundle import make_bundle
+    from engine.pinned import make_bundle
 
     info: dict[str, Any] = {"flow": run.flow, "version": run.version, "digest": run.digest}
     try:

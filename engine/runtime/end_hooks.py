@@ -11,12 +11,12 @@ import logging
 from typing import Any
 
 from engine.compile.flow import REPLY_NODE
-from engine.runtime import threads
-from engine.runtime.events import now_iso
+from engine.events import now_iso
+from engine.runtime.execution import EndHook
 from engine.runtime.memory import RunMemory
-from engine.runtime.runner import EndHook
-from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord
+from engine.state import threads
+from engine.state.checkpointer import StateDB
+from engine.state.store import RunRecord
 
 log = logging.getLogger(__name__)
 

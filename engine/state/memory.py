@@ -10,8 +10,8 @@ from typing import Any
 
 from langgraph.store.sqlite import SqliteStore
 
-from engine.dbfile import guard, open_database
 from engine.memory.scope import history_namespace, preferences_namespace
+from engine.state.database import guard, open_database
 
 LIST_LIMIT = 1000
 

@@ -16,7 +16,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runtime.events import now_iso
+from engine.events import now_iso
 from engine.serve.broker import Broker, Event
 from engine.serve.logs import fields, get_logger
 

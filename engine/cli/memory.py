@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from engine.dbfile import exists
 from engine.errors import UsageError
 from engine.load import parse_value
 from engine.memory.scope import parse_scope, preferences_namespace
-from engine.memory.store import LIST_LIMIT, open_store, preferences
+from engine.state.database import exists
+from engine.state.memory import LIST_LIMIT, open_store, preferences
 
 
 def state_path(root: Path) -> Path:

@@ -14,14 +14,14 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from engine.bundle import Bundle
 from engine.errors import UsageError
-from engine.runtime import store
-from engine.runtime.events import now_iso
-from engine.runtime.ids import check_run_id, new_run_id
-from engine.runtime.store import RunRecord, effective_status
+from engine.events import now_iso
+from engine.pinned import Bundle
 from engine.runtime.yard import Yard
 from engine.serve.graph import MermaidError, parse_mermaid
+from engine.state import store
+from engine.state.ids import check_run_id, new_run_id
+from engine.state.store import RunRecord, effective_status
 
 Event = dict[str, Any]
 _PINNED: contextvars.ContextVar[Bundle | None] = contextvars.ContextVar("blockyard_pinned_bundle", default=None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.validate.schema import schema_dir
+from engine.schema import schema_dir
 
 SCHEMAS_FOLDER = "schemas"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.types import StreamWriter
 
-from engine.compile.errors import StepFailed
+from engine.nodes.errors import StepFailed
 
 STEP_STARTED = "step_started"
 STEP_FINISHED = "step_finished"

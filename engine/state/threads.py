@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import UsageError
-from engine.runtime import owner, store
-from engine.runtime.writer import Write
+from engine.state import liveness, store
+from engine.state.writer import Write
 
 TITLE_WIDTH = 60
 POLL = (0.02, 0.5)  # first and longest pause while waiting for a busy thread
@@ -87,7 +87,7 @@ def turn_state(inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 def check_thread_id(thread_id: str) -> str:
     """Thread ids follow the rules of run ids: letters, digits, `_`, `.`, `-`; at most 64."""
-    from engine.runtime.ids import check_run_id
+    from engine.state.ids import check_run_id
 
     try:
         return check_run_id(thread_id)
@@ -111,7 +111,7 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
             if status == "waiting":
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
-            if owner.is_alive(pid, host, start):
+            if liveness.is_alive(pid, host, start):
                 return False
         for write in writes:
             if write.many:

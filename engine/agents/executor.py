@@ -14,9 +14,9 @@ from engine.agents import transcript
 from engine.agents.answer import ANSWER_TOOL, answer_function
 from engine.agents.graph import compile_graph, recursion_limit
 from engine.agents.plan import AgentFailed, AgentPlan, AgentRun
-from engine.compile.errors import CompileError, Problem
-from engine.executors.call import BlockCall
 from engine.models.agentic import function_tool
+from engine.nodes.call import BlockCall
+from engine.nodes.errors import CompileError, Problem
 from engine.templates import TemplateError, render_text
 
 _RETURNS = "Returns {}."

@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
+from engine.cli import progress
+from engine.cli.progress import format_duration
 from engine.errors import UsageError
+from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.load import LoadError, load_file, parse_value
-from engine.runtime import progress
-from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
-from engine.runtime.progress import format_duration
 from engine.spec import TypeSpec
 from engine.yardfiles import argument_bounds
 
@@ -245,12 +245,12 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
 
 
 def runs_command(root: Path, flow: str | None, status: str | None, limit: int) -> int:
-    from engine.runtime.listing import print_runs
+    from engine.cli.listing import print_runs
 
     return print_runs(root, flow, status, limit)
 
 
 def show_command(root: Path, run_id: str, as_json: bool) -> int:
-    from engine.runtime.listing import print_run
+    from engine.cli.listing import print_run
 
     return print_run(root, run_id, as_json)

@@ -30,11 +30,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine.dbfile import explain, guard, open_database
+from engine.events import now_iso
 from engine.redaction import Masker
-from engine.runtime import store
-from engine.runtime.events import now_iso
-from engine.runtime.writer import SqliteWriter, Write
+from engine.state import store
+from engine.state.database import explain, guard, open_database
+from engine.state.writer import SqliteWriter, Write
 
 T = TypeVar("T")
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")

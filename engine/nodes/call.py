@@ -11,7 +11,7 @@ from engine.spec import BlockSpec
 if TYPE_CHECKING:
     from langgraph.types import StreamWriter
 
-    from engine.compile.context import RunContext
+    from engine.nodes.context import RunContext
 
 
 @dataclass(frozen=True)

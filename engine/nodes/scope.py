@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.compile.errors import Problem
+from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
 from engine.templates import TemplateError, evaluate, is_template, render, single_expression
 from engine.typecheck import TypeMismatch, conform

@@ -39,10 +39,10 @@ _RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItem
 
 def schema_dir() -> Path:
     """Schemas ship inside the wheel (engine/schemas); a source checkout keeps them at the top."""
-    packaged = Path(__file__).resolve().parent.parent / "schemas"
+    packaged = Path(__file__).resolve().parent / "schemas"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "schemas"
+    return Path(__file__).resolve().parents[1] / "schemas"
 
 
 @cache

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from engine.runtime.events import (
+from engine.events import (
     APPROVAL_DECIDED,
     RUN_STARTED,
     STEP_FAILED,

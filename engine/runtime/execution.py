@@ -15,10 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.compile.context import RunContext
-from engine.runtime import gates as gate_rows
-from engine.runtime import store
-from engine.runtime.events import (
+from engine.events import (
     APPROVAL_REQUIRED,
     NOT_STORED,
     RUN_FAILED,
@@ -31,11 +28,14 @@ from engine.runtime.events import (
     Sequencer,
     now_iso,
 )
+from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
-from engine.runtime.savers import StateDB
-from engine.runtime.store import RunRecord, StateError
-from engine.runtime.writer import Write
+from engine.state import gates as gate_rows
+from engine.state import store
+from engine.state.checkpointer import StateDB
+from engine.state.store import RunRecord, StateError
+from engine.state.writer import Write
 
 EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable[None]]  # (status, outputs, error)
 EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}

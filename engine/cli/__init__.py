@@ -22,7 +22,7 @@ def _root(root: Path | None) -> Path:
 
 def _named(exc: Exception, ctx: click.Context) -> None:
     """Tell a lock-wait error which command waited (`memory set`, `runs show`): several may run at once."""
-    from engine.dbfile import StateLocked
+    from engine.state.database import StateLocked
 
     if isinstance(exc, StateLocked) and exc.command is None:
         words = ctx.command_path.split()[1:]  # without the program's name
@@ -73,7 +73,7 @@ def validate(paths: tuple[Path, ...], fmt: str, root: Path | None) -> None:
 @ROOT_OPTION
 def flows(root: Path | None) -> None:
     """List the yard's flows."""
-    from engine.catalog import flows_command
+    from engine.cli.catalog import flows_command
 
     raise SystemExit(flows_command(_root(root)))
 
@@ -84,7 +84,7 @@ def flows(root: Path | None) -> None:
 @ROOT_OPTION
 def blocks(tag: str | None, category: str | None, root: Path | None) -> None:
     """List the yard's blocks."""
-    from engine.catalog import blocks_command
+    from engine.cli.catalog import blocks_command
 
     raise SystemExit(blocks_command(_root(root), tag, category))
 
@@ -93,7 +93,7 @@ def blocks(tag: str | None, category: str | None, root: Path | None) -> None:
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path | None) -> None:
     """Write a starter yard (blockyard.yaml, a block and a flow)."""
-    from engine.starter import init_command
+    from engine.cli.starter import init_command
 
     raise SystemExit(init_command(directory or Path.cwd()))
 
@@ -111,7 +111,7 @@ def init(directory: Path | None) -> None:
 def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
         thread: str | None, as_json: bool, root: Path | None) -> None:
     """Run a flow by name."""
-    from engine.runtime.commands import run_command
+    from engine.cli.run import run_command
 
     raise SystemExit(run_command(_root(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
 
@@ -129,7 +129,7 @@ def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: st
 def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[str, ...],
            gate: str | None, actor: str | None, as_json: bool, root: Path | None) -> None:
     """Continue a run: decide a waiting gate, or go on after a crash or failure."""
-    from engine.runtime.commands import resume_command
+    from engine.cli.run import resume_command
 
     raise SystemExit(resume_command(_root(root), run_id, decision, reason, list(values), gate, actor,
                                     as_json))
@@ -144,7 +144,7 @@ def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[
 def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:
     """List runs, newest first."""
     if ctx.invoked_subcommand is None:
-        from engine.runtime.commands import runs_command
+        from engine.cli.run import runs_command
 
         raise SystemExit(runs_command(_root(root), flow, status, limit))
 
@@ -155,7 +155,7 @@ def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, r
 @ROOT_OPTION
 def runs_show(run_id: str, as_json: bool, root: Path | None) -> None:
     """Show one run: inputs, outputs, steps, error, waiting gates."""
-    from engine.runtime.commands import show_command
+    from engine.cli.run import show_command
 
     raise SystemExit(show_command(_root(root), run_id, as_json))
 
@@ -168,7 +168,7 @@ def runs_show(run_id: str, as_json: bool, root: Path | None) -> None:
 @ROOT_OPTION
 def gates(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> None:
     """List the approval gates waiting for a decision."""
-    from engine.runtime.gate_commands import gates_command
+    from engine.cli.gates import gates_command
 
     raise SystemExit(gates_command(_root(root), flow, expire, as_json))
 
@@ -182,7 +182,7 @@ def gates(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> N
 def threads(ctx: click.Context, flow: str | None, limit: int, as_json: bool, root: Path | None) -> None:
     """List conversation threads (`blockyard run FLOW --thread ID`), most recent first."""
     if ctx.invoked_subcommand is None:
-        from engine.runtime.thread_commands import threads_command
+        from engine.cli.threads import threads_command
 
         raise SystemExit(threads_command(_root(root), flow, limit, as_json))
 
@@ -193,7 +193,7 @@ def threads(ctx: click.Context, flow: str | None, limit: int, as_json: bool, roo
 @ROOT_OPTION
 def threads_show(thread_id: str, as_json: bool, root: Path | None) -> None:
     """Show one thread: each turn, what was asked and what came back."""
-    from engine.runtime.thread_commands import thread_show_command
+    from engine.cli.threads import thread_show_command
 
     raise SystemExit(thread_show_command(_root(root), thread_id, as_json))
 
@@ -218,7 +218,7 @@ def optimize(block: str, examples: Path, max_demos: int, max_labeled: int, root:
 @ROOT_OPTION
 def graph(flow: str, fmt: str, root: Path | None) -> None:
     """Print a flow's graph."""
-    from engine.runtime.commands import graph_command
+    from engine.cli.run import graph_command
 
     raise SystemExit(graph_command(_root(root), flow, fmt))
 
@@ -232,7 +232,7 @@ def graph(flow: str, fmt: str, root: Path | None) -> None:
 @ROOT_OPTION
 def memory(action: str, scope: str, key: str | None, value: str | None, as_json: bool, root: Path | None) -> None:
     """Look at and fix long-term memory: list|get|set|delete SCOPE [KEY] [VALUE]."""
-    from engine.memory.commands import memory_command
+    from engine.cli.memory import memory_command
 
     raise SystemExit(memory_command(_root(root), action, scope, key, value, as_json))
 
@@ -248,7 +248,7 @@ def memory(action: str, scope: str, key: str | None, value: str | None, as_json:
 @ROOT_OPTION
 def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:
     """HTTP API, live events, web page, hot reload and schedules."""
-    from engine.serve.commands import serve_command
+    from engine.cli.serve import serve_command
 
     raise SystemExit(serve_command(_root(root), host, port, not no_reload, grace))
 
@@ -259,7 +259,7 @@ def serve(host: str | None, port: int | None, no_reload: bool, grace: float, roo
 @ROOT_OPTION
 def watch(fmt: str, root: Path | None) -> None:
     """Re-validate on every save and print the problems (Ctrl-C to stop)."""
-    from engine.serve.commands import watch_command
+    from engine.cli.serve import watch_command
 
     raise SystemExit(watch_command(_root(root), fmt))
 
@@ -269,7 +269,7 @@ def watch(fmt: str, root: Path | None) -> None:
 @ROOT_OPTION
 def schedules(as_json: bool, root: Path | None) -> None:
     """Print the scheduled flows and their next fire times."""
-    from engine.serve.commands import schedules_command
+    from engine.cli.serve import schedules_command
 
     raise SystemExit(schedules_command(_root(root), as_json))
 
@@ -279,7 +279,7 @@ def schedules(as_json: bool, root: Path | None) -> None:
 @ROOT_OPTION
 def test_(paths: tuple[Path, ...], root: Path | None) -> None:
     """Run flow tests (flows/*.test.yaml): scripted model replies, decisions, expected outputs."""
-    from engine.flowtests import flowtest_command
+    from engine.cli.flowtests import flowtest_command
 
     raise SystemExit(flowtest_command(_root(root), list(paths)))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from langgraph.types import RetryPolicy
 
-from engine.compile.errors import StepFailed
+from engine.nodes.errors import StepFailed
 from engine.spec import MODEL_KINDS, BlockSpec, RetrySpec, parse_duration
 
 

@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.catalog import table
+from engine.cli.catalog import table
+from engine.cli.gates import shorten, state_path
+from engine.cli.listing import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.runtime import store, threads
-from engine.runtime.gate_commands import shorten, state_path
-from engine.runtime.listing import local_time
-from engine.runtime.store import RunRecord, effective_status
+from engine.state import store, threads
+from engine.state.store import RunRecord, effective_status
 
 
 def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> int:

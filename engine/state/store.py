@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import dbfile
-from engine.dbfile import StateError
-from engine.runtime import owner
-from engine.runtime.events import Event, now_iso
-from engine.runtime.writer import Write
+from engine.events import Event, now_iso
+from engine.state import database, liveness
+from engine.state.database import StateError
+from engine.state.writer import Write
 
 STATUSES = ("running", "finished", "failed", "waiting", "interrupted")
 
@@ -66,7 +65,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ) WITHOUT ROWID""",
     ]),
     (2, [
-        # approval gates a run stopped at, and the decision taken on each (engine/runtime/gates.py)
+        # approval gates a run stopped at, and the decision taken on each (engine/state/gates.py)
         """CREATE TABLE gates (
             run_id TEXT NOT NULL,
             interrupt_id TEXT NOT NULL,
@@ -82,7 +81,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             PRIMARY KEY (run_id, interrupt_id)
         ) WITHOUT ROWID""",
         "CREATE INDEX gates_waiting ON gates (status, timeout_at)",
-        # conversation threads: runs that share one LangGraph thread (engine/runtime/threads.py)
+        # conversation threads: runs that share one LangGraph thread (engine/state/threads.py)
         """CREATE TABLE threads (
             id TEXT PRIMARY KEY,
             flow TEXT NOT NULL,
@@ -289,7 +288,7 @@ def load_definition(conn: sqlite3.Connection, digest: str) -> str | None:
 
 def effective_status(record: RunRecord) -> str:
     """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
-    if record.status == "running" and not owner.is_alive(record.owner_pid, record.owner_host, record.owner_start):
+    if record.status == "running" and not liveness.is_alive(record.owner_pid, record.owner_host, record.owner_start):
         return "interrupted"
     return record.status
 
@@ -298,11 +297,11 @@ def open_existing(path: Path) -> sqlite3.Connection | None:
     """A connection for commands that only look (`runs`, `runs show`); None when there is no database.
 
     Reads through it can still meet a damaged page: commands use `reading`, which says so clearly."""
-    if not dbfile.exists(path):
+    if not database.exists(path):
         return None
-    conn = dbfile.open_database(path)
+    conn = database.open_database(path)
     try:
-        with dbfile.guard(path):
+        with database.guard(path):
             migrate(conn, now_iso())
     except BaseException:
         conn.close()
@@ -315,7 +314,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     """`open_existing` for the length of a block, whose reads meet a damaged file as a `StateError`."""
     conn = open_existing(path)
     try:
-        with dbfile.guard(path):
+        with database.guard(path):
             yield conn
     finally:
         if conn is not None:

@@ -18,11 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.decisions import DecisionRefused
-from engine.runtime import store
-from engine.runtime.events import APPROVAL_DECIDED, Event, parse_time
-from engine.runtime.owner import Owner
-from engine.runtime.writer import Write
+from engine.events import APPROVAL_DECIDED, Event, parse_time
 from engine.spec import parse_duration
+from engine.state import store
+from engine.state.liveness import Owner
+from engine.state.writer import Write
 
 WAITING = "waiting"
 STATUS_OF = {"approve": "approved", "reject": "rejected", "timeout": "expired"}

@@ -11,10 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from engine.catalog import table
+from engine.cli.catalog import table
+from engine.cli.listing import local_time
 from engine.project import load_project
-from engine.runtime import gates, store
-from engine.runtime.listing import local_time
+from engine.state import gates, store
 
 MESSAGE_WIDTH = 60
 
