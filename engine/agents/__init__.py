@@ -13,7 +13,7 @@ engine/compile/agent.py.
 from __future__ import annotations
 
 from engine.agents.answer import ANSWER_TOOL
-from engine.agents.executor import AgentRunner
+from engine.agents.executor import AgentExecutor
 from engine.agents.plan import (
     DEFAULT_MAX_ITERATIONS,
     MAX_DEPTH,
@@ -25,6 +25,13 @@ from engine.agents.plan import (
 )
 
 __all__ = [
-    "ANSWER_TOOL", "DEFAULT_MAX_ITERATIONS", "MAX_DEPTH", "MAX_TOOL_ERRORS", "AgentFailed", "AgentPlan",
-    "AgentRun", "AgentRunner", "Delegate",
+    "ANSWER_TOOL",
+    "DEFAULT_MAX_ITERATIONS",
+    "MAX_DEPTH",
+    "MAX_TOOL_ERRORS",
+    "AgentExecutor",
+    "AgentFailed",
+    "AgentPlan",
+    "AgentRun",
+    "Delegate",
 ]

@@ -1,13 +1,14 @@
 """Running an agent block: render its prompt, offer its tools and delegates, run the loop.
 
-The runner is the block's executor (a `Runner`): it returns the final answer as the block's raw
-outputs (the step checks them like any block's) and appends the conversation — the user
-prompt, every reply, every tool result — to the call's transcript, which the step writes to the
-run's `messages`.
+An AgentExecutor is the block's executor (an `Executor`, engine/nodes/call.py): it returns the
+final answer as the block's raw outputs (the step checks them like any block's) and appends the
+conversation — the user prompt, every reply, every tool result — to the call's transcript, which
+the step writes to the run's `messages`.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from engine.agents import transcript
@@ -27,7 +28,7 @@ _RETURNS = "Returns {}."
 _NO_CHECKPOINTS = {"__pregel_durability": "exit"}
 
 
-class AgentRunner:
+class AgentExecutor:
     """The executor of one agent (a block at a step, or a sub-agent), compiled once."""
 
     def __init__(self, plan: AgentPlan) -> None:
@@ -54,8 +55,6 @@ class AgentRunner:
         system = _render("prompt.system", block.prompt.system if block.prompt else None, call.inputs)
         user = _render("prompt.user", block.prompt.user if block.prompt else None, call.inputs)
         if user is None:
-            import json
-
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
         run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)

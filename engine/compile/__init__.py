@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from engine.compile.flow import CompiledFlow, compile_flow
+from engine.compile.compiled import CompiledFlow
+from engine.compile.flow import compile_flow
 from engine.nodes.context import RunContext
 from engine.nodes.errors import CompileError, StepFailed
 

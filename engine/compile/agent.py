@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
@@ -23,58 +23,34 @@ from langgraph.runtime import Runtime
 from engine.agents import MAX_DEPTH, AgentRun, Delegate
 from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
+from engine.compile.builder import GraphBuilder, Region
 from engine.errors import BlockyardError
-from engine.nodes.call import Runner
+from engine.executors import agent, smart
+from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
 from engine.nodes.errors import CompileError, StepFailed
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.spec import BlockSpec, StepSpec, TypeSpec
 from engine.typecheck import outputs_schema
 
-if TYPE_CHECKING:
-    from engine.compile.builder import GraphBuilder, Region
-
 # What is being compiled through delegation right now, outermost first ("block 'a'", "flow 'f'").
 _CHAIN: ContextVar[tuple[str, ...]] = ContextVar("blockyard_delegation_chain", default=())
 
 
-def delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec]) -> set[str]:
-    """Ids of the steps of one list that an agent step of the list delegates to."""
-    ids = {step.id for step in steps}
-    agents = [step for step in steps if step.uses is not None and getattr(blocks.get(step.uses), "kind", "") == "agent"]
-    return {name for step in agents for name in step.delegates if name in ids and name != step.id}
-
-
-def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str
-                    ) -> tuple[list[StepSpec], dict[str, StepSpec]]:
-    """(the steps that run in the list's order, the delegated ones by id)."""
-    names = delegated(steps, blocks)
-    if not names:
-        return steps, {}
-    kept = [step for step in steps if step.id not in names]
-    if not kept:
-        raise CompileError(f"{where}: every step is a delegate of another one, so none of them runs first")
-    return kept, {step.id: step for step in steps if step.id in names}
-
-
-def runner_for(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec, ref: str,
-               label: str) -> Runner | None:
-    """The runner of an agent or smart block at a step (or map), else None (the kind's executor)."""
+def executor_for(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec, ref: str,
+               label: str) -> Executor | None:
+    """The executor of an agent or smart block at a step (or map), else None (the kind's executor)."""
     if block.kind == "agent":
-        return agent_runner(builder, region, step, block, label)
+        return agent_executor(builder, region, step, block, label)
     if block.kind == "smart":
-        from engine.executors import smart
-
         return smart.prepare(block, builder.where(step.id) if step else f"flow '{builder.flow}'",
                              program=builder.bundle.programs.get(ref))
     return None
 
 
-def agent_runner(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec,
-                 label: str) -> Runner:
-    """An agent's runner with its delegates resolved (the step's first, then the block's)."""
-    from engine.executors import agent
-
+def agent_executor(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec,
+                 label: str) -> Executor:
+    """An agent's executor with its delegates resolved (the step's first, then the block's)."""
     where = builder.where(step.id) if step is not None else f"flow '{builder.flow}', agent '{label}'"
     key = f"step '{step.id}' of flow '{builder.flow}'" if step is not None and step.delegates else \
         f"agent block '{block.block}'"
@@ -110,10 +86,10 @@ def _step_delegate(builder: GraphBuilder, region: Region | None, step: StepSpec,
         if block.kind != "agent":
             raise CompileError(f"{where}: delegate '{name}' is a step that uses {block.kind} block '{block.block}'; "
                                "only agent steps can be delegates")
-        runner = agent_runner(builder, region, target, block, builder.label(target.id))
+        executor = agent_executor(builder, region, target, block, builder.label(target.id))
         assert region is not None
         return _as_delegate(BlockStep(builder.flow, target.id, builder.label(target.id), block, target.with_,
-                                      region.frames, {}, runner=runner),
+                                      region.frames, {}, executor=executor),
                             name, "step", target.description or block.description, set(target.with_))
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)
@@ -125,8 +101,8 @@ def _block_delegate(builder: GraphBuilder, owner: BlockSpec, name: str, label: s
     block = builder.bundle.blocks.get(name)
     if block is not None and block.kind == "agent":
         inner = f"{label}.{name}"
-        runner = agent_runner(builder, None, None, block, inner)
-        return _as_delegate(BlockStep(builder.flow, inner, inner, block, {}, (), {}, runner=runner), name, "agent",
+        executor = agent_executor(builder, None, None, block, inner)
+        return _as_delegate(BlockStep(builder.flow, inner, inner, block, {}, (), {}, executor=executor), name, "agent",
                             block.description, set(), isolated=True)
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)
@@ -153,8 +129,6 @@ def _as_delegate(step: BlockStep, name: str, kind: str, description: str | None,
 
 
 def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
-    from engine.compile.flow import compile_subflow  # flow.py imports the constructs
-
     key = f"flow '{name}'"
     chain = _CHAIN.get()
     if key in chain:
@@ -165,7 +139,7 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     prefix = f"{label}.{name}"
     token = _CHAIN.set((*chain, key))
     try:
-        sub = compile_subflow(bundle, prefix=f"{prefix}.")
+        sub = builder.compiler.subflow(bundle, f"{prefix}.")
     finally:
         _CHAIN.reset(token)
 

@@ -27,9 +27,9 @@ class BlockStep:
     """Everything needed to run one block at one step, prepared at compile time."""
 
     def __init__(self, flow: str, step: str, label: str, block: BlockSpec, bindings: Mapping[str, Any],
-                 frames: tuple[Frame, ...], renames: Mapping[str, str], runner: executors.Runner | None = None
+                 frames: tuple[Frame, ...], renames: Mapping[str, str], executor: executors.Executor | None = None
                  ) -> None:
-        """`runner` replaces the kind's executor (agent and smart blocks, which the compiler wires)."""
+        """`executor` replaces the kind's own (agent and smart blocks, which the compiler wires)."""
         where = f"flow '{flow}', step '{step}'"
         unknown = [name for name in bindings if name not in block.inputs]
         if unknown:
@@ -45,7 +45,7 @@ class BlockStep:
         self.block = block
         self.binder = Binder(block.inputs, bindings, frames)
         self.check_outputs = OutputCheck(block.outputs)
-        self.runner = runner if runner is not None else executors.prepare(block, where)
+        self.executor = executor if executor is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
         self.renames = dict(renames)
 
@@ -97,11 +97,11 @@ class BlockStep:
     async def _execute(self, call: BlockCall) -> Any:
         timeout = self.policies.timeout
         if timeout is None:
-            return await self.runner(call)
+            return await self.executor(call)
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
-                return await self.runner(call)
+                return await self.executor(call)
         except TimeoutError as exc:
             if deadline.expired():  # ours, not a timeout the block itself ran into
                 exc.blockyard_timeout = True  # type: ignore[attr-defined]

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 
+from engine.compile.compiled import CompiledFlow
+from engine.compile.delegates import split_delegated
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
 from engine.nodes.context import RunContext
 from engine.nodes.errors import CompileError
 from engine.nodes.scope import Frame
+from engine.pinned import Bundle
 from engine.spec import BlockSpec, StepSpec
-
-if TYPE_CHECKING:
-    from engine.pinned import Bundle
 
 
 @dataclass
@@ -57,6 +57,16 @@ class Region:
 
 
 Construct = Callable[["GraphBuilder", Region, StepSpec], Built]
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """What the builder needs from the compiler above it, handed down by engine/compile/flow.py (the
+    constructs build on this module, so it cannot import them): the construct that builds one step,
+    and the compilation of a subflow's own graph (`flow:` steps, flows an agent delegates to)."""
+
+    construct: Construct
+    subflow: Callable[[Bundle, str], CompiledFlow]  # (bundle, step-id prefix) -> its graph
 # A self-routing node function (router, loop check) that can also run inline at the end of the
 # step before it, on the state as that step's update leaves it.
 Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
@@ -65,8 +75,9 @@ Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 class GraphBuilder:
     """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
 
-    def __init__(self, bundle: Bundle, prefix: str) -> None:
+    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler) -> None:
         self.bundle = bundle
+        self.compiler = compiler
         self.flow = bundle.name
         self.prefix = prefix
         self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
@@ -107,7 +118,7 @@ class GraphBuilder:
 
     def sub_builder(self) -> GraphBuilder:
         """A builder for a separate graph of the same flow (a map body)."""
-        return GraphBuilder(self.bundle, self.prefix)
+        return GraphBuilder(self.bundle, self.prefix, self.compiler)
 
     def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
         """Build `steps` as the whole graph: START -> entry, region ends -> END."""
@@ -118,15 +129,12 @@ class GraphBuilder:
     def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str
                      ) -> list[str]:
         """Add the nodes of `steps` and wire them; returns the region's entry nodes."""
-        from engine.compile.agent import split_delegated
-        from engine.compile.constructs import construct  # the constructs import this module
-
         steps, delegated = split_delegated(steps, self.bundle.blocks, f"flow '{self.flow}', {describe}")
         region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
                         exit_node, describe, delegated=delegated)
         built: dict[str, Built] = {}
         for step in steps:
-            built[step.id] = construct(self, region, step)
+            built[step.id] = self.compiler.construct(self, region, step)
             region.entries[step.id] = built[step.id].entries
         self._wire(region, built)
         return region.entries[region.plan.entry]

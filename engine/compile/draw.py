@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.compile.agent import split_delegated
+from engine.compile.delegates import split_delegated
 from engine.compile.topology import EXIT, plan_region
 from engine.decisions import gate_spec
 from engine.pinned import Bundle

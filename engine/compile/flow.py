@@ -1,101 +1,16 @@
-"""compile_flow: a pinned Bundle -> a runnable LangGraph graph plus what a runtime needs around it."""
+"""compile_flow: a pinned Bundle -> a runnable LangGraph graph (a CompiledFlow, engine/compile/compiled.py)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from langgraph.errors import GraphRecursionError
-from langgraph.graph.state import CompiledStateGraph
-
-from engine.compile.builder import GraphBuilder
+from engine.compile.builder import Compiler, GraphBuilder
+from engine.compile.compiled import REPLY_NODE, CompiledFlow
+from engine.compile.constructs import construct
 from engine.compile.limits import recursion_limit
-from engine.diagnostics import did_you_mean
-from engine.errors import BlockyardError, RunError
 from engine.nodes.errors import CompileError
 from engine.pinned import Bundle
-from engine.typecheck import coerce_inputs
-
-if TYPE_CHECKING:
-    from engine.nodes.context import RunContext
-
-# A node no edge leads to: conversation threads record a turn's reply "as" this node
-# (`graph.aupdate_state(config, {"messages": [...]}, as_node=REPLY_NODE)`), which triggers nothing.
-REPLY_NODE = ".reply"
-
-
-@dataclass
-class CompiledFlow:
-    """A flow compiled for running: the graph, the bundle it came from and its step limit.
-
-    Run it with `graph.astream(flow.initial_state(inputs), {"recursion_limit": flow.recursion_limit,
-    "configurable": {"thread_id": ...}}, context=RunContext(...), stream_mode=["custom", "updates"],
-    subgraphs=True)`; the final state's `flow.outputs(state)` is the run's result.
-    """
-
-    graph: CompiledStateGraph[Any, Any, Any, Any]
-    bundle: Bundle
-    recursion_limit: int
-    name: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.name = self.bundle.name
-
-    def initial_state(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """The state a run starts from; InputError for unknown, missing or mistyped inputs."""
-        values = coerce_inputs(self.bundle.flow.inputs, inputs, where=f"flow '{self.name}'")
-        return {"inputs": values, "context": {}, "messages": [], "results": [], "loops": {}}
-
-    def outputs(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The flow's `outputs` keys from the final context; RunError naming a missing one."""
-        context = state.get("context") or {}
-        missing = [key for key in self.bundle.flow.outputs if key not in context]
-        if missing:
-            hints = "".join(did_you_mean(key, context) for key in missing[:1])
-            raise RunError(f"flow '{self.name}' finished without output{'s' if len(missing) > 1 else ''} "
-                           f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
-                           f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})")
-        return {key: context[key] for key in self.bundle.flow.outputs}
-
-    async def run_nested(self, inputs: dict[str, Any], context: RunContext) -> dict[str, Any]:
-        """Run as part of a running flow (a `flow:` step, or a flow an agent delegates to), inside the
-        node that calls it, on that run's context (models, tools, memory, workspace) and with this
-        flow's own step limit; returns its outputs.
-
-        The context is passed explicitly: a graph invoked in a node otherwise gets the runtime
-        context of whatever graph runs that node, and an agent's loop runs as a graph of its own,
-        whose context is the agent's execution (engine/agents), not the run's.
-        """
-        final = await self.graph.ainvoke(self.initial_state(inputs), {"recursion_limit": self.recursion_limit},
-                                         context=context)
-        return self.outputs(final)
-
-    def config(self, thread_id: str, **configurable: Any) -> dict[str, Any]:
-        """A run config with this flow's recursion limit."""
-        return {"recursion_limit": self.recursion_limit, "configurable": {"thread_id": thread_id, **configurable}}
-
-    def explain(self, exc: BaseException) -> BlockyardError:
-        """A run failure as one clear error: StepFailed and our errors as they are, LangGraph's
-        step limit in words, anything else named with the flow."""
-        if isinstance(exc, BlockyardError):
-            return exc
-        if isinstance(exc, GraphRecursionError):
-            return RunError(f"flow '{self.name}' went over its limit of {self.recursion_limit} steps (derived from "
-                            "its loop, foreach and max_visits bounds); raise it with `max_steps:` on the flow")
-        return RunError(f"flow '{self.name}': {type(exc).__name__}: {exc}")
-
-    def mermaid(self) -> str:
-        """The flow's structure as a Mermaid flowchart."""
-        from engine.compile.draw import mermaid
-
-        return mermaid(self.bundle)
-
-    def dot(self) -> str:
-        """The flow's structure as Graphviz DOT."""
-        from engine.compile.draw import dot
-
-        return dot(self.bundle)
 
 
 def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None) -> CompiledFlow:
@@ -118,7 +33,7 @@ def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any) -> Comp
     reserved = sorted(name for name in ids if name.startswith("__"))
     if reserved:
         raise CompileError(f"flow '{flow.flow}': step id '{reserved[0]}' is reserved (ids may not start with '__')")
-    builder = GraphBuilder(bundle, prefix)
+    builder = GraphBuilder(bundle, prefix, COMPILER)
     builder.build_root(flow.steps)
     if not prefix:
         builder.graph.add_node(REPLY_NODE, _reply)
@@ -129,3 +44,10 @@ def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any) -> Comp
 async def _reply(state: Any) -> None:
     """Never runs: it only names who wrote a thread turn's reply (see REPLY_NODE)."""
     return None
+
+
+def _subflow(bundle: Bundle, prefix: str) -> CompiledFlow:
+    return compile_subflow(bundle, prefix=prefix)
+
+
+COMPILER = Compiler(construct=construct, subflow=_subflow)

@@ -26,10 +26,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command, RetryPolicy, Send
 
-from engine.compile.agent import runner_for
+from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.foreach import last_outputs
+from engine.compile.limits import region_bound
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
 from engine.nodes.errors import CompileError, StepFailed
@@ -130,16 +131,15 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
     if spec.uses is not None:
         block = builder.block(spec.uses, step.id)
         label = builder.label(step.id)
-        wired = runner_for(builder, None, None, block, spec.uses, label)
-        runner = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, runner=wired)
+        wired = executor_for(builder, None, None, block, spec.uses, label)
+        block_step = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, executor=wired)
 
         async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
-            return await runner.run(make_scope(payload, frames), runtime, position)
+            return await block_step.run(make_scope(payload, frames), runtime, position)
 
-        return run_block, runner.policies.retry
+        return run_block, block_step.policies.retry
 
     assert spec.steps is not None
-    from engine.compile.limits import region_bound  # limits imports nothing of the builder
 
     sub = builder.sub_builder()
     sub.build_root(spec.steps, frames, f"the map body of step '{step.id}'")

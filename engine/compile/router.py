@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import re2  # google-re2: never Python's backtracking `re` on a user's pattern
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -89,8 +90,6 @@ def _matcher(route: Route, where: str, position: int) -> Matcher:
 
 def compile_regex(pattern: str, where: str) -> Any:
     """An RE2 pattern (linear-time matching); CompileError naming `where` if RE2 rejects it."""
-    import re2  # google-re2: never Python's backtracking `re` on a user's pattern
-
     options = re2.Options()
     options.log_errors = False  # RE2 would also print the error on stderr
     try:

@@ -29,8 +29,6 @@ from engine.templates import TemplateError, render
 
 
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
-    from engine.compile.flow import compile_subflow  # flow.py imports the constructs
-
     name = step.flow
     assert name is not None
     where = builder.where(step.id)
@@ -38,7 +36,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     if bundle is None:
         raise CompileError(f"{where}: subflow '{name}' is not in the flow's bundle")
     label = builder.label(step.id)
-    sub = compile_subflow(bundle, prefix=f"{label}.")
+    sub = builder.compiler.subflow(bundle, f"{label}.")
     declared = bundle.flow.inputs
     unknown = [key for key in step.with_ if key not in declared]
     if unknown:

@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from engine.compile.agent import runner_for
+from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, Follower, GraphBuilder, Region
 from engine.compile.state import State, applied, combined, record
@@ -23,16 +23,16 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     assert step.uses is not None
     block = builder.block(step.uses, step.id)
     label = builder.label(step.id)
-    wired = runner_for(builder, region, step, block, step.uses, label)
-    runner = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, runner=wired)
+    wired = executor_for(builder, region, step, block, step.uses, label)
+    block_step = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, executor=wired)
     frames = region.frames
     name = step.id
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
 
     async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
         said: list[Any] | None = [] if talks else None
-        outputs = await runner.run(make_scope(state, frames), runtime, item_index(state, frames), said)
-        update = {"context": runner.to_context(outputs), "results": [record(name, block.block, outputs)]}
+        outputs = await block_step.run(make_scope(state, frames), runtime, item_index(state, frames), said)
+        update = {"context": block_step.to_context(outputs), "results": [record(name, block.block, outputs)]}
         if said:
             update["messages"] = said
         return outputs, update
@@ -47,7 +47,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             then = await followers[0](applied(state, update), runtime)
             return Command(update=combined(update, then.update), goto=then.goto)
 
-        builder.add_node(name, node, retry=runner.policies.retry)
+        builder.add_node(name, node, retry=block_step.policies.retry)
         return Built([name], tail=name, fuse=followers.append)
 
     if block.kind != "decide":
@@ -63,5 +63,5 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         goto = region.resolve(target) if target is not None else built.default
         return Command(update=update, goto=list(dict.fromkeys([*goto, *built.after])))
 
-    builder.add_node(name, decide, retry=runner.policies.retry)
+    builder.add_node(name, decide, retry=block_step.policies.retry)
     return built

@@ -1,6 +1,6 @@
 """One generic executor per block kind: a block is data, its kind's executor runs it.
 
-`prepare(block, where)` checks the block once, at compile time, and returns a `Runner`: an async
+`prepare(block, where)` checks the block once, at compile time, and returns an `Executor`: an async
 function from a `BlockCall` (the bound, type-checked inputs plus run services) to the block's raw
 outputs. The step node around it checks the outputs, emits events and handles failures.
 Agent and smart blocks are usually wired by the compiler (engine/compile/agent.py: delegates,
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.executors import memory, model, tool, transform, wait
-from engine.nodes.call import BlockCall, Runner
+from engine.executors import agent, memory, model, smart, tool, transform, wait
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec
 
-Preparer = Callable[[BlockSpec, str], Runner]
+Preparer = Callable[[BlockSpec, str], Executor]
 
 EXECUTORS: dict[str, Preparer] = {
     "transform": transform.prepare,
@@ -26,28 +26,16 @@ EXECUTORS: dict[str, Preparer] = {
     "decide": model.prepare,
     "memory_read": memory.prepare,
     "memory_write": memory.prepare,
-    "agent": lambda block, where: _agent(block, where),
-    "smart": lambda block, where: _smart(block, where),
+    "agent": agent.prepare,
+    "smart": smart.prepare,
 }
 
-__all__ = ["EXECUTORS", "BlockCall", "Runner", "prepare"]
+__all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
-    """The runner of `block`; CompileError (naming `where`) when it cannot run."""
+def prepare(block: BlockSpec, where: str) -> Executor:
+    """The executor of `block`; CompileError (naming `where`) when it cannot run."""
     preparer = EXECUTORS.get(block.kind)
     if preparer is None:
         raise CompileError(f"{where}: blocks of kind '{block.kind}' (block '{block.block}') are not supported yet")
     return preparer(block, where)
-
-
-def _agent(block: BlockSpec, where: str) -> Runner:
-    from engine.executors import agent  # engine.agents imports the compiler, which imports this module
-
-    return agent.prepare(block, where)
-
-
-def _smart(block: BlockSpec, where: str) -> Runner:
-    from engine.executors import smart
-
-    return smart.prepare(block, where)

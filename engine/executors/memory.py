@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.nodes.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, references, render_text
@@ -35,7 +35,7 @@ QUERY_INPUTS = ("memory_query", "query")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
+def prepare(block: BlockSpec, where: str) -> Executor:
     spec = block.memory
     if spec is None:
         raise CompileError(f"{where}: {block.kind} block '{block.block}' needs `memory:` (the namespace and key "
@@ -65,7 +65,7 @@ def _memory(call: BlockCall) -> Any:
     return memory
 
 
-def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Runner:
+def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
     outputs = list(block.outputs)
     if not outputs:
         raise CompileError(f"{where}: memory_read block '{block.block}' declares no outputs to read into")
@@ -82,7 +82,7 @@ def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | No
     return run
 
 
-def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Runner:
+def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
     if block.outputs:
         raise CompileError(f"{where}: memory_write block '{block.block}' declares outputs, but it only writes "
                            "memory (drop `outputs:`)")

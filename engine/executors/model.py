@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from engine.executors.memory import prompt_scope
-from engine.nodes.call import BlockCall, Runner
+from engine.models.base import StructuredRequest
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
+def prepare(block: BlockSpec, where: str) -> Executor:
     if block.kind == "decide":
         decision_output(block, where)
     if not block.outputs:
@@ -23,8 +24,6 @@ def prepare(block: BlockSpec, where: str) -> Runner:
     user = block.prompt.user if block.prompt is not None else None
 
     async def run(call: BlockCall) -> dict[str, Any]:
-        from engine.models import StructuredRequest  # the providers load only when a model block runs
-
         scope = prompt_scope(call)
         request = StructuredRequest(
             flow=call.flow, step=call.step, block=block.block,

@@ -13,30 +13,28 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from engine.nodes.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
-from engine.smart import EXTRA, dspy_installed
+from engine.smart import EXTRA, dspy_installed, import_dspy
+from engine.smart.lm import lm_for, model_failure
+from engine.smart.program import guardrail_problem, module, outputs_of
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 
 
-def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Runner:
+def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
     if not dspy_installed():
         raise CompileError(f"{where}: block '{block.block}' is a smart block, which needs DSPy: {EXTRA}")
     if not block.outputs:
         raise CompileError(f"{where}: smart block '{block.block}' declares no outputs to predict")
-    from engine.smart import program as programs
-
     try:
-        programs.module(block, program=program)  # a compiled program that does not fit fails here, not in a run
+        module(block, program=program)  # a compiled program that does not fit fails here, not in a run
     except Exception as exc:
         raise CompileError(f"{where}: the compiled program of smart block '{block.block}' does not fit it "
                            f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}") from None
     saved = dict(program) if program is not None else None
 
     async def run(call: BlockCall) -> dict[str, Any]:
-        from engine.smart.lm import lm_for, model_failure
-
         instructions = _instructions(block, call.inputs)
         lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs)
         where_call = f"flow '{call.flow}', step '{call.step}'"
@@ -53,9 +51,6 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
 def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,
              inputs: dict[str, Any]) -> dict[str, Any]:
     """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking."""
-    from engine.smart import import_dspy
-    from engine.smart.program import guardrail_problem, module, outputs_of
-
     dspy: Any = import_dspy()
     predictor = module(block, instructions, program)
     rails = block.guardrails

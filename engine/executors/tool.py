@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.nodes.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError
 from engine.nodes.events import TOOL_CALL, emit
 from engine.spec import BlockSpec
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
+def prepare(block: BlockSpec, where: str) -> Executor:
     if not block.tool:
         raise CompileError(f"{where}: tool block '{block.block}' names no `tool`")
     name = block.tool

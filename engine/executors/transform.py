@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.nodes.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, evaluate
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
+def prepare(block: BlockSpec, where: str) -> Executor:
     compute = dict(block.compute or {})
     unknown = [name for name in compute if name not in block.outputs]
     if unknown:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from engine.nodes.call import BlockCall, Runner
+from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec, parse_duration
 
 
-def prepare(block: BlockSpec, where: str) -> Runner:
+def prepare(block: BlockSpec, where: str) -> Executor:
     if block.duration is None:
         raise CompileError(f"{where}: wait block '{block.block}' has no `duration`")
     seconds = parse_duration(block.duration)

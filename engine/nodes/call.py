@@ -34,4 +34,4 @@ class BlockCall:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-Runner = Callable[[BlockCall], Awaitable[Any]]
+Executor = Callable[[BlockCall], Awaitable[Any]]

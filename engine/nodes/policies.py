@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from langgraph.types import RetryPolicy
 
+from engine.models.errors import is_transient
 from engine.nodes.errors import StepFailed
 from engine.spec import MODEL_KINDS, BlockSpec, RetrySpec, parse_duration
 
@@ -58,8 +59,6 @@ def transient(kinds: Sequence[str]) -> Callable[[BaseException], bool]:
         cause = exc.cause if isinstance(exc, StepFailed) else exc
         if cause is None:
             return False
-        from engine.models.errors import is_transient  # cheap, imports no SDK
-
         return is_transient(cause, wanted)
 
     return retry_on

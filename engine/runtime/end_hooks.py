@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from engine.compile.flow import REPLY_NODE
+from engine.compile.compiled import REPLY_NODE
 from engine.events import now_iso
 from engine.runtime.execution import EndHook
 from engine.runtime.memory import RunMemory
