@@ -10,9 +10,8 @@ import click
 
 from engine.errors import UsageError
 from engine.load import parse_value
-from engine.memory.scope import parse_scope, preferences_namespace
 from engine.state.database import exists
-from engine.state.memory import LIST_LIMIT, open_store, preferences
+from engine.state.memory import LIST_LIMIT, open_store, parse_scope, preferences, preferences_namespace
 
 
 def state_path(root: Path) -> Path:

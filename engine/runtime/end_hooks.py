@@ -1,6 +1,7 @@
 """What happens when a run ends, besides its status: the memory history record and a thread's reply.
 
-Both are built per execution by the Yard and called by the runner (`Execution.on_end`) as the run
+Both are built per execution by the engine (engine/runtime/engine.py) and called by the execution
+(`Execution.on_end`, engine/runtime/execution.py) as the run
 finishes — before its status changes, so that the next turn of a thread never starts from a
 checkpoint without the previous reply — or fails.
 """
@@ -11,21 +12,14 @@ import logging
 from typing import Any
 
 from engine.compile.compiled import REPLY_NODE
-from engine.events import now_iso
+from engine.runtime import turns
 from engine.runtime.execution import EndHook
-from engine.runtime.memory import RunMemory
-from engine.state import threads
+from engine.runtime.memory import history_record
 from engine.state.checkpointer import StateDB
+from engine.state.memory import RunMemory
 from engine.state.store import RunRecord
 
 log = logging.getLogger(__name__)
-
-
-def history_record(run: RunRecord, status: str, outputs: dict[str, Any] | None, error: str | None
-                   ) -> dict[str, Any]:
-    """The memory history entry of a run: what went in, what came out, how it ended."""
-    return {"run_id": run.id, "flow": run.flow, "version": run.version, "status": status, "inputs": run.inputs,
-            "outputs": outputs, "error": error, "started": run.started, "ended": now_iso()}
 
 
 def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) -> EndHook | None:
@@ -40,6 +34,6 @@ def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) 
             except Exception as exc:  # the run's result stands; memory is best kept, not required
                 log.warning("run %s: could not store its history in memory scope %s: %s", run.id, memory.scope, exc)
         if run.thread_id is not None and status == "finished":
-            await threads.finish_turn(db, graph, run.thread_id, run.id, outputs, REPLY_NODE)
+            await turns.finish_turn(db, graph, run.thread_id, run.id, outputs, REPLY_NODE)
 
     return on_end

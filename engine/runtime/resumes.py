@@ -21,7 +21,7 @@ from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.events import Event
 from engine.pinned import Bundle
-from engine.runtime import approvals
+from engine.runtime import approvals, turns
 from engine.runtime.approvals import Ask, Expired
 from engine.runtime.execution import Execution
 from engine.state import gates, liveness, store, threads
@@ -72,7 +72,7 @@ async def prepare(yard: Yard, run_id: str, wanted: Ask | None) -> Execution:
             else:
                 again = pending
         elif state.created_at is None:  # died before its first checkpoint: start over from its inputs
-            start = threads.turn_state(record.inputs, run_id) if thread_id else compiled.initial_state(record.inputs)
+            start = turns.turn_state(record.inputs, run_id) if thread_id else compiled.initial_state(record.inputs)
     last = await db.aread(lambda conn: store.last_seq(conn, run_id))
     return await yard.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
                                 values=dict(state.values) if state.values else None, preface=preface,

@@ -27,16 +27,17 @@ from engine.nodes.context import RunContext
 from engine.pinned import Bundle, make_bundle
 from engine.project import Project, load_project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, resumes
+from engine.runtime import approvals, resumes, turns
 from engine.runtime.approvals import Expired
 from engine.runtime.end_hooks import end_hook
 from engine.runtime.execution import Execution, RunResult, execute
-from engine.runtime.memory import MemoryStore, render_scope
+from engine.runtime.memory import render_scope
 from engine.runtime.sync import Portal
 from engine.spec.block import MODEL_KINDS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.ids import check_run_id, new_run_id
+from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord, StateError
 
 
@@ -247,7 +248,7 @@ class Yard:
             raise StateError("could not allocate a unique run id")
         if thread_id is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-        start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
+        start = turns.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
         return await self.execution(bundle, compiled, record, start)
 
     async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,

@@ -1,17 +1,59 @@
-"""Open the memory store on the yard's state database (shared with the checkpointer, WAL mode)."""
+"""Long-term memory across runs: LangGraph's SQLite store, in the yard's state database (shared with
+the checkpointer, WAL mode).
+
+A flow's `memory: {scope: "users/{{ inputs.user_id }}"}` renders to a scope such as `users/ada`
+(engine/runtime/memory.py renders it for a run); preferences live under `(users, ada, preferences)`
+and the history of a flow's runs under `(users, ada, flows, <flow>, history)` (docs/memory.md).
+
+`MemoryStore` is the store of one process (opened on first use, its calls off the event loop);
+`RunMemory` is one run's scope of it, as memory_read/memory_write blocks and prompts see it
+(engine/executors/memory.py); `open_store` serves `blockyard memory` (engine/cli/memory.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.sqlite import SqliteStore
 
-from engine.memory.scope import history_namespace, preferences_namespace
+from engine.errors import UsageError
 from engine.state.database import guard, open_database
+
+T = TypeVar("T")
+HISTORY_LIMIT = 20  # past runs offered to prompts and returned by a keyless history read
+
+# ---- scopes ------------------------------------------------------------------------------------
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.@:+-]{1,128}$")
+
+
+def parse_scope(scope: str) -> tuple[str, ...]:
+    """'users/ada' -> ('users', 'ada'); refuses empty, '..'-like or odd segments."""
+    parts = tuple(part for part in scope.strip().strip("/").split("/"))
+    if not parts or any(not part or part in (".", "..") or not _SEGMENT.match(part) for part in parts):
+        raise UsageError(f"invalid memory scope '{scope}': use segments of letters, digits and _.@:+- "
+                         "separated by '/', e.g. users/ada")
+    if len(parts) > 8:
+        raise UsageError(f"invalid memory scope '{scope}': at most 8 segments")
+    return parts
+
+
+def preferences_namespace(scope: str) -> tuple[str, ...]:
+    return (*parse_scope(scope), "preferences")
+
+
+def history_namespace(scope: str, flow: str) -> tuple[str, ...]:
+    return (*parse_scope(scope), "flows", flow, "history")
+
+
+# ---- the store -----------------------------------------------------------------------------------
 
 LIST_LIMIT = 1000
 
@@ -45,3 +87,81 @@ def history(store: SqliteStore, scope: str, flow: str, limit: int = 20) -> list[
     items = store.search(history_namespace(scope, flow), limit=LIST_LIMIT)
     items.sort(key=lambda i: i.created_at)
     return [item.value for item in items[-limit:]]
+
+
+class MemoryStore:
+    """The yard's memory store, opened on first use; its calls run off the event loop."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._store: Any = None
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def store(self) -> Any:
+        with self._lock:
+            if self._store is None:
+                self._conn = connect(self.path)
+                store = SqliteStore(self._conn)
+                store.setup()
+                self._store = store
+            return self._store
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
+
+    async def open(self, scope: str, flow: str, run_id: str) -> RunMemory:
+        """The memory of one execution of a run, with the scope's preferences and history loaded."""
+        def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            store = self.store()
+            return preferences(store, scope), history(store, scope, flow, HISTORY_LIMIT)
+
+        prefs, past = await self.call(load)
+        return RunMemory(self, scope, flow, run_id, prefs, [r for r in past if r.get("run_id") != run_id])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._store = self._conn = None
+
+
+class RunMemory:
+    """One run's memory scope (engine.nodes.context.MemorySource)."""
+
+    def __init__(self, store: MemoryStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
+                 history: list[dict[str, Any]]) -> None:
+        self.owner = store
+        self.scope = scope
+        self.flow = flow
+        self.run_id = run_id
+        self.preferences = preferences
+        self.history = history
+
+    def prompt_values(self) -> dict[str, Any]:
+        return {"user_preferences": dict(self.preferences), "user_history": list(self.history)}
+
+    def _namespace(self, namespace: str) -> tuple[str, ...]:
+        if namespace == "history":
+            return history_namespace(self.scope, self.flow)
+        return preferences_namespace(self.scope)
+
+    async def read(self, namespace: str, key: str | None) -> Any:
+        if key is None and namespace == "preferences":
+            return dict(self.preferences)
+        if key is None:  # fresh: what this run wrote so far counts too
+            return await self.owner.call(history, self.owner.store(), self.scope, self.flow, HISTORY_LIMIT)
+        found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)
+        if found is None:
+            return None
+        return found.value.get("value") if namespace == "preferences" else found.value
+
+    async def write(self, namespace: str, key: str, value: Any) -> None:
+        stored = {"value": value} if namespace == "preferences" else value
+        await self.owner.call(self.owner.store().put, self._namespace(namespace), key, stored)
+        if namespace == "preferences":
+            self.preferences[key] = value  # later prompts of this run see what it just learned
+
+    async def remember_run(self, record: dict[str, Any]) -> None:
+        """Store the run's history record (under the run id: a resumed run replaces its own)."""
+        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id, record)

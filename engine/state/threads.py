@@ -1,12 +1,11 @@
 """Conversation threads: runs of one flow that share one LangGraph thread, one turn each.
 
-`blockyard run FLOW --thread ID` starts a turn. Its first state carries only what is new — the
-turn's inputs, a fresh context, and one human message made from the inputs — never the stored
-history: `messages` has an append reducer, so re-sending history would duplicate it. When the
-turn finishes, its reply (made from the outputs) is appended once, as if written by the graph's
-reply node, and the checkpoints of earlier steps are pruned: continuing a thread needs only its
-latest checkpoint, and without pruning every step re-stores the whole conversation (a 100-turn
-thread would take megabytes; bench/bench_threads.py).
+`blockyard run FLOW --thread ID` starts a turn. This module keeps the `threads` table and what a
+turn says (its text, its reply's text, the thread's title); how a turn starts and ends in the
+graph is engine/runtime/turns.py. When a turn finishes, the checkpoints of earlier steps are
+pruned (`prune`): continuing a thread needs only its latest checkpoint, and without pruning every
+step re-stores the whole conversation (a 100-turn thread would take megabytes;
+bench/bench_threads.py).
 
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
 and only when no other run of the thread is running (with a live owner) or waiting for approval;
@@ -23,6 +22,7 @@ from typing import Any
 
 from engine.errors import UsageError
 from engine.state import liveness, store
+from engine.state.ids import check_run_id
 from engine.state.writer import Write
 
 TITLE_WIDTH = 60
@@ -74,21 +74,10 @@ def title_of(text: str) -> str:
     return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1].rstrip() + "…"
 
 
-def turn_state(inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """The first state of a turn: only what is new (the stored messages stay where they are)."""
-    from langchain_core.messages import HumanMessage
-    from langgraph.types import Overwrite
-
-    return {"inputs": inputs, "context": Overwrite({}), "results": Overwrite([]), "loops": Overwrite({}),
-            "messages": [HumanMessage(turn_text(inputs), id=f"{run_id}.in")]}
-
-
 # ---- admitting a turn -------------------------------------------------------------------------
 
 def check_thread_id(thread_id: str) -> str:
     """Thread ids follow the rules of run ids: letters, digits, `_`, `.`, `-`; at most 64."""
-    from engine.state.ids import check_run_id
-
     try:
         return check_run_id(thread_id)
     except UsageError:
@@ -146,21 +135,7 @@ def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None
                          f"with run {row[0]}")
 
 
-# ---- finishing a turn -------------------------------------------------------------------------
-
-async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, outputs: dict[str, Any] | None,
-                      reply_node: str) -> None:
-    """Append the turn's reply to the thread's messages, then drop the checkpoints before it."""
-    from langchain_core.messages import AIMessage
-
-    config = {"configurable": {"thread_id": thread_id}}
-    state = await graph.aget_state(config)
-    # pruned before and after the reply's checkpoint: the file never holds more than one extra copy
-    await db.writer.write(*prune(thread_id, state.config["configurable"]["checkpoint_id"]))
-    saved = await graph.aupdate_state(config, {"messages": [AIMessage(reply_text(outputs), id=f"{run_id}.out")]},
-                                      as_node=reply_node)
-    await db.writer.write(*prune(thread_id, saved["configurable"]["checkpoint_id"]))
-
+# ---- pruning a finished turn's checkpoints -----------------------------------------------------
 
 def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
     """Delete every checkpoint (and pending write) of a thread but its latest root checkpoint."""
