@@ -211,7 +211,7 @@ async def main() -> None:
             return took / RUNS_PER_SAMPLE
 
         async def graph_sample(compiled: Any = compiled, inputs: dict[str, Any] = inputs, name: str = name) -> float:
-            context, _note = yard._context(compiled.bundle, "bench")
+            context, _note = yard.engine.context(compiled.bundle, "bench")
             loop = asyncio.get_running_loop()
             began = loop.time()
             for _ in range(RUNS_PER_SAMPLE):

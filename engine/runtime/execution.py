@@ -12,9 +12,11 @@ import dataclasses
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.compile import CompiledFlow
 from engine.events import (
     APPROVAL_REQUIRED,
     NOT_STORED,
@@ -24,6 +26,7 @@ from engine.events import (
     STEP_FAILED,
     STEP_FINISHED,
     STEP_STARTED,
+    TERMINAL_TYPES,
     Event,
     Sequencer,
     now_iso,
@@ -80,7 +83,7 @@ class Execution:
     """What one execution of a run needs; `start` is the graph input, None to go on from the checkpoint."""
 
     db: StateDB
-    compiled: Any  # engine.compile.CompiledFlow
+    compiled: CompiledFlow
     run: RunRecord
     context: RunContext
     start: Any
@@ -230,6 +233,16 @@ async def _end(db: StateDB, event: Event, end: Write, *more: Write) -> None:
         await db.writer.write(store.insert_events([event]), end, *more)
     except sqlite3.Error as exc:
         raise StateError(f"cannot record how run {event.run_id} ended in {db.path}: {exc}") from None
+
+
+async def collect(execution: Execution) -> RunResult:
+    """Run an execution to its end; its result."""
+    kept: list[Event] = []
+    async with aclosing(execute(execution)) as events:
+        async for event in events:
+            if event.type in TERMINAL_TYPES:
+                kept.append(event)
+    return RunResult.from_events(execution.run, kept)
 
 
 async def _none() -> AsyncIterator[tuple[str, Any]]:

@@ -6,7 +6,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.errors import GraphRecursionError
+
 from engine.errors import BlockyardError
+from engine.nodes.errors import StepFailed
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +26,6 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
 
     `step` is the step that started last, `running` one that had not ended (None when none).
     """
-    from langgraph.errors import GraphRecursionError
-
-    from engine.nodes.errors import StepFailed
-
     if isinstance(exc, StepFailed):
         extra = {"block": exc.block} if exc.block else {}
         if exc.item is not None:

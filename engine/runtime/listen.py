@@ -14,27 +14,26 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.pregel.protocol import StreamProtocol
+from langgraph.runtime import Runtime
+
+try:  # private to LangGraph: `direct_supported()` checks that the path still works
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME, CONFIG_KEY_STREAM
+except ImportError:  # pragma: no cover - moved in some LangGraph version: the custom stream mode it is
+    PRIVATE_KEYS: tuple[str, str] | None = None
+else:
+    PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
 
 _direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
 
 
-def _private_keys() -> tuple[str, str] | None:
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_RUNTIME, CONFIG_KEY_STREAM
-    except ImportError:
-        return None
-    return CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME
-
-
 def _direct_config(config: dict[str, Any], write: Any) -> dict[str, Any] | None:
-    keys = _private_keys()
-    if keys is None:
+    if PRIVATE_KEYS is None:
         return None
-    from langgraph.pregel.protocol import StreamProtocol
-    from langgraph.runtime import Runtime
-
-    stream_key, runtime_key = keys
+    stream_key, runtime_key = PRIVATE_KEYS
     configurable = {**config.get("configurable", {}), stream_key: StreamProtocol(_ignore, set()),
                     runtime_key: Runtime(stream_writer=write)}
     return {**config, "configurable": configurable}
@@ -62,20 +61,16 @@ def _run_probe() -> None:
             _direct = _probe()
 
 
+class _Probe(TypedDict, total=False):
+    x: int
+
+
 def _probe() -> bool:
-    from typing import TypedDict
-
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.runtime import Runtime
-
-    class Probe(TypedDict, total=False):
-        x: int
-
-    def node(state: Probe, runtime: Runtime[Any]) -> Probe:
+    def node(state: _Probe, runtime: Runtime[Any]) -> _Probe:
         runtime.stream_writer({"probe": 1})
         return {"x": 1}
 
-    builder = StateGraph(Probe)
+    builder = StateGraph(_Probe)
     builder.add_node("node", node)
     builder.add_edge(START, "node")
     builder.add_edge("node", END)

@@ -1,7 +1,8 @@
 """Going on with a run that stopped: after a crash or failure, or with a decision on a gate.
 
 The run continues on its pinned definition (the bundle stored under its digest), whatever the
-files say now. What the graph is resumed with depends on where its checkpoint stands:
+files say now (`Engine.resume`, engine/runtime/engine.py). What the graph is resumed with depends
+on where its checkpoint stands:
 - a decision was given: it is judged and claimed first (engine/runtime/approvals.py), then the
   graph resumes with it, by interrupt id;
 - the graph waits at gates whose decisions were claimed by a process that died before handing
@@ -13,30 +14,32 @@ files say now. What the graph is resumed with depends on where its checkpoint st
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from engine.decisions import DecisionRefused
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.events import Event
-from engine.pinned import Bundle
-from engine.runtime import approvals, turns
-from engine.runtime.approvals import Ask, Expired
-from engine.runtime.execution import Execution
+from engine.runtime import approvals
+from engine.runtime.approvals import Ask
 from engine.state import gates, liveness, store, threads
-from engine.state.gates import iso
-from engine.state.store import RunRecord, StateError, effective_status
-
-if TYPE_CHECKING:
-    from engine.runtime.yard import Yard
+from engine.state.checkpointer import StateDB
+from engine.state.store import RunRecord, effective_status
 
 
-async def prepare(yard: Yard, run_id: str, wanted: Ask | None) -> Execution:
-    """The next execution of run `run_id`; UsageError (nothing changed) when it cannot go on."""
-    from langgraph.types import Command
+@dataclass(frozen=True)
+class GoOn:
+    """How the graph of a stopped run goes on."""
 
-    db = yard.db
+    resume: dict[str, Any] = field(default_factory=dict)  # interrupt id -> decision, for Command(resume=...)
+    preface: list[Event] = field(default_factory=list)  # the recorded approval_decided event, if any
+    wait_again: dict[str, Any] | None = None  # gates to wait at again without running (interrupt id -> request)
+
+
+async def stopped_run(db: StateDB, run_id: str, wanted: Ask | None) -> RunRecord:
+    """The run `run_id`, when it can go on: with a decision it must wait for one, without one it
+    must have failed or been interrupted; UsageError or DecisionRefused (nothing changed) if not."""
     record = await db.aread(lambda conn: store.get_run(conn, run_id))
     if record is None:
         known = await db.aread(store.run_ids)
@@ -48,35 +51,22 @@ async def prepare(yard: Yard, run_id: str, wanted: Ask | None) -> Execution:
     thread_id = record.thread_id
     if thread_id is not None:
         await db.aread(lambda conn: threads.check_current(conn, thread_id, run_id))
-    text = await db.aread(lambda conn: store.load_definition(conn, record.digest))
-    if text is None:
-        raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
-    bundle = yard.pinned(Bundle.from_json(text), record.digest, text)
-    compiled = yard.compiled(bundle)
-    state = await compiled.graph.aget_state({"configurable": {"thread_id": thread_id or run_id}})
-    pending = {item.id: item.value for item in state.interrupts}
-    preface: list[Event] = []
-    again: dict[str, Any] | None = None
-    start: Any = None
+    return record
+
+
+async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask | None) -> GoOn:
+    """What the graph resumes with, given the interrupts its checkpoint waits at (`pending`): a
+    decision is judged and claimed; without one the run is claimed for this process."""
     if wanted is not None:
         resume, decided = await approvals.decide(db, record, pending, wanted)
-        start, preface = Command(resume=resume), [decided]
-    else:
-        me = liveness.current()
-        if not await db.writer.call(store.claim(run_id, record, me.pid, me.host, me.start)):
-            raise UsageError(f"run {run_id} was just resumed by another process")
-        if pending:
-            resume = approvals.carried(await db.aread(lambda conn: gates.of_run(conn, run_id)), pending)
-            if resume:
-                start = Command(resume=resume)
-            else:
-                again = pending
-        elif state.created_at is None:  # died before its first checkpoint: start over from its inputs
-            start = turns.turn_state(record.inputs, run_id) if thread_id else compiled.initial_state(record.inputs)
-    last = await db.aread(lambda conn: store.last_seq(conn, run_id))
-    return await yard.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
-                                values=dict(state.values) if state.values else None, preface=preface,
-                                pending=again)
+        return GoOn(resume=resume, preface=[decided])
+    me = liveness.current()
+    if not await db.writer.call(store.claim(record.id, record, me.pid, me.host, me.start)):
+        raise UsageError(f"run {record.id} was just resumed by another process")
+    if pending:
+        carried = approvals.carried(await db.aread(lambda conn: gates.of_run(conn, record.id)), pending)
+        return GoOn(resume=carried) if carried else GoOn(wait_again=dict(pending))
+    return GoOn()
 
 
 def check_resumable(record: RunRecord) -> None:
@@ -89,23 +79,3 @@ def check_resumable(record: RunRecord) -> None:
     if status == "waiting":
         raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
                          f"`blockyard resume {record.id} --approve` or `--reject`")
-
-
-async def expire(yard: Yard, now: datetime | None = None) -> list[Expired]:
-    """Decide every gate whose timeout has passed at `now` by its `on_timeout`, and go on with
-    its run; a gate someone decides first (or whose run is busy) is left alone."""
-    from engine.runtime.yard import collect
-
-    moment = iso(now or datetime.now().astimezone())
-    due = await yard.db.aread(lambda conn: gates.due(conn, moment))
-    expired: list[Expired] = []
-    for gate in due:
-        wanted = approvals.on_timeout(gate)
-        try:
-            execution = await prepare(yard, gate.run_id, wanted)
-        except DecisionRefused:
-            continue  # decided meanwhile, or the run is busy with another gate: the next round sees it
-        result = await collect(execution)
-        action = wanted.decision if wanted.decision != "timeout" else str(gate.request.get("on_timeout"))
-        expired.append(Expired(gate.run_id, gate.gate, action, result.status, result.error))
-    return expired

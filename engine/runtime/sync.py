@@ -1,45 +1,59 @@
-"""A private event loop in a daemon thread, so that the sync API works everywhere — also where a
-loop is already running (a notebook, a server handler) and `asyncio.run` would refuse."""
+"""The event loop behind the sync API (`yard.run`, `yard.resume`, ...): anyio's blocking portal, a
+loop in a daemon thread, so that the sync calls work everywhere — also where a loop is already
+running (a notebook, a server handler) and `asyncio.run` would refuse."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 T = TypeVar("T")
 
 CANCEL_GRACE = 30.0  # seconds a cancelled run gets to record that it was interrupted
 
 
-class Portal:
+class SyncLoop:
+    """One background event loop; `call` runs a coroutine on it and waits for the result."""
+
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="blockyard-loop", daemon=True)
-        self._thread.start()
+        self._stack = contextlib.ExitStack()
+        self._portal: BlockingPortal = self._stack.enter_context(
+            start_blocking_portal("asyncio", name="blockyard-loop"))
 
     def call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run `fn()` on the portal's loop and wait; Ctrl-C cancels it and waits for its cleanup."""
+        """Run `fn()` on the loop and wait; Ctrl-C cancels it and waits for its cleanup."""
         done = threading.Event()
+        tasks: list[asyncio.Task[object]] = []
 
         async def guarded() -> T:
+            task = asyncio.current_task()
+            if task is not None:
+                tasks.append(task)
             try:
                 return await fn()
             finally:
                 done.set()
 
-        future = asyncio.run_coroutine_threadsafe(guarded(), self.loop)
+        future = self._portal.start_task_soon(guarded)
         try:
             return future.result()
         except KeyboardInterrupt:
-            future.cancel()
+            # One plain cancellation of the task, as asyncio does it: the run then records that it
+            # was interrupted (its cleanup awaits), which a cancelled anyio scope would cancel again.
+            if tasks:
+                self._portal.call(tasks[0].cancel)
+            else:
+                future.cancel()
             done.wait(CANCEL_GRACE)
             raise
 
     def close(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
+        """Stop the loop (tasks still running are cancelled) and end its thread."""
+        with contextlib.suppress(RuntimeError):  # stopped already
+            self._portal.call(self._portal.stop, True)
+        self._stack.close()

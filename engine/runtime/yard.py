@@ -1,18 +1,20 @@
-"""The Python API (DESIGN.md §8): load a yard, run flows by name, stream events, resume runs.
+"""The Python API: load a yard, run flows by name, stream events, resume runs.
 
     from engine import Yard
     with Yard.load(".") as yard:
         result = yard.run("hello", {"name": "Ada"})
         async for event in yard.astream("hello", {"name": "Ada"}): ...
 
-The async methods are the core; the sync ones run them on a private event loop (so they work
-inside a running loop too). One Yard holds one connection pair to the state database and is safe
-to share between threads and event loops.
+A Yard is the yard's files (loaded, validated once) in front of an `Engine` (engine/runtime/engine.py),
+which does the work: it runs the flow the files define now, pinned (`yard.bundle(name)`); to run
+another pinned definition, hand it to `yard.engine.astream(bundle, inputs)`. The async methods are
+the core; the sync ones run them on a private event loop (engine/runtime/sync.py), so they work
+inside a running loop too. One Yard holds one connection pair to the state database and is safe
+to share between threads and event loops. See docs/runtime.md.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
@@ -21,24 +23,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engine.errors import UsageError, ValidationFailed
-from engine.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
-from engine.nodes.context import RunContext
+from engine.compile import CompiledFlow
+from engine.errors import ValidationFailed
+from engine.events import Event
 from engine.pinned import Bundle, make_bundle
 from engine.project import Project, load_project
-from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, resumes, turns
+from engine.runtime import approvals
 from engine.runtime.approvals import Expired
-from engine.runtime.end_hooks import end_hook
-from engine.runtime.execution import Execution, RunResult, execute
-from engine.runtime.memory import render_scope
-from engine.runtime.sync import Portal
-from engine.spec.block import MODEL_KINDS
-from engine.state import gates, liveness, store, threads
+from engine.runtime.engine import Engine
+from engine.runtime.execution import RunResult
+from engine.runtime.sync import SyncLoop
+from engine.state import gates, store, threads
 from engine.state.checkpointer import StateDB
-from engine.state.ids import check_run_id, new_run_id
 from engine.state.memory import MemoryStore
-from engine.state.store import RunRecord, StateError
+from engine.state.store import RunRecord
+from engine.validate.semantic import check_project
 
 
 class Yard:
@@ -48,26 +47,14 @@ class Yard:
                  env: Mapping[str, str] | None = None) -> None:
         self.project = project
         self.root = project.root
-        self.state_path = Path(state) if state is not None else self.root / project.config.paths.state
         self.env = env
-        self._synchronous = synchronous
-        self._db: StateDB | None = None
-        self._memory: MemoryStore | None = None
-        self._portal: Portal | None = None
+        self.engine = Engine.for_project(project, state=state, synchronous=synchronous, env=env)
+        self.state_path = self.engine.state_path
+        self.secrets = self.engine.secrets  # the API keys of the model profiles (engine/redaction.py)
+        self._sync_loop: SyncLoop | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
-        self._compiled: dict[tuple[str, bool], Any] = {}
-        self._registries: dict[str, Any] = {}
-        self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
-        self._saved: set[str] = set()  # digests this process has stored in `definitions`
         self._validated = False
-        self.secrets = Masker()  # the API keys of the yard's model profiles (engine/redaction.py)
-        self._mask_keys(project.config.models.values())
-
-    def _mask_keys(self, profiles: Any) -> None:
-        keys = key_values(key_variables(profiles), self.env)
-        self.secrets.add(keys)
-        KNOWN.add(keys)
 
     @classmethod
     def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -78,8 +65,6 @@ class Yard:
 
     def validate(self) -> None:
         """Raise ValidationFailed when the yard's files have errors (done once)."""
-        from engine.validate.semantic import check_project
-
         if self._validated:
             return
         diagnostics = [*self.project.diagnostics]
@@ -102,34 +87,20 @@ class Yard:
     @property
     def db(self) -> StateDB:
         """The state database, opened on first use."""
-        with self._lock:
-            if self._db is None:
-                try:
-                    self._db = StateDB(self.state_path, synchronous=self._synchronous, secrets=self.secrets)
-                except sqlite3.Error as exc:
-                    raise StateError(f"cannot open the state database {self.state_path}: {exc}") from None
-            return self._db
+        return self.engine.db
 
     @property
     def memory(self) -> MemoryStore:
         """Long-term memory (LangGraph's store in the state database), opened on first use."""
-        with self._lock:
-            if self._memory is None:
-                self._memory = MemoryStore(self.state_path)
-            return self._memory
+        return self.engine.memory
 
     def close(self) -> None:
         """Commit what is pending and release the database and the private loop."""
         with self._lock:
-            if self._portal is not None:
-                self._portal.close()
-                self._portal = None
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-            if self._memory is not None:
-                self._memory.close()
-                self._memory = None
+            if self._sync_loop is not None:
+                self._sync_loop.close()
+                self._sync_loop = None
+            self.engine.close()
 
     def __enter__(self) -> Yard:
         return self
@@ -144,11 +115,11 @@ class Yard:
                         tb: TracebackType | None) -> None:
         self.close()
 
-    def _sync(self) -> Portal:
+    def _sync(self) -> SyncLoop:
         with self._lock:
-            if self._portal is None:
-                self._portal = Portal()
-            return self._portal
+            if self._sync_loop is None:
+                self._sync_loop = SyncLoop()
+            return self._sync_loop
 
     # ---- definitions ------------------------------------------------------------------------
 
@@ -160,123 +131,25 @@ class Yard:
                 self._bundles[name] = make_bundle(self.project, name)
             return self._bundles[name]
 
-    def _pin(self, bundle: Bundle) -> tuple[str, str]:
-        """(digest, JSON) of a bundle, computed once per bundle object (hashing serializes it all)."""
-        with self._lock:
-            known = self._hashes.get(id(bundle))
-            if known is None:
-                if len(self._hashes) > 256:
-                    self._hashes.clear()
-                known = self._hashes[id(bundle)] = (bundle, bundle.digest, bundle.to_json())
-            return known[1], known[2]
-
     def pinned(self, bundle: Bundle, digest: str, text: str) -> Bundle:
         """A bundle read back from the state database under its digest (its identity: not hashed again)."""
-        with self._lock:
-            self._hashes[id(bundle)] = (bundle, digest, text)
-        return bundle
+        return self.engine.pinned(bundle, digest, text)
 
-    def compiled(self, bundle: Bundle, *, durable: bool = True) -> Any:
+    def compiled(self, bundle: Bundle, *, durable: bool = True) -> CompiledFlow:
         """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
-        from engine.compile import compile_flow
-
-        key = (self._pin(bundle)[0], durable)
-        with self._lock:
-            if key not in self._compiled:
-                saver = self.db.saver if durable else None
-                self._compiled[key] = compile_flow(bundle, checkpointer=saver)
-            return self._compiled[key]
+        return self.engine.compiled(bundle, durable=durable)
 
     def compile(self, name: str) -> Any:
         """The LangGraph compiled graph of flow `name`, for inspection (no checkpointer)."""
         return self.compiled(self.bundle(name), durable=False).graph
 
-    def _context(self, bundle: Bundle, run_id: str, thread_id: str | None = None) -> tuple[RunContext, str | None]:
-        from engine.models import ModelResolver
-        from engine.tools import build_registry
-
-        config_key = store.dumps(bundle.source.get("config") or {})
-        with self._lock:
-            registry = self._registries.get(config_key)
-            if registry is None:
-                registry = self._registries[config_key] = build_registry(bundle.config, self.root)
-        workspace = self.state_path.parent / "workspaces" / run_id
-        models = ModelResolver(bundle.config, self.env, run_id=run_id)
-        self._mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
-        context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace, thread_id=thread_id, secrets=self.secrets)
-        return context, models.default_note if _uses_default_model(bundle) else None
-
     # ---- runs -------------------------------------------------------------------------------
-
-    async def _start(self, name: str, inputs: Mapping[str, Any] | None, run_id: str | None,
-                     thread: str | None = None) -> Execution:
-        from engine.typecheck import coerce_inputs
-
-        bundle = self.bundle(name)
-        values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{name}'")
-        render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
-        compiled = self.compiled(bundle)
-        digest, text = self._pin(bundle)
-        chosen = check_run_id(run_id) if run_id is not None else None
-        thread_id = threads.check_thread_id(thread) if thread is not None else None
-        me = liveness.current()
-        for _attempt in range(5):
-            now = now_iso()
-            record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status="running", inputs=values, thread_id=thread_id,
-                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
-            writes = [store.insert_run(record)]
-            if digest not in self._saved:
-                writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
-            try:
-                if thread_id is None:
-                    await self.db.writer.write(*writes)
-                else:  # one turn at a time: admitted only while no other run of the thread goes on
-                    admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
-                                          writes, record.id, now)
-                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
-                self._saved.add(digest)
-                break
-            except sqlite3.IntegrityError:
-                if chosen is not None:
-                    raise UsageError(f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)") \
-                        from None
-            except sqlite3.Error as exc:
-                raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
-        else:  # pragma: no cover - five generated ids taken in a row
-            raise StateError("could not allocate a unique run id")
-        if thread_id is None:
-            self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-        start = turns.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
-        return await self.execution(bundle, compiled, record, start)
-
-    async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,
-                        resumed: bool = False, values: dict[str, Any] | None = None,
-                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
-        """One execution of `record`: its run context (models, tools, memory) and end hook."""
-        context, note = self._context(bundle, record.id, record.thread_id)
-        scope = render_scope(bundle, record.inputs)
-        if scope is not None:
-            context.memory = await self.memory.open(scope, bundle.name, record.id)
-        data: dict[str, Any] = {"resumed": True} if resumed else {}
-        if note:
-            data["note"] = note
-        if record.thread_id:
-            data["thread"] = record.thread_id
-        return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
-                         values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
-
-    async def _continue(self, run_id: str, wanted: approvals.Ask | None = None) -> Execution:
-        return await resumes.prepare(self, run_id, wanted)
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                       thread: str | None = None) -> AsyncIterator[Event]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal."""
-        execution = await self._start(name, inputs, run_id, thread)
-        async with aclosing(execute(execution)) as events:
+        async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread)) as events:
             async for event in events:
                 yield event
 
@@ -287,20 +160,20 @@ class Yard:
         `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
         its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
         nothing."""
-        execution = await self._continue(run_id, approvals.ask(approve, values, reason, gate, actor))
-        async with aclosing(execute(execution)) as events:
+        wanted = approvals.ask(approve, values, reason, gate, actor)
+        async with aclosing(self.engine.astream_resume(run_id, wanted)) as events:
             async for event in events:
                 yield event
 
     async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                    thread: str | None = None) -> RunResult:
         """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await collect(await self._start(name, inputs, run_id, thread))
+        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread)
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                       reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
         """`astream_resume` to the end of the execution, on the run's pinned definition."""
-        return await collect(await self._continue(run_id, approvals.ask(approve, values, reason, gate, actor)))
+        return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor))
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
             thread: str | None = None) -> RunResult:
@@ -316,14 +189,14 @@ class Yard:
     async def aexpire_gates(self, now: datetime | None = None) -> list[Expired]:
         """Decide every waiting gate whose timeout has passed at `now` (default: now) by its
         `on_timeout`, and continue those runs; one Expired per gate decided."""
-        return await resumes.expire(self, now)
+        return await self.engine.expire(now)
 
     def expire_gates(self, now: datetime | None = None) -> list[Expired]:
         """Sync `aexpire_gates` (what `blockyard gates --expire` does, e.g. from cron)."""
         return self._sync().call(lambda: self.aexpire_gates(now))
 
     async def aexpire_approvals(self, now: datetime | None = None) -> int:
-        """`aexpire_gates` counted: the hook `blockyard serve` calls from its housekeeping."""
+        """`aexpire_gates` counted."""
         return len(await self.aexpire_gates(now))
 
     # ---- looking at runs --------------------------------------------------------------------
@@ -349,35 +222,3 @@ class Yard:
     def threads(self, *, flow: str | None = None, limit: int | None = 50) -> list[threads.Thread]:
         """Conversation threads, most recently active first."""
         return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
-
-
-def _blocks(bundle: Bundle) -> list[Any]:
-    """The blocks of a flow and of its subflows."""
-    blocks = [*bundle.blocks.values()]
-    pending = [*bundle.flows.values()]
-    while pending:
-        sub = pending.pop()
-        blocks.extend(sub.blocks.values())
-        pending.extend(sub.flows.values())
-    return blocks
-
-
-def _uses_default_model(bundle: Bundle) -> bool:
-    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
-    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
-
-
-def _profiles(bundle: Bundle) -> list[Any]:
-    """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
-    inline = [block.model for block in _blocks(bundle) if block.model is not None and not isinstance(block.model, str)]
-    return [*bundle.config.models.values(), *inline]
-
-
-async def collect(execution: Execution) -> RunResult:
-    """Run an execution to its end; its result."""
-    kept: list[Event] = []
-    async with aclosing(execute(execution)) as events:
-        async for event in events:
-            if event.type in TERMINAL_TYPES or event.type == APPROVAL_REQUIRED:
-                kept.append(event)
-    return RunResult.from_events(execution.run, kept)

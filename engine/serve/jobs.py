@@ -62,7 +62,7 @@ def result_of(job: Job, terminal: list[Event]) -> dict[str, Any]:
     return {**result, "status": data.get("status", "failed"), "error": data.get("error"), "step": last.get("step")}
 
 
-class Runner:
+class JobQueue:
     """Accepts runs, bounds how many execute, and drains on shutdown."""
 
     def __init__(self, broker: Broker, limit: int) -> None:

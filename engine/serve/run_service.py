@@ -2,54 +2,45 @@
 runs and their traces, and recover runs a crashed server left behind.
 
 The server never runs what the files say at the moment a run starts: it runs the bundle the
-catalog chose (the newest good version), and the runtime stores that bundle by digest, so a
-resume always continues on it.
+catalog chose (the newest good version) through the engine (engine/runtime/engine.py), which
+stores that bundle by digest, so a resume always continues on it.
 """
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UsageError
+from engine.compile import compile_flow
 from engine.events import now_iso
 from engine.pinned import Bundle
-from engine.runtime.yard import Yard
+from engine.project import load_project
+from engine.runtime import approvals
+from engine.runtime.engine import Engine
 from engine.serve.graph import MermaidError, parse_mermaid
 from engine.state import store
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
+from engine.typecheck import coerce_inputs
 
 Event = dict[str, Any]
-_PINNED: contextvars.ContextVar[Bundle | None] = contextvars.ContextVar("blockyard_pinned_bundle", default=None)
-
-
-class _ServerYard(Yard):
-    """A Yard whose new runs use the bundle the server picked, not the files of the moment."""
-
-    def bundle(self, name: str) -> Bundle:
-        pinned = _PINNED.get()
-        if pinned is not None and pinned.name == name:
-            return pinned
-        raise UsageError(f"flow '{name}' is not served")
 
 
 class RunService:
-    """One per server process: owns the Yard (and so the state database connections)."""
+    """One per server process: owns the engine (and so the state database connections)."""
 
     def __init__(self, root: Path) -> None:
-        self.yard = _ServerYard.open(root)
+        self.engine = Engine.for_project(load_project(root))
         self._graphs: dict[str, dict[str, Any]] = {}
 
     @property
     def state_path(self) -> Path:
-        return self.yard.state_path
+        return self.engine.state_path
 
     def close(self) -> None:
-        self.yard.close()
+        self.engine.close()
 
     # ---- starting and resuming --------------------------------------------------------------
 
@@ -60,8 +51,6 @@ class RunService:
     @staticmethod
     def check_inputs(bundle: Bundle, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The inputs coerced to their declared types; UsageError names the bad key."""
-        from engine.typecheck import coerce_inputs
-
         return coerce_inputs(bundle.flow.inputs, dict(inputs), where=f"flow '{bundle.name}'")
 
     @staticmethod
@@ -70,40 +59,34 @@ class RunService:
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[Event, None]:
         """Run `bundle` and yield its events as dicts; the last one ends the execution."""
-        token = _PINNED.set(bundle)
-        try:
-            async with aclosing(self.yard.astream(bundle.name, inputs, run_id=run_id)) as events:
-                async for event in events:
-                    yield event.as_dict()
-        finally:
-            _PINNED.reset(token)
+        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id)) as events:
+            async for event in events:
+                yield event.as_dict()
 
     async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncGenerator[Event, None]:
         """Continue a run on its pinned bundle; `decision` decides a waiting gate."""
-        if any(value is not None for value in decision.values()):
-            stream = self.yard.astream_resume(run_id, **{k: v for k, v in decision.items() if v is not None})
-        else:
-            stream = self.yard.astream_resume(run_id)
-        async with aclosing(stream) as events:
+        wanted = approvals.ask(decision.get("approve"), decision.get("values"), decision.get("reason"),
+                               decision.get("gate"), decision.get("actor"))
+        async with aclosing(self.engine.astream_resume(run_id, wanted)) as events:
             async for event in events:
                 yield event.as_dict()
 
     # ---- reading ----------------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
-        record = await self.yard.db.aread(lambda conn: store.get_run(conn, run_id))
+        record = await self.engine.db.aread(lambda conn: store.get_run(conn, run_id))
         return _run_dict(record) if record is not None else None
 
     async def list_runs(self, *, flow: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
         # `running` rows whose owner died show as interrupted, so filter after mapping them
         wanted = [status] if status and status not in ("running", "interrupted") else None
-        records = await self.yard.db.aread(
+        records = await self.engine.db.aread(
             lambda conn: store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit))
         runs = [_run_dict(record) for record in records]
         return [run for run in runs if status is None or run["status"] == status][:limit]
 
     async def events(self, run_id: str, after: int) -> list[Event]:
-        events = await self.yard.db.aread(lambda conn: store.load_events(conn, run_id, after))
+        events = await self.engine.db.aread(lambda conn: store.load_events(conn, run_id, after))
         return [event.as_dict() for event in events]
 
     async def status(self, run_id: str) -> str | None:
@@ -111,15 +94,13 @@ class RunService:
         return run["status"] if run is not None else None
 
     async def pinned_bundle(self, digest: str) -> Bundle | None:
-        text = await self.yard.db.aread(lambda conn: store.load_definition(conn, digest))
+        text = await self.engine.db.aread(lambda conn: store.load_definition(conn, digest))
         return Bundle.from_json(text) if text is not None else None
 
     def graph(self, bundle: Bundle) -> dict[str, Any]:
         """{mermaid, direction, nodes, edges, groups} of a bundle, cached by digest."""
         cached = self._graphs.get(bundle.digest)
         if cached is None:
-            from engine.compile import compile_flow
-
             mermaid = compile_flow(bundle).mermaid()
             try:
                 cached = {"mermaid": mermaid, **parse_mermaid(mermaid)}
@@ -132,10 +113,10 @@ class RunService:
 
     async def recover(self) -> list[str]:
         """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids."""
-        records = await self.yard.db.aread(lambda conn: store.list_runs(conn, statuses=["running"], limit=None))
+        records = await self.engine.db.aread(lambda conn: store.list_runs(conn, statuses=["running"], limit=None))
         orphans = [r for r in records if effective_status(r) == "interrupted"]
         for record in orphans:
-            await self.yard.db.writer.write(store.end_run(
+            await self.engine.db.writer.write(store.end_run(
                 record.id, "interrupted", outputs=None, error="the process running it stopped before it finished",
                 error_step=record.error_step, finished=now_iso(), elapsed=0.0))
         return [record.id for record in orphans]

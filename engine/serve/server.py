@@ -11,10 +11,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sse_starlette.sse import AppStatus
+
+from engine.diagnostics import did_you_mean
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
-from engine.serve.jobs import Job, Runner, ShuttingDown
+from engine.serve.jobs import Job, JobQueue, ShuttingDown
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
@@ -47,7 +50,7 @@ class Server:
         self.reloader = Reloader(self.root)
         self.broker = Broker()
         self.service: RunService | None = None
-        self.runner: Runner | None = None
+        self.queue: JobQueue | None = None
         self.scheduler: Scheduler | None = None
         self.log = get_logger()
         self._tasks: list[asyncio.Task[None]] = []
@@ -74,8 +77,6 @@ class Server:
             await self.shutdown()
 
     async def startup(self) -> None:
-        from sse_starlette.sse import AppStatus
-
         AppStatus.should_exit = False  # a previous server in this process may have set it
         self._stop = asyncio.Event()
         if not self.loaded:
@@ -84,7 +85,7 @@ class Server:
         recovered = await self.service.recover()
         for run_id in recovered:
             self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
-        self.runner = Runner(self.broker, self.catalog.max_concurrent_runs)
+        self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs)
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
         if self.settings.schedules:
@@ -93,7 +94,7 @@ class Server:
             self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
         self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
-                                              max_concurrent_runs=self.runner.limit, recovered=len(recovered),
+                                              max_concurrent_runs=self.queue.limit, recovered=len(recovered),
                                               token=self.settings.token is not None))
 
     async def shutdown(self) -> None:
@@ -103,8 +104,8 @@ class Server:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.reloader.listeners.clear()
-        if self.runner is not None:
-            await self.runner.drain(self.settings.grace)
+        if self.queue is not None:
+            await self.queue.drain(self.settings.grace)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
         self.log.info("stopped")
@@ -114,43 +115,41 @@ class Server:
     def flow(self, name: str) -> FlowEntry:
         entry = self.catalog.flow(name)
         if entry is None:
-            from engine.diagnostics import did_you_mean
-
             problems = self.catalog.stale.get(name)
             hint = " (its definition has errors, see /diagnostics)" if problems else did_you_mean(
                 name, self.catalog.flows)
             raise not_found("flow", f"unknown flow '{name}'{hint}")
         return entry
 
-    def _ready(self) -> tuple[RunService, Runner]:
-        if self.service is None or self.runner is None:
+    def _ready(self) -> tuple[RunService, JobQueue]:
+        if self.service is None or self.queue is None:
             raise ApiError(503, "starting", "the server is starting")
-        if not self.runner.accepting:
+        if not self.queue.accepting:
             raise ApiError(503, "shutting_down", "the server is shutting down")
-        return self.service, self.runner
+        return self.service, self.queue
 
     async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None) -> Job:
         """Accept a new run of `entry` (validated inputs, unique id), queued behind the limit."""
-        service, runner = self._ready()
+        service, queue = self._ready()
         if run_id is not None:
             service.check_run_id(run_id)
-            if run_id in runner.jobs or await service.get_run(run_id) is not None:
+            if run_id in queue.jobs or await service.get_run(run_id) is not None:
                 raise conflict("run_exists", f"run id '{run_id}' is already taken")
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
         try:
-            return runner.submit(job, lambda: service.start(entry.bundle, values, job.run_id))
+            return queue.submit(job, lambda: service.start(entry.bundle, values, job.run_id))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 
     async def resume_run(self, run_id: str, decision: Mapping[str, Any]) -> Job:
         """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one."""
-        service, runner = self._ready()
+        service, queue = self._ready()
         check_size({k: decision.get(k) for k in ("values", "reason")}, self.catalog.server.max_input_bytes,
                    "the resume's values and reason")
-        if run_id in runner.jobs:
-            raise conflict("run_busy", f"run {run_id} is {runner.jobs[run_id].state} in this server")
+        if run_id in queue.jobs:
+            raise conflict("run_busy", f"run {run_id} is {queue.jobs[run_id].state} in this server")
         run = await service.get_run(run_id)
         if run is None:
             raise not_found("run", f"unknown run '{run_id}'")
@@ -180,15 +179,15 @@ class Server:
                 yield event
 
         try:
-            return runner.submit(job, events)
+            return queue.submit(job, events)
         except ShuttingDown as exc:
             await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
 
     async def known_run(self, run_id: str) -> None:
         """404 unless the run is stored or held by this server (checked before judging a body)."""
-        service, runner = self._ready()
-        if run_id not in runner.jobs and await service.get_run(run_id) is None:
+        service, queue = self._ready()
+        if run_id not in queue.jobs and await service.get_run(run_id) is None:
             raise not_found("run", f"unknown run '{run_id}'")
 
     # ---- scheduler hooks --------------------------------------------------------------------
@@ -205,15 +204,10 @@ class Server:
         return job.run_id
 
     async def _expire_approvals(self, now: datetime) -> int:
-        """Hook for approval timeouts: the runtime's expiry function, once approval gates exist.
-
-        Calls `yard.aexpire_approvals(now) -> int` (decide every gate whose timeout has passed,
-        per its on_timeout; return how many) when the runtime has it; until then nothing expires.
-        """
-        expire = getattr(self.service.yard, "aexpire_approvals", None) if self.service else None
-        if expire is None:
+        """The scheduler's housekeeping: decide the gates whose timeout has passed (their on_timeout)."""
+        if self.service is None:
             return 0
-        return int(await expire(now))
+        return len(await self.service.engine.expire(now))
 
 
 def check_size(value: Any, limit: int, what: str) -> None:

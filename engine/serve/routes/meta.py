@@ -18,12 +18,12 @@ WEB = Path(__file__).resolve().parents[1] / "web"
 
 @router.get("/healthz", tags=["server"], summary="Liveness and load")
 async def healthz(server: ServerDep) -> dict[str, Any]:
-    runner = server.runner
-    return {"status": "ok" if runner is not None and runner.accepting else "starting" if runner is None
+    queue = server.queue
+    return {"status": "ok" if queue is not None and queue.accepting else "starting" if queue is None
             else "stopping",
             "generation": server.catalog.generation, "flows": len(server.catalog.flows),
-            "running": runner.running if runner else 0, "queued": runner.queued if runner else 0,
-            "max_concurrent_runs": runner.limit if runner else server.catalog.max_concurrent_runs}
+            "running": queue.running if queue else 0, "queued": queue.queued if queue else 0,
+            "max_concurrent_runs": queue.limit if queue else server.catalog.max_concurrent_runs}
 
 
 @router.get("/diagnostics", tags=["server"], summary="What the last reload found wrong",

@@ -27,12 +27,12 @@ async def list_runs(server: ServerDep, flow: str | None = None,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
     if status is not None and status not in STATUSES:
         raise ApiError(422, "invalid_request", f"unknown status '{status}'; use one of: {', '.join(STATUSES)}")
-    service, runner = server.service, server.runner
-    if service is None or runner is None:
+    service, queue = server.service, server.queue
+    if service is None or queue is None:
         return {"runs": []}
     stored = await service.list_runs(flow=flow, status=status, limit=limit)
     seen = {run["id"] for run in stored}
-    pending = [job.summary() for job in runner.jobs.values()
+    pending = [job.summary() for job in queue.jobs.values()
                if job.run_id not in seen and job.kind == "start" and (flow is None or job.flow == flow)
                and (status is None or job.state == status)]
     return {"runs": (sorted(pending, key=lambda r: r["id"], reverse=True) + stored)[:limit]}
@@ -40,11 +40,11 @@ async def list_runs(server: ServerDep, flow: str | None = None,
 
 @router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, graph")
 async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
-    service, runner = server.service, server.runner
-    if service is None or runner is None:
+    service, queue = server.service, server.queue
+    if service is None or queue is None:
         raise ApiError(503, "starting", "the server is starting")
     run = await service.get_run(run_id)
-    job = runner.jobs.get(run_id)
+    job = queue.jobs.get(run_id)
     if run is None:
         if job is None:
             raise not_found("run", f"unknown run '{run_id}'")
@@ -85,11 +85,11 @@ async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
                         "only what you missed. `Accept: application/json` returns the stored trace instead.",
             response_model=None)
 async def run_events(run_id: str, request: Request, server: ServerDep) -> Response:
-    service, runner = server.service, server.runner
-    if service is None or runner is None:
+    service, queue = server.service, server.queue
+    if service is None or queue is None:
         raise ApiError(503, "starting", "the server is starting")
     after = last_event_id(request)
-    if run_id not in runner.jobs and await service.get_run(run_id) is None:
+    if run_id not in queue.jobs and await service.get_run(run_id) is None:
         raise not_found("run", f"unknown run '{run_id}'")
     accept = request.headers.get("accept", "")
     if "application/json" in accept and not wants_stream(request):

@@ -1,0 +1,311 @@
+"""The engine: runs pinned flows durably on one state database.
+
+It owns what runs need in one process: the state database (engine/state/), the memory store,
+the compiled flows (cached per definition digest) and the tool registries (per config). It
+starts runs of a given pinned Bundle, goes on with runs that stopped (with a decision on a gate,
+or after a crash or failure) and decides gates past their timeout. It never reads the yard's
+files: the Python API (`Yard`, engine/runtime/yard.py) picks the bundle from the files, the
+server (engine/serve/) from its catalog, and a resume uses the bundle stored with the run.
+
+    engine = Engine.for_project(project)
+    async for event in engine.astream(bundle, {"name": "Ada"}): ...
+
+One Engine holds one connection pair to the state database and is safe to share between threads
+and event loops; `close()` commits what is pending and releases it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import aclosing
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command
+
+from engine.compile import CompiledFlow, compile_flow
+from engine.decisions import DecisionRefused
+from engine.errors import UsageError
+from engine.events import Event, now_iso
+from engine.models import ModelResolver
+from engine.nodes.context import RunContext
+from engine.pinned import Bundle
+from engine.project import Project
+from engine.redaction import KNOWN, Masker, key_values, key_variables
+from engine.runtime import approvals, resumes, turns
+from engine.runtime.approvals import Ask, Expired
+from engine.runtime.end_hooks import end_hook
+from engine.runtime.execution import Execution, RunResult, collect, execute
+from engine.runtime.memory import render_scope
+from engine.spec import ModelProfile
+from engine.spec.block import MODEL_KINDS
+from engine.state import gates, liveness, store, threads
+from engine.state.checkpointer import StateDB
+from engine.state.ids import check_run_id, new_run_id
+from engine.state.memory import MemoryStore
+from engine.state.store import RunRecord, StateError
+from engine.tools import ToolRegistry, build_registry
+from engine.typecheck import coerce_inputs
+
+
+class Engine:
+    """Runs pinned flows durably on the state database at `state_path`; `root` is the yard's folder
+    (where its Python tools live) and `env` replaces `os.environ` for model keys."""
+
+    def __init__(self, root: Path, state_path: Path, *, synchronous: str = "NORMAL",
+                 env: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.state_path = state_path
+        self.env = env
+        self.secrets = Masker()  # the API keys of the model profiles runs use (engine/redaction.py)
+        self._synchronous = synchronous
+        self._db: StateDB | None = None
+        self._memory: MemoryStore | None = None
+        self._lock = threading.RLock()
+        self._compiled: dict[tuple[str, bool], CompiledFlow] = {}
+        self._registries: dict[str, ToolRegistry] = {}
+        self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
+        self._saved: set[str] = set()  # digests this process has stored in `definitions`
+
+    @classmethod
+    def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
+                    env: Mapping[str, str] | None = None) -> Engine:
+        """The engine of a loaded yard: its state database (`paths.state` unless `state` is given),
+        with the keys of its model profiles masked from the start."""
+        path = Path(state) if state is not None else project.root / project.config.paths.state
+        engine = cls(project.root, path, synchronous=synchronous, env=env)
+        engine.mask_keys(project.config.models.values())
+        return engine
+
+    def mask_keys(self, profiles: Iterable[ModelProfile]) -> None:
+        """Mask the API keys these model profiles read, wherever runs could write them."""
+        keys = key_values(key_variables(profiles), self.env)
+        self.secrets.add(keys)
+        KNOWN.add(keys)
+
+    # ---- resources --------------------------------------------------------------------------
+
+    @property
+    def db(self) -> StateDB:
+        """The state database, opened on first use."""
+        with self._lock:
+            if self._db is None:
+                try:
+                    self._db = StateDB(self.state_path, synchronous=self._synchronous, secrets=self.secrets)
+                except sqlite3.Error as exc:
+                    raise StateError(f"cannot open the state database {self.state_path}: {exc}") from None
+            return self._db
+
+    @property
+    def memory(self) -> MemoryStore:
+        """Long-term memory (LangGraph's store in the state database), opened on first use."""
+        with self._lock:
+            if self._memory is None:
+                self._memory = MemoryStore(self.state_path)
+            return self._memory
+
+    def close(self) -> None:
+        """Commit what is pending and release the database."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            if self._memory is not None:
+                self._memory.close()
+                self._memory = None
+
+    # ---- definitions ------------------------------------------------------------------------
+
+    def pin(self, bundle: Bundle) -> tuple[str, str]:
+        """(digest, JSON) of a bundle, computed once per bundle object (hashing serializes it all)."""
+        with self._lock:
+            known = self._hashes.get(id(bundle))
+            if known is None:
+                if len(self._hashes) > 256:
+                    self._hashes.clear()
+                known = self._hashes[id(bundle)] = (bundle, bundle.digest, bundle.to_json())
+            return known[1], known[2]
+
+    def pinned(self, bundle: Bundle, digest: str, text: str) -> Bundle:
+        """A bundle read back from the state database under its digest (its identity: not hashed again)."""
+        with self._lock:
+            self._hashes[id(bundle)] = (bundle, digest, text)
+        return bundle
+
+    def compiled(self, bundle: Bundle, *, durable: bool = True) -> CompiledFlow:
+        """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
+        key = (self.pin(bundle)[0], durable)
+        with self._lock:
+            if key not in self._compiled:
+                saver = self.db.saver if durable else None
+                self._compiled[key] = compile_flow(bundle, checkpointer=saver)
+            return self._compiled[key]
+
+    async def stored_bundle(self, digest: str) -> Bundle | None:
+        """The definition stored under `digest` (what a run of it started with), or None."""
+        text = await self.db.aread(lambda conn: store.load_definition(conn, digest))
+        return self.pinned(Bundle.from_json(text), digest, text) if text is not None else None
+
+    def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None) -> tuple[RunContext, str | None]:
+        """The run context of one execution (models, tools, workspace, secrets), and the note that the
+        default model profile is the mock, when the flow uses it."""
+        config_key = store.dumps(bundle.source.get("config") or {})
+        with self._lock:
+            registry = self._registries.get(config_key)
+            if registry is None:
+                registry = self._registries[config_key] = build_registry(bundle.config, self.root)
+        workspace = self.state_path.parent / "workspaces" / run_id
+        models = ModelResolver(bundle.config, self.env, run_id=run_id)
+        self.mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
+        context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
+                             workspace=workspace, thread_id=thread_id, secrets=self.secrets)
+        return context, models.default_note if _uses_default_model(bundle) else None
+
+    # ---- starting and going on --------------------------------------------------------------
+
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+                    thread: str | None = None) -> Execution:
+        """Record a new run of `bundle` (a turn of conversation `thread`) and prepare its execution;
+        UsageError (nothing recorded) for bad inputs, a taken run id or a busy thread."""
+        values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
+        render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
+        compiled = self.compiled(bundle)
+        digest, text = self.pin(bundle)
+        chosen = check_run_id(run_id) if run_id is not None else None
+        thread_id = threads.check_thread_id(thread) if thread is not None else None
+        me = liveness.current()
+        for _attempt in range(5):
+            now = now_iso()
+            record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
+                               digest=digest, status="running", inputs=values, thread_id=thread_id,
+                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
+            writes = [store.insert_run(record)]
+            if digest not in self._saved:
+                writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
+            try:
+                if thread_id is None:
+                    await self.db.writer.write(*writes)
+                else:  # one turn at a time: admitted only while no other run of the thread goes on
+                    admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
+                                          writes, record.id, now)
+                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
+                self._saved.add(digest)
+                break
+            except sqlite3.IntegrityError:
+                if chosen is not None:
+                    raise UsageError(f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)") \
+                        from None
+            except sqlite3.Error as exc:
+                raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
+        else:  # pragma: no cover - five generated ids taken in a row
+            raise StateError("could not allocate a unique run id")
+        if thread_id is None:
+            self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
+        start = turns.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
+        return await self.execution(bundle, compiled, record, start)
+
+    async def resume(self, run_id: str, wanted: Ask | None = None) -> Execution:
+        """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
+        a gate it waits at, or (None) going on after a crash or failure. UsageError or DecisionRefused
+        (nothing changed) when it cannot go on (engine/runtime/resumes.py)."""
+        db = self.db
+        record = await resumes.stopped_run(db, run_id, wanted)
+        bundle = await self.stored_bundle(record.digest)
+        if bundle is None:
+            raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
+        compiled = self.compiled(bundle)
+        state = await compiled.graph.aget_state({"configurable": {"thread_id": record.thread_id or run_id}})
+        pending = {item.id: item.value for item in state.interrupts}
+        go_on = await resumes.how_to_go_on(db, record, pending, wanted)
+        start: Any = Command(resume=go_on.resume) if go_on.resume else None
+        if wanted is None and not pending and state.created_at is None:  # died before its first checkpoint:
+            # start over from its inputs
+            start = turns.turn_state(record.inputs, run_id) if record.thread_id else \
+                compiled.initial_state(record.inputs)
+        last = await db.aread(lambda conn: store.last_seq(conn, run_id))
+        return await self.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
+                                    values=dict(state.values) if state.values else None, preface=go_on.preface,
+                                    pending=go_on.wait_again)
+
+    async def execution(self, bundle: Bundle, compiled: CompiledFlow, record: RunRecord, start: Any, *,
+                        last_seq: int = 0, resumed: bool = False, values: dict[str, Any] | None = None,
+                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
+        """One execution of `record`: its run context (models, tools, memory) and end hook."""
+        context, note = self.context(bundle, record.id, record.thread_id)
+        scope = render_scope(bundle, record.inputs)
+        if scope is not None:
+            context.memory = await self.memory.open(scope, bundle.name, record.id)
+        data: dict[str, Any] = {"resumed": True} if resumed else {}
+        if note:
+            data["note"] = note
+        if record.thread_id:
+            data["thread"] = record.thread_id
+        return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
+                         values=values, preface=list(preface or []), pending=pending,
+                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
+
+    async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+                      thread: str | None = None) -> AsyncIterator[Event]:
+        """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
+        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread)
+        async with aclosing(execute(execution)) as events:
+            async for event in events:
+                yield event
+
+    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncIterator[Event]:
+        """Go on with run `run_id` (see `resume`) and yield its events."""
+        execution = await self.resume(run_id, wanted)
+        async with aclosing(execute(execution)) as events:
+            async for event in events:
+                yield event
+
+    async def arun(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
+                   thread: str | None = None) -> RunResult:
+        """Run the pinned `bundle` to its end (finished, failed or waiting for approval)."""
+        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread))
+
+    async def aresume(self, run_id: str, wanted: Ask | None = None) -> RunResult:
+        """`astream_resume` to the end of the execution."""
+        return await collect(await self.resume(run_id, wanted))
+
+    async def expire(self, now: datetime | None = None) -> list[Expired]:
+        """Decide every gate whose timeout has passed at `now` (default: now) by its `on_timeout`,
+        and go on with its run; a gate someone decides first (or whose run is busy) is left alone."""
+        moment = gates.iso(now or datetime.now().astimezone())
+        due = await self.db.aread(lambda conn: gates.due(conn, moment))
+        expired: list[Expired] = []
+        for gate in due:
+            wanted = approvals.on_timeout(gate)
+            try:
+                execution = await self.resume(gate.run_id, wanted)
+            except DecisionRefused:
+                continue  # decided meanwhile, or the run is busy with another gate: the next round sees it
+            result = await collect(execution)
+            action = wanted.decision if wanted.decision != "timeout" else str(gate.request.get("on_timeout"))
+            expired.append(Expired(gate.run_id, gate.gate, action, result.status, result.error))
+        return expired
+
+
+def _blocks(bundle: Bundle) -> list[Any]:
+    """The blocks of a flow and of its subflows."""
+    blocks = [*bundle.blocks.values()]
+    pending = [*bundle.flows.values()]
+    while pending:
+        sub = pending.pop()
+        blocks.extend(sub.blocks.values())
+        pending.extend(sub.flows.values())
+    return blocks
+
+
+def _uses_default_model(bundle: Bundle) -> bool:
+    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
+    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
+
+
+def _profiles(bundle: Bundle) -> list[Any]:
+    """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
+    inline = [block.model for block in _blocks(bundle) if block.model is not None and not isinstance(block.model, str)]
+    return [*bundle.config.models.values(), *inline]
