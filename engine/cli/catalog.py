@@ -10,8 +10,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import click
+
+from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import did_you_mean
 from engine.project import Project, is_builtin, load_project
+from engine.validate.command import find_root, is_yard
 
 
 def flows_command(root: Path) -> int:
@@ -68,8 +72,6 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def _load(root: Path) -> Project:
-    from engine.validate.command import find_root, is_yard
-
     if not is_yard(root):
         root = find_root(root) or root
     project = load_project(root)
@@ -99,3 +101,20 @@ def _hint(value: str, known: set[str]) -> str:
 
 def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("flows", cls=Command)
+@ROOT_OPTION
+def flows(root: Path | None) -> None:
+    """List the yard's flows."""
+    raise SystemExit(flows_command(root_of(root)))
+
+
+@click.command("blocks", cls=Command)
+@click.option("--tag", default=None, help="Only blocks with this tag.")
+@click.option("--category", default=None, help="Only blocks of this category.")
+@ROOT_OPTION
+def blocks(tag: str | None, category: str | None, root: Path | None) -> None:
+    """List the yard's blocks."""
+    raise SystemExit(blocks_command(root_of(root), tag, category))

@@ -10,7 +10,8 @@ tests:
     decisions: [{approve: true, values: {}}]        # applied in order while the run waits
     expect: {status: finished, outputs: {loud: HELLO ADA}}
 ```
-Each test runs in a throw-away state database, so tests never touch `.blockyard/`.
+Each test runs in a throw-away state database, so tests never touch `.blockyard/`. The file
+format is engine/spec/flowtest.py.
 """
 
 from __future__ import annotations
@@ -19,51 +20,21 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
+from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError, UsageError
 from engine.load import LoadError, load_file
+from engine.models import scripted
 from engine.project import relative
-from engine.spec.common import Name, Spec
+from engine.spec.flowtest import FlowTest, SuiteFile
 from engine.yardfiles import Bounds, argument_bounds, list_files
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
-
-
-class Decision(Spec):
-    """One approval decision, applied when the run waits."""
-
-    approve: bool = Field(..., description="Approve (true) or reject (false) the waiting gate.")
-    values: dict[str, Any] = Field(default_factory=dict, description="Gate field values.")
-    reason: str | None = Field(None, description="Why, recorded in the trace.")
-    gate: str | None = Field(None, description="Which gate, when several wait.")
-    actor: str | None = Field(None, alias="as", description="Who decides.")
-
-
-class Expect(Spec):
-    """What the run must end with."""
-
-    status: Literal["finished", "failed", "waiting"] = Field("finished", description="Final status.")
-    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs that must equal these values.")
-    error: str | None = Field(None, description="Text the error must contain (failed runs).")
-
-
-class FlowTest(Spec):
-    name: str = Field(..., description="What the test shows.")
-    inputs: dict[str, Any] = Field(default_factory=dict, description="The run's inputs.")
-    replies: dict[str, list[Any]] = Field(default_factory=dict,
-                                          description="Scripted model replies by `flow.step`, step or block id.")
-    decisions: list[Decision] = Field(default_factory=list, description="Approval decisions, in order.")
-    expect: Expect = Field(default_factory=Expect, description="The expected end of the run.")
-
-
-class SuiteFile(Spec):
-    flow: Name = Field(..., description="The flow under test.")
-    tests: list[FlowTest] = Field(..., min_length=1, description="The tests.")
 
 
 @dataclass
@@ -120,8 +91,6 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
 
 def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
     """The problems of one test ([] when it passes)."""
-    from engine.models import scripted
-
     with scripted(run_id, test.replies):
         try:
             result = yard.run(flow, test.inputs, run_id=run_id)
@@ -149,7 +118,7 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
 
 
 def flowtest_command(root: Path, paths: list[Path]) -> int:
-    from engine.runtime.yard import Yard
+    from engine.runtime.yard import Yard  # LangGraph: only when tests run
 
     files = find_test_files(root, paths)
     if not files:
@@ -169,3 +138,12 @@ def flowtest_command(root: Path, paths: list[Path]) -> int:
     failed = sum(1 for o in outcomes if o.problems)
     click.echo(f"{len(outcomes) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("test", cls=Command)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@ROOT_OPTION
+def test_(paths: tuple[Path, ...], root: Path | None) -> None:
+    """Run flow tests (flows/*.test.yaml): scripted model replies, decisions, expected outputs."""
+    raise SystemExit(flowtest_command(root_of(root), list(paths)))

@@ -11,8 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+import click
+
 from engine.cli.catalog import table
-from engine.cli.listing import local_time
+from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.runs import local_time
 from engine.project import load_project
 from engine.state import gates, store
 
@@ -49,7 +52,7 @@ def gates_command(root: Path, flow: str | None, expire: bool, as_json: bool) -> 
 
 
 def _expire(root: Path, as_json: bool) -> int:
-    from engine.runtime.yard import Yard
+    from engine.runtime.yard import Yard  # LangGraph: only when gates are decided
 
     with Yard.open(root) as yard:
         expired = yard.expire_gates()
@@ -63,3 +66,15 @@ def _expire(root: Path, as_json: bool) -> int:
         sys.stdout.write(f"run {item.run_id}: gate '{item.gate}' timed out -> {item.action}; "
                          f"the run is {item.status}{error}\n")
     return 0
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("gates", cls=Command)
+@click.option("--flow", default=None, help="Only gates of this flow.")
+@click.option("--expire", is_flag=True, help="Decide the gates whose timeout has passed (their on_timeout) "
+                                             "and continue their runs; for cron, when no server runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def gates_cli(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> None:
+    """List the approval gates waiting for a decision."""
+    raise SystemExit(gates_command(root_of(root), flow, expire, as_json))

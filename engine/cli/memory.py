@@ -8,20 +8,22 @@ from typing import Any
 
 import click
 
+from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.errors import UsageError
 from engine.load import parse_value
+from engine.project import load_project
 from engine.state.database import exists
-from engine.state.memory import LIST_LIMIT, open_store, parse_scope, preferences, preferences_namespace
 
 
 def state_path(root: Path) -> Path:
-    from engine.project import load_project
-
     return root / load_project(root).config.paths.state
 
 
 def memory_command(root: Path, action: str, scope: str, key: str | None, value: str | None,
                    as_json: bool) -> int:
+    # LangGraph's store: imported when this command runs, not by the CLI's light commands
+    from engine.state.memory import LIST_LIMIT, open_store, parse_scope, preferences, preferences_namespace
+
     parse_scope(scope)
     path = state_path(root)
     if action != "set" and not exists(path):
@@ -71,3 +73,16 @@ def _show(prefs: dict[str, Any], as_json: bool, empty: str) -> None:
     width = max((len(k) for k in prefs), default=0)
     for key, item in prefs.items():
         click.echo(f"{key.ljust(width)}  {json.dumps(item, ensure_ascii=False, default=str)}")
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("memory", cls=Command)
+@click.argument("action", type=click.Choice(["list", "get", "set", "delete"]))
+@click.argument("scope")
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def memory(action: str, scope: str, key: str | None, value: str | None, as_json: bool, root: Path | None) -> None:
+    """Look at and fix long-term memory: list|get|set|delete SCOPE [KEY] [VALUE]."""
+    raise SystemExit(memory_command(root_of(root), action, scope, key, value, as_json))

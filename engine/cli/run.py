@@ -1,8 +1,9 @@
-"""`blockyard run`, `resume`, `runs`, `runs show` and `graph`: arguments in, text out.
+"""`blockyard run`, `resume` and `graph`: arguments in, text out.
 
 The work is the Yard's; this module turns command-line values into typed inputs, drives the
-display, prints the result and picks the exit code (DESIGN.md §6: 0 ok, 1 failed, 2 usage,
-3 waiting for approval, 130 interrupted).
+display, prints the result and picks the exit code (docs/cli.md: 0 ok, 1 failed, 2 usage,
+3 waiting for approval, 130 interrupted). The runtime (and so LangGraph) is imported only when
+one of these commands runs, not for the CLI's light commands.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
 from engine.cli import progress
+from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
@@ -65,7 +68,7 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
                 thread: str | None, as_json: bool) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended."""
-    from engine.runtime.yard import Yard
+    from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
     yard = Yard.load(root)
     try:
@@ -85,7 +88,7 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
                  if value]
         if given:
             raise UsageError(f"{given[0]} needs a decision: --approve or --reject")
-    from engine.runtime.yard import Yard
+    from engine.runtime.yard import Yard  # LangGraph: only when a run goes on
 
     yard = Yard.open(root)
     try:
@@ -101,7 +104,7 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
 def field_values(yard: Any, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
     """`--set k=v` values, read like `--input`: text as typed for the gate's string fields, YAML
     otherwise (the Yard judges them, and the gate, once more before anything is written)."""
-    from engine.runtime.approvals import choose
+    from engine.runtime.approvals import choose  # the runtime, with LangGraph: only when deciding
 
     declared: dict[str, TypeSpec] = {}
     if pairs:
@@ -232,7 +235,7 @@ def _err(text: str) -> None:
 
 def graph_command(root: Path, flow: str, fmt: str) -> int:
     """Print a flow's graph as Mermaid or Graphviz dot."""
-    from engine.runtime.yard import Yard
+    from engine.runtime.yard import Yard  # LangGraph: compiles the flow
 
     yard = Yard.load(root)
     try:
@@ -244,13 +247,44 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
     return 0
 
 
-def runs_command(root: Path, flow: str | None, status: str | None, limit: int) -> int:
-    from engine.cli.listing import print_runs
+# ---- the commands ---------------------------------------------------------------------------------
 
-    return print_runs(root, flow, status, limit)
+@click.command(cls=Command)
+@click.argument("flow")
+@click.option("--input", "-i", "inputs", multiple=True, metavar="K=V",
+              help="An input; V is read as a YAML value (7 is a number, [1,2] a list).")
+@click.option("--inputs-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A YAML or JSON mapping of inputs.")
+@click.option("--run-id", default=None, help="Id for the run (default: generated).")
+@click.option("--thread", default=None, help="Run inside an existing conversation thread.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@ROOT_OPTION
+def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
+        thread: str | None, as_json: bool, root: Path | None) -> None:
+    """Run a flow by name."""
+    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
 
 
-def show_command(root: Path, run_id: str, as_json: bool) -> int:
-    from engine.cli.listing import print_run
+@click.command(cls=Command)
+@click.argument("run_id")
+@click.option("--approve", "decision", flag_value="approve", help="Approve the waiting gate.")
+@click.option("--reject", "decision", flag_value="reject", help="Reject the waiting gate.")
+@click.option("--reason", default=None, help="Why (recorded in the trace).")
+@click.option("--set", "values", multiple=True, metavar="K=V", help="A gate field value.")
+@click.option("--gate", default=None, help="Which gate, when several are waiting.")
+@click.option("--as", "actor", default=None, help="Who decides (checked against the gate's approvers).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@ROOT_OPTION
+def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[str, ...],
+           gate: str | None, actor: str | None, as_json: bool, root: Path | None) -> None:
+    """Continue a run: decide a waiting gate, or go on after a crash or failure."""
+    raise SystemExit(resume_command(root_of(root), run_id, decision, reason, list(values), gate, actor, as_json))
 
-    return print_run(root, run_id, as_json)
+
+@click.command(cls=Command)
+@click.argument("flow")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
+@ROOT_OPTION
+def graph(flow: str, fmt: str, root: Path | None) -> None:
+    """Print a flow's graph."""
+    raise SystemExit(graph_command(root_of(root), flow, fmt))

@@ -1,4 +1,8 @@
-"""`blockyard serve`, `blockyard watch` and `blockyard schedules`."""
+"""`blockyard serve`, `blockyard watch` and `blockyard schedules`.
+
+The server's parts (FastAPI, uvicorn, the runtime with LangGraph), the file watcher and croniter
+are imported when these commands run, not by the CLI's light commands (`blockyard validate`).
+"""
 
 from __future__ import annotations
 
@@ -10,22 +14,28 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
+from zoneinfo import ZoneInfo
 
+import click
+
+from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.errors import UsageError
-
-if TYPE_CHECKING:
-    from engine.spec import ConfigSpec
+from engine.project import load_project
+from engine.spec import ConfigSpec
+from engine.validate.report import REPORTERS, Report
+from engine.validate.semantic import check_project
 
 
 def serve_command(root: Path, host: str | None, port: int | None, watch: bool, grace: float) -> int:
     """Serve the yard at `root` until Ctrl-C / SIGTERM; host and port default to blockyard.yaml's server."""
+    # the server's parts (FastAPI, uvicorn, the runtime): imported only when the server starts
     import uvicorn
 
-    from engine.serve import logs
-    from engine.serve.app import create_app
-    from engine.serve.auth import server_token
-    from engine.serve.server import Server, Settings
+    from engine.serve import logs  # (see above)
+    from engine.serve.app import create_app  # (see above)
+    from engine.serve.auth import server_token  # (see above)
+    from engine.serve.server import Server, Settings  # (see above)
 
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder (give the yard with --root)")
@@ -64,8 +74,6 @@ def _stopped(_signum: int, _frame: object) -> None:
 
 
 def _config(root: Path) -> ConfigSpec:
-    from engine.project import load_project
-
     return load_project(root).config
 
 
@@ -75,7 +83,7 @@ def _url_host(host: str) -> str:
 
 def watch_command(root: Path, fmt: str = "text", out: TextIO | None = None) -> int:
     """Validate now and after every save until Ctrl-C; prints each report (exit 0 on Ctrl-C)."""
-    from engine.serve.watcher import YardWatcher
+    from engine.serve.watcher import YardWatcher  # watchfiles: see the module's docstring
 
     out = out or sys.stdout
     if not root.is_dir():
@@ -98,10 +106,6 @@ def watch_command(root: Path, fmt: str = "text", out: TextIO | None = None) -> i
 
 
 def _report(root: Path, fmt: str, out: TextIO, changed: set[Path] | None) -> None:
-    from engine.project import load_project
-    from engine.validate.report import REPORTERS, Report
-    from engine.validate.semantic import check_project
-
     began = time.perf_counter()
     project = load_project(root)
     diagnostics = list(project.diagnostics)
@@ -132,8 +136,7 @@ def _rel(path: Path, root: Path) -> str:
 
 def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> int:
     """Print every scheduled flow with its next fire time; exit 1 when a schedule is unusable."""
-    from engine.cron import next_fire, schedule_problem
-    from engine.project import load_project
+    from engine.cron import next_fire, schedule_problem  # croniter: see the module's docstring
     from engine.serve.schedules import ScheduleStore
 
     out = out or sys.stdout
@@ -181,9 +184,39 @@ def _table(rows: list[dict[str, object]], out: TextIO) -> None:
 
 
 def _local(iso: object, zone: object) -> str:
-    from zoneinfo import ZoneInfo
-
     when = datetime.fromisoformat(str(iso))
     with contextlib.suppress(KeyError, ValueError):
         when = when.astimezone(ZoneInfo(str(zone)))
     return when.strftime("%Y-%m-%d %H:%M %Z")
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("serve", cls=Command)
+@click.option("--host", default=None, help="Address to bind (default: blockyard.yaml server.host, 127.0.0.1); "
+                                          "any non-loopback address needs BLOCKYARD_TOKEN.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port to bind (default: blockyard.yaml server.port, 8000).")
+@click.option("--no-reload", "no_reload", is_flag=True, help="Don't watch the files for changes.")
+@click.option("--grace", type=click.FloatRange(0), default=30.0, show_default=True,
+              help="Seconds running runs get to finish at shutdown before they are interrupted.")
+@ROOT_OPTION
+def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:
+    """HTTP API, live events, web page, hot reload and schedules."""
+    raise SystemExit(serve_command(root_of(root), host, port, not no_reload, grace))
+
+
+@click.command("watch", cls=Command)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: a report per save; json: one JSON object per save.")
+@ROOT_OPTION
+def watch(fmt: str, root: Path | None) -> None:
+    """Re-validate on every save and print the problems (Ctrl-C to stop)."""
+    raise SystemExit(watch_command(root_of(root), fmt))
+
+
+@click.command("schedules", cls=Command)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+def schedules(as_json: bool, root: Path | None) -> None:
+    """Print the scheduled flows and their next fire times."""
+    raise SystemExit(schedules_command(root_of(root), as_json))

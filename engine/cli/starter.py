@@ -11,6 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
+
+from engine.cli.options import Command
 from engine.schema import schema_dir
 
 SCHEMAS_FOLDER = "schemas"
@@ -119,3 +122,11 @@ def _write_schemas(folder: Path) -> list[str]:
             continue
         written.append(f"{SCHEMAS_FOLDER}/{name}")
     return written
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.command("init", cls=Command)
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path | None) -> None:
+    """Write a starter yard (blockyard.yaml, a block and a flow)."""
+    raise SystemExit(init_command(directory or Path.cwd()))

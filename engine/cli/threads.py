@@ -12,9 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
+
 from engine.cli.catalog import table
 from engine.cli.gates import shorten, state_path
-from engine.cli.listing import local_time
+from engine.cli.options import ROOT_OPTION, Group, root_of
+from engine.cli.runs import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.state import store, threads
@@ -87,3 +90,25 @@ def _turn(run: RunRecord) -> dict[str, Any]:
 
 def _indent(mark: str, text: str) -> str:
     return "\n".join(f"  {mark}{line}" for line in (text.splitlines() or [""]))
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.group("threads", cls=Group, invoke_without_command=True)
+@click.option("--flow", default=None, help="Only threads of this flow.")
+@click.option("--limit", default=50, show_default=True, help="How many threads to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@ROOT_OPTION
+@click.pass_context
+def threads_cli(ctx: click.Context, flow: str | None, limit: int, as_json: bool, root: Path | None) -> None:
+    """List conversation threads (`blockyard run FLOW --thread ID`), most recent first."""
+    if ctx.invoked_subcommand is None:
+        raise SystemExit(threads_command(root_of(root), flow, limit, as_json))
+
+
+@threads_cli.command("show")
+@click.argument("thread_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the thread as JSON.")
+@ROOT_OPTION
+def threads_show(thread_id: str, as_json: bool, root: Path | None) -> None:
+    """Show one thread: each turn, what was asked and what came back."""
+    raise SystemExit(thread_show_command(root_of(root), thread_id, as_json))

@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.cli.flowtests import SuiteFile
 from engine.spec.block import BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec
+from engine.spec.flowtest import SuiteFile
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "block.schema.json": BlockSpec,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import Yard
-from engine.cli.listing import step_summary
+from engine.cli.runs import step_summary
 from engine.events import Sequencer
 from engine.state import store
 from tests.runtime.conftest import Outcome, subprocess_env

@@ -14,12 +14,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
+from engine.cli.options import ROOT_OPTION, Group, root_of
 from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
+from engine.pinned import make_bundle
 from engine.project import load_project
 from engine.state import gates as gate_rows
 from engine.state import store
@@ -155,8 +158,6 @@ def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
 
 def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
     """The pinned definition versus the files now: same, differ, missing (flow gone) or unknown."""
-    from engine.pinned import make_bundle
-
     info: dict[str, Any] = {"flow": run.flow, "version": run.version, "digest": run.digest}
     try:
         bundle = make_bundle(load_project(root), run.flow)
@@ -258,3 +259,25 @@ def _yaml_block(value: Any) -> str:
         return "    {}" if isinstance(value, dict) else f"    {value!r}"
     text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
     return "\n" + "\n".join("  " + line for line in text.splitlines())
+
+# ---- the commands ---------------------------------------------------------------------------------
+
+@click.group("runs", cls=Group, invoke_without_command=True)
+@click.option("--flow", default=None, help="Only runs of this flow.")
+@click.option("--status", default=None, help="Only runs with this status.")
+@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@ROOT_OPTION
+@click.pass_context
+def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:
+    """List runs, newest first."""
+    if ctx.invoked_subcommand is None:
+        raise SystemExit(print_runs(root_of(root), flow, status, limit))
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@ROOT_OPTION
+def runs_show(run_id: str, as_json: bool, root: Path | None) -> None:
+    """Show one run: inputs, outputs, steps, error, waiting gates."""
+    raise SystemExit(print_run(root_of(root), run_id, as_json))

@@ -1,0 +1,47 @@
+"""What every command of the CLI shares: the `--root` option, and commands that tell a lock-wait
+error which command waited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from engine.state.database import StateLocked
+
+ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+                           help="The yard's root folder (default: the current directory).")
+
+
+def root_of(root: Path | None) -> Path:
+    """The yard's root: `--root`, else the current directory."""
+    return (root or Path.cwd()).resolve()
+
+
+def _named(exc: Exception, ctx: click.Context) -> None:
+    """Tell a lock-wait error which command waited (`memory set`, `runs show`): several may run at once."""
+    if isinstance(exc, StateLocked) and exc.command is None:
+        words = ctx.command_path.split()[1:]  # without the program's name
+        action = ctx.params.get("action")  # `memory ACTION`: the action is what the user ran
+        exc.command = " ".join([*words, action] if isinstance(action, str) else words)
+
+
+class Command(click.Command):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _named(exc, ctx)
+            raise
+
+
+class Group(click.Group):
+    command_class = Command
+    group_class = type  # subgroups are Groups too
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _named(exc, ctx)  # the innermost command named it already, if it was a subcommand's
+            raise

@@ -1,0 +1,42 @@
+"""The format of flow test files (`flows/*.test.yaml`, run by `blockyard test`: engine/cli/flowtests.py);
+its JSON Schema is published with the others (engine/spec/export.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from engine.spec.common import Name, Spec
+
+
+class Decision(Spec):
+    """One approval decision, applied when the run waits."""
+
+    approve: bool = Field(..., description="Approve (true) or reject (false) the waiting gate.")
+    values: dict[str, Any] = Field(default_factory=dict, description="Gate field values.")
+    reason: str | None = Field(None, description="Why, recorded in the trace.")
+    gate: str | None = Field(None, description="Which gate, when several wait.")
+    actor: str | None = Field(None, alias="as", description="Who decides.")
+
+
+class Expect(Spec):
+    """What the run must end with."""
+
+    status: Literal["finished", "failed", "waiting"] = Field("finished", description="Final status.")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs that must equal these values.")
+    error: str | None = Field(None, description="Text the error must contain (failed runs).")
+
+
+class FlowTest(Spec):
+    name: str = Field(..., description="What the test shows.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The run's inputs.")
+    replies: dict[str, list[Any]] = Field(default_factory=dict,
+                                          description="Scripted model replies by `flow.step`, step or block id.")
+    decisions: list[Decision] = Field(default_factory=list, description="Approval decisions, in order.")
+    expect: Expect = Field(default_factory=Expect, description="The expected end of the run.")
+
+
+class SuiteFile(Spec):
+    flow: Name = Field(..., description="The flow under test.")
+    tests: list[FlowTest] = Field(..., min_length=1, description="The tests.")
