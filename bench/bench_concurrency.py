@@ -1,6 +1,6 @@
 """500 concurrent durable runs of a 5-step flow whose model takes 50 ms per call (the mock
 profile's `delay: 50ms`), against hand-written LangGraph doing the same with AsyncSqliteSaver at
-its defaults (LANGGRAPH_PERF.md §3 measured ~5.5 s for that on this machine).
+its defaults (the figures are in docs/runtime.md, Performance).
 
     python bench/bench_concurrency.py      # BENCH_ROUNDS=3 by default
 

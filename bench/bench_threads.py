@@ -5,7 +5,7 @@ Variants (sizes are deterministic, so one round is enough):
 - blockyard: `Yard.arun(flow, inputs, thread=...)` — finished turns pruned to one checkpoint;
 - blockyard, no pruning: the same with pruning switched off (what the messages cost per step);
 - raw LangGraph: a one-node graph with `add_messages` on a SqliteSaver, one invoke per turn
-  (the chat-style row of LANGGRAPH_PERF.md §5, which appends one message per turn).
+  (a plain chat, which appends one message per turn).
 Size = the file after `PRAGMA wal_checkpoint(TRUNCATE)`; "in use" leaves out free pages.
 
     python bench/bench_threads.py [TURNS]

@@ -1,6 +1,7 @@
 """A pinned, self-contained definition of one flow: the flow, every block and subflow it uses,
 and the project config. Runs store their bundle by content hash, so a paused or crashed run
-resumes on exactly the definition it started with (DESIGN.md §5), whatever the files say now.
+resumes on exactly the definition it started with (docs/runtime.md, Pinning), whatever the files
+say now.
 """
 
 from __future__ import annotations

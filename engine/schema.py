@@ -53,7 +53,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _validator(name: str) -> Validator:
-    from jsonschema import Draft202012Validator, validators
+    from jsonschema import Draft202012Validator, validators  # only to explain errors: see the docstring
 
     # JSON Schema regexes are ECMA-262, where `$` matches only at the very end; Python's `$` also
     # matches before a final newline, which would let 'name\n' through and disagree with the models
@@ -62,7 +62,7 @@ def _validator(name: str) -> Validator:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
+    from jsonschema.exceptions import ValidationError  # (see _validator)
 
     if isinstance(instance, str) and _regex(pattern).search(instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")

@@ -6,6 +6,7 @@ Shared by the validator (which parses them and lists the names they read) and th
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -37,8 +38,6 @@ def _env() -> ImmutableSandboxedEnvironment:
 
 
 def _tojson(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -1,4 +1,4 @@
-"""Agent and smart blocks in a flow: the runners the compiler wires itself.
+"""Agent and smart blocks in a flow: the executors the compiler wires itself.
 
 An agent's delegates are resolved here, where the flow's bundle and steps are known:
 - on a block, `delegates` name other agent blocks or flows (the bundle carries both);

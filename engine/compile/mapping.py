@@ -57,7 +57,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     item_node, join_node = f"{step.id}.item", f"{step.id}.join"
     count_key, since_key = COUNT.format(step.id), SINCE.format(step.id)
     index_key = MAP_INDEX.format(step.id)
-    run_item, retry = _item_runner(builder, step, spec, inner)
+    run_item, retry = _item_function(builder, step, spec, inner)
     needs_results = _mentions_steps(spec)
 
     async def fan_out(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
@@ -119,11 +119,11 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     return Built([step.id], tail=join_node)
 
 
-ItemRunner = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[Any]]
+RunItem = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[Any]]
 
 
-def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
-                 ) -> tuple[ItemRunner, RetryPolicy | None]:
+def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
+                 ) -> tuple[RunItem, RetryPolicy | None]:
     """How one item runs (payload, runtime, position -> outputs), and the item node's retry policy."""
     if (spec.uses is None) == (spec.steps is None):
         raise CompileError(f"{builder.where(step.id)}: a map needs either `uses:` or `steps:`, not "

@@ -1,4 +1,4 @@
-"""Progress events written by nodes to LangGraph's custom stream (DESIGN.md §5).
+"""Progress events written by nodes to LangGraph's custom stream (docs/runtime.md, Events).
 
 Shape: {"type": ..., "step": step id, "data": {...}}. The runtime adds the run id, the time and a
 sequence number, and persists them. Step ids inside subflows carry the calling step as a prefix

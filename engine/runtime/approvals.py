@@ -4,11 +4,12 @@ A decision is judged before anything is written (the run must wait, the gate mus
 wait, the person must be an approver, the values must fit the gate's fields); then it is claimed
 in one transaction (engine/state/gates.py), and only then is the graph resumed — by interrupt
 id, with ids taken from the checkpoint's pending interrupts (LangGraph ignores an unknown id
-silently, and resuming with `None` could re-use an old answer: LANGGRAPH_NOTES §4).
+silently, and resuming with `None` could re-use an old answer: docs/approvals.md).
 
 A decision whose process died before the graph took it stays claimed; the next plain
-`blockyard resume RUN_ID` hands it to the graph. Gates past their timeout are decided by
-`expire` according to their `on_timeout`.
+`blockyard resume RUN_ID` hands it to the graph (engine/runtime/resumes.py). Gates past their
+timeout are decided according to their `on_timeout` (`on_timeout` here, `Engine.expire` in
+engine/runtime/engine.py). Where the other parts of approvals live: docs/architecture.md.
 """
 
 from __future__ import annotations

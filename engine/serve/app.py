@@ -14,13 +14,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from engine import __version__
 from engine.errors import BlockyardError
 from engine.serve import problems
 from engine.serve.middleware import AccessLogMiddleware, AuthMiddleware, BodyLimitMiddleware, HostMiddleware
 from engine.serve.routes import flows, meta, runs
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
+from engine.version import __version__
 
 
 def create_app(settings: Settings | Server) -> FastAPI:

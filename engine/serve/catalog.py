@@ -24,6 +24,7 @@ from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
 from engine.spec.config import ServerSpec
 from engine.validate.codes import SERVE
+from engine.validate.semantic import check_project
 from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
 
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
@@ -38,7 +39,7 @@ Compiler = Callable[[Bundle], object]
 
 def compile_check(bundle: Bundle) -> object:
     """Compile a bundle once when it is swapped in, so what can't run is held back like any error."""
-    from engine.compile import compile_flow
+    from engine.compile import compile_flow  # LangGraph: not for `blockyard schedules`, which reads the catalog
 
     return compile_flow(bundle)
 
@@ -88,8 +89,6 @@ class Catalog:
 
 def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler | None = compile_check) -> Catalog:
     """Read the yard and build the next catalog (blocking: run it in a worker thread)."""
-    from engine.validate.semantic import check_project
-
     project = load_project(root)
     diagnostics = list(project.diagnostics)
     if not _config_broken(diagnostics):

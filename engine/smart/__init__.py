@@ -9,20 +9,19 @@ imported only when a smart block is compiled or optimized: validate never loads 
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 EXTRA = "pip install blockyard[dspy]"
 
 
 def dspy_installed() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("dspy") is not None
 
 
 def import_dspy() -> object:
     """dspy, imported without the network (LiteLLM would fetch a model price list on import)."""
-    import os
-
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import dspy
+    import dspy  # the optional extra: only when a smart block is compiled or optimized
 
     return dspy

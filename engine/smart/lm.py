@@ -45,7 +45,7 @@ def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mappi
 def mock_lm(generator: MockGenerator, request: StructuredRequest, *, reasoning: bool = False) -> Any:
     """DSPy's DummyLM on the mock's answers (scripted, else derived from the inputs)."""
     import_dspy()
-    from dspy.utils.dummies import DummyLM
+    from dspy.utils.dummies import DummyLM  # the optional extra, imported by import_dspy()
 
     class MockLM(DummyLM):  # type: ignore[misc]
         """Follows a compiled program's demos when the input was one of them, else answers.

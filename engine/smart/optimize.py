@@ -26,9 +26,12 @@ from typing import Any, TextIO
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError, ValidationFailed
 from engine.load import LoadError, load_file
+from engine.models import ModelResolver
 from engine.pinned import program_path
 from engine.project import BlockDef, Project, load_project, relative
 from engine.smart import EXTRA, dspy_installed, import_dspy
+from engine.smart.lm import lm_for, model_failure
+from engine.smart.program import module, saved_state
 from engine.spec import BlockSpec
 from engine.yardfiles import argument_bounds
 
@@ -49,8 +52,6 @@ def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, m
     trainset = read_examples(examples, block, root)
     os.environ.setdefault("TQDM_DISABLE", "1")  # DSPy's progress bars: this command reports by itself
     compiled, bootstrapped = compile_program(project, block, trainset, max_demos, max_labeled)
-    from engine.smart.program import saved_state
-
     target = program_path(definition.doc.path)
     _write_json(target, saved_state(compiled))
     demos = sum(len(predictor.demos) for predictor in compiled.predictors())
@@ -65,11 +66,7 @@ def compile_program(project: Project, block: BlockSpec, trainset: list[Example],
                     max_labeled: int) -> tuple[Any, int]:
     """(the compiled DSPy module, how many demos were bootstrapped)."""
     dspy: Any = import_dspy()
-    from dspy.teleprompt import BootstrapFewShot
-
-    from engine.models import ModelResolver
-    from engine.smart.lm import lm_for, model_failure
-    from engine.smart.program import module
+    from dspy.teleprompt import BootstrapFewShot  # the optional extra, imported by import_dspy() above
 
     resolver = ModelResolver(project.config, run_id=f"optimize:{block.block}")
     lm, key = lm_for(resolver, block, flow="optimize", step=block.block, inputs={})

@@ -3,11 +3,11 @@ share transactions.
 
 Each committed SQLite transaction costs far more than the rows in it (a WAL append and, with
 `synchronous=FULL`, an fsync). A durable engine that commits every checkpoint on its own spends
-most of its time there (LANGGRAPH_PERF.md §3). Here every writer hands its statements to one
-thread and awaits the commit of the transaction that carries them; while the thread commits one
-batch the next one fills up, so under load hundreds of checkpoints share one commit and nobody
-returns before their data is in the database. A crash can therefore lose only work whose writer
-was still waiting — never a write that was acknowledged.
+most of its time there (docs/runtime.md, Performance; bench/bench_saver.py). Here every writer
+hands its statements to one thread and awaits the commit of the transaction that carries them;
+while the thread commits one batch the next one fills up, so under load hundreds of checkpoints
+share one commit and nobody returns before their data is in the database. A crash can therefore
+lose only work whose writer was still waiting — never a write that was acknowledged.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ Exports load on first use: the validator imports `engine.tools.names` and nothin
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from engine.tools.names import BUILTIN_TOOLS
@@ -26,6 +27,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine.tools' has no attribute '{name}'")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

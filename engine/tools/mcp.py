@@ -117,7 +117,7 @@ class McpSource:
     def _session(self, server: str) -> Any:
         if importlib.util.find_spec("langchain_mcp_adapters") is None:
             raise ToolError(f"MCP server '{server}' needs the MCP extra: {EXTRA}")
-        from langchain_mcp_adapters.sessions import create_session
+        from langchain_mcp_adapters.sessions import create_session  # the optional extra, checked above
 
         return create_session(self._connection(server))  # type: ignore[arg-type]
 
@@ -130,7 +130,7 @@ class McpSource:
             connection: dict[str, Any] = {"transport": "stdio", "command": spec.command, "args": list(spec.args),
                                           "cwd": str(self.root)}
             if spec.env:
-                from mcp.client.stdio import get_default_environment
+                from mcp.client.stdio import get_default_environment  # the optional MCP extra
 
                 connection["env"] = {**get_default_environment(), **{k: self._expand(server, v)
                                                                      for k, v in spec.env.items()}}

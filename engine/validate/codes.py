@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from functools import cache
 
+from engine.validate.semantic.codes import CODES as SEMANTIC
+
 LOADING: dict[str, str] = {
     "BY001": "file cannot be read (missing, too large, not UTF-8 text)",
     "BY002": "YAML syntax error",
@@ -58,7 +60,7 @@ STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project",
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
     merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS}
-    for code, title in _semantic().items():
+    for code, title in SEMANTIC.items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)
     return dict(sorted(merged.items()))
@@ -74,17 +76,6 @@ def stage(code: str) -> str:
 def title(code: str) -> str:
     """The short title of `code`, or '' for a code nobody registered."""
     return all_codes().get(code, "")
-
-
-def _semantic() -> dict[str, str]:
-    try:
-        from engine.validate.semantic.codes import CODES
-    except ModuleNotFoundError as exc:
-        # only the registry module itself may be missing; a broken import inside it must surface
-        if exc.name != "engine.validate.semantic.codes":
-            raise
-        return {}
-    return dict(CODES)
 
 
 def markdown_table() -> str:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
+from engine.project import load_project
 from engine.validate.report import REPORTERS, Report
+from engine.validate.semantic import check_project
 from engine.yardfiles import located
 
 CONFIG_FILE = "blockyard.yaml"
@@ -51,9 +53,6 @@ def validate_command(paths: list[Path], fmt: str, root: Path | None) -> int:
 
 def validate(paths: list[Path], root: Path | None) -> Report:
     """Check the yards that `paths` (or `root`, or the current directory) belong to."""
-    from engine.project import load_project
-    from engine.validate.semantic import check_project
-
     cwd = Path.cwd().resolve()
     targets = plan(paths, root, cwd)
     diagnostics: set[Diagnostic] = set()

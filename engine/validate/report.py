@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from engine.diagnostics import Diagnostic
+from engine.validate.codes import all_codes
+from engine.version import __version__
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,6 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def sarif(report: Report, out: TextIO, err: TextIO) -> None:
     """SARIF 2.1.0 (GitHub code scanning and other static-analysis viewers): rules are the code registry."""
-    from engine import __version__
-    from engine.validate.codes import all_codes
-
     registry = dict(all_codes())
     for d in report.diagnostics:  # a code missing from the registry still needs a rule to point at
         registry.setdefault(d.code, d.code)

@@ -31,8 +31,8 @@ class Tools:
 def call(block: BlockSpec, inputs: dict[str, Any], tools: Any = None) -> Any:
     events: list[Any] = []
     context = RunContext(run_id="r", models=None, tools=tools, workspace=Path("."))  # type: ignore[arg-type]
-    runner = prepare(block, "flow 'f', step 's'")
-    result = asyncio.run(runner(BlockCall("f", "s", "s", block, inputs, context, events.append)))
+    executor = prepare(block, "flow 'f', step 's'")
+    result = asyncio.run(executor(BlockCall("f", "s", "s", block, inputs, context, events.append)))
     return result, events
 
 
@@ -76,8 +76,8 @@ def test_wait_sleeps_for_its_duration() -> None:
     try:
         started = loop.time()
         context = RunContext(run_id="r", models=None, tools=None, workspace=Path("."))  # type: ignore[arg-type]
-        runner = prepare(spec, "flow 'f', step 's'")
-        assert loop.run_until_complete(runner(BlockCall("f", "s", "s", spec, {}, context, print))) == {}
+        executor = prepare(spec, "flow 'f', step 's'")
+        assert loop.run_until_complete(executor(BlockCall("f", "s", "s", spec, {}, context, print))) == {}
         assert loop.time() - started >= 0.02
     finally:
         loop.close()

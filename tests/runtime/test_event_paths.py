@@ -1,5 +1,6 @@
-"""Events reach the runner the same way whether nodes write to our function directly or through
-LangGraph's custom stream (the fallback), subflows and parallel map items included."""
+"""Events reach the execution (engine/runtime/execution.py) the same way whether nodes write to our
+function directly or through LangGraph's custom stream (the fallback), subflows and parallel map
+items included."""
 
 from __future__ import annotations
 

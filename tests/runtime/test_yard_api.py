@@ -1,4 +1,4 @@
-"""The Python API (DESIGN.md §8): Yard.load/run/astream/resume/compile, in-process and across
+"""The Python API (docs/runtime.md, Python API): Yard.load/run/astream/resume/compile, in-process and across
 processes sharing one database."""
 
 from __future__ import annotations

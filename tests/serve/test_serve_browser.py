@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, gated_run_or_skip
+from serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
@@ -104,7 +104,7 @@ def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]],
     root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
     live = serve(root, schedules=False)
     with live.client() as client:
-        gated_run_or_skip(client)
+        start_gated_run(client)
     page.goto(live.url + "/")
     page.locator("#flow-list [data-flow=gated]").click()
     page.click("#run-button")

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from serve_helpers import GATED_FLOW, YARD, Live, gated_run_or_skip, wait_for, wait_run
+from serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
 
 
 def stored_status(root: Path, run_id: str) -> str:
@@ -144,7 +144,7 @@ def test_a_paused_run_survives_a_reload_and_a_restart(make_yard: Callable[[dict[
     root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
     live = serve(root, schedules=False)
     with live.client() as client:
-        paused = gated_run_or_skip(client, {"a": 1})
+        paused = start_gated_run(client, {"a": 1})
         run_id = paused["run_id"]
         assert paused["waiting"] and paused["step"] == "ask"
         run = client.get(f"/runs/{run_id}").json()

@@ -19,7 +19,7 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     if importlib.util.find_spec("langchain_anthropic") is None:
         raise ModelError("provider 'anthropic' needs `pip install blockyard[anthropic]` "
                          f"(model profile '{name}')", provider="anthropic", model=profile.name)
-    from langchain_anthropic import ChatAnthropic
+    from langchain_anthropic import ChatAnthropic  # the optional extra, checked above
 
     if not profile.name:
         raise ModelError(f"model profile '{name}' (anthropic) needs `name`, e.g. claude-sonnet-4-5",

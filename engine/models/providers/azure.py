@@ -17,7 +17,7 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
 
     The endpoint and API version fall back to AZURE_OPENAI_ENDPOINT and OPENAI_API_VERSION.
     """
-    from langchain_openai import AzureChatOpenAI
+    from langchain_openai import AzureChatOpenAI  # LangChain: only when an azure profile is used
 
     what = f"model profile '{name}' (azure)"
     if not profile.name:

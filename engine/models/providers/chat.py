@@ -121,7 +121,7 @@ class ChatGenerator:
 
 async def _streamed(bound: Any, chat: list[Any], on_token: TokenSink) -> Any:
     """Stream a reply, handing its text to on_token, and return it as one AIMessage."""
-    from langchain_core.messages import message_chunk_to_message
+    from langchain_core.messages import message_chunk_to_message  # LangChain: only when a model runs
 
     whole: Any = None
     async for chunk in bound.astream(chat):
@@ -164,7 +164,7 @@ def function_name(block: str) -> str:
 
 def messages(request: StructuredRequest, turns: tuple[Turn, ...]) -> list[Any]:
     """The chat: system, user (the inputs as JSON when the block has no user prompt), repair turns."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # LangChain: when a model runs
 
     chat: list[Any] = []
     if request.system:

@@ -104,7 +104,7 @@ def agent_reply(reply: Any, request: TurnRequest) -> Any:
     malformed call, as a model's broken JSON would); `{$text: ...}` answers in plain text; anything
     else is the final answer (for a single output the bare value is enough).
     """
-    from langchain_core.messages import AIMessage
+    from langchain_core.messages import AIMessage  # LangChain: only when an agent talks to the mock
 
     if isinstance(reply, dict) and ("$tool_calls" in reply or "$text" in reply):
         calls: list[dict[str, Any]] = []

@@ -18,7 +18,7 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     With a `base_url` and no `api_key_env`, a missing OPENAI_API_KEY is fine (local servers such
     as Ollama need no key); naming `api_key_env` always makes the key required.
     """
-    from langchain_openai import ChatOpenAI
+    from langchain_openai import ChatOpenAI  # LangChain: only when an openai profile is used
 
     model = profile.name or DEFAULT_MODEL
     timeout = parse_duration(profile.timeout) if profile.timeout else None

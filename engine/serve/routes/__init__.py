@@ -1,1 +1,1 @@
-"""HTTP routes of `blockyard serve` (DESIGN.md §6), one module per resource."""
+"""HTTP routes of `blockyard serve` (docs/serve.md, HTTP API), one module per resource."""

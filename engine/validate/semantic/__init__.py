@@ -1,4 +1,4 @@
-"""Semantic checks over a loaded project (DESIGN.md §4.3): what JSON Schema cannot see.
+"""Semantic checks over a loaded project (docs/validation.md): what JSON Schema cannot see.
 
 Blocks are checked on their own (kind requirements, tools, models, templates); each flow is
 indexed into regions, then checked for names that do not resolve, step shape, routing, graph

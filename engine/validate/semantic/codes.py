@@ -1,4 +1,4 @@
-"""Codes of the semantic checks (DESIGN.md §4.3), each with a short title.
+"""Codes of the semantic checks (docs/flows.md, Validation codes), each with a short title.
 
 Codes are a public contract (CI annotations, SARIF rules, docs): once published a code keeps its
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the

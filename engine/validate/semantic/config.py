@@ -10,6 +10,7 @@ from engine.load import JsonPath
 from engine.project import Project
 from engine.spec import ModelProfile
 from engine.tools.location import module_problem
+from engine.tools.names import BUILTIN_TOOLS
 from engine.validate.semantic.index import issue
 
 DEFAULT_PROFILE = "default"
@@ -19,10 +20,6 @@ PROVIDER_ONLY = {"delay": "mock", "replies": "mock", "api_version": "azure"}
 
 def builtin_tools() -> frozenset[str]:
     """Names of the built-in tools (engine.tools.names holds plain data: importing it loads no tool)."""
-    try:
-        from engine.tools.names import BUILTIN_TOOLS
-    except ImportError:
-        return frozenset()
     return frozenset(BUILTIN_TOOLS)
 
 
