@@ -15,8 +15,8 @@ from pathlib import Path
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.project import load_project
+from engine.validate import semantic
 from engine.validate.report import REPORTERS, Report
-from engine.validate.semantic import check_project
 from engine.yardfiles import located
 
 CONFIG_FILE = "blockyard.yaml"
@@ -59,7 +59,7 @@ def validate(paths: list[Path], root: Path | None) -> Report:
     checked = 0
     for target in targets:
         project = load_project(target.root)
-        found = [*project.diagnostics, *check_project(project)]
+        found = [*project.diagnostics, *semantic.check_project(project)]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
             if target.wants(located(target.root / d.file)):

@@ -28,7 +28,7 @@ def test_every_code_validate_emits_is_registered() -> None:
 
 def test_semantic_codes_do_not_redefine_loading_schema_or_project_codes() -> None:
     own = {**codes.LOADING, **codes.SCHEMA, **codes.PROJECT}
-    assert set(codes._semantic()) & set(own) == set()
+    assert set(codes.SEMANTIC) & set(own) == set()
 
 
 def test_titles_are_short_single_lines() -> None:
