@@ -16,6 +16,22 @@ ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=
                            help="The yard's root folder (default: the current directory).")
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds in a range; NaN, which compares false with every bound, is refused too."""
+
+    name = "seconds"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:  # NaN
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return float(seconds)
+
+
+# Listing limits go into SQL (LIMIT ?), which takes 64-bit integers only.
+LIMIT = click.IntRange(1, 100_000)
+
+
 def _root(root: Path | None) -> Path:
     return (root or Path.cwd()).resolve()
 
@@ -138,7 +154,7 @@ def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[
 @cli.group(invoke_without_command=True)
 @click.option("--flow", default=None, help="Only runs of this flow.")
 @click.option("--status", default=None, help="Only runs with this status.")
-@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many runs to show.")
 @ROOT_OPTION
 @click.pass_context
 def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:
@@ -175,7 +191,7 @@ def gates(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> N
 
 @cli.group(invoke_without_command=True)
 @click.option("--flow", default=None, help="Only threads of this flow.")
-@click.option("--limit", default=50, show_default=True, help="How many threads to show.")
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many threads to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
 @click.pass_context
@@ -243,7 +259,7 @@ def memory(action: str, scope: str, key: str | None, value: str | None, as_json:
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port to bind (default: blockyard.yaml server.port, 8000).")
 @click.option("--no-reload", "no_reload", is_flag=True, help="Don't watch the files for changes.")
-@click.option("--grace", type=click.FloatRange(0), default=30.0, show_default=True,
+@click.option("--grace", type=Seconds(0, 86_400), default=30.0, show_default=True,
               help="Seconds running runs get to finish at shutdown before they are interrupted.")
 @ROOT_OPTION
 def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:

@@ -184,3 +184,15 @@ def test_init_into_a_file_fails(cli: Run, tmp_path: Path, capsys: pytest.Capture
     assert code == 2 and "is a file" in err  # click checks the argument before init runs
     assert init_command(target) == 1
     assert capsys.readouterr().err == f"error: {target} exists and is not a folder\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["runs", "--limit", "99999999999999999999"], "is not in the range 1<=x<=100000"),
+    (["threads", "--limit", "-5"], "is not in the range 1<=x<=100000"),
+    (["serve", "--grace", "nan"], "'nan' is not a number of seconds"),
+    (["serve", "--grace", "inf"], "is not in the range 0<=x<=86400"),
+])
+def test_out_of_range_numbers_are_usage_errors(cli: Run, tmp_path: Path, args: list[str], message: str) -> None:
+    code, _, err = cli(*args, "--root", str(tmp_path))
+    assert code == 2
+    assert message in err
