@@ -22,6 +22,7 @@ from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.spec import ApprovalSpec, StepSpec, TypeSpec
 from engine.typecheck import TypeMismatch, conform
+from engine.values import value_problem
 
 APPROVE, REJECT, TIMEOUT = "approve", "reject", "timeout"
 DECISIONS = (APPROVE, REJECT, TIMEOUT)
@@ -119,6 +120,9 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
                 checked[name] = conform(given[name], spec, name)
             except TypeMismatch as exc:
                 raise DecisionRefused(f"gate '{gate}': field {exc}") from None
+            problem = value_problem(checked[name], name)
+            if problem is not None:
+                raise DecisionRefused(f"gate '{gate}': field {problem}")
         elif decision == APPROVE:
             if not spec.has_default:
                 raise DecisionRefused(f"gate '{gate}' needs field '{name}' to approve (--set {name}=...)")

@@ -26,6 +26,7 @@ from typing import Any
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.spec import TypeSpec
+from engine.values import text_problem, value_problem
 
 _ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
             "array": "an array", "object": "an object"}
@@ -64,13 +65,16 @@ def check_value(value: Any, spec: TypeSpec, name: str = "value") -> str | None:
 def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """A flow's inputs from what the caller gave: defaults applied, every value checked.
 
-    Unknown keys (with a did-you-mean), missing required inputs and mistyped values are all
+    Unknown keys (with a did-you-mean), missing required inputs, mistyped values and values
+    outside the value domain (engine/values.py: integers beyond 64 bits, lone surrogates) are all
     reported at once in one InputError whose message starts with `where` (e.g. "flow 'hello'").
     """
     problems: list[str] = []
     result: dict[str, Any] = {}
     for key in given:
-        if key not in declared:
+        if not isinstance(key, str) or text_problem(key) is not None:
+            problems.append(f"input name {key!r} is not valid text")
+        elif key not in declared:
             known = f"; its inputs are {', '.join(sorted(declared))}" if declared else "; it takes no inputs"
             problems.append(f"unknown input '{key}'{did_you_mean(key, declared)}{known}")
     for key, spec in declared.items():
@@ -79,6 +83,10 @@ def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *,
                 result[key] = conform(given[key], spec, key, text_from_numbers=True)
             except TypeMismatch as exc:
                 problems.append(f"input {exc}")
+                continue
+            problem = value_problem(result[key], key)
+            if problem is not None:
+                problems.append(f"input {problem}")
         elif spec.has_default:
             result[key] = copy.deepcopy(spec.default)
         else:

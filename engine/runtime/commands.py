@@ -23,6 +23,7 @@ from engine.runtime import progress
 from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.runtime.progress import format_duration
 from engine.spec import TypeSpec
+from engine.values import ValueDomainError, text_problem, value_problem
 
 SIGTERM_EXIT = 143
 
@@ -40,6 +41,10 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
             data = {}
         if not isinstance(data, dict):
             raise UsageError(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
+        for key, value in data.items():
+            problem = value_problem(value, key)
+            if problem is not None:
+                raise UsageError(f"--inputs-file {inputs_file}: input {problem}")
         values.update(data)
     values.update(parse_pairs(pairs, declared, "--input", "KEY"))
     return values
@@ -54,7 +59,13 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
         if not sep or not key:
             raise UsageError(f"{option} '{pair}': expected {name}=VALUE")
         spec = declared.get(key)
-        values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+        try:
+            problem = text_problem(text)
+            if problem is not None:  # refused for string inputs too: no database can store it
+                raise ValueDomainError(f"the value {problem}")
+            values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+        except ValueDomainError as exc:
+            raise UsageError(f"{option} '{key}': {exc}") from None
     return values
 
 

@@ -79,6 +79,8 @@ CONFIG: dict[str, str] = {
     "BY507": "invalid cron expression",
     "BY508": "unknown time zone",
     "BY509": "schedule inputs do not match the flow's inputs",
+    "BY515": "duration longer than the maximum (ten years)",
+    "BY516": "malformed scripted mock reply",
 }
 
 CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}

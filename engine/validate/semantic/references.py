@@ -89,7 +89,7 @@ def _block(index: FlowIndex, node: StepNode) -> None:
     index.broken = True
     name, _, version = ref.partition("@")
     versions = index.project.blocks.get(name)
-    if "@" in ref and not version.isdigit():
+    if "@" in ref and not (version.isascii() and version.isdigit()):
         index.report(where, "BY210", f"step '{node.id}': '{ref}' is not a block reference; {REF_HELP}")
     elif versions:
         listed = ", ".join(str(v) for v in sorted(versions))

@@ -76,11 +76,16 @@ def cron_problem(expression: str) -> str | None:
     return None
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: '²'.isdigit() is true, but int('²') fails."""
+    return text.isascii() and text.isdigit()
+
+
 def _item_problem(item: str, name: str, low: int, high: int, names: dict[str, int]) -> str | None:
     if not item:
         return "has an empty list entry"
     base, slash, step = item.partition("/")
-    if slash and (not step.isdigit() or int(step) == 0):
+    if slash and (not _digits(step) or len(step) > 9 or int(step) == 0):
         return f"has an invalid step '/{step}'"
     if base in ("*", "?") or (base == "L" and name == "day of month"):
         return None
@@ -91,7 +96,9 @@ def _item_problem(item: str, name: str, low: int, high: int, names: dict[str, in
     start, dash, end = base.partition("-")
     values = []
     for token in (start, end) if dash else (start,):
-        value = names.get(token.lower()) if not token.isdigit() else int(token)
+        if _digits(token) and len(token) > 9:  # int() of thousands of digits is refused, and pointless
+            return f"has '{token[:12]}...', outside {low}-{high}"
+        value = int(token) if _digits(token) else names.get(token.lower())
         if value is None:
             return f"has '{token}', which is not a number{' or a name' if names else ''}"
         if not low <= value <= high:
