@@ -12,15 +12,14 @@ read as JSON when it is a JSON object) or a directive, a mapping whose keys star
 
 `blockyard validate` checks the replies of blockyard.yaml and `blockyard test` those of flow
 tests with `reply_problems`; the mock checks each reply once more before using it, for scripts
-registered from Python. No LangGraph here: the validator imports this module.
+registered from Python. Values are not judged here: a script may play a model that answers with
+what the engine refuses (engine/values.py), to test that. No LangGraph here: the validator imports this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-
-from engine.values import value_problem
 
 DIRECTIVES = ("$text", "$tool_calls", "$error")
 _CALL_KEYS = ("name", "args", "id")
@@ -30,12 +29,9 @@ Where = tuple[str | int, ...]
 
 def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
     """(path inside the reply, what is wrong) for every problem of one scripted reply."""
-    problem = value_problem(reply, "reply")
-    if problem is not None:
-        yield (), problem
-        return
-    if not isinstance(reply, dict) or not any(isinstance(key, str) and key.startswith("$") for key in reply):
-        return  # a plain value: the step's output check judges it
+    if not isinstance(reply, dict) or not all(isinstance(key, str) for key in reply) \
+            or not any(key.startswith("$") for key in reply):
+        return  # a plain value: the step's output check judges it, as for a real model's answer
     for key in reply:
         if key.startswith("$") and key not in DIRECTIVES:
             yield (key,), f"unknown directive '{key}'; a scripted reply may use {', '.join(DIRECTIVES)}"

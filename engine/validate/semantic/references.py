@@ -94,7 +94,7 @@ def _block(index: FlowIndex, node: StepNode) -> None:
     elif versions:
         listed = ", ".join(str(v) for v in sorted(versions))
         index.report(where, "BY211",
-                     f"step '{node.id}' uses block '{name}' version {version}, which does not exist "
+                     f"step '{node.id}' uses block '{name}' version {_short(version)}, which does not exist "
                      f"(versions: {listed})")
     else:
         broken = unloaded(index.project, index.project.config.paths.blocks, name)
@@ -224,3 +224,6 @@ def _delegates(index: FlowIndex, node: StepNode) -> None:
         index.report(node.at("delegates", position), "BY218",
                      f"step '{node.id}' delegates to '{name}', but {reason}")
 
+
+def _short(text: str, limit: int = 20) -> str:
+    return text if len(text) <= limit else f"{text[:10]}... ({len(text)} digits)"
