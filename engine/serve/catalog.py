@@ -22,7 +22,6 @@ from engine.errors import BlockyardError
 from engine.load import LoadError, load_file
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
-from engine.spec.config import ServerSpec
 from engine.validate.codes import SERVE
 
 # Codes of the problems only the server looks for (BY6xx is the server's range).
@@ -73,8 +72,6 @@ class Catalog:
     generation: int = 0
     loaded_at: float = 0.0
     max_concurrent_runs: int = 32
-    # blockyard.yaml's `server` section: the request limits and allowed hosts read on every request
-    server: ServerSpec = field(default_factory=ServerSpec)
 
     @property
     def ok(self) -> bool:
@@ -157,8 +154,6 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
         generation=previous.generation + 1,
         loaded_at=now,
         max_concurrent_runs=project.config.server.max_concurrent_runs,
-        # a broken blockyard.yaml keeps the last good limits (a proxy's allowed host must not vanish on a typo)
-        server=previous.server if config_broken and previous.generation else project.config.server,
     )
 
 
