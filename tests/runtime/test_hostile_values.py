@@ -247,3 +247,33 @@ def test_a_gate_deadline_from_a_pinned_absurd_timeout_does_not_overflow() -> Non
     due = gates._timeout_at({"timeout": "3000000d"}, now)
     assert due is not None and due > now
     assert gates._timeout_at({"timeout": "1d"}, "9999-12-31T00:00:00.000Z") is None
+
+
+def test_a_gate_with_an_absurd_timeout_from_before_the_rule_waits_and_resumes(
+        make_yard: Callable[[dict[str, str]], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`timeout: 3000000d` once left the run `interrupted` (OverflowError) and resume crashed the
+    same way. validate refuses it now (BY515); a definition that got through before still runs."""
+    import engine.validate.semantic as semantic
+
+    monkeypatch.setattr(semantic, "check_durations", lambda project: [], raising=False)
+    root = make_yard({"blockyard.yaml": "models:\n  default: {provider: mock}\n", "flows/slow_gate.yaml": """
+        flow: slow_gate
+        outputs: [note]
+        steps:
+          - id: ask
+            approval:
+              message: Go on?
+              fields: {note: {type: string, default: fine}}
+              timeout: 3000000d
+              on_timeout: approve
+    """})
+    yard = Yard.load(root)
+    try:
+        waiting = yard.run("slow_gate", {}, run_id="slow-1")
+        assert waiting.status == "waiting", waiting.error
+        (gate,) = yard.gates("slow-1")
+        assert gate.timeout_at is not None and gate.timeout_at > gate.created
+        done = yard.resume("slow-1", approve=True)
+        assert (done.status, done.outputs) == ("finished", {"note": "fine"})
+    finally:
+        yard.close()
