@@ -116,13 +116,13 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
     checked: dict[str, Any] = {}
     for name, spec in fields.items():
         if name in given:
+            problem = value_problem(given[name], name)
+            if problem is not None:
+                raise DecisionRefused(f"gate '{gate}': field {problem}")
             try:
                 checked[name] = conform(given[name], spec, name)
             except TypeMismatch as exc:
                 raise DecisionRefused(f"gate '{gate}': field {exc}") from None
-            problem = value_problem(checked[name], name)
-            if problem is not None:
-                raise DecisionRefused(f"gate '{gate}': field {problem}")
         elif decision == APPROVE:
             if not spec.has_default:
                 raise DecisionRefused(f"gate '{gate}' needs field '{name}' to approve (--set {name}=...)")

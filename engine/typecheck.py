@@ -26,7 +26,7 @@ from typing import Any
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.spec import TypeSpec
-from engine.values import text_problem, value_problem
+from engine.values import int_problem, text_problem, value_problem
 
 _ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
             "array": "an array", "object": "an object"}
@@ -79,14 +79,14 @@ def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *,
             problems.append(f"unknown input '{key}'{did_you_mean(key, declared)}{known}")
     for key, spec in declared.items():
         if key in given:
+            problem = value_problem(given[key], key)  # first: str() of a 5000-digit integer raises
+            if problem is not None:
+                problems.append(f"input {problem}")
+                continue
             try:
                 result[key] = conform(given[key], spec, key, text_from_numbers=True)
             except TypeMismatch as exc:
                 problems.append(f"input {exc}")
-                continue
-            problem = value_problem(result[key], key)
-            if problem is not None:
-                problems.append(f"input {problem}")
         elif spec.has_default:
             result[key] = copy.deepcopy(spec.default)
         else:
@@ -128,7 +128,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"boolean {'true' if value else 'false'}"
     if isinstance(value, int):
-        return f"integer {value}"
+        return f"integer {_json(value)}"
     if isinstance(value, float):
         return f"number {value}"
     if isinstance(value, str):
@@ -203,4 +203,6 @@ def _json(value: Any) -> str:
         return "false"
     if value is None:
         return "null"
+    if isinstance(value, int) and int_problem(value) is not None:
+        return f"<{value.bit_length()}-bit integer>"  # str() of more than 4300 digits raises
     return str(value)

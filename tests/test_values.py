@@ -76,6 +76,16 @@ def test_step_outputs_refuse(value: Any) -> None:
         plain(value, "v")
 
 
+@pytest.mark.parametrize("kind", ["string", "boolean", "array", "object", "number"])
+def test_a_huge_integer_of_the_wrong_type_is_described_without_printing_it(kind: str) -> None:
+    for spec in (TypeSpec(type=kind), TypeSpec(type="integer", enum=[1, 2])):
+        with pytest.raises(Problem, match="output 'v'"):
+            OutputCheck({"v": spec})({"v": 10**4999})
+        with pytest.raises(DecisionRefused, match="field 'v'"):
+            check_decision({"gate": "g", "fields": {"v": spec.model_dump(exclude_unset=True)}}, "approve",
+                           {"v": 10**4999}, None)
+
+
 @pytest.mark.parametrize("value", [v for v in VALUES if type(v) in (int, str)], ids=[
     label for label, v in HOSTILE if type(v) in (int, str)])
 def test_typed_fast_path_refuses(value: Any) -> None:
@@ -105,6 +115,14 @@ def test_decision_text_with_surrogates_is_refused(field: str) -> None:
     given = {"reason": None, "gate": None, "actor": None, field: "x\udcff"}
     with pytest.raises(DecisionRefused, match=f"decision '{field}' holds a lone surrogate"):
         ask(False, None, **given)
+
+
+@pytest.mark.parametrize("kind", ["string", "integer", "number", "array", "object", "boolean"])
+def test_python_api_inputs_refuse_whatever_the_declared_type(kind: str) -> None:
+    """A string input takes a number as its text: str() of 5000 digits must never be tried."""
+    for value in (10**4999, [10**4999], "x\udcff"):
+        with pytest.raises(InputError, match="flow 'f': input 'v"):
+            coerce_inputs({"v": TypeSpec(type=kind)}, {"v": value}, where="flow 'f'")
 
 
 def test_an_input_name_with_a_surrogate_is_refused() -> None:
