@@ -195,11 +195,20 @@ def test_the_same_in_a_real_process(root: Path) -> None:
     assert shown.code == 0 and "outside the 64-bit range" in shown.out, shown.err
 
 
-def test_a_model_reply_beyond_64_bits_fails_the_step_and_resume_recovers(yard: Yard) -> None:
-    with scripted("model-1", {"count": [{"m": 10**30}]}):
+@pytest.mark.parametrize(("reply", "message"), [
+    ({"m": 10**30}, "'reply.m' is an integer outside the 64-bit range"),
+    ({"m": 10**5000}, "'reply.m' is an integer outside the 64-bit range"),  # not even printable
+    ('{"m": 1, "note": "caf\udcc3"}', "'reply.note' holds a lone surrogate"),
+])
+def test_a_model_reply_outside_the_domain_fails_the_step_and_resume_recovers(yard: Yard, reply: object,
+                                                                            message: str) -> None:
+    """The model is asked to repair its reply once (as for any reply that does not fit), then the
+    step fails naming the step; the run can be resumed, here with a model that answers well."""
+    with scripted("model-1", {"count": [reply]}) as script:
         failed = yard.run("count", {}, run_id="model-1")
-    assert failed.status == "failed"
-    assert "output 'm' is an integer outside the 64-bit range" in (failed.error or "")
+    assert failed.status == "failed" and failed.step == "count"
+    assert message in (failed.error or "")
+    assert len(script.calls) == 1  # one request, answered twice (the repair turn)
     with scripted("model-1", {"count": [{"m": 7}]}):
         done = yard.resume("model-1")
     assert done.status == "finished" and done.outputs == {"m": 7}
