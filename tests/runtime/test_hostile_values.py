@@ -77,6 +77,53 @@ FILES = {
           - id: helper
             uses: helper
     """,
+    "blocks/num.yaml": """
+        block: num
+        kind: transform
+        inputs: {n: {type: integer}}
+        outputs: {m: {type: integer}}
+        compute: {m: "n"}
+    """,
+    "blocks/say.yaml": """
+        block: say
+        kind: llm
+        outputs: {s: {type: string}}
+        prompt: {user: '{{ "caf\\udcc3" }}'}
+    """,
+    "blocks/helper_says.yaml": """
+        block: helper_says
+        kind: agent
+        outputs: {s: {type: string}}
+        prompt: {user: '{{ "caf\\udcc3" }}'}
+    """,
+    "flows/each.yaml": """
+        flow: each
+        steps:
+          - id: each
+            foreach: {items: "[1, 10 ** 30]", as: n, steps: [{id: inner, uses: num}]}
+    """,
+    "flows/fan.yaml": """
+        flow: fan
+        steps:
+          - id: fan
+            map: {items: "[1, 10 ** 30]", as: n, uses: num}
+    """,
+    "flows/gate_text.yaml": """
+        flow: gate_text
+        steps:
+          - id: ask
+            approval: {message: '{{ "caf\\udcc3" }}'}
+    """,
+    "flows/say.yaml": """
+        flow: say
+        steps:
+          - {id: say, uses: say}
+    """,
+    "flows/helper_says.yaml": """
+        flow: helper_says
+        steps:
+          - {id: helper, uses: helper_says}
+    """,
     "flows/ask.yaml": """
         flow: ask
         inputs: {topic: {type: string, default: lunch}}
@@ -241,6 +288,24 @@ def test_a_tool_result_beyond_64_bits_is_an_error_the_agent_sees(yard: Yard) -> 
     assert len(seen) == 1 and "error: tool 'big_number' returned a value the engine cannot hold" in seen[0].content
     events = [e for e in yard.events("tool-1") if e.type == "tool_call" and e.data.get("tool") == "big_number"]
     assert events[-1].data["status"] == "error"
+
+
+@pytest.mark.parametrize(("flow", "step", "message"), [
+    ("each", "each", "'items[1]' is an integer outside the 64-bit range"),
+    ("fan", "fan", "'items[1]' is an integer outside the 64-bit range"),
+    ("gate_text", "ask", "approval message: the rendered text holds a lone surrogate character U+DCC3"),
+    ("say", "say", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
+    ("helper_says", "helper", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
+])
+def test_template_results_outside_the_domain_fail_the_step(cli: Callable[..., Outcome], root: Path, flow: str,
+                                                           step: str, message: str) -> None:
+    """foreach/map items (kept in the state), an approval message (written to the gates table)
+    and prompts (sent to a provider): a template can make a lone surrogate with a "\\udcc3" escape."""
+    outcome = cli(root, "run", flow, "--run-id", "t-1")
+    no_crash(outcome)
+    assert outcome.code == 1 and f"step '{step}'" in outcome.err and message in outcome.err, outcome.err
+    shown = cli(root, "runs", "show", "t-1")
+    assert shown.code == 0 and message in shown.out, shown.err
 
 
 # ---- durations -------------------------------------------------------------------------------
