@@ -124,6 +124,18 @@ FILES = {
         steps:
           - {id: helper, uses: helper_says}
     """,
+    "blocks/remember.yaml": """
+        block: remember
+        kind: memory_write
+        memory: {namespace: preferences, key: '{{ "k\\udcc3" }}'}
+        inputs: {memory_value: {type: any}}
+    """,
+    "flows/remember.yaml": """
+        flow: remember
+        memory: {scope: users/ada}
+        steps:
+          - {id: save, uses: remember, with: {memory_value: 1}}
+    """,
     "flows/ask.yaml": """
         flow: ask
         inputs: {topic: {type: string, default: lunch}}
@@ -296,6 +308,7 @@ def test_a_tool_result_beyond_64_bits_is_an_error_the_agent_sees(yard: Yard) -> 
     ("gate_text", "ask", "approval message: the rendered text holds a lone surrogate character U+DCC3"),
     ("say", "say", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
     ("helper_says", "helper", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
+    ("remember", "save", "memory.key: the rendered key holds a lone surrogate character U+DCC3"),
 ])
 def test_template_results_outside_the_domain_fail_the_step(cli: Callable[..., Outcome], root: Path, flow: str,
                                                            step: str, message: str) -> None:
