@@ -23,7 +23,7 @@ from engine.runtime import progress
 from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.runtime.progress import format_duration
 from engine.spec import TypeSpec
-from engine.values import ValueDomainError, text_problem, value_problem
+from engine.values import ValueDomainError, text_problem
 
 SIGTERM_EXIT = 143
 
@@ -41,10 +41,6 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
             data = {}
         if not isinstance(data, dict):
             raise UsageError(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
-        for key, value in data.items():
-            problem = value_problem(value, key)
-            if problem is not None:
-                raise UsageError(f"--inputs-file {inputs_file}: input {problem}")
         values.update(data)
     values.update(parse_pairs(pairs, declared, "--input", "KEY"))
     return values
