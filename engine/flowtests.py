@@ -27,6 +27,7 @@ from pydantic import Field, ValidationError
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError, UsageError
 from engine.load import LoadError, load_file
+from engine.models.replies import reply_problems
 from engine.project import relative
 from engine.spec.common import Name, Spec
 from engine.yardfiles import Bounds, argument_bounds, list_files
@@ -107,7 +108,7 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
     except LoadError as exc:
         raise BlockyardError(exc.diagnostic.format()) from None
     try:
-        return SuiteFile.model_validate(doc.data)
+        suite = SuiteFile.model_validate(doc.data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
@@ -116,6 +117,15 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
             lines.append(Diagnostic(doc.display, line, col, "BY700",
                                     f"{'.'.join(map(str, loc)) or 'file'}: {error['msg']}").format())
         raise BlockyardError("\n".join(lines)) from None
+    lines = [doc.diag(("tests", number, "replies", key, position, *where), "BY516",
+                      f"test '{test.name}', reply {position + 1} for '{key}': {problem}").format()
+             for number, test in enumerate(suite.tests)
+             for key, replies in test.replies.items()
+             for position, reply in enumerate(replies)
+             for where, problem in reply_problems(reply)]
+    if lines:
+        raise BlockyardError("\n".join(lines))
+    return suite
 
 
 def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:

@@ -73,7 +73,10 @@ class Project:
             return None
         if not version:
             return versions[max(versions)]
-        return versions.get(int(version)) if version.isdigit() else None
+        # ASCII digits only ('²'.isdigit() is true), and few enough for int() (at most 4300 digits)
+        if not (version.isascii() and version.isdigit() and len(version) <= 12):
+            return None
+        return versions.get(int(version))
 
     def flow(self, name: str) -> FlowDef | None:
         return self.flows.get(name)

@@ -30,10 +30,10 @@ from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.context import RunContext
-from engine.compile.errors import CompileError, StepFailed
+from engine.compile.errors import CompileError, Problem, StepFailed
 from engine.compile.events import STEP_STARTED, emit, failed, finished, since
 from engine.compile.foreach import last_outputs
-from engine.compile.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
+from engine.compile.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope, plain
 from engine.compile.state import State, record
 from engine.spec import MapSpec, StepSpec
 from engine.templates import TemplateError, evaluate
@@ -72,6 +72,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         if not isinstance(items, list | tuple):
             raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
                          started=started, index=index)
+        try:  # the items are kept in the checkpointed state: JSON data in the value domain only
+            items = plain(items, "items")
+        except Problem as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         update = {"loops": {count_key: len(items), since_key: time.time()}}
         if not items:
             return Command(update=update, goto=join_node)

@@ -18,6 +18,7 @@ from engine.executors.call import BlockCall, Runner
 from engine.smart import EXTRA, dspy_installed
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
+from engine.values import text_problem
 
 
 def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Runner:
@@ -82,7 +83,11 @@ def _instructions(block: BlockSpec, inputs: dict[str, Any]) -> str | None:
     for where, source in (("prompt.system", block.prompt.system), ("prompt.user", block.prompt.user)):
         if source:
             try:
-                parts.append(render_text(source, inputs))
+                text = render_text(source, inputs)
             except TemplateError as exc:
                 raise Problem(f"{where}: {exc}") from None
+            problem = text_problem(text)
+            if problem is not None:
+                raise Problem(f"{where}: the rendered text {problem}")
+            parts.append(text)
     return "\n\n".join(part for part in parts if part) or None

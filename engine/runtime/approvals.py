@@ -24,6 +24,7 @@ from engine.runtime.events import Event, now_iso
 from engine.runtime.gates import WAITING, Gate
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, effective_status
+from engine.values import value_problem
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ def ask(approve: bool | None, values: Mapping[str, Any] | None, reason: str | No
         if extra:
             raise DecisionRefused(f"{', '.join(extra)} given without a decision: approve=True or approve=False")
         return None
+    for name, given in (("values", dict(values or {})), ("reason", reason), ("gate", gate), ("actor", actor)):
+        problem = value_problem(given, name)
+        if problem is not None:  # refused before anything is written: no database could store it
+            raise DecisionRefused(f"decision {problem}")
     return Ask(APPROVE if approve else REJECT, dict(values or {}), reason, gate, actor)
 
 

@@ -80,6 +80,8 @@ CONFIG: dict[str, str] = {
     "BY508": "unknown time zone",
     "BY509": "schedule inputs do not match the flow's inputs",
     "BY510": "schedule never fires",
+    "BY515": "duration longer than the maximum (ten years)",
+    "BY516": "malformed scripted mock reply",
 }
 
 CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}
