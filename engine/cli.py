@@ -17,7 +17,10 @@ ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=
 
 
 def _root(root: Path | None) -> Path:
-    return (root or Path.cwd()).resolve()
+    """The yard a command works on: --root or the current directory, refused when it is no yard."""
+    from engine.project import require_yard
+
+    return require_yard(root or Path.cwd())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -255,7 +258,7 @@ def test_(paths: tuple[Path, ...], root: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code."""
-    from engine.errors import BlockyardError
+    from engine.errors import BlockyardError, ValidationFailed
 
     try:
         cli.main(args=argv, prog_name="blockyard", standalone_mode=False)
@@ -269,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except click.ClickException as exc:
         exc.show()
+        return exc.exit_code
+    except ValidationFailed as exc:  # its message is diagnostic lines, each already saying "error"
+        click.echo(str(exc), err=True)
         return exc.exit_code
     except BlockyardError as exc:
         click.echo(f"error: {exc}", err=True)
