@@ -228,11 +228,9 @@ class LiveTable(Progress):
             row = self._row(step)
             row.running += 1
             row.where = where(event)
-            self._width = max(self._width, len(step + row.where))
         elif event.type in (STEP_FINISHED, STEP_FAILED) and step:
             row = self._row(step)
             row.where = where(event) or row.where
-            self._width = max(self._width, len(step + row.where))
             row.running = max(0, row.running - 1)
             row.busy += _seconds(event) or 0.0
             if event.type == STEP_FAILED:
@@ -252,9 +250,9 @@ class LiveTable(Progress):
 
     def _render(self, row: _Row) -> str:
         s = self.style
-        name = (row.step + row.where).ljust(self._width)
+        name = row.step.ljust(self._width)
         count = row.done + row.failed + row.running
-        times = f" ×{count}" if count > 1 else ""
+        times = (f" ×{count}" if count > 1 else "") + row.where
         if row.running:
             clock = row.busy if row.done + row.failed else time.monotonic() - row.started
             mark = s.spinner[self._frame % len(s.spinner)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,4 +113,5 @@ def test_the_live_table_names_the_latest_item_and_pass(monkeypatch: pytest.Monke
         display.event(event)
     display._draw(final=True)
     text = err.getvalue()
-    assert "summarize [item 3/10]" in text and "review [pass 2/15]" in text
+    assert re.search(r"ok summarize \[item 3/10\]  5 ms", text)
+    assert re.search(r"x review +\[pass 2/15\]  5 ms  no", text)  # the tags line up after the names
