@@ -138,3 +138,17 @@ def test_a_paused_run_resumes_on_its_pinned_definition_whatever_the_files_say(cl
     (yard / "flows" / "ask.yaml").write_text("flow: ask\nsteps: 5\n")  # the flow is broken now
     code, out, err = cli("resume", "paused", "--approve", "--root", str(yard))
     assert (code, out) == (0, "loud: OK\n"), err
+
+
+def test_a_broken_delegated_flow_stops_the_agent_flow_that_delegates_to_it(yard: Path) -> None:
+    (yard / "blocks" / "boss.yaml").write_text(
+        "block: boss\nkind: agent\ninputs: {text: {type: string}}\noutputs: {answer: {type: string}}\n"
+        "prompt: {user: \"{{ text }}\"}\n")
+    (yard / "flows" / "team.yaml").write_text(
+        "flow: team\ninputs: {text: {type: string}}\noutputs: [answer]\nsteps:\n"
+        "  - {id: lead, uses: boss, delegates: [shout]}\n")
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert api.problems("team") == []
+    (yard / "flows" / "shout.yaml").write_text(SHOUT.replace("outputs: [loud]", "outputs: [loud, nowhere]"))
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert {d.file for d in api.problems("team")} == {"flows/shout.yaml"}
