@@ -33,7 +33,10 @@ LIMIT = click.IntRange(1, 100_000)
 
 
 def _root(root: Path | None) -> Path:
-    return (root or Path.cwd()).resolve()
+    """The yard a command works on: --root or the current directory, refused when it is no yard."""
+    from engine.project import require_yard
+
+    return require_yard(root or Path.cwd())
 
 
 def _named(exc: Exception, ctx: click.Context) -> None:
@@ -302,7 +305,7 @@ def test_(paths: tuple[Path, ...], root: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code."""
-    from engine.errors import BlockyardError
+    from engine.errors import BlockyardError, ValidationFailed
 
     try:
         _check_arguments(sys.argv[1:] if argv is None else argv)
@@ -317,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except click.ClickException as exc:
         exc.show()
+        return exc.exit_code
+    except ValidationFailed as exc:  # its message is diagnostic lines, each already saying "error"
+        click.echo(str(exc), err=True)
         return exc.exit_code
     except BlockyardError as exc:
         click.echo(f"error: {exc}", err=True)

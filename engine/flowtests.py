@@ -25,7 +25,7 @@ import click
 from pydantic import Field, ValidationError
 
 from engine.diagnostics import Diagnostic
-from engine.errors import BlockyardError, UsageError
+from engine.errors import BlockyardError, UsageError, ValidationFailed
 from engine.load import LoadError, load_file
 from engine.models.replies import reply_problems
 from engine.project import relative
@@ -140,6 +140,8 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
                     return [f"run is {result.status}, not waiting, when a decision is left to apply"]
                 result = yard.resume(run_id, approve=decision.approve, values=decision.values,
                                      reason=decision.reason, gate=decision.gate, actor=decision.actor)
+        except ValidationFailed as exc:  # the flow under test (or what it uses) is broken: its diagnostics
+            return [d.format() for d in exc.diagnostics if d.severity == "error"] or [str(exc)]
         except BlockyardError as exc:
             return [f"error: {exc}"]
     expect = test.expect

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from engine.diagnostics import Diagnostic
+from engine.errors import UsageError
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.validate import schema
@@ -88,6 +89,20 @@ class Project:
     @property
     def ok(self) -> bool:
         return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def is_yard(root: Path) -> bool:
+    """A yard has a blockyard.yaml, a flows/ or a blocks/ folder (the default paths: without a
+    blockyard.yaml there is no other place for them)."""
+    return (root / CONFIG_FILE).is_file() or (root / "flows").is_dir() or (root / "blocks").is_dir()
+
+
+def require_yard(root: Path) -> Path:
+    """`root`, resolved, when it is a yard; otherwise a UsageError saying so (not "unknown flow")."""
+    root = root.resolve()
+    if not is_yard(root):
+        raise UsageError(f"no yard here ({root}): no {CONFIG_FILE}, flows/ or blocks/ — run in a yard or pass --root")
+    return root
 
 
 def relative(path: Path, root: Path) -> str:

@@ -33,6 +33,7 @@ from engine.compile.context import RunContext
 from engine.compile.errors import CompileError, Problem, StepFailed
 from engine.compile.events import STEP_STARTED, emit, failed, finished, since
 from engine.compile.foreach import last_outputs
+from engine.compile.position import stamped
 from engine.compile.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope, plain
 from engine.compile.state import State, record
 from engine.spec import MapSpec, StepSpec
@@ -87,13 +88,16 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         }
         loops = state.get("loops") or {}
         sends = [Send(item_node, {**base, "loops": {**loops, MAP_ITEM.format(step.id): item,
-                                                    MAP_INDEX.format(step.id): position},
+                                                    MAP_INDEX.format(step.id): position, count_key: len(items)},
                                   "slot": token})
                  for position, item in enumerate(items)]
         return Command(update=update, goto=sends)
 
     async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         position = int(payload["loops"][index_key])
+        count = payload["loops"].get(count_key)
+        if count is not None:  # the item's events say "item 3 of 10" (a body's own steps: their region)
+            runtime = stamped(runtime, frozenset({label}), {"items": count})
         if spec.max_concurrency is None:
             outputs = await run_item(payload, runtime, position)
         else:

@@ -9,6 +9,7 @@ from engine.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, str, str]:
+    (root / "flows").mkdir(exist_ok=True)  # a yard: outside one the command is refused
     code = main(["memory", *args, "--root", str(root)])
     out, err = capsys.readouterr()
     return code, out, err
