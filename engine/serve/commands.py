@@ -33,6 +33,7 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
     server = Server(Settings(root=root, watch=watch, grace=grace))
     catalog = server.load()
     config = _config(root)
+    _check_state(root / config.paths.state)
     host = host or config.server.host
     port = port or config.server.port
     server.settings.host, server.settings.port = host, port
@@ -67,6 +68,19 @@ def _config(root: Path) -> ConfigSpec:
     from engine.project import load_project
 
     return load_project(root).config
+
+
+def _check_state(path: Path) -> None:
+    """Refuse a damaged state database before binding the port: uvicorn would report a failure of
+    the startup as a traceback and exit 3, which reads as "paused"."""
+    from engine.dbfile import guard, open_database
+
+    conn = open_database(path)
+    try:
+        with guard(path):
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
 
 
 def _url_host(host: str) -> str:
