@@ -1,18 +1,23 @@
-"""Jinja2 templates and bare expressions, sandboxed and strict.
+"""Jinja2 templates and bare expressions, sandboxed, strict and bounded.
 
 Shared by the validator (which parses them and lists the names they read) and the runtime
-(which renders them). Imports nothing heavier than jinja2.
+(which renders them). Every render and evaluation gets a budget (engine/template_limits.py):
+the values it creates and the work it does are bounded by `limits:` in blockyard.yaml, as set
+for the run with `using_limits` (the defaults otherwise). Imports nothing heavier than jinja2.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.template_limits import CEILING, Budget, LimitExceeded, budgeted
+from engine.template_sandbox import BoundedEnvironment, binop
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 
@@ -21,24 +26,18 @@ class TemplateError(Exception):
     """A template or expression that does not parse or does not render."""
 
 
-class _Environment(ImmutableSandboxedEnvironment):
-    """Data keys win over mapping methods: `inputs.items` is the input named `items`, not dict.items."""
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, Mapping) and attribute in obj:
-            return obj[attribute]
-        return super().getattr(obj, attribute)
+class TemplateLimitError(TemplateError):
+    """A template went over one of the limits of blockyard.yaml (`limits:`)."""
 
 
-def _env() -> ImmutableSandboxedEnvironment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+def _env() -> BoundedEnvironment:
+    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _tojson
+    env.guard_filters()
     return env
 
 
 def _tojson(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -66,23 +65,41 @@ def _compiled_template(source: str) -> Any:
 
 
 @lru_cache(maxsize=4096)
-def _compiled_expression(source: str) -> Any:
+def _compiled_expression(source: str) -> tuple[Any, bool]:
+    """The compiled expression, and whether it only reads a value (`steps.a.outputs.x`): such a
+    result is data the run already holds, not something the expression made."""
     try:
-        return ENV.compile_expression(source, undefined_to_none=False)
+        compiled = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
+    try:
+        reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
+    except (TemplateError, AttributeError, IndexError):
+        reads_only = False
+    return compiled, reads_only
+
+
+def _is_path(node: nodes.Node) -> bool:
+    if isinstance(node, nodes.Name):
+        return True
+    if isinstance(node, nodes.Getattr):
+        return _is_path(node.node)
+    if isinstance(node, nodes.Getitem):
+        return isinstance(node.arg, nodes.Const) and _is_path(node.node)
+    return False
 
 
 def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
     """Evaluate a bare expression (compute, items, until, router expr)."""
-    fn = _compiled_expression(expression)
-    try:
-        result = fn(**scope)
-        if isinstance(result, Undefined):
-            result._fail_with_undefined_error()
-        return result
-    except Exception as exc:  # the sandbox raises many kinds; the user needs the message
-        raise TemplateError(f"cannot evaluate '{expression}': {_why(exc)}") from None
+    fn, reads_only = _compiled_expression(expression)
+    with budgeted() as budget:
+        try:
+            result = fn(**scope)
+            if isinstance(result, Undefined):
+                result._fail_with_undefined_error()
+            return result if reads_only else budget.stored(result)
+        except Exception as exc:  # the sandbox raises many kinds; the user needs the message
+            raise _failure(exc, f"cannot evaluate '{expression}'") from None
 
 
 def render(value: Any, scope: Mapping[str, Any]) -> Any:
@@ -96,11 +113,7 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
         expr = single_expression(value)
         if expr is not None:
             return evaluate(expr, scope)
-        template = _compiled_template(value)
-        try:
-            return template.render(**scope)
-        except Exception as exc:
-            raise TemplateError(f"cannot render '{_short(value)}': {_why(exc)}") from None
+        return render_text(value, scope)
     if isinstance(value, list):
         return [render(item, scope) for item in value]
     if isinstance(value, dict):
@@ -111,10 +124,11 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
 def render_text(source: str, scope: Mapping[str, Any]) -> str:
     """Render a template to text (prompts, messages)."""
     template = _compiled_template(source)
-    try:
-        return template.render(**scope)
-    except Exception as exc:
-        raise TemplateError(f"cannot render '{_short(source)}': {_why(exc)}") from None
+    with budgeted():
+        try:
+            return template.render(**scope)
+        except Exception as exc:
+            raise _failure(exc, f"cannot render '{_short(source)}'") from None
 
 
 def check_syntax(source: str, *, expression: bool = False) -> str | None:
@@ -193,6 +207,44 @@ def _chain(node: nodes.Node) -> tuple[tuple[str, ...], set[int]] | None:
             return (current.name, *reversed(parts)), ids
         else:
             return None
+
+
+class _NotConstant(Exception):
+    pass
+
+
+def constant_problem(node: nodes.Expr) -> str | None:
+    """Why a constant expression (`10 ** (10 ** 9)`) goes over the limits whatever blockyard.yaml
+    sets, else None. Sizes are checked before anything is computed: as cheap as the expression is short."""
+    try:
+        _constant(node, Budget(CEILING))
+    except LimitExceeded as exc:
+        return f"this expression always fails: its {exc.what} is larger than any limits.{exc.setting} allows"
+    except Exception:  # not constant, or an error the run reports (1 / 0)
+        return None
+    return None
+
+
+def _constant(node: nodes.Node, budget: Budget) -> Any:
+    if isinstance(node, nodes.Const):
+        return node.value
+    if isinstance(node, nodes.Neg):
+        return -_constant(node.node, budget)
+    if isinstance(node, nodes.List | nodes.Tuple):
+        items = [_constant(item, budget) for item in node.items]
+        return items if isinstance(node, nodes.List) else tuple(items)
+    if isinstance(node, nodes.BinExpr):
+        return binop(budget, node.operator, _constant(node.left, budget), _constant(node.right, budget))
+    raise _NotConstant()
+
+
+def _failure(exc: Exception, doing: str) -> TemplateError:
+    if isinstance(exc, LimitExceeded):
+        return TemplateLimitError(str(exc))
+    if isinstance(exc, RecursionError):
+        return TemplateLimitError(f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
+                                  "without end?)")
+    return TemplateError(f"{doing}: {_why(exc)}")
 
 
 def _why(exc: Exception) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.spec import BlockSpec
+from engine.template_limits import DEFAULT, TemplateLimits
 
 
 class StructuredModel(Protocol):
@@ -63,3 +64,4 @@ class RunContext:
     thread_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     memory: MemorySource | None = None  # None: the flow has no `memory:` scope
+    limits: TemplateLimits = DEFAULT  # bounds on the run's templates (`limits:` of blockyard.yaml)

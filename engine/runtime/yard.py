@@ -36,6 +36,7 @@ from engine.runtime.runner import Execution, RunResult, execute
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, StateError
 from engine.spec.block import MODEL_KINDS
+from engine.template_limits import TemplateLimits
 
 
 class Yard:
@@ -193,7 +194,7 @@ class Yard:
         workspace = self.state_path.parent / "workspaces" / run_id
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace, thread_id=thread_id)
+                             workspace=workspace, thread_id=thread_id, limits=TemplateLimits.of(bundle.config))
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------
