@@ -89,7 +89,7 @@ class Budget:
         self.limits = limits
         self.steps = 0
         self.deadline = time.monotonic() + limits.timeout
-        self._next_clock = _CLOCK_EVERY
+        self._next_clock = min(_CLOCK_EVERY, limits.max_iterations + 1)
 
     def tick(self, count: int = 1) -> None:
         """Count a loop iteration or a call."""
@@ -101,7 +101,7 @@ class Budget:
         if self.steps > self.limits.max_iterations:
             raise LimitExceeded(f"template does more than {self.limits.max_iterations:,} loop iterations and calls "
                                 f"({_setting('template_max_iterations')})", "work", "template_max_iterations")
-        self._next_clock = self.steps + _CLOCK_EVERY
+        self._next_clock = min(self.steps + _CLOCK_EVERY, self.limits.max_iterations + 1)
         if time.monotonic() > self.deadline:
             raise LimitExceeded(f"template takes longer than {self.limits.timeout:g}s "
                                 f"({_setting('template_timeout')})", "time", "template_timeout")
@@ -226,12 +226,12 @@ class NoBudget(Exception):
     """No render is in progress (constant folding at compile time)."""
 
 
-@contextmanager
-def budgeted() -> Iterator[Budget]:
-    """A fresh budget, under the current limits, for one render or evaluation."""
+def begin() -> tuple[Budget, contextvars.Token[Budget | None]]:
+    """A fresh budget, under the current limits, for one render or evaluation; `end(token)` after it.
+    (Not a context manager: this runs for every template of every step.)"""
     budget = Budget(_LIMITS.get())
-    token = _BUDGET.set(budget)
-    try:
-        yield budget
-    finally:
-        _BUDGET.reset(token)
+    return budget, _BUDGET.set(budget)
+
+
+def end(token: contextvars.Token[Budget | None]) -> None:
+    _BUDGET.reset(token)

@@ -99,6 +99,10 @@ BINOPS: dict[str, Callable[[Any, Any], Any]] = dict(ImmutableSandboxedEnvironmen
 def binop(budget: Budget, operator: str, left: Any, right: Any) -> Any:
     """`left <operator> right`, refused before it is computed when the result would be over a limit."""
     budget.tick()
+    if type(left) is int and type(right) is int and operator != "**":  # the common case, kept short
+        if operator == "*":  # the product has at least this many bits: refused before it is computed
+            budget.bits(left.bit_length() + right.bit_length() - 1, "product")
+        return budget.check(BINOPS[operator](left, right), "result")  # others grow by a bit at most
     check = _BINOP_CHECKS.get(operator)
     if check is not None:
         check(budget, left, right)
@@ -301,17 +305,27 @@ _FILTER_CHECKS: dict[str, Check] = {
 }
 
 
+# Filters that go through their input item by item (in Python, or building something per item):
+# they cost as many steps as the input has items, so that the clock is looked at as often in a
+# loop of such filters as in a loop of loops.
+_ITERATING = frozenset({"select", "reject", "selectattr", "rejectattr", "map", "sort", "unique", "groupby", "sum",
+                        "join", "list", "min", "max", "dictsort", "batch", "slice", "tojson", "string", "pprint",
+                        "items", "xmlattr", "urlencode"})
+
+
 def guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` counted, its arguments checked (`_FILTER_CHECKS`) and its result sized."""
     pass_arg = getattr(fn, "jinja_pass_arg", None)
     skip = 1 if pass_arg is not None else 0
     check = _FILTER_CHECKS.get(name)
+    iterating = name in _ITERATING
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         budget = _budget()
-        budget.tick()
+        value = args[skip] if len(args) > skip else None
+        budget.tick(len(value) + 1 if iterating and hasattr(value, "__len__") else 1)
         if check is not None and len(args) > skip:
-            replaced = check(budget, args[skip], args[skip + 1:], kwargs)
+            replaced = check(budget, value, args[skip + 1:], kwargs)
             if replaced is not None:
                 args = (*args[:skip], *replaced)
         return budget.check(fn(*args, **kwargs))
@@ -381,20 +395,27 @@ class BoundedCodeGenerator(CodeGenerator):
 
 def _bounded_concat(parts: Iterable[str]) -> str:
     """Join rendered text (a template, a `{% set %}` block, a macro's body), within the string limit."""
-    limit = current().limits.max_string
+    budget = current()
+    limit = budget.limits.max_string
+    if type(parts) is list:  # a block's buffer: its parts exist already
+        budget.string(sum(map(len, parts)), "rendered text")
+        return "".join(parts)
     total = 0
     kept: list[str] = []
-    for part in parts:
+    for part in parts:  # a template's output, as it is produced
         total += len(part)
         if total > limit:
-            current().string(total, "rendered text")
+            budget.string(total, "rendered text")
         kept.append(part)
     return "".join(kept)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _finalize(value: Any) -> Any:
     """Each `{{ value }}` of a template: a list or object is measured before it is turned into text."""
-    if isinstance(value, (list, tuple, dict, set, frozenset, Mapping)):
+    if type(value) not in _SCALARS and isinstance(value, (list, tuple, dict, set, frozenset, Mapping)):
         _budget().text(value, "rendered value")
     return value
 
@@ -427,15 +448,15 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = current()
         budget.tick()
-        if isinstance(__obj, LoopContext) and args:  # a recursive loop going one level down
-            args = (budget.iterate(args[0]), *args[1:])
-        elif isinstance(__obj, types.BuiltinMethodType):
+        kind = type(__obj)
+        if kind is types.BuiltinMethodType:
             check = _METHOD_CHECKS.get(__obj.__name__)
-            subject = getattr(__obj, "__self__", None)
-            if check is not None and isinstance(subject, (str, bytes, int)):
-                replaced = check(budget, subject, args, kwargs)
+            if check is not None and isinstance(__obj.__self__, (str, bytes, int)):
+                replaced = check(budget, __obj.__self__, args, kwargs)
                 if replaced is not None:
                     args = replaced
+        elif kind is LoopContext and args:  # a recursive loop going one level down
+            args = (budget.iterate(args[0]), *args[1:])
         return budget.check(super().call(__context, __obj, *args, **kwargs), "result")
 
     def loop_items(self, items: Any) -> Any:

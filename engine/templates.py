@@ -16,7 +16,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
 
-from engine.template_limits import CEILING, Budget, LimitExceeded, budgeted
+from engine.template_limits import CEILING, Budget, LimitExceeded, begin, end
 from engine.template_sandbox import BoundedEnvironment, binop
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
@@ -92,14 +92,16 @@ def _is_path(node: nodes.Node) -> bool:
 def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
     """Evaluate a bare expression (compute, items, until, router expr)."""
     fn, reads_only = _compiled_expression(expression)
-    with budgeted() as budget:
-        try:
-            result = fn(**scope)
-            if isinstance(result, Undefined):
-                result._fail_with_undefined_error()
-            return result if reads_only else budget.stored(result)
-        except Exception as exc:  # the sandbox raises many kinds; the user needs the message
-            raise _failure(exc, f"cannot evaluate '{expression}'") from None
+    budget, token = begin()
+    try:
+        result = fn(**scope)
+        if isinstance(result, Undefined):
+            result._fail_with_undefined_error()
+        return result if reads_only else budget.stored(result)
+    except Exception as exc:  # the sandbox raises many kinds; the user needs the message
+        raise _failure(exc, f"cannot evaluate '{expression}'") from None
+    finally:
+        end(token)
 
 
 def render(value: Any, scope: Mapping[str, Any]) -> Any:
@@ -124,11 +126,13 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
 def render_text(source: str, scope: Mapping[str, Any]) -> str:
     """Render a template to text (prompts, messages)."""
     template = _compiled_template(source)
-    with budgeted():
-        try:
-            return template.render(**scope)
-        except Exception as exc:
-            raise _failure(exc, f"cannot render '{_short(source)}'") from None
+    _, token = begin()
+    try:
+        return template.render(**scope)
+    except Exception as exc:
+        raise _failure(exc, f"cannot render '{_short(source)}'") from None
+    finally:
+        end(token)
 
 
 def check_syntax(source: str, *, expression: bool = False) -> str | None:
