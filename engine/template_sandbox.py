@@ -103,10 +103,18 @@ def binop(budget: Budget, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":  # the product has at least this many bits: refused before it is computed
             budget.bits(left.bit_length() + right.bit_length() - 1, "product")
         return budget.check(BINOPS[operator](left, right), "result")  # others grow by a bit at most
+    check_binop(budget, operator, left, right)
+    return budget.check(BINOPS[operator](left, right), "result")
+
+
+def check_binop(budget: Budget, operator: str, left: Any, right: Any) -> None:
+    """Raise LimitExceeded when `left <operator> right` would be over a limit; computes nothing."""
+    if operator == "*" and type(left) is int and type(right) is int:
+        budget.bits(left.bit_length() + right.bit_length() - 1, "product")
+        return
     check = _BINOP_CHECKS.get(operator)
     if check is not None:
         check(budget, left, right)
-    return budget.check(BINOPS[operator](left, right), "result")
 
 
 # ---- printf-style and str.format -----------------------------------------------------------------

@@ -16,8 +16,8 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
 
-from engine.template_limits import CEILING, Budget, LimitExceeded, begin, end
-from engine.template_sandbox import BoundedEnvironment, binop
+from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
+from engine.template_sandbox import BoundedEnvironment, binop, check_binop
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 
@@ -219,9 +219,9 @@ class _NotConstant(Exception):
 
 def constant_problem(node: nodes.Expr) -> str | None:
     """Why a constant expression (`10 ** (10 ** 9)`) goes over the limits whatever blockyard.yaml
-    sets, else None. Sizes are checked before anything is computed: as cheap as the expression is short."""
+    sets, else None. Nothing over the default limits is computed: as cheap as the expression is short."""
     try:
-        _constant(node, Budget(CEILING))
+        _constant(node, Budget(DEFAULT))
     except LimitExceeded as exc:
         return f"this expression always fails: its {exc.what} is larger than any limits.{exc.setting} allows"
     except Exception:  # not constant, or an error the run reports (1 / 0)
@@ -238,8 +238,12 @@ def _constant(node: nodes.Node, budget: Budget) -> Any:
         items = [_constant(item, budget) for item in node.items]
         return items if isinstance(node, nodes.List) else tuple(items)
     if isinstance(node, nodes.BinExpr):
-        return binop(budget, node.operator, _constant(node.left, budget), _constant(node.right, budget))
-    raise _NotConstant()
+        left, right = _constant(node.left, budget), _constant(node.right, budget)
+        try:  # values within the default limits are computed (to check what they take part in) ...
+            return binop(budget, node.operator, left, right)
+        except LimitExceeded:  # ... bigger ones only measured: a LimitExceeded here is over any setting
+            check_binop(Budget(CEILING), node.operator, left, right)
+            raise _NotConstant() from None
 
 
 def _failure(exc: Exception, doing: str) -> TemplateError:
