@@ -291,6 +291,15 @@ def _check_as_text(factor: int) -> Check:
     return check
 
 
+def _check_sum(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """sum() of lists or strings concatenates them, one copy per item: the copies are what it costs."""
+    start = _arg(args, kwargs, 1, "start", 0)
+    if isinstance(start, (list, tuple, str)) and isinstance(value, (list, tuple)):
+        sizes = [len(item) for item in value if isinstance(item, (list, tuple, str))]
+        budget.items(len(start) + sum(sizes), "sum()")
+        budget.tick(len(sizes) * (len(start) + sum(sizes)) // 2)  # each step copies the total so far
+
+
 def _check_list_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     if hasattr(value, "__len__"):
         budget.items(len(value), "list")
@@ -306,7 +315,7 @@ _FILTER_CHECKS: dict[str, Check] = {
     "center": _check_center_filter, "indent": _check_indent, "wordwrap": _check_wordwrap,
     "replace": _check_replace, "join": _check_join_filter, "format": _check_format_filter,
     "batch": _check_count("batch", 0, "linecount"), "slice": _check_count("slice", 0, "slices"),
-    "list": _check_list_filter,
+    "list": _check_list_filter, "sum": _check_sum,
     **{name: _check_as_text(1) for name in ("string", "pprint", "tojson", "xmlattr")},
     **{name: _check_as_text(6) for name in ("escape", "e", "forceescape", "urlize")},
     "urlencode": _check_as_text(12),
@@ -457,7 +466,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         budget = current()
         budget.tick()
         kind = type(__obj)
-        if kind is types.BuiltinMethodType:
+        if kind is types.BuiltinMethodType or kind is types.MethodType:  # str's methods, or Markup's
             check = _METHOD_CHECKS.get(__obj.__name__)
             if check is not None and isinstance(__obj.__self__, (str, bytes, int)):
                 replaced = check(budget, __obj.__self__, args, kwargs)

@@ -80,7 +80,9 @@ def _refused(source: str, scope: dict[str, object] | None = None, *, expression:
     ("{% set l = ['a' * 1000000] * 1000 %}{{ l }}", "template_max_string"),
     ("{% set l = ['a' * 1000000] * 1000 %}{{ l|string|length }}", "template_max_string"),
     ("{% set l = ['a' * 1000000] * 1000 %}{{ l|tojson|length }}", "template_max_string"),
+    ("{{ ('x'|e).center(10**9) }}", "template_max_string"),  # Markup's methods too
     ("{{ [1] * 10**9 }}", "100,000-item limit (limits.template_max_items in blockyard.yaml)"),
+    ("{{ ([[1] * 100000] * 100000)|sum(start=[])|length }}", "template_max_items"),
     ("{{ range(10**9)|length }}", "template_max_items"),
     ("{{ [1]|batch(10**9, 'x')|list }}", "template_max_items"),
     ("{{ [1]|slice(10**9)|list }}", "template_max_items"),
