@@ -16,8 +16,9 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
 
+from engine.template_checks import binop, check_binop
 from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
-from engine.template_sandbox import BoundedEnvironment, binop, check_binop
+from engine.template_sandbox import BoundedEnvironment
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 
