@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from engine.spec.common import parse_duration
+
 INT64_MIN = -(2**63)
 UINT64_MAX = 2**64 - 1  # msgpack, the state store's encoding, holds integers in [INT64_MIN, UINT64_MAX]
 _CLOCK_EVERY = 256  # steps between two looks at the clock
@@ -44,8 +46,6 @@ class TemplateLimits:
     @classmethod
     def of(cls, config: Any) -> TemplateLimits:
         """The limits of a ConfigSpec (its `limits:` section)."""
-        from engine.spec.common import parse_duration
-
         spec = config.limits
         return cls(spec.template_max_string, spec.template_max_items, spec.template_max_int_bits,
                    spec.template_max_iterations, min(parse_duration(spec.template_timeout), 3600.0))
@@ -155,7 +155,7 @@ class Budget:
         """A template's final result, about to be stored in the run's state: its text within the limit and
         every integer in it within what the state store holds."""
         self.text(value)
-        _check_ints(value, self.limits)
+        _check_ints(value)
         return value
 
 
@@ -194,7 +194,7 @@ def _size(value: Any, memo: dict[int, int], limit: int) -> int:
     return 32
 
 
-def _check_ints(value: Any, limits: TemplateLimits) -> None:
+def _check_ints(value: Any) -> None:
     kind = type(value)
     if kind is int:
         if not INT64_MIN <= value <= UINT64_MAX:
@@ -202,10 +202,10 @@ def _check_ints(value: Any, limits: TemplateLimits) -> None:
                                 "state can hold")
     elif kind in (list, tuple, set, frozenset):
         for item in value:
-            _check_ints(item, limits)
+            _check_ints(item)
     elif kind is dict:
         for item in value.values():
-            _check_ints(item, limits)
+            _check_ints(item)
 
 
 def _digits(value: int) -> str:

@@ -68,7 +68,8 @@ class LimitsSpec(Spec):
     template_max_int_bits: int = Field(64, ge=64, le=100_000, description=(
         "Most bits an integer a template computes may have (a result stored in the run must fit 64 bits)."))
     template_max_iterations: int = Field(1_000_000, ge=1, le=100_000_000, description=(
-        "Most loop iterations and calls one template or expression may make."))
+        "Most steps one template or expression may take: loop iterations, calls, and the items filters "
+        "such as map or sort go through."))
     template_timeout: Duration = Field("5s", description="Longest one template or expression may take (at most 1h).")
 
 
