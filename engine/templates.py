@@ -8,9 +8,10 @@ for the run with `using_limits` (the defaults otherwise). Imports nothing heavie
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -98,6 +99,9 @@ def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
         result = fn(**scope)
         if isinstance(result, Undefined):
             result._fail_with_undefined_error()
+        if isinstance(result, Iterator):  # `items | map(...)`: its work (and its filters' budget) belongs here
+            result = list(itertools.islice(result, budget.limits.max_items + 1))
+            budget.items(len(result))
         return result if reads_only else budget.stored(result)
     except Exception as exc:  # the sandbox raises many kinds; the user needs the message
         raise _failure(exc, f"cannot evaluate '{expression}'") from None

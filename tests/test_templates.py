@@ -178,3 +178,5 @@ def test_ordinary_templates_are_not_affected() -> None:
     big = "x" * 5_000_000  # data the run already holds passes through whatever its size
     assert evaluate("steps.fetch.outputs.body", {"steps": {"fetch": {"outputs": {"body": big}}}}) is big
     assert render("{% macro twice(x) %}{{ x }}{{ x }}{% endmacro %}{{ twice('ab') }}", {}) == "abab"
+    # a lazy result is computed while the evaluation's budget applies
+    assert evaluate("items | map('upper')", {"items": ["a", "b"]}) == ["A", "B"]
