@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from engine.bundle import Bundle
 from engine.errors import UsageError
 from engine.memory.scope import history_namespace, parse_scope, preferences_namespace
+from engine.template_limits import TemplateLimits, using_limits
 from engine.templates import TemplateError, render_text
 
 T = TypeVar("T")
@@ -32,7 +33,8 @@ def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
         return None
     where = f"flow '{bundle.name}': memory scope"
     try:
-        scope = render_text(memory.scope, {"inputs": inputs}).strip()
+        with using_limits(TemplateLimits.of(bundle.config)):
+            scope = render_text(memory.scope, {"inputs": inputs}).strip()
     except TemplateError as exc:
         raise UsageError(f"{where}: {exc}") from None
     try:

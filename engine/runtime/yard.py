@@ -39,6 +39,7 @@ from engine.runtime.runner import Execution, RunResult, execute
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, StateError
 from engine.spec.block import MODEL_KINDS
+from engine.template_limits import TemplateLimits
 
 
 class Yard:
@@ -222,7 +223,8 @@ class Yard:
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         self._mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace, thread_id=thread_id, secrets=self.secrets)
+                             workspace=workspace, thread_id=thread_id, secrets=self.secrets,
+                             limits=TemplateLimits.of(bundle.config))
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------

@@ -105,6 +105,7 @@ class Server:
         self.reloader.listeners.clear()
         if self.runner is not None:
             await self.runner.drain(self.settings.grace)
+            await asyncio.to_thread(self.runner.close)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
         self.log.info("stopped")
@@ -140,7 +141,8 @@ class Server:
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
         try:
-            return runner.submit(job, lambda: service.start(entry.bundle, values, job.run_id))
+            return runner.submit(job, lambda: runner.runs.stream(lambda: service.start(entry.bundle, values,
+                                                                                        job.run_id)))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 
@@ -166,7 +168,7 @@ class Server:
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run
         # then waits for a slot.
-        stream = service.resume(run_id, decision)
+        stream = runner.runs.stream(lambda: service.resume(run_id, decision))
         try:
             first = await anext(stream)
         except StopAsyncIteration:
@@ -211,9 +213,9 @@ class Server:
         per its on_timeout; return how many) when the runtime has it; until then nothing expires.
         """
         expire = getattr(self.service.yard, "aexpire_approvals", None) if self.service else None
-        if expire is None:
+        if expire is None or self.runner is None:
             return 0
-        return int(await expire(now))
+        return int(await self.runner.runs.call(lambda: expire(now)))  # continues runs: on the run loop
 
 
 def check_size(value: Any, limit: int, what: str) -> None:

@@ -67,6 +67,8 @@ DATAFLOW: dict[str, str] = {
     "BY407": "unknown template filter or test",
     "BY408": "flow output never written",
     "BY409": "flow output not written on every path",
+    "BY410": "template loads another template (include, extends, import)",
+    "BY411": "constant expression over a template limit",
 }
 
 CONFIG: dict[str, str] = {
