@@ -6,6 +6,7 @@ resumes on exactly the definition it started with (DESIGN.md §5), whatever the 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.project import Project, content_hash, relative
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.yardfiles import Refused, TooLarge, read_bytes
+
+MAX_PROGRAM_BYTES = 16 * 2**20  # a compiled DSPy program with its demos; far above any real one
 
 
 @dataclass(frozen=True)
@@ -107,12 +111,17 @@ def _pin_block(project: Project, ref: str, block: Any, blocks: dict[str, Any], p
     if block.spec.kind != "smart" or ref in programs:
         return
     path = program_path(block.doc.path)
-    if path.is_file():
+    if os.path.lexists(path):  # read like a definition: never through a link out of the yard, bounded
+        shown = relative(path, project.root)
         try:
-            programs[ref] = json.loads(path.read_text(encoding="utf-8"))
+            programs[ref] = json.loads(read_bytes(path, MAX_PROGRAM_BYTES, project.bounds(), shown))
+        except Refused as refusal:
+            raise UsageError(f"block '{block.spec.block}': {refusal.message}") from None
+        except TooLarge:
+            raise UsageError(f"block '{block.spec.block}': its compiled program {shown} is larger than "
+                             f"{MAX_PROGRAM_BYTES // 2**20} MiB") from None
         except (OSError, ValueError) as exc:
-            raise UsageError(f"block '{block.spec.block}': cannot read its compiled program "
-                             f"{relative(path, project.root)}: {exc}") from None
+            raise UsageError(f"block '{block.spec.block}': cannot read its compiled program {shown}: {exc}") from None
 
 
 def _pin_delegates(project: Project, name: str, stack: tuple[str, ...], blocks: dict[str, Any],

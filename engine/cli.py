@@ -20,7 +20,38 @@ def _root(root: Path | None) -> Path:
     return (root or Path.cwd()).resolve()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _named(exc: Exception, ctx: click.Context) -> None:
+    """Tell a lock-wait error which command waited (`memory set`, `runs show`): several may run at once."""
+    from engine.dbfile import StateLocked
+
+    if isinstance(exc, StateLocked) and exc.command is None:
+        words = ctx.command_path.split()[1:]  # without the program's name
+        action = ctx.params.get("action")  # `memory ACTION`: the action is what the user ran
+        exc.command = " ".join([*words, action] if isinstance(action, str) else words)
+
+
+class _Command(click.Command):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _named(exc, ctx)
+            raise
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (`runs`, `threads`) are _Groups too
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _named(exc, ctx)  # the innermost command named it already, if it was a subcommand's
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="blockyard", prog_name="blockyard")
 def cli() -> None:
     """Blockyard: declarative LLM agent flows in YAML, compiled to LangGraph."""

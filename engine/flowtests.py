@@ -15,6 +15,7 @@ Each test runs in a throw-away state database, so tests never touch `.blockyard/
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from engine.errors import BlockyardError, UsageError
 from engine.load import LoadError, load_file
 from engine.project import relative
 from engine.spec.common import Name, Spec
+from engine.yardfiles import Bounds, argument_bounds, list_files
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 
@@ -72,23 +74,36 @@ class Outcome:
 
 
 def find_test_files(root: Path, paths: list[Path]) -> list[Path]:
+    """The test files under flows/ or the given paths; a link among them that leads out of the yard,
+    or a FIFO or device with a test file's name, fails the command (its target is never read)."""
     if not paths:
-        flows = root / "flows"
-        return sorted(p for p in flows.rglob("*") if p.name.endswith(TEST_SUFFIXES)) if flows.is_dir() else []
+        return _listed(root / "flows", Bounds.of(root), root)
     found: list[Path] = []
     for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.name.endswith(TEST_SUFFIXES)))
-        elif path.is_file():
-            found.append(path)
-        else:
+        if not os.path.lexists(path):
             raise UsageError(f"no such file or folder: {path}")
+        if path.is_dir():
+            found.extend(_listed(path, argument_bounds(path, root) or Bounds.of(path), root))
+        else:
+            found.append(path)  # read by load_tests, which refuses what must not be read
     return found
+
+
+def _listed(folder: Path, bounds: Bounds, root: Path) -> list[Path]:
+    listing = list_files(folder, bounds, _is_test, lambda path: relative(path, root))
+    if listing.refused:
+        raise BlockyardError("\n".join(Diagnostic(relative(path, root), 1, 1, refusal.code, refusal.message).format()
+                                       for path, refusal in listing.refused))
+    return listing.files
+
+
+def _is_test(name: str) -> bool:
+    return name.endswith(TEST_SUFFIXES)
 
 
 def load_tests(path: Path, root: Path) -> SuiteFile:
     try:
-        doc = load_file(path, relative(path, root))
+        doc = load_file(path, relative(path, root), bounds=argument_bounds(path, root))
     except LoadError as exc:
         raise BlockyardError(exc.diagnostic.format()) from None
     try:

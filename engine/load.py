@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from engine.diagnostics import Diagnostic
+from engine.yardfiles import Bounds, Refused, TooLarge, read_bytes
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
@@ -72,16 +73,23 @@ class LoadError(Exception):
         self.diagnostic = diagnostic
 
 
-def load_file(path: Path, display: str | None = None) -> Document:
-    """Read and parse one YAML file; raises LoadError with a single clear diagnostic."""
+def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None = None,
+              pipes: bool = False) -> Document:
+    """Read and parse one YAML file; raises LoadError with a single clear diagnostic.
+
+    With `bounds`, a file that resolves outside the yard is refused unopened (engine/yardfiles.py);
+    only regular files are read (and pipes, with `pipes`), never more than MAX_FILE_BYTES,
+    whatever size they claim.
+    """
     shown = display or str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise LoadError(Diagnostic(shown, 1, 1, "BY001",
-                                       f"file is {size / 1e6:.1f} MB; definitions are limited to "
-                                       f"{MAX_FILE_BYTES // 1024} KiB"))
-        raw = path.read_bytes()
+        raw = read_bytes(path, MAX_FILE_BYTES, bounds, shown, pipes=pipes)
+    except Refused as exc:
+        raise LoadError(Diagnostic(shown, 1, 1, exc.code, exc.message)) from None
+    except TooLarge as exc:
+        size = f"{exc.size / 1e6:.1f} MB" if exc.size is not None else f"more than {MAX_FILE_BYTES // 1024} KiB"
+        limit = f"definitions are limited to {MAX_FILE_BYTES // 1024} KiB"
+        raise LoadError(Diagnostic(shown, 1, 1, "BY001", f"file is {size}; {limit}")) from None
     except OSError as exc:
         raise LoadError(Diagnostic(shown, 1, 1, "BY001", f"cannot read file: {exc.strerror}")) from None
     return load_bytes(raw, shown, path)

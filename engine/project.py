@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from engine.diagnostics import Diagnostic
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.validate import schema
+from engine.yardfiles import Bounds, list_files, located
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -76,16 +78,23 @@ class Project:
     def flow(self, name: str) -> FlowDef | None:
         return self.flows.get(name)
 
+    def bounds(self) -> Bounds:
+        """Where the yard's files may resolve to: the root, and folders blockyard.yaml places outside it."""
+        return Bounds.of(self.root, self.config.paths.blocks, self.config.paths.flows)
+
     @property
     def ok(self) -> bool:
         return not any(d.severity == "error" for d in self.diagnostics)
 
 
 def relative(path: Path, root: Path) -> str:
+    """`path` as shown to the user: relative to the yard when inside it. A link is shown by its own
+    name, never by its target's (which may lie outside the yard and be sensitive itself)."""
+    where = located(path)
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return where.relative_to(root.resolve()).as_posix()
     except ValueError:
-        return path.as_posix()
+        return where.as_posix()
 
 
 def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
@@ -93,14 +102,15 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
     root = root.resolve()
     project = Project(root)
     config_path = root / CONFIG_FILE
-    if config_path.is_file():
-        doc = _read(project, config_path)
+    if os.path.lexists(config_path):  # a link that leaves the yard or dangles is reported, not skipped
+        doc = _read(project, config_path, Bounds.of(root))
         if doc is not None:
             config = _build(project, doc, "config", ConfigSpec)
             if config is not None:
                 project.config, project.config_doc = config, doc
-    for path in _files(root / project.config.paths.blocks):
-        doc = _read(project, path)
+    bounds = project.bounds()
+    for path in _files(project, root / project.config.paths.blocks, bounds):
+        doc = _read(project, path, bounds)
         if doc is None:
             continue
         spec = _build(project, doc, "block", BlockSpec)
@@ -116,14 +126,14 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
         versions[spec.version] = Definition(spec, doc)
     # a yard's own file of the same name wins, even a broken one (its errors are reported, not hidden)
     blocks_dir = (root / project.config.paths.blocks).resolve()
-    own = {path.stem for path in project.files if blocks_dir in path.resolve().parents}
+    own = {path.stem for path in project.files if blocks_dir in located(path).parents}
     for name, definition in library_blocks().items():
         if name not in own:
             project.blocks.setdefault(name, {definition.spec.version: definition})
-    for path in _files(root / project.config.paths.flows):
+    for path in _files(project, root / project.config.paths.flows, bounds):
         if path.name.endswith((".test.yaml", ".test.yml")):
             continue
-        doc = _read(project, path)
+        doc = _read(project, path, bounds)
         if doc is None:
             continue
         flow = _build(project, doc, "flow", FlowSpec)
@@ -150,23 +160,31 @@ def is_builtin(definition: Definition[Any]) -> bool:
 def library_blocks() -> dict[str, BlockDef]:
     """The built-in blocks every yard has unless it defines a block of the same name."""
     found: dict[str, BlockDef] = {}
-    for path in _files(LIBRARY):
+    for path in sorted(p for p in LIBRARY.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file()):
         doc = load_file(path, f"<built-in>/{path.name}")
         spec = BlockSpec.model_validate(doc.data)
         found[spec.block] = Definition(spec, doc)
     return found
 
 
-def _files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file())
+def is_definition(name: str) -> bool:
+    return Path(name).suffix in YAML_SUFFIXES
 
 
-def _read(project: Project, path: Path) -> Document | None:
+def _files(project: Project, folder: Path, bounds: Bounds) -> list[Path]:
+    """The YAML files of a folder; links out of the yard and special files are reported, not read."""
+    listing = list_files(folder, bounds, is_definition, lambda path: relative(path, project.root))
+    for path, refusal in listing.refused:
+        if path not in project.files:
+            project.files.append(path)
+            project.diagnostics.append(Diagnostic(relative(path, project.root), 1, 1, refusal.code, refusal.message))
+    return listing.files
+
+
+def _read(project: Project, path: Path, bounds: Bounds) -> Document | None:
     project.files.append(path)
     try:
-        return load_file(path, relative(path, project.root))
+        return load_file(path, relative(path, project.root), bounds=bounds)
     except LoadError as exc:
         project.diagnostics.append(exc.diagnostic)
         return None

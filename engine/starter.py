@@ -1,6 +1,9 @@
 """`blockyard init [DIR]`: write a small yard that validates and runs offline, ready to edit.
 
-Nothing is ever overwritten: if any file of the starter exists, nothing is written at all.
+Nothing is ever overwritten: if any file of the starter exists, nothing is written at all. The
+JSON Schemas the package ships are copied into DIR/schemas/ (one already there is kept), and the
+files name them by relative path, so editor completion works offline and matches the installed
+version (a URL would need the network, and could describe another version).
 """
 
 from __future__ import annotations
@@ -8,15 +11,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SCHEMA_URL = "https://blockyard.dev/schemas/{name}.schema.json"
+from engine.validate.schema import schema_dir
+
+SCHEMAS_FOLDER = "schemas"
 
 
-def _schema_line(name: str) -> str:
-    # editors with the YAML language server read this line and offer completion and hover docs
-    return f"# yaml-language-server: $schema={SCHEMA_URL.format(name=name)}\n"
+def _schema_line(name: str, depth: int) -> str:
+    # editors with the YAML language server read this line and offer completion and hover docs;
+    # the path is relative to the file that holds the line
+    return f"# yaml-language-server: $schema={'../' * depth}{SCHEMAS_FOLDER}/{name}.schema.json\n"
 
 
-CONFIG = _schema_line("config") + """\
+CONFIG = _schema_line("config", 0) + """\
 # Project settings. Every key is optional; see docs/cli.md and docs/models.md.
 models:
   # `default` is the profile a block uses when it names none. The mock provider is a
@@ -28,7 +34,7 @@ models:
     provider: mock
 """
 
-BLOCK = _schema_line("block") + """\
+BLOCK = _schema_line("block", 1) + """\
 block: greet
 version: 1
 description: Write a one-line greeting for someone.
@@ -44,7 +50,7 @@ category: text
 tags: [starter]
 """
 
-FLOW = _schema_line("flow") + """\
+FLOW = _schema_line("flow", 1) + """\
 flow: hello
 version: 1
 description: Greet someone by name.
@@ -82,6 +88,7 @@ def init_command(directory: Path) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("x", encoding="utf-8") as handle:  # "x": a file appearing meanwhile is not clobbered
                 handle.write(text)
+        schemas = _write_schemas(directory / SCHEMAS_FOLDER)
         ignore = directory / ".gitignore"
         wrote_ignore = not ignore.exists()
         if wrote_ignore:
@@ -89,7 +96,7 @@ def init_command(directory: Path) -> int:
     except OSError as exc:
         sys.stderr.write(f"error: cannot write the starter yard in {directory}: {exc.strerror or exc}\n")
         return 1
-    written = [*FILES, ".gitignore"] if wrote_ignore else list(FILES)
+    written = [*FILES, *schemas, *([".gitignore"] if wrote_ignore else [])]
     lines = [f"Created a yard in {directory}:", *(f"  {name}" for name in written)]
     if not wrote_ignore:
         lines.append("  (add .blockyard/ to your .gitignore: it holds run state)")
@@ -97,3 +104,18 @@ def init_command(directory: Path) -> int:
     lines += ["Next:", f"  blockyard validate{here}", f"  blockyard run hello{here} --input name=Ada"]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def _write_schemas(folder: Path) -> list[str]:
+    """Copy the shipped schemas into the yard; a file already there is kept. Returns what was written."""
+    written: list[str] = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sorted(schema_dir().glob("*.schema.json")):
+        name = source.name
+        try:
+            with (folder / name).open("xb") as handle:  # "x": never through a link, never over a file
+                handle.write(source.read_bytes())
+        except FileExistsError:
+            continue
+        written.append(f"{SCHEMAS_FOLDER}/{name}")
+    return written

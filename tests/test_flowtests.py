@@ -82,3 +82,36 @@ def test_the_example_yard_tests_pass(repo_root: Path, capsys: pytest.CaptureFixt
     code, out, _ = run(capsys, repo_root)
     assert code == 0, out
     assert out.splitlines()[-1] == "4 passed, 0 failed"
+
+
+SECRET_TEST = """\
+flow: twice
+tests:
+  - name: ghp_SECRETTOKEN42
+    inputs: {n: 1}
+    expect: {outputs: {twice: 2}}
+"""
+
+
+def test_a_test_file_linking_out_of_the_yard_is_refused_unread(
+        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
+    outside = tmp_path / "outside.test.yaml"
+    outside.write_text(SECRET_TEST, encoding="utf-8")
+    (root / "flows" / "evil.test.yaml").symlink_to(outside)
+    expected = ("flows/evil.test.yaml:1:1: error BY008 symbolic link flows/evil.test.yaml resolves outside the "
+                "yard; it is not read\n")
+    for args in ((), (str(root / "flows" / "evil.test.yaml"),), (str(root / "flows"),)):
+        code, out, err = run(capsys, root, *args)
+        assert (code, out) == (1, ""), args
+        assert err.endswith(expected) and "SECRET" not in err and str(outside) not in err, args
+
+
+def test_a_test_file_named_outside_the_yard_is_the_users_choice(
+        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
+    elsewhere = tmp_path / "elsewhere" / "mine.test.yaml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(SECRET_TEST.replace("ghp_SECRETTOKEN42", "doubles"), encoding="utf-8")
+    code, out, _ = run(capsys, root, str(elsewhere))
+    assert code == 0 and "PASS" in out and "doubles" in out

@@ -7,12 +7,17 @@ and semantic checks), so a case also proves that nothing downstream adds noise o
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from engine.load import MAX_DEPTH, MAX_FILE_BYTES, LoadError, load_bytes, load_file, parse_value
 from engine.validate.command import validate
+from engine.yardfiles import Bounds
 
 BILLION_LAUGHS = b"""\
 flow: lol
@@ -160,3 +165,68 @@ def test_byte_order_mark_and_document_markers_are_fine() -> None:
 ])
 def test_parse_value_reads_cli_values_as_yaml(text: str, value: object) -> None:
     assert parse_value(text) == value
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    caught: list[LoadError] = []
+
+    def attempt() -> None:
+        with pytest.raises(LoadError) as raised:
+            load_file(fifo, "flows/pipe.yaml")
+        caught.append(raised.value)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # the old loader blocked in open(): give it a writer so the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("load_file blocked on a FIFO")
+    assert caught[0].diagnostic.format() == (
+        "flows/pipe.yaml:1:1: error BY009 flows/pipe.yaml is a FIFO (named pipe), not a regular file; "
+        "only regular files are read")
+
+
+def test_a_device_is_refused() -> None:
+    # /dev/null rather than /dev/zero: the old loader would have read /dev/zero until memory ran out
+    with pytest.raises(LoadError) as caught:
+        load_file(Path("/dev/null"), "flows/null.yaml")
+    assert (caught.value.diagnostic.code, caught.value.diagnostic.message) == (
+        "BY009", "flows/null.yaml is a character device, not a regular file; only regular files are read")
+
+
+def test_a_file_claiming_size_0_is_read_only_up_to_the_limit(tmp_path: Path) -> None:
+    """/proc files report size 0 whatever they hold: the limit holds while reading, not from the size."""
+    big = {f"BLOCKYARD_PAD_{n}": "x" * 100_000 for n in range(12)}  # environ of about 1.2 MB
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **big})
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"  # running, environ in place
+        environ = Path(f"/proc/{child.pid}/environ")
+        if not environ.exists():
+            pytest.skip("no /proc on this system")
+        assert environ.stat().st_size == 0
+        with pytest.raises(LoadError) as caught:
+            load_file(environ, "flows/x.yaml")
+    finally:
+        child.communicate(b"")
+    assert caught.value.diagnostic.format() == (
+        f"flows/x.yaml:1:1: error BY001 file is more than {MAX_FILE_BYTES // 1024} KiB; definitions are limited to "
+        f"{MAX_FILE_BYTES // 1024} KiB")
+
+
+def test_a_link_out_of_the_bounds_is_refused_unopened(tmp_path: Path) -> None:
+    yard, outside = tmp_path / "yard", tmp_path / "outside.yaml"
+    yard.mkdir()
+    outside.write_text("secret_key: hunter2\n", encoding="utf-8")
+    (yard / "x.yaml").symlink_to(outside)
+    (yard / "inside.yaml").write_text("flow: x\n", encoding="utf-8")
+    (yard / "alias.yaml").symlink_to("inside.yaml")
+    bounds = Bounds.of(yard)
+    assert load_file(yard / "alias.yaml", bounds=bounds).data == {"flow": "x"}
+    assert load_file(yard / "x.yaml").data == {"secret_key": "hunter2"}  # no bounds: the caller's own choice
+    with pytest.raises(LoadError) as caught:
+        load_file(yard / "x.yaml", "flows/x.yaml", bounds=bounds)
+    assert caught.value.diagnostic.format() == (
+        "flows/x.yaml:1:1: error BY008 symbolic link flows/x.yaml resolves outside the yard; it is not read")

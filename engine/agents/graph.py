@@ -39,6 +39,7 @@ from engine.compile.policies import policies
 from engine.errors import BlockyardError
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
+from engine.redaction import TokenMasker
 
 AGENT, TOOLS = "agent", "tools"
 DELEGATE = "delegate.{}"
@@ -90,7 +91,7 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     plan = run.plan
     if state.get("errors", 0) > MAX_TOOL_ERRORS:
         raise AgentFailed(f"agent '{plan.block.block}' gave up after {state.get('errors')} failed tool calls "
-                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]}")
+                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]['error']}")
     turn = state.get("turn", 0) + 1
     last = turn >= plan.max_iterations
     before: list[BaseMessage] = []
@@ -127,7 +128,7 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     for bad in said.invalid_tool_calls:
         errors += 1
         problem = f"the arguments of '{bad.get('name')}' are not a JSON object: {str(bad.get('args'))[:200]!r}"
-        run.failures.append(problem)
+        run.failures.append({"tool": str(bad.get("name")), "error": problem})
         emit(run.call.writer, TOOL_CALL, run.label, {"tool": bad.get("name"), "call_id": bad.get("id"),
                                                       "block": plan.block.block, "status": "error",
                                                       "error": problem}, run.call.index)
@@ -140,9 +141,10 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
 async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) -> Any:
     call = run.call
 
-    def token(text: str) -> None:
+    def send(text: str) -> None:
         emit(call.writer, TOKEN, call.label, {"text": text, "block": run.plan.block.block}, call.index)
 
+    token = TokenMasker(call.context.secrets, send)  # a key split over pieces is masked whole
     try:
         return await run.model.turn(request, token)
     except ModelError as exc:
@@ -156,6 +158,8 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
                     block=run.plan.block.block, attempt=attempt)
             raise
         raise AgentFailed(str(exc)) from exc
+    finally:
+        token.flush()
 
 
 def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:
@@ -252,7 +256,7 @@ def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | Non
                             "status": "error" if error is not None else "ok", "duration_ms": elapsed_ms(started)}
     if error is not None:
         data["error"] = error
-        run.failures.append(error)
+        run.failures.append({"tool": call["name"], "error": error})
     else:
         data["result"] = _bounded(result)
     emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)

@@ -81,7 +81,7 @@ class AgentRun:
     model: AgentModel
     offered: tuple[dict[str, Any], ...]  # the functions the model sees, the answer function last
     answer: dict[str, Any]  # the answer function alone (the last turn)
-    failures: list[str] = field(default_factory=list)  # what the failed tool calls said, in order
+    failures: list[dict[str, str]] = field(default_factory=list)  # failed tool calls in order: {tool, error}
 
     @property
     def label(self) -> str:

@@ -60,8 +60,12 @@ class AgentRunner:
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
         run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)
         start = {"messages": transcript.prompt(system, user), "turn": 0, "errors": 0, "pending": [], "answer": None}
-        final = await self.graph.ainvoke(start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS},
-                                         context=run)
+        try:
+            final = await self.graph.ainvoke(start, {"recursion_limit": self.limit,
+                                                     "configurable": _NO_CHECKPOINTS}, context=run)
+        finally:  # recovered from or not, a failed tool call is part of the step's record
+            if run.failures:
+                call.report["tool_errors"] = list(run.failures)
         answer = final.get("answer")
         if answer is None:  # the loop ends only with an answer or an error; this is a safety net
             raise AgentFailed(f"agent '{block.block}' ended without a final answer")

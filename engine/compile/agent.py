@@ -174,8 +174,7 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
         started = time.monotonic()
         emit(writer, STEP_STARTED, prefix, {"block": None, "kind": "flow", "flow": name, "inputs": args}, index)
         try:
-            final = await sub.graph.ainvoke(sub.initial_state(args), {"recursion_limit": sub.recursion_limit})
-            outputs = sub.outputs(final)
+            outputs = await sub.run_nested(args, runtime.context)  # the run's context, as a `flow:` step's
         except GraphBubbleUp:
             raise
         except StepFailed as exc:

@@ -75,20 +75,23 @@ class BlockStep:
         call = BlockCall(self.flow, self.step, self.label, self.block, inputs, runtime.context, writer, index,
                          scope, transcript)
         try:
-            raw = await self._execute(call)
+            # an API key a model (or a tool) echoed stops here: it never reaches the state
+            raw = runtime.context.secrets.value(await self._execute(call))
+            if transcript:
+                transcript[:] = runtime.context.secrets.value(transcript)
             outputs = self.check_outputs(raw)
         except GraphBubbleUp:
             raise  # interrupts and parent commands are LangGraph's control flow, not failures
         except Problem as exc:
-            raise self._failed(writer, str(exc), None, started, attempt, index) from None
+            raise self._failed(writer, str(exc), None, started, attempt, index, call.report) from None
         except TimeoutError as exc:
             reason = (f"timed out after {self.block.timeout}" if getattr(exc, "blockyard_timeout", False)
                       else _reason(exc))
-            raise self._failed(writer, reason, exc, started, attempt, index) from exc
+            raise self._failed(writer, reason, exc, started, attempt, index, call.report) from exc
         except Exception as exc:
-            raise self._failed(writer, _reason(exc), exc, started, attempt, index) from exc
+            raise self._failed(writer, _reason(exc), exc, started, attempt, index, call.report) from exc
         emit(writer, STEP_FINISHED, self.label,
-             {"block": self.block.block, "outputs": outputs, "duration_ms": _ms(started)}, index)
+             {"block": self.block.block, "outputs": outputs, "duration_ms": _ms(started), **call.report}, index)
         return outputs
 
     async def _execute(self, call: BlockCall) -> Any:
@@ -105,7 +108,7 @@ class BlockStep:
             raise
 
     def _failed(self, writer: StreamWriter, reason: str, cause: BaseException | None, started: float,
-                attempt: int, index: int | None) -> StepFailed:
+                attempt: int, index: int | None, report: Mapping[str, Any] | None = None) -> StepFailed:
         failed = StepFailed(self.flow, self.label, self.block.block, reason, cause=cause, item=index)
         if self.policies.will_retry(failed, attempt):
             warning(writer, self.label, "retrying",
@@ -113,8 +116,8 @@ class BlockStep:
                     block=self.block.block, attempt=attempt, **({"index": index} if index is not None else {}))
         else:
             emit(writer, STEP_FAILED, self.label,
-                 {"block": self.block.block, "error": reason, "duration_ms": _ms(started), "attempt": attempt},
-                 index)
+                 {"block": self.block.block, "error": reason, "duration_ms": _ms(started), "attempt": attempt,
+                  **(report or {})}, index)
         return failed
 
 

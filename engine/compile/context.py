@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.redaction import Masker
 from engine.spec import BlockSpec
 
 
@@ -63,3 +64,5 @@ class RunContext:
     thread_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     memory: MemorySource | None = None  # None: the flow has no `memory:` scope
+    # the API keys to mask in what the run produces: outputs, the conversation, streamed tokens
+    secrets: Masker = field(default_factory=Masker)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
@@ -16,6 +16,9 @@ from engine.compile.limits import recursion_limit
 from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
 from engine.typecheck import coerce_inputs
+
+if TYPE_CHECKING:
+    from engine.compile.context import RunContext
 
 # A node no edge leads to: conversation threads record a turn's reply "as" this node
 # (`graph.aupdate_state(config, {"messages": [...]}, as_node=REPLY_NODE)`), which triggers nothing.
@@ -54,6 +57,19 @@ class CompiledFlow:
                            f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
                            f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})")
         return {key: context[key] for key in self.bundle.flow.outputs}
+
+    async def run_nested(self, inputs: dict[str, Any], context: RunContext) -> dict[str, Any]:
+        """Run as part of a running flow (a `flow:` step, or a flow an agent delegates to), inside the
+        node that calls it, on that run's context (models, tools, memory, workspace) and with this
+        flow's own step limit; returns its outputs.
+
+        The context is passed explicitly: a graph invoked in a node otherwise gets the runtime
+        context of whatever graph runs that node, and an agent's loop runs as a graph of its own,
+        whose context is the agent's execution (engine/agents), not the run's.
+        """
+        final = await self.graph.ainvoke(self.initial_state(inputs), {"recursion_limit": self.recursion_limit},
+                                         context=context)
+        return self.outputs(final)
 
     def config(self, thread_id: str, **configurable: Any) -> dict[str, Any]:
         """A run config with this flow's recursion limit."""

@@ -74,9 +74,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         started = time.monotonic()
         emit(writer, STEP_STARTED, label, {"block": None, "kind": "flow", "flow": name}, index)
         try:
-            initial = sub.initial_state(given(make_scope(state, frames)))
-            final = await sub.graph.ainvoke(initial, {"recursion_limit": sub.recursion_limit})
-            outputs = sub.outputs(final)
+            outputs = await sub.run_nested(given(make_scope(state, frames)), runtime.context)
         except GraphBubbleUp:
             raise
         except StepFailed as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.spec import BlockSpec
@@ -29,6 +29,9 @@ class BlockCall:
     index: int | None = None
     scope: Mapping[str, Any] | None = None  # the step's template scope (agents bind delegated steps in it)
     transcript: list[Any] | None = None  # where an agent puts its conversation for the run's `messages`
+    # what the executor tells about this execution besides its outputs, for the step's step_finished or
+    # step_failed event (an agent's failed tool calls: `tool_errors`)
+    report: dict[str, Any] = field(default_factory=dict)
 
 
 Runner = Callable[[BlockCall], Awaitable[Any]]

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from engine.dbfile import exists
 from engine.errors import UsageError
 from engine.load import parse_value
 from engine.memory.scope import parse_scope, preferences_namespace
@@ -24,7 +25,7 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
                    as_json: bool) -> int:
     parse_scope(scope)
     path = state_path(root)
-    if action != "set" and not path.exists():
+    if action != "set" and not exists(path):
         raise UsageError(f"no state database at {path}: nothing has been remembered yet")
     with open_store(path) as store:
         if action == "list":
@@ -43,7 +44,8 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
             item = store.get(namespace, key)
             if item is None:
                 raise UsageError(f"no preference '{key}' in scope '{scope}'")
-            _show(item.value.get("value"), as_json)
+            # the value as JSON, one line, with or without --json: what `set` takes back (YAML 1.2 reads JSON)
+            click.echo(json.dumps(item.value.get("value"), ensure_ascii=False, default=str))
             return 0
         if action == "set":
             if value is None:
@@ -60,14 +62,13 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
     raise UsageError(f"unknown memory action '{action}' (use list, get, set or delete)")
 
 
-def _show(value: Any, as_json: bool, empty: str | None = None) -> None:
+def _show(prefs: dict[str, Any], as_json: bool, empty: str) -> None:
+    """`list`: a preference a line (KEY  JSON value), or one JSON object with --json."""
     if as_json:
-        click.echo(json.dumps(value, ensure_ascii=False, default=str))
-    elif isinstance(value, dict):
-        if not value and empty:
-            click.echo(empty, err=True)
-        width = max((len(k) for k in value), default=0)
-        for key, item in value.items():
-            click.echo(f"{key.ljust(width)}  {json.dumps(item, ensure_ascii=False, default=str)}")
-    else:
-        click.echo(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+        click.echo(json.dumps(prefs, ensure_ascii=False, default=str))
+        return
+    if not prefs:
+        click.echo(empty, err=True)
+    width = max((len(k) for k in prefs), default=0)
+    for key, item in prefs.items():
+        click.echo(f"{key.ljust(width)}  {json.dumps(item, ensure_ascii=False, default=str)}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from langgraph.store.sqlite import SqliteStore
 
-from engine.dbfile import open_database
+from engine.dbfile import guard, open_database
 from engine.memory.scope import history_namespace, preferences_namespace
 
 LIST_LIMIT = 1000
@@ -23,11 +23,13 @@ def connect(path: Path) -> sqlite3.Connection:
 
 @contextmanager
 def open_store(path: Path) -> Iterator[SqliteStore]:
+    """The store for the length of a block; a locked or damaged file is a clear `StateError`."""
     conn = connect(path)
     try:
-        store = SqliteStore(conn)
-        store.setup()
-        yield store
+        with guard(path):
+            store = SqliteStore(conn)
+            store.setup()
+            yield store
     finally:
         conn.close()
 

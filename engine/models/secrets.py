@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from engine.models.errors import ModelError
-
-_MASK = "***"
+from engine.redaction import MASK as _MASK
 
 
 def read_key(env: Mapping[str, str], variable: str, *, what: str) -> str:

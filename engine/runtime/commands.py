@@ -23,17 +23,21 @@ from engine.runtime import progress
 from engine.runtime.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.runtime.progress import format_duration
 from engine.spec import TypeSpec
+from engine.yardfiles import argument_bounds
 
 SIGTERM_EXIT = 143
 
 
-def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_file: Path | None,
+                  root: Path | None = None) -> dict[str, Any]:
     """`--inputs-file` then `--input k=v` (which win). A value is YAML 1.2 (`7` a number, `[1,2]`
-    a list) except for inputs declared `string`, which take the text exactly as typed (`007`)."""
+    a list) except for inputs declared `string`, which take the text exactly as typed (`007`).
+    An inputs file inside the yard `root` must not be a link that leads out of it."""
     values: dict[str, Any] = {}
     if inputs_file is not None:
+        bounds = argument_bounds(inputs_file, root) if root is not None else None
         try:
-            data = load_file(inputs_file, str(inputs_file)).data
+            data = load_file(inputs_file, str(inputs_file), bounds=bounds, pipes=bounds is None).data
         except LoadError as exc:
             raise UsageError(f"--inputs-file: {exc.diagnostic.format()}") from None
         if data is None:
@@ -65,7 +69,7 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
 
     yard = Yard.load(root)
     try:
-        given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file)
+        given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
                       lambda: yard.astream(flow, given, run_id=run_id, thread=thread), as_json)
     finally:

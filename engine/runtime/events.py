@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engine.redaction import Masker
+
 RUN_STARTED = "run_started"
 STEP_STARTED = "step_started"
 STEP_FINISHED = "step_finished"
@@ -78,13 +80,16 @@ class Event:
 class Sequencer:
     """Numbers a run's events; a resumed run continues after the last stored number."""
 
-    def __init__(self, run_id: str, last: int = 0) -> None:
+    def __init__(self, run_id: str, last: int = 0, *, secrets: Masker | None = None) -> None:
         self.run_id = run_id
         self.last = last
+        self.secrets = secrets if secrets is not None else Masker()
 
     def make(self, type_: str, step: str | None = None, data: dict[str, Any] | None = None) -> Event:
+        """The next event; API keys in its data are masked (engine/redaction.py): events are stored,
+        printed (--json) and streamed (server-sent events)."""
         self.last += 1
-        return Event(type_, self.run_id, self.last, step, now_iso(), data or {})
+        return Event(type_, self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))
 
     def from_custom(self, payload: Any) -> Event | None:
         """An event from a graph node's custom stream, or None when it is not one of ours."""

@@ -32,13 +32,10 @@ def gates_command(root: Path, flow: str | None, expire: bool, as_json: bool) -> 
     """List the waiting gates, or with `expire` decide those whose timeout has passed."""
     if expire:
         return _expire(root, as_json)
-    conn = store.open_existing(state_path(root))
     waiting = []
-    if conn is not None:
-        try:
+    with store.reading(state_path(root)) as conn:
+        if conn is not None:
             waiting = gates.waiting(conn, flow=flow)
-        finally:
-            conn.close()
     if as_json:
         sys.stdout.write(json.dumps([gate.as_dict() for gate in waiting], ensure_ascii=False, indent=2) + "\n")
         return 0

@@ -11,7 +11,7 @@ from engine.errors import UsageError
 
 # Crockford's base32, lower case: its digits sort in ASCII order, and it has no i, l, o, u
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _RANDOM_BITS = 25
 _lock = threading.Lock()
 _last = (0, 0)
@@ -48,7 +48,7 @@ def new_run_id() -> str:
 
 def check_run_id(run_id: str) -> str:
     """A user-chosen id: letters, digits, `_`, `.`, `-`; at most 64 characters."""
-    if not _RUN_ID.match(run_id):
+    if not _RUN_ID.fullmatch(run_id):  # not match(...$): `$` also matches before a final newline
         raise UsageError(f"invalid run id '{run_id}': use up to 64 letters, digits, '_', '.' or '-', "
                          "starting with a letter or digit")
     return run_id

@@ -9,6 +9,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from engine.errors import UsageError
 from engine.project import load_project
 from engine.runtime import gates as gate_rows
 from engine.runtime import store
-from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, Event, parse_time
+from engine.runtime.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
 from engine.runtime.progress import format_duration
 from engine.runtime.store import STATUSES, RunRecord, effective_status
 
@@ -29,8 +30,8 @@ def _state_path(root: Path) -> Path:
     return root / load_project(root).config.paths.state
 
 
-def _connect(root: Path) -> sqlite3.Connection | None:
-    return store.open_existing(_state_path(root))
+def _reading(root: Path) -> AbstractContextManager[sqlite3.Connection | None]:
+    return store.reading(_state_path(root))
 
 
 def local_time(iso: str | None) -> str:
@@ -75,11 +76,10 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
     if status is not None and status not in STATUSES:
         raise UsageError(f"unknown status '{status}'{did_you_mean(status, STATUSES)}; "
                          f"use one of {', '.join(STATUSES)}")
-    conn = _connect(root)
-    if conn is None:
-        sys.stdout.write("no runs yet\n")
-        return 0
-    try:
+    with _reading(root) as conn:
+        if conn is None:
+            sys.stdout.write("no runs yet\n")
+            return 0
         # a dead process's run is stored as running but shown as interrupted: filter after the fact
         wanted = {"interrupted": ["interrupted", "running"]}.get(status or "", [status] if status else None)
         rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
@@ -93,8 +93,6 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
                           format_duration(_duration(run, shown)), _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
             if len(table) >= limit:
                 break
-    finally:
-        conn.close()
     if not table:
         sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
         return 0
@@ -110,14 +108,24 @@ def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> s
 
 
 def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
-    """Per step, in order of first start: status, attempts, total time, last error."""
+    """Per step, in order of first start: status, attempts, total time, last error, and the tool
+    calls of an agent step that failed (`tool_errors`: tool, error, and the item's index if any) —
+    the agent may have recovered and the run finished, but the failure is part of the record."""
     steps: dict[str, dict[str, Any]] = {}
     open_: dict[tuple[str, Any], Event] = {}
     for event in events:
-        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED):
+        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOOL_CALL):
             continue
         entry = steps.setdefault(event.step, {"step": event.step, "status": "running", "attempts": 0,
-                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None})
+                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None,
+                                              "tool_errors": []})
+        if event.type == TOOL_CALL:
+            if event.data.get("status") == "error":
+                failure = {"tool": event.data.get("tool"), "error": event.data.get("error")}
+                if event.data.get("index") is not None:
+                    failure["index"] = event.data["index"]
+                entry["tool_errors"].append(failure)
+            continue
         key = (event.step, event.data.get("index"))
         if event.type == STEP_STARTED:
             entry["attempts"] += 1
@@ -167,10 +175,9 @@ def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
 
 def print_run(root: Path, run_id: str, as_json: bool) -> int:
     """One run: inputs, outputs, steps, error, pinned definition."""
-    conn = _connect(root)
-    if conn is None:
-        raise UsageError(f"unknown run '{run_id}' (no runs yet)")
-    try:
+    with _reading(root) as conn:
+        if conn is None:
+            raise UsageError(f"unknown run '{run_id}' (no runs yet)")
         run = store.get_run(conn, run_id)
         if run is None:
             raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, store.run_ids(conn))}")
@@ -178,8 +185,6 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         status = effective_status(run)
         gates = store.waiting_gates(conn, run_id) if status == "waiting" else []
         decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
-    finally:
-        conn.close()
     steps = step_summary(events, status)
     definition = definition_status(root, run)
     if as_json:
@@ -225,8 +230,15 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
         for entry in steps:
             tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
             error = f"  {entry['error']}" if entry["status"] == "failed" and entry["error"] else ""
+            tool_errors = entry.get("tool_errors") or []
+            if tool_errors and not error:
+                count = len(tool_errors)
+                error = f"  {count} tool call{'s' if count > 1 else ''} failed"
             lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
                          f"{format_duration(entry['duration_ms'] / 1000):>9}{tries}{error}")
+            for failure in tool_errors:
+                item = f"[{failure['index']}]" if failure.get("index") is not None else ""
+                lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
     for gate in decided:
         decision = gate.decision or {}
         who = f" by {gate.actor}" if gate.actor else ""

@@ -8,6 +8,7 @@ waits for a person) or run_failed (failed or interrupted; `data.status` tells wh
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -126,7 +127,8 @@ class _Steps:
 async def execute(ex: Execution) -> AsyncIterator[Event]:
     """Run the graph and yield its events; the run's row and trace are updated as it goes."""
     run, db = ex.run, ex.db
-    seq = Sequencer(run.id, ex.last_seq)
+    secrets = ex.context.secrets
+    seq = Sequencer(run.id, ex.last_seq, secrets=secrets)
     steps = _Steps()
     began = time.monotonic()
     config = {"configurable": {"thread_id": run.thread_id or run.id}, "recursion_limit": ex.compiled.recursion_limit}
@@ -174,13 +176,14 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
 
     if failure is None and not interrupts:
         try:
-            outputs = ex.compiled.outputs(values or {})
+            outputs = secrets.value(ex.compiled.outputs(values or {}))
         except Exception as exc:
             failure = describe(exc, None, None, ex.compiled)
     elapsed = time.monotonic() - began
     if failure is None and not interrupts and ex.on_end is not None:
         await ex.on_end("finished", outputs, None)  # e.g. a thread's reply: before a next turn may start
     if failure is not None:
+        failure = dataclasses.replace(failure, message=secrets.text(failure.message))  # a server may echo the key
         if ex.on_end is not None:
             await ex.on_end("failed", None, failure.message)
         data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}
@@ -190,6 +193,7 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         yield event
         return
     if interrupts:
+        interrupts = secrets.value(interrupts)
         gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:

@@ -30,7 +30,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine.dbfile import open_database
+from engine.dbfile import explain, guard, open_database
+from engine.redaction import Masker
 from engine.runtime import store
 from engine.runtime.events import now_iso
 from engine.runtime.writer import SqliteWriter, Write
@@ -65,8 +66,11 @@ class DurableSaver(SqliteSaver):
     """
 
     def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
-                 serde: SerializerProtocol | None = None) -> None:
+                 serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
         super().__init__(read_conn, serde=serde)
+        # the last line of defence for API keys (engine/redaction.py): whatever state still holds
+        # one is masked in the serialized bytes, lengths kept
+        self.secrets = secrets if secrets is not None else Masker()
         self.is_setup = True  # prepare() created the tables through the writer's connection
         self.writer = writer
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
@@ -92,7 +96,9 @@ class DurableSaver(SqliteSaver):
         conf = config["configurable"]
         thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
         type_, blob = self.serde.dumps_typed(checkpoint)
-        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore")
+        blob = self.secrets.blob(blob)
+        meta = self.secrets.blob(json.dumps(get_checkpoint_metadata(config, metadata),
+                                            ensure_ascii=False).encode("utf-8", "ignore"))
         write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
                                         type_, blob, meta), mergeable=True)
         saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
@@ -105,9 +111,13 @@ class DurableSaver(SqliteSaver):
         # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
         verb = "INSERT OR REPLACE " if all(w[0] in WRITES_IDX_MAP for w in writes) else "INSERT OR IGNORE "
         rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
-                 WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self._serialized(value))
                 for idx, (channel, value) in enumerate(writes)]
         return Write(verb + _PUT_WRITES, rows, many=True, mergeable=True)
+
+    def _serialized(self, value: Any) -> tuple[str, bytes]:
+        type_, blob = self.serde.dumps_typed(value)
+        return type_, self.secrets.blob(blob)
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
@@ -172,15 +182,18 @@ class StateDB:
     than fighting over the lock); it is usable from any thread and any event loop.
     """
 
-    def __init__(self, path: Path, *, synchronous: str = "NORMAL", window: float = 0.0) -> None:
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL", window: float = 0.0,
+                 secrets: Masker | None = None) -> None:
         self.path = path
-        self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window)
-        try:
-            self.read_conn = connect(path, synchronous=synchronous)
-        except BaseException:
-            self.writer.close()
-            raise
-        self.saver = DurableSaver(self.read_conn, self.writer)
+        with guard(path):  # a damaged file may show only once the tables are read
+            self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window,
+                                       explain=lambda exc: explain(exc, path) or exc)
+            try:
+                self.read_conn = connect(path, synchronous=synchronous)
+            except BaseException:
+                self.writer.close()
+                raise
+        self.saver = DurableSaver(self.read_conn, self.writer, secrets=secrets)
         self._closed = False
 
     def _open_writer(self, synchronous: str) -> sqlite3.Connection:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.dbfile import BUSY_TIMEOUT
-from engine.errors import BlockyardError
+from engine import dbfile
+from engine.dbfile import StateError
 from engine.runtime import owner
 from engine.runtime.events import Event, now_iso
 from engine.runtime.writer import Write
@@ -97,10 +98,6 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-class StateError(BlockyardError):
-    """The state database cannot be used (newer schema, corrupt file)."""
-
-
 def migrate(conn: sqlite3.Connection, now: str) -> None:
     """Bring our tables to SCHEMA_VERSION; safe when several processes open the file at once."""
     conn.execute("CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
@@ -164,6 +161,10 @@ class RunRecord:
 
 _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 _SELECT_RUN = f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs"
+# By start time, not by id: generated ids sort by time, but `--run-id` can be any text. Equal
+# times (same millisecond) fall back to the id, so the order is always the same.
+NEWEST_FIRST = "COALESCE(started, created) DESC, id DESC"
+OLDEST_FIRST = "COALESCE(started, created), id"
 
 
 def _record(row: Sequence[Any]) -> RunRecord:
@@ -241,7 +242,7 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
 
 def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
               limit: int | None = 50) -> list[RunRecord]:
-    """Runs, newest first (run ids sort by time)."""
+    """Runs, newest first (by start time)."""
     where: list[str] = []
     params: list[Any] = []
     if flow is not None:
@@ -250,7 +251,7 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
     if statuses:
         where.append(f"status IN ({', '.join('?' for _ in statuses)})")
         params.extend(statuses)
-    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + f" ORDER BY {NEWEST_FIRST}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
@@ -258,7 +259,7 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
 
 
 def run_ids(conn: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1000")]
+    return [row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")]
 
 
 def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:
@@ -294,10 +295,28 @@ def effective_status(record: RunRecord) -> str:
 
 
 def open_existing(path: Path) -> sqlite3.Connection | None:
-    """A connection for commands that only look (`runs`, `runs show`); None when there is no database."""
-    if not path.is_file():
+    """A connection for commands that only look (`runs`, `runs show`); None when there is no database.
+
+    Reads through it can still meet a damaged page: commands use `reading`, which says so clearly."""
+    if not dbfile.exists(path):
         return None
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-    migrate(conn, now_iso())
+    conn = dbfile.open_database(path)
+    try:
+        with dbfile.guard(path):
+            migrate(conn, now_iso())
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """`open_existing` for the length of a block, whose reads meet a damaged file as a `StateError`."""
+    conn = open_existing(path)
+    try:
+        with dbfile.guard(path):
+            yield conn
+    finally:
+        if conn is not None:
+            conn.close()

@@ -23,15 +23,12 @@ from engine.runtime.store import RunRecord, effective_status
 
 def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> int:
     """The threads, most recently active first."""
-    conn = store.open_existing(state_path(root))
     found: list[threads.Thread] = []
     statuses: dict[str, str] = {}
-    if conn is not None:
-        try:
+    with store.reading(state_path(root)) as conn:
+        if conn is not None:
             found = threads.list_threads(conn, flow=flow, limit=limit)
             statuses = {t.id: _status(conn, t.last_run) for t in found}
-        finally:
-            conn.close()
     if as_json:
         body = [{**t.as_dict(), "status": statuses.get(t.id)} for t in found]
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
@@ -53,17 +50,15 @@ def _status(conn: sqlite3.Connection, run_id: str | None) -> str:
 
 def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
     """One thread: its turns in order, each with what was asked and what came back."""
-    conn = store.open_existing(state_path(root))
-    if conn is None:
-        raise UsageError(f"unknown thread '{thread_id}' (no threads yet)")
-    try:
+    with store.reading(state_path(root)) as conn:
+        if conn is None:
+            raise UsageError(f"unknown thread '{thread_id}' (no threads yet)")
         thread = threads.get_thread(conn, thread_id)
         if thread is None:
             raise UsageError(f"unknown thread '{thread_id}'{did_you_mean(thread_id, threads.thread_ids(conn))}")
         turns = [store.get_run(conn, row[0]) for row in
-                 conn.execute("SELECT id FROM runs WHERE thread_id = ? ORDER BY id", (thread_id,))]
-    finally:
-        conn.close()
+                 conn.execute(f"SELECT id FROM runs WHERE thread_id = ? ORDER BY {store.OLDEST_FIRST}",
+                              (thread_id,))]
     runs = [run for run in turns if run is not None]
     if as_json:
         body = {"thread": thread.as_dict(), "turns": [_turn(run) for run in runs]}

@@ -71,8 +71,11 @@ class SqliteWriter:
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], *, max_batch: int = 2000,
-                 window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer") -> None:
+                 window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer",
+                 explain: Callable[[sqlite3.Error], BaseException] | None = None) -> None:
         self._connect = connect
+        # what a batch's waiters get when the transaction itself fails (the lock, the file)
+        self._explain = explain or (lambda exc: exc)
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lazy: list[_Item] = []
         self._max_batch = max_batch
@@ -196,14 +199,17 @@ class SqliteWriter:
     def _commit(self, conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            return [(item, None, exc) for item in items]
+        except sqlite3.Error as exc:  # another process held the lock for the whole busy timeout
+            return self._failed(items, exc)
         try:
             results = self._apply_all(conn, items)
         except Exception:
             # some item failed: replay the batch with a savepoint per item, so only it fails
             conn.execute("ROLLBACK")
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:  # another process took the lock in between
+                return self._failed(items, exc)
             results = [self._apply_one(conn, item) for item in items]
         try:
             conn.execute("COMMIT")
@@ -211,10 +217,14 @@ class SqliteWriter:
             # the commit itself failed (disk full, I/O error): nothing of the batch is stored
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            return [(item, None, exc) for item in items]
+            return self._failed(items, exc)
         self.commits += 1
         self.items += len(items)
         return results
+
+    def _failed(self, items: list[_Item], exc: sqlite3.Error) -> list[tuple[_Item, Any, BaseException | None]]:
+        error = self._explain(exc)
+        return [(item, None, error) for item in items]
 
     @staticmethod
     def _apply_all(conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:

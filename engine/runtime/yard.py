@@ -25,6 +25,7 @@ from engine.bundle import Bundle, make_bundle
 from engine.compile.context import RunContext
 from engine.errors import UsageError, ValidationFailed
 from engine.project import Project, load_project
+from engine.redaction import KNOWN, Masker, key_values, key_variables
 from engine.runtime import approvals, gates, owner, resumes, store, threads
 from engine.runtime.approvals import Expired
 from engine.runtime.endings import end_hook
@@ -58,6 +59,13 @@ class Yard:
         self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
         self._saved: set[str] = set()  # digests this process has stored in `definitions`
         self._validated = False
+        self.secrets = Masker()  # the API keys of the yard's model profiles (engine/redaction.py)
+        self._mask_keys(project.config.models.values())
+
+    def _mask_keys(self, profiles: Any) -> None:
+        keys = key_values(key_variables(profiles), self.env)
+        self.secrets.add(keys)
+        KNOWN.add(keys)
 
     @classmethod
     def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -95,7 +103,7 @@ class Yard:
         with self._lock:
             if self._db is None:
                 try:
-                    self._db = StateDB(self.state_path, synchronous=self._synchronous)
+                    self._db = StateDB(self.state_path, synchronous=self._synchronous, secrets=self.secrets)
                 except sqlite3.Error as exc:
                     raise StateError(f"cannot open the state database {self.state_path}: {exc}") from None
             return self._db
@@ -192,8 +200,9 @@ class Yard:
                 registry = self._registries[config_key] = build_registry(bundle.config, self.root)
         workspace = self.state_path.parent / "workspaces" / run_id
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
+        self._mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace, thread_id=thread_id)
+                             workspace=workspace, thread_id=thread_id, secrets=self.secrets)
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------
@@ -340,15 +349,26 @@ class Yard:
         return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
 
 
-def _uses_default_model(bundle: Bundle) -> bool:
-    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
+def _blocks(bundle: Bundle) -> list[Any]:
+    """The blocks of a flow and of its subflows."""
     blocks = [*bundle.blocks.values()]
     pending = [*bundle.flows.values()]
     while pending:
         sub = pending.pop()
         blocks.extend(sub.blocks.values())
         pending.extend(sub.flows.values())
-    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in blocks)
+    return blocks
+
+
+def _uses_default_model(bundle: Bundle) -> bool:
+    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
+    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
+
+
+def _profiles(bundle: Bundle) -> list[Any]:
+    """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
+    inline = [block.model for block in _blocks(bundle) if block.model is not None and not isinstance(block.model, str)]
+    return [*bundle.config.models.values(), *inline]
 
 
 async def collect(execution: Execution) -> RunResult:

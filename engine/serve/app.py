@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from engine import __version__
 from engine.errors import BlockyardError
 from engine.serve import problems
-from engine.serve.middleware import AccessLogMiddleware, AuthMiddleware
+from engine.serve.middleware import AccessLogMiddleware, AuthMiddleware, BodyLimitMiddleware, HostMiddleware
 from engine.serve.routes import flows, meta, runs
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
@@ -39,6 +39,10 @@ def create_app(settings: Settings | Server) -> FastAPI:
     app.add_exception_handler(HTTPException, problems.http_error)
     app.add_exception_handler(BlockyardError, problems.engine_error)
     app.add_exception_handler(Exception, problems.internal_error)
+    # the last added runs first: log, then Host, then token, then the body limit
+    app.add_middleware(BodyLimitMiddleware, limit=lambda: server.catalog.server.max_body_bytes)
     app.add_middleware(AuthMiddleware, token=server.settings.token)
+    app.add_middleware(HostMiddleware, token=server.settings.token, bound_host=server.settings.host,
+                       bound_port=server.settings.port, allowed=lambda: server.catalog.server.allowed_hosts)
     app.add_middleware(AccessLogMiddleware)
     return app

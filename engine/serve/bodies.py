@@ -1,10 +1,29 @@
-"""Request bodies of the HTTP API (validated by FastAPI, shown in the OpenAPI docs at /docs)."""
+"""Request bodies of the HTTP API: their models (shown in the OpenAPI docs at /docs) and how they are read.
+
+Bodies are read by `read_body`, not by FastAPI's body parameters, so a route can first answer
+what the path says (an unknown flow is a 404 whatever the body) and then judge the body:
+JSON only, and only values the engine can store — Python's JSON parser accepts lone UTF-16
+surrogates, integers of any size and NaN, which SQLite, the checkpoints or the JSON answers
+then choke on. Each refusal is a 422 naming the field.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.serve.problems import ApiError
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_DEPTH = 64  # nesting of arrays and objects in one body
+SURROGATE = "\\ud800 to \\udfff without its pair"
+NOT_AN_OBJECT = "the request body must be a JSON object (sent with Content-Type: application/json)"
+
+Body = TypeVar("Body", bound=BaseModel)
 
 
 class RunRequest(BaseModel):
@@ -33,3 +52,85 @@ class ResumeRequest(BaseModel):
             return {}
         return {"approve": self.approve, "values": self.values or None, "reason": self.reason,
                 "gate": self.gate, "actor": self.actor}
+
+
+def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
+    """`openapi_extra` documenting the optional JSON body a route reads with `read_body`."""
+    return {"requestBody": {"required": False,
+                            "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+
+async def read_body(request: Request, model: type[Body]) -> Body | None:
+    """The body as `model`, None when empty; 400 for bad JSON, 422 for anything else wrong."""
+    raw = await request.body()  # BodyLimitMiddleware has capped its size
+    if not raw.strip():
+        return None
+    if not _is_json(request.headers.get("content-type", "")):
+        raise ApiError(422, "invalid_request", NOT_AN_OBJECT)
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "the request body is not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8"
+        raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {detail}") from None
+    if data is None:  # `null` is as good as no body
+        return None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_request", NOT_AN_OBJECT)
+    check_value(data, "")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(('body', *(_shown(str(p)) for p in e['loc'])))}: {e['msg']}" for e in exc.errors()]
+        raise ApiError(422, "invalid_request", "; ".join(problems)) from None
+
+
+def check_value(value: Any, path: str, depth: int = 0) -> None:
+    """Refuse what JSON parsing lets through but the engine cannot keep: 422 naming the field."""
+    if depth > MAX_DEPTH:
+        _refuse(path, f"the value is nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, str):
+        if not _encodable(value):
+            _refuse(path, f"the text holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode")
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            _refuse(path, f"the integer is beyond 64 bits (from {INT64_MIN} to {INT64_MAX})")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            _refuse(path, "the number is not finite (NaN, Infinity and numbers beyond 1.8e308 are not JSON values)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{_shown(key)}" if path else _shown(key)
+            if not _encodable(key):
+                _refuse(where, f"the key holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode")
+            check_value(item, where, depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_value(item, f"{path}[{index}]", depth + 1)
+
+
+def _refuse(path: str, problem: str) -> None:
+    field = path or "body"
+    raise ApiError(422, "invalid_request", f"{field}: {problem}", field=field)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(key: str) -> str:
+    """A key as it can be printed (and sent back as JSON): surrogates escaped, long keys cut."""
+    text = key.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))

@@ -19,13 +19,16 @@ from types import MappingProxyType
 from engine.bundle import Bundle, make_bundle
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError
-from engine.load import LoadError, load_file
+from engine.load import MAX_FILE_BYTES, LoadError, load_file
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.spec import StepSpec
+from engine.spec.config import ServerSpec
 from engine.validate.codes import SERVE
+from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
 
-# Codes of the problems only the server looks for (BY6xx is the server's range).
-SCHEDULE_ERROR = "BY601"  # a cron expression or time zone the scheduler can't use
+# Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
+# among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
+# server reports what `validate` reports (BY507, BY508, BY510).
 COMPILE_ERROR = "BY602"  # a flow that validates but does not compile (e.g. a construct not supported yet)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
 CODES = SERVE
@@ -72,6 +75,8 @@ class Catalog:
     generation: int = 0
     loaded_at: float = 0.0
     max_concurrent_runs: int = 32
+    # blockyard.yaml's `server` section: the request limits and allowed hosts read on every request
+    server: ServerSpec = field(default_factory=ServerSpec)
 
     @property
     def ok(self) -> bool:
@@ -89,23 +94,7 @@ def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler
     diagnostics = list(project.diagnostics)
     if not _config_broken(diagnostics):
         diagnostics.extend(check_project(project))
-    diagnostics.extend(schedule_diagnostics(project))
     return build_catalog(project, diagnostics, previous or Catalog(), compiler)
-
-
-def schedule_diagnostics(project: Project) -> list[Diagnostic]:
-    """Schedules the scheduler could not use (bad cron, unknown time zone)."""
-    from engine.serve.cron import schedule_problem
-
-    found = []
-    for definition in project.flows.values():
-        schedule = definition.spec.schedule
-        problem = schedule_problem(schedule) if schedule is not None else None
-        if problem is not None:
-            key = "cron" if problem.startswith("cron") else "timezone"
-            found.append(definition.doc.diag(("schedule", key), SCHEDULE_ERROR,
-                                             f"flow '{definition.spec.flow}': {problem}"))
-    return found
 
 
 def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog,
@@ -154,6 +143,8 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
         generation=previous.generation + 1,
         loaded_at=now,
         max_concurrent_runs=project.config.server.max_concurrent_runs,
+        # a broken blockyard.yaml keeps the last good limits (a proxy's allowed host must not vanish on a typo)
+        server=previous.server if config_broken and previous.generation else project.config.server,
     )
 
 
@@ -232,13 +223,14 @@ def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]
     raw text when the YAML no longer parses) and the file name (blocks/<id>.yaml by convention)."""
     folder = (project.root / project.config.paths.blocks).resolve()
     names: dict[str, list[Diagnostic]] = {}
+    bounds = project.bounds()
     for display, problems in errors.items():
         path = project.root / display
-        try:
-            path.resolve().relative_to(folder)
+        try:  # by its own name: a link refused for leading out of the yard still breaks its block
+            located(path).relative_to(folder)
         except ValueError:
             continue
-        candidates = {path.stem, *_declared_block(path, display)}
+        candidates = {path.stem, *_declared_block(path, display, bounds)}
         for candidate in candidates:
             names.setdefault(candidate, []).extend(problems)
     return names
@@ -247,15 +239,15 @@ def _broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]
 _BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
 
 
-def _declared_block(path: Path, display: str) -> set[str]:
+def _declared_block(path: Path, display: str, bounds: Bounds) -> set[str]:
     try:
-        data = load_file(path, display).data
+        data = load_file(path, display, bounds=bounds).data
     except (LoadError, OSError):
         data = None
     if isinstance(data, dict) and isinstance(data.get("block"), str):
         return {data["block"]}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    try:  # read like the loader: never a link out of the yard, a FIFO or more than the limit
+        text = read_bytes(path, MAX_FILE_BYTES, bounds).decode("utf-8", errors="replace")
+    except (Refused, TooLarge, OSError):
         return set()
     return set(_BLOCK_LINE.findall(text))

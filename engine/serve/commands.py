@@ -132,8 +132,8 @@ def _rel(path: Path, root: Path) -> str:
 
 def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> int:
     """Print every scheduled flow with its next fire time; exit 1 when a schedule is unusable."""
+    from engine.cron import next_fire, schedule_problem
     from engine.project import load_project
-    from engine.serve.cron import next_fire, schedule_problem
     from engine.serve.schedules import ScheduleStore
 
     out = out or sys.stdout
@@ -170,7 +170,8 @@ def _table(rows: list[dict[str, object]], out: TextIO) -> None:
     header = ("FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT FIRE", "LAST FIRE")
     lines = [header]
     for row in rows:
-        nxt = _local(row["next_fire"], row["timezone"]) if row["next_fire"] else f"error: {row['problem']}"
+        nxt = (_local(row["next_fire"], row["timezone"]) if row["next_fire"]
+               else f"error: {row['problem']}" if row["problem"] else "-")
         last = _local(row["last_fire"], row["timezone"]) if row["last_fire"] else "-"
         lines.append((str(row["flow"]), str(row["cron"]), str(row["timezone"]), str(row["misfire"]), nxt, last))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]

@@ -1,7 +1,8 @@
 """Structured server logs: one `key=value` line per event, on stderr.
 
 Callers pass fields explicitly (`log.info("run_finished", extra=fields(run=..., ms=...))`), so
-nothing reaches the log by accident: no request headers, no inputs, no secrets. The handler is
+nothing reaches the log by accident: no request headers, no inputs, no secrets (and the API keys
+of the yard's model profiles are masked in every line, should an error message quote one). The handler is
 installed by `blockyard serve` only; importing this module changes no logger.
 """
 
@@ -11,6 +12,8 @@ import logging
 import sys
 import time
 from typing import Any
+
+from engine.redaction import KNOWN
 
 LOGGER = "blockyard.serve"
 _FIELDS = "kv"
@@ -44,7 +47,7 @@ class KeyValueFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             parts.append(f"error={_quote(f'{type(exc).__name__}: {exc}')}")
-        return " ".join(parts)
+        return KNOWN.text(" ".join(parts))  # an error may quote a model's reply, and with it an API key
 
 
 def configure(level: int = logging.INFO) -> None:

@@ -1,4 +1,4 @@
-"""ASGI middleware: bearer-token check and one access-log line per request.
+"""ASGI middleware: Host check, bearer-token check, request body limit, one access-log line per request.
 
 Plain ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched and the
 per-request cost stays small under load. The log line has method, path, status and time —
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.serve.auth import authorized, is_public
+from engine.serve.hosts import check_applies, host_allowed
 from engine.serve.logs import fields, get_logger
+from engine.serve.problems import ApiError, body_too_large
 
 
 class AuthMiddleware:
@@ -34,11 +37,83 @@ class AuthMiddleware:
             return
         message = ("this server needs a token: send `Authorization: Bearer <BLOCKYARD_TOKEN>`" if header is None
                    else "the token is wrong")
-        payload = json.dumps({"error": {"code": "unauthorized", "message": message}}).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                (b"content-length", str(len(payload)).encode())]})
-        await send({"type": "http.response.body", "body": payload})
+        await _problem(send, ApiError(401, "unauthorized", message), [(b"www-authenticate", b"Bearer")])
+
+
+class HostMiddleware:
+    """Answer only Host headers that name this server (DNS rebinding): 421 `host_not_allowed` otherwise.
+
+    /healthz is exempt: it tells nothing private, and probes often address the server by IP.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None, bound_host: str, bound_port: int,
+                 allowed: Callable[[], Sequence[str]]) -> None:
+        self.app = app
+        self.token = token
+        self.bound_host = bound_host
+        self.bound_port = bound_port
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        allowed = self.allowed()
+        if scope["type"] != "http" or scope["path"] == "/healthz" or not check_applies(self.token, allowed):
+            await self.app(scope, receive, send)
+            return
+        header = _header(scope, b"host")
+        bound = scope.get("server")  # the socket's real address: right even when the port was 0
+        port = bound[1] if bound and bound[1] is not None else self.bound_port
+        if host_allowed(header, allowed, self.bound_host, port):
+            await self.app(scope, receive, send)
+            return
+        shown = "no Host header" if not header else f"Host '{header[:100]}'"
+        await _problem(send, ApiError(421, "host_not_allowed",
+                                      f"this server does not answer {shown}: call it by its own address, "
+                                      "or add the name to server.allowed_hosts in blockyard.yaml"))
+
+
+class BodyLimitMiddleware:
+    """413 `body_too_large` for a body over the limit, counted while it streams in.
+
+    A declared Content-Length over the limit is refused before anything is read; a chunked body
+    is refused as soon as the bytes received pass the limit, so it is never held whole.
+    """
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit()
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            await _problem(send, body_too_large(limit))
+            return
+        received = 0
+        started = False
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise body_too_large(limit)
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited, sending)
+        except ApiError as exc:  # raised by `limited` where no handler turned it into a response
+            if started or exc.code != "body_too_large":
+                raise
+            await _problem(send, exc)
 
 
 class AccessLogMiddleware:
@@ -67,6 +142,16 @@ class AccessLogMiddleware:
                 self.log.info("request", extra=fields(method=scope["method"], path=scope["path"],
                                                       status=status["code"],
                                                       ms=round((time.perf_counter() - began) * 1000, 1)))
+
+
+async def _problem(send: Send, problem: ApiError, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer with the API's one error shape, before the app has seen the request."""
+    payload = json.dumps({"error": {"code": problem.code, "message": problem.message}}, ensure_ascii=False,
+                         separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": problem.status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": payload})
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

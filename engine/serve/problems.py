@@ -38,6 +38,11 @@ def conflict(code: str, message: str) -> ApiError:
     return ApiError(409, code, message)
 
 
+def body_too_large(limit: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the request body is larger than {limit} bytes "
+                                           "(server.max_body_bytes in blockyard.yaml)")
+
+
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 

@@ -1,10 +1,11 @@
 """Cron schedules of flows (`schedule: {cron, timezone, inputs, misfire}`), run while the server is up.
 
-Fire times come from croniter in the flow's time zone. The last fire time of every flow is
-kept in the state database, so after downtime the missed fire times are known: a fire time
-later than `MISFIRE_GRACE` is a misfire and follows the flow's policy — `skip` drops it,
-`run_once` runs the flow once however many fire times were missed. A fire time is recorded
-before its run starts (at most once: a crash in between loses that run instead of doubling it).
+Fire times come from `engine.cron` (croniter in the flow's time zone, with the grammar `validate`
+checks). The last fire time of every flow is kept in the state database, so after downtime the
+missed fire times are known: a fire time later than `MISFIRE_GRACE` is a misfire and follows the
+flow's policy — `skip` drops it, `run_once` runs the flow once however many fire times were missed.
+A fire time is recorded before its run starts (at most once: a crash in between loses that run
+instead of doubling it).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from engine.cron import latest_fire, next_fire, schedule_problem
 from engine.dbfile import open_database
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
-from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.logs import fields, get_logger
 from engine.spec.flow import ScheduleSpec
 
@@ -180,9 +181,10 @@ class Scheduler:
                 self.states[entry.name] = ScheduleState(now, state.last_fire if state else None,
                                                         state.last_run if state else None, key)
                 continue
-            if next(fire_times(schedule, state.since)) > now:
+            upcoming = next_fire(schedule, state.since)
+            latest = latest_fire(schedule, now) if upcoming is not None and upcoming <= now else None
+            if latest is None:
                 continue
-            latest = latest_fire(schedule, now)
             on_time = now - latest <= MISFIRE_GRACE
             if not on_time:
                 event = "schedule_misfire_skipped" if schedule.misfire == "skip" else "schedule_misfire_run_once"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -135,6 +136,7 @@ class Server:
             service.check_run_id(run_id)
             if run_id in runner.jobs or await service.get_run(run_id) is not None:
                 raise conflict("run_exists", f"run id '{run_id}' is already taken")
+        check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
         try:
@@ -145,6 +147,8 @@ class Server:
     async def resume_run(self, run_id: str, decision: Mapping[str, Any]) -> Job:
         """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one."""
         service, runner = self._ready()
+        check_size({k: decision.get(k) for k in ("values", "reason")}, self.catalog.server.max_input_bytes,
+                   "the resume's values and reason")
         if run_id in runner.jobs:
             raise conflict("run_busy", f"run {run_id} is {runner.jobs[run_id].state} in this server")
         run = await service.get_run(run_id)
@@ -181,6 +185,12 @@ class Server:
             await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
 
+    async def known_run(self, run_id: str) -> None:
+        """404 unless the run is stored or held by this server (checked before judging a body)."""
+        service, runner = self._ready()
+        if run_id not in runner.jobs and await service.get_run(run_id) is None:
+            raise not_found("run", f"unknown run '{run_id}'")
+
     # ---- scheduler hooks --------------------------------------------------------------------
 
     async def _fire(self, entry: FlowEntry, when: datetime) -> str | None:
@@ -204,3 +214,12 @@ class Server:
         if expire is None:
             return 0
         return int(await expire(now))
+
+
+def check_size(value: Any, limit: int, what: str) -> None:
+    """413 when `value` takes more than `limit` bytes as UTF-8 JSON (server.max_input_bytes)."""
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+               .encode("utf-8", "backslashreplace"))
+    if size > limit:
+        raise ApiError(413, "inputs_too_large", f"{what} take {size} bytes as JSON; the limit is {limit} "
+                                                "(server.max_input_bytes in blockyard.yaml)")

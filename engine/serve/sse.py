@@ -15,6 +15,7 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from engine.serve.problems import ApiError
 
+MAX_SEQ = 2**63 - 1  # SQLite's largest integer
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -23,15 +24,19 @@ def wants_stream(request: Request) -> bool:
 
 
 def last_event_id(request: Request) -> int:
-    """Resume point: the Last-Event-ID header (or ?after=N), 0 for the start."""
+    """Resume point: the Last-Event-ID header (or ?after=N), 0 for the start; 400 unless a seq number."""
     raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{raw}'") from None
-    if value < 0:
+    text = raw.strip()
+    if text.startswith("-") and text[1:].isdigit():
         raise ApiError(400, "bad_last_event_id", "Last-Event-ID must not be negative")
-    return value
+    # ASCII digits only (int() would also take '1_000', '+5' and other scripts' digits), and within
+    # SQLite's 64-bit integers: no run has that many events, but a larger number must not reach the query
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    if not (text.isascii() and text.isdigit()):
+        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{shown}'")
+    if int(text) > MAX_SEQ:
+        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be at most {MAX_SEQ}, not '{shown}'")
+    return int(text)
 
 
 def message(event: dict[str, Any]) -> ServerSentEvent:

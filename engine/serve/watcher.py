@@ -12,33 +12,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import watchfiles
 
-from engine.load import LoadError, load_file
-from engine.project import CONFIG_FILE, YAML_SUFFIXES
+from engine.load import MAX_FILE_BYTES, LoadError, load_file
+from engine.project import CONFIG_FILE, YAML_SUFFIXES, is_definition
 from engine.spec.config import PathsSpec
+from engine.yardfiles import Bounds, Refused, TooLarge, list_files, read_bytes
 
 STEP_MS = 15
 DEBOUNCE_MS = 150
 
 
 def definition_folders(root: Path) -> list[Path]:
-    """flows/ and blocks/ as blockyard.yaml names them (defaults when it can't be read)."""
-    paths = PathsSpec()
+    """flows/ and blocks/ as blockyard.yaml names them (defaults when it can't be read), resolved.
+
+    A folder that is a link leading out of the yard keeps its own name: it is not watched (the
+    loader reports it, BY008), and what happens where it leads is none of the server's business.
+    """
+    paths = _paths(root)
+    bounds = Bounds.of(root, paths.flows, paths.blocks)
+    folders = []
+    for folder in (root / paths.flows, root / paths.blocks):
+        real = folder.resolve()
+        folders.append(real if bounds.contains(real) else Path(os.path.abspath(folder)))
+    return folders
+
+
+def _paths(root: Path) -> PathsSpec:
     config = root / CONFIG_FILE
-    if config.is_file():
+    if config.is_file() or config.is_symlink():
         try:
-            data = load_file(config, CONFIG_FILE).data
+            data = load_file(config, CONFIG_FILE, bounds=Bounds.of(root)).data
         except LoadError:
             data = None
         section = data.get("paths") if isinstance(data, dict) else None
         if isinstance(section, dict):
             with contextlib.suppress(ValueError):
-                paths = PathsSpec.model_validate({k: v for k, v in section.items() if k in ("flows", "blocks")})
-    return [(root / paths.flows).resolve(), (root / paths.blocks).resolve()]
+                return PathsSpec.model_validate({k: v for k, v in section.items() if k in ("flows", "blocks")})
+    return PathsSpec()
+
+
+def _watched(folder: Path) -> bool:
+    """Whether to watch a folder recursively: it exists and stays inside the yard (definition_folders
+    resolved those; one left unresolved leads out of the yard through a link)."""
+    return folder.is_dir() and folder == folder.resolve()
 
 
 class YardWatcher:
@@ -54,7 +75,7 @@ class YardWatcher:
         moved: set[Path] = set()
         while not stop.is_set():
             folders = definition_folders(self.root)
-            deep = [f for f in folders if f.is_dir()]
+            deep = [f for f in folders if _watched(f)]
             anchors = sorted({self.root, *(f.parent for f in folders if f.parent.is_dir())})
             layout = (folders, deep)
             queue: asyncio.Queue[set[Path]] = asyncio.Queue()
@@ -80,7 +101,7 @@ class YardWatcher:
                     yield getter.result()
                     # A folder came or went, or blockyard.yaml moved the folders: watch the new layout.
                     new_folders = definition_folders(self.root)
-                    if (new_folders, [f for f in new_folders if f.is_dir()]) != layout:
+                    if (new_folders, [f for f in new_folders if _watched(f)]) != layout:
                         moved = set(new_folders)
                         break
             finally:
@@ -107,13 +128,23 @@ class YardWatcher:
 
 def fingerprint(root: Path) -> tuple[tuple[str, str], ...]:
     """(path, content hash) of every definition file: tells whether anything changed in between
-    (file times are too coarse for edits made in the same few milliseconds)."""
+    (file times are too coarse for edits made in the same few milliseconds). Read like the loader
+    reads: nothing outside the yard, no FIFO or device (either would hang the server), bounded."""
+    paths = _paths(root)
+    bounds = Bounds.of(root, paths.flows, paths.blocks)
     found = []
     candidates = [root / CONFIG_FILE]
-    for folder in definition_folders(root):
-        if folder.is_dir():
-            candidates.extend(p for p in folder.rglob("*") if p.suffix in YAML_SUFFIXES)
+    for folder in (root / paths.flows, root / paths.blocks):
+        listing = list_files(folder, bounds, is_definition)
+        candidates.extend(listing.files)
+        found.extend((str(path), f"refused {refusal.code}") for path, refusal in listing.refused)
     for path in candidates:
-        with contextlib.suppress(OSError):
-            found.append((str(path), hashlib.sha1(path.read_bytes(), usedforsecurity=False).hexdigest()))
-    return tuple(sorted(found))
+        try:
+            raw = read_bytes(path, MAX_FILE_BYTES, Bounds.of(root) if path == candidates[0] else bounds)
+        except Refused as refusal:
+            found.append((str(path), f"refused {refusal.code}"))
+        except (OSError, TooLarge):
+            continue
+        else:
+            found.append((str(path), hashlib.sha1(raw, usedforsecurity=False).hexdigest()))
+    return tuple(sorted(set(found)))

@@ -30,6 +30,7 @@ from engine.load import LoadError, load_file
 from engine.project import BlockDef, Project, load_project, relative
 from engine.smart import EXTRA, dspy_installed, import_dspy
 from engine.spec import BlockSpec
+from engine.yardfiles import argument_bounds
 
 Example = dict[str, Any]
 
@@ -45,7 +46,7 @@ def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, m
     block = definition.spec
     if not dspy_installed():
         raise UsageError(f"blockyard optimize needs DSPy: {EXTRA}")
-    trainset = read_examples(examples, block)
+    trainset = read_examples(examples, block, root)
     os.environ.setdefault("TQDM_DISABLE", "1")  # DSPy's progress bars: this command reports by itself
     compiled, bootstrapped = compile_program(project, block, trainset, max_demos, max_labeled)
     from engine.smart.program import saved_state
@@ -87,10 +88,12 @@ def compile_program(project: Project, block: BlockSpec, trainset: list[Example],
     return compiled, bootstrapped
 
 
-def read_examples(path: Path, block: BlockSpec) -> list[Example]:
-    """The examples of a file, each checked against the block's inputs and outputs."""
+def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> list[Example]:
+    """The examples of a file, each checked against the block's inputs and outputs. A file inside
+    the yard `root` must not be a link that leads out of it."""
     try:
-        doc = load_file(path, str(path))
+        bounds = argument_bounds(path, root) if root is not None else None
+        doc = load_file(path, str(path), bounds=bounds, pipes=bounds is None)
     except LoadError as exc:
         raise UsageError(f"--examples: {exc.diagnostic.format()}") from None
     data = doc.data

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from engine.spec.common import ModelProfile, Name, Spec
 
@@ -49,12 +49,24 @@ class HttpSpec(Spec):
     max_bytes: int = Field(1_000_000, ge=1, description="Largest response body read.")
 
 
+# A Host header value: a name or IPv4 address, or a bracketed IPv6 address, with an optional port; or `*`.
+HOST_PATTERN = r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$"
+
+
 class ServerSpec(Spec):
     """Defaults of `blockyard serve`."""
 
     host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs BLOCKYARD_TOKEN.")
     port: int = Field(8000, ge=1, le=65535, description="Port to bind.")
     max_concurrent_runs: int = Field(32, ge=1, description="Runs executing at once; others queue.")
+    allowed_hosts: list[Annotated[str, StringConstraints(pattern=HOST_PATTERN)]] = Field(
+        default_factory=list,
+        description="Host header values the server answers besides its own loopback names (`name`: any port, "
+                    "`name:port`: that port; `*`: any host, e.g. behind a proxy). See docs/serve.md.")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest request body; larger ones get 413.")
+    max_input_bytes: int = Field(
+        1024 * 1024, ge=1,
+        description="Largest inputs of one run (or values of one resume), measured as UTF-8 JSON; larger get 413.")
 
 
 class ConfigSpec(Spec):

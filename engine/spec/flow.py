@@ -102,7 +102,8 @@ class MemoryScope(Spec):
 class ScheduleSpec(Spec):
     """Run the flow on a cron schedule while `blockyard serve` is up."""
 
-    cron: str = Field(..., description="Five-field cron expression.")
+    cron: str = Field(..., description="Cron expression: five fields (minute hour day-of-month month "
+                                        "day-of-week) or a macro such as @daily; see docs/flows.md.")
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
     inputs: dict[str, Any] = Field(default_factory=dict, description="Inputs of scheduled runs.")
     misfire: Literal["skip", "run_once"] = Field("skip", description="What to do with fire times missed "

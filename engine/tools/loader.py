@@ -2,7 +2,8 @@
 
 A tool's module must come from the yard's own code folder (config.paths.code, put first on
 sys.path) or from an installed distribution; a module that resolves anywhere else (the current
-directory, a stray sys.path entry) is refused, so a yard always runs the code it ships.
+directory, a stray sys.path entry) is refused, so a yard always runs the code it ships. A module
+file of the code folder that links outside it is refused before it is imported (tools/location.py).
 Modules of the code folder are imported afresh on every load, so a hot reload sees edits.
 """
 
@@ -23,6 +24,7 @@ from jsonschema.exceptions import SchemaError
 from engine.diagnostics import did_you_mean
 from engine.spec import ConfigSpec, ToolDecl
 from engine.tools.errors import ToolError
+from engine.tools.location import module_problem
 from engine.tools.names import BUILTIN_TOOLS
 from engine.tools.signature import describe, summary
 from engine.tools.tool import Tool
@@ -36,7 +38,14 @@ def load_python_tools(config: ConfigSpec, root: Path) -> list[Tool]:
         return []
     code = (root / config.paths.code).resolve()
     fresh: set[str] = set()
-    return [load_tool(name, decl, code, fresh) for name, decl in config.tools.items()]
+    tools = []
+    for name, decl in config.tools.items():
+        # before anything is imported (importing runs the module): no module file may lead out of the yard
+        problem = module_problem(decl.import_.partition(":")[0], root, config.paths.code)
+        if problem is not None:
+            raise ToolError(f"tool '{name}': {problem}")
+        tools.append(load_tool(name, decl, code, fresh))
+    return tools
 
 
 def load_tool(name: str, decl: ToolDecl, code: Path, fresh: set[str] | None = None) -> Tool:

@@ -18,6 +18,8 @@ LOADING: dict[str, str] = {
     "BY005": "document nested too deeply or expands too much (alias bomb)",
     "BY006": "empty file",
     "BY007": "more than one YAML document in a file",
+    "BY008": "symbolic link that resolves outside the yard, dangles or loops (not read)",
+    "BY009": "not a regular file (FIFO, device, socket; not read)",
 }
 
 SCHEMA: dict[str, str] = {
@@ -38,7 +40,8 @@ PROJECT: dict[str, str] = {
 }
 
 SERVE: dict[str, str] = {
-    "BY601": "invalid schedule (cron expression or time zone)",
+    # Retired, kept so it is never reused: the server no longer checks schedules on its own.
+    "BY601": "retired: invalid schedule (validate reports BY507, BY508 and BY510 instead)",
     "BY602": "flow does not compile",
     "BY690": "flow could not be pinned into a bundle",
 }

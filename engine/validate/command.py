@@ -7,6 +7,7 @@ uses; only the problems of the selected files are reported.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.validate.report import REPORTERS, Report
+from engine.yardfiles import located
 
 CONFIG_FILE = "blockyard.yaml"
 
@@ -28,9 +30,13 @@ class Target:
     files_checked: int = 0
 
     def wants(self, path: Path) -> bool:
+        """Whether a file (by its own name, see `located`) was asked for. A link in the yard asked for
+        selects what it names, and a file is selected through a link inside the yard that leads to it."""
         if self.selected is None:
             return True
-        return any(path == chosen or path.is_relative_to(chosen) for chosen in self.selected)
+        chosen = {place for given in self.selected for place in (given, given.resolve())}
+        return any(candidate == place or candidate.is_relative_to(place)
+                   for candidate in {path, path.resolve()} for place in chosen)
 
 
 def validate_command(paths: list[Path], fmt: str, root: Path | None) -> int:
@@ -57,9 +63,9 @@ def validate(paths: list[Path], root: Path | None) -> Report:
         found = [*project.diagnostics, *check_project(project)]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
-            if target.wants((target.root / d.file).resolve()):
+            if target.wants(located(target.root / d.file)):
                 diagnostics.add(_rebase(_one_line(d), shown, cwd))
-        checked += sum(1 for path in project.files if target.wants(path.resolve()))
+        checked += sum(1 for path in project.files if target.wants(located(path)))
     return Report(sorted(diagnostics), checked)
 
 
@@ -88,7 +94,7 @@ def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
     targets: dict[Path, Target] = {}
     for path in paths:
         resolved = _existing(path, cwd)
-        found = find_root(resolved)
+        found = find_root(resolved.parent if resolved.is_symlink() else resolved)
         if found is None:
             raise UsageError(f"{path} is not inside a yard (no {CONFIG_FILE}, blocks/ or flows/ in its "
                              "folder or above it)")
@@ -114,10 +120,12 @@ def find_root(start: Path) -> Path | None:
 
 
 def _existing(path: Path, cwd: Path) -> Path:
-    resolved = (cwd / path).resolve()
-    if not resolved.exists():
+    """The argument as an absolute path; a link at its own name is kept (not resolved): it belongs to
+    the yard it lies in, which reports it if it leads out (a link is never a way into another yard)."""
+    where = located(cwd / path)
+    if not os.path.lexists(where):
         raise UsageError(f"{path}: no such file or folder")
-    return resolved
+    return where
 
 
 def _display_base(root: Path, cwd: Path, *, several: bool) -> str:
@@ -148,7 +156,7 @@ def _one_line(d: Diagnostic) -> Diagnostic:
 def _rebase(d: Diagnostic, prefix: str, cwd: Path) -> Diagnostic:
     file = Path(d.file)
     if file.is_absolute():  # a folder outside the yard (`paths:` in blockyard.yaml)
-        resolved = file.resolve()
+        resolved = located(file)
         shown = resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd) else resolved.as_posix()
     elif prefix:
         shown = prefix + d.file

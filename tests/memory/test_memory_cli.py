@@ -29,6 +29,21 @@ def test_set_get_list_delete_round_trip(tmp_path: Path, capsys: pytest.CaptureFi
     assert (tmp_path / ".blockyard" / "state.db").is_file()
 
 
+@pytest.mark.parametrize(("value", "shown"), [
+    ("'{restaurant: Chipotle, dish: burrito}'", '{"restaurant": "Chipotle", "dish": "burrito"}'),
+    ("Chipotle", '"Chipotle"'),
+    ("12.5", "12.5"),
+    ("[a, b]", '["a", "b"]'),
+    ("'{}'", "{}"),
+])
+def test_get_prints_the_value_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str,
+                                      shown: str) -> None:
+    # as docs/memory.md shows it: one JSON value, the same with --json
+    assert run(capsys, tmp_path, "set", "users/ada", "lunch", value.strip("'"))[0] == 0
+    assert run(capsys, tmp_path, "get", "users/ada", "lunch") == (0, shown + "\n", "")
+    assert run(capsys, tmp_path, "get", "users/ada", "lunch", "--json") == (0, shown + "\n", "")
+
+
 def test_refusals_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, tmp_path, "get", "users/ada", "x")
     assert code == 2 and "nothing has been remembered yet" in err

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from engine.cli import main
 from engine.errors import UsageError
 from engine.runtime.commands import gather_inputs
 from engine.spec import TypeSpec
 from engine.typecheck import coerce_inputs
 
+DOUBLE = """
+block: double
+kind: transform
+inputs: {n: {type: integer}}
+outputs: {twice: {type: integer}}
+compute: {twice: "n * 2"}
+"""
+TWICE = """
+flow: twice
+inputs: {n: {type: integer}}
+outputs: [twice]
+steps:
+  - {id: double, uses: double, with: {n: "{{ inputs.n }}"}}
+"""
 DECLARED = {
     "n": TypeSpec(type="integer"),
     "zip": TypeSpec(type="string"),
@@ -68,3 +86,35 @@ def test_wrong_type_and_unknown_names_are_named() -> None:
         coerce_inputs(DECLARED, gather_inputs(DECLARED, ["n=many", "zip=1", "ratio=1"], None), where="flow 'f'")
     with pytest.raises(UsageError, match="unknown input 'zp' \\(did you mean 'zip'\\?\\)"):
         coerce_inputs(DECLARED, gather_inputs(DECLARED, ["n=1", "zp=1", "ratio=1"], None), where="flow 'f'")
+
+
+def test_an_inputs_file_in_the_yard_linking_out_of_it_is_refused(
+        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/double.yaml": DOUBLE, "flows/twice.yaml": TWICE})
+    outside = tmp_path / "secret.yaml"
+    outside.write_text("n: 21\n", encoding="utf-8")
+    (root / "inputs.yaml").symlink_to(outside)
+    monkeypatch.chdir(root)
+    code = main(["run", "twice", "--inputs-file", "inputs.yaml"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == ("error: --inputs-file: inputs.yaml:1:1: error BY008 symbolic link inputs.yaml resolves outside "
+                   "the yard; it is not read\n")
+    # named outside the yard, the same file is the user's own choice
+    assert main(["run", "twice", "--inputs-file", str(outside), "--json"]) == 0
+    assert '"outputs":{"twice":42}' in capsys.readouterr().out
+
+
+def test_an_inputs_file_named_outside_the_yard_may_be_a_pipe(tmp_path: Path) -> None:
+    fifo = tmp_path / "inputs.fifo"  # what `--inputs-file <(make-inputs)` hands over
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with fifo.open("w", encoding="utf-8") as handle:
+            handle.write("n: 3\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    assert gather_inputs(DECLARED, [], fifo, tmp_path / "yard") == {"n": 3}
+    writer.join(5)

@@ -107,7 +107,7 @@ def test_run_ids_are_short_unique_and_time_ordered() -> None:
     assert later == sorted(later) and first < later[0]
 
 
-@pytest.mark.parametrize("bad", ["", "-x", "a b", "x" * 65, "a/b", "../up"])
+@pytest.mark.parametrize("bad", ["", "-x", "a b", "x" * 65, "a/b", "../up", "ok\n"])
 def test_user_run_ids_are_checked(bad: str) -> None:
     with pytest.raises(UsageError, match="invalid run id"):
         check_run_id(bad)

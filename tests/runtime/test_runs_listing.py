@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from engine import Yard
+from engine.runtime import store
 from engine.runtime.events import Sequencer
 from engine.runtime.listing import step_summary
 from tests.runtime.conftest import Outcome, subprocess_env
@@ -43,6 +47,42 @@ def test_table_filters_and_show(yard: Path, cli: Cli) -> None:
     assert [s["step"] for s in body["steps"]] == ["inc", "label"]
     assert cli(yard, "runs", "show", "frist-run").err.strip() == \
         "error: unknown run 'frist-run' (did you mean 'first-run'?)"
+
+
+def test_runs_are_listed_by_start_time_whatever_their_ids(yard: Path, cli: Cli) -> None:
+    # a chosen id can sort anywhere: "zz-oldest" above every generated id, "00-newest" below
+    assert cli(yard, "run", "calc", "--input", "n=1", "--run-id", "zz-oldest").code == 0
+    time.sleep(0.002)  # start times have milliseconds: three runs, three times
+    generated = cli(yard, "run", "calc", "--input", "n=2", "--json").events()[0]["run_id"]
+    time.sleep(0.002)
+    assert cli(yard, "run", "calc", "--input", "n=3", "--run-id", "00-newest").code == 0
+    newest_first = ["00-newest", generated, "zz-oldest"]
+    assert [line.split()[0] for line in cli(yard, "runs").out.splitlines()[1:]] == newest_first
+    assert cli(yard, "runs", "--limit", "1").out.splitlines()[1].split()[0] == "00-newest"
+    with Yard.open(yard) as api:
+        assert [run.id for run in api.runs()] == newest_first
+    # the suggestions for a mistyped id come from the newest runs too
+    assert "did you mean '00-newest'" in cli(yard, "runs", "show", "00-newset").err
+
+
+def test_runs_started_in_the_same_millisecond_keep_one_order(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with store.reading(path) as conn:
+        assert conn is None  # no database yet: nothing is created by looking
+    assert not path.exists()
+    db = sqlite3.connect(path)
+    store.migrate(db, "2026-01-01T00:00:00.000Z")
+    db.execute("INSERT INTO definitions VALUES ('d', 'f', 1, '{}', 'now')")
+    for run_id, started in (("a", "00:00:00.002"), ("c", "00:00:00.001"), ("b", "00:00:00.002")):
+        db.execute("INSERT INTO runs (id, flow, version, digest, status, inputs, created, started) "
+                   "VALUES (?, 'f', 1, 'd', 'finished', '{}', ?, ?)", (run_id, f"2026-01-01T{started}Z",
+                                                                      f"2026-01-01T{started}Z"))
+    db.commit()
+    db.close()
+    with store.reading(path) as conn:
+        assert conn is not None
+        assert [run.id for run in store.list_runs(conn)] == ["b", "a", "c"]  # newest first, then by id
+        assert store.run_ids(conn) == ["b", "a", "c"]
 
 
 def test_listing_does_not_import_langgraph(yard: Path, cli: Cli) -> None:

@@ -159,3 +159,45 @@ def test_a_failing_lazy_row_does_not_sink_the_batch(writer) -> None:
     w.write_nowait(insert(1, "dup"), lazy=True)
     w.write_sync(insert(2))
     assert rows(path) == [(1, "x"), (2, "x")]
+
+
+class _Snatched(sqlite3.Connection):
+    """A write connection that lets another connection take the write lock right after a rollback."""
+
+    rival: sqlite3.Connection | None = None
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        cursor = super().execute(sql, *args)
+        if sql == "ROLLBACK" and self.rival is not None:
+            self.rival.execute("BEGIN IMMEDIATE")
+        return cursor
+
+
+def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("PRAGMA journal_mode = WAL")
+    setup.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+    setup.close()
+    rival = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0, factory=_Snatched)
+    conn.rival = rival  # type: ignore[attr-defined]
+    explained: list[sqlite3.Error] = []
+
+    def explain(exc: sqlite3.Error) -> BaseException:
+        explained.append(exc)
+        return RuntimeError(f"explained: {exc}")
+
+    w = SqliteWriter(lambda: conn, explain=explain)
+    try:
+        # the batch: a good row and a duplicate key, so it is rolled back and replayed item by item
+        with pytest.raises(RuntimeError, match="explained: database is locked"):
+            asyncio.run(asyncio.wait_for(w.write(insert(1), insert(1)), 10))  # a dead writer would never answer
+        assert [exc.sqlite_errorcode for exc in explained] == [sqlite3.SQLITE_BUSY]  # type: ignore[attr-defined]
+        conn.rival = None  # type: ignore[attr-defined]
+        rival.execute("ROLLBACK")
+        w.write_sync(insert(2))  # the writer thread lives on
+    finally:
+        w.close()
+        rival.close()
+    assert rows(path) == [(2, "x")]

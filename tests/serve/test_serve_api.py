@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,17 @@ def test_a_run_answers_with_its_result(live: Live) -> None:
         assert [r["id"] for r in listed] == [result["run_id"]]
         assert client.get("/runs", params={"flow": "slow"}).json()["runs"] == []
         assert client.get("/runs", params={"status": "failed"}).json()["runs"] == []
+
+
+def test_runs_are_listed_by_start_time_whatever_their_ids(live: Live) -> None:
+    with live.client() as client:
+        ids = []
+        for run_id in ("zz-oldest", None, "00-newest"):
+            body = {"inputs": {"a": 1}, **({"run_id": run_id} if run_id else {})}
+            ids.append(client.post("/flows/add/runs", json=body).json()["run_id"])
+            time.sleep(0.002)  # start times have milliseconds: three runs, three times
+        assert [r["id"] for r in client.get("/runs").json()["runs"]] == ids[::-1]
+        assert [r["id"] for r in client.get("/runs", params={"limit": 1}).json()["runs"]] == ["00-newest"]
 
 
 def test_a_chosen_run_id_is_used_once(live: Live) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from serve_helpers import ADD_FLOW, YARD
 
-from engine.serve.catalog import SCHEDULE_ERROR, Catalog, load_catalog
+from engine.serve.catalog import Catalog, load_catalog
+from engine.validate.command import validate
 
 
 def write(root: Path, name: str, text: str) -> None:
@@ -101,19 +103,23 @@ def test_a_deleted_flow_is_no_longer_served(yard: Path) -> None:
     assert sorted(second.flows) == ["add"]
 
 
-def test_an_unusable_schedule_is_reported_and_holds_the_flow_back(yard: Path) -> None:
+def test_an_unusable_schedule_is_reported_as_validate_reports_it_and_holds_the_flow_back(
+        yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(yard)  # validate shows paths relative to the current directory
     first = load_catalog(yard)
-    write(yard, "flows/add.yaml", ADD_FLOW.replace("version: 1", "version: 2\nschedule: {cron: '0 25 * * *'}"))
-    second = load_catalog(yard, first)
-    problems = [d for d in second.diagnostics if d.code == SCHEDULE_ERROR]
-    assert len(problems) == 1
-    assert problems[0].message == "flow 'add': cron '0 25 * * *' is not a valid cron expression"
-    assert (problems[0].file, problems[0].line) == ("flows/add.yaml", 3)
-    assert second.flows["add"].version == 1
-    write(yard, "flows/add.yaml", ADD_FLOW + "schedule: {cron: '0 9 * * *', timezone: Mars/Olympus}\n")
-    third = load_catalog(yard, second)
-    assert [d.message for d in third.diagnostics if d.code == SCHEDULE_ERROR] == [
-        "flow 'add': unknown time zone 'Mars/Olympus' (use an IANA name such as Europe/Paris)"]
+    for schedule, code, message in [
+        ("cron: '0 25 * * *'", "BY507", "schedule: cron '0 25 * * *': hour '25' is not valid: out of range"),
+        ("cron: '0 0 30 2 *'", "BY510", "schedule: cron '0 0 30 2 *' never fires"),
+        ("cron: '0 9 * * *', timezone: Mars/Olympus", "BY508", "schedule: unknown time zone 'Mars/Olympus'"),
+    ]:
+        text = ADD_FLOW.replace("version: 1", f"version: 2\nschedule: {{{schedule}, inputs: {{a: 1}}}}")
+        write(yard, "flows/add.yaml", text)
+        second = load_catalog(yard, first)
+        problems = [d for d in second.diagnostics if d.file == "flows/add.yaml"]
+        assert [(d.code, d.line) for d in problems] == [(code, 3)], schedule
+        assert problems[0].message.startswith(message)
+        assert list(second.diagnostics) == validate([], yard).diagnostics  # /diagnostics agrees with validate
+        assert second.flows["add"].version == 1
 
 
 def test_the_concurrency_limit_comes_from_the_config(make_yard: Callable[[dict[str, str]], Path]) -> None:

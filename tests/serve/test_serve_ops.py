@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -88,6 +89,65 @@ def test_schedules_command_prints_next_fire_times(make_yard: Callable[[dict[str,
     assert main(["schedules", "--root", str(empty)]) == 0
 
 
+def _midnight_in_paris(when: datetime) -> bool:
+    local = when.astimezone(ZoneInfo("Europe/Paris"))
+    return (local.hour, local.minute) == (0, 0)
+
+
+def _last_friday_at_9(when: datetime) -> bool:
+    return (when.weekday(), when.hour, when.minute) == (4, 9, 0) and (when + timedelta(days=7)).month != when.month
+
+
+NEVER = ("flows/add.yaml:12:18: error BY510 schedule: cron '0 0 30 2 *' never fires: no date in the next 50 years "
+         "matches it (is the day of month one the month has?)")
+
+
+@pytest.mark.parametrize(("schedule", "server_next_fire", "cli_next_fire"), [
+    ("{cron: '@daily', timezone: Europe/Paris, inputs: {a: 1}}", "2026-05-04T22:00:00+00:00", _midnight_in_paris),
+    ("{cron: '0 9 * * 5L', inputs: {a: 1}}", "2026-05-29T09:00:00+00:00", _last_friday_at_9),
+    ("{cron: '0 0 30 2 *', inputs: {a: 1}}", None, None),
+], ids=["@daily", "5L", "never fires"])
+def test_validate_schedules_and_the_server_judge_a_schedule_alike(
+        schedule: str, server_next_fire: str | None, cli_next_fire: Callable[[datetime], bool] | None,
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+    from engine.validate.command import validate
+
+    root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"] + f"schedule: {schedule}\n"})
+    monkeypatch.chdir(root)  # validate shows paths relative to the current directory
+    report = validate([], root)
+    assert [d.format() for d in report.diagnostics] == ([] if server_next_fire else [NEVER])
+
+    clock = ManualClock(datetime(2026, 5, 4, 6, 0, tzinfo=UTC))  # a Monday
+    live = serve(root, watch=False, clock=clock)
+    with live.client() as client:
+        listing = client.get("/flows")
+        assert listing.status_code == 200
+        diagnostics = client.get("/diagnostics").json()
+        assert diagnostics["diagnostics"] == [d.as_dict() for d in report.diagnostics]
+        if server_next_fire is None:  # held back, and said why
+            assert [f["name"] for f in listing.json()["flows"]] == ["slow"]
+            missing = client.get("/flows/add")
+            assert missing.status_code == 404
+            assert "its definition has errors" in missing.json()["error"]["message"]
+        else:
+            fired = wait_for(lambda: client.get("/flows/add").json()["schedule"]["next_fire"])
+            assert fired == server_next_fire
+
+    capsys.readouterr()
+    assert main(["schedules", "--json", "--root", str(root)]) == (0 if server_next_fire else 1)
+    [row] = json.loads(capsys.readouterr().out)
+    if cli_next_fire is None:
+        assert (row["problem"], row["next_fire"]) == (report.diagnostics[0].message.removeprefix("schedule: "), None)
+    else:
+        assert row["problem"] is None and cli_next_fire(datetime.fromisoformat(row["next_fire"]))
+    assert main(["schedules", "--root", str(root)]) == (0 if server_next_fire else 1)
+    out, err = capsys.readouterr()
+    assert ("error: cron '0 0 30 2 *' never fires" in out) is (server_next_fire is None)
+    assert "Traceback" not in err and "internal error" not in err
+
+
 def test_serve_refuses_an_exposed_address_without_a_token(yard: Path) -> None:
     env = {k: v for k, v in ENV.items() if k != "BLOCKYARD_TOKEN"}
     result = subprocess.run([sys.executable, "-m", "engine", "serve", "--host", "0.0.0.0", "--port", "1",
@@ -121,6 +181,10 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
             result = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
             assert result["status"] == "finished"
             assert result["outputs"]["loud"] == result["outputs"]["greeting"].upper()
+            # DNS rebinding: a page on another name that resolves to 127.0.0.1 reads nothing
+            refused = client.get("/runs", headers={"Host": "evil.example"})
+            assert (refused.status_code, refused.json()["error"]["code"]) == (421, "host_not_allowed")
+            assert client.get("/runs", headers={"Host": f"localhost:{port}"}).status_code == 200
     finally:
         server.send_signal(stop)
         _, stderr = server.communicate(timeout=60)

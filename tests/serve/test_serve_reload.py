@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from serve_helpers import ADD_FLOW, ADDER
 
 from engine.serve.reload import Reloader
-from engine.serve.watcher import YardWatcher, definition_folders
+from engine.serve.watcher import YardWatcher, definition_folders, fingerprint
+
+SECRET = "ghp_SECRETTOKEN42"
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -136,3 +142,62 @@ def test_an_edit_made_before_the_watch_starts_is_not_lost(yard: Path) -> None:
         await asyncio.wait_for(task, timeout=10)
 
     asyncio.run(main())
+
+
+def test_the_reload_ignores_a_link_out_of_the_yard(yard: Path, tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    stolen = tmp_path / "outside.yaml"
+    stolen.write_text(ADD_FLOW.replace("flow: add", "flow: stolen").replace("Add a and b.", SECRET), encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "more.yaml").write_text(ADD_FLOW.replace("flow: add", "flow: more"), encoding="utf-8")
+
+    async def scenario(reloader: Reloader) -> None:
+        (yard / "flows" / "stolen.yaml").symlink_to(stolen)
+        (yard / "flows" / "team").symlink_to(tmp_path / "outside", target_is_directory=True)
+        await until(lambda: {d.file for d in reloader.catalog.diagnostics if d.code == "BY008"}
+                    == {"flows/stolen.yaml", "flows/team"})
+        assert "stolen" not in reloader.catalog.flows and "more" not in reloader.catalog.flows
+
+    with caplog.at_level(logging.INFO):
+        watching(yard, scenario)
+    logged = "\n".join(repr(vars(record)) for record in caplog.records)  # with the key=value fields
+    assert SECRET not in logged and str(tmp_path / "outside") not in logged
+    assert "flows/stolen.yaml" in logged and "BY008" in logged
+
+
+def test_the_change_check_neither_hangs_on_a_fifo_nor_reads_through_links(yard: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("a: 1\n", encoding="utf-8")
+    (yard / "flows" / "link.yaml").symlink_to(outside)
+    before = fingerprint(yard)
+    outside.write_text("a: 2\n", encoding="utf-8")  # what lies outside the yard is none of its business
+    assert fingerprint(yard) == before
+    fifo = yard / "flows" / "pipe.yaml"
+    os.mkfifo(fifo)
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(fingerprint(yard)), daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release the stuck reader
+        pytest.fail("fingerprint blocked on a FIFO")
+    assert result and result[0] != before
+
+
+def test_a_definition_folder_linking_out_is_not_watched(tmp_path: Path) -> None:
+    root, outside = tmp_path / "yard", tmp_path / "etc"
+    root.mkdir()
+    outside.mkdir()
+    (root / "flows").symlink_to(outside, target_is_directory=True)
+    (root / "blocks").mkdir()
+    assert definition_folders(root) == [root / "flows", (root / "blocks").resolve()]
+
+
+def test_a_block_linking_out_of_the_yard_breaks_the_flows_that_use_it(yard: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "adder.yaml"
+    outside.write_text(ADDER, encoding="utf-8")
+    (yard / "blocks" / "adder.yaml").unlink()
+    (yard / "blocks" / "adder.yaml").symlink_to(outside)
+    catalog = Reloader(yard).load_now()
+    assert "add" not in catalog.flows
+    assert ("blocks/adder.yaml", "BY008") in {(d.file, d.code) for d in catalog.diagnostics}

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from serve_helpers import YARD
 
+from engine.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.catalog import Catalog, FlowEntry, load_catalog
 from engine.serve.clock import ManualClock
-from engine.serve.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.spec.flow import ScheduleSpec
 
@@ -31,9 +31,16 @@ def at(text: str) -> datetime:
     ("0 9 * * *", "UTC", None),
     ("0 11 * * TUE", "Europe/Paris", None),
     ("*/5 * * * *", "America/New_York", None),
-    ("0 9 * * * *", "UTC", "cron '0 9 * * * *' must have exactly five fields (minute hour day month weekday)"),
-    ("61 * * * *", "UTC", "cron '61 * * * *' is not a valid cron expression"),
-    ("0 9 * * *", "Europe/Pariss", "unknown time zone 'Europe/Pariss' (use an IANA name such as Europe/Paris)"),
+    ("@daily", "Europe/Paris", None),
+    ("0 9 * * * *", "UTC", "cron '0 9 * * * *' has 6 fields; use five (minute hour day-of-month month day-of-week, "
+                           "e.g. '0 11 * * TUE') or a macro such as @daily (a sixth field would be seconds: schedules "
+                           "fire at most once a minute)"),
+    ("61 * * * *", "UTC", "cron '61 * * * *': minute '61' is not valid: out of range; the minute takes 0-59, and "
+                          "ranges, steps and lists of them (1-5, */15, 1,15)"),
+    ("0 0 30 2 *", "UTC", "cron '0 0 30 2 *' never fires: no date in the next 50 years matches it (is the day of "
+                          "month one the month has?)"),
+    ("0 9 * * *", "Europe/Pariss", "unknown time zone 'Europe/Pariss' (use an IANA name such as Europe/Paris, "
+                                   "America/New_York or UTC)"),
 ])
 def test_schedule_problems(cron: str, zone: str, problem: str | None) -> None:
     assert schedule_problem(ScheduleSpec(cron=cron, timezone=zone)) == problem

@@ -14,6 +14,7 @@ from support.openai_stub import OpenAIStub, Reply
 from engine.bundle import make_bundle
 from engine.compile import compile_flow
 from engine.compile.errors import CompileError
+from engine.errors import UsageError
 from engine.project import load_project
 
 Yard = Callable[[dict[str, str]], Path]
@@ -131,3 +132,14 @@ def test_validate_never_imports_dspy(make_yard: Yard) -> None:
     done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.stdout.split()[-3:] == ["0", "False", "False"], done.stderr
+
+
+def test_a_compiled_program_linking_out_of_the_yard_is_not_pinned(make_yard: Yard, tmp_path: Path) -> None:
+    root = smart_yard(make_yard)
+    outside = tmp_path / "stolen.json"
+    outside.write_text('{"secret": "ghp_SECRETTOKEN42"}\n', encoding="utf-8")
+    (root / "blocks" / "tldr.dspy.json").symlink_to(outside)
+    with pytest.raises(UsageError) as caught:
+        make_bundle(load_project(root), "sum")
+    assert str(caught.value) == ("block 'tldr': symbolic link blocks/tldr.dspy.json resolves outside the yard; "
+                                 "it is not read")

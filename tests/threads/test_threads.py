@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,12 @@ def test_threads_listing_and_show(yard: Path) -> None:
     assert "  > and soup?\n  < you said: and soup?\n" in shown
     missing = run_engine(yard, "threads", "show", "lunch-chta")
     assert (missing.code, missing.err.strip()) == (2, "error: unknown thread 'lunch-chta' (did you mean 'lunch-chat'?)")
+
+
+def test_a_threads_turns_are_shown_in_the_order_they_were_taken(yard: Path) -> None:
+    with Yard.load(yard) as api:
+        for run_id, text in (("zz-first", "first things first"), (None, "then this"), ("00-last", "and that")):
+            api.run("chat", {"message": text}, run_id=run_id, thread="menu")
+            time.sleep(0.002)  # start times have milliseconds: each turn its own
+    shown = json.loads(run_engine(yard, "threads", "show", "menu", "--json").out)
+    assert [turn["said"] for turn in shown["turns"]] == ["first things first", "then this", "and that"]

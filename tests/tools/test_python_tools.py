@@ -169,3 +169,59 @@ def test_two_yards_with_the_same_module_name(tmp_path: Path) -> None:
         config = ConfigSpec.model_validate(tools(which="helpers:which"))
         registries.append(build_registry(config, root))
     assert [asyncio.run(r.call("which", {})) for r in registries] == [1, 2]
+
+
+def _outside_module(tmp_path: Path, name: str = "evil.py") -> tuple[Path, Path]:
+    """A module outside the yard that leaves a marker file when it is imported (run)."""
+    folder = tmp_path / "outside"
+    folder.mkdir(exist_ok=True)
+    marker = tmp_path / "imported"
+    (folder / name).write_text(f"open({str(marker)!r}, 'w').close()\n\ndef f(s: str) -> str:\n    return s\n",
+                               encoding="utf-8")
+    return folder / name, marker
+
+
+def test_a_module_file_linking_out_of_the_code_folder_is_refused_before_it_runs(code_yard: Yard,
+                                                                                tmp_path: Path) -> None:
+    module, marker = _outside_module(tmp_path)
+    config, root = code_yard({}, **tools(f="weather:f"))
+    (root / "code" / "weather.py").symlink_to(module)
+    with pytest.raises(ToolError) as caught:
+        build_registry(config, root)
+    assert str(caught.value) == ("tool 'f': symbolic link code/weather.py resolves outside the yard's code folder; "
+                                 "it is not read")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("layout", ["linked submodule", "linked package", "linked code folder"])
+def test_packages_and_code_folders_linking_out_are_refused(code_yard: Yard, tmp_path: Path, layout: str) -> None:
+    module, marker = _outside_module(tmp_path, "text.py")
+    (module.parent / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    config, root = code_yard({"acme/__init__.py": "from acme import text\n"}, **tools(f="acme.text:f"))
+    if layout == "linked submodule":
+        (root / "code" / "acme" / "text.py").symlink_to(module)
+        expected = "symbolic link code/acme/text.py resolves outside the yard's code folder"
+    elif layout == "linked package":
+        (root / "code" / "acme" / "__init__.py").unlink()
+        (root / "code" / "acme").rmdir()
+        (root / "code" / "acme").symlink_to(module.parent, target_is_directory=True)
+        expected = "symbolic link code/acme resolves outside the yard's code folder"
+    else:
+        for path in sorted((root / "code").rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        (root / "code").rmdir()
+        (module.parent / "acme").mkdir()
+        (module.parent / "acme" / "__init__.py").write_text("", encoding="utf-8")
+        (module.parent / "acme" / "text.py").write_text(module.read_text(encoding="utf-8"), encoding="utf-8")
+        (root / "code").symlink_to(module.parent, target_is_directory=True)
+        expected = "symbolic link code (the code folder) resolves outside the yard"
+    with pytest.raises(ToolError) as caught:
+        build_registry(config, root)
+    assert str(caught.value) == f"tool 'f': {expected}; it is not read"
+    assert not marker.exists()
+
+
+def test_a_module_linked_within_the_code_folder_loads(code_yard: Yard) -> None:
+    config, root = code_yard({"lib/real.py": "def f(s: str) -> str:\n    return s * 2\n"}, **tools(f="alias:f"))
+    (root / "code" / "alias.py").symlink_to(Path("lib") / "real.py")
+    assert asyncio.run(build_registry(config, root).call("f", {"s": "ab"})) == "abab"

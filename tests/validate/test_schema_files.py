@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from engine.spec.export import BASE_ID, SCHEMAS, render
-from engine.starter import FILES, SCHEMA_URL
+from engine.starter import FILES, init_command
 from engine.validate.schema import schema_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,9 +75,39 @@ def test_example_files_name_their_schema_for_editors(path: Path) -> None:
     assert first == f"# yaml-language-server: $schema={depth}schemas/{kind}.schema.json"
 
 
-def test_starter_files_point_at_the_published_schemas() -> None:
+def test_starter_files_name_their_schema_by_relative_path() -> None:
     kinds = {"blockyard.yaml": "config", "blocks/greet.yaml": "block", "flows/hello.yaml": "flow"}
     for name, text in FILES.items():
-        url = SCHEMA_URL.format(name=kinds[name])
-        assert text.splitlines()[0] == f"# yaml-language-server: $schema={url}"
-        assert url == BASE_ID + f"{kinds[name]}.schema.json"
+        depth = "../" * name.count("/")
+        assert text.splitlines()[0] == f"# yaml-language-server: $schema={depth}schemas/{kinds[name]}.schema.json"
+
+
+def test_init_writes_schemas_that_resolve_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every $schema line of a fresh yard names, relative to its file, a file equal to the shipped schema."""
+    assert init_command(tmp_path / "yard") == 0
+    capsys.readouterr()
+    shipped = {path.name: path.read_bytes() for path in schema_dir().glob("*.schema.json")}
+    assert sorted(shipped) == sorted(SCHEMAS)
+    for name in FILES:
+        path = tmp_path / "yard" / name
+        first = path.read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# yaml-language-server: $schema=")
+        target = first.partition("$schema=")[2]
+        assert "://" not in target
+        resolved = (path.parent / target).resolve()
+        assert resolved.is_relative_to((tmp_path / "yard").resolve())
+        assert resolved.read_bytes() == shipped[resolved.name]
+        schema = json.loads(resolved.read_text(encoding="utf-8"))
+        Draft202012Validator.check_schema(schema)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "yard" / "schemas").iterdir()} == shipped
+
+
+def test_init_keeps_a_schema_that_is_already_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "flow.schema.json").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "schemas" / "block.schema.json").symlink_to(tmp_path / "elsewhere.json")
+    assert init_command(tmp_path) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "schemas" / "flow.schema.json").read_text(encoding="utf-8") == "{}\n"
+    assert not (tmp_path / "elsewhere.json").exists()  # nothing is written through a link
+    assert "schemas/config.schema.json" in out and "schemas/flow.schema.json" not in out

@@ -17,7 +17,6 @@ from engine.validate.semantic.config import import_path_problem
 from engine.validate.semantic.graph import is_cycle, reachable, reverse, shortest_path, strongly_connected
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.routing import regex_problem
-from engine.validate.semantic.schedule import cron_problem
 from engine.validate.semantic.templates import analyze
 
 # -- graph algorithms ---------------------------------------------------------------------------------
@@ -194,28 +193,6 @@ def test_decide_values_as_branch_keys() -> None:
 
 
 # -- small parsers --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("cron", "problem"), [
-    ("0 11 * * TUE", None),
-    ("*/15 9-17 * * MON-FRI", None),
-    ("0 0 1,15 * *", None),
-    ("0 12 L * *", None),
-    ("0 9 * * 5#3", None),
-    ("@daily", None),
-    ("0 11 * *", "cron '0 11 * *' has 4 fields; use five"),
-    ("60 * * * *", "cron '60 * * * *': minute '60' has 60, outside 0-59"),
-    ("0 0 * FOO *", "cron '0 0 * FOO *': month 'FOO' has 'FOO', which is not a number or a name"),
-    ("0 0 * * FRI-MON", "cron '0 0 * * FRI-MON': day of week 'FRI-MON' has the range FRI-MON, which runs backwards"),
-    ("*/0 * * * *", "cron '*/0 * * * *': minute '*/0' has an invalid step '/0'"),
-    ("1,,2 * * * *", "cron '1,,2 * * * *': minute '1,,2' has an empty list entry"),
-])
-def test_cron_problem(cron: str, problem: str | None) -> None:
-    found = cron_problem(cron)
-    if problem is None:
-        assert found is None
-    else:
-        assert found is not None and found.startswith(problem)
 
 
 @pytest.mark.parametrize(("path", "problem"), [

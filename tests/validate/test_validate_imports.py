@@ -32,3 +32,17 @@ def test_listings_import_no_llm_stack() -> None:
         code, modules = _imported_modules(command, "--root", str(REPO))
         assert code == 0
         assert sorted(m for m in modules if m.split(".")[0].startswith(FORBIDDEN)) == [], command
+
+
+def test_validate_of_a_yard_without_schedules_does_not_import_croniter(tmp_path: Path) -> None:
+    # croniter costs ~10 ms to import: the pre-commit path of a yard without schedules doesn't pay it
+    (tmp_path / "blocks").mkdir()
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "blocks/note.yaml").write_text("block: note\ndescription: A note.\nkind: transform\n"
+                                               "outputs:\n  note: {type: string}\ncompute:\n  note: \"'x'\"\n")
+    flow = "flow: noted\nsteps:\n  - id: noted\n    uses: note\n"
+    (tmp_path / "flows/noted.yaml").write_text(flow)
+    code, modules = _imported_modules("validate", "--root", str(tmp_path))
+    assert code == 0
+    assert "engine.validate.semantic.schedule" in modules  # the probe sees the schedule checks
+    assert "croniter" not in modules

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.serve.bodies import RunRequest
+from engine.cron import next_fire
+from engine.serve.bodies import RunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
-from engine.serve.cron import next_fire
 from engine.serve.follow import follow
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.server import Server
@@ -65,12 +65,12 @@ async def get_flow(name: str, server: ServerDep) -> dict[str, Any]:
 @router.post("/flows/{name}/runs", summary="Start a run",
              description="Waits for the run to finish or pause by default; `?wait=false` answers 202 at once; "
                          "`Accept: text/event-stream` streams the run's events until it finishes or pauses.",
-             response_model=None)
-async def start_run(name: str, request: Request, server: ServerDep, body: RunRequest | None = None,
+             response_model=None, openapi_extra=openapi_body(RunRequest))
+async def start_run(name: str, request: Request, server: ServerDep,
                     wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
                     ) -> Response | dict[str, Any]:
-    entry = server.flow(name)
-    body = body or RunRequest()
+    entry = server.flow(name)  # an unknown flow is a 404 whatever the body says
+    body = await read_body(request, RunRequest) or RunRequest()
     job = await server.start_run(entry, body.inputs, body.run_id)
     if wants_stream(request):
         events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.serve.bodies import ResumeRequest
+from engine.serve.bodies import ResumeRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.problems import ApiError, not_found
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
@@ -99,11 +99,12 @@ async def run_events(run_id: str, request: Request, server: ServerDep) -> Respon
 
 
 @router.post("/runs/{run_id}/resume", summary="Decide a waiting gate, or continue a failed or interrupted run",
-             response_model=None)
-async def resume_run(run_id: str, request: Request, server: ServerDep, body: ResumeRequest | None = None,
+             response_model=None, openapi_extra=openapi_body(ResumeRequest))
+async def resume_run(run_id: str, request: Request, server: ServerDep,
                      wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
                      ) -> Response | dict[str, Any]:
-    body = body or ResumeRequest()
+    await server.known_run(run_id)  # an unknown run is a 404 whatever the body says
+    body = await read_body(request, ResumeRequest) or ResumeRequest()
     if body.approve is None and (body.values or body.reason or body.gate or body.actor):
         raise ApiError(422, "invalid_request", "values, reason, gate and actor go with a decision: "
                                                "add \"approve\": true or false")

@@ -79,6 +79,7 @@ CONFIG: dict[str, str] = {
     "BY507": "invalid cron expression",
     "BY508": "unknown time zone",
     "BY509": "schedule inputs do not match the flow's inputs",
+    "BY510": "schedule never fires",
 }
 
 CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}

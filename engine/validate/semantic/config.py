@@ -9,6 +9,7 @@ from engine.diagnostics import Diagnostic
 from engine.load import JsonPath
 from engine.project import Project
 from engine.spec import ModelProfile
+from engine.tools.location import module_problem
 from engine.validate.semantic.index import issue
 
 DEFAULT_PROFILE = "default"
@@ -59,6 +60,10 @@ def check_config(project: Project) -> list[Diagnostic]:
         problem = import_path_problem(decl.import_)
         if problem is not None:
             found.append(issue(doc, ("tools", name, "import"), "BY504", f"tool '{name}': {problem}"))
+        else:  # found, not imported: a module file that links out of the code folder would run foreign code
+            problem = module_problem(decl.import_.partition(":")[0], project.root, project.config.paths.code)
+            if problem is not None:
+                found.append(issue(doc, ("tools", name, "import"), "BY008", f"tool '{name}': {problem}"))
         if name in builtins:
             found.append(issue(doc, ("tools", name), "BY506",
                                f"tool '{name}' has the name of a built-in tool and replaces it in this yard",
