@@ -28,6 +28,8 @@ REQUESTS = int(os.environ.get("BLOCKYARD_HOSTILE_REQUESTS", "300"))
 HUGE = "1" + "0" * 5000
 SURROGATE_JSON = '"\\ud800"'
 
+# The routes' own methods: most requests use them, so that they reach the handlers, not a 405.
+METHODS = {"/flows/{flow}/runs": "POST", "/runs/{run}/resume": "POST"}
 ROUTES = ["/", "/healthz", "/flows", "/flows/{flow}", "/flows/{flow}/runs", "/runs", "/runs/{run}",
           "/runs/{run}/events", "/runs/{run}/resume", "/diagnostics", "/docs", "/openapi.json", "/gates",
           "/threads", "/schedules", "/static/../../etc/passwd", "/{junk}"]
@@ -114,9 +116,11 @@ def _requests(seed: int, count: int, real_runs: list[str]) -> list[dict[str, Any
         real = rng.random() < 0.5
         flow = rng.choice(["hello", "order_lunch", "triage_ticket"]) if real else rng.choice(FLOWS)
         run = rng.choice(real_runs) if real and real_runs else rng.choice(RUN_IDS)
-        path = rng.choice(ROUTES).format(flow=flow, run=run, junk=rng.choice(FLOWS))
-        made.append({"method": rng.choice(["GET", "GET", "POST", "POST", "PUT", "DELETE", "PATCH", "OPTIONS",
-                                           "HEAD"]),
+        route = rng.choice(ROUTES)
+        path = route.format(flow=flow, run=run, junk=rng.choice(FLOWS))
+        method = METHODS.get(route, "GET") if rng.random() < 0.7 else \
+            rng.choice(["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"])
+        made.append({"method": method,
                      "path": path + rng.choice(QUERIES), "headers": rng.choice(HEADERS), "body": rng.choice(bodies)})
     return made
 
