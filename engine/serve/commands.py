@@ -29,11 +29,11 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
 
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder (give the yard with --root)")
+    config = _config(root)
+    _check_state(root / config.paths.state)
     logs.configure()
     server = Server(Settings(root=root, watch=watch, grace=grace))
     catalog = server.load()
-    config = _config(root)
-    _check_state(root / config.paths.state)
     host = host or config.server.host
     port = port or config.server.port
     server.settings.host, server.settings.port = host, port

@@ -251,5 +251,5 @@ def test_serve_refuses_a_damaged_database_before_it_binds(yard: Path, cli: Cli) 
     _garbage(path, path)
     outcome = cli(yard, "serve", "--port", "1")
     assert outcome.code == 1
-    assert outcome.err.endswith(f"error: cannot open the state database {path}: file is not a database\n")
+    assert outcome.err == f"error: cannot open the state database {path}: file is not a database\n"
     assert "Traceback" not in outcome.err
