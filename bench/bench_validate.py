@@ -6,6 +6,12 @@
    the time excludes interpreter start-up and imports. Target: < 2 s.
 2. Cold CLI: `blockyard validate` on the repository's example yard, a new process each time,
    start-up and imports included. Target: < 0.3 s.
+3. Dense needs: one flow whose every step needs the 50 before it (200, 400, 800 steps), loaded and
+   checked in one process; the time should grow with the edges (800 steps: 4.4x the edges of 200).
+   Before the parallel-writes check used per-region reachability bitsets and the dataflow used
+   bitset facts (`blockyard validate`, whole command): 400 steps 10.5 s, 800 steps 43.9 s. Since
+   (load + checks, median of 3, on a shared 2-core machine with other jobs running): 200 steps
+   0.27 s, 400 steps 0.98 s, 800 steps 1.76 s; the checks alone (cProfile): 800 steps 0.3 s.
 Medians are reported, with the range. Where the time goes: `python -X importtime -m engine validate`
 and `python -m cProfile -s cumtime bench/bench_validate.py --profile`.
 """
@@ -170,6 +176,44 @@ def make_yard(root: Path, flows: int) -> None:
                                                               encoding="utf-8")
 
 
+def dense_flow(steps: int, window: int = 50) -> str:
+    """A flow of `steps` steps, each needing the `window` steps before it (each writes its own keys)."""
+    lines = ["flow: dense", "version: 1", "inputs:", "  text: {type: string}", "steps:"]
+    for i in range(steps):
+        lines += [f"  - id: s{i}", "    uses: normalize", '    with: {text: "{{ inputs.text }}"}',
+                  f"    outputs: {{clean: clean_{i}, words: words_{i}}}"]
+        if i:
+            lines.append(f"    needs: [{', '.join(f's{j}' for j in range(max(0, i - window), i))}]")
+    return SCHEMA_LINE.format(kind="flow") + "\n".join(lines) + "\n"
+
+
+def make_dense_yard(root: Path, steps: int) -> None:
+    (root / "blocks").mkdir(parents=True)
+    (root / "flows").mkdir()
+    (root / "blocks" / "normalize.yaml").write_text(BLOCKS["normalize"], encoding="utf-8")
+    (root / "flows" / "dense.yaml").write_text(dense_flow(steps), encoding="utf-8")
+
+
+def dense(sizes: list[int], runs: int) -> dict[int, list[float]]:
+    """Load and check a dense-needs flow of each size in-process (imports already done)."""
+    from engine.project import load_project
+    from engine.validate.semantic import check_project
+
+    times: dict[int, list[float]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for steps in sizes:
+            root = Path(scratch) / f"dense_{steps}"
+            make_dense_yard(root, steps)
+            for _ in range(runs):
+                start = time.perf_counter()
+                project = load_project(root)
+                found = [*project.diagnostics, *check_project(project)]
+                times.setdefault(steps, []).append(time.perf_counter() - start)
+                if found:
+                    raise SystemExit(f"the dense flow of {steps} steps should be clean: {found[0].format()}")
+    return times
+
+
 def one_run(root: Path) -> dict[str, float | int]:
     """Runs inside a fresh process: imports first, then the timed work."""
     from engine.project import load_project
@@ -240,6 +284,9 @@ def main() -> int:
         print(f"  {key:16} {_median([float(r[key]) for r in results])}")
     print(f"cold CLI: {' '.join(cli_command()[-1:])} validate (example yard), {args.cli_runs} runs")
     print(f"  {'total':16} {_median(cold_cli(args.cli_runs))}")
+    print(f"dense needs: each step needs the 50 before it, {args.runs} runs")
+    for steps, times in dense([200, 400, 800], args.runs).items():
+        print(f"  {steps:4} steps       {_median(times)}")
     return 0
 
 

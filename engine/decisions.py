@@ -22,6 +22,7 @@ from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.spec import ApprovalSpec, StepSpec, TypeSpec
 from engine.typecheck import TypeMismatch, conform
+from engine.values import value_problem
 
 APPROVE, REJECT, TIMEOUT = "approve", "reject", "timeout"
 DECISIONS = (APPROVE, REJECT, TIMEOUT)
@@ -115,6 +116,9 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
     checked: dict[str, Any] = {}
     for name, spec in fields.items():
         if name in given:
+            problem = value_problem(given[name], name)
+            if problem is not None:
+                raise DecisionRefused(f"gate '{gate}': field {problem}")
             try:
                 checked[name] = conform(given[name], spec, name)
             except TypeMismatch as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from engine.diagnostics import Diagnostic
+from engine.values import INT_MAX, INT_MIN, INT_RANGE, ValueDomainError, text_problem
 from engine.yardfiles import Bounds, Refused, TooLarge, read_bytes
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -212,7 +213,7 @@ class _Composer:
             if not isinstance(event, yaml.ScalarEvent):
                 raise self.fail(event.start_mark, "BY002",
                                 "YAML syntax error: mapping keys must be plain scalars")
-            key_value = self.scalar(event)
+            key_value = self.scalar(event, key=True)
             key = key_value if isinstance(key_value, str) else _plain_text(key_value, event.value)
             mark = (event.start_mark.line + 1, event.start_mark.column + 1)
             if key == "<<" and event.implicit[0]:
@@ -232,14 +233,29 @@ class _Composer:
         if tag not in (None, "!", _CORE + kind):
             raise self.fail(mark, "BY003", f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
 
-    def scalar(self, event: Any) -> Any:
+    def scalar(self, event: Any, *, key: bool = False) -> Any:
+        try:
+            return self._scalar(event)
+        except _IntOutOfRange:
+            if key:
+                return event.value  # a mapping key is text anyway
+            raise self.fail(event.start_mark, "BY107",
+                            f"integer {_abridged(event.value)} is outside the 64-bit range ({INT_RANGE}); "
+                            "quote it to make it text") from None
+
+    def _scalar(self, event: Any) -> Any:
         tag, value = event.tag, event.value
         if tag in (None, "!") and event.implicit[0]:
             return _resolve_core(value)
         if tag in (None, "!", _CORE + "str"):
             return value
         if tag in (_CORE + "int", _CORE + "float", _CORE + "bool", _CORE + "null"):
-            resolved = _resolve_core(value)
+            try:
+                resolved = _resolve_core(value)
+            except _IntOutOfRange:
+                if not tag.endswith("float"):
+                    raise
+                resolved = float(value)
             expected = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[tag[len(_CORE):]]
             if not isinstance(resolved, expected) or (tag.endswith("int") and isinstance(resolved, bool)):
                 raise self.fail(event.start_mark, "BY002", f"'{value}' is not a valid {tag[len(_CORE):]}")
@@ -248,8 +264,12 @@ class _Composer:
                         f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
 
 
+class _IntOutOfRange(ValueError):
+    """An integer literal beyond the engine's 64-bit integers (engine/values.py)."""
+
+
 def _resolve_core(text: str) -> Any:
-    """YAML 1.2 core schema resolution of a plain scalar."""
+    """YAML 1.2 core schema resolution of a plain scalar; _IntOutOfRange for an integer beyond 64 bits."""
     if text in _NULLS:
         return None
     if text in _TRUE:
@@ -257,11 +277,14 @@ def _resolve_core(text: str) -> Any:
     if text in _FALSE:
         return False
     if _INT.fullmatch(text):
-        return int(text)
+        # checked before int(): Python refuses to convert more than 4300 decimal digits (ValueError)
+        if len(text.lstrip("+-").lstrip("0")) > 19:
+            raise _IntOutOfRange(text)
+        return _in_range(int(text), text)
     if _OCT.fullmatch(text):
-        return int(text[2:], 8)
+        return _in_range(int(text[2:], 8), text)
     if _HEX.fullmatch(text):
-        return int(text[2:], 16)
+        return _in_range(int(text[2:], 16), text)
     if _FLOAT.fullmatch(text):
         return float(text)
     if _INF.fullmatch(text):
@@ -271,16 +294,32 @@ def _resolve_core(text: str) -> Any:
     return text
 
 
+def _in_range(value: int, text: str) -> int:
+    if not INT_MIN <= value <= INT_MAX:
+        raise _IntOutOfRange(text)
+    return value
+
+
+def _abridged(text: str, limit: int = 30) -> str:
+    return text if len(text) <= limit else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"
+
+
 def _plain_text(value: Any, source: str) -> str:
     # JSON-shaped data: a key such as `1` or `null` is the text the author wrote
     return source
 
 
 def parse_value(text: str) -> Any:
-    """A command-line value as YAML 1.2 (`7` is a number, `[1,2]` a list, anything else a string)."""
+    """A command-line value as YAML 1.2 (`7` is a number, `[1,2]` a list, anything else a string).
+    ValueDomainError for what no value may hold: an integer beyond 64 bits, a lone surrogate."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise ValueDomainError(f"the value {problem}")
     try:
         doc = load_bytes(text.encode("utf-8"), "<value>")
     except LoadError as exc:
+        if exc.diagnostic.code == "BY107":  # an integer beyond 64 bits: refused, not quietly made text
+            raise ValueDomainError(exc.diagnostic.message) from None
         if exc.diagnostic.code == "BY006":
             return text if text else ""
         return text

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine import schema
 from engine.diagnostics import Diagnostic
+from engine.errors import UsageError
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.yardfiles import Bounds, list_files, located
@@ -73,7 +74,10 @@ class Project:
             return None
         if not version:
             return versions[max(versions)]
-        return versions.get(int(version)) if version.isdigit() else None
+        # ASCII digits only ('²'.isdigit() is true), and few enough for int() (at most 4300 digits)
+        if not (version.isascii() and version.isdigit() and len(version) <= 12):
+            return None
+        return versions.get(int(version))
 
     def flow(self, name: str) -> FlowDef | None:
         return self.flows.get(name)
@@ -85,6 +89,20 @@ class Project:
     @property
     def ok(self) -> bool:
         return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def is_yard(root: Path) -> bool:
+    """A yard has a blockyard.yaml, a flows/ or a blocks/ folder (the default paths: without a
+    blockyard.yaml there is no other place for them)."""
+    return (root / CONFIG_FILE).is_file() or (root / "flows").is_dir() or (root / "blocks").is_dir()
+
+
+def require_yard(root: Path) -> Path:
+    """`root`, resolved, when it is a yard; otherwise a UsageError saying so (not "unknown flow")."""
+    root = root.resolve()
+    if not is_yard(root):
+        raise UsageError(f"no yard here ({root}): no {CONFIG_FILE}, flows/ or blocks/ — run in a yard or pass --root")
+    return root
 
 
 def relative(path: Path, root: Path) -> str:

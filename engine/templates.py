@@ -1,19 +1,25 @@
-"""Jinja2 templates and bare expressions, sandboxed and strict.
+"""Jinja2 templates and bare expressions, sandboxed, strict and bounded.
 
 Shared by the validator (which parses them and lists the names they read) and the runtime
-(which renders them). Imports nothing heavier than jinja2.
+(which renders them). Every render and evaluation gets a budget (engine/template_limits.py):
+the values it creates and the work it does are bounded by `limits:` in blockyard.yaml, as set
+for the run with `using_limits` (the defaults otherwise). Imports nothing heavier than jinja2.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from engine.template_checks import binop, check_binop
+from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
+from engine.template_sandbox import BoundedEnvironment
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 
@@ -22,18 +28,14 @@ class TemplateError(Exception):
     """A template or expression that does not parse or does not render."""
 
 
-class _Environment(ImmutableSandboxedEnvironment):
-    """Data keys win over mapping methods: `inputs.items` is the input named `items`, not dict.items."""
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, Mapping) and attribute in obj:
-            return obj[attribute]
-        return super().getattr(obj, attribute)
+class TemplateLimitError(TemplateError):
+    """A template went over one of the limits of blockyard.yaml (`limits:`)."""
 
 
-def _env() -> ImmutableSandboxedEnvironment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+def _env() -> BoundedEnvironment:
+    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _tojson
+    env.guard_filters()
     return env
 
 
@@ -65,23 +67,46 @@ def _compiled_template(source: str) -> Any:
 
 
 @lru_cache(maxsize=4096)
-def _compiled_expression(source: str) -> Any:
+def _compiled_expression(source: str) -> tuple[Any, bool]:
+    """The compiled expression, and whether it only reads a value (`steps.a.outputs.x`): such a
+    result is data the run already holds, not something the expression made."""
     try:
-        return ENV.compile_expression(source, undefined_to_none=False)
+        compiled = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
+    try:
+        reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
+    except (TemplateError, AttributeError, IndexError):
+        reads_only = False
+    return compiled, reads_only
+
+
+def _is_path(node: nodes.Node) -> bool:
+    if isinstance(node, nodes.Name):
+        return True
+    if isinstance(node, nodes.Getattr):
+        return _is_path(node.node)
+    if isinstance(node, nodes.Getitem):
+        return isinstance(node.arg, nodes.Const) and _is_path(node.node)
+    return False
 
 
 def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
     """Evaluate a bare expression (compute, items, until, router expr)."""
-    fn = _compiled_expression(expression)
+    fn, reads_only = _compiled_expression(expression)
+    budget, token = begin()
     try:
         result = fn(**scope)
         if isinstance(result, Undefined):
             result._fail_with_undefined_error()
-        return result
+        if isinstance(result, Iterator):  # `items | map(...)`: its work (and its filters' budget) belongs here
+            result = list(itertools.islice(result, budget.limits.max_items + 1))
+            budget.items(len(result))
+        return result if reads_only else budget.stored(result)
     except Exception as exc:  # the sandbox raises many kinds; the user needs the message
-        raise TemplateError(f"cannot evaluate '{expression}': {_why(exc)}") from None
+        raise _failure(exc, f"cannot evaluate '{expression}'") from None
+    finally:
+        end(token)
 
 
 def render(value: Any, scope: Mapping[str, Any]) -> Any:
@@ -95,11 +120,7 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
         expr = single_expression(value)
         if expr is not None:
             return evaluate(expr, scope)
-        template = _compiled_template(value)
-        try:
-            return template.render(**scope)
-        except Exception as exc:
-            raise TemplateError(f"cannot render '{_short(value)}': {_why(exc)}") from None
+        return render_text(value, scope)
     if isinstance(value, list):
         return [render(item, scope) for item in value]
     if isinstance(value, dict):
@@ -110,10 +131,13 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
 def render_text(source: str, scope: Mapping[str, Any]) -> str:
     """Render a template to text (prompts, messages)."""
     template = _compiled_template(source)
+    _, token = begin()
     try:
         return template.render(**scope)
     except Exception as exc:
-        raise TemplateError(f"cannot render '{_short(source)}': {_why(exc)}") from None
+        raise _failure(exc, f"cannot render '{_short(source)}'") from None
+    finally:
+        end(token)
 
 
 def check_syntax(source: str, *, expression: bool = False) -> str | None:
@@ -192,6 +216,48 @@ def _chain(node: nodes.Node) -> tuple[tuple[str, ...], set[int]] | None:
             return (current.name, *reversed(parts)), ids
         else:
             return None
+
+
+class _NotConstant(Exception):
+    pass
+
+
+def constant_problem(node: nodes.Expr) -> str | None:
+    """Why a constant expression (`10 ** (10 ** 9)`) goes over the limits whatever blockyard.yaml
+    sets, else None. Nothing over the default limits is computed: as cheap as the expression is short."""
+    try:
+        _constant(node, Budget(DEFAULT))
+    except LimitExceeded as exc:
+        return f"this expression always fails: its {exc.what} is larger than any limits.{exc.setting} allows"
+    except Exception:  # not constant, or an error the run reports (1 / 0)
+        return None
+    return None
+
+
+def _constant(node: nodes.Node, budget: Budget) -> Any:
+    if isinstance(node, nodes.Const):
+        return node.value
+    if isinstance(node, nodes.Neg):
+        return -_constant(node.node, budget)
+    if isinstance(node, nodes.List | nodes.Tuple):
+        items = [_constant(item, budget) for item in node.items]
+        return items if isinstance(node, nodes.List) else tuple(items)
+    if isinstance(node, nodes.BinExpr):
+        left, right = _constant(node.left, budget), _constant(node.right, budget)
+        try:  # values within the default limits are computed (to check what they take part in) ...
+            return binop(budget, node.operator, left, right)
+        except LimitExceeded:  # ... bigger ones only measured: a LimitExceeded here is over any setting
+            check_binop(Budget(CEILING), node.operator, left, right)
+            raise _NotConstant() from None
+
+
+def _failure(exc: Exception, doing: str) -> TemplateError:
+    if isinstance(exc, LimitExceeded):
+        return TemplateLimitError(str(exc))
+    if isinstance(exc, RecursionError):
+        return TemplateLimitError(f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
+                                  "without end?)")
+    return TemplateError(f"{doing}: {_why(exc)}")
 
 
 def _why(exc: Exception) -> str:

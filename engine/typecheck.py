@@ -26,6 +26,7 @@ from typing import Any
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.spec import TypeSpec
+from engine.values import int_problem, text_problem, value_problem
 
 _ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
             "array": "an array", "object": "an object"}
@@ -64,17 +65,24 @@ def check_value(value: Any, spec: TypeSpec, name: str = "value") -> str | None:
 def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """A flow's inputs from what the caller gave: defaults applied, every value checked.
 
-    Unknown keys (with a did-you-mean), missing required inputs and mistyped values are all
+    Unknown keys (with a did-you-mean), missing required inputs, mistyped values and values
+    outside the value domain (engine/values.py: integers beyond 64 bits, lone surrogates) are all
     reported at once in one InputError whose message starts with `where` (e.g. "flow 'hello'").
     """
     problems: list[str] = []
     result: dict[str, Any] = {}
     for key in given:
-        if key not in declared:
+        if not isinstance(key, str) or text_problem(key) is not None:
+            problems.append(f"input name {key!r} is not valid text")
+        elif key not in declared:
             known = f"; its inputs are {', '.join(sorted(declared))}" if declared else "; it takes no inputs"
             problems.append(f"unknown input '{key}'{did_you_mean(key, declared)}{known}")
     for key, spec in declared.items():
         if key in given:
+            problem = value_problem(given[key], key)  # first: str() of a 5000-digit integer raises
+            if problem is not None:
+                problems.append(f"input {problem}")
+                continue
             try:
                 result[key] = conform(given[key], spec, key, text_from_numbers=True)
             except TypeMismatch as exc:
@@ -120,7 +128,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"boolean {'true' if value else 'false'}"
     if isinstance(value, int):
-        return f"integer {value}"
+        return f"integer {_json(value)}"
     if isinstance(value, float):
         return f"number {value}"
     if isinstance(value, str):
@@ -195,4 +203,6 @@ def _json(value: Any) -> str:
         return "false"
     if value is None:
         return "null"
+    if isinstance(value, int) and int_problem(value) is not None:
+        return f"<{value.bit_length()}-bit integer>"  # str() of more than 4300 digits raises
     return str(value)

@@ -184,3 +184,34 @@ def test_init_into_a_file_fails(cli: Run, tmp_path: Path, capsys: pytest.Capture
     assert code == 2 and "is a file" in err  # click checks the argument before init runs
     assert init_command(target) == 1
     assert capsys.readouterr().err == f"error: {target} exists and is not a folder\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["runs", "--limit", "99999999999999999999"], "is not in the range 1<=x<=100000"),
+    (["threads", "--limit", "-5"], "is not in the range 1<=x<=100000"),
+    (["serve", "--grace", "nan"], "'nan' is not a number of seconds"),
+    (["serve", "--grace", "inf"], "is not in the range 0<=x<=86400"),
+])
+def test_out_of_range_numbers_are_usage_errors(cli: Run, tmp_path: Path, args: list[str], message: str) -> None:
+    code, _, err = cli(*args, "--root", str(tmp_path))
+    assert code == 2
+    assert message in err
+
+
+@pytest.mark.parametrize("args", [["run", "hello"], ["resume", "r1"], ["runs"], ["runs", "show", "r1"], ["gates"],
+                                  ["threads"], ["graph", "hello"], ["test"], ["flows"], ["blocks"],
+                                  ["memory", "list", "s"], ["schedules"], ["watch"], ["serve"]])
+def test_commands_outside_a_yard_say_there_is_no_yard(cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      args: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*args)
+    assert (code, out) == (2, "")
+    assert err == (f"error: no yard here ({tmp_path.resolve()}): no blockyard.yaml, flows/ or blocks/ — run in a "
+                   "yard or pass --root\n")
+    assert not (tmp_path / ".blockyard").exists()  # nothing was created there
+
+
+def test_a_yard_needs_only_one_of_its_parts(cli: Run, tmp_path: Path) -> None:
+    (tmp_path / "flows").mkdir()
+    code, _, err = cli("run", "hello", "--root", str(tmp_path))
+    assert (code, err) == (2, "error: unknown flow 'hello' (the yard has no flows)\n")

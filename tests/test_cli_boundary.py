@@ -19,6 +19,7 @@ def test_an_unexpected_error_exits_4_with_one_line_and_a_log(
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "flows").mkdir()  # a yard, or the command would be refused before it starts
     assert main(["flows", "--root", str(tmp_path)]) == 4
     err = capsys.readouterr().err
     assert err.startswith("internal error: KeyError: 'surprise'; details in ")
@@ -32,6 +33,7 @@ def test_an_expected_error_is_one_line_with_its_exit_code(
         raise BlockyardError("flow 'x' is broken")
 
     monkeypatch.setattr(engine.cli.catalog, "flows_command", refuse)
+    (tmp_path / "flows").mkdir()
     assert main(["flows", "--root", str(tmp_path)]) == 1
     assert capsys.readouterr().err == "error: flow 'x' is broken\n"
 

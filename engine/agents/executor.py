@@ -19,6 +19,7 @@ from engine.models.agentic import function_tool
 from engine.nodes.call import BlockCall
 from engine.nodes.errors import CompileError, Problem
 from engine.templates import TemplateError, render_text
+from engine.values import text_problem
 
 _RETURNS = "Returns {}."
 # The loop runs without checkpoints (see engine/agents/graph.py). A graph invoked inside a node
@@ -96,6 +97,10 @@ def _render(where: str, source: str | None, inputs: dict[str, Any]) -> str | Non
     if source is None:
         return None
     try:
-        return render_text(source, inputs)
+        text = render_text(source, inputs)
     except TemplateError as exc:
         raise Problem(f"{where}: {exc}") from None
+    problem = text_problem(text)  # e.g. a "\udcff" escape in a template: no provider can send it
+    if problem is not None:
+        raise Problem(f"{where}: the rendered text {problem}")
+    return text

@@ -40,6 +40,7 @@ from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
 from engine.nodes.policies import policies
 from engine.redaction import TokenMasker
+from engine.values import value_problem
 
 AGENT, TOOLS = "agent", "tools"
 DELEGATE = "delegate.{}"
@@ -106,6 +107,9 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     reply = await _ask(run, request, runtime)
     said = transcript.stamped(reply, name=run.label)
     assert isinstance(said, AIMessage)
+    problem = _reply_problem(said)
+    if problem is not None:  # it would poison the checkpoint and the trace: the step fails instead
+        raise AgentFailed(f"agent '{plan.block.block}', turn {turn}: the model's reply {problem}")
     answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
     update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
     if answer.outputs is not None:
@@ -160,6 +164,15 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
         raise AgentFailed(str(exc)) from exc
     finally:
         token.flush()
+
+
+def _reply_problem(said: AIMessage) -> str | None:
+    """What puts a model's reply outside the value domain (engine/values.py), or None."""
+    problem = value_problem(said.content, "text")
+    for call in [*said.tool_calls, *said.invalid_tool_calls]:
+        problem = problem or value_problem(call.get("name"), "tool name")
+        problem = problem or value_problem(call.get("args"), f"{call.get('name')}.args")
+    return problem
 
 
 def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:
@@ -252,6 +265,9 @@ def _bounded(value: Any) -> Any:
 
 def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
               ) -> dict[str, Any]:
+    problem = value_problem(result, "result") if error is None else None
+    if problem is not None:  # like a failing tool: the model is told, nothing unstorable is kept
+        error, result = f"tool '{call['name']}' returned a value the engine cannot hold: {problem}", None
     data: dict[str, Any] = {"tool": call["name"], "call_id": call["id"], "block": run.plan.block.block,
                             "status": "error" if error is not None else "ok", "duration_ms": elapsed_ms(started)}
     if error is not None:

@@ -23,7 +23,8 @@ from pathlib import Path
 import click
 
 from engine.cli.options import Group
-from engine.errors import BlockyardError
+from engine.errors import BlockyardError, UsageError, ValidationFailed
+from engine.values import text_problem
 
 # command -> "module:click command"
 COMMANDS = {
@@ -71,6 +72,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and map every outcome to an exit code."""
     try:
+        _check_arguments(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="blockyard", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except ValidationFailed as exc:  # its message is diagnostic lines, each already saying "error"
+        click.echo(str(exc), err=True)
+        return exc.exit_code
     except BlockyardError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
@@ -92,6 +97,24 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         return _crash()
     return 0
+
+
+def _check_arguments(args: list[str]) -> None:
+    """Refuse arguments that are not valid text: Python decodes bytes that are not UTF-8 to lone
+    surrogates (surrogateescape), which no database, log or terminal can write back."""
+    for position, arg in enumerate(args):
+        problem = text_problem(arg)
+        if problem is None:
+            continue
+        if arg.startswith("-"):
+            option = arg.partition("=")[0]
+        elif position > 0 and args[position - 1].startswith("-"):
+            option = args[position - 1].partition("=")[0]
+        else:
+            option = f"argument {position + 1}"
+        if text_problem(option) is not None:
+            option = f"argument {position + 1}"
+        raise UsageError(f"{option}: not valid text: it {problem}")
 
 
 def _crash() -> int:

@@ -27,9 +27,10 @@ from pydantic import ValidationError
 
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import Diagnostic
-from engine.errors import BlockyardError, UsageError
+from engine.errors import BlockyardError, UsageError, ValidationFailed
 from engine.load import LoadError, load_file
 from engine.models import scripted
+from engine.models.replies import reply_problems
 from engine.project import relative
 from engine.spec.flowtest import FlowTest, SuiteFile
 from engine.yardfiles import Bounds, argument_bounds, list_files
@@ -78,7 +79,7 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
     except LoadError as exc:
         raise BlockyardError(exc.diagnostic.format()) from None
     try:
-        return SuiteFile.model_validate(doc.data)
+        suite = SuiteFile.model_validate(doc.data)
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
@@ -87,6 +88,15 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
             lines.append(Diagnostic(doc.display, line, col, "BY700",
                                     f"{'.'.join(map(str, loc)) or 'file'}: {error['msg']}").format())
         raise BlockyardError("\n".join(lines)) from None
+    lines = [doc.diag(("tests", number, "replies", key, position, *where), "BY516",
+                      f"test '{test.name}', reply {position + 1} for '{key}': {problem}").format()
+             for number, test in enumerate(suite.tests)
+             for key, replies in test.replies.items()
+             for position, reply in enumerate(replies)
+             for where, problem in reply_problems(reply)]
+    if lines:
+        raise BlockyardError("\n".join(lines))
+    return suite
 
 
 def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
@@ -99,6 +109,8 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
                     return [f"run is {result.status}, not waiting, when a decision is left to apply"]
                 result = yard.resume(run_id, approve=decision.approve, values=decision.values,
                                      reason=decision.reason, gate=decision.gate, actor=decision.actor)
+        except ValidationFailed as exc:  # the flow under test (or what it uses) is broken: its diagnostics
+            return [d.format() for d in exc.diagnostics if d.severity == "error"] or [str(exc)]
         except BlockyardError as exc:
             return [f"error: {exc}"]
     expect = test.expect

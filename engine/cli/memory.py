@@ -13,6 +13,7 @@ from engine.errors import UsageError
 from engine.load import parse_value
 from engine.project import load_project
 from engine.state.database import exists
+from engine.values import ValueDomainError
 
 
 def state_path(root: Path) -> Path:
@@ -51,7 +52,11 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
         if action == "set":
             if value is None:
                 raise UsageError("`blockyard memory set` needs a VALUE (read as YAML: 7, [a, b], text)")
-            store.put(namespace, key, {"value": parse_value(value)})
+            try:
+                parsed = parse_value(value)
+            except ValueDomainError as exc:  # e.g. an integer beyond 64 bits: no flow could read it back
+                raise UsageError(f"memory set {key}: {exc}") from None
+            store.put(namespace, key, {"value": parsed})
             click.echo(f"set {scope} {key}")
             return 0
         if action == "delete":

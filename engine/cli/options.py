@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from engine.project import require_yard
 from engine.state.database import StateLocked
 
 ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -14,8 +15,24 @@ ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=
 
 
 def root_of(root: Path | None) -> Path:
-    """The yard's root: `--root`, else the current directory."""
-    return (root or Path.cwd()).resolve()
+    """The yard a command works on: `--root`, else the current directory; refused when it is no yard."""
+    return require_yard(root or Path.cwd())
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds in a range; NaN, which compares false with every bound, is refused too."""
+
+    name = "seconds"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:  # NaN
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return float(seconds)
+
+
+# Listing limits go into SQL (LIMIT ?), which takes 64-bit integers only.
+LIMIT = click.IntRange(1, 100_000)
 
 
 def _named(exc: Exception, ctx: click.Context) -> None:

@@ -85,6 +85,7 @@ class _Row:
     failed: int = 0
     busy: float = 0.0  # summed durations of finished executions
     detail: str = ""
+    where: str = ""  # " [item 3/10]", " [pass 2/15]" of the latest event
 
     @property
     def finished(self) -> bool:
@@ -148,6 +149,7 @@ class PlainLines(Progress):
         if event.type == RUN_STARTED:
             resumed = " (resumed)" if event.data.get("resumed") else ""
             return f"run {event.run_id}: {event.data.get('flow')}@{event.data.get('version')} started{resumed}"
+        step += where(event)
         if event.type == STEP_STARTED:
             return f"  {step}: started"
         if event.type == STEP_FINISHED:
@@ -223,9 +225,12 @@ class LiveTable(Progress):
         super().event(event)
         step = event.step
         if event.type == STEP_STARTED and step:
-            self._row(step).running += 1
+            row = self._row(step)
+            row.running += 1
+            row.where = where(event)
         elif event.type in (STEP_FINISHED, STEP_FAILED) and step:
             row = self._row(step)
+            row.where = where(event) or row.where
             row.running = max(0, row.running - 1)
             row.busy += _seconds(event) or 0.0
             if event.type == STEP_FAILED:
@@ -247,7 +252,7 @@ class LiveTable(Progress):
         s = self.style
         name = row.step.ljust(self._width)
         count = row.done + row.failed + row.running
-        times = f" ×{count}" if count > 1 else ""
+        times = (f" ×{count}" if count > 1 else "") + row.where
         if row.running:
             clock = row.busy if row.done + row.failed else time.monotonic() - row.started
             mark = s.spinner[self._frame % len(s.spinner)]
@@ -276,6 +281,20 @@ class LiveTable(Progress):
             out.write(self._render(row) + "\n")
         self._drawn = len(self._rows)
         out.flush()
+
+
+def where(event: Event) -> str:
+    """' [item 3/10]' for a map item or foreach iteration, ' [pass 2/15]' in a loop body, both when
+    nested, '' otherwise (from the events' `index`, `items`, `pass`, `max_iterations`)."""
+    data = event.data
+    parts = []
+    index, items = data.get("index"), data.get("items")
+    if isinstance(index, int):
+        parts.append(f"item {index + 1}" + (f"/{items}" if isinstance(items, int) else ""))
+    number, most = data.get("pass"), data.get("max_iterations")
+    if isinstance(number, int):
+        parts.append(f"pass {number}" + (f"/{most}" if isinstance(most, int) else ""))
+    return f" [{', '.join(parts)}]" if parts else ""
 
 
 def _reason(event: Event) -> str:

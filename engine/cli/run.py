@@ -26,6 +26,7 @@ from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.load import LoadError, load_file, parse_value
 from engine.spec import TypeSpec
+from engine.values import ValueDomainError, text_problem
 from engine.yardfiles import argument_bounds
 
 SIGTERM_EXIT = 143
@@ -61,7 +62,13 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
         if not sep or not key:
             raise UsageError(f"{option} '{pair}': expected {name}=VALUE")
         spec = declared.get(key)
-        values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+        try:
+            problem = text_problem(text)
+            if problem is not None:  # refused for string inputs too: no database can store it
+                raise ValueDomainError(f"the value {problem}")
+            values[key] = text if spec is not None and spec.type == "string" else parse_value(text)
+        except ValueDomainError as exc:
+            raise UsageError(f"{option} '{key}': {exc}") from None
     return values
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import yaml
 
-from engine.cli.options import ROOT_OPTION, Group, root_of
+from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
 from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
@@ -265,7 +265,7 @@ def _yaml_block(value: Any) -> str:
 @click.group("runs", cls=Group, invoke_without_command=True)
 @click.option("--flow", default=None, help="Only runs of this flow.")
 @click.option("--status", default=None, help="Only runs with this status.")
-@click.option("--limit", default=50, show_default=True, help="How many runs to show.")
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many runs to show.")
 @ROOT_OPTION
 @click.pass_context
 def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:

@@ -19,10 +19,11 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, Seconds, root_of
 from engine.errors import UsageError
 from engine.project import load_project
 from engine.spec import ConfigSpec
+from engine.state.database import guard, open_database
 from engine.validate.report import REPORTERS, Report
 from engine.validate.semantic import check_project
 
@@ -39,10 +40,11 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
 
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder (give the yard with --root)")
+    config = _config(root)
+    _check_state(root / config.paths.state)
     logs.configure()
     server = Server(Settings(root=root, watch=watch, grace=grace))
     catalog = server.load()
-    config = _config(root)
     host = host or config.server.host
     port = port or config.server.port
     server.settings.host, server.settings.port = host, port
@@ -75,6 +77,17 @@ def _stopped(_signum: int, _frame: object) -> None:
 
 def _config(root: Path) -> ConfigSpec:
     return load_project(root).config
+
+
+def _check_state(path: Path) -> None:
+    """Refuse a damaged state database before binding the port: uvicorn would report a failure of
+    the startup as a traceback and exit 3, which reads as "paused"."""
+    conn = open_database(path)
+    try:
+        with guard(path):
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
 
 
 def _url_host(host: str) -> str:
@@ -197,7 +210,7 @@ def _local(iso: object, zone: object) -> str:
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port to bind (default: blockyard.yaml server.port, 8000).")
 @click.option("--no-reload", "no_reload", is_flag=True, help="Don't watch the files for changes.")
-@click.option("--grace", type=click.FloatRange(0), default=30.0, show_default=True,
+@click.option("--grace", type=Seconds(0, 86_400), default=30.0, show_default=True,
               help="Seconds running runs get to finish at shutdown before they are interrupted.")
 @ROOT_OPTION
 def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:

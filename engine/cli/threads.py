@@ -16,7 +16,7 @@ import click
 
 from engine.cli.catalog import table
 from engine.cli.gates import shorten, state_path
-from engine.cli.options import ROOT_OPTION, Group, root_of
+from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
 from engine.cli.runs import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
@@ -95,7 +95,7 @@ def _indent(mark: str, text: str) -> str:
 
 @click.group("threads", cls=Group, invoke_without_command=True)
 @click.option("--flow", default=None, help="Only threads of this flow.")
-@click.option("--limit", default=50, show_default=True, help="How many threads to show.")
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many threads to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
 @click.pass_context

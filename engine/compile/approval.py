@@ -42,6 +42,7 @@ from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import ApprovalSpec, StepSpec, parse_duration
 from engine.templates import TemplateError, render_text
+from engine.values import text_problem
 
 GATE = "{}.gate"
 
@@ -101,6 +102,10 @@ def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalS
         except TemplateError as exc:
             raise failed(writer, flow, label, f"approval message: {exc}", started=time.monotonic(),
                          index=index) from None
+        problem = text_problem(message)  # the gate's request is written to the database as UTF-8
+        if problem is not None:
+            raise failed(writer, flow, label, f"approval message: the rendered text {problem}",
+                         started=time.monotonic(), index=index)
         request = {"kind": kind, "gate": label if index is None else f"{label}[{index}]", "step": label,
                    "index": index, "flow": flow, "message": message, "fields": copy.deepcopy(fields),
                    "approvers": list(spec.approvers), "timeout": spec.timeout, "on_reject": spec.on_reject,

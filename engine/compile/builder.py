@@ -21,6 +21,7 @@ from langgraph.types import RetryPolicy
 
 from engine.compile.compiled import CompiledFlow
 from engine.compile.delegates import split_delegated
+from engine.compile.position import Pass, Where
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
 from engine.nodes.context import RunContext
@@ -50,6 +51,8 @@ class Region:
     describe: str  # "the flow", "the loop body of step 'x'"
     entries: dict[str, list[str]] = field(default_factory=dict)
     delegated: dict[str, StepSpec] = field(default_factory=dict)  # steps only an agent of the list calls
+    passes: tuple[Pass, ...] = ()  # enclosing loops (innermost last), for the events of the steps
+    where: Where | None = None
 
     def resolve(self, target: str) -> list[str]:
         """Entry nodes of a step id, or the region's exit for `end`."""
@@ -75,7 +78,7 @@ Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 class GraphBuilder:
     """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
 
-    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler) -> None:
+    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = ()) -> None:
         self.bundle = bundle
         self.compiler = compiler
         self.flow = bundle.name
@@ -83,6 +86,8 @@ class GraphBuilder:
         self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
         self.nodes: set[str] = set()
         self.followers: dict[str, Follower] = {}
+        self._building: list[Region] = []  # the regions whose steps are being added, innermost last
+        self._passes = passes  # loops around this whole graph (a map body inside a loop)
 
     def label(self, step_id: str) -> str:
         """A step id as events and errors show it (prefixed inside subflows)."""
@@ -105,7 +110,8 @@ class GraphBuilder:
         if name in self.nodes:
             raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
         self.nodes.add(name)
-        self.graph.add_node(name, fn if subgraph else _Node(fn), retry_policy=retry, input_schema=State)
+        where = self._building[-1].where if self._building else None
+        self.graph.add_node(name, fn if subgraph else _Node(fn, where), retry_policy=retry, input_schema=State)
         return name
 
     def follower(self, name: str, fn: Follower) -> str:
@@ -118,7 +124,8 @@ class GraphBuilder:
 
     def sub_builder(self) -> GraphBuilder:
         """A builder for a separate graph of the same flow (a map body)."""
-        return GraphBuilder(self.bundle, self.prefix, self.compiler)
+        return GraphBuilder(self.bundle, self.prefix, self.compiler,
+                            self._building[-1].passes if self._building else self._passes)
 
     def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
         """Build `steps` as the whole graph: START -> entry, region ends -> END."""
@@ -126,16 +133,27 @@ class GraphBuilder:
         for entry in entries:
             self.graph.add_edge(START, entry)
 
-    def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str
-                     ) -> list[str]:
-        """Add the nodes of `steps` and wire them; returns the region's entry nodes."""
+    def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str,
+                     loop: Pass | None = None) -> list[str]:
+        """Add the nodes of `steps` (the body of `loop`, if given) and wire them; returns the region's
+        entry nodes."""
         steps, delegated = split_delegated(steps, self.bundle.blocks, f"flow '{self.flow}', {describe}")
         region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
                         exit_node, describe, delegated=delegated)
+        region.passes = self._building[-1].passes if self._building else self._passes
+        if loop is not None:
+            region.passes = (*region.passes, loop)
+        if frames or region.passes:
+            labels = frozenset(self.label(s.id) for s in [*steps, *delegated.values()])
+            region.where = Where(frames, region.passes, labels)
         built: dict[str, Built] = {}
-        for step in steps:
-            built[step.id] = self.compiler.construct(self, region, step)
-            region.entries[step.id] = built[step.id].entries
+        self._building.append(region)
+        try:
+            for step in steps:
+                built[step.id] = self.compiler.construct(self, region, step)
+                region.entries[step.id] = built[step.id].entries
+        finally:
+            self._building.pop()
         self._wire(region, built)
         return region.entries[region.plan.entry]
 
@@ -192,12 +210,15 @@ class _Node:
     closure looking for subgraphs and evaluates its string annotations — most of the compile
     time of a long flow; for this object it does neither (the input schema is given explicitly)."""
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "where")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], where: Where | None = None) -> None:
         self.fn = fn
+        self.where = where  # inside a loop body or an item: events say which pass, of how many items
 
     async def __call__(self, state: Any, runtime: Runtime[RunContext]) -> Any:
+        if self.where is not None:
+            runtime = self.where.runtime(state, runtime)
         return await self.fn(state, runtime)
 
 

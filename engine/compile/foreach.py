@@ -18,8 +18,9 @@ from langgraph.types import Command
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
+from engine.nodes.errors import Problem
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
-from engine.nodes.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope
+from engine.nodes.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope, plain
 from engine.spec import StepSpec
 from engine.templates import TemplateError, evaluate
 
@@ -66,6 +67,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         if not isinstance(items, list | tuple):
             raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
                          started=started, index=index)
+        try:  # the items are kept in the checkpointed state: JSON data in the value domain only
+            items = plain(items, "items")
+        except Problem as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         if limited and len(items) > MAX_ITEMS:
             raise failed(writer, builder.flow, label,
                          f"{len(items)} items is more than the {MAX_ITEMS} the flow's derived step limit allows "

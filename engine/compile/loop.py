@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.position import Pass
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since, warning
@@ -73,5 +74,6 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
 
     builder.follower(step.id, start)
     builder.follower(check, after_pass)  # before the body: its barrier joins check their targets exist
-    body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'"))
+    body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'",
+                                     loop=Pass(step.id, spec.max_iterations)))
     return built

@@ -31,11 +31,12 @@ from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.foreach import last_outputs
 from engine.compile.limits import region_bound
+from engine.compile.position import stamped
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.errors import CompileError, Problem, StepFailed
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
-from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
+from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope, plain
 from engine.spec import MapSpec, StepSpec
 from engine.templates import TemplateError, evaluate
 
@@ -73,6 +74,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         if not isinstance(items, list | tuple):
             raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
                          started=started, index=index)
+        try:  # the items are kept in the checkpointed state: JSON data in the value domain only
+            items = plain(items, "items")
+        except Problem as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         update = {"loops": {count_key: len(items), since_key: time.time()}}
         if not items:
             return Command(update=update, goto=join_node)
@@ -84,13 +89,16 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         }
         loops = state.get("loops") or {}
         sends = [Send(item_node, {**base, "loops": {**loops, MAP_ITEM.format(step.id): item,
-                                                    MAP_INDEX.format(step.id): position},
+                                                    MAP_INDEX.format(step.id): position, count_key: len(items)},
                                   "slot": token})
                  for position, item in enumerate(items)]
         return Command(update=update, goto=sends)
 
     async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         position = int(payload["loops"][index_key])
+        count = payload["loops"].get(count_key)
+        if count is not None:  # the item's events say "item 3 of 10" (a body's own steps: their region)
+            runtime = stamped(runtime, frozenset({label}), {"items": count})
         if spec.max_concurrency is None:
             outputs = await run_item(payload, runtime, position)
         else:

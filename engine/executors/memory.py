@@ -30,6 +30,7 @@ from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, references, render_text
+from engine.values import text_problem
 
 QUERY_INPUTS = ("memory_query", "query")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -53,6 +54,9 @@ def _key(template: str | None, inputs: Mapping[str, Any]) -> str | None:
         key = render_text(template, inputs).strip()
     except TemplateError as exc:
         raise Problem(f"memory.key: {exc}") from None
+    problem = text_problem(key)
+    if problem is not None:
+        raise Problem(f"memory.key: the rendered key {problem}")
     if not key:
         raise Problem(f"memory.key '{template}' rendered to an empty key")
     return key

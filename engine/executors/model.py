@@ -12,6 +12,7 @@ from engine.nodes.errors import CompileError, Problem
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
+from engine.values import text_problem
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:
@@ -51,6 +52,10 @@ def _render(where: str, source: str | None, scope: dict[str, Any]) -> str | None
     if source is None:
         return None
     try:
-        return render_text(source, scope)
+        text = render_text(source, scope)
     except TemplateError as exc:
         raise Problem(f"{where}: {exc}") from None
+    problem = text_problem(text)  # e.g. a "\udcff" escape in a template: no provider can send it
+    if problem is not None:
+        raise Problem(f"{where}: the rendered text {problem}")
+    return text

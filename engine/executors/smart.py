@@ -20,6 +20,7 @@ from engine.smart.lm import lm_for, model_failure
 from engine.smart.program import guardrail_problem, module, outputs_of
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
+from engine.values import text_problem
 
 
 def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
@@ -77,7 +78,11 @@ def _instructions(block: BlockSpec, inputs: dict[str, Any]) -> str | None:
     for where, source in (("prompt.system", block.prompt.system), ("prompt.user", block.prompt.user)):
         if source:
             try:
-                parts.append(render_text(source, inputs))
+                text = render_text(source, inputs)
             except TemplateError as exc:
                 raise Problem(f"{where}: {exc}") from None
+            problem = text_problem(text)
+            if problem is not None:
+                raise Problem(f"{where}: the rendered text {problem}")
+            parts.append(text)
     return "\n\n".join(part for part in parts if part) or None

@@ -17,6 +17,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
 from engine.models.errors import ModelOutputError
+from engine.values import value_problem
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 _ECHO_LIMIT = 2000  # how much of a bad reply is shown back to the model
@@ -58,7 +59,9 @@ def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None
             value = parse_json(candidate.text or "")
         except ValueError as exc:
             return None, str(exc)
-    problem = schema_problem(value, schema)
+    # outside the value domain (engine/values.py) first: the schema check would print a 5000-digit
+    # integer (and fail), and the step's output check would refuse the value anyway
+    problem = value_problem(value, "reply") or schema_problem(value, schema)
     return (value, None) if problem is None else (None, problem)
 
 
@@ -112,6 +115,9 @@ def _validator(schema_text: str) -> Draft202012Validator:
 
 
 def _echo(candidate: Candidate) -> str:
-    text = candidate.text if not candidate.parsed else json.dumps(candidate.value, default=str)
+    try:
+        text = candidate.text if not candidate.parsed else json.dumps(candidate.value, default=str)
+    except ValueError:  # an integer of more than 4300 digits cannot be written out
+        text = "(a reply that cannot be shown)"
     text = text or ""
     return text if len(text) <= _ECHO_LIMIT else text[:_ECHO_LIMIT] + "..."

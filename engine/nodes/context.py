@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from engine.redaction import Masker
 from engine.spec import BlockSpec
+from engine.template_limits import DEFAULT, TemplateLimits
 
 
 class StructuredModel(Protocol):
@@ -66,3 +67,4 @@ class RunContext:
     memory: MemorySource | None = None  # None: the flow has no `memory:` scope
     # the API keys to mask in what the run produces: outputs, the conversation, streamed tokens
     secrets: Masker = field(default_factory=Masker)
+    limits: TemplateLimits = DEFAULT  # bounds on the run's templates (`limits:` of blockyard.yaml)

@@ -19,6 +19,7 @@ from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
 from engine.templates import TemplateError, evaluate, is_template, render, single_expression
 from engine.typecheck import TypeMismatch, conform
+from engine.values import int_problem, text_problem
 
 FOREACH_ITEMS = "{}.items"  # loops keys of a foreach: the list, and the current position
 FOREACH_INDEX = "{}.i"
@@ -161,15 +162,37 @@ def checker(spec: TypeSpec) -> Check:
         return slow
 
     def check(value: Any, name: str, what: str) -> Any:
-        return value if type(value) in exact else slow(value, name, what)
+        kind = type(value)
+        if kind not in exact:
+            return slow(value, name, what)
+        if kind is str:
+            return value if value.isascii() else slow(value, name, what)
+        if kind is int:
+            return value if -_INT_FAST < value < _INT_FAST else slow(value, name, what)
+        return value
 
     return check
 
 
+_INT_FAST = 2**62  # ints this small are in the 64-bit domain without a closer look
+
+
 def plain(value: Any, name: str) -> Any:
-    """`value` as JSON data (the state is checkpointed and events are JSON): tuples become lists,
-    str subclasses str; anything else that JSON cannot hold is a Problem naming `name`."""
-    if value is None or type(value) in (str, int, float, bool):
+    """`value` as JSON data in the engine's value domain (engine/values.py: the state is
+    checkpointed with msgpack and events are JSON): tuples become lists, str subclasses str;
+    anything else that JSON cannot hold, an integer beyond 64 bits or text with a lone surrogate
+    is a Problem naming `name`."""
+    if value is None or type(value) in (float, bool):
+        return value
+    if type(value) is int:
+        problem = int_problem(value)
+        if problem is not None:
+            raise Problem(f"'{name}' {problem}")
+        return value
+    if type(value) is str:
+        problem = text_problem(value)
+        if problem is not None:
+            raise Problem(f"'{_printable(name)}' {problem}")
         return value
     if isinstance(value, list | tuple):
         return [plain(item, f"{name}[{i}]") for i, item in enumerate(value)]
@@ -178,15 +201,22 @@ def plain(value: Any, name: str) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise Problem(f"'{name}' has a key that is not text: {key!r}")
+            problem = text_problem(key)
+            if problem is not None:
+                raise Problem(f"'{_printable(name)}' has a key that {problem}")
             result[str(key)] = plain(item, f"{name}.{key}")
         return result
     if isinstance(value, str):
-        return str(value)  # e.g. markupsafe.Markup from a template filter
+        return plain(str(value), name)  # e.g. markupsafe.Markup from a template filter
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int | float):
-        return int(value) if isinstance(value, int) else float(value)  # enum members and the like
+        return plain(int(value), name) if isinstance(value, int) else float(value)  # enum members and the like
     raise Problem(f"'{name}' is not JSON data (a {type(value).__name__})")
+
+
+def _printable(name: str) -> str:
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, Any]:

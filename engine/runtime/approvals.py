@@ -25,6 +25,7 @@ from engine.state import gates, liveness
 from engine.state.checkpointer import StateDB
 from engine.state.gates import WAITING, Gate
 from engine.state.store import RunRecord, effective_status
+from engine.values import value_problem
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ def ask(approve: bool | None, values: Mapping[str, Any] | None, reason: str | No
         if extra:
             raise DecisionRefused(f"{', '.join(extra)} given without a decision: approve=True or approve=False")
         return None
+    for name, given in (("values", dict(values or {})), ("reason", reason), ("gate", gate), ("actor", actor)):
+        problem = value_problem(given, name)
+        if problem is not None:  # refused before anything is written: no database could store it
+            raise DecisionRefused(f"decision {problem}")
     return Ask(APPROVE if approve else REJECT, dict(values or {}), reason, gate, actor)
 
 

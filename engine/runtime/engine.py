@@ -47,6 +47,7 @@ from engine.state.checkpointer import StateDB
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord, StateError
+from engine.template_limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
 from engine.typecheck import coerce_inputs
 
@@ -161,7 +162,8 @@ class Engine:
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         self.mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
         context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
-                             workspace=workspace, thread_id=thread_id, secrets=self.secrets)
+                             workspace=workspace, thread_id=thread_id, secrets=self.secrets,
+                             limits=TemplateLimits.of(bundle.config))
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- starting and going on --------------------------------------------------------------

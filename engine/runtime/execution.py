@@ -146,7 +146,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context) if ex.pending is None else _none()
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits) \
+        if ex.pending is None else _none()
     try:
         async for kind, data in stream:
             if kind == "event":

@@ -17,6 +17,7 @@ from engine.events import now_iso
 from engine.pinned import Bundle
 from engine.state.memory import parse_scope
 from engine.state.store import RunRecord
+from engine.template_limits import TemplateLimits, using_limits
 from engine.templates import TemplateError, render_text
 
 
@@ -27,7 +28,8 @@ def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
         return None
     where = f"flow '{bundle.name}': memory scope"
     try:
-        scope = render_text(memory.scope, {"inputs": inputs}).strip()
+        with using_limits(TemplateLimits.of(bundle.config)):
+            scope = render_text(memory.scope, {"inputs": inputs}).strip()
     except TemplateError as exc:
         raise UsageError(f"{where}: {exc}") from None
     try:

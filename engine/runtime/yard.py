@@ -23,11 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from engine.closure import flow_problems
 from engine.compile import CompiledFlow
+from engine.diagnostics import Diagnostic
 from engine.errors import ValidationFailed
 from engine.events import Event
 from engine.pinned import Bundle, make_bundle
-from engine.project import Project, load_project
+from engine.project import CONFIG_FILE, Project, load_project
 from engine.runtime import approvals
 from engine.runtime.approvals import Expired
 from engine.runtime.engine import Engine
@@ -54,32 +56,49 @@ class Yard:
         self._sync_loop: SyncLoop | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
-        self._validated = False
+        self._diagnostics: list[Diagnostic] | None = None
 
     @classmethod
     def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
              env: Mapping[str, str] | None = None) -> Yard:
         """Open the yard without validating it first: for resuming and looking at runs, which use
-        the definitions stored with each run, not the files. Validation happens on the first new run."""
+        the definitions stored with each run, not the files. A flow is validated on its first new run."""
         return cls(load_project(Path(path)), state=state, synchronous=synchronous, env=env)
 
-    def validate(self) -> None:
-        """Raise ValidationFailed when the yard's files have errors (done once)."""
-        if self._validated:
-            return
-        diagnostics = [*self.project.diagnostics]
-        if self.project.ok:
-            diagnostics.extend(check_project(self.project))
-        if any(d.severity == "error" for d in diagnostics):
-            raise ValidationFailed(sorted(diagnostics))
-        self._validated = True
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Every problem of the yard's files, as `blockyard validate` reports them (checked once)."""
+        with self._lock:
+            if self._diagnostics is None:
+                found = [*self.project.diagnostics]
+                if not any(d.file == CONFIG_FILE and d.severity == "error" for d in found):
+                    found.extend(check_project(self.project))  # on a broken config they would be noise
+                self._diagnostics = sorted(set(found))
+            return self._diagnostics
+
+    def problems(self, name: str) -> list[Diagnostic]:
+        """The errors that keep flow `name` from running: those of its own closure (its file, the
+        blocks, subflows and delegated flows it reaches, blockyard.yaml), not of unrelated files."""
+        return flow_problems(self.project, self.diagnostics, name)
+
+    def validate(self, name: str | None = None) -> None:
+        """Raise ValidationFailed with the errors of flow `name`'s closure, or with no name when
+        the yard has any error at all."""
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        problems = self.problems(name) if name is not None else errors
+        if problems:
+            raise ValidationFailed(problems)
 
     @classmethod
     def load(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
              env: Mapping[str, str] | None = None) -> Yard:
-        """Load and validate the yard at `path`; raises ValidationFailed with every diagnostic."""
+        """Load and check the yard at `path`. A broken blockyard.yaml (which every flow needs) raises
+        ValidationFailed here; a broken flow or block only stops the flows that use it, when they are
+        run (`run`, `bundle`, `compile` raise ValidationFailed with that flow's diagnostics)."""
         yard = cls.open(path, state=state, synchronous=synchronous, env=env)
-        yard.validate()
+        config = [d for d in yard.diagnostics if d.file == CONFIG_FILE and d.severity == "error"]
+        if config:
+            raise ValidationFailed(config)
         return yard
 
     # ---- resources --------------------------------------------------------------------------
@@ -124,10 +143,11 @@ class Yard:
     # ---- definitions ------------------------------------------------------------------------
 
     def bundle(self, name: str) -> Bundle:
-        """The flow `name` as the files define it now, pinned with its blocks and config."""
-        self.validate()
+        """The flow `name` as the files define it now, pinned with its blocks and config; raises
+        ValidationFailed when its closure has errors, UsageError when there is no such flow."""
         with self._lock:
             if name not in self._bundles:
+                self.validate(name)
                 self._bundles[name] = make_bundle(self.project, name)
             return self._bundles[name]
 

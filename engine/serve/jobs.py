@@ -19,6 +19,7 @@ from typing import Any
 from engine.events import now_iso
 from engine.serve.broker import Broker, Event
 from engine.serve.logs import fields, get_logger
+from engine.serve.offload import RunLoop
 
 
 class ShuttingDown(Exception):
@@ -72,6 +73,7 @@ class JobQueue:
         self.accepting = True
         self._slots = asyncio.Semaphore(limit)
         self.log = get_logger()
+        self.runs = RunLoop()  # where executions run: never on the server's own loop (engine/serve/offload.py)
 
     @property
     def running(self) -> int:
@@ -82,7 +84,8 @@ class JobQueue:
         return sum(1 for job in self.jobs.values() if job.state == "queued")
 
     def submit(self, job: Job, events: Callable[[], AsyncGenerator[Event, None]]) -> Job:
-        """Queue `job`; `events()` is called once a slot is free and streams the execution."""
+        """Queue `job`; `events()` is called once a slot is free and streams the execution (made with
+        `self.runs.stream`, so that it executes on the run loop)."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down")
         self.jobs[job.run_id] = job
@@ -140,3 +143,7 @@ class JobQueue:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=10.0)
+
+    def close(self) -> None:
+        """Stop the run loop (after `drain`)."""
+        self.runs.close()

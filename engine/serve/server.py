@@ -106,6 +106,7 @@ class Server:
         self.reloader.listeners.clear()
         if self.queue is not None:
             await self.queue.drain(self.settings.grace)
+            await asyncio.to_thread(self.queue.close)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
         self.log.info("stopped")
@@ -139,7 +140,8 @@ class Server:
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
         try:
-            return queue.submit(job, lambda: service.start(entry.bundle, values, job.run_id))
+            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
+                                                                                      job.run_id)))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 
@@ -165,7 +167,7 @@ class Server:
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run
         # then waits for a slot.
-        stream = service.resume(run_id, decision)
+        stream = queue.runs.stream(lambda: service.resume(run_id, decision))
         try:
             first = await anext(stream)
         except StopAsyncIteration:
@@ -204,10 +206,12 @@ class Server:
         return job.run_id
 
     async def _expire_approvals(self, now: datetime) -> int:
-        """The scheduler's housekeeping: decide the gates whose timeout has passed (their on_timeout)."""
-        if self.service is None:
+        """The scheduler's housekeeping: decide the gates whose timeout has passed (their on_timeout).
+        Deciding continues runs, so it happens on the run loop (engine/serve/offload.py)."""
+        service, queue = self.service, self.queue
+        if service is None or queue is None:
             return 0
-        return len(await self.service.engine.expire(now))
+        return len(await queue.runs.call(lambda: service.engine.expire(now)))
 
 
 def check_size(value: Any, limit: int, what: str) -> None:

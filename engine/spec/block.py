@@ -41,7 +41,7 @@ class BlockSpec(Spec):
     """A block file: blocks/<id>.yaml."""
 
     block: Name = Field(..., description="Unique block id; the file is blocks/<id>.yaml.")
-    version: int = Field(1, ge=1, description="Bump on any change of contract or prompt; steps may pin "
+    version: int = Field(1, ge=1, lt=2**31, description="Bump on any change of contract or prompt; steps may pin "
                                               "`uses: id@version`.")
     description: str | None = Field(None, description="What the block does, in one sentence.")
     kind: BlockKind = Field(..., description="Which generic executor runs the block.")

@@ -11,6 +11,8 @@ NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h|d)$"
 _DURATION = re.compile(DURATION_PATTERN)
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DURATION_DAYS = 3650
+MAX_DURATION = MAX_DURATION_DAYS * 86400.0  # ten years, in seconds: longer is surely a typo
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")]
@@ -18,12 +20,19 @@ Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duratio
 ValueType = Literal["string", "integer", "number", "boolean", "array", "object", "any"]
 
 
-def parse_duration(text: str) -> float:
-    """'1.5s' -> 1.5 (seconds)."""
+def duration_seconds(text: str) -> float:
+    """'1.5s' -> 1.5, exactly as written (possibly beyond MAX_DURATION, or inf)."""
     match = _DURATION.fullmatch(text)
     if match is None:
         raise ValueError(f"invalid duration '{text}' (use e.g. 500ms, 30s, 5m, 2h, 1d)")
     return float(text[: match.start(2)]) * _UNITS[match.group(2)]
+
+
+def parse_duration(text: str) -> float:
+    """'1.5s' -> 1.5 (seconds), at most MAX_DURATION. `blockyard validate` refuses longer durations
+    (BY515); a definition pinned before that rule is held to it here, so that no deadline, sleep
+    or socket timeout computed from a duration can overflow."""
+    return min(duration_seconds(text), MAX_DURATION)
 
 
 class Spec(BaseModel):

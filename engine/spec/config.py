@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from engine.spec.common import ModelProfile, Name, Spec
+from engine.spec.common import Duration, ModelProfile, Name, Spec
 
 
 class ToolDecl(Spec):
@@ -69,6 +69,22 @@ class ServerSpec(Spec):
         description="Largest inputs of one run (or values of one resume), measured as UTF-8 JSON; larger get 413.")
 
 
+class LimitsSpec(Spec):
+    """Bounds on what templates and expressions may compute (docs/flows.md, "Limits of templates")."""
+
+    template_max_string: int = Field(1_000_000, ge=1, le=100_000_000, description=(
+        "Most characters a string a template creates may have; also bounds the text of a rendered template and "
+        "the size (as text) of any list or object a template builds."))
+    template_max_items: int = Field(100_000, ge=1, le=10_000_000, description=(
+        "Most items a list or object a template creates may have, and the longest range()."))
+    template_max_int_bits: int = Field(64, ge=64, le=100_000, description=(
+        "Most bits an integer a template computes may have (a result stored in the run must fit 64 bits)."))
+    template_max_iterations: int = Field(1_000_000, ge=1, le=100_000_000, description=(
+        "Most steps one template or expression may take: loop iterations, calls, and the items filters "
+        "such as map or sort go through."))
+    template_timeout: Duration = Field("5s", description="Longest one template or expression may take (at most 1h).")
+
+
 class ConfigSpec(Spec):
     """The optional project file blockyard.yaml."""
 
@@ -80,3 +96,4 @@ class ConfigSpec(Spec):
     paths: PathsSpec = Field(default_factory=PathsSpec, description="Folder layout.")
     http: HttpSpec = Field(default_factory=HttpSpec, description="http_request tool limits.")
     server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")
+    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")

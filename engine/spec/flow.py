@@ -164,7 +164,7 @@ class FlowSpec(Spec):
     """A flow file: flows/<id>.yaml."""
 
     flow: Name = Field(..., description="Unique flow id; the file is flows/<id>.yaml.")
-    version: int = Field(1, ge=1, description="Bump on any change of behaviour.")
+    version: int = Field(1, ge=1, lt=2**31, description="Bump on any change of behaviour.")
     description: str | None = Field(None, description="What the flow does.")
     inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="The run's read-only inputs.")
     outputs: list[Name] = Field(default_factory=list, description="Context keys returned as the run's result.")

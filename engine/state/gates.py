@@ -73,7 +73,10 @@ def _timeout_at(request: Mapping[str, Any], created: str) -> str | None:
     timeout = request.get("timeout")
     if not timeout:
         return None
-    due = parse_time(created) + timedelta(seconds=parse_duration(str(timeout)))
+    try:
+        due = parse_time(created) + timedelta(seconds=parse_duration(str(timeout)))
+    except OverflowError:  # a deadline past the year 9999 is no deadline
+        return None
     return iso(due)
 
 

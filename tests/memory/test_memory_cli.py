@@ -9,6 +9,7 @@ from engine.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, str, str]:
+    (root / "flows").mkdir(exist_ok=True)  # a yard: outside one the command is refused
     code = main(["memory", *args, "--root", str(root)])
     out, err = capsys.readouterr()
     return code, out, err
@@ -54,3 +55,12 @@ def test_refusals_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 2 and "invalid memory scope 'users/../etc'" in err
     code, _, err = run(capsys, tmp_path, "set", "users/ada", "k")
     assert code == 2 and "needs a VALUE" in err
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000000", "9" * 5000, "[1, 0x10000000000000000]"],
+                         ids=["10^23", "5000 digits", "nested hex"])
+def test_a_value_beyond_64_bits_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 value: str) -> None:
+    code, _, err = run(capsys, tmp_path, "set", "users/ada", "n", value)
+    assert code == 2 and "memory set n: integer" in err and "64-bit range" in err, err
+    assert run(capsys, tmp_path, "set", "users/ada", "n", "9223372036854775807")[0] == 0

@@ -86,11 +86,12 @@ def test_a_run_id_can_be_chosen_once(yard: Path, cli: Cli) -> None:
     assert "run id 'my-run.1' is already taken" in again.err
 
 
-def test_invalid_yard_is_reported_with_positions(yard: Path, cli: Cli) -> None:
+def test_invalid_flow_is_reported_with_positions(yard: Path, cli: Cli) -> None:
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nsteps:\n  - id: a\n    uses: nothing\n")
-    done = cli(yard, "run", "hello")
+    done = cli(yard, "run", "broken")
     assert done.code == 1
-    assert "flows/broken.yaml:4:" in done.err
+    assert done.err.startswith("flows/broken.yaml:4:")
+    assert cli(yard, "run", "hello").code == 0  # another flow's broken file does not stop this one
 
 
 def test_block_timeout_fails_the_run_clearly(yard: Path, cli: Cli) -> None:

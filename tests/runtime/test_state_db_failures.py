@@ -242,3 +242,14 @@ def test_the_folder_of_the_database_cannot_be_made(yard: Path, cli: Cli) -> None
     assert outcome.code == 1
     assert outcome.err.startswith(f"error: cannot open the state database {state_db(yard)}: ")
     assert (yard / ".blockyard").is_file()
+
+
+def test_serve_refuses_a_damaged_database_before_it_binds(yard: Path, cli: Cli) -> None:
+    # the server opened the database in its startup hook: uvicorn printed a traceback and exited 3
+    path = state_db(yard)
+    path.parent.mkdir(parents=True)
+    _garbage(path, path)
+    outcome = cli(yard, "serve", "--port", "1")
+    assert outcome.code == 1
+    assert outcome.err == f"error: cannot open the state database {path}: file is not a database\n"
+    assert "Traceback" not in outcome.err

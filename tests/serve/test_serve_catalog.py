@@ -158,3 +158,26 @@ def test_a_compiler_crash_holds_back_only_that_flow(yard: Path) -> None:
     assert sorted(catalog.flows) == ["add"]
     [problem] = catalog.stale["slow"]
     assert problem.message == "flow 'slow' does not compile (internal error): ImportError: cannot import name 'x'"
+
+
+def test_a_broken_delegated_flow_holds_back_the_flow_whose_agent_delegates_to_it(yard: Path) -> None:
+    write(yard, "blocks/boss.yaml", """
+block: boss
+kind: agent
+inputs: {a: {type: integer}}
+outputs: {answer: {type: string}}
+prompt: {user: "{{ a }}"}
+""")
+    write(yard, "flows/team.yaml", """
+flow: team
+inputs: {a: {type: integer}}
+outputs: [answer]
+steps:
+  - {id: lead, uses: boss, delegates: [add]}
+""")
+    first = load_catalog(yard, compiler=None)
+    assert "team" in first.flows and not first.stale
+    write(yard, "flows/add.yaml", ADD_FLOW.replace("outputs: [total]", "outputs: [total, nowhere]"))
+    second = load_catalog(yard, first, compiler=None)
+    assert {d.file for d in second.stale["team"]} == {"flows/add.yaml"}  # the delegated flow is part of it
+    assert second.flows["team"] is first.flows["team"]

@@ -15,6 +15,7 @@ from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
 from engine.models.mock_values import fake, seed_of, summarize
+from engine.models.replies import reply_problems
 from engine.models.script import MockScript
 from engine.spec import ModelProfile, parse_duration
 
@@ -73,6 +74,10 @@ class MockGenerator:
         return message
 
     def _raise_scripted_error(self, reply: Any, request: StructuredRequest | TurnRequest) -> None:
+        for where, problem in reply_problems(reply):  # a script registered from Python is not validated
+            at = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
+            raise ModelError(f"mock model '{self.model}', step '{request.step}': malformed scripted reply"
+                             f"{' at ' + at.lstrip('.') if at else ''}: {problem}", provider="mock", model=self.model)
         if isinstance(reply, dict) and "$error" in reply:
             kind = str(reply["$error"])
             message = str(reply.get("message") or f"scripted {kind} error")
@@ -112,7 +117,8 @@ def agent_reply(reply: Any, request: TurnRequest) -> Any:
         for position, call in enumerate(reply.get("$tool_calls") or []):
             name = str(call.get("name", "")) if isinstance(call, dict) else str(call)
             args = call.get("args", {}) if isinstance(call, dict) else {}
-            ident = f"mock_{request.turn}_{position}"
+            given = call.get("id") if isinstance(call, dict) else None
+            ident = given if isinstance(given, str) and given else f"mock_{request.turn}_{position}"
             if isinstance(args, dict):
                 calls.append({"name": name, "args": args, "id": ident, "type": "tool_call"})
             else:

@@ -23,6 +23,7 @@ from engine.validate.semantic.delegation import (
     check_delegation,
     delegation_graph,
 )
+from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
@@ -38,7 +39,8 @@ __all__ = ["check_flow", "check_project"]
 def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
     delegation = delegation_graph(project)
-    found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation)]
+    found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation),
+             *check_durations(project)]
     calls = subflow_calls(project)
     for definition in project.flows.values():
         found.extend(check_flow(project, definition, calls, delegation))

@@ -6,7 +6,7 @@ from engine.diagnostics import did_you_mean
 from engine.spec import END
 from engine.validate.semantic.control import ControlGraph
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of
-from engine.validate.semantic.graph import reachable
+from engine.validate.semantic.graph import bits, reach_masks
 from engine.validate.semantic.index import FlowIndex, Region, StepNode
 
 
@@ -43,20 +43,33 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
 
 
 def check_parallel_writes(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
-    """BY406: steps that may run at the same time must not write the same context key."""
+    """BY406: steps that may run at the same time must not write the same context key.
+
+    At each fan-out, a step reached from exactly one of the arms runs in that arm only; two such
+    steps of different arms may run in parallel. Reachability is computed once per region as
+    bitsets, so dense `needs:` (every step fanning out to many) stay linear in the edges.
+    """
     reported: set[tuple[str, frozenset[str]]] = set()
     order = {node: position for position, node in enumerate(index.nodes)}
     for region in index.regions:
         graph = graphs[region]
         successors = graph.successors()
+        names = list(successors)  # the region's steps in list order, then END
+        masks = reach_masks(names, successors)
+        writes = {name: sorted(flow.may_write(region.by_id[name])) for name in names if name != END}
+        writing = sum(1 << position for position, name in enumerate(names) if writes.get(name))
         for _, arms in graph.fan_outs():
-            reach = [reachable([arm], successors) - {END} for arm in arms]
+            reach = [masks[arm] & writing for arm in arms]
+            once = twice = 0
+            for mask in reach:
+                twice |= once & mask
+                once |= mask
+            alone = once & ~twice  # reached from one arm only
             writers: dict[str, list[tuple[int, StepNode]]] = {}
-            for position, steps in enumerate(reach):
-                others = set().union(*(r for i, r in enumerate(reach) if i != position))
-                for name in sorted(steps - others, key=lambda n: region.by_id[n].index):
-                    node = region.by_id[name]
-                    for key in sorted(flow.may_write(node)):
+            for position, mask in enumerate(reach):
+                for bit in bits(mask & alone):  # list order
+                    node = region.by_id[names[bit]]
+                    for key in writes[node.id]:
                         writers.setdefault(key, []).append((position, node))
             for key, found in writers.items():
                 _report_pairs(index, key, found, reported, order)

@@ -67,6 +67,8 @@ DATAFLOW: dict[str, str] = {
     "BY407": "unknown template filter or test",
     "BY408": "flow output never written",
     "BY409": "flow output not written on every path",
+    "BY410": "template loads another template (include, extends, import)",
+    "BY411": "constant expression over a template limit",
 }
 
 CONFIG: dict[str, str] = {
@@ -80,6 +82,8 @@ CONFIG: dict[str, str] = {
     "BY508": "unknown time zone",
     "BY509": "schedule inputs do not match the flow's inputs",
     "BY510": "schedule never fires",
+    "BY515": "duration longer than the maximum (ten years)",
+    "BY516": "malformed scripted mock reply",
 }
 
 CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}

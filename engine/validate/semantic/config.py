@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from engine.diagnostics import Diagnostic
 from engine.load import JsonPath
+from engine.models.replies import reply_problems
 from engine.project import Project
 from engine.spec import ModelProfile
 from engine.tools.location import module_problem
@@ -52,6 +53,11 @@ def check_config(project: Project) -> list[Diagnostic]:
     for name, profile in project.config.models.items():
         for sub, code, message, key in profile_problems(profile):
             found.append(issue(doc, ("models", name, *sub), code, f"model profile '{name}': {message}", key=key))
+        for reply_key, replies in (profile.replies or {}).items():
+            for position, reply in enumerate(replies):
+                for where, problem in reply_problems(reply):
+                    found.append(issue(doc, ("models", name, "replies", reply_key, position, *where), "BY516",
+                                       f"model profile '{name}', reply {position + 1} for '{reply_key}': {problem}"))
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)

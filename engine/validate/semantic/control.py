@@ -51,13 +51,11 @@ class ControlGraph:
 
     def successors(self) -> dict[str, list[str]]:
         """node -> distinct targets, END included as a node."""
-        result: dict[str, list[str]] = {node.id: [] for node in self.region.steps}
-        result.setdefault(END, [])
+        distinct: dict[str, dict[str, None]] = {node.id: {} for node in self.region.steps}
+        distinct.setdefault(END, {})
         for edge in self.edges:
-            targets = result[edge.source]
-            if edge.target not in targets:
-                targets.append(edge.target)
-        return result
+            distinct[edge.source][edge.target] = None  # a dict keeps the first-seen order
+        return {node: list(targets) for node, targets in distinct.items()}
 
     def fan_outs(self) -> Iterator[tuple[str, list[str]]]:
         """Steps that start several steps at once, with those steps."""

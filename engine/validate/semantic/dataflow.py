@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 
 from engine.spec import END, ApprovalSpec
 from engine.validate.semantic.control import CONCURRENT, ControlGraph, Edge, continues_in_order
+from engine.validate.semantic.facts import NOTHING, Facts, FactTable
 from engine.validate.semantic.index import FlowIndex, Region, StepNode
 
-Facts = frozenset[str]
-NOTHING: Facts = frozenset()
 ROUTING = frozenset({"route", "branch", "goto"})
 
 
@@ -78,6 +77,7 @@ class Dataflow:
                 for key in node.block.spec.outputs:  # what each item's block returns
                     self.private.setdefault(key, node)
         self.by_id = {node.id: node for node in index.nodes}
+        self.table = FactTable()
         self._gens: dict[StepNode, Facts] = {}
         self._gens_may: dict[StepNode, Facts] = {}
         for region in index.regions:
@@ -120,21 +120,21 @@ class Dataflow:
         """Facts a step adds for sure when it runs."""
         cached = self._gens.get(node)
         if cached is None:
-            facts = {step_fact(node.id), *map(key_fact, self.writes(node))}
+            facts = self.table.of([step_fact(node.id), *map(key_fact, self.writes(node))])
             if node.body is not None and node.body.kind == "loop":
                 facts |= self.body_finish(node.body) or NOTHING  # the body runs at least once
-            cached = self._gens[node] = frozenset(facts)
+            cached = self._gens[node] = facts
         return cached
 
     def gen_may(self, node: StepNode) -> Facts:
         """Facts a step may add when it runs (everything its loop or foreach body may write)."""
         cached = self._gens_may.get(node)
         if cached is None:
-            facts = set(self.gen(node))
+            facts = self.gen(node)
             if node.body is not None and node.body.kind != "map":
                 for inner in node.body.steps:
                     facts |= self.gen_may(inner)
-            cached = self._gens_may[node] = frozenset(facts)
+            cached = self._gens_may[node] = facts
         return cached
 
     # backward: what is certain from a step to the end of its region ---------------------
@@ -274,12 +274,12 @@ class Dataflow:
     def at_end(self) -> tuple[Facts | None, Facts]:
         """(certain, possible) facts when the flow finishes normally; certain is None if it never can."""
         done = self.body_finish(self.index.root)
-        may: set[str] = set()
+        may = NOTHING
         for node in self.index.root.steps:
             may |= self.gen_may(node)
         if done is None:
-            return None, frozenset(may)
-        return _either(done, self.regions[self.index.root].end), frozenset(may)
+            return None, may
+        return _either(done, self.regions[self.index.root].end), may
 
 
 def map_owner(node: StepNode) -> StepNode | None:

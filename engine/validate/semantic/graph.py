@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 N = TypeVar("N", bound=Hashable)
@@ -21,6 +21,34 @@ def reachable(starts: Iterable[N], successors: Successors[N]) -> set[N]:
         seen.add(node)
         stack.extend(successors.get(node, ()))
     return seen
+
+
+def reach_masks(nodes: Sequence[N], successors: Successors[N]) -> dict[N, int]:
+    """For each node, every node reachable from it (itself included) as a bitset: bit i is `nodes[i]`.
+
+    One pass over the strongly connected components, sinks first, each OR-ing the sets of the
+    components it leads to: O(edges) big-integer ORs, where calling `reachable` once per node
+    would walk the graph again for every node (quadratic on dense `needs:`).
+    """
+    bit = {node: 1 << position for position, node in enumerate(nodes)}
+    masks: dict[N, int] = {}
+    for component in strongly_connected(nodes, successors):  # a component after those it reaches
+        mask = 0
+        for member in component:
+            mask |= bit[member]
+            for target in successors.get(member, ()):
+                mask |= masks.get(target, 0)  # a target in this component has no mask yet: its bit is added
+        for member in component:
+            masks[member] = mask
+    return masks
+
+
+def bits(mask: int) -> Iterator[int]:
+    """The positions of the set bits of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def reverse(successors: Successors[N]) -> dict[N, list[N]]:
@@ -45,6 +73,7 @@ def strongly_connected(nodes: Sequence[N], successors: Successors[N]) -> list[li
     stack: list[N] = []
     components: list[list[N]] = []
     counter = 0
+    targets_of: dict[N, list[N]] = {}  # filtered once per node: a node is revisited once per target
     for root in nodes:
         if root in index:
             continue
@@ -56,7 +85,9 @@ def strongly_connected(nodes: Sequence[N], successors: Successors[N]) -> list[li
                 counter += 1
                 stack.append(node)
                 on_stack.add(node)
-            targets = [t for t in successors.get(node, ()) if t in order]
+            targets = targets_of.get(node)
+            if targets is None:
+                targets = targets_of[node] = [t for t in successors.get(node, ()) if t in order]
             if child < len(targets):
                 work.append((node, child + 1))
                 target = targets[child]

@@ -89,12 +89,12 @@ def _block(index: FlowIndex, node: StepNode) -> None:
     index.broken = True
     name, _, version = ref.partition("@")
     versions = index.project.blocks.get(name)
-    if "@" in ref and not version.isdigit():
+    if "@" in ref and not (version.isascii() and version.isdigit()):
         index.report(where, "BY210", f"step '{node.id}': '{ref}' is not a block reference; {REF_HELP}")
     elif versions:
         listed = ", ".join(str(v) for v in sorted(versions))
         index.report(where, "BY211",
-                     f"step '{node.id}' uses block '{name}' version {version}, which does not exist "
+                     f"step '{node.id}' uses block '{name}' version {_short(version)}, which does not exist "
                      f"(versions: {listed})")
     else:
         broken = unloaded(index.project, index.project.config.paths.blocks, name)
@@ -224,3 +224,6 @@ def _delegates(index: FlowIndex, node: StepNode) -> None:
         index.report(node.at("delegates", position), "BY218",
                      f"step '{node.id}' delegates to '{name}', but {reason}")
 
+
+def _short(text: str, limit: int = 20) -> str:
+    return text if len(text) <= limit else f"{text[:10]}... ({len(text)} digits)"

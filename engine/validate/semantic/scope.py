@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
 from engine.spec import ApprovalSpec
-from engine.validate.semantic.dataflow import Dataflow, Facts, key_fact, keys_of, step_fact
+from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of, step_fact
+from engine.validate.semantic.facts import NOTHING, Facts
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 from engine.validate.semantic.references import step_outputs
 from engine.validate.semantic.templates import Problem, bindings, scan
@@ -28,7 +29,7 @@ class StepScope:
                  items: tuple[str, ...], flow: Dataflow | None) -> None:
         self.index = index
         self.node = node
-        self.must, self.may = facts if facts is not None else (None, frozenset())
+        self.must, self.may = facts if facts is not None else (None, NOTHING)
         self.items = items
         self.flow = flow
 

@@ -17,7 +17,7 @@ from jinja2 import nodes
 
 from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
-from engine.templates import ENV, TemplateError, is_template, parse
+from engine.templates import ENV, TemplateError, constant_problem, is_template, parse
 
 MEMORY_NAMES = ("user_preferences", "user_history")
 ALWAYS = frozenset(ENV.globals) | {"loop"}  # Jinja's globals, and `loop` inside {% for %}
@@ -45,6 +45,12 @@ def scan(source: str, resolve: Resolver, *, expression: bool) -> list[Problem]:
     if found.error is not None:
         return [Problem("BY400", found.error)]
     problems: list[Problem] = []
+    for tag, line in found.loads:
+        at = f" (line {line} of the template)" if "\n" in source.strip() else ""
+        problems.append(Problem("BY410", f"{{% {tag} %}}{at} is not supported yet: a template cannot load other "
+                                         "templates; write the text in place"))
+    for message in found.over_limit:
+        problems.append(Problem("BY411", message))
     for what, name in found.unknown:
         table = ENV.filters if what == "filter" else ENV.tests
         problems.append(Problem("BY407", f"unknown {what} '{name}'{did_you_mean(name, table)}"))
@@ -65,6 +71,8 @@ class Analysis:
     paths: tuple[tuple[str, ...], ...] = ()
     guarded: tuple[tuple[str, ...], ...] = ()
     unknown: tuple[tuple[str, str], ...] = ()
+    loads: tuple[tuple[str, int], ...] = ()  # ({% include/extends/import/from %} tag, line in the template)
+    over_limit: tuple[str, ...] = ()  # constant expressions that always exceed a limit
 
 
 @lru_cache(maxsize=8192)
@@ -85,7 +93,8 @@ def analyze(source: str, expression: bool) -> Analysis:
     except RecursionError:
         return Analysis(error=f"{'expression' if expression else 'template'} is nested too deeply")
     paths = _longest([p for p in walker.paths if p[0] not in walker.local])
-    return Analysis(None, paths, tuple(walker.guarded), tuple(dict.fromkeys(walker.unknown)))
+    return Analysis(None, paths, tuple(walker.guarded), tuple(dict.fromkeys(walker.unknown)), tuple(walker.loads),
+                    tuple(dict.fromkeys(walker.over_limit)))
 
 
 def _longest(paths: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -132,6 +141,9 @@ class _Walker:
         self.local: set[str] = set()
         self.guarded: list[tuple[str, ...]] = []
         self.unknown: list[tuple[str, str]] = []
+        self.loads: list[tuple[str, int]] = []
+        self.over_limit: list[str] = []
+        self.in_operator = False
 
     def visit(self, node: nodes.Node) -> None:
         if isinstance(node, nodes.Getattr | nodes.Getitem):
@@ -145,6 +157,22 @@ class _Walker:
             return
         if isinstance(node, nodes.Filter | nodes.Test):
             self.filter_or_test(node)
+        elif isinstance(node, nodes.Include | nodes.Extends | nodes.Import | nodes.FromImport):
+            self.loads.append((_LOAD_TAGS[type(node)], node.lineno))
+            if isinstance(node, nodes.Import):  # the names it would bind are the template's own (BY410 says it all)
+                self.local.add(node.target)
+            elif isinstance(node, nodes.FromImport):
+                self.local.update(name if isinstance(name, str) else name[1] for name in node.names)
+        elif isinstance(node, nodes.BinExpr) and not self.in_operator:
+            problem = constant_problem(node)  # once, at the outermost operator: a chain is not re-evaluated
+            if problem is not None:
+                self.over_limit.append(problem)
+                return
+            self.in_operator = True
+            for child in node.iter_child_nodes():
+                self.visit(child)
+            self.in_operator = False
+            return
         elif isinstance(node, nodes.Macro):
             self.local.add(node.name)
         for child in node.iter_child_nodes():
@@ -175,6 +203,10 @@ class _Walker:
             path = _plain_path(node.node)
             if path:
                 self.guarded.append(path)
+
+
+_LOAD_TAGS: dict[type[nodes.Node], str] = {nodes.Include: "include", nodes.Extends: "extends",
+                                           nodes.Import: "import", nodes.FromImport: "from ... import"}
 
 
 def _plain_path(node: nodes.Node) -> tuple[str, ...]:

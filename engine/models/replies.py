@@ -1,0 +1,102 @@
+"""The shape of a scripted mock reply (docs/models.md, "Scripted replies").
+
+A reply is either a value (the block's outputs, or for a single output the bare value; text is
+read as JSON when it is a JSON object) or a directive, a mapping whose keys start with `$`:
+
+- `{$text: "..."}`: an agent turn that answers in plain text;
+- `{$tool_calls: [{name, args?, id?}, ...], $text?: "..."}`: an agent turn that calls tools
+  (`args` that are not an object make a malformed call on purpose, as a model's broken JSON;
+  `id` names the call, default `mock_<turn>_<position>`);
+- `{$error: KIND, message?: "..."}`: the model call fails (KIND `timeout`, `rate_limit`,
+  `server_error` or `connection` is transient and retried).
+
+`blockyard validate` checks the replies of blockyard.yaml and `blockyard test` those of flow
+tests with `reply_problems`; the mock checks each reply once more before using it, for scripts
+registered from Python. Values are not judged here: a script may play a model that answers with
+what the engine refuses (engine/values.py), to test that. No LangGraph here: the validator imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+DIRECTIVES = ("$text", "$tool_calls", "$error")
+_CALL_KEYS = ("name", "args", "id")
+
+Where = tuple[str | int, ...]
+
+
+def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
+    """(path inside the reply, what is wrong) for every problem of one scripted reply."""
+    if not isinstance(reply, dict) or not all(isinstance(key, str) for key in reply) \
+            or not any(key.startswith("$") for key in reply):
+        return  # a plain value: the step's output check judges it, as for a real model's answer
+    for key in reply:
+        if key.startswith("$") and key not in DIRECTIVES:
+            yield (key,), f"unknown directive '{key}'; a scripted reply may use {', '.join(DIRECTIVES)}"
+    if "$error" in reply:
+        yield from _error_problems(reply)
+        return
+    plain = [key for key in reply if not key.startswith("$")]
+    if plain:
+        yield (plain[0],), (f"'{plain[0]}' next to {', '.join(k for k in reply if k.startswith('$'))}: a reply is "
+                            "either a directive or a value (put the final answer in a later reply)")
+    if "$text" in reply and not isinstance(reply["$text"], str):
+        yield ("$text",), f"$text must be text, got {_kind(reply['$text'])}"
+    if "$tool_calls" in reply:
+        yield from _calls_problems(reply["$tool_calls"])
+
+
+def _error_problems(reply: dict[str, Any]) -> Iterator[tuple[Where, str]]:
+    kind = reply["$error"]
+    if not isinstance(kind, str) or not kind:
+        yield ("$error",), f"$error must be an error kind such as timeout or rate_limit, got {_kind(kind)}"
+    for key in reply:
+        if key not in ("$error", "message"):
+            yield (key,), f"'{key}' next to $error: an error reply takes only `message`"
+    if "message" in reply and not isinstance(reply["message"], str):
+        yield ("message",), f"message must be text, got {_kind(reply['message'])}"
+
+
+def _calls_problems(calls: Any) -> Iterator[tuple[Where, str]]:
+    if not isinstance(calls, list):
+        yield ("$tool_calls",), f"$tool_calls must be a list of {{name, args}} calls, got {_kind(calls)}"
+        return
+    ids: set[str] = set()
+    for position, call in enumerate(calls):
+        where: Where = ("$tool_calls", position)
+        if not isinstance(call, dict):
+            yield where, f"a tool call must be a mapping {{name, args}}, got {_kind(call)}"
+            continue
+        for key in call:
+            if key not in _CALL_KEYS:
+                yield (*where, key), f"unknown key '{key}' in a tool call (it takes {', '.join(_CALL_KEYS)})"
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            yield (*where, "name") if "name" in call else where, \
+                f"a tool call needs `name`, the tool's name as text, got {_kind(name)}"
+        ident = call.get("id")
+        if "id" in call:
+            if not isinstance(ident, str) or not ident:
+                yield (*where, "id"), f"a tool call's id must be text, got {_kind(ident)}"
+            elif ident in ids:
+                yield (*where, "id"), f"tool call id '{ident}' is used twice in this reply"
+            else:
+                ids.add(ident)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return "empty text" if not value else "text"
+    if isinstance(value, list):
+        return "an empty list" if not value else "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__

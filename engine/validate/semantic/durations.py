@@ -1,0 +1,92 @@
+"""Durations longer than the engine's maximum (ten years): `timeout: 3000000d` is a typo, and no
+deadline, sleep or socket timeout can be computed from it (docs/flows.md, "Durations").
+
+Duration settings are found from the spec models themselves (every field whose pattern is a
+duration), so a new duration setting is covered without a list to keep in step.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from engine.diagnostics import Diagnostic
+from engine.load import Document, JsonPath
+from engine.project import Project, is_builtin
+from engine.spec.common import MAX_DURATION, MAX_DURATION_DAYS, duration_seconds
+from engine.validate.semantic.index import issue
+
+CODE = "BY515"
+
+
+def check_durations(project: Project) -> list[Diagnostic]:
+    """One diagnostic per duration setting beyond the maximum, in blockyard.yaml, blocks and flows."""
+    found: list[Diagnostic] = []
+    if project.config_doc is not None:
+        found.extend(_check(project.config, project.config_doc))
+    for versions in project.blocks.values():
+        for definition in versions.values():
+            if not is_builtin(definition):
+                found.extend(_check(definition.spec, definition.doc))
+    for flow in project.flows.values():
+        found.extend(_check(flow.spec, flow.doc))
+    return found
+
+
+def _check(spec: BaseModel, doc: Document) -> Iterator[Diagnostic]:
+    for path, text in _durations(spec, ()):
+        try:
+            seconds = duration_seconds(text)
+        except ValueError:
+            continue  # malformed: the schema said so already
+        if seconds > MAX_DURATION:
+            yield issue(doc, path, CODE, f"duration '{_short(text)}' is longer than the maximum of "
+                                         f"{MAX_DURATION_DAYS}d (ten years)")
+
+
+def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
+    """(path in the document, text) of every duration setting under `value`."""
+    if isinstance(value, BaseModel):
+        for name, info in type(value).model_fields.items():
+            item = getattr(value, name)
+            where = (*path, info.alias or name)
+            if isinstance(item, str) and _is_duration(type(value), name):
+                yield where, item
+            else:
+                yield from _durations(item, where)
+    elif isinstance(value, list | tuple):
+        for position, item in enumerate(value):
+            yield from _durations(item, (*path, position))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _durations(item, (*path, key))
+
+
+@cache
+def _is_duration(model: type[BaseModel], name: str) -> bool:
+    info = model.model_fields[name]
+    return any(_duration_pattern(meta) for meta in [*info.metadata, *_metadata(info.annotation)])
+
+
+def _metadata(annotation: Any) -> Iterator[Any]:
+    """The constraints inside `Annotated[...]`, also within unions (`Duration | None`)."""
+    for meta in getattr(annotation, "__metadata__", ()):
+        yield meta
+        if isinstance(meta, FieldInfo):
+            yield from meta.metadata
+    for arg in typing.get_args(annotation):
+        yield from _metadata(arg)
+
+
+def _duration_pattern(meta: Any) -> bool:
+    pattern = getattr(meta, "pattern", None)
+    return isinstance(pattern, str) and pattern.startswith(r"^[0-9]+(\.[0-9]+)?(ms|s")
+
+
+def _short(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else f"{text[:10]}...{text[-4:]}"

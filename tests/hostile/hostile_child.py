@@ -1,0 +1,55 @@
+"""Runs hostile CLI cases in one process, the way a user's shell would, and reports each outcome.
+
+Usage: python hostile_child.py CASES.json START. Each case is {"argv": [...], "cwd": DIR}; the
+child runs `engine.cli.main(argv)` in `cwd` for cases START.. in order and writes one JSON line
+per case to its original stdout: {"start": i} before, {"done": i, "rc", "secs", "rss_kb", "out",
+"err"} after. The parent (hostile_harness.py) owns the watchdog: a case without "done" in time is a
+hang, and the parent kills this process and starts a new one after that case.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+from engine.cli import main
+
+KEEP = 4000  # characters of a case's output kept for the report
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= KEEP else text[: KEEP // 2] + "\n...\n" + text[-KEEP // 2:]
+
+
+def run(cases: list[dict[str, object]], start: int) -> None:
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # anything written below Python's sys.stdout must not corrupt the channel
+    os.dup2(devnull, 2)
+    for index in range(start, len(cases)):
+        case = cases[index]
+        channel.write(json.dumps({"start": index}) + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        sys.stdout, sys.stderr = out, err
+        os.chdir(str(case["cwd"]))
+        began = time.perf_counter()
+        try:
+            rc = main([str(arg) for arg in case["argv"]])  # type: ignore[union-attr]
+        except BaseException as exc:  # a SystemExit or worse escaping the boundary is itself a finding
+            rc = f"escaped {type(exc).__name__}: {exc}"
+        secs = time.perf_counter() - began
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        channel.write(json.dumps({"done": index, "rc": rc, "secs": round(secs, 3), "rss_kb": rss,
+                                  "out": _tail(out.getvalue()), "err": _tail(err.getvalue())},
+                                 ensure_ascii=True) + "\n")
+    channel.close()
+
+
+if __name__ == "__main__":
+    run(json.loads(Path(sys.argv[1]).read_text(encoding="utf-8", errors="surrogatepass")), int(sys.argv[2]))

@@ -1,0 +1,154 @@
+"""A flow is judged by its own closure: its file, the blocks, subflows and delegated flows it
+reaches, and blockyard.yaml. Broken files elsewhere do not stop `run`, `graph`, `test` or the
+Python API; the broken flow itself is refused with its diagnostics, printed once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine import Yard
+from engine.cli import main
+from engine.errors import ValidationFailed
+
+Run = Callable[..., tuple[int, str, str]]
+YardMaker = Callable[[dict[str, str]], Path]
+
+UPPER = """\
+block: upper
+kind: transform
+inputs: {text: {type: string}}
+outputs: {loud: {type: string}}
+compute: {loud: "text | upper"}
+"""
+SHOUT = """\
+flow: shout
+inputs: {text: {type: string}}
+outputs: [loud]
+steps:
+  - {id: up, uses: upper}
+"""
+PARENT = """\
+flow: parent
+inputs: {text: {type: string}}
+outputs: [loud]
+steps:
+  - {id: call, flow: shout, with: {text: "{{ inputs.text }}"}}
+"""
+BROKEN_HELLO = """\
+flow: hello
+steps:
+  - {id: greet, uses: greeet}
+"""
+BROKEN_TRIAGE = "flow: triage_ticket\nsteps: 5\n"
+HELLO_LINE = "flows/hello.yaml:3:23: error BY210 step 'greet' uses unknown block 'greeet'"
+TRIAGE_LINE = "flows/triage_ticket.yaml:2:8: error BY104 'steps' must be a list, not the number 5"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Run:
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def yard(make_yard: YardMaker) -> Path:
+    return make_yard({"blocks/upper.yaml": UPPER, "flows/shout.yaml": SHOUT, "flows/parent.yaml": PARENT,
+                      "flows/hello.yaml": BROKEN_HELLO, "flows/triage_ticket.yaml": BROKEN_TRIAGE})
+
+
+def test_run_a_healthy_flow_while_others_are_broken(cli: Run, yard: Path) -> None:
+    code, out, err = cli("run", "parent", "--input", "text=hi", "--root", str(yard))
+    assert code == 0, err
+    assert out == "loud: HI\n"
+
+
+def test_run_a_broken_flow_prints_its_diagnostics_once(cli: Run, yard: Path) -> None:
+    code, out, err = cli("run", "hello", "--root", str(yard))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [HELLO_LINE]  # once, no "error: ... error" prefix, nothing of triage_ticket
+
+
+def test_a_flow_whose_file_does_not_load_is_not_called_unknown(cli: Run, yard: Path) -> None:
+    code, _, err = cli("run", "triage_ticket", "--root", str(yard))
+    assert (code, err) == (1, TRIAGE_LINE + "\n")
+
+
+def test_a_broken_subflow_or_block_stops_the_flows_that_use_them(cli: Run, yard: Path) -> None:
+    (yard / "flows" / "shout.yaml").write_text(SHOUT.replace("outputs: [loud]", "outputs: [loud, nowhere]"))
+    code, _, err = cli("run", "parent", "--input", "text=hi", "--root", str(yard))
+    assert code == 1 and err.startswith("flows/shout.yaml:") and "BY408" in err and "hello" not in err
+    (yard / "flows" / "shout.yaml").write_text(SHOUT)
+    (yard / "blocks" / "upper.yaml").write_text(UPPER.replace("kind: transform", "kind: transformer"))
+    code, _, err = cli("run", "parent", "--input", "text=hi", "--root", str(yard))
+    assert code == 1 and err.startswith("blocks/upper.yaml:") and "hello" not in err
+
+
+def test_a_broken_config_stops_every_flow(cli: Run, yard: Path) -> None:
+    (yard / "blockyard.yaml").write_text("models: 5\n")
+    code, _, err = cli("run", "shout", "--input", "text=hi", "--root", str(yard))
+    assert code == 1 and err.startswith("blockyard.yaml:1:9: error") and "\nerror" not in err
+    with pytest.raises(ValidationFailed) as caught:
+        Yard.load(yard)
+    assert {d.file for d in caught.value.diagnostics} == {"blockyard.yaml"}
+
+
+def test_graph_judges_one_flow(cli: Run, yard: Path) -> None:
+    code, out, _ = cli("graph", "shout", "--root", str(yard))
+    assert code == 0 and out.startswith("flowchart")
+    code, out, err = cli("graph", "hello", "--root", str(yard))
+    assert (code, out) == (1, "") and err.startswith(HELLO_LINE)
+
+
+def test_flow_tests_of_healthy_flows_run_and_a_broken_flow_reports(cli: Run, yard: Path) -> None:
+    (yard / "flows" / "shout.test.yaml").write_text(
+        "flow: shout\ntests:\n  - name: loud\n    inputs: {text: a}\n    expect: {outputs: {loud: A}}\n")
+    (yard / "flows" / "hello.test.yaml").write_text("flow: hello\ntests:\n  - name: greets\n")
+    code, out, _ = cli("test", "--root", str(yard))
+    lines = out.splitlines()
+    assert code == 1
+    assert "FAIL flows/hello.test.yaml: greets" in lines and "PASS flows/shout.test.yaml: loud" in lines
+    assert lines[lines.index("FAIL flows/hello.test.yaml: greets") + 1].strip().startswith(HELLO_LINE)
+    assert lines[-1] == "1 passed, 1 failed"
+
+
+def test_python_api_runs_healthy_flows_of_a_broken_yard(yard: Path) -> None:
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert api.run("parent", {"text": "ok"}).outputs == {"loud": "OK"}
+        with pytest.raises(ValidationFailed) as caught:
+            api.run("hello")
+        assert {d.file for d in caught.value.diagnostics} == {"flows/hello.yaml"}
+        assert [d.file for d in api.problems("triage_ticket")] == ["flows/triage_ticket.yaml"]
+        assert api.problems("shout") == []
+        assert {d.file for d in api.diagnostics} == {"flows/hello.yaml", "flows/triage_ticket.yaml"}
+
+
+def test_a_paused_run_resumes_on_its_pinned_definition_whatever_the_files_say(cli: Run, yard: Path) -> None:
+    (yard / "flows" / "ask.yaml").write_text(
+        "flow: ask\noutputs: [loud]\nsteps:\n  - id: gate\n    approval: {message: go?}\n"
+        "  - {id: up, uses: upper, with: {text: ok}}\n")
+    code, _, err = cli("run", "ask", "--run-id", "paused", "--root", str(yard))
+    assert code == 3, err
+    (yard / "flows" / "ask.yaml").write_text("flow: ask\nsteps: 5\n")  # the flow is broken now
+    code, out, err = cli("resume", "paused", "--approve", "--root", str(yard))
+    assert (code, out) == (0, "loud: OK\n"), err
+
+
+def test_a_broken_delegated_flow_stops_the_agent_flow_that_delegates_to_it(yard: Path) -> None:
+    (yard / "blocks" / "boss.yaml").write_text(
+        "block: boss\nkind: agent\ninputs: {text: {type: string}}\noutputs: {answer: {type: string}}\n"
+        "prompt: {user: \"{{ text }}\"}\n")
+    (yard / "flows" / "team.yaml").write_text(
+        "flow: team\ninputs: {text: {type: string}}\noutputs: [answer]\nsteps:\n"
+        "  - {id: lead, uses: boss, delegates: [shout]}\n")
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert api.problems("team") == []
+    (yard / "flows" / "shout.yaml").write_text(SHOUT.replace("outputs: [loud]", "outputs: [loud, nowhere]"))
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert {d.file for d in api.problems("team")} == {"flows/shout.yaml"}
