@@ -125,7 +125,7 @@ async def _streamed(bound: Any, chat: list[Any], on_token: TokenSink) -> Any:
 
     whole: Any = None
     async for chunk in bound.astream(chat):
-        text = _text(chunk.content)
+        text = text_of(chunk.content)
         if text:
             on_token(text)
         whole = chunk if whole is None else whole + chunk
@@ -187,10 +187,11 @@ def candidate(reply: Any, name: str) -> Candidate:
     invalid = list(getattr(reply, "invalid_tool_calls", None) or [])
     if invalid:
         return Candidate.of_text(str(invalid[0].get("args") or ""))
-    return Candidate.of_text(_text(getattr(reply, "content", "")))
+    return Candidate.of_text(text_of(getattr(reply, "content", "")))
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """The text of a message's content (a string, or a list of content blocks)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content blocks

@@ -15,6 +15,7 @@ from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
 from engine.models.mock_values import fake, seed_of, summarize
+from engine.models.providers.chat import messages, text_of
 from engine.models.replies import reply_problems
 from engine.models.script import MockScript
 from engine.spec import ModelProfile, parse_duration
@@ -42,7 +43,7 @@ class MockGenerator:
         for script in (self.run_script, self.profile_script):
             if script is None:
                 continue
-            found, reply = script.next_reply(request)
+            found, reply = script.next_reply(request, lambda: sent_text(messages(request, turns)))
             if found:
                 return self._scripted(reply, request)
         label = f"{request.block}: {summarize(request.inputs)}"
@@ -59,7 +60,7 @@ class MockGenerator:
         for script in (self.run_script, self.profile_script):
             if script is None:
                 continue
-            found, reply = script.next_reply(request)
+            found, reply = script.next_reply(request, lambda: sent_text(request.messages))
             if found:
                 self._raise_scripted_error(reply, request)
                 message = agent_reply(reply, request)
@@ -100,6 +101,12 @@ class MockGenerator:
             # a decide block's single enum output can be scripted as just the choice
             return Candidate.of_value({next(iter(properties)): reply})
         return Candidate.of_text(reply) if isinstance(reply, str) else Candidate.of_value(reply)
+
+
+def sent_text(chat: Any) -> str:
+    """What rule replies match: the text of every message sent to the model (system, history, user,
+    tool results), one per line, as a real provider would send it."""
+    return "\n".join(text_of(getattr(message, "content", "")) for message in chat)
 
 
 def agent_reply(reply: Any, request: TurnRequest) -> Any:
