@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.compile.errors import CompileError, Problem
+from engine.compile.events import TOKEN, emit
 from engine.executors.call import BlockCall, Runner
 from engine.executors.memory import prompt_scope
+from engine.redaction import TokenMasker
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
@@ -27,13 +29,18 @@ def prepare(block: BlockSpec, where: str) -> Runner:
         from engine.models import StructuredRequest  # the providers load only when a model block runs
 
         scope = prompt_scope(call)
+        tokens = TokenMasker(call.context.secrets, lambda text: emit(
+            call.writer, TOKEN, call.label, {"text": text, "block": block.block}, call.index))
         request = StructuredRequest(
             flow=call.flow, step=call.step, block=block.block,
             system=_render("prompt.system", system, scope),
             user=_render("prompt.user", user, scope),
-            output_schema=schema, inputs=call.inputs,
+            output_schema=schema, inputs=call.inputs, on_token=tokens,
         )
-        return await call.context.models.for_block(block).structured(request)
+        try:
+            return await call.context.models.for_block(block).structured(request)
+        finally:
+            tokens.flush()  # a key split over pieces is masked whole: the last pieces wait for the end
 
     return run
 

@@ -18,6 +18,7 @@ from engine.models.mock_values import fake, seed_of, summarize
 from engine.models.providers.chat import messages, text_of
 from engine.models.replies import reply_problems
 from engine.models.script import MockScript
+from engine.models.streaming import text_field
 from engine.spec import ModelProfile, parse_duration
 
 
@@ -36,6 +37,19 @@ class MockGenerator:
         return f"MockGenerator(model={self.model!r}, delay={self.delay!r})"
 
     async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
+        """A scripted reply or generated outputs; with `request.on_token`, the single text output (or
+        a plain-text reply) is streamed word by word, as a real model's would be."""
+        found = await self._generate(request, turns)
+        if request.on_token is not None:
+            field = text_field(request.output_schema)
+            value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
+            text = value if isinstance(value, str) else found.text if found.text is not None \
+                and not found.text.lstrip().startswith("{") else None
+            for word in re.findall(r"\S+\s*", text or ""):
+                request.on_token(word)
+        return found
+
+    async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         if self.run_script is not None and not turns:
             self.run_script.record(request)
         if self.delay:
