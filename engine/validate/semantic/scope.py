@@ -12,6 +12,7 @@ from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
 from engine.spec import ApprovalSpec
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of, step_fact
+from engine.validate.semantic.emits import emit_places
 from engine.validate.semantic.facts import NOTHING, Facts
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 from engine.validate.semantic.references import step_outputs
@@ -143,6 +144,8 @@ def _places(node: StepNode, before: tuple[Facts | None, Facts] | None,
         yield spec.approval.message, node.at("approval", "message"), False, before, items
     if isinstance(spec.require_approval, ApprovalSpec):
         yield spec.require_approval.message, node.at("require_approval", "message"), False, before, items
+    if spec.emit is not None:
+        yield from emit_places(node, before, flow)
 
 
 def _memory_scope(index: FlowIndex, source: str) -> None:
