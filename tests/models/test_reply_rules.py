@@ -105,3 +105,14 @@ def test_flow_test_files_refuse_malformed_rules_at_line_and_column(tmp_path: Pat
         load_tests(path, tmp_path)
     assert "flows/chat.test.yaml:6:" in str(caught.value) and "BY516" in str(caught.value)
     assert "not valid RE2" in str(caught.value)
+
+
+def test_blockyard_yaml_refuses_malformed_rules_at_line_and_column(make_yard: Any) -> None:
+    from engine.project import load_project
+    from engine.validate.semantic import check_project
+
+    root = make_yard({"blockyard.yaml": "models:\n  default:\n    provider: mock\n    replies:\n      s:\n"
+                                        "        - when: {contains: Ada, starts: x}\n          reply: hi\n"})
+    found = [d.format() for d in check_project(load_project(root))]
+    assert found == ["blockyard.yaml:6:41: error BY516 model profile 'default', reply 1 for 's': unknown "
+                     "condition 'starts' (a rule matches on contains, regex)"], found
