@@ -34,6 +34,11 @@ STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, T
 TERMINAL_TYPES = frozenset({RUN_FINISHED, RUN_FAILED, APPROVAL_REQUIRED})
 # Streamed live but not kept in the trace table: one row per generated token would dwarf the rest.
 NOT_STORED = frozenset({TOKEN})
+# Names a step's `emit:` may not use for its custom events: the engine's own event types, and the
+# other names a client sees on an event stream (the SSE `error`, the thread events of docs/serve.md).
+RESERVED_EVENT_NAMES = frozenset({*EVENT_TYPES, "error", "thread_id", "thread_name", "complete", "message",
+                                  "custom", "ping"})
+CUSTOM_MARK = "custom"  # a custom stream payload with this key set is a step's own event (`emit:`)
 
 
 _second: tuple[int, str] = (-1, "")
@@ -92,8 +97,13 @@ class Sequencer:
         return Event(type_, self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))
 
     def from_custom(self, payload: Any) -> Event | None:
-        """An event from a graph node's custom stream, or None when it is not one of ours."""
-        if not isinstance(payload, dict) or payload.get("type") not in STEP_EVENT_TYPES:
+        """An event from a graph node's custom stream, or None when it is not one of ours: a step
+        event, or a custom event of a step's `emit:` (its type is its name)."""
+        if not isinstance(payload, dict):
+            return None
+        kind = payload.get("type")
+        if kind not in STEP_EVENT_TYPES and not (payload.get(CUSTOM_MARK) is True and isinstance(kind, str)
+                                                 and kind not in RESERVED_EVENT_NAMES):
             return None
         data = payload.get("data")
         step = payload.get("step")

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine.nodes.errors import Problem
-from engine.nodes.scope import OutputCheck, checker, plain
-from engine.cli.run import gather_inputs, parse_pairs
 
+from engine.cli.run import gather_inputs, parse_pairs
 from engine.decisions import DecisionRefused, check_decision
 from engine.errors import UsageError
 from engine.load import LoadError, load_bytes, parse_value
+from engine.nodes.errors import Problem
+from engine.nodes.scope import OutputCheck, checker, plain
 from engine.runtime.approvals import ask
 from engine.spec import TypeSpec
 from engine.typecheck import InputError, coerce_inputs

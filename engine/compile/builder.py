@@ -21,6 +21,7 @@ from langgraph.types import RetryPolicy
 
 from engine.compile.compiled import CompiledFlow
 from engine.compile.delegates import split_delegated
+from engine.compile.emits import Emits
 from engine.compile.position import Pass, Where
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
@@ -78,9 +79,11 @@ Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 class GraphBuilder:
     """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
 
-    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = ()) -> None:
+    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = (),
+                 emits: Emits | None = None) -> None:
         self.bundle = bundle
         self.compiler = compiler
+        self.emits = emits if emits is not None else Emits()  # the steps' `emit:`, shared with map bodies
         self.flow = bundle.name
         self.prefix = prefix
         self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
@@ -111,7 +114,8 @@ class GraphBuilder:
             raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
         self.nodes.add(name)
         where = self._building[-1].where if self._building else None
-        self.graph.add_node(name, fn if subgraph else _Node(fn, where), retry_policy=retry, input_schema=State)
+        self.graph.add_node(name, fn if subgraph else _Node(fn, where, self.emits), retry_policy=retry,
+                            input_schema=State)
         return name
 
     def follower(self, name: str, fn: Follower) -> str:
@@ -125,7 +129,7 @@ class GraphBuilder:
     def sub_builder(self) -> GraphBuilder:
         """A builder for a separate graph of the same flow (a map body)."""
         return GraphBuilder(self.bundle, self.prefix, self.compiler,
-                            self._building[-1].passes if self._building else self._passes)
+                            self._building[-1].passes if self._building else self._passes, self.emits)
 
     def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
         """Build `steps` as the whole graph: START -> entry, region ends -> END."""
@@ -147,6 +151,8 @@ class GraphBuilder:
             labels = frozenset(self.label(s.id) for s in [*steps, *delegated.values()])
             region.where = Where(frames, region.passes, labels)
         built: dict[str, Built] = {}
+        for step in [*steps, *delegated.values()]:
+            self.emits.add(self.label(step.id), step, frames)
         self._building.append(region)
         try:
             for step in steps:
@@ -210,15 +216,18 @@ class _Node:
     closure looking for subgraphs and evaluates its string annotations — most of the compile
     time of a long flow; for this object it does neither (the input schema is given explicitly)."""
 
-    __slots__ = ("fn", "where")
+    __slots__ = ("emits", "fn", "where")
 
-    def __init__(self, fn: Callable[..., Any], where: Where | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any], where: Where | None = None, emits: Emits | None = None) -> None:
         self.fn = fn
         self.where = where  # inside a loop body or an item: events say which pass, of how many items
+        self.emits = emits  # steps' custom events, raised after their step_finished (filled in while building)
 
     async def __call__(self, state: Any, runtime: Runtime[RunContext]) -> Any:
         if self.where is not None:
             runtime = self.where.runtime(state, runtime)
+        if self.emits is not None and self.emits.plans:
+            runtime = self.emits.runtime(state, runtime)
         return await self.fn(state, runtime)
 
 

@@ -4,6 +4,13 @@ Text rules look at the rendered `value` as text: `contains` and `starts_with` ar
 case-sensitive, `equals` is case-insensitive, `regex` is RE2 (linear time: no catastrophic
 backtracking, no backreferences). `expr` rules are bare Jinja expressions over the scope.
 A plain block step leading only to the router runs it inline (`GraphBuilder.follower`).
+
+Besides the step scope, the value and the rules see the run's conversation: `messages`, a list
+of `{role, content}` (user, assistant, system, tool; oldest first) from the state's messages,
+and `last_message`, the content of the last one. In a thread turn that is the turn's message
+(until a step of the turn adds to the conversation); in a run that is not a thread turn and holds
+no messages, `messages` is the `message` input (when it is text) as one user message, or empty,
+and `last_message` is that text or "" (docs/flows.md, "Router").
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         index = item_index(state, frames)
         started = time.monotonic()
         emit(writer, STEP_STARTED, label, {"block": None, "kind": "router"}, index)
-        scope = make_scope(state, frames)
+        scope = make_scope(state, frames, conversation(state))
         try:
             text = as_text(render(spec.value, scope)) if spec.value is not None else ""
             target = next((goto for matches, goto in rules if matches(text, scope)), spec.default)
@@ -59,6 +66,27 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
 
     builder.follower(step.id, node)
     return built
+
+
+def conversation(state: Mapping[str, Any]) -> dict[str, Any]:
+    """`messages` and `last_message` of a router's scope."""
+    said = [{"role": _ROLES.get(getattr(m, "type", ""), str(getattr(m, "type", "user"))),
+             "content": _content(getattr(m, "content", ""))} for m in state.get("messages") or ()]
+    if not said:
+        message = (state.get("inputs") or {}).get("message")
+        said = [{"role": "user", "content": message}] if isinstance(message, str) else []
+    return {"messages": said, "last_message": said[-1]["content"] if said else ""}
+
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def _content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(content or "")
 
 
 def as_text(value: Any) -> str:

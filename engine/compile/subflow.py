@@ -67,6 +67,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return values
 
     async def node(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        runtime = builder.emits.runtime(state, runtime)  # a subgraph node is not wrapped by add_node
         writer = runtime.stream_writer
         index = item_index(state, frames)
         started = time.monotonic()

@@ -9,6 +9,8 @@ from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
+from engine.nodes.events import TOKEN, emit
+from engine.redaction import TokenMasker
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
@@ -26,13 +28,18 @@ def prepare(block: BlockSpec, where: str) -> Executor:
 
     async def run(call: BlockCall) -> dict[str, Any]:
         scope = prompt_scope(call)
+        tokens = TokenMasker(call.context.secrets, lambda text: emit(
+            call.writer, TOKEN, call.label, {"text": text, "block": block.block}, call.index))
         request = StructuredRequest(
             flow=call.flow, step=call.step, block=block.block,
             system=_render("prompt.system", system, scope),
             user=_render("prompt.user", user, scope),
-            output_schema=schema, inputs=call.inputs,
+            output_schema=schema, inputs=call.inputs, on_token=tokens,
         )
-        return await call.context.models.for_block(block).structured(request)
+        try:
+            return await call.context.models.for_block(block).structured(request)
+        finally:
+            tokens.flush()  # a key split over pieces is masked whole: the last pieces wait for the end
 
     return run
 

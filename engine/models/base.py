@@ -8,6 +8,7 @@ StructuredModel with validation and one repair retry, so every provider behaves 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -23,6 +24,8 @@ class StructuredRequest:
     user: str | None
     output_schema: dict[str, Any]
     inputs: dict[str, Any]
+    # receives the reply's text as it arrives (`token` events); None: no streaming (engine/models/streaming.py)
+    on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 class StructuredModel(Protocol):

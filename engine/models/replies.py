@@ -10,6 +10,10 @@ read as JSON when it is a JSON object) or a directive, a mapping whose keys star
 - `{$error: KIND, message?: "..."}`: the model call fails (KIND `timeout`, `rate_limit`,
   `server_error` or `connection` is transient and retried).
 
+An entry of a reply list may also be a rule, `{when: {contains: TEXT, regex: RE2}, reply: REPLY}`
+(one condition or both): it answers only when the text sent to the model matches (`contains`
+ignores case; `regex` is an RE2 search), every time it matches (docs/models.md).
+
 `blockyard validate` checks the replies of blockyard.yaml and `blockyard test` those of flow
 tests with `reply_problems`; the mock checks each reply once more before using it, for scripts
 registered from Python. Values are not judged here: a script may play a model that answers with
@@ -19,16 +23,56 @@ what the engine refuses (engine/values.py), to test that. No LangGraph here: the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 DIRECTIVES = ("$text", "$tool_calls", "$error")
 _CALL_KEYS = ("name", "args", "id")
+RULE_KEYS = ("when", "reply")
+CONDITIONS = ("contains", "regex")
 
 Where = tuple[str | int, ...]
 
 
+def is_rule(entry: Any) -> bool:
+    """A rule entry: a mapping with `when` and no keys but `when` and `reply`. (A block whose only
+    outputs are named `when` and `reply` must script its replies as JSON text.)"""
+    return isinstance(entry, dict) and "when" in entry and all(key in RULE_KEYS for key in entry)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule entry, ready to match. A malformed one matches everything and answers with itself, so
+    the mock's check of the reply it is about to use reports the problem (scripts from Python)."""
+
+    contains: str | None
+    regex: Any  # a compiled RE2 pattern, or None
+    reply: Any
+    broken: bool = False
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> Rule:
+        if next(reply_problems(entry), None) is not None:
+            return cls(None, None, entry, broken=True)
+        when = entry["when"]
+        pattern = when.get("regex")
+        contains = when.get("contains")
+        return cls(contains.casefold() if contains is not None else None,
+                   _re2(pattern) if pattern is not None else None, entry["reply"])
+
+    def matches(self, text: str) -> bool:
+        if self.broken:
+            return True
+        if self.contains is not None and self.contains not in text.casefold():
+            return False
+        return self.regex is None or self.regex.search(text) is not None
+
+
 def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
-    """(path inside the reply, what is wrong) for every problem of one scripted reply."""
+    """(path inside the reply, what is wrong) for every problem of one scripted reply (or rule)."""
+    if is_rule(reply):
+        yield from _rule_problems(reply)
+        return
     if not isinstance(reply, dict) or not all(isinstance(key, str) for key in reply) \
             or not any(key.startswith("$") for key in reply):
         return  # a plain value: the step's output check judges it, as for a real model's answer
@@ -46,6 +90,51 @@ def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
         yield ("$text",), f"$text must be text, got {_kind(reply['$text'])}"
     if "$tool_calls" in reply:
         yield from _calls_problems(reply["$tool_calls"])
+
+
+def _rule_problems(rule: dict[str, Any]) -> Iterator[tuple[Where, str]]:
+    when = rule["when"]
+    if "reply" not in rule:
+        yield ("when",), "a rule `{when: ..., reply: ...}` needs `reply`, the reply it gives when it matches"
+    if not isinstance(when, dict) or not when:
+        yield ("when",), (f"`when` must be a mapping of conditions ({' and/or '.join(CONDITIONS)}), "
+                          f"got {_kind(when)}")
+    else:
+        for key, value in when.items():
+            if key not in CONDITIONS:
+                yield ("when", key), f"unknown condition '{key}' (a rule matches on {', '.join(CONDITIONS)})"
+            elif not isinstance(value, str) or not value:
+                yield ("when", key), f"`{key}` must be non-empty text, got {_kind(value)}"
+            elif key == "regex":
+                problem = _regex_problem(value)
+                if problem is not None:
+                    yield ("when", key), problem
+    if "reply" in rule:
+        if is_rule(rule["reply"]):
+            yield ("reply",), "a rule's reply cannot be another rule: put both conditions in one `when`"
+        else:
+            for where, problem in reply_problems(rule["reply"]):
+                yield ("reply", *where), problem
+
+
+def _re2(pattern: str) -> Any:
+    import re2  # google-re2 (linear time), never Python's backtracking `re` on a yard's pattern
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options=options)
+
+
+def _regex_problem(pattern: str) -> str | None:
+    import re2  # for its error type; loads only when a reply has a regex rule
+
+    try:
+        _re2(pattern)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        return f"regex '{pattern}' is not valid RE2: {text}"
+    return None
 
 
 def _error_problems(reply: dict[str, Any]) -> Iterator[tuple[Where, str]]:

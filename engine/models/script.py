@@ -1,7 +1,9 @@
 """Scripted mock replies: from a profile's `replies`, or registered by tests for one run id.
 
-Replies are looked up by `<flow>.<step>`, then the step id, then the block id, and used in
-order; when a key's list is exhausted its last reply repeats. A script registered for a run id
+Replies are looked up by `<flow>.<step>`, then the step id, then the block id. Under each key,
+rule replies (`{when: {contains: ..., regex: ...}, reply: ...}`) are tried first, in list order,
+against the text sent to the model, and fire every time they match; then the ordered replies are
+used in order, and when they are exhausted the last one repeats (docs/models.md). A script registered for a run id
 (`scripted(run_id, {...})`) makes every model call of that run go to the mock, so flow tests
 never reach the network, and records every request it saw in `calls`.
 """
@@ -9,22 +11,26 @@ never reach the network, and records every request it saw in `calls`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from engine.models.agentic import TurnRequest
 from engine.models.base import StructuredRequest
+from engine.models.replies import Rule, is_rule
 
 
 class MockScript:
     """Replies per key, consumed in order (the last one repeats)."""
 
     def __init__(self, replies: Mapping[str, Sequence[Any]] | None = None) -> None:
-        self._replies: dict[str, list[Any]] = {key: list(values) for key, values in (replies or {}).items()}
+        self._replies: dict[str, list[Any]] = {}
+        self._rules: dict[str, list[Rule]] = {}
         self._used: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls: list[StructuredRequest | TurnRequest] = []
+        for key, values in (replies or {}).items():
+            self.add(key, *values)
 
     def __repr__(self) -> str:
         return f"MockScript(keys={sorted(self._replies)!r}, calls={len(self.calls)})"
@@ -32,17 +38,28 @@ class MockScript:
     def add(self, key: str, *replies: Any) -> MockScript:
         """Append replies for a key (`flow.step`, a step id or a block id)."""
         with self._lock:
-            self._replies.setdefault(key, []).extend(replies)
+            self._replies.setdefault(key, []).extend(reply for reply in replies if not is_rule(reply))
+            rules = [Rule.of(reply) for reply in replies if is_rule(reply)]
+            if rules:
+                self._rules.setdefault(key, []).extend(rules)
         return self
 
     def record(self, request: StructuredRequest | TurnRequest) -> None:
         with self._lock:
             self.calls.append(request)
 
-    def next_reply(self, request: StructuredRequest | TurnRequest) -> tuple[bool, Any]:
-        """(True, reply) for the request's next scripted reply, (False, None) when none is scripted."""
+    def next_reply(self, request: StructuredRequest | TurnRequest,
+                   sent: Callable[[], str] = lambda: "") -> tuple[bool, Any]:
+        """(True, reply) for the request's next scripted reply, (False, None) when none is scripted.
+        `sent` gives the text sent to the model, which rule replies match (asked only if there are rules)."""
+        text: str | None = None
         with self._lock:
             for key in (f"{request.flow}.{request.step}", request.step, request.block):
+                for rule in self._rules.get(key, ()):
+                    if text is None:
+                        text = sent()
+                    if rule.matches(text):
+                        return True, rule.reply
                 replies = self._replies.get(key)
                 if replies:
                     used = self._used.get(key, 0)

@@ -110,6 +110,16 @@ class ScheduleSpec(Spec):
                                                                       "while the server was down.")
 
 
+class EmitSpec(Spec):
+    """A custom event the step publishes when it has finished (docs/flows.md, "Custom events")."""
+
+    event: Name = Field(..., description="The event's type, e.g. progress; not one of the engine's own "
+                                         "event types (run_started, step_finished, token, ...).")
+    data: dict[str, Any] = Field(default_factory=dict,
+                                 description="The event's data: literals or templates, rendered after the step "
+                                             "finishes, with its outputs in scope.")
+
+
 class StepSpec(Spec):
     """One step: exactly one action (uses, router, loop, foreach, map, approval, flow)."""
 
@@ -135,6 +145,8 @@ class StepSpec(Spec):
         False, description="Pause for approval before this step runs (true, or the gate's settings).")
     delegates: list[Name] = Field(default_factory=list,
                                   description="agent steps: other agent steps or flows offered as tools.")
+    emit: EmitSpec | list[EmitSpec] | None = Field(
+        None, description="Custom events published after the step finishes: one, or a list (in order).")
     max_visits: int | None = Field(None, ge=1, le=10_000,
                                    description="Bound on entries into this step (back-edges need it).")
     on_max_visits: Target | Literal["fail"] = Field(
@@ -144,6 +156,13 @@ class StepSpec(Spec):
     def action(self) -> str | None:
         present = [name for name in ACTIONS if getattr(self, name) is not None]
         return present[0] if len(present) == 1 else None
+
+    @property
+    def emits(self) -> list[EmitSpec]:
+        """The step's custom events, in order (`emit:` may be one mapping or a list)."""
+        if self.emit is None:
+            return []
+        return [self.emit] if isinstance(self.emit, EmitSpec) else list(self.emit)
 
     @property
     def actions(self) -> list[str]:

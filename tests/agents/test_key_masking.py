@@ -89,7 +89,8 @@ def test_an_echoed_key_is_masked_everywhere(make_yard: Yard, stub: OpenAIStub, m
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert events[-1]["data"]["outputs"] == {"greeting": "your key is ***", "answer": "The key: ***"}
     tokens = "".join(e["data"]["text"] for e in events if e["type"] == "token")
-    assert tokens == "I was given *** today."
+    # the llm reply and the agent's final answer stream too (their single text output): masked as well
+    assert tokens == "your key is ***I was given *** today.The key: ***"
     failed = [e["data"] for e in events if e["type"] == "tool_call" and e["data"]["status"] == "error"]
     assert len(failed) == 1 and "***" in failed[0]["error"]
     run_id = events[0]["run_id"]

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from engine.events import Sequencer
-from engine.cli.progress import LiveTable, PlainLines
 
 from engine import Yard
+from engine.cli.progress import LiveTable, PlainLines
+from engine.events import Sequencer
 
 FILES = {
     "blocks/double.yaml": """

@@ -13,10 +13,10 @@ import pytest
 
 from engine.decisions import DecisionRefused
 from engine.models import scripted
-from engine.state import gates
 from engine.runtime.yard import Yard
 from engine.spec import parse_duration
 from engine.spec.common import MAX_DURATION
+from engine.state import gates
 from tests.runtime.conftest import Outcome, run_engine
 
 FILES = {

@@ -16,10 +16,12 @@ def test_hello_in_a_subprocess_prints_json_events(yard: Path) -> None:
     done = run_engine(yard, "run", "hello", "--input", "name=Ada", "--json")
     assert done.code == 0, done.err
     events = done.events()
+    # the mock streams the llm reply word by word, as a real model's (docs/models.md, "Token streaming")
     assert [(e["type"], e["step"]) for e in events] == [
-        ("run_started", None), ("step_started", "greet"), ("step_finished", "greet"),
-        ("step_started", "shout"), ("step_finished", "shout"), ("run_finished", None)]
-    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
+        ("run_started", None), ("step_started", "greet"), ("token", "greet"), ("token", "greet"),
+        ("step_finished", "greet"), ("step_started", "shout"), ("step_finished", "shout"), ("run_finished", None)]
+    assert "".join(e["data"]["text"] for e in events if e["type"] == "token") == "greet: name=Ada"
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert {e["run_id"] for e in events} == {events[0]["run_id"]}
     assert all(set(e) == {"type", "run_id", "seq", "step", "time", "data"} for e in events)
     assert events[-1]["data"]["outputs"] == {"greeting": "greet: name=Ada", "loud": "GREET: NAME=ADA", "words": 2}

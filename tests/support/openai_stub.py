@@ -2,7 +2,8 @@
 
 Scripted per test: queue replies (JSON content, tool calls, errors, delays, garbage), point a
 real client (langchain-openai, the openai SDK, httpx) at `stub.base_url`, then assert on
-`stub.requests`. Non-streaming and `stream: true` (server-sent events) are both served.
+`stub.requests`. Non-streaming and `stream: true` (server-sent events) are both served; a streamed reply comes in
+pieces of 7 characters, `chunk_delay` apart when a reply sets it.
 
     with OpenAIStub() as stub:
         stub.queue(Reply.error(500), Reply.structured({"greeting": "hi"}))
@@ -66,6 +67,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     delay: float = 0.0
+    chunk_delay: float = 0.0  # streamed replies: the pause before each chunk after the first
     responder: Callable[[RecordedRequest], Reply] | None = None
 
     @classmethod
@@ -219,7 +221,9 @@ class OpenAIStub:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for chunk in _chunks(request, reply):
+                for number, chunk in enumerate(_chunks(request, reply)):
+                    if number and reply.chunk_delay and stub._closing.wait(reply.chunk_delay):
+                        return
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")

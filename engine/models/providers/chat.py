@@ -21,6 +21,7 @@ from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import ModelError, failure_kind, status_kind
 from engine.models.secrets import fingerprint, public_url, read_key, redact
+from engine.models.streaming import ReplyStream, text_field
 
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _MESSAGE_LIMIT = 300
@@ -66,7 +67,11 @@ class ChatGenerator:
         }}
         bound = self._chat(key).bind_tools([tool], tool_choice=self._tool_choice(name))
         try:
-            reply = await bound.ainvoke(messages(request, turns))
+            if request.on_token is None:
+                reply = await bound.ainvoke(messages(request, turns))
+            else:
+                stream = ReplyStream(request.on_token, tool=name, field=text_field(request.output_schema))
+                reply = await _streamed(bound, messages(request, turns), stream)
         except Exception as exc:  # every provider failure becomes one clear ModelError
             raise self._failure(exc, key, request) from None
         return candidate(reply, name)
@@ -81,7 +86,8 @@ class ChatGenerator:
         try:
             if on_token is None:
                 return await bound.ainvoke(list(request.messages))
-            return await _streamed(bound, list(request.messages), on_token)
+            stream = ReplyStream(on_token, tool=request.answer_tool, field=text_field(request.answer_schema))
+            return await _streamed(bound, list(request.messages), stream)
         except Exception as exc:  # every provider failure becomes one clear ModelError
             raise self._failure(exc, key, request) from None
 
@@ -119,15 +125,16 @@ class ChatGenerator:
         return ModelError(f"{where}: {type(exc).__name__}: {detail}", provider=self.provider, model=self.model)
 
 
-async def _streamed(bound: Any, chat: list[Any], on_token: TokenSink) -> Any:
-    """Stream a reply, handing its text to on_token, and return it as one AIMessage."""
+async def _streamed(bound: Any, chat: list[Any], stream: ReplyStream) -> Any:
+    """Stream a reply, handing its text to `stream` (content, and the text field inside the
+    arguments of the outputs function), and return it as one AIMessage."""
     from langchain_core.messages import message_chunk_to_message  # LangChain: only when a model runs
 
     whole: Any = None
     async for chunk in bound.astream(chat):
-        text = _text(chunk.content)
-        if text:
-            on_token(text)
+        stream.content(text_of(chunk.content))
+        for piece in getattr(chunk, "tool_call_chunks", None) or ():
+            stream.arguments(piece.get("index"), piece.get("name"), piece.get("args"))
         whole = chunk if whole is None else whole + chunk
     if whole is None:
         raise ValueError("the server sent an empty stream")
@@ -187,10 +194,11 @@ def candidate(reply: Any, name: str) -> Candidate:
     invalid = list(getattr(reply, "invalid_tool_calls", None) or [])
     if invalid:
         return Candidate.of_text(str(invalid[0].get("args") or ""))
-    return Candidate.of_text(_text(getattr(reply, "content", "")))
+    return Candidate.of_text(text_of(getattr(reply, "content", "")))
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """The text of a message's content (a string, or a list of content blocks)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content blocks

@@ -15,8 +15,10 @@ from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
 from engine.models.mock_values import fake, seed_of, summarize
+from engine.models.providers.chat import messages, text_of
 from engine.models.replies import reply_problems
 from engine.models.script import MockScript
+from engine.models.streaming import text_field
 from engine.spec import ModelProfile, parse_duration
 
 
@@ -35,6 +37,19 @@ class MockGenerator:
         return f"MockGenerator(model={self.model!r}, delay={self.delay!r})"
 
     async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
+        """A scripted reply or generated outputs; with `request.on_token`, the single text output (or
+        a plain-text reply) is streamed word by word, as a real model's would be."""
+        found = await self._generate(request, turns)
+        if request.on_token is not None:
+            field = text_field(request.output_schema)
+            value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
+            text = value if isinstance(value, str) else found.text if found.text is not None \
+                and not found.text.lstrip().startswith("{") else None
+            for word in re.findall(r"\S+\s*", text or ""):
+                request.on_token(word)
+        return found
+
+    async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         if self.run_script is not None and not turns:
             self.run_script.record(request)
         if self.delay:
@@ -42,7 +57,7 @@ class MockGenerator:
         for script in (self.run_script, self.profile_script):
             if script is None:
                 continue
-            found, reply = script.next_reply(request)
+            found, reply = script.next_reply(request, lambda: sent_text(messages(request, turns)))
             if found:
                 return self._scripted(reply, request)
         label = f"{request.block}: {summarize(request.inputs)}"
@@ -59,7 +74,7 @@ class MockGenerator:
         for script in (self.run_script, self.profile_script):
             if script is None:
                 continue
-            found, reply = script.next_reply(request)
+            found, reply = script.next_reply(request, lambda: sent_text(request.messages))
             if found:
                 self._raise_scripted_error(reply, request)
                 message = agent_reply(reply, request)
@@ -100,6 +115,12 @@ class MockGenerator:
             # a decide block's single enum output can be scripted as just the choice
             return Candidate.of_value({next(iter(properties)): reply})
         return Candidate.of_text(reply) if isinstance(reply, str) else Candidate.of_value(reply)
+
+
+def sent_text(chat: Any) -> str:
+    """What rule replies match: the text of every message sent to the model (system, history, user,
+    tool results), one per line, as a real provider would send it."""
+    return "\n".join(text_of(getattr(message, "content", "")) for message in chat)
 
 
 def agent_reply(reply: Any, request: TurnRequest) -> Any:

@@ -193,8 +193,17 @@ function renderRun(run, status) {
   $("run-graph").replaceChildren(run.graph ? drawGraph(run.graph, status) : h("span"));
 }
 
+// the engine's own event types (engine/runtime/events.py); any other type is a step's custom event (`emit:`)
+const ENGINE_EVENTS = new Set(["run_started", "step_started", "step_finished", "step_failed", "token", "tool_call",
+  "approval_required", "approval_decided", "warning", "run_finished", "run_failed"]);
+
+function isCustomEvent(event) {
+  return !ENGINE_EVENTS.has(event.type);
+}
+
 function describeEvent(event) {
   const data = event.data || {};
+  if (isCustomEvent(event)) return JSON.stringify(data);
   if (event.type === "run_finished") return `outputs ${JSON.stringify(data.outputs)}`;
   if (event.type === "run_failed") return data.error || "";
   if (event.type === "step_finished") return data.duration_ms !== undefined ? `${data.duration_ms} ms` : "";
@@ -215,7 +224,7 @@ async function showRun(id) {
   list.replaceChildren();
   const onEvent = (event) => {
     if (controller.signal.aborted) return;
-    list.append(h("li", { "data-type": event.type, value: event.seq },
+    list.append(h("li", { "data-type": event.type, class: isCustomEvent(event) ? "custom" : "", value: event.seq },
       h("span", { class: "type" }, event.type), event.step ? ` ${event.step}` : "", " ", describeEvent(event)));
     list.scrollTop = list.scrollHeight;
     if (event.step) {

@@ -24,6 +24,7 @@ from engine.validate.semantic.delegation import (
     delegation_graph,
 )
 from engine.validate.semantic.durations import check_durations
+from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
@@ -55,6 +56,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_references(index)
     check_delegation(index, delegation if delegation is not None else delegation_graph(project))
     check_routing(index)
+    check_emits(index)
     check_memory(index)
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))

@@ -69,6 +69,7 @@ DATAFLOW: dict[str, str] = {
     "BY409": "flow output not written on every path",
     "BY410": "template loads another template (include, extends, import)",
     "BY411": "constant expression over a template limit",
+    "BY425": "custom event named like an engine event",
 }
 
 CONFIG: dict[str, str] = {

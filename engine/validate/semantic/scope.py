@@ -12,12 +12,15 @@ from engine.diagnostics import did_you_mean
 from engine.load import JsonPath
 from engine.spec import ApprovalSpec
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of, step_fact
+from engine.validate.semantic.emits import emit_places
 from engine.validate.semantic.facts import NOTHING, Facts
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 from engine.validate.semantic.references import step_outputs
 from engine.validate.semantic.templates import Problem, bindings, scan
 
 ROOTS = ("inputs", "context", "steps")
+# what router values and rules see besides (docs/flows.md, "Router"): the run's conversation
+CONVERSATION = ("last_message", "messages")
 # `context.get('x', 0)` calls the mapping's method (Jinja tries attributes before keys): not a key
 MAPPING_METHODS = frozenset({"get", "keys", "items", "values"})
 
@@ -26,27 +29,32 @@ class StepScope:
     """Resolves the variables of templates in one place of a step."""
 
     def __init__(self, index: FlowIndex, node: StepNode, facts: tuple[Facts | None, Facts] | None,
-                 items: tuple[str, ...], flow: Dataflow | None) -> None:
+                 items: tuple[str, ...], flow: Dataflow | None, names: tuple[str, ...] = ()) -> None:
         self.index = index
         self.node = node
         self.must, self.may = facts if facts is not None else (None, NOTHING)
         self.items = items
         self.flow = flow
+        self.names = names  # other roots this place sees (routers: the conversation)
 
     def __call__(self, path: tuple[str, ...], guarded: bool) -> Problem | None:
         root = path[0]
-        if root in self.items or (len(path) > 1 and path[1] in MAPPING_METHODS):
+        if root in self.items or root in self.names or (len(path) > 1 and path[1] in MAPPING_METHODS):
             return None
+        if root in CONVERSATION:
+            return Problem("BY401", f"'{root}' is seen only by a router's `value:` and rules (the run's "
+                                    "conversation); elsewhere bind the message as a flow input (inputs.message)")
         if root == "inputs":
             return self._input(path)
         if root == "context":
             return None if len(path) == 1 or guarded else self._context(path[1])
         if root == "steps":
             return None if len(path) == 1 else self._step(path, guarded)
-        names = [*ROOTS, *self.items]
+        names = [*ROOTS, *self.names, *self.items]
         extra = f", and the item{'s' if len(self.items) > 1 else ''} {quote_list(self.items)}" if self.items else ""
-        return Problem("BY401", f"unknown variable '{root}' (step templates see inputs, context and "
-                                f"steps{extra}){did_you_mean(root, names)}")
+        seen = f", steps, {', '.join(self.names)}" if self.names else " and steps"
+        return Problem("BY401", f"unknown variable '{root}' (step templates see inputs, context{seen}"
+                                f"{extra}){did_you_mean(root, names)}")
 
     def _input(self, path: tuple[str, ...]) -> Problem | None:
         if len(path) == 1:
@@ -106,7 +114,8 @@ def check_step_templates(index: FlowIndex, flow: Dataflow | None) -> None:
     for node in index.walk():
         before = flow.before(node) if flow is not None else None
         for source, where, expression, facts, items in _places(node, before, flow):
-            scope = StepScope(index, node, facts, items, flow)
+            names = CONVERSATION if where[len(node.path):len(node.path) + 1] == ("router",) else ()
+            scope = StepScope(index, node, facts, items, flow, names)
             for problem in scan(source, scope, expression=expression):
                 index.report(where, problem.code, f"step '{node.id}': {problem.message}")
     memory = index.definition.spec.memory
@@ -143,6 +152,8 @@ def _places(node: StepNode, before: tuple[Facts | None, Facts] | None,
         yield spec.approval.message, node.at("approval", "message"), False, before, items
     if isinstance(spec.require_approval, ApprovalSpec):
         yield spec.require_approval.message, node.at("require_approval", "message"), False, before, items
+    if spec.emit is not None:
+        yield from emit_places(node, before, flow)
 
 
 def _memory_scope(index: FlowIndex, source: str) -> None:
