@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.compile import history
 from engine.compile.errors import CompileError, Problem
 from engine.executors.call import BlockCall, Runner
 from engine.executors.memory import prompt_scope
@@ -31,7 +32,7 @@ def prepare(block: BlockSpec, where: str) -> Runner:
             flow=call.flow, step=call.step, block=block.block,
             system=_render("prompt.system", system, scope),
             user=_render("prompt.user", user, scope),
-            output_schema=schema, inputs=call.inputs,
+            output_schema=schema, inputs=call.inputs, history=history.for_call(call),
         )
         return await call.context.models.for_block(block).structured(request)
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from engine.compile import history
 from engine.compile.errors import CompileError, Problem
 from engine.executors.call import BlockCall, Runner
 from engine.smart import EXTRA, dspy_installed
@@ -39,10 +40,12 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
         from engine.smart.lm import lm_for, model_failure
 
         instructions = _instructions(block, call.inputs)
-        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs)
+        said = history.for_call(call)
+        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs,
+                         history=said)
         where_call = f"flow '{call.flow}', step '{call.step}'"
         try:
-            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs)
+            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs, said)
         except Problem:
             raise
         except Exception as exc:
@@ -52,13 +55,17 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
 
 
 def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,
-             inputs: dict[str, Any]) -> dict[str, Any]:
-    """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking."""
+             inputs: dict[str, Any], said: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking.
+    In a thread's turn the conversation so far goes in as one more input field."""
     from engine.smart import import_dspy
-    from engine.smart.program import guardrail_problem, module, outputs_of
+    from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
 
     dspy: Any = import_dspy()
-    predictor = module(block, instructions, program)
+    given = bool(said) and HISTORY_FIELD not in block.inputs
+    predictor = module(block, instructions, program, history=given)
+    if given:
+        inputs = {HISTORY_FIELD: history_text(said), **inputs}
     rails = block.guardrails
     with dspy.context(lm=lm):
         if rails is None:

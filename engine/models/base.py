@@ -23,6 +23,9 @@ class StructuredRequest:
     user: str | None
     output_schema: dict[str, Any]
     inputs: dict[str, Any]
+    # in a conversation thread's turn, the conversation before it as (role, text) pairs, oldest
+    # first (role: user | assistant): sent between the system prompt and the user prompt
+    history: tuple[tuple[str, str], ...] = ()
 
 
 class StructuredModel(Protocol):

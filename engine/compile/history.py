@@ -1,0 +1,79 @@
+"""What a model call in a conversation thread's turn is sent of the conversation so far.
+
+The run context carries the thread's conversation before this turn (`RunContext.conversation`:
+(role, text) pairs, oldest first, two per finished turn; None when the run is not a thread turn).
+A block takes its last `history:` turns of it (engine/spec/block.py), then the oldest turns go
+until what is left fits the yard's `threads.history_chars`; the step says so in a `warning` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.compile.events import warning
+from engine.executors.call import BlockCall
+
+Said = tuple[str, str]  # (role: user | assistant, text)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The messages a call is sent, and how many turns the character budget left out."""
+
+    messages: tuple[Said, ...]
+    dropped: int = 0
+
+
+def turns_of(conversation: Sequence[Said]) -> list[tuple[Said, ...]]:
+    """The conversation cut into turns: a user message and what answered it."""
+    turns: list[list[Said]] = []
+    for said in conversation:
+        if said[0] == "user" or not turns:
+            turns.append([])
+        turns[-1].append(said)
+    return [tuple(turn) for turn in turns]
+
+
+def choose(conversation: Sequence[Said] | None, last: int | None, budget: int) -> Chosen:
+    """The last `last` turns (all with None) that fit in `budget` characters, oldest first."""
+    if not conversation or last == 0:
+        return Chosen(())
+    turns = turns_of(conversation)
+    if last is not None:
+        turns = turns[-last:]
+    kept: list[tuple[Said, ...]] = []
+    used = 0
+    for turn in reversed(turns):  # the newest turns are the last to go
+        size = sum(len(text) for _, text in turn)
+        if used + size > budget:
+            break
+        kept.append(turn)
+        used += size
+    kept.reverse()
+    return Chosen(tuple(said for turn in kept for said in turn), len(turns) - len(kept))
+
+
+def for_call(call: BlockCall) -> tuple[Said, ...]:
+    """What `call`'s block is sent of the conversation; a `warning` event when the budget cut it."""
+    context = call.context
+    conversation = getattr(context, "conversation", None)
+    if not conversation:
+        return ()
+    budget = getattr(context, "history_chars", None)
+    chosen = choose(conversation, call.block.history_turns, budget if budget is not None else 100_000)
+    if chosen.dropped:
+        warning(call.writer, call.label, "history_cut",
+                f"the conversation is longer than threads.history_chars ({budget} characters): the oldest "
+                f"{chosen.dropped} turn{'s' if chosen.dropped != 1 else ''} were left out of what the model is sent",
+                block=call.block.block, dropped_turns=chosen.dropped,
+                **({"index": call.index} if call.index is not None else {}))
+    return chosen.messages
+
+
+def as_messages(history: Sequence[Said]) -> list[Any]:
+    """LangChain chat messages of `history` (for agents and chat providers)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [HumanMessage(text) if role == "user" else AIMessage(text) for role, text in history]
