@@ -1,8 +1,10 @@
 """What happens when a run ends, besides its status: the memory history record and a thread's reply.
 
 Both are built per execution by the Yard and called by the runner (`Execution.on_end`) as the run
-finishes — before its status changes, so that the next turn of a thread never starts from a
-checkpoint without the previous reply — or fails.
+finishes or fails. A thread's reply is not committed here: the hook returns its statements (the
+reply checkpoint, the turn's `messages` rows), which the runner commits in the transaction that
+records the run's end — so a next turn never starts from a checkpoint without the previous reply,
+and the checkpoint and the messages table never disagree.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from engine.runtime.memory import RunMemory
 from engine.runtime.runner import EndHook
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord
+from engine.runtime.writer import Write
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +36,15 @@ def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) 
     if memory is None and run.thread_id is None:
         return None
 
-    async def on_end(status: str, outputs: dict[str, Any] | None, error: str | None) -> None:
+    async def on_end(status: str, outputs: dict[str, Any] | None, error: str | None) -> list[Write]:
         if memory is not None:
             try:
                 await memory.remember_run(history_record(run, status, outputs, error))
             except Exception as exc:  # the run's result stands; memory is best kept, not required
                 log.warning("run %s: could not store its history in memory scope %s: %s", run.id, memory.scope, exc)
         if run.thread_id is not None and status == "finished":
-            await threads.finish_turn(db, graph, run.thread_id, run.id, outputs, REPLY_NODE)
+            return await threads.finish_turn(db, graph, run.thread_id, run.id, run.inputs, outputs, REPLY_NODE,
+                                             now_iso())
+        return []
 
     return on_end

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import UsageError
-from engine.runtime import owner, store
+from engine.runtime import messages, owner, store
 from engine.runtime.writer import Write
 
 TITLE_WIDTH = 60
@@ -40,9 +40,15 @@ class Thread:
     updated: str
     turns: int
     last_run: str | None
+    name: str | None = None  # at most five words (engine/runtime/naming.py); None for older threads
+
+    @property
+    def label(self) -> str:
+        """What people see a thread as: its name, else (a thread older than names) its title."""
+        return self.name or self.title
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "flow": self.flow, "title": self.title, "created": self.created,
+        return {"id": self.id, "flow": self.flow, "name": self.label, "title": self.title, "created": self.created,
                 "updated": self.updated, "turns": self.turns, "last_run": self.last_run}
 
 
@@ -74,13 +80,62 @@ def title_of(text: str) -> str:
     return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1].rstrip() + "…"
 
 
-def turn_state(inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """The first state of a turn: only what is new (the stored messages stay where they are)."""
-    from langchain_core.messages import HumanMessage
+def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = ()) -> dict[str, Any]:
+    """The first state of a turn: only what is new (the stored messages stay where they are), and
+    the removal of the messages in `drop` (turns too old to be sent to any model any more)."""
+    from langchain_core.messages import HumanMessage, RemoveMessage
     from langgraph.types import Overwrite
 
+    gone: list[Any] = [RemoveMessage(id=message_id) for message_id in drop]
     return {"inputs": inputs, "context": Overwrite({}), "results": Overwrite([]), "loops": Overwrite({}),
-            "messages": [HumanMessage(turn_text(inputs), id=f"{run_id}.in")]}
+            "messages": [*gone, HumanMessage(turn_text(inputs), id=f"{run_id}.in")]}
+
+
+# ---- the conversation a turn starts with ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Conversation:
+    """A thread's conversation before a turn: what its models may be sent, and the ids of the
+    stored messages too old for that, which the turn removes from the checkpoint."""
+
+    said: tuple[tuple[str, str], ...] = ()
+    drop: tuple[str, ...] = ()
+
+
+def conversation(messages: Sequence[Any], run_id: str, window: int | None, budget: int) -> Conversation:
+    """The conversation in a checkpoint's `messages` up to the turn of `run_id` (a resumed turn
+    finds its own message there already), cut to the flow's `window` of turns and `budget` of
+    characters (engine/compile/history.py)."""
+    from engine.compile.history import choose
+
+    kept: list[tuple[str, str, str]] = []
+    for message in messages:
+        if str(message.id) == f"{run_id}.in":
+            break
+        role = "user" if message.type == "human" else "assistant" if message.type == "ai" else None
+        if role is not None:
+            kept.append((str(message.id), role, _text(message.content)))
+    said = tuple((role, text) for _, role, text in kept)
+    chosen = choose(said, window, budget)
+    cut = len(said) - len(chosen.messages)
+    return Conversation(chosen.messages, tuple(message_id for message_id, _, _ in kept[:cut]))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content or [])
+
+
+async def stored_conversation(saver: Any, thread_id: str, checkpoint: str | None) -> list[Any]:
+    """The messages of a thread's checkpoint (`checkpoint`, else its latest)."""
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint is not None:
+        configurable["checkpoint_id"] = checkpoint
+    found = await saver.aget_tuple({"configurable": configurable})
+    if found is None:
+        return []
+    return list(found.checkpoint.get("channel_values", {}).get("messages") or [])
 
 
 # ---- admitting a turn -------------------------------------------------------------------------
@@ -96,13 +151,24 @@ def check_thread_id(thread_id: str) -> str:
                          "starting with a letter or digit") from None
 
 
-def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str
-          ) -> Callable[[sqlite3.Connection], bool]:
-    """A writer call: when the thread is free, insert the run (`writes`) and count the turn; False
-    when another run of the thread is still running; UsageError when the thread cannot take it."""
+@dataclass(frozen=True)
+class Admitted:
+    """A turn the thread took: whether it is the thread's first, and the checkpoint of the thread's
+    last finished turn (its reply), which the turn starts from — None for a first turn, or a thread
+    older than the `messages` table, which goes on from its latest checkpoint."""
 
-    def apply(conn: sqlite3.Connection) -> bool:
-        row = conn.execute("SELECT flow FROM threads WHERE id = ?", (thread_id,)).fetchone()
+    first: bool
+    checkpoint: str | None
+
+
+def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
+          name: str | None = None) -> Callable[[sqlite3.Connection], Admitted | None]:
+    """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
+    when another run of the thread is still running; UsageError when the thread cannot take it.
+    A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
+
+    def apply(conn: sqlite3.Connection) -> Admitted | None:
+        row = conn.execute("SELECT flow, checkpoint FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is not None and row[0] != flow:
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
         for other, status, pid, host, start in conn.execute(
@@ -112,25 +178,28 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
             if owner.is_alive(pid, host, start):
-                return False
+                return None
         for write in writes:
             if write.many:
                 conn.executemany(write.sql, write.params)
             else:
                 conn.execute(write.sql, write.params)
-        conn.execute("INSERT INTO threads (id, flow, title, created, updated, turns, last_run) "
-                     "VALUES (?, ?, ?, ?, ?, 1, ?) "
+        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
                      "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = turns + 1, "
-                     "last_run = excluded.last_run", (thread_id, flow, title, now, now, run_id))
-        return True
+                     "last_run = excluded.last_run", (thread_id, flow, title, name, now, now, run_id))
+        return Admitted(first=row is None, checkpoint=row[1] if row is not None else None)
 
     return apply
 
 
-async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600.0) -> None:
+async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600.0) -> Admitted:
     """Call `call()` (an admitting write) until the thread takes the turn."""
     pause, waited = POLL[0], 0.0
-    while not await call():
+    while True:
+        admitted = await call()
+        if admitted is not None:
+            return admitted
         if waited >= limit:
             raise UsageError(f"thread '{thread_id}' stayed busy for {limit:.0f} s; try again later")
         await asyncio.sleep(pause)
@@ -148,18 +217,21 @@ def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None
 
 # ---- finishing a turn -------------------------------------------------------------------------
 
-async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, outputs: dict[str, Any] | None,
-                      reply_node: str) -> None:
-    """Append the turn's reply to the thread's messages, then drop the checkpoints before it."""
+async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, inputs: dict[str, Any],
+                      outputs: dict[str, Any] | None, reply_node: str, now: str) -> list[Write]:
+    """What ends a finished turn, for the transaction that records the run's end: the checkpoint
+    with the turn's reply appended (as if written by the graph's reply node), the turn's two rows
+    of `messages`, the thread's new starting point, and the pruning of every other checkpoint."""
     from langchain_core.messages import AIMessage
 
     config = {"configurable": {"thread_id": thread_id}}
-    state = await graph.aget_state(config)
-    # pruned before and after the reply's checkpoint: the file never holds more than one extra copy
-    await db.writer.write(*prune(thread_id, state.config["configurable"]["checkpoint_id"]))
-    saved = await graph.aupdate_state(config, {"messages": [AIMessage(reply_text(outputs), id=f"{run_id}.out")]},
-                                      as_node=reply_node)
-    await db.writer.write(*prune(thread_id, saved["configurable"]["checkpoint_id"]))
+    reply = reply_text(outputs)
+    with db.saver.held() as held:  # built here, committed by the caller with the run's new status
+        saved = await graph.aupdate_state(config, {"messages": [AIMessage(reply, id=f"{run_id}.out")]},
+                                          as_node=reply_node)
+    keep = saved["configurable"]["checkpoint_id"]
+    return [*held, *prune(thread_id, keep), messages.append_turn(thread_id, run_id, turn_text(inputs), reply, now),
+            Write("UPDATE threads SET checkpoint = ?, updated = ? WHERE id = ?", (keep, now, thread_id))]
 
 
 def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
@@ -171,7 +243,7 @@ def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-_COLUMNS = "id, flow, title, created, updated, turns, last_run"
+_COLUMNS = "id, flow, title, created, updated, turns, last_run, name"
 
 
 def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:

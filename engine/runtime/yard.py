@@ -28,17 +28,17 @@ from engine.diagnostics import Diagnostic
 from engine.errors import UsageError, ValidationFailed
 from engine.project import CONFIG_FILE, Project, load_project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, gates, owner, resumes, store, threads
+from engine.runtime import approvals, gates, naming, owner, resumes, store, threads
 from engine.runtime.approvals import Expired
 from engine.runtime.endings import end_hook
 from engine.runtime.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
 from engine.runtime.ids import check_run_id, new_run_id
 from engine.runtime.memory import MemoryStore, render_scope
 from engine.runtime.portal import Portal
-from engine.runtime.runner import Execution, RunResult, execute
+from engine.runtime.runner import Execution, Naming, RunResult, execute
 from engine.runtime.savers import StateDB
 from engine.runtime.store import RunRecord, StateError
-from engine.spec.block import MODEL_KINDS
+from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.template_limits import TemplateLimits
 
 
@@ -240,6 +240,7 @@ class Yard:
         digest, text = self._pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
+        admitted: threads.Admitted | None = None
         me = owner.current()
         for _attempt in range(5):
             now = now_iso()
@@ -253,9 +254,10 @@ class Yard:
                 if thread_id is None:
                     await self.db.writer.write(*writes)
                 else:  # one turn at a time: admitted only while no other run of the thread goes on
-                    admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
-                                          writes, record.id, now)
-                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
+                    said = threads.turn_text(values)
+                    admit = threads.admit(thread_id, bundle.name, threads.title_of(said), writes, record.id, now,
+                                          name=naming.fallback_name(said))
+                    admitted = await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
                 self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
@@ -266,16 +268,30 @@ class Yard:
                 raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
-        if thread_id is None:
+        if thread_id is None or admitted is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-        start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
-        return await self.execution(bundle, compiled, record, start)
+            return await self.execution(bundle, compiled, record, compiled.initial_state(values))
+        stored = [] if admitted.first else await threads.stored_conversation(self.db.saver, thread_id,
+                                                                             admitted.checkpoint)
+        talk = threads.conversation(stored, record.id, history_window(bundle), bundle.config.threads.history_chars)
+        return await self.execution(bundle, compiled, record, threads.turn_state(values, record.id, talk.drop),
+                                    conversation=talk.said, checkpoint=admitted.checkpoint, first=admitted.first)
 
     async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,
                         resumed: bool = False, values: dict[str, Any] | None = None,
-                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
-        """One execution of `record`: its run context (models, tools, memory) and end hook."""
+                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
+                        conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
+                        first: bool = False) -> Execution:
+        """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
+        and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from."""
         context, note = self._context(bundle, record.id, record.thread_id)
+        if record.thread_id is not None:
+            budget = bundle.config.threads.history_chars
+            if conversation is None:
+                stored = (values or {}).get("messages") or []
+                conversation = threads.conversation(stored, record.id, history_window(bundle), budget).said
+            context.conversation = conversation
+            context.history_chars = budget
         scope = render_scope(bundle, record.inputs)
         if scope is not None:
             context.memory = await self.memory.open(scope, bundle.name, record.id)
@@ -286,7 +302,20 @@ class Yard:
             data["thread"] = record.thread_id
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
+                         on_end=end_hook(self.db, compiled.graph, record, context.memory), checkpoint=checkpoint,
+                         naming=self._naming(bundle, record, context) if first else None)
+
+    def _naming(self, bundle: Bundle, record: RunRecord, context: RunContext) -> Naming:
+        """How the first turn of a thread names it (engine/runtime/naming.py)."""
+        assert record.thread_id is not None
+        said = threads.turn_text(record.inputs)
+        block = naming.naming_block(bundle.config)
+        if block is None:
+            return Naming(record.thread_id, naming.fallback_name(said))
+        thread_id = record.thread_id
+        return Naming(thread_id, naming.fallback_name(said),
+                      ask=lambda: naming.model_name(context.models, block, bundle.name, said),
+                      store=lambda name: naming.set_name(thread_id, name))
 
     async def _continue(self, run_id: str, wanted: approvals.Ask | None = None) -> Execution:
         return await resumes.prepare(self, run_id, wanted)
@@ -385,6 +414,18 @@ def _blocks(bundle: Bundle) -> list[Any]:
 def _uses_default_model(bundle: Bundle) -> bool:
     """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
     return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
+
+
+def history_window(bundle: Bundle) -> int | None:
+    """How many earlier turns of a conversation any model block of the flow (or its subflows) can
+    be sent — None for all of them (within `threads.history_chars`). A thread's checkpoint keeps
+    no more; a flow without model blocks keeps the default."""
+    wanted = [block.history_turns for block in _blocks(bundle) if block.kind in MODEL_KINDS]
+    if not wanted:
+        return DEFAULT_HISTORY
+    if any(turns is None for turns in wanted):
+        return None
+    return max(turns for turns in wanted if turns is not None)
 
 
 def _profiles(bundle: Bundle) -> list[Any]:
