@@ -28,7 +28,7 @@ from engine.diagnostics import Diagnostic
 from engine.errors import UsageError, ValidationFailed
 from engine.project import CONFIG_FILE, Project, load_project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, gates, naming, owner, resumes, store, threads
+from engine.runtime import approvals, gates, messages, naming, owner, resumes, store, threads
 from engine.runtime.approvals import Expired
 from engine.runtime.endings import end_hook
 from engine.runtime.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
@@ -398,6 +398,15 @@ class Yard:
     def threads(self, *, flow: str | None = None, limit: int | None = 50) -> list[threads.Thread]:
         """Conversation threads, most recently active first."""
         return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
+
+    def thread(self, thread_id: str) -> threads.Thread | None:
+        return self.db.read(lambda conn: threads.get_thread(conn, thread_id))
+
+    def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,
+                newest: bool = False) -> list[messages.Message]:
+        """A page of a thread's conversation from the messages table, oldest first: the messages
+        after index `after`; with `newest`, the last `limit` (before `after`)."""
+        return self.db.read(lambda conn: messages.history(conn, thread_id, after=after, limit=limit, newest=newest))
 
 
 def _blocks(bundle: Bundle) -> list[Any]:
