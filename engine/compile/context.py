@@ -72,3 +72,4 @@ class RunContext:
     # its model blocks are sent (engine/compile/history.py); None when the run is not a thread turn
     conversation: tuple[tuple[str, str], ...] | None = None
     history_chars: int = 100_000  # `threads.history_chars` of blockyard.yaml
+    turns_before: int = 0  # finished turns of the thread before this one (the checkpoint may keep fewer)

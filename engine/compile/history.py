@@ -20,7 +20,7 @@ Said = tuple[str, str]  # (role: user | assistant, text)
 
 @dataclass(frozen=True)
 class Chosen:
-    """The messages a call is sent, and how many turns the character budget left out."""
+    """The messages a call is sent, and how many of the turns it was given the budget left out."""
 
     messages: tuple[Said, ...]
     dropped: int = 0
@@ -59,15 +59,20 @@ def for_call(call: BlockCall) -> tuple[Said, ...]:
     """What `call`'s block is sent of the conversation; a `warning` event when the budget cut it."""
     context = call.context
     conversation = getattr(context, "conversation", None)
-    if not conversation:
+    if conversation is None:
         return ()
-    budget = getattr(context, "history_chars", None)
-    chosen = choose(conversation, call.block.history_turns, budget if budget is not None else 100_000)
-    if chosen.dropped:
+    budget = getattr(context, "history_chars", 100_000)
+    wanted = call.block.history_turns
+    chosen = choose(conversation, wanted, budget)
+    # the turns the block asks for that are not sent: the checkpoint keeps only what fits the budget
+    # (older turns are in the messages table only), and this call's choice may cut more
+    before = getattr(context, "turns_before", 0)
+    dropped = (before if wanted is None else min(wanted, before)) - len(turns_of(chosen.messages))
+    if dropped > 0:
         warning(call.writer, call.label, "history_cut",
                 f"the conversation is longer than threads.history_chars ({budget} characters): the oldest "
-                f"{chosen.dropped} turn{'s' if chosen.dropped != 1 else ''} were left out of what the model is sent",
-                block=call.block.block, dropped_turns=chosen.dropped,
+                f"{dropped} turn{'s' if dropped != 1 else ''} asked for {'were' if dropped != 1 else 'was'} left "
+                "out of what the model is sent", block=call.block.block, dropped_turns=dropped,
                 **({"index": call.index} if call.index is not None else {}))
     return chosen.messages
 

@@ -99,6 +99,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         # which the next turn starts from (engine/runtime/threads.py)
         "ALTER TABLE threads ADD COLUMN name TEXT",
         "ALTER TABLE threads ADD COLUMN checkpoint TEXT",
+        "UPDATE threads SET checkpoint = '*'",  # threads from before: their turns go on from the latest checkpoint
         # the conversation of each thread, for people and UIs (engine/runtime/messages.py)
         """CREATE TABLE messages (
             thread_id TEXT NOT NULL,

@@ -80,15 +80,18 @@ def title_of(text: str) -> str:
     return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1].rstrip() + "…"
 
 
-def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = ()) -> dict[str, Any]:
+def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = (), *, fresh: bool = False
+               ) -> dict[str, Any]:
     """The first state of a turn: only what is new (the stored messages stay where they are), and
-    the removal of the messages in `drop` (turns too old to be sent to any model any more)."""
+    the removal of the messages in `drop` (turns too old to be sent to any model any more). A
+    `fresh` turn (no turn of the thread has finished) starts the conversation over."""
     from langchain_core.messages import HumanMessage, RemoveMessage
     from langgraph.types import Overwrite
 
+    said = HumanMessage(turn_text(inputs), id=f"{run_id}.in")
     gone: list[Any] = [RemoveMessage(id=message_id) for message_id in drop]
     return {"inputs": inputs, "context": Overwrite({}), "results": Overwrite([]), "loops": Overwrite({}),
-            "messages": [*gone, HumanMessage(turn_text(inputs), id=f"{run_id}.in")]}
+            "messages": Overwrite([said]) if fresh else [*gone, said]}
 
 
 # ---- the conversation a turn starts with ------------------------------------------------------
@@ -130,7 +133,7 @@ def _text(content: Any) -> str:
 async def stored_conversation(saver: Any, thread_id: str, checkpoint: str | None) -> list[Any]:
     """The messages of a thread's checkpoint (`checkpoint`, else its latest)."""
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint is not None:
+    if checkpoint is not None and checkpoint != LATEST:
         configurable["checkpoint_id"] = checkpoint
     found = await saver.aget_tuple({"configurable": configurable})
     if found is None:
@@ -151,14 +154,19 @@ def check_thread_id(thread_id: str) -> str:
                          "starting with a letter or digit") from None
 
 
+LATEST = "*"  # `threads.checkpoint` of a thread older than the messages table: go on from its latest checkpoint
+
+
 @dataclass(frozen=True)
 class Admitted:
     """A turn the thread took: whether it is the thread's first, and the checkpoint of the thread's
-    last finished turn (its reply), which the turn starts from — None for a first turn, or a thread
-    older than the `messages` table, which goes on from its latest checkpoint."""
+    last finished turn (its reply), which the turn starts from: None when no turn has finished yet
+    (the turn starts from an empty conversation, whatever a failed turn left), LATEST for a thread
+    older than the `messages` table."""
 
     first: bool
     checkpoint: str | None
+    turns_before: int = 0  # finished turns before this one (two rows of `messages` each)
 
 
 def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
@@ -188,7 +196,9 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
                      "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
                      "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = turns + 1, "
                      "last_run = excluded.last_run", (thread_id, flow, title, name, now, now, run_id))
-        return Admitted(first=row is None, checkpoint=row[1] if row is not None else None)
+        if row is None:
+            return Admitted(first=True, checkpoint=None)
+        return Admitted(first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id))
 
     return apply
 
@@ -205,6 +215,11 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
         await asyncio.sleep(pause)
         waited += pause
         pause = min(pause * 2, POLL[1])
+
+
+def finished_turns(conn: sqlite3.Connection, thread_id: str) -> int:
+    row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)).fetchone()
+    return int(row[0])
 
 
 def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None:

@@ -271,17 +271,19 @@ class Yard:
         if thread_id is None or admitted is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
             return await self.execution(bundle, compiled, record, compiled.initial_state(values))
-        stored = [] if admitted.first else await threads.stored_conversation(self.db.saver, thread_id,
-                                                                             admitted.checkpoint)
+        fresh = admitted.checkpoint is None  # nothing finished yet: whatever a failed turn left is not the talk
+        start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
+        stored = [] if fresh else await threads.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
         talk = threads.conversation(stored, record.id, history_window(bundle), bundle.config.threads.history_chars)
-        return await self.execution(bundle, compiled, record, threads.turn_state(values, record.id, talk.drop),
-                                    conversation=talk.said, checkpoint=admitted.checkpoint, first=admitted.first)
+        start = threads.turn_state(values, record.id, talk.drop, fresh=fresh and not admitted.first)
+        return await self.execution(bundle, compiled, record, start, conversation=talk.said, checkpoint=start_at,
+                                    first=admitted.first, turns_before=admitted.turns_before)
 
     async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,
                         resumed: bool = False, values: dict[str, Any] | None = None,
                         preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
                         conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
-                        first: bool = False) -> Execution:
+                        first: bool = False, turns_before: int | None = None) -> Execution:
         """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
         and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from."""
         context, note = self._context(bundle, record.id, record.thread_id)
@@ -292,6 +294,9 @@ class Yard:
                 conversation = threads.conversation(stored, record.id, history_window(bundle), budget).said
             context.conversation = conversation
             context.history_chars = budget
+            thread_id = record.thread_id
+            context.turns_before = turns_before if turns_before is not None else await self.db.aread(
+                lambda conn: threads.finished_turns(conn, thread_id))
         scope = render_scope(bundle, record.inputs)
         if scope is not None:
             context.memory = await self.memory.open(scope, bundle.name, record.id)
