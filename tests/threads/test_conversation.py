@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +23,7 @@ from hypothesis import strategies as st
 
 from engine import Yard
 from engine.models.script import scripted
-from tests.runtime.conftest import run_engine
+from tests.runtime.conftest import run_engine, subprocess_env
 
 MESSAGE = {"message": {"type": "string"}}
 
@@ -190,6 +196,13 @@ def test_append_reducer_trap_an_agent_thread_stores_each_message_once(yard: Path
     with Yard.load(yard) as api:
         for i in range(3):
             assert api.run("agent_chat", {"message": f"turn {i}"}, thread="trap").status == "finished"
+
+        async def latest() -> Any:
+            graph = api.compiled(api.bundle("agent_chat")).graph
+            return await graph.aget_state({"configurable": {"thread_id": "trap"}})
+
+        kept = api._sync().call(latest).values["messages"]
+        assert [m.type for m in kept] == ["human", "ai"] * 3  # not 15: no prompt, tool call or result of the agent
         rows = agree(api, "agent_chat", "trap")
         events = api.events(api.thread("trap").last_run)  # type: ignore[union-attr]
     assert [role for role, _, _ in rows] == ["user", "assistant"] * 3
@@ -386,3 +399,30 @@ def test_threads_show_reads_the_messages_table(yard: Path) -> None:
     assert "run s-bad\n  > oops\n  (failed: " in shown
     body = json.loads(run_engine(yard, "threads", "show", "s", "--json").out)
     assert [(m["index"], m["role"]) for m in body["messages"]] == [(0, "user"), (1, "assistant")]
+
+
+# ---- kill -9 at random points -----------------------------------------------------------------
+
+def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disagreeing(yard: Path) -> None:
+    chance = random.Random()
+    child_script = Path(__file__).with_name("turns_child.py")
+    first = 0
+    for _round in range(4):
+        child = subprocess.Popen([sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
+                                 env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "finished", child.stderr.read() if child.stderr else ""
+        delay = chance.uniform(0.0, 0.25)  # somewhere inside a later turn: a step, the turn's end, the next start
+        time.sleep(delay)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        first += 50
+        with Yard.load(yard) as api:
+            rows = agree(api, "agent_chat", "k")
+            finished = [run for run in api.runs(flow="agent_chat", limit=None) if run.status == "finished"]
+        assert len(rows) == 2 * len(finished), f"killed after {delay:.3f} s"
+        assert {run_id for _, run_id, _ in rows} == {run.id for run in finished}
+    with Yard.load(yard) as api:  # the thread goes on where the last finished turn left it
+        assert api.run("agent_chat", {"message": "after"}, thread="k").status == "finished"
+        rows = agree(api, "agent_chat", "k")
+    assert rows[-2][2] == "after" and len(rows) == 2 * (len(finished) + 1)
