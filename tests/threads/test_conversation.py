@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from engine import Yard
 from engine.models.script import scripted
+from engine.project import load_project
+from engine.validate.semantic import check_project
 from tests.runtime.conftest import run_engine, subprocess_env
 
 MESSAGE = {"message": {"type": "string"}}
@@ -426,3 +428,26 @@ def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disag
         assert api.run("agent_chat", {"message": "after"}, thread="k").status == "finished"
         rows = agree(api, "agent_chat", "k")
     assert rows[-2][2] == "after" and len(rows) == 2 * (len(finished) + 1)
+
+
+def test_validate_names_history_on_a_kind_without_a_model_and_an_unknown_name_model(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    root = make_yard({
+        "blockyard.yaml": "models: {fast: {provider: mock}}\nthreads: {name_model: fsat, history_chars: 5000}\n",
+        "blocks/shout.yaml": """
+            block: shout
+            kind: transform
+            history: 3
+            inputs: {text: {type: string}}
+            outputs: {loud: {type: string}}
+            compute: {loud: "text | upper"}
+        """,
+        "blocks/talk.yaml": "block: talk\nkind: llm\nhistory: all\noutputs: {reply: {type: string}}\n"
+                            "prompt: {user: hi}\n",
+    })
+    found = {(d.code, d.file, d.line, d.message) for d in check_project(load_project(root))}
+    assert ("BY356", "blocks/shout.yaml", 3, "block 'shout': `history` does not apply to a transform block "
+                                              "(only to agent, decide, llm, smart)") in found
+    assert ("BY502", "blockyard.yaml", 2, "threads.name_model: unknown model profile 'fsat' (did you mean "
+                                          "'fast'?) (profiles: default, fast)") in found
+    assert not [d for d in found if d[1] == "blocks/talk.yaml"]
