@@ -2,11 +2,17 @@
 
 `blockyard run FLOW --thread ID` starts a turn. Its first state carries only what is new — the
 turn's inputs, a fresh context, and one human message made from the inputs — never the stored
-history: `messages` has an append reducer, so re-sending history would duplicate it. When the
-turn finishes, its reply (made from the outputs) is appended once, as if written by the graph's
-reply node, and the checkpoints of earlier steps are pruned: continuing a thread needs only its
-latest checkpoint, and without pruning every step re-stores the whole conversation (a 100-turn
-thread would take megabytes; bench/bench_threads.py).
+history: `messages` has an append reducer, so re-sending history would duplicate it. It starts
+from the checkpoint of the thread's last finished turn (`threads.checkpoint`), so a failed turn
+nobody resumed leaves nothing in the conversation, and it drops from that checkpoint the turns
+no model of the flow can be sent any more (the messages table keeps them; docs/memory.md).
+
+When the turn finishes, its reply (made from the outputs) is appended once, as if written by the
+graph's reply node, its two rows go to the `messages` table, and the checkpoints of earlier steps
+are pruned — all in the transaction that records the run's end (the runner commits what
+`finish_turn` returns), so the checkpoint the models read and the table people read never
+disagree. Continuing a thread needs only its latest checkpoint; without pruning every step
+re-stores the whole conversation (bench/bench_threads.py).
 
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
 and only when no other run of the thread is running (with a live owner) or waiting for approval;
