@@ -81,6 +81,7 @@ class DurableSaver(SqliteSaver):
         self.writer = writer
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
         self._fresh: set[str] = set()  # threads known to have no checkpoint yet
+        self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
 
     def expect_new(self, thread_id: str) -> None:
         """Declare that `thread_id` has no checkpoint (a run that was just created): its first
@@ -179,8 +180,24 @@ class DurableSaver(SqliteSaver):
 
     # ---- reads ------------------------------------------------------------------------------
 
+    async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:
+        """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
+        own read of the same checkpoint, once: deserializing a long conversation is the dearest part
+        of a turn's start (checkpoints never change once written, and only this one read reuses it)."""
+        found = await self._read(self.get_tuple, {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                                   "checkpoint_id": checkpoint_id}})
+        if found is not None:
+            if len(self._handoff) > 64:  # turns that never started (an error in between)
+                self._handoff.clear()
+            self._handoff[(thread_id, checkpoint_id)] = found
+        return found
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
+        if conf.get("checkpoint_id") and not conf.get("checkpoint_ns"):
+            handed = self._handoff.pop((str(conf.get("thread_id")), str(conf["checkpoint_id"])), None)
+            if handed is not None:
+                return handed
         if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
                 and not conf.get("checkpoint_id")):
             return None

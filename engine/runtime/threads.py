@@ -138,10 +138,10 @@ def _text(content: Any) -> str:
 
 async def stored_conversation(saver: Any, thread_id: str, checkpoint: str | None) -> list[Any]:
     """The messages of a thread's checkpoint (`checkpoint`, else its latest)."""
-    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     if checkpoint is not None and checkpoint != LATEST:
-        configurable["checkpoint_id"] = checkpoint
-    found = await saver.aget_tuple({"configurable": configurable})
+        found = await saver.aread_for_start(thread_id, checkpoint)  # the turn's own start reads it again
+    else:
+        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     if found is None:
         return []
     return list(found.checkpoint.get("channel_values", {}).get("messages") or [])
