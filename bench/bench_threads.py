@@ -169,11 +169,13 @@ async def main() -> None:
 
     header(f"The cost of a turn as the thread grows (an llm block with history: 20, {TURNS} turns)")
     costs, path, stored = await turn_costs()
-    early, late = sorted(costs[1:11])[5], sorted(costs[-10:])[5]
+    early, late = sorted(costs[1:11])[5], sorted(costs[-10:])[5]  # medians: this machine is shared
+    fastest_early, fastest_late = min(costs[1:11]), min(costs[-10:])
     on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
-    print(table(["turns", "median ms", ""], [
-        ["2-11", f"{early * 1000:.1f}", ""],
-        [f"{TURNS - 9}-{TURNS}", f"{late * 1000:.1f}", f"{late / early:.2f}x of turns 2-11 (target: 1.5x at most)"],
+    print(table(["turns", "median ms", "fastest ms", ""], [
+        ["2-11", f"{early * 1000:.1f}", f"{fastest_early * 1000:.1f}", ""],
+        [f"{TURNS - 9}-{TURNS}", f"{late * 1000:.1f}", f"{fastest_late * 1000:.1f}",
+         f"{late / early:.2f}x (fastest: {fastest_late / fastest_early:.2f}x) of turns 2-11 (target: 1.5x at most)"],
     ]))
     print(f"\ndatabase after {TURNS} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
           f"{kib(checkpoint_bytes)} of checkpoints in {checkpoints} row(s) (target: under 1 MB); "
