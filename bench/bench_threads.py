@@ -1,5 +1,6 @@
-"""How big a conversation thread's database gets: 100 turns of a two-step flow, each turn a
-~300-character message and a ~310-character reply (two messages per turn in the thread's state).
+"""How big a conversation thread's database gets, and what a turn costs as the thread grows:
+100 turns of a two-step flow, each turn a ~300-character message and a ~310-character reply
+(two messages per turn in the thread's state).
 
 Variants (sizes are deterministic, so one round is enough):
 - blockyard: `Yard.arun(flow, inputs, thread=...)` — finished turns pruned to one checkpoint;
@@ -7,6 +8,10 @@ Variants (sizes are deterministic, so one round is enough):
 - raw LangGraph: a one-node graph with `add_messages` on a SqliteSaver, one invoke per turn
   (a plain chat, which appends one message per turn).
 Size = the file after `PRAGMA wal_checkpoint(TRUNCATE)`; "in use" leaves out free pages.
+
+Then the cost of a turn against the thread's length: a flow whose llm block (offline mock model)
+is sent the conversation with `history: 20`; the median time of turns 2-11 against turns 91-100
+(the target: within 1.5x), and the database file after 100 turns (the target: under 1 MB).
 
     python bench/bench_threads.py [TURNS]
 """
@@ -48,6 +53,22 @@ FILES = {
         inputs: {message: {type: string}}
         outputs: {clean: {type: string}}
         compute: {clean: "message | trim"}
+    """,
+    "blocks/talk.yaml": """
+        block: talk
+        kind: llm
+        history: 20
+        inputs: {message: {type: string}}
+        outputs: {reply: {type: string}}
+        prompt: {system: "You take lunch orders.", user: "{{ message }}"}
+    """,
+    "flows/talk.yaml": """
+        flow: talk
+        inputs: {message: {type: string}}
+        outputs: [reply]
+        steps:
+          - {id: tidy, uses: tidy}
+          - {id: answer, uses: talk, with: {message: "{{ context.clean }}"}}
     """,
     "flows/chat.yaml": """
         flow: chat
@@ -117,6 +138,20 @@ def kib(value: int) -> str:
     return f"{value / 1024:,.0f} KiB"
 
 
+async def turn_costs() -> tuple[list[float], Path, int]:
+    """Seconds per turn of the `talk` flow (history: 20), the database, and the messages sent last."""
+    root = make_yard(FILES)
+    costs: list[float] = []
+    async with Yard.load(root) as yard:
+        for turn in range(TURNS):
+            began = time.perf_counter()
+            result = await yard.arun("talk", {"message": f"{turn}: {TEXT}"}, thread="t")
+            costs.append(time.perf_counter() - began)
+            assert result.status == "finished", result.error
+        sent = len(yard.history("t", limit=1000))
+    return costs, root / ".blockyard" / "state.db", sent
+
+
 async def main() -> None:
     header(f"A {TURNS}-turn conversation thread: database size")
     rows = []
@@ -131,6 +166,20 @@ async def main() -> None:
           "the rest of `in use` is blockyard's own tables: the runs and their event trace.")
     print(f"\npayload: {TURNS} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
           f"= {TURNS * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text")
+
+    header(f"The cost of a turn as the thread grows (an llm block with history: 20, {TURNS} turns)")
+    costs, path, stored = await turn_costs()
+    early, late = sorted(costs[1:11])[5], sorted(costs[-10:])[5]  # medians: this machine is shared
+    fastest_early, fastest_late = min(costs[1:11]), min(costs[-10:])
+    on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
+    print(table(["turns", "median ms", "fastest ms", ""], [
+        ["2-11", f"{early * 1000:.1f}", f"{fastest_early * 1000:.1f}", ""],
+        [f"{TURNS - 9}-{TURNS}", f"{late * 1000:.1f}", f"{fastest_late * 1000:.1f}",
+         f"{late / early:.2f}x (fastest: {fastest_late / fastest_early:.2f}x) of turns 2-11 (target: 1.5x at most)"],
+    ]))
+    print(f"\ndatabase after {TURNS} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
+          f"{kib(checkpoint_bytes)} of checkpoints in {checkpoints} row(s) (target: under 1 MB); "
+          f"messages table: {stored} rows")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/s
 WARNING = "warning"
 RUN_FINISHED = "run_finished"
 RUN_FAILED = "run_failed"
+THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
 
 EVENT_TYPES = (RUN_STARTED, STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, APPROVAL_REQUIRED,
-               APPROVAL_DECIDED, WARNING, RUN_FINISHED, RUN_FAILED)
+               APPROVAL_DECIDED, WARNING, RUN_FINISHED, RUN_FAILED, THREAD_NAME)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
 STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, WARNING})
 # The last event of one execution of a run (a resume starts a new execution).

@@ -16,6 +16,7 @@ from engine.agents.answer import ANSWER_TOOL, answer_function
 from engine.agents.graph import compile_graph, recursion_limit
 from engine.agents.plan import AgentFailed, AgentPlan, AgentRun
 from engine.models.agentic import function_tool
+from engine.nodes import history
 from engine.nodes.call import BlockCall
 from engine.nodes.errors import CompileError, Problem
 from engine.templates import TemplateError, render_text
@@ -59,7 +60,9 @@ class AgentExecutor:
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
         run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)
-        start = {"messages": transcript.prompt(system, user), "turn": 0, "errors": 0, "pending": [], "answer": None}
+        said = history.for_call(call)  # a thread's turn: the conversation so far, before the prompt
+        start = {"messages": transcript.prompt(system, user, said), "turn": 0, "errors": 0, "pending": [],
+                 "answer": None}
         try:
             final = await self.graph.ainvoke(start, {"recursion_limit": self.limit,
                                                      "configurable": _NO_CHECKPOINTS}, context=run)
@@ -70,7 +73,7 @@ class AgentExecutor:
         if answer is None:  # the loop ends only with an answer or an error; this is a safety net
             raise AgentFailed(f"agent '{block.block}' ended without a final answer")
         if call.transcript is not None:
-            call.transcript.extend(m for m in final.get("messages", []) if m.type != "system")
+            call.transcript.extend(m for m in final.get("messages", []) if transcript.own(m))
         return dict(answer)
 
     async def _tools(self, call: BlockCall) -> list[dict[str, Any]]:

@@ -28,12 +28,25 @@ def stamped(message: BaseMessage, *, name: str | None = None) -> BaseMessage:
     return message.model_copy(update=update)
 
 
-def prompt(system: str | None, user: str) -> list[BaseMessage]:
+HISTORY = "history."  # id prefix of the conversation a thread's turn starts the agent with
+
+
+def prompt(system: str | None, user: str, history: tuple[tuple[str, str], ...] = ()) -> list[BaseMessage]:
+    """system, the conversation so far (a thread's earlier turns, oldest first), then the user prompt."""
     messages: list[BaseMessage] = []
     if system:
         messages.append(SystemMessage(system, id=new_id()))
+    for role, text in history:
+        said = HumanMessage(text, id=HISTORY + new_id()) if role == "user" else AIMessage(text, id=HISTORY + new_id())
+        messages.append(said)
     messages.append(HumanMessage(user, id=new_id()))
     return messages
+
+
+def own(message: BaseMessage) -> bool:
+    """Whether a message of the agent's loop is its own (not the system prompt, not the conversation
+    it was given): only those go to the run's transcript."""
+    return message.type != "system" and not str(message.id or "").startswith(HISTORY)
 
 
 def note(text: str) -> HumanMessage:

@@ -1,7 +1,8 @@
 """`blockyard threads` and `blockyard threads show ID`: conversation threads, for people.
 
-Reads only our tables (no LangGraph): a thread's turns are its runs, each told by what it was
-asked (its inputs) and what it answered (its outputs) — the same text the thread's messages hold.
+Reads only our tables (no LangGraph): the conversation from the `messages` table (the store for
+people, engine/state/messages.py), each reply with the run that made it; turns that did not
+finish (failed, waiting, running) from the runs table.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
 from engine.cli.runs import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.state import store, threads
+from engine.state import messages, store, threads
 from engine.state.store import RunRecord, effective_status
 
 
@@ -40,7 +41,7 @@ def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> 
         sys.stdout.write("no threads match\n" if flow else "no threads yet (start one with "
                                                           "`blockyard run FLOW --thread ID`)\n")
         return 0
-    rows = [[t.id, t.flow, str(t.turns), local_time(t.updated), statuses.get(t.id) or "", shorten(t.title)]
+    rows = [[t.id, t.flow, str(t.turns), local_time(t.updated), statuses.get(t.id) or "", shorten(t.label)]
             for t in found]
     sys.stdout.write(table(["THREAD", "FLOW", "TURNS", "UPDATED", "LAST TURN", "TITLE"], rows))
     return 0
@@ -62,14 +63,26 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
         turns = [store.get_run(conn, row[0]) for row in
                  conn.execute(f"SELECT id FROM runs WHERE thread_id = ? ORDER BY {store.OLDEST_FIRST}",
                               (thread_id,))]
+        said = messages.history(conn, thread_id, limit=messages.MAX_PAGE, newest=True)
     runs = [run for run in turns if run is not None]
     if as_json:
-        body = {"thread": thread.as_dict(), "turns": [_turn(run) for run in runs]}
+        body = {"thread": thread.as_dict(), "messages": [m.as_dict() for m in said],
+                "turns": [_turn(run) for run in runs]}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    lines = [f"thread    {thread.id}", f"flow      {thread.flow}", f"title     {thread.title}",
+    lines = [f"thread    {thread.id}", f"flow      {thread.flow}", f"name      {thread.label}",
              f"turns     {thread.turns}", f"updated   {local_time(thread.updated)}", ""]
-    for run in runs:
+    replied = {m.run_id for m in said}
+    if said or not runs:
+        by_id = {run.id: run for run in runs}
+        for message in said:
+            if message.role == "user":
+                run = by_id.get(message.run_id)
+                lines.append(f"[{local_time(run.started if run else message.created)}] run {message.run_id}")
+            lines.append(_indent("> " if message.role == "user" else "< ", message.content))
+        runs = [run for run in runs if run.id not in replied and run.started and
+                (not said or run.started >= said[0].created)]
+    for run in runs:  # turns that did not finish (or a thread older than the messages table)
         turn = _turn(run)
         lines.append(f"[{local_time(run.started)}] run {run.id}")
         lines.append(_indent("> ", turn["said"]))

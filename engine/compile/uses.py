@@ -30,7 +30,11 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
 
     async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
-        said: list[Any] | None = [] if talks else None
+        # ... except in a conversation thread's turn: there `messages` is the conversation itself, which
+        # gains exactly the turn's message and its reply; the agent's prompt, tool calls and results
+        # stay in the turn's trace (appending them, or the history the agent was given, to the append
+        # reducer is how a thread ends up holding every message twice)
+        said: list[Any] | None = [] if talks and runtime.context.thread_id is None else None
         outputs = await block_step.run(make_scope(state, frames), runtime, item_index(state, frames), said)
         update = {"context": block_step.to_context(outputs), "results": [record(name, block.block, outputs)]}
         if said:

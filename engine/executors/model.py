@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
+from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.nodes.events import TOKEN, emit
@@ -34,7 +35,7 @@ def prepare(block: BlockSpec, where: str) -> Executor:
             flow=call.flow, step=call.step, block=block.block,
             system=_render("prompt.system", system, scope),
             user=_render("prompt.user", user, scope),
-            output_schema=schema, inputs=call.inputs, on_token=tokens,
+            output_schema=schema, inputs=call.inputs, on_token=tokens, history=history.for_call(call),
         )
         try:
             return await call.context.models.for_block(block).structured(request)

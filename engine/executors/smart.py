@@ -13,11 +13,12 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.smart import EXTRA, dspy_installed, import_dspy
 from engine.smart.lm import lm_for, model_failure
-from engine.smart.program import guardrail_problem, module, outputs_of
+from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
 from engine.values import text_problem
@@ -37,10 +38,12 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
 
     async def run(call: BlockCall) -> dict[str, Any]:
         instructions = _instructions(block, call.inputs)
-        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs)
+        said = history.for_call(call)
+        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs,
+                         history=said)
         where_call = f"flow '{call.flow}', step '{call.step}'"
         try:
-            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs)
+            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs, said)
         except Problem:
             raise
         except Exception as exc:
@@ -50,10 +53,14 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
 
 
 def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,
-             inputs: dict[str, Any]) -> dict[str, Any]:
-    """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking."""
+             inputs: dict[str, Any], said: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking.
+    In a thread's turn the conversation so far goes in as one more input field."""
     dspy: Any = import_dspy()
-    predictor = module(block, instructions, program)
+    given = bool(said) and HISTORY_FIELD not in block.inputs
+    predictor = module(block, instructions, program, history=given)
+    if given:
+        inputs = {HISTORY_FIELD: history_text(said), **inputs}
     rails = block.guardrails
     with dspy.context(lm=lm):
         if rails is None:

@@ -26,6 +26,9 @@ class StructuredRequest:
     inputs: dict[str, Any]
     # receives the reply's text as it arrives (`token` events); None: no streaming (engine/models/streaming.py)
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    # in a conversation thread's turn, the conversation before it as (role, text) pairs, oldest
+    # first (role: user | assistant): sent between the system prompt and the user prompt
+    history: tuple[tuple[str, str], ...] = ()
 
 
 class StructuredModel(Protocol):

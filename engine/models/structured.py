@@ -51,18 +51,36 @@ class StructuredClient:
 
 
 def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """(value, None) when the candidate is JSON valid against schema, else (None, the problem)."""
+    """(value, None) when the candidate is JSON valid against schema, else (None, the problem).
+
+    Chat models answer in text: for a block with exactly one output, a string, a reply that is not
+    JSON is that output (JSON stays required for several outputs, or one of another type)."""
     if candidate.parsed:
         value = candidate.value
     else:
+        text = (candidate.text or "").strip()
+        text_output = only_string_output(schema)
         try:
-            value = parse_json(candidate.text or "")
+            value = parse_json(text)
         except ValueError as exc:
-            return None, str(exc)
+            if text_output is None or not text:
+                return None, str(exc)
+            value = None
+        if text_output is not None and text and not isinstance(value, dict):
+            value = {text_output: text}  # plain text (`42` or `"quoted"` too) is the one text output
     # outside the value domain (engine/values.py) first: the schema check would print a 5000-digit
     # integer (and fail), and the step's output check would refuse the value anyway
     problem = value_problem(value, "reply") or schema_problem(value, schema)
     return (value, None) if problem is None else (None, problem)
+
+
+def only_string_output(schema: dict[str, Any]) -> str | None:
+    """The name of the schema's one property when there is exactly one and it is a string, else None."""
+    properties = schema.get("properties") or {}
+    if len(properties) != 1:
+        return None
+    name, spec = next(iter(properties.items()))
+    return name if isinstance(spec, dict) and spec.get("type") == "string" else None
 
 
 def parse_json(text: str) -> Any:

@@ -68,3 +68,8 @@ class RunContext:
     # the API keys to mask in what the run produces: outputs, the conversation, streamed tokens
     secrets: Masker = field(default_factory=Masker)
     limits: TemplateLimits = DEFAULT  # bounds on the run's templates (`limits:` of blockyard.yaml)
+    # a conversation thread's turn: the conversation before it, (role, text) pairs oldest first, which
+    # its model blocks are sent (engine/nodes/history.py); None when the run is not a thread turn
+    conversation: tuple[tuple[str, str], ...] | None = None
+    history_chars: int = 100_000  # `threads.history_chars` of blockyard.yaml
+    turns_before: int = 0  # finished turns of the thread before this one (the checkpoint may keep fewer)

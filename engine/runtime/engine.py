@@ -35,13 +35,13 @@ from engine.nodes.context import RunContext
 from engine.pinned import Bundle
 from engine.project import Project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, resumes, turns
+from engine.runtime import approvals, naming, resumes, turns
 from engine.runtime.approvals import Ask, Expired
 from engine.runtime.end_hooks import end_hook
-from engine.runtime.execution import Execution, RunResult, collect, execute
+from engine.runtime.execution import Execution, Naming, RunResult, collect, execute
 from engine.runtime.memory import render_scope
 from engine.spec import ModelProfile
-from engine.spec.block import MODEL_KINDS
+from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.ids import check_run_id, new_run_id
@@ -178,6 +178,7 @@ class Engine:
         digest, text = self.pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
+        admitted: threads.Admitted | None = None
         me = liveness.current()
         for _attempt in range(5):
             now = now_iso()
@@ -191,9 +192,10 @@ class Engine:
                 if thread_id is None:
                     await self.db.writer.write(*writes)
                 else:  # one turn at a time: admitted only while no other run of the thread goes on
-                    admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
-                                          writes, record.id, now)
-                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
+                    said = threads.turn_text(values)
+                    admit = threads.admit(thread_id, bundle.name, threads.title_of(said), writes, record.id, now,
+                                          name=naming.fallback_name(said))
+                    admitted = await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
                 self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
@@ -204,10 +206,16 @@ class Engine:
                 raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
-        if thread_id is None:
+        if thread_id is None or admitted is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-        start = turns.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
-        return await self.execution(bundle, compiled, record, start)
+            return await self.execution(bundle, compiled, record, compiled.initial_state(values))
+        fresh = admitted.checkpoint is None  # nothing finished yet: whatever a failed turn left is not the talk
+        start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
+        stored = [] if fresh else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
+        talk = turns.conversation(stored, record.id, history_window(bundle), bundle.config.threads.history_chars)
+        start = turns.turn_state(values, record.id, talk.drop, fresh=fresh and not admitted.first)
+        return await self.execution(bundle, compiled, record, start, conversation=talk.said, checkpoint=start_at,
+                                    first=admitted.first, turns_before=admitted.turns_before)
 
     async def resume(self, run_id: str, wanted: Ask | None = None) -> Execution:
         """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
@@ -234,9 +242,22 @@ class Engine:
 
     async def execution(self, bundle: Bundle, compiled: CompiledFlow, record: RunRecord, start: Any, *,
                         last_seq: int = 0, resumed: bool = False, values: dict[str, Any] | None = None,
-                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
-        """One execution of `record`: its run context (models, tools, memory) and end hook."""
+                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
+                        conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
+                        first: bool = False, turns_before: int | None = None) -> Execution:
+        """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
+        and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from."""
         context, note = self.context(bundle, record.id, record.thread_id)
+        if record.thread_id is not None:
+            budget = bundle.config.threads.history_chars
+            if conversation is None:
+                stored = (values or {}).get("messages") or []
+                conversation = turns.conversation(stored, record.id, history_window(bundle), budget).said
+            context.conversation = conversation
+            context.history_chars = budget
+            thread_id = record.thread_id
+            context.turns_before = turns_before if turns_before is not None else await self.db.aread(
+                lambda conn: threads.finished_turns(conn, thread_id))
         scope = render_scope(bundle, record.inputs)
         if scope is not None:
             context.memory = await self.memory.open(scope, bundle.name, record.id)
@@ -247,7 +268,20 @@ class Engine:
             data["thread"] = record.thread_id
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
+                         on_end=end_hook(self.db, compiled.graph, record, context.memory), checkpoint=checkpoint,
+                         naming=self._naming(bundle, record, context) if first else None)
+
+    def _naming(self, bundle: Bundle, record: RunRecord, context: RunContext) -> Naming:
+        """How the first turn of a thread names it (engine/runtime/naming.py)."""
+        assert record.thread_id is not None
+        said = threads.turn_text(record.inputs)
+        block = naming.naming_block(bundle.config)
+        if block is None:
+            return Naming(record.thread_id, naming.fallback_name(said))
+        thread_id = record.thread_id
+        return Naming(thread_id, naming.fallback_name(said),
+                      ask=lambda: naming.model_name(context.models, block, bundle.name, said),
+                      store=lambda name: naming.set_name(thread_id, name))
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                       thread: str | None = None) -> AsyncIterator[Event]:
@@ -305,6 +339,18 @@ def _blocks(bundle: Bundle) -> list[Any]:
 def _uses_default_model(bundle: Bundle) -> bool:
     """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
     return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
+
+
+def history_window(bundle: Bundle) -> int | None:
+    """How many earlier turns of a conversation any model block of the flow (or its subflows) can
+    be sent — None for all of them (within `threads.history_chars`). A thread's checkpoint keeps
+    no more; a flow without model blocks keeps the default."""
+    wanted = [block.history_turns for block in _blocks(bundle) if block.kind in MODEL_KINDS]
+    if not wanted:
+        return DEFAULT_HISTORY
+    if any(turns is None for turns in wanted):
+        return None
+    return max(turns for turns in wanted if turns is not None)
 
 
 def _profiles(bundle: Bundle) -> list[Any]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from engine.events import (
     STEP_FINISHED,
     STEP_STARTED,
     TERMINAL_TYPES,
+    THREAD_NAME,
     Event,
     Sequencer,
     now_iso,
@@ -34,13 +36,17 @@ from engine.events import (
 from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
+from engine.runtime.naming import NAME_WAIT
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.store import RunRecord, StateError
 from engine.state.writer import Write
 
-EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable[None]]  # (status, outputs, error)
+log = logging.getLogger(__name__)
+
+# (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
+EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
 EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
 
 
@@ -93,6 +99,48 @@ class Execution:
     preface: list[Event] = field(default_factory=list)  # stored already (an approval decision): yielded first
     pending: dict[str, Any] | None = None  # gates to wait at again without running the graph (interrupt id -> request)
     on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
+    checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
+    naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
+
+
+@dataclass
+class Naming:
+    """How a thread's first turn names it: `fallback` (stored already) unless `ask()` gives a name
+    within NAME_WAIT of the turn's end; `store(name)` is the write that keeps a given name."""
+
+    thread_id: str
+    fallback: str
+    ask: Callable[[], Awaitable[str | None]] | None = None
+    store: Callable[[str], Write] | None = None
+    task: asyncio.Future[str | None] | None = None
+    announced: bool = False
+
+    def start(self) -> None:
+        if self.ask is not None:
+            self.task = asyncio.ensure_future(self.ask())
+
+    def ready(self) -> bool:
+        return not self.announced and (self.task is None or self.task.done())
+
+    async def settle(self, wait: float) -> str:
+        """The name: the model's when it has given one (waiting up to `wait`), else the fallback."""
+        if self.task is None:
+            return self.fallback
+        try:
+            name = await asyncio.wait_for(asyncio.shield(self.task), wait) if not self.task.done() else \
+                self.task.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a slow or failing naming model never fails the turn
+            log.info("thread %s: no name from the naming model (%s); using its first words",
+                     self.thread_id, type(exc).__name__ if isinstance(exc, TimeoutError) else exc)
+            self.cancel()
+            return self.fallback
+        return name or self.fallback
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
 
 class _Steps:
@@ -134,13 +182,21 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     seq = Sequencer(run.id, ex.last_seq, secrets=secrets)
     steps = _Steps()
     began = time.monotonic()
-    config = {"configurable": {"thread_id": run.thread_id or run.id}, "recursion_limit": ex.compiled.recursion_limit}
+    config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id or run.id},
+                              "recursion_limit": ex.compiled.recursion_limit}
+    if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
+        config["configurable"]["checkpoint_id"] = ex.checkpoint
     started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
                                           "inputs": run.inputs, **ex.started_data})
     for event in ex.preface:
         yield event
     _record(db, started)
     yield started
+    naming = ex.naming
+    if naming is not None:
+        naming.start()
+        if naming.task is None:  # no naming model: the name is known already
+            yield await _announce(db, seq, naming, 0.0)
 
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = dict(ex.pending or {})
@@ -156,6 +212,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
                     steps.see(event)
                     _record(db, event)
                     yield event
+                if naming is not None and naming.ready():
+                    yield await _announce(db, seq, naming, 0.0)
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
@@ -164,6 +222,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
         # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
         await listener.stop()
+        if naming is not None:
+            naming.cancel()
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": "interrupted", "error": "interrupted before it finished",
                                             "step": step})
@@ -177,6 +237,8 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
     finally:
         await stream.aclose()  # not left to the garbage collector when we stop early
+    if naming is not None and not naming.announced:
+        yield await _announce(db, seq, naming, NAME_WAIT)
 
     if failure is None and not interrupts:
         try:
@@ -184,8 +246,12 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         except Exception as exc:
             failure = describe(exc, None, None, ex.compiled)
     elapsed = time.monotonic() - began
+    ending: Sequence[Write] = ()
     if failure is None and not interrupts and ex.on_end is not None:
-        await ex.on_end("finished", outputs, None)  # e.g. a thread's reply: before a next turn may start
+        try:  # e.g. a thread's reply: committed with the run's new status, before a next turn may start
+            ending = await ex.on_end("finished", outputs, None) or ()
+        except Exception as exc:
+            failure = describe(exc, None, None, ex.compiled)
     if failure is not None:
         failure = dataclasses.replace(failure, message=secrets.text(failure.message))  # a server may echo the key
         if ex.on_end is not None:
@@ -211,8 +277,23 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     event = seq.make(RUN_FINISHED, None, {"status": "finished", "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
     await _end(db, event, store.end_run(run.id, "finished", outputs=outputs, error=None, error_step=None,
-                                        finished=event.time, elapsed=elapsed))
+                                        finished=event.time, elapsed=elapsed), *ending)
     yield event
+
+
+async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) -> Event:
+    """The thread_name event of a first turn (its name stored first, when the model gave one)."""
+    naming.announced = True
+    name = await naming.settle(wait)
+    if name != naming.fallback and naming.store is not None:
+        try:
+            await db.writer.write(naming.store(name))
+        except sqlite3.Error as exc:  # the fallback name stays; the turn goes on
+            log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
+            name = naming.fallback
+    event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
+    _record(db, event)
+    return event
 
 
 def _gate_of(value: Any) -> str | None:

@@ -35,7 +35,7 @@ from engine.runtime.approvals import Expired
 from engine.runtime.engine import Engine
 from engine.runtime.execution import RunResult
 from engine.runtime.sync import SyncLoop
-from engine.state import gates, store, threads
+from engine.state import gates, messages, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
@@ -242,3 +242,12 @@ class Yard:
     def threads(self, *, flow: str | None = None, limit: int | None = 50) -> list[threads.Thread]:
         """Conversation threads, most recently active first."""
         return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
+
+    def thread(self, thread_id: str) -> threads.Thread | None:
+        return self.db.read(lambda conn: threads.get_thread(conn, thread_id))
+
+    def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,
+                newest: bool = False) -> list[messages.Message]:
+        """A page of a thread's conversation from the messages table, oldest first: the messages
+        after index `after`; with `newest`, the last `limit` (before `after`)."""
+        return self.db.read(lambda conn: messages.history(conn, thread_id, after=after, limit=limit, newest=newest))

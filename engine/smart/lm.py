@@ -28,7 +28,8 @@ _PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic"}
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
-def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mapping[str, Any]) -> tuple[Any, str]:
+def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mapping[str, Any],
+           history: tuple[tuple[str, str], ...] = ()) -> tuple[Any, str]:
     """(a DSPy LM for one execution of `block`, the key to mask in errors: '' for the mock).
 
     `models` is the run's ModelResolver: its profile lookup, environment and mock scripts.
@@ -36,7 +37,8 @@ def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mappi
     generator = models.agent_for_block(block)
     if isinstance(generator, MockGenerator):
         request = StructuredRequest(flow=flow, step=step, block=block.block, system=None, user=None,
-                                    output_schema=outputs_schema(block.outputs), inputs=dict(inputs))
+                                    output_schema=outputs_schema(block.outputs), inputs=dict(inputs),
+                                    history=history)
         return mock_lm(generator, request, reasoning=block.mode == "chain_of_thought"), ""
     name, profile = models.profile(block)
     return provider_lm(profile, name, models.env)

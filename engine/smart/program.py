@@ -18,6 +18,9 @@ from engine.smart import import_dspy
 from engine.spec import BlockSpec, TypeSpec
 
 REASONING = "reasoning"  # the field DSPy's ChainOfThought adds
+# in a conversation thread's turn, the conversation so far as one text input field: DSPy's own
+# `dspy.History` field replays earlier calls of the same signature, not a chat of free text
+HISTORY_FIELD = "conversation_history"
 
 
 def python_type(spec: TypeSpec) -> Any:
@@ -31,10 +34,13 @@ def python_type(spec: TypeSpec) -> Any:
     return simple[spec.type]
 
 
-def signature(block: BlockSpec, instructions: str | None = None) -> Any:
-    """The DSPy signature of a block."""
+def signature(block: BlockSpec, instructions: str | None = None, *, history: bool = False) -> Any:
+    """The DSPy signature of a block (with `history`, a first input field for the conversation so far)."""
     dspy: Any = import_dspy()
     fields: dict[str, tuple[Any, Any]] = {}
+    if history:
+        fields[HISTORY_FIELD] = (str, dspy.InputField(desc="The conversation so far, oldest first "
+                                                           "(user: ... / assistant: ... lines)."))
     for name, spec in block.inputs.items():
         fields[name] = (python_type(spec), dspy.InputField(desc=spec.description or ""))
     for name, spec in block.outputs.items():
@@ -46,10 +52,11 @@ def default_instructions(block: BlockSpec) -> str:
     return block.description or f"Produce {', '.join(block.outputs)} from {', '.join(block.inputs) or 'nothing'}."
 
 
-def module(block: BlockSpec, instructions: str | None = None, program: Mapping[str, Any] | None = None) -> Any:
+def module(block: BlockSpec, instructions: str | None = None, program: Mapping[str, Any] | None = None, *,
+           history: bool = False) -> Any:
     """A fresh DSPy module for the block, with a compiled program's state loaded when given."""
     dspy: Any = import_dspy()
-    sig = signature(block, instructions)
+    sig = signature(block, instructions, history=history)
     built = dspy.ChainOfThought(sig) if block.mode == "chain_of_thought" else dspy.Predict(sig)
     if program is not None:
         built.load_state(dict(program))
@@ -57,6 +64,11 @@ def module(block: BlockSpec, instructions: str | None = None, program: Mapping[s
             for predictor in built.predictors():
                 predictor.signature = predictor.signature.with_instructions(instructions)
     return built
+
+
+def history_text(history: Any) -> str:
+    """The conversation so far as the text of the history field."""
+    return "\n".join(f"{role}: {text}" for role, text in history)
 
 
 def saved_state(program: Any) -> dict[str, Any]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from engine.spec.common import Duration, ModelProfile, Name, RetrySpec, Spec, TypeSpec
 
@@ -12,6 +12,7 @@ BlockKind = Literal["llm", "decide", "agent", "smart", "tool", "transform", "mem
                     "memory_write", "wait"]
 BLOCK_KINDS: tuple[str, ...] = BlockKind.__args__  # type: ignore[attr-defined]
 MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
+DEFAULT_HISTORY = 20  # turns of a conversation an llm, decide or smart block is sent unless it says otherwise
 
 
 class PromptSpec(Spec):
@@ -51,6 +52,10 @@ class BlockSpec(Spec):
     prompt: PromptSpec | None = Field(None, description="Prompt templates (llm, decide, agent, smart).")
     model: Name | ModelProfile | None = Field(
         None, description="A model profile name from blockyard.yaml, or an inline profile.")
+    history: Literal["all", "none"] | Annotated[StrictInt, Field(ge=0, le=10_000)] | None = Field(
+        None, description="In a conversation thread's turn: how much of the conversation the model is sent before "
+                          "the prompt: all, none, or the last N turns (default: all for agent blocks, 20 for the "
+                          "others). See docs/memory.md.")
     tools: list[Name] = Field(default_factory=list, description="Tool names the agent may call.")
     delegates: list[Name] = Field(default_factory=list,
                                   description="agent: other agent blocks or flows offered as tools.")
@@ -66,6 +71,17 @@ class BlockSpec(Spec):
     timeout: Duration | None = Field(None, description="Limit on one execution of the block.")
     category: str | None = Field(None, description="Free-form group, for `blockyard blocks --category`.")
     tags: list[str] = Field(default_factory=list, description="Labels, for `blockyard blocks --tag`.")
+
+    @property
+    def history_turns(self) -> int | None:
+        """How many earlier turns of a conversation the block is sent: None for all of them."""
+        if self.history is None:
+            return None if self.kind == "agent" else DEFAULT_HISTORY
+        if self.history == "all":
+            return None
+        if self.history == "none":
+            return 0
+        return int(self.history)
 
     @property
     def ref(self) -> str:

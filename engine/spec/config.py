@@ -85,6 +85,17 @@ class LimitsSpec(Spec):
     template_timeout: Duration = Field("5s", description="Longest one template or expression may take (at most 1h).")
 
 
+class ThreadsSpec(Spec):
+    """Conversation threads (docs/memory.md): what their models are sent, and how threads are named."""
+
+    history_chars: int = Field(100_000, ge=0, le=100_000_000, description=(
+        "Most characters of earlier conversation one model call is sent; the oldest turns are dropped first "
+        "(with a `warning` event). The checkpoint keeps no more than this either; the messages table keeps all."))
+    name_model: Name | None = Field(None, description=(
+        "Model profile that names a thread on its first turn (five words at most); without one, a thread is "
+        "named by the first five words of its first message."))
+
+
 class ConfigSpec(Spec):
     """The optional project file blockyard.yaml."""
 
@@ -97,3 +108,4 @@ class ConfigSpec(Spec):
     http: HttpSpec = Field(default_factory=HttpSpec, description="http_request tool limits.")
     server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
+    threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")

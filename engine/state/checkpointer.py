@@ -10,9 +10,11 @@ then rolls back cleanly. Use `synchronous="FULL"` where that matters too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +40,10 @@ from engine.state.writer import SqliteWriter, Write
 
 T = TypeVar("T")
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+# While set (see `DurableSaver.held`), checkpoint writes of this task are collected here instead of
+# committed: the caller commits them together with other rows, in one transaction.
+_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
 
 _PUT_CHECKPOINT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
                    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -75,6 +81,7 @@ class DurableSaver(SqliteSaver):
         self.writer = writer
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
         self._fresh: set[str] = set()  # threads known to have no checkpoint yet
+        self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
 
     def expect_new(self, thread_id: str) -> None:
         """Declare that `thread_id` has no checkpoint (a run that was just created): its first
@@ -84,6 +91,19 @@ class DurableSaver(SqliteSaver):
 
     def close(self) -> None:
         self._reader.shutdown(wait=True)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def held() -> Iterator[list[Write]]:
+        """Collect the checkpoint writes made inside the block (in this task) instead of committing
+        them: a conversation turn's reply checkpoint is committed in the transaction that ends the
+        run, with its rows in `messages` (engine/runtime/turns.py)."""
+        writes: list[Write] = []
+        token = _HELD.set(writes)
+        try:
+            yield writes
+        finally:
+            _HELD.reset(token)
 
     async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -130,7 +150,11 @@ class DurableSaver(SqliteSaver):
                    new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         write, saved = self._checkpoint_write(config, checkpoint, metadata)
-        await self.writer.write(write)
+        held = _HELD.get()
+        if held is not None:
+            held.append(write)
+        else:
+            await self.writer.write(write)
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -142,7 +166,11 @@ class DurableSaver(SqliteSaver):
         # LangGraph never waits for these (it submits them in the background and waits for the
         # checkpoint instead), so neither do we: queued now, committed with or before the next
         # checkpoint, which is awaited — the queue is executed in order.
-        self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
+        held = _HELD.get()
+        if held is not None:
+            held.append(self._writes_write(config, writes, task_id, task_path))
+        else:
+            self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         self.writer.write_sync(*_delete_thread(thread_id))
@@ -152,8 +180,24 @@ class DurableSaver(SqliteSaver):
 
     # ---- reads ------------------------------------------------------------------------------
 
+    async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:
+        """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
+        own read of the same checkpoint, once: deserializing a long conversation is the dearest part
+        of a turn's start (checkpoints never change once written, and only this one read reuses it)."""
+        found = await self._read(self.get_tuple, {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                                   "checkpoint_id": checkpoint_id}})
+        if found is not None:
+            if len(self._handoff) > 64:  # turns that never started (an error in between)
+                self._handoff.clear()
+            self._handoff[(thread_id, checkpoint_id)] = found
+        return found
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
+        if conf.get("checkpoint_id") and not conf.get("checkpoint_ns"):
+            handed = self._handoff.pop((str(conf.get("thread_id")), str(conf["checkpoint_id"])), None)
+            if handed is not None:
+                return handed
         if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
                 and not conf.get("checkpoint_id")):
             return None

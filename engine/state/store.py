@@ -93,6 +93,24 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         )""",
         "CREATE INDEX runs_thread ON runs (thread_id, id)",
     ]),
+    (3, [
+        # a thread's name (engine/runtime/naming.py) and the checkpoint of its last finished turn,
+        # which the next turn starts from (engine/runtime/turns.py)
+        "ALTER TABLE threads ADD COLUMN name TEXT",
+        "ALTER TABLE threads ADD COLUMN checkpoint TEXT",
+        "UPDATE threads SET checkpoint = '*'",  # threads from before: their turns go on from the latest checkpoint
+        # the conversation of each thread, for people and UIs (engine/state/messages.py)
+        """CREATE TABLE messages (
+            thread_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            created TEXT NOT NULL,
+            PRIMARY KEY (thread_id, idx)
+        ) WITHOUT ROWID""",
+        "CREATE UNIQUE INDEX messages_run ON messages (run_id, role)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

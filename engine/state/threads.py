@@ -1,11 +1,13 @@
 """Conversation threads: runs of one flow that share one LangGraph thread, one turn each.
 
-`blockyard run FLOW --thread ID` starts a turn. This module keeps the `threads` table and what a
-turn says (its text, its reply's text, the thread's title); how a turn starts and ends in the
-graph is engine/runtime/turns.py. When a turn finishes, the checkpoints of earlier steps are
-pruned (`prune`): continuing a thread needs only its latest checkpoint, and without pruning every
-step re-stores the whole conversation (a 100-turn thread would take megabytes;
-bench/bench_threads.py).
+`blockyard run FLOW --thread ID` starts a turn. This module keeps the `threads` table, each thread's
+starting point (`threads.checkpoint`: the checkpoint of its last finished turn) and what a turn says
+(its text, its reply's text, the thread's title); how a turn starts and ends in the graph — only
+what is new goes in, the reply and the turn's two `messages` rows are written with the run's end —
+is engine/runtime/turns.py. When a turn finishes, the checkpoints of earlier steps are pruned
+(`prune`): continuing a thread needs only its latest checkpoint, and without pruning every step
+re-stores the whole conversation (bench/bench_threads.py).
+
 
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
 and only when no other run of the thread is running (with a live owner) or waiting for approval;
@@ -40,9 +42,15 @@ class Thread:
     updated: str
     turns: int
     last_run: str | None
+    name: str | None = None  # at most five words (engine/runtime/naming.py); None for older threads
+
+    @property
+    def label(self) -> str:
+        """What people see a thread as: its name, else (a thread older than names) its title."""
+        return self.name or self.title
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "flow": self.flow, "title": self.title, "created": self.created,
+        return {"id": self.id, "flow": self.flow, "name": self.label, "title": self.title, "created": self.created,
                 "updated": self.updated, "turns": self.turns, "last_run": self.last_run}
 
 
@@ -85,13 +93,29 @@ def check_thread_id(thread_id: str) -> str:
                          "starting with a letter or digit") from None
 
 
-def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str
-          ) -> Callable[[sqlite3.Connection], bool]:
-    """A writer call: when the thread is free, insert the run (`writes`) and count the turn; False
-    when another run of the thread is still running; UsageError when the thread cannot take it."""
+LATEST = "*"  # `threads.checkpoint` of a thread older than the messages table: go on from its latest checkpoint
 
-    def apply(conn: sqlite3.Connection) -> bool:
-        row = conn.execute("SELECT flow FROM threads WHERE id = ?", (thread_id,)).fetchone()
+
+@dataclass(frozen=True)
+class Admitted:
+    """A turn the thread took: whether it is the thread's first, and the checkpoint of the thread's
+    last finished turn (its reply), which the turn starts from: None when no turn has finished yet
+    (the turn starts from an empty conversation, whatever a failed turn left), LATEST for a thread
+    older than the `messages` table."""
+
+    first: bool
+    checkpoint: str | None
+    turns_before: int = 0  # finished turns before this one (two rows of `messages` each)
+
+
+def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
+          name: str | None = None) -> Callable[[sqlite3.Connection], Admitted | None]:
+    """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
+    when another run of the thread is still running; UsageError when the thread cannot take it.
+    A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
+
+    def apply(conn: sqlite3.Connection) -> Admitted | None:
+        row = conn.execute("SELECT flow, checkpoint FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is not None and row[0] != flow:
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
         for other, status, pid, host, start in conn.execute(
@@ -101,30 +125,40 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
             if liveness.is_alive(pid, host, start):
-                return False
+                return None
         for write in writes:
             if write.many:
                 conn.executemany(write.sql, write.params)
             else:
                 conn.execute(write.sql, write.params)
-        conn.execute("INSERT INTO threads (id, flow, title, created, updated, turns, last_run) "
-                     "VALUES (?, ?, ?, ?, ?, 1, ?) "
+        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
                      "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = turns + 1, "
-                     "last_run = excluded.last_run", (thread_id, flow, title, now, now, run_id))
-        return True
+                     "last_run = excluded.last_run", (thread_id, flow, title, name, now, now, run_id))
+        if row is None:
+            return Admitted(first=True, checkpoint=None)
+        return Admitted(first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id))
 
     return apply
 
 
-async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600.0) -> None:
+async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600.0) -> Admitted:
     """Call `call()` (an admitting write) until the thread takes the turn."""
     pause, waited = POLL[0], 0.0
-    while not await call():
+    while True:
+        admitted = await call()
+        if admitted is not None:
+            return admitted
         if waited >= limit:
             raise UsageError(f"thread '{thread_id}' stayed busy for {limit:.0f} s; try again later")
         await asyncio.sleep(pause)
         waited += pause
         pause = min(pause * 2, POLL[1])
+
+
+def finished_turns(conn: sqlite3.Connection, thread_id: str) -> int:
+    row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)).fetchone()
+    return int(row[0])
 
 
 def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None:
@@ -146,7 +180,7 @@ def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-_COLUMNS = "id, flow, title, created, updated, turns, last_run"
+_COLUMNS = "id, flow, title, created, updated, turns, last_run, name"
 
 
 def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any, TypedDict
 
@@ -254,3 +255,33 @@ def test_streaming_inside_a_graph_yields_tokens_and_the_object(stub: OpenAIStub,
     assert stub.requests[0].body["stream"] is True
     assert len(tokens) > 3  # the stub sends the arguments in 7-character pieces
     assert values[-1]["out"] == GOOD
+
+
+REPLY_SCHEMA = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"],
+                "additionalProperties": False}
+
+
+@pytest.mark.parametrize("content", ["Hello Ada, how can I help?", "42", '"quoted"'])
+def test_plain_text_is_the_one_text_output(stub: OpenAIStub, openai_model: Any, content: str) -> None:
+    # chat models answer in text: a block with a single string output takes it as that output, at once
+    stub.queue(Reply.text(content))
+    assert ask(openai_model(), schema=REPLY_SCHEMA) == {"reply": content}
+    assert len(stub.requests) == 1
+    # JSON stays required for several outputs, or a single one that is not a string
+    stub.queue(Reply.text("Hello Ada"), Reply.text("Hello again"))
+    with pytest.raises(ModelOutputError, match="the reply is not JSON: 'Hello again'"):
+        ask(openai_model())  # greeting + mood: JSON stays required
+    number = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    stub.queue(Reply.text("seven"), Reply.text("eight"))
+    with pytest.raises(ModelOutputError):
+        ask(openai_model(), schema=number)
+
+
+def test_a_threads_history_goes_between_system_and_prompt(stub: OpenAIStub, openai_model: Any) -> None:
+    stub.queue(Reply.structured_output(GOOD))
+    request = dataclasses.replace(make_request(), history=(("user", "My name is Ada"), ("assistant", "Hi Ada!")))
+    asyncio.run(openai_model().structured(request))
+    assert stub.requests[0].messages == [{"role": "system", "content": "You greet people."},
+                                         {"role": "user", "content": "My name is Ada"},
+                                         {"role": "assistant", "content": "Hi Ada!"},
+                                         {"role": "user", "content": "Greet Ada."}]

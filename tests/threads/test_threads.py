@@ -100,7 +100,7 @@ def test_n_turns_give_exactly_n_turns_of_history(yard: Path) -> None:
     for i, result in enumerate(results[1:], 1):
         assert stored[2 * i][1:] == (f"{result.run_id}.in", f"follow-up {i}")
         assert stored[2 * i + 1][1:] == (f"{result.run_id}.out", f"you said: follow-up {i}")
-    assert (thread.id, thread.flow, thread.turns, thread.title, thread.last_run) == (
+    assert (thread.id, thread.flow, thread.turns, thread.label, thread.last_run) == (
         "t1", "chat", turns, "opening words 0", results[-1].run_id)
     assert checkpoints(yard, "t1") == 1  # finished turns are pruned down to the latest checkpoint
 
@@ -177,8 +177,8 @@ def test_threads_listing_and_show(yard: Path) -> None:
         assert run_engine(yard, "run", "chat", "--thread", "lunch-chat", "--input", f"message={text}").code == 0
     listed = run_engine(yard, "threads").out.splitlines()
     assert listed[0].split() == ["THREAD", "FLOW", "TURNS", "UPDATED", "LAST", "TURN", "TITLE"]
-    assert listed[1].startswith("lunch-chat  chat  2") and listed[1].endswith(
-        "what is on the menu today, and is there anything vegetarian…")
+    # the title is the thread's name: the first five words of its first message (no naming model here)
+    assert listed[1].startswith("lunch-chat  chat  2") and listed[1].endswith("  what is on the menu")
     shown = run_engine(yard, "threads", "show", "lunch-chat").out
     assert "  > and soup?\n  < you said: and soup?\n" in shown
     missing = run_engine(yard, "threads", "show", "lunch-chta")

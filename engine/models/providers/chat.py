@@ -170,12 +170,15 @@ def function_name(block: str) -> str:
 
 
 def messages(request: StructuredRequest, turns: tuple[Turn, ...]) -> list[Any]:
-    """The chat: system, user (the inputs as JSON when the block has no user prompt), repair turns."""
+    """The chat: system, the conversation so far (in a thread's turn), user (the inputs as JSON when
+    the block has no user prompt), repair turns."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # LangChain: when a model runs
 
     chat: list[Any] = []
     if request.system:
         chat.append(SystemMessage(request.system))
+    for role, text in request.history:  # a conversation thread's earlier turns, oldest first
+        chat.append(HumanMessage(text) if role == "user" else AIMessage(text))
     user = request.user
     if not user:
         user = "Inputs:\n" + json.dumps(request.inputs, ensure_ascii=False, default=str)

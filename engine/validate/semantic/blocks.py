@@ -24,6 +24,7 @@ KIND_KEYS: dict[str, frozenset[str]] = {
     "tool": frozenset({"tool"}),
     "duration": frozenset({"wait"}),
     "memory": MEMORY_KINDS,
+    "history": MODEL_KINDS,
 }
 PROMPTED = frozenset({"llm", "decide", "agent"})
 NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read"})

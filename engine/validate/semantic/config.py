@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Iterator
 
-from engine.diagnostics import Diagnostic
+from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import JsonPath
 from engine.models.replies import reply_problems
 from engine.project import Project
@@ -58,6 +58,12 @@ def check_config(project: Project) -> list[Diagnostic]:
                 for where, problem in reply_problems(reply):
                     found.append(issue(doc, ("models", name, "replies", reply_key, position, *where), "BY516",
                                        f"model profile '{name}', reply {position + 1} for '{reply_key}': {problem}"))
+    name_model = project.config.threads.name_model
+    if name_model is not None and name_model not in known_profiles(project):
+        profiles = known_profiles(project)
+        found.append(issue(doc, ("threads", "name_model"), "BY502",
+                           f"threads.name_model: unknown model profile '{name_model}'"
+                           f"{did_you_mean(name_model, profiles)} (profiles: {', '.join(profiles)})"))
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)
