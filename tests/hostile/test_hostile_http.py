@@ -22,8 +22,9 @@ from typing import Any
 import httpx
 import pytest
 from hostile_corpus import copy_example_yard
-from hostile_harness import HANG_SECONDS, MAX_RSS_MB, child_env
+from hostile_harness import MAX_RSS_MB, child_env
 
+ANSWER_SECONDS = 5.0  # every request is answered (or its stream starts) within this
 REQUESTS = int(os.environ.get("BLOCKYARD_HOSTILE_REQUESTS", "300"))
 HUGE = "1" + "0" * 5000
 SURROGATE_JSON = '"\\ud800"'
@@ -128,7 +129,7 @@ def _requests(seed: int, count: int, real_runs: list[str]) -> list[dict[str, Any
 def test_hostile_requests_never_get_a_500_or_hang(server: tuple[str, subprocess.Popen[bytes]]) -> None:
     url, proc = server
     failures: list[str] = []
-    with httpx.Client(base_url=url, timeout=HANG_SECONDS) as client:
+    with httpx.Client(base_url=url, timeout=ANSWER_SECONDS) as client:
         real_runs = [client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()["run_id"],
                      client.post("/flows/order_lunch/runs", json={"inputs": {"user_id": "ada"}}).json()["run_id"]]
         for request in _requests(seed=17, count=REQUESTS, real_runs=real_runs):
@@ -142,7 +143,7 @@ def test_hostile_requests_never_get_a_500_or_hang(server: tuple[str, subprocess.
                     if response.status_code >= 500:
                         failures.append(f"{described}: HTTP {response.status_code} {bytes(first)[:200]!r}")
             except httpx.TimeoutException:
-                failures.append(f"{described}: no answer within {HANG_SECONDS:.0f} s")
+                failures.append(f"{described}: no answer within {ANSWER_SECONDS:.0f} s")
             except httpx.TransportError as exc:
                 failures.append(f"{described}: connection failed ({exc})")
             if proc.poll() is not None:
