@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_kit import run_flow
+
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import run_flow
 
 from engine.project import load_project
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, build_registry
 from engine.validate.semantic import check_project
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 

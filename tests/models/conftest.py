@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from model_helpers import PLANTED_KEY
-from support.openai_stub import OpenAIStub
 
 from engine.models import ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.support.openai_stub import OpenAIStub
 
 
 @pytest.fixture

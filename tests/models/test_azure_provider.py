@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 from model_helpers import PLANTED_KEY, make_request
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.support.openai_stub import OpenAIStub, Reply
 
 BLOCK = BlockSpec(block="greet", kind="llm", model="azure")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from model_helpers import PLANTED_KEY, make_request
-from support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 from engine.models import ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 
 def echo_key(status: int) -> Reply:
