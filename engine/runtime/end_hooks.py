@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from engine.compile.compiled import REPLY_NODE
+from engine.events import RunStatus
 from engine.runtime import turns
 from engine.runtime.execution import EndHook
 from engine.runtime.memory import history_record
@@ -27,13 +28,13 @@ def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) 
     if memory is None and run.thread_id is None:
         return None
 
-    async def on_end(status: str, outputs: dict[str, Any] | None, error: str | None) -> None:
+    async def on_end(status: RunStatus, outputs: dict[str, Any] | None, error: str | None) -> None:
         if memory is not None:
             try:
                 await memory.remember_run(history_record(run, status, outputs, error))
             except Exception as exc:  # the run's result stands; memory is best kept, not required
                 log.warning("run %s: could not store its history in memory scope %s: %s", run.id, memory.scope, exc)
-        if run.thread_id is not None and status == "finished":
+        if run.thread_id is not None and status == RunStatus.FINISHED:
             await turns.finish_turn(db, graph, run.thread_id, run.id, outputs, REPLY_NODE)
 
     return on_end

@@ -29,7 +29,7 @@ from langgraph.types import Command
 from engine.compile import CompiledFlow, compile_flow
 from engine.decisions import DecisionRefused
 from engine.errors import UsageError
-from engine.events import Event, now_iso
+from engine.events import Event, RunStatus, now_iso
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
 from engine.pinned import Bundle
@@ -44,9 +44,10 @@ from engine.spec import ModelProfile
 from engine.spec.block import MODEL_KINDS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
+from engine.state.database import StateError
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.memory import MemoryStore
-from engine.state.store import RunRecord, StateError
+from engine.state.store import RunRecord
 from engine.template_limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
 from engine.typecheck import coerce_inputs
@@ -182,7 +183,8 @@ class Engine:
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status="running", inputs=values, thread_id=thread_id,
+                               digest=digest, status=RunStatus.RUNNING, inputs
+=values, thread_id=thread_id,
                                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
             writes = [store.insert_run(record)]
             if digest not in self._saved:

@@ -28,6 +28,7 @@ from engine.events import (
     STEP_STARTED,
     TERMINAL_TYPES,
     Event,
+    RunStatus,
     Sequencer,
     now_iso,
 )
@@ -37,11 +38,12 @@ from engine.runtime.listen import Listener
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
-from engine.state.store import RunRecord, StateError
+from engine.state.database import StateError
+from engine.state.store import RunRecord
 from engine.state.writer import Write
 
-EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable[None]]  # (status, outputs, error)
-EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
+EndHook = Callable[[RunStatus, "dict[str, Any] | None", "str | None"], Awaitable[None]]  # (status, outputs, error)
+EXIT_CODES = {RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.INTERRUPTED: 130}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class RunResult:
     """How a run (or its latest resume) ended."""
 
     run_id: str
-    status: str  # finished | failed | waiting | interrupted
+    status: RunStatus  # finished | failed | waiting | interrupted
     outputs: dict[str, Any] | None
     error: str | None
     flow: str
@@ -59,7 +61,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "finished"
+        return self.status == RunStatus.FINISHED
 
     @property
     def exit_code(self) -> int:
@@ -70,11 +72,11 @@ class RunResult:
         """The result told by the events of one execution (the last must be terminal)."""
         last = events[-1]
         if last.type == RUN_FINISHED:
-            return cls(run.id, "finished", last.data.get("outputs"), None, run.flow, run.version)
+            return cls(run.id, RunStatus.FINISHED, last.data.get("outputs"), None, run.flow, run.version)
         if last.type == APPROVAL_REQUIRED:
             gates = [e.data for e in events if e.type == APPROVAL_REQUIRED]
-            return cls(run.id, "waiting", None, None, run.flow, run.version, last.step, gates)
-        return cls(run.id, str(last.data.get("status", "failed")), None, last.data.get("error"), run.flow,
+            return cls(run.id, RunStatus.WAITING, None, None, run.flow, run.version, last.step, gates)
+        return cls(run.id, RunStatus(last.data.get("status", RunStatus.FAILED)), None, last.data.get("error"), run.flow,
                    run.version, last.step)
 
 
@@ -165,9 +167,9 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
         await listener.stop()
         step = steps.current()
-        event = seq.make(RUN_FAILED, step, {"status": "interrupted", "error": "interrupted before it finished",
-                                            "step": step})
-        await _end(db, event, store.end_run(run.id, "interrupted", outputs=None, error=event.data["error"],
+        event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
+                                            "error": "interrupted before it finished", "step": step})
+        await _end(db, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
                                             error_step=step, finished=now_iso(),
                                             elapsed=time.monotonic() - began))
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
@@ -185,14 +187,14 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
             failure = describe(exc, None, None, ex.compiled)
     elapsed = time.monotonic() - began
     if failure is None and not interrupts and ex.on_end is not None:
-        await ex.on_end("finished", outputs, None)  # e.g. a thread's reply: before a next turn may start
+        await ex.on_end(RunStatus.FINISHED, outputs, None)  # e.g. a thread's reply: before a next turn may start
     if failure is not None:
         failure = dataclasses.replace(failure, message=secrets.text(failure.message))  # a server may echo the key
         if ex.on_end is not None:
-            await ex.on_end("failed", None, failure.message)
-        data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}
+            await ex.on_end(RunStatus.FAILED, None, failure.message)
+        data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, event, store.end_run(run.id, "failed", outputs=None, error=failure.message,
+        await _end(db, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
                                             error_step=failure.step, finished=now_iso(), elapsed=elapsed))
         yield event
         return
@@ -202,15 +204,15 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
             _record(db, gate)
-        await _end(db, gates[-1], store.end_run(run.id, "waiting", outputs=None, error=None, error_step=None,
+        await _end(db, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
                                                 finished=None, elapsed=elapsed),
                    gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
         for gate in gates:
             yield gate
         return
-    event = seq.make(RUN_FINISHED, None, {"status": "finished", "outputs": outputs,
+    event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, event, store.end_run(run.id, "finished", outputs=outputs, error=None, error_step=None,
+    await _end(db, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None, error_step=None,
                                         finished=event.time, elapsed=elapsed))
     yield event
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import UsageError
+from engine.events import RunStatus
 from engine.state import liveness, store
 from engine.state.ids import check_run_id
 from engine.state.writer import Write
@@ -97,7 +98,7 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         for other, status, pid, host, start in conn.execute(
                 "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
                 "AND status IN ('running', 'waiting')", (thread_id,)):
-            if status == "waiting":
+            if status == RunStatus.WAITING:
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
             if liveness.is_alive(pid, host, start):
