@@ -16,9 +16,10 @@ and event loops; `close()` commits what is pending and releases it.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -195,7 +196,7 @@ class Engine:
                 else:  # one turn at a time: admitted only while no other run of the thread goes on
                     admit = threads.admit(thread_id, bundle.name, threads.title_of(threads.turn_text(values)),
                                           writes, record.id, now)
-                    await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
+                    await threads.wait_turn(functools.partial(self.db.writer.call, admit), thread_id)
                 self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
@@ -240,8 +241,8 @@ class Engine:
         """One execution of `record`: its run context (models, tools, memory) and end hook."""
         context, note = self.context(bundle, record.id, record.thread_id)
         scope = render_scope(bundle, record.inputs)
-        if scope is not None:
-            context.memory = await self.memory.open(scope, bundle.name, record.id)
+        memory = await self.memory.open(scope, bundle.name, record.id) if scope is not None else None
+        context.memory = memory
         data: dict[str, Any] = {"resumed": True} if resumed else {}
         if note:
             data["note"] = note
@@ -249,17 +250,17 @@ class Engine:
             data["thread"] = record.thread_id
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, context.memory))
+                         on_end=end_hook(self.db, compiled.graph, record, memory))
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncIterator[Event]:
+                      thread: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
         execution = await self.start(bundle, inputs, run_id=run_id, thread=thread)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncIterator[Event]:
+    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncGenerator[Event, None]:
         """Go on with run `run_id` (see `resume`) and yield its events."""
         execution = await self.resume(run_id, wanted)
         async with aclosing(execute(execution)) as events:

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +129,7 @@ class _Steps:
         return None
 
 
-async def execute(ex: Execution) -> AsyncIterator[Event]:
+async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     """Run the graph and yield its events; the run's row and trace are updated as it goes."""
     run, db = ex.run, ex.db
     secrets = ex.context.secrets
@@ -153,11 +153,11 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     try:
         async for kind, data in stream:
             if kind == "event":
-                event = seq.from_custom(data)
-                if event is not None:
-                    steps.see(event)
-                    _record(db, event)
-                    yield event
+                custom = seq.from_custom(data)
+                if custom is not None:
+                    steps.see(custom)
+                    _record(db, custom)
+                    yield custom
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
@@ -248,7 +248,7 @@ async def collect(execution: Execution) -> RunResult:
     return RunResult.from_events(execution.run, kept)
 
 
-async def _none() -> AsyncIterator[tuple[str, Any]]:
+async def _none() -> AsyncGenerator[tuple[str, Any], None]:
     """No graph to run: the execution only waits at its gates again."""
     return
     yield

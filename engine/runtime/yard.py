@@ -16,7 +16,7 @@ to share between threads and event loops. See docs/runtime.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -166,7 +166,7 @@ class Yard:
     # ---- runs -------------------------------------------------------------------------------
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncIterator[Event]:
+                      thread: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal."""
         async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread)) as events:
@@ -175,7 +175,7 @@ class Yard:
 
     async def astream_resume(self, run_id: str, *, approve: bool | None = None,
                              values: Mapping[str, Any] | None = None, reason: str | None = None,
-                             gate: str | None = None, actor: str | None = None) -> AsyncIterator[Event]:
+                             gate: str | None = None, actor: str | None = None) -> AsyncGenerator[Event, None]:
         """Decide the gate a run waits at (`approve=True/False`, with field `values`, a `reason`, which
         `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
         its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
