@@ -14,7 +14,7 @@ from typing import Any
 from sse_starlette.sse import AppStatus
 
 from engine.diagnostics import did_you_mean
-from engine.events import RunStatus
+from engine.events import EventDict, RunStatus
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
@@ -175,7 +175,7 @@ class Server:
             first = None
         job = Job(run_id, run["flow"], run["version"], "resume", run["inputs"])
 
-        async def events() -> AsyncGenerator[dict[str, Any], None]:
+        async def events() -> AsyncGenerator[EventDict, None]:
             if first is not None:
                 yield first
             async for event in stream:
