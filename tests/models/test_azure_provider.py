@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from model_helpers import PLANTED_KEY, make_request
 
 from engine.models import ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
 BLOCK = BlockSpec(block="greet", kind="llm", model="azure")

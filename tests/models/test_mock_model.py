@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from model_helpers import make_request
 
 from engine.models import MockScript, ModelError, ModelOutputError, ModelResolver, is_transient, scripted
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import make_request
 
 DECIDE = {"type": "object", "properties": {"route": {"type": "string", "enum": ["fix", "ship", "review"]}},
           "required": ["route"], "additionalProperties": False}

@@ -8,10 +8,10 @@ import traceback
 from typing import Any
 
 import pytest
-from model_helpers import PLANTED_KEY, make_request
 
 from engine.models import ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 

@@ -7,10 +7,10 @@ import json
 from typing import Any, TypedDict
 
 import pytest
-from model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
 
 from engine.models import ModelError, ModelOutputError, ModelResolver, is_transient
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
 GOOD = {"greeting": "Hello, Ada!", "mood": "happy"}
