@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from engine.cli import main
 
@@ -26,7 +27,7 @@ def _tail(text: str) -> str:
     return text if len(text) <= KEEP else text[: KEEP // 2] + "\n...\n" + text[-KEEP // 2:]
 
 
-def run(cases: list[dict[str, object]], start: int) -> None:
+def run(cases: list[dict[str, Any]], start: int) -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # anything written below Python's sys.stdout must not corrupt the channel
@@ -39,7 +40,7 @@ def run(cases: list[dict[str, object]], start: int) -> None:
         os.chdir(str(case["cwd"]))
         began = time.perf_counter()
         try:
-            rc = main([str(arg) for arg in case["argv"]])  # type: ignore[union-attr]
+            rc: int | str = main([str(arg) for arg in case["argv"]])
         except BaseException as exc:  # a SystemExit or worse escaping the boundary is itself a finding
             rc = f"escaped {type(exc).__name__}: {exc}"
         secs = time.perf_counter() - began

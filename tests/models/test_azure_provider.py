@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from tests.support.openai_stub import OpenAIStub, Reply
 BLOCK = BlockSpec(block="greet", kind="llm", model="azure")
 
 
-def resolver(env: dict[str, str], **fields: str) -> ModelResolver:
+def resolver(env: dict[str, str], **fields: Any) -> ModelResolver:
     return ModelResolver(ConfigSpec(models={"azure": ModelProfile(provider="azure", **fields)}), env=env)
 
 

@@ -245,7 +245,8 @@ def test_streaming_inside_a_graph_yields_tokens_and_the_object(stub: OpenAIStub,
     stub.queue(Reply.structured_output(GOOD))
 
     async def run() -> tuple[list[Any], list[Any]]:
-        tokens, values = [], []
+        tokens: list[Any] = []
+        values: list[Any] = []
         async for mode, data in graph.compile().astream({}, stream_mode=["messages", "values"]):
             (tokens if mode == "messages" else values).append(data)
         return tokens, values
