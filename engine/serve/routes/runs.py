@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.events import RunStatus
+from engine.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.bodies import ResumeRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.problems import ApiError, not_found
@@ -69,9 +69,9 @@ async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
     events = await server.service.events(run_id, 0)
     latest: list[dict[str, Any]] = []
     for event in events:
-        if event["type"] == "run_started":
+        if event["type"] == RUN_STARTED:
             latest = []
-        elif event["type"] == "approval_required":
+        elif event["type"] == APPROVAL_REQUIRED:
             data = dict(event.get("data") or {})
             value = data.get("value")
             gate = {**value} if isinstance(value, dict) else {"message": value}
