@@ -8,27 +8,48 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypedDict
 
 from engine.redaction import Masker
+from engine.values import JsonDict
 
-RUN_STARTED = "run_started"
-STEP_STARTED = "step_started"
-STEP_FINISHED = "step_finished"
-STEP_FAILED = "step_failed"
-TOKEN = "token"
-TOOL_CALL = "tool_call"
-APPROVAL_REQUIRED = "approval_required"
-APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/state/gates.py)
-WARNING = "warning"
-RUN_FINISHED = "run_finished"
-RUN_FAILED = "run_failed"
-THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
 
-EVENT_TYPES = (RUN_STARTED, STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, APPROVAL_REQUIRED,
-               APPROVAL_DECIDED, WARNING, RUN_FINISHED, RUN_FAILED, THREAD_NAME)
+class EventType(StrEnum):
+    """What an event says happened. The one declaration of event types: nodes emit the step ones
+    (through engine/nodes/events.py), the runtime the rest. Members are str: stored and sent as text."""
+
+    RUN_STARTED = "run_started"
+    STEP_STARTED = "step_started"
+    STEP_FINISHED = "step_finished"
+    STEP_FAILED = "step_failed"
+    TOKEN = "token"
+    TOOL_CALL = "tool_call"
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/state/gates.py)
+    WARNING = "warning"
+    RUN_FINISHED = "run_finished"
+    RUN_FAILED = "run_failed"
+    THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
+
+
+RUN_STARTED = EventType.RUN_STARTED
+STEP_STARTED = EventType.STEP_STARTED
+STEP_FINISHED = EventType.STEP_FINISHED
+STEP_FAILED = EventType.STEP_FAILED
+TOKEN = EventType.TOKEN
+TOOL_CALL = EventType.TOOL_CALL
+APPROVAL_REQUIRED = EventType.APPROVAL_REQUIRED
+APPROVAL_DECIDED = EventType.APPROVAL_DECIDED
+WARNING = EventType.WARNING
+RUN_FINISHED = EventType.RUN_FINISHED
+RUN_FAILED = EventType.RUN_FAILED
+THREAD_NAME = EventType.THREAD_NAME
+
+EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
 STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, WARNING})
 # The last event of one execution of a run (a resume starts a new execution).
@@ -40,6 +61,26 @@ NOT_STORED = frozenset({TOKEN})
 RESERVED_EVENT_NAMES = frozenset({*EVENT_TYPES, "error", "thread_id", "thread_name", "complete", "message",
                                   "custom", "ping"})
 CUSTOM_MARK = "custom"  # a custom stream payload with this key set is a step's own event (`emit:`)
+
+
+class RunStatus(StrEnum):
+    """Where a run is. The one declaration of run statuses: the `runs` table, `RunResult`, the
+    run_finished/run_failed events' `status`, `blockyard runs`, the HTTP API. Members are str, so
+    they compare equal to the text read back from the database or JSON."""
+
+    QUEUED = "queued"  # the server only: accepted, waiting for a free slot (engine/serve/jobs.py)
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    WAITING = "waiting"  # paused at an approval gate
+    INTERRUPTED = "interrupted"  # its process stopped before it ended (or Ctrl-C)
+
+
+# The statuses a run has in the state database (`queued` exists only in a server's queue).
+STORED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED,
+                                          RunStatus.WAITING, RunStatus.INTERRUPTED)
+# A run in one of these will not change again by itself.
+SETTLED_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED})
 
 
 _second: tuple[int, str] = (-1, "")
@@ -59,26 +100,37 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Something that happened in a run."""
+class EventDict(TypedDict):
+    """An `Event` as JSON data: what `--json` prints, server-sent events carry and the server keeps."""
 
     type: str
     run_id: str
     seq: int
     step: str | None
     time: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JsonDict
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "run_id": self.run_id, "seq": self.seq, "step": self.step,
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened in a run (as JSON data: `EventDict`)."""
+
+    type: str
+    run_id: str
+    seq: int
+    step: str | None
+    time: str
+    data: JsonDict = field(default_factory=dict)
+
+    def as_dict(self) -> EventDict:
+        return {"type": str(self.type), "run_id": self.run_id, "seq": self.seq, "step": self.step,
                 "time": self.time, "data": self.data}
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Event:
+    def from_dict(cls, data: Mapping[str, Any]) -> Event:
         return cls(data["type"], data["run_id"], int(data["seq"]), data.get("step"), data["time"],
                    dict(data.get("data") or {}))
 
@@ -91,11 +143,11 @@ class Sequencer:
         self.last = last
         self.secrets = secrets if secrets is not None else Masker()
 
-    def make(self, type_: str, step: str | None = None, data: dict[str, Any] | None = None) -> Event:
+    def make(self, type_: str, step: str | None = None, data: JsonDict | None = None) -> Event:
         """The next event; API keys in its data are masked (engine/redaction.py): events are stored,
         printed (--json) and streamed (server-sent events)."""
         self.last += 1
-        return Event(type_, self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))
+        return Event(str(type_), self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))
 
     def from_custom(self, payload: Any) -> Event | None:
         """An event from a graph node's custom stream, or None when it is not one of ours: a step

@@ -215,7 +215,8 @@ class _Composer:
                                 "YAML syntax error: mapping keys must be plain scalars")
             key_value = self.scalar(event, key=True)
             key = key_value if isinstance(key_value, str) else _plain_text(key_value, event.value)
-            mark = (event.start_mark.line + 1, event.start_mark.column + 1)
+            start = event.start_mark  # the parser marks every event; the stubs allow None
+            mark = (start.line + 1, start.column + 1) if start is not None else (1, 1)
             if key == "<<" and event.implicit[0]:
                 raise self.fail(event.start_mark, "BY002",
                                 "merge keys ('<<') are YAML 1.1 only; write the keys out")
@@ -256,7 +257,7 @@ class _Composer:
                 if not tag.endswith("float"):
                     raise
                 resolved = float(value)
-            expected = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[tag[len(_CORE):]]
+            expected: Any = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[tag[len(_CORE):]]
             if not isinstance(resolved, expected) or (tag.endswith("int") and isinstance(resolved, bool)):
                 raise self.fail(event.start_mark, "BY002", f"'{value}' is not a valid {tag[len(_CORE):]}")
             return float(resolved) if tag.endswith("float") else resolved

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,8 @@ def schema_dir() -> Path:
 @cache
 def load_schema(name: str) -> dict[str, Any]:
     """name: block, flow or config."""
-    return json.loads((schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads((schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+    return schema
 
 
 @cache
@@ -57,8 +58,9 @@ def _validator(name: str) -> Validator:
 
     # JSON Schema regexes are ECMA-262, where `$` matches only at the very end; Python's `$` also
     # matches before a final newline, which would let 'name\n' through and disagree with the models
-    checker = validators.extend(Draft202012Validator, {"pattern": _pattern})
-    return checker(load_schema(name))
+    checker = validators.extend(Draft202012Validator, {"pattern": _pattern})  # type: ignore[no-untyped-call]
+    validator: Validator = checker(load_schema(name))
+    return validator
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
@@ -116,39 +118,47 @@ def _misplaced(doc: Document, name: str) -> Diagnostic | None:
 
 def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
-    kind = error.validator
+    kind: Any = error.validator
+    schema = _schema_of(error)
+    rule: Any = error.validator_value  # what the failed keyword holds: a list, a pattern, a bound
+    instance: Any = error.instance
     if kind == "additionalProperties":
-        allowed = list(error.schema.get("properties", {}))
-        extras = [key for key in error.instance if key not in allowed]
+        allowed = list(schema.get("properties", {}))
+        extras = [key for key in instance if key not in allowed]
         return [doc.diag((*path, key), "BY102", f"unknown key '{_show(key)}'{_where(path)}{did_you_mean(key, allowed)}",
                          key=True) for key in extras]
     if kind == "required":
-        missing = [key for key in error.validator_value if key not in error.instance]
-        props = error.schema.get("properties", {})
+        missing = [key for key in rule if key not in instance]
+        props = schema.get("properties", {})
         return [doc.diag(path, "BY103", f"missing required key '{key}'{_where(path)}{_choices(props.get(key))}",
                          key=True) for key in missing]
     if kind == "type":
-        return [doc.diag(path, "BY104", f"{_name(path)} must be {_option_type(error.schema)}, "
-                                        f"not {_describe(error.instance)}{_shorthand(error)}")]
+        return [doc.diag(path, "BY104", f"{_name(path)} must be {_option_type(schema)}, "
+                                        f"not {_describe(instance)}{_shorthand(error)}")]
     if kind == "enum":
-        options = ", ".join(str(v) for v in error.validator_value)
-        hint = did_you_mean(str(error.instance), [str(v) for v in error.validator_value])
+        options = ", ".join(str(v) for v in rule)
+        hint = did_you_mean(str(instance), [str(v) for v in rule])
         return [doc.diag(path, "BY105",
-                         f"{_name(path)} is '{_show(error.instance)}'; expected one of: {options}{hint}")]
+                         f"{_name(path)} is '{_show(instance)}'; expected one of: {options}{hint}")]
     if kind == "const":
-        return [doc.diag(path, "BY105", f"{_name(path)} must be '{error.validator_value}'")]
+        return [doc.diag(path, "BY105", f"{_name(path)} must be '{rule}'")]
     if kind == "pattern" and len(error.schema_path) > 1 and error.schema_path[-2] == "propertyNames":
-        bad = error.instance
+        bad = instance
         return [doc.diag((*path, bad), "BY106", f"name '{_show(bad)}'{_where(path)} is not valid: "
-                                                f"{_pattern_help(error.validator_value)}", key=True)]
+                                                f"{_pattern_help(rule)}", key=True)]
     if kind == "pattern":
-        return [doc.diag(path, "BY106", f"{_name(path)} '{_show(error.instance)}' is not valid: "
-                                        f"{_pattern_help(error.validator_value)}")]
+        return [doc.diag(path, "BY106", f"{_name(path)} '{_show(instance)}' is not valid: "
+                                        f"{_pattern_help(rule)}")]
     if kind in ("anyOf", "oneOf"):
         return _alternatives(doc, error)
     if kind in _RANGE:
-        return [doc.diag(path, "BY107", _range(path, kind, error.validator_value, error.instance))]
+        return [doc.diag(path, "BY107", _range(path, kind, rule, instance))]
     return [doc.diag(path, "BY100", f"{_name(path)}: {error.message}")]
+
+
+def _schema_of(error: ValidationError) -> dict[str, Any]:
+    """The (sub)schema an error is about: always an object in our published schemas."""
+    return dict(error.schema) if isinstance(error.schema, Mapping) else {}
 
 
 def _choices(prop: Any) -> str:
@@ -159,7 +169,7 @@ def _choices(prop: Any) -> str:
 
 def _shorthand(error: ValidationError) -> str:
     """`text: string` where a type declaration is expected: show the mapping the author meant."""
-    declared = error.schema.get("properties", {}).get("type", {})
+    declared = _schema_of(error).get("properties", {}).get("type", {})
     if isinstance(error.instance, str) and error.instance in declared.get("enum", ()):
         return f"; write {{type: {error.instance}}}"
     return ""
@@ -168,7 +178,8 @@ def _shorthand(error: ValidationError) -> str:
 def _alternatives(doc: Document, error: ValidationError) -> list[Diagnostic]:
     """Explain the alternative that fits the value's type; if none does, say which types would."""
     path = tuple(error.absolute_path)
-    options = [o for o in error.validator_value if isinstance(o, dict)]
+    rule: Any = error.validator_value
+    options = [o for o in rule if isinstance(o, dict)]
     by_option: dict[int, list[ValidationError]] = {i: [] for i in range(len(options))}
     for sub in error.context:
         by_option.setdefault(int(sub.relative_schema_path[0]), []).append(sub)
@@ -273,7 +284,7 @@ _TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a numbe
 
 def _types(value: Any) -> str:
     if isinstance(value, list):
-        return _join([_TYPE_WORDS.get(v, v) for v in value])
+        return _join([_TYPE_WORDS.get(v, str(v)) for v in value])
     return _TYPE_WORDS.get(value, str(value))
 
 

@@ -331,7 +331,7 @@ def guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         budget = budget_or_fold()
-        value = args[skip] if len(args) > skip else None
+        value: Any = args[skip] if len(args) > skip else None
         budget.tick(len(value) + 1 if iterating and hasattr(value, "__len__") else 1)
         if check is not None and len(args) > skip:
             replaced = check(budget, value, args[skip + 1:], kwargs)

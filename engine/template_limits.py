@@ -171,7 +171,8 @@ def _size(value: Any, memo: dict[int, int], limit: int) -> int:
     if value is None or kind is bool:
         return 5
     if kind is int:
-        return value.bit_length() * 3 // 10 + 2
+        digits: int = value.bit_length() * 3 // 10 + 2
+        return digits
     if kind is float:
         return 24
     if isinstance(value, (list, tuple, dict, set, frozenset, Mapping)):

@@ -112,7 +112,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     code_generator_class = BoundedCodeGenerator
     intercepted_binops = frozenset({"*", "**", "%", "+", "-", "/", "//"})
-    concat = staticmethod(_bounded_concat)  # type: ignore[assignment]
+    concat = staticmethod(_bounded_concat)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(finalize=_finalize, **options)

@@ -133,7 +133,8 @@ def render_text(source: str, scope: Mapping[str, Any]) -> str:
     template = _compiled_template(source)
     _, token = begin()
     try:
-        return template.render(**scope)
+        text: str = template.render(**scope)
+        return text
     except Exception as exc:
         raise _failure(exc, f"cannot render '{_short(source)}'") from None
     finally:
@@ -168,25 +169,25 @@ def references(source: str, *, expression: bool = False) -> list[tuple[str, ...]
     """
     tree = parse(source, expression=expression)
     local: set[str] = set()
-    for node in tree.find_all((nodes.For, nodes.Assign, nodes.AssignBlock)):
-        target = getattr(node, "target", None)
+    for statement in tree.find_all((nodes.For, nodes.Assign, nodes.AssignBlock)):
+        target = getattr(statement, "target", None)
         for name in target.find_all(nodes.Name) if target is not None else ():
             local.add(name.name)
         if isinstance(target, nodes.Name):
             local.add(target.name)
     found: list[tuple[str, ...]] = []
     seen: set[int] = set()
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        chain = _chain(node)
-        if chain is None or chain[1] in seen:
+    for access in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        chain = _chain(access)
+        if chain is None or not chain[1].isdisjoint(seen):  # an inner part of a chain already taken
             continue
         path, ids = chain
         seen.update(ids)
         if path[0] not in local:
             found.append(path)
-    for node in tree.find_all(nodes.Name):
-        if node.ctx == "load" and id(node) not in seen and node.name not in local:
-            found.append((node.name,))
+    for name in tree.find_all(nodes.Name):
+        if name.ctx == "load" and id(name) not in seen and name.name not in local:
+            found.append((name.name,))
     # keep the longest path for each chain, drop prefixes already covered
     found.sort(key=len, reverse=True)
     result: list[tuple[str, ...]] = []

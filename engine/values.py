@@ -12,7 +12,14 @@ No LangGraph here: the validator and the CLI import this module.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeAlias
+
+# A JSON value (null, bool, int, float, str, list, object) as the engine passes it around: inputs,
+# outputs, event data, decision values. `Any` on purpose: a recursive union would have every reader
+# narrow it before use; what a value may hold is checked at run time (below, engine/typecheck.py).
+JsonValue: TypeAlias = Any
+# A JSON object: a step's outputs, a run's inputs, an event's data.
+JsonDict: TypeAlias = dict[str, JsonValue]
 
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1

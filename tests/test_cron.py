@@ -124,9 +124,9 @@ def test_validate_schedules_and_the_scheduler_agree_on_every_expression(table_ya
         else:
             diagnostic = found.get((f"flows/{name}.yaml", expected))
             message = diagnostic.message.removeprefix("schedule: ") if diagnostic else None
-            seen = (validated, fire, row["problem"], row["next_fire"])
-            if seen != ([expected], None, message, None) or message is None or cron not in message:
-                disagreements.append((cron, seen))
+            refused = (validated, fire, row["problem"], row["next_fire"])
+            if refused != ([expected], None, message, None) or message is None or cron not in message:
+                disagreements.append((cron, refused))
     assert disagreements == []
     assert exit_code == 1
 

@@ -49,7 +49,7 @@ def test_only_failures_of_the_file_itself_become_state_errors(tmp_path: Path) ->
     finally:
         conn.close()
     busy = sqlite3.OperationalError("database is locked")
-    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
     locked = explain(busy, path)
     assert isinstance(locked, StateLocked) and str(locked).startswith(f"the state database {path} is locked")
     locked.command = "memory set"

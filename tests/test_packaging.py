@@ -50,6 +50,11 @@ def test_the_wheel_carries_the_schemas(wheel: Path) -> None:
     assert not any("__pycache__" in name or name.startswith("tests/") for name in names)
 
 
+def test_the_wheel_says_the_package_is_typed(wheel: Path) -> None:
+    """PEP 561: type checkers read the engine's annotations only when the package ships py.typed."""
+    assert "engine/py.typed" in zipfile.ZipFile(wheel).namelist()
+
+
 @pytest.mark.timeout(300)
 def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"

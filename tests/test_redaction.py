@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, TypedDict
 
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 
 from engine.redaction import KNOWN, MASK, MIN_KEY_LENGTH, Masker, TokenMasker, key_values, key_variables
@@ -72,7 +73,7 @@ def test_checkpoints_keep_no_key_and_stay_readable(tmp_path: Path) -> None:
     graph.add_edge(START, "echo")
     db = StateDB(tmp_path / "state.db", secrets=Masker([KEY]))
     app = graph.compile(checkpointer=db.saver)
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
 
     async def run() -> list[str]:
         await app.ainvoke({"log": []}, config, durability="sync")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pytest
@@ -38,7 +39,7 @@ def test_references_follow_attribute_chains_and_skip_locals() -> None:
 
 # ---- limits (docs/flows.md, "Limits of templates") ---------------------------------------------
 
-def _refused(source: str, scope: dict[str, object] | None = None, *, expression: bool = False) -> str:
+def _refused(source: str, scope: Mapping[str, object] | None = None, *, expression: bool = False) -> str:
     """The error of a template over a limit; it must come at once, not after computing the value."""
     began = time.monotonic()
     with pytest.raises(TemplateLimitError) as caught:

@@ -16,6 +16,7 @@ from engine.nodes.errors import Problem
 from engine.nodes.scope import OutputCheck, checker, plain
 from engine.runtime.approvals import ask
 from engine.spec import TypeSpec
+from engine.spec.common import ValueType
 from engine.typecheck import InputError, coerce_inputs
 from engine.values import INT_MAX, INT_MIN, ValueDomainError, check_value, value_problem
 
@@ -77,7 +78,7 @@ def test_step_outputs_refuse(value: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", ["string", "boolean", "array", "object", "number"])
-def test_a_huge_integer_of_the_wrong_type_is_described_without_printing_it(kind: str) -> None:
+def test_a_huge_integer_of_the_wrong_type_is_described_without_printing_it(kind: ValueType) -> None:
     for spec in (TypeSpec(type=kind), TypeSpec(type="integer", enum=[1, 2])):
         with pytest.raises(Problem, match="output 'v'"):
             OutputCheck({"v": spec})({"v": 10**4999})
@@ -118,7 +119,7 @@ def test_decision_text_with_surrogates_is_refused(field: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["string", "integer", "number", "array", "object", "boolean"])
-def test_python_api_inputs_refuse_whatever_the_declared_type(kind: str) -> None:
+def test_python_api_inputs_refuse_whatever_the_declared_type(kind: ValueType) -> None:
     """A string input takes a number as its text: str() of 5000 digits must never be tried."""
     for value in (10**4999, [10**4999], "x\udcff"):
         with pytest.raises(InputError, match="flow 'f': input 'v"):

@@ -84,7 +84,7 @@ class AgentExecutor:
         for name in self.plan.tools:
             tool = await lookup(name) if lookup is not None else source.get(name)
             if tool is None:
-                known = getattr(call.context.tools, "names", lambda: [])()
+                known: list[str] = getattr(call.context.tools, "names", lambda: [])()
                 raise Problem(f"tool '{name}' is not registered in this yard (known: {', '.join(known) or 'none'})")
             found.append(function_tool(tool.name, tool.description, tool.parameters))
         return found

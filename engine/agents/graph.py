@@ -36,6 +36,7 @@ from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun
 from engine.errors import BlockyardError
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
+from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
 from engine.nodes.policies import policies
@@ -53,6 +54,12 @@ class AgentState(TypedDict, total=False):
     errors: Annotated[int, operator.add]
     pending: list[dict[str, Any]]  # the calls of the last reply still to run
     answer: dict[str, Any] | None
+
+
+class CallPayload(TypedDict):
+    """What a tool or delegate node gets through `Send`: one call the model asked for."""
+
+    call: dict[str, Any]
 
 
 def compile_graph(plan: AgentPlan) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -198,9 +205,10 @@ def _exhausted(plan: AgentPlan, said: AIMessage, problem: str | None) -> str:
     return head
 
 
-async def _tool_node(payload: dict[str, Any], runtime: Runtime[AgentRun]) -> dict[str, Any]:
+async def _tool_node(state: CallPayload, runtime: Runtime[AgentRun]) -> dict[str, Any]:
+    """One tool call (`state` is what `Send` carried, named as LangGraph's node protocol names it)."""
     run = runtime.context
-    call = payload["call"]
+    call = state["call"]
     name, args = call["name"], call["args"]
     started = time.monotonic()
     _announce(run, call, "tool")
@@ -221,7 +229,7 @@ async def _tool_node(payload: dict[str, Any], runtime: Runtime[AgentRun]) -> dic
 def _delegate_node(delegate: Delegate) -> Any:
     validator = Draft202012Validator(delegate.parameters)
 
-    async def node(payload: dict[str, Any], runtime: Runtime[AgentRun]) -> dict[str, Any]:
+    async def node(payload: CallPayload, runtime: Runtime[AgentRun]) -> dict[str, Any]:
         run = runtime.context
         call = payload["call"]
         started = time.monotonic()
@@ -234,9 +242,12 @@ def _delegate_node(delegate: Delegate) -> Any:
             where = ".".join(str(p) for p in problem.absolute_path)
             text = f"at '{where}': {problem.message}" if where else problem.message
             return _answered(run, call, None, f"{delegate.kind} '{delegate.name}': invalid arguments: {text}", started)
-        outer = dataclasses.replace(runtime, context=run.call.context, stream_writer=run.call.writer)
+        # the delegate runs as a step of the calling flow: its run context and stream, not the agent's
+        agents: Runtime[Any] = runtime
+        outer: Runtime[RunContext] = dataclasses.replace(agents, context=run.call.context,
+                                                         stream_writer=run.call.writer)
         try:
-            outputs = await delegate.invoke(dict(call["args"]), run, outer)  # type: ignore[arg-type]
+            outputs = await delegate.invoke(dict(call["args"]), run, outer)
         except GraphBubbleUp:
             raise
         except StepFailed as exc:

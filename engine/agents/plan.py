@@ -32,6 +32,8 @@ class AgentFailed(BlockyardError):
     """An agent could not finish: turns used up, too many failed tool calls, or a model failure
     that retries did not cure. Never retried as a whole (its tools may have had effects)."""
 
+    code = "agent_failed"
+
 
 Invoke = Callable[[dict[str, Any], "AgentRun", "Runtime[RunContext]"], Awaitable[dict[str, Any]]]
 

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError, UsageError, ValidationFailed
+from engine.events import RunStatus
 from engine.load import LoadError, load_file
 from engine.models import scripted
 from engine.models.replies import reply_problems
@@ -105,7 +106,7 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
         try:
             result = yard.run(flow, test.inputs, run_id=run_id)
             for decision in test.decisions:
-                if result.status != "waiting":
+                if result.status != RunStatus.WAITING:
                     return [f"run is {result.status}, not waiting, when a decision is left to apply"]
                 result = yard.resume(run_id, approve=decision.approve, values=decision.values,
                                      reason=decision.reason, gate=decision.gate, actor=decision.actor)

@@ -4,6 +4,7 @@ error which command waited."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,7 +25,7 @@ class Seconds(click.FloatRange):
 
     name = "seconds"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         seconds = super().convert(value, param, ctx)
         if seconds != seconds:  # NaN
             self.fail(f"{value!r} is not a number of seconds", param, ctx)

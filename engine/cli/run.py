@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -23,11 +23,15 @@ from engine.cli import progress
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
-from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event
+from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event, RunStatus
 from engine.load import LoadError, load_file, parse_value
 from engine.spec import TypeSpec
+from engine.state.gates import GateStatus
 from engine.values import ValueDomainError, text_problem
 from engine.yardfiles import argument_bounds
+
+if TYPE_CHECKING:
+    from engine.runtime.yard import Yard
 
 SIGTERM_EXIT = 143
 
@@ -108,7 +112,7 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
         yard.close()
 
 
-def field_values(yard: Any, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
+def field_values(yard: Yard, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
     """`--set k=v` values, read like `--input`: text as typed for the gate's string fields, YAML
     otherwise (the Yard judges them, and the gate, once more before anything is written)."""
     from engine.runtime.approvals import choose  # the runtime, with LangGraph: only when deciding
@@ -117,7 +121,8 @@ def field_values(yard: Any, run_id: str, gate: str | None, pairs: list[str]) -> 
     if pairs:
         rows = yard.gates(run_id)
         try:
-            chosen = choose(rows, {g.interrupt_id for g in rows if g.status == "waiting"}, gate, run_id)
+            waiting = {g.interrupt_id: g.request for g in rows if g.status == GateStatus.WAITING}
+            chosen = choose(rows, waiting, gate, run_id)
             declared = {name: TypeSpec.model_validate(spec) for name, spec in chosen.fields.items()}
         except UsageError:
             pass  # the Yard says what is wrong with the run or the gate
@@ -203,7 +208,7 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
             _err(f"run {run_id} finished{took}")
         return 0
     if last.type == RUN_FAILED:
-        if last.data.get("status") == "interrupted":
+        if last.data.get("status") == RunStatus.INTERRUPTED:
             return _stopped(outcome, 130)
         _err(f"error: {failure_line(run_id, last.data)}\n"
              f"  after fixing the cause, continue it with `blockyard resume {run_id}`")

@@ -21,7 +21,7 @@ from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
 from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, parse_time
+from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
 from engine.pinned import make_bundle
 from engine.project import load_project
 from engine.state import gates as gate_rows
@@ -44,8 +44,8 @@ def local_time(iso: str | None) -> str:
     return parse_time(iso).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _duration(run: RunRecord, status: str) -> float | None:
-    if status == "running" and run.started:
+def _duration(run: RunRecord, status: RunStatus) -> float | None:
+    if status == RunStatus.RUNNING and run.started:
         return run.duration + (datetime.now(parse_time(run.started).tzinfo) - parse_time(run.started)).total_seconds()
     return run.duration if run.started else None
 
@@ -57,13 +57,15 @@ def _gate_name(gate: Event) -> str:
     return str(name or gate.step)
 
 
-def _detail(run: RunRecord, status: str, gates: list[Event] | None = None) -> str:
-    if status == "waiting" and gates:
+def _detail(run: RunRecord, status: RunStatus, gates: list[Event] | None = None) -> str:
+    if status == RunStatus.WAITING and gates:
         return "gate " + ", ".join(f"'{_gate_name(gate)}'" for gate in gates)
-    if status == "failed":
+    if status == RunStatus.FAILED:
         return (f"step '{run.error_step}': " if run.error_step else "") + (run.error or "")
-    if status == "interrupted":
-        return f"at step '{run.error_step}'" if run.error_step else "process gone" if run.status == "running" else ""
+    if status == RunStatus.INTERRUPTED:
+        if run.error_step:
+            return f"at step '{run.error_step}'"
+        return "process gone" if run.status == RunStatus.RUNNING else ""
     return ""
 
 
@@ -84,14 +86,15 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
             sys.stdout.write("no runs yet\n")
             return 0
         # a dead process's run is stored as running but shown as interrupted: filter after the fact
-        wanted = {"interrupted": ["interrupted", "running"]}.get(status or "", [status] if status else None)
+        wanted = [RunStatus.INTERRUPTED, RunStatus.RUNNING] if status == RunStatus.INTERRUPTED else \
+            [status] if status else None
         rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
         table: list[tuple[str, ...]] = []
         for run in rows:
             shown = effective_status(run)
             if status is not None and shown != status:
                 continue
-            gates = store.waiting_gates(conn, run.id) if shown == "waiting" else None
+            gates = store.waiting_gates(conn, run.id) if shown == RunStatus.WAITING else None
             table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
                           format_duration(_duration(run, shown)), _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
             if len(table) >= limit:
@@ -110,7 +113,7 @@ def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> s
     return "\n".join(lines) + "\n"
 
 
-def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
+def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, Any]]:
     """Per step, in order of first start: status, attempts, total time, last error, and the tool
     calls of an agent step that failed (`tool_errors`: tool, error, and the item's index if any) —
     the agent may have recovered and the run finished, but the failure is part of the record."""
@@ -119,7 +122,7 @@ def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
     for event in events:
         if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOOL_CALL):
             continue
-        entry = steps.setdefault(event.step, {"step": event.step, "status": "running", "attempts": 0,
+        entry = steps.setdefault(event.step, {"step": event.step, "status": RunStatus.RUNNING, "attempts": 0,
                                               "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None,
                                               "tool_errors": []})
         if event.type == TOOL_CALL:
@@ -147,11 +150,11 @@ def step_summary(events: list[Event], run_status: str) -> list[dict[str, Any]]:
     running = {step for step, _index in open_}
     for entry in steps.values():
         if entry["step"] in running:
-            entry["status"] = "running" if run_status == "running" else "interrupted"
+            entry["status"] = RunStatus.RUNNING if run_status == RunStatus.RUNNING else RunStatus.INTERRUPTED
         elif entry["failed"] and not entry["finished"]:
-            entry["status"] = "failed"
+            entry["status"] = RunStatus.FAILED
         else:
-            entry["status"] = "finished" if entry["finished"] else "failed"
+            entry["status"] = RunStatus.FINISHED if entry["finished"] else RunStatus.FAILED
         entry["duration_ms"] = round(entry["duration_ms"], 1)
     return list(steps.values())
 
@@ -184,7 +187,7 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
             raise UsageError(f"unknown run '{run_id}'{did_you_mean(run_id, store.run_ids(conn))}")
         events = store.load_events(conn, run_id)
         status = effective_status(run)
-        gates = store.waiting_gates(conn, run_id) if status == "waiting" else []
+        gates = store.waiting_gates(conn, run_id) if status == RunStatus.WAITING else []
         decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
     steps = step_summary(events, status)
     definition = definition_status(root, run)
@@ -199,7 +202,7 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
     return 0
 
 
-def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definition: dict[str, Any],
+def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], definition: dict[str, Any],
                gates: list[Event], decided: list[gate_rows.Gate]) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
     files = definition.get("files")
@@ -216,7 +219,7 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
         value = gate.data.get("value")
         message = value.get("message") if isinstance(value, dict) else value
         lines.append(f"waiting   gate '{_gate_name(gate)}'" + (f": {message}" if message else ""))
-    if status == "failed" and run.error:
+    if status == RunStatus.FAILED and run.error:
         lines.append(f"error     {run.error}")
     lines.append(f"started   {local_time(run.started)}")
     if run.finished:
@@ -230,7 +233,7 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
         width = max(len(entry["step"]) for entry in steps)
         for entry in steps:
             tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
-            error = f"  {entry['error']}" if entry["status"] == "failed" and entry["error"] else ""
+            error = f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
             tool_errors = entry.get("tool_errors") or []
             if tool_errors and not error:
                 count = len(tool_errors)
@@ -240,15 +243,15 @@ def _show_text(run: RunRecord, status: str, steps: list[dict[str, Any]], definit
             for failure in tool_errors:
                 item = f"[{failure['index']}]" if failure.get("index") is not None else ""
                 lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
-    for gate in decided:
-        decision = gate.decision or {}
-        who = f" by {gate.actor}" if gate.actor else ""
+    for row in decided:  # rows of the gates table, not approval_required events like `gates`
+        decision = row.decision or {}
+        who = f" by {row.actor}" if row.actor else ""
         values = f" {store.dumps(decision['values'])}" if decision.get("values") else ""
         why = f" ({decision['reason']})" if decision.get("reason") else ""
-        lines.append(f"decided   gate '{gate.gate}': {gate.status}{who} at {local_time(gate.decided)}{values}{why}")
-    if status in ("failed", "interrupted"):
+        lines.append(f"decided   gate '{row.gate}': {row.status}{who} at {local_time(row.decided)}{values}{why}")
+    if status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
         lines.append(f"resume    blockyard resume {run.id}")
-    if status == "waiting":
+    if status == RunStatus.WAITING:
         which = " --gate NAME" if len(gates) > 1 else ""
         lines.append(f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject")
     return "\n".join(lines) + "\n"

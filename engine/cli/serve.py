@@ -157,7 +157,7 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
     state_path = root / project.config.paths.state
     states = ScheduleStore(state_path).load()
     now = datetime.now(UTC)
-    rows = []
+    rows: list[dict[str, object]] = []
     for name, definition in sorted(project.flows.items()):
         schedule = definition.spec.schedule
         if schedule is None:
@@ -176,9 +176,9 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
         print("no scheduled flows", file=out)
     else:
         _table(rows, out)
-    for problem in project.diagnostics:
-        if problem.severity == "error":
-            print(f"warning: {problem.format()}", file=sys.stderr)
+    for diagnostic in project.diagnostics:
+        if diagnostic.severity == "error":
+            print(f"warning: {diagnostic.format()}", file=sys.stderr)
     return 1 if any(row["problem"] for row in rows) else 0
 
 

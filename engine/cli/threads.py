@@ -21,6 +21,7 @@ from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
 from engine.cli.runs import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
+from engine.events import RunStatus
 from engine.state import messages, store, threads
 from engine.state.store import RunRecord, effective_status
 
@@ -96,7 +97,7 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
 
 def _turn(run: RunRecord) -> dict[str, Any]:
     status = effective_status(run)
-    reply = threads.reply_text(run.outputs) if status == "finished" else None
+    reply = threads.reply_text(run.outputs) if status == RunStatus.FINISHED else None
     return {"run_id": run.id, "status": status, "said": threads.turn_text(run.inputs), "reply": reply,
             "started": run.started}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
@@ -67,7 +68,7 @@ class CompiledFlow:
                                          context=context)
         return self.outputs(final)
 
-    def config(self, thread_id: str, **configurable: Any) -> dict[str, Any]:
+    def config(self, thread_id: str, **configurable: Any) -> RunnableConfig:
         """A run config with this flow's recursion limit."""
         return {"recursion_limit": self.recursion_limit, "configurable": {"thread_id": thread_id, **configurable}}
 

@@ -140,23 +140,23 @@ class _Drawer:
             self.edge(iterator.id, entry, "next")
             return iterator.id, iterator.id
         if step.map is not None:
-            spec = step.map
-            lines = [step.id, f"map {spec.as_} in {spec.items}"]
-            if spec.uses:
-                lines.append(f"uses {spec.uses}")
-            if spec.max_concurrency:
-                lines.append(f"max {spec.max_concurrency} at once")
-            if spec.collect:
-                lines.append(f"→ {spec.collect}")
+            mapping = step.map
+            lines = [step.id, f"map {mapping.as_} in {mapping.items}"]
+            if mapping.uses:
+                lines.append(f"uses {mapping.uses}")
+            if mapping.max_concurrency:
+                lines.append(f"max {mapping.max_concurrency} at once")
+            if mapping.collect:
+                lines.append(f"→ {mapping.collect}")
             fan = Node(step.id, lines + ([bound.strip(" ,")] if bound else []), "parallelogram")
-            if spec.steps is None:
+            if mapping.steps is None:
                 cluster.items.append(fan)
                 return fan.id, fan.id
             cluster.items.append(fan)
-            body = Cluster(f"{step.id}__body", f"each {spec.as_}")
+            body = Cluster(f"{step.id}__body", f"each {mapping.as_}")
             cluster.items.append(body)
             join = Node(f"{step.id}__join", ["join"], "circle")
-            entry = self.region(spec.steps, body, join.id, f"the map body of step '{step.id}'")
+            entry = self.region(mapping.steps, body, join.id, f"the map body of step '{step.id}'")
             cluster.items.append(join)
             self.edge(fan.id, entry, "each item")
             return fan.id, join.id

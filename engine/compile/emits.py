@@ -69,7 +69,8 @@ class Emits:
             if plan is None:
                 return
             data = chunk.get("data") or {}
-            outputs = data.get("outputs") if isinstance(data.get("outputs"), dict) else {}
+            raw = data.get("outputs")
+            outputs: dict[str, Any] = raw if isinstance(raw, dict) else {}
             if plan.renames is not None:
                 context.update({plan.renames.get(key, key): value for key, value in outputs.items()})
             results.append(record(plan.step, None, outputs))

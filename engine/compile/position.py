@@ -15,11 +15,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED
 from engine.nodes.scope import FOREACH_ITEMS, Frame
 
 PASSES = "{}.n"  # a loop's completed passes in `loops` (engine/compile/loop.py COUNT)
 MAP_COUNT = "{}.n"  # a map's item count, in each item's `loops` (engine/compile/mapping.py COUNT)
-STEP_EVENTS = frozenset({"step_started", "step_finished", "step_failed"})
+STEP_EVENTS = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED})
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ class ModelError(BlockyardError):
     status when the server answered with an error.
     """
 
+    code = "model_failed"
+
     def __init__(self, message: str, *, provider: str | None = None, model: str | None = None,
                  kind: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
@@ -38,6 +40,8 @@ class ModelError(BlockyardError):
 
 class ModelOutputError(ModelError):
     """The model's output did not match the output schema, even after the repair retry."""
+
+    code = "model_output_invalid"
 
 
 def is_transient(exc: BaseException, kinds: Iterable[str]) -> bool:

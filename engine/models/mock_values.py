@@ -123,7 +123,8 @@ def _array(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], 
     low = int(schema.get("minItems", 0))
     high = int(schema.get("maxItems", max(low, 3)))
     count = min(max(low, 1 + _pick(seed, path + "#n", 3)), high)
-    item_schema = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    items_of = schema.get("items")
+    item_schema: dict[str, Any] = items_of if isinstance(items_of, dict) else {}
     items: list[Any] = []
     salt = 0
     while len(items) < count and salt < count * 4:
@@ -152,18 +153,18 @@ _MAKERS = {"string": _string, "integer": _integer, "number": _number, "boolean":
 
 
 def _bounds(schema: dict[str, Any], *, default: tuple[float, float], step: float) -> tuple[float, float]:
-    low = schema.get("minimum")
+    low: float | None = schema.get("minimum")
     if "exclusiveMinimum" in schema:
         low = schema["exclusiveMinimum"] + step
-    high = schema.get("maximum")
+    high: float | None = schema.get("maximum")
     if "exclusiveMaximum" in schema:
         high = schema["exclusiveMaximum"] - step
-    if low is None and high is None:
-        return default
-    if low is None:
-        low = min(default[0], high)
     if high is None:
+        if low is None:
+            return default
         high = max(default[1], low)
+    elif low is None:
+        low = min(default[0], high)
     return float(low), float(max(high, low))
 
 

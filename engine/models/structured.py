@@ -37,12 +37,14 @@ class StructuredClient:
         first = await self.generator.generate(request, ())
         value, problem = check(first, request.output_schema)
         if problem is None:
-            return value
+            result: dict[str, Any] = value  # valid against an object schema
+            return result
         turns = (Turn("assistant", _echo(first)), Turn("user", repair_prompt(problem, request.output_schema)))
         second = await self.generator.generate(request, turns)
         value, problem = check(second, request.output_schema)
         if problem is None:
-            return value
+            repaired: dict[str, Any] = value
+            return repaired
         raise ModelOutputError(
             f"flow '{request.flow}', step '{request.step}': block '{request.block}' got output from "
             f"{self.generator.provider} model '{self.generator.model}' that does not match its outputs, "

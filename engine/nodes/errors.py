@@ -8,6 +8,8 @@ from engine.errors import BlockyardError
 class CompileError(BlockyardError):
     """A flow that cannot be turned into a graph; the message names the flow and the step."""
 
+    code = "compile_failed"
+
 
 class StepFailed(BlockyardError):
     """A step of a run failed. `cause` is the underlying exception (None for checks of our own).
@@ -15,6 +17,8 @@ class StepFailed(BlockyardError):
     The message reads "flow 'f', step 's' (block 'b'): reason". Step ids inside subflows are
     prefixed with the calling step ("research.search"); map items add "item N".
     """
+
+    code = "step_failed"
 
     def __init__(self, flow: str, step: str, block: str | None, reason: str, *,
                  cause: BaseException | None = None, item: int | None = None) -> None:

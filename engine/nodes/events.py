@@ -12,20 +12,18 @@ from typing import Any
 
 from langgraph.types import StreamWriter
 
+from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOKEN, TOOL_CALL, WARNING, EventType
 from engine.nodes.errors import StepFailed
 
-STEP_STARTED = "step_started"
-STEP_FINISHED = "step_finished"
-STEP_FAILED = "step_failed"
-WARNING = "warning"
-TOOL_CALL = "tool_call"
-TOKEN = "token"
+# The step event types are declared in engine/events.py; nodes import them from here with `emit`.
+__all__ = ["STEP_FAILED", "STEP_FINISHED", "STEP_STARTED", "TOKEN", "TOOL_CALL", "WARNING", "elapsed_ms", "emit",
+           "failed", "finished", "since", "warning"]
 
 
-def emit(writer: StreamWriter, kind: str, step: str, data: dict[str, Any], index: int | None = None) -> None:
+def emit(writer: StreamWriter, kind: EventType, step: str, data: dict[str, Any], index: int | None = None) -> None:
     if index is not None:
         data = {**data, "index": index}
-    writer({"type": kind, "step": step, "data": data})
+    writer({"type": str(kind), "step": step, "data": data})  # plain text: the stream carries JSON-like data
 
 
 def warning(writer: StreamWriter, step: str, code: str, message: str, **data: Any) -> None:

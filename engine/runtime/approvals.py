@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.decisions import APPROVE, REJECT, TIMEOUT, Decision, DecisionRefused, check_decision
 from engine.diagnostics import did_you_mean
-from engine.events import Event, now_iso
+from engine.events import Event, RunStatus, now_iso
 from engine.state import gates, liveness
 from engine.state.checkpointer import StateDB
 from engine.state.gates import WAITING, Gate
@@ -59,7 +59,7 @@ def ask(approve: bool | None, values: Mapping[str, Any] | None, reason: str | No
 def check_waiting(record: RunRecord) -> None:
     """A decision needs a run that waits for one."""
     status = effective_status(record)
-    if status != WAITING:
+    if status != RunStatus.WAITING:
         raise DecisionRefused(f"run {record.id} is {status}, not waiting for an approval decision")
 
 
@@ -132,7 +132,7 @@ class Expired:
     run_id: str
     gate: str
     action: str  # approve | reject | the step on_timeout names
-    status: str  # the run's status afterwards: finished | failed | waiting | ...
+    status: RunStatus  # the run's status afterwards: finished | failed | waiting | ...
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:

@@ -16,9 +16,10 @@ and event loops; `close()` commits what is pending and releases it.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ from langgraph.types import Command
 from engine.compile import CompiledFlow, compile_flow
 from engine.decisions import DecisionRefused
 from engine.errors import UsageError
-from engine.events import Event, now_iso
+from engine.events import Event, RunStatus, now_iso
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
 from engine.pinned import Bundle
@@ -44,9 +45,10 @@ from engine.spec import ModelProfile
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
+from engine.state.database import StateError
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.memory import MemoryStore
-from engine.state.store import RunRecord, StateError
+from engine.state.store import RunRecord
 from engine.template_limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
 from engine.typecheck import coerce_inputs
@@ -183,7 +185,8 @@ class Engine:
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status="running", inputs=values, thread_id=thread_id,
+                               digest=digest, status=RunStatus.RUNNING, inputs
+=values, thread_id=thread_id,
                                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
@@ -195,7 +198,7 @@ class Engine:
                     said = threads.turn_text(values)
                     admit = threads.admit(thread_id, bundle.name, threads.title_of(said), writes, record.id, now,
                                           name=naming.fallback_name(said))
-                    admitted = await threads.wait_turn(lambda admit=admit: self.db.writer.call(admit), thread_id)
+                    admitted = await threads.wait_turn(functools.partial(self.db.writer.call, admit), thread_id)
                 self._saved.add(digest)
                 break
             except sqlite3.IntegrityError:
@@ -259,8 +262,8 @@ class Engine:
             context.turns_before = turns_before if turns_before is not None else await self.db.aread(
                 lambda conn: threads.finished_turns(conn, thread_id))
         scope = render_scope(bundle, record.inputs)
-        if scope is not None:
-            context.memory = await self.memory.open(scope, bundle.name, record.id)
+        memory = await self.memory.open(scope, bundle.name, record.id) if scope is not None else None
+        context.memory = memory
         data: dict[str, Any] = {"resumed": True} if resumed else {}
         if note:
             data["note"] = note
@@ -268,7 +271,7 @@ class Engine:
             data["thread"] = record.thread_id
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, context.memory), checkpoint=checkpoint,
+                         on_end=end_hook(self.db, compiled.graph, record, memory), checkpoint=checkpoint,
                          naming=self._naming(bundle, record, context) if first else None)
 
     def _naming(self, bundle: Bundle, record: RunRecord, context: RunContext) -> Naming:
@@ -284,14 +287,14 @@ class Engine:
                       store=lambda name: naming.set_name(thread_id, name))
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncIterator[Event]:
+                      thread: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
         execution = await self.start(bundle, inputs, run_id=run_id, thread=thread)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncIterator[Event]:
+    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncGenerator[Event, None]:
         """Go on with run `run_id` (see `resume`) and yield its events."""
         execution = await self.resume(run_id, wanted)
         async with aclosing(execute(execution)) as events:
@@ -350,7 +353,7 @@ def history_window(bundle: Bundle) -> int | None:
         return DEFAULT_HISTORY
     if any(turns is None for turns in wanted):
         return None
-    return max(turns for turns in wanted if turns is not None)
+    return int(max(turns for turns in wanted if turns is not None))
 
 
 def _profiles(bundle: Bundle) -> list[Any]:

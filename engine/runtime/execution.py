@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,7 @@ from engine.events import (
     TERMINAL_TYPES,
     THREAD_NAME,
     Event,
+    RunStatus,
     Sequencer,
     now_iso,
 )
@@ -40,14 +41,15 @@ from engine.runtime.naming import NAME_WAIT
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
-from engine.state.store import RunRecord, StateError
+from engine.state.database import StateError
+from engine.state.store import RunRecord
 from engine.state.writer import Write
 
 log = logging.getLogger(__name__)
 
 # (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
-EndHook = Callable[[str, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
-EXIT_CODES = {"finished": 0, "failed": 1, "waiting": 3, "interrupted": 130}
+EndHook = Callable[[RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
+EXIT_CODES = {RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.INTERRUPTED: 130}
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class RunResult:
     """How a run (or its latest resume) ended."""
 
     run_id: str
-    status: str  # finished | failed | waiting | interrupted
+    status: RunStatus  # finished | failed | waiting | interrupted
     outputs: dict[str, Any] | None
     error: str | None
     flow: str
@@ -65,7 +67,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "finished"
+        return self.status == RunStatus.FINISHED
 
     @property
     def exit_code(self) -> int:
@@ -76,11 +78,11 @@ class RunResult:
         """The result told by the events of one execution (the last must be terminal)."""
         last = events[-1]
         if last.type == RUN_FINISHED:
-            return cls(run.id, "finished", last.data.get("outputs"), None, run.flow, run.version)
+            return cls(run.id, RunStatus.FINISHED, last.data.get("outputs"), None, run.flow, run.version)
         if last.type == APPROVAL_REQUIRED:
             gates = [e.data for e in events if e.type == APPROVAL_REQUIRED]
-            return cls(run.id, "waiting", None, None, run.flow, run.version, last.step, gates)
-        return cls(run.id, str(last.data.get("status", "failed")), None, last.data.get("error"), run.flow,
+            return cls(run.id, RunStatus.WAITING, None, None, run.flow, run.version, last.step, gates)
+        return cls(run.id, RunStatus(last.data.get("status", RunStatus.FAILED)), None, last.data.get("error"), run.flow,
                    run.version, last.step)
 
 
@@ -175,7 +177,7 @@ class _Steps:
         return None
 
 
-async def execute(ex: Execution) -> AsyncIterator[Event]:
+async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     """Run the graph and yield its events; the run's row and trace are updated as it goes."""
     run, db = ex.run, ex.db
     secrets = ex.context.secrets
@@ -207,11 +209,11 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     try:
         async for kind, data in stream:
             if kind == "event":
-                event = seq.from_custom(data)
-                if event is not None:
-                    steps.see(event)
-                    _record(db, event)
-                    yield event
+                custom = seq.from_custom(data)
+                if custom is not None:
+                    steps.see(custom)
+                    _record(db, custom)
+                    yield custom
                 if naming is not None and naming.ready():
                     yield await _announce(db, seq, naming, 0.0)
             elif "__interrupt__" in data:
@@ -225,9 +227,9 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
         if naming is not None:
             naming.cancel()
         step = steps.current()
-        event = seq.make(RUN_FAILED, step, {"status": "interrupted", "error": "interrupted before it finished",
-                                            "step": step})
-        await _end(db, event, store.end_run(run.id, "interrupted", outputs=None, error=event.data["error"],
+        event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
+                                            "error": "interrupted before it finished", "step": step})
+        await _end(db, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
                                             error_step=step, finished=now_iso(),
                                             elapsed=time.monotonic() - began))
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
@@ -249,16 +251,16 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
     ending: Sequence[Write] = ()
     if failure is None and not interrupts and ex.on_end is not None:
         try:  # e.g. a thread's reply: committed with the run's new status, before a next turn may start
-            ending = await ex.on_end("finished", outputs, None) or ()
+            ending = await ex.on_end(RunStatus.FINISHED, outputs, None) or ()
         except Exception as exc:
             failure = describe(exc, None, None, ex.compiled)
     if failure is not None:
         failure = dataclasses.replace(failure, message=secrets.text(failure.message))  # a server may echo the key
         if ex.on_end is not None:
-            await ex.on_end("failed", None, failure.message)
-        data = {"status": "failed", "error": failure.message, "step": failure.step, **failure.extra}
+            await ex.on_end(RunStatus.FAILED, None, failure.message)
+        data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, event, store.end_run(run.id, "failed", outputs=None, error=failure.message,
+        await _end(db, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
                                             error_step=failure.step, finished=now_iso(), elapsed=elapsed))
         yield event
         return
@@ -268,15 +270,15 @@ async def execute(ex: Execution) -> AsyncIterator[Event]:
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
             _record(db, gate)
-        await _end(db, gates[-1], store.end_run(run.id, "waiting", outputs=None, error=None, error_step=None,
+        await _end(db, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
                                                 finished=None, elapsed=elapsed),
                    gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
         for gate in gates:
             yield gate
         return
-    event = seq.make(RUN_FINISHED, None, {"status": "finished", "outputs": outputs,
+    event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, event, store.end_run(run.id, "finished", outputs=outputs, error=None, error_step=None,
+    await _end(db, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None, error_step=None,
                                         finished=event.time, elapsed=elapsed), *ending)
     yield event
 
@@ -327,7 +329,7 @@ async def collect(execution: Execution) -> RunResult:
     return RunResult.from_events(execution.run, kept)
 
 
-async def _none() -> AsyncIterator[tuple[str, Any]]:
+async def _none() -> AsyncGenerator[tuple[str, Any], None]:
     """No graph to run: the execution only waits at its gates again."""
     return
     yield

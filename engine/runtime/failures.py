@@ -27,7 +27,7 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
     `step` is the step that started last, `running` one that had not ended (None when none).
     """
     if isinstance(exc, StepFailed):
-        extra = {"block": exc.block} if exc.block else {}
+        extra: dict[str, Any] = {"block": exc.block} if exc.block else {}
         if exc.item is not None:
             extra["index"] = exc.item
         return Failure(_without_prefix(str(exc.reason), exc.flow, exc.step), exc.step or step, extra)

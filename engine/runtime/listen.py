@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from typing import Any, TypedDict
+from collections.abc import AsyncGenerator
+from typing import Any, TypedDict, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.runtime import Runtime
@@ -32,13 +33,13 @@ from engine.template_limits import TemplateLimits, set_limits
 _direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
 
 
-def _direct_config(config: dict[str, Any], write: Any) -> dict[str, Any] | None:
+def _direct_config(config: dict[str, Any], write: Any) -> RunnableConfig | None:
     if PRIVATE_KEYS is None:
         return None
     stream_key, runtime_key = PRIVATE_KEYS
     configurable = {**config.get("configurable", {}), stream_key: StreamProtocol(_ignore, set()),
                     runtime_key: Runtime(stream_writer=write)}
-    return {**config, "configurable": configurable}
+    return cast("RunnableConfig", {**config, "configurable": configurable})  # a TypedDict of optional keys
 
 
 def _ignore(_: Any) -> None:
@@ -105,7 +106,7 @@ class Listener:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, ("event", payload))
 
     async def listen(self, graph: Any, start: Any, config: dict[str, Any], context: Any,
-                     limits: TemplateLimits | None = None) -> AsyncIterator[tuple[str, Any]]:
+                     limits: TemplateLimits | None = None) -> AsyncGenerator[tuple[str, Any], None]:
         """`limits` bound the templates the graph's nodes render (the graph runs in a task of its own,
         which sets them for everything it starts)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
@@ -129,7 +130,7 @@ class Listener:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: dict[str, Any] | None,
+    async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: RunnableConfig | None,
                     context: Any, limits: TemplateLimits | None) -> None:
         put = self._queue.put_nowait
         if limits is not None:

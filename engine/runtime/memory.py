@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.errors import UsageError
-from engine.events import now_iso
+from engine.events import RunStatus, now_iso
 from engine.pinned import Bundle
 from engine.state.memory import parse_scope
 from engine.state.store import RunRecord
@@ -39,8 +39,9 @@ def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
     return scope
 
 
-def history_record(run: RunRecord, status: str, outputs: dict[str, Any] | None, error: str | None
+def history_record(run: RunRecord, status: RunStatus, outputs: dict[str, Any] | None, error: str | None
                    ) -> dict[str, Any]:
     """The memory history entry of a run: what went in, what came out, how it ended."""
-    return {"run_id": run.id, "flow": run.flow, "version": run.version, "status": status, "inputs": run.inputs,
+    return {"run_id": run.id, "flow": run.flow, "version": run.version, "status": str(status), "inputs"
+: run.inputs,
             "outputs": outputs, "error": error, "started": run.started, "ended": now_iso()}

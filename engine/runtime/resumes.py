@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.events import Event
+from engine.events import Event, RunStatus
 from engine.runtime import approvals
 from engine.runtime.approvals import Ask
 from engine.state import gates, liveness, store, threads
@@ -72,10 +72,10 @@ async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any
 def check_resumable(record: RunRecord) -> None:
     """A run can go on without a decision when it failed or was interrupted."""
     status = effective_status(record)
-    if status == "finished":
+    if status == RunStatus.FINISHED:
         raise UsageError(f"run {record.id} already finished; nothing to resume")
-    if status == "running":
+    if status == RunStatus.RUNNING:
         raise UsageError(f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})")
-    if status == "waiting":
+    if status == RunStatus.WAITING:
         raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
                          f"`blockyard resume {record.id} --approve` or `--reject`")

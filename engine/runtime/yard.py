@@ -16,7 +16,7 @@ to share between threads and event loops. See docs/runtime.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from engine.state import gates, messages, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
+from engine.state.threads import Thread
 from engine.validate.semantic import check_project
 
 
@@ -166,7 +167,7 @@ class Yard:
     # ---- runs -------------------------------------------------------------------------------
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncIterator[Event]:
+                      thread: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal."""
         async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread)) as events:
@@ -175,7 +176,7 @@ class Yard:
 
     async def astream_resume(self, run_id: str, *, approve: bool | None = None,
                              values: Mapping[str, Any] | None = None, reason: str | None = None,
-                             gate: str | None = None, actor: str | None = None) -> AsyncIterator[Event]:
+                             gate: str | None = None, actor: str | None = None) -> AsyncGenerator[Event, None]:
         """Decide the gate a run waits at (`approve=True/False`, with field `values`, a `reason`, which
         `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
         its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
@@ -243,7 +244,7 @@ class Yard:
         """Conversation threads, most recently active first."""
         return self.db.read(lambda conn: threads.list_threads(conn, flow=flow, limit=limit))
 
-    def thread(self, thread_id: str) -> threads.Thread | None:
+    def thread(self, thread_id: str) -> Thread | None:
         return self.db.read(lambda conn: threads.get_thread(conn, thread_id))
 
     def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,

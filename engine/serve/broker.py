@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
-Event = dict[str, Any]
+from engine.events import EventDict
 
 
 @dataclass
 class _Channel:
-    backlog: list[Event] = field(default_factory=list)
-    queues: set[asyncio.Queue[Event | None]] = field(default_factory=set)
+    backlog: list[EventDict] = field(default_factory=list)
+    queues: set[asyncio.Queue[EventDict | None]] = field(default_factory=set)
     active: bool = True
 
 
@@ -30,8 +29,8 @@ class Subscription:
     `None` on the queue means the execution ended (the run may be resumed later)."""
 
     run_id: str
-    backlog: list[Event]
-    queue: asyncio.Queue[Event | None]
+    backlog: list[EventDict]
+    queue: asyncio.Queue[EventDict | None]
     active: bool
 
 
@@ -53,7 +52,7 @@ class Broker:
     def active_runs(self) -> list[str]:
         return [run_id for run_id, channel in self._channels.items() if channel.active]
 
-    def publish(self, event: Event) -> None:
+    def publish(self, event: EventDict) -> None:
         channel = self._channels.setdefault(event["run_id"], _Channel())
         channel.backlog.append(event)
         for queue in channel.queues:
@@ -73,7 +72,7 @@ class Broker:
 
     def subscribe(self, run_id: str) -> Subscription:
         channel = self._channels.setdefault(run_id, _Channel(active=False))
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        queue: asyncio.Queue[EventDict | None] = asyncio.Queue()
         channel.queues.add(queue)
         return Subscription(run_id, list(channel.backlog), queue, channel.active)
 

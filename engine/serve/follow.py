@@ -12,15 +12,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from engine.serve.broker import Broker, Event
-
-# Statuses after which nothing more happens unless someone resumes the run.
-SETTLED = frozenset({"finished", "failed", "interrupted"})
-END_OF_EXECUTION = frozenset({"run_finished", "run_failed", "approval_required"})
+from engine.events import SETTLED_STATUSES as SETTLED
+from engine.events import TERMINAL_TYPES as END_OF_EXECUTION
+from engine.events import EventDict
+from engine.serve.broker import Broker
 
 
 class TraceReader(Protocol):
-    async def events(self, run_id: str, after: int) -> list[Event]:
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
         """Stored events of a run with seq > after, in order."""
         ...
 
@@ -30,7 +29,7 @@ class TraceReader(Protocol):
 
 
 async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *, until_pause: bool = False,
-                 poll: float = 0.5) -> AsyncIterator[Event]:
+                 poll: float = 0.5) -> AsyncIterator[EventDict]:
     """Events with seq > `after`, then live ones (heartbeats are the SSE layer's business).
 
     Ends when the run is settled (finished, failed, interrupted) and idle; with `until_pause`,

@@ -16,8 +16,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import now_iso
-from engine.serve.broker import Broker, Event
+from engine.events import APPROVAL_REQUIRED, RUN_FINISHED, TERMINAL_TYPES, EventDict, RunStatus, now_iso
+from engine.serve.broker import Broker
 from engine.serve.logs import fields, get_logger
 from engine.serve.offload import RunLoop
 
@@ -36,7 +36,7 @@ class Job:
     kind: str  # start | resume
     inputs: dict[str, Any]
     created: str = field(default_factory=now_iso)
-    state: str = "queued"
+    state: str = RunStatus.QUEUED  # then RunStatus.RUNNING, then "done"
     result: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     task: asyncio.Task[None] | None = None
 
@@ -47,20 +47,21 @@ class Job:
                 "started": None, "finished": None, "duration": 0.0}
 
 
-def result_of(job: Job, terminal: list[Event]) -> dict[str, Any]:
+def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:
     """How an execution ended, told by its terminal events (the runtime's RunResult as JSON)."""
     result: dict[str, Any] = {"run_id": job.run_id, "flow": job.flow, "version": job.version, "outputs": None,
                               "error": None, "step": None, "waiting": []}
     if not terminal:
-        return {**result, "status": "interrupted", "error": "the run ended without a final event"}
+        return {**result, "status": RunStatus.INTERRUPTED, "error": "the run ended without a final event"}
     last = terminal[-1]
     data = last.get("data") or {}
-    if last["type"] == "run_finished":
-        return {**result, "status": "finished", "outputs": data.get("outputs")}
-    if last["type"] == "approval_required":
-        gates = [e.get("data") or {} for e in terminal if e["type"] == "approval_required"]
-        return {**result, "status": "waiting", "step": last.get("step"), "waiting": gates}
-    return {**result, "status": data.get("status", "failed"), "error": data.get("error"), "step": last.get("step")}
+    if last["type"] == RUN_FINISHED:
+        return {**result, "status": RunStatus.FINISHED, "outputs": data.get("outputs")}
+    if last["type"] == APPROVAL_REQUIRED:
+        gates = [e.get("data") or {} for e in terminal if e["type"] == APPROVAL_REQUIRED]
+        return {**result, "status": RunStatus.WAITING, "step": last.get("step"), "waiting": gates}
+    return {**result, "status": data.get("status", RunStatus.FAILED), "error": data.get("error"),
+            "step": last.get("step")}
 
 
 class JobQueue:
@@ -77,13 +78,13 @@ class JobQueue:
 
     @property
     def running(self) -> int:
-        return sum(1 for job in self.jobs.values() if job.state == "running")
+        return sum(1 for job in self.jobs.values() if job.state == RunStatus.RUNNING)
 
     @property
     def queued(self) -> int:
-        return sum(1 for job in self.jobs.values() if job.state == "queued")
+        return sum(1 for job in self.jobs.values() if job.state == RunStatus.QUEUED)
 
-    def submit(self, job: Job, events: Callable[[], AsyncGenerator[Event, None]]) -> Job:
+    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]]) -> Job:
         """Queue `job`; `events()` is called once a slot is free and streams the execution (made with
         `self.runs.stream`, so that it executes on the run loop)."""
         if not self.accepting:
@@ -95,16 +96,16 @@ class JobQueue:
                                                    kind=job.kind, queued=self.queued))
         return job
 
-    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[Event, None]]) -> None:
-        terminal: list[Event] = []
+    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]]) -> None:
+        terminal: list[EventDict] = []
         began = time.perf_counter()
         try:
             async with self._slots:
-                job.state = "running"
+                job.state = RunStatus.RUNNING
                 async with aclosing(events()) as stream:
                     async for event in stream:
                         self.broker.publish(event)
-                        if event["type"] in ("run_finished", "run_failed", "approval_required"):
+                        if event["type"] in TERMINAL_TYPES:
                             terminal.append(event)
             result = result_of(job, terminal)
             job.result.set_result(result)
@@ -113,7 +114,7 @@ class JobQueue:
                                                     ms=round((time.perf_counter() - began) * 1000, 1)))
         except asyncio.CancelledError:
             was = job.state
-            job.result.set_result({**result_of(job, terminal), "status": "interrupted",
+            job.result.set_result({**result_of(job, terminal), "status": RunStatus.INTERRUPTED,
                                    "error": "the server stopped before the run finished"})
             self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
             raise
@@ -130,7 +131,7 @@ class JobQueue:
     async def drain(self, grace: float) -> None:
         """Stop accepting; let running runs finish for `grace` seconds, then interrupt them."""
         self.accepting = False
-        queued = [job for job in self.jobs.values() if job.state == "queued" and job.task]
+        queued = [job for job in self.jobs.values() if job.state == RunStatus.QUEUED and job.task]
         for job in queued:  # never started: nothing to checkpoint
             assert job.task is not None
             job.task.cancel()

@@ -10,14 +10,14 @@ handlers live. The state database is shared safely between loops (engine/runtime
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+from engine.events import EventDict
 from engine.runtime.sync import SyncLoop
 
 T = TypeVar("T")
-Event = dict[str, Any]
 
 
 class RunLoop:
@@ -36,7 +36,7 @@ class RunLoop:
             return await fn()
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(job(), self._portal.loop))
 
-    async def stream(self, events: Callable[[], AsyncGenerator[Event, None]]) -> AsyncIterator[Event]:
+    async def stream(self, events: Callable[[], AsyncGenerator[EventDict, None]]) -> AsyncGenerator[EventDict, None]:
         """Iterate `events()` on the run loop and yield what it yields, here.
 
         After the first event the execution waits until the second is asked for (a resume takes its

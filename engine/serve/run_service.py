@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.compile import compile_flow
-from engine.events import now_iso
+from engine.events import EventDict, RunStatus, now_iso
 from engine.pinned import Bundle
 from engine.project import load_project
 from engine.runtime import approvals
@@ -24,8 +24,6 @@ from engine.state import store
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
 from engine.typecheck import coerce_inputs
-
-Event = dict[str, Any]
 
 
 class RunService:
@@ -57,13 +55,13 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[Event, None]:
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[EventDict, None]:
         """Run `bundle` and yield its events as dicts; the last one ends the execution."""
         async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id)) as events:
             async for event in events:
                 yield event.as_dict()
 
-    async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncGenerator[Event, None]:
+    async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncGenerator[EventDict, None]:
         """Continue a run on its pinned bundle; `decision` decides a waiting gate."""
         wanted = approvals.ask(decision.get("approve"), decision.get("values"), decision.get("reason"),
                                decision.get("gate"), decision.get("actor"))
@@ -79,13 +77,13 @@ class RunService:
 
     async def list_runs(self, *, flow: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
         # `running` rows whose owner died show as interrupted, so filter after mapping them
-        wanted = [status] if status and status not in ("running", "interrupted") else None
+        wanted = [status] if status and status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED) else None
         records = await self.engine.db.aread(
             lambda conn: store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit))
         runs = [_run_dict(record) for record in records]
         return [run for run in runs if status is None or run["status"] == status][:limit]
 
-    async def events(self, run_id: str, after: int) -> list[Event]:
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
         events = await self.engine.db.aread(lambda conn: store.load_events(conn, run_id, after))
         return [event.as_dict() for event in events]
 
@@ -113,11 +111,13 @@ class RunService:
 
     async def recover(self) -> list[str]:
         """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids."""
-        records = await self.engine.db.aread(lambda conn: store.list_runs(conn, statuses=["running"], limit=None))
-        orphans = [r for r in records if effective_status(r) == "interrupted"]
+        records = await self.engine.db.aread(
+            lambda conn: store.list_runs(conn, statuses=[RunStatus.RUNNING], limit=None))
+        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED]
         for record in orphans:
             await self.engine.db.writer.write(store.end_run(
-                record.id, "interrupted", outputs=None, error="the process running it stopped before it finished",
+                record.id, RunStatus.INTERRUPTED, outputs=None,
+ error="the process running it stopped before it finished",
                 error_step=record.error_step, finished=now_iso(), elapsed=0.0))
         return [record.id for record in orphans]
 

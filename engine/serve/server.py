@@ -14,6 +14,7 @@ from typing import Any
 from sse_starlette.sse import AppStatus
 
 from engine.diagnostics import did_you_mean
+from engine.events import EventDict, RunStatus
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
@@ -157,12 +158,12 @@ class Server:
             raise not_found("run", f"unknown run '{run_id}'")
         status = run["status"]
         deciding = decision.get("approve") is not None
-        if deciding and status != "waiting":
+        if deciding and status != RunStatus.WAITING:
             raise conflict("not_waiting", f"run {run_id} is {status}, not waiting for an approval decision")
-        if not deciding and status == "waiting":
+        if not deciding and status == RunStatus.WAITING:
             raise conflict("decision_needed", f"run {run_id} is waiting for an approval: send "
                                               "{\"approve\": true} or {\"approve\": false}")
-        if status in ("finished", "running"):
+        if status in (RunStatus.FINISHED, RunStatus.RUNNING):
             raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run
@@ -174,7 +175,7 @@ class Server:
             first = None
         job = Job(run_id, run["flow"], run["version"], "resume", run["inputs"])
 
-        async def events() -> AsyncGenerator[dict[str, Any], None]:
+        async def events() -> AsyncGenerator[EventDict, None]:
             if first is not None:
                 yield first
             async for event in stream:

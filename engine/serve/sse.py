@@ -7,11 +7,11 @@ Heartbeats are SSE comments (sse-starlette's ping); shutdown closes the streams.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import Request
-from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from engine.serve.problems import ApiError
 
@@ -39,12 +39,12 @@ def last_event_id(request: Request) -> int:
     return int(text)
 
 
-def message(event: dict[str, Any]) -> ServerSentEvent:
+def message(event: Mapping[str, Any]) -> ServerSentEvent:
     return ServerSentEvent(data=json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str),
                            event=event["type"], id=str(event["seq"]))
 
 
-def stream(events: AsyncIterator[dict[str, Any]], *, ping: float,
+def stream(events: AsyncIterator[Mapping[str, Any]], *, ping: float,
            epilogue: Callable[[], Awaitable[dict[str, Any] | None]] | None = None) -> EventSourceResponse:
     """Stream `events`; `epilogue` may add one last `error` message (e.g. a rejected run)."""
 

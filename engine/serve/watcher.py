@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import watchfiles
@@ -71,7 +71,7 @@ class YardWatcher:
         self.debounce_ms = debounce_ms
         self.ready = asyncio.Event()  # set once changes are being recorded
 
-    async def batches(self, stop: asyncio.Event) -> AsyncIterator[set[Path]]:
+    async def batches(self, stop: asyncio.Event) -> AsyncGenerator[set[Path], None]:
         moved: set[Path] = set()
         while not stop.is_set():
             folders = definition_folders(self.root)
@@ -132,7 +132,7 @@ def fingerprint(root: Path) -> tuple[tuple[str, str], ...]:
     reads: nothing outside the yard, no FIFO or device (either would hang the server), bounded."""
     paths = _paths(root)
     bounds = Bounds.of(root, paths.flows, paths.blocks)
-    found = []
+    found: list[tuple[str, str]] = []
     candidates = [root / CONFIG_FILE]
     for folder in (root / paths.flows, root / paths.blocks):
         listing = list_files(folder, bounds, is_definition)

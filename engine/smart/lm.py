@@ -90,7 +90,8 @@ class _Answers:
                          label=f"{request.block}: {summarize(request.inputs)}")
         if self.reasoning and REASONING not in value:
             value = {REASONING: f"{request.block}: thinking about {summarize(request.inputs)}", **value}
-        return value
+        answer: dict[str, Any] = value
+        return answer
 
 
 def _scripted(reply: Any, request: StructuredRequest, model: str) -> dict[str, Any]:

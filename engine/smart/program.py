@@ -26,7 +26,7 @@ HISTORY_FIELD = "conversation_history"
 def python_type(spec: TypeSpec) -> Any:
     """The Python type DSPy parses a value of `spec` into."""
     if spec.enum:
-        return Literal[tuple(spec.enum)]  # type: ignore[misc]
+        return Literal[tuple(spec.enum)]
     simple: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
                               "object": dict[str, Any], "any": Any}
     if spec.type == "array":

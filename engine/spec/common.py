@@ -79,12 +79,16 @@ class ModelProfile(Spec):
         None, description="mock only: scripted replies per block or step id, used in order.")
 
 
+RetryOn = Literal["timeout", "rate_limit", "server_error", "connection", "any"]
+_RETRIED: tuple[RetryOn, ...] = ("timeout", "rate_limit", "server_error", "connection")  # by default
+
+
 class RetrySpec(Spec):
     """Retries of a block with exponential backoff on transient failures."""
 
     attempts: int = Field(3, ge=1, le=20, description="Total attempts, the first included.")
     backoff: float = Field(2.0, ge=1.0, le=10.0, description="Multiplier of the wait between attempts.")
     initial: Duration = Field("500ms", description="Wait before the second attempt.")
-    on: list[Literal["timeout", "rate_limit", "server_error", "connection", "any"]] = Field(
-        default_factory=lambda: ["timeout", "rate_limit", "server_error", "connection"],
+    on: list[RetryOn] = Field(
+        default_factory=lambda: list(_RETRIED),
         description="Which failures are retried.")

@@ -31,11 +31,15 @@ _UNWRITABLE = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL})
 class StateError(BlockyardError):
     """The state database cannot be used (locked too long, corrupt, not a file, newer schema)."""
 
+    code = "state_unusable"
+
 
 class StateLocked(StateError):
     """Another process held the database's lock for longer than the busy timeout.
 
     The CLI names the command that waited (`command`), since several may run at once."""
+
+    code = "state_locked"
 
     def __init__(self, path: Path, waited: float) -> None:
         self.path = path

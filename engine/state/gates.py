@@ -15,17 +15,28 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from engine.decisions import DecisionRefused
-from engine.events import APPROVAL_DECIDED, Event, parse_time
+from engine.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
 from engine.spec import parse_duration
 from engine.state import store
 from engine.state.liveness import Owner
 from engine.state.writer import Write
 
-WAITING = "waiting"
-STATUS_OF = {"approve": "approved", "reject": "rejected", "timeout": "expired"}
+
+class GateStatus(StrEnum):
+    """Where an approval gate is: waiting for a decision, or decided (and how)."""
+
+    WAITING = "waiting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"  # its timeout decided it
+
+
+WAITING = GateStatus.WAITING
+STATUS_OF = {"approve": GateStatus.APPROVED, "reject": GateStatus.REJECTED, "timeout": GateStatus.EXPIRED}
 _COLUMNS = ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
             "actor", "decision")
 
@@ -38,7 +49,7 @@ class Gate:
     interrupt_id: str
     gate: str  # how people name it: the step, with [index] for a map or foreach item
     step: str
-    status: str  # waiting | approved | rejected | expired
+    status: GateStatus
     request: dict[str, Any]
     created: str
     timeout_at: str | None = None
@@ -66,6 +77,7 @@ def _gate(row: tuple[Any, ...]) -> Gate:
     values = dict(zip(_COLUMNS, row, strict=True))
     values["request"] = json.loads(values["request"])
     values["decision"] = json.loads(values["decision"]) if values["decision"] is not None else None
+    values["status"] = GateStatus(values["status"])
     return Gate(**values)
 
 
@@ -104,7 +116,7 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
     """A writer call that records `payload` as the decision on `gate` and makes this process the
     run's owner, in one transaction; DecisionRefused (nothing written) when the gate was decided
     already or the run no longer waits. Returns the stored `approval_decided` event."""
-    status = "expired" if payload.get("timed_out") else STATUS_OF[payload["decision"]]
+    status = GateStatus.EXPIRED if payload.get("timed_out") else STATUS_OF[payload["decision"]]
 
     def apply(conn: sqlite3.Connection) -> Event:
         cursor = conn.execute("UPDATE gates SET status = ?, decided = ?, actor = ?, decision = ? "
@@ -115,7 +127,7 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
             raise DecisionRefused(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
         cursor = conn.execute("UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
                               "error = NULL, error_step = NULL, finished = NULL WHERE id = ? AND status = ?",
-                              (me.pid, me.host, me.start, gate.run_id, WAITING))
+                              (me.pid, me.host, me.start, gate.run_id, RunStatus.WAITING))
         if cursor.rowcount != 1:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (gate.run_id,)).fetchone()
             raise DecisionRefused(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.events import Event, now_iso
+from engine.events import STORED_STATUSES, Event, RunStatus, now_iso
 from engine.state import database, liveness
 from engine.state.database import StateError
 from engine.state.writer import Write
 
-STATUSES = ("running", "finished", "failed", "waiting", "interrupted")
+STATUSES = STORED_STATUSES
 
 # Each migration is a list of statements applied in one transaction, never edited once released.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -157,7 +157,7 @@ class RunRecord:
     flow: str
     version: int
     digest: str
-    status: str
+    status: RunStatus
     inputs: dict[str, Any]
     outputs: dict[str, Any] | None = None
     error: str | None = None
@@ -189,6 +189,7 @@ def _record(row: Sequence[Any]) -> RunRecord:
     values["inputs"] = json.loads(values["inputs"])
     values["outputs"] = json.loads(values["outputs"]) if values["outputs"] is not None else None
     values["duration"] = float(values["duration"] or 0.0)
+    values["status"] = RunStatus(values["status"])
     return RunRecord(**values)
 
 
@@ -217,7 +218,7 @@ def insert_run(run: RunRecord) -> Write:
                  tuple(values[name] for name in _RUN_COLUMNS))
 
 
-def end_run(run_id: str, status: str, *, outputs: dict[str, Any] | None, error: str | None,
+def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, error: str | None,
             error_step: str | None, finished: str | None, elapsed: float) -> Write:
     """Record how an execution of the run ended; `elapsed` adds to the run's total duration."""
     return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
@@ -304,10 +305,11 @@ def load_definition(conn: sqlite3.Connection, digest: str) -> str | None:
     return row[0] if row is not None else None
 
 
-def effective_status(record: RunRecord) -> str:
+def effective_status(record: RunRecord) -> RunStatus:
     """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
-    if record.status == "running" and not liveness.is_alive(record.owner_pid, record.owner_host, record.owner_start):
-        return "interrupted"
+    if record.status == RunStatus.RUNNING and not liveness.is_alive(record.owner_pid, record.owner_host,
+                                                                    record.owner_start):
+        return RunStatus.INTERRUPTED
     return record.status
 
 

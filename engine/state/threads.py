@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import UsageError
+from engine.events import RunStatus
 from engine.state import liveness, store
 from engine.state.ids import check_run_id
 from engine.state.writer import Write
@@ -121,7 +122,7 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         for other, status, pid, host, start in conn.execute(
                 "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
                 "AND status IN ('running', 'waiting')", (thread_id,)):
-            if status == "waiting":
+            if status == RunStatus.WAITING:
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
             if liveness.is_alive(pid, host, start):
@@ -146,7 +147,7 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
     """Call `call()` (an admitting write) until the thread takes the turn."""
     pause, waited = POLL[0], 0.0
     while True:
-        admitted = await call()
+        admitted: Admitted | None = await call()
         if admitted is not None:
             return admitted
         if waited >= limit:

@@ -99,7 +99,8 @@ class SqliteWriter:
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(conn)` inside a write transaction on the writer thread; returns its result."""
-        return await self._submit_async(fn)
+        result: T = await self._submit_async(fn)
+        return result
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed."""
@@ -129,7 +130,8 @@ class SqliteWriter:
 
     def call_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Blocking `call`."""
-        return self._submit_sync(fn)
+        result: T = self._submit_sync(fn)
+        return result
 
     async def _submit_async(self, work: Sequence[Write] | Call) -> Any:
         loop = asyncio.get_running_loop()

@@ -7,3 +7,5 @@ from engine.errors import BlockyardError
 
 class ToolError(BlockyardError):
     """A tool could not be loaded or called; the message names the tool."""
+
+    code = "tool_failed"

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support.openai_stub import OpenAIStub, RecordedRequest, Reply
-
 from engine.events import Event
 from engine.runtime.yard import Yard
+from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 KEY_ENV = "AGENT_STUB_KEY"
 PLANTED_KEY = "sk-planted-AGENT-SECRET-5f3c9a0d1e"

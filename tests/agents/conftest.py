@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.openai_stub import OpenAIStub
+
+from tests.support.openai_stub import OpenAIStub
 
 
 @pytest.fixture

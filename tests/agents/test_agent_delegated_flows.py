@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_kit import run_flow
+
+from engine.events import Event
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 
@@ -96,7 +98,7 @@ def _yard(make_yard: Yard, *kinds: str) -> Path:
     })
 
 
-def _delegated(root: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def _delegated(root: Path) -> tuple[dict[str, Any] | None, list[Event]]:
     done = run_flow(root, "outer", env={})
     assert done.outputs == {"answer": "done"}, done.error
     ended = [call for call in done.tool_calls("lead") if call["status"] != "started"]

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import run_flow
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from engine.compile import compile_flow
 from engine.nodes.errors import CompileError
 from engine.pinned import make_bundle
 from engine.project import load_project
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 

@@ -8,9 +8,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_kit import PLANTED_KEY, answer, calls, offered, run_flow, stub_config, system_of
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from support.openai_stub import OpenAIStub, RecordedRequest, Reply
+
+from tests.agents.agent_kit import PLANTED_KEY, answer, calls, offered, run_flow, stub_config, system_of
+from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 HELPER = """
     block: helper

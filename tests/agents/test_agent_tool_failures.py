@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import run_flow
 from langchain_core.messages import ToolMessage
 
 from engine.cli import main
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 
@@ -52,7 +52,7 @@ def test_failed_tool_calls_reach_the_model_the_trace_and_runs_show(make_yard: Ya
     done = run_flow(root, "one", env={})
 
     assert done.outputs == {"answer": "recovered"}  # the agent recovered: the run finishes
-    seen = {m.name: m.content for m in done.messages() if isinstance(m, ToolMessage)}
+    seen = {m.name: str(m.content) for m in done.messages() if isinstance(m, ToolMessage)}
     assert seen["explode"] == "error: tool 'explode' failed: ValueError: disk on fire"
     assert seen["read_file"].startswith("error: ") and "gone.txt" in seen["read_file"]
     assert seen["halves"].startswith("error: flow 'halves' failed: ")

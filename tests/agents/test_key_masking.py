@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import KEY_ENV, PLANTED_KEY, answer, stub_config
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.cli import main
+from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, answer, stub_config
+from tests.support.openai_stub import OpenAIStub, Reply
 
 Yard = Callable[[dict[str, str]], Path]
 

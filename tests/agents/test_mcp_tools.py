@@ -4,17 +4,18 @@ tools in the registry and in an agent's hands, failures, the environment, and th
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import run_flow
 
 from engine.project import load_project
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, build_registry
 from engine.validate.semantic import check_project
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 
@@ -134,10 +135,8 @@ def test_validate_knows_the_allow_list_without_starting_anything(make_yard: Yard
 
 
 def test_without_the_extra_the_message_names_it(make_yard: Yard, monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.tools.mcp as mcp
-
-    real = mcp.importlib.util.find_spec
-    monkeypatch.setattr(mcp.importlib.util, "find_spec",
+    real = importlib.util.find_spec  # the module engine/tools/mcp.py asks
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "langchain_mcp_adapters" else real(name, *a))
     registry = build_registry(ConfigSpec.model_validate({"mcp": {"demo": {"command": "x", "tools": ["add"]}}}),
                               make_yard({}))

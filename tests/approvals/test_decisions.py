@@ -138,6 +138,7 @@ def test_python_api_decisions(yard: Path) -> None:
         result = api.resume(waiting.run_id, approve=True, values={"tip": 2}, actor="ada")
         assert (result.status, result.outputs) == ("finished", {"sum": 3, "note": "thanks"})
         (gate,) = api.gates(waiting.run_id)
+        assert gate.decision is not None
         assert (gate.status, gate.actor, gate.decision["values"]) == ("approved", "ada", {"tip": 2, "memo": "thanks"})
         assert api.gates() == []  # nothing waits any more
 

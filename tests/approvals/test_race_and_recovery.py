@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine import Yard
 from engine.events import now_iso
@@ -75,7 +76,8 @@ def test_a_claimed_decision_whose_process_died_is_handed_over_by_resume(yard: Pa
         waiting = api.run("ends")
         (gate,) = api.gates(waiting.run_id)
         dead = Owner(pid=2**22 + 12345, host=liveness.host_name(), start="1")
-        payload = {"decision": "reject", "values": {}, "actor": "ada", "reason": None, "time": "t", "timed_out": False}
+        payload: dict[str, Any] = {"decision": "reject", "values": {}, "actor": "ada", "reason": None, "time": "t",
+                                   "timed_out": False}
         api.db.writer.call_sync(gates.claim(gate, payload, dead, {"gate": "gate", **payload}, now_iso()))
         record = api.get_run(waiting.run_id)
         assert record is not None and store.effective_status(record) == "interrupted"

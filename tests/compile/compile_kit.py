@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.compile import CompiledFlow, RunContext
 from engine.models import ModelResolver, scripted
@@ -101,7 +101,8 @@ class Run:
 
     @property
     def context(self) -> dict[str, Any]:
-        return self.state.get("context", {})
+        context: dict[str, Any] = self.state.get("context", {})
+        return context
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -146,7 +147,7 @@ async def run_async(compiled: CompiledFlow, inputs: Mapping[str, Any] | None = N
                     compiled.initial_state(dict(inputs or {})), config, context=context,
                     stream_mode=["custom", "updates"], subgraphs=True):
                 if mode == "custom":
-                    run.events.append(data)
+                    run.events.append(cast("dict[str, Any]", data))  # what engine/nodes/events.py writes
         except Exception as exc:  # the test inspects it
             run.error = exc
     snapshot = await compiled.graph.aget_state(config)

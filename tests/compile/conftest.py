@@ -7,11 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from compile_kit import yard_bundle
 from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.compile import CompiledFlow, compile_flow
 from engine.pinned import Bundle
+from tests.compile.compile_kit import yard_bundle
 
 
 @pytest.fixture

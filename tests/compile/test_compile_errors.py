@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compile_kit import FakeTools, run
 
 from engine.compile import CompiledFlow, CompileError, StepFailed, compile_flow
 from engine.errors import BlockyardError, RunError
 from engine.pinned import Bundle
+from tests.compile.compile_kit import FakeTools, run
 
 ONE_STEP = """
     flow: f

@@ -7,9 +7,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from compile_kit import run
-
 from engine.compile import CompiledFlow
+from tests.compile.compile_kit import run
 
 
 def checkpoints(compiled: CompiledFlow, thread: str) -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compile_kit import FakeTools, run
 
 from engine.compile import CompiledFlow, RunContext, StepFailed
 from engine.models import ModelResolver
+from tests.compile.compile_kit import FakeTools, run
 
 TOTALS = """
     flow: totals

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compile_kit import run
 from langgraph.errors import GraphRecursionError
 
 from engine.compile import CompiledFlow, StepFailed
 from engine.compile.foreach import MAX_ITEMS
 from engine.errors import RunError
+from tests.compile.compile_kit import run
 
 
 def test_limits_follow_the_flow_bounds(build: Callable[..., CompiledFlow]) -> None:

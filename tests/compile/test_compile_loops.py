@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from compile_kit import run
 
 from engine.compile import CompiledFlow, StepFailed
+from tests.compile.compile_kit import run
 
 
 def loop_flow(until: str, max_iterations: int, on_exhausted: str = "continue") -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from compile_kit import BLOCKS, FakeTools, Run, run_async
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
@@ -13,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from engine.compile import compile_flow
 from engine.load import parse_value
 from engine.pinned import Bundle
+from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async
 
 MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())
 

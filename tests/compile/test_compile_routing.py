@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from compile_kit import run
 
 from engine.compile import CompiledFlow
+from tests.compile.compile_kit import run
 
 DECIDE = """
     flow: choose

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compile_kit import FakeTools
 
 from engine.compile import CompiledFlow, RunContext, compile_flow
 from engine.compile.state import STATE_KEYS
 from engine.models import ModelResolver, scripted
+from tests.compile.compile_kit import FakeTools
 
 CHILD = """
     flow: child

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compile_kit import run
-
 from engine.compile import CompiledFlow, StepFailed
+from tests.compile.compile_kit import run
 
 CHILD = """
     flow: child

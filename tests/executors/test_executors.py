@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,15 @@ class Tools:
         return self.result
 
 
+async def _await(pending: Awaitable[Any]) -> Any:
+    return await pending
+
+
 def call(block: BlockSpec, inputs: dict[str, Any], tools: Any = None) -> Any:
     events: list[Any] = []
     context = RunContext(run_id="r", models=None, tools=tools, workspace=Path("."))  # type: ignore[arg-type]
     executor = prepare(block, "flow 'f', step 's'")
-    result = asyncio.run(executor(BlockCall("f", "s", "s", block, inputs, context, events.append)))
+    result: Any = asyncio.run(_await(executor(BlockCall("f", "s", "s", block, inputs, context, events.append))))
     return result, events
 
 

@@ -17,6 +17,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from engine.cli import main
 
@@ -36,7 +37,7 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(cases: list[dict[str, object]], start: int) -> None:
+def run(cases: list[dict[str, Any]], start: int) -> None:
     for module in WARM:
         importlib.import_module(module)
     channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
@@ -51,7 +52,7 @@ def run(cases: list[dict[str, object]], start: int) -> None:
         os.chdir(str(case["cwd"]))
         began, cpu = time.perf_counter(), _cpu()
         try:
-            rc = main([str(arg) for arg in case["argv"]])  # type: ignore[union-attr]
+            rc: int | str = main([str(arg) for arg in case["argv"]])
         except BaseException as exc:  # a SystemExit or worse escaping the boundary is itself a finding
             rc = f"escaped {type(exc).__name__}: {exc}"
         secs, cpu = time.perf_counter() - began, _cpu() - cpu

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hostile_corpus import cli_cases, copy_example_yard, file_cases
-from hostile_harness import run_cases
+from tests.hostile.hostile_corpus import cli_cases, copy_example_yard, file_cases
+from tests.hostile.hostile_harness import run_cases
 
 FILE_CASES = int(os.environ.get("BLOCKYARD_HOSTILE_FILES", "160"))
 

@@ -14,7 +14,7 @@ import pytest
 
 from engine import Yard
 from engine.compile import CompileError
-from engine.models import scripted
+from engine.models import MockScript, StructuredRequest, scripted
 from engine.project import load_project
 from engine.state.memory import history, open_store, preferences
 from tests.runtime.conftest import run_engine
@@ -138,19 +138,26 @@ def test_a_read_of_nothing_is_null_or_the_defaults(yard: Path) -> None:
     assert before.data["outputs"] == {"lunch": None}
 
 
+def _prompt(script: MockScript) -> str:
+    """What the first model call of a run asked (a structured request: these flows have no agents)."""
+    call = script.calls[0]
+    assert isinstance(call, StructuredRequest)
+    return call.user or ""
+
+
 def test_memory_round_trip_across_two_runs_and_prompts_see_it(yard: Path) -> None:
     with Yard.load(yard) as api:
         with scripted("first") as script:
             api.run("suggest_lunch", {"user": "ada"}, run_id="first")
-        assert "Usual: none; 0 past runs." in (script.calls[0].user or "")
+        assert "Usual: none; 0 past runs." in _prompt(script)
         api.run("remember", {"user": "ada", "restaurant": "Chipotle", "dish": "burrito"})
         with scripted("second") as script:
             api.run("suggest_lunch", {"user": "ada"}, run_id="second")
         # the preference written by another flow's run, and the first run of this flow
-        assert "Usual: {'restaurant': 'Chipotle', 'dish': 'burrito'}; 1 past runs." in (script.calls[0].user or "")
+        assert "Usual: {'restaurant': 'Chipotle', 'dish': 'burrito'}; 1 past runs." in _prompt(script)
         with scripted("other") as script:
             api.run("suggest_lunch", {"user": "zoe"}, run_id="other")  # another scope sees nothing of ada's
-        assert "Usual: none; 0 past runs." in (script.calls[0].user or "")
+        assert "Usual: none; 0 past runs." in _prompt(script)
 
 
 def test_history_writes_and_reads(yard: Path) -> None:

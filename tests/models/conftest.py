@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from model_helpers import PLANTED_KEY
-from support.openai_stub import OpenAIStub
 
 from engine.models import ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import PLANTED_KEY
+from tests.support.openai_stub import OpenAIStub
 
 
 @pytest.fixture

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from model_helpers import PLANTED_KEY, make_request
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import PLANTED_KEY, make_request
+from tests.support.openai_stub import OpenAIStub, Reply
 
 BLOCK = BlockSpec(block="greet", kind="llm", model="azure")
 
 
-def resolver(env: dict[str, str], **fields: str) -> ModelResolver:
+def resolver(env: dict[str, str], **fields: Any) -> ModelResolver:
     return ModelResolver(ConfigSpec(models={"azure": ModelProfile(provider="azure", **fields)}), env=env)
 
 

@@ -6,10 +6,18 @@ import asyncio
 from typing import Any
 
 import pytest
-from model_helpers import make_request
 
-from engine.models import MockScript, ModelError, ModelOutputError, ModelResolver, is_transient, scripted
+from engine.models import (
+    MockScript,
+    ModelError,
+    ModelOutputError,
+    ModelResolver,
+    StructuredRequest,
+    is_transient,
+    scripted,
+)
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import make_request
 
 DECIDE = {"type": "object", "properties": {"route": {"type": "string", "enum": ["fix", "ship", "review"]}},
           "required": ["route"], "additionalProperties": False}
@@ -105,7 +113,8 @@ def test_run_script_sends_every_call_of_the_run_to_the_mock() -> None:
         assert ask(model, DECIDE) == {"route": "fix"}
         generated = ask(model, MANY, step="t")
     assert [call.step for call in script.calls] == ["s", "t"]
-    assert script.calls[0].user == "Greet Ada."
+    first = script.calls[0]
+    assert isinstance(first, StructuredRequest) and first.user == "Greet Ada."
     assert generated["summary"] == "b: name=Ada"
     # outside the run (or after it) the configured provider is used again
     with pytest.raises(ModelError, match="set the environment variable NEVER_SET"):

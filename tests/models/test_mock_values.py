@@ -11,14 +11,16 @@ from jsonschema import Draft202012Validator
 
 from engine.models.mock_values import fake, seed_of, summarize
 
-SCALARS = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
-                           {}, {"type": "string", "enum": ["a", "b", "c"]}, {"type": "integer", "enum": [1, 5]},
-                           {"type": "integer", "minimum": 3, "maximum": 7}, {"type": "number", "minimum": -2},
-                           {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3},
-                           {"type": "string", "minLength": 40}, {"type": "string", "maxLength": 3},
-                           {"type": "string", "format": "date-time"}, {"type": ["string", "null"]},
-                           {"type": "integer", "multipleOf": 5, "minimum": 1}, {"type": "number", "multipleOf": 0.5},
-                           {"const": "fixed"}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}])
+_SCALAR_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+    {}, {"type": "string", "enum": ["a", "b", "c"]}, {"type": "integer", "enum": [1, 5]},
+    {"type": "integer", "minimum": 3, "maximum": 7}, {"type": "number", "minimum": -2},
+    {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3},
+    {"type": "string", "minLength": 40}, {"type": "string", "maxLength": 3},
+    {"type": "string", "format": "date-time"}, {"type": ["string", "null"]},
+    {"type": "integer", "multipleOf": 5, "minimum": 1}, {"type": "number", "multipleOf": 0.5},
+    {"const": "fixed"}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}]
+SCALARS = st.sampled_from(_SCALAR_SCHEMAS)
 NAMES = st.text(alphabet="abcdefghij_", min_size=1, max_size=8)
 
 
@@ -27,7 +29,7 @@ def schemas() -> st.SearchStrategy[dict[str, Any]]:
         # unique arrays stay short: "3 unique booleans" is a schema nothing satisfies
         arrays = st.builds(lambda item, low, unique: {"type": "array", "items": item, "minItems": min(low, 1),
                                                       "uniqueItems": True} if unique else
-                           {"type": "array", "items": item, "minItems": low},
+    {"type": "array", "items": item, "minItems": low},
                            children, st.integers(0, 3), st.booleans())
         objects = st.dictionaries(NAMES, children, max_size=4).map(
             lambda props: {"type": "object", "properties": props, "required": sorted(props),

@@ -6,11 +6,11 @@ import asyncio
 import importlib.util
 
 import pytest
-from model_helpers import make_request
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import MOCK_NOTE, ModelError, ModelResolver
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import make_request
+from tests.support.openai_stub import OpenAIStub, Reply
 
 BLOCK = BlockSpec(block="greet", kind="llm")
 

@@ -8,11 +8,11 @@ import json
 from typing import Any, TypedDict
 
 import pytest
-from model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.models import ModelError, ModelOutputError, ModelResolver, is_transient
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
+from tests.support.openai_stub import OpenAIStub, Reply
 
 GOOD = {"greeting": "Hello, Ada!", "mood": "happy"}
 
@@ -246,7 +246,8 @@ def test_streaming_inside_a_graph_yields_tokens_and_the_object(stub: OpenAIStub,
     stub.queue(Reply.structured_output(GOOD))
 
     async def run() -> tuple[list[Any], list[Any]]:
-        tokens, values = [], []
+        tokens: list[Any] = []
+        values: list[Any] = []
         async for mode, data in graph.compile().astream({}, stream_mode=["messages", "values"]):
             (tokens if mode == "messages" else values).append(data)
         return tokens, values

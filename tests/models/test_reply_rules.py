@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
-from model_helpers import make_request
 
 from engine.cli.flowtests import load_tests
 from engine.errors import BlockyardError
 from engine.models import ModelError, ModelResolver, TurnRequest, scripted
 from engine.models.replies import reply_problems
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import make_request
 
 ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}

@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from model_helpers import make_request
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.cli import main
+from engine.events import EventDict
 from engine.models import ModelResolver, TurnRequest
 from engine.models.agentic import function_tool
 from engine.models.streaming import FieldText, text_field
 from engine.runtime.yard import Yard
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from tests.models.model_helpers import make_request
+from tests.support.openai_stub import OpenAIStub, Reply
 
 ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
           "additionalProperties": False}
@@ -119,8 +120,8 @@ def test_a_run_emits_tokens_while_the_server_is_still_sending(tmp_path: Path, st
     stub.queue(Reply(structured={"answer": text}, chunk_delay=0.02))
     root = make(tmp_path / "yard", stub)
 
-    async def watch() -> list[tuple[float, dict[str, Any]]]:
-        seen = []
+    async def watch() -> list[tuple[float, EventDict]]:
+        seen: list[tuple[float, EventDict]] = []
         with Yard.load(root) as yard:
             async for event in yard.astream("ask", {"question": "Count."}):
                 seen.append((time.monotonic(), event.as_dict()))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -30,7 +31,7 @@ class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 
 
-def chain(*names: str, gate: str | None = None) -> StateGraph:
+def chain(*names: str, gate: str | None = None) -> StateGraph[State, Any, State, State]:
     graph = StateGraph(State)
     for name in names:
         def node(state: State, name: str = name) -> State:
@@ -51,7 +52,7 @@ def test_async_run_state_history_and_langgraph_interop(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     db = StateDB(path)
     app = chain("a", "b", "c").compile(checkpointer=db.saver)
-    config = {"configurable": {"thread_id": "t1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
 
     async def main() -> tuple[Any, Any, int]:
         out = await app.ainvoke({"log": []}, config, durability="sync")
@@ -74,7 +75,7 @@ def test_sync_invoke_uses_the_same_saver(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "state.db")
     try:
         app = chain("a", "b").compile(checkpointer=db.saver)
-        config = {"configurable": {"thread_id": "sync"}}
+        config: RunnableConfig = {"configurable": {"thread_id": "sync"}}
         assert app.invoke({"log": []}, config)["log"] == ["a", "b"]
         assert app.get_state(config).values["log"] == ["a", "b"]
     finally:
@@ -83,7 +84,7 @@ def test_sync_invoke_uses_the_same_saver(tmp_path: Path) -> None:
 
 def test_interrupt_then_resume_in_a_new_handle(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    config = {"configurable": {"thread_id": "gate"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "gate"}}
     db = StateDB(path)
     app = chain("draft", "approve", "publish", gate="approve").compile(checkpointer=db.saver)
     first = asyncio.run(app.ainvoke({"log": []}, config, durability="sync"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,8 @@ FILES = {
 }
 
 
-def trace(root: Path) -> tuple[list[tuple[str, str | None]], dict]:
-    async def main() -> tuple[list[tuple[str, str | None]], dict]:
+def trace(root: Path) -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
+    async def main() -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
         async with Yard.load(root) as yard:
             events = [e async for e in yard.astream("parent", {"n": 1})]
         return [(e.type, e.step) for e in events if e.type.startswith("step_")], events[-1].data["outputs"]

@@ -9,12 +9,13 @@ import io
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine import Yard
 from engine.cli.progress import LiveTable, PlainLines
-from engine.events import Sequencer
+from engine.events import Event, Sequencer
 
 FILES = {
     "blocks/double.yaml": """
@@ -51,35 +52,35 @@ FILES = {
 
 
 @pytest.fixture
-def events(make_yard: Callable[[dict[str, str]], Path]) -> list:
+def events(make_yard: Callable[[dict[str, str]], Path]) -> list[Event]:
     root = make_yard(FILES)
 
-    async def main() -> list:
+    async def main() -> list[Event]:
         async with Yard.load(root) as yard:
             return [e async for e in yard.astream("places")]
 
     return [e for e in asyncio.run(main()) if e.type in ("step_started", "step_finished")]
 
 
-def where(events: list, step: str, kind: str = "step_finished") -> list[dict]:
+def where(events: list[Event], step: str, kind: str = "step_finished") -> list[dict[str, Any]]:
     keys = ("index", "items", "pass", "max_iterations")
     return sorted(({k: e.data[k] for k in keys if k in e.data} for e in events if e.step == step and e.type == kind),
                   key=lambda d: (d.get("index", -1), d.get("pass", 0)))
 
 
-def test_loop_body_events_say_which_pass(events: list) -> None:
+def test_loop_body_events_say_which_pass(events: list[Event]) -> None:
     assert where(events, "tick") == [{"pass": n, "max_iterations": 3} for n in (1, 2, 3)]
     assert where(events, "tick", "step_started") == [{"pass": n, "max_iterations": 3} for n in (1, 2, 3)]
     assert where(events, "again") == [{}]  # the loop step itself runs once, outside its body
 
 
-def test_item_events_say_which_item_of_how_many(events: list) -> None:
+def test_item_events_say_which_item_of_how_many(events: list[Event]) -> None:
     assert where(events, "each") == [{"items": 3}, *({"index": i, "items": 3} for i in range(3))]  # the map, items
     assert where(events, "row") == [{"index": i, "items": 2} for i in range(2)]
     assert where(events, "inner") == [{"index": i, "items": 2} for i in range(2)]
 
 
-def script() -> list:
+def script() -> list[Event]:
     seq = Sequencer("r1")
     return [
         seq.make("step_started", "summarize", {"index": 2, "items": 10}),

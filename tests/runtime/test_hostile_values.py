@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.decisions import DecisionRefused
-from engine.models import scripted
+from engine.models import TurnRequest, scripted
 from engine.runtime.yard import Yard
 from engine.spec import parse_duration
 from engine.spec.common import MAX_DURATION
@@ -297,7 +297,9 @@ def test_a_tool_result_beyond_64_bits_is_an_error_the_agent_sees(yard: Yard) -> 
     with scripted("tool-1", {"helper": replies}) as script:
         done = yard.run("help", {}, run_id="tool-1")
     assert done.status == "finished", done.error
-    seen = [message for message in script.calls[-1].messages if getattr(message, "tool_call_id", None) == "c1"]
+    last = script.calls[-1]
+    assert isinstance(last, TurnRequest)  # the agent's second turn
+    seen = [message for message in last.messages if getattr(message, "tool_call_id", None) == "c1"]
     assert len(seen) == 1 and "error: tool 'big_number' returned a value the engine cannot hold" in seen[0].content
     events = [e for e in yard.events("tool-1") if e.type == "tool_call" and e.data.get("tool") == "big_number"]
     assert events[-1].data["status"] == "error"

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from engine.cli.progress import JsonLines, LiveTable, PlainLines, format_duration
-from engine.events import Sequencer
+from engine.events import Event, Sequencer
 
 
 class Terminal(io.StringIO):
@@ -19,7 +19,7 @@ class Terminal(io.StringIO):
         return True
 
 
-def script() -> list:
+def script() -> list[Event]:
     seq = Sequencer("r1")
     return [
         seq.make("run_started", data={"flow": "hello", "version": 1, "note": "using the mock model"}),

@@ -10,6 +10,7 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.runtime.conftest import Outcome, run_engine, spawn
 Cli = Callable[..., Outcome]
 
 
-def started_steps(events: list[dict]) -> list[str]:
+def started_steps(events: list[dict[str, Any]]) -> list[str]:
     return [e["step"] for e in events if e["type"] == "step_started"]
 
 
@@ -90,7 +91,8 @@ def test_a_run_resumes_on_its_pinned_definition(yard: Path, cli: Cli) -> None:
     assert "fragile@2" in cli(yard, "runs", "--flow", "fragile").out
 
 
-def _read_until(stream, predicate: Callable[[str], bool]) -> list[str]:
+def _read_until(stream: IO[str] | None, predicate: Callable[[str], bool]) -> list[str]:
+    assert stream is not None  # spawned with a pipe
     seen = []
     for line in stream:
         seen.append(line)

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from engine.errors import UsageError
-from engine.events import Event, Sequencer, now_iso, parse_time
+from engine.events import Event, RunStatus, Sequencer, now_iso, parse_time
 from engine.state import liveness, store
 from engine.state.checkpointer import StateDB
+from engine.state.database import StateError
 from engine.state.ids import check_run_id, new_run_id
-from engine.state.store import RunRecord, StateError
+from engine.state.store import RunRecord
 
 
 def record(run_id: str = "r1", **changes: object) -> RunRecord:
@@ -54,10 +55,10 @@ def test_run_roundtrip_end_and_events(tmp_path: Path) -> None:
         seq = Sequencer("r1")
         events = [seq.make("run_started", data={"flow": "hello"}), seq.make("step_started", "greet")]
         db.writer.write_sync(store.insert_events(events))
-        db.writer.write_sync(store.end_run("r1", "finished", outputs={"loud": "HI"}, error=None, error_step=None,
-                                           finished=now_iso(), elapsed=0.25))
-        db.writer.write_sync(store.end_run("r1", "finished", outputs={"loud": "HI"}, error=None, error_step=None,
-                                           finished=now_iso(), elapsed=0.5))
+        db.writer.write_sync(store.end_run("r1", RunStatus.FINISHED, outputs={"loud": "HI"}, error=None,
+                                           error_step=None, finished=now_iso(), elapsed=0.25))
+        db.writer.write_sync(store.end_run("r1", RunStatus.FINISHED, outputs={"loud": "HI"}, error=None,
+                                           error_step=None, finished=now_iso(), elapsed=0.5))
         run = db.read(lambda conn: store.get_run(conn, "r1"))
         assert run is not None
         assert (run.status, run.outputs, run.inputs) == ("finished", {"loud": "HI"}, {"name": "Ada"})
@@ -149,7 +150,8 @@ def test_events_serialize_one_schema() -> None:
     assert list(event.as_dict()) == ["type", "run_id", "seq", "step", "time", "data"]
     assert event.time.endswith("Z") and parse_time(event.time).tzinfo is not None
     assert seq.from_custom({"type": "not_ours"}) is None
-    assert seq.from_custom({"type": "warning", "step": "loop", "data": {"message": "m"}}).data == {"message": "m"}
+    warning = seq.from_custom({"type": "warning", "step": "loop", "data": {"message": "m"}})
+    assert warning is not None and warning.data == {"message": "m"}
 
 
 def test_sqlite_errors_are_not_swallowed(tmp_path: Path) -> None:

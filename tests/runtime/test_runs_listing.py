@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine import Yard
 from engine.cli.runs import step_summary
-from engine.events import Sequencer
+from engine.events import RunStatus, Sequencer
 from engine.state import store
 from tests.runtime.conftest import Outcome, subprocess_env
 
@@ -101,8 +101,8 @@ def test_step_summary_counts_attempts_and_items() -> None:
               seq.make("step_started", "a"), seq.make("step_finished", "a", {"duration_ms": 7}),
               seq.make("step_started", "m", {"index": 0}), seq.make("step_started", "m", {"index": 1}),
               seq.make("step_finished", "m", {"index": 1, "duration_ms": 1}), seq.make("step_started", "w")]
-    summary = {s["step"]: s for s in step_summary(events, "interrupted")}
+    summary = {s["step"]: s for s in step_summary(events, RunStatus.INTERRUPTED)}
     assert (summary["a"]["status"], summary["a"]["attempts"], summary["a"]["duration_ms"]) == ("finished", 2, 12.0)
     assert (summary["m"]["status"], summary["m"]["attempts"]) == ("interrupted", 2)  # item 0 never ended
     assert summary["w"]["status"] == "interrupted"
-    assert {s["step"]: s for s in step_summary(events, "running")}["w"]["status"] == "running"
+    assert {s["step"]: s for s in step_summary(events, RunStatus.RUNNING)}["w"]["status"] == "running"

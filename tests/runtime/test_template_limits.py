@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,7 +110,7 @@ def limits_yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
     return make_yard(FLOWS)
 
 
-def _failed(cli: Cli, yard: Path, flow: str, n: int) -> dict[str, object]:
+def _failed(cli: Cli, yard: Path, flow: str, n: int) -> dict[str, Any]:
     began = time.monotonic()
     done = cli(yard, "run", flow, "--input", f"n={n}", "--json")
     assert time.monotonic() - began < 10.0

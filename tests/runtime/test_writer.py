@@ -6,7 +6,9 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,7 @@ from engine.state.writer import SqliteWriter, Write, WriterClosed
 
 
 @pytest.fixture
-def writer(tmp_path: Path):
+def writer(tmp_path: Path) -> Iterator[tuple[SqliteWriter, Path]]:
     path = tmp_path / "w.db"
 
     def open_conn() -> sqlite3.Connection:
@@ -37,7 +39,7 @@ def insert(k: int, v: str = "x") -> Write:
     return Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, v))
 
 
-def test_acknowledged_writes_are_visible_to_other_connections(writer) -> None:
+def test_acknowledged_writes_are_visible_to_other_connections(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
 
     async def main() -> None:
@@ -47,7 +49,7 @@ def test_acknowledged_writes_are_visible_to_other_connections(writer) -> None:
     asyncio.run(main())
 
 
-def test_concurrent_writers_share_transactions(writer) -> None:
+def test_concurrent_writers_share_transactions(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
 
     async def main() -> None:
@@ -59,7 +61,7 @@ def test_concurrent_writers_share_transactions(writer) -> None:
     assert w.commits - before < 500  # grouped: far fewer commits than writers
 
 
-def test_a_failing_item_fails_alone(writer) -> None:
+def test_a_failing_item_fails_alone(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
 
     async def main() -> list[BaseException | None]:
@@ -74,7 +76,7 @@ def test_a_failing_item_fails_alone(writer) -> None:
     assert rows(path) == [(1, "first"), (3, "x")]
 
 
-def test_queue_order_is_execution_order(writer) -> None:
+def test_queue_order_is_execution_order(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
     w.write_nowait(insert(1, "old"))
     w.write_nowait(Write("UPDATE t SET v = ? WHERE k = ?", ("new", 1)))
@@ -82,7 +84,7 @@ def test_queue_order_is_execution_order(writer) -> None:
     assert rows(path) == [(1, "new")]
 
 
-def test_call_runs_in_a_transaction_and_returns(writer) -> None:
+def test_call_runs_in_a_transaction_and_returns(writer: tuple[SqliteWriter, Path]) -> None:
     w, _ = writer
     w.write_sync(insert(1))
 
@@ -93,7 +95,7 @@ def test_call_runs_in_a_transaction_and_returns(writer) -> None:
     assert asyncio.run(w.call(lambda conn: conn.execute("SELECT v FROM t").fetchone()[0])) == "y"
 
 
-def test_writes_from_threads_and_separate_loops(writer) -> None:
+def test_writes_from_threads_and_separate_loops(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
 
     def in_thread(base: int) -> None:
@@ -138,7 +140,7 @@ def test_a_connection_that_cannot_open_is_reported(tmp_path: Path) -> None:
         SqliteWriter(broken)
 
 
-def test_lazy_rows_ride_along_or_go_within_the_delay(writer) -> None:
+def test_lazy_rows_ride_along_or_go_within_the_delay(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
     before = w.commits
     for i in range(10):
@@ -153,7 +155,7 @@ def test_lazy_rows_ride_along_or_go_within_the_delay(writer) -> None:
         time.sleep(0.01)
 
 
-def test_a_failing_lazy_row_does_not_sink_the_batch(writer) -> None:
+def test_a_failing_lazy_row_does_not_sink_the_batch(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
     w.write_sync(insert(1))
     w.write_nowait(insert(1, "dup"), lazy=True)
@@ -166,7 +168,7 @@ class _Snatched(sqlite3.Connection):
 
     rival: sqlite3.Connection | None = None
 
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         cursor = super().execute(sql, *args)
         if sql == "ROLLBACK" and self.rival is not None:
             self.rival.execute("BEGIN IMMEDIATE")
@@ -181,7 +183,7 @@ def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_
     setup.close()
     rival = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0, factory=_Snatched)
-    conn.rival = rival  # type: ignore[attr-defined]
+    conn.rival = rival
     explained: list[sqlite3.Error] = []
 
     def explain(exc: sqlite3.Error) -> BaseException:
@@ -193,8 +195,8 @@ def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_
         # the batch: a good row and a duplicate key, so it is rolled back and replayed item by item
         with pytest.raises(RuntimeError, match="explained: database is locked"):
             asyncio.run(asyncio.wait_for(w.write(insert(1), insert(1)), 10))  # a dead writer would never answer
-        assert [exc.sqlite_errorcode for exc in explained] == [sqlite3.SQLITE_BUSY]  # type: ignore[attr-defined]
-        conn.rival = None  # type: ignore[attr-defined]
+        assert [exc.sqlite_errorcode for exc in explained] == [sqlite3.SQLITE_BUSY]
+        conn.rival = None
         rival.execute("ROLLBACK")
         w.write_sync(insert(2))  # the writer thread lives on
     finally:

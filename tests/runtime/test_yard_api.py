@@ -13,6 +13,7 @@ import pytest
 
 from engine import Yard
 from engine.errors import UsageError, ValidationFailed
+from engine.events import Event
 from engine.state import store
 from tests.runtime.conftest import subprocess_env
 
@@ -34,7 +35,7 @@ def test_run_returns_a_result_and_records_it(yard: Path) -> None:
 
 
 def test_astream_yields_the_events_in_order(yard: Path) -> None:
-    async def main() -> list:
+    async def main() -> list[Event]:
         async with Yard.load(yard) as api:
             return [event async for event in api.astream("hello", {"name": "Ada"}, run_id="mine")]
 
@@ -101,7 +102,7 @@ def test_compile_gives_the_langgraph_graph(yard: Path) -> None:
 def test_a_cancelled_run_is_interrupted_and_resumable(yard: Path) -> None:
     async def main() -> tuple[str, str | None, str]:
         async with Yard.load(yard) as api:
-            events: list = []
+            events: list[Event] = []
 
             async def consume() -> None:
                 async for event in api.astream("crashy", run_id="cancel-me"):

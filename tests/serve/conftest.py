@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_helpers import YARD, Live, start_live
 
 from engine.serve.server import Settings
+from tests.serve.serve_helpers import YARD, Live, start_live
 
 
 @pytest.fixture

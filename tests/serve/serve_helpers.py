@@ -171,8 +171,9 @@ def read_sse(response: Any, stop_after: int | None = None) -> list[dict[str, Any
 def wait_run(client: Any, run_id: str, statuses: tuple[str, ...] = ("finished", "failed", "waiting",
                                                                      "interrupted")) -> dict[str, Any]:
     """Poll GET /runs/{id} until the run reaches one of `statuses`."""
-    return wait_for(lambda: (run := client.get(f"/runs/{run_id}").json()).get("status") in statuses and run,
-                    timeout=30)
+    run: dict[str, Any] = wait_for(lambda: (run := client.get(f"/runs/{run_id}").json()).get("status") in statuses
+                                   and run, timeout=30)
+    return run
 
 
 GATED_FLOW = """

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serve_helpers import Live, wait_run
+
+from tests.serve.serve_helpers import Live, wait_run
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from serve_helpers import GATED_FLOW, YARD, Live, read_sse, start_gated_run, wait_run
 
 from engine.serve.clock import ManualClock
+from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, read_sse, start_gated_run, wait_run
 
 EXPIRING_FLOW = """
 flow: expiring

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
+
+from tests.serve.serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]

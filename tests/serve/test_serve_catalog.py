@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serve_helpers import ADD_FLOW, YARD
 
 from engine.serve.catalog import Catalog, load_catalog
 from engine.validate.command import validate
+from tests.serve.serve_helpers import ADD_FLOW, YARD
 
 
 def write(root: Path, name: str, text: str) -> None:

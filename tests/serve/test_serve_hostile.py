@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_helpers import GATED_FLOW, YARD, Live, start_live, wait_run
 
 from engine.serve.server import Settings
+from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_live, wait_run
 
 ECHO_FLOW = """
 flow: echo

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
+from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
 
 
 def stored_status(root: Path, run_id: str) -> str:

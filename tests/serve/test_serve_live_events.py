@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import Live, read_sse
-from support.openai_stub import OpenAIStub, Reply
+
+from tests.serve.serve_helpers import Live, read_sse
+from tests.support.openai_stub import OpenAIStub, Reply
 
 STREAM = {"Accept": "text/event-stream"}
 BLOCK = """

@@ -14,9 +14,9 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-from serve_helpers import YARD, Live, free_socket, wait_for, wait_run
 
 from engine.serve.clock import ManualClock
+from tests.serve.serve_helpers import YARD, Live, free_socket, wait_for, wait_run
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serve_helpers import ADD_FLOW, ADDER
 
 from engine.serve.reload import Reloader
 from engine.serve.watcher import YardWatcher, definition_folders, fingerprint
+from tests.serve.serve_helpers import ADD_FLOW, ADDER
 
 SECRET = "ghp_SECRETTOKEN42"
 

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import httpx
-from serve_helpers import free_socket, wait_for
+
+from tests.serve.serve_helpers import free_socket, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

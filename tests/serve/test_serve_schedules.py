@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from serve_helpers import YARD
 
 from engine.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.catalog import Catalog, FlowEntry, load_catalog
 from engine.serve.clock import ManualClock
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.spec.flow import ScheduleSpec
+from tests.serve.serve_helpers import YARD
 
 DAILY_9 = YARD["flows/add.yaml"] + "schedule: {cron: '0 9 * * *', timezone: Europe/Paris, inputs: {a: 5}, " \
                                   "misfire: MISFIRE}\n"

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serve_helpers import YARD, Live, read_sse, wait_for, wait_run
+
+from tests.serve.serve_helpers import YARD, Live, read_sse, wait_for, wait_run
 
 STREAM = {"Accept": "text/event-stream"}
 SLOW_TYPES = ["run_started", "step_started", "step_finished", "step_started", "step_finished", "run_finished"]

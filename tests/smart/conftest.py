@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from support.openai_stub import OpenAIStub
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))  # agent_kit: runs through the runtime
+from tests.support.openai_stub import OpenAIStub
 
 
 @pytest.fixture

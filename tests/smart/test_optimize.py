@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import run_flow
 
 from engine.cli import main
 from engine.pinned import make_bundle
 from engine.project import load_project
+from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 

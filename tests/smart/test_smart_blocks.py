@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kit import KEY_ENV, PLANTED_KEY, run_flow, stub_config
-from support.openai_stub import OpenAIStub, Reply
 
 from engine.compile import compile_flow
 from engine.errors import UsageError
 from engine.nodes.errors import CompileError
 from engine.pinned import make_bundle
 from engine.project import load_project
+from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, run_flow, stub_config
+from tests.support.openai_stub import OpenAIStub, Reply
 
 Yard = Callable[[dict[str, str]], Path]
 

@@ -22,10 +22,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import Yard
+from engine.models import StructuredRequest, TurnRequest
 from engine.models.script import scripted
 from engine.project import load_project
 from engine.validate.semantic import check_project
 from tests.runtime.conftest import run_engine, subprocess_env
+
+
+def structured(call: StructuredRequest | TurnRequest) -> StructuredRequest:
+    """A scripted model call of an llm/decide step (what it was sent)."""
+    assert isinstance(call, StructuredRequest)
+    return call
+
+
+def turn(call: StructuredRequest | TurnRequest) -> TurnRequest:
+    """A scripted model call of an agent step."""
+    assert isinstance(call, TurnRequest)
+    return call
 
 MESSAGE = {"message": {"type": "string"}}
 
@@ -206,7 +219,9 @@ def test_append_reducer_trap_an_agent_thread_stores_each_message_once(yard: Path
         kept = api._sync().call(latest).values["messages"]
         assert [m.type for m in kept] == ["human", "ai"] * 3  # not 15: no prompt, tool call or result of the agent
         rows = agree(api, "agent_chat", "trap")
-        events = api.events(api.thread("trap").last_run)  # type: ignore[union-attr]
+        thread = api.thread("trap")
+        assert thread is not None and thread.last_run is not None
+        events = api.events(thread.last_run)
     assert [role for role, _, _ in rows] == ["user", "assistant"] * 3
     assert [text for _, _, text in rows] == ["turn 0", "All quiet.", "turn 1", "All quiet.", "turn 2", "All quiet."]
     # the tool-call chatter stays in the turn's trace
@@ -223,12 +238,12 @@ def test_the_model_is_sent_the_conversation_once_oldest_first(yard: Path) -> Non
                 assert api.run("llm_chat", {"message": text}, run_id=f"r{i}", thread="ada").status == "finished"
             scripts.append(script)
         outside = api.run("llm_chat", {"message": "not a turn"})
-    assert [call.history for script in scripts for call in script.calls] == [
+    assert [structured(call).history for script in scripts for call in script.calls] == [
         (),
         (("user", "My name is Ada"), ("assistant", "reply 0")),
         (("user", "My name is Ada"), ("assistant", "reply 0"), ("user", "I like tea"), ("assistant", "reply 1")),
     ]
-    assert scripts[2].calls[0].user == "What is my name?"  # the turn's own prompt comes after the history
+    assert structured(scripts[2].calls[0]).user == "What is my name?"  # the turn's own prompt comes after the history
     assert outside.status == "finished"
 
 
@@ -239,10 +254,10 @@ def test_agents_get_the_history_before_their_prompt_and_blocks_choose_how_much(y
                 api.run("agent_chat", {"message": f"agent {i}"}, run_id=f"a{i}", thread="ag")
             with scripted(f"w{i}") as window_script:
                 api.run("window_chat", {"message": f"window {i}"}, run_id=f"w{i}", thread="win")
-    first_turn = agent_script.calls[0]
+    first_turn = turn(agent_script.calls[0])
     assert [(m.type, m.content) for m in first_turn.messages] == [
         ("human", "agent 0"), ("ai", "All quiet."), ("human", "agent 1"), ("ai", "All quiet."), ("human", "agent 2")]
-    short, blind = window_script.calls
+    short, blind = (structured(call) for call in window_script.calls)
     assert [said for said, _ in short.history] == ["user", "assistant"]  # history: 1 -> the last turn only
     assert short.history[0] == ("user", "window 1")
     assert blind.history == ()  # history: none
@@ -260,7 +275,7 @@ def test_the_character_budget_drops_the_oldest_turns_and_says_so(make_yard: Call
         rows = table(api, "budget")
     # each turn is 18 + 2 characters: two fit in 40, the third turn is sent the newest one only... and
     # turn 2's own one earlier turn (20 characters) fit
-    assert script.calls[0].history == (("user", "message number 0"), ("assistant", "r0"),
+    assert structured(script.calls[0]).history == (("user", "message number 0"), ("assistant", "r0"),
                                        ("user", "message number 1"), ("assistant", "r1"))
     assert warnings == []
     with Yard.load(root) as api:
@@ -269,7 +284,7 @@ def test_the_character_budget_drops_the_oldest_turns_and_says_so(make_yard: Call
         (warning,) = [e for e in api.events("b3") if e.type == "warning"]
         kept = stored(api, "llm_chat", "budget")
         rows = table(api, "budget")
-    assert script.calls[0].history == (("user", "message number 1"), ("assistant", "r1"),
+    assert structured(script.calls[0]).history == (("user", "message number 1"), ("assistant", "r1"),
                                        ("user", "message number 2"), ("assistant", "r2"))
     assert (warning.step, warning.data["code"], warning.data["dropped_turns"]) == ("talk", "history_cut", 1)
     assert "threads.history_chars (40 characters)" in warning.data["message"]
@@ -287,7 +302,7 @@ def test_a_failed_turn_that_is_not_resumed_leaves_no_message(yard: Path) -> None
             api.run("llm_chat", {"message": "two"}, run_id="next", thread="f")
         rows = agree(api, "llm_chat", "f")
     assert [text for role, _, text in rows if role == "user"] == ["one", "two"]
-    assert [said for said, _ in script.calls[0].history] == ["user", "assistant"]  # not "lost"
+    assert [said for said, _ in structured(script.calls[0]).history] == ["user", "assistant"]  # not "lost"
 
 
 # ---- exactly once, whatever the flow and however its turns end ----------------------------------

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tool_helpers import LoopbackServer
 
 from engine.spec import ConfigSpec
+from tests.tools.tool_helpers import LoopbackServer
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tool_helpers import LoopbackServer
 
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, ToolRegistry, build_registry
 from engine.tools.builtin.http import host_allowed
+from tests.tools.tool_helpers import LoopbackServer
 
 
 def registry(tmp_path: Path, **http: Any) -> ToolRegistry:

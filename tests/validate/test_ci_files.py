@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def hook() -> dict[str, object]:
     (only,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
-    return only
+    found: dict[str, object] = only
+    return found
 
 
 def test_hook_runs_validate_on_the_changed_files(hook: dict[str, object]) -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.project import load_project
 from engine.spec import END
+from engine.spec.flow import enum_text
 from engine.validate.semantic import control
 from engine.validate.semantic.config import import_path_problem
 from engine.validate.semantic.graph import is_cycle, reachable, reverse, shortest_path, strongly_connected
@@ -188,8 +189,8 @@ def test_approval_exits_skip_the_step(make_yard: Callable[[dict[str, str]], Path
 
 
 def test_decide_values_as_branch_keys() -> None:
-    assert control.enum_text(True) == "true" and control.enum_text(None) == "null"
-    assert control.enum_text(3) == "3" and control.enum_text("x") == "x"
+    assert enum_text(True) == "true" and enum_text(None) == "null"
+    assert enum_text(3) == "3" and enum_text("x") == "x"
 
 
 # -- small parsers --------------------------------------------------------------------------------------
@@ -254,10 +255,10 @@ def test_fast_path_agrees_with_the_jinja_parser(pieces: list[str], expression: b
     fast = templates.analyze(source, expression)
     simple = templates._simple_paths
     try:
-        templates._simple_paths = lambda *_: None  # type: ignore[assignment]
+        templates._simple_paths = lambda *_: None
         analyze.cache_clear()
         slow = templates.analyze(source, expression)
     finally:
-        templates._simple_paths = simple  # type: ignore[assignment]
+        templates._simple_paths = simple
         analyze.cache_clear()
     assert fast == slow

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import Request
 
 from engine.errors import BlockyardError
+from engine.events import EventDict
 from engine.serve.follow import TraceReader
 from engine.serve.jobs import Job
 from engine.serve.problems import ApiError, from_engine
@@ -23,7 +24,7 @@ class _Trace:
     def __init__(self, server: Server) -> None:
         self.server = server
 
-    async def events(self, run_id: str, after: int) -> list[dict[str, Any]]:
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
         if self.server.service is None:
             return []
         return await self.server.service.events(run_id, after)

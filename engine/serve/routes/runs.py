@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from engine.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.bodies import ResumeRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.problems import ApiError, not_found
@@ -18,7 +19,7 @@ from engine.serve.sse import last_event_id, stream, wants_stream
 
 router = APIRouter(tags=["runs"])
 ServerDep = Annotated[Server, Depends(get_server)]
-STATUSES = ("queued", "running", "finished", "failed", "waiting", "interrupted")
+STATUSES = tuple(RunStatus)
 
 
 @router.get("/runs", summary="Runs, newest first (queued ones included)")
@@ -49,9 +50,9 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
         if job is None:
             raise not_found("run", f"unknown run '{run_id}'")
         return {**job.summary(), "gates": [], "graph": None}
-    if job is not None and job.state == "queued":
-        run["status"] = "queued"  # a resume waiting for a slot
-    run["gates"] = await _gates(server, run_id) if run["status"] == "waiting" else []
+    if job is not None and job.state == RunStatus.QUEUED:
+        run["status"] = RunStatus.QUEUED  # a resume waiting for a slot
+    run["gates"] = await _gates(server, run_id) if run["status"] == RunStatus.WAITING else []
     run["graph"] = None
     bundle = await service.pinned_bundle(run["digest"])
     if bundle is not None:
@@ -68,9 +69,9 @@ async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
     events = await server.service.events(run_id, 0)
     latest: list[dict[str, Any]] = []
     for event in events:
-        if event["type"] == "run_started":
+        if event["type"] == RUN_STARTED:
             latest = []
-        elif event["type"] == "approval_required":
+        elif event["type"] == APPROVAL_REQUIRED:
             data = dict(event.get("data") or {})
             value = data.get("value")
             gate = {**value} if isinstance(value, dict) else {"message": value}

@@ -112,7 +112,8 @@ class BlockCheck:
     def references(self) -> None:
         spec = self.spec
         tools = known_tools(self.project)
-        named = [(("tools", position), name) for position, name in enumerate(spec.tools)]
+        named: list[tuple[tuple[str | int, ...], str]] = [(("tools", position), name)
+                                                          for position, name in enumerate(spec.tools)]
         if spec.tool is not None:
             named.append((("tool",), spec.tool))
         for where, name in named:

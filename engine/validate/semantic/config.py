@@ -55,9 +55,9 @@ def check_config(project: Project) -> list[Diagnostic]:
             found.append(issue(doc, ("models", name, *sub), code, f"model profile '{name}': {message}", key=key))
         for reply_key, replies in (profile.replies or {}).items():
             for position, reply in enumerate(replies):
-                for where, problem in reply_problems(reply):
+                for where, wrong in reply_problems(reply):
                     found.append(issue(doc, ("models", name, "replies", reply_key, position, *where), "BY516",
-                                       f"model profile '{name}', reply {position + 1} for '{reply_key}': {problem}"))
+                                       f"model profile '{name}', reply {position + 1} for '{reply_key}': {wrong}"))
     name_model = project.config.threads.name_model
     if name_model is not None and name_model not in known_profiles(project):
         profiles = known_profiles(project)

@@ -62,8 +62,8 @@ def delegation_graph(project: Project) -> DelegationGraph:
     for name, versions in project.blocks.items():
         for definition in versions.values():
             _block_edges(graph, project, name, definition.spec)
-    for name, definition in project.flows.items():
-        _flow_edges(graph, project, name, definition.spec)
+    for name, flow in project.flows.items():
+        _flow_edges(graph, project, name, flow.spec)
     return graph
 
 

@@ -54,7 +54,9 @@ def _emits(node: StepNode) -> Iterator[tuple[JsonPath, EmitSpec]]:
 
 def _after(node: StepNode, before: tuple[Facts | None, Facts] | None,
            flow: Dataflow | None) -> tuple[Facts | None, Facts] | None:
-    if before is None or flow is None or before[0] is None:
-        return before  # unknown facts (an unreachable step, a broken flow) prove nothing
+    if before is None or flow is None:
+        return before
     must, may = before
+    if must is None:
+        return before  # unknown facts (an unreachable step, a broken flow) prove nothing
     return must | flow.gen(node), may | flow.gen_may(node) | flow.gen(node)
