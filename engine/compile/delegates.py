@@ -7,13 +7,12 @@ from collections.abc import Mapping
 
 from engine.nodes.errors import CompileError
 from engine.spec import BlockSpec, StepSpec
+from engine.spec.walk import delegated_ids
 
 
 def delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec]) -> set[str]:
     """Ids of the steps of one list that an agent step of the list delegates to."""
-    ids = {step.id for step in steps}
-    agents = [step for step in steps if step.uses is not None and getattr(blocks.get(step.uses), "kind", "") == "agent"]
-    return {name for step in agents for name in step.delegates if name in ids and name != step.id}
+    return delegated_ids(steps, lambda step: getattr(blocks.get(step.uses or ""), "kind", "") == "agent")
 
 
 def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str

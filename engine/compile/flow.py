@@ -11,6 +11,7 @@ from engine.compile.constructs import construct
 from engine.compile.limits import recursion_limit
 from engine.nodes.errors import CompileError
 from engine.pinned import Bundle
+from engine.spec.walk import walk_steps
 
 
 def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None) -> CompiledFlow:
@@ -25,7 +26,7 @@ def compile_subflow(bundle: Bundle, *, prefix: str) -> CompiledFlow:
 
 def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any) -> CompiledFlow:
     flow = bundle.flow
-    ids = Counter(step.id for step, _ in flow.walk())
+    ids = Counter(walked.step.id for walked in walk_steps(flow.steps))
     twice = sorted(name for name, count in ids.items() if count > 1)
     if twice:
         raise CompileError(f"flow '{flow.flow}': step id{'s' if len(twice) > 1 else ''} "
