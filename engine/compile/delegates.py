@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.spec import BlockSpec, StepSpec
 from engine.spec.walk import delegated_ids
 
@@ -23,5 +23,5 @@ def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], wher
         return steps, {}
     kept = [step for step in steps if step.id not in names]
     if not kept:
-        raise CompileError(f"{where}: every step is a delegate of another one, so none of them runs first")
+        raise internal(f"{where}: steps that all delegate to each other", "BY320")
     return kept, {step.id: step for step in steps if step.id in names}

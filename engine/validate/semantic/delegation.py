@@ -160,6 +160,7 @@ def check_delegation(index: FlowIndex, graph: DelegationGraph) -> None:
         if cycle is not None:
             step = edge.source.rsplit(":", 1)[-1]
             index.report(edge.path, "BY320", f"step '{step}': {_message(edge, cycle)}")
+            index.broken = True  # steps delegating to each other own each other's regions: no order to analyse
     for node in index.walk():
         _reach(index, node)
 
@@ -171,7 +172,7 @@ def _reach(index: FlowIndex, node: StepNode) -> None:
         target = index.by_id.get(name)
         if target is None or target is node or name in index.project.flows:
             continue
-        if target.region.kind == "delegate" and target.region.home is node.region.home:
+        if target.region.kind == "delegate" and target.path[:-1] == node.path[:-1]:  # a delegate of its own list
             continue
         if target.runs_block is None or target.runs_block.kind != "agent":
             continue  # not an agent step at all: BY218 says so

@@ -97,8 +97,14 @@ class Region:
 
     @property
     def home(self) -> Region:
-        """The list the region's steps are written in (a delegated step's is its delegator's)."""
-        return self.owner.region if self.kind == "delegate" and self.owner is not None else self
+        """The list the region's steps are written in (a delegated step's is its delegator's, which may
+        be delegated in turn; steps that delegate to each other — BY320 — end the chain)."""
+        region: Region = self
+        seen: set[int] = set()
+        while region.kind == "delegate" and region.owner is not None and id(region) not in seen:
+            seen.add(id(region))
+            region = region.owner.region
+        return region
 
 
 @dataclass(eq=False)
