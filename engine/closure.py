@@ -20,6 +20,7 @@ from engine.diagnostics import Diagnostic
 from engine.load import MAX_FILE_BYTES, LoadError, load_file
 from engine.project import CONFIG_FILE, Project
 from engine.spec import StepSpec
+from engine.spec.walk import walk_steps
 from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
 
 _BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
@@ -48,8 +49,9 @@ def closure(project: Project, name: str) -> Closure:
             continue
         found.flows.add(flow)
         found.files.add(definition.display)
-        step_ids = {step.id for step, _ in definition.spec.walk()}
-        for step, _ in definition.spec.walk():
+        steps = [walked.step for walked in walk_steps(definition.spec.steps)]
+        step_ids = {step.id for step in steps}
+        for step in steps:
             for ref in block_refs(step):
                 pending += _use_block(project, ref, found)
             if step.flow:

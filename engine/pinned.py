@@ -16,6 +16,7 @@ from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.project import Project, content_hash, relative
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec.walk import walk_steps
 from engine.yardfiles import Refused, TooLarge, read_bytes
 
 MAX_PROGRAM_BYTES = 16 * 2**20  # a compiled DSPy program with its demos; far above any real one
@@ -75,8 +76,9 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
     blocks: dict[str, dict[str, Any]] = {}
     flows: dict[str, Bundle] = {}
     programs: dict[str, Any] = {}
-    step_ids = {step.id for step, _path in definition.spec.walk()}
-    for step, _path in definition.spec.walk():
+    steps = [walked.step for walked in walk_steps(definition.spec.steps)]
+    step_ids = {step.id for step in steps}
+    for step in steps:
         refs = [step.uses] if step.uses else []
         if step.map is not None and step.map.uses:
             refs.append(step.map.uses)

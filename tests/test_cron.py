@@ -8,6 +8,7 @@ accepted one at the expected time and never crashes on a refused one.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import io
 import json
@@ -200,3 +201,17 @@ def test_time_zones() -> None:
     assert timezone_problem("Mars/Olympus") == ("unknown time zone 'Mars/Olympus' (use an IANA name such as "
                                                  "Europe/Paris, America/New_York or UTC)")
     assert timezone_problem("../etc/passwd") is not None
+
+
+def test_cron_is_parsed_in_one_module() -> None:
+    """validate, the scheduler, `blockyard schedules` and the server all ask engine/cron.py: nothing else
+    imports croniter, so what validates is what fires."""
+    engine = Path(__file__).resolve().parents[1] / "engine"
+    importers = set()
+    for path in engine.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(name.split(".")[0] == "croniter" for name in names):
+                importers.add(str(path.relative_to(engine)))
+    assert importers == {"cron.py"}

@@ -12,7 +12,6 @@ engine/compile/agent.py.
 
 from __future__ import annotations
 
-from engine.agents.answer import ANSWER_TOOL
 from engine.agents.executor import AgentExecutor
 from engine.agents.plan import (
     DEFAULT_MAX_ITERATIONS,
@@ -23,6 +22,7 @@ from engine.agents.plan import (
     AgentRun,
     Delegate,
 )
+from engine.spec.block import ANSWER_TOOL
 
 __all__ = [
     "ANSWER_TOOL",

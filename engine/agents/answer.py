@@ -18,9 +18,8 @@ from engine.models.structured import parse_json
 from engine.nodes.errors import Problem
 from engine.nodes.scope import check_outputs
 from engine.spec import TypeSpec
+from engine.spec.block import ANSWER_TOOL
 from engine.typecheck import outputs_schema
-
-ANSWER_TOOL = "final_answer"
 
 
 def answer_function(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:

@@ -12,13 +12,13 @@ import json
 from typing import Any
 
 from engine.agents import transcript
-from engine.agents.answer import ANSWER_TOOL, answer_function
+from engine.agents.answer import answer_function
 from engine.agents.graph import compile_graph, recursion_limit
 from engine.agents.plan import AgentFailed, AgentPlan, AgentRun
 from engine.models.agentic import function_tool
 from engine.nodes import history
 from engine.nodes.call import BlockCall
-from engine.nodes.errors import CompileError, Problem
+from engine.nodes.errors import Problem
 from engine.templates import TemplateError, render_text
 from engine.values import text_problem
 
@@ -34,17 +34,7 @@ class AgentExecutor:
     """The executor of one agent (a block at a step, or a sub-agent), compiled once."""
 
     def __init__(self, plan: AgentPlan) -> None:
-        block = plan.block
-        if not block.outputs:
-            raise CompileError(f"{plan.where}: agent block '{block.block}' declares no outputs for its final answer")
-        names = [*plan.tools, *(d.name for d in plan.delegates)]
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
-            raise CompileError(f"{plan.where}: agent block '{block.block}' is offered "
-                               f"{', '.join(repr(n) for n in twice)} both as a tool and as a delegate")
-        if ANSWER_TOOL in names:
-            raise CompileError(f"{plan.where}: '{ANSWER_TOOL}' is the name of the agent's answer function; "
-                               "rename the tool or delegate")
+        block = plan.block  # its outputs (BY358) and the names it is offered (BY441, BY442) are validated
         self.plan = plan
         self.graph = compile_graph(plan)
         self.limit = recursion_limit(plan)

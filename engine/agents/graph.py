@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from engine.agents import transcript
-from engine.agents.answer import ANSWER_TOOL, read_answer, repair_note
+from engine.agents.answer import read_answer, repair_note
 from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
 from engine.errors import BlockyardError
 from engine.models.agentic import TurnRequest
@@ -41,6 +41,7 @@ from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
 from engine.nodes.policies import policies
 from engine.redaction import TokenMasker
+from engine.spec.block import ANSWER_TOOL
 from engine.values import value_problem
 
 AGENT, TOOLS = "agent", "tools"

@@ -15,6 +15,7 @@ from langgraph.types import RetryPolicy
 
 from engine.errors import BlockyardError
 from engine.spec import BlockSpec
+from engine.spec.block import MAX_DELEGATION_DEPTH
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ITERATIONS = 10
 MAX_TOOL_ERRORS = 3  # failed tool calls an agent may see (and recover from) before its step fails
-MAX_DEPTH = 8  # agents within agents
+MAX_DEPTH = MAX_DELEGATION_DEPTH  # agents within agents
 
 
 class AgentFailed(BlockyardError):

@@ -15,6 +15,7 @@ import click
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import did_you_mean
 from engine.project import Project, is_builtin, load_project
+from engine.spec.walk import walk_steps
 from engine.validate.command import find_root, is_yard
 
 
@@ -24,7 +25,8 @@ def flows_command(root: Path) -> int:
     rows = []
     for name in sorted(project.flows):
         spec = project.flows[name].spec
-        rows.append([name, str(spec.version), str(sum(1 for _ in spec.walk())), _first_line(spec.description)])
+        steps = sum(1 for _ in walk_steps(spec.steps))
+        rows.append([name, str(spec.version), str(steps), _first_line(spec.description)])
     if not rows:
         sys.stderr.write(f"no flows in {project.root / project.config.paths.flows}\n")
         return 0

@@ -246,13 +246,14 @@ def _err(text: str) -> None:
 
 
 def graph_command(root: Path, flow: str, fmt: str) -> int:
-    """Print a flow's graph as Mermaid or Graphviz dot."""
+    """Print a flow's graph as Mermaid, Graphviz dot or JSON (the graph model: engine/compile/flowgraph.py).
+    The flow is compiled first, so that one `blockyard run` would refuse is refused here too."""
     from engine.runtime.yard import Yard  # LangGraph: compiles the flow
 
     yard = Yard.load(root)
     try:
         compiled = yard.compiled(yard.bundle(flow), durable=False)
-        text = compiled.dot() if fmt == "dot" else compiled.mermaid()
+        text = compiled.drawing(fmt)
     finally:
         yard.close()
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -295,7 +296,8 @@ def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[
 
 @click.command(cls=Command)
 @click.argument("flow")
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json"]), default="mermaid", show_default=True,
+              help="Mermaid flowchart, Graphviz DOT, or the graph model as JSON (nodes, edges, groups).")
 @ROOT_OPTION
 def graph(flow: str, fmt: str, root: Path | None) -> None:
     """Print a flow's graph."""

@@ -6,8 +6,8 @@ An agent's delegates are resolved here, where the flow's bundle and steps are kn
   list's order: it runs only when the agent calls it, with the model's arguments for the inputs
   its `with:` does not bind (they sit over the context, like keys of the same name).
 A name that is both an agent block (step) and a flow is the block (step). Delegation is followed
-at compile time, so a cycle — an agent that could end up calling itself — is a CompileError
-(validate reports it as BY320), and so is a chain deeper than MAX_DEPTH.
+at compile time; the validator refuses a cycle — an agent that could end up calling itself (BY320)
+— and a chain deeper than MAX_DEPTH (BY440), so meeting one here is a bug.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from engine.errors import BlockyardError
 from engine.executors import agent, smart
 from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.errors import StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.spec import BlockSpec, StepSpec, TypeSpec
 from engine.typecheck import outputs_schema
@@ -57,11 +57,10 @@ def agent_executor(builder: GraphBuilder, region: Region | None, step: StepSpec 
     chain = _CHAIN.get()
     if key in chain:
         cycle = " -> ".join([*chain[chain.index(key):], key])
-        raise CompileError(f"{where}: delegation goes round in a cycle ({cycle}); an agent cannot end up calling "
-                           "itself")
+        raise internal(f"{where}: delegation that goes round in a cycle ({cycle})", "BY320")
     if len(chain) >= MAX_DEPTH:
-        raise CompileError(f"{where}: delegation is nested more than {MAX_DEPTH} levels deep "
-                           f"({' -> '.join([*chain, key])})")
+        raise internal(f"{where}: delegation nested more than {MAX_DEPTH} levels deep ({' -> '.join([*chain, key])})",
+                       "BY440")
     token = _CHAIN.set((*chain, key))
     try:
         delegates: dict[str, Delegate] = {}
@@ -79,13 +78,8 @@ def _step_delegate(builder: GraphBuilder, region: Region | None, step: StepSpec,
     where = builder.where(step.id)
     target = region.delegated.get(name) if region is not None else None
     if target is not None:
-        if target.uses is None:
-            raise CompileError(f"{where}: delegate '{name}' is a step that runs no block (it needs `uses:` with an "
-                               "agent block)")
+        assert target.uses is not None  # delegated steps are agent steps (engine/spec/walk.py, delegated_ids)
         block = builder.block(target.uses, target.id)
-        if block.kind != "agent":
-            raise CompileError(f"{where}: delegate '{name}' is a step that uses {block.kind} block '{block.block}'; "
-                               "only agent steps can be delegates")
         executor = agent_executor(builder, region, target, block, builder.label(target.id))
         assert region is not None
         return _as_delegate(BlockStep(builder.flow, target.id, builder.label(target.id), block, target.with_,
@@ -93,8 +87,8 @@ def _step_delegate(builder: GraphBuilder, region: Region | None, step: StepSpec,
                             name, "step", target.description or block.description, set(target.with_))
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)
-    raise CompileError(f"{where}: delegate '{name}' is neither an agent step of the same list nor a flow of the "
-                       "bundle")
+    raise internal(f"{where}: delegate '{name}', which is neither an agent step of the same list nor a flow of the "
+                   "bundle", "BY213, BY218")
 
 
 def _block_delegate(builder: GraphBuilder, owner: BlockSpec, name: str, label: str, where: str) -> Delegate:
@@ -106,8 +100,8 @@ def _block_delegate(builder: GraphBuilder, owner: BlockSpec, name: str, label: s
                             block.description, set(), isolated=True)
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)
-    raise CompileError(f"{where}: agent block '{owner.block}' delegates to '{name}', which is neither an agent "
-                       "block nor a flow of the bundle")
+    raise internal(f"{where}: agent block '{owner.block}' delegating to '{name}', which is neither an agent block "
+                   "nor a flow of the bundle", "BY218")
 
 
 def _as_delegate(step: BlockStep, name: str, kind: str, description: str | None, bound: set[str], *,
@@ -133,8 +127,7 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     chain = _CHAIN.get()
     if key in chain:
         cycle = " -> ".join([*chain[chain.index(key):], key])
-        raise CompileError(f"flow '{builder.flow}': delegation goes round in a cycle ({cycle}); an agent cannot "
-                           "end up calling itself")
+        raise internal(f"flow '{builder.flow}': delegation that goes round in a cycle ({cycle})", "BY320")
     bundle = builder.bundle.flows[name]
     prefix = f"{label}.{name}"
     token = _CHAIN.set((*chain, key))

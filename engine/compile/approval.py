@@ -25,7 +25,6 @@ from langgraph.types import Command, interrupt
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
-from engine.compile.topology import EXIT
 from engine.decisions import (
     REJECT,
     TIMEOUT,
@@ -35,12 +34,10 @@ from engine.decisions import (
     fields_json,
     gate_spec,
 )
-from engine.diagnostics import did_you_mean
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import ApprovalSpec, StepSpec, parse_duration
+from engine.spec import ApprovalSpec, StepSpec
 from engine.templates import TemplateError, render_text
 from engine.values import text_problem
 
@@ -67,26 +64,8 @@ def wrap(builder: GraphBuilder, region: Region, step: StepSpec, inner: Built) ->
     return inner
 
 
-def _check(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalSpec) -> None:
-    where = builder.where(step.id)
-    steps = region.plan.by_id
-    for key, target, words in (("on_reject", spec.on_reject, (EXIT, "fail")),
-                               ("on_timeout", spec.on_timeout, (EXIT, "approve", "reject"))):
-        if target not in words and target not in steps:
-            raise CompileError(f"{where}: {key} '{target}' is not a step of {region.describe}"
-                               f"{did_you_mean(target, [*steps, *words])}")
-    if spec.on_timeout == "approve":
-        missing = [name for name, field in spec.fields.items() if not field.has_default]
-        if missing:
-            raise CompileError(f"{where}: on_timeout: approve needs a default for field "
-                               f"{', '.join(repr(name) for name in missing)} (nobody fills it in)")
-    if spec.timeout is not None:
-        parse_duration(spec.timeout)
-
-
 def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalSpec,
           on_approve: Callable[[], list[str]], *, own_step: bool) -> Callable[..., Any]:
-    _check(builder, region, step, spec)
     flow = builder.flow
     label = builder.label(step.id)
     frames = region.frames

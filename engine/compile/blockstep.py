@@ -16,7 +16,7 @@ import engine.executors as executors
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError, Problem, StepFailed
+from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
 from engine.nodes.policies import Policies, policies
 from engine.nodes.scope import Binder, Frame, OutputCheck
@@ -31,14 +31,6 @@ class BlockStep:
                  ) -> None:
         """`executor` replaces the kind's own (agent and smart blocks, which the compiler wires)."""
         where = f"flow '{flow}', step '{step}'"
-        unknown = [name for name in bindings if name not in block.inputs]
-        if unknown:
-            raise CompileError(f"{where}: `with:` binds {', '.join(repr(n) for n in unknown)}, not an input of "
-                               f"block '{block.block}' (its inputs: {', '.join(block.inputs) or 'none'})")
-        bad = [name for name in renames if name not in block.outputs]
-        if bad:
-            raise CompileError(f"{where}: `outputs:` renames {', '.join(repr(n) for n in bad)}, not an output of "
-                               f"block '{block.block}' (its outputs: {', '.join(block.outputs) or 'none'})")
         self.flow = flow
         self.step = step
         self.label = label

@@ -26,7 +26,7 @@ from engine.compile.position import Pass, Where
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.nodes.scope import Frame
 from engine.pinned import Bundle
 from engine.spec import BlockSpec, StepSpec
@@ -102,7 +102,7 @@ class GraphBuilder:
     def block(self, ref: str, step_id: str) -> BlockSpec:
         block = self.bundle.blocks.get(ref)
         if block is None:
-            raise CompileError(f"{self.where(step_id)}: block '{ref}' is not in the flow's bundle")
+            raise internal(f"{self.where(step_id)}: block '{ref}', which is not in the flow's bundle", "BY210")
         return block
 
     def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None,
@@ -111,7 +111,7 @@ class GraphBuilder:
         LangGraph then finds that graph in the function's closure (for state inspection and
         message streaming); other nodes are wrapped so that it does not have to look."""
         if name in self.nodes:
-            raise CompileError(f"flow '{self.flow}': two steps are named '{name.split('.')[0]}'")
+            raise internal(f"flow '{self.flow}': two steps named '{name.split('.')[0]}'", "BY302")
         self.nodes.add(name)
         where = self._building[-1].where if self._building else None
         self.graph.add_node(name, fn if subgraph else _Node(fn, where, self.emits), retry_policy=retry,

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
-from engine.compile.draw import dot, mermaid
+from engine.compile.draw import draw
 from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
 from engine.nodes.context import RunContext
@@ -82,10 +82,14 @@ class CompiledFlow:
                             "its loop, foreach and max_visits bounds); raise it with `max_steps:` on the flow")
         return RunError(f"flow '{self.name}': {type(exc).__name__}: {exc}")
 
+    def drawing(self, fmt: str) -> str:
+        """The flow's structure as `mermaid`, `dot` or `json` (engine/compile/draw.py)."""
+        return draw(self.bundle, fmt)
+
     def mermaid(self) -> str:
         """The flow's structure as a Mermaid flowchart."""
-        return mermaid(self.bundle)
+        return draw(self.bundle, "mermaid")
 
     def dot(self) -> str:
         """The flow's structure as Graphviz DOT."""
-        return dot(self.bundle)
+        return draw(self.bundle, "dot")

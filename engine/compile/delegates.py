@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.spec import BlockSpec, StepSpec
+from engine.spec.walk import delegated_ids
 
 
 def delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec]) -> set[str]:
     """Ids of the steps of one list that an agent step of the list delegates to."""
-    ids = {step.id for step in steps}
-    agents = [step for step in steps if step.uses is not None and getattr(blocks.get(step.uses), "kind", "") == "agent"]
-    return {name for step in agents for name in step.delegates if name in ids and name != step.id}
+    return delegated_ids(steps, lambda step: getattr(blocks.get(step.uses or ""), "kind", "") == "agent")
 
 
 def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str
@@ -24,5 +23,5 @@ def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], wher
         return steps, {}
     kept = [step for step in steps if step.id not in names]
     if not kept:
-        raise CompileError(f"{where}: every step is a delegate of another one, so none of them runs first")
+        raise internal(f"{where}: steps that all delegate to each other", "BY320")
     return kept, {step.id: step for step in steps if step.id in names}

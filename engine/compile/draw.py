@@ -1,199 +1,54 @@
-"""Drawings of a flow's structure (Mermaid and Graphviz DOT), from the spec rather than from the
-LangGraph graph: people see steps, branches with their conditions, loops, iterators and
-subflows — not the engine's helper nodes. Deterministic (step order), so they can be diffed.
+"""Drawings of a flow's graph (engine/compile/flowgraph.py): Mermaid, Graphviz DOT and JSON.
 
 Shapes: block steps are boxes, decide and router steps diamonds, subflows subroutines, maps
 parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
 bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
-an approval's `on_reject` and `on_timeout`); a step behind `require_approval` says so.
+an approval's `on_reject` and `on_timeout`) and delegation; a step behind `require_approval`
+says so. The JSON form is the model itself (docs/serve.md shows it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict
+from typing import Any
 
-from engine.compile.delegates import split_delegated
-from engine.compile.topology import EXIT, plan_region
-from engine.decisions import gate_spec
+from engine.compile.flowgraph import FlowGraph, GraphNode, Group, flow_graph
 from engine.pinned import Bundle
-from engine.spec import BlockSpec, Route, StepSpec
 
-START_ID, END_ID = "__start__", "__end__"
+FORMATS = ("mermaid", "dot", "json")
 _MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",
                   "direction", "default", "call", "href"}
 
 
-@dataclass
-class Node:
-    id: str
-    lines: list[str]
-    shape: str  # box | diamond | hexagon | subroutine | parallelogram | terminal | circle
+def draw(bundle: Bundle, fmt: str) -> str:
+    """The flow's graph in one of FORMATS."""
+    graph = flow_graph(bundle)
+    if fmt == "json":
+        return json.dumps(as_json(graph), ensure_ascii=False, indent=2) + "\n"
+    return dot(graph) if fmt == "dot" else mermaid(graph)
 
 
-@dataclass
-class Cluster:
-    id: str
-    title: str
-    items: list[Node | Cluster] = field(default_factory=list)
+class _Index:
+    """A graph's nodes and groups by id, for the renderers that walk its clusters."""
+
+    def __init__(self, graph: FlowGraph) -> None:
+        self.nodes: dict[str, GraphNode] = {node.id: node for node in graph.nodes}
+        self.groups: dict[str, Group] = {group.id: group for group in graph.groups}
 
 
-@dataclass
-class Edge:
-    source: str
-    target: str
-    label: str | None = None
-    dashed: bool = False
+# ---- JSON ----------------------------------------------------------------------------------
 
-
-@dataclass
-class Diagram:
-    title: str
-    root: Cluster
-    edges: list[Edge] = field(default_factory=list)
-
-
-def diagram(bundle: Bundle) -> Diagram:
-    """The drawing of a bundle's flow, independent of the output format."""
-    root = Cluster("", bundle.name)
-    drawing = Diagram(bundle.name, root)
-    root.items.append(Node(START_ID, ["start"], "terminal"))
-    entry = _Drawer(bundle, drawing).region(bundle.flow.steps, root, END_ID, "the flow")
-    root.items.append(Node(END_ID, ["end"], "terminal"))
-    drawing.edges.insert(0, Edge(START_ID, entry))
-    return drawing
-
-
-class _Drawer:
-    def __init__(self, bundle: Bundle, drawing: Diagram) -> None:
-        self.blocks: Mapping[str, BlockSpec] = bundle.blocks
-        self.where = f"flow '{bundle.name}'"
-        self.drawing = drawing
-
-    def edge(self, source: str, target: str, label: str | None = None, dashed: bool = False) -> None:
-        self.drawing.edges.append(Edge(source, target, label, dashed))
-
-    def region(self, steps: list[StepSpec], cluster: Cluster, exit_id: str, describe: str) -> str:
-        """Draw `steps` into `cluster`; their ends go to `exit_id`. Returns the entry node."""
-        steps, delegated = split_delegated(steps, self.blocks, self.where)
-        plan = plan_region(steps, self.blocks, self.where, describe)
-        ends: dict[str, tuple[str, str]] = {step.id: self.step(step, cluster) for step in steps}
-        for sub in delegated.values():  # sub-agents: reached only through their agent's calls
-            cluster.items.append(self._simple(sub, _bound(sub)))
-        for step in [*steps, *delegated.values()]:
-            for name in step.delegates:
-                if name in delegated:
-                    self.edge(ends[step.id][0] if step.id in ends else step.id, name, "delegates", dashed=True)
-
-        def resolve(target: str) -> str:
-            return exit_id if target == EXIT else ends[target][0]
-
-        for step in steps:
-            entry, out = ends[step.id]
-            if step.router is not None:
-                for route in step.router.routes:
-                    self.edge(out, resolve(route.goto), _route_label(route))
-                self.edge(out, resolve(step.router.default), "default")
-            if step.branches is not None:
-                for value, target in step.branches.items():
-                    self.edge(out, resolve(target), value)
-                for target in plan.following[step.id]:
-                    self.edge(out, resolve(target), "other")
-            elif step.router is None:
-                done = "done" if step.loop is not None or step.foreach is not None else None
-                for target in plan.following[step.id]:
-                    self.edge(out, resolve(target), done)
-            for target in plan.dependents[step.id]:
-                self.edge(out, resolve(target))
-            if step.max_visits is not None and step.on_max_visits != "fail":
-                self.edge(entry, resolve(step.on_max_visits), f"after {step.max_visits} visits", dashed=True)
-            gate = step.approval or gate_spec(step)
-            if gate is not None and gate.on_reject != "fail":
-                self.edge(entry, resolve(gate.on_reject), "reject", dashed=True)
-            if gate is not None and gate.timeout is not None and gate.on_timeout not in ("approve", "reject"):
-                self.edge(entry, resolve(gate.on_timeout), f"timeout {gate.timeout}", dashed=True)
-        for needs, waiting in plan.barriers:
-            for name in needs:
-                self.edge(ends[name][1], ends[waiting][0])
-        return ends[plan.entry][0]
-
-    def step(self, step: StepSpec, cluster: Cluster) -> tuple[str, str]:
-        """Draw one step; returns (node its predecessors point to, node its successors leave from)."""
-        bound = _bound(step)
-        if step.loop is not None:
-            check = Node(f"{step.id}__check", [f"until {step.loop.until}" if step.loop.until else "repeat",
-                                                f"max {step.loop.max_iterations}"], "hexagon")
-            body = Cluster(step.id, f"loop {step.id}{bound}")
-            cluster.items.append(body)
-            entry = self.region(step.loop.steps, body, check.id, f"the loop body of step '{step.id}'")
-            body.items.append(check)
-            self.edge(check.id, entry, "again")
-            return entry, check.id
-        if step.foreach is not None:
-            spec = step.foreach
-            title = f"for each {spec.as_} in {spec.items}" + (f" → {spec.collect}" if spec.collect else "")
-            body = Cluster(step.id, f"foreach {step.id}{bound}")
-            cluster.items.append(body)
-            iterator = Node(step.id, [step.id, title], "hexagon")
-            body.items.append(iterator)
-            entry = self.region(spec.steps, body, iterator.id, f"the foreach body of step '{step.id}'")
-            self.edge(iterator.id, entry, "next")
-            return iterator.id, iterator.id
-        if step.map is not None:
-            mapping = step.map
-            lines = [step.id, f"map {mapping.as_} in {mapping.items}"]
-            if mapping.uses:
-                lines.append(f"uses {mapping.uses}")
-            if mapping.max_concurrency:
-                lines.append(f"max {mapping.max_concurrency} at once")
-            if mapping.collect:
-                lines.append(f"→ {mapping.collect}")
-            fan = Node(step.id, lines + ([bound.strip(" ,")] if bound else []), "parallelogram")
-            if mapping.steps is None:
-                cluster.items.append(fan)
-                return fan.id, fan.id
-            cluster.items.append(fan)
-            body = Cluster(f"{step.id}__body", f"each {mapping.as_}")
-            cluster.items.append(body)
-            join = Node(f"{step.id}__join", ["join"], "circle")
-            entry = self.region(mapping.steps, body, join.id, f"the map body of step '{step.id}'")
-            cluster.items.append(join)
-            self.edge(fan.id, entry, "each item")
-            return fan.id, join.id
-        node = self._simple(step, bound)
-        cluster.items.append(node)
-        return node.id, node.id
-
-    def _simple(self, step: StepSpec, bound: str) -> Node:
-        if step.require_approval is not False:
-            bound += ", after approval"
-        if step.router is not None:
-            return Node(step.id, [step.id, "router" + bound], "diamond")
-        if step.flow is not None:
-            return Node(step.id, [step.id, f"flow {step.flow}{bound}"], "subroutine")
-        if step.approval is not None:
-            return Node(step.id, [step.id, f"approval{bound}"], "hexagon")
-        block = self.blocks.get(step.uses or "")
-        kind = block.kind if block is not None else "block"
-        shape = "diamond" if kind == "decide" else "box"
-        lines = [step.id, f"{kind} {step.uses}{bound}"]
-        if kind == "agent":
-            tools = [*step.delegates, *(block.delegates if block is not None else []), *(block.tools if block else [])]
-            if tools:
-                lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
-        return Node(step.id, lines, shape)
-
-
-def _bound(step: StepSpec) -> str:
-    if step.max_visits is None:
-        return ""
-    then = " then fail" if step.on_max_visits == "fail" else ""
-    return f", max {step.max_visits} visits{then}"
-
-
-def _route_label(route: Route) -> str:
-    kind = route.kind
-    return f"{kind.replace('_', ' ')} {getattr(route, kind)}"
+def as_json(graph: FlowGraph) -> dict[str, Any]:
+    """The model as JSON data: {flow, direction, nodes, edges, groups}. A node's `label` is its text
+    (lines joined with newlines); an edge's `style` says how to draw it (solid or dashed)."""
+    nodes = [{"id": n.id, "kind": n.kind, "label": n.label, "lines": n.lines, "shape": n.shape, "group": n.group,
+              "step": n.step, "data": n.data, "handles": [asdict(h) for h in n.handles]} for n in graph.nodes]
+    edges = [{"id": e.id, "source": e.source, "target": e.target, "kind": e.kind, "label": e.label,
+              "handle": e.handle, "bound": e.bound, "style": "dashed" if e.dashed else "solid"} for e in graph.edges]
+    groups = [{"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
+              for g in graph.groups]
+    return {"flow": graph.flow, "direction": graph.direction, "nodes": nodes, "edges": edges, "groups": groups}
 
 
 # ---- Mermaid -------------------------------------------------------------------------------
@@ -204,27 +59,28 @@ _MERMAID_SHAPES = {
 }
 
 
-def mermaid(bundle: Bundle) -> str:
-    """A Mermaid flowchart of the flow."""
-    drawing = diagram(bundle)
-    lines = ["flowchart TD"]
-    _mermaid_cluster(drawing.root, lines, "    ")
-    for edge in drawing.edges:
+def mermaid(graph: FlowGraph) -> str:
+    """A Mermaid flowchart."""
+    lines = [f"flowchart {graph.direction}"]
+    _mermaid_members(_Index(graph), graph.members, lines, "    ")
+    for edge in graph.edges:
         arrow = "-.->" if edge.dashed else "-->"
         label = f'|"{_mermaid_text(edge.label)}"|' if edge.label else ""
         lines.append(f"    {_mid(edge.source)} {arrow}{label} {_mid(edge.target)}")
     return "\n".join(lines) + "\n"
 
 
-def _mermaid_cluster(cluster: Cluster, lines: list[str], indent: str) -> None:
-    for item in cluster.items:
-        if isinstance(item, Node):
-            left, right = _MERMAID_SHAPES[item.shape]
-            text = "<br/>".join(_mermaid_text(line) for line in item.lines)
-            lines.append(f"{indent}{_mid(item.id)}{left}{text}{right}")
+def _mermaid_members(graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str) -> None:
+    for what, member in members:
+        if what == "node":
+            node = graph.nodes[member]
+            left, right = _MERMAID_SHAPES[node.shape]
+            text = "<br/>".join(_mermaid_text(line) for line in node.lines)
+            lines.append(f"{indent}{_mid(node.id)}{left}{text}{right}")
         else:
-            lines.append(f'{indent}subgraph {_mid(item.id)}__cluster["{_mermaid_text(item.title)}"]')
-            _mermaid_cluster(item, lines, indent + "    ")
+            group = graph.groups[member]
+            lines.append(f'{indent}subgraph {_mid(group.key)}__cluster["{_mermaid_text(group.label)}"]')
+            _mermaid_members(graph, group.members, lines, indent + "    ")
             lines.append(f"{indent}end")
 
 
@@ -242,13 +98,12 @@ _DOT_SHAPES = {"box": "box", "diamond": "diamond", "hexagon": "hexagon", "subrou
                "parallelogram": "parallelogram", "terminal": "oval", "circle": "circle"}
 
 
-def dot(bundle: Bundle) -> str:
-    """A Graphviz digraph of the flow."""
-    drawing = diagram(bundle)
-    lines = [f"digraph {_quote(drawing.title)} {{", "    rankdir=TB;",
+def dot(graph: FlowGraph) -> str:
+    """A Graphviz digraph."""
+    lines = [f"digraph {_quote(graph.flow)} {{", f"    rankdir={'TB' if graph.direction == 'TD' else graph.direction};",
              '    node [shape=box, fontname="Helvetica"];', '    edge [fontname="Helvetica"];']
-    _dot_cluster(drawing.root, lines, "    ")
-    for edge in drawing.edges:
+    _dot_members(_Index(graph), graph.members, lines, "    ")
+    for edge in graph.edges:
         attributes = []
         if edge.label:
             attributes.append(f"label={_quote(edge.label)}")
@@ -260,15 +115,17 @@ def dot(bundle: Bundle) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dot_cluster(cluster: Cluster, lines: list[str], indent: str) -> None:
-    for item in cluster.items:
-        if isinstance(item, Node):
-            label = "\\n".join(_escape(line) for line in item.lines)
-            lines.append(f'{indent}{_quote(item.id)} [label="{label}", shape={_DOT_SHAPES[item.shape]}];')
+def _dot_members(graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str) -> None:
+    for what, member in members:
+        if what == "node":
+            node = graph.nodes[member]
+            label = "\\n".join(_escape(line) for line in node.lines)
+            lines.append(f'{indent}{_quote(node.id)} [label="{label}", shape={_DOT_SHAPES[node.shape]}];')
         else:
-            lines.append(f"{indent}subgraph {_quote('cluster_' + item.id)} {{")
-            lines.append(f"{indent}    label={_quote(item.title)};")
-            _dot_cluster(item, lines, indent + "    ")
+            group = graph.groups[member]
+            lines.append(f"{indent}subgraph {_quote('cluster_' + group.key)} {{")
+            lines.append(f"{indent}    label={_quote(group.label)};")
+            _dot_members(graph, group.members, lines, indent + "    ")
             lines.append(f"{indent}}}")
 
 

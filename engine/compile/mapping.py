@@ -34,7 +34,7 @@ from engine.compile.limits import region_bound
 from engine.compile.position import stamped
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError, Problem, StepFailed
+from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
 from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope, plain
 from engine.spec import MapSpec, StepSpec
@@ -134,8 +134,8 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
                  ) -> tuple[RunItem, RetryPolicy | None]:
     """How one item runs (payload, runtime, position -> outputs), and the item node's retry policy."""
     if (spec.uses is None) == (spec.steps is None):
-        raise CompileError(f"{builder.where(step.id)}: a map needs either `uses:` or `steps:`, not "
-                           f"{'both' if spec.uses else 'neither'}")
+        raise internal(f"{builder.where(step.id)}: a map with {'both' if spec.uses else 'neither'} of uses and steps",
+                       "BY319")
     if spec.uses is not None:
         block = builder.block(spec.uses, step.id)
         label = builder.label(step.id)

@@ -26,7 +26,7 @@ from langgraph.types import Command
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import Route, StepSpec
@@ -34,7 +34,6 @@ from engine.spec.flow import enum_text
 from engine.templates import TemplateError, evaluate, render
 
 Matcher = Callable[[str, Mapping[str, Any]], bool]
-TEXT_RULES = ("contains", "equals", "starts_with", "regex")
 
 
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
@@ -42,8 +41,6 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     assert spec is not None
     where = builder.where(step.id)
     rules = [(_matcher(route, where, position), route.goto) for position, route in enumerate(spec.routes, 1)]
-    if spec.value is None and any(route.kind in TEXT_RULES for route in spec.routes):
-        raise CompileError(f"{where}: the router has text rules but no `value:` to match them against")
     frames = region.frames
     label = builder.label(step.id)
     built = Built([step.id])
@@ -112,12 +109,11 @@ def _matcher(route: Route, where: str, position: int) -> Matcher:
     if kind == "expr":
         expression = route.expr or ""
         return lambda _, scope: bool(evaluate(expression, scope))
-    raise CompileError(f"{where}: router rule {position} has no condition (contains, equals, starts_with, "
-                       "regex or expr); the fallback is `default:`")
+    raise internal(f"{where}: router rule {position} without a condition", "BY314")
 
 
 def compile_regex(pattern: str, where: str) -> Any:
-    """An RE2 pattern (linear-time matching); CompileError naming `where` if RE2 rejects it."""
+    """An RE2 pattern (linear-time matching); the validator checked that RE2 accepts it."""
     options = re2.Options()
     options.log_errors = False  # RE2 would also print the error on stderr
     try:
@@ -125,4 +121,4 @@ def compile_regex(pattern: str, where: str) -> Any:
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-        raise CompileError(f"{where}: regex '{pattern}' is not valid RE2: {text}") from None
+        raise internal(f"{where}: regex '{pattern}' that RE2 rejects ({text})", "BY313") from None

@@ -21,7 +21,7 @@ from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
 from engine.errors import BlockyardError
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError, StepFailed
+from engine.nodes.errors import StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
@@ -34,18 +34,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     where = builder.where(step.id)
     bundle = builder.bundle.flows.get(name)
     if bundle is None:
-        raise CompileError(f"{where}: subflow '{name}' is not in the flow's bundle")
+        raise internal(f"{where}: subflow '{name}', which is not in the flow's bundle", "BY214")
     label = builder.label(step.id)
     sub = builder.compiler.subflow(bundle, f"{label}.")
     declared = bundle.flow.inputs
-    unknown = [key for key in step.with_ if key not in declared]
-    if unknown:
-        raise CompileError(f"{where}: `with:` binds {', '.join(repr(k) for k in unknown)}, not an input of flow "
-                           f"'{name}' (its inputs: {', '.join(declared) or 'none'})")
-    bad = [key for key in step.outputs if key not in bundle.flow.outputs]
-    if bad:
-        raise CompileError(f"{where}: `outputs:` renames {', '.join(repr(k) for k in bad)}, not an output of flow "
-                           f"'{name}' (its outputs: {', '.join(bundle.flow.outputs) or 'none'})")
     frames = region.frames
     item_names = {frame.name for frame in frames}
     renames = dict(step.outputs)

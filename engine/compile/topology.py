@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.diagnostics import did_you_mean
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.spec import END, BlockSpec, StepSpec
 from engine.spec.flow import enum_text
 
@@ -41,7 +40,7 @@ class Plan:
 
 
 def plan_region(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str, body: str) -> Plan:
-    """The plan of one region; CompileError for targets outside it. `body` names it for messages."""
+    """The plan of one region (its targets were checked by the validator). `body` names it for messages."""
     by_id = {step.id: step for step in steps}
     entry = next((step.id for step in steps if step.start), steps[0].id)
     plan = Plan(steps, by_id, entry)
@@ -102,5 +101,4 @@ def _check_target(target: str, by_id: Mapping[str, StepSpec], where: str, step: 
                   *, allow_end: bool = True) -> None:
     if target in by_id or (allow_end and target == EXIT):
         return
-    raise CompileError(f"{where}, step '{step}': {what} '{target}' is not a step of {body}"
-                       f"{did_you_mean(target, by_id)}")
+    raise internal(f"{where}, step '{step}': {what} '{target}', which is not a step of {body}", "BY212, BY213")

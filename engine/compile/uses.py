@@ -13,7 +13,6 @@ from engine.compile.builder import Built, Follower, GraphBuilder, Region
 from engine.compile.state import State, applied, combined, record
 from engine.executors.model import decision_output
 from engine.nodes.context import RunContext
-from engine.nodes.errors import CompileError
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
 from engine.spec.flow import enum_text
@@ -54,9 +53,6 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         builder.add_node(name, node, retry=block_step.policies.retry)
         return Built([name], tail=name, fuse=followers.append)
 
-    if block.kind != "decide":
-        raise CompileError(f"{builder.where(step.id)}: `branches:` follow a decide block, and block "
-                           f"'{block.block}' is a {block.kind} block (use a router to branch on a value)")
     choice = decision_output(block, builder.where(step.id))
     branches = dict(step.branches)
     built = Built([name])

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from engine.executors import agent, memory, model, smart, tool, transform, wait
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.spec import BlockSpec
 
 Preparer = Callable[[BlockSpec, str], Executor]
@@ -34,8 +34,8 @@ __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:
-    """The executor of `block`; CompileError (naming `where`) when it cannot run."""
+    """The executor of a validated `block` (`where` names the step, for messages)."""
     preparer = EXECUTORS.get(block.kind)
     if preparer is None:
-        raise CompileError(f"{where}: blocks of kind '{block.kind}' (block '{block.block}') are not supported yet")
+        raise internal(f"{where}: block '{block.block}' of unknown kind '{block.kind}'", "BY105")
     return preparer(block, where)

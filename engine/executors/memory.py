@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import CompileError, Problem
+from engine.nodes.errors import Problem, internal
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, references, render_text
 from engine.values import text_problem
@@ -39,8 +39,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 def prepare(block: BlockSpec, where: str) -> Executor:
     spec = block.memory
     if spec is None:
-        raise CompileError(f"{where}: {block.kind} block '{block.block}' needs `memory:` (the namespace and key "
-                           "it works on)")
+        raise internal(f"{where}: {block.kind} block '{block.block}' without `memory:`", "BY355")
     namespace, key_template = spec.namespace, spec.key
     if block.kind == "memory_read":
         return _reader(block, where, namespace, key_template)
@@ -71,8 +70,6 @@ def _memory(call: BlockCall) -> Any:
 
 def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
     outputs = list(block.outputs)
-    if not outputs:
-        raise CompileError(f"{where}: memory_read block '{block.block}' declares no outputs to read into")
     query_input = next((name for name in QUERY_INPUTS if name in block.inputs), None)
 
     async def run(call: BlockCall) -> dict[str, Any]:
@@ -87,17 +84,8 @@ def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | No
 
 
 def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
-    if block.outputs:
-        raise CompileError(f"{where}: memory_write block '{block.block}' declares outputs, but it only writes "
-                           "memory (drop `outputs:`)")
-    if namespace == "preferences" and key_template is None:
-        raise CompileError(f"{where}: memory_write block '{block.block}' writes a preference, so it needs "
-                           "memory.key (the preference's name)")
     read_by_key = {path[0] for path in references(key_template)} if key_template else set()
-    stored = [name for name in block.inputs if name not in read_by_key]
-    if not stored:
-        raise CompileError(f"{where}: memory_write block '{block.block}' has no input to store (the key template "
-                           "reads all of them)")
+    stored = [name for name in block.inputs if name not in read_by_key]  # never empty (BY444)
 
     async def run(call: BlockCall) -> dict[str, Any]:
         memory = _memory(call)

@@ -9,7 +9,7 @@ from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
 from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import CompileError, Problem
+from engine.nodes.errors import Problem, internal
 from engine.nodes.events import TOKEN, emit
 from engine.redaction import TokenMasker
 from engine.spec import BlockSpec
@@ -21,8 +21,6 @@ from engine.values import text_problem
 def prepare(block: BlockSpec, where: str) -> Executor:
     if block.kind == "decide":
         decision_output(block, where)
-    if not block.outputs:
-        raise CompileError(f"{where}: {block.kind} block '{block.block}' declares no outputs to ask the model for")
     schema = outputs_schema(block.outputs)
     system = block.prompt.system if block.prompt is not None else None
     user = block.prompt.user if block.prompt is not None else None
@@ -46,14 +44,10 @@ def prepare(block: BlockSpec, where: str) -> Executor:
 
 
 def decision_output(block: BlockSpec, where: str) -> str:
-    """The output a decide block branches on: its only output, which must have an enum."""
-    if len(block.outputs) != 1:
-        raise CompileError(f"{where}: decide block '{block.block}' must have exactly one output (an enum), "
-                           f"it has {len(block.outputs)}")
-    (name, spec), = block.outputs.items()
-    if not spec.enum:
-        raise CompileError(f"{where}: decide block '{block.block}': output '{name}' needs an `enum` of choices")
-    return name
+    """The output a decide block branches on: its only output, which has an enum."""
+    if len(block.outputs) != 1 or not next(iter(block.outputs.values())).enum:
+        raise internal(f"{where}: decide block '{block.block}' without exactly one enum output", "BY353")
+    return next(iter(block.outputs))
 
 
 def _render(where: str, source: str | None, scope: dict[str, Any]) -> str | None:

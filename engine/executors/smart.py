@@ -27,8 +27,6 @@ from engine.values import text_problem
 def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
     if not dspy_installed():
         raise CompileError(f"{where}: block '{block.block}' is a smart block, which needs DSPy: {EXTRA}")
-    if not block.outputs:
-        raise CompileError(f"{where}: smart block '{block.block}' declares no outputs to predict")
     try:
         module(block, program=program)  # a compiled program that does not fit fails here, not in a run
     except Exception as exc:

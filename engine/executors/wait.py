@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import CompileError
+from engine.nodes.errors import internal
 from engine.spec import BlockSpec, parse_duration
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:
     if block.duration is None:
-        raise CompileError(f"{where}: wait block '{block.block}' has no `duration`")
+        raise internal(f"{where}: wait block '{block.block}' without `duration`", "BY352")
     seconds = parse_duration(block.duration)
 
     async def run(call: BlockCall) -> dict[str, Any]:

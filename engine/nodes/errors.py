@@ -6,7 +6,20 @@ from engine.errors import BlockyardError
 
 
 class CompileError(BlockyardError):
-    """A flow that cannot be turned into a graph; the message names the flow and the step."""
+    """A validated flow that this installation cannot build: an optional extra it needs is not
+    installed, or an artefact it uses no longer fits (a smart block's compiled program). Never a
+    rule about what a user may write: those are the validator's, with a code (engine/validate/)."""
+
+
+class InternalError(Exception):
+    """A bug: the compiler or an executor met input the validator should have refused, or a state
+    the engine never reaches. Not a BlockyardError: the CLI reports it as an internal error (exit 4)."""
+
+
+def internal(what: str, code: str) -> InternalError:
+    """The error for a broken promise of the validator: `what` it let through, `code` the rule that
+    should have refused it. The compiler trusts a validated bundle; where it still looks, it says so."""
+    return InternalError(f"bug: the validator should have refused {what} ({code})")
 
     code = "compile_failed"
 
@@ -42,10 +55,6 @@ class StepFailed(BlockyardError):
 
 def _rebuild(flow: str, step: str, block: str | None, reason: str, item: int | None) -> StepFailed:
     return StepFailed(flow, step, block, reason, item=item)
-
-
-def not_supported(what: str, flow: str, step: str) -> CompileError:
-    return CompileError(f"flow '{flow}', step '{step}': {what} not supported yet")
 
 
 class Problem(Exception):

@@ -28,7 +28,7 @@ from engine.validate.semantic import check_project
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
 # among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
 # server reports what `validate` reports (BY507, BY508, BY510).
-COMPILE_ERROR = "BY602"  # a flow that validates but does not compile (e.g. a construct not supported yet)
+COMPILE_ERROR = "BY602"  # a flow that validates but does not compile here (e.g. a smart block without DSPy)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
 CODES = SERVE
 

@@ -13,13 +13,13 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from engine.compile import compile_flow
+from engine.compile.draw import as_json, mermaid
+from engine.compile.flowgraph import flow_graph
 from engine.events import EventDict, RunStatus, now_iso
 from engine.pinned import Bundle
 from engine.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
-from engine.serve.graph import MermaidError, parse_mermaid
 from engine.state import store
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
@@ -96,15 +96,11 @@ class RunService:
         return Bundle.from_json(text) if text is not None else None
 
     def graph(self, bundle: Bundle) -> dict[str, Any]:
-        """{mermaid, direction, nodes, edges, groups} of a bundle, cached by digest."""
+        """The flow's graph as JSON (engine/compile/draw.py, `as_json`) with its `mermaid` text, cached by digest."""
         cached = self._graphs.get(bundle.digest)
         if cached is None:
-            mermaid = compile_flow(bundle).mermaid()
-            try:
-                cached = {"mermaid": mermaid, **parse_mermaid(mermaid)}
-            except MermaidError as exc:
-                cached = {"mermaid": mermaid, "error": str(exc)}
-            self._graphs[bundle.digest] = cached
+            graph = flow_graph(bundle)
+            cached = self._graphs[bundle.digest] = {**as_json(graph), "mermaid": mermaid(graph)}
         return cached
 
     # ---- recovery ---------------------------------------------------------------------------

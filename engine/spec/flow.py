@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import Field
@@ -168,16 +167,6 @@ class StepSpec(Spec):
     def actions(self) -> list[str]:
         return [name for name in ACTIONS if getattr(self, name) is not None]
 
-    def children(self) -> list[StepSpec]:
-        """Steps nested in this one (loop / foreach / map bodies)."""
-        if self.loop is not None:
-            return list(self.loop.steps)
-        if self.foreach is not None:
-            return list(self.foreach.steps)
-        if self.map is not None and self.map.steps is not None:
-            return list(self.map.steps)
-        return []
-
 
 class FlowSpec(Spec):
     """A flow file: flows/<id>.yaml."""
@@ -192,20 +181,6 @@ class FlowSpec(Spec):
     max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
     tags: list[str] = Field(default_factory=list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
-
-    def walk(self) -> Iterator[tuple[StepSpec, tuple[str | int, ...]]]:
-        """Every step, nested ones included, with its path in the document."""
-        yield from _walk(self.steps, ("steps",))
-
-
-def _walk(steps: list[StepSpec], prefix: tuple[str | int, ...]) -> Iterator[tuple[StepSpec, tuple[str | int, ...]]]:
-    for index, step in enumerate(steps):
-        path = (*prefix, index)
-        yield step, path
-        for key in ("loop", "foreach", "map"):
-            body = getattr(step, key)
-            if body is not None and getattr(body, "steps", None):
-                yield from _walk(body.steps, (*path, key, "steps"))
 
 
 LoopSpec.model_rebuild()

@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from engine.compile import compile_flow
-from engine.nodes.errors import CompileError
 from engine.pinned import make_bundle
 from engine.project import load_project
 from tests.agents.agent_kit import run_flow
@@ -170,38 +168,6 @@ def test_an_agent_step_in_a_loop_body_delegates_to_a_sibling(make_yard: Yard) ->
 
     assert done.outputs == {"answer": "ok"}
     assert [e.step for e in done.of("step_started")] == ["rounds", "lead", "aide_step", "lead"]
-
-
-def _compile(root: Path, flow: str) -> None:
-    compile_flow(make_bundle(load_project(root), flow))
-
-
-@pytest.mark.parametrize(("blocks", "step", "message"), [
-    ({"a": "delegates: [b]", "b": "delegates: [a]"}, "{id: s, uses: a}",
-     "flow 'f', agent 's.b.a': delegation goes round in a cycle (agent block 'a' -> agent block 'b' -> agent block "
-     "'a'); an agent cannot end up calling itself"),
-    ({"a": "tools: [current_time]\n    delegates: [current_time]", "current_time": ""}, "{id: s, uses: a}",
-     "flow 'f', step 's': agent block 'a' is offered 'current_time' both as a tool and as a delegate"),
-    ({"a": "tools: [final_answer]"}, "{id: s, uses: a}",
-     "flow 'f', step 's': 'final_answer' is the name of the agent's answer function; rename the tool or delegate"),
-    ({"a": "", "b": ""}, "{id: s, uses: a, delegates: [b]}",
-     "flow 'f', step 's': delegate 'b' is neither an agent step of the same list nor a flow of the bundle"),
-])
-def test_compile_errors(make_yard: Yard, blocks: dict[str, str], step: str, message: str) -> None:
-    files = {f"blocks/{name}.yaml": agent(name, extra) for name, extra in blocks.items()}
-    root = make_yard({**files, "flows/f.yaml": f"flow: f\nsteps:\n  - {step}\n"})
-    with pytest.raises(CompileError) as caught:
-        _compile(root, "f")
-    assert str(caught.value) == message
-
-
-def test_delegation_deeper_than_the_bound_does_not_compile(make_yard: Yard) -> None:
-    files = {f"blocks/a{i}.yaml": agent(f"a{i}", f"delegates: [a{i + 1}]") for i in range(9)}
-    files["blocks/a9.yaml"] = agent("a9")
-    root = make_yard({**files, "flows/f.yaml": "flow: f\nsteps:\n  - {id: s, uses: a0}\n"})
-    with pytest.raises(CompileError) as caught:
-        _compile(root, "f")
-    assert "delegation is nested more than 8 levels deep (agent block 'a0' -> agent block 'a1'" in str(caught.value)
 
 
 def test_events_carry_bounded_arguments_and_results(make_yard: Yard) -> None:

@@ -89,9 +89,9 @@ def hello(repo_root: Path) -> Bundle:
 
 
 def test_hello_mermaid(hello: Bundle) -> None:
-    from engine.compile.draw import mermaid
+    from engine.compile.draw import draw
 
-    check("hello.mmd", mermaid(hello))
+    check("hello.mmd", draw(hello, "mermaid"))
 
 
 @pytest.mark.parametrize(("flow", "name"), [(EVERYTHING, "everything"), (DAG, "dag")])

@@ -1,4 +1,5 @@
-"""What cannot compile, and how failing steps report themselves."""
+"""How failing steps report themselves (what cannot compile is the validator's to refuse:
+tests/validate/test_validate_compiler_rules.py)."""
 
 from __future__ import annotations
 
@@ -8,69 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.compile import CompiledFlow, CompileError, StepFailed, compile_flow
-from engine.errors import BlockyardError, RunError
-from engine.pinned import Bundle
+from engine.compile import CompiledFlow, StepFailed
+from engine.errors import RunError
 from tests.compile.compile_kit import FakeTools, run
-
-ONE_STEP = """
-    flow: f
-    steps:
-      - {step}
-    """
-
-
-@pytest.mark.parametrize(("step", "message"), [
-    ("{id: gate, approval: {message: ok?, on_reject: nowhere}}",
-     "flow 'f', step 'gate': on_reject 'nowhere' is not a step of the flow"),
-    ("{id: s, uses: inc, require_approval: {on_reject: ss}}",
-     "flow 'f', step 's': on_reject 'ss' is not a step of the flow (did you mean 's'?)"),
-    ("{id: s, approval: {fields: {x: {type: string}}, timeout: 1h, on_timeout: approve}}",
-     "flow 'f', step 's': on_timeout: approve needs a default for field 'x' (nobody fills it in)"),
-    ("{id: s, approval: {message: ok?}, require_approval: true}",
-     "flow 'f', step 's': the step is an approval gate already; drop require_approval"),
-    ("{id: s, uses: inc, goto: nowhere}", "flow 'f', step 's': goto 'nowhere' is not a step of the flow"),
-    ("{id: s, uses: inc, goto: ss}", "flow 'f', step 's': goto 'ss' is not a step of the flow (did you mean 's'?)"),
-    ("{id: s, uses: inc, with: {m: 1}}",
-     "flow 'f', step 's': `with:` binds 'm', not an input of block 'inc' (its inputs: n)"),
-    ("{id: s, uses: inc, outputs: {x: y}}",
-     "flow 'f', step 's': `outputs:` renames 'x', not an output of block 'inc' (its outputs: n)"),
-    ("{id: s, router: {routes: [{contains: x, goto: s}], default: end}}",
-     "flow 'f', step 's': the router has text rules but no `value:` to match them against"),
-    ("{id: s, router: {value: x, routes: [{regex: '(a)\\1', goto: s}], default: end}}",
-     "flow 'f', step 's': router rule 1: regex '(a)\\1' is not valid RE2: invalid escape sequence: \\1"),
-    ("{id: s, router: {value: x, routes: [{goto: s}], default: end}}",
-     "flow 'f', step 's': router rule 1 has no condition (contains, equals, starts_with, regex or expr); "
-     "the fallback is `default:`"),
-    ("{id: s, uses: inc, branches: {a: end}}",
-     "flow 'f', step 's': `branches:` follow a decide block, and block 'inc' is a transform block "
-     "(use a router to branch on a value)"),
-    ("{id: s, loop: {max_iterations: 2, steps: [{id: t, uses: inc, goto: s}]}}",
-     "flow 'f', step 't': goto 's' is not a step of the loop body of step 's'"),
-    ("{id: s, loop: {max_iterations: 2, steps: [{id: s, uses: inc}]}}", "flow 'f': step id 's' used more than once"),
-    ("{id: s, uses: agentic}", "flow 'f', step 's': agent block 'agentic' delegates to 'nobody', which is neither "
-                               "an agent block nor a flow of the bundle"),
-    ("{id: s, uses: remember}",
-     "flow 'f', step 's': memory_read block 'remember' needs `memory:` (the namespace and key it works on)"),
-    ("{id: s, uses: half}", "flow 'f', step 's': block 'half' has no `compute` expression for output 'b'"),
-    ("{id: s, uses: two_way}", "flow 'f', step 's': decide block 'two_way' must have exactly one output (an enum), "
-                               "it has 2"),
-])
-def test_compile_errors(bundle_of: Callable[..., Bundle], step: str, message: str) -> None:
-    blocks = {
-        "agentic": "block: agentic\nkind: agent\noutputs: {a: {type: string}}\ndelegates: [nobody]\n",
-        "remember": "block: remember\nkind: memory_read\n",
-        "half": "block: half\nkind: transform\noutputs: {a: {type: string}, b: {type: string}}\n"
-                "compute: {a: \"'x'\"}\n",
-        "two_way": "block: two_way\nkind: decide\noutputs: {a: {type: string, enum: [x]}, b: {type: string}}\n",
-    }
-    bundle = bundle_of(ONE_STEP.format(step=step), blocks=blocks)
-    with pytest.raises(CompileError) as caught:
-        compile_flow(bundle)
-    if message == "flow 's' approval":  # require_approval on a block step
-        message = "flow 'f', step 's': approval gates are not supported yet"
-    assert str(caught.value) == message
-    assert isinstance(caught.value, BlockyardError)
 
 
 def test_input_type_error_names_flow_step_block_and_key(build: Callable[..., CompiledFlow]) -> None:
@@ -274,14 +215,3 @@ def test_values_must_be_json_data(build: Callable[..., CompiledFlow]) -> None:
     assert result.error is None and result.context == {"text": [1, [2, 3]]}
 
 
-@pytest.mark.parametrize(("step", "message"), [
-    ("{id: s, loop: {max_iterations: 1, steps: [{id: t, uses: inc}]}, with: {n: 1}}",
-     "flow 'f', step 's': `with:` applies to `uses:` and `flow:` steps, not to a loop step"),
-    ("{id: s, map: {items: '[1]', uses: inc, collect: c}, outputs: {c: d}}",
-     "flow 'f', step 's': `outputs:` applies to `uses:` and `flow:` steps, not to a map step (name its result "
-     "with `collect:`)"),
-])
-def test_keys_that_do_not_apply(bundle_of: Callable[..., Bundle], step: str, message: str) -> None:
-    with pytest.raises(CompileError) as caught:
-        compile_flow(bundle_of(ONE_STEP.format(step=step)))
-    assert str(caught.value) == message

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.compile import CompileError, RunContext
+from engine.compile import RunContext
 from engine.executors import BlockCall, prepare
 from engine.executors.tool import shape
 from engine.nodes.errors import Problem
@@ -88,17 +88,3 @@ def test_wait_sleeps_for_its_duration() -> None:
         loop.close()
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"kind": "wait"}, "flow 'f', step 's': wait block 'b' has no `duration`"),
-    ({"kind": "tool"}, "flow 'f', step 's': tool block 'b' names no `tool`"),
-    ({"kind": "transform", "outputs": {"a": {"type": "string"}}, "compute": {"a": "1", "z": "2"}},
-     "flow 'f', step 's': block 'b' computes 'z', which is not among its outputs"),
-    ({"kind": "llm"}, "flow 'f', step 's': llm block 'b' declares no outputs to ask the model for"),
-    ({"kind": "decide", "outputs": {"c": {"type": "string"}}},
-     "flow 'f', step 's': decide block 'b': output 'c' needs an `enum` of choices"),
-    ({"kind": "smart"}, "flow 'f', step 's': smart block 'b' declares no outputs to predict"),
-])
-def test_blocks_that_cannot_run(data: dict[str, Any], message: str) -> None:
-    with pytest.raises(CompileError) as caught:
-        prepare(block(**data), "flow 'f', step 's'")
-    assert str(caught.value) == message

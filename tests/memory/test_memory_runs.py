@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from engine import Yard
-from engine.compile import CompileError
 from engine.models import MockScript, StructuredRequest, scripted
 from engine.project import load_project
 from engine.state.memory import history, open_store, preferences
@@ -195,18 +194,6 @@ def test_a_scope_that_does_not_render_to_a_valid_scope_refuses_the_run(yard: Pat
                                    "scope 'users/../etc': use segments of letters, digits and _.@:+- separated by "
                                    "'/', e.g. users/ada")
     assert run_engine(yard, "runs").out == "no runs yet\n"
-
-
-def test_memory_blocks_that_cannot_run_do_not_compile(make_yard: Callable[[dict[str, str]], Path]) -> None:
-    from engine.compile import compile_flow
-    from engine.pinned import make_bundle
-
-    root = make_yard({"blocks/bad_write.yaml": "block: bad_write\nkind: memory_write\n"
-                                               "memory: {namespace: preferences}\ninputs: {v: {type: any}}\n",
-                      "flows/f.yaml": "flow: f\nmemory: {scope: x}\nsteps:\n  - {id: s, uses: bad_write}\n"})
-    bundle = make_bundle(load_project(root), "f")
-    with pytest.raises(CompileError, match=r"writes a preference, so it needs memory\.key"):
-        compile_flow(bundle)
 
 
 def test_a_failed_run_leaves_one_history_record_even_after_it_is_resumed(

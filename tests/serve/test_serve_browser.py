@@ -118,3 +118,13 @@ def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]],
     gate.locator("[data-action=approve]").click()
     page.locator("#run-status [data-status=finished]").wait_for()
     page.locator("#run-outputs").filter(has_text='"total": 42').wait_for()
+
+
+def test_the_page_draws_the_graph_model(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+    live = serve(yard, watch=False, schedules=False)
+    page.goto(live.url + "/#flow/add")
+    step = page.locator("#flow-graph svg g.node.kind-step[data-node=sum]")
+    step.wait_for()
+    assert "transform adder" in (step.text_content() or "")
+    assert page.locator("#flow-graph svg g.node.kind-start.terminal[data-node=__start__]").count() == 1
+    assert page.locator("#flow-graph svg path.edge.solid").count() == 2  # start -> sum -> end

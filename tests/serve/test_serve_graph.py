@@ -1,82 +1,53 @@
-"""Reading a compiler's mermaid text back into nodes and edges for the web page."""
+"""The graph the server gives the web page is the engine's graph model as JSON (engine/compile/draw.py,
+`as_json`), over real HTTP: nothing is drawn as Mermaid text and read back."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
 
-import pytest
+from engine.compile.draw import as_json, mermaid
+from engine.compile.flowgraph import flow_graph
+from engine.pinned import make_bundle
+from engine.project import load_project
+from tests.serve.serve_helpers import Live, wait_run
 
-from engine.serve.graph import MermaidError, parse_mermaid
-
-LANGGRAPH_STYLE = """---
-config:
-  flowchart:
-    curve: linear
----
-graph TD;
-\t__start__([<p>__start__</p>]):::first
-\ta(a)
-\tb(b)
-\t__end__([<p>__end__</p>]):::last
-\t__start__ --> a;
-\ta -. &nbsp;yes&nbsp; .-> b;
-\ta -. &nbsp;no&nbsp; .-> __end__;
-\tb --> __end__;
-\tclassDef default fill:#f2f0ff,line-height:1.2
+ROUTED = """
+flow: routed
+inputs:
+  a: {type: integer}
+outputs: [total]
+steps:
+  - id: pick
+    router:
+      value: "{{ inputs.a }}"
+      routes:
+        - {equals: "1", goto: one}
+      default: other
+  - {id: one, uses: adder, with: {x: 1, y: 1}, goto: end}
+  - {id: other, uses: adder, with: {x: 2, y: 2}}
 """
 
 
-def edges(graph: dict[str, Any]) -> list[tuple[str, str, str | None, str]]:
-    return [(e["source"], e["target"], e["label"], e["style"]) for e in graph["edges"]]
+def test_a_flow_s_graph_is_the_model_as_json(yard: Path, serve: Callable[..., Live]) -> None:
+    (yard / "flows" / "routed.yaml").write_text(ROUTED, encoding="utf-8")
+    graph = flow_graph(make_bundle(load_project(yard), "routed"))
+    live = serve(yard, watch=False, schedules=False)
+    with live.client() as client:
+        detail = client.get("/flows/routed").json()
+        assert detail["graph_error"] is None
+        served = detail["graph"]
+        assert served == {**as_json(graph), "mermaid": mermaid(graph)}
+        pick = next(node for node in served["nodes"] if node["id"] == "pick")
+        assert (pick["kind"], pick["shape"], [h["id"] for h in pick["handles"]]) == ("router", "diamond",
+                                                                                      ["route-1", "default"])
+        assert [(e["source"], e["target"], e["kind"], e["handle"]) for e in served["edges"] if e["source"] == "pick"] \
+            == [("pick", "one", "route", "route-1"), ("pick", "other", "default", "default")]
+        run_id = client.post("/flows/routed/runs", json={"inputs": {"a": 1}}).json()["run_id"]
+        wait_run(client, run_id)
+        assert client.get(f"/runs/{run_id}").json()["graph"] == served  # the run's pinned definition
 
 
-def test_langgraph_style_output() -> None:
-    graph = parse_mermaid(LANGGRAPH_STYLE)
-    assert graph["direction"] == "TD"
-    assert [(n["id"], n["label"], n["shape"]) for n in graph["nodes"]] == [
-        ("__start__", "__start__", "stadium"), ("a", "a", "round"), ("b", "b", "round"),
-        ("__end__", "__end__", "stadium")]
-    assert edges(graph) == [("__start__", "a", None, "solid"), ("a", "b", "yes", "dotted"),
-                            ("a", "__end__", "no", "dotted"), ("b", "__end__", None, "solid")]
-
-
-def test_labels_shapes_chains_lists_and_subgraphs() -> None:
-    graph = parse_mermaid("""flowchart LR
-  %% a comment
-  subgraph review ["review loop"]
-    qa(["qa (llm)"]) -- "fail" --> fix{fix}
-    fix -.->|again| qa
-  end
-  a & b --> c --> d[["sub: other"]]
-  c==>e
-  x-->y
-  style x fill:#fff
-""")
-    assert graph["direction"] == "LR"
-    nodes = {n["id"]: n for n in graph["nodes"]}
-    assert (nodes["qa"]["label"], nodes["qa"]["shape"], nodes["qa"]["group"]) == ("qa (llm)", "stadium", "review")
-    assert (nodes["fix"]["shape"], nodes["d"]["label"], nodes["d"]["shape"]) == ("diamond", "sub: other", "subroutine")
-    assert nodes["a"]["group"] is None
-    assert graph["groups"] == [{"id": "review", "label": "review loop", "parent": None}]
-    assert edges(graph) == [("qa", "fix", "fail", "solid"), ("fix", "qa", "again", "dotted"),
-                            ("a", "c", None, "solid"), ("b", "c", None, "solid"), ("c", "d", None, "solid"),
-                            ("c", "e", None, "thick"), ("x", "y", None, "solid")]
-
-
-def test_quoted_labels_may_hold_brackets_and_entities() -> None:
-    graph = parse_mermaid('flowchart TD\n  s1["map [item] #quot;x#quot;"] --> s2("a<br/>b")\n')
-    labels = {n["id"]: n["label"] for n in graph["nodes"]}
-    assert labels == {"s1": 'map [item] "x"', "s2": "a\nb"}
-
-
-def test_quoted_edge_labels_may_hold_pipes_and_entity_codes() -> None:
-    graph = parse_mermaid('flowchart TD\n  r{"route<br/>router"} -->|"regex ^(a|b)"| x\n'
-                          '  r -->|"expr n #gt;= 8 #35;1"| y\n')
-    assert edges(graph) == [("r", "x", "regex ^(a|b)", "solid"), ("r", "y", "expr n >= 8 #1", "solid")]
-    assert graph["nodes"][0]["label"] == "route\nrouter"
-
-
-@pytest.mark.parametrize("text", ["flowchart TD\n  a --> ", "flowchart TD\n  a[unclosed --> b", "flowchart TD\n  -->"])
-def test_unreadable_text_is_a_clear_error(text: str) -> None:
-    with pytest.raises(MermaidError):
-        parse_mermaid(text)
+def test_the_server_no_longer_reads_mermaid_back() -> None:
+    assert importlib.util.find_spec("engine.serve.graph") is None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.project import Project, load_project
 from engine.spec import BLOCK_KINDS, ApprovalSpec, StepSpec
+from engine.spec.walk import walk_steps
 from engine.validate.semantic import check_project
 from engine.validate.semantic.codes import CODES, WARNINGS
 
@@ -19,7 +20,7 @@ def _yard() -> Project:
 
 
 def _steps(project: Project) -> list[tuple[str, StepSpec]]:
-    return [(name, step) for name, flow in project.flows.items() for step, _ in flow.spec.walk()]
+    return [(name, walked.step) for name, flow in project.flows.items() for walked in walk_steps(flow.spec.steps)]
 
 
 def test_example_yard_validates_without_any_finding() -> None:

@@ -1,4 +1,6 @@
-// Draw a flow graph ({direction, nodes, edges, groups} from GET /flows/{name}) as SVG.
+// Draw a flow graph as SVG: the JSON form of the engine's graph model (GET /flows/{name} `graph`:
+// {direction, nodes: [{id, kind, label, shape, group}], edges: [{source, target, kind, label, style}], groups}),
+// see docs/serve.md.
 // A small layered layout: cycles are broken by a depth-first search, nodes are ranked by the
 // longest path from the entry, ordered within a rank by the barycentre of their neighbours,
 // and edges are drawn as curves (back-edges loop around on the side).
@@ -217,8 +219,9 @@ export function drawGraph(graph, status = new Map()) {
 
   for (const id of ids) {
     const node = byId.get(id), p = pos.get(id), s = size.get(id);
-    const terminal = id === "__start__" || id === "__end__";
-    const classes = ["node", terminal ? "terminal" : "", status.has(id) ? `s-${status.get(id)}` : ""];
+    const step = node.step || id;  // a loop's check shows its loop step's state
+    const terminal = node.kind === "start" || node.kind === "end";
+    const classes = ["node", `kind-${node.kind}`, terminal ? "terminal" : "", status.has(step) ? `s-${status.get(step)}` : ""];
     const g = el("g", { class: classes.join(" ").trim(), transform: `translate(${p.x},${p.y})`, "data-node": id }, svg);
     shapeOf(g, node, s.w, s.h);
     const lines = String(node.label).split("\n");
@@ -227,7 +230,7 @@ export function drawGraph(graph, status = new Map()) {
       t.textContent = line;
     });
     const title = el("title", {}, g);
-    title.textContent = status.has(id) ? `${node.label}: ${status.get(id)}` : node.label;
+    title.textContent = status.has(step) ? `${node.label}: ${status.get(step)}` : node.label;
   }
   return svg;
 }

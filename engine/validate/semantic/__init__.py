@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.diagnostics import Diagnostic
 from engine.project import FlowDef, Project
 from engine.validate.semantic import control
+from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
 from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
 from engine.validate.semantic.blocks import check_blocks
 from engine.validate.semantic.config import check_config
@@ -41,7 +42,7 @@ def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
     delegation = delegation_graph(project)
     found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation),
-             *check_durations(project)]
+             *check_agent_blocks(project), *check_durations(project)]
     calls = subflow_calls(project)
     for definition in project.flows.values():
         found.extend(check_flow(project, definition, calls, delegation))
@@ -55,6 +56,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_steps(index)
     check_references(index)
     check_delegation(index, delegation if delegation is not None else delegation_graph(project))
+    check_agent_steps(index)
     check_routing(index)
     check_emits(index)
     check_memory(index)

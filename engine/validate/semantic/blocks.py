@@ -6,6 +6,7 @@ from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import JsonPath
 from engine.project import BlockDef, Project
 from engine.spec import MODEL_KINDS, ModelProfile
+from engine.templates import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.index import issue, quote_list
 from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, analyze, names_scope, scan
@@ -27,7 +28,7 @@ KIND_KEYS: dict[str, frozenset[str]] = {
     "history": MODEL_KINDS,
 }
 PROMPTED = frozenset({"llm", "decide", "agent"})
-NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read"})
+NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read", "agent"})
 
 
 def article(kind: str) -> str:
@@ -77,6 +78,8 @@ class BlockCheck:
             self.report(("kind",), "BY352", "a wait block needs `duration:`, e.g. duration: 30s")
         elif kind in MEMORY_KINDS and spec.memory is None:
             self.report(("kind",), "BY355", f"{article(kind)} block needs `memory:` (namespace and key)")
+        elif kind == "memory_write":
+            self.memory_write()
         if kind == "decide":
             enums = [name for name, decl in spec.outputs.items() if decl.enum]
             if len(spec.outputs) != 1 or len(enums) != 1:
@@ -92,6 +95,29 @@ class BlockCheck:
                         key=spec.prompt is not None)
         if kind in NEEDS_OUTPUTS and not spec.outputs:
             self.report(("kind",), "BY358", f"{article(kind)} block needs `outputs:`, the values it produces")
+
+    def memory_write(self) -> None:
+        """What a memory_write block stores: the inputs its key does not read; it writes no outputs."""
+        spec = self.spec
+        assert spec.memory is not None
+        if spec.outputs:
+            self.report(("outputs",), "BY356", "`outputs` does not apply to a memory_write block: it only writes "
+                                               "memory (drop `outputs:`)", key=True)
+        key = spec.memory.key
+        if key is None:
+            if spec.memory.namespace == "preferences":
+                self.report(("memory",), "BY443", "a memory_write block that writes a preference needs "
+                                                  "memory.key, the preference's name", key=True)
+            read: set[str] = set()
+        else:
+            try:
+                read = {path[0] for path in references(key)}
+            except TemplateError:
+                return  # the template's own check (BY400) says what is wrong
+        if not [name for name in spec.inputs if name not in read]:
+            where = ("memory", "key") if key is not None else ("kind",)
+            self.report(where, "BY444", "a memory_write block stores its inputs that memory.key does not read, "
+                                        "and it has none left: add the input to store", key=key is not None)
 
     def compute(self) -> None:
         spec = self.spec

@@ -2,8 +2,9 @@
 
 Codes are a public contract (CI annotations, SARIF rules, docs): once published a code keeps its
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
-shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates,
-BY5xx configuration, tools, models and schedules. BY201/BY202 belong to the loader.
+shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates
+(BY44x what the compiler needs to build a step), BY5xx configuration, tools, models and
+schedules. BY201/BY202 belong to the loader.
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ DATAFLOW: dict[str, str] = {
     "BY425": "custom event named like an engine event",
 }
 
+# What the compiler needs to build a step; these rules were the compiler's alone before it trusted
+# the validator (docs/architecture.md, "Where a rule lives").
+BUILD: dict[str, str] = {
+    "BY440": "delegation nested too deep",
+    "BY441": "name offered to an agent both as a tool and as a delegate",
+    "BY442": "tool or delegate named final_answer",
+    "BY443": "memory_write of a preference without a key",
+    "BY444": "memory_write block with no input to store",
+    "BY445": "approval that approves on timeout without a default for every field",
+}
+
 CONFIG: dict[str, str] = {
     "BY501": "unknown tool",
     "BY502": "unknown model profile",
@@ -87,7 +99,7 @@ CONFIG: dict[str, str] = {
     "BY516": "malformed scripted mock reply",
 }
 
-CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **CONFIG}
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG}
 
 WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
 """Codes reported as warnings (validate still exits 0); every other code is an error."""

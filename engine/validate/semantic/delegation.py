@@ -15,15 +15,15 @@ A delegation edge is on a cycle when its target leads back to its source.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.diagnostics import Diagnostic
 from engine.load import JsonPath
 from engine.project import Project
 from engine.spec import BlockSpec, FlowSpec, StepSpec
+from engine.spec.walk import delegated_ids, step_lists
 from engine.validate.semantic.graph import shortest_path
-from engine.validate.semantic.index import FlowIndex, StepNode, delegated_ids, issue
+from engine.validate.semantic.index import FlowIndex, StepNode, is_agent_step, issue
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,9 @@ def _block_edges(graph: DelegationGraph, project: Project, name: str, spec: Bloc
 
 def _flow_edges(graph: DelegationGraph, project: Project, name: str, flow: FlowSpec) -> None:
     here = f"flow:{name}"
-    for steps, prefix in _lists(flow.steps, ("steps",)):
-        siblings = delegated_ids(steps, project)
+    for listed in step_lists(flow.steps):
+        steps, prefix = listed.steps, listed.path
+        siblings = delegated_ids(steps, lambda step: is_agent_step(step, project))
         by_id = {step.id: step for step in steps}
         for position, step in enumerate(steps):
             if step.flow is not None and project.flow(step.flow) is not None:
@@ -102,15 +103,6 @@ def _flow_edges(graph: DelegationGraph, project: Project, name: str, flow: FlowS
                 else:
                     continue
                 graph.delegate(Delegation(node, callee, here, (*prefix, position, "delegates", index)))
-
-
-def _lists(steps: list[StepSpec], prefix: JsonPath) -> Iterator[tuple[list[StepSpec], JsonPath]]:
-    yield steps, prefix
-    for position, step in enumerate(steps):
-        for key in ("loop", "foreach", "map"):
-            body = getattr(step, key)
-            if body is not None and getattr(body, "steps", None):
-                yield from _lists(body.steps, (*prefix, position, key, "steps"))
 
 
 def _agent(project: Project, step: StepSpec) -> BlockSpec | None:
@@ -168,6 +160,7 @@ def check_delegation(index: FlowIndex, graph: DelegationGraph) -> None:
         if cycle is not None:
             step = edge.source.rsplit(":", 1)[-1]
             index.report(edge.path, "BY320", f"step '{step}': {_message(edge, cycle)}")
+            index.broken = True  # steps delegating to each other own each other's regions: no order to analyse
     for node in index.walk():
         _reach(index, node)
 
@@ -179,7 +172,7 @@ def _reach(index: FlowIndex, node: StepNode) -> None:
         target = index.by_id.get(name)
         if target is None or target is node or name in index.project.flows:
             continue
-        if target.region.kind == "delegate" and target.region.home is node.region.home:
+        if target.region.kind == "delegate" and target.path[:-1] == node.path[:-1]:  # a delegate of its own list
             continue
         if target.runs_block is None or target.runs_block.kind != "agent":
             continue  # not an agent step at all: BY218 says so

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.project import Project
+from engine.spec.walk import walk_steps
 from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
 from engine.validate.semantic.graph import shortest_path
 from engine.validate.semantic.index import FlowIndex, quote_list
@@ -33,7 +34,7 @@ def subflow_calls(project: Project) -> dict[str, list[str]]:
     """flow -> the flows its steps run (nested steps included), for the cycle check."""
     calls: dict[str, list[str]] = {}
     for name, definition in project.flows.items():
-        targets = [step.flow for step, _ in definition.spec.walk() if step.flow is not None]
+        targets = [w.step.flow for w in walk_steps(definition.spec.steps) if w.step.flow is not None]
         calls[name] = [t for t in dict.fromkeys(targets) if t in project.flows]
     return calls
 

@@ -15,9 +15,8 @@ from engine.diagnostics import Diagnostic
 from engine.load import Document, JsonPath
 from engine.project import BlockDef, FlowDef, Project
 from engine.spec import BlockSpec, StepSpec
+from engine.spec.walk import StepList, delegated_ids, walk_steps
 from engine.validate.semantic.codes import WARNINGS
-
-BODY_KEYS = ("loop", "foreach", "map")
 
 
 def issue(doc: Document, path: JsonPath, code: str, message: str, *, key: bool = False) -> Diagnostic:
@@ -98,8 +97,14 @@ class Region:
 
     @property
     def home(self) -> Region:
-        """The list the region's steps are written in (a delegated step's is its delegator's)."""
-        return self.owner.region if self.kind == "delegate" and self.owner is not None else self
+        """The list the region's steps are written in (a delegated step's is its delegator's, which may
+        be delegated in turn; steps that delegate to each other — BY320 — end the chain)."""
+        region: Region = self
+        seen: set[int] = set()
+        while region.kind == "delegate" and region.owner is not None and id(region) not in seen:
+            seen.add(id(region))
+            region = region.owner.region
+        return region
 
 
 @dataclass(eq=False)
@@ -135,52 +140,41 @@ def build_index(project: Project, definition: FlowDef) -> FlowIndex:
     flow = definition.spec
     root = Region("flow", None, ("steps",), ())
     index = FlowIndex(definition, project, root, [root], [], {})
-    _fill(index, root, flow.steps)
+    regions: dict[StepList, Region] = {}
+    delegated: dict[StepList, set[str]] = {}
+    detached: list[tuple[Region, str, StepList]] = []  # (region, the delegated step, its list)
+    made: dict[StepList, list[StepNode]] = {}
+    for walked in walk_steps(flow.steps):
+        spec, steps = walked.step, walked.list
+        region = regions.setdefault(steps, root)
+        if steps not in delegated:
+            delegated[steps] = delegated_ids(steps.steps, lambda step: is_agent_step(step, project))
+        home = region
+        if spec.id in delegated[steps]:  # a region of its own, owned by its delegator (set below)
+            home = Region("delegate", None, region.path, region.items)
+            detached.append((home, spec.id, steps))
+            index.regions.append(home)
+        node = StepNode(spec, walked.path, home, len(home.steps))
+        ref = spec.uses if spec.uses is not None else (spec.map.uses if spec.map is not None else None)
+        if ref is not None:
+            node.block = project.block(ref)
+        if spec.flow is not None:
+            node.subflow = project.flow(spec.flow)
+        home.steps.append(node)
+        home.by_id.setdefault(spec.id, node)
+        made.setdefault(steps, []).append(node)
+        index.nodes.append(node)
+        index.by_id.setdefault(spec.id, node)
+        for body in walked.bodies:
+            inner = regions[body] = Region(body.kind, node, body.path, (*home.items, body.item) if body.item
+                                           else home.items)
+            node.body = inner
+            index.regions.append(inner)
+    for home, name, steps in detached:
+        home.owner = next(node for node in made[steps] if name in node.spec.delegates and node.id != name)
     return index
 
 
-def delegated_ids(steps: list[StepSpec], project: Project) -> set[str]:
-    """Agent steps of one list that another agent step of the list delegates to (the compiler's
-    rule): they leave the list's order and run only when that agent calls them."""
-    agents = {spec.id for spec in steps if _is_agent(spec, project)}
-    return {name for spec in steps if spec.id in agents for name in spec.delegates
-            if name in agents and name != spec.id}
-
-
-def _is_agent(spec: StepSpec, project: Project) -> bool:
+def is_agent_step(spec: StepSpec, project: Project) -> bool:
     block = project.block(spec.uses) if spec.uses is not None else None
     return block is not None and block.spec.kind == "agent"
-
-
-def _fill(index: FlowIndex, region: Region, steps: list[StepSpec]) -> None:
-    delegated = delegated_ids(steps, index.project) if any(spec.delegates for spec in steps) else set()
-    detached: dict[str, Region] = {}
-    made: list[StepNode] = []
-    for position, spec in enumerate(steps):
-        home = region
-        if spec.id in delegated:  # a region of its own, owned by its delegator (set below)
-            home = detached[spec.id] = Region("delegate", None, region.path, region.items)
-            index.regions.append(home)
-        node = StepNode(spec, (*region.path, position), home, len(home.steps))
-        ref = spec.uses if spec.uses is not None else (spec.map.uses if spec.map is not None else None)
-        if ref is not None:
-            node.block = index.project.block(ref)
-        if spec.flow is not None:
-            node.subflow = index.project.flow(spec.flow)
-        home.steps.append(node)
-        home.by_id.setdefault(spec.id, node)
-        made.append(node)
-        index.nodes.append(node)
-        index.by_id.setdefault(spec.id, node)
-        for key in BODY_KEYS:
-            body = getattr(spec, key)
-            if body is None or not getattr(body, "steps", None):
-                continue
-            item = getattr(body, "as_", None)
-            items = (*home.items, item) if item else home.items
-            inner = Region(key, node, (*node.path, key, "steps"), items)
-            node.body = inner
-            index.regions.append(inner)
-            _fill(index, inner, body.steps)
-    for name, home in detached.items():
-        home.owner = next(node for node in made if name in node.spec.delegates and node.id != name)

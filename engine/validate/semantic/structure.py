@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.spec import END
+from engine.spec import END, ApprovalSpec, StepSpec
 from engine.validate.semantic.blocks import article
 from engine.validate.semantic.control import continues_in_order
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
@@ -90,6 +90,13 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
     if action == "approval" and spec.require_approval:
         index.report(node.at("require_approval"), "BY317",
                      f"step '{node.id}' is an approval gate already; drop require_approval", key=True)
+    for key, gate in _gates(spec):
+        missing = [name for name, field in gate.fields.items() if not field.has_default]
+        if gate.on_timeout == "approve" and missing:
+            noun = "field" if len(missing) == 1 else "fields"
+            index.report(node.at(key, "on_timeout"), "BY445",
+                         f"step '{node.id}': on_timeout: approve needs a default for {noun} {quote_list(missing)} "
+                         "(nobody fills it in)")
     if "on_max_visits" in fields and spec.max_visits is None:
         index.report(node.at("on_max_visits"), "BY316",
                      f"step '{node.id}' sets on_max_visits but no max_visits, so it never applies", key=True)
@@ -99,6 +106,16 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
                      f"step '{node.id}' has both goto and {other}; its {other} already "
                      f"{'chooses' if other == 'router' else 'choose'} the next step, so drop goto", key=True)
         index.broken = True
+
+
+def _gates(spec: StepSpec) -> list[tuple[str, ApprovalSpec]]:
+    """(key, gate) of the approval gates a step writes: its own `approval:` or its `require_approval:`."""
+    gates: list[tuple[str, ApprovalSpec]] = []
+    if spec.approval is not None:
+        gates.append(("approval", spec.approval))
+    if isinstance(spec.require_approval, ApprovalSpec):
+        gates.append(("require_approval", spec.require_approval))
+    return gates
 
 
 def _needs(index: FlowIndex, steps: list[StepNode]) -> None:
