@@ -19,8 +19,7 @@ from engine.models.agentic import function_tool
 from engine.nodes import history
 from engine.nodes.call import BlockCall
 from engine.nodes.errors import Problem
-from engine.templates import TemplateError, render_text
-from engine.values import text_problem
+from engine.nodes.scope import render_prompt
 
 _RETURNS = "Returns {}."
 # The loop runs without checkpoints (see engine/agents/graph.py). A graph invoked inside a node
@@ -44,8 +43,8 @@ class AgentExecutor:
     async def __call__(self, call: BlockCall) -> dict[str, Any]:
         plan = self.plan
         block = plan.block
-        system = _render("prompt.system", block.prompt.system if block.prompt else None, call.inputs)
-        user = _render("prompt.user", block.prompt.user if block.prompt else None, call.inputs)
+        system = render_prompt("prompt.system", block.prompt.system if block.prompt else None, call.inputs)
+        user = render_prompt("prompt.user", block.prompt.user if block.prompt else None, call.inputs)
         if user is None:
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
@@ -85,15 +84,3 @@ def describe_outputs(outputs: dict[str, Any]) -> str:
     parts = [f"{name} ({getattr(spec, 'type', 'any')})" for name, spec in outputs.items()]
     return _RETURNS.format(", ".join(parts)) if parts else ""
 
-
-def _render(where: str, source: str | None, inputs: dict[str, Any]) -> str | None:
-    if source is None:
-        return None
-    try:
-        text = render_text(source, inputs)
-    except TemplateError as exc:
-        raise Problem(f"{where}: {exc}") from None
-    problem = text_problem(text)  # e.g. a "\udcff" escape in a template: no provider can send it
-    if problem is not None:
-        raise Problem(f"{where}: the rendered text {problem}")
-    return text

@@ -61,14 +61,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         started = time.monotonic()
         emit(writer, STEP_STARTED, label, {"block": None, "kind": "foreach"}, index)
         try:
-            items = evaluate(spec.items, make_scope(state, frames))
-        except TemplateError as exc:
-            raise failed(writer, builder.flow, label, f"items: {exc}", started=started, index=index) from None
-        if not isinstance(items, list | tuple):
-            raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
-                         started=started, index=index)
-        try:  # the items are kept in the checkpointed state: JSON data in the value domain only
-            items = plain(items, "items")
+            items = step_items(spec.items, make_scope(state, frames))
         except Problem as exc:
             raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         if limited and len(items) > MAX_ITEMS:
@@ -96,6 +89,19 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     builder.follower(done_node, next_item)  # before the body: its barrier joins check their targets exist
     body.extend(builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'"))
     return built
+
+
+def step_items(expression: str, scope: dict[str, Any]) -> list[Any]:
+    """The items a foreach or a map goes over: the list `expression` gives, as JSON data in the value
+    domain (they are kept in the checkpointed state); a Problem saying why not."""
+    try:
+        items = evaluate(expression, scope)
+    except TemplateError as exc:
+        raise Problem(f"items: {exc}") from None
+    if not isinstance(items, list | tuple):
+        raise Problem(f"items must be a list, got {type(items).__name__}")
+    checked: list[Any] = plain(items, "items")
+    return checked
 
 
 def last_outputs(results: list[dict[str, Any]], body_ids: set[str]) -> dict[str, Any]:

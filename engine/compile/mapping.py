@@ -29,16 +29,15 @@ from langgraph.types import Command, RetryPolicy, Send
 from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
-from engine.compile.foreach import last_outputs
+from engine.compile.foreach import last_outputs, step_items
 from engine.compile.limits import region_bound
 from engine.compile.position import stamped
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
-from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope, plain
+from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
 from engine.spec import MapSpec, StepSpec
-from engine.templates import TemplateError, evaluate
 
 COUNT = "{}.n"
 RESULT = "{}.r{}"
@@ -68,14 +67,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         emit(writer, STEP_STARTED, label,
              {"block": spec.uses, "kind": "map", "max_concurrency": spec.max_concurrency}, index)
         try:
-            items = evaluate(spec.items, make_scope(state, frames))
-        except TemplateError as exc:
-            raise failed(writer, builder.flow, label, f"items: {exc}", started=started, index=index) from None
-        if not isinstance(items, list | tuple):
-            raise failed(writer, builder.flow, label, f"items must be a list, got {type(items).__name__}",
-                         started=started, index=index)
-        try:  # the items are kept in the checkpointed state: JSON data in the value domain only
-            items = plain(items, "items")
+            items = step_items(spec.items, make_scope(state, frames))
         except Problem as exc:
             raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         update = {"loops": {count_key: len(items), since_key: time.time()}}

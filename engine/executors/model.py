@@ -9,13 +9,12 @@ from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
 from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import Problem, internal
+from engine.nodes.errors import internal
 from engine.nodes.events import TOKEN, emit
+from engine.nodes.scope import render_prompt
 from engine.redaction import TokenMasker
 from engine.spec import BlockSpec
-from engine.templates import TemplateError, render_text
 from engine.typecheck import outputs_schema
-from engine.values import text_problem
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:
@@ -31,8 +30,8 @@ def prepare(block: BlockSpec, where: str) -> Executor:
             call.writer, TOKEN, call.label, {"text": text, "block": block.block}, call.index))
         request = StructuredRequest(
             flow=call.flow, step=call.step, block=block.block,
-            system=_render("prompt.system", system, scope),
-            user=_render("prompt.user", user, scope),
+            system=render_prompt("prompt.system", system, scope),
+            user=render_prompt("prompt.user", user, scope),
             output_schema=schema, inputs=call.inputs, on_token=tokens, history=history.for_call(call),
         )
         try:
@@ -49,15 +48,3 @@ def decision_output(block: BlockSpec, where: str) -> str:
         raise internal(f"{where}: decide block '{block.block}' without exactly one enum output", "BY353")
     return next(iter(block.outputs))
 
-
-def _render(where: str, source: str | None, scope: dict[str, Any]) -> str | None:
-    if source is None:
-        return None
-    try:
-        text = render_text(source, scope)
-    except TemplateError as exc:
-        raise Problem(f"{where}: {exc}") from None
-    problem = text_problem(text)  # e.g. a "\udcff" escape in a template: no provider can send it
-    if problem is not None:
-        raise Problem(f"{where}: the rendered text {problem}")
-    return text

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
-from engine.templates import TemplateError, evaluate, is_template, render, single_expression
+from engine.templates import TemplateError, evaluate, is_template, render, render_text, single_expression
 from engine.typecheck import TypeMismatch, conform
 from engine.values import int_problem, text_problem
 
@@ -261,3 +261,18 @@ class OutputCheck:
                 return check_outputs(self.declared, produced)
             result[name] = check(produced[name], name, "output")
         return result
+
+
+def render_prompt(where: str, source: str | None, scope: Mapping[str, Any]) -> str | None:
+    """A prompt template rendered for a model (None when the block has none); a Problem naming
+    `where` when it does not render or renders text no provider can send."""
+    if source is None:
+        return None
+    try:
+        text = render_text(source, scope)
+    except TemplateError as exc:
+        raise Problem(f"{where}: {exc}") from None
+    problem = text_problem(text)  # e.g. a "\udcff" escape in a template: no provider can send it
+    if problem is not None:
+        raise Problem(f"{where}: the rendered text {problem}")
+    return text
