@@ -10,6 +10,8 @@ class CompileError(BlockyardError):
     installed, or an artefact it uses no longer fits (a smart block's compiled program). Never a
     rule about what a user may write: those are the validator's, with a code (engine/validate/)."""
 
+    code = "compile_failed"
+
 
 class InternalError(Exception):
     """A bug: the compiler or an executor met input the validator should have refused, or a state
