@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -17,6 +18,7 @@ import pytest
 from serve_helpers import YARD, Live, free_socket, wait_for, wait_run
 
 from engine.serve.clock import ManualClock
+from engine.serve.logs import LOGGER
 from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,8 +149,20 @@ def test_validate_schedules_and_the_server_judge_a_schedule_alike(
     assert "Traceback" not in err and "internal error" not in err
 
 
-def test_serve_refuses_an_exposed_address_without_a_token(yard: Path, cli: Cli,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def serve_logging() -> Iterator[None]:
+    """`serve` in-process sends the server's loggers to this test's stderr: give them back afterwards."""
+    saved = [(logger, list(logger.handlers), logger.level, logger.propagate)
+             for logger in map(logging.getLogger, (LOGGER, "uvicorn.error"))]
+    yield
+    for logger, handlers, level, propagate in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def test_serve_refuses_an_exposed_address_without_a_token(yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
+                                                        serve_logging: None) -> None:
     monkeypatch.delenv("BLOCKYARD_TOKEN", raising=False)
     result = cli(yard, "serve", "--host", "0.0.0.0", "--port", "1")
     assert result.code == 2
