@@ -68,7 +68,7 @@ BLOCKS = {
     "blocks/nap.yaml": """
         block: nap
         kind: wait
-        duration: 2s
+        duration: 1s
     """,
     "blocks/stuck.yaml": """
         block: stuck

@@ -117,7 +117,7 @@ def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> 
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--json")
     try:
         lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
-        _committed(yard, json.loads(lines[0])["run_id"], "nap")  # the nap lasts 2 s: the kill lands inside it
+        _committed(yard, json.loads(lines[0])["run_id"], "nap")  # the nap lasts 1 s: the kill lands inside it
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=60)
