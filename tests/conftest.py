@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import Cli, in_process
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -31,3 +33,9 @@ def make_yard(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
         return root
 
     return make
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """cli(root, "run", "hello") -> Outcome: the real CLI, in-process (tests/support/cli.py)."""
+    return in_process(capsys)

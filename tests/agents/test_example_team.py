@@ -1,28 +1,27 @@
 """The multi-agent example of the repository's yard runs from a copy of the repository with
-`blockyard run`, offline: the coordinator's two sub-agents run in parallel, one writes a file."""
+`blockyard run` (in-process), offline: the coordinator's two sub-agents run in parallel, one writes a file."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+
+from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_team_report_runs_from_a_fresh_copy(tmp_path: Path) -> None:
+def test_team_report_runs_from_a_fresh_copy(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     for folder in ("blocks", "flows", "schemas"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-m", "engine", "run", "team_report", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines()]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    done = cli(tmp_path, "run", "team_report", "--json")
+    assert done.code == 0, done.err
+    events = done.events()
     assert events[-1]["type"] == "run_finished"
     assert events[-1]["data"]["outputs"]["report_path"] == "report.md"
     steps = [(e["type"], e["step"]) for e in events if e["type"] in ("step_started", "step_finished")]

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
 from tests.runtime.conftest import Outcome
 
 BLOCKS = {
@@ -213,19 +212,6 @@ FLOWS = {
 @pytest.fixture
 def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
     return make_yard({**BLOCKS, **FLOWS})
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
-    """cli(root, "run", "pay") -> Outcome: the real CLI, in-process."""
-
-    def call(root: Path, *args: str) -> Outcome:
-        capsys.readouterr()
-        code = main([*args, "--root", str(root)])
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err)
-
-    return call
 
 
 def state(root: Path) -> sqlite3.Connection:

@@ -1,6 +1,7 @@
-"""A child process for the decision race: wait for the go file, then approve a gate.
+"""A child process for the decision race: say "ready", wait for the go file, then approve a gate.
 
-usage: python decide_child.py ROOT RUN_ID GO_FILE NAME   -> prints {"ok": bool, "status"|"error": ...} as JSON
+usage: python decide_child.py ROOT RUN_ID GO_FILE NAME
+  -> prints "ready" once the database is open, then {"ok": bool, "status"|"error": ...} as JSON
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from engine.errors import BlockyardError
 def main(root: Path, run_id: str, go: Path, name: str) -> None:
     with Yard.open(root) as yard:
         yard.get_run(run_id)  # open the database before the start signal: the race is the decision itself
+        print("ready", flush=True)
         while not go.exists():
             time.sleep(0.001)
         try:

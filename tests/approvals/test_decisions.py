@@ -16,7 +16,7 @@ Cli = Callable[..., Outcome]
 
 
 def test_pause_then_approve_with_values_in_another_process(yard: Path, cli: Cli) -> None:
-    first = run_engine(yard, "run", "pay", "--input", "amount=30", "--json")
+    first = cli(yard, "run", "pay", "--input", "amount=30", "--json")
     run_id, gates = paused(first)
     request = gates[0]["data"]["value"]
     assert (gates[0]["step"], request["message"]) == ("ask", "Pay 30 plus a tip?")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.approvals.conftest import decided, paused, snapshot
-from tests.runtime.conftest import Outcome, run_engine
+from tests.runtime.conftest import Outcome
 
 Cli = Callable[..., Outcome]
 
@@ -31,7 +31,7 @@ def test_gates_in_map_items_wait_together_and_are_picked_with_gate(yard: Path, c
     assert by_step.code == 2 and f"gate 'check' of run {run_id} waits for 3 items" in by_step.err
     assert snapshot(yard, run_id) == before
 
-    one = run_engine(yard, "resume", run_id, "--approve", "--gate", "check[1]", "--set", "extra=100", "--json")
+    one = cli(yard, "resume", run_id, "--approve", "--gate", "check[1]", "--set", "extra=100", "--json")
     assert one.code == 3, one.err  # the other two still wait
     assert sorted(g["data"]["value"]["gate"] for g in one.events() if g["type"] == "approval_required") == \
         ["check[0]", "check[2]"]
@@ -62,7 +62,7 @@ def test_gates_in_foreach_and_loop_bodies(yard: Path, cli: Cli) -> None:
 def test_a_gate_inside_a_subflow(yard: Path, cli: Cli) -> None:
     run_id, gates = paused(cli(yard, "run", "outer", "--json"))
     assert (gates[0]["step"], gates[0]["data"]["value"]["message"]) == ("sub.confirm", "Inner 41?")
-    done = run_engine(yard, "resume", run_id, "--approve", "--gate", "sub.confirm", "--json")
+    done = cli(yard, "resume", run_id, "--approve", "--gate", "sub.confirm", "--json")
     assert done.code == 0, done.err
     assert done.events()[-1]["data"]["outputs"] == {"n": 42}
     body = json.loads(cli(yard, "runs", "show", run_id, "--json").out)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from engine.events import now_iso
 from engine.state import gates, liveness, store
 from engine.state.liveness import Owner
 from tests.approvals.conftest import decided, paused, state
-from tests.runtime.conftest import Outcome, run_engine, spawn, subprocess_env
+from tests.runtime.conftest import Outcome, spawn, subprocess_env
 
 Cli = Callable[..., Outcome]
 CHILD = Path(__file__).with_name("decide_child.py")
@@ -31,7 +30,8 @@ def test_concurrent_decisions_exactly_one_wins(yard: Path, cli: Cli, tmp_path: P
     children = [subprocess.Popen([sys.executable, str(CHILD), str(yard), run_id, str(go), name],
                                  env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for name in ["ada", "grace", "ada", "grace"][:DECIDERS]]
-    time.sleep(1.0)  # all of them imported and opened the database
+    for child in children:  # all of them imported and opened the database
+        assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate()
     go.write_text("")
     outcomes = []
     for child in children:
@@ -106,7 +106,7 @@ def test_resume_runs_the_pinned_definition_after_the_files_changed(yard: Path, c
                     .replace("flow: ends\n", "flow: ends\nversion: 2\n"))
     shown = cli(yard, "runs", "show", run_id).out
     assert "flow      ends@1" in shown and "the files now define ends@2" in shown
-    done = run_engine(yard, "resume", run_id, "--approve", "--json")
+    done = cli(yard, "resume", run_id, "--approve", "--json")
     assert done.code == 0, done.err
     assert done.events()[-1]["data"]["outputs"] == {"n": 2}  # Monday's definition: no `third`
     fresh = cli(yard, "run", "ends", "--json")
@@ -118,6 +118,6 @@ def test_resume_after_the_flow_and_its_block_were_deleted(yard: Path, cli: Cli) 
     (yard / "flows" / "guarded.yaml").unlink()
     (yard / "blocks" / "inc.yaml").rename(yard / "blocks" / "increment.yaml.bak")
     assert "flow 'guarded' is no longer in the files" in cli(yard, "runs", "show", run_id).out
-    done = run_engine(yard, "resume", run_id, "--approve", "--json")
+    done = cli(yard, "resume", run_id, "--approve", "--json")
     assert done.code == 0, done.err
     assert done.events()[-1]["data"]["outputs"] == {"n": 2}

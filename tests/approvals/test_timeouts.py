@@ -4,6 +4,7 @@ calls) decide them by `on_timeout` — approve with the defaults, reject, or go 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,9 +13,16 @@ import pytest
 
 from engine import Yard
 from tests.approvals.conftest import decided, paused, state
-from tests.runtime.conftest import Outcome, run_engine
+from tests.runtime.conftest import Outcome
 
 Cli = Callable[..., Outcome]
+
+
+def _until(timeout_at: str) -> None:
+    """Wait until a gate's timeout (10ms after it was created) has passed."""
+    due = datetime.fromisoformat(timeout_at.replace("Z", "+00:00"))
+    while (left := (due - datetime.now(UTC)).total_seconds()) >= 0:
+        time.sleep(left + 0.001)
 
 
 @pytest.mark.parametrize(("mode", "gate", "action", "note"), [
@@ -28,7 +36,8 @@ def test_expire_decides_by_on_timeout(yard: Path, cli: Cli, mode: str, gate: str
         created, timeout_at = conn.execute("SELECT created, timeout_at FROM gates WHERE run_id = ?",
                                            (run_id,)).fetchone()
     assert timeout_at is not None and timeout_at > created
-    expired = run_engine(yard, "gates", "--expire")
+    _until(timeout_at)
+    expired = cli(yard, "gates", "--expire")
     assert expired.code == 0, expired.err
     assert expired.out == f"run {run_id}: gate '{gate}' timed out -> {action}; the run is finished\n"
     (decision,) = decided(yard, run_id)
@@ -36,7 +45,7 @@ def test_expire_decides_by_on_timeout(yard: Path, cli: Cli, mode: str, gate: str
     shown = json.loads(cli(yard, "runs", "show", run_id, "--json").out)
     assert shown["run"]["outputs"] == {"note": note}
     assert shown["decisions"][0]["status"] == "expired"
-    assert run_engine(yard, "gates", "--expire").out == "no gate has timed out\n"
+    assert cli(yard, "gates", "--expire").out == "no gate has timed out\n"
 
 
 def test_gates_not_yet_due_are_left_alone_and_the_clock_is_injectable(yard: Path) -> None:
@@ -73,7 +82,10 @@ async def _none(api: Yard) -> int:
 def test_a_gate_decided_by_a_person_first_does_not_expire(yard: Path, cli: Cli) -> None:
     run_id, _ = paused(cli(yard, "run", "timed", "--input", "mode=step", "--json"))
     assert cli(yard, "resume", run_id, "--reject").code == 0
-    assert run_engine(yard, "gates", "--expire", "--json").out.strip() == "[]"
+    with state(yard) as conn:
+        (timeout_at,) = conn.execute("SELECT timeout_at FROM gates WHERE run_id = ?", (run_id,)).fetchone()
+    _until(timeout_at)  # due, yet decided already
+    assert cli(yard, "gates", "--expire", "--json").out.strip() == "[]"
     assert [d["decision"] for d in decided(yard, run_id)] == ["reject"]
 
 

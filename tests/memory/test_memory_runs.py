@@ -16,7 +16,7 @@ from engine import Yard
 from engine.models import MockScript, StructuredRequest, scripted
 from engine.project import load_project
 from engine.state.memory import history, open_store, preferences
-from tests.runtime.conftest import run_engine
+from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -171,7 +171,7 @@ def test_history_writes_and_reads(yard: Path) -> None:
 
 
 def test_builtin_blocks_work_without_files_and_a_yard_file_overrides_them(
-        yard: Path, make_yard: Callable[[dict[str, str]], Path]) -> None:
+        yard: Path, make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
     assert not (yard / "blocks" / "query_memory.yaml").exists()
     with Yard.load(yard) as api:
         result = api.run("builtins", {"user": "ada"})
@@ -183,17 +183,17 @@ def test_builtin_blocks_work_without_files_and_a_yard_file_overrides_them(
     with Yard.load(yard) as api:
         assert api.run("builtins", {"user": "ada"}).outputs == {"memories": ["teal", 3]}
     own.write_text("block: query_memory\nkind: [broken\n")
-    found = run_engine(yard, "validate")
+    found = cli(yard, "validate")
     assert found.code == 1 and "blocks/query_memory.yaml" in found.out  # no silent fallback to the built-in
 
 
-def test_a_scope_that_does_not_render_to_a_valid_scope_refuses_the_run(yard: Path) -> None:
-    refused = run_engine(yard, "run", "remember", "--input", "user=../etc", "--input", "restaurant=x")
+def test_a_scope_that_does_not_render_to_a_valid_scope_refuses_the_run(yard: Path, cli: Cli) -> None:
+    refused = cli(yard, "run", "remember", "--input", "user=../etc", "--input", "restaurant=x")
     assert refused.code == 2
     assert refused.err.strip() == ("error: flow 'remember': memory scope 'users/{{ inputs.user }}': invalid memory "
                                    "scope 'users/../etc': use segments of letters, digits and _.@:+- separated by "
                                    "'/', e.g. users/ada")
-    assert run_engine(yard, "runs").out == "no runs yet\n"
+    assert cli(yard, "runs").out == "no runs yet\n"
 
 
 def test_a_failed_run_leaves_one_history_record_even_after_it_is_resumed(
@@ -219,12 +219,12 @@ def test_a_failed_run_leaves_one_history_record_even_after_it_is_resumed(
                                                                                         {"y": 8}, None)
 
 
-def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path) -> None:
+def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "clone"
     for folder in ("flows", "blocks"):
         shutil.copytree(REPO / folder, root / folder)
     shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")  # the example yard's model profiles
-    first = run_engine(root, "run", "order_lunch", "--input", "user_id=ada", "--json")
+    first = cli(root, "run", "order_lunch", "--input", "user_id=ada", "--json")
     assert first.code == 3, first.err
     events = first.events()
     run_id = events[0]["run_id"]
@@ -232,22 +232,22 @@ def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path) -> None:
     assert check["data"]["outputs"]["preference"] == "no_preference"
     assert events[-1]["step"] == "ask" and "No usual lunch saved for ada yet" in events[-1]["data"]["value"]["message"]
 
-    named = run_engine(root, "resume", run_id, "--approve", "--set", "restaurant=Chipotle", "--set", "dish=burrito",
+    named = cli(root, "resume", run_id, "--approve", "--set", "restaurant=Chipotle", "--set", "dish=burrito",
                        "--json")
     assert named.code == 3 and named.events()[-1]["step"] == "remember", named.err
-    saved = run_engine(root, "resume", run_id, "--approve", "--json")
+    saved = cli(root, "resume", run_id, "--approve", "--json")
     assert saved.code == 0, saved.err
     assert saved.events()[-1]["data"]["outputs"]["order_id"] == "LUNCH-TUE-chipotle-7"
 
-    again = run_engine(root, "run", "order_lunch", "--input", "user_id=ada", "--json")
+    again = cli(root, "run", "order_lunch", "--input", "user_id=ada", "--json")
     assert again.code == 0, again.err
     steps = [e["step"] for e in again.events() if e["type"] == "step_started"]
     assert steps == ["recall", "check", "route", "order", "announce"]
     assert not [e for e in again.events() if e["type"] == "approval_required"]
     assert again.events()[-1]["data"]["outputs"]["order_id"] == "LUNCH-TUE-chipotle-7"
 
-    remembered = run_engine(root, "memory", "get", "users/ada", "lunch", "--json")
+    remembered = cli(root, "memory", "get", "users/ada", "lunch", "--json")
     assert json.loads(remembered.out) == {"restaurant": "Chipotle", "dish": "burrito"}
     assert [r["status"] for r in stored(root, "users/ada", "order_lunch")[1]] == ["finished", "finished"]
-    other = run_engine(root, "run", "order_lunch", "--input", "user_id=bob", "--json")
+    other = cli(root, "run", "order_lunch", "--input", "user_id=bob", "--json")
     assert other.code == 3  # bob has no usual lunch yet

@@ -1,20 +1,18 @@
 """A test yard with flows that finish, fail, time out, sleep and produce garbage, plus helpers to
-run the CLI in-process and in real subprocesses."""
+run the CLI in real subprocesses (in-process: the `cli` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.cli import main
+from tests.support.cli import Outcome as Outcome  # re-exported: tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +68,7 @@ BLOCKS = {
     "blocks/nap.yaml": """
         block: nap
         kind: wait
-        duration: 2s
+        duration: 1s
     """,
     "blocks/stuck.yaml": """
         block: stuck
@@ -177,29 +175,6 @@ CONFIG = {
 def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
     """The test yard's root."""
     return make_yard({**BLOCKS, **FLOWS, **CONFIG})
-
-
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
-    """cli(root, "run", "hello") -> Outcome: the real CLI, in-process."""
-
-    def call(root: Path, *args: str) -> Outcome:
-        capsys.readouterr()
-        code = main([*args, "--root", str(root)])
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err)
-
-    return call
 
 
 def subprocess_env() -> dict[str, str]:

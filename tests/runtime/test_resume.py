@@ -3,9 +3,11 @@ last checkpoint on the definition it started with — in another process, after 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import textwrap
 import time
 from collections.abc import Callable
@@ -101,11 +103,23 @@ def _read_until(stream: IO[str] | None, predicate: Callable[[str], bool]) -> lis
     raise AssertionError(f"the process ended before the expected line; saw: {seen}")
 
 
+def _committed(root: Path, run_id: str, step: str, timeout: float = 30.0) -> None:
+    """Wait until the trace row of `step` starting is in the database (the writer commits in groups)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(root / ".blockyard" / "state.db", timeout=5)) as conn:
+            if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND type = 'step_started' AND step = ?",
+                            (run_id, step)).fetchone():
+                return
+        assert time.monotonic() < deadline, f"step {step!r} of run {run_id} never reached the database"
+        time.sleep(0.01)
+
+
 def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> None:
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--json")
     try:
         lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
-        time.sleep(0.3)  # trace rows between checkpoints are committed within 50 ms; the nap lasts 2 s
+        _committed(yard, json.loads(lines[0])["run_id"], "nap")  # the nap lasts 1 s: the kill lands inside it
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=60)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import Outcome, run_engine
+from tests.runtime.conftest import Outcome
 
 Cli = Callable[..., Outcome]
 
 
-def test_hello_in_a_subprocess_prints_json_events(yard: Path) -> None:
-    done = run_engine(yard, "run", "hello", "--input", "name=Ada", "--json")
+def test_hello_prints_json_events(yard: Path, cli: Cli) -> None:
+    done = cli(yard, "run", "hello", "--input", "name=Ada", "--json")
     assert done.code == 0, done.err
     events = done.events()
     # the mock streams the llm reply word by word, as a real model's (docs/models.md, "Token streaming")

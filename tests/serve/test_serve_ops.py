@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -16,7 +17,9 @@ import httpx
 import pytest
 
 from engine.serve.clock import ManualClock
+from engine.serve.logs import LOGGER
 from tests.serve.serve_helpers import YARD, Live, free_socket, wait_for, wait_run
+from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -64,22 +67,20 @@ def test_a_schedule_fires_in_the_server_when_the_clock_says_so(make_yard: Callab
         assert schedule["next_fire"] == "2026-05-05T06:30:00+00:00"
 
 
-def test_schedules_command_prints_next_fire_times(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_schedules_command_prints_next_fire_times(make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
     from engine.cli import main
 
     root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"]
                       + "schedule: {cron: '0 11 * * TUE', timezone: Europe/Paris}\n"})
-    result = subprocess.run([sys.executable, "-m", "engine", "schedules", "--json", "--root", str(root)],
-                            capture_output=True, text=True, env=ENV, timeout=60)
-    assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)
+    result = cli(root, "schedules", "--json")
+    assert result.code == 0, result.err
+    rows = json.loads(result.out)
     assert [(r["flow"], r["cron"], r["timezone"], r["misfire"], r["problem"]) for r in rows] == [
         ("add", "0 11 * * TUE", "Europe/Paris", "skip", None)]
     upcoming = datetime.fromisoformat(rows[0]["next_fire"])
     assert upcoming > datetime.now(UTC) and upcoming.weekday() == 1  # a Tuesday
-    text = subprocess.run([sys.executable, "-m", "engine", "schedules", "--root", str(root)],
-                          capture_output=True, text=True, env=ENV, timeout=60)
-    lines = text.stdout.splitlines()
+    text = cli(root, "schedules")
+    lines = text.out.splitlines()
     assert lines[0].split() == ["FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT", "FIRE", "LAST", "FIRE"]
     assert lines[1].split()[:8] == ["add", "0", "11", "*", "*", "TUE", "Europe/Paris", "skip"]
     assert lines[1].split()[-1] == "-"  # never fired
@@ -148,13 +149,25 @@ def test_validate_schedules_and_the_server_judge_a_schedule_alike(
     assert "Traceback" not in err and "internal error" not in err
 
 
-def test_serve_refuses_an_exposed_address_without_a_token(yard: Path) -> None:
-    env = {k: v for k, v in ENV.items() if k != "BLOCKYARD_TOKEN"}
-    result = subprocess.run([sys.executable, "-m", "engine", "serve", "--host", "0.0.0.0", "--port", "1",
-                             "--root", str(yard)], capture_output=True, text=True, env=env, timeout=60)
-    assert result.returncode == 2
-    assert "refusing to listen on 0.0.0.0 without a token: set BLOCKYARD_TOKEN" in result.stderr
-    assert "Traceback" not in result.stderr
+@pytest.fixture
+def serve_logging() -> Iterator[None]:
+    """`serve` in-process sends the server's loggers to this test's stderr: give them back afterwards."""
+    saved = [(logger, list(logger.handlers), logger.level, logger.propagate)
+             for logger in map(logging.getLogger, (LOGGER, "uvicorn.error"))]
+    yield
+    for logger, handlers, level, propagate in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def test_serve_refuses_an_exposed_address_without_a_token(yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
+                                                        serve_logging: None) -> None:
+    monkeypatch.delenv("BLOCKYARD_TOKEN", raising=False)
+    result = cli(yard, "serve", "--host", "0.0.0.0", "--port", "1")
+    assert result.code == 2
+    assert "refusing to listen on 0.0.0.0 without a token: set BLOCKYARD_TOKEN" in result.err
+    assert "Traceback" not in result.err
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from engine import Yard
-from tests.runtime.conftest import run_engine, spawn
+from tests.runtime.conftest import spawn
+from tests.support.cli import Cli
 
 FILES = {
     "blocks/answer.yaml": """
@@ -105,7 +106,7 @@ def test_n_turns_give_exactly_n_turns_of_history(yard: Path) -> None:
     assert checkpoints(yard, "t1") == 1  # finished turns are pruned down to the latest checkpoint
 
 
-def test_each_turn_starts_from_a_fresh_context(yard: Path) -> None:
+def test_each_turn_starts_from_a_fresh_context(yard: Path, cli: Cli) -> None:
     with Yard.load(yard) as api:
         first = api.run("chat", {"message": "first turn"}, thread="t2")
         # the first turn took the `mark` branch only: no reply, so it failed on its missing output
@@ -119,7 +120,7 @@ def test_each_turn_starts_from_a_fresh_context(yard: Path) -> None:
             return dict(state.values["context"])
 
         assert api._sync().call(context) == {"reply": "you said: hello"}  # no `marked` from the first turn
-        refused = run_engine(yard, "resume", first.run_id)
+        refused = cli(yard, "resume", first.run_id)
         assert refused.code == 2
         assert refused.err.strip() == (f"error: run {first.run_id} cannot be resumed: its conversation thread 't2' "
                                        f"has gone on with run {second.run_id}")
@@ -139,9 +140,9 @@ def test_concurrent_turns_of_one_thread_take_turns(yard: Path) -> None:
         assert ai[1] == human[1].replace(".in", ".out") and ai[2] == "you said: " + human[2]
 
 
-def test_turns_from_two_processes_at_once(yard: Path) -> None:
+def test_turns_from_two_processes_at_once(yard: Path, cli: Cli) -> None:
     # an existing conversation (and database: two processes creating a fresh one at once is another matter)
-    assert run_engine(yard, "run", "slow_chat", "--thread", "shared", "--input", "message=hello").code == 0
+    assert cli(yard, "run", "slow_chat", "--thread", "shared", "--input", "message=hello").code == 0
     children = [spawn(yard, "run", "slow_chat", "--thread", "shared", "--input", f"message=from {i}", "--json")
                 for i in range(2)]
     for child in children:
@@ -151,44 +152,44 @@ def test_turns_from_two_processes_at_once(yard: Path) -> None:
         stored = messages(api, "slow_chat", "shared")
     assert sorted(text for kind, _, text in stored if kind == "HumanMessage") == ["from 0", "from 1", "hello"]
     assert [kind for kind, _, _ in stored] == ["HumanMessage", "AIMessage"] * 3
-    listed = run_engine(yard, "threads", "--json")
+    listed = cli(yard, "threads", "--json")
     (thread,) = json.loads(listed.out)
     assert (thread["id"], thread["turns"], thread["status"]) == ("shared", 3, "finished")
 
 
-def test_a_waiting_turn_holds_the_thread(yard: Path) -> None:
-    waiting = run_engine(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=hi", "--json")
+def test_a_waiting_turn_holds_the_thread(yard: Path, cli: Cli) -> None:
+    waiting = cli(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=hi", "--json")
     assert waiting.code == 3
     run_id = waiting.events()[0]["run_id"]
-    blocked = run_engine(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again")
+    blocked = cli(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again")
     assert blocked.code == 2
     assert blocked.err.strip() == (f"error: thread 'c1' waits for an approval in run {run_id}: decide it first "
                                    f"(`blockyard resume {run_id} --approve` or `--reject`)")
-    assert run_engine(yard, "resume", run_id, "--approve").code == 0
-    assert run_engine(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again").code == 3
-    other = run_engine(yard, "run", "chat", "--thread", "c1", "--input", "message=x")
+    assert cli(yard, "resume", run_id, "--approve").code == 0
+    assert cli(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again").code == 3
+    other = cli(yard, "run", "chat", "--thread", "c1", "--input", "message=x")
     assert (other.code, other.err.strip()) == (2, "error: thread 'c1' is a conversation with flow 'careful_chat', "
                                                   "not 'chat'")
 
 
-def test_threads_listing_and_show(yard: Path) -> None:
-    assert run_engine(yard, "threads").out.startswith("no threads yet")
+def test_threads_listing_and_show(yard: Path, cli: Cli) -> None:
+    assert cli(yard, "threads").out.startswith("no threads yet")
     for text in ("what is on the menu today, and is there anything vegetarian on it at all", "and soup?"):
-        assert run_engine(yard, "run", "chat", "--thread", "lunch-chat", "--input", f"message={text}").code == 0
-    listed = run_engine(yard, "threads").out.splitlines()
+        assert cli(yard, "run", "chat", "--thread", "lunch-chat", "--input", f"message={text}").code == 0
+    listed = cli(yard, "threads").out.splitlines()
     assert listed[0].split() == ["THREAD", "FLOW", "TURNS", "UPDATED", "LAST", "TURN", "TITLE"]
     # the title is the thread's name: the first five words of its first message (no naming model here)
     assert listed[1].startswith("lunch-chat  chat  2") and listed[1].endswith("  what is on the menu")
-    shown = run_engine(yard, "threads", "show", "lunch-chat").out
+    shown = cli(yard, "threads", "show", "lunch-chat").out
     assert "  > and soup?\n  < you said: and soup?\n" in shown
-    missing = run_engine(yard, "threads", "show", "lunch-chta")
+    missing = cli(yard, "threads", "show", "lunch-chta")
     assert (missing.code, missing.err.strip()) == (2, "error: unknown thread 'lunch-chta' (did you mean 'lunch-chat'?)")
 
 
-def test_a_threads_turns_are_shown_in_the_order_they_were_taken(yard: Path) -> None:
+def test_a_threads_turns_are_shown_in_the_order_they_were_taken(yard: Path, cli: Cli) -> None:
     with Yard.load(yard) as api:
         for run_id, text in (("zz-first", "first things first"), (None, "then this"), ("00-last", "and that")):
             api.run("chat", {"message": text}, run_id=run_id, thread="menu")
             time.sleep(0.002)  # start times have milliseconds: each turn its own
-    shown = json.loads(run_engine(yard, "threads", "show", "menu", "--json").out)
+    shown = json.loads(cli(yard, "threads", "show", "menu", "--json").out)
     assert [turn["said"] for turn in shown["turns"]] == ["first things first", "then this", "and that"]
