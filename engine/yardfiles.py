@@ -69,7 +69,7 @@ class Bounds:
         """The yard at `root`, plus those `folders` (relative to it) that are written as lying outside it.
 
         A folder inside the yard counts only as far as it really stays inside: `flows/` being a link
-        to /etc adds nothing. One written outside (`paths: {blocks: ../shared}`) is the yard owner's
+        to /etc adds nothing. One written outside (`paths: {blocks: ../common}`) is the yard owner's
         explicit choice, visible in blockyard.yaml.
         """
         base = Path(os.path.abspath(root))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -39,3 +40,11 @@ def make_yard(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
 def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
     """cli(root, "run", "hello") -> Outcome: the real CLI, in-process (tests/support/cli.py)."""
     return in_process(capsys)
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip a test whose precondition this machine lacks, but fail it in CI (`CI=true`): there a
+    missing precondition is a broken setup, and a skip must never hide it."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"precondition missing in CI: {reason}")
+    pytest.skip(reason)

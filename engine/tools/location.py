@@ -3,7 +3,7 @@
 Importing runs the module, so the check must come first: a module file of the code folder that is
 a symbolic link resolving outside that folder (a pull request can store one) would run code from
 elsewhere on the disk, so it is refused, and so is a package holding such a link. A code folder
-that blockyard.yaml writes as lying outside the yard (`paths: {code: ../shared}`) is the owner's
+that blockyard.yaml writes as lying outside the yard (`paths: {code: ../common}`) is the owner's
 explicit choice; one inside the yard that is itself a link leading out is refused like any link.
 The validator runs this too (engine/validate/semantic/config.py): it imports nothing heavy.
 """

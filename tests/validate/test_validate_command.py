@@ -12,6 +12,7 @@ from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.project import Project
 from engine.validate.command import find_root, validate, validate_command
+from tests.conftest import skip_or_fail
 
 ECHO = """\
 block: echo
@@ -136,7 +137,7 @@ def test_usage_errors(yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[st
     (yard.parent / "plain").mkdir()
     monkeypatch.chdir(yard.parent)
     if message.startswith("plain is not inside a yard") and find_root(yard.parent) is not None:
-        pytest.skip("the temporary folder lies inside a yard")
+        skip_or_fail("the temporary folder lies inside a yard")
     with pytest.raises(UsageError) as caught:
         validate_command([Path(a) for a in args], "text", Path(root) if root else None)
     assert str(caught.value) == message
@@ -146,7 +147,7 @@ def test_usage_errors(yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[st
 def test_no_yard_anywhere_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     if find_root(tmp_path) is not None:
-        pytest.skip("the temporary folder lies inside a yard")
+        skip_or_fail("the temporary folder lies inside a yard")
     with pytest.raises(UsageError, match="no yard here"):
         validate_command([], "text", None)
 

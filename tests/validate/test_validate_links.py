@@ -15,6 +15,7 @@ import pytest
 
 from engine.project import load_project
 from engine.validate.command import validate, validate_command
+from tests.conftest import skip_or_fail
 
 FORMATS = ("text", "json", "github", "sarif")
 SECRET = "ghp_SECRETTOKEN42"
@@ -94,7 +95,7 @@ def test_the_github_annotation_lands_on_the_link(yard: Path, secret: Path, monke
 def test_links_to_system_files_are_not_read(yard: Path, target: str, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     if not Path(target).exists():
-        pytest.skip(f"{target} does not exist on this system")
+        skip_or_fail(f"{target} does not exist on this system")
     monkeypatch.setenv("BLOCKYARD_TEST_SECRET", SECRET)
     (yard / "flows" / "system.yaml").symlink_to(target)
     for fmt, (code, printed) in every_format(yard, monkeypatch, capsys).items():
