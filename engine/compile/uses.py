@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -11,7 +12,9 @@ from engine.compile.agent import runner_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, Follower, GraphBuilder, Region
 from engine.compile.context import RunContext
-from engine.compile.errors import CompileError
+from engine.compile.errors import CompileError, Problem
+from engine.compile.events import failed
+from engine.compile.reduce import Landing
 from engine.compile.scope import item_index, make_scope
 from engine.compile.state import State, applied, combined, record
 from engine.executors.model import decision_output
@@ -28,11 +31,18 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     frames = region.frames
     name = step.id
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
+    landing = Landing(step, frames)
 
     async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
         said: list[Any] | None = [] if talks else None
-        outputs = await runner.run(make_scope(state, frames), runtime, item_index(state, frames), said)
-        update = {"context": runner.to_context(outputs), "results": [record(name, block.block, outputs)]}
+        index = item_index(state, frames)
+        outputs = await runner.run(make_scope(state, frames), runtime, index, said)
+        try:
+            update = landing.update(outputs, state)
+        except Problem as exc:
+            raise failed(runtime.stream_writer, builder.flow, label, str(exc), started=time.monotonic(), index=index,
+                         block=block.block) from None
+        update["results"] = [record(name, block.block, outputs)]
         if said:
             update["messages"] = said
         return outputs, update

@@ -65,6 +65,6 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
         flow = Dataflow(index, graphs)
         check_inputs(index, flow)
         check_parallel_writes(index, flow, graphs)
-        check_flow_outputs(index, flow)
+        check_flow_outputs(index, flow, graphs)
     check_step_templates(index, flow)
     return index.found

@@ -84,7 +84,10 @@ class Dataflow:
             self.regions[region] = RegionFacts(graphs[region])
         for region in reversed(index.regions):  # bodies before the steps that own them
             self._finish(region)
-        self._forward(index.root, NOTHING, NOTHING)
+        # keys that steps accumulate (`reduce:`) exist, empty, from the start of a run
+        start = self.table.of(map(key_fact, index.definition.spec.accumulated()))
+        self.start = start
+        self._forward(index.root, start, start)
 
     # what a step writes -------------------------------------------------------------------
     def writes(self, node: StepNode) -> list[str]:
@@ -98,7 +101,7 @@ class Dataflow:
             produced.extend(node.block.spec.outputs)
         elif node.action == "flow" and node.subflow is not None:
             produced.extend(node.subflow.spec.outputs)
-        keys = [spec.outputs.get(name, name) for name in produced]
+        keys = [spec.output_key(name) for name in produced]
         if node.action == "approval" and spec.approval is not None:
             keys.extend(spec.approval.fields)
         if isinstance(spec.require_approval, ApprovalSpec):
@@ -278,8 +281,8 @@ class Dataflow:
         for node in self.index.root.steps:
             may |= self.gen_may(node)
         if done is None:
-            return None, may
-        return _either(done, self.regions[self.index.root].end), may
+            return None, may | self.start
+        return _either(done, self.regions[self.index.root].end) | self.start, may | self.start
 
 
 def map_owner(node: StepNode) -> StepNode | None:
