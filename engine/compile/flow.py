@@ -62,8 +62,7 @@ class CompiledFlow:
             hints = "".join(did_you_mean(key, context) for key in missing[:1])
             raise RunError(f"flow '{self.name}' finished without output{'s' if len(missing) > 1 else ''} "
                            f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
-                           f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'}; declare an output that "
-                           "a run may end without as optional: `outputs: {KEY: {optional: true}}`)")
+                           f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})")
         result: dict[str, Any] = {}
         for key in flow.outputs:
             if key in context:

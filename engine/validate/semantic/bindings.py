@@ -110,8 +110,8 @@ def check_flow_outputs(index: FlowIndex, flow: Dataflow, graphs: dict[Region, Co
             by = f" (step '{writer.id}' writes it)" if writer is not None else ""
             on = f"on the path {path}" if path is not None else "on every path to the end"
             index.report(where, "BY409",
-                         f"flow output '{key}' is not written {on}{by}; runs that take it fail when they "
-                         f"finish (declare it `{{optional: true}}` or give it a `default:` if that is expected)",
+                         f"flow output '{key}' is not written {on}{by}; runs that end that way fail (declare "
+                         "it `{optional: true}` or give it a `default:` if that is expected)",
                          key=isinstance(spec.outputs, dict))
             continue
         explained = flow.explain(key, may, "the end")
