@@ -4,7 +4,7 @@ subflows — not the engine's helper nodes. Deterministic (step order), so they 
 
 Shapes: block steps are boxes, decide and router steps diamonds, subflows subroutines, maps
 parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
-bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
+bodies are clusters. A step that accumulates outputs (`reduce:`) says which keys, and how. Dashed edges are exits taken without running the step (`on_max_visits`,
 an approval's `on_reject` and `on_timeout`); a step behind `require_approval` says so.
 """
 
@@ -170,7 +170,7 @@ class _Drawer:
         if step.router is not None:
             return Node(step.id, [step.id, "router" + bound], "diamond")
         if step.flow is not None:
-            return Node(step.id, [step.id, f"flow {step.flow}{bound}"], "subroutine")
+            return Node(step.id, [step.id, f"flow {step.flow}{bound}", *_accumulates(step)], "subroutine")
         if step.approval is not None:
             return Node(step.id, [step.id, f"approval{bound}"], "hexagon")
         block = self.blocks.get(step.uses or "")
@@ -181,7 +181,14 @@ class _Drawer:
             tools = [*step.delegates, *(block.delegates if block is not None else []), *(block.tools if block else [])]
             if tools:
                 lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
-        return Node(step.id, lines, shape)
+        return Node(step.id, [*lines, *_accumulates(step)], shape)
+
+
+def _accumulates(step: StepSpec) -> list[str]:
+    """The line naming the context keys a step accumulates (`reduce:`), if any."""
+    found = [f"{step.output_key(name)} ({step.output_reduce(name)})" for name in step.outputs
+             if step.output_reduce(name) is not None]
+    return ["accumulates " + ", ".join(found)] if found else []
 
 
 def _bound(step: StepSpec) -> str:

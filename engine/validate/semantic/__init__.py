@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.diagnostics import Diagnostic
 from engine.project import FlowDef, Project
 from engine.validate.semantic import control
+from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
 from engine.validate.semantic.blocks import check_blocks
 from engine.validate.semantic.config import check_config
@@ -58,8 +59,10 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_memory(index)
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
+    check_output_dir(index)
     flow = None
     if not index.broken:
+        check_reduce(index)
         graphs = {region: control.build(region) for region in index.regions}
         check_paths(index, graphs)
         flow = Dataflow(index, graphs)

@@ -69,6 +69,12 @@ DATAFLOW: dict[str, str] = {
     "BY409": "flow output not written on every path",
     "BY410": "template loads another template (include, extends, import)",
     "BY411": "constant expression over a template limit",
+    "BY430": "prompt file or included file missing, unreadable or outside the yard",
+    "BY431": "include that cannot be resolved (not a constant name, a cycle, too deep)",
+    "BY432": "prompt text and prompt file both given",
+    "BY433": "`reduce:` on an output that is not a list (append) or an object (merge)",
+    "BY434": "accumulated context key also written another way",
+    "BY435": "invalid output directory",
 }
 
 CONFIG: dict[str, str] = {
