@@ -21,15 +21,17 @@ from engine.compile.scope import Binder, Frame, OutputCheck
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.spec import BlockSpec
+from engine.templates import prompt_files
 
 
 class BlockStep:
     """Everything needed to run one block at one step, prepared at compile time."""
 
     def __init__(self, flow: str, step: str, label: str, block: BlockSpec, bindings: Mapping[str, Any],
-                 frames: tuple[Frame, ...], renames: Mapping[str, str], runner: executors.Runner | None = None
-                 ) -> None:
-        """`runner` replaces the kind's executor (agent and smart blocks, which the compiler wires)."""
+                 frames: tuple[Frame, ...], renames: Mapping[str, Any], runner: executors.Runner | None = None,
+                 files: Mapping[str, str] | None = None) -> None:
+        """`runner` replaces the kind's executor (agent and smart blocks, which the compiler wires);
+        `files` are the prompt files pinned with the flow, which its prompts may include."""
         where = f"flow '{flow}', step '{step}'"
         unknown = [name for name in bindings if name not in block.inputs]
         if unknown:
@@ -47,13 +49,7 @@ class BlockStep:
         self.check_outputs = OutputCheck(block.outputs)
         self.runner = runner if runner is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
-        self.renames = dict(renames)
-
-    def to_context(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Outputs under their context names (after `outputs:` renames)."""
-        if not self.renames:
-            return dict(outputs)
-        return {self.renames.get(key, key): value for key, value in outputs.items()}
+        self.files: Mapping[str, str] = files or {}
 
     async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None,
                   transcript: list[Any] | None = None) -> dict[str, Any]:
@@ -95,6 +91,10 @@ class BlockStep:
         return outputs
 
     async def _execute(self, call: BlockCall) -> Any:
+        with prompt_files(self.files):
+            return await self._limited(call)
+
+    async def _limited(self, call: BlockCall) -> Any:
         timeout = self.policies.timeout
         if timeout is None:
             return await self.runner(call)

@@ -4,8 +4,9 @@ subflows — not the engine's helper nodes. Deterministic (step order), so they 
 
 Shapes: block steps are boxes, decide and router steps diamonds, subflows subroutines, maps
 parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
-bodies are clusters. A step that accumulates outputs (`reduce:`) says which keys, and how. Dashed edges are exits taken without running the step (`on_max_visits`,
-an approval's `on_reject` and `on_timeout`); a step behind `require_approval` says so.
+bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
+an approval's `on_reject` and `on_timeout`); a step behind `require_approval` says so, and a step
+that accumulates outputs (`reduce:`) says which keys, and how.
 """
 
 from __future__ import annotations

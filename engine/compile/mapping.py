@@ -155,7 +155,8 @@ def _item_runner(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: t
         block = builder.block(spec.uses, step.id)
         label = builder.label(step.id)
         wired = runner_for(builder, None, None, block, spec.uses, label)
-        runner = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, runner=wired)
+        runner = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, runner=wired,
+                           files=builder.bundle.prompts)
 
         async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int
                             ) -> tuple[Any, list[Any]]:

@@ -27,7 +27,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     block = builder.block(step.uses, step.id)
     label = builder.label(step.id)
     wired = runner_for(builder, region, step, block, step.uses, label)
-    runner = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, runner=wired)
+    runner = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, runner=wired,
+                       files=builder.bundle.prompts)
     frames = region.frames
     name = step.id
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`

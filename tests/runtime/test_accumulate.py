@@ -190,7 +190,8 @@ def test_a_retried_step_appends_once(make_yard: MakeYard) -> None:
     root = make_yard({
         "blockyard.yaml": "tools:\n  flaky_note: {import: 'yardtools:flaky_note'}\n",
         "yardtools.py": FLAKY_TOOLS,
-        "blocks/flaky_note.yaml": _tool_block("flaky_note", "timeout: 200ms\n        retry: {attempts: 2, initial: 1ms, on: [timeout]}"),
+        "blocks/flaky_note.yaml": _tool_block(
+            "flaky_note", "timeout: 200ms\n        retry: {attempts: 2, initial: 1ms, on: [timeout]}"),
         "flows/retried.yaml": flow,
     })
     with Yard.load(root) as yard:
