@@ -125,14 +125,18 @@ def init(directory: Path | None) -> None:
               help="A YAML or JSON mapping of inputs.")
 @click.option("--run-id", default=None, help="Id for the run (default: generated).")
 @click.option("--thread", default=None, help="Run inside an existing conversation thread.")
+@click.option("--output", "output_dir", default=None, metavar="DIR",
+              help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
+                   "else .blockyard/workspaces/<run>/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
 def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
-        thread: str | None, as_json: bool, root: Path | None) -> None:
+        thread: str | None, output_dir: str | None, as_json: bool, root: Path | None) -> None:
     """Run a flow by name."""
     from engine.runtime.commands import run_command
 
-    raise SystemExit(run_command(_root(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
+    raise SystemExit(run_command(_root(root), flow, list(inputs), inputs_file, run_id, thread, as_json,
+                                 output_dir=output_dir))
 
 
 @cli.command()

@@ -15,13 +15,14 @@ from langgraph.types import StreamWriter
 import engine.executors as executors
 from engine.compile.context import RunContext
 from engine.compile.errors import CompileError, Problem, StepFailed
-from engine.compile.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
+from engine.compile.events import FILE_WRITTEN, STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
 from engine.compile.policies import Policies, policies
 from engine.compile.scope import Binder, Frame, OutputCheck
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.spec import BlockSpec
 from engine.templates import prompt_files
+from engine.tools.builtin.files import writes
 
 
 class BlockStep:
@@ -91,7 +92,11 @@ class BlockStep:
         return outputs
 
     async def _execute(self, call: BlockCall) -> Any:
-        with prompt_files(self.files):
+        def written(path: str, size: int) -> None:
+            emit(call.writer, FILE_WRITTEN, call.label, {"path": path, "bytes": size, "block": self.block.block},
+                 call.index)
+
+        with prompt_files(self.files), writes(written):
             return await self._limited(call)
 
     async def _limited(self, call: BlockCall) -> Any:

@@ -19,6 +19,7 @@ STEP_FINISHED = "step_finished"
 STEP_FAILED = "step_failed"
 WARNING = "warning"
 TOOL_CALL = "tool_call"
+FILE_WRITTEN = "file_written"
 TOKEN = "token"
 
 

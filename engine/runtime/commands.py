@@ -70,15 +70,20 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
 
 
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                thread: str | None, as_json: bool) -> int:
+                thread: str | None, as_json: bool, *, output_dir: str | None = None) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard
 
+    if output_dir is not None:
+        problem = text_problem(output_dir)
+        if problem is not None:
+            raise UsageError(f"--output: the value {problem}")
     yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread), as_json)
+                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir),
+                      as_json)
     finally:
         yard.close()
 

@@ -20,16 +20,17 @@ STEP_FINISHED = "step_finished"
 STEP_FAILED = "step_failed"
 TOKEN = "token"
 TOOL_CALL = "tool_call"
+FILE_WRITTEN = "file_written"  # a file tool wrote a file of the run's output folder: path, bytes
 APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/runtime/gates.py)
 WARNING = "warning"
 RUN_FINISHED = "run_finished"
 RUN_FAILED = "run_failed"
 
-EVENT_TYPES = (RUN_STARTED, STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, APPROVAL_REQUIRED,
-               APPROVAL_DECIDED, WARNING, RUN_FINISHED, RUN_FAILED)
+EVENT_TYPES = (RUN_STARTED, STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN,
+               APPROVAL_REQUIRED, APPROVAL_DECIDED, WARNING, RUN_FINISHED, RUN_FAILED)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
-STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, WARNING})
+STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING})
 # The last event of one execution of a run (a resume starts a new execution).
 TERMINAL_TYPES = frozenset({RUN_FINISHED, RUN_FAILED, APPROVAL_REQUIRED})
 # Streamed live but not kept in the trace table: one row per generated token would dwarf the rest.

@@ -26,9 +26,10 @@ from engine.closure import flow_problems
 from engine.compile.context import RunContext
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError, ValidationFailed
+from engine.outputdir import normalized, resolve_output_dir
 from engine.project import CONFIG_FILE, Project, load_project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
-from engine.runtime import approvals, gates, owner, resumes, store, threads
+from engine.runtime import approvals, gates, owner, resumes, store, threads, written
 from engine.runtime.approvals import Expired
 from engine.runtime.endings import end_hook
 from engine.runtime.events import APPROVAL_REQUIRED, TERMINAL_TYPES, Event, now_iso
@@ -210,7 +211,8 @@ class Yard:
         """The LangGraph compiled graph of flow `name`, for inspection (no checkpointer)."""
         return self.compiled(self.bundle(name), durable=False).graph
 
-    def _context(self, bundle: Bundle, run_id: str, thread_id: str | None = None) -> tuple[RunContext, str | None]:
+    def _context(self, bundle: Bundle, run_id: str, thread_id: str | None = None,
+                 output_dir: str | None = None) -> tuple[RunContext, str | None]:
         from engine.models import ModelResolver
         from engine.tools import build_registry
 
@@ -219,22 +221,33 @@ class Yard:
             registry = self._registries.get(config_key)
             if registry is None:
                 registry = self._registries[config_key] = build_registry(bundle.config, self.root)
-        workspace = self.state_path.parent / "workspaces" / run_id
+        if output_dir is None:
+            workspace = self.state_path.parent / "workspaces" / run_id
+            tools = registry.with_workspace(workspace)
+        else:  # a folder of the yard (checked when the run started), which the file tools keep inside it
+            workspace = self.root / output_dir
+            tools = registry.with_workspace(workspace, confine=self.root)
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         self._mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
-        context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
+        context = RunContext(run_id=run_id, models=models, tools=tools,
                              workspace=workspace, thread_id=thread_id, secrets=self.secrets,
                              limits=TemplateLimits.of(bundle.config))
+        if output_dir is not None:
+            context.extra["output_dir"] = output_dir
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- runs -------------------------------------------------------------------------------
 
     async def _start(self, name: str, inputs: Mapping[str, Any] | None, run_id: str | None,
-                     thread: str | None = None) -> Execution:
+                     thread: str | None = None, output_dir: str | None = None) -> Execution:
         from engine.typecheck import coerce_inputs
 
         bundle = self.bundle(name)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{name}'")
+        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir
+        if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
+            resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
+            chosen_dir = normalized(chosen_dir)
         render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
         compiled = self.compiled(bundle)
         digest, text = self._pin(bundle)
@@ -269,17 +282,23 @@ class Yard:
         if thread_id is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
         start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
-        return await self.execution(bundle, compiled, record, start)
+        return await self.execution(bundle, compiled, record, start, output_dir=chosen_dir)
 
     async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,
                         resumed: bool = False, values: dict[str, Any] | None = None,
-                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None) -> Execution:
-        """One execution of `record`: its run context (models, tools, memory) and end hook."""
-        context, note = self._context(bundle, record.id, record.thread_id)
+                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
+                        output_dir: str | None = None) -> Execution:
+        """One execution of `record`: its run context (models, tools, memory) and end hook. A resumed
+        run writes its files where it started writing them (recorded in its first run_started event)."""
+        if resumed:
+            output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id))
+        context, note = self._context(bundle, record.id, record.thread_id, output_dir)
         scope = render_scope(bundle, record.inputs)
         if scope is not None:
             context.memory = await self.memory.open(scope, bundle.name, record.id)
         data: dict[str, Any] = {"resumed": True} if resumed else {}
+        if output_dir is not None:
+            data["output_dir"] = output_dir
         if note:
             data["note"] = note
         if record.thread_id:
@@ -292,10 +311,11 @@ class Yard:
         return await resumes.prepare(self, run_id, wanted)
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncIterator[Event]:
+                      thread: str | None = None, output_dir: str | None = None) -> AsyncIterator[Event]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
-        one terminal."""
-        execution = await self._start(name, inputs, run_id, thread)
+        one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
+        `output_dir`, or the run's workspace)."""
+        execution = await self._start(name, inputs, run_id, thread, output_dir)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
@@ -313,9 +333,9 @@ class Yard:
                 yield event
 
     async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None) -> RunResult:
+                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
         """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await collect(await self._start(name, inputs, run_id, thread))
+        return await collect(await self._start(name, inputs, run_id, thread, output_dir))
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                       reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
@@ -323,9 +343,9 @@ class Yard:
         return await collect(await self._continue(run_id, approvals.ask(approve, values, reason, gate, actor)))
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            thread: str | None = None) -> RunResult:
+            thread: str | None = None, output_dir: str | None = None) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread))
+        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
 
     def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.bundle import Bundle
 from engine.errors import UsageError
+from engine.outputdir import resolve_output_dir
 from engine.runtime import store
 from engine.runtime.events import now_iso
 from engine.runtime.ids import check_run_id, new_run_id
@@ -68,11 +69,17 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[Event, None]:
+    def check_output_dir(self, output_dir: str) -> None:
+        """UsageError unless `output_dir` names a folder of the yard (engine/outputdir.py)."""
+        resolve_output_dir(self.yard.root, output_dir, "output_dir")
+
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str,
+                    output_dir: str | None = None) -> AsyncGenerator[Event, None]:
         """Run `bundle` and yield its events as dicts; the last one ends the execution."""
         token = _PINNED.set(bundle)
         try:
-            async with aclosing(self.yard.astream(bundle.name, inputs, run_id=run_id)) as events:
+            async with aclosing(self.yard.astream(bundle.name, inputs, run_id=run_id,
+                                                  output_dir=output_dir)) as events:
                 async for event in events:
                     yield event.as_dict()
         finally:
