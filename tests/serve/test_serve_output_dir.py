@@ -1,0 +1,32 @@
+"""POST /flows/{name}/runs with `output_dir`: the run's files land in that folder of the yard; a
+folder outside the yard is a 4xx problem and no run starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from serve_helpers import Live
+
+from tests.support.coder_yard import CODER_YARD
+
+
+def test_the_body_names_the_output_folder(make_yard: Callable[[dict[str, str]], Path],
+                                          serve: Callable[..., Live]) -> None:
+    root = make_yard(CODER_YARD)
+    live = serve(root)
+    with live.client() as client:
+        done = client.post("/flows/code/runs", json={"output_dir": "served"})
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "finished"
+        events = client.get(f"/runs/{done.json()['run_id']}/events", headers={"Accept": "application/json"}).json()
+        bad = client.post("/flows/code/runs", json={"output_dir": "../elsewhere"})
+        runs = client.get("/runs").json()
+    assert (root / "served" / "app.py").read_text() == "print('hi')\n"
+    assert not (root / "output").exists()  # the body wins over the flow's output_dir
+    assert [(e["data"]["path"], e["data"]["bytes"]) for e in events["events"] if e["type"] == "file_written"] == [
+        ("app.py", 12), ("lib/util.py", 6)]
+    assert 400 <= bad.status_code < 500
+    assert "output_dir '../elsewhere': it contains '..'" in bad.text
+    listed = runs["runs"] if isinstance(runs, dict) else runs
+    assert len(listed) == 1
