@@ -48,7 +48,9 @@ def test_the_flow_output_dir_holds_the_files_and_each_write_is_an_event(make_yar
 
 def test_run_output_overrides_the_flow_and_the_default_stays_the_workspace(make_yard: MakeYard, cli: Cli) -> None:
     root = make_yard(CODER_YARD)
-    assert cli(root, "run", "code", "--output", "./site/v1/").code == 0
+    shown = cli(root, "run", "code", "--output", "./site/v1/")
+    assert shown.code == 0
+    assert "  write: wrote app.py (12 bytes)" in shown.err.splitlines()  # progress says what was written
     assert (root / "site" / "v1" / "app.py").is_file()
     assert not (root / "output").exists()
     with Yard.load(root) as yard:
