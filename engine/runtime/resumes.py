@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.bundle import Bundle
+from engine.compile.reduce import empty
 from engine.decisions import DecisionRefused
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
@@ -71,7 +72,8 @@ async def prepare(yard: Yard, run_id: str, wanted: Ask | None) -> Execution:
             else:
                 again = pending
         elif state.created_at is None:  # died before its first checkpoint: start over from its inputs
-            start = threads.turn_state(record.inputs, run_id) if thread_id else compiled.initial_state(record.inputs)
+            start = threads.turn_state(record.inputs, run_id, empty(compiled.accumulated)) if thread_id \
+                else compiled.initial_state(record.inputs)
     last = await db.aread(lambda conn: store.last_seq(conn, run_id))
     return await yard.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
                                 values=dict(state.values) if state.values else None, preface=preface,

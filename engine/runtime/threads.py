@@ -74,12 +74,14 @@ def title_of(text: str) -> str:
     return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1].rstrip() + "…"
 
 
-def turn_state(inputs: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """The first state of a turn: only what is new (the stored messages stay where they are)."""
+def turn_state(inputs: dict[str, Any], run_id: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The first state of a turn: only what is new (the stored messages stay where they are);
+    `context` is what a run's context starts with (the empty keys steps accumulate)."""
     from langchain_core.messages import HumanMessage
     from langgraph.types import Overwrite
 
-    return {"inputs": inputs, "context": Overwrite({}), "results": Overwrite([]), "loops": Overwrite({}),
+    return {"inputs": inputs, "context": Overwrite(dict(context or {})), "results": Overwrite([]),
+            "loops": Overwrite({}),
             "messages": [HumanMessage(turn_text(inputs), id=f"{run_id}.in")]}
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from engine.bundle import Bundle, make_bundle
 from engine.closure import flow_problems
 from engine.compile.context import RunContext
+from engine.compile.reduce import empty
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError, ValidationFailed
 from engine.outputdir import normalized, resolve_output_dir
@@ -281,7 +282,8 @@ class Yard:
             raise StateError("could not allocate a unique run id")
         if thread_id is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-        start = threads.turn_state(values, record.id) if thread_id else compiled.initial_state(values)
+        start = threads.turn_state(values, record.id, empty(compiled.accumulated)) if thread_id \
+            else compiled.initial_state(values)
         return await self.execution(bundle, compiled, record, start, output_dir=chosen_dir)
 
     async def execution(self, bundle: Bundle, compiled: Any, record: RunRecord, start: Any, *, last_seq: int = 0,

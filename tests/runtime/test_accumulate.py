@@ -321,3 +321,28 @@ def test_graph_marks_accumulating_steps(make_yard: MakeYard, cli: Cli) -> None:
     drawn = cli(root, "graph", "rounds")
     assert drawn.code == 0, drawn.err
     assert 'write["write<br/>transform note<br/>accumulates notes (append), files (merge)"]' in drawn.out
+
+
+def test_an_optional_subflow_output_may_be_missing_after_the_step(make_yard: MakeYard, cli: Cli) -> None:
+    sub = EARLY.replace("flow: early", "flow: sub").replace("plan: {}", "plan: {optional: true}")
+    parent = """
+        flow: parent
+        outputs: {plan: {optional: true}, summary: {}}
+        steps:
+          - {id: call, flow: sub, with: {request: a poem}}
+          - {id: use, uses: note, with: {tag: "{{ context.summary[0] }} {{ context.plan }}"},
+             outputs: {notes: n2, files: f2}}
+    """
+    root = make_yard({"blocks/note.yaml": NOTE, "flows/sub.yaml": sub, "flows/parent.yaml": parent})
+    checked = cli(root, "validate")
+    assert checked.code == 1
+    assert checked.out.splitlines() == [
+        "flows/parent.yaml:5:39: error BY404 step 'use': context key 'plan' is written by step 'call', but not on "
+        "every path to this step; write it on every path, or read it as context.plan | default(...)"]
+    (root / "flows" / "parent.yaml").write_text(
+        (root / "flows" / "parent.yaml").read_text().replace("{{ context.plan }}", "{{ context.plan | default('-') }}"))
+    with Yard.load(root) as yard:
+        assert [d.format() for d in yard.diagnostics] == []
+        result = yard.run("parent")
+    assert result.status == "finished", result.error
+    assert result.outputs == {"summary": "nothing to build"}
