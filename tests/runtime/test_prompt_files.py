@@ -156,3 +156,25 @@ def test_a_prompt_file_outside_the_yard_is_refused(make_yard: MakeYard, cli: Cli
     (line,) = checked.out.splitlines()
     assert line.startswith("blocks/manager.yaml:6:16: error BY430 block 'manager': prompt.system_file: prompt file")
     assert cli(root, "run", "plan", "--input", "request=x").code == 1
+
+
+def test_memory_variables_in_a_prompt_file_need_a_memory_scope(make_yard: MakeYard, cli: Cli) -> None:
+    block = """
+        block: m
+        kind: llm
+        inputs: {x: {type: string}}
+        outputs: {p: {type: string}}
+        prompt:
+          system_file: prompts/s.md
+          user: "{{ x }}"
+    """
+    flow = """
+        flow: f
+        steps:
+          - {id: a, uses: m, with: {x: hi}}
+    """
+    root = make_yard({"blocks/m.yaml": block, "flows/f.yaml": flow, "prompts/s.md": "Likes: {{ user_preferences }}"})
+    checked = cli(root, "validate")
+    assert checked.out.splitlines() == [
+        "flows/f.yaml:3:19: error BY357 step 'a': the prompt of block 'm' reads 'user_preferences', but flow 'f' "
+        "has no memory: add memory: {scope: ...} to the flow"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import JsonPath
 from engine.project import BlockDef, Project
-from engine.promptfiles import MAX_DEPTH, PromptFileError, includes, normal, prompt_sources, read_prompt
+from engine.promptfiles import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
 from engine.spec import MODEL_KINDS, ModelProfile
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.index import issue, quote_list
@@ -221,14 +223,19 @@ def check_blocks(project: Project) -> list[Diagnostic]:
     return found
 
 
-def prompt_memory_names(definition: BlockDef) -> list[str]:
-    """The memory variables a block's prompt reads (they need the flow to have a memory scope)."""
+def prompt_memory_names(definition: BlockDef, project: Project | None = None) -> list[str]:
+    """The memory variables a block's prompt reads (they need the flow to have a memory scope),
+    in its prompt files and the files they include too when `project` is given."""
     prompt = definition.spec.prompt
     if prompt is None:
         return []
+    sources = [source for source in (prompt.system, prompt.user) if source is not None]
+    files = [name for name in (prompt.system_file, prompt.user_file) if name is not None]
+    if project is not None and (files or any(includes(source) for source in sources)):
+        with contextlib.suppress(PromptFileError):  # reported by the block's own check (BY430, BY431)
+            sources.extend(pin(project.root, project.bounds(), sources, files).values())
     used: list[str] = []
-    for source in (prompt.system, prompt.user):
-        if source is not None:
-            used.extend(path[0] for path in analyze(source, False).paths
-                        if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
+    for source in sources:
+        used.extend(path[0] for path in analyze(source, False).paths
+                    if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
     return list(dict.fromkeys(used))
