@@ -12,6 +12,7 @@ import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from engine.errors import UsageError
+from engine.values import text_problem
 from engine.yardfiles import Bounds
 
 RESERVED = (".blockyard", ".git")  # the state database and the repository: never a run's files
@@ -21,6 +22,9 @@ def output_dir_problem(text: str) -> str | None:
     """Why `text` cannot name an output folder of the yard, or None."""
     if not text.strip() or "\x00" in text:
         return "it is empty"
+    problem = text_problem(text)
+    if problem is not None:
+        return f"the name {problem}"
     posix, windows = PurePosixPath(text), PureWindowsPath(text)
     if posix.is_absolute() or windows.drive or windows.root:
         return "it is absolute; name a folder relative to the yard, e.g. output"
@@ -42,13 +46,18 @@ def normalized(text: str) -> str:
 def resolve_output_dir(root: Path, text: str, what: str = "output_dir") -> Path:
     """The folder `text` names in the yard at `root`; UsageError when it is not one of the yard's."""
     problem = output_dir_problem(text)
+    shown = text if text.isprintable() and text_problem(text) is None else repr(text)[1:-1]
     if problem is not None:
-        raise UsageError(f"{what} '{text}': {problem}")
+        raise UsageError(f"{what} '{shown}': {problem}")
     base = Path(os.path.abspath(root))
     folder = base / normalized(text)
-    real = Path(os.path.realpath(folder))  # the part that exists, links resolved
-    if not Bounds.of(base).contains(real):
-        raise UsageError(f"{what} '{text}' leads outside the yard through a symbolic link")
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{what} '{text}' is a file, not a folder")
+    try:
+        real = Path(os.path.realpath(folder))  # the part that exists, links resolved
+        if not Bounds.of(base).contains(real):
+            raise UsageError(f"{what} '{shown}' leads outside the yard through a symbolic link")
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{what} '{shown}' is a file, not a folder")
+    except (OSError, ValueError) as exc:  # a name too long for the file system, text it cannot encode
+        raise UsageError(f"{what} '{shown}' cannot be a folder of the yard: {getattr(exc, 'strerror', None) or exc}") \
+            from None
     return folder

@@ -74,10 +74,6 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
     """Run a flow by name, showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard
 
-    if output_dir is not None:
-        problem = text_problem(output_dir)
-        if problem is not None:
-            raise UsageError(f"--output: the value {problem}")
     yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)

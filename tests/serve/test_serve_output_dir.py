@@ -31,3 +31,17 @@ def test_the_body_names_the_output_folder(make_yard: Callable[[dict[str, str]], 
     assert "output_dir '../elsewhere': it contains '..'" in bad.text
     listed = runs["runs"] if isinstance(runs, dict) else runs
     assert len(listed) == 1
+
+
+def test_odd_output_folders_are_4xx_problems(make_yard: Callable[[dict[str, str]], Path],
+                                             serve: Callable[..., Live]) -> None:
+    root = make_yard(CODER_YARD)
+    live = serve(root)
+    odd = ['"/etc"', '"a\\u0000b"', '"bad\\udcff"', f'"{"x" * 5000}"', '"escape/../.."', '".git/hooks"', '""', "7"]
+    with live.client() as client:
+        for value in odd:
+            answer = client.post("/flows/code/runs", content='{"output_dir": ' + value + "}",
+                                 headers={"Content-Type": "application/json"})
+            assert 400 <= answer.status_code < 500, (value, answer.status_code, answer.text)
+        assert client.get("/runs").json()["runs"] == []
+    assert not (root / "output").exists()
