@@ -20,8 +20,10 @@ RESERVED = (".blockyard", ".git")  # the state database and the repository: neve
 
 def output_dir_problem(text: str) -> str | None:
     """Why `text` cannot name an output folder of the yard, or None."""
-    if not text.strip() or "\x00" in text:
+    if not text.strip():
         return "it is empty"
+    if "\x00" in text:
+        return "it holds a NUL character"
     problem = text_problem(text)
     if problem is not None:
         return f"the name {problem}"

@@ -37,11 +37,21 @@ def test_odd_output_folders_are_4xx_problems(make_yard: Callable[[dict[str, str]
                                              serve: Callable[..., Live]) -> None:
     root = make_yard(CODER_YARD)
     live = serve(root)
-    odd = ['"/etc"', '"a\\u0000b"', '"bad\\udcff"', f'"{"x" * 5000}"', '"escape/../.."', '".git/hooks"', '""', "7"]
+    odd = {
+        '"/etc"': "output_dir '/etc': it is absolute",
+        '"a\\u0000b"': "output_dir 'a\\x00b': it holds a NUL character",
+        '"bad\\udcff"': "output_dir: the text holds a lone UTF-16 surrogate",
+        f'"{"x" * 5000}"': "cannot be a folder of the yard: File name too long",
+        '"escape/../.."': "output_dir 'escape/../..': it contains '..'",
+        '".git/hooks"': "output_dir '.git/hooks': '.git' is not for a run's files",
+        '""': "output_dir '': it is empty",
+        "7": "output_dir: Input should be a valid string",
+    }
     with live.client() as client:
-        for value in odd:
+        for value, message in odd.items():
             answer = client.post("/flows/code/runs", content='{"output_dir": ' + value + "}",
                                  headers={"Content-Type": "application/json"})
-            assert 400 <= answer.status_code < 500, (value, answer.status_code, answer.text)
+            assert answer.status_code == 422, (value, answer.text)
+            assert message in answer.json()["error"]["message"], (value, answer.text)
         assert client.get("/runs").json()["runs"] == []
     assert not (root / "output").exists()
