@@ -107,7 +107,8 @@ def check_flow_outputs(index: FlowIndex, flow: Dataflow, graphs: dict[Region, Co
                 continue
             path = unwritten_path(key, index.root, graphs[index.root], flow)
             writer = flow.writers.get(key)
-            by = f" (step '{writer.id}' writes it)" if writer is not None else ""
+            verb = "may write" if writer is not None and key in flow.optional_writes(writer) else "writes"
+            by = f" (step '{writer.id}' {verb} it)" if writer is not None else ""
             on = f"on the path {path}" if path is not None else "on every path to the end"
             index.report(where, "BY409",
                          f"flow output '{key}' is not written {on}{by}; runs that end that way fail (declare "
