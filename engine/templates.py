@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
+from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
 
 from engine.template_checks import binop, check_binop
 from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
@@ -32,8 +35,37 @@ class TemplateLimitError(TemplateError):
     """A template went over one of the limits of blockyard.yaml (`limits:`)."""
 
 
+# The prompt files a block's templates may include: the ones pinned with the run's definition
+# (engine/promptfiles.py), set around each block's execution. Nothing is ever read from the disk here.
+_FILES: ContextVar[Mapping[str, str] | None] = ContextVar("blockyard_prompt_files", default=None)
+
+
+class _PinnedLoader(BaseLoader):
+    """`{% include 'prompts/x.md' %}` from the pinned prompt files of the current run."""
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        files = _FILES.get()
+        name = posixpath.normpath(template)
+        if files is None or name not in files:
+            raise TemplateNotFound(template)
+        source = files[name]
+        # a cached compiled include is reused only while the current run pins the same text
+        return source, name, lambda: (_FILES.get() or {}).get(name) == source
+
+
+@contextmanager
+def prompt_files(files: Mapping[str, str]) -> Iterator[None]:
+    """Let the templates rendered inside include these (pinned) prompt files."""
+    token = _FILES.set(files)
+    try:
+        yield
+    finally:
+        _FILES.reset(token)
+
+
 def _env() -> BoundedEnvironment:
-    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
+                             loader=_PinnedLoader())
     env.filters["tojson"] = _tojson
     env.guard_filters()
     return env
@@ -255,6 +287,9 @@ def _constant(node: nodes.Node, budget: Budget) -> Any:
 def _failure(exc: Exception, doing: str) -> TemplateError:
     if isinstance(exc, LimitExceeded):
         return TemplateLimitError(str(exc))
+    if isinstance(exc, TemplateNotFound):
+        return TemplateError(f"{doing}: included file '{exc.name}' is not one of the prompt files pinned with the "
+                             "run's definition (only a block's prompt may include files)")
     if isinstance(exc, RecursionError):
         return TemplateLimitError(f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
                                   "without end?)")

@@ -77,7 +77,7 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
 
 
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                thread: str | None, as_json: bool) -> int:
+                thread: str | None, as_json: bool, *, output_dir: str | None = None) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
@@ -85,7 +85,8 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread), as_json)
+                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir),
+                      as_json)
     finally:
         yard.close()
 
@@ -270,12 +271,16 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
               help="A YAML or JSON mapping of inputs.")
 @click.option("--run-id", default=None, help="Id for the run (default: generated).")
 @click.option("--thread", default=None, help="Run inside an existing conversation thread.")
+@click.option("--output", "output_dir", default=None, metavar="DIR",
+              help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
+                   "else .blockyard/workspaces/<run>/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
 def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
-        thread: str | None, as_json: bool, root: Path | None) -> None:
+        thread: str | None, output_dir: str | None, as_json: bool, root: Path | None) -> None:
     """Run a flow by name."""
-    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
+    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json,
+                                 output_dir=output_dir))
 
 
 @click.command(cls=Command)

@@ -4,7 +4,8 @@ Shapes: block steps are boxes, decide and router steps diamonds, subflows subrou
 parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
 bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
 an approval's `on_reject` and `on_timeout`) and delegation; a step behind `require_approval`
-says so. The JSON form is the model itself (docs/serve.md shows it).
+says so, and a step that accumulates outputs (`reduce:`) says which keys, and how. The JSON form
+is the model itself (docs/serve.md shows it).
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ class RunRequest(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name.")
     run_id: str | None = Field(None, description="Id for the run (default: generated).")
+    output_dir: str | None = Field(None, description="Folder of the yard the run's file tools write to, e.g. output "
+                                                     "(default: the flow's output_dir, else the run's workspace).")
 
 
 class ResumeRequest(BaseModel):

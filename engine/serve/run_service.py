@@ -16,6 +16,7 @@ from typing import Any
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
 from engine.events import EventDict, RunStatus, now_iso
+from engine.outputdir import resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import load_project
 from engine.runtime import approvals
@@ -55,9 +56,14 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[EventDict, None]:
+    def check_output_dir(self, output_dir: str) -> None:
+        """UsageError unless `output_dir` names a folder of the yard (engine/outputdir.py)."""
+        resolve_output_dir(self.engine.root, output_dir, "output_dir")
+
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str,
+                    output_dir: str | None = None) -> AsyncGenerator[EventDict, None]:
         """Run `bundle` and yield its events as dicts; the last one ends the execution."""
-        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id)) as events:
+        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, output_dir=output_dir)) as events:
             async for event in events:
                 yield event.as_dict()
 

@@ -130,9 +130,13 @@ class Server:
             raise ApiError(503, "shutting_down", "the server is shutting down")
         return self.service, self.queue
 
-    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None) -> Job:
-        """Accept a new run of `entry` (validated inputs, unique id), queued behind the limit."""
+    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
+                        output_dir: str | None = None) -> Job:
+        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard),
+        queued behind the limit."""
         service, queue = self._ready()
+        if output_dir is not None:
+            service.check_output_dir(output_dir)
         if run_id is not None:
             service.check_run_id(run_id)
             if run_id in queue.jobs or await service.get_run(run_id) is not None:
@@ -142,7 +146,7 @@ class Server:
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
         try:
             return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
-                                                                                      job.run_id)))
+                                                                                      job.run_id, output_dir)))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 

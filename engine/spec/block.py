@@ -22,6 +22,10 @@ class PromptSpec(Spec):
 
     system: str | None = Field(None, description="System message template.")
     user: str | None = Field(None, description="User message template.")
+    system_file: str | None = Field(None, description="A file of the yard holding the system message template, "
+                                                      "e.g. prompts/manager.md (instead of `system`).")
+    user_file: str | None = Field(None, description="A file of the yard holding the user message template "
+                                                    "(instead of `user`).")
 
 
 class MemorySpec(Spec):

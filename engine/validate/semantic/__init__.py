@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.diagnostics import Diagnostic
 from engine.project import FlowDef, Project
 from engine.validate.semantic import control
+from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
 from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
 from engine.validate.semantic.blocks import check_blocks
@@ -62,13 +63,15 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_memory(index)
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
+    check_output_dir(index)
     flow = None
     if not index.broken:
+        check_reduce(index)
         graphs = {region: control.build(region) for region in index.regions}
         check_paths(index, graphs)
         flow = Dataflow(index, graphs)
         check_inputs(index, flow)
         check_parallel_writes(index, flow, graphs)
-        check_flow_outputs(index, flow)
+        check_flow_outputs(index, flow, graphs)
     check_step_templates(index, flow)
     return index.found

@@ -71,6 +71,12 @@ DATAFLOW: dict[str, str] = {
     "BY410": "template loads another template (include, extends, import)",
     "BY411": "constant expression over a template limit",
     "BY425": "custom event named like an engine event",
+    "BY430": "prompt file or included file missing, unreadable or outside the yard",
+    "BY431": "include that cannot be resolved (not a constant name, a cycle, too deep)",
+    "BY432": "prompt text and prompt file both given",
+    "BY433": "`reduce:` on an output that is not a list (append) or an object (merge)",
+    "BY434": "accumulated context key also written another way",
+    "BY435": "invalid output directory",
 }
 
 # What the compiler needs to build a step; these rules were the compiler's alone before it trusted
