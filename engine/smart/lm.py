@@ -4,8 +4,9 @@
   each call with the next scripted reply for the step (`flow.step`, step id, block id — as for
   llm blocks) or else with outputs derived from the inputs, like the mock model. It follows a
   compiled program's demos: an input seen in a demo gets that demo's answer.
-- `openai`, `azure`, `anthropic`, `google` (LiteLLM's `gemini/`): `dspy.LM` (LiteLLM) with the profile's model, endpoint,
-  sampling settings and timeout, the key read from the environment for each call, no cache.
+- `openai`, `azure`, `anthropic`, `google` (LiteLLM's `gemini/`): `dspy.LM` (LiteLLM) with the
+  profile's model, endpoint, sampling settings and timeout, the key read from the environment for
+  each call, no cache.
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ class ModelProfile(Spec):
                          "or mock (offline).")
     name: str | None = Field(None, description="Model name sent to the provider, e.g. gpt-4o-mini.")
     base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server "
-                                                   "(Ollama, vLLM, LM Studio, a gateway); the API root "
-                                                   "for azure, anthropic and google.")
+                                                   "(Ollama, vLLM, LM Studio, a gateway); the resource "
+                                                   "endpoint for azure; the API root for anthropic and google.")
     api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
                                     description="Name of the environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
