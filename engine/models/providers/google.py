@@ -1,8 +1,8 @@
 """`provider: google` — Gemini through langchain-google-genai, an optional extra (`pip install 'blockyard[google]'`).
 
 The Gemini Developer API (generativelanguage.googleapis.com): the key comes from the environment,
-`base_url` replaces the API root (a gateway, a proxy). Vertex AI is not used, whatever the process
-environment says (GOOGLE_GENAI_USE_VERTEXAI): it authenticates with credentials, not a key.
+`base_url` replaces the API root (a gateway, a proxy). Vertex AI with Google Cloud credentials is
+not supported (docs/models.md).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     settings = {name: value for name, value in optional.items() if value is not None}  # None would erase defaults
 
     def client(key: str) -> Any:
+        # vertexai=False: otherwise, with GOOGLE_GENAI_USE_VERTEXAI set, the client would copy the key
+        # into os.environ while it builds itself.
         # temperature is always passed: None leaves it to the server (the client's own default is 0.7).
         # The SDK counts attempts, not retries (0 and 1 both mean one attempt): one more than the retries.
         return ChatGoogleGenerativeAI(model=model, api_key=key, vertexai=False, temperature=profile.temperature,
