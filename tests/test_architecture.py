@@ -20,7 +20,7 @@ LANGGRAPH = "keeps LangGraph (the runtime, the compiler) out of the CLI's light 
 SERVER = "keeps the server's parts (FastAPI, uvicorn, watchfiles) out of the CLI's light commands"
 CRONITER = "croniter costs ~10 ms: a yard without schedules never loads it (tests/validate/test_validate_imports.py)"
 LANGCHAIN = "a provider's LangChain client loads only when a model of that provider is used"
-EXTRA = "an optional extra (dspy, mcp): imported only when it is used"
+EXTRA = "an optional extra (dspy, mcp, anthropic, google): imported only when it is used"
 
 # (module, what it imports inside a function) -> why. Anything else belongs at the top of its module:
 # an import inside a function must not dodge a cycle (the layers of pyproject.toml say who imports whom).
@@ -42,6 +42,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.models.replies", "re2"): "RE2 loads only for scripted replies with a regex rule: validate stays fast",
     ("engine.models.providers.anthropic", "langchain_anthropic"): EXTRA,
     ("engine.models.providers.azure", "langchain_openai"): LANGCHAIN,
+    ("engine.models.providers.google", "langchain_google_genai"): EXTRA,
     ("engine.models.providers.chat", "langchain_core.messages"): LANGCHAIN,
     ("engine.models.providers.mock", "langchain_core.messages"): LANGCHAIN,
     ("engine.models.providers.openai", "langchain_openai"): LANGCHAIN,
