@@ -282,3 +282,40 @@ def test_delete_is_refused_while_a_turn_runs_or_waits(chat_yard: Path, serve: Ca
         assert decided.json()["status"] == "finished"
         assert client.delete("/threads/careful").status_code == 204
 
+
+
+FRAGILE = """
+block: fragile
+version: 1
+description: Fails on a two-letter message.
+kind: transform
+inputs: {message: {type: string}}
+outputs: {reply: {type: string}}
+compute: {reply: "'share: ' ~ (10 // ((message | length) - 2))"}
+"""
+
+FRAGILE_CHAT = """
+flow: fragile_chat
+version: 1
+description: Fails on a two-letter message.
+inputs: {message: {type: string}}
+outputs: [reply]
+steps:
+  - {id: answer, uses: fragile, with: {message: "{{ inputs.message }}"}}
+"""
+
+
+def test_a_failed_turn_of_a_deleted_thread_cannot_be_resumed(make_yard: Callable[[dict[str, str]], Path],
+                                                             serve: Callable[..., Live]) -> None:
+    root = make_yard({**CHAT_YARD, "blocks/fragile.yaml": FRAGILE, "flows/fragile_chat.yaml": FRAGILE_CHAT})
+    live = serve(root, watch=False, schedules=False)
+    with live.client() as client:
+        client.post("/threads", json={"id": "f", "flow": "fragile_chat"})
+        failed = client.post("/threads/f/runs", json={"inputs": {"message": "hi"}}).json()
+        assert (failed["status"], failed["reply"]) == ("failed", None)
+        assert client.delete("/threads/f").status_code == 204  # a failed turn does not hold its thread
+        client.post("/threads", json={"id": "f", "flow": "fragile_chat"})  # the same id, another conversation
+        refused = client.post(f"/runs/{failed['run_id']}/resume")
+        assert error_of(refused) == (422, "invalid_request")
+        assert "thread 'f' was deleted" in refused.json()["error"]["message"]
+        assert client.get("/threads/f").json()["turns"] == 0
