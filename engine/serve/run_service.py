@@ -124,6 +124,10 @@ class RunService:
             return _thread_dict(conn, thread) if thread is not None else None
         return await self.engine.db.aread(read)
 
+    async def thread_ids(self) -> list[str]:
+        """The ids of the most recently active threads (for did-you-mean hints)."""
+        return await self.engine.db.aread(threads.thread_ids)
+
     async def create_thread(self, thread_id: str, flow: str | None) -> dict[str, Any] | None:
         """A new thread with no turns yet; None when the id is taken."""
         made = await self.engine.db.writer.call(threads.create(thread_id, flow, now_iso()))

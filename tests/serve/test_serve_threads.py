@@ -129,6 +129,7 @@ def test_create_read_and_list_threads(chat_yard: Path, serve: Callable[..., Live
         generated = client.post("/threads")  # no body: a generated id, no flow yet
         assert generated.status_code == 201 and generated.json()["flow"] is None
         assert error_of(client.get("/threads/nope")) == (404, "unknown_thread")
+        assert client.get("/threads/t11").json()["error"]["message"] == "unknown thread 't11' (did you mean 't1'?)"
         turn(client, "t1", "hello there")
         listed = client.get("/threads").json()["threads"]
         assert [t["id"] for t in listed] == ["t1", generated.json()["id"]]  # the most recently active first

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import ServerSentEvent
 
+from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError
 from engine.events import RunStatus
 from engine.serve.bodies import ThreadRequest, TurnRequest, openapi_body, read_body
@@ -57,9 +58,11 @@ def message_dict(message: Message) -> dict[str, Any]:
 
 
 async def _thread(server: Server, thread_id: str) -> dict[str, Any]:
-    found = await _service(server).get_thread(thread_id)
+    service = _service(server)
+    found = await service.get_thread(thread_id)
     if found is None:
-        raise not_found("thread", f"unknown thread '{thread_id}'")
+        hint = did_you_mean(thread_id, await service.thread_ids())
+        raise not_found("thread", f"unknown thread '{thread_id}'{hint}")
     return found
 
 
