@@ -71,6 +71,70 @@ def test_a_malformed_test_file_names_its_line(
     assert "flows/twice.test.yaml:4:5: error BY700 tests.0.inptus: Extra inputs are not permitted" in err
 
 
+CHAT = """
+flow: chat
+inputs: {message: {type: string}}
+outputs: [reply]
+steps:
+  - {id: answer, uses: answer, with: {message: "{{ inputs.message }}"}}
+"""
+ANSWER = """
+block: answer
+kind: llm
+inputs: {message: {type: string}}
+outputs: {reply: {type: string}}
+prompt: {user: "{{ message }}"}
+"""
+
+
+def test_a_test_with_turns_holds_one_conversation(make_yard: Callable[[dict[str, str]], Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/answer.yaml": ANSWER, "flows/chat.yaml": CHAT, "flows/chat.test.yaml": """
+        flow: chat
+        tests:
+          - name: remembers
+            replies:
+              answer:
+                - {when: {contains: "Grace"}, reply: {reply: "You are Grace."}}
+                - {reply: "Who are you?"}
+            turns:
+              - inputs: {message: "I am Grace"}
+                expect: {outputs: {reply: "You are Grace."}}
+              - inputs: {message: "Who am I?"}
+                expect: {outputs: {reply: "You are Grace."}}
+          - name: a turn that differs fails the test, named
+            replies: {answer: [{when: {contains: "Grace"}, reply: {reply: "You are Grace."}}, {reply: "Who?"}]}
+            turns:
+              - inputs: {message: "Hello"}
+              - inputs: {message: "Who am I?"}
+                expect: {outputs: {reply: "You are Grace."}}
+              - inputs: {message: "never taken"}
+        """})
+    code, out, _ = run(capsys, root)
+    assert code == 1
+    assert out.splitlines() == [
+        "PASS flows/chat.test.yaml: remembers",
+        "FAIL flows/chat.test.yaml: a turn that differs fails the test, named",
+        "     turn 2: output 'reply' is 'Who?', expected 'You are Grace.'",
+        "1 passed, 1 failed",
+    ]
+
+
+def test_turns_and_a_single_run_do_not_mix(make_yard: Callable[[dict[str, str]], Path],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_yard({"blocks/answer.yaml": ANSWER, "flows/chat.yaml": CHAT, "flows/chat.test.yaml": """
+        flow: chat
+        tests:
+          - name: both
+            inputs: {message: hi}
+            turns: [{inputs: {message: hi}}]
+        """})
+    code, _, err = run(capsys, root)
+    assert code == 1
+    assert "flows/chat.test.yaml:3:5: error BY700 tests.0: Value error, a test with `turns` gives each turn its " \
+           "own inputs, decisions and expect" in err
+
+
 def test_no_tests_is_a_failure(make_yard: Callable[[dict[str, str]], Path],
                                capsys: pytest.CaptureFixture[str]) -> None:
     root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
@@ -81,7 +145,8 @@ def test_no_tests_is_a_failure(make_yard: Callable[[dict[str, str]], Path],
 def test_the_example_yard_tests_pass(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, repo_root)
     assert code == 0, out
-    assert out.splitlines()[-1] == "4 passed, 0 failed"
+    assert out.splitlines()[-1] == "7 passed, 0 failed"
+    assert "PASS flows/support_chat.test.yaml: turn 3 is answered from the conversation" in out
 
 
 SECRET_TEST = """\

@@ -9,6 +9,10 @@ tests:
     replies: {greet: [{greeting: Hello Ada}]}      # like a mock profile's `replies`
     decisions: [{approve: true, values: {}}]        # applied in order while the run waits
     expect: {status: finished, outputs: {loud: HELLO ADA}}
+  - name: remembers the name                        # `turns`: one conversation thread, turn by turn
+    turns:
+      - {inputs: {message: My name is Ada}}
+      - {inputs: {message: What is my name?}, expect: {outputs: {reply: Your name is Ada.}}}
 ```
 Each test runs in a throw-away state database, so tests never touch `.blockyard/`. The file
 format is engine/spec/flowtest.py.
@@ -20,7 +24,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -33,8 +37,11 @@ from engine.load import LoadError, load_file
 from engine.models import scripted
 from engine.models.replies import reply_problems
 from engine.project import relative
-from engine.spec.flowtest import FlowTest, SuiteFile
+from engine.spec.flowtest import Decision, Expect, FlowTest, SuiteFile
 from engine.yardfiles import Bounds, argument_bounds, list_files
+
+if TYPE_CHECKING:
+    from engine.runtime.execution import RunResult
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 
@@ -101,11 +108,24 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
 
 
 def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
-    """The problems of one test ([] when it passes)."""
+    """The problems of one test ([] when it passes). A test with `turns` takes them as the turns
+    of one new conversation thread (named after the test's run id), stopping at the first that fails."""
+    if not test.turns:
+        return _run(yard, flow, test, test.inputs, test.decisions, test.expect, run_id)
+    for number, turn in enumerate(test.turns, start=1):
+        problems = _run(yard, flow, test, turn.inputs, turn.decisions, turn.expect, f"{run_id}-turn-{number}",
+                        thread=run_id)
+        if problems:
+            return [f"turn {number}: {problem}" for problem in problems]
+    return []
+
+
+def _run(yard: Any, flow: str, test: FlowTest, inputs: dict[str, Any], decisions: list[Decision], expect: Expect,
+         run_id: str, thread: str | None = None) -> list[str]:
     with scripted(run_id, test.replies):
         try:
-            result = yard.run(flow, test.inputs, run_id=run_id)
-            for decision in test.decisions:
+            result: RunResult = yard.run(flow, inputs, run_id=run_id, thread=thread)
+            for decision in decisions:
                 if result.status != RunStatus.WAITING:
                     return [f"run is {result.status}, not waiting, when a decision is left to apply"]
                 result = yard.resume(run_id, approve=decision.approve, values=decision.values,
@@ -114,7 +134,6 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
             return [d.format() for d in exc.diagnostics if d.severity == "error"] or [str(exc)]
         except BlockyardError as exc:
             return [f"error: {exc}"]
-    expect = test.expect
     problems = []
     if result.status != expect.status:
         why = f" ({result.error})" if result.error else ""

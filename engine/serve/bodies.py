@@ -37,6 +37,26 @@ class RunRequest(BaseModel):
                                                      "(default: the flow's output_dir, else the run's workspace).")
 
 
+class ThreadRequest(BaseModel):
+    """POST /threads: a conversation thread ahead of its first turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, description="Id for the thread (default: generated).")
+    flow: str | None = Field(None, description="The flow its turns run (default: named by the first turn).")
+
+
+class TurnRequest(BaseModel):
+    """POST /threads/{id}/runs: the next turn of a conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name (the turn's "
+                                                                     "message is its `message` input).")
+    flow: str | None = Field(None, description="The flow to run: needed only while the thread has none.")
+    run_id: str | None = Field(None, description="Id for the turn's run (default: generated).")
+
+
 class ResumeRequest(BaseModel):
     """POST /runs/{id}/resume: a decision for a waiting gate, or nothing to continue a failed or
     interrupted run from its last checkpoint."""
