@@ -26,8 +26,8 @@ from typing import Any
 from engine.closure import flow_problems
 from engine.compile import CompiledFlow
 from engine.diagnostics import Diagnostic
-from engine.errors import ValidationFailed
-from engine.events import Event
+from engine.errors import UsageError, ValidationFailed
+from engine.events import Event, now_iso
 from engine.pinned import Bundle, make_bundle
 from engine.project import CONFIG_FILE, Project, load_project
 from engine.runtime import approvals
@@ -248,6 +248,27 @@ class Yard:
 
     def thread(self, thread_id: str) -> Thread | None:
         return self.db.read(lambda conn: threads.get_thread(conn, thread_id))
+
+    def create_thread(self, thread_id: str, flow: str | None = None) -> Thread:
+        """A conversation thread with no turns yet (as `POST /threads`), for flow `flow` or, without
+        one, for the flow of its first turn; UsageError for an id that is taken or a flow the yard
+        does not have."""
+        threads.check_thread_id(thread_id)
+        if flow is not None:
+            self.bundle(flow)  # UsageError naming the flows there are
+        made = self.db.writer.call_sync(threads.create(thread_id, flow, now_iso()))
+        if made is None:
+            raise UsageError(f"thread '{thread_id}' already exists")
+        return made
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread with its messages and checkpoints, freeing its id (as `DELETE /threads/{id}`);
+        False when there is no such thread, UsageError while a turn of it runs or waits for approval.
+        Its runs keep their traces and can no longer be resumed."""
+        outcome = self.db.writer.call_sync(threads.delete(thread_id))
+        if isinstance(outcome, threads.Busy):
+            raise UsageError(f"thread '{thread_id}' cannot be deleted: its run {outcome.run_id} is {outcome.status}")
+        return outcome
 
     def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,
                 newest: bool = False) -> list[messages.Message]:

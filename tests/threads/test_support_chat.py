@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine import Yard
+from engine.errors import UsageError
 from tests.support.cli import Cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,3 +54,24 @@ def test_the_example_flow_tests_pass(example: Path, cli: Cli) -> None:
     done = cli(example, "test", str(example / "flows" / "support_chat.test.yaml"))
     assert done.code == 0, done.out + done.err
     assert "3 passed, 0 failed" in done.out
+
+
+def test_the_python_api_creates_and_deletes_threads(example: Path) -> None:
+    with Yard.load(example) as yard:
+        made = yard.create_thread("T", flow="support_chat")
+        assert (made.id, made.flow, made.turns) == ("T", "support_chat", 0)
+        with pytest.raises(UsageError, match="already exists"):
+            yard.create_thread("T")
+        with pytest.raises(UsageError, match="no_such_flow"):
+            yard.create_thread("U", flow="no_such_flow")
+        for message in ("My name is Ada", "What is my name?"):
+            result = yard.run("support_chat", {"message": message}, thread="T")
+        assert result.outputs == {"reply": "Your name is Ada."}
+        assert [m.content for m in yard.history("T")][-1] == "Your name is Ada."
+        assert yard.delete_thread("T") is True
+        assert yard.thread("T") is None and yard.history("T") == []
+        assert yard.delete_thread("T") is False
+        # the id is free again, and the new thread remembers nothing of the old one
+        yard.create_thread("T")
+        again = yard.run("support_chat", {"message": "What is my name?"}, thread="T")
+        assert again.outputs == {"reply": "I'm sorry, I don't know your name yet."}
