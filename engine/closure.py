@@ -2,8 +2,10 @@
 
 A flow is judged by its own closure: its file, the blocks its steps use (map items included),
 the prompt files those blocks name or include (engine/promptfiles.py), the subflows and delegated
-flows it reaches and the blocks of those, agent blocks' delegates, and blockyard.yaml. A broken file outside that closure does not stop it: `run`, `graph`, `test`,
-the Python API and `serve` all judge flows this way, while `validate` reports everything.
+flows it reaches and the blocks of those, agent blocks' delegates, and blockyard.yaml. A broken
+file outside that closure does not stop it: `run`, `graph`, `test`, the Python API and `serve` all
+judge flows this way, while `validate` reports everything. `serve` watches the prompt files of its
+flows' closures, and an edited prompt reloads only the flows that use it (engine/serve/watcher.py).
 
 blockyard.yaml counts for every flow: a run pins the whole config and builds its tool registry
 and model profiles from it, so a flow cannot run on a config that does not validate (docs/runtime.md).
