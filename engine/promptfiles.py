@@ -121,6 +121,29 @@ def pin(root: Path, bounds: Bounds, sources: Iterable[str], files: Iterable[str]
     return pinned
 
 
+def referenced(root: Path, bounds: Bounds, prompt: object) -> set[str]:
+    """The prompt files a PromptSpec names or includes (through the files too), by normal name: what
+    a flow using it is made of. Never fails: a file that cannot be read is named, its includes unknown."""
+    sources = [inline for _part, inline, _file in prompt_sources(prompt) if inline is not None]
+    pending = [normal(name) for _part, _inline, name in prompt_sources(prompt) if name is not None and
+               path_problem(name) is None]
+    pending += [normal(found.name) for source in sources for found in includes(source)
+                if found.name is not None and path_problem(found.name) is None]
+    named: set[str] = set()
+    while pending and len(named) < 1000:  # bounded, whatever the files include
+        name = pending.pop()
+        if name in named:
+            continue
+        named.add(name)
+        try:
+            text = read_prompt(root, bounds, name)
+        except PromptFileError:
+            continue
+        pending += [normal(found.name) for found in includes(text)
+                    if found.name is not None and path_problem(found.name) is None]
+    return named
+
+
 def resolved_prompt(prompt: object, files: Mapping[str, str]) -> dict[str, str | None]:
     """The `system` and `user` texts of a PromptSpec, its files read from `files` (pinned)."""
     texts: dict[str, str | None] = {}

@@ -96,6 +96,8 @@ def _compiled_template(source: str) -> Any:
         return ENV.from_string(source)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}") from None
+    except ValueError as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
+        raise TemplateError(f"template syntax error: {_literal_problem(exc)}") from None
 
 
 @lru_cache(maxsize=4096)
@@ -106,6 +108,8 @@ def _compiled_expression(source: str) -> tuple[Any, bool]:
         compiled = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit (see parse)
+        raise TemplateError(f"expression syntax error: {_literal_problem(exc)}") from None
     try:
         reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
     except (TemplateError, AttributeError, IndexError):
@@ -185,11 +189,19 @@ def check_syntax(source: str, *, expression: bool = False) -> str | None:
 @lru_cache(maxsize=4096)
 def parse(source: str, *, expression: bool = False) -> nodes.Template:
     text = "{{ " + source + " }}" if expression else source
+    kind = "expression" if expression else "template"
     try:
         return ENV.parse(text)
     except TemplateSyntaxError as exc:
-        kind = "expression" if expression else "template"
         raise TemplateError(f"{kind} syntax error: {exc.message}") from None
+    except ValueError as exc:  # Jinja's lexer turns literals into ints: past 4300 digits Python refuses
+        raise TemplateError(f"{kind} syntax error: {_literal_problem(exc)}") from None
+
+
+def _literal_problem(exc: ValueError) -> str:
+    if "digits" in str(exc):
+        return "an integer literal has too many digits (values are 64-bit integers: docs/flows.md#values)"
+    return str(exc)
 
 
 def references(source: str, *, expression: bool = False) -> list[tuple[str, ...]]:

@@ -14,8 +14,9 @@ tests:
       - {inputs: {message: My name is Ada}}
       - {inputs: {message: What is my name?}, expect: {outputs: {reply: Your name is Ada.}}}
 ```
-Each test runs in a throw-away state database, so tests never touch `.blockyard/`. The file
-format is engine/spec/flowtest.py.
+Each test runs in a throw-away state database, and its file tools write to a throw-away workspace
+(whatever the flow's `output_dir` says), so tests never touch `.blockyard/` or the yard's files. The
+file format is engine/spec/flowtest.py.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from pydantic import ValidationError
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError, UsageError, ValidationFailed
-from engine.events import RunStatus
+from engine.events import WARNING, RunStatus
 from engine.load import LoadError, load_file
 from engine.models import scripted
 from engine.models.replies import reply_problems
 from engine.project import relative
 from engine.spec.flowtest import Decision, Expect, FlowTest, SuiteFile
+from engine.state.written import files_written
 from engine.yardfiles import Bounds, argument_bounds, list_files
 
 if TYPE_CHECKING:
@@ -146,6 +148,31 @@ def _run(yard: Any, flow: str, test: FlowTest, inputs: dict[str, Any], decisions
             problems.append(f"output '{key}' is {outputs[key]!r}, expected {want!r}")
     if expect.error is not None and expect.error not in (result.error or ""):
         problems.append(f"error {result.error!r} does not contain {expect.error!r}")
+    problems.extend(f"output '{key}' is {outputs[key]!r}, expected none" for key in expect.absent if key in outputs)
+    if expect.warnings or expect.files:
+        problems.extend(_trace_problems(yard, run_id, expect))
+    return problems
+
+
+def _trace_problems(yard: Any, run_id: str, expect: Expect) -> list[str]:
+    """What the run's warnings and written files lack of what the test expects."""
+    events = yard.events(run_id)
+    said = [str(e.data.get("message", "")) for e in events if e.type == WARNING]
+    problems = [f"no warning contains {text!r} (warnings: {'; '.join(said) or 'none'})"
+                for text in expect.warnings if not any(text in message for message in said)]
+    written = [entry["path"] for entry in files_written(events)]
+    folder = yard.engine.workspace(run_id)
+    for path, text in expect.files.items():
+        if path not in written:
+            problems.append(f"file '{path}' was not written (written: {', '.join(sorted(written)) or 'none'})")
+            continue
+        try:
+            content = (folder / path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            problems.append(f"file '{path}' cannot be read: {exc.strerror or exc}")
+            continue
+        if text not in content:
+            problems.append(f"file '{path}' does not contain {text!r}")
     return problems
 
 
@@ -160,6 +187,7 @@ def flowtest_command(root: Path, paths: list[Path]) -> int:
     suites = [(relative(path, root), load_tests(path, root)) for path in files]  # bad files fail first
     with tempfile.TemporaryDirectory(prefix="blockyard-test-") as scratch, \
             Yard.load(root, state=Path(scratch) / "state.db") as yard:
+        yard.engine.output_dirs = False  # a test's files go to its scratch workspace, never into the yard
         for number, (shown, suite) in enumerate(suites):
             for index, test in enumerate(suite.tests):
                 problems = run_test(yard, suite.flow, test, f"test-{number}-{index}")

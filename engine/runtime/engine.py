@@ -74,6 +74,9 @@ class Engine:
         self._registries: dict[str, ToolRegistry] = {}
         self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
         self._saved: set[str] = set()  # digests this process has stored in `definitions`
+        # False (flow tests): runs write their files to their own workspace beside the state database,
+        # whatever the flow's `output_dir` says, so tests never write into the yard
+        self.output_dirs = True
 
     @classmethod
     def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -154,6 +157,10 @@ class Engine:
         text = await self.db.aread(lambda conn: store.load_definition(conn, digest))
         return self.pinned(Bundle.from_json(text), digest, text) if text is not None else None
 
+    def workspace(self, run_id: str) -> Path:
+        """The folder of run `run_id`'s files when it names no output folder."""
+        return self.state_path.parent / "workspaces" / run_id
+
     def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None,
                 output_dir: str | None = None) -> tuple[RunContext, str | None]:
         """The run context of one execution (models, tools, workspace, secrets), and the note that the
@@ -165,7 +172,7 @@ class Engine:
             if registry is None:
                 registry = self._registries[config_key] = build_registry(bundle.config, self.root)
         if output_dir is None:
-            workspace = self.state_path.parent / "workspaces" / run_id
+            workspace = self.workspace(run_id)
             tools = registry.with_workspace(workspace)
         else:  # a folder of the yard, which the file tools keep inside the yard
             workspace = self.root / output_dir
@@ -187,7 +194,7 @@ class Engine:
         UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread or an output
         folder outside the yard. `output_dir` (the run's choice) wins over the flow's `output_dir`."""
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
-        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir
+        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
         if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
             resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
             chosen_dir = normalized(chosen_dir)

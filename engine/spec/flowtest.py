@@ -26,6 +26,14 @@ class Expect(Spec):
     status: Literal["finished", "failed", "waiting"] = Field("finished", description="Final status.")
     outputs: dict[str, Any] = Field(default_factory=dict, description="Outputs that must equal these values.")
     error: str | None = Field(None, description="Text the error must contain (failed runs).")
+    absent: list[str] = Field(default_factory=list,
+                              description="Outputs the run must end without (optional outputs it never wrote).")
+    warnings: list[str] = Field(default_factory=list,
+                                description="Texts that must each be in the message of one of the run's warning "
+                                            "events (a loop out of iterations, a visit bound used up).")
+    files: dict[str, str] = Field(default_factory=dict,
+                                  description="Files the run must have written (paths relative to its output folder) "
+                                              "and a text each must contain at the end of the run.")
 
 
 class Turn(Spec):
