@@ -301,8 +301,9 @@ def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[
 
 @click.command(cls=Command)
 @click.argument("flow")
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json"]), default="mermaid", show_default=True,
-              help="Mermaid flowchart, Graphviz DOT, or the graph model as JSON (nodes, edges, groups).")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json", "reactflow"]), default="mermaid",
+              show_default=True, help="Mermaid flowchart, Graphviz DOT, the graph model as JSON (nodes, edges, "
+                                      "groups), or a React Flow graph (docs/reactflow.md).")
 @ROOT_OPTION
 def graph(flow: str, fmt: str, root: Path | None) -> None:
     """Print a flow's graph."""
