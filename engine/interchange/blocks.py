@@ -46,7 +46,7 @@ class BlockPlacer:
     reused: dict[str, str] = field(default_factory=dict)  # hint -> existing block reused
 
     def place(self, hint: str, data: dict[str, Any]) -> str:
-        wanted = contract(data)
+        wanted = contract({**data, "block": hint})
         for name, versions in sorted(self.project.blocks.items()):
             newest = versions[max(versions)]
             if wanted is not None and contract(newest.doc.data) == wanted:

@@ -146,8 +146,10 @@ class _Converter:
         self.stop()
         flow: dict[str, Any] = {"flow": self.name}
         flow.update({k: v for k, v in settings.items() if k not in ("flow", "steps")})
-        if "inputs" not in settings and self.flow_inputs:
-            flow["inputs"] = self.flow_inputs
+        given = settings.get("inputs") if isinstance(settings.get("inputs"), dict) else {}
+        inputs = {**self.flow_inputs, **given}
+        if inputs:
+            flow["inputs"] = inputs
         if "outputs" not in settings:
             written = [key for key in dict.fromkeys(self.keys.values())]
             flow["outputs"] = {key: {"optional": True} for key in written}
@@ -380,9 +382,10 @@ class _Converter:
 
     def message_keys(self) -> None:
         """The context key holding each node's message (what the next node reads as the last message)."""
+        called = {target for targets in self.delegations.values() for target in targets}
         for node in self.nodes.values():
-            if node.data.get("block") is not None:
-                continue
+            if node.data.get("block") is not None or node.id in called:
+                continue  # a sub-agent answers the agent that calls it, not the flow's context
             if node.type in ("agent", "tool"):
                 self.keys[node.id] = node.step
             elif node.type == "smart_node":
@@ -399,8 +402,8 @@ class _Converter:
                 continue
             if source.type in CONTAINERS and edge.handle == NEXT:
                 found.append(str(source.data.get("as") or "item"))
-            elif source.type in CONTAINERS and self.owner.get(node_id) == source.id:
-                continue  # a body's end leading back: not before the container's next pass
+            elif self.owner.get(source.id) == node_id:
+                continue  # a body's end leading back to its container: the container's message is from before
             elif source.id in self.keys:
                 found.append(f"context.{self.keys[source.id]}")
             else:
@@ -416,12 +419,12 @@ class _Converter:
             return "{{ " + found[0] + " }}"
         if parallel:  # all of them ran: read them all
             return "\n\n".join("{{ " + expr + " }}" for expr in found)
-        # one of several ways led here: the one that ran (a later pass may find an earlier key too)
+        # one of several ways led here: the message of the way that ran
         keyed = [e for e in found if e.startswith("context.")]
         rest = [e for e in found if not e.startswith("context.")]
-        text = rest[0] if rest else keyed.pop()
+        text = rest[0] if rest else "''"
         for expr in reversed(keyed):
-            text = f"{expr} if '{expr.removeprefix('context.')}' in context else {text}"
+            text = f"{expr} | default({text})"
         return "{{ " + text + " }}"
 
     # ---- steps ---------------------------------------------------------------------------
@@ -433,7 +436,8 @@ class _Converter:
         for target in delegated:
             if self.plain_in(target):
                 self.fail(f"node '{target}': a sub-agent (an agent's edge leads to it) cannot also follow "
-                          "another node")
+                          "another node (an edge from an agent to an agent delegates; mark one that means "
+                          "'then' with data.kind: next)")
         sequence_out = {m: self.sequence_targets(m) for m in region.members}
         needs: set[str] = set()
         changed = True
@@ -655,9 +659,9 @@ class _Converter:
             block["max_iterations"] = data["max_iterations"]
         step["uses"] = self.placer.place(slug(node.label, "agent"), block)
         sub_agent = any(node.id in self.delegations[n] for n in self.nodes)
-        if not sub_agent:  # a sub-agent is given its message by the agent that calls it
+        if not sub_agent:  # a sub-agent is given its message by the agent that calls it, and answers it
             step["with"] = {MESSAGE: self.message_binding(node, parallel)}
-        step["outputs"] = {"answer": self.keys[node.id]}
+            step["outputs"] = {"answer": self.keys[node.id]}
 
     def model_settings(self, node: Node, block: dict[str, Any]) -> None:
         profile = node.data.get("profile")
@@ -696,8 +700,8 @@ class _Converter:
                                                        for f in fields):
                 self.fail(f"smart_node '{node.id}': `{side}` must be a list of {{name, desc}}")
                 fields = []
-            declared[side] = {f["name"]: {"type": "string", **({"description": f["desc"]} if f.get("desc") else {})}
-                              for f in fields}
+            declared[side] = {f["name"]: {"type": f.get("type") or "string",
+                                          **({"description": f["desc"]} if f.get("desc") else {})} for f in fields}
         if not declared["outputs"]:
             self.fail(f"smart_node '{node.id}': no outputs; a smart node predicts at least one")
         mode = data.get("mode", "Predict")
