@@ -37,6 +37,12 @@ class RunRequest(BaseModel):
                                                      "(default: the flow's output_dir, else the run's workspace).")
 
 
+class PlanRunRequest(RunRequest):
+    """POST /plans/runs: a TaskPlan (docs/taskplans.md), run at once."""
+
+    plan: dict[str, Any] = Field(..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}.")
+
+
 class ResumeRequest(BaseModel):
     """POST /runs/{id}/resume: a decision for a waiting gate, or nothing to continue a failed or
     interrupted run from its last checkpoint."""
