@@ -14,7 +14,7 @@ from engine.cli.options import ROOT_OPTION, Command, Group, root_of
 from engine.errors import UsageError
 from engine.interchange.blocks import BlockPlacer, slug
 from engine.interchange.files import Written, write_flow
-from engine.interchange.reactflow import GraphError, convert, parse_json
+from engine.interchange.reactflow import GraphError, as_dict, convert, parse_json
 from engine.interchange.taskplan import plan_flow, read_plan
 from engine.project import load_project, relative
 from engine.yardfiles import Refused, TooLarge, argument_bounds, read_bytes
@@ -56,7 +56,7 @@ def import_reactflow(root: Path, file: Path, name: str | None, force: bool) -> i
     try:
         graph = parse_json(read_argument(file, root), shown)
         project = load_project(root)
-        settings = graph.get("flow") if isinstance(graph, dict) and isinstance(graph.get("flow"), dict) else {}
+        settings = as_dict(graph.get("flow")) if isinstance(graph, dict) else {}
         flow_name = name or str(settings.get("flow") or slug(file.stem, "flow"))
         placer = BlockPlacer(project)
         converted = convert(graph, placer, name=flow_name, where=shown)

@@ -108,8 +108,8 @@ class _Exporter:
             edges.append(converted)
         if uses_end:
             nodes[END_ID] = {"id": END_ID, "type": "end", "data": {"label": "end"}}
-        for number, edge in enumerate(edges):
-            edge["id"] = f"e{number}"
+        for number, found in enumerate(edges):
+            found["id"] = f"e{number}"
         ordered = list(nodes.values())
         self.layout(ordered, edges)
         settings = {k: v for k, v in self.flow_data.items() if k != "steps"}

@@ -98,6 +98,14 @@ class Converted:
     placer: BlockPlacer
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def parse_json(text: str | bytes, where: str) -> Any:
     try:
         return json.loads(text)
@@ -140,13 +148,13 @@ class _Converter:
         self.stop()
         regions = self.regions(entry)
         self.stop()
-        settings = self.graph.get("flow") if isinstance(self.graph.get("flow"), dict) else {}
+        settings = as_dict(self.graph.get("flow"))
         self.message_keys()
         steps = self.steps(regions, None)
         self.stop()
         flow: dict[str, Any] = {"flow": self.name}
         flow.update({k: v for k, v in settings.items() if k not in ("flow", "steps")})
-        given = settings.get("inputs") if isinstance(settings.get("inputs"), dict) else {}
+        given = as_dict(settings.get("inputs"))
         inputs = {**self.flow_inputs, **given}
         if inputs:
             flow["inputs"] = inputs
@@ -197,7 +205,7 @@ class _Converter:
             edge_id = str(raw.get("id") or f"edges[{position}]")
             source, target = raw.get("source"), raw.get("target")
             handle = raw.get("sourceHandle")
-            data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+            data = as_dict(raw.get("data"))
             for end, value in (("source", source), ("target", target)):
                 if not isinstance(value, str) or value not in self.nodes:
                     if isinstance(value, str) and any(n.get("id") == value for n in nodes if isinstance(n, dict)):
@@ -276,7 +284,7 @@ class _Converter:
                 self.check_router(node)
 
     def router_handles(self, node: Node) -> list[str]:
-        routes = node.data.get("routes") if isinstance(node.data.get("routes"), list) else []
+        routes = as_list(node.data.get("routes"))
         handles = [str(r.get("target_handle")) for r in routes if isinstance(r, dict) and r.get("target_handle")]
         default = node.data.get("default_handle")
         return [*handles, *([str(default)] if default else [])]
@@ -579,7 +587,7 @@ class _Converter:
             if not isinstance(data.get("flow"), str):
                 self.fail(f"node '{node.id}': a subflow node names its flow in data.flow")
             step["flow"] = data.get("flow")
-        own = data.get("step") if isinstance(data.get("step"), dict) else {}
+        own = as_dict(data.get("step"))
         for key in STEP_KEYS:
             if key in own and key not in step:
                 step[key] = own[key]

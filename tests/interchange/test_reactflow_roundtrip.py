@@ -51,7 +51,7 @@ def sample(spec: TypeSpec) -> Any:
             "object": {}}.get(spec.type, "sample")
 
 
-def run(root: Path, flow: str) -> tuple[str, dict[str, Any]]:
+def run(root: Path, flow: str) -> tuple[str, dict[str, Any] | None]:
     with Yard.load(root, state=root / "state.db") as yard:
         bundle = yard.bundle(flow)
         inputs = {name: sample(spec) for name, spec in bundle.flow.inputs.items() if not spec.has_default}
