@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve.serve_helpers import Live, wait_run
+from tests.serve.serve_helpers import YARD, Live, wait_run
 
 CLASSIFY = """
 block: classify
@@ -118,3 +118,14 @@ def test_a_wrong_plan_is_refused_with_diagnostics_in_the_plan(plans_yard: Path, 
         assert diagnostic["message"].startswith("steps[2].block_id: ")
         assert "anwser" in diagnostic["message"]
         assert client.get("/runs").json()["runs"] == []
+
+
+def test_a_flow_is_served_as_a_react_flow_graph(make_yard: Callable[[dict[str, str]], Path],
+                                                serve: Callable[..., Live]) -> None:
+    live = serve(make_yard(YARD), watch=False, schedules=False)
+    with live.client() as client:
+        graph = client.get("/flows/add", params={"format": "reactflow"}).json()
+        assert graph["flow"]["flow"] == "add"
+        assert [(n["id"], n["type"], n["data"]["block"], n["data"]["isStart"]) for n in graph["nodes"]] == [
+            ("sum", "block", "adder", True)]
+        assert client.get("/flows/add", params={"format": "svg"}).status_code == 422
