@@ -28,6 +28,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine", "engine.runtime.yard"): "`from engine import Yard` loads the runtime only when asked for",
     ("engine.cli.flowtests", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
+    ("engine.cli.interchange", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.memory", "engine.state.memory"): LANGGRAPH + " (LangGraph's memory store)",
     ("engine.cli.run", "engine.runtime.approvals"): LANGGRAPH,
     ("engine.cli.run", "engine.runtime.yard"): LANGGRAPH,

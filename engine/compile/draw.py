@@ -5,7 +5,7 @@ parallelograms, approval gates, loop checks and foreach iterators hexagons; loop
 bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
 an approval's `on_reject` and `on_timeout`) and delegation; a step behind `require_approval`
 says so, and a step that accumulates outputs (`reduce:`) says which keys, and how. The JSON form
-is the model itself (docs/serve.md shows it).
+is the model itself (docs/serve.md shows it); the React Flow form is engine/compile/reactflow.py.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ from dataclasses import asdict
 from typing import Any
 
 from engine.compile.flowgraph import FlowGraph, GraphNode, Group, flow_graph
+from engine.compile.reactflow import reactflow_json
 from engine.pinned import Bundle
 
-FORMATS = ("mermaid", "dot", "json")
+FORMATS = ("mermaid", "dot", "json", "reactflow")
 _MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",
                   "direction", "default", "call", "href"}
 
 
 def draw(bundle: Bundle, fmt: str) -> str:
-    """The flow's graph in one of FORMATS."""
+    """The flow's graph in one of FORMATS (`reactflow`: engine/compile/reactflow.py)."""
+    if fmt == "reactflow":
+        return reactflow_json(bundle)
     graph = flow_graph(bundle)
     if fmt == "json":
         return json.dumps(as_json(graph), ensure_ascii=False, indent=2) + "\n"

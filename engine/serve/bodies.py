@@ -57,6 +57,12 @@ class TurnRequest(BaseModel):
     run_id: str | None = Field(None, description="Id for the turn's run (default: generated).")
 
 
+class PlanRunRequest(RunRequest):
+    """POST /plans/runs: a TaskPlan (docs/taskplans.md), run at once."""
+
+    plan: dict[str, Any] = Field(..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}.")
+
+
 class ResumeRequest(BaseModel):
     """POST /runs/{id}/resume: a decision for a waiting gate, or nothing to continue a failed or
     interrupted run from its last checkpoint."""

@@ -52,14 +52,23 @@ FLOW_TESTS: dict[str, str] = {
     "BY700": "malformed flow test file (`blockyard test`)",
 }
 
+# A TaskPlan (docs/taskplans.md) is checked as the flow it converts to; these are the problems only
+# the plan has (its other diagnostics are the flow's codes, placed in the plan).
+PLANS: dict[str, str] = {
+    "BY850": "TaskPlan that does not match its schema (or is not JSON)",
+    "BY851": "TaskPlan entry_step_id that names no step",
+    "BY852": "TaskPlan step that nothing leads to (not the entry, no depends_on, no branch)",
+    "BY853": "TaskPlan step that both depends on a step and is one of its branches",
+}
+
 STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
-                          "BY6": "serve", "BY7": "test"}
+                          "BY6": "serve", "BY7": "test", "BY8": "plan"}
 
 
 @cache
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
-    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS}
+    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS, **PLANS}
     for code, title in SEMANTIC.items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)
