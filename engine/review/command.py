@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.diagnostics import Diagnostic
-from engine.project import Project, load_project
+from engine.project import Project
 from engine.review.changes import YardDiff
 from engine.review.compare import Loaded, compare
 from engine.review.graphs import add_graphs
 from engine.review.revisions import Side, sides
-from engine.review.versions import version_problems
+from engine.review.versions import load_side, version_problems
 
 
 @dataclass
@@ -20,11 +19,6 @@ class Outcome:
     base: Project
     head: Project
     warnings: list[str]
-
-
-def load_side(side: Side) -> Project:
-    """A side's project; an empty one when the yard did not exist at that revision."""
-    return load_project(side.root) if side.exists else Project(side.root)
 
 
 def diff_yard(yard: Path, base: str | None, head: str | None, *, draw: bool) -> Outcome:
@@ -44,9 +38,3 @@ def _broken(side: Side, project: Project) -> str:
     first = errors[0].format()
     return (f"the {side.label} side has {len(errors)} loading error{'s' if len(errors) != 1 else ''} "
             f"(first: {first}); what does not load is left out of the diff")
-
-
-def base_problems(yard: Path, base: str) -> list[Diagnostic]:
-    """The version policy's findings of the working tree of `yard` against revision `base`
-    (`blockyard validate --base`), in the yard's files."""
-    return diff_yard(yard, base, None, draw=False).diff.problems

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-
-import yaml
+from typing import Any
 
 from engine.errors import UsageError
+from engine.load import LoadError, load_bytes
 from engine.promptfiles import PARTS, includes, normal
 
 CONFIG_FILE = "blockyard.yaml"
@@ -180,10 +180,7 @@ def _folders(top: Path, tree: _Tree) -> list[str]:
     blocks, flows = "blocks", "flows"
     entry = tree.files.get(CONFIG_FILE)
     if entry is not None:
-        try:  # a broken blockyard.yaml is reported by the loader; here only its `paths:` matter
-            data = yaml.safe_load(_blobs(top, [entry.sha])[entry.sha])
-        except yaml.YAMLError:
-            data = None
+        data = _parsed(_blobs(top, [entry.sha]).get(entry.sha, b""))  # only its `paths:` matter here
         paths = data.get("paths") if isinstance(data, dict) else None
         if isinstance(paths, dict):
             blocks = str(paths.get("blocks", blocks))
@@ -249,12 +246,18 @@ def _write_prompts(top: Path, tree: _Tree, into: Path, blocks: str) -> None:
                 pending |= {normal(i.name) for i in includes((into / name).read_text("utf-8", "replace")) if i.name}
 
 
+def _parsed(raw: bytes) -> Any:
+    """A YAML file's data by the engine's own loader, or None when it does not load (the loader
+    reports why when the yard is loaded)."""
+    try:
+        return load_bytes(raw, "(git)").data
+    except LoadError:
+        return None
+
+
 def _prompt_names(block_text: str) -> set[str]:
     """Prompt files a block file names or its inline prompts include (a file that does not parse names none)."""
-    try:
-        data = yaml.safe_load(block_text)
-    except yaml.YAMLError:
-        return set()
+    data = _parsed(block_text.encode("utf-8"))
     prompt = data.get("prompt") if isinstance(data, dict) else None
     if not isinstance(prompt, dict):
         return set()

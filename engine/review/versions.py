@@ -12,10 +12,29 @@ step's `uses:`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.diagnostics import Diagnostic
-from engine.project import Project
+from engine.project import Project, load_project
 from engine.review.changes import AFFECTED, CHANGED, RENAMED, YardDiff
+from engine.review.compare import Loaded, compare
+from engine.review.revisions import Side, sides
 from engine.spec.walk import walk_steps
+
+
+def load_side(side: Side) -> Project:
+    """A side's project; an empty one when the yard did not exist at that revision."""
+    return load_project(side.root) if side.exists else Project(side.root)
+
+
+def base_problems(base: str) -> Callable[[Project], list[Diagnostic]]:
+    """For `blockyard validate --base REV`: the version policy's findings of a yard (as loaded by
+    validate, its working tree) against revision (or folder) `base`, in the yard's files."""
+    def check(head: Project) -> list[Diagnostic]:
+        with sides(head.root, base, None) as (old, new):
+            before = load_side(old)
+            return version_problems(compare(Loaded(old.label, before), Loaded(new.label, head)), head)
+    return check
 
 
 def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:

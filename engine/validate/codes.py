@@ -53,7 +53,7 @@ FLOW_TESTS: dict[str, str] = {
 }
 
 STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
-                          "BY6": "serve", "BY7": "test"}
+                          "BY6": "serve", "BY7": "test", "BY8": "policy"}
 
 
 @cache
