@@ -179,8 +179,8 @@ def _block(old: BlockDef | None, new: BlockDef | None, base: Project, head: Proj
     for key in CONTRACT:
         diff.contract.extend(ContractChange(line, False) for line in
                              field_changes(before.get(key, {}), after.get(key, {}), key))
-    for key in MODEL:
-        diff.model.extend(field_changes(before.get(key), after.get(key), key))
+    diff.model = field_changes({k: v for k, v in before.items() if k in MODEL}, {k: v for k, v in after.items()
+                                                                                if k in MODEL})
     if before.get("prompt") != after.get("prompt") or texts_before != texts_after:
         diff.prompt = _prompt_lines(texts_before, texts_after)
         diff.prompt_diff = _unified(texts_before, texts_after)
@@ -300,8 +300,8 @@ def _reads(flow: FlowDef, step: StepSpec, output: str) -> bool:
 
 def _input_changed(name: str, old: TypeSpec, new: TypeSpec, steps: list[tuple[FlowDef, StepSpec]]) -> ContractChange:
     lines = "; ".join(field_changes(dump(old), dump(new)))
-    if new.type == "any" and (new.enum is None or old.enum is not None and set(map(short, old.enum))
-                              <= set(map(short, new.enum))):
+    if new.type == "any" and (new.enum is None or (old.enum is not None and set(map(short, old.enum))
+                              <= set(map(short, new.enum)))):
         return ContractChange(f"input '{name}' widened ({lines})", False)
     if old.has_default and not new.has_default:
         breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if name not in _bindings(s)]

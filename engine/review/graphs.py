@@ -43,7 +43,8 @@ def graph_of(project: Project, name: str) -> FlowGraph | None:
 def edge_key(graph: FlowGraph, edge: GraphEdge) -> str:
     """An edge as a reviewer reads it: `check → draft (branch: bad)`."""
     kind = f"{edge.kind}: {edge.label}" if edge.label and edge.label != edge.kind else edge.kind
-    return f"{_name(edge.source)} → {_name(edge.target)} ({kind})"
+    bound = f", bound {edge.bound}" if edge.bound is not None else ""
+    return f"{_name(edge.source)} → {_name(edge.target)} ({kind}{bound})"
 
 
 def _name(node_id: str) -> str:
