@@ -391,13 +391,20 @@ def _flow(old: FlowDef | None, new: FlowDef | None, head: Project) -> FlowDiff |
                     old.display if moved else None, old.spec.flow if renamed else None,
                     (old.spec.version, new.spec.version))
     before, after = dump(old.spec), dump(new.spec)
-    settings_before = {k: v for k, v in before.items() if k not in ("steps", "flow")}
-    settings_after = {k: v for k, v in after.items() if k not in ("steps", "flow")}
+    settings_before, settings_after = _settings(before), _settings(after)
     diff.settings = field_changes(settings_before, settings_after)
     diff.steps = step_changes(old.spec.steps, new.spec.steps)
     if not (diff.settings or diff.steps or renamed or moved):
         return None
     return diff
+
+
+def _settings(flow: dict[str, Any]) -> dict[str, Any]:
+    """A flow without its name and steps; a list of outputs in any order is the same outputs."""
+    found = {k: v for k, v in flow.items() if k not in ("steps", "flow")}
+    if isinstance(found.get("outputs"), list):
+        found["outputs"] = sorted(found["outputs"])
+    return found
 
 
 def _step_data(step: StepSpec) -> dict[str, Any]:
