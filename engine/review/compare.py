@@ -407,7 +407,7 @@ def _settings(flow: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _step_data(step: StepSpec) -> dict[str, Any]:
+def step_data(step: StepSpec) -> dict[str, Any]:
     """A step without its id and its bodies' steps (those are compared as steps of their own)."""
     data = dump(step)
     data.pop("id", None)
@@ -432,7 +432,7 @@ def step_changes(old: list[StepSpec], new: list[StepSpec]) -> list[StepChange]:
             found.append(StepChange(step_id, ADDED))
             continue
         old_owner, old_step = before[step_id]
-        details = field_changes(_step_data(old_step), _step_data(step))
+        details = field_changes(step_data(old_step), step_data(step))
         if owner != old_owner:
             details.insert(0, f"moved from {_owner(old_owner)} into {_owner(owner)}")
         if details:
