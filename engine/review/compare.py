@@ -358,8 +358,7 @@ def _flows(base: Project, head: Project, changed_blocks: set[str], configured: d
             found.append(diff)
     changed_flows = {f.name for f in found if f.status != AFFECTED}
     for diff in found:  # a subflow that changed changes its callers
-        definition = head.flow(diff.name)
-        if definition is None:
+        if head.flow(diff.name) is None:
             continue
         subs = sorted((closure(head, diff.name).flows - {diff.name}) & changed_flows)
         diff.through = sorted({*diff.through, *(f"flow {sub}" for sub in subs)})
@@ -438,7 +437,7 @@ def step_changes(old: list[StepSpec], new: list[StepSpec]) -> list[StepChange]:
         if details:
             found.append(StepChange(step_id, CHANGED, details))
     # list order is part of the graph: a step that moved within its list changes its edges (shown there)
-    found += [StepChange(step_id, REMOVED) for step_id in sorted(set(before) - set(after), key=order_before.get)]
+    found += [StepChange(step_id, REMOVED) for step_id in sorted(set(before) - set(after), key=lambda i: order_before[i])]
     return found
 
 

@@ -45,15 +45,15 @@ def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:
         old, new = block.versions
         if old != new or new is None:
             continue
-        definition = head.blocks.get(block.name, {}).get(new)
-        if definition is None:
+        block_def = head.blocks.get(block.name, {}).get(new)
+        if block_def is None:
             continue
         what = [c.text for c in block.contract] + block.prompt
         if not what:
             continue
         kinds = " and ".join(k for k, v in (("contract", block.contract), ("prompt", block.prompt)) if v)
-        key = ("version",) if "version" in definition.doc.data else ("block",)
-        found.append(definition.doc.diag(key, "BY800", (
+        at = ("version",) if "version" in block_def.doc.data else ("block",)
+        found.append(block_def.doc.diag(at, "BY800", (
             f"block '{block.name}' changed its {kinds} ({'; '.join(what[:3])}{'; …' if len(what) > 3 else ''}) "
             f"but kept version {new}: bump `version:`"), key=True))
     for flow in diff.flows:
@@ -64,8 +64,8 @@ def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:
         definition = head.flow(flow.name)
         if old != new or not contract or definition is None:
             continue
-        key = ("version",) if "version" in definition.doc.data else ("flow",)
-        found.append(definition.doc.diag(key, "BY801", (
+        at = ("version",) if "version" in definition.doc.data else ("flow",)
+        found.append(definition.doc.diag(at, "BY801", (
             f"flow '{flow.name}' changed its contract ({'; '.join(contract[:3])}"
             f"{'; …' if len(contract) > 3 else ''}) but kept version {new}: bump `version:`"), key=True))
     updated = {f.name for f in diff.flows if f.status != AFFECTED}

@@ -35,10 +35,9 @@ def changed_yard(root: Path) -> Path:
     flow = flow.replace("  - id: greet\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n", "")
     flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud, greeting]")  # order: no change
     flow += "  - id: default\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n"
-    commit(root, "change", {"flows/hello.yaml": flow,
-                            "blocks/greet.yaml": BASE["blocks/greet.yaml"].replace("Greet {{ name }}.",
-                                                                                   "Say hi to {{ name }}.\\n```"),
-                            "flows/solo.yaml": "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"})
+    greet = BASE["blocks/greet.yaml"].replace("Greet {{ name }}.", "Say hi to {{ name }}.\\n```")
+    solo = "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"
+    commit(root, "change", {"flows/hello.yaml": flow, "blocks/greet.yaml": greet, "flows/solo.yaml": solo})
     return root
 
 

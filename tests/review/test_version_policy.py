@@ -19,7 +19,8 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
 
 def test_a_prompt_change_without_a_new_version_is_BY800_at_the_block(tmp_path: Path, cli: Cli) -> None:
     root = repo(tmp_path / "yard")
-    base = commit(root, "version written", {"blocks/greet.yaml": GREET.replace("kind: llm\n", "version: 1\nkind: llm\n")})
+    versioned = GREET.replace("kind: llm\n", "version: 1\nkind: llm\n")
+    base = commit(root, "version written", {"blocks/greet.yaml": versioned})
     (root / "blocks/greet.yaml").write_text(GREET.replace("kind: llm\n", "version: 1\nkind: llm\n")
                                             .replace("Greet {{ name }}.", "Greet {{ name }} warmly."))
     outcome = cli(root, "validate", "--base", base)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 import subprocess
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def write(root: Path, files: dict[str, str | None]) -> None:
+def write(root: Path, files: Mapping[str, str | None]) -> None:
     """Write (or, for None, delete) files of the yard."""
     for name, text in files.items():
         path = root / name
@@ -71,7 +72,7 @@ def write(root: Path, files: dict[str, str | None]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def repo(root: Path, files: dict[str, str | None] | None = None) -> Path:
+def repo(root: Path, files: Mapping[str, str | None] | None = None) -> Path:
     """A git repository on branch main whose first commit holds `files` (default: BASE)."""
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
@@ -80,7 +81,7 @@ def repo(root: Path, files: dict[str, str | None] | None = None) -> Path:
     return root
 
 
-def commit(root: Path, message: str, files: dict[str, str | None] | None = None) -> str:
+def commit(root: Path, message: str, files: Mapping[str, str | None] | None = None) -> str:
     if files:
         write(root, files)
     git(root, "add", "-A")
