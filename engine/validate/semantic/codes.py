@@ -4,8 +4,8 @@ Codes are a public contract (CI annotations, SARIF rules, docs): once published 
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
 shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates
 (BY44x what the compiler needs to build a step), BY5xx configuration, tools, models and
-schedules, BY80x the version policy against a base revision, BY81x the yard's `policy:`. BY201/BY202
-belong to the loader.
+schedules, BY81x the yard's `policy:`. BY201/BY202 belong to the loader; the version policy's BY80x
+are in engine/validate/codes.py.
 """
 
 from __future__ import annotations
@@ -106,13 +106,6 @@ CONFIG: dict[str, str] = {
     "BY516": "malformed scripted mock reply",
 }
 
-# `blockyard validate --base REV` and `blockyard diff` (engine/review/versions.py): what changed since the base
-VERSIONS: dict[str, str] = {
-    "BY800": "block contract or prompt changed without a new version",
-    "BY801": "flow contract changed without a new version",
-    "BY802": "step of a flow the change did not update runs a block whose contract broke it",
-}
-
 # `policy:` in blockyard.yaml (engine/validate/semantic/policy.py)
 POLICY: dict[str, str] = {
     "BY810": "model provider not allowed by the yard's policy",
@@ -124,7 +117,7 @@ POLICY: dict[str, str] = {
     "BY816": "http_request host not allowed by the yard's policy",
 }
 
-CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **VERSIONS, **POLICY}
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY}
 
 WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
 """Codes reported as warnings (validate still exits 0); every other code is an error."""
