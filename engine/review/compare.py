@@ -437,7 +437,8 @@ def step_changes(old: list[StepSpec], new: list[StepSpec]) -> list[StepChange]:
         if details:
             found.append(StepChange(step_id, CHANGED, details))
     # list order is part of the graph: a step that moved within its list changes its edges (shown there)
-    found += [StepChange(step_id, REMOVED) for step_id in sorted(set(before) - set(after), key=lambda i: order_before[i])]
+    gone = sorted(set(before) - set(after), key=lambda step_id: order_before[step_id])
+    found += [StepChange(step_id, REMOVED) for step_id in gone]
     return found
 
 
