@@ -27,6 +27,8 @@ EXTRA = "an optional extra (dspy, mcp, anthropic, google): imported only when it
 ALLOWED: dict[tuple[str, str], str] = {
     ("engine", "engine.runtime.yard"): "`from engine import Yard` loads the runtime only when asked for",
     ("engine.cli.flowtests", "engine.runtime.yard"): LANGGRAPH,
+    ("engine.compile", "engine.compile.compiled"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
+    ("engine.compile", "engine.compile.flow"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.interchange", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.memory", "engine.state.memory"): LANGGRAPH + " (LangGraph's memory store)",

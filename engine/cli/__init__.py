@@ -29,6 +29,7 @@ from engine.values import text_problem
 # command -> "module:click command"
 COMMANDS = {
     "validate": "engine.cli.validate:validate",
+    "diff": "engine.cli.diff:diff",
     "flows": "engine.cli.catalog:flows",
     "blocks": "engine.cli.catalog:blocks",
     "init": "engine.cli.starter:init",

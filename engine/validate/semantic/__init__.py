@@ -30,6 +30,7 @@ from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
+from engine.validate.semantic.policy import check_policy
 from engine.validate.semantic.references import check_references
 from engine.validate.semantic.routing import check_routing
 from engine.validate.semantic.schedule import check_schedule
@@ -43,7 +44,7 @@ def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
     delegation = delegation_graph(project)
     found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation),
-             *check_agent_blocks(project), *check_durations(project)]
+             *check_agent_blocks(project), *check_durations(project), *check_policy(project)]
     calls = subflow_calls(project)
     for definition in project.flows.values():
         found.extend(check_flow(project, definition, calls, delegation))
