@@ -12,7 +12,7 @@ one node, named for the flow, around the flow's graph:
   show with `subgraphs=True` / `xray`), on the `RunContext` given as `context=` or else one it
   builds: models from the bundle's config, tools with a workspace per thread, memory on the
   run's LangGraph `store` when there is one. The context is built per run, nothing is global;
-- the sync API runs the node's coroutine on a background event loop (engine/runtime/sync.py).
+- the sync API runs the node's coroutine on a background event loop of the process.
 
 Approval gates interrupt with LangGraph's `interrupt()`; resume with `Command(resume=decision)`
 (engine/decisions.py). The engine's own runs never go through this module.
@@ -42,7 +42,6 @@ from engine.errors import UsageError
 from engine.events import RunStatus, now_iso
 from engine.nodes.context import RunContext
 from engine.runtime.memory import render_scope
-from engine.runtime.sync import SyncLoop
 from engine.spec import TypeSpec
 from engine.state.memory import StoreMemory
 from engine.template_limits import using_limits
@@ -130,18 +129,27 @@ def _typed_dict(name: str, fields: dict[str, Any]) -> type[Any]:
 
 # ---- the sync API ----------------------------------------------------------------------------
 
-_loop: SyncLoop | None = None
+_loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for the sync API of standalone graphs, in a daemon thread: it lives as long
+    as the process (nothing to close, nothing that waits for it at exit), and clients the steps
+    cache (a model's HTTP connections) stay on one loop."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="blockyard-graphs", daemon=True).start()
+            _loop = loop
+        return _loop
 
 
 def call_on_loop(make: Callable[[], Awaitable[T]]) -> T:
     """Run `make()` on the process's background event loop and wait for it, in a copy of the caller's
     context (LangGraph's config and the template limits are context variables)."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = SyncLoop()
-        loop = _loop.loop
+    loop = _background_loop()
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:

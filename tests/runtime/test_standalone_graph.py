@@ -9,6 +9,7 @@ import asyncio
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, TypedDict
@@ -22,7 +23,7 @@ from langgraph.types import Command
 
 from engine import Yard
 from engine.errors import UsageError
-from tests.runtime.conftest import REPO
+from tests.runtime.conftest import REPO, subprocess_env
 from tests.support.cli import Cli
 
 
@@ -206,3 +207,20 @@ def test_export_langgraph_leaves_out_broken_flows(example: Path, cli: Cli) -> No
 def test_export_langgraph_refuses_a_folder_as_output(example: Path, cli: Cli) -> None:
     outcome = cli(example, "export", "langgraph", "--output", str(example))
     assert outcome.code == 2 and outcome.err.startswith("error: --output") and "is a folder" in outcome.err
+
+
+SCRIPT = """
+import sys
+from engine import Yard
+from langgraph.store.memory import InMemoryStore
+with Yard.load(sys.argv[1]) as yard:
+    graph = yard.compile("order_lunch").copy(update={"store": InMemoryStore()})
+    print(graph.invoke({"user_id": "ada"})["__interrupt__"][0].value["gate"])
+"""
+
+
+def test_the_sync_api_ends_with_its_process_and_a_gate_without_checkpointer(example: Path) -> None:
+    # the background loop of the sync API must not keep the interpreter from exiting
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(example)], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ask\n", "")
