@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from engine.cli.export import langgraph
 from engine.cli.options import ROOT_OPTION, Command, Group, root_of
 from engine.errors import UsageError
 from engine.interchange.blocks import BlockPlacer, slug
@@ -125,7 +126,10 @@ def taskplan(plan: Path, name: str | None, force: bool, root: Path | None) -> No
 
 @click.group("export", cls=Group)
 def export_group() -> None:
-    """Write a flow in another format."""
+    """Write a flow (or the yard's flows) in another tool's format."""
+
+
+export_group.add_command(langgraph)
 
 
 @export_group.command("reactflow", cls=Command)

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from langgraph.graph.state import CompiledStateGraph
+
 from engine.closure import flow_problems
 from engine.compile import CompiledFlow
 from engine.diagnostics import Diagnostic
@@ -34,6 +36,7 @@ from engine.runtime import approvals
 from engine.runtime.approvals import Expired
 from engine.runtime.engine import Engine
 from engine.runtime.execution import RunResult
+from engine.runtime.standalone import standalone_graph
 from engine.runtime.sync import SyncLoop
 from engine.state import gates, messages, store, threads
 from engine.state.checkpointer import StateDB
@@ -57,6 +60,7 @@ class Yard:
         self._sync_loop: SyncLoop | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
+        self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}  # digest -> standalone graph
         self._diagnostics: list[Diagnostic] | None = None
 
     @classmethod
@@ -160,9 +164,20 @@ class Yard:
         """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
         return self.engine.compiled(bundle, durable=durable)
 
-    def compile(self, name: str) -> Any:
-        """The LangGraph compiled graph of flow `name`, for inspection (no checkpointer)."""
-        return self.compiled(self.bundle(name), durable=False).graph
+    def compile(self, name: str) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """Flow `name` as a standalone LangGraph graph (cached per definition digest): the flow's
+        inputs in, its outputs out; runs with invoke/ainvoke/stream/astream, any checkpointer and
+        store, or as a node of another graph (engine/runtime/standalone.py, docs/langgraph.md).
+        Building it opens no database."""
+        bundle = self.bundle(name)
+        digest = self.engine.pin(bundle)[0]
+        with self._lock:
+            graph = self._graphs.get(digest)
+            if graph is None:
+                compiled = self.compiled(bundle, durable=False)
+                graph = self._graphs[digest] = standalone_graph(
+                    compiled, lambda run_id: self.engine.context(bundle, run_id)[0])
+            return graph
 
     # ---- runs -------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ and the history of a flow's runs under `(users, ada, flows, <flow>, history)` (d
 `MemoryStore` is the store of one process (opened on first use, its calls off the event loop);
 `RunMemory` is one run's scope of it, as memory_read/memory_write blocks and prompts see it
 (engine/executors/memory.py); `open_store` serves `blockyard memory` (engine/cli/memory.py).
+`StoreMemory` is the same scope on any LangGraph store: the `store=` a compiled flow is given when
+it runs as a standalone LangGraph graph (engine/runtime/standalone.py, docs/langgraph.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langgraph.store.base import BaseStore
 from langgraph.store.sqlite import SqliteStore
 
 from engine.errors import UsageError
@@ -165,3 +168,60 @@ class RunMemory:
     async def remember_run(self, record: dict[str, Any]) -> None:
         """Store the run's history record (under the run id: a resumed run replaces its own)."""
         await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id, record)
+
+
+class StoreMemory:
+    """One run's memory scope on any LangGraph store, laid out as `RunMemory`'s (same namespaces and
+    values), through the store's async API: what a standalone graph's flow reads and writes when it
+    is given a `store=` (engine.nodes.context.MemorySource)."""
+
+    def __init__(self, store: BaseStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
+                 history: list[dict[str, Any]]) -> None:
+        self.store = store
+        self.scope = scope
+        self.flow = flow
+        self.run_id = run_id
+        self.preferences = preferences
+        self.history = history
+
+    @classmethod
+    async def open(cls, store: BaseStore, scope: str, flow: str, run_id: str) -> StoreMemory:
+        """The scope with its preferences and the flow's recent history loaded."""
+        prefs = await store.asearch(preferences_namespace(scope), limit=LIST_LIMIT)
+        past = await cls._history(store, scope, flow)
+        found = {item.key: item.value.get("value") for item in sorted(prefs, key=lambda item: item.key)}
+        return cls(store, scope, flow, run_id, found, [record for record in past if record.get("run_id") != run_id])
+
+    @staticmethod
+    async def _history(store: BaseStore, scope: str, flow: str) -> list[dict[str, Any]]:
+        items = await store.asearch(history_namespace(scope, flow), limit=LIST_LIMIT)
+        items.sort(key=lambda i: i.created_at)
+        return [item.value for item in items[-HISTORY_LIMIT:]]
+
+    def prompt_values(self) -> dict[str, Any]:
+        return {"user_preferences": dict(self.preferences), "user_history": list(self.history)}
+
+    def _namespace(self, namespace: str) -> tuple[str, ...]:
+        if namespace == "history":
+            return history_namespace(self.scope, self.flow)
+        return preferences_namespace(self.scope)
+
+    async def read(self, namespace: str, key: str | None) -> Any:
+        if key is None and namespace == "preferences":
+            return dict(self.preferences)
+        if key is None:
+            return await self._history(self.store, self.scope, self.flow)
+        found = await self.store.aget(self._namespace(namespace), key)
+        if found is None:
+            return None
+        return found.value.get("value") if namespace == "preferences" else found.value
+
+    async def write(self, namespace: str, key: str, value: Any) -> None:
+        stored = {"value": value} if namespace == "preferences" else value
+        await self.store.aput(self._namespace(namespace), key, stored)
+        if namespace == "preferences":
+            self.preferences[key] = value
+
+    async def remember_run(self, record: dict[str, Any]) -> None:
+        """Store the run's history record under the run id (a resumed run replaces its own)."""
+        await self.store.aput(history_namespace(self.scope, self.flow), self.run_id, record)

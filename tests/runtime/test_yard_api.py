@@ -94,7 +94,8 @@ def test_sync_api_works_inside_a_running_loop(yard: Path) -> None:
 def test_compile_gives_the_langgraph_graph(yard: Path) -> None:
     with Yard.load(yard) as api:
         graph = api.compile("hello")
-        assert {"greet", "shout"} <= set(graph.get_graph().nodes)
+        [(_, steps)] = list(graph.get_subgraphs())  # the flow's graph, inside its standalone graph
+        assert {"greet", "shout"} <= set(steps.get_graph().nodes)
         assert api.compile("hello") is graph  # cached per definition digest
     assert not (yard / ".blockyard").exists()  # inspecting opens no database
 

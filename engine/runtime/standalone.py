@@ -1,0 +1,175 @@
+"""A compiled flow as a standalone LangGraph graph: `yard.compile(name)` (docs/langgraph.md).
+
+The engine runs a flow's graph with a `RunContext` it builds per run (engine/runtime/engine.py).
+A graph handed to other LangGraph code has nobody to build one, may be run with the sync API
+(our steps are coroutines) and should speak in the flow's own terms. So it is an outer graph of
+one node, named for the flow, around the flow's graph:
+
+- its input schema is the flow's `inputs` (top-level keys), its output schema the flow's `outputs`:
+  `graph.invoke({"name": "Ada"})` returns `{"greeting": ..., "loud": ..., "words": 2}`; as a node
+  of a hand-written graph it reads and writes the parent's keys of those names;
+- the node runs the flow's graph as a subgraph (LangGraph finds it in the node's closure: steps
+  show with `subgraphs=True` / `xray`), on the `RunContext` given as `context=` or else one it
+  builds: models from the bundle's config, tools with a workspace per thread, memory on the
+  run's LangGraph `store` when there is one. The context is built per run, nothing is global;
+- the sync API runs the node's coroutine on a background event loop of the process.
+
+Approval gates interrupt with LangGraph's `interrupt()`; resume with `Command(resume=decision)`
+(engine/decisions.py). The engine's own runs never go through this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import re
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, NotRequired, Required, TypeVar, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from typing_extensions import TypedDict  # pydantic's JSON schemas need this one before Python 3.12
+
+from engine.compile import CompiledFlow
+from engine.errors import UsageError
+from engine.events import RunStatus, now_iso
+from engine.nodes.context import RunContext
+from engine.runtime.memory import render_scope
+from engine.spec import TypeSpec
+from engine.state.memory import StoreMemory
+from engine.template_limits import using_limits
+
+T = TypeVar("T")
+
+# run id -> that run's context, without memory (Engine.context)
+ContextMaker = Callable[[str], RunContext]
+
+_PYTHON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
+                                 "array": list[Any], "object": dict[str, Any], "any": Any}
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def standalone_graph(compiled: CompiledFlow, contexts: ContextMaker) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The flow of `compiled` as a LangGraph graph that runs on its own (see the module's doc)."""
+    flow = compiled.bundle.flow
+    graph = compiled.graph
+    inputs = {name: _typed(spec, required=not spec.has_default) for name, spec in flow.inputs.items()}
+    outputs = {name: NotRequired[Any] for name in flow.outputs}
+    input_schema = _typed_dict(f"{compiled.name}_inputs", inputs)
+    output_schema = _typed_dict(f"{compiled.name}_outputs", outputs)
+    state_schema = _typed_dict(f"{compiled.name}_state", {**outputs, **inputs})
+    node_name = compiled.name if compiled.name not in {**inputs, **outputs} else f"{compiled.name}.run"
+
+    async def run(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        values = compiled.initial_state({name: state[name] for name in flow.inputs if name in state})
+        given = runtime.context
+        context = given if isinstance(given, RunContext) else await _context(compiled, contexts, config,
+                                                                              runtime.store, values["inputs"])
+        started = now_iso()
+        with using_limits(context.limits):
+            # a subgraph invoked in a node: LangGraph nests its checkpoints (and its interrupts) under this node
+            final = await graph.ainvoke(values, {**config, "recursion_limit": compiled.recursion_limit},
+                                        context=context)
+            if "__interrupt__" in final:  # no checkpointer: the gate's question, which cannot be answered
+                return {}
+            result: dict[str, Any] = context.secrets.value(compiled.outputs(final))
+        if isinstance(context.memory, StoreMemory) and not isinstance(given, RunContext):
+            await context.memory.remember_run({
+                "run_id": context.run_id, "flow": compiled.name, "version": compiled.bundle.version,
+                "status": str(RunStatus.FINISHED), "inputs": values["inputs"], "outputs": result, "error": None,
+                "started": started, "ended": now_iso()})
+        return result
+
+    def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        # `graph` named here too: LangGraph looks for a node's subgraph in its sync function's closure
+        assert graph is not None
+        return call_on_loop(lambda: run(state, config, runtime))
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema, input_schema=input_schema,
+                                                         output_schema=output_schema)
+    builder.add_node(node_name, RunnableCallable(run_sync, run, name=node_name, trace=False))
+    builder.add_edge(START, node_name)
+    builder.add_edge(node_name, END)
+    return builder.compile(name=compiled.name)
+
+
+async def _context(compiled: CompiledFlow, contexts: ContextMaker, config: RunnableConfig, store: BaseStore | None,
+                   inputs: dict[str, Any]) -> RunContext:
+    """A run's own context: its id (and workspace) is the LangGraph thread's, so that a run resumed
+    after a gate finds the files it wrote; memory on the store, when the flow has a scope."""
+    thread = (config.get("configurable") or {}).get("thread_id")
+    run_id = _SAFE_ID.sub("_", str(thread))[:100].strip(".") if thread is not None else ""
+    context = contexts(run_id or uuid.uuid4().hex)
+    scope = render_scope(compiled.bundle, inputs)
+    if scope is not None:
+        if store is None:
+            raise UsageError(f"flow '{compiled.name}' keeps memory (`memory: {{scope: ...}}`): give its graph a "
+                             "LangGraph store, e.g. `graph.copy(update={'store': InMemoryStore()})` or a parent "
+                             "graph compiled with `store=` (docs/langgraph.md)")
+        context.memory = await StoreMemory.open(store, scope, compiled.name, context.run_id)
+    return context
+
+
+def _typed(spec: TypeSpec, *, required: bool) -> Any:
+    kind = _PYTHON_TYPES.get(spec.type, Any)
+    return Required[kind] if required else NotRequired[kind]
+
+
+def _typed_dict(name: str, fields: dict[str, Any]) -> type[Any]:
+    # the functional form: the keys are the flow's names, known only now
+    return cast("type[Any]", cast(Any, TypedDict)(name, fields))
+
+
+# ---- the sync API ----------------------------------------------------------------------------
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for the sync API of standalone graphs, in a daemon thread: it lives as long
+    as the process (nothing to close, nothing that waits for it at exit), and clients the steps
+    cache (a model's HTTP connections) stay on one loop."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="blockyard-graphs", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def call_on_loop(make: Callable[[], Awaitable[T]]) -> T:
+    """Run `make()` on the process's background event loop and wait for it, in a copy of the caller's
+    context (LangGraph's config and the template limits are context variables)."""
+    loop = _background_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        raise RuntimeError("a Blockyard flow's sync API was called on its own background loop: use ainvoke/astream")
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def start() -> None:
+        task = loop.create_task(cast("Any", make()))  # runs in `context` (this callback's)
+        task.add_done_callback(lambda t: _settle(t, done))
+
+    loop.call_soon_threadsafe(start, context=contextvars.copy_context())
+    return done.result()
+
+
+def _settle(task: asyncio.Task[Any], done: concurrent.futures.Future[Any]) -> None:
+    if task.cancelled():
+        done.cancel()
+    elif (exc := task.exception()) is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(task.result())
