@@ -9,7 +9,6 @@ packages for its dependencies, and run from a temporary folder so that the check
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.spec.export import SCHEMAS
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,10 +71,7 @@ def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
     assert Path(module).is_relative_to(venv), "the wheel's engine must be the one imported"
     assert Path(schemas) == Path(module).parent / "schemas"
 
-    yard = tmp_path / "yard"
-    for folder in ("blocks", "flows", "prompts"):
-        shutil.copytree(REPO / folder, yard / folder)
-    shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")  # the example yard's model profiles
+    yard = copy_example_yard(tmp_path / "yard")  # with the example yard's model profiles
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nstep: []\n", encoding="utf-8")
     result = _run(venv / "bin" / "blockyard", "validate", "--format", "json", cwd=yard)
     assert result.returncode == 1, result.stderr

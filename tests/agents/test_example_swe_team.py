@@ -7,7 +7,6 @@ the wire, the structured outputs parse, and write_file calls land files in the o
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from tests.support.cli import Cli
+from tests.support.example import copy_example_yard
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,10 +22,7 @@ PROMPT = "Build an MVP for a todo-list app"
 
 
 def copy_yard(dest: Path) -> Path:
-    for folder in ("blocks", "flows", "prompts", "schemas"):
-        shutil.copytree(REPO / folder, dest / folder)
-    shutil.copy(REPO / "blockyard.yaml", dest / "blockyard.yaml")
-    return dest
+    return copy_example_yard(dest)
 
 
 def test_the_graph_draws_the_fan_out_and_the_bounded_back_edge(repo_root: Path, cli: Cli) -> None:

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import Cli
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_team_report_runs_from_a_fresh_copy(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in ("blocks", "flows", "prompts", "schemas"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
+    copy_example_yard(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     done = cli(tmp_path, "run", "team_report", "--json")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,15 +69,6 @@ RUN_INPUTS = {
     "team_report": [],
     "swe_team": ["--input", "prompt=Build an MVP for a todo-list app"],
 }
-
-
-def copy_example_yard(dest: Path) -> Path:
-    """A private copy of the example yard (blocks, flows, config) at `dest`."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ("blocks", "flows", "prompts"):
-        shutil.copytree(REPO / name, dest / name)
-    shutil.copy(REPO / "blockyard.yaml", dest / "blockyard.yaml")
-    return dest
 
 
 def _paths(data: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:

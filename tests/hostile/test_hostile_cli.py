@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.hostile.hostile_corpus import cli_cases, copy_example_yard, file_cases
+from tests.hostile.hostile_corpus import cli_cases, file_cases
 from tests.hostile.hostile_harness import run_cases
+from tests.support.example import copy_example_yard
 
 FILE_CASES = int(os.environ.get("BLOCKYARD_HOSTILE_FILES", "160"))
 

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.hostile.hostile_corpus import copy_example_yard
 from tests.hostile.hostile_harness import MAX_RSS_MB, child_env
+from tests.support.example import copy_example_yard
 
 ANSWER_SECONDS = 5.0  # every request is answered (or its stream starts) within this
 REQUESTS = int(os.environ.get("BLOCKYARD_HOSTILE_REQUESTS", "300"))

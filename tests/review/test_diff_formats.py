@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from engine.review.command import diff_yard
 from tests.review.mermaid_check import mermaid_problems
 from tests.review.yardgit import BASE, HELLO, commit, repo
 from tests.support.cli import Cli, in_process
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,11 +101,7 @@ def test_diff_imports_no_langgraph(tmp_path: Path) -> None:
 
 
 def test_diff_of_the_example_yard_takes_well_under_a_second(tmp_path: Path) -> None:
-    root = tmp_path / "example"
-    root.mkdir()
-    for name in ("blocks", "flows"):
-        shutil.copytree(REPO / name, root / name)
-    shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")
+    root = copy_example_yard(tmp_path / "example")
     repo_files: dict[str, str | None] = {}
     repo(root, repo_files)  # the example yard as it is, committed
     hello = (root / "flows/hello.yaml").read_text(encoding="utf-8")

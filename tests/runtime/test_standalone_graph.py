@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,17 +22,15 @@ from langgraph.types import Command
 
 from engine import Yard
 from engine.errors import UsageError
-from tests.runtime.conftest import REPO, subprocess_env
+from tests.runtime.conftest import subprocess_env
 from tests.support.cli import Cli
+from tests.support.example import copy_example_yard
 
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
     """A copy of the example yard at the repository's root."""
-    for name in ("flows", "blocks"):
-        shutil.copytree(REPO / name, tmp_path / name)
-    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
-    return tmp_path
+    return copy_example_yard(tmp_path)
 
 
 class Parent(TypedDict, total=False):

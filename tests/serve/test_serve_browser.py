@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.serve.serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -134,9 +135,7 @@ def test_the_page_draws_the_graph_model(yard: Path, serve: Callable[..., Live], 
 
 def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, serve: Callable[..., Live], page: Any,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in ("blocks", "flows"):  # the example yard: support_chat on its scripted mock model
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
+    copy_example_yard(tmp_path)  # the example yard: support_chat on its scripted mock model
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     live = serve(tmp_path, watch=False, schedules=False)
     page.goto(live.url + "/#flow/support_chat")

@@ -20,6 +20,7 @@ from engine.serve.clock import ManualClock
 from engine.serve.logs import LOGGER
 from tests.serve.serve_helpers import YARD, Live, free_socket, wait_for, wait_run
 from tests.support.cli import Cli
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -173,13 +174,7 @@ def test_serve_refuses_an_exposed_address_without_a_token(yard: Path, cli: Cli, 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Signals) -> None:
     """The real command on the repository's example yard, as a user would start and stop it."""
-    import shutil
-
-    yard = tmp_path / "yard"
-    for folder in ("flows", "blocks", "prompts"):
-        shutil.copytree(REPO / folder, yard / folder)
-    if (REPO / "blockyard.yaml").exists():
-        shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")
+    yard = copy_example_yard(tmp_path / "yard")
     sock = free_socket()
     port = sock.getsockname()[1]
     sock.close()

@@ -3,7 +3,6 @@ database: create, list, read, take turns in the three answer modes, page the his
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, PAUSE, YARD, Live, read_sse, wait_run
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,11 +59,7 @@ def chat_yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
     """A copy of the repository's example yard (support_chat on its scripted mock model)."""
-    root = tmp_path / "example"
-    for folder in ("blocks", "flows"):
-        shutil.copytree(REPO / folder, root / folder)
-    shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")
-    return root
+    return copy_example_yard(tmp_path / "example")
 
 
 def turn(client: httpx.Client, thread: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ the example's flow tests, and as the README shows it. Over HTTP: tests/serve/tes
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from engine import Yard
 from engine.errors import UsageError
 from tests.support.cli import Cli
+from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
 GREETING = "Thanks for writing to ACME support. How can I help you today?"
@@ -21,9 +21,7 @@ GREETING = "Thanks for writing to ACME support. How can I help you today?"
 
 @pytest.fixture
 def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for folder in ("blocks", "flows"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
+    copy_example_yard(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     return tmp_path
 
