@@ -110,13 +110,13 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
                 edge_status[edge_count] = REMOVED
                 edge_count += 1
     if flow.status in (ADDED, REMOVED):
-        every = {step for node in new.nodes if (step := _owner(node))}
+        every = {owner for node in new.nodes if (owner := _owner(node))}
         status = dict.fromkeys(every, flow.status)
     members: dict[str, list[str]] = {ADDED: [], REMOVED: [], CHANGED: []}
     for node in new.nodes:
-        step = _owner(node)
-        if step is not None and status.get(step) in members:
-            members[status[step]].append(mermaid_id(node.id))
+        owner = _owner(node)
+        if owner is not None and status.get(owner) in members:
+            members[status[owner]].append(mermaid_id(node.id))
     members[REMOVED] += [mermaid_id(node.id) for node in removed_nodes]
     for name, style in CLASSES.items():
         lines.append(f"    classDef {name} {style}")
