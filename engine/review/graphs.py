@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.closure import block_refs, flow_problems
 from engine.compile.draw import mermaid, mermaid_edge, mermaid_id, mermaid_node
-from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, flow_graph
+from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
 from engine.errors import UsageError
 from engine.pinned import make_bundle
 from engine.project import Project
@@ -110,12 +110,13 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
                 edge_status[edge_count] = REMOVED
                 edge_count += 1
     if flow.status in (ADDED, REMOVED):
-        every = {node.step for node in new.nodes if node.step}
+        every = {owner for node in new.nodes if (owner := _owner(node))}
         status = dict.fromkeys(every, flow.status)
     members: dict[str, list[str]] = {ADDED: [], REMOVED: [], CHANGED: []}
     for node in new.nodes:
-        if node.step is not None and status.get(node.step) in members:
-            members[status[node.step]].append(mermaid_id(node.id))
+        owner = _owner(node)
+        if owner is not None and status.get(owner) in members:
+            members[status[owner]].append(mermaid_id(node.id))
     members[REMOVED] += [mermaid_id(node.id) for node in removed_nodes]
     for name, style in CLASSES.items():
         lines.append(f"    classDef {name} {style}")
@@ -127,3 +128,11 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
         if numbers:
             lines.append(f"    linkStyle {','.join(numbers)} {style}")
     return "\n".join(lines) + "\n"
+
+
+def _owner(node: GraphNode) -> str | None:
+    """The step a node draws. A map's join stands for no step of its own (events never name it) but is
+    drawn for the map (`<step>__join`, engine/compile/flowgraph.py): it is marked with it."""
+    if node.step is None and node.kind == "join":
+        return node.id.removesuffix("__join")
+    return node.step

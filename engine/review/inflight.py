@@ -6,14 +6,19 @@ to say what the change *would* do to it. A run whose gate or step the head remov
 on the head, so if its pinned definition were pruned it could not go on. Schedules are compared
 by their next fire time from now; threads by whether their flow changed (their next turn runs the
 head's version).
+
+What exists now is read from a `StateSource`: the local state database (`LocalState`, here), or a
+running server over HTTP (engine/cli/serverstate.py: the HTTP client stays out of this package).
+Both give the same `Listing`, judged the same way.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine.cron import next_fire
 from engine.events import RunStatus
@@ -28,36 +33,104 @@ ALTERED = "altered"
 MAX_LISTED = 1000  # paused runs and threads looked at
 
 
-def from_state(diff: YardDiff, base: Project, head: Project, path: Path, now: datetime | None = None) -> InFlight:
-    """The impact on the runs, schedules and threads of the state database at `path`."""
-    found = InFlight(str(path))
-    found.schedules = schedule_changes(base, head, now or datetime.now(UTC))
-    with store.reading(path) as conn:
-        if conn is None:
-            return found
-        touched = {f.name for f in diff.flows} | {f.old_name for f in diff.flows if f.old_name}
-        for run in store.list_runs(conn, statuses=[RunStatus.WAITING], limit=MAX_LISTED):
-            if run.flow not in touched:
-                continue
-            pinned = store.load_definition(conn, run.digest)
-            waiting = [gate.step for gate in gates.of_run(conn, run.id) if gate.status == gates.GateStatus.WAITING]
-            found.runs += paused(run.id, run.flow, run.version, pinned, waiting, head)
-        for flow in sorted(touched):
-            for thread in threads.list_threads(conn, flow=flow, limit=MAX_LISTED):
-                change = diff.flow(flow)
-                what = "removed" if change is not None and change.status == REMOVED else "changed"
-                found.threads.append(ThreadChange(thread.id, flow, (
-                    f"its flow {what}: the next turn runs the head's version" if what == "changed" else
-                    "its flow is removed: the thread cannot take another turn")))
+@dataclass
+class PausedListing:
+    """A paused run as its source lists it: the flow document it is pinned to, the steps it waits at."""
+
+    run_id: str
+    flow: str
+    version: int
+    definition: dict[str, Any] | None  # the pinned flow document; None when it is gone
+    waiting: list[str]
+
+
+@dataclass
+class ServedSchedule:
+    """A schedule a server fires now: its cron and timezone, and its next fire time as the server says."""
+
+    cron: str
+    timezone: str
+    next_fire: str | None
+
+
+@dataclass
+class Listing:
+    """What exists now for the flows a change touches."""
+
+    source: str
+    runs: list[PausedListing] = field(default_factory=list)
+    threads: list[tuple[str, str]] = field(default_factory=list)  # (thread id, flow)
+    # a server's schedules by flow (every flow it serves with one); None: the base side's schedules stand
+    # for what fires now (the local state database keeps no schedules of its own)
+    served: dict[str, ServedSchedule] | None = None
+
+
+class StateSource(Protocol):
+    """Where the runs, schedules and threads that exist now are read."""
+
+    def listing(self, flows: set[str]) -> Listing:
+        """The paused runs and threads of `flows` (and, for a server, its schedules)."""
+        ...
+
+
+class LocalState:
+    """The yard's state database (`paths.state`), read as `blockyard runs` reads it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def listing(self, flows: set[str]) -> Listing:
+        found = Listing(str(self.path))
+        with store.reading(self.path) as conn:
+            if conn is None:
+                return found
+            for run in store.list_runs(conn, statuses=[RunStatus.WAITING], limit=MAX_LISTED):
+                if run.flow not in flows:
+                    continue
+                pinned = store.load_definition(conn, run.digest)
+                waiting = [gate.step for gate in gates.of_run(conn, run.id) if gate.status == gates.GateStatus.WAITING]
+                definition = json.loads(pinned)["flow"] if pinned is not None else None
+                found.runs.append(PausedListing(run.id, run.flow, run.version, definition, waiting))
+            for flow in sorted(flows):
+                found.threads += [(thread.id, flow) for thread in threads.list_threads(conn, flow=flow,
+                                                                                     limit=MAX_LISTED)]
+        return found
+
+
+def touched_flows(diff: YardDiff) -> set[str]:
+    """The flows a change adds, removes, renames, changes or affects, under their names on both sides."""
+    return {f.name for f in diff.flows} | {f.old_name for f in diff.flows if f.old_name}
+
+
+def in_flight(diff: YardDiff, base: Project, head: Project, source: StateSource,
+              now: datetime | None = None) -> InFlight:
+    """The impact of the change on what `source` lists now."""
+    moment = now or datetime.now(UTC)
+    touched = touched_flows(diff)
+    listing = source.listing(touched)
+    found = InFlight(listing.source)
+    found.schedules = (schedule_changes(base, head, moment) if listing.served is None else
+                       served_schedule_changes(listing.served, head, touched, moment))
+    for run in listing.runs:
+        if run.flow in touched:
+            found.runs += paused(run.run_id, run.flow, run.version, run.definition, run.waiting, head)
+    for thread_id, flow in listing.threads:
+        if flow not in touched:
+            continue
+        change = diff.flow(flow)
+        what = "removed" if change is not None and change.status == REMOVED else "changed"
+        found.threads.append(ThreadChange(thread_id, flow, (
+            f"its flow {what}: the next turn runs the head's version" if what == "changed" else
+            "its flow is removed: the thread cannot take another turn")))
     return found
 
 
-def paused(run_id: str, flow: str, version: int, pinned: str | None, waiting: list[str],
+def paused(run_id: str, flow: str, version: int, pinned: dict[str, Any] | None, waiting: list[str],
            head: Project) -> list[PausedRun]:
     """One line per step a paused run waits at, if the head removes or alters it."""
     keeps = f"it keeps running on its pinned version (v{version})"
     definition = head.flow(flow)
-    steps = _steps(json.loads(pinned)["flow"]) if pinned is not None else {}
+    steps = _steps(pinned) if pinned is not None else {}
     if definition is None:
         return [PausedRun(run_id, flow, waiting[0] if waiting else None, REMOVED, (
             f"the flow is removed; {keeps}, and cannot finish if resumed after that definition is pruned"))]
@@ -108,3 +181,34 @@ def _next(schedule: ScheduleSpec | None, now: datetime) -> str | None:
         return None
     moment = next_fire(schedule, now)
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z") if moment else None
+
+
+def served_schedule_changes(served: dict[str, ServedSchedule], head: Project, flows: set[str],
+                            now: datetime) -> list[ScheduleChange]:
+    """Flows of the change whose schedule on the server (what fires now) differs from the head's."""
+    found: list[ScheduleChange] = []
+    for name in sorted(flows):
+        now_served = served.get(name)
+        after = _schedule(head, name)
+        if now_served is None and after is None:
+            continue
+        if now_served is not None and after is not None and (now_served.cron, now_served.timezone) == (
+                after.cron, after.timezone):
+            continue
+        old = _utc(now_served.next_fire) if now_served is not None else None
+        new = _next(after, now)
+        if old == new:
+            continue
+        detail = (f"next run {old or 'never'} → {new or 'never'}" if now_served and after else
+                  f"newly scheduled: next run {new}" if after else f"no longer scheduled (next run was {old})")
+        found.append(ScheduleChange(name, old, new, detail))
+    return found
+
+
+def _utc(moment: str | None) -> str | None:
+    """An ISO time as the listing writes it: UTC, seconds, `Z`."""
+    if moment is None:
+        return None
+    parsed = datetime.fromisoformat(moment)
+    parsed = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

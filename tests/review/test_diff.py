@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.review.yardgit import BASE, GREET, HELLO, SHOUT, commit, git, repo, write
+from tests.review.yardgit import BASE, GREET, HELLO, POLISH, SHOUT, commit, git, repo, write
 from tests.support.cli import Cli, in_process
 
 
@@ -83,27 +83,7 @@ def test_steps_added_removed_changed_with_their_edges(tmp_path: Path, cli: Cli) 
 
 
 def test_loop_bounds_gates_routes_and_inputs(tmp_path: Path, cli: Cli) -> None:
-    flow = """\
-flow: polish
-inputs:
-  text: {type: string}
-outputs: [loud]
-steps:
-  - id: polish
-    loop:
-      max_iterations: 3
-      until: "context.loud | length > 3"
-      steps:
-        - id: shout
-          uses: shout
-          with: {text: "{{ inputs.text }}"}
-  - id: pick
-    router:
-      value: "{{ context.loud }}"
-      routes:
-        - {contains: "A", goto: end}
-      default: end
-"""
+    flow = POLISH
     root = repo(tmp_path / "yard", {**BASE, "flows/polish.yaml": flow})
     changed = flow.replace("max_iterations: 3", "max_iterations: 5").replace('contains: "A"', 'contains: "B"')
     mood = "  mood: {type: string, default: x}\n"

@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 
 from engine.review.command import diff_yard
 from tests.review.mermaid_check import mermaid_problems
-from tests.review.yardgit import BASE, HELLO, commit, repo
+from tests.review.yardgit import changed_yard, commit, repo
 from tests.support.cli import Cli, in_process
 from tests.support.example import copy_example_yard
 
@@ -26,19 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
     return in_process(capsys)
-
-
-def changed_yard(root: Path) -> Path:
-    """hello: a step removed, one added, one changed; a block whose prompt changed; a new flow."""
-    repo(root)
-    flow = HELLO.replace('with: {text: "{{ context.greeting }}"}', 'with: {text: "<b>|{{ inputs.name }}|</b>"}')
-    flow = flow.replace("  - id: greet\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n", "")
-    flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud, greeting]")  # order: no change
-    flow += "  - id: default\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n"
-    greet = BASE["blocks/greet.yaml"].replace("Greet {{ name }}.", "Say hi to {{ name }}.\\n```")
-    solo = "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"
-    commit(root, "change", {"flows/hello.yaml": flow, "blocks/greet.yaml": greet, "flows/solo.yaml": solo})
-    return root
 
 
 def test_text_format(tmp_path: Path, cli: Cli) -> None:

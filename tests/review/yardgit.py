@@ -50,6 +50,28 @@ steps:
     with: {text: "{{ context.greeting }}"}
 """
 
+POLISH = """\
+flow: polish
+inputs:
+  text: {type: string}
+outputs: [loud]
+steps:
+  - id: polish
+    loop:
+      max_iterations: 3
+      until: "context.loud | length > 3"
+      steps:
+        - id: shout
+          uses: shout
+          with: {text: "{{ inputs.text }}"}
+  - id: pick
+    router:
+      value: "{{ context.loud }}"
+      routes:
+        - {contains: "A", goto: end}
+      default: end
+"""
+
 CONFIG = "models:\n  default: {provider: mock}\n"
 
 BASE = {"blockyard.yaml": CONFIG, "blocks/greet.yaml": GREET, "blocks/shout.yaml": SHOUT, "flows/hello.yaml": HELLO}
@@ -87,3 +109,16 @@ def commit(root: Path, message: str, files: Mapping[str, str | None] | None = No
     git(root, "add", "-A")
     git(root, "commit", "-q", "--allow-empty", "-m", message)
     return git(root, "rev-parse", "HEAD")
+
+
+def changed_yard(root: Path) -> Path:
+    """hello: a step removed, one added, one changed; a block whose prompt changed; a new flow."""
+    repo(root)
+    flow = HELLO.replace('with: {text: "{{ context.greeting }}"}', 'with: {text: "<b>|{{ inputs.name }}|</b>"}')
+    flow = flow.replace("  - id: greet\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n", "")
+    flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud, greeting]")  # order: no change
+    flow += "  - id: default\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n"
+    greet = BASE["blocks/greet.yaml"].replace("Greet {{ name }}.", "Say hi to {{ name }}.\\n```")
+    solo = "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"
+    commit(root, "change", {"flows/hello.yaml": flow, "blocks/greet.yaml": greet, "flows/solo.yaml": solo})
+    return root

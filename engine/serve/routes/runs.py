@@ -39,7 +39,7 @@ async def list_runs(server: ServerDep, flow: str | None = None,
     return {"runs": (sorted(pending, key=lambda r: r["id"], reverse=True) + stored)[:limit]}
 
 
-@router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, graph")
+@router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, definition, graph")
 async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     service, queue = server.service, server.queue
     if service is None or queue is None:
@@ -55,6 +55,9 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     run["gates"] = await _gates(server, run_id) if run["status"] == RunStatus.WAITING else []
     run["graph"] = None
     bundle = await service.pinned_bundle(run["digest"])
+    # the flow document the run is pinned to, as GET /flows/{name} gives the served one (`blockyard diff --server`
+    # compares a paused run's step with the head's)
+    run["definition"] = bundle.source.get("flow") if bundle is not None else None
     if bundle is not None:
         try:
             run["graph"] = await asyncio.to_thread(service.graph, bundle)
