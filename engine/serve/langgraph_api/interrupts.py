@@ -23,7 +23,8 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
     """One waiting gate (the data of its approval_required event) as a LangGraph interrupt."""
     asked = gate.get("value")
     value: dict[str, Any] = dict(asked) if isinstance(asked, Mapping) else {"message": asked}
-    fields = value.get("fields") if isinstance(value.get("fields"), Mapping) else {}
+    given = value.get("fields")
+    fields: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     name = str(value.get("gate") or value.get("step") or "approval")
     value.setdefault("description", value.get("message"))
     value["action_request"] = {"action": name, "args": {key: (spec.get("default") if isinstance(spec, Mapping)

@@ -89,9 +89,9 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Star
         asked = decision(resume, [str(gate.get("interrupt_id")) for gate in view.gates])
         after = await _last_seq(server, last.id)
         job = await server.resume_run(last.id, asked)
-        before = state.values(view)["messages"][:-1]  # the turn's own human message is added again by the stream
+        earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
         return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
-                                                         before))
+                                                         earlier))
     inputs = run_inputs(entry.bundle, body.input)
     if view is not None and thread_id is not None:
         if view.last_status == RunStatus.WAITING:
