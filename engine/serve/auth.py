@@ -52,3 +52,10 @@ def authorized(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def api_key_matches(header: str | None, token: str) -> bool:
+    """Does an X-Api-Key header (langgraph-sdk's way to send a key) carry the token?"""
+    if not header:
+        return False
+    return hmac.compare_digest(header.strip().encode("utf-8"), token.encode("utf-8"))

@@ -40,6 +40,7 @@ class Job:
     state: str = RunStatus.QUEUED  # then RunStatus.RUNNING, then "done"
     result: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     task: asyncio.Task[None] | None = None
+    cancel_reason: str | None = None  # why a client cancelled it (Server.cancel_run); None: shutdown stops it
 
     def summary(self) -> dict[str, Any]:
         """A run row for a job the runs table does not show yet."""
@@ -116,9 +117,10 @@ class JobQueue:
         except asyncio.CancelledError:
             was = job.state
             job.result.set_result({**result_of(job, terminal), "status": RunStatus.INTERRUPTED,
-                                   "error": "the server stopped before the run finished"})
+                                   "error": job.cancel_reason or "the server stopped before the run finished"})
             self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
-            raise
+            if job.cancel_reason is None:
+                raise
         except Exception as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
             job.result.set_exception(exc)
             job.result.exception()  # retrieved: nobody may be waiting for it

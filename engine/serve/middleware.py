@@ -14,25 +14,33 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.serve.auth import authorized, is_public
+from engine.serve.auth import api_key_matches, authorized, is_public
 from engine.serve.hosts import check_applies, host_allowed
+from engine.serve.langgraph_api.mount import under
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError, body_too_large
 
 
 class AuthMiddleware:
-    """Refuse API calls without the bearer token (when the server has one)."""
+    """Refuse API calls without the bearer token (when the server has one).
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    Under the LangGraph API's prefix the token may also come as `X-Api-Key: <token>`, the header langgraph-sdk
+    clients send their api key in; `<prefix>/ok` is public there, like /healthz."""
+
+    def __init__(self, app: ASGIApp, token: str | None,
+                 langgraph_prefix: Callable[[], str | None] = lambda: None) -> None:
         self.app = app
         self.token = token
+        self.langgraph_prefix = langgraph_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.token is None or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = _header(scope, b"authorization")
-        if authorized(header, self.token):
+        prefix = self.langgraph_prefix()
+        if authorized(header, self.token) or (under(scope["path"], prefix) and (
+                scope["path"] == f"{prefix}/ok" or api_key_matches(_header(scope, b"x-api-key"), self.token))):
             await self.app(scope, receive, send)
             return
         message = ("this server needs a token: send `Authorization: Bearer <BLOCKYARD_TOKEN>`" if header is None

@@ -193,6 +193,20 @@ class Server:
             await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
 
+    async def cancel_run(self, run_id: str, *, wait: bool = False) -> Job:
+        """Stop a run this server holds: a queued one never starts, a running one is interrupted (checkpointed,
+        resumable, as at shutdown); with `wait`, once it has stopped. 409 `not_running` for any other run."""
+        _, queue = self._ready()
+        job = queue.jobs.get(run_id)
+        if job is None or job.task is None:
+            await self.known_run(run_id)
+            raise conflict("not_running", f"run {run_id} is not queued or running in this server")
+        job.cancel_reason = "cancelled by a client"
+        job.task.cancel()
+        if wait:
+            await asyncio.wait([job.task])
+        return job
+
     def thread_jobs(self, thread_id: str) -> list[Job]:
         """The turns of a thread this server holds (queued or running)."""
         return [job for job in self.queue.jobs.values() if job.thread == thread_id] if self.queue else []

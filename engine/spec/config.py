@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from engine.spec.common import Duration, ModelProfile, Name, Spec
 
@@ -50,6 +50,10 @@ class HttpSpec(Spec):
 
 
 # A Host header value: a name or IPv4 address, or a bracketed IPv6 address, with an optional port; or `*`.
+# A URL path prefix of one or more segments (docs/langgraph-api.md); its first one must not be one of the server's own.
+LANGGRAPH_PREFIX_PATTERN = r"^(/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)+$"
+SERVER_PATHS = frozenset({"flows", "runs", "threads", "plans", "static", "docs", "openapi.json", "healthz",
+                          "diagnostics", "favicon.ico"})
 HOST_PATTERN = r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$"
 
 
@@ -67,6 +71,16 @@ class ServerSpec(Spec):
     max_input_bytes: int = Field(
         1024 * 1024, ge=1,
         description="Largest inputs of one run (or values of one resume), measured as UTF-8 JSON; larger get 413.")
+    langgraph_prefix: Annotated[str, StringConstraints(pattern=LANGGRAPH_PREFIX_PATTERN)] | None = Field(
+        "/lg", description="Path under which the server also speaks the LangGraph Server API, for langgraph-sdk "
+                           "clients and chat UIs (docs/langgraph-api.md); null turns it off.")
+
+    @field_validator("langgraph_prefix")
+    @classmethod
+    def _own_prefix(cls, prefix: str | None) -> str | None:
+        if prefix is not None and prefix.split("/")[1] in SERVER_PATHS:
+            raise ValueError(f"'{prefix}' starts with a path of the server's own API; pick another, e.g. /lg")
+        return prefix
 
 
 class LimitsSpec(Spec):

@@ -111,6 +111,10 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ) WITHOUT ROWID""",
         "CREATE UNIQUE INDEX messages_run ON messages (run_id, role)",
     ]),
+    (4, [
+        # a thread's metadata, as LangGraph Server API clients give it (engine/serve/langgraph_api/): a JSON object
+        "ALTER TABLE threads ADD COLUMN metadata TEXT",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -259,10 +263,13 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
 
 
 def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
-              limit: int | None = 50) -> list[RunRecord]:
-    """Runs, newest first (by start time)."""
+              limit: int | None = 50, thread: str | None = None) -> list[RunRecord]:
+    """Runs, newest first (by start time); with `thread`, the turns of that conversation thread."""
     where: list[str] = []
     params: list[Any] = []
+    if thread is not None:
+        where.append("thread_id = ?")
+        params.append(thread)
     if flow is not None:
         where.append("flow = ?")
         params.append(flow)

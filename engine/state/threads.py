@@ -21,6 +21,7 @@ one (`delete`: its rows, messages and checkpoints, in one transaction, while no 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -185,17 +186,44 @@ def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None
 
 # ---- creating and deleting a thread -----------------------------------------------------------
 
-def create(thread_id: str, flow: str | None, now: str) -> Callable[[sqlite3.Connection], Thread | None]:
+def create(thread_id: str, flow: str | None, now: str,
+           metadata: dict[str, Any] | None = None) -> Callable[[sqlite3.Connection], Thread | None]:
     """A writer call: a thread with no turns yet (its flow '' when not given, named by its first
-    turn); None when the id is taken."""
+    turn, with the `metadata` a LangGraph API client gave it); None when the id is taken."""
 
     def apply(conn: sqlite3.Connection) -> Thread | None:
         cursor = conn.execute("INSERT OR IGNORE INTO threads (id, flow, title, name, created, updated, turns, "
-                              "last_run, checkpoint) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL)",
-                              (thread_id, flow or "", now, now))
+                              "last_run, checkpoint, metadata) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL, ?)",
+                              (thread_id, flow or "", now, now, store.dumps(metadata) if metadata else None))
         return get_thread(conn, thread_id) if cursor.rowcount == 1 else None
 
     return apply
+
+
+def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[sqlite3.Connection], bool]:
+    """A writer call: add `metadata` to a thread's (its keys win); False when there is no such thread."""
+
+    def apply(conn: sqlite3.Connection) -> bool:
+        row = conn.execute("SELECT metadata FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if row is None:
+            return False
+        merged = {**(json.loads(row[0]) if row[0] else {}), **metadata}
+        conn.execute("UPDATE threads SET metadata = ? WHERE id = ?", (store.dumps(merged), thread_id))
+        return True
+
+    return apply
+
+
+def metadata_of(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The metadata of each thread that has some, by id."""
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(thread_ids), 500):  # SQLite's bound on parameters
+        chunk = list(thread_ids[start:start + 500])
+        marks = ", ".join("?" * len(chunk))
+        for thread_id, text in conn.execute(f"SELECT id, metadata FROM threads WHERE id IN ({marks}) "
+                                            "AND metadata IS NOT NULL", chunk):
+            found[thread_id] = json.loads(text)
+    return found
 
 
 @dataclass(frozen=True)

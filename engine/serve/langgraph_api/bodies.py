@@ -1,0 +1,107 @@
+"""Request bodies of the LangGraph Server API. Clients send keys this server does not act on (webhooks,
+LangSmith tracing, durability, ...): those are accepted and ignored, as docs/langgraph-api.md lists."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StreamModes = str | list[str]
+
+
+class Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CommandBody(Lenient):
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(Lenient):
+    assistant_id: str
+    input: dict[str, Any] | None = None
+    command: CommandBody | None = None
+    stream_mode: StreamModes = Field(default_factory=lambda: ["values"])
+    metadata: dict[str, Any] | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    checkpoint_id: str | None = None
+
+
+class ThreadCreate(Lenient):
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    graph_id: str | None = None
+
+
+class ThreadPatch(Lenient):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(Lenient):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    ids: list[str] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+class HistoryRequest(Lenient):
+    limit: int = Field(10, ge=1, le=1000)
+    before: str | dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+class CheckpointRequest(Lenient):
+    checkpoint: dict[str, Any]
+
+
+class AssistantSearch(Lenient):
+    metadata: dict[str, Any] | None = None
+    graph_id: str | None = None
+    name: str | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class StorePut(Lenient):
+    namespace: list[str]
+    key: str = Field(..., min_length=1)
+    value: dict[str, Any]
+
+
+class StoreDelete(Lenient):
+    namespace: list[str]
+    key: str = Field(..., min_length=1)
+
+
+class StoreSearch(Lenient):
+    namespace_prefix: list[str] = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+    query: str | None = None
+
+
+class NamespaceSearch(Lenient):
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = Field(None, ge=1)
+    limit: int = Field(100, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+def modes(given: StreamModes | None) -> list[str]:
+    """Stream modes as a list (a client may send one as a string)."""
+    if given is None:
+        return ["values"]
+    return [given] if isinstance(given, str) else list(given)

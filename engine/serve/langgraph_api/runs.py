@@ -1,0 +1,325 @@
+"""Runs: POST /threads/{id}/runs (background), /runs/stream, /runs/wait; GET /threads/{id}/runs, GET
+/threads/{id}/runs/{run_id}, /join, /stream (join live, `Last-Event-ID`), POST .../cancel; and the stateless
+POST /runs, /runs/stream, /runs/wait (runs without a thread).
+
+A run on a thread is a turn of that conversation thread; `command: {resume: ...}` decides the gate its latest
+turn waits at and goes on with that run (the same run id). `multitask_strategy` `reject` (the default) refuses a
+run while the thread has one going on, `enqueue` lets it wait for its turn; `interrupt` and `rollback` are not
+supported (422).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from engine.errors import BlockyardError
+from engine.events import RunStatus, now_iso
+from engine.serve.bodies import read_body
+from engine.serve.follow import follow
+from engine.serve.jobs import Job
+from engine.serve.langgraph_api import state
+from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
+from engine.serve.langgraph_api.bodies import RunCreate, modes
+from engine.serve.langgraph_api.interrupts import decision
+from engine.serve.langgraph_api.messages import message_input, run_inputs
+from engine.serve.langgraph_api.shapes import RUN_STATUS_FILTER, run
+from engine.serve.langgraph_api.stream import SUPPORTED_MODES, Resume, Translator, resume_point, sse
+from engine.serve.problems import ApiError, conflict, from_engine, not_found
+from engine.serve.routes.deps import trace_reader
+from engine.serve.server import Server
+from engine.serve.sse import HEADERS
+from engine.state import threads
+from engine.state.store import effective_status
+
+router = APIRouter(tags=["langgraph: runs"])
+
+
+@dataclass
+class Started:
+    """A run this request started (or resumed): its job, where its trace stood, how to show its values."""
+
+    job: Job
+    thread_id: str | None
+    after: int
+    translator: Translator
+
+
+async def _last_seq(server: Server, run_id: str) -> int:
+    events = await service(server).events(run_id, 0)
+    return events[-1]["seq"] if events else 0
+
+
+async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Started:
+    entry = server.flow(body.assistant_id)  # 404 unknown_flow first
+    wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
+    if body.multitask_strategy in ("interrupt", "rollback"):
+        raise ApiError(422, "invalid_request", f"multitask_strategy '{body.multitask_strategy}' is not supported: "
+                                               "use reject or enqueue", field="multitask_strategy")
+    view = None
+    if thread_id is not None:
+        view = await find_view(server, thread_id)
+        if view is None:
+            if body.if_not_exists != "create":
+                await view_of(server, thread_id)  # 404 unknown_thread, with a hint
+            runs = service(server)
+            runs.check_thread_id(thread_id)
+            await runs.engine.db.writer.call(threads.create(thread_id, entry.name, now_iso()))
+            view = await view_of(server, thread_id)
+        if view.thread.flow and view.thread.flow != entry.name:
+            raise conflict("wrong_flow", f"thread '{thread_id}' is a conversation with flow '{view.thread.flow}', "
+                                         f"not '{entry.name}'")
+    resume = body.command.resume if body.command is not None else None
+    if body.command is not None and (body.command.goto is not None or body.command.update is not None):
+        raise ApiError(422, "invalid_request", "command.goto and command.update are not supported; "
+                                               "command.resume decides a waiting gate", field="command")
+    if resume is not None:
+        if view is None or view.last is None or view.last_status != RunStatus.WAITING:
+            raise conflict("not_waiting", "nothing to resume: " + ("a run without a thread has no interrupt"
+                                                                    if view is None else
+                                                                    f"thread '{thread_id}' waits for no approval"))
+        last = view.last
+        asked = decision(resume, [str(gate.get("interrupt_id")) for gate in view.gates])
+        after = await _last_seq(server, last.id)
+        job = await server.resume_run(last.id, asked)
+        earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
+        return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
+                                                         earlier))
+    inputs = run_inputs(entry.bundle, body.input)
+    if view is not None and thread_id is not None:
+        if view.last_status == RunStatus.WAITING:
+            raise conflict("thread_waiting", f"thread '{thread_id}' waits for an approval: resume it with "
+                                             "command: {resume: ...}")
+        going_on = busy(server, thread_id) or view.last_status == RunStatus.RUNNING
+        if going_on and body.multitask_strategy == "reject":
+            raise conflict("thread_busy", f"thread '{thread_id}' has a run going on; wait for it, or send "
+                                          "multitask_strategy: enqueue")
+    job = await server.start_run(entry, inputs, thread=thread_id)
+    if view is not None:
+        before: list[dict[str, Any]] | None = state.values(view)["messages"]
+        if view.last is not None and view.last_status != RunStatus.FINISHED:
+            before = before[:-1] if before else before  # a failed turn's message is not part of the conversation
+    else:
+        before = [] if message_input(entry.bundle) is not None else None
+    return Started(job, thread_id, 0, Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before))
+
+
+def _where(thread_id: str | None, run_id: str) -> str:
+    return f"/threads/{thread_id}/runs/{run_id}" if thread_id else f"/runs/{run_id}"
+
+
+def _stream(server: Server, started: Started, resume: Resume | None = None, fresh: bool = True,
+            headers: dict[str, str] | None = None) -> EventSourceResponse:
+    job_id = started.translator.run_id
+    events = follow(job_id, resume.after if resume else started.after, server.broker, trace_reader(server),
+                    until_pause=True, poll=server.settings.poll)
+
+    async def messages() -> AsyncIterator[ServerSentEvent]:
+        if fresh:
+            yield started.translator.metadata()
+        async for event in events:
+            for message in started.translator.messages_of(event, resume):
+                yield message
+        if started.job is not None and started.job.result.done() and not started.job.result.cancelled():
+            problem = started.job.result.exception()
+            if problem is not None:
+                shown = from_engine(problem) if isinstance(problem, BlockyardError) else ApiError(500, "internal",
+                                                                                                   str(problem))
+                yield sse("error", {"error": shown.code, "message": shown.message})
+
+    return EventSourceResponse(messages(), ping=server.settings.sse_ping, headers={**HEADERS, **(headers or {})})
+
+
+def _stream_headers(started: Started) -> dict[str, str]:
+    where = _where(started.thread_id, started.translator.run_id)
+    found = {"Content-Location": where}
+    if started.thread_id is not None:
+        query = urlencode([("stream_mode", mode) for mode in sorted(started.translator.modes)])
+        found["Location"] = f"{where}/stream" + (f"?{query}" if query else "")
+    return found
+
+
+async def _final(server: Server, started: Started) -> dict[str, Any]:
+    """What /runs/wait and /join answer: the values once the run ended or paused (`__interrupt__` at a gate,
+    `__error__` when it failed)."""
+    try:
+        result: dict[str, Any] = await asyncio.shield(started.job.result)
+    except BlockyardError as exc:
+        raise from_engine(exc) from None
+    return await _values_after(server, started.thread_id, result, started.translator)
+
+
+async def _values_after(server: Server, thread_id: str | None, result: dict[str, Any],
+                        translator: Translator | None) -> dict[str, Any]:
+    status = result.get("status")
+    if thread_id is not None:
+        view = await view_of(server, thread_id)
+        found = state.values(view)
+        if status == RunStatus.WAITING:
+            found["__interrupt__"] = state.interrupts(view)
+    else:
+        assert translator is not None
+        found = translator.values(result.get("outputs") if status == RunStatus.FINISHED else None)
+    if status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
+        found["__error__"] = {"error": "RunFailed" if status == RunStatus.FAILED else "RunInterrupted",
+                              "message": str(result.get("error") or status)}
+    return found
+
+
+# ---- creating runs ------------------------------------------------------------------------------
+
+async def _body(request: Request) -> RunCreate:
+    body = await read_body(request, RunCreate)
+    if body is None:
+        raise ApiError(422, "invalid_request", "the body must name the assistant: {\"assistant_id\": \"FLOW\"}")
+    return body
+
+
+@router.post("/threads/{thread_id}/runs", summary="Start a run on a thread in the background")
+async def create(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
+    started = await _start(server, thread_id, await _body(request))
+    return _created(started)
+
+
+@router.post("/runs", summary="Start a run without a thread in the background")
+async def create_stateless(request: Request, server: ServerDep) -> JSONResponse:
+    return _created(await _start(server, None, await _body(request)))
+
+
+def _created(started: Started) -> JSONResponse:
+    job = started.job
+    where = _where(started.thread_id, started.translator.run_id)
+    return JSONResponse(run({**job.summary(), "id": started.translator.run_id}, started.thread_id),
+                        headers={"Content-Location": where})
+
+
+@router.post("/threads/{thread_id}/runs/stream", summary="Start a run on a thread and stream it",
+             response_model=None)
+async def create_stream(thread_id: str, request: Request, server: ServerDep) -> Response:
+    started = await _start(server, thread_id, await _body(request))
+    return _stream(server, started, headers=_stream_headers(started))
+
+
+@router.post("/runs/stream", summary="Start a run without a thread and stream it", response_model=None)
+async def create_stream_stateless(request: Request, server: ServerDep) -> Response:
+    started = await _start(server, None, await _body(request))
+    return _stream(server, started, headers=_stream_headers(started))
+
+
+@router.post("/threads/{thread_id}/runs/wait", summary="Start a run on a thread and wait for its values")
+async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
+    started = await _start(server, thread_id, await _body(request))
+    where = _where(thread_id, started.translator.run_id)
+    return JSONResponse(await _final(server, started), headers={"Content-Location": where,
+                                                                "Location": f"{where}/join"})
+
+
+@router.post("/runs/wait", summary="Start a run without a thread and wait for its values")
+async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResponse:
+    started = await _start(server, None, await _body(request))
+    return JSONResponse(await _final(server, started),
+                        headers={"Content-Location": _where(None, started.translator.run_id)})
+
+
+# ---- reading, joining, cancelling ---------------------------------------------------------------
+
+async def _run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
+    """The run as LangGraph shows it; 404 unless it is a run of that thread."""
+    await view_of(server, thread_id)
+    queue = server.queue
+    job = queue.jobs.get(run_id) if queue is not None else None
+    stored = await service(server).get_run(run_id)
+    if stored is not None and stored.get("thread_id") == thread_id:
+        if job is not None and job.state == RunStatus.QUEUED:
+            stored["status"] = RunStatus.QUEUED
+        return run(stored, thread_id)
+    if stored is None and job is not None and job.thread == thread_id:
+        return run(job.summary(), thread_id)
+    raise not_found("run", f"thread '{thread_id}' has no run '{run_id}'")
+
+
+@router.get("/threads/{thread_id}/runs", summary="The thread's runs, newest first")
+async def list_runs(thread_id: str, server: ServerDep, limit: int = Query(10, ge=1, le=1000),
+                    offset: int = Query(0, ge=0), status: str | None = None) -> list[dict[str, Any]]:
+    view = await view_of(server, thread_id)
+    if status is not None and status not in RUN_STATUS_FILTER:
+        raise ApiError(422, "invalid_request", f"unknown status '{status}'; use one of: "
+                                               f"{', '.join(RUN_STATUS_FILTER)}", field="status")
+    pending = [job.summary() for job in server.thread_jobs(thread_id) if job.kind == "start"]
+    seen = {job["id"] for job in pending}
+    stored = [record.as_dict() | {"status": effective_status(record)} for record in view.runs
+              if record.id not in seen]
+    rows = [run(row, thread_id) for row in [*pending, *stored]]
+    if status is not None:
+        rows = [row for row in rows if row["status"] == status]
+    return rows[offset:offset + limit]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", summary="One run of the thread")
+async def get_run(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
+    return await _run_of(server, thread_id, run_id)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for the run to end or pause; its values")
+async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
+    shown = await _run_of(server, thread_id, run_id)
+    job = server.queue.jobs.get(run_id) if server.queue is not None else None
+    if job is not None:
+        try:
+            result: dict[str, Any] = await asyncio.shield(job.result)
+        except BlockyardError as exc:
+            raise from_engine(exc) from None
+    else:
+        stored = await service(server).get_run(run_id) or {}
+        result = {"status": stored.get("status", shown["status"]), "error": stored.get("error"),
+                  "outputs": stored.get("outputs")}
+    return await _values_after(server, thread_id, result, None)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join a run's stream (Last-Event-ID resumes)",
+            response_model=None)
+async def join_stream(thread_id: str, run_id: str, request: Request, server: ServerDep,
+                      stream_mode: list[str] = Query(default_factory=lambda: ["values"])) -> Response:
+    await _run_of(server, thread_id, run_id)
+    resume = resume_point(request)
+    view = await view_of(server, thread_id)
+    record = next((r for r in view.runs if r.id == run_id), None)
+    inputs = dict(record.inputs) if record is not None else {}
+    if record is None and server.queue is not None and run_id in server.queue.jobs:
+        inputs = dict(server.queue.jobs[run_id].inputs)
+    turns = [r.id for r in reversed(view.runs)]
+    before = [m for m in state.values(view)["messages"]
+              if m["id"].rsplit("-", 1)[0] in turns[:turns.index(run_id)]] if run_id in turns else []
+    translator = Translator(frozenset(stream_mode) & SUPPORTED_MODES, run_id, thread_id,
+                            record.flow if record is not None else view.thread.flow, inputs, before)
+    job = server.queue.jobs.get(run_id) if server.queue is not None else None
+    started = Started(job, thread_id, 0, translator) if job is not None else Started(
+        _settled_job(), thread_id, 0, translator)
+    return _stream(server, started, resume, fresh=resume is None)
+
+
+def _settled_job() -> Job:
+    job = Job("", "", 0, "start", {})
+    job.result.set_result({})
+    return job
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel a queued or running run",
+             response_model=None)
+async def cancel(thread_id: str, run_id: str, server: ServerDep, wait: bool = False,
+                 action: str = "interrupt") -> Response:
+    await _run_of(server, thread_id, run_id)
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(422, "invalid_request", f"unknown action '{action}': use interrupt", field="action")
+    if action == "rollback":
+        raise ApiError(422, "invalid_request", "action 'rollback' is not supported: a cancelled run is kept, "
+                                               "interrupted and resumable", field="action")
+    await server.cancel_run(run_id, wait=wait)
+    return Response(status_code=204 if wait else 202)

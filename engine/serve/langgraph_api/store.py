@@ -1,0 +1,107 @@
+"""The store (long-term memory): PUT, GET and DELETE /store/items, POST /store/items/search, POST
+/store/namespaces — on the same LangGraph store the flows' memory blocks read and write (engine/state/memory.py):
+a flow with `memory: {scope: users/ada}` keeps its preferences under ["users", "ada", "preferences"]."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from engine.serve.bodies import read_body
+from engine.serve.langgraph_api.access import ServerDep, service
+from engine.serve.langgraph_api.bodies import NamespaceSearch, StoreDelete, StorePut, StoreSearch
+from engine.serve.problems import ApiError, not_found
+from engine.serve.server import Server, check_size
+from engine.state.memory import MemoryStore
+
+router = APIRouter(tags=["langgraph: store"])
+MAX_DEPTH = 16  # labels of one namespace
+
+
+def _memory(server: Server) -> MemoryStore:
+    return service(server).engine.memory
+
+
+def _namespace(labels: Sequence[str], where: str, allow_empty: bool = False) -> tuple[str, ...]:
+    if not labels and not allow_empty:
+        raise ApiError(422, "invalid_request", f"{where}: a namespace needs at least one label", field=where)
+    if len(labels) > MAX_DEPTH:
+        raise ApiError(422, "invalid_request", f"{where}: at most {MAX_DEPTH} labels", field=where)
+    for label in labels:
+        if not label or "." in label:
+            raise ApiError(422, "invalid_request", f"{where}: labels are non-empty and hold no '.' "
+                                                   f"(got {label[:80]!r})", field=where)
+    return tuple(labels)
+
+
+def _item(item: Any, with_score: bool = False) -> dict[str, Any]:
+    found = {"namespace": list(item.namespace), "key": item.key, "value": item.value,
+             "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+    if with_score:
+        found["score"] = getattr(item, "score", None)
+    return found
+
+
+@router.put("/store/items", summary="Store an item", status_code=204, response_model=None)
+async def put(request: Request, server: ServerDep) -> Response:
+    body = await read_body(request, StorePut)
+    if body is None:
+        raise ApiError(422, "invalid_request", "the body must hold namespace, key and value")
+    namespace = _namespace(body.namespace, "namespace")
+    check_size(body.value, server.catalog.server.max_input_bytes, "the item's value")
+    memory = _memory(server)
+    await memory.call(memory.store().put, namespace, body.key, body.value)
+    return Response(status_code=204)
+
+
+@router.get("/store/items", summary="One item, by namespace (labels joined with '.') and key")
+async def get(server: ServerDep, key: str, namespace: str = Query("")) -> dict[str, Any]:
+    labels = _namespace(namespace.split(".") if namespace else [], "namespace")
+    memory = _memory(server)
+    item = await memory.call(memory.store().get, labels, key)
+    if item is None:
+        raise not_found("item", f"no item '{key}' in namespace {list(labels)}")
+    return _item(item)
+
+
+@router.delete("/store/items", summary="Delete an item", status_code=204, response_model=None)
+async def delete(request: Request, server: ServerDep) -> Response:
+    body = await read_body(request, StoreDelete)
+    if body is None:
+        raise ApiError(422, "invalid_request", "the body must hold namespace and key")
+    memory = _memory(server)
+    await memory.call(memory.store().delete, _namespace(body.namespace, "namespace"), body.key)
+    return Response(status_code=204)
+
+
+@router.post("/store/items/search", summary="Items under a namespace prefix, filtered by their values")
+async def search(request: Request, server: ServerDep) -> dict[str, Any]:
+    body = await read_body(request, StoreSearch) or StoreSearch()
+    prefix = _namespace(body.namespace_prefix, "namespace_prefix", allow_empty=True)
+    memory = _memory(server)
+
+    def find() -> list[Any]:
+        found: list[Any] = memory.store().search(prefix, filter=body.filter, limit=body.limit, offset=body.offset,
+                                                 query=body.query)
+        return found
+
+    return {"items": [_item(item, with_score=True) for item in await memory.call(find)]}
+
+
+@router.post("/store/namespaces", summary="The namespaces of the store")
+async def namespaces(request: Request, server: ServerDep) -> dict[str, Any]:
+    body = await read_body(request, NamespaceSearch) or NamespaceSearch()
+    memory = _memory(server)
+    prefix = _namespace(body.prefix or [], "prefix", allow_empty=True) or None
+    suffix = _namespace(body.suffix or [], "suffix", allow_empty=True) or None
+
+    def find() -> list[tuple[str, ...]]:
+        found: list[tuple[str, ...]] = memory.store().list_namespaces(prefix=prefix, suffix=suffix,
+                                                                      max_depth=body.max_depth, limit=body.limit,
+                                                                      offset=body.offset)
+        return found
+
+    return {"namespaces": [list(namespace) for namespace in await memory.call(find)]}

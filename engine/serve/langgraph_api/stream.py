@@ -1,0 +1,188 @@
+"""A run's events as the parts of a LangGraph stream, one SSE message each, for the stream modes asked for.
+
+| mode | parts |
+| --- | --- |
+| `values` | the state when the run starts and when it ends; `{"__interrupt__": [...]}` when it waits at a gate |
+| `updates` | `{step: outputs}` as each step finishes; `{"__interrupt__": [...]}` at a gate |
+| `messages-tuple` | each token as `messages` `[AIMessageChunk, metadata]` |
+| `messages` | `messages/metadata`, then `messages/partial` (the reply so far), `messages/complete` per step |
+| `custom` | the events steps publish with `emit:`, their data as it is |
+| `events` | LangChain's stream events: `on_chain_start`/`on_chain_end` (the flow, its steps), |
+|          | `on_chat_model_stream`, `on_tool_start`, `on_custom_event` |
+
+A run that fails ends with an `error` part. Each part's SSE id is `<seq>.<n>`: the seq of the event it comes
+from and its place among that event's parts, so a client that reconnects with `Last-Event-ID` gets exactly
+the parts after the last one it saw (tokens are live only: they are not replayed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from sse_starlette import ServerSentEvent
+
+from engine.events import (
+    APPROVAL_REQUIRED,
+    EVENT_TYPES,
+    RUN_FAILED,
+    RUN_FINISHED,
+    RUN_STARTED,
+    STEP_FINISHED,
+    STEP_STARTED,
+    THREAD_NAME,
+    TOKEN,
+    TOOL_CALL,
+    RunStatus,
+)
+from engine.serve.langgraph_api import messages as lc
+from engine.serve.langgraph_api.interrupts import interrupt
+from engine.serve.problems import ApiError
+from engine.serve.sse import MAX_SEQ
+from engine.state import threads
+
+SUPPORTED_MODES = frozenset({"values", "updates", "messages", "messages-tuple", "custom", "events"})
+
+Part = tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a reconnecting client left off: the parts of event `seq` up to `part` were delivered."""
+
+    seq: int = 0
+    part: int = -1
+
+    @property
+    def after(self) -> int:
+        """Events to read: those after this seq, and this one again when some of its parts were not sent."""
+        return self.seq - 1 if self.seq and self.part >= 0 else self.seq
+
+
+def resume_point(request: Request) -> Resume | None:
+    """The Last-Event-ID of a reconnect (`<seq>.<n>`, or a bare `<seq>`); None without one; 400 when malformed."""
+    raw = (request.headers.get("last-event-id") or "").strip()
+    if not raw:
+        return None
+    seq, dot, part = raw.partition(".")
+    if not (seq.isascii() and seq.isdigit() and (not dot or (part.isascii() and part.isdigit()))) \
+            or int(seq) > MAX_SEQ or len(raw) > 40:
+        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an id this stream sent (<seq>.<n>), "
+                                                 f"not '{raw[:40]}'")
+    return Resume(int(seq), int(part) if dot else -1)
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str),
+                           event=event, id=event_id)
+
+
+@dataclass
+class Translator:
+    """Turns one run's events into stream parts. `before` is the thread's conversation before this turn
+    (None for a run without a thread whose flow takes no message)."""
+
+    modes: frozenset[str]
+    run_id: str
+    thread_id: str | None
+    flow: str
+    inputs: dict[str, Any]
+    before: list[dict[str, Any]] | None
+    written: dict[str, str] = field(default_factory=dict)  # step -> the text of its tokens so far
+
+    def metadata(self) -> ServerSentEvent:
+        return sse("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})
+
+    def messages(self, run_id: str, outputs: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+        if self.before is None:
+            return None
+        said = [*self.before, lc.human(threads.turn_text(self.inputs), lc.human_id(run_id))]
+        if outputs is not None:
+            said.append(lc.ai(threads.reply_text(dict(outputs)), lc.ai_id(run_id)))
+        return said
+
+    def values(self, outputs: Mapping[str, Any] | None) -> dict[str, Any]:
+        found = {**self.inputs, **(outputs or {})}
+        said = self.messages(self.run_id, outputs)
+        if said is not None:
+            found["messages"] = said
+        return found
+
+    def _meta(self, step: str | None) -> dict[str, Any]:
+        return {"run_id": self.run_id, "thread_id": self.thread_id, "assistant_id": self.flow, "graph_id": self.flow,
+                "langgraph_node": step, "langgraph_checkpoint_ns": "", "langgraph_triggers": []}
+
+    def _stream_event(self, kind: str, name: str, data: dict[str, Any], step: str | None) -> Part:
+        return "events", {"event": kind, "name": name, "run_id": self.run_id, "tags": [], "data": data,
+                          "metadata": self._meta(step), "parent_ids": []}
+
+    def parts(self, event: Mapping[str, Any]) -> list[Part]:
+        """The parts of one Blockyard event, in order."""
+        kind, step, data = event["type"], event.get("step"), event.get("data") or {}
+        want = self.modes
+        out: list[Part] = []
+        if kind == RUN_STARTED:
+            if "values" in want:
+                out.append(("values", self.values(None)))
+            if "events" in want:
+                out.append(self._stream_event("on_chain_start", self.flow, {"input": self.inputs}, None))
+        elif kind == STEP_STARTED:
+            if "events" in want:
+                out.append(self._stream_event("on_chain_start", str(step), {"input": data.get("inputs")}, step))
+        elif kind == TOKEN:
+            text = str(data.get("text") or "")
+            message_id = f"{lc.ai_id(self.run_id)}-{step}"
+            chunk = lc.ai(text, message_id, chunk=True)
+            self.written[str(step)] = self.written.get(str(step), "") + text
+            if "messages-tuple" in want:
+                out.append(("messages", [chunk, self._meta(step)]))
+            if "messages" in want:
+                if len(self.written[str(step)]) == len(text):
+                    out.append(("messages/metadata", {message_id: {"metadata": self._meta(step)}}))
+                out.append(("messages/partial", [lc.ai(self.written[str(step)], message_id)]))
+            if "events" in want:
+                out.append(self._stream_event("on_chat_model_stream", str(data.get("block") or step),
+                                              {"chunk": chunk}, step))
+        elif kind == STEP_FINISHED:
+            if "updates" in want:
+                out.append(("updates", {str(step): data.get("outputs")}))
+            if "messages" in want and str(step) in self.written:
+                message_id = f"{lc.ai_id(self.run_id)}-{step}"
+                out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id)]))
+            if "events" in want:
+                out.append(self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step))
+        elif kind == TOOL_CALL:
+            if "events" in want:
+                out.append(self._stream_event("on_tool_start", str(data.get("tool") or data.get("name") or "tool"),
+                                              {"input": data}, step))
+        elif kind == APPROVAL_REQUIRED:
+            found = {"__interrupt__": [interrupt(data)]}
+            out.extend((mode, found) for mode in ("values", "updates") if mode in want)
+        elif kind == RUN_FINISHED:
+            outputs = data.get("outputs") or {}
+            if "values" in want:
+                out.append(("values", self.values(outputs)))
+            if "events" in want:
+                out.append(self._stream_event("on_chain_end", self.flow, {"output": outputs}, None))
+        elif kind == RUN_FAILED:
+            if data.get("status", RunStatus.FAILED) == RunStatus.FAILED:
+                out.append(("error", {"error": "RunFailed", "message": str(data.get("error") or "the run failed")}))
+        elif kind not in EVENT_TYPES and kind != THREAD_NAME:  # a step's own event (`emit:`)
+            if "custom" in want:
+                out.append(("custom", data))
+            if "events" in want:
+                out.append(self._stream_event("on_custom_event", kind, data, step))
+        return out
+
+    def messages_of(self, event: Mapping[str, Any], resume: Resume | None) -> list[ServerSentEvent]:
+        """The SSE messages of one event, without those a reconnecting client already has."""
+        seq = int(event["seq"])
+        found = []
+        for index, (name, data) in enumerate(self.parts(event)):
+            if resume is not None and seq == resume.seq and index <= resume.part:
+                continue
+            found.append(sse(name, data, f"{seq}.{index}"))
+        return found

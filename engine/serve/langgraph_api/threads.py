@@ -1,0 +1,154 @@
+"""Threads: POST /threads, POST /threads/search, /threads/count, GET/PATCH/DELETE /threads/{id},
+GET /threads/{id}/state (and a past one by checkpoint id), GET and POST /threads/{id}/history.
+
+A thread is a Blockyard conversation thread (engine/state/threads.py); its state is read by state.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.events import RunStatus, now_iso
+from engine.serve.bodies import read_body
+from engine.serve.langgraph_api import state
+from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
+from engine.serve.langgraph_api.bodies import CheckpointRequest, HistoryRequest, ThreadCreate, ThreadPatch, ThreadSearch
+from engine.serve.problems import ApiError, conflict, not_found
+from engine.serve.server import Server
+from engine.state import threads
+
+router = APIRouter(tags=["langgraph: threads"])
+SEARCHED = 1000  # most threads one search looks through
+
+
+async def shown(server: Server, thread_id: str) -> dict[str, Any]:
+    return state.thread(await view_of(server, thread_id), busy(server, thread_id))
+
+
+@router.post("/threads", summary="Create a thread (if_exists: raise or do_nothing)")
+async def create(request: Request, server: ServerDep) -> JSONResponse:
+    body = await read_body(request, ThreadCreate) or ThreadCreate()
+    runs = service(server)
+    thread_id = runs.check_thread_id(body.thread_id) if body.thread_id is not None else runs.new_run_id()
+    if body.graph_id is not None:
+        server.flow(body.graph_id)
+    made = await runs.engine.db.writer.call(threads.create(thread_id, body.graph_id, now_iso(), body.metadata))
+    if made is None and body.if_exists == "raise":
+        raise conflict("thread_exists", f"thread id '{thread_id}' is already taken")
+    return JSONResponse(await shown(server, thread_id), headers={"Content-Location": f"/threads/{thread_id}"})
+
+
+async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
+    runs = service(server)
+    listed = await runs.list_threads(flow=None, limit=SEARCHED)
+    ids = [found["id"] for found in listed if body.ids is None or found["id"] in body.ids]
+    views = [view for view in [await find_view(server, thread_id) for thread_id in ids] if view is not None]
+    found = [state.thread(view, busy(server, view.thread.id)) for view in views]
+
+    def wanted(thread: dict[str, Any]) -> bool:
+        if body.status is not None and thread["status"] != body.status:
+            return False
+        if any(thread["metadata"].get(key) != value for key, value in (body.metadata or {}).items()):
+            return False
+        return all(thread["values"].get(key) == value for key, value in (body.values or {}).items())
+
+    found = [thread for thread in found if wanted(thread)]
+    if body.sort_by is not None:
+        found.sort(key=lambda thread: str(thread[body.sort_by or "updated_at"]), reverse=body.sort_order != "asc")
+    return found
+
+
+@router.post("/threads/search", summary="Threads, most recently active first, filtered by metadata, values, status")
+async def search(request: Request, server: ServerDep) -> list[dict[str, Any]]:
+    body = await read_body(request, ThreadSearch) or ThreadSearch()
+    return (await _search(server, body))[body.offset:body.offset + body.limit]
+
+
+@router.post("/threads/count", summary="How many threads match")
+async def count(request: Request, server: ServerDep) -> int:
+    body = await read_body(request, ThreadSearch) or ThreadSearch()
+    return len(await _search(server, body))
+
+
+@router.get("/threads/{thread_id}", summary="One thread: status, metadata, values, interrupts")
+async def get(thread_id: str, server: ServerDep) -> dict[str, Any]:
+    return await shown(server, thread_id)
+
+
+@router.patch("/threads/{thread_id}", summary="Add to a thread's metadata")
+async def patch(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+    await view_of(server, thread_id)
+    body = await read_body(request, ThreadPatch) or ThreadPatch()
+    if not await service(server).engine.db.writer.call(threads.merge_metadata(thread_id, body.metadata)):
+        raise not_found("thread", f"unknown thread '{thread_id}'")
+    return await shown(server, thread_id)
+
+
+@router.delete("/threads/{thread_id}", summary="Delete a thread: its messages and checkpoints", status_code=204,
+               response_model=None)
+async def delete(thread_id: str, server: ServerDep) -> Response:
+    await view_of(server, thread_id)
+    if busy(server, thread_id):
+        raise conflict("thread_busy", f"thread '{thread_id}' has a run queued or running; delete it once it is over")
+    outcome = await service(server).delete_thread(thread_id)
+    if outcome is False:
+        raise not_found("thread", f"unknown thread '{thread_id}'")
+    if isinstance(outcome, threads.Busy):
+        waits = outcome.status == RunStatus.WAITING
+        raise conflict("thread_busy", f"thread '{thread_id}' " + (
+            f"waits for an approval in run {outcome.run_id}: resume it first" if waits
+            else f"has a run going on (run {outcome.run_id}); delete it once it is over"))
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/state", summary="The thread's state: values, next, tasks and their interrupts")
+async def get_state(thread_id: str, server: ServerDep, subgraphs: bool = False) -> dict[str, Any]:
+    return state.state(await view_of(server, thread_id))
+
+
+def _at(view: state.ThreadView, checkpoint_id: str) -> dict[str, Any]:
+    for run in view.runs:
+        if run.id == checkpoint_id:
+            return state.state(view, None if run is view.last else run)
+    raise not_found("checkpoint", f"thread '{view.thread.id}' has no checkpoint '{checkpoint_id}' "
+                                  "(a checkpoint id is the id of one of its runs)")
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state after one of its runs")
+async def get_state_at(thread_id: str, checkpoint_id: str, server: ServerDep) -> dict[str, Any]:
+    return _at(await view_of(server, thread_id), checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", summary="The thread's state after one of its runs")
+async def post_state_at(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+    view = await view_of(server, thread_id)
+    body = await read_body(request, CheckpointRequest)
+    checkpoint_id = body.checkpoint.get("checkpoint_id") if body is not None else None
+    if not isinstance(checkpoint_id, str):
+        return state.state(view)
+    return _at(view, checkpoint_id)
+
+
+def _before(before: str | dict[str, Any] | None) -> str | None:
+    if isinstance(before, dict):
+        found = before.get("checkpoint_id")
+        if found is not None and not isinstance(found, str):
+            raise ApiError(422, "invalid_request", "before.checkpoint_id: must be text", field="before")
+        return found
+    return before
+
+
+@router.post("/threads/{thread_id}/history", summary="The thread's states after each run, newest first")
+async def post_history(thread_id: str, request: Request, server: ServerDep) -> list[dict[str, Any]]:
+    view = await view_of(server, thread_id)
+    body = await read_body(request, HistoryRequest) or HistoryRequest()
+    return state.states(view, limit=body.limit, before=_before(body.before))
+
+
+@router.get("/threads/{thread_id}/history", summary="The thread's states after each run, newest first")
+async def get_history(thread_id: str, server: ServerDep, limit: int = Query(10, ge=1, le=1000),
+                      before: str | None = None) -> list[dict[str, Any]]:
+    return state.states(await view_of(server, thread_id), limit=limit, before=before)

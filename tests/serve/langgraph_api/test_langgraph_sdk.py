@@ -1,0 +1,234 @@
+"""`blockyard serve` driven by the real langgraph-sdk client over HTTP on 127.0.0.1 (docs/langgraph-api.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.schema import Command
+
+from engine.serve.server import Settings
+from engine.state.memory import open_store, preferences
+from tests.serve.langgraph_api.conftest import example_yard
+from tests.serve.serve_helpers import Live, start_live, wait_for
+
+HUMAN = "human"
+
+
+def lg(live: Live) -> Any:  # the SDK's TypedDict answers are looser than what the tests read
+    return get_sync_client(url=live.url + "/lg")
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"messages": [{"type": HUMAN, "content": text}]}
+
+
+def test_info_ok_and_assistants_are_the_flows(live: Live) -> None:
+    client = lg(live)
+    assert client.http.get("/ok") == {"ok": True}
+    assert client.http.get("/info")["flags"]["assistants"] is True
+    found = client.assistants.search(limit=100)
+    names = [a["assistant_id"] for a in found]
+    assert {"support_chat", "gated", "hello"} <= set(names)
+    assert client.assistants.search(graph_id="gated")[0]["graph_id"] == "gated"
+    one = client.assistants.get("support_chat")
+    flows = httpx.get(live.url + "/flows/support_chat").json()
+    assert one["version"] == flows["version"] and one["metadata"]["digest"] == flows["digest"]
+    drawn = client.assistants.get_graph("gated")
+    assert {"__start__", "ask", "sum", "__end__"} <= {node["id"] for node in drawn["nodes"]}
+    assert {(e["source"], e["target"]) for e in drawn["edges"]} >= {("ask", "sum")}
+    schemas = client.assistants.get_schemas("gated")
+    assert schemas["input_schema"]["properties"]["a"]["type"] == "integer"
+    assert schemas["output_schema"]["required"] == ["total"]
+    chat = client.assistants.get_schemas("support_chat")["input_schema"]
+    assert "messages" in chat["properties"] and {"required": ["message"]} in chat["anyOf"]
+    with pytest.raises(httpx.HTTPStatusError) as missing:
+        client.assistants.get("nope")
+    assert missing.value.response.status_code == 404
+
+
+def test_threads_create_get_search_delete(live: Live) -> None:
+    client = lg(live)
+    made = client.threads.create(thread_id="lg-crud", metadata={"user": "ada"})
+    assert made["thread_id"] == "lg-crud" and made["status"] == "idle" and made["metadata"] == {"user": "ada"}
+    assert client.threads.create(thread_id="lg-crud", if_exists="do_nothing")["thread_id"] == "lg-crud"
+    with pytest.raises(httpx.HTTPStatusError) as taken:
+        client.threads.create(thread_id="lg-crud")
+    assert taken.value.response.status_code == 409
+    assert [t["thread_id"] for t in client.threads.search(metadata={"user": "ada"})] == ["lg-crud"]
+    client.runs.wait("lg-crud", "support_chat", input=said("hi"))
+    # the flow a thread talks to is searchable as chat UIs search for it
+    assert "lg-crud" in [t["thread_id"] for t in client.threads.search(metadata={"graph_id": "support_chat"},
+                                                                        limit=100)]
+    assert client.threads.get("lg-crud")["values"]["messages"][0]["content"] == "hi"
+    client.threads.delete("lg-crud")
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        client.threads.get("lg-crud")
+    assert gone.value.response.status_code == 404
+
+
+def test_three_turns_of_support_chat_with_state_and_history(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    replies = [client.runs.wait(thread, "support_chat", input=said(text))["messages"][-1]["content"]
+               for text in ("My name is Ada", "I need help", "What is my name?")]
+    assert replies[2] == "Your name is Ada."  # the model was sent turn 1 as history
+    state = client.threads.get_state(thread)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"] * 3
+    assert state["values"]["messages"][4]["content"] == "What is my name?"
+    assert state["next"] == [] and state["tasks"] == []
+    history = client.threads.get_history(thread)
+    assert len(history) == 3
+    assert [len(h["values"]["messages"]) for h in history] == [6, 4, 2]  # newest first
+    assert history[0]["parent_checkpoint"]["checkpoint_id"] == history[1]["checkpoint"]["checkpoint_id"]
+    older = client.threads.get_history(thread, before=history[0]["checkpoint"])
+    assert [len(h["values"]["messages"]) for h in older] == [4, 2]
+    runs = client.runs.list(thread)
+    assert len(runs) == 3 and {r["status"] for r in runs} == {"success"}
+
+
+def test_stream_modes(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread, "support_chat", input=said("My name is Ada"),
+                                    stream_mode=["values", "updates", "messages-tuple", "events"]))
+    assert parts[0].event == "metadata" and parts[0].data["thread_id"] == thread
+    kinds = [p.event for p in parts]
+    assert {"values", "updates", "messages", "events"} <= set(kinds)
+    tokens = "".join(p.data[0]["content"] for p in parts if p.event == "messages")
+    reply = "Thanks for writing to ACME support. How can I help you today?"
+    assert tokens == reply
+    assert [p.data for p in parts if p.event == "updates"] == [{"answer": {"reply": reply}}]
+    last = [p.data for p in parts if p.event == "values"][-1]
+    assert [m["content"] for m in last["messages"]] == ["My name is Ada", reply]
+    assert {p.data["event"] for p in parts if p.event == "events"} >= {"on_chain_start", "on_chain_end",
+                                                                       "on_chat_model_stream"}
+    custom = list(client.runs.stream(None, "count", input={}, stream_mode="custom"))
+    assert [p.data for p in custom if p.event == "custom"] == [{"done": 42}]
+    messages = list(client.runs.stream(None, "support_chat", input={"message": "hello"}, stream_mode="messages"))
+    assert [p.event for p in messages][1] == "messages/metadata"
+    assert [p.data[0]["content"] for p in messages if p.event == "messages/complete"] == [reply]
+    assert client.runs.wait(None, "count", input={}) == {"n": 42}  # no message input: no messages
+
+
+def test_an_approval_gate_is_an_interrupt_resumed_with_a_command(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    waiting = client.runs.wait(thread, "gated", input={"a": 1})
+    [asked] = waiting["__interrupt__"]
+    assert asked["value"]["message"] == "Add how much?" and "b" in asked["value"]["fields"]
+    state = client.threads.get_state(thread)
+    assert state["tasks"][0]["interrupts"][0]["id"] == asked["id"] and state["next"] == ["ask"]
+    assert client.threads.get(thread)["status"] == "interrupted"
+    for wrong in ({"b": "five"}, {"c": 1}, {"approve": "maybe"}):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            client.runs.wait(thread, "gated", command=Command(resume=wrong))
+        assert refused.value.response.status_code == 422, refused.value.response.text
+    assert client.threads.get(thread)["status"] == "interrupted"  # still waiting
+    parts = list(client.runs.stream(thread, "gated", command=Command(resume={"b": 5}), stream_mode="values"))
+    assert parts[-1].data["total"] == 6
+    assert client.threads.get(thread)["status"] == "idle"
+    # an interrupt chat UIs render as a form, answered the agent-inbox way: a rejection
+    other = client.threads.create()["thread_id"]
+    interrupted = [p.data for p in client.runs.stream(other, "gated", input={"a": 1}, stream_mode="updates")
+                   if "__interrupt__" in p.data]
+    assert interrupted[0]["__interrupt__"][0]["value"]["action_request"]["action"] == "ask"
+    ended = client.runs.wait(other, "gated", command=Command(resume=[{"type": "ignore", "args": None}]),
+                             raise_error=False)
+    assert "total" not in ended and ended["__error__"]["error"] == "RunFailed"  # a rejected gate fails the run
+    assert client.threads.get(other)["status"] == "error"
+
+
+def test_the_store_is_the_flows_memory(live: Live) -> None:
+    client = lg(live)
+    client.store.put_item(["users", "ada", "preferences"], "usual", {"value": "Chipotle"})
+    assert client.store.get_item(["users", "ada", "preferences"], "usual")["value"] == {"value": "Chipotle"}
+    with open_store(live.server.root / ".blockyard" / "state.db") as store:
+        assert preferences(store, "users/ada") == {"usual": "Chipotle"}  # what a flow's memory reads
+    found = client.store.search_items(["users"], filter={"value": "Chipotle"})
+    assert [item["key"] for item in found["items"]] == ["usual"]
+    assert ["users", "ada", "preferences"] in client.store.list_namespaces(prefix=["users"])["namespaces"]
+    client.store.delete_item(["users", "ada", "preferences"], "usual")
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        client.store.get_item(["users", "ada", "preferences"], "usual")
+    assert gone.value.response.status_code == 404
+
+
+def test_cancel_a_run_and_multitask_strategies(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.create(thread, "slow", input={"a": 1})
+    assert run["status"] in ("pending", "running")
+    with pytest.raises(httpx.HTTPStatusError) as busy:
+        client.runs.create(thread, "slow", input={"a": 2})  # multitask_strategy reject, the default
+    assert busy.value.response.status_code == 409
+    client.runs.cancel(thread, run["run_id"], wait=True)
+    assert client.runs.get(thread, run["run_id"])["status"] == "interrupted"
+    first = client.runs.create(thread, "slow", input={"a": 1})
+    second = client.runs.create(thread, "slow", input={"a": 2}, multitask_strategy="enqueue")
+    assert client.runs.join(thread, second["run_id"])["total"] == 12
+    assert client.runs.get(thread, first["run_id"])["status"] == "success"
+
+
+def test_reconnect_a_stream_with_last_event_id(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread, "hello", input={"name": "Ada"}, stream_mode=["values", "updates"]))
+    run_id = parts[0].data["run_id"]
+    ids = [p.id for p in parts[1:]]
+    assert len(ids) >= 4 and all(ids)
+    cut = 2
+    rest = list(client.runs.join_stream(thread, run_id, last_event_id=ids[cut],
+                                        stream_mode=["values", "updates"]))
+    assert [(p.event, p.data, p.id) for p in rest] == [(p.event, p.data, p.id) for p in parts[cut + 2:]]
+    # joining a live run: a second client follows the run it did not start
+    other = client.threads.create()["thread_id"]
+    run = client.runs.create(other, "slow", input={"a": 1}, stream_mode=["values"])
+    joined = list(client.runs.join_stream(other, run["run_id"], stream_mode="values"))
+    assert joined[-1].data["total"] == 11
+
+
+def test_token_rules_apply_under_the_prefix(tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = example_yard(tmp_path_factory.mktemp("tokened"), {})
+    (root / "blockyard.yaml").write_text((root / "blockyard.yaml").read_text(encoding="utf-8")
+                                         + "\nserver:\n  langgraph_prefix: /api/langgraph\n", encoding="utf-8")
+    live = start_live(Settings(root=root, token="s3cret", watch=False, schedules=False, grace=5.0, poll=0.1))
+    try:
+        assert httpx.get(live.url + "/api/langgraph/ok").status_code == 200  # public, like /healthz
+        assert httpx.post(live.url + "/api/langgraph/assistants/search", json={}).status_code == 401
+        assert httpx.post(live.url + "/lg/assistants/search", json={},
+                          headers={"Authorization": "Bearer s3cret"}).status_code == 404  # not the prefix now
+        keyed = get_sync_client(url=live.url + "/api/langgraph", api_key="s3cret")
+        assert "hello" in [a["assistant_id"] for a in keyed.assistants.search(limit=100)]
+        bearer: Any = get_sync_client(url=live.url + "/api/langgraph", api_key=None,
+                                      headers={"Authorization": "Bearer s3cret"})
+        assert bearer.runs.wait(None, "hello", input={"name": "Ada"})["name"] == "Ada"
+        wrong = get_sync_client(url=live.url + "/api/langgraph", api_key="nope")
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            wrong.assistants.search()
+        assert refused.value.response.status_code == 401
+    finally:
+        live.stop()
+
+
+def test_bad_requests_are_4xx(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    cases: list[Callable[[], Any]] = [
+        lambda: client.runs.wait(thread, "nope", input={}),
+        lambda: client.runs.wait("no-such-thread", "hello", input={"name": "x"}),
+        lambda: client.runs.wait(thread, "gated", input={"messages": [{"type": "human", "content": "x"}]}),
+        lambda: client.runs.wait(thread, "hello", input={"bogus": 1}),
+        lambda: client.runs.wait(thread, "hello", command=Command(resume=True)),
+        lambda: client.runs.wait(thread, "hello", input={"name": "x"}, multitask_strategy="rollback"),
+    ]
+    for case in cases:
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            case()
+        assert 400 <= refused.value.response.status_code < 500, refused.value.response.text
+    made = client.runs.wait("made-on-demand", "hello", input={"name": "x"}, if_not_exists="create")
+    assert made["name"] == "x"
+    assert wait_for(lambda: client.threads.get("made-on-demand")["status"] == "idle")
