@@ -133,7 +133,8 @@ def _blamed(previous: Any, problems: Any) -> set[str]:
     """The blocks of the previous plan's steps that a problem points at (`steps[N]...`)."""
     if not isinstance(previous, dict) or not isinstance(problems, list):
         return set()
-    steps = previous.get("steps") if isinstance(previous.get("steps"), list) else []
+    given = previous.get("steps")
+    steps: list[Any] = given if isinstance(given, list) else []
     blamed = set()
     for problem in problems:
         for index in re.findall(r"steps\[(\d+)\]", str(problem)):
