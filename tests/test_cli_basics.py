@@ -201,7 +201,7 @@ def test_out_of_range_numbers_are_usage_errors(cli: Run, tmp_path: Path, args: l
 
 @pytest.mark.parametrize("args", [["run", "hello"], ["resume", "r1"], ["runs"], ["runs", "show", "r1"], ["gates"],
                                   ["threads"], ["graph", "hello"], ["test"], ["flows"], ["blocks"],
-                                  ["memory", "list", "s"], ["schedules"], ["watch"], ["serve"]])
+                                  ["memory", "list", "s"], ["schedules"], ["watch"], ["serve"], ["compose", "x"]])
 def test_commands_outside_a_yard_say_there_is_no_yard(cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       args: list[str]) -> None:
     monkeypatch.chdir(tmp_path)

@@ -3,7 +3,7 @@
 Each command family has its module here, holding its click commands next to the code that serves
 them: validate.py, catalog.py (flows, blocks), starter.py (init), flowtests.py (test),
 optimize.py, run.py (run, resume, graph), runs.py (runs, runs show), gates.py, threads.py,
-memory.py, serve.py (serve, watch, schedules), interchange.py (import, export). A family's module is
+memory.py, serve.py (serve, watch, schedules), interchange.py (import, export), compose.py. A family's module is
 imported only when one of its commands runs (`COMMANDS`), and LangGraph, the server and croniter only
 inside the commands that need them, so `blockyard validate` starts fast (tests/validate/test_validate_imports.py).
 
@@ -47,6 +47,7 @@ COMMANDS = {
     "schedules": "engine.cli.serve:schedules",
     "import": "engine.cli.interchange:import_group",
     "export": "engine.cli.interchange:export_group",
+    "compose": "engine.cli.compose:compose_cli",
 }
 
 

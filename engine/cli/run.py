@@ -26,7 +26,7 @@ from engine.cli.progress import format_duration
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event, RunStatus
 from engine.interchange.taskplan import plan_bundle, read_plan
-from engine.load import LoadError, load_file, parse_value
+from engine.load import Document, LoadError, load_file, parse_value
 from engine.spec import TypeSpec
 from engine.state.gates import GateStatus
 from engine.values import ValueDomainError, text_problem
@@ -96,12 +96,18 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
 def plan_command(root: Path, plan: Path, inputs: list[str], inputs_file: Path | None, run_id: str | None,
                  as_json: bool, *, output_dir: str | None = None) -> int:
     """Run a TaskPlan at once (docs/taskplans.md): validated like a flow, pinned with the run."""
+    doc = read_plan(read_argument(plan, root), plan.name)
+    return run_plan(root, doc, inputs, inputs_file, run_id, as_json, output_dir=output_dir)
+
+
+def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | None, run_id: str | None,
+             as_json: bool, *, name: str | None = None, output_dir: str | None = None) -> int:
+    """Run a plan's document (`run --plan`, `compose --run`), showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
-    doc = read_plan(read_argument(plan, root), plan.name)
     yard = Yard.load(root)
     try:
-        bundle = plan_bundle(doc, yard.project)
+        bundle = plan_bundle(doc, yard.project, name=name)
         given = gather_inputs(bundle.flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
                       lambda: yard.engine.astream(bundle, given, run_id=run_id, output_dir=output_dir), as_json)

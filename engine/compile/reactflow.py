@@ -7,8 +7,13 @@ React Flow edges whose `sourceHandle` says which way out they are (a router's `r
 exits `reject`, `timeout` and `max_visits`) and whose `data.kind` keeps the model's edge kind.
 Each node's `data` carries what its step says besides where it goes (`step`: its bindings, outputs
 and bounds as written; the block it runs; the gate's settings), and `flow` the flow's own settings,
-so that importing the graph (engine/interchange/reactflow.py) gives back the same flow. Positions:
-a top-down layout by depth.
+so that importing the graph (engine/interchange/reactflow.py) gives back the same flow.
+
+What the web page draws (engine/serve/web/graph.js) rides along, ignored by the importer and by
+editors: each node's `data.view` (the graph model's kind, text lines, shape and the group it sits
+in), the graph's `groups` (loop, foreach and map bodies) and a dashed exit's or delegation's
+React Flow `style`. Positions: a layered top-down layout (longest path from the entry with
+back-edges set aside, each row ordered by its neighbours), one row per `Y_GAP`, one column per `X_GAP`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ _NODE_TYPES = {"router": "router", "foreach": "iterator", "loop": "loop", "map":
 _BLOCK_TYPES = {"agent": "agent", "tool": "tool", "smart": "smart_node"}
 _STEP_KEYS = ("description", "with", "outputs", "emit", "max_visits")
 _KEPT_TARGETS = frozenset({"fail", "approve", "reject"})  # gate and visit settings that are no edge
+DASHED = {"strokeDasharray": "4 3"}  # React Flow's edge `style` of exits and delegation
+_SWEEPS = 6
 
 
 def reactflow(bundle: Bundle) -> dict[str, Any]:
@@ -111,9 +118,19 @@ class _Exporter:
         for number, found in enumerate(edges):
             found["id"] = f"e{number}"
         ordered = list(nodes.values())
-        self.layout(ordered, edges)
+        for found in ordered:
+            found["data"]["view"] = self.view(found["id"])
+        layout(ordered, edges)
         settings = {k: v for k, v in self.flow_data.items() if k != "steps"}
-        return {"flow": settings, "nodes": ordered, "edges": edges}
+        groups = [{"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
+                  for g in self.graph.groups]
+        return {"flow": settings, "nodes": ordered, "edges": edges, "groups": groups}
+
+    def view(self, node_id: str) -> dict[str, Any]:
+        """How the page draws a node: the graph model's kind, lines, shape and group (a loop is its check's)."""
+        check = next((n for n in self.graph.nodes if n.kind == "loop" and n.step == node_id), None)
+        model = check or self.nodes[node_id]
+        return {"kind": model.kind, "lines": list(model.lines), "shape": model.shape, "group": model.group}
 
     def edge(self, edge: GraphEdge) -> dict[str, Any] | None:
         source_node = self.nodes[edge.source]
@@ -138,6 +155,8 @@ class _Exporter:
             found["sourceHandle"] = handle
         if edge.label:
             found["label"] = edge.label
+        if edge.dashed:
+            found["style"] = dict(DASHED)
         return found
 
     def base(self, node: GraphNode, kind: str) -> dict[str, Any]:
@@ -214,27 +233,74 @@ class _Exporter:
         from_walk = {step.id: step for step in _walk(self.bundle.flow.steps)}
         return from_walk[node.step or node.id]
 
-    def layout(self, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
-        """Top-down: a node one row below the first node that reaches it (breadth first from the start)."""
-        following: dict[str, list[str]] = {node["id"]: [] for node in nodes}
-        for edge in edges:
+
+def layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
+    """Positions, top-down in rows: a node's row is the longest path to it from the entry once the
+    back-edges (found by a depth-first search from the entry) are set aside; each row is ordered by
+    the mean column of its neighbours (a few sweeps down and up) and centred on the widest one."""
+    ids = [node["id"] for node in nodes]
+    following: dict[str, list[str]] = {node_id: [] for node_id in ids}
+    for edge in edges:
+        if edge["source"] != edge["target"]:
             following[edge["source"]].append(edge["target"])
-        start = next((node["id"] for node in nodes if node["data"].get("isStart")), nodes[0]["id"])
-        depth = {start: 0}
-        queue = [start]
-        while queue:
-            current = queue.pop(0)
-            for target in following[current]:
-                if target not in depth:
-                    depth[target] = depth[current] + 1
-                    queue.append(target)
-        last = max(depth.values(), default=0) + 1
-        rows: dict[int, int] = {}
-        for node in nodes:
-            row = depth.get(node["id"], last) if node["id"] != END_ID else last
-            column = rows.get(row, 0)
-            rows[row] = column + 1
-            node["position"] = {"x": column * X_GAP, "y": row * Y_GAP}
+    start = next((node["id"] for node in nodes if node["data"].get("isStart")), ids[0])
+    back, order = _back_edges(ids, following, start)
+    row = dict.fromkeys(ids, 0)
+    for node_id in order:  # a topological order of the graph without its back-edges
+        for target in following[node_id]:
+            if (node_id, target) not in back:
+                row[target] = max(row[target], row[node_id] + 1)
+    if END_ID in row:
+        row[END_ID] = max(row.values()) + (1 if any(r == row[END_ID] and i != END_ID for i, r in row.items()) else 0)
+    rows: dict[int, list[str]] = {}
+    for node_id in ids:
+        rows.setdefault(row[node_id], []).append(node_id)
+    near: dict[str, list[str]] = {node_id: [] for node_id in ids}
+    for edge in edges:
+        if edge["source"] != edge["target"]:
+            near[edge["source"]].append(edge["target"])
+            near[edge["target"]].append(edge["source"])
+    column = {node_id: float(i) for members in rows.values() for i, node_id in enumerate(members)}
+    for sweep in range(_SWEEPS):
+        for number in sorted(rows, reverse=sweep % 2 == 1):
+            def weight(node_id: str, number: int = number) -> float:
+                others = [column[n] for n in near[node_id] if row[n] != number]
+                return sum(others) / len(others) if others else column[node_id]
+            rows[number].sort(key=weight)
+            column.update({node_id: float(i) for i, node_id in enumerate(rows[number])})
+    widest = max(len(members) for members in rows.values())
+    by_id = {node["id"]: node for node in nodes}
+    for number, members in rows.items():
+        offset = (widest - len(members)) / 2
+        for i, node_id in enumerate(members):
+            by_id[node_id]["position"] = {"x": round((offset + i) * X_GAP), "y": number * Y_GAP}
+
+
+def _back_edges(ids: list[str], following: dict[str, list[str]], start: str) -> tuple[set[tuple[str, str]],
+                                                                                         list[str]]:
+    """The edges that lead back to a node on the current path, and a topological order of the rest
+    (iterative depth-first search: a long flow must not exhaust the stack)."""
+    state: dict[str, int] = {}
+    back: set[tuple[str, str]] = set()
+    finished: list[str] = []
+    for root in [start, *ids]:
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(following[root]))]
+        while stack:
+            node_id, targets = stack[-1]
+            target = next(targets, None)
+            if target is None:
+                state[node_id] = 2
+                finished.append(node_id)
+                stack.pop()
+            elif state.get(target) == 1:
+                back.add((node_id, target))
+            elif target not in state:
+                state[target] = 1
+                stack.append((target, iter(following[target])))
+    return back, finished[::-1]
 
 
 def _walk(steps: list[Any]) -> Iterator[Any]:

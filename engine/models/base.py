@@ -29,6 +29,9 @@ class StructuredRequest:
     # in a conversation thread's turn, the conversation before it as (role, text) pairs, oldest
     # first (role: user | assistant): sent between the system prompt and the user prompt
     history: tuple[tuple[str, str], ...] = ()
+    # what the call is for: a block's step, or `compose` (a TaskPlan drafted from an intent and the
+    # yard's catalog, docs/compose.md: the offline mock drafts one itself, engine/models/mock_plans.py)
+    purpose: Literal["block", "compose"] = "block"
 
 
 class StructuredModel(Protocol):

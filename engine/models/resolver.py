@@ -57,6 +57,21 @@ class ModelResolver:
                              f"define{did_you_mean(name, [*self.config.models, DEFAULT])}")
         return name, found
 
+    def for_profile(self, name: str | None = None) -> StructuredModel:
+        """The structured-output model of a profile of blockyard.yaml (None: `default`), for what
+        asks a model outside a block (`blockyard compose`)."""
+        wanted = name or DEFAULT
+        if wanted != DEFAULT and wanted not in self.config.models:
+            raise ModelError(f"no model profile '{wanted}' in blockyard.yaml"
+                             f"{did_you_mean(wanted, [*self.config.models, DEFAULT])}")
+        profile = self._default if wanted == DEFAULT else self.config.models[wanted]
+        with self._lock:
+            model = self._cache.get(wanted)
+            if model is None:
+                model = StructuredClient(make_generator(profile, wanted, self.env, run_script=self._script))
+                self._cache[wanted] = model
+        return model
+
     def for_block(self, block: BlockSpec) -> StructuredModel:
         """The structured-output model for a block (block.model: a profile name, inline, or None)."""
         return self._client(block)

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
+from engine.compile.reactflow import reactflow
 from engine.events import EventDict, RunStatus, now_iso
 from engine.outputdir import resolve_output_dir
 from engine.pinned import Bundle
@@ -34,6 +35,7 @@ class RunService:
     def __init__(self, root: Path) -> None:
         self.engine = Engine.for_project(load_project(root))
         self._graphs: dict[str, dict[str, Any]] = {}
+        self._reactflows: dict[str, dict[str, Any]] = {}
 
     @property
     def state_path(self) -> Path:
@@ -110,6 +112,13 @@ class RunService:
         if cached is None:
             graph = flow_graph(bundle)
             cached = self._graphs[bundle.digest] = {**as_json(graph), "mermaid": mermaid(graph)}
+        return cached
+
+    def reactflow(self, bundle: Bundle) -> dict[str, Any]:
+        """The flow as a React Flow graph (engine/compile/reactflow.py), which the web page draws; cached by digest."""
+        cached = self._reactflows.get(bundle.digest)
+        if cached is None:
+            cached = self._reactflows[bundle.digest] = reactflow(bundle)
         return cached
 
     # ---- conversation threads (engine/state/threads.py, engine/state/messages.py) --------------

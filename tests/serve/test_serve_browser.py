@@ -168,3 +168,44 @@ def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, s
     trace.click()
     page.locator("#run-status [data-status=finished]").wait_for()
     page.locator("#run-outputs").filter(has_text="Your name is Ada.").wait_for()
+
+
+def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: Path, serve: Callable[..., Live],
+                                                                    page: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    for folder in ("blocks", "flows", "prompts"):  # the example yard: write_article has a loop, a decide step, an exit
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    live = serve(tmp_path, watch=False, schedules=False)
+    with live.client() as client:
+        graph = client.get("/flows/write_article", params={"format": "reactflow"}).json()
+    page.goto(live.url + "/#flow/write_article")
+    page.locator("#flow-graph svg g.node[data-node=verdict]").wait_for()
+    svg = "#flow-graph svg"
+    nodes = page.eval_on_selector_all(f"{svg} g.node",
+                                      "els => els.map(e => [e.dataset.node, e.getAttribute('transform')])")
+    # every node of the React Flow graph is drawn, with the start and end terminals the page adds
+    assert {node for node, _ in nodes} == {n["id"] for n in graph["nodes"]} | {"__start__", "__end__"}
+    # where the export's layout put them: a node lower in the layout is drawn lower
+    drawn_y = {node: float(where.split(",")[1].rstrip(")")) for node, where in nodes}
+    for a in graph["nodes"]:
+        for b in graph["nodes"]:
+            if a["position"]["y"] < b["position"]["y"]:
+                assert drawn_y[a["id"]] < drawn_y[b["id"]], (a["id"], b["id"])
+    # every edge, with its handle, its label and its style (the exit after 2 visits is dashed)
+    edges = page.eval_on_selector_all(f"{svg} path.edge[data-edge]", "els => els.map(e => [e.dataset.edge, "
+                                      "e.getAttribute('data-handle'), e.classList.contains('dashed')])")
+    assert sorted(map(tuple, edges)) == sorted((e["id"], e.get("sourceHandle"), "style" in e) for e in graph["edges"])
+    assert any(dashed for _, handle, dashed in edges if handle == "max_visits")
+    labels = set(page.eval_on_selector_all(f"{svg} text.edge-label", "els => els.map(e => e.textContent)"))
+    assert labels == {e["label"] for e in graph["edges"] if e.get("label")}
+    assert page.locator(f"{svg} g.node.kind-decide.type-block[data-node=verdict]").count() == 1
+    assert page.locator(f"{svg} g.group[data-group=review_cycle__cluster]").count() == 1
+    # a run's graph: its steps light up as their events arrive
+    page.goto(live.url + "/#flow/hello")
+    page.locator("#flow-title").filter(has_text="hello v1").wait_for()
+    page.click("#run-button")
+    page.locator("#run-status [data-status=finished]").wait_for()
+    page.locator("#run-graph svg g.node.s-finished[data-node=shout]").wait_for()
+    assert page.locator("#run-graph svg g.node.s-finished[data-node=greet]").count() == 1

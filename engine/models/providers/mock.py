@@ -1,4 +1,5 @@
-"""The offline mock model: deterministic, schema-valid outputs derived from the inputs.
+"""The offline mock model: deterministic, schema-valid outputs derived from the inputs (and for
+`blockyard compose`, a TaskPlan drafted from the catalog: engine/models/mock_plans.py).
 
 Scripted replies (a run's registered MockScript first, then the profile's `replies`) take
 precedence; a scripted reply goes through the same validation and repair as a real model's.
@@ -14,6 +15,7 @@ from typing import Any
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
+from engine.models.mock_plans import compose_plan
 from engine.models.mock_values import fake, seed_of, summarize
 from engine.models.providers.chat import messages, text_of
 from engine.models.replies import reply_problems
@@ -60,6 +62,8 @@ class MockGenerator:
             found, reply = script.next_reply(request, lambda: sent_text(messages(request, turns)))
             if found:
                 return self._scripted(reply, request)
+        if request.purpose == "compose":
+            return Candidate.of_value(compose_plan(request.inputs))
         label = f"{request.block}: {summarize(request.inputs)}"
         return Candidate.of_value(fake(request.output_schema, seed=seed_of(request.block, request.inputs),
                                        label=label))

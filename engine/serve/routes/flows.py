@@ -57,7 +57,8 @@ async def get_flow(name: str, server: ServerDep,
                    ) -> dict[str, Any]:
     entry = server.flow(name)
     if format == "reactflow":
-        return await asyncio.to_thread(reactflow, entry.bundle)
+        draw = server.service.reactflow if server.service is not None else reactflow  # cached by digest
+        return await asyncio.to_thread(draw, entry.bundle)
     detail = flow_summary(server, entry)
     detail["definition"] = entry.bundle.source.get("flow")
     detail["graph"], detail["graph_error"] = None, None

@@ -39,7 +39,8 @@ async def list_runs(server: ServerDep, flow: str | None = None,
     return {"runs": (sorted(pending, key=lambda r: r["id"], reverse=True) + stored)[:limit]}
 
 
-@router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, definition, graph")
+@router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, definition, graph, "
+            "reactflow")
 async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     service, queue = server.service, server.queue
     if service is None or queue is None:
@@ -49,11 +50,11 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     if run is None:
         if job is None:
             raise not_found("run", f"unknown run '{run_id}'")
-        return {**job.summary(), "gates": [], "graph": None}
+        return {**job.summary(), "gates": [], "graph": None, "reactflow": None}
     if job is not None and job.state == RunStatus.QUEUED:
         run["status"] = RunStatus.QUEUED  # a resume waiting for a slot
     run["gates"] = await _gates(server, run_id) if run["status"] == RunStatus.WAITING else []
-    run["graph"] = None
+    run["graph"] = run["reactflow"] = None
     bundle = await service.pinned_bundle(run["digest"])
     # the flow document the run is pinned to, as GET /flows/{name} gives the served one (`blockyard diff --server`
     # compares a paused run's step with the head's)
@@ -61,8 +62,9 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     if bundle is not None:
         try:
             run["graph"] = await asyncio.to_thread(service.graph, bundle)
+            run["reactflow"] = await asyncio.to_thread(service.reactflow, bundle)  # what the web page draws
         except Exception:  # the graph is decoration; the run is what was asked for
-            run["graph"] = None
+            run["graph"] = run["reactflow"] = None
     return run
 
 

@@ -144,7 +144,11 @@ async function showFlow(name) {
     schedule.textContent = `schedule ${flow.schedule.cron} (${flow.schedule.timezone})`
       + (flow.schedule.next_fire ? ` · next ${new Date(flow.schedule.next_fire).toLocaleString()}` : "");
   }
-  $("flow-graph").replaceChildren(flow.graph ? drawGraph(flow.graph) : h("p", { class: "muted" }, flow.graph_error || "no graph"));
+  // the drawing is the flow's React Flow graph (docs/reactflow.md); a flow that cannot be drawn says why
+  const drawing = await call("GET", `/flows/${encodeURIComponent(name)}?format=reactflow`).catch((error) => error);
+  $("flow-graph").replaceChildren(drawing instanceof Error || !flow.graph
+    ? h("p", { class: "muted" }, flow.graph_error || (drawing instanceof Error ? drawing.message : "no graph"))
+    : drawGraph(drawing));
   $("run-inputs").replaceChildren(...fieldInputs(flow.inputs || {}, "input"));
   $("run-form-error").textContent = "";
   $("run-form").onsubmit = async (event) => {
@@ -217,7 +221,7 @@ function renderRun(run, status) {
     $("run-approvals").dataset.key = key;
     $("run-approvals").replaceChildren(...gates.map((g) => gateForm(run, g)));
   }
-  $("run-graph").replaceChildren(run.graph ? drawGraph(run.graph, status) : h("span"));
+  $("run-graph").replaceChildren(run.reactflow ? drawGraph(run.reactflow, status) : h("span"));
 }
 
 // the engine's own event types (engine/runtime/events.py); any other type is a step's custom event (`emit:`)
@@ -266,7 +270,7 @@ async function showRun(id) {
         call("GET", `/runs/${encodeURIComponent(id)}`).then((fresh) => { if (!controller.signal.aborted) { run = fresh; renderRun(run, status); } });
       }
     }
-    if (run.graph) $("run-graph").replaceChildren(drawGraph(run.graph, status));
+    if (run.reactflow) $("run-graph").replaceChildren(drawGraph(run.reactflow, status));
   };
   follow(`/runs/${encodeURIComponent(id)}/events`, onEvent, controller.signal).catch((error) => showAuth(error));
 }

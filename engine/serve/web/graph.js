@@ -1,13 +1,14 @@
-// Draw a flow graph as SVG: the JSON form of the engine's graph model (GET /flows/{name} `graph`:
-// {direction, nodes: [{id, kind, label, shape, group}], edges: [{source, target, kind, label, style}], groups}),
-// see docs/serve.md.
-// A small layered layout: cycles are broken by a depth-first search, nodes are ranked by the
-// longest path from the entry, ordered within a rank by the barycentre of their neighbours,
-// and edges are drawn as curves (back-edges loop around on the side).
+// Draw a flow as SVG from its React Flow graph (GET /flows/{name}?format=reactflow, a run's `reactflow`;
+// docs/reactflow.md): {nodes: [{id, type, position, data: {label, isStart, view: {kind, lines, shape, group}}}],
+// edges: [{id, source, target, sourceHandle, label, style, data: {kind}}], groups: [{id, label, parent}]}.
+// Nodes sit where the export's layout put them (rows of Y_GAP, columns of X_GAP); the page adds the
+// start terminal above the entry and the end terminal below, reached by every node the flow ends at.
+// An edge down the rows is a curve; an edge back up (a loop, a rework branch) an arc on the side.
 
 const SVG = "http://www.w3.org/2000/svg";
 let drawn = 0;  // marker ids must be unique in the document, or hidden graphs hide the arrows
-const CHAR_W = 7, NODE_H = 32, PAD_X = 14, GAP_MAIN = 64, GAP_CROSS = 26, MARGIN = 24;
+const CHAR_W = 7, NODE_H = 32, PAD_X = 14, MARGIN = 24, X_GAP = 260, Y_GAP = 140;
+export const START = "__start__", END = "__end__";
 
 function el(name, attrs = {}, parent = null) {
   const node = document.createElementNS(SVG, name);
@@ -16,63 +17,9 @@ function el(name, attrs = {}, parent = null) {
   return node;
 }
 
-function rankNodes(ids, edges) {
-  const out = new Map(ids.map((id) => [id, []]));
-  for (const e of edges) if (e.source !== e.target && out.has(e.source) && out.has(e.target)) out.get(e.source).push(e.target);
-  const state = new Map(), back = new Set(), order = [];
-  const visit = (id) => {  // iterative DFS: big flows must not overflow the JS stack
-    const stack = [[id, 0]];
-    state.set(id, 1);
-    while (stack.length) {
-      const top = stack[stack.length - 1];
-      const next = out.get(top[0])[top[1]++];
-      if (next === undefined) { state.set(top[0], 2); order.push(top[0]); stack.pop(); continue; }
-      if (state.get(next) === 1) back.add(top[0] + "\u0000" + next);
-      else if (!state.has(next)) { state.set(next, 1); stack.push([next, 0]); }
-    }
-  };
-  const indegree = new Map(ids.map((id) => [id, 0]));
-  for (const [, targets] of out) for (const t of targets) indegree.set(t, indegree.get(t) + 1);
-  for (const id of ids) if (indegree.get(id) === 0 && !state.has(id)) visit(id);
-  for (const id of ids) if (!state.has(id)) visit(id);
-  const rank = new Map(ids.map((id) => [id, 0]));
-  for (const id of order.reverse()) {  // topological order of the graph without back-edges
-    for (const t of out.get(id)) {
-      if (!back.has(id + "\u0000" + t)) rank.set(t, Math.max(rank.get(t), rank.get(id) + 1));
-    }
-  }
-  return { rank, back };
-}
-
-function orderRanks(ids, edges, rank) {
-  const layers = [];
-  for (const id of ids) (layers[rank.get(id)] ||= []).push(id);
-  const up = new Map(ids.map((id) => [id, []])), down = new Map(ids.map((id) => [id, []]));
-  for (const e of edges) {
-    if (up.has(e.target) && down.has(e.source)) { up.get(e.target).push(e.source); down.get(e.source).push(e.target); }
-  }
-  const position = new Map();
-  const index = () => layers.forEach((layer) => (layer || []).forEach((id, i) => position.set(id, i)));
-  index();
-  for (let sweep = 0; sweep < 6; sweep++) {  // barycentre sweeps, alternately downwards and upwards
-    const downwards = sweep % 2 === 0;
-    const order = downwards ? [...layers.keys()] : [...layers.keys()].reverse();
-    for (const r of order) {
-      const layer = layers[r] || [];
-      const score = new Map(layer.map((id) => {
-        const ns = (downwards ? up : down).get(id).filter((n) => rank.get(n) !== r);
-        return [id, ns.length ? ns.reduce((sum, n) => sum + position.get(n), 0) / ns.length : position.get(id)];
-      }));
-      layer.sort((a, b) => score.get(a) - score.get(b));
-      index();
-    }
-  }
-  return layers.map((layer) => layer || []);
-}
-
-function shapeOf(g, node, w, h) {
+function shapeOf(g, shape, w, h) {
   const attrs = { x: -w / 2, y: -h / 2, width: w, height: h, rx: 4 };
-  switch (node.shape) {
+  switch (shape) {
     case "diamond": return el("polygon", { points: `0,${-h / 2 - 6} ${w / 2 + 8},0 0,${h / 2 + 6} ${-w / 2 - 8},0` }, g);
     case "hexagon": return el("polygon", { points: `${-w / 2},0 ${-w / 2 + 10},${-h / 2} ${w / 2 - 10},${-h / 2} ${w / 2},0 ${w / 2 - 10},${h / 2} ${-w / 2 + 10},${h / 2}` }, g);
     case "circle": return el("ellipse", { rx: w / 2, ry: h / 2 }, g);
@@ -88,72 +35,70 @@ function shapeOf(g, node, w, h) {
   return el("rect", attrs, g);
 }
 
-/** Draw `graph`; `status` maps node id -> running|finished|failed|waiting for a run's view. */
+// the graph's nodes and edges plus the start and end terminals (the export leaves them implicit)
+function withTerminals(graph) {
+  const nodes = (graph.nodes || []).map((n) => ({ ...n, view: (n.data && n.data.view) || { kind: n.type, lines: [String((n.data && n.data.label) || n.id)], shape: "box" } }));
+  const ids = new Set(nodes.map((n) => n.id));
+  const edges = (graph.edges || []).filter((e) => ids.has(e.source) && ids.has(e.target));
+  if (!nodes.length) return { nodes, edges };
+  const entry = nodes.find((n) => n.data && n.data.isStart) || nodes[0];
+  const ys = nodes.map((n) => (n.position || {}).y || 0);
+  const top = Math.min(...ys), bottom = Math.max(...ys);
+  const xs = nodes.map((n) => (n.position || {}).x || 0);
+  const centre = (Math.min(...xs) + Math.max(...xs)) / 2;
+  const terminal = (id, x, y) => ({ id, type: "terminal", position: { x, y }, view: { kind: id === START ? "start" : "end", lines: [id === START ? "start" : "end"], shape: "terminal", group: null } });
+  const all = [terminal(START, (entry.position || {}).x || 0, top - Y_GAP * 0.6), ...nodes];
+  const added = [{ id: "start", source: START, target: entry.id, data: { kind: "next" }, synthetic: true }];
+  const leaves = new Set(edges.map((e) => e.source));
+  const ends = nodes.filter((n) => !leaves.has(n.id) && n.id !== END);
+  let end = nodes.find((n) => n.id === END);
+  if (!end && ends.length) {
+    end = terminal(END, centre, bottom + Y_GAP * 0.6);
+    all.push(end);
+  } else if (end) {
+    end.view = { ...end.view, kind: "end", shape: "terminal" };
+  }
+  for (const n of ends) added.push({ id: `end:${n.id}`, source: n.id, target: END, data: { kind: "next" }, synthetic: true });
+  return { nodes: all, edges: [...added, ...edges] };
+}
+
+/** Draw a React Flow `graph`; `status` maps step id -> running|finished|failed|waiting for a run's view. */
 export function drawGraph(graph, status = new Map()) {
-  const nodes = graph.nodes || [];
-  const ids = nodes.map((n) => n.id);
+  const { nodes, edges } = withTerminals(graph);
   const byId = new Map(nodes.map((n) => [n.id, n]));
-  const edges = (graph.edges || []).filter((e) => byId.has(e.source) && byId.has(e.target));
-  const horizontal = graph.direction === "LR" || graph.direction === "RL";
-  const { rank, back } = rankNodes(ids, edges);
-  const isBack = (e) => e.source === e.target || back.has(e.source + "\u0000" + e.target);
-  // a long forward edge gets a virtual node in every rank it crosses, so it is routed around nodes
   const size = new Map(nodes.map((n) => {
-    const lines = String(n.label).split("\n");
+    const lines = n.view.lines.map(String);
     return [n.id, { w: Math.max(...lines.map((l) => l.length)) * CHAR_W + 2 * PAD_X, h: NODE_H + (lines.length - 1) * 14 }];
   }));
-  const all = [...ids];
-  const chains = edges.map((e, i) => {
-    if (isBack(e)) return null;
-    const chain = [e.source];
-    for (let r = rank.get(e.source) + 1; r < rank.get(e.target); r++) {
-      const v = `\u0000v${i}.${r}`;
-      rank.set(v, r);
-      size.set(v, { w: 10, h: 10 });
-      all.push(v);
-      chain.push(v);
-    }
-    chain.push(e.target);
-    return chain;
-  });
-  const segments = chains.filter(Boolean).flatMap((c) => c.slice(1).map((t, k) => ({ source: c[k], target: t })));
-  const layers = orderRanks(all, segments, rank);
-  // main axis = rank direction, cross axis = order within a rank
-  const mainSize = (id) => (horizontal ? size.get(id).w : size.get(id).h);
-  const crossSize = (id) => (horizontal ? size.get(id).h : size.get(id).w);
-  const layerMain = layers.map((layer) => Math.max(0, ...layer.map(mainSize)));
-  const layerCross = layers.map((layer) => layer.reduce((s, id) => s + crossSize(id), 0) + GAP_CROSS * Math.max(0, layer.length - 1));
-  const widest = Math.max(0, ...layerCross);
-  const pos = new Map();
-  let main = MARGIN;
-  layers.forEach((layer, r) => {
-    let cross = MARGIN + (widest - layerCross[r]) / 2;
-    for (const id of layer) {
-      const c = cross + crossSize(id) / 2, m = main + layerMain[r] / 2;
-      pos.set(id, horizontal ? { x: m, y: c } : { x: c, y: m });
-      cross += crossSize(id) + GAP_CROSS;
-    }
-    main += layerMain[r] + GAP_MAIN;
-  });
+  // the export's columns are X_GAP apart: spread them when a node is wider than that
+  const stretch = Math.max(1, ...[...size.values()].map((s) => (s.w + 24) / X_GAP));
+  const xs = nodes.map((n) => n.position.x * stretch), ys = nodes.map((n) => n.position.y);
+  const left = Math.min(...nodes.map((n, i) => xs[i] - size.get(n.id).w / 2));
+  const top = Math.min(...nodes.map((n, i) => ys[i] - size.get(n.id).h / 2));
+  const pos = new Map(nodes.map((n, i) => [n.id, { x: xs[i] - left + MARGIN, y: ys[i] - top + MARGIN + 12 }]));
+  const isBack = (e) => pos.get(e.target).y <= pos.get(e.source).y;
   const loopRoom = edges.filter(isBack).reduce((room, e) => room + (e.label ? Math.max(24, Math.min(String(e.label).length, 24) * 6.2 + 12) : 24), 0)
     + (edges.some(isBack) ? 60 : 0);
-  const extent = main - GAP_MAIN + MARGIN;
-  const width = horizontal ? extent : widest + 2 * MARGIN + loopRoom;
-  const height = horizontal ? widest + 2 * MARGIN + loopRoom : extent;
+  const right = Math.max(...nodes.map((n) => pos.get(n.id).x + size.get(n.id).w / 2));
+  const width = right + MARGIN + loopRoom;
+  const height = Math.max(...nodes.map((n) => pos.get(n.id).y + size.get(n.id).h / 2)) + MARGIN;
   const svg = el("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
   const defs = el("defs", {}, svg);
   const arrow = `arrow-${++drawn}`;
   const marker = el("marker", { id: arrow, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
   el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#8b93a7" }, marker);
 
-  for (const group of graph.groups || []) {  // dashed boxes behind their member nodes
-    const members = nodes.filter((n) => n.group === group.id && pos.has(n.id));
+  const groups = graph.groups || [];
+  const parent = new Map(groups.map((g) => [g.id, g.parent]));
+  const inGroup = (n, id) => { for (let g = n.view.group; g; g = parent.get(g)) if (g === id) return true; return false; };
+  for (const group of groups) {  // dashed boxes behind their member nodes (a nested body's nodes count too)
+    const members = nodes.filter((n) => inGroup(n, group.id));
     if (!members.length) continue;
-    const xs = members.flatMap((n) => [pos.get(n.id).x - size.get(n.id).w / 2, pos.get(n.id).x + size.get(n.id).w / 2]);
-    const ys = members.flatMap((n) => [pos.get(n.id).y - size.get(n.id).h / 2, pos.get(n.id).y + size.get(n.id).h / 2]);
-    const g = el("g", { class: "group" }, svg);
-    const x = Math.min(...xs) - 12, y = Math.min(...ys) - 24;
-    el("rect", { x, y, width: Math.max(...xs) - x + 12, height: Math.max(...ys) - y + 12, rx: 6 }, g);
+    const xs2 = members.flatMap((n) => [pos.get(n.id).x - size.get(n.id).w / 2, pos.get(n.id).x + size.get(n.id).w / 2]);
+    const ys2 = members.flatMap((n) => [pos.get(n.id).y - size.get(n.id).h / 2, pos.get(n.id).y + size.get(n.id).h / 2]);
+    const g = el("g", { class: "group", "data-group": group.id }, svg);
+    const x = Math.min(...xs2) - 12, y = Math.min(...ys2) - 24;
+    el("rect", { x, y, width: Math.max(...xs2) - x + 12, height: Math.max(...ys2) - y + 12, rx: 6 }, g);
     el("text", { x: x + 6, y: y + 13 }, g).textContent = group.label;
   }
 
@@ -162,51 +107,32 @@ export function drawGraph(graph, status = new Map()) {
     const u = 1 - t;
     return [0, 1].map((k) => u * u * u * p[0][k] + 3 * u * u * t * p[1][k] + 3 * u * t * t * p[2][k] + t * t * t * p[3][k]);
   };
-  // where an edge leaves a node and enters the next one, along the main axis
-  const exit = (id) => { const p = pos.get(id), s = size.get(id); return horizontal ? [p.x + s.w / 2, p.y] : [p.x, p.y + s.h / 2]; };
-  const entry = (id) => { const p = pos.get(id), s = size.get(id); return horizontal ? [p.x - s.w / 2, p.y] : [p.x, p.y - s.h / 2]; };
-  const curve = (a, b) => {
-    const mid = horizontal ? (a[0] + b[0]) / 2 : (a[1] + b[1]) / 2;
-    return horizontal ? [a, [mid, a[1]], [mid, b[1]], b] : [a, [a[0], mid], [b[0], mid], b];
-  };
   let loops = 0;
-  edges.forEach((edge, i) => {
-    let d, last, t = 0.72;
-    if (chains[i] === null) {  // back-edge: an arc on the side, each one a little further out
-      const a = pos.get(edge.source), b = pos.get(edge.target), sa = size.get(edge.source), sb = size.get(edge.target);
-      // outside everything drawn in the ranks it spans, each arc a little further out
-      const lo = Math.min(rank.get(edge.source), rank.get(edge.target)), hi = Math.max(rank.get(edge.source), rank.get(edge.target));
-      const spanned = all.filter((id) => rank.get(id) >= lo && rank.get(id) <= hi);
-      const outer = Math.max(...spanned.map((id) => (horizontal ? pos.get(id).y + size.get(id).h / 2 : pos.get(id).x + size.get(id).w / 2)));
-      const side = outer + 30 + loops;
+  for (const edge of edges) {
+    const a = pos.get(edge.source), b = pos.get(edge.target), sa = size.get(edge.source), sb = size.get(edge.target);
+    let points, t = 0.72;
+    if (isBack(edge)) {  // an arc on the side, outside everything between its ends, each a little further out
+      const lo = Math.min(a.y, b.y) - 1, hi = Math.max(a.y, b.y) + 1;
+      const spanned = nodes.filter((n) => pos.get(n.id).y >= lo && pos.get(n.id).y <= hi);
+      const side = Math.max(...spanned.map((n) => pos.get(n.id).x + size.get(n.id).w / 2)) + 30 + loops;
       loops += edge.label ? Math.max(24, Math.min(String(edge.label).length, 24) * 6.2 + 12) : 24;
-      if (horizontal) {
-        const y1 = a.y + sa.h / 2, y2 = b.y + sb.h / 2;
-        last = [[a.x, y1], [a.x, side], [b.x, side], [b.x, y2]];
-      } else {
-        const x1 = a.x + sa.w / 2, x2 = b.x + sb.w / 2;
-        last = [[x1, a.y], [side, a.y], [side, b.y], [x2, b.y]];
-      }
-      d = `M${last[0]} C${last[1]} ${last[2]} ${last[3]}`;
+      points = [[a.x + sa.w / 2, a.y], [side, a.y], [side, b.y], [b.x + sb.w / 2, b.y]];
       t = 0.5;
     } else {
-      const chain = chains[i];
-      const points = chain.map((id, k) => (k === 0 ? exit(id) : k === chain.length - 1 ? entry(id) : [pos.get(id).x, pos.get(id).y]));
-      d = `M${points[0]}`;
-      const labelAt = points.length > 2 ? Math.ceil((points.length - 1) / 2) : 1;  // a long edge: its middle lane
-      for (let k = 1; k < points.length; k++) {
-        const piece = curve(points[k - 1], points[k]);
-        d += ` C${piece[1]} ${piece[2]} ${piece[3]}`;
-        if (k === labelAt) last = piece;
-      }
-      if (points.length > 2) t = 1;
+      const from = [a.x, a.y + sa.h / 2], to = [b.x, b.y - sb.h / 2], mid = (from[1] + to[1]) / 2;
+      points = [from, [from[0], mid], [to[0], mid], to];
     }
-    el("path", { d, class: `edge ${edge.style || "solid"}`, "marker-end": `url(#${arrow})` }, svg);
+    const dashed = (edge.style && edge.style.strokeDasharray) ? "dashed" : "solid";
+    const attrs = { d: `M${points[0]} C${points[1]} ${points[2]} ${points[3]}`, class: `edge ${dashed}`, "marker-end": `url(#${arrow})`,
+      "data-kind": (edge.data && edge.data.kind) || "next" };
+    if (!edge.synthetic) attrs["data-edge"] = edge.id;
+    if (edge.sourceHandle) attrs["data-handle"] = edge.sourceHandle;
+    el("path", attrs, svg);
     if (edge.label) {
       const key = edge.source + "\u0000" + edge.target;
       const nth = pairs.get(key) || 0;
       pairs.set(key, nth + 1);
-      const [lx, ly] = bezier(last, t);  // near the target, where edges fanning out are apart
+      const [lx, ly] = bezier(points, t);  // near the target, where edges fanning out are apart
       const full = String(edge.label);
       const text = full.length > 24 ? full.slice(0, 23) + "…" : full;
       const g = el("g", {}, svg);
@@ -215,22 +141,23 @@ export function drawGraph(graph, status = new Map()) {
       el("text", { x: lx, y: y + 3, "text-anchor": "middle", class: "edge-label" }, g).textContent = text;
       el("title", {}, g).textContent = full;
     }
-  });
+  }
 
-  for (const id of ids) {
-    const node = byId.get(id), p = pos.get(id), s = size.get(id);
-    const step = node.step || id;  // a loop's check shows its loop step's state
-    const terminal = node.kind === "start" || node.kind === "end";
-    const classes = ["node", `kind-${node.kind}`, terminal ? "terminal" : "", status.has(step) ? `s-${status.get(step)}` : ""];
-    const g = el("g", { class: classes.join(" ").trim(), transform: `translate(${p.x},${p.y})`, "data-node": id }, svg);
-    shapeOf(g, node, s.w, s.h);
-    const lines = String(node.label).split("\n");
+  for (const node of nodes) {
+    const p = pos.get(node.id), s = size.get(node.id);
+    const kind = node.view.kind;
+    const terminal = kind === "start" || kind === "end";
+    const step = terminal ? null : node.id;  // React Flow ids are step ids (a loop's check is its loop's)
+    const classes = ["node", `kind-${kind}`, `type-${node.type}`, terminal ? "terminal" : "", step && status.has(step) ? `s-${status.get(step)}` : ""];
+    const g = el("g", { class: classes.join(" ").trim(), transform: `translate(${p.x},${p.y})`, "data-node": node.id }, svg);
+    shapeOf(g, node.view.shape, s.w, s.h);
+    const lines = node.view.lines.map(String);
     lines.forEach((line, i) => {
       const t = el("text", { x: 0, y: 4 + (i - (lines.length - 1) / 2) * 14, "text-anchor": "middle" }, g);
       t.textContent = line;
     });
-    const title = el("title", {}, g);
-    title.textContent = status.has(step) ? `${node.label}: ${status.get(step)}` : node.label;
+    const label = lines.join("\n");
+    el("title", {}, g).textContent = step && status.has(step) ? `${label}: ${status.get(step)}` : label;
   }
   return svg;
 }
