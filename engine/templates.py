@@ -99,6 +99,8 @@ def _compiled_template(source: str) -> Any:
         raise TemplateError(f"template syntax error: {exc.message}") from None
     except ValueError as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
         raise TemplateError(f"template syntax error: {_literal_problem(exc)}") from None
+    except Exception as exc:  # Jinja folding a constant part that always fails (`{{ 0.a ~ 'x' }}`) while compiling
+        raise _failure(exc, f"cannot render '{_short(source)}'") from None
 
 
 @lru_cache(maxsize=4096)
@@ -112,6 +114,8 @@ def _compiled_expression(source: str) -> tuple[FastExpression | None, Any, bool]
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
     except ValueError as exc:  # an integer literal beyond Python's digit limit (see parse)
         raise TemplateError(f"expression syntax error: {_literal_problem(exc)}") from None
+    except Exception as exc:  # Jinja folding a constant part that always fails (`0.a ~ 'x'`) while compiling
+        raise _failure(exc, f"cannot evaluate '{source}'") from None
     try:
         reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
     except (TemplateError, AttributeError, IndexError):
