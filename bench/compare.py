@@ -22,7 +22,6 @@ comparable, and even those move by 10-20 % between runs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import sys
