@@ -106,11 +106,13 @@ class Doubles(TypedDict, total=False):
     doubled: Annotated[list[int], operator.add]
 
 
-def raw_chain() -> StateGraph:
+def raw_chain(sync: bool = False) -> StateGraph:
+    """`sync`: plain functions as nodes (for `invoke` and the sync SqliteSaver: bench/compare.py)."""
+    inc = _inc_sync if sync else _inc
     graph = StateGraph(Counter)
     previous = START
     for i in range(50):
-        graph.add_node(f"s{i}", _inc)
+        graph.add_node(f"s{i}", inc)
         graph.add_edge(previous, f"s{i}")
         previous = f"s{i}"
     graph.add_edge(previous, END)
@@ -121,7 +123,11 @@ async def _inc(state: Counter) -> Counter:
     return {"n": state["n"] + 1}
 
 
-def raw_map() -> StateGraph:
+def _inc_sync(state: Counter) -> Counter:
+    return {"n": state["n"] + 1}
+
+
+def raw_map(sync: bool = False) -> StateGraph:
     graph = StateGraph(Doubles)
 
     async def double(item: dict[str, int]) -> Doubles:
@@ -130,8 +136,14 @@ def raw_map() -> StateGraph:
     async def join(state: Doubles) -> None:
         return None
 
-    graph.add_node("double", double)
-    graph.add_node("join", join)
+    def double_sync(item: dict[str, int]) -> Doubles:
+        return {"doubled": [item["x"] * 2]}
+
+    def join_sync(state: Doubles) -> None:
+        return None
+
+    graph.add_node("double", double_sync if sync else double)
+    graph.add_node("join", join_sync if sync else join)
     graph.add_conditional_edges(START, lambda s: [Send("double", {"x": x}) for x in s["numbers"]] or ["join"],
                                 ["double", "join"])
     graph.add_edge("double", "join")
@@ -139,24 +151,26 @@ def raw_map() -> StateGraph:
     return graph
 
 
-def raw_loop() -> StateGraph:
+def raw_loop(sync: bool = False) -> StateGraph:
+    inc = _inc_sync if sync else _inc
     graph = StateGraph(Counter)
-    graph.add_node("start", _inc)
-    graph.add_node("step", _inc)
+    graph.add_node("start", inc)
+    graph.add_node("step", inc)
     graph.add_edge(START, "start")
     graph.add_edge("start", "step")
     graph.add_conditional_edges("step", lambda s: END if s["n"] >= 50 else "step", ["step", END])
     return graph
 
 
-def raw_router() -> StateGraph:
+def raw_router(sync: bool = False) -> StateGraph:
+    inc = _inc_sync if sync else _inc
     graph = StateGraph(Counter)
-    graph.add_node("start", _inc)
+    graph.add_node("start", inc)
     graph.add_edge(START, "start")
     sources = ["start"]
     for i in range(10):
-        graph.add_node(f"e{i}", _inc)
-        graph.add_node(f"o{i}", _inc)
+        graph.add_node(f"e{i}", inc)
+        graph.add_node(f"o{i}", inc)
         for source in sources:
             graph.add_conditional_edges(source, lambda s, i=i: f"e{i}" if s["n"] % 2 == 0 else f"o{i}",
                                         [f"e{i}", f"o{i}"])
@@ -166,7 +180,7 @@ def raw_router() -> StateGraph:
     return graph
 
 
-WORKLOADS: dict[str, tuple[Callable[[], StateGraph], dict[str, Any], Callable[[dict[str, Any]], Any]]] = {
+WORKLOADS: dict[str, tuple[Callable[..., StateGraph], dict[str, Any], Callable[[dict[str, Any]], Any]]] = {
     "chain50": (raw_chain, {"n": 0}, lambda out: out["n"]),
     "map200": (raw_map, {"numbers": list(range(200))}, lambda out: out["doubled"]),
     "loop50": (raw_loop, {"n": 0}, lambda out: out["n"]),

@@ -21,6 +21,7 @@ from typing import Any
 from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
 
 from engine.template_checks import binop, check_binop
+from engine.template_fast import FastExpression, compile_fast
 from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
 from engine.template_sandbox import BoundedEnvironment
 
@@ -98,23 +99,33 @@ def _compiled_template(source: str) -> Any:
         raise TemplateError(f"template syntax error: {exc.message}") from None
     except ValueError as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
         raise TemplateError(f"template syntax error: {_literal_problem(exc)}") from None
+    except Exception as exc:  # Jinja folding a constant part that always fails (`{{ 0.a ~ 'x' }}`) while compiling
+        raise _failure(exc, f"cannot render '{_short(source)}'") from None
 
 
 @lru_cache(maxsize=4096)
-def _compiled_expression(source: str) -> tuple[Any, bool]:
-    """The compiled expression, and whether it only reads a value (`steps.a.outputs.x`): such a
-    result is data the run already holds, not something the expression made."""
+def _compiled_expression(source: str) -> tuple[FastExpression | None, Any, bool]:
+    """The expression compiled: its fast form when it has one (engine/template_fast.py, decided here
+    once per source string), Jinja's compiled form, and whether it only reads a value
+    (`steps.a.outputs.x`): such a result is data the run already holds, not something the expression made."""
     try:
         compiled = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
     except ValueError as exc:  # an integer literal beyond Python's digit limit (see parse)
         raise TemplateError(f"expression syntax error: {_literal_problem(exc)}") from None
+    except Exception as exc:  # Jinja folding a constant part that always fails (`0.a ~ 'x'`) while compiling
+        raise _failure(exc, f"cannot evaluate '{source}'") from None
     try:
         reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
     except (TemplateError, AttributeError, IndexError):
         reads_only = False
-    return compiled, reads_only
+    return compile_fast(source, ENV), compiled, reads_only
+
+
+def fast_form(expression: str) -> FastExpression | None:
+    """The compiled fast form `evaluate` uses for `expression`, or None when Jinja evaluates it."""
+    return _compiled_expression(expression)[0]
 
 
 def _is_path(node: nodes.Node) -> bool:
@@ -127,12 +138,14 @@ def _is_path(node: nodes.Node) -> bool:
     return False
 
 
-def evaluate(expression: str, scope: Mapping[str, Any]) -> Any:
-    """Evaluate a bare expression (compute, items, until, router expr)."""
-    fn, reads_only = _compiled_expression(expression)
+def evaluate(expression: str, scope: Mapping[str, Any], *, fast: bool = True) -> Any:
+    """Evaluate a bare expression (compute, items, until, router expr). Simple expressions take the
+    fast path (engine/template_fast.py: same results and errors); `fast=False` always renders through
+    Jinja (the reference the fast path is tested and benchmarked against)."""
+    quick, fn, reads_only = _compiled_expression(expression)
     budget, token = begin()
     try:
-        result = fn(**scope)
+        result = quick(scope, budget) if quick is not None and fast else fn(**scope)
         if isinstance(result, Undefined):
             result._fail_with_undefined_error()
         if isinstance(result, Iterator):  # `items | map(...)`: its work (and its filters' budget) belongs here

@@ -11,28 +11,12 @@ from pathlib import Path
 import click
 
 from engine.cli.export import langgraph
-from engine.cli.options import ROOT_OPTION, Command, Group, root_of
-from engine.errors import UsageError
+from engine.cli.options import ROOT_OPTION, Command, Group, read_argument, root_of
 from engine.interchange.blocks import BlockPlacer, slug
 from engine.interchange.files import Written, write_flow
 from engine.interchange.reactflow import GraphError, as_dict, convert, parse_json
 from engine.interchange.taskplan import plan_flow, read_plan
 from engine.project import load_project, relative
-from engine.yardfiles import Refused, TooLarge, argument_bounds, read_bytes
-
-MAX_INPUT_BYTES = 4 * 2**20
-
-
-def read_argument(path: Path, root: Path) -> bytes:
-    """A file named on the command line, bounded (a graph or plan is small)."""
-    try:
-        return read_bytes(path, MAX_INPUT_BYTES, argument_bounds(path, root), str(path), pipes=True)
-    except Refused as exc:
-        raise UsageError(exc.message) from None
-    except TooLarge:
-        raise UsageError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it: {exc.strerror or exc}") from None
 
 
 def report(written: Written, root: Path) -> int:

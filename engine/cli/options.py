@@ -1,5 +1,5 @@
-"""What every command of the CLI shares: the `--root` option, and commands that tell a lock-wait
-error which command waited."""
+"""What every command of the CLI shares: the `--root` option, reading a file named on the command
+line, and commands that tell a lock-wait error which command waited."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 
 import click
 
+from engine.errors import UsageError
 from engine.project import require_yard
 from engine.state.database import StateLocked
+from engine.yardfiles import Refused, TooLarge, argument_bounds, read_bytes
 
 ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                            help="The yard's root folder (default: the current directory).")
@@ -18,6 +20,22 @@ ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=
 def root_of(root: Path | None) -> Path:
     """The yard a command works on: `--root`, else the current directory; refused when it is no yard."""
     return require_yard(root or Path.cwd())
+
+
+MAX_INPUT_BYTES = 4 * 2**20
+
+
+def read_argument(path: Path, root: Path) -> bytes:
+    """A file named on the command line, bounded (a graph or plan is small). Here, not next to the
+    import commands, so that `run --plan` does not load the React Flow converter with them."""
+    try:
+        return read_bytes(path, MAX_INPUT_BYTES, argument_bounds(path, root), str(path), pipes=True)
+    except Refused as exc:
+        raise UsageError(exc.message) from None
+    except TooLarge:
+        raise UsageError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it: {exc.strerror or exc}") from None
 
 
 class Seconds(click.FloatRange):

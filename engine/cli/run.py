@@ -20,8 +20,7 @@ import click
 import yaml
 
 from engine.cli import progress
-from engine.cli.interchange import read_argument
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event, RunStatus

@@ -1,0 +1,32 @@
+"""A cold `blockyard run` loads only what the flow needs: no LLM client for a mock-only flow, no
+server, no converters of other commands (issue 15, cold start)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.example import REPO, copy_example_yard
+
+# Modules a mock-only `run hello` must not load: the providers' SDKs (each loaded only when a profile
+# names it: engine/models/providers/__init__.py), the server, and what only other commands use.
+NOT_NEEDED = ("langchain_openai", "openai", "anthropic", "langchain_anthropic", "langchain_google_genai",
+              "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
+              "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export")
+KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+
+def test_run_hello_on_the_mock_imports_no_client_server_or_converter(tmp_path: Path) -> None:
+    root = copy_example_yard(tmp_path / "yard")
+    env = {key: value for key, value in os.environ.items() if key not in KEYS}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine", "run", "hello"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "loud: 'GREET: NAME=WORLD'" in done.stdout
+    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "engine.models.providers.mock" in modules and "langgraph.graph" in modules  # the measure sees imports
+    loaded = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_NEEDED))
+    assert loaded == []
