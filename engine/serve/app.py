@@ -18,8 +18,13 @@ from engine.errors import BlockyardError
 from engine.serve import problems
 from engine.serve.langgraph_api.app import create_langgraph_app
 from engine.serve.langgraph_api.mount import LangGraphMount
-from engine.serve.middleware import (AccessLogMiddleware, AuthMiddleware, BodyLimitMiddleware, CorsMiddleware,
-                                     HostMiddleware)
+from engine.serve.middleware import (
+    AccessLogMiddleware,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    CorsMiddleware,
+    HostMiddleware,
+)
 from engine.serve.routes import flows, meta, plans, runs, threads
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings

@@ -55,7 +55,7 @@ LANGGRAPH_PREFIX_PATTERN = r"^(/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)+$"
 SERVER_PATHS = frozenset({"flows", "runs", "threads", "plans", "static", "docs", "openapi.json", "healthz",
                           "diagnostics", "favicon.ico"})
 HOST_PATTERN = r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$"
-# A web origin as browsers send it in `Origin`: scheme, host (a name, IPv4, or bracketed IPv6) and optional port; no path.
+# A web origin as browsers send it in `Origin`: scheme, host (name, IPv4 or bracketed IPv6), optional port; no path.
 ORIGIN_PATTERN = r"^https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"
 
 
