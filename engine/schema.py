@@ -252,6 +252,8 @@ def _range(path: tuple[Any, ...], kind: str, limit: Any, value: Any) -> str:
 def _pattern_help(pattern: str) -> str:
     if "ms|s|m" in pattern:
         return "use a duration such as 500ms, 30s, 5m or 2h"
+    if pattern.startswith("^https?://"):
+        return "use an origin such as http://localhost:3000 (scheme, host and port; no path, no trailing '/')"
     if "A-Za-z_" in pattern and ":" in pattern:
         return "use module:function"
     if pattern.startswith("^[A-Z_]"):

@@ -18,7 +18,13 @@ from engine.errors import BlockyardError
 from engine.serve import problems
 from engine.serve.langgraph_api.app import create_langgraph_app
 from engine.serve.langgraph_api.mount import LangGraphMount
-from engine.serve.middleware import AccessLogMiddleware, AuthMiddleware, BodyLimitMiddleware, HostMiddleware
+from engine.serve.middleware import (
+    AccessLogMiddleware,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    CorsMiddleware,
+    HostMiddleware,
+)
 from engine.serve.routes import flows, meta, plans, runs, threads
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
@@ -43,12 +49,14 @@ def create_app(settings: Settings | Server) -> FastAPI:
     app.add_exception_handler(HTTPException, problems.http_error)
     app.add_exception_handler(BlockyardError, problems.engine_error)
     app.add_exception_handler(Exception, problems.internal_error)
-    # the last added runs first: log, then Host, then token, then the body limit, then the LangGraph API's prefix
+    # the last added runs first: log, then Host, then CORS (preflights carry no token), then token, then the body
+    # limit, then the LangGraph API's prefix
     app.add_middleware(LangGraphMount, api=create_langgraph_app(server),
                        prefix=lambda: server.catalog.server.langgraph_prefix)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: server.catalog.server.max_body_bytes)
     app.add_middleware(AuthMiddleware, token=server.settings.token,
                        langgraph_prefix=lambda: server.catalog.server.langgraph_prefix)
+    app.add_middleware(CorsMiddleware, origins=lambda: server.catalog.server.cors_origins)
     app.add_middleware(HostMiddleware, token=server.settings.token, bound_host=server.settings.host,
                        bound_port=server.settings.port, allowed=lambda: server.catalog.server.allowed_hosts)
     app.add_middleware(AccessLogMiddleware)

@@ -1,4 +1,4 @@
-"""ASGI middleware: Host check, bearer-token check, request body limit, one access-log line per request.
+"""ASGI middleware: Host check, CORS, bearer-token check, request body limit, one access-log line per request.
 
 Plain ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched and the
 per-request cost stays small under load. The log line has method, path, status and time —
@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.serve.auth import api_key_matches, authorized, is_public
@@ -46,6 +47,40 @@ class AuthMiddleware:
         message = ("this server needs a token: send `Authorization: Bearer <BLOCKYARD_TOKEN>`" if header is None
                    else "the token is wrong")
         await _problem(send, ApiError(401, "unauthorized", message), [(b"www-authenticate", b"Bearer")])
+
+
+# What browser clients of both APIs send and read: the token (either header), JSON bodies, a stream's resumption
+# point; and the headers naming a created run (langgraph-sdk clients follow `Location` to join its stream).
+CORS_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+CORS_HEADERS = ("Authorization", "X-Api-Key", "Content-Type", "Last-Event-ID")
+CORS_EXPOSED = ("Location", "Content-Location")
+
+
+class CorsMiddleware:
+    """CORS for the pages of `server.cors_origins` (a chat UI on another origin calling the server from the browser).
+
+    Starlette's CORSMiddleware does the work; it is rebuilt when the list changes, so a reload applies it. It sits
+    before the token check, because a preflight (OPTIONS) carries no credentials: it is answered here, while the
+    actual request still needs the token, and its 401 carries the CORS headers so the page can read it. A request
+    whose Origin is not listed passes by untouched: no CORS headers at all, as when the list is empty."""
+
+    def __init__(self, app: ASGIApp, origins: Callable[[], Sequence[str]]) -> None:
+        self.app = app
+        self.origins = origins
+        self._built: tuple[tuple[str, ...], CORSMiddleware] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origins = tuple(self.origins())
+        if scope["type"] != "http" or _header(scope, b"origin") not in origins:
+            await self.app(scope, receive, send)
+            return
+        await self._cors(origins)(scope, receive, send)
+
+    def _cors(self, origins: tuple[str, ...]) -> CORSMiddleware:
+        if self._built is None or self._built[0] != origins:
+            self._built = (origins, CORSMiddleware(self.app, allow_origins=origins, allow_methods=CORS_METHODS,
+                                                   allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSED))
+        return self._built[1]
 
 
 class HostMiddleware:

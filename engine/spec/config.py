@@ -55,6 +55,8 @@ LANGGRAPH_PREFIX_PATTERN = r"^(/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)+$"
 SERVER_PATHS = frozenset({"flows", "runs", "threads", "plans", "static", "docs", "openapi.json", "healthz",
                           "diagnostics", "favicon.ico"})
 HOST_PATTERN = r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$"
+# A web origin as browsers send it in `Origin`: scheme, host (name, IPv4 or bracketed IPv6), optional port; no path.
+ORIGIN_PATTERN = r"^https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"
 
 
 class ServerSpec(Spec):
@@ -74,6 +76,16 @@ class ServerSpec(Spec):
     langgraph_prefix: Annotated[str, StringConstraints(pattern=LANGGRAPH_PREFIX_PATTERN)] | None = Field(
         "/lg", description="Path under which the server also speaks the LangGraph Server API, for langgraph-sdk "
                            "clients and chat UIs (docs/langgraph-api.md); null turns it off.")
+    cors_origins: list[Annotated[str, StringConstraints(pattern=ORIGIN_PATTERN)]] = Field(
+        default_factory=list,
+        description="Web origins (`http://localhost:3000`: scheme, host, port; no path, no `*`) whose pages may call "
+                    "the server from the browser, such as a chat UI (CORS); empty: no CORS headers. Their calls "
+                    "still need the token. See docs/serve.md.")
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _lower_case_origins(cls, origins: list[str]) -> list[str]:
+        return [origin.lower() for origin in origins]  # browsers send the scheme and host lower-case
 
     @field_validator("langgraph_prefix")
     @classmethod

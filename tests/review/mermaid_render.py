@@ -3,9 +3,8 @@ writes, in the headless Debian chromium the suite already drives through Playwri
 (tests/serve/test_serve_browser.py; never `playwright install`).
 
 The package is installed with `npm install --prefix DIR mermaid@MERMAID_VERSION` from the npm registry
-into a cache folder (`$BLOCKYARD_TEST_CACHE`, else `~/.cache/blockyard-tests`), once per version: it is
-installed into a staging folder beside it and renamed into place, so two test workers never see half an
-install. `$BLOCKYARD_MERMAID` may name a `mermaid.min.js` instead (a machine without the registry).
+into a cache folder (`$BLOCKYARD_TEST_CACHE`, else `~/.cache/blockyard-tests`), once per version, by
+tests/support/npm.py. `$BLOCKYARD_MERMAID` may name a `mermaid.min.js` instead (a machine without the registry).
 Without npm or chromium the tests skip with the reason, and fail under `CI=true` (tests/conftest.py).
 """
 
@@ -14,8 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,11 +22,11 @@ from typing import Any
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import skip_or_fail
+from tests.support.npm import npm_package
 
 MERMAID_VERSION = "11.17.2"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run"]
-NPM_TIMEOUT = 600
 
 # Parse, render, and read back from the SVG (placed in the page, so that CSS applies) what a reader sees:
 # each node's classes and the fill of its shape, each edge's stroke. Node ids are `<render id>-flowchart-<id>-<n>`.
@@ -76,37 +73,12 @@ class Rendered:
     clusters: int = 0
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests")
-
-
-def mermaid_js(cache: Path) -> Path:
+def mermaid_js(cache: Path | None = None) -> Path:
     """`mermaid.min.js` of MERMAID_VERSION, installed from the npm registry into `cache` if not there yet."""
     given = os.environ.get("BLOCKYARD_MERMAID")
     if given:
         return Path(given)
-    target = cache / f"mermaid-{MERMAID_VERSION}"
-    script = target / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
-    if script.is_file():
-        return script
-    npm = shutil.which("npm")
-    if npm is None:
-        skip_or_fail("rendering Mermaid needs npm (`apt-get install -y nodejs npm`) or BLOCKYARD_MERMAID")
-        raise AssertionError("unreachable")
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".mermaid-", dir=cache))
-    done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts",
-                           "--loglevel=error", f"mermaid@{MERMAID_VERSION}"],
-                          capture_output=True, text=True, timeout=NPM_TIMEOUT)
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        skip_or_fail(f"npm install mermaid@{MERMAID_VERSION} failed: {last}")
-    try:
-        staging.rename(target)
-    except OSError:  # another worker installed it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return script
+    return npm_package("mermaid", MERMAID_VERSION, cache) / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 
 
 def chromium_path() -> str:

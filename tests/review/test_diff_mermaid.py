@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 
 from engine.project import load_project
 from tests.review.mermaid_check import mermaid_problems
-from tests.review.mermaid_render import Rendered, cache_dir, marking_problems, mermaid_js, mermaid_page, render, rgb
+from tests.review.mermaid_render import Rendered, marking_problems, mermaid_js, mermaid_page, render, rgb
 from tests.review.yardgit import BASE, POLISH, changed_yard, commit, repo
 from tests.support.cli import Cli, in_process
 
@@ -33,7 +33,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
 
 @pytest.fixture(scope="module")
 def mermaid() -> Iterator[Render]:
-    with mermaid_page(mermaid_js(cache_dir())) as page:
+    with mermaid_page(mermaid_js()) as page:
         yield lambda graphs: render(page, graphs)
 
 

@@ -1,0 +1,83 @@
+// `blockyard serve` driven by the JavaScript client, @langchain/langgraph-sdk from npm (docs/langgraph-api.md).
+//
+//     node sdk_client.cjs <folder holding node_modules/@langchain/langgraph-sdk> <server URL of the /lg prefix>
+//
+// The API key, if the server has a token, comes in $LANGGRAPH_API_KEY (the client reads it itself). One process
+// makes every call and prints one JSON object of what it saw on stdout; the pytest test
+// (test_langgraph_sdk_js.py) asserts on it, so this script checks nothing itself and stops at the first error.
+"use strict";
+
+const { createRequire } = require("node:module");
+const path = require("node:path");
+
+const [prefix, apiUrl] = process.argv.slice(2);
+const { Client } = createRequire(path.join(prefix, "package.json"))("@langchain/langgraph-sdk");
+
+async function collect(stream) {
+  const parts = [];
+  for await (const part of stream) parts.push({ event: part.event, data: part.data });
+  return parts;
+}
+
+async function main() {
+  const client = new Client({ apiUrl });
+  const seen = {};
+
+  const assistants = await client.assistants.search({ limit: 100 });
+  seen.assistants = assistants.map((a) => a.assistant_id);
+  seen.gated = (await client.assistants.search({ graphId: "gated" })).map((a) => a.graph_id);
+
+  const thread = await client.threads.create({ metadata: { user: "ada" } });
+  seen.thread = { id: thread.thread_id, status: thread.status, metadata: thread.metadata };
+
+  // every stream mode a chat UI asks for, in one run: the JavaScript client calls token streaming
+  // "messages-tuple", as the Python one does; the events arrive as `messages`
+  const parts = await collect(client.runs.stream(thread.thread_id, "support_chat", {
+    input: { messages: [{ type: "human", content: "My name is Ada" }] },
+    streamMode: ["values", "updates", "messages-tuple"],
+  }));
+  seen.stream = {
+    first: parts[0],
+    events: parts.map((p) => p.event),
+    tokens: parts.filter((p) => p.event === "messages").map((p) => p.data[0].content).join(""),
+    updates: parts.filter((p) => p.event === "updates").map((p) => p.data),
+    last_values: parts.filter((p) => p.event === "values").at(-1).data,
+  };
+  seen.second_turn = (await client.runs.wait(thread.thread_id, "support_chat", {
+    input: { messages: [{ type: "human", content: "What is my name?" }] },
+  })).messages.at(-1).content;
+  const chat = await client.threads.getState(thread.thread_id);
+  seen.chat_state = { messages: chat.values.messages.map((m) => [m.type, m.content]), next: chat.next };
+
+  // the approval gate: an interrupt, a wrong answer refused, the right one resumes the run
+  const gated = await client.threads.create();
+  const waiting = await client.runs.wait(gated.thread_id, "gated", { input: { a: 1 } });
+  const state = await client.threads.getState(gated.thread_id);
+  seen.interrupt = {
+    value: waiting.__interrupt__[0].value,
+    id: waiting.__interrupt__[0].id,
+    state_next: state.next,
+    state_interrupt_ids: state.tasks.flatMap((t) => t.interrupts.map((i) => i.id)),
+    status: (await client.threads.get(gated.thread_id)).status,
+  };
+  try {
+    await client.runs.wait(gated.thread_id, "gated", { command: { resume: { b: "five" } } });
+    seen.wrong_resume = { status: null };
+  } catch (error) {
+    seen.wrong_resume = { status: error.status ?? null, message: String(error.message) };
+  }
+  const resumed = await collect(client.runs.stream(gated.thread_id, "gated", {
+    command: { resume: { b: 5 } }, streamMode: "values",
+  }));
+  seen.resumed = { last: resumed.at(-1).data, events: resumed.map((p) => p.event) };
+  const done = await client.threads.getState(gated.thread_id);
+  seen.done_state = { values: done.values, next: done.next, tasks: done.tasks };
+  seen.done_status = (await client.threads.get(gated.thread_id)).status;
+
+  process.stdout.write(JSON.stringify(seen));
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error && error.stack ? error.stack : error}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,58 @@
+"""npm packages for tests that run real JavaScript: pinned versions, installed once into a cache folder.
+
+`npm_package("mermaid", "11.17.2")` runs `npm install --prefix DIR mermaid@11.17.2` from the npm registry into
+`DIR = <cache>/mermaid-11.17.2` (the cache is `$BLOCKYARD_TEST_CACHE`, else `~/.cache/blockyard-tests`) unless
+it is there already, and returns DIR; the package is then at `DIR/node_modules/<name>`. It is installed into a
+staging folder beside DIR and renamed into place, so two test workers never see half an install (the loser of
+the race throws its copy away). Without npm, or when the install fails, the test skips with the reason, and
+fails under `CI=true` (tests/conftest.py). `.ci/run` installs node and npm where they are missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tests.conftest import skip_or_fail
+
+NPM_TIMEOUT = 600
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests")
+
+
+def folder_name(name: str, version: str) -> str:
+    """`@langchain/langgraph-sdk`, `2.0.0` -> `langchain+langgraph-sdk-2.0.0`: one plain folder name."""
+    return f"{name.lstrip('@').replace('/', '+')}-{version}"
+
+
+def npm_package(name: str, version: str, cache: Path | None = None) -> Path:
+    """The prefix folder holding `name@version` (in its node_modules), installed from the npm registry if needed."""
+    cache = cache if cache is not None else cache_dir()
+    target = cache / folder_name(name, version)
+    if (target / "node_modules" / name / "package.json").is_file():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        skip_or_fail(f"{name} comes from npm: install node and npm (`apt-get install -y nodejs npm`)")
+        raise AssertionError("unreachable")
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder_name(name, version)}-", dir=cache))
+    # --ignore-scripts: nothing of the package runs at install time, only what a test loads
+    done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts",
+                           "--loglevel=error", f"{name}@{version}"],
+                          capture_output=True, text=True, timeout=NPM_TIMEOUT)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        skip_or_fail(f"npm install {name}@{version} failed: {last}")
+        raise AssertionError("unreachable")
+    try:
+        staging.rename(target)
+    except OSError:  # another worker installed it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
