@@ -39,10 +39,12 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
     last = after
     try:
         replay = await trace.events(run_id, last)
-        for event in [*replay, *subscription.backlog]:
-            if event["seq"] > last:
-                last = event["seq"]
-                yield event
+        # the stored events and the execution's backlog overlap; the backlog alone has the tokens,
+        # which go in their place by seq
+        merged = {event["seq"]: event for event in [*subscription.backlog, *replay] if event["seq"] > last}
+        for seq in sorted(merged):
+            last = seq
+            yield merged[seq]
         executing = subscription.active
         if until_pause and not executing and (replay and replay[-1]["type"] in END_OF_EXECUTION):
             return

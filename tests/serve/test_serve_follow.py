@@ -1,0 +1,78 @@
+"""Following a run's events (engine/serve/follow.py on engine/serve/broker.py): the stored trace
+and the broker's backlog of the execution, merged by seq — the backlog alone has the tokens,
+which are never stored. A client that starts a run and follows it a moment later (on a busy
+server the run may be over by then) must still get every token, in its place."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from engine.events import EventDict
+from engine.serve import broker as broker_module
+from engine.serve.broker import Broker
+from engine.serve.follow import follow
+
+
+def event(seq: int, kind: str, **data: Any) -> EventDict:
+    return {"run_id": "r", "seq": seq, "type": kind, "step": "s", "data": data, "time": "t"}
+
+
+RUN = [event(1, "run_started"), event(2, "step_started"), event(3, "token", text="Hello"),
+       event(4, "token", text=" Ada"), event(5, "step_finished"), event(6, "run_finished")]
+STORED = [e for e in RUN if e["type"] != "token"]
+
+
+class Trace:
+    """The trace table after the execution: every event but the tokens."""
+
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
+        return [e for e in STORED if e["seq"] > after]
+
+    async def status(self, run_id: str) -> str | None:
+        return "finished"
+
+
+def executed(broker: Broker) -> None:
+    broker.open("r")
+    for item in RUN:
+        broker.publish(item)
+    broker.close("r")
+
+
+async def followed(broker: Broker, after: int = 0) -> list[EventDict]:
+    return [e async for e in follow("r", after, broker, Trace(), until_pause=True, poll=0.01)]
+
+
+def test_a_run_followed_after_it_ended_still_gives_its_tokens_in_place() -> None:
+    broker = Broker()
+    executed(broker)
+    assert asyncio.run(followed(broker)) == RUN
+    # a reconnection after the first token gets the rest, in order
+    assert [e["seq"] for e in asyncio.run(followed(broker, after=3))] == [4, 5, 6]
+
+
+def test_the_ended_execution_is_forgotten_after_a_while(monkeypatch: Any) -> None:
+    broker = Broker()
+    executed(broker)
+    monkeypatch.setattr(broker_module, "RETAIN_SECONDS", 0.0)
+    assert asyncio.run(followed(broker)) == STORED  # the trace, as stored: tokens are live only
+    assert broker.active_runs() == []
+
+
+def test_only_the_last_runs_are_kept(monkeypatch: Any) -> None:
+    monkeypatch.setattr(broker_module, "RETAIN_RUNS", 2)
+    broker = Broker()
+    for run_id in ("a", "b", "c"):
+        broker.open(run_id)
+        broker.publish({**RUN[2], "run_id": run_id})
+        broker.close(run_id)
+    assert [broker.subscribe(run_id).backlog != [] for run_id in ("b", "c")] == [True, True]
+    assert broker.subscribe("a").backlog == []
+
+
+def test_a_new_execution_starts_with_an_empty_backlog() -> None:
+    broker = Broker()
+    executed(broker)
+    broker.open("r")  # resumed
+    assert broker.subscribe("r").backlog == []
