@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
@@ -290,7 +289,7 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) ->
     if name != naming.fallback and naming.store is not None:
         try:
             await db.writer.write(naming.store(name))
-        except sqlite3.Error as exc:  # the fallback name stays; the turn goes on
+        except DB_ERRORS as exc:  # the fallback name stays; the turn goes on
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
@@ -315,8 +314,8 @@ async def _end(db: StateDB, event: Event, end: Write, *more: Write) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
     try:
         await db.writer.write(store.insert_events([event]), end, *more)
-    except sqlite3.Error as exc:
-        raise StateError(f"cannot record how run {event.run_id} ended in {db.path}: {exc}") from None
+    except DB_ERRORS as exc:
+        raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
 
 
 async def collect(execution: Execution) -> RunResult:

@@ -9,6 +9,10 @@ from pydantic import Field, StringConstraints
 from engine.spec.common import Duration, ModelProfile, Name, Spec
 
 
+# A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
+DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
+
+
 class ToolDecl(Spec):
     """A Python tool declared by import path; loaded only from the yard's code or installed packages."""
 
@@ -37,7 +41,8 @@ class PathsSpec(Spec):
 
     blocks: str = Field("blocks", description="Folder of block files.")
     flows: str = Field("flows", description="Folder of flow files.")
-    state: str = Field(".blockyard/state.db", description="SQLite database of runs, checkpoints and memory.")
+    state: str = Field(".blockyard/state.db", description=(
+        "SQLite database of runs, checkpoints and memory (unless `database` names a Postgres server)."))
     code: str = Field(".", description="Folder added to the import path for the yard's own tools.")
 
 
@@ -109,3 +114,7 @@ class ConfigSpec(Spec):
     server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")
+    database: DatabaseUrl | None = Field(None, description=(
+        "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
+        "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "
+        "over it. See docs/postgres.md."))

@@ -14,10 +14,11 @@ import contextlib
 import contextvars
 import json
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,7 +36,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from engine.events import now_iso
 from engine.redaction import Masker
 from engine.state import store
-from engine.state.database import explain, guard, open_database
+from engine.state.database import Connection, explain, guard, open_database
+from engine.state.location import Location
 from engine.state.writer import SqliteWriter, Write
 
 T = TypeVar("T")
@@ -64,20 +66,21 @@ def prepare(conn: sqlite3.Connection) -> None:
     store.migrate(conn, now_iso())
 
 
-class DurableSaver(SqliteSaver):
-    """SqliteSaver's tables and reads, with writes committed by a `SqliteWriter`.
+class GroupCommitted:
+    """What a checkpointer on the group-commit writer does whatever the backend: writes through
+    `writer` (held back inside `held`), async reads on a private reader thread, and the two
+    shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
+    statements (`_checkpoint_writes`, `_writes_write`, `_delete_thread_writes`, `prune_writes`)
+    and answers the sync reads (`get_tuple`, `list`, `get_delta_channel_history`)."""
 
-    Works from any event loop and any thread: async reads run on a private reader thread, and
-    every write (async or sync) returns only once its transaction is committed.
-    """
+    writer: SqliteWriter
+    secrets: Masker
+    lock: threading.Lock  # the backend saver's: reads on the reader connection take it
 
-    def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
-                 serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
-        super().__init__(read_conn, serde=serde)
+    def _start_group_commit(self, writer: SqliteWriter, secrets: Masker | None) -> None:
         # the last line of defence for API keys (engine/redaction.py): whatever state still holds
         # one is masked in the serialized bytes, lengths kept
         self.secrets = secrets if secrets is not None else Masker()
-        self.is_setup = True  # prepare() created the tables through the writer's connection
         self.writer = writer
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
         self._fresh: set[str] = set()  # threads known to have no checkpoint yet
@@ -109,52 +112,51 @@ class DurableSaver(SqliteSaver):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, lambda: fn(*args, **kwargs))
 
-    # ---- writes -----------------------------------------------------------------------------
+    # ---- what a backend builds ----------------------------------------------------------------
 
-    def _checkpoint_write(self, config: RunnableConfig, checkpoint: Checkpoint,
-                          metadata: CheckpointMetadata) -> tuple[Write, RunnableConfig]:
-        conf = config["configurable"]
-        thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
-        type_, blob = self.serde.dumps_typed(checkpoint)
-        blob = self.secrets.blob(blob)
-        meta = self.secrets.blob(json.dumps(get_checkpoint_metadata(config, metadata),
-                                            ensure_ascii=False).encode("utf-8", "ignore"))
-        write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
-                                        type_, blob, meta), mergeable=True)
-        saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
-                                                  "checkpoint_id": checkpoint["id"]}}
-        return write, saved
+    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+        raise NotImplementedError
 
     def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                       task_path: str) -> Write:
-        conf = config["configurable"]
-        # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
-        verb = "INSERT OR REPLACE " if all(w[0] in WRITES_IDX_MAP for w in writes) else "INSERT OR IGNORE "
-        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
-                 WRITES_IDX_MAP.get(channel, idx), channel, *self._serialized(value))
-                for idx, (channel, value) in enumerate(writes)]
-        return Write(verb + _PUT_WRITES, rows, many=True, mergeable=True)
+        raise NotImplementedError
 
-    def _serialized(self, value: Any) -> tuple[str, bytes]:
-        type_, blob = self.serde.dumps_typed(value)
-        return type_, self.secrets.blob(blob)
+    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
+        raise NotImplementedError
+
+    def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
+        """Statements deleting every checkpoint (and pending write) of a thread but its root
+        checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
+        raise NotImplementedError
+
+    if TYPE_CHECKING:  # the backend's saver (SqliteSaver, PostgresSaver) answers these; declared for mypy
+        def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None: ...
+
+        def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                 before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]: ...
+
+        def get_delta_channel_history(self, *, config: RunnableConfig,
+                                      channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]: ...
+
+    # ---- writes -----------------------------------------------------------------------------
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
-        write, saved = self._checkpoint_write(config, checkpoint, metadata)
-        self.writer.write_sync(write)
+        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
+        self.writer.write_sync(*writes)
         return saved
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
-        write, saved = self._checkpoint_write(config, checkpoint, metadata)
+        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
         held = _HELD.get()
         if held is not None:
-            held.append(write)
+            held.extend(writes)
         else:
-            await self.writer.write(write)
+            await self.writer.write(*writes)
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -173,13 +175,12 @@ class DurableSaver(SqliteSaver):
             self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self.writer.write_sync(*_delete_thread(thread_id))
+        self.writer.write_sync(*self._delete_thread_writes(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.writer.write(*_delete_thread(thread_id))
+        await self.writer.write(*self._delete_thread_writes(thread_id))
 
     # ---- reads ------------------------------------------------------------------------------
-
     async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:
         """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
         own read of the same checkpoint, once: deserializing a long conversation is the dearest part
@@ -214,31 +215,103 @@ class DurableSaver(SqliteSaver):
         return await self._read(self.get_delta_channel_history, config=config, channels=channels)
 
 
-def _delete_thread(thread_id: str) -> tuple[Write, Write]:
-    return (Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
-            Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)))
 
 
-class StateDB:
-    """A process's handle on `<root>/.blockyard/state.db`: one writer, one reader, one saver.
+class DurableSaver(GroupCommitted, SqliteSaver):
+    """SqliteSaver's tables and reads, with writes committed by a `SqliteWriter`.
 
-    One per process and file is the rule (one write connection means commits are grouped rather
-    than fighting over the lock); it is usable from any thread and any event loop.
+    Works from any event loop and any thread: async reads run on a private reader thread, and
+    every write (async or sync) returns only once its transaction is committed.
     """
 
-    def __init__(self, path: Path, *, synchronous: str = "NORMAL", window: float = 0.0,
+    def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
+                 serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
+        SqliteSaver.__init__(self, read_conn, serde=serde)
+        self._start_group_commit(writer, secrets)
+        self.is_setup = True  # prepare() created the tables through the writer's connection
+
+    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        blob = self.secrets.blob(blob)
+        meta = self.secrets.blob(json.dumps(get_checkpoint_metadata(config, metadata),
+                                            ensure_ascii=False).encode("utf-8", "ignore"))
+        write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
+                                        type_, blob, meta), mergeable=True)
+        saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                                                  "checkpoint_id": checkpoint["id"]}}
+        return [write], saved
+
+    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                      task_path: str) -> Write:
+        conf = config["configurable"]
+        # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
+        verb = "INSERT OR REPLACE " if all(w[0] in WRITES_IDX_MAP for w in writes) else "INSERT OR IGNORE "
+        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self._serialized(value))
+                for idx, (channel, value) in enumerate(writes)]
+        return Write(verb + _PUT_WRITES, rows, many=True, mergeable=True)
+
+    def _serialized(self, value: Any) -> tuple[str, bytes]:
+        type_, blob = self.serde.dumps_typed(value)
+        return type_, self.secrets.blob(blob)
+
+    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
+        return [Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
+                Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))]
+
+    def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
+        where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
+        return [Write(f"DELETE FROM writes {where}", (thread_id, keep)),
+                Write(f"DELETE FROM checkpoints {where}", (thread_id, keep))]
+
+class StateDB:
+    """A process's handle on the state database: one writer, one reader, one saver.
+
+    `where` is the SQLite file (`<root>/.blockyard/state.db`, a Path) or a `Location` (either
+    backend: engine/state/location.py). One per process and database is the rule (one write
+    connection means commits are grouped rather than fighting over the lock); it is usable from
+    any thread and any event loop.
+    """
+
+    def __init__(self, where: Path | Location, *, synchronous: str = "NORMAL", window: float = 0.0,
                  secrets: Masker | None = None) -> None:
-        self.path = path
+        self.location = where if isinstance(where, Location) else Location(where)
+        self.path = self.location.path
+        self.saver: GroupCommitted
+        self.read_conn: Connection
+        if self.location.url is not None:
+            self._open_postgres(self.location.url, window, secrets)
+        else:
+            self._open_sqlite(self.path, synchronous, window, secrets)
+        self._closed = False
+
+    def _open_sqlite(self, path: Path, synchronous: str, window: float, secrets: Masker | None) -> None:
         with guard(path):  # a damaged file may show only once the tables are read
             self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window,
                                        explain=lambda exc: explain(exc, path) or exc)
             try:
-                self.read_conn = connect(path, synchronous=synchronous)
+                read_conn = connect(path, synchronous=synchronous)
             except BaseException:
                 self.writer.close()
                 raise
-        self.saver = DurableSaver(self.read_conn, self.writer, secrets=secrets)
-        self._closed = False
+        self.read_conn = read_conn
+        self.saver = DurableSaver(read_conn, self.writer, secrets=secrets)
+
+    def _open_postgres(self, url: str, window: float, secrets: Masker | None) -> None:
+        # psycopg and LangGraph's Postgres checkpointer: loaded only for a Postgres database
+        from engine.state import pgsaver, postgres
+
+        self.writer = SqliteWriter(lambda: pgsaver.open_writer(url), window=window)
+        try:
+            read_conn = postgres.connect(url)
+        except BaseException:
+            self.writer.close()
+            raise
+        self.read_conn = read_conn
+        self.saver = pgsaver.PgDurableSaver(read_conn, self.writer, secrets=secrets)
 
     def _open_writer(self, synchronous: str) -> sqlite3.Connection:
         conn = connect(self.path, synchronous=synchronous)
@@ -249,12 +322,12 @@ class StateDB:
             raise
         return conn
 
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def read(self, fn: Callable[[Connection], T]) -> T:
         """Run a read on the reader connection (thread-safe; serialized with the saver's reads)."""
         with self.saver.lock:
             return fn(self.read_conn)
 
-    async def aread(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def aread(self, fn: Callable[[Connection], T]) -> T:
         return await self.saver._read(self.read, fn)
 
     def close(self) -> None:

@@ -1,5 +1,5 @@
-"""Long-term memory across runs: LangGraph's SQLite store, in the yard's state database (shared with
-the checkpointer, WAL mode).
+"""Long-term memory across runs: LangGraph's store in the yard's state database — its SQLite store
+in the file (shared with the checkpointer, WAL mode), its Postgres store on a Postgres server.
 
 A flow's `memory: {scope: "users/{{ inputs.user_id }}"}` renders to a scope such as `users/ada`
 (engine/runtime/memory.py renders it for a run); preferences live under `(users, ada, preferences)`
@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from langgraph.store.base import BaseStore
 from langgraph.store.sqlite import SqliteStore
 
 from engine.errors import UsageError
 from engine.state.database import guard, open_database
+from engine.state.location import Location
 
 T = TypeVar("T")
 HISTORY_LIMIT = 20  # past runs offered to prompts and returned by a keyless history read
@@ -63,26 +65,60 @@ def connect(path: Path) -> sqlite3.Connection:
     return open_database(path)
 
 
-@contextmanager
-def open_store(path: Path) -> Iterator[SqliteStore]:
-    """The store for the length of a block; a locked or damaged file is a clear `StateError`."""
-    conn = connect(path)
+def _location(where: Path | Location) -> Location:
+    return where if isinstance(where, Location) else Location(where)
+
+
+def _open(location: Location) -> tuple[BaseStore, Any]:
+    """(the store, the connection to close) of a state database, set up."""
+    if location.url is None:
+        conn = connect(location.path)
+        try:
+            with guard(location.path):
+                store = SqliteStore(conn)
+                store.setup()
+        except BaseException:
+            conn.close()
+            raise
+        return store, conn
+    # psycopg and LangGraph's Postgres store: loaded only for a Postgres database
+    from langgraph.store.postgres import PostgresStore
+
+    from engine.state import postgres
+
+    raw = postgres.connect_raw(location.url, dict_rows=True)
     try:
-        with guard(path):
-            store = SqliteStore(conn)
-            store.setup()
+        pg_store = PostgresStore(raw)
+        with postgres.setup_lock(postgres.PgConnection(raw, location.url)):
+            pg_store.setup()
+    except BaseException:
+        raw.close()
+        raise
+    return pg_store, raw
+
+
+@contextmanager
+def open_store(where: Path | Location) -> Iterator[BaseStore]:
+    """The store for the length of a block; a locked or damaged file is a clear `StateError`."""
+    location = _location(where)
+    store, conn = _open(location)
+    try:
+        if location.url is None:
+            with guard(location.path):
+                yield store
+        else:
             yield store
     finally:
         conn.close()
 
 
-def preferences(store: SqliteStore, scope: str) -> dict[str, Any]:
+def preferences(store: BaseStore, scope: str) -> dict[str, Any]:
     """Every preference of a scope, key -> value."""
     items = store.search(preferences_namespace(scope), limit=LIST_LIMIT)
     return {item.key: item.value.get("value") for item in sorted(items, key=lambda i: i.key)}
 
 
-def history(store: SqliteStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
+def history(store: BaseStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest `limit` history records of a flow in a scope, oldest first."""
     items = store.search(history_namespace(scope, flow), limit=LIST_LIMIT)
     items.sort(key=lambda i: i.created_at)
@@ -92,8 +128,9 @@ def history(store: SqliteStore, scope: str, flow: str, limit: int = 20) -> list[
 class MemoryStore:
     """The yard's memory store, opened on first use; its calls run off the event loop."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Location) -> None:
+        self.location = _location(where)
+        self.path = self.location.path
         self._store: Any = None
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -101,10 +138,7 @@ class MemoryStore:
     def store(self) -> Any:
         with self._lock:
             if self._store is None:
-                self._conn = connect(self.path)
-                store = SqliteStore(self._conn)
-                store.setup()
-                self._store = store
+                self._store, self._conn = _open(self.location)
             return self._store
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:

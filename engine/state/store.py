@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.events import STORED_STATUSES, Event, RunStatus, now_iso
 from engine.state import database, liveness
-from engine.state.database import StateError
+from engine.state.database import Connection, StateError
 from engine.state.writer import Write
 
 STATUSES = STORED_STATUSES
@@ -143,7 +143,11 @@ def _applied(conn: sqlite3.Connection) -> int:
 
 
 def _check_not_newer(conn: sqlite3.Connection) -> None:
-    found = _applied(conn)
+    check_version(_applied(conn))
+
+
+def check_version(found: int) -> None:
+    """A database migrated by a newer blockyard is refused: its tables may mean something else."""
     if found > SCHEMA_VERSION:
         raise StateError(f"the state database has schema version {found}, newer than this blockyard "
                          f"understands ({SCHEMA_VERSION}); upgrade blockyard")
@@ -239,7 +243,7 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
     Returns True when the claim won: two `resume`s of one run cannot both continue it.
     """
 
-    def apply(conn: sqlite3.Connection) -> bool:
+    def apply(conn: Connection) -> bool:
         cursor = conn.execute(
             "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
             "error = NULL, error_step = NULL, finished = NULL "
@@ -253,12 +257,12 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
 
 # ---- reads ----------------------------------------------------------------------------------
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+def get_run(conn: Connection, run_id: str) -> RunRecord | None:
     row = conn.execute(f"{_SELECT_RUN} WHERE id = ?", (run_id,)).fetchone()
     return _record(row) if row is not None else None
 
 
-def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
+def list_runs(conn: Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
               limit: int | None = 50) -> list[RunRecord]:
     """Runs, newest first (by start time)."""
     where: list[str] = []
@@ -276,17 +280,17 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
     return [_record(row) for row in conn.execute(sql, params)]
 
 
-def run_ids(conn: sqlite3.Connection) -> list[str]:
+def run_ids(conn: Connection) -> list[str]:
     return [row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")]
 
 
-def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:
+def load_events(conn: Connection, run_id: str, after: int = 0) -> list[Event]:
     rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
                         "ORDER BY seq", (run_id, after))
     return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
 
 
-def waiting_gates(conn: sqlite3.Connection, run_id: str) -> list[Event]:
+def waiting_gates(conn: Connection, run_id: str) -> list[Event]:
     """The approval_required events of the run's latest execution (what it waits for now)."""
     rows = conn.execute(
         "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND type = 'approval_required' "
@@ -295,12 +299,12 @@ def waiting_gates(conn: sqlite3.Connection, run_id: str) -> list[Event]:
     return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
 
 
-def last_seq(conn: sqlite3.Connection, run_id: str) -> int:
+def last_seq(conn: Connection, run_id: str) -> int:
     row = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,)).fetchone()
     return int(row[0] or 0)
 
 
-def load_definition(conn: sqlite3.Connection, digest: str) -> str | None:
+def load_definition(conn: Connection, digest: str) -> str | None:
     row = conn.execute("SELECT bundle FROM definitions WHERE digest = ?", (digest,)).fetchone()
     return row[0] if row is not None else None
 

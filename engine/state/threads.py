@@ -5,8 +5,9 @@ starting point (`threads.checkpoint`: the checkpoint of its last finished turn) 
 (its text, its reply's text, the thread's title); how a turn starts and ends in the graph — only
 what is new goes in, the reply and the turn's two `messages` rows are written with the run's end —
 is engine/runtime/turns.py. When a turn finishes, the checkpoints of earlier steps are pruned
-(`prune`): continuing a thread needs only its latest checkpoint, and without pruning every step
-re-stores the whole conversation (bench/bench_threads.py).
+(the saver's `prune_writes`, engine/state/checkpointer.py): continuing a thread needs only its
+latest checkpoint, and without pruning every step re-stores the whole conversation
+(bench/bench_threads.py).
 
 
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
@@ -17,7 +18,6 @@ a turn that finds its thread busy waits for it, in this process or another.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from engine.errors import UsageError
 from engine.events import RunStatus
 from engine.state import liveness, store
+from engine.state.database import Connection
 from engine.state.ids import check_run_id
 from engine.state.writer import Write
 
@@ -110,12 +111,12 @@ class Admitted:
 
 
 def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
-          name: str | None = None) -> Callable[[sqlite3.Connection], Admitted | None]:
+          name: str | None = None) -> Callable[[Connection], Admitted | None]:
     """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
     when another run of the thread is still running; UsageError when the thread cannot take it.
     A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
 
-    def apply(conn: sqlite3.Connection) -> Admitted | None:
+    def apply(conn: Connection) -> Admitted | None:
         row = conn.execute("SELECT flow, checkpoint FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is not None and row[0] != flow:
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
@@ -157,12 +158,12 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
         pause = min(pause * 2, POLL[1])
 
 
-def finished_turns(conn: sqlite3.Connection, thread_id: str) -> int:
+def finished_turns(conn: Connection, thread_id: str) -> int:
     row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)).fetchone()
     return int(row[0])
 
 
-def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None:
+def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
     """A run of a thread can be resumed only while it is the thread's latest turn."""
     row = conn.execute("SELECT last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
     if row is not None and row[0] not in (None, run_id):
@@ -170,21 +171,12 @@ def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None
                          f"with run {row[0]}")
 
 
-# ---- pruning a finished turn's checkpoints -----------------------------------------------------
-
-def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
-    """Delete every checkpoint (and pending write) of a thread but its latest root checkpoint."""
-    where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
-    return (Write(f"DELETE FROM writes {where}", (thread_id, keep)),
-            Write(f"DELETE FROM checkpoints {where}", (thread_id, keep)))
-
-
 # ---- reading ----------------------------------------------------------------------------------
 
 _COLUMNS = "id, flow, title, created, updated, turns, last_run, name"
 
 
-def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:
+def list_threads(conn: Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:
     """Threads, most recently active first."""
     sql = f"SELECT {_COLUMNS} FROM threads" + (" WHERE flow = ?" if flow else "") + " ORDER BY updated DESC, id"
     params: list[Any] = [flow] if flow else []
@@ -194,10 +186,10 @@ def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: in
     return [Thread(*row) for row in conn.execute(sql, params)]
 
 
-def get_thread(conn: sqlite3.Connection, thread_id: str) -> Thread | None:
+def get_thread(conn: Connection, thread_id: str) -> Thread | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
     return Thread(*row) if row is not None else None
 
 
-def thread_ids(conn: sqlite3.Connection) -> list[str]:
+def thread_ids(conn: Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT id FROM threads ORDER BY updated DESC LIMIT 1000")]

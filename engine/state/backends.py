@@ -1,0 +1,69 @@
+"""Opening the state database for a look, whatever its backend: the readers of the CLI's commands
+(`runs`, `gates`, `threads`, `db status`) and the server's checks. The engine's own handle is
+`StateDB` (engine/state/checkpointer.py), which picks the backend the same way: by the `Location`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from engine.events import now_iso
+from engine.state import database, store
+from engine.state.database import Connection
+from engine.state.location import Location
+
+
+def _location(where: Path | Location) -> Location:
+    return where if isinstance(where, Location) else Location(where)
+
+
+def open_existing(where: Path | Location) -> Connection | None:
+    """A connection to the migrated tables for commands that only look; None when there is no
+    SQLite file yet (a Postgres database always exists: its server is asked)."""
+    location = _location(where)
+    if location.url is None:
+        return store.open_existing(location.path)
+    # psycopg: loaded only for a Postgres database
+    from engine.state import postgres
+
+    conn = postgres.connect(location.url)
+    try:
+        postgres.migrate(conn, now_iso())
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def reading(where: Path | Location) -> Iterator[Connection | None]:
+    """`open_existing` for the length of a block; a damaged SQLite file is a clear `StateError`."""
+    location = _location(where)
+    if location.url is None:
+        with store.reading(location.path) as conn:
+            yield conn
+        return
+    conn = open_existing(location)
+    try:
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def check(where: Path | Location) -> None:
+    """Refuse a state database that cannot be used (a damaged file, a server that refuses us) before
+    a server binds its port."""
+    location = _location(where)
+    if location.url is None:
+        conn = database.open_database(location.path)
+        try:
+            with database.guard(location.path):
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+        return
+    with reading(location):
+        pass
