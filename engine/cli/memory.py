@@ -8,16 +8,11 @@ from typing import Any
 
 import click
 
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
 from engine.errors import UsageError
 from engine.load import parse_value
-from engine.project import load_project
 from engine.state.database import exists
 from engine.values import ValueDomainError
-
-
-def state_path(root: Path) -> Path:
-    return root / load_project(root).config.paths.state
 
 
 def memory_command(root: Path, action: str, scope: str, key: str | None, value: str | None,
@@ -26,10 +21,10 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
     from engine.state.memory import LIST_LIMIT, open_store, parse_scope, preferences, preferences_namespace
 
     parse_scope(scope)
-    path = state_path(root)
-    if action != "set" and not exists(path):
-        raise UsageError(f"no state database at {path}: nothing has been remembered yet")
-    with open_store(path) as store:
+    location = state_location(root)
+    if action != "set" and location.url is None and not exists(location.path):
+        raise UsageError(f"no state database at {location.path}: nothing has been remembered yet")
+    with open_store(location) as store:
         if action == "list":
             prefs = preferences(store, scope)
             _show(prefs, as_json, empty=f"no preferences in scope '{scope}'")

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from engine.project import require_yard
+from engine.project import load_project, require_yard
 from engine.state.database import StateLocked
+from engine.state.location import Location, of_yard
 
 ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                            help="The yard's root folder (default: the current directory).")
@@ -18,6 +19,12 @@ ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=
 def root_of(root: Path | None) -> Path:
     """The yard a command works on: `--root`, else the current directory; refused when it is no yard."""
     return require_yard(root or Path.cwd())
+
+
+def state_location(root: Path) -> Location:
+    """The yard's state database: `database:` or BLOCKYARD_DATABASE_URL (Postgres), else `paths.state`."""
+    config = load_project(root).config
+    return of_yard(root, config.paths.state, config.database)
 
 
 class Seconds(click.FloatRange):

@@ -45,8 +45,8 @@ from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
-from engine.state.location import SCHEMES, Location, locate
 from engine.state.ids import check_run_id, new_run_id
+from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
 from engine.template_limits import TemplateLimits

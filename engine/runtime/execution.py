@@ -40,7 +40,7 @@ from engine.runtime.naming import NAME_WAIT
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
-from engine.state.database import StateError
+from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import RunRecord
 from engine.state.writer import Write
 

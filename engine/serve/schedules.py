@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +22,9 @@ from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.logs import fields, get_logger
 from engine.spec.flow import ScheduleSpec
-from engine.state.database import open_database
+from engine.state import backends
+from engine.state.database import Connection
+from engine.state.location import Location
 
 MISFIRE_GRACE = timedelta(seconds=60)
 HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
@@ -63,21 +64,15 @@ class ScheduleState:
 class ScheduleStore:
     """serve_schedules in the state database: when each flow was first scheduled and last fired."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Location) -> None:
+        self.location = where if isinstance(where, Location) else Location(where)
+        self.path = self.location.path
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = open_database(self.path, autocommit=False)
-        try:
-            conn.execute(_SCHEMA)
-            with conn:
-                yield conn
-        finally:
-            conn.close()
+    def _connect(self) -> contextlib.AbstractContextManager[Connection]:
+        return backends.transaction(self.location, _SCHEMA)
 
     def load(self) -> dict[str, ScheduleState]:
-        if not self.path.exists():
+        if self.location.url is None and not self.path.exists():
             return {}
         with self._connect() as conn:
             rows = conn.execute("SELECT flow, first_seen, last_fire, last_run, schedule FROM serve_schedules")

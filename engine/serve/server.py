@@ -90,7 +90,7 @@ class Server:
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
         if self.settings.schedules:
-            self.scheduler = Scheduler(ScheduleStore(self.service.state_path), self.settings.clock,
+            self.scheduler = Scheduler(ScheduleStore(self.service.engine.location), self.settings.clock,
                                        lambda: self.catalog, self._fire, self._expire_approvals)
             self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))

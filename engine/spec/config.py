@@ -8,7 +8,6 @@ from pydantic import Field, StringConstraints
 
 from engine.spec.common import Duration, ModelProfile, Name, Spec
 
-
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
 DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
 

@@ -53,6 +53,34 @@ def reading(where: Path | Location) -> Iterator[Connection | None]:
             conn.close()
 
 
+@contextmanager
+def transaction(where: Path | Location, sqlite_schema: str | None = None) -> Iterator[Connection]:
+    """A connection whose statements in the block commit together (or not at all). On Postgres the
+    tables are migrated first; a SQLite file gets `sqlite_schema` (a CREATE ... IF NOT EXISTS), as
+    it did before our migrations had the table."""
+    location = _location(where)
+    if location.url is None:
+        conn = database.open_database(location.path, autocommit=False)
+        try:
+            if sqlite_schema:
+                conn.execute(sqlite_schema)
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+        return
+    # psycopg: loaded only for a Postgres database
+    from engine.state import postgres
+
+    pg = postgres.connect(location.url)
+    try:
+        postgres.migrate(pg, now_iso())
+        with pg.transaction():
+            yield pg
+    finally:
+        pg.close()
+
+
 def check(where: Path | Location) -> None:
     """Refuse a state database that cannot be used (a damaged file, a server that refuses us) before
     a server binds its port."""

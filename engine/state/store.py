@@ -111,6 +111,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ) WITHOUT ROWID""",
         "CREATE UNIQUE INDEX messages_run ON messages (run_id, role)",
     ]),
+    (4, [
+        # the server's schedules (engine/serve/schedules.py), as a migration so that servers sharing
+        # a Postgres database never race to create it (a SQLite file may have it already)
+        """CREATE TABLE IF NOT EXISTS serve_schedules (
+            flow TEXT PRIMARY KEY,
+            schedule TEXT NOT NULL,
+            first_seen TEXT NOT NULL,
+            last_fire TEXT,
+            last_run TEXT
+        )""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
