@@ -135,7 +135,7 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
                 conn.execute(write.sql, write.params)
         conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
                      "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
-                     "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = turns + 1, "
+                     "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = threads.turns + 1, "
                      "last_run = excluded.last_run", (thread_id, flow, title, name, now, now, run_id))
         if row is None:
             return Admitted(first=True, checkpoint=None)

@@ -25,3 +25,14 @@ def state_db(root: Path) -> Iterator[Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def stored_bytes(root: Path) -> int:
+    """How much the yard's state database holds: the SQLite file's size, or on Postgres the size of
+    the database's tables (with their indexes and out-of-line values)."""
+    location = locate(state_file(root))
+    if location.url is None:
+        return location.path.stat().st_size
+    with state_db(root) as conn:
+        row = conn.execute("SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")
+        return int(row.fetchone()[0])
