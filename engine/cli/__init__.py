@@ -44,6 +44,7 @@ COMMANDS = {
     "serve": "engine.cli.serve:serve",
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
+    "db": "engine.cli.db:db",
 }
 
 

@@ -7,12 +7,51 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.events import now_iso
 from engine.state import database, store
 from engine.state.database import Connection
 from engine.state.location import Location
+
+COUNTED = ("runs", "threads", "messages", "gates")
+@dataclass(frozen=True)
+class Status:
+    """What `blockyard db status` shows."""
+
+    backend: str
+    location: str  # the file, or the URL with its password masked
+    schema_version: int
+    counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "location": self.location, "schema_version": self.schema_version,
+                "counts": dict(self.counts)}
+
+
+def count_rows(conn: Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def _has_table(conn: Connection, location: Location, table: str) -> bool:
+    if location.url is None:
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    else:
+        sql = "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+    return conn.execute(sql, (table,)).fetchone() is not None
+
+
+def status(conn: Connection | None, location: Location) -> Status:
+    """The backend, schema version and how many runs, threads, messages, gates and memory items
+    the database holds (all 0 for a SQLite file that does not exist yet)."""
+    if conn is None:
+        return Status(location.backend, location.shown, 0, {name: 0 for name in (*COUNTED, "memory")})
+    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()[0])
+    counts = {name: count_rows(conn, name) for name in COUNTED}
+    counts["memory"] = count_rows(conn, "store") if _has_table(conn, location, "store") else 0
+    return Status(location.backend, location.shown, version, counts)
 
 
 def _location(where: Path | Location) -> Location:

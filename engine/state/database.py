@@ -77,6 +77,13 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
+class Native(str):
+    """SQL already written for the Postgres server (`%s` placeholders): a `PgConnection` passes it as
+    it is instead of translating it from SQLite's words (engine/state/postgres.py)."""
+
+    __slots__ = ()
+
+
 class StateLocked(StateError):
     """Another process held the database's lock for longer than the busy timeout.
 

@@ -31,7 +31,8 @@ from engine.events import now_iso
 from engine.redaction import Masker
 from engine.state import postgres
 from engine.state.checkpointer import GroupCommitted
-from engine.state.postgres import Native, PgConnection
+from engine.state.database import Native
+from engine.state.postgres import PgConnection
 from engine.state.writer import SqliteWriter, Write
 
 _THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")

@@ -28,18 +28,12 @@ from psycopg.rows import dict_row
 
 from engine.redaction import mask_url
 from engine.state import store
-from engine.state.database import BackendError, BackendIntegrityError, StateError
+from engine.state.database import BackendError, BackendIntegrityError, Native, StateError
 
 # keys of pg_advisory_lock: who migrates (arbitrary, fixed numbers; "blockyard" in ASCII, + 1)
 MIGRATE_LOCK = 0x626C6F636B79
 SETUP_LOCK = MIGRATE_LOCK + 1
 CONNECT_TIMEOUT = 10  # seconds
-
-
-class Native(str):
-    """SQL already written for Postgres (`%s` placeholders): passed to the server as it is."""
-
-    __slots__ = ()
 
 
 # the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
