@@ -21,12 +21,15 @@ SERVER = "keeps the server's parts (FastAPI, uvicorn, watchfiles) out of the CLI
 CRONITER = "croniter costs ~10 ms: a yard without schedules never loads it (tests/validate/test_validate_imports.py)"
 LANGCHAIN = "a provider's LangChain client loads only when a model of that provider is used"
 EXTRA = "an optional extra (dspy, mcp): imported only when it is used"
+POSTGRES = "psycopg and LangGraph's Postgres parts (the postgres extra) load only for a Postgres state database"
 
 # (module, what it imports inside a function) -> why. Anything else belongs at the top of its module:
 # an import inside a function must not dodge a cycle (the layers of pyproject.toml say who imports whom).
 ALLOWED: dict[tuple[str, str], str] = {
     ("engine", "engine.runtime.yard"): "`from engine import Yard` loads the runtime only when asked for",
     ("engine.cli.flowtests", "engine.runtime.yard"): LANGGRAPH,
+    ("engine.cli.db", "engine.state.checkpointer"): LANGGRAPH,
+    ("engine.cli.db", "engine.state.transfer"): LANGGRAPH,
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.memory", "engine.state.memory"): LANGGRAPH + " (LangGraph's memory store)",
     ("engine.cli.run", "engine.runtime.approvals"): LANGGRAPH,
@@ -49,6 +52,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.schema", "jsonschema.exceptions"): "jsonschema runs only to explain a document pydantic refused",
     ("engine.serve.catalog", "engine.compile"): LANGGRAPH + " (`blockyard schedules` reads the catalog)",
     ("engine.smart", "dspy"): EXTRA,
+    ("engine.state.backends", "engine.state.postgres"): POSTGRES,
+    ("engine.state.checkpointer", "engine.state.pgsaver"): POSTGRES,
+    ("engine.state.checkpointer", "engine.state.postgres"): POSTGRES,
+    ("engine.state.memory", "engine.state.postgres"): POSTGRES,
+    ("engine.state.memory", "langgraph.store.postgres"): POSTGRES,
     ("engine.smart.lm", "dspy.utils.dummies"): EXTRA,
     ("engine.smart.optimize", "dspy.teleprompt"): EXTRA,
     ("engine.tools.builtin.http", "httpx"): "the HTTP client loads on a tool's first request "

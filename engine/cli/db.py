@@ -33,7 +33,7 @@ def status_command(root: Path, as_json: bool) -> int:
 def copy_command(root: Path, to: str, source: Path | None) -> int:
     # LangGraph's checkpointers (both backends) and psycopg: only for this command
     from engine.state.checkpointer import StateDB
-    from engine.state.transfer import copy
+    from engine.state.transfer import copy  # (LangGraph, as above)
 
     url = check_url(to, "--to")
     here = state_location(root)

@@ -65,11 +65,11 @@ def open_existing(where: Path | Location) -> Connection | None:
     if location.url is None:
         return store.open_existing(location.path)
     # psycopg: loaded only for a Postgres database
-    from engine.state import postgres
+    from engine.state.postgres import connect, migrate
 
-    conn = postgres.connect(location.url)
+    conn = connect(location.url)
     try:
-        postgres.migrate(conn, now_iso())
+        migrate(conn, now_iso())
     except BaseException:
         conn.close()
         raise
@@ -109,11 +109,11 @@ def transaction(where: Path | Location, sqlite_schema: str | None = None) -> Ite
             conn.close()
         return
     # psycopg: loaded only for a Postgres database
-    from engine.state import postgres
+    from engine.state.postgres import connect, migrate
 
-    pg = postgres.connect(location.url)
+    pg = connect(location.url)
     try:
-        postgres.migrate(pg, now_iso())
+        migrate(pg, now_iso())
         with pg.transaction():
             yield pg
     finally:

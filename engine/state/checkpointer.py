@@ -9,16 +9,11 @@ then rolls back cleanly. Use `synchronous="FULL"` where that matters too.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import json
 import sqlite3
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -26,8 +21,6 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    CheckpointTuple,
-    DeltaChannelHistory,
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -37,15 +30,12 @@ from engine.events import now_iso
 from engine.redaction import Masker
 from engine.state import store
 from engine.state.database import Connection, explain, guard, open_database
+from engine.state.durable import GroupCommitted
 from engine.state.location import Location
 from engine.state.writer import SqliteWriter, Write
 
 T = TypeVar("T")
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-# While set (see `DurableSaver.held`), checkpoint writes of this task are collected here instead of
-# committed: the caller commits them together with other rows, in one transaction.
-_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
 
 _PUT_CHECKPOINT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
                    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -64,157 +54,6 @@ def prepare(conn: sqlite3.Connection) -> None:
     """Create the checkpointer's tables and migrate ours (idempotent, safe across processes)."""
     SqliteSaver(conn).setup()
     store.migrate(conn, now_iso())
-
-
-class GroupCommitted:
-    """What a checkpointer on the group-commit writer does whatever the backend: writes through
-    `writer` (held back inside `held`), async reads on a private reader thread, and the two
-    shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
-    statements (`_checkpoint_writes`, `_writes_write`, `_delete_thread_writes`, `prune_writes`)
-    and answers the sync reads (`get_tuple`, `list`, `get_delta_channel_history`)."""
-
-    writer: SqliteWriter
-    secrets: Masker
-    lock: threading.Lock  # the backend saver's: reads on the reader connection take it
-
-    def _start_group_commit(self, writer: SqliteWriter, secrets: Masker | None) -> None:
-        # the last line of defence for API keys (engine/redaction.py): whatever state still holds
-        # one is masked in the serialized bytes, lengths kept
-        self.secrets = secrets if secrets is not None else Masker()
-        self.writer = writer
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
-        self._fresh: set[str] = set()  # threads known to have no checkpoint yet
-        self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
-
-    def expect_new(self, thread_id: str) -> None:
-        """Declare that `thread_id` has no checkpoint (a run that was just created): its first
-        read is answered without a query — 500 runs starting at once would otherwise queue
-        500 reads on the reader thread before any of them can take a step."""
-        self._fresh.add(thread_id)
-
-    def close(self) -> None:
-        self._reader.shutdown(wait=True)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def held() -> Iterator[list[Write]]:
-        """Collect the checkpoint writes made inside the block (in this task) instead of committing
-        them: a conversation turn's reply checkpoint is committed in the transaction that ends the
-        run, with its rows in `messages` (engine/runtime/turns.py)."""
-        writes: list[Write] = []
-        token = _HELD.set(writes)
-        try:
-            yield writes
-        finally:
-            _HELD.reset(token)
-
-    async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader, lambda: fn(*args, **kwargs))
-
-    # ---- what a backend builds ----------------------------------------------------------------
-
-    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
-        raise NotImplementedError
-
-    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                      task_path: str) -> Write:
-        raise NotImplementedError
-
-    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
-        raise NotImplementedError
-
-    def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
-        """Statements deleting every checkpoint (and pending write) of a thread but its root
-        checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
-        raise NotImplementedError
-
-    if TYPE_CHECKING:  # the backend's saver (SqliteSaver, PostgresSaver) answers these; declared for mypy
-        def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None: ...
-
-        def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                 before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]: ...
-
-        def get_delta_channel_history(self, *, config: RunnableConfig,
-                                      channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]: ...
-
-    # ---- writes -----------------------------------------------------------------------------
-
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
-        self._fresh.discard(str(config["configurable"]["thread_id"]))
-        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
-        self.writer.write_sync(*writes)
-        return saved
-
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
-        self._fresh.discard(str(config["configurable"]["thread_id"]))
-        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
-        held = _HELD.get()
-        if held is not None:
-            held.extend(writes)
-        else:
-            await self.writer.write(*writes)
-        return saved
-
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
-        self.writer.write_sync(self._writes_write(config, writes, task_id, task_path))
-
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
-        # LangGraph never waits for these (it submits them in the background and waits for the
-        # checkpoint instead), so neither do we: queued now, committed with or before the next
-        # checkpoint, which is awaited — the queue is executed in order.
-        held = _HELD.get()
-        if held is not None:
-            held.append(self._writes_write(config, writes, task_id, task_path))
-        else:
-            self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.writer.write_sync(*self._delete_thread_writes(thread_id))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.writer.write(*self._delete_thread_writes(thread_id))
-
-    # ---- reads ------------------------------------------------------------------------------
-    async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:
-        """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
-        own read of the same checkpoint, once: deserializing a long conversation is the dearest part
-        of a turn's start (checkpoints never change once written, and only this one read reuses it)."""
-        found = await self._read(self.get_tuple, {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
-                                                                   "checkpoint_id": checkpoint_id}})
-        if found is not None:
-            if len(self._handoff) > 64:  # turns that never started (an error in between)
-                self._handoff.clear()
-            self._handoff[(thread_id, checkpoint_id)] = found
-        return found
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        conf = config["configurable"]
-        if conf.get("checkpoint_id") and not conf.get("checkpoint_ns"):
-            handed = self._handoff.pop((str(conf.get("thread_id")), str(conf["checkpoint_id"])), None)
-            if handed is not None:
-                return handed
-        if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
-                and not conf.get("checkpoint_id")):
-            return None
-        return await self._read(self.get_tuple, config)
-
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        found = await self._read(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
-        for item in found:
-            yield item
-
-    async def aget_delta_channel_history(self, *, config: RunnableConfig,
-                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
-        return await self._read(self.get_delta_channel_history, config=config, channels=channels)
-
-
 
 
 class DurableSaver(GroupCommitted, SqliteSaver):
@@ -302,16 +141,17 @@ class StateDB:
 
     def _open_postgres(self, url: str, window: float, secrets: Masker | None) -> None:
         # psycopg and LangGraph's Postgres checkpointer: loaded only for a Postgres database
-        from engine.state import pgsaver, postgres
+        from engine.state.pgsaver import PgDurableSaver, open_writer
+        from engine.state.postgres import connect as connect_postgres  # (psycopg, as above)
 
-        self.writer = SqliteWriter(lambda: pgsaver.open_writer(url), window=window)
+        self.writer = SqliteWriter(lambda: open_writer(url), window=window)
         try:
-            read_conn = postgres.connect(url)
+            read_conn = connect_postgres(url)
         except BaseException:
             self.writer.close()
             raise
         self.read_conn = read_conn
-        self.saver = pgsaver.PgDurableSaver(read_conn, self.writer, secrets=secrets)
+        self.saver = PgDurableSaver(read_conn, self.writer, secrets=secrets)
 
     def _open_writer(self, synchronous: str) -> sqlite3.Connection:
         conn = connect(self.path, synchronous=synchronous)

@@ -84,12 +84,12 @@ def _open(location: Location) -> tuple[BaseStore, Any]:
     # psycopg and LangGraph's Postgres store: loaded only for a Postgres database
     from langgraph.store.postgres import PostgresStore
 
-    from engine.state import postgres
+    from engine.state.postgres import PgConnection, connect_raw, setup_lock  # (psycopg, as above)
 
-    raw = postgres.connect_raw(location.url, dict_rows=True)
+    raw = connect_raw(location.url, dict_rows=True)
     try:
         pg_store = PostgresStore(raw)
-        with postgres.setup_lock(postgres.PgConnection(raw, location.url)):
+        with setup_lock(PgConnection(raw, location.url)):
             pg_store.setup()
     except BaseException:
         raw.close()

@@ -30,8 +30,8 @@ from psycopg.types.json import Jsonb
 from engine.events import now_iso
 from engine.redaction import Masker
 from engine.state import postgres
-from engine.state.checkpointer import GroupCommitted
 from engine.state.database import Native
+from engine.state.durable import GroupCommitted
 from engine.state.postgres import PgConnection
 from engine.state.writer import SqliteWriter, Write
 

@@ -15,6 +15,7 @@ import pytest
 from engine import Yard
 from engine.models import MockScript, StructuredRequest, scripted
 from engine.project import load_project
+from engine.state.location import locate
 from engine.state.memory import history, open_store, preferences
 from tests.support.cli import Cli
 
@@ -113,7 +114,7 @@ def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
 
 
 def stored(root: Path, scope: str, flow: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    with open_store(root / ".blockyard" / "state.db") as store:
+    with open_store(locate(root / ".blockyard" / "state.db")) as store:
         return preferences(store, scope), history(store, scope, flow)
 
 

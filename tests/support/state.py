@@ -3,6 +3,7 @@ Postgres database when the suite runs on Postgres (tests/conftest.py) — one he
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,3 +37,24 @@ def stored_bytes(root: Path) -> int:
     with state_db(root) as conn:
         row = conn.execute("SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")
         return int(row.fetchone()[0])
+
+
+def database_bytes(root: Path) -> bytes:
+    """Everything the yard's state database stores, as bytes to search: the SQLite file (with its WAL),
+    or on Postgres every row of every table, blobs as they are and other values as text."""
+    location = locate(state_file(root))
+    if location.url is None:
+        files = sorted(location.path.parent.glob(location.path.name + "*"))
+        assert files, "no state database"
+        return b"".join(path.read_bytes() for path in files)
+    parts: list[bytes] = []
+    with state_db(root) as conn:
+        tables = [row[0] for row in conn.execute("SELECT relname FROM pg_stat_user_tables ORDER BY relname")]
+        for table in tables:
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                for value in row:
+                    if isinstance(value, bytes | memoryview):
+                        parts.append(bytes(value))
+                    elif value is not None:
+                        parts.append(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+    return b"\n".join(parts)
