@@ -84,12 +84,12 @@ def reading(where: Path | Location) -> Iterator[Connection | None]:
         with store.reading(location.path) as conn:
             yield conn
         return
-    conn = open_existing(location)
+    found = open_existing(location)
     try:
-        yield conn
+        yield found
     finally:
-        if conn is not None:
-            conn.close()
+        if found is not None:
+            found.close()
 
 
 @contextmanager

@@ -12,10 +12,11 @@ import contextvars
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -33,7 +34,7 @@ T = TypeVar("T")
 _HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
 
 
-class GroupCommitted:
+class GroupCommitted(BaseCheckpointSaver[str]):
     """What a checkpointer on the group-commit writer does whatever the backend: writes through
     `writer` (held back inside `held`), async reads on a private reader thread, and the two
     shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
@@ -96,15 +97,6 @@ class GroupCommitted:
         """Statements deleting every checkpoint (and pending write) of a thread but its root
         checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
         raise NotImplementedError
-
-    if TYPE_CHECKING:  # the backend's saver (SqliteSaver, PostgresSaver) answers these; declared for mypy
-        def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None: ...
-
-        def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                 before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]: ...
-
-        def get_delta_channel_history(self, *, config: RunnableConfig,
-                                      channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]: ...
 
     # ---- writes -----------------------------------------------------------------------------
 

@@ -167,9 +167,10 @@ def migrate(conn: PgConnection, now: str) -> None:
 
 def _applied(conn: PgConnection) -> int:
     row = conn.execute(Native("SELECT to_regclass('blockyard_migrations') IS NOT NULL")).fetchone()
-    if not row[0]:
+    if row is None or not row[0]:
         return 0
-    return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()[0])
+    found = conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()
+    return int(found[0]) if found is not None else 0
 
 
 @contextmanager

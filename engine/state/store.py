@@ -261,7 +261,7 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
             "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ?",
             (pid, host, start, run_id, expected.status, expected.owner_pid, expected.owner_host,
              expected.owner_start))
-        return cursor.rowcount == 1
+        return bool(cursor.rowcount == 1)
 
     return apply
 

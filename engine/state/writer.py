@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Call = Callable[[Connection], Any]
 # what BEGIN or COMMIT can raise: the database failed, not one statement (a lost server is a StateError)
-_TRANSACTION_ERRORS = (*DB_ERRORS, StateError)
+_TRANSACTION_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, StateError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,7 @@ class Cluster:
     def execute(self, *statements: str, database: str = "postgres") -> None:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
             for statement in statements:
-                conn.execute(statement)  # type: ignore[arg-type]  # our own literal statements
+                conn.execute(statement)  # our own literal statements
 
     def fresh_database(self, *, empty: bool = False) -> str:
         """A new database, cloned from the template (Blockyard's and LangGraph's tables already
