@@ -117,7 +117,14 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
     A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
 
     def apply(conn: Connection) -> Admitted | None:
-        row = conn.execute("SELECT flow, checkpoint FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        # the thread's row first, written or locked: on Postgres two admits of one thread (from two
+        # processes) wait here for each other, so the second sees the first's run below; on SQLite
+        # the writer's transaction holds the database's write lock already
+        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 0, NULL) ON CONFLICT(id) DO UPDATE SET turns = threads.turns",
+                     (thread_id, flow, title, name, now, now))
+        found = conn.execute("SELECT flow, checkpoint, last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        row = None if found[2] is None else found  # a thread no turn was admitted to yet is new
         if row is not None and row[0] != flow:
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
         for other, status, pid, host, start in conn.execute(
