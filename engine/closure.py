@@ -1,9 +1,11 @@
 """What one flow is made of, and which problems of the yard keep it from running.
 
 A flow is judged by its own closure: its file, the blocks its steps use (map items included),
-the subflows and delegated flows it reaches and the blocks of those, agent blocks' delegates,
-and blockyard.yaml. A broken file outside that closure does not stop it: `run`, `graph`, `test`,
-the Python API and `serve` all judge flows this way, while `validate` reports everything.
+the prompt files those blocks name or include (engine/promptfiles.py), the subflows and delegated
+flows it reaches and the blocks of those, agent blocks' delegates, and blockyard.yaml. A broken
+file outside that closure does not stop it: `run`, `graph`, `test`, the Python API and `serve` all
+judge flows this way, while `validate` reports everything. `serve` watches the prompt files of its
+flows' closures, and an edited prompt reloads only the flows that use it (engine/serve/watcher.py).
 
 blockyard.yaml counts for every flow: a run pins the whole config and builds its tool registry
 and model profiles from it, so a flow cannot run on a config that does not validate (docs/runtime.md).
@@ -19,6 +21,7 @@ from pathlib import Path
 from engine.diagnostics import Diagnostic
 from engine.load import MAX_FILE_BYTES, LoadError, load_file
 from engine.project import CONFIG_FILE, Project
+from engine.promptfiles import referenced
 from engine.spec import StepSpec
 from engine.spec.walk import walk_steps
 from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
@@ -36,6 +39,7 @@ class Closure:
     blocks: set[str] = field(default_factory=set)
     flows: set[str] = field(default_factory=set)
     refs: set[str] = field(default_factory=set)  # block references as written ("greet", "greet@2")
+    prompts: set[str] = field(default_factory=set)  # prompt files its blocks name or include (also in files)
 
 
 def closure(project: Project, name: str) -> Closure:
@@ -75,6 +79,10 @@ def _use_block(project: Project, ref: str, found: Closure) -> list[str]:
         if block is None:
             continue
         found.files.add(block.display)
+        if block.spec.prompt is not None:  # a run pins their text: editing one changes the flow
+            prompts = referenced(project.root, project.bounds(), block.spec.prompt)
+            found.prompts |= prompts
+            found.files |= prompts
         if block.spec.kind != "agent":
             continue
         for delegate in block.spec.delegates:

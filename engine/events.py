@@ -28,6 +28,7 @@ class EventType(StrEnum):
     STEP_FAILED = "step_failed"
     TOKEN = "token"
     TOOL_CALL = "tool_call"
+    FILE_WRITTEN = "file_written"  # a file tool wrote a file of the run's output folder: path, bytes
     APPROVAL_REQUIRED = "approval_required"
     APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/state/gates.py)
     WARNING = "warning"
@@ -42,6 +43,7 @@ STEP_FINISHED = EventType.STEP_FINISHED
 STEP_FAILED = EventType.STEP_FAILED
 TOKEN = EventType.TOKEN
 TOOL_CALL = EventType.TOOL_CALL
+FILE_WRITTEN = EventType.FILE_WRITTEN
 APPROVAL_REQUIRED = EventType.APPROVAL_REQUIRED
 APPROVAL_DECIDED = EventType.APPROVAL_DECIDED
 WARNING = EventType.WARNING
@@ -51,7 +53,7 @@ THREAD_NAME = EventType.THREAD_NAME
 
 EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
-STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, WARNING})
+STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING})
 # The last event of one execution of a run (a resume starts a new execution).
 TERMINAL_TYPES = frozenset({RUN_FINISHED, RUN_FAILED, APPROVAL_REQUIRED})
 # Streamed live but not kept in the trace table: one row per generated token would dwarf the rest.

@@ -15,6 +15,7 @@ from typing import Any
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.project import Project, content_hash, relative
+from engine.promptfiles import PromptFileError, normal, pin, prompt_sources, resolved_prompt
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.spec.walk import walk_steps
 from engine.yardfiles import Refused, TooLarge, read_bytes
@@ -30,6 +31,8 @@ class Bundle:
     config: ConfigSpec
     source: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
     programs: dict[str, Any] = field(repr=False, default_factory=dict)  # compiled DSPy programs by block ref
+    # the text of the prompt files its blocks name or include, pinned: name (relative to the yard) -> text
+    prompts: dict[str, str] = field(repr=False, default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -55,14 +58,51 @@ class Bundle:
 
     @classmethod
     def from_source(cls, source: dict[str, Any]) -> Bundle:
+        prompts = dict(source.get("prompts") or {})
         return cls(
             flow=FlowSpec.model_validate(source["flow"]),
-            blocks={ref: BlockSpec.model_validate(data) for ref, data in source["blocks"].items()},
+            blocks={ref: block_spec(data, prompts) for ref, data in source["blocks"].items()},
             flows={name: cls.from_source(sub) for name, sub in source["flows"].items()},
             config=ConfigSpec.model_validate(source["config"]),
             source=source,
             programs=dict(source.get("programs") or {}),
+            prompts=prompts,
         )
+
+
+def block_spec(data: dict[str, Any], prompts: dict[str, str]) -> BlockSpec:
+    """A pinned block, its `system_file` / `user_file` replaced by the pinned text of those files."""
+    spec = BlockSpec.model_validate(data)
+    prompt = spec.prompt
+    if prompt is None or (prompt.system_file is None and prompt.user_file is None):
+        return spec
+    texts = resolved_prompt(prompt, prompts)
+    return spec.model_copy(update={"prompt": prompt.model_copy(
+        update={**texts, "system_file": None, "user_file": None})})
+
+
+def _pin_prompts(project: Project, name: str, blocks: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The prompt files the blocks name (`system_file`, `user_file`) or include, read now."""
+    pinned: dict[str, str] = {}
+    for ref, data in blocks.items():
+        spec = BlockSpec.model_validate(data)
+        if spec.prompt is None:
+            continue
+        sources: list[str] = []
+        files: list[str] = []
+        for _part, inline, file in prompt_sources(spec.prompt):
+            if inline is not None:
+                sources.append(inline)
+            if file is not None:
+                files.append(file)
+        if not sources and not files:
+            continue
+        try:
+            found = pin(project.root, project.bounds(), sources, files)
+        except PromptFileError as exc:
+            raise UsageError(f"flow '{name}', block '{ref}': {exc}") from None
+        pinned.update({normal(key): text for key, text in found.items()})
+    return pinned
 
 
 def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bundle:
@@ -104,8 +144,11 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
     }
     if programs:  # only then: bundles without compiled programs keep their digest
         source["programs"] = programs
-    return Bundle(definition.spec, {ref: BlockSpec.model_validate(d) for ref, d in blocks.items()},
-                  flows, project.config, source, programs)
+    prompts = _pin_prompts(project, name, blocks)
+    if prompts:  # likewise: the prompt files' text is part of the definition (and its digest)
+        source["prompts"] = prompts
+    return Bundle(definition.spec, {ref: block_spec(d, prompts) for ref, d in blocks.items()},
+                  flows, project.config, source, programs, prompts)
 
 
 def _pin_block(project: Project, ref: str, block: Any, blocks: dict[str, Any], programs: dict[str, Any]) -> None:

@@ -25,7 +25,9 @@ from typing import Any
 MASK = "***"
 MIN_KEY_LENGTH = 8
 # The variables providers read when a profile names no `api_key_env` (engine/models/providers).
-DEFAULT_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+# GEMINI_API_KEY too: Google's own tools read it, and docs/models.md points openai profiles at it for Gemini.
+DEFAULT_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
+                         "GEMINI_API_KEY")
 
 
 class Masker:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, nodes
+from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
 
 from engine.template_checks import binop, check_binop
 from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
@@ -32,8 +35,37 @@ class TemplateLimitError(TemplateError):
     """A template went over one of the limits of blockyard.yaml (`limits:`)."""
 
 
+# The prompt files a block's templates may include: the ones pinned with the run's definition
+# (engine/promptfiles.py), set around each block's execution. Nothing is ever read from the disk here.
+_FILES: ContextVar[Mapping[str, str] | None] = ContextVar("blockyard_prompt_files", default=None)
+
+
+class _PinnedLoader(BaseLoader):
+    """`{% include 'prompts/x.md' %}` from the pinned prompt files of the current run."""
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        files = _FILES.get()
+        name = posixpath.normpath(template)
+        if files is None or name not in files:
+            raise TemplateNotFound(template)
+        source = files[name]
+        # a cached compiled include is reused only while the current run pins the same text
+        return source, name, lambda: (_FILES.get() or {}).get(name) == source
+
+
+@contextmanager
+def prompt_files(files: Mapping[str, str]) -> Iterator[None]:
+    """Let the templates rendered inside include these (pinned) prompt files."""
+    token = _FILES.set(files)
+    try:
+        yield
+    finally:
+        _FILES.reset(token)
+
+
 def _env() -> BoundedEnvironment:
-    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
+                             loader=_PinnedLoader())
     env.filters["tojson"] = _tojson
     env.guard_filters()
     return env
@@ -64,6 +96,8 @@ def _compiled_template(source: str) -> Any:
         return ENV.from_string(source)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}") from None
+    except ValueError as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
+        raise TemplateError(f"template syntax error: {_literal_problem(exc)}") from None
 
 
 @lru_cache(maxsize=4096)
@@ -74,6 +108,8 @@ def _compiled_expression(source: str) -> tuple[Any, bool]:
         compiled = ENV.compile_expression(source, undefined_to_none=False)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit (see parse)
+        raise TemplateError(f"expression syntax error: {_literal_problem(exc)}") from None
     try:
         reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
     except (TemplateError, AttributeError, IndexError):
@@ -153,11 +189,19 @@ def check_syntax(source: str, *, expression: bool = False) -> str | None:
 @lru_cache(maxsize=4096)
 def parse(source: str, *, expression: bool = False) -> nodes.Template:
     text = "{{ " + source + " }}" if expression else source
+    kind = "expression" if expression else "template"
     try:
         return ENV.parse(text)
     except TemplateSyntaxError as exc:
-        kind = "expression" if expression else "template"
         raise TemplateError(f"{kind} syntax error: {exc.message}") from None
+    except ValueError as exc:  # Jinja's lexer turns literals into ints: past 4300 digits Python refuses
+        raise TemplateError(f"{kind} syntax error: {_literal_problem(exc)}") from None
+
+
+def _literal_problem(exc: ValueError) -> str:
+    if "digits" in str(exc):
+        return "an integer literal has too many digits (values are 64-bit integers: docs/flows.md#values)"
+    return str(exc)
 
 
 def references(source: str, *, expression: bool = False) -> list[tuple[str, ...]]:
@@ -255,6 +299,9 @@ def _constant(node: nodes.Node, budget: Budget) -> Any:
 def _failure(exc: Exception, doing: str) -> TemplateError:
     if isinstance(exc, LimitExceeded):
         return TemplateLimitError(str(exc))
+    if isinstance(exc, TemplateNotFound):
+        return TemplateError(f"{doing}: included file '{exc.name}' is not one of the prompt files pinned with the "
+                             "run's definition (only a block's prompt may include files)")
     if isinstance(exc, RecursionError):
         return TemplateLimitError(f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
                                   "without end?)")

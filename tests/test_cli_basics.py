@@ -152,7 +152,8 @@ def test_init_writes_a_yard_that_validates(cli: Run, tmp_path: Path, monkeypatch
     assert (code, err) == (0, "")
     assert out == ("Created a yard in starter:\n  blockyard.yaml\n  blocks/greet.yaml\n  flows/hello.yaml\n"
                    "  schemas/block.schema.json\n  schemas/config.schema.json\n  schemas/flow.schema.json\n"
-                   "  schemas/flowtest.schema.json\n  .gitignore\nNext:\n  blockyard validate --root starter\n"
+                   "  schemas/flowtest.schema.json\n  schemas/reactflow.schema.json\n"
+                   "  schemas/taskplan.schema.json\n  .gitignore\nNext:\n  blockyard validate --root starter\n"
                    "  blockyard run hello --root starter --input name=Ada\n")
     assert (tmp_path / "starter" / ".gitignore").read_text(encoding="utf-8").endswith(".blockyard/\n")
     assert cli("validate", "--root", "starter") == (0, "", "no problems in 3 files\n")

@@ -72,7 +72,7 @@ def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
     assert Path(schemas) == Path(module).parent / "schemas"
 
     yard = tmp_path / "yard"
-    for folder in ("blocks", "flows"):
+    for folder in ("blocks", "flows", "prompts"):
         shutil.copytree(REPO / folder, yard / folder)
     shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")  # the example yard's model profiles
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nstep: []\n", encoding="utf-8")

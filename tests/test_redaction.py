@@ -59,7 +59,8 @@ def test_key_variables_and_values() -> None:
         api_key_env = "MY_KEY"
 
     names = key_variables([Profile()])
-    assert names == ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_KEY"]
+    assert names == ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY",
+                     "MY_KEY"]
     assert key_values(names, {"MY_KEY": f" {KEY} ", "OPENAI_API_KEY": ""}) == [KEY]
 
 

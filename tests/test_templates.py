@@ -8,7 +8,7 @@ import pytest
 
 from engine.spec.config import ConfigSpec
 from engine.template_limits import DEFAULT, TemplateLimits, using_limits
-from engine.templates import TemplateError, TemplateLimitError, evaluate, references, render
+from engine.templates import TemplateError, TemplateLimitError, evaluate, parse, references, render
 
 
 def test_single_expression_keeps_its_type_and_mixed_text_renders() -> None:
@@ -181,3 +181,11 @@ def test_ordinary_templates_are_not_affected() -> None:
     assert render("{% macro twice(x) %}{{ x }}{{ x }}{% endmacro %}{{ twice('ab') }}", {}) == "abab"
     # a lazy result is computed while the evaluation's budget applies
     assert evaluate("items | map('upper')", {"items": ["a", "b"]}) == ["A", "B"]
+
+
+def test_an_integer_literal_beyond_pythons_digit_limit_is_a_syntax_error_not_a_crash() -> None:
+    huge = "1" + "0" * 5000  # Jinja's lexer converts it with int(), which refuses past 4300 digits
+    for call in (lambda: parse(f"1 + {huge}", expression=True), lambda: evaluate(f"1 + {huge}", {}),
+                 lambda: render(f"{{{{ {huge} }}}}", {})):
+        with pytest.raises(TemplateError, match="an integer literal has too many digits"):
+            call()

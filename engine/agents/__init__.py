@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from engine.agents.executor import AgentExecutor
 from engine.agents.plan import (
-    DEFAULT_MAX_ITERATIONS,
     MAX_DEPTH,
     MAX_TOOL_ERRORS,
     AgentFailed,
@@ -22,7 +21,7 @@ from engine.agents.plan import (
     AgentRun,
     Delegate,
 )
-from engine.spec.block import ANSWER_TOOL
+from engine.spec.block import ANSWER_TOOL, DEFAULT_MAX_ITERATIONS
 
 __all__ = [
     "ANSWER_TOOL",

@@ -3,9 +3,9 @@
 Each command family has its module here, holding its click commands next to the code that serves
 them: validate.py, catalog.py (flows, blocks), starter.py (init), flowtests.py (test),
 optimize.py, run.py (run, resume, graph), runs.py (runs, runs show), gates.py, threads.py,
-memory.py, serve.py (serve, watch, schedules). A family's module is imported only when one of its
-commands runs (`COMMANDS`), and LangGraph, the server and croniter only inside the commands that
-need them, so `blockyard validate` starts fast (tests/validate/test_validate_imports.py).
+memory.py, serve.py (serve, watch, schedules), interchange.py (import, export). A family's module is
+imported only when one of its commands runs (`COMMANDS`), and LangGraph, the server and croniter only
+inside the commands that need them, so `blockyard validate` starts fast (tests/validate/test_validate_imports.py).
 
 This module is the one boundary that turns errors into exit codes: BlockyardError -> its
 code with one clear message, Ctrl-C -> 130, anything else -> 4 with the traceback saved to a
@@ -29,6 +29,7 @@ from engine.values import text_problem
 # command -> "module:click command"
 COMMANDS = {
     "validate": "engine.cli.validate:validate",
+    "diff": "engine.cli.diff:diff",
     "flows": "engine.cli.catalog:flows",
     "blocks": "engine.cli.catalog:blocks",
     "init": "engine.cli.starter:init",
@@ -45,6 +46,8 @@ COMMANDS = {
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
     "db": "engine.cli.db:db",
+    "import": "engine.cli.interchange:import_group",
+    "export": "engine.cli.interchange:export_group",
 }
 
 

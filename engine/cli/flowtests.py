@@ -9,9 +9,14 @@ tests:
     replies: {greet: [{greeting: Hello Ada}]}      # like a mock profile's `replies`
     decisions: [{approve: true, values: {}}]        # applied in order while the run waits
     expect: {status: finished, outputs: {loud: HELLO ADA}}
+  - name: remembers the name                        # `turns`: one conversation thread, turn by turn
+    turns:
+      - {inputs: {message: My name is Ada}}
+      - {inputs: {message: What is my name?}, expect: {outputs: {reply: Your name is Ada.}}}
 ```
-Each test runs in a throw-away state database, so tests never touch `.blockyard/`. The file
-format is engine/spec/flowtest.py.
+Each test runs in a throw-away state database, and its file tools write to a throw-away workspace
+(whatever the flow's `output_dir` says), so tests never touch `.blockyard/` or the yard's files. The
+file format is engine/spec/flowtest.py.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -28,13 +33,17 @@ from pydantic import ValidationError
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError, UsageError, ValidationFailed
-from engine.events import RunStatus
+from engine.events import WARNING, RunStatus
 from engine.load import LoadError, load_file
 from engine.models import scripted
 from engine.models.replies import reply_problems
 from engine.project import relative
-from engine.spec.flowtest import FlowTest, SuiteFile
+from engine.spec.flowtest import Decision, Expect, FlowTest, SuiteFile
+from engine.state.written import files_written
 from engine.yardfiles import Bounds, argument_bounds, list_files
+
+if TYPE_CHECKING:
+    from engine.runtime.execution import RunResult
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 
@@ -101,11 +110,24 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
 
 
 def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
-    """The problems of one test ([] when it passes)."""
+    """The problems of one test ([] when it passes). A test with `turns` takes them as the turns
+    of one new conversation thread (named after the test's run id), stopping at the first that fails."""
+    if not test.turns:
+        return _run(yard, flow, test, test.inputs, test.decisions, test.expect, run_id)
+    for number, turn in enumerate(test.turns, start=1):
+        problems = _run(yard, flow, test, turn.inputs, turn.decisions, turn.expect, f"{run_id}-turn-{number}",
+                        thread=run_id)
+        if problems:
+            return [f"turn {number}: {problem}" for problem in problems]
+    return []
+
+
+def _run(yard: Any, flow: str, test: FlowTest, inputs: dict[str, Any], decisions: list[Decision], expect: Expect,
+         run_id: str, thread: str | None = None) -> list[str]:
     with scripted(run_id, test.replies):
         try:
-            result = yard.run(flow, test.inputs, run_id=run_id)
-            for decision in test.decisions:
+            result: RunResult = yard.run(flow, inputs, run_id=run_id, thread=thread)
+            for decision in decisions:
                 if result.status != RunStatus.WAITING:
                     return [f"run is {result.status}, not waiting, when a decision is left to apply"]
                 result = yard.resume(run_id, approve=decision.approve, values=decision.values,
@@ -114,7 +136,6 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
             return [d.format() for d in exc.diagnostics if d.severity == "error"] or [str(exc)]
         except BlockyardError as exc:
             return [f"error: {exc}"]
-    expect = test.expect
     problems = []
     if result.status != expect.status:
         why = f" ({result.error})" if result.error else ""
@@ -127,6 +148,31 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
             problems.append(f"output '{key}' is {outputs[key]!r}, expected {want!r}")
     if expect.error is not None and expect.error not in (result.error or ""):
         problems.append(f"error {result.error!r} does not contain {expect.error!r}")
+    problems.extend(f"output '{key}' is {outputs[key]!r}, expected none" for key in expect.absent if key in outputs)
+    if expect.warnings or expect.files:
+        problems.extend(_trace_problems(yard, run_id, expect))
+    return problems
+
+
+def _trace_problems(yard: Any, run_id: str, expect: Expect) -> list[str]:
+    """What the run's warnings and written files lack of what the test expects."""
+    events = yard.events(run_id)
+    said = [str(e.data.get("message", "")) for e in events if e.type == WARNING]
+    problems = [f"no warning contains {text!r} (warnings: {'; '.join(said) or 'none'})"
+                for text in expect.warnings if not any(text in message for message in said)]
+    written = [entry["path"] for entry in files_written(events)]
+    folder = yard.engine.workspace(run_id)
+    for path, text in expect.files.items():
+        if path not in written:
+            problems.append(f"file '{path}' was not written (written: {', '.join(sorted(written)) or 'none'})")
+            continue
+        try:
+            content = (folder / path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            problems.append(f"file '{path}' cannot be read: {exc.strerror or exc}")
+            continue
+        if text not in content:
+            problems.append(f"file '{path}' does not contain {text!r}")
     return problems
 
 
@@ -141,6 +187,7 @@ def flowtest_command(root: Path, paths: list[Path]) -> int:
     suites = [(relative(path, root), load_tests(path, root)) for path in files]  # bad files fail first
     with tempfile.TemporaryDirectory(prefix="blockyard-test-") as scratch, \
             Yard.load(root, state=Path(scratch) / "state.db") as yard:
+        yard.engine.output_dirs = False  # a test's files go to its scratch workspace, never into the yard
         for number, (shown, suite) in enumerate(suites):
             for index, test in enumerate(suite.tests):
                 problems = run_test(yard, suite.flow, test, f"test-{number}-{index}")

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from engine.events import (
     APPROVAL_DECIDED,
+    FILE_WRITTEN,
     RUN_STARTED,
     STEP_FAILED,
     STEP_FINISHED,
@@ -173,6 +174,8 @@ class PlainLines(Progress):
             if status == "error":
                 return f"  {step}: tool {tool} failed: {event.data.get('error')}"
             return f"  {step}: tool {tool}"
+        if event.type == FILE_WRITTEN:
+            return f"  {step}: wrote {event.data.get('path')} ({event.data.get('bytes')} bytes)"
         return None
 
 

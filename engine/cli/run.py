@@ -20,10 +20,12 @@ import click
 import yaml
 
 from engine.cli import progress
+from engine.cli.interchange import read_argument
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event, RunStatus
+from engine.interchange.taskplan import plan_bundle, read_plan
 from engine.load import LoadError, load_file, parse_value
 from engine.spec import TypeSpec
 from engine.state.gates import GateStatus
@@ -77,7 +79,7 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
 
 
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                thread: str | None, as_json: bool) -> int:
+                thread: str | None, as_json: bool, *, output_dir: str | None = None) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended."""
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
@@ -85,7 +87,24 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread), as_json)
+                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir),
+                      as_json)
+    finally:
+        yard.close()
+
+
+def plan_command(root: Path, plan: Path, inputs: list[str], inputs_file: Path | None, run_id: str | None,
+                 as_json: bool, *, output_dir: str | None = None) -> int:
+    """Run a TaskPlan at once (docs/taskplans.md): validated like a flow, pinned with the run."""
+    from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
+
+    doc = read_plan(read_argument(plan, root), plan.name)
+    yard = Yard.load(root)
+    try:
+        bundle = plan_bundle(doc, yard.project)
+        given = gather_inputs(bundle.flow.inputs, inputs, inputs_file, root)
+        return _drive(progress.choose(as_json=as_json),
+                      lambda: yard.engine.astream(bundle, given, run_id=run_id, output_dir=output_dir), as_json)
     finally:
         yard.close()
 
@@ -263,19 +282,33 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
 # ---- the commands ---------------------------------------------------------------------------------
 
 @click.command(cls=Command)
-@click.argument("flow")
+@click.argument("flow", required=False)
+@click.option("--plan", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Run this TaskPlan (JSON, docs/taskplans.md) instead of a flow of the yard.")
 @click.option("--input", "-i", "inputs", multiple=True, metavar="K=V",
               help="An input; V is read as a YAML value (7 is a number, [1,2] a list).")
 @click.option("--inputs-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A YAML or JSON mapping of inputs.")
 @click.option("--run-id", default=None, help="Id for the run (default: generated).")
 @click.option("--thread", default=None, help="Run inside an existing conversation thread.")
+@click.option("--output", "output_dir", default=None, metavar="DIR",
+              help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
+                   "else .blockyard/workspaces/<run>/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
-def run(flow: str, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
-        thread: str | None, as_json: bool, root: Path | None) -> None:
-    """Run a flow by name."""
-    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json))
+def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
+        thread: str | None, output_dir: str | None, as_json: bool, root: Path | None) -> None:
+    """Run a flow by name (or a TaskPlan with --plan)."""
+    if (flow is None) == (plan is None):
+        raise UsageError("name a flow to run, or give --plan PLAN.json (not both)")
+    if plan is not None:
+        if thread is not None:
+            raise UsageError("--thread runs a flow of the yard; a plan runs on its own")
+        raise SystemExit(plan_command(root_of(root), plan, list(inputs), inputs_file, run_id, as_json,
+                                      output_dir=output_dir))
+    assert flow is not None
+    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json,
+                                 output_dir=output_dir))
 
 
 @click.command(cls=Command)
@@ -296,8 +329,9 @@ def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[
 
 @click.command(cls=Command)
 @click.argument("flow")
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json"]), default="mermaid", show_default=True,
-              help="Mermaid flowchart, Graphviz DOT, or the graph model as JSON (nodes, edges, groups).")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json", "reactflow"]), default="mermaid",
+              show_default=True, help="Mermaid flowchart, Graphviz DOT, the graph model as JSON (nodes, edges, "
+                                      "groups), or a React Flow graph (docs/reactflow.md).")
 @ROOT_OPTION
 def graph(flow: str, fmt: str, root: Path | None) -> None:
     """Print a flow's graph."""

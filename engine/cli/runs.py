@@ -23,7 +23,7 @@ from engine.errors import UsageError
 from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
 from engine.pinned import make_bundle
 from engine.project import load_project
-from engine.state import backends, store
+from engine.state import backends, store, written
 from engine.state import gates as gate_rows
 from engine.state.database import Connection
 from engine.state.store import STATUSES, RunRecord, effective_status
@@ -65,6 +65,7 @@ def _detail(run: RunRecord, status: RunStatus, gates: list[Event] | None = None)
     return ""
 
 
+WORKSPACES = "workspaces"  # next to the state database
 DETAIL_WIDTH = 80  # `runs show` has the whole message
 
 
@@ -185,21 +186,23 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         status = effective_status(run)
         gates = store.waiting_gates(conn, run_id) if status == RunStatus.WAITING else []
         decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
+        folder = written.output_dir_of(conn, run_id)
     steps = step_summary(events, status)
     definition = definition_status(root, run)
+    wrote = {"folder": folder, "files": written.files_written(events)}
     if as_json:
         body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status}, "steps": steps,
                 "waiting": [gate.as_dict() for gate in gates], "decisions": [gate.as_dict() for gate in decided],
-                "definition": definition,
+                "definition": definition, "written": wrote,
                 "events": [event.as_dict() for event in events]}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    sys.stdout.write(_show_text(run, status, steps, definition, gates, decided))
+    sys.stdout.write(_show_text(run, status, steps, definition, gates, decided, wrote))
     return 0
 
 
 def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], definition: dict[str, Any],
-               gates: list[Event], decided: list[gate_rows.Gate]) -> str:
+               gates: list[Event], decided: list[gate_rows.Gate], wrote: dict[str, Any] | None = None) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
     files = definition.get("files")
     if files == "differ":
@@ -239,6 +242,13 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
             for failure in tool_errors:
                 item = f"[{failure['index']}]" if failure.get("index") is not None else ""
                 lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
+    if wrote and wrote["files"]:
+        where = f"{wrote['folder']}/" if wrote["folder"] else f"the run's workspace ({WORKSPACES}/{run.id}/)"
+        lines.append(f"files     written to {where}")
+        width = max(len(entry["path"]) for entry in wrote["files"])
+        for entry in wrote["files"]:
+            again = f", written {entry['writes']} times" if entry["writes"] > 1 else ""
+            lines.append(f"  {entry['path'].ljust(width)}  {entry['bytes']} bytes by {entry['step']}{again}")
     for row in decided:  # rows of the gates table, not approval_required events like `gates`
         decision = row.decision or {}
         who = f" by {row.actor}" if row.actor else ""

@@ -83,7 +83,7 @@ def _step_delegate(builder: GraphBuilder, region: Region | None, step: StepSpec,
         executor = agent_executor(builder, region, target, block, builder.label(target.id))
         assert region is not None
         return _as_delegate(BlockStep(builder.flow, target.id, builder.label(target.id), block, target.with_,
-                                      region.frames, {}, executor=executor),
+                                      region.frames, {}, executor=executor, files=builder.bundle.prompts),
                             name, "step", target.description or block.description, set(target.with_))
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)
@@ -96,7 +96,8 @@ def _block_delegate(builder: GraphBuilder, owner: BlockSpec, name: str, label: s
     if block is not None and block.kind == "agent":
         inner = f"{label}.{name}"
         executor = agent_executor(builder, None, None, block, inner)
-        return _as_delegate(BlockStep(builder.flow, inner, inner, block, {}, (), {}, executor=executor), name, "agent",
+        return _as_delegate(BlockStep(builder.flow, inner, inner, block, {}, (), {}, executor=executor,
+                                      files=builder.bundle.prompts), name, "agent",
                             block.description, set(), isolated=True)
     if name in builder.bundle.flows:
         return _flow_delegate(builder, name, label)

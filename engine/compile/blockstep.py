@@ -17,19 +17,22 @@ from engine.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed
-from engine.nodes.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
+from engine.nodes.events import FILE_WRITTEN, STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
 from engine.nodes.policies import Policies, policies
 from engine.nodes.scope import Binder, Frame, OutputCheck
 from engine.spec import BlockSpec
+from engine.templates import prompt_files
+from engine.tools.builtin.files import writes
 
 
 class BlockStep:
     """Everything needed to run one block at one step, prepared at compile time."""
 
     def __init__(self, flow: str, step: str, label: str, block: BlockSpec, bindings: Mapping[str, Any],
-                 frames: tuple[Frame, ...], renames: Mapping[str, str], executor: executors.Executor | None = None
-                 ) -> None:
-        """`executor` replaces the kind's own (agent and smart blocks, which the compiler wires)."""
+                 frames: tuple[Frame, ...], renames: Mapping[str, Any], executor: executors.Executor | None = None,
+                 files: Mapping[str, str] | None = None) -> None:
+        """`executor` replaces the kind's own (agent and smart blocks, which the compiler wires);
+        `files` are the prompt files pinned with the flow, which its prompts may include."""
         where = f"flow '{flow}', step '{step}'"
         self.flow = flow
         self.step = step
@@ -39,13 +42,7 @@ class BlockStep:
         self.check_outputs = OutputCheck(block.outputs)
         self.executor = executor if executor is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
-        self.renames = dict(renames)
-
-    def to_context(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Outputs under their context names (after `outputs:` renames)."""
-        if not self.renames:
-            return dict(outputs)
-        return {self.renames.get(key, key): value for key, value in outputs.items()}
+        self.files: Mapping[str, str] = files or {}
 
     async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None,
                   transcript: list[Any] | None = None) -> dict[str, Any]:
@@ -87,6 +84,14 @@ class BlockStep:
         return outputs
 
     async def _execute(self, call: BlockCall) -> Any:
+        def written(path: str, size: int) -> None:
+            emit(call.writer, FILE_WRITTEN, call.label, {"path": path, "bytes": size, "block": self.block.block},
+                 call.index)
+
+        with prompt_files(self.files), writes(written):
+            return await self._limited(call)
+
+    async def _limited(self, call: BlockCall) -> Any:
         timeout = self.policies.timeout
         if timeout is None:
             return await self.executor(call)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,10 +12,12 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from engine.compile.draw import draw
+from engine.compile.reduce import empty
 from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
 from engine.nodes.context import RunContext
 from engine.pinned import Bundle
+from engine.spec.walk import accumulated
 from engine.typecheck import coerce_inputs
 
 # A node no edge leads to: conversation threads record a turn's reply "as" this node
@@ -35,25 +38,36 @@ class CompiledFlow:
     bundle: Bundle
     recursion_limit: int
     name: str = field(init=False)
+    accumulated: dict[str, str] = field(init=False)  # context keys steps accumulate -> append | merge
 
     def __post_init__(self) -> None:
         self.name = self.bundle.name
+        self.accumulated = accumulated(self.bundle.flow.steps)
 
     def initial_state(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """The state a run starts from; InputError for unknown, missing or mistyped inputs."""
+        """The state a run starts from; InputError for unknown, missing or mistyped inputs. Keys that
+        steps accumulate (`reduce:`) start out empty."""
         values = coerce_inputs(self.bundle.flow.inputs, inputs, where=f"flow '{self.name}'")
-        return {"inputs": values, "context": {}, "messages": [], "results": [], "loops": {}}
+        return {"inputs": values, "context": empty(self.accumulated), "messages": [], "results": [], "loops": {}}
 
     def outputs(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The flow's `outputs` keys from the final context; RunError naming a missing one."""
+        """The flow's `outputs` keys from the final context; RunError naming a missing required one.
+        An optional output the run did not write is left out, or takes its `default`."""
         context = state.get("context") or {}
-        missing = [key for key in self.bundle.flow.outputs if key not in context]
+        flow = self.bundle.flow
+        missing = [key for key in flow.outputs if key not in context and flow.output(key).required]
         if missing:
             hints = "".join(did_you_mean(key, context) for key in missing[:1])
             raise RunError(f"flow '{self.name}' finished without output{'s' if len(missing) > 1 else ''} "
                            f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
                            f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})")
-        return {key: context[key] for key in self.bundle.flow.outputs}
+        result: dict[str, Any] = {}
+        for key in flow.outputs:
+            if key in context:
+                result[key] = context[key]
+            elif flow.output(key).has_default:
+                result[key] = copy.deepcopy(flow.output(key).default)
+        return result
 
     async def run_nested(self, inputs: dict[str, Any], context: RunContext) -> dict[str, Any]:
         """Run as part of a running flow (a `flow:` step, or a flow an agent delegates to), inside the

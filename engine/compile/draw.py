@@ -4,7 +4,8 @@ Shapes: block steps are boxes, decide and router steps diamonds, subflows subrou
 parallelograms, approval gates, loop checks and foreach iterators hexagons; loop/foreach/map
 bodies are clusters. Dashed edges are exits taken without running the step (`on_max_visits`,
 an approval's `on_reject` and `on_timeout`) and delegation; a step behind `require_approval`
-says so. The JSON form is the model itself (docs/serve.md shows it).
+says so, and a step that accumulates outputs (`reduce:`) says which keys, and how. The JSON form
+is the model itself (docs/serve.md shows it); the React Flow form is engine/compile/reactflow.py.
 """
 
 from __future__ import annotations
@@ -13,16 +14,19 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from engine.compile.flowgraph import FlowGraph, GraphNode, Group, flow_graph
+from engine.compile.flowgraph import FlowGraph, GraphEdge, GraphNode, Group, flow_graph
+from engine.compile.reactflow import reactflow_json
 from engine.pinned import Bundle
 
-FORMATS = ("mermaid", "dot", "json")
+FORMATS = ("mermaid", "dot", "json", "reactflow")
 _MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",
                   "direction", "default", "call", "href"}
 
 
 def draw(bundle: Bundle, fmt: str) -> str:
-    """The flow's graph in one of FORMATS."""
+    """The flow's graph in one of FORMATS (`reactflow`: engine/compile/reactflow.py)."""
+    if fmt == "reactflow":
+        return reactflow_json(bundle)
     graph = flow_graph(bundle)
     if fmt == "json":
         return json.dumps(as_json(graph), ensure_ascii=False, indent=2) + "\n"
@@ -63,28 +67,37 @@ def mermaid(graph: FlowGraph) -> str:
     """A Mermaid flowchart."""
     lines = [f"flowchart {graph.direction}"]
     _mermaid_members(_Index(graph), graph.members, lines, "    ")
-    for edge in graph.edges:
-        arrow = "-.->" if edge.dashed else "-->"
-        label = f'|"{_mermaid_text(edge.label)}"|' if edge.label else ""
-        lines.append(f"    {_mid(edge.source)} {arrow}{label} {_mid(edge.target)}")
+    lines.extend(f"    {mermaid_edge(edge)}" for edge in graph.edges)
     return "\n".join(lines) + "\n"
+
+
+def mermaid_node(node: GraphNode) -> str:
+    """One node of a Mermaid flowchart: its id, shape and text."""
+    left, right = _MERMAID_SHAPES[node.shape]
+    text = "<br/>".join(_mermaid_text(line) for line in node.lines)
+    return f"{mermaid_id(node.id)}{left}{text}{right}"
+
+
+def mermaid_edge(edge: GraphEdge) -> str:
+    """One edge of a Mermaid flowchart: dashed for exits and delegation, with its label."""
+    arrow = "-.->" if edge.dashed else "-->"
+    label = f'|"{_mermaid_text(edge.label)}"|' if edge.label else ""
+    return f"{mermaid_id(edge.source)} {arrow}{label} {mermaid_id(edge.target)}"
 
 
 def _mermaid_members(graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str) -> None:
     for what, member in members:
         if what == "node":
-            node = graph.nodes[member]
-            left, right = _MERMAID_SHAPES[node.shape]
-            text = "<br/>".join(_mermaid_text(line) for line in node.lines)
-            lines.append(f"{indent}{_mid(node.id)}{left}{text}{right}")
+            lines.append(f"{indent}{mermaid_node(graph.nodes[member])}")
         else:
             group = graph.groups[member]
-            lines.append(f'{indent}subgraph {_mid(group.key)}__cluster["{_mermaid_text(group.label)}"]')
+            lines.append(f'{indent}subgraph {mermaid_id(group.key)}__cluster["{_mermaid_text(group.label)}"]')
             _mermaid_members(graph, group.members, lines, indent + "    ")
             lines.append(f"{indent}end")
 
 
-def _mid(node_id: str) -> str:
+def mermaid_id(node_id: str) -> str:
+    """A node id Mermaid does not read as a keyword (`end` -> `end_`)."""
     return f"{node_id}_" if node_id.lower() in _MERMAID_WORDS else node_id
 
 

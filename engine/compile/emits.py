@@ -48,7 +48,8 @@ class Emits:
 
     def add(self, label: str, step: StepSpec, frames: tuple[Frame, ...]) -> None:
         if step.emits:
-            renames = dict(step.outputs) if step.action in ("uses", "flow") else None
+            renames = {name: step.output_key(name) for name in step.outputs} if step.action in ("uses", "flow") \
+                else None
             self.plans[label] = EmitPlan(step.id, tuple(step.emits), frames, renames)
 
     def runtime(self, state: Mapping[str, Any], runtime: Runtime[Any]) -> Runtime[Any]:

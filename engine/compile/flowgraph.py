@@ -254,9 +254,12 @@ class _Builder:
             data["after_approval"] = True
         if step.router is not None:
             return GraphNode(step.id, "router", [step.id, "router" + bound], "diamond", step=step.id, data=data)
+        accumulates = _accumulates(step)
+        if accumulates:
+            data["accumulates"] = accumulates
         if step.flow is not None:
-            return GraphNode(step.id, "subflow", [step.id, f"flow {step.flow}{bound}"], "subroutine", step=step.id,
-                             data={"flow": step.flow, **data})
+            return GraphNode(step.id, "subflow", [step.id, f"flow {step.flow}{bound}", *_accumulates_line(step)],
+                             "subroutine", step=step.id, data={"flow": step.flow, **data})
         if step.approval is not None:
             return GraphNode(step.id, "gate", [step.id, f"approval{bound}"], "hexagon", step=step.id, data=data)
         block = self.blocks.get(step.uses or "")
@@ -268,8 +271,25 @@ class _Builder:
             if tools:
                 lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
                 data["tools"] = list(dict.fromkeys(tools))
+        lines.extend(_accumulates_line(step))
         node_kind = "decide" if kind == "decide" and step.branches is not None else "step"
         return GraphNode(step.id, node_kind, lines, "diamond" if kind == "decide" else "box", step=step.id, data=data)
+
+
+def _accumulates(step: StepSpec) -> dict[str, str]:
+    """The context keys a step accumulates (`reduce:`) and how: {key: append | merge}."""
+    found: dict[str, str] = {}
+    for name in step.outputs:
+        mode = step.output_reduce(name)
+        if mode is not None:
+            found[step.output_key(name)] = mode
+    return found
+
+
+def _accumulates_line(step: StepSpec) -> list[str]:
+    """The line naming the context keys a step accumulates, if any."""
+    found = _accumulates(step)
+    return ["accumulates " + ", ".join(f"{key} ({mode})" for key, mode in found.items())] if found else []
 
 
 def _bound(step: StepSpec) -> str:

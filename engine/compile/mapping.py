@@ -32,6 +32,7 @@ from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.foreach import last_outputs, step_items
 from engine.compile.limits import region_bound
 from engine.compile.position import stamped
+from engine.compile.reduce import LOG, log_key, replay
 from engine.compile.state import State, record
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
@@ -42,6 +43,7 @@ from engine.spec import MapSpec, StepSpec
 COUNT = "{}.n"
 RESULT = "{}.r{}"
 SINCE = "{}.t"
+DELTA = "{}.d{}"  # what item i accumulated (`reduce:` outputs of its body), replayed at the join
 
 # One semaphore per map execution, found by the token its items carry; it lives as long as one
 # of its items holds it.
@@ -58,6 +60,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     count_key, since_key = COUNT.format(step.id), SINCE.format(step.id)
     index_key = MAP_INDEX.format(step.id)
     run_item, retry = _item_function(builder, step, spec, inner)
+    outer_log = log_key(frames)
     needs_results = _mentions_steps(spec)
 
     async def fan_out(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
@@ -92,11 +95,14 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         if count is not None:  # the item's events say "item 3 of 10" (a body's own steps: their region)
             runtime = stamped(runtime, frozenset({label}), {"items": count})
         if spec.max_concurrency is None:
-            outputs = await run_item(payload, runtime, position)
+            outputs, log = await run_item(payload, runtime, position)
         else:
             async with _Slot(payload["slot"], spec.max_concurrency):
-                outputs = await run_item(payload, runtime, position)
-        return {"loops": {RESULT.format(step.id, position): outputs}}
+                outputs, log = await run_item(payload, runtime, position)
+        loops: dict[str, Any] = {RESULT.format(step.id, position): outputs}
+        if log:
+            loops[DELTA.format(step.id, position)] = log
+        return {"loops": loops}
 
     async def join(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
         loops = state.get("loops") or {}
@@ -105,11 +111,20 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         outputs = {spec.collect: results} if spec.collect else {}
         finished(runtime.stream_writer, label, outputs, duration_ms=since(loops.get(since_key)),
                  index=item_index(state, frames), block=spec.uses, items=count)
-        clear: dict[str, None] = {RESULT.format(step.id, i): None for i in range(count)}
+        clear: dict[str, Any] = {RESULT.format(step.id, i): None for i in range(count)}
+        clear.update({DELTA.format(step.id, i): None for i in range(count)})
         clear.update({count_key: None, since_key: None})
         update: dict[str, Any] = {"loops": clear, "results": [record(step.id, spec.uses, outputs)]}
+        # what the items accumulated, in item order: into the shared context, and into the log of
+        # the map around this one, if any
+        entries = [entry for i in range(count) for entry in loops.get(DELTA.format(step.id, i)) or ()]
+        context = replay(state.get("context") or {}, entries) if entries else {}
+        if entries and outer_log is not None:
+            clear[outer_log] = [*(loops.get(outer_log) or []), *entries]
         if spec.collect:
-            update["context"] = {spec.collect: results}
+            context[spec.collect] = results
+        if context:
+            update["context"] = context
         return update
 
     builder.follower(step.id, fan_out)
@@ -119,7 +134,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     return Built([step.id], tail=join_node)
 
 
-RunItem = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[Any]]
+# (payload, runtime, position) -> (the item's outputs, what it accumulated: [[key, mode, value], ...])
+RunItem = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[tuple[Any, list[Any]]]]
 
 
 def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
@@ -132,10 +148,12 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
         block = builder.block(spec.uses, step.id)
         label = builder.label(step.id)
         wired = executor_for(builder, None, None, block, spec.uses, label)
-        block_step = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, executor=wired)
+        block_step = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, executor=wired,
+                               files=builder.bundle.prompts)
 
-        async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
-            return await block_step.run(make_scope(payload, frames), runtime, position)
+        async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int
+                            ) -> tuple[Any, list[Any]]:
+            return await block_step.run(make_scope(payload, frames), runtime, position), []
 
         return run_block, block_step.policies.retry
 
@@ -150,7 +168,10 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
     body_ids = {child.id for child in spec.steps}
     label = builder.label(step.id)
 
-    async def run_body(payload: dict[str, Any], runtime: Runtime[RunContext], position: int) -> Any:
+    log = LOG.format(step.id)
+
+    async def run_body(payload: dict[str, Any], runtime: Runtime[RunContext], position: int
+                       ) -> tuple[Any, list[Any]]:
         state = {key: payload[key] for key in ("inputs", "context", "results", "loops")}
         state["messages"] = []
         started = time.monotonic()
@@ -161,7 +182,7 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
         except Exception as exc:
             raise failed(runtime.stream_writer, builder.flow, label, f"{type(exc).__name__}: {exc}",
                          started=started, index=position, cause=exc) from exc
-        return last_outputs(final.get("results") or [], body_ids)
+        return last_outputs(final.get("results") or [], body_ids), list((final.get("loops") or {}).get(log) or [])
 
     return run_body, None
 

@@ -18,10 +18,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from engine.compile.builder import Built, GraphBuilder, Region
+from engine.compile.reduce import Landing
 from engine.compile.state import State, record
 from engine.errors import BlockyardError
 from engine.nodes.context import RunContext
-from engine.nodes.errors import StepFailed, internal
+from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
@@ -40,7 +41,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     declared = bundle.flow.inputs
     frames = region.frames
     item_names = {frame.name for frame in frames}
-    renames = dict(step.outputs)
+    landing = Landing(step, frames)
 
     def given(scope: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -76,9 +77,13 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         except Exception as exc:
             raise failed(writer, builder.flow, label, f"subflow '{name}': {sub.explain(exc)}", started=started,
                          index=index, cause=exc) from exc
+        try:
+            update = landing.update(outputs, state)
+        except Problem as exc:
+            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
         finished(writer, label, outputs, duration_ms=elapsed_ms(started), index=index, flow=name)
-        context = {renames.get(key, key): value for key, value in outputs.items()}
-        return {"context": context, "results": [record(step.id, None, outputs, flow=name)]}
+        update["results"] = [record(step.id, None, outputs, flow=name)]
+        return update
 
     builder.add_node(step.id, node, subgraph=True)
     return Built([step.id], tail=step.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -10,9 +11,12 @@ from langgraph.types import Command
 from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, Follower, GraphBuilder, Region
+from engine.compile.reduce import Landing
 from engine.compile.state import State, applied, combined, record
 from engine.executors.model import decision_output
 from engine.nodes.context import RunContext
+from engine.nodes.errors import Problem
+from engine.nodes.events import failed
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
 from engine.spec.flow import enum_text
@@ -23,10 +27,12 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     block = builder.block(step.uses, step.id)
     label = builder.label(step.id)
     wired = executor_for(builder, region, step, block, step.uses, label)
-    block_step = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, executor=wired)
+    block_step = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, executor=wired,
+                           files=builder.bundle.prompts)
     frames = region.frames
     name = step.id
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
+    landing = Landing(step, frames)
 
     async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
         # ... except in a conversation thread's turn: there `messages` is the conversation itself, which
@@ -34,8 +40,14 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         # stay in the turn's trace (appending them, or the history the agent was given, to the append
         # reducer is how a thread ends up holding every message twice)
         said: list[Any] | None = [] if talks and runtime.context.thread_id is None else None
-        outputs = await block_step.run(make_scope(state, frames), runtime, item_index(state, frames), said)
-        update = {"context": block_step.to_context(outputs), "results": [record(name, block.block, outputs)]}
+        index = item_index(state, frames)
+        outputs = await block_step.run(make_scope(state, frames), runtime, index, said)
+        try:
+            update = landing.update(outputs, state)
+        except Problem as exc:
+            raise failed(runtime.stream_writer, builder.flow, label, str(exc), started=time.monotonic(), index=index,
+                         block=block.block) from None
+        update["results"] = [record(name, block.block, outputs)]
         if said:
             update["messages"] = said
         return outputs, update

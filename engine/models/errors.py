@@ -61,7 +61,7 @@ def failure_kind(exc: BaseException) -> str | None:
     """The transient kind of `exc`, or None when it is not a known transient failure."""
     if isinstance(exc, ModelError):
         return exc.kind
-    status = _status(exc)
+    status = status_of(exc)
     if status is not None:
         return status_kind(status)
     if _is_timeout(exc):
@@ -103,13 +103,20 @@ def _sdk(*names: str) -> tuple[type[BaseException], ...]:
     return found
 
 
-def _status(exc: BaseException) -> int | None:
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of a provider's error reply, or None when the failure is not one."""
     if isinstance(exc, _sdk("APIStatusError")):
         return int(getattr(exc, "status_code", 0)) or None
     for module in _HTTPX:
         if isinstance(exc, _classes(module, "HTTPStatusError")):
             return int(exc.response.status_code)  # type: ignore[attr-defined]
+    # Gemini (google-genai): APIError carries the status as `code`; langchain-google-genai raises
+    # its own classes for 4xx replies, chained to the SDK's error.
+    for error in (exc, exc.__cause__):
+        if isinstance(error, _classes("google.genai.errors", "APIError")):
+            return int(getattr(error, "code", 0) or 0) or None
     return None
+
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -124,7 +131,7 @@ def _is_timeout(exc: BaseException) -> bool:
 def _is_connection(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionError):
         return True
-    errors = _sdk("APIConnectionError")
+    errors = _sdk("APIConnectionError") + _classes("aiohttp", "ClientConnectionError")  # google-genai's transport
     for module in _HTTPX:
         errors += _classes(module, "TransportError")
     return isinstance(exc, errors)
@@ -134,7 +141,7 @@ def _permanent(exc: BaseException) -> bool:
     """Failures a retry cannot fix: our own errors (config, validation, tools) and bad data."""
     if isinstance(exc, BlockyardError):
         return True
-    if _status(exc) is not None:
+    if status_of(exc) is not None:
         return True  # a 4xx: the 5xx and 429 ones were classified as transient before
     permanent = _classes("jsonschema", "ValidationError") + _classes("pydantic", "ValidationError")
     return isinstance(exc, permanent)

@@ -27,11 +27,13 @@ from typing import Any
 from langgraph.types import Command
 
 from engine.compile import CompiledFlow, compile_flow
+from engine.compile.reduce import empty
 from engine.decisions import DecisionRefused
 from engine.errors import UsageError
 from engine.events import Event, RunStatus, now_iso
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
+from engine.outputdir import normalized, resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import Project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
@@ -42,7 +44,7 @@ from engine.runtime.execution import Execution, Naming, RunResult, collect, exec
 from engine.runtime.memory import render_scope
 from engine.spec import ModelProfile
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
-from engine.state import gates, liveness, store, threads
+from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
 from engine.state.ids import check_run_id, new_run_id
@@ -75,6 +77,9 @@ class Engine:
         self._registries: dict[str, ToolRegistry] = {}
         self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
         self._saved: set[str] = set()  # digests this process has stored in `definitions`
+        # False (flow tests): runs write their files to their own workspace beside the state database,
+        # whatever the flow's `output_dir` says, so tests never write into the yard
+        self.output_dirs = True
 
     @classmethod
     def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -159,29 +164,47 @@ class Engine:
         text = await self.db.aread(lambda conn: store.load_definition(conn, digest))
         return self.pinned(Bundle.from_json(text), digest, text) if text is not None else None
 
-    def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None) -> tuple[RunContext, str | None]:
+    def workspace(self, run_id: str) -> Path:
+        """The folder of run `run_id`'s files when it names no output folder."""
+        return self.state_path.parent / "workspaces" / run_id
+
+    def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None,
+                output_dir: str | None = None) -> tuple[RunContext, str | None]:
         """The run context of one execution (models, tools, workspace, secrets), and the note that the
-        default model profile is the mock, when the flow uses it."""
+        default model profile is the mock, when the flow uses it. `output_dir`: the yard folder the
+        file tools write to (checked when the run started), else the run's own workspace."""
         config_key = store.dumps(bundle.source.get("config") or {})
         with self._lock:
             registry = self._registries.get(config_key)
             if registry is None:
                 registry = self._registries[config_key] = build_registry(bundle.config, self.root)
-        workspace = self.state_path.parent / "workspaces" / run_id
+        if output_dir is None:
+            workspace = self.workspace(run_id)
+            tools = registry.with_workspace(workspace)
+        else:  # a folder of the yard, which the file tools keep inside the yard
+            workspace = self.root / output_dir
+            tools = registry.with_workspace(workspace, confine=self.root)
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
         self.mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
-        context = RunContext(run_id=run_id, models=models, tools=registry.with_workspace(workspace),
+        context = RunContext(run_id=run_id, models=models, tools=tools,
                              workspace=workspace, thread_id=thread_id, secrets=self.secrets,
                              limits=TemplateLimits.of(bundle.config))
+        if output_dir is not None:
+            context.extra["output_dir"] = output_dir
         return context, models.default_note if _uses_default_model(bundle) else None
 
     # ---- starting and going on --------------------------------------------------------------
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                    thread: str | None = None) -> Execution:
+                    thread: str | None = None, output_dir: str | None = None) -> Execution:
         """Record a new run of `bundle` (a turn of conversation `thread`) and prepare its execution;
-        UsageError (nothing recorded) for bad inputs, a taken run id or a busy thread."""
+        UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread or an output
+        folder outside the yard. `output_dir` (the run's choice) wins over the flow's `output_dir`."""
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
+        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
+        if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
+            resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
+            chosen_dir = normalized(chosen_dir)
         render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
         compiled = self.compiled(bundle)
         digest, text = self.pin(bundle)
@@ -218,14 +241,16 @@ class Engine:
             raise StateError("could not allocate a unique run id")
         if thread_id is None or admitted is None:
             self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-            return await self.execution(bundle, compiled, record, compiled.initial_state(values))
+            return await self.execution(bundle, compiled, record, compiled.initial_state(values),
+                                        output_dir=chosen_dir)
         fresh = admitted.checkpoint is None  # nothing finished yet: whatever a failed turn left is not the talk
         start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
         stored = [] if fresh else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
         talk = turns.conversation(stored, record.id, history_window(bundle), bundle.config.threads.history_chars)
-        start = turns.turn_state(values, record.id, talk.drop, fresh=fresh and not admitted.first)
+        start = turns.turn_state(values, record.id, talk.drop, fresh=fresh and not admitted.first,
+                                 context=empty(compiled.accumulated))
         return await self.execution(bundle, compiled, record, start, conversation=talk.said, checkpoint=start_at,
-                                    first=admitted.first, turns_before=admitted.turns_before)
+                                    first=admitted.first, turns_before=admitted.turns_before, output_dir=chosen_dir)
 
     async def resume(self, run_id: str, wanted: Ask | None = None) -> Execution:
         """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
@@ -243,7 +268,8 @@ class Engine:
         start: Any = Command(resume=go_on.resume) if go_on.resume else None
         if wanted is None and not pending and state.created_at is None:  # died before its first checkpoint:
             # start over from its inputs
-            start = turns.turn_state(record.inputs, run_id) if record.thread_id else \
+            start = turns.turn_state(record.inputs, run_id, context=empty(compiled.accumulated)) \
+                if record.thread_id else \
                 compiled.initial_state(record.inputs)
         last = await db.aread(lambda conn: store.last_seq(conn, run_id))
         return await self.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
@@ -254,10 +280,15 @@ class Engine:
                         last_seq: int = 0, resumed: bool = False, values: dict[str, Any] | None = None,
                         preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
                         conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
-                        first: bool = False, turns_before: int | None = None) -> Execution:
+                        first: bool = False, turns_before: int | None = None,
+                        output_dir: str | None = None) -> Execution:
         """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
-        and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from."""
-        context, note = self.context(bundle, record.id, record.thread_id)
+        and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from;
+        a resumed run writes its files where it started writing them (recorded in its first
+        run_started event)."""
+        if resumed:
+            output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id))
+        context, note = self.context(bundle, record.id, record.thread_id, output_dir)
         if record.thread_id is not None:
             budget = bundle.config.threads.history_chars
             if conversation is None:
@@ -272,6 +303,8 @@ class Engine:
         memory = await self.memory.open(scope, bundle.name, record.id) if scope is not None else None
         context.memory = memory
         data: dict[str, Any] = {"resumed": True} if resumed else {}
+        if output_dir is not None:
+            data["output_dir"] = output_dir
         if note:
             data["note"] = note
         if record.thread_id:
@@ -294,9 +327,9 @@ class Engine:
                       store=lambda name: naming.set_name(thread_id, name))
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncGenerator[Event, None]:
+                      thread: str | None = None, output_dir: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
-        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread)
+        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
@@ -309,9 +342,9 @@ class Engine:
                 yield event
 
     async def arun(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None) -> RunResult:
+                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
         """Run the pinned `bundle` to its end (finished, failed or waiting for approval)."""
-        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread))
+        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
 
     async def aresume(self, run_id: str, wanted: Ask | None = None) -> RunResult:
         """`astream_resume` to the end of the execution."""

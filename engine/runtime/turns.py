@@ -13,7 +13,7 @@ pruned — all in the transaction that records the run's end (the execution comm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +25,16 @@ from engine.state import messages, threads
 from engine.state.writer import Write
 
 
-def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = (), *, fresh: bool = False
-               ) -> dict[str, Any]:
+def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = (), *, fresh: bool = False,
+               context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The first state of a turn: only what is new (the stored messages stay where they are), and
     the removal of the messages in `drop` (turns too old to be sent to any model any more). A
-    `fresh` turn (no turn of the thread has finished) starts the conversation over."""
+    `fresh` turn (no turn of the thread has finished) starts the conversation over. `context` is
+    what the turn's context starts with (the empty keys its steps accumulate, `reduce:`)."""
     said = HumanMessage(threads.turn_text(inputs), id=f"{run_id}.in")
     gone: list[Any] = [RemoveMessage(id=message_id) for message_id in drop]
-    return {"inputs": inputs, "context": Overwrite({}), "results": Overwrite([]), "loops": Overwrite({}),
+    return {"inputs": inputs, "context": Overwrite(dict(context or {})), "results": Overwrite([]),
+            "loops": Overwrite({}),
             "messages": Overwrite([said]) if fresh else [*gone, said]}
 
 

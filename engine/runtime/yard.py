@@ -26,8 +26,8 @@ from typing import Any
 from engine.closure import flow_problems
 from engine.compile import CompiledFlow
 from engine.diagnostics import Diagnostic
-from engine.errors import ValidationFailed
-from engine.events import Event
+from engine.errors import UsageError, ValidationFailed
+from engine.events import Event, now_iso
 from engine.pinned import Bundle, make_bundle
 from engine.project import CONFIG_FILE, Project, load_project
 from engine.runtime import approvals
@@ -167,10 +167,12 @@ class Yard:
     # ---- runs -------------------------------------------------------------------------------
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None) -> AsyncGenerator[Event, None]:
+                      thread: str | None = None, output_dir: str | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
-        one terminal."""
-        async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread)) as events:
+        one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
+        `output_dir`, or the run's workspace)."""
+        async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread,
+                                                output_dir=output_dir)) as events:
             async for event in events:
                 yield event
 
@@ -187,9 +189,9 @@ class Yard:
                 yield event
 
     async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None) -> RunResult:
+                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
         """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread)
+        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir)
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                       reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
@@ -197,9 +199,9 @@ class Yard:
         return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor))
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            thread: str | None = None) -> RunResult:
+            thread: str | None = None, output_dir: str | None = None) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread))
+        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
 
     def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
@@ -246,6 +248,27 @@ class Yard:
 
     def thread(self, thread_id: str) -> Thread | None:
         return self.db.read(lambda conn: threads.get_thread(conn, thread_id))
+
+    def create_thread(self, thread_id: str, flow: str | None = None) -> Thread:
+        """A conversation thread with no turns yet (as `POST /threads`), for flow `flow` or, without
+        one, for the flow of its first turn; UsageError for an id that is taken or a flow the yard
+        does not have."""
+        threads.check_thread_id(thread_id)
+        if flow is not None:
+            self.bundle(flow)  # UsageError naming the flows there are
+        made = self.db.writer.call_sync(threads.create(thread_id, flow, now_iso()))
+        if made is None:
+            raise UsageError(f"thread '{thread_id}' already exists")
+        return made
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread with its messages and checkpoints, freeing its id (as `DELETE /threads/{id}`);
+        False when there is no such thread, UsageError while a turn of it runs or waits for approval.
+        Its runs keep their traces and can no longer be resumed."""
+        outcome = self.db.writer.call_sync(threads.delete(thread_id, self.db.saver.delete_thread_writes(thread_id)))
+        if isinstance(outcome, threads.Busy):
+            raise UsageError(f"thread '{thread_id}' cannot be deleted: its run {outcome.run_id} is {outcome.status}")
+        return outcome
 
     def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,
                 newest: bool = False) -> list[messages.Message]:

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from engine.errors import BlockyardError
 from engine.serve import problems
 from engine.serve.middleware import AccessLogMiddleware, AuthMiddleware, BodyLimitMiddleware, HostMiddleware
-from engine.serve.routes import flows, meta, runs
+from engine.serve.routes import flows, meta, plans, runs, threads
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
 from engine.version import __version__
@@ -27,12 +27,14 @@ def create_app(settings: Settings | Server) -> FastAPI:
     """The app for one yard; pass a Server to keep a handle on its parts (tests, benchmarks)."""
     server = settings if isinstance(settings, Server) else Server(settings)
     app = FastAPI(title="Blockyard", version=__version__, lifespan=server.lifespan, docs_url="/docs",
-                  redoc_url=None, description="Run flows, follow their events, decide approvals. "
+                  redoc_url=None, description="Run flows, follow their events, decide approvals, hold conversations. "
                                               "See docs/serve.md.")
     app.state.server = server
     app.include_router(meta.router)
     app.include_router(flows.router)
     app.include_router(runs.router)
+    app.include_router(threads.router)
+    app.include_router(plans.router)
     app.mount("/static", StaticFiles(directory=WEB), name="static")
     app.add_exception_handler(problems.ApiError, problems.api_error)
     app.add_exception_handler(RequestValidationError, problems.validation_error)

@@ -33,6 +33,34 @@ class RunRequest(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name.")
     run_id: str | None = Field(None, description="Id for the run (default: generated).")
+    output_dir: str | None = Field(None, description="Folder of the yard the run's file tools write to, e.g. output "
+                                                     "(default: the flow's output_dir, else the run's workspace).")
+
+
+class ThreadRequest(BaseModel):
+    """POST /threads: a conversation thread ahead of its first turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, description="Id for the thread (default: generated).")
+    flow: str | None = Field(None, description="The flow its turns run (default: named by the first turn).")
+
+
+class TurnRequest(BaseModel):
+    """POST /threads/{id}/runs: the next turn of a conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name (the turn's "
+                                                                     "message is its `message` input).")
+    flow: str | None = Field(None, description="The flow to run: needed only while the thread has none.")
+    run_id: str | None = Field(None, description="Id for the turn's run (default: generated).")
+
+
+class PlanRunRequest(RunRequest):
+    """POST /plans/runs: a TaskPlan (docs/taskplans.md), run at once."""
+
+    plan: dict[str, Any] = Field(..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}.")
 
 
 class ResumeRequest(BaseModel):

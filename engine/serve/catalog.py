@@ -10,20 +10,23 @@ the new one, never a mix.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from engine.closure import broken_block_names, errors_by_file, problems_of
+from engine.closure import broken_block_names, closure, errors_by_file, problems_of
 from engine.diagnostics import Diagnostic
 from engine.errors import BlockyardError
 from engine.pinned import Bundle, make_bundle
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
+from engine.promptfiles import PromptFileError, read_prompt
 from engine.spec.config import ServerSpec
 from engine.validate.codes import SERVE
 from engine.validate.semantic import check_project
+from engine.yardfiles import Bounds
 
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
 # among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
@@ -76,6 +79,9 @@ class Catalog:
     max_concurrent_runs: int = 32
     # blockyard.yaml's `server` section: the request limits and allowed hosts read on every request
     server: ServerSpec = field(default_factory=ServerSpec)
+    # the prompt files the flows are made of (engine/closure.py), with a hash of each as read before the
+    # flows pinned them: the watcher watches them, and an edit made meanwhile is noticed
+    prompts: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -88,10 +94,26 @@ class Catalog:
 def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler | None = compile_check) -> Catalog:
     """Read the yard and build the next catalog (blocking: run it in a worker thread)."""
     project = load_project(root)
+    prompts = prompt_hashes(project.root, {name for flow in project.flows for name in closure(project, flow).prompts})
     diagnostics = list(project.diagnostics)
     if not _config_broken(diagnostics):
         diagnostics.extend(check_project(project))
-    return build_catalog(project, diagnostics, previous or Catalog(), compiler)
+    return replace(build_catalog(project, diagnostics, previous or Catalog(), compiler), prompts=prompts)
+
+
+def prompt_hashes(root: Path, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(name, hash of its content) of prompt files of the yard, read as a run reads them
+    (engine/promptfiles.py); a file that cannot be read has the reason instead."""
+    bounds = Bounds.of(root)
+    found = []
+    for name in sorted(names):
+        try:
+            text = read_prompt(root, bounds, name)
+        except PromptFileError as exc:
+            found.append((name, f"unreadable: {exc}"))
+        else:
+            found.append((name, hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()))
+    return tuple(found)
 
 
 def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog,

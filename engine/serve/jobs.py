@@ -35,6 +35,7 @@ class Job:
     version: int
     kind: str  # start | resume
     inputs: dict[str, Any]
+    thread: str | None = None  # a turn of this conversation thread
     created: str = field(default_factory=now_iso)
     state: str = RunStatus.QUEUED  # then RunStatus.RUNNING, then "done"
     result: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
@@ -44,7 +45,7 @@ class Job:
         """A run row for a job the runs table does not show yet."""
         return {"id": self.run_id, "flow": self.flow, "version": self.version, "status": self.state,
                 "inputs": self.inputs, "outputs": None, "error": None, "error_step": None, "created": self.created,
-                "started": None, "finished": None, "duration": 0.0}
+                "started": None, "finished": None, "duration": 0.0, "thread_id": self.thread}
 
 
 def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:

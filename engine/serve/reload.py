@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from engine.diagnostics import Diagnostic
-from engine.serve.catalog import Catalog, load_catalog
+from engine.serve.catalog import Catalog, load_catalog, prompt_hashes
 from engine.serve.logs import fields, get_logger
 from engine.serve.watcher import YardWatcher, fingerprint
 
@@ -58,14 +58,14 @@ class Reloader:
     async def watch(self, stop: asyncio.Event, watcher: YardWatcher | None = None) -> None:
         """Reload on every batch of changes until `stop` is set."""
         watcher = watcher or YardWatcher(self.root)
-        batches = watcher.batches(stop)
+        batches = watcher.batches(stop, self.prompt_files)
         upcoming = asyncio.ensure_future(anext(batches))
         try:
             ready = asyncio.ensure_future(watcher.ready.wait())
             await asyncio.wait({ready, upcoming}, return_when=asyncio.FIRST_COMPLETED)
             ready.cancel()
             # an edit between the last load and the watch start would otherwise wait for the next one
-            if not upcoming.done() and await asyncio.to_thread(fingerprint, self.root) != self._seen:
+            if not upcoming.done() and await asyncio.to_thread(self._changed_since_load):
                 await self.reload()
             while True:
                 try:
@@ -77,6 +77,15 @@ class Reloader:
         finally:
             upcoming.cancel()
             await batches.aclose()
+
+    def prompt_files(self) -> list[str]:
+        """The prompt files the served flows are made of: watched besides the definitions."""
+        return [name for name, _hash in self.catalog.prompts]
+
+    def _changed_since_load(self) -> bool:
+        catalog = self.catalog
+        return fingerprint(self.root) != self._seen or \
+            prompt_hashes(self.root, [name for name, _hash in catalog.prompts]) != catalog.prompts
 
     def _swap(self, new: Catalog, changed: str | None, ms: float) -> None:
         old, self.catalog = self.catalog, new

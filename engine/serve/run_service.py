@@ -16,11 +16,13 @@ from typing import Any
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
 from engine.events import EventDict, RunStatus, now_iso
+from engine.outputdir import resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
-from engine.state import store
+from engine.state import messages, store, threads
+from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
 from engine.typecheck import coerce_inputs
@@ -55,9 +57,16 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str) -> AsyncGenerator[EventDict, None]:
-        """Run `bundle` and yield its events as dicts; the last one ends the execution."""
-        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id)) as events:
+    def check_output_dir(self, output_dir: str) -> None:
+        """UsageError unless `output_dir` names a folder of the yard (engine/outputdir.py)."""
+        resolve_output_dir(self.engine.root, output_dir, "output_dir")
+
+    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, thread: str | None = None,
+                    output_dir: str | None = None) -> AsyncGenerator[EventDict, None]:
+        """Run `bundle` (a turn of conversation `thread`) and yield its events as dicts; the last one
+        ends the execution."""
+        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, thread=thread,
+                                                output_dir=output_dir)) as events:
             async for event in events:
                 yield event.as_dict()
 
@@ -103,6 +112,53 @@ class RunService:
             cached = self._graphs[bundle.digest] = {**as_json(graph), "mermaid": mermaid(graph)}
         return cached
 
+    # ---- conversation threads (engine/state/threads.py, engine/state/messages.py) --------------
+
+    @staticmethod
+    def check_thread_id(thread_id: str) -> str:
+        return threads.check_thread_id(thread_id)
+
+    async def list_threads(self, *, flow: str | None, limit: int) -> list[dict[str, Any]]:
+        """Threads, most recently active first, each with the status of its latest turn."""
+        def read(conn: Connection) -> list[dict[str, Any]]:
+            return [_thread_dict(conn, thread) for thread in threads.list_threads(conn, flow=flow, limit=limit)]
+        return await self.engine.db.aread(read)
+
+    async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
+        def read(conn: Connection) -> dict[str, Any] | None:
+            thread = threads.get_thread(conn, thread_id)
+            return _thread_dict(conn, thread) if thread is not None else None
+        return await self.engine.db.aread(read)
+
+    async def thread_ids(self) -> list[str]:
+        """The ids of the most recently active threads (for did-you-mean hints)."""
+        return await self.engine.db.aread(threads.thread_ids)
+
+    async def create_thread(self, thread_id: str, flow: str | None) -> dict[str, Any] | None:
+        """A new thread with no turns yet; None when the id is taken."""
+        made = await self.engine.db.writer.call(threads.create(thread_id, flow, now_iso()))
+        return await self.get_thread(made.id) if made is not None else None
+
+    async def delete_thread(self, thread_id: str) -> bool | threads.Busy:
+        """Delete a thread with its messages and checkpoints (threads.delete)."""
+        return await self.engine.db.writer.call(
+            threads.delete(thread_id, self.engine.db.saver.delete_thread_writes(thread_id)))
+
+    async def history(self, thread_id: str, *, after: int | None, before: int | None, newest: bool,
+                      limit: int) -> tuple[list[messages.Message], int]:
+        """A page of a thread's messages, oldest first, and how many it holds in all."""
+        def read(conn: Connection) -> tuple[list[messages.Message], int]:
+            if before is not None or newest:
+                page = messages.history(conn, thread_id, after=before, limit=limit, newest=True)
+            else:
+                page = messages.history(conn, thread_id, after=after, limit=limit)
+            return page, messages.count(conn, thread_id)
+        return await self.engine.db.aread(read)
+
+    async def turn_messages(self, run_id: str) -> list[messages.Message]:
+        """The two messages a finished turn added (its message and its reply); none otherwise."""
+        return await self.engine.db.aread(lambda conn: messages.of_run(conn, run_id))
+
     # ---- recovery ---------------------------------------------------------------------------
 
     async def recover(self) -> list[str]:
@@ -125,3 +181,9 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
         data.pop(private, None)
     return data
 
+
+def _thread_dict(conn: Connection, thread: threads.Thread) -> dict[str, Any]:
+    last = store.get_run(conn, thread.last_run) if thread.last_run else None
+    data = thread.as_dict()
+    data["last_status"] = effective_status(last) if last is not None else None
+    return data

@@ -130,19 +130,25 @@ class Server:
             raise ApiError(503, "shutting_down", "the server is shutting down")
         return self.service, self.queue
 
-    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None) -> Job:
-        """Accept a new run of `entry` (validated inputs, unique id), queued behind the limit."""
+    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
+                        thread: str | None = None, output_dir: str | None = None) -> Job:
+        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard),
+        queued behind the limit; with `thread`, a turn of that conversation (the runtime admits it
+        once no other turn goes on)."""
         service, queue = self._ready()
+        if output_dir is not None:
+            service.check_output_dir(output_dir)
         if run_id is not None:
             service.check_run_id(run_id)
             if run_id in queue.jobs or await service.get_run(run_id) is not None:
                 raise conflict("run_exists", f"run id '{run_id}' is already taken")
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
-        job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values)
+        job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values, thread=thread)
         try:
             return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
-                                                                                      job.run_id)))
+                                                                                      job.run_id, thread,
+                                                                                      output_dir)))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 
@@ -186,6 +192,10 @@ class Server:
         except ShuttingDown as exc:
             await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
+
+    def thread_jobs(self, thread_id: str) -> list[Job]:
+        """The turns of a thread this server holds (queued or running)."""
+        return [job for job in self.queue.jobs.values() if job.thread == thread_id] if self.queue else []
 
     async def known_run(self, run_id: str) -> None:
         """404 unless the run is stored or held by this server (checked before judging a body)."""

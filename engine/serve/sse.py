@@ -7,7 +7,7 @@ Heartbeats are SSE comments (sse-starlette's ping); shutdown closes the streams.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -44,16 +44,27 @@ def message(event: Mapping[str, Any]) -> ServerSentEvent:
                            event=event["type"], id=str(event["seq"]))
 
 
+def named(event: str, data: Mapping[str, Any]) -> ServerSentEvent:
+    """A message of the stream itself, not a run event (`thread_id`, `complete`, `error`): no `id`."""
+    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str), event=event)
+
+
 def stream(events: AsyncIterator[Mapping[str, Any]], *, ping: float,
-           epilogue: Callable[[], Awaitable[dict[str, Any] | None]] | None = None) -> EventSourceResponse:
-    """Stream `events`; `epilogue` may add one last `error` message (e.g. a rejected run)."""
+           epilogue: Callable[[], Awaitable[dict[str, Any] | ServerSentEvent | None]] | None = None,
+           prologue: Sequence[ServerSentEvent] = ()) -> EventSourceResponse:
+    """Stream `events` after the `prologue` messages; `epilogue` may add one last message: a dict
+    is an `error` (e.g. a rejected run), a ServerSentEvent goes as it is (a thread turn's `complete`)."""
 
     async def messages() -> AsyncIterator[ServerSentEvent]:
+        for first in prologue:
+            yield first
         async for event in events:
             yield message(event)
         if epilogue is not None:
-            problem = await epilogue()
-            if problem is not None:
-                yield ServerSentEvent(data=json.dumps(problem), event="error")
+            last = await epilogue()
+            if isinstance(last, ServerSentEvent):
+                yield last
+            elif last is not None:
+                yield named("error", last)
 
     return EventSourceResponse(messages(), ping=ping, headers=HEADERS)

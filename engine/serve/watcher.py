@@ -1,10 +1,12 @@
-"""Notice edits to a yard's definitions: flows/, blocks/ (recursively) and blockyard.yaml.
+"""Notice edits to a yard's definitions: flows/, blocks/ (recursively), blockyard.yaml, and the prompt
+files the flows use (engine/closure.py; the reloader says which, engine/serve/reload.py).
 
 watchfiles (Rust `notify`, inotify on Linux) is tuned for a save-to-serve time well under
 300 ms: it returns a batch once no new change has arrived for `STEP_MS`, at most `DEBOUNCE_MS`
 after the first one (its defaults, 50 ms and 1600 ms, are meant for restarting processes).
 The state database and .git are never watched: only the definition folders, plus the folders
-holding them (non-recursively) so that blockyard.yaml and newly created folders are seen.
+holding them (non-recursively) so that blockyard.yaml and newly created folders are seen, and
+the folders holding the prompt files (non-recursively, only those files).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Iterable
 from pathlib import Path
 
 import watchfiles
@@ -71,18 +73,22 @@ class YardWatcher:
         self.debounce_ms = debounce_ms
         self.ready = asyncio.Event()  # set once changes are being recorded
 
-    async def batches(self, stop: asyncio.Event) -> AsyncGenerator[set[Path], None]:
+    async def batches(self, stop: asyncio.Event,
+                      prompts: Callable[[], Iterable[str]] = tuple) -> AsyncGenerator[set[Path], None]:
+        """`prompts`: the prompt files to watch besides the definitions (names relative to the yard),
+        asked again after every batch, once the batch has been reloaded."""
         moved: set[Path] = set()
         while not stop.is_set():
             folders = definition_folders(self.root)
             deep = [f for f in folders if _watched(f)]
-            anchors = sorted({self.root, *(f.parent for f in folders if f.parent.is_dir())})
-            layout = (folders, deep)
+            extra = prompt_paths(self.root, prompts())
+            layout = (folders, deep, extra, self._anchors(folders, extra))
+            anchors = layout[3]
             queue: asyncio.Queue[set[Path]] = asyncio.Queue()
             restart = asyncio.Event()
-            pumps = [asyncio.create_task(self._pump(anchors, False, queue, restart, stop, folders))]
+            pumps = [asyncio.create_task(self._pump(anchors, False, queue, restart, stop, folders, extra))]
             if deep:
-                pumps.append(asyncio.create_task(self._pump(deep, True, queue, restart, stop, folders)))
+                pumps.append(asyncio.create_task(self._pump(deep, True, queue, restart, stop, folders, extra)))
             # watchfiles sets its watches up in the first step of each pump, before it awaits
             await asyncio.sleep(0)
             self.ready.set()
@@ -99,9 +105,13 @@ class YardWatcher:
                         getter.cancel()
                         break
                     yield getter.result()
-                    # A folder came or went, or blockyard.yaml moved the folders: watch the new layout.
+                    # A folder came or went, blockyard.yaml moved the folders, or the flows use other
+                    # prompt files now: watch the new layout.
                     new_folders = definition_folders(self.root)
-                    if (new_folders, [f for f in new_folders if _watched(f)]) != layout:
+                    new_extra = prompt_paths(self.root, prompts())
+                    new_layout = (new_folders, [f for f in new_folders if _watched(f)], new_extra,
+                                  self._anchors(new_folders, new_extra))
+                    if new_layout != layout:
                         moved = set(new_folders)
                         break
             finally:
@@ -110,13 +120,23 @@ class YardWatcher:
                     pump.cancel()
                 await asyncio.gather(*pumps, return_exceptions=True)
 
+    def _anchors(self, folders: list[Path], extra: list[Path]) -> list[Path]:
+        """The folders watched non-recursively: the root, the definition folders' parents, and the
+        nearest existing folder of each prompt file."""
+        return sorted({self.root, *(f.parent for f in folders if f.parent.is_dir()),
+                       *(_existing_folder(self.root, path) for path in extra)})
+
     async def _pump(self, paths: list[Path], recursive: bool, queue: asyncio.Queue[set[Path]],
-                    restart: asyncio.Event, stop: asyncio.Event, folders: list[Path]) -> None:
+                    restart: asyncio.Event, stop: asyncio.Event, folders: list[Path], extra: list[Path]) -> None:
         def relevant(_change: watchfiles.Change, name: str) -> bool:
             path = Path(name)
+            if path in extra:
+                return True
             if recursive:  # folders too: a file written right after its folder is seen by the reload
                 return path.suffix in YAML_SUFFIXES or not path.suffix or path.is_dir()
-            return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders
+            # a folder on the way to a prompt file that does not exist yet: watch it once it does
+            return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders or \
+                any(path in prompt.parents for prompt in extra)
 
         async for changes in watchfiles.awatch(*paths, watch_filter=relevant, recursive=recursive,
                                                step=self.step_ms, debounce=self.debounce_ms,
@@ -124,6 +144,26 @@ class YardWatcher:
             await queue.put({Path(name) for _, name in changes})
             if stop.is_set():
                 return
+
+
+def prompt_paths(root: Path, names: Iterable[str]) -> list[Path]:
+    """The prompt files `names` (relative to the yard) as absolute paths, those whose folder stays
+    inside the yard: a folder that leads out through a link is not watched (the run refuses the file)."""
+    bounds = Bounds.of(root)
+    found = set()
+    for name in names:
+        path = root / name
+        if bounds.contains(_existing_folder(root, path).resolve()):
+            found.add(Path(os.path.abspath(path)))
+    return sorted(found)
+
+
+def _existing_folder(root: Path, path: Path) -> Path:
+    """The nearest folder of `path` that exists (the yard's root at worst)."""
+    folder = path.parent
+    while folder != root and not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder
 
 
 def fingerprint(root: Path) -> tuple[tuple[str, str], ...]:

@@ -4,8 +4,9 @@
   each call with the next scripted reply for the step (`flow.step`, step id, block id — as for
   llm blocks) or else with outputs derived from the inputs, like the mock model. It follows a
   compiled program's demos: an input seen in a demo gets that demo's answer.
-- `openai`, `azure`, `anthropic`: `dspy.LM` (LiteLLM) with the profile's model, endpoint,
-  sampling settings and timeout, the key read from the environment for each call, no cache.
+- `openai`, `azure`, `anthropic`, `google` (LiteLLM's `gemini/`): `dspy.LM` (LiteLLM) with the
+  profile's model, endpoint, sampling settings and timeout, the key read from the environment for
+  each call, no cache.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from engine.smart.program import REASONING
 from engine.spec import BlockSpec, ModelProfile, parse_duration
 from engine.typecheck import outputs_schema
 
-_PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic"}
-_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "gemini"}
+_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+            "google": "GOOGLE_API_KEY"}
+GEMINI_API_VERSION = "v1beta"  # the version google-genai (the google provider) talks to
 
 
 def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mapping[str, Any],
@@ -107,7 +110,7 @@ def _scripted(reply: Any, request: StructuredRequest, model: str) -> dict[str, A
 
 
 def provider_lm(profile: ModelProfile, name: str, env: Mapping[str, str]) -> tuple[Any, str]:
-    """dspy.LM for an openai, azure or anthropic profile, and the key it holds."""
+    """dspy.LM for an openai, azure, anthropic or google profile, and the key it holds."""
     dspy: Any = import_dspy()
     provider = profile.provider
     what = f"model profile '{name}' ({provider}, model '{profile.name}')"
@@ -118,6 +121,8 @@ def provider_lm(profile: ModelProfile, name: str, env: Mapping[str, str]) -> tup
     key = env.get(key_env, "").strip() or ("not-needed" if local else read_key(env, key_env, what=what))
     settings: dict[str, Any] = {"api_key": key, "cache": False, "num_retries": profile.max_retries or 0}
     base = profile.base_url or (env.get("AZURE_OPENAI_ENDPOINT") if provider == "azure" else None)
+    if provider == "google" and base:
+        base = base.rstrip("/") + "/" + GEMINI_API_VERSION  # the profile names the API root; LiteLLM wants the version
     optional = {"api_base": base, "temperature": profile.temperature, "max_tokens": profile.max_tokens,
                 "timeout": parse_duration(profile.timeout) if profile.timeout else None,
                 "extra_headers": profile.headers, "api_version": profile.api_version if provider == "azure" else None}

@@ -14,6 +14,7 @@ BLOCK_KINDS: tuple[str, ...] = BlockKind.__args__  # type: ignore[attr-defined]
 MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
 DEFAULT_HISTORY = 20  # turns of a conversation an llm, decide or smart block is sent unless it says otherwise
 MAX_DELEGATION_DEPTH = 8  # agents within agents (delegated flows count as a level): validate refuses deeper (BY440)
+DEFAULT_MAX_ITERATIONS = 10  # an agent block's turns when it says nothing (`max_iterations`)
 ANSWER_TOOL = "final_answer"  # the function an agent answers with: no tool or delegate may take its name (BY442)
 
 
@@ -22,6 +23,10 @@ class PromptSpec(Spec):
 
     system: str | None = Field(None, description="System message template.")
     user: str | None = Field(None, description="User message template.")
+    system_file: str | None = Field(None, description="A file of the yard holding the system message template, "
+                                                      "e.g. prompts/manager.md (instead of `system`).")
+    user_file: str | None = Field(None, description="A file of the yard holding the user message template "
+                                                    "(instead of `user`).")
 
 
 class MemorySpec(Spec):

@@ -61,11 +61,13 @@ class TypeSpec(Spec):
 class ModelProfile(Spec):
     """How to reach a model: a provider plus its settings. Keys come only from the environment."""
 
-    provider: Literal["openai", "azure", "anthropic", "mock"] = Field(
-        ..., description="openai (any OpenAI-compatible endpoint), azure, anthropic, or mock (offline).")
+    provider: Literal["openai", "azure", "anthropic", "google", "mock"] = Field(
+        ..., description="openai (any OpenAI-compatible endpoint), azure, anthropic, google (Gemini), "
+                         "or mock (offline).")
     name: str | None = Field(None, description="Model name sent to the provider, e.g. gpt-4o-mini.")
     base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server "
-                                                   "(Ollama, vLLM, LM Studio, a gateway).")
+                                                   "(Ollama, vLLM, LM Studio, a gateway); the resource "
+                                                   "endpoint for azure; the API root for anthropic and google.")
     api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
                                     description="Name of the environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")

@@ -100,6 +100,39 @@ class ThreadsSpec(Spec):
         "named by the first five words of its first message."))
 
 
+Provider = Literal["openai", "azure", "anthropic", "google", "mock"]
+
+
+class ModelPolicy(Spec):
+    """Which models the yard's blocks may run on."""
+
+    providers: list[Provider] | None = Field(
+        None, description="Providers a model profile (in `models:` or inline in a block) may name; unset: any.")
+    names: list[str] | None = Field(
+        None, description="Model names a profile may ask for: exact names or shell-style patterns such as "
+                          "`gpt-4o*`; unset: any.")
+
+
+class PolicySpec(Spec):
+    """Rules of the yard that `blockyard validate` enforces on every flow and block (docs/review.md)."""
+
+    models: ModelPolicy = Field(default_factory=ModelPolicy, description="Allowed providers and model names.")
+    max_agent_iterations: int | None = Field(
+        None, ge=1, description="Most turns an agent block may take (`max_iterations`; an agent without it "
+                                "takes the default, 10).")
+    max_loop_iterations: int | None = Field(
+        None, ge=1, description="Most iterations a loop may run (`loop.max_iterations`) and most visits a step "
+                                "may allow (`max_visits`).")
+    approval_before_tools: list[Name] = Field(
+        default_factory=list, description="Tools (e.g. write_file, http_request) that a step may only run behind "
+                                          "an approval gate: `require_approval:` on the step, or an `approval:` "
+                                          "step right before it.")
+    gate_timeout: bool = Field(False, description="Every approval gate must have a `timeout:`.")
+    http_hosts: list[str] | None = Field(
+        None, description="The hosts http_request may ever reach: `http.allowed_hosts` and literal URLs bound to "
+                          "http_request tool blocks must stay within them; unset: any.")
+
+
 class ConfigSpec(Spec):
     """The optional project file blockyard.yaml."""
 
@@ -113,6 +146,7 @@ class ConfigSpec(Spec):
     server: ServerSpec = Field(default_factory=ServerSpec, description="Server defaults.")
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")
+    policy: PolicySpec = Field(default_factory=PolicySpec, description="Rules validate enforces (docs/review.md).")
     database: DatabaseUrl | None = Field(None, description=(
         "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
         "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "

@@ -13,12 +13,15 @@ from engine.spec.block import BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec
 from engine.spec.flowtest import SuiteFile
+from engine.spec.interchange import ReactFlowGraph, TaskPlan
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "block.schema.json": BlockSpec,
     "flow.schema.json": FlowSpec,
     "config.schema.json": ConfigSpec,
     "flowtest.schema.json": SuiteFile,
+    "taskplan.schema.json": TaskPlan,
+    "reactflow.schema.json": ReactFlowGraph,
 }
 BASE_ID = "https://blockyard.dev/schemas/"
 

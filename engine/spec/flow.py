@@ -119,6 +119,38 @@ class EmitSpec(Spec):
                                              "finishes, with its outputs in scope.")
 
 
+Reduce = Literal["append", "merge"]
+
+
+class StepOutput(Spec):
+    """Where one block (or subflow) output goes, and how it combines with what the key holds."""
+
+    to: Name | None = Field(None, description="The context key (default: the output's own name).")
+    reduce: Reduce | None = Field(
+        None, description="append: the output (a list) is added to the end of the key's list; merge: the "
+                          "output (an object) is merged into the key's object, its keys winning. Without it "
+                          "the output replaces the key's value.")
+
+
+class FlowOutput(Spec):
+    """One flow output in the mapping form of `outputs:`."""
+
+    description: str | None = Field(None, description="What the output is.")
+    optional: bool = Field(False, description="A run may end without it (it is left out of the result).")
+    default: Any = Field(None, description="The value returned when the run ends without it; makes it optional.")
+
+    @property
+    def has_default(self) -> bool:
+        return "default" in self.model_fields_set
+
+    @property
+    def required(self) -> bool:
+        return not self.optional and not self.has_default
+
+
+REQUIRED_OUTPUT = FlowOutput()
+
+
 class StepSpec(Spec):
     """One step: exactly one action (uses, router, loop, foreach, map, approval, flow)."""
 
@@ -129,8 +161,8 @@ class StepSpec(Spec):
     flow: Name | None = Field(None, description="Subflow to run as this step.")
     with_: dict[Name, Any] = Field(default_factory=dict, alias="with",
                                    description="Input bindings: literals or templates.")
-    outputs: dict[Name, Name] = Field(default_factory=dict,
-                                      description="Renames: block output -> context key.")
+    outputs: dict[Name, Name | StepOutput] = Field(
+        default_factory=dict, description="block output -> context key (a rename), or -> {to, reduce}.")
     needs: list[Name] = Field(default_factory=list, description="Steps that must finish first (a DAG).")
     goto: Target | None = Field(None, description="Explicit successor: a step id or `end`.")
     branches: dict[str, Target] | None = Field(
@@ -167,6 +199,18 @@ class StepSpec(Spec):
     def actions(self) -> list[str]:
         return [name for name in ACTIONS if getattr(self, name) is not None]
 
+    def output_key(self, name: str) -> str:
+        """The context key a block (or subflow) output `name` is written to."""
+        target = self.outputs.get(name)
+        if isinstance(target, StepOutput):
+            return target.to or name
+        return target or name
+
+    def output_reduce(self, name: str) -> str | None:
+        """How output `name` combines with its key's value: append, merge, or None (replace)."""
+        target = self.outputs.get(name)
+        return target.reduce if isinstance(target, StepOutput) else None
+
 
 class FlowSpec(Spec):
     """A flow file: flows/<id>.yaml."""
@@ -175,12 +219,24 @@ class FlowSpec(Spec):
     version: int = Field(1, ge=1, lt=2**31, description="Bump on any change of behaviour.")
     description: str | None = Field(None, description="What the flow does.")
     inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="The run's read-only inputs.")
-    outputs: list[Name] = Field(default_factory=list, description="Context keys returned as the run's result.")
+    outputs: list[Name] | dict[Name, FlowOutput | None] = Field(
+        default_factory=list, description="Context keys returned as the run's result: a list of required keys, or "
+                                          "a mapping key -> {optional, default, description} (an empty value: "
+                                          "required).")
+    output_dir: str | None = Field(
+        None, description="Folder the file tools of a run write to, relative to the yard (default: the run's "
+                          "workspace, .blockyard/workspaces/<run>/).")
     memory: MemoryScope | None = Field(None, description="Long-term memory across runs.")
     schedule: ScheduleSpec | None = Field(None, description="Cron schedule for `blockyard serve`.")
     max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
     tags: list[str] = Field(default_factory=list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
+
+    def output(self, name: str) -> FlowOutput:
+        """How flow output `name` is declared (required unless the mapping form says otherwise)."""
+        if isinstance(self.outputs, dict):
+            return self.outputs.get(name) or REQUIRED_OUTPUT
+        return REQUIRED_OUTPUT
 
 
 LoopSpec.model_rebuild()

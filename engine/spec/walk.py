@@ -89,3 +89,15 @@ def delegated_ids(steps: list[StepSpec], is_agent: Callable[[StepSpec], bool]) -
     agents = {step.id for step in steps if step.uses is not None and is_agent(step)}
     return {name for step in steps if step.id in agents for name in step.delegates
             if name in agents and name != step.id}
+
+
+def accumulated(steps: list[StepSpec]) -> dict[str, str]:
+    """Every context key a step accumulates (`reduce:`, at any depth) -> append | merge. They start
+    out empty ([] or {}) when a run starts, so a template may read them before the first write."""
+    found: dict[str, str] = {}
+    for walked in walk_steps(steps):
+        for name in walked.step.outputs:
+            mode = walked.step.output_reduce(name)
+            if mode is not None:
+                found.setdefault(walked.step.output_key(name), mode)
+    return found

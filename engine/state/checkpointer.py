@@ -97,7 +97,7 @@ class DurableSaver(GroupCommitted, SqliteSaver):
         type_, blob = self.serde.dumps_typed(value)
         return type_, self.secrets.blob(blob)
 
-    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
+    def delete_thread_writes(self, thread_id: str) -> list[Write]:
         return [Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
                 Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))]
 

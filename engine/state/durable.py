@@ -38,7 +38,7 @@ class GroupCommitted(BaseCheckpointSaver[str]):
     """What a checkpointer on the group-commit writer does whatever the backend: writes through
     `writer` (held back inside `held`), async reads on a private reader thread, and the two
     shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
-    statements (`_checkpoint_writes`, `_writes_write`, `_delete_thread_writes`, `prune_writes`)
+    statements (`_checkpoint_writes`, `_writes_write`, `delete_thread_writes`, `prune_writes`)
     and answers the sync reads (`get_tuple`, `list`, `get_delta_channel_history`)."""
 
     writer: SqliteWriter
@@ -90,7 +90,7 @@ class GroupCommitted(BaseCheckpointSaver[str]):
                       task_path: str) -> Write:
         raise NotImplementedError
 
-    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
+    def delete_thread_writes(self, thread_id: str) -> list[Write]:
         raise NotImplementedError
 
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
@@ -134,10 +134,10 @@ class GroupCommitted(BaseCheckpointSaver[str]):
             self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self.writer.write_sync(*self._delete_thread_writes(thread_id))
+        self.writer.write_sync(*self.delete_thread_writes(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.writer.write(*self._delete_thread_writes(thread_id))
+        await self.writer.write(*self.delete_thread_writes(thread_id))
 
     # ---- reads ------------------------------------------------------------------------------
     async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:

@@ -74,3 +74,10 @@ def history(conn: Connection, thread_id: str, *, after: int | None = None, limit
 
 def count(conn: Connection, thread_id: str) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[0])
+
+
+def of_run(conn: Connection, run_id: str) -> list[Message]:
+    """The messages a turn added (none until it finished): its message, then its reply."""
+    rows = conn.execute("SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE run_id = ? "
+                        "ORDER BY idx", (run_id,))
+    return [Message(*row) for row in rows]

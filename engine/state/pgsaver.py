@@ -105,7 +105,7 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
                                              str(conf["checkpoint_id"]), task_id, task_path, writes)]
         return Write(Native(query), rows, many=True, mergeable=True)
 
-    def _delete_thread_writes(self, thread_id: str) -> list[Write]:
+    def delete_thread_writes(self, thread_id: str) -> list[Write]:
         return [Write(Native(f"DELETE FROM {table} WHERE thread_id = %s"), (str(thread_id),))
                 for table in _THREAD_TABLES]
 

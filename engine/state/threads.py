@@ -13,6 +13,10 @@ latest checkpoint, and without pruning every step re-stores the whole conversati
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
 and only when no other run of the thread is running (with a live owner) or waiting for approval;
 a turn that finds its thread busy waits for it, in this process or another.
+
+A thread is usually created by its first turn; the HTTP API can also create one ahead of its turns
+(`create`: an id, and maybe its flow — `flow` is then '' until the first turn names it) and delete
+one (`delete`: its rows, messages and checkpoints, in one transaction, while no turn goes on).
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ class Thread:
 
     @property
     def label(self) -> str:
-        """What people see a thread as: its name, else (a thread older than names) its title."""
+        """What people see a thread as: its name, else (a thread older than names) its title; ''
+        for a thread created ahead of its first turn."""
         return self.name or self.title
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "flow": self.flow, "name": self.label, "title": self.title, "created": self.created,
-                "updated": self.updated, "turns": self.turns, "last_run": self.last_run}
+        """As JSON; `flow` and `name` are None while a thread created ahead of its turns has none."""
+        return {"id": self.id, "flow": self.flow or None, "name": self.label or None, "title": self.title,
+                "created": self.created, "updated": self.updated, "turns": self.turns, "last_run": self.last_run}
 
 
 def _show(value: Any) -> str:
@@ -123,9 +129,8 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
                      "VALUES (?, ?, ?, ?, ?, ?, 0, NULL) ON CONFLICT(id) DO UPDATE SET turns = threads.turns",
                      (thread_id, flow, title, name, now, now))
-        found = conn.execute("SELECT flow, checkpoint, last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
-        row = None if found[2] is None else found  # a thread no turn was admitted to yet is new
-        if row is not None and row[0] != flow:
+        row = conn.execute("SELECT flow, checkpoint, turns FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if row[0] not in ("", flow):
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
         for other, status, pid, host, start in conn.execute(
                 "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
@@ -140,11 +145,15 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
                 conn.executemany(write.sql, write.params)
             else:
                 conn.execute(write.sql, write.params)
+        # a thread created ahead of its turns (`create`) gets its flow, title and name from its first one
         conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
                      "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
                      "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = threads.turns + 1, "
-                     "last_run = excluded.last_run", (thread_id, flow, title, name, now, now, run_id))
-        if row is None:
+                     "last_run = excluded.last_run, flow = excluded.flow, "
+                     "title = CASE WHEN threads.turns = 0 THEN excluded.title ELSE threads.title END, "
+                     "name = CASE WHEN threads.turns = 0 THEN excluded.name ELSE threads.name END",
+                     (thread_id, flow, title, name, now, now, run_id))
+        if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
         return Admitted(first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id))
 
@@ -171,11 +180,61 @@ def finished_turns(conn: Connection, thread_id: str) -> int:
 
 
 def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
-    """A run of a thread can be resumed only while it is the thread's latest turn."""
+    """A run of a thread can be resumed only while it is the thread's latest turn (and the thread
+    was not deleted: a thread made again under the same id is another conversation)."""
     row = conn.execute("SELECT last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
-    if row is not None and row[0] not in (None, run_id):
+    if row is None or row[0] is None:
+        raise UsageError(f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' was deleted")
+    if row[0] != run_id:
         raise UsageError(f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' has gone on "
                          f"with run {row[0]}")
+
+
+# ---- creating and deleting a thread -----------------------------------------------------------
+
+def create(thread_id: str, flow: str | None, now: str) -> Callable[[Connection], Thread | None]:
+    """A writer call: a thread with no turns yet (its flow '' when not given, named by its first
+    turn); None when the id is taken."""
+
+    def apply(conn: Connection) -> Thread | None:
+        cursor = conn.execute("INSERT OR IGNORE INTO threads (id, flow, title, name, created, updated, turns, "
+                              "last_run, checkpoint) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL)",
+                              (thread_id, flow or "", now, now))
+        return get_thread(conn, thread_id) if cursor.rowcount == 1 else None
+
+    return apply
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Why a thread cannot be deleted now: a run of it is `status` (running or waiting)."""
+
+    run_id: str
+    status: str
+
+
+def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection], bool | Busy]:
+    """A writer call: delete a thread — its row, its messages, its checkpoints (`checkpoints`: the
+    saver's statements for that, `saver.delete_thread_writes`, whose tables differ by backend) — so
+    that its id is free again; False when there is no such thread, Busy while a turn of it runs
+    (with a live owner) or waits for approval. Its runs stay in `runs` (their traces are history),
+    and cannot be resumed any more (`check_current`)."""
+
+    def apply(conn: Connection) -> bool | Busy:
+        if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
+            return False
+        for run_id, status, pid, host, start in conn.execute(
+                "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
+                "AND status IN ('running', 'waiting')", (thread_id,)):
+            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start):
+                return Busy(run_id, status)
+        for write in checkpoints:
+            conn.execute(write.sql, write.params)
+        for sql in ("DELETE FROM messages WHERE thread_id = ?", "DELETE FROM threads WHERE id = ?"):
+            conn.execute(sql, (thread_id,))
+        return True
+
+    return apply
 
 
 # ---- reading ----------------------------------------------------------------------------------

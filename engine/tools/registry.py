@@ -26,11 +26,11 @@ class ToolRegistry:
     """Built-in tools bound to one workspace folder, plus the yard's Python tools."""
 
     def __init__(self, config: ConfigSpec, python_tools: Iterable[Tool] = (), *,
-                 workspace: Path | None = None, mcp: McpSource | None = None) -> None:
+                 workspace: Path | None = None, mcp: McpSource | None = None, confine: Path | None = None) -> None:
         self.config = config
         self.workspace = workspace
         self._python = tuple(python_tools)
-        self._tools: dict[str, Tool] = {t.name: t for t in builtin_tools(config, workspace)}
+        self._tools: dict[str, Tool] = {t.name: t for t in builtin_tools(config, workspace, confine)}
         self._tools.update((t.name, t) for t in self._python)
         self._mcp = mcp
         clash = sorted(set(mcp.owner) & set(self._tools)) if mcp is not None else []
@@ -42,9 +42,10 @@ class ToolRegistry:
     def __repr__(self) -> str:
         return f"ToolRegistry(tools={self.names()!r}, workspace={str(self.workspace) if self.workspace else None!r})"
 
-    def with_workspace(self, workspace: Path) -> ToolRegistry:
-        """The same tools with file tools confined to `workspace` (cheap: nothing is re-imported)."""
-        return ToolRegistry(self.config, self._python, workspace=workspace, mcp=self._mcp)
+    def with_workspace(self, workspace: Path, *, confine: Path | None = None) -> ToolRegistry:
+        """The same tools with file tools confined to `workspace` (cheap: nothing is re-imported); a
+        folder the flow or the run names (`output_dir`) must also stay inside `confine`, the yard."""
+        return ToolRegistry(self.config, self._python, workspace=workspace, mcp=self._mcp, confine=confine)
 
     def get(self, name: str) -> Tool | None:
         """The tool `name`; an MCP tool only once its server has described it (see `aget`)."""

@@ -2,8 +2,8 @@
 
 Codes are a public contract (SARIF rules, docs, editor integrations): once published, a code keeps
 its meaning. Ranges: BY0xx reading and YAML, BY1xx JSON Schema, BY201-BY202 yard-wide duplicates
-found while loading, BY6xx problems only the server's hot reload reports; the semantic checks
-own the rest (engine/validate/semantic/codes.py).
+found while loading, BY6xx problems only the server's hot reload reports, BY80x the version policy
+against a base revision (`validate --base`); the semantic checks own the rest (engine/validate/semantic/codes.py).
 """
 
 from __future__ import annotations
@@ -52,14 +52,31 @@ FLOW_TESTS: dict[str, str] = {
     "BY700": "malformed flow test file (`blockyard test`)",
 }
 
+# `blockyard validate --base REV` and `blockyard diff` (engine/review/versions.py): what changed since the base
+VERSIONS: dict[str, str] = {
+    "BY800": "block contract or prompt changed without a new version",
+    "BY801": "flow contract changed without a new version",
+    "BY802": "step of a flow the change did not update runs a block whose contract broke it",
+}
+
+# A TaskPlan (docs/taskplans.md) is checked as the flow it converts to; these are the problems only
+# the plan has (its other diagnostics are the flow's codes, placed in the plan).
+PLANS: dict[str, str] = {
+    "BY850": "TaskPlan that does not match its schema (or is not JSON)",
+    "BY851": "TaskPlan entry_step_id that names no step",
+    "BY852": "TaskPlan step that nothing leads to (not the entry, no depends_on, no branch)",
+    "BY853": "TaskPlan step that both depends on a step and is one of its branches",
+}
+
+# The stage of a code: by the code itself, else its first four characters (BY80), else three (BY6)
 STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
-                          "BY6": "serve", "BY7": "test"}
+                          "BY6": "serve", "BY7": "test", "BY80": "policy", "BY81": "policy", "BY85": "plan"}
 
 
 @cache
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
-    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS}
+    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS, **VERSIONS, **PLANS}
     for code, title in SEMANTIC.items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)
@@ -68,9 +85,10 @@ def all_codes() -> dict[str, str]:
 
 def stage(code: str) -> str:
     """Which part of validation reports `code`: loading, schema, project or semantic."""
-    if code in STAGES:
-        return STAGES[code]
-    return STAGES.get(code[:3], "semantic")
+    for key in (code, code[:4], code[:3]):
+        if key in STAGES:
+            return STAGES[key]
+    return "semantic"
 
 
 def title(code: str) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
-from engine.project import load_project
+from engine.project import Project, load_project
 from engine.validate import semantic
 from engine.validate.report import REPORTERS, Report
 from engine.yardfiles import located
@@ -41,25 +42,30 @@ class Target:
                    for candidate in {path, path.resolve()} for place in chosen)
 
 
-def validate_command(paths: list[Path], fmt: str, root: Path | None) -> int:
+Extra = Callable[[Project], list[Diagnostic]]
+"""More checks of a loaded yard, handed down by the command line (the version policy of `--base`)."""
+
+
+def validate_command(paths: list[Path], fmt: str, root: Path | None, extra: Extra | None = None) -> int:
     """Validate, print the report in `fmt`, and return the exit code: 0 clean, 1 errors (2 is raised)."""
     reporter = REPORTERS.get(fmt)
     if reporter is None:
         raise UsageError(f"unknown format '{fmt}'; choose one of: {', '.join(REPORTERS)}")
-    report = validate(paths, root)
+    report = validate(paths, root, extra)
     reporter(report, sys.stdout, sys.stderr)
     return 0 if report.ok else 1
 
 
-def validate(paths: list[Path], root: Path | None) -> Report:
-    """Check the yards that `paths` (or `root`, or the current directory) belong to."""
+def validate(paths: list[Path], root: Path | None, extra: Extra | None = None) -> Report:
+    """Check the yards that `paths` (or `root`, or the current directory) belong to; `extra` adds
+    its findings for each yard."""
     cwd = Path.cwd().resolve()
     targets = plan(paths, root, cwd)
     diagnostics: set[Diagnostic] = set()
     checked = 0
     for target in targets:
         project = load_project(target.root)
-        found = [*project.diagnostics, *semantic.check_project(project)]
+        found = [*project.diagnostics, *semantic.check_project(project), *(extra(project) if extra else [])]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         for d in found:
             if target.wants(located(target.root / d.file)):

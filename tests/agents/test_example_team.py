@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_team_report_runs_from_a_fresh_copy(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in ("blocks", "flows", "schemas"):
+    for folder in ("blocks", "flows", "prompts", "schemas"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -91,7 +91,7 @@ def test_the_json_form_is_the_model_and_every_format_draws_the_same_graph(bundle
     assert triage["handles"][0] == {"id": "route-1", "label": "regex ^err"}
     assert next(e for e in data["edges"] if e["kind"] == "exit")["style"] == "dashed"
     assert draw(bundle, "mermaid") == mermaid(graph)
-    assert set(FORMATS) == {"mermaid", "dot", "json"}
+    assert set(FORMATS) == {"mermaid", "dot", "json", "reactflow"}
     dot = draw(bundle, "dot")
     for edge in graph.edges:  # the same edges in every drawing
         assert f'"{edge.source}" -> "{edge.target}"' in dot

@@ -66,13 +66,14 @@ RUN_INPUTS = {
     "order_lunch": ["--input", "user_id=ada"],
     "research": ["--input", "question=Why is the sky blue?"],
     "team_report": [],
+    "swe_team": ["--input", "prompt=Build an MVP for a todo-list app"],
 }
 
 
 def copy_example_yard(dest: Path) -> Path:
     """A private copy of the example yard (blocks, flows, config) at `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("blocks", "flows"):
+    for name in ("blocks", "flows", "prompts"):
         shutil.copytree(REPO / name, dest / name)
     shutil.copy(REPO / "blockyard.yaml", dest / "blockyard.yaml")
     return dest

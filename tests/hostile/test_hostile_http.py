@@ -31,10 +31,11 @@ HUGE = "1" + "0" * 5000
 SURROGATE_JSON = '"\\ud800"'
 
 # The routes' own methods: most requests use them, so that they reach the handlers, not a 405.
-METHODS = {"/flows/{flow}/runs": "POST", "/runs/{run}/resume": "POST"}
+METHODS = {"/flows/{flow}/runs": "POST", "/runs/{run}/resume": "POST", "/threads/{run}/runs": "POST"}
 ROUTES = ["/", "/healthz", "/flows", "/flows/{flow}", "/flows/{flow}/runs", "/runs", "/runs/{run}",
           "/runs/{run}/events", "/runs/{run}/resume", "/diagnostics", "/docs", "/openapi.json", "/gates",
-          "/threads", "/schedules", "/static/../../etc/passwd", "/{junk}"]
+          "/threads", "/threads/{run}", "/threads/{run}/history", "/threads/{run}/runs", "/schedules",
+          "/static/../../etc/passwd", "/{junk}"]
 FLOWS = ["hello", "triage_ticket", "order_lunch", "nope", "%00", "..%2F..%2Fetc", "x" * 3000, "héllo", "%ff%fe"]
 RUN_IDS = ["nope", "0", "-1", "x" * 5000, "%00", "..", "%2e%2e%2f", HUGE, "ü"]
 QUERIES = ["", "?after=99999999999999999999999", "?after=-1", "?after=abc", "?after=9223372036854775808",

@@ -222,7 +222,7 @@ def test_a_failed_run_leaves_one_history_record_even_after_it_is_resumed(
 
 def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "clone"
-    for folder in ("flows", "blocks"):
+    for folder in ("flows", "blocks", "prompts"):
         shutil.copytree(REPO / folder, root / folder)
     shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")  # the example yard's model profiles
     first = cli(root, "run", "order_lunch", "--input", "user_id=ada", "--json")

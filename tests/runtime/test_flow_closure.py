@@ -11,7 +11,9 @@ import pytest
 
 from engine import Yard
 from engine.cli import main
+from engine.closure import closure
 from engine.errors import ValidationFailed
+from engine.project import load_project
 
 Run = Callable[..., tuple[int, str, str]]
 YardMaker = Callable[[dict[str, str]], Path]
@@ -152,3 +154,25 @@ def test_a_broken_delegated_flow_stops_the_agent_flow_that_delegates_to_it(yard:
     (yard / "flows" / "shout.yaml").write_text(SHOUT.replace("outputs: [loud]", "outputs: [loud, nowhere]"))
     with Yard.load(yard, state=yard / "state.db") as api:
         assert {d.file for d in api.problems("team")} == {"flows/shout.yaml"}
+
+
+def test_the_prompt_files_a_flow_uses_are_part_of_its_closure(make_yard: YardMaker) -> None:
+    root = make_yard({
+        "blocks/upper.yaml": UPPER, "flows/shout.yaml": SHOUT,
+        "blocks/greeter.yaml": """\
+            block: greeter
+            kind: llm
+            inputs: {name: {type: string}}
+            outputs: {greeting: {type: string}}
+            prompt: {system_file: prompts/greet.md, user: "{% include 'prompts/user.md' %} {{ name }}"}
+            """,
+        "flows/hello.yaml": "flow: hello\noutputs: [greeting]\nsteps:\n  - {id: greet, uses: greeter}\n",
+        "prompts/greet.md": "Greet. {% include 'prompts/rules.md' %}",
+        "prompts/rules.md": "Be brief. {% include 'prompts/missing.md' %}",
+        "prompts/user.md": "Say hello to",
+    })
+    project = load_project(root)
+    hello = closure(project, "hello")
+    assert hello.prompts == {"prompts/greet.md", "prompts/rules.md", "prompts/user.md", "prompts/missing.md"}
+    assert hello.prompts <= hello.files
+    assert closure(project, "shout").prompts == set()

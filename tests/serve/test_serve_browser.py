@@ -16,6 +16,8 @@ import pytest
 
 from tests.serve.serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
 
+REPO = Path(__file__).resolve().parents[2]
+
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 20_000
@@ -128,3 +130,42 @@ def test_the_page_draws_the_graph_model(yard: Path, serve: Callable[..., Live], 
     assert "transform adder" in (step.text_content() or "")
     assert page.locator("#flow-graph svg g.node.kind-start.terminal[data-node=__start__]").count() == 1
     assert page.locator("#flow-graph svg path.edge.solid").count() == 2  # start -> sum -> end
+
+
+def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, serve: Callable[..., Live], page: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for folder in ("blocks", "flows"):  # the example yard: support_chat on its scripted mock model
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    live = serve(tmp_path, watch=False, schedules=False)
+    page.goto(live.url + "/#flow/support_chat")
+    page.locator("#flow-title").filter(has_text="support_chat v1").wait_for()
+    page.click("#chat-start")
+    page.locator("#chat-detail").wait_for()
+    thread_id = page.url.rsplit("#thread/", 1)[1]
+    assert page.inner_text("#chat-title") == thread_id  # no name before the first turn
+    messages = page.locator("#chat-messages li")
+    greeting = "Thanks for writing to ACME support. How can I help you today?"
+    for index, (said, answer) in enumerate((("My name is Ada", greeting), ("My order 123 is late", greeting),
+                                            ("What is my name?", "Your name is Ada."))):
+        page.fill("#chat-input", said)
+        page.click("#chat-send")
+        reply = page.locator(f"#chat-messages li.assistant[data-index='{2 * index + 1}']")
+        reply.filter(has_text=answer).wait_for()
+        # the reply came in as token events, one per word of the mock's answer, before `complete`
+        assert reply.get_attribute("data-tokens") == str(len(answer.split()))
+        if index == 0:  # the name arrives with the first turn's thread_name event
+            page.locator("#chat-title[data-named]").filter(has_text="My name is Ada").wait_for()
+    assert messages.count() == 6
+    assert page.locator("#chat-messages li.user").nth(2).inner_text() == "What is my name?"
+    # listed by its name; opening it again reads the history from the server
+    page.locator(f"#thread-list [data-thread='{thread_id}']").filter(has_text="My name is Ada").wait_for()
+    page.goto(live.url + "/")
+    page.locator(f"#thread-list [data-thread='{thread_id}']").click()
+    page.locator("#chat-messages li.assistant[data-index='5']").filter(has_text="Your name is Ada.").wait_for()
+    assert messages.count() == 6 and page.inner_text("#chat-title") == "My name is Ada"
+    trace = page.locator("#chat-messages li.assistant[data-index='5'] a.trace")
+    trace.click()
+    page.locator("#run-status [data-status=finished]").wait_for()
+    page.locator("#run-outputs").filter(has_text="Your name is Ada.").wait_for()

@@ -176,7 +176,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     import shutil
 
     yard = tmp_path / "yard"
-    for folder in ("flows", "blocks"):
+    for folder in ("flows", "blocks", "prompts"):
         shutil.copytree(REPO / folder, yard / folder)
     if (REPO / "blockyard.yaml").exists():
         shutil.copy(REPO / "blockyard.yaml", yard / "blockyard.yaml")

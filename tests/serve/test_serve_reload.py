@@ -201,3 +201,71 @@ def test_a_block_linking_out_of_the_yard_breaks_the_flows_that_use_it(yard: Path
     catalog = Reloader(yard).load_now()
     assert "add" not in catalog.flows
     assert ("blocks/adder.yaml", "BY008") in {(d.file, d.code) for d in catalog.diagnostics}
+
+
+GREETER = """
+block: greeter
+kind: llm
+inputs: {name: {type: string}}
+outputs: {greeting: {type: string}}
+prompt:
+  system_file: prompts/greet.md
+  user: "Greet {{ name }}"
+"""
+HELLO = """
+flow: hello
+inputs: {name: {type: string}}
+outputs: [greeting]
+steps:
+  - {id: greet, uses: greeter}
+"""
+
+
+def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) -> None:
+    (yard / "blocks/greeter.yaml").write_text(GREETER)
+    (yard / "flows/hello.yaml").write_text(HELLO)
+    (yard / "prompts").mkdir()
+    (yard / "prompts/greet.md").write_text("You greet people. {% include 'prompts/rules.md' %}")
+    (yard / "prompts/rules.md").write_text("Be brief.")
+
+    async def scenario(reloader: Reloader) -> None:
+        first = reloader.catalog
+        running = first.flows["hello"].bundle  # what a run started now is pinned to
+        assert running.prompts["prompts/rules.md"] == "Be brief."
+        assert reloader.prompt_files() == ["prompts/greet.md", "prompts/rules.md"]
+        (yard / "prompts/rules.md").write_text("Be warm.")  # an included file
+        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm.")
+        assert reloader.catalog.flows["add"] is first.flows["add"]  # a flow without the prompt is not reloaded
+        assert running.prompts["prompts/rules.md"] == "Be brief."  # a run in progress keeps its text
+        # a new include of a file that does not exist yet: the flow keeps its last good version ...
+        (yard / "prompts/greet.md").write_text("Hello. {% include 'prompts/more/tone.md' %}")
+        await until(lambda: "hello" in reloader.catalog.stale)
+        assert reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm."
+        # ... until it is written, in a folder created after the watch started
+        (yard / "prompts/more").mkdir()
+        (yard / "prompts/more/tone.md").write_text("Cheerful.")
+        await until(lambda: "hello" not in reloader.catalog.stale)
+        assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
+        (yard / "prompts/more/tone.md").write_text("Calm.")
+        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts.get("prompts/more/tone.md") == "Calm.")
+
+    watching(yard, scenario)
+
+
+def test_a_prompt_edited_before_the_watch_starts_is_not_lost(yard: Path) -> None:
+    (yard / "blocks/greeter.yaml").write_text(GREETER)
+    (yard / "flows/hello.yaml").write_text(HELLO)
+    (yard / "prompts").mkdir()
+    (yard / "prompts/greet.md").write_text("Be brief.")
+
+    async def main() -> None:
+        reloader = Reloader(yard)
+        reloader.load_now()
+        (yard / "prompts/greet.md").write_text("Be warm.")  # nobody watches yet
+        stop = asyncio.Event()
+        task = asyncio.create_task(reloader.watch(stop))
+        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/greet.md"] == "Be warm.")
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+    asyncio.run(main())

@@ -78,10 +78,13 @@ def test_a_client_that_reconnects_misses_nothing(live: Live) -> None:
 
 def test_a_follower_of_a_queued_run_gets_all_of_it(make_yard: Callable[[dict[str, str]], Path],
                                                   serve: Callable[..., Live]) -> None:
-    root = make_yard({**YARD, "blockyard.yaml": "server: {max_concurrent_runs: 1}\n"})
+    # the first run holds the only slot long enough for the checks below even on a loaded machine
+    hold = {"blocks/hold.yaml": "block: hold\nversion: 1\nkind: wait\nduration: 1500ms\n",
+            "flows/hold.yaml": "flow: hold\nversion: 1\noutputs: []\nsteps:\n  - id: nap\n    uses: hold\n"}
+    root = make_yard({**YARD, **hold, "blockyard.yaml": "server: {max_concurrent_runs: 1}\n"})
     live = serve(root, watch=False, schedules=False)
     with live.client() as client:
-        first = client.post("/flows/slow/runs?wait=false", json={"inputs": {}}).json()
+        first = client.post("/flows/hold/runs?wait=false", json={"inputs": {}}).json()
         second = client.post("/flows/slow/runs?wait=false", json={"inputs": {"a": 7}}).json()
         assert second["status"] == "queued"
         health = client.get("/healthz").json()

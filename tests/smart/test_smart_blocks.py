@@ -1,5 +1,6 @@
 """Smart blocks run offline on DSPy's own DummyLM (the mock provider), and against the OpenAI stub
-through LiteLLM: modes, typed outputs, guardrails, compiled programs, and the missing extra."""
+and the Gemini stub through LiteLLM: modes, typed outputs, guardrails, compiled programs, and the
+missing extra."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from engine.nodes.errors import CompileError
 from engine.pinned import make_bundle
 from engine.project import load_project
 from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, run_flow, stub_config
+from tests.support.gemini_stub import GeminiReply, GeminiStub
 from tests.support.openai_stub import OpenAIStub, Reply
 
 Yard = Callable[[dict[str, str]], Path]
@@ -103,6 +105,21 @@ def test_against_an_openai_compatible_server(make_yard: Yard, stub: OpenAIStub) 
     assert "Summarize a text in one line." in request.messages[0]["content"]
     stored = "".join(p.read_bytes().decode("latin-1") for p in (root / ".blockyard").rglob("*") if p.is_file())
     assert PLANTED_KEY not in stored + "".join(e.to_json() for e in done.events)
+
+
+def test_against_the_gemini_api_with_a_google_profile(make_yard: Yard) -> None:
+    with GeminiStub() as gemini:
+        gemini.queue(GeminiReply.of_text("[[ ## summary ## ]]\nShares slid.\n\n[[ ## words ## ]]\n2\n\n"
+                                         "[[ ## tone ## ]]\ncalm\n\n[[ ## completed ## ]]"))
+        config = (f"models:\n  default:\n    provider: google\n    name: gemini-2.5-flash\n"
+                  f"    base_url: {gemini.base_url}\n    api_key_env: {KEY_ENV}\n")
+        done = run_flow(smart_yard(make_yard, config=config), "sum", {"text": "Shares slid on Monday."})
+
+        assert done.outputs == {"summary": "Shares slid.", "words": 2, "tone": "calm"}, done.error
+        (request,) = gemini.requests
+        assert request.path == "/v1beta/models/gemini-2.5-flash:generateContent"  # LiteLLM's gemini/ route
+        assert request.headers["x-goog-api-key"] == PLANTED_KEY
+        assert "Shares slid on Monday." in str(request.contents)
 
 
 def test_a_missing_key_is_named(make_yard: Yard, stub: OpenAIStub) -> None:

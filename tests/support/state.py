@@ -28,6 +28,13 @@ def state_db(root: Path) -> Iterator[Connection]:
         conn.close()
 
 
+def checkpoint_tables(root: Path) -> tuple[str, ...]:
+    """The tables LangGraph's checkpointer keeps a thread's checkpoints in, on the yard's backend."""
+    if locate(state_file(root)).url is None:
+        return ("checkpoints", "writes")
+    return ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
 def stored_bytes(root: Path) -> int:
     """How much the yard's state database holds: the SQLite file's size, or on Postgres the size of
     the database's tables (with their indexes and out-of-line values)."""

@@ -63,3 +63,32 @@ def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
     assert "```sh\nbash .ci/test\n```" in (REPO / "README.md").read_text(encoding="utf-8")
     syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / "run")], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+def test_the_action_validates_tests_and_summarises_the_diff() -> None:
+    action = yaml.safe_load((REPO / "action.yml").read_text(encoding="utf-8"))
+    assert action["runs"]["using"] == "composite"
+    assert {"yard", "base"} <= set(action["inputs"])
+    steps = action["runs"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    assert any(run.startswith("blockyard validate --format github") for run in runs)
+    assert "blockyard test" in runs
+    (diff,) = [run for run in runs if "blockyard diff" in run]
+    assert "--format markdown >> \"$GITHUB_STEP_SUMMARY\"" in diff
+    assert all(step.get("working-directory") == "${{ inputs.yard }}" for step in steps if "blockyard" in
+               step.get("run", "").split("pip install")[0])
+    for step in steps:  # inputs reach the shell through the environment, never pasted into the script
+        assert "${{" not in step.get("run", ""), step
+
+
+def test_this_repository_runs_the_action_on_its_example_yard() -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "yard.yml").read_text(encoding="utf-8"))
+    (job,) = workflow["jobs"].values()
+    checkout, action = job["steps"]
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["fetch-depth"] == 0
+    assert action["uses"] == "./" and action["with"] == {"yard": ".", "version": "local"}
+
+
+def test_the_readme_shows_the_action() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "uses: blockyard/blockyard@v0.1.0" in readme

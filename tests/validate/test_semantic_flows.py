@@ -162,8 +162,9 @@ def test_foreach_may_run_zero_times_but_its_collect_is_always_written(make_yard:
           - id: each
             foreach: {items: "[1, 2]", collect: rows, steps: [{id: body, uses: t}]}
         """) == [
-        "flows/f.yaml:2:17: warning BY409 flow output 'y' is not written on every path to the end (step 'body' "
-        "writes it); runs that skip it fail when they finish",
+        "flows/f.yaml:2:17: warning BY409 flow output 'y' is not written on the path each → end (step 'body' "
+        "writes it); runs that end that way fail (declare it `{optional: true}` or give it a `default:` if that "
+        "is expected)",
     ]
 
 

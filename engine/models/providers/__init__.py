@@ -10,7 +10,7 @@ from engine.models.providers.mock import MockGenerator
 from engine.models.script import MockScript
 from engine.spec import ModelProfile
 
-PROVIDERS = ("openai", "azure", "anthropic", "mock")
+PROVIDERS = ("openai", "azure", "anthropic", "google", "mock")
 
 
 def make_generator(profile: ModelProfile, name: str, env: Mapping[str, str], *,

@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
-from engine.models.errors import ModelError, failure_kind, status_kind
+from engine.models.errors import ModelError, failure_kind, status_kind, status_of
 from engine.models.secrets import fingerprint, public_url, read_key, redact
 from engine.models.streaming import ReplyStream, text_field
 
@@ -30,7 +30,7 @@ ClientFactory = Callable[[str], Any]  # key -> a LangChain chat model
 
 
 class ChatGenerator:
-    """Generator of the openai, azure and anthropic providers."""
+    """Generator of the openai, azure, anthropic and google providers."""
 
     def __init__(self, *, provider: str, model: str, profile: str, factory: ClientFactory,
                  env: Mapping[str, str], key_env: str, key_required: bool = True,
@@ -104,7 +104,7 @@ class ChatGenerator:
 
     def _failure(self, exc: Exception, key: str, request: StructuredRequest | TurnRequest) -> ModelError:
         where = f"flow '{request.flow}', step '{request.step}': {self.what}"
-        status = getattr(exc, "status_code", None)
+        status = status_of(exc) or getattr(exc, "status_code", None)
         detail = redact(_server_message(exc), key)
         kind = failure_kind(exc)
         if isinstance(status, int):
@@ -229,6 +229,8 @@ def _server_message(exc: Exception) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else error
-    text = str(message or getattr(exc, "message", None) or exc).strip() or type(exc).__name__
+    # google-genai's errors carry the server's message as `message`, on the error or the one it wraps
+    found = message or getattr(exc, "message", None) or getattr(exc.__cause__, "message", None)
+    text = str(found or exc).strip() or type(exc).__name__
     text = " ".join(text.split())
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."

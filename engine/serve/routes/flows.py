@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from engine.compile.reactflow import reactflow
 from engine.cron import next_fire
 from engine.serve.bodies import RunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
@@ -48,9 +49,15 @@ async def list_flows(server: ServerDep) -> dict[str, Any]:
     return {"flows": [flow_summary(server, entry) for entry in server.catalog.flows.values()]}
 
 
-@router.get("/flows/{name}", summary="One flow, with its graph")
-async def get_flow(name: str, server: ServerDep) -> dict[str, Any]:
+@router.get("/flows/{name}", summary="One flow, with its graph",
+            description="`?format=reactflow` answers the flow as a React Flow graph instead (docs/reactflow.md).")
+async def get_flow(name: str, server: ServerDep,
+                   format: Annotated[Literal["reactflow"] | None, Query(description="reactflow: the flow as a "
+                                                                           "React Flow graph")] = None,
+                   ) -> dict[str, Any]:
     entry = server.flow(name)
+    if format == "reactflow":
+        return await asyncio.to_thread(reactflow, entry.bundle)
     detail = flow_summary(server, entry)
     detail["definition"] = entry.bundle.source.get("flow")
     detail["graph"], detail["graph_error"] = None, None
@@ -71,7 +78,7 @@ async def start_run(name: str, request: Request, server: ServerDep,
                     ) -> Response | dict[str, Any]:
     entry = server.flow(name)  # an unknown flow is a 404 whatever the body says
     body = await read_body(request, RunRequest) or RunRequest()
-    job = await server.start_run(entry, body.inputs, body.run_id)
+    job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir)
     if wants_stream(request):
         events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,
                         poll=server.settings.poll)

@@ -54,6 +54,25 @@ function parseBlock(block) {
   return event.data.length ? event : null;
 }
 
+/** Read an SSE response body, calling onBlock({id, type, data}) for each message; returns at its end. */
+async function readEvents(response, onBlock) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+      const event = parseBlock(block);
+      if (event) onBlock(event);
+    }
+  }
+}
+
 /**
  * Follow an SSE url; onEvent(parsedJson) for each event. Reconnects (with Last-Event-ID) until
  * the server ends the stream normally or `signal` aborts. Returns when done.
@@ -67,28 +86,34 @@ export async function follow(path, onEvent, signal, lastId = null) {
       const response = await fetch(path, { headers: h, signal });
       if (response.status === 401) throw new AuthNeeded("a token is needed");
       if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;  // the server finished the stream: the run settled
-        buffer += decoder.decode(value, { stream: true });
-        let cut;
-        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-          const event = parseBlock(block);
-          if (!event) continue;
-          if (event.id !== null) lastId = event.id;
-          onEvent(JSON.parse(event.data.join("\n")));
-          delay = 500;
-        }
-      }
+      await readEvents(response, (event) => {
+        if (event.id !== null) lastId = event.id;
+        onEvent(JSON.parse(event.data.join("\n")));
+        delay = 500;
+      });
+      return;  // the server finished the stream: the run settled
     } catch (error) {
       if (signal.aborted || error instanceof AuthNeeded) throw error;
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 5000);
     }
   }
+}
+
+/**
+ * POST a JSON body and read the answer as server-sent events: onEvent(name, parsedJson) for each
+ * (a thread turn: `thread_id`, the run's events, `complete` or `error`). Not retried: a POST starts
+ * something; a caller that loses the stream follows the run's events instead.
+ */
+export async function postStream(path, body, onEvent, signal) {
+  const init = { method: "POST", signal, body: JSON.stringify(body),
+    headers: headers({ Accept: "text/event-stream", "Content-Type": "application/json" }) };
+  const response = await fetch(path, init);
+  if (response.status === 401) throw new AuthNeeded("a token is needed");
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try { message = (await response.json()).error.message; } catch { /* not a JSON problem */ }
+    throw new Error(message);
+  }
+  await readEvents(response, (event) => onEvent(event.type, JSON.parse(event.data.join("\n"))));
 }

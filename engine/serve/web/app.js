@@ -1,14 +1,16 @@
-// The Blockyard page: flows and their graphs, runs, live events, approvals, diagnostics.
+// The Blockyard page: flows and their graphs, runs, live events, approvals, diagnostics, and
+// conversations (threads: their history, the next message, the reply streaming in).
 // Plain DOM code, no framework, no build step; every text from the server goes through
 // textContent, never innerHTML.
 
-import { AuthNeeded, call, follow, setToken } from "./api.js";
+import { AuthNeeded, call, follow, postStream, setToken } from "./api.js";
 import { drawGraph } from "./graph.js";
 import { collectValues, fieldInputs } from "./forms.js";
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 2000;
-const state = { view: null, follow: null, gates: new Map(), runs: [], flows: [] };
+const state = { view: null, follow: null, gates: new Map(), runs: [], flows: [], threads: [], flowInputs: new Map() };
+const enc = encodeURIComponent;
 
 function h(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -60,6 +62,19 @@ function renderRuns(runs) {
   }));
 }
 
+function renderThreads(threads) {
+  const list = $("thread-list");
+  list.replaceChildren(...threads.map((thread) => {
+    const item = h("li", { "data-thread": thread.id, onclick: () => { location.hash = `thread/${thread.id}`; } },
+      h("span", { class: "name" }, thread.name || thread.id),
+      h("span", { class: "desc" }, `${thread.flow || "no flow yet"} · ${thread.turns} turn${thread.turns === 1 ? "" : "s"}`
+        + ` · ${when(thread.updated)}`));
+    if (state.view && state.view.kind === "thread" && state.view.id === thread.id) item.classList.add("selected");
+    return item;
+  }));
+  if (!threads.length) list.replaceChildren(h("li", { class: "muted" }, "none"));
+}
+
 function renderDiagnostics(report) {
   const banner = $("diagnostics");
   const problems = report.diagnostics.filter((d) => d.severity === "error");
@@ -99,12 +114,15 @@ async function gatesOf(run) {
 
 async function refresh() {
   try {
-    const [flows, runs, waiting, report] = await Promise.all([call("GET", "/flows"), call("GET", "/runs?limit=30"),
-      call("GET", "/runs?status=waiting&limit=100"), call("GET", "/diagnostics")]);
+    const [flows, runs, waiting, report, threads] = await Promise.all([call("GET", "/flows"),
+      call("GET", "/runs?limit=30"), call("GET", "/runs?status=waiting&limit=100"), call("GET", "/diagnostics"),
+      call("GET", "/threads?limit=30")]);
     state.flows = flows.flows;
     state.runs = runs.runs;
+    state.threads = threads.threads;
     renderFlows(state.flows);
     renderRuns(state.runs);
+    renderThreads(state.threads);
     renderDiagnostics(report);
     await renderApprovals(waiting.runs);
     $("server-state").textContent = `${state.flows.length} flows · reload #${report.generation}`;
@@ -138,6 +156,15 @@ async function showFlow(name) {
       location.hash = `run/${started.run_id}`;
     } catch (error) {
       if (!showAuth(error)) $("run-form-error").textContent = error.message;
+    }
+  };
+  $("chat-start-error").textContent = "";
+  $("chat-start").onclick = async () => {
+    try {
+      const thread = await call("POST", "/threads", { flow: name });
+      location.hash = `thread/${thread.id}`;
+    } catch (error) {
+      if (!showAuth(error)) $("chat-start-error").textContent = error.message;
     }
   };
   $("flow-detail").hidden = false;
@@ -195,7 +222,7 @@ function renderRun(run, status) {
 
 // the engine's own event types (engine/runtime/events.py); any other type is a step's custom event (`emit:`)
 const ENGINE_EVENTS = new Set(["run_started", "step_started", "step_finished", "step_failed", "token", "tool_call",
-  "approval_required", "approval_decided", "warning", "run_finished", "run_failed"]);
+  "approval_required", "approval_decided", "warning", "run_finished", "run_failed", "thread_name"]);
 
 function isCustomEvent(event) {
   return !ENGINE_EVENTS.has(event.type);
@@ -244,6 +271,123 @@ async function showRun(id) {
   follow(`/runs/${encodeURIComponent(id)}/events`, onEvent, controller.signal).catch((error) => showAuth(error));
 }
 
+// ---- conversation view -------------------------------------------------------------------------
+
+function messageItem(message) {
+  const item = h("li", { class: message.role, "data-role": message.role, "data-index": message.index }, message.content);
+  if (message.role === "assistant") item.append(h("a", { class: "trace", href: `#run/${message.run_id}` }, "trace"));
+  return item;
+}
+
+/** The input a typed message goes to: the flow's `message` input, else its only text input. */
+async function messageField(flow) {
+  if (!state.flowInputs.has(flow)) state.flowInputs.set(flow, (await call("GET", `/flows/${enc(flow)}`)).inputs || {});
+  const inputs = state.flowInputs.get(flow);
+  if ("message" in inputs) return "message";
+  const texts = Object.keys(inputs).filter((key) => (inputs[key].type || "string") === "string");
+  return texts.length === 1 ? texts[0] : null;
+}
+
+function showEarlier(chat, link) {
+  const button = $("chat-earlier");
+  button.hidden = !link;
+  button.onclick = async () => {
+    const page = await call("GET", link);
+    if (state.chat !== chat) return;
+    $("chat-messages").prepend(...page.messages.map(messageItem));
+    showEarlier(chat, page.links.prev);
+  };
+}
+
+async function showThread(id) {
+  const thread = await call("GET", `/threads/${enc(id)}`);
+  const page = await call("GET", `/threads/${enc(id)}/history?newest=true&limit=50`);
+  const chat = { id, flow: thread.flow, busy: false };
+  state.chat = chat;
+  $("chat-title").textContent = thread.name || id;
+  $("chat-meta").textContent = `${thread.flow ? `flow ${thread.flow}` : "no flow yet"} · thread ${id}`;
+  $("chat-state").replaceChildren(...(thread.last_status ? [badge(thread.last_status)] : []));
+  const list = $("chat-messages");
+  list.replaceChildren(...page.messages.map(messageItem));
+  showEarlier(chat, page.links.prev);
+  $("chat-error").textContent = "";
+  $("chat-form").onsubmit = (event) => { event.preventDefault(); sendMessage(chat); };
+  $("chat-detail").hidden = false;
+  list.scrollTop = list.scrollHeight;
+}
+
+function finishReply(reply, mine, answer) {
+  reply.classList.remove("pending");
+  $("chat-state").replaceChildren(badge(answer.status));
+  if (answer.message) {
+    reply.textContent = answer.reply;
+    reply.dataset.index = answer.message.index;
+    mine.dataset.index = answer.message.index - 1;
+  } else if (answer.status === "waiting") {
+    reply.textContent = "(waiting for an approval)";
+  } else {
+    reply.classList.add("failed");
+    reply.textContent = answer.error || `the turn ended ${answer.status}`;
+  }
+  reply.append(h("a", { class: "trace", href: `#run/${answer.run_id}` }, "trace"));
+}
+
+async function sendMessage(chat) {
+  const text = $("chat-input").value;
+  if (!text.trim() || chat.busy) return;
+  $("chat-error").textContent = "";
+  const field = chat.flow ? await messageField(chat.flow).catch(() => null) : null;
+  if (!field) {
+    $("chat-error").textContent = chat.flow ? `flow ${chat.flow} has no text input to send a message to`
+      : "this conversation has no flow yet (start one from a flow's page)";
+    return;
+  }
+  chat.busy = true;
+  $("chat-send").disabled = true;
+  const list = $("chat-messages");
+  const mine = h("li", { class: "user", "data-role": "user" }, text);
+  const reply = h("li", { class: "assistant pending", "data-role": "assistant", "data-tokens": "0" });
+  list.append(mine, reply);
+  list.scrollTop = list.scrollHeight;
+  $("chat-input").value = "";
+  let tokens = 0;
+  const onEvent = (name, data) => {
+    if (state.chat !== chat) return;
+    if (name === "thread_id") {
+      reply.dataset.run = data.run_id;
+      $("chat-state").replaceChildren(badge("running"));
+    } else if (name === "token") {  // the reply as the model writes it
+      tokens += 1;
+      reply.dataset.tokens = String(tokens);
+      reply.append((data.data || {}).text || "");
+    } else if (name === "thread_name") {
+      $("chat-title").textContent = (data.data || {}).name || chat.id;
+      $("chat-title").dataset.named = "";
+    } else if (name === "complete") {
+      finishReply(reply, mine, data);
+    } else if (name === "error") {
+      reply.classList.remove("pending");
+      reply.classList.add("failed");
+      reply.textContent = data.message || "the turn was refused";
+    }
+    list.scrollTop = list.scrollHeight;
+  };
+  try {
+    await postStream(`/threads/${enc(chat.id)}/runs`, { inputs: { [field]: text } }, onEvent);
+  } catch (error) {
+    if (!showAuth(error) && state.chat === chat) {
+      mine.remove();
+      reply.remove();
+      $("chat-input").value = text;
+      $("chat-error").textContent = error.message;
+    }
+  } finally {
+    chat.busy = false;
+    $("chat-send").disabled = false;
+    refresh();
+  }
+}
+
 // ---- navigation --------------------------------------------------------------------------------
 
 async function route() {
@@ -252,16 +396,20 @@ async function route() {
   if (state.follow) { state.follow.abort(); state.follow = null; }
   $("flow-detail").hidden = true;
   $("run-detail").hidden = true;
+  $("chat-detail").hidden = true;
+  state.chat = null;
   $("detail-empty").hidden = Boolean(kind && name);
   state.view = kind && name ? { kind, name, id: name } : null;
   try {
     if (kind === "flow" && name) await showFlow(name);
     else if (kind === "run" && name) await showRun(name);
+    else if (kind === "thread" && name) await showThread(name);
   } catch (error) {
     if (!showAuth(error)) { $("detail-empty").hidden = false; $("detail-empty").textContent = error.message; }
   }
   renderFlows(state.flows);
   renderRuns(state.runs);
+  renderThreads(state.threads);
 }
 
 $("token-form").addEventListener("submit", (event) => {

@@ -1,12 +1,17 @@
 """read_file, write_file, list_files: confined to the run's workspace folder.
 
 A path must be relative, without `..`, and must still be inside the workspace once every
-symlink is resolved; reads, writes and listings are bounded.
+symlink is resolved; reads, writes and listings are bounded. A workspace named by the flow or
+the run (`output_dir`, engine/outputdir.py) must itself stay inside the yard: a link planted in
+its place since the run started is refused on every call. Each write is reported to the
+listener set for the block that runs (`writes`): the step's `file_written` event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -18,11 +23,26 @@ WRITE_LIMIT = 1_000_000  # bytes accepted by write_file
 LIST_LIMIT = 1_000  # entries returned by list_files
 
 
+# (path relative to the workspace, bytes written): set around a block's execution (engine/compile/blockstep.py)
+_WRITTEN: ContextVar[Callable[[str, int], None] | None] = ContextVar("blockyard_file_written", default=None)
+
+
+@contextmanager
+def writes(listener: Callable[[str, int], None]) -> Iterator[None]:
+    """Call `listener(path, bytes)` for each file write_file writes inside (also in worker threads)."""
+    token = _WRITTEN.set(listener)
+    try:
+        yield
+    finally:
+        _WRITTEN.reset(token)
+
+
 class Workspace:
     """Resolves tool paths inside one folder, refusing every way out."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, confine: Path | None = None) -> None:
         self.root = root
+        self.confine = confine  # the yard a named output folder must stay in
 
     def resolve(self, tool: str, path: str) -> Path:
         if self.root is None:
@@ -35,6 +55,8 @@ class Workspace:
         if ".." in posix.parts or ".." in windows.parts:
             raise ToolError(f"tool '{tool}': path '{path}' contains '..'; it must stay inside the workspace")
         base = self.root.resolve()
+        if self.confine is not None and not base.is_relative_to(self.confine.resolve()):
+            raise ToolError(f"tool '{tool}': the output folder leads outside the yard (through a symlink)")
         target = (base / path).resolve()
         if target != base and not target.is_relative_to(base):
             raise ToolError(f"tool '{tool}': path '{path}' leads outside the workspace (through a symlink)")
@@ -45,9 +67,10 @@ class Workspace:
         return target.relative_to(self.root.resolve()).as_posix()
 
 
-def file_tools(workspace: Path | None) -> list[Tool]:
-    """The three file tools bound to one workspace (None: they refuse to run)."""
-    space = Workspace(workspace)
+def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool]:
+    """The three file tools bound to one workspace (None: they refuse to run), which must stay
+    inside `confine` when given."""
+    space = Workspace(workspace, confine)
 
     def read_file(path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
         target = space.resolve("read_file", path)
@@ -69,7 +92,11 @@ def file_tools(workspace: Path | None) -> list[Tool]:
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("ab" if append else "wb") as handle:
             handle.write(data)
-        return {"path": space.relative(target), "bytes": len(data)}
+        written = space.relative(target)
+        listener = _WRITTEN.get()
+        if listener is not None:
+            listener(written, len(data))
+        return {"path": written, "bytes": len(data)}
 
     def list_files(path: str = ".", recursive: bool = False) -> dict[str, Any]:
         target = space.resolve("list_files", path)

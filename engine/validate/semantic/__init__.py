@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.diagnostics import Diagnostic
 from engine.project import FlowDef, Project
 from engine.validate.semantic import control
+from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
 from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
 from engine.validate.semantic.blocks import check_blocks
@@ -29,6 +30,7 @@ from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
+from engine.validate.semantic.policy import check_policy
 from engine.validate.semantic.references import check_references
 from engine.validate.semantic.routing import check_routing
 from engine.validate.semantic.schedule import check_schedule
@@ -42,7 +44,7 @@ def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
     delegation = delegation_graph(project)
     found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation),
-             *check_agent_blocks(project), *check_durations(project)]
+             *check_agent_blocks(project), *check_durations(project), *check_policy(project)]
     calls = subflow_calls(project)
     for definition in project.flows.values():
         found.extend(check_flow(project, definition, calls, delegation))
@@ -62,13 +64,15 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_memory(index)
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
+    check_output_dir(index)
     flow = None
     if not index.broken:
+        check_reduce(index)
         graphs = {region: control.build(region) for region in index.regions}
         check_paths(index, graphs)
         flow = Dataflow(index, graphs)
         check_inputs(index, flow)
         check_parallel_writes(index, flow, graphs)
-        check_flow_outputs(index, flow)
+        check_flow_outputs(index, flow, graphs)
     check_step_templates(index, flow)
     return index.found

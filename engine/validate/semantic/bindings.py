@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.diagnostics import did_you_mean
 from engine.spec import END
-from engine.validate.semantic.control import ControlGraph
+from engine.validate.semantic.control import ControlGraph, Edge
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of
 from engine.validate.semantic.graph import bits, reach_masks
 from engine.validate.semantic.index import FlowIndex, Region, StepNode
@@ -89,22 +89,82 @@ def _report_pairs(index: FlowIndex, key: str, found: list[tuple[int, StepNode]],
                          f"'{key}'; rename one with `outputs:`, or order them with `needs:`")
 
 
-def check_flow_outputs(index: FlowIndex, flow: Dataflow) -> None:
-    """BY408/BY409: each key in the flow's `outputs` is written before the run ends."""
+def check_flow_outputs(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
+    """BY408/BY409: each key in the flow's `outputs` is written before the run ends. An optional
+    output (or one with a default) may be missing at the end; a required one that some path to the
+    end never writes is reported with that path."""
     must, may = flow.at_end()
     if must is None:
         return  # the flow cannot end normally: the dead end is reported
     written = keys_of(may)
-    for position, key in enumerate(index.definition.spec.outputs):
+    spec = index.definition.spec
+    for position, key in enumerate(spec.outputs):
+        where = ("outputs", key) if isinstance(spec.outputs, dict) else ("outputs", position)
         if key_fact(key) in must:
             continue
         if key_fact(key) in may:
+            if not spec.output(key).required:
+                continue
+            path = unwritten_path(key, index.root, graphs[index.root], flow)
             writer = flow.writers.get(key)
-            by = f" (step '{writer.id}' writes it)" if writer is not None else ""
-            index.report(("outputs", position), "BY409",
-                         f"flow output '{key}' is not written on every path to the end{by}; runs that skip it "
-                         "fail when they finish")
+            verb = "may write" if writer is not None and key in flow.optional_writes(writer) else "writes"
+            by = f" (step '{writer.id}' {verb} it)" if writer is not None else ""
+            on = f"on the path {path}" if path is not None else "on every path to the end"
+            index.report(where, "BY409",
+                         f"flow output '{key}' is not written {on}{by}; runs that end that way fail (declare "
+                         "it `{optional: true}` or give it a `default:` if that is expected)",
+                         key=isinstance(spec.outputs, dict))
             continue
         explained = flow.explain(key, may, "the end")
         why = explained if explained is not None else f"no step writes context key '{key}'{did_you_mean(key, written)}"
-        index.report(("outputs", position), "BY408", f"flow output '{key}' is never written: {why}")
+        index.report(where, "BY408", f"flow output '{key}' is never written: {why}", key=isinstance(spec.outputs, dict))
+
+
+def unwritten_path(key: str, region: Region, graph: ControlGraph, flow: Dataflow) -> str | None:
+    """A path from the region's entry to its end along which no step surely writes `key`, as
+    "classify → end (branch 'other')"; None when none is found (the key is then missing through a
+    body, or a parallel join the search does not model)."""
+    if graph.entry is None:
+        return None
+    fact = key_fact(key)
+    came: dict[str, tuple[str, Edge] | None] = {graph.entry: None}
+    queue = [graph.entry]
+    while queue:
+        name = queue.pop(0)
+        node = region.by_id[name]
+        writes = fact in flow.gen(node)
+        for edge in graph.out.get(name, []):
+            if edge.ran and writes:
+                continue
+            if edge.target == END:
+                return _describe([*_back(came, name), (name, edge)])
+            if edge.target not in came:
+                came[edge.target] = (name, edge)
+                queue.append(edge.target)
+    return None
+
+
+def _back(came: dict[str, tuple[str, Edge] | None], name: str) -> list[tuple[str, Edge]]:
+    steps: list[tuple[str, Edge]] = []
+    previous = came[name]
+    while previous is not None:
+        steps.append(previous)
+        previous = came[previous[0]]
+    return list(reversed(steps))
+
+
+def _describe(hops: list[tuple[str, Edge]]) -> str:
+    parts: list[str] = []
+    for source, edge in hops:
+        why = _choice(edge)
+        parts.append(f"{source}{f' ({why})' if why else ''}")
+    return " → ".join([*parts, "end"])
+
+
+def _choice(edge: Edge) -> str | None:
+    """The choice an edge stands for, when the step had others: a branch, a route, an exit."""
+    if edge.kind == "branch":
+        return f"branch '{edge.path[-1]}'"
+    if edge.kind == "route":
+        return "default route" if edge.path[-1] == "default" else f"route {int(edge.path[-2]) + 1}"
+    return {"reject": "rejected", "timeout": "timed out", "max_visits": "max_visits reached"}.get(edge.kind)

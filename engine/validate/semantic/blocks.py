@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import JsonPath
 from engine.project import BlockDef, Project
+from engine.promptfiles import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
 from engine.spec import MODEL_KINDS, ModelProfile
 from engine.templates import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
@@ -89,7 +92,7 @@ class BlockCheck:
                 self.report(where, "BY353",
                             f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
                             key=bool(spec.outputs))
-        if kind in PROMPTED and (spec.prompt is None or not spec.prompt.user):
+        if kind in PROMPTED and (spec.prompt is None or not (spec.prompt.user or spec.prompt.user_file)):
             where = ("prompt",) if spec.prompt is not None else ("kind",)
             self.report(where, "BY354", f"{article(kind)} block needs `prompt:` with a `user:` message",
                         key=spec.prompt is not None)
@@ -173,11 +176,7 @@ class BlockCheck:
         spec = self.spec
         inputs = list(spec.inputs)
         if spec.prompt is not None:
-            resolve = names_scope(inputs, "a prompt", extra=MEMORY_NAMES)
-            for part in ("system", "user"):
-                source = getattr(spec.prompt, part)
-                if source is not None:
-                    self.scan(("prompt", part), source, resolve, expression=False, what=f"prompt.{part}")
+            self.prompt(names_scope(inputs, "a prompt", extra=MEMORY_NAMES))
         if spec.compute is not None:
             resolve = names_scope(inputs, "a compute expression")
             for name, source in spec.compute.items():
@@ -186,9 +185,61 @@ class BlockCheck:
             self.scan(("memory", "key"), spec.memory.key, names_scope(inputs, "a memory key"),
                       expression=False, what="memory.key")
 
-    def scan(self, path: JsonPath, source: str, resolve: Resolver, *, expression: bool, what: str) -> None:
-        for problem in scan(source, resolve, expression=expression):
+    def scan(self, path: JsonPath, source: str, resolve: Resolver, *, expression: bool, what: str,
+             includes: bool = False) -> None:
+        for problem in scan(source, resolve, expression=expression, includes=includes):
             self.report(path, problem.code, f"{what}: {problem.message}")
+
+    def prompt(self, resolve: Resolver) -> None:
+        """The prompt's texts and files, and every file they include (BY430-BY432), each checked like
+        the prompt itself; problems inside a file are reported where the prompt names or includes it."""
+        assert self.spec.prompt is not None
+        for part, inline, name in prompt_sources(self.spec.prompt):
+            if inline is not None and name is not None:
+                self.report(("prompt", f"{part}_file"), "BY432",
+                            f"prompt.{part} and prompt.{part}_file are both given; keep one", key=True)
+            if inline is not None:
+                self.scan(("prompt", part), inline, resolve, expression=False, what=f"prompt.{part}", includes=True)
+                self.includes(("prompt", part), inline, f"prompt.{part}", resolve, ())
+            if name is not None:
+                where: JsonPath = ("prompt", f"{part}_file")
+                text = self.read(where, name, f"prompt.{part}_file")
+                if text is None:
+                    continue
+                what = f"prompt.{part}_file {normal(name)}"
+                self.scan(where, text, resolve, expression=False, what=what, includes=True)
+                self.includes(where, text, what, resolve, (normal(name),))
+
+    def includes(self, path: JsonPath, source: str, what: str, resolve: Resolver, chain: tuple[str, ...]) -> None:
+        for found in includes(source):
+            at = f"{what}, line {found.line}" if "\n" in source.strip() else what
+            if found.name is None:
+                self.report(path, "BY431", f"{at}: {{% include %}} needs the file's name as a constant text, "
+                                           "e.g. {% include 'prompts/rules.md' %}")
+                continue
+            name = normal(found.name)
+            if name in chain:
+                self.report(path, "BY431", f"{at}: {{% include '{found.name}' %}} includes itself "
+                                           f"({' → '.join([*chain, name])})")
+                continue
+            if len(chain) >= MAX_DEPTH:
+                self.report(path, "BY431", f"{at}: {{% include '{found.name}' %}} is more than {MAX_DEPTH} files "
+                                           "deep")
+                continue
+            text = self.read(path, found.name, f"{at}: {{% include %}}")
+            if text is None:
+                continue
+            inner = f"{what} → {name}"
+            self.scan(path, text, resolve, expression=False, what=inner, includes=True)
+            self.includes(path, text, inner, resolve, (*chain, name))
+
+    def read(self, path: JsonPath, name: str, what: str) -> str | None:
+        """A prompt file's text, or None after reporting why it cannot be read (BY430)."""
+        try:
+            return read_prompt(self.project.root, self.project.bounds(), name)
+        except PromptFileError as exc:
+            self.report(path, "BY430", f"{what}: {exc}")
+            return None
 
 
 def check_blocks(project: Project) -> list[Diagnostic]:
@@ -200,14 +251,19 @@ def check_blocks(project: Project) -> list[Diagnostic]:
     return found
 
 
-def prompt_memory_names(definition: BlockDef) -> list[str]:
-    """The memory variables a block's prompt reads (they need the flow to have a memory scope)."""
+def prompt_memory_names(definition: BlockDef, project: Project | None = None) -> list[str]:
+    """The memory variables a block's prompt reads (they need the flow to have a memory scope),
+    in its prompt files and the files they include too when `project` is given."""
     prompt = definition.spec.prompt
     if prompt is None:
         return []
+    sources = [source for source in (prompt.system, prompt.user) if source is not None]
+    files = [name for name in (prompt.system_file, prompt.user_file) if name is not None]
+    if project is not None and (files or any(includes(source) for source in sources)):
+        with contextlib.suppress(PromptFileError):  # reported by the block's own check (BY430, BY431)
+            sources.extend(pin(project.root, project.bounds(), sources, files).values())
     used: list[str] = []
-    for source in (prompt.system, prompt.user):
-        if source is not None:
-            used.extend(path[0] for path in analyze(source, False).paths
-                        if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
+    for source in sources:
+        used.extend(path[0] for path in analyze(source, False).paths
+                    if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
     return list(dict.fromkeys(used))

@@ -4,7 +4,8 @@ Codes are a public contract (CI annotations, SARIF rules, docs): once published 
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
 shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates
 (BY44x what the compiler needs to build a step), BY5xx configuration, tools, models and
-schedules. BY201/BY202 belong to the loader.
+schedules, BY81x the yard's `policy:`. BY201/BY202 belong to the loader; the version policy's BY80x
+are in engine/validate/codes.py.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ DATAFLOW: dict[str, str] = {
     "BY410": "template loads another template (include, extends, import)",
     "BY411": "constant expression over a template limit",
     "BY425": "custom event named like an engine event",
+    "BY430": "prompt file or included file missing, unreadable or outside the yard",
+    "BY431": "include that cannot be resolved (not a constant name, a cycle, too deep)",
+    "BY432": "prompt text and prompt file both given",
+    "BY433": "`reduce:` on an output that is not a list (append) or an object (merge)",
+    "BY434": "accumulated context key also written another way",
+    "BY435": "invalid output directory",
 }
 
 # What the compiler needs to build a step; these rules were the compiler's alone before it trusted
@@ -99,7 +106,18 @@ CONFIG: dict[str, str] = {
     "BY516": "malformed scripted mock reply",
 }
 
-CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG}
+# `policy:` in blockyard.yaml (engine/validate/semantic/policy.py)
+POLICY: dict[str, str] = {
+    "BY810": "model provider not allowed by the yard's policy",
+    "BY811": "model name not allowed by the yard's policy",
+    "BY812": "agent turns above the policy's cap",
+    "BY813": "loop iterations or step visits above the policy's cap",
+    "BY814": "tool the policy keeps behind approval run without an approval gate",
+    "BY815": "approval gate without a timeout where the policy requires one",
+    "BY816": "http_request host not allowed by the yard's policy",
+}
+
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY}
 
 WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
 """Codes reported as warnings (validate still exits 0); every other code is an error."""

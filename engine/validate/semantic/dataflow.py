@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from engine.spec import END, ApprovalSpec
+from engine.spec import END, ApprovalSpec, FlowSpec
+from engine.spec.walk import accumulated
 from engine.validate.semantic.control import CONCURRENT, ControlGraph, Edge, continues_in_order
 from engine.validate.semantic.facts import NOTHING, Facts, FactTable
 from engine.validate.semantic.index import FlowIndex, Region, StepNode
@@ -71,7 +72,7 @@ class Dataflow:
         self.private: dict[str, StepNode] = {}  # ... or, failing that, inside a map item
         for node in index.walk():
             table = self.private if map_owner(node) is not None else self.writers
-            for key in self.writes(node):
+            for key in [*self.writes(node), *self.optional_writes(node)]:
                 table.setdefault(key, node)
             if node.action == "map" and node.block is not None:
                 for key in node.block.spec.outputs:  # what each item's block returns
@@ -84,7 +85,10 @@ class Dataflow:
             self.regions[region] = RegionFacts(graphs[region])
         for region in reversed(index.regions):  # bodies before the steps that own them
             self._finish(region)
-        self._forward(index.root, NOTHING, NOTHING)
+        # keys that steps accumulate (`reduce:`) exist, empty, from the start of a run
+        start = self.table.of(map(key_fact, accumulated(index.definition.spec.steps)))
+        self.start = start
+        self._forward(index.root, start, start)
 
     # what a step writes -------------------------------------------------------------------
     def writes(self, node: StepNode) -> list[str]:
@@ -97,8 +101,9 @@ class Dataflow:
         if node.action == "uses" and node.block is not None:
             produced.extend(node.block.spec.outputs)
         elif node.action == "flow" and node.subflow is not None:
-            produced.extend(node.subflow.spec.outputs)
-        keys = [spec.outputs.get(name, name) for name in produced]
+            sub = node.subflow.spec
+            produced.extend(name for name in sub.outputs if not _maybe_missing(sub, name))
+        keys = [spec.output_key(name) for name in produced]
         if node.action == "approval" and spec.approval is not None:
             keys.extend(spec.approval.fields)
         if isinstance(spec.require_approval, ApprovalSpec):
@@ -108,9 +113,17 @@ class Dataflow:
             keys.append(body.collect)
         return list(dict.fromkeys(keys))
 
+    def optional_writes(self, node: StepNode) -> list[str]:
+        """Keys a `flow:` step writes only when the subflow returns them: its optional outputs
+        without a default."""
+        if node.region.kind == "delegate" or node.action != "flow" or node.subflow is None:
+            return []
+        sub = node.subflow.spec
+        return [node.spec.output_key(name) for name in sub.outputs if _maybe_missing(sub, name)]
+
     def may_write(self, node: StepNode) -> set[str]:
         """Keys the step may write, its loop or foreach body included (the parallel-writes check)."""
-        keys = set(self.writes(node))
+        keys = set(self.writes(node)) | set(self.optional_writes(node))
         if node.body is not None and node.body.kind != "map":
             for inner in node.body.steps:
                 keys |= self.may_write(inner)
@@ -130,7 +143,7 @@ class Dataflow:
         """Facts a step may add when it runs (everything its loop or foreach body may write)."""
         cached = self._gens_may.get(node)
         if cached is None:
-            facts = self.gen(node)
+            facts = self.gen(node) | self.table.of(map(key_fact, self.optional_writes(node)))
             if node.body is not None and node.body.kind != "map":
                 for inner in node.body.steps:
                     facts |= self.gen_may(inner)
@@ -278,8 +291,16 @@ class Dataflow:
         for node in self.index.root.steps:
             may |= self.gen_may(node)
         if done is None:
-            return None, may
-        return _either(done, self.regions[self.index.root].end), may
+            return None, may | self.start
+        certain = _either(done, self.regions[self.index.root].end)
+        assert certain is not None  # `done` is not None
+        return certain | self.start, may | self.start
+
+
+def _maybe_missing(flow: FlowSpec, name: str) -> bool:
+    """Whether a run of `flow` may end without output `name` (optional, and no default)."""
+    declared = flow.output(name)
+    return declared.optional and not declared.has_default
 
 
 def map_owner(node: StepNode) -> StepNode | None:

@@ -23,7 +23,7 @@ def check_memory(index: FlowIndex) -> None:
                          f"step '{node.id}' uses {block.kind} block '{block.block}', but flow '{index.name}' has "
                          "no memory: add memory: {scope: \"users/{{ inputs.user_id }}\"} (or another scope)")
             continue
-        used = prompt_memory_names(node.block)
+        used = prompt_memory_names(node.block, index.project)
         if used:
             index.report(where, "BY357",
                          f"step '{node.id}': the prompt of block '{block.block}' reads {quote_list(used)}, but "

@@ -39,16 +39,23 @@ _JINJA_WORDS = frozenset({"true", "false", "none", "True", "False", "None", "and
                           "if", "else"})
 
 
-def scan(source: str, resolve: Resolver, *, expression: bool) -> list[Problem]:
-    """Syntax errors, unknown filters and tests, and unresolved variables of one template."""
+def scan(source: str, resolve: Resolver, *, expression: bool, includes: bool = False) -> list[Problem]:
+    """Syntax errors, unknown filters and tests, and unresolved variables of one template.
+    `includes`: the template is a prompt, whose `{% include %}`s the caller checks."""
     found = analyze(source, expression)
     if found.error is not None:
         return [Problem("BY400", found.error)]
     problems: list[Problem] = []
     for tag, line in found.loads:
+        if includes and tag == "include":
+            continue
         at = f" (line {line} of the template)" if "\n" in source.strip() else ""
-        problems.append(Problem("BY410", f"{{% {tag} %}}{at} is not supported yet: a template cannot load other "
-                                         "templates; write the text in place"))
+        if tag == "include":
+            problems.append(Problem("BY410", f"{{% include %}}{at} works only in a block's prompt (and the prompt "
+                                             "files it includes); write the text in place"))
+            continue
+        problems.append(Problem("BY410", f"{{% {tag} %}}{at} is not supported: a template cannot load other "
+                                         "templates; write the text in place, or use {% include %} in a prompt"))
     for message in found.over_limit:
         problems.append(Problem("BY411", message))
     for what, name in found.unknown:

@@ -1,0 +1,245 @@
+"""A flow as a React Flow graph (docs/reactflow.md): `blockyard export reactflow FLOW`.
+
+Built on the graph model (engine/compile/flowgraph.py): its nodes become React Flow nodes (a loop's
+check and a map's join fold into the loop or map node, start becomes `data.isStart`), its edges
+React Flow edges whose `sourceHandle` says which way out they are (a router's `route-N` and
+`default`, a decide step's `branch-<value>`, a body's `NEXT` and what follows it, `COMPLETE`, the
+exits `reject`, `timeout` and `max_visits`) and whose `data.kind` keeps the model's edge kind.
+Each node's `data` carries what its step says besides where it goes (`step`: its bindings, outputs
+and bounds as written; the block it runs; the gate's settings), and `flow` the flow's own settings,
+so that importing the graph (engine/interchange/reactflow.py) gives back the same flow. Positions:
+a top-down layout by depth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
+from engine.pinned import Bundle
+
+X_GAP, Y_GAP = 260, 140
+_NODE_TYPES = {"router": "router", "foreach": "iterator", "loop": "loop", "map": "map", "gate": "approval",
+               "subflow": "subflow", "end": "end"}
+_BLOCK_TYPES = {"agent": "agent", "tool": "tool", "smart": "smart_node"}
+_STEP_KEYS = ("description", "with", "outputs", "emit", "max_visits")
+_KEPT_TARGETS = frozenset({"fail", "approve", "reject"})  # gate and visit settings that are no edge
+
+
+def reactflow(bundle: Bundle) -> dict[str, Any]:
+    """The React Flow graph of a bundle's flow: {flow, nodes, edges}."""
+    return _Exporter(bundle, flow_graph(bundle)).run()
+
+
+def reactflow_json(bundle: Bundle) -> str:
+    return json.dumps(reactflow(bundle), ensure_ascii=False, indent=2) + "\n"
+
+
+def _raw_steps(steps: list[Any]) -> Iterator[dict[str, Any]]:
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        yield step
+        for key in ("loop", "foreach", "map"):
+            body = step.get(key)
+            if isinstance(body, dict) and isinstance(body.get("steps"), list):
+                yield from _raw_steps(body["steps"])
+
+
+class _Exporter:
+    def __init__(self, bundle: Bundle, graph: FlowGraph) -> None:
+        self.bundle = bundle
+        self.graph = graph
+        source = bundle.source.get("flow") or bundle.flow.model_dump(by_alias=True, exclude_defaults=True)
+        self.flow_data: dict[str, Any] = source
+        self.raw = {str(step.get("id")): step for step in _raw_steps(source.get("steps") or [])}
+        self.groups = {group.id: group for group in graph.groups}
+        self.nodes = {node.id: node for node in graph.nodes}
+
+    def node_id(self, node_id: str) -> str:
+        """The React Flow node a model node folds into: a loop's check and a map's join are the step's."""
+        node = self.nodes[node_id]
+        if node.kind == "join":
+            return node_id.removesuffix("__join")
+        if node.kind == "loop":
+            return node.step or node_id
+        return node_id
+
+    def groups_of(self, node_id: str) -> list[str]:
+        node = self.nodes[node_id]
+        found: list[str] = []
+        group = node.group
+        while group is not None:
+            found.append(group)
+            group = self.groups[group].parent
+        return found
+
+    def loop_entry_owner(self, edge: GraphEdge) -> str | None:
+        """A loop's body entry reached from outside the loop: the edge leads to the loop itself."""
+        target = self.nodes[edge.target]
+        if target.group is None or edge.kind == "loop-back":
+            return None
+        group = self.groups[target.group]
+        if group.kind != "loop":
+            return None
+        inside = edge.source != START_ID and group.id in self.groups_of(edge.source)
+        return None if inside else group.step
+
+    def run(self) -> dict[str, Any]:
+        nodes: dict[str, dict[str, Any]] = {}
+        for node in self.graph.nodes:
+            if node.kind == "loop":
+                nodes[node.step or node.id] = self.loop_node(node)
+            elif node.kind not in ("start", "join", "end"):
+                nodes[node.id] = self.node(node)
+        edges: list[dict[str, Any]] = []
+        uses_end = False
+        for edge in self.graph.edges:
+            if edge.source == START_ID:
+                entry = self.loop_entry_owner(edge) or self.node_id(edge.target)
+                nodes[entry]["data"]["isStart"] = True
+                continue
+            converted = self.edge(edge)
+            if converted is None:
+                continue
+            uses_end = uses_end or converted["target"] == END_ID
+            edges.append(converted)
+        if uses_end:
+            nodes[END_ID] = {"id": END_ID, "type": "end", "data": {"label": "end"}}
+        for number, found in enumerate(edges):
+            found["id"] = f"e{number}"
+        ordered = list(nodes.values())
+        self.layout(ordered, edges)
+        settings = {k: v for k, v in self.flow_data.items() if k != "steps"}
+        return {"flow": settings, "nodes": ordered, "edges": edges}
+
+    def edge(self, edge: GraphEdge) -> dict[str, Any] | None:
+        source_node = self.nodes[edge.source]
+        source, target = self.node_id(edge.source), self.node_id(edge.target)
+        owner = self.loop_entry_owner(edge)
+        if owner is not None:
+            target = owner
+        handle: str | None = edge.handle
+        if edge.kind in ("loop-back", "iterate", "fan-out"):
+            handle = "NEXT"
+        elif edge.kind == "exit":
+            label = edge.label or ""
+            handle = "reject" if label == "reject" else "timeout" if label.startswith("timeout") else "max_visits"
+        elif source_node.kind in ("loop", "foreach", "join") and edge.kind in ("next", "default", "join"):
+            handle = "COMPLETE"  # what follows the container (a loop's check, a map's join: the step's)
+        elif handle == "other":
+            handle = None
+        if target == END_ID and handle is None:
+            return None  # a node with nowhere to go ends the flow: no edge needed
+        found: dict[str, Any] = {"id": "", "source": source, "target": target, "data": {"kind": edge.kind}}
+        if handle is not None:
+            found["sourceHandle"] = handle
+        if edge.label:
+            found["label"] = edge.label
+        return found
+
+    def base(self, node: GraphNode, kind: str) -> dict[str, Any]:
+        raw = self.raw.get(node.step or "", {})
+        data: dict[str, Any] = {"label": node.step or node.id}
+        step = {key: raw[key] for key in _STEP_KEYS if key in raw}  # the step's own settings, as written
+        if raw.get("on_max_visits") == "fail":
+            step["on_max_visits"] = "fail"
+        flows = [d for d in raw.get("delegates") or [] if d not in self.raw]
+        if flows:
+            step["delegates"] = flows
+        if step:
+            data["step"] = step
+        gate = raw.get("require_approval")
+        if isinstance(gate, dict):
+            data["require_approval"] = {k: v for k, v in gate.items()
+                                        if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS}
+        elif gate:
+            data["require_approval"] = gate
+        return {"id": node.id, "type": kind, "data": data}
+
+    def node(self, node: GraphNode) -> dict[str, Any]:
+        raw = self.raw.get(node.step or "", {})
+        if node.kind in ("step", "decide"):
+            block = self.bundle.blocks.get(str(raw.get("uses") or ""))
+            kind = _BLOCK_TYPES.get(block.kind if block is not None else "", "block")
+            found = self.base(node, kind)
+            data = found["data"]
+            data["block"] = raw.get("uses")
+            if block is not None and kind == "agent":
+                data.update({"system_prompt": block.prompt.system if block.prompt else None,
+                             "tools": [*block.tools], "max_iterations": block.max_iterations,
+                             "profile": block.model if isinstance(block.model, str) else None})
+            elif block is not None and kind == "tool":
+                data["tool"] = block.tool
+                data["args"] = data.get("step", {}).pop("with", {})
+                if data.get("step") == {}:
+                    del data["step"]
+            elif block is not None and kind == "smart_node":
+                data.update({"mode": "ChainOfThought" if block.mode == "chain_of_thought" else "Predict",
+                             "goal": block.prompt.system if block.prompt else None,
+                             "inputs": [{"name": k, "desc": v.description or ""} for k, v in block.inputs.items()],
+                             "outputs": [{"name": k, "desc": v.description or ""} for k, v in block.outputs.items()]})
+            return found
+        kind = _NODE_TYPES[node.kind]
+        found = self.base(node, kind)
+        data = found["data"]
+        if node.kind == "router":
+            spec = self.bundle_step(node).router
+            assert spec is not None
+            data["value"] = spec.value
+            data["routes"] = [{"condition": route.kind, "value": getattr(route, route.kind),
+                               "target_handle": f"route-{number}"} for number, route in enumerate(spec.routes, 1)]
+            data["default_handle"] = "default"
+        elif node.kind == "foreach":
+            data.update({k: v for k, v in (raw.get("foreach") or {}).items() if k != "steps"})
+        elif node.kind == "map":
+            data.update({k: v for k, v in (raw.get("map") or {}).items() if k != "steps"})
+        elif node.kind == "gate":
+            gate = raw.get("approval") or {}
+            data.update({k: v for k, v in gate.items() if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS})
+        elif node.kind == "subflow":
+            data["flow"] = raw.get("flow")
+        return found
+
+    def loop_node(self, check: GraphNode) -> dict[str, Any]:
+        step = check.step or check.id
+        raw = self.raw.get(step, {})
+        found = self.base(GraphNode(step, "loop", [step], "hexagon", step=step), "loop")
+        found["data"].update({k: v for k, v in (raw.get("loop") or {}).items() if k != "steps"})
+        return found
+
+    def bundle_step(self, node: GraphNode) -> Any:
+        from_walk = {step.id: step for step in _walk(self.bundle.flow.steps)}
+        return from_walk[node.step or node.id]
+
+    def layout(self, nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
+        """Top-down: a node one row below the first node that reaches it (breadth first from the start)."""
+        following: dict[str, list[str]] = {node["id"]: [] for node in nodes}
+        for edge in edges:
+            following[edge["source"]].append(edge["target"])
+        start = next((node["id"] for node in nodes if node["data"].get("isStart")), nodes[0]["id"])
+        depth = {start: 0}
+        queue = [start]
+        while queue:
+            current = queue.pop(0)
+            for target in following[current]:
+                if target not in depth:
+                    depth[target] = depth[current] + 1
+                    queue.append(target)
+        last = max(depth.values(), default=0) + 1
+        rows: dict[int, int] = {}
+        for node in nodes:
+            row = depth.get(node["id"], last) if node["id"] != END_ID else last
+            column = rows.get(row, 0)
+            rows[row] = column + 1
+            node["position"] = {"x": column * X_GAP, "y": row * Y_GAP}
+
+
+def _walk(steps: list[Any]) -> Iterator[Any]:
+    for step in steps:
+        yield step
+        for body in (step.loop, step.foreach, step.map):
+            if body is not None and body.steps:
+                yield from _walk(body.steps)

@@ -1,0 +1,58 @@
+"""Writing a converted flow (and the new blocks it needs) into a yard, then validating it like any
+file of the yard: `blockyard import reactflow|taskplan`, `blockyard compose`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.diagnostics import Diagnostic
+from engine.errors import UsageError
+from engine.project import Project, load_project, relative
+from engine.validate.semantic import check_project
+
+
+@dataclass
+class Written:
+    flow: Path
+    blocks: list[Path]
+    reused: dict[str, str]  # node or step -> the existing block it runs
+    problems: list[Diagnostic]  # what the validator says about the written files
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.problems)
+
+
+def dump(data: dict[str, Any], header: str) -> str:
+    return f"# {header}\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+
+
+def write_flow(project: Project, flow: dict[str, Any], blocks: dict[str, dict[str, Any]], *, origin: str,
+               force: bool, reused: dict[str, str] | None = None) -> Written:
+    """Write flows/<flow>.yaml and blocks/<name>.yaml (never over an existing file unless `force`), then
+    validate the yard and keep the problems of the files written."""
+    root = project.root
+    flow_path = root / project.config.paths.flows / f"{flow['flow']}.yaml"
+    block_paths = {name: root / project.config.paths.blocks / f"{name}.yaml" for name in blocks}
+    existing = [p for p in (flow_path, *block_paths.values()) if os.path.lexists(p)]
+    if existing and not force:
+        shown = ", ".join(relative(p, root) for p in existing)
+        raise UsageError(f"{shown} already exists; choose another --name, or pass --force to replace it")
+    if flow["flow"] in project.flows and project.flows[flow["flow"]].doc.path.resolve() != flow_path.resolve():
+        raise UsageError(f"flow '{flow['flow']}' is already defined in {project.flows[flow['flow']].display}")
+    for name, data in blocks.items():
+        block_paths[name].parent.mkdir(parents=True, exist_ok=True)
+        block_paths[name].write_text(dump(data, f"Made by {origin}"), encoding="utf-8")
+    flow_path.parent.mkdir(parents=True, exist_ok=True)
+    flow_path.write_text(dump(flow, f"Made by {origin}; review it like any flow (docs/reactflow.md, "
+                                    "docs/taskplans.md)."), encoding="utf-8")
+    after = load_project(root)
+    mine = {relative(p, root) for p in (flow_path, *block_paths.values())}
+    found = [*after.diagnostics, *check_project(after)]
+    problems = sorted({d for d in found if d.file in mine})
+    return Written(flow_path, list(block_paths.values()), dict(reused or {}), problems)
