@@ -13,6 +13,7 @@ and the history of a flow's runs under `(users, ada, flows, <flow>, history)` (d
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 import threading
@@ -53,6 +54,29 @@ def preferences_namespace(scope: str) -> tuple[str, ...]:
 
 def history_namespace(scope: str, flow: str) -> tuple[str, ...]:
     return (*parse_scope(scope), "flows", flow, "history")
+
+
+# ---- what is stored -------------------------------------------------------------------------------
+
+# A memory value is stored as its JSON text under this one key, on both backends: Postgres's store
+# keeps items as JSONB, which sorts an object's keys, and a value must come back as it was written
+# (the same on SQLite and Postgres). Items written before (a preference as {"value": v}, a history
+# record as itself) are still read.
+TEXT_KEY = "blockyard_json"
+
+
+def pack(value: Any) -> dict[str, Any]:
+    """What the store keeps for a memory value: its JSON text, key order and all."""
+    return {TEXT_KEY: json.dumps(value, ensure_ascii=False, default=str)}
+
+
+def unpack(stored: Any, *, preference: bool) -> Any:
+    """The value of a stored item (`pack`'s, or an older item's: a preference's {"value": v})."""
+    if isinstance(stored, dict) and len(stored) == 1 and isinstance(stored.get(TEXT_KEY), str):
+        return json.loads(stored[TEXT_KEY])
+    if preference:
+        return stored.get("value") if isinstance(stored, dict) else None
+    return stored
 
 
 # ---- the store -----------------------------------------------------------------------------------
@@ -115,14 +139,29 @@ def open_store(where: Path | Location) -> Iterator[BaseStore]:
 def preferences(store: BaseStore, scope: str) -> dict[str, Any]:
     """Every preference of a scope, key -> value."""
     items = store.search(preferences_namespace(scope), limit=LIST_LIMIT)
-    return {item.key: item.value.get("value") for item in sorted(items, key=lambda i: i.key)}
+    return {item.key: unpack(item.value, preference=True) for item in sorted(items, key=lambda i: i.key)}
+
+
+def is_empty(store: BaseStore) -> bool:
+    """Whether nothing at all has been remembered (in any scope)."""
+    return not store.search((), limit=1)
+
+
+def get_preference(store: BaseStore, scope: str, key: str) -> tuple[bool, Any]:
+    """(whether the scope has the preference, its value)."""
+    found = store.get(preferences_namespace(scope), key)
+    return (False, None) if found is None else (True, unpack(found.value, preference=True))
+
+
+def set_preference(store: BaseStore, scope: str, key: str, value: Any) -> None:
+    store.put(preferences_namespace(scope), key, pack(value))
 
 
 def history(store: BaseStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest `limit` history records of a flow in a scope, oldest first."""
     items = store.search(history_namespace(scope, flow), limit=LIST_LIMIT)
     items.sort(key=lambda i: i.created_at)
-    return [item.value for item in items[-limit:]]
+    return [unpack(item.value, preference=False) for item in items[-limit:]]
 
 
 class MemoryStore:
@@ -188,14 +227,14 @@ class RunMemory:
         found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)
         if found is None:
             return None
-        return found.value.get("value") if namespace == "preferences" else found.value
+        return unpack(found.value, preference=namespace == "preferences")
 
     async def write(self, namespace: str, key: str, value: Any) -> None:
-        stored = {"value": value} if namespace == "preferences" else value
-        await self.owner.call(self.owner.store().put, self._namespace(namespace), key, stored)
+        await self.owner.call(self.owner.store().put, self._namespace(namespace), key, pack(value))
         if namespace == "preferences":
             self.preferences[key] = value  # later prompts of this run see what it just learned
 
     async def remember_run(self, record: dict[str, Any]) -> None:
         """Store the run's history record (under the run id: a resumed run replaces its own)."""
-        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id, record)
+        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id,
+                              pack(record))

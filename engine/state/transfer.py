@@ -11,6 +11,7 @@ yards' state.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +22,7 @@ from engine.errors import UsageError
 from engine.state.backends import count_rows as _count
 from engine.state.checkpointer import StateDB
 from engine.state.database import Connection, Native
+from engine.state.memory import TEXT_KEY, pack, unpack
 
 # Blockyard's tables in the order their keys need them, with their columns (as of store.SCHEMA_VERSION)
 TABLES: dict[str, tuple[str, ...]] = {
@@ -46,7 +48,7 @@ def copy(source: sqlite3.Connection, target: StateDB) -> dict[str, int]:
         raise UsageError("db copy: the target must be a Postgres database (postgresql://...)")
     saver = SqliteSaver(source)
     checkpoints = list(saver.list(None)) if _sqlite_table(source, "checkpoints") else []
-    memory = ([(prefix, key, value.decode("utf-8") if isinstance(value, bytes) else value, *rest)  # JSON text
+    memory = ([(prefix, key, _memory_text(prefix, value), *rest)
                for prefix, key, value, *rest in source.execute(f"SELECT {', '.join(_STORE_COLUMNS)} FROM store")]
               if _sqlite_table(source, "store") else [])
     rows = {table: source.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()
@@ -89,6 +91,16 @@ def copy(source: sqlite3.Connection, target: StateDB) -> dict[str, int]:
 
     result: dict[str, int] = target.writer.call_sync(apply)
     return result
+
+
+def _memory_text(prefix: str, value: str | bytes) -> str:
+    """A memory item's JSON text for Postgres's store: an item written before values were kept as
+    their JSON text (engine/state/memory.py, `pack`) is packed now, so its keys keep their order."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    stored = json.loads(text)
+    if isinstance(stored, dict) and len(stored) == 1 and isinstance(stored.get(TEXT_KEY), str):
+        return text
+    return json.dumps(pack(unpack(stored, preference=prefix.endswith(".preferences"))), ensure_ascii=False)
 
 
 def _sqlite_table(conn: sqlite3.Connection, table: str) -> bool:

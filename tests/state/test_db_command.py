@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.state.location import URL_ENV
+from engine.state.memory import open_store
 from tests.support.cli import Cli
 from tests.support.postgres import PASSWORD
 
@@ -113,3 +114,15 @@ def test_copy_refuses_a_target_that_holds_runs(yard: Path, cli: Cli, pg_url: str
 def test_copy_needs_a_postgres_url(yard: Path, cli: Cli) -> None:
     outcome = cli(yard, "db", "copy", "--to", "mysql://root:hunter2hunter2@db/x")
     assert outcome.code == 2 and "is not a Postgres URL" in outcome.err and "hunter2hunter2" not in outcome.err
+
+
+def test_copy_keeps_the_key_order_of_memory_values_old_and_new(yard: Path, cli: Cli, pg_url: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(URL_ENV, raising=False)
+    assert cli(yard, "memory", "set", "users/ada", "lunch", "{restaurant: Pho, dish: soup}").code == 0
+    with open_store(yard / ".blockyard" / "state.db") as store:  # as an earlier version wrote a preference
+        store.put(("users", "ada", "preferences"), "old", {"value": {"zeta": 1, "alpha": 2}})
+    assert cli(yard, "db", "copy", "--to", pg_url).code == 0
+    monkeypatch.setenv(URL_ENV, pg_url)
+    assert cli(yard, "memory", "get", "users/ada", "lunch").out == '{"restaurant": "Pho", "dish": "soup"}\n'
+    assert cli(yard, "memory", "get", "users/ada", "old").out == '{"zeta": 1, "alpha": 2}\n'
