@@ -46,7 +46,7 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
     # of the startup as a traceback and exit 3, which reads as "paused"
     backends.check(of_yard(root, config.paths.state, config.database))
     logs.configure()
-    server = Server(Settings(root=root, watch=watch, grace=grace))
+    server = Server(Settings(root=root, watch=watch, grace=grace, replica=True))
     catalog = server.load()
     host = host or config.server.host
     port = port or config.server.port

@@ -217,7 +217,8 @@ class Engine:
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
                                digest=digest, status=RunStatus.RUNNING, inputs
 =values, thread_id=thread_id,
-                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
+                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
+                               owner_replica=me.replica, lease_until=me.lease_until)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))

@@ -161,11 +161,13 @@ class RunService:
 
     # ---- recovery ---------------------------------------------------------------------------
 
-    async def recover(self) -> list[str]:
-        """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids."""
+    async def recover(self, *, leave_leased: bool = False) -> list[str]:
+        """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids. A
+        replica (`leave_leased`) leaves the runs of dead replicas alone: it takes them over."""
         records = await self.engine.db.aread(
             lambda conn: store.list_runs(conn, statuses=[RunStatus.RUNNING], limit=None))
-        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED]
+        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED
+                   and not (leave_leased and r.owner_replica is not None)]
         for record in orphans:
             await self.engine.db.writer.write(store.end_run(
                 record.id, RunStatus.INTERRUPTED, outputs=None,
@@ -177,7 +179,7 @@ class RunService:
 def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
-    for private in ("owner_pid", "owner_host", "owner_start"):
+    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until"):
         data.pop(private, None)
     return data
 

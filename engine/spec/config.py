@@ -71,6 +71,11 @@ class ServerSpec(Spec):
     max_input_bytes: int = Field(
         1024 * 1024, ge=1,
         description="Largest inputs of one run (or values of one resume), measured as UTF-8 JSON; larger get 413.")
+    lease_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="How long a replica's lease on the runs it executes lasts without a heartbeat (sent every "
+                    "third of it): once it runs out (the replica died), another replica sharing the database "
+                    "takes the runs over from their last checkpoint. See docs/postgres.md.")
 
 
 class LimitsSpec(Spec):

@@ -126,8 +126,10 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
         if cursor.rowcount != 1:
             raise DecisionRefused(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
         cursor = conn.execute("UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
-                              "error = NULL, error_step = NULL, finished = NULL WHERE id = ? AND status = ?",
-                              (me.pid, me.host, me.start, gate.run_id, RunStatus.WAITING))
+                              "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
+                              "WHERE id = ? AND status = ?",
+                              (me.pid, me.host, me.start, me.replica, me.lease_until, gate.run_id,
+                               RunStatus.WAITING))
         if cursor.rowcount != 1:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (gate.run_id,)).fetchone()
             raise DecisionRefused(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "

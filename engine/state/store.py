@@ -122,6 +122,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             last_run TEXT
         )""",
     ]),
+    (5, [
+        # leases of server replicas on the runs they execute (engine/state/liveness.py): the
+        # replica's id and when its lease runs out unless its heartbeat pushes it ahead
+        "ALTER TABLE runs ADD COLUMN owner_replica TEXT",
+        "ALTER TABLE runs ADD COLUMN lease_until REAL",
+        "CREATE INDEX runs_replica ON runs (owner_replica, status)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -186,6 +193,8 @@ class RunRecord:
     started: str | None = None
     finished: str | None = None
     duration: float = 0.0
+    owner_replica: str | None = None
+    lease_until: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _RUN_COLUMNS}
@@ -248,22 +257,31 @@ def insert_events(events: Iterable[Event]) -> Write:
                  rows, many=True)
 
 
-def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None) -> Any:
+def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None,
+          replica: str | None = None, lease_until: float | None = None) -> Any:
     """A writer call that makes this process the run's owner, only if nobody changed it meanwhile.
 
-    Returns True when the claim won: two `resume`s of one run cannot both continue it.
+    Returns True when the claim won: two `resume`s of one run (or two replicas taking over a run
+    whose lease ran out) cannot both continue it.
     """
 
     def apply(conn: Connection) -> bool:
         cursor = conn.execute(
             "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
-            "error = NULL, error_step = NULL, finished = NULL "
-            "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ?",
-            (pid, host, start, run_id, expected.status, expected.owner_pid, expected.owner_host,
-             expected.owner_start))
+            "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
+            "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ? "
+            "AND owner_replica IS ?",
+            (pid, host, start, replica, lease_until, run_id, expected.status, expected.owner_pid,
+             expected.owner_host, expected.owner_start, expected.owner_replica))
         return bool(cursor.rowcount == 1)
 
     return apply
+
+
+def heartbeat(replica: str, lease_until: float) -> Write:
+    """A replica's heartbeat: its lease on every run it executes now lasts until `lease_until`."""
+    return Write("UPDATE runs SET lease_until = ? WHERE owner_replica = ? AND status = 'running'",
+                 (lease_until, replica))
 
 
 # ---- reads ----------------------------------------------------------------------------------
@@ -315,6 +333,13 @@ def last_seq(conn: Connection, run_id: str) -> int:
     return int(row[0] or 0)
 
 
+def leased_runs(conn: Connection, other_than: str) -> list[RunRecord]:
+    """Runs executing under another replica's lease (whether it still lives: `effective_status`)."""
+    return [_record(row) for row in conn.execute(
+        f"{_SELECT_RUN} WHERE status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ? "
+        f"ORDER BY {OLDEST_FIRST}", (other_than,))]
+
+
 def load_definition(conn: Connection, digest: str) -> str | None:
     row = conn.execute("SELECT bundle FROM definitions WHERE digest = ?", (digest,)).fetchone()
     return row[0] if row is not None else None
@@ -322,8 +347,8 @@ def load_definition(conn: Connection, digest: str) -> str | None:
 
 def effective_status(record: RunRecord) -> RunStatus:
     """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
-    if record.status == RunStatus.RUNNING and not liveness.is_alive(record.owner_pid, record.owner_host,
-                                                                    record.owner_start):
+    if record.status == RunStatus.RUNNING and not liveness.is_alive(
+            record.owner_pid, record.owner_host, record.owner_start, record.owner_replica, record.lease_until):
         return RunStatus.INTERRUPTED
     return record.status
 

@@ -132,13 +132,13 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         row = conn.execute("SELECT flow, checkpoint, turns FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row[0] not in ("", flow):
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
-        for other, status, pid, host, start in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
-                "AND status IN ('running', 'waiting')", (thread_id,)):
+        for other, status, pid, host, start, replica, lease in conn.execute(
+                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
             if status == RunStatus.WAITING:
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
-            if liveness.is_alive(pid, host, start):
+            if liveness.is_alive(pid, host, start, replica, lease):
                 return None
         for write in writes:
             if write.many:
@@ -223,10 +223,10 @@ def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection
     def apply(conn: Connection) -> bool | Busy:
         if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
             return False
-        for run_id, status, pid, host, start in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
-                "AND status IN ('running', 'waiting')", (thread_id,)):
-            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start):
+        for run_id, status, pid, host, start, replica, lease in conn.execute(
+                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
+            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
                 return Busy(run_id, status)
         for write in checkpoints:
             conn.execute(write.sql, write.params)
