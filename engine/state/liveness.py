@@ -98,14 +98,13 @@ def _owner(pid: int) -> Owner:
 
 def is_alive(pid: int | None, host: str | None, start: str | None, replica: str | None = None,
              lease_until: float | None = None) -> bool:
-    """Whether the recorded owner still runs. A replica's run is dead once its lease ran out; else a
-    process on another host is presumed alive."""
+    """Whether the recorded owner still runs. On this host the process itself says (a replica whose
+    heartbeat is late under load is not dead); on another host a replica's run is dead once its
+    lease ran out, and any other process is presumed alive."""
     if pid is None:
         return False
-    if replica is not None and lease_until is not None and lease_until < time.time():
-        return False
     if host != host_name():
-        return True
+        return replica is None or lease_until is None or lease_until >= time.time()
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

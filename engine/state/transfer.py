@@ -28,7 +28,8 @@ from engine.state.memory import TEXT_KEY, pack, unpack
 TABLES: dict[str, tuple[str, ...]] = {
     "definitions": ("digest", "flow", "version", "bundle", "created"),
     "runs": ("id", "flow", "version", "digest", "status", "inputs", "outputs", "error", "error_step", "thread_id",
-             "parent", "owner_pid", "owner_host", "owner_start", "created", "started", "finished", "duration", "owner_replica", "lease_until"),
+             "parent", "owner_pid", "owner_host", "owner_start", "created", "started", "finished", "duration",
+             "owner_replica", "lease_until"),
     "events": ("run_id", "seq", "type", "step", "time", "data"),
     "gates": ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
               "actor", "decision"),

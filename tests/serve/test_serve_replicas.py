@@ -30,11 +30,12 @@ from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.state import liveness
 from engine.state.location import URL_ENV, locate
 from engine.state.store import RunRecord, effective_status
+from tests.conftest import test_backend
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, free_socket, wait_for
 from tests.support.state import state_db
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = int(os.environ.get("BLOCKYARD_REPLICA_RUNS", "60"))  # the issue's 300 with BLOCKYARD_REPLICA_RUNS=300
+RUNS = int(os.environ.get("BLOCKYARD_REPLICA_RUNS", "300"))  # fewer for a quick look: BLOCKYARD_REPLICA_RUNS=60
 STEPS = ("s1", "w1", "s2", "w2", "s3")
 
 YARD = {
@@ -86,6 +87,8 @@ def _up(url: str) -> bool:
 @pytest.fixture
 def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
              tmp_path: Path) -> Iterator[tuple[Path, list[Replica]]]:
+    if test_backend() != "postgres":  # the replicas use their own database (pg_url) in either pass: once is enough
+        pytest.skip("three replicas on one Postgres database: run in the Postgres pass (.ci/test)")
     root = make_yard(YARD)
     env = {**os.environ, "PYTHONPATH": str(REPO), URL_ENV: pg_url}
     env.pop("BLOCKYARD_TOKEN", None)
@@ -121,6 +124,15 @@ def _runs(root: Path) -> dict[str, tuple[str, int]]:
         rows = conn.execute("SELECT r.id, r.status, (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id "
                             "AND e.type = 'run_started') FROM runs r").fetchall()
     return {run_id: (status, int(starts)) for run_id, status, starts in rows}
+
+
+def _explain(root: Path, run_ids: set[str], owned: list[list[str]]) -> str:
+    with state_db(root) as conn:
+        lines = [f"{run_id} (replica {[i for i, ids in enumerate(owned) if run_id in ids]}): " + ", ".join(
+            f"{t}:{step or ''}" for t, step in conn.execute(
+                "SELECT type, step FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall())
+            for run_id in sorted(run_ids)]
+    return "\n".join(lines)
 
 
 def _finished_s1(root: Path, run_ids: set[str]) -> int:
@@ -160,15 +172,18 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         continued_after = time.monotonic() - killed_at
         runs = _runs(root)
         assert set(runs) == {run_id for ids in owned for run_id in ids}
-        # the killed replica's unfinished runs were taken over (a second execution), the others ran once
-        assert {run_id for run_id, (_, starts) in runs.items() if starts > 1} == mid_flight
+        # the killed replica's unfinished runs were taken over (a second execution; none for a run
+        # whose last events were committed just before its end was recorded), the others ran once
+        twice = {run_id for run_id, (_, starts) in runs.items() if starts > 1}
+        assert twice and twice <= mid_flight, _explain(root, twice - mid_flight, owned)
         assert all(starts == 1 for run_id, (_, starts) in runs.items() if run_id not in mid_flight)
         with state_db(root) as conn:
             finished = conn.execute("SELECT run_id, step, COUNT(*) FROM events WHERE type = 'step_finished' "
                                     "GROUP BY run_id, step").fetchall()
             outputs = dict(conn.execute("SELECT id, outputs FROM runs").fetchall())
         per_step = {(run_id, step): count for run_id, step, count in finished}
-        assert all(count == 1 for count in per_step.values()), {k: c for k, c in per_step.items() if c != 1}
+        assert all(count == 1 for count in per_step.values()), _explain(
+            root, {run_id for (run_id, _), count in per_step.items() if count != 1}, owned)
         assert len(per_step) == RUNS * len(STEPS)  # every step of every run finished exactly once
         assert all(outputs[run_id] == f'{{"total":{n + 3}}}' for n, run_id in
                    [(n, owned[n % 3][n // 3]) for n in range(RUNS)])
@@ -202,10 +217,10 @@ def test_a_run_on_another_host_is_alive_until_its_lease_runs_out() -> None:
     assert effective_status(_leased("a", time.time() + 30)) == RunStatus.RUNNING
     assert effective_status(_leased("a", time.time() - 1)) == RunStatus.INTERRUPTED
     assert effective_status(_leased(None, None)) == RunStatus.RUNNING  # no lease: presumed alive, as before
-    me = liveness.current()  # even a live process's run is dead once its lease ran out (its heartbeat stopped)
-    mine = replace(_leased("a", time.time() + 30), owner_pid=me.pid, owner_host=me.host, owner_start=me.start)
+    me = liveness.current()  # on this host the process says: a late heartbeat under load is no death
+    mine = replace(_leased("a", time.time() - 1), owner_pid=me.pid, owner_host=me.host, owner_start=me.start)
     assert effective_status(mine) == RunStatus.RUNNING
-    assert effective_status(replace(mine, lease_until=time.time() - 1)) == RunStatus.INTERRUPTED
+    assert effective_status(replace(mine, owner_pid=2**22 + 17)) == RunStatus.INTERRUPTED  # no such process
 
 
 SCHEDULED = """
