@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 
 from engine.events import EventDict
 
+# put on a follower's queue when another process committed events of the run (a replica sharing a
+# Postgres database): the follower reads them from the trace now instead of at its next poll
+NUDGE: EventDict = {"run_id": "", "seq": 0, "type": "", "step": None, "time": "", "data": {}}
+
 
 @dataclass
 class _Channel:
@@ -69,6 +73,15 @@ class Broker:
             queue.put_nowait(None)
         if not channel.queues:
             del self._channels[run_id]
+
+    def nudge(self, run_id: str) -> None:
+        """Events of the run were committed elsewhere: wake its followers, unless it executes here
+        (then they get its events live)."""
+        channel = self._channels.get(run_id)
+        if channel is None or channel.active:
+            return
+        for queue in channel.queues:
+            queue.put_nowait(NUDGE)
 
     def subscribe(self, run_id: str) -> Subscription:
         channel = self._channels.setdefault(run_id, _Channel(active=False))

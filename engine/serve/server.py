@@ -24,7 +24,7 @@ from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
-from engine.state import liveness, store
+from engine.state import backends, liveness, store
 from engine.state.store import effective_status
 
 
@@ -100,6 +100,10 @@ class Server:
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
         if replica is not None:
             self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
+        if self.service.engine.location.postgres:  # runs other replicas execute: their followers wake at once
+            self._tasks.append(asyncio.create_task(
+                backends.listen_events(self.service.engine.location, self.broker.nudge, self._stop),
+                name="blockyard-listen"))
         self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
                                               max_concurrent_runs=self.queue.limit, recovered=len(recovered),
                                               token=self.settings.token is not None,

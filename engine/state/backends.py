@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,3 +135,15 @@ def check(where: Path | Location) -> None:
         return
     with reading(location):
         pass
+
+
+async def listen_events(where: Path | Location, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
+    """Call `on_run(run_id)` when another process commits events of a run: Postgres's LISTEN/NOTIFY
+    (engine/state/postgres.py). A SQLite file has no such thing: followers poll it, and this returns."""
+    location = _location(where)
+    if location.url is None:
+        return
+    # psycopg: loaded only for a Postgres database
+    from engine.state.postgres import listen_events as listen
+
+    await listen(location.url, on_run, stop)

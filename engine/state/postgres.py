@@ -10,13 +10,19 @@ masked, so the runtime catches one kind of error whatever the backend.
 
 Migrations run at start under an advisory lock: two servers starting at once on an empty database
 take turns, and the second finds the work done (`prepare`).
+
+Rows added to the trace (`events`) are announced with `NOTIFY blockyard_events, '<run id>'` in
+the transaction that adds them, so the notification goes out when they are committed; servers
+sharing the database (replicas) `LISTEN` (`listen_events`) to wake the followers of a run another
+replica executes (engine/serve/broker.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -35,6 +41,10 @@ MIGRATE_LOCK = 0x626C6F636B79
 SETUP_LOCK = MIGRATE_LOCK + 1
 CONNECT_TIMEOUT = 10  # seconds
 
+
+EVENTS_CHANNEL = "blockyard_events"
+_EVENTS_INSERT = re.compile(r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE)
+_NOTIFY = Native("SELECT pg_notify(%s, %s)")
 
 # the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
 _KEYS = {"events": ("run_id", "seq")}
@@ -90,9 +100,17 @@ class PgConnection:
 
     def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
         try:
-            return self.raw.execute(_sql(sql), parameters or None)
+            cursor = self.raw.execute(_sql(sql), parameters or None)
+            if _EVENTS_INSERT.match(sql):
+                self._announce([parameters[0]])
+            return cursor
         except psycopg.Error as exc:
             raise _explained(exc, self.url) from None
+
+    def _announce(self, run_ids: Iterable[str]) -> None:
+        """NOTIFY the runs whose trace grew (sent when the transaction commits)."""
+        for run_id in dict.fromkeys(run_ids):
+            self.raw.execute(_NOTIFY, (EVENTS_CHANNEL, run_id))
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> psycopg.Cursor[Any]:
         rows = list(parameters)
@@ -101,6 +119,8 @@ class PgConnection:
             return cursor
         try:
             cursor.executemany(_sql(sql), rows)
+            if _EVENTS_INSERT.match(sql):
+                self._announce(row[0] for row in rows)
         except psycopg.Error as exc:
             raise _explained(exc, self.url) from None
         return cursor
@@ -183,3 +203,24 @@ def setup_lock(conn: PgConnection) -> Iterator[None]:
         yield
     finally:
         conn.execute(Native("SELECT pg_advisory_unlock(%s)"), (SETUP_LOCK,))
+
+
+# ---- notifications ---------------------------------------------------------------------------
+
+async def listen_events(url: str, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
+    """Call `on_run(run_id)` (on this event loop) whenever another connection commits events of a
+    run, until `stop` is set. A lost connection is retried; meanwhile followers poll the trace."""
+    while not stop.is_set():
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                             connect_timeout=CONNECT_TIMEOUT) as conn:
+                await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                async for notice in conn.notifies():
+                    on_run(notice.payload)
+                    if stop.is_set():
+                        return
+        except psycopg.Error:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            except TimeoutError:
+                continue

@@ -31,7 +31,9 @@ from engine.state import liveness
 from engine.state.location import URL_ENV, locate
 from engine.state.store import RunRecord, effective_status
 from tests.conftest import test_backend
-from tests.serve.serve_helpers import ADDER, GATED_FLOW, free_socket, wait_for
+from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, free_socket, read_sse, wait_for
+from tests.serve.serve_helpers import YARD as SSE_YARD
+from tests.serve.test_serve_sse import SLOW_TYPES, STREAM
 from tests.support.state import state_db
 
 REPO = Path(__file__).resolve().parents[2]
@@ -260,3 +262,26 @@ def test_a_fire_time_fires_once_across_servers_sharing_the_database(
         assert later == [[], [], []] and len(fired) == 1  # the same fire time, seen again: nothing
 
     asyncio.run(body())
+
+
+def test_a_follower_on_another_replica_is_woken_by_notify_and_reconnects_losing_nothing(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    if test_backend() != "postgres":
+        pytest.skip("LISTEN/NOTIFY is Postgres's: followers of a SQLite file poll it")
+    root = make_yard(SSE_YARD)
+    executing = serve(root, watch=False, schedules=False)
+    follower = serve(root, watch=False, schedules=False, poll=30.0)  # without a notification: 30 s per wait
+    began = time.monotonic()
+    with executing.client() as runs, follower.client() as client:
+        run_id = runs.post("/flows/slow/runs?wait=false", json={"inputs": {}}).json()["run_id"]
+        wait_for(lambda: client.get(f"/runs/{run_id}").status_code == 200, interval=0.01)  # recorded
+        with client.stream("GET", f"/runs/{run_id}/events", headers=STREAM) as response:
+            first = read_sse(response, stop_after=2)  # then the connection drops mid-run
+        with client.stream("GET", f"/runs/{run_id}/events",
+                           headers={**STREAM, "Last-Event-ID": first[-1]["id"]}) as response:
+            second = read_sse(response)
+        received = [m["data"] for m in first + second]
+        assert [e["type"] for e in received] == SLOW_TYPES
+        assert [e["seq"] for e in received] == list(range(1, len(SLOW_TYPES) + 1))
+        assert received == runs.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()["events"]
+    assert time.monotonic() - began < 10, "the follower waited for its poll: no notification woke it"
