@@ -53,6 +53,34 @@ class GroupCommitted(BaseCheckpointSaver[str]):
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
         self._fresh: set[str] = set()  # threads known to have no checkpoint yet
         self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
+        self._trace: dict[str, list[Write]] = {}  # see `hold_trace`
+        self._trace_lock = threading.Lock()
+
+    def hold_trace(self, thread_id: str, write: Write, *, begin: bool) -> bool:
+        """Hold a trace row of `thread_id` for the transaction of its next checkpoint (or the run's
+        end, `take_trace`); `begin` starts holding, else the row is held only while others are.
+        A `step_finished` row begins it: committed before the checkpoint that holds the step's
+        result, it would say a step finished that a crash then runs again; the rows after it are
+        held too, so that the trace is stored in order. Returns whether the row was held."""
+        with self._trace_lock:
+            rows = self._trace.get(thread_id)
+            if rows is None:
+                if not begin:
+                    return False
+                rows = self._trace[thread_id] = []
+            rows.append(write)
+            return True
+
+    def take_trace(self, thread_id: str) -> list[Write]:
+        """The trace rows held for `thread_id` (see `hold_trace`), to commit with what comes next."""
+        with self._trace_lock:
+            return self._trace.pop(thread_id, [])
+
+    def _with_trace(self, config: RunnableConfig, writes: list[Write]) -> list[Write]:
+        conf = config["configurable"]
+        if conf.get("checkpoint_ns"):  # a subgraph's checkpoint: the parent's step goes on
+            return writes
+        return [*self.take_trace(str(conf["thread_id"])), *writes]
 
     def expect_new(self, thread_id: str) -> None:
         """Declare that `thread_id` has no checkpoint (a run that was just created): its first
@@ -104,13 +132,14 @@ class GroupCommitted(BaseCheckpointSaver[str]):
             new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
-        self.writer.write_sync(*writes)
+        self.writer.write_sync(*self._with_trace(config, writes))
         return saved
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
+        writes = self._with_trace(config, writes)
         held = _HELD.get()
         if held is not None:
             held.extend(writes)

@@ -163,9 +163,6 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         servers[0].process.send_signal(signal.SIGKILL)
         servers[0].process.wait(timeout=30)
         killed_at = time.monotonic()
-        mid_flight = {run_id for run_id, (status, _) in _runs(root).items()
-                      if run_id in victim and status == RunStatus.RUNNING}
-        assert mid_flight, "the killed replica had no run mid-flight"
 
         def all_finished() -> bool:
             return all(status == RunStatus.FINISHED for status, _ in _runs(root).values())
@@ -174,11 +171,12 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         continued_after = time.monotonic() - killed_at
         runs = _runs(root)
         assert set(runs) == {run_id for ids in owned for run_id in ids}
-        # the killed replica's unfinished runs were taken over (a second execution; none for a run
-        # whose last events were committed just before its end was recorded), the others ran once
+        # the killed replica's unfinished runs were taken over (a second execution, which runs only
+        # what had not finished), the others ran once
         twice = {run_id for run_id, (_, starts) in runs.items() if starts > 1}
-        assert twice and twice <= mid_flight, _explain(root, twice - mid_flight, owned)
-        assert all(starts == 1 for run_id, (_, starts) in runs.items() if run_id not in mid_flight)
+        assert twice, "the killed replica had no run mid-flight"
+        assert twice <= victim, _explain(root, twice - victim, owned)
+        assert all(starts <= 2 for _, starts in runs.values())
         with state_db(root) as conn:
             finished = conn.execute("SELECT run_id, step, COUNT(*) FROM events WHERE type = 'step_finished' "
                                     "GROUP BY run_id, step").fetchall()
@@ -205,7 +203,9 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
             client.close()
     took_over = [line for replica in servers[1:] for line in replica.log.read_text().splitlines()
                  if "event=run_taken_over" in line]
-    assert len(took_over) == len(mid_flight)
+    taken = {line.split(" run=")[1].split()[0] for line in took_over}
+    assert twice <= taken <= victim  # each survivor logs the runs it took over (a run whose end was written only
+    #                                   just before the kill is taken over without running anything again)
     assert time.monotonic() - began < 300
 
 
