@@ -12,9 +12,10 @@ from engine.events import STEP_FINISHED, STEP_STARTED, Event, now_iso
 from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.location import locate
+from engine.state.writer import Write
 
 
-def _row(seq: int, type_: str, step: str) -> store.Write:
+def _row(seq: int, type_: str, step: str) -> Write:
     return store.insert_events([Event(type_, "r1", seq, step, now_iso(), {})])
 
 
