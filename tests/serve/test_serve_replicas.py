@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -26,9 +26,9 @@ import pytest
 from engine.events import RunStatus
 from engine.serve.catalog import load_catalog
 from engine.serve.clock import ManualClock
-from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.serve.schedules import Scheduler, ScheduleStore, schedule_key
 from engine.state import liveness
-from engine.state.location import URL_ENV, locate
+from engine.state.location import URL_ENV, Location, locate
 from engine.state.store import RunRecord, effective_status
 from tests.conftest import test_backend
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, free_socket, read_sse, wait_for
@@ -66,6 +66,15 @@ YARD = {
           - {id: s3, uses: adder, with: {x: "{{ context.total }}", y: 1}}
     """,
     "flows/gated.yaml": GATED_FLOW,
+    # missed while no server ran (see `replicas`): each replica finds the missed fire time at start
+    "flows/tick.yaml": """
+        flow: tick
+        version: 1
+        outputs: [total]
+        schedule: {cron: "0 7 * * *", timezone: UTC, misfire: run_once}
+        steps:
+          - {id: one, uses: adder, with: {x: 1, y: 1}}
+    """,
 }
 
 
@@ -92,6 +101,11 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
     if test_backend() != "postgres":  # the replicas use their own database (pg_url) in either pass: once is enough
         pytest.skip("three replicas on one Postgres database: run in the Postgres pass (.ci/test)")
     root = make_yard(YARD)
+    # the schedule was first seen two days ago and never fired: every replica sees a missed fire time
+    entry = load_catalog(root).flows["tick"]
+    assert entry.bundle.flow.schedule is not None
+    ScheduleStore(Location(root / ".blockyard" / "state.db", pg_url)).seen(
+        "tick", datetime.now(UTC) - timedelta(days=2), schedule_key(entry.bundle.flow.schedule))
     env = {**os.environ, "PYTHONPATH": str(REPO), URL_ENV: pg_url}
     env.pop("BLOCKYARD_TOKEN", None)
     started: list[Replica] = []
@@ -121,10 +135,10 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
 
 
 def _runs(root: Path) -> dict[str, tuple[str, int]]:
-    """run id -> (stored status, how many times it started), read straight from the database."""
+    """run id -> (stored status, how many times it started) of the `chain` runs, read from the database."""
     with state_db(root) as conn:
         rows = conn.execute("SELECT r.id, r.status, (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id "
-                            "AND e.type = 'run_started') FROM runs r").fetchall()
+                            "AND e.type = 'run_started') FROM runs r WHERE r.flow = 'chain'").fetchall()
     return {run_id: (status, int(starts)) for run_id, status, starts in rows}
 
 
@@ -179,6 +193,7 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         assert all(starts <= 2 for _, starts in runs.values())
         with state_db(root) as conn:
             finished = conn.execute("SELECT run_id, step, COUNT(*) FROM events WHERE type = 'step_finished' "
+                                    "AND run_id IN (SELECT id FROM runs WHERE flow = 'chain') "
                                     "GROUP BY run_id, step").fetchall()
             outputs = dict(conn.execute("SELECT id, outputs FROM runs").fetchall())
         per_step = {(run_id, step): count for run_id, step, count in finished}
@@ -198,6 +213,11 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         again = clients[1].post(f"/runs/{waiting['run_id']}/resume", json={"approve": True, "values": {"b": 9}})
         assert again.status_code == 409  # the decision was taken once, on the other replica
         assert clients[1].get(f"/runs/{waiting['run_id']}").json()["status"] == "finished"
+
+        # the missed fire time was fired by one replica only
+        with state_db(root) as conn:
+            ticks = conn.execute("SELECT id, status FROM runs WHERE flow = 'tick'").fetchall()
+        assert [status for _, status in ticks] == [RunStatus.FINISHED], ticks
     finally:
         for client in clients:
             client.close()
