@@ -34,7 +34,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from engine import Yard
-from engine.state import threads
+from engine.state.checkpointer import DurableSaver
 
 TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7  # ~300 characters
@@ -102,9 +102,9 @@ def size(path: Path) -> tuple[int, int, int, int]:
 
 async def blockyard(prune: bool) -> tuple[Path, float]:
     root = make_yard(FILES)
-    original = threads.prune
+    original = DurableSaver.prune_writes
     if not prune:
-        threads.prune = lambda thread_id, keep: ()  # type: ignore[assignment]
+        DurableSaver.prune_writes = lambda self, thread_id, keep: []  # type: ignore[method-assign]
     try:
         began = time.perf_counter()
         async with Yard.load(root) as yard:
@@ -113,7 +113,7 @@ async def blockyard(prune: bool) -> tuple[Path, float]:
                 assert result.status == "finished", result.error
         elapsed = time.perf_counter() - began
     finally:
-        threads.prune = original  # type: ignore[assignment]
+        DurableSaver.prune_writes = original  # type: ignore[method-assign]
     return root / ".blockyard" / "state.db", elapsed
 
 

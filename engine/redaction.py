@@ -17,6 +17,7 @@ use it.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -144,6 +145,18 @@ def key_values(variables: Iterable[str], env: Mapping[str, str] | None = None) -
     """The values of those environment variables that are set."""
     source = os.environ if env is None else env
     return [value for name in variables if (value := source.get(name, "").strip())]
+
+
+# `scheme://user:password@` in a database URL, and `password=...` in libpq's key=value form
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)(?P<secret>[^@\s]*)(?=@)")
+_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def mask_url(text: str) -> str:
+    """`text` with the password of every database URL in it (and libpq's `password=...`) as MASK:
+    `postgresql://ada:***@db/yard`. What shows a database's location to people goes through it."""
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
+    return _KV_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
 
 
 # Every key any yard of this process has masked: for sinks that see no particular run (the

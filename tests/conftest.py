@@ -1,4 +1,10 @@
-"""Shared fixtures: a throw-away yard written from a dict of files."""
+"""Shared fixtures: a throw-away yard written from a dict of files, and the state database's backend.
+
+The suite runs once per backend (`.ci/run`): as it is, every yard's state database is its SQLite
+file; with BLOCKYARD_TEST_DATABASE=postgres every test gets a fresh database of a throw-away Postgres
+cluster (tests/support/postgres.py) through BLOCKYARD_DATABASE_URL, which the engine, the CLI and
+child processes all follow (engine/state/location.py). A test about the SQLite file itself (WAL,
+its locks, a damaged file) is marked `@pytest.mark.sqlite_only("why")` and runs in the first pass only."""
 
 from __future__ import annotations
 
@@ -6,12 +12,71 @@ import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from engine.state.location import URL_ENV
 from tests.support.cli import Cli, in_process
 
+if TYPE_CHECKING:
+    from tests.support.postgres import Cluster
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+BACKEND_ENV = "BLOCKYARD_TEST_DATABASE"
+
+
+def test_backend() -> str:
+    """The backend this run of the suite puts state databases on: sqlite (the default) or postgres."""
+    backend = os.environ.get(BACKEND_ENV, "sqlite").strip().lower() or "sqlite"
+    if backend not in ("sqlite", "postgres"):
+        raise pytest.UsageError(f"{BACKEND_ENV}={backend!r}: expected sqlite or postgres")
+    return backend
+
+
+test_backend.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest collects test_* names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres")
+    config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
+
+
+def postgres_cluster() -> Cluster:
+    """This worker's throw-away cluster; a missing Postgres skips locally and fails in CI."""
+    try:
+        # psycopg and the cluster's tools: only for tests that use Postgres (the suite runs without them)
+        from tests.support import postgres
+    except ImportError as exc:
+        skip_or_fail(f"the Postgres client is not installed ({exc}; pip install -e '.[dev]')")
+        raise
+    try:
+        return postgres.cluster()
+    except postgres.Unavailable as exc:
+        skip_or_fail(str(exc))
+        raise  # unreachable: skip_or_fail raises
+
+
+@pytest.fixture(autouse=True)
+def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Put this test's state databases on the backend of this run (see the module's docstring)."""
+    backend = test_backend()
+    if backend == "postgres":
+        marker = request.node.get_closest_marker("sqlite_only")
+        if marker is not None:
+            pytest.skip(f"SQLite only: {marker.args[0] if marker.args else 'about the SQLite file'}")
+        monkeypatch.setenv(URL_ENV, postgres_cluster().fresh_database())
+    else:
+        monkeypatch.delenv(URL_ENV, raising=False)
+    return backend
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """A fresh, empty database of this worker's Postgres cluster (skips locally without Postgres)."""
+    return postgres_cluster().fresh_database()
 
 
 @pytest.fixture

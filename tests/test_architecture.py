@@ -21,6 +21,7 @@ SERVER = "keeps the server's parts (FastAPI, uvicorn, watchfiles) out of the CLI
 CRONITER = "croniter costs ~10 ms: a yard without schedules never loads it (tests/validate/test_validate_imports.py)"
 LANGCHAIN = "a provider's LangChain client loads only when a model of that provider is used"
 EXTRA = "an optional extra (dspy, mcp, anthropic, google): imported only when it is used"
+POSTGRES = "psycopg and LangGraph's Postgres parts (the postgres extra) load only for a Postgres state database"
 
 # (module, what it imports inside a function) -> why. Anything else belongs at the top of its module:
 # an import inside a function must not dodge a cycle (the layers of pyproject.toml say who imports whom).
@@ -29,6 +30,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.cli.diff", "engine.cli.serverstate"): "httpx costs ~0.2 s: only `blockyard diff --server` loads it",
     ("engine.cli.export", "engine.runtime.exported"): LANGGRAPH,
     ("engine.cli.flowtests", "engine.runtime.yard"): LANGGRAPH,
+    ("engine.cli.db", "engine.state.checkpointer"): LANGGRAPH,
+    ("engine.cli.db", "engine.state.transfer"): LANGGRAPH,
     ("engine.compile", "engine.compile.compiled"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
     ("engine.compile", "engine.compile.flow"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
@@ -55,6 +58,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.schema", "jsonschema.exceptions"): "jsonschema runs only to explain a document pydantic refused",
     ("engine.serve.catalog", "engine.compile"): LANGGRAPH + " (`blockyard schedules` reads the catalog)",
     ("engine.smart", "dspy"): EXTRA,
+    ("engine.state.backends", "engine.state.postgres"): POSTGRES,
+    ("engine.state.checkpointer", "engine.state.pgsaver"): POSTGRES,
+    ("engine.state.checkpointer", "engine.state.postgres"): POSTGRES,
+    ("engine.state.memory", "engine.state.postgres"): POSTGRES,
+    ("engine.state.memory", "langgraph.store.postgres"): POSTGRES,
     ("engine.smart.lm", "dspy.utils.dummies"): EXTRA,
     ("engine.smart.optimize", "dspy.teleprompt"): EXTRA,
     ("engine.tools.builtin.http", "httpx"): "the HTTP client loads on a tool's first request "

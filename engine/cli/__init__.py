@@ -45,6 +45,7 @@ COMMANDS = {
     "serve": "engine.cli.serve:serve",
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
+    "db": "engine.cli.db:db",
     "import": "engine.cli.interchange:import_group",
     "export": "engine.cli.interchange:export_group",
     "compose": "engine.cli.compose:compose_cli",

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
 from engine.errors import UsageError
-from engine.project import load_project
 from engine.review.command import diff_yard
 from engine.review.inflight import LocalState, StateSource
 from engine.review.render import FORMATS, render
@@ -23,7 +22,7 @@ from engine.review.render import FORMATS, render
               help="text, json, or markdown (a pull-request comment with a Mermaid graph of each changed flow).")
 @click.option("--state", "with_state", is_flag=True,
               help="Also list what the change means for paused runs, schedules and threads of the yard's state "
-                   "database (paths.state).")
+                   "database (paths.state, or the Postgres database of `database:`).")
 @click.option("--server", metavar="URL", default=None,
               help="With --state (implied): read the paused runs, schedules and threads from the running "
                    "`blockyard serve` at URL instead of the local state database.")
@@ -46,7 +45,7 @@ def diff(base: str | None, head: str | None, fmt: str, with_state: bool, server:
 
         state = ServerState(server, token)
     elif with_state:
-        state = LocalState(yard / load_project(yard).config.paths.state)
+        state = LocalState(state_location(yard))
     outcome = diff_yard(yard, base, head, draw=fmt == "markdown", state=state)
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)

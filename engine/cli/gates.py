@@ -14,16 +14,11 @@ from pathlib import Path
 import click
 
 from engine.cli.catalog import table
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
 from engine.cli.runs import local_time
-from engine.project import load_project
-from engine.state import gates, store
+from engine.state import backends, gates
 
 MESSAGE_WIDTH = 60
-
-
-def state_path(root: Path) -> Path:
-    return root / load_project(root).config.paths.state
 
 
 def shorten(text: str, width: int = MESSAGE_WIDTH) -> str:
@@ -36,7 +31,7 @@ def gates_command(root: Path, flow: str | None, expire: bool, as_json: bool) -> 
     if expire:
         return _expire(root, as_json)
     waiting = []
-    with store.reading(state_path(root)) as conn:
+    with backends.reading(state_location(root)) as conn:
         if conn is not None:
             waiting = gates.waiting(conn, flow=flow)
     if as_json:

@@ -8,28 +8,34 @@ from typing import Any
 
 import click
 
-from engine.cli.options import ROOT_OPTION, Command, root_of
+from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
 from engine.errors import UsageError
 from engine.load import parse_value
-from engine.project import load_project
 from engine.state.database import exists
 from engine.values import ValueDomainError
-
-
-def state_path(root: Path) -> Path:
-    return root / load_project(root).config.paths.state
 
 
 def memory_command(root: Path, action: str, scope: str, key: str | None, value: str | None,
                    as_json: bool) -> int:
     # LangGraph's store: imported when this command runs, not by the CLI's light commands
-    from engine.state.memory import LIST_LIMIT, open_store, parse_scope, preferences, preferences_namespace
+    from engine.state.memory import (
+        LIST_LIMIT,
+        get_preference,
+        is_empty,
+        open_store,
+        parse_scope,
+        preferences,
+        preferences_namespace,
+        set_preference,
+    )
 
     parse_scope(scope)
-    path = state_path(root)
-    if action != "set" and not exists(path):
-        raise UsageError(f"no state database at {path}: nothing has been remembered yet")
-    with open_store(path) as store:
+    location = state_location(root)
+    if action != "set" and location.url is None and not exists(location.path):  # a look never creates the file
+        raise UsageError(f"no state database at {location}: nothing has been remembered yet")
+    with open_store(location) as store:
+        if action != "set" and is_empty(store):  # the same answer on either backend
+            raise UsageError(f"the state database {location} holds no memory: nothing has been remembered yet")
         if action == "list":
             prefs = preferences(store, scope)
             _show(prefs, as_json, empty=f"no preferences in scope '{scope}'")
@@ -43,11 +49,11 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
             raise UsageError(f"`blockyard memory {action}` needs a KEY")
         namespace = preferences_namespace(scope)
         if action == "get":
-            item = store.get(namespace, key)
-            if item is None:
+            found, remembered = get_preference(store, scope, key)
+            if not found:
                 raise UsageError(f"no preference '{key}' in scope '{scope}'")
             # the value as JSON, one line, with or without --json: what `set` takes back (YAML 1.2 reads JSON)
-            click.echo(json.dumps(item.value.get("value"), ensure_ascii=False, default=str))
+            click.echo(json.dumps(remembered, ensure_ascii=False, default=str))
             return 0
         if action == "set":
             if value is None:
@@ -56,7 +62,7 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
                 parsed = parse_value(value)
             except ValueDomainError as exc:  # e.g. an integer beyond 64 bits: no flow could read it back
                 raise UsageError(f"memory set {key}: {exc}") from None
-            store.put(namespace, key, {"value": parsed})
+            set_preference(store, scope, key, parsed)
             click.echo(f"set {scope} {key}")
             return 0
         if action == "delete":

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from engine.errors import UsageError
-from engine.project import require_yard
+from engine.project import load_project, require_yard
 from engine.state.database import StateLocked
+from engine.state.location import Location, of_yard
 from engine.yardfiles import Refused, TooLarge, argument_bounds, read_bytes
 
 ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -36,6 +37,12 @@ def read_argument(path: Path, root: Path) -> bytes:
         raise UsageError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+
+
+def state_location(root: Path) -> Location:
+    """The yard's state database: `database:` or BLOCKYARD_DATABASE_URL (Postgres), else `paths.state`."""
+    config = load_project(root).config
+    return of_yard(root, config.paths.state, config.database)
 
 
 class Seconds(click.FloatRange):

@@ -6,7 +6,6 @@ Reads only; imports no LangGraph (it only looks at our tables), so it starts fas
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -17,24 +16,21 @@ from typing import Any
 import click
 import yaml
 
-from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
+from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of, state_location
 from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
 from engine.pinned import make_bundle
 from engine.project import load_project
+from engine.state import backends, store, written
 from engine.state import gates as gate_rows
-from engine.state import store, written
+from engine.state.database import Connection
 from engine.state.store import STATUSES, RunRecord, effective_status
 
 
-def _state_path(root: Path) -> Path:
-    return root / load_project(root).config.paths.state
-
-
-def _reading(root: Path) -> AbstractContextManager[sqlite3.Connection | None]:
-    return store.reading(_state_path(root))
+def _reading(root: Path) -> AbstractContextManager[Connection | None]:
+    return backends.reading(state_location(root))
 
 
 def local_time(iso: str | None) -> str:

@@ -23,7 +23,8 @@ from engine.cli.options import ROOT_OPTION, Command, Seconds, root_of
 from engine.errors import UsageError
 from engine.project import load_project
 from engine.spec import ConfigSpec
-from engine.state.database import guard, open_database
+from engine.state import backends
+from engine.state.location import of_yard
 from engine.validate.report import REPORTERS, Report
 from engine.validate.semantic import check_project
 
@@ -41,9 +42,11 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder (give the yard with --root)")
     config = _config(root)
-    _check_state(root / config.paths.state)
+    # a damaged state database is refused before binding the port: uvicorn would report a failure
+    # of the startup as a traceback and exit 3, which reads as "paused"
+    backends.check(of_yard(root, config.paths.state, config.database))
     logs.configure()
-    server = Server(Settings(root=root, watch=watch, grace=grace))
+    server = Server(Settings(root=root, watch=watch, grace=grace, replica=True))
     catalog = server.load()
     host = host or config.server.host
     port = port or config.server.port
@@ -77,17 +80,6 @@ def _stopped(_signum: int, _frame: object) -> None:
 
 def _config(root: Path) -> ConfigSpec:
     return load_project(root).config
-
-
-def _check_state(path: Path) -> None:
-    """Refuse a damaged state database before binding the port: uvicorn would report a failure of
-    the startup as a traceback and exit 3, which reads as "paused"."""
-    conn = open_database(path)
-    try:
-        with guard(path):
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    finally:
-        conn.close()
 
 
 def _url_host(host: str) -> str:
@@ -154,8 +146,7 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
 
     out = out or sys.stdout
     project = load_project(root)
-    state_path = root / project.config.paths.state
-    states = ScheduleStore(state_path).load()
+    states = ScheduleStore(of_yard(root, project.config.paths.state, project.config.database)).load()
     now = datetime.now(UTC)
     rows: list[dict[str, object]] = []
     for name, definition in sorted(project.flows.items()):

@@ -8,7 +8,6 @@ finish (failed, waiting, running) from the runs table.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ from typing import Any
 import click
 
 from engine.cli.catalog import table
-from engine.cli.gates import shorten, state_path
-from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of
+from engine.cli.gates import shorten
+from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of, state_location
 from engine.cli.runs import local_time
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.events import RunStatus
-from engine.state import messages, store, threads
+from engine.state import backends, messages, store, threads
+from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status
 
 
@@ -30,7 +30,7 @@ def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> 
     """The threads, most recently active first."""
     found: list[threads.Thread] = []
     statuses: dict[str, str] = {}
-    with store.reading(state_path(root)) as conn:
+    with backends.reading(state_location(root)) as conn:
         if conn is not None:
             found = threads.list_threads(conn, flow=flow, limit=limit)
             statuses = {t.id: _status(conn, t.last_run) for t in found}
@@ -48,14 +48,14 @@ def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> 
     return 0
 
 
-def _status(conn: sqlite3.Connection, run_id: str | None) -> str:
+def _status(conn: Connection, run_id: str | None) -> str:
     run = store.get_run(conn, run_id) if run_id else None
     return effective_status(run) if run is not None else ""
 
 
 def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
     """One thread: its turns in order, each with what was asked and what came back."""
-    with store.reading(state_path(root)) as conn:
+    with backends.reading(state_location(root)) as conn:
         if conn is None:
             raise UsageError(f"unknown thread '{thread_id}' (no threads yet)")
         thread = threads.get_thread(conn, thread_id)

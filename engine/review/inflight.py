@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from engine.cron import next_fire
@@ -27,7 +26,8 @@ from engine.review.changes import REMOVED, InFlight, PausedRun, ScheduleChange, 
 from engine.review.compare import step_data
 from engine.spec import FlowSpec, ScheduleSpec, StepSpec
 from engine.spec.walk import walk_steps
-from engine.state import gates, store, threads
+from engine.state import backends, gates, store, threads
+from engine.state.location import Location
 
 ALTERED = "altered"
 MAX_LISTED = 1000  # paused runs and threads looked at
@@ -74,14 +74,14 @@ class StateSource(Protocol):
 
 
 class LocalState:
-    """The yard's state database (`paths.state`), read as `blockyard runs` reads it."""
+    """The yard's state database (`paths.state`, or Postgres), read as `blockyard runs` reads it."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Location) -> None:
+        self.where = where
 
     def listing(self, flows: set[str]) -> Listing:
-        found = Listing(str(self.path))
-        with store.reading(self.path) as conn:
+        found = Listing(self.where.shown)
+        with backends.reading(self.where) as conn:
             if conn is None:
                 return found
             for run in store.list_runs(conn, statuses=[RunStatus.WAITING], limit=MAX_LISTED):

@@ -17,7 +17,6 @@ and event loops; `close()` commits what is pending and releases it.
 from __future__ import annotations
 
 import functools
-import sqlite3
 import threading
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
@@ -47,8 +46,9 @@ from engine.spec import ModelProfile
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
-from engine.state.database import StateError
+from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
 from engine.state.ids import check_run_id, new_run_id
+from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
 from engine.template_limits import TemplateLimits
@@ -57,13 +57,16 @@ from engine.typecheck import coerce_inputs
 
 
 class Engine:
-    """Runs pinned flows durably on the state database at `state_path`; `root` is the yard's folder
-    (where its Python tools live) and `env` replaces `os.environ` for model keys."""
+    """Runs pinned flows durably on the state database: the SQLite file at `state_path`, or the
+    Postgres database `database` names (a URL; BLOCKYARD_DATABASE_URL wins over both:
+    engine/state/location.py); `root` is the yard's folder (where its Python tools live) and
+    `env` replaces `os.environ` for model keys."""
 
     def __init__(self, root: Path, state_path: Path, *, synchronous: str = "NORMAL",
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, database: str | None = None) -> None:
         self.root = root
-        self.state_path = state_path
+        self.state_path = state_path  # with Postgres too: the yard's local folders (workspaces) sit beside it
+        self.location: Location = locate(state_path, database)
         self.env = env
         self.secrets = Masker()  # the API keys of the model profiles runs use (engine/redaction.py)
         self._synchronous = synchronous
@@ -81,10 +84,14 @@ class Engine:
     @classmethod
     def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
                     env: Mapping[str, str] | None = None) -> Engine:
-        """The engine of a loaded yard: its state database (`paths.state` unless `state` is given),
+        """The engine of a loaded yard: its state database (`database` or `paths.state` unless `state`,
+        a file or a Postgres URL, is given),
         with the keys of its model profiles masked from the start."""
+        database = project.config.database
+        if isinstance(state, str) and state.startswith(SCHEMES):  # a Postgres URL instead of a file
+            database, state = state, None
         path = Path(state) if state is not None else project.root / project.config.paths.state
-        engine = cls(project.root, path, synchronous=synchronous, env=env)
+        engine = cls(project.root, path, synchronous=synchronous, env=env, database=database)
         engine.mask_keys(project.config.models.values())
         return engine
 
@@ -102,9 +109,9 @@ class Engine:
         with self._lock:
             if self._db is None:
                 try:
-                    self._db = StateDB(self.state_path, synchronous=self._synchronous, secrets=self.secrets)
-                except sqlite3.Error as exc:
-                    raise StateError(f"cannot open the state database {self.state_path}: {exc}") from None
+                    self._db = StateDB(self.location, synchronous=self._synchronous, secrets=self.secrets)
+                except DB_ERRORS as exc:
+                    raise StateError(f"cannot open the state database {self.location}: {exc}") from None
             return self._db
 
     @property
@@ -112,7 +119,7 @@ class Engine:
         """Long-term memory (LangGraph's store in the state database), opened on first use."""
         with self._lock:
             if self._memory is None:
-                self._memory = MemoryStore(self.state_path)
+                self._memory = MemoryStore(self.location)
             return self._memory
 
     def close(self) -> None:
@@ -210,7 +217,8 @@ class Engine:
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
                                digest=digest, status=RunStatus.RUNNING, inputs
 =values, thread_id=thread_id,
-                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now)
+                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
+                               owner_replica=me.replica, lease_until=me.lease_until)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -224,12 +232,12 @@ class Engine:
                     admitted = await threads.wait_turn(functools.partial(self.db.writer.call, admit), thread_id)
                 self._saved.add(digest)
                 break
-            except sqlite3.IntegrityError:
+            except INTEGRITY_ERRORS:
                 if chosen is not None:
                     raise UsageError(f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)") \
                         from None
-            except sqlite3.Error as exc:
-                raise StateError(f"cannot record a new run in {self.state_path}: {exc}") from None
+            except DB_ERRORS as exc:
+                raise StateError(f"cannot record a new run in {self.location}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
         if thread_id is None or admitted is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
@@ -41,7 +40,7 @@ from engine.runtime.naming import NAME_WAIT
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
-from engine.state.database import StateError
+from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import RunRecord
 from engine.state.writer import Write
 
@@ -184,7 +183,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     seq = Sequencer(run.id, ex.last_seq, secrets=secrets)
     steps = _Steps()
     began = time.monotonic()
-    config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id or run.id},
+    thread = run.thread_id or run.id
+    config: dict[str, Any] = {"configurable": {"thread_id": thread},
                               "recursion_limit": ex.compiled.recursion_limit}
     if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
         config["configurable"]["checkpoint_id"] = ex.checkpoint
@@ -192,7 +192,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                                           "inputs": run.inputs, **ex.started_data})
     for event in ex.preface:
         yield event
-    _record(db, started)
+    _record(db, started, thread)
     yield started
     naming = ex.naming
     if naming is not None:
@@ -212,7 +212,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                 custom = seq.from_custom(data)
                 if custom is not None:
                     steps.see(custom)
-                    _record(db, custom)
+                    _record(db, custom, thread)
                     yield custom
                 if naming is not None and naming.ready():
                     yield await _announce(db, seq, naming, 0.0)
@@ -229,9 +229,9 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
                                             "error": "interrupted before it finished", "step": step})
-        await _end(db, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
-                                            error_step=step, finished=now_iso(),
-                                            elapsed=time.monotonic() - began))
+        await _end(db, thread, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
+                                                    error=event.data["error"], error_step=step, finished=now_iso(),
+                                                    elapsed=time.monotonic() - began))
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
@@ -260,7 +260,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             await ex.on_end(RunStatus.FAILED, None, failure.message)
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
+        await _end(db, thread, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
                                             error_step=failure.step, finished=now_iso(), elapsed=elapsed))
         yield event
         return
@@ -269,17 +269,17 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
-            _record(db, gate)
-        await _end(db, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
-                                                finished=None, elapsed=elapsed),
+            _record(db, gate, thread)
+        await _end(db, thread, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
+                                                        error_step=None, finished=None, elapsed=elapsed),
                    gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
         for gate in gates:
             yield gate
         return
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None, error_step=None,
-                                        finished=event.time, elapsed=elapsed), *ending)
+    await _end(db, thread, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
+                                                error_step=None, finished=event.time, elapsed=elapsed), *ending)
     yield event
 
 
@@ -290,11 +290,11 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) ->
     if name != naming.fallback and naming.store is not None:
         try:
             await db.writer.write(naming.store(name))
-        except sqlite3.Error as exc:  # the fallback name stays; the turn goes on
+        except DB_ERRORS as exc:  # the fallback name stays; the turn goes on
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
-    _record(db, event)
+    _record(db, event, naming.thread_id)
     return event
 
 
@@ -305,18 +305,24 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _record(db: StateDB, event: Event) -> None:
-    # trace rows ride along with the next checkpoint commit: no transaction of their own
-    if event.type not in NOT_STORED:
-        db.writer.write_nowait(store.insert_events([event]), lazy=True)
+def _record(db: StateDB, event: Event, thread: str) -> None:
+    # trace rows ride along with the next commit: no transaction of their own; a step_finished row
+    # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace)
+    if event.type in NOT_STORED:
+        return
+    row = store.insert_events([event])
+    if not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
+        db.writer.write_nowait(row, lazy=True)
 
 
-async def _end(db: StateDB, event: Event, end: Write, *more: Write) -> None:
+async def _end(db: StateDB, thread: str, event: Event, end: Write, *more: Write) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
+    # (with the trace rows still held for a checkpoint: a failed run has none after its last step)
+    held = db.saver.take_trace(thread)
     try:
-        await db.writer.write(store.insert_events([event]), end, *more)
-    except sqlite3.Error as exc:
-        raise StateError(f"cannot record how run {event.run_id} ended in {db.path}: {exc}") from None
+        await db.writer.write(*held, store.insert_events([event]), end, *more)
+    except DB_ERRORS as exc:
+        raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
 
 
 async def collect(execution: Execution) -> RunResult:

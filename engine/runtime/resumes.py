@@ -61,7 +61,8 @@ async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any
         resume, decided = await approvals.decide(db, record, pending, wanted)
         return GoOn(resume=resume, preface=[decided])
     me = liveness.current()
-    if not await db.writer.call(store.claim(record.id, record, me.pid, me.host, me.start)):
+    if not await db.writer.call(store.claim(record.id, record, me.pid, me.host, me.start, me.replica,
+                                                     me.lease_until)):
         raise UsageError(f"run {record.id} was just resumed by another process")
     if pending:
         carried = approvals.carried(await db.aread(lambda conn: gates.of_run(conn, record.id)), pending)

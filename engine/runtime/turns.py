@@ -100,5 +100,5 @@ async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, inputs: 
                                           as_node=reply_node)
     keep = saved["configurable"]["checkpoint_id"]
     said = messages.append_turn(thread_id, run_id, threads.turn_text(inputs), reply, now)
-    return [*held, *threads.prune(thread_id, keep), said,
+    return [*held, *db.saver.prune_writes(thread_id, keep), said,
             Write("UPDATE threads SET checkpoint = ?, updated = ? WHERE id = ?", (keep, now, thread_id))]

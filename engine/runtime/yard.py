@@ -280,7 +280,7 @@ class Yard:
         """Delete a thread with its messages and checkpoints, freeing its id (as `DELETE /threads/{id}`);
         False when there is no such thread, UsageError while a turn of it runs or waits for approval.
         Its runs keep their traces and can no longer be resumed."""
-        outcome = self.db.writer.call_sync(threads.delete(thread_id))
+        outcome = self.db.writer.call_sync(threads.delete(thread_id, self.db.saver.delete_thread_writes(thread_id)))
         if isinstance(outcome, threads.Busy):
             raise UsageError(f"thread '{thread_id}' cannot be deleted: its run {outcome.run_id} is {outcome.status}")
         return outcome

@@ -23,6 +23,9 @@ from engine.events import EventDict
 
 RETAIN_SECONDS = 60.0
 RETAIN_RUNS = 64
+# put on a follower's queue when another process committed events of the run (a replica sharing a
+# Postgres database): the follower reads them from the trace now instead of at its next poll
+NUDGE: EventDict = {"run_id": "", "seq": 0, "type": "", "step": None, "time": "", "data": {}}
 
 
 @dataclass
@@ -99,6 +102,15 @@ class Broker:
                 channel.backlog = []
             else:
                 del self._channels[run_id]
+
+    def nudge(self, run_id: str) -> None:
+        """Events of the run were committed elsewhere: wake its followers, unless it executes here
+        (then they get its events live)."""
+        channel = self._channels.get(run_id)
+        if channel is None or channel.active:
+            return
+        for queue in channel.queues:
+            queue.put_nowait(NUDGE)
 
     def subscribe(self, run_id: str) -> Subscription:
         self._forget()

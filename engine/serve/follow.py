@@ -2,8 +2,9 @@
 
 Events carry a per-run `seq`; a follower remembers the last one it gave out and never gives
 out a smaller or equal one again, so replay, backlog and live events can overlap freely. Runs
-executed by another process (a `blockyard resume` next to the server) are followed by polling
-the trace table.
+executed by another process (a `blockyard resume` next to the server, another replica) are
+followed through the trace table: polled, and on Postgres read at once when the broker is nudged
+by a notification of their commit (engine/state/postgres.py, `listen_events`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Protocol
 from engine.events import SETTLED_STATUSES as SETTLED
 from engine.events import TERMINAL_TYPES as END_OF_EXECUTION
 from engine.events import EventDict
-from engine.serve.broker import Broker
+from engine.serve.broker import NUDGE, Broker
 
 
 class TraceReader(Protocol):
@@ -57,6 +58,8 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
             try:
                 item = await asyncio.wait_for(subscription.queue.get(), timeout=poll)
             except TimeoutError:
+                item = NUDGE
+            if item is NUDGE:
                 fresh = await trace.events(run_id, last)  # written by another process
                 for event in fresh:
                     last = event["seq"]

@@ -8,7 +8,6 @@ stores that bundle by digest, so a resume always continues on it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from pathlib import Path
@@ -24,6 +23,7 @@ from engine.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
 from engine.state import messages, store, threads
+from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
 from engine.typecheck import coerce_inputs
@@ -129,12 +129,12 @@ class RunService:
 
     async def list_threads(self, *, flow: str | None, limit: int) -> list[dict[str, Any]]:
         """Threads, most recently active first, each with the status of its latest turn."""
-        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        def read(conn: Connection) -> list[dict[str, Any]]:
             return [_thread_dict(conn, thread) for thread in threads.list_threads(conn, flow=flow, limit=limit)]
         return await self.engine.db.aread(read)
 
     async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
-        def read(conn: sqlite3.Connection) -> dict[str, Any] | None:
+        def read(conn: Connection) -> dict[str, Any] | None:
             thread = threads.get_thread(conn, thread_id)
             return _thread_dict(conn, thread) if thread is not None else None
         return await self.engine.db.aread(read)
@@ -150,12 +150,13 @@ class RunService:
 
     async def delete_thread(self, thread_id: str) -> bool | threads.Busy:
         """Delete a thread with its messages and checkpoints (threads.delete)."""
-        return await self.engine.db.writer.call(threads.delete(thread_id))
+        return await self.engine.db.writer.call(
+            threads.delete(thread_id, self.engine.db.saver.delete_thread_writes(thread_id)))
 
     async def history(self, thread_id: str, *, after: int | None, before: int | None, newest: bool,
                       limit: int) -> tuple[list[messages.Message], int]:
         """A page of a thread's messages, oldest first, and how many it holds in all."""
-        def read(conn: sqlite3.Connection) -> tuple[list[messages.Message], int]:
+        def read(conn: Connection) -> tuple[list[messages.Message], int]:
             if before is not None or newest:
                 page = messages.history(conn, thread_id, after=before, limit=limit, newest=True)
             else:
@@ -169,11 +170,13 @@ class RunService:
 
     # ---- recovery ---------------------------------------------------------------------------
 
-    async def recover(self) -> list[str]:
-        """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids."""
+    async def recover(self, *, leave_leased: bool = False) -> list[str]:
+        """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids. A
+        replica (`leave_leased`) leaves the runs of dead replicas alone: it takes them over."""
         records = await self.engine.db.aread(
             lambda conn: store.list_runs(conn, statuses=[RunStatus.RUNNING], limit=None))
-        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED]
+        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED
+                   and not (leave_leased and r.owner_replica is not None)]
         for record in orphans:
             await self.engine.db.writer.write(store.end_run(
                 record.id, RunStatus.INTERRUPTED, outputs=None,
@@ -185,12 +188,12 @@ class RunService:
 def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
-    for private in ("owner_pid", "owner_host", "owner_start"):
+    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until"):
         data.pop(private, None)
     return data
 
 
-def _thread_dict(conn: sqlite3.Connection, thread: threads.Thread) -> dict[str, Any]:
+def _thread_dict(conn: Connection, thread: threads.Thread) -> dict[str, Any]:
     last = store.get_run(conn, thread.last_run) if thread.last_run else None
     data = thread.as_dict()
     data["last_status"] = effective_status(last) if last is not None else None

@@ -5,15 +5,15 @@ checks). The last fire time of every flow is kept in the state database, so afte
 missed fire times are known: a fire time later than `MISFIRE_GRACE` is a misfire and follows the
 flow's policy — `skip` drops it, `run_once` runs the flow once however many fire times were missed.
 A fire time is recorded before its run starts (at most once: a crash in between loses that run
-instead of doubling it).
+instead of doubling it), by a conditional UPDATE that only one of several servers sharing the
+database wins (`ScheduleStore.claim`): each fire time fires once across replicas.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +23,9 @@ from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.logs import fields, get_logger
 from engine.spec.flow import ScheduleSpec
-from engine.state.database import open_database
+from engine.state import backends
+from engine.state.database import Connection
+from engine.state.location import Location
 
 MISFIRE_GRACE = timedelta(seconds=60)
 HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
@@ -63,21 +65,15 @@ class ScheduleState:
 class ScheduleStore:
     """serve_schedules in the state database: when each flow was first scheduled and last fired."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Location) -> None:
+        self.location = where if isinstance(where, Location) else Location(where)
+        self.path = self.location.path
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = open_database(self.path, autocommit=False)
-        try:
-            conn.execute(_SCHEMA)
-            with conn:
-                yield conn
-        finally:
-            conn.close()
+    def _connect(self) -> contextlib.AbstractContextManager[Connection]:
+        return backends.transaction(self.location, _SCHEMA)
 
     def load(self) -> dict[str, ScheduleState]:
-        if not self.path.exists():
+        if self.location.url is None and not self.path.exists():
             return {}
         with self._connect() as conn:
             rows = conn.execute("SELECT flow, first_seen, last_fire, last_run, schedule FROM serve_schedules")
@@ -90,6 +86,16 @@ class ScheduleStore:
             conn.execute("INSERT INTO serve_schedules (flow, schedule, first_seen) VALUES (?, ?, ?) "
                          "ON CONFLICT(flow) DO UPDATE SET schedule = excluded.schedule, "
                          "first_seen = excluded.first_seen", (flow, key, _format(when)))
+
+    def claim(self, flow: str, when: datetime) -> bool:
+        """Record `when` as the flow's last fire time, unless it (or a later one) is recorded already:
+        of several servers sharing the database (replicas), exactly one claims each fire time. A
+        conditional UPDATE: on Postgres the second waits for the first's row lock, then finds the
+        time taken; on SQLite the write lock serializes them."""
+        with self._connect() as conn:
+            cursor = conn.execute("UPDATE serve_schedules SET last_fire = ? WHERE flow = ? "
+                                  "AND (last_fire IS NULL OR last_fire < ?)", (_format(when), flow, _format(when)))
+            return bool(cursor.rowcount == 1)
 
     def fired(self, flow: str, when: datetime, run_id: str | None = None) -> None:
         with self._connect() as conn:
@@ -190,10 +196,12 @@ class Scheduler:
                 event = "schedule_misfire_skipped" if schedule.misfire == "skip" else "schedule_misfire_run_once"
                 self.log.info(event, extra=fields(flow=entry.name, last_missed=_format(latest),
                                                   down_since=_format(state.since)))
-            if not on_time and schedule.misfire == "skip":
-                await self._record(entry.name, latest, None, state)
+            claimed = await asyncio.to_thread(self.store.claim, entry.name, latest)
+            self.states[entry.name] = ScheduleState(state.first_seen, latest, state.last_run, state.key)
+            if not claimed:  # another server sharing the database fired (or skipped) this time
                 continue
-            await self._record(entry.name, latest, None, state)
+            if not on_time and schedule.misfire == "skip":
+                continue
             run_id = await self.fire(entry, latest)
             if run_id is not None:
                 await self._record(entry.name, latest, run_id, self.states[entry.name])

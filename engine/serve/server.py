@@ -24,6 +24,8 @@ from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.state import backends, liveness, store
+from engine.state.store import effective_status
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Settings:
     grace: float = 30.0  # seconds running runs get to finish at shutdown
     sse_ping: float = 15.0
     poll: float = 0.5  # how often followers look for events written by other processes
+    replica: bool = False  # hold leases on its runs and take over those of dead replicas (`blockyard serve`)
     clock: Clock = field(default_factory=SystemClock)
 
 
@@ -83,20 +86,28 @@ class Server:
         if not self.loaded:
             await asyncio.to_thread(self.load)
         self.service = RunService(self.root)
-        recovered = await self.service.recover()
+        replica = liveness.join_as_replica(self.catalog.server.lease_seconds) if self.settings.replica else None
+        recovered = await self.service.recover(leave_leased=replica is not None)
         for run_id in recovered:
             self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
         self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs)
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
         if self.settings.schedules:
-            self.scheduler = Scheduler(ScheduleStore(self.service.state_path), self.settings.clock,
+            self.scheduler = Scheduler(ScheduleStore(self.service.engine.location), self.settings.clock,
                                        lambda: self.catalog, self._fire, self._expire_approvals)
             self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
+        if replica is not None:
+            self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
+        if self.service.engine.location.postgres:  # runs other replicas execute: their followers wake at once
+            self._tasks.append(asyncio.create_task(
+                backends.listen_events(self.service.engine.location, self.broker.nudge, self._stop),
+                name="blockyard-listen"))
         self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
                                               max_concurrent_runs=self.queue.limit, recovered=len(recovered),
-                                              token=self.settings.token is not None))
+                                              token=self.settings.token is not None,
+                                              replica=replica.id if replica else None))
 
     async def shutdown(self) -> None:
         self._stop.set()
@@ -110,6 +121,8 @@ class Server:
             await asyncio.to_thread(self.queue.close)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
+        if self.settings.replica:
+            liveness.leave()
         self.log.info("stopped")
 
     # ---- runs -------------------------------------------------------------------------------
@@ -216,6 +229,46 @@ class Server:
         service, queue = self._ready()
         if run_id not in queue.jobs and await service.get_run(run_id) is None:
             raise not_found("run", f"unknown run '{run_id}'")
+
+    # ---- replicas (docs/postgres.md) ----------------------------------------------------------
+
+    async def _leases(self, replica: liveness.Replica) -> None:
+        """Every third of a lease: renew this replica's leases (its heartbeat), and take over the runs
+        of replicas whose lease ran out (they died) from their last checkpoint."""
+        interval = replica.lease_seconds / 3
+        while not self._stop.is_set():
+            try:
+                await self._heartbeat(replica)
+                await self._take_over(replica)
+            except Exception:  # a database hiccup must not end the heartbeat: the next round retries
+                self.log.exception("lease_round_failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=interval)
+
+    async def _heartbeat(self, replica: liveness.Replica) -> None:
+        if self.service is not None:
+            await self.service.engine.db.writer.write(store.heartbeat(replica.id, replica.lease_until()))
+
+    async def _take_over(self, replica: liveness.Replica) -> list[str]:
+        """Resume the runs of dead replicas; the claim is a conditional UPDATE (store.claim), so of
+        several replicas trying at once exactly one continues each run."""
+        service, queue = self.service, self.queue
+        if service is None or queue is None or not queue.accepting:
+            return []
+        leased = await service.engine.db.aread(lambda conn: store.leased_runs(conn, replica.id))
+        taken: list[str] = []
+        for record in leased:
+            if record.id in queue.jobs or effective_status(record) != RunStatus.INTERRUPTED:
+                continue
+            try:
+                await self.resume_run(record.id, {})
+            except Exception as exc:  # another replica was quicker, or the run cannot go on
+                self.log.info("run_not_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica,
+                                                                 reason=str(exc)))
+                continue
+            self.log.warning("run_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica))
+            taken.append(record.id)
+        return taken
 
     # ---- scheduler hooks --------------------------------------------------------------------
 

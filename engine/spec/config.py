@@ -8,6 +8,9 @@ from pydantic import Field, StringConstraints, field_validator
 
 from engine.spec.common import Duration, ModelProfile, Name, Spec
 
+# A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
+DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
+
 
 class ToolDecl(Spec):
     """A Python tool declared by import path; loaded only from the yard's code or installed packages."""
@@ -37,7 +40,8 @@ class PathsSpec(Spec):
 
     blocks: str = Field("blocks", description="Folder of block files.")
     flows: str = Field("flows", description="Folder of flow files.")
-    state: str = Field(".blockyard/state.db", description="SQLite database of runs, checkpoints and memory.")
+    state: str = Field(".blockyard/state.db", description=(
+        "SQLite database of runs, checkpoints and memory (unless `database` names a Postgres server)."))
     code: str = Field(".", description="Folder added to the import path for the yard's own tools.")
 
 
@@ -81,6 +85,12 @@ class ServerSpec(Spec):
         description="Web origins (`http://localhost:3000`: scheme, host, port; no path, no `*`) whose pages may call "
                     "the server from the browser, such as a chat UI (CORS); empty: no CORS headers. Their calls "
                     "still need the token. See docs/serve.md.")
+
+    lease_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="How long a replica's lease on the runs it executes lasts without a heartbeat (sent every "
+                    "third of it): once it runs out (the replica died), another replica sharing the database "
+                    "takes the runs over from their last checkpoint. See docs/postgres.md.")
 
     @field_validator("cors_origins")
     @classmethod
@@ -169,3 +179,7 @@ class ConfigSpec(Spec):
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")
     policy: PolicySpec = Field(default_factory=PolicySpec, description="Rules validate enforces (docs/review.md).")
+    database: DatabaseUrl | None = Field(None, description=(
+        "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
+        "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "
+        "over it. See docs/postgres.md."))

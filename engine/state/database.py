@@ -12,9 +12,10 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from engine.errors import BlockyardError, UsageError
 
@@ -32,6 +33,55 @@ class StateError(BlockyardError):
     """The state database cannot be used (locked too long, corrupt, not a file, newer schema)."""
 
     code = "state_unusable"
+
+
+class BackendError(Exception):
+    """A statement failed on a database server (Postgres): the driver's error as the engine's own,
+    so that the table modules and the runtime catch one kind of error whatever the backend
+    (`DB_ERRORS`). SQLite's own errors stay `sqlite3.Error` (no wrapping on the embedded path)."""
+
+
+class BackendIntegrityError(BackendError):
+    """A key or constraint refused a row (a run id taken): `sqlite3.IntegrityError`'s counterpart."""
+
+
+# what a statement on the state database can raise, whatever the backend
+DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, BackendError)
+INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError, BackendIntegrityError)
+
+
+class Cursor(Protocol):
+    """What the table modules read from a statement (sqlite3's cursor, or the Postgres adapter's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """A connection as the table modules use it: sqlite3's, or `engine.state.postgres.PgConnection`,
+    which takes the same SQL (`?` placeholders, SQLite's INSERT OR IGNORE/REPLACE) and translates it."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class Native(str):
+    """SQL already written for the Postgres server (`%s` placeholders): a `PgConnection` passes it as
+    it is instead of translating it from SQLite's words (engine/state/postgres.py)."""
+
+    __slots__ = ()
 
 
 class StateLocked(StateError):

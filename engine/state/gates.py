@@ -11,7 +11,6 @@ Rows are kept after the decision: they are the record of who decided what, and w
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,6 +21,7 @@ from engine.decisions import DecisionRefused
 from engine.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
 from engine.spec import parse_duration
 from engine.state import store
+from engine.state.database import Connection
 from engine.state.liveness import Owner
 from engine.state.writer import Write
 
@@ -112,13 +112,13 @@ def record_waiting(run_id: str, interrupts: Mapping[str, Any], now: str) -> Writ
 
 
 def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, Any], time: str
-          ) -> Callable[[sqlite3.Connection], Event]:
+          ) -> Callable[[Connection], Event]:
     """A writer call that records `payload` as the decision on `gate` and makes this process the
     run's owner, in one transaction; DecisionRefused (nothing written) when the gate was decided
     already or the run no longer waits. Returns the stored `approval_decided` event."""
     status = GateStatus.EXPIRED if payload.get("timed_out") else STATUS_OF[payload["decision"]]
 
-    def apply(conn: sqlite3.Connection) -> Event:
+    def apply(conn: Connection) -> Event:
         cursor = conn.execute("UPDATE gates SET status = ?, decided = ?, actor = ?, decision = ? "
                               "WHERE run_id = ? AND interrupt_id = ? AND status = ?",
                               (status, time, payload.get("actor"), store.dumps(payload), gate.run_id,
@@ -126,8 +126,10 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
         if cursor.rowcount != 1:
             raise DecisionRefused(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
         cursor = conn.execute("UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
-                              "error = NULL, error_step = NULL, finished = NULL WHERE id = ? AND status = ?",
-                              (me.pid, me.host, me.start, gate.run_id, RunStatus.WAITING))
+                              "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
+                              "WHERE id = ? AND status = ?",
+                              (me.pid, me.host, me.start, me.replica, me.lease_until, gate.run_id,
+                               RunStatus.WAITING))
         if cursor.rowcount != 1:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (gate.run_id,)).fetchone()
             raise DecisionRefused(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "
@@ -154,24 +156,24 @@ def already_decided(gate: Gate) -> str:
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM gates"
 
 
-def get(conn: sqlite3.Connection, run_id: str, interrupt_id: str) -> Gate | None:
+def get(conn: Connection, run_id: str, interrupt_id: str) -> Gate | None:
     row = conn.execute(f"{_SELECT} WHERE run_id = ? AND interrupt_id = ?", (run_id, interrupt_id)).fetchone()
     return _gate(row) if row is not None else None
 
 
-def of_run(conn: sqlite3.Connection, run_id: str) -> list[Gate]:
+def of_run(conn: Connection, run_id: str) -> list[Gate]:
     """Every gate of a run, in the order they were reached."""
     return [_gate(row) for row in conn.execute(f"{_SELECT} WHERE run_id = ? ORDER BY created, gate", (run_id,))]
 
 
-def waiting(conn: sqlite3.Connection, *, flow: str | None = None) -> list[Gate]:
+def waiting(conn: Connection, *, flow: str | None = None) -> list[Gate]:
     """Every gate waiting for a decision, oldest first."""
     gates = [_gate(row) for row in conn.execute(f"{_SELECT} WHERE status = ? ORDER BY created, run_id, gate",
                                                 (WAITING,))]
     return [gate for gate in gates if flow is None or gate.flow == flow]
 
 
-def due(conn: sqlite3.Connection, now: str) -> list[Gate]:
+def due(conn: Connection, now: str) -> list[Gate]:
     """Waiting gates whose timeout has passed at `now` (an `iso` time)."""
     rows = conn.execute(f"{_SELECT} WHERE status = ? AND timeout_at IS NOT NULL AND timeout_at <= ? "
                         "ORDER BY timeout_at", (WAITING, now))

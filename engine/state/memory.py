@@ -1,5 +1,5 @@
-"""Long-term memory across runs: LangGraph's SQLite store, in the yard's state database (shared with
-the checkpointer, WAL mode).
+"""Long-term memory across runs: LangGraph's store in the yard's state database — its SQLite store
+in the file (shared with the checkpointer, WAL mode), its Postgres store on a Postgres server.
 
 A flow's `memory: {scope: "users/{{ inputs.user_id }}"}` renders to a scope such as `users/ada`
 (engine/runtime/memory.py renders it for a run); preferences live under `(users, ada, preferences)`
@@ -15,6 +15,7 @@ it runs as a standalone LangGraph graph (engine/runtime/standalone.py, docs/lang
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sqlite3
 import threading
@@ -28,6 +29,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from engine.errors import UsageError
 from engine.state.database import guard, open_database
+from engine.state.location import Location
 
 T = TypeVar("T")
 HISTORY_LIMIT = 20  # past runs offered to prompts and returned by a keyless history read
@@ -56,6 +58,34 @@ def history_namespace(scope: str, flow: str) -> tuple[str, ...]:
     return (*parse_scope(scope), "flows", flow, "history")
 
 
+# ---- what is stored -------------------------------------------------------------------------------
+
+# A memory value is stored as its JSON text under this one key, on both backends: Postgres's store
+# keeps items as JSONB, which sorts an object's keys, and a value must come back as it was written
+# (the same on SQLite and Postgres). Items written before (a preference as {"value": v}, a history
+# record as itself) are still read.
+TEXT_KEY = "blockyard_json"
+
+
+def pack(value: Any) -> dict[str, Any]:
+    """What the store keeps for a memory value: its JSON text, key order and all."""
+    return {TEXT_KEY: json.dumps(value, ensure_ascii=False, default=str)}
+
+
+def is_packed(stored: Any) -> bool:
+    """Whether a stored item is `pack`'s form."""
+    return isinstance(stored, dict) and len(stored) == 1 and isinstance(stored.get(TEXT_KEY), str)
+
+
+def unpack(stored: Any, *, preference: bool) -> Any:
+    """The value of a stored item (`pack`'s, or an older item's: a preference's {"value": v})."""
+    if is_packed(stored):
+        return json.loads(stored[TEXT_KEY])
+    if preference:
+        return stored.get("value") if isinstance(stored, dict) else None
+    return stored
+
+
 # ---- the store -----------------------------------------------------------------------------------
 
 LIST_LIMIT = 1000
@@ -66,37 +96,87 @@ def connect(path: Path) -> sqlite3.Connection:
     return open_database(path)
 
 
-@contextmanager
-def open_store(path: Path) -> Iterator[SqliteStore]:
-    """The store for the length of a block; a locked or damaged file is a clear `StateError`."""
-    conn = connect(path)
+def _location(where: Path | Location) -> Location:
+    return where if isinstance(where, Location) else Location(where)
+
+
+def _open(location: Location) -> tuple[BaseStore, Any]:
+    """(the store, the connection to close) of a state database, set up."""
+    if location.url is None:
+        conn = connect(location.path)
+        try:
+            with guard(location.path):
+                store = SqliteStore(conn)
+                store.setup()
+        except BaseException:
+            conn.close()
+            raise
+        return store, conn
+    # psycopg and LangGraph's Postgres store: loaded only for a Postgres database
+    from langgraph.store.postgres import PostgresStore
+
+    from engine.state.postgres import PgConnection, connect_raw, setup_lock  # (psycopg, as above)
+
+    raw = connect_raw(location.url, dict_rows=True)
     try:
-        with guard(path):
-            store = SqliteStore(conn)
-            store.setup()
+        pg_store = PostgresStore(raw)
+        with setup_lock(PgConnection(raw, location.url)):
+            pg_store.setup()
+    except BaseException:
+        raw.close()
+        raise
+    return pg_store, raw
+
+
+@contextmanager
+def open_store(where: Path | Location) -> Iterator[BaseStore]:
+    """The store for the length of a block; a locked or damaged file is a clear `StateError`."""
+    location = _location(where)
+    store, conn = _open(location)
+    try:
+        if location.url is None:
+            with guard(location.path):
+                yield store
+        else:
             yield store
     finally:
         conn.close()
 
 
-def preferences(store: SqliteStore, scope: str) -> dict[str, Any]:
+def preferences(store: BaseStore, scope: str) -> dict[str, Any]:
     """Every preference of a scope, key -> value."""
     items = store.search(preferences_namespace(scope), limit=LIST_LIMIT)
-    return {item.key: item.value.get("value") for item in sorted(items, key=lambda i: i.key)}
+    return {item.key: unpack(item.value, preference=True) for item in sorted(items, key=lambda i: i.key)}
 
 
-def history(store: SqliteStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
+def is_empty(store: BaseStore) -> bool:
+    """Whether nothing at all has been remembered (in any scope)."""
+    return not store.search((), limit=1)
+
+
+def get_preference(store: BaseStore, scope: str, key: str) -> tuple[bool, Any]:
+    """(whether the scope has the preference, its value)."""
+    found = store.get(preferences_namespace(scope), key)
+    return (False, None) if found is None else (True, unpack(found.value, preference=True))
+
+
+def set_preference(store: BaseStore, scope: str, key: str, value: Any) -> None:
+    store.put(preferences_namespace(scope), key, pack(value))
+
+
+def history(store: BaseStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest `limit` history records of a flow in a scope, oldest first."""
     items = store.search(history_namespace(scope, flow), limit=LIST_LIMIT)
     items.sort(key=lambda i: i.created_at)
-    return [item.value for item in items[-limit:]]
+    return [unpack(item.value, preference=False) for item in items[-limit:]]
 
 
 class MemoryStore:
     """The yard's memory store, opened on first use; its calls run off the event loop."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Location) -> None:
+        self.location = _location(where)
+        self.path = self.location.path
         self._store: Any = None
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -104,10 +184,7 @@ class MemoryStore:
     def store(self) -> Any:
         with self._lock:
             if self._store is None:
-                self._conn = connect(self.path)
-                store = SqliteStore(self._conn)
-                store.setup()
-                self._store = store
+                self._store, self._conn = _open(self.location)
             return self._store
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -157,17 +234,17 @@ class RunMemory:
         found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)
         if found is None:
             return None
-        return found.value.get("value") if namespace == "preferences" else found.value
+        return unpack(found.value, preference=namespace == "preferences")
 
     async def write(self, namespace: str, key: str, value: Any) -> None:
-        stored = {"value": value} if namespace == "preferences" else value
-        await self.owner.call(self.owner.store().put, self._namespace(namespace), key, stored)
+        await self.owner.call(self.owner.store().put, self._namespace(namespace), key, pack(value))
         if namespace == "preferences":
             self.preferences[key] = value  # later prompts of this run see what it just learned
 
     async def remember_run(self, record: dict[str, Any]) -> None:
         """Store the run's history record (under the run id: a resumed run replaces its own)."""
-        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id, record)
+        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id,
+                              pack(record))
 
 
 class StoreMemory:
@@ -189,14 +266,14 @@ class StoreMemory:
         """The scope with its preferences and the flow's recent history loaded."""
         prefs = await store.asearch(preferences_namespace(scope), limit=LIST_LIMIT)
         past = await cls._history(store, scope, flow)
-        found = {item.key: item.value.get("value") for item in sorted(prefs, key=lambda item: item.key)}
+        found = {item.key: unpack(item.value, preference=True) for item in sorted(prefs, key=lambda item: item.key)}
         return cls(store, scope, flow, run_id, found, [record for record in past if record.get("run_id") != run_id])
 
     @staticmethod
     async def _history(store: BaseStore, scope: str, flow: str) -> list[dict[str, Any]]:
         items = await store.asearch(history_namespace(scope, flow), limit=LIST_LIMIT)
         items.sort(key=lambda i: i.created_at)
-        return [item.value for item in items[-HISTORY_LIMIT:]]
+        return [unpack(item.value, preference=False) for item in items[-HISTORY_LIMIT:]]
 
     def prompt_values(self) -> dict[str, Any]:
         return {"user_preferences": dict(self.preferences), "user_history": list(self.history)}
@@ -214,14 +291,13 @@ class StoreMemory:
         found = await self.store.aget(self._namespace(namespace), key)
         if found is None:
             return None
-        return found.value.get("value") if namespace == "preferences" else found.value
+        return unpack(found.value, preference=namespace == "preferences")
 
     async def write(self, namespace: str, key: str, value: Any) -> None:
-        stored = {"value": value} if namespace == "preferences" else value
-        await self.store.aput(self._namespace(namespace), key, stored)
+        await self.store.aput(self._namespace(namespace), key, pack(value))
         if namespace == "preferences":
             self.preferences[key] = value
 
     async def remember_run(self, record: dict[str, Any]) -> None:
         """Store the run's history record under the run id (a resumed run replaces its own)."""
-        await self.store.aput(history_namespace(self.scope, self.flow), self.run_id, record)
+        await self.store.aput(history_namespace(self.scope, self.flow), self.run_id, pack(record))

@@ -13,10 +13,10 @@ abandoned add nothing.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from engine.state.database import Connection
 from engine.state.writer import Write
 
 PAGE = 50  # messages per page unless asked otherwise
@@ -55,7 +55,7 @@ def delete_thread(thread_id: str) -> Write:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-def history(conn: sqlite3.Connection, thread_id: str, *, after: int | None = None, limit: int = PAGE,
+def history(conn: Connection, thread_id: str, *, after: int | None = None, limit: int = PAGE,
             newest: bool = False) -> list[Message]:
     """A page of a thread's messages in order: those after index `after` (from the first without),
     at most `limit`; with `newest`, the last `limit` ones (before `after`, when given) — a chat
@@ -72,11 +72,11 @@ def history(conn: sqlite3.Connection, thread_id: str, *, after: int | None = Non
     return [Message(*row) for row in rows]
 
 
-def count(conn: sqlite3.Connection, thread_id: str) -> int:
+def count(conn: Connection, thread_id: str) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[0])
 
 
-def of_run(conn: sqlite3.Connection, run_id: str) -> list[Message]:
+def of_run(conn: Connection, run_id: str) -> list[Message]:
     """The messages a turn added (none until it finished): its message, then its reply."""
     rows = conn.execute("SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE run_id = ? "
                         "ORDER BY idx", (run_id,))

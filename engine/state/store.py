@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.events import STORED_STATUSES, Event, RunStatus, now_iso
 from engine.state import database, liveness
-from engine.state.database import StateError
+from engine.state.database import Connection, StateError
 from engine.state.writer import Write
 
 STATUSES = STORED_STATUSES
@@ -112,6 +112,24 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE UNIQUE INDEX messages_run ON messages (run_id, role)",
     ]),
     (4, [
+        # the server's schedules (engine/serve/schedules.py), as a migration so that servers sharing
+        # a Postgres database never race to create it (a SQLite file may have it already)
+        """CREATE TABLE IF NOT EXISTS serve_schedules (
+            flow TEXT PRIMARY KEY,
+            schedule TEXT NOT NULL,
+            first_seen TEXT NOT NULL,
+            last_fire TEXT,
+            last_run TEXT
+        )""",
+    ]),
+    (5, [
+        # leases of server replicas on the runs they execute (engine/state/liveness.py): the
+        # replica's id and when its lease runs out unless its heartbeat pushes it ahead
+        "ALTER TABLE runs ADD COLUMN owner_replica TEXT",
+        "ALTER TABLE runs ADD COLUMN lease_until REAL",
+        "CREATE INDEX runs_replica ON runs (owner_replica, status)",
+    ]),
+    (6, [
         # a thread's metadata, as LangGraph Server API clients give it (engine/serve/langgraph_api/): a JSON object
         "ALTER TABLE threads ADD COLUMN metadata TEXT",
     ]),
@@ -147,7 +165,11 @@ def _applied(conn: sqlite3.Connection) -> int:
 
 
 def _check_not_newer(conn: sqlite3.Connection) -> None:
-    found = _applied(conn)
+    check_version(_applied(conn))
+
+
+def check_version(found: int) -> None:
+    """A database migrated by a newer blockyard is refused: its tables may mean something else."""
     if found > SCHEMA_VERSION:
         raise StateError(f"the state database has schema version {found}, newer than this blockyard "
                          f"understands ({SCHEMA_VERSION}); upgrade blockyard")
@@ -175,6 +197,8 @@ class RunRecord:
     started: str | None = None
     finished: str | None = None
     duration: float = 0.0
+    owner_replica: str | None = None
+    lease_until: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _RUN_COLUMNS}
@@ -237,32 +261,41 @@ def insert_events(events: Iterable[Event]) -> Write:
                  rows, many=True)
 
 
-def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None) -> Any:
+def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None,
+          replica: str | None = None, lease_until: float | None = None) -> Any:
     """A writer call that makes this process the run's owner, only if nobody changed it meanwhile.
 
-    Returns True when the claim won: two `resume`s of one run cannot both continue it.
+    Returns True when the claim won: two `resume`s of one run (or two replicas taking over a run
+    whose lease ran out) cannot both continue it.
     """
 
-    def apply(conn: sqlite3.Connection) -> bool:
+    def apply(conn: Connection) -> bool:
         cursor = conn.execute(
             "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
-            "error = NULL, error_step = NULL, finished = NULL "
-            "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ?",
-            (pid, host, start, run_id, expected.status, expected.owner_pid, expected.owner_host,
-             expected.owner_start))
-        return cursor.rowcount == 1
+            "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
+            "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ? "
+            "AND owner_replica IS ?",
+            (pid, host, start, replica, lease_until, run_id, expected.status, expected.owner_pid,
+             expected.owner_host, expected.owner_start, expected.owner_replica))
+        return bool(cursor.rowcount == 1)
 
     return apply
 
 
+def heartbeat(replica: str, lease_until: float) -> Write:
+    """A replica's heartbeat: its lease on every run it executes now lasts until `lease_until`."""
+    return Write("UPDATE runs SET lease_until = ? WHERE owner_replica = ? AND status = 'running'",
+                 (lease_until, replica))
+
+
 # ---- reads ----------------------------------------------------------------------------------
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+def get_run(conn: Connection, run_id: str) -> RunRecord | None:
     row = conn.execute(f"{_SELECT_RUN} WHERE id = ?", (run_id,)).fetchone()
     return _record(row) if row is not None else None
 
 
-def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
+def list_runs(conn: Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
               limit: int | None = 50, thread: str | None = None) -> list[RunRecord]:
     """Runs, newest first (by start time); with `thread`, the turns of that conversation thread."""
     where: list[str] = []
@@ -283,17 +316,17 @@ def list_runs(conn: sqlite3.Connection, *, flow: str | None = None, statuses: Se
     return [_record(row) for row in conn.execute(sql, params)]
 
 
-def run_ids(conn: sqlite3.Connection) -> list[str]:
+def run_ids(conn: Connection) -> list[str]:
     return [row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")]
 
 
-def load_events(conn: sqlite3.Connection, run_id: str, after: int = 0) -> list[Event]:
+def load_events(conn: Connection, run_id: str, after: int = 0) -> list[Event]:
     rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
                         "ORDER BY seq", (run_id, after))
     return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
 
 
-def waiting_gates(conn: sqlite3.Connection, run_id: str) -> list[Event]:
+def waiting_gates(conn: Connection, run_id: str) -> list[Event]:
     """The approval_required events of the run's latest execution (what it waits for now)."""
     rows = conn.execute(
         "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND type = 'approval_required' "
@@ -302,20 +335,27 @@ def waiting_gates(conn: sqlite3.Connection, run_id: str) -> list[Event]:
     return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
 
 
-def last_seq(conn: sqlite3.Connection, run_id: str) -> int:
+def last_seq(conn: Connection, run_id: str) -> int:
     row = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?", (run_id,)).fetchone()
     return int(row[0] or 0)
 
 
-def load_definition(conn: sqlite3.Connection, digest: str) -> str | None:
+def leased_runs(conn: Connection, other_than: str) -> list[RunRecord]:
+    """Runs executing under another replica's lease (whether it still lives: `effective_status`)."""
+    return [_record(row) for row in conn.execute(
+        f"{_SELECT_RUN} WHERE status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ? "
+        f"ORDER BY {OLDEST_FIRST}", (other_than,))]
+
+
+def load_definition(conn: Connection, digest: str) -> str | None:
     row = conn.execute("SELECT bundle FROM definitions WHERE digest = ?", (digest,)).fetchone()
     return row[0] if row is not None else None
 
 
 def effective_status(record: RunRecord) -> RunStatus:
     """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
-    if record.status == RunStatus.RUNNING and not liveness.is_alive(record.owner_pid, record.owner_host,
-                                                                    record.owner_start):
+    if record.status == RunStatus.RUNNING and not liveness.is_alive(
+            record.owner_pid, record.owner_host, record.owner_start, record.owner_replica, record.lease_until):
         return RunStatus.INTERRUPTED
     return record.status
 

@@ -5,8 +5,9 @@ starting point (`threads.checkpoint`: the checkpoint of its last finished turn) 
 (its text, its reply's text, the thread's title); how a turn starts and ends in the graph — only
 what is new goes in, the reply and the turn's two `messages` rows are written with the run's end —
 is engine/runtime/turns.py. When a turn finishes, the checkpoints of earlier steps are pruned
-(`prune`): continuing a thread needs only its latest checkpoint, and without pruning every step
-re-stores the whole conversation (bench/bench_threads.py).
+(the saver's `prune_writes`, engine/state/checkpointer.py): continuing a thread needs only its
+latest checkpoint, and without pruning every step re-stores the whole conversation
+(bench/bench_threads.py).
 
 
 Turns of one thread never overlap: a turn is admitted in the transaction that inserts its run,
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 from engine.errors import UsageError
 from engine.events import RunStatus
 from engine.state import liveness, store
+from engine.state.database import Connection
 from engine.state.ids import check_run_id
 from engine.state.writer import Write
 
@@ -117,22 +118,28 @@ class Admitted:
 
 
 def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
-          name: str | None = None) -> Callable[[sqlite3.Connection], Admitted | None]:
+          name: str | None = None) -> Callable[[Connection], Admitted | None]:
     """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
     when another run of the thread is still running; UsageError when the thread cannot take it.
     A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
 
-    def apply(conn: sqlite3.Connection) -> Admitted | None:
+    def apply(conn: Connection) -> Admitted | None:
+        # the thread's row first, written or locked: on Postgres two admits of one thread (from two
+        # processes) wait here for each other, so the second sees the first's run below; on SQLite
+        # the writer's transaction holds the database's write lock already
+        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 0, NULL) ON CONFLICT(id) DO UPDATE SET turns = threads.turns",
+                     (thread_id, flow, title, name, now, now))
         row = conn.execute("SELECT flow, checkpoint, turns FROM threads WHERE id = ?", (thread_id,)).fetchone()
-        if row is not None and row[0] not in ("", flow):
+        if row[0] not in ("", flow):
             raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
-        for other, status, pid, host, start in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
-                "AND status IN ('running', 'waiting')", (thread_id,)):
+        for other, status, pid, host, start, replica, lease in conn.execute(
+                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
             if status == RunStatus.WAITING:
                 raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
                                  f"(`blockyard resume {other} --approve` or `--reject`)")
-            if liveness.is_alive(pid, host, start):
+            if liveness.is_alive(pid, host, start, replica, lease):
                 return None
         for write in writes:
             if write.many:
@@ -142,12 +149,12 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         # a thread created ahead of its turns (`create`) gets its flow, title and name from its first one
         conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
                      "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
-                     "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = turns + 1, "
+                     "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = threads.turns + 1, "
                      "last_run = excluded.last_run, flow = excluded.flow, "
-                     "title = CASE WHEN turns = 0 THEN excluded.title ELSE title END, "
-                     "name = CASE WHEN turns = 0 THEN excluded.name ELSE name END",
+                     "title = CASE WHEN threads.turns = 0 THEN excluded.title ELSE threads.title END, "
+                     "name = CASE WHEN threads.turns = 0 THEN excluded.name ELSE threads.name END",
                      (thread_id, flow, title, name, now, now, run_id))
-        if row is None or row[2] == 0:
+        if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
         return Admitted(first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id))
 
@@ -168,12 +175,12 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
         pause = min(pause * 2, POLL[1])
 
 
-def finished_turns(conn: sqlite3.Connection, thread_id: str) -> int:
+def finished_turns(conn: Connection, thread_id: str) -> int:
     row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)).fetchone()
     return int(row[0])
 
 
-def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None:
+def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
     """A run of a thread can be resumed only while it is the thread's latest turn (and the thread
     was not deleted: a thread made again under the same id is another conversation)."""
     row = conn.execute("SELECT last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
@@ -187,11 +194,11 @@ def check_current(conn: sqlite3.Connection, thread_id: str, run_id: str) -> None
 # ---- creating and deleting a thread -----------------------------------------------------------
 
 def create(thread_id: str, flow: str | None, now: str,
-           metadata: dict[str, Any] | None = None) -> Callable[[sqlite3.Connection], Thread | None]:
+           metadata: dict[str, Any] | None = None) -> Callable[[Connection], Thread | None]:
     """A writer call: a thread with no turns yet (its flow '' when not given, named by its first
     turn, with the `metadata` a LangGraph API client gave it); None when the id is taken."""
 
-    def apply(conn: sqlite3.Connection) -> Thread | None:
+    def apply(conn: Connection) -> Thread | None:
         cursor = conn.execute("INSERT OR IGNORE INTO threads (id, flow, title, name, created, updated, turns, "
                               "last_run, checkpoint, metadata) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL, ?)",
                               (thread_id, flow or "", now, now, store.dumps(metadata) if metadata else None))
@@ -200,10 +207,10 @@ def create(thread_id: str, flow: str | None, now: str,
     return apply
 
 
-def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[sqlite3.Connection], bool]:
+def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[Connection], bool]:
     """A writer call: add `metadata` to a thread's (its keys win); False when there is no such thread."""
 
-    def apply(conn: sqlite3.Connection) -> bool:
+    def apply(conn: Connection) -> bool:
         row = conn.execute("SELECT metadata FROM threads WHERE id = ?", (thread_id,)).fetchone()
         if row is None:
             return False
@@ -214,7 +221,7 @@ def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[sqlite
     return apply
 
 
-def metadata_of(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def metadata_of(conn: Connection, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The metadata of each thread that has some, by id."""
     found: dict[str, dict[str, Any]] = {}
     for start in range(0, len(thread_ids), 500):  # SQLite's bound on parameters
@@ -234,35 +241,28 @@ class Busy:
     status: str
 
 
-def delete(thread_id: str) -> Callable[[sqlite3.Connection], bool | Busy]:
-    """A writer call: delete a thread — its row, its messages, its checkpoints — so that its id is
-    free again; False when there is no such thread, Busy while a turn of it runs (with a live owner)
-    or waits for approval. Its runs stay in `runs` (their traces are history), and cannot be
-    resumed any more (`check_current`)."""
+def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection], bool | Busy]:
+    """A writer call: delete a thread — its row, its messages, its checkpoints (`checkpoints`: the
+    saver's statements for that, `saver.delete_thread_writes`, whose tables differ by backend) — so
+    that its id is free again; False when there is no such thread, Busy while a turn of it runs
+    (with a live owner) or waits for approval. Its runs stay in `runs` (their traces are history),
+    and cannot be resumed any more (`check_current`)."""
 
-    def apply(conn: sqlite3.Connection) -> bool | Busy:
+    def apply(conn: Connection) -> bool | Busy:
         if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
             return False
-        for run_id, status, pid, host, start in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start FROM runs WHERE thread_id = ? "
-                "AND status IN ('running', 'waiting')", (thread_id,)):
-            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start):
+        for run_id, status, pid, host, start, replica, lease in conn.execute(
+                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
+            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
                 return Busy(run_id, status)
-        for sql in ("DELETE FROM messages WHERE thread_id = ?", "DELETE FROM writes WHERE thread_id = ?",
-                    "DELETE FROM checkpoints WHERE thread_id = ?", "DELETE FROM threads WHERE id = ?"):
+        for write in checkpoints:
+            conn.execute(write.sql, write.params)
+        for sql in ("DELETE FROM messages WHERE thread_id = ?", "DELETE FROM threads WHERE id = ?"):
             conn.execute(sql, (thread_id,))
         return True
 
     return apply
-
-
-# ---- pruning a finished turn's checkpoints -----------------------------------------------------
-
-def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
-    """Delete every checkpoint (and pending write) of a thread but its latest root checkpoint."""
-    where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
-    return (Write(f"DELETE FROM writes {where}", (thread_id, keep)),
-            Write(f"DELETE FROM checkpoints {where}", (thread_id, keep)))
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def prune(thread_id: str, keep: str) -> tuple[Write, Write]:
 _COLUMNS = "id, flow, title, created, updated, turns, last_run, name"
 
 
-def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:
+def list_threads(conn: Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:
     """Threads, most recently active first."""
     sql = f"SELECT {_COLUMNS} FROM threads" + (" WHERE flow = ?" if flow else "") + " ORDER BY updated DESC, id"
     params: list[Any] = [flow] if flow else []
@@ -280,10 +280,10 @@ def list_threads(conn: sqlite3.Connection, *, flow: str | None = None, limit: in
     return [Thread(*row) for row in conn.execute(sql, params)]
 
 
-def get_thread(conn: sqlite3.Connection, thread_id: str) -> Thread | None:
+def get_thread(conn: Connection, thread_id: str) -> Thread | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM threads WHERE id = ?", (thread_id,)).fetchone()
     return Thread(*row) if row is not None else None
 
 
-def thread_ids(conn: sqlite3.Connection) -> list[str]:
+def thread_ids(conn: Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT id FROM threads ORDER BY updated DESC LIMIT 1000")]

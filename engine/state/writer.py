@@ -17,17 +17,20 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engine.state.database import DB_ERRORS, Connection, StateError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Call = Callable[[sqlite3.Connection], Any]
+Call = Callable[[Connection], Any]
+# what BEGIN or COMMIT can raise: the database failed, not one statement (a lost server is a StateError)
+_TRANSACTION_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, StateError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +73,9 @@ class SqliteWriter:
     and replayed item by item, each in a savepoint.
     """
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], *, max_batch: int = 2000,
+    def __init__(self, connect: Callable[[], Connection], *, max_batch: int = 2000,
                  window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer",
-                 explain: Callable[[sqlite3.Error], BaseException] | None = None) -> None:
+                 explain: Callable[[Exception], BaseException] | None = None) -> None:
         self._connect = connect
         # what a batch's waiters get when the transaction itself fails (the lock, the file)
         self._explain = explain or (lambda exc: exc)
@@ -97,7 +100,7 @@ class SqliteWriter:
         """Execute `writes` and return once they are committed."""
         await self._submit_async(writes)
 
-    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def call(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn(conn)` inside a write transaction on the writer thread; returns its result."""
         result: T = await self._submit_async(fn)
         return result
@@ -128,7 +131,7 @@ class SqliteWriter:
         """Blocking `write`, for threads that have no event loop."""
         self._submit_sync(writes)
 
-    def call_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def call_sync(self, fn: Callable[[Connection], T]) -> T:
         """Blocking `call`."""
         result: T = self._submit_sync(fn)
         return result
@@ -198,10 +201,10 @@ class SqliteWriter:
         stop = any(item is _STOP for item in items)
         return lazy + [item for item in items if item is not _STOP], stop
 
-    def _commit(self, conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _commit(self, conn: Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:  # another process held the lock for the whole busy timeout
+        except _TRANSACTION_ERRORS as exc:  # another process held the lock for the whole busy timeout
             return self._failed(items, exc)
         try:
             results = self._apply_all(conn, items)
@@ -210,12 +213,12 @@ class SqliteWriter:
             conn.execute("ROLLBACK")
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:  # another process took the lock in between
+            except _TRANSACTION_ERRORS as exc:  # another process took the lock in between
                 return self._failed(items, exc)
             results = [self._apply_one(conn, item) for item in items]
         try:
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except _TRANSACTION_ERRORS as exc:
             # the commit itself failed (disk full, I/O error): nothing of the batch is stored
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -224,12 +227,12 @@ class SqliteWriter:
         self.items += len(items)
         return results
 
-    def _failed(self, items: list[_Item], exc: sqlite3.Error) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _failed(self, items: list[_Item], exc: Exception) -> list[tuple[_Item, Any, BaseException | None]]:
         error = self._explain(exc)
         return [(item, None, error) for item in items]
 
     @staticmethod
-    def _apply_all(conn: sqlite3.Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _apply_all(conn: Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
         # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
         results: list[tuple[_Item, Any, BaseException | None]] = []
         merged: dict[str, list[Any]] = {}
@@ -272,7 +275,7 @@ class SqliteWriter:
         return results
 
     @staticmethod
-    def _apply_one(conn: sqlite3.Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
+    def _apply_one(conn: Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
         if not item.work:
             return item, None, None
         conn.execute("SAVEPOINT item")

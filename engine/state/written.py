@@ -4,14 +4,14 @@ which (its `file_written` events), for resuming it and for `blockyard runs show`
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from engine.events import FILE_WRITTEN, RUN_STARTED, Event
+from engine.state.database import Connection
 
 
-def output_dir_of(conn: sqlite3.Connection, run_id: str) -> str | None:
+def output_dir_of(conn: Connection, run_id: str) -> str | None:
     """The yard folder run `run_id` writes its files to, or None for its own workspace."""
     row = conn.execute("SELECT data FROM events WHERE run_id = ? AND type = ? ORDER BY seq LIMIT 1",
                        (run_id, str(RUN_STARTED))).fetchone()

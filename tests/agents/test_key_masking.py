@@ -14,6 +14,7 @@ import pytest
 from engine.cli import main
 from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, answer, stub_config
 from tests.support.openai_stub import OpenAIStub, Reply
+from tests.support.state import database_bytes
 
 Yard = Callable[[dict[str, str]], Path]
 
@@ -64,9 +65,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 
 def _database_bytes(root: Path) -> bytes:
-    files = sorted((root / ".blockyard").glob("state.db*"))
-    assert files, "no state database"
-    return b"".join(path.read_bytes() for path in files)
+    return database_bytes(root)
 
 
 def test_an_echoed_key_is_masked_everywhere(make_yard: Yard, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch,

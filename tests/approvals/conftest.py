@@ -4,14 +4,16 @@ and helpers to run the real CLI in-process and in separate processes."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.state.database import Connection
 from tests.runtime.conftest import Outcome
+from tests.support.state import state_db
 
 BLOCKS = {
     "blocks/inc.yaml": """
@@ -214,8 +216,8 @@ def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
     return make_yard({**BLOCKS, **FLOWS})
 
 
-def state(root: Path) -> sqlite3.Connection:
-    return sqlite3.connect(root / ".blockyard" / "state.db")
+def state(root: Path) -> AbstractContextManager[Connection]:
+    return state_db(root)
 
 
 def snapshot(root: Path, run_id: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 from engine import Yard
 from engine.models import MockScript, StructuredRequest, scripted
 from engine.project import load_project
+from engine.state.location import locate
 from engine.state.memory import history, open_store, preferences
 from tests.support.cli import Cli
 
@@ -113,7 +114,7 @@ def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
 
 
 def stored(root: Path, scope: str, flow: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    with open_store(root / ".blockyard" / "state.db") as store:
+    with open_store(locate(root / ".blockyard" / "state.db")) as store:
         return preferences(store, scope), history(store, scope, flow)
 
 
@@ -251,3 +252,24 @@ def test_the_lunch_example_from_a_fresh_copy(tmp_path: Path, cli: Cli) -> None:
     assert [r["status"] for r in stored(root, "users/ada", "order_lunch")[1]] == ["finished", "finished"]
     other = cli(root, "run", "order_lunch", "--input", "user_id=bob", "--json")
     assert other.code == 3  # bob has no usual lunch yet
+
+
+def test_values_and_history_records_keep_their_key_order_on_either_backend(yard: Path) -> None:
+    # Postgres's store keeps JSONB, which sorts an object's keys: the value must come back as written
+    with Yard.load(yard) as api:
+        result = api.run("remember", {"user": "ada", "restaurant": "Pho 1"})
+    assert result.status == "finished", result.error
+    prefs, past = stored(yard, "users/ada", "remember")
+    assert list(prefs["lunch"]) == ["restaurant", "dish"]
+    assert list(past[0]) == ["run_id", "flow", "version", "status", "inputs", "outputs", "error", "started", "ended"]
+    assert list(past[0]["inputs"]) == ["user", "restaurant", "dish"]  # with its default
+
+
+def test_items_stored_before_the_json_text_are_still_read(yard: Path) -> None:
+    # a preference written as {"value": v} and a history record as itself, as earlier versions did
+    with open_store(locate(yard / ".blockyard" / "state.db")) as store:
+        store.put(("users", "ada", "preferences"), "lunch", {"value": {"restaurant": "Old", "dish": "stew"}})
+        store.put(("users", "ada", "flows", "remember", "history"), "r-old", {"run_id": "r-old", "status": "finished"})
+    prefs, past = stored(yard, "users/ada", "remember")
+    assert prefs == {"lunch": {"restaurant": "Old", "dish": "stew"}}
+    assert past == [{"run_id": "r-old", "status": "finished"}]

@@ -3,11 +3,9 @@ last checkpoint on the definition it started with — in another process, after 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import sqlite3
 import textwrap
 import time
 from collections.abc import Callable
@@ -17,6 +15,7 @@ from typing import IO, Any
 import pytest
 
 from tests.runtime.conftest import Outcome, run_engine, spawn
+from tests.support.state import state_db
 
 Cli = Callable[..., Outcome]
 
@@ -107,7 +106,7 @@ def _committed(root: Path, run_id: str, step: str, timeout: float = 30.0) -> Non
     """Wait until the trace row of `step` starting is in the database (the writer commits in groups)."""
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.closing(sqlite3.connect(root / ".blockyard" / "state.db", timeout=5)) as conn:
+        with state_db(root) as conn:
             if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND type = 'step_started' AND step = ?",
                             (run_id, step)).fetchone():
                 return

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine import Yard
 from engine.cli.runs import step_summary
 from engine.events import RunStatus, Sequencer
@@ -65,6 +67,7 @@ def test_runs_are_listed_by_start_time_whatever_their_ids(yard: Path, cli: Cli) 
     assert "did you mean '00-newest'" in cli(yard, "runs", "show", "00-newset").err
 
 
+@pytest.mark.sqlite_only("writes the SQLite file by hand")
 def test_runs_started_in_the_same_millisecond_keep_one_order(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     with store.reading(path) as conn:

@@ -18,6 +18,8 @@ import pytest
 from engine.state.database import TIMEOUT_ENV
 from tests.runtime.conftest import Outcome, spawn
 
+pytestmark = pytest.mark.sqlite_only("about the SQLite file: its write lock, busy timeout, damaged files and folders")
+
 Cli = Callable[..., Outcome]
 
 FILES = {

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.runtime.conftest import Outcome
+from tests.support.state import stored_bytes
 
 Cli = Callable[..., Outcome]
 
@@ -136,8 +137,7 @@ def test_a_template_over_a_limit_fails_its_step(limits_yard: Path, cli: Cli, flo
     last = _failed(cli, limits_yard, flow, n)
     assert last["step"] == step
     assert error in str(last["data"]["error"])
-    state = limits_yard / ".blockyard" / "state.db"
-    assert state.stat().st_size < 5_000_000  # nothing huge was stored
+    assert stored_bytes(limits_yard) < 5_000_000  # nothing huge was stored
 
 
 def test_recursion_without_end_fails_its_step(limits_yard: Path, cli: Cli) -> None:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
+from tests.support.state import state_db
 
 
 def stored_status(root: Path, run_id: str) -> str:
-    with sqlite3.connect(root / ".blockyard/state.db") as conn:
+    with state_db(root) as conn:
         return str(conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
 
 

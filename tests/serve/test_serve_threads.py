@@ -3,7 +3,6 @@ database: create, list, read, take turns in the three answer modes, page the his
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, PAUSE, YARD, Live, read_sse, wait_run
 from tests.support.example import copy_example_yard
+from tests.support.state import checkpoint_tables, state_db
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -247,12 +247,9 @@ def test_delete_frees_the_id_and_forgets_the_conversation(example: Path, serve: 
         assert deleted.status_code == 204 and deleted.content == b""
         assert error_of(client.get("/threads/gone")) == (404, "unknown_thread")
         assert error_of(client.delete("/threads/gone")) == (404, "unknown_thread")
-        db = sqlite3.connect(example / ".blockyard" / "state.db")
-        try:
-            for table in ("messages", "checkpoints", "writes"):
+        with state_db(example) as db:
+            for table in ("messages", *checkpoint_tables(example)):
                 assert db.execute(f"SELECT COUNT(*) FROM {table} WHERE thread_id = 'gone'").fetchone() == (0,)
-        finally:
-            db.close()
         assert client.get(f"/runs/{old_run}").json()["status"] == "finished"  # its run's trace stays
         # the id is free again, and the new thread does not know the old conversation
         assert client.post("/threads", json={"id": "gone", "flow": "support_chat"}).status_code == 201

@@ -9,7 +9,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from engine.models.script import scripted
 from engine.project import load_project
 from engine.validate.semantic import check_project
 from tests.runtime.conftest import run_engine, subprocess_env
+from tests.support.state import state_db
 
 
 def structured(call: StructuredRequest | TurnRequest) -> StructuredRequest:
@@ -409,7 +409,7 @@ def test_threads_show_reads_the_messages_table(yard: Path) -> None:
     assert run_engine(yard, "run", "llm_chat", "--thread", "s", "--input", "message=hello").code == 0
     with scripted("s-bad", FAIL), Yard.load(yard) as api:
         api.run("llm_chat", {"message": "oops"}, run_id="s-bad", thread="s")
-    with sqlite3.connect(yard / ".blockyard" / "state.db") as conn:
+    with state_db(yard) as conn:
         conn.execute("UPDATE messages SET content = 'hello (from the table)' WHERE role = 'user'")
     shown = run_engine(yard, "threads", "show", "s").out
     assert "  > hello (from the table)\n  < " in shown

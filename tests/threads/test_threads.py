@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from engine import Yard
 from tests.runtime.conftest import spawn
 from tests.support.cli import Cli
+from tests.support.state import state_db
 
 FILES = {
     "blocks/answer.yaml": """
@@ -83,7 +83,7 @@ def messages(api: Yard, flow: str, thread: str) -> list[tuple[str, str, str]]:
 
 
 def checkpoints(root: Path, thread: str) -> int:
-    with sqlite3.connect(root / ".blockyard" / "state.db") as conn:
+    with state_db(root) as conn:
         return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)).fetchone()[0])
 
 

@@ -54,7 +54,13 @@ def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
     assert script.startswith("#!/usr/bin/env bash\n")
     assert "set -euo pipefail" in script
     assert "python3 -m pip install" in script and "-e '.[dev]'" in script
-    assert script.rstrip().splitlines()[-1] == "python -m pytest"
+    assert script.rstrip().splitlines()[-1] == "bash .ci/test"
+    # the README's test command: the suite on SQLite, then on Postgres
+    test = (REPO / ".ci" / "test").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in test
+    assert [line.strip() for line in test.splitlines() if "pytest" in line and not line.startswith("#")] == [
+        'python -m pytest "$@"', 'BLOCKYARD_TEST_DATABASE=postgres python -m pytest "$@"']
+    assert "```sh\nbash .ci/test\n```" in (REPO / "README.md").read_text(encoding="utf-8")
     syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / "run")], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
 

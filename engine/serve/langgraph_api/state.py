@@ -8,7 +8,6 @@ id here is the id of the turn (run) the state is after.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +16,7 @@ from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.langgraph_api.shapes import iso, thread_status
 from engine.state import store, threads
+from engine.state.database import Connection
 from engine.state.messages import MAX_PAGE, Message, history
 from engine.state.store import RunRecord, effective_status
 
@@ -42,7 +42,7 @@ class ThreadView:
         return effective_status(self.last) if self.last is not None else None
 
 
-def read(conn: sqlite3.Connection, thread_id: str) -> ThreadView | None:
+def read(conn: Connection, thread_id: str) -> ThreadView | None:
     thread = threads.get_thread(conn, thread_id)
     if thread is None:
         return None

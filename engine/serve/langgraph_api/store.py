@@ -15,7 +15,7 @@ from engine.serve.langgraph_api.access import ServerDep, service
 from engine.serve.langgraph_api.bodies import NamespaceSearch, StoreDelete, StorePut, StoreSearch
 from engine.serve.problems import ApiError, not_found
 from engine.serve.server import Server, check_size
-from engine.state.memory import MemoryStore
+from engine.state.memory import MemoryStore, is_packed, unpack
 
 router = APIRouter(tags=["langgraph: store"])
 MAX_DEPTH = 16  # labels of one namespace
@@ -37,8 +37,18 @@ def _namespace(labels: Sequence[str], where: str, allow_empty: bool = False) -> 
     return tuple(labels)
 
 
+def _shown(item: Any) -> Any:
+    """An item's value as a client sees it: what a flow's memory wrote is kept as its JSON text
+    (engine/state/memory.py, `pack`) and shown as the value again — a preference as {"value": v},
+    as flows wrote preferences before."""
+    if not is_packed(item.value):
+        return item.value
+    value = unpack(item.value, preference=False)
+    return {"value": value} if item.namespace[-1:] == ("preferences",) else value
+
+
 def _item(item: Any, with_score: bool = False) -> dict[str, Any]:
-    found = {"namespace": list(item.namespace), "key": item.key, "value": item.value,
+    found = {"namespace": list(item.namespace), "key": item.key, "value": _shown(item),
              "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
     if with_score:
         found["score"] = getattr(item, "score", None)

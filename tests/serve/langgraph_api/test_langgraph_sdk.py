@@ -11,7 +11,8 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command
 
 from engine.serve.server import Settings
-from engine.state.memory import open_store, preferences
+from engine.state.location import locate
+from engine.state.memory import open_store, preferences, set_preference
 from tests.serve.langgraph_api.conftest import example_yard
 from tests.serve.serve_helpers import Live, start_live, wait_for
 
@@ -146,8 +147,13 @@ def test_the_store_is_the_flows_memory(live: Live) -> None:
     client = lg(live)
     client.store.put_item(["users", "ada", "preferences"], "usual", {"value": "Chipotle"})
     assert client.store.get_item(["users", "ada", "preferences"], "usual")["value"] == {"value": "Chipotle"}
-    with open_store(live.server.root / ".blockyard" / "state.db") as store:
+    with open_store(locate(live.server.root / ".blockyard" / "state.db")) as store:
         assert preferences(store, "users/ada") == {"usual": "Chipotle"}  # what a flow's memory reads
+        # and what a flow's memory writes (kept as its JSON text, key order and all) reads back as written
+        set_preference(store, "users/bob", "order", {"restaurant": "Chipotle", "dish": "burrito"})
+    shown = client.store.get_item(["users", "bob", "preferences"], "order")["value"]
+    assert shown == {"value": {"restaurant": "Chipotle", "dish": "burrito"}}
+    assert list(shown["value"]) == ["restaurant", "dish"]
     found = client.store.search_items(["users"], filter={"value": "Chipotle"})
     assert [item["key"] for item in found["items"]] == ["usual"]
     assert ["users", "ada", "preferences"] in client.store.list_namespaces(prefix=["users"])["namespaces"]

@@ -1,0 +1,149 @@
+"""Opening the state database for a look, whatever its backend: the readers of the CLI's commands
+(`runs`, `gates`, `threads`, `db status`) and the server's checks. The engine's own handle is
+`StateDB` (engine/state/checkpointer.py), which picks the backend the same way: by the `Location`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.events import now_iso
+from engine.state import database, store
+from engine.state.database import Connection
+from engine.state.location import Location
+
+COUNTED = ("runs", "threads", "messages", "gates")
+@dataclass(frozen=True)
+class Status:
+    """What `blockyard db status` shows."""
+
+    backend: str
+    location: str  # the file, or the URL with its password masked
+    schema_version: int
+    counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "location": self.location, "schema_version": self.schema_version,
+                "counts": dict(self.counts)}
+
+
+def count_rows(conn: Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def _has_table(conn: Connection, location: Location, table: str) -> bool:
+    if location.url is None:
+        sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    else:
+        sql = "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+    return conn.execute(sql, (table,)).fetchone() is not None
+
+
+def status(conn: Connection | None, location: Location) -> Status:
+    """The backend, schema version and how many runs, threads, messages, gates and memory items
+    the database holds (all 0 for a SQLite file that does not exist yet)."""
+    if conn is None:
+        return Status(location.backend, location.shown, 0, {name: 0 for name in (*COUNTED, "memory")})
+    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()[0])
+    counts = {name: count_rows(conn, name) for name in COUNTED}
+    counts["memory"] = count_rows(conn, "store") if _has_table(conn, location, "store") else 0
+    return Status(location.backend, location.shown, version, counts)
+
+
+def _location(where: Path | Location) -> Location:
+    return where if isinstance(where, Location) else Location(where)
+
+
+def open_existing(where: Path | Location) -> Connection | None:
+    """A connection to the migrated tables for commands that only look; None when there is no
+    SQLite file yet (a Postgres database always exists: its server is asked)."""
+    location = _location(where)
+    if location.url is None:
+        return store.open_existing(location.path)
+    # psycopg: loaded only for a Postgres database
+    from engine.state.postgres import connect, migrate
+
+    conn = connect(location.url)
+    try:
+        migrate(conn, now_iso())
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def reading(where: Path | Location) -> Iterator[Connection | None]:
+    """`open_existing` for the length of a block; a damaged SQLite file is a clear `StateError`."""
+    location = _location(where)
+    if location.url is None:
+        with store.reading(location.path) as conn:
+            yield conn
+        return
+    found = open_existing(location)
+    try:
+        yield found
+    finally:
+        if found is not None:
+            found.close()
+
+
+@contextmanager
+def transaction(where: Path | Location, sqlite_schema: str | None = None) -> Iterator[Connection]:
+    """A connection whose statements in the block commit together (or not at all). On Postgres the
+    tables are migrated first; a SQLite file gets `sqlite_schema` (a CREATE ... IF NOT EXISTS), as
+    it did before our migrations had the table."""
+    location = _location(where)
+    if location.url is None:
+        conn = database.open_database(location.path, autocommit=False)
+        try:
+            if sqlite_schema:
+                conn.execute(sqlite_schema)
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+        return
+    # psycopg: loaded only for a Postgres database
+    from engine.state.postgres import connect, migrate
+
+    pg = connect(location.url)
+    try:
+        migrate(pg, now_iso())
+        with pg.transaction():
+            yield pg
+    finally:
+        pg.close()
+
+
+def check(where: Path | Location) -> None:
+    """Refuse a state database that cannot be used (a damaged file, a server that refuses us) before
+    a server binds its port."""
+    location = _location(where)
+    if location.url is None:
+        conn = database.open_database(location.path)
+        try:
+            with database.guard(location.path):
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+        return
+    with reading(location):
+        pass
+
+
+async def listen_events(where: Path | Location, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
+    """Call `on_run(run_id)` when another process commits events of a run: Postgres's LISTEN/NOTIFY
+    (engine/state/postgres.py). A SQLite file has no such thing: followers poll it, and this returns."""
+    location = _location(where)
+    if location.url is None:
+        return
+    # psycopg: loaded only for a Postgres database
+    from engine.state.postgres import listen_events as listen
+
+    await listen(location.url, on_run, stop)

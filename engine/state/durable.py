@@ -1,0 +1,203 @@
+"""What a durable checkpointer does on the group-commit writer (engine/state/writer.py), whatever
+the backend: its writes go through the writer (or are held back for the transaction that ends a
+conversation turn), its async reads run on a private reader thread. The SQLite saver
+(engine/state/checkpointer.py, `DurableSaver`) and the Postgres one (engine/state/pgsaver.py,
+`PgDurableSaver`) build their own statements and answer the sync reads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+
+from engine.redaction import Masker
+from engine.state.writer import SqliteWriter, Write
+
+T = TypeVar("T")
+
+# While set (see `DurableSaver.held`), checkpoint writes of this task are collected here instead of
+# committed: the caller commits them together with other rows, in one transaction.
+_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
+
+
+class GroupCommitted(BaseCheckpointSaver[str]):
+    """What a checkpointer on the group-commit writer does whatever the backend: writes through
+    `writer` (held back inside `held`), async reads on a private reader thread, and the two
+    shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
+    statements (`_checkpoint_writes`, `_writes_write`, `delete_thread_writes`, `prune_writes`)
+    and answers the sync reads (`get_tuple`, `list`, `get_delta_channel_history`)."""
+
+    writer: SqliteWriter
+    secrets: Masker
+    lock: threading.Lock  # the backend saver's: reads on the reader connection take it
+
+    def _start_group_commit(self, writer: SqliteWriter, secrets: Masker | None) -> None:
+        # the last line of defence for API keys (engine/redaction.py): whatever state still holds
+        # one is masked in the serialized bytes, lengths kept
+        self.secrets = secrets if secrets is not None else Masker()
+        self.writer = writer
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
+        self._fresh: set[str] = set()  # threads known to have no checkpoint yet
+        self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
+        self._trace: dict[str, list[Write]] = {}  # see `hold_trace`
+        self._trace_lock = threading.Lock()
+
+    def hold_trace(self, thread_id: str, write: Write, *, begin: bool) -> bool:
+        """Hold a trace row of `thread_id` for the transaction of its next checkpoint (or the run's
+        end, `take_trace`); `begin` starts holding, else the row is held only while others are.
+        A `step_finished` row begins it: committed before the checkpoint that holds the step's
+        result, it would say a step finished that a crash then runs again; the rows after it are
+        held too, so that the trace is stored in order. Returns whether the row was held."""
+        with self._trace_lock:
+            rows = self._trace.get(thread_id)
+            if rows is None:
+                if not begin:
+                    return False
+                rows = self._trace[thread_id] = []
+            rows.append(write)
+            return True
+
+    def take_trace(self, thread_id: str) -> list[Write]:
+        """The trace rows held for `thread_id` (see `hold_trace`), to commit with what comes next."""
+        with self._trace_lock:
+            return self._trace.pop(thread_id, [])
+
+    def _with_trace(self, config: RunnableConfig, writes: list[Write]) -> list[Write]:
+        conf = config["configurable"]
+        if conf.get("checkpoint_ns"):  # a subgraph's checkpoint: the parent's step goes on
+            return writes
+        return [*self.take_trace(str(conf["thread_id"])), *writes]
+
+    def expect_new(self, thread_id: str) -> None:
+        """Declare that `thread_id` has no checkpoint (a run that was just created): its first
+        read is answered without a query — 500 runs starting at once would otherwise queue
+        500 reads on the reader thread before any of them can take a step."""
+        self._fresh.add(thread_id)
+
+    def close(self) -> None:
+        self._reader.shutdown(wait=True)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def held() -> Iterator[list[Write]]:
+        """Collect the checkpoint writes made inside the block (in this task) instead of committing
+        them: a conversation turn's reply checkpoint is committed in the transaction that ends the
+        run, with its rows in `messages` (engine/runtime/turns.py)."""
+        writes: list[Write] = []
+        token = _HELD.set(writes)
+        try:
+            yield writes
+        finally:
+            _HELD.reset(token)
+
+    async def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, lambda: fn(*args, **kwargs))
+
+    # ---- what a backend builds ----------------------------------------------------------------
+
+    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+        raise NotImplementedError
+
+    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                      task_path: str) -> Write:
+        raise NotImplementedError
+
+    def delete_thread_writes(self, thread_id: str) -> list[Write]:
+        raise NotImplementedError
+
+    def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
+        """Statements deleting every checkpoint (and pending write) of a thread but its root
+        checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
+        raise NotImplementedError
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        self._fresh.discard(str(config["configurable"]["thread_id"]))
+        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
+        self.writer.write_sync(*self._with_trace(config, writes))
+        return saved
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        self._fresh.discard(str(config["configurable"]["thread_id"]))
+        writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
+        writes = self._with_trace(config, writes)
+        held = _HELD.get()
+        if held is not None:
+            held.extend(writes)
+        else:
+            await self.writer.write(*writes)
+        return saved
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        self.writer.write_sync(self._writes_write(config, writes, task_id, task_path))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        # LangGraph never waits for these (it submits them in the background and waits for the
+        # checkpoint instead), so neither do we: queued now, committed with or before the next
+        # checkpoint, which is awaited — the queue is executed in order.
+        held = _HELD.get()
+        if held is not None:
+            held.append(self._writes_write(config, writes, task_id, task_path))
+        else:
+            self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.writer.write_sync(*self.delete_thread_writes(thread_id))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.writer.write(*self.delete_thread_writes(thread_id))
+
+    # ---- reads ------------------------------------------------------------------------------
+    async def aread_for_start(self, thread_id: str, checkpoint_id: str) -> CheckpointTuple | None:
+        """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
+        own read of the same checkpoint, once: deserializing a long conversation is the dearest part
+        of a turn's start (checkpoints never change once written, and only this one read reuses it)."""
+        found = await self._read(self.get_tuple, {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
+                                                                   "checkpoint_id": checkpoint_id}})
+        if found is not None:
+            if len(self._handoff) > 64:  # turns that never started (an error in between)
+                self._handoff.clear()
+            self._handoff[(thread_id, checkpoint_id)] = found
+        return found
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        if conf.get("checkpoint_id") and not conf.get("checkpoint_ns"):
+            handed = self._handoff.pop((str(conf.get("thread_id")), str(conf["checkpoint_id"])), None)
+            if handed is not None:
+                return handed
+        if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
+                and not conf.get("checkpoint_id")):
+            return None
+        return await self._read(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        found = await self._read(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return await self._read(self.get_delta_channel_history, config=config, channels=channels)

@@ -1,0 +1,226 @@
+"""The state database on a Postgres server: connections, the SQL dialect, errors, migrations.
+
+The table modules (`store.py`, `gates.py`, `threads.py`, `messages.py`) write their SQL once, in
+SQLite's words (`?` placeholders, `INSERT OR IGNORE`, `INSERT OR REPLACE`, `IS ?`); a `PgConnection`
+takes the same statements and translates each (once: cached) to Postgres's. SQL that is already
+Postgres's (LangGraph's checkpointer statements, with `%s`) is marked `Native` and passes as it is.
+Every psycopg error leaves a `PgConnection` as the engine's own (`BackendError`,
+`BackendIntegrityError`; a lost or refused connection as a `StateError`), with the URL's password
+masked, so the runtime catches one kind of error whatever the backend.
+
+Migrations run at start under an advisory lock: two servers starting at once on an empty database
+take turns, and the second finds the work done (`prepare`).
+
+Rows added to the trace (`events`) are announced with `NOTIFY blockyard_events, '<run id>'` in
+the transaction that adds them, so the notification goes out when they are committed; servers
+sharing the database (replicas) `LISTEN` (`listen_events`) to wake the followers of a run another
+replica executes (engine/serve/broker.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+
+from engine.redaction import mask_url
+from engine.state import store
+from engine.state.database import BackendError, BackendIntegrityError, Native, StateError
+
+# keys of pg_advisory_lock: who migrates (arbitrary, fixed numbers; "blockyard" in ASCII, + 1)
+MIGRATE_LOCK = 0x626C6F636B79
+SETUP_LOCK = MIGRATE_LOCK + 1
+CONNECT_TIMEOUT = 10  # seconds
+
+
+EVENTS_CHANNEL = "blockyard_events"
+_EVENTS_INSERT = re.compile(r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE)
+_NOTIFY = Native("SELECT pg_notify(%s, %s)")
+
+# the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
+_KEYS = {"events": ("run_id", "seq")}
+_REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) \(([^)]*)\)", re.IGNORECASE)
+
+
+@lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """A statement in SQLite's words, in Postgres's."""
+    text = sql
+    suffix = ""
+    replace = _REPLACE.match(text)
+    if replace is not None:
+        table, columns = replace.group(1), [c.strip() for c in replace.group(2).split(",")]
+        keys = _KEYS.get(table)
+        if keys is None:
+            raise ValueError(f"INSERT OR REPLACE INTO {table}: no key known for Postgres's ON CONFLICT")
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
+        text = re.sub(r"INSERT OR REPLACE INTO", "INSERT INTO", text, count=1, flags=re.IGNORECASE)
+        suffix = f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+    elif re.match(r"^\s*INSERT OR IGNORE INTO", text, re.IGNORECASE):
+        text = re.sub(r"INSERT OR IGNORE INTO", "INSERT INTO", text, count=1, flags=re.IGNORECASE)
+        suffix = " ON CONFLICT DO NOTHING"
+    if re.match(r"^\s*BEGIN IMMEDIATE\s*$", text, re.IGNORECASE):
+        return "BEGIN"
+    text = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", text)
+    text = re.sub(r"\)\s*WITHOUT ROWID", ")", text)
+    text = re.sub(r"\bREAL\b", "DOUBLE PRECISION", text)
+    text = text.replace("%", "%%").replace("?", "%s")
+    return text + suffix
+
+
+def _sql(sql: str) -> Any:
+    return sql if isinstance(sql, Native) else translate(sql)
+
+
+def _explained(exc: psycopg.Error, url: str) -> Exception:
+    message = mask_url(str(exc).strip())
+    if isinstance(exc, pg_errors.IntegrityError):
+        return BackendIntegrityError(message)
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.QueryCanceled):
+        return StateError(f"the state database {mask_url(url)} cannot be used: {message}")
+    return BackendError(message)
+
+
+class PgConnection:
+    """A psycopg connection (autocommit: transactions are explicit, as on SQLite) that takes the
+    table modules' SQLite statements (see the module's docstring)."""
+
+    def __init__(self, raw: psycopg.Connection[Any], url: str) -> None:
+        self.raw = raw
+        self.url = url
+
+    def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
+        try:
+            cursor = self.raw.execute(_sql(sql), parameters or None)
+            if _EVENTS_INSERT.match(sql):
+                self._announce([parameters[0]])
+            return cursor
+        except psycopg.Error as exc:
+            raise _explained(exc, self.url) from None
+
+    def _announce(self, run_ids: Iterable[str]) -> None:
+        """NOTIFY the runs whose trace grew (sent when the transaction commits)."""
+        for run_id in dict.fromkeys(run_ids):
+            self.raw.execute(_NOTIFY, (EVENTS_CHANNEL, run_id))
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> psycopg.Cursor[Any]:
+        rows = list(parameters)
+        cursor = self.raw.cursor()
+        if not rows:
+            return cursor
+        try:
+            cursor.executemany(_sql(sql), rows)
+            if _EVENTS_INSERT.match(sql):
+                self._announce(row[0] for row in rows)
+        except psycopg.Error as exc:
+            raise _explained(exc, self.url) from None
+        return cursor
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgConnection]:
+        """BEGIN ... COMMIT (ROLLBACK on an error) around the block."""
+        self.execute("BEGIN")
+        try:
+            yield self
+        except BaseException:
+            if self.in_transaction:
+                self.execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def connect_raw(url: str, *, dict_rows: bool = False) -> psycopg.Connection[Any]:
+    """A psycopg connection in autocommit mode; a server that cannot be reached is a `StateError`."""
+    try:
+        if dict_rows:
+            return psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                                   connect_timeout=CONNECT_TIMEOUT)
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    except psycopg.Error as exc:
+        raise StateError(f"cannot connect to the state database {mask_url(url)}: "
+                         f"{mask_url(str(exc).strip())}") from None
+
+
+def connect(url: str) -> PgConnection:
+    return PgConnection(connect_raw(url), url)
+
+
+# ---- migrations ------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+
+
+def migrate(conn: PgConnection, now: str) -> None:
+    """Bring Blockyard's tables to store.SCHEMA_VERSION in one transaction under
+    pg_advisory_xact_lock: servers starting at once apply each migration once."""
+    if _applied(conn) == store.SCHEMA_VERSION:
+        return
+    with conn.transaction():
+        conn.execute(Native("SELECT pg_advisory_xact_lock(%s)"), (MIGRATE_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, "
+                     "applied TEXT NOT NULL)")
+        current = _applied(conn)
+        for version, statements in store.MIGRATIONS:
+            if version <= current:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO blockyard_migrations (version, applied) VALUES (?, ?)", (version, now))
+    store.check_version(_applied(conn))
+
+
+def _applied(conn: PgConnection) -> int:
+    row = conn.execute(Native("SELECT to_regclass('blockyard_migrations') IS NOT NULL")).fetchone()
+    if row is None or not row[0]:
+        return 0
+    found = conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()
+    return int(found[0]) if found is not None else 0
+
+
+@contextmanager
+def setup_lock(conn: PgConnection) -> Iterator[None]:
+    """A session-level advisory lock around LangGraph's own setup (its checkpointer's and its
+    store's migrations): they run outside a transaction (CREATE INDEX CONCURRENTLY), so
+    pg_advisory_xact_lock cannot hold them; this lock makes two servers take turns all the same."""
+    conn.execute(Native("SELECT pg_advisory_lock(%s)"), (SETUP_LOCK,))
+    try:
+        yield
+    finally:
+        conn.execute(Native("SELECT pg_advisory_unlock(%s)"), (SETUP_LOCK,))
+
+
+# ---- notifications ---------------------------------------------------------------------------
+
+async def listen_events(url: str, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
+    """Call `on_run(run_id)` (on this event loop) whenever another connection commits events of a
+    run, until `stop` is set. A lost connection is retried; meanwhile followers poll the trace."""
+    while not stop.is_set():
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                             connect_timeout=CONNECT_TIMEOUT) as conn:
+                await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                async for notice in conn.notifies():
+                    on_run(notice.payload)
+                    if stop.is_set():
+                        return
+        except psycopg.Error:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            except TimeoutError:
+                continue
