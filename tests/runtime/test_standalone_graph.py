@@ -22,6 +22,7 @@ from langgraph.types import Command
 
 from engine import Yard
 from engine.errors import UsageError
+from engine.state.memory import unpack
 from tests.runtime.conftest import subprocess_env
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
@@ -138,7 +139,8 @@ def test_an_approval_gate_interrupts_and_resumes_with_command(example: Path) -> 
         assert done["order_id"].startswith("LUNCH-TUE-chipotle") and "burrito" in done["message"]
         # memory blocks wrote to the run's store, laid out as Blockyard's own memory
         [lunch] = store.search(("users", "ada", "preferences"))
-        assert lunch.value == {"value": {"restaurant": "Chipotle", "dish": "burrito"}}
+        assert unpack(lunch.value, preference=True) == {"restaurant": "Chipotle", "dish": "burrito"}
+        assert list(unpack(lunch.value, preference=True)) == ["restaurant", "dish"]  # as written, as yard.run keeps it
         assert [i.key for i in store.search(("users", "ada", "flows", "order_lunch", "history"))] == ["lunch"]
         # the next run finds the usual and goes through without a gate
         again = app.invoke({"user_id": "ada"}, {"configurable": {"thread_id": "next"}})
