@@ -206,12 +206,12 @@ class MemoryStore:
             self._store = self._conn = None
 
 
-class RunMemory:
-    """One run's memory scope (engine.nodes.context.MemorySource)."""
+class _ScopeView:
+    """What a run knows of its memory scope when it starts: its preferences and the flow's recent
+    history (what prompts see), and where each namespace lives."""
 
-    def __init__(self, store: MemoryStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
+    def __init__(self, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
                  history: list[dict[str, Any]]) -> None:
-        self.owner = store
         self.scope = scope
         self.flow = flow
         self.run_id = run_id
@@ -225,6 +225,15 @@ class RunMemory:
         if namespace == "history":
             return history_namespace(self.scope, self.flow)
         return preferences_namespace(self.scope)
+
+
+class RunMemory(_ScopeView):
+    """One run's memory scope (engine.nodes.context.MemorySource)."""
+
+    def __init__(self, store: MemoryStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
+                 history: list[dict[str, Any]]) -> None:
+        super().__init__(scope, flow, run_id, preferences, history)
+        self.owner = store
 
     async def read(self, namespace: str, key: str | None) -> Any:
         if key is None and namespace == "preferences":
@@ -247,19 +256,15 @@ class RunMemory:
                               pack(record))
 
 
-class StoreMemory:
+class StoreMemory(_ScopeView):
     """One run's memory scope on any LangGraph store, laid out as `RunMemory`'s (same namespaces and
     values), through the store's async API: what a standalone graph's flow reads and writes when it
     is given a `store=` (engine.nodes.context.MemorySource)."""
 
     def __init__(self, store: BaseStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
                  history: list[dict[str, Any]]) -> None:
+        super().__init__(scope, flow, run_id, preferences, history)
         self.store = store
-        self.scope = scope
-        self.flow = flow
-        self.run_id = run_id
-        self.preferences = preferences
-        self.history = history
 
     @classmethod
     async def open(cls, store: BaseStore, scope: str, flow: str, run_id: str) -> StoreMemory:
@@ -274,14 +279,6 @@ class StoreMemory:
         items = await store.asearch(history_namespace(scope, flow), limit=LIST_LIMIT)
         items.sort(key=lambda i: i.created_at)
         return [unpack(item.value, preference=False) for item in items[-HISTORY_LIMIT:]]
-
-    def prompt_values(self) -> dict[str, Any]:
-        return {"user_preferences": dict(self.preferences), "user_history": list(self.history)}
-
-    def _namespace(self, namespace: str) -> tuple[str, ...]:
-        if namespace == "history":
-            return history_namespace(self.scope, self.flow)
-        return preferences_namespace(self.scope)
 
     async def read(self, namespace: str, key: str | None) -> Any:
         if key is None and namespace == "preferences":
