@@ -11,7 +11,6 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command
 
 from engine.serve.server import Settings
-from engine.state.location import locate
 from engine.state.memory import open_store, preferences, set_preference
 from tests.serve.langgraph_api.conftest import example_yard
 from tests.serve.serve_helpers import Live, start_live, wait_for
@@ -147,7 +146,9 @@ def test_the_store_is_the_flows_memory(live: Live) -> None:
     client = lg(live)
     client.store.put_item(["users", "ada", "preferences"], "usual", {"value": "Chipotle"})
     assert client.store.get_item(["users", "ada", "preferences"], "usual")["value"] == {"value": "Chipotle"}
-    with open_store(locate(live.server.root / ".blockyard" / "state.db")) as store:
+    assert live.server.service is not None
+    # the server's own state database (on Postgres, the module's server keeps the database it started on)
+    with open_store(live.server.service.engine.location) as store:
         assert preferences(store, "users/ada") == {"usual": "Chipotle"}  # what a flow's memory reads
         # and what a flow's memory writes (kept as its JSON text, key order and all) reads back as written
         set_preference(store, "users/bob", "order", {"restaurant": "Chipotle", "dish": "burrito"})
