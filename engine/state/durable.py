@@ -6,6 +6,7 @@ conversation turn), its async reads run on a private reader thread. The SQLite s
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import contextvars
@@ -34,7 +35,7 @@ T = TypeVar("T")
 _HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
 
 
-class GroupCommitted(BaseCheckpointSaver[str]):
+class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
     """What a checkpointer on the group-commit writer does whatever the backend: writes through
     `writer` (held back inside `held`), async reads on a private reader thread, and the two
     shortcuts of a run's start (`expect_new`, `aread_for_start`). A subclass builds the backend's
@@ -108,23 +109,26 @@ class GroupCommitted(BaseCheckpointSaver[str]):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, lambda: fn(*args, **kwargs))
 
-    # ---- what a backend builds ----------------------------------------------------------------
+    # ---- what a backend builds (DurableSaver for SQLite, PgDurableSaver for Postgres) ---------
 
+    @abc.abstractmethod
     def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                            new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
-        raise NotImplementedError
+        """The statements that store a checkpoint, and the config that names it."""
 
+    @abc.abstractmethod
     def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                       task_path: str) -> Write:
-        raise NotImplementedError
+        """The statement that stores a task's pending writes."""
 
+    @abc.abstractmethod
     def delete_thread_writes(self, thread_id: str) -> list[Write]:
-        raise NotImplementedError
+        """Statements deleting every checkpoint of a thread (its tables differ by backend)."""
 
+    @abc.abstractmethod
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
         """Statements deleting every checkpoint (and pending write) of a thread but its root
         checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
-        raise NotImplementedError
 
     # ---- writes -----------------------------------------------------------------------------
 
