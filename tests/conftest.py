@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,17 +60,22 @@ def postgres_cluster() -> Cluster:
 
 
 @pytest.fixture(autouse=True)
-def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Put this test's state databases on the backend of this run (see the module's docstring)."""
+def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Put this test's state databases on the backend of this run (see the module's docstring); on
+    Postgres, the test's database is dropped after it (once nothing uses it any more)."""
     backend = test_backend()
-    if backend == "postgres":
-        marker = request.node.get_closest_marker("sqlite_only")
-        if marker is not None:
-            pytest.skip(f"SQLite only: {marker.args[0] if marker.args else 'about the SQLite file'}")
-        monkeypatch.setenv(URL_ENV, postgres_cluster().fresh_database())
-    else:
+    if backend != "postgres":
         monkeypatch.delenv(URL_ENV, raising=False)
-    return backend
+        yield backend
+        return
+    marker = request.node.get_closest_marker("sqlite_only")
+    if marker is not None:
+        pytest.skip(f"SQLite only: {marker.args[0] if marker.args else 'about the SQLite file'}")
+    cluster = postgres_cluster()
+    url = cluster.fresh_database()
+    monkeypatch.setenv(URL_ENV, url)
+    yield backend
+    cluster.discard(url)
 
 
 @pytest.fixture
