@@ -44,6 +44,7 @@ from engine.runtime.execution import Execution, Naming, RunResult, collect, exec
 from engine.runtime.memory import render_scope
 from engine.spec import ModelProfile
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
+from engine.spec.common import DURABILITY_MODES
 from engine.spec.durability import NO_CHECKPOINTS, gate_of, keeps_trace, mode_of, refusal
 from engine.spec.flow import FlowSpec
 from engine.state import gates, liveness, store, threads, written
@@ -203,14 +204,16 @@ class Engine:
         """The durability mode and whether to keep the trace, for a run of `bundle` that asks for
         `durability` and `trace` (None: the flow's, else the yard's; engine/spec/durability.py);
         UsageError when the run cannot work that way (a gate or a conversation turn with no checkpoints)."""
+        if durability is not None and durability not in DURABILITY_MODES:
+            raise UsageError(f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'")
         mode = mode_of(durability, bundle.flow, bundle.config)
-        keep = keeps_trace(trace, bundle.flow, bundle.config)
+        keep = keeps_trace(mode, trace, bundle.flow, bundle.config)
         digest = self.pin(bundle)[0]
         with self._lock:
             if digest not in self._gates:
                 self._gates[digest] = gate_of(bundle.flow, _subflows(bundle))
             gate = self._gates[digest]
-        problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, traced=keep)
+        problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, trace=trace)
         if problem is not None:
             raise UsageError(problem)
         return mode, keep

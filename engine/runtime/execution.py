@@ -39,9 +39,9 @@ from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import gates as gate_rows
 from engine.state import store
-from engine.spec.durability import NO_CHECKPOINTS
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import RunRecord
@@ -271,8 +271,9 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             await ex.on_end(RunStatus.FAILED, None, failure.message)
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
-                                            error_step=failure.step, finished=now_iso(), elapsed=elapsed))
+        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
+                                                              error=failure.message, error_step=failure.step,
+                                                              finished=now_iso(), elapsed=elapsed))
         yield event
         return
     if interrupts:

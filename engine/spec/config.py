@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
-from engine.spec.common import Duration, Durability, ModelProfile, Name, Spec
+from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec
 
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
 DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]

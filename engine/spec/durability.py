@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.spec.common import DEFAULT_DURABILITY, DURABILITY_MODES
+from engine.spec.common import DEFAULT_DURABILITY
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec, StepSpec
 from engine.spec.walk import walk_steps
@@ -26,19 +26,15 @@ def mode_of(run: str | None, flow: FlowSpec, config: ConfigSpec) -> str:
     return run or flow.durability or config.durability or DEFAULT_DURABILITY
 
 
-def keeps_trace(run: bool | None, flow: FlowSpec, config: ConfigSpec) -> bool:
-    """Whether a run records its event trace (the same precedence; the default is yes)."""
+def keeps_trace(mode: str, run: bool | None, flow: FlowSpec, config: ConfigSpec) -> bool:
+    """Whether a run in `mode` records its event trace: always with checkpoints (resume, approvals
+    and `runs show` read it); with none, unless the run, else its flow, else the yard says `trace: false`."""
+    if mode not in NO_CHECKPOINTS:
+        return True
     for choice in (run, flow.trace, config.trace):
         if choice is not None:
             return choice
     return True
-
-
-def check_mode(text: str, where: str = "durability") -> str:
-    """`text` when it names a mode; ValueError naming the modes otherwise."""
-    if text not in DURABILITY_MODES:
-        raise ValueError(f"{where} must be one of {', '.join(DURABILITY_MODES)}, not '{text}'")
-    return text
 
 
 def is_gate(step: StepSpec) -> bool:
@@ -66,16 +62,16 @@ def _gate_of(flow: FlowSpec, subflow: Callable[[str], FlowSpec | None], seen: tu
     return None
 
 
-def refusal(mode: str, *, flow: str, gate: str | None, thread: bool, traced: bool) -> str | None:
+def refusal(mode: str, *, flow: str, gate: str | None, thread: bool, trace: bool | None = None) -> str | None:
     """Why a run of `flow` cannot run in `mode` (None when it can): it pauses at `gate`, it is a
-    turn of a conversation thread, or it asks for no trace with checkpoints."""
+    turn of a conversation thread, or it asks for no trace (`trace` False) with checkpoints."""
     if mode in NO_CHECKPOINTS and gate is not None:
         return (f"flow '{flow}' cannot run with durability {mode}: step '{gate}' is an approval gate, and a run "
                 f"keeps no checkpoint to wait at in that mode (use sync, async or exit)")
     if mode in NO_CHECKPOINTS and thread:
         return (f"flow '{flow}' cannot run a conversation turn with durability {mode}: a turn starts from the "
                 f"thread's checkpoint (use sync, async or exit)")
-    if not traced and mode not in NO_CHECKPOINTS:
-        return (f"flow '{flow}': trace false needs durability none (runs that keep checkpoints keep their trace: "
-                f"resume and approvals read it); this run's durability is {mode}")
+    if trace is False and mode not in NO_CHECKPOINTS:
+        return (f"a run of flow '{flow}' can go without a trace only with durability none (runs that keep "
+                f"checkpoints keep their trace: resume and approvals read it); its durability is {mode}")
     return None

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.spec.common import Duration, Durability, Name, Spec, TypeSpec
+from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec
 
 Target = Name  # a step id, or `end`
 END = "end"
