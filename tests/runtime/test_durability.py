@@ -3,6 +3,7 @@ flow and in blockyard.yaml; what each keeps, what each refuses, and what a kill 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -179,3 +180,26 @@ def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path) -> None:
     assert refused.code == 2
     assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability exit and "
                                    "stopped before it kept a checkpoint; start a new run of flow 'crashy'")
+
+
+def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) -> None:
+    async def main() -> list[str | None]:
+        async with Yard.load(yard) as api:
+            napping = asyncio.Event()
+
+            async def consume() -> None:
+                async for event in api.astream("crashy", {"n": 1}, run_id="cut", durability="exit"):
+                    if event.type == "step_started" and event.step == "nap":
+                        napping.set()
+
+            run = asyncio.ensure_future(consume())
+            await napping.wait()
+            run.cancel()  # as Ctrl-C does
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            assert _checkpoints(yard, "cut") == 1  # saved as the cancelled graph exited
+            result = await api.aresume("cut")
+            assert (result.status, result.outputs) == ("finished", {"n": 2, "label": "small"})
+            return [e.step for e in api.events("cut") if e.type == "step_started"]
+
+    assert asyncio.run(main()) == ["first", "nap", "nap", "last"]  # only the interrupted step again
