@@ -31,7 +31,8 @@ def test_the_body_chooses_the_mode_and_gates_refuse_none(make_yard: Callable[[di
     assert default_run.get("run", default_run)["durability"] == "sync"
     assert quiet_events["events"] == []  # trace: false
     assert refused.status_code == 422, refused.text
-    assert "flow 'gated' cannot run with durability none: step 'ask' is an approval gate" in refused.json()["error"]["message"]
+    message = refused.json()["error"]["message"]
+    assert "flow 'gated' cannot run with durability none: step 'ask' is an approval gate" in message
     assert untraced.status_code == 422 and "only with durability none" in untraced.json()["error"]["message"]
     assert unknown.status_code == 422
     runs = listed["runs"] if isinstance(listed, dict) else listed
