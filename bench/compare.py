@@ -6,8 +6,12 @@ integer, no model) it measures, round-robin in one process:
   raw            hand-written LangGraph, sync nodes, `invoke`, no checkpointer  (the baseline: 1.00)
   raw+sqlite     the same graph on LangGraph's SqliteSaver (a file), durability="sync":
                  what a developer writes for durability
-  blockyard      `Yard.arun`, durable (the run as users get it: runs row, trace, output checks)
-  blockyard/jinja  the same with the template fast path off: every expression rendered through Jinja
+  blockyard sync   `Yard.arun`, durability sync (the default: runs row, trace, output checks, a checkpoint
+                   committed after every step before the next)
+  blockyard async  the same, durability async (checkpoint writes overlap the next step)
+  blockyard exit   the same, durability exit (one checkpoint, when the run ends)
+  blockyard none   the same, durability none (no checkpointer; runs row and trace still recorded)
+  blockyard/jinja  durability sync with the template fast path off: every expression rendered through Jinja
 
 and prints each per-run median and its ratio to `raw`. A second table times one expression
 (`n + 1`) on the fast path and through Jinja.
@@ -22,6 +26,7 @@ comparable, and even those move by 10-20 % between runs.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -41,6 +46,7 @@ from engine import Yard
 from engine.templates import evaluate
 
 RUNS_PER_SAMPLE = int(os.environ.get("BENCH_RUNS", 3))
+MODES = ("sync", "async", "exit", "none")  # durability modes (docs/runtime.md, "Durability")
 
 
 @contextmanager
@@ -80,36 +86,38 @@ async def per_step(count: int) -> None:
                 app.invoke(dict(inputs), config, durability="sync")
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
-        async def blockyard(inputs: dict[str, Any] = inputs, name: str = name) -> float:
+        async def blockyard(inputs: dict[str, Any] = inputs, name: str = name, mode: str = "sync") -> float:
             began = time.perf_counter()
             for _ in range(RUNS_PER_SAMPLE):
-                result = await yard.arun(name, inputs)
+                result = await yard.arun(name, inputs, durability=mode)
                 assert result.status == "finished", result.error
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
-        async def blockyard_jinja(sample: Callable[[], Any] = blockyard) -> float:
+        async def blockyard_jinja(sample: Callable[[], Any] = blockyard) -> float:  # durability sync
             with jinja_only():
                 took: float = await sample()
             return took
 
         variants[f"{name} raw"] = raw
         variants[f"{name} raw+sqlite"] = raw_sqlite
-        variants[f"{name} blockyard"] = blockyard
+        for mode in MODES:
+            variants[f"{name} blockyard {mode}"] = functools.partial(blockyard, mode=mode)
         variants[f"{name} blockyard/jinja"] = blockyard_jinja
     samples = await measure(variants, count)
     yard.close()
     saver_cm.__exit__(None, None, None)
 
     header(f"per-run time as a ratio to raw LangGraph without a checkpointer ({RUNS_PER_SAMPLE} runs per sample)")
-    kinds = ["raw", "raw+sqlite", "blockyard", "blockyard/jinja"]
+    kinds = ["raw", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
     rows = []
     for name in WORKLOADS:
         times = {kind: median(samples[f"{name} {kind}"]) for kind in kinds}
         base = times["raw"]
         rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
-                     f"{times['blockyard'] / times['raw+sqlite']:.2f}x"])
-    print(table(["workload", "raw, no checkpointer", "raw + SqliteSaver (sync)", "blockyard durable",
-                 "blockyard, Jinja only", "blockyard / raw+sqlite"], rows))
+                     f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
+    print(table(["workload", "raw, no checkpointer", "raw + SqliteSaver (sync)",
+                 *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only", "blockyard sync / raw+sqlite"],
+                rows))
     print("\nblockyard, Jinja only: the same runs with the template fast path off (engine/template_fast.py).")
 
 

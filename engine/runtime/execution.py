@@ -16,6 +16,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.types import Durability
+
 from engine.compile import CompiledFlow
 from engine.events import (
     APPROVAL_REQUIRED,
@@ -37,6 +39,7 @@ from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import gates as gate_rows
 from engine.state import store
 from engine.state.checkpointer import StateDB
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 
 # (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
 EndHook = Callable[[RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
+# what the graph is streamed with, per durability mode; none compiles the graph without a checkpointer,
+# and LangGraph then wants no mode (it warns that one has no effect, and "sync" would wait for a
+# checkpoint it never makes)
+GRAPH_DURABILITY: dict[str, Durability | None] = {"sync": "sync", "async": "async", "exit": "exit", "none": None}
 EXIT_CODES = {RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.INTERRUPTED: 130}
 
 
@@ -102,6 +109,7 @@ class Execution:
     on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
     checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
     naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
+    trace: bool = True  # False: no trace rows (a run with durability none that asked for none)
 
 
 @dataclass
@@ -184,6 +192,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     steps = _Steps()
     began = time.monotonic()
     thread = run.thread_id or run.id
+    # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
+    record = _recorder(db, thread, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS)
     config: dict[str, Any] = {"configurable": {"thread_id": thread},
                               "recursion_limit": ex.compiled.recursion_limit}
     if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
@@ -192,19 +202,20 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                                           "inputs": run.inputs, **ex.started_data})
     for event in ex.preface:
         yield event
-    _record(db, started, thread)
+    record(started)
     yield started
     naming = ex.naming
     if naming is not None:
         naming.start()
         if naming.task is None:  # no naming model: the name is known already
-            yield await _announce(db, seq, naming, 0.0)
+            yield await _announce(db, seq, naming, 0.0, record)
 
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits) \
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits,
+                             durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
     try:
         async for kind, data in stream:
@@ -212,10 +223,10 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                 custom = seq.from_custom(data)
                 if custom is not None:
                     steps.see(custom)
-                    _record(db, custom, thread)
+                    record(custom)
                     yield custom
                 if naming is not None and naming.ready():
-                    yield await _announce(db, seq, naming, 0.0)
+                    yield await _announce(db, seq, naming, 0.0, record)
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
@@ -229,7 +240,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
                                             "error": "interrupted before it finished", "step": step})
-        await _end(db, thread, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
+        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
                                                     error=event.data["error"], error_step=step, finished=now_iso(),
                                                     elapsed=time.monotonic() - began))
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
@@ -240,7 +251,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     finally:
         await stream.aclose()  # not left to the garbage collector when we stop early
     if naming is not None and not naming.announced:
-        yield await _announce(db, seq, naming, NAME_WAIT)
+        yield await _announce(db, seq, naming, NAME_WAIT, record)
 
     if failure is None and not interrupts:
         try:
@@ -260,8 +271,9 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             await ex.on_end(RunStatus.FAILED, None, failure.message)
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, thread, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
-                                            error_step=failure.step, finished=now_iso(), elapsed=elapsed))
+        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
+                                                              error=failure.message, error_step=failure.step,
+                                                              finished=now_iso(), elapsed=elapsed))
         yield event
         return
     if interrupts:
@@ -269,8 +281,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
-            _record(db, gate, thread)
-        await _end(db, thread, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
+            record(gate)
+        await _end(db, thread, ex.trace, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
                                                         error_step=None, finished=None, elapsed=elapsed),
                    gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
         for gate in gates:
@@ -278,12 +290,13 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         return
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, thread, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
+    await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
                                                 error_step=None, finished=event.time, elapsed=elapsed), *ending)
     yield event
 
 
-async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) -> Event:
+async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float,
+                    record: Callable[[Event], None]) -> Event:
     """The thread_name event of a first turn (its name stored first, when the model gave one)."""
     naming.announced = True
     name = await naming.settle(wait)
@@ -294,7 +307,7 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) ->
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
-    _record(db, event, naming.thread_id)
+    record(event)
     return event
 
 
@@ -305,22 +318,31 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _record(db: StateDB, event: Event, thread: str) -> None:
-    # trace rows ride along with the next commit: no transaction of their own; a step_finished row
-    # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace)
-    if event.type in NOT_STORED:
-        return
-    row = store.insert_events([event])
-    if not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-        db.writer.write_nowait(row, lazy=True)
+def _recorder(db: StateDB, thread: str, *, keep: bool, hold: bool) -> Callable[[Event], None]:
+    """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints)."""
+
+    def record(event: Event) -> None:
+        # trace rows ride along with the next commit: no transaction of their own; a step_finished row
+        # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace)
+        if event.type in NOT_STORED:
+            return
+        row = store.insert_events([event])
+        if not hold or not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
+            db.writer.write_nowait(row, lazy=True)
+
+    def ignore(event: Event) -> None:
+        return None
+
+    return record if keep else ignore
 
 
-async def _end(db: StateDB, thread: str, event: Event, end: Write, *more: Write) -> None:
+async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
     # (with the trace rows still held for a checkpoint: a failed run has none after its last step)
     held = db.saver.take_trace(thread)
+    rows = [store.insert_events([event])] if trace else []
     try:
-        await db.writer.write(*held, store.insert_events([event]), end, *more)
+        await db.writer.write(*held, *rows, end, *more)
     except DB_ERRORS as exc:
         raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
 

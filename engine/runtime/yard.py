@@ -182,12 +182,16 @@ class Yard:
     # ---- runs -------------------------------------------------------------------------------
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None, output_dir: str | None = None) -> AsyncGenerator[Event, None]:
+                      thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                      trace: bool | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
-        `output_dir`, or the run's workspace)."""
+        `output_dir`, or the run's workspace); `durability` (sync, async, exit, none) and `trace`
+        (False: no trace, with durability none) instead of the flow's and the yard's
+        (docs/runtime.md, "Durability")."""
         async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread,
-                                                output_dir=output_dir)) as events:
+                                                output_dir=output_dir, durability=durability,
+                                                trace=trace)) as events:
             async for event in events:
                 yield event
 
@@ -204,9 +208,11 @@ class Yard:
                 yield event
 
     async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
-        """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir)
+                   thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                   trace: bool | None = None) -> RunResult:
+        """Run flow `name` to its end (finished, failed or waiting for approval); see `astream`."""
+        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                      durability=durability, trace=trace)
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                       reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
@@ -214,9 +220,11 @@ class Yard:
         return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor))
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            thread: str | None = None, output_dir: str | None = None) -> RunResult:
+            thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+            trace: bool | None = None) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
+        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                                   durability=durability, trace=trace))
 
     def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:

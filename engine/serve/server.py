@@ -24,6 +24,7 @@ from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, liveness, store
 from engine.state.store import effective_status
 
@@ -144,13 +145,15 @@ class Server:
         return self.service, self.queue
 
     async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
-                        thread: str | None = None, output_dir: str | None = None) -> Job:
-        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard),
-        queued behind the limit; with `thread`, a turn of that conversation (the runtime admits it
-        once no other turn goes on)."""
+                        thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                        trace: bool | None = None) -> Job:
+        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
+        durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
+        (the runtime admits it once no other turn goes on)."""
         service, queue = self._ready()
         if output_dir is not None:
             service.check_output_dir(output_dir)
+        service.engine.durability(entry.bundle, durability, trace, thread=thread is not None)
         if run_id is not None:
             service.check_run_id(run_id)
             if run_id in queue.jobs or await service.get_run(run_id) is not None:
@@ -161,7 +164,8 @@ class Server:
         try:
             return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
                                                                                       job.run_id, thread,
-                                                                                      output_dir)))
+                                                                                      output_dir, durability,
+                                                                                      trace)))
         except ShuttingDown as exc:
             raise ApiError(503, "shutting_down", str(exc)) from None
 
@@ -259,6 +263,8 @@ class Server:
         taken: list[str] = []
         for record in leased:
             if record.id in queue.jobs or effective_status(record) != RunStatus.INTERRUPTED:
+                continue
+            if record.mode in NO_CHECKPOINTS:  # kept no checkpoint to go on from: it stays interrupted
                 continue
             try:
                 await self.resume_run(record.id, {})

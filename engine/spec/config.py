@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
-from engine.spec.common import Duration, ModelProfile, Name, Spec
+from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec
 
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
 DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
@@ -179,6 +179,12 @@ class ConfigSpec(Spec):
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")
     policy: PolicySpec = Field(default_factory=PolicySpec, description="Rules validate enforces (docs/review.md).")
+    durability: Durability | None = Field(None, description=(
+        "How runs are checkpointed unless their flow or the run says otherwise: sync (the default), async, exit "
+        "or none. See docs/runtime.md, \"Durability\"."))
+    trace: bool | None = Field(None, description=(
+        "false: runs with durability none record no event trace unless their flow or the run says otherwise "
+        "(the default is true)."))
     database: DatabaseUrl | None = Field(None, description=(
         "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
         "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "

@@ -133,6 +133,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         # a thread's metadata, as LangGraph Server API clients give it (engine/serve/langgraph_api/): a JSON object
         "ALTER TABLE threads ADD COLUMN metadata TEXT",
     ]),
+    (7, [
+        # the durability mode a run was started in (docs/runtime.md, "Durability"); NULL for runs from
+        # before, which were all sync
+        "ALTER TABLE runs ADD COLUMN durability TEXT",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -199,6 +204,12 @@ class RunRecord:
     duration: float = 0.0
     owner_replica: str | None = None
     lease_until: float | None = None
+    durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
+
+    @property
+    def mode(self) -> str:
+        """The run's durability mode (docs/runtime.md, "Durability")."""
+        return self.durability or "sync"
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _RUN_COLUMNS}

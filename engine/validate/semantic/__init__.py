@@ -25,6 +25,7 @@ from engine.validate.semantic.delegation import (
     check_delegation,
     delegation_graph,
 )
+from engine.validate.semantic.durability import check_durability
 from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
@@ -65,6 +66,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
     check_output_dir(index)
+    check_durability(index)
     flow = None
     if not index.broken:
         check_reduce(index)
