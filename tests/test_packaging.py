@@ -259,9 +259,10 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
 
 
 # each command run in the core-only venv -> whether it works there (else: it needs the runtime)
-LIGHT = ["validate", "diff . .", "flows", "blocks", "runs", "gates", "threads", "schedules", "db status"]
+LIGHT = ["validate", "diff . .", "diff --state . .", "flows", "blocks", "runs", "gates", "threads", "schedules",
+         "db status", "init fresh"]
 NEEDS_RUNTIME = ["run hello", "resume 0123", "graph hello", "test", "memory list global", "serve", "watch",
-                 "export langgraph", "export reactflow hello", "db copy --to sqlite:///copy.db"]
+                 "gates --expire", "export langgraph", "export reactflow hello", "db copy --to sqlite:///copy.db"]
 PROBE = """import contextlib, io, json, sys
 from engine.cli import main
 results = {}
