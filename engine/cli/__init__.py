@@ -55,11 +55,12 @@ COMMANDS = {
     "compose": "engine.cli.compose:compose_cli",
 }
 
-# The import names of the `run` extra's distributions (pyproject.toml; tests/test_packaging.py keeps
-# them in step). A command that fails to import one of them needs the runtime, which is not installed.
+# The import names of the `run` extra's distributions (pyproject.toml), and starlette, which engine/serve
+# imports and FastAPI brings (tests/test_packaging.py keeps them in step with the extra and the engine's
+# imports). A command that fails to import one of them needs the runtime, which is not installed.
 RUNTIME_MODULES = frozenset({
     "langgraph", "aiosqlite", "langchain_core", "langchain_openai", "openai", "watchfiles", "fastapi", "uvicorn",
-    "sse_starlette", "httpx", "anyio",
+    "sse_starlette", "httpx", "anyio", "starlette",
 })
 RUNTIME_INSTALL = "pip install 'blockyard-core[run]'"
 
