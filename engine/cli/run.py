@@ -24,7 +24,6 @@ from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, TERMINAL_TYPES, Event, RunStatus
-from engine.interchange.taskplan import plan_bundle, read_plan
 from engine.load import Document, LoadError, load_file, parse_value
 from engine.spec import TypeSpec
 from engine.spec.common import DURABILITY_MODES
@@ -101,6 +100,9 @@ def plan_command(root: Path, plan: Path, inputs: list[str], inputs_file: Path | 
                  as_json: bool, *, output_dir: str | None = None, durability: str | None = None,
                  trace: bool | None = None) -> int:
     """Run a TaskPlan at once (docs/taskplans.md): validated like a flow, pinned with the run."""
+    # the TaskPlan converter and its spec models: only `run --plan` and `compose --run` load them
+    from engine.interchange.taskplan import read_plan
+
     doc = read_plan(read_argument(plan, root), plan.name)
     return run_plan(root, doc, inputs, inputs_file, run_id, as_json, output_dir=output_dir, durability=durability,
                     trace=trace)
@@ -110,6 +112,7 @@ def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | N
              as_json: bool, *, name: str | None = None, output_dir: str | None = None, durability: str | None = None,
              trace: bool | None = None) -> int:
     """Run a plan's document (`run --plan`, `compose --run`), showing progress; the exit code tells how it ended."""
+    from engine.interchange.taskplan import plan_bundle  # a TaskPlan's converter: only when one runs
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
     yard = Yard.load(root)

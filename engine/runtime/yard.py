@@ -43,7 +43,7 @@ from engine.state.checkpointer import StateDB
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
 from engine.state.threads import Thread
-from engine.validate.semantic import check_project
+from engine.validate.semantic import check_closure, check_config_file, check_project
 
 
 class Yard:
@@ -62,6 +62,7 @@ class Yard:
         self._bundles: dict[str, Bundle] = {}
         self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}  # digest -> standalone graph
         self._diagnostics: list[Diagnostic] | None = None
+        self._problems: dict[str, list[Diagnostic]] = {}  # flow -> the errors of its closure
 
     @classmethod
     def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -76,21 +77,34 @@ class Yard:
         with self._lock:
             if self._diagnostics is None:
                 found = [*self.project.diagnostics]
-                if not any(d.file == CONFIG_FILE and d.severity == "error" for d in found):
+                if not self._config_errors(found):
                     found.extend(check_project(self.project))  # on a broken config they would be noise
                 self._diagnostics = sorted(set(found))
             return self._diagnostics
 
     def problems(self, name: str) -> list[Diagnostic]:
         """The errors that keep flow `name` from running: those of its own closure (its file, the
-        blocks, subflows and delegated flows it reaches, blockyard.yaml), not of unrelated files."""
-        return flow_problems(self.project, self.diagnostics, name)
+        blocks, subflows and delegated flows it reaches, blockyard.yaml), not of unrelated files.
+        Only the closure is checked (`check_closure`): running one flow does not validate the yard."""
+        with self._lock:
+            if name not in self._problems:
+                found = self._diagnostics
+                if found is None:
+                    found = [*self.project.diagnostics]
+                    if not self._config_errors(found):  # on a broken config they would be noise
+                        found.extend(check_closure(self.project, name))
+                self._problems[name] = flow_problems(self.project, found, name)
+            return self._problems[name]
+
+    @staticmethod
+    def _config_errors(found: list[Diagnostic]) -> list[Diagnostic]:
+        return [d for d in found if d.file == CONFIG_FILE and d.severity == "error"]
 
     def validate(self, name: str | None = None) -> None:
         """Raise ValidationFailed with the errors of flow `name`'s closure, or with no name when
         the yard has any error at all."""
-        errors = [d for d in self.diagnostics if d.severity == "error"]
-        problems = self.problems(name) if name is not None else errors
+        whole = name is None  # with a name only the flow's closure is checked (problems)
+        problems = [d for d in self.diagnostics if d.severity == "error"] if whole else self.problems(str(name))
         if problems:
             raise ValidationFailed(problems)
 
@@ -101,7 +115,9 @@ class Yard:
         ValidationFailed here; a broken flow or block only stops the flows that use it, when they are
         run (`run`, `bundle`, `compile` raise ValidationFailed with that flow's diagnostics)."""
         yard = cls.open(path, state=state, synchronous=synchronous, env=env)
-        config = [d for d in yard.diagnostics if d.file == CONFIG_FILE and d.severity == "error"]
+        config = yard._config_errors([*yard.project.diagnostics])
+        if not config:  # the checks of blockyard.yaml only: a flow's are made when it first runs
+            config = yard._config_errors(check_config_file(yard.project))
         if config:
             raise ValidationFailed(config)
         return yard
