@@ -11,10 +11,11 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, root_of, state_location
-from engine.errors import UsageError
-from engine.project import load_project
+from engine.errors import UsageError, ValidationFailed
+from engine.project import CONFIG_FILE, load_project
 from engine.spec.common import MAX_DURATION, duration_seconds
 from engine.state import retention
+from engine.validate.semantic.config import check_config
 
 
 def _older_than(text: str | None) -> str | None:
@@ -31,8 +32,14 @@ def _older_than(text: str | None) -> str | None:
 
 def gc_command(root: Path, older_than: str | None, dry_run: bool, vacuum: bool | None, as_json: bool) -> int:
     age = _older_than(older_than)
+    project = load_project(root)
+    # a broken blockyard.yaml could mean another policy than the one written: delete nothing on it
+    broken = [d for d in [*project.diagnostics, *check_config(project)]
+              if d.file == CONFIG_FILE and d.severity == "error"]
+    if broken:
+        raise ValidationFailed(sorted(set(broken)))
     location = state_location(root)
-    policy = retention.Policy.of(load_project(root).config.retention, age)
+    policy = retention.Policy.of(project.config.retention, age)
     if policy.empty:
         message = "gc: nothing to collect: blockyard.yaml sets no `retention:` (or pass --older-than)"
         if as_json:
