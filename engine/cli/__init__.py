@@ -50,6 +50,7 @@ COMMANDS = {
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
     "db": "engine.cli.db:db",
+    "gc": "engine.cli.gc:gc",
     "import": "engine.cli.interchange:import_group",
     "export": "engine.cli.interchange:export_group",
     "compose": "engine.cli.compose:compose_cli",

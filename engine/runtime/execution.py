@@ -242,7 +242,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                                             "error": "interrupted before it finished", "step": step})
         await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
                                                     error=event.data["error"], error_step=step, finished=now_iso(),
-                                                    elapsed=time.monotonic() - began))
+                                                    elapsed=time.monotonic() - began),
+                   *_pruned(db, run, RunStatus.INTERRUPTED))
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
@@ -273,7 +274,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         event = seq.make(RUN_FAILED, failure.step, data)
         await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
                                                               error=failure.message, error_step=failure.step,
-                                                              finished=now_iso(), elapsed=elapsed))
+                                                              finished=now_iso(), elapsed=elapsed),
+                   *_pruned(db, run, RunStatus.FAILED))
         yield event
         return
     if interrupts:
@@ -284,14 +286,15 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             record(gate)
         await _end(db, thread, ex.trace, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
                                                         error_step=None, finished=None, elapsed=elapsed),
-                   gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
+                   gate_rows.record_waiting(run.id, interrupts, gates[-1].time), *_pruned(db, run, RunStatus.WAITING))
         for gate in gates:
             yield gate
         return
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
     await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                error_step=None, finished=event.time, elapsed=elapsed), *ending)
+                                                          error_step=None, finished=event.time, elapsed=elapsed),
+               *ending, *_pruned(db, run, RunStatus.FINISHED))
     yield event
 
 
@@ -334,6 +337,16 @@ def _recorder(db: StateDB, thread: str, *, keep: bool, hold: bool) -> Callable[[
         return None
 
     return record if keep else ignore
+
+
+def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
+    """The checkpoints a run no longer needs, deleted as it ends (docs/runtime.md, "What a finished run
+    keeps"): a finished run keeps its last checkpoint, a stopped one what a resume goes on from. A
+    conversation turn's thread is pruned by the turn itself (engine/runtime/turns.py): the thread
+    goes on from its last finished turn, which a failed turn's latest checkpoint is not."""
+    if run.thread_id is not None:
+        return []
+    return db.saver.prune_finished(run.id) if status == RunStatus.FINISHED else db.saver.prune_stopped(run.id)
 
 
 async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write) -> None:

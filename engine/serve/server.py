@@ -15,6 +15,7 @@ from sse_starlette.sse import AppStatus
 
 from engine.diagnostics import did_you_mean
 from engine.events import EventDict, RunStatus
+from engine.serve import chores
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
@@ -99,6 +100,9 @@ class Server:
                                        lambda: self.catalog, self._fire, self._expire_approvals)
             self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
+            self._tasks.append(asyncio.create_task(
+                chores.daily_gc(self.service.engine.location, lambda: self.catalog.retention, self.settings.clock),
+                name="blockyard-gc"))
         if replica is not None:
             self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
         if self.service.engine.location.postgres:  # runs other replicas execute: their followers wake at once

@@ -138,6 +138,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         # before, which were all sync
         "ALTER TABLE runs ADD COLUMN durability TEXT",
     ]),
+    (8, [
+        # `runs` lists newest first by start time (NEWEST_FIRST): without this, every listing sorts
+        # the whole table; and `gc` finds finished runs by when they finished (engine/state/retention.py)
+        "CREATE INDEX runs_newest ON runs ((COALESCE(started, created)), id)",
+        "CREATE INDEX runs_finished ON runs (status, finished)",
+        # chores of the server done once a day across replicas (the daily gc: engine/serve/chores.py)
+        """CREATE TABLE serve_chores (
+            name TEXT PRIMARY KEY,
+            last_done TEXT NOT NULL
+        )""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

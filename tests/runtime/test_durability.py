@@ -15,6 +15,7 @@ import pytest
 
 from engine.errors import UsageError
 from engine.runtime.yard import Yard
+from engine.state.durable import GroupCommitted
 from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, run_engine, spawn
 from tests.runtime.test_resume import _read_until, started_steps
 from tests.support.state import state_db
@@ -61,17 +62,29 @@ def _events(root: Path, run_id: str) -> list[str]:
         return [row[0] for row in conn.execute("SELECT type FROM events WHERE run_id = ? ORDER BY seq", (run_id,))]
 
 
-def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path) -> None:
+def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written: dict[str, int] = {}
+    aput = GroupCommitted.aput
+
+    async def counted(self: GroupCommitted, config: Any, *args: Any, **kwargs: Any) -> Any:
+        thread = config["configurable"]["thread_id"]
+        written[thread] = written.get(thread, 0) + 1
+        return await aput(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(GroupCommitted, "aput", counted)
     with Yard.load(yard) as api:
         results = {mode: api.run("calc", {"n": 3}, durability=mode) for mode in ("sync", "async", "exit", "none")}
     for mode, result in results.items():
         assert (result.status, result.outputs) == ("finished", {"n": 4, "label": "small"}), mode
         assert _row(yard, result.run_id) == (mode, "finished")
         assert _events(yard, result.run_id)[0] == "run_started" and _events(yard, result.run_id)[-1] == "run_finished"
+    made = {mode: written.get(result.run_id, 0) for mode, result in results.items()}
+    assert made["sync"] == made["async"] > 2  # one per superstep
+    assert made["exit"] == 1  # the one the run ended with
+    assert made["none"] == 0
+    # a finished run keeps its last checkpoint only (docs/runtime.md, "What a finished run keeps")
     kept = {mode: _checkpoints(yard, result.run_id) for mode, result in results.items()}
-    assert kept["sync"] == kept["async"] > 2  # one per superstep
-    assert kept["exit"] == 1  # the one the run ended with
-    assert kept["none"] == 0
+    assert kept == {"sync": 1, "async": 1, "exit": 1, "none": 0}
 
 
 def test_the_run_wins_over_the_flow_which_wins_over_the_yard(make_yard: MakeYard) -> None:
