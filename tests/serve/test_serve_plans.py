@@ -102,6 +102,21 @@ def test_a_plan_runs_at_once_waits_at_its_gate_and_is_resumed_over_http(plans_ya
         assert finished == ["classify", "pay"]  # the branch not taken did not run
 
 
+def test_a_plan_run_takes_the_durability_of_its_body(plans_yard: Path, serve: Callable[..., Live]) -> None:
+    live = serve(plans_yard, watch=False, schedules=False)
+    with live.client() as client:
+        refused = client.post("/plans/runs", json={"plan": PLAN, "inputs": {"message": "charged twice"},
+                                                   "durability": "none"})
+        assert refused.status_code == 422, refused.text  # its gate needs a checkpoint to wait at
+        assert "cannot run with durability none: step 'pay' is an approval gate" in refused.json()["error"]["message"]
+        started = client.post("/plans/runs", params={"wait": "false"},
+                              json={"plan": PLAN, "inputs": {"message": "I was charged twice"}, "durability": "exit"})
+        assert started.status_code == 202, started.text
+        assert started.json()["digest"]
+        paused = wait_run(client, started.json()["run_id"])
+        assert (paused["status"], paused["durability"]) == ("waiting", "exit")
+
+
 def test_a_wrong_plan_is_refused_with_diagnostics_in_the_plan(plans_yard: Path, serve: Callable[..., Live]) -> None:
     live = serve(plans_yard, watch=False, schedules=False)
     wrong = json.loads(json.dumps(PLAN))

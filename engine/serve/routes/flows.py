@@ -13,6 +13,7 @@ from engine.cron import next_fire
 from engine.serve.bodies import RunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
 from engine.serve.follow import follow
+from engine.serve.jobs import Job
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.server import Server
 from engine.serve.sse import stream, wants_stream
@@ -81,12 +82,19 @@ async def start_run(name: str, request: Request, server: ServerDep,
     body = await read_body(request, RunRequest) or RunRequest()
     job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
                                  durability=body.durability, trace=body.trace)
+    return await run_answer(job, request, server, wait)
+
+
+async def run_answer(job: Job, request: Request, server: Server, wait: bool, **shown: Any) -> Response:
+    """A run just started, answered as the client asked: its events as a stream (`Accept:
+    text/event-stream`), 202 at once (`?wait=false`, with `shown` added), or its result."""
     if wants_stream(request):
         events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,
                         poll=server.settings.poll)
         return stream(events, ping=server.settings.sse_ping, epilogue=lambda: job_outcome(job))
     if not wait:
         return JSONResponse({"run_id": job.run_id, "status": job.state, "flow": job.flow, "version": job.version,
+                             **shown,
                              "links": {"run": f"/runs/{job.run_id}", "events": f"/runs/{job.run_id}/events"}},
                             status_code=202)
     return await job_result(job)

@@ -9,19 +9,17 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from engine.interchange.taskplan import PlanError, plan_bundle
 from engine.load import Document, LoadError, load_bytes
 from engine.project import load_project
 from engine.serve.bodies import PlanRunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
-from engine.serve.follow import follow
 from engine.serve.problems import ApiError
-from engine.serve.routes.deps import get_server, job_outcome, trace_reader
-from engine.serve.routes.flows import job_result
+from engine.serve.routes.deps import get_server
+from engine.serve.routes.flows import run_answer
 from engine.serve.server import Server
-from engine.serve.sse import stream, wants_stream
 
 router = APIRouter(tags=["plans"])
 ServerDep = Annotated[Server, Depends(get_server)]
@@ -56,14 +54,6 @@ async def run_plan(request: Request, server: ServerDep,
     except PlanError as exc:
         raise ApiError(422, exc.code, str(exc), diagnostics=[d.as_dict() for d in exc.diagnostics]) from None
     entry = FlowEntry(bundle.name, bundle, SHOWN, time.time())
-    job = await server.start_run(entry, body.inputs, body.run_id, body.output_dir)
-    if wants_stream(request):
-        events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,
-                        poll=server.settings.poll)
-        return stream(events, ping=server.settings.sse_ping, epilogue=lambda: job_outcome(job))
-    if not wait:
-        return JSONResponse({"run_id": job.run_id, "status": job.state, "flow": job.flow, "version": job.version,
-                             "digest": bundle.digest,
-                             "links": {"run": f"/runs/{job.run_id}", "events": f"/runs/{job.run_id}/events"}},
-                            status_code=202)
-    return await job_result(job)
+    job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
+                                 durability=body.durability, trace=body.trace)
+    return await run_answer(job, request, server, wait, digest=bundle.digest)
