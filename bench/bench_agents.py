@@ -11,10 +11,12 @@ Runs go through `Yard.arun` (durable SQLite state, events, output checks), one a
               loopback OpenAI-compatible server (tests/support/openai_stub.py), streamed
 
     python bench/bench_agents.py          # BENCH_ROUNDS=7 by default
+    python bench/bench_agents.py --json   # turns and fan-out medians (ms) as one JSON object, no openai part
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -63,6 +65,9 @@ def mock_yard() -> Path:
 
 
 async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="turns and fan-out medians (ms) as one JSON object")
+    as_json = parser.parse_args().json
     count = rounds(7)
     root = mock_yard()
     yard = Yard.load(root, state=root / "state.db")
@@ -74,18 +79,22 @@ async def main() -> None:
 
         return await timed(go)
 
-    header("turns (instant mock)")
     samples = await measure({"1 turn": lambda: run("quick"), "10 turns": lambda: run("busy")}, count)
     one, ten = median(samples["1 turn"]), median(samples["10 turns"])
+    fanout = await measure({f"K={k}": (lambda k=k: run(f"fan{k}")) for k in FANOUT}, count)
+    yard.close()
+    if as_json:
+        print(json.dumps({"turn_ms": (ten - one) / 9 * 1000,
+                          "fanout_ms": {str(k): median(fanout[f"K={k}"]) * 1000 for k in FANOUT}}))
+        return
+    header("turns (instant mock)")
     print(table(["run", "median"], [["1 turn (answer at once)", f"{one * 1000:.1f} ms"],
                                     ["10 turns (9 tool calls)", f"{ten * 1000:.1f} ms"],
                                     ["per turn + tool call", f"{(ten - one) / 9 * 1000:.2f} ms"]]))
 
     header("fan-out: K sub-agents in one turn, 200 ms model each")
-    samples = await measure({f"K={k}": (lambda k=k: run(f"fan{k}")) for k in FANOUT}, count)
     print(table(["K", "median wall", "sequential would be"],
-                [[str(k), f"{median(samples[f'K={k}']) * 1000:.0f} ms", f"{k * 200} ms +"] for k in FANOUT]))
-    yard.close()
+                [[str(k), f"{median(fanout[f'K={k}']) * 1000:.0f} ms", f"{k * 200} ms +"] for k in FANOUT]))
 
     from support.openai_stub import OpenAIStub, Reply
 

@@ -2,6 +2,7 @@
 
     python bench/bench_compile.py [--steps 200] [--reps 30]
     python bench/bench_compile.py --first [--steps 200]   # one fresh process: imports, then the first compile
+    python bench/bench_compile.py --json [--reps 30]      # the medians as one JSON object (bench/compare.py)
 
 Flows are built in memory (Bundle.from_source), so the figures are the compiler's alone: no
 YAML, no files. Prints the median and range of `reps` interleaved compiles, the first compile of the process,
@@ -90,6 +91,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--first", action="store_true", help="time this process's imports and first compiles (JSON)")
+    parser.add_argument("--json", action="store_true", help="medians in ms as one JSON object: raw, chain, mixed")
     args = parser.parse_args()
     if args.first:
         imports = time.process_time() * 1000  # the process's CPU so far: startup and imports
@@ -110,6 +112,10 @@ def main() -> None:
     for round_ in range(args.reps):  # interleaved, order reversed every other round: drift hits all alike
         for name in names if round_ % 2 == 0 else reversed(names):
             samples[name].append(sample(variants[name]))
+    if args.json:
+        raw_ms, chain_ms, mixed_ms = (statistics.median(samples[name]) for name in names)
+        print(json.dumps({"steps": args.steps, "raw_ms": raw_ms, "chain_ms": chain_ms, "mixed_ms": mixed_ms}))
+        return
     base = samples[names[0]]
     for name in names:
         values = samples[name]

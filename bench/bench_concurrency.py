@@ -2,7 +2,8 @@
 profile's `delay: 50ms`), against hand-written LangGraph doing the same with AsyncSqliteSaver at
 its defaults (the figures are in docs/runtime.md, Performance).
 
-    python bench/bench_concurrency.py      # BENCH_ROUNDS=3 by default
+    python bench/bench_concurrency.py         # BENCH_ROUNDS=3, BENCH_RUNS=500 by default
+    python bench/bench_concurrency.py --json  # wall and CPU medians (seconds) per variant as one JSON object
 
 Both sides are durable: every superstep is checkpointed to a SQLite file before the run goes on
 (the engine with durability="sync" through its group-commit saver; raw LangGraph with its default
@@ -11,7 +12,9 @@ durability="async"). The engine also writes its runs row and every event.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import operator
 import os
 import shutil
@@ -73,6 +76,9 @@ def raw_graph() -> StateGraph:
 
 
 async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="wall and CPU medians (s) per variant as one JSON object")
+    as_json = parser.parse_args().json
     root = make_yard(yard_files())
     builder = raw_graph()
     counter = iter(range(10**9))
@@ -135,6 +141,12 @@ async def main() -> None:
     }
     variants = {name: timed_cpu(name, fn) for name, fn in variants.items()}
     samples = await measure(variants, rounds(3))
+    if as_json:  # keys: raw, NORMAL, FULL, memory (the variants' order); CPU without the warm-up's sample
+        keys = ("raw", "NORMAL", "FULL", "memory")
+        print(json.dumps({"runs": RUNS, "steps": STEPS, "delay_s": DELAY,
+                          **{key: {"wall_s": median(values), "cpu_s": median(cpu[name][-len(values):])}
+                             for key, (name, values) in zip(keys, samples.items(), strict=True)}}))
+        return
     base = median(samples["LangGraph, AsyncSqliteSaver at defaults"])
     header(f"{RUNS} concurrent runs x {STEPS} steps, model/node latency {DELAY * 1000:.0f} ms "
            f"(ideal {STEPS * DELAY:.2f} s)")

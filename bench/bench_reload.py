@@ -1,6 +1,9 @@
 """Hot reload: how long from saving a flow file until `blockyard serve` serves the new version.
 
     python bench/bench_reload.py           # BENCH_EDITS=30 edits per yard size by default
+    python bench/bench_reload.py --json    # the medians (ms) per yard size as one JSON object
+
+BENCH_FLOWS=10,200 (the default) sets the yard sizes.
 
 A real `blockyard serve` subprocess watches a yard; this process rewrites one flow file with a new
 version number, then polls GET /flows/{name} (every 2 ms) until that version is served. The time
@@ -12,6 +15,8 @@ Target: median under 300 ms.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import statistics
@@ -80,6 +85,12 @@ def measure(flows: int) -> list[float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="median ms per yard size as one JSON object")
+    if parser.parse_args().json:
+        print(json.dumps({"edits": EDITS, "median_ms": {str(flows): statistics.median(measure(flows)) * 1000
+                                                        for flows in SIZES}}))
+        return
     print(f"\n## hot reload: save -> new version served, {EDITS} edits per yard\n")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; one `blockyard serve` process per yard size\n")
     rows = []

@@ -2,6 +2,9 @@
 then the same load while the flow is hot-reloaded 50 times.
 
     python bench/bench_serve.py            # BENCH_ROUNDS=3 rounds per variant by default
+    python bench/bench_serve.py --json     # the figures as one JSON object (bench/compare.py's summary)
+
+BENCH_RUNS=200 concurrent runs and BENCH_RELOADS=50 reloads by default.
 
 The flow has 5 model steps; the mock model waits 50 ms per call (profile `delay: 50ms`), so a run
 needs at least 250 ms. The server is a real `blockyard serve` subprocess (its own process and
@@ -17,6 +20,7 @@ it was accepted on, would show it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -233,13 +237,15 @@ async def with_reloads(client: httpx.AsyncClient, connections: list[Connection],
             "latencies": latencies, "swaps": swaps, "examples": (wrong[:2], failures[:2])}
 
 
-async def main() -> None:
-    count = rounds(3)
-    header(f"blockyard serve: {RUNS} concurrent runs of a {STEPS}-step flow, mock model 50 ms per call")
+Samples = dict[str, list[tuple[list[float], int]]]  # variant -> per round: (latencies, errors)
+
+
+async def measure(count: int) -> tuple[Samples, dict[str, Any]]:
+    """`count` interleaved rounds in-process and over HTTP, then the load during hot reloads."""
     root = make_yard()
     inproc_root = make_yard()
     server = ServeProcess(root)
-    samples: dict[str, list[tuple[list[float], int]]] = {"in-process": [], "HTTP": []}
+    samples: Samples = {"in-process": [], "HTTP": []}
     connections = [Connection(server.port) for _ in range(RUNS)]
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
@@ -260,15 +266,38 @@ async def main() -> None:
     finally:
         server.stop()
         shutil.rmtree(inproc_root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+    return samples, reload
 
+
+def over_rounds(rounds_: list[tuple[list[float], int]], q: float = 0.5) -> float:
+    """The median over rounds of each round's percentile `q` of latency."""
+    return statistics.median(percentile(s[0], q) for s in rounds_)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="the figures (ms) as one JSON object")
+    args = parser.parse_args()
+    count = rounds(3)
+    if not args.json:
+        header(f"blockyard serve: {RUNS} concurrent runs of a {STEPS}-step flow, mock model 50 ms per call")
+    samples, reload = await measure(count)
+    if args.json:
+        print(json.dumps({"runs": RUNS, "rounds": count, "reloads": RELOADS,
+                          "inproc_p50_ms": over_rounds(samples["in-process"]) * 1000,
+                          "http_p50_ms": over_rounds(samples["HTTP"]) * 1000,
+                          "errors": sum(s[1] for runs in samples.values() for s in runs),
+                          "reload_runs": reload["runs"], "reload_failed": reload["failed"],
+                          "reload_versions": reload["versions"],
+                          "reload_swap_ms": statistics.median(reload["swaps"]) * 1000}))
+        return
     rows = []
-    base = statistics.median(percentile(s[0], 0.5) for s in samples["in-process"])
-    base99 = statistics.median(percentile(s[0], 0.99) for s in samples["in-process"])
+    base, base99 = over_rounds(samples["in-process"]), over_rounds(samples["in-process"], 0.99)
     for name, runs in samples.items():
-        p50 = statistics.median(percentile(s[0], 0.5) for s in runs)
-        p99 = statistics.median(percentile(s[0], 0.99) for s in runs)
+        median, p99 = over_rounds(runs), over_rounds(runs, 0.99)
         errors = sum(s[1] for s in runs)
-        rows.append([name, f"{p50 * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", f"{p50 / base:.2f}x",
+        rows.append([name, f"{median * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", f"{median / base:.2f}x",
                      f"{p99 / base99:.2f}x", str(errors), str(count * RUNS)])
     print(table(["variant", "p50", "p99", "p50 vs in-process", "p99 vs in-process", "errors", "runs"], rows))
     lat = reload["latencies"]
@@ -279,7 +308,6 @@ async def main() -> None:
                   f"{statistics.median(reload['swaps']) * 1000:.0f} ms"]]))
     if reload["failed"]:
         print("examples:", reload["examples"])
-    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,14 @@ Then the cost of a turn against the thread's length: a flow whose llm block (off
 is sent the conversation with `history: 20`; the median time of turns 2-11 against turns 91-100
 (the target: within 1.5x), and the database file after 100 turns (the target: under 1 MB).
 
-    python bench/bench_threads.py [TURNS]
+    python bench/bench_threads.py [TURNS] [--json]    # --json: the sizes (bytes) as one JSON object
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import sqlite3
 import sys
 import tempfile
@@ -36,7 +38,6 @@ from langgraph.graph.message import add_messages
 from engine import Yard
 from engine.state.checkpointer import DurableSaver
 
-TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 100
 TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7  # ~300 characters
 
 FILES = {
@@ -100,7 +101,7 @@ def size(path: Path) -> tuple[int, int, int, int]:
     return path.stat().st_size, (pages - free) * page, stored + written, rows
 
 
-async def blockyard(prune: bool) -> tuple[Path, float]:
+async def blockyard(prune: bool, turns: int) -> tuple[Path, float]:
     root = make_yard(FILES)
     original = DurableSaver.prune_writes
     if not prune:
@@ -108,7 +109,7 @@ async def blockyard(prune: bool) -> tuple[Path, float]:
     try:
         began = time.perf_counter()
         async with Yard.load(root) as yard:
-            for turn in range(TURNS):
+            for turn in range(turns):
                 result = await yard.arun("chat", {"message": f"{turn}: {TEXT}"}, thread="t")
                 assert result.status == "finished", result.error
         elapsed = time.perf_counter() - began
@@ -117,7 +118,7 @@ async def blockyard(prune: bool) -> tuple[Path, float]:
     return root / ".blockyard" / "state.db", elapsed
 
 
-def raw_langgraph() -> tuple[Path, float]:
+def raw_langgraph(turns: int) -> tuple[Path, float]:
     def reply(state: Chat) -> Chat:
         return {"messages": [AIMessage("Noted: " + str(state["messages"][-1].content))]}
 
@@ -129,7 +130,7 @@ def raw_langgraph() -> tuple[Path, float]:
     began = time.perf_counter()
     with SqliteSaver.from_conn_string(str(path)) as saver:
         graph = builder.compile(checkpointer=saver)
-        for turn in range(TURNS):
+        for turn in range(turns):
             graph.invoke({"messages": [HumanMessage(f"{turn}: {TEXT}")]}, {"configurable": {"thread_id": "t"}})
     return path, time.perf_counter() - began
 
@@ -138,12 +139,12 @@ def kib(value: int) -> str:
     return f"{value / 1024:,.0f} KiB"
 
 
-async def turn_costs() -> tuple[list[float], Path, int]:
+async def turn_costs(turns: int) -> tuple[list[float], Path, int]:
     """Seconds per turn of the `talk` flow (history: 20), the database, and the messages sent last."""
     root = make_yard(FILES)
     costs: list[float] = []
     async with Yard.load(root) as yard:
-        for turn in range(TURNS):
+        for turn in range(turns):
             began = time.perf_counter()
             result = await yard.arun("talk", {"message": f"{turn}: {TEXT}"}, thread="t")
             costs.append(time.perf_counter() - began)
@@ -153,31 +154,42 @@ async def turn_costs() -> tuple[list[float], Path, int]:
 
 
 async def main() -> None:
-    header(f"A {TURNS}-turn conversation thread: database size")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("turns", type=int, nargs="?", default=100, help="turns in the thread (default 100)")
+    parser.add_argument("--json", action="store_true", help="file sizes (bytes) as one JSON object")
+    args = parser.parse_args()
+    turns = args.turns
+    variants = {"blockyard": await blockyard(True, turns), "blockyard, no pruning": await blockyard(False, turns),
+                "raw": raw_langgraph(turns)}
+    if args.json:
+        _costs, talk, _stored = await turn_costs(turns)
+        print(json.dumps({"turns": turns, **{f"{name} bytes": size(db)[0] for name, (db, _) in variants.items()},
+                          "history bytes": size(talk)[0]}))
+        return
+    header(f"A {turns}-turn conversation thread: database size")
     rows = []
-    for name, (path, elapsed) in (("blockyard (pruned turns)", await blockyard(True)),
-                                  ("blockyard, no pruning", await blockyard(False)),
-                                  ("raw LangGraph, add_messages + SqliteSaver", raw_langgraph())):
+    labels = {"blockyard": "blockyard (pruned turns)", "raw": "raw LangGraph, add_messages + SqliteSaver"}
+    for name, (path, elapsed) in variants.items():
         on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
-        rows.append([name, kib(on_disk), kib(in_use), kib(checkpoint_bytes), str(checkpoints),
-                     f"{elapsed / TURNS * 1000:.1f} ms"])
+        rows.append([labels.get(name, name), kib(on_disk), kib(in_use), kib(checkpoint_bytes), str(checkpoints),
+                     f"{elapsed / turns * 1000:.1f} ms"])
     print(table(["variant", "file", "in use", "checkpoint data", "checkpoint rows", "per turn"], rows))
     print("\nfile - in use = free pages, reused by later turns (pruning frees a turn's step checkpoints);\n"
           "the rest of `in use` is blockyard's own tables: the runs and their event trace.")
-    print(f"\npayload: {TURNS} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
-          f"= {TURNS * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text")
+    print(f"\npayload: {turns} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
+          f"= {turns * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text")
 
-    header(f"The cost of a turn as the thread grows (an llm block with history: 20, {TURNS} turns)")
-    costs, path, stored = await turn_costs()
+    header(f"The cost of a turn as the thread grows (an llm block with history: 20, {turns} turns)")
+    costs, path, stored = await turn_costs(turns)
     early, late = sorted(costs[1:11])[5], sorted(costs[-10:])[5]  # medians: this machine is shared
     fastest_early, fastest_late = min(costs[1:11]), min(costs[-10:])
     on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
     print(table(["turns", "median ms", "fastest ms", ""], [
         ["2-11", f"{early * 1000:.1f}", f"{fastest_early * 1000:.1f}", ""],
-        [f"{TURNS - 9}-{TURNS}", f"{late * 1000:.1f}", f"{fastest_late * 1000:.1f}",
+        [f"{turns - 9}-{turns}", f"{late * 1000:.1f}", f"{fastest_late * 1000:.1f}",
          f"{late / early:.2f}x (fastest: {fastest_late / fastest_early:.2f}x) of turns 2-11 (target: 1.5x at most)"],
     ]))
-    print(f"\ndatabase after {TURNS} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
+    print(f"\ndatabase after {turns} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
           f"{kib(checkpoint_bytes)} of checkpoints in {checkpoints} row(s) (target: under 1 MB); "
           f"messages table: {stored} rows")
 

@@ -12,8 +12,9 @@
    bitset facts (`blockyard validate`, whole command): 400 steps 10.5 s, 800 steps 43.9 s. Since
    (load + checks, median of 3, on a shared 2-core machine with other jobs running): 200 steps
    0.27 s, 400 steps 0.98 s, 800 steps 1.76 s; the checks alone (cProfile): 800 steps 0.3 s.
-Medians are reported, with the range. Where the time goes: `python -X importtime -m engine validate`
-and `python -m cProfile -s cumtime bench/bench_validate.py --profile`.
+Medians are reported, with the range. `--json` prints the bulk and cold CLI medians (seconds) as one JSON
+object instead, without the dense part (bench/compare.py's summary reads it). Where the time goes:
+`python -X importtime -m engine validate` and `python -m cProfile -s cumtime bench/bench_validate.py --profile`.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ def main() -> int:
     parser.add_argument("--flows", type=int, default=1000, help="generated flows (default 1000)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help="one in-process bulk run, for cProfile")
+    parser.add_argument("--json", action="store_true", help="bulk and cold CLI medians as one JSON object")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(one_run(args.child)))
@@ -278,6 +280,11 @@ def main() -> int:
             return 0
         results = bulk(root, args.runs)
     problems = results[0]["problems"]
+    if args.json:
+        print(json.dumps({"flows": args.flows, "files": results[0]["files"], "problems": problems,
+                          "bulk_s": statistics.median(float(r["total"]) for r in results),
+                          "cold_cli_s": statistics.median(cold_cli(args.cli_runs))}))
+        return 0
     print(f"bulk: {results[0]['files']} files ({args.flows} flows), {problems} problems found"
           + ("" if problems == 0 else "  <- the generated yard should be clean"))
     for key in ("load_and_schema", "semantic", "total"):

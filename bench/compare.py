@@ -19,9 +19,17 @@ of the child process) of a fresh `blockyard run hello` on the mock against bench
 same flow written by hand in LangGraph, durable on SqliteSaver), interleaved, and the first
 compile of a 200-step flow in a fresh process after its imports (bench/bench_compile.py --first).
 
-    python bench/compare.py               # BENCH_ROUNDS=7 by default; --rounds N overrides
-    python bench/compare.py --rounds 3    # a quick smoke run (provisional figures)
+The last table, the summary, has one row per figure the README's Performance section states
+(validate 1,000 files, cold validate, compile 200 steps, one run vs LangGraph + SqliteSaver, 500
+concurrent runs, reload latency, HTTP vs in-process, hot reloads under load, thread database size,
+8 sub-agents): Blockyard's figure, its raw baseline measured in the same run (or the README's
+target where there is none) and the ratio. Its figures come from the other bench scripts, each run
+as a subprocess with `--json` at the README's sizes, and from the per-step table above.
+
+    python bench/compare.py               # all tables; BENCH_ROUNDS=7 by default; --rounds N overrides
+    python bench/compare.py --quick       # a smoke run: 2 rounds, small sizes (figures mean nothing)
     python bench/compare.py --only cold --rounds 15   # the cold-start table alone
+    python bench/compare.py --only summary --markdown # the README figures, as Markdown to paste
 
 The machine the figures in docs come from is a shared 2-core VM: only ratios from one run are
 comparable, and even those move by 10-20 % between runs.
@@ -31,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import json
 import os
+import platform
 import resource
 import shutil
 import subprocess
@@ -46,7 +56,8 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import fresh_db, header, make_yard, measure, median, rounds, run, table
+from _harness import fresh_db, make_yard, measure, median, rounds, run, table
+from _harness import header as plain_header
 from bench_overhead import BLOCKS, WORKLOADS, flows
 
 from engine import Yard
@@ -57,6 +68,15 @@ MODES = ("sync", "async", "exit", "none")  # durability modes (docs/runtime.md, 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+MARKDOWN = False  # --markdown: headings one level down (README's Performance section), no per-table machine line
+Figures = dict[str, dict[str, float]]  # per-step medians: workload -> variant -> seconds per run
+
+
+def header(title: str) -> None:
+    if MARKDOWN:
+        print(f"\n### {title}\n")
+    else:
+        plain_header(title)
 
 
 @contextmanager
@@ -71,7 +91,8 @@ def jinja_only() -> Iterator[None]:
         evaluate.__kwdefaults__ = defaults
 
 
-async def per_step(count: int) -> None:
+async def per_step(count: int, show: bool = True) -> Figures:
+    """Per-run medians of every workload and variant; the table printed when `show`."""
     root = make_yard({**BLOCKS, **flows()})
     shutil.rmtree(root / ".blockyard", ignore_errors=True)
     yard = Yard.load(root)
@@ -117,11 +138,13 @@ async def per_step(count: int) -> None:
     yard.close()
     saver_cm.__exit__(None, None, None)
 
-    header(f"per-run time as a ratio to raw LangGraph without a checkpointer ({RUNS_PER_SAMPLE} runs per sample)")
     kinds = ["raw", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
+    figures = {name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS}
+    if not show:
+        return figures
+    header(f"per-run time as a ratio to raw LangGraph without a checkpointer ({RUNS_PER_SAMPLE} runs per sample)")
     rows = []
-    for name in WORKLOADS:
-        times = {kind: median(samples[f"{name} {kind}"]) for kind in kinds}
+    for name, times in figures.items():
         base = times["raw"]
         rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
                      f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
@@ -129,6 +152,7 @@ async def per_step(count: int) -> None:
                  *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only", "blockyard sync / raw+sqlite"],
                 rows))
     print("\nblockyard, Jinja only: the same runs with the template fast path off (engine/template_fast.py).")
+    return figures
 
 
 async def expressions(count: int) -> None:
@@ -220,17 +244,120 @@ async def cold_start(count: int) -> None:
           f"chain {chain:.1f} ms, mixed (routers, loop, map) {mixed:.1f} ms (bench/bench_compile.py --first)")
 
 
+def scripts(quick: bool) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each bench script the summary runs: its arguments and environment, at the README's sizes
+    (or small ones for --quick: a smoke run whose figures mean nothing)."""
+    def pick(default: str, small: str) -> str:
+        return small if quick else default
+
+    return {
+        "validate": (["bench_validate.py", "--json", "--flows", pick("1000", "100"), "--runs", pick("5", "1"),
+                      "--cli-runs", pick("10", "2")], {}),
+        "compile": (["bench_compile.py", "--json", "--steps", "200", "--reps", pick("30", "3")], {}),
+        "reload": (["bench_reload.py", "--json"], {"BENCH_FLOWS": "10", "BENCH_EDITS": pick("30", "3")}),
+        "serve": (["bench_serve.py", "--json"], {"BENCH_RUNS": pick("200", "20"), "BENCH_RELOADS": pick("50", "3"),
+                                                 "BENCH_ROUNDS": pick("3", "1")}),
+        "threads": (["bench_threads.py", pick("100", "12"), "--json"], {}),
+        "concurrency": (["bench_concurrency.py", "--json"], {"BENCH_RUNS": pick("500", "50"),
+                                                             "BENCH_ROUNDS": pick("3", "1")}),
+        "agents": (["bench_agents.py", "--json"], {"BENCH_ROUNDS": pick("7", "1")}),
+    }
+
+
+def run_script(argv: list[str], extra: dict[str, str]) -> dict[str, Any]:
+    """One bench script in a process of its own (its event loop, its databases, its memory); the
+    JSON object its last line prints. BENCH_* of this process are not passed on: BENCH_RUNS means
+    runs per sample here, concurrent runs there."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("BENCH_")}
+    env.update(extra, PYTHONPATH=str(REPO))
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    print(f"  {' '.join([*(f'{k}={v}' for k, v in extra.items()), *argv])}: {time.perf_counter() - began:.0f} s",
+          file=sys.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def summary(steps: Figures, quick: bool) -> None:
+    """One row per figure the README states: Blockyard's, its baseline, the ratio, the README's target."""
+    got = {name: run_script(*spec) for name, spec in scripts(quick).items()}
+    rows: list[list[str]] = []
+
+    def row(what: str, ours: float, base: float, fmt: str, baseline: str, target: str) -> None:
+        rows.append([what, fmt.format(ours), f"{baseline}: {fmt.format(base)}", f"{ours / base:.2f}x", target])
+
+    v = got["validate"]
+    row(f"validate {v['flows']:,} generated flow files, one process", v["bulk_s"], 2.0, "{:.2f} s", "target", "< 2 s")
+    row("cold `blockyard validate` on the example yard", v["cold_cli_s"], 0.3, "{:.2f} s", "target", "< 0.3 s")
+    c = got["compile"]
+    raw_compile = f"LangGraph build + compile, {c['steps']}-node chain"
+    row(f"compile a {c['steps']}-step flow (chain)", c["chain_ms"], c["raw_ms"], "{:.1f} ms", raw_compile, "< 30 ms")
+    row(f"compile a {c['steps']}-step flow (routers, loop, map)", c["mixed_ms"], c["raw_ms"], "{:.1f} ms",
+        raw_compile, "< 30 ms")
+    for name in ("loop50", "router10", "chain50", "map200"):
+        row(f"one run of {name}, durable (sync)", steps[name]["blockyard sync"] * 1000,
+            steps[name]["raw+sqlite"] * 1000, "{:.1f} ms", "LangGraph + SqliteSaver", "≤ 1.1x")
+    k = got["concurrency"]
+    what = f"{k['runs']} concurrent durable runs, {k['steps']} steps, mock model {k['delay_s'] * 1000:.0f} ms per call"
+    row(what, k["NORMAL"]["wall_s"], k["raw"]["wall_s"], "{:.2f} s", "LangGraph + AsyncSqliteSaver", "≤ 0.5x")
+    row("same, CPU", k["NORMAL"]["cpu_s"], k["memory"]["cpu_s"], "{:.2f} s", "LangGraph, no checkpointer",
+        "≤ 2x (issue 15)")
+    r = got["reload"]
+    row("save -> new version served by `blockyard serve` (10-flow yard)", r["median_ms"]["10"], 300, "{:.0f} ms",
+        "target", "< 300 ms")
+    h = got["serve"]
+    row(f"{h['runs']} concurrent runs over HTTP (p50; {h['errors']} errors)", h["http_p50_ms"], h["inproc_p50_ms"],
+        "{:.0f} ms", "in-process", "≤ 1.3x")
+    rows.append([f"{h['reloads']} hot reloads under that load",
+                 f"{h['reload_failed']} failed or on a wrong version, of {h['reload_runs']} runs", "-", "-", "0"])
+    t = got["threads"]
+    row(f"database size after a {t['turns']}-turn conversation thread", t["blockyard bytes"] / 1024,
+        t["raw bytes"] / 1024, "{:,.0f} KiB", "LangGraph, add_messages + SqliteSaver", "< 1 MB")
+    row("same, an llm block with `history: 20`", t["history bytes"] / 1024, 1e6 / 1024, "{:,.0f} KiB", "target",
+        "< 1 MB")
+    a = got["agents"]["fanout_ms"]
+    row("8 sub-agents in one turn, model 200 ms each", a["8"], a["1"], "{:.0f} ms", "1 sub-agent", "parallel (~1x)")
+    header("summary: the README's figures against their baselines")
+    print(table(["what", "Blockyard", "baseline", "ratio", "target"], rows))
+    print("\nbaseline `target`: no raw counterpart, the ratio is to the README's target. "
+          + ("--quick: small sizes, the figures mean nothing." if quick else "Sizes: the README's."))
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+              if line.startswith("model name")] if cpuinfo.exists() else []
+    model = models[0] if models else platform.processor() or "unknown CPU"
+    return (f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
+            f"LangGraph {importlib.metadata.version('langgraph')}, {platform.system()} {platform.release()}")
+
+
 async def main() -> None:
+    global MARKDOWN
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=rounds(7), help="interleaved rounds per variant")
-    parser.add_argument("--only", choices=["steps", "expressions", "cold"], help="one table only")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per variant (default 7, --quick 2)")
+    parser.add_argument("--only", choices=["steps", "expressions", "cold", "summary"], help="one table only")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, small sizes")
+    parser.add_argument("--markdown", action="store_true", help="Markdown to paste into the README")
     args = parser.parse_args()
-    if args.only in (None, "steps"):
-        await per_step(args.rounds)
+    MARKDOWN = args.markdown
+    count = args.rounds or (2 if args.quick else rounds(7))
+    began = time.perf_counter()
+    steps: Figures = {}
+    if args.only in (None, "steps", "summary"):  # the summary's per-run rows come from this table
+        steps = await per_step(count, show=args.only != "summary")
     if args.only in (None, "expressions"):
-        await expressions(args.rounds)
+        await expressions(count)
     if args.only in (None, "cold"):
-        await cold_start(args.rounds)
+        await cold_start(count)
+    if args.only in (None, "summary"):
+        summary(steps, args.quick)
+    took = time.perf_counter() - began
+    print(f"\n{'Machine' if MARKDOWN else 'machine'}: {machine()}; {count} rounds"
+          f"{', --quick' if args.quick else ''}; total {took / 60:.1f} min ({took:.0f} s).")
 
 
 if __name__ == "__main__":
