@@ -8,6 +8,7 @@ waits for a person) or run_failed (failed or interrupted; `data.status` tells wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -37,12 +38,12 @@ from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT
+from engine.state import fencing, store
 from engine.state import gates as gate_rows
-from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import RunRecord
-from engine.state.writer import Write
+from engine.state.writer import GuardFailed, Write
 
 log = logging.getLogger(__name__)
 
@@ -190,21 +191,23 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         config["configurable"]["checkpoint_id"] = ex.checkpoint
     started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
                                           "inputs": run.inputs, **ex.started_data})
+    # on a replica, every write of this execution holds only while the replica owns the run
+    fence = fencing.for_run(run.id)
     for event in ex.preface:
         yield event
-    _record(db, started, thread)
+    _record(db, started, thread, fence)
     yield started
     naming = ex.naming
     if naming is not None:
         naming.start()
         if naming.task is None:  # no naming model: the name is known already
-            yield await _announce(db, seq, naming, 0.0)
+            yield await _announce(db, seq, naming, 0.0, fence)
 
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits) \
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence) \
         if ex.pending is None else _none()
     try:
         async for kind, data in stream:
@@ -212,10 +215,10 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                 custom = seq.from_custom(data)
                 if custom is not None:
                     steps.see(custom)
-                    _record(db, custom, thread)
+                    _record(db, custom, thread, fence)
                     yield custom
                 if naming is not None and naming.ready():
-                    yield await _announce(db, seq, naming, 0.0)
+                    yield await _announce(db, seq, naming, 0.0, fence)
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
@@ -229,18 +232,24 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
                                             "error": "interrupted before it finished", "step": step})
-        await _end(db, thread, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
-                                                    error=event.data["error"], error_step=step, finished=now_iso(),
-                                                    elapsed=time.monotonic() - began))
+        with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
+            await _end(db, thread, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
+                                                        error=event.data["error"], error_step=step,
+                                                        finished=now_iso(), elapsed=time.monotonic() - began),
+                       fence=fence)
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
     except Exception as exc:
-        failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
+        if not fencing.refused(exc, fence):
+            failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
     finally:
         await stream.aclose()  # not left to the garbage collector when we stop early
+    if fence is not None and fence.lost:
+        yield _lost(db, seq, thread, steps.current(), naming)
+        return
     if naming is not None and not naming.announced:
-        yield await _announce(db, seq, naming, NAME_WAIT)
+        yield await _announce(db, seq, naming, NAME_WAIT, fence)
 
     if failure is None and not interrupts:
         try:
@@ -260,8 +269,13 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             await ex.on_end(RunStatus.FAILED, None, failure.message)
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, thread, event, store.end_run(run.id, RunStatus.FAILED, outputs=None, error=failure.message,
-                                            error_step=failure.step, finished=now_iso(), elapsed=elapsed))
+        try:
+            await _end(db, thread, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
+                                                        error=failure.message, error_step=failure.step,
+                                                        finished=now_iso(), elapsed=elapsed), fence=fence)
+        except fencing.LeaseLost:
+            yield _lost(db, seq, thread, failure.step, None)
+            return
         yield event
         return
     if interrupts:
@@ -269,21 +283,30 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
-            _record(db, gate, thread)
-        await _end(db, thread, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
-                                                        error_step=None, finished=None, elapsed=elapsed),
-                   gate_rows.record_waiting(run.id, interrupts, gates[-1].time))
+            _record(db, gate, thread, fence)
+        try:
+            await _end(db, thread, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
+                                                            error_step=None, finished=None, elapsed=elapsed),
+                       gate_rows.record_waiting(run.id, interrupts, gates[-1].time), fence=fence)
+        except fencing.LeaseLost:
+            yield _lost(db, seq, thread, None, None)
+            return
         for gate in gates:
             yield gate
         return
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, thread, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                error_step=None, finished=event.time, elapsed=elapsed), *ending)
+    try:
+        await _end(db, thread, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
+                                                    error_step=None, finished=event.time, elapsed=elapsed), *ending,
+                   fence=fence)
+    except fencing.LeaseLost:
+        yield _lost(db, seq, thread, None, None)
+        return
     yield event
 
 
-async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) -> Event:
+async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float, fence: fencing.Fence | None) -> Event:
     """The thread_name event of a first turn (its name stored first, when the model gave one)."""
     naming.announced = True
     name = await naming.settle(wait)
@@ -294,7 +317,7 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float) ->
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
-    _record(db, event, naming.thread_id)
+    _record(db, event, naming.thread_id, fence)
     return event
 
 
@@ -305,24 +328,44 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _record(db: StateDB, event: Event, thread: str) -> None:
+def _record(db: StateDB, event: Event, thread: str, fence: fencing.Fence | None) -> None:
     # trace rows ride along with the next commit: no transaction of their own; a step_finished row
-    # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace)
-    if event.type in NOT_STORED:
+    # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace).
+    # On a replica each row carries the guard of its run (engine/state/fencing.py): a replica that
+    # lost the run writes no more of its trace (its seq numbers are the new owner's now)
+    if event.type in NOT_STORED or (fence is not None and fence.lost):
         return
     row = store.insert_events([event])
     if not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-        db.writer.write_nowait(row, lazy=True)
+        db.writer.write_nowait(*(fence.guarded([row]) if fence is not None else [row]), lazy=True)
 
 
-async def _end(db: StateDB, thread: str, event: Event, end: Write, *more: Write) -> None:
+async def _end(db: StateDB, thread: str, event: Event, end: Write, *more: Write,
+               fence: fencing.Fence | None = None) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
-    # (with the trace rows still held for a checkpoint: a failed run has none after its last step)
+    # (with the trace rows still held for a checkpoint: a failed run has none after its last step);
+    # LeaseLost when this replica no longer owns the run: nothing was written
     held = db.saver.take_trace(thread)
+    writes = [*held, store.insert_events([event]), end, *more]
     try:
-        await db.writer.write(*held, store.insert_events([event]), end, *more)
+        await db.writer.write(*(fence.guarded(writes) if fence is not None else writes))
+    except GuardFailed:
+        assert fence is not None
+        fence.lost = True
+        raise fencing.LeaseLost(f"run {event.run_id} was taken over by another server") from None
     except DB_ERRORS as exc:
         raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
+
+
+def _lost(db: StateDB, seq: Sequencer, thread: str, step: str | None, naming: Naming | None) -> Event:
+    """The end of an execution whose replica lost the run (engine/state/fencing.py): another replica
+    goes on with it from its last checkpoint. Nothing more is written, not even this event."""
+    db.saver.take_trace(thread)  # rows held for a checkpoint that will not be written
+    if naming is not None:
+        naming.cancel()
+    log.warning("run %s: this server lost its lease; another server took the run over", seq.run_id)
+    return seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED, "step": step,
+                                       "error": "this server lost its lease on the run: another server took it over"})
 
 
 async def collect(execution: Execution) -> RunResult:

@@ -77,6 +77,9 @@ def check_resumable(record: RunRecord) -> None:
         raise UsageError(f"run {record.id} already finished; nothing to resume")
     if status == RunStatus.RUNNING:
         raise UsageError(f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})")
+    if status == RunStatus.QUEUED:
+        raise UsageError(f"run {record.id} is queued in a server (process {record.owner_pid} on {record.owner_host}), "
+                         "which starts it once it has a free slot")
     if status == RunStatus.WAITING:
         raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
                          f"`blockyard resume {record.id} --approve` or `--reject`")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.state import store
 from engine.state.location import URL_ENV
 from engine.state.memory import open_store
 from tests.support.cli import Cli
@@ -60,8 +61,8 @@ def test_db_status_of_a_sqlite_yard(yard: Path, cli: Cli, monkeypatch: pytest.Mo
                                                                   "gates": 0, "memory": 0}}
     assert cli(yard, "run", "chat", "--input", "message=hi").code == 0
     body = _status(cli, yard)
-    assert body["schema_version"] == 6 and body["counts"] == {"runs": 1, "threads": 0, "messages": 0, "gates": 0,
-                                                              "memory": 0}
+    assert body["schema_version"] == store.SCHEMA_VERSION
+    assert body["counts"] == {"runs": 1, "threads": 0, "messages": 0, "gates": 0, "memory": 0}
     text = cli(yard, "db", "status").out
     assert "backend         sqlite\n" in text and "runs            1\n" in text
 
@@ -81,7 +82,7 @@ def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
     monkeypatch.setenv(URL_ENV, pg_url)  # from now on the yard runs on Postgres
     body = _status(cli, yard)
     assert body["backend"] == "postgres" and PASSWORD not in json.dumps(body)
-    assert body["schema_version"] == 6
+    assert body["schema_version"] == store.SCHEMA_VERSION
     assert body["counts"] == {"runs": 2, "threads": 1, "messages": 2, "gates": 1, "memory": 1}
 
     assert "paused" in cli(yard, "runs").out
