@@ -183,7 +183,7 @@ def _statuses(root: Path, run_ids: list[str]) -> dict[str, str]:
 
 
 def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
-    finished = [step for _, type_, step in trace if type_ == "step_finished"]
+    finished = [str(step) for _, type_, step in trace if type_ == "step_finished"]
     return sorted(finished) == sorted(STEPS)
 
 
