@@ -1,15 +1,20 @@
 """Compile time of generated 200-step flows: compile_flow vs LangGraph's own build + compile.
 
     python bench/bench_compile.py [--steps 200] [--reps 30]
+    python bench/bench_compile.py --first [--steps 200]   # one fresh process: imports, then the first compile
 
 Flows are built in memory (Bundle.from_source), so the figures are the compiler's alone: no
 YAML, no files. Prints the median and range of `reps` interleaved compiles, the first compile of the process,
-and the median per-round ratio to LangGraph's own build + compile of a plain chain.
+and the median per-round ratio to LangGraph's own build + compile of a plain chain. With `--first` it prints
+one JSON line for this (fresh) process: the CPU its start and imports took (the compiler's included) and the time of the
+first compile of the chain and then of the mixed flow (bench/compare.py runs it in fresh processes).
+Both in CPU time (time.process_time: the machine is shared, wall time would count other jobs).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import operator
 import statistics
 import time
@@ -19,6 +24,7 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from engine.compile import compile_flow
+from engine.compile.flow import compile_flow as _loaded  # noqa: F401  the compiler's modules: imports, not the compile
 from engine.pinned import Bundle
 
 BLOCK = {"block": "inc", "kind": "transform", "inputs": {"n": {"type": "integer", "default": 0}},
@@ -73,11 +79,25 @@ def sample(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def cpu(fn: Callable[[], Any]) -> float:
+    started = time.process_time()
+    fn()
+    return (time.process_time() - started) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--first", action="store_true", help="time this process's imports and first compiles (JSON)")
     args = parser.parse_args()
+    if args.first:
+        imports = time.process_time() * 1000  # the process's CPU so far: startup and imports
+        linear, varied = chain(args.steps), mixed(args.steps)  # pinning: not part of the compile
+        first = {"imports_ms": imports, "chain_ms": cpu(lambda: compile_flow(linear)),
+                 "mixed_ms": cpu(lambda: compile_flow(varied))}
+        print(json.dumps(first))
+        return
     linear, varied = chain(args.steps), mixed(args.steps)
     variants: dict[str, Callable[[], Any]] = {
         f"LangGraph alone, {args.steps}-node chain": lambda: raw_langgraph(args.steps),

@@ -21,6 +21,7 @@ SERVER = "keeps the server's parts (FastAPI, uvicorn, watchfiles) out of the CLI
 CRONITER = "croniter costs ~10 ms: a yard without schedules never loads it (tests/validate/test_validate_imports.py)"
 LANGCHAIN = "a provider's LangChain client loads only when a model of that provider is used"
 EXTRA = "an optional extra (dspy, mcp, anthropic, google): imported only when it is used"
+COLD = "keeps it off a cold `blockyard run` of a flow that does not use it (tests/runtime/test_cold_start.py)"
 POSTGRES = "psycopg and LangGraph's Postgres parts (the postgres extra) load only for a Postgres state database"
 
 # (module, what it imports inside a function) -> why. Anything else belongs at the top of its module:
@@ -37,6 +38,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.interchange", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.memory", "engine.state.memory"): LANGGRAPH + " (LangGraph's memory store)",
+    ("engine.cli.run", "engine.interchange.taskplan"): "the TaskPlan converter: only `run --plan` and "
+                                                     "`compose --run` load it; " + COLD,
     ("engine.cli.run", "engine.runtime.approvals"): LANGGRAPH,
     ("engine.cli.run", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.serve", "engine.cron"): CRONITER,
@@ -62,6 +65,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.state.checkpointer", "engine.state.pgsaver"): POSTGRES,
     ("engine.state.checkpointer", "engine.state.postgres"): POSTGRES,
     ("engine.state.memory", "engine.state.postgres"): POSTGRES,
+    ("engine.state.memory", "langgraph.store.sqlite"): "LangGraph's SQLite store loads sqlite-vec and numpy "
+                                                       "(~0.1 s): only a flow with memory opens it; " + COLD,
+    ("engine.runtime.sync", "anyio.from_thread"): "anyio's portal: only the sync API (`yard.run`) needs it, the "
+                                                  "CLI runs on asyncio.run; " + COLD,
     ("engine.state.memory", "langgraph.store.postgres"): POSTGRES,
     ("engine.smart.lm", "dspy.utils.dummies"): EXTRA,
     ("engine.smart.optimize", "dspy.teleprompt"): EXTRA,

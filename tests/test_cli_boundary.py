@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import importlib
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,29 @@ def test_an_expected_error_is_one_line_with_its_exit_code(
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["flwos"]) == 2
     assert "flwos" in capsys.readouterr().err
+
+
+def test_a_command_whose_runtime_is_not_installed_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The core alone (pre-commit's install) lacks the runtime: `serve` says so, exit 2, no traceback.
+    None in sys.modules makes `import uvicorn` fail as it does where uvicorn is not installed; the
+    core-only install itself is tests/test_packaging.py's."""
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    (tmp_path / "flows").mkdir()
+    assert main(["serve", "--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "error: blockyard serve needs the engine's runtime: " \
+                                      "pip install 'blockyard-core[run]'\n"
+
+
+def test_a_missing_module_that_is_not_the_runtime_is_a_bug(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(root: Path) -> int:
+        importlib.import_module("blockyard_no_such_module")
+        return 0
+
+    monkeypatch.setattr(engine.cli.catalog, "flows_command", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "flows").mkdir()
+    assert main(["flows", "--root", str(tmp_path)]) == 4
+    assert capsys.readouterr().err.startswith("internal error: ModuleNotFoundError: No module named "
+                                              "'blockyard_no_such_module'")

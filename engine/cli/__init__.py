@@ -9,7 +9,10 @@ inside the commands that need them, so `blockyard validate` starts fast (tests/v
 
 This module is the one boundary that turns errors into exit codes: BlockyardError -> its
 code with one clear message, Ctrl-C -> 130, anything else -> 4 with the traceback saved to a
-log file for a bug report (never printed at the user).
+log file for a bug report (never printed at the user). It is also where a command that needs the
+engine's runtime finds it missing: `pip install .` of this repository (the pre-commit hook) installs
+`blockyard-core` without its `run` extra, enough for `validate`, `diff`, `flows`, `blocks`, `init`
+and the state listings; the others stop with one line saying what to install (docs/review.md).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from pathlib import Path
 
 import click
 
-from engine.cli.options import Group
+from engine.cli.options import RUNNING, Group
 from engine.errors import BlockyardError, UsageError, ValidationFailed
 from engine.values import text_problem
+from engine.version import __version__
 
 # command -> "module:click command"
 COMMANDS = {
@@ -46,14 +50,48 @@ COMMANDS = {
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
     "db": "engine.cli.db:db",
+    "gc": "engine.cli.gc:gc",
     "import": "engine.cli.interchange:import_group",
     "export": "engine.cli.interchange:export_group",
     "compose": "engine.cli.compose:compose_cli",
 }
 
+# The import names of the `run` extra's distributions (pyproject.toml), and starlette, which engine/serve
+# imports and FastAPI brings (tests/test_packaging.py keeps them in step with the extra and the engine's
+# imports). A command that fails to import one of them needs the runtime, which is not installed.
+RUNTIME_MODULES = frozenset({
+    "langgraph", "aiosqlite", "langchain_core", "langchain_openai", "openai", "watchfiles", "fastapi", "uvicorn",
+    "sse_starlette", "httpx", "anyio", "starlette",
+})
+RUNTIME_INSTALL = "pip install 'blockyard-core[run]'"
+
+
+class RuntimeMissing(UsageError):
+    """A command needs the engine's runtime (LangGraph, the model clients, the server), and this
+    installation is the core only (exit 2: what the user installed does not offer the command)."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"{command} needs the engine's runtime: {RUNTIME_INSTALL}")
+
 
 class _Commands(Group):
-    """The top-level group: loads a command's module when the command is asked for."""
+    """The top-level group: loads a command's module when the command is asked for, and turns a
+    runtime dependency that is not installed into RuntimeMissing, for every command at once."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").partition(".")[0] not in RUNTIME_MODULES:
+                raise
+            # the innermost command that ran (`blockyard db copy`), else the one asked for
+            raise RuntimeMissing(ctx.meta.get(RUNNING, "blockyard")) from None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                              list[str]]:
+        if args:  # its module is imported now, and may need the runtime already
+            ctx.meta[RUNNING] = f"blockyard {args[0]}"
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -69,7 +107,8 @@ class _Commands(Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="blockyard", prog_name="blockyard")
+# the version of the engine's code: the distributions (`blockyard-core`, `blockyard`) take theirs from it
+@click.version_option(version=__version__, prog_name="blockyard")
 def cli() -> None:
     """Blockyard: declarative LLM agent flows in YAML, compiled to LangGraph."""
 

@@ -69,8 +69,13 @@ def _named(exc: Exception, ctx: click.Context) -> None:
         exc.command = " ".join([*words, action] if isinstance(action, str) else words)
 
 
+# ctx.meta (shared by a command's contexts): the command running, for an error naming it (engine/cli)
+RUNNING = "blockyard.command"
+
+
 class Command(click.Command):
     def invoke(self, ctx: click.Context) -> object:
+        ctx.meta[RUNNING] = ctx.command_path
         try:
             return super().invoke(ctx)
         except Exception as exc:
@@ -83,6 +88,7 @@ class Group(click.Group):
     group_class = type  # subgroups are Groups too
 
     def invoke(self, ctx: click.Context) -> object:
+        ctx.meta[RUNNING] = ctx.command_path  # its subcommand, if one runs, names itself
         try:
             return super().invoke(ctx)
         except Exception as exc:

@@ -23,10 +23,11 @@ from engine.cli import progress
 from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
-from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, TERMINAL_TYPES, Event, RunStatus
-from engine.interchange.taskplan import plan_bundle, read_plan
+from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, TERMINAL_TYPES, Event, RunStatus
 from engine.load import Document, LoadError, load_file, parse_value
 from engine.spec import TypeSpec
+from engine.spec.common import DURABILITY_MODES
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state.gates import GateStatus
 from engine.values import ValueDomainError, text_problem
 from engine.yardfiles import argument_bounds
@@ -78,30 +79,40 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
 
 
 def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                thread: str | None, as_json: bool, *, output_dir: str | None = None) -> int:
-    """Run a flow by name, showing progress; the exit code tells how it ended."""
+                thread: str | None, as_json: bool, *, output_dir: str | None = None, durability: str | None = None,
+                trace: bool | None = None) -> int:
+    """Run a flow by name, showing progress; the exit code tells how it ended. `durability` and
+    `trace` (docs/runtime.md, "Durability") win over the flow's and the yard's."""
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
     yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir),
+                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir,
+                                           durability=durability, trace=trace),
                       as_json)
     finally:
         yard.close()
 
 
 def plan_command(root: Path, plan: Path, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                 as_json: bool, *, output_dir: str | None = None) -> int:
+                 as_json: bool, *, output_dir: str | None = None, durability: str | None = None,
+                 trace: bool | None = None) -> int:
     """Run a TaskPlan at once (docs/taskplans.md): validated like a flow, pinned with the run."""
+    # the TaskPlan converter and its spec models: only `run --plan` and `compose --run` load them
+    from engine.interchange.taskplan import read_plan
+
     doc = read_plan(read_argument(plan, root), plan.name)
-    return run_plan(root, doc, inputs, inputs_file, run_id, as_json, output_dir=output_dir)
+    return run_plan(root, doc, inputs, inputs_file, run_id, as_json, output_dir=output_dir, durability=durability,
+                    trace=trace)
 
 
 def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-             as_json: bool, *, name: str | None = None, output_dir: str | None = None) -> int:
+             as_json: bool, *, name: str | None = None, output_dir: str | None = None, durability: str | None = None,
+             trace: bool | None = None) -> int:
     """Run a plan's document (`run --plan`, `compose --run`), showing progress; the exit code tells how it ended."""
+    from engine.interchange.taskplan import plan_bundle  # a TaskPlan's converter: only when one runs
     from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
     yard = Yard.load(root)
@@ -109,7 +120,8 @@ def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | N
         bundle = plan_bundle(doc, yard.project, name=name)
         given = gather_inputs(bundle.flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.engine.astream(bundle, given, run_id=run_id, output_dir=output_dir), as_json)
+                      lambda: yard.engine.astream(bundle, given, run_id=run_id, output_dir=output_dir,
+                                                  durability=durability, trace=trace), as_json)
     finally:
         yard.close()
 
@@ -159,9 +171,12 @@ class _Outcome:
         self.last: Event | None = None
         self.gates: list[Event] = []
         self.terminated = False
+        self.ephemeral = False  # a run with durability none: it cannot be resumed
 
     def see(self, event: Event) -> None:
         self.run_id = event.run_id
+        if event.type == RUN_STARTED and event.data.get("durability") in NO_CHECKPOINTS:
+            self.ephemeral = True
         if event.type in TERMINAL_TYPES:
             self.last = event
         if event.type == APPROVAL_REQUIRED:
@@ -206,7 +221,10 @@ async def _consume(display: progress.Progress, make: Callable[[], AsyncIterator[
 
 
 def _stopped(outcome: _Outcome, code: int) -> int:
-    if outcome.run_id:
+    if outcome.run_id and outcome.ephemeral:
+        _err(f"interrupted: run {outcome.run_id} stopped before it finished; it kept no checkpoint (durability "
+             "none): start it again")
+    elif outcome.run_id:
         _err(f"interrupted: run {outcome.run_id} stopped before it finished; continue it with "
              f"`blockyard resume {outcome.run_id}`")
     else:
@@ -234,8 +252,9 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
     if last.type == RUN_FAILED:
         if last.data.get("status") == RunStatus.INTERRUPTED:
             return _stopped(outcome, 130)
-        _err(f"error: {failure_line(run_id, last.data)}\n"
-             f"  after fixing the cause, continue it with `blockyard resume {run_id}`")
+        again = "it kept no checkpoint (durability none): after fixing the cause, run it again" \
+            if outcome.ephemeral else f"after fixing the cause, continue it with `blockyard resume {run_id}`"
+        _err(f"error: {failure_line(run_id, last.data)}\n  {again}")
         return 1
     for gate in outcome.gates:
         value = gate.data.get("value")
@@ -299,21 +318,28 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
 @click.option("--output", "output_dir", default=None, metavar="DIR",
               help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
                    "else .blockyard/workspaces/<run>/).")
+@click.option("--durability", type=click.Choice(DURABILITY_MODES), default=None,
+              help="How the run is checkpointed (default: the flow's durability, else blockyard.yaml's, else sync; "
+                   "docs/runtime.md).")
+@click.option("--no-trace", "no_trace", is_flag=True,
+              help="Record no event trace (only with durability none; the runs row is still recorded).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
 def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
-        thread: str | None, output_dir: str | None, as_json: bool, root: Path | None) -> None:
+        thread: str | None, output_dir: str | None, durability: str | None, no_trace: bool, as_json: bool,
+        root: Path | None) -> None:
     """Run a flow by name (or a TaskPlan with --plan)."""
     if (flow is None) == (plan is None):
         raise UsageError("name a flow to run, or give --plan PLAN.json (not both)")
+    trace = False if no_trace else None
     if plan is not None:
         if thread is not None:
             raise UsageError("--thread runs a flow of the yard; a plan runs on its own")
         raise SystemExit(plan_command(root_of(root), plan, list(inputs), inputs_file, run_id, as_json,
-                                      output_dir=output_dir))
+                                      output_dir=output_dir, durability=durability, trace=trace))
     assert flow is not None
     raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json,
-                                 output_dir=output_dir))
+                                 output_dir=output_dir, durability=durability, trace=trace))
 
 
 @click.command(cls=Command)

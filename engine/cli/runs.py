@@ -23,6 +23,7 @@ from engine.errors import UsageError
 from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
 from engine.pinned import make_bundle
 from engine.project import load_project
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, store, written
 from engine.state import gates as gate_rows
 from engine.state.database import Connection
@@ -191,7 +192,8 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
     definition = definition_status(root, run)
     wrote = {"folder": folder, "files": written.files_written(events)}
     if as_json:
-        body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status}, "steps": steps,
+        body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status, "durability": run.mode},
+                "steps": steps,
                 "waiting": [gate.as_dict() for gate in gates], "decisions": [gate.as_dict() for gate in decided],
                 "definition": definition, "written": wrote,
                 "events": [event.as_dict() for event in events]}
@@ -214,6 +216,8 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
         lines.append(f"          cannot compare with the files: {definition.get('reason')}")
     detail = _detail(run, status, gates)
     lines.append(f"status    {status}" + (f" ({detail})" if detail else ""))
+    kept = " (no checkpoints: cannot be resumed)" if run.mode in NO_CHECKPOINTS else ""
+    lines.append(f"durability {run.mode}{kept}")
     for gate in gates:
         value = gate.data.get("value")
         message = value.get("message") if isinstance(value, dict) else value
@@ -255,7 +259,7 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
         values = f" {store.dumps(decision['values'])}" if decision.get("values") else ""
         why = f" ({decision['reason']})" if decision.get("reason") else ""
         lines.append(f"decided   gate '{row.gate}': {row.status}{who} at {local_time(row.decided)}{values}{why}")
-    if status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
+    if status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and run.mode not in NO_CHECKPOINTS:
         lines.append(f"resume    blockyard resume {run.id}")
     if status == RunStatus.WAITING:
         which = " --gate NAME" if len(gates) > 1 else ""

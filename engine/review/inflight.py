@@ -165,10 +165,14 @@ def schedule_changes(base: Project, head: Project, now: datetime) -> list[Schedu
         new = _next(after, now)
         if old == new:
             continue
-        detail = (f"next run {old or 'never'} → {new or 'never'}" if before and after else
-                  f"newly scheduled: next run {new}" if after else f"no longer scheduled (next run was {old})")
-        found.append(ScheduleChange(name, old, new, detail))
+        found.append(_schedule_change(name, old, new, before is not None, after is not None))
     return found
+
+
+def _schedule_change(name: str, old: str | None, new: str | None, had: bool, has: bool) -> ScheduleChange:
+    detail = (f"next run {old or 'never'} → {new or 'never'}" if had and has else
+              f"newly scheduled: next run {new}" if has else f"no longer scheduled (next run was {old})")
+    return ScheduleChange(name, old, new, detail)
 
 
 def _schedule(project: Project, name: str) -> ScheduleSpec | None:
@@ -199,9 +203,7 @@ def served_schedule_changes(served: dict[str, ServedSchedule], head: Project, fl
         new = _next(after, now)
         if old == new:
             continue
-        detail = (f"next run {old or 'never'} → {new or 'never'}" if now_served and after else
-                  f"newly scheduled: next run {new}" if after else f"no longer scheduled (next run was {old})")
-        found.append(ScheduleChange(name, old, new, detail))
+        found.append(_schedule_change(name, old, new, now_served is not None, after is not None))
     return found
 
 

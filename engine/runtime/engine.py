@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,9 @@ from engine.runtime.execution import Execution, Naming, RunResult, collect, exec
 from engine.runtime.memory import render_scope
 from engine.spec import ModelProfile
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
+from engine.spec.common import DURABILITY_MODES
+from engine.spec.durability import NO_CHECKPOINTS, gate_of, keeps_trace, mode_of, refusal
+from engine.spec.flow import FlowSpec
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
@@ -76,6 +79,7 @@ class Engine:
         self._compiled: dict[tuple[str, bool], CompiledFlow] = {}
         self._registries: dict[str, ToolRegistry] = {}
         self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
+        self._gates: dict[str, str | None] = {}  # digest -> the first step a run of it may pause at
         self._saved: set[str] = set()  # digests this process has stored in `definitions`
         # False (flow tests): runs write their files to their own workspace beside the state database,
         # whatever the flow's `output_dir` says, so tests never write into the yard
@@ -195,18 +199,40 @@ class Engine:
 
     # ---- starting and going on --------------------------------------------------------------
 
+    def durability(self, bundle: Bundle, durability: str | None = None, trace: bool | None = None, *,
+                   thread: bool = False) -> tuple[str, bool]:
+        """The durability mode and whether to keep the trace, for a run of `bundle` that asks for
+        `durability` and `trace` (None: the flow's, else the yard's; engine/spec/durability.py);
+        UsageError when the run cannot work that way (a gate or a conversation turn with no checkpoints)."""
+        if durability is not None and durability not in DURABILITY_MODES:
+            raise UsageError(f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'")
+        mode = mode_of(durability, bundle.flow, bundle.config)
+        keep = keeps_trace(mode, trace, bundle.flow, bundle.config)
+        digest = self.pin(bundle)[0]
+        with self._lock:
+            if digest not in self._gates:
+                self._gates[digest] = gate_of(bundle.flow, _subflows(bundle))
+            gate = self._gates[digest]
+        problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, trace=trace)
+        if problem is not None:
+            raise UsageError(problem)
+        return mode, keep
+
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                    thread: str | None = None, output_dir: str | None = None) -> Execution:
+                    thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                    trace: bool | None = None) -> Execution:
         """Record a new run of `bundle` (a turn of conversation `thread`) and prepare its execution;
-        UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread or an output
-        folder outside the yard. `output_dir` (the run's choice) wins over the flow's `output_dir`."""
+        UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread, an output
+        folder outside the yard or a durability it cannot run in. `output_dir` (the run's choice)
+        wins over the flow's `output_dir`; `durability` and `trace` over the flow's and the yard's."""
+        mode, keep = self.durability(bundle, durability, trace, thread=thread is not None)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
         chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
         if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
             resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
             chosen_dir = normalized(chosen_dir)
         render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
-        compiled = self.compiled(bundle)
+        compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS)
         digest, text = self.pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
@@ -215,10 +241,10 @@ class Engine:
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status=RunStatus.RUNNING, inputs
-=values, thread_id=thread_id,
+                               digest=digest, status=RunStatus.RUNNING, inputs=values, thread_id=thread_id,
                                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
-                               owner_replica=me.replica, lease_until=me.lease_until)
+                               owner_replica=me.replica, lease_until=me.lease_until, durability=mode,
+                               trace=keep)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -241,9 +267,10 @@ class Engine:
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
         if thread_id is None or admitted is None:
-            self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
+            if mode not in NO_CHECKPOINTS:
+                self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
             return await self.execution(bundle, compiled, record, compiled.initial_state(values),
-                                        output_dir=chosen_dir)
+                                        output_dir=chosen_dir, trace=keep)
         fresh = admitted.checkpoint is None  # nothing finished yet: whatever a failed turn left is not the talk
         start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
         stored = [] if fresh else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
@@ -254,11 +281,15 @@ class Engine:
                                     first=admitted.first, turns_before=admitted.turns_before, output_dir=chosen_dir)
 
     async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str,
-                      output_dir: str | None = None) -> RunRecord:
+                      output_dir: str | None = None, durability: str | None = None,
+                      trace: bool | None = None) -> RunRecord:
         """Record a new run of `bundle` as `queued`, held by this process (and its lease, on a server
         replica) until it starts (`start_queued`) — or, if this process dies first, until another
         server adopts it (docs/postgres.md, "The queue"). Checked like `start`: UsageError (nothing
-        recorded) for bad inputs, a taken run id or an output folder outside the yard."""
+        recorded) for bad inputs, a taken run id, an output folder outside the yard or a durability
+        it cannot run in. Its durability mode and trace choice are recorded with it, so that whichever
+        server starts it runs it the same way."""
+        mode, keep = self.durability(bundle, durability, trace)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
         chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
         if chosen_dir is not None:
@@ -271,7 +302,7 @@ class Engine:
         record = RunRecord(id=check_run_id(run_id), flow=bundle.name, version=bundle.version, digest=digest,
                            status=RunStatus.QUEUED, inputs=values, owner_pid=me.pid, owner_host=me.host,
                            owner_start=me.start, created=now, owner_replica=me.replica, lease_until=me.lease_until,
-                           output_dir=chosen_dir)
+                           durability=mode, output_dir=chosen_dir, trace=keep)
         writes = [store.insert_run(record)]
         if digest not in self._saved:
             writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -292,10 +323,13 @@ class Engine:
             bundle = await self.stored_bundle(record.digest)
         if bundle is None:
             raise StateError(f"run {record.id}: its definition {record.digest} is missing from the state database")
-        compiled = self.compiled(bundle)
-        self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
+        # in the mode and with the trace it was accepted with (recorded by `enqueue`)
+        durable = record.mode not in NO_CHECKPOINTS
+        compiled = self.compiled(bundle, durable=durable)
+        if durable:
+            self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
         return await self.execution(bundle, compiled, record, compiled.initial_state(record.inputs),
-                                    output_dir=record.output_dir)
+                                    output_dir=record.output_dir, trace=record.trace)
 
     async def astream_queued(self, record: RunRecord, bundle: Bundle | None = None) -> AsyncGenerator[Event, None]:
         """`start_queued` and yield its events, the last one terminal."""
@@ -315,6 +349,8 @@ class Engine:
             raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
         compiled = self.compiled(bundle)
         state = await compiled.graph.aget_state({"configurable": {"thread_id": record.thread_id or run_id}})
+        if state.created_at is None:
+            resumes.check_checkpointed(record)
         pending = {item.id: item.value for item in state.interrupts}
         go_on = await resumes.how_to_go_on(db, record, pending, wanted)
         start: Any = Command(resume=go_on.resume) if go_on.resume else None
@@ -333,7 +369,7 @@ class Engine:
                         preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
                         conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
                         first: bool = False, turns_before: int | None = None,
-                        output_dir: str | None = None) -> Execution:
+                        output_dir: str | None = None, trace: bool = True) -> Execution:
         """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
         and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from;
         a resumed run writes its files where it started writing them (recorded in its first
@@ -361,10 +397,12 @@ class Engine:
             data["note"] = note
         if record.thread_id:
             data["thread"] = record.thread_id
+        if record.mode != "sync":
+            data["durability"] = record.mode
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
                          on_end=end_hook(self.db, compiled.graph, record, memory), checkpoint=checkpoint,
-                         naming=self._naming(bundle, record, context) if first else None)
+                         naming=self._naming(bundle, record, context) if first else None, trace=trace)
 
     def _naming(self, bundle: Bundle, record: RunRecord, context: RunContext) -> Naming:
         """How the first turn of a thread names it (engine/runtime/naming.py)."""
@@ -379,9 +417,11 @@ class Engine:
                       store=lambda name: naming.set_name(thread_id, name))
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None, output_dir: str | None = None) -> AsyncGenerator[Event, None]:
+                      thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                      trace: bool | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
-        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir)
+        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                     durability=durability, trace=trace)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
@@ -394,9 +434,11 @@ class Engine:
                 yield event
 
     async def arun(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
+                   thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                   trace: bool | None = None) -> RunResult:
         """Run the pinned `bundle` to its end (finished, failed or waiting for approval)."""
-        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
+        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                              durability=durability, trace=trace))
 
     async def aresume(self, run_id: str, wanted: Ask | None = None) -> RunResult:
         """`astream_resume` to the end of the execution."""
@@ -429,6 +471,19 @@ def _blocks(bundle: Bundle) -> list[Any]:
         blocks.extend(sub.blocks.values())
         pending.extend(sub.flows.values())
     return blocks
+
+
+def _subflows(bundle: Bundle) -> Callable[[str], FlowSpec | None]:
+    """Flow name -> its spec, for the flows a bundle's steps run (at any depth)."""
+    found: dict[str, FlowSpec] = {}
+    pending = [bundle]
+    while pending:
+        current = pending.pop()
+        for name, sub in current.flows.items():
+            if name not in found:
+                found[name] = sub.flow
+                pending.append(sub)
+    return found.get
 
 
 def _uses_default_model(bundle: Bundle) -> bool:

@@ -17,6 +17,8 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.types import Durability
+
 from engine.compile import CompiledFlow
 from engine.events import (
     APPROVAL_REQUIRED,
@@ -38,6 +40,7 @@ from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import fencing, store
 from engine.state import gates as gate_rows
 from engine.state.checkpointer import StateDB
@@ -49,6 +52,10 @@ log = logging.getLogger(__name__)
 
 # (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
 EndHook = Callable[[RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
+# what the graph is streamed with, per durability mode; none compiles the graph without a checkpointer,
+# and LangGraph then wants no mode (it warns that one has no effect, and "sync" would wait for a
+# checkpoint it never makes)
+GRAPH_DURABILITY: dict[str, Durability | None] = {"sync": "sync", "async": "async", "exit": "exit", "none": None}
 EXIT_CODES = {RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.INTERRUPTED: 130}
 
 
@@ -103,6 +110,7 @@ class Execution:
     on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
     checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
     naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
+    trace: bool = True  # False: no trace rows (a run with durability none that asked for none)
 
 
 @dataclass
@@ -193,21 +201,24 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                                           "inputs": run.inputs, **ex.started_data})
     # on a replica, every write of this execution holds only while the replica owns the run
     fence = fencing.for_run(run.id)
+    # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
+    record = _recorder(db, thread, fence, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS)
     for event in ex.preface:
         yield event
-    _record(db, started, thread, fence)
+    record(started)
     yield started
     naming = ex.naming
     if naming is not None:
         naming.start()
         if naming.task is None:  # no naming model: the name is known already
-            yield await _announce(db, seq, naming, 0.0, fence)
+            yield await _announce(db, seq, naming, 0.0, record)
 
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence) \
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence,
+                             durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
     try:
         async for kind, data in stream:
@@ -215,10 +226,10 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                 custom = seq.from_custom(data)
                 if custom is not None:
                     steps.see(custom)
-                    _record(db, custom, thread, fence)
+                    record(custom)
                     yield custom
                 if naming is not None and naming.ready():
-                    yield await _announce(db, seq, naming, 0.0, fence)
+                    yield await _announce(db, seq, naming, 0.0, record)
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     interrupts[item.id] = item.value
@@ -233,10 +244,10 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
                                             "error": "interrupted before it finished", "step": step})
         with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
-            await _end(db, thread, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
-                                                        error=event.data["error"], error_step=step,
-                                                        finished=now_iso(), elapsed=time.monotonic() - began),
-                       fence=fence)
+            await _end(db, thread, ex.trace, event,
+                       store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
+                                     error_step=step, finished=now_iso(), elapsed=time.monotonic() - began),
+                       *_pruned(db, run, RunStatus.INTERRUPTED), fence=fence)
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
@@ -249,7 +260,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         yield _lost(db, seq, thread, steps.current(), naming)
         return
     if naming is not None and not naming.announced:
-        yield await _announce(db, seq, naming, NAME_WAIT, fence)
+        yield await _announce(db, seq, naming, NAME_WAIT, record)
 
     if failure is None and not interrupts:
         try:
@@ -270,9 +281,10 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
         try:
-            await _end(db, thread, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
-                                                        error=failure.message, error_step=failure.step,
-                                                        finished=now_iso(), elapsed=elapsed), fence=fence)
+            await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
+                                                                  error=failure.message, error_step=failure.step,
+                                                                  finished=now_iso(), elapsed=elapsed),
+                       *_pruned(db, run, RunStatus.FAILED), fence=fence)
         except fencing.LeaseLost:
             yield _lost(db, seq, thread, failure.step, None)
             return
@@ -283,11 +295,13 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
-            _record(db, gate, thread, fence)
+            record(gate)
         try:
-            await _end(db, thread, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
-                                                            error_step=None, finished=None, elapsed=elapsed),
-                       gate_rows.record_waiting(run.id, interrupts, gates[-1].time), fence=fence)
+            await _end(db, thread, ex.trace, gates[-1],
+                       store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
+                                     finished=None, elapsed=elapsed),
+                       gate_rows.record_waiting(run.id, interrupts, gates[-1].time),
+                       *_pruned(db, run, RunStatus.WAITING), fence=fence)
         except fencing.LeaseLost:
             yield _lost(db, seq, thread, None, None)
             return
@@ -297,16 +311,17 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
     try:
-        await _end(db, thread, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                    error_step=None, finished=event.time, elapsed=elapsed), *ending,
-                   fence=fence)
+        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
+                                                              error_step=None, finished=event.time, elapsed=elapsed),
+                   *ending, *_pruned(db, run, RunStatus.FINISHED), fence=fence)
     except fencing.LeaseLost:
         yield _lost(db, seq, thread, None, None)
         return
     yield event
 
 
-async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float, fence: fencing.Fence | None) -> Event:
+async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float,
+                    record: Callable[[Event], None]) -> Event:
     """The thread_name event of a first turn (its name stored first, when the model gave one)."""
     naming.announced = True
     name = await naming.settle(wait)
@@ -317,7 +332,7 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float, fe
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
-    _record(db, event, naming.thread_id, fence)
+    record(event)
     return event
 
 
@@ -328,25 +343,46 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _record(db: StateDB, event: Event, thread: str, fence: fencing.Fence | None) -> None:
-    # trace rows ride along with the next commit: no transaction of their own; a step_finished row
-    # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace).
-    # On a replica each row carries the guard of its run (engine/state/fencing.py): a replica that
-    # lost the run writes no more of its trace (its seq numbers are the new owner's now)
-    if event.type in NOT_STORED or (fence is not None and fence.lost):
-        return
-    row = store.insert_events([event])
-    if not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-        db.writer.write_nowait(*(fence.guarded([row]) if fence is not None else [row]), lazy=True)
+def _recorder(db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool,
+              hold: bool) -> Callable[[Event], None]:
+    """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints; `fence`:
+    the guard of its writes on a replica)."""
+
+    def record(event: Event) -> None:
+        # trace rows ride along with the next commit: no transaction of their own; a step_finished row
+        # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace).
+        # On a replica each row carries the guard of its run (engine/state/fencing.py): a replica that
+        # lost the run writes no more of its trace (its seq numbers are the new owner's now)
+        if event.type in NOT_STORED or (fence is not None and fence.lost):
+            return
+        row = store.insert_events([event])
+        if not hold or not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
+            db.writer.write_nowait(*(fence.guarded([row]) if fence is not None else [row]), lazy=True)
+
+    def ignore(event: Event) -> None:
+        return None
+
+    return record if keep else ignore
 
 
-async def _end(db: StateDB, thread: str, event: Event, end: Write, *more: Write,
+def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
+    """The checkpoints a run no longer needs, deleted as it ends (docs/runtime.md, "What a finished run
+    keeps"): a finished run keeps its last checkpoint, a stopped one what a resume goes on from. A
+    conversation turn's thread is pruned by the turn itself (engine/runtime/turns.py): the thread
+    goes on from its last finished turn, which a failed turn's latest checkpoint is not."""
+    if run.thread_id is not None:
+        return []
+    return db.saver.prune_finished(run.id) if status == RunStatus.FINISHED else db.saver.prune_stopped(run.id)
+
+
+async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write,
                fence: fencing.Fence | None = None) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
     # (with the trace rows still held for a checkpoint: a failed run has none after its last step);
     # LeaseLost when this replica no longer owns the run: nothing was written
     held = db.saver.take_trace(thread)
-    writes = [*held, store.insert_events([event]), end, *more]
+    rows = [store.insert_events([event])] if trace else []
+    writes = [*held, *rows, end, *more]  # the pruning too: a replica that lost the run deletes nothing
     try:
         await db.writer.write(*(fence.guarded(writes) if fence is not None else writes))
     except GuardFailed:

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.runtime import Runtime
+from langgraph.types import Durability
 
 try:  # private to LangGraph: `direct_supported()` checks that the path still works
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME, CONFIG_KEY_STREAM
@@ -107,14 +108,15 @@ class Listener:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, ("event", payload))
 
     async def listen(self, graph: Any, start: Any, config: dict[str, Any], context: Any,
-                     limits: TemplateLimits | None = None,
-                     fence: fencing.Fence | None = None) -> AsyncGenerator[tuple[str, Any], None]:
+                     limits: TemplateLimits | None = None, fence: fencing.Fence | None = None, *,
+                     durability: Durability | None = "sync") -> AsyncGenerator[tuple[str, Any], None]:
         """`limits` bound the templates the graph's nodes render, and `fence` guards its checkpoints
         on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
-        for everything it starts."""
+        for everything it starts. `durability` is LangGraph's mode for the stream (None for a graph
+        without a checkpointer)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
         self._task = asyncio.get_running_loop().create_task(self._pump(graph, start, config, direct, context,
-                                                                       limits, fence))
+                                                                       limits, fence, durability))
         try:
             while True:
                 kind, value = await self._queue.get()
@@ -134,7 +136,8 @@ class Listener:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: RunnableConfig | None,
-                    context: Any, limits: TemplateLimits | None, fence: fencing.Fence | None = None) -> None:
+                    context: Any, limits: TemplateLimits | None, fence: fencing.Fence | None,
+                    durability: Durability | None) -> None:
         put = self._queue.put_nowait
         if limits is not None:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
@@ -142,12 +145,12 @@ class Listener:
         try:
             if direct is not None:
                 async for mode, data in graph.astream(start, direct, context=context, stream_mode=["values"],
-                                                      durability="sync"):
+                                                      durability=durability):
                     put((mode, data))
             else:
                 async for namespace, mode, data in graph.astream(start, config, context=context,
                                                                  stream_mode=["custom", "values"], subgraphs=True,
-                                                                 durability="sync"):
+                                                                 durability=durability):
                     if mode == "custom":
                         put(("event", data))
                     elif not namespace:

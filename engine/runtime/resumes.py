@@ -23,6 +23,7 @@ from engine.errors import UsageError
 from engine.events import Event, RunStatus
 from engine.runtime import approvals
 from engine.runtime.approvals import Ask
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import gates, liveness, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.store import RunRecord, effective_status
@@ -71,7 +72,7 @@ async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any
 
 
 def check_resumable(record: RunRecord) -> None:
-    """A run can go on without a decision when it failed or was interrupted."""
+    """A run can go on without a decision when it failed or was interrupted, and kept checkpoints."""
     status = effective_status(record)
     if status == RunStatus.FINISHED:
         raise UsageError(f"run {record.id} already finished; nothing to resume")
@@ -83,3 +84,15 @@ def check_resumable(record: RunRecord) -> None:
     if status == RunStatus.WAITING:
         raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
                          f"`blockyard resume {record.id} --approve` or `--reject`")
+    if record.mode in NO_CHECKPOINTS:
+        raise UsageError(f"run {record.id} cannot be resumed: it ran with durability {record.mode} and kept no "
+                         f"checkpoint; start a new run of flow '{record.flow}'")
+
+
+def check_checkpointed(record: RunRecord) -> None:
+    """A run without any checkpoint goes on from its inputs, unless its mode is why it has none:
+    an `exit` run checkpoints only when it ends or pauses, so one that died on the way kept nothing
+    to go on from, and starting it over would run its finished steps again unannounced."""
+    if record.mode == "exit":
+        raise UsageError(f"run {record.id} cannot be resumed: it ran with durability exit and stopped before it "
+                         f"kept a checkpoint; start a new run of flow '{record.flow}'")

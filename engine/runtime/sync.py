@@ -8,9 +8,10 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
 
 T = TypeVar("T")
 
@@ -21,6 +22,9 @@ class SyncLoop:
     """One background event loop; `call` runs a coroutine on it and waits for the result."""
 
     def __init__(self) -> None:
+        # anyio's portal (~30 ms of imports): the CLI runs on asyncio.run, only the sync API needs it
+        from anyio.from_thread import start_blocking_portal
+
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal = self._stack.enter_context(
             start_blocking_portal("asyncio", name="blockyard-loop"))

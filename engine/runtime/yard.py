@@ -43,7 +43,7 @@ from engine.state.checkpointer import StateDB
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
 from engine.state.threads import Thread
-from engine.validate.semantic import check_project
+from engine.validate.semantic import check_closure, check_config_file, check_project
 
 
 class Yard:
@@ -62,6 +62,7 @@ class Yard:
         self._bundles: dict[str, Bundle] = {}
         self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}  # digest -> standalone graph
         self._diagnostics: list[Diagnostic] | None = None
+        self._problems: dict[str, list[Diagnostic]] = {}  # flow -> the errors of its closure
 
     @classmethod
     def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -76,21 +77,34 @@ class Yard:
         with self._lock:
             if self._diagnostics is None:
                 found = [*self.project.diagnostics]
-                if not any(d.file == CONFIG_FILE and d.severity == "error" for d in found):
+                if not self._config_errors(found):
                     found.extend(check_project(self.project))  # on a broken config they would be noise
                 self._diagnostics = sorted(set(found))
             return self._diagnostics
 
     def problems(self, name: str) -> list[Diagnostic]:
         """The errors that keep flow `name` from running: those of its own closure (its file, the
-        blocks, subflows and delegated flows it reaches, blockyard.yaml), not of unrelated files."""
-        return flow_problems(self.project, self.diagnostics, name)
+        blocks, subflows and delegated flows it reaches, blockyard.yaml), not of unrelated files.
+        Only the closure is checked (`check_closure`): running one flow does not validate the yard."""
+        with self._lock:
+            if name not in self._problems:
+                found = self._diagnostics
+                if found is None:
+                    found = [*self.project.diagnostics]
+                    if not self._config_errors(found):  # on a broken config they would be noise
+                        found.extend(check_closure(self.project, name))
+                self._problems[name] = flow_problems(self.project, found, name)
+            return self._problems[name]
+
+    @staticmethod
+    def _config_errors(found: list[Diagnostic]) -> list[Diagnostic]:
+        return [d for d in found if d.file == CONFIG_FILE and d.severity == "error"]
 
     def validate(self, name: str | None = None) -> None:
         """Raise ValidationFailed with the errors of flow `name`'s closure, or with no name when
         the yard has any error at all."""
-        errors = [d for d in self.diagnostics if d.severity == "error"]
-        problems = self.problems(name) if name is not None else errors
+        whole = name is None  # with a name only the flow's closure is checked (problems)
+        problems = [d for d in self.diagnostics if d.severity == "error"] if whole else self.problems(str(name))
         if problems:
             raise ValidationFailed(problems)
 
@@ -101,7 +115,9 @@ class Yard:
         ValidationFailed here; a broken flow or block only stops the flows that use it, when they are
         run (`run`, `bundle`, `compile` raise ValidationFailed with that flow's diagnostics)."""
         yard = cls.open(path, state=state, synchronous=synchronous, env=env)
-        config = [d for d in yard.diagnostics if d.file == CONFIG_FILE and d.severity == "error"]
+        config = yard._config_errors([*yard.project.diagnostics])
+        if not config:  # the checks of blockyard.yaml only: a flow's are made when it first runs
+            config = yard._config_errors(check_config_file(yard.project))
         if config:
             raise ValidationFailed(config)
         return yard
@@ -182,12 +198,16 @@ class Yard:
     # ---- runs -------------------------------------------------------------------------------
 
     async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None, output_dir: str | None = None) -> AsyncGenerator[Event, None]:
+                      thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                      trace: bool | None = None) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
-        `output_dir`, or the run's workspace)."""
+        `output_dir`, or the run's workspace); `durability` (sync, async, exit, none) and `trace`
+        (False: no trace, with durability none) instead of the flow's and the yard's
+        (docs/runtime.md, "Durability")."""
         async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread,
-                                                output_dir=output_dir)) as events:
+                                                output_dir=output_dir, durability=durability,
+                                                trace=trace)) as events:
             async for event in events:
                 yield event
 
@@ -204,9 +224,11 @@ class Yard:
                 yield event
 
     async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None, output_dir: str | None = None) -> RunResult:
-        """Run flow `name` to its end (finished, failed or waiting for approval)."""
-        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir)
+                   thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                   trace: bool | None = None) -> RunResult:
+        """Run flow `name` to its end (finished, failed or waiting for approval); see `astream`."""
+        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                      durability=durability, trace=trace)
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                       reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
@@ -214,9 +236,11 @@ class Yard:
         return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor))
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            thread: str | None = None, output_dir: str | None = None) -> RunResult:
+            thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+            trace: bool | None = None) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir))
+        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
+                                                   durability=durability, trace=trace))
 
     def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
                reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:

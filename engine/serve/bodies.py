@@ -17,6 +17,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.serve.problems import ApiError
+from engine.spec.common import Durability
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # nesting of arrays and objects in one body
@@ -35,6 +36,10 @@ class RunRequest(BaseModel):
     run_id: str | None = Field(None, description="Id for the run (default: generated).")
     output_dir: str | None = Field(None, description="Folder of the yard the run's file tools write to, e.g. output "
                                                      "(default: the flow's output_dir, else the run's workspace).")
+    durability: Durability | None = Field(
+        None, description="How the run is checkpointed: sync, async, exit or none (default: the flow's durability, "
+                          "else blockyard.yaml's, else sync; docs/runtime.md).")
+    trace: bool | None = Field(None, description="false: record no event trace (only with durability none).")
 
 
 class ThreadRequest(BaseModel):

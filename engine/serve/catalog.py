@@ -23,7 +23,7 @@ from engine.errors import BlockyardError
 from engine.pinned import Bundle, make_bundle
 from engine.project import CONFIG_FILE, FlowDef, Project, load_project
 from engine.promptfiles import PromptFileError, read_prompt
-from engine.spec.config import ServerSpec
+from engine.spec.config import RetentionSpec, ServerSpec
 from engine.validate.codes import SERVE
 from engine.validate.semantic import check_project
 from engine.yardfiles import Bounds
@@ -79,6 +79,8 @@ class Catalog:
     max_concurrent_runs: int = 32
     # blockyard.yaml's `server` section: the request limits and allowed hosts read on every request
     server: ServerSpec = field(default_factory=ServerSpec)
+    # blockyard.yaml's `retention`: what the daily gc deletes (engine/serve/chores.py)
+    retention: RetentionSpec = field(default_factory=RetentionSpec)
     # the prompt files the flows are made of (engine/closure.py), with a hash of each as read before the
     # flows pinned them: the watcher watches them, and an edit made meanwhile is noticed
     prompts: tuple[tuple[str, str], ...] = ()
@@ -162,6 +164,8 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
         max_concurrent_runs=project.config.server.max_concurrent_runs,
         # a broken blockyard.yaml keeps the last good limits (a proxy's allowed host must not vanish on a typo)
         server=previous.server if config_broken and previous.generation else project.config.server,
+        # nor may a typo in it change what the daily gc deletes: the last good policy stays, or none at all
+        retention=previous.retention if config_broken else project.config.retention,
     )
 
 

@@ -40,13 +40,24 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
     last = after
     try:
         replay = await trace.events(run_id, last)
-        # the stored events and the execution's backlog overlap; the backlog alone has the tokens,
-        # which go in their place by seq
-        merged = {event["seq"]: event for event in [*subscription.backlog, *replay] if event["seq"] > last}
+        # The stored events and what the execution published overlap; only the published ones have
+        # the tokens, which go in their place by seq. What was published while the trace was read is
+        # on the queue already, and the read may hold events that came after it: take it now, or
+        # `last` would move past those tokens and they would be skipped.
+        arrived, ended = _drain(subscription.queue)
+        merged = {event["seq"]: event for event in [*subscription.backlog, *arrived, *replay]
+                  if event["seq"] > last}
         for seq in sorted(merged):
             last = seq
             yield merged[seq]
         executing = subscription.active
+        if ended:  # the execution ended meanwhile: its events are all in the table now
+            executing = False
+            for event in await trace.events(run_id, last):
+                last = event["seq"]
+                yield event
+            if until_pause:
+                return
         if until_pause and not executing and (replay and replay[-1]["type"] in END_OF_EXECUTION):
             return
         while True:
@@ -83,3 +94,20 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
                     return
     finally:
         broker.unsubscribe(subscription)
+
+
+def _drain(queue: asyncio.Queue[EventDict | None]) -> tuple[list[EventDict], bool]:
+    """What is on a follower's queue now: the events, and whether the execution ended among them."""
+    found: list[EventDict] = []
+    ended = nudged = False
+    while not queue.empty():
+        item = queue.get_nowait()
+        if item is None:
+            ended = True
+        elif item is NUDGE:
+            nudged = True
+        else:
+            found.append(item)
+    if nudged:  # another process committed events: the follower reads the trace at once, as it would have
+        queue.put_nowait(NUDGE)
+    return found, ended

@@ -65,18 +65,21 @@ class RunService:
         resolve_output_dir(self.engine.root, output_dir, "output_dir")
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, thread: str | None = None,
-                    output_dir: str | None = None) -> AsyncGenerator[EventDict, None]:
+                    output_dir: str | None = None, durability: str | None = None,
+                    trace: bool | None = None) -> AsyncGenerator[EventDict, None]:
         """Run `bundle` (a turn of conversation `thread`) and yield its events as dicts; the last one
         ends the execution."""
         async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, thread=thread,
-                                                output_dir=output_dir)) as events:
+                                                output_dir=output_dir, durability=durability,
+                                                trace=trace)) as events:
             async for event in events:
                 yield event.as_dict()
 
-    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str,
-                      output_dir: str | None = None) -> RunRecord:
+    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, output_dir: str | None = None,
+                      durability: str | None = None, trace: bool | None = None) -> RunRecord:
         """Record a new run as `queued`, before the server answers (engine/runtime/engine.py, `enqueue`)."""
-        return await self.engine.enqueue(bundle, inputs, run_id=run_id, output_dir=output_dir)
+        return await self.engine.enqueue(bundle, inputs, run_id=run_id, output_dir=output_dir,
+                                         durability=durability, trace=trace)
 
     async def admit(self, run_id: str, limit: int | None) -> store.Admission:
         """Try to start queued run `run_id`, held by this process, within the global `limit` (store.start_queued)."""
@@ -218,7 +221,8 @@ class RunService:
 def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
-    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir"):
+    data["durability"] = record.mode
+    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace"):
         data.pop(private, None)
     return data
 

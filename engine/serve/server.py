@@ -16,6 +16,7 @@ from sse_starlette.sse import AppStatus
 from engine.diagnostics import did_you_mean
 from engine.events import EventDict, RunStatus
 from engine.pinned import Bundle
+from engine.serve import chores
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
@@ -25,6 +26,7 @@ from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, liveness, store
 from engine.state.store import effective_status
 
@@ -101,6 +103,9 @@ class Server:
                                        lambda: self.catalog, self._fire, self._expire_approvals)
             self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
             self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
+            self._tasks.append(asyncio.create_task(
+                chores.daily_gc(self.service.engine.location, lambda: self.catalog.retention, self.settings.clock),
+                name="blockyard-gc"))
         if replica is not None:
             self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
         else:  # queued runs a server that stopped or died left behind: this one starts them
@@ -157,13 +162,15 @@ class Server:
         return self.service, self.queue
 
     async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
-                        thread: str | None = None, output_dir: str | None = None) -> Job:
-        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard),
-        queued behind the limit; with `thread`, a turn of that conversation (the runtime admits it
-        once no other turn goes on)."""
+                        thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
+                        trace: bool | None = None) -> Job:
+        """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
+        durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
+        (the runtime admits it once no other turn goes on)."""
         service, queue = self._ready()
         if output_dir is not None:
             service.check_output_dir(output_dir)
+        service.engine.durability(entry.bundle, durability, trace, thread=thread is not None)
         if run_id is not None:
             service.check_run_id(run_id)
             if run_id in queue.jobs or await service.get_run(run_id) is not None:
@@ -175,11 +182,12 @@ class Server:
             try:
                 return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
                                                                                           job.run_id, thread,
-                                                                                          output_dir)))
+                                                                                          output_dir, durability,
+                                                                                          trace)))
             except ShuttingDown as exc:
                 raise ApiError(503, "shutting_down", str(exc)) from None
         # recorded `queued` before the answer: if this server dies, another one starts it (docs/postgres.md)
-        record = await service.enqueue(entry.bundle, values, job.run_id, output_dir)
+        record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace)
         return self._submit_queued(job, record, entry.bundle)
 
     def _submit_queued(self, job: Job, record: store.RunRecord, bundle: Bundle | None) -> Job:
@@ -327,6 +335,10 @@ class Server:
                 taken.append(record.id)
                 continue
             if replica is None:
+                continue
+            # a running run kept no checkpoint to go on from (durability none): it stays interrupted;
+            # a queued one (above) never ran, so it is adopted in any mode
+            if record.mode in NO_CHECKPOINTS:
                 continue
             if self.global_limit is not None:  # a taken-over run counts as running at once
                 room = self.global_limit - await service.running_count() if room is None else room

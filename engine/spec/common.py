@@ -17,6 +17,11 @@ MAX_DURATION = MAX_DURATION_DAYS * 86400.0  # ten years, in seconds: longer is s
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")]
 
+# How a run is checkpointed (docs/runtime.md, "Durability"): LangGraph's modes, and `none` for no checkpoints
+Durability = Literal["sync", "async", "exit", "none"]
+DURABILITY_MODES: tuple[str, ...] = ("sync", "async", "exit", "none")
+DEFAULT_DURABILITY = "sync"
+
 ValueType = Literal["string", "integer", "number", "boolean", "array", "object", "any"]
 
 

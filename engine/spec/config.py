@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
-from engine.spec.common import Duration, ModelProfile, Name, Spec
+from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec
 
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
 DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
@@ -141,6 +141,23 @@ class ThreadsSpec(Spec):
 Provider = Literal["openai", "azure", "anthropic", "google", "mock"]
 
 
+class RetentionSpec(Spec):
+    """How long the state database keeps runs that ended: `blockyard gc` deletes what is older, and
+    `blockyard serve` runs it daily (docs/runtime.md, "Retention"). Unset settings keep forever. Runs
+    waiting for an approval, running runs and the turns of conversation threads are never deleted."""
+
+    traces: Duration | None = Field(None, description=(
+        "Finished runs older than this (by when they finished) lose their event trace and checkpoint; "
+        "their row stays in `blockyard runs` with status, inputs and outputs."))
+    runs: Duration | None = Field(None, description=(
+        "Finished runs older than this are deleted: their row, trace, checkpoint and gates."))
+    failed: Duration | None = Field(None, description=(
+        "Failed and interrupted runs older than this (by when they stopped) are deleted too; until then "
+        "they can be resumed."))
+    max_runs: int | None = Field(None, ge=1, description=(
+        "Most finished runs kept, whatever their age: the oldest beyond it are deleted."))
+
+
 class ModelPolicy(Spec):
     """Which models the yard's blocks may run on."""
 
@@ -185,6 +202,14 @@ class ConfigSpec(Spec):
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="Bounds on templates and expressions.")
     threads: ThreadsSpec = Field(default_factory=ThreadsSpec, description="Conversation threads.")
     policy: PolicySpec = Field(default_factory=PolicySpec, description="Rules validate enforces (docs/review.md).")
+    durability: Durability | None = Field(None, description=(
+        "How runs are checkpointed unless their flow or the run says otherwise: sync (the default), async, exit "
+        "or none. See docs/runtime.md, \"Durability\"."))
+    trace: bool | None = Field(None, description=(
+        "false: runs with durability none record no event trace unless their flow or the run says otherwise "
+        "(the default is true)."))
+    retention: RetentionSpec = Field(default_factory=RetentionSpec, description=(
+        "How long ended runs are kept (`blockyard gc`, daily in `serve`; docs/runtime.md)."))
     database: DatabaseUrl | None = Field(None, description=(
         "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
         "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.spec.common import Duration, Name, Spec, TypeSpec
+from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec
 
 Target = Name  # a step id, or `end`
 END = "end"
@@ -229,6 +229,14 @@ class FlowSpec(Spec):
     memory: MemoryScope | None = Field(None, description="Long-term memory across runs.")
     schedule: ScheduleSpec | None = Field(None, description="Cron schedule for `blockyard serve`.")
     max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
+    durability: Durability | None = Field(
+        None, description="How runs of the flow are checkpointed: sync (every step before the next; the "
+                          "default), async (while the next step runs), exit (when the run ends or pauses), none "
+                          "(no checkpoints: cannot pause or be resumed). Unset: blockyard.yaml's `durability`. "
+                          "A run's own choice wins; see docs/runtime.md, \"Durability\".")
+    trace: bool | None = Field(
+        None, description="false: runs with durability none record no event trace (their runs row is still "
+                          "recorded). Unset: blockyard.yaml's `trace`.")
     tags: list[str] = Field(default_factory=list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
 

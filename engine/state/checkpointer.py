@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from engine.events import now_iso
 from engine.redaction import Masker
-from engine.state import store
+from engine.state import compact, store
 from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted
 from engine.state.location import Location
@@ -65,7 +65,7 @@ class DurableSaver(GroupCommitted, SqliteSaver):
 
     def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
                  serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
-        SqliteSaver.__init__(self, read_conn, serde=serde)
+        SqliteSaver.__init__(self, read_conn, serde=compact.Decompressing(serde))
         self._start_group_commit(writer, secrets)
         self.is_setup = True  # prepare() created the tables through the writer's connection
 
@@ -105,6 +105,25 @@ class DurableSaver(GroupCommitted, SqliteSaver):
         where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
         return [Write(f"DELETE FROM writes {where}", (thread_id, keep)),
                 Write(f"DELETE FROM checkpoints {where}", (thread_id, keep))]
+
+    def prune_finished(self, thread_id: str) -> list[Write]:
+        where = f"WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
+        return [Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
+                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)),
+                # the one kept, compressed (engine/state/compact.py)
+                Write(f"UPDATE checkpoints SET type = type || '{compact.COMPRESSED}', "
+                      f"checkpoint = {compact.SQL_FUNCTION}(checkpoint) "
+                      f"WHERE thread_id = ? AND type NOT LIKE '%{compact.COMPRESSED}'", (thread_id,))]
+
+    def prune_stopped(self, thread_id: str) -> list[Write]:
+        where = f"WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id < {_LAST_ROOT}"
+        return [Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
+                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id))]
+
+
+# the checkpoint a thread goes on from: SqliteSaver reads the greatest id (ids are time-ordered UUIDs)
+_LAST_ROOT = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')"
+
 
 class StateDB:
     """A process's handle on the state database: one writer, one reader, one saver.
@@ -156,6 +175,7 @@ class StateDB:
     def _open_writer(self, synchronous: str) -> sqlite3.Connection:
         conn = connect(self.path, synchronous=synchronous)
         try:
+            compact.register(conn)
             prepare(conn)
         except BaseException:
             conn.close()

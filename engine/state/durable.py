@@ -131,6 +131,18 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         """Statements deleting every checkpoint (and pending write) of a thread but its root
         checkpoint `keep`: a finished turn's thread needs only that one (engine/state/threads.py)."""
 
+    @abc.abstractmethod
+    def prune_finished(self, thread_id: str) -> list[Write]:
+        """Statements deleting every checkpoint of a finished run's thread but its last root one
+        (with its pending writes): what `runs show` and the LangGraph state of a finished run read.
+        The latest is chosen when the statements run, in the transaction that records the run's end."""
+
+    @abc.abstractmethod
+    def prune_stopped(self, thread_id: str) -> list[Write]:
+        """Statements deleting the root checkpoints of a stopped run's thread (failed, interrupted,
+        waiting at a gate) older than its last one, with their pending writes: a resume goes on from
+        the last root checkpoint and its pending writes, and a subflow from its own namespace, kept."""
+
     # ---- writes -----------------------------------------------------------------------------
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,

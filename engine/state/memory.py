@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from langgraph.store.base import BaseStore
-from langgraph.store.sqlite import SqliteStore
 
 from engine.errors import UsageError
 from engine.state.database import guard, open_database
@@ -103,6 +102,9 @@ def _location(where: Path | Location) -> Location:
 def _open(location: Location) -> tuple[BaseStore, Any]:
     """(the store, the connection to close) of a state database, set up."""
     if location.url is None:
+        # LangGraph's SQLite store loads sqlite-vec and with it numpy (~0.1 s): only a flow that uses memory pays
+        from langgraph.store.sqlite import SqliteStore
+
         conn = connect(location.path)
         try:
             with guard(location.path):

@@ -113,8 +113,28 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
         where = "WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = %s)"
         return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, keep)),
                 Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, keep)),
-                # blobs no kept checkpoint refers to (by channel and version)
-                Write(Native("DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND NOT EXISTS ("
-                             "SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
-                             "AND c.checkpoint_ns = b.checkpoint_ns "
-                             "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"), (thread_id,))]
+                _unreferenced_blobs(thread_id)]
+
+    def prune_finished(self, thread_id: str) -> list[Write]:
+        where = f"WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
+        return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
+                Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
+                _unreferenced_blobs(thread_id)]
+
+    def prune_stopped(self, thread_id: str) -> list[Write]:
+        where = f"WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id < {_LAST_ROOT}"
+        return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
+                Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
+                _unreferenced_blobs(thread_id)]
+
+
+# the checkpoint a thread goes on from: PostgresSaver reads the greatest id (ids are time-ordered UUIDs)
+_LAST_ROOT = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '')"
+
+
+def _unreferenced_blobs(thread_id: str) -> Write:
+    """Deleting the blobs of a thread no kept checkpoint refers to (by channel and version)."""
+    return Write(Native("DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND NOT EXISTS ("
+                        "SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+                        "AND c.checkpoint_ns = b.checkpoint_ns "
+                        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"), (thread_id,))

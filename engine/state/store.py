@@ -139,9 +139,29 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "ALTER TABLE threads ADD COLUMN metadata TEXT",
     ]),
     (7, [
+        # the durability mode a run was started in (docs/runtime.md, "Durability"); NULL for runs from
+        # before, which were all sync
+        "ALTER TABLE runs ADD COLUMN durability TEXT",
+    ]),
+    (8, [
+        # `runs` lists newest first by start time (NEWEST_FIRST): without this, every listing sorts
+        # the whole table; and `gc` finds finished runs by when they finished (engine/state/retention.py)
+        "CREATE INDEX runs_newest ON runs ((COALESCE(started, created)), id)",
+        "CREATE INDEX runs_finished ON runs (status, finished)",
+        # chores of the server done once a day across replicas (the daily gc: engine/serve/chores.py)
+        """CREATE TABLE serve_chores (
+            name TEXT PRIMARY KEY,
+            last_done TEXT NOT NULL
+        )""",
+    ]),
+    (9, [
         # a server records a run it accepts as `queued` before answering (any replica may start it,
-        # docs/postgres.md "The queue"): the yard folder the run writes to travels with it
+        # docs/postgres.md "The queue"): what it was asked for travels with it, so that whichever
+        # server starts it runs it the same way: the yard folder it writes to, and whether it keeps
+        # its event trace (1, or 0 for `trace: false`, which only durability none allows; NULL for
+        # runs from before, which all kept it). Its durability mode is in `durability` (migration 7)
         "ALTER TABLE runs ADD COLUMN output_dir TEXT",
+        "ALTER TABLE runs ADD COLUMN trace INTEGER",
     ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -209,7 +229,14 @@ class RunRecord:
     duration: float = 0.0
     owner_replica: str | None = None
     lease_until: float | None = None
+    durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
     output_dir: str | None = None  # a queued run's output folder (a started run's is in its run_started event)
+    trace: bool = True  # whether it records its event trace (False: durability none with `trace: false`)
+
+    @property
+    def mode(self) -> str:
+        """The run's durability mode (docs/runtime.md, "Durability")."""
+        return self.durability or "sync"
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _RUN_COLUMNS}
@@ -229,6 +256,7 @@ def _record(row: Sequence[Any]) -> RunRecord:
     values["outputs"] = json.loads(values["outputs"]) if values["outputs"] is not None else None
     values["duration"] = float(values["duration"] or 0.0)
     values["status"] = RunStatus(values["status"])
+    values["trace"] = values["trace"] is None or bool(values["trace"])
     return RunRecord(**values)
 
 
@@ -252,6 +280,7 @@ def insert_run(run: RunRecord) -> Write:
     values = run.as_dict()
     values["inputs"] = dumps(run.inputs)
     values["outputs"] = dumps(run.outputs) if run.outputs is not None else None
+    values["trace"] = int(run.trace)  # an INTEGER column (Postgres takes no bool for it)
     marks = ", ".join("?" for _ in _RUN_COLUMNS)
     return Write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
                  tuple(values[name] for name in _RUN_COLUMNS))

@@ -21,6 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from engine.errors import UsageError
 from engine.state.backends import count_rows as _count
 from engine.state.checkpointer import StateDB
+from engine.state.compact import Decompressing
 from engine.state.database import Connection, Native
 from engine.state.memory import TEXT_KEY, pack, unpack
 
@@ -29,7 +30,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "definitions": ("digest", "flow", "version", "bundle", "created"),
     "runs": ("id", "flow", "version", "digest", "status", "inputs", "outputs", "error", "error_step", "thread_id",
              "parent", "owner_pid", "owner_host", "owner_start", "created", "started", "finished", "duration",
-             "owner_replica", "lease_until", "output_dir"),
+             "owner_replica", "lease_until", "durability", "output_dir", "trace"),
     "events": ("run_id", "seq", "type", "step", "time", "data"),
     "gates": ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
               "actor", "decision"),
@@ -47,7 +48,7 @@ def copy(source: sqlite3.Connection, target: StateDB) -> dict[str, int]:
     `target` has open, in one transaction; returns how many rows of each kind were copied."""
     if target.location.url is None:
         raise UsageError("db copy: the target must be a Postgres database (postgresql://...)")
-    saver = SqliteSaver(source)
+    saver = SqliteSaver(source, serde=Decompressing())  # a finished run's checkpoint is compressed
     checkpoints = list(saver.list(None)) if _sqlite_table(source, "checkpoints") else []
     memory = ([(prefix, key, _memory_text(prefix, value), *rest)
                for prefix, key, value, *rest in source.execute(f"SELECT {', '.join(_STORE_COLUMNS)} FROM store")]

@@ -1,6 +1,6 @@
 """`blockyard diff` as text, JSON and Markdown: the Markdown renders to HTML (markdown-it-py) and its
 Mermaid graphs pass a structural check of the flowchart grammar (tests/review/mermaid_check.py);
-the command imports no LangGraph and diffs two revisions of the example yard in well under 1 s."""
+the command imports no LangGraph. How long a diff of the example yard takes is measured in bench/bench_diff.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -87,16 +86,13 @@ def test_diff_imports_no_langgraph(tmp_path: Path) -> None:
     assert sorted(m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain", "fastapi"))) == []
 
 
-def test_diff_of_the_example_yard_takes_well_under_a_second(tmp_path: Path) -> None:
+def test_diff_of_two_revisions_of_the_example_yard(tmp_path: Path) -> None:
+    """What bench/bench_diff.py times (target: under 1 s); the time is measured there, not asserted here."""
     root = copy_example_yard(tmp_path / "example")
     repo_files: dict[str, str | None] = {}
     repo(root, repo_files)  # the example yard as it is, committed
     hello = (root / "flows/hello.yaml").read_text(encoding="utf-8")
     commit(root, "change", {"flows/hello.yaml": hello.replace("Greet someone", "Greet somebody"),
                             "blocks/shout.yaml": (root / "blocks/shout.yaml").read_text().replace("upper", "lower")})
-    diff_yard(root, "HEAD~1", "HEAD", draw=True)  # warm: imports, template parses
-    started = time.perf_counter()
     found = diff_yard(root, "HEAD~1", "HEAD", draw=True).diff
-    elapsed = time.perf_counter() - started
     assert [b.name for b in found.blocks] == ["shout"] and found.flow("hello") is not None
-    assert elapsed < 1.0, f"diff took {elapsed:.2f} s"

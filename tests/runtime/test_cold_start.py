@@ -11,10 +11,16 @@ from pathlib import Path
 from tests.support.example import REPO, copy_example_yard
 
 # Modules a mock-only `run hello` must not load: the providers' SDKs (each loaded only when a profile
-# names it: engine/models/providers/__init__.py), the server, and what only other commands use.
+# names it: engine/models/providers/__init__.py), the server, and what only other commands use; the
+# memory store (sqlite-vec and numpy: hello has no memory); what only other flows of the yard need
+# (croniter for schedules: `run` checks the flow's closure, not the whole yard; RE2 stays, for the regex
+# rules of blockyard.yaml's scripted replies, which every flow's check reads);
+# the TaskPlan converter (`run --plan`) and anyio's portal (the sync API).
 NOT_NEEDED = ("langchain_openai", "openai", "anthropic", "langchain_anthropic", "langchain_google_genai",
               "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
-              "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export")
+              "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export",
+              "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.cron",
+              "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread")
 KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 

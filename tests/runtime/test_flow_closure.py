@@ -4,16 +4,21 @@ Python API; the broken flow itself is refused with its diagnostics, printed once
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine import Yard
 from engine.cli import main
-from engine.closure import closure
+from engine.closure import closure, flow_problems
+from engine.diagnostics import Diagnostic
 from engine.errors import ValidationFailed
-from engine.project import load_project
+from engine.project import FlowDef, Project, load_project
+from engine.validate import semantic
 
 Run = Callable[..., tuple[int, str, str]]
 YardMaker = Callable[[dict[str, str]], Path]
@@ -176,3 +181,53 @@ def test_the_prompt_files_a_flow_uses_are_part_of_its_closure(make_yard: YardMak
     assert hello.prompts == {"prompts/greet.md", "prompts/rules.md", "prompts/user.md", "prompts/missing.md"}
     assert hello.prompts <= hello.files
     assert closure(project, "shout").prompts == set()
+
+
+def test_running_a_flow_checks_only_its_closure(yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` (Yard.problems, Yard.bundle) checks the flows of the closure, not the yard's every flow."""
+    checked: list[str] = []
+    check_flow = semantic.check_flow
+
+    def counting(project: Project, definition: FlowDef, *args: Any) -> list[Diagnostic]:
+        checked.append(definition.spec.flow)
+        return check_flow(project, definition, *args)
+
+    monkeypatch.setattr(semantic, "check_flow", counting)
+    with Yard.load(yard, state=yard / "state.db") as api:
+        assert api.problems("parent") == []
+        api.bundle("parent")
+        assert sorted(checked) == ["parent", "shout"]
+
+
+def test_the_closure_check_finds_every_problem_the_whole_check_finds(make_yard: YardMaker) -> None:
+    """For every flow, the problems of its closure alone are those the whole yard's check gives it:
+    semantic errors in a block it uses, in a subflow, in a block file named after a block it uses,
+    and in flows and blocks it does not use."""
+    root = make_yard({
+        "blocks/upper.yaml": UPPER.replace("compute: {loud: \"text | upper\"}",
+                                           "compute: {loud: \"text | upper\", extra: \"1\"}"),
+        "blocks/lower.yaml": UPPER.replace("block: upper", "block: lower").replace("kind: transform", "kind: llm"),
+        "blocks/quiet.yaml": UPPER.replace("block: upper", "block: hushed").replace("kind: transform", "kind: llm"),
+        "flows/shout.yaml": SHOUT, "flows/parent.yaml": PARENT,
+        "flows/quiet.yaml": "flow: quiet\noutputs: [loud]\nsteps:\n  - {id: q, uses: quiet}\n",
+        "flows/alone.yaml": "flow: alone\noutputs: [nowhere]\nsteps:\n  - {id: low, uses: lower, with: {text: a}}\n",
+        "blocks/echo.yaml": UPPER.replace("block: upper", "block: echo"),
+        "flows/fine.yaml": "flow: fine\noutputs: [loud]\nsteps:\n  - {id: e, uses: echo, with: {text: a}}\n",
+    })
+    project = load_project(root)
+    whole = [*project.diagnostics, *semantic.check_project(project)]
+    with Yard.load(root, state=root / "state.db") as api:
+        for name in project.flows:
+            assert api.problems(name) == flow_problems(project, whole, name), name
+        assert api.problems("fine") == [] and {d.file for d in api.problems("parent")} == {"blocks/upper.yaml"}
+        assert {d.file for d in api.problems("alone")} == {"flows/alone.yaml", "blocks/lower.yaml"}
+    code, _, err = _cli("run", "parent", "--input", "text=hi", "--root", str(root))
+    upper = [d.format() for d in whole if d.file == "blocks/upper.yaml" and d.severity == "error"]
+    assert code == 1 and upper and err.splitlines() == upper  # file:line:col as `validate` prints it
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()

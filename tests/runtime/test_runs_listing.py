@@ -109,3 +109,18 @@ def test_step_summary_counts_attempts_and_items() -> None:
     assert (summary["m"]["status"], summary["m"]["attempts"]) == ("interrupted", 2)  # item 0 never ended
     assert summary["w"]["status"] == "interrupted"
     assert {s["step"]: s for s in step_summary(events, RunStatus.RUNNING)}["w"]["status"] == "running"
+
+
+@pytest.mark.sqlite_only("SQLite's query plan")
+def test_listing_newest_first_reads_an_index_instead_of_sorting_every_run(yard: Path) -> None:
+    with Yard.load(yard) as loaded:
+        loaded.run("calc", {"n": 1})
+    conn = store.open_existing(yard / ".blockyard" / "state.db")
+    assert conn is not None
+    try:
+        plan = " / ".join(row[-1] for row in conn.execute(
+            f"EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY {store.NEWEST_FIRST} LIMIT 50"))
+    finally:
+        conn.close()
+    # 10,000 runs: 0.5 ms with the index against 63 ms sorting them all (bench/bench_retention.py)
+    assert "USING INDEX runs_newest" in plan and "TEMP B-TREE" not in plan, plan

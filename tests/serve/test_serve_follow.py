@@ -76,3 +76,32 @@ def test_a_new_execution_starts_with_an_empty_backlog() -> None:
     executed(broker)
     broker.open("r")  # resumed
     assert broker.subscribe("r").backlog == []
+
+
+class SlowTrace(Trace):
+    """A trace read that takes a while (a Postgres round trip on a busy server): meanwhile the execution
+    goes on, publishing its tokens and committing the step that follows them."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
+        if after == 0:
+            for item in RUN[2:]:  # published while the read is on its way...
+                self.broker.publish(item)
+            self.broker.close("r")
+            return [e for e in STORED if e["seq"] > after]  # ...and stored by the time it answers
+        return await super().events(run_id, after)
+
+
+def test_tokens_published_while_the_trace_is_read_are_not_skipped() -> None:
+    broker = Broker()
+    broker.open("r")
+    broker.publish(RUN[0])
+    broker.publish(RUN[1])
+    found = asyncio.run(_follow_slow(broker))
+    assert found == RUN
+
+
+async def _follow_slow(broker: Broker) -> list[EventDict]:
+    return [e async for e in follow("r", 0, broker, SlowTrace(broker), until_pause=True, poll=0.01)]

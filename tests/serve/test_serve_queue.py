@@ -3,7 +3,8 @@
 - `server.max_concurrent_runs_global` bounds the runs executing at once across every server on
   the database; the others wait `queued` and start when a slot frees on any server;
 - a run a server accepted is recorded `queued` before the answer: when that server is killed
-  (SIGKILL) before it started the run, another server starts it, once;
+  (SIGKILL) before it started the run, another server starts it, once, in the durability mode
+  and with the trace choice the run was accepted with;
 - a replica that lost its lease (stopped with SIGSTOP for longer than the lease, then continued)
   writes nothing more for the runs another replica took over.
 
@@ -27,7 +28,7 @@ import pytest
 
 from engine.events import RunStatus
 from tests.serve.serve_helpers import ADDER, Live, free_socket, wait_for
-from tests.support.state import state_db
+from tests.support.state import checkpoint_tables, state_db
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,6 +83,69 @@ def test_the_global_limit_holds_across_two_servers_on_one_database(
     # one at a time across both servers: each run started after the one before it finished
     for (_, _, finished), (later, started, _) in itertools.pairwise(spans):
         assert started >= finished, f"{later} started at {started}, before {finished}: {spans}"
+
+
+HELD = {
+    "blockyard.yaml": """
+        server:
+          max_concurrent_runs: 1
+    """,
+    "blocks/adder.yaml": ADDER,
+    "blocks/nap.yaml": """
+        block: nap
+        version: 1
+        kind: wait
+        duration: 30s
+    """,
+    "flows/long.yaml": """
+        flow: long
+        version: 1
+        steps:
+          - {id: nap, uses: nap}
+    """,
+    "flows/add.yaml": """
+        flow: add
+        version: 1
+        inputs: {a: {type: integer}}
+        outputs: [total]
+        steps:
+          - {id: sum, uses: adder, with: {x: "{{ inputs.a }}", y: 1}}
+    """,
+}
+
+
+def test_a_queued_run_keeps_its_durability_when_another_server_adopts_it(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    root = make_yard(HELD)
+    first = serve(root, watch=False, schedules=False, grace=0.1)
+    with first.client() as a:
+        busy = a.post("/flows/long/runs?wait=false", json={})  # takes the first server's only slot
+        assert busy.status_code == 202, busy.text
+        wait_for(lambda: a.get(f"/runs/{busy.json()['run_id']}").json()["status"] == "running")
+        accepted = a.post("/flows/add/runs?wait=false",
+                          json={"inputs": {"a": 2}, "durability": "none", "trace": False})
+        assert accepted.status_code == 202, accepted.text
+    run_id = accepted.json()["run_id"]
+    with state_db(root) as conn:
+        assert conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "queued"
+        # what kill -9 of its server leaves behind: the run held by a process that is gone (its pid,
+        # if in use, is another process's now: the start time differs)
+        conn.execute("UPDATE runs SET owner_start = ? WHERE id = ?", ("0", run_id))
+    second = serve(root, watch=False, schedules=False)  # adopts the dead server's queued runs as it starts
+    with second.client() as b:
+        wait_for(lambda: b.get(f"/runs/{run_id}").json()["status"] == "finished")
+        run = b.get(f"/runs/{run_id}").json()
+    assert (run["durability"], run["outputs"]) == ("none", {"total": 3})
+    assert _untraced_checkpoints(root, run_id) == (0, 0)  # none with `trace: false`: no checkpoint, no trace
+
+
+def _untraced_checkpoints(root: Path, run_id: str) -> tuple[int, int]:
+    """How many trace rows and checkpoints run `run_id` left."""
+    with state_db(root) as conn:
+        events = conn.execute("SELECT COUNT(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
+        checkpoints = conn.execute(f"SELECT COUNT(*) FROM {checkpoint_tables(root)[0]} WHERE thread_id = ?",
+                                   (run_id,)).fetchone()[0]
+    return int(events), int(checkpoints)
 
 
 # ---- real server processes -------------------------------------------------------------------

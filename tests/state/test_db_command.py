@@ -5,6 +5,7 @@ approval, which then resumes on Postgres — and no output shows the URL's passw
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from engine.state import store
 from engine.state.location import URL_ENV
 from engine.state.memory import open_store
+from engine.state.transfer import TABLES
 from tests.support.cli import Cli
 from tests.support.postgres import PASSWORD
 
@@ -127,3 +129,15 @@ def test_copy_keeps_the_key_order_of_memory_values_old_and_new(yard: Path, cli: 
     monkeypatch.setenv(URL_ENV, pg_url)
     assert cli(yard, "memory", "get", "users/ada", "lunch").out == '{"restaurant": "Pho", "dish": "soup"}\n'
     assert cli(yard, "memory", "get", "users/ada", "old").out == '{"zeta": 1, "alpha": 2}\n'
+
+
+def test_copy_names_every_column_of_the_tables_it_copies(tmp_path: Path) -> None:
+    # a column a migration adds (a run's durability, trace, output folder) must move with `db copy`
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    try:
+        store.migrate(conn, "2026-01-01T00:00:00Z")
+        for table, columns in TABLES.items():
+            found = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            assert set(columns) == found, (table, sorted(found - set(columns)))
+    finally:
+        conn.close()

@@ -81,6 +81,16 @@ def test_the_action_validates_tests_and_summarises_the_diff() -> None:
         assert "${{" not in step.get("run", ""), step
 
 
+def test_the_action_installs_the_complete_engine() -> None:
+    """`blockyard test` runs flows: the runtime must come along, from PyPI (`blockyard`, the metapackage)
+    and from the action's own copy (`blockyard-core`, whose runtime is the `run` extra)."""
+    action = yaml.safe_load((REPO / "action.yml").read_text(encoding="utf-8"))
+    (install,) = [step["run"] for step in action["runs"]["steps"] if "pip install" in step.get("run", "")]
+    commands = [line.strip() for line in install.splitlines() if "pip install" in line]
+    assert commands == ['python -m pip install "$ACTION_PATH[run]"',
+                        'python -m pip install "blockyard==$BLOCKYARD_VERSION"', "python -m pip install blockyard"]
+
+
 def test_this_repository_runs_the_action_on_its_example_yard() -> None:
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / "yard.yml").read_text(encoding="utf-8"))
     (job,) = workflow["jobs"].values()

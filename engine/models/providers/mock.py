@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from engine.models.agentic import TokenSink, TurnRequest
@@ -52,16 +53,9 @@ class MockGenerator:
         return found
 
     async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
-        if self.run_script is not None and not turns:
-            self.run_script.record(request)
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        for script in (self.run_script, self.profile_script):
-            if script is None:
-                continue
-            found, reply = script.next_reply(request, lambda: sent_text(messages(request, turns)))
-            if found:
-                return self._scripted(reply, request)
+        found, reply = await self._script_reply(request, lambda: sent_text(messages(request, turns)), not turns)
+        if found:
+            return self._scripted(reply, request)
         if request.purpose == "compose":
             return Candidate.of_value(compose_plan(request.inputs))
         label = f"{request.block}: {summarize(request.inputs)}"
@@ -71,18 +65,10 @@ class MockGenerator:
     async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> Any:
         """One agent turn: the next scripted reply (tool calls, text, an answer or an error), else
         an immediate final answer derived from the inputs. Text is streamed word by word."""
-        if self.run_script is not None:
-            self.run_script.record(request)
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        for script in (self.run_script, self.profile_script):
-            if script is None:
-                continue
-            found, reply = script.next_reply(request, lambda: sent_text(request.messages))
-            if found:
-                self._raise_scripted_error(reply, request)
-                message = agent_reply(reply, request)
-                break
+        found, reply = await self._script_reply(request, lambda: sent_text(request.messages), True)
+        if found:
+            self._raise_scripted_error(reply, request)
+            message = agent_reply(reply, request)
         else:
             value = fake(request.answer_schema, seed=seed_of(request.block, request.inputs),
                          label=f"{request.block}: {summarize(request.inputs)}")
@@ -91,6 +77,21 @@ class MockGenerator:
             for word in re.findall(r"\S+\s*", message.content):
                 on_token(word)
         return message
+
+    async def _script_reply(self, request: StructuredRequest | TurnRequest, sent: Callable[[], str],
+                            record: bool) -> tuple[bool, Any]:
+        """The next reply of the run's script, else of the profile's: (found, reply), after the profile's delay.
+        `record` is False for the repair turns of a structured call (the script records the first ask only)."""
+        if record and self.run_script is not None:
+            self.run_script.record(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        for script in (self.run_script, self.profile_script):
+            if script is not None:
+                found, reply = script.next_reply(request, sent)
+                if found:
+                    return True, reply
+        return False, None
 
     def _raise_scripted_error(self, reply: Any, request: StructuredRequest | TurnRequest) -> None:
         for where, problem in reply_problems(reply):  # a script registered from Python is not validated

@@ -79,7 +79,8 @@ async def start_run(name: str, request: Request, server: ServerDep,
                     ) -> Response | dict[str, Any]:
     entry = server.flow(name)  # an unknown flow is a 404 whatever the body says
     body = await read_body(request, RunRequest) or RunRequest()
-    job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir)
+    job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
+                                 durability=body.durability, trace=body.trace)
     if wants_stream(request):
         events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,
                         poll=server.settings.poll)

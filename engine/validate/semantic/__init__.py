@@ -10,8 +10,12 @@ Codes and titles: engine/validate/semantic/codes.py; reference: docs/flows.md.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from pathlib import Path
+
+from engine.closure import closure
 from engine.diagnostics import Diagnostic
-from engine.project import FlowDef, Project
+from engine.project import CONFIG_FILE, FlowDef, Project
 from engine.validate.semantic import control
 from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
@@ -25,6 +29,7 @@ from engine.validate.semantic.delegation import (
     check_delegation,
     delegation_graph,
 )
+from engine.validate.semantic.durability import check_durability
 from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
@@ -37,17 +42,44 @@ from engine.validate.semantic.schedule import check_schedule
 from engine.validate.semantic.scope import check_step_templates
 from engine.validate.semantic.structure import check_steps
 
-__all__ = ["check_flow", "check_project"]
+__all__ = ["check_closure", "check_config_file", "check_flow", "check_project"]
 
 
 def check_project(project: Project) -> list[Diagnostic]:
     """Every semantic problem of every flow and block of the project, sorted by place."""
+    return _check(project, None, None)
+
+
+def check_closure(project: Project, name: str) -> list[Diagnostic]:
+    """The semantic problems of the files flow `name` is made of (its closure, engine/closure.py:
+    its blocks, subflows, delegated flows, blockyard.yaml), for `run`: only the closure's flows and
+    blocks are checked, not the whole yard. It finds every problem of those files that
+    `check_project` finds: each flow's and each block's checks report on that flow's or block's
+    own files, and the yard-wide checks (blockyard.yaml, durations, policy, delegation cycles,
+    agents' offered names) run whole, as they are cheap. It may report more (the yard-wide
+    checks' problems elsewhere): `engine.closure.flow_problems` picks the flow's."""
+    found = closure(project, name)
+    # a block file counts for the flows using its file's name too (engine/closure.py, broken_block_names)
+    blocks = found.blocks | {block for block, versions in project.blocks.items()
+                             if any(Path(d.display).stem in found.blocks for d in versions.values())}
+    return _check(project, blocks, found.flows)
+
+
+def check_config_file(project: Project) -> list[Diagnostic]:
+    """The semantic problems `check_project` finds in blockyard.yaml (which every flow needs), with
+    no flow or block checked."""
+    return [d for d in _check(project, (), ()) if d.file == CONFIG_FILE]
+
+
+def _check(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
+    """check_project's checks, on the blocks and flows named (all when None)."""
     delegation = delegation_graph(project)
-    found = [*check_config(project), *check_blocks(project), *check_block_delegation(project, delegation),
+    found = [*check_config(project), *check_blocks(project, blocks), *check_block_delegation(project, delegation),
              *check_agent_blocks(project), *check_durations(project), *check_policy(project)]
     calls = subflow_calls(project)
-    for definition in project.flows.values():
-        found.extend(check_flow(project, definition, calls, delegation))
+    for flow, definition in project.flows.items():
+        if flows is None or flow in flows:
+            found.extend(check_flow(project, definition, calls, delegation))
     return sorted(set(found))
 
 
@@ -65,6 +97,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
     check_output_dir(index)
+    check_durability(index)
     flow = None
     if not index.broken:
         check_reduce(index)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 
 from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import JsonPath
@@ -242,10 +243,12 @@ class BlockCheck:
             return None
 
 
-def check_blocks(project: Project) -> list[Diagnostic]:
-    """Problems of every version of every block."""
+def check_blocks(project: Project, names: Collection[str] | None = None) -> list[Diagnostic]:
+    """Problems of every version of every block (of the blocks named, when `names` is given)."""
     found: list[Diagnostic] = []
-    for versions in project.blocks.values():
+    for name, versions in project.blocks.items():
+        if names is not None and name not in names:
+            continue
         for definition in versions.values():
             found.extend(BlockCheck(project, definition).run())
     return found

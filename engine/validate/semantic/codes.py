@@ -4,8 +4,8 @@ Codes are a public contract (CI annotations, SARIF rules, docs): once published 
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
 shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates
 (BY44x what the compiler needs to build a step), BY5xx configuration, tools, models and
-schedules, BY81x the yard's `policy:`. BY201/BY202 belong to the loader; the version policy's BY80x
-are in engine/validate/codes.py.
+schedules, BY81x the yard's `policy:`, BY86x durability and `retention:`. BY201/BY202
+belong to the loader; the version policy's BY80x are in engine/validate/codes.py.
 """
 
 from __future__ import annotations
@@ -117,7 +117,21 @@ POLICY: dict[str, str] = {
     "BY816": "http_request host not allowed by the yard's policy",
 }
 
-CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY}
+# a flow's durability and the runs it must support (engine/validate/semantic/durability.py)
+DURABILITY: dict[str, str] = {
+    "BY860": "flow with durability none that pauses at an approval gate",
+    "BY861": "flow that pauses at an approval gate under blockyard.yaml's durability none",
+    "BY862": "trace: false on a flow whose durability keeps checkpoints",
+}
+
+# `retention:` in blockyard.yaml (engine/validate/semantic/retention.py)
+RETENTION: dict[str, str] = {
+    "BY865": "retention age under one hour",
+    "BY866": "retention keeps traces longer than the runs they belong to",
+}
+
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY,
+                         **DURABILITY, **RETENTION}
 
 WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
 """Codes reported as warnings (validate still exits 0); every other code is an error."""

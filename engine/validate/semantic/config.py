@@ -13,6 +13,7 @@ from engine.spec import ModelProfile
 from engine.tools.location import module_problem
 from engine.tools.names import BUILTIN_TOOLS
 from engine.validate.semantic.index import issue
+from engine.validate.semantic.retention import check_retention
 
 DEFAULT_PROFILE = "default"
 # settings that only one provider reads; anywhere else they are silently ignored, so say so
@@ -64,6 +65,7 @@ def check_config(project: Project) -> list[Diagnostic]:
         found.append(issue(doc, ("threads", "name_model"), "BY502",
                            f"threads.name_model: unknown model profile '{name_model}'"
                            f"{did_you_mean(name_model, profiles)} (profiles: {', '.join(profiles)})"))
+    found.extend(check_retention(project))
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)

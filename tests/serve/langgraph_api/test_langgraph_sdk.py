@@ -109,7 +109,7 @@ def test_stream_modes(live: Live) -> None:
     custom = list(client.runs.stream(None, "count", input={}, stream_mode="custom"))
     assert [p.data for p in custom if p.event == "custom"] == [{"done": 42}]
     messages = list(client.runs.stream(None, "support_chat", input={"message": "hello"}, stream_mode="messages"))
-    assert [p.event for p in messages][1] == "messages/metadata"
+    assert [p.event for p in messages][1:2] == ["messages/metadata"], [(p.event, p.data) for p in messages]
     assert [p.data[0]["content"] for p in messages if p.event == "messages/complete"] == [reply]
     assert client.runs.wait(None, "count", input={}) == {"n": 42}  # no message input: no messages
 

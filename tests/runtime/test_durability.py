@@ -1,0 +1,218 @@
+"""Durability modes (docs/runtime.md, "Durability"): sync, async, exit and none, chosen per run, per
+flow and in blockyard.yaml; what each keeps, what each refuses, and what a kill -9 costs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import UsageError
+from engine.runtime.yard import Yard
+from engine.state.durable import GroupCommitted
+from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, run_engine, spawn
+from tests.runtime.test_resume import _read_until, started_steps
+from tests.support.state import state_db
+
+Cli = Callable[..., Outcome]
+MakeYard = Callable[[dict[str, str]], Path]
+
+OWN_MODE = {
+    "flows/quick.yaml": """
+        flow: quick
+        durability: exit
+        inputs: {n: {type: integer}}
+        outputs: [n]
+        steps:
+          - {id: a, uses: inc, with: {n: "{{ inputs.n }}"}}
+          - {id: b, uses: inc}
+    """,
+    "flows/quiet.yaml": """
+        flow: quiet
+        durability: none
+        trace: false
+        inputs: {n: {type: integer}}
+        outputs: [n]
+        steps:
+          - {id: a, uses: inc, with: {n: "{{ inputs.n }}"}}
+    """,
+}
+
+
+def _checkpoints(root: Path, run_id: str) -> int:
+    with state_db(root) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)).fetchone()[0])
+
+
+def _row(root: Path, run_id: str) -> tuple[Any, ...]:
+    with state_db(root) as conn:
+        found = conn.execute("SELECT durability, status FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert found is not None
+    return tuple(found)
+
+
+def _events(root: Path, run_id: str) -> list[str]:
+    with state_db(root) as conn:
+        return [row[0] for row in conn.execute("SELECT type FROM events WHERE run_id = ? ORDER BY seq", (run_id,))]
+
+
+def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written: dict[str, int] = {}
+    aput = GroupCommitted.aput
+
+    async def counted(self: GroupCommitted, config: Any, *args: Any, **kwargs: Any) -> Any:
+        thread = config["configurable"]["thread_id"]
+        written[thread] = written.get(thread, 0) + 1
+        return await aput(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(GroupCommitted, "aput", counted)
+    with Yard.load(yard) as api:
+        results = {mode: api.run("calc", {"n": 3}, durability=mode) for mode in ("sync", "async", "exit", "none")}
+    for mode, result in results.items():
+        assert (result.status, result.outputs) == ("finished", {"n": 4, "label": "small"}), mode
+        assert _row(yard, result.run_id) == (mode, "finished")
+        assert _events(yard, result.run_id)[0] == "run_started" and _events(yard, result.run_id)[-1] == "run_finished"
+    made = {mode: written.get(result.run_id, 0) for mode, result in results.items()}
+    assert made["sync"] == made["async"] > 2  # one per superstep
+    assert made["exit"] == 1  # the one the run ended with
+    assert made["none"] == 0
+    # a finished run keeps its last checkpoint only (docs/runtime.md, "What a finished run keeps")
+    kept = {mode: _checkpoints(yard, result.run_id) for mode, result in results.items()}
+    assert kept == {"sync": 1, "async": 1, "exit": 1, "none": 0}
+
+
+def test_the_run_wins_over_the_flow_which_wins_over_the_yard(make_yard: MakeYard) -> None:
+    root = make_yard({**BLOCKS, "flows/calc.yaml": FLOWS["flows/calc.yaml"], **OWN_MODE,
+                      "blockyard.yaml": "durability: async\n"})
+    with Yard.load(root) as api:
+        by_yard = api.run("calc", {"n": 1})
+        by_flow = api.run("quick", {"n": 1})
+        by_run = api.run("quick", {"n": 1}, durability="sync")
+        quiet = api.run("quiet", {"n": 1})
+        traced = api.run("quiet", {"n": 1}, trace=True)
+    assert [_row(root, r.run_id)[0] for r in (by_yard, by_flow, by_run, quiet)] == ["async", "exit", "sync", "none"]
+    assert quiet.outputs == {"n": 2} and _row(root, quiet.run_id) == ("none", "finished")
+    assert _events(root, quiet.run_id) == []  # trace: false: the run row only
+    assert _events(root, traced.run_id)[-1] == "run_finished"
+
+
+def test_without_a_mode_anywhere_runs_are_sync(yard: Path, cli: Cli) -> None:
+    with Yard.load(yard) as api:
+        result = api.run("calc", {"n": 1})
+    assert _row(yard, result.run_id)[0] == "sync"
+    shown = cli(yard, "runs", "show", result.run_id)
+    assert "durability sync\n" in shown.out
+    assert json.loads(cli(yard, "runs", "show", result.run_id, "--json").out)["run"]["durability"] == "sync"
+
+
+def test_none_refuses_gates_and_conversation_turns(yard: Path, cli: Cli) -> None:
+    with Yard.load(yard) as api:
+        with pytest.raises(UsageError, match="step 'ok' is an approval gate"):
+            api.run("gated", {"n": 1}, durability="none")
+        with pytest.raises(UsageError, match="conversation turn with durability none"):
+            api.run("calc", {"n": 1}, durability="none", thread="t1")
+        with pytest.raises(UsageError, match="durability must be one of sync, async, exit, none, not 'fast'"):
+            api.run("calc", {"n": 1}, durability="fast")
+        assert api.runs() == []  # nothing recorded
+    refused = cli(yard, "run", "gated", "--durability", "none")
+    assert refused.code == 2
+    assert refused.err.strip().splitlines() == [
+        "error: flow 'gated' cannot run with durability none: step 'ok' is an approval gate, and a run keeps no "
+        "checkpoint to wait at in that mode (use sync, async or exit)"]
+    untraced = cli(yard, "run", "calc", "--input", "n=1", "--no-trace")
+    assert untraced.code == 2 and "only with durability none" in untraced.err and "Traceback" not in untraced.err
+
+
+def test_exit_mode_pauses_at_a_gate_and_goes_on_after_the_decision(yard: Path, cli: Cli) -> None:
+    waiting = cli(yard, "run", "gated", "--input", "n=1", "--durability", "exit", "--json")
+    assert waiting.code == 3, waiting.err
+    run_id = waiting.events()[-1]["run_id"]
+    assert _checkpoints(yard, run_id) == 1  # saved as the graph stopped at the gate
+    done = cli(yard, "resume", run_id, "--approve", "--json")
+    assert done.code == 0, done.err
+    assert started_steps(done.events()) == ["ok", "b"]  # the gate takes its decision; `a` ran before it: not again
+    assert done.events()[-1]["data"]["outputs"] == {"n": 3}
+    assert _row(yard, run_id) == ("exit", "finished")
+
+
+def test_a_failed_exit_run_resumes_from_where_it_failed(yard: Path, cli: Cli) -> None:
+    failed = cli(yard, "run", "fragile", "--durability", "exit", "--json")
+    assert failed.code == 1
+    run_id = failed.events()[-1]["run_id"]
+    (yard / "fixed.flag").write_text("")
+    done = cli(yard, "resume", run_id, "--json")
+    assert done.code == 0, done.err
+    assert started_steps(done.events()) == ["boom"]  # LangGraph saved the failing superstep's checkpoint
+
+
+def test_a_failed_none_run_cannot_be_resumed(yard: Path, cli: Cli) -> None:
+    failed = cli(yard, "run", "fragile", "--durability", "none")
+    assert failed.code == 1
+    assert "it kept no checkpoint (durability none): after fixing the cause, run it again" in failed.err
+    assert "blockyard resume" not in failed.err
+    run_id = failed.err.split("error: run ", 1)[1].split()[0]
+    shown = cli(yard, "runs", "show", run_id)
+    assert "durability none (no checkpoints: cannot be resumed)" in shown.out and "resume    " not in shown.out
+    refused = cli(yard, "resume", run_id)
+    assert refused.code == 2
+    assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability none and kept "
+                                   "no checkpoint; start a new run of flow 'fragile'")
+
+
+def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished_step_again(yard: Path) -> None:
+    child = spawn(yard, "run", "crashy", "--input", "n=4", "--durability", "async", "--json")
+    try:  # killed as soon as `first` has finished: its checkpoint may or may not be written yet
+        lines = _read_until(child.stdout, lambda line: '"step_finished"' in line and '"first"' in line)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    run_id = json.loads(lines[0])["run_id"]
+    done = run_engine(yard, "resume", run_id, "--json")
+    assert done.code == 0, done.err
+    again = started_steps(done.events())
+    assert again in (["nap", "last"], ["first", "nap", "last"])  # `first` at most twice; nothing else repeated
+    assert done.events()[-1]["data"]["outputs"] == {"n": 5, "label": "small"}
+    assert _row(yard, run_id) == ("async", "finished")
+
+
+def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path) -> None:
+    child = spawn(yard, "run", "crashy", "--durability", "exit", "--json")
+    try:
+        lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    run_id = json.loads(lines[0])["run_id"]
+    refused = run_engine(yard, "resume", run_id)
+    assert refused.code == 2
+    assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability exit and "
+                                   "stopped before it kept a checkpoint; start a new run of flow 'crashy'")
+
+
+def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) -> None:
+    async def main() -> list[str | None]:
+        async with Yard.load(yard) as api:
+            napping = asyncio.Event()
+
+            async def consume() -> None:
+                async for event in api.astream("crashy", {"n": 1}, run_id="cut", durability="exit"):
+                    if event.type == "step_started" and event.step == "nap":
+                        napping.set()
+
+            run = asyncio.ensure_future(consume())
+            await napping.wait()
+            run.cancel()  # as Ctrl-C does
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            assert _checkpoints(yard, "cut") == 1  # saved as the cancelled graph exited
+            result = await api.aresume("cut")
+            assert (result.status, result.outputs) == ("finished", {"n": 2, "label": "small"})
+            return [e.step for e in api.events("cut") if e.type == "step_started"]
+
+    assert asyncio.run(main()) == ["first", "nap", "nap", "last"]  # only the interrupted step again
