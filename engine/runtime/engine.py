@@ -344,6 +344,10 @@ class Engine:
         (nothing changed) when it cannot go on (engine/runtime/resumes.py)."""
         db = self.db
         record = await resumes.stopped_run(db, run_id, wanted)
+        if record.status == RunStatus.QUEUED:  # its server stopped or died before starting it: it starts
+            # here, as it was accepted (its mode and trace choice), from its inputs
+            await resumes.take_queued(db, record)
+            return await self.start_queued(record)
         bundle = await self.stored_bundle(record.digest)
         if bundle is None:
             raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")

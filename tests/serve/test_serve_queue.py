@@ -5,6 +5,7 @@
 - a run a server accepted is recorded `queued` before the answer: when that server is killed
   (SIGKILL) before it started the run, another server starts it, once, in the durability mode
   and with the trace choice the run was accepted with;
+- `blockyard resume` starts a queued run its server let go of as it stopped, in its own mode;
 - a replica that lost its lease (stopped with SIGSTOP for longer than the lease, then continued)
   writes nothing more for the runs another replica took over.
 
@@ -14,6 +15,7 @@ Each test runs on the backend of the pass (SQLite file, or the pass's Postgres d
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -28,6 +30,7 @@ import pytest
 
 from engine.events import RunStatus
 from tests.serve.serve_helpers import ADDER, Live, free_socket, wait_for
+from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,6 +149,26 @@ def _untraced_checkpoints(root: Path, run_id: str) -> tuple[int, int]:
         checkpoints = conn.execute(f"SELECT COUNT(*) FROM {checkpoint_tables(root)[0]} WHERE thread_id = ?",
                                    (run_id,)).fetchone()[0]
     return int(events), int(checkpoints)
+
+
+def test_resume_starts_a_queued_run_a_stopped_server_let_go_in_its_mode(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], cli: Cli) -> None:
+    root = make_yard(HELD)
+    first = serve(root, watch=False, schedules=False, grace=0.1)
+    with first.client() as a:
+        busy = a.post("/flows/long/runs?wait=false", json={})
+        wait_for(lambda: a.get(f"/runs/{busy.json()['run_id']}").json()["status"] == "running")
+        run_id = a.post("/flows/add/runs?wait=false",
+                        json={"inputs": {"a": 2}, "durability": "none", "trace": False}).json()["run_id"]
+    first.stop()  # lets go of the run it held queued
+    with state_db(root) as conn:
+        assert tuple(conn.execute("SELECT status, owner_pid FROM runs WHERE id = ?", (run_id,)).fetchone()) == \
+            ("queued", None)
+    resumed = cli(root, "resume", run_id, "--json")
+    assert resumed.code == 0, resumed.err
+    shown = json.loads(cli(root, "runs", "show", run_id, "--json").out)["run"]
+    assert (shown["status"], shown["durability"], shown["outputs"]) == ("finished", "none", {"total": 3})
+    assert _untraced_checkpoints(root, run_id) == (0, 0)
 
 
 # ---- real server processes -------------------------------------------------------------------
