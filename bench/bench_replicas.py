@@ -1,6 +1,6 @@
 """`blockyard serve` replicas on one Postgres database (docs/postgres.md, "Measuring replicas").
 
-    python bench/bench_replicas.py              # 150 runs per sample, BENCH_ROUNDS=3 rounds
+    python bench/bench_replicas.py              # 100 runs per sample, BENCH_ROUNDS=2 rounds: under 3 minutes
     python bench/bench_replicas.py 10           # runs per sample from argv (or BENCH_RUNS)
     BENCH_IN_FLIGHT=64 BENCH_LEASE=3 BENCH_TAKEOVER_RUNS=20 python bench/bench_replicas.py
 
@@ -62,10 +62,12 @@ from engine.state.location import URL_ENV
 from tests.support import postgres
 
 REPO = Path(__file__).resolve().parents[1]
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_RUNS", 150))
+# the defaults take under 3 minutes on a quiet 2-core machine; more for steadier figures
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_RUNS", 100))
 IN_FLIGHT = int(os.environ.get("BENCH_IN_FLIGHT", 64))
 LEASE = float(os.environ.get("BENCH_LEASE", 3))
-TAKEOVER_RUNS = int(os.environ.get("BENCH_TAKEOVER_RUNS", 20))
+TAKEOVER_RUNS = int(os.environ.get("BENCH_TAKEOVER_RUNS", 12))
+ROUNDS = 2  # default of BENCH_ROUNDS
 STEPS = 5
 DELAY_MS = 50
 TAKEOVER_DELAY_MS = 500
@@ -227,7 +229,7 @@ async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Va
             variant.clients = [await stack.enter_async_context(httpx.AsyncClient(base_url=r.url, timeout=300,
                                                                                  limits=limits))
                                for r in variant.replicas]
-        await measure({v.name: v.sample for v in variants}, rounds(3))
+        await measure({v.name: v.sample for v in variants}, rounds(ROUNDS))
     for variant in variants:  # the warm-up sample is not reported
         del variant.latencies[0], variant.walls[0]
     return variants
@@ -319,13 +321,43 @@ def takeover_table(result: dict[str, Any]) -> str:
 
 # ---- report -------------------------------------------------------------------------------------
 
-def machine(cluster: postgres.Cluster) -> str:
-    model = "unknown"
+def readme_table(variants: list[Variant], result: dict[str, Any]) -> str:
+    """The figures as README's performance table has them (| what | figure |)."""
+    rows = []
+    by_name = {v.name: v for v in variants}
+    one = by_name.get("Postgres, 1 replica")
+    for v in variants:
+        rate = median([RUNS / wall for wall in v.walls])
+        p50 = median([percentile(s, 0.5) for s in v.latencies if s])
+        p99 = median([percentile(s, 0.99) for s in v.latencies if s])
+        scale = ""
+        if one is not None and v is not one and v.backend == "postgres":
+            scale = f", {rate / median([RUNS / wall for wall in one.walls]):.2f}x of 1 replica"
+        what = (f"{v.name} (`blockyard serve` processes), {STEPS}-step flow, mock model {DELAY_MS} ms per call, "
+                f"{IN_FLIGHT} in flight (`bench/bench_replicas.py`)")
+        rows.append([what, f"{rate:.1f} runs/s{scale}, p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+                           f"{v.errors} errors"])
+    where = "another host (by its lease)" if result["other_host"] else "the same host (by its pid)"
+    for label, values in (("run continued (`run_started`, resumed)", result["resumed"]),
+                          ("its next step started", result["stepped"])):
+        if values:
+            rows.append([f"replica killed (`kill -9`) -> {label} on another replica, lease {LEASE:g} s, "
+                         f"dead replica judged as on {where}",
+                         f"median {median(values):.2f} s, max {max(values):.2f} s "
+                         f"({len(values)}/{result['victims']} runs; steps run twice: {result['repeated']})"])
+    return table(["what", "figure"], rows)
+
+
+def cpu_model() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def machine(cluster: postgres.Cluster) -> str:
+    model = cpu_model()
     with psycopg.connect(cluster.url("postgres")) as conn:
         server = conn.execute("SHOW server_version").fetchone()
     return "\n".join([
@@ -333,7 +365,7 @@ def machine(cluster: postgres.Cluster) -> str:
         f"versions: python {platform.python_version()}, blockyard {__version__}, langgraph {version('langgraph')}, "
         f"psycopg {psycopg.__version__}, httpx {httpx.__version__}, Postgres {server[0] if server else '?'} "
         f"(fsync off: throw-away cluster of tests/support/postgres.py), SQLite {sqlite3.sqlite_version}",
-        f"settings: {RUNS} runs per sample, {IN_FLIGHT} in flight, {rounds(3)} rounds (+1 warm-up), "
+        f"settings: {RUNS} runs per sample, {IN_FLIGHT} in flight, {rounds(ROUNDS)} rounds (+1 warm-up), "
         f"{STEPS} steps x mock {DELAY_MS} ms (ideal {STEPS * DELAY_MS} ms per run), "
         f"server.max_concurrent_runs {max(IN_FLIGHT, TAKEOVER_RUNS) * 2}, server.lease_seconds {LEASE:g}",
     ])
@@ -347,6 +379,7 @@ async def main() -> None:
         raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does (the finally below)
 
     signal.signal(signal.SIGTERM, interrupted)
+    began = time.monotonic()
     try:
         cluster = postgres.start()
         print(f"# blockyard serve replicas on one Postgres database\n\n{machine(cluster)}")
@@ -364,6 +397,10 @@ async def main() -> None:
               f"A killed with SIGKILL after each finished a step\n\n{how}; {result['victims']} runs left "
               f"unfinished by A, steps finished twice: {result['repeated']}\n")
         print(takeover_table(result))
+        print(f"\n## For the README (measured {datetime.now().date().isoformat()}; "
+              f"{os.cpu_count()} cpus, {cpu_model()})\n")
+        print(readme_table(variants, result))
+        print(f"\n(the whole measurement took {time.monotonic() - began:.0f} s)")
     except BaseException:
         if processes.roots:
             print(f"servers' logs kept in {', '.join(map(str, processes.roots))}", file=sys.stderr)

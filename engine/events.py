@@ -70,7 +70,7 @@ class RunStatus(StrEnum):
     run_finished/run_failed events' `status`, `blockyard runs`, the HTTP API. Members are str, so
     they compare equal to the text read back from the database or JSON."""
 
-    QUEUED = "queued"  # the server only: accepted, waiting for a free slot (engine/serve/jobs.py)
+    QUEUED = "queued"  # a server accepted it; it waits for a free slot (engine/serve/jobs.py)
     RUNNING = "running"
     FINISHED = "finished"
     FAILED = "failed"
@@ -78,8 +78,9 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"  # its process stopped before it ended (or Ctrl-C)
 
 
-# The statuses a run has in the state database (`queued` exists only in a server's queue).
-STORED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED,
+# The statuses a run has in the state database (`queued`: a new run a server accepted, recorded
+# before its answer so that no replica's death loses it: docs/postgres.md, "The queue").
+STORED_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED,
                                           RunStatus.WAITING, RunStatus.INTERRUPTED)
 # A run in one of these will not change again by itself.
 SETTLED_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED})

@@ -241,10 +241,10 @@ class Engine:
         for _attempt in range(5):
             now = now_iso()
             record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status=RunStatus.RUNNING, inputs
-=values, thread_id=thread_id,
+                               digest=digest, status=RunStatus.RUNNING, inputs=values, thread_id=thread_id,
                                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
-                               owner_replica=me.replica, lease_until=me.lease_until, durability=mode)
+                               owner_replica=me.replica, lease_until=me.lease_until, durability=mode,
+                               trace=keep)
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -280,12 +280,74 @@ class Engine:
         return await self.execution(bundle, compiled, record, start, conversation=talk.said, checkpoint=start_at,
                                     first=admitted.first, turns_before=admitted.turns_before, output_dir=chosen_dir)
 
+    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str,
+                      output_dir: str | None = None, durability: str | None = None,
+                      trace: bool | None = None) -> RunRecord:
+        """Record a new run of `bundle` as `queued`, held by this process (and its lease, on a server
+        replica) until it starts (`start_queued`) — or, if this process dies first, until another
+        server adopts it (docs/postgres.md, "The queue"). Checked like `start`: UsageError (nothing
+        recorded) for bad inputs, a taken run id, an output folder outside the yard or a durability
+        it cannot run in. Its durability mode and trace choice are recorded with it, so that whichever
+        server starts it runs it the same way."""
+        mode, keep = self.durability(bundle, durability, trace)
+        values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
+        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
+        if chosen_dir is not None:
+            resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
+            chosen_dir = normalized(chosen_dir)
+        render_scope(bundle, values)
+        digest, text = self.pin(bundle)
+        me = liveness.current()
+        now = now_iso()
+        record = RunRecord(id=check_run_id(run_id), flow=bundle.name, version=bundle.version, digest=digest,
+                           status=RunStatus.QUEUED, inputs=values, owner_pid=me.pid, owner_host=me.host,
+                           owner_start=me.start, created=now, owner_replica=me.replica, lease_until=me.lease_until,
+                           durability=mode, output_dir=chosen_dir, trace=keep)
+        writes = [store.insert_run(record)]
+        if digest not in self._saved:
+            writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
+        try:
+            await self.db.writer.write(*writes)
+        except INTEGRITY_ERRORS:
+            raise UsageError(f"run id '{run_id}' is already taken (see `blockyard runs show {run_id}`)") from None
+        except DB_ERRORS as exc:
+            raise StateError(f"cannot record a new run in {self.location}: {exc}") from None
+        self._saved.add(digest)
+        return record
+
+    async def start_queued(self, record: RunRecord, bundle: Bundle | None = None) -> Execution:
+        """The first execution of a queued run this process has just started (`store.start_queued`
+        made it `running` under this process), on its pinned definition (`bundle`, when the caller
+        still has it, else read back by digest)."""
+        if bundle is None or self.pin(bundle)[0] != record.digest:
+            bundle = await self.stored_bundle(record.digest)
+        if bundle is None:
+            raise StateError(f"run {record.id}: its definition {record.digest} is missing from the state database")
+        # in the mode and with the trace it was accepted with (recorded by `enqueue`)
+        durable = record.mode not in NO_CHECKPOINTS
+        compiled = self.compiled(bundle, durable=durable)
+        if durable:
+            self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
+        return await self.execution(bundle, compiled, record, compiled.initial_state(record.inputs),
+                                    output_dir=record.output_dir, trace=record.trace)
+
+    async def astream_queued(self, record: RunRecord, bundle: Bundle | None = None) -> AsyncGenerator[Event, None]:
+        """`start_queued` and yield its events, the last one terminal."""
+        execution = await self.start_queued(record, bundle)
+        async with aclosing(execute(execution)) as events:
+            async for event in events:
+                yield event
+
     async def resume(self, run_id: str, wanted: Ask | None = None) -> Execution:
         """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
         a gate it waits at, or (None) going on after a crash or failure. UsageError or DecisionRefused
         (nothing changed) when it cannot go on (engine/runtime/resumes.py)."""
         db = self.db
         record = await resumes.stopped_run(db, run_id, wanted)
+        if record.status == RunStatus.QUEUED:  # its server stopped or died before starting it: it starts
+            # here, as it was accepted (its mode and trace choice), from its inputs
+            await resumes.take_queued(db, record)
+            return await self.start_queued(record)
         bundle = await self.stored_bundle(record.digest)
         if bundle is None:
             raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
@@ -316,8 +378,8 @@ class Engine:
         and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from;
         a resumed run writes its files where it started writing them (recorded in its first
         run_started event)."""
-        if resumed:
-            output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id))
+        if resumed:  # where its first execution wrote; a queued run that never started: its own choice
+            output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id)) or record.output_dir
         context, note = self.context(bundle, record.id, record.thread_id, output_dir)
         if record.thread_id is not None:
             budget = bundle.config.threads.history_chars

@@ -8,6 +8,7 @@ waits for a person) or run_failed (failed or interrupted; `data.status` tells wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -40,12 +41,12 @@ from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT
 from engine.spec.durability import NO_CHECKPOINTS
+from engine.state import fencing, store
 from engine.state import gates as gate_rows
-from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import RunRecord
-from engine.state.writer import Write
+from engine.state.writer import GuardFailed, Write
 
 log = logging.getLogger(__name__)
 
@@ -192,14 +193,16 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     steps = _Steps()
     began = time.monotonic()
     thread = run.thread_id or run.id
-    # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
-    record = _recorder(db, thread, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS)
     config: dict[str, Any] = {"configurable": {"thread_id": thread},
                               "recursion_limit": ex.compiled.recursion_limit}
     if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
         config["configurable"]["checkpoint_id"] = ex.checkpoint
     started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
                                           "inputs": run.inputs, **ex.started_data})
+    # on a replica, every write of this execution holds only while the replica owns the run
+    fence = fencing.for_run(run.id)
+    # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
+    record = _recorder(db, thread, fence, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS)
     for event in ex.preface:
         yield event
     record(started)
@@ -214,7 +217,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
     listener = Listener()
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits,
+    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence,
                              durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
     try:
@@ -240,17 +243,22 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         step = steps.current()
         event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
                                             "error": "interrupted before it finished", "step": step})
-        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None,
-                                                    error=event.data["error"], error_step=step, finished=now_iso(),
-                                                    elapsed=time.monotonic() - began),
-                   *_pruned(db, run, RunStatus.INTERRUPTED))
+        with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
+            await _end(db, thread, ex.trace, event,
+                       store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
+                                     error_step=step, finished=now_iso(), elapsed=time.monotonic() - began),
+                       *_pruned(db, run, RunStatus.INTERRUPTED), fence=fence)
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
     except Exception as exc:
-        failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
+        if not fencing.refused(exc, fence):
+            failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
     finally:
         await stream.aclose()  # not left to the garbage collector when we stop early
+    if fence is not None and fence.lost:
+        yield _lost(db, seq, thread, steps.current(), naming)
+        return
     if naming is not None and not naming.announced:
         yield await _announce(db, seq, naming, NAME_WAIT, record)
 
@@ -272,10 +280,14 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
             await ex.on_end(RunStatus.FAILED, None, failure.message)
         data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
         event = seq.make(RUN_FAILED, failure.step, data)
-        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
-                                                              error=failure.message, error_step=failure.step,
-                                                              finished=now_iso(), elapsed=elapsed),
-                   *_pruned(db, run, RunStatus.FAILED))
+        try:
+            await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
+                                                                  error=failure.message, error_step=failure.step,
+                                                                  finished=now_iso(), elapsed=elapsed),
+                       *_pruned(db, run, RunStatus.FAILED), fence=fence)
+        except fencing.LeaseLost:
+            yield _lost(db, seq, thread, failure.step, None)
+            return
         yield event
         return
     if interrupts:
@@ -284,17 +296,27 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
             record(gate)
-        await _end(db, thread, ex.trace, gates[-1], store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None,
-                                                        error_step=None, finished=None, elapsed=elapsed),
-                   gate_rows.record_waiting(run.id, interrupts, gates[-1].time), *_pruned(db, run, RunStatus.WAITING))
+        try:
+            await _end(db, thread, ex.trace, gates[-1],
+                       store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
+                                     finished=None, elapsed=elapsed),
+                       gate_rows.record_waiting(run.id, interrupts, gates[-1].time),
+                       *_pruned(db, run, RunStatus.WAITING), fence=fence)
+        except fencing.LeaseLost:
+            yield _lost(db, seq, thread, None, None)
+            return
         for gate in gates:
             yield gate
         return
     event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                          error_step=None, finished=event.time, elapsed=elapsed),
-               *ending, *_pruned(db, run, RunStatus.FINISHED))
+    try:
+        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
+                                                              error_step=None, finished=event.time, elapsed=elapsed),
+                   *ending, *_pruned(db, run, RunStatus.FINISHED), fence=fence)
+    except fencing.LeaseLost:
+        yield _lost(db, seq, thread, None, None)
+        return
     yield event
 
 
@@ -321,17 +343,21 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _recorder(db: StateDB, thread: str, *, keep: bool, hold: bool) -> Callable[[Event], None]:
-    """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints)."""
+def _recorder(db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool,
+              hold: bool) -> Callable[[Event], None]:
+    """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints; `fence`:
+    the guard of its writes on a replica)."""
 
     def record(event: Event) -> None:
         # trace rows ride along with the next commit: no transaction of their own; a step_finished row
-        # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace)
-        if event.type in NOT_STORED:
+        # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace).
+        # On a replica each row carries the guard of its run (engine/state/fencing.py): a replica that
+        # lost the run writes no more of its trace (its seq numbers are the new owner's now)
+        if event.type in NOT_STORED or (fence is not None and fence.lost):
             return
         row = store.insert_events([event])
         if not hold or not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-            db.writer.write_nowait(row, lazy=True)
+            db.writer.write_nowait(*(fence.guarded([row]) if fence is not None else [row]), lazy=True)
 
     def ignore(event: Event) -> None:
         return None
@@ -349,15 +375,33 @@ def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
     return db.saver.prune_finished(run.id) if status == RunStatus.FINISHED else db.saver.prune_stopped(run.id)
 
 
-async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write) -> None:
+async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write,
+               fence: fencing.Fence | None = None) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
-    # (with the trace rows still held for a checkpoint: a failed run has none after its last step)
+    # (with the trace rows still held for a checkpoint: a failed run has none after its last step);
+    # LeaseLost when this replica no longer owns the run: nothing was written
     held = db.saver.take_trace(thread)
     rows = [store.insert_events([event])] if trace else []
+    writes = [*held, *rows, end, *more]  # the pruning too: a replica that lost the run deletes nothing
     try:
-        await db.writer.write(*held, *rows, end, *more)
+        await db.writer.write(*(fence.guarded(writes) if fence is not None else writes))
+    except GuardFailed:
+        assert fence is not None
+        fence.lost = True
+        raise fencing.LeaseLost(f"run {event.run_id} was taken over by another server") from None
     except DB_ERRORS as exc:
         raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
+
+
+def _lost(db: StateDB, seq: Sequencer, thread: str, step: str | None, naming: Naming | None) -> Event:
+    """The end of an execution whose replica lost the run (engine/state/fencing.py): another replica
+    goes on with it from its last checkpoint. Nothing more is written, not even this event."""
+    db.saver.take_trace(thread)  # rows held for a checkpoint that will not be written
+    if naming is not None:
+        naming.cancel()
+    log.warning("run %s: this server lost its lease; another server took the run over", seq.run_id)
+    return seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED, "step": step,
+                                       "error": "this server lost its lease on the run: another server took it over"})
 
 
 async def collect(execution: Execution) -> RunResult:

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - moved in some LangGraph version: the c
 else:
     PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
 
+from engine.state import fencing
 from engine.template_limits import TemplateLimits, set_limits
 
 _direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
@@ -107,14 +108,15 @@ class Listener:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, ("event", payload))
 
     async def listen(self, graph: Any, start: Any, config: dict[str, Any], context: Any,
-                     limits: TemplateLimits | None = None, *,
+                     limits: TemplateLimits | None = None, fence: fencing.Fence | None = None, *,
                      durability: Durability | None = "sync") -> AsyncGenerator[tuple[str, Any], None]:
-        """`limits` bound the templates the graph's nodes render (the graph runs in a task of its own,
-        which sets them for everything it starts); `durability` is LangGraph's mode for the stream (None
-        for a graph without a checkpointer)."""
+        """`limits` bound the templates the graph's nodes render, and `fence` guards its checkpoints
+        on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
+        for everything it starts. `durability` is LangGraph's mode for the stream (None for a graph
+        without a checkpointer)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
         self._task = asyncio.get_running_loop().create_task(self._pump(graph, start, config, direct, context,
-                                                                       limits, durability))
+                                                                       limits, fence, durability))
         try:
             while True:
                 kind, value = await self._queue.get()
@@ -134,10 +136,12 @@ class Listener:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: RunnableConfig | None,
-                    context: Any, limits: TemplateLimits | None, durability: Durability | None) -> None:
+                    context: Any, limits: TemplateLimits | None, fence: fencing.Fence | None,
+                    durability: Durability | None) -> None:
         put = self._queue.put_nowait
         if limits is not None:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
+        fencing.enter(fence)
         try:
             if direct is not None:
                 async for mode, data in graph.astream(start, direct, context=context, stream_mode=["values"],

@@ -71,6 +71,16 @@ async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any
     return GoOn()
 
 
+async def take_queued(db: StateDB, record: RunRecord) -> None:
+    """Start a queued run that no live server holds (it stopped or died first) in this process:
+    hold it (store.adopt_queued), then turn it `running` (store.start_queued); UsageError when
+    another process was quicker."""
+    me = liveness.current()
+    if not await db.writer.call(store.adopt_queued(record, me)) or \
+            await db.writer.call(store.start_queued(record.id, me, limit=None)) != store.Admission.STARTED:
+        raise UsageError(f"run {record.id} was just started by another process")
+
+
 def check_resumable(record: RunRecord) -> None:
     """A run can go on without a decision when it failed or was interrupted, and kept checkpoints."""
     status = effective_status(record)
@@ -78,10 +88,13 @@ def check_resumable(record: RunRecord) -> None:
         raise UsageError(f"run {record.id} already finished; nothing to resume")
     if status == RunStatus.RUNNING:
         raise UsageError(f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})")
+    if status == RunStatus.QUEUED:
+        raise UsageError(f"run {record.id} is queued in a server (process {record.owner_pid} on {record.owner_host}), "
+                         "which starts it once it has a free slot")
     if status == RunStatus.WAITING:
         raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
                          f"`blockyard resume {record.id} --approve` or `--reject`")
-    if record.mode in NO_CHECKPOINTS:
+    if record.mode in NO_CHECKPOINTS and record.status != RunStatus.QUEUED:  # a queued run never ran
         raise UsageError(f"run {record.id} cannot be resumed: it ran with durability {record.mode} and kept no "
                          f"checkpoint; start a new run of flow '{record.flow}'")
 

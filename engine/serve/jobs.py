@@ -10,8 +10,9 @@ the runtime then records the run as `interrupted` (resumable).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,29 @@ def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:
             "step": last.get("step")}
 
 
+class Waker:
+    """Wakes the jobs waiting for a slot of the global limit: when a run of this server ends, or
+    when another server's run ends (Postgres's NOTIFY, engine/state/postgres.py)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        """Until the next `wake`, or `timeout` seconds (a lost notification, or a SQLite file: other
+        processes' runs end unannounced)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+
+
+# Whether a job may start once it has a slot of this server: False when its run is gone (another
+# server started it); a durable queued run waits here for a slot of the global limit.
+Admit = Callable[[], Awaitable[bool]]
+
+
 class JobQueue:
     """Accepts runs, bounds how many execute, and drains on shutdown."""
 
@@ -74,6 +98,7 @@ class JobQueue:
         self.limit = limit
         self.jobs: dict[str, Job] = {}
         self.accepting = True
+        self.waker = Waker()
         self._slots = asyncio.Semaphore(limit)
         self.log = get_logger()
         self.runs = RunLoop()  # where executions run: never on the server's own loop (engine/serve/offload.py)
@@ -86,23 +111,30 @@ class JobQueue:
     def queued(self) -> int:
         return sum(1 for job in self.jobs.values() if job.state == RunStatus.QUEUED)
 
-    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]]) -> Job:
-        """Queue `job`; `events()` is called once a slot is free and streams the execution (made with
-        `self.runs.stream`, so that it executes on the run loop)."""
+    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]], admit: Admit | None = None
+               ) -> Job:
+        """Queue `job`; `events()` is called once a slot is free (and `admit()` said yes) and streams
+        the execution (made with `self.runs.stream`, so that it executes on the run loop)."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down")
         self.jobs[job.run_id] = job
         self.broker.open(job.run_id)
-        job.task = asyncio.create_task(self._execute(job, events), name=f"run-{job.run_id}")
+        job.task = asyncio.create_task(self._execute(job, events, admit), name=f"run-{job.run_id}")
         self.log.info("run_accepted", extra=fields(run=job.run_id, flow=job.flow, version=job.version,
                                                    kind=job.kind, queued=self.queued))
         return job
 
-    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]]) -> None:
+    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]],
+                       admit: Admit | None) -> None:
         terminal: list[EventDict] = []
         began = time.perf_counter()
         try:
             async with self._slots:
+                if admit is not None and not await admit():
+                    job.result.set_result({**result_of(job, []), "status": RunStatus.INTERRUPTED,
+                                           "error": "another server started this run"})
+                    self.log.warning("run_started_elsewhere", extra=fields(run=job.run_id, flow=job.flow))
+                    return
                 job.state = RunStatus.RUNNING
                 async with aclosing(events()) as stream:
                     async for event in stream:
@@ -130,6 +162,7 @@ class JobQueue:
             job.state = "done"
             self.broker.close(job.run_id)
             self.jobs.pop(job.run_id, None)
+            self.waker.wake()  # a slot of the global limit may be free
 
     async def drain(self, grace: float) -> None:
         """Stop accepting; let running runs finish for `grace` seconds, then interrupt them."""

@@ -8,6 +8,7 @@ stores that bundle by digest, so a resume always continues on it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from pathlib import Path
@@ -22,7 +23,7 @@ from engine.pinned import Bundle
 from engine.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
-from engine.state import messages, store, threads
+from engine.state import liveness, messages, store, threads
 from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
@@ -71,6 +72,36 @@ class RunService:
         async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, thread=thread,
                                                 output_dir=output_dir, durability=durability,
                                                 trace=trace)) as events:
+            async for event in events:
+                yield event.as_dict()
+
+    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, output_dir: str | None = None,
+                      durability: str | None = None, trace: bool | None = None) -> RunRecord:
+        """Record a new run as `queued`, before the server answers (engine/runtime/engine.py, `enqueue`)."""
+        return await self.engine.enqueue(bundle, inputs, run_id=run_id, output_dir=output_dir,
+                                         durability=durability, trace=trace)
+
+    async def admit(self, run_id: str, limit: int | None) -> store.Admission:
+        """Try to start queued run `run_id`, held by this process, within the global `limit` (store.start_queued)."""
+        return await self.engine.db.writer.call(store.start_queued(run_id, liveness.current(), limit=limit))
+
+    async def adopt(self, record: RunRecord) -> bool:
+        """Hold a queued run whose server died (store.adopt_queued); False when another server was quicker."""
+        return bool(await self.engine.db.writer.call(store.adopt_queued(record, liveness.current())))
+
+    async def release(self, run_ids: list[str]) -> None:
+        """Let go of queued runs this server will not start (store.release_queued)."""
+        if run_ids:
+            await self.engine.db.writer.write(store.release_queued(run_ids))
+
+    async def running_count(self) -> int:
+        """Runs running under a live lease on every server sharing the database."""
+        now = time.time()
+        return await self.engine.db.aread(lambda conn: store.running_count(conn, now))
+
+    async def start_queued(self, record: RunRecord, bundle: Bundle | None = None) -> AsyncGenerator[EventDict, None]:
+        """Execute a queued run this server has just started (`admit`) and yield its events as dicts."""
+        async with aclosing(self.engine.astream_queued(record, bundle)) as events:
             async for event in events:
                 yield event.as_dict()
 
@@ -191,7 +222,7 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
     data["durability"] = record.mode
-    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until"):
+    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace"):
         data.pop(private, None)
     return data
 

@@ -15,6 +15,7 @@ from sse_starlette.sse import AppStatus
 
 from engine.diagnostics import did_you_mean
 from engine.events import EventDict, RunStatus
+from engine.pinned import Bundle
 from engine.serve import chores
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
@@ -58,6 +59,7 @@ class Server:
         self.service: RunService | None = None
         self.queue: JobQueue | None = None
         self.scheduler: Scheduler | None = None
+        self.global_limit: int | None = None  # server.max_concurrent_runs_global, read at start
         self.log = get_logger()
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
@@ -93,6 +95,7 @@ class Server:
         for run_id in recovered:
             self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
         self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs)
+        self.global_limit = self.catalog.server.max_concurrent_runs_global
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
         if self.settings.schedules:
@@ -105,12 +108,17 @@ class Server:
                 name="blockyard-gc"))
         if replica is not None:
             self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
+        else:  # queued runs a server that stopped or died left behind: this one starts them
+            await self._take_over(None)
         if self.service.engine.location.postgres:  # runs other replicas execute: their followers wake at once
             self._tasks.append(asyncio.create_task(
-                backends.listen_events(self.service.engine.location, self.broker.nudge, self._stop),
+                backends.listen_events(self.service.engine.location, self.broker.nudge, self._stop,
+                                       self.queue.waker.wake),
                 name="blockyard-listen"))
         self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
-                                              max_concurrent_runs=self.queue.limit, recovered=len(recovered),
+                                              max_concurrent_runs=self.queue.limit,
+                                              max_concurrent_runs_global=self.global_limit,
+                                              recovered=len(recovered),
                                               token=self.settings.token is not None,
                                               replica=replica.id if replica else None))
 
@@ -122,7 +130,12 @@ class Server:
         self._tasks.clear()
         self.reloader.listeners.clear()
         if self.queue is not None:
+            held = [job.run_id for job in self.queue.jobs.values()
+                    if job.kind == "start" and job.thread is None and job.state == RunStatus.QUEUED]
             await self.queue.drain(self.settings.grace)
+            if self.service is not None:  # still queued: another server (or the next start) starts them
+                with contextlib.suppress(Exception):
+                    await self.service.release(held)
             await asyncio.to_thread(self.queue.close)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
@@ -165,13 +178,50 @@ class Server:
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values, thread=thread)
+        if thread is not None:  # a conversation's turn: admitted by the runtime once no other turn goes on
+            try:
+                return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
+                                                                                          job.run_id, thread,
+                                                                                          output_dir, durability,
+                                                                                          trace)))
+            except ShuttingDown as exc:
+                raise ApiError(503, "shutting_down", str(exc)) from None
+        # recorded `queued` before the answer: if this server dies, another one starts it (docs/postgres.md)
+        record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace)
+        return self._submit_queued(job, record, entry.bundle)
+
+    def _submit_queued(self, job: Job, record: store.RunRecord, bundle: Bundle | None) -> Job:
+        """Queue a run recorded `queued` under this server: it starts once it has a slot here and,
+        with `server.max_concurrent_runs_global`, one of the global limit."""
+        service, queue = self._ready_parts()
         try:
-            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
-                                                                                      job.run_id, thread,
-                                                                                      output_dir, durability,
-                                                                                      trace)))
+            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
+                                admit=lambda: self._admit(record.id))
         except ShuttingDown as exc:
+            asyncio.get_running_loop().create_task(service.release([record.id]))
             raise ApiError(503, "shutting_down", str(exc)) from None
+
+    async def _admit(self, run_id: str) -> bool:
+        """Wait until queued run `run_id` may start, and start it (store.start_queued: one
+        transaction that counts the running runs of every server and claims this one); False when
+        it is no longer ours to start."""
+        service, queue = self._ready_parts()
+        limit = self.global_limit
+        # woken when a run ends, here or (Postgres's NOTIFY) on another server; the timeout only
+        # covers a lost notification, or other processes on a SQLite file, which cannot notify
+        patience = self.settings.poll if not service.engine.location.postgres else max(self.settings.poll, 5.0)
+        while True:
+            outcome = await service.admit(run_id, limit)
+            if outcome == store.Admission.STARTED:
+                return True
+            if outcome == store.Admission.GONE:
+                return False
+            await queue.waker.wait(patience)
+
+    def _ready_parts(self) -> tuple[RunService, JobQueue]:
+        if self.service is None or self.queue is None:
+            raise ApiError(503, "starting", "the server is starting")
+        return self.service, self.queue
 
     async def resume_run(self, run_id: str, decision: Mapping[str, Any]) -> Job:
         """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one."""
@@ -190,7 +240,7 @@ class Server:
         if not deciding and status == RunStatus.WAITING:
             raise conflict("decision_needed", f"run {run_id} is waiting for an approval: send "
                                               "{\"approve\": true} or {\"approve\": false}")
-        if status in (RunStatus.FINISHED, RunStatus.RUNNING):
+        if status in (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.QUEUED):
             raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run
@@ -257,25 +307,51 @@ class Server:
         if self.service is not None:
             await self.service.engine.db.writer.write(store.heartbeat(replica.id, replica.lease_until()))
 
-    async def _take_over(self, replica: liveness.Replica) -> list[str]:
-        """Resume the runs of dead replicas; the claim is a conditional UPDATE (store.claim), so of
-        several replicas trying at once exactly one continues each run."""
+    async def _take_over(self, replica: liveness.Replica | None) -> list[str]:
+        """Go on with the runs of servers that died: resume their running runs from their last
+        checkpoint (while the global limit has room), and start their queued ones here. Every claim
+        is a conditional UPDATE (store.claim, store.adopt_queued), so of several replicas trying at
+        once exactly one continues each run. Without `replica` (a server that holds no leases, at
+        its start): only the queued runs."""
         service, queue = self.service, self.queue
         if service is None or queue is None or not queue.accepting:
             return []
-        leased = await service.engine.db.aread(lambda conn: store.leased_runs(conn, replica.id))
+        me = replica.id if replica is not None else ""
+        leased = await service.engine.db.aread(lambda conn: store.leased_runs(conn, me))
         taken: list[str] = []
+        room: int | None = None
         for record in leased:
             if record.id in queue.jobs or effective_status(record) != RunStatus.INTERRUPTED:
                 continue
-            if record.mode in NO_CHECKPOINTS:  # kept no checkpoint to go on from: it stays interrupted
+            if record.status == RunStatus.QUEUED:
+                if not await service.adopt(record):
+                    continue  # another server was quicker
+                job = Job(record.id, record.flow, record.version, "start", record.inputs)
+                try:
+                    self._submit_queued(job, record, None)
+                except ApiError:
+                    break  # shutting down: released again
+                self.log.warning("run_adopted", extra=fields(run=record.id, from_replica=record.owner_replica))
+                taken.append(record.id)
                 continue
+            if replica is None:
+                continue
+            # a running run kept no checkpoint to go on from (durability none): it stays interrupted;
+            # a queued one (above) never ran, so it is adopted in any mode
+            if record.mode in NO_CHECKPOINTS:
+                continue
+            if self.global_limit is not None:  # a taken-over run counts as running at once
+                room = self.global_limit - await service.running_count() if room is None else room
+                if room <= 0:
+                    continue  # the next round, once a slot is free
             try:
                 await self.resume_run(record.id, {})
             except Exception as exc:  # another replica was quicker, or the run cannot go on
                 self.log.info("run_not_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica,
                                                                  reason=str(exc)))
                 continue
+            if room is not None:
+                room -= 1
             self.log.warning("run_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica))
             taken.append(record.id)
         return taken

@@ -69,6 +69,12 @@ class ServerSpec(Spec):
     host: str = Field("127.0.0.1", description="Address to bind; anything but loopback needs BLOCKYARD_TOKEN.")
     port: int = Field(8000, ge=1, le=65535, description="Port to bind.")
     max_concurrent_runs: int = Field(32, ge=1, description="Runs executing at once; others queue.")
+    max_concurrent_runs_global: int | None = Field(
+        None, ge=1,
+        description="Runs executing at once across every server sharing the state database (replicas on one "
+                    "Postgres database, or servers on one SQLite file); others wait queued in the database and "
+                    "start when a slot frees on any server. Null: no limit but each server's "
+                    "max_concurrent_runs. See docs/postgres.md.")
     allowed_hosts: list[Annotated[str, StringConstraints(pattern=HOST_PATTERN)]] = Field(
         default_factory=list,
         description="Host header values the server answers besides its own loopback names (`name`: any port, "

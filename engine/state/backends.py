@@ -137,8 +137,10 @@ def check(where: Path | Location) -> None:
         pass
 
 
-async def listen_events(where: Path | Location, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
-    """Call `on_run(run_id)` when another process commits events of a run: Postgres's LISTEN/NOTIFY
+async def listen_events(where: Path | Location, on_run: Callable[[str], None], stop: asyncio.Event,
+                        on_slot: Callable[[], None] | None = None) -> None:
+    """Call `on_run(run_id)` when another process commits events of a run, and `on_slot()` when a run
+    stops running anywhere (a slot of the global limit may be free): Postgres's LISTEN/NOTIFY
     (engine/state/postgres.py). A SQLite file has no such thing: followers poll it, and this returns."""
     location = _location(where)
     if location.url is None:
@@ -146,4 +148,4 @@ async def listen_events(where: Path | Location, on_run: Callable[[str], None], s
     # psycopg: loaded only for a Postgres database
     from engine.state.postgres import listen_events as listen
 
-    await listen(location.url, on_run, stop)
+    await listen(location.url, on_run, stop, on_slot)

@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import (
 )
 
 from engine.redaction import Masker
+from engine.state import fencing
 from engine.state.writer import SqliteWriter, Write
 
 T = TypeVar("T")
@@ -148,7 +149,7 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
             new_versions: ChannelVersions) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
-        self.writer.write_sync(*self._with_trace(config, writes))
+        self.writer.write_sync(*fencing.guarded(self._with_trace(config, writes)))
         return saved
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -157,15 +158,15 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
         writes = self._with_trace(config, writes)
         held = _HELD.get()
-        if held is not None:
+        if held is not None:  # guarded where they are committed (the run's end)
             held.extend(writes)
-        else:
-            await self.writer.write(*writes)
+        else:  # on a replica: only while it still owns the run (engine/state/fencing.py)
+            await self.writer.write(*fencing.guarded(writes))
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self.writer.write_sync(self._writes_write(config, writes, task_id, task_path))
+        self.writer.write_sync(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
@@ -176,7 +177,7 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         if held is not None:
             held.append(self._writes_write(config, writes, task_id, task_path))
         else:
-            self.writer.write_nowait(self._writes_write(config, writes, task_id, task_path))
+            self.writer.write_nowait(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]))
 
     def delete_thread(self, thread_id: str) -> None:
         self.writer.write_sync(*self.delete_thread_writes(thread_id))

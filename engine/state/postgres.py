@@ -43,6 +43,10 @@ CONNECT_TIMEOUT = 10  # seconds
 
 
 EVENTS_CHANNEL = "blockyard_events"
+# a run stopped running (its execution ended: finished, failed, waiting, interrupted): a slot of
+# the global limit may be free (engine/serve/server.py, `_admit`)
+SLOTS_CHANNEL = "blockyard_slots"
+_RUN_ENDS = re.compile(r"^\s*UPDATE runs SET status = \?, outputs = \?", re.IGNORECASE)
 _EVENTS_INSERT = re.compile(r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE)
 _NOTIFY = Native("SELECT pg_notify(%s, %s)")
 
@@ -103,6 +107,8 @@ class PgConnection:
             cursor = self.raw.execute(_sql(sql), parameters or None)
             if _EVENTS_INSERT.match(sql):
                 self._announce([parameters[0]])
+            elif _RUN_ENDS.match(sql):  # one notification per transaction: Postgres folds equal ones
+                self.raw.execute(_NOTIFY, (SLOTS_CHANNEL, ""))
             return cursor
         except psycopg.Error as exc:
             raise _explained(exc, self.url) from None
@@ -207,16 +213,24 @@ def setup_lock(conn: PgConnection) -> Iterator[None]:
 
 # ---- notifications ---------------------------------------------------------------------------
 
-async def listen_events(url: str, on_run: Callable[[str], None], stop: asyncio.Event) -> None:
+async def listen_events(url: str, on_run: Callable[[str], None], stop: asyncio.Event,
+                        on_slot: Callable[[], None] | None = None) -> None:
     """Call `on_run(run_id)` (on this event loop) whenever another connection commits events of a
-    run, until `stop` is set. A lost connection is retried; meanwhile followers poll the trace."""
+    run, and `on_slot()` when one ends a run's execution, until `stop` is set. A lost connection is
+    retried; meanwhile followers poll the trace (and waiters for a slot try again now and then)."""
     while not stop.is_set():
         try:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True,
                                                              connect_timeout=CONNECT_TIMEOUT) as conn:
                 await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                if on_slot is not None:
+                    await conn.execute(f"LISTEN {SLOTS_CHANNEL}")
                 async for notice in conn.notifies():
-                    on_run(notice.payload)
+                    if notice.channel == SLOTS_CHANNEL:
+                        if on_slot is not None:
+                            on_slot()
+                    else:
+                        on_run(notice.payload)
                     if stop.is_set():
                         return
         except psycopg.Error:

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from engine.events import STORED_STATUSES, Event, RunStatus, now_iso
 from engine.state import database, liveness
-from engine.state.database import Connection, StateError
-from engine.state.writer import Write
+from engine.state.database import Connection, Native, StateError
+from engine.state.liveness import Owner
+from engine.state.writer import Call, Write
 
 STATUSES = STORED_STATUSES
+# the key of the advisory lock under which servers count running runs (`start_queued`): arbitrary, fixed
+ADMISSION_LOCK = 0x626C6F636B79 + 2
 
 # Each migration is a list of statements applied in one transaction, never edited once released.
 MIGRATIONS: list[tuple[int, list[str]]] = [
@@ -149,6 +154,15 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             last_done TEXT NOT NULL
         )""",
     ]),
+    (9, [
+        # a server records a run it accepts as `queued` before answering (any replica may start it,
+        # docs/postgres.md "The queue"): what it was asked for travels with it, so that whichever
+        # server starts it runs it the same way: the yard folder it writes to, and whether it keeps
+        # its event trace (1, or 0 for `trace: false`, which only durability none allows; NULL for
+        # runs from before, which all kept it). Its durability mode is in `durability` (migration 7)
+        "ALTER TABLE runs ADD COLUMN output_dir TEXT",
+        "ALTER TABLE runs ADD COLUMN trace INTEGER",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -216,6 +230,8 @@ class RunRecord:
     owner_replica: str | None = None
     lease_until: float | None = None
     durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
+    output_dir: str | None = None  # a queued run's output folder (a started run's is in its run_started event)
+    trace: bool = True  # whether it records its event trace (False: durability none with `trace: false`)
 
     @property
     def mode(self) -> str:
@@ -240,6 +256,7 @@ def _record(row: Sequence[Any]) -> RunRecord:
     values["outputs"] = json.loads(values["outputs"]) if values["outputs"] is not None else None
     values["duration"] = float(values["duration"] or 0.0)
     values["status"] = RunStatus(values["status"])
+    values["trace"] = values["trace"] is None or bool(values["trace"])
     return RunRecord(**values)
 
 
@@ -263,6 +280,7 @@ def insert_run(run: RunRecord) -> Write:
     values = run.as_dict()
     values["inputs"] = dumps(run.inputs)
     values["outputs"] = dumps(run.outputs) if run.outputs is not None else None
+    values["trace"] = int(run.trace)  # an INTEGER column (Postgres takes no bool for it)
     marks = ", ".join("?" for _ in _RUN_COLUMNS)
     return Write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
                  tuple(values[name] for name in _RUN_COLUMNS))
@@ -305,9 +323,86 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
 
 
 def heartbeat(replica: str, lease_until: float) -> Write:
-    """A replica's heartbeat: its lease on every run it executes now lasts until `lease_until`."""
-    return Write("UPDATE runs SET lease_until = ? WHERE owner_replica = ? AND status = 'running'",
+    """A replica's heartbeat: its lease on every run it executes or holds queued now lasts until `lease_until`."""
+    return Write("UPDATE runs SET lease_until = ? WHERE owner_replica = ? AND status IN ('running', 'queued')",
                  (lease_until, replica))
+
+
+class Admission(StrEnum):
+    """What became of a try to start a queued run (`start_queued`)."""
+
+    STARTED = "started"  # it is running now, owned by the caller
+    FULL = "full"  # the global limit is reached: try again when a slot frees
+    GONE = "gone"  # no longer queued under the caller (another server took it over, or it was started)
+
+
+def start_queued(run_id: str, owner: Owner, *, limit: int | None) -> Call:
+    """A writer call that starts queued run `run_id` for `owner`, which holds it queued — only
+    while fewer than `limit` runs are running across every server on the database (the global
+    limit, `server.max_concurrent_runs_global`; `running_count` says which count).
+
+    Count and claim are one transaction, and the transactions of every server that count take
+    turns: on Postgres under a transaction-level advisory lock, on SQLite by the write lock every
+    transaction of the writer takes (BEGIN IMMEDIATE). So two servers never both take the last slot."""
+
+    def apply(conn: Connection) -> Admission:
+        if limit is not None:
+            lock_admissions(conn)
+            if running_count(conn, time.time(), other_than=run_id) >= limit:
+                return Admission.FULL
+        cursor = conn.execute(  # its start time read now, after the run whose slot it takes ended
+            "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, lease_until = ?, "
+            "started = ? WHERE id = ? AND status = 'queued' AND owner_replica IS ? AND owner_pid = ?",
+            (owner.pid, owner.host, owner.start, owner.lease_until, now_iso(), run_id, owner.replica, owner.pid))
+        return Admission.STARTED if cursor.rowcount == 1 else Admission.GONE
+
+    return apply
+
+
+def running_count(conn: Connection, now: float, other_than: str = "") -> int:
+    """Runs running across every server: those of replicas while their lease lasts (a dead
+    replica's stop counting once it runs out), those of processes that hold no lease (`blockyard
+    run`, a server that is no replica) while their row says so."""
+    return int(conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'running' AND id <> ? "
+                            "AND (lease_until IS NULL OR lease_until >= ?)", (other_than, now)).fetchone()[0])
+
+
+def lock_admissions(conn: Connection) -> None:
+    """Make this transaction the only one counting running runs until it ends (see `start_queued`):
+    Postgres's transaction-level advisory lock; SQLite's writer holds the file's write lock already."""
+    if not isinstance(conn, sqlite3.Connection):
+        conn.execute(Native("SELECT pg_advisory_xact_lock(%s)"), (ADMISSION_LOCK,))
+
+
+def adopt_queued(expected: RunRecord, owner: Owner) -> Call:
+    """A writer call that makes `owner` the holder of a queued run whose server died, only if nobody
+    adopted or started it meanwhile (of several replicas trying at once, one wins); True if it won."""
+
+    def apply(conn: Connection) -> bool:
+        cursor = conn.execute(
+            "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_start = ?, owner_replica = ?, lease_until = ? "
+            "WHERE id = ? AND status = 'queued' AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ? "
+            "AND owner_replica IS ?",
+            (owner.pid, owner.host, owner.start, owner.replica, owner.lease_until, expected.id, expected.owner_pid,
+             expected.owner_host, expected.owner_start, expected.owner_replica))
+        return bool(cursor.rowcount == 1)
+
+    return apply
+
+
+def release_queued(run_ids: Sequence[str]) -> Write:
+    """A server that stops lets go of the runs it held queued: owned by nobody, they are started by
+    another server (or this one's next start), or by `blockyard resume`."""
+    return Write("UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_start = NULL, owner_replica = NULL, "
+                 "lease_until = NULL WHERE id = ? AND status = 'queued'", [(run_id,) for run_id in run_ids], many=True)
+
+
+def fence(run_id: str, replica: str, lease_until: float) -> Write:
+    """The guard of every write of an execution on a replica (engine/state/fencing.py): it changes
+    the run's row (pushing its lease ahead) only while this replica still owns the running run,
+    and the writer fails the statements it travels with when it changed none."""
+    return Write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? AND status = 'running'",
+                 (lease_until, run_id, replica), mergeable=True, guard=True)
 
 
 # ---- reads ----------------------------------------------------------------------------------
@@ -363,10 +458,12 @@ def last_seq(conn: Connection, run_id: str) -> int:
 
 
 def leased_runs(conn: Connection, other_than: str) -> list[RunRecord]:
-    """Runs executing under another replica's lease (whether it still lives: `effective_status`)."""
+    """Runs executing or queued under another server's lease, oldest first (whether it still lives:
+    `effective_status`); queued ones of servers that were no replica too (they are held by their pid)."""
     return [_record(row) for row in conn.execute(
-        f"{_SELECT_RUN} WHERE status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ? "
-        f"ORDER BY {OLDEST_FIRST}", (other_than,))]
+        f"{_SELECT_RUN} WHERE (status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ?) "
+        f"OR (status = 'queued' AND (owner_replica IS NULL OR owner_replica <> ?)) ORDER BY {OLDEST_FIRST}",
+        (other_than, other_than))]
 
 
 def load_definition(conn: Connection, digest: str) -> str | None:
@@ -375,8 +472,9 @@ def load_definition(conn: Connection, digest: str) -> str | None:
 
 
 def effective_status(record: RunRecord) -> RunStatus:
-    """`running` only while its owner lives; a run whose process died shows as `interrupted`."""
-    if record.status == RunStatus.RUNNING and not liveness.is_alive(
+    """`running` (or `queued`) only while its owner lives; a run whose process died shows as
+    `interrupted` (a replica takes it over, or `blockyard resume` goes on with it)."""
+    if record.status in (RunStatus.RUNNING, RunStatus.QUEUED) and not liveness.is_alive(
             record.owner_pid, record.owner_host, record.owner_start, record.owner_replica, record.lease_until):
         return RunStatus.INTERRUPTED
     return record.status

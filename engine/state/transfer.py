@@ -30,7 +30,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "definitions": ("digest", "flow", "version", "bundle", "created"),
     "runs": ("id", "flow", "version", "digest", "status", "inputs", "outputs", "error", "error_step", "thread_id",
              "parent", "owner_pid", "owner_host", "owner_start", "created", "started", "finished", "duration",
-             "owner_replica", "lease_until"),
+             "owner_replica", "lease_until", "durability", "output_dir", "trace"),
     "events": ("run_id", "seq", "type", "step", "time", "data"),
     "gates": ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
               "actor", "decision"),

@@ -47,6 +47,24 @@ class Write:
     params: Sequence[Any] = ()
     many: bool = False
     mergeable: bool = False
+    # an UPDATE that must change one row per parameter row, else it fails (GuardFailed) with the
+    # statements of its item: the fence of a replica's writes (engine/state/fencing.py)
+    guard: bool = False
+
+
+class GuardFailed(Exception):
+    """A guarded statement changed fewer rows than it had to: its item was not written."""
+
+
+def _run(conn: Connection, write: Write) -> None:
+    if write.many:
+        cursor = conn.executemany(write.sql, write.params)
+        expected = len(write.params)
+    else:
+        cursor = conn.execute(write.sql, write.params)
+        expected = 1
+    if write.guard and cursor.rowcount != expected:
+        raise GuardFailed(write.sql)
 
 
 @dataclass(slots=True)
@@ -236,8 +254,11 @@ class SqliteWriter:
         # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
         results: list[tuple[_Item, Any, BaseException | None]] = []
         merged: dict[str, list[Any]] = {}
+        guarded: set[str] = set()
 
         def add(write: Write) -> None:
+            if write.guard:
+                guarded.add(write.sql)
             if write.many:
                 merged.setdefault(write.sql, []).extend(write.params)
             else:
@@ -245,7 +266,7 @@ class SqliteWriter:
 
         def flush() -> None:
             for sql, params in merged.items():
-                conn.executemany(sql, params)
+                _run(conn, Write(sql, params, many=True, guard=sql in guarded))
             merged.clear()
 
         for item in items:
@@ -266,10 +287,7 @@ class SqliteWriter:
             else:
                 flush()
                 for write in item.work:
-                    if write.many:
-                        conn.executemany(write.sql, write.params)
-                    else:
-                        conn.execute(write.sql, write.params)
+                    _run(conn, write)
                 results.append((item, None, None))
         flush()
         return results
@@ -285,10 +303,7 @@ class SqliteWriter:
             else:
                 value = None
                 for write in item.work:
-                    if write.many:
-                        conn.executemany(write.sql, write.params)
-                    else:
-                        conn.execute(write.sql, write.params)
+                    _run(conn, write)
         except Exception as exc:
             conn.execute("ROLLBACK TO item")
             conn.execute("RELEASE item")

@@ -1,0 +1,329 @@
+"""The queue across servers sharing one state database (docs/postgres.md, "The queue", "Fencing").
+
+- `server.max_concurrent_runs_global` bounds the runs executing at once across every server on
+  the database; the others wait `queued` and start when a slot frees on any server;
+- a run a server accepted is recorded `queued` before the answer: when that server is killed
+  (SIGKILL) before it started the run, another server starts it, once, in the durability mode
+  and with the trace choice the run was accepted with;
+- `blockyard resume` starts a queued run its server let go of as it stopped, in its own mode;
+- a replica that lost its lease (stopped with SIGSTOP for longer than the lease, then continued)
+  writes nothing more for the runs another replica took over.
+
+Each test runs on the backend of the pass (SQLite file, or the pass's Postgres database).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.events import RunStatus
+from tests.serve.serve_helpers import ADDER, Live, free_socket, wait_for
+from tests.support.cli import Cli
+from tests.support.state import checkpoint_tables, state_db
+
+REPO = Path(__file__).resolve().parents[2]
+
+LIMITED = {
+    "blockyard.yaml": """
+        server:
+          max_concurrent_runs_global: 1
+    """,
+    "blocks/adder.yaml": ADDER,
+    "blocks/nap.yaml": """
+        block: nap
+        version: 1
+        kind: wait
+        duration: 150ms
+    """,
+    "flows/napper.yaml": """
+        flow: napper
+        version: 1
+        inputs: {a: {type: integer, default: 1}}
+        outputs: [total]
+        steps:
+          - {id: nap, uses: nap}
+          - {id: sum, uses: adder, with: {x: "{{ inputs.a }}", y: 1}}
+    """,
+}
+
+
+def _spans(root: Path, flow: str) -> list[tuple[str, str, str]]:
+    with state_db(root) as conn:
+        rows = conn.execute("SELECT id, started, finished FROM runs WHERE flow = ? AND status = 'finished' "
+                            "ORDER BY started", (flow,)).fetchall()
+    return [(str(run_id), str(started), str(finished)) for run_id, started, finished in rows]
+
+
+def test_the_global_limit_holds_across_two_servers_on_one_database(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    root = make_yard(LIMITED)
+    first, second = serve(root, watch=False, schedules=False), serve(root, watch=False, schedules=False)
+    ids: list[str] = []
+    with first.client() as a, second.client() as b:
+        for n in range(3):
+            for client in (a, b):
+                accepted = client.post("/flows/napper/runs?wait=false", json={"inputs": {"a": n}})
+                assert accepted.status_code == 202, accepted.text
+                ids.append(accepted.json()["run_id"])
+        # recorded before the answer: the other server knows each of them
+        statuses = [b.get(f"/runs/{run_id}").json()["status"] for run_id in ids]
+        assert RunStatus.QUEUED in statuses and set(statuses) <= {"queued", "running", "finished"}, statuses
+        wait_for(lambda: len(_spans(root, "napper")) == len(ids), timeout=30, interval=0.05)
+    spans = _spans(root, "napper")
+    assert {run_id for run_id, _, _ in spans} == set(ids)
+    # one at a time across both servers: each run started after the one before it finished
+    for (_, _, finished), (later, started, _) in itertools.pairwise(spans):
+        assert started >= finished, f"{later} started at {started}, before {finished}: {spans}"
+
+
+HELD = {
+    "blockyard.yaml": """
+        server:
+          max_concurrent_runs: 1
+    """,
+    "blocks/adder.yaml": ADDER,
+    "blocks/nap.yaml": """
+        block: nap
+        version: 1
+        kind: wait
+        duration: 30s
+    """,
+    "flows/long.yaml": """
+        flow: long
+        version: 1
+        steps:
+          - {id: nap, uses: nap}
+    """,
+    "flows/add.yaml": """
+        flow: add
+        version: 1
+        inputs: {a: {type: integer}}
+        outputs: [total]
+        steps:
+          - {id: sum, uses: adder, with: {x: "{{ inputs.a }}", y: 1}}
+    """,
+}
+
+
+def test_a_queued_run_keeps_its_durability_when_another_server_adopts_it(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    root = make_yard(HELD)
+    first = serve(root, watch=False, schedules=False, grace=0.1)
+    with first.client() as a:
+        busy = a.post("/flows/long/runs?wait=false", json={})  # takes the first server's only slot
+        assert busy.status_code == 202, busy.text
+        wait_for(lambda: a.get(f"/runs/{busy.json()['run_id']}").json()["status"] == "running")
+        accepted = a.post("/flows/add/runs?wait=false",
+                          json={"inputs": {"a": 2}, "durability": "none", "trace": False})
+        assert accepted.status_code == 202, accepted.text
+    run_id = accepted.json()["run_id"]
+    with state_db(root) as conn:
+        assert conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "queued"
+        # what kill -9 of its server leaves behind: the run held by a process that is gone (its pid,
+        # if in use, is another process's now: the start time differs)
+        conn.execute("UPDATE runs SET owner_start = ? WHERE id = ?", ("0", run_id))
+    second = serve(root, watch=False, schedules=False)  # adopts the dead server's queued runs as it starts
+    with second.client() as b:
+        wait_for(lambda: b.get(f"/runs/{run_id}").json()["status"] == "finished")
+        run = b.get(f"/runs/{run_id}").json()
+    assert (run["durability"], run["outputs"]) == ("none", {"total": 3})
+    assert _untraced_checkpoints(root, run_id) == (0, 0)  # none with `trace: false`: no checkpoint, no trace
+
+
+def _untraced_checkpoints(root: Path, run_id: str) -> tuple[int, int]:
+    """How many trace rows and checkpoints run `run_id` left."""
+    with state_db(root) as conn:
+        events = conn.execute("SELECT COUNT(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]
+        checkpoints = conn.execute(f"SELECT COUNT(*) FROM {checkpoint_tables(root)[0]} WHERE thread_id = ?",
+                                   (run_id,)).fetchone()[0]
+    return int(events), int(checkpoints)
+
+
+def test_resume_starts_a_queued_run_a_stopped_server_let_go_in_its_mode(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], cli: Cli) -> None:
+    root = make_yard(HELD)
+    first = serve(root, watch=False, schedules=False, grace=0.1)
+    with first.client() as a:
+        busy = a.post("/flows/long/runs?wait=false", json={})
+        wait_for(lambda: a.get(f"/runs/{busy.json()['run_id']}").json()["status"] == "running")
+        run_id = a.post("/flows/add/runs?wait=false",
+                        json={"inputs": {"a": 2}, "durability": "none", "trace": False}).json()["run_id"]
+    first.stop()  # lets go of the run it held queued
+    with state_db(root) as conn:
+        assert tuple(conn.execute("SELECT status, owner_pid FROM runs WHERE id = ?", (run_id,)).fetchone()) == \
+            ("queued", None)
+    resumed = cli(root, "resume", run_id, "--json")
+    assert resumed.code == 0, resumed.err
+    shown = json.loads(cli(root, "runs", "show", run_id, "--json").out)["run"]
+    assert (shown["status"], shown["durability"], shown["outputs"]) == ("finished", "none", {"total": 3})
+    assert _untraced_checkpoints(root, run_id) == (0, 0)
+
+
+# ---- real server processes -------------------------------------------------------------------
+
+MOCKED = """
+    models:
+      default: {provider: mock, delay: DELAY}
+    server:
+      max_concurrent_runs: 1
+      lease_seconds: 1.5
+"""
+THINK = """
+    block: think
+    version: 1
+    kind: llm
+    inputs: {topic: {type: string}}
+    outputs: {thought: {type: string}}
+    prompt: {user: "Think about {{ topic }}."}
+"""
+STEPS = ("s1", "s2", "s3")
+SLOW = """
+    flow: slow
+    version: 1
+    inputs: {topic: {type: string, default: x}}
+    outputs: [thought]
+    steps:
+""" + "".join(f'      - {{id: {step}, uses: think, with: {{topic: "{{{{ inputs.topic }}}} {step}"}}}}\n'
+              for step in STEPS)
+
+
+@dataclass
+class Process:
+    process: subprocess.Popen[str]
+    url: str
+    log: Path
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30)
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(encoding="utf-8")
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[..., Process]]:
+    """start(root, name, host=None) -> a `blockyard serve` process on the pass's database; with
+    `host`, in a UTS namespace of its own under that host name (other replicas judge it by its lease)."""
+    started: list[Process] = []
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("BLOCKYARD_TOKEN", None)
+
+    def start(root: Path, name: str, host: str | None = None) -> Process:
+        sock = free_socket()
+        port = sock.getsockname()[1]
+        sock.close()
+        command = [sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1", "--port", str(port),
+                   "--root", str(root)]
+        if host is not None:  # `sh` execs the server: the pid we signal is the server's
+            command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
+        log = tmp_path / f"{name}.log"
+        with log.open("w") as err:
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+        server = Process(process, f"http://127.0.0.1:{port}", log)
+        started.append(server)
+        wait_for(lambda: _up(server.url) or process.poll() is not None, timeout=60, interval=0.05)
+        assert process.poll() is None, log.read_text()
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGCONT)
+            server.process.send_signal(signal.SIGTERM)
+    for server in started:
+        try:
+            server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+
+
+def _trace(root: Path, run_ids: list[str]) -> dict[str, list[tuple[int, str, str | None]]]:
+    with state_db(root) as conn:
+        return {run_id: [(int(seq), str(type_), step) for seq, type_, step in conn.execute(
+            "SELECT seq, type, step FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()]
+            for run_id in run_ids}
+
+
+def _statuses(root: Path, run_ids: list[str]) -> dict[str, str]:
+    with state_db(root) as conn:
+        return {str(run_id): str(status) for run_id, status in conn.execute(
+            f"SELECT id, status FROM runs WHERE id IN ({', '.join('?' for _ in run_ids)})", tuple(run_ids))}
+
+
+def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
+    finished = [str(step) for _, type_, step in trace if type_ == "step_finished"]
+    return sorted(finished) == sorted(STEPS)
+
+
+def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., Process]) -> None:
+    root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "300ms"), "blocks/think.yaml": THINK,
+                      "flows/slow.yaml": SLOW})
+    a, b = servers(root, "a"), servers(root, "b")
+    with a.client() as client:
+        ids = [client.post("/flows/slow/runs?wait=false", json={"inputs": {"topic": f"t{n}"}}).json()["run_id"]
+               for n in range(4)]
+    # recorded before each answer: at most one running on A (its limit is 1), the others queued
+    statuses = list(_statuses(root, ids).values())
+    assert len(statuses) == 4 and statuses.count("queued") >= 3 and set(statuses) <= {"queued", "running"}
+    wait_for(lambda: any(("step_finished" in [t for _, t, _ in trace]) for trace in _trace(root, ids).values()),
+             timeout=30, interval=0.02)
+    a.process.send_signal(signal.SIGKILL)
+    a.process.wait(timeout=30)
+    wait_for(lambda: set(_statuses(root, ids).values()) == {"finished"}, timeout=60, interval=0.1)
+    traces = _trace(root, ids)
+    for run_id, trace in traces.items():
+        assert _finished_once(trace), (run_id, trace)  # no step ran twice
+    starts = {run_id: sum(1 for _, type_, _ in trace if type_ == "run_started") for run_id, trace in traces.items()}
+    assert sorted(starts.values()) == [1, 1, 1, 2], starts  # the one A was running went on from its checkpoint
+    assert b.logged("event=run_adopted") and b.logged("event=run_taken_over")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a replica on another host name needs `unshare --uts` (root)")
+def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., Process]) -> None:
+    root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "1200ms"), "blocks/think.yaml": THINK,
+                      "flows/slow.yaml": SLOW})
+    # A is on "another host": B judges it by its lease (1.5 s), not by its pid
+    a, b = servers(root, "a", host="elsewhere-a"), servers(root, "b")
+    with a.client() as client:
+        run_id = client.post("/flows/slow/runs?wait=false", json={}).json()["run_id"]
+    wait_for(lambda: ("step_finished", "s1") in [(t, s) for _, t, s in _trace(root, [run_id])[run_id]],
+             timeout=30, interval=0.02)
+    a.process.send_signal(signal.SIGSTOP)  # mid-way through s2's model call
+    wait_for(lambda: b.logged(f"event=run_taken_over run={run_id}"), timeout=30, interval=0.05)
+    a.process.send_signal(signal.SIGCONT)  # its s2 call is over: it would write s2's step and go on
+    wait_for(lambda: a.logged(f"event=run_ended run={run_id}"), timeout=30, interval=0.05)
+    wait_for(lambda: _statuses(root, [run_id])[run_id] == "finished", timeout=30, interval=0.05)
+    trace = _trace(root, [run_id])[run_id]
+    assert _finished_once(trace), trace
+    assert [type_ for _, type_, _ in trace].count("run_started") == 2
+    # after B's start only B's events: A, woken up, wrote no step of its own
+    resumed = max(index for index, (_, type_, _) in enumerate(trace) if type_ == "run_started")
+    assert [(type_, step) for _, type_, step in trace[resumed + 1:]] == [
+        ("step_started", "s2"), ("step_finished", "s2"), ("step_started", "s3"), ("step_finished", "s3"),
+        ("run_finished", None)], trace
+    assert "status=interrupted" in next(line for line in a.log.read_text().splitlines()
+                                    if f"event=run_ended run={run_id}" in line)
+    with b.client() as client:
+        assert client.get(f"/runs/{run_id}").json()["outputs"] is not None
