@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from engine.events import RunStatus
+from tests.conftest import skip_or_fail
 from tests.serve.serve_helpers import ADDER, Live, free_socket, wait_for
 from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
@@ -298,10 +299,10 @@ def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
     assert b.logged("event=run_adopted") and b.logged("event=run_taken_over")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="a replica on another host name needs `unshare --uts` (root)")
 def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
         make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., Process]) -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        skip_or_fail("a replica on another host name needs `unshare --uts` (root)")
     root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "1200ms"), "blocks/think.yaml": THINK,
                       "flows/slow.yaml": SLOW})
     # A is on "another host": B judges it by its lease (1.5 s), not by its pid
