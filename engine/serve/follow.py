@@ -44,20 +44,13 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
         # the tokens, which go in their place by seq. What was published while the trace was read is
         # on the queue already, and the read may hold events that came after it: take it now, or
         # `last` would move past those tokens and they would be skipped.
-        arrived, ended = _drain(subscription.queue)
+        arrived = _drain(subscription.queue)
         merged = {event["seq"]: event for event in [*subscription.backlog, *arrived, *replay]
                   if event["seq"] > last}
         for seq in sorted(merged):
             last = seq
             yield merged[seq]
         executing = subscription.active
-        if ended:  # the execution ended meanwhile: its events are all in the table now
-            executing = False
-            for event in await trace.events(run_id, last):
-                last = event["seq"]
-                yield event
-            if until_pause:
-                return
         if until_pause and not executing and (replay and replay[-1]["type"] in END_OF_EXECUTION):
             return
         while True:
@@ -96,18 +89,18 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
         broker.unsubscribe(subscription)
 
 
-def _drain(queue: asyncio.Queue[EventDict | None]) -> tuple[list[EventDict], bool]:
-    """What is on a follower's queue now: the events, and whether the execution ended among them."""
+def _drain(queue: asyncio.Queue[EventDict | None]) -> list[EventDict]:
+    """Take the events on a follower's queue now; what tells of the execution (another process
+    committed, the execution ended) goes back on it, in that order, for the follower's loop."""
     found: list[EventDict] = []
-    ended = nudged = False
+    signals: list[EventDict | None] = []
     while not queue.empty():
         item = queue.get_nowait()
-        if item is None:
-            ended = True
-        elif item is NUDGE:
-            nudged = True
+        if item is None or item is NUDGE:
+            if item not in signals:
+                signals.append(item)
         else:
             found.append(item)
-    if nudged:  # another process committed events: the follower reads the trace at once, as it would have
-        queue.put_nowait(NUDGE)
-    return found, ended
+    for signal in sorted(signals, key=lambda item: item is None):  # the end last
+        queue.put_nowait(signal)
+    return found
