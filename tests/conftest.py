@@ -79,9 +79,13 @@ def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.fixture
-def pg_url() -> str:
-    """A fresh, empty database of this worker's Postgres cluster (skips locally without Postgres)."""
-    return postgres_cluster().fresh_database()
+def pg_url() -> Iterator[str]:
+    """A fresh database (no runs) of this worker's Postgres cluster (skips locally without Postgres);
+    dropped after the test, like the test's own."""
+    cluster = postgres_cluster()
+    url = cluster.fresh_database()
+    yield url
+    cluster.discard(url)
 
 
 @pytest.fixture
