@@ -5,12 +5,14 @@ layer, and the few imports that live inside functions are there for a reason."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,19 +98,24 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) 
     return [".".join([*base, *([node.module] if node.module else [])])]
 
 
+def _imports_in_functions(node: ast.AST, inside: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement inside a function (at any depth) below `node`, in one walk of the tree."""
+    for child in ast.iter_child_nodes(node):
+        if inside and isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        yield from _imports_in_functions(child, inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+
+@functools.cache  # two tests read it: parse engine/ once
 def function_level_imports() -> dict[tuple[str, str], list[int]]:
     """(module, imported module) -> the lines of every import statement inside a function of engine/."""
     found: dict[tuple[str, str], list[int]] = {}
     for path in sorted(ENGINE.rglob("*.py")):
         module = _module(path)
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for function in ast.walk(tree):
-            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            for node in ast.walk(function):
-                if isinstance(node, ast.Import | ast.ImportFrom):
-                    for imported in _imported(node, module, path.name == "__init__.py"):
-                        found.setdefault((module, imported), []).append(node.lineno)
+        for node in _imports_in_functions(tree):
+            for imported in _imported(node, module, path.name == "__init__.py"):
+                found.setdefault((module, imported), []).append(node.lineno)
     return found
 
 

@@ -25,17 +25,21 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from engine.state import pgsaver
 
 USER = "blockyard"
 PASSWORD = "s3cret-pg-pass"
 TEMPLATE = "blockyard_template"
+FOLDER_PREFIX = "blockyard-pg-"  # a cluster's folder in the temporary directory
+OWNER = "owner"  # in the folder: the process id of the test process the cluster belongs to
 BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
 
 
@@ -67,18 +71,37 @@ def _run_as() -> list[str]:
     raise Unavailable("running as root and no unprivileged user (postgres, nobody) to run initdb as")
 
 
+# How many databases a worker keeps cloned ahead of the tests that will ask for them, and how many
+# discarded ones may wait to be dropped before `discard` waits for the dropper: together with the few
+# something still holds open, what bounds the disk a pass uses (each database is ~8 MB; a pass makes ~1,800).
+READY = 2
+MAX_DOOMED = 8
+POLL = 0.2  # seconds between looks at databases still in use
+
+
 @dataclass
 class Cluster:
-    """A running cluster: `url(name)` is a database's URL (with the password in it)."""
+    """A running cluster: `url(name)` is a database's URL (with the password in it).
+
+    Making and dropping the tests' databases happens on one background thread per cluster (the
+    "keeper"), off the tests' own time: it keeps READY clones of the template made ahead, and drops
+    discarded databases as soon as nothing is connected to them (it asks `pg_stat_activity` first:
+    `DROP DATABASE` on a database in use waits five seconds before it fails)."""
 
     folder: Path
     port: int
     pg_ctl: str
     prefix: list[str]
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
     _made: dict[str, str] = field(default_factory=dict)  # URL -> name of the databases fresh_database made
-    _unused: list[str] = field(default_factory=list)  # names of databases to drop once nobody uses them
+    _ready: list[str] = field(default_factory=list)  # template clones made ahead, not handed out yet
+    _doomed: list[str] = field(default_factory=list)  # discarded, not tried yet
+    _dropping: list[str] = field(default_factory=list)  # discarded, being tried by the keeper now
+    _held: list[str] = field(default_factory=list)  # discarded, still in use when last tried
+    _failure: BaseException | None = None
+    _stopping: bool = False
+    _keeper: threading.Thread | None = None
 
     @property
     def socket_dir(self) -> Path:
@@ -96,34 +119,120 @@ class Cluster:
     def fresh_database(self, *, empty: bool = False) -> str:
         """A new database, cloned from the template (Blockyard's and LangGraph's tables already
         migrated: a test starts as fast as on a new SQLite file), or `empty`; returns its URL."""
-        with self._lock:
-            name = f"t{os.getpid()}_{next(self._names)}"
-        self.execute(f"CREATE DATABASE {name} TEMPLATE {'template0' if empty else TEMPLATE} STRATEGY FILE_COPY")
+        if empty:
+            name = self._name()
+            self.execute(f"CREATE DATABASE {name} TEMPLATE template0")
+        else:
+            with self._cond:
+                self._start_keeper()
+                while not self._ready:
+                    self._check()
+                    self._cond.wait()
+                name = self._ready.pop(0)
+                self._cond.notify_all()  # the keeper makes the next one
         url = self.url(name)
-        with self._lock:
+        with self._cond:
             self._made[url] = name
         return url
 
     def discard(self, url: str) -> None:
-        """The test that asked for `url` is over: drop its database — and any discarded earlier that
-        was still in use then. A database something still holds a connection to (a server a
-        module-scoped fixture started during that test) stays until a later call finds it free:
-        each database costs ~8 MB, and a whole pass makes ~1,800 of them."""
-        with self._lock:
+        """The test that asked for `url` is over: its database is dropped once nothing uses it any
+        more (a server a module-scoped fixture started during that test may hold it for a while).
+        Waits only when the keeper is MAX_DOOMED databases behind."""
+        with self._cond:
             name = self._made.pop(url, None)
-            if name is not None:
-                self._unused.append(name)
-            waiting, self._unused = self._unused, []
-        still: list[str] = []
-        for pending in waiting:
+            if name is None:
+                return
+            self._start_keeper()
+            self._doomed.append(name)
+            self._cond.notify_all()
+            while len(self._doomed) > MAX_DOOMED:
+                self._check()
+                self._cond.wait()
+
+    def pending(self) -> int:
+        """How many discarded databases are not dropped yet (in use, or not reached yet)."""
+        with self._cond:
+            return len(self._doomed) + len(self._dropping) + len(self._held)
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until every discarded database nothing uses is dropped."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._doomed or self._dropping) and time.monotonic() < deadline:
+                self._check()
+                self._cond.wait(POLL)
+
+    def _name(self) -> str:
+        with self._cond:
+            return f"t{os.getpid()}_{next(self._names)}"
+
+    def _check(self) -> None:
+        """Called with the lock held: the keeper's failure is the waiting test's error."""
+        if self._failure is not None:
+            raise RuntimeError(f"the Postgres test cluster's keeper failed: {self._failure!r}") from self._failure
+        if self._keeper is None or not self._keeper.is_alive():
+            raise RuntimeError("the Postgres test cluster's keeper is not running")
+
+    def _start_keeper(self) -> None:
+        if self._keeper is None:
+            self._keeper = threading.Thread(target=self._keep, name="postgres-keeper", daemon=True)
+            self._keeper.start()
+
+    def _keep(self) -> None:
+        try:
+            with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+                while True:
+                    with self._cond:
+                        while not (self._stopping or self._doomed or len(self._ready) < READY):
+                            self._cond.wait(POLL if self._held else None)
+                            if self._held:
+                                break  # time for another look at the databases in use
+                        if self._stopping:
+                            return
+                        self._dropping = self._doomed + self._held
+                        self._doomed, self._held = [], []
+                        doomed = list(self._dropping)
+                        make = len(self._ready) < READY
+                    held = self._drop(conn, doomed)
+                    if make:  # one at a time: a discard waiting on the doomed list goes first
+                        name = self._name()
+                        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+                    with self._cond:
+                        self._dropping = []
+                        self._held.extend(held)
+                        if make:
+                            self._ready.append(name)
+                        self._cond.notify_all()
+        except BaseException as exc:  # handed to the test that waits next (_check)
+            with self._cond:
+                self._failure = exc
+                self._cond.notify_all()
+
+    @staticmethod
+    def _drop(conn: psycopg.Connection[TupleRow], names: list[str]) -> list[str]:
+        """Drop those of `names` nothing is connected to; returns the others."""
+        if not names:
+            return []
+        rows = conn.execute("SELECT DISTINCT datname FROM pg_stat_activity WHERE datname = ANY(%s)",
+                            [names]).fetchall()
+        in_use = {str(row[0]) for row in rows}
+        held = [name for name in names if name in in_use]
+        for name in names:
+            if name in in_use:
+                continue
             try:
-                self.execute(f"DROP DATABASE IF EXISTS {pending}")
-            except psycopg.errors.ObjectInUse:
-                still.append(pending)
-        with self._lock:
-            self._unused.extend(still)
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")  # our own names (t<pid>_<n>)
+            except psycopg.errors.ObjectInUse:  # connected to since we looked
+                held.append(name)
+        return held
 
     def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._keeper is not None:
+            self._keeper.join(timeout=10)
         subprocess.run([*self.prefix, self.pg_ctl, "stop", "-D", str(self.folder / "data"), "-m", "immediate"],
                        capture_output=True, check=False, timeout=60)
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -136,8 +245,10 @@ def start() -> Cluster:
         raise Unavailable("Postgres is not installed (no initdb/pg_ctl; `apt-get install postgresql`, "
                           "as .ci/run does)")
     prefix = _run_as()
-    folder = Path(tempfile.mkdtemp(prefix="blockyard-pg-"))
+    remove_stale(Path(tempfile.gettempdir()), pg_ctl, prefix)
+    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     folder.chmod(0o755)
+    (folder / OWNER).write_text(f"{os.getpid()}\n", encoding="utf-8")  # remove_stale: whose cluster this is
     pwfile = folder / "pw"
     pwfile.write_text(PASSWORD + "\n", encoding="utf-8")
     if prefix:
@@ -170,6 +281,52 @@ def start() -> Cluster:
     cluster.execute(f"CREATE DATABASE {TEMPLATE}")
     pgsaver.open_writer(cluster.url(TEMPLATE)).close()  # every migration, once for all the tests' databases
     return cluster
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _pid(path: Path) -> int | None:
+    """The process id on the first line of `path` (an owner file, a postmaster.pid), if it has one."""
+    try:
+        first = path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    return int(first) if first.isdigit() else None
+
+
+def remove_stale(parent: Path, pg_ctl: str, prefix: list[str]) -> list[Path]:
+    """Stop and remove the clusters killed test runs left in `parent` (a run killed with -9 never
+    runs its atexit `stop`): only folders named like ours whose test process (its OWNER file) is
+    gone — their postmaster, if still running, is stopped first — and, from before OWNER files,
+    folders whose postmaster is gone. A folder of a live run, or one we cannot tell, is left alone.
+    Returns the folders removed."""
+    removed: list[Path] = []
+    for folder in sorted(parent.glob(f"{FOLDER_PREFIX}*")):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        owner = _pid(folder / OWNER)
+        postmaster = _pid(folder / "data" / "postmaster.pid")
+        if owner is not None:
+            if _alive(owner):
+                continue
+            if postmaster is not None and _alive(postmaster):
+                subprocess.run([*prefix, pg_ctl, "stop", "-D", str(folder / "data"), "-m", "immediate"],
+                               capture_output=True, check=False, timeout=60)
+                if (folder / "data" / "postmaster.pid").exists():
+                    continue  # not stopped: leave it
+        elif postmaster is None or _alive(postmaster):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _checked(command: list[str], what: str) -> None:

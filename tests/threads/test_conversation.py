@@ -25,7 +25,8 @@ from engine.models import StructuredRequest, TurnRequest
 from engine.models.script import scripted
 from engine.project import load_project
 from engine.validate.semantic import check_project
-from tests.runtime.conftest import run_engine, subprocess_env
+from tests.runtime.conftest import subprocess_env
+from tests.support.cli import Cli
 from tests.support.state import state_db
 
 
@@ -363,24 +364,25 @@ NAMED = "models:\n  default: {provider: mock}\n  namer: {provider: mock, replies
         "threads: {name_model: namer}\n"
 
 
-def test_a_thread_is_named_by_the_name_model_on_its_first_turn(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_a_thread_is_named_by_the_name_model_on_its_first_turn(make_yard: Callable[[dict[str, str]], Path],
+                                                               cli: Cli) -> None:
     root = make_yard({**FILES, "blockyard.yaml": NAMED % '"Title: Ada asks about her order."'})
-    first = run_engine(root, "run", "llm_chat", "--thread", "named", "--input", "message=My name is Ada", "--json")
-    second = run_engine(root, "run", "llm_chat", "--thread", "named", "--input", "message=Where is it?", "--json")
+    first = cli(root, "run", "llm_chat", "--thread", "named", "--input", "message=My name is Ada", "--json")
+    second = cli(root, "run", "llm_chat", "--thread", "named", "--input", "message=Where is it?", "--json")
     (event,) = [e for e in first.events() if e["type"] == "thread_name"]
     assert event["data"] == {"thread_id": "named", "name": "Ada asks about her order"}
     assert [e["type"] for e in first.events()][-1] == "run_finished"
     assert not [e for e in second.events() if e["type"] == "thread_name"]  # only the first turn names it
-    listed = json.loads(run_engine(root, "threads", "--json").out)
+    listed = json.loads(cli(root, "threads", "--json").out)
     assert listed[0]["name"] == "Ada asks about her order"
-    assert run_engine(root, "threads").out.splitlines()[1].endswith("  Ada asks about her order")
+    assert cli(root, "threads").out.splitlines()[1].endswith("  Ada asks about her order")
 
 
 def test_without_a_name_model_or_when_it_fails_the_first_five_words_name_the_thread(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+        make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
     root = make_yard({**FILES, "blockyard.yaml": NAMED % '{$error: boom}'})
-    done = run_engine(root, "run", "llm_chat", "--thread", "late", "--input",
-                      "message=  My order  is late, where is it?", "--json")
+    done = cli(root, "run", "llm_chat", "--thread", "late", "--input",
+               "message=  My order  is late, where is it?", "--json")
     events = done.events()
     assert done.code == 0
     assert [e["data"] for e in events if e["type"] == "thread_name"] == [{"thread_id": "late",
@@ -389,7 +391,7 @@ def test_without_a_name_model_or_when_it_fails_the_first_five_words_name_the_thr
     with Yard.load(root) as api:
         assert api.thread("late").label == "My order is late, where"  # type: ignore[union-attr]
     plain = make_yard({**FILES, "blockyard.yaml": "models: {default: {provider: mock}}\n"})
-    done = run_engine(plain, "run", "llm_chat", "--thread", "p", "--input", "message=hello there", "--json")
+    done = cli(plain, "run", "llm_chat", "--thread", "p", "--input", "message=hello there", "--json")
     assert [e["data"]["name"] for e in done.events() if e["type"] == "thread_name"] == ["hello there"]
 
 
@@ -405,16 +407,16 @@ def test_the_offline_mock_names_a_thread_the_same_way_every_time(make_yard: Call
     assert names[0] == names[1] and 1 <= len(names[0].split()) <= 5
 
 
-def test_threads_show_reads_the_messages_table(yard: Path) -> None:
-    assert run_engine(yard, "run", "llm_chat", "--thread", "s", "--input", "message=hello").code == 0
+def test_threads_show_reads_the_messages_table(yard: Path, cli: Cli) -> None:
+    assert cli(yard, "run", "llm_chat", "--thread", "s", "--input", "message=hello").code == 0
     with scripted("s-bad", FAIL), Yard.load(yard) as api:
         api.run("llm_chat", {"message": "oops"}, run_id="s-bad", thread="s")
     with state_db(yard) as conn:
         conn.execute("UPDATE messages SET content = 'hello (from the table)' WHERE role = 'user'")
-    shown = run_engine(yard, "threads", "show", "s").out
+    shown = cli(yard, "threads", "show", "s").out
     assert "  > hello (from the table)\n  < " in shown
     assert "run s-bad\n  > oops\n  (failed: " in shown
-    body = json.loads(run_engine(yard, "threads", "show", "s", "--json").out)
+    body = json.loads(cli(yard, "threads", "show", "s", "--json").out)
     assert [(m["index"], m["role"]) for m in body["messages"]] == [(0, "user"), (1, "assistant")]
 
 
