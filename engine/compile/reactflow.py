@@ -7,7 +7,7 @@ React Flow edges whose `sourceHandle` says which way out they are (a router's `r
 exits `reject`, `timeout` and `max_visits`) and whose `data.kind` keeps the model's edge kind.
 Each node's `data` carries what its step says besides where it goes (`step`: its bindings, outputs
 and bounds as written; the block it runs; the gate's settings), and `flow` the flow's own settings,
-so that importing the graph (engine/interchange/reactflow.py) gives back the same flow.
+so that importing the graph (engine/interchange/reactflow/) gives back the same flow.
 
 What the web page draws (engine/serve/web/graph.js) rides along, ignored by the importer and by
 editors: each node's `data.view` (the graph model's kind, text lines, shape and the group it sits
