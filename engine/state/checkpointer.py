@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from engine.events import now_iso
 from engine.redaction import Masker
-from engine.state import compact, store
+from engine.state import compact, migrations
 from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted
 from engine.state.location import Location
@@ -53,7 +53,7 @@ def connect(path: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
 def prepare(conn: sqlite3.Connection) -> None:
     """Create the checkpointer's tables and migrate ours (idempotent, safe across processes)."""
     SqliteSaver(conn).setup()
-    store.migrate(conn, now_iso())
+    migrations.migrate(conn, now_iso())
 
 
 class DurableSaver(GroupCommitted, SqliteSaver):

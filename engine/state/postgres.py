@@ -33,7 +33,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from engine.redaction import mask_url
-from engine.state import store
+from engine.state import migrations
 from engine.state.database import BackendError, BackendIntegrityError, Native, StateError
 
 # keys of pg_advisory_lock: who migrates (arbitrary, fixed numbers; "blockyard" in ASCII, + 1)
@@ -173,22 +173,22 @@ _lock = threading.Lock()
 
 
 def migrate(conn: PgConnection, now: str) -> None:
-    """Bring Blockyard's tables to store.SCHEMA_VERSION in one transaction under
+    """Bring Blockyard's tables to migrations.SCHEMA_VERSION in one transaction under
     pg_advisory_xact_lock: servers starting at once apply each migration once."""
-    if _applied(conn) == store.SCHEMA_VERSION:
+    if _applied(conn) == migrations.SCHEMA_VERSION:
         return
     with conn.transaction():
         conn.execute(Native("SELECT pg_advisory_xact_lock(%s)"), (MIGRATE_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, "
                      "applied TEXT NOT NULL)")
         current = _applied(conn)
-        for version, statements in store.MIGRATIONS:
+        for version, statements in migrations.MIGRATIONS:
             if version <= current:
                 continue
             for statement in statements:
                 conn.execute(statement)
             conn.execute("INSERT INTO blockyard_migrations (version, applied) VALUES (?, ?)", (version, now))
-    store.check_version(_applied(conn))
+    migrations.check_version(_applied(conn))
 
 
 def _applied(conn: PgConnection) -> int:

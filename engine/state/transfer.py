@@ -25,7 +25,7 @@ from engine.state.compact import Decompressing
 from engine.state.database import Connection, Native
 from engine.state.memory import TEXT_KEY, pack, unpack
 
-# Blockyard's tables in the order their keys need them, with their columns (as of store.SCHEMA_VERSION)
+# Blockyard's tables in the order their keys need them, with their columns (as of migrations.SCHEMA_VERSION)
 TABLES: dict[str, tuple[str, ...]] = {
     "definitions": ("digest", "flow", "version", "bundle", "created"),
     "runs": ("id", "flow", "version", "digest", "status", "inputs", "outputs", "error", "error_step", "thread_id",

@@ -12,7 +12,7 @@ import pytest
 
 from engine.errors import UsageError
 from engine.events import Event, RunStatus, Sequencer, now_iso, parse_time
-from engine.state import liveness, store
+from engine.state import liveness, migrations, store
 from engine.state.checkpointer import StateDB
 from engine.state.database import StateError
 from engine.state.ids import check_run_id, new_run_id
@@ -35,9 +35,9 @@ def test_migrations_are_idempotent_and_versioned(tmp_path: Path) -> None:
     assert conn is not None
     versions = conn.execute("SELECT version FROM blockyard_migrations").fetchall()
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert versions == [(version,) for version, _ in store.MIGRATIONS]
+    assert versions == [(version,) for version, _ in migrations.MIGRATIONS]
     assert {"runs", "events", "definitions", "gates", "threads", "checkpoints", "writes"} <= tables
-    conn.execute("INSERT INTO blockyard_migrations VALUES (?, ?)", (store.SCHEMA_VERSION + 1, now_iso()))
+    conn.execute("INSERT INTO blockyard_migrations VALUES (?, ?)", (migrations.SCHEMA_VERSION + 1, now_iso()))
     conn.close()
     with pytest.raises(StateError, match="newer than this blockyard"):
         store.open_existing(path)

@@ -15,7 +15,7 @@ import pytest
 from engine import Yard
 from engine.cli.runs import step_summary
 from engine.events import RunStatus, Sequencer
-from engine.state import store
+from engine.state import migrations, store
 from tests.runtime.conftest import Outcome, subprocess_env
 
 Cli = Callable[..., Outcome]
@@ -74,7 +74,7 @@ def test_runs_started_in_the_same_millisecond_keep_one_order(tmp_path: Path) -> 
         assert conn is None  # no database yet: nothing is created by looking
     assert not path.exists()
     db = sqlite3.connect(path)
-    store.migrate(db, "2026-01-01T00:00:00.000Z")
+    migrations.migrate(db, "2026-01-01T00:00:00.000Z")
     db.execute("INSERT INTO definitions VALUES ('d', 'f', 1, '{}', 'now')")
     for run_id, started in (("a", "00:00:00.002"), ("c", "00:00:00.001"), ("b", "00:00:00.002")):
         db.execute("INSERT INTO runs (id, flow, version, digest, status, inputs, created, started) "

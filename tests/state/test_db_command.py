@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.state import store
+from engine.state import migrations
 from engine.state.location import URL_ENV
 from engine.state.memory import open_store
 from engine.state.transfer import TABLES
@@ -63,7 +63,7 @@ def test_db_status_of_a_sqlite_yard(yard: Path, cli: Cli, monkeypatch: pytest.Mo
                                                                   "gates": 0, "memory": 0}}
     assert cli(yard, "run", "chat", "--input", "message=hi").code == 0
     body = _status(cli, yard)
-    assert body["schema_version"] == store.SCHEMA_VERSION
+    assert body["schema_version"] == migrations.SCHEMA_VERSION
     assert body["counts"] == {"runs": 1, "threads": 0, "messages": 0, "gates": 0, "memory": 0}
     text = cli(yard, "db", "status").out
     assert "backend         sqlite\n" in text and "runs            1\n" in text
@@ -84,7 +84,7 @@ def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
     monkeypatch.setenv(URL_ENV, pg_url)  # from now on the yard runs on Postgres
     body = _status(cli, yard)
     assert body["backend"] == "postgres" and PASSWORD not in json.dumps(body)
-    assert body["schema_version"] == store.SCHEMA_VERSION
+    assert body["schema_version"] == migrations.SCHEMA_VERSION
     assert body["counts"] == {"runs": 2, "threads": 1, "messages": 2, "gates": 1, "memory": 1}
 
     assert "paused" in cli(yard, "runs").out
@@ -135,7 +135,7 @@ def test_copy_names_every_column_of_the_tables_it_copies(tmp_path: Path) -> None
     # a column a migration adds (a run's durability, trace, output folder) must move with `db copy`
     conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
     try:
-        store.migrate(conn, "2026-01-01T00:00:00Z")
+        migrations.migrate(conn, "2026-01-01T00:00:00Z")
         for table, columns in TABLES.items():
             found = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             assert set(columns) == found, (table, sorted(found - set(columns)))
