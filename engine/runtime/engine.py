@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from pathlib import Path
@@ -39,14 +39,12 @@ from engine.project import Project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
 from engine.runtime import approvals, naming, resumes, turns
 from engine.runtime.approvals import Ask, Expired
+from engine.runtime.bundles import history_window, model_profiles, run_mode, subflows, uses_default_model
 from engine.runtime.end_hooks import end_hook
-from engine.runtime.execution import Execution, Naming, RunResult, collect, execute
+from engine.runtime.execution import Execution, RunResult, collect, execute
 from engine.runtime.memory import render_scope
 from engine.spec import ModelProfile
-from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
-from engine.spec.common import DURABILITY_MODES
-from engine.spec.durability import NO_CHECKPOINTS, gate_of, keeps_trace, mode_of, refusal
-from engine.spec.flow import FlowSpec
+from engine.spec.durability import NO_CHECKPOINTS, gate_of
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
@@ -189,13 +187,13 @@ class Engine:
             workspace = self.root / output_dir
             tools = registry.with_workspace(workspace, confine=self.root)
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
-        self.mask_keys(_profiles(bundle))  # a pinned definition may name other variables than the files now
+        self.mask_keys(model_profiles(bundle))  # a pinned definition may name other variables than the files now
         context = RunContext(run_id=run_id, models=models, tools=tools,
                              workspace=workspace, thread_id=thread_id, secrets=self.secrets,
                              limits=TemplateLimits.of(bundle.config))
         if output_dir is not None:
             context.extra["output_dir"] = output_dir
-        return context, models.default_note if _uses_default_model(bundle) else None
+        return context, models.default_note if uses_default_model(bundle) else None
 
     # ---- starting and going on --------------------------------------------------------------
 
@@ -204,19 +202,11 @@ class Engine:
         """The durability mode and whether to keep the trace, for a run of `bundle` that asks for
         `durability` and `trace` (None: the flow's, else the yard's; engine/spec/durability.py);
         UsageError when the run cannot work that way (a gate or a conversation turn with no checkpoints)."""
-        if durability is not None and durability not in DURABILITY_MODES:
-            raise UsageError(f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'")
-        mode = mode_of(durability, bundle.flow, bundle.config)
-        keep = keeps_trace(mode, trace, bundle.flow, bundle.config)
         digest = self.pin(bundle)[0]
-        with self._lock:
+        with self._lock:  # which step pauses the flow, judged once per definition
             if digest not in self._gates:
-                self._gates[digest] = gate_of(bundle.flow, _subflows(bundle))
-            gate = self._gates[digest]
-        problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, trace=trace)
-        if problem is not None:
-            raise UsageError(problem)
-        return mode, keep
+                self._gates[digest] = gate_of(bundle.flow, subflows(bundle))
+        return run_mode(bundle, durability, trace, gate=self._gates[digest], thread=thread)
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                     thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
@@ -406,19 +396,7 @@ class Engine:
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
                          on_end=end_hook(self.db, compiled.graph, record, memory), checkpoint=checkpoint,
-                         naming=self._naming(bundle, record, context) if first else None, trace=trace)
-
-    def _naming(self, bundle: Bundle, record: RunRecord, context: RunContext) -> Naming:
-        """How the first turn of a thread names it (engine/runtime/naming.py)."""
-        assert record.thread_id is not None
-        said = threads.turn_text(record.inputs)
-        block = naming.naming_block(bundle.config)
-        if block is None:
-            return Naming(record.thread_id, naming.fallback_name(said))
-        thread_id = record.thread_id
-        return Naming(thread_id, naming.fallback_name(said),
-                      ask=lambda: naming.model_name(context.models, block, bundle.name, said),
-                      store=lambda name: naming.set_name(thread_id, name))
+                         naming=naming.first_turn(bundle, record, context.models) if first else None, trace=trace)
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                       thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
@@ -464,50 +442,3 @@ class Engine:
             action = wanted.decision if wanted.decision != "timeout" else str(gate.request.get("on_timeout"))
             expired.append(Expired(gate.run_id, gate.gate, action, result.status, result.error))
         return expired
-
-
-def _blocks(bundle: Bundle) -> list[Any]:
-    """The blocks of a flow and of its subflows."""
-    blocks = [*bundle.blocks.values()]
-    pending = [*bundle.flows.values()]
-    while pending:
-        sub = pending.pop()
-        blocks.extend(sub.blocks.values())
-        pending.extend(sub.flows.values())
-    return blocks
-
-
-def _subflows(bundle: Bundle) -> Callable[[str], FlowSpec | None]:
-    """Flow name -> its spec, for the flows a bundle's steps run (at any depth)."""
-    found: dict[str, FlowSpec] = {}
-    pending = [bundle]
-    while pending:
-        current = pending.pop()
-        for name, sub in current.flows.items():
-            if name not in found:
-                found[name] = sub.flow
-                pending.append(sub)
-    return found.get
-
-
-def _uses_default_model(bundle: Bundle) -> bool:
-    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
-    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in _blocks(bundle))
-
-
-def history_window(bundle: Bundle) -> int | None:
-    """How many earlier turns of a conversation any model block of the flow (or its subflows) can
-    be sent — None for all of them (within `threads.history_chars`). A thread's checkpoint keeps
-    no more; a flow without model blocks keeps the default."""
-    wanted = [block.history_turns for block in _blocks(bundle) if block.kind in MODEL_KINDS]
-    if not wanted:
-        return DEFAULT_HISTORY
-    if any(turns is None for turns in wanted):
-        return None
-    return int(max(turns for turns in wanted if turns is not None))
-
-
-def _profiles(bundle: Bundle) -> list[Any]:
-    """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
-    inline = [block.model for block in _blocks(bundle) if block.model is not None and not isinstance(block.model, str)]
-    return [*bundle.config.models.values(), *inline]

@@ -39,7 +39,7 @@ from engine.events import (
 from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
-from engine.runtime.naming import NAME_WAIT
+from engine.runtime.naming import NAME_WAIT, Naming
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import fencing, store
 from engine.state import gates as gate_rows
@@ -111,46 +111,6 @@ class Execution:
     checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
     naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
     trace: bool = True  # False: no trace rows (a run with durability none that asked for none)
-
-
-@dataclass
-class Naming:
-    """How a thread's first turn names it: `fallback` (stored already) unless `ask()` gives a name
-    within NAME_WAIT of the turn's end; `store(name)` is the write that keeps a given name."""
-
-    thread_id: str
-    fallback: str
-    ask: Callable[[], Awaitable[str | None]] | None = None
-    store: Callable[[str], Write] | None = None
-    task: asyncio.Future[str | None] | None = None
-    announced: bool = False
-
-    def start(self) -> None:
-        if self.ask is not None:
-            self.task = asyncio.ensure_future(self.ask())
-
-    def ready(self) -> bool:
-        return not self.announced and (self.task is None or self.task.done())
-
-    async def settle(self, wait: float) -> str:
-        """The name: the model's when it has given one (waiting up to `wait`), else the fallback."""
-        if self.task is None:
-            return self.fallback
-        try:
-            name = await asyncio.wait_for(asyncio.shield(self.task), wait) if not self.task.done() else \
-                self.task.result()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a slow or failing naming model never fails the turn
-            log.info("thread %s: no name from the naming model (%s); using its first words",
-                     self.thread_id, type(exc).__name__ if isinstance(exc, TimeoutError) else exc)
-            self.cancel()
-            return self.fallback
-        return name or self.fallback
-
-    def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
 
 
 class _Steps:

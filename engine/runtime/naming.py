@@ -9,12 +9,18 @@ work is done (engine/runtime/execution.py announces the name in a `thread_name` 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from engine.models import StructuredRequest
+from engine.pinned import Bundle
 from engine.spec import BlockSpec, ConfigSpec, TypeSpec
+from engine.state import threads
+from engine.state.store import RunRecord
 from engine.state.writer import Write
 from engine.typecheck import outputs_schema
 
@@ -64,3 +70,55 @@ async def model_name(models: Any, block: BlockSpec, flow: str, text: str) -> str
 
 def set_name(thread_id: str, name: str) -> Write:
     return Write("UPDATE threads SET name = ? WHERE id = ?", (name, thread_id))
+
+
+@dataclass
+class Naming:
+    """How a thread's first turn names it: `fallback` (stored already) unless `ask()` gives a name
+    within NAME_WAIT of the turn's end; `store(name)` is the write that keeps a given name."""
+
+    thread_id: str
+    fallback: str
+    ask: Callable[[], Awaitable[str | None]] | None = None
+    store: Callable[[str], Write] | None = None
+    task: asyncio.Future[str | None] | None = None
+    announced: bool = False
+
+    def start(self) -> None:
+        if self.ask is not None:
+            self.task = asyncio.ensure_future(self.ask())
+
+    def ready(self) -> bool:
+        return not self.announced and (self.task is None or self.task.done())
+
+    async def settle(self, wait: float) -> str:
+        """The name: the model's when it has given one (waiting up to `wait`), else the fallback."""
+        if self.task is None:
+            return self.fallback
+        try:
+            name = await asyncio.wait_for(asyncio.shield(self.task), wait) if not self.task.done() else \
+                self.task.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a slow or failing naming model never fails the turn
+            log.info("thread %s: no name from the naming model (%s); using its first words",
+                     self.thread_id, type(exc).__name__ if isinstance(exc, TimeoutError) else exc)
+            self.cancel()
+            return self.fallback
+        return name or self.fallback
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+def first_turn(bundle: Bundle, record: RunRecord, models: Any) -> Naming:
+    """How the first turn of a thread names it: by the naming profile's model, else its first words."""
+    assert record.thread_id is not None
+    said = threads.turn_text(record.inputs)
+    block = naming_block(bundle.config)
+    thread_id = record.thread_id
+    if block is None:
+        return Naming(thread_id, fallback_name(said))
+    return Naming(thread_id, fallback_name(said), ask=lambda: model_name(models, block, bundle.name, said),
+                  store=lambda name: set_name(thread_id, name))

@@ -1,0 +1,78 @@
+"""What a pinned bundle holds at any depth (its flow's subflows, their subflows, ...): its blocks,
+the flows its steps run, the model profiles a run may use, how much conversation its model
+blocks are sent, the durability mode a run of it gets. The engine asks these when it prepares a run
+(engine/runtime/engine.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.errors import UsageError
+from engine.pinned import Bundle
+from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
+from engine.spec.common import DURABILITY_MODES
+from engine.spec.durability import keeps_trace, mode_of, refusal
+from engine.spec.flow import FlowSpec
+
+
+def all_blocks(bundle: Bundle) -> list[Any]:
+    """The blocks of a flow and of its subflows."""
+    blocks = [*bundle.blocks.values()]
+    pending = [*bundle.flows.values()]
+    while pending:
+        sub = pending.pop()
+        blocks.extend(sub.blocks.values())
+        pending.extend(sub.flows.values())
+    return blocks
+
+
+def subflows(bundle: Bundle) -> Callable[[str], FlowSpec | None]:
+    """Flow name -> its spec, for the flows a bundle's steps run (at any depth)."""
+    found: dict[str, FlowSpec] = {}
+    pending = [bundle]
+    while pending:
+        current = pending.pop()
+        for name, sub in current.flows.items():
+            if name not in found:
+                found[name] = sub.flow
+                pending.append(sub)
+    return found.get
+
+
+def uses_default_model(bundle: Bundle) -> bool:
+    """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
+    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in all_blocks(bundle))
+
+
+def history_window(bundle: Bundle) -> int | None:
+    """How many earlier turns of a conversation any model block of the flow (or its subflows) can
+    be sent — None for all of them (within `threads.history_chars`). A thread's checkpoint keeps
+    no more; a flow without model blocks keeps the default."""
+    wanted = [block.history_turns for block in all_blocks(bundle) if block.kind in MODEL_KINDS]
+    if not wanted:
+        return DEFAULT_HISTORY
+    if any(turns is None for turns in wanted):
+        return None
+    return int(max(turns for turns in wanted if turns is not None))
+
+
+def model_profiles(bundle: Bundle) -> list[Any]:
+    """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
+    inline = [block.model for block in all_blocks(bundle)
+              if block.model is not None and not isinstance(block.model, str)]
+    return [*bundle.config.models.values(), *inline]
+
+
+def run_mode(bundle: Bundle, durability: str | None, trace: bool | None, *, gate: str | None,
+             thread: bool) -> tuple[str, bool]:
+    """The durability mode of a run of `bundle` that asks for `durability` and `trace` (None: the
+    flow's, else the yard's) and whether it keeps its trace; UsageError when it cannot work that way:
+    it pauses at `gate`, or is a conversation turn, with no checkpoints (engine/spec/durability.py)."""
+    if durability is not None and durability not in DURABILITY_MODES:
+        raise UsageError(f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'")
+    mode = mode_of(durability, bundle.flow, bundle.config)
+    problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, trace=trace)
+    if problem is not None:
+        raise UsageError(problem)
+    return mode, keeps_trace(mode, trace, bundle.flow, bundle.config)
