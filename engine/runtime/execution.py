@@ -217,6 +217,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits,
                              durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
+    running = db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
+    running.__enter__()
     try:
         async for kind, data in stream:
             if kind == "event":
@@ -249,6 +251,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     except Exception as exc:
         failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
     finally:
+        running.__exit__(None, None, None)
         await stream.aclose()  # not left to the garbage collector when we stop early
     if naming is not None and not naming.announced:
         yield await _announce(db, seq, naming, NAME_WAIT, record)
