@@ -109,12 +109,13 @@ class SqliteWriter:
     async def write(self, *writes: Write) -> None:
         """Execute `writes` and return once they are committed.
 
-        While at most one run is in progress (`running`) and nothing is queued or being committed,
+        While exactly one run is in progress (`running`) and nothing is queued or being committed,
         an `inline` writer commits them right here, on the caller's thread: a lone run's checkpoint
         then costs no hand-over to the writer thread and back (a wake-up of each, and the event
-        loop's idle turn in between: most of the cost of a small step's checkpoint). With runs
-        side by side they go through the queue, where they share transactions."""
-        if self._inline and self._runs <= 1 and self._commit_inline(writes):
+        loop's idle turn in between). With runs side by side, or writers that declared no run (a
+        standalone graph on the saver, invoked any number of times at once), they go through the
+        queue, where they share transactions."""
+        if self._inline and self._runs == 1 and self._commit_inline(writes):
             return
         await self._submit_async(writes)
 

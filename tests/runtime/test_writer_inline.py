@@ -78,12 +78,13 @@ def test_a_lone_run_commits_on_its_own_thread(inline: tuple[SqliteWriter, Path])
             assert len(rows(path)) == 2  # committed before write() returned
         with w.running(), w.running():  # runs side by side: through the writer thread
             await w.write(insert(3))
+        await w.write(insert(4))  # no run declared (a standalone graph's saver): through it too
 
     asyncio.run(main())
     me = threading.get_ident()
     got = rows(path)
-    assert [row[:2] for row in got] == [(1, "pending"), (2, "x"), (3, "x")]
-    assert got[0][2] == me and got[1][2] == me and got[2][2] != me
+    assert [row[:2] for row in got] == [(1, "pending"), (2, "x"), (3, "x"), (4, "x")]
+    assert [row[2] == me for row in got] == [True, True, False, False]
 
 
 def test_an_inline_write_never_overtakes_queued_work(inline: tuple[SqliteWriter, Path]) -> None:
