@@ -7,7 +7,8 @@ its defaults (the figures are in docs/runtime.md, Performance).
 
 Both sides are durable: every superstep is checkpointed to a SQLite file before the run goes on
 (the engine with durability="sync" through its group-commit saver; raw LangGraph with its default
-durability="async"). The engine also writes its runs row and every event.
+durability="async"). The engine also writes its runs row and every event. With runs side by side
+every write goes through the group-commit writer thread (a lone run's inline commits do not apply).
 """
 
 from __future__ import annotations

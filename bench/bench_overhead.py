@@ -1,6 +1,8 @@
 """Per-run time of the engine against hand-written LangGraph doing the same work, both durable on
 the same SQLite checkpointer (our group-commit DurableSaver, durability="sync", a fresh thread
-per run). Runs go one at a time, so this is latency, not throughput.
+per run). Runs go one at a time, so this is latency, not throughput. The engine's runs, one at a
+time, commit their checkpoints on their own thread (engine/state/writer.py, `write`); the raw graph
+declares no run, so its checkpoints go through the writer thread.
 
 Workloads (every step computes one integer, no model):
   chain50   50 steps in a row, each adds 1

@@ -7,13 +7,15 @@ integer, no model) it measures, round-robin in one process:
   raw+sqlite     the same graph on LangGraph's SqliteSaver (a file), durability="sync":
                  what a developer writes for durability
   blockyard sync   `Yard.arun`, durability sync (the default: runs row, trace, output checks, a checkpoint
-                   committed after every step before the next)
+                   committed after every step before the next; one run at a time, so on the run's own
+                   thread: engine/state/writer.py, `write`)
   blockyard async  the same, durability async (checkpoint writes overlap the next step)
   blockyard exit   the same, durability exit (one checkpoint, when the run ends)
   blockyard none   the same, durability none (no checkpointer; runs row and trace still recorded)
   blockyard/jinja  durability sync with the template fast path off: every expression rendered through Jinja
 
-and prints each per-run median and its ratio to `raw`. A second table times one expression
+and prints each per-run median and its ratio to `raw`, in CPU time of the process (writer thread
+included: what a loaded machine distorts least) and in wall time. A second table times one expression
 (`n + 1`) on the fast path and through Jinja. A third is the cold start: the CPU time (user + sys
 of the child process) of a fresh `blockyard run hello` on the mock against bench/raw_hello.py (the
 same flow written by hand in LangGraph, durable on SqliteSaver), interleaved, and the first
@@ -32,7 +34,8 @@ as a subprocess with `--json` at the README's sizes, and from the per-step table
     python bench/compare.py --only summary --markdown # the README figures, as Markdown to paste
 
 The machine the figures in docs come from is a shared 2-core VM: only ratios from one run are
-comparable, and even those move by 10-20 % between runs.
+comparable, and even those move by 10-20 % between runs (more under load: prefer the CPU-time
+table). Figures: docs/runtime.md, Performance ("Durability modes").
 """
 
 from __future__ import annotations
@@ -100,6 +103,16 @@ async def per_step(count: int, show: bool = True) -> Figures:
     saver = saver_cm.__enter__()
     counter = iter(range(10**9))
     variants: dict[str, Any] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def cpu_timed(name: str, sample: Callable[[], Any]) -> Callable[[], Any]:
+        async def timed() -> float:
+            began = time.process_time()
+            took: float = await sample()
+            cpu.setdefault(name, []).append((time.process_time() - began) / RUNS_PER_SAMPLE)
+            return took
+        return timed
+
     for name, (make_graph, inputs, _answer) in WORKLOADS.items():
         bare = make_graph(sync=True).compile()
         durable = make_graph(sync=True).compile(checkpointer=saver)
@@ -134,7 +147,9 @@ async def per_step(count: int, show: bool = True) -> Figures:
         for mode in MODES:
             variants[f"{name} blockyard {mode}"] = functools.partial(blockyard, mode=mode)
         variants[f"{name} blockyard/jinja"] = blockyard_jinja
+    variants = {name: cpu_timed(name, sample) for name, sample in variants.items()}
     samples = await measure(variants, count)
+    cpu = {name: values[-count:] for name, values in cpu.items()}  # the warm-up is not a sample
     yard.close()
     saver_cm.__exit__(None, None, None)
 
@@ -142,15 +157,18 @@ async def per_step(count: int, show: bool = True) -> Figures:
     figures = {name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS}
     if not show:
         return figures
-    header(f"per-run time as a ratio to raw LangGraph without a checkpointer ({RUNS_PER_SAMPLE} runs per sample)")
-    rows = []
-    for name, times in figures.items():
-        base = times["raw"]
-        rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
-                     f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
-    print(table(["workload", "raw, no checkpointer", "raw + SqliteSaver (sync)",
-                 *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only", "blockyard sync / raw+sqlite"],
-                rows))
+    for clock, measured in (("CPU time", cpu), ("wall time", samples)):
+        header(f"per-run {clock} as a ratio to raw LangGraph without a checkpointer "
+               f"({RUNS_PER_SAMPLE} runs per sample)")
+        rows = []
+        for name in WORKLOADS:
+            times = {kind: median(measured[f"{name} {kind}"]) for kind in kinds}
+            base = times["raw"]
+            rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
+                         f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
+        print(table(["workload", "raw, no checkpointer", "raw + SqliteSaver (sync)",
+                     *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only",
+                     "blockyard sync / raw+sqlite"], rows))
     print("\nblockyard, Jinja only: the same runs with the template fast path off (engine/template_fast.py).")
     return figures
 

@@ -180,6 +180,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence,
                              durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
+    running = db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
+    running.__enter__()
     try:
         async for kind, data in stream:
             if kind == "event":
@@ -215,6 +217,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         if not fencing.refused(exc, fence):
             failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
     finally:
+        running.__exit__(None, None, None)
         await stream.aclose()  # not left to the garbage collector when we stop early
     if fence is not None and fence.lost:
         yield _lost(db, seq, thread, steps.current(), naming)

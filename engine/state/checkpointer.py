@@ -148,8 +148,12 @@ class StateDB:
 
     def _open_sqlite(self, path: Path, synchronous: str, window: float, secrets: Masker | None) -> None:
         with guard(path):  # a damaged file may show only once the tables are read
+            # inline commits (a lone run's checkpoints committed on its own thread: writer.py, `write`)
+            # only where a commit does not wait for the disk: with FULL or EXTRA each one is an fsync,
+            # which would stall the event loop
             self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window,
-                                       explain=lambda exc: explain(exc, path) or exc)
+                                       explain=lambda exc: explain(exc, path) or exc,
+                                       inline=synchronous.upper() in ("OFF", "NORMAL"))
             try:
                 read_conn = connect(path, synchronous=synchronous)
             except BaseException:

@@ -171,13 +171,15 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         # LangGraph never waits for these (it submits them in the background and waits for the
-        # checkpoint instead), so neither do we: queued now, committed with or before the next
-        # checkpoint, which is awaited — the queue is executed in order.
+        # checkpoint instead), so neither do we: queued now, in order, committed with the next
+        # checkpoint (or whatever write comes first), which is awaited. They do not wake the writer:
+        # that would be a transaction of their own, and a GIL hand-over, per step.
         held = _HELD.get()
         if held is not None:
             held.append(self._writes_write(config, writes, task_id, task_path))
         else:
-            self.writer.write_nowait(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]))
+            self.writer.write_nowait(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]),
+                                     wake=False)
 
     def delete_thread(self, thread_id: str) -> None:
         self.writer.write_sync(*self.delete_thread_writes(thread_id))

@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -93,12 +93,22 @@ class SqliteWriter:
 
     def __init__(self, connect: Callable[[], Connection], *, max_batch: int = 2000,
                  window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer",
-                 explain: Callable[[Exception], BaseException] | None = None) -> None:
+                 explain: Callable[[Exception], BaseException] | None = None, inline: bool = False) -> None:
+        """`inline`: a lone run's `write` may commit on the caller's thread (see `write`); only for a
+        connection that may be used from any thread and whose commits do not wait for the disk."""
         self._connect = connect
         # what a batch's waiters get when the transaction itself fails (the lock, the file)
         self._explain = explain or (lambda exc: exc)
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        # entries are lists of items: a write and the quiet items before it go with one wake-up
+        self._queue: queue.SimpleQueue[list[_Item]] = queue.SimpleQueue()
+        self._queued = 0  # entries put and not yet committed (under _lock)
+        self._conn: Connection | None = None  # the connection, for inline commits
+        self._busy_ms = 0
+        self._conn_lock = threading.Lock()  # held while a batch is gathered and committed
+        self._inline = inline and window == 0.0
+        self._runs = 0  # runs in progress (see `running`)
         self._lazy: list[_Item] = []
+        self._quiet: list[_Item] = []  # see `write_nowait(wake=False)`: queued in order, no wake-up yet
         self._max_batch = max_batch
         self._window = window
         self._lazy_delay = lazy_delay
@@ -115,8 +125,65 @@ class SqliteWriter:
     # ---- submitting -------------------------------------------------------------------------
 
     async def write(self, *writes: Write) -> None:
-        """Execute `writes` and return once they are committed."""
+        """Execute `writes` and return once they are committed.
+
+        While exactly one run is in progress (`running`) and nothing is queued or being committed,
+        an `inline` writer commits them right here, on the caller's thread: a lone run's checkpoint
+        then costs no hand-over to the writer thread and back (a wake-up of each, and the event
+        loop's idle turn in between). With runs side by side, or writers that declared no run (a
+        standalone graph on the saver, invoked any number of times at once), they go through the
+        queue, where they share transactions."""
+        if self._inline and self._runs == 1 and self._commit_inline(writes):
+            return
         await self._submit_async(writes)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Declare a run in progress for the block's duration (see `write`)."""
+        with self._lock:
+            self._runs += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs -= 1
+
+    def _commit_inline(self, writes: Sequence[Write]) -> bool:
+        """Commit `writes` (after the lazy and quiet rows waiting) on this thread; False when the
+        writer is busy or another process holds the database's write lock (then queue them)."""
+        conn = self._conn
+        if conn is None or not self._conn_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                if self._closed:
+                    raise WriterClosed("the state database is closed")
+                if self._queued:  # queued or being committed: they go first, in order
+                    return False
+                lazy, self._lazy = self._lazy, []
+                quiet, self._quiet = self._quiet, []
+            item = _Item(writes)
+            items = [*lazy, *quiet, item]
+            # never wait for another process's lock here (that would stall the event loop):
+            # a busy database sends the write, and what was taken along, through the queue
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except _TRANSACTION_ERRORS:
+                with self._lock:
+                    self._lazy[:0] = lazy
+                    self._quiet[:0] = quiet
+                return False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            results = self._commit(conn, items, begun=True)
+        finally:
+            self._conn_lock.release()
+        self._deliver([result for result in results if result[0] is not item])
+        exc = next(error for done, _value, error in results if done is item)
+        if exc is not None:
+            raise exc
+        return True
 
     async def call(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn(conn)` inside a write transaction on the writer thread; returns its result."""
@@ -127,23 +194,26 @@ class SqliteWriter:
         """Wait until everything queued before this call is committed."""
         await self._submit_async(())
 
-    def write_nowait(self, *writes: Write, lazy: bool = False) -> None:
+    def write_nowait(self, *writes: Write, lazy: bool = False, wake: bool = True) -> None:
         """Queue `writes` without waiting; a later `write`/`flush` waits for them too.
 
         `lazy` writes start no transaction of their own and do not even wake the writer: they ride
         along with the next write, or go within two `lazy_delay`s. They must not depend on the
         order of other writes (trace rows, for example), since a batch executes them first.
+        `wake=False` writes do not wake the writer either, but keep their place in the queue: they
+        are executed after everything queued before them and before everything queued after them
+        (a checkpoint's pending writes, which the checkpoint that follows them carries along).
         """
         item = _Item(writes, lazy=lazy)
-        if not lazy:
+        if not lazy and wake:
             self._put(item)
             return
         with self._lock:
             if self._closed:
                 raise WriterClosed("the state database is closed")
             # no wake-up: waking the writer thread costs the event loop a GIL hand-over; the
-            # writer looks at the lazy rows on its next batch or its next idle tick
-            self._lazy.append(item)
+            # writer looks at these rows on its next batch or its next idle tick
+            (self._lazy if lazy else self._quiet).append(item)
 
     def write_sync(self, *writes: Write) -> None:
         """Blocking `write`, for threads that have no event loop."""
@@ -169,7 +239,15 @@ class SqliteWriter:
         with self._lock:
             if self._closed:
                 raise WriterClosed("the state database is closed")
-            self._queue.put(item)
+            self._enqueue(item)
+
+    def _enqueue(self, item: _Item) -> None:
+        # under the lock: the quiet items, older than anything not yet queued, go first, in the
+        # same entry (one wake-up of the writer thread)
+        entry = [*self._quiet, item] if self._quiet else [item]
+        self._quiet = []
+        self._queued += 1
+        self._queue.put(entry)
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread and close the connection."""
@@ -177,7 +255,7 @@ class SqliteWriter:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)
+            self._enqueue(_STOP)
         self._thread.join()
 
     # ---- the writer thread ------------------------------------------------------------------
@@ -188,42 +266,57 @@ class SqliteWriter:
         except BaseException as exc:
             ready.set_exception(exc)
             return
+        if self._inline:
+            self._busy_ms = _busy_timeout(conn)
+            self._conn = conn
         ready.set_result(None)
         try:
             while True:
-                items, stop = self._gather()
-                if items:
-                    self._deliver(self._commit(conn, items))
+                try:
+                    # an idle tick every lazy_delay picks up lazy rows that no write came to carry
+                    first: list[_Item] | None = self._queue.get(timeout=self._lazy_delay)
+                except queue.Empty:
+                    first = None
+                if self._window and first is not None and first[-1] is not _STOP:
+                    time.sleep(self._window)
+                with self._conn_lock:  # an inline commit (see `write`) and this batch never overlap
+                    items, stop, entries = self._gather(first)
+                    results = self._commit(conn, items) if items else []
+                with self._lock:
+                    self._queued -= entries
+                self._deliver(results)
                 if stop:
                     break
         finally:
+            self._conn = None
             conn.close()
 
-    def _gather(self) -> tuple[list[_Item], bool]:
-        """The next batch (lazy rows first) and whether to stop after it."""
-        try:
-            # an idle tick every lazy_delay picks up lazy rows that no write came to carry
-            first = self._queue.get(timeout=self._lazy_delay)
-        except queue.Empty:
-            first = None
-        if self._window and first is not None and first is not _STOP:
-            time.sleep(self._window)
-        items = [] if first is None else [first]
+    def _gather(self, first: list[_Item] | None) -> tuple[list[_Item], bool, int]:
+        """The next batch (lazy rows first), whether to stop after it, and how many queue entries
+        it took."""
+        items = [] if first is None else list(first)
+        entries = 0 if first is None else 1
         while len(items) < self._max_batch:
             try:
-                items.append(self._queue.get_nowait())
+                items.extend(self._queue.get_nowait())
             except queue.Empty:
                 break
+            entries += 1
         with self._lock:
             lazy, self._lazy = self._lazy, []
+            # quiet items still waiting are younger than all of `items` (anything queued after them
+            # would have taken them along into the queue), so they go last
+            quiet, self._quiet = self._quiet, []
         stop = any(item is _STOP for item in items)
-        return lazy + [item for item in items if item is not _STOP], stop
+        return lazy + [item for item in items if item is not _STOP] + quiet, stop, entries
 
-    def _commit(self, conn: Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except _TRANSACTION_ERRORS as exc:  # another process held the lock for the whole busy timeout
-            return self._failed(items, exc)
+    def _commit(self, conn: Connection, items: list[_Item], *,
+                begun: bool = False) -> list[tuple[_Item, Any, BaseException | None]]:
+        if not begun:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except _TRANSACTION_ERRORS as exc:  # another process held the lock for the whole busy timeout
+                return self._failed(items, exc)
         try:
             results = self._apply_all(conn, items)
         except Exception:
@@ -332,6 +425,12 @@ class SqliteWriter:
         for loop, settled in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_settle, settled)
+
+
+def _busy_timeout(conn: Connection) -> int:
+    """A SQLite connection's busy timeout in milliseconds (an inline commit sets it to 0 for a moment)."""
+    row = conn.execute("PRAGMA busy_timeout").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _settle(settled: list[tuple[Any, Any, BaseException | None]]) -> None:
