@@ -24,7 +24,9 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from engine.compile import compile_flow
+# the constructs these flows have (engine/compile/constructs.py imports each with the first step that needs
+# it): imports too, not the compile
+from engine.compile import compile_flow, foreach, loop, mapping, router, uses, visits  # noqa: F401
 from engine.compile.flow import compile_flow as _loaded  # noqa: F401  the compiler's modules: imports, not the compile
 from engine.pinned import Bundle
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.diagnostics import did_you_mean
@@ -119,6 +119,105 @@ def type_schema(spec: TypeSpec) -> dict[str, Any]:
         schema["properties"] = {key: type_schema(sub) for key, sub in spec.properties.items()}
         schema["required"] = [key for key, sub in spec.properties.items() if not sub.has_default]
     return schema
+
+
+# `type_schema`'s keywords, the subset `schema_verdict` decides; `description` has no say in a verdict
+_SHAPE_KEYS = frozenset({"type", "description", "enum", "items", "properties", "required", "additionalProperties"})
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def schema_verdict(value: Any, schema: Mapping[str, Any]) -> bool | None:
+    """Whether `value` is valid against `schema` as jsonschema's Draft 2020-12 validator decides, for the
+    schemas `outputs_schema` and `type_schema` write (typed properties, `required`, `additionalProperties:
+    false`, `items`, `enum`), without importing jsonschema (tens of milliseconds at a cold start);
+    None for a schema or a value outside that subset: the caller asks jsonschema
+    (tests/test_typecheck_schema_verdict.py holds the two to the same verdicts)."""
+    try:
+        return _valid(value, schema)
+    except _Outside:
+        return None
+
+
+class _Outside(Exception):
+    """A schema keyword or a value type `schema_verdict` leaves to jsonschema."""
+
+
+def _valid(value: Any, schema: Any) -> bool:
+    if not isinstance(schema, dict) or not _SHAPE_KEYS.issuperset(schema):
+        raise _Outside
+    if not isinstance(value, (*_JSON_SCALARS, list, dict)):
+        raise _Outside  # a tuple, a Decimal...: jsonschema's own type rules decide
+    verdict = True
+    kind = schema.get("type")
+    if kind is not None and not _is_type(value, kind):
+        verdict = False
+    enum = schema.get("enum")
+    if enum is not None:
+        if not isinstance(enum, list):
+            raise _Outside
+        verdict = verdict and any(_equal(choice, value) for choice in enum)
+    items = schema.get("items")
+    if items is not None and isinstance(value, list):
+        verdict = all([_valid(item, items) for item in value]) and verdict  # every item: an _Outside anywhere counts
+    if isinstance(value, dict):
+        verdict = _valid_object(value, schema) and verdict
+    else:
+        _shape(schema)
+    return verdict
+
+
+def _shape(schema: dict[str, Any]) -> tuple[dict[str, Any], list[Any], Any]:
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(extra, bool) \
+            or not all(isinstance(key, str) for key in required) or ("items" in schema and schema["items"] is None):
+        raise _Outside
+    return properties, required, extra
+
+
+def _valid_object(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+    properties, required, extra = _shape(schema)
+    verdict = all([_valid(value[key], sub) for key, sub in properties.items() if key in value])
+    if any(key not in value for key in required):
+        verdict = False
+    if extra is False and any(key not in properties for key in value):
+        verdict = False
+    return verdict
+
+
+def _is_type(value: Any, kind: Any) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":  # Draft 4 and later: 3.0 is an integer
+        if isinstance(value, float):
+            return value.is_integer()
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return not isinstance(value, bool) and isinstance(value, (int, float))
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind == "null":
+        return value is None
+    raise _Outside  # a list of types, an unknown name
+
+
+def _equal(one: Any, two: Any) -> bool:
+    """jsonschema's equality for `enum`: true and 1 differ, containers compared item by item."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, Sequence) and isinstance(two, Sequence):
+        return len(one) == len(two) and all(_equal(a, b) for a, b in zip(one, two, strict=True))
+    if isinstance(one, Mapping) and isinstance(two, Mapping):
+        return len(one) == len(two) and all(key in two and _equal(item, two[key]) for key, item in one.items())
+    if isinstance(one, bool) or isinstance(two, bool):
+        return type(one) is type(two) and one == two
+    return bool(one == two)
 
 
 def describe(value: Any) -> str:

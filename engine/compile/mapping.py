@@ -26,7 +26,6 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command, RetryPolicy, Send
 
-from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.foreach import last_outputs, step_items
@@ -34,6 +33,7 @@ from engine.compile.limits import region_bound
 from engine.compile.position import stamped
 from engine.compile.reduce import LOG, log_key, replay
 from engine.compile.state import State, record
+from engine.compile.wired import executor_for
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since

@@ -8,11 +8,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from engine.compile.agent import executor_for
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import Built, Follower, GraphBuilder, Region
 from engine.compile.reduce import Landing
 from engine.compile.state import State, applied, combined, record
+from engine.compile.wired import executor_for
 from engine.executors.model import decision_output
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem

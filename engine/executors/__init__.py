@@ -10,24 +10,27 @@ compiled programs); the entries here serve them when there is nothing to wire.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 
-from engine.executors import agent, memory, model, smart, tool, transform, wait
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import internal
 from engine.spec import BlockSpec
 
 Preparer = Callable[[BlockSpec, str], Executor]
 
-EXECUTORS: dict[str, Preparer] = {
-    "transform": transform.prepare,
-    "tool": tool.prepare,
-    "wait": wait.prepare,
-    "llm": model.prepare,
-    "decide": model.prepare,
-    "memory_read": memory.prepare,
-    "memory_write": memory.prepare,
-    "agent": agent.prepare,
-    "smart": smart.prepare,
+# a block kind -> its executor's module in engine/executors, imported the first time a flow has such a
+# block: a cold `blockyard run` of llm and transform blocks loads neither the agents package nor the
+# smart blocks' glue (tests/runtime/test_cold_start.py)
+EXECUTORS: dict[str, str] = {
+    "transform": "transform",
+    "tool": "tool",
+    "wait": "wait",
+    "llm": "model",
+    "decide": "model",
+    "memory_read": "memory",
+    "memory_write": "memory",
+    "agent": "agent",
+    "smart": "smart",
 }
 
 __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
@@ -35,7 +38,8 @@ __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 
 def prepare(block: BlockSpec, where: str) -> Executor:
     """The executor of a validated `block` (`where` names the step, for messages)."""
-    preparer = EXECUTORS.get(block.kind)
-    if preparer is None:
+    module = EXECUTORS.get(block.kind)
+    if module is None:
         raise internal(f"{where}: block '{block.block}' of unknown kind '{block.kind}'", "BY105")
+    preparer: Preparer = import_module(f"engine.executors.{module}").prepare
     return preparer(block, where)

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
 from engine.models.errors import ModelOutputError
+from engine.typecheck import schema_verdict
 from engine.values import value_problem
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 _ECHO_LIMIT = 2000  # how much of a bad reply is shown back to the model
@@ -105,7 +107,14 @@ def parse_json(text: str) -> Any:
 
 
 def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
-    """A one-line description of why value does not match schema, or None."""
+    """A one-line description of why value does not match schema, or None.
+
+    A valid reply to the schemas blocks' outputs make is recognised without jsonschema
+    (`schema_verdict`); jsonschema decides the rest and words every problem."""
+    if schema_verdict(value, schema) is True:
+        return None
+    from jsonschema.exceptions import best_match  # only for a reply the quick check could not pass: a cold start
+
     errors = list(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
     if not errors:
         return None
@@ -131,6 +140,8 @@ def _describe(error: ValidationError) -> str:
 
 @lru_cache(maxsize=256)
 def _validator(schema_text: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # (see schema_problem)
+
     return Draft202012Validator(json.loads(schema_text))
 
 

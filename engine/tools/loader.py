@@ -18,9 +18,6 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 from types import ModuleType
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from engine.diagnostics import did_you_mean
 from engine.spec import ConfigSpec, ToolDecl
 from engine.tools.errors import ToolError
@@ -64,6 +61,10 @@ def load_tool(name: str, decl: ToolDecl, code: Path, fresh: set[str] | None = No
     if decl.parameters is None:
         parameters, doc = describe(func, name)
     else:
+        # jsonschema (~60 ms to import) only for a tool whose `parameters` blockyard.yaml writes: a cold start
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(decl.parameters)
         except SchemaError as exc:

@@ -14,9 +14,15 @@ from tests.support.example import REPO, copy_example_yard
 # names it: engine/models/providers/__init__.py), the server, and what only other commands use; the
 # memory store (sqlite-vec and numpy: hello has no memory); what only other flows of the yard need
 # (croniter for schedules: `run` checks the flow's closure, not the whole yard; RE2 stays, for the regex
-# rules of blockyard.yaml's scripted replies, which every flow's check reads);
-# the TaskPlan converter (`run --plan`) and anyio's portal (the sync API).
-NOT_NEEDED = ("langchain_openai", "openai", "anthropic", "langchain_anthropic", "langchain_google_genai",
+# rules of blockyard.yaml's scripted replies, which every flow's check reads: ~3 ms);
+# the TaskPlan converter (`run --plan`) and anyio's portal (the sync API); jsonschema and what it loads (a
+# reply to the outputs' schema is checked by engine/typecheck.py's schema_verdict); the constructs hello does
+# not have (each loads with the first step that needs it: engine/compile/constructs.py) and the agents and
+# smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py).
+NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smart", "engine.compile.agent",
+              "engine.compile.router", "engine.compile.mapping", "engine.compile.approval", "engine.compile.loop",
+              "engine.compile.subflow", "engine.executors.agent", "engine.executors.smart",
+              "langchain_openai", "openai", "anthropic", "langchain_anthropic", "langchain_google_genai",
               "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
               "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export",
               "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.cron",

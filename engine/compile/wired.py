@@ -1,0 +1,27 @@
+"""The blocks whose executor the compiler wires itself, loaded only for a flow that has one.
+
+An agent's delegates and a smart block's compiled program are resolved in engine/compile/agent.py,
+which imports the agents package, the smart blocks' glue and what they use (jsonschema for a
+delegate's arguments, the agent's graph): tens of milliseconds a flow of llm and transform blocks
+never needs, so a cold `blockyard run` of such a flow does not pay them (tests/runtime/test_cold_start.py).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from engine.compile.builder import GraphBuilder, Region
+from engine.nodes.call import Executor
+from engine.spec import BlockSpec, StepSpec
+
+WIRED_KINDS = frozenset({"agent", "smart"})
+
+
+def executor_for(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec, ref: str,
+                 label: str) -> Executor | None:
+    """The executor of an agent or smart block at a step (or map), else None (the kind's executor)."""
+    if block.kind not in WIRED_KINDS:
+        return None
+    wiring = import_module("engine.compile.agent")  # on first use: see the module's docstring
+    executor: Executor | None = wiring.executor_for(builder, region, step, block, ref, label)
+    return executor

@@ -1,0 +1,98 @@
+"""`schema_verdict` (engine/typecheck.py) decides what jsonschema decides for the schemas blocks' outputs
+make, on a corpus of generated declarations and values: the quick check a model's reply gets at every
+llm step, without importing jsonschema (issue 15, cold start)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from engine.spec import TypeSpec
+from engine.typecheck import outputs_schema, schema_verdict, type_schema
+
+NAMES = st.sampled_from(["a", "b", "name", "n", "items", "type"])
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 2.5, -1.0, 1e300]),
+                    st.sampled_from(["", "x", "1", "true", "a"]))
+JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(NAMES, inner, max_size=3)), max_leaves=8)
+TYPES = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "any"])
+
+
+def _declared(depth: int) -> st.SearchStrategy[dict[str, Any]]:
+    """A declaration as a block writes it (`type`, `enum`, `items`, `properties`, `default`, `description`)."""
+    def build(kind: str, enum: list[Any] | None, default: bool, described: bool, items: Any, props: Any
+              ) -> dict[str, Any]:
+        spec: dict[str, Any] = {"type": kind}
+        if enum is not None:
+            spec["enum"] = enum
+        if default:
+            spec["default"] = None
+        if described:
+            spec["description"] = "what it means"
+        if kind == "array" and items is not None:
+            spec["items"] = items
+        if kind == "object" and props:
+            spec["properties"] = props
+        return spec
+    inner = _declared(depth - 1) if depth > 0 else st.none()
+    return st.builds(build, TYPES, st.none() | st.lists(SCALARS | st.lists(SCALARS, max_size=2), min_size=1,
+                                                          max_size=3),
+                     st.booleans(), st.booleans(), st.none() | inner,
+                     st.none() | st.dictionaries(NAMES, inner, max_size=3) if depth > 0 else st.none())
+
+
+def _fitting(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values shaped like the schema (so valid ones are common), with wrong pieces mixed in."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"]) | JSON
+    if kind == "array":
+        return st.lists(_fitting(schema.get("items", {})), max_size=3) | JSON
+    if kind == "object":
+        props = schema.get("properties", {})
+        fixed = st.fixed_dictionaries({}, optional={key: _fitting(sub) for key, sub in props.items()})
+        return fixed | st.dictionaries(NAMES, JSON, max_size=3)
+    return {"string": st.text(max_size=3), "integer": st.integers(), "number": st.floats(allow_nan=True),
+            "boolean": st.booleans()}.get(kind or "", JSON) | JSON
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    outputs = draw(st.dictionaries(NAMES, _declared(2), min_size=1, max_size=3))
+    schema = outputs_schema({key: TypeSpec.model_validate(spec) for key, spec in outputs.items()})
+    if draw(st.booleans()):
+        schema = type_schema(TypeSpec.model_validate(draw(_declared(2))))
+    return schema, draw(_fitting(schema))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_verdict_is_jsonschemas_for_every_schema_typecheck_makes(case: tuple[dict[str, Any], Any]) -> None:
+    schema, value = case
+    verdict = schema_verdict(value, schema)
+    assert verdict is not None, (schema, value)  # typecheck's schemas and JSON values are all covered
+    assert verdict is Draft202012Validator(schema).is_valid(value), (schema, value)
+
+
+def test_jsonschemas_corners_are_kept() -> None:
+    integer, number = {"type": "integer"}, {"type": "number"}
+    assert schema_verdict(3.0, integer) is True and schema_verdict(3.5, integer) is False  # Draft 4 and later
+    assert schema_verdict(True, integer) is False and schema_verdict(True, number) is False
+    assert schema_verdict(math.inf, integer) is False and schema_verdict(math.nan, number) is True
+    assert schema_verdict(1, {"enum": [True]}) is False and schema_verdict(True, {"enum": [1, True]}) is True
+    assert schema_verdict(1.0, {"enum": [1]}) is True and schema_verdict([1], {"enum": [[True]]}) is False
+    assert schema_verdict({"a": 1}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False})
+    assert schema_verdict({"b": 1}, {"type": "object", "additionalProperties": False}) is False
+    assert schema_verdict({}, {"type": "object", "required": ["a"]}) is False
+
+
+def test_what_it_does_not_cover_is_left_to_jsonschema() -> None:
+    assert schema_verdict("x", {"type": "string", "pattern": "^x$"}) is None  # a keyword it does not know
+    assert schema_verdict("x", {"type": ["string", "null"]}) is None
+    assert schema_verdict((1, 2), {"type": "array"}) is None  # not a JSON value's Python type
+    assert schema_verdict({"a": 1}, {"properties": {"a": {"minimum": 0}}}) is None
+    assert schema_verdict({"a": 1}, {"additionalProperties": {"type": "integer"}}) is None
