@@ -58,6 +58,19 @@ def test_a_command_whose_runtime_is_not_installed_says_what_to_install(
                                       "pip install 'blockyard-core[run]'\n"
 
 
+def test_a_postgres_database_without_its_extra_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`database:` on Postgres with psycopg not installed (the `postgres` extra): one line, exit 2."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg had never been installed
+    monkeypatch.delitem(sys.modules, "engine.state.postgres", raising=False)  # imported afresh: it imports psycopg
+    monkeypatch.setenv("BLOCKYARD_DATABASE_URL", "postgresql://u:secret@127.0.0.1:9/x")
+    (tmp_path / "flows").mkdir()
+    assert main(["runs", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: blockyard runs: its state database is on Postgres, and that extra is not installed: "
+                   "pip install 'blockyard-core[postgres]'\n")
+
+
 def test_a_missing_module_that_is_not_the_runtime_is_a_bug(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def broken(root: Path) -> int:

@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from engine.cli import RUNTIME_INSTALL, RUNTIME_MODULES
 from engine.spec.export import SCHEMAS
+from engine.state.location import URL_ENV
 from engine.version import __version__
 from tests.support.example import copy_example_yard
 
@@ -42,10 +43,12 @@ RUNTIME = {"langgraph", "langgraph-checkpoint-sqlite", "aiosqlite", "langchain-c
            "watchfiles", "fastapi", "uvicorn", "sse-starlette", "httpx", "anyio"}
 
 
-def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # without PYTHONPATH: a checkout put on it (PYTHONPATH=$PWD) would be imported instead of the wheel
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=240, env=env)
+def _run(*args: str | Path, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    # without PYTHONPATH: a checkout put on it (PYTHONPATH=$PWD) would be imported instead of the wheel;
+    # without the suite's database URL (the Postgres pass): the yard's own SQLite file, unless one is given
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", URL_ENV)}
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=240,
+                          env={**env, **extra_env})
 
 
 @pytest.fixture(scope="module")
@@ -306,3 +309,8 @@ def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path,
         words = command.split()[:2] if command.split()[0] in ("export", "db") else command.split()[:1]
         line = f"error: blockyard {' '.join(words)} needs the engine's runtime: {RUNTIME_INSTALL}\n"
         assert results[command] == [2, line], command
+    # a state database on Postgres needs that extra too: the commands that only look say which
+    on_postgres = _run(blockyard, "runs", cwd=yard, **{URL_ENV: "postgresql://u:secret@127.0.0.1:9/x"})
+    assert (on_postgres.returncode, on_postgres.stderr) == (2, (
+        "error: blockyard runs: its state database is on Postgres, and that extra is not installed: "
+        "pip install 'blockyard-core[postgres]'\n"))

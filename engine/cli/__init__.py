@@ -64,6 +64,10 @@ RUNTIME_MODULES = frozenset({
     "sse_starlette", "httpx", "anyio", "starlette",
 })
 RUNTIME_INSTALL = "pip install 'blockyard-core[run]'"
+# modules of the optional extras a command may need for what blockyard.yaml or the environment asks:
+# a state database on Postgres (`database:`, BLOCKYARD_DATABASE_URL) needs psycopg and LangGraph's saver
+EXTRA_MODULES = {"psycopg": "postgres", "psycopg_pool": "postgres", "psycopg_binary": "postgres",
+                 "langgraph.checkpoint.postgres": "postgres", "langgraph.store.postgres": "postgres"}
 
 
 class RuntimeMissing(UsageError):
@@ -74,6 +78,19 @@ class RuntimeMissing(UsageError):
         super().__init__(f"{command} needs the engine's runtime: {RUNTIME_INSTALL}")
 
 
+class ExtraMissing(UsageError):
+    """What the yard asks for needs an optional extra that is not installed (exit 2)."""
+
+    def __init__(self, command: str, extra: str) -> None:
+        why = "its state database is on Postgres" if extra == "postgres" else f"it needs the '{extra}' extra"
+        super().__init__(f"{command}: {why}, and that extra is not installed: pip install 'blockyard-core[{extra}]'")
+
+
+def _extra_of(module: str) -> str | None:
+    return next((extra for name, extra in EXTRA_MODULES.items() if module == name or module.startswith(name + ".")),
+                None)
+
+
 class _Commands(Group):
     """The top-level group: loads a command's module when the command is asked for, and turns a
     runtime dependency that is not installed into RuntimeMissing, for every command at once."""
@@ -82,10 +99,14 @@ class _Commands(Group):
         try:
             return super().invoke(ctx)
         except ModuleNotFoundError as exc:
+            # the innermost command that ran (`blockyard db copy`), else the one asked for
+            command = ctx.meta.get(RUNNING, "blockyard")
+            extra = _extra_of(exc.name or "")
+            if extra is not None:
+                raise ExtraMissing(command, extra) from None
             if (exc.name or "").partition(".")[0] not in RUNTIME_MODULES:
                 raise
-            # the innermost command that ran (`blockyard db copy`), else the one asked for
-            raise RuntimeMissing(ctx.meta.get(RUNNING, "blockyard")) from None
+            raise RuntimeMissing(command) from None
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
                                                                               list[str]]:
