@@ -19,6 +19,15 @@ from pathlib import Path
 Variant = Callable[[], Awaitable[float]]  # one sample: returns seconds
 
 
+def child_env(cache: Path | None = None) -> dict[str, str]:
+    """The environment of a benchmark's child processes: bytecode cached (in `cache`, or one folder per
+    machine) as an installed package has it. This machine sets PYTHONDONTWRITEBYTECODE, under which
+    every child would compile the engine's modules from source and time that too."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache or Path(tempfile.gettempdir()) / "blockyard-bench-pycache")
+    return env
+
+
 def rounds(default: int) -> int:
     """Rounds per variant: BENCH_ROUNDS in the environment, or the script's default."""
     return int(os.environ.get("BENCH_ROUNDS", default))

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _harness import child_env
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_LINE = "# yaml-language-server: $schema=../schemas/{kind}.schema.json\n"
 
@@ -233,7 +235,7 @@ def bulk(root: Path, runs: int) -> list[dict[str, float | int]]:
     results = []
     for _ in range(runs):
         out = subprocess.run([sys.executable, __file__, "--child", str(root)], capture_output=True, text=True,
-                             check=True)
+                             check=True, env=child_env())
         results.append(json.loads(out.stdout))
     return results
 
@@ -245,11 +247,11 @@ def cli_command() -> list[str]:
 
 def cold_cli(runs: int) -> list[float]:
     command = [*cli_command(), "validate", "--root", str(REPO)]
-    subprocess.run(command, capture_output=True, check=False)  # warm the OS file cache and .pyc files
+    subprocess.run(command, capture_output=True, check=False, env=child_env())  # warm the OS file cache, .pyc files
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        result = subprocess.run(command, capture_output=True, text=True, check=False, env=child_env())
         times.append(time.perf_counter() - start)
         if result.returncode != 0:
             raise SystemExit(f"blockyard validate failed on the example yard:\n{result.stdout}{result.stderr}")

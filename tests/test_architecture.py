@@ -30,6 +30,8 @@ POSTGRES = "psycopg and LangGraph's Postgres parts (the postgres extra) load onl
 # an import inside a function must not dodge a cycle (the layers of pyproject.toml say who imports whom).
 ALLOWED: dict[tuple[str, str], str] = {
     ("engine", "engine.runtime.yard"): "`from engine import Yard` loads the runtime only when asked for",
+    ("engine.cli.validate", "engine.review.versions"): "the version policy (git, two yards compared): only "
+                                                       "`validate --base` loads it; a pre-commit hook starts fast",
     ("engine.cli.diff", "engine.cli.serverstate"): "httpx costs ~0.2 s: only `blockyard diff --server` loads it",
     ("engine.cli.export", "engine.runtime.exported"): LANGGRAPH,
     ("engine.cli.flowtests", "engine.runtime.yard"): LANGGRAPH,

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Command
-from engine.review.versions import base_problems
 from engine.validate.command import validate_command
 
 
@@ -22,4 +21,10 @@ from engine.validate.command import validate_command
 @ROOT_OPTION
 def validate(paths: tuple[Path, ...], fmt: str, base: str | None, root: Path | None) -> None:
     """Check blocks, flows and blockyard.yaml: schema and semantics, every problem at once."""
-    raise SystemExit(validate_command(list(paths), fmt, root, base_problems(base) if base is not None else None))
+    policy = None
+    if base is not None:
+        # the version policy reads git and compares two yards: only `--base` pays for loading it
+        from engine.review.versions import base_problems
+
+        policy = base_problems(base)
+    raise SystemExit(validate_command(list(paths), fmt, root, policy))

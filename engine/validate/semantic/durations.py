@@ -53,6 +53,8 @@ def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
     """(path in the document, text) of every duration setting under `value`."""
     if isinstance(value, BaseModel):
         for name, info in type(value).model_fields.items():
+            if not _may_hold(type(value), name):  # plain data (a step's `with:`, a schema): no setting in it
+                continue
             item = getattr(value, name)
             where = (*path, info.alias or name)
             if isinstance(item, str) and _is_duration(type(value), name):
@@ -65,6 +67,19 @@ def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _durations(item, (*path, key))
+
+
+@cache
+def _may_hold(model: type[BaseModel], name: str) -> bool:
+    """Whether a field can be or contain a duration setting: a duration itself, or a spec model
+    somewhere in its type (walking 1,000 flows' plain data cost a fifth of `validate`)."""
+    return _is_duration(model, name) or _has_model(model.model_fields[name].annotation)
+
+
+def _has_model(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_has_model(arg) for arg in typing.get_args(annotation))
 
 
 @cache
