@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -201,3 +203,18 @@ def start_gated_run(client: Any, inputs: dict[str, Any] | None = None) -> dict[s
     result: dict[str, Any] = client.post("/flows/gated/runs", json={"inputs": inputs or {}}).json()
     assert result["status"] == "waiting", result
     return result
+
+
+@dataclass
+class ServeProcess:
+    """A `blockyard serve` started as a process of its own (replicas, kill -9), its URL and its log."""
+
+    process: subprocess.Popen[str]
+    url: str
+    log: Path
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(encoding="utf-8")

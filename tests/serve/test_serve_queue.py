@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -30,7 +29,7 @@ import pytest
 
 from engine.events import RunStatus
 from tests.conftest import skip_or_fail
-from tests.serve.serve_helpers import ADDER, Live, free_socket, wait_for
+from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, wait_for
 from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
 
@@ -200,17 +199,6 @@ SLOW = """
               for step in STEPS)
 
 
-@dataclass
-class Process:
-    process: subprocess.Popen[str]
-    url: str
-    log: Path
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30)
-
-    def logged(self, text: str) -> bool:
-        return text in self.log.read_text(encoding="utf-8")
 
 
 def _up(url: str) -> bool:
@@ -221,14 +209,14 @@ def _up(url: str) -> bool:
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Callable[..., Process]]:
+def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
     """start(root, name, host=None) -> a `blockyard serve` process on the pass's database; with
     `host`, in a UTS namespace of its own under that host name (other replicas judge it by its lease)."""
-    started: list[Process] = []
+    started: list[ServeProcess] = []
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BLOCKYARD_TOKEN", None)
 
-    def start(root: Path, name: str, host: str | None = None) -> Process:
+    def start(root: Path, name: str, host: str | None = None) -> ServeProcess:
         sock = free_socket()
         port = sock.getsockname()[1]
         sock.close()
@@ -239,7 +227,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Process]]:
         log = tmp_path / f"{name}.log"
         with log.open("w") as err:
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
-        server = Process(process, f"http://127.0.0.1:{port}", log)
+        server = ServeProcess(process, f"http://127.0.0.1:{port}", log)
         started.append(server)
         wait_for(lambda: _up(server.url) or process.poll() is not None, timeout=60, interval=0.05)
         assert process.poll() is None, log.read_text()
@@ -276,7 +264,7 @@ def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
 
 
 def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
-        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., Process]) -> None:
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., ServeProcess]) -> None:
     root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "300ms"), "blocks/think.yaml": THINK,
                       "flows/slow.yaml": SLOW})
     a, b = servers(root, "a"), servers(root, "b")
@@ -300,7 +288,7 @@ def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
 
 
 def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
-        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., Process]) -> None:
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., ServeProcess]) -> None:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         skip_or_fail("a replica on another host name needs `unshare --uts` (root)")
     root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "1200ms"), "blocks/think.yaml": THINK,

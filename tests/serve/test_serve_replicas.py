@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from engine.state import liveness
 from engine.state.location import URL_ENV, Location, locate
 from engine.state.store import RunRecord, effective_status
 from tests.conftest import test_backend
-from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, free_socket, read_sse, wait_for
+from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, ServeProcess, free_socket, read_sse, wait_for
 from tests.serve.serve_helpers import YARD as SSE_YARD
 from tests.serve.test_serve_sse import SLOW_TYPES, STREAM
 from tests.support.state import state_db
@@ -78,16 +78,6 @@ YARD = {
 }
 
 
-@dataclass
-class Replica:
-    process: subprocess.Popen[str]
-    url: str
-    log: Path
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60)
-
-
 def _up(url: str) -> bool:
     try:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
@@ -97,7 +87,7 @@ def _up(url: str) -> bool:
 
 @pytest.fixture
 def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
-             tmp_path: Path) -> Iterator[tuple[Path, list[Replica]]]:
+             tmp_path: Path) -> Iterator[tuple[Path, list[ServeProcess]]]:
     if test_backend() != "postgres":  # the replicas use their own database (pg_url) in either pass: once is enough
         pytest.skip("three replicas on one Postgres database: run in the Postgres pass (.ci/test)")
     root = make_yard(YARD)
@@ -108,7 +98,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
         "tick", datetime.now(UTC) - timedelta(days=2), schedule_key(entry.bundle.flow.schedule))
     env = {**os.environ, "PYTHONPATH": str(REPO), URL_ENV: pg_url}
     env.pop("BLOCKYARD_TOKEN", None)
-    started: list[Replica] = []
+    started: list[ServeProcess] = []
     try:
         for index in range(3):
             sock = free_socket()
@@ -119,7 +109,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
                 process = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1",
                                             "--port", str(port), "--root", str(root)],
                                            stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
-            started.append(Replica(process, f"http://127.0.0.1:{port}", log))
+            started.append(ServeProcess(process, f"http://127.0.0.1:{port}", log))
         for replica in started:
             wait_for(lambda r=replica: _up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]
         yield root, started
@@ -158,7 +148,7 @@ def _finished_s1(root: Path, run_ids: set[str]) -> int:
 
 
 def test_three_replicas_finish_every_run_once_when_one_is_killed(
-        replicas: tuple[Path, list[Replica]], pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        replicas: tuple[Path, list[ServeProcess]], pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root, servers = replicas
     monkeypatch.setenv(URL_ENV, pg_url)  # this test reads the replicas' database
     began = time.monotonic()
