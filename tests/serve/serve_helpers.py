@@ -218,3 +218,11 @@ class ServeProcess:
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(encoding="utf-8")
+
+
+def is_up(url: str) -> bool:
+    """Whether a server (of any process) answers its /healthz at `url` now."""
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

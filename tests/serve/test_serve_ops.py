@@ -18,7 +18,7 @@ import pytest
 
 from engine.serve.clock import ManualClock
 from engine.serve.logs import LOGGER
-from tests.serve.serve_helpers import YARD, Live, free_socket, wait_for, wait_run
+from tests.serve.serve_helpers import YARD, Live, free_socket, is_up, wait_for, wait_run
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
 
@@ -183,7 +183,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _up(url), timeout=60, interval=0.1)
+        wait_for(lambda: is_up(url), timeout=60, interval=0.1)
         with httpx.Client(base_url=url, timeout=30) as client:
             assert "hello" in [f["name"] for f in client.get("/flows").json()["flows"]]
             result = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
@@ -202,13 +202,6 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     assert any("event=run_ended" in line and "status=finished" in line for line in log)
     assert any("event=stopped" in line for line in log)
     assert all(line.startswith("time=") for line in log if line.strip()), stderr
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_watch_reports_on_every_save(yard: Path) -> None:

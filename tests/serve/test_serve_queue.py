@@ -24,12 +24,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.events import RunStatus
 from tests.conftest import skip_or_fail
-from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, wait_for
+from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, wait_for
 from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
 
@@ -201,13 +200,6 @@ SLOW = """
 
 
 
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
     """start(root, name, host=None) -> a `blockyard serve` process on the pass's database; with
@@ -229,7 +221,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
         server = ServeProcess(process, f"http://127.0.0.1:{port}", log)
         started.append(server)
-        wait_for(lambda: _up(server.url) or process.poll() is not None, timeout=60, interval=0.05)
+        wait_for(lambda: is_up(server.url) or process.poll() is not None, timeout=60, interval=0.05)
         assert process.poll() is None, log.read_text()
         return server
 

@@ -20,7 +20,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.events import RunStatus
@@ -31,7 +30,7 @@ from engine.state import liveness
 from engine.state.location import URL_ENV, Location, locate
 from engine.state.store import RunRecord, effective_status
 from tests.conftest import test_backend
-from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, ServeProcess, free_socket, read_sse, wait_for
+from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, ServeProcess, free_socket, is_up, read_sse, wait_for
 from tests.serve.serve_helpers import YARD as SSE_YARD
 from tests.serve.test_serve_sse import SLOW_TYPES, STREAM
 from tests.support.state import state_db
@@ -78,13 +77,6 @@ YARD = {
 }
 
 
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture
 def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
              tmp_path: Path) -> Iterator[tuple[Path, list[ServeProcess]]]:
@@ -111,7 +103,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
                                            stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
             started.append(ServeProcess(process, f"http://127.0.0.1:{port}", log))
         for replica in started:
-            wait_for(lambda r=replica: _up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]
+            wait_for(lambda r=replica: is_up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]
         yield root, started
     finally:
         for replica in started:

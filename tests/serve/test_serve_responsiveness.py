@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.serve.serve_helpers import free_socket, wait_for
+from tests.serve.serve_helpers import free_socket, is_up, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,13 +45,6 @@ steps:
 """
 
 
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -> None:
     yard = tmp_path / "yard"
     # a deadline shorter than the default 5 s: the probes below take about one second
@@ -68,7 +61,7 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _up(url), timeout=60, interval=0.1)
+        wait_for(lambda: is_up(url), timeout=60, interval=0.1)
         with httpx.Client(base_url=url, timeout=5) as client:
             started = client.post("/flows/burn/runs?wait=false", json={"inputs": {"n": 100_000}})
             assert started.status_code == 202, started.text
