@@ -18,15 +18,20 @@ for it does, through the same hooks of the same environment:
   `a if c else b`, `~` (the environment's measured join), list, tuple and dict literals.
 
 Anything else (filters, tests, calls, slices, an `if` without `else`, names with a meaning of their
-own in Jinja such as `self` or `loop`) returns None from `compile_fast`: the caller uses Jinja. The
-results and errors are Jinja's (tests/test_template_fast.py checks them against Jinja on a corpus).
+own in Jinja such as `self` or `loop`) returns None from `compile_fast`: the caller uses Jinja.
+
+Text templates (prompts, messages, mixed bindings) take the same path when they are only text and
+`{{ expr }}` of those forms, no `{% %}` tags (`compile_fast_text`): each expression's value goes
+through the environment's `finalize` and `str`, and the parts through its measured `concat`, as
+the code Jinja generates for an `Output` node does. The results and errors are Jinja's
+(tests/test_template_fast.py checks them against Jinja on a corpus and on generated templates).
 Imports nothing heavier than jinja2.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jinja2 import nodes
@@ -74,6 +79,32 @@ class FastExpression:
         return self._run(scope, budget)
 
 
+class FastText:
+    """A text template compiled to its parts: literal text, or an expression's closure."""
+
+    __slots__ = ("_env", "_parts", "calls", "source")
+
+    def __init__(self, source: str, parts: list[tuple[str, Eval | None]], env: BoundedEnvironment) -> None:
+        self.source = source
+        self.calls = 0
+        self._parts = parts
+        self._env = env
+
+    def __call__(self, scope: Scope, budget: Budget) -> str:
+        """The rendered text; `budget` must be the render's current one (`begin()`)."""
+        self.calls += 1
+        text: str = self._env.concat(self._pieces(scope, budget))  # type: ignore[attr-defined]
+        return text
+
+    def _pieces(self, scope: Scope, budget: Budget) -> Iterator[str]:
+        # a generator, as Jinja's render function is: the concat measures the text as it is produced,
+        # so a text over the limit fails before the expressions after it are evaluated
+        finalize = self._env.finalize
+        assert finalize is not None
+        for text, run in self._parts:
+            yield text if run is None else str(finalize(run(scope, budget)))
+
+
 class _NotFast(Exception):
     """A form outside the fast path's subset: Jinja evaluates the expression."""
 
@@ -89,6 +120,35 @@ def compile_fast(source: str, env: BoundedEnvironment) -> FastExpression | None:
         expr.set_environment(env)
         folded = Optimizer(env).visit(expr, nodes.EvalContext(env))  # Jinja's constant folding
         return FastExpression(source, _compile(folded, env))
+    except _NotFast:
+        return None
+    except Exception:  # a syntax error (or a literal Python refuses): the Jinja path raises it properly
+        return None
+
+
+def compile_fast_text(source: str, env: BoundedEnvironment) -> FastText | None:
+    """The fast form of text template `source`, or None when Jinja must render it (any tag, a form
+    outside the subset, a constant that is not a scalar, or a syntax error: Jinja reports that)."""
+    try:
+        template = env.parse(source)
+        parts: list[tuple[str, Eval | None]] = []
+        for output in template.body:
+            if not isinstance(output, nodes.Output):
+                return None
+            for child in output.nodes:
+                if isinstance(child, nodes.TemplateData):
+                    parts.append((child.data, None))  # newlines already normalized by the lexer
+                    continue
+                child.set_environment(env)
+                folded = Optimizer(env).visit(child, nodes.EvalContext(env))
+                if isinstance(folded, nodes.Const):
+                    # Jinja finalizes constants while it compiles; for a scalar that is just str()
+                    if type(folded.value) not in _SCALARS:
+                        return None
+                    parts.append((str(folded.value), None))
+                    continue
+                parts.append(("", _compile(folded, env)))
+        return FastText(source, parts, env)
     except _NotFast:
         return None
     except Exception:  # a syntax error (or a literal Python refuses): the Jinja path raises it properly

@@ -21,7 +21,7 @@ from typing import Any
 from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
 
 from engine.template_checks import binop, check_binop
-from engine.template_fast import FastExpression, compile_fast
+from engine.template_fast import FastExpression, FastText, compile_fast, compile_fast_text
 from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
 from engine.template_sandbox import BoundedEnvironment
 
@@ -104,6 +104,16 @@ def _compiled_template(source: str) -> Any:
 
 
 @lru_cache(maxsize=4096)
+def _compiled_text(source: str) -> FastText | None:
+    return compile_fast_text(source, ENV)
+
+
+def fast_text_form(source: str) -> FastText | None:
+    """The compiled fast form `render_text` uses for `source`, or None when Jinja renders it."""
+    return _compiled_text(source)
+
+
+@lru_cache(maxsize=4096)
 def _compiled_expression(source: str) -> tuple[FastExpression | None, Any, bool]:
     """The expression compiled: its fast form when it has one (engine/template_fast.py, decided here
     once per source string), Jinja's compiled form, and whether it only reads a value
@@ -177,12 +187,14 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
     return value
 
 
-def render_text(source: str, scope: Mapping[str, Any]) -> str:
-    """Render a template to text (prompts, messages)."""
-    template = _compiled_template(source)
-    _, token = begin()
+def render_text(source: str, scope: Mapping[str, Any], *, fast: bool = True) -> str:
+    """Render a template to text (prompts, messages). Text with simple `{{ expr }}` only takes the fast
+    path (engine/template_fast.py: same results and errors); `fast=False` always renders through Jinja."""
+    template = _compiled_template(source)  # a syntax error is Jinja's to report
+    quick = _compiled_text(source) if fast else None
+    budget, token = begin()
     try:
-        text: str = template.render(**scope)
+        text: str = quick(scope, budget) if quick is not None else template.render(**scope)
         return text
     except Exception as exc:
         raise _failure(exc, f"cannot render '{_short(source)}'") from None

@@ -14,6 +14,7 @@ from engine.tools.builtin import builtin_tools
 from engine.tools.errors import ToolError
 from engine.tools.loader import load_python_tools
 from engine.tools.mcp import McpSource
+from engine.tools.names import BUILTIN_TOOLS
 from engine.tools.tool import Tool
 from engine.typecheck import schema_verdict
 
@@ -31,14 +32,25 @@ class ToolRegistry:
         self.config = config
         self.workspace = workspace
         self._python = tuple(python_tools)
-        self._tools: dict[str, Tool] = {t.name: t for t in builtin_tools(config, workspace, confine)}
-        self._tools.update((t.name, t) for t in self._python)
+        self._confine = confine
+        # the built-in tools are made on first use: every run gets a registry of its own (`with_workspace`),
+        # and most runs call no tool (making them is a fifth of a short model run's own CPU under load)
+        self._made: dict[str, Tool] | None = None
         self._mcp = mcp
-        clash = sorted(set(mcp.owner) & set(self._tools)) if mcp is not None else []
+        clash = sorted(set(mcp.owner) & (BUILTIN_TOOLS | {t.name for t in self._python})) if mcp is not None else []
         if clash:
             raise ToolError(f"tool '{clash[0]}' of MCP server '{mcp.owner[clash[0]]}' has the name of a built-in or "  # type: ignore[union-attr]
                             "Python tool; leave it out of the server's `tools:`")
         self._validators: dict[str, Draft202012Validator] = {}
+
+    @property
+    def _tools(self) -> dict[str, Tool]:
+        made = self._made
+        if made is None:
+            made = {t.name: t for t in builtin_tools(self.config, self.workspace, self._confine)}
+            made.update((t.name, t) for t in self._python)
+            self._made = made
+        return made
 
     def __repr__(self) -> str:
         return f"ToolRegistry(tools={self.names()!r}, workspace={str(self.workspace) if self.workspace else None!r})"
