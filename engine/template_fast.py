@@ -93,7 +93,7 @@ class FastText:
     def __call__(self, scope: Scope, budget: Budget) -> str:
         """The rendered text; `budget` must be the render's current one (`begin()`)."""
         self.calls += 1
-        text: str = self._env.concat(self._pieces(scope, budget))  # type: ignore[attr-defined]
+        text: str = self._env.concat(self._pieces(scope, budget))
         return text
 
     def _pieces(self, scope: Scope, budget: Budget) -> Iterator[str]:
