@@ -214,6 +214,9 @@ def _read(project: Project, path: Path, bounds: Bounds) -> Document | None:
 
 
 def _build(project: Project, doc: Document, kind: str, model: type[S]) -> S | None:
+    spec = schema.accepted(doc.data, kind)  # valid as it is: the spec, built once
+    if isinstance(spec, model):
+        return spec
     problems = schema.check(doc, kind)
     if problems:
         project.diagnostics.extend(problems)
