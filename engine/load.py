@@ -38,6 +38,9 @@ _NAN = re.compile(r"\.(nan|NaN|NAN)")
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE"}
+# the first characters of every plain scalar that resolves to something else than text (a null, a
+# boolean, a number): most scalars start with another one and need no pattern tried at all
+_NOT_TEXT_START = frozenset("~nNtTfF+-.0123456789")
 
 
 @dataclass
@@ -271,6 +274,8 @@ class _IntOutOfRange(ValueError):
 
 def _resolve_core(text: str) -> Any:
     """YAML 1.2 core schema resolution of a plain scalar; _IntOutOfRange for an integer beyond 64 bits."""
+    if text and text[0] not in _NOT_TEXT_START:
+        return text
     if text in _NULLS:
         return None
     if text in _TRUE:

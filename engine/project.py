@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from engine import schema
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
+from engine.gcpause import collector_paused
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.yardfiles import Bounds, list_files, located
@@ -117,7 +118,11 @@ def relative(path: Path, root: Path) -> str:
 
 def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
     """Load a yard. `only` restricts which files are reported on (the rest still resolve names)."""
-    root = root.resolve()
+    with collector_paused():  # everything loaded stays alive: see engine/gcpause.py
+        return _load_project(root.resolve(), only)
+
+
+def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
     project = Project(root)
     config_path = root / CONFIG_FILE
     if os.path.lexists(config_path):  # a link that leaves the yard or dangles is reported, not skipped
@@ -209,6 +214,9 @@ def _read(project: Project, path: Path, bounds: Bounds) -> Document | None:
 
 
 def _build(project: Project, doc: Document, kind: str, model: type[S]) -> S | None:
+    spec = schema.accepted(doc.data, kind)  # valid as it is: the spec, built once
+    if isinstance(spec, model):
+        return spec
     problems = schema.check(doc, kind)
     if problems:
         project.diagnostics.extend(problems)

@@ -79,13 +79,18 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 def is_valid(data: Any, name: str) -> bool:
     """The fast path: True when the spec model accepts `data` strictly, keys by their YAML names only."""
+    return accepted(data, name) is not None
+
+
+def accepted(data: Any, name: str) -> BaseModel | None:
+    """The spec `data` makes when the model accepts it strictly (so it is valid, see the docstring
+    above), or None. Strict input is input the lax build would take as it is: the same spec."""
     try:
-        MODELS[name].model_validate(data, strict=True, by_alias=True, by_name=False)
+        return MODELS[name].model_validate(data, strict=True, by_alias=True, by_name=False)
     except ModelError:
-        return False
+        return None
     except TypeError:  # pydantic < 2.11 has no by_name; the slow path is always right
-        return False
-    return True
+        return None
 
 
 def check(doc: Document, name: str) -> list[Diagnostic]:

@@ -14,7 +14,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from engine import load
 from engine.load import MAX_DEPTH, MAX_FILE_BYTES, LoadError, load_bytes, load_file, parse_value
 from engine.validate.command import validate
 from engine.yardfiles import Bounds
@@ -130,6 +133,39 @@ def test_yaml_11_booleans_stay_strings(word: str) -> None:
 ])
 def test_core_schema_scalars(text: str, value: object) -> None:
     assert load_bytes(f"a: {text}\n".encode(), "x.yaml").data == {"a": value}
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(min_size=1, max_size=12) | st.from_regex(r"[-+~.0-9a-zA-Z_:]{1,10}", fullmatch=True))
+@example(text="null")
+@example(text="Null")
+@example(text="NULL")
+@example(text="~")
+@example(text="true")
+@example(text="True")
+@example(text="TRUE")
+@example(text="false")
+@example(text="False")
+@example(text="FALSE")
+@example(text=".inf")
+@example(text="-.Inf")
+@example(text="+.INF")
+@example(text=".nan")
+@example(text=".NaN")
+@example(text="0x1F")
+@example(text="0o7")
+@example(text="+1")
+@example(text="-1.5e3")
+@example(text=".5")
+@example(text="7")
+def test_scalars_the_fast_path_keeps_as_text_are_text(text: str) -> None:
+    """A plain scalar starting outside _NOT_TEXT_START is returned as text without a pattern tried:
+    none of the core schema's nulls, booleans or number patterns may match such a text."""
+    patterns = (load._INT, load._OCT, load._HEX, load._FLOAT, load._INF, load._NAN)
+    resolves = text in load._NULLS | load._TRUE | load._FALSE or any(p.fullmatch(text) for p in patterns)
+    if text[0] not in load._NOT_TEXT_START:
+        assert not resolves
+        assert load._resolve_core(text) == text
 
 
 def test_nan_is_a_float() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.closure import closure
 from engine.diagnostics import Diagnostic
+from engine.gcpause import collector_paused
 from engine.project import CONFIG_FILE, FlowDef, Project
 from engine.validate.semantic import control
 from engine.validate.semantic.accumulate import check_output_dir, check_reduce
@@ -73,6 +74,11 @@ def check_config_file(project: Project) -> list[Diagnostic]:
 
 def _check(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
     """check_project's checks, on the blocks and flows named (all when None)."""
+    with collector_paused():  # the indexes and facts of every flow stay alive: see engine/gcpause.py
+        return _check_all(project, blocks, flows)
+
+
+def _check_all(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
     delegation = delegation_graph(project)
     found = [*check_config(project), *check_blocks(project, blocks), *check_block_delegation(project, delegation),
              *check_agent_blocks(project), *check_durations(project), *check_policy(project)]
