@@ -4,6 +4,8 @@ For each workload of bench_overhead.py (chain50, map200, loop50, router10: every
 integer, no model) it measures, round-robin in one process:
 
   raw            hand-written LangGraph, sync nodes, `invoke`, no checkpointer  (the baseline: 1.00)
+  raw astream    the same graph with async nodes, streamed with `astream` as the engine streams its graph:
+                 what LangGraph's async engine costs before any Blockyard code runs (a reference)
   raw+sqlite     the same graph on LangGraph's SqliteSaver (a file), durability="sync":
                  what a developer writes for durability
   blockyard sync   `Yard.arun`, durability sync (the default: runs row, trace, output checks, a checkpoint
@@ -115,12 +117,20 @@ async def per_step(count: int, show: bool = True) -> Figures:
 
     for name, (make_graph, inputs, _answer) in WORKLOADS.items():
         bare = make_graph(sync=True).compile()
+        async_bare = make_graph(sync=False).compile()  # async nodes: what LangGraph's async engine costs alone
         durable = make_graph(sync=True).compile(checkpointer=saver)
 
         async def raw(app: Any = bare, inputs: dict[str, Any] = inputs) -> float:
             began = time.perf_counter()
             for _ in range(RUNS_PER_SAMPLE):
                 app.invoke(dict(inputs), {"recursion_limit": 10_000})
+            return (time.perf_counter() - began) / RUNS_PER_SAMPLE
+
+        async def raw_astream(app: Any = async_bare, inputs: dict[str, Any] = inputs) -> float:
+            began = time.perf_counter()
+            for _ in range(RUNS_PER_SAMPLE):
+                async for _chunk in app.astream(dict(inputs), {"recursion_limit": 10_000}, stream_mode="values"):
+                    pass
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
         async def raw_sqlite(app: Any = durable, inputs: dict[str, Any] = inputs) -> float:
@@ -143,6 +153,7 @@ async def per_step(count: int, show: bool = True) -> Figures:
             return took
 
         variants[f"{name} raw"] = raw
+        variants[f"{name} raw astream"] = raw_astream
         variants[f"{name} raw+sqlite"] = raw_sqlite
         for mode in MODES:
             variants[f"{name} blockyard {mode}"] = functools.partial(blockyard, mode=mode)
@@ -153,7 +164,7 @@ async def per_step(count: int, show: bool = True) -> Figures:
     yard.close()
     saver_cm.__exit__(None, None, None)
 
-    kinds = ["raw", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
+    kinds = ["raw", "raw astream", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
     figures = {name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS}
     if not show:
         return figures
@@ -166,10 +177,12 @@ async def per_step(count: int, show: bool = True) -> Figures:
             base = times["raw"]
             rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
                          f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
-        print(table(["workload", "raw, no checkpointer", "raw + SqliteSaver (sync)",
+        print(table(["workload", "raw, no checkpointer", "raw, async nodes, astream", "raw + SqliteSaver (sync)",
                      *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only",
                      "blockyard sync / raw+sqlite"], rows))
-    print("\nblockyard, Jinja only: the same runs with the template fast path off (engine/template_fast.py).")
+    print("\nraw, async nodes, astream: the hand-written graph with async nodes, streamed as the engine streams its"
+          " graph (LangGraph's async engine alone).\nblockyard, Jinja only: the same runs with the template fast path"
+          " off (engine/template_fast.py).")
     return figures
 
 
