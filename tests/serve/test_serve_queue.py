@@ -14,6 +14,7 @@ Each test runs on the backend of the pass (SQLite file, or the pass's Postgres d
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -228,7 +229,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., list[ServeProcess]]]:
     def start(root: Path, *names: str, hosts: dict[str, str] | None = None) -> list[ServeProcess]:
         launched = [launch(root, name, (hosts or {}).get(name)) for name in names]
         for server in launched:
-            wait_for(lambda up=server: is_up(up.url) or up.process.poll() is not None, timeout=60, interval=0.05)
+            wait_for(functools.partial(_up_or_ended, server), timeout=60, interval=0.05)
             assert server.process.poll() is None, server.log.read_text()
         return launched
 
@@ -242,6 +243,10 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., list[ServeProcess]]]:
             server.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.process.kill()
+
+
+def _up_or_ended(server: ServeProcess) -> bool:
+    return is_up(server.url) or server.process.poll() is not None
 
 
 def _trace(root: Path, run_ids: list[str]) -> dict[str, list[tuple[int, str, str | None]]]:
