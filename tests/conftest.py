@@ -39,24 +39,34 @@ def test_backend() -> str:
 test_backend.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest collects test_* names
 
 
-# The test files that take longest (most test time first; measured with --junitxml on 2 cores, where
-# these twelve took a third of the suite's time). pytest-xdist hands out whole files (`--dist loadfile`)
-# in collection order (`--no-loadscope-reorder` in pyproject.toml): these go first, so that no worker
-# is still on one of them at the end while the others idle — by default xdist sends files with many
-# tests first, which put the longest one (two tests) last. The other files follow, most tests first.
+# The test files that take longest (most test time first; measured with --durations on 2 cores, 4 workers,
+# then re-estimated after the speed-ups of issue 10: the hostile files corpus in two halves, the schema
+# verdict test's strategies built once, fewer engine subprocesses). pytest-xdist hands out whole files
+# (`--dist loadfile`) in collection order (`--no-loadscope-reorder` in pyproject.toml): these go first, so
+# that no worker is still on one of them at the end while the others idle — by default xdist sends files
+# with many tests first, which put the longest one (two tests) last. The other files follow, most tests first.
 HEAVY_FIRST = (
-    "tests/hostile/test_hostile_cli.py",
-    "tests/serve/test_serve_ops.py",
-    "tests/threads/test_conversation.py",
+    "tests/serve/test_serve_queue.py",
+    "tests/hostile/test_hostile_files_1.py",
+    "tests/hostile/test_hostile_files_2.py",
+    "tests/serve/test_serve_browser.py",
+    "tests/test_packaging.py",
     "tests/runtime/test_resume.py",
+    "tests/serve/test_serve_ops.py",
+    "tests/serve/test_serve_hostile.py",
+    "tests/threads/test_conversation.py",
     "tests/approvals/test_race_and_recovery.py",
-    "tests/interchange/test_reactflow_roundtrip.py",
+    "tests/hostile/test_hostile_http.py",
+    "tests/serve/test_serve_sse.py",
+    "tests/test_typecheck_schema_verdict.py",
+    "tests/serve/test_serve_api.py",
+    "tests/hostile/test_hostile_cli.py",
     "tests/runtime/test_hostile_values.py",
+    "tests/runtime/test_durability.py",
+    "tests/interchange/test_reactflow_roundtrip.py",
     "tests/threads/test_threads.py",
     "tests/runtime/test_accumulate.py",
-    "tests/serve/test_serve_browser.py",
     "tests/runtime/test_standalone_graph.py",
-    "tests/test_packaging.py",
 )
 
 

@@ -45,8 +45,19 @@ def _declared(depth: int) -> st.SearchStrategy[dict[str, Any]]:
                      st.none() | st.dictionaries(NAMES, inner, max_size=3) if depth > 0 else st.none())
 
 
+DECLARED = _declared(2)  # built once: a strategy built anew at every draw costs hypothesis its checks again
+FITTING: dict[str, st.SearchStrategy[Any]] = {}  # _fitting's strategies by repr(schema), for the same reason
+
+
 def _fitting(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     """Values shaped like the schema (so valid ones are common), with wrong pieces mixed in."""
+    key = repr(schema)
+    if key not in FITTING:
+        FITTING[key] = _fitting_anew(schema)
+    return FITTING[key]
+
+
+def _fitting_anew(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     kind = schema.get("type")
     if "enum" in schema:
         return st.sampled_from(schema["enum"]) | JSON
@@ -62,10 +73,10 @@ def _fitting(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
-    outputs = draw(st.dictionaries(NAMES, _declared(2), min_size=1, max_size=3))
+    outputs = draw(st.dictionaries(NAMES, DECLARED, min_size=1, max_size=3))
     schema = outputs_schema({key: TypeSpec.model_validate(spec) for key, spec in outputs.items()})
     if draw(st.booleans()):
-        schema = type_schema(TypeSpec.model_validate(draw(_declared(2))))
+        schema = type_schema(TypeSpec.model_validate(draw(DECLARED)))
     return schema, draw(_fitting(schema))
 
 

@@ -1,26 +1,26 @@
-"""A child process for the decision race: say "ready", wait for the go file, then approve a gate.
+"""A child process for the decision race: say "ready", wait for the go line, then approve a gate.
 
-usage: python decide_child.py ROOT RUN_ID GO_FILE NAME
-  -> prints "ready" once the database is open, then {"ok": bool, "status"|"error": ...} as JSON
+usage: python decide_child.py ROOT RUN_ID NAME
+  -> prints "ready" once the database is open, blocks until a line arrives on stdin (the parent
+     writes it to every child at once: a barrier, not a poll), then prints {"ok": bool,
+     "status"|"error": ...} as JSON
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from engine import Yard
 from engine.errors import BlockyardError
 
 
-def main(root: Path, run_id: str, go: Path, name: str) -> None:
+def main(root: Path, run_id: str, name: str) -> None:
     with Yard.open(root) as yard:
         yard.get_run(run_id)  # open the database before the start signal: the race is the decision itself
         print("ready", flush=True)
-        while not go.exists():
-            time.sleep(0.001)
+        sys.stdin.readline()
         try:
             result = yard.resume(run_id, approve=True, values={"tip": 1}, actor=name)
         except BlockyardError as exc:
@@ -30,4 +30,4 @@ def main(root: Path, run_id: str, go: Path, name: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4])
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3])

@@ -24,15 +24,17 @@ CHILD = Path(__file__).with_name("decide_child.py")
 DECIDERS = 4
 
 
-def test_concurrent_decisions_exactly_one_wins(yard: Path, cli: Cli, tmp_path: Path) -> None:
+def test_concurrent_decisions_exactly_one_wins(yard: Path, cli: Cli) -> None:
     run_id, _ = paused(cli(yard, "run", "pay", "--json"))
-    go = tmp_path / "go"
-    children = [subprocess.Popen([sys.executable, str(CHILD), str(yard), run_id, str(go), name],
-                                 env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children = [subprocess.Popen([sys.executable, str(CHILD), str(yard), run_id, name], env=subprocess_env(),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for name in ["ada", "grace", "ada", "grace"][:DECIDERS]]
     for child in children:  # all of them imported and opened the database
         assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate()
-    go.write_text("")
+    for child in children:  # go: each is blocked reading its stdin, and all wake at once
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
     outcomes = []
     for child in children:
         out, err = child.communicate(timeout=120)

@@ -178,31 +178,42 @@ def _users(block: str) -> list[str]:
     return [name for name in _flow_names() if pattern.search((REPO / "flows" / f"{name}.yaml").read_text())]
 
 
-def file_cases(workdir: Path, count: int, seed: int) -> list[dict[str, Any]]:
-    """`count` yards, each the example yard with one file mutated; per yard: validate, then run a flow."""
+def file_cases(workdir: Path, count: int, seed: int, part: range | None = None) -> list[dict[str, Any]]:
+    """`count` yards, each the example yard with one file mutated; per yard: validate, then run a flow.
+
+    `part` (default: all) selects the yards to write and run by number: the corpus is generated whole
+    either way (one seeded sequence), so yard #n is the same mutation whichever part runs it, and the
+    parts together are the whole corpus (the test files split it so xdist spreads it over workers)."""
     rng = random.Random(seed)
+    chosen = range(count) if part is None else part
     targets = sorted([*(REPO / "flows").glob("*.yaml"), *(REPO / "blocks").glob("*.yaml"), REPO / "blockyard.yaml"])
     flows = _flow_names()
     cases: list[dict[str, Any]] = []
     for number in range(count):
         target = rng.choice(targets)
         relative = target.relative_to(REPO)
-        yard = copy_example_yard(workdir / f"yard{number}")
+        yard = workdir / f"yard{number}"
         text, what = mutate_text(target.read_text(encoding="utf-8"), rng)
-        if rng.random() < 0.05:
-            (yard / relative).write_bytes(text.encode("utf-8")[:200] + b"\xff\xfe\x00 bad bytes")
+        broken = rng.random() < 0.05
+        if number in chosen:
+            copy_example_yard(yard)
+            if broken:
+                (yard / relative).write_bytes(text.encode("utf-8")[:200] + b"\xff\xfe\x00 bad bytes")
+            else:
+                (yard / relative).write_text(text, encoding="utf-8")
+        if broken:
             what += "; then broke the encoding"
-        else:
-            (yard / relative).write_text(text, encoding="utf-8")
         flow = relative.stem.removesuffix(".test") if relative.parts[0] == "flows" else \
             rng.choice(_users(relative.stem) or flows)
         label = f"seed {seed} #{number}: {relative}: {what}"
-        cases.append({"argv": ["validate", "--format", rng.choice(["text", "json", "github", "sarif"])],
-                      "cwd": str(yard), "label": label})
-        cases.append({"argv": ["run", flow, *RUN_INPUTS.get(flow, []), "--json"], "cwd": str(yard), "label": label})
+        mine = [{"argv": ["validate", "--format", rng.choice(["text", "json", "github", "sarif"])],
+                 "cwd": str(yard), "label": label},
+                {"argv": ["run", flow, *RUN_INPUTS.get(flow, []), "--json"], "cwd": str(yard), "label": label}]
         if rng.random() < 0.3:
             extra = rng.choice([["graph", flow], ["flows"], ["blocks"], ["schedules"], ["runs"], ["test"]])
-            cases.append({"argv": extra, "cwd": str(yard), "label": label})
+            mine.append({"argv": extra, "cwd": str(yard), "label": label})
+        if number in chosen:
+            cases += mine
     return cases
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.hostile.hostile_corpus import file_cases
+
 REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("hostile_child.py")
 CPU_SECONDS = 5.0
@@ -28,6 +30,9 @@ HANG_SECONDS = 30.0
 STARTUP_SECONDS = 60.0  # the first case also pays the imports, on a busy 2-core machine
 MAX_RSS_MB = 1536
 ALLOWED_EXIT = {0, 1, 2, 3}
+FILE_CASES = int(os.environ.get("BLOCKYARD_HOSTILE_FILES", "160"))  # yards in the hostile files corpus
+FILE_SEED = 9
+FILE_PARTS = 2  # test_hostile_files_1.py and _2.py: one file each, so that xdist runs them on two workers
 
 
 @dataclass
@@ -141,3 +146,13 @@ def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Repo
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+def check_file_part(workdir: Path, index: int) -> None:
+    """Run part `index` of FILE_PARTS of the hostile files corpus (validate, run a flow, sometimes one
+    more command, per yard) and assert that every case got a clear answer."""
+    size = -(-FILE_CASES // FILE_PARTS)
+    part = range(index * size, min(FILE_CASES, (index + 1) * size))
+    report = run_cases(file_cases(workdir, FILE_CASES, seed=FILE_SEED, part=part), workdir)
+    assert len(report.outcomes) >= 2 * len(part)
+    assert not report.failures(), report.summary()

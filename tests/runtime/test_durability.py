@@ -16,7 +16,7 @@ import pytest
 from engine.errors import UsageError
 from engine.runtime.yard import Yard
 from engine.state.durable import GroupCommitted
-from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, run_engine, spawn
+from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, spawn
 from tests.runtime.test_resume import _read_until, started_steps
 from tests.support.state import state_db
 
@@ -165,7 +165,8 @@ def test_a_failed_none_run_cannot_be_resumed(yard: Path, cli: Cli) -> None:
                                    "no checkpoint; start a new run of flow 'fragile'")
 
 
-def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished_step_again(yard: Path) -> None:
+def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished_step_again(yard: Path,
+                                                                                          cli: Cli) -> None:
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--durability", "async", "--json")
     try:  # killed as soon as `first` has finished: its checkpoint may or may not be written yet
         lines = _read_until(child.stdout, lambda line: '"step_finished"' in line and '"first"' in line)
@@ -173,7 +174,7 @@ def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished
     finally:
         child.wait(timeout=60)
     run_id = json.loads(lines[0])["run_id"]
-    done = run_engine(yard, "resume", run_id, "--json")
+    done = cli(yard, "resume", run_id, "--json")  # in this process: the killed one is gone either way
     assert done.code == 0, done.err
     again = started_steps(done.events())
     assert again in (["nap", "last"], ["first", "nap", "last"])  # `first` at most twice; nothing else repeated
@@ -181,7 +182,7 @@ def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished
     assert _row(yard, run_id) == ("async", "finished")
 
 
-def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path) -> None:
+def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path, cli: Cli) -> None:
     child = spawn(yard, "run", "crashy", "--durability", "exit", "--json")
     try:
         lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
@@ -189,7 +190,7 @@ def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path) -> None:
     finally:
         child.wait(timeout=60)
     run_id = json.loads(lines[0])["run_id"]
-    refused = run_engine(yard, "resume", run_id)
+    refused = cli(yard, "resume", run_id)
     assert refused.code == 2
     assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability exit and "
                                    "stopped before it kept a checkpoint; start a new run of flow 'crashy'")

@@ -4,6 +4,8 @@ and resumed — never exit 4, never a run stuck behind an unserialisable checkpo
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -17,7 +19,7 @@ from engine.runtime.yard import Yard
 from engine.spec import parse_duration
 from engine.spec.common import MAX_DURATION
 from engine.state import gates
-from tests.runtime.conftest import Outcome, run_engine
+from tests.runtime.conftest import Outcome, run_engine, subprocess_env
 
 FILES = {
     "blockyard.yaml": """
@@ -183,17 +185,25 @@ def test_a_huge_value_in_an_inputs_file_is_a_usage_error(cli: Callable[..., Outc
     assert outcome.code == 2 and "64-bit range" in outcome.err, outcome.err
 
 
-@pytest.mark.parametrize(("args", "option"), [
+NOT_UTF8 = [
     ([b"run", b"power", b"--input", b"n=\xff"], "--input"),
     ([b"resume", b"some-run", b"--reject", b"--reason=caf\xe9"], "--reason"),
     ([b"run", b"po\xffwer"], "argument 2"),
-])
-def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(root: Path, args: list[bytes],
-                                                                    option: str) -> None:
-    import subprocess
+]
 
-    from tests.runtime.conftest import subprocess_env
 
+@pytest.mark.parametrize(("args", "option"), NOT_UTF8)
+def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(root: Path, args: list[bytes], option: str,
+                                                                    cli: Callable[..., Outcome]) -> None:
+    # what Python makes of argv bytes that are not UTF-8 (surrogateescape), as in the real process below
+    outcome = cli(root, *[os.fsdecode(arg) for arg in args])
+    assert outcome.code == 2, outcome.err
+    assert outcome.err.startswith(f"error: {option}: not valid text") and "surrogate" in outcome.err
+
+
+def test_the_same_from_a_real_command_line(root: Path) -> None:
+    """The interpreter's own decoding of argv bytes, through the process boundary (one case)."""
+    args, option = NOT_UTF8[0]
     done = subprocess.run([sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
                           cwd=root, env=subprocess_env(), capture_output=True, timeout=60)
     err = done.stderr.decode("utf-8")

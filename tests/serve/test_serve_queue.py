@@ -14,6 +14,7 @@ Each test runs on the backend of the pass (SQLite file, or the pass's Postgres d
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -201,14 +202,16 @@ SLOW = """
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
-    """start(root, name, host=None) -> a `blockyard serve` process on the pass's database; with
-    `host`, in a UTS namespace of its own under that host name (other replicas judge it by its lease)."""
+def servers(tmp_path: Path) -> Iterator[Callable[..., list[ServeProcess]]]:
+    """start(root, "a", "b", hosts={"a": "elsewhere"}) -> `blockyard serve` processes on the pass's database,
+    started together (each pays the engine's imports: in parallel, not one after the other) and returned
+    once all answer; one in `hosts` runs in a UTS namespace of its own under that host name (other
+    replicas judge it by its lease)."""
     started: list[ServeProcess] = []
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BLOCKYARD_TOKEN", None)
 
-    def start(root: Path, name: str, host: str | None = None) -> ServeProcess:
+    def launch(root: Path, name: str, host: str | None) -> ServeProcess:
         sock = free_socket()
         port = sock.getsockname()[1]
         sock.close()
@@ -221,9 +224,14 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
         server = ServeProcess(process, f"http://127.0.0.1:{port}", log)
         started.append(server)
-        wait_for(lambda: is_up(server.url) or process.poll() is not None, timeout=60, interval=0.05)
-        assert process.poll() is None, log.read_text()
         return server
+
+    def start(root: Path, *names: str, hosts: dict[str, str] | None = None) -> list[ServeProcess]:
+        launched = [launch(root, name, (hosts or {}).get(name)) for name in names]
+        for server in launched:
+            wait_for(functools.partial(_up_or_ended, server), timeout=60, interval=0.05)
+            assert server.process.poll() is None, server.log.read_text()
+        return launched
 
     yield start
     for server in started:
@@ -235,6 +243,10 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
             server.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.process.kill()
+
+
+def _up_or_ended(server: ServeProcess) -> bool:
+    return is_up(server.url) or server.process.poll() is not None
 
 
 def _trace(root: Path, run_ids: list[str]) -> dict[str, list[tuple[int, str, str | None]]]:
@@ -256,10 +268,10 @@ def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
 
 
 def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
-        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., ServeProcess]) -> None:
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., list[ServeProcess]]) -> None:
     root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "300ms"), "blocks/think.yaml": THINK,
                       "flows/slow.yaml": SLOW})
-    a, b = servers(root, "a"), servers(root, "b")
+    a, b = servers(root, "a", "b")
     with a.client() as client:
         ids = [client.post("/flows/slow/runs?wait=false", json={"inputs": {"topic": f"t{n}"}}).json()["run_id"]
                for n in range(4)]
@@ -280,13 +292,13 @@ def test_queued_runs_of_a_killed_replica_are_started_once_by_another(
 
 
 def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
-        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., ServeProcess]) -> None:
+        make_yard: Callable[[dict[str, str]], Path], servers: Callable[..., list[ServeProcess]]) -> None:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         skip_or_fail("a replica on another host name needs `unshare --uts` (root)")
     root = make_yard({"blockyard.yaml": MOCKED.replace("DELAY", "1200ms"), "blocks/think.yaml": THINK,
                       "flows/slow.yaml": SLOW})
     # A is on "another host": B judges it by its lease (1.5 s), not by its pid
-    a, b = servers(root, "a", host="elsewhere-a"), servers(root, "b")
+    a, b = servers(root, "a", "b", hosts={"a": "elsewhere-a"})
     with a.client() as client:
         run_id = client.post("/flows/slow/runs?wait=false", json={}).json()["run_id"]
     wait_for(lambda: ("step_finished", "s1") in [(t, s) for _, t, s in _trace(root, [run_id])[run_id]],
