@@ -42,3 +42,34 @@ def test_run_hello_on_the_mock_imports_no_client_server_or_converter(tmp_path: P
     assert "engine.models.providers.mock" in modules and "langgraph.graph" in modules  # the measure sees imports
     loaded = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_NEEDED))
     assert loaded == []
+
+
+# After `blockyard run hello` in a process of its own (main() without arguments, as the `blockyard` script
+# calls it): whether the collector is on, and whether what the start loaded was frozen (engine/cli/startup.py).
+AFTER_RUN = ("import gc, sys\n"
+             "from engine.cli import main\n"
+             "sys.argv = ['blockyard', 'run', 'hello']\n"
+             "code = main()\n"
+             "print(code, gc.isenabled(), gc.get_freeze_count() > 0)\n")
+
+
+def test_a_blockyard_process_freezes_what_its_start_loaded_and_runs_with_the_collector_on(tmp_path: Path) -> None:
+    root = copy_example_yard(tmp_path / "yard")
+    env = {key: value for key, value in os.environ.items() if key not in KEYS}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", AFTER_RUN], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "0 True True"
+
+
+def test_main_called_with_arguments_leaves_the_collector_alone(tmp_path: Path) -> None:
+    """A test (or a program) calling main([...]) in its own process: nothing frozen, the collector as it was."""
+    root = copy_example_yard(tmp_path / "yard")
+    code = AFTER_RUN.replace("code = main()", "code = main(['run', 'hello', '--root', '.'])")
+    env = {key: value for key, value in os.environ.items() if key not in KEYS}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "0 True False"
