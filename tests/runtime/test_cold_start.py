@@ -18,7 +18,8 @@ from tests.support.example import REPO, copy_example_yard
 # the TaskPlan converter (`run --plan`) and anyio's portal (the sync API); jsonschema and what it loads (a
 # reply to the outputs' schema is checked by engine/typecheck.py's schema_verdict); the constructs hello does
 # not have (each loads with the first step that needs it: engine/compile/constructs.py) and the agents and
-# smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py).
+# smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py); psycopg and the Postgres
+# state backend (the state database is a file); the graph model and its drawings (`blockyard graph`).
 NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smart", "engine.compile.agent",
               "engine.compile.router", "engine.compile.mapping", "engine.compile.approval", "engine.compile.loop",
               "engine.compile.subflow", "engine.executors.agent", "engine.executors.smart",
@@ -26,7 +27,9 @@ NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smar
               "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
               "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export",
               "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.cron",
-              "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread")
+              "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread", "psycopg",
+              "langgraph.checkpoint.postgres", "engine.state.postgres", "engine.compile.draw",
+              "engine.compile.flowgraph")
 KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 
