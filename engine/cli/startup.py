@@ -3,8 +3,8 @@
 Starting `blockyard run` imports LangGraph, LangChain, pydantic and the engine and loads the yard:
 more than 100,000 objects that live as long as the process. On the way the collector scans all
 of them again and again (its thresholds count allocations, and imports allocate a lot), though
-almost nothing it finds is garbage: measured on a cold `blockyard run hello`, that is several
-times what the engine's own imports cost (bench/compare.py, the cold-start table).
+almost nothing it finds is garbage: a quarter to a third of the CPU time of a cold `blockyard run
+hello` on the mock (bench/compare.py, the cold-start table), more than the engine's own imports.
 
 So a `blockyard` process (and only a process: `main()` called by a test runs as before) starts
 with the collector off (`begin`), and turns it back on when a command is about to do its work
