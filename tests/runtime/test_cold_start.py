@@ -3,11 +3,15 @@ server, no converters of other commands (issue 15, cold start)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from engine.cli import main
 from tests.support.example import REPO, copy_example_yard
 
 # Modules a mock-only `run hello` must not load: the providers' SDKs (each loaded only when a profile
@@ -66,13 +70,11 @@ def test_a_blockyard_process_freezes_what_its_start_loaded_and_runs_with_the_col
     assert done.stdout.splitlines()[-1] == "0 True True"
 
 
-def test_main_called_with_arguments_leaves_the_collector_alone(tmp_path: Path) -> None:
+def test_main_called_with_arguments_leaves_the_collector_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test (or a program) calling main([...]) in its own process: nothing frozen, the collector as it was."""
     root = copy_example_yard(tmp_path / "yard")
-    code = AFTER_RUN.replace("code = main()", "code = main(['run', 'hello', '--root', '.'])")
-    env = {key: value for key, value in os.environ.items() if key not in KEYS}
-    env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[-1] == "0 True False"
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    frozen = gc.get_freeze_count()
+    assert main(["run", "hello", "--root", str(root)]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
