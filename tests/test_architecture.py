@@ -39,6 +39,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.cli.db", "engine.state.transfer"): LANGGRAPH,
     ("engine.compile", "engine.compile.compiled"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
     ("engine.compile", "engine.compile.flow"): LANGGRAPH + " (`blockyard diff` draws flows with compile/draw.py)",
+    ("engine.compile.compiled", "engine.compile.draw"): "the graph model and its renderers load for a drawing "
+                                                        "(`blockyard graph`) only; " + COLD,
     ("engine.cli.gates", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.interchange", "engine.runtime.yard"): LANGGRAPH,
     ("engine.cli.memory", "engine.state.memory"): LANGGRAPH + " (LangGraph's memory store)",

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from engine.cli import startup
 from engine.cli.options import RUNNING, Group
 from engine.errors import BlockyardError, UsageError, ValidationFailed
 from engine.values import text_problem
@@ -135,7 +136,11 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI and map every outcome to an exit code."""
+    """Entry point: run the CLI and map every outcome to an exit code. Without `argv` it is the
+    process's own command (the `blockyard` script, `python -m engine`), which starts without the
+    garbage collector's full collections (engine/cli/startup.py); with `argv` (a test) it runs as is."""
+    if argv is None:
+        startup.begin()
     try:
         _check_arguments(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="blockyard", standalone_mode=False)

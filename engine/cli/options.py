@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from engine.cli import startup
 from engine.errors import UsageError
 from engine.project import load_project, require_yard
 from engine.state.database import StateLocked
@@ -76,6 +77,7 @@ RUNNING = "blockyard.command"
 class Command(click.Command):
     def invoke(self, ctx: click.Context) -> object:
         ctx.meta[RUNNING] = ctx.command_path
+        startup.settle()  # the command's work runs with the garbage collector on
         try:
             return super().invoke(ctx)
         except Exception as exc:
@@ -89,6 +91,8 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         ctx.meta[RUNNING] = ctx.command_path  # its subcommand, if one runs, names itself
+        if ctx.parent is not None:  # a command's group (`runs`, which may do the work itself), not `blockyard`
+            startup.settle()  # the command's work runs with the garbage collector on
         try:
             return super().invoke(ctx)
         except Exception as exc:

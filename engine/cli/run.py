@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import yaml
 
-from engine.cli import progress
+from engine.cli import progress, startup
 from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
 from engine.errors import UsageError
@@ -83,9 +83,10 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
                 trace: bool | None = None) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended. `durability` and
     `trace` (docs/runtime.md, "Durability") win over the flow's and the yard's."""
-    from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
+    with startup.loading():  # the runtime's imports and the yard, without the collector's scans
+        from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
-    yard = Yard.load(root)
+        yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
         return _drive(progress.choose(as_json=as_json),
@@ -112,10 +113,11 @@ def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | N
              as_json: bool, *, name: str | None = None, output_dir: str | None = None, durability: str | None = None,
              trace: bool | None = None) -> int:
     """Run a plan's document (`run --plan`, `compose --run`), showing progress; the exit code tells how it ended."""
-    from engine.interchange.taskplan import plan_bundle  # a TaskPlan's converter: only when one runs
-    from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
+    with startup.loading():  # the runtime's imports and the yard, without the collector's scans
+        from engine.interchange.taskplan import plan_bundle  # a TaskPlan's converter: only when one runs
+        from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
-    yard = Yard.load(root)
+        yard = Yard.load(root)
     try:
         bundle = plan_bundle(doc, yard.project, name=name)
         given = gather_inputs(bundle.flow.inputs, inputs, inputs_file, root)
@@ -135,9 +137,10 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
                  if value]
         if given:
             raise UsageError(f"{given[0]} needs a decision: --approve or --reject")
-    from engine.runtime.yard import Yard  # LangGraph: only when a run goes on
+    with startup.loading():  # the runtime's imports, without the collector's scans
+        from engine.runtime.yard import Yard  # LangGraph: only when a run goes on
 
-    yard = Yard.open(root)
+        yard = Yard.open(root)
     try:
         typed = field_values(yard, run_id, gate, values)
         approve = None if decision is None else decision == "approve"

@@ -11,7 +11,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
-from engine.compile.draw import draw
 from engine.compile.reduce import empty
 from engine.diagnostics import did_you_mean
 from engine.errors import BlockyardError, RunError
@@ -98,12 +97,14 @@ class CompiledFlow:
 
     def drawing(self, fmt: str) -> str:
         """The flow's structure as `mermaid`, `dot` or `json` (engine/compile/draw.py)."""
+        from engine.compile.draw import draw  # the graph model and its renderers: only a drawing loads them
+
         return draw(self.bundle, fmt)
 
     def mermaid(self) -> str:
         """The flow's structure as a Mermaid flowchart."""
-        return draw(self.bundle, "mermaid")
+        return self.drawing("mermaid")
 
     def dot(self) -> str:
         """The flow's structure as Graphviz DOT."""
-        return draw(self.bundle, "dot")
+        return self.drawing("dot")

@@ -3,11 +3,15 @@ server, no converters of other commands (issue 15, cold start)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from engine.cli import main
 from tests.support.example import REPO, copy_example_yard
 
 # Modules a mock-only `run hello` must not load: the providers' SDKs (each loaded only when a profile
@@ -18,7 +22,8 @@ from tests.support.example import REPO, copy_example_yard
 # the TaskPlan converter (`run --plan`) and anyio's portal (the sync API); jsonschema and what it loads (a
 # reply to the outputs' schema is checked by engine/typecheck.py's schema_verdict); the constructs hello does
 # not have (each loads with the first step that needs it: engine/compile/constructs.py) and the agents and
-# smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py).
+# smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py); psycopg and the Postgres
+# state backend (the state database is a file); the graph model and its drawings (`blockyard graph`).
 NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smart", "engine.compile.agent",
               "engine.compile.router", "engine.compile.mapping", "engine.compile.approval", "engine.compile.loop",
               "engine.compile.subflow", "engine.executors.agent", "engine.executors.smart",
@@ -26,7 +31,9 @@ NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smar
               "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
               "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export",
               "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.cron",
-              "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread")
+              "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread", "psycopg",
+              "langgraph.checkpoint.postgres", "engine.state.postgres", "engine.compile.draw",
+              "engine.compile.flowgraph")
 KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 
@@ -42,3 +49,32 @@ def test_run_hello_on_the_mock_imports_no_client_server_or_converter(tmp_path: P
     assert "engine.models.providers.mock" in modules and "langgraph.graph" in modules  # the measure sees imports
     loaded = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_NEEDED))
     assert loaded == []
+
+
+# After `blockyard run hello` in a process of its own (main() without arguments, as the `blockyard` script
+# calls it): whether the collector is on, and whether what the start loaded was frozen (engine/cli/startup.py).
+AFTER_RUN = ("import gc, sys\n"
+             "from engine.cli import main\n"
+             "sys.argv = ['blockyard', 'run', 'hello']\n"
+             "code = main()\n"
+             "print(code, gc.isenabled(), gc.get_freeze_count() > 0)\n")
+
+
+def test_a_blockyard_process_freezes_what_its_start_loaded_and_runs_with_the_collector_on(tmp_path: Path) -> None:
+    root = copy_example_yard(tmp_path / "yard")
+    env = {key: value for key, value in os.environ.items() if key not in KEYS}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", AFTER_RUN], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "0 True True"
+
+
+def test_main_called_with_arguments_leaves_the_collector_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test (or a program) calling main([...]) in its own process: nothing frozen, the collector as it was."""
+    root = copy_example_yard(tmp_path / "yard")
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    frozen = gc.get_freeze_count()
+    assert main(["run", "hello", "--root", str(root)]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
