@@ -220,6 +220,16 @@ def release_queued(run_ids: Sequence[str]) -> Write:
                  "lease_until = NULL WHERE id = ? AND status = 'queued'", [(run_id,) for run_id in run_ids], many=True)
 
 
+def release_unstarted(run_id: str, owner: Owner) -> Write:
+    """A run recorded started (`Engine.enqueue(start=True)`) that its server did not execute after
+    all — it began to stop before the run was handed to it: queued again and held by nobody, as
+    `release_queued` leaves a queued run, so another server (or `blockyard resume`) starts it."""
+    return Write("UPDATE runs SET status = 'queued', started = NULL, owner_pid = NULL, owner_host = NULL, "
+                 "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+                 "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_replica IS ?",
+                 (run_id, owner.pid, owner.replica))
+
+
 def fence(run_id: str, replica: str, lease_until: float) -> Write:
     """The guard of every write of an execution on a replica (engine/state/fencing.py): it changes
     the run's row (pushing its lease ahead) only while this replica still owns the running run,
