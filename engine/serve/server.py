@@ -209,7 +209,10 @@ class Server:
                                 reserved=True)
         except ShuttingDown as exc:  # began to stop meanwhile: queued again, for another server to start
             queue.unreserve()
-            await service.release_unstarted(record.id)
+            # should the database be gone already, the run is left as a dead server's running run:
+            # taken over by another replica, or marked interrupted by the next start
+            with contextlib.suppress(Exception):
+                await service.release_unstarted(record.id)
             raise ApiError(503, "shutting_down", str(exc)) from None
 
     def _submit_queued(self, job: Job, record: store.RunRecord, bundle: Bundle | None) -> Job:
