@@ -119,9 +119,12 @@ def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, e
 
 
 def insert_events(events: Iterable[Event]) -> Write:
+    # mergeable: trace rows are keyed by their run and seq, which no other statement of a batch
+    # touches, so a batch's checkpoints with the trace rows they carry (engine/state/durable.py)
+    # run as a few statements for all runs instead of several per checkpoint (engine/state/writer.py)
     rows = [(e.run_id, e.seq, e.type, e.step, e.time, dumps(e.data)) for e in events]
     return Write("INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
-                 rows, many=True)
+                 rows, many=True, mergeable=True)
 
 
 def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None,
