@@ -123,7 +123,11 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None or self.writer.is_closing():
+        # the server closes a connection idle for 5 s (uvicorn's keep-alive timeout), which a round
+        # in-process on a loaded machine can outlast: open a new one rather than fail the request
+        if self.writer is None or self.writer.is_closing() or (self.reader is not None and self.reader.at_eof()):
+            if self.writer is not None:
+                await self.close()
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         assert self.reader is not None
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

@@ -272,13 +272,17 @@ class Engine:
 
     async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str,
                       output_dir: str | None = None, durability: str | None = None,
-                      trace: bool | None = None) -> RunRecord:
+                      trace: bool | None = None, start: bool = False) -> RunRecord:
         """Record a new run of `bundle` as `queued`, held by this process (and its lease, on a server
         replica) until it starts (`start_queued`) — or, if this process dies first, until another
         server adopts it (docs/postgres.md, "The queue"). Checked like `start`: UsageError (nothing
         recorded) for bad inputs, a taken run id, an output folder outside the yard or a durability
         it cannot run in. Its durability mode and trace choice are recorded with it, so that whichever
-        server starts it runs it the same way."""
+        server starts it runs it the same way.
+
+        With `start` (a server with a free slot and no global limit to ask), the run is recorded
+        already started: `running` under this process, the row `store.start_queued` would make of
+        it, in the one transaction that records it; the caller then executes it (`astream_queued`)."""
         mode, keep = self.durability(bundle, durability, trace)
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
         chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
@@ -290,8 +294,9 @@ class Engine:
         me = liveness.current()
         now = now_iso()
         record = RunRecord(id=check_run_id(run_id), flow=bundle.name, version=bundle.version, digest=digest,
-                           status=RunStatus.QUEUED, inputs=values, owner_pid=me.pid, owner_host=me.host,
-                           owner_start=me.start, created=now, owner_replica=me.replica, lease_until=me.lease_until,
+                           status=RunStatus.RUNNING if start else RunStatus.QUEUED, inputs=values,
+                           owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now,
+                           started=now if start else None, owner_replica=me.replica, lease_until=me.lease_until,
                            durability=mode, output_dir=chosen_dir, trace=keep)
         writes = [store.insert_run(record)]
         if digest not in self._saved:
@@ -307,8 +312,8 @@ class Engine:
 
     async def start_queued(self, record: RunRecord, bundle: Bundle | None = None) -> Execution:
         """The first execution of a queued run this process has just started (`store.start_queued`
-        made it `running` under this process), on its pinned definition (`bundle`, when the caller
-        still has it, else read back by digest)."""
+        made it `running` under this process, or `enqueue(start=True)` recorded it so), on its pinned
+        definition (`bundle`, when the caller still has it, else read back by digest)."""
         if bundle is None or self.pin(bundle)[0] != record.digest:
             bundle = await self.stored_bundle(record.digest)
         if bundle is None:

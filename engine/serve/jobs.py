@@ -111,25 +111,42 @@ class JobQueue:
     def queued(self) -> int:
         return sum(1 for job in self.jobs.values() if job.state == RunStatus.QUEUED)
 
-    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]], admit: Admit | None = None
-               ) -> Job:
+    async def reserve(self) -> bool:
+        """Take a slot now if one is free and no job waits for one (then it is the caller's, for
+        `submit(..., reserved=True)`, or to give back with `unreserve`); False otherwise."""
+        if self._slots.locked():
+            return False
+        await self._slots.acquire()  # free: returns at once
+        return True
+
+    def unreserve(self) -> None:
+        """Give back a slot `reserve` took, for a job that was not submitted after all."""
+        self._slots.release()
+
+    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]], admit: Admit | None = None,
+               *, reserved: bool = False) -> Job:
         """Queue `job`; `events()` is called once a slot is free (and `admit()` said yes) and streams
-        the execution (made with `self.runs.stream`, so that it executes on the run loop)."""
+        the execution (made with `self.runs.stream`, so that it executes on the run loop). `reserved`:
+        the job has its slot already (`reserve`) and is running from now on."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down")
         self.jobs[job.run_id] = job
         self.broker.open(job.run_id)
-        job.task = asyncio.create_task(self._execute(job, events, admit), name=f"run-{job.run_id}")
+        if reserved:
+            job.state = RunStatus.RUNNING
+        job.task = asyncio.create_task(self._execute(job, events, admit, reserved), name=f"run-{job.run_id}")
         self.log.info("run_accepted", extra=fields(run=job.run_id, flow=job.flow, version=job.version,
                                                    kind=job.kind, queued=self.queued))
         return job
 
     async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]],
-                       admit: Admit | None) -> None:
+                       admit: Admit | None, reserved: bool = False) -> None:
         terminal: list[EventDict] = []
         began = time.perf_counter()
         try:
-            async with self._slots:
+            if not reserved:
+                await self._slots.acquire()
+            try:
                 if admit is not None and not await admit():
                     job.result.set_result({**result_of(job, []), "status": RunStatus.INTERRUPTED,
                                            "error": "another server started this run"})
@@ -141,6 +158,8 @@ class JobQueue:
                         self.broker.publish(event)
                         if event["type"] in TERMINAL_TYPES:
                             terminal.append(event)
+            finally:
+                self._slots.release()
             result = result_of(job, terminal)
             job.result.set_result(result)
             self.log.info("run_ended", extra=fields(run=job.run_id, flow=job.flow, status=result["status"],

@@ -76,10 +76,11 @@ class RunService:
                 yield event.as_dict()
 
     async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, output_dir: str | None = None,
-                      durability: str | None = None, trace: bool | None = None) -> RunRecord:
-        """Record a new run as `queued`, before the server answers (engine/runtime/engine.py, `enqueue`)."""
+                      durability: str | None = None, trace: bool | None = None, *, start: bool = False) -> RunRecord:
+        """Record a new run as `queued` — with `start`, as started by this process — before the server
+        answers (engine/runtime/engine.py, `enqueue`)."""
         return await self.engine.enqueue(bundle, inputs, run_id=run_id, output_dir=output_dir,
-                                         durability=durability, trace=trace)
+                                         durability=durability, trace=trace, start=start)
 
     async def admit(self, run_id: str, limit: int | None) -> store.Admission:
         """Try to start queued run `run_id`, held by this process, within the global `limit` (store.start_queued)."""
@@ -88,6 +89,10 @@ class RunService:
     async def adopt(self, record: RunRecord) -> bool:
         """Hold a queued run whose server died (store.adopt_queued); False when another server was quicker."""
         return bool(await self.engine.db.writer.call(store.adopt_queued(record, liveness.current())))
+
+    async def release_unstarted(self, run_id: str) -> None:
+        """Let go of a run recorded started that this server will not execute (store.release_unstarted)."""
+        await self.engine.db.writer.write(store.release_unstarted(run_id, liveness.current()))
 
     async def release(self, run_ids: list[str]) -> None:
         """Let go of queued runs this server will not start (store.release_queued)."""

@@ -186,9 +186,34 @@ class Server:
                                                                                           trace)))
             except ShuttingDown as exc:
                 raise ApiError(503, "shutting_down", str(exc)) from None
-        # recorded `queued` before the answer: if this server dies, another one starts it (docs/postgres.md)
+        # recorded before the answer, so that if this server dies another one goes on with it
+        # (docs/postgres.md, "The queue"). With a slot free here and no global limit to ask, it is
+        # recorded started, in that one transaction (what an admission would make of it); otherwise
+        # `queued`, and started once admitted
+        if self.global_limit is None and await queue.reserve():
+            try:
+                record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace,
+                                               start=True)
+            except BaseException:
+                queue.unreserve()
+                raise
+            return await self._submit_started(job, record, entry.bundle)
         record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace)
         return self._submit_queued(job, record, entry.bundle)
+
+    async def _submit_started(self, job: Job, record: store.RunRecord, bundle: Bundle) -> Job:
+        """Execute a run recorded started (`enqueue(start=True)`) in the slot reserved for it."""
+        service, queue = self._ready_parts()
+        try:
+            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
+                                reserved=True)
+        except ShuttingDown as exc:  # began to stop meanwhile: queued again, for another server to start
+            queue.unreserve()
+            # should the database be gone already, the run is left as a dead server's running run:
+            # taken over by another replica, or marked interrupted by the next start
+            with contextlib.suppress(Exception):
+                await service.release_unstarted(record.id)
+            raise ApiError(503, "shutting_down", str(exc)) from None
 
     def _submit_queued(self, job: Job, record: store.RunRecord, bundle: Bundle | None) -> Job:
         """Queue a run recorded `queued` under this server: it starts once it has a slot here and,

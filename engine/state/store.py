@@ -119,9 +119,12 @@ def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, e
 
 
 def insert_events(events: Iterable[Event]) -> Write:
+    # mergeable: trace rows are keyed by their run and seq, which no other statement of a batch
+    # touches, so a batch's checkpoints with the trace rows they carry (engine/state/durable.py)
+    # run as a few statements for all runs instead of several per checkpoint (engine/state/writer.py)
     rows = [(e.run_id, e.seq, e.type, e.step, e.time, dumps(e.data)) for e in events]
     return Write("INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
-                 rows, many=True)
+                 rows, many=True, mergeable=True)
 
 
 def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None,
@@ -218,6 +221,16 @@ def release_queued(run_ids: Sequence[str]) -> Write:
     another server (or this one's next start), or by `blockyard resume`."""
     return Write("UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_start = NULL, owner_replica = NULL, "
                  "lease_until = NULL WHERE id = ? AND status = 'queued'", [(run_id,) for run_id in run_ids], many=True)
+
+
+def release_unstarted(run_id: str, owner: Owner) -> Write:
+    """A run recorded started (`Engine.enqueue(start=True)`) that its server did not execute after
+    all — it began to stop before the run was handed to it: queued again and held by nobody, as
+    `release_queued` leaves a queued run, so another server (or `blockyard resume`) starts it."""
+    return Write("UPDATE runs SET status = 'queued', started = NULL, owner_pid = NULL, owner_host = NULL, "
+                 "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+                 "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_replica IS ?",
+                 (run_id, owner.pid, owner.replica))
 
 
 def fence(run_id: str, replica: str, lease_until: float) -> Write:

@@ -347,20 +347,26 @@ class SqliteWriter:
         # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
         results: list[tuple[_Item, Any, BaseException | None]] = []
         merged: dict[str, list[Any]] = {}
-        guarded: set[str] = set()
+        # guard rows already merged, per SQL: the same guard twice among merged rows is one check
+        # (the rows merged between two flushes are inserts that change nothing a guard reads), so
+        # the dozen trace rows and checkpoints of one run in a batch check its fence once
+        guards: dict[str, set[Any]] = {}
 
         def add(write: Write) -> None:
+            rows = write.params if write.many else (write.params,)
             if write.guard:
-                guarded.add(write.sql)
-            if write.many:
-                merged.setdefault(write.sql, []).extend(write.params)
-            else:
-                merged.setdefault(write.sql, []).append(write.params)
+                seen = guards.setdefault(write.sql, set())
+                fresh = [row for row in rows if tuple(row) not in seen]
+                seen.update(tuple(row) for row in fresh)
+                rows = fresh
+            merged.setdefault(write.sql, []).extend(rows)
 
         def flush() -> None:
             for sql, params in merged.items():
-                _run(conn, Write(sql, params, many=True, guard=sql in guarded))
+                if params:
+                    _run(conn, Write(sql, params, many=True, guard=sql in guards))
             merged.clear()
+            guards.clear()
 
         for item in items:
             if item.lazy:

@@ -204,3 +204,28 @@ def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_
         w.close()
         rival.close()
     assert rows(path) == [(2, "x")]
+
+
+def _guard(run: str) -> Write:
+    # counts its executions: a guard that ran twice for one run shows n = 2
+    return Write("UPDATE g SET n = n + 1 WHERE id = ?", (run,), mergeable=True, guard=True)
+
+
+def test_identical_guards_of_one_batch_are_checked_once(writer: tuple[SqliteWriter, Path]) -> None:
+    w, path = writer
+    w.write_sync(Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"), Write("INSERT INTO g VALUES ('r', 0)"))
+    for k in range(5):  # a run's trace rows, each with its fence, ride along with the next batch
+        w.write_nowait(_guard("r"), Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, "x"), mergeable=True), lazy=True)
+    w.write_sync()
+    assert len(rows(path)) == 5
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT n FROM g").fetchone()[0] == 1
+
+
+def test_a_guard_that_fails_fails_only_its_items(writer: tuple[SqliteWriter, Path]) -> None:
+    w, path = writer
+    w.write_sync(Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"), Write("INSERT INTO g VALUES ('r', 0)"))
+    for k, run in enumerate(["r", "gone", "r"]):  # no row for run 'gone': its guard changes nothing
+        w.write_nowait(_guard(run), Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, run), mergeable=True), lazy=True)
+    w.write_sync()
+    assert rows(path) == [(0, "r"), (2, "r")]

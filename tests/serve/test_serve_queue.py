@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,78 @@ def test_resume_starts_a_queued_run_a_stopped_server_let_go_in_its_mode(
     shown = json.loads(cli(root, "runs", "show", run_id, "--json").out)["run"]
     assert (shown["status"], shown["durability"], shown["outputs"]) == ("finished", "none", {"total": 3})
     assert _untraced_checkpoints(root, run_id) == (0, 0)
+
+
+SHORT = {**HELD, "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 400ms\n"}
+
+
+def _row(root: Path, run_id: str) -> tuple[str, str | None, int | None]:
+    with state_db(root) as conn:
+        status, started, pid = conn.execute("SELECT status, started, owner_pid FROM runs WHERE id = ?",
+                                            (run_id,)).fetchone()
+    return str(status), started, pid
+
+
+def test_a_run_with_a_free_slot_is_recorded_started_and_only_the_others_queued(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    # no global limit to ask and a free slot here: the run is recorded running, under this server,
+    # in the transaction that records it before the answer (no `queued` row, no admission after it)
+    root = make_yard(SHORT)
+    live = serve(root, watch=False, schedules=False)
+    with live.client() as client:
+        first = client.post("/flows/long/runs?wait=false", json={})
+        assert first.status_code == 202, first.text
+        first_id = first.json()["run_id"]
+        assert first.json()["status"] == "running"
+        status, started, pid = _row(root, first_id)
+        assert (status, pid) == ("running", os.getpid()) and started is not None
+        # the only slot is taken: the next one is recorded queued, and admitted once the slot frees
+        second = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 4}})
+        assert second.status_code == 202, second.text
+        second_id = second.json()["run_id"]
+        assert second.json()["status"] == "queued"
+        assert _row(root, second_id)[:2] == ("queued", None)
+        wait_for(lambda: client.get(f"/runs/{second_id}").json()["status"] == "finished", timeout=30)
+        assert client.get(f"/runs/{first_id}").json()["status"] == "finished"
+        assert client.get(f"/runs/{second_id}").json()["outputs"] == {"total": 5}
+    assert _spans(root, "long")[0][2] <= _spans(root, "add")[0][1]  # the queued one started after the slot freed
+
+
+def test_with_a_global_limit_every_run_is_recorded_queued_first(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    root = make_yard({**SHORT, "blockyard.yaml": "server: {max_concurrent_runs: 4, max_concurrent_runs_global: 4}\n"})
+    live = serve(root, watch=False, schedules=False)
+    with live.client() as client:
+        accepted = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 1}})
+        assert accepted.status_code == 202, accepted.text
+        assert accepted.json()["status"] == "queued"  # admitted after the answer, within the global limit
+        run_id = accepted.json()["run_id"]
+        wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "finished", timeout=30)
+
+
+def test_a_run_recorded_started_as_the_server_begins_to_stop_is_let_go_queued(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], cli: Cli) -> None:
+    root = make_yard(SHORT)
+    live = serve(root, watch=False, schedules=False)
+    service, queue = live.server.service, live.server.queue
+    assert service is not None and queue is not None
+    record = service.enqueue
+
+    async def then_stop(*args: Any, **kwargs: Any) -> Any:  # the server begins to stop right after the row is written
+        recorded = await record(*args, **kwargs)
+        queue.accepting = False
+        return recorded
+
+    service.enqueue = then_stop  # type: ignore[method-assign]
+    with live.client() as client:
+        refused = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 2}, "run_id": "late-run"})
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "shutting_down"
+    assert _row(root, "late-run") == ("queued", None, None)  # held by nobody: another server, or resume, starts it
+    resumed = cli(root, "resume", "late-run", "--json")
+    assert resumed.code == 0, resumed.err
+    shown = json.loads(cli(root, "runs", "show", "late-run", "--json").out)["run"]
+    assert (shown["status"], shown["outputs"]) == ("finished", {"total": 3})
 
 
 # ---- real server processes -------------------------------------------------------------------
