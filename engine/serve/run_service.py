@@ -94,6 +94,11 @@ class RunService:
         """Let go of a run recorded started that this server will not execute (store.release_unstarted)."""
         await self.engine.db.writer.write(store.release_unstarted(run_id, liveness.current()))
 
+    async def record_cancelled(self, run_id: str, error: str) -> None:
+        """A run this server held, cancelled before its execution began: `interrupted`, never adopted
+        and run by another server (store.cancel_unstarted); a run that began records its own end."""
+        await self.engine.db.writer.write(store.cancel_unstarted(run_id, liveness.current(), error, now_iso()))
+
     async def release(self, run_ids: list[str]) -> None:
         """Let go of queued runs this server will not start (store.release_queued)."""
         if run_ids:

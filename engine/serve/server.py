@@ -28,7 +28,11 @@ from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, liveness, store
+from engine.state.database import DB_ERRORS
 from engine.state.store import effective_status
+from engine.state.writer import WriterClosed
+
+_SETTLE_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, WriterClosed)  # see `_settle_cancelled`
 
 
 @dataclass
@@ -62,6 +66,7 @@ class Server:
         self.global_limit: int | None = None  # server.max_concurrent_runs_global, read at start
         self.log = get_logger()
         self._tasks: list[asyncio.Task[None]] = []
+        self._settling: set[asyncio.Task[None]] = set()  # see `_settle_cancelled`
         self._stop = asyncio.Event()
         self.loaded = False
 
@@ -299,9 +304,24 @@ class Server:
             raise conflict("not_running", f"run {run_id} is not queued or running in this server")
         job.cancel_reason = "cancelled by a client"
         job.task.cancel()
+        settled = asyncio.get_running_loop().create_task(self._settle_cancelled(job, job.task))
+        self._settling.add(settled)
+        settled.add_done_callback(self._settling.discard)
         if wait:
-            await asyncio.wait([job.task])
+            await asyncio.wait([settled])
         return job
+
+    async def _settle_cancelled(self, job: Job, task: asyncio.Task[None]) -> None:
+        """Once a cancelled job's task has ended: a run whose execution had not begun (queued, or recorded
+        started and not yet executing) records nothing itself, and its row would stay queued or running
+        under this server, for another server to adopt and run after it was cancelled. It is recorded
+        `interrupted` here (an execution that began has recorded its own end: this changes nothing then)."""
+        await asyncio.wait([task])
+        service, _ = self._ready_parts()
+        try:
+            await service.record_cancelled(job.run_id, "cancelled by a client before it started")
+        except _SETTLE_ERRORS as exc:  # the row stays as it was; the log says why
+            self.log.warning("cancel_not_recorded", extra=fields(run=job.run_id, error=str(exc)))
 
     def thread_jobs(self, thread_id: str) -> list[Job]:
         """The turns of a thread this server holds (queued or running)."""

@@ -233,6 +233,18 @@ def release_unstarted(run_id: str, owner: Owner) -> Write:
                  (run_id, owner.pid, owner.replica))
 
 
+def cancel_unstarted(run_id: str, owner: Owner, error: str, finished: str) -> Write:
+    """A run `owner` held that a client cancelled before its execution began (queued, or recorded
+    started by `Engine.enqueue(start=True)` and not yet executing): `interrupted`, held by nobody, so
+    that no server adopts and runs it after all; `blockyard resume` starts it from its inputs. A run
+    whose execution began records its own end, which this leaves alone (it is no longer queued or
+    running by then)."""
+    return Write("UPDATE runs SET status = 'interrupted', error = ?, finished = ?, owner_pid = NULL, "
+                 "owner_host = NULL, owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+                 "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
+                 "AND owner_replica IS ?", (error, finished, run_id, owner.pid, owner.host, owner.replica))
+
+
 def fence(run_id: str, replica: str, lease_until: float) -> Write:
     """The guard of every write of an execution on a replica (engine/state/fencing.py): it changes
     the run's row (pushing its lease ahead) only while this replica still owns the running run,

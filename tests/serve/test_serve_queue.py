@@ -14,6 +14,7 @@ Each test runs on the backend of the pass (SQLite file, or the pass's Postgres d
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import json
@@ -242,6 +243,30 @@ def test_a_run_recorded_started_as_the_server_begins_to_stop_is_let_go_queued(
     assert resumed.code == 0, resumed.err
     shown = json.loads(cli(root, "runs", "show", "late-run", "--json").out)["run"]
     assert (shown["status"], shown["outputs"]) == ("finished", {"total": 3})
+
+
+def test_a_queued_run_a_client_cancelled_is_interrupted_not_left_queued_for_another_server(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], cli: Cli) -> None:
+    # its row would otherwise stay `queued` under this server: when the server died, another one
+    # would adopt the run and execute it after all
+    root = make_yard(SHORT)
+    live = serve(root, watch=False, schedules=False)
+    assert live.loop is not None
+    with live.client() as client:
+        busy = client.post("/flows/long/runs?wait=false", json={})
+        assert busy.status_code == 202, busy.text
+        waiting = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 6}, "run_id": "cancelled-run"})
+        assert waiting.json()["status"] == "queued", waiting.text
+        asyncio.run_coroutine_threadsafe(live.server.cancel_run("cancelled-run", wait=True), live.loop).result(30)
+        assert _row(root, "cancelled-run") == ("interrupted", None, None)
+        shown = client.get("/runs/cancelled-run").json()
+        assert (shown["status"], shown["error"]) == ("interrupted", "cancelled by a client before it started")
+        busy_id = busy.json()["run_id"]
+        wait_for(lambda: client.get(f"/runs/{busy_id}").json()["status"] == "finished", timeout=30)
+    assert _row(root, "cancelled-run")[0] == "interrupted"  # the freed slot did not start it
+    resumed = cli(root, "resume", "cancelled-run", "--json")  # goes on from its inputs, when asked to
+    assert resumed.code == 0, resumed.err
+    assert json.loads(cli(root, "runs", "show", "cancelled-run", "--json").out)["run"]["outputs"] == {"total": 7}
 
 
 # ---- real server processes -------------------------------------------------------------------
