@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
+from tests.support import stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def test_backend() -> str:
     backend = os.environ.get(BACKEND_ENV, "sqlite").strip().lower() or "sqlite"
     if backend not in ("sqlite", "postgres"):
         raise pytest.UsageError(f"{BACKEND_ENV}={backend!r}: expected sqlite or postgres")
+    stateless.note("asks which pass this is (test_backend())")  # a listed test must not differ by pass
     return backend
 
 
@@ -78,10 +80,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres")
     config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
+    config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
 
 
 def postgres_cluster() -> Cluster:
     """This worker's throw-away cluster; a missing Postgres skips locally and fails in CI."""
+    stateless.note("uses the Postgres test cluster")
     try:
         # psycopg and the cluster's tools: only for tests that use Postgres (the suite runs without them)
         from tests.support import postgres
@@ -102,7 +106,9 @@ def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     backend = test_backend()
     if backend != "postgres":
         monkeypatch.delenv(URL_ENV, raising=False)
-        yield backend
+        # a test listed as stateless runs behind the tripwire: failed if it opens a state database
+        with stateless.guard(request, monkeypatch):
+            yield backend
         return
     marker = request.node.get_closest_marker("sqlite_only")
     if marker is not None:
