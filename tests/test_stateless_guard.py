@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.state.database import StateError
 from engine.state.checkpointer import StateDB
+from engine.state.database import StateError
 from engine.state.location import URL_ENV, locate
 from tests.conftest import BACKEND_ENV, REPO, postgres_cluster, test_backend
 from tests.support import stateless
@@ -25,9 +25,8 @@ OPEN_IN_CHILD = ("from pathlib import Path; from engine.state import backends; "
 
 
 def test_a_state_database_opened_in_this_process_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with stateless.watching(monkeypatch) as verdicts:
-        with pytest.raises(StateError, match="cannot connect to the state database"):
-            StateDB(locate(tmp_path / "state.db"))
+    with stateless.watching(monkeypatch) as verdicts, pytest.raises(StateError, match="cannot connect"):
+        StateDB(locate(tmp_path / "state.db"))
     (verdict,) = verdicts
     assert verdict.opened == 1 and verdict.notes == []
     assert verdict.message("tests/x.py", "tests/x.py::test_y") == (

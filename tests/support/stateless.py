@@ -2,8 +2,8 @@
 
 The Postgres pass (BLOCKYARD_TEST_DATABASE=postgres, tests/conftest.py) exists to run the engine's
 state database on Postgres; a test that never opens one — validation, compiling, templates, the
-interchange formats, the published schemas, review text, packaging — runs there exactly as in the
-SQLite pass and proves nothing the second time. The test files and folders in STATELESS are
+model providers, review text, type checks, packaging — runs there exactly as in the SQLite pass and
+proves nothing the second time. The test files and folders in STATELESS are
 deselected from the Postgres pass at collection (the summary counts them as deselected).
 
 The list is kept true by the SQLite pass: there every test of a listed file runs with
@@ -33,6 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+
+from engine.state.location import URL_ENV
 
 FIND_ENV = "BLOCKYARD_TEST_FIND_STATELESS"
 PROPERTY = "stateless_guard"  # the user property a test's report carries in the finding run
@@ -184,8 +186,7 @@ class Verdict:
         return bool(self.opened or self.notes)
 
     def message(self, entry: str, nodeid: str) -> str:
-        what = [f"opened a state database ({self.opened} connection(s) to BLOCKYARD_DATABASE_URL)"] if self.opened \
-            else []
+        what = [f"opened a state database ({self.opened} connection(s) to {URL_ENV})"] if self.opened else []
         return (f"{entry} is listed as stateless (tests/support/stateless.py) but {nodeid} "
                 f"{' and '.join([*what, *self.notes])}: remove it from the list")
 
@@ -196,7 +197,7 @@ def watching(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Verdict]]:
     Verdict afterwards (connections made during it, notes taken)."""
     global _notes
     wire = tripwire()
-    monkeypatch.setenv("BLOCKYARD_DATABASE_URL", wire.url)
+    monkeypatch.setenv(URL_ENV, wire.url)
     before = wire.connections()
     verdicts: list[Verdict] = []
     _notes = []
