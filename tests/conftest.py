@@ -1,10 +1,19 @@
 """Shared fixtures: a throw-away yard written from a dict of files, and the state database's backend.
 
 The suite runs once per backend (`.ci/run`): as it is, every yard's state database is its SQLite
-file; with BLOCKYARD_TEST_DATABASE=postgres every test gets a fresh database of a throw-away Postgres
-cluster (tests/support/postgres.py) through BLOCKYARD_DATABASE_URL, which the engine, the CLI and
-child processes all follow (engine/state/location.py). A test about the SQLite file itself (WAL,
-its locks, a damaged file) is marked `@pytest.mark.sqlite_only("why")` and runs in the first pass only."""
+file; with BLOCKYARD_TEST_DATABASE=postgres every test that can touch a state database gets a fresh
+database of a throw-away Postgres cluster (tests/support/postgres.py) through BLOCKYARD_DATABASE_URL,
+which the engine, the CLI and child processes all follow (engine/state/location.py). A test about the
+SQLite file itself (WAL, its locks, a damaged file) is marked `@pytest.mark.sqlite_only("why")` and
+runs in the first pass only.
+
+The tests that never open a state database are listed in tests/support/stateless.py and deselected
+from the Postgres pass at collection, where they would only repeat the SQLite pass. The SQLite pass
+keeps the list true: `state_backend` runs each listed test with BLOCKYARD_DATABASE_URL pointing at a
+tripwire (a listener on 127.0.0.1 that records every connection and hangs up) and fails it at
+teardown if anything — the test, the engine, a child process — connected, or if it used the Postgres
+cluster or asked which pass this is. `BLOCKYARD_TEST_FIND_STATELESS=1 python -m pytest` prints what
+the list should hold."""
 
 from __future__ import annotations
 
@@ -17,6 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
+from tests.support import stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -33,6 +43,7 @@ def test_backend() -> str:
     backend = os.environ.get(BACKEND_ENV, "sqlite").strip().lower() or "sqlite"
     if backend not in ("sqlite", "postgres"):
         raise pytest.UsageError(f"{BACKEND_ENV}={backend!r}: expected sqlite or postgres")
+    stateless.note("asks which pass this is (test_backend())")  # a listed test must not differ by pass
     return backend
 
 
@@ -88,10 +99,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres")
     config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
+    config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
 
 
 def postgres_cluster() -> Cluster:
     """This worker's throw-away cluster; a missing Postgres skips locally and fails in CI."""
+    stateless.note("uses the Postgres test cluster")
     try:
         # psycopg and the cluster's tools: only for tests that use Postgres (the suite runs without them)
         from tests.support import postgres
@@ -108,11 +121,18 @@ def postgres_cluster() -> Cluster:
 @pytest.fixture(autouse=True)
 def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Put this test's state databases on the backend of this run (see the module's docstring); on
-    Postgres, the test's database is dropped after it (once nothing uses it any more)."""
+    Postgres, the test's database is dropped after it (once nothing uses it any more). On SQLite a test
+    listed as stateless runs behind the tripwire: this fixture's teardown fails it if it opened one.
+
+    The URL is set through the test's own `monkeypatch` (the same object: it is set up before this
+    fixture and undone after it), so a test that sets or clears BLOCKYARD_DATABASE_URL itself wins in
+    both passes alike."""
     backend = test_backend()
     if backend != "postgres":
         monkeypatch.delenv(URL_ENV, raising=False)
-        yield backend
+        # a test listed as stateless runs behind the tripwire: failed if it opens a state database
+        with stateless.guard(request, monkeypatch):
+            yield backend
         return
     marker = request.node.get_closest_marker("sqlite_only")
     if marker is not None:

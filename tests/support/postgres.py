@@ -73,7 +73,7 @@ def _run_as() -> list[str]:
 
 # How many databases a worker keeps cloned ahead of the tests that will ask for them, and how many
 # discarded ones may wait to be dropped before `discard` waits for the dropper: together with the few
-# something still holds open, what bounds the disk a pass uses (each database is ~8 MB; a pass makes ~1,800).
+# something still holds open, what bounds the disk a pass uses (each database is ~8 MB; a pass makes ~600).
 READY = 2
 MAX_DOOMED = 8
 POLL = 0.2  # seconds between looks at databases still in use
