@@ -23,7 +23,9 @@ def collector_on() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
+    if was:  # as it was before the test, whatever the test left (one turns it off on purpose)
+        gc.enable()
+    else:
         gc.disable()
 
 
