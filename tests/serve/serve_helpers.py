@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import subprocess
 import threading
@@ -218,6 +219,20 @@ class ServeProcess:
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(encoding="utf-8")
+
+
+def stop_all(servers: list[ServeProcess]) -> None:
+    """Stop serve processes as a test ends: SIGTERM (after SIGCONT, for one a test stopped with
+    SIGSTOP), then a kill for one that has not ended within 30 s."""
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGCONT)
+            server.process.send_signal(signal.SIGTERM)
+    for server in servers:
+        try:
+            server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
 
 
 def is_up(url: str) -> bool:

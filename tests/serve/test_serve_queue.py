@@ -31,7 +31,7 @@ import pytest
 
 from engine.events import RunStatus
 from tests.conftest import skip_or_fail
-from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, wait_for
+from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, stop_all, wait_for
 from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
 
@@ -332,15 +332,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., list[ServeProcess]]]:
         return launched
 
     yield start
-    for server in started:
-        if server.process.poll() is None:
-            server.process.send_signal(signal.SIGCONT)
-            server.process.send_signal(signal.SIGTERM)
-    for server in started:
-        try:
-            server.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
+    stop_all(started)
 
 
 def _up_or_ended(server: ServeProcess) -> bool:

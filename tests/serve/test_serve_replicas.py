@@ -30,7 +30,17 @@ from engine.state import liveness
 from engine.state.location import URL_ENV, Location, locate
 from engine.state.store import RunRecord, effective_status
 from tests.conftest import test_backend
-from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, ServeProcess, free_socket, is_up, read_sse, wait_for
+from tests.serve.serve_helpers import (
+    ADDER,
+    GATED_FLOW,
+    Live,
+    ServeProcess,
+    free_socket,
+    is_up,
+    read_sse,
+    stop_all,
+    wait_for,
+)
 from tests.serve.serve_helpers import YARD as SSE_YARD
 from tests.serve.test_serve_sse import SLOW_TYPES, STREAM
 from tests.support.state import state_db
@@ -106,14 +116,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
             wait_for(lambda r=replica: is_up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]
         yield root, started
     finally:
-        for replica in started:
-            if replica.process.poll() is None:
-                replica.process.send_signal(signal.SIGTERM)
-        for replica in started:
-            try:
-                replica.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                replica.process.kill()
+        stop_all(started)
 
 
 def _runs(root: Path) -> dict[str, tuple[str, int]]:
