@@ -133,7 +133,7 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     prefix = f"{label}.{name}"
     token = _CHAIN.set((*chain, key))
     try:
-        sub = builder.compiler.subflow(bundle, f"{prefix}.")
+        sub = builder.compiler.subflow(bundle, f"{prefix}.", builder.inline is not None)
     finally:
         _CHAIN.reset(token)
 

@@ -22,6 +22,7 @@ from langgraph.types import RetryPolicy
 from engine.compile.compiled import CompiledFlow
 from engine.compile.delegates import split_delegated
 from engine.compile.emits import Emits
+from engine.compile.inline import Inline
 from engine.compile.position import Pass, Where
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
@@ -70,7 +71,7 @@ class Compiler:
     and the compilation of a subflow's own graph (`flow:` steps, flows an agent delegates to)."""
 
     construct: Construct
-    subflow: Callable[[Bundle, str], CompiledFlow]  # (bundle, step-id prefix) -> its graph
+    subflow: Callable[[Bundle, str, bool], CompiledFlow]  # (bundle, step-id prefix, inline) -> its graph
 # A self-routing node function (router, loop check) that can also run inline at the end of the
 # step before it, on the state as that step's update leaves it.
 Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
@@ -80,7 +81,9 @@ class GraphBuilder:
     """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
 
     def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = (),
-                 emits: Emits | None = None) -> None:
+                 emits: Emits | None = None, *, inline: bool = False) -> None:
+        """`inline`: a graph for runs without checkpoints, whose steps may run one after another in
+        one LangGraph step (engine/compile/inline.py)."""
         self.bundle = bundle
         self.compiler = compiler
         self.emits = emits if emits is not None else Emits()  # the steps' `emit:`, shared with map bodies
@@ -91,6 +94,7 @@ class GraphBuilder:
         self.followers: dict[str, Follower] = {}
         self._building: list[Region] = []  # the regions whose steps are being added, innermost last
         self._passes = passes  # loops around this whole graph (a map body inside a loop)
+        self.inline = Inline() if inline and bundle.flow.max_steps is None else None
 
     def label(self, step_id: str) -> str:
         """A step id as events and errors show it (prefixed inside subflows)."""
@@ -106,30 +110,47 @@ class GraphBuilder:
         return block
 
     def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None,
-                 subgraph: bool = False) -> str:
+                 subgraph: bool = False, inline: bool = False) -> str:
         """Add a node. `subgraph=True` for nodes that invoke a compiled graph (subflows, map bodies):
         LangGraph then finds that graph in the function's closure (for state inspection and
-        message streaming); other nodes are wrapped so that it does not have to look."""
+        message streaming); other nodes are wrapped so that it does not have to look. `inline=True`
+        for the nodes of steps that may run inside another step's node in a graph without
+        checkpoints (engine/compile/inline.py): a node with a retry policy never does."""
         if name in self.nodes:
             raise internal(f"flow '{self.flow}': two steps named '{name.split('.')[0]}'", "BY302")
         self.nodes.add(name)
         where = self._building[-1].where if self._building else None
-        self.graph.add_node(name, fn if subgraph else _Node(fn, where, self.emits), retry_policy=retry,
-                            input_schema=State)
+        node: Callable[..., Any] = fn if subgraph else _Node(fn, where, self.emits)
+        if self.inline is not None and inline and retry is None and not subgraph:
+            node = self.inline.add(name, node)
+        self.graph.add_node(name, node, retry_policy=retry, input_schema=State)
+        return name
+
+    def add_items(self, name: str, fn: Callable[..., Any], join: str, *, retry: RetryPolicy | None = None,
+                  subgraph: bool = False) -> str:
+        """Add the node that runs one item of a map (each gets a `Send`), and its edge to `join`,
+        which runs when every item has. In a graph for runs without checkpoints the node before may
+        run the items itself (engine/compile/inline.py)."""
+        self.add_node(name, fn, retry=retry, subgraph=subgraph)
+        self.graph.add_edge(name, join)
+        if self.inline is not None and retry is None and not subgraph:
+            where = self._building[-1].where if self._building else None
+            self.inline.add_items(name, _Node(fn, where, self.emits), [join])
         return name
 
     def follower(self, name: str, fn: Follower) -> str:
         """Add a self-routing node (router, loop start or check, foreach start or next, map fan-out)
         that a plain step leading only to it runs inline instead: one LangGraph step (and
         checkpoint) fewer per pass, with the same events, records and routing."""
-        self.add_node(name, fn)
+        self.add_node(name, fn, inline=True)
         self.followers[name] = fn
         return name
 
     def sub_builder(self) -> GraphBuilder:
         """A builder for a separate graph of the same flow (a map body)."""
         return GraphBuilder(self.bundle, self.prefix, self.compiler,
-                            self._building[-1].passes if self._building else self._passes, self.emits)
+                            self._building[-1].passes if self._building else self._passes, self.emits,
+                            inline=self.inline is not None)
 
     def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
         """Build `steps` as the whole graph: START -> entry, region ends -> END."""
@@ -144,6 +165,8 @@ class GraphBuilder:
         steps, delegated = split_delegated(steps, self.bundle.blocks, f"flow '{self.flow}', {describe}")
         region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
                         exit_node, describe, delegated=delegated)
+        if self.inline is not None and region.plan.parallel():
+            self.inline.parallel = True  # two of its nodes may run in one LangGraph step: none runs inline
         region.passes = self._building[-1].passes if self._building else self._passes
         if loop is not None:
             region.passes = (*region.passes, loop)
@@ -183,6 +206,8 @@ class GraphBuilder:
             elif (len(targets) == 1 and targets[0] in self.followers and piece.fuse is not None
                   and step.id not in in_barriers):
                 piece.fuse(self.followers[targets[0]])
+            elif self.inline is not None and self.inline.routes(piece.tail):
+                self.inline.then(piece.tail, targets)  # its node goes there itself (engine/compile/inline.py)
             else:
                 for target in targets:
                     self.graph.add_edge(piece.tail, target)

@@ -11,20 +11,22 @@ from engine.compile.limits import recursion_limit
 from engine.pinned import Bundle
 
 
-def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None) -> CompiledFlow:
+def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None, inline: bool = False) -> CompiledFlow:
     """Compile a pinned flow that validated (the compiler trusts it: what the validator refuses is
-    not checked again here; CompileError only when this installation lacks what the flow needs)."""
-    return _compile(bundle, "", checkpointer, store)
+    not checked again here; CompileError only when this installation lacks what the flow needs).
+    `inline`: for runs without checkpoints only, steps may run one after another in one LangGraph
+    node (engine/compile/inline.py)."""
+    return _compile(bundle, "", checkpointer, store, inline)
 
 
-def compile_subflow(bundle: Bundle, *, prefix: str) -> CompiledFlow:
+def compile_subflow(bundle: Bundle, *, prefix: str, inline: bool = False) -> CompiledFlow:
     """A subflow's graph: it inherits the parent's checkpointer and store when invoked in a node."""
-    return _compile(bundle, prefix, None, None)
+    return _compile(bundle, prefix, None, None, inline)
 
 
-def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any) -> CompiledFlow:
+def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any, inline: bool) -> CompiledFlow:
     flow = bundle.flow
-    builder = GraphBuilder(bundle, prefix, COMPILER)
+    builder = GraphBuilder(bundle, prefix, COMPILER, inline=inline)
     builder.build_root(flow.steps)
     if not prefix:
         builder.graph.add_node(REPLY_NODE, _reply)
@@ -37,8 +39,8 @@ async def _reply(state: Any) -> None:
     return None
 
 
-def _subflow(bundle: Bundle, prefix: str) -> CompiledFlow:
-    return compile_subflow(bundle, prefix=prefix)
+def _subflow(bundle: Bundle, prefix: str, inline: bool) -> CompiledFlow:
+    return compile_subflow(bundle, prefix=prefix, inline=inline)
 
 
 COMPILER = Compiler(construct=construct, subflow=_subflow)

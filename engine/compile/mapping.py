@@ -128,9 +128,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return update
 
     builder.follower(step.id, fan_out)
-    builder.add_node(item_node, item, retry=retry, subgraph=spec.steps is not None)
-    builder.add_node(join_node, join)
-    builder.graph.add_edge(item_node, join_node)
+    builder.add_items(item_node, item, join_node, retry=retry, subgraph=spec.steps is not None)
+    builder.add_node(join_node, join, inline=True)
     return Built([step.id], tail=join_node)
 
 

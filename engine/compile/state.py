@@ -57,13 +57,16 @@ def record(step: str, block: str | None, outputs: dict[str, Any], status: str = 
 
 
 def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """`state` as a plain step's `update` (context, results, messages) leaves it, for a follower
-    run inline in the same node (loops are never written by plain steps)."""
+    """`state` as a step's `update` of `context`, `results` and `loops` leaves it (this module's
+    reducers), for the step run inline after it in the same node (engine/compile/inline.py). Not
+    `messages`: a step run inline never follows one that wrote any."""
     after = dict(state)
     if "context" in update:
         after["context"] = merge(state.get("context"), update["context"])
     if "results" in update:
         after["results"] = [*(state.get("results") or ()), *update["results"]]
+    if "loops" in update:
+        after["loops"] = merge_or_delete(state.get("loops"), update["loops"])
     return after
 
 

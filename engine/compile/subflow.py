@@ -37,7 +37,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     if bundle is None:
         raise internal(f"{where}: subflow '{name}', which is not in the flow's bundle", "BY214")
     label = builder.label(step.id)
-    sub = builder.compiler.subflow(bundle, f"{label}.")
+    sub = builder.compiler.subflow(bundle, f"{label}.", builder.inline is not None)
     declared = bundle.flow.inputs
     frames = region.frames
     item_names = {frame.name for frame in frames}

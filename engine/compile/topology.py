@@ -38,6 +38,18 @@ class Plan:
         """Where a step that does not route itself goes when it finishes."""
         return list(dict.fromkeys([*self.following[step_id], *self.dependents[step_id]]))
 
+    def parallel(self) -> bool:
+        """Whether two steps of the region can run at once: a step that goes on to two or more
+        (a self-routing step goes to its choice and to the steps that need it), or a barrier join."""
+        if self.barriers or len(self.implicit_ends) > 1:
+            return True
+        for step in self.steps:
+            routes_itself = step.router is not None or step.branches is not None  # one target at a time
+            ahead = len(self.dependents[step.id]) + (1 if routes_itself else len(set(self.following[step.id])))
+            if ahead > 1:
+                return True
+        return False
+
 
 def plan_region(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str, body: str) -> Plan:
     """The plan of one region (its targets were checked by the validator). `body` names it for messages."""

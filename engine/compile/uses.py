@@ -62,7 +62,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             then = await followers[0](applied(state, update), runtime)
             return Command(update=combined(update, then.update), goto=then.goto)
 
-        builder.add_node(name, node, retry=block_step.policies.retry)
+        builder.add_node(name, node, retry=block_step.policies.retry, inline=True)
         return Built([name], tail=name, fuse=followers.append)
 
     choice = decision_output(block, builder.where(step.id))
@@ -75,5 +75,5 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         goto = region.resolve(target) if target is not None else built.default
         return Command(update=update, goto=list(dict.fromkeys([*goto, *built.after])))
 
-    builder.add_node(name, decide, retry=block_step.policies.retry)
+    builder.add_node(name, decide, retry=block_step.policies.retry, inline=True)
     return built

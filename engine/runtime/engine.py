@@ -74,7 +74,7 @@ class Engine:
         self._db: StateDB | None = None
         self._memory: MemoryStore | None = None
         self._lock = threading.RLock()
-        self._compiled: dict[tuple[str, bool], CompiledFlow] = {}
+        self._compiled: dict[tuple[str, bool, bool], CompiledFlow] = {}
         self._registries: dict[str, ToolRegistry] = {}
         self._hashes: dict[int, tuple[Bundle, str, str]] = {}  # id -> (bundle, digest, JSON)
         self._gates: dict[str, str | None] = {}  # digest -> the first step a run of it may pause at
@@ -152,13 +152,15 @@ class Engine:
             self._hashes[id(bundle)] = (bundle, digest, text)
         return bundle
 
-    def compiled(self, bundle: Bundle, *, durable: bool = True) -> CompiledFlow:
-        """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable."""
-        key = (self.pin(bundle)[0], durable)
+    def compiled(self, bundle: Bundle, *, durable: bool = True, inline: bool = False) -> CompiledFlow:
+        """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable.
+        `inline` (runs without checkpoints only): steps run one after another in one LangGraph node
+        where they can (engine/compile/inline.py); the standalone graph and drawings are step by step."""
+        key = (self.pin(bundle)[0], durable, inline and not durable)
         with self._lock:
             if key not in self._compiled:
                 saver = self.db.saver if durable else None
-                self._compiled[key] = compile_flow(bundle, checkpointer=saver)
+                self._compiled[key] = compile_flow(bundle, checkpointer=saver, inline=inline and not durable)
             return self._compiled[key]
 
     async def stored_bundle(self, digest: str) -> Bundle | None:
@@ -222,7 +224,7 @@ class Engine:
             resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
             chosen_dir = normalized(chosen_dir)
         render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
-        compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS)
+        compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
         digest, text = self.pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
@@ -320,7 +322,7 @@ class Engine:
             raise StateError(f"run {record.id}: its definition {record.digest} is missing from the state database")
         # in the mode and with the trace it was accepted with (recorded by `enqueue`)
         durable = record.mode not in NO_CHECKPOINTS
-        compiled = self.compiled(bundle, durable=durable)
+        compiled = self.compiled(bundle, durable=durable, inline=True)
         if durable:
             self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
         return await self.execution(bundle, compiled, record, compiled.initial_state(record.inputs),

@@ -18,6 +18,7 @@ from engine.runtime.yard import Yard
 from engine.state.durable import GroupCommitted
 from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, spawn
 from tests.runtime.test_resume import _read_until, started_steps
+from tests.support.example import copy_example_yard
 from tests.support.state import state_db
 
 Cli = Callable[..., Outcome]
@@ -217,3 +218,42 @@ def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) ->
             return [e.step for e in api.events("cut") if e.type == "step_started"]
 
     assert asyncio.run(main()) == ["first", "nap", "nap", "last"]  # only the interrupted step again
+
+
+# the example yard's flows that run without a person or a thread, and their inputs
+EXAMPLE_INPUTS: dict[str, dict[str, Any]] = {
+    "hello": {"name": "Ada"}, "triage_ticket": {"ticket": "My invoice is wrong"}, "write_article": {"topic": "bees"},
+    "summarize_batch": {"documents": ["one", "two"]}, "tldr": {"text": "Some text to shorten."},
+    "research": {"question": "Why is the sky blue?"}, "team_report": {},
+    "swe_team": {"prompt": "Build an MVP for a todo-list app"},
+}
+
+
+def _trace(api: Yard, run_id: str) -> list[tuple[str, str | None, Any]]:
+    def plain(value: Any) -> Any:  # without timings and the clock tool's reading (research's `stamp`)
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items() if key not in ("duration_ms", "now")}
+        return [plain(item) for item in value] if isinstance(value, list) else value
+
+    # in order per step, item and tool call: team_report's sub-agents, swe_team's map items and an
+    # agent's tool calls run at once, so their events interleave differently from one run to the
+    # next in any mode
+    events = [(str(e.type), e.step, plain(e.data)) for e in api.events(run_id)
+              if e.type not in ("run_started", "run_finished")]
+    return sorted(events, key=lambda event: (str(event[1]), str(event[2].get("index", "")),
+                                             str(event[2].get("call_id", ""))))
+
+
+@pytest.mark.parametrize("flow", sorted(EXAMPLE_INPUTS))
+def test_a_none_run_records_the_trace_and_outputs_of_a_sync_run(flow: str, tmp_path: Path) -> None:
+    # A none run's graph runs steps inline where it can (engine/compile/inline.py); what it records
+    # is what the same run records step by step. Two copies of the example yard, the same run id:
+    # the mock model's replies depend on it. (Exact order: tests/compile/test_compile_run_inline.py.)
+    traces, outputs = {}, {}
+    for mode in ("sync", "none"):
+        with Yard.load(copy_example_yard(tmp_path / mode)) as api:
+            result = api.run(flow, EXAMPLE_INPUTS[flow], run_id=f"same-{flow}", durability=mode)
+            assert result.status == "finished", (mode, result.error)
+            traces[mode], outputs[mode] = _trace(api, result.run_id), result.outputs
+    assert outputs["none"] == outputs["sync"]
+    assert traces["none"] == traces["sync"]

@@ -1,0 +1,291 @@
+"""Steps run inline, one after another in one LangGraph node, in graphs for runs without checkpoints
+(engine/compile/inline.py): the same events, records, state and outputs as the graph that runs
+them step by step, in fewer LangGraph steps — and never inline where two nodes may run at once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
+
+from engine.compile import CompiledFlow, RunContext, compile_flow
+from engine.compile.inline import YIELD_EVERY
+from engine.load import parse_value
+from engine.models import ModelResolver, scripted
+from engine.pinned import Bundle
+from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async, yard_bundle
+
+MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())
+FLAKY = {
+    "flaky": """
+        block: flaky
+        kind: tool
+        tool: flaky
+        inputs: {}
+        outputs:
+          ok: {type: boolean}
+        retry: {attempts: 2, initial: 1ms, on: [timeout]}
+        """,
+}
+
+
+def normalized(value: Any) -> Any:
+    """Events and records without their timings (the only thing two runs may differ in)."""
+    if isinstance(value, dict):
+        return {key: normalized(item) for key, item in value.items() if key not in ("duration_ms",)}
+    if isinstance(value, list):
+        return [normalized(item) for item in value]
+    return value
+
+
+def context_for(compiled: CompiledFlow, run_id: str, tools: FakeTools | None) -> RunContext:
+    return RunContext(run_id=run_id, models=ModelResolver(compiled.bundle.config, env={}, run_id=run_id),
+                      tools=tools or FakeTools(), workspace=Path("."), thread_id=uuid.uuid4().hex)
+
+
+async def run_inline_async(compiled: CompiledFlow, inputs: dict[str, Any] | None = None, *,
+                           tools: FakeTools | None = None, replies: dict[str, list[Any]] | None = None,
+                           cancel_after: int | None = None) -> tuple[Run, int]:
+    """Run a graph without a checkpointer; the run and how many LangGraph steps its root graph took.
+    `cancel_after`: cancel the run once that many events came."""
+    run = Run({}, compiled=compiled)
+    supersteps = 0
+    with scripted("run-1", replies or {}) as script:
+        run.model_calls = script.calls
+        context = context_for(compiled, "run-1", tools)
+
+        async def stream() -> None:
+            nonlocal supersteps
+            async for namespace, mode, data in compiled.graph.astream(
+                    compiled.initial_state(dict(inputs or {})), compiled.config("t"), context=context,
+                    stream_mode=["custom", "values"], subgraphs=True):
+                if mode == "custom":
+                    run.events.append(cast("dict[str, Any]", data))  # what engine/nodes/events.py writes
+                    if cancel_after is not None and len(run.events) >= cancel_after:
+                        raise asyncio.CancelledError
+                elif not namespace:
+                    run.state = dict(cast("dict[str, Any]", data))
+                    supersteps += 1
+
+        try:
+            await stream()
+        except asyncio.CancelledError:
+            run.error = asyncio.CancelledError()
+        except Exception as exc:
+            run.error = exc
+    return run, supersteps
+
+
+def both(bundle: Bundle, inputs: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Run, Run, int]:
+    """The flow run step by step (on a checkpointer) and inline; and the inline run's LangGraph steps."""
+    stepwise = asyncio.run(run_async(compile_flow(bundle, checkpointer=InMemorySaver()), inputs, **kwargs))
+    inline, supersteps = asyncio.run(run_inline_async(compile_flow(bundle, inline=True), inputs, **kwargs))
+    return stepwise, inline, supersteps
+
+
+def assert_same(stepwise: Run, inline: Run) -> None:
+    assert normalized(inline.events) == normalized(stepwise.events)
+    assert (type(inline.error), str(inline.error)) == (type(stepwise.error), str(stepwise.error))
+    if stepwise.error is None:  # (a failed run's state is not kept without checkpoints: only its events tell)
+        for key in ("context", "results", "loops"):
+            assert normalized(inline.state.get(key)) == normalized(stepwise.state.get(key)), key
+        assert inline.outputs == stepwise.outputs
+
+
+def generated(steps: list[dict[str, Any]]) -> Bundle:
+    flow = {"flow": "gen", "outputs": [], "steps": steps}
+    return Bundle.from_source({"flow": flow, "blocks": {"mark": MARK}, "flows": {}, "config": {}})
+
+
+def mark(name: str) -> dict[str, Any]:
+    return {"id": name, "uses": "mark", "with": {"tag": name}}
+
+
+@st.composite
+def sequential_flows(draw: st.DrawFn, depth: int = 0, prefix: str = "s") -> list[dict[str, Any]]:
+    """Flows of plain steps, forward gotos, routers, loops, foreach and maps (bodies of the same kinds)."""
+    size = draw(st.integers(1, 6))
+    names = [f"{prefix}{i}" for i in range(size)]
+    steps: list[dict[str, Any]] = []
+    for i, name in enumerate(names):
+        later = names[i + 2:]
+        kind = draw(st.sampled_from(["plain", "plain", "goto", "router", "loop", "foreach", "map", "emit"]))
+        if kind == "goto" and later:
+            steps.append({**mark(name), "goto": draw(st.sampled_from([*later, "end"]))})
+        elif kind == "router" and later:
+            steps.append({"id": name, "router": {
+                "routes": [{"expr": f"(context.log | default([]) | length) % {draw(st.integers(2, 3))} == 0",
+                            "goto": draw(st.sampled_from(later))}],
+                "default": draw(st.sampled_from([*later, "end"]))}})
+        elif kind == "loop" and depth < 2:
+            steps.append({"id": name, "loop": {
+                "until": f"(context.log | default([]) | length) >= {draw(st.integers(1, 12))}",
+                "max_iterations": draw(st.integers(1, 4)),
+                "steps": draw(sequential_flows(depth + 1, f"{name}_"))}})
+        elif kind == "foreach" and depth < 2:
+            steps.append({"id": name, "foreach": {"items": "[1, 2]", "as": "item",
+                                                  "steps": draw(sequential_flows(depth + 1, f"{name}_"))}})
+        elif kind == "map" and depth < 2:
+            steps.append({"id": name, "map": {"items": "['a', 'b', 'c']", "as": "x", "uses": "mark",
+                                              "with": {"tag": "{{ x }}", "log": []}, "collect": f"{name}_all"}})
+        elif kind == "emit":
+            steps.append({**mark(name), "emit": [{"event": "marked", "data": {"size": "{{ context.log | length }}"}}]})
+        else:
+            steps.append(mark(name))
+    return steps
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sequential_flows())
+def test_generated_flows_give_the_same_run_inline_as_step_by_step(steps: list[dict[str, Any]]) -> None:
+    stepwise, inline, _ = both(generated(steps), tools=FakeTools())
+    assert stepwise.error is None, stepwise.error
+    assert_same(stepwise, inline)
+
+
+def test_a_chain_runs_in_one_langgraph_step_and_a_parallel_flow_step_by_step() -> None:
+    chain = generated([mark(f"s{i}") for i in range(8)])
+    stepwise, inline, supersteps = both(chain)
+    assert_same(stepwise, inline)
+    assert inline.state["context"]["log"] == [f"s{i}" for i in range(8)]
+    assert supersteps == 2  # the input, then one node that ran all eight steps
+
+    parallel = generated([mark("a"), {**mark("b"), "needs": ["a"]}, {**mark("c"), "needs": ["a"]},
+                          {**mark("d"), "needs": ["b", "c"]}, mark("e")])
+    stepwise, inline, supersteps = both(parallel)
+    assert_same(stepwise, inline)
+    assert supersteps == 5  # input, a, b+c together, d, e: as step by step (d sees what b and c wrote)
+
+
+def test_what_must_stay_a_langgraph_step_of_its_own_stops_the_chain(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    # a retried step (LangGraph retries a node: it runs alone) and a max_visits guard (every cycle
+    # passes a LangGraph step) each end the chain before them
+    flow = """
+        flow: stops
+        outputs: [log]
+        steps:
+          - {id: a, uses: mark, with: {tag: a}}
+          - {id: b, uses: mark, with: {tag: b}}
+          - {id: try, uses: flaky}
+          - {id: c, uses: mark, with: {tag: c}}
+          - {id: d, uses: mark, with: {tag: d}, max_visits: 2, on_max_visits: e}
+          - {id: back, uses: mark, with: {tag: back}, goto: d}
+          - {id: e, uses: mark, with: {tag: e}}
+        """
+    bundle = yard_bundle(make_yard, {"stops": flow}, FLAKY)
+    calls = iter([TimeoutError("the first attempt times out"), None, None])
+
+    def flaky() -> dict[str, Any]:
+        failure = next(calls)
+        if failure is not None:
+            raise failure
+        return {"ok": True}
+
+    stepwise, inline, supersteps = both(bundle, tools=FakeTools({"flaky": flaky}))
+    assert stepwise.error is None, stepwise.error
+    calls = iter([TimeoutError("the first attempt times out"), None, None])
+    inline, supersteps = asyncio.run(run_inline_async(compile_flow(bundle, inline=True),
+                                                      tools=FakeTools({"flaky": flaky})))
+    assert_same(stepwise, inline)
+    assert inline.state["context"]["log"] == ["a", "b", "c", "d", "back", "d", "back", "e"]
+    # input; a+b; try (retried: alone); c; the guard of d, d+back (twice); the guard again, e
+    assert supersteps == 10
+
+
+def test_a_failing_step_fails_the_same_way_inline() -> None:
+    steps = [mark("a"), mark("b"), {"id": "bad", "uses": "mark", "with": {"tag": "{{ 1 / 0 }}"}}, mark("c")]
+    stepwise, inline, _ = both(generated(steps))
+    assert stepwise.error is not None
+    assert_same(stepwise, inline)
+    assert [e["step"] for e in inline.events if e["type"] == "step_finished"] == ["a", "b"]
+
+
+def test_a_flow_with_max_steps_runs_step_by_step() -> None:
+    bundle = Bundle.from_source({"flow": {"flow": "gen", "outputs": [], "max_steps": 4,
+                                          "steps": [mark(f"s{i}") for i in range(5)]},
+                                 "blocks": {"mark": MARK}, "flows": {}, "config": {}})
+    stepwise, inline, _ = both(bundle)
+    assert stepwise.error is not None and "4" in str(stepwise.error)  # its limit counts LangGraph steps
+    assert_same(stepwise, inline)
+
+
+def test_a_long_loop_run_inline_can_still_be_cancelled_midway(make_yard: Callable[[dict[str, str]], Path]) -> None:
+    flow = """
+        flow: spin
+        outputs: []
+        steps:
+          - id: spin
+            loop:
+              max_iterations: 5000
+              steps:
+                - {id: turn, uses: tick}
+        """
+    tick = """
+        block: tick
+        kind: tool
+        tool: tick
+        inputs: {}
+        outputs:
+          ok: {type: boolean}
+        """
+    bundle = yard_bundle(make_yard, {"spin": flow}, {"tick": tick})
+    calls: list[int] = []
+
+    def counted() -> dict[str, Any]:
+        calls.append(1)
+        return {"ok": True}
+
+    run, _ = asyncio.run(run_inline_async(compile_flow(bundle, inline=True), tools=FakeTools({"tick": counted}),
+                                          cancel_after=3))
+    assert isinstance(run.error, asyncio.CancelledError)
+    # the cancellation got in after a few stretches of YIELD_EVERY inline steps, not after all 5,000
+    # passes (the stream hands its events over, then closes, at the node's next yields)
+    assert 1 <= len(calls) <= YIELD_EVERY * 16
+
+
+@pytest.mark.parametrize("kind", ["router", "decide"])
+def test_a_decide_step_and_a_router_go_on_inline(kind: str, make_yard: Callable[[dict[str, str]], Path]) -> None:
+    choose = ("{id: choose, uses: pick, branches: {yes: y, no: n, maybe: n}}" if kind == "decide" else
+              "{id: choose, router: {routes: [{expr: \"context.log | length == 1\", goto: y}], default: n}}")
+    flow = f"""
+        flow: fork
+        outputs: [log]
+        steps:
+          - {{id: a, uses: mark, with: {{tag: a}}}}
+          - {choose}
+          - {{id: y, uses: mark, with: {{tag: y}}, goto: z}}
+          - {{id: n, uses: mark, with: {{tag: n}}}}
+          - {{id: z, uses: mark, with: {{tag: z}}}}
+        """
+    bundle = yard_bundle(make_yard, {"fork": flow})
+    replies = {"choose": [{"choice": "yes"}]} if kind == "decide" else None
+    stepwise, inline, supersteps = both(bundle, replies=replies)
+    assert stepwise.error is None, stepwise.error
+    assert_same(stepwise, inline)
+    assert inline.state["context"]["log"] == ["a", "y", "z"]
+    # a model block retries transient failures by default: the decide step is a LangGraph step of its
+    # own (input, a, choose, y+z); a router goes on inline (input, then a+choose+y+z)
+    assert supersteps == (4 if kind == "decide" else 2)
+
+
+def test_a_map_runs_its_items_in_the_node_before_and_fails_as_one_step() -> None:
+    def mapped(tag: str) -> list[dict[str, Any]]:
+        return [mark("a"), {"id": "each", "map": {"items": "[1, 2, 3, 4]", "as": "x", "uses": "mark",
+                                                  "with": {"tag": tag, "log": []}, "collect": "all"}}, mark("b")]
+
+    stepwise, inline, supersteps = both(generated(mapped("x{{ x }}")))
+    assert_same(stepwise, inline)
+    assert inline.state["context"]["all"] == [{"log": [f"x{x}"]} for x in (1, 2, 3, 4)]
+    assert supersteps == 2  # input, then a + the map's fan-out, its four items and join + b
+
+    stepwise, inline, _ = both(generated(mapped("{{ 12 // (x - 2) }}")))  # item 2 divides by zero
+    assert stepwise.error is not None
+    assert_same(stepwise, inline)
