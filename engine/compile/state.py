@@ -57,9 +57,10 @@ def record(step: str, block: str | None, outputs: dict[str, Any], status: str = 
 
 
 def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """`state` as a step's `update` of `context`, `results` and `loops` leaves it (this module's
-    reducers), for the step run inline after it in the same node (engine/compile/inline.py). Not
-    `messages`: a step run inline never follows one that wrote any."""
+    """`state` as a step's `update` leaves it (the reducers of `State`), for what runs after the step
+    in the same node: a router or loop check run inline by the step before it (`GraphBuilder.follower`:
+    a router after an agent step sees the agent's messages), the steps of a run without checkpoints
+    (engine/compile/inline.py)."""
     after = dict(state)
     if "context" in update:
         after["context"] = merge(state.get("context"), update["context"])
@@ -67,6 +68,8 @@ def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, An
         after["results"] = [*(state.get("results") or ()), *update["results"]]
     if "loops" in update:
         after["loops"] = merge_or_delete(state.get("loops"), update["loops"])
+    if "messages" in update:  # add_messages gives new messages their ids in place: the update keeps them
+        after["messages"] = add_messages(state.get("messages") or [], update["messages"])
     return after
 
 

@@ -76,3 +76,43 @@ def test_the_conversation_is_only_for_routers(make_yard: MakeYard) -> None:
         "flows/chat.yaml:13:42: error BY401 step 'refund': 'last_message' is seen only by a router's `value:`"), found
     clean = load_project(make_yard({"blocks/say.yaml": SAY, "flows/chat.yaml": CHAT}))
     assert [d.format() for d in check_project(clean)] == []
+
+
+HELPER = """
+block: helper
+kind: agent
+inputs: {task: {type: string}}
+outputs: {answer: {type: string}}
+prompt: {user: "{{ task }}"}
+max_iterations: 3
+"""
+AFTER_AGENT = """
+flow: after
+inputs: {task: {type: string}}
+outputs: [reply]
+steps:
+  - {id: work, uses: helper, with: {task: "{{ inputs.task }}"}}
+  - id: route
+    router:
+      value: "{{ messages | length }}"
+      routes: [{expr: "messages | length > 0", goto: seen}]
+      default: unseen
+  - {id: seen, uses: say, with: {text: "saw the agent's messages"}, goto: end}
+  - {id: unseen, uses: say, with: {text: "saw no messages"}}
+"""
+
+
+def test_a_router_right_after_an_agent_step_sees_its_messages(make_yard: MakeYard) -> None:
+    # The router runs inside the agent step's node (engine/compile/builder.py, `follower`); it sees
+    # the state as the agent's update leaves it, messages included, as it would a step later.
+    spaced = AFTER_AGENT.replace("flow: after", "flow: spaced").replace(
+        "  - id: route\n", "  - {id: mid, uses: say, with: {text: mid}}\n  - id: route\n")
+    root = make_yard({"blocks/say.yaml": SAY, "blocks/helper.yaml": HELPER, "flows/after.yaml": AFTER_AGENT,
+                      "flows/spaced.yaml": spaced})
+    with Yard.load(root) as yard:
+        for flow in ("after", "spaced"):
+            for mode in ("sync", "none"):
+                result = yard.run(flow, {"task": "hi"}, durability=mode)
+                assert result.outputs == {"reply": "saw the agent's messages"}, (flow, mode)
+                route = next(e for e in yard.events(result.run_id) if e.type == "step_finished" and e.step == "route")
+                assert int(route.data["value"]) >= 2, (flow, mode)  # the task, the agent's answer
