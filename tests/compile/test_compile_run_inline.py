@@ -289,3 +289,31 @@ def test_a_map_runs_its_items_in_the_node_before_and_fails_as_one_step() -> None
     stepwise, inline, _ = both(generated(mapped("{{ 12 // (x - 2) }}")))  # item 2 divides by zero
     assert stepwise.error is not None
     assert_same(stepwise, inline)
+
+
+def test_a_subflow_runs_step_by_step_in_its_caller_and_inline_in_its_own_graph(
+        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    child = """
+        flow: child
+        inputs: {a: {type: number}}
+        outputs: [sum, log]
+        steps:
+          - {id: plus, uses: add, with: {a: "{{ inputs.a }}", b: 1}}
+          - {id: note, uses: mark, with: {tag: "child:{{ context.sum }}"}}
+          - {id: again, uses: mark, with: {tag: "again"}}
+        """
+    parent = """
+        flow: parent
+        inputs: {x: {type: number}}
+        outputs: [total, log, child_log]
+        steps:
+          - {id: first, uses: mark, with: {tag: parent}}
+          - {id: call, flow: child, with: {a: "{{ inputs.x }}"}, outputs: {sum: total, log: child_log}}
+          - {id: last, uses: mark, with: {tag: "after:{{ context.total }}"}}
+        """
+    bundle = yard_bundle(make_yard, {"parent": parent, "child": child}, name="parent")
+    stepwise, inline, supersteps = both(bundle, {"x": 5})
+    assert stepwise.error is None, stepwise.error
+    assert_same(stepwise, inline)
+    assert inline.outputs == {"total": 6, "log": ["parent", "after:6"], "child_log": ["child:6", "again"]}
+    assert supersteps == 4  # input, first, the subflow's node (its own graph: one node), last
