@@ -286,7 +286,7 @@ def test_a_map_runs_its_items_in_the_node_before_and_fails_as_one_step() -> None
     assert inline.state["context"]["all"] == [{"log": [f"x{x}"]} for x in (1, 2, 3, 4)]
     assert supersteps == 2  # input, then a + the map's fan-out, its four items and join + b
 
-    stepwise, inline, _ = both(generated(mapped("{{ 12 // (x - 2) }}")))  # item 2 divides by zero
+    stepwise, inline, _ = both(generated(mapped("t{{ 12 // (x - 2) }}")))  # item 2 (only) divides by zero
     assert stepwise.error is not None
     assert_same(stepwise, inline)
 
