@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
-from tests.support import stateless
+from tests.support import bytecode, stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres")
     config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
     config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
+    bytecode.share()  # before pytest-xdist starts its workers (at session start): they share it too
 
 
 def postgres_cluster() -> Cluster:

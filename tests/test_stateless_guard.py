@@ -113,9 +113,10 @@ UNLISTED = """
 def _pytest(folder: Path, backend: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in (URL_ENV, stateless.FIND_ENV)}
     env.update({BACKEND_ENV: backend, "PYTHONPATH": str(REPO)})
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "-o", "addopts=", *args], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=120)
+    # only xdist of the installed plugins, as in the suite (pyproject.toml's addopts say why)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--disable-plugin-autoload",
+                           "-p", "xdist", "-o", "addopts=", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.fixture

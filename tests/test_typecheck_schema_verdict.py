@@ -22,30 +22,42 @@ JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3)
 TYPES = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "any"])
 
 
+ENUMS = st.none() | st.lists(SCALARS | st.lists(SCALARS, max_size=2), min_size=1, max_size=3)
+
+
 def _declared(depth: int) -> st.SearchStrategy[dict[str, Any]]:
-    """A declaration as a block writes it (`type`, `enum`, `items`, `properties`, `default`, `description`)."""
-    def build(kind: str, enum: list[Any] | None, default: bool, described: bool, items: Any, props: Any
-              ) -> dict[str, Any]:
+    """A declaration as a block writes it (`type`, `enum`, `items`, `properties`, `default`, `description`).
+    `items` and `properties` are drawn only for the types that have them: drawing (and throwing away) the
+    nested declarations of the others took most of this test's time."""
+    inner = _declared(depth - 1) if depth > 0 else st.none()
+    items = st.none() | inner
+    props = st.none() | st.dictionaries(NAMES, inner, max_size=3) if depth > 0 else st.none()
+
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        kind = draw(TYPES)
         spec: dict[str, Any] = {"type": kind}
+        enum = draw(ENUMS)
         if enum is not None:
             spec["enum"] = enum
-        if default:
+        if draw(st.booleans()):
             spec["default"] = None
-        if described:
+        if draw(st.booleans()):
             spec["description"] = "what it means"
-        if kind == "array" and items is not None:
-            spec["items"] = items
-        if kind == "object" and props:
-            spec["properties"] = props
+        if kind == "array":
+            nested = draw(items)
+            if nested is not None:
+                spec["items"] = nested
+        if kind == "object":
+            properties = draw(props)
+            if properties:
+                spec["properties"] = properties
         return spec
-    inner = _declared(depth - 1) if depth > 0 else st.none()
-    return st.builds(build, TYPES, st.none() | st.lists(SCALARS | st.lists(SCALARS, max_size=2), min_size=1,
-                                                          max_size=3),
-                     st.booleans(), st.booleans(), st.none() | inner,
-                     st.none() | st.dictionaries(NAMES, inner, max_size=3) if depth > 0 else st.none())
+    return build()
 
 
 DECLARED = _declared(2)  # built once: a strategy built anew at every draw costs hypothesis its checks again
+OUTPUTS = st.dictionaries(NAMES, DECLARED, min_size=1, max_size=3)  # the same
 FITTING: dict[str, st.SearchStrategy[Any]] = {}  # _fitting's strategies by repr(schema), for the same reason
 
 
@@ -73,7 +85,7 @@ def _fitting_anew(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
-    outputs = draw(st.dictionaries(NAMES, DECLARED, min_size=1, max_size=3))
+    outputs = draw(OUTPUTS)
     schema = outputs_schema({key: TypeSpec.model_validate(spec) for key, spec in outputs.items()})
     if draw(st.booleans()):
         schema = type_schema(TypeSpec.model_validate(draw(DECLARED)))

@@ -8,8 +8,12 @@ includes, absurd durations, never-firing cron, deep nesting, wrong types, broken
 
 from __future__ import annotations
 
+import copy
+import functools
+import os
 import random
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,9 +121,16 @@ def _delete(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
+@functools.cache
+def _parsed(text: str) -> Any:
+    return yaml.safe_load(text)
+
+
 def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
     """One mutation of a YAML file's text; returns (new text, what was done)."""
-    data = yaml.safe_load(text)
+    # the corpus mutates the ~50 files of the example 160 times: each is parsed once, and each mutation
+    # changes a deep copy of that (the same data as parsing it again, without PyYAML's cost)
+    data = copy.deepcopy(_parsed(text))
     choice = rng.random()
     if choice < 0.08:
         cut = rng.randrange(len(text))
@@ -168,10 +179,12 @@ def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
     return dumped, what
 
 
+@functools.cache
 def _flow_names() -> list[str]:
     return sorted(p.stem for p in (REPO / "flows").glob("*.yaml") if not p.name.endswith(".test.yaml"))
 
 
+@functools.cache
 def _users(block: str) -> list[str]:
     """The example flows that use `block`, so that a mutated block is also run."""
     pattern = re.compile(rf"\b(uses|delegates):.*\b{re.escape(block)}\b")
@@ -188,15 +201,19 @@ def file_cases(workdir: Path, count: int, seed: int, part: range | None = None) 
     chosen = range(count) if part is None else part
     targets = sorted([*(REPO / "flows").glob("*.yaml"), *(REPO / "blocks").glob("*.yaml"), REPO / "blockyard.yaml"])
     flows = _flow_names()
+    texts = {target: target.read_text(encoding="utf-8") for target in targets}
+    # each yard is this copy of the example, its files hard links to it, but for the mutated file (a new one)
+    pristine = copy_example_yard(workdir / "example") if chosen else workdir / "example"
     cases: list[dict[str, Any]] = []
     for number in range(count):
         target = rng.choice(targets)
         relative = target.relative_to(REPO)
         yard = workdir / f"yard{number}"
-        text, what = mutate_text(target.read_text(encoding="utf-8"), rng)
+        text, what = mutate_text(texts[target], rng)
         broken = rng.random() < 0.05
         if number in chosen:
-            copy_example_yard(yard)
+            shutil.copytree(pristine, yard, copy_function=os.link)
+            (yard / relative).unlink()  # a new file, not a write through the link into every yard
             if broken:
                 (yard / relative).write_bytes(text.encode("utf-8")[:200] + b"\xff\xfe\x00 bad bytes")
             else:

@@ -156,3 +156,8 @@ def check_file_part(workdir: Path, index: int) -> None:
     report = run_cases(file_cases(workdir, FILE_CASES, seed=FILE_SEED, part=part), workdir)
     assert len(report.outcomes) >= 2 * len(part)
     assert not report.failures(), report.summary()
+    # the yards' unchanged files are hard links to this copy of the example: no case may have written to them
+    pristine = workdir / "example"
+    changed = [str(path.relative_to(pristine)) for path in sorted(pristine.rglob("*"))
+               if path.is_file() and path.read_bytes() != (REPO / path.relative_to(pristine)).read_bytes()]
+    assert not changed, f"a case wrote to a file it shares with the other yards: {changed}"
