@@ -1,9 +1,5 @@
 """`python -m engine`: the `blockyard` command."""
 
-import gc
-
-gc.disable()  # before the CLI's imports, as main() starts a `blockyard` process (engine/cli/startup.py)
-
-from engine.cli import main  # noqa: E402 - after the line above, which is the point
+from engine.console import main  # the collector off before the CLI's imports (engine/console.py)
 
 raise SystemExit(main())

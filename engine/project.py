@@ -22,7 +22,7 @@ from engine.errors import UsageError
 from engine.gcpause import collector_paused
 from engine.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
-from engine.yardfiles import Bounds, list_files, located
+from engine.yardfiles import Bounds, Locations, list_files
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -109,11 +109,24 @@ def require_yard(root: Path) -> Path:
 def relative(path: Path, root: Path) -> str:
     """`path` as shown to the user: relative to the yard when inside it. A link is shown by its own
     name, never by its target's (which may lie outside the yard and be sensitive itself)."""
-    where = located(path)
-    try:
-        return where.relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return where.as_posix()
+    return Names(root)(path)
+
+
+class Names:
+    """`relative` for the files of one load of a yard, each folder resolved once (engine/yardfiles.py,
+    `Locations`): resolving the root and a file's folder again for each file was a tenth of a warm
+    `validate` of the example yard."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.located = Locations()
+
+    def __call__(self, path: Path) -> str:
+        where = self.located(path)
+        try:
+            return where.relative_to(self.root).as_posix()
+        except ValueError:
+            return where.as_posix()
 
 
 def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
@@ -124,16 +137,17 @@ def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
 
 def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
     project = Project(root)
+    names = Names(root)
     config_path = root / CONFIG_FILE
     if os.path.lexists(config_path):  # a link that leaves the yard or dangles is reported, not skipped
-        doc = _read(project, config_path, Bounds.of(root))
+        doc = _read(project, config_path, Bounds.of(root), names)
         if doc is not None:
             config = _build(project, doc, "config", ConfigSpec)
             if config is not None:
                 project.config, project.config_doc = config, doc
     bounds = project.bounds()
-    for path in _files(project, root / project.config.paths.blocks, bounds):
-        doc = _read(project, path, bounds)
+    for path in _files(project, root / project.config.paths.blocks, bounds, names):
+        doc = _read(project, path, bounds, names)
         if doc is None:
             continue
         spec = _build(project, doc, "block", BlockSpec)
@@ -149,14 +163,14 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
         versions[spec.version] = Definition(spec, doc)
     # a yard's own file of the same name wins, even a broken one (its errors are reported, not hidden)
     blocks_dir = (root / project.config.paths.blocks).resolve()
-    own = {path.stem for path in project.files if blocks_dir in located(path).parents}
+    own = {path.stem for path in project.files if blocks_dir in names.located(path).parents}
     for name, definition in library_blocks().items():
         if name not in own:
             project.blocks.setdefault(name, {definition.spec.version: definition})
-    for path in _files(project, root / project.config.paths.flows, bounds):
+    for path in _files(project, root / project.config.paths.flows, bounds, names):
         if path.name.endswith((".test.yaml", ".test.yml")):
             continue
-        doc = _read(project, path, bounds)
+        doc = _read(project, path, bounds, names)
         if doc is None:
             continue
         flow = _build(project, doc, "flow", FlowSpec)
@@ -169,7 +183,7 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
             continue
         project.flows[flow.flow] = Definition(flow, doc)
     if only is not None:
-        wanted = {relative(p, root) for p in only}
+        wanted = {names(p) for p in only}
         project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
     return project
 
@@ -194,20 +208,20 @@ def is_definition(name: str) -> bool:
     return Path(name).suffix in YAML_SUFFIXES
 
 
-def _files(project: Project, folder: Path, bounds: Bounds) -> list[Path]:
+def _files(project: Project, folder: Path, bounds: Bounds, names: Names) -> list[Path]:
     """The YAML files of a folder; links out of the yard and special files are reported, not read."""
-    listing = list_files(folder, bounds, is_definition, lambda path: relative(path, project.root))
+    listing = list_files(folder, bounds, is_definition, names)
     for path, refusal in listing.refused:
         if path not in project.files:
             project.files.append(path)
-            project.diagnostics.append(Diagnostic(relative(path, project.root), 1, 1, refusal.code, refusal.message))
+            project.diagnostics.append(Diagnostic(names(path), 1, 1, refusal.code, refusal.message))
     return listing.files
 
 
-def _read(project: Project, path: Path, bounds: Bounds) -> Document | None:
+def _read(project: Project, path: Path, bounds: Bounds, names: Names) -> Document | None:
     project.files.append(path)
     try:
-        return load_file(path, relative(path, project.root), bounds=bounds)
+        return load_file(path, names(path), bounds=bounds)
     except LoadError as exc:
         project.diagnostics.append(exc.diagnostic)
         return None

@@ -57,6 +57,24 @@ def located(path: Path) -> Path:
     return Path(os.path.realpath(absolute.parent)) / absolute.name
 
 
+class Locations:
+    """`located` for the many files of one piece of work (loading a yard): each folder is resolved
+    once, not once per file (resolving walks every folder of the path). For names shown and compared
+    only: reading a file resolves it again, whole (`Bounds.resolve`)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, Path] = {}
+
+    def __call__(self, path: Path) -> Path:
+        folder, name = os.path.split(os.path.abspath(path))
+        if not name:  # the file system's root
+            return Path(folder)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = Path(os.path.realpath(folder))
+        return real / name
+
+
 @dataclass(frozen=True)
 class Bounds:
     """The real folders a yard's files may resolve into."""

@@ -12,6 +12,9 @@ import ast
 import asyncio
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,3 +218,28 @@ def test_cron_is_parsed_in_one_module() -> None:
             if any(name.split(".")[0] == "croniter" for name in names):
                 importers.add(str(path.relative_to(engine)))
     assert importers == {"cron.py"}
+
+
+def test_loading_the_cron_grammar_starts_no_process() -> None:
+    """croniter's import asks platform.architecture(), which runs `file` on the interpreter: a process
+    for every `blockyard validate` of a yard with a schedule. engine/cron.py answers from the pointer
+    size instead while croniter loads, and puts platform.architecture back."""
+    probe = (
+        "import platform, subprocess\n"
+        "started = []\n"
+        "init = subprocess.Popen.__init__\n"
+        "def record(self, args, *rest, **options):\n"
+        "    started.append(args)\n"
+        "    init(self, args, *rest, **options)\n"
+        "subprocess.Popen.__init__ = record\n"
+        "asked = platform.architecture\n"
+        "import engine.cron\n"
+        "assert 'croniter' in __import__('sys').modules\n"
+        "assert platform.architecture is asked, 'platform.architecture was not put back'\n"
+        "print(started)\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(repo)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -106,7 +106,7 @@ def test_the_core_requires_only_what_validation_needs(wheel: Path) -> None:
     for extra in extras:  # every extra is a runtime feature (or the development setup): it brings the runtime
         assert _requires(metadata, "run") <= _requires(metadata, extra), extra
     entry_points = zipfile.ZipFile(wheel).read("blockyard_core-" + __version__ + ".dist-info/entry_points.txt")
-    assert "blockyard = engine.cli:main" in entry_points.decode("utf-8")
+    assert "blockyard = engine.console:main" in entry_points.decode("utf-8")
 
 
 def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(wheel: Path, metapackage: Path) -> None:

@@ -7,7 +7,8 @@ almost nothing it finds is garbage: a quarter to a third of the CPU time of a co
 hello` on the mock (bench/compare.py, the cold-start table), more than the engine's own imports.
 
 So a `blockyard` process (and only a process: `main()` called by a test runs as before) starts
-with the collector off (`begin`), and turns it back on when a command is about to do its work
+with the collector off (engine/console.py turns it off before the CLI's imports, `begin` keeps it
+so), and turns it back on when a command is about to do its work
 (`settle`, from the command classes of engine/cli/options.py), after `gc.freeze()`: what was
 built so far stays for the life of the process, so the run's own collections skip it. A command
 that loads more before its work (the runtime and the yard: `run`, `resume`) does that in `loading()`.

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt
 
-from engine.spec.common import Duration, ModelProfile, Name, RetrySpec, Spec, TypeSpec
+from engine.spec.common import Duration, ModelProfile, Name, RetrySpec, Spec, TypeSpec, empty_dict, empty_list
 
 BlockKind = Literal["llm", "decide", "agent", "smart", "tool", "transform", "memory_read",
                     "memory_write", "wait"]
@@ -53,8 +53,8 @@ class BlockSpec(Spec):
                                               "`uses: id@version`.")
     description: str | None = Field(None, description="What the block does, in one sentence.")
     kind: BlockKind = Field(..., description="Which generic executor runs the block.")
-    inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="What the block reads.")
-    outputs: dict[Name, TypeSpec] = Field(default_factory=dict,
+    inputs: dict[Name, TypeSpec] = Field(default_factory=empty_dict, description="What the block reads.")
+    outputs: dict[Name, TypeSpec] = Field(default_factory=empty_dict,
                                           description="What the block writes into the flow's context.")
     prompt: PromptSpec | None = Field(None, description="Prompt templates (llm, decide, agent, smart).")
     model: Name | ModelProfile | None = Field(
@@ -63,8 +63,8 @@ class BlockSpec(Spec):
         None, description="In a conversation thread's turn: how much of the conversation the model is sent before "
                           "the prompt: all, none, or the last N turns (default: all for agent blocks, 20 for the "
                           "others). See docs/memory.md.")
-    tools: list[Name] = Field(default_factory=list, description="Tool names the agent may call.")
-    delegates: list[Name] = Field(default_factory=list,
+    tools: list[Name] = Field(default_factory=empty_list, description="Tool names the agent may call.")
+    delegates: list[Name] = Field(default_factory=empty_list,
                                   description="agent: other agent blocks or flows offered as tools.")
     max_iterations: int | None = Field(None, ge=1, le=100, description="agent: bound on model turns.")
     mode: Literal["predict", "chain_of_thought"] | None = Field(None, description="smart: DSPy module.")
@@ -77,7 +77,7 @@ class BlockSpec(Spec):
     retry: RetrySpec | None = Field(None, description="Retry policy for transient failures.")
     timeout: Duration | None = Field(None, description="Limit on one execution of the block.")
     category: str | None = Field(None, description="Free-form group, for `blockyard blocks --category`.")
-    tags: list[str] = Field(default_factory=list, description="Labels, for `blockyard blocks --tag`.")
+    tags: list[str] = Field(default_factory=empty_list, description="Labels, for `blockyard blocks --tag`.")
 
     @property
     def history_turns(self) -> int | None:

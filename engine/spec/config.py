@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
-from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec
+from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec, empty_dict, empty_list
 
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
 DatabaseUrl = Annotated[str, StringConstraints(pattern=r"^postgres(ql)?://")]
@@ -26,8 +26,8 @@ class McpServerSpec(Spec):
     """An MCP server whose tools the yard's agents may call (needs `pip install blockyard[mcp]`)."""
 
     command: str | None = Field(None, description="stdio transport: the program that runs the server.")
-    args: list[str] = Field(default_factory=list, description="stdio transport: its arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="stdio transport: extra environment variables.")
+    args: list[str] = Field(default_factory=empty_list, description="stdio transport: its arguments.")
+    env: dict[str, str] = Field(default_factory=empty_dict, description="stdio transport: extra environment variables.")
     url: str | None = Field(None, description="HTTP transports: the server's URL.")
     transport: Literal["stdio", "streamable_http", "sse"] | None = Field(
         None, description="stdio when `command` is set, else streamable_http.")
@@ -48,7 +48,7 @@ class PathsSpec(Spec):
 class HttpSpec(Spec):
     """Limits of the built-in http_request tool."""
 
-    allowed_hosts: list[str] = Field(default_factory=list, description="Hosts the tool may reach.")
+    allowed_hosts: list[str] = Field(default_factory=empty_list, description="Hosts the tool may reach.")
     timeout: str = Field("10s", pattern=r"^[0-9]+(\.[0-9]+)?(ms|s|m)$", description="Per request.")
     max_bytes: int = Field(1_000_000, ge=1, description="Largest response body read.")
 
@@ -76,7 +76,7 @@ class ServerSpec(Spec):
                     "start when a slot frees on any server. Null: no limit but each server's "
                     "max_concurrent_runs. See docs/postgres.md.")
     allowed_hosts: list[Annotated[str, StringConstraints(pattern=HOST_PATTERN)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Host header values the server answers besides its own loopback names (`name`: any port, "
                     "`name:port`: that port; `*`: any host, e.g. behind a proxy). See docs/serve.md.")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, description="Largest request body; larger ones get 413.")
@@ -87,7 +87,7 @@ class ServerSpec(Spec):
         "/lg", description="Path under which the server also speaks the LangGraph Server API, for langgraph-sdk "
                            "clients and chat UIs (docs/langgraph-api.md); null turns it off.")
     cors_origins: list[Annotated[str, StringConstraints(pattern=ORIGIN_PATTERN)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Web origins (`http://localhost:3000`: scheme, host, port; no path, no `*`) whose pages may call "
                     "the server from the browser, such as a chat UI (CORS); empty: no CORS headers. Their calls "
                     "still need the token. See docs/serve.md.")
@@ -179,7 +179,7 @@ class PolicySpec(Spec):
         None, ge=1, description="Most iterations a loop may run (`loop.max_iterations`) and most visits a step "
                                 "may allow (`max_visits`).")
     approval_before_tools: list[Name] = Field(
-        default_factory=list, description="Tools (e.g. write_file, http_request) that a step may only run behind "
+        default_factory=empty_list, description="Tools (e.g. write_file, http_request) that a step may only run behind "
                                           "an approval gate: `require_approval:` on the step, or an `approval:` "
                                           "step right before it.")
     gate_timeout: bool = Field(False, description="Every approval gate must have a `timeout:`.")
@@ -192,9 +192,9 @@ class ConfigSpec(Spec):
     """The optional project file blockyard.yaml."""
 
     models: dict[Name, ModelProfile] = Field(
-        default_factory=dict, description="Model profiles by name; `default` is used when a block names none.")
-    tools: dict[Name, ToolDecl] = Field(default_factory=dict, description="Python tools by name.")
-    mcp: dict[Name, McpServerSpec] = Field(default_factory=dict,
+        default_factory=empty_dict, description="Model profiles by name; `default` is used when a block names none.")
+    tools: dict[Name, ToolDecl] = Field(default_factory=empty_dict, description="Python tools by name.")
+    mcp: dict[Name, McpServerSpec] = Field(default_factory=empty_dict,
                                            description="MCP servers by name; their allowed tools join the registry.")
     paths: PathsSpec = Field(default_factory=PathsSpec, description="Folder layout.")
     http: HttpSpec = Field(default_factory=HttpSpec, description="http_request tool limits.")

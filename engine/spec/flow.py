@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec
+from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec, empty_dict, empty_list
 
 Target = Name  # a step id, or `end`
 END = "end"
@@ -44,7 +44,7 @@ class RouterSpec(Spec):
     """Ordered rules over a value; targets are step ids or `end`."""
 
     value: str | None = Field(None, description="Template whose result the text rules look at.")
-    routes: list[Route] = Field(default_factory=list, description="Rules, tried in order.")
+    routes: list[Route] = Field(default_factory=empty_list, description="Rules, tried in order.")
     default: Target = Field(..., description="Where to go when no rule matches.")
 
 
@@ -73,7 +73,7 @@ class MapSpec(Spec):
     items: str = Field(..., description="Bare expression giving the list to fan out over.")
     as_: Name = Field("item", alias="as", description="Name of the current item in templates and inputs.")
     uses: str | None = Field(None, description="Block run once per item (`id` or `id@version`).")
-    with_: dict[Name, Any] = Field(default_factory=dict, alias="with", description="Input bindings for `uses`.")
+    with_: dict[Name, Any] = Field(default_factory=empty_dict, alias="with", description="Input bindings for `uses`.")
     steps: list[StepSpec] | None = Field(None, description="A body of steps run once per item, instead of `uses`.")
     max_concurrency: int | None = Field(None, ge=1, le=1000, description="Bound on items in flight.")
     collect: Name | None = Field(None, description="Context key receiving one entry per item, in item order.")
@@ -83,10 +83,10 @@ class ApprovalSpec(Spec):
     """A human approval gate: the run pauses until someone approves or rejects."""
 
     message: str = Field("Approve to continue?", description="Template shown to the person deciding.")
-    fields: dict[Name, TypeSpec] = Field(default_factory=dict,
+    fields: dict[Name, TypeSpec] = Field(default_factory=empty_dict,
                                          description="Typed values the person fills in; they land in the context.")
     on_reject: Target | Literal["fail"] = Field(END, description="A step, `end`, or `fail`.")
-    approvers: list[str] = Field(default_factory=list, description="Names allowed to decide (empty: anyone).")
+    approvers: list[str] = Field(default_factory=empty_list, description="Names allowed to decide (empty: anyone).")
     timeout: Duration | None = Field(None, description="How long the gate waits.")
     on_timeout: Literal["approve", "reject"] | Target = Field(
         "reject", description="approve, reject, or a step to go to when the timeout passes.")
@@ -104,7 +104,7 @@ class ScheduleSpec(Spec):
     cron: str = Field(..., description="Cron expression: five fields (minute hour day-of-month month "
                                         "day-of-week) or a macro such as @daily; see docs/flows.md.")
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
-    inputs: dict[str, Any] = Field(default_factory=dict, description="Inputs of scheduled runs.")
+    inputs: dict[str, Any] = Field(default_factory=empty_dict, description="Inputs of scheduled runs.")
     misfire: Literal["skip", "run_once"] = Field("skip", description="What to do with fire times missed "
                                                                       "while the server was down.")
 
@@ -114,7 +114,7 @@ class EmitSpec(Spec):
 
     event: Name = Field(..., description="The event's type, e.g. progress; not one of the engine's own "
                                          "event types (run_started, step_finished, token, ...).")
-    data: dict[str, Any] = Field(default_factory=dict,
+    data: dict[str, Any] = Field(default_factory=empty_dict,
                                  description="The event's data: literals or templates, rendered after the step "
                                              "finishes, with its outputs in scope.")
 
@@ -159,11 +159,11 @@ class StepSpec(Spec):
     start: bool = Field(False, description="Entry point of the flow (default: the first step).")
     uses: str | None = Field(None, description="Block to run: `id` or `id@version`.")
     flow: Name | None = Field(None, description="Subflow to run as this step.")
-    with_: dict[Name, Any] = Field(default_factory=dict, alias="with",
+    with_: dict[Name, Any] = Field(default_factory=empty_dict, alias="with",
                                    description="Input bindings: literals or templates.")
     outputs: dict[Name, Name | StepOutput] = Field(
-        default_factory=dict, description="block output -> context key (a rename), or -> {to, reduce}.")
-    needs: list[Name] = Field(default_factory=list, description="Steps that must finish first (a DAG).")
+        default_factory=empty_dict, description="block output -> context key (a rename), or -> {to, reduce}.")
+    needs: list[Name] = Field(default_factory=empty_list, description="Steps that must finish first (a DAG).")
     goto: Target | None = Field(None, description="Explicit successor: a step id or `end`.")
     branches: dict[str, Target] | None = Field(
         None, description="decide steps: output value -> next step (or `end`).")
@@ -174,7 +174,7 @@ class StepSpec(Spec):
     approval: ApprovalSpec | None = Field(None, description="Human approval gate.")
     require_approval: bool | ApprovalSpec = Field(
         False, description="Pause for approval before this step runs (true, or the gate's settings).")
-    delegates: list[Name] = Field(default_factory=list,
+    delegates: list[Name] = Field(default_factory=empty_list,
                                   description="agent steps: other agent steps or flows offered as tools.")
     emit: EmitSpec | list[EmitSpec] | None = Field(
         None, description="Custom events published after the step finishes: one, or a list (in order).")
@@ -218,11 +218,11 @@ class FlowSpec(Spec):
     flow: Name = Field(..., description="Unique flow id; the file is flows/<id>.yaml.")
     version: int = Field(1, ge=1, lt=2**31, description="Bump on any change of behaviour.")
     description: str | None = Field(None, description="What the flow does.")
-    inputs: dict[Name, TypeSpec] = Field(default_factory=dict, description="The run's read-only inputs.")
+    inputs: dict[Name, TypeSpec] = Field(default_factory=empty_dict, description="The run's read-only inputs.")
     outputs: list[Name] | dict[Name, FlowOutput | None] = Field(
-        default_factory=list, description="Context keys returned as the run's result: a list of required keys, or "
-                                          "a mapping key -> {optional, default, description} (an empty value: "
-                                          "required).")
+        default_factory=empty_list, description="Context keys returned as the run's result: a list of required "
+                                                "keys, or a mapping key -> {optional, default, description} (an "
+                                                "empty value: required).")
     output_dir: str | None = Field(
         None, description="Folder the file tools of a run write to, relative to the yard (default: the run's "
                           "workspace, .blockyard/workspaces/<run>/).")
@@ -237,7 +237,7 @@ class FlowSpec(Spec):
     trace: bool | None = Field(
         None, description="false: runs with durability none record no event trace (their runs row is still "
                           "recorded). Unset: blockyard.yaml's `trace`.")
-    tags: list[str] = Field(default_factory=list, description="Labels.")
+    tags: list[str] = Field(default_factory=empty_list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
 
     def output(self, name: str) -> FlowOutput:

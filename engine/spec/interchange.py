@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.spec.common import Name, Spec, TypeSpec
+from engine.spec.common import Name, Spec, TypeSpec, empty_dict, empty_list
 from engine.spec.flow import ApprovalSpec
 
 
@@ -25,12 +25,13 @@ class PlanStep(Spec):
 
     step_id: Name = Field(..., description="Unique id of the step (the flow's step id).")
     block_id: str = Field(..., description="The block it runs: `id` or `id@version`.")
-    depends_on: list[Name] = Field(default_factory=list,
+    depends_on: list[Name] = Field(default_factory=empty_list,
                                    description="Steps that must finish first; several run in parallel.")
     branches: dict[str, Name] | None = Field(
         None, description="A decide block's outcome -> the step (or `end`) it leads to.")
     input_mappings: dict[Name, Any] = Field(
-        default_factory=dict, description="Block input -> a literal or a template, e.g. \"{{ context.summary }}\".")
+        default_factory=empty_dict,
+        description="Block input -> a literal or a template, e.g. \"{{ context.summary }}\".")
     require_approval: bool | ApprovalSpec = Field(
         False, description="Pause for a person's approval before the step runs (true, or the gate's settings).")
     description: str | None = Field(None, description="What the step is for.")
@@ -60,7 +61,8 @@ class GraphNode(_Open):
     id: str = Field(..., min_length=1, description="Unique node id (the step id, made a name).")
     type: Literal["agent", "tool", "smart_node", "router", "iterator", "block", "loop", "map", "approval",
                   "subflow", "end"] = Field(..., description="What the node is (docs/reactflow.md).")
-    data: dict[str, Any] = Field(default_factory=dict, description="The node's settings; `isStart` marks the entry.")
+    data: dict[str, Any] = Field(default_factory=empty_dict,
+                                 description="The node's settings; `isStart` marks the entry.")
     position: dict[str, float] | None = Field(None, description="Where the editor draws it: {x, y}.")
 
 
@@ -80,6 +82,6 @@ class ReactFlowGraph(_Open):
     """A React Flow graph as editors save it, plus Blockyard's optional `flow` settings."""
 
     nodes: list[GraphNode] = Field(..., min_length=1, description="The nodes.")
-    edges: list[GraphEdge] = Field(default_factory=list, description="The edges.")
+    edges: list[GraphEdge] = Field(default_factory=empty_list, description="The edges.")
     flow: dict[str, Any] | None = Field(None, description="The flow's own settings (id, inputs, outputs, ...), "
                                                           "as in a flow file without `steps`.")

@@ -18,7 +18,7 @@ from engine.errors import UsageError
 from engine.project import Project, load_project
 from engine.validate import semantic
 from engine.validate.report import REPORTERS, Report
-from engine.yardfiles import located
+from engine.yardfiles import Locations, located
 
 CONFIG_FILE = "blockyard.yaml"
 
@@ -67,10 +67,11 @@ def validate(paths: list[Path], root: Path | None, extra: Extra | None = None) -
         project = load_project(target.root)
         found = [*project.diagnostics, *semantic.check_project(project), *(extra(project) if extra else [])]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
+        where = Locations()
         for d in found:
-            if target.wants(located(target.root / d.file)):
+            if target.selected is None or target.wants(where(target.root / d.file)):
                 diagnostics.add(_rebase(_one_line(d), shown, cwd))
-        checked += sum(1 for path in project.files if target.wants(located(path)))
+        checked += sum(1 for path in project.files if target.selected is None or target.wants(where(path)))
     return Report(sorted(diagnostics), checked)
 
 

@@ -7,6 +7,7 @@ import gc
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,23 @@ def test_a_blockyard_process_freezes_what_its_start_loaded_and_runs_with_the_col
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "0 True True"
+
+
+def test_the_blockyard_script_imports_the_cli_with_the_collector_off() -> None:
+    """The script pip writes for `blockyard` imports its entry point's module before it calls main():
+    that import (the CLI, pydantic, the spec models) runs no collection (engine/console.py)."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, function = scripts["blockyard"].partition(":")
+    probe = ("import gc, importlib, sys\n"
+             "gc.collect()\n"
+             "ran = []\n"
+             "gc.callbacks.append(lambda phase, info: phase == 'start' and ran.append(info['generation']))\n"
+             f"entry = getattr(importlib.import_module({module!r}), {function!r})\n"
+             "print(len(ran), gc.isenabled(), 'engine.spec' in sys.modules and 'click' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "False", "True"]
 
 
 def test_main_called_with_arguments_leaves_the_collector_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,21 +52,28 @@ def _check(spec: BaseModel, doc: Document) -> Iterator[Diagnostic]:
 def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
     """(path in the document, text) of every duration setting under `value`."""
     if isinstance(value, BaseModel):
-        for name, info in type(value).model_fields.items():
-            if not _may_hold(type(value), name):  # plain data (a step's `with:`, a schema): no setting in it
-                continue
+        for name, key, duration in _settings(type(value)):
             item = getattr(value, name)
-            where = (*path, info.alias or name)
-            if isinstance(item, str) and _is_duration(type(value), name):
-                yield where, item
+            if item is None:  # not set
+                continue
+            if duration and isinstance(item, str):
+                yield (*path, key), item
             else:
-                yield from _durations(item, where)
+                yield from _durations(item, (*path, key))
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
             yield from _durations(item, (*path, position))
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _durations(item, (*path, key))
+
+
+@cache
+def _settings(model: type[BaseModel]) -> tuple[tuple[str, str, bool], ...]:
+    """The fields of `model` that can be or hold a duration setting: (name, key in the document, whether
+    it is a duration itself). Asked once per model: the walk visits every step of every flow."""
+    return tuple((name, info.alias or name, _is_duration(model, name))
+                 for name, info in model.model_fields.items() if _may_hold(model, name))
 
 
 @cache
