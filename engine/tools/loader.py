@@ -4,7 +4,10 @@ A tool's module must come from the yard's own code folder (config.paths.code, pu
 sys.path) or from an installed distribution; a module that resolves anywhere else (the current
 directory, a stray sys.path entry) is refused, so a yard always runs the code it ships. A module
 file of the code folder that links outside it is refused before it is imported (tools/location.py).
-Modules of the code folder are imported afresh on every load, so a hot reload sees edits.
+Modules of the code folder are imported afresh on every load, so a hot reload sees edits, and always
+compiled from their source (`_FromSource`): never from a cached .pyc, which Python trusts when the
+source's modification time (in whole seconds) and size are unchanged — an edit within the second that
+keeps the file's size would reload the old code — and without writing a __pycache__ into the yard.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import importlib
 import importlib.machinery
 import sys
 import threading
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib.metadata import packages_distributions
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from engine.diagnostics import did_you_mean
 from engine.spec import ConfigSpec, ToolDecl
@@ -100,7 +105,26 @@ def _put_first_on_path(code: Path) -> None:
         if entry in sys.path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
+    if not isinstance(sys.path_importer_cache.get(entry), _CodeFinder):
+        sys.path_importer_cache[entry] = _CodeFinder(entry)
     importlib.invalidate_caches()
+
+
+class _FromSource(importlib.machinery.SourceFileLoader):
+    """Compiles a module of the yard's code folder from its source, every time it is imported."""
+
+    def path_stats(self, path: str) -> Mapping[str, Any]:
+        # without the source's stats, the import system neither reads nor writes the module's .pyc
+        raise OSError("the yard's code is compiled from its source")
+
+
+class _CodeFinder(importlib.machinery.FileFinder):
+    """The finder of the code folder's sys.path entry: source modules and packages through
+    `_FromSource`, extension modules as usual, no sourceless .pyc files."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+                         (_FromSource, importlib.machinery.SOURCE_SUFFIXES))
 
 
 def _forget(top: str) -> None:

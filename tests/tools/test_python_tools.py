@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -102,11 +103,19 @@ def test_unreadable_hints_need_declared_parameters(code_yard: Yard) -> None:
     assert tool.description.startswith("Retrieve the validator class appropriate")
 
 
-def test_a_reload_sees_edited_code(code_yard: Yard) -> None:
+def test_a_reload_sees_edited_code(code_yard: Yard, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python writes bytecode (as for most users): an edit within the same second that keeps the file's
+    # size looks unchanged to a .pyc, so the yard's code is compiled from source, and no __pycache__
+    # lands in the yard
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     config, root = code_yard({"mod.py": "def f() -> int:\n    return 1\n"}, **tools(f="mod:f"))
     assert asyncio.run(build_registry(config, root).call("f", {})) == 1
-    (root / "code" / "mod.py").write_text("def f() -> int:\n    return 2\n")
+    source = root / "code" / "mod.py"
+    stamp = source.stat().st_mtime_ns
+    source.write_text("def f() -> int:\n    return 2\n")
+    os.utime(source, ns=(stamp, stamp))  # the same second, the same size
     assert asyncio.run(build_registry(config, root).call("f", {})) == 2
+    assert not list(root.rglob("__pycache__"))
 
 
 @pytest.mark.parametrize(("files", "target", "message"), [
