@@ -247,12 +247,12 @@ def _trace(api: Yard, run_id: str) -> list[tuple[str, str | None, Any]]:
 @pytest.mark.parametrize("flow", sorted(EXAMPLE_INPUTS))
 def test_a_none_run_records_the_trace_and_outputs_of_a_sync_run(flow: str, tmp_path: Path) -> None:
     # A none run's graph runs steps inline where it can (engine/compile/inline.py); what it records
-    # is what the same run records step by step. Two copies of the example yard, the same run id:
-    # the mock model's replies depend on it. (Exact order: tests/compile/test_compile_run_inline.py.)
+    # is what the same run records step by step (the mock model's replies depend on the block and its
+    # inputs only). Exact order: tests/compile/test_compile_run_inline.py.
     traces, outputs = {}, {}
-    for mode in ("sync", "none"):
-        with Yard.load(copy_example_yard(tmp_path / mode)) as api:
-            result = api.run(flow, EXAMPLE_INPUTS[flow], run_id=f"same-{flow}", durability=mode)
+    with Yard.load(copy_example_yard(tmp_path / "yard")) as api:
+        for mode in ("sync", "none"):
+            result = api.run(flow, EXAMPLE_INPUTS[flow], durability=mode)
             assert result.status == "finished", (mode, result.error)
             traces[mode], outputs[mode] = _trace(api, result.run_id), result.outputs
     assert outputs["none"] == outputs["sync"]
