@@ -16,11 +16,12 @@ of a step hands its update on to the step that follows, in the same node, as lon
 - a map's fan-out runs the items of a `uses:` map (without a retry policy) itself, all at once as
   LangGraph runs the tasks of one step, then goes on to the join; a map with a `steps:` body sends
   its items to their node;
-- the update wrote no `messages` (an agent's conversation goes through LangGraph's own reducer).
+- the update wrote no `messages`: their reducer replaces a message by id, so the messages of two
+  steps combined into one update would not always come out as two updates one after the other.
 
 The node returns what the steps wrote, combined as LangGraph's reducers would have applied them
 one by one, and routes to where the last of them goes. Events, the trace, `results` and outputs
-are those of the same run step by step (tests/compile/test_inline.py compares them). A flow with
+are those of the same run step by step (tests/compile/test_compile_run_inline.py compares them). A flow with
 `max_steps` is never run inline: its limit counts LangGraph steps. Every node of such a graph
 routes itself with `Command(goto=...)` instead of static edges, so that it can go on inline.
 """
