@@ -153,13 +153,13 @@ class Engine:
         return bundle
 
     def compiled(self, bundle: Bundle, *, durable: bool = True, inline: bool = False) -> CompiledFlow:
-        """The CompiledFlow of a bundle (cached per content hash), with our checkpointer if durable;
-        `inline` without one: steps run one after another in one node (engine/compile/inline.py)."""
-        inline = inline and not durable  # the standalone graph and drawings ask for neither: step by step
+        """A bundle's CompiledFlow (cached by hash): on our checkpointer if `durable`, else maybe `inline`."""
+        inline = inline and not durable  # engine/compile/inline.py; the standalone graph and drawings: step by step
         key = (self.pin(bundle)[0], durable, inline)
         with self._lock:
             if key not in self._compiled:
-                self._compiled[key] = compile_flow(bundle, checkpointer=self.db.saver if durable else None, inline=inline)
+                saver = self.db.saver if durable else None
+                self._compiled[key] = compile_flow(bundle, checkpointer=saver, inline=inline)
             return self._compiled[key]
 
     async def stored_bundle(self, digest: str) -> Bundle | None:
