@@ -82,8 +82,8 @@ class GraphBuilder:
 
     def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = (),
                  emits: Emits | None = None, *, inline: bool = False) -> None:
-        """`inline`: a graph for runs without checkpoints, whose steps may run one after another in
-        one LangGraph step (engine/compile/inline.py)."""
+        """`inline`: a graph for the engine's runs, whose steps may run one after another in one
+        LangGraph step (engine/compile/inline.py)."""
         self.bundle = bundle
         self.compiler = compiler
         self.emits = emits if emits is not None else Emits()  # the steps' `emit:`, shared with map bodies
@@ -114,28 +114,28 @@ class GraphBuilder:
         """Add a node. `subgraph=True` for nodes that invoke a compiled graph (subflows, map bodies):
         LangGraph then finds that graph in the function's closure (for state inspection and
         message streaming); other nodes are wrapped so that it does not have to look. `inline=True`
-        for the nodes of steps that may run inside another step's node in a graph without
-        checkpoints (engine/compile/inline.py): a node with a retry policy never does."""
+        for the nodes of steps that may run inside another step's node (engine/compile/inline.py),
+        which then applies their retry policy itself."""
         if name in self.nodes:
             raise internal(f"flow '{self.flow}': two steps named '{name.split('.')[0]}'", "BY302")
         self.nodes.add(name)
         where = self._building[-1].where if self._building else None
         node: Callable[..., Any] = fn if subgraph else _Node(fn, where, self.emits)
-        if self.inline is not None and inline and retry is None and not subgraph:
-            node = self.inline.add(name, node)
+        if self.inline is not None and inline and not subgraph:
+            node, retry = self.inline.add(name, node, retry), None  # it retries its steps itself
         self.graph.add_node(name, node, retry_policy=retry, input_schema=State)
         return name
 
     def add_items(self, name: str, fn: Callable[..., Any], join: str, *, retry: RetryPolicy | None = None,
                   subgraph: bool = False) -> str:
         """Add the node that runs one item of a map (each gets a `Send`), and its edge to `join`,
-        which runs when every item has. In a graph for runs without checkpoints the node before may
-        run the items itself (engine/compile/inline.py)."""
+        which runs when every item has. In an inline graph the node before may run the items itself
+        (engine/compile/inline.py)."""
         self.add_node(name, fn, retry=retry, subgraph=subgraph)
         self.graph.add_edge(name, join)
-        if self.inline is not None and retry is None and not subgraph:
+        if self.inline is not None and not subgraph:
             where = self._building[-1].where if self._building else None
-            self.inline.add_items(name, _Node(fn, where, self.emits), [join])
+            self.inline.add_items(name, _Node(fn, where, self.emits), [join], retry)
         return name
 
     def follower(self, name: str, fn: Follower) -> str:

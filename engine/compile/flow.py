@@ -14,8 +14,8 @@ from engine.pinned import Bundle
 def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None, inline: bool = False) -> CompiledFlow:
     """Compile a pinned flow that validated (the compiler trusts it: what the validator refuses is
     not checked again here; CompileError only when this installation lacks what the flow needs).
-    `inline`: for runs without checkpoints only, steps may run one after another in one LangGraph
-    node (engine/compile/inline.py)."""
+    `inline`: for the engine's runs (which give the graph a `RunContext`, with a journal when steps
+    are checkpointed), steps may run one after another in one LangGraph node (engine/compile/inline.py)."""
     return _compile(bundle, "", checkpointer, store, inline)
 
 

@@ -1,23 +1,29 @@
-"""Steps run one after another inside one LangGraph node, for runs without checkpoints.
+"""Steps run one after another inside one LangGraph node.
 
-A run with durability `none` keeps no checkpoint between steps, so nothing needs LangGraph to end
-a step before the next begins; what it costs is LangGraph's own work per step (a superstep: tasks
-prepared, writes applied, channels versioned), which on a chain of short steps is more than the
-steps themselves. In a graph compiled for such runs (`compile_flow(..., inline=True)`), the node
-of a step hands its update on to the step that follows, in the same node, as long as
+What a chain of short steps costs in LangGraph is LangGraph's own work per step (a superstep:
+tasks prepared, writes applied, channels versioned, a checkpoint serialized and stored), more than
+the steps themselves. In a graph compiled for the engine's runs (`compile_flow(..., inline=True)`),
+the node of a step hands its update on to the step that follows, in the same node, as long as
 
 - the graph never runs two of its nodes in one superstep (no region with parallel branches or a
   barrier join, `Plan.parallel`): then one node at a time sees the state, and a step run inline
   sees exactly the state it would have seen as a node of its own;
 - the step goes on to exactly one node that may run inline: a `uses` step, a router, a loop's or a
-  foreach's start and check, a map's fan-out and join; never a node with a retry policy (LangGraph
-  would retry the whole node), an approval gate, a `max_visits` guard (so every cycle of the graph
-  still passes a superstep) or a subflow;
-- a map's fan-out runs the items of a `uses:` map (without a retry policy) itself, all at once as
-  LangGraph runs the tasks of one step, then goes on to the join; a map with a `steps:` body sends
-  its items to their node;
+  foreach's start and check, a map's fan-out and join; never an approval gate, a `max_visits`
+  guard (so every cycle of the graph still passes a superstep) or a subflow;
 - the update wrote no `messages`: their reducer replaces a message by id, so the messages of two
   steps combined into one update would not always come out as two updates one after the other.
+
+A step's retry policy is applied here, step by step, as LangGraph applies it to a node (had the
+node kept LangGraph's policy, a failure of the third step would run all three again).
+
+In a run without checkpoints between steps (`none`, `exit`), a map's fan-out runs the items of a
+`uses:` map itself, all at once as LangGraph runs the tasks of one step, then goes on to the join.
+In a run with them (`sync`, `async`: `RunContext.journal`), each step's update is committed before
+the next step begins (engine/state/journal.py) — what LangGraph's checkpoint would have kept — and
+a node that LangGraph runs again after a crash or a failure goes on after the last step it
+committed; a map sends its items to their node, whose tasks LangGraph keeps one by one (a resume
+runs only the items that did not finish).
 
 The node returns what the steps wrote, combined as LangGraph's reducers would have applied them
 one by one, and routes to where the last of them goes. Events, the trace, `results` and outputs
@@ -29,14 +35,17 @@ routes itself with `Command(goto=...)` instead of static edges, so that it can g
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from langgraph.types import Command, Send
+from langgraph.types import Command, RetryPolicy, Send
 
 from engine.compile.state import applied, combined
-from engine.nodes.context import RunContext
+from engine.nodes.context import RunContext, StepJournal
+from engine.nodes.errors import InternalError
 
 NodeFn = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 YIELD_EVERY = 32  # steps run inline between two chances for the event loop (a cancellation) to get in
@@ -44,17 +53,21 @@ YIELD_EVERY = 32  # steps run inline between two chances for the event loop (a c
 
 class Inline:
     """The nodes of one graph that may run inside another's node, and where those that do not
-    route themselves go (their static edges, had the graph had checkpoints)."""
+    route themselves go (their static edges in a graph that runs steps one by one)."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, NodeFn] = {}
         self.next: dict[str, list[str]] = {}
         self.items: dict[str, NodeFn] = {}  # a map's item node: run by the node that sends to it
+        self.retry: dict[str, RetryPolicy] = {}  # the retry policy of a node above or of an item node
         self.parallel = False  # set while building: a region where two nodes may run at once
 
-    def add(self, name: str, node: NodeFn) -> Callable[..., Any]:
-        """The node to register for `node`: it runs the steps that follow it inline when it can."""
+    def add(self, name: str, node: NodeFn, retry: RetryPolicy | None = None) -> Callable[..., Any]:
+        """The node to register for `node` (without a retry policy of LangGraph's: it retries its
+        steps itself, `retry`): it runs the steps that follow it inline when it can."""
         self.nodes[name] = node
+        if retry is not None:
+            self.retry[name] = retry
         return _Runner(self, name)
 
     def routes(self, name: str) -> bool:
@@ -65,12 +78,14 @@ class Inline:
         """Where node `name` goes when its step returns a plain update."""
         self.next[name] = targets
 
-    def add_items(self, name: str, node: NodeFn, then: list[str]) -> None:
+    def add_items(self, name: str, node: NodeFn, then: list[str], retry: RetryPolicy | None = None) -> None:
         """A map's item node (it stays a node of its own, for `Send`s from a graph with parallel
-        branches): a node of this graph that sends to it runs its items itself, all at once, then
-        goes on to `then` (the map's join)."""
+        branches, or in a run with checkpoints): a node of this graph that sends to it runs its items itself,
+        all at once, then goes on to `then` (the map's join)."""
         self.items[name] = node
         self.next[name] = then
+        if retry is not None:
+            self.retry[name] = retry
 
 
 class _Runner:
@@ -84,26 +99,51 @@ class _Runner:
         self.name = name
 
     async def __call__(self, state: Any, runtime: Runtime[RunContext]) -> Any:
-        inline = self.inline
-        name = self.name
+        journal = runtime.context.journal
+        if journal is None:
+            return await self._steps(state, runtime, None, "", self.name, {}, 0)
+        # a run with checkpoints: what each step finishes is kept before the next begins
+        info = runtime.execution_info
+        ns = info.checkpoint_ns if info is not None else ""
+        name, ran = self.name, 0
         total: dict[str, Any] = {}
-        ran = 0
+        done = await journal.restore(ns)
+        if done is not None:  # this node ran before and stopped: it goes on after what it finished
+            for update in done.updates:
+                total = combined(total, update)
+                state = applied(state, update)
+            name, ran = done.following, len(done.updates)
+            if name not in self.inline.nodes:
+                raise InternalError(f"bug: a resumed node goes on to '{name}', which is not a node of its graph")
+        try:
+            return await self._steps(state, runtime, journal, ns, name, total, ran)
+        except BaseException:
+            journal.stopped()  # `exit`: what the node finished, written as LangGraph writes the run's stop
+            raise
+
+    async def _steps(self, state: Any, runtime: Runtime[RunContext], journal: StepJournal | None, ns: str,
+                     name: str, total: dict[str, Any], ran: int) -> Command[Any]:
+        """Step `name` and those it leads to, on `state`, after steps that wrote `total` (`ran` of them)."""
+        inline = self.inline
         while True:
-            update, goto = _split(await inline.nodes[name](state, runtime), inline.next.get(name, []))
+            update, goto = _split(await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
+                                  inline.next.get(name, []))
             total = combined(total, update)
             if inline.parallel or "messages" in update:
-                return Command(update=total, goto=goto)
+                return await _end(journal, total, goto)
             state = applied(state, update)
-            items = _items(goto, inline.items)
+            items = _items(goto, inline.items) if journal is None else None
             if items is not None:  # a map's fan-out: its items here, as LangGraph runs them (all at once)
-                for done in await _all(inline.items[items], [send.arg for send in goto if isinstance(send, Send)],
-                                       runtime):
+                args = [send.arg for send in goto if isinstance(send, Send)]
+                for done in await _all(inline.items[items], args, runtime, inline.retry.get(items)):
                     total = combined(total, done)
                     state = applied(state, done)
                 goto = list(inline.next[items])
             following = _single(goto)
             if following is None or following not in inline.nodes:
-                return Command(update=total, goto=goto)
+                return await _end(journal, total, goto)
+            if journal is not None:
+                await journal.finished(ns, ran, update, following)
             name = following
             ran += 1
             if ran % YIELD_EVERY == 0:
@@ -112,6 +152,48 @@ class _Runner:
 
 # resolved once here instead of at every add_node (LangGraph reads the node's annotations)
 _Runner.__call__.__annotations__ = {"state": Any, "runtime": Runtime[RunContext], "return": Any}
+
+
+async def _end(journal: StepJournal | None, total: dict[str, Any], goto: list[str | Send]) -> Command[Any]:
+    if journal is not None:
+        await journal.settle()  # `async`: the last step's row, committed while this one ran
+    return Command(update=total, goto=goto)
+
+
+async def _attempts(node: NodeFn, arg: Any, runtime: Runtime[RunContext], policy: RetryPolicy | None) -> Any:
+    """`node` run on `arg`, again while `policy` says a failure is worth another attempt: what
+    LangGraph does for a node with a retry policy (the attempt number in the runtime's execution
+    info, the same intervals), for a step that runs inside another's node."""
+    if policy is None:
+        return await node(arg, runtime)
+    failed = 0
+    while True:
+        try:
+            return await node(arg, runtime if failed == 0 else _attempt(runtime, failed + 1))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if not _retries(policy, exc):
+                raise
+            failed += 1
+            if failed >= policy.max_attempts:
+                raise
+            interval = min(policy.max_interval, policy.initial_interval * policy.backoff_factor ** (failed - 1))
+            await asyncio.sleep(interval + random.uniform(0, 1) if policy.jitter else interval)
+
+
+def _attempt(runtime: Runtime[RunContext], number: int) -> Runtime[RunContext]:
+    info = runtime.execution_info
+    return runtime.patch_execution_info(node_attempt=number) if info is not None else runtime
+
+
+def _retries(policy: RetryPolicy, exc: Exception) -> bool:
+    retry_on = policy.retry_on
+    if isinstance(retry_on, Sequence):
+        return isinstance(exc, tuple(retry_on))
+    if isinstance(retry_on, type):
+        return isinstance(exc, retry_on)
+    return bool(retry_on(exc))
 
 
 def _split(result: Any, static: list[str]) -> tuple[Mapping[str, Any], list[str | Send]]:
@@ -135,10 +217,12 @@ def _items(goto: list[str | Send], items: Mapping[str, NodeFn]) -> str | None:
     return None
 
 
-async def _all(node: NodeFn, args: list[Any], runtime: Runtime[RunContext]) -> list[Mapping[str, Any]]:
-    """The updates of a map's items, run at once as LangGraph runs the tasks of one step: the first
-    failure fails them all (the others are cancelled, and awaited, before it is raised)."""
-    tasks = [asyncio.ensure_future(node(arg, runtime)) for arg in args]
+async def _all(node: NodeFn, args: list[Any], runtime: Runtime[RunContext],
+               policy: RetryPolicy | None) -> list[Mapping[str, Any]]:
+    """The updates of a map's items, run at once as LangGraph runs the tasks of one step (each
+    retried on its own, as its task would be): the first failure fails them all (the others are
+    cancelled, and awaited, before it is raised)."""
+    tasks = [asyncio.ensure_future(_attempts(node, arg, runtime, policy)) for arg in args]
     try:
         done = await asyncio.gather(*tasks)
     except BaseException:

@@ -59,7 +59,7 @@ def record(step: str, block: str | None, outputs: dict[str, Any], status: str = 
 def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     """`state` as a step's `update` leaves it (the reducers of `State`), for what runs after the step
     in the same node: a router or loop check run inline by the step before it (`GraphBuilder.follower`:
-    a router after an agent step sees the agent's messages), the steps of a run without checkpoints
+    a router after an agent step sees the agent's messages), the steps run inside one node
     (engine/compile/inline.py)."""
     after = dict(state)
     if "context" in update:

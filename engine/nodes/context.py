@@ -56,6 +56,29 @@ class MemorySource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Restored:
+    """What the steps of one LangGraph node finished when it ran before (a crash or a failure
+    stopped it): their updates in order, and the node it was going on to."""
+
+    updates: list[Mapping[str, Any]]
+    following: str
+
+
+class StepJournal(Protocol):
+    """Where a durable run commits each step finished inside one LangGraph node, before the next
+    begins (engine/state/journal.py; the node: engine/compile/inline.py). `ns` is the checkpoint
+    namespace of the node's task, the same when LangGraph runs the task again."""
+
+    async def restore(self, ns: str) -> Restored | None: ...
+
+    async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None: ...
+
+    async def settle(self) -> None: ...
+
+    def stopped(self) -> None: ...
+
+
 @dataclass
 class RunContext:
     run_id: str
@@ -73,3 +96,6 @@ class RunContext:
     conversation: tuple[tuple[str, str], ...] | None = None
     history_chars: int = 100_000  # `threads.history_chars` of blockyard.yaml
     turns_before: int = 0  # finished turns of the thread before this one (the checkpoint may keep fewer)
+    # a run with checkpoints (sync, async, exit): where the steps run inside one LangGraph node keep
+    # their updates (engine/compile/inline.py); None without (none)
+    journal: StepJournal | None = None

@@ -153,8 +153,8 @@ class Engine:
         return bundle
 
     def compiled(self, bundle: Bundle, *, durable: bool = True, inline: bool = False) -> CompiledFlow:
-        """A bundle's CompiledFlow (cached by hash): on our checkpointer if `durable`, else maybe `inline`."""
-        inline = inline and not durable  # engine/compile/inline.py; the standalone graph and drawings: step by step
+        """A bundle's CompiledFlow (cached by hash): on our checkpointer if `durable`; `inline` for the
+        engine's executions (engine/compile/inline.py); the standalone graph and drawings: step by step."""
         key = (self.pin(bundle)[0], durable, inline)
         with self._lock:
             if key not in self._compiled:
@@ -347,7 +347,7 @@ class Engine:
         bundle = await self.stored_bundle(record.digest)
         if bundle is None:
             raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
-        compiled = self.compiled(bundle)
+        compiled = self.compiled(bundle, inline=True)
         state = await compiled.graph.aget_state({"configurable": {"thread_id": record.thread_id or run_id}})
         if state.created_at is None:
             resumes.check_checkpointed(record)

@@ -45,6 +45,7 @@ from engine.state import fencing, store
 from engine.state import gates as gate_rows
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, StateError
+from engine.state.journal import Journal
 from engine.state.store import RunRecord
 from engine.state.writer import GuardFailed, Write
 
@@ -176,7 +177,19 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     values = ex.values  # a resumed run whose graph had already ended streams no values
     interrupts: dict[str, Any] = dict(ex.pending or {})
     failure: Failure | None = None
-    listener = Listener()
+
+    def accept(data: Any) -> Event | None:
+        # as the node writes it: its trace row is recorded (held) before the node goes on
+        custom = seq.from_custom(data)
+        if custom is not None:
+            steps.see(custom)
+            record(custom)
+        return custom
+
+    listener = Listener(accept)
+    if run.mode not in NO_CHECKPOINTS:  # what steps run inside one node finish is kept (engine/state/journal.py)
+        ex.context.journal = Journal(db.saver, db.aread, thread, fence, mode=run.mode,
+                                     resumed=bool(ex.started_data.get("resumed")))
     stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence,
                              durability=GRAPH_DURABILITY[run.mode]) \
         if ex.pending is None else _none()
@@ -185,11 +198,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     try:
         async for kind, data in stream:
             if kind == "event":
-                custom = seq.from_custom(data)
-                if custom is not None:
-                    steps.see(custom)
-                    record(custom)
-                    yield custom
+                yield data
                 if naming is not None and naming.ready():
                     yield await _announce(db, seq, naming, 0.0, record)
             elif "__interrupt__" in data:

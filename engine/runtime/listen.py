@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypedDict, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -92,20 +92,31 @@ def _probe() -> bool:
 
 
 class Listener:
-    """Runs a graph in a task and yields, in order, ("event", payload) for what nodes wrote and
-    ("values", state) after each superstep of the root graph."""
+    """Runs a graph in a task and yields, in order, ("event", what `accept` made of a payload a
+    node wrote) and ("values", state) after each superstep of the root graph.
 
-    def __init__(self) -> None:
+    `accept` sees each payload as the node writes it (on the loop's thread), before the node goes
+    on: the run records its trace there, so that the rows of a step are held for the commit that
+    follows the step (engine/state/journal.py) even when the node runs the next step at once. A
+    payload it makes None of is not yielded."""
+
+    def __init__(self, accept: Callable[[Any], Any] = lambda payload: payload) -> None:
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._task: asyncio.Task[None] | None = None
+        self._accept = accept
 
     def _write(self, payload: Any) -> None:
         if threading.get_ident() == self._thread:
-            self._queue.put_nowait(("event", payload))
+            self._accepted(payload)
         else:  # a node that runs in a worker thread
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, ("event", payload))
+            self._loop.call_soon_threadsafe(self._accepted, payload)
+
+    def _accepted(self, payload: Any) -> None:
+        made = self._accept(payload)
+        if made is not None:
+            self._queue.put_nowait(("event", made))
 
     async def listen(self, graph: Any, start: Any, config: dict[str, Any], context: Any,
                      limits: TemplateLimits | None = None, fence: fencing.Fence | None = None, *,
@@ -151,8 +162,8 @@ class Listener:
                 async for namespace, mode, data in graph.astream(start, config, context=context,
                                                                  stream_mode=["custom", "values"], subgraphs=True,
                                                                  durability=durability):
-                    if mode == "custom":
-                        put(("event", data))
+                    if mode == "custom":  # LangGraph's stream: later than the node's write
+                        self._accepted(data)
                     elif not namespace:
                         put((mode, data))
         except asyncio.CancelledError:

@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from engine.events import now_iso
 from engine.redaction import Masker
-from engine.state import compact, migrations
+from engine.state import compact, inline_steps, migrations
 from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted
 from engine.state.location import Location
@@ -99,17 +99,17 @@ class DurableSaver(GroupCommitted, SqliteSaver):
 
     def delete_thread_writes(self, thread_id: str) -> list[Write]:
         return [Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
-                Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))]
+                Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)), inline_steps.delete(thread_id)]
 
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
         where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
         return [Write(f"DELETE FROM writes {where}", (thread_id, keep)),
-                Write(f"DELETE FROM checkpoints {where}", (thread_id, keep))]
+                Write(f"DELETE FROM checkpoints {where}", (thread_id, keep)), inline_steps.delete(thread_id)]
 
     def prune_finished(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
         return [Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
-                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)),
+                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)), inline_steps.delete(thread_id),
                 # the one kept, compressed (engine/state/compact.py)
                 Write(f"UPDATE checkpoints SET type = type || '{compact.COMPRESSED}', "
                       f"checkpoint = {compact.SQL_FUNCTION}(checkpoint) "

@@ -145,6 +145,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         "ALTER TABLE runs ADD COLUMN output_dir TEXT",
         "ALTER TABLE runs ADD COLUMN trace INTEGER",
     ]),
+    (10, [
+        # steps finished inside one LangGraph node of a durable run, each committed before the next
+        # begins (engine/state/inline_steps.py): what a resume goes on after
+        """CREATE TABLE inline_steps (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            next TEXT NOT NULL,
+            type TEXT NOT NULL,
+            value BLOB NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, seq)
+        )""",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

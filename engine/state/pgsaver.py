@@ -29,7 +29,7 @@ from psycopg.types.json import Jsonb
 
 from engine.events import now_iso
 from engine.redaction import Masker
-from engine.state import postgres
+from engine.state import inline_steps, postgres
 from engine.state.database import Native
 from engine.state.durable import GroupCommitted
 from engine.state.postgres import PgConnection
@@ -106,20 +106,20 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
         return Write(Native(query), rows, many=True, mergeable=True)
 
     def delete_thread_writes(self, thread_id: str) -> list[Write]:
-        return [Write(Native(f"DELETE FROM {table} WHERE thread_id = %s"), (str(thread_id),))
-                for table in _THREAD_TABLES]
+        return [*(Write(Native(f"DELETE FROM {table} WHERE thread_id = %s"), (str(thread_id),))
+                  for table in _THREAD_TABLES), inline_steps.delete(thread_id)]
 
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
         where = "WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = %s)"
         return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, keep)),
                 Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, keep)),
-                _unreferenced_blobs(thread_id)]
+                _unreferenced_blobs(thread_id), inline_steps.delete(thread_id)]
 
     def prune_finished(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
         return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
                 Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
-                _unreferenced_blobs(thread_id)]
+                _unreferenced_blobs(thread_id), inline_steps.delete(thread_id)]
 
     def prune_stopped(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id < {_LAST_ROOT}"

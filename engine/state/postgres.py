@@ -51,7 +51,7 @@ _EVENTS_INSERT = re.compile(r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(
 _NOTIFY = Native("SELECT pg_notify(%s, %s)")
 
 # the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
-_KEYS = {"events": ("run_id", "seq")}
+_KEYS = {"events": ("run_id", "seq"), "inline_steps": ("thread_id", "checkpoint_ns", "seq")}
 _REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) \(([^)]*)\)", re.IGNORECASE)
 
 
@@ -77,6 +77,7 @@ def translate(sql: str) -> str:
     text = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", text)
     text = re.sub(r"\)\s*WITHOUT ROWID", ")", text)
     text = re.sub(r"\bREAL\b", "DOUBLE PRECISION", text)
+    text = re.sub(r"\bBLOB\b", "BYTEA", text)
     text = text.replace("%", "%%").replace("?", "%s")
     return text + suffix
 

@@ -27,9 +27,10 @@ from engine.state.database import Connection
 from engine.state.location import Location
 
 BATCH = 500  # runs per transaction
-# LangGraph's checkpoint tables on each backend, keyed by a run's thread id (its run id)
-CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes"),
-                     "postgres": ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
+# LangGraph's checkpoint tables on each backend, and the steps finished inside a node of a durable run
+# (engine/state/inline_steps.py): keyed by a run's thread id (its run id)
+CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes", "inline_steps"),
+                     "postgres": ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "inline_steps")}
 ENDED_BADLY = (RunStatus.FAILED, RunStatus.INTERRUPTED)
 
 

@@ -37,6 +37,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "threads": ("id", "flow", "title", "created", "updated", "turns", "last_run", "name", "checkpoint", "metadata"),
     "messages": ("thread_id", "idx", "role", "content", "run_id", "created"),
     "serve_schedules": ("flow", "schedule", "first_seen", "last_fire", "last_run"),
+    "inline_steps": ("thread_id", "checkpoint_ns", "seq", "next", "type", "value"),
 }
 _STORE_COLUMNS = ("prefix", "key", "value", "created_at", "updated_at", "expires_at", "ttl_minutes")
 

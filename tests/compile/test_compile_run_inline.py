@@ -164,10 +164,10 @@ def test_a_chain_runs_in_one_langgraph_step_and_a_parallel_flow_step_by_step() -
     assert supersteps == 5  # input, a, b+c together, d, e: as step by step (d sees what b and c wrote)
 
 
-def test_what_must_stay_a_langgraph_step_of_its_own_stops_the_chain(
+def test_a_retried_step_runs_inline_and_a_max_visits_guard_stops_the_chain(
         make_yard: Callable[[dict[str, str]], Path]) -> None:
-    # a retried step (LangGraph retries a node: it runs alone) and a max_visits guard (every cycle
-    # passes a LangGraph step) each end the chain before them
+    # a retried step is retried inside the node (its attempts as LangGraph's retry policy makes
+    # them); a max_visits guard ends the chain before it (every cycle passes a LangGraph step)
     flow = """
         flow: stops
         outputs: [log]
@@ -196,8 +196,11 @@ def test_what_must_stay_a_langgraph_step_of_its_own_stops_the_chain(
                                                       tools=FakeTools({"flaky": flaky})))
     assert_same(stepwise, inline)
     assert inline.state["context"]["log"] == ["a", "b", "c", "d", "back", "d", "back", "e"]
-    # input; a+b; try (retried: alone); c; the guard of d, d+back (twice); the guard again, e
-    assert supersteps == 10
+    attempts = [e["data"].get("attempt", 1) for e in inline.events
+                if e["step"] == "try" and e["type"] == "step_started"]
+    assert attempts == [1, 2]
+    # input; a, b, try (twice), c; the guard of d, d+back (twice); the guard again, e
+    assert supersteps == 8
 
 
 def test_a_failing_step_fails_the_same_way_inline() -> None:
@@ -271,9 +274,9 @@ def test_a_decide_step_and_a_router_go_on_inline(kind: str, make_yard: Callable[
     assert stepwise.error is None, stepwise.error
     assert_same(stepwise, inline)
     assert inline.state["context"]["log"] == ["a", "y", "z"]
-    # a model block retries transient failures by default: the decide step is a LangGraph step of its
-    # own (input, a, choose, y+z); a router goes on inline (input, then a+choose+y+z)
-    assert supersteps == (4 if kind == "decide" else 2)
+    # a model block retries transient failures by default, inside the node: a decide step goes on
+    # inline as a router does (input, then a+choose+y+z)
+    assert supersteps == 2
 
 
 def test_a_map_runs_its_items_in_the_node_before_and_fails_as_one_step() -> None:

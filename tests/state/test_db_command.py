@@ -41,6 +41,35 @@ FILES = {
           - {id: ok, approval: {message: "Answer {{ inputs.message }}?"}}
           - {id: answer, uses: answer}
     """,
+    "blocks/explode.yaml": """
+        block: explode
+        kind: tool
+        tool: explode
+        inputs: {text: {type: string}}
+        outputs: {echo: {type: string}}
+    """,
+    "flows/lit.yaml": """
+        flow: lit
+        inputs: {message: {type: string}}
+        outputs: [reply, echo]
+        steps:
+          - {id: answer, uses: answer}
+          - {id: boom, uses: explode, with: {text: "{{ context.reply }}"}}
+    """,
+    "blockyard.yaml": """
+        tools:
+          explode: {import: "yardtools:explode"}
+    """,
+    "yardtools.py": '''
+        from pathlib import Path
+
+
+        def explode(text: str) -> str:
+            """Fails until the file `fixed.flag` exists next to this module."""
+            if not (Path(__file__).parent / "fixed.flag").exists():
+                raise RuntimeError("the fuse is lit")
+            return text + "!"
+    ''',
 }
 
 
@@ -75,17 +104,19 @@ def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
     assert cli(yard, "run", "chat", "--thread", "t1", "--input", "message=hello").code == 0
     assert cli(yard, "run", "careful", "--run-id", "paused", "--input", "message=later").code == 3
     assert cli(yard, "memory", "set", "users/ada", "color", "blue").code == 0
+    # failed at `boom`, inside the node `answer` finished in (engine/state/journal.py)
+    assert cli(yard, "run", "lit", "--run-id", "lit", "--input", "message=hi").code == 1
 
     copied = cli(yard, "db", "copy", "--to", pg_url)
     assert copied.code == 0, copied.err
     assert PASSWORD not in copied.out + copied.err and "blockyard:***@" in copied.out
-    assert "2 runs" in copied.out and "1 memory" in copied.out
+    assert "3 runs" in copied.out and "1 memory" in copied.out
 
     monkeypatch.setenv(URL_ENV, pg_url)  # from now on the yard runs on Postgres
     body = _status(cli, yard)
     assert body["backend"] == "postgres" and PASSWORD not in json.dumps(body)
     assert body["schema_version"] == migrations.SCHEMA_VERSION
-    assert body["counts"] == {"runs": 2, "threads": 1, "messages": 2, "gates": 1, "memory": 1}
+    assert body["counts"] == {"runs": 3, "threads": 1, "messages": 2, "gates": 1, "memory": 1}
 
     assert "paused" in cli(yard, "runs").out
     resumed = cli(yard, "resume", "paused", "--approve", "--json")
@@ -96,6 +127,12 @@ def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
     shown = json.loads(cli(yard, "runs", "show", "paused", "--json").out)
     seqs = [event["seq"] for event in shown["events"]]
     assert seqs == list(range(1, len(seqs) + 1))
+
+    (yard / "fixed.flag").write_text("")
+    lit = cli(yard, "resume", "lit", "--json")
+    assert lit.code == 0, lit.err
+    assert [e["step"] for e in lit.events() if e["type"] == "step_started"] == ["boom"]  # `answer` was kept
+    assert lit.events()[-1]["data"]["outputs"] == {"reply": "you said: hi", "echo": "you said: hi!"}
 
     assert cli(yard, "run", "chat", "--thread", "t1", "--input", "message=again").code == 0
     thread = json.loads(cli(yard, "threads", "show", "t1", "--json").out)

@@ -85,8 +85,11 @@ def test_gc_deletes_old_failed_runs_only_with_a_failed_age_and_never_a_waiting_r
     root = _yard(make_yard, "{failed: 7d}")
     runs = _runs(root)
     assert _count(root, "gates", "run_id", runs["waiting"]) == 1
+    # `stamp` finished inside the node that `boom` failed in: its row is what a resume goes on after
+    assert _count(root, "inline_steps", "thread_id", runs["failed"]) == 1
     assert cli(root, "gc").code == 0
     assert not _exists(root, runs["failed"])
+    assert _count(root, "inline_steps", "thread_id", runs["failed"]) == 0
     assert _exists(root, runs["finished"])  # no `runs:` age: finished runs stay
     assert _exists(root, runs["waiting"]) and _count(root, "gates", "run_id", runs["waiting"]) == 1
     with Yard.load(root) as yard:  # still decidable

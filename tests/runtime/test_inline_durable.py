@@ -1,0 +1,95 @@
+"""Steps run one after another inside one LangGraph node in a run with checkpoints
+(engine/compile/inline.py, engine/state/journal.py): in `sync`, each step's update is committed,
+with its trace rows, before the next step begins; in `async` while the next one runs; in `exit`
+only when the run stops. A run that fails (or is killed: tests/runtime/test_resume.py) goes on
+after the last step it kept, and a finished run keeps no such rows."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine import Yard
+from tests.runtime.conftest import BLOCKS, CONFIG, FLOWS
+from tests.support.state import state_db
+
+RELAY = {
+    "blocks/doze.yaml": """
+        block: doze
+        kind: wait
+        duration: 300ms
+    """,
+    "flows/relay.yaml": """
+        flow: relay
+        inputs: {n: {type: integer, default: 1}}
+        outputs: [n, echo]
+        steps:
+          - {id: one, uses: inc, with: {n: "{{ inputs.n }}"}}
+          - {id: two, uses: inc}
+          - {id: doze, uses: doze}
+          - {id: boom, uses: explode, with: {text: "n={{ context.n }}"}}
+    """,
+}
+
+
+@pytest.fixture
+def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
+    return make_yard({**BLOCKS, **FLOWS, **CONFIG, **{name: textwrap.dedent(text) for name, text in RELAY.items()}})
+
+
+def _kept(root: Path, run_id: str) -> list[tuple[int, str]]:
+    """(seq, the node it goes on to) of the run's rows in inline_steps."""
+    with state_db(root) as conn:
+        return [(int(seq), str(following)) for seq, following in conn.execute(
+            "SELECT seq, next FROM inline_steps WHERE thread_id = ? ORDER BY seq", (run_id,))]
+
+
+def _finished(root: Path, run_id: str) -> list[str]:
+    with state_db(root) as conn:
+        return [str(row[0]) for row in conn.execute(
+            "SELECT step FROM events WHERE run_id = ? AND type = 'step_finished' ORDER BY seq", (run_id,))]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "exit"])
+def test_a_failed_run_goes_on_after_the_steps_it_finished_inside_one_node(yard: Path, mode: str) -> None:
+    async def main() -> None:
+        async with Yard.load(yard) as api:
+            seen: dict[str, object] = {}
+            async for event in api.astream("relay", {"n": 1}, run_id="r", durability=mode):
+                if event.type == "step_started" and event.step == "doze":  # the node sleeps: look
+                    seen["rows"], seen["finished"] = _kept(yard, "r"), _finished(yard, "r")
+                last = event
+            assert last.type == "run_failed" and last.step == "boom"
+            if mode == "sync":  # committed before the next step began, with the trace that says so
+                assert seen == {"rows": [(0, "two"), (1, "doze")], "finished": ["one", "two"]}
+            elif mode == "async":  # `one`'s row was waited for before `two`'s; `two`'s may still be on its way
+                assert seen["rows"] in ([(0, "two")], [(0, "two"), (1, "doze")])
+            else:  # exit: nothing written while the run goes on
+                assert seen["rows"] == []
+            # the node stopped at `boom`: whatever the mode, what it finished before is kept
+            assert _kept(yard, "r") == [(0, "two"), (1, "doze"), (2, "boom")]
+
+            (yard / "fixed.flag").write_text("")
+            resumed = [event async for event in api.astream_resume("r")]
+            assert [e.step for e in resumed if e.type == "step_started"] == ["boom"]
+            assert resumed[-1].type == "run_finished"
+            assert resumed[-1].data["outputs"] == {"n": 3, "echo": "n=3!"}
+            assert _kept(yard, "r") == []  # a finished run's last checkpoint holds every step
+            assert _finished(yard, "r") == ["one", "two", "doze", "boom"]  # each once
+
+    asyncio.run(main())
+
+
+def test_a_run_that_finishes_keeps_no_rows_and_one_checkpoint(yard: Path) -> None:
+    with Yard.load(yard) as api:
+        result = api.run("crashy", {"n": 4})
+        assert (result.status, result.outputs) == ("finished", {"n": 5, "label": "small"})
+        assert _kept(yard, result.run_id) == []
+    with state_db(yard) as conn:
+        found = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+                             (result.run_id,)).fetchone()
+    assert int(found[0]) == 1
