@@ -33,6 +33,24 @@ RELAY = {
           - {id: doze, uses: doze}
           - {id: boom, uses: explode, with: {text: "n={{ context.n }}"}}
     """,
+    "flows/inner.yaml": """
+        flow: inner
+        inputs: {n: {type: integer}}
+        outputs: [n, echo]
+        steps:
+          - {id: a, uses: inc, with: {n: "{{ inputs.n }}"}}
+          - {id: b, uses: inc}
+          - {id: boom, uses: explode, with: {text: "n={{ context.n }}"}}
+    """,
+    "flows/outer.yaml": """
+        flow: outer
+        inputs: {n: {type: integer, default: 1}}
+        outputs: [n, echo]
+        steps:
+          - {id: pre, uses: inc, with: {n: "{{ inputs.n }}"}}
+          - {id: sub, flow: inner, with: {n: "{{ context.n }}"}}
+          - {id: post, uses: inc}
+    """,
 }
 
 
@@ -93,3 +111,19 @@ def test_a_run_that_finishes_keeps_no_rows_and_one_checkpoint(yard: Path) -> Non
         found = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
                              (result.run_id,)).fetchone()
     assert int(found[0]) == 1
+
+
+def test_a_subflow_that_failed_goes_on_after_the_steps_its_node_finished(yard: Path) -> None:
+    async def main() -> None:
+        async with Yard.load(yard) as api:
+            failed = [event async for event in api.astream("outer", {"n": 1}, run_id="o")]
+            assert failed[-1].type == "run_failed"
+            # kept under the subflow's own checkpoint namespace (`sub:<task>|a:<task>`)
+            assert [following for _seq, following in _kept(yard, "o")] == ["b", "boom"]
+            (yard / "fixed.flag").write_text("")
+            resumed = [event async for event in api.astream_resume("o")]
+            assert [e.step for e in resumed if e.type == "step_started"] == ["sub", "sub.boom", "post"]
+            assert resumed[-1].data["outputs"] == {"n": 5, "echo": "n=4!"}
+            assert _kept(yard, "o") == []
+
+    asyncio.run(main())
