@@ -15,6 +15,8 @@ from engine.state import migrations
 from engine.state.location import URL_ENV
 from engine.state.memory import open_store
 from engine.state.transfer import TABLES
+from tests.runtime.conftest import BLOCKS as RUNTIME_BLOCKS
+from tests.runtime.conftest import CONFIG as RUNTIME_CONFIG
 from tests.support.cli import Cli
 from tests.support.postgres import PASSWORD
 
@@ -41,13 +43,6 @@ FILES = {
           - {id: ok, approval: {message: "Answer {{ inputs.message }}?"}}
           - {id: answer, uses: answer}
     """,
-    "blocks/explode.yaml": """
-        block: explode
-        kind: tool
-        tool: explode
-        inputs: {text: {type: string}}
-        outputs: {echo: {type: string}}
-    """,
     "flows/lit.yaml": """
         flow: lit
         inputs: {message: {type: string}}
@@ -56,20 +51,8 @@ FILES = {
           - {id: answer, uses: answer}
           - {id: boom, uses: explode, with: {text: "{{ context.reply }}"}}
     """,
-    "blockyard.yaml": """
-        tools:
-          explode: {import: "yardtools:explode"}
-    """,
-    "yardtools.py": '''
-        from pathlib import Path
-
-
-        def explode(text: str) -> str:
-            """Fails until the file `fixed.flag` exists next to this module."""
-            if not (Path(__file__).parent / "fixed.flag").exists():
-                raise RuntimeError("the fuse is lit")
-            return text + "!"
-    ''',
+    "blocks/explode.yaml": RUNTIME_BLOCKS["blocks/explode.yaml"],  # fails until `fixed.flag` exists
+    **RUNTIME_CONFIG,
 }
 
 
