@@ -185,3 +185,12 @@ def test_a_cluster_left_running_by_a_killed_run_is_stopped_and_removed() -> None
         assert not _running(postmaster)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_the_password_is_checked_by_scram_with_a_verifier_stretched_once() -> None:
+    cluster = _cluster()
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+        row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [postgres.USER]).fetchone()
+    assert row is not None and str(row[0]).startswith("SCRAM-SHA-256$1:")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(cluster.url("postgres").replace(f":{postgres.PASSWORD}@", ":not-the-password@")).close()
