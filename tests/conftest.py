@@ -52,32 +52,49 @@ test_backend.__test__ = False  # type: ignore[attr-defined]  # not a test: pytes
 
 # The test files that take longest (most test time first; measured with --durations on 2 cores, 4 workers,
 # then re-estimated after the speed-ups of issue 10: the hostile files corpus in two halves, the schema
-# verdict test's strategies built once, fewer engine subprocesses). pytest-xdist hands out whole files
-# (`--dist loadfile`) in collection order (`--no-loadscope-reorder` in pyproject.toml): these go first, so
-# that no worker is still on one of them at the end while the others idle — by default xdist sends files
-# with many tests first, which put the longest one (two tests) last. The other files follow, most tests first.
+# verdict test's strategies built once, fewer engine subprocesses), in either pass: a file's place is its
+# longer time of the two (the Postgres pass runs no stateless file, and some files are much slower there:
+# the replicas, which run there only, and files of many tests, each on its own database). pytest-xdist hands
+# out whole files (`--dist loadfile`) in collection order (`--no-loadscope-reorder` in pyproject.toml):
+# these go first, so that no worker is still on one of them at the end while the others idle — by default
+# xdist sends files with many tests first, which put the longest one (two tests) last. The other files
+# follow, most tests first.
 HEAVY_FIRST = (
     "tests/serve/test_serve_queue.py",
     "tests/hostile/test_hostile_files_1.py",
     "tests/hostile/test_hostile_files_2.py",
-    "tests/serve/test_serve_browser.py",
-    "tests/test_packaging.py",
-    "tests/runtime/test_resume.py",
     "tests/serve/test_serve_ops.py",
-    "tests/serve/test_serve_hostile.py",
+    "tests/serve/test_serve_browser.py",
+    "tests/runtime/test_resume.py",
+    "tests/serve/test_serve_replicas.py",
+    "tests/test_packaging.py",
     "tests/threads/test_conversation.py",
+    "tests/runtime/test_yard_api.py",
+    "tests/serve/test_serve_hostile.py",
     "tests/approvals/test_race_and_recovery.py",
     "tests/hostile/test_hostile_http.py",
+    "tests/runtime/test_durability.py",
+    "tests/serve/test_serve_lifecycle.py",
+    "tests/interchange/test_reactflow_roundtrip.py",
+    "tests/approvals/test_decisions.py",
     "tests/serve/test_serve_sse.py",
+    "tests/serve/langgraph_api/test_langgraph_sdk.py",
+    "tests/interchange/test_reactflow_import.py",
+    "tests/agents/test_mcp_tools.py",
+    "tests/serve/test_serve_threads.py",
+    "tests/models/test_google_provider.py",
     "tests/test_typecheck_schema_verdict.py",
     "tests/serve/test_serve_api.py",
     "tests/hostile/test_hostile_cli.py",
     "tests/runtime/test_hostile_values.py",
-    "tests/runtime/test_durability.py",
-    "tests/interchange/test_reactflow_roundtrip.py",
     "tests/threads/test_threads.py",
     "tests/runtime/test_accumulate.py",
     "tests/runtime/test_standalone_graph.py",
+    "tests/agents/test_agent_openai.py",
+    "tests/runtime/test_cold_start.py",
+    "tests/review/test_diff_server.py",
+    "tests/test_postgres_cluster.py",
+    "tests/serve/test_serve_responsiveness.py",
 )
 
 

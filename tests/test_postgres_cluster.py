@@ -1,7 +1,9 @@
-"""The suite's throw-away Postgres cluster (tests/support/postgres.py): a test's database is dropped
-without holding up the next test, even while something still uses it, the databases waiting to be
-dropped stay bounded (a pass makes ~1,800 of ~8 MB), and a cluster a killed test run left behind is
-stopped and removed by the next run — only ours, only when its run is gone."""
+"""The suite's throw-away Postgres cluster (tests/support/postgres.py): a test's database is recycled
+(renamed, its written tables truncated) or dropped without holding up the next test, even while
+something still uses it; a recycled one is as clean as a new clone, and one whose tables, columns or
+migration rows a test changed is dropped instead; the databases waiting stay bounded (a pass uses
+~600 of ~8 MB), and a cluster a killed test run left behind is stopped and removed by the next run —
+only ours, only when its run is gone."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def test_a_database_still_in_use_holds_up_no_later_test_and_is_dropped_once_released() -> None:
+def test_a_database_still_in_use_holds_up_no_later_test_and_is_let_go_once_released() -> None:
     cluster = _cluster()
     held_url = cluster.fresh_database()
     held = psycopg.connect(held_url, autocommit=True)  # a server started during that test, say
@@ -57,7 +59,53 @@ def test_a_database_still_in_use_holds_up_no_later_test_and_is_dropped_once_rele
     while cluster.pending() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert cluster.pending() == 0
-    assert held_url.split("@/")[1].split("?")[0] not in _ours(cluster)
+    assert held_url.split("@/")[1].split("?")[0] not in _ours(cluster)  # recycled under a new name, or dropped
+
+
+def _oid(cluster: postgres.Cluster, url: str) -> int:
+    """The database's oid: what a rename keeps."""
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+        row = conn.execute("SELECT oid FROM pg_database WHERE datname = %s", [url.split("@/")[1].split("?")[0]])
+        return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def _by_oid(cluster: postgres.Cluster) -> dict[int, str]:
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+        rows = conn.execute("SELECT oid, datname FROM pg_database WHERE datname LIKE %s", [f"t{os.getpid()}\\_%"])
+        return {int(row[0]): str(row[1]) for row in rows.fetchall()}
+
+
+def _counts(cluster: postgres.Cluster, name: str) -> dict[str, int]:
+    """Rows per user table."""
+    with psycopg.connect(cluster.url(name), autocommit=True) as conn:
+        tables = [str(row[0]) for row in conn.execute(postgres.TABLES).fetchall()]
+        return {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+                for table in tables}
+
+
+def test_a_recycled_database_is_as_clean_as_a_new_clone_and_a_changed_one_is_dropped() -> None:
+    cluster = _cluster()
+    new = cluster.fresh_database()
+    clean = _counts(cluster, new.split("@/")[1].split("?")[0])
+    used, altered, reseeded = cluster.fresh_database(), cluster.fresh_database(), cluster.fresh_database()
+    with psycopg.connect(used, autocommit=True) as conn:  # what a test leaves: rows, some in TOAST, some deleted
+        conn.execute("INSERT INTO definitions VALUES ('d', 'f', 1, %s, 'now')", [os.urandom(40_000).hex()])
+        conn.execute("INSERT INTO threads (id, flow, title, created, updated) VALUES ('t', 'f', 'x', 'a', 'b')")
+        conn.execute("DELETE FROM threads")
+    with psycopg.connect(altered, autocommit=True) as conn:
+        conn.execute("ALTER TABLE runs ADD COLUMN extra integer")
+    with psycopg.connect(reseeded, autocommit=True) as conn:
+        conn.execute("DELETE FROM blockyard_migrations WHERE version = (SELECT max(version) FROM blockyard_migrations)")
+    oids = {url: _oid(cluster, url) for url in (new, used, altered, reseeded)}
+    for url in (used, altered, reseeded):
+        cluster.discard(url)
+    cluster.settle(30)
+    now = _by_oid(cluster)
+    assert oids[used] in now and now[oids[used]] not in used  # the same database, under a new name
+    assert _counts(cluster, now[oids[used]]) == clean  # every table as in a new clone: the migrations' rows only
+    assert any(count for count in clean.values())
+    assert oids[altered] not in now and oids[reseeded] not in now  # not the template's any more: dropped
+    cluster.discard(new)
 
 
 def test_the_databases_waiting_to_be_dropped_stay_bounded() -> None:
@@ -67,10 +115,10 @@ def test_the_databases_waiting_to_be_dropped_stay_bounded() -> None:
         url = cluster.fresh_database()
         cluster.discard(url)
         most = max(most, len(_ours(cluster)))
-    # made ahead, waiting to be dropped, the one being made or dropped, this test's own
+    # made ahead, waiting to be recycled or dropped, the one being made, this test's own
     assert most <= postgres.READY + postgres.MAX_DOOMED + 2
     cluster.settle(30)
-    assert len(_ours(cluster)) <= postgres.READY + 1
+    assert len(_ours(cluster)) <= postgres.KEEP  # the ones ready for the next tests
 
 
 def _folder(parent: Path, name: str, owner: int | None, postmaster: int | None) -> Path:
@@ -137,3 +185,12 @@ def test_a_cluster_left_running_by_a_killed_run_is_stopped_and_removed() -> None
         assert not _running(postmaster)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_the_password_is_checked_by_scram_with_a_verifier_stretched_once() -> None:
+    cluster = _cluster()
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+        row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [postgres.USER]).fetchone()
+    assert row is not None and str(row[0]).startswith("SCRAM-SHA-256$1:")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(cluster.url("postgres").replace(f":{postgres.PASSWORD}@", ":not-the-password@")).close()

@@ -85,6 +85,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_packaging.py",
     "tests/test_redaction.py",
     "tests/test_spec_walk.py",
+    "tests/test_stateless_guard_suite.py",
     "tests/test_template_fast.py",
     "tests/test_templates.py",
     "tests/test_typecheck.py",
