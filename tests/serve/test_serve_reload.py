@@ -26,6 +26,15 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     await asyncio.wait_for(poll(), timeout)
 
 
+def saved(path: Path, text: str) -> None:
+    """Save `path` as an editor that replaces the file does: `write_text` empties it first, and a
+    reload that reads it in between (a busy machine) would serve the empty prompt as the flow's
+    last good version."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
 def watching(root: Path, scenario: Callable[[Reloader], object]) -> None:
     """Run `scenario(reloader)` (a coroutine) while the reloader watches `root`."""
 
@@ -233,12 +242,12 @@ def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) ->
         running = first.flows["hello"].bundle  # what a run started now is pinned to
         assert running.prompts["prompts/rules.md"] == "Be brief."
         assert reloader.prompt_files() == ["prompts/greet.md", "prompts/rules.md"]
-        (yard / "prompts/rules.md").write_text("Be warm.")  # an included file
+        saved(yard / "prompts/rules.md", "Be warm.")  # an included file
         await until(lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm.")
         assert reloader.catalog.flows["add"] is first.flows["add"]  # a flow without the prompt is not reloaded
         assert running.prompts["prompts/rules.md"] == "Be brief."  # a run in progress keeps its text
         # a new include of a file that does not exist yet: the flow keeps its last good version ...
-        (yard / "prompts/greet.md").write_text("Hello. {% include 'prompts/more/tone.md' %}")
+        saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
         await until(lambda: "hello" in reloader.catalog.stale)
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm."
         # ... until it is written, in a folder created after the watch started
@@ -246,7 +255,7 @@ def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) ->
         (yard / "prompts/more/tone.md").write_text("Cheerful.")
         await until(lambda: "hello" not in reloader.catalog.stale)
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
-        (yard / "prompts/more/tone.md").write_text("Calm.")
+        saved(yard / "prompts/more/tone.md", "Calm.")
         await until(lambda: reloader.catalog.flows["hello"].bundle.prompts.get("prompts/more/tone.md") == "Calm.")
 
     watching(yard, scenario)
