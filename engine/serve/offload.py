@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -33,7 +32,7 @@ class _Handoff:
     batch, not per item; items arrive in the order they were sent."""
 
     def __init__(self, home: asyncio.AbstractEventLoop) -> None:
-        self._home = home
+        self.home = home
         self._lock = threading.Lock()
         self._items: list[tuple[Callable[[Any], None], Any]] = []
 
@@ -44,7 +43,7 @@ class _Handoff:
             wake = len(self._items) == 1  # else a flush is due already and takes this item too
         if wake:
             try:
-                self._home.call_soon_threadsafe(self._flush)
+                self.home.call_soon_threadsafe(self._flush)
             except RuntimeError:  # `home` is closed: nothing will take these, and the next send raises too
                 with self._lock:
                     self._items.clear()
@@ -62,7 +61,7 @@ class RunLoop:
 
     def __init__(self) -> None:
         self._portal = SyncLoop()
-        self._handoffs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Handoff] = weakref.WeakKeyDictionary()
+        self._handoff: _Handoff | None = None  # to the loop streams are consumed on (the server's)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -83,10 +82,9 @@ class RunLoop:
         while it winds down (its `interrupted` ending), then re-raises the cancellation. Closed
         early, it cancels the execution and waits until it has cleaned up."""
         home = asyncio.get_running_loop()
-        handoff = self._handoffs.get(home)
-        if handoff is None:
-            handoff = self._handoffs[home] = _Handoff(home)
-        send = handoff.send
+        if self._handoff is None or self._handoff.home is not home:  # (a stream begun on another loop keeps its own)
+            self._handoff = _Handoff(home)
+        send = self._handoff.send
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         put = queue.put_nowait
         go_on = asyncio.Event()  # set (on the run loop) once the second event is asked for
