@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
+from engine.cli import startup
 from engine.cli.options import ROOT_OPTION, Command, Seconds, root_of
 from engine.errors import UsageError
 from engine.project import load_project
@@ -31,30 +32,32 @@ from engine.validate.semantic import check_project
 
 def serve_command(root: Path, host: str | None, port: int | None, watch: bool, grace: float) -> int:
     """Serve the yard at `root` until Ctrl-C / SIGTERM; host and port default to blockyard.yaml's server."""
-    # the server's parts (FastAPI, uvicorn, the runtime): imported only when the server starts
-    import uvicorn
+    # the server's parts (FastAPI, uvicorn, the runtime), imported only when the server starts, and the yard
+    # and app: loaded without the collector's scans, then frozen (engine/cli/startup.py, `serving`)
+    with startup.serving():
+        import uvicorn
 
-    from engine.serve import logs  # (see above)
-    from engine.serve.app import create_app  # (see above)
-    from engine.serve.auth import server_token  # (see above)
-    from engine.serve.server import Server, Settings  # (see above)
+        from engine.serve import logs  # (see above)
+        from engine.serve.app import create_app  # (see above)
+        from engine.serve.auth import server_token  # (see above)
+        from engine.serve.server import Server, Settings  # (see above)
 
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such folder (give the yard with --root)")
-    config = _config(root)
-    # a damaged state database is refused before binding the port: uvicorn would report a failure
-    # of the startup as a traceback and exit 3, which reads as "paused"
-    backends.check(of_yard(root, config.paths.state, config.database))
-    logs.configure()
-    server = Server(Settings(root=root, watch=watch, grace=grace, replica=True))
-    catalog = server.load()
-    host = host or config.server.host
-    port = port or config.server.port
-    server.settings.host, server.settings.port = host, port
-    server.settings.token = server_token(host)
-    if not catalog.flows and not catalog.diagnostics:
-        logs.get_logger().warning("no_flows", extra=logs.fields(root=str(root), hint="add flows/*.yaml"))
-    app = create_app(server)
+        if not root.is_dir():
+            raise UsageError(f"{root}: no such folder (give the yard with --root)")
+        config = _config(root)
+        # a damaged state database is refused before binding the port: uvicorn would report a failure
+        # of the startup as a traceback and exit 3, which reads as "paused"
+        backends.check(of_yard(root, config.paths.state, config.database))
+        logs.configure()
+        server = Server(Settings(root=root, watch=watch, grace=grace, replica=True))
+        catalog = server.load()
+        host = host or config.server.host
+        port = port or config.server.port
+        server.settings.host, server.settings.port = host, port
+        server.settings.token = server_token(host)
+        if not catalog.flows and not catalog.diagnostics:
+            logs.get_logger().warning("no_flows", extra=logs.fields(root=str(root), hint="add flows/*.yaml"))
+        app = create_app(server)
     uv = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
                         timeout_graceful_shutdown=int(grace) + 5, server_header=False)
     logs.get_logger().info("listening", extra=logs.fields(url=f"http://{_url_host(host)}:{port}/"))
