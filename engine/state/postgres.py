@@ -40,6 +40,11 @@ from engine.state.database import BackendError, BackendIntegrityError, Native, S
 MIGRATE_LOCK = 0x626C6F636B79
 SETUP_LOCK = MIGRATE_LOCK + 1
 CONNECT_TIMEOUT = 10  # seconds
+# A session left idle inside a transaction this long is ended by the server, releasing its locks. Our
+# transactions send their statements back to back, so only a process frozen mid-transaction (SIGSTOP,
+# a paused VM) leaves one open: its row lock on a run would stop another replica from taking the run
+# over for as long as it stays frozen (docs/postgres.md, "How a takeover happens").
+IDLE_IN_TRANSACTION = 10  # seconds
 
 
 EVENTS_CHANNEL = "blockyard_events"
@@ -155,10 +160,11 @@ class PgConnection:
 def connect_raw(url: str, *, dict_rows: bool = False) -> psycopg.Connection[Any]:
     """A psycopg connection in autocommit mode; a server that cannot be reached is a `StateError`."""
     try:
+        options = f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION * 1000)}"
         if dict_rows:
             return psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
-                                   connect_timeout=CONNECT_TIMEOUT)
-        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                                   connect_timeout=CONNECT_TIMEOUT, options=options)
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT, options=options)
     except psycopg.Error as exc:
         raise StateError(f"cannot connect to the state database {mask_url(url)}: "
                          f"{mask_url(str(exc).strip())}") from None
