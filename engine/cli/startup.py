@@ -25,8 +25,8 @@ concurrent runs: a quarter of the server's CPU, each full collection ~130 ms wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 _process = False  # is this a `blockyard` process (begun by the entry point), not a test calling main()?
 
@@ -51,27 +51,28 @@ def settle() -> None:
 SERVER_THRESHOLDS = (20_000, 10, 10)
 
 
-@contextmanager
-def serving() -> Iterator[None]:
+def serving() -> AbstractContextManager[None]:
     """Around a server's loading, in a `blockyard` process: no collections in it; then its garbage is
     collected once, what stays is frozen, and the collector runs at SERVER_THRESHOLDS from then on."""
-    if not _process:
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.collect()
-        gc.set_threshold(*SERVER_THRESHOLDS)
-        gc.freeze()
-        gc.enable()
+    return _paused(_serve)
+
+
+def loading() -> AbstractContextManager[None]:
+    """Around the loading a command does before its work (imports, the yard's files): no collections
+    in it, in a `blockyard` process; then what it loaded is frozen like the start's."""
+    return _paused(settle)
+
+
+def _serve() -> None:
+    gc.collect()
+    gc.set_threshold(*SERVER_THRESHOLDS)
+    gc.freeze()
+    gc.enable()
 
 
 @contextmanager
-def loading() -> Iterator[None]:
-    """Around the loading a command does before its work (imports, the yard's files): no collections
-    in it, in a `blockyard` process; then what it loaded is frozen like the start's."""
+def _paused(then: Callable[[], None]) -> Iterator[None]:
+    """No collections in the block, in a `blockyard` process; `then` after it."""
     if not _process:
         yield
         return
@@ -79,4 +80,4 @@ def loading() -> Iterator[None]:
     try:
         yield
     finally:
-        settle()
+        then()
