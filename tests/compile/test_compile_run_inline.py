@@ -1,12 +1,14 @@
-"""Steps run inline, one after another in one LangGraph node, in graphs for runs without checkpoints
-(engine/compile/inline.py): the same events, records, state and outputs as the graph that runs
-them step by step, in fewer LangGraph steps — and never inline where two nodes may run at once."""
+"""Steps run inline, one after another in one LangGraph node (engine/compile/inline.py): the same
+events, records, state and outputs as the graph that runs them step by step, in fewer LangGraph
+steps — and never inline where two nodes may run at once. With a journal (durable runs), a run
+crashed between two inline steps resumes to the same run."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +21,7 @@ from engine.compile import CompiledFlow, RunContext, compile_flow
 from engine.compile.inline import YIELD_EVERY
 from engine.load import parse_value
 from engine.models import ModelResolver, scripted
+from engine.nodes.context import Restored
 from engine.pinned import Bundle
 from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async, yard_bundle
 
@@ -148,6 +151,72 @@ def test_generated_flows_give_the_same_run_inline_as_step_by_step(steps: list[di
     stepwise, inline, _ = both(generated(steps), tools=FakeTools())
     assert stepwise.error is None, stepwise.error
     assert_same(stepwise, inline)
+
+
+class Crash(Exception):
+    """The process died right after a step's row was committed (before the next step began)."""
+
+
+class MemoryJournal:
+    """engine/state/journal.py's protocol in memory, `sync`: rows kept per task namespace; `crash_after`
+    rows, the run stops as a process killed at that moment would (the row is kept)."""
+
+    def __init__(self, crash_after: int) -> None:
+        self.rows: dict[str, list[tuple[dict[str, Any], str]]] = {}
+        self.crash_after = crash_after
+        self.written = 0
+        self.resumed = False
+
+    async def restore(self, ns: str) -> Restored | None:
+        done = self.rows.pop(ns, None) if self.resumed else None
+        return Restored([update for update, _ in done], done[-1][1]) if done else None
+
+    async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None:
+        self.rows.setdefault(ns, []).append((copy.deepcopy(dict(update)), following))
+        self.written += 1
+        if self.written == self.crash_after:
+            raise Crash
+
+    async def settle(self) -> None:
+        return None
+
+    def stopped(self) -> None:
+        return None
+
+
+async def run_journaled(bundle: Bundle, crash_after: int) -> tuple[Run, int]:
+    """The engine's graph for durable runs (inline, on a checkpointer, with a journal), crashed after
+    `crash_after` steps ran inline and resumed; the run (events of both executions) and the rows written."""
+    compiled = compile_flow(bundle, checkpointer=InMemorySaver(), inline=True)
+    run = Run({}, compiled=compiled)
+    journal = MemoryJournal(crash_after)
+    config = compiled.config(uuid.uuid4().hex)
+    with scripted("run-1", {}):
+        context = context_for(compiled, "run-1", FakeTools())
+        context.journal = journal
+        start: Any = compiled.initial_state({})
+        for _execution in range(2):
+            try:
+                async for _ns, _mode, data in compiled.graph.astream(start, config, context=context,
+                                                                    stream_mode=["custom"], subgraphs=True):
+                    run.events.append(cast("dict[str, Any]", data))
+            except Crash:
+                journal.resumed, start = True, None  # the next execution goes on from the checkpoint
+                continue
+            break
+    run.state = dict((await compiled.graph.aget_state(config)).values)
+    return run, journal.written
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sequential_flows(), st.integers(1, 10))
+def test_a_durable_run_crashed_between_inline_steps_resumes_to_the_same_run(steps: list[dict[str, Any]],
+                                                                            crash_after: int) -> None:
+    bundle = generated(steps)
+    stepwise = asyncio.run(run_async(compile_flow(bundle, checkpointer=InMemorySaver()), tools=FakeTools()))
+    resumed, _written = asyncio.run(run_journaled(bundle, crash_after))
+    # the steps before the crash ran once, the others after the resume: together, the run step by step
+    assert_same(stepwise, resumed)
 
 
 def test_a_chain_runs_in_one_langgraph_step_and_a_parallel_flow_step_by_step() -> None:
