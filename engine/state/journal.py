@@ -43,7 +43,7 @@ class Journal:
         self.fence = fence
         self.mode = mode
         self.resumed = resumed
-        self._rows: dict[str, list[tuple[int, str, str, bytes]]] | None = None
+        self._rows: dict[str, list[tuple[str, str, bytes]]] | None = None  # ns -> (next, type, value), in order
         self._pending: asyncio.Future[None] | None = None
         self._held: list[Write] = []  # `exit`: the rows of the node running now
 
@@ -55,15 +55,15 @@ class Journal:
         if self._rows is None:
             thread = self.thread
             found = await self.read(lambda conn: conn.execute(inline_steps.READ, (thread,)).fetchall())
-            rows: dict[str, list[tuple[int, str, str, bytes]]] = {}
-            for row_ns, seq, following, type_, value in found:
-                rows.setdefault(str(row_ns), []).append((int(seq), str(following), str(type_), bytes(value)))
+            rows: dict[str, list[tuple[str, str, bytes]]] = {}
+            for row_ns, _seq, following, type_, value in found:  # ordered by namespace and seq
+                rows.setdefault(str(row_ns), []).append((str(following), str(type_), bytes(value)))
             self._rows = rows
         done = self._rows.pop(ns, None)
         if not done:
             return None
-        updates = [self.saver.serde.loads_typed((type_, value)) for _seq, _next, type_, value in done]
-        return Restored(updates, done[-1][1])
+        updates = [self.saver.serde.loads_typed((type_, value)) for _next, type_, value in done]
+        return Restored(updates, done[-1][0])
 
     async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None:
         """Step number `seq` (0 for the node's own) of the node of task namespace `ns` finished with
