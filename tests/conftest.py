@@ -18,6 +18,7 @@ the list should hold."""
 from __future__ import annotations
 
 import os
+import signal
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,6 +119,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
     config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
     bytecode.share()  # before pytest-xdist starts its workers (at session start): they share it too
+    # A suite started in the background of a shell without job control (`pytest &`, nohup) inherits an
+    # ignored SIGINT, and so would every child process: the tests that press Ctrl-C on a `blockyard run`
+    # or `watch` would see it shrugged off. A handled signal is reset to the default in an exec'd child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def postgres_cluster() -> Cluster:
