@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
-from tests.support import bytecode, stateless
+from tests.support import bytecode, processes, stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -124,6 +125,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # or `watch` would see it shrugged off. A handled signal is reset to the default in an exec'd child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not hasattr(config, "workerinput"):  # the process that starts pytest-xdist's workers: they share it
+        server = processes.start()  # the fork server for the tests' Python children (tests/support/processes.py)
+        if server is not None:
+            config.add_cleanup(lambda: _stop(server))
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    assert server.stdin is not None
+    server.stdin.close()  # the server exits when its stdin closes
+    server.wait(timeout=30)
 
 
 def postgres_cluster() -> Cluster:

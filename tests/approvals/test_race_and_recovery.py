@@ -18,6 +18,7 @@ from engine.state import gates, liveness, store
 from engine.state.liveness import Owner
 from tests.approvals.conftest import decided, paused, state
 from tests.runtime.conftest import Outcome, spawn, subprocess_env
+from tests.support import processes
 
 Cli = Callable[..., Outcome]
 CHILD = Path(__file__).with_name("decide_child.py")
@@ -26,7 +27,7 @@ DECIDERS = 4
 
 def test_concurrent_decisions_exactly_one_wins(yard: Path, cli: Cli) -> None:
     run_id, _ = paused(cli(yard, "run", "pay", "--json"))
-    children = [subprocess.Popen([sys.executable, str(CHILD), str(yard), run_id, name], env=subprocess_env(),
+    children = [processes.Popen([sys.executable, str(CHILD), str(yard), run_id, name], env=subprocess_env(),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for name in ["ada", "grace", "ada", "grace"][:DECIDERS]]
     for child in children:  # all of them imported and opened the database

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.hostile.hostile_corpus import file_cases
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("hostile_child.py")
@@ -106,7 +107,7 @@ def run_cases(cases: list[dict[str, Any]], workdir: Path) -> Report:
 
 
 def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Report) -> int:
-    child = subprocess.Popen([sys.executable, str(CHILD), str(spec), str(start)], stdout=subprocess.PIPE,
+    child = processes.Popen([sys.executable, str(CHILD), str(spec), str(start)], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, env=child_env(), cwd=str(spec.parent))
     assert child.stdout is not None
     selector = selectors.DefaultSelector()

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.hostile.hostile_harness import MAX_RSS_MB, child_env
+from tests.support import processes
 from tests.support.example import copy_example_yard
 
 ANSWER_SECONDS = 5.0  # every request is answered (or its stream starts) within this
@@ -86,7 +87,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     yard = copy_example_yard(tmp_path / "yard")
     port = _free_port()
     log = (tmp_path / "serve.log").open("wb")  # a pipe nobody reads would fill up and stall the server
-    proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--no-reload",
+    proc = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--no-reload",
                              "--grace", "2", "--root", str(yard)], env=child_env(), cwd=str(yard),
                             stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"

@@ -4,7 +4,6 @@ and broken graphs are refused with one line naming the node or edge (exit 1, nev
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 from engine.cli import main
 from engine.events import RunStatus
 from engine.runtime.yard import Yard
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -208,7 +208,7 @@ def test_not_json_and_not_a_graph_are_one_line_errors(tmp_path: Path) -> None:
     for text, expected in (("{nodes:", "error: graph.json: not JSON"),
                            ("[1, 2]", "error: graph.json: a graph is an object {nodes: [...], edges: [...]}")):
         graph = write(tmp_path, text)
-        done = subprocess.run([sys.executable, "-m", "engine", "import", "reactflow", str(graph), "--root", str(root)],
+        done = processes.run([sys.executable, "-m", "engine", "import", "reactflow", str(graph), "--root", str(root)],
                               capture_output=True, text=True, cwd=REPO, timeout=60)
         assert done.returncode == 1
         assert done.stderr.startswith(expected) and "Traceback" not in done.stderr

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import processes
 from tests.support.cli import Outcome as Outcome  # re-exported: tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,12 +185,13 @@ def subprocess_env() -> dict[str, str]:
 
 
 def spawn(root: Path, *args: str, **options: Any) -> subprocess.Popen[str]:
-    """`python -m engine ARGS` in `root`, as a user would start it."""
-    return subprocess.Popen([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
+    """`python -m engine ARGS` in `root`: a process of its own (forked by the suite's fork server where that
+    is the same, tests/support/processes.py)."""
+    return processes.Popen([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
 
 
 def run_engine(root: Path, *args: str, timeout: float = 120) -> Outcome:
-    done = subprocess.run([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
+    done = processes.run([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
                           capture_output=True, text=True, timeout=timeout)
     return Outcome(done.returncode, done.stdout, done.stderr)

@@ -22,6 +22,7 @@ from langgraph.types import Command, interrupt
 
 from engine.state import store
 from engine.state.checkpointer import StateDB
+from tests.support import processes
 
 CHILD = Path(__file__).with_name("saver_child.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def _wait_for(path: Path, timeout: float = 60.0) -> None:
 
 def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    child = subprocess.Popen([sys.executable, str(CHILD), str(path), "crash", "t"], env=_env(),
+    child = processes.Popen([sys.executable, str(CHILD), str(path), "crash", "t"], env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for(tmp_path / "t.marker")
@@ -125,7 +126,7 @@ def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
         child.wait(timeout=60)
     crashed_pid = int((tmp_path / "t.marker").read_text())
     (tmp_path / "t.marker").unlink()
-    done = subprocess.run([sys.executable, str(CHILD), str(path), "resume", "t"], env=_env(),
+    done = processes.run([sys.executable, str(CHILD), str(path), "resume", "t"], env=_env(),
                           capture_output=True, text=True, timeout=120, check=True)
     log = json.loads(done.stdout)
     # `a` ran once, in the killed process; only `slow` and `b` ran again
@@ -137,7 +138,7 @@ def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
 def test_two_processes_write_one_file_at_once(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     StateDB(path).close()  # create the tables once, as the first process would
-    children = [subprocess.Popen([sys.executable, str(CHILD), str(path), "many", f"p{n}", "60"], env=_env(),
+    children = [processes.Popen([sys.executable, str(CHILD), str(path), "many", f"p{n}", "60"], env=_env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(2)]
     for child in children:
         out, err = child.communicate(timeout=120)

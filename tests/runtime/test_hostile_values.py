@@ -5,7 +5,6 @@ and resumed — never exit 4, never a run stuck behind an unserialisable checkpo
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from engine.spec import parse_duration
 from engine.spec.common import MAX_DURATION
 from engine.state import gates
 from tests.runtime.conftest import Outcome, run_engine, subprocess_env
+from tests.support import processes
 
 FILES = {
     "blockyard.yaml": """
@@ -204,7 +204,7 @@ def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(root: Path, 
 def test_the_same_from_a_real_command_line(root: Path) -> None:
     """The interpreter's own decoding of argv bytes, through the process boundary (one case)."""
     args, option = NOT_UTF8[0]
-    done = subprocess.run([sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
+    done = processes.run([sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
                           cwd=root, env=subprocess_env(), capture_output=True, timeout=60)
     err = done.stderr.decode("utf-8")
     assert done.returncode == 2, err

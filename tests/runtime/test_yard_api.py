@@ -16,6 +16,7 @@ from engine.errors import UsageError, ValidationFailed
 from engine.events import Event
 from engine.state import store
 from tests.runtime.conftest import subprocess_env
+from tests.support import processes
 from tests.support.state import state_db
 
 CHILD = Path(__file__).with_name("yard_child.py")
@@ -150,7 +151,7 @@ def test_definitions_are_stored_once_per_content(yard: Path) -> None:
 
 
 def test_two_processes_run_flows_on_one_database(yard: Path) -> None:
-    children = [subprocess.Popen([sys.executable, str(CHILD), str(yard), "calc", "25"], env=subprocess_env(),
+    children = [processes.Popen([sys.executable, str(CHILD), str(yard), "calc", "25"], env=subprocess_env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for child in children:
         out, err = child.communicate(timeout=120)

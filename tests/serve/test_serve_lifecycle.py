@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
+from tests.support import processes
 from tests.support.state import state_db
 
 
@@ -108,7 +109,7 @@ def test_runs_left_running_by_a_crash_are_interrupted_at_start_and_resumable(
         make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
     root = make_yard({**YARD, "blocks/sleepy.yaml": SLEEPY, "flows/sleepy.yaml": SLEEPY_FLOW})
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    child = subprocess.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
+    child = processes.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert child.stdout is not None
     run_id = ""

@@ -19,6 +19,7 @@ import pytest
 from engine.serve.clock import ManualClock
 from engine.serve.logs import LOGGER
 from tests.serve.serve_helpers import YARD, Live, free_socket, is_up, wait_for, wait_run
+from tests.support import processes
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
 
@@ -179,7 +180,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     port = sock.getsockname()[1]
     sock.close()
     env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
-    server = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+    server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -205,7 +206,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
 
 
 def test_watch_reports_on_every_save(yard: Path) -> None:
-    watcher = subprocess.Popen([sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
+    watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         assert watcher.stdout is not None
@@ -226,7 +227,7 @@ def test_watch_reports_on_every_save(yard: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["text"])
 def test_watch_text_output(yard: Path, fmt: str) -> None:
-    watcher = subprocess.Popen([sys.executable, "-m", "engine", "watch", "--root", str(yard)],
+    watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--root", str(yard)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         assert watcher.stdout is not None

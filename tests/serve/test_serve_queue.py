@@ -32,6 +32,7 @@ import pytest
 from engine.events import RunStatus
 from tests.conftest import skip_or_fail
 from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, stop_all, wait_for
+from tests.support import processes
 from tests.support.cli import Cli
 from tests.support.state import checkpoint_tables, state_db
 
@@ -319,7 +320,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., list[ServeProcess]]]:
             command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, *command]
         log = tmp_path / f"{name}.log"
         with log.open("w") as err:
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+            process = processes.Popen(command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
         server = ServeProcess(process, f"http://127.0.0.1:{port}", log)
         started.append(server)
         return server

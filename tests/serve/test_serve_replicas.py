@@ -43,6 +43,7 @@ from tests.serve.serve_helpers import (
 )
 from tests.serve.serve_helpers import YARD as SSE_YARD
 from tests.serve.test_serve_sse import SLOW_TYPES, STREAM
+from tests.support import processes
 from tests.support.state import state_db
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +109,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
             sock.close()
             log = tmp_path / f"replica{index}.log"
             with log.open("w") as err:
-                process = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1",
+                process = processes.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1",
                                             "--port", str(port), "--root", str(root)],
                                            stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
             started.append(ServeProcess(process, f"http://127.0.0.1:{port}", log))

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.serve.serve_helpers import free_socket, is_up, wait_for
+from tests.support import processes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,7 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
     sock.close()
     env = {k: v for k, v in os.environ.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
     env["PYTHONPATH"] = str(REPO)
-    server = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+    server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:

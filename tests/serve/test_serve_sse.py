@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.serve.serve_helpers import YARD, Live, read_sse, wait_for, wait_run
+from tests.support import processes
 
 STREAM = {"Accept": "text/event-stream"}
 SLOW_TYPES = ["run_started", "step_started", "step_finished", "step_started", "step_finished", "run_finished"]
@@ -124,7 +125,7 @@ def test_runs_of_other_processes_are_followed_with_heartbeats(make_yard: Callabl
     root = make_yard({**YARD, "blocks/sleepy.yaml": SLEEPY, "flows/sleepy.yaml": SLEEPY_FLOW})
     live = serve(root, watch=False, schedules=False, sse_ping=0.2)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    child = subprocess.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
+    child = processes.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout is not None

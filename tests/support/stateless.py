@@ -81,6 +81,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_cli_boundary.py",
     "tests/test_dbfile.py",
     "tests/test_errors.py",
+    "tests/test_forkserver.py",
     "tests/test_load.py",
     "tests/test_packaging.py",
     "tests/test_redaction.py",

@@ -26,6 +26,7 @@ from engine.models.script import scripted
 from engine.project import load_project
 from engine.validate.semantic import check_project
 from tests.runtime.conftest import subprocess_env
+from tests.support import processes
 from tests.support.cli import Cli
 from tests.support.state import state_db
 
@@ -427,7 +428,7 @@ def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disag
     child_script = Path(__file__).with_name("turns_child.py")
     first = 0
     for _round in range(4):
-        child = subprocess.Popen([sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
+        child = processes.Popen([sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
                                  env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "finished", child.stderr.read() if child.stderr else ""
