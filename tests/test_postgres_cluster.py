@@ -1,5 +1,5 @@
 """The suite's throw-away Postgres cluster (tests/support/postgres.py): a test's database is recycled
-(renamed, its written tables truncated) or dropped without holding up the next test, even while
+(renamed, its written tables emptied) or dropped without holding up the next test, even while
 something still uses it; a recycled one is as clean as a new clone, and one whose tables, columns or
 migration rows a test changed is dropped instead; the databases waiting stay bounded (a pass uses
 ~600 of ~8 MB), and a cluster a killed test run left behind is stopped and removed by the next run —
