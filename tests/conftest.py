@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
-from tests.support import bytecode, stateless
+from tests.support import bytecode, collector, stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -112,6 +112,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     keys = {name: (heavy.get(name, len(heavy)), -counts[name], first[name]) for name in counts}
     order = sorted(range(len(items)), key=lambda index: (keys[files[index]], index))
     items[:] = [items[index] for index in order]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (the engine, LangGraph, every test module) is frozen out of the garbage
+    collector's reach: full collections scan only what the tests make (tests/support/collector.py)."""
+    collector.freeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:
