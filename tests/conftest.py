@@ -51,6 +51,12 @@ def test_backend() -> str:
 test_backend.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest collects test_* names
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (the engine, LangGraph, every test module) is frozen out of the garbage
+    collector's reach: full collections scan only what the tests make (tests/support/collector.py)."""
+    collector.freeze()
+
+
 # The test files that take longest (most test time first; measured with --durations on 2 cores, 4 workers,
 # then re-estimated after the speed-ups of issue 10: the hostile files corpus in two halves, the schema
 # verdict test's strategies built once, fewer engine subprocesses), in either pass: a file's place is its
@@ -112,12 +118,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     keys = {name: (heavy.get(name, len(heavy)), -counts[name], first[name]) for name in counts}
     order = sorted(range(len(items)), key=lambda index: (keys[files[index]], index))
     items[:] = [items[index] for index in order]
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection loaded (the engine, LangGraph, every test module) is frozen out of the garbage
-    collector's reach: full collections scan only what the tests make (tests/support/collector.py)."""
-    collector.freeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:
