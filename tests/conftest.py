@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
-from tests.support import bytecode, processes, stateless
+from tests.support import bytecode, collector, processes, stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -50,6 +50,12 @@ def test_backend() -> str:
 
 
 test_backend.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest collects test_* names
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (the engine, LangGraph, every test module) is frozen out of the garbage
+    collector's reach: full collections scan only what the tests make (tests/support/collector.py)."""
+    collector.freeze()
 
 
 # The test files that take longest (most test time first; measured with --durations on 2 cores, 4 workers,

@@ -25,6 +25,7 @@ import pytest
 from tests.hostile.hostile_harness import MAX_RSS_MB, child_env
 from tests.support import processes
 from tests.support.example import copy_example_yard
+from tests.support.loopback import LOOPBACK
 
 ANSWER_SECONDS = 5.0  # every request is answered (or its stream starts) within this
 REQUESTS = int(os.environ.get("BLOCKYARD_HOSTILE_REQUESTS", "300"))
@@ -94,7 +95,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=1, verify=LOOPBACK).status_code == 200:
                 break
         except httpx.HTTPError:
             pass
@@ -132,7 +133,7 @@ def _requests(seed: int, count: int, real_runs: list[str]) -> list[dict[str, Any
 def test_hostile_requests_never_get_a_500_or_hang(server: tuple[str, subprocess.Popen[bytes]]) -> None:
     url, proc = server
     failures: list[str] = []
-    with httpx.Client(base_url=url, timeout=ANSWER_SECONDS) as client:
+    with httpx.Client(base_url=url, timeout=ANSWER_SECONDS, verify=LOOPBACK) as client:
         real_runs = [client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()["run_id"],
                      client.post("/flows/order_lunch/runs", json={"inputs": {"user_id": "ada"}}).json()["run_id"]]
         for request in _requests(seed=17, count=REQUESTS, real_runs=real_runs):

@@ -18,6 +18,7 @@ import uvicorn
 
 from engine.serve.app import create_app
 from engine.serve.server import Server, Settings
+from tests.support.loopback import LOOPBACK
 
 ADDER = """
 block: adder
@@ -93,7 +94,7 @@ class Live:
 
     def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+        return httpx.Client(base_url=self.url, timeout=timeout, headers=headers, verify=LOOPBACK)
 
     def stop(self) -> None:
         self.uv.should_exit = True
@@ -215,7 +216,7 @@ class ServeProcess:
     log: Path
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60)
+        return httpx.Client(base_url=self.url, timeout=60, verify=LOOPBACK)
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(encoding="utf-8")
@@ -238,6 +239,6 @@ def stop_all(servers: list[ServeProcess]) -> None:
 def is_up(url: str) -> bool:
     """Whether a server (of any process) answers its /healthz at `url` now."""
     try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        return httpx.get(f"{url}/healthz", timeout=1, verify=LOOPBACK).status_code == 200
     except httpx.HTTPError:
         return False

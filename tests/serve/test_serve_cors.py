@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.serve.serve_helpers import YARD, Live
+from tests.support.loopback import LOOPBACK
 
 UI = "http://localhost:3000"
 TOKEN = "s3cret"
@@ -23,7 +24,8 @@ ASKS = "authorization, content-type, x-api-key, last-event-id"
 def preflight(live: Live, path: str, origin: str = UI, method: str = "POST",
               headers: dict[str, str] | None = None) -> httpx.Response:
     return httpx.options(live.url + path, headers={"Origin": origin, "Access-Control-Request-Method": method,
-                                                   "Access-Control-Request-Headers": ASKS, **(headers or {})})
+                                                   "Access-Control-Request-Headers": ASKS, **(headers or {})},
+                         verify=LOOPBACK)
 
 
 def cors_headers(response: httpx.Response) -> dict[str, str]:
@@ -53,21 +55,22 @@ def test_a_preflight_from_a_listed_origin_is_answered_without_the_token(
 def test_the_request_itself_still_needs_the_token_and_its_answer_is_readable(
         make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
     live = serve_with(make_yard, serve, f"server:\n  cors_origins: ['{UI}']\n")
-    refused = httpx.post(live.url + "/lg/assistants/search", json={}, headers={"Origin": UI})
+    refused = httpx.post(live.url + "/lg/assistants/search", json={}, headers={"Origin": UI}, verify=LOOPBACK)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
     assert refused.headers["access-control-allow-origin"] == UI  # so the page can tell the user why
     keyed = {"Origin": UI, "X-Api-Key": TOKEN}
-    found = httpx.post(live.url + "/lg/assistants/search", json={"limit": 100}, headers=keyed)
+    found = httpx.post(live.url + "/lg/assistants/search", json={"limit": 100}, headers=keyed, verify=LOOPBACK)
     assert found.status_code == 200 and "add" in [a["assistant_id"] for a in found.json()]
     assert found.headers["access-control-allow-origin"] == UI
     # a created run names itself in Location / Content-Location, which langgraph-sdk clients read
-    thread = httpx.post(live.url + "/lg/threads", json={}, headers=keyed).json()["thread_id"]
+    thread = httpx.post(live.url + "/lg/threads", json={}, headers=keyed, verify=LOOPBACK).json()["thread_id"]
     run = httpx.post(f"{live.url}/lg/threads/{thread}/runs", json={"assistant_id": "add", "input": {"a": 1}},
-                     headers=keyed)
+                     headers=keyed, verify=LOOPBACK)
     assert run.status_code == 200 and "content-location" in run.headers
     exposed = {name.strip().lower() for name in run.headers["access-control-expose-headers"].split(",")}
     assert {"location", "content-location"} <= exposed
-    own_api = httpx.get(live.url + "/flows", headers={"Origin": UI, "Authorization": f"Bearer {TOKEN}"})
+    own_api = httpx.get(live.url + "/flows", headers={"Origin": UI, "Authorization": f"Bearer {TOKEN}"},
+                        verify=LOOPBACK)
     assert own_api.status_code == 200 and own_api.headers["access-control-allow-origin"] == UI
 
 
@@ -78,13 +81,13 @@ def test_other_origins_get_no_cors_headers(make_yard: Callable[[dict[str, str]],
         answer = preflight(live, "/lg/assistants/search", origin=origin)
         assert answer.status_code == 401 and cors_headers(answer) == {}, origin  # not answered: a plain request
         read = httpx.post(live.url + "/lg/assistants/search", json={},
-                          headers={"Origin": origin, "Authorization": f"Bearer {TOKEN}"})
+                          headers={"Origin": origin, "Authorization": f"Bearer {TOKEN}"}, verify=LOOPBACK)
         assert read.status_code == 200 and cors_headers(read) == {}, origin
     # and no list at all (the default): no CORS for anyone
     plain = serve_with(make_yard, serve, "server: {}\n")
     answer = preflight(plain, "/lg/assistants/search")
     assert answer.status_code == 401 and cors_headers(answer) == {}
-    read = httpx.get(plain.url + "/flows", headers={"Origin": UI, "Authorization": f"Bearer {TOKEN}"})
+    read = httpx.get(plain.url + "/flows", headers={"Origin": UI, "Authorization": f"Bearer {TOKEN}"}, verify=LOOPBACK)
     assert read.status_code == 200 and cors_headers(read) == {}
 
 

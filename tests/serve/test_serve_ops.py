@@ -22,6 +22,7 @@ from tests.serve.serve_helpers import YARD, Live, free_socket, is_up, wait_for, 
 from tests.support import processes
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
+from tests.support.loopback import LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -185,7 +186,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
-        with httpx.Client(base_url=url, timeout=30) as client:
+        with httpx.Client(base_url=url, timeout=30, verify=LOOPBACK) as client:
             assert "hello" in [f["name"] for f in client.get("/flows").json()["flows"]]
             result = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
             assert result["status"] == "finished"

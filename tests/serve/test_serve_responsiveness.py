@@ -16,6 +16,7 @@ import httpx
 
 from tests.serve.serve_helpers import free_socket, is_up, wait_for
 from tests.support import processes
+from tests.support.loopback import LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
-        with httpx.Client(base_url=url, timeout=5) as client:
+        with httpx.Client(base_url=url, timeout=5, verify=LOOPBACK) as client:
             started = client.post("/flows/burn/runs?wait=false", json={"inputs": {"n": 100_000}})
             assert started.status_code == 202, started.text
             run_id = started.json()["run_id"]

@@ -83,6 +83,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_errors.py",
     "tests/test_forkserver.py",
     "tests/test_load.py",
+    "tests/test_loopback_clients.py",
     "tests/test_packaging.py",
     "tests/test_redaction.py",
     "tests/test_spec_walk.py",

@@ -14,6 +14,7 @@ from engine.serve.server import Settings
 from engine.state.memory import open_store, preferences, set_preference
 from tests.serve.langgraph_api.conftest import example_yard
 from tests.serve.serve_helpers import Live, start_live, wait_for
+from tests.support.loopback import LOOPBACK
 
 HUMAN = "human"
 
@@ -35,7 +36,7 @@ def test_info_ok_and_assistants_are_the_flows(live: Live) -> None:
     assert {"support_chat", "gated", "hello"} <= set(names)
     assert client.assistants.search(graph_id="gated")[0]["graph_id"] == "gated"
     one = client.assistants.get("support_chat")
-    flows = httpx.get(live.url + "/flows/support_chat").json()
+    flows = httpx.get(live.url + "/flows/support_chat", verify=LOOPBACK).json()
     assert one["version"] == flows["version"] and one["metadata"]["digest"] == flows["digest"]
     drawn = client.assistants.get_graph("gated")
     assert {"__start__", "ask", "sum", "__end__"} <= {node["id"] for node in drawn["nodes"]}
@@ -204,10 +205,10 @@ def test_token_rules_apply_under_the_prefix(tmp_path_factory: pytest.TempPathFac
                                          + "\nserver:\n  langgraph_prefix: /api/langgraph\n", encoding="utf-8")
     live = start_live(Settings(root=root, token="s3cret", watch=False, schedules=False, grace=5.0, poll=0.1))
     try:
-        assert httpx.get(live.url + "/api/langgraph/ok").status_code == 200  # public, like /healthz
-        assert httpx.post(live.url + "/api/langgraph/assistants/search", json={}).status_code == 401
-        assert httpx.post(live.url + "/lg/assistants/search", json={},
-                          headers={"Authorization": "Bearer s3cret"}).status_code == 404  # not the prefix now
+        assert httpx.get(live.url + "/api/langgraph/ok", verify=LOOPBACK).status_code == 200  # public, like /healthz
+        assert httpx.post(live.url + "/api/langgraph/assistants/search", json={}, verify=LOOPBACK).status_code == 401
+        assert httpx.post(live.url + "/lg/assistants/search", json={}, headers={"Authorization": "Bearer s3cret"},
+                          verify=LOOPBACK).status_code == 404  # not the prefix now
         keyed = get_sync_client(url=live.url + "/api/langgraph", api_key="s3cret")
         assert "hello" in [a["assistant_id"] for a in keyed.assistants.search(limit=100)]
         bearer: Any = get_sync_client(url=live.url + "/api/langgraph", api_key=None,
