@@ -45,6 +45,11 @@ class ManualClock:
     def now(self) -> datetime:
         return self._now
 
+    def sleeping(self) -> list[datetime]:
+        """The times the sleepers wait for: a test moves time once the loop it drives is asleep."""
+        with self._lock:
+            return [when for when, _, _ in self._sleepers]
+
     def set(self, when: datetime) -> None:
         with self._lock:
             self._now = when

@@ -18,6 +18,7 @@ import pytest
 
 from engine.serve.clock import ManualClock
 from engine.serve.logs import LOGGER
+from engine.serve.schedules import HOUSEKEEPING
 from tests.serve.serve_helpers import YARD, Live, free_socket, is_up, wait_for, wait_run
 from tests.support import processes
 from tests.support.cli import Cli
@@ -60,6 +61,9 @@ def test_a_schedule_fires_in_the_server_when_the_clock_says_so(make_yard: Callab
         assert schedule == {"cron": "30 6 * * *", "timezone": "UTC", "misfire": "skip", "inputs": {"a": 40},
                             "next_fire": "2026-05-04T06:30:00+00:00", "last_fire": None, "last_run": None}
         assert client.get("/runs").json()["runs"] == []
+        # the scheduler has seen the schedule begin (it sleeps until its next housekeeping): moved before
+        # that, the clock would make 06:30 a time the schedule never saw, not one to fire at
+        wait_for(lambda: clock.now() + HOUSEKEEPING in clock.sleeping())
         clock.set(datetime(2026, 5, 4, 6, 30, 1, tzinfo=UTC))
         runs = wait_for(lambda: client.get("/runs", params={"flow": "add"}).json()["runs"])
         run = wait_run(client, runs[0]["id"])
