@@ -15,6 +15,10 @@ import pytest
 
 from tests.support import processes
 
+# the suite's children run with the repository on PYTHONPATH (tests/runtime/conftest.py, subprocess_env), as the
+# fork server does: a child whose Python settings differ from the server's starts a new interpreter
+ENV = {**os.environ, "PYTHONPATH": str(processes.REPO)}
+
 PROGRAMS = {
     "argv, cwd, environment, stdin, both streams and the exit code": """
         import os, sys
@@ -44,7 +48,7 @@ def _both(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess[str]
     script = tmp_path / "program.py"
     script.write_text(textwrap.dedent(source), encoding="utf-8")
     argv = [sys.executable, str(script), "a b", "ü"]
-    env = {**os.environ, "PROBE": "set"}
+    env = {**ENV, "PROBE": "set"}
     assert processes.request_for(argv, None, env, tmp_path) is not None  # goes to the server
     real = subprocess.run(argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60)
     forked = processes.run(argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60)
@@ -68,7 +72,7 @@ def test_a_forked_child_is_a_process_of_its_own_killed_for_real(tmp_path: Path) 
     script = tmp_path / "wait.py"
     script.write_text("import os, sys\nprint(os.getpid(), os.getppid(), flush=True)\nsys.stdin.read()\n")
     child = processes.Popen([sys.executable, "-u", str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, env=ENV)
     assert child.stdout is not None
     pid, parent = map(int, child.stdout.readline().split())
     assert pid == child.pid and parent not in (os.getpid(), pid)  # the server's child, not the test's
@@ -84,7 +88,7 @@ def test_ctrl_c_reaches_a_forked_child_as_a_new_interpreter(tmp_path: Path) -> N
     script.write_text("import time\nprint('napping', flush=True)\ntime.sleep(60)\n")
     outcomes = []
     for start in (subprocess.Popen, processes.Popen):
-        child = start([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = start([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         assert child.stdout is not None and child.stdout.readline() == "napping\n"
         child.send_signal(signal.SIGINT)
         _out, err = child.communicate(timeout=30)
@@ -93,10 +97,12 @@ def test_ctrl_c_reaches_a_forked_child_as_a_new_interpreter(tmp_path: Path) -> N
 
 
 def test_a_module_runs_as_main_and_a_wait_times_out(tmp_path: Path) -> None:
+    assert processes.request_for([sys.executable, "-m", "json.tool"], None, ENV, None) is not None
     done = processes.run([sys.executable, "-m", "json.tool"], input='{"b": [1, 2]}', capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=60, env=ENV)
     assert (done.returncode, done.stdout) == (0, '{\n    "b": [\n        1,\n        2\n    ]\n}\n')
-    child = processes.Popen([sys.executable, "-m", "json.tool"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    child = processes.Popen([sys.executable, "-m", "json.tool"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            env=ENV)
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(timeout=0.2)  # waits for its stdin
     child.communicate(b"[]", timeout=30)
@@ -106,9 +112,11 @@ def test_a_module_runs_as_main_and_a_wait_times_out(tmp_path: Path) -> None:
 def test_what_a_fork_cannot_stand_in_for_starts_a_new_interpreter(tmp_path: Path) -> None:
     probe = "import os; print(os.getppid())"
     for argv in ([sys.executable, "-c", probe], [sys.executable, "-X", "importtime", "-c", probe]):
-        assert processes.run(argv, capture_output=True, text=True, timeout=60).stdout.strip() == str(os.getpid())
+        done = processes.run(argv, capture_output=True, text=True, timeout=60, env=ENV)
+        assert done.stdout.strip() == str(os.getpid())
     script = tmp_path / "ppid.py"
     script.write_text(probe)
-    env = {**os.environ, "PYTHONHASHSEED": "123"}  # a start-up setting the server's interpreter does not have
+    assert processes.request_for([sys.executable, str(script)], None, ENV, None) is not None
+    env = {**ENV, "PYTHONHASHSEED": "123"}  # a start-up setting the server's interpreter does not have
     assert processes.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                          timeout=60).stdout.strip() == str(os.getpid())
