@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,13 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the process that starts pytest-xdist's workers: they share it
         server = processes.start()  # the fork server for the tests' Python children (tests/support/processes.py)
         if server is not None:
-            config.add_cleanup(lambda: _stop(server))
-
-
-def _stop(server: subprocess.Popen[str]) -> None:
-    assert server.stdin is not None
-    server.stdin.close()  # the server exits when its stdin closes
-    server.wait(timeout=30)
+            config.add_cleanup(lambda: processes.stop(server))
 
 
 def postgres_cluster() -> Cluster:

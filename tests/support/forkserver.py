@@ -1,7 +1,7 @@
 """The suite's fork server: one Python process that has imported the engine and forks test children.
 
 Most of a `python -m engine ...` child's CPU time goes to importing LangGraph, LangChain, pydantic and
-the engine (~1 s of CPU on the 2-core CI machine), and the suite starts over a hundred of them per pass:
+the engine (~1 s of CPU on the 2-core CI machine), and the suite starts some fifty of them per pass:
 runs killed with kill -9 and resumed by another process, servers, racing deciders. What those tests
 need is a separate process — its own pid, memory, file descriptors and database connections, killed
 for real — not a fresh interpreter. So tests/support/processes.py asks this server to fork one: the
@@ -180,8 +180,8 @@ def _standard_streams(request: Request) -> None:
                                 line_buffering=fd == 2 or os.isatty(fd), write_through=unbuffered)
 
     # (sys.__stdin__ and the others stay the server's objects: they wrap the same fds 0-2, left open)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding=encoding, errors="strict")
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding,
+                                 errors="strict")
     sys.stdout = writer(1, "strict")
     sys.stderr = writer(2, "backslashreplace")
     sys.dont_write_bytecode = bool(request.env.get("PYTHONDONTWRITEBYTECODE"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -50,6 +51,14 @@ def start() -> subprocess.Popen[str] | None:
     os.environ[FORKSERVER_ENV] = str(path)
     os.environ["BLOCKYARD_TEST_FORKSERVER_PYTHON"] = json.dumps(_settings(env))
     return server
+
+
+def stop(server: subprocess.Popen[str]) -> None:
+    """Stop the session's fork server (its children live on) and remove its socket's folder."""
+    assert server.stdin is not None
+    server.stdin.close()  # the server exits when its stdin closes
+    server.wait(timeout=30)
+    shutil.rmtree(Path(os.environ[FORKSERVER_ENV]).parent, ignore_errors=True)
 
 
 def _settings(env: Mapping[str, str]) -> dict[str, str]:
