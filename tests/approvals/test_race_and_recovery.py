@@ -28,7 +28,7 @@ DECIDERS = 4
 def test_concurrent_decisions_exactly_one_wins(yard: Path, cli: Cli) -> None:
     run_id, _ = paused(cli(yard, "run", "pay", "--json"))
     children = [processes.Popen([sys.executable, str(CHILD), str(yard), run_id, name], env=subprocess_env(),
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for name in ["ada", "grace", "ada", "grace"][:DECIDERS]]
     for child in children:  # all of them imported and opened the database
         assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate()

@@ -108,7 +108,7 @@ def run_cases(cases: list[dict[str, Any]], workdir: Path) -> Report:
 
 def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Report) -> int:
     child = processes.Popen([sys.executable, str(CHILD), str(spec), str(start)], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=child_env(), cwd=str(spec.parent))
+                            stderr=subprocess.DEVNULL, env=child_env(), cwd=str(spec.parent))
     assert child.stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(child.stdout, selectors.EVENT_READ)

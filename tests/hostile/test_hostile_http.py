@@ -90,7 +90,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     log = (tmp_path / "serve.log").open("wb")  # a pipe nobody reads would fill up and stall the server
     proc = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--no-reload",
                              "--grace", "2", "--root", str(yard)], env=child_env(), cwd=str(yard),
-                            stdout=subprocess.DEVNULL, stderr=log)
+                           stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

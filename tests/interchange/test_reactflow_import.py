@@ -210,7 +210,7 @@ def test_not_json_and_not_a_graph_are_one_line_errors(tmp_path: Path) -> None:
                            ("[1, 2]", "error: graph.json: a graph is an object {nodes: [...], edges: [...]}")):
         graph = write(tmp_path, text)
         done = processes.run([sys.executable, "-m", "engine", "import", "reactflow", str(graph), "--root", str(root)],
-                              capture_output=True, text=True, cwd=REPO, timeout=60,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})  # as the fork server's (processes.py)
+                             capture_output=True, text=True, cwd=REPO, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})  # as the fork server's (processes.py)
         assert done.returncode == 1
         assert done.stderr.startswith(expected) and "Traceback" not in done.stderr

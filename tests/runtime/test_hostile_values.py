@@ -205,7 +205,7 @@ def test_the_same_from_a_real_command_line(root: Path) -> None:
     """The interpreter's own decoding of argv bytes, through the process boundary (one case)."""
     args, option = NOT_UTF8[0]
     done = processes.run([sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
-                          cwd=root, env=subprocess_env(), capture_output=True, timeout=60)
+                         cwd=root, env=subprocess_env(), capture_output=True, timeout=60)
     err = done.stderr.decode("utf-8")
     assert done.returncode == 2, err
     assert err.startswith(f"error: {option}: not valid text") and "surrogate" in err

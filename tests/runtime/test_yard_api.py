@@ -152,7 +152,7 @@ def test_definitions_are_stored_once_per_content(yard: Path) -> None:
 
 def test_two_processes_run_flows_on_one_database(yard: Path) -> None:
     children = [processes.Popen([sys.executable, str(CHILD), str(yard), "calc", "25"], env=subprocess_env(),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for child in children:
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err

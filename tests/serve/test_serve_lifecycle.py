@@ -110,7 +110,7 @@ def test_runs_left_running_by_a_crash_are_interrupted_at_start_and_resumable(
     root = make_yard({**YARD, "blocks/sleepy.yaml": SLEEPY, "flows/sleepy.yaml": SLEEPY_FLOW})
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     child = processes.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert child.stdout is not None
     run_id = ""
     for line in child.stdout:  # wait until the first step is done and the nap has begun

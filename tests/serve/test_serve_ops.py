@@ -186,7 +186,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     sock.close()
     env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
     server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
@@ -212,7 +212,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
 
 def test_watch_reports_on_every_save(yard: Path) -> None:
     watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         assert watcher.stdout is not None
         first = json.loads(watcher.stdout.readline())
@@ -233,7 +233,7 @@ def test_watch_reports_on_every_save(yard: Path) -> None:
 @pytest.mark.parametrize("fmt", ["text"])
 def test_watch_text_output(yard: Path, fmt: str) -> None:
     watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--root", str(yard)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         assert watcher.stdout is not None
         assert watcher.stdout.readline().startswith("--- ")

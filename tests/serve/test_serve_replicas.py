@@ -111,7 +111,7 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
             with log.open("w") as err:
                 process = processes.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1",
                                             "--port", str(port), "--root", str(root)],
-                                           stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+                                          stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
             started.append(ServeProcess(process, f"http://127.0.0.1:{port}", log))
         for replica in started:
             wait_for(lambda r=replica: is_up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]

@@ -60,7 +60,7 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
     env["PYTHONPATH"] = str(REPO)
     server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)

@@ -126,7 +126,7 @@ def test_runs_of_other_processes_are_followed_with_heartbeats(make_yard: Callabl
     live = serve(root, watch=False, schedules=False, sse_ping=0.2)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     child = processes.Popen([sys.executable, "-m", "engine", "run", "sleepy", "--json", "--root", str(root)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout is not None
         started = json.loads(child.stdout.readline())  # the CLI prints run_started first

@@ -429,7 +429,7 @@ def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disag
     first = 0
     for _round in range(4):
         child = processes.Popen([sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
-                                 env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "finished", child.stderr.read() if child.stderr else ""
         delay = chance.uniform(0.0, 0.25)  # somewhere inside a later turn: a step, the turn's end, the next start
