@@ -25,13 +25,17 @@ from engine.values import text_problem
 
 
 def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
+    """The block's executor. DSPy (~1 s of CPU to import) is loaded at the first prediction, except for a
+    block with a compiled program: that is loaded here, so that one which does not fit fails the compile,
+    not a run. Without one, the module is built from names validation has checked (BY359)."""
     if not dspy_installed():
         raise CompileError(f"{where}: block '{block.block}' is a smart block, which needs DSPy: {EXTRA}")
-    try:
-        module(block, program=program)  # a compiled program that does not fit fails here, not in a run
-    except Exception as exc:
-        raise CompileError(f"{where}: the compiled program of smart block '{block.block}' does not fit it "
-                           f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}") from None
+    if program is not None:
+        try:
+            module(block, program=program)
+        except Exception as exc:
+            raise CompileError(f"{where}: the compiled program of smart block '{block.block}' does not fit it "
+                               f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}") from None
     saved = dict(program) if program is not None else None
 
     async def run(call: BlockCall) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 loads the compiled program `blockyard optimize` saved next to the block, and checks predictions
 against the guardrails; `lm.py` gives DSPy a language model for the block's model profile (DSPy's
 own DummyLM for the offline mock); `optimize.py` is the `blockyard optimize` command. DSPy is
-imported only when a smart block is compiled or optimized: validate never loads it.
+imported only when a smart block predicts, a compiled program is loaded, or a block is optimized:
+validate, and compiling a smart block without a compiled program, never load it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,6 @@ def dspy_installed() -> bool:
 def import_dspy() -> object:
     """dspy, imported without the network (LiteLLM would fetch a model price list on import)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import dspy  # the optional extra: only when a smart block is compiled or optimized
+    import dspy  # the optional extra: only when a smart block predicts, loads a program or is optimized
 
     return dspy

@@ -151,6 +151,25 @@ def test_validate_never_imports_dspy(make_yard: Yard) -> None:
     assert done.stdout.split()[-3:] == ["0", "False", "False"], done.stderr
 
 
+def test_dspy_is_imported_at_the_first_prediction_not_at_compile(make_yard: Yard) -> None:
+    """A flow whose smart step never runs, or a server that only compiles it, does not pay DSPy's import
+    (~1 s of CPU); a block with a compiled program does, at compile, which checks that the program fits."""
+    import subprocess
+
+    root = smart_yard(make_yard)
+    probe = ("import sys\nfrom pathlib import Path\n"
+             "from engine.compile import compile_flow\nfrom engine.pinned import make_bundle\n"
+             "from engine.project import load_project\nfrom engine import Yard\n"
+             "compile_flow(make_bundle(load_project(Path(sys.argv[1])), 'sum'))\n"
+             "print('compiled', 'dspy' in sys.modules)\n"
+             "done = Yard.load(sys.argv[1]).run('sum', {'text': 'Markets fell.'})\n"
+             "print('ran', 'dspy' in sys.modules, sorted(done.outputs))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.stdout.splitlines()[-2:] == ["compiled False", "ran True ['summary', 'tone', 'words']"], \
+        done.stdout + done.stderr
+
+
 def test_a_compiled_program_linking_out_of_the_yard_is_not_pinned(make_yard: Yard, tmp_path: Path) -> None:
     root = smart_yard(make_yard)
     outside = tmp_path / "stolen.json"

@@ -76,6 +76,7 @@ STATELESS: tuple[str, ...] = (
     "tests/serve/test_serve_follow.py",
     "tests/serve/test_serve_reload.py",
     "tests/serve/test_serve_schedules.py",
+    "tests/smart/test_smart_names.py",
     "tests/test_architecture.py",
     "tests/test_cli_basics.py",
     "tests/test_cli_boundary.py",

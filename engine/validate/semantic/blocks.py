@@ -33,6 +33,13 @@ KIND_KEYS: dict[str, frozenset[str]] = {
 }
 PROMPTED = frozenset({"llm", "decide", "agent"})
 NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read", "agent"})
+# A smart block's inputs and outputs become the fields of a DSPy signature (engine/smart/program.py), a
+# pydantic model: DSPy refuses these names (attributes of its Signature class and of pydantic's models),
+# and any name with a leading underscore. tests/smart/test_smart_names.py keeps the list true to the
+# installed DSPy; it is written out here because validation never imports DSPy.
+DSPY_RESERVED = frozenset({"fields", "input_fields", "instructions", "model_config", "model_dump", "model_dump_json",
+                           "model_validate", "model_validate_json", "model_validate_strings", "output_fields",
+                           "signature"})
 
 
 def article(kind: str) -> str:
@@ -99,6 +106,23 @@ class BlockCheck:
                         key=spec.prompt is not None)
         if kind in NEEDS_OUTPUTS and not spec.outputs:
             self.report(("kind",), "BY358", f"{article(kind)} block needs `outputs:`, the values it produces")
+        if kind == "smart":
+            self.smart_fields()
+
+    def smart_fields(self) -> None:
+        """A smart block's inputs and outputs are one DSPy signature's fields: names DSPy takes, each once."""
+        spec = self.spec
+        for part, names in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+            for name in names:
+                if name.startswith("_") or name in DSPY_RESERVED:
+                    why = "starts with an underscore" if name.startswith("_") else "is a name DSPy keeps for itself"
+                    self.report((part, name), "BY359", f"{part[:-1]} '{name}' {why}: a smart block's inputs and "
+                                                       "outputs are the fields of a DSPy signature; rename it",
+                                key=True)
+                elif part == "outputs" and name in spec.inputs:
+                    self.report((part, name), "BY359", f"'{name}' is both an input and an output: a smart block's "
+                                                       "inputs and outputs are the fields of one DSPy signature; "
+                                                       "rename one", key=True)
 
     def memory_write(self) -> None:
         """What a memory_write block stores: the inputs its key does not read; it writes no outputs."""

@@ -56,6 +56,7 @@ BLOCKS: dict[str, str] = {
     "BY356": "block key that does not apply to the block's kind",
     "BY357": "memory used in a flow without a memory scope",
     "BY358": "block without outputs",
+    "BY359": "smart block field name DSPy cannot take",
 }
 
 DATAFLOW: dict[str, str] = {
