@@ -30,11 +30,12 @@ from typing import Any
 import pytest
 
 from engine.events import RunStatus
+from engine.state.location import locate
 from tests.conftest import skip_or_fail
 from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, stop_all, wait_for
 from tests.support import processes
 from tests.support.cli import Cli
-from tests.support.state import checkpoint_tables, state_db
+from tests.support.state import checkpoint_tables, state_db, state_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -353,6 +354,23 @@ def _statuses(root: Path, run_ids: list[str]) -> dict[str, str]:
             f"SELECT id, status FROM runs WHERE id IN ({', '.join('?' for _ in run_ids)})", tuple(run_ids))}
 
 
+def _sessions(root: Path) -> str:
+    """On Postgres, the database's sessions (state, what each waits on, its transaction's age, its query)
+    and the locks some session waits for, with who holds them: why a claim may hang."""
+    if locate(state_file(root)).url is None:
+        return "(SQLite)"
+    with state_db(root) as conn:
+        sessions = conn.execute(
+            "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, now() - state_change, "
+            "pg_blocking_pids(pid), left(query, 200) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
+        locks = conn.execute(
+            "SELECT pid, locktype, mode, granted, relation::regclass::text, transactionid::text, objid "
+            "FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "OR locktype IN ('transactionid', 'advisory')").fetchall()
+    return "\n".join([*(f"session {row}" for row in sessions), *(f"lock {row}" for row in locks)])
+
+
 def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
     finished = [str(step) for _, type_, step in trace if type_ == "step_finished"]
     return sorted(finished) == sorted(STEPS)
@@ -395,7 +413,11 @@ def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
     wait_for(lambda: ("step_finished", "s1") in [(t, s) for _, t, s in _trace(root, [run_id])[run_id]],
              timeout=30, interval=0.02)
     a.process.send_signal(signal.SIGSTOP)  # mid-way through s2's model call
-    wait_for(lambda: b.logged(f"event=run_taken_over run={run_id}"), timeout=30, interval=0.05)
+    try:
+        wait_for(lambda: b.logged(f"event=run_taken_over run={run_id}"), timeout=30, interval=0.05)
+    except AssertionError:  # what B waits on (rarely seen, in full Postgres passes): the sessions and locks
+        raise AssertionError(f"B did not take the run over:\n{_sessions(root)}\n--- a.log\n"
+                             f"{a.log.read_text()[-3000:]}\n--- b.log\n{b.log.read_text()[-3000:]}") from None
     a.process.send_signal(signal.SIGCONT)  # its s2 call is over: it would write s2's step and go on
     wait_for(lambda: a.logged(f"event=run_ended run={run_id}"), timeout=30, interval=0.05)
     wait_for(lambda: _statuses(root, [run_id])[run_id] == "finished", timeout=30, interval=0.05)
