@@ -355,8 +355,8 @@ def _statuses(root: Path, run_ids: list[str]) -> dict[str, str]:
 
 
 def _sessions(root: Path) -> str:
-    """On Postgres, the database's sessions (state, what each waits on, its transaction's age, its query)
-    and the locks some session waits for, with who holds them: why a claim may hang."""
+    """On Postgres, the database's sessions (state, what each waits on, its transaction's age, since when
+    it is in that state, who blocks it, its query) and the locks held and awaited: why a claim may hang."""
     if locate(state_file(root)).url is None:
         return "(SQLite)"
     with state_db(root) as conn:

@@ -55,4 +55,5 @@ def test_a_leading_underscore_is_refused(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["text", "summary-line", "reasoning", "schema", "json", "copy"])
 def test_names_validation_lets_through_are_taken(name: str) -> None:
-    assert takes(name, output=False, mode="chain_of_thought") and takes(name, output=True, mode="predict")
+    assert all(takes(name, output=output, mode=mode) for output in (False, True)
+               for mode in ("predict", "chain_of_thought"))
