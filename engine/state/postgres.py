@@ -24,6 +24,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -100,6 +101,28 @@ def _explained(exc: psycopg.Error, url: str) -> Exception:
     return BackendError(message)
 
 
+BATCH_CHARS = 1 << 20  # statements of an executemany are sent in messages of about this many characters
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What an executemany did: the rows its statements changed, together (as psycopg's own reports it)."""
+
+    rowcount: int
+
+
+def _batches(sizes: list[int], limit: int) -> Iterator[tuple[int, int]]:
+    """(start, end) ranges of consecutive statements whose sizes add up to about `limit` (at least one each)."""
+    start, total = 0, 0
+    for index, size in enumerate(sizes):
+        if index > start and total + size > limit:
+            yield start, index
+            start, total = index, 0
+        total += size
+    if start < len(sizes):
+        yield start, len(sizes)
+
+
 class PgConnection:
     """A psycopg connection (autocommit: transactions are explicit, as on SQLite) that takes the
     table modules' SQLite statements (see the module's docstring)."""
@@ -124,18 +147,30 @@ class PgConnection:
         for run_id in dict.fromkeys(run_ids):
             self.raw.execute(_NOTIFY, (EVENTS_CHANNEL, run_id))
 
-    def executemany(self, sql: str, parameters: Iterable[Any], /) -> psycopg.Cursor[Any]:
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Batch:
+        """The statement once per row of parameters, sent as few messages of many statements (client-side
+        binding: the simple query protocol). Not psycopg's `executemany`, which pipelines the rows: between
+        them the server waits for the rest of the pipeline as an *active* session, and a process frozen
+        there (SIGSTOP, a paused VM) would hold its transaction's row locks for as long as it stays frozen,
+        past IDLE_IN_TRANSACTION. A message of statements ends with the server idle in the transaction."""
         rows = list(parameters)
-        cursor = self.raw.cursor()
-        if not rows:
-            return cursor
+        cursor = psycopg.ClientCursor(self.raw)
+        changed = 0
         try:
-            cursor.executemany(_sql(sql), rows)
-            if _EVENTS_INSERT.match(sql):
+            query = _sql(sql)
+            statements = [cursor.mogrify(query, row) for row in rows]
+            for start, end in _batches([len(statement) for statement in statements], BATCH_CHARS):
+                cursor.execute(";\n".join(statements[start:end]))
+                changed += max(cursor.rowcount, 0)
+                while cursor.nextset():
+                    changed += max(cursor.rowcount, 0)
+            if rows and _EVENTS_INSERT.match(sql):
                 self._announce(row[0] for row in rows)
         except psycopg.Error as exc:
             raise _explained(exc, self.url) from None
-        return cursor
+        finally:
+            cursor.close()
+        return Batch(changed)
 
     @property
     def in_transaction(self) -> bool:

@@ -5,9 +5,11 @@ IDLE_IN_TRANSACTION; docs/postgres.md, "How a takeover happens")."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from psycopg.adapt import Dumper
 
 from engine.state import postgres
 from engine.state.database import BackendError, StateError
@@ -28,6 +30,54 @@ def test_a_session_frozen_inside_a_transaction_lets_go_of_its_locks(pg_url: str,
         assert other.execute("SELECT n FROM held WHERE id = 1").fetchone() == (2,)  # the frozen update rolled back
         with pytest.raises((StateError, BackendError)):  # woken up, the frozen session finds itself ended
             frozen.execute("SELECT 1")
+    finally:
+        frozen.close()
+        other.close()
+
+
+class Frozen:
+    """A parameter whose conversion takes `seconds`: the process stops in the middle of an executemany."""
+
+    def __init__(self, value: int, seconds: float) -> None:
+        self.value, self.seconds = value, seconds
+
+
+class FrozenDumper(Dumper):
+    def dump(self, obj: Frozen) -> bytes:
+        time.sleep(obj.seconds)
+        return str(obj.value).encode()
+
+
+def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(pg_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two rows of psycopg's pipelined executemany the server waits for the rest of the pipeline
+    as an active session, which no idle timeout ends: the rows are sent as one message instead."""
+    monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION", 0.5)
+    frozen, other = postgres.connect(pg_url), postgres.connect(pg_url)
+    frozen.raw.adapters.register_dumper(Frozen, FrozenDumper)
+    failed: list[BaseException] = []
+
+    def batch() -> None:
+        try:
+            with frozen.transaction():
+                frozen.execute("UPDATE held SET n = 1 WHERE id = 1")
+                frozen.executemany("UPDATE held SET n = n + 1 WHERE id = ?", [(1,), (Frozen(2, 4.0),), (3,)])
+        except (StateError, BackendError) as exc:  # woken up, it finds its session ended
+            failed.append(exc)
+
+    try:
+        other.execute("CREATE TABLE held (id INTEGER PRIMARY KEY, n INTEGER)")
+        other.executemany("INSERT INTO held (id, n) VALUES (?, 0)", [(1,), (2,), (3,)])
+        worker = threading.Thread(target=batch)
+        worker.start()
+        time.sleep(0.3)  # the frozen transaction holds row 1 by now
+        began = time.monotonic()
+        other.execute("UPDATE held SET n = 9 WHERE id = 1")  # waits for the lock only until the server steps in
+        waited = time.monotonic() - began
+        worker.join(timeout=30)
+        assert waited < 2.5, f"the lock was held {waited:.1f} s, as long as the process stayed frozen"
+        assert other.execute("SELECT id, n FROM held ORDER BY id").fetchall() == [(1, 9), (2, 0), (3, 0)]
+        assert failed, "the frozen batch committed"
     finally:
         frozen.close()
         other.close()
