@@ -35,16 +35,21 @@ def test_a_session_frozen_inside_a_transaction_lets_go_of_its_locks(pg_url: str,
         other.close()
 
 
-class Frozen:
-    """A parameter whose conversion takes `seconds`: the process stops in the middle of an executemany."""
+FREEZE = 5.0  # seconds the batch stays stopped: far longer than the (shortened) idle timeout
 
-    def __init__(self, value: int, seconds: float) -> None:
-        self.value, self.seconds = value, seconds
+
+class Frozen:
+    """A parameter whose conversion takes FREEZE seconds: the process stops in the middle of an executemany."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self.stopped = threading.Event()
 
 
 class FrozenDumper(Dumper):
     def dump(self, obj: Frozen) -> bytes:
-        time.sleep(obj.seconds)
+        obj.stopped.set()
+        time.sleep(FREEZE)
         return str(obj.value).encode()
 
 
@@ -56,12 +61,13 @@ def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(pg_url: str
     frozen, other = postgres.connect(pg_url), postgres.connect(pg_url)
     frozen.raw.adapters.register_dumper(Frozen, FrozenDumper)
     failed: list[BaseException] = []
+    stop = Frozen(2)
 
     def batch() -> None:
         try:
             with frozen.transaction():
                 frozen.execute("UPDATE held SET n = 1 WHERE id = 1")
-                frozen.executemany("UPDATE held SET n = n + 1 WHERE id = ?", [(1,), (Frozen(2, 4.0),), (3,)])
+                frozen.executemany("UPDATE held SET n = n + 1 WHERE id = ?", [(1,), (stop,), (3,)])
         except (StateError, BackendError) as exc:  # woken up, it finds its session ended
             failed.append(exc)
 
@@ -70,12 +76,12 @@ def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(pg_url: str
         other.executemany("INSERT INTO held (id, n) VALUES (?, 0)", [(1,), (2,), (3,)])
         worker = threading.Thread(target=batch)
         worker.start()
-        time.sleep(0.3)  # the frozen transaction holds row 1 by now
+        assert stop.stopped.wait(timeout=30)  # stopped mid-batch; its transaction holds row 1
         began = time.monotonic()
         other.execute("UPDATE held SET n = 9 WHERE id = 1")  # waits for the lock only until the server steps in
         waited = time.monotonic() - began
         worker.join(timeout=30)
-        assert waited < 2.5, f"the lock was held {waited:.1f} s, as long as the process stayed frozen"
+        assert waited < FREEZE - 2, f"the lock was held {waited:.1f} s, as long as the process stayed frozen"
         assert other.execute("SELECT id, n FROM held ORDER BY id").fetchall() == [(1, 9), (2, 0), (3, 0)]
         assert failed, "the frozen batch committed"
     finally:
