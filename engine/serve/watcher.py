@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections.abc import AsyncGenerator, Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import watchfiles
 
@@ -64,6 +65,16 @@ def _watched(folder: Path) -> bool:
     return folder.is_dir() and folder == folder.resolve()
 
 
+class Layout(NamedTuple):
+    """What a watcher watches: the definition folders, those of them watched recursively (they exist
+    inside the yard), the prompt files, and the folders watched non-recursively (_anchors)."""
+
+    folders: list[Path]
+    deep: list[Path]
+    extra: list[Path]
+    anchors: list[Path]
+
+
 class YardWatcher:
     """Async batches of changed definition files (absolute paths), until `stop` is set."""
 
@@ -76,26 +87,33 @@ class YardWatcher:
     async def batches(self, stop: asyncio.Event,
                       prompts: Callable[[], Iterable[str]] = tuple) -> AsyncGenerator[set[Path], None]:
         """`prompts`: the prompt files to watch besides the definitions (names relative to the yard),
-        asked again after every batch, once the batch has been reloaded."""
+        asked again after every batch, once the batch has been reloaded.
+
+        What is watched (the layout) follows the yard: a folder that comes or goes, blockyard.yaml
+        moving the definition folders, the flows using other prompt files. A new layout is armed, and
+        then a batch of the definition folders is yielded (the reload reads whatever landed while
+        nothing watched it) and the layout is looked at again: a folder made after the layout was
+        worked out and before its watches were armed would otherwise never be seen, nor the files
+        written in it afterwards."""
         moved: set[Path] = set()
         while not stop.is_set():
-            folders = definition_folders(self.root)
-            deep = [f for f in folders if _watched(f)]
-            extra = prompt_paths(self.root, prompts())
-            layout = (folders, deep, extra, self._anchors(folders, extra))
-            anchors = layout[3]
+            layout = self._layout(prompts)
             queue: asyncio.Queue[set[Path]] = asyncio.Queue()
             restart = asyncio.Event()
-            pumps = [asyncio.create_task(self._pump(anchors, False, queue, restart, stop, folders, extra))]
-            if deep:
-                pumps.append(asyncio.create_task(self._pump(deep, True, queue, restart, stop, folders, extra)))
+            pumps = [asyncio.create_task(self._pump(layout.anchors, False, queue, restart, stop, layout))]
+            if layout.deep:
+                pumps.append(asyncio.create_task(self._pump(layout.deep, True, queue, restart, stop, layout)))
             # watchfiles sets its watches up in the first step of each pump, before it awaits
             await asyncio.sleep(0)
             self.ready.set()
-            if moved:  # files may have landed in new folders before they were watched
-                yield moved
-                moved = set()
             try:
+                if moved:  # files may have landed in new folders before they were watched
+                    yield moved
+                moved = set()
+                armed = self._layout(prompts)
+                if armed != layout:  # and folders, between working the layout out and arming it
+                    moved = set(armed.folders)
+                    continue
                 while not stop.is_set():
                     getter = asyncio.ensure_future(queue.get())
                     stopper = asyncio.ensure_future(stop.wait())
@@ -105,20 +123,20 @@ class YardWatcher:
                         getter.cancel()
                         break
                     yield getter.result()
-                    # A folder came or went, blockyard.yaml moved the folders, or the flows use other
-                    # prompt files now: watch the new layout.
-                    new_folders = definition_folders(self.root)
-                    new_extra = prompt_paths(self.root, prompts())
-                    new_layout = (new_folders, [f for f in new_folders if _watched(f)], new_extra,
-                                  self._anchors(new_folders, new_extra))
+                    new_layout = self._layout(prompts)
                     if new_layout != layout:
-                        moved = set(new_folders)
+                        moved = set(new_layout.folders)
                         break
             finally:
                 restart.set()
                 for pump in pumps:
                     pump.cancel()
                 await asyncio.gather(*pumps, return_exceptions=True)
+
+    def _layout(self, prompts: Callable[[], Iterable[str]]) -> Layout:
+        folders = definition_folders(self.root)
+        extra = prompt_paths(self.root, prompts())
+        return Layout(folders, [f for f in folders if _watched(f)], extra, self._anchors(folders, extra))
 
     def _anchors(self, folders: list[Path], extra: list[Path]) -> list[Path]:
         """The folders watched non-recursively: the root, the definition folders' parents, and the
@@ -127,7 +145,9 @@ class YardWatcher:
                        *(_existing_folder(self.root, path) for path in extra)})
 
     async def _pump(self, paths: list[Path], recursive: bool, queue: asyncio.Queue[set[Path]],
-                    restart: asyncio.Event, stop: asyncio.Event, folders: list[Path], extra: list[Path]) -> None:
+                    restart: asyncio.Event, stop: asyncio.Event, layout: Layout) -> None:
+        folders, extra = layout.folders, layout.extra
+
         def relevant(_change: watchfiles.Change, name: str) -> bool:
             path = Path(name)
             if path in extra:
@@ -138,9 +158,11 @@ class YardWatcher:
             return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders or \
                 any(path in prompt.parents for prompt in extra)
 
+        # No timeout for the Rust loop (0): it looks at `restart` every step anyway, and when its timeout
+        # fires it clears the pending changes, losing one that arrives in that instant (watchfiles 1.3).
         async for changes in watchfiles.awatch(*paths, watch_filter=relevant, recursive=recursive,
                                                step=self.step_ms, debounce=self.debounce_ms,
-                                               stop_event=restart, rust_timeout=1000):
+                                               stop_event=restart, rust_timeout=0):
             await queue.put({Path(name) for _, name in changes})
             if stop.is_set():
                 return

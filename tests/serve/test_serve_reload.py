@@ -6,13 +6,13 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 from engine.serve.reload import Reloader
-from engine.serve.watcher import YardWatcher, definition_folders, fingerprint
+from engine.serve.watcher import Layout, YardWatcher, definition_folders, fingerprint
 from tests.serve.serve_helpers import ADD_FLOW, ADDER
 
 SECRET = "ghp_SECRETTOKEN42"
@@ -252,13 +252,61 @@ def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) ->
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm."
         # ... until it is written, in a folder created after the watch started
         (yard / "prompts/more").mkdir()
-        (yard / "prompts/more/tone.md").write_text("Cheerful.")
+        saved(yard / "prompts/more/tone.md", "Cheerful.")
         await until(lambda: "hello" not in reloader.catalog.stale)
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
         saved(yard / "prompts/more/tone.md", "Calm.")
         await until(lambda: reloader.catalog.flows["hello"].bundle.prompts.get("prompts/more/tone.md") == "Calm.")
 
     watching(yard, scenario)
+
+
+def test_a_folder_made_while_the_watches_are_armed_is_watched(yard: Path) -> None:
+    """A folder made between working out what to watch and arming the watches (a busy machine) is seen
+    all the same, and so are the files written in it afterwards: the watcher looks again once armed."""
+    (yard / "blocks/greeter.yaml").write_text(GREETER)
+    (yard / "flows/hello.yaml").write_text(HELLO)
+    (yard / "prompts").mkdir()
+    (yard / "prompts/greet.md").write_text("Hello.")
+    tone = yard.resolve() / "prompts/more/tone.md"
+    staged: list[Layout] = []
+
+    class Racing(YardWatcher):
+        """Makes the folder of tone.md just after the layout about to be armed was worked out: the
+        second one that names tone.md (the first is the look after the batch that made it needed)."""
+
+        looks = 0
+
+        def _layout(self, prompts: Callable[[], Iterable[str]]) -> Layout:
+            layout = super()._layout(prompts)
+            if tone in layout.extra:
+                self.looks += 1
+                if self.looks == 2:
+                    tone.parent.mkdir()
+                    staged.append(layout)
+            return layout
+
+    async def main() -> None:
+        reloader = Reloader(yard)
+        reloader.load_now()
+        stop = asyncio.Event()
+        watcher = Racing(yard)
+        task = asyncio.create_task(reloader.watch(stop, watcher))
+        await watcher.ready.wait()
+        try:
+            before = reloader.reloads
+            saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
+            await until(lambda: bool(staged))
+            assert tone.parent not in staged[0].anchors  # the race happened: the layout armed missed the folder
+            await until(lambda: reloader.reloads >= before + 2)  # the edit's reload, then the re-armed watcher's
+            saved(tone, "Cheerful.")
+            await until(lambda: "hello" not in reloader.catalog.stale)
+            assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=10)
+
+    asyncio.run(main())
 
 
 def test_a_prompt_edited_before_the_watch_starts_is_not_lost(yard: Path) -> None:
