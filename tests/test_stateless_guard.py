@@ -65,3 +65,31 @@ def test_asking_for_the_pass_or_the_cluster_is_noted(monkeypatch: pytest.MonkeyP
     assert verdicts[0].message("tests/x.py", "tests/x.py::test_y").endswith(
         "but tests/x.py::test_y asks which pass this is (test_backend()): remove it from the list"
         if len(expected) == 1 else "uses the Postgres test cluster: remove it from the list")
+
+
+def _reports(nodeid: str, verdict: str, outcome: str = "passed") -> list[pytest.TestReport]:
+    """What the finding run's controller receives for one test: its call, then its teardown with the verdict."""
+    location = (nodeid.split("::", 1)[0], 0, nodeid)
+    return [pytest.TestReport(nodeid, location, {}, outcome, None, "call"),  # type: ignore[arg-type]
+            pytest.TestReport(nodeid, location, {}, "passed", None, "teardown",
+                              user_properties=[(stateless.PROPERTY, verdict)])]
+
+
+def test_the_finding_run_lists_whole_folders_and_files_and_the_stateless_functions_of_the_others() -> None:
+    findings = stateless.Findings()
+    for nodeid, verdict, outcome in (
+            ("tests/quiet/test_a.py::test_one", "stateless", "passed"),
+            ("tests/quiet/test_b.py::test_one", "stateless", "passed"),
+            ("tests/test_file.py::test_one", "stateless", "passed"),
+            ("tests/test_mixed.py::test_opens[sqlite]", "stateful", "passed"),
+            ("tests/test_mixed.py::test_half[1]", "stateless", "passed"),
+            ("tests/test_mixed.py::test_half[2]", "stateful", "passed"),  # one parameter opens one: not listed
+            ("tests/test_mixed.py::test_plain[1]", "stateless", "passed"),
+            ("tests/test_mixed.py::test_plain[2]", "stateless", "passed"),
+            ("tests/test_mixed.py::test_skipped", "stateless", "skipped"),  # may run in one pass only
+            ("tests/test_mixed.py::TestKind::test_method", "stateless", "passed")):
+        for report in _reports(nodeid, verdict, outcome):
+            findings.add(report)
+    assert findings.entries() == ["tests/quiet/", "tests/test_file.py", "tests/test_mixed.py::TestKind::test_method",
+                                  "tests/test_mixed.py::test_plain"]
+    assert stateless.listed("tests/test_mixed.py::test_plain[2]") is None  # the suite's own list names neither

@@ -27,7 +27,8 @@ CONFTEST = """
     from tests.conftest import pytest_configure, state_backend  # noqa: F401  the suite's own
     from tests.support import stateless
 
-    stateless.STATELESS = ("test_listed.py",)
+    stateless.STATELESS = ("test_listed.py", "test_unlisted.py::test_opens_nothing_here",
+                           "test_unlisted.py::test_listed_alone_but_opens_one")
 """
 
 LISTED = f"""
@@ -55,12 +56,25 @@ LISTED = f"""
 """
 
 UNLISTED = """
+    import pytest
+
     from engine.state import backends
+    from engine.state.database import StateError
     from engine.state.location import locate
 
 
     def test_opens_its_sqlite_file(tmp_path):
         backends.check(locate(tmp_path / "state.db"))
+
+
+    @pytest.mark.parametrize("word", ["one", "two"])
+    def test_opens_nothing_here(word):
+        assert word.upper() != word
+
+
+    def test_listed_alone_but_opens_one(tmp_path):
+        with pytest.raises(StateError):
+            backends.check(locate(tmp_path / "state.db"))
 """
 
 
@@ -86,14 +100,19 @@ def test_the_sqlite_pass_fails_a_listed_test_that_opens_a_state_database(suite: 
     run = _pytest(suite, "sqlite", "-n", "0", "-rE")
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
-    assert "4 passed, 2 errors" in out, out
-    for name in ("test_opens_one_and_expects_the_error", "test_a_child_opens_one_and_expects_the_error"):
-        assert f"ERROR test_listed.py::{name} - Failed: " in out, out
-        assert (f"ERROR at teardown of {name} _" in out and
-                f"\ntest_listed.py is listed as stateless (tests/support/stateless.py) but test_listed.py::{name} "
+    assert "7 passed, 3 errors" in out, out
+    for entry, name in (("test_listed.py", "test_listed.py::test_opens_one_and_expects_the_error"),
+                        ("test_listed.py", "test_listed.py::test_a_child_opens_one_and_expects_the_error"),
+                        ("test_unlisted.py::test_listed_alone_but_opens_one",
+                         "test_unlisted.py::test_listed_alone_but_opens_one")):
+        assert f"ERROR {name} - Failed: " in out, out
+        assert (f"ERROR at teardown of {name.split('::')[1]} _" in out and
+                f"\n{entry} is listed as stateless (tests/support/stateless.py) but {name} "
                 "opened a state database (1 connection(s) to BLOCKYARD_DATABASE_URL): remove it from the list\n"
                 in out), out
-    assert "ERROR test_listed.py::test_opens_nothing" not in out and "ERROR test_unlisted" not in out
+    assert "ERROR test_listed.py::test_opens_nothing" not in out
+    assert "ERROR test_unlisted.py::test_opens_its" not in out
+    assert "ERROR test_unlisted.py::test_opens_nothing" not in out
 
 
 def test_the_postgres_pass_deselects_the_listed_tests_and_counts_them(suite: Path) -> None:
@@ -103,3 +122,12 @@ def test_the_postgres_pass_deselects_the_listed_tests_and_counts_them(suite: Pat
     assert "3 deselected" in out, out
     assert ("Postgres pass: 3 tests deselected, listed as stateless in tests/support/stateless.py (they never "
             "open a state database; the SQLite pass checks that)") in out, out
+
+
+def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of_their_file(suite: Path) -> None:
+    run = _pytest(suite, "postgres", "-n", "0", "--collect-only", "-q", "test_unlisted.py")
+    out = run.stdout
+    assert run.returncode == 0, out + run.stderr
+    assert "test_unlisted.py::test_opens_its_sqlite_file" in out.splitlines(), out
+    assert "test_opens_nothing_here" not in out and "test_listed_alone" not in out, out
+    assert "1/4 tests collected (3 deselected)" in out, out
