@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -55,14 +56,41 @@ def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
     assert "set -euo pipefail" in script
     assert "python3 -m pip install" in script and "-e '.[dev]'" in script
     assert script.rstrip().splitlines()[-1] == "bash .ci/test"
-    # the README's test command: the suite on SQLite, then on Postgres
+    # the README's test command: the suite on SQLite and on Postgres (test_the_test_script_... below)
     test = (REPO / ".ci" / "test").read_text(encoding="utf-8")
     assert "set -euo pipefail" in test
-    assert [line.strip() for line in test.splitlines() if "pytest" in line and not line.startswith("#")] == [
-        'python -m pytest "$@"', 'BLOCKYARD_TEST_DATABASE=postgres python -m pytest "$@"']
     assert "```sh\nbash .ci/test\n```" in (REPO / "README.md").read_text(encoding="utf-8")
-    syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / "run")], capture_output=True, text=True)
-    assert syntax.returncode == 0, syntax.stderr
+    for name in ("run", "test"):
+        syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / name)], capture_output=True, text=True)
+        assert syntax.returncode == 0, syntax.stderr
+
+
+FAKE_PYTHON = """#!/bin/sh
+pass="${BLOCKYARD_TEST_DATABASE:-sqlite}"
+echo "$pass pass: python $*"
+if [ "$pass" = "$FAIL" ]; then exit 3; fi
+"""
+
+
+@pytest.mark.parametrize("fail", ["", "sqlite", "postgres"])
+def test_the_test_script_runs_both_passes_and_fails_when_either_does(tmp_path: Path, fail: str) -> None:
+    """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, with the arguments it is
+    given, prints the Postgres pass's output after the SQLite pass's, and fails when either pass does."""
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON, encoding="utf-8")
+    python.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "FAIL": fail}
+    env.pop("BLOCKYARD_TEST_DATABASE", None)
+    run = subprocess.run(["bash", str(REPO / ".ci" / "test"), "-x", "-k", "a b"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    lines = run.stdout.splitlines()
+    assert lines == ["== test: SQLite (the Postgres pass runs beside it; its output follows)",
+                     "sqlite pass: python -m pytest -x -k a b", "== test: Postgres",
+                     "postgres pass: python -m pytest -x -k a b"], run.stdout + run.stderr
+    assert run.returncode == (1 if fail else 0), run.stdout + run.stderr
+    if fail:
+        exits = {"sqlite": (3, 0), "postgres": (0, 3)}[fail]
+        assert f"SQLite pass exit {exits[0]}, Postgres pass exit {exits[1]}" in run.stderr
 
 
 def test_the_action_validates_tests_and_summarises_the_diff() -> None:
