@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run, wait_for, wait_run
+from tests.serve.serve_helpers import GATED_FLOW, PAUSE, YARD, Live, start_gated_run, wait_for, wait_run
 from tests.support import processes
 from tests.support.state import state_db
 
@@ -65,6 +65,9 @@ def test_shutdown_lets_running_runs_finish(yard: Path, serve: Callable[..., Live
 
 def test_shutdown_interrupts_what_outlives_the_grace_and_a_restart_resumes_it(
         yard: Path, serve: Callable[..., Live]) -> None:
+    # a nap the stop lands in on a busy machine too (300 ms was over before the server stopped, once in
+    # a few hundred runs); the resumed run naps again (a wait step restarts its timer)
+    (yard / "blocks/pause.yaml").write_text(PAUSE.replace("300ms", "2s"))
     live = serve(yard, watch=False, schedules=False, grace=0.0)
     with live.client() as client:
         run_id = client.post("/flows/slow/runs?wait=false", json={"inputs": {"a": 4}}).json()["run_id"]
