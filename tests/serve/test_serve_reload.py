@@ -35,14 +35,15 @@ def saved(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def watching(root: Path, scenario: Callable[[Reloader], object]) -> None:
+def watching(root: Path, scenario: Callable[[Reloader], object],
+             watcher_type: type[YardWatcher] = YardWatcher) -> None:
     """Run `scenario(reloader)` (a coroutine) while the reloader watches `root`."""
 
     async def main() -> None:
         reloader = Reloader(root)
         reloader.load_now()
         stop = asyncio.Event()
-        watcher = YardWatcher(root)
+        watcher = watcher_type(root)
         task = asyncio.create_task(reloader.watch(stop, watcher))
         await watcher.ready.wait()
         try:
@@ -286,27 +287,17 @@ def test_a_folder_made_while_the_watches_are_armed_is_watched(yard: Path) -> Non
                     staged.append(layout)
             return layout
 
-    async def main() -> None:
-        reloader = Reloader(yard)
-        reloader.load_now()
-        stop = asyncio.Event()
-        watcher = Racing(yard)
-        task = asyncio.create_task(reloader.watch(stop, watcher))
-        await watcher.ready.wait()
-        try:
-            before = reloader.reloads
-            saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
-            await until(lambda: bool(staged))
-            assert tone.parent not in staged[0].anchors  # the race happened: the layout armed missed the folder
-            await until(lambda: reloader.reloads >= before + 2)  # the edit's reload, then the re-armed watcher's
-            saved(tone, "Cheerful.")
-            await until(lambda: "hello" not in reloader.catalog.stale)
-            assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=10)
+    async def scenario(reloader: Reloader) -> None:
+        before = reloader.reloads
+        saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
+        await until(lambda: bool(staged))
+        assert tone.parent not in staged[0].anchors  # the race happened: the layout armed missed the folder
+        await until(lambda: reloader.reloads >= before + 2)  # the edit's reload, then the re-armed watcher's
+        saved(tone, "Cheerful.")
+        await until(lambda: "hello" not in reloader.catalog.stale)
+        assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
 
-    asyncio.run(main())
+    watching(yard, scenario, Racing)
 
 
 def test_a_prompt_edited_before_the_watch_starts_is_not_lost(yard: Path) -> None:
