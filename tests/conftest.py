@@ -7,8 +7,9 @@ which the engine, the CLI and child processes all follow (engine/state/location.
 SQLite file itself (WAL, its locks, a damaged file) is marked `@pytest.mark.sqlite_only("why")` and
 runs in the first pass only.
 
-The tests that never open a state database are listed in tests/support/stateless.py and deselected
-from the Postgres pass at collection, where they would only repeat the SQLite pass. The SQLite pass
+The tests that never open a state database are listed in tests/support/stateless.py and left out of
+the Postgres pass at collection (listed files and folders are not collected, listed functions are
+deselected), where they would only repeat the SQLite pass. The SQLite pass
 keeps the list true: `state_backend` runs each listed test with BLOCKYARD_DATABASE_URL pointing at a
 tripwire (a listener on 127.0.0.1 that records every connection and hangs up) and fails it at
 teardown if anything — the test, the engine, a child process — connected, or if it used the Postgres

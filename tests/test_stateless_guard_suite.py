@@ -1,8 +1,9 @@
 """The guard of the stateless list (tests/support/stateless.py), in whole pytest runs of a small suite
 with the suite's own `state_backend` and plugin: in the SQLite pass a listed test runs behind the
 tripwire and fails at teardown when it opened a state database, in this process or in a child, even
-when it expected the error itself; the Postgres pass deselects the listed tests and counts them in its
-summary, pytest-xdist workers or not.
+when it expected the error itself; the Postgres pass does not collect a listed file (unless it is named
+on the command line: then it deselects its tests), deselects the listed test functions, and counts both
+in its summary, pytest-xdist workers or not.
 
 Listed as stateless itself: each run is a child pytest whose backend the test sets and whose
 environment has no BLOCKYARD_DATABASE_URL, so it runs the same in either pass of this suite (the two
@@ -115,13 +116,23 @@ def test_the_sqlite_pass_fails_a_listed_test_that_opens_a_state_database(suite: 
     assert "ERROR test_unlisted.py::test_opens_nothing" not in out
 
 
-def test_the_postgres_pass_deselects_the_listed_tests_and_counts_them(suite: Path) -> None:
+def test_the_postgres_pass_deselects_the_tests_of_a_listed_file_it_is_asked_for_and_counts_them(suite: Path) -> None:
     run = _pytest(suite, "postgres", "-n", "1", "test_listed.py")
     out = run.stdout
     assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, out + run.stderr
     assert "3 deselected" in out, out
     assert ("Postgres pass: 3 tests deselected, listed as stateless in tests/support/stateless.py (they never "
             "open a state database; the SQLite pass checks that)") in out, out
+
+
+def test_the_postgres_pass_does_not_collect_a_listed_file_and_counts_it(suite: Path) -> None:
+    run = _pytest(suite, "postgres", "-n", "1", "--collect-only", "-q")
+    out = run.stdout
+    assert run.returncode == 0, out + run.stderr
+    assert "test_listed.py" not in out.split("listed as stateless")[0], out
+    assert "1/4 tests collected (3 deselected)" in out, out  # test_listed.py's 3 tests were never collected
+    assert ("Postgres pass: 1 file or folder not collected and 3 tests deselected, listed as stateless in "
+            "tests/support/stateless.py (they never open a state database; the SQLite pass checks that)") in out, out
 
 
 def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of_their_file(suite: Path) -> None:

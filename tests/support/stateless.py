@@ -3,8 +3,9 @@
 The Postgres pass (BLOCKYARD_TEST_DATABASE=postgres, tests/conftest.py) exists to run the engine's
 state database on Postgres; a test that never opens one — validation, compiling, templates, the
 model providers, review text, type checks, packaging — runs there exactly as in the SQLite pass and
-proves nothing the second time. The test files, folders and test functions in STATELESS are
-deselected from the Postgres pass at collection (the summary counts them as deselected).
+proves nothing the second time. The Postgres pass does not collect the test files and folders in
+STATELESS (importing and collecting them cost each of its workers ~2 s of CPU for nothing), and
+deselects the test functions in it; its summary counts both.
 
 The list is kept true by the SQLite pass: there every test of a listed file runs with
 BLOCKYARD_DATABASE_URL naming a "tripwire", a Postgres URL whose server is a listener on 127.0.0.1
@@ -32,6 +33,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +41,8 @@ from engine.state.location import URL_ENV
 
 FIND_ENV = "BLOCKYARD_TEST_FIND_STATELESS"
 PROPERTY = "stateless_guard"  # the user property a test's report carries in the finding run
-OUTPUT = "stateless_deselected"  # what a pytest-xdist worker hands its controller
+OUTPUT = "stateless_deselected"  # what a pytest-xdist worker hands its controller: the tests it deselected,
+UNCOLLECTED = "stateless_uncollected"  # and the listed files and folders it did not collect
 SYNC_TIMEOUT = 10.0  # seconds the teardown waits for the listener to take its own probe connection
 
 # Files end in .py, folders in / (every file under them, including new ones: the guard checks those too),
@@ -250,6 +253,15 @@ def listed(nodeid: str) -> str | None:
     return None
 
 
+def uncollected(path: str) -> str | None:
+    """The entry of STATELESS that covers all of the file or folder `path` (relative to the repository,
+    a folder ending in /), if any: the Postgres pass does not collect it."""
+    for entry in STATELESS:
+        if "::" not in entry and (entry == path or (entry.endswith("/") and path.startswith(entry))):
+            return entry
+    return None
+
+
 def finding() -> bool:
     return os.environ.get(FIND_ENV, "").strip().lower() in ("1", "true", "yes")
 
@@ -417,19 +429,33 @@ class Deselected:
 # ---- the plugin: tests/conftest.py registers it ----------------------------------------------------
 
 class Plugin:
-    """Deselects the listed tests in the Postgres pass (and says so in the summary, which pytest-xdist's
-    controller would otherwise not count: the workers collect), and reports the finding run."""
+    """In the Postgres pass, leaves the listed files and folders uncollected and deselects the listed
+    test functions (and says so in the summary, which pytest-xdist's controller would otherwise not
+    count: the workers collect), and reports the finding run."""
 
     def __init__(self, config: pytest.Config, backend: str) -> None:
         self.config = config
         self.backend = backend
         self.deselected: list[str] = []
+        self.uncollected: list[str] = []
         self.findings = Findings() if finding() else None
         if self.findings is not None:
             # hundreds of tests fail in the finding run (those that open a state database): plain Python
             # tracebacks, not pytest's source excerpts (parsing the source of one deep failure crashed them)
             config.option.tbstyle = "native"
         self.counted = False
+
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        if self.backend != "postgres":
+            return None
+        try:
+            path = collection_path.relative_to(self.config.rootpath).as_posix()
+        except ValueError:  # outside the repository: not ours to judge
+            return None
+        if uncollected(path + "/" if collection_path.is_dir() else path) is None:
+            return None
+        self.uncollected.append(path)
+        return True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -446,15 +472,17 @@ class Plugin:
         output = getattr(self.config, "workeroutput", None)
         if output is not None:  # a pytest-xdist worker: the controller counts what it deselected
             output[OUTPUT] = self.deselected
+            output[UNCOLLECTED] = self.uncollected
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object) -> None:
         """The controller: every worker collected (and deselected) the same tests; count them once."""
-        deselected = list(getattr(node, "workeroutput", {}).get(OUTPUT, []))
-        if self.counted or not deselected:
+        output = getattr(node, "workeroutput", {})
+        deselected, uncollected = list(output.get(OUTPUT, [])), list(output.get(UNCOLLECTED, []))
+        if self.counted or not (deselected or uncollected):
             return
         self.counted = True
-        self.deselected = deselected
+        self.deselected, self.uncollected = deselected, uncollected
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.stats.setdefault("deselected", []).extend(Deselected(nodeid) for nodeid in deselected)
@@ -464,10 +492,13 @@ class Plugin:
             self.findings.add(report)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.deselected:
+        done = [f"{count} {one if count == 1 else many}" for count, one, many in (
+            (len(self.uncollected), "file or folder not collected", "files and folders not collected"),
+            (len(self.deselected), "test deselected", "tests deselected")) if count]
+        if done:
             terminalreporter.write_line(
-                f"Postgres pass: {len(self.deselected)} tests deselected, listed as stateless in "
-                "tests/support/stateless.py (they never open a state database; the SQLite pass checks that)")
+                f"Postgres pass: {' and '.join(done)}, listed as stateless in tests/support/stateless.py "
+                "(they never open a state database; the SQLite pass checks that)")
         if self.findings is not None:
             terminalreporter.section("stateless: no test opened a state database (tests/support/stateless.py)")
             for entry in self.findings.entries():
