@@ -4,7 +4,7 @@ The Postgres pass (BLOCKYARD_TEST_DATABASE=postgres, tests/conftest.py) exists t
 state database on Postgres; a test that never opens one — validation, compiling, templates, the
 model providers, review text, type checks, packaging — runs there exactly as in the SQLite pass and
 proves nothing the second time. The Postgres pass does not collect the test files and folders in
-STATELESS (importing and collecting them cost each of its workers ~2 s of CPU for nothing), and
+STATELESS (importing and collecting them cost each of its workers ~1 s of CPU for nothing), and
 deselects the test functions in it; its summary counts both.
 
 The list is kept true by the SQLite pass: there every test of a listed file runs with

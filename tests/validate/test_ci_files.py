@@ -75,7 +75,8 @@ if [ "$pass" = "$FAIL" ]; then exit 3; fi
 @pytest.mark.parametrize("fail", ["", "sqlite", "postgres"])
 def test_the_test_script_runs_both_passes_and_fails_when_either_does(tmp_path: Path, fail: str) -> None:
     """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three workers each and
-    with the arguments it is given (a later -n wins), prints the Postgres pass's output after the SQLite pass's, and fails when either pass does."""
+    with the arguments it is given (a later -n wins), prints the Postgres pass's output after the SQLite
+    pass's, and fails when either pass does."""
     python = tmp_path / "python"
     python.write_text(FAKE_PYTHON, encoding="utf-8")
     python.chmod(0o755)
