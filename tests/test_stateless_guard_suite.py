@@ -142,3 +142,5 @@ def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of
     assert "test_unlisted.py::test_opens_its_sqlite_file" in out.splitlines(), out
     assert "test_opens_nothing_here" not in out and "test_listed_alone" not in out, out
     assert "1/4 tests collected (3 deselected)" in out, out
+    # test_listed.py, beside the file asked for, was not asked for: it is not counted as left out
+    assert "Postgres pass: 3 tests deselected, listed as stateless" in out, out

@@ -454,8 +454,18 @@ class Plugin:
             return None
         if uncollected(path + "/" if collection_path.is_dir() else path) is None:
             return None
-        self.uncollected.append(path)
+        if self._asked(collection_path):
+            self.uncollected.append(path)
         return True
+
+    def _asked(self, path: Path) -> bool:
+        """Whether `path` lies in what this run was asked for: pytest also consults the hook about the
+        neighbours of a file or folder named on the command line, which would never be collected anyway."""
+        for arg in self.config.args:
+            target = (self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+            if path.resolve() == target or target in path.resolve().parents:
+                return True
+        return False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
