@@ -243,16 +243,6 @@ def _function(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def listed(nodeid: str) -> str | None:
-    """The entry of STATELESS that covers the test `nodeid` (a path relative to the repository), if any."""
-    path = nodeid.split("::", 1)[0]
-    function = _function(nodeid)
-    for entry in STATELESS:
-        if entry in (path, function) or (entry.endswith("/") and path.startswith(entry)):
-            return entry
-    return None
-
-
 def uncollected(path: str) -> str | None:
     """The entry of STATELESS that covers all of the file or folder `path` (relative to the repository,
     a folder ending in /), if any: the Postgres pass does not collect it."""
@@ -260,6 +250,13 @@ def uncollected(path: str) -> str | None:
         if "::" not in entry and (entry == path or (entry.endswith("/") and path.startswith(entry))):
             return entry
     return None
+
+
+def listed(nodeid: str) -> str | None:
+    """The entry of STATELESS that covers the test `nodeid` (a path relative to the repository), if any:
+    its file or a folder above it, or the test function."""
+    function = _function(nodeid)
+    return uncollected(nodeid.split("::", 1)[0]) or (function if function in STATELESS else None)
 
 
 def finding() -> bool:
