@@ -458,11 +458,9 @@ class Plugin:
     def _asked(self, path: Path) -> bool:
         """Whether `path` lies in what this run was asked for: pytest also consults the hook about the
         neighbours of a file or folder named on the command line, which would never be collected anyway."""
-        for arg in self.config.args:
-            target = (self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
-            if path.resolve() == target or target in path.resolve().parents:
-                return True
-        return False
+        path = path.resolve()
+        targets = {(self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve() for arg in self.config.args}
+        return path in targets or not targets.isdisjoint(path.parents)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
