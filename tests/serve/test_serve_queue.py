@@ -371,6 +371,14 @@ def _sessions(root: Path) -> str:
     return "\n".join([*(f"session {row}" for row in sessions), *(f"lock {row}" for row in locks)])
 
 
+def _explain(what: str, root: Path, run_id: str, *servers: ServeProcess) -> str:
+    """Why a replica test waited in vain: the run's row and trace, the database's sessions and locks
+    (what a claim may hang on), and each server's log."""
+    logs = "".join(f"\n--- {server.log.name}\n{server.log.read_text()[-3000:]}" for server in servers)
+    return (f"{what}:\nstatus {_statuses(root, [run_id])}\ntrace {_trace(root, [run_id])[run_id]}\n"
+            f"{_sessions(root)}{logs}")
+
+
 def _finished_once(trace: list[tuple[int, str, str | None]]) -> bool:
     finished = [str(step) for _, type_, step in trace if type_ == "step_finished"]
     return sorted(finished) == sorted(STEPS)
@@ -410,17 +418,20 @@ def test_a_replica_that_lost_its_lease_writes_nothing_more_for_the_run(
     a, b = servers(root, "a", "b", hosts={"a": "elsewhere-a"})
     with a.client() as client:
         run_id = client.post("/flows/slow/runs?wait=false", json={}).json()["run_id"]
-    wait_for(lambda: ("step_finished", "s1") in [(t, s) for _, t, s in _trace(root, [run_id])[run_id]],
-             timeout=30, interval=0.02)
+
+    def waited(what: str, predicate: Callable[[], bool], interval: float) -> None:
+        try:
+            wait_for(predicate, timeout=30, interval=interval)
+        except AssertionError:  # seen only in full Postgres passes, under load: what each side saw
+            raise AssertionError(_explain(what, root, run_id, a, b)) from None
+
+    waited("s1 did not finish", lambda: ("step_finished", "s1") in [
+        (t, s) for _, t, s in _trace(root, [run_id])[run_id]], 0.02)
     a.process.send_signal(signal.SIGSTOP)  # mid-way through s2's model call
-    try:
-        wait_for(lambda: b.logged(f"event=run_taken_over run={run_id}"), timeout=30, interval=0.05)
-    except AssertionError:  # what B waits on (rarely seen, in full Postgres passes): the sessions and locks
-        raise AssertionError(f"B did not take the run over:\n{_sessions(root)}\n--- a.log\n"
-                             f"{a.log.read_text()[-3000:]}\n--- b.log\n{b.log.read_text()[-3000:]}") from None
+    waited("B did not take the run over", lambda: b.logged(f"event=run_taken_over run={run_id}"), 0.05)
     a.process.send_signal(signal.SIGCONT)  # its s2 call is over: it would write s2's step and go on
-    wait_for(lambda: a.logged(f"event=run_ended run={run_id}"), timeout=30, interval=0.05)
-    wait_for(lambda: _statuses(root, [run_id])[run_id] == "finished", timeout=30, interval=0.05)
+    waited("A did not end its execution", lambda: a.logged(f"event=run_ended run={run_id}"), 0.05)
+    waited("the run did not finish", lambda: _statuses(root, [run_id])[run_id] == "finished", 0.05)
     trace = _trace(root, [run_id])[run_id]
     assert _finished_once(trace), trace
     assert [type_ for _, type_, _ in trace].count("run_started") == 2
