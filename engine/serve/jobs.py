@@ -88,14 +88,17 @@ class Waker:
 # Whether a job may start once it has a slot of this server: False when its run is gone (another
 # server started it); a durable queued run waits here for a slot of the global limit.
 Admit = Callable[[], Awaitable[bool]]
+# What becomes of the run of a job whose execution an error ended before the runtime recorded its end
+Unended = Callable[[Job, Exception], Awaitable[None]]
 
 
 class JobQueue:
     """Accepts runs, bounds how many execute, and drains on shutdown."""
 
-    def __init__(self, broker: Broker, limit: int) -> None:
+    def __init__(self, broker: Broker, limit: int, unended: Unended | None = None) -> None:
         self.broker = broker
         self.limit = limit
+        self.unended = unended
         self.jobs: dict[str, Job] = {}
         self.accepting = True
         self.waker = Waker()
@@ -177,6 +180,8 @@ class JobQueue:
             job.result.exception()  # retrieved: nobody may be waiting for it
             self.log.warning("run_rejected", extra=fields(run=job.run_id, flow=job.flow,
                                                           error=f"{type(exc).__name__}: {exc}"))
+            if self.unended is not None:  # its row may still say queued or running under this server
+                await self.unended(job, exc)
         finally:
             job.state = "done"
             self.broker.close(job.run_id)

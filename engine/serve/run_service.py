@@ -21,6 +21,7 @@ from engine.events import EventDict, RunStatus, now_iso
 from engine.outputdir import resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import load_project
+from engine.redaction import mask_url
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
 from engine.state import liveness, messages, store, threads
@@ -98,6 +99,12 @@ class RunService:
         """A run this server held, cancelled before its execution began: `interrupted`, never adopted
         and run by another server (store.cancel_unstarted); a run that began records its own end."""
         await self.engine.db.writer.write(store.cancel_unstarted(run_id, liveness.current(), error, now_iso()))
+
+    async def record_unended(self, run_id: str, error: str) -> None:
+        """A run this server held whose execution an error ended before it recorded its end: `failed`
+        with `error` (store.fail_unended); a run that recorded its end is left as it is."""
+        message = mask_url(self.engine.secrets.text(error))  # a server may echo a key; a URL its password
+        await self.engine.db.writer.write(store.fail_unended(run_id, liveness.current(), message, now_iso()))
 
     async def release(self, run_ids: list[str]) -> None:
         """Let go of queued runs this server will not start (store.release_queued)."""

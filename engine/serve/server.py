@@ -28,11 +28,11 @@ from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, liveness, store
-from engine.state.database import DB_ERRORS
+from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import effective_status
 from engine.state.writer import WriterClosed
 
-_SETTLE_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, WriterClosed)  # see `_settle_cancelled`
+_SETTLE_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, StateError, WriterClosed)  # see `_settle_cancelled`
 
 
 @dataclass
@@ -99,7 +99,7 @@ class Server:
         recovered = await self.service.recover(leave_leased=replica is not None)
         for run_id in recovered:
             self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
-        self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs)
+        self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs, unended=self._record_unended)
         self.global_limit = self.catalog.server.max_concurrent_runs_global
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
@@ -323,6 +323,18 @@ class Server:
         except _SETTLE_ERRORS as exc:  # the row stays as it was; the log says why
             self.log.warning("cancel_not_recorded", extra=fields(run=job.run_id, error=str(exc)))
 
+    async def _record_unended(self, job: Job, exc: Exception) -> None:
+        """A job whose execution an error ended before the runtime recorded the run's end (its pinned
+        definition could not be read back, its context not built, the database failed as it recorded
+        the end): its row would stay queued or running under this server — kept alive by nobody but
+        this process, and never resumable while it lives. It is recorded `failed`, with the error."""
+        service, _ = self._ready_parts()
+        try:
+            await service.record_unended(job.run_id, f"the server could not execute the run: "
+                                                     f"{type(exc).__name__}: {exc}")
+        except _SETTLE_ERRORS as error:  # the row stays as it was (on a replica its lease runs out); the log says why
+            self.log.warning("run_end_not_recorded", extra=fields(run=job.run_id, error=str(error)))
+
     def thread_jobs(self, thread_id: str) -> list[Job]:
         """The turns of a thread this server holds (queued or running)."""
         return [job for job in self.queue.jobs.values() if job.thread == thread_id] if self.queue else []
@@ -349,8 +361,10 @@ class Server:
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
 
     async def _heartbeat(self, replica: liveness.Replica) -> None:
-        if self.service is not None:
-            await self.service.engine.db.writer.write(store.heartbeat(replica.id, replica.lease_until()))
+        """Push ahead the lease of the runs this server holds now (its jobs), and of no other row."""
+        if self.service is not None and self.queue is not None and self.queue.jobs:
+            held = list(self.queue.jobs)
+            await self.service.engine.db.writer.write(store.heartbeat(replica.id, replica.lease_until(), held))
 
     async def _take_over(self, replica: liveness.Replica | None) -> list[str]:
         """Go on with the runs of servers that died: resume their running runs from their last

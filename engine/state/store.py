@@ -148,10 +148,14 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
     return apply
 
 
-def heartbeat(replica: str, lease_until: float) -> Write:
-    """A replica's heartbeat: its lease on every run it executes or holds queued now lasts until `lease_until`."""
-    return Write("UPDATE runs SET lease_until = ? WHERE owner_replica = ? AND status IN ('running', 'queued')",
-                 (lease_until, replica))
+def heartbeat(replica: str, lease_until: float, run_ids: Sequence[str]) -> Write:
+    """A replica's heartbeat: its lease on the runs it executes or holds queued now (`run_ids`, its
+    jobs) lasts until `lease_until`. Only those: a row left `running` under the replica by an
+    execution that ended without recording its end (the database failed then) must not be kept
+    alive by the heartbeat, or no other replica would ever take it over."""
+    return Write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? "
+                 "AND status IN ('running', 'queued')",
+                 [(lease_until, run_id, replica) for run_id in run_ids], many=True)
 
 
 class Admission(StrEnum):
@@ -241,6 +245,18 @@ def cancel_unstarted(run_id: str, owner: Owner, error: str, finished: str) -> Wr
     running by then)."""
     return Write("UPDATE runs SET status = 'interrupted', error = ?, finished = ?, owner_pid = NULL, "
                  "owner_host = NULL, owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+                 "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
+                 "AND owner_replica IS ?", (error, finished, run_id, owner.pid, owner.host, owner.replica))
+
+
+def fail_unended(run_id: str, owner: Owner, error: str, finished: str) -> Write:
+    """A run `owner` held (queued, or running) whose execution ended without recording its end: an
+    error escaped before the runtime began it (its definition could not be read back, its context
+    not built) or while it recorded its end. `failed`, with `error`, held by nobody — else the row
+    would stay `running` under a live server for good, and nobody could resume it. An execution that
+    recorded its end left the run neither queued nor running: this changes nothing then."""
+    return Write("UPDATE runs SET status = 'failed', error = ?, finished = ?, owner_pid = NULL, owner_host = NULL, "
+                 "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
                  "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
                  "AND owner_replica IS ?", (error, finished, run_id, owner.pid, owner.host, owner.replica))
 
