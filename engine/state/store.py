@@ -243,10 +243,7 @@ def cancel_unstarted(run_id: str, owner: Owner, error: str, finished: str) -> Wr
     that no server adopts and runs it after all; `blockyard resume` starts it from its inputs. A run
     whose execution began records its own end, which this leaves alone (it is no longer queued or
     running by then)."""
-    return Write("UPDATE runs SET status = 'interrupted', error = ?, finished = ?, owner_pid = NULL, "
-                 "owner_host = NULL, owner_start = NULL, owner_replica = NULL, lease_until = NULL "
-                 "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
-                 "AND owner_replica IS ?", (error, finished, run_id, owner.pid, owner.host, owner.replica))
+    return _end_held(run_id, owner, RunStatus.INTERRUPTED, error, finished)
 
 
 def fail_unended(run_id: str, owner: Owner, error: str, finished: str) -> Write:
@@ -255,10 +252,16 @@ def fail_unended(run_id: str, owner: Owner, error: str, finished: str) -> Write:
     not built) or while it recorded its end. `failed`, with `error`, held by nobody — else the row
     would stay `running` under a live server for good, and nobody could resume it. An execution that
     recorded its end left the run neither queued nor running: this changes nothing then."""
-    return Write("UPDATE runs SET status = 'failed', error = ?, finished = ?, owner_pid = NULL, owner_host = NULL, "
+    return _end_held(run_id, owner, RunStatus.FAILED, error, finished)
+
+
+def _end_held(run_id: str, owner: Owner, status: RunStatus, error: str, finished: str) -> Write:
+    """Run `run_id` ends as `status` with `error`, held by nobody — only while `owner` holds it queued or running."""
+    return Write("UPDATE runs SET status = ?, error = ?, finished = ?, owner_pid = NULL, owner_host = NULL, "
                  "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
                  "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
-                 "AND owner_replica IS ?", (error, finished, run_id, owner.pid, owner.host, owner.replica))
+                 "AND owner_replica IS ?",
+                 (str(status), error, finished, run_id, owner.pid, owner.host, owner.replica))
 
 
 def fence(run_id: str, replica: str, lease_until: float) -> Write:
