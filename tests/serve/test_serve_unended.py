@@ -20,23 +20,14 @@ from typing import Any
 
 from engine.runtime.engine import Engine
 from engine.state.database import StateError
-from tests.serve.serve_helpers import ADDER, Live, wait_for
+from tests.serve import serve_helpers
+from tests.serve.serve_helpers import Live, wait_for
 from tests.support.state import state_db
 
-YARD = {
-    "blockyard.yaml": "server: {lease_seconds: 0.9}\n",
-    "blocks/adder.yaml": ADDER,
-    "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 20s\n",
-    "flows/add.yaml": """
-        flow: add
-        version: 1
-        inputs: {a: {type: integer}}
-        outputs: [total]
-        steps:
-          - {id: sum, uses: adder, with: {x: "{{ inputs.a }}", y: 1}}
-    """,
-    "flows/long.yaml": "flow: long\nversion: 1\nsteps:\n  - {id: nap, uses: nap}\n",
-}
+# the add run fails as it begins, beside a long one the server holds (30 s): two slots
+YARD = {**serve_helpers.YARD, "blockyard.yaml": "server: {lease_seconds: 0.9, max_concurrent_runs: 2}\n",
+        "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 30s\n",
+        "flows/long.yaml": "flow: long\nversion: 1\nsteps:\n  - {id: nap, uses: nap}\n"}
 LOST = "the state database cannot be used: the connection was lost"
 
 
@@ -79,7 +70,7 @@ def test_a_run_whose_execution_could_not_begin_is_recorded_failed_and_resumes(
         # failed, not lost: it goes on (from its inputs: it never began) once the database is back
         resumed = client.post(f"/runs/{run_id}/resume?wait=true", json={})
         assert resumed.status_code == 200, resumed.text
-        assert (resumed.json()["status"], resumed.json()["outputs"]) == ("finished", {"total": 3})
+        assert (resumed.json()["status"], resumed.json()["outputs"]) == ("finished", {"total": 4})
 
 
 def test_the_heartbeat_renews_only_the_runs_the_server_holds(
@@ -95,7 +86,7 @@ def test_the_heartbeat_renews_only_the_runs_the_server_holds(
     service.record_unended = unrecorded  # type: ignore[method-assign]
     _context_fails_for(service.engine, "add")
     with live.client() as client:
-        held = client.post("/flows/long/runs?wait=false", json={}).json()["run_id"]  # runs 20 s: held
+        held = client.post("/flows/long/runs?wait=false", json={}).json()["run_id"]  # runs 30 s: held
         orphan = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 2}}).json()["run_id"]
         wait_for(lambda: orphan not in live.server.queue.jobs if live.server.queue else False, timeout=30)
     status, _, replica, lease = _owner(root, orphan)
