@@ -32,7 +32,8 @@ from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import effective_status
 from engine.state.writer import WriterClosed
 
-_SETTLE_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, StateError, WriterClosed)  # see `_settle_cancelled`
+# what recording a run's end after its job can meet (`_settle_cancelled`, `_record_unended`): a lost database
+_SETTLE_ERRORS: tuple[type[Exception], ...] = (*DB_ERRORS, StateError, WriterClosed)
 
 
 @dataclass
