@@ -3,7 +3,9 @@
 Untrusted input: only the YAML 1.2 core schema is understood (`yes`/`no`/`on`/`off` stay
 strings), Python and custom tags are refused, duplicate keys are errors, and alias, size and
 depth bombs are stopped before they cost memory or a crash (libyaml's own composer recurses in
-C and segfaults on deep nesting, so we compose from the event stream ourselves).
+C and segfaults on deep nesting, so we compose from the event stream ourselves). Too deep a document
+is BY005 at the collection that goes deeper than MAX_DEPTH whichever parser reads it, even when
+libyaml's own nesting cap trips first (`_Composer.too_deep`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ _FALSE = {"false", "False", "FALSE"}
 # the first characters of every plain scalar that resolves to something else than text (a null, a
 # boolean, a number): most scalars start with another one and need no pattern tried at all
 _NOT_TEXT_START = frozenset("~nNtTfF+-.0123456789")
+# the parser's own nesting cap (libyaml >= 0.2.6: "exceeded maximum nesting depth"); see _Composer.too_deep
+_NESTING_CAP = re.compile(r"nest(ed|ing)\b.*\b(depth|level)|too deep", re.IGNORECASE)
 
 
 @dataclass
@@ -119,12 +123,13 @@ def load_bytes(raw: bytes, display: str, path: Path | None = None) -> Document:
 
 
 class _Composer:
-    def __init__(self, text: str, display: str, path: Path) -> None:
+    def __init__(self, text: str, display: str, path: Path, *, prefix: bool = False) -> None:
         self.text = text
         self.display = display
         self.doc = Document(path, display, None)
         self.anchors: dict[str, tuple[Any, int]] = {}
         self.count = 0
+        self.prefix = prefix  # composing the start of a document again, for too_deep()
 
     def fail(self, mark: Any, code: str, message: str) -> LoadError:
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -147,6 +152,8 @@ class _Composer:
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             problem = exc.problem or exc.context or "invalid YAML"
+            if _NESTING_CAP.search(problem):
+                raise self.too_deep(mark) from None
             raise self.fail(mark, "BY002", f"YAML syntax error: {problem}") from None
         except yaml.reader.ReaderError as exc:
             # raised for control characters, with an offset into the text instead of a mark
@@ -160,6 +167,30 @@ class _Composer:
         if self.doc.data is None:
             raise LoadError(Diagnostic(self.display, 1, 1, "BY006", "file is empty; expected a mapping"))
         return self.doc
+
+    def too_deep(self, mark: Any) -> LoadError:
+        """The diagnostic for a document the parser gave up on for its own nesting cap (libyaml 0.2.6,
+        bundled from PyYAML 6.0.4 on, refuses more than 1000 levels).
+
+        That cap can trip while the events seen here are still shallow: to tell whether a `[` or `{`
+        starts an implicit key (`[a, b]: c`), the scanner reads up to 1024 characters of the line ahead
+        of the parser, so a line of 1000 brackets reaches the cap before the parser has reported the
+        65th. Everything before the point where the scanner gave up is scanned like any other text, so
+        that part is composed again: our own check then fires at the collection that first goes deeper
+        than MAX_DEPTH, as it does with a parser without a cap (or an earlier problem is reported, as
+        it would be there). Failing that, BY005 is reported where the parser stopped.
+        """
+        end = getattr(mark, "index", None)
+        if not self.prefix and isinstance(end, int) and 0 < end < len(self.text):
+            stop = (mark.line + 1, mark.column + 1)
+            try:
+                _Composer(self.text[:end], self.display, self.doc.path, prefix=True).document()
+            except LoadError as exc:
+                found = exc.diagnostic
+                # at the cut itself, it is the cut that the parser objects to, not the document
+                if found.code == "BY005" or (found.line, found.col) < stop:
+                    return exc
+        return self.fail(mark, "BY005", f"nesting deeper than {MAX_DEPTH} levels")
 
     def node(self, event: Any, path: JsonPath, depth: int) -> tuple[Any, int]:
         """Build the value that starts with `event`; returns it and how many values it holds."""

@@ -12,8 +12,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -93,6 +95,87 @@ def test_one_diagnostic_at_the_right_place(tmp_path: Path, content: bytes, code:
     file, found_code, found_line, found_col, message = _only_diagnostic(tmp_path)
     assert (file, found_code, found_line, found_col) == ("flows/x.yaml", code, line, col), message
     assert fragment in message
+
+
+class _CappedLoader(yaml.SafeLoader):
+    """The pure-Python parser with a nesting cap in its scanner, as libyaml has one from 0.2.6 (bundled
+    from PyYAML 6.0.4 on): what a parser's own cap does to our diagnostic is tested whatever PyYAML is
+    installed. Like libyaml's, the scanner reads up to 1024 characters ahead to tell an implicit key."""
+
+    CAP = 200
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= self.CAP:
+            mark = self.get_mark()
+            raise yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth",
+                                            mark)
+        super().fetch_flow_collection_start(TokenClass)
+
+
+_LOADERS = [pytest.param(yaml.SafeLoader, id="python"), pytest.param(_CappedLoader, id="capped")]
+if hasattr(yaml, "CSafeLoader"):
+    _LOADERS.insert(0, pytest.param(yaml.CSafeLoader, id="libyaml"))
+
+
+def _flow(levels: int, opener: bytes = b"[", closer: bytes = b"]") -> bytes:
+    return b"flow: " + opener * levels + closer * levels + b"\n"
+
+
+# name, content, (line, col) of the collection that goes deeper than MAX_DEPTH
+DEEP: list[tuple[str, bytes, tuple[int, int]]] = [
+    ("flow just too deep", _flow(MAX_DEPTH + 1), (1, 7 + MAX_DEPTH)),
+    ("flow beyond the parser caps", _flow(1000), (1, 7 + MAX_DEPTH)),  # libyaml 0.2.6 stops at 1000
+    ("flow far beyond", _flow(100_000), (1, 7 + MAX_DEPTH)),
+    ("flow mappings", _flow(5000, b"{a: ", b"}"), (1, 7 + 4 * MAX_DEPTH)),
+    ("flow in a flow", b"flow: [" + _flow(5000)[6:-1] + b"]\n", (1, 7 + MAX_DEPTH)),
+    ("block just too deep", b"flow:\n" + b"".join(b"  " * i + b"k:\n" for i in range(1, MAX_DEPTH + 2)),
+     (MAX_DEPTH + 2, 2 * (MAX_DEPTH + 1) + 1)),
+    ("block on one line", b"flow:\n  " + b"- " * 5000 + b"x\n", (2, 3 + 2 * MAX_DEPTH)),
+    ("block then flow", b"flow:\n  " + b"- " * 30 + b"[" * 3000 + b"]" * 3000 + b"\n", (2, 3 + MAX_DEPTH + 30)),
+    ("after 100 KB", b"flow: x\n" + b"".join(b"k%d: v\n" % i for i in range(12_000)) + b"z: " + b"[" * 3000
+     + b"]" * 3000 + b"\n", (12_002, 4 + MAX_DEPTH)),
+    ("after wide lines", "flow: \"é😀\"\r\nx: ".encode() + b"[" * 3000 + b"]" * 3000 + b"\n", (2, 4 + MAX_DEPTH)),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loader", _LOADERS)
+@pytest.mark.parametrize(("content", "where"), [case[1:] for case in DEEP], ids=[case[0] for case in DEEP])
+def test_too_deep_is_by005_where_it_gets_too_deep_whatever_the_parser(monkeypatch: pytest.MonkeyPatch,
+                                                                       loader: type, content: bytes,
+                                                                       where: tuple[int, int]) -> None:
+    """One code and one place for too deep a document, whether the parser has a nesting cap of its own
+    (libyaml from 0.2.6) that its look-ahead reaches before our check sees the events, or none."""
+    monkeypatch.setattr(load, "_Loader", loader)
+    with pytest.raises(LoadError) as caught:
+        load_bytes(content, "x.yaml")
+    found = caught.value.diagnostic
+    assert (found.code, found.line, found.col, found.message) == (
+        "BY005", *where, f"nesting deeper than {MAX_DEPTH} levels"), found.format()
+
+
+@pytest.mark.parametrize("loader", _LOADERS)
+def test_a_problem_before_the_depth_is_still_the_one_reported(monkeypatch: pytest.MonkeyPatch, loader: type) -> None:
+    """Composing again up to where a parser's cap tripped keeps the document's order: an earlier
+    problem is reported, as without a cap."""
+    monkeypatch.setattr(load, "_Loader", loader)
+    with pytest.raises(LoadError) as caught:
+        load_bytes(b"flow: [[[{a: 1, a: 2}, " + b"[" * 3000 + b"]" * 3000 + b"]]]\n", "x.yaml")
+    assert caught.value.diagnostic.format() == "x.yaml:1:17: error BY004 duplicate key 'a' (first defined at line 1)"
+
+
+def test_a_parser_cap_that_cannot_be_placed_is_still_by005(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cap reported without a usable position in the text is BY005 where the parser stopped."""
+
+    class Blind(_CappedLoader):
+        def get_mark(self) -> Any:
+            mark = super().get_mark()
+            return yaml.Mark(mark.name, -1, mark.line, mark.column, mark.buffer, mark.pointer)
+
+    monkeypatch.setattr(load, "_Loader", Blind)
+    with pytest.raises(LoadError) as caught:
+        load_bytes(_flow(1000), "x.yaml")
+    assert caught.value.diagnostic.format() == f"x.yaml:1:207: error BY005 nesting deeper than {MAX_DEPTH} levels"
 
 
 def test_a_50_mb_file_is_refused_without_reading_it(tmp_path: Path) -> None:
