@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import engine.cli.catalog
+from engine import extras
 from engine.cli import main
 from engine.errors import BlockyardError
 
@@ -54,8 +55,10 @@ def test_a_command_whose_runtime_is_not_installed_says_what_to_install(
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     (tmp_path / "flows").mkdir()
     assert main(["serve", "--root", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == "error: blockyard serve needs the engine's runtime: " \
-                                      "pip install 'blockyard-core[run]'\n"
+    err = capsys.readouterr().err
+    assert err == f"error: blockyard serve needs the engine's runtime, and {extras.missing('run')}\n"
+    assert err.startswith("error: blockyard serve needs the engine's runtime, and the run extra is not installed: "
+                          "pip install 'aiosqlite>=0.20' 'anyio<5,>=4.10' 'fastapi>=0.115' ")
 
 
 def test_a_postgres_database_without_its_extra_says_what_to_install(
@@ -67,8 +70,8 @@ def test_a_postgres_database_without_its_extra_says_what_to_install(
     (tmp_path / "flows").mkdir()
     assert main(["runs", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == ("error: blockyard runs: its state database is on Postgres, and that extra is not installed: "
-                   "pip install 'blockyard-core[postgres]'\n")
+    assert err == ("error: blockyard runs: its state database is on Postgres, and the postgres extra is not installed: "
+                   "pip install 'langgraph-checkpoint-postgres>=3.0' 'psycopg[binary]>=3.2' 'psycopg-pool>=3.2'\n")
 
 
 def test_a_missing_module_that_is_not_the_runtime_is_a_bug(

@@ -29,11 +29,13 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from engine.cli import RUNTIME_INSTALL, RUNTIME_MODULES
+from engine import extras
+from engine.cli import RUNTIME_MODULES
 from engine.spec.export import SCHEMAS
 from engine.state.location import URL_ENV
 from engine.version import __version__
 from tests.support.example import copy_example_yard
+from tests.support.venvs import venv_on_this_environment
 
 REPO = Path(__file__).resolve().parents[1]
 METAPACKAGE = REPO / "packaging" / "blockyard"
@@ -56,9 +58,9 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder with both wheels: the core's (the root) and the metapackage's."""
     pytest.importorskip("hatchling", reason="the dev extra (pip install -e '.[dev]') brings hatchling")
     out = tmp_path_factory.mktemp("dist")
-    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                 "-q", "-w", out, REPO, METAPACKAGE, cwd=out)
-    assert built.returncode == 0, built.stderr
+    for project in (REPO, METAPACKAGE):  # `build`, not pip: the locked .venv (uv's) has no pip
+        built = _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, project, cwd=out)
+        assert built.returncode == 0, built.stderr
     return out
 
 
@@ -122,14 +124,21 @@ def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(wheel:
 
 
 def test_the_version_is_written_once_and_the_metapackage_pins_it() -> None:
-    """engine/version.py is the version; the core reads it, the metapackage's every pin repeats it."""
+    """engine/version.py is the version; the core reads it, and so does the metapackage's build hook
+    (packaging/blockyard/hatch_build.py), which pins every requirement to it (the built wheel's metadata:
+    test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version; its sdist alone builds the same
+    wheel: tests/test_release.py)."""
     core = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in core["project"] and core["project"]["dynamic"] == ["version"]
     assert core["tool"]["hatch"]["version"]["path"] == "engine/version.py"
-    meta = tomllib.loads((METAPACKAGE / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert meta["version"] == __version__
-    pins = [*meta["dependencies"], *(line for lines in meta["optional-dependencies"].values() for line in lines)]
-    assert {str(Requirement(line).specifier) for line in pins} == {f"=={__version__}"}
+    meta = tomllib.loads((METAPACKAGE / "pyproject.toml").read_text(encoding="utf-8"))
+    project = meta["project"]
+    assert not {"version", "dependencies", "optional-dependencies"} & set(project)
+    assert set(project["dynamic"]) == {"version", "dependencies", "optional-dependencies"}
+    assert set(meta["tool"]["hatch"]["metadata"]["hooks"]["custom"]["extras"]) == (
+        set(core["project"]["optional-dependencies"]) - {"run", "dev"})
+    assert meta["tool"]["hatch"]["build"]["targets"]["sdist"]["force-include"] == {
+        "../../engine/version.py": "engine_version.py"}
 
 
 def _closure(requirements: Iterable[str]) -> tuple[dict[str, importlib.metadata.Distribution], set[str]]:
@@ -215,11 +224,8 @@ def test_the_wheel_says_the_package_is_typed(wheel: Path) -> None:
 @pytest.mark.timeout(300)
 def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    created = _run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp_path)
-    assert created.returncode == 0, created.stderr
-    python = venv / "bin" / "python"
-    installed = _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q",
-                     wheel, cwd=tmp_path)
+    python = venv_on_this_environment(venv) / "python"
+    installed = _run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
 
     where = _run(python, "-c", "import engine.schema as s; print(s.__file__); print(s.schema_dir())",
@@ -245,7 +251,7 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
     distributions (their files and .dist-info, as pip installed them), then pip installs the wheel
     with --no-index, so it must find every requirement of the core already there; one it lacks
     (langgraph, say) fails the install."""
-    created = _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+    created = _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)  # with pip (ensurepip): uv's .venv has none
     assert created.returncode == 0, created.stderr
     python = venv / "bin" / "python"
     site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))",
@@ -258,8 +264,7 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
             if file.parts[0] != ".." and source.is_file():  # not its scripts in bin/: the hook needs none
                 (site / file).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, site / file)
-    installed = _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "-q", wheel,
-                     cwd=tmp_path)
+    installed = _run(python, "-m", "pip", "install", "--no-index", "-q", wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
     return python
 
@@ -298,7 +303,7 @@ def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path,
     assert (version.returncode, version.stdout) == (0, f"blockyard, version {__version__}\n"), version.stderr
     run = _run(blockyard, "run", "hello", cwd=yard)
     assert (run.returncode, run.stdout) == (2, "")
-    assert run.stderr == f"error: blockyard run needs the engine's runtime: {RUNTIME_INSTALL}\n"
+    assert run.stderr == f"error: blockyard run needs the engine's runtime, and {extras.missing('run')}\n"
 
     probed = _run(python, "-c", PROBE, json.dumps(LIGHT + NEEDS_RUNTIME), cwd=yard)
     assert probed.returncode == 0, probed.stderr
@@ -307,10 +312,9 @@ def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path,
     for command in NEEDS_RUNTIME:
         # a group's subcommand is named with it (`blockyard db copy`), a command's arguments are not
         words = command.split()[:2] if command.split()[0] in ("export", "db") else command.split()[:1]
-        line = f"error: blockyard {' '.join(words)} needs the engine's runtime: {RUNTIME_INSTALL}\n"
+        line = f"error: blockyard {' '.join(words)} needs the engine's runtime, and {extras.missing('run')}\n"
         assert results[command] == [2, line], command
     # a state database on Postgres needs that extra too: the commands that only look say which
     on_postgres = _run(blockyard, "runs", cwd=yard, **{URL_ENV: "postgresql://u:secret@127.0.0.1:9/x"})
     assert (on_postgres.returncode, on_postgres.stderr) == (2, (
-        "error: blockyard runs: its state database is on Postgres, and that extra is not installed: "
-        "pip install 'blockyard-core[postgres]'\n"))
+        f"error: blockyard runs: its state database is on Postgres, and {extras.missing('postgres')}\n"))

@@ -12,7 +12,7 @@ code with one clear message, Ctrl-C -> 130, anything else -> 4 with the tracebac
 log file for a bug report (never printed at the user). It is also where a command that needs the
 engine's runtime finds it missing: `pip install .` of this repository (the pre-commit hook) installs
 `blockyard-core` without its `run` extra, enough for `validate`, `diff`, `flows`, `blocks`, `init`
-and the state listings; the others stop with one line saying what to install (docs/review.md).
+and the state listings; the others stop with one line saying what to install (engine/extras.py, docs/review.md).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from engine import extras
 from engine.cli import startup
 from engine.cli.options import RUNNING, Group
 from engine.errors import BlockyardError, UsageError, ValidationFailed
@@ -64,7 +65,6 @@ RUNTIME_MODULES = frozenset({
     "langgraph", "aiosqlite", "langchain_core", "langchain_openai", "openai", "watchfiles", "fastapi", "uvicorn",
     "sse_starlette", "httpx", "anyio", "starlette",
 })
-RUNTIME_INSTALL = "pip install 'blockyard-core[run]'"
 # modules of the optional extras a command may need for what blockyard.yaml or the environment asks:
 # a state database on Postgres (`database:`, BLOCKYARD_DATABASE_URL) needs psycopg and LangGraph's saver
 EXTRA_MODULES = {"psycopg": "postgres", "psycopg_pool": "postgres", "psycopg_binary": "postgres",
@@ -76,7 +76,7 @@ class RuntimeMissing(UsageError):
     installation is the core only (exit 2: what the user installed does not offer the command)."""
 
     def __init__(self, command: str) -> None:
-        super().__init__(f"{command} needs the engine's runtime: {RUNTIME_INSTALL}")
+        super().__init__(f"{command} needs the engine's runtime, and {extras.missing(extras.RUNTIME)}")
 
 
 class ExtraMissing(UsageError):
@@ -84,7 +84,7 @@ class ExtraMissing(UsageError):
 
     def __init__(self, command: str, extra: str) -> None:
         why = "its state database is on Postgres" if extra == "postgres" else f"it needs the '{extra}' extra"
-        super().__init__(f"{command}: {why}, and that extra is not installed: pip install 'blockyard-core[{extra}]'")
+        super().__init__(f"{command}: {why}, and {extras.missing(extra)}")
 
 
 def _extra_of(module: str) -> str | None:

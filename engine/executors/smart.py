@@ -1,6 +1,6 @@
 """smart blocks: a DSPy program built from the block's inputs and outputs (engine/smart).
 
-Needs the optional extra `blockyard[dspy]`: without it the block fails to compile, naming the
+Needs the optional `dspy` extra: without it the block fails to compile, naming the
 extra. `program` is the compiled program `blockyard optimize` saved next to the block (the
 bundle carries it, so a run keeps the program it started with). With `guardrails`, a prediction
 that breaks them is made again (DSPy's BestOfN, up to `attempts`), and the step fails when none
@@ -16,7 +16,7 @@ from typing import Any
 from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
-from engine.smart import EXTRA, dspy_installed, import_dspy
+from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
 from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
 from engine.spec import BlockSpec
@@ -29,7 +29,7 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
     block with a compiled program: that is loaded here, so that one which does not fit fails the compile,
     not a run. Without one, the module is built from names validation has checked (BY359)."""
     if not dspy_installed():
-        raise CompileError(f"{where}: block '{block.block}' is a smart block, which needs DSPy: {EXTRA}")
+        raise CompileError(f"{where}: " + needs_dspy(f"block '{block.block}' is a smart block, which"))
     if program is not None:
         try:
             module(block, program=program)

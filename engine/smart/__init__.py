@@ -1,4 +1,4 @@
-"""Smart blocks: a DSPy program built from a block's inputs and outputs (optional extra `blockyard[dspy]`).
+"""Smart blocks: a DSPy program built from a block's inputs and outputs (the optional extra `dspy`).
 
 `program.py` turns a block into a DSPy signature and module (`mode: predict | chain_of_thought`),
 loads the compiled program `blockyard optimize` saved next to the block, and checks predictions
@@ -13,7 +13,14 @@ from __future__ import annotations
 import importlib.util
 import os
 
-EXTRA = "pip install blockyard[dspy]"
+from engine import extras
+
+EXTRA = "dspy"
+
+
+def needs_dspy(what: str) -> str:
+    """`{what} needs DSPy, and the dspy extra is not installed: pip install 'dspy>=2.6'`."""
+    return f"{what} needs DSPy, and {extras.missing(EXTRA)}"
 
 
 def dspy_installed() -> bool:

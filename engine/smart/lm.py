@@ -18,6 +18,7 @@ from typing import Any
 from engine.models.base import StructuredRequest
 from engine.models.errors import TRANSIENT_KINDS, ModelError, ModelOutputError, failure_kind, status_kind
 from engine.models.mock_values import fake, seed_of, summarize
+from engine.models.providers.google import GEMINI_API_VERSION
 from engine.models.providers.mock import MockGenerator
 from engine.models.secrets import read_key, redact
 from engine.smart import import_dspy
@@ -28,7 +29,6 @@ from engine.typecheck import outputs_schema
 _PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "gemini"}
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
             "google": "GOOGLE_API_KEY"}
-GEMINI_API_VERSION = "v1beta"  # the version google-genai (the google provider) talks to
 
 
 def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mapping[str, Any],
@@ -122,7 +122,8 @@ def provider_lm(profile: ModelProfile, name: str, env: Mapping[str, str]) -> tup
     settings: dict[str, Any] = {"api_key": key, "cache": False, "num_retries": profile.max_retries or 0}
     base = profile.base_url or (env.get("AZURE_OPENAI_ENDPOINT") if provider == "azure" else None)
     if provider == "google" and base:
-        base = base.rstrip("/") + "/" + GEMINI_API_VERSION  # the profile names the API root; LiteLLM wants the version
+        # the profile names the API root; LiteLLM wants the version: the one the google provider fixes
+        base = base.rstrip("/") + "/" + GEMINI_API_VERSION
     optional = {"api_base": base, "temperature": profile.temperature, "max_tokens": profile.max_tokens,
                 "timeout": parse_duration(profile.timeout) if profile.timeout else None,
                 "extra_headers": profile.headers, "api_version": profile.api_version if provider == "azure" else None}

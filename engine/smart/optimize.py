@@ -29,7 +29,7 @@ from engine.load import LoadError, load_file
 from engine.models import ModelResolver
 from engine.pinned import program_path
 from engine.project import BlockDef, Project, load_project, relative
-from engine.smart import EXTRA, dspy_installed, import_dspy
+from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
 from engine.smart.program import module, saved_state
 from engine.spec import BlockSpec
@@ -48,7 +48,7 @@ def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, m
     definition = _smart_block(project, ref)
     block = definition.spec
     if not dspy_installed():
-        raise UsageError(f"blockyard optimize needs DSPy: {EXTRA}")
+        raise UsageError(needs_dspy("blockyard optimize"))
     trainset = read_examples(examples, block, root)
     os.environ.setdefault("TQDM_DISABLE", "1")  # DSPy's progress bars: this command reports by itself
     compiled, bootstrapped = compile_program(project, block, trainset, max_demos, max_labeled)

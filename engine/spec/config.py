@@ -23,7 +23,7 @@ class ToolDecl(Spec):
 
 
 class McpServerSpec(Spec):
-    """An MCP server whose tools the yard's agents may call (needs `pip install blockyard[mcp]`)."""
+    """An MCP server whose tools the yard's agents may call (needs the `mcp` extra)."""
 
     command: str | None = Field(None, description="stdio transport: the program that runs the server.")
     args: list[str] = Field(default_factory=empty_list, description="stdio transport: its arguments.")

@@ -1,4 +1,4 @@
-"""Tools from MCP servers (the optional extra `blockyard[mcp]`, langchain-mcp-adapters).
+"""Tools from MCP servers (the optional `mcp` extra, langchain-mcp-adapters).
 
     mcp:
       files:
@@ -28,12 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine import extras
 from engine.diagnostics import did_you_mean
 from engine.spec import McpServerSpec, parse_duration
 from engine.tools.errors import ToolError
 from engine.tools.tool import Tool
 
-EXTRA = "pip install blockyard[mcp]"
+EXTRA = "mcp"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -116,7 +117,7 @@ class McpSource:
 
     def _session(self, server: str) -> Any:
         if importlib.util.find_spec("langchain_mcp_adapters") is None:
-            raise ToolError(f"MCP server '{server}' needs the MCP extra: {EXTRA}")
+            raise ToolError(f"MCP server '{server}' needs the MCP client, and {extras.missing(EXTRA)}")
         from langchain_mcp_adapters.sessions import create_session  # the optional extra, checked above
 
         return create_session(self._connection(server))  # type: ignore[arg-type]

@@ -142,7 +142,8 @@ def test_without_the_extra_the_message_names_it(make_yard: Yard, monkeypatch: py
                               make_yard({}))
     with pytest.raises(ToolError) as caught:
         asyncio.run(registry.call("add", {}))
-    assert str(caught.value) == "MCP server 'demo' needs the MCP extra: pip install blockyard[mcp]"
+    assert str(caught.value) == ("MCP server 'demo' needs the MCP client, and the mcp extra is not installed: "
+                                 "pip install 'langchain-mcp-adapters>=0.1'")
 
 
 def test_a_tool_name_clash_is_refused(make_yard: Yard) -> None:

@@ -10,11 +10,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from engine.models import ModelError, ModelResolver, is_transient
+from engine.models.providers import google as google_provider
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
 from tests.agents.agent_kit import KEY_ENV, run_flow
 from tests.agents.agent_kit import PLANTED_KEY as AGENT_KEY
@@ -104,6 +105,45 @@ def test_tokens_are_streamed_as_the_server_sends_them(gemini: GeminiStub) -> Non
     assert tokens[-1][0] - tokens[0][0] >= 0.05  # they arrived over time, not at the end
 
 
+def test_the_api_version_is_fixed_also_behind_a_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    # google-genai 3.6 would send /v1/ (its default) or whatever GOOGLE_GENAI_API_VERSION says: the
+    # provider asks for the layout Gemini serves, v1beta, under the gateway's path
+    monkeypatch.setenv("GOOGLE_GENAI_API_VERSION", "v1")
+    with GeminiStub(root="/gateway/gemini") as gateway:
+        gateway.queue(GeminiReply.structured_output(GOOD), GeminiReply.of_text("Hi"))
+        model = google_model(gateway)
+        streamed = dataclasses.replace(make_request(TEXT_SCHEMA), on_token=lambda piece: None)
+
+        assert ask(model) == GOOD
+        assert asyncio.run(model.structured(streamed)) == {"greeting": "Hi"}
+    assert [sent.path for sent in gateway.requests] == [
+        "/gateway/gemini/v1beta/models/gemini-2.5-flash:generateContent",
+        "/gateway/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"]
+
+
+def test_another_version_finds_no_route(gemini: GeminiStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the stub serves v1beta only, like the provider asks: a provider drifting to another version fails
+    monkeypatch.setattr(google_provider, "GEMINI_API_VERSION", "v1")
+    error = failure(google_model(gemini))
+
+    assert error.status == 404 and "no route /v1/models/gemini-2.5-flash:generateContent" in str(error)
+    assert gemini.requests == []
+
+
+def test_a_client_release_that_cannot_fix_the_version_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import langchain_google_genai
+
+    class Older:  # langchain-google-genai before 4.2.3: no api_version field, the SDK's default would decide
+        model_fields: ClassVar[dict[str, Any]] = {"model": None, "base_url": None}
+
+    monkeypatch.setattr(langchain_google_genai, "ChatGoogleGenerativeAI", Older)
+    config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
+    with pytest.raises(ModelError) as caught:
+        ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
+    assert str(caught.value) == ("provider 'google' needs langchain-google-genai 4.2.3 or later: "
+                                 "pip install -U 'langchain-google-genai>=4.2.3' (model profile 'gemini')")
+
+
 @pytest.mark.parametrize(("status", "kind", "says"), [
     (429, "rate_limit", "rate limited (HTTP 429: quota exhausted for ***)"),
     (500, "server_error", "the server failed (HTTP 500: quota exhausted for ***)"),
@@ -184,8 +224,8 @@ def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatc
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
     with pytest.raises(ModelError) as caught:
         ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
-    assert str(caught.value) == ("provider 'google' needs `pip install 'blockyard[google]'` "
-                                 "(model profile 'gemini')")
+    assert str(caught.value) == ("provider 'google' (model profile 'gemini'): the google extra is not "
+                                 "installed: pip install 'langchain-google-genai>=4.2.3'")
 
 
 GREET = """
@@ -222,7 +262,7 @@ def test_the_cli_validates_a_google_profile_and_names_a_missing_extra_in_one_lin
     outcome = cli(root, "run", "hello", "--input", "name=Ada")
 
     assert outcome.code == 1
-    assert "pip install 'blockyard[google]'" in outcome.err
+    assert "the google extra is not installed: pip install 'langchain-google-genai>=4.2.3'" in outcome.err
     assert "Traceback" not in outcome.err + outcome.out
     assert gemini.requests == []
 

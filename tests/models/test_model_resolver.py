@@ -79,5 +79,5 @@ def test_anthropic_without_the_extra_is_a_clear_error() -> None:
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic", name="claude-sonnet-4-5")})
     with pytest.raises(ModelError) as caught:
         ModelResolver(config, env={}).for_block(BLOCK.model_copy(update={"model": "claude"}))
-    assert str(caught.value) == ("provider 'anthropic' needs `pip install blockyard[anthropic]` "
-                                 "(model profile 'claude')")
+    assert str(caught.value) == ("provider 'anthropic' (model profile 'claude'): the anthropic extra is not "
+                                 "installed: pip install 'langchain-anthropic>=1.0'")

@@ -104,4 +104,5 @@ def test_without_dspy_optimize_names_the_extra(make_yard: Yard, capsys: pytest.C
     monkeypatch.setattr(command, "dspy_installed", lambda: False)
     root = yard(make_yard)
     assert optimize(root, "tldr", "--examples", str(root / "examples.yaml")) == 2
-    assert capsys.readouterr().err == "error: blockyard optimize needs DSPy: pip install blockyard[dspy]\n"
+    assert capsys.readouterr().err == ("error: blockyard optimize needs DSPy, and the dspy extra is not installed: "
+                                      "pip install 'dspy>=2.6'\n")

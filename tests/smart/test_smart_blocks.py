@@ -136,8 +136,8 @@ def test_without_the_extra_a_smart_block_does_not_compile(make_yard: Yard, monke
     root = smart_yard(make_yard)
     with pytest.raises(CompileError) as caught:
         compile_flow(make_bundle(load_project(root), "sum"))
-    assert str(caught.value) == ("flow 'sum', step 's': block 'tldr' is a smart block, which needs DSPy: "
-                                 "pip install blockyard[dspy]")
+    assert str(caught.value) == ("flow 'sum', step 's': block 'tldr' is a smart block, which needs DSPy, and the "
+                                 "dspy extra is not installed: pip install 'dspy>=2.6'")
 
 
 def test_validate_never_imports_dspy(make_yard: Yard) -> None:

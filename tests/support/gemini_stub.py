@@ -3,7 +3,10 @@
 `POST /v1beta/models/{model}:generateContent` answers one GenerateContentResponse;
 `:streamGenerateContent?alt=sse` answers server-sent events, text in pieces of 7 characters
 (`chunk_delay` apart when a reply sets it) and each function call in a chunk of its own, as
-Gemini sends them. Point the real client at `stub.base_url` (ChatGoogleGenerativeAI's `base_url`),
+Gemini sends them. Only the v1beta layout is served, the one the google provider fixes: any other
+path (`/v1/models/...`, a version left to the SDK) gets a 404 naming it and is not recorded.
+`GeminiStub(root="/gateway")` serves under a path, as a gateway would (`/gateway/v1beta/...`).
+Point the real client at `stub.base_url` (ChatGoogleGenerativeAI's `base_url`, the root included),
 queue replies, then assert on `stub.requests`:
 
     with GeminiStub() as stub:
@@ -111,7 +114,8 @@ class _Server(ThreadingHTTPServer):
 class GeminiStub:
     """Threaded HTTP server on 127.0.0.1 with a random port; use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "") -> None:
+        self.root = root.rstrip("/")  # the path the API is served under, "" for the host's root
         self.requests: list[GeminiRequest] = []
         self.default = GeminiReply.error_reply(400, "gemini stub: no scripted reply left")
         self._queue: deque[GeminiReply] = deque()
@@ -123,7 +127,7 @@ class GeminiStub:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.root}"
 
     def queue(self, *replies: GeminiReply) -> None:
         with self._lock:
@@ -157,7 +161,7 @@ class GeminiStub:
                 body: Any = json.loads(raw) if raw else None
                 request = GeminiRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 route = self.path.split("?")[0]
-                if not route.startswith("/v1beta/models/") or not route.endswith(
+                if not route.startswith(f"{stub.root}/v1beta/models/") or not route.endswith(
                         (":generateContent", ":streamGenerateContent")):
                     self._send(404, _error(404, f"no route {route}"))
                     return

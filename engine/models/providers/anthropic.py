@@ -1,4 +1,4 @@
-"""`provider: anthropic` — an optional extra (`pip install blockyard[anthropic]`)."""
+"""`provider: anthropic` — the optional `anthropic` extra (engine/extras.py names its install)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
+from engine import extras
 from engine.models.errors import ModelError
 from engine.models.providers.chat import ChatGenerator
 from engine.spec import ModelProfile, parse_duration
@@ -17,8 +18,8 @@ DEFAULT_MAX_TOKENS = 1024  # Anthropic's API requires a bound
 def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenerator:
     """A generator for an anthropic profile, or a ModelError when the extra is not installed."""
     if importlib.util.find_spec("langchain_anthropic") is None:
-        raise ModelError("provider 'anthropic' needs `pip install blockyard[anthropic]` "
-                         f"(model profile '{name}')", provider="anthropic", model=profile.name)
+        raise ModelError(f"provider 'anthropic' (model profile '{name}'): {extras.missing('anthropic')}",
+                         provider="anthropic", model=profile.name)
     from langchain_anthropic import ChatAnthropic  # the optional extra, checked above
 
     if not profile.name:
