@@ -68,6 +68,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # xdist sends files with many tests first, which put the longest one (two tests) last. The other files
 # follow, most tests first.
 HEAVY_FIRST = (
+    "tests/test_docs_commands.py",
     "tests/serve/test_serve_queue.py",
     "tests/hostile/test_hostile_files_1.py",
     "tests/hostile/test_hostile_files_2.py",

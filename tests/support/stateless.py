@@ -211,6 +211,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_cron.py::test_the_scheduler_does_not_crash_on_a_schedule_that_slipped_through",
     "tests/test_cron.py::test_time_zones",
     "tests/test_dbfile.py",
+    "tests/test_docs_commands.py",
     "tests/test_errors.py",
     "tests/test_extras.py",
     "tests/test_flowtests.py::test_a_malformed_test_file_names_its_line",

@@ -1,0 +1,205 @@
+"""The README's commands run as a newcomer pastes them (docs/testing.md, "The docs run").
+
+Every shell block of README.md is marked, on the line before its fence, `<!-- runnable -->` or
+`<!-- not runnable: why -->`; a block of docs/ that is marked runnable runs too. The runnable blocks of
+one file run in order in one bash process (so `. .venv/bin/activate` carries over), in a copy of the
+repository, each command checked for its exit status: 0, or N where its comment says `(exit N)`.
+The README's quick start runs from scratch there — `.ci/setup` makes the copy's `.venv` — with Debian's
+externally managed system Python (PEP 668) as `python3`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import skip_or_fail
+
+REPO = Path(__file__).resolve().parent.parent
+SHELLS = {"sh", "bash", "shell", "console"}
+MARK = re.compile(r"<!--\s*(runnable|not runnable:[^>]*\S)\s*-->")
+# The README's test command runs the whole suite; from inside the suite it runs a narrow selection of
+# files that have tests in both of its passes (the Postgres pass alone collecting nothing would fail).
+NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py"}
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # of the opening fence, 1-based
+    language: str
+    mark: str | None
+    commands: tuple[tuple[int, str], ...]  # (line, command), continuation lines joined
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+def shell_blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    index = 0
+    while index < len(lines):
+        fence = re.match(r"^(```+)\s*([\w-]*)", lines[index])
+        if not fence:
+            index += 1
+            continue
+        start, language = index, fence.group(2).lower()
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(fence.group(1)))
+        if language in SHELLS:
+            before = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
+            mark = MARK.fullmatch(before.strip())
+            blocks.append(Block(path, start + 1, language, mark.group(1) if mark else None,
+                                _commands(lines, start + 1, end, console=language == "console")))
+        index = end + 1
+    return blocks
+
+
+def _commands(lines: list[str], first: int, end: int, *, console: bool) -> tuple[tuple[int, str], ...]:
+    commands: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number in range(first, end):
+        text = lines[number]
+        if pending is None:
+            if console:
+                if not text.startswith("$ "):
+                    continue  # output the console block shows
+                text = text[2:]
+            if not text.strip() or text.lstrip().startswith("#"):
+                continue
+            pending = (number + 1, text)
+        else:
+            pending = (pending[0], pending[1] + "\n" + text)
+        if pending[1].endswith("\\"):
+            continue
+        commands.append(pending)
+        pending = None
+    assert pending is None, f"{lines[first - 1]!r}: a continuation line ends the block"
+    return tuple(commands)
+
+
+def documents() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def script(blocks: list[Block]) -> str:
+    """One bash script: each command, then a check of its status that names its line."""
+    parts = ["set -u"]
+    for block in blocks:
+        for line, command in block.commands:
+            expected = re.search(r"\(exit (\d+)\)\s*$", command)
+            status = int(expected.group(1)) if expected else 0
+            where = f"{block.path.relative_to(REPO)}:{line}"
+            parts += [f"echo {_quote('$ ' + command.splitlines()[0])} >&2",
+                      NARROWED.get(command.split("#")[0].strip(), command),
+                      f'status=$?; if [ "$status" -ne {status} ]; then '
+                      f'echo "{where}: exit $status, expected {status}" >&2; exit 1; fi']
+    return "\n".join(parts) + "\n"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_every_shell_block_of_the_readme_says_whether_it_runs() -> None:
+    blocks = shell_blocks(REPO / "README.md")
+    assert len(blocks) >= 6, "the README's quick start and examples are shell blocks"
+    unmarked = [block.where for block in blocks if block.mark is None]
+    assert not unmarked, f"mark each `<!-- runnable -->` or `<!-- not runnable: why -->`: {unmarked}"
+    first, second = blocks[0], blocks[1]
+    assert first.mark == "runnable" and [c for _, c in first.commands] == [
+        "bash .ci/setup && . .venv/bin/activate && blockyard run hello"]
+    assert second.mark == "runnable" and [c for _, c in second.commands] == ["bash .ci/test"]
+    run = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert run.rstrip().endswith("\nbash .ci/test"), ".ci/run ends with exactly the README's test command"
+
+
+def test_the_readme_stays_short() -> None:
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_the_block_parser_reads_marks_continuations_and_console_prompts(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- runnable -->\n```sh\necho a \\\n  b   # joined\n\n# a comment\nfalse  # (exit 1)\n```\n"
+                    "text\n\n<!-- not runnable: a server -->\n\n```console\n$ echo c\nc\n```\n"
+                    "```bash\necho unmarked\n```\n```yaml\nnot: shell\n```\n", encoding="utf-8")
+    blocks = shell_blocks(page)
+    assert [(b.line, b.language, b.mark) for b in blocks] == [
+        (2, "sh", "runnable"), (13, "console", "not runnable: a server"), (17, "bash", None)]
+    assert blocks[0].commands == ((3, "echo a \\\n  b   # joined"), (7, "false  # (exit 1)"))
+    assert blocks[1].commands == ((14, "echo c"),)
+
+
+def externally_managed_python() -> Path | None:
+    """Debian's system Python, which refuses `pip install` outside a venv (PEP 668)."""
+    for candidate in (Path("/usr/bin/python3"), Path("/usr/local/bin/python3")):
+        if not candidate.exists():
+            continue
+        stdlib = subprocess.run([str(candidate), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+                                capture_output=True, text=True, timeout=60).stdout.strip()
+        if stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").exists():
+            return candidate
+    return None
+
+
+def copy_of_the_repository(target: Path) -> Path:
+    """The files a clone would have (tracked, and new ones not ignored), as they are in the work tree."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def newcomer_environment(bin_dir: Path, python: Path) -> dict[str, str]:
+    """A shell as a newcomer has it: no venv active, the system Python first as python3, nothing of this
+    suite's own settings; the machine's own (certificates, caches, HOME) kept."""
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(python)
+    ours = (os.environ.get("VIRTUAL_ENV"), str(Path(sys.executable).parent))
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+           and not name.startswith(("PYTEST_", "BLOCKYARD_", "COV_"))}
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+            if entry and not any(entry == mine or entry.startswith(f"{mine}/") for mine in ours if mine)]
+    env["PATH"] = os.pathsep.join([str(bin_dir), *path])
+    return env
+
+
+def test_the_runnable_commands_run_as_pasted_with_an_externally_managed_python(tmp_path: Path) -> None:
+    python = externally_managed_python()
+    if python is None:
+        skip_or_fail("no externally managed system Python (Debian's python3) to paste the README against")
+        return
+    repo = copy_of_the_repository(tmp_path / "clone")
+    env = newcomer_environment(tmp_path / "bin", python)
+    readme = [block for block in shell_blocks(REPO / "README.md") if block.mark == "runnable"]
+    result = subprocess.run(["bash", "-c", script(readme)], cwd=repo, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, f"{result.stderr[-6000:]}\n{result.stdout[-3000:]}"
+    # the quick start made its own environment, on that Python, and ran the flow there
+    config = (repo / ".venv" / "pyvenv.cfg").read_text(encoding="utf-8")
+    version = subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    assert re.search(rf"^version_info = {re.escape(version)}$", config, re.M), config
+    assert "loud: 'GREET: NAME=ADA'" in result.stdout  # the mock model's greeting, shouted
+    assert "reply: Your name is Ada." in result.stdout
+    assert (repo / "output" / "index.html").is_file(), "swe_team wrote its app"
+
+    # then the docs' runnable blocks, each file in a shell of its own, in the same checkout
+    docs = {path: [b for b in shell_blocks(path) if b.mark == "runnable"] for path in documents()[1:]}
+    docs = {path: blocks for path, blocks in docs.items() if blocks}
+    assert REPO / "docs" / "testing.md" in docs, "the contributors' quick start is runnable"
+    for path, blocks in docs.items():
+        result = subprocess.run(["bash", "-c", script(blocks)], cwd=repo, env=env, capture_output=True,
+                                text=True, timeout=600)
+        assert result.returncode == 0, f"{path.name}: {result.stderr[-6000:]}"
