@@ -5,6 +5,7 @@ The published distributions keep ranges for users; the repository's own installs
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -102,3 +103,20 @@ def test_the_debian_packages_are_named_in_one_place() -> None:
     for script in ("run", "test", "latest"):
         text = (CI / script).read_text(encoding="utf-8")
         assert "apt-get" not in text, f".ci/{script} installs a Debian package outside .ci/debian-packages"
+
+
+def test_the_npm_packages_the_tests_install_are_locked_whole() -> None:
+    """tests/support/npm.py installs each JavaScript package with `npm ci` from its committed lock: every
+    transitive version and integrity hash fixed, the top-level version the one the test names."""
+    locks = sorted((REPO / "tests" / "support" / "npm-locks").iterdir())
+    assert [lock.name for lock in locks] == ["langchain+langgraph-sdk-2.0.0", "mermaid-11.17.2"]
+    sources = {"mermaid-11.17.2": REPO / "tests" / "review" / "mermaid_render.py",
+               "langchain+langgraph-sdk-2.0.0": REPO / "tests" / "serve" / "langgraph_api" / "test_langgraph_sdk_js.py"}
+    for lock in locks:
+        manifest = json.loads((lock / "package.json").read_text(encoding="utf-8"))
+        ((name, version),) = manifest["dependencies"].items()
+        assert f'"{version}"' in sources[lock.name].read_text(encoding="utf-8"), (lock.name, version)
+        tree = json.loads((lock / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+        assert tree[f"node_modules/{name}"]["version"] == version
+        installed = {path: entry for path, entry in tree.items() if path}
+        assert installed and all(entry.get("integrity", "").startswith("sha512-") for entry in installed.values())

@@ -1,8 +1,12 @@
 """npm packages for tests that run real JavaScript: pinned versions, installed once into a cache folder.
 
-`npm_package("mermaid", "11.17.2")` runs `npm install --prefix DIR mermaid@11.17.2` from the npm registry into
-`DIR = <cache>/mermaid-11.17.2` (the cache is `$BLOCKYARD_TEST_CACHE`, else `~/.cache/blockyard-tests`) unless
-it is there already, and returns DIR; the package is then at `DIR/node_modules/<name>`. It is installed into a
+Each package's whole tree is locked: tests/support/npm-locks/<name>-<version>/ holds a package.json naming it
+and the package-lock.json npm made for it (every transitive version with its integrity hash), so an upstream
+release of a dependency of mermaid changes nothing here. `npm_package("mermaid", "11.17.2")` runs `npm ci` on
+that lock into `DIR = <cache>/mermaid-11.17.2-<lock digest>` (the cache is `$BLOCKYARD_TEST_CACHE`, else
+`~/.cache/blockyard-tests`) unless it is there already, and returns DIR; the package is then at
+`DIR/node_modules/<name>`. To add or move a package: in a new folder of npm-locks, write the package.json and
+run `npm install --package-lock-only --ignore-scripts` there. It is installed into a
 staging folder beside DIR and renamed into place, so two test workers never see half an install (the loser of
 the race throws its copy away). Without npm, or when the install fails, the test skips with the reason, and
 fails under `CI=true` (tests/conftest.py). `.ci/run` installs node and npm where they are missing.
@@ -10,6 +14,7 @@ fails under `CI=true` (tests/conftest.py). `.ci/run` installs node and npm where
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -19,6 +24,7 @@ from pathlib import Path
 from tests.conftest import skip_or_fail
 
 NPM_TIMEOUT = 600
+LOCKS = Path(__file__).resolve().parent / "npm-locks"
 
 
 def cache_dir() -> Path:
@@ -33,7 +39,11 @@ def folder_name(name: str, version: str) -> str:
 def npm_package(name: str, version: str, cache: Path | None = None) -> Path:
     """The prefix folder holding `name@version` (in its node_modules), installed from the npm registry if needed."""
     cache = cache if cache is not None else cache_dir()
-    target = cache / folder_name(name, version)
+    lock = LOCKS / folder_name(name, version)
+    if not (lock / "package-lock.json").is_file():
+        raise AssertionError(f"{name}@{version} has no lock in {lock} (the module's docstring says how to make one)")
+    digest = hashlib.sha256((lock / "package-lock.json").read_bytes()).hexdigest()[:12]
+    target = cache / f"{folder_name(name, version)}-{digest}"
     if (target / "node_modules" / name / "package.json").is_file():
         return target
     npm = shutil.which("npm")
@@ -42,14 +52,16 @@ def npm_package(name: str, version: str, cache: Path | None = None) -> Path:
         raise AssertionError("unreachable")
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder_name(name, version)}-", dir=cache))
-    # --ignore-scripts: nothing of the package runs at install time, only what a test loads
-    done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts",
-                           "--loglevel=error", f"{name}@{version}"],
+    for file in ("package.json", "package-lock.json"):
+        shutil.copy2(lock / file, staging / file)
+    # `npm ci`: exactly the lock, integrity checked; --ignore-scripts: nothing of a package runs at install time
+    done = subprocess.run([npm, "ci", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts",
+                           "--loglevel=error"],
                           capture_output=True, text=True, timeout=NPM_TIMEOUT)
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        skip_or_fail(f"npm install {name}@{version} failed: {last}")
+        skip_or_fail(f"npm ci of {name}@{version} failed: {last}")
         raise AssertionError("unreachable")
     try:
         staging.rename(target)
