@@ -34,7 +34,8 @@ def last_event_id(request: Request) -> int:
     shown = raw if len(raw) <= 40 else raw[:37] + "..."
     if not (text.isascii() and text.isdigit()):
         raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{shown}'")
-    if int(text) > MAX_SEQ:
+    # compared by length first: int() refuses more than 4300 digits (a ValueError, not a bad request)
+    if len(text) > len(str(MAX_SEQ)) or int(text) > MAX_SEQ:
         raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be at most {MAX_SEQ}, not '{shown}'")
     return int(text)
 

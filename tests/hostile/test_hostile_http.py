@@ -48,8 +48,16 @@ HEADERS: list[dict[str, str]] = [
     {"Last-Event-ID": "abc"}, {"Last-Event-ID": HUGE[:100]}, {"Content-Type": "text/plain"},
     {"Content-Type": "application/json; charset=latin-1"}, {"Content-Type": "multipart/form-data; boundary=x"},
     {"Authorization": "Bearer " + "x" * 5000}, {"Accept": "*/*", "Accept-Encoding": "gzip, br"},
-    {"Prefer": "wait=99999999999999999999"},
+    {"Prefer": "wait=99999999999999999999"}, {"Last-Event-ID": HUGE}, {"Last-Event-ID": "1." + HUGE},
 ]
+# The LangGraph Server API under /lg: store filters the stores refuse, Last-Event-IDs past Python's digit limit,
+# thread metadata past the limits (one request, and PATCHes that add up).
+LG_BAD_FILTERS = [{"a' OR 1=1 --": {"$gt": 1}}, {"a": {"$where": "1"}}, {"": 1}, {"a": {"$gt": [[[[1]]]]}},
+                  {"x" * 5000: 1}, {"a": {"$eq": {"$ne": 1}}}, {"a": {}}, {"a.b.c": {"$lte": "z"}}]
+LG_RAW_FILTERS = ['{"filter": {"n": ' + HUGE + "}}", '{"filter": {"n": {"$gt": 100000000000000000000000}}}',
+                  '{"filter": {"n": 1e400}}', '{"filter": {"n": NaN}}', '{"filter": {"n": ' + SURROGATE_JSON + "}}",
+                  '{"filter": []}', '{"filter": "x"}', '{"namespace_prefix": [' + SURROGATE_JSON + "]}",
+                  '{"query": ' + SURROGATE_JSON + "}"]
 
 
 def _bodies() -> list[bytes | None]:
@@ -155,3 +163,43 @@ def test_hostile_requests_never_get_a_500_or_hang(server: tuple[str, subprocess.
                 break
     assert not failures, f"{len(failures)} of {REQUESTS} requests failed:\n" + "\n".join(failures[:12])
     assert _rss_mb(proc.pid) < MAX_RSS_MB, f"server peak memory {_rss_mb(proc.pid):.0f} MB"
+
+
+def test_hostile_langgraph_api_requests_never_get_a_500(server: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, proc = server
+    failures: list[str] = []
+    big = {"x": "y" * 3_000_000}
+    with httpx.Client(base_url=url + "/lg", timeout=ANSWER_SECONDS * 4, verify=LOOPBACK) as client:
+        thread = client.post("/threads", json={}).json()["thread_id"]
+        run_id = client.post(f"/threads/{thread}/runs/wait", json={"assistant_id": "hello",
+                                                                   "input": {"name": "Ada"}},
+                             headers={"Prefer": "return=minimal"}).headers["Content-Location"].rsplit("/", 1)[-1]
+        requests: list[tuple[str, str, dict[str, str], bytes | None]] = [
+            *[("POST", "/store/items/search", {}, json.dumps({"filter": f}).encode()) for f in LG_BAD_FILTERS],
+            *[("POST", "/store/items/search", {}, body.encode()) for body in LG_RAW_FILTERS],
+            *[("GET", f"/threads/{thread}/runs/{run_id}/stream", {"Last-Event-ID": value}, None)
+              for value in (HUGE, "1." + HUGE, HUGE + ".1", "0" * 5000)],
+            ("POST", "/threads", {}, json.dumps({"metadata": big}).encode()),
+            ("PATCH", f"/threads/{thread}", {}, json.dumps({"metadata": big}).encode()),
+            *[("PATCH", f"/threads/{thread}", {}, json.dumps({"metadata": {f"k{n}": "z" * 30_000}}).encode())
+              for n in range(20)],
+            ("POST", "/threads/search", {}, b'{"limit": 1000}'),
+            ("GET", "/store/items?namespace=a.b&key=missing", {}, None),
+        ]
+        for method, path, headers, body in requests:
+            described = f"{method} /lg{path[:100]} {headers!s:.60} {(body or b'')[:80]!r}"
+            try:
+                with client.stream(method, path, headers={"Content-Type": "application/json", **headers},
+                                   content=body) as response:
+                    first = response.read() if "event-stream" not in response.headers.get("content-type", "") \
+                        else next(response.iter_raw(), b"")
+                    if response.status_code >= 500:
+                        failures.append(f"{described}: HTTP {response.status_code} {bytes(first)[:200]!r}")
+                    if path == "/threads/search" and len(first) > 10_000_000:
+                        failures.append(f"{described}: {len(first)} bytes")
+            except httpx.TransportError as exc:
+                failures.append(f"{described}: {type(exc).__name__} ({exc})")
+        grown = client.get(f"/threads/{thread}").json()
+        assert len(json.dumps(grown["metadata"])) <= 64 * 1024, "PATCHes grew the thread's metadata past its limit"
+    assert proc.poll() is None, "the server died"
+    assert not failures, f"{len(failures)} of {len(requests)} requests failed:\n" + "\n".join(failures[:12])

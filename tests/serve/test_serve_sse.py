@@ -59,6 +59,9 @@ def test_the_trace_is_replayed_and_last_event_id_skips_what_was_seen(live: Live)
         bad = client.get(f"/runs/{run_id}/events", headers={**STREAM, "Last-Event-ID": "three"})
         assert bad.status_code == 400
         assert bad.json()["error"]["message"] == "Last-Event-ID must be an event seq number, not 'three'"
+        for huge in ("9" * 5000, "0" * 5000):  # past Python's 4300 digits for int(): a 400, not a 500
+            assert client.get(f"/runs/{run_id}/events", headers={**STREAM, "Last-Event-ID": huge}).status_code == 400
+            assert client.get(f"/runs/{run_id}/events?after={huge}", headers=STREAM).status_code == 400
 
 
 def test_a_client_that_reconnects_misses_nothing(live: Live) -> None:

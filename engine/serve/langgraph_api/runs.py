@@ -11,6 +11,7 @@ supported (422).
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +37,31 @@ from engine.serve.problems import ApiError, conflict, from_engine, not_found
 from engine.serve.routes.deps import trace_reader
 from engine.serve.server import Server
 from engine.serve.sse import HEADERS
-from engine.state import threads
-from engine.state.store import effective_status
+from engine.state import store, threads
+from engine.state.database import Connection
+from engine.state.store import RunRecord, effective_status
 
 router = APIRouter(tags=["langgraph: runs"])
+DEFAULT_MODES = ("values",)  # what a run streams when its request names no stream_mode
+# The stream modes each run started here asked for (the latest RUN_MODES runs): joining its stream without a
+# `stream_mode` replays those, as LangGraph's server does; a run it does not know (started before a restart,
+# or by Blockyard's own API) streams DEFAULT_MODES.
+RUN_MODES = 10_000
+_run_modes: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+
+
+def _remember_modes(run_id: str, asked: list[str]) -> None:
+    _run_modes[run_id] = tuple(asked)
+    _run_modes.move_to_end(run_id)
+    while len(_run_modes) > RUN_MODES:
+        _run_modes.popitem(last=False)
+
+
+def _join_modes(run_id: str, given: list[str]) -> frozenset[str]:
+    """The modes a join streams: those asked for (an empty `stream_mode=`, as langgraph-sdk sends for None,
+    names none), else the run's own."""
+    asked = [mode for mode in given if mode]
+    return frozenset(asked or _run_modes.get(run_id, DEFAULT_MODES)) & SUPPORTED_MODES
 
 
 @dataclass
@@ -89,6 +111,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Star
         asked = decision(resume, [str(gate.get("interrupt_id")) for gate in view.gates])
         after = await _last_seq(server, last.id)
         job = await server.resume_run(last.id, asked)
+        _remember_modes(last.id, modes(body.stream_mode))
         earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
         return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
                                                          earlier))
@@ -102,6 +125,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Star
             raise conflict("thread_busy", f"thread '{thread_id}' has a run going on; wait for it, or send "
                                           "multitask_strategy: enqueue")
     job = await server.start_run(entry, inputs, thread=thread_id)
+    _remember_modes(job.run_id, modes(body.stream_mode))
     if view is not None:
         before: list[dict[str, Any]] | None = state.values(view)["messages"]
         if view.last is not None and view.last_status != RunStatus.FINISHED:
@@ -185,18 +209,21 @@ async def _body(request: Request) -> RunCreate:
 @router.post("/threads/{thread_id}/runs", summary="Start a run on a thread in the background")
 async def create(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
     started = await _start(server, thread_id, await _body(request))
-    return _created(started)
+    return await _created(server, started)
 
 
 @router.post("/runs", summary="Start a run without a thread in the background")
 async def create_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    return _created(await _start(server, None, await _body(request)))
+    return await _created(server, await _start(server, None, await _body(request)))
 
 
-def _created(started: Started) -> JSONResponse:
+async def _created(server: Server, started: Started) -> JSONResponse:
     job = started.job
     where = _where(started.thread_id, started.translator.run_id)
-    return JSONResponse(run({**job.summary(), "id": started.translator.run_id}, started.thread_id),
+    shown = job.summary()
+    if job.kind == "start" and job.thread is not None and await service(server).get_run(job.run_id) is None:
+        shown = _held(job)  # a turn not yet admitted (one before it goes on): pending
+    return JSONResponse(run({**shown, "id": started.translator.run_id}, started.thread_id),
                         headers={"Content-Location": where})
 
 
@@ -230,6 +257,12 @@ async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResp
 
 # ---- reading, joining, cancelling ---------------------------------------------------------------
 
+def _held(job: Job) -> dict[str, Any]:
+    """A run this server holds that has no row yet: a turn waiting for a slot, or for the thread's turn before it
+    to end (`enqueue`) — `pending` (the job itself is `running` while it waits for the thread)."""
+    return {**job.summary(), "status": RunStatus.QUEUED}
+
+
 async def _run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
     """The run as LangGraph shows it; 404 unless it is a run of that thread."""
     await view_of(server, thread_id)
@@ -241,7 +274,7 @@ async def _run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]
             stored["status"] = RunStatus.QUEUED
         return run(stored, thread_id)
     if stored is None and job is not None and job.thread == thread_id:
-        return run(job.summary(), thread_id)
+        return run(_held(job), thread_id)
     raise not_found("run", f"thread '{thread_id}' has no run '{run_id}'")
 
 
@@ -252,10 +285,11 @@ async def list_runs(thread_id: str, server: ServerDep, limit: int = Query(10, ge
     if status is not None and status not in RUN_STATUS_FILTER:
         raise ApiError(422, "invalid_request", f"unknown status '{status}'; use one of: "
                                                f"{', '.join(RUN_STATUS_FILTER)}", field="status")
-    pending = [job.summary() for job in server.thread_jobs(thread_id) if job.kind == "start"]
-    seen = {job["id"] for job in pending}
-    stored = [record.as_dict() | {"status": effective_status(record)} for record in view.runs
-              if record.id not in seen]
+    records = sorted([*view.runs, *view.cancelled], key=lambda r: (r.started or r.created, r.id), reverse=True)
+    recorded = {record.id for record in records}
+    pending = [_held(job) for job in server.thread_jobs(thread_id) if job.kind == "start"
+               and job.run_id not in recorded]
+    stored = [record.as_dict() | {"status": effective_status(record)} for record in records]
     rows = [run(row, thread_id) for row in [*pending, *stored]]
     if status is not None:
         rows = [row for row in rows if row["status"] == status]
@@ -286,7 +320,7 @@ async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join a run's stream (Last-Event-ID resumes)",
             response_model=None)
 async def join_stream(thread_id: str, run_id: str, request: Request, server: ServerDep,
-                      stream_mode: list[str] = Query(default_factory=lambda: ["values"])) -> Response:
+                      stream_mode: list[str] = Query(default_factory=list)) -> Response:
     await _run_of(server, thread_id, run_id)
     resume = resume_point(request)
     view = await view_of(server, thread_id)
@@ -297,7 +331,7 @@ async def join_stream(thread_id: str, run_id: str, request: Request, server: Ser
     turns = [r.id for r in reversed(view.runs)]
     before = [m for m in state.values(view)["messages"]
               if m["id"].rsplit("-", 1)[0] in turns[:turns.index(run_id)]] if run_id in turns else []
-    translator = Translator(frozenset(stream_mode) & SUPPORTED_MODES, run_id, thread_id,
+    translator = Translator(_join_modes(run_id, stream_mode), run_id, thread_id,
                             record.flow if record is not None else view.thread.flow, inputs, before)
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
     started = Started(job, thread_id, 0, translator) if job is not None else Started(
@@ -321,5 +355,36 @@ async def cancel(thread_id: str, run_id: str, server: ServerDep, wait: bool = Fa
     if action == "rollback":
         raise ApiError(422, "invalid_request", "action 'rollback' is not supported: a cancelled run is kept, "
                                                "interrupted and resumable", field="action")
-    await server.cancel_run(run_id, wait=wait)
+    job = server.queue.jobs.get(run_id) if server.queue is not None else None
+    unadmitted = job is not None and job.kind == "start" and job.thread == thread_id and \
+        await service(server).get_run(run_id) is None
+    # a turn still waiting for its turn stops at once; waited for, so that it is recorded below
+    await server.cancel_run(run_id, wait=wait or unadmitted)
+    if job is not None and unadmitted:
+        await _record_unadmitted(server, job)
     return Response(status_code=204 if wait else 202)
+
+
+async def _record_unadmitted(server: Server, job: Job) -> None:
+    """A turn cancelled while it waited for the thread's turn before it (`enqueue`) has no row: the runtime
+    records a turn once the thread admits it. It is recorded `interrupted` ("cancelled by a client before it
+    started"), never started and held by no server, so that it stays listed — a run of the thread, not a turn
+    (state.read). A row written meanwhile (it was admitted as it was cancelled) is left as it is."""
+    runs = service(server)
+    try:
+        entry = server.flow(job.flow)
+    except ApiError:  # the flow was removed since: nothing to pin the run to
+        return
+    digest, text = runs.engine.pin(entry.bundle)
+    now = now_iso()
+    record = RunRecord(id=job.run_id, flow=job.flow, version=job.version, digest=digest,
+                       status=RunStatus.INTERRUPTED, inputs=job.inputs, thread_id=job.thread, created=job.created,
+                       finished=now, error="cancelled by a client before it started")
+    writes = [store.save_definition(digest, entry.name, entry.version, text, now), store.insert_run(record)]
+
+    def apply(conn: Connection) -> None:
+        if store.get_run(conn, job.run_id) is None:
+            for write in writes:
+                conn.execute(write.sql, write.params)
+
+    await runs.engine.db.writer.call(apply)

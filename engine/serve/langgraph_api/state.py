@@ -32,6 +32,8 @@ class ThreadView:
     runs: list[RunRecord]  # newest first
     messages: list[Message]  # oldest first (the last MAX_PAGE)
     gates: list[dict[str, Any]] = field(default_factory=list)  # the approval_required data of a waiting turn
+    # runs of the thread cancelled before their turn began (runs.py, `cancel`): runs, not turns, newest first
+    cancelled: list[RunRecord] = field(default_factory=list)
 
     @property
     def last(self) -> RunRecord | None:
@@ -47,8 +49,10 @@ def read(conn: Connection, thread_id: str) -> ThreadView | None:
     if thread is None:
         return None
     runs = store.list_runs(conn, thread=thread_id, limit=RUNS_READ)
-    view = ThreadView(thread, threads.metadata_of(conn, [thread_id]).get(thread_id, {}), runs,
-                      history(conn, thread_id, limit=MAX_PAGE, newest=True))
+    turns = [run for run in runs if run.started is not None]  # a turn of a thread is recorded started
+    view = ThreadView(thread, threads.metadata_of(conn, [thread_id]).get(thread_id, {}), turns,
+                      history(conn, thread_id, limit=MAX_PAGE, newest=True),
+                      cancelled=[run for run in runs if run.started is None])
     if view.last is not None and view.last_status == RunStatus.WAITING:
         view.gates = waiting_gates([event.as_dict() for event in store.load_events(conn, view.last.id)])
     return view

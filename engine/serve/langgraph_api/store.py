@@ -4,6 +4,7 @@ a flow with `memory: {scope: users/ada}` keeps its preferences under ["users", "
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,12 +14,19 @@ from fastapi.responses import Response
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api.access import ServerDep, service
 from engine.serve.langgraph_api.bodies import NamespaceSearch, StoreDelete, StorePut, StoreSearch
-from engine.serve.problems import ApiError, not_found
+from engine.serve.problems import ApiError
 from engine.serve.server import Server, check_size
 from engine.state.memory import MemoryStore, is_packed, unpack
 
 router = APIRouter(tags=["langgraph: store"])
 MAX_DEPTH = 16  # labels of one namespace
+# A filter is {key: value} or {key: {operator: value}}: a key is what the stores allow in their queries
+# (letters, digits, `_`, `.` for a nested key, `-`), an operator one the stores know, a value JSON whose
+# integers fit 64 bits (the stores compare them as SQL numbers).
+FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+FILTER_KEYS = 64  # keys of one filter
+FILTER_DEPTH = 32  # nesting of a value compared whole
 
 
 def _memory(server: Server) -> MemoryStore:
@@ -35,6 +43,45 @@ def _namespace(labels: Sequence[str], where: str, allow_empty: bool = False) -> 
             raise ApiError(422, "invalid_request", f"{where}: labels are non-empty and hold no '.' "
                                                    f"(got {label[:80]!r})", field=where)
     return tuple(labels)
+
+
+def _filter_value(value: Any, where: str, depth: int = 0) -> None:
+    if depth > FILTER_DEPTH:
+        raise ApiError(422, "invalid_filter", f"{where}: nested deeper than {FILTER_DEPTH} levels", field="filter")
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ApiError(422, "invalid_filter", f"{where}: integers must fit 64 bits", field="filter")
+    elif isinstance(value, list):  # text: read_body refused lone surrogates already
+        for item in value:
+            _filter_value(item, where, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _filter_value(key, where, depth + 1)
+            _filter_value(item, where, depth + 1)
+
+
+def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The search's filter, checked before it reaches the store (whose ValueError would be a 500):
+    422 `invalid_filter` naming what is wrong."""
+    if not given:
+        return None
+    if len(given) > FILTER_KEYS:
+        raise ApiError(422, "invalid_filter", f"filter: at most {FILTER_KEYS} keys", field="filter")
+    for key, value in given.items():
+        if not FILTER_KEY.fullmatch(key):
+            raise ApiError(422, "invalid_filter", f"filter: invalid key {key[:80]!r}: a key holds only letters, "
+                                                  "digits, '_', '.' (a nested key) and '-'", field="filter")
+        if isinstance(value, dict):
+            for operator, operand in value.items():
+                if operator not in FILTER_OPERATORS:
+                    raise ApiError(422, "invalid_filter", f"filter.{key}: unsupported operator {operator[:80]!r}; "
+                                                          f"use one of {', '.join(FILTER_OPERATORS)}", field="filter")
+                _filter_value(operand, f"filter.{key}.{operator}")
+        else:
+            _filter_value(value, f"filter.{key}")
+    return given
 
 
 def _shown(item: Any) -> Any:
@@ -67,14 +114,13 @@ async def put(request: Request, server: ServerDep) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/store/items", summary="One item, by namespace (labels joined with '.') and key")
-async def get(server: ServerDep, key: str, namespace: str = Query("")) -> dict[str, Any]:
+@router.get("/store/items", summary="One item, by namespace (labels joined with '.') and key; null if none")
+async def get(server: ServerDep, key: str, namespace: str = Query("")) -> dict[str, Any] | None:
     labels = _namespace(namespace.split(".") if namespace else [], "namespace")
     memory = _memory(server)
     item = await memory.call(memory.store().get, labels, key)
-    if item is None:
-        raise not_found("item", f"no item '{key}' in namespace {list(labels)}")
-    return _item(item)
+    # no such item: 200 `null`, as LangGraph's server answers (clients check the item for None / null)
+    return _item(item) if item is not None else None
 
 
 @router.delete("/store/items", summary="Delete an item", status_code=204, response_model=None)
@@ -91,10 +137,11 @@ async def delete(request: Request, server: ServerDep) -> Response:
 async def search(request: Request, server: ServerDep) -> dict[str, Any]:
     body = await read_body(request, StoreSearch) or StoreSearch()
     prefix = _namespace(body.namespace_prefix, "namespace_prefix", allow_empty=True)
+    wanted = _filter(body.filter)
     memory = _memory(server)
 
     def find() -> list[Any]:
-        found: list[Any] = memory.store().search(prefix, filter=body.filter, limit=body.limit, offset=body.offset,
+        found: list[Any] = memory.store().search(prefix, filter=wanted, limit=body.limit, offset=body.offset,
                                                  query=body.query)
         return found
 

@@ -68,8 +68,9 @@ def resume_point(request: Request) -> Resume | None:
     if not raw:
         return None
     seq, dot, part = raw.partition(".")
-    if not (seq.isascii() and seq.isdigit() and (not dot or (part.isascii() and part.isdigit()))) \
-            or int(seq) > MAX_SEQ or len(raw) > 40:
+    # the length first: int() refuses more than 4300 digits (a ValueError, not a bad request)
+    if len(raw) > 40 or not (seq.isascii() and seq.isdigit() and (not dot or (part.isascii() and part.isdigit()))) \
+            or int(seq) > MAX_SEQ:
         raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an id this stream sent (<seq>.<n>), "
                                                  f"not '{raw[:40]}'")
     return Resume(int(seq), int(part) if dot else -1)

@@ -6,6 +6,8 @@ A thread is a Blockyard conversation thread (engine/state/threads.py); its state
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -19,9 +21,51 @@ from engine.serve.langgraph_api.bodies import CheckpointRequest, HistoryRequest,
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.server import Server
 from engine.state import threads
+from engine.state.database import Connection
 
 router = APIRouter(tags=["langgraph: threads"])
 SEARCHED = 1000  # most threads one search looks through
+# Most bytes (as UTF-8 JSON) a thread's metadata takes: what a request gives and what PATCHes merge into
+# it; a search answers at most `limit` (1000) threads, so its metadata stays within 1000 times this
+METADATA_BYTES = 64 * 1024
+
+
+def _metadata_limit(server: Server) -> int:
+    return min(METADATA_BYTES, server.catalog.server.max_input_bytes)
+
+
+def _check_metadata(server: Server, metadata: dict[str, Any] | None, what: str) -> None:
+    """413 `metadata_too_large` when `metadata` takes more than the limit as JSON."""
+    if metadata:
+        size = json_size(metadata)
+        if size > _metadata_limit(server):
+            raise _too_large(server, what, size)
+
+
+def _too_large(server: Server, what: str, size: int) -> ApiError:
+    return ApiError(413, "metadata_too_large", f"{what} takes {size} bytes as JSON; a thread's metadata takes at "
+                                               f"most {_metadata_limit(server)} (docs/langgraph-api.md)")
+
+
+def json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+               .encode("utf-8", "backslashreplace"))
+
+
+def _merge(thread_id: str, metadata: dict[str, Any], limit: int) -> Callable[[Connection], int | None]:
+    """A writer call: add `metadata` to the thread's (threads.merge_metadata) unless the merged metadata would
+    take more than `limit` bytes; None when it was merged (or there is no such thread: the caller checked),
+    else the merged size. Read and written in the writer's one transaction, so PATCHes at once stay bounded."""
+
+    def apply(conn: Connection) -> int | None:
+        merged = {**threads.metadata_of(conn, [thread_id]).get(thread_id, {}), **metadata}
+        size = json_size(merged)
+        if size > limit:
+            return size
+        threads.merge_metadata(thread_id, metadata)(conn)
+        return None
+
+    return apply
 
 
 async def shown(server: Server, thread_id: str) -> dict[str, Any]:
@@ -31,6 +75,7 @@ async def shown(server: Server, thread_id: str) -> dict[str, Any]:
 @router.post("/threads", summary="Create a thread (if_exists: raise or do_nothing)")
 async def create(request: Request, server: ServerDep) -> JSONResponse:
     body = await read_body(request, ThreadCreate) or ThreadCreate()
+    _check_metadata(server, body.metadata, "the thread's metadata")
     runs = service(server)
     thread_id = runs.check_thread_id(body.thread_id) if body.thread_id is not None else runs.new_run_id()
     if body.graph_id is not None:
@@ -82,8 +127,10 @@ async def get(thread_id: str, server: ServerDep) -> dict[str, Any]:
 async def patch(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
     await view_of(server, thread_id)
     body = await read_body(request, ThreadPatch) or ThreadPatch()
-    if not await service(server).engine.db.writer.call(threads.merge_metadata(thread_id, body.metadata)):
-        raise not_found("thread", f"unknown thread '{thread_id}'")
+    _check_metadata(server, body.metadata, "the metadata to add")
+    size = await service(server).engine.db.writer.call(_merge(thread_id, body.metadata, _metadata_limit(server)))
+    if size is not None:
+        raise _too_large(server, "the thread's metadata with these keys added", size)
     return await shown(server, thread_id)
 
 

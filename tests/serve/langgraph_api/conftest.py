@@ -39,8 +39,28 @@ steps:
     emit: {event: progress, data: {done: "{{ context.n }}"}}
 """
 
+NAP = """
+block: nap
+version: 1
+description: Wait long enough for a test to look at a run going on.
+kind: wait
+duration: 3s
+"""
+
+SLEEPY = """
+flow: sleepy
+version: 1
+description: Wait a few seconds.
+inputs: {}
+outputs: []
+steps:
+  - id: nap
+    uses: nap
+"""
+
 EXTRA = {"blocks/adder.yaml": ADDER, "blocks/inc.yaml": INC,  # the example yard has a `pause` block
-         "flows/gated.yaml": GATED_FLOW, "flows/slow.yaml": SLOW_FLOW, "flows/count.yaml": COUNT}
+         "blocks/nap.yaml": NAP, "flows/gated.yaml": GATED_FLOW, "flows/slow.yaml": SLOW_FLOW,
+         "flows/count.yaml": COUNT, "flows/sleepy.yaml": SLEEPY}
 
 
 def example_yard(root: Path, extra: dict[str, str] | None = None) -> Path:

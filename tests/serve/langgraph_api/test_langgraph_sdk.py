@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -160,9 +161,26 @@ def test_the_store_is_the_flows_memory(live: Live) -> None:
     assert [item["key"] for item in found["items"]] == ["usual"]
     assert ["users", "ada", "preferences"] in client.store.list_namespaces(prefix=["users"])["namespaces"]
     client.store.delete_item(["users", "ada", "preferences"], "usual")
-    with pytest.raises(httpx.HTTPStatusError) as gone:
-        client.store.get_item(["users", "ada", "preferences"], "usual")
-    assert gone.value.response.status_code == 404
+    # a missing item is null, as LangGraph's server answers it: clients check for None
+    assert client.store.get_item(["users", "ada", "preferences"], "usual") is None
+
+
+def test_a_bad_store_filter_is_a_422_naming_what_is_wrong(live: Live) -> None:
+    client = lg(live)
+    client.store.put_item(["filters"], "one", {"n": 2, "tag": "x"})
+    assert [item["key"] for item in client.store.search_items(["filters"], filter={"n": {"$gt": 1}})["items"]] \
+        == ["one"]
+    for bad, said in (({"a' OR 1=1 --": {"$gt": 1}}, "invalid key"), ({"a": {"$where": "1"}}, "unsupported operator")):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            client.store.search_items(["filters"], filter=bad)
+        assert refused.value.response.status_code == 422, refused.value.response.text
+        assert said in refused.value.response.json()["error"]["message"]
+    with live.client() as http:  # what the SDK cannot send: integers past 64 bits, a lone surrogate
+        for body, said in (('{"filter": {"n": {"$gt": 1' + "0" * 30 + "}}}", "64 bits"),
+                           ('{"filter": {"n": 1' + "0" * 400 + "}}", "64 bits"),
+                           ('{"filter": {"n": "\\ud800"}}', "surrogate")):
+            answer = http.post("/lg/store/items/search", content=body, headers={"Content-Type": "application/json"})
+            assert answer.status_code == 422 and said in answer.json()["error"]["message"], answer.text
 
 
 def test_cancel_a_run_and_multitask_strategies(live: Live) -> None:
@@ -199,6 +217,56 @@ def test_reconnect_a_stream_with_last_event_id(live: Live) -> None:
     assert joined[-1].data["total"] == 11
 
 
+def test_joining_a_finished_run_without_stream_mode_replays_its_own_modes(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread, "hello", input={"name": "Ada"}, stream_mode=["values", "updates"]))
+    run_id = parts[0].data["run_id"]
+    joined = list(client.runs.join_stream(thread, run_id))  # langgraph-sdk sends `stream_mode=` for None
+    assert [(p.event, p.data) for p in joined] == [(p.event, p.data) for p in parts]
+    only = list(client.runs.join_stream(thread, run_id, stream_mode="updates"))
+    assert [p.event for p in only] == ["metadata", *(["updates"] * len([p for p in parts if p.event == "updates"]))]
+    background = client.runs.create(thread, "hello", input={"name": "Bo"})  # the default mode: values
+    client.runs.join(thread, background["run_id"])
+    assert {p.event for p in client.runs.join_stream(thread, background["run_id"])} == {"metadata", "values"}
+
+
+def test_an_enqueued_run_is_pending_and_cancelled_it_is_interrupted(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    first = client.runs.create(thread, "sleepy", input={})
+    second = client.runs.create(thread, "sleepy", input={}, multitask_strategy="enqueue")
+    assert second["status"] == "pending"
+    assert client.runs.get(thread, second["run_id"])["status"] == "pending"
+    assert {r["run_id"]: r["status"] for r in client.runs.list(thread)}[second["run_id"]] == "pending"
+    assert [r["run_id"] for r in client.runs.list(thread, status="pending")] == [second["run_id"]]
+    client.runs.cancel(thread, second["run_id"], wait=True)
+    assert client.runs.get(thread, second["run_id"])["status"] == "interrupted"
+    assert {r["run_id"]: r["status"] for r in client.runs.list(thread)}[second["run_id"]] == "interrupted"
+    client.runs.cancel(thread, first["run_id"], wait=True)
+    assert client.runs.get(thread, first["run_id"])["status"] == "interrupted"
+
+
+def test_thread_metadata_is_bounded(live: Live) -> None:
+    client = lg(live)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.threads.create(metadata={"x": "y" * 3_000_000})
+    assert refused.value.response.status_code == 413, refused.value.response.text
+    assert refused.value.response.json()["error"]["code"] == "metadata_too_large"
+    thread = client.threads.create(metadata={"user": "ada"})["thread_id"]
+    for n in range(3):
+        client.threads.update(thread, metadata={f"k{n}": "z" * 20_000})
+    with pytest.raises(httpx.HTTPStatusError) as grown:  # each PATCH is small; what they merge into is not
+        client.threads.update(thread, metadata={"k3": "z" * 20_000})
+    assert grown.value.response.status_code == 413, grown.value.response.text
+    assert "64" in grown.value.response.json()["error"]["message"] or "65536" in grown.value.response.text
+    kept = client.threads.get(thread)["metadata"]
+    assert set(kept) >= {"user", "k0", "k1", "k2"} and "k3" not in kept
+    client.threads.update(thread, metadata={"k0": "small"})  # replacing a key shrinks it: fine
+    found = client.http.post("/threads/search", json={"ids": [thread], "limit": 1000})
+    assert len(json.dumps(found)) < 100_000
+
+
 def test_token_rules_apply_under_the_prefix(tmp_path_factory: pytest.TempPathFactory) -> None:
     root = example_yard(tmp_path_factory.mktemp("tokened"), {})
     (root / "blockyard.yaml").write_text((root / "blockyard.yaml").read_text(encoding="utf-8")
@@ -225,6 +293,12 @@ def test_token_rules_apply_under_the_prefix(tmp_path_factory: pytest.TempPathFac
 def test_bad_requests_are_4xx(live: Live) -> None:
     client = lg(live)
     thread = client.threads.create()["thread_id"]
+    run_id = client.runs.wait(thread, "hello", input={"name": "x"}, raise_error=False) and \
+        client.runs.list(thread)[0]["run_id"]
+    for huge in ("9" * 5000, "1." + "9" * 5000):  # past Python's 4300 digits for int(): a 400, not a 500
+        with pytest.raises(httpx.HTTPStatusError) as bad_id:
+            list(client.runs.join_stream(thread, run_id, last_event_id=huge))
+        assert bad_id.value.response.status_code == 400
     cases: list[Callable[[], Any]] = [
         lambda: client.runs.wait(thread, "nope", input={}),
         lambda: client.runs.wait("no-such-thread", "hello", input={"name": "x"}),
