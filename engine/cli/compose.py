@@ -6,7 +6,6 @@ tells each round on stderr, and writes or runs the result."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from pathlib import Path
 
@@ -18,20 +17,17 @@ from engine.cli.run import run_plan
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
 from engine.interchange.compose import ROUNDS, Round, compose, flow_name, problem_text
-from engine.interchange.files import write_flow
+from engine.interchange.files import check_name, write_flow
 from engine.interchange.taskplan import plan_flow
 from engine.models.resolver import DEFAULT, ModelResolver
 from engine.project import Project, load_project, relative
-from engine.spec.common import NAME_PATTERN
 
 
 def compose_command(root: Path, intent: str, *, name: str | None, force: bool, profile: str | None,
                     run: bool, inputs: list[str], inputs_file: Path | None, run_id: str | None, as_json: bool,
                     output_dir: str | None) -> int:
     project = load_project(root)
-    flow = name or flow_name(intent)
-    if re.match(NAME_PATTERN, flow) is None:
-        raise UsageError(f"--name '{flow}': a flow's name is letters, digits, _ and - (not starting with a digit)")
+    flow = check_name(name or flow_name(intent), "--name")
     if not run:
         _check_free(project, flow, force)
     resolver = ModelResolver(project.config)

@@ -13,7 +13,7 @@ import click
 from engine.cli.export import langgraph
 from engine.cli.options import ROOT_OPTION, Command, Group, read_argument, root_of
 from engine.interchange.blocks import BlockPlacer, slug
-from engine.interchange.files import Written, write_flow
+from engine.interchange.files import Written, check_name, write_flow
 from engine.interchange.reactflow import GraphError, as_dict, convert, parse_json
 from engine.interchange.taskplan import plan_flow, read_plan
 from engine.project import load_project, relative
@@ -38,6 +38,8 @@ def refuse(problems: list[str]) -> int:
 
 def import_reactflow(root: Path, file: Path, name: str | None, force: bool) -> int:
     shown = file.name
+    if name is not None:  # before anything is read or written: the name becomes flows/<name>.yaml
+        check_name(name, "--name")
     try:
         graph = parse_json(read_argument(file, root), shown)
         project = load_project(root)
@@ -54,6 +56,8 @@ def import_reactflow(root: Path, file: Path, name: str | None, force: bool) -> i
 
 def import_taskplan(root: Path, file: Path, name: str | None, force: bool) -> int:
     shown = file.name
+    if name is not None:
+        check_name(name, "--name")
     project = load_project(root)
     plan = read_plan(read_argument(file, root), shown)  # a PlanError is reported like validate's diagnostics
     flow = plan_flow(plan, project, name=name)

@@ -13,6 +13,7 @@ import yaml
 from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.project import Project, load_project, relative
+from engine.spec.common import file_name_problem
 from engine.validate.semantic import check_project
 
 
@@ -32,10 +33,26 @@ def dump(data: dict[str, Any], header: str) -> str:
     return f"# {header}\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
 
 
+def check_name(name: object, what: str, kind: str = "flow") -> str:
+    """`name` when it can name a flow's or block's file (engine/spec/common.py, `file_name_problem`);
+    UsageError (exit 2, HTTP 422) before anything is written otherwise: a name is never a path."""
+    text = name if isinstance(name, str) else str(name)
+    problem = file_name_problem(text, kind) if isinstance(name, str) else f"a {kind}'s name is text"
+    if problem is not None:
+        shown = text if len(text) <= 80 else f"{text[:60]}...{text[-10:]}"
+        shown = shown if shown.isprintable() else repr(shown)[1:-1]
+        raise UsageError(f"{what} '{shown}': {problem}")
+    return text
+
+
 def write_flow(project: Project, flow: dict[str, Any], blocks: dict[str, dict[str, Any]], *, origin: str,
                force: bool, reused: dict[str, str] | None = None) -> Written:
     """Write flows/<flow>.yaml and blocks/<name>.yaml (never over an existing file unless `force`), then
-    validate the yard and keep the problems of the files written."""
+    validate the yard and keep the problems of the files written. Every name is checked first: a flow's
+    or block's name that is not one (a path, too long) writes nothing."""
+    check_name(flow.get("flow"), "the flow's name")
+    for name in blocks:
+        check_name(name, "block name", "block")
     root = project.root
     flow_path = root / project.config.paths.flows / f"{flow['flow']}.yaml"
     block_paths = {name: root / project.config.paths.blocks / f"{name}.yaml" for name in blocks}

@@ -59,6 +59,8 @@ def git(cwd: Path, *args: str, input_bytes: bytes | None = None) -> bytes:
                               timeout=GIT_TIMEOUT, check=False)
     except FileNotFoundError:
         raise UsageError("git is not installed: `blockyard diff` reads revisions with git") from None
+    except OSError as exc:  # an argument longer than the system passes to a program (E2BIG)
+        raise UsageError(f"git {args[0]} cannot run: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"git {args[0]} took longer than {GIT_TIMEOUT:.0f} s") from None
     if done.returncode != 0:
@@ -131,14 +133,20 @@ def sides(yard: Path, base: str | None, head: str | None) -> Iterator[tuple[Side
 
 def side(yard: Path, given: str, into: Path) -> Side:
     """A folder (as given) or a git revision of the yard."""
+    shown = given if len(given) <= 80 else f"{given[:60]}...{given[-10:]}"
+    shown = shown if shown.isprintable() else repr(shown)[1:-1]
     folder = Path(given)
-    if folder.is_dir():
+    try:
+        is_folder = folder.is_dir()
+    except (OSError, ValueError):  # a name longer than the file system allows names no folder
+        is_folder = False
+    if is_folder:
         return Side(given, folder.resolve())
     if not in_git(yard):
-        raise UsageError(f"'{given}' is not a folder, and {yard} is not in a git repository")
+        raise UsageError(f"'{shown}' is not a folder, and {yard} is not in a git repository")
     commit = commit_of(yard, given)
     if commit is None:
-        raise UsageError(f"'{given}' is neither a folder nor a git revision")
+        raise UsageError(f"'{shown}' is neither a folder nor a git revision")
     return checkout(yard, commit, into, f"{given} ({commit[:7]})")
 
 

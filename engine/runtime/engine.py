@@ -33,7 +33,7 @@ from engine.errors import UsageError
 from engine.events import Event, RunStatus, now_iso
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
-from engine.outputdir import normalized, resolve_output_dir
+from engine.outputdir import normalized, prompt_files, reserved, resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import Project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
@@ -82,6 +82,9 @@ class Engine:
         # False (flow tests): runs write their files to their own workspace beside the state database,
         # whatever the flow's `output_dir` says, so tests never write into the yard
         self.output_dirs = True
+        # the prompt files of the yard's blocks when it was loaded: an output folder never overlaps their
+        # folders (engine/outputdir.py), nor those a run's own bundle pins
+        self.prompt_files: frozenset[str] = frozenset()
 
     @classmethod
     def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -95,6 +98,8 @@ class Engine:
         path = Path(state) if state is not None else project.root / project.config.paths.state
         engine = cls(project.root, path, synchronous=synchronous, env=env, database=database)
         engine.mask_keys(project.config.models.values())
+        engine.prompt_files = frozenset(prompt_files(d.spec for versions in project.blocks.values()
+                                                     for d in versions.values()))
         return engine
 
     def mask_keys(self, profiles: Iterable[ModelProfile]) -> None:
@@ -167,6 +172,15 @@ class Engine:
         text = await self.db.aread(lambda conn: store.load_definition(conn, digest))
         return self.pinned(Bundle.from_json(text), digest, text) if text is not None else None
 
+    def check_output_dir(self, bundle: Bundle, text: str, what: str = "output_dir",
+                         prompts: Iterable[str] = ()) -> str:
+        """The output folder `text` of a run of `bundle`, normalized; UsageError unless it is a folder of
+        the yard that overlaps nothing the engine reads (engine/outputdir.py): its configuration,
+        definitions, code, and the folders of the prompt files of the yard, of `bundle` and `prompts`."""
+        files = {*self.prompt_files, *bundle.prompts, *prompts}
+        resolve_output_dir(self.root, text, what, reserved(bundle.config, files))
+        return normalized(text)
+
     def workspace(self, run_id: str) -> Path:
         """The folder of run `run_id`'s files when it names no output folder."""
         return self.state_path.parent / "workspaces" / run_id
@@ -220,8 +234,8 @@ class Engine:
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
         chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
         if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
-            resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
-            chosen_dir = normalized(chosen_dir)
+            what = "--output" if output_dir is not None else "output_dir"
+            chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
         render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
         compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
         digest, text = self.pin(bundle)
@@ -288,8 +302,8 @@ class Engine:
         values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
         chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
         if chosen_dir is not None:
-            resolve_output_dir(self.root, chosen_dir, "--output" if output_dir is not None else "output_dir")
-            chosen_dir = normalized(chosen_dir)
+            what = "--output" if output_dir is not None else "output_dir"
+            chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
         render_scope(bundle, values)
         digest, text = self.pin(bundle)
         me = liveness.current()

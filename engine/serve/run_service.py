@@ -9,7 +9,7 @@ stores that bundle by digest, so a resume always continues on it.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,6 @@ from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
 from engine.compile.reactflow import reactflow
 from engine.events import EventDict, RunStatus, now_iso
-from engine.outputdir import resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import load_project
 from engine.redaction import mask_url
@@ -61,9 +60,10 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    def check_output_dir(self, output_dir: str) -> None:
-        """UsageError unless `output_dir` names a folder of the yard (engine/outputdir.py)."""
-        resolve_output_dir(self.engine.root, output_dir, "output_dir")
+    def check_output_dir(self, output_dir: str, bundle: Bundle, prompts: Iterable[str] = ()) -> None:
+        """UsageError unless `output_dir` names a folder of the yard that overlaps nothing the engine
+        reads, `prompts` (the prompt files the served yard uses now) included (engine/outputdir.py)."""
+        self.engine.check_output_dir(bundle, output_dir, "output_dir", prompts)
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, thread: str | None = None,
                     output_dir: str | None = None, durability: str | None = None,

@@ -15,6 +15,22 @@ MAX_DURATION_DAYS = 3650
 MAX_DURATION = MAX_DURATION_DAYS * 86400.0  # ten years, in seconds: longer is surely a typo
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+_NAME = re.compile(NAME_PATTERN)
+# a name that becomes a file's name (flows/<name>.yaml, blocks/<name>.yaml) stays well within the 255
+# bytes a file system allows for one name
+MAX_FILE_NAME = 200
+
+
+def file_name_problem(name: str, kind: str = "flow") -> str | None:
+    """Why `name`, given on the command line or in a request, cannot name a flow or block whose file is
+    <folder>/<name>.yaml — the name rule of a flow's `flow:` (NAME_PATTERN) and a length its file system
+    accepts — or None. Checked before anything is written: a name is never a path."""
+    if len(name) > MAX_FILE_NAME:
+        return (f"it is {len(name):,} characters long; a {kind}'s name is at most {MAX_FILE_NAME} (it names the "
+                "file <name>.yaml)")
+    if _NAME.fullmatch(name) is None:
+        return f"a {kind}'s name is letters, digits, _ and - (starting with a letter or _), never a path"
+    return None
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")]
 
 # How a run is checkpointed (docs/runtime.md, "Durability"): LangGraph's modes, and `none` for no checkpoints

@@ -78,7 +78,9 @@ def test_a_resumed_run_writes_where_it_started(make_yard: MakeYard, cli: Cli) ->
 @pytest.mark.parametrize(("given", "message"), [
     ("../out", "error: --output '../out': it contains '..'; the folder must stay inside the yard"),
     ("/tmp/out", "error: --output '/tmp/out': it is absolute; name a folder relative to the yard, e.g. output"),
-    (".blockyard/x", "error: --output '.blockyard/x': '.blockyard' is not for a run's files"),
+    (".blockyard/x", "error: --output '.blockyard/x': it lies inside .blockyard, the state folder; a run writes only "
+                     "where the engine reads no definitions, code, prompts or configuration: name another folder, "
+                     "e.g. output"),
     ("escape/deeper", "error: --output 'escape/deeper' leads outside the yard through a symbolic link"),
 ])
 def test_an_output_folder_outside_the_yard_is_a_usage_error(make_yard: MakeYard, cli: Cli, tmp_path: Path,

@@ -42,7 +42,8 @@ def test_odd_output_folders_are_4xx_problems(make_yard: Callable[[dict[str, str]
         '"bad\\udcff"': "output_dir: the text holds a lone UTF-16 surrogate",
         f'"{"x" * 5000}"': "cannot be a folder of the yard: File name too long",
         '"escape/../.."': "output_dir 'escape/../..': it contains '..'",
-        '".git/hooks"': "output_dir '.git/hooks': '.git' is not for a run's files",
+        '".git/hooks"': "output_dir '.git/hooks': it lies inside .git, the repository; a run writes only where",
+        '"flows"': "output_dir 'flows': it is flows, the flow folder; a run writes only where",
         '""': "output_dir '': it is empty",
         "7": "output_dir: Input should be a valid string",
     }

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.errors import BlockyardError
 from engine.interchange.blocks import BlockPlacer, slug
+from engine.load import MAX_DEPTH
 
 NODE_TYPES = ("agent", "tool", "smart_node", "router", "iterator", "block", "loop", "map", "approval",
               "subflow", "end")
@@ -82,10 +83,24 @@ def as_list(value: Any) -> list[Any]:
 
 
 def parse_json(text: str | bytes, where: str) -> Any:
+    """The graph's JSON, nested at most MAX_DEPTH levels like any document of the yard (engine/load.py):
+    deeper is refused as a problem of the graph, never a RecursionError of the parser or the converter."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise GraphError(where, [f"not a graph: nesting deeper than {MAX_DEPTH} levels"]) from None
     except ValueError as exc:
         raise GraphError(where, [f"not JSON: {exc}"]) from None
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:  # without recursion, however deep
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    raise GraphError(where, [f"not a graph: nesting deeper than {MAX_DEPTH} levels"])
+                pending.append((child, depth + 1))
+    return value
 
 
 class GraphReader:

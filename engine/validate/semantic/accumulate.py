@@ -6,13 +6,14 @@
 - BY434: a key that steps accumulate starts out empty and only grows; a step that writes it another
   way (without `reduce:`, with the other mode, as a `collect:` or an approval field) would replace
   what was gathered, so it is refused.
-- BY435: `output_dir` is a folder of the yard: relative, without `..` (links are checked when a run
-  starts, when the folder may exist).
+- BY435: `output_dir` is a folder of the yard: relative, without `..`, overlapping nothing the engine
+  reads (engine/outputdir.py, `reserved`: definitions, code, prompts, configuration); links are checked
+  when a run starts, when the folder may exist.
 """
 
 from __future__ import annotations
 
-from engine.outputdir import output_dir_problem
+from engine.outputdir import output_dir_problem, prompt_files, reserved
 from engine.spec import ApprovalSpec
 from engine.validate.semantic.index import FlowIndex, StepNode
 
@@ -82,10 +83,12 @@ def _writes(node: StepNode) -> list[tuple[str, tuple[str | int, ...], str]]:
 
 
 def check_output_dir(index: FlowIndex) -> None:
-    """BY435: `output_dir` names a folder inside the yard."""
+    """BY435: `output_dir` names a folder inside the yard that overlaps nothing the engine reads."""
     text = index.definition.spec.output_dir
     if text is None:
         return
-    problem = output_dir_problem(text)
+    project = index.project
+    blocks = (definition.spec for versions in project.blocks.values() for definition in versions.values())
+    problem = output_dir_problem(text, reserved(project.config, prompt_files(blocks)))
     if problem is not None:
         index.report(("output_dir",), "BY435", f"output_dir '{text}': {problem}")
