@@ -32,6 +32,23 @@ class DecisionRefused(UsageError):
     """A decision that cannot be taken: wrong run state, gate, field, value or person (exit 2)."""
 
 
+class NotWaiting(DecisionRefused):
+    """A decision for a run that waits for none (it is running, finished, failed, ...): over HTTP a
+    conflict with the run's state, 409 `not_waiting` (exit 2 like every refused decision)."""
+
+    http_status = 409
+    code = "not_waiting"
+
+
+class AlreadyDecided(NotWaiting):
+    """A decision on a gate decided already: someone else's won the race (the gate's claim is one
+    conditional write, engine/state/gates.py), or it is a second decision. Over HTTP 409
+    `already_decided`, whose message is the gate's own: 'gate 'ask' of run X was already approved by
+    ada at ...' (exit 2)."""
+
+    code = "already_decided"
+
+
 @dataclass(frozen=True)
 class Decision:
     """One decision on one gate, as the gate node receives it."""
@@ -54,6 +71,10 @@ class Decision:
 
     @classmethod
     def from_payload(cls, payload: Any) -> Decision:
+        """The decision a gate is resumed with: `{"decision": "approve"|"reject", ...}`, or with the alias
+        `"approve": true|false` for `decision` (the HTTP API's older shape, `chosen`)."""
+        if isinstance(payload, Mapping) and "decision" not in payload and isinstance(payload.get("approve"), bool):
+            payload = {**payload, "decision": chosen(None, payload["approve"])}
         if not isinstance(payload, Mapping) or payload.get("decision") not in DECISIONS:
             raise DecisionRefused(f"not a gate decision: {payload!r}")
         values = payload.get("values") or {}
@@ -61,6 +82,19 @@ class Decision:
             raise DecisionRefused(f"decision values must be a mapping, got {type(values).__name__}")
         return cls(str(payload["decision"]), dict(values), _text(payload.get("actor")), _text(payload.get("reason")),
                    str(payload.get("time") or ""), bool(payload.get("timed_out")))
+
+
+def chosen(decision: str | None, approve: bool | None) -> str | None:
+    """The one shape of a person's decision everywhere (docs/approvals.md): `decision` is `approve` or
+    `reject`; `approve` true or false is its alias (`--approve`/`--reject` on the command line,
+    `{"approve": true}` over HTTP and in a standalone graph). None when neither is given;
+    DecisionRefused when both are and disagree, or `decision` is another word."""
+    if decision is not None and decision not in (APPROVE, REJECT):
+        raise DecisionRefused(f"unknown decision {decision!r}: approve or reject")
+    alias = None if approve is None else APPROVE if approve else REJECT
+    if decision is not None and alias is not None and decision != alias:
+        raise DecisionRefused(f"decision {decision!r} and approve={str(approve).lower()} disagree: give one of them")
+    return decision if decision is not None else alias
 
 
 def _text(value: Any) -> str | None:

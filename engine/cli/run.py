@@ -22,6 +22,7 @@ import yaml
 from engine.cli import progress, startup
 from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
+from engine.decisions import APPROVE, chosen
 from engine.errors import UsageError
 from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, TERMINAL_TYPES, Event, RunStatus
 from engine.load import Document, LoadError, load_file, parse_value
@@ -347,18 +348,21 @@ def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_fil
 
 @click.command(cls=Command)
 @click.argument("run_id")
-@click.option("--approve", "decision", flag_value="approve", help="Approve the waiting gate.")
-@click.option("--reject", "decision", flag_value="reject", help="Reject the waiting gate.")
+@click.option("--decision", "word", type=click.Choice(["approve", "reject"]), default=None,
+              help="Decide the waiting gate: approve or reject (--approve and --reject are short for it).")
+@click.option("--approve", "decision", flag_value="approve", help="Approve the waiting gate (--decision approve).")
+@click.option("--reject", "decision", flag_value="reject", help="Reject the waiting gate (--decision reject).")
 @click.option("--reason", default=None, help="Why (recorded in the trace).")
 @click.option("--set", "values", multiple=True, metavar="K=V", help="A gate field value.")
 @click.option("--gate", default=None, help="Which gate, when several are waiting.")
 @click.option("--as", "actor", default=None, help="Who decides (checked against the gate's approvers).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
-def resume(run_id: str, decision: str | None, reason: str | None, values: tuple[str, ...],
+def resume(run_id: str, word: str | None, decision: str | None, reason: str | None, values: tuple[str, ...],
            gate: str | None, actor: str | None, as_json: bool, root: Path | None) -> None:
     """Continue a run: decide a waiting gate, or go on after a crash or failure."""
-    raise SystemExit(resume_command(root_of(root), run_id, decision, reason, list(values), gate, actor, as_json))
+    decided = chosen(word, None if decision is None else decision == APPROVE)
+    raise SystemExit(resume_command(root_of(root), run_id, decided, reason, list(values), gate, actor, as_json))
 
 
 @click.command(cls=Command)

@@ -392,6 +392,8 @@ def _flow(old: FlowDef | None, new: FlowDef | None, head: Project) -> FlowDiff |
     before, after = dump(old.spec), dump(new.spec)
     settings_before, settings_after = _settings(before), _settings(after)
     diff.settings = field_changes(settings_before, settings_after)
+    if old.spec.version != new.spec.version:  # compared as values: `version: 1` is the default, left out of dump
+        diff.settings.insert(0, f"version: {old.spec.version} → {new.spec.version}")
     diff.steps = step_changes(old.spec.steps, new.spec.steps)
     if not (diff.settings or diff.steps or renamed or moved):
         return None
@@ -399,8 +401,9 @@ def _flow(old: FlowDef | None, new: FlowDef | None, head: Project) -> FlowDiff |
 
 
 def _settings(flow: dict[str, Any]) -> dict[str, Any]:
-    """A flow without its name and steps; a list of outputs in any order is the same outputs."""
-    found = {k: v for k, v in flow.items() if k not in ("steps", "flow")}
+    """A flow without its name, version (compared on its own) and steps; a list of outputs in any order
+    is the same outputs."""
+    found = {k: v for k, v in flow.items() if k not in ("steps", "flow", "version")}
     if isinstance(found.get("outputs"), list):
         found["outputs"] = sorted(found["outputs"])
     return found

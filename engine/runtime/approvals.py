@@ -18,7 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.decisions import APPROVE, REJECT, TIMEOUT, Decision, DecisionRefused, check_decision
+from engine.decisions import (
+    APPROVE,
+    REJECT,
+    TIMEOUT,
+    AlreadyDecided,
+    Decision,
+    DecisionRefused,
+    NotWaiting,
+    check_decision,
+)
 from engine.diagnostics import did_you_mean
 from engine.events import Event, RunStatus, now_iso
 from engine.state import gates, liveness
@@ -56,11 +65,32 @@ def ask(approve: bool | None, values: Mapping[str, Any] | None, reason: str | No
     return Ask(APPROVE if approve else REJECT, dict(values or {}), reason, gate, actor)
 
 
-def check_waiting(record: RunRecord) -> None:
-    """A decision needs a run that waits for one."""
+def check_waiting(record: RunRecord, rows: Sequence[Gate] = (), wanted: str | None = None) -> None:
+    """A decision needs a run that waits for one. On a run that does not, the refusal is the gate's
+    own when one of its gates (`rows`; the one `wanted` names, if any) was decided already: the
+    decision lost a race or came a second time (AlreadyDecided); else NotWaiting."""
     status = effective_status(record)
-    if status != RunStatus.WAITING:
-        raise DecisionRefused(f"run {record.id} is {status}, not waiting for an approval decision")
+    if status == RunStatus.WAITING:
+        return
+    not_waiting = f"run {record.id} is {status}, not waiting for an approval decision"
+    gate = last_decided(rows, wanted)
+    if gate is not None:
+        raise AlreadyDecided(f"{gates.already_decided(gate)}; {not_waiting}")
+    raise NotWaiting(not_waiting)
+
+
+async def check_decidable(db: StateDB, record: RunRecord, wanted: str | None) -> None:
+    """`check_waiting` on the run as it is recorded, its gates read only when it does not wait."""
+    if effective_status(record) != RunStatus.WAITING:
+        rows = await db.aread(lambda conn: gates.of_run(conn, record.id))
+        check_waiting(record, rows, wanted)
+
+
+def last_decided(rows: Sequence[Gate], wanted: str | None) -> Gate | None:
+    """The gate decided last among `rows` (those `wanted` names: its name, step or interrupt id), if any."""
+    decided = [g for g in rows if g.status != WAITING and (wanted is None or wanted in (g.gate, g.step,
+                                                                                         g.interrupt_id))]
+    return max(decided, key=lambda g: g.decided or "") if decided else None
 
 
 def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None, run_id: str) -> Gate:
@@ -69,10 +99,9 @@ def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None,
     open_ = [g for g in rows if g.status == WAITING and g.interrupt_id in pending]
     if not open_:
         # someone decided it a moment ago (the run is going on); say who
-        recent = [g for g in rows if g.status != WAITING and (wanted is None or wanted in (g.gate, g.step,
-                                                                                            g.interrupt_id))]
-        if recent:
-            raise DecisionRefused(gates.already_decided(max(recent, key=lambda g: g.decided or "")))
+        recent = last_decided(rows, wanted)
+        if recent is not None:
+            raise AlreadyDecided(gates.already_decided(recent))
         raise DecisionRefused(f"run {run_id} has no gate waiting for a decision")
     names = ", ".join(g.gate for g in open_)
     if wanted is None:
@@ -87,9 +116,9 @@ def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None,
         if len(candidates) > 1:
             raise DecisionRefused(f"gate '{wanted}' of run {run_id} waits for {len(candidates)} items "
                                   f"({', '.join(g.gate for g in candidates)}): pick one with --gate")
-    decided = [g for g in rows if g.status != WAITING and wanted in (g.gate, g.step, g.interrupt_id)]
-    if decided:
-        raise DecisionRefused(gates.already_decided(decided[-1]))
+    decided = last_decided(rows, wanted)
+    if decided is not None:
+        raise AlreadyDecided(gates.already_decided(decided))
     raise DecisionRefused(f"run {run_id} has no gate '{wanted}' waiting{did_you_mean(wanted, [g.gate for g in open_])}"
                           f"; waiting: {names}")
 
@@ -105,8 +134,8 @@ async def decide(db: StateDB, record: RunRecord, pending: Mapping[str, Any], wan
                  ) -> tuple[dict[str, Any], Event]:
     """Judge and claim a decision; returns the resume map (interrupt id -> decision) and the
     recorded `approval_decided` event. DecisionRefused leaves everything as it was."""
-    check_waiting(record)
     rows = await db.aread(lambda conn: gates.of_run(conn, record.id))
+    check_waiting(record, rows, wanted.gate)
     gate = choose(rows, pending, wanted.gate, record.id)
     values = check_decision(gate.request, wanted.decision, wanted.values, wanted.actor, timed_out=wanted.timed_out)
     now = now_iso()

@@ -48,7 +48,7 @@ async def stopped_run(db: StateDB, run_id: str, wanted: Ask | None) -> RunRecord
     if wanted is None:
         check_resumable(record)
     else:
-        approvals.check_waiting(record)
+        await approvals.check_decidable(db, record, wanted.gate)
     thread_id = record.thread_id
     if thread_id is not None:
         await db.aread(lambda conn: threads.check_current(conn, thread_id, run_id))

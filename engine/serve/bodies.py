@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.decisions import APPROVE, chosen
 from engine.serve.problems import ApiError
 from engine.spec.common import Durability
 
@@ -74,16 +75,24 @@ class ResumeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    approve: bool | None = Field(None, description="true approves the waiting gate, false rejects it.")
+    decision: Literal["approve", "reject"] | None = Field(
+        None, description="approve or reject the waiting gate (the one shape of a decision: docs/approvals.md).")
+    approve: bool | None = Field(None, description="Alias of `decision`: true approves, false rejects.")
     values: dict[str, Any] = Field(default_factory=dict, description="Values for the gate's fields.")
     reason: str | None = Field(None, description="Why (recorded in the trace).")
     gate: str | None = Field(None, description="Which gate, when several are waiting.")
     actor: str | None = Field(None, description="Who decides (checked against the gate's approvers).")
 
-    def decision(self) -> dict[str, Any]:
-        if self.approve is None:
+    def chosen(self) -> str | None:
+        """approve, reject or None (no decision); DecisionRefused (422) when `decision` and `approve` disagree."""
+        return chosen(self.decision, self.approve)
+
+    def resume(self) -> dict[str, Any]:
+        """What the server resumes the run with: the decision (as `approve`), or nothing."""
+        word = self.chosen()
+        if word is None:
             return {}
-        return {"approve": self.approve, "values": self.values or None, "reason": self.reason,
+        return {"approve": word == APPROVE, "values": self.values or None, "reason": self.reason,
                 "gate": self.gate, "actor": self.actor}
 
 

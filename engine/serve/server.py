@@ -175,7 +175,7 @@ class Server:
         (the runtime admits it once no other turn goes on)."""
         service, queue = self._ready()
         if output_dir is not None:
-            service.check_output_dir(output_dir)
+            service.check_output_dir(output_dir, entry.bundle, (name for name, _hash in self.catalog.prompts))
         service.engine.durability(entry.bundle, durability, trace, thread=thread is not None)
         if run_id is not None:
             service.check_run_id(run_id)
@@ -266,12 +266,13 @@ class Server:
             raise not_found("run", f"unknown run '{run_id}'")
         status = run["status"]
         deciding = decision.get("approve") is not None
-        if deciding and status != RunStatus.WAITING:
-            raise conflict("not_waiting", f"run {run_id} is {status}, not waiting for an approval decision")
+        # A decision on a run that does not wait is the runtime's to refuse (engine/runtime/approvals.py): 409
+        # `already_decided` with the gate's own refusal when its gate was decided (a lost race, a second
+        # decision), else 409 `not_waiting`.
         if not deciding and status == RunStatus.WAITING:
             raise conflict("decision_needed", f"run {run_id} is waiting for an approval: send "
-                                              "{\"approve\": true} or {\"approve\": false}")
-        if status in (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.QUEUED):
+                                              "{\"decision\": \"approve\"} or {\"decision\": \"reject\"}")
+        if not deciding and status in (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.QUEUED):
             raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from engine.decisions import DecisionRefused
+from engine.decisions import AlreadyDecided, NotWaiting
 from engine.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
 from engine.spec import parse_duration
 from engine.state import store
@@ -114,8 +114,8 @@ def record_waiting(run_id: str, interrupts: Mapping[str, Any], now: str) -> Writ
 def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, Any], time: str
           ) -> Callable[[Connection], Event]:
     """A writer call that records `payload` as the decision on `gate` and makes this process the
-    run's owner, in one transaction; DecisionRefused (nothing written) when the gate was decided
-    already or the run no longer waits. Returns the stored `approval_decided` event."""
+    run's owner, in one transaction; AlreadyDecided (nothing written) when the gate was decided
+    already, NotWaiting when the run no longer waits. Returns the stored `approval_decided` event."""
     status = GateStatus.EXPIRED if payload.get("timed_out") else STATUS_OF[payload["decision"]]
 
     def apply(conn: Connection) -> Event:
@@ -124,7 +124,7 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
                               (status, time, payload.get("actor"), store.dumps(payload), gate.run_id,
                                gate.interrupt_id, WAITING))
         if cursor.rowcount != 1:
-            raise DecisionRefused(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
+            raise AlreadyDecided(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
         cursor = conn.execute("UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
                               "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
                               "WHERE id = ? AND status = ?",
@@ -132,8 +132,8 @@ def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, 
                                RunStatus.WAITING))
         if cursor.rowcount != 1:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (gate.run_id,)).fetchone()
-            raise DecisionRefused(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "
-                                  "decision")
+            raise NotWaiting(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "
+                             "decision")
         seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?",
                                (gate.run_id,)).fetchone()[0])
         event = Event(APPROVAL_DECIDED, gate.run_id, seq, gate.step, time, event_data)

@@ -44,6 +44,22 @@ def test_pause_then_approve_with_values_in_another_process(yard: Path, cli: Cli)
     assert trace.count("approval_required") == 1 and trace.count("approval_decided") == 1
 
 
+def test_a_decision_is_decision_approve_or_reject_with_approve_and_reject_as_aliases(yard: Path, cli: Cli) -> None:
+    run_id, _ = paused(cli(yard, "run", "ends", "--json"))
+    mixed = cli(yard, "resume", run_id, "--decision", "reject", "--approve")
+    assert (mixed.code, mixed.err.strip()) == (2, "error: decision 'reject' and approve=true disagree: "
+                                                  "give one of them")
+    done = cli(yard, "resume", run_id, "--decision", "approve", "--json")
+    assert done.code == 0, done.err
+    assert done.events()[-1]["data"]["outputs"] == {"n": 2}
+    assert decided(yard, run_id)[0]["decision"] == "approve"
+    other, _ = paused(cli(yard, "run", "ends", "--json"))
+    both = cli(yard, "resume", other, "--decision", "reject", "--reject", "--json")  # the alias agreeing is fine
+    assert both.code == 0 and decided(yard, other)[0]["decision"] == "reject"
+    unknown = cli(yard, "resume", other, "--decision", "maybe")
+    assert unknown.code == 2 and "'maybe' is not one of 'approve', 'reject'" in unknown.err
+
+
 def test_reject_goes_to_on_reject(yard: Path, cli: Cli) -> None:
     run_id, _ = paused(cli(yard, "run", "pay", "--json"))
     done = cli(yard, "resume", run_id, "--reject", "--as", "ada", "--reason", "too much", "--json")
@@ -104,9 +120,10 @@ def test_decisions_on_runs_that_do_not_wait_are_refused(yard: Path, cli: Cli) ->
     run_id, _ = paused(cli(yard, "run", "ends", "--json"))
     assert cli(yard, "resume", run_id, "--approve").code == 0
     before = snapshot(yard, run_id)
-    again = cli(yard, "resume", run_id, "--approve")
-    assert (again.code, again.err.strip()) == (2, f"error: run {run_id} is finished, not waiting for an approval "
-                                                  "decision")
+    again = cli(yard, "resume", run_id, "--approve")  # a second decision: the gate's own refusal first
+    assert again.code == 2
+    assert again.err.startswith(f"error: gate 'gate' of run {run_id} was already approved at "), again.err
+    assert again.err.strip().endswith(f"; run {run_id} is finished, not waiting for an approval decision")
     named = cli(yard, "resume", run_id, "--reject", "--gate", "gate")
     assert named.code == 2 and "is finished, not waiting" in named.err
     assert snapshot(yard, run_id) == before

@@ -170,6 +170,20 @@ def test_added_and_removed_definitions(tmp_path: Path, cli: Cli) -> None:
     assert [(b["name"], b["status"]) for b in found["blocks"]] == [("greet", "removed")]
 
 
+def test_a_flow_version_bump_from_the_default_is_a_change_of_version(tmp_path: Path, cli: Cli) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write(old, {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 1\n")})
+    write(new, {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 2\n")})
+    code, found = diff_json(cli, new, str(old), str(new))
+    assert code == 1
+    (hello,) = [f for f in found["flows"] if f["name"] == "hello"]
+    assert hello["settings"] == ["version: 1 → 2"]
+    text = cli(new, "diff", str(old), str(new)).out
+    assert "version: 1 → 2" in text and "version added" not in text
+    back = cli(new, "diff", str(new), str(old)).out  # and down again: not "version removed"
+    assert "version: 2 → 1" in back and "version removed" not in back
+
+
 def test_folders_as_the_two_sides(tmp_path: Path, cli: Cli) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
     write(old, BASE)

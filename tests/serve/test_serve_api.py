@@ -135,7 +135,7 @@ def test_decisions_on_runs_that_are_not_waiting_are_conflicts(live: Live) -> Non
         assert (again.status_code, again.json()["error"]["code"]) == (409, "not_resumable")
         loose = client.post(f"/runs/{run_id}/resume", json={"values": {"x": 1}})
         assert loose.status_code == 422
-        assert "add \"approve\": true or false" in loose.json()["error"]["message"]
+        assert "add \"decision\": \"approve\" or \"reject\"" in loose.json()["error"]["message"]
         typed = client.post(f"/runs/{run_id}/resume", json={"approve": "maybe"})
         assert typed.status_code == 422
 

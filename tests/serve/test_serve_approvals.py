@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine.decisions import check_decision
+from engine.events import now_iso
+from engine.runtime import approvals
 from engine.serve.clock import ManualClock
+from engine.state import gates
+from engine.state.liveness import Owner
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, read_sse, start_gated_run, wait_run
+from tests.support.state import state_db
 
 EXPIRING_FLOW = """
 flow: expiring
@@ -63,6 +71,29 @@ def test_a_refused_decision_changes_nothing(gated: Path, serve: Callable[..., Li
         assert wait_run(client, run_id)["outputs"] == {"total": 2}
 
 
+def test_a_decision_over_http_is_decision_approve_or_reject_with_approve_as_alias(
+        gated: Path, serve: Callable[..., Live]) -> None:
+    live = serve(gated, watch=False, schedules=False)
+    with live.client() as client:
+        run_id = start_gated_run(client, {"a": 2})["run_id"]
+        for body, message in (({"decision": "approve", "approve": False, "values": {"b": 1}},
+                               "decision 'approve' and approve=false disagree: give one of them"),
+                              ({"decision": "maybe"}, "decision: Input should be 'approve' or 'reject'")):
+            refused = client.post(f"/runs/{run_id}/resume", json=body)
+            assert refused.status_code == 422, refused.text
+            assert message in refused.json()["error"]["message"]
+        done = client.post(f"/runs/{run_id}/resume", json={"decision": "approve", "values": {"b": 5}}).json()
+        assert (done["status"], done["outputs"]) == ("finished", {"total": 7})
+        rejected = start_gated_run(client)["run_id"]
+        assert client.post(f"/runs/{rejected}/resume", json={"decision": "reject"}).json()["status"] == "failed"
+        aliased = start_gated_run(client, {"a": 1})["run_id"]  # the alias
+        done = client.post(f"/runs/{aliased}/resume", json={"approve": True, "values": {"b": 1}}).json()
+        assert done["outputs"] == {"total": 2}
+        waiting = start_gated_run(client)["run_id"]
+        empty = client.post(f"/runs/{waiting}/resume", json={})
+        assert empty.json()["error"]["message"].endswith('send {"decision": "approve"} or {"decision": "reject"}')
+
+
 def test_a_decision_can_be_streamed(gated: Path, serve: Callable[..., Live]) -> None:
     live = serve(gated, watch=False, schedules=False)
     with live.client() as client:
@@ -86,7 +117,58 @@ def test_a_rejected_gate_ends_the_run(gated: Path, serve: Callable[..., Live]) -
         assert result["status"] == "failed"
         assert result["error"] == "flow 'gated' finished without output 'total' (the context has no keys)"
         again = client.post(f"/runs/{run_id}/resume", json={"approve": True, "values": {"b": 1}})
-        assert (again.status_code, again.json()["error"]["code"]) == (409, "not_waiting")
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "already_decided")
+        assert again.json()["error"]["message"].startswith(f"gate 'ask' of run {run_id} was already rejected at ")
+
+
+def test_a_second_decision_is_409_with_the_gates_own_refusal(gated: Path, serve: Callable[..., Live]) -> None:
+    live = serve(gated, watch=False, schedules=False)
+    with live.client() as client:
+        run_id = start_gated_run(client)["run_id"]
+        first = client.post(f"/runs/{run_id}/resume", json={"approve": True, "values": {"b": 1}, "actor": "ada"})
+        assert first.json()["status"] == "finished", first.text
+        again = client.post(f"/runs/{run_id}/resume", json={"approve": False, "actor": "grace"})
+        assert again.status_code == 409, again.text
+        error = again.json()["error"]
+        assert error["code"] == "already_decided"
+        assert error["message"].startswith(f"gate 'ask' of run {run_id} was already approved by ada at "), error
+        assert error["message"].endswith(f"; run {run_id} is finished, not waiting for an approval decision")
+        never = client.post(f"/runs/{start_gated_run(client)['run_id']}/resume", json={})
+        assert (never.status_code, never.json()["error"]["code"]) == (409, "decision_needed")
+
+
+def test_a_decision_that_loses_the_race_for_its_gate_is_409_with_the_gates_own_refusal(
+        gated: Path, serve: Callable[..., Live], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another replica claims the gate between this server's reading it waiting and claiming it: the
+    conditional claim refuses (engine/state/gates.py), and that refusal is a conflict, not a bad request."""
+    real = check_decision  # what engine/runtime/approvals.py calls between reading the gate and claiming it
+    raced: list[str] = []
+
+    def check_then_lose(request: Mapping[str, Any], decision: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        values = real(request, decision, *args, **kwargs)
+        if not raced:  # the other replica's decision lands first
+            with state_db(gated) as conn:
+                [gate] = gates.of_run(conn, run_id)
+                payload = {"decision": "approve", "values": {"b": 9}, "actor": "ada", "reason": None,
+                           "time": now_iso(), "timed_out": False}
+                other = Owner(pid=4242, host="replica-b.example", start="1", replica="b", lease_until=time.time() + 600)
+                event = gates.claim(gate, payload, other, {"gate": gate.gate, **payload}, now_iso())(conn)
+            raced.append(event.run_id)
+        return values
+
+    monkeypatch.setattr(approvals, "check_decision", check_then_lose)
+    live = serve(gated, watch=False, schedules=False)
+    with live.client() as client:
+        run_id = start_gated_run(client)["run_id"]
+        lost = client.post(f"/runs/{run_id}/resume", json={"approve": True, "values": {"b": 1}, "actor": "grace"})
+        assert raced == [run_id]
+        assert lost.status_code == 409, lost.text
+        assert lost.json()["error"]["code"] == "already_decided"
+        assert lost.json()["error"]["message"].startswith(f"gate 'ask' of run {run_id} was already approved by ada "
+                                                          "at ")
+        with state_db(gated) as conn:
+            [row] = conn.execute("SELECT status, actor FROM gates WHERE run_id = ?", (run_id,)).fetchall()
+        assert tuple(row) == ("approved", "ada")  # the winner's decision stands
 
 
 def test_a_gate_past_its_timeout_is_decided_by_the_server(gated: Path, serve: Callable[..., Live]) -> None:

@@ -111,12 +111,12 @@ async def resume_run(run_id: str, request: Request, server: ServerDep,
                      ) -> Response | dict[str, Any]:
     await server.known_run(run_id)  # an unknown run is a 404 whatever the body says
     body = await read_body(request, ResumeRequest) or ResumeRequest()
-    if body.approve is None and (body.values or body.reason or body.gate or body.actor):
+    if body.chosen() is None and (body.values or body.reason or body.gate or body.actor):
         raise ApiError(422, "invalid_request", "values, reason, gate and actor go with a decision: "
-                                               "add \"approve\": true or false")
+                                               "add \"decision\": \"approve\" or \"reject\"")
     # read where the trace ends before the resume can add to it
     after = await _last_seq(server, run_id) if wants_stream(request) and server.service else 0
-    job = await server.resume_run(run_id, body.decision())
+    job = await server.resume_run(run_id, body.resume())
     if wants_stream(request):
         events = follow(run_id, after, server.broker, trace_reader(server), until_pause=True,
                         poll=server.settings.poll)

@@ -33,7 +33,7 @@ from engine.validate.semantic.delegation import (
 from engine.validate.semantic.durability import check_durability
 from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.emits import check_emits
-from engine.validate.semantic.flows import check_memory, check_subflow_cycles, subflow_calls
+from engine.validate.semantic.flows import check_flow_defaults, check_memory, check_subflow_cycles, subflow_calls
 from engine.validate.semantic.index import build_index
 from engine.validate.semantic.paths import check_paths
 from engine.validate.semantic.policy import check_policy
@@ -100,6 +100,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_routing(index)
     check_emits(index)
     check_memory(index)
+    check_flow_defaults(index)
     check_schedule(index)
     check_subflow_cycles(index, calls if calls is not None else subflow_calls(project))
     check_output_dir(index)

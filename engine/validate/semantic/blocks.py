@@ -12,6 +12,7 @@ from engine.promptfiles import MAX_DEPTH, PromptFileError, includes, normal, pin
 from engine.spec import MODEL_KINDS, ModelProfile
 from engine.templates import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
+from engine.validate.semantic.defaults import default_problems
 from engine.validate.semantic.index import issue, quote_list
 from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, analyze, names_scope, scan
 
@@ -62,6 +63,7 @@ class BlockCheck:
     def run(self) -> list[Diagnostic]:
         self.keys()
         self.requirements()
+        self.defaults()
         self.references()
         self.templates()
         return self.found
@@ -108,6 +110,13 @@ class BlockCheck:
             self.report(("kind",), "BY358", f"{article(kind)} block needs `outputs:`, the values it produces")
         if kind == "smart":
             self.smart_fields()
+
+    def defaults(self) -> None:
+        """BY360: each default of the block's inputs and outputs fits its declaration."""
+        for part, declared in (("inputs", self.spec.inputs), ("outputs", self.spec.outputs)):
+            for name, decl in declared.items():
+                for where, message in default_problems(decl, (part, name), name):
+                    self.report(where, "BY360", f"the default of {part[:-1]} {message}")
 
     def smart_fields(self) -> None:
         """A smart block's inputs and outputs are one DSPy signature's fields: names DSPy takes, each once."""

@@ -57,6 +57,7 @@ BLOCKS: dict[str, str] = {
     "BY357": "memory used in a flow without a memory scope",
     "BY358": "block without outputs",
     "BY359": "smart block field name DSPy cannot take",
+    "BY360": "default that does not match its declared type",
 }
 
 DATAFLOW: dict[str, str] = {

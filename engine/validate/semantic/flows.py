@@ -1,12 +1,14 @@
-"""Flow-level checks that look beyond one flow's steps: memory use and subflow cycles."""
+"""Flow-level checks that look beyond one flow's steps: memory use, declared defaults and subflow cycles."""
 
 from __future__ import annotations
 
 from engine.project import Project
 from engine.spec.walk import walk_steps
 from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
+from engine.validate.semantic.defaults import default_problems
 from engine.validate.semantic.graph import shortest_path
 from engine.validate.semantic.index import FlowIndex, quote_list
+from engine.validate.semantic.structure import step_gates
 
 
 def check_memory(index: FlowIndex) -> None:
@@ -28,6 +30,19 @@ def check_memory(index: FlowIndex) -> None:
             index.report(where, "BY357",
                          f"step '{node.id}': the prompt of block '{block.block}' reads {quote_list(used)}, but "
                          f"flow '{index.name}' has no memory: add memory: {{scope: ...}} to the flow")
+
+
+def check_flow_defaults(index: FlowIndex) -> None:
+    """BY360 in a flow: the defaults of its inputs and of its approval gates' fields."""
+    flow = index.definition.spec
+    for name, decl in flow.inputs.items():
+        for where, message in default_problems(decl, ("inputs", name), name):
+            index.report(where, "BY360", f"flow '{flow.flow}': the default of input {message}")
+    for node in index.walk():
+        for key, gate in step_gates(node.spec):
+            for name, decl in gate.fields.items():
+                for where, message in default_problems(decl, node.at(key, "fields", name), name):
+                    index.report(where, "BY360", f"step '{node.id}': the default of approval field {message}")
 
 
 def subflow_calls(project: Project) -> dict[str, list[str]]:

@@ -90,7 +90,7 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
     if action == "approval" and spec.require_approval:
         index.report(node.at("require_approval"), "BY317",
                      f"step '{node.id}' is an approval gate already; drop require_approval", key=True)
-    for key, gate in _gates(spec):
+    for key, gate in step_gates(spec):
         missing = [name for name, field in gate.fields.items() if not field.has_default]
         if gate.on_timeout == "approve" and missing:
             noun = "field" if len(missing) == 1 else "fields"
@@ -108,7 +108,7 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
         index.broken = True
 
 
-def _gates(spec: StepSpec) -> list[tuple[str, ApprovalSpec]]:
+def step_gates(spec: StepSpec) -> list[tuple[str, ApprovalSpec]]:
     """(key, gate) of the approval gates a step writes: its own `approval:` or its `require_approval:`."""
     gates: list[tuple[str, ApprovalSpec]] = []
     if spec.approval is not None:
