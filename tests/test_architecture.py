@@ -56,6 +56,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.cli.serve", "engine.serve.server"): SERVER,
     ("engine.cli.serve", "engine.serve.watcher"): SERVER,
     ("engine.cli.serve", "uvicorn"): SERVER,
+    ("engine.models.providers.mock", "engine.models.providers.replay"): "LangChain's chat model classes load "
+        "only when the mock answers inside a LangChain run (LangGraph's `messages` stream): " + COLD,
     ("engine.models.replies", "re2"): "RE2 loads only for scripted replies with a regex rule: validate stays fast",
     ("engine.models.providers.anthropic", "langchain_anthropic"): EXTRA,
     ("engine.models.providers.azure", "langchain_openai"): LANGCHAIN,

@@ -20,9 +20,12 @@ def langgraph_command(root: Path, output: Path | None) -> int:
     # LangGraph loads for the command that needs it, not for `blockyard --help` or `validate`
     from engine.runtime.exported import export_langgraph
 
-    module, exported, skipped = export_langgraph(root, target)
+    module, exported, skipped, unbuilt = export_langgraph(root, target)
     for name in skipped:
         sys.stderr.write(f"warning: flow '{name}' has errors and is not exported (see `blockyard validate`)\n")
+    for reason in unbuilt.values():
+        sys.stderr.write(f"warning: {reason}; it is exported, and where the server cannot build it either, "
+                         "its graph loads and its runs fail saying so\n")
     if not exported:
         sys.stderr.write("error: no flow of the yard validates: nothing exported\n")
         return 1

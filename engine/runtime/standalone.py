@@ -16,6 +16,13 @@ one node, named for the flow, around the flow's graph:
 
 Approval gates interrupt with LangGraph's `interrupt()`; resume with `Command(resume=decision)`
 (engine/decisions.py). The engine's own runs never go through this module.
+
+Model tokens: the steps' chat models (real providers, and the offline mock through
+engine/models/providers/replay.py) run with the step's LangChain callbacks, in the flow's subgraph.
+LangGraph's `messages` stream mode without `subgraphs=True` (the LangGraph server's `messages-tuple`
+by default) keeps only the chat models of the graph it streams, not of its subgraphs, so the node
+hands those runs on (`_Lift`) to the messages handlers that would drop them, as runs of its own:
+the flow is one node, and its tokens are that node's.
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, NotRequired, Required, TypeVar, cast
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.pregel._messages import StreamMessagesHandler
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from typing_extensions import TypedDict  # pydantic's JSON schemas need this one before Python 3.12
@@ -75,7 +84,7 @@ def standalone_graph(compiled: CompiledFlow, contexts: ContextMaker) -> Compiled
         started = now_iso()
         with using_limits(context.limits):
             # a subgraph invoked in a node: LangGraph nests its checkpoints (and its interrupts) under this node
-            final = await graph.ainvoke(values, {**config, "recursion_limit": compiled.recursion_limit},
+            final = await graph.ainvoke(values, {**_lifting(config), "recursion_limit": compiled.recursion_limit},
                                         context=context)
             if "__interrupt__" in final:  # no checkpointer: the gate's question, which cannot be answered
                 return {}
@@ -115,6 +124,64 @@ async def _context(compiled: CompiledFlow, contexts: ContextMaker, config: Runna
                              "graph compiled with `store=` (docs/langgraph.md)")
         context.memory = await StoreMemory.open(store, scope, compiled.name, context.run_id)
     return context
+
+
+class _Lift(BaseCallbackHandler):
+    """Hands the chat model runs of the flow's steps on to `targets`, LangGraph's messages handlers
+    that keep only their own graph's, as runs of the flow's node: the same chunks, under fresh run
+    ids (a handler that saw the step's own run must not take the tokens twice), with the node's
+    LangGraph metadata (and the step's node as `blockyard_node`)."""
+
+    run_inline = True  # in order, in the caller's thread, as LangGraph's own handler
+
+    def __init__(self, targets: list[StreamMessagesHandler], metadata: dict[str, Any]) -> None:
+        self.targets = targets
+        self.own = {key: value for key, value in metadata.items()
+                    if key.startswith("langgraph_") or key == "checkpoint_ns"}
+        self.runs: dict[uuid.UUID, uuid.UUID] = {}
+
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: uuid.UUID,
+                            parent_run_id: uuid.UUID | None = None, tags: list[str] | None = None,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        lifted = self.runs[run_id] = uuid.uuid4()
+        inner = metadata or {}
+        for target in self.targets:
+            target.on_chat_model_start(serialized, messages, run_id=lifted, tags=tags,
+                                       metadata={**inner, **self.own, "blockyard_node": inner.get("langgraph_node")})
+
+    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: uuid.UUID, **kwargs: Any) -> None:
+        lifted = self.runs.get(run_id)
+        if lifted is not None:
+            for target in self.targets:
+                target.on_llm_new_token(token, chunk=chunk, run_id=lifted)
+
+    def on_llm_end(self, response: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        lifted = self.runs.pop(run_id, None)
+        if lifted is not None:
+            for target in self.targets:
+                target.on_llm_end(response, run_id=lifted)
+
+    def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        lifted = self.runs.pop(run_id, None)
+        if lifted is not None:
+            for target in self.targets:
+                target.on_llm_error(error, run_id=lifted)
+
+
+def _lifting(config: RunnableConfig) -> RunnableConfig:
+    """The node's config for the flow's graph, with a `_Lift` to the messages handlers of the node's
+    run that leave subgraphs out (none: the config as it is)."""
+    callbacks: Any = config.get("callbacks")
+    handlers: list[Any] = list(getattr(callbacks, "handlers", callbacks) or [])
+    targets = [h for h in handlers if isinstance(h, StreamMessagesHandler) and not h.subgraphs]
+    if not targets:
+        return config
+    lift = _Lift(targets, dict(config.get("metadata") or {}))
+    if isinstance(callbacks, list):
+        return {**config, "callbacks": [*callbacks, lift]}
+    manager = callbacks.copy()
+    manager.add_handler(lift, inherit=True)
+    return {**config, "callbacks": manager}
 
 
 def _typed(spec: TypeSpec, *, required: bool) -> Any:

@@ -22,6 +22,7 @@ from langgraph.types import Command
 
 from engine import Yard
 from engine.errors import UsageError
+from engine.executors import smart as smart_executor
 from engine.state.memory import unpack
 from tests.runtime.conftest import subprocess_env
 from tests.support.cli import Cli
@@ -147,6 +148,19 @@ def test_an_approval_gate_interrupts_and_resumes_with_command(example: Path) -> 
         assert "__interrupt__" not in again and "burrito" in again["message"]
 
 
+def test_a_standalone_gate_takes_approve_true_as_an_alias_of_the_decision(example: Path) -> None:
+    with Yard.load(example) as yard:
+        app = yard.compile("order_lunch").copy(update={"checkpointer": InMemorySaver(), "store": InMemoryStore()})
+        config: Any = {"configurable": {"thread_id": "alias"}}
+        assert app.invoke({"user_id": "bo"}, config)["__interrupt__"]
+        second = app.invoke(Command(resume={"approve": True, "values": {"restaurant": "Noma", "dish": "moss"}}),
+                            config)
+        [remember] = second["__interrupt__"]
+        assert remember.value["gate"] == "remember"
+        done = app.invoke(Command(resume={"approve": True}), config)
+        assert "moss" in done["message"]
+
+
 def test_a_flow_with_memory_and_no_store_says_what_it_needs(example: Path) -> None:
     with Yard.load(example) as yard, pytest.raises(UsageError, match="give its graph a LangGraph store"):
         yard.compile("order_lunch").invoke({"user_id": "ada"})
@@ -201,6 +215,46 @@ def test_export_langgraph_leaves_out_broken_flows(example: Path, cli: Cli) -> No
     graphs = json.loads((example / "langgraph.json").read_text())["graphs"]
     assert "broken" not in graphs and "hello" in graphs
     assert (example / "blockyard_graphs.py").is_file()
+
+
+def test_an_exported_flow_that_cannot_be_built_loads_and_says_why_when_run(
+        example: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # `langgraph dev` stops when one graph fails to load: a flow needing a missing extra must not
+    monkeypatch.setattr(smart_executor, "dspy_installed", lambda: False)
+    outcome = cli(example, "export", "langgraph")
+    assert outcome.code == 0, outcome.err
+    assert "warning: flow 'research' cannot be built here" in outcome.err and "dspy extra" in outcome.err
+    graphs = _load_like_langgraph(example / "langgraph.json")
+    assert "research" in graphs and "hello" in graphs
+    warned = capsys.readouterr().err
+    assert warned.count("warning: blockyard: flow 'research' cannot be built here") == 1  # once, not per import
+    with pytest.raises(UsageError, match=r"flow 'research' cannot be built here: .*dspy extra is not installed"):
+        asyncio.run(graphs["research"].ainvoke({"topic": "bees"}))
+    hello = graphs["hello"].copy(update={"checkpointer": InMemorySaver(), "store": InMemoryStore()})
+    assert asyncio.run(hello.ainvoke({"name": "Ada"}, {"configurable": {"thread_id": "t"}}))["words"] == 2
+
+
+def test_the_models_tokens_come_through_langgraphs_messages_stream(example: Path) -> None:
+    async def chunks(graph: Any, subgraphs: bool) -> list[tuple[tuple[str, ...], Any, dict[str, Any]]]:
+        found = []
+        async for part in graph.astream({"message": "Hi"}, stream_mode=["messages"], subgraphs=subgraphs):
+            ns, _, (chunk, metadata) = part if subgraphs else ((), *part)
+            if chunk.content:
+                found.append((ns, chunk, metadata))
+        return found
+
+    with Yard.load(example) as yard:
+        graph = yard.compile("support_chat")
+        # the offline mock's words, as the flow's node's tokens: LangGraph's default keeps no subgraph's
+        top = asyncio.run(chunks(graph, subgraphs=False))
+        assert "".join(chunk.content for _, chunk, _ in top) == \
+            "Thanks for writing to ACME support. How can I help you today?"
+        assert {(ns, meta["langgraph_node"], meta["blockyard_node"]) for ns, _, meta in top} == \
+            {((), "support_chat", "answer")}
+        # with subgraphs, the step's own chat model run, and not twice
+        nested = asyncio.run(chunks(graph, subgraphs=True))
+        assert [chunk.content for _, chunk, _ in nested] == [chunk.content for _, chunk, _ in top]
+        assert all(len(ns) == 1 and meta["langgraph_node"] == "answer" for ns, _, meta in nested)
 
 
 def test_export_langgraph_refuses_a_folder_as_output(example: Path, cli: Cli) -> None:

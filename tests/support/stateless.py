@@ -122,6 +122,7 @@ STATELESS: tuple[str, ...] = (
     "tests/runtime/test_custom_events.py::test_mistakes_in_emit_are_reported_at_line_and_column",
     "tests/runtime/test_custom_events.py::test_the_example_flow_is_clean",
     "tests/runtime/test_durable_saver.py",
+    "tests/runtime/test_export_langgraph_server.py",
     "tests/runtime/test_event_positions.py::test_plain_lines_name_the_item_and_the_pass",
     "tests/runtime/test_event_positions.py::test_the_live_table_names_the_latest_item_and_pass",
     "tests/runtime/test_flow_closure.py::test_a_broken_config_stops_every_flow",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.errors import TRANSIENT_KINDS, ModelError
 from engine.models.mock_plans import compose_plan
 from engine.models.mock_values import fake, seed_of, summarize
-from engine.models.providers.chat import messages, text_of
+from engine.models.providers.chat import function_name, messages, text_of
 from engine.models.replies import reply_problems
 from engine.models.script import MockScript
 from engine.models.streaming import text_field
@@ -41,15 +42,20 @@ class MockGenerator:
 
     async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         """A scripted reply or generated outputs; with `request.on_token`, the single text output (or
-        a plain-text reply) is streamed word by word, as a real model's would be."""
+        a plain-text reply) is streamed word by word, as a real model's would be. Inside a LangChain
+        run with callbacks the reply is played through them too (engine/models/providers/replay.py)."""
         found = await self._generate(request, turns)
+        field = text_field(request.output_schema)
+        value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
+        text = value if isinstance(value, str) else found.text if found.text is not None \
+            and not found.text.lstrip().startswith("{") else None
+        words = re.findall(r"\S+\s*", text or "")
         if request.on_token is not None:
-            field = text_field(request.output_schema)
-            value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
-            text = value if isinstance(value, str) else found.text if found.text is not None \
-                and not found.text.lstrip().startswith("{") else None
-            for word in re.findall(r"\S+\s*", text or ""):
+            for word in words:
                 request.on_token(word)
+        if in_langchain_run():
+            calls = [(function_name(request.block), found.value)] if found.parsed and not words else []
+            await self._replay(messages(request, turns), words or ([found.text] if found.text else []), calls)
         return found
 
     async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
@@ -73,10 +79,18 @@ class MockGenerator:
             value = fake(request.answer_schema, seed=seed_of(request.block, request.inputs),
                          label=f"{request.block}: {summarize(request.inputs)}")
             message = agent_reply(value, request)
-        if on_token is not None and isinstance(message.content, str) and message.content:
-            for word in re.findall(r"\S+\s*", message.content):
+        words = re.findall(r"\S+\s*", message.content) if isinstance(message.content, str) else []
+        if on_token is not None:
+            for word in words:
                 on_token(word)
+        if in_langchain_run():
+            await self._replay(list(request.messages), words, [(c["name"], c["args"]) for c in message.tool_calls])
         return message
+
+    async def _replay(self, chat: list[Any], words: list[str], calls: list[tuple[str, Any]]) -> None:
+        from engine.models.providers.replay import replay, reply_chunks  # LangChain: loaded already here
+
+        await replay(chat, reply_chunks(words, calls), self.model)
 
     async def _script_reply(self, request: StructuredRequest | TurnRequest, sent: Callable[[], str],
                             record: bool) -> tuple[bool, Any]:
@@ -120,6 +134,21 @@ class MockGenerator:
             # a decide block's single enum output can be scripted as just the choice
             return Candidate.of_value({next(iter(properties)): reply})
         return Candidate.of_text(reply) if isinstance(reply, str) else Candidate.of_value(reply)
+
+
+def in_langchain_run() -> bool:
+    """Whether this code runs inside a LangChain run (a LangGraph node) that has callback handlers
+    (LangGraph's `messages` stream mode, tracing). Reads LangChain's context variable only when
+    LangChain is loaded already: never loads it."""
+    module = sys.modules.get("langchain_core.runnables.config")
+    if module is None:
+        return False
+    config = module.var_child_runnable_config.get()
+    if not config:
+        return False
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)
 
 
 def sent_text(chat: Any) -> str:
