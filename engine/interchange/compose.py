@@ -23,6 +23,7 @@ from engine.load import Document
 from engine.models.base import StructuredModel, StructuredRequest
 from engine.project import Project, is_builtin
 from engine.spec.interchange import TaskPlan
+from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
 
 ROUNDS = 3
 NAME_WORDS = 5  # a flow named from the intent takes its first words
@@ -37,7 +38,12 @@ yard's catalog, and nothing else. Rules:
   "{{ context.OUTPUT }}" for an output of an earlier step, or "{{ inputs.NAME }}" for an input of the
   flow, declared under `inputs` with a type and, for a scheduled plan, a default);
 - a schedule in the intent ("every Tuesday at 1pm") is `schedule`: {cron_expression, timezone,
-  human_readable}.
+  human_readable, inputs}; `schedule.inputs` gives every input without a default a value;
+- blocks marked needs_memory (memory_read and memory_write blocks, prompts that read what was
+  remembered) need the plan's `memory`: {scope: a template over the plan's inputs, such as
+  "users/{{ inputs.user_id }}"}; what one run saves, the later runs with the same scope read;
+- to ask a person (a value to fill in, a confirmation), give a step `require_approval`:
+  {message, fields}; the fields' values land in the context.
 Use as few steps as the intent needs."""
 
 
@@ -93,24 +99,31 @@ def flow_name(intent: str) -> str:
 
 
 def catalog(project: Project) -> list[dict[str, Any]]:
-    """What the model chooses from: the newest version of every block of the yard (the built-in
-    memory blocks need a flow's memory scope, which a plan has not)."""
+    """What the model chooses from: the newest version of every block of the yard, the built-in
+    memory blocks included. A block that needs a memory scope (a memory block, a prompt that reads
+    memory: the rule of BY357) says so with `needs_memory`: the plan gives the scope, `memory`."""
     entries = []
     for name in sorted(project.blocks):
         versions = project.blocks[name]
         newest = versions[max(versions)]
-        if is_builtin(newest):
-            continue
         spec = newest.spec
-        entries.append({
+        entry: dict[str, Any] = {
             "block": name, "kind": spec.kind, "description": " ".join((spec.description or "").split()),
             "category": spec.category, "tags": list(spec.tags),
             "inputs": {key: {**_contract(value.model_dump(exclude_defaults=True, by_alias=True)),
                              "required": not value.has_default} for key, value in spec.inputs.items()},
             "outputs": {key: _contract(value.model_dump(exclude_defaults=True, by_alias=True))
                         for key, value in spec.outputs.items()},
-        })
+        }
+        if spec.kind in MEMORY_KINDS or prompt_memory_names(newest, project):
+            entry["needs_memory"] = True
+        entries.append(entry)
     return entries
+
+
+def own_blocks(project: Project) -> bool:
+    """Whether the yard has blocks of its own (the built-in memory blocks alone make no flow)."""
+    return any(not is_builtin(versions[max(versions)]) for versions in project.blocks.values())
 
 
 def _contract(spec: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +170,7 @@ async def compose(project: Project, intent: str, model: StructuredModel, *, name
     if not intent.strip():
         raise UsageError("the intent is empty: say what the flow should do")
     entries = catalog(project)
-    if not entries:
+    if not own_blocks(project):
         raise UsageError(f"the yard has no blocks to compose a flow from (in {project.config.paths.blocks}/)")
     done: list[Round] = []
     for number in range(1, rounds + 1):

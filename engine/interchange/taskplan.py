@@ -2,7 +2,7 @@
 `blockyard import taskplan`, and what `blockyard compose` asks a model for.
 
 A plan is `{plan_id, user_intent, entry_step_id, steps: [{step_id, block_id, depends_on, branches?,
-input_mappings?, require_approval?}], schedule?, inputs?}`. It becomes the flow:
+input_mappings?, require_approval?}], memory?, schedule?, inputs?}`. It becomes the flow:
 
 - each step a step (`step_id` -> `id`, `block_id` -> `uses`, `input_mappings` -> `with`);
 - `depends_on` -> `needs` (several steps depending on one run in parallel; a step depending on
@@ -11,8 +11,10 @@ input_mappings?, require_approval?}], schedule?, inputs?}`. It becomes the flow:
 - `branches` as they are (a decide block's outcome -> step or `end`); `entry_step_id` the start;
 - a step never runs because it comes next in the list: what follows a step is said by
   `depends_on` and `branches` only (the flow gets `goto: end` where the list would say otherwise);
-- `schedule` -> `schedule: {cron, timezone}`; the flow's inputs are the plan's `inputs`, else
-  every `inputs.NAME` the mappings read; its outputs every output of its blocks (optional).
+- `memory` -> `memory:` as it is (`{scope}`: memory blocks and prompts that read memory need it);
+- `schedule` -> `schedule: {cron, timezone, inputs?, misfire?}` (`human_readable` stays in the plan);
+- the flow's inputs are the plan's `inputs`, else every `inputs.NAME` the mappings read; its
+  outputs every output of its blocks (optional).
 
 The flow is checked by the validator exactly like a flow file, with every diagnostic placed in
 the plan: `plan.json:14:20: error BY210 steps[2].block_id: unknown block 'x'`.
@@ -131,8 +133,12 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     outputs = _outputs(plan, project)
     if outputs:
         flow["outputs"] = outputs
+    if plan.memory is not None:
+        flow["memory"] = plan.memory.model_dump(by_alias=True, exclude_unset=True)
     if plan.schedule is not None:
-        flow["schedule"] = {"cron": plan.schedule.cron_expression, "timezone": plan.schedule.timezone}
+        rest = plan.schedule.model_dump(by_alias=True, exclude_unset=True,
+                                        exclude={"cron_expression", "timezone", "human_readable"})
+        flow["schedule"] = {"cron": plan.schedule.cron_expression, "timezone": plan.schedule.timezone, **rest}
     flow["steps"] = steps
     return flow
 
@@ -215,7 +221,8 @@ def _placed(d: Diagnostic, doc: Document) -> Diagnostic:
     for flow_key, plan_key in _RENAMED_BACK.items():
         message = message.replace(f"`{flow_key}:`", f"`{plan_key}`")
     prefix = plan_path(path) if path else ""
-    return Diagnostic(d.file, d.line, d.col, d.code, f"{prefix}: {message}" if prefix else message, d.severity)
+    placed = f"{prefix}: {message}" if prefix and not message.startswith(f"{prefix}: ") else message
+    return Diagnostic(d.file, d.line, d.col, d.code, placed, d.severity)
 
 
 def check_plan(doc: Document, project: Project, *, name: str | None = None) -> tuple[Project, FlowDef,

@@ -98,6 +98,10 @@ class MemoryScope(Spec):
     scope: str = Field(..., description="Template naming the memory scope, e.g. users/{{ inputs.user_id }}.")
 
 
+# what a schedule does with fire times missed while the server was down (a flow's and a plan's schedule)
+Misfire = Literal["skip", "run_once"]
+
+
 class ScheduleSpec(Spec):
     """Run the flow on a cron schedule while `blockyard serve` is up."""
 
@@ -105,8 +109,7 @@ class ScheduleSpec(Spec):
                                         "day-of-week) or a macro such as @daily; see docs/flows.md.")
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
     inputs: dict[str, Any] = Field(default_factory=empty_dict, description="Inputs of scheduled runs.")
-    misfire: Literal["skip", "run_once"] = Field("skip", description="What to do with fire times missed "
-                                                                      "while the server was down.")
+    misfire: Misfire = Field("skip", description="What to do with fire times missed while the server was down.")
 
 
 class EmitSpec(Spec):

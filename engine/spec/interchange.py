@@ -9,14 +9,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.spec.common import Name, Spec, TypeSpec, empty_dict, empty_list
-from engine.spec.flow import ApprovalSpec
+from engine.spec.flow import ApprovalSpec, MemoryScope, Misfire, ScheduleSpec
+
+_SCHEDULE = ScheduleSpec.model_fields
 
 
 class PlanSchedule(Spec):
-    """When the plan's flow runs by itself (`schedule:` of the flow it becomes)."""
+    """When the plan's flow runs by itself (`schedule:` of the flow it becomes: `cron_expression` is its
+    `cron`, every other key as in a flow file)."""
 
     cron_expression: str = Field(..., description="Cron expression: five fields or a macro such as @daily.")
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
+    inputs: dict[str, Any] = Field(default_factory=empty_dict,
+                                   description="Inputs of scheduled runs (every required input of the plan).")
+    misfire: Misfire = Field(_SCHEDULE["misfire"].default, description=_SCHEDULE["misfire"].description)
     human_readable: str | None = Field(None, description="The schedule in words, e.g. every Tuesday at 1pm.")
 
 
@@ -46,6 +52,9 @@ class TaskPlan(Spec):
     steps: list[PlanStep] = Field(..., min_length=1, description="The steps.")
     inputs: dict[Name, TypeSpec] | None = Field(
         None, description="The flow's inputs (default: every `inputs.NAME` the mappings read, of any type).")
+    memory: MemoryScope | None = Field(
+        None, description="Long-term memory across runs, as a flow's `memory:` (needed by memory blocks and "
+                          "prompts that read memory).")
     schedule: PlanSchedule | None = Field(None, description="Run on a cron schedule under `blockyard serve`.")
 
 

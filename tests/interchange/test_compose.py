@@ -114,7 +114,8 @@ def test_a_repair_request_carries_the_plan_and_its_problems(tmp_path: Path) -> N
     composed = asyncio.run(compose(load_project(root), "answer me", model, name="answer_me"))
     assert [r.plan for r in composed.rounds] == [WRONG, RIGHT]
     first, second = script.calls
-    assert "problems" not in first.inputs and [e["block"] for e in first.inputs["catalog"]] == ["answer", "refund"]
+    assert "problems" not in first.inputs and [e["block"] for e in first.inputs["catalog"]] == [
+        "answer", "query_memory", "refund", "save_to_memory"]  # the built-in memory blocks too
     [problem] = second.inputs["problems"]
     assert problem.startswith("BY210 steps[0].block_id: ") and "unknown block 'anwser'" in problem
     assert second.inputs["previous_plan"] == WRONG
