@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -34,6 +35,17 @@ T = TypeVar("T")
 # While set (see `DurableSaver.held`), checkpoint writes of this task are collected here instead of
 # committed: the caller commits them together with other rows, in one transaction.
 _HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
+
+
+def running_task() -> str | None:
+    """The id of the root graph's LangGraph task whose node (or a subgraph inside it) is running here,
+    from the config LangGraph sets for the node; None outside a node. A task's checkpoint namespace is
+    `node:task_id`, a subgraph's inside it `node:task_id|inner:inner_id`: the root task is the first."""
+    config = var_child_runnable_config.get()
+    if not config:
+        return None
+    namespace = str((config.get("configurable") or {}).get("checkpoint_ns") or "")
+    return namespace.split("|", 1)[0].rpartition(":")[2] or None
 
 
 class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
@@ -55,7 +67,7 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="blockyard-reader")
         self._fresh: set[str] = set()  # threads known to have no checkpoint yet
         self._handoff: dict[tuple[str, str], CheckpointTuple] = {}  # see `aread_for_start`
-        self._trace: dict[str, list[Write]] = {}  # see `hold_trace`
+        self._trace: dict[str, list[tuple[str | None, Write]]] = {}  # see `hold_trace`: (task, row)
         self._trace_lock = threading.Lock()
 
     def hold_trace(self, thread_id: str, write: Write, *, begin: bool) -> bool:
@@ -63,20 +75,55 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         end, `take_trace`); `begin` starts holding, else the row is held only while others are.
         A `step_finished` row begins it: committed before the checkpoint that holds the step's
         result, it would say a step finished that a crash then runs again; the rows after it are
-        held too, so that the trace is stored in order. Returns whether the row was held."""
+        held too, so that the trace is stored in order. Returns whether the row was held.
+
+        A row written by a node is held with the LangGraph task that runs the node (`running_task`):
+        the task's pending writes carry the rows up to its last one (`_task_trace`), so that a map
+        item's `step_finished` is committed with the item's result even while other items run on."""
         with self._trace_lock:
             rows = self._trace.get(thread_id)
             if rows is None:
                 if not begin:
                     return False
                 rows = self._trace[thread_id] = []
-            rows.append(write)
+            rows.append((running_task(), write))
             return True
 
     def take_trace(self, thread_id: str) -> list[Write]:
         """The trace rows held for `thread_id` (see `hold_trace`), to commit with what comes next."""
         with self._trace_lock:
-            return self._trace.pop(thread_id, [])
+            return [row for _task, row in self._trace.pop(thread_id, [])]
+
+    def _task_trace(self, config: RunnableConfig, task_id: str) -> list[Write]:
+        """The trace rows to commit with the pending writes of root task `task_id`: the rows held up to
+        the last one its node wrote (those before it too: the trace is stored in order), or none.
+
+        Why: the items of a map (a superstep of many tasks, LangGraph's Send fan-out) finish one by
+        one, and LangGraph keeps each one's result as pending writes, which a resume applies instead
+        of running the item again; the superstep's checkpoint comes only after the last item. Held
+        for that checkpoint, the `step_finished` rows of the items finished before a crash were lost
+        with the process while their results were committed: the resume ran them no more, and the
+        trace never said they finished. Committed in the same transaction as the result, an item's
+        `step_finished` is in the trace exactly when the resume will not run the item again. The
+        rows after it stay held (for the next task's pending writes, the checkpoint or the run's end).
+        A `step_finished` of another task among the rows before it finished earlier, and LangGraph
+        submits pending writes in the order tasks finish, so that task's went first; the one exception
+        is a step nested in a still-running item (a map body, a subflow), whose row may come a moment
+        before its own subgraph checkpoint is committed."""
+        conf = config["configurable"]
+        if conf.get("checkpoint_ns"):  # a subgraph's task: its rows wait for the parent's task
+            return []
+        thread_id = str(conf["thread_id"])
+        with self._trace_lock:
+            rows = self._trace.get(thread_id)
+            if not rows:
+                return []
+            last = next((at for at in range(len(rows) - 1, -1, -1) if rows[at][0] == task_id), None)
+            if last is None:
+                return []
+            taken, rows[:last + 1] = rows[:last + 1], []
+        # still holding (an empty list): rows written after these wait as before
+        return [row for _task, row in taken]
 
     def _with_trace(self, config: RunnableConfig, writes: list[Write]) -> list[Write]:
         conf = config["configurable"]
@@ -166,20 +213,22 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self.writer.write_sync(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]))
+        rows = [*self._task_trace(config, task_id), self._writes_write(config, writes, task_id, task_path)]
+        self.writer.write_sync(*fencing.guarded(rows))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         # LangGraph never waits for these (it submits them in the background and waits for the
         # checkpoint instead), so neither do we: queued now, in order, committed with the next
         # checkpoint (or whatever write comes first), which is awaited. They do not wake the writer:
-        # that would be a transaction of their own, and a GIL hand-over, per step.
+        # that would be a transaction of their own, and a GIL hand-over, per step. The trace rows of
+        # the task (its `step_finished`) go in the same item, hence the same transaction (`_task_trace`).
+        rows = [*self._task_trace(config, task_id), self._writes_write(config, writes, task_id, task_path)]
         held = _HELD.get()
         if held is not None:
-            held.append(self._writes_write(config, writes, task_id, task_path))
+            held.extend(rows)
         else:
-            self.writer.write_nowait(*fencing.guarded([self._writes_write(config, writes, task_id, task_path)]),
-                                     wake=False)
+            self.writer.write_nowait(*fencing.guarded(rows), wake=False)
 
     def delete_thread(self, thread_id: str) -> None:
         self.writer.write_sync(*self.delete_thread_writes(thread_id))
