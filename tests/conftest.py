@@ -70,6 +70,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 HEAVY_FIRST = (
     "tests/test_docs_commands.py",
     "tests/runtime/test_export_langgraph_server.py",
+    "tests/runtime/test_map_kill_trace.py",
     "tests/serve/test_serve_queue.py",
     "tests/hostile/test_hostile_files_1.py",
     "tests/hostile/test_hostile_files_2.py",
