@@ -205,7 +205,8 @@ def _check_ints(value: Any) -> None:
         for item in value:
             _check_ints(item)
     elif kind is dict:
-        for item in value.values():
+        for key, item in value.items():  # keys too: the state store packs them as it packs values
+            _check_ints(key)
             _check_ints(item)
 
 

@@ -233,6 +233,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_stateless_guard.py::test_validation_behind_the_tripwire_opens_nothing_and_imports_no_psycopg",
     "tests/test_stateless_guard_suite.py",
     "tests/test_template_fast.py",
+    "tests/test_template_limits_nested.py",
     "tests/test_templates.py",
     "tests/test_typecheck.py",
     "tests/test_typecheck_schema_verdict.py",
