@@ -5,6 +5,13 @@ out a smaller or equal one again, so replay, backlog and live events can overlap
 executed by another process (a `blockyard resume` next to the server, another replica) are
 followed through the trace table: polled, and on Postgres read at once when the broker is nudged
 by a notification of their commit (engine/state/postgres.py, `listen_events`).
+
+A run this server executes is followed through the broker, never by polling the table: the
+execution stores its events on the run loop's thread (engine/serve/offload.py) before the server's
+loop has published them, so the table can be ahead of the broker, and an event read there would
+move `last` past the tokens still on their way to the broker or on the follower's queue (never
+stored, they would be lost). On a busy server a follower's poll may time out with the whole
+execution, ended meanwhile, waiting on its queue: the queue is taken first.
 """
 
 from __future__ import annotations
@@ -45,16 +52,29 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
         # on the queue already, and the read may hold events that came after it: take it now, or
         # `last` would move past those tokens and they would be skipped.
         arrived = _drain(subscription.queue)
-        merged = {event["seq"]: event for event in [*subscription.backlog, *arrived, *replay]
-                  if event["seq"] > last}
+        published = [*subscription.backlog, *arrived]
+        if published and broker.is_active(run_id):
+            # It executes here, and the table may be ahead of the broker: what it has after the last
+            # event published is on its way to the broker, tokens between, and comes on the queue.
+            # (With nothing published yet, the execution has not gone past its first event, which
+            # has no token before it: RunLoop.stream holds it there until that event is taken.)
+            newest = max(event["seq"] for event in published)
+            replay = [event for event in replay if event["seq"] <= newest]
+        merged = {event["seq"]: event for event in [*published, *replay] if event["seq"] > last}
         for seq in sorted(merged):
             last = seq
             yield merged[seq]
-        executing = subscription.active
-        if until_pause and not executing and (replay and replay[-1]["type"] in END_OF_EXECUTION):
+        if until_pause and not subscription.active and (replay and replay[-1]["type"] in END_OF_EXECUTION):
             return
+
+        def queued() -> bool:
+            """Whether the broker has events of the run for this follower: those of an execution here
+            (which the table may hold before they reach the broker), or what it published that is still
+            on the queue (an execution that ended while the follower waited). They come before the table."""
+            return broker.is_active(run_id) or not subscription.queue.empty()
+
         while True:
-            if not executing and await trace.status(run_id) in SETTLED:
+            if not queued() and await trace.status(run_id) in SETTLED and not queued():
                 for event in await trace.events(run_id, last):
                     last = event["seq"]
                     yield event
@@ -64,6 +84,8 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
             except TimeoutError:
                 item = NUDGE
             if item is NUDGE:
+                if queued():  # executed here: its events come on the queue, tokens and all
+                    continue
                 fresh = await trace.events(run_id, last)  # written by another process
                 for event in fresh:
                     last = event["seq"]
@@ -72,14 +94,13 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
                     return
                 continue
             if item is None:  # the execution ended here; its events are all in the table now
-                executing = False
-                for event in await trace.events(run_id, last):
-                    last = event["seq"]
-                    yield event
+                if not queued():  # (else the queue has more: another execution here began already)
+                    for event in await trace.events(run_id, last):
+                        last = event["seq"]
+                        yield event
                 if until_pause:
                     return
                 continue
-            executing = True
             if item["seq"] > last:
                 last = item["seq"]
                 yield item

@@ -6,7 +6,10 @@ server the run may be over by then) must still get every token, in its place."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any
+
+import pytest
 
 from engine.events import EventDict
 from engine.serve import broker as broker_module
@@ -105,3 +108,86 @@ def test_tokens_published_while_the_trace_is_read_are_not_skipped() -> None:
 
 async def _follow_slow(broker: Broker) -> list[EventDict]:
     return [e async for e in follow("r", 0, broker, SlowTrace(broker), until_pause=True, poll=0.01)]
+
+
+class AheadTrace(Trace):
+    """The table ahead of the broker, as on a busy server: the execution stores its events on the run
+    loop's thread, and the server's loop publishes them (tokens between) a moment later."""
+
+    def __init__(self, stored: list[EventDict]) -> None:
+        self.stored = stored
+
+    async def events(self, run_id: str, after: int) -> list[EventDict]:
+        return [e for e in self.stored if e["seq"] > after]
+
+    async def status(self, run_id: str) -> str | None:
+        return "running"
+
+
+def busy(monkeypatch: pytest.MonkeyPatch, *meanwhile: Callable[[], None]) -> None:
+    """The follower's polls on a busy server: the first ones time out, and as each does, what the server
+    did meanwhile happens; later polls are asyncio's own."""
+    real = asyncio.wait_for
+    steps = list(meanwhile)
+
+    async def wait_for(waited: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
+        if not steps:
+            return await real(waited, timeout)
+        waited.close()
+        steps.pop(0)()
+        raise TimeoutError
+
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)
+
+
+def started(broker: Broker) -> None:
+    broker.open("r")
+    broker.publish(RUN[0])
+    broker.publish(RUN[1])
+
+
+def ended(broker: Broker) -> None:
+    for rest in RUN[2:]:
+        broker.publish(rest)
+    broker.close("r")
+
+
+def test_a_run_executing_here_is_followed_on_the_broker_not_by_polling_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    started(broker)
+    trace = AheadTrace(STORED[:2])
+
+    def stored() -> None:  # the execution stored the rest; the broker publishes it a moment later
+        trace.stored = STORED
+        asyncio.get_running_loop().call_soon(ended, broker)
+
+    busy(monkeypatch, stored)
+    found = asyncio.run(_follow(broker, trace))
+    assert found == RUN
+
+
+def test_a_poll_that_times_out_as_the_execution_ends_takes_the_queue_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    started(broker)
+    # the execution ended while the poll timed out: its events, tokens and all, wait on the queue
+    busy(monkeypatch, lambda: ended(broker))
+    assert asyncio.run(_follow(broker, AheadTrace(STORED))) == RUN
+
+
+async def _follow(broker: Broker, trace: Trace) -> list[EventDict]:
+    return [e async for e in follow("r", 0, broker, trace, until_pause=True, poll=0.01)]
+
+
+def test_stored_events_ahead_of_the_broker_do_not_skip_its_tokens() -> None:
+    async def main() -> list[EventDict]:
+        broker = Broker()
+        started(broker)
+        found: list[EventDict] = []
+        async for item in follow("r", 0, broker, AheadTrace(STORED), until_pause=True, poll=0.01):
+            found.append(item)
+            if item["seq"] == 2:  # the rest reaches the broker after the follower read the table
+                ended(broker)
+        return found
+
+    assert asyncio.run(main()) == RUN
