@@ -74,6 +74,9 @@ async function main() {
   seen.done_state = { values: done.values, next: done.next, tasks: done.tasks };
   seen.done_status = (await client.threads.get(gated.thread_id)).status;
 
+  // a missing store item is null, as LangGraph's server answers: client code checks for it
+  seen.missing_item = await client.store.getItem(["users", "nobody"], "lunch");
+
   process.stdout.write(JSON.stringify(seen));
 }
 

@@ -68,3 +68,4 @@ def test_the_javascript_client_searches_streams_and_resumes_a_gate(live: Live) -
     assert seen["done_state"]["values"]["total"] == 6
     assert seen["done_state"]["next"] == [] and seen["done_state"]["tasks"] == []
     assert seen["done_status"] == "idle"
+    assert "missing_item" in seen and seen["missing_item"] is None
