@@ -321,10 +321,13 @@ class SqliteWriter:
             results = self._apply_all(conn, items)
         except Exception:
             # some item failed: replay the batch with a savepoint per item, so only it fails
-            conn.execute("ROLLBACK")
             try:
+                conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
-            except _TRANSACTION_ERRORS as exc:  # another process took the lock in between
+            except _TRANSACTION_ERRORS as exc:
+                # another process took the lock in between, or the connection is gone (Postgres ends the
+                # session of a process frozen in a transaction past IDLE_IN_TRANSACTION): the batch fails
+                # whole, and the writer thread lives on to tell every later waiter so, never hanging them
                 return self._failed(items, exc)
             results = [self._apply_one(conn, item) for item in items]
         try:
@@ -332,7 +335,8 @@ class SqliteWriter:
         except _TRANSACTION_ERRORS as exc:
             # the commit itself failed (disk full, I/O error): nothing of the batch is stored
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(*_TRANSACTION_ERRORS):  # a connection gone has nothing to roll back
+                    conn.execute("ROLLBACK")
             return self._failed(items, exc)
         self.commits += 1
         self.items += len(items)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sqlite3
 import threading
 import time
@@ -229,3 +230,42 @@ def test_a_guard_that_fails_fails_only_its_items(writer: tuple[SqliteWriter, Pat
         w.write_nowait(_guard(run), Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, run), mergeable=True), lazy=True)
     w.write_sync()
     assert rows(path) == [(0, "r"), (2, "r")]
+
+
+class Vanishing(sqlite3.Connection):
+    """A connection that goes away inside a transaction: as a Postgres session the server ended while its
+    process was frozen in a transaction (engine/state/postgres.py, IDLE_IN_TRANSACTION)."""
+
+    gone = False
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if Vanishing.gone and not sql.startswith("BEGIN"):
+            self.close()  # every later statement, ROLLBACK and BEGIN included, fails
+            raise sqlite3.OperationalError("the connection is closed")
+        return super().execute(sql, parameters)
+
+
+def test_a_connection_gone_mid_batch_fails_its_waiters_and_every_later_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer thread outlives its connection: each waiter gets an error, none waits for good (a replica
+    frozen past the idle timeout then ends its runs instead of hanging them)."""
+    path = tmp_path / "w.db"
+
+    def open_conn() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, factory=Vanishing, isolation_level=None, check_same_thread=False)
+        conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)")
+        return conn
+
+    w = SqliteWriter(open_conn, lazy_delay=60)
+    pool = concurrent.futures.ThreadPoolExecutor(1)  # a waiter left hanging must not hang the test
+    try:
+        monkeypatch.setattr(Vanishing, "gone", True)
+        first = pool.submit(w.write_sync, insert(1))
+        with pytest.raises(sqlite3.OperationalError, match="the connection is closed"):
+            first.result(timeout=30)  # the batch failed, and its ROLLBACK too
+        later = pool.submit(w.write_sync, insert(2))
+        with pytest.raises(sqlite3.Error, match="closed"):
+            later.result(timeout=30)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        w.close()
