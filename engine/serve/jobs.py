@@ -21,6 +21,7 @@ from engine.events import APPROVAL_REQUIRED, RUN_FINISHED, TERMINAL_TYPES, Event
 from engine.serve.broker import Broker
 from engine.serve.logs import fields, get_logger
 from engine.serve.offload import RunLoop
+from engine.state.database import StateError
 
 
 class ShuttingDown(Exception):
@@ -175,6 +176,19 @@ class JobQueue:
             self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
             if job.cancel_reason is None:
                 raise
+        except StateError as exc:
+            # the state database failed under the execution (its server restarted, or ended this replica's
+            # session while it was frozen) and the runtime could not record the run's end: the run was not
+            # refused, its execution stopped where it was. Resumable from its last checkpoint; on a replica
+            # whose lease ran out meanwhile, another replica has it already, and its row is no longer ours
+            job.result.set_exception(exc)
+            job.result.exception()  # retrieved: nobody may be waiting for it
+            self.log.warning("run_ended", extra=fields(run=job.run_id, flow=job.flow, status=RunStatus.INTERRUPTED,
+                                                       step=result_of(job, terminal)["step"],
+                                                       error=f"{type(exc).__name__}: {exc}",
+                                                       ms=round((time.perf_counter() - began) * 1000, 1)))
+            if self.unended is not None:  # only a row still held by this server changes (store.fail_unended)
+                await self.unended(job, exc)
         except Exception as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
             job.result.set_exception(exc)
             job.result.exception()  # retrieved: nobody may be waiting for it

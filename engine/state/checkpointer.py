@@ -13,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -33,6 +33,9 @@ from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted
 from engine.state.location import Location
 from engine.state.writer import SqliteWriter, Write
+
+if TYPE_CHECKING:
+    from engine.state.pgsaver import PgDurableSaver
 
 T = TypeVar("T")
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -140,6 +143,7 @@ class StateDB:
         self.path = self.location.path
         self.saver: GroupCommitted
         self.read_conn: Connection
+        self._postgres: PgDurableSaver | None = None  # the saver again, on Postgres: reads on a live session
         if self.location.url is not None:
             self._open_postgres(self.location.url, window, secrets)
         else:
@@ -164,17 +168,19 @@ class StateDB:
 
     def _open_postgres(self, url: str, window: float, secrets: Masker | None) -> None:
         # psycopg and LangGraph's Postgres checkpointer: loaded only for a Postgres database
-        from engine.state.pgsaver import PgDurableSaver, open_writer
+        from engine.state.pgsaver import PgDurableSaver, lost, open_writer
         from engine.state.postgres import connect as connect_postgres  # (psycopg, as above)
 
-        self.writer = SqliteWriter(lambda: open_writer(url), window=window)
+        # a session the server ended (a restart, a failover) is replaced: the writer's before its next
+        # batch (`lost`), the reader's before its next read (PgDurableSaver.read)
+        self.writer = SqliteWriter(lambda: open_writer(url), window=window, lost=lost)
         try:
             read_conn = connect_postgres(url)
         except BaseException:
             self.writer.close()
             raise
         self.read_conn = read_conn
-        self.saver = PgDurableSaver(read_conn, self.writer, secrets=secrets)
+        self.saver = self._postgres = PgDurableSaver(read_conn, self.writer, secrets=secrets)
 
     def _open_writer(self, synchronous: str) -> sqlite3.Connection:
         conn = connect(self.path, synchronous=synchronous)
@@ -187,7 +193,10 @@ class StateDB:
         return conn
 
     def read(self, fn: Callable[[Connection], T]) -> T:
-        """Run a read on the reader connection (thread-safe; serialized with the saver's reads)."""
+        """Run a read on the reader connection (thread-safe; serialized with the saver's reads). On
+        Postgres a lost session is replaced first, and a read it failed is run once more on the new one."""
+        if self._postgres is not None:
+            return self._postgres.read(fn)
         with self.saver.lock:
             return fn(self.read_conn)
 

@@ -185,6 +185,10 @@ class MemoryStore:
 
     def store(self) -> Any:
         with self._lock:
+            if self._store is not None and self.location.url is not None and self._conn.closed:
+                # the server ended the session (a restart, a failover): the call that met it failed, and
+                # the store goes on with a new one — psycopg's connection would stay closed for good
+                self._let_go()
             if self._store is None:
                 self._store, self._conn = _open(self.location)
             return self._store
@@ -203,9 +207,13 @@ class MemoryStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._store = self._conn = None
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """With the lock held: let go of the store and its connection (opened again on next use)."""
+        if self._conn is not None:
+            self._conn.close()
+        self._store = self._conn = None
 
 
 class _ScopeView:

@@ -6,19 +6,30 @@ SQLite saver's (engine/state/checkpointer.py, `GroupCommitted`): they share tran
 run's own rows, and a conversation turn's reply checkpoint is committed in the transaction that
 writes its `messages` (`held`). API keys are masked in what is stored: the serialized blobs
 (lengths kept) and the checkpoint's inline values and metadata, which Postgres keeps as JSONB.
+
+Reads go through the reader connection, which the saver shares with its `StateDB` (`read`). A
+session the server ended (a restart, a failover; engine/state/postgres.py) is replaced before the
+next read, and a read it failed is tried once more on the new session: reads change nothing, so
+running one again is safe. The writer replaces its own connection (engine/state/writer.py, `lost`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -30,11 +41,14 @@ from psycopg.types.json import Jsonb
 from engine.events import now_iso
 from engine.redaction import Masker
 from engine.state import inline_steps, postgres
-from engine.state.database import Native
+from engine.state.database import Connection, Native
 from engine.state.durable import GroupCommitted
 from engine.state.postgres import PgConnection
 from engine.state.writer import SqliteWriter, Write
 
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 _THREAD_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
@@ -47,23 +61,34 @@ def prepare(conn: PgConnection) -> None:
 
 
 def open_writer(url: str) -> PgConnection:
-    """The writer thread's connection, with the database prepared."""
+    """The writer thread's connection, with the database prepared (at start, and again whenever the
+    writer reconnects: engine/state/writer.py, `lost`)."""
     conn = postgres.connect(url)
     try:
         prepare(conn)
+    except psycopg.Error as exc:  # LangGraph's setup speaks psycopg: a session lost meanwhile is a StateError
+        conn.close()
+        raise postgres.explained(exc, url) from None
     except BaseException:
         conn.close()
         raise
     return conn
 
 
+def lost(conn: Connection) -> bool:
+    """Whether the writer's connection lost its session (`SqliteWriter(lost=...)`): it reconnects."""
+    return isinstance(conn, PgConnection) and conn.broken
+
+
 class PgDurableSaver(GroupCommitted, PostgresSaver):
-    """PostgresSaver's tables and reads (on the reader connection), with writes committed by the
-    group-commit writer."""
+    """PostgresSaver's tables and reads (on the reader connection, reopened when its session was
+    lost: see the module's docstring), with writes committed by the group-commit writer."""
 
     def __init__(self, read_conn: PgConnection, writer: SqliteWriter, *,
                  serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
         PostgresSaver.__init__(self, read_conn.raw, serde=serde)
+        self.read_conn = read_conn
+        self._sessions = 0  # reader sessions replaced so far (see `_reading`)
         self._start_group_commit(writer, secrets)
 
     def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -126,6 +151,60 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
         return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
                 Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
                 _unreferenced_blobs(thread_id)]
+
+    # ---- reads on a live session (below the builders above: from here on `list` names the method) -----
+
+    def read(self, fn: Callable[[PgConnection], T]) -> T:
+        """`fn(reader connection)` under `lock`, on a live session (StateDB.read)."""
+        with self.lock:
+            return self._reading(lambda: fn(self.read_conn), locked=True)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._reading(lambda: PostgresSaver.get_tuple(self, config))
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        # PostgresSaver's reads all its rows before it yields the first checkpoint: that much is tried again
+        def first() -> tuple[CheckpointTuple | None, Iterator[CheckpointTuple]]:
+            found = PostgresSaver.list(self, config, filter=filter, before=before, limit=limit)
+            return next(found, None), found
+
+        head, rest = self._reading(first)
+        if head is not None:
+            yield head
+            yield from rest
+
+    def get_delta_channel_history(self, *, config: RunnableConfig,
+                                  channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return self._reading(lambda: PostgresSaver.get_delta_channel_history(self, config=config, channels=channels))
+
+    def _reading(self, fn: Callable[[], T], *, locked: bool = False) -> T:
+        """`fn()`, a read on the reader connection: a session lost before it is replaced first, and one
+        lost during it is replaced and `fn` called once more (a read changes nothing). `locked`: the
+        caller holds `lock`; else `fn` takes it itself (PostgresSaver's reads, in `_cursor`)."""
+        with self._holding(locked):
+            self._revive()
+            session = self._sessions
+        try:
+            return fn()
+        except Exception:
+            with self._holding(locked):
+                self._revive()  # a server still out of reach: its StateError, caused by the read's error
+                if self._sessions == session:  # the session was not lost: the read's own error
+                    raise
+        return fn()
+
+    def _holding(self, locked: bool) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext() if locked else self.lock
+
+    def _revive(self) -> None:
+        """With `lock` held: a new reader session in place of a lost one (PgConnection.reopen)."""
+        if not self.read_conn.broken:
+            return
+        self.read_conn.reopen()
+        self.conn = self.read_conn.raw  # what PostgresSaver's `_cursor` reads through
+        self._sessions += 1
+        log.warning("the connection to the state database was lost; the reader reconnected")
 
 
 # the checkpoint a thread goes on from: PostgresSaver reads the greatest id (ids are time-ordered UUIDs)

@@ -8,6 +8,13 @@ Every psycopg error leaves a `PgConnection` as the engine's own (`BackendError`,
 `BackendIntegrityError`; a lost or refused connection as a `StateError`), with the URL's password
 masked, so the runtime catches one kind of error whatever the backend.
 
+A session the server ended (a restart, a failover, an administrator, IDLE_IN_TRANSACTION past a
+frozen process) leaves its `PgConnection` `broken` for good: psycopg never reconnects by itself.
+Its owner replaces the session where that is safe — the writer before a batch, through the factory
+that opened it (engine/state/writer.py, `lost`), the reader before a read, with `reopen`
+(engine/state/pgsaver.py) — never in the middle of a transaction, whose statements would otherwise
+go on, one by one and committed each on its own, on a new session.
+
 Migrations run at start under an advisory lock: two servers starting at once on an empty database
 take turns, and the second finds the work done (`prepare`).
 
@@ -20,6 +27,7 @@ replica executes (engine/serve/broker.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -92,7 +100,8 @@ def _sql(sql: str) -> Any:
     return sql if isinstance(sql, Native) else translate(sql)
 
 
-def _explained(exc: psycopg.Error, url: str) -> Exception:
+def explained(exc: psycopg.Error, url: str) -> Exception:
+    """A psycopg error as the engine's own (see the module's docstring), the URL's password masked."""
     message = mask_url(str(exc).strip())
     if isinstance(exc, pg_errors.IntegrityError):
         return BackendIntegrityError(message)
@@ -130,6 +139,24 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Any], url: str) -> None:
         self.raw = raw
         self.url = url
+        self._closed = False  # closed by us (`close`): not `broken`
+
+    @property
+    def broken(self) -> bool:
+        """Whether the session was lost rather than closed by us: the server ended it, or the link to it
+        failed. psycopg learns it on the next statement, which fails (a `StateError`); every statement
+        after it fails the same way until the session is replaced (`reopen`)."""
+        return not self._closed and self.raw.closed
+
+    def reopen(self) -> None:
+        """A new session in place of a lost one. Only between transactions: what a transaction had sent
+        on the old session is gone with it (rolled back by the server, or committed if its COMMIT got
+        there), and nothing here sends it again. A server still out of reach is a `StateError`, and
+        leaves this connection broken, to be tried again."""
+        raw = connect_raw(self.url)
+        old, self.raw = self.raw, raw
+        with contextlib.suppress(psycopg.Error):
+            old.close()
 
     def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[Any]:
         try:
@@ -140,7 +167,7 @@ class PgConnection:
                 self.raw.execute(_NOTIFY, (SLOTS_CHANNEL, ""))
             return cursor
         except psycopg.Error as exc:
-            raise _explained(exc, self.url) from None
+            raise explained(exc, self.url) from None
 
     def _announce(self, run_ids: Iterable[str]) -> None:
         """NOTIFY the runs whose trace grew (sent when the transaction commits)."""
@@ -167,7 +194,7 @@ class PgConnection:
             if rows and _EVENTS_INSERT.match(sql):
                 self._announce(row[0] for row in rows)
         except psycopg.Error as exc:
-            raise _explained(exc, self.url) from None
+            raise explained(exc, self.url) from None
         finally:
             cursor.close()
         return Batch(changed)
@@ -189,6 +216,7 @@ class PgConnection:
         self.execute("COMMIT")
 
     def close(self) -> None:
+        self._closed = True
         self.raw.close()
 
 

@@ -76,6 +76,7 @@ class _Item:
 
 
 _STOP = _Item(())
+_Result = tuple[_Item, Any, BaseException | None]  # an item, the value of its call, its error
 
 
 class WriterClosed(RuntimeError):
@@ -89,14 +90,26 @@ class SqliteWriter:
     behind everything already queued (the order of the queue is the order of execution).
     A statement that fails only fails its own item: a batch that hits an error is rolled back
     and replayed item by item, each in a savepoint.
+
+    A connection to a database server can be lost (the server restarted, failed over, or ended the
+    session of a process frozen mid-transaction): `lost(conn)` says so, and the connection is then
+    replaced through `connect` before the next batch (`_batch`). The batch that met the lost session
+    fails whole — its waiters get the error — unless it failed on its BEGIN, before anything of it
+    was sent: then it begins again on the new session. Nothing is sent again once its transaction
+    began: that transaction may have been rolled back by the server, or committed if its COMMIT got
+    there.
     """
 
     def __init__(self, connect: Callable[[], Connection], *, max_batch: int = 2000,
                  window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer",
-                 explain: Callable[[Exception], BaseException] | None = None, inline: bool = False) -> None:
+                 explain: Callable[[Exception], BaseException] | None = None, inline: bool = False,
+                 lost: Callable[[Connection], bool] | None = None) -> None:
         """`inline`: a lone run's `write` may commit on the caller's thread (see `write`); only for a
-        connection that may be used from any thread and whose commits do not wait for the disk."""
+        connection that may be used from any thread and whose commits do not wait for the disk.
+        `lost`: whether a connection's session is gone for good (see the class), for a server's
+        connections (a SQLite connection is never lost this way)."""
         self._connect = connect
+        self._lost = lost
         # what a batch's waiters get when the transaction itself fails (the lock, the file)
         self._explain = explain or (lambda exc: exc)
         # entries are lists of items: a write and the quiet items before it go with one wake-up
@@ -176,7 +189,7 @@ class SqliteWriter:
                 return False
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            results = self._commit(conn, items, begun=True)
+            results = self._commit(conn, items)
         finally:
             self._conn_lock.release()
         self._deliver([result for result in results if result[0] is not item])
@@ -281,7 +294,9 @@ class SqliteWriter:
                     time.sleep(self._window)
                 with self._conn_lock:  # an inline commit (see `write`) and this batch never overlap
                     items, stop, entries = self._gather(first)
-                    results = self._commit(conn, items) if items else []
+                    results: list[_Result] = []
+                    if items:
+                        conn, results = self._batch(conn, items)
                 with self._lock:
                     self._queued -= entries
                 self._deliver(results)
@@ -310,13 +325,40 @@ class SqliteWriter:
         stop = any(item is _STOP for item in items)
         return lazy + [item for item in items if item is not _STOP] + quiet, stop, entries
 
-    def _commit(self, conn: Connection, items: list[_Item], *,
-                begun: bool = False) -> list[tuple[_Item, Any, BaseException | None]]:
-        if not begun:
+    def _batch(self, conn: Connection, items: list[_Item]) -> tuple[Connection, list[_Result]]:
+        """Commit `items` in one transaction, on `conn` or, when it was lost, on a new connection (the
+        class's docstring): the connection to go on with, and each item's result."""
+        try:
+            conn = self._revived(conn)
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except _TRANSACTION_ERRORS as exc:  # another process held the lock for the whole busy timeout
-                return self._failed(items, exc)
+            except _TRANSACTION_ERRORS:
+                if self._lost is None or not self._lost(conn):
+                    raise
+                # the session ended while the writer waited (a server restart, a failover): no statement
+                # of the batch was sent, so it begins on a new session rather than failing its waiters
+                conn = self._revived(conn)
+                conn.execute("BEGIN IMMEDIATE")
+        except Exception as exc:
+            # another process held the lock for the whole busy timeout, or the server is out of reach (a
+            # new connection failed too): the batch fails whole, and the next one tries again
+            return conn, self._failed(items, exc)
+        return conn, self._commit(conn, items)
+
+    def _revived(self, conn: Connection) -> Connection:
+        """`conn`, or a new connection in its place when it was lost (closing what is left of it)."""
+        if self._lost is None or not self._lost(conn):
+            return conn
+        fresh = self._connect()  # raises when the server is still out of reach
+        with contextlib.suppress(Exception):  # nothing to flush on a lost session
+            conn.close()
+        if self._inline:
+            self._conn = fresh
+        log.warning("the connection to the state database was lost; the writer reconnected")
+        return fresh
+
+    def _commit(self, conn: Connection, items: list[_Item]) -> list[_Result]:
+        """Apply `items` in the transaction begun on `conn`, and commit it."""
         try:
             results = self._apply_all(conn, items)
         except Exception:
@@ -324,32 +366,32 @@ class SqliteWriter:
             try:
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
+                results = [self._apply_one(conn, item) for item in items]
             except _TRANSACTION_ERRORS as exc:
                 # another process took the lock in between, or the connection is gone (Postgres ends the
-                # session of a process frozen in a transaction past IDLE_IN_TRANSACTION): the batch fails
-                # whole, and the writer thread lives on to tell every later waiter so, never hanging them
+                # session of a process frozen in a transaction past IDLE_IN_TRANSACTION), maybe in the
+                # middle of the replay: the batch fails whole, and the writer thread lives on to tell every
+                # later waiter so, never hanging them (and to reconnect before the next batch)
+                _roll_back(conn)
                 return self._failed(items, exc)
-            results = [self._apply_one(conn, item) for item in items]
         try:
             conn.execute("COMMIT")
         except _TRANSACTION_ERRORS as exc:
             # the commit itself failed (disk full, I/O error): nothing of the batch is stored
-            if conn.in_transaction:
-                with contextlib.suppress(*_TRANSACTION_ERRORS):  # a connection gone has nothing to roll back
-                    conn.execute("ROLLBACK")
+            _roll_back(conn)
             return self._failed(items, exc)
         self.commits += 1
         self.items += len(items)
         return results
 
-    def _failed(self, items: list[_Item], exc: Exception) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _failed(self, items: list[_Item], exc: Exception) -> list[_Result]:
         error = self._explain(exc)
         return [(item, None, error) for item in items]
 
     @staticmethod
-    def _apply_all(conn: Connection, items: list[_Item]) -> list[tuple[_Item, Any, BaseException | None]]:
+    def _apply_all(conn: Connection, items: list[_Item]) -> list[_Result]:
         # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
-        results: list[tuple[_Item, Any, BaseException | None]] = []
+        results: list[_Result] = []
         merged: dict[str, list[Any]] = {}
         # guard rows already merged, per SQL: the same guard twice among merged rows is one check
         # (the rows merged between two flushes are inserts that change nothing a guard reads), so
@@ -396,7 +438,7 @@ class SqliteWriter:
         return results
 
     @staticmethod
-    def _apply_one(conn: Connection, item: _Item) -> tuple[_Item, Any, BaseException | None]:
+    def _apply_one(conn: Connection, item: _Item) -> _Result:
         if not item.work:
             return item, None, None
         conn.execute("SAVEPOINT item")
@@ -417,7 +459,7 @@ class SqliteWriter:
         return item, value, None
 
     @staticmethod
-    def _deliver(results: list[tuple[_Item, Any, BaseException | None]]) -> None:
+    def _deliver(results: list[_Result]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, BaseException | None]]] = {}
         for item, value, exc in results:
             if item.future is None:
@@ -435,6 +477,14 @@ class SqliteWriter:
         for loop, settled in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_settle, settled)
+
+
+def _roll_back(conn: Connection) -> None:
+    """End the transaction a failed batch left open, if any; a connection gone has nothing to roll back
+    (even asking it whether it is in a transaction may fail)."""
+    with contextlib.suppress(*_TRANSACTION_ERRORS):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def _busy_timeout(conn: Connection) -> int:
