@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from engine.redaction import Masker
 from engine.values import JsonDict
@@ -34,6 +34,7 @@ class EventType(StrEnum):
     WARNING = "warning"
     RUN_FINISHED = "run_finished"
     RUN_FAILED = "run_failed"
+    MODEL_CALL = "model_call"  # one call of a model: provider, model, tokens, latency, cost (engine/usage.py)
     THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
 
 
@@ -50,10 +51,12 @@ WARNING = EventType.WARNING
 RUN_FINISHED = EventType.RUN_FINISHED
 RUN_FAILED = EventType.RUN_FAILED
 THREAD_NAME = EventType.THREAD_NAME
+MODEL_CALL = EventType.MODEL_CALL
 
 EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
-STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING})
+STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING,
+                              MODEL_CALL})
 # The last event of one execution of a run (a resume starts a new execution).
 TERMINAL_TYPES = frozenset({RUN_FINISHED, RUN_FAILED, APPROVAL_REQUIRED})
 # Streamed live but not kept in the trace table: one row per generated token would dwarf the rest.
@@ -63,6 +66,46 @@ NOT_STORED = frozenset({TOKEN})
 RESERVED_EVENT_NAMES = frozenset({*EVENT_TYPES, "error", "thread_id", "thread_name", "complete", "message",
                                   "custom", "ping"})
 CUSTOM_MARK = "custom"  # a custom stream payload with this key set is a step's own event (`emit:`)
+
+
+class EventDoc(NamedTuple):
+    """What users read about one event type: what its `step` holds and what its `data` carries
+    (Markdown; links are relative to docs/)."""
+
+    step: str
+    data: str
+
+
+# The one description of each event type's `step` and `data`: docs/reference/events.md is generated from it
+# (`python -m engine.reference`), and a test wants an entry for every member of EventType.
+EVENT_DOCS: dict[EventType, EventDoc] = {
+    RUN_STARTED: EventDoc("–", "`flow`, `version`, `digest`, `inputs`; `resumed: true` on a resume; `note` (the "
+                               "mock-model note); `output_dir` when the run writes its files to a folder of the yard"),
+    STEP_STARTED: EventDoc("step id", "`block`, `kind`, `inputs`; `attempt` on retries; where it runs (below)"),
+    STEP_FINISHED: EventDoc("step id", "`block`, `outputs`, `duration_ms`; where it runs (below)"),
+    STEP_FAILED: EventDoc("step id", "`block`, `error`, `duration_ms`, `attempt`; where it runs (below)"),
+    TOKEN: EventDoc("step id", "`text` (a streamed piece of a model's reply: llm, decide and agent steps; "
+                               "[models.md](models.md#token-streaming)), `block`; streamed live, not stored"),
+    TOOL_CALL: EventDoc("step id", "`tool`, `args`, `block`"),
+    FILE_WRITTEN: EventDoc("step id", "`path` (relative to the run's output folder), `bytes`, `block`; `index` in an "
+                                      "item ([tools.md](tools.md#file-tools))"),
+    APPROVAL_REQUIRED: EventDoc("gate", "`interrupt_id`, `value` (the gate's message and fields)"),
+    APPROVAL_DECIDED: EventDoc("gate", "`gate`, `interrupt_id`, `decision`, `values`, `actor`, `reason`, `time`, "
+                                       "`timed_out`: who decided the gate, how and when; recorded with the decision "
+                                       "([approvals.md](approvals.md))"),
+    WARNING: EventDoc("step id", "`code`, `message` (a retry, an exhausted loop, `emit_failed`, `history_cut`: "
+                                 "a thread's conversation longer than `threads.history_chars`, with `dropped_turns`, "
+                                 "...)"),
+    RUN_FINISHED: EventDoc("–", "`status: finished`, `outputs`, `duration_ms` (all executions)"),
+    RUN_FAILED: EventDoc("failing step", "`status` (`failed` or `interrupted`), `error`, `step`, `block`"),
+    MODEL_CALL: EventDoc("step id (none for a thread's naming call)",
+                         "`block`, `purpose`, `provider`, `model`, `profile`, `input_tokens`, `output_tokens`, "
+                         "`cached_tokens`, `reasoning_tokens`, `latency_ms`, `ttft_ms`, `cost_usd`, `price_source`, "
+                         "`ok`; `error` when the call failed; `turn` for agents; `index` in an item "
+                         "([observability.md](observability.md#model-calls))"),
+    THREAD_NAME: EventDoc("–", "`thread_id`, `name`: on a conversation thread's first turn, the name it got "
+                               "([memory.md](memory.md#thread-names)); before the terminal event"),
+}
 
 
 class RunStatus(StrEnum):

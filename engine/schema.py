@@ -26,13 +26,15 @@ from pydantic import ValidationError as ModelError
 from engine.diagnostics import Diagnostic, did_you_mean
 from engine.load import Document
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec.evals import EvalSpec
 
 if TYPE_CHECKING:
     from jsonschema import Validator
     from jsonschema.exceptions import ValidationError
 
 TOP_KEYS = {"block": "blocks", "flow": "flows"}
-MODELS: dict[str, type[BaseModel]] = {"block": BlockSpec, "flow": FlowSpec, "config": ConfigSpec}
+MODELS: dict[str, type[BaseModel]] = {"block": BlockSpec, "flow": FlowSpec, "config": ConfigSpec,
+                                      "eval": EvalSpec}
 _RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
           "minLength", "maxLength", "minProperties", "maxProperties")
 

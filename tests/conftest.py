@@ -69,6 +69,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # follow, most tests first.
 HEAVY_FIRST = (
     "tests/test_docs_commands.py",
+    "tests/telemetry/test_phoenix.py",  # ~60 s: Arize Phoenix in its own process (once per module), two runs
     "tests/runtime/test_export_langgraph_server.py",
     "tests/runtime/test_map_kill_trace.py",
     "tests/serve/test_serve_queue.py",
@@ -76,6 +77,7 @@ HEAVY_FIRST = (
     "tests/hostile/test_hostile_files_2.py",
     "tests/serve/test_serve_ops.py",
     "tests/serve/test_serve_browser.py",
+    "tests/serve/test_serve_timeline.py",
     "tests/runtime/test_resume.py",
     "tests/serve/test_serve_replicas.py",
     "tests/test_packaging.py",
@@ -106,6 +108,8 @@ HEAVY_FIRST = (
     "tests/review/test_diff_server.py",
     "tests/test_postgres_cluster.py",
     "tests/serve/test_serve_responsiveness.py",
+    "tests/test_action.py",  # the action's steps as a runner runs them: a pip install, three pull requests
+    "tests/evals/test_eval_base_head.py",  # `blockyard eval --base` as processes, on real git repositories
 )
 
 

@@ -64,6 +64,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.models.providers.google", "langchain_google_genai"): EXTRA,
     ("engine.models.providers.chat", "langchain_core.messages"): LANGCHAIN,
     ("engine.models.providers.mock", "langchain_core.messages"): LANGCHAIN,
+    ("engine.models.cached", "langchain_core.messages"): "an agent's reply from the response cache of `blockyard "
+                                                         "eval` becomes a message again (LangChain is loaded: an "
+                                                         "agent runs); " + COLD,
+    ("engine.validate.evalchecks", "jsonschema"): "jsonschema checks only an eval's json_schema assertions: "
+                                                  "validate stays fast",
+    ("engine.validate.evalchecks", "jsonschema.exceptions"): "(the same) validate stays fast",
     ("engine.models.providers.openai", "langchain_openai"): LANGCHAIN,
     ("engine.models.structured", "jsonschema"): "jsonschema only words a reply the quick check refused; " + COLD,
     ("engine.models.structured", "jsonschema.exceptions"): "(the same) " + COLD,
@@ -92,6 +98,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.tools.mcp", "mcp.client.stdio"): EXTRA,
     ("engine.validate.semantic.routing", "re2"): "RE2 loads only for flows with regex rules: validate stays fast",
     ("engine.validate.semantic.schedule", "engine.cron"): CRONITER,
+    ("engine.telemetry", "engine.telemetry.exporter"): "OpenTelemetry's SDK (the otel extra) loads only once a run "
+                                                       "is traced, never for a command that runs nothing",
 }
 
 

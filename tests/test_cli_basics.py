@@ -62,8 +62,10 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Run:
 
 
 def _definitions(root: Path) -> int:
+    """Blocks, flows, blockyard.yaml, and the eval files with the datasets they read (evals/data/)."""
     return sum(1 for folder in ("blocks", "flows") for p in (root / folder).rglob("*.yaml")
-               if not p.name.endswith(".test.yaml")) + (root / "blockyard.yaml").is_file()
+               if not p.name.endswith(".test.yaml")) + (root / "blockyard.yaml").is_file() \
+        + sum(1 for p in (root / "evals").rglob("*") if p.is_file())
 
 
 def test_validate_clean_yard_exits_0(cli: Run) -> None:
@@ -151,8 +153,8 @@ def test_init_writes_a_yard_that_validates(cli: Run, tmp_path: Path, monkeypatch
     code, out, err = cli("init", "starter")
     assert (code, err) == (0, "")
     assert out == ("Created a yard in starter:\n  blockyard.yaml\n  blocks/greet.yaml\n  flows/hello.yaml\n"
-                   "  schemas/block.schema.json\n  schemas/config.schema.json\n  schemas/flow.schema.json\n"
-                   "  schemas/flowtest.schema.json\n  schemas/reactflow.schema.json\n"
+                   "  schemas/block.schema.json\n  schemas/config.schema.json\n  schemas/eval.schema.json\n"
+                   "  schemas/flow.schema.json\n  schemas/flowtest.schema.json\n  schemas/reactflow.schema.json\n"
                    "  schemas/taskplan.schema.json\n  .gitignore\nNext:\n  blockyard validate --root starter\n"
                    "  blockyard run hello --root starter --input name=Ada\n")
     assert (tmp_path / "starter" / ".gitignore").read_text(encoding="utf-8").endswith(".blockyard/\n")

@@ -43,7 +43,7 @@ def test_only_failures_of_the_file_itself_become_state_errors(tmp_path: Path) ->
     try:
         with pytest.raises(sqlite3.OperationalError, match="syntax error"), guard(path):
             conn.execute("SELEC 1")  # a wrong statement is a bug: it stays one (exit 4, with a log)
-        with pytest.raises(sqlite3.IntegrityError), guard(path):
+        with pytest.raises(sqlite3.IntegrityError, match=r"UNIQUE constraint failed: t.id"), guard(path):
             conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
             conn.execute("INSERT INTO t VALUES (1), (1)")
     finally:

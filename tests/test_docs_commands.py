@@ -1,9 +1,11 @@
 """The README's commands run as a newcomer pastes them (docs/testing.md, "The docs run").
 
-Every shell block of README.md is marked, on the line before its fence, `<!-- runnable -->` or
-`<!-- not runnable: why -->`; a block of docs/ that is marked runnable runs too. The runnable blocks of
-one file run in order in one bash process (so `. .venv/bin/activate` carries over), in a copy of the
-repository, each command checked for its exit status: 0, or N where its comment says `(exit N)`.
+Every shell block of README.md, docs/tutorial.md and docs/howto/ is marked, on the line before its fence,
+`<!-- runnable -->` or `<!-- not runnable: why -->`; a block of docs/ (and its folders) that is marked runnable
+runs too. The runnable blocks of one file run in order in one bash process (so `. .venv/bin/activate` and
+`cd` carry over), in a copy of the repository, each command checked for its exit status: 0, or N where its
+comment says `(exit N)`. A block (of any language) marked `<!-- file: PATH -->` is a file the reader saves:
+it is written to PATH, relative to the shell's folder at that point, before the commands after it run.
 The README's quick start runs from scratch there — `.ci/setup` makes the copy's `.venv` — with Debian's
 externally managed system Python (PEP 668) as `python3`.
 """
@@ -23,9 +25,17 @@ from tests.conftest import skip_or_fail
 REPO = Path(__file__).resolve().parent.parent
 SHELLS = {"sh", "bash", "shell", "console"}
 MARK = re.compile(r"<!--\s*(runnable|not runnable:[^>]*\S)\s*-->")
+FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+)\s*-->")
 # The README's test command runs the whole suite; from inside the suite it runs a narrow selection of
 # files that have tests in both of its passes (the Postgres pass alone collecting nothing would fail).
 NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py"}
+# The port a reader's server listens on (the tutorial, the how-tos): a free one in the suite, where another
+# test (or the reader's own `blockyard serve`) may hold the one the page names.
+FREE_PORT = ("export PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
+             "print(s.getsockname()[1])')")
+SUBSTITUTED = {**NARROWED, "export PORT=8000": FREE_PORT}
+# The pages a newcomer follows step by step: every shell block of theirs says whether it runs
+GUIDES = ("README.md", "docs/tutorial.md", "docs/howto/")
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,17 @@ class Block:
     language: str
     mark: str | None
     commands: tuple[tuple[int, str], ...]  # (line, command), continuation lines joined
+    file: str | None = None  # `<!-- file: PATH -->`: the block is that file's content
+    text: str = ""
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(REPO)}:{self.line}"
+        return f"{_shown(self.path)}:{self.line}"
+
+
+def _shown(path: Path) -> str:
+    """A page as messages name it: relative to the repository (a test's own page: its file name)."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
 
 
 def shell_blocks(path: Path) -> list[Block]:
@@ -52,8 +69,12 @@ def shell_blocks(path: Path) -> list[Block]:
             continue
         start, language = index, fence.group(2).lower()
         end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(fence.group(1)))
-        if language in SHELLS:
-            before = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
+        before = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
+        file = FILE_MARK.fullmatch(before.strip())
+        if file:
+            blocks.append(Block(path, start + 1, language, "file", (), file.group(1),
+                                "".join(line + "\n" for line in lines[start + 1:end])))
+        elif language in SHELLS:
             mark = MARK.fullmatch(before.strip())
             blocks.append(Block(path, start + 1, language, mark.group(1) if mark else None,
                                 _commands(lines, start + 1, end, console=language == "console")))
@@ -85,19 +106,34 @@ def _commands(lines: list[str], first: int, end: int, *, console: bool) -> tuple
 
 
 def documents() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def runnable(blocks: list[Block]) -> list[Block]:
+    """What runs of a page: its runnable shell blocks and the files it has the reader save, in page order;
+    nothing when it has no runnable command."""
+    kept = [block for block in blocks if block.mark in ("runnable", "file")]
+    return kept if any(block.mark == "runnable" for block in kept) else []
 
 
 def script(blocks: list[Block]) -> str:
-    """One bash script: each command, then a check of its status that names its line."""
+    """One bash script: each command, then a check of its status that names its line; each file written."""
     parts = ["set -u"]
     for block in blocks:
+        if block.file is not None:
+            assert "\nBLOCKYARD_FILE_END\n" not in "\n" + block.text, block.where
+            target = _quote(block.file)
+            parts += [f"echo {_quote('# ' + block.where + ': ' + block.file)} >&2",
+                      f"mkdir -p \"$(dirname {target})\" && cat > {target} <<'BLOCKYARD_FILE_END'",
+                      block.text + "BLOCKYARD_FILE_END",
+                      f'if [ $? -ne 0 ]; then echo "{block.where}: could not write {block.file}" >&2; exit 1; fi']
+            continue
         for line, command in block.commands:
             expected = re.search(r"\(exit (\d+)\)\s*$", command)
             status = int(expected.group(1)) if expected else 0
-            where = f"{block.path.relative_to(REPO)}:{line}"
+            where = f"{_shown(block.path)}:{line}"
             parts += [f"echo {_quote('$ ' + command.splitlines()[0])} >&2",
-                      NARROWED.get(command.split("#")[0].strip(), command),
+                      SUBSTITUTED.get(command.split("#")[0].strip(), command),
                       f'status=$?; if [ "$status" -ne {status} ]; then '
                       f'echo "{where}: exit $status, expected {status}" >&2; exit 1; fi']
     return "\n".join(parts) + "\n"
@@ -120,6 +156,20 @@ def test_every_shell_block_of_the_readme_says_whether_it_runs() -> None:
     assert run.rstrip().endswith("\nbash .ci/test"), ".ci/run ends with exactly the README's test command"
 
 
+def test_every_shell_block_a_newcomer_follows_says_whether_it_runs() -> None:
+    """The tutorial and the how-to guides are followed step by step, like the README: each shell block is
+    run by the suite or says why not."""
+    pages = [path for path in documents() if any(str(path.relative_to(REPO)).startswith(guide) for guide in GUIDES)]
+    assert REPO / "docs" / "tutorial.md" in pages and len(pages) >= 8, "the tutorial and the how-to guides"
+    unmarked = [block.where for path in pages for block in shell_blocks(path) if block.mark is None]
+    assert not unmarked, f"mark each `<!-- runnable -->` or `<!-- not runnable: why -->`: {unmarked}"
+    tutorial = shell_blocks(REPO / "docs" / "tutorial.md")
+    assert sum(block.mark == "runnable" for block in tutorial) >= 10
+    assert [block for block in tutorial if block.mark not in ("runnable", "file")] == [
+        block for block in tutorial if block.mark and "starts a server" in block.mark], \
+        "every step of the tutorial runs (a server it shows runs in the background in a runnable block)"
+
+
 def test_the_readme_stays_short() -> None:
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
 
@@ -134,6 +184,21 @@ def test_the_block_parser_reads_marks_continuations_and_console_prompts(tmp_path
         (2, "sh", "runnable"), (13, "console", "not runnable: a server"), (17, "bash", None)]
     assert blocks[0].commands == ((3, "echo a \\\n  b   # joined"), (7, "false  # (exit 1)"))
     assert blocks[1].commands == ((14, "echo c"),)
+
+
+def test_a_file_block_is_written_where_the_shell_is_before_the_commands_after_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- runnable -->\n```sh\nmkdir yard && cd yard\n```\nSave it:\n\n<!-- file: flows/a.yaml -->\n"
+                    "```yaml\nflow: a   # it's $HOME, `quoted`\n```\n<!-- runnable -->\n```sh\n"
+                    "grep -q 'flow: a' flows/a.yaml\ntest -f ../yard/flows/a.yaml\n```\n", encoding="utf-8")
+    blocks = shell_blocks(page)
+    assert [(b.mark, b.file) for b in blocks] == [("runnable", None), ("file", "flows/a.yaml"), ("runnable", None)]
+    assert blocks[1].text == "flow: a   # it's $HOME, `quoted`\n"
+    result = subprocess.run(["bash", "-c", script(runnable(blocks))], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "yard" / "flows" / "a.yaml").read_text(encoding="utf-8") == blocks[1].text
+    assert runnable([blocks[1]]) == [], "files alone are not a runnable page"
 
 
 def externally_managed_python() -> Path | None:
@@ -172,6 +237,10 @@ def newcomer_environment(bin_dir: Path, python: Path) -> dict[str, str]:
     path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
             if entry and not any(entry == mine or entry.startswith(f"{mine}/") for mine in ours if mine)]
     env["PATH"] = os.pathsep.join([str(bin_dir), *path])
+    # a newcomer's git knows who they are (the tutorial commits); a machine without an identity gets one here
+    for name, value in (("GIT_AUTHOR_NAME", "Newcomer"), ("GIT_AUTHOR_EMAIL", "newcomer@example.com"),
+                        ("GIT_COMMITTER_NAME", "Newcomer"), ("GIT_COMMITTER_EMAIL", "newcomer@example.com")):
+        env.setdefault(name, value)
     return env
 
 
@@ -196,9 +265,10 @@ def test_the_runnable_commands_run_as_pasted_with_an_externally_managed_python(t
     assert (repo / "output" / "index.html").is_file(), "swe_team wrote its app"
 
     # then the docs' runnable blocks, each file in a shell of its own, in the same checkout
-    docs = {path: [b for b in shell_blocks(path) if b.mark == "runnable"] for path in documents()[1:]}
+    docs = {path: runnable(shell_blocks(path)) for path in documents()[1:]}
     docs = {path: blocks for path, blocks in docs.items() if blocks}
     assert REPO / "docs" / "testing.md" in docs, "the contributors' quick start is runnable"
+    assert REPO / "docs" / "tutorial.md" in docs, "the tutorial runs, every step"
     for path, blocks in docs.items():
         result = subprocess.run(["bash", "-c", script(blocks)], cwd=repo, env=env, capture_output=True,
                                 text=True, timeout=600)

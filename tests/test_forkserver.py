@@ -79,7 +79,7 @@ def test_a_forked_child_is_a_process_of_its_own_killed_for_real(tmp_path: Path) 
     assert child.poll() is None
     child.kill()
     assert child.wait(timeout=30) == -signal.SIGKILL
-    with pytest.raises(ProcessLookupError):
+    with pytest.raises(ProcessLookupError, match="No such process"):
         os.kill(pid, 0)  # reaped: gone, not a zombie
 
 
@@ -103,7 +103,7 @@ def test_a_module_runs_as_main_and_a_wait_times_out(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, '{\n    "b": [\n        1,\n        2\n    ]\n}\n')
     child = processes.Popen([sys.executable, "-m", "json.tool"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             env=ENV)
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired, match=r"timed out after 0.2 seconds"):
         child.wait(timeout=0.2)  # waits for its stdin
     child.communicate(b"[]", timeout=30)
     assert child.returncode == 0

@@ -39,7 +39,7 @@ def test_nested_pauses_resume_the_collector_after_the_outermost() -> None:
 
 
 def test_the_collector_resumes_after_an_error() -> None:
-    with pytest.raises(RuntimeError), collector_paused():
+    with pytest.raises(RuntimeError, match="boom"), collector_paused():
         raise RuntimeError("boom")
     assert gc.isenabled()
 

@@ -98,7 +98,7 @@ def test_the_published_distributions_keep_ranges() -> None:
 def test_the_debian_packages_are_named_in_one_place() -> None:
     listed = [line.split() for line in (CI / "debian-packages").read_text(encoding="utf-8").splitlines()
               if line.strip() and not line.startswith("#")]
-    assert {package for package, *_ in listed} == {"chromium", "nodejs", "npm", "postgresql"}
+    assert {package for package, *_ in listed} == {"chromium", "nodejs", "npm", "postgresql", "curl"}
     assert all(len(fields) == 2 for fields in listed), listed
     for script in ("run", "test", "latest"):
         text = (CI / script).read_text(encoding="utf-8")

@@ -42,7 +42,7 @@ METAPACKAGE = REPO / "packaging" / "blockyard"
 # what `blockyard validate` imports (tests/validate/test_validate_imports.py keeps the runtime out of it)
 CORE = {"pyyaml", "jsonschema", "jinja2", "pydantic", "click", "google-re2", "croniter"}
 RUNTIME = {"langgraph", "langgraph-checkpoint-sqlite", "aiosqlite", "langchain-core", "langchain-openai", "openai",
-           "watchfiles", "fastapi", "uvicorn", "sse-starlette", "httpx", "anyio"}
+           "watchfiles", "fastapi", "uvicorn", "sse-starlette", "httpx", "anyio", "prometheus-client"}
 
 
 def _run(*args: str | Path, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:

@@ -72,7 +72,7 @@ def test_coerce_inputs_applies_defaults_and_turns_command_line_numbers_into_text
 def test_coerce_inputs_reports_every_problem_at_once() -> None:
     declared = {"name": spec(type="string"), "count": spec(type="integer"), "flag": spec(type="boolean",
                                                                                         default=False)}
-    with pytest.raises(InputError) as caught:
+    with pytest.raises(InputError, match=r"^flow 'f': unknown input 'nmae'") as caught:
         coerce_inputs(declared, {"nmae": "Ada", "count": "0", "flag": "yes"}, where="flow 'f'")
     assert str(caught.value) == (
         "flow 'f': unknown input 'nmae' (did you mean 'name'?); its inputs are count, flag, name; "

@@ -1,8 +1,8 @@
 """The command line: `blockyard` (= `python -m engine`).
 
 Each command family has its module here, holding its click commands next to the code that serves
-them: validate.py, catalog.py (flows, blocks), starter.py (init), flowtests.py (test),
-optimize.py, run.py (run, resume, graph), runs.py (runs, runs show), gates.py, threads.py,
+them: validate.py, catalog.py (flows, blocks), starter.py (init), flowtests.py (test), eval.py (eval),
+optimize.py, run.py (run, resume, graph), runs.py (runs, runs show), stats.py (stats), gates.py, threads.py,
 memory.py, serve.py (serve, watch, schedules), interchange.py (import, export), compose.py. A family's module is
 imported only when one of its commands runs (`COMMANDS`), and LangGraph, the server and croniter only
 inside the commands that need them, so `blockyard validate` starts fast (tests/validate/test_validate_imports.py).
@@ -40,11 +40,13 @@ COMMANDS = {
     "blocks": "engine.cli.catalog:blocks",
     "init": "engine.cli.starter:init",
     "test": "engine.cli.flowtests:test_",
+    "eval": "engine.cli.eval:eval_",
     "optimize": "engine.cli.optimize:optimize",
     "run": "engine.cli.run:run",
     "resume": "engine.cli.run:resume",
     "graph": "engine.cli.run:graph",
     "runs": "engine.cli.runs:runs",
+    "stats": "engine.cli.stats:stats_cli",
     "gates": "engine.cli.gates:gates_cli",
     "threads": "engine.cli.threads:threads_cli",
     "memory": "engine.cli.memory:memory",
@@ -59,11 +61,13 @@ COMMANDS = {
 }
 
 # The import names of the `run` extra's distributions (pyproject.toml), and starlette, which engine/serve
-# imports and FastAPI brings (tests/test_packaging.py keeps them in step with the extra and the engine's
-# imports). A command that fails to import one of them needs the runtime, which is not installed.
+# imports and FastAPI brings, and opentelemetry, whose API FastAPI brings too (the `otel` extra adds its SDK;
+# engine/telemetry says itself when that is missing) (tests/test_packaging.py keeps them in step with the
+# extra and the engine's imports). A command that fails to import one of them needs the runtime, which is
+# not installed.
 RUNTIME_MODULES = frozenset({
     "langgraph", "aiosqlite", "langchain_core", "langchain_openai", "openai", "watchfiles", "fastapi", "uvicorn",
-    "sse_starlette", "httpx", "anyio", "starlette",
+    "sse_starlette", "httpx", "anyio", "starlette", "prometheus_client", "opentelemetry",
 })
 # modules of the optional extras a command may need for what blockyard.yaml or the environment asks:
 # a state database on Postgres (`database:`, BLOCKYARD_DATABASE_URL) needs psycopg and LangGraph's saver

@@ -130,7 +130,7 @@ def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | N
 
 
 def resume_command(root: Path, run_id: str, decision: str | None, reason: str | None, values: list[str],
-                   gate: str | None, actor: str | None, as_json: bool) -> int:
+                   gate: str | None, actor: str | None, as_json: bool, budget: list[str] | None = None) -> int:
     """Decide the gate a run waits at (`--approve`/`--reject` with `--set`, `--reason`, `--gate`,
     `--as`), or continue a failed or interrupted run from its last checkpoint — on its pinned definition."""
     if decision is None:
@@ -144,12 +144,36 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
         yard = Yard.open(root)
     try:
         typed = field_values(yard, run_id, gate, values)
+        limits = budget_values(budget or [])
         approve = None if decision is None else decision == "approve"
         return _drive(progress.choose(as_json=as_json),
                       lambda: yard.astream_resume(run_id, approve=approve, values=typed, reason=reason, gate=gate,
-                                                  actor=actor), as_json)
+                                                  actor=actor, budget=limits), as_json)
     finally:
         yard.close()
+
+
+BUDGET_KEYS = ("tokens", "cost_usd", "model_calls", "wall_time")
+
+
+def budget_values(pairs: list[str]) -> dict[str, Any]:
+    """`--budget KEY=VALUE` pairs (`tokens=50000`, `cost_usd=2.5`, `wall_time=10m`, `per_turn.tokens=8000`):
+    numbers as numbers, durations as text; the engine checks them against the budget's schema."""
+    limits: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        name = key.removeprefix("per_turn.")
+        if not sep or name not in BUDGET_KEYS:
+            raise UsageError(f"--budget {pair!r}: use KEY=VALUE with KEY one of {', '.join(BUDGET_KEYS)} "
+                             "(or per_turn.KEY)")
+        value: Any = text.strip()
+        if name != "wall_time":
+            try:
+                value = int(value) if name in ("tokens", "model_calls") else float(value)
+            except ValueError:
+                raise UsageError(f"--budget {pair!r}: {name} is a number") from None
+        limits[key] = value
+    return limits
 
 
 def field_values(yard: Yard, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
@@ -356,13 +380,17 @@ def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_fil
 @click.option("--set", "values", multiple=True, metavar="K=V", help="A gate field value.")
 @click.option("--gate", default=None, help="Which gate, when several are waiting.")
 @click.option("--as", "actor", default=None, help="Who decides (checked against the gate's approvers).")
+@click.option("--budget", "budget", multiple=True, metavar="KEY=V",
+              help="Raise a limit of the run's budget first: tokens, cost_usd, model_calls, wall_time, "
+                   "per_turn.KEY (e.g. --budget tokens=50000).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
 def resume(run_id: str, word: str | None, decision: str | None, reason: str | None, values: tuple[str, ...],
-           gate: str | None, actor: str | None, as_json: bool, root: Path | None) -> None:
+           gate: str | None, actor: str | None, budget: tuple[str, ...], as_json: bool, root: Path | None) -> None:
     """Continue a run: decide a waiting gate, or go on after a crash or failure."""
     decided = chosen(word, None if decision is None else decision == APPROVE)
-    raise SystemExit(resume_command(root_of(root), run_id, decided, reason, list(values), gate, actor, as_json))
+    raise SystemExit(resume_command(root_of(root), run_id, decided, reason, list(values), gate, actor, as_json,
+                                    list(budget)))
 
 
 @click.command(cls=Command)

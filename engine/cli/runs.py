@@ -20,14 +20,16 @@ from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of, state_locatio
 from engine.cli.progress import format_duration
 from engine.diagnostics import did_you_mean
 from engine.errors import UsageError
-from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
+from engine.events import MODEL_CALL, STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
 from engine.pinned import make_bundle
 from engine.project import load_project
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, store, written
 from engine.state import gates as gate_rows
 from engine.state.database import Connection
+from engine.state.stats import usage_dict
 from engine.state.store import STATUSES, RunRecord, effective_status
+from engine.usage import SPEND_KEYS, Spend
 
 
 def _reading(root: Path) -> AbstractContextManager[Connection | None]:
@@ -74,6 +76,26 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def compact(count: int) -> str:
+    """A token count in a few characters: 950, 12.3k, 4.1M, 2B."""
+    for size, unit in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if count >= size:
+            shown = f"{count / size:.1f}".removesuffix(".0")
+            return f"{shown}{unit}"
+    return str(count)
+
+
+def spend_of(run: RunRecord) -> Spend:
+    """The run's usage totals, from its row (over all its executions)."""
+    return Spend(**{key: getattr(run, key) for key in SPEND_KEYS})
+
+
+def _usage_cells(run: RunRecord) -> tuple[str, str]:
+    """TOKENS and COST of the table: `-` for a run without model calls; an unknown price is `unknown`, never $0."""
+    spend = spend_of(run)
+    return (compact(spend.tokens) if spend.model_calls else "-"), spend.cost_text()
+
+
 def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> int:
     """The table of runs, newest first."""
     if status is not None and status not in STATUSES:
@@ -94,13 +116,15 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
                 continue
             gates = store.waiting_gates(conn, run.id) if shown == RunStatus.WAITING else None
             table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
-                          format_duration(_duration(run, shown)), _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
+                          format_duration(_duration(run, shown)), *_usage_cells(run),
+                          _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
             if len(table) >= limit:
                 break
     if not table:
         sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
         return 0
-    sys.stdout.write(_format_table(("ID", "FLOW", "STATUS", "STARTED", "DURATION", "DETAIL"), table))
+    sys.stdout.write(_format_table(("ID", "FLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "DETAIL"),
+                                   table))
     return 0
 
 
@@ -157,6 +181,53 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
     return list(steps.values())
 
 
+OUTSIDE_STEPS = "(no step)"  # how `runs show` names model calls made outside any step (a thread's naming)
+
+
+def step_usage(events: list[Event]) -> dict[str | None, tuple[Spend, int]]:
+    """Per step label, what its model_call events spent and how many map items or foreach iterations
+    it ran (distinct `index` of its events; 0 for a plain step). Steps without model calls are absent."""
+    spent: dict[str | None, Spend] = {}
+    items: dict[str | None, set[Any]] = {}
+    for event in events:
+        index = event.data.get("index")
+        if index is not None:
+            items.setdefault(event.step, set()).add(index)
+        if event.type == MODEL_CALL:
+            spent.setdefault(event.step, Spend()).add(event.data)
+    return {step: (spend, len(items.get(step, ()))) for step, spend in spent.items()}
+
+
+def add_usage(steps: list[dict[str, Any]], events: list[Event]) -> dict[str, Any] | None:
+    """Put each step's `usage` (engine/state/stats.py, `usage_dict`) and `items` into `steps`; the usage
+    of model calls made outside any step is returned (None without any)."""
+    used = step_usage(events)
+    by_label = {entry["step"]: entry for entry in steps}
+    for label in used:
+        if label is not None and label not in by_label:  # a step whose only events are model calls
+            by_label[label] = {"step": label, "status": "", "attempts": 0, "finished": 0, "failed": 0,
+                               "duration_ms": 0.0, "error": None, "tool_errors": []}
+            steps.append(by_label[label])
+    for label, entry in by_label.items():
+        spend, items = used.get(label, (Spend(), 0))
+        entry["usage"] = usage_dict(spend)
+        entry["items"] = items
+    outside = used.get(None)
+    return usage_dict(outside[0]) if outside is not None else None
+
+
+def usage_text(spend: Spend) -> str:
+    """A run's totals in one line: calls, tokens (with cached and reasoning ones when reported), cost."""
+    if not spend.model_calls:
+        return "no model calls"
+    calls = f"{spend.model_calls} model call{'s' if spend.model_calls > 1 else ''}"
+    parts = [f"{name} {count:,}" for name, count in (("cached", spend.cached_tokens),
+                                                     ("reasoning", spend.reasoning_tokens)) if count]
+    extra = f" ({', '.join(parts)})" if parts else ""
+    return (f"{calls}, {spend.input_tokens:,} in / {spend.output_tokens:,} out tokens{extra}, "
+            f"cost {spend.cost_text()}")
+
+
 def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
     """The pinned definition versus the files now: same, differ, missing (flow gone) or unknown."""
     info: dict[str, Any] = {"flow": run.flow, "version": run.version, "digest": run.digest}
@@ -189,22 +260,24 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
         folder = written.output_dir_of(conn, run_id)
     steps = step_summary(events, status)
+    outside = add_usage(steps, events)
     definition = definition_status(root, run)
     wrote = {"folder": folder, "files": written.files_written(events)}
     if as_json:
         body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status, "durability": run.mode},
-                "steps": steps,
+                "usage": usage_dict(spend_of(run)), "steps": steps, "outside_steps": outside,
                 "waiting": [gate.as_dict() for gate in gates], "decisions": [gate.as_dict() for gate in decided],
                 "definition": definition, "written": wrote,
                 "events": [event.as_dict() for event in events]}
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    sys.stdout.write(_show_text(run, status, steps, definition, gates, decided, wrote))
+    sys.stdout.write(_show_text(run, status, steps, definition, gates, decided, wrote, outside))
     return 0
 
 
 def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], definition: dict[str, Any],
-               gates: list[Event], decided: list[gate_rows.Gate], wrote: dict[str, Any] | None = None) -> str:
+               gates: list[Event], decided: list[gate_rows.Gate], wrote: dict[str, Any] | None = None,
+               outside: dict[str, Any] | None = None) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
     files = definition.get("files")
     if files == "differ":
@@ -228,12 +301,14 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
     if run.finished:
         lines.append(f"finished  {local_time(run.finished)}")
     lines.append(f"duration  {format_duration(_duration(run, status))}")
+    lines.append(f"usage     {usage_text(spend_of(run))}")
     lines.append("inputs" + _yaml_block(run.inputs))
     if run.outputs is not None:
         lines.append("outputs" + _yaml_block(run.outputs))
     if steps:
         lines.append("steps")
         width = max(len(entry["step"]) for entry in steps)
+        used = _usage_columns(steps, outside)
         for entry in steps:
             tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
             error = f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
@@ -242,10 +317,13 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
                 count = len(tool_errors)
                 error = f"  {count} tool call{'s' if count > 1 else ''} failed"
             lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
-                         f"{format_duration(entry['duration_ms'] / 1000):>9}{tries}{error}")
+                         f"{format_duration(entry['duration_ms'] / 1000):>9}{used.get(entry['step'], '')}"
+                         f"{tries}{error}".rstrip())
             for failure in tool_errors:
                 item = f"[{failure['index']}]" if failure.get("index") is not None else ""
                 lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
+        if outside is not None:
+            lines.append(f"  {OUTSIDE_STEPS.ljust(width)}  {'':<11} {'':>9}{used.get(OUTSIDE_STEPS, '')}".rstrip())
     if wrote and wrote["files"]:
         where = f"{wrote['folder']}/" if wrote["folder"] else f"the run's workspace ({WORKSPACES}/{run.id}/)"
         lines.append(f"files     written to {where}")
@@ -265,6 +343,31 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
         which = " --gate NAME" if len(gates) > 1 else ""
         lines.append(f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject")
     return "\n".join(lines) + "\n"
+
+
+def _usage_columns(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> dict[str, str]:
+    """Per step label, its model calls, tokens in / out and cost as aligned columns (with the number of
+    map items or iterations they were summed over); nothing at all when the run made no model call."""
+    usages = {entry["step"]: (entry.get("usage") or {}, entry.get("items") or 0) for entry in steps}
+    if outside is not None:
+        usages[OUTSIDE_STEPS] = (outside, 0)
+    if not any(usage.get("model_calls") for usage, _items in usages.values()):
+        return {}
+    cells: dict[str, list[str]] = {}
+    for label, (usage, items) in usages.items():
+        calls = int(usage.get("model_calls") or 0)
+        if not calls:
+            cells[label] = ["", "", "", ""]
+            continue
+        over = f"over {items} items" if items > 1 else ""
+        cells[label] = [f"{calls} call{'s' if calls > 1 else ''}",
+                        f"{compact(int(usage.get('input_tokens') or 0))} in / "
+                        f"{compact(int(usage.get('output_tokens') or 0))} out",
+                        str(usage.get("cost") or "-"), over]
+    widths = [max(len(row[i]) for row in cells.values()) for i in range(4)]
+    return {label: "  " + "  ".join([row[0].rjust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
+                                     row[3]]).rstrip()
+            for label, row in cells.items() if row[0]}
 
 
 def _yaml_block(value: Any) -> str:

@@ -15,12 +15,15 @@ from langgraph.types import StreamWriter
 import engine.executors as executors
 from engine.errors import BlockyardError
 from engine.executors import BlockCall
+from engine.models.calls import recording
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import FILE_WRITTEN, STEP_FAILED, STEP_FINISHED, STEP_STARTED, emit, warning
 from engine.nodes.policies import Policies, policies
 from engine.nodes.scope import Binder, Frame, OutputCheck
+from engine.nodes.spend import StepCalls
 from engine.spec import BlockSpec
+from engine.spec.block import MODEL_KINDS
 from engine.templates import prompt_files
 from engine.tools.builtin.files import writes
 
@@ -43,6 +46,7 @@ class BlockStep:
         self.executor = executor if executor is not None else executors.prepare(block, where)
         self.policies: Policies = policies(block)
         self.files: Mapping[str, str] = files or {}
+        self.calls_models = block.kind in MODEL_KINDS  # its model calls are recorded (engine/nodes/spend.py)
 
     async def run(self, scope: Mapping[str, Any], runtime: Runtime[RunContext], index: int | None = None,
                   transcript: list[Any] | None = None) -> dict[str, Any]:
@@ -88,7 +92,11 @@ class BlockStep:
             emit(call.writer, FILE_WRITTEN, call.label, {"path": path, "bytes": size, "block": self.block.block},
                  call.index)
 
-        with prompt_files(self.files), writes(written):
+        if not self.calls_models:  # a tool or transform: no recorder to install (a chain's steps stay cheap)
+            with prompt_files(self.files), writes(written):
+                return await self._limited(call)
+        calls = StepCalls(call.context.spend, call.writer, call.label, call.index)
+        with prompt_files(self.files), writes(written), recording(calls):
             return await self._limited(call)
 
     async def _limited(self, call: BlockCall) -> Any:

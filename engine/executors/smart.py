@@ -10,14 +10,18 @@ passes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from engine.models import calls
+from engine.models.providers.mock import MockGenerator
 from engine.nodes import history
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import CompileError, Problem
 from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
+from engine.smart.metering import calls_since
 from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
 from engine.spec import BlockSpec
 from engine.templates import TemplateError, render_text
@@ -44,14 +48,32 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
         lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs,
                          history=said)
         where_call = f"flow '{call.flow}', step '{call.step}'"
+        recorder = calls.current()
+        if recorder is not None:
+            recorder.before("smart")  # a budget spent refuses the prediction (DSPy's calls are its own)
+        seen, began = len(getattr(lm, "history", None) or []), time.time()
         try:
             return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs, said)
         except Problem:
             raise
         except Exception as exc:
             raise model_failure(exc, where_call, key) from None
+        finally:
+            if recorder is not None:
+                _report(recorder, call, lm, seen, began)
 
     return run
+
+
+def _report(recorder: calls.CallRecorder, call: BlockCall, lm: Any, seen: int, began: float) -> None:
+    """The prediction's model calls, told to the step's recorder (which may fail the step: a budget)."""
+    models: Any = call.context.models
+    profile, spec = models.profile(call.block)
+    metered = models.agent_for_block(call.block)
+    provider = "mock" if isinstance(getattr(metered, "inner", metered), MockGenerator) else spec.provider
+    for model_call in calls_since(lm, seen, began, provider=provider, model=str(getattr(metered, "model", "")),
+                                  profile=profile, block=call.block.block, price=getattr(metered, "price", None)):
+        recorder.after(model_call)
 
 
 def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,

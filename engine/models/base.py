@@ -30,8 +30,11 @@ class StructuredRequest:
     # first (role: user | assistant): sent between the system prompt and the user prompt
     history: tuple[tuple[str, str], ...] = ()
     # what the call is for: a block's step, or `compose` (a TaskPlan drafted from an intent and the
-    # yard's catalog, docs/compose.md: the offline mock drafts one itself, engine/models/mock_plans.py)
-    purpose: Literal["block", "compose"] = "block"
+    # yard's catalog, docs/compose.md: the offline mock drafts one itself, engine/models/mock_plans.py), or
+    # `thread_name` (the name a conversation thread gets from its first message: engine/runtime/naming.py),
+    # or `judge` (an eval's LLM judge scoring a case: engine/evals/judge.py; the mock scores by a rule,
+    # engine/models/mock_judge.py)
+    purpose: Literal["block", "compose", "thread_name", "judge"] = "block"
 
 
 class StructuredModel(Protocol):
@@ -55,6 +58,8 @@ class Candidate:
     value: Any = None
     text: str | None = None
     parsed: bool = field(default=False)
+    # the token counts the provider reported for the reply (engine/models/calls.py `Tokens`); None: none
+    usage: Any = field(default=None, compare=False)
 
     @classmethod
     def of_value(cls, value: Any) -> Candidate:

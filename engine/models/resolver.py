@@ -9,9 +9,12 @@ from collections.abc import Mapping
 from engine.diagnostics import did_you_mean
 from engine.models.agentic import AgentModel
 from engine.models.base import StructuredModel
+from engine.models.cached import generation_settings
+from engine.models.calls import Metered
 from engine.models.errors import ModelError
+from engine.models.pricing import FREE, price_of
 from engine.models.providers import make_generator
-from engine.models.script import script_for
+from engine.models.script import MockScript, script_for
 from engine.models.structured import StructuredClient
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
 
@@ -68,7 +71,7 @@ class ModelResolver:
         with self._lock:
             model = self._cache.get(wanted)
             if model is None:
-                model = StructuredClient(make_generator(profile, wanted, self.env, run_script=self._script))
+                model = StructuredClient(_metered(profile, wanted, self.env, self._script))
                 self._cache[wanted] = model
         return model
 
@@ -87,9 +90,17 @@ class ModelResolver:
         with self._lock:
             model = self._cache.get(key)
             if model is None:
-                model = StructuredClient(make_generator(profile, name, self.env, run_script=self._script))
+                model = StructuredClient(_metered(profile, name, self.env, self._script))
                 self._cache[key] = model
         return model
+
+
+def _metered(profile: ModelProfile, name: str, env: Mapping[str, str], script: MockScript | None) -> Metered:
+    """The profile's provider, every call measured and priced (engine/models/calls.py); a run script
+    sends calls to the mock, which costs nothing whatever the profile says."""
+    generator = make_generator(profile, name, env, run_script=script)
+    price = FREE if generator.provider == "mock" and profile.pricing is None else price_of(profile, generator.model)
+    return Metered(generator, profile=name, price=price, settings=generation_settings(profile))
 
 
 def _default_profile(config: ConfigSpec, env: Mapping[str, str]) -> tuple[ModelProfile, str | None]:

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.redaction import Masker
 from engine.spec import BlockSpec
 from engine.template_limits import DEFAULT, TemplateLimits
+
+if TYPE_CHECKING:  # its module writes events, which loads LangGraph: not for what only draws flows
+    from engine.nodes.spend import RunSpend
 
 
 class StructuredModel(Protocol):
@@ -99,3 +102,5 @@ class RunContext:
     # a run with checkpoints (sync, async, exit): where the steps run inside one LangGraph node keep
     # their updates (engine/compile/inline.py); None without (none)
     journal: StepJournal | None = None
+    # what the run's model calls spent and its budget (engine/nodes/spend.py); None: not counted
+    spend: RunSpend | None = None

@@ -11,6 +11,7 @@ from typing import Any
 from engine.errors import UsageError
 from engine.pinned import Bundle
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
+from engine.spec.budget import effective
 from engine.spec.common import DURABILITY_MODES
 from engine.spec.durability import keeps_trace, mode_of, refusal
 from engine.spec.flow import FlowSpec
@@ -76,3 +77,10 @@ def run_mode(bundle: Bundle, durability: str | None, trace: bool | None, *, gate
     if problem is not None:
         raise UsageError(problem)
     return mode, keeps_trace(mode, trace, bundle.flow, bundle.config)
+
+
+def run_budget(bundle: Bundle) -> dict[str, Any] | None:
+    """The budget a new run of the bundle is held to (the flow's keys, else the yard's), as stored with the
+    run: a later change of the yard's files does not move the limits of runs already made."""
+    budget = effective(bundle.flow.budget, bundle.config.budget)
+    return budget.model_dump(exclude_none=True) if budget is not None else None

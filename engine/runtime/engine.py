@@ -16,6 +16,7 @@ and event loops; `close()` commits what is pending and releases it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -33,17 +34,20 @@ from engine.errors import UsageError
 from engine.events import Event, RunStatus, now_iso
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
+from engine.nodes.spend import RunSpend
 from engine.outputdir import normalized, prompt_files, reserved, resolve_output_dir
 from engine.pinned import Bundle
 from engine.project import Project
 from engine.redaction import KNOWN, Masker, key_values, key_variables
 from engine.runtime import approvals, naming, resumes, turns
 from engine.runtime.approvals import Ask, Expired
-from engine.runtime.bundles import history_window, model_profiles, run_mode, subflows, uses_default_model
+from engine.runtime.bundles import history_window, model_profiles, run_budget, run_mode, subflows, uses_default_model
 from engine.runtime.end_hooks import end_hook
 from engine.runtime.execution import Execution, RunResult, collect, execute
 from engine.runtime.memory import render_scope
+from engine.runtime.observe import Observer
 from engine.spec import ModelProfile
+from engine.spec.budget import BudgetSpec, raised
 from engine.spec.durability import NO_CHECKPOINTS, gate_of
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
@@ -55,6 +59,7 @@ from engine.state.store import RunRecord
 from engine.template_limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
 from engine.typecheck import coerce_inputs
+from engine.usage import Spend
 
 
 class Engine:
@@ -85,6 +90,11 @@ class Engine:
         # the prompt files of the yard's blocks when it was loaded: an output folder never overlaps their
         # folders (engine/outputdir.py), nor those a run's own bundle pins
         self.prompt_files: frozenset[str] = frozenset()
+        # told every event of every execution (engine/runtime/observe.py): telemetry export, metrics
+        self.observers: list[Observer] = []
+        # W3C traceparents of HTTP callers by run id: the run's next execution here continues the caller's trace
+        # (engine/telemetry; set by the server, taken by `execution`)
+        self.traceparents: dict[str, str] = {}
 
     @classmethod
     def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
@@ -249,7 +259,7 @@ class Engine:
                                digest=digest, status=RunStatus.RUNNING, inputs=values, thread_id=thread_id,
                                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
                                owner_replica=me.replica, lease_until=me.lease_until, durability=mode,
-                               trace=keep)
+                               trace=keep, budget=run_budget(bundle))
             writes = [store.insert_run(record)]
             if digest not in self._saved:
                 writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -312,7 +322,7 @@ class Engine:
                            status=RunStatus.RUNNING if start else RunStatus.QUEUED, inputs=values,
                            owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now,
                            started=now if start else None, owner_replica=me.replica, lease_until=me.lease_until,
-                           durability=mode, output_dir=chosen_dir, trace=keep)
+                           durability=mode, output_dir=chosen_dir, trace=keep, budget=run_budget(bundle))
         writes = [store.insert_run(record)]
         if digest not in self._saved:
             writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -348,12 +358,20 @@ class Engine:
             async for event in events:
                 yield event
 
-    async def resume(self, run_id: str, wanted: Ask | None = None) -> Execution:
+    async def resume(self, run_id: str, wanted: Ask | None = None, *,
+                     budget: Mapping[str, Any] | None = None) -> Execution:
         """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
         a gate it waits at, or (None) going on after a crash or failure. UsageError or DecisionRefused
         (nothing changed) when it cannot go on (engine/runtime/resumes.py)."""
         db = self.db
         record = await resumes.stopped_run(db, run_id, wanted)
+        if budget:  # raised limits (`resume --budget`), kept with the run for its later executions too
+            try:
+                limits = raised(record.budget, dict(budget)).model_dump(exclude_none=True)
+            except ValueError as exc:
+                raise UsageError(f"run {run_id}: {exc}") from None
+            await db.writer.write(store.set_budget(run_id, limits))
+            record = dataclasses.replace(record, budget=limits)
         if record.status == RunStatus.QUEUED:  # its server stopped or died before starting it: it starts
             # here, as it was accepted (its mode and trace choice), from its inputs
             await resumes.take_queued(db, record)
@@ -391,6 +409,7 @@ class Engine:
         if resumed:  # where its first execution wrote; a queued run that never started: its own choice
             output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id)) or record.output_dir
         context, note = self.context(bundle, record.id, record.thread_id, output_dir)
+        context.spend = await self.spend(record, resumed)
         if record.thread_id is not None:
             budget = bundle.config.threads.history_chars
             if conversation is None:
@@ -416,7 +435,22 @@ class Engine:
         return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
                          values=values, preface=list(preface or []), pending=pending,
                          on_end=end_hook(self.db, compiled.graph, record, memory), checkpoint=checkpoint,
-                         naming=naming.first_turn(bundle, record, context.models) if first else None, trace=trace)
+                         naming=naming.first_turn(bundle, record, context.models) if first else None, trace=trace,
+                         observers=tuple(self.observers), traceparent=self.traceparents.pop(record.id, None))
+
+    async def spend(self, record: RunRecord, resumed: bool) -> RunSpend:
+        """What the run spent before this execution (by its trace when it has one: a crashed execution's
+        calls are there, not in its row), its budget, and in a thread's turn what the other turns spent."""
+        budget = BudgetSpec.model_validate(record.budget) if record.budget else None
+        spend = RunSpend(run_id=record.id, budget=budget, duration_before=record.duration)
+        if resumed:
+            spend.spent = await self.db.aread(lambda conn: store.traced_spend(conn, record.id)) if record.trace \
+                else Spend.of(record.as_dict())
+        if budget is not None and record.thread_id is not None:
+            thread_id = record.thread_id
+            spend.thread, spend.thread_duration_before = await self.db.aread(
+                lambda conn: store.thread_spend(conn, thread_id, record.id))
+        return spend
 
     async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                       thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
@@ -428,9 +462,10 @@ class Engine:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str, wanted: Ask | None = None) -> AsyncGenerator[Event, None]:
+    async def astream_resume(self, run_id: str, wanted: Ask | None = None, *,
+                             budget: Mapping[str, Any] | None = None) -> AsyncGenerator[Event, None]:
         """Go on with run `run_id` (see `resume`) and yield its events."""
-        execution = await self.resume(run_id, wanted)
+        execution = await self.resume(run_id, wanted, budget=budget)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
@@ -442,9 +477,10 @@ class Engine:
         return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
                                               durability=durability, trace=trace))
 
-    async def aresume(self, run_id: str, wanted: Ask | None = None) -> RunResult:
+    async def aresume(self, run_id: str, wanted: Ask | None = None, *,
+                      budget: Mapping[str, Any] | None = None) -> RunResult:
         """`astream_resume` to the end of the execution."""
-        return await collect(await self.resume(run_id, wanted))
+        return await collect(await self.resume(run_id, wanted, budget=budget))
 
     async def expire(self, now: datetime | None = None) -> list[Expired]:
         """Decide every gate whose timeout has passed at `now` (default: now) by its `on_timeout`,

@@ -22,6 +22,7 @@ from langgraph.types import Durability
 from engine.compile import CompiledFlow
 from engine.events import (
     APPROVAL_REQUIRED,
+    MODEL_CALL,
     NOT_STORED,
     RUN_FAILED,
     RUN_FINISHED,
@@ -36,10 +37,12 @@ from engine.events import (
     Sequencer,
     now_iso,
 )
+from engine.models import calls
 from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT, Naming
+from engine.runtime.observe import Observer, observed
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import fencing, store
 from engine.state import gates as gate_rows
@@ -112,6 +115,10 @@ class Execution:
     checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
     naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
     trace: bool = True  # False: no trace rows (a run with durability none that asked for none)
+    # told every event of the execution as it is yielded (tokens included): OpenTelemetry export, metrics
+    # (engine/runtime/observe.py); an observer's failure never touches the run
+    observers: Sequence[Observer] = ()
+    traceparent: str | None = None  # a W3C traceparent the run's trace continues (an HTTP caller's)
 
 
 class _Steps:
@@ -146,8 +153,13 @@ class _Steps:
         return None
 
 
-async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
+def execute(ex: Execution) -> AsyncGenerator[Event, None]:
     """Run the graph and yield its events; the run's row and trace are updated as it goes."""
+    # the extra generator only when someone observes: a chain's events pass here once per step
+    return observed(ex.observers, ex.run, ex, _execute(ex)) if ex.observers else _execute(ex)
+
+
+async def _execute(ex: Execution) -> AsyncGenerator[Event, None]:
     run, db = ex.run, ex.db
     secrets = ex.context.secrets
     seq = Sequencer(run.id, ex.last_seq, secrets=secrets)
@@ -168,9 +180,13 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         yield event
     record(started)
     yield started
+    # the run's totals, as the model calls of its steps add to them (engine/nodes/spend.py)
+    spent = ex.context.spend.spent if ex.context.spend is not None else None
     naming = ex.naming
     if naming is not None:
-        naming.start()
+        naming.calls.spent = spent
+        with calls.recording(naming.calls):  # the naming model's calls: model_call events of the run
+            naming.start()
         if naming.task is None:  # no naming model: the name is known already
             yield await _announce(db, seq, naming, 0.0, record)
 
@@ -217,7 +233,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
             await _end(db, thread, ex.trace, event,
                        store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
-                                     error_step=step, finished=now_iso(), elapsed=time.monotonic() - began),
+                                     error_step=step, finished=now_iso(), elapsed=time.monotonic() - began,
+                                     spend=spent),
                        *_pruned(db, run, RunStatus.INTERRUPTED), fence=fence)
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
@@ -255,7 +272,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         try:
             await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
                                                                   error=failure.message, error_step=failure.step,
-                                                                  finished=now_iso(), elapsed=elapsed),
+                                                                  finished=now_iso(), elapsed=elapsed, spend=spent),
                        *_pruned(db, run, RunStatus.FAILED), fence=fence)
         except fencing.LeaseLost:
             yield _lost(db, seq, thread, failure.step, None)
@@ -271,7 +288,7 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
         try:
             await _end(db, thread, ex.trace, gates[-1],
                        store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
-                                     finished=None, elapsed=elapsed),
+                                     finished=None, elapsed=elapsed, spend=spent),
                        gate_rows.record_waiting(run.id, interrupts, gates[-1].time),
                        *_pruned(db, run, RunStatus.WAITING), fence=fence)
         except fencing.LeaseLost:
@@ -284,7 +301,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
                                           "duration_ms": round((run.duration + elapsed) * 1000, 1)})
     try:
         await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                              error_step=None, finished=event.time, elapsed=elapsed),
+                                                              error_step=None, finished=event.time, elapsed=elapsed,
+                                                              spend=spent),
                    *ending, *_pruned(db, run, RunStatus.FINISHED), fence=fence)
     except fencing.LeaseLost:
         yield _lost(db, seq, thread, None, None)
@@ -303,6 +321,8 @@ async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float,
         except DB_ERRORS as exc:  # the fallback name stays; the turn goes on
             log.warning("thread %s: could not store its name: %s", naming.thread_id, exc)
             name = naming.fallback
+    for call in naming.calls.made:  # the naming model's calls, recorded before the name they gave
+        record(seq.make(MODEL_CALL, None, call.as_data()))
     event = seq.make(THREAD_NAME, None, {"thread_id": naming.thread_id, "name": name})
     record(event)
     return event

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.models import StructuredRequest
@@ -23,6 +23,7 @@ from engine.state import threads
 from engine.state.store import RunRecord
 from engine.state.writer import Write
 from engine.typecheck import outputs_schema
+from engine.usage import ModelCall, Spend
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,31 @@ async def model_name(models: Any, block: BlockSpec, flow: str, text: str) -> str
     """The name the model gives a thread that starts with `text`; None when it gives none."""
     request = StructuredRequest(flow=flow, step="thread_name", block=block.block, system=None,
                                 user=PROMPT.format(text[:_MESSAGE_LIMIT]), output_schema=outputs_schema(block.outputs),
-                                inputs={"message": text[:_MESSAGE_LIMIT]})
+                                inputs={"message": text[:_MESSAGE_LIMIT]}, purpose="thread_name")
     reply = await models.for_block(block).structured(request)
     return tidy(str(reply.get("title") or ""))
 
 
 def set_name(thread_id: str, name: str) -> Write:
     return Write("UPDATE threads SET name = ? WHERE id = ?", (name, thread_id))
+
+
+class NamingCalls:
+    """The recorder of the naming model's calls (engine/models/calls.py): kept until the turn announces
+    the name (they become model_call events then), and counted in the run's totals at once. A budget
+    never refuses them: without a model's name the thread keeps its fallback name."""
+
+    def __init__(self) -> None:
+        self.made: list[ModelCall] = []
+        self.spent: Spend | None = None
+
+    def before(self, purpose: str) -> None:
+        return None
+
+    def after(self, call: ModelCall) -> None:
+        self.made.append(call)
+        if self.spent is not None:
+            self.spent.add(call.as_data())
 
 
 @dataclass
@@ -83,6 +102,7 @@ class Naming:
     store: Callable[[str], Write] | None = None
     task: asyncio.Future[str | None] | None = None
     announced: bool = False
+    calls: NamingCalls = field(default_factory=NamingCalls)  # the naming model's calls
 
     def start(self) -> None:
         if self.ask is not None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
+from engine import telemetry
 from engine.closure import flow_problems
 from engine.compile import CompiledFlow
 from engine.diagnostics import Diagnostic
@@ -57,6 +58,10 @@ class Yard:
         self.engine = Engine.for_project(project, state=state, synchronous=synchronous, env=env)
         self.state_path = self.engine.state_path
         self.secrets = self.engine.secrets  # the API keys of the model profiles (engine/redaction.py)
+        # OpenTelemetry traces of its runs, when blockyard.yaml or OTEL_* ask for them (docs/observability.md)
+        self.telemetry = telemetry.start(project.config.telemetry)
+        if self.telemetry is not None:
+            self.engine.observers.append(self.telemetry.observer)
         self._sync_loop: SyncLoop | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
@@ -141,6 +146,8 @@ class Yard:
                 self._sync_loop.close()
                 self._sync_loop = None
             self.engine.close()
+            if self.telemetry is not None:  # the spans of its runs, sent before the command ends
+                self.telemetry.flush()
 
     def __enter__(self) -> Yard:
         return self
@@ -213,13 +220,15 @@ class Yard:
 
     async def astream_resume(self, run_id: str, *, approve: bool | None = None,
                              values: Mapping[str, Any] | None = None, reason: str | None = None,
-                             gate: str | None = None, actor: str | None = None) -> AsyncGenerator[Event, None]:
+                             gate: str | None = None, actor: str | None = None,
+                             budget: Mapping[str, Any] | None = None) -> AsyncGenerator[Event, None]:
         """Decide the gate a run waits at (`approve=True/False`, with field `values`, a `reason`, which
         `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
         its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
-        nothing."""
+        nothing. `budget` raises limits of the run's budget first (`{"tokens": 50000, "per_turn.cost_usd":
+        0.5}`: docs/observability.md, "Budgets")."""
         wanted = approvals.ask(approve, values, reason, gate, actor)
-        async with aclosing(self.engine.astream_resume(run_id, wanted)) as events:
+        async with aclosing(self.engine.astream_resume(run_id, wanted, budget=budget)) as events:
             async for event in events:
                 yield event
 
@@ -231,9 +240,10 @@ class Yard:
                                       durability=durability, trace=trace)
 
     async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
-                      reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
+                      reason: str | None = None, gate: str | None = None, actor: str | None = None,
+                      budget: Mapping[str, Any] | None = None) -> RunResult:
         """`astream_resume` to the end of the execution, on the run's pinned definition."""
-        return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor))
+        return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor), budget=budget)
 
     def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
             thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
@@ -243,10 +253,11 @@ class Yard:
                                                    durability=durability, trace=trace))
 
     def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
-               reason: str | None = None, gate: str | None = None, actor: str | None = None) -> RunResult:
+               reason: str | None = None, gate: str | None = None, actor: str | None = None,
+               budget: Mapping[str, Any] | None = None) -> RunResult:
         """Sync `aresume`: `yard.resume(run_id, approve=True, values={"restaurant": "Chipotle"})`."""
         return self._sync().call(lambda: self.aresume(run_id, approve=approve, values=values, reason=reason,
-                                                      gate=gate, actor=actor))
+                                                      gate=gate, actor=actor, budget=budget))
 
     async def aexpire_gates(self, now: datetime | None = None) -> list[Expired]:
         """Decide every waiting gate whose timeout has passed at `now` (default: now) by its

@@ -25,7 +25,7 @@ from engine.serve.middleware import (
     CorsMiddleware,
     HostMiddleware,
 )
-from engine.serve.routes import flows, meta, plans, runs, threads
+from engine.serve.routes import flows, meta, metrics, plans, runs, stats, threads
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
 from engine.version import __version__
@@ -43,6 +43,8 @@ def create_app(settings: Settings | Server) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(threads.router)
     app.include_router(plans.router)
+    app.include_router(stats.router)
+    app.include_router(metrics.router)
     app.mount("/static", StaticFiles(directory=WEB), name="static")
     app.add_exception_handler(problems.ApiError, problems.api_error)
     app.add_exception_handler(RequestValidationError, problems.validation_error)

@@ -82,6 +82,9 @@ class ResumeRequest(BaseModel):
     reason: str | None = Field(None, description="Why (recorded in the trace).")
     gate: str | None = Field(None, description="Which gate, when several are waiting.")
     actor: str | None = Field(None, description="Who decides (checked against the gate's approvers).")
+    budget: dict[str, Any] | None = Field(
+        None, description="Raised limits of the run's budget, kept with the run: {\"tokens\": 50000, \"per_turn\": "
+                          "{\"cost_usd\": 0.5}} (docs/observability.md, \"Budgets\").")
 
     def chosen(self) -> str | None:
         """approve, reject or None (no decision); DecisionRefused (422) when `decision` and `approve` disagree."""
@@ -90,10 +93,11 @@ class ResumeRequest(BaseModel):
     def resume(self) -> dict[str, Any]:
         """What the server resumes the run with: the decision (as `approve`), or nothing."""
         word = self.chosen()
+        raised = {"budget": self.budget} if self.budget else {}
         if word is None:
-            return {}
+            return raised
         return {"approve": word == APPROVE, "values": self.values or None, "reason": self.reason,
-                "gate": self.gate, "actor": self.actor}
+                "gate": self.gate, "actor": self.actor, **raised}
 
 
 def openapi_body(model: type[BaseModel]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from engine import telemetry
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
 from engine.compile.reactflow import reactflow
@@ -23,18 +24,27 @@ from engine.project import load_project
 from engine.redaction import mask_url
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
-from engine.state import liveness, messages, store, threads
+from engine.state import liveness, messages, stats, store, threads
 from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
+from engine.telemetry import traceparent
 from engine.typecheck import coerce_inputs
+from engine.usage import Spend
+
+MAX_TRACEPARENTS = 10_000  # callers' traces kept for runs not yet executing (a run another replica adopts never is)
 
 
 class RunService:
     """One per server process: owns the engine (and so the state database connections)."""
 
     def __init__(self, root: Path) -> None:
-        self.engine = Engine.for_project(load_project(root))
+        project = load_project(root)
+        self.engine = Engine.for_project(project)
+        # OpenTelemetry traces of the runs it executes, as blockyard.yaml (read at the start) or OTEL_* say
+        self.telemetry = telemetry.start(project.config.telemetry)
+        if self.telemetry is not None:
+            self.engine.observers.append(self.telemetry.observer)
         self._graphs: dict[str, dict[str, Any]] = {}
         self._reactflows: dict[str, dict[str, Any]] = {}
 
@@ -44,6 +54,18 @@ class RunService:
 
     def close(self) -> None:
         self.engine.close()
+        if self.telemetry is not None:  # the spans of the last runs, sent before the server exits
+            self.telemetry.flush()
+
+    def continue_trace(self, run_id: str, header: str | None) -> None:
+        """Run `run_id`'s next execution here continues the trace of the caller whose W3C `traceparent`
+        header is `header` (an invalid one is ignored, as the specification says)."""
+        parent = traceparent.valid(header)
+        if parent is None:
+            return
+        if len(self.engine.traceparents) >= MAX_TRACEPARENTS:  # runs accepted here but executed elsewhere
+            self.engine.traceparents.clear()
+        self.engine.traceparents[run_id] = parent
 
     # ---- starting and resuming --------------------------------------------------------------
 
@@ -126,7 +148,7 @@ class RunService:
         """Continue a run on its pinned bundle; `decision` decides a waiting gate."""
         wanted = approvals.ask(decision.get("approve"), decision.get("values"), decision.get("reason"),
                                decision.get("gate"), decision.get("actor"))
-        async with aclosing(self.engine.astream_resume(run_id, wanted)) as events:
+        async with aclosing(self.engine.astream_resume(run_id, wanted, budget=decision.get("budget"))) as events:
             async for event in events:
                 yield event.as_dict()
 
@@ -151,6 +173,14 @@ class RunService:
     async def status(self, run_id: str) -> str | None:
         run = await self.get_run(run_id)
         return run["status"] if run is not None else None
+
+    async def stats(self, window: stats.Window, flow: str | None) -> stats.Report:
+        """Runs, failures, durations and spend per flow version over `window` (GET /stats, `blockyard stats`)."""
+        return await self.engine.db.aread(lambda conn: stats.report(conn, window, flow))
+
+    async def waiting_by_flow(self) -> dict[str, int]:
+        """How many runs wait at an approval gate, per flow, in the whole database (the metrics' gauge)."""
+        return await self.engine.db.aread(stats.waiting_by_flow)
 
     async def pinned_bundle(self, digest: str) -> Bundle | None:
         text = await self.engine.db.aread(lambda conn: store.load_definition(conn, digest))
@@ -180,13 +210,17 @@ class RunService:
     async def list_threads(self, *, flow: str | None, limit: int) -> list[dict[str, Any]]:
         """Threads, most recently active first, each with the status of its latest turn."""
         def read(conn: Connection) -> list[dict[str, Any]]:
-            return [_thread_dict(conn, thread) for thread in threads.list_threads(conn, flow=flow, limit=limit)]
+            found = threads.list_threads(conn, flow=flow, limit=limit)
+            spent = stats.thread_spend(conn, [thread.id for thread in found])
+            return [_thread_dict(conn, thread, spent.get(thread.id)) for thread in found]
         return await self.engine.db.aread(read)
 
     async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
         def read(conn: Connection) -> dict[str, Any] | None:
             thread = threads.get_thread(conn, thread_id)
-            return _thread_dict(conn, thread) if thread is not None else None
+            if thread is None:
+                return None
+            return _thread_dict(conn, thread, stats.thread_spend(conn, [thread.id]).get(thread.id))
         return await self.engine.db.aread(read)
 
     async def thread_ids(self) -> list[str]:
@@ -241,11 +275,13 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
     data["durability"] = record.mode
     for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace"):
         data.pop(private, None)
+    data["usage"] = stats.usage_dict(data)  # its model calls' totals with their cost as people read it
     return data
 
 
-def _thread_dict(conn: Connection, thread: threads.Thread) -> dict[str, Any]:
+def _thread_dict(conn: Connection, thread: threads.Thread, spend: Spend | None = None) -> dict[str, Any]:
     last = store.get_run(conn, thread.last_run) if thread.last_run else None
     data = thread.as_dict()
     data["last_status"] = effective_status(last) if last is not None else None
+    data["usage"] = stats.usage_dict(spend or Spend())  # the totals of all its turns (docs/observability.md)
     return data

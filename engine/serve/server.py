@@ -22,6 +22,7 @@ from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
 from engine.serve.jobs import Job, JobQueue, ShuttingDown
 from engine.serve.logs import fields, get_logger
+from engine.serve.metrics import Metrics
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
@@ -61,6 +62,7 @@ class Server:
         self.root = settings.root.resolve()
         self.reloader = Reloader(self.root)
         self.broker = Broker()
+        self.metrics = Metrics()  # GET /metrics (engine/serve/metrics.py); its registry is this server's own
         self.service: RunService | None = None
         self.queue: JobQueue | None = None
         self.scheduler: Scheduler | None = None
@@ -96,6 +98,7 @@ class Server:
         if not self.loaded:
             await asyncio.to_thread(self.load)
         self.service = RunService(self.root)
+        self.service.engine.observers.append(self.metrics.observe)  # why an observer: engine/serve/metrics.py
         replica = liveness.join_as_replica(self.catalog.server.lease_seconds) if self.settings.replica else None
         recovered = await self.service.recover(leave_leased=replica is not None)
         for run_id in recovered:
@@ -169,10 +172,11 @@ class Server:
 
     async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
                         thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                        trace: bool | None = None) -> Job:
+                        trace: bool | None = None, traceparent: str | None = None) -> Job:
         """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
         durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
-        (the runtime admits it once no other turn goes on)."""
+        (the runtime admits it once no other turn goes on). `traceparent`: the caller's W3C trace, which
+        the run's trace continues (engine/telemetry)."""
         service, queue = self._ready()
         if output_dir is not None:
             service.check_output_dir(output_dir, entry.bundle, (name for name, _hash in self.catalog.prompts))
@@ -184,6 +188,7 @@ class Server:
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values, thread=thread)
+        service.continue_trace(job.run_id, traceparent)  # before the run can start
         if thread is not None:  # a conversation's turn: admitted by the runtime once no other turn goes on
             try:
                 return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
@@ -254,8 +259,9 @@ class Server:
             raise ApiError(503, "starting", "the server is starting")
         return self.service, self.queue
 
-    async def resume_run(self, run_id: str, decision: Mapping[str, Any]) -> Job:
-        """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one."""
+    async def resume_run(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None = None) -> Job:
+        """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one
+        (`traceparent`: the caller's W3C trace, which the execution's trace continues)."""
         service, queue = self._ready()
         check_size({k: decision.get(k) for k in ("values", "reason")}, self.catalog.server.max_input_bytes,
                    "the resume's values and reason")
@@ -277,6 +283,7 @@ class Server:
         # The runtime judges and records a decision before its first event: take that step now, so
         # a refused decision is the caller's error and an accepted one is kept even if the run
         # then waits for a slot.
+        service.continue_trace(run_id, traceparent)
         stream = queue.runs.stream(lambda: service.resume(run_id, decision))
         try:
             first = await anext(stream)
@@ -393,6 +400,7 @@ class Server:
                 except ApiError:
                     break  # shutting down: released again
                 self.log.warning("run_adopted", extra=fields(run=record.id, from_replica=record.owner_replica))
+                self.metrics.took_over("queued")
                 taken.append(record.id)
                 continue
             if replica is None:
@@ -414,6 +422,7 @@ class Server:
             if room is not None:
                 room -= 1
             self.log.warning("run_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica))
+            self.metrics.took_over("running")
             taken.append(record.id)
         return taken
 

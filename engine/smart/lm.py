@@ -38,6 +38,7 @@ def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mappi
     `models` is the run's ModelResolver: its profile lookup, environment and mock scripts.
     """
     generator = models.agent_for_block(block)
+    generator = getattr(generator, "inner", generator)  # the provider itself, not its meter (calls.py)
     if isinstance(generator, MockGenerator):
         request = StructuredRequest(flow=flow, step=step, block=block.block, system=None, user=None,
                                     output_schema=outputs_schema(block.outputs), inputs=dict(inputs),

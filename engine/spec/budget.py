@@ -4,7 +4,7 @@ shape; a flow's keys win over the yard's, key by key (`effective`)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from engine.spec.common import Duration, Spec, parse_duration
 
@@ -16,7 +16,8 @@ class BudgetLimits(Spec):
     cost_usd: float | None = Field(None, gt=0, description="Cost of all model calls, in US dollars (calls with "
                                                             "an unknown price count as unknown: see docs).")
     model_calls: int | None = Field(None, ge=1, description="Number of model calls.")
-    wall_time: Duration | None = Field(None, description="Time since the run (or turn) started, e.g. 10m.")
+    wall_time: Duration | None = Field(None, description="Time the run (or turn) may take running, e.g. 10m: its "
+                                                         "executions' time, not time spent waiting at a gate.")
 
     @property
     def wall_seconds(self) -> float | None:
@@ -50,3 +51,25 @@ def effective(flow: BudgetSpec | None, yard: BudgetSpec | None) -> BudgetSpec | 
     turn = BudgetLimits(**_merged(flow.per_turn if flow else None, yard.per_turn if yard else None))  # type: ignore[arg-type]
     budget = BudgetSpec(**_merged(flow, yard), per_turn=None if turn.is_empty() else turn)  # type: ignore[arg-type]
     return None if budget.is_empty() and budget.per_turn is None else budget
+
+
+def raised(stored: dict[str, object] | None, changes: dict[str, object]) -> BudgetSpec:
+    """A run's stored budget with `changes` applied (`tokens`, `per_turn.tokens`, ...: the keys of
+    `blockyard resume --budget KEY=VALUE`); ValueError naming what is wrong."""
+    values: dict[str, object] = dict(stored or {})
+    for key, value in changes.items():
+        head, _, tail = key.partition(".")
+        if head == "per_turn" and not tail and isinstance(value, dict):  # {"per_turn": {...}}: key by key
+            values["per_turn"] = {**dict(values.get("per_turn") or {}), **value}  # type: ignore[call-overload]
+        elif head == "per_turn" and tail:
+            turn = dict(values.get("per_turn") or {})  # type: ignore[call-overload]
+            turn[tail] = value
+            values["per_turn"] = turn
+        else:
+            values[key] = value
+    try:
+        return BudgetSpec.model_validate(values)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise ValueError(f"budget {where}: {problem['msg']}") from None

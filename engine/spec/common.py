@@ -92,6 +92,16 @@ class TypeSpec(Spec):
         return "default" in self.model_fields_set
 
 
+class Pricing(Spec):
+    """What a model costs, in US dollars per million tokens (docs/observability.md, "Cost")."""
+
+    input_per_mtok: float = Field(..., ge=0, description="Price of a million input tokens.")
+    output_per_mtok: float = Field(..., ge=0, description="Price of a million output tokens.")
+    cached_input_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million input tokens read from the provider's prompt cache "
+                                "(unset: the input price).")
+
+
 class ModelProfile(Spec):
     """How to reach a model: a provider plus its settings. Keys come only from the environment."""
 
@@ -113,6 +123,9 @@ class ModelProfile(Spec):
     delay: Duration | None = Field(None, description="mock only: simulated latency per call.")
     replies: dict[str, list[Any]] | None = Field(
         None, description="mock only: scripted replies per block or step id, used in order.")
+    pricing: Pricing | None = Field(
+        None, description="Prices of this model in USD per million tokens; unset: the price table of LiteLLM "
+                          "when it knows the model, else unknown (docs/observability.md).")
 
 
 RetryOn = Literal["timeout", "rate_limit", "server_error", "connection", "any"]

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
+from engine.spec.budget import BudgetSpec
 from engine.spec.common import Durability, Duration, ModelProfile, Name, Spec, empty_dict, empty_list
 
 # A Postgres URL (libpq's URI form); the password in it is never shown (engine/state/location.py)
@@ -186,6 +187,39 @@ class PolicySpec(Spec):
     http_hosts: list[str] | None = Field(
         None, description="The hosts http_request may ever reach: `http.allowed_hosts` and literal URLs bound to "
                           "http_request tool blocks must stay within them; unset: any.")
+    require_budget: bool = Field(False, description=(
+        "Every flow must have a budget: its own `budget:` or blockyard.yaml's (docs/observability.md)."))
+
+
+# An HTTP header's name (RFC 9110 token) and an environment variable's name
+HEADER_NAME_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class TelemetrySpec(Spec):
+    """OpenTelemetry traces of runs, sent over OTLP/HTTP (docs/observability.md, "OpenTelemetry traces");
+    needs the `otel` extra. The standard OTEL_* environment variables win over these settings."""
+
+    endpoint: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")] | None = Field(None, description=(
+        "Where traces go: an OTLP/HTTP base URL such as http://localhost:6006 (Phoenix) or "
+        "http://localhost:4318 (a collector), to which /v1/traces is added (a URL ending in /v1/traces is used as "
+        "it is). Unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else "
+        "http://localhost:4318."))
+    headers: dict[Annotated[str, StringConstraints(pattern=HEADER_NAME_PATTERN)],
+                  Annotated[str, StringConstraints(pattern=r"^[^\r\n]*$")]] = Field(
+        default_factory=empty_dict, description=(
+            "HTTP headers sent with every export that are no secret (a tenant, a project); a secret goes in "
+            "`headers_env`, never here."))
+    headers_env: dict[Annotated[str, StringConstraints(pattern=HEADER_NAME_PATTERN)],
+                      Annotated[str, StringConstraints(pattern=ENV_NAME_PATTERN)]] = Field(
+        default_factory=empty_dict, description=(
+            "HTTP headers whose values come from environment variables: header name -> the name of the variable "
+            "(`authorization: OTLP_AUTH`), so that a token never sits in the yard."))
+    service_name: str = Field("blockyard", min_length=1, max_length=200, description=(
+        "The service.name of the traces (and Phoenix's project); OTEL_SERVICE_NAME wins."))
+    capture_content: bool = Field(False, description=(
+        "Also record what runs read and write on their spans: inputs and outputs of runs and steps, tool "
+        "arguments and results. Off by default: traces then carry names, timings, tokens and costs, no content."))
 
 
 class ConfigSpec(Spec):
@@ -208,8 +242,13 @@ class ConfigSpec(Spec):
     trace: bool | None = Field(None, description=(
         "false: runs with durability none record no event trace unless their flow or the run says otherwise "
         "(the default is true)."))
+    budget: BudgetSpec | None = Field(None, description=(
+        "The yard's default budget of a run: tokens, cost_usd, model_calls, wall_time, and `per_turn` for thread "
+        "turns; a flow's `budget:` keys win (docs/observability.md)."))
     retention: RetentionSpec = Field(default_factory=RetentionSpec, description=(
         "How long ended runs are kept (`blockyard gc`, daily in `serve`; docs/runtime.md)."))
+    telemetry: TelemetrySpec | None = Field(None, description=(
+        "OpenTelemetry traces of every run, sent over OTLP/HTTP (needs the `otel` extra; docs/observability.md)."))
     database: DatabaseUrl | None = Field(None, description=(
         "The state database on a Postgres server, as a URL `postgresql://user:password@host:port/name`; "
         "without it, the SQLite file `paths.state`. The environment variable BLOCKYARD_DATABASE_URL wins "

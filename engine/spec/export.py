@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from engine.spec.block import BlockSpec
 from engine.spec.config import ConfigSpec
+from engine.spec.evals import EvalSpec
 from engine.spec.flow import FlowSpec
 from engine.spec.flowtest import SuiteFile
 from engine.spec.interchange import ReactFlowGraph, TaskPlan
@@ -22,6 +23,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "flowtest.schema.json": SuiteFile,
     "taskplan.schema.json": TaskPlan,
     "reactflow.schema.json": ReactFlowGraph,
+    "eval.schema.json": EvalSpec,
 }
 BASE_ID = "https://blockyard.dev/schemas/"
 

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from engine.spec.budget import BudgetSpec
 from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec, empty_dict, empty_list
 
 Target = Name  # a step id, or `end`
@@ -240,6 +241,9 @@ class FlowSpec(Spec):
     trace: bool | None = Field(
         None, description="false: runs with durability none record no event trace (their runs row is still "
                           "recorded). Unset: blockyard.yaml's `trace`.")
+    budget: BudgetSpec | None = Field(
+        None, description="What one run (and one thread turn, `per_turn`) may spend on model calls: tokens, "
+                          "cost_usd, model_calls, wall_time. Keys unset here come from blockyard.yaml's `budget`.")
     tags: list[str] = Field(default_factory=empty_list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
 

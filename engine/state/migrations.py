@@ -158,6 +158,46 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             PRIMARY KEY (thread_id, checkpoint_ns, seq)
         )""",
     ]),
+    (11, [
+        # what a run's model calls spent (engine/usage.py): set as each execution ends, from the sum
+        # of its model_call events, so `blockyard runs`, `stats` and budgets need no trace scan
+        "ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN unpriced_calls INTEGER NOT NULL DEFAULT 0",
+        # the budget the run is held to (engine/spec/budget.py), JSON; NULL: none
+        "ALTER TABLE runs ADD COLUMN budget TEXT",
+    ]),
+    (12, [
+        # what `blockyard eval` found, one row per eval, side and invocation (engine/evals/history.py): the
+        # flow version it ran (`digest`, the pinned definition's; `version`, its `version:`), the revision,
+        # the totals, and each case's result as JSON. `blockyard eval --history NAME` reads them by version
+        """CREATE TABLE eval_results (
+            id TEXT PRIMARY KEY,
+            eval TEXT NOT NULL,
+            target TEXT NOT NULL,
+            digest TEXT,
+            version INTEGER,
+            side TEXT NOT NULL,
+            label TEXT NOT NULL,
+            revision TEXT,
+            created TEXT NOT NULL,
+            cases INTEGER NOT NULL,
+            passed INTEGER NOT NULL,
+            pass_rate REAL NOT NULL,
+            mean_score REAL NOT NULL,
+            cost_usd REAL NOT NULL,
+            unpriced_calls INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            latency_ms REAL NOT NULL,
+            ok INTEGER NOT NULL,
+            results TEXT NOT NULL
+        )""",
+        "CREATE INDEX eval_results_eval ON eval_results (eval, created)",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -23,6 +23,7 @@ from engine.state.database import Connection, Native
 from engine.state.liveness import Owner
 from engine.state.migrations import migrate
 from engine.state.writer import Call, Write
+from engine.usage import SPEND_KEYS, Spend
 
 STATUSES = STORED_STATUSES
 # the key of the advisory lock under which servers count running runs (`start_queued`): arbitrary, fixed
@@ -55,6 +56,17 @@ class RunRecord:
     durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
     output_dir: str | None = None  # a queued run's output folder (a started run's is in its run_started event)
     trace: bool = True  # whether it records its event trace (False: durability none with `trace: false`)
+    # what its model calls spent, over all its executions (engine/usage.py, `Spend`; migration 11)
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    # the budget its runs are held to (engine/spec/budget.py, as JSON data): the flow's and the yard's when it
+    # was created, raised by `resume --budget`; None: no limits
+    budget: dict[str, Any] | None = None
 
     @property
     def mode(self) -> str:
@@ -80,6 +92,8 @@ def _record(row: Sequence[Any]) -> RunRecord:
     values["duration"] = float(values["duration"] or 0.0)
     values["status"] = RunStatus(values["status"])
     values["trace"] = values["trace"] is None or bool(values["trace"])
+    values["cost_usd"] = float(values["cost_usd"] or 0.0)
+    values["budget"] = json.loads(values["budget"]) if values["budget"] else None
     return RunRecord(**values)
 
 
@@ -104,18 +118,52 @@ def insert_run(run: RunRecord) -> Write:
     values["inputs"] = dumps(run.inputs)
     values["outputs"] = dumps(run.outputs) if run.outputs is not None else None
     values["trace"] = int(run.trace)  # an INTEGER column (Postgres takes no bool for it)
+    values["budget"] = dumps(run.budget) if run.budget is not None else None
     marks = ", ".join("?" for _ in _RUN_COLUMNS)
     return Write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
                  tuple(values[name] for name in _RUN_COLUMNS))
 
 
 def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, error: str | None,
-            error_step: str | None, finished: str | None, elapsed: float) -> Write:
-    """Record how an execution of the run ended; `elapsed` adds to the run's total duration."""
+            error_step: str | None, finished: str | None, elapsed: float, spend: Spend | None = None) -> Write:
+    """Record how an execution of the run ended; `elapsed` adds to the run's total duration, `spend`
+    (the run's model calls over all its executions, engine/usage.py) replaces its totals."""
+    if spend is None:
+        return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
+                     "duration = duration + ? WHERE id = ?",
+                     (status, dumps(outputs) if outputs is not None else None, error, error_step, finished,
+                      elapsed, run_id))
     return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
-                 "duration = duration + ? WHERE id = ?",
+                 f"duration = duration + ?, {_SPEND_SET} WHERE id = ?",
                  (status, dumps(outputs) if outputs is not None else None, error, error_step, finished,
-                  elapsed, run_id))
+                  elapsed, *(getattr(spend, key) for key in SPEND_KEYS), run_id))
+
+
+_SPEND_SET = ", ".join(f"{key} = ?" for key in SPEND_KEYS)
+
+
+def set_budget(run_id: str, budget: dict[str, Any] | None) -> Write:
+    """A stopped run's budget, raised to go on (`blockyard resume --budget`)."""
+    return Write("UPDATE runs SET budget = ? WHERE id = ?", (dumps(budget) if budget is not None else None, run_id))
+
+
+def traced_spend(conn: Connection, run_id: str) -> Spend:
+    """What the run's model calls spent by its trace (its model_call events), over every execution —
+    a crashed one's calls too, which its row's totals missed."""
+    spend = Spend()
+    for (data,) in conn.execute("SELECT data FROM events WHERE run_id = ? AND type = 'model_call'", (run_id,)):
+        spend.add(json.loads(data))
+    return spend
+
+
+def thread_spend(conn: Connection, thread_id: str, run_id: str) -> tuple[Spend, float]:
+    """What the thread's other turns (runs) spent, and the seconds they took."""
+    columns = ", ".join(f"SUM({key})" for key in SPEND_KEYS)
+    row = conn.execute(f"SELECT {columns}, SUM(duration) FROM runs WHERE thread_id = ? AND id != ?",
+                       (thread_id, run_id)).fetchone()
+    if row is None:
+        return Spend(), 0.0
+    return Spend.of(dict(zip(SPEND_KEYS, row[:-1], strict=True))), float(row[-1] or 0.0)
 
 
 def insert_events(events: Iterable[Event]) -> Write:

@@ -30,7 +30,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "definitions": ("digest", "flow", "version", "bundle", "created"),
     "runs": ("id", "flow", "version", "digest", "status", "inputs", "outputs", "error", "error_step", "thread_id",
              "parent", "owner_pid", "owner_host", "owner_start", "created", "started", "finished", "duration",
-             "owner_replica", "lease_until", "durability", "output_dir", "trace"),
+             "owner_replica", "lease_until", "durability", "output_dir", "trace", "model_calls", "input_tokens",
+             "output_tokens", "cached_tokens", "reasoning_tokens", "cost_usd", "unpriced_calls", "budget"),
     "events": ("run_id", "seq", "type", "step", "time", "data"),
     "gates": ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
               "actor", "decision"),
@@ -38,6 +39,9 @@ TABLES: dict[str, tuple[str, ...]] = {
     "messages": ("thread_id", "idx", "role", "content", "run_id", "created"),
     "serve_schedules": ("flow", "schedule", "first_seen", "last_fire", "last_run"),
     "inline_steps": ("thread_id", "checkpoint_ns", "seq", "next", "type", "value"),
+    "eval_results": ("id", "eval", "target", "digest", "version", "side", "label", "revision", "created", "cases",
+                     "passed", "pass_rate", "mean_score", "cost_usd", "unpriced_calls", "tokens", "latency_ms", "ok",
+                     "results"),
 }
 _STORE_COLUMNS = ("prefix", "key", "value", "created_at", "updated_at", "expires_at", "ttl_minutes")
 

@@ -59,6 +59,21 @@ VERSIONS: dict[str, str] = {
     "BY802": "step of a flow the change did not update runs a block whose contract broke it",
 }
 
+# eval files (`evals/*.yaml`, docs/evals.md: engine/validate/evalfiles.py and evalchecks.py); an eval's
+# unknown flow, block, model profile, bad regex or expression take the semantic codes of the same meaning
+EVALS: dict[str, str] = {
+    "BY880": "eval assertion without exactly one kind",
+    "BY881": "eval that names neither or both of a flow and a block",
+    "BY882": "eval without cases",
+    "BY883": "eval defined twice",
+    "BY884": "eval dataset missing, unreadable, outside the yard or of an unknown format",
+    "BY885": "eval dataset row that is not a case",
+    "BY886": "eval case inputs that do not fit the flow's inputs",
+    "BY887": "eval assertion about an output the flow does not have",
+    "BY888": "eval json_schema that is not a valid JSON Schema",
+    "BY889": "eval case name used twice in one eval",
+}
+
 # A TaskPlan (docs/taskplans.md) is checked as the flow it converts to; these are the problems only
 # the plan has (its other diagnostics are the flow's codes, placed in the plan).
 PLANS: dict[str, str] = {
@@ -70,13 +85,14 @@ PLANS: dict[str, str] = {
 
 # The stage of a code: by the code itself, else its first four characters (BY80), else three (BY6)
 STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
-                          "BY6": "serve", "BY7": "test", "BY80": "policy", "BY81": "policy", "BY85": "plan"}
+                          "BY6": "serve", "BY7": "test", "BY80": "policy", "BY81": "policy", "BY85": "plan",
+                          "BY88": "eval"}
 
 
 @cache
 def all_codes() -> dict[str, str]:
     """Every known code -> its title, sorted by code; the semantic registry is merged in when present."""
-    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS, **VERSIONS, **PLANS}
+    merged = {**LOADING, **SCHEMA, **PROJECT, **SERVE, **FLOW_TESTS, **VERSIONS, **PLANS, **EVALS}
     for code, title in SEMANTIC.items():
         # the loader's own codes win: a clash is a bug the registry test reports, not a silent override
         merged.setdefault(code, title)
@@ -97,11 +113,7 @@ def title(code: str) -> str:
 
 
 def markdown_table() -> str:
-    """The table of every code for docs/validation.md: `python -m engine.validate.codes`."""
+    """The table of every code, for docs/reference/codes.md (`python -m engine.reference` writes it)."""
     rows = ["| code | stage | meaning |", "| --- | --- | --- |"]
     rows += [f"| {code} | {stage(code)} | {text} |" for code, text in all_codes().items()]
     return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")

@@ -17,6 +17,7 @@ from engine.diagnostics import Diagnostic
 from engine.errors import UsageError
 from engine.project import Project, load_project
 from engine.validate import semantic
+from engine.validate.evalchecks import check_yard_evals
 from engine.validate.report import REPORTERS, Report
 from engine.yardfiles import Locations, located
 
@@ -65,7 +66,8 @@ def validate(paths: list[Path], root: Path | None, extra: Extra | None = None) -
     checked = 0
     for target in targets:
         project = load_project(target.root)
-        found = [*project.diagnostics, *semantic.check_project(project), *(extra(project) if extra else [])]
+        found = [*project.diagnostics, *semantic.check_project(project), *check_yard_evals(project),
+                 *(extra(project) if extra else [])]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         where = Locations()
         for d in found:

@@ -75,7 +75,7 @@ def test_allow_listed_tools_are_described_by_the_server_and_called(make_yard: Ya
     assert add is not None and add.description == "Add two numbers."  # type: ignore[attr-defined]
     assert add.parameters["required"] == ["a", "b"]  # type: ignore[attr-defined]
     assert total == {"result": 42}
-    with pytest.raises(ToolError) as bad:
+    with pytest.raises(ToolError, match=r"tool 'add': invalid arguments: at 'a'") as bad:
         asyncio.run(registry.call("add", {"a": "two", "b": 1}))  # checked before the server sees it
     assert str(bad.value) == "tool 'add': invalid arguments: at 'a': 'two' is not of type 'integer'"
 
@@ -83,11 +83,12 @@ def test_allow_listed_tools_are_described_by_the_server_and_called(make_yard: Ya
 def test_an_allow_listed_tool_the_server_lacks(make_yard: Yard) -> None:
     root = make_yard({"server.py": SERVER, "blockyard.yaml": config("[add, ad]")})
     registry = build_registry(load_project(root).config, root)
-    with pytest.raises(ToolError) as unset:  # ${DEMO_SOURCE} is needed to start the server
+    # ${DEMO_SOURCE} is needed to start the server
+    with pytest.raises(ToolError, match="env needs the environment variable DEMO_SOURCE") as unset:
         asyncio.run(registry.aget("add"))
     assert str(unset.value) == "MCP server 'demo': env needs the environment variable DEMO_SOURCE, which is not set"
     registry._mcp.env = {"DEMO_SOURCE": "x"}  # type: ignore[union-attr]
-    with pytest.raises(ToolError) as missing:
+    with pytest.raises(ToolError, match="MCP server 'demo' has no tool 'ad'") as missing:
         asyncio.run(registry.aget("add"))
     assert str(missing.value) == ("MCP server 'demo' has no tool 'ad' (did you mean 'add'?) (it offers: add, fail, "
                                   "hidden, token)")
@@ -140,14 +141,14 @@ def test_without_the_extra_the_message_names_it(make_yard: Yard, monkeypatch: py
                         lambda name, *a: None if name == "langchain_mcp_adapters" else real(name, *a))
     registry = build_registry(ConfigSpec.model_validate({"mcp": {"demo": {"command": "x", "tools": ["add"]}}}),
                               make_yard({}))
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="the mcp extra is not installed") as caught:
         asyncio.run(registry.call("add", {}))
     assert str(caught.value) == ("MCP server 'demo' needs the MCP client, and the mcp extra is not installed: "
                                  "pip install 'langchain-mcp-adapters>=0.1'")
 
 
 def test_a_tool_name_clash_is_refused(make_yard: Yard) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="has the name of a built-in or Python tool") as caught:
         build_registry(ConfigSpec.model_validate({"mcp": {"demo": {"command": "x", "tools": ["read_file"]}}}),
                        make_yard({}))
     assert str(caught.value) == ("tool 'read_file' of MCP server 'demo' has the name of a built-in or Python tool; "

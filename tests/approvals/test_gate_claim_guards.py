@@ -89,7 +89,7 @@ def test_the_loser_of_a_race_gets_the_gates_own_refusal(db: StateDB) -> None:
     ask = waiting_run(db, "ask")["ask"]
     claim(db, ask, "ada", T1)
     before = snapshot(db)
-    with pytest.raises(AlreadyDecided) as refused:
+    with pytest.raises(AlreadyDecided, match="gate 'ask' of run run-1 was already approved by ada") as refused:
         claim(db, ask, "grace", T2, "reject")
     assert type(refused.value) is AlreadyDecided
     assert str(refused.value) == f"gate 'ask' of run {RUN} was already approved by ada at {T1}"
@@ -105,7 +105,7 @@ def test_the_gate_check_alone_refuses_a_decided_gate_while_the_run_waits_at_anot
     db.writer.write_sync(Write("UPDATE runs SET status = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
                                (RunStatus.WAITING, RUN)))
     before = snapshot(db)
-    with pytest.raises(AlreadyDecided) as refused:
+    with pytest.raises(AlreadyDecided, match="gate 'a' of run run-1 was already approved by ada") as refused:
         claim(db, held["a"], "grace", T2, "reject")  # held since before ada's decision
     assert str(refused.value) == f"gate 'a' of run {RUN} was already approved by ada at {T1}"
     assert snapshot(db) == before
@@ -120,7 +120,7 @@ def test_the_run_check_alone_refuses_a_waiting_gate_of_a_run_that_no_longer_wait
     compare-and-swap alone refuses it, and the gate's update before it is rolled back."""
     ask = waiting_run(db, "ask", status=status)["ask"]
     before = snapshot(db)
-    with pytest.raises(NotWaiting) as refused:
+    with pytest.raises(NotWaiting, match=r"run run-1 is \w+, not waiting for an approval decision") as refused:
         claim(db, ask, "ada", T1)
     assert type(refused.value) is NotWaiting  # not the gate's refusal: the gate was not decided
     assert str(refused.value) == f"run {RUN} is {status}, not waiting for an approval decision"

@@ -1,9 +1,12 @@
-"""Drawings of flows: snapshot tests (set BLOCKYARD_UPDATE_SNAPSHOTS=1 to rewrite them, then review
-the diff)."""
+"""Drawings of flows: snapshot tests (set BLOCKYARD_UPDATE_SNAPSHOTS=1 to rewrite them: each rewrite
+shows its diff in pytest's warnings summary; review it, and test_compile_draw_structure.py checks the
+graph of every drawing and snapshot against the flow's wiring worked out from its YAML)."""
 
 from __future__ import annotations
 
+import difflib
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,11 +79,20 @@ CHILD = """
     """
 
 
+class SnapshotRewritten(UserWarning):
+    """A snapshot was rewritten from the output: its diff, for the person who asked for it to review."""
+
+
 def check(name: str, text: str) -> None:
     path = SNAPSHOTS / name
-    if os.environ.get("BLOCKYARD_UPDATE_SNAPSHOTS"):
+    stored = path.read_text(encoding="utf-8") if path.exists() else ""
+    if os.environ.get("BLOCKYARD_UPDATE_SNAPSHOTS") and text != stored:
+        diff = "".join(difflib.unified_diff(stored.splitlines(keepends=True), text.splitlines(keepends=True),
+                                            f"a/{name}", f"b/{name}"))
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} changed; rerun with BLOCKYARD_UPDATE_SNAPSHOTS=1"
+        warnings.warn(SnapshotRewritten(f"rewrote {name}:\n{diff}"), stacklevel=2)
+        stored = text
+    assert text == stored, f"{name} changed; rerun with BLOCKYARD_UPDATE_SNAPSHOTS=1 and review the diff it shows"
 
 
 @pytest.fixture
@@ -102,6 +114,7 @@ def test_mermaid_and_dot(build: Callable[..., CompiledFlow], flow: str, name: st
 
 
 def test_drawing_is_deterministic(build: Callable[..., CompiledFlow]) -> None:
-    first = build(EVERYTHING, subflows={"child": CHILD})
-    assert first.mermaid() == first.mermaid()
-    assert first.dot() == build(EVERYTHING, subflows={"child": CHILD}).dot()
+    # two compilations of the same flow draw the same text, and that text is the stored snapshot
+    first, second = (build(EVERYTHING, subflows={"child": CHILD}) for _ in range(2))
+    assert first.mermaid() == second.mermaid() == (SNAPSHOTS / "everything.mmd").read_text(encoding="utf-8")
+    assert first.dot() == second.dot() == (SNAPSHOTS / "everything.dot").read_text(encoding="utf-8")

@@ -101,7 +101,7 @@ def test_missing_flow_output_is_named(build: Callable[..., CompiledFlow]) -> Non
     compiled = build("flow: out\noutputs: [n, totl]\nsteps:\n  - {id: s, uses: inc}\n")
     result = run(compiled)
     assert result.error is None
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(RunError, match="flow 'out' finished without output 'totl'") as caught:
         result.outputs  # noqa: B018 - the property raises
     assert str(caught.value) == "flow 'out' finished without output 'totl' (the context has 'n')"
 

@@ -104,7 +104,7 @@ def test_input_the_validator_refuses_is_an_internal_error_if_it_reaches_the_comp
         "blocks/inc.yaml": "block: inc\nkind: transform\noutputs: {n: {type: integer}}\ncompute: {n: '1'}\n",
         "flows/f.yaml": "flow: f\nsteps:\n  - {id: s, uses: inc, goto: nowhere}\n",
     })
-    with pytest.raises(InternalError) as caught:
+    with pytest.raises(InternalError, match="bug: the validator should have refused") as caught:
         compile_flow(make_bundle(load_project(root), "f"))
     assert str(caught.value) == ("bug: the validator should have refused flow 'f', step 's': goto 'nowhere', which "
                                  "is not a step of the flow (BY212, BY213)")

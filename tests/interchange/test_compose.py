@@ -131,7 +131,7 @@ def test_three_wrong_plans_fail_with_the_problems_and_write_nothing(tmp_path: Pa
     assert "error: the model's plan still has 1 problem after 3 rounds; nothing was written:" in err
     assert "error: BY210 steps[0].block_id: step 'write' uses unknown block 'anwser'" in err
     assert "Traceback" not in err and list((root / "flows").iterdir()) == []
-    with pytest.raises(ComposeFailed) as failed:
+    with pytest.raises(ComposeFailed, match="the model's plan still has 1 problem after 3 rounds") as failed:
         asyncio.run(compose(load_project(root), "answer me",
                             StructuredClient(MockGenerator(ModelProfile(provider="mock"),
                                                            run_script=MockScript({"compose": [WRONG]}))),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -50,7 +51,7 @@ def test_endpoint_and_version_from_the_environment(stub: OpenAIStub) -> None:
      "model profile 'azure' (azure) needs `api_version` (or OPENAI_API_VERSION)"),
 ])
 def test_incomplete_profiles_are_clear_errors(fields: dict[str, str], message: str) -> None:
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=re.escape(message)) as caught:
         resolver({}, **fields).for_block(BLOCK)
     assert str(caught.value) == message
 

@@ -50,7 +50,7 @@ def ask(model: Any, **request: Any) -> Any:
 
 
 def failure(model: Any) -> ModelError:
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"model profile 'default' \(google, model 'gemini-2.5-flash'\): ") as caught:
         ask(model)
     return caught.value
 
@@ -138,7 +138,7 @@ def test_a_client_release_that_cannot_fix_the_version_is_named(monkeypatch: pyte
 
     monkeypatch.setattr(langchain_google_genai, "ChatGoogleGenerativeAI", Older)
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"needs langchain-google-genai 4.2.3 or later") as caught:
         ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
     assert str(caught.value) == ("provider 'google' needs langchain-google-genai 4.2.3 or later: "
                                  "pip install -U 'langchain-google-genai>=4.2.3' (model profile 'gemini')")
@@ -207,7 +207,7 @@ def test_the_key_comes_from_google_api_key_by_default(gemini: GeminiStub) -> Non
     profile = ModelProfile(provider="google", name="gemini-2.5-flash", base_url=gemini.base_url)
     config = ConfigSpec(models={"default": profile})
     block = BlockSpec(block="greet", kind="llm")
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="needs an API key: set the environment variable GOOGLE_API_KEY") as caught:
         asyncio.run(ModelResolver(config, env={}).for_block(block).structured(make_request()))
     assert str(caught.value) == ("model profile 'default' (google, model 'gemini-2.5-flash') needs an API key: "
                                  "set the environment variable GOOGLE_API_KEY")
@@ -222,7 +222,7 @@ def test_the_key_comes_from_google_api_key_by_default(gemini: GeminiStub) -> Non
 def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "langchain_google_genai", None)  # as if not installed
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="the google extra is not installed") as caught:
         ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
     assert str(caught.value) == ("provider 'google' (model profile 'gemini'): the google extra is not "
                                  "installed: pip install 'langchain-google-genai>=4.2.3'")

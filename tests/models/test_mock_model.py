@@ -70,7 +70,7 @@ def test_a_scripted_reply_failing_the_schema_is_repaired_by_the_next_one() -> No
 
 def test_a_bad_scripted_reply_twice_is_a_model_output_error() -> None:
     model = mock(replies={"s": ["not json at all"]})
-    with pytest.raises(ModelOutputError) as caught:
+    with pytest.raises(ModelOutputError, match="does not match its outputs, even after a retry") as caught:
         ask(model, MANY)
     assert str(caught.value) == ("flow 'hello', step 's': block 'b' got output from mock model 'mock' that does "
                                  "not match its outputs, even after a retry: the reply is not JSON: "
@@ -84,11 +84,11 @@ def test_json_text_replies_are_parsed() -> None:
 
 def test_scripted_errors_are_classified() -> None:
     model = mock(replies={"s": [{"$error": "rate_limit", "message": "quota"}, {"$error": "boom"}]})
-    with pytest.raises(ModelError) as first:
+    with pytest.raises(ModelError, match="mock model 'mock', step 's': quota") as first:
         ask(model, DECIDE)
     assert str(first.value) == "mock model 'mock', step 's': quota"
     assert is_transient(first.value, ["rate_limit"])
-    with pytest.raises(ModelError) as second:
+    with pytest.raises(ModelError, match="mock model 'mock', step 's': scripted boom error") as second:
         ask(model, DECIDE)
     assert not is_transient(second.value, ["any"])
 

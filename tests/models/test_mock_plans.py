@@ -90,5 +90,5 @@ def test_the_mock_answers_a_compose_request_with_a_valid_plan() -> None:
     # for a schema (names that are no names) do not make a plan
     block = StructuredRequest(flow="f", step="s", block="b", system=None, user=None, output_schema=schema,
                               inputs={"intent": "greet Ada", "catalog": CATALOG})
-    with pytest.raises(ModelOutputError):
+    with pytest.raises(ModelOutputError, match="does not match its outputs, even after a retry"):
         asyncio.run(model.structured(block))

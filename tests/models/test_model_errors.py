@@ -109,7 +109,7 @@ def test_a_real_node_timeout_is_transient() -> None:
     graph.add_node("slow", slow, timeout=0.05)
     graph.add_edge(START, "slow")
     graph.add_edge("slow", END)
-    with pytest.raises(NodeTimeoutError) as caught:
+    with pytest.raises(NodeTimeoutError, match="Node 'slow' exceeded its run timeout") as caught:
         asyncio.run(graph.compile().ainvoke({}))
     assert is_transient(caught.value, ["timeout"])
     assert not is_transient(caught.value, ["server_error"])

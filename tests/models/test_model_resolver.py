@@ -48,7 +48,7 @@ def test_named_and_inline_profiles() -> None:
 
 def test_unknown_profile_suggests_a_name() -> None:
     resolver = ModelResolver(ConfigSpec(models={"fast": ModelProfile(provider="mock")}), env={})
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"uses model profile 'fsat', which blockyard.yaml does not define") as caught:
         resolver.for_block(BLOCK.model_copy(update={"model": "fsat"}))
     assert str(caught.value) == ("block 'greet' uses model profile 'fsat', which blockyard.yaml does not define "
                                  "(did you mean 'fast'?)")
@@ -77,7 +77,7 @@ def test_the_default_openai_profile_talks_to_the_configured_endpoint(stub: OpenA
                     reason="the anthropic extra is installed")
 def test_anthropic_without_the_extra_is_a_clear_error() -> None:
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic", name="claude-sonnet-4-5")})
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="the anthropic extra is not installed") as caught:
         ModelResolver(config, env={}).for_block(BLOCK.model_copy(update={"model": "claude"}))
     assert str(caught.value) == ("provider 'anthropic' (model profile 'claude'): the anthropic extra is not "
                                  "installed: pip install 'langchain-anthropic>=1.0'")

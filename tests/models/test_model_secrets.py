@@ -36,7 +36,7 @@ def test_echoed_key_is_masked(stub: OpenAIStub, openai_model: Any, caplog: pytes
     caplog.set_level(logging.DEBUG)
     model = openai_model()
     stub.queue(echo_key(status))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"model profile 'default' \(openai, model 'stub-model'\): ") as caught:
         asyncio.run(model.structured(make_request()))
 
     assert stub.requests[0].headers["authorization"] == f"Bearer {PLANTED_KEY}"  # it was really sent
@@ -48,14 +48,14 @@ def test_echoed_key_is_masked(stub: OpenAIStub, openai_model: Any, caplog: pytes
 
 def test_key_absent_from_timeout_and_connection_errors(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.structured_output({}, delay=5))
-    with pytest.raises(ModelError) as timeout:
+    with pytest.raises(ModelError, match="the request timed out after") as timeout:
         asyncio.run(openai_model(timeout="100ms").structured(make_request()))
     assert PLANTED_KEY not in everything_about(timeout.value)
 
     profile = ModelProfile(provider="openai", name="m", base_url="http://127.0.0.1:9/v1", api_key_env="K")
     resolver = ModelResolver(ConfigSpec(models={"default": profile}), env={"K": PLANTED_KEY})
     model = resolver.for_block(BlockSpec(block="greet", kind="llm"))
-    with pytest.raises(ModelError) as refused:
+    with pytest.raises(ModelError, match=r"cannot connect to http://127.0.0.1:9/v1") as refused:
         asyncio.run(model.structured(make_request()))
     assert PLANTED_KEY not in everything_about(refused.value, resolver, model, getattr(model, "generator", None))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 from typing import Any, TypedDict
 
 import pytest
@@ -54,7 +55,7 @@ def test_output_failing_the_schema_is_repaired_by_one_retry(stub: OpenAIStub, op
 def test_garbage_twice_is_a_model_output_error(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.text("I'd rather chat about the weather."), Reply.tool_call("greet", "{not json"))
 
-    with pytest.raises(ModelOutputError) as caught:
+    with pytest.raises(ModelOutputError, match="does not match its outputs, even after a retry") as caught:
         ask(openai_model())
     message = str(caught.value)
     assert message.startswith("flow 'hello', step 'greet': block 'greet' got output from openai model "
@@ -82,7 +83,7 @@ def test_no_user_prompt_sends_the_inputs(stub: OpenAIStub, openai_model: Any) ->
 
 def test_server_error_is_transient(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.error_reply(500, "upstream exploded"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"the server failed \(HTTP 500") as caught:
         ask(openai_model())
     assert str(caught.value) == ("flow 'hello', step 'greet': model profile 'default' (openai, model 'stub-model'): "
                                  "the server failed (HTTP 500: upstream exploded)")
@@ -93,7 +94,7 @@ def test_server_error_is_transient(stub: OpenAIStub, openai_model: Any) -> None:
 
 def test_rate_limit_is_transient(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.error_reply(429, "slow down", kind="rate_limit_exceeded"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"rate limited \(HTTP 429") as caught:
         ask(openai_model())
     assert caught.value.kind == "rate_limit"
     assert is_transient(caught.value, ["rate_limit"])
@@ -102,7 +103,7 @@ def test_rate_limit_is_transient(stub: OpenAIStub, openai_model: Any) -> None:
 
 def test_timeout_is_transient(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.structured_output(GOOD, delay=5))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"the request timed out after 0.2s") as caught:
         ask(openai_model(timeout="200ms"))
     assert str(caught.value).endswith("(openai, model 'stub-model'): the request timed out after 0.2s")
     assert is_transient(caught.value, ["timeout"])
@@ -115,7 +116,7 @@ def test_unreachable_server_is_a_connection_error() -> None:
     resolver = ModelResolver(ConfigSpec(models={"local": ModelProfile(provider="openai", name="m", base_url=url)}),
                              env={})
     model = resolver.for_block(BlockSpec(block="greet", kind="llm", model="local"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=r"cannot connect to http://127.0.0.1:") as caught:
         ask(model)
     assert f"cannot connect to {url}" in str(caught.value)
     assert is_transient(caught.value, ["connection"])
@@ -123,7 +124,7 @@ def test_unreachable_server_is_a_connection_error() -> None:
 
 def test_401_is_a_clear_permanent_error(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.error_reply(401, "Incorrect API key provided.", kind="invalid_request_error"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="the server rejected the API key from \\$STUB_KEY") as caught:
         ask(openai_model())
     assert str(caught.value) == (
         "flow 'hello', step 'greet': model profile 'default' (openai, model 'stub-model'): the server rejected "
@@ -138,7 +139,7 @@ def test_401_is_a_clear_permanent_error(stub: OpenAIStub, openai_model: Any) -> 
 ])
 def test_client_errors_are_never_transient(stub: OpenAIStub, openai_model: Any, status: int, text: str) -> None:
     stub.queue(Reply.error_reply(status, "nope"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match=re.escape(f"{text} (HTTP {status}: nope)")) as caught:
         ask(openai_model())
     assert f"{text} (HTTP {status}: nope)" in str(caught.value)
     assert not is_transient(caught.value, ["any", "server_error", "rate_limit", "timeout", "connection"])
@@ -146,13 +147,13 @@ def test_client_errors_are_never_transient(stub: OpenAIStub, openai_model: Any, 
 
 def test_a_reply_that_is_not_a_chat_completion(stub: OpenAIStub, openai_model: Any) -> None:
     stub.queue(Reply.garbage(b"<html>login page</html>"))
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="the server's reply is not a chat completion") as caught:
         ask(openai_model())
     assert "the server's reply is not a chat completion (check base_url " + stub.base_url in str(caught.value)
 
 
 def test_missing_key_names_the_variable(stub: OpenAIStub, openai_model: Any) -> None:
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(ModelError, match="needs an API key: set the environment variable STUB_KEY") as caught:
         ask(openai_model(env={}))
     assert str(caught.value) == ("model profile 'default' (openai, model 'stub-model') needs an API key: "
                                  "set the environment variable STUB_KEY")
@@ -222,7 +223,7 @@ def test_a_401_inside_a_graph_is_not_retried(stub: OpenAIStub, openai_model: Any
     graph.add_edge("call", END)
     stub.queue(Reply.error_reply(401, "bad key"), Reply.structured_output(GOOD))
 
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError, match="the server rejected the API key"):
         asyncio.run(graph.compile().ainvoke({}))
     assert len(stub.requests) == 1
 
@@ -274,7 +275,7 @@ def test_plain_text_is_the_one_text_output(stub: OpenAIStub, openai_model: Any, 
         ask(openai_model())  # greeting + mood: JSON stays required
     number = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     stub.queue(Reply.text("seven"), Reply.text("eight"))
-    with pytest.raises(ModelOutputError):
+    with pytest.raises(ModelOutputError, match="does not match its outputs, even after a retry"):
         ask(openai_model(), schema=number)
 
 

@@ -101,7 +101,7 @@ def test_flow_test_files_refuse_malformed_rules_at_line_and_column(tmp_path: Pat
     path = tmp_path / "flows" / "chat.test.yaml"
     path.write_text("flow: chat\ntests:\n  - name: t\n    replies:\n      s:\n        - when: {regex: '(x'}\n"
                     "          reply: hi\n")
-    with pytest.raises(BlockyardError) as caught:
+    with pytest.raises(BlockyardError, match="regex '\\(x' is not valid RE2") as caught:
         load_tests(path, tmp_path)
     assert "flows/chat.test.yaml:6:" in str(caught.value) and "BY516" in str(caught.value)
     assert "not valid RE2" in str(caught.value)

@@ -229,10 +229,13 @@ EXAMPLE_INPUTS: dict[str, dict[str, Any]] = {
 }
 
 
+TIMINGS = ("duration_ms", "now", "latency_ms", "ttft_ms")
+
+
 def _trace(api: Yard, run_id: str) -> list[tuple[str, str | None, Any]]:
-    def plain(value: Any) -> Any:  # without timings and the clock tool's reading (research's `stamp`)
+    def plain(value: Any) -> Any:  # without timings (of steps, model calls) and the clock tool's reading (`stamp`)
         if isinstance(value, dict):
-            return {key: plain(item) for key, item in value.items() if key not in ("duration_ms", "now")}
+            return {key: plain(item) for key, item in value.items() if key not in TIMINGS}
         return [plain(item) for item in value] if isinstance(value, list) else value
 
     # in order per step, item and tool call: team_report's sub-agents, swe_team's map items and an

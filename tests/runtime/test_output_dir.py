@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_an_output_folder_outside_the_yard_is_a_usage_error(make_yard: MakeYard,
     assert done.code == 2
     assert done.err.strip().splitlines()[-1] == message
     assert list(outside.iterdir()) == []
-    with Yard.load(root) as yard, pytest.raises(UsageError):
+    with Yard.load(root) as yard, pytest.raises(UsageError, match=re.escape(message.removeprefix("error: "))):
         yard.run("code", output_dir=given)
 
 

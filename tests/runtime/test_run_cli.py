@@ -19,9 +19,17 @@ def test_hello_prints_json_events(yard: Path, cli: Cli) -> None:
     # the mock streams the llm reply word by word, as a real model's (docs/models.md, "Token streaming")
     assert [(e["type"], e["step"]) for e in events] == [
         ("run_started", None), ("step_started", "greet"), ("token", "greet"), ("token", "greet"),
-        ("step_finished", "greet"), ("step_started", "shout"), ("step_finished", "shout"), ("run_finished", None)]
+        ("model_call", "greet"), ("step_finished", "greet"), ("step_started", "shout"), ("step_finished", "shout"),
+        ("run_finished", None)]
     assert "".join(e["data"]["text"] for e in events if e["type"] == "token") == "greet: name=Ada"
-    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    # the mock's usage is deterministic (about four characters a token), its price nothing
+    call = next(e["data"] for e in events if e["type"] == "model_call")
+    timings = {key: call.pop(key) for key in ("latency_ms", "ttft_ms")}
+    assert call == {"block": "greet", "purpose": "block", "provider": "mock", "model": "mock", "profile": "default",
+                    "input_tokens": 3, "output_tokens": 8, "cached_tokens": 0, "reasoning_tokens": 0,
+                    "cost_usd": 0.0, "price_source": "mock", "ok": True}
+    assert 0 <= timings["ttft_ms"] <= timings["latency_ms"]  # streamed: its first token came before its end
     assert {e["run_id"] for e in events} == {events[0]["run_id"]}
     assert all(set(e) == {"type", "run_id", "seq", "step", "time", "data"} for e in events)
     assert events[-1]["data"]["outputs"] == {"greeting": "greet: name=Ada", "loud": "GREET: NAME=ADA", "words": 2}

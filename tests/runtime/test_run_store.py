@@ -158,7 +158,7 @@ def test_sqlite_errors_are_not_swallowed(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "s.db")
     try:
         db.writer.write_sync(store.save_definition("d1", "hello", 1, "{}", now_iso()), store.insert_run(record()))
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(sqlite3.IntegrityError, match=r"UNIQUE constraint failed: runs.id"):
             db.writer.write_sync(store.insert_run(record()))
     finally:
         db.close()

@@ -30,7 +30,7 @@ def test_table_filters_and_show(yard: Path, cli: Cli) -> None:
     bad = cli(yard, "run", "fragile", "--run-id", "second-run")
     assert (ok.code, bad.code) == (0, 1)
     lines = cli(yard, "runs").out.splitlines()
-    assert lines[0].split() == ["ID", "FLOW", "STATUS", "STARTED", "DURATION", "DETAIL"]
+    assert lines[0].split() == ["ID", "FLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "DETAIL"]
     assert [line.split()[:3] for line in lines[1:]] == [["second-run", "fragile@1", "failed"],
                                                        ["first-run", "calc@1", "finished"]]
     assert lines[1].endswith("step 'boom': tool 'explode' failed: RuntimeError: the fuse is lit")

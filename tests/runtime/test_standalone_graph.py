@@ -93,7 +93,7 @@ def test_the_flow_graph_speaks_the_flows_inputs_and_outputs(example: Path) -> No
 
         # the steps' events come through LangGraph's custom stream mode (from the flow's subgraph)
         assert [(e["type"], e["step"]) for e in asyncio.run(custom()) if e["type"] != "token"] == \
-            [("step_started", "greet"), ("step_finished", "greet"), ("step_started", "shout"),
+            [("step_started", "greet"), ("model_call", "greet"), ("step_finished", "greet"), ("step_started", "shout"),
              ("step_finished", "shout")]
     assert not (example / ".blockyard" / "state.db").exists()  # a standalone graph keeps nothing of ours
 

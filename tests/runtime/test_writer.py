@@ -129,7 +129,7 @@ def test_close_commits_what_is_queued_then_refuses(tmp_path: Path) -> None:
         w.write_nowait(insert(i))
     w.close()
     assert len(rows(path)) == 100
-    with pytest.raises(WriterClosed):
+    with pytest.raises(WriterClosed, match="the state database is closed"):
         w.write_nowait(insert(1000))
     w.close()  # idempotent
 

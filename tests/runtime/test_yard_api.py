@@ -43,7 +43,8 @@ def test_astream_yields_the_events_in_order(yard: Path) -> None:
             return [event async for event in api.astream("hello", {"name": "Ada"}, run_id="mine")]
 
     events = asyncio.run(main())
-    assert [e.seq for e in events] == list(range(1, 9))  # two of them tokens of the mock's reply
+    assert [e.seq for e in events] == list(range(1, 10))  # two of them tokens of the mock's reply
+    assert [e.type for e in events].count("model_call") == 1  # the one model call, with its usage
     assert {e.run_id for e in events} == {"mine"}
     assert events[-1].data["outputs"]["loud"] == "GREET: NAME=ADA"
 
@@ -78,11 +79,11 @@ def test_failed_results_and_usage_errors(yard: Path) -> None:
 def test_a_broken_flow_is_refused_when_run_not_at_load(yard: Path) -> None:
     (yard / "flows" / "bad.yaml").write_text("flow: bad\nsteps: []\n")
     with Yard.load(yard) as api:  # a broken flow stops itself, not the yard (docs/runtime.md)
-        with pytest.raises(ValidationFailed) as caught:
+        with pytest.raises(ValidationFailed, match="'steps' must not be empty") as caught:
             api.run("bad")
         assert {d.file for d in caught.value.diagnostics} == {"flows/bad.yaml"}
         assert api.run("calc", {"n": 1}).status == "finished"
-        with pytest.raises(ValidationFailed):
+        with pytest.raises(ValidationFailed, match="'steps' must not be empty"):
             api.validate()  # with no flow named: every error of the yard
 
 

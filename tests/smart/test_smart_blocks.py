@@ -134,7 +134,7 @@ def test_without_the_extra_a_smart_block_does_not_compile(make_yard: Yard, monke
 
     monkeypatch.setattr(smart, "dspy_installed", lambda: False)
     root = smart_yard(make_yard)
-    with pytest.raises(CompileError) as caught:
+    with pytest.raises(CompileError, match="the dspy extra is not installed") as caught:
         compile_flow(make_bundle(load_project(root), "sum"))
     assert str(caught.value) == ("flow 'sum', step 's': block 'tldr' is a smart block, which needs DSPy, and the "
                                  "dspy extra is not installed: pip install 'dspy>=2.6'")
@@ -175,7 +175,7 @@ def test_a_compiled_program_linking_out_of_the_yard_is_not_pinned(make_yard: Yar
     outside = tmp_path / "stolen.json"
     outside.write_text('{"secret": "ghp_SECRETTOKEN42"}\n', encoding="utf-8")
     (root / "blocks" / "tldr.dspy.json").symlink_to(outside)
-    with pytest.raises(UsageError) as caught:
+    with pytest.raises(UsageError, match="resolves outside the yard; it is not read") as caught:
         make_bundle(load_project(root), "sum")
     assert str(caught.value) == ("block 'tldr': symbolic link blocks/tldr.dspy.json resolves outside the yard; "
                                  "it is not read")

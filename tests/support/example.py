@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("blocks", "flows", "prompts", "schemas")
+FOLDERS = ("blocks", "flows", "prompts", "schemas", "evals")
 
 
 def copy_example_yard(dest: Path) -> Path:

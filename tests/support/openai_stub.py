@@ -69,6 +69,9 @@ class Reply:
     delay: float = 0.0
     chunk_delay: float = 0.0  # streamed replies: the pause before each chunk after the first
     responder: Callable[[RecordedRequest], Reply] | None = None
+    # the token counts reported: (prompt, completion, cached, reasoning); with a stream, only when the
+    # client asks (`stream_options.include_usage`), in a last chunk without choices, as OpenAI does
+    usage: tuple[int, int, int, int] | None = (10, 5, 0, 0)  # None: a server that reports no usage
 
     @classmethod
     def text(cls, content: str, *, delay: float = 0.0) -> Reply:
@@ -260,8 +263,15 @@ def _completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
         "created": int(time.time()),
         "model": _model(request),
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        **({"usage": _usage(reply.usage)} if reply.usage is not None else {}),
     }
+
+
+def _usage(usage: tuple[int, int, int, int]) -> dict[str, Any]:
+    prompt, completion, cached, reasoning = usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 
 def _chunks(request: RecordedRequest, reply: Reply) -> Iterator[dict[str, Any]]:
@@ -280,6 +290,10 @@ def _chunks(request: RecordedRequest, reply: Reply) -> Iterator[dict[str, Any]]:
         for piece in _pieces(args):
             yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if calls else "stop")
+    options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+    if isinstance(options, dict) and options.get("include_usage") and reply.usage is not None:
+        yield {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
+               "model": _model(request), "choices": [], "usage": _usage(reply.usage)}
 
 
 def _pieces(text: str, size: int = 7) -> Iterator[str]:

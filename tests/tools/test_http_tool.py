@@ -47,7 +47,7 @@ def test_error_statuses_are_results(web: LoopbackServer, tmp_path: Path) -> None
 
 
 def test_hosts_not_allowed_are_refused(web: LoopbackServer, tmp_path: Path) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match=r"host '127.0.0.1' is not in http.allowed_hosts") as caught:
         request(registry(tmp_path, allowed_hosts=["api.example.com"]), url=web.url("/hello"))
     assert str(caught.value) == "tool 'http_request': host '127.0.0.1' is not in http.allowed_hosts of blockyard.yaml"
     with pytest.raises(ToolError, match=re.escape("none are allowed yet")):
@@ -69,7 +69,7 @@ def test_body_is_truncated_at_max_bytes(web: LoopbackServer, tmp_path: Path) -> 
 
 
 def test_timeout_is_a_tool_error(web: LoopbackServer, tmp_path: Path) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="timed out after 200ms") as caught:
         request(registry(tmp_path, allowed_hosts=["127.0.0.1"], timeout="200ms"), url=web.url("/slow"))
     assert str(caught.value) == f"tool 'http_request': GET {web.url('/slow')} timed out after 200ms"
 

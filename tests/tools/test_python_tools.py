@@ -90,7 +90,7 @@ def test_installed_packages_are_allowed(code_yard: Yard) -> None:
 
 def test_unreadable_hints_need_declared_parameters(code_yard: Yard) -> None:
     config, root = code_yard({}, **tools(pick="jsonschema.validators:validator_for"))
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match=r"cannot read the type hints of jsonschema.validators:validator_for") as caught:
         build_registry(config, root)
     assert str(caught.value) == ("tool 'pick': cannot read the type hints of jsonschema.validators:validator_for "
                                  "(name 'Validator' is not defined); declare `parameters` for the tool in "
@@ -134,7 +134,7 @@ def test_a_reload_sees_edited_code(code_yard: Yard, monkeypatch: pytest.MonkeyPa
 def test_load_errors_name_the_tool_and_the_path(code_yard: Yard, files: dict[str, str], target: str,
                                                 message: str) -> None:
     config, root = code_yard(files, **tools(mytool=target))
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match=r"^tool 'mytool': ") as caught:
         build_registry(config, root)
     text = str(caught.value)
     assert text.startswith("tool 'mytool': ")
@@ -147,7 +147,7 @@ def test_modules_outside_the_code_folder_are_refused(code_yard: Yard, tmp_path: 
     (stray / "stray_tools.py").write_text("def f() -> int:\n    return 1\n")
     sys.path.insert(0, str(stray))
     config, root = code_yard({}, **tools(f="stray_tools:f"))
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="which is neither in the yard") as caught:
         build_registry(config, root)
     assert str(caught.value) == (f"tool 'f': module 'stray_tools' was found at {stray / 'stray_tools.py'}, which "
                                  f"is neither in the yard's code folder {(root / 'code').resolve()} nor an "
@@ -195,7 +195,7 @@ def test_a_module_file_linking_out_of_the_code_folder_is_refused_before_it_runs(
     module, marker = _outside_module(tmp_path)
     config, root = code_yard({}, **tools(f="weather:f"))
     (root / "code" / "weather.py").symlink_to(module)
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match=r"symbolic link code/weather.py resolves outside") as caught:
         build_registry(config, root)
     assert str(caught.value) == ("tool 'f': symbolic link code/weather.py resolves outside the yard's code folder; "
                                  "it is not read")
@@ -224,7 +224,7 @@ def test_packages_and_code_folders_linking_out_are_refused(code_yard: Yard, tmp_
         (module.parent / "acme" / "text.py").write_text(module.read_text(encoding="utf-8"), encoding="utf-8")
         (root / "code").symlink_to(module.parent, target_is_directory=True)
         expected = "symbolic link code (the code folder) resolves outside the yard"
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="resolves outside the yard") as caught:
         build_registry(config, root)
     assert str(caught.value) == f"tool 'f': {expected}; it is not read"
     assert not marker.exists()

@@ -57,13 +57,13 @@ def test_async_tools_are_awaited() -> None:
     ({"a": 1, "c": 2}, "tool 'add': invalid arguments: Additional properties are not allowed ('c' was unexpected)"),
 ])
 def test_arguments_are_validated_before_the_call(args: dict[str, Any], message: str) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match=r"^tool 'add': invalid arguments: ") as caught:
         call(ToolRegistry(ConfigSpec(), [adder()]), "add", **args)
     assert str(caught.value) == message
 
 
 def test_unknown_tool_suggests_a_name() -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="unknown tool 'ad'") as caught:
         call(ToolRegistry(ConfigSpec(), [adder()]), "ad", a=1)
     assert str(caught.value) == "unknown tool 'ad' (did you mean 'add'?)"
 
@@ -73,7 +73,7 @@ def test_exceptions_are_wrapped_naming_the_tool() -> None:
         raise KeyError("missing")
 
     tool = Tool("broken", "Fails.", {"type": "object"}, broken)
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(ToolError, match="tool 'broken' failed: KeyError") as caught:
         call(ToolRegistry(ConfigSpec(), [tool]), "broken")
     assert str(caught.value) == "tool 'broken' failed: KeyError: 'missing'"
     assert isinstance(caught.value.__cause__, KeyError)

@@ -77,6 +77,7 @@ def test_example_files_name_their_schema_for_editors(path: Path) -> None:
 
 def test_starter_files_name_their_schema_by_relative_path() -> None:
     kinds = {"blockyard.yaml": "config", "blocks/greet.yaml": "block", "flows/hello.yaml": "flow"}
+    assert set(FILES) == set(kinds)
     for name, text in FILES.items():
         depth = "../" * name.count("/")
         assert text.splitlines()[0] == f"# yaml-language-server: $schema={depth}schemas/{kinds[name]}.schema.json"

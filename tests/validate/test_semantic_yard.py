@@ -32,7 +32,9 @@ def test_example_yard_validates_without_any_finding() -> None:
 
 def test_example_files_carry_the_schema_line() -> None:
     for folder, kind in (("blocks", "block"), ("flows", "flow")):
-        for path in sorted((REPO / folder).glob("*.yaml")):
+        paths = sorted((REPO / folder).glob("*.yaml"))
+        assert len(paths) > 5, folder  # the example yard's files: a glob of nothing would check nothing
+        for path in paths:
             first = path.read_text(encoding="utf-8").splitlines()[0]
             schema = "flowtest" if path.name.endswith(".test.yaml") else kind
             assert first == f"# yaml-language-server: $schema=../schemas/{schema}.schema.json", path.name
@@ -88,7 +90,9 @@ def test_every_semantic_code_has_an_invalid_example() -> None:
 
 
 def test_severity_in_examples_follows_the_registry() -> None:
-    for path in EXAMPLES.glob("invalid/semantic_*/expected.txt"):
+    paths = sorted(EXAMPLES.glob("invalid/semantic_*/expected.txt"))
+    assert len(paths) > 20  # a glob of nothing would check nothing
+    for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
             severity, code = re.search(r" (error|warning) (BY\d{3}) ", line).groups()  # type: ignore[union-attr]
             assert (severity == "warning") == (code in WARNINGS), line

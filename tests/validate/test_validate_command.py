@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def test_usage_errors(yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[st
     monkeypatch.chdir(yard.parent)
     if message.startswith("plain is not inside a yard") and find_root(yard.parent) is not None:
         skip_or_fail("the temporary folder lies inside a yard")
-    with pytest.raises(UsageError) as caught:
+    with pytest.raises(UsageError, match=re.escape(message)) as caught:
         validate_command([Path(a) for a in args], "text", Path(root) if root else None)
     assert str(caught.value) == message
     assert caught.value.exit_code == 2

@@ -172,7 +172,9 @@ def test_an_explicit_path_that_is_a_link_out_is_reported_not_followed(
         yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     (yard / "flows" / "evil.yaml").symlink_to(secret / "token.yaml")
     (yard / "flows" / "gone.yaml").symlink_to(yard / "nowhere.yaml")
-    for fmt, (code, printed) in every_format(yard, monkeypatch, capsys, ("flows/evil.yaml", "flows/gone.yaml")).items():
+    printed_by_format = every_format(yard, monkeypatch, capsys, ("flows/evil.yaml", "flows/gone.yaml"))
+    assert set(printed_by_format) == set(FORMATS)
+    for fmt, (code, printed) in printed_by_format.items():
         assert code == 1 and SECRET not in printed and str(secret) not in printed, fmt
         assert "flows/evil.yaml" in printed and "flows/gone.yaml" in printed and "BY008" in printed, fmt
 

@@ -37,7 +37,7 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
         return AzureChatOpenAI(azure_deployment=deployment, model=deployment, azure_endpoint=endpoint,
                                api_version=version, api_key=key, temperature=profile.temperature,
                                max_tokens=profile.max_tokens, timeout=timeout, max_retries=profile.max_retries or 0,
-                               default_headers=profile.headers)
+                               default_headers=profile.headers, stream_usage=True)  # usage in streams too
 
     return ChatGenerator(provider="azure", model=deployment, profile=name, factory=client, env=env,
                          key_env=profile.api_key_env or DEFAULT_KEY_ENV, base_url=endpoint, timeout=timeout)

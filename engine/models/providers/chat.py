@@ -12,6 +12,7 @@ so a rotated key takes effect without a restart and no key is kept outside the c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from typing import Any
 
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
+from engine.models.calls import tokens_of
 from engine.models.errors import ModelError, failure_kind, status_kind, status_of
 from engine.models.secrets import fingerprint, public_url, read_key, redact
 from engine.models.streaming import ReplyStream, text_field
@@ -74,7 +76,7 @@ class ChatGenerator:
                 reply = await _streamed(bound, messages(request, turns), stream)
         except Exception as exc:  # every provider failure becomes one clear ModelError
             raise self._failure(exc, key, request) from None
-        return candidate(reply, name)
+        return dataclasses.replace(candidate(reply, name), usage=tokens_of(reply))
 
     async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> Any:
         """One agent turn: the conversation with the request's tools bound, streamed when `on_token`

@@ -8,6 +8,7 @@ precedence; a scripted reply goes through the same validation and repair as a re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import sys
@@ -16,7 +17,9 @@ from typing import Any
 
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
+from engine.models.calls import Tokens
 from engine.models.errors import TRANSIENT_KINDS, ModelError
+from engine.models.mock_judge import judge_verdict
 from engine.models.mock_plans import compose_plan
 from engine.models.mock_values import fake, seed_of, summarize
 from engine.models.providers.chat import function_name, messages, text_of
@@ -40,6 +43,11 @@ class MockGenerator:
     def __repr__(self) -> str:
         return f"MockGenerator(model={self.model!r}, delay={self.delay!r})"
 
+    @property
+    def scripted(self) -> bool:
+        """Whether replies come from a script, by the order of the calls (never kept in a response cache)."""
+        return self.run_script is not None or self.profile_script is not None
+
     async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         """A scripted reply or generated outputs; with `request.on_token`, the single text output (or
         a plain-text reply) is streamed word by word, as a real model's would be. Inside a LangChain
@@ -56,7 +64,9 @@ class MockGenerator:
         if in_langchain_run():
             calls = [(function_name(request.block), found.value)] if found.parsed and not words else []
             await self._replay(messages(request, turns), words or ([found.text] if found.text else []), calls)
-        return found
+        said = len(found.text) if found.text is not None else _chars(found.value)
+        return dataclasses.replace(found, usage=Tokens(input=mock_tokens(_asked_chars(request, turns)),
+                                                       output=mock_tokens(said), cached=0, reasoning=0))
 
     async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         found, reply = await self._script_reply(request, lambda: sent_text(messages(request, turns)), not turns)
@@ -64,6 +74,8 @@ class MockGenerator:
             return self._scripted(reply, request)
         if request.purpose == "compose":
             return Candidate.of_value(compose_plan(request.inputs))
+        if request.purpose == "judge":  # an eval's judge: a score by a rule (engine/models/mock_judge.py)
+            return Candidate.of_value(judge_verdict(request.inputs))
         label = f"{request.block}: {summarize(request.inputs)}"
         return Candidate.of_value(fake(request.output_schema, seed=seed_of(request.block, request.inputs),
                                        label=label))
@@ -85,6 +97,11 @@ class MockGenerator:
                 on_token(word)
         if in_langchain_run():
             await self._replay(list(request.messages), words, [(c["name"], c["args"]) for c in message.tool_calls])
+        asked = sum(len(text_of(getattr(item, "content", ""))) for item in request.messages)
+        said = len(text_of(message.content)) + _chars([call["args"] for call in message.tool_calls])
+        inputs, outputs = mock_tokens(asked), mock_tokens(said)
+        message.usage_metadata = {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs,
+                                  "input_token_details": {"cache_read": 0}, "output_token_details": {"reasoning": 0}}
         return message
 
     async def _replay(self, chat: list[Any], words: list[str], calls: list[tuple[str, Any]]) -> None:
@@ -134,6 +151,28 @@ class MockGenerator:
             # a decide block's single enum output can be scripted as just the choice
             return Candidate.of_value({next(iter(properties)): reply})
         return Candidate.of_text(reply) if isinstance(reply, str) else Candidate.of_value(reply)
+
+
+def mock_tokens(chars: int) -> int:
+    """The token count the mock reports for a text: about four characters a token, as for English
+    text with OpenAI's tokenizers — deterministic, so that usage, cost and budgets are tested offline."""
+    return max(1, (chars + 3) // 4)
+
+
+def _chars(value: Any) -> int:
+    """The length of a reply value as JSON; a value JSON cannot write (an integer of 5,000 digits, which the
+    step refuses anyway) counts nothing rather than failing the count."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except ValueError:
+        return 0
+
+
+def _asked_chars(request: StructuredRequest, turns: tuple[Turn, ...]) -> int:
+    """The characters a provider would be sent (without building the LangChain messages)."""
+    user = request.user or json.dumps(request.inputs, ensure_ascii=False, default=str)
+    return (len(request.system or "") + sum(len(text) for _, text in request.history) + len(user)
+            + sum(len(turn.text) for turn in turns))
 
 
 def in_langchain_run() -> bool:

@@ -3,6 +3,10 @@
 A thread's conversation comes from the messages table (engine/state/messages.py): each finished turn is a
 human message and an AI message, with ids made from the turn's run id, so the ids a stream gives the reply
 while it is written are the ids the thread's state shows afterwards.
+
+An AI message's `usage_metadata` (LangChain's shape) is what its turn's model calls used: a turn's reply carries
+the totals of the turn's run over all its executions (the `runs` row, or its `model_call` events as a stream
+goes), a step's streamed message the model calls of that step; None when no model was called.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from engine.pinned import Bundle
 from engine.serve.problems import ApiError
 from engine.state.messages import Message
+from engine.usage import SPEND_KEYS, Spend
 
 HUMAN_TYPES = ("human", "user")
 
@@ -30,17 +35,35 @@ def human(content: str, message_id: str) -> dict[str, Any]:
             "response_metadata": {}, "example": False}
 
 
-def ai(content: str, message_id: str, chunk: bool = False) -> dict[str, Any]:
+def ai(content: str, message_id: str, chunk: bool = False, usage: Spend | None = None) -> dict[str, Any]:
     return {"type": "AIMessageChunk" if chunk else "ai", "content": content, "id": message_id, "name": None,
             "additional_kwargs": {}, "response_metadata": {}, "example": False, "tool_calls": [],
-            "invalid_tool_calls": [], "usage_metadata": None, **({"tool_call_chunks": []} if chunk else {})}
+            "invalid_tool_calls": [], "usage_metadata": usage_metadata(usage),
+            **({"tool_call_chunks": []} if chunk else {})}
 
 
-def from_row(message: Message) -> dict[str, Any]:
-    """One row of the messages table as a LangChain message."""
+def usage_metadata(spend: Spend | None) -> dict[str, Any] | None:
+    """Model calls' totals as LangChain's `UsageMetadata`; None without model calls (a turn that called no
+    model, a turn recorded before usage was)."""
+    if spend is None or spend.model_calls == 0:
+        return None
+    return {"input_tokens": spend.input_tokens, "output_tokens": spend.output_tokens, "total_tokens": spend.tokens,
+            "input_token_details": {"cache_read": spend.cached_tokens},
+            "output_token_details": {"reasoning": spend.reasoning_tokens}}
+
+
+def spend_of(record: object) -> Spend:
+    """The totals a run record (`RunRecord`) or a run's JSON carries."""
+    if isinstance(record, Mapping):
+        return Spend.of(record)
+    return Spend.of({key: getattr(record, key, None) for key in SPEND_KEYS})
+
+
+def from_row(message: Message, usage: Spend | None = None) -> dict[str, Any]:
+    """One row of the messages table as a LangChain message; `usage`: what the turn of an AI message spent."""
     if message.role == "user":
         return human(message.content, human_id(message.run_id))
-    return ai(message.content, ai_id(message.run_id))
+    return ai(message.content, ai_id(message.run_id), usage=usage)
 
 
 def message_input(bundle: Bundle) -> str | None:

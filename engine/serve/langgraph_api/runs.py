@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from engine.errors import BlockyardError
-from engine.events import RunStatus, now_iso
+from engine.events import MODEL_CALL, RunStatus, now_iso
 from engine.serve.bodies import read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
@@ -40,6 +40,8 @@ from engine.serve.sse import HEADERS
 from engine.state import store, threads
 from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status
+from engine.telemetry.traceparent import HEADER as TRACEPARENT
+from engine.usage import Spend
 
 router = APIRouter(tags=["langgraph: runs"])
 DEFAULT_MODES = ("values",)  # what a run streams when its request names no stream_mode
@@ -79,7 +81,7 @@ async def _last_seq(server: Server, run_id: str) -> int:
     return events[-1]["seq"] if events else 0
 
 
-async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Started:
+async def _start(server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None) -> Started:
     entry = server.flow(body.assistant_id)  # 404 unknown_flow first
     wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
     if body.multitask_strategy in ("interrupt", "rollback"):
@@ -110,7 +112,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Star
         last = view.last
         asked = decision(resume, [str(gate.get("interrupt_id")) for gate in view.gates])
         after = await _last_seq(server, last.id)
-        job = await server.resume_run(last.id, asked)
+        job = await server.resume_run(last.id, asked, traceparent=traceparent)
         _remember_modes(last.id, modes(body.stream_mode))
         earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
         return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
@@ -124,7 +126,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate) -> Star
         if going_on and body.multitask_strategy == "reject":
             raise conflict("thread_busy", f"thread '{thread_id}' has a run going on; wait for it, or send "
                                           "multitask_strategy: enqueue")
-    job = await server.start_run(entry, inputs, thread=thread_id)
+    job = await server.start_run(entry, inputs, thread=thread_id, traceparent=traceparent)
     _remember_modes(job.run_id, modes(body.stream_mode))
     if view is not None:
         before: list[dict[str, Any]] | None = state.values(view)["messages"]
@@ -142,12 +144,14 @@ def _where(thread_id: str | None, run_id: str) -> str:
 def _stream(server: Server, started: Started, resume: Resume | None = None, fresh: bool = True,
             headers: dict[str, str] | None = None) -> EventSourceResponse:
     job_id = started.translator.run_id
-    events = follow(job_id, resume.after if resume else started.after, server.broker, trace_reader(server),
-                    until_pause=True, poll=server.settings.poll)
+    after = resume.after if resume else started.after
+    events = follow(job_id, after, server.broker, trace_reader(server), until_pause=True, poll=server.settings.poll)
 
     async def messages() -> AsyncIterator[ServerSentEvent]:
         if fresh:
             yield started.translator.metadata()
+        if after > 0:  # the reply's usage counts the model calls before the events this stream follows
+            started.translator.spent = await _spent_until(server, job_id, after)
         async for event in events:
             for message in started.translator.messages_of(event, resume):
                 yield message
@@ -159,6 +163,15 @@ def _stream(server: Server, started: Started, resume: Resume | None = None, fres
                 yield sse("error", {"error": shown.code, "message": shown.message})
 
     return EventSourceResponse(messages(), ping=server.settings.sse_ping, headers={**HEADERS, **(headers or {})})
+
+
+async def _spent_until(server: Server, run_id: str, seq: int) -> Spend:
+    """What the run's model calls up to event `seq` spent (its model_call events in the trace)."""
+    spent = Spend()
+    for event in await service(server).events(run_id, 0):
+        if event["type"] == MODEL_CALL and event["seq"] <= seq:
+            spent.add(event["data"])
+    return spent
 
 
 def _stream_headers(started: Started) -> dict[str, str]:
@@ -190,7 +203,9 @@ async def _values_after(server: Server, thread_id: str | None, result: dict[str,
             found["__interrupt__"] = state.interrupts(view)
     else:
         assert translator is not None
-        found = translator.values(result.get("outputs") if status == RunStatus.FINISHED else None)
+        stored = await service(server).get_run(translator.run_id)  # the reply's usage: the run's totals
+        found = translator.values(result.get("outputs") if status == RunStatus.FINISHED else None,
+                                  Spend.of(stored) if stored is not None else None)
     if status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
         found["__error__"] = {"error": "RunFailed" if status == RunStatus.FAILED else "RunInterrupted",
                               "message": str(result.get("error") or status)}
@@ -198,6 +213,11 @@ async def _values_after(server: Server, thread_id: str | None, result: dict[str,
 
 
 # ---- creating runs ------------------------------------------------------------------------------
+
+def _traceparent(request: Request) -> str | None:
+    """The caller's W3C trace, which the run's trace continues (engine/telemetry; an invalid one is ignored)."""
+    return request.headers.get(TRACEPARENT)
+
 
 async def _body(request: Request) -> RunCreate:
     body = await read_body(request, RunCreate)
@@ -208,13 +228,13 @@ async def _body(request: Request) -> RunCreate:
 
 @router.post("/threads/{thread_id}/runs", summary="Start a run on a thread in the background")
 async def create(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, thread_id, await _body(request))
+    started = await _start(server, thread_id, await _body(request), _traceparent(request))
     return await _created(server, started)
 
 
 @router.post("/runs", summary="Start a run without a thread in the background")
 async def create_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    return await _created(server, await _start(server, None, await _body(request)))
+    return await _created(server, await _start(server, None, await _body(request), _traceparent(request)))
 
 
 async def _created(server: Server, started: Started) -> JSONResponse:
@@ -230,19 +250,19 @@ async def _created(server: Server, started: Started) -> JSONResponse:
 @router.post("/threads/{thread_id}/runs/stream", summary="Start a run on a thread and stream it",
              response_model=None)
 async def create_stream(thread_id: str, request: Request, server: ServerDep) -> Response:
-    started = await _start(server, thread_id, await _body(request))
+    started = await _start(server, thread_id, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
 @router.post("/runs/stream", summary="Start a run without a thread and stream it", response_model=None)
 async def create_stream_stateless(request: Request, server: ServerDep) -> Response:
-    started = await _start(server, None, await _body(request))
+    started = await _start(server, None, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
 @router.post("/threads/{thread_id}/runs/wait", summary="Start a run on a thread and wait for its values")
 async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, thread_id, await _body(request))
+    started = await _start(server, thread_id, await _body(request), _traceparent(request))
     where = _where(thread_id, started.translator.run_id)
     return JSONResponse(await _final(server, started), headers={"Content-Location": where,
                                                                 "Location": f"{where}/join"})
@@ -250,7 +270,7 @@ async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JS
 
 @router.post("/runs/wait", summary="Start a run without a thread and wait for its values")
 async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, None, await _body(request))
+    started = await _start(server, None, await _body(request), _traceparent(request))
     return JSONResponse(await _final(server, started),
                         headers={"Content-Location": _where(None, started.translator.run_id)})
 

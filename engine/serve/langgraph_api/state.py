@@ -78,14 +78,20 @@ def metadata(view: ThreadView) -> dict[str, Any]:
 
 def _messages_until(view: ThreadView, run: RunRecord | None) -> list[dict[str, Any]]:
     """The conversation as it stood after `run` (the latest turn: None): its finished turns, and a turn that
-    did not finish as its human message."""
+    did not finish as its human message. An AI message carries its turn's usage (the run's totals)."""
+    turns = {r.id: r for r in view.runs}
+
+    def shown_as(message: Message) -> dict[str, Any]:
+        turn = turns.get(message.run_id)
+        return lc.from_row(message, lc.spend_of(turn) if turn is not None else None)
+
     if run is None:
-        shown = [lc.from_row(message) for message in view.messages]
+        shown = [shown_as(message) for message in view.messages]
         pending = view.last
     else:
         position = {r.id: n for n, r in enumerate(reversed(view.runs))}
         upto = position[run.id]
-        shown = [lc.from_row(m) for m in view.messages if position.get(m.run_id, -1) <= upto]
+        shown = [shown_as(m) for m in view.messages if position.get(m.run_id, -1) <= upto]
         pending = run
     if pending is not None and effective_status(pending) != RunStatus.FINISHED:
         shown.append(lc.human(threads.turn_text(pending.inputs), lc.human_id(pending.id)))

@@ -4,8 +4,10 @@
 | --- | --- |
 | `values` | the state when the run starts and when it ends; `{"__interrupt__": [...]}` when it waits at a gate |
 | `updates` | `{step: outputs}` as each step finishes; `{"__interrupt__": [...]}` at a gate |
-| `messages-tuple` | each token as `messages` `[AIMessageChunk, metadata]` |
-| `messages` | `messages/metadata`, then `messages/partial` (the reply so far), `messages/complete` per step |
+| `messages-tuple` | each token as `messages` `[AIMessageChunk, metadata]`; as a step ends, a last empty chunk |
+|                  | with the `usage_metadata` of its model calls |
+| `messages` | `messages/metadata`, then `messages/partial` (the reply so far), `messages/complete` per step (with |
+|            | the step's `usage_metadata`) |
 | `custom` | the events steps publish with `emit:`, their data as it is |
 | `events` | LangChain's stream events: `on_chain_start`/`on_chain_end` (the flow, its steps), |
 |          | `on_chat_model_stream`, `on_tool_start`, `on_custom_event` |
@@ -28,6 +30,7 @@ from sse_starlette import ServerSentEvent
 from engine.events import (
     APPROVAL_REQUIRED,
     EVENT_TYPES,
+    MODEL_CALL,
     RUN_FAILED,
     RUN_FINISHED,
     RUN_STARTED,
@@ -43,6 +46,7 @@ from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.problems import ApiError
 from engine.serve.sse import MAX_SEQ
 from engine.state import threads
+from engine.usage import Spend
 
 SUPPORTED_MODES = frozenset({"values", "updates", "messages", "messages-tuple", "custom", "events"})
 
@@ -93,21 +97,28 @@ class Translator:
     inputs: dict[str, Any]
     before: list[dict[str, Any]] | None
     written: dict[str, str] = field(default_factory=dict)  # step -> the text of its tokens so far
+    # the run's model calls (its earlier ones, read before the stream's first event, and those seen since):
+    # the reply's usage_metadata; and each step's since its last step_finished: its streamed message's
+    spent: Spend = field(default_factory=Spend)
+    step_spent: dict[str, Spend] = field(default_factory=dict)
 
     def metadata(self) -> ServerSentEvent:
         return sse("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})
 
-    def messages(self, run_id: str, outputs: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    def messages(self, run_id: str, outputs: Mapping[str, Any] | None,
+                 usage: Spend | None = None) -> list[dict[str, Any]] | None:
         if self.before is None:
             return None
         said = [*self.before, lc.human(threads.turn_text(self.inputs), lc.human_id(run_id))]
         if outputs is not None:
-            said.append(lc.ai(threads.reply_text(dict(outputs)), lc.ai_id(run_id)))
+            said.append(lc.ai(threads.reply_text(dict(outputs)), lc.ai_id(run_id),
+                              usage=usage if usage is not None else self.spent))
         return said
 
-    def values(self, outputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    def values(self, outputs: Mapping[str, Any] | None, usage: Spend | None = None) -> dict[str, Any]:
+        """The values with the reply; its usage is `usage` (the run's record), else the model calls seen."""
         found = {**self.inputs, **(outputs or {})}
-        said = self.messages(self.run_id, outputs)
+        said = self.messages(self.run_id, outputs, usage)
         if said is not None:
             found["messages"] = said
         return found
@@ -148,13 +159,22 @@ class Translator:
                 out.append(self._stream_event("on_chat_model_stream", str(data.get("block") or step),
                                               {"chunk": chunk}, step))
         elif kind == STEP_FINISHED:
+            message_id = f"{lc.ai_id(self.run_id)}-{step}"
+            usage = self.step_spent.pop(str(step), None)
+            streamed = str(step) in self.written
             if "updates" in want:
                 out.append(("updates", {str(step): data.get("outputs")}))
             if "messages" in want and str(step) in self.written:
-                message_id = f"{lc.ai_id(self.run_id)}-{step}"
-                out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id)]))
+                out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id, usage=usage)]))
             if "events" in want:
                 out.append(self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step))
+            # last, so that the numbers of the parts before it (SSE ids) do not depend on it
+            if "messages-tuple" in want and streamed and usage is not None:
+                out.append(("messages", [lc.ai("", message_id, chunk=True, usage=usage), self._meta(step)]))
+        elif kind == MODEL_CALL:
+            self.spent.add(data)
+            if step is not None:  # a call outside the steps (naming the thread) counts for the reply only
+                self.step_spent.setdefault(str(step), Spend()).add(data)
         elif kind == TOOL_CALL:
             if "events" in want:
                 out.append(self._stream_event("on_tool_start", str(data.get("tool") or data.get("name") or "tool"),

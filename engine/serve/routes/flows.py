@@ -17,6 +17,7 @@ from engine.serve.jobs import Job
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.server import Server
 from engine.serve.sse import stream, wants_stream
+from engine.telemetry.traceparent import HEADER as TRACEPARENT
 
 router = APIRouter(tags=["flows"])
 ServerDep = Annotated[Server, Depends(get_server)]
@@ -81,7 +82,8 @@ async def start_run(name: str, request: Request, server: ServerDep,
     entry = server.flow(name)  # an unknown flow is a 404 whatever the body says
     body = await read_body(request, RunRequest) or RunRequest()
     job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
-                                 durability=body.durability, trace=body.trace)
+                                 durability=body.durability, trace=body.trace,
+                                 traceparent=request.headers.get(TRACEPARENT))
     return await run_answer(job, request, server, wait)
 
 

@@ -20,6 +20,7 @@ from engine.serve.problems import ApiError
 from engine.serve.routes.deps import get_server
 from engine.serve.routes.flows import run_answer
 from engine.serve.server import Server
+from engine.telemetry.traceparent import HEADER as TRACEPARENT
 
 router = APIRouter(tags=["plans"])
 ServerDep = Annotated[Server, Depends(get_server)]
@@ -55,5 +56,6 @@ async def run_plan(request: Request, server: ServerDep,
         raise ApiError(422, exc.code, str(exc), diagnostics=[d.as_dict() for d in exc.diagnostics]) from None
     entry = FlowEntry(bundle.name, bundle, SHOWN, time.time())
     job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
-                                 durability=body.durability, trace=body.trace)
+                                 durability=body.durability, trace=body.trace,
+                                 traceparent=request.headers.get(TRACEPARENT))
     return await run_answer(job, request, server, wait, digest=bundle.digest)

@@ -16,6 +16,9 @@ from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.routes.flows import job_result
 from engine.serve.server import Server
 from engine.serve.sse import last_event_id, stream, wants_stream
+from engine.state.stats import usage_dict
+from engine.telemetry.traceparent import HEADER as TRACEPARENT
+from engine.usage import Spend
 
 router = APIRouter(tags=["runs"])
 ServerDep = Annotated[Server, Depends(get_server)]
@@ -33,7 +36,7 @@ async def list_runs(server: ServerDep, flow: str | None = None,
         return {"runs": []}
     stored = await service.list_runs(flow=flow, status=status, limit=limit)
     seen = {run["id"] for run in stored}
-    pending = [job.summary() for job in queue.jobs.values()
+    pending = [_unstarted(job.summary()) for job in queue.jobs.values()
                if job.run_id not in seen and job.kind == "start" and (flow is None or job.flow == flow)
                and (status is None or job.state == status)]
     return {"runs": (sorted(pending, key=lambda r: r["id"], reverse=True) + stored)[:limit]}
@@ -50,7 +53,7 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     if run is None:
         if job is None:
             raise not_found("run", f"unknown run '{run_id}'")
-        return {**job.summary(), "gates": [], "graph": None, "reactflow": None}
+        return {**_unstarted(job.summary()), "gates": [], "graph": None, "reactflow": None}
     if job is not None and job.state == RunStatus.QUEUED:
         run["status"] = RunStatus.QUEUED  # a resume waiting for a slot
     run["gates"] = await _gates(server, run_id) if run["status"] == RunStatus.WAITING else []
@@ -66,6 +69,11 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
         except Exception:  # the graph is decoration; the run is what was asked for
             run["graph"] = run["reactflow"] = None
     return run
+
+
+def _unstarted(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run this server holds before its row shows it: it has spent nothing yet (the `usage` every run has)."""
+    return {**summary, "usage": usage_dict(Spend())}
 
 
 async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
@@ -116,7 +124,7 @@ async def resume_run(run_id: str, request: Request, server: ServerDep,
                                                "add \"decision\": \"approve\" or \"reject\"")
     # read where the trace ends before the resume can add to it
     after = await _last_seq(server, run_id) if wants_stream(request) and server.service else 0
-    job = await server.resume_run(run_id, body.resume())
+    job = await server.resume_run(run_id, body.resume(), traceparent=request.headers.get(TRACEPARENT))
     if wants_stream(request):
         events = follow(run_id, after, server.broker, trace_reader(server), until_pause=True,
                         poll=server.settings.poll)

@@ -30,6 +30,7 @@ from engine.serve.server import Server
 from engine.serve.sse import named, stream, wants_stream
 from engine.state import threads
 from engine.state.messages import MAX_PAGE, PAGE, Message
+from engine.telemetry.traceparent import HEADER as TRACEPARENT
 
 router = APIRouter(tags=["threads"])
 ServerDep = Annotated[Server, Depends(get_server)]
@@ -134,7 +135,8 @@ async def take_turn(thread_id: str, request: Request, server: ServerDep,
     if thread["last_status"] == RunStatus.WAITING:
         raise conflict("thread_waiting", f"thread '{thread_id}' waits for an approval in run {thread['last_run']}: "
                                          f"decide it first (POST /runs/{thread['last_run']}/resume)")
-    job = await server.start_run(entry, body.inputs, body.run_id, thread=thread_id)
+    job = await server.start_run(entry, body.inputs, body.run_id, thread=thread_id,
+                                 traceparent=request.headers.get(TRACEPARENT))
     service = _service(server)
     if wants_stream(request):
         events = follow(job.run_id, 0, server.broker, trace_reader(server), until_pause=True,

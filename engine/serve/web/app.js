@@ -6,6 +6,8 @@
 import { AuthNeeded, call, follow, postStream, setToken } from "./api.js";
 import { drawGraph } from "./graph.js";
 import { collectValues, fieldInputs } from "./forms.js";
+import { costText, spendSummary } from "./spend.js";
+import { Timeline, drawTimeline, modelCallText } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 2000;
@@ -55,8 +57,10 @@ function renderRuns(runs) {
   const body = $("run-table").querySelector("tbody");
   body.replaceChildren(...runs.map((run) => {
     const row = h("tr", { "data-run": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
-      h("td", { title: `started ${when(run.started || run.created)}` }, run.id), h("td", {}, `${run.flow}@${run.version}`),
-      h("td", {}, badge(run.status)), h("td", {}, seconds(run.duration)));
+      h("td", { title: `${run.id}, started ${when(run.started || run.created)}` }, run.id), h("td", {}, `${run.flow}@${run.version}`),
+      h("td", {}, badge(run.status)), h("td", {}, seconds(run.duration)),
+      h("td", { class: "cost", title: spendSummary(run.usage || run), "data-cost": costText(run.usage || run) },
+        costText(run.usage || run, true)));
     if (state.view && state.view.kind === "run" && state.view.id === run.id) row.classList.add("selected");
     return row;
   }));
@@ -224,9 +228,10 @@ function renderRun(run, status) {
   $("run-graph").replaceChildren(run.reactflow ? drawGraph(run.reactflow, status) : h("span"));
 }
 
-// the engine's own event types (engine/runtime/events.py); any other type is a step's custom event (`emit:`)
+// the engine's own event types (engine/events.py, EventType); any other type is a step's custom event (`emit:`)
 const ENGINE_EVENTS = new Set(["run_started", "step_started", "step_finished", "step_failed", "token", "tool_call",
-  "approval_required", "approval_decided", "warning", "run_finished", "run_failed", "thread_name"]);
+  "file_written", "approval_required", "approval_decided", "warning", "run_finished", "run_failed", "model_call",
+  "thread_name"]);
 
 function isCustomEvent(event) {
   return !ENGINE_EVENTS.has(event.type);
@@ -240,6 +245,8 @@ function describeEvent(event) {
   if (event.type === "step_finished") return data.duration_ms !== undefined ? `${data.duration_ms} ms` : "";
   if (event.type === "approval_required") return (data.value && data.value.message) || "";
   if (event.type === "token") return data.text || data.value || "";
+  if (event.type === "model_call") return modelCallText(data);
+  if (event.type === "file_written") return `wrote ${data.path} (${data.bytes} bytes)`;
   return "";
 }
 
@@ -253,8 +260,20 @@ async function showRun(id) {
   $("run-detail").hidden = false;
   const list = $("run-events");
   list.replaceChildren();
+  // the timeline is drawn once per frame however many events arrive, and ticks while the run goes on
+  const timeline = new Timeline(run.reactflow || null);
+  let frame = null;
+  const redraw = () => {
+    if (frame !== null || controller.signal.aborted) return;
+    frame = requestAnimationFrame(() => { frame = null; if (!controller.signal.aborted) drawTimeline($("run-timeline"), timeline, h); });
+  };
+  drawTimeline($("run-timeline"), timeline, h);
+  const tick = setInterval(() => { if (controller.signal.aborted) clearInterval(tick); else if (timeline.live()) redraw(); }, 1000);
+  controller.signal.addEventListener("abort", () => clearInterval(tick));
   const onEvent = (event) => {
     if (controller.signal.aborted) return;
+    timeline.add(event);
+    redraw();
     list.append(h("li", { "data-type": event.type, class: isCustomEvent(event) ? "custom" : "", value: event.seq },
       h("span", { class: "type" }, event.type), event.step ? ` ${event.step}` : "", " ", describeEvent(event)));
     list.scrollTop = list.scrollHeight;

@@ -3,8 +3,9 @@
 Blocks are checked on their own (kind requirements, tools, models, templates); each flow is
 indexed into regions, then checked for names that do not resolve, step shape, routing, graph
 paths (reachability, dead ends, unbounded cycles), dataflow (inputs, context keys, parallel
-writers, outputs) and templates. The graph and dataflow checks only run on a flow whose names
-resolve and whose steps are well formed: on a broken flow they would report follow-on noise.
+writers, outputs), templates and its budget. The graph, dataflow and budget checks only run on a
+flow whose names resolve and whose steps are well formed: on a broken flow they would report
+follow-on noise.
 Codes and titles: engine/validate/semantic/codes.py; reference: docs/flows.md.
 """
 
@@ -22,6 +23,7 @@ from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
 from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
 from engine.validate.semantic.blocks import check_blocks
+from engine.validate.semantic.budgets import check_budgets
 from engine.validate.semantic.config import check_config
 from engine.validate.semantic.dataflow import Dataflow
 from engine.validate.semantic.delegation import (
@@ -34,7 +36,7 @@ from engine.validate.semantic.durability import check_durability
 from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.emits import check_emits
 from engine.validate.semantic.flows import check_flow_defaults, check_memory, check_subflow_cycles, subflow_calls
-from engine.validate.semantic.index import build_index
+from engine.validate.semantic.index import Region, build_index
 from engine.validate.semantic.paths import check_paths
 from engine.validate.semantic.policy import check_policy
 from engine.validate.semantic.references import check_references
@@ -106,6 +108,7 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
     check_output_dir(index)
     check_durability(index)
     flow = None
+    graphs: dict[Region, control.ControlGraph] | None = None
     if not index.broken:
         check_reduce(index)
         graphs = {region: control.build(region) for region in index.regions}
@@ -115,4 +118,5 @@ def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]
         check_parallel_writes(index, flow, graphs)
         check_flow_outputs(index, flow, graphs)
     check_step_templates(index, flow)
+    check_budgets(index, graphs)
     return index.found

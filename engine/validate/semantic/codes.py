@@ -4,7 +4,7 @@ Codes are a public contract (CI annotations, SARIF rules, docs): once published 
 meaning, and a retired code is never reused. Ranges: BY21x names that must resolve, BY3xx the
 shape of flows and blocks (steps, graph, routing, block kinds), BY4xx dataflow and templates
 (BY44x what the compiler needs to build a step), BY5xx configuration, tools, models and
-schedules, BY81x the yard's `policy:`, BY86x durability and `retention:`. BY201/BY202
+schedules, BY81x the yard's `policy:`, BY86x durability and `retention:`, BY87x budgets. BY201/BY202
 belong to the loader; the version policy's BY80x are in engine/validate/codes.py.
 """
 
@@ -117,6 +117,7 @@ POLICY: dict[str, str] = {
     "BY814": "tool the policy keeps behind approval run without an approval gate",
     "BY815": "approval gate without a timeout where the policy requires one",
     "BY816": "http_request host not allowed by the yard's policy",
+    "BY817": "flow without a budget where the yard's policy requires one",
 }
 
 # a flow's durability and the runs it must support (engine/validate/semantic/durability.py)
@@ -132,8 +133,14 @@ RETENTION: dict[str, str] = {
     "BY866": "retention keeps traces longer than the runs they belong to",
 }
 
-CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY,
-                         **DURABILITY, **RETENTION}
+# a flow's `budget:` against the most its runs can spend (engine/validate/semantic/budgets.py)
+BUDGETS: dict[str, str] = {
+    "BY870": "budget a run of the flow can pass: its worst case is above a limit",
+    "BY871": "budget on a flow whose model calls have no bound",
+}
 
-WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506"})
+CODES: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY,
+                         **DURABILITY, **RETENTION, **BUDGETS}
+
+WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506", "BY870", "BY871"})
 """Codes reported as warnings (validate still exits 0); every other code is an error."""

@@ -47,7 +47,7 @@ def test_info_ok_and_assistants_are_the_flows(live: Live) -> None:
     assert schemas["output_schema"]["required"] == ["total"]
     chat = client.assistants.get_schemas("support_chat")["input_schema"]
     assert "messages" in chat["properties"] and {"required": ["message"]} in chat["anyOf"]
-    with pytest.raises(httpx.HTTPStatusError) as missing:
+    with pytest.raises(httpx.HTTPStatusError, match="unknown flow 'nope'") as missing:
         client.assistants.get("nope")
     assert missing.value.response.status_code == 404
 
@@ -57,7 +57,7 @@ def test_threads_create_get_search_delete(live: Live) -> None:
     made = client.threads.create(thread_id="lg-crud", metadata={"user": "ada"})
     assert made["thread_id"] == "lg-crud" and made["status"] == "idle" and made["metadata"] == {"user": "ada"}
     assert client.threads.create(thread_id="lg-crud", if_exists="do_nothing")["thread_id"] == "lg-crud"
-    with pytest.raises(httpx.HTTPStatusError) as taken:
+    with pytest.raises(httpx.HTTPStatusError, match="thread id 'lg-crud' is already taken") as taken:
         client.threads.create(thread_id="lg-crud")
     assert taken.value.response.status_code == 409
     assert [t["thread_id"] for t in client.threads.search(metadata={"user": "ada"})] == ["lg-crud"]
@@ -67,7 +67,7 @@ def test_threads_create_get_search_delete(live: Live) -> None:
                                                                         limit=100)]
     assert client.threads.get("lg-crud")["values"]["messages"][0]["content"] == "hi"
     client.threads.delete("lg-crud")
-    with pytest.raises(httpx.HTTPStatusError) as gone:
+    with pytest.raises(httpx.HTTPStatusError, match="unknown thread 'lg-crud'") as gone:
         client.threads.get("lg-crud")
     assert gone.value.response.status_code == 404
 
@@ -126,7 +126,7 @@ def test_an_approval_gate_is_an_interrupt_resumed_with_a_command(live: Live) -> 
     assert state["tasks"][0]["interrupts"][0]["id"] == asked["id"] and state["next"] == ["ask"]
     assert client.threads.get(thread)["status"] == "interrupted"
     for wrong in ({"b": "five"}, {"c": 1}, {"approve": "maybe"}):
-        with pytest.raises(httpx.HTTPStatusError) as refused:
+        with pytest.raises(httpx.HTTPStatusError, match="422 Unprocessable Entity") as refused:
             client.runs.wait(thread, "gated", command=Command(resume=wrong))
         assert refused.value.response.status_code == 422, refused.value.response.text
     assert client.threads.get(thread)["status"] == "interrupted"  # still waiting
@@ -171,7 +171,7 @@ def test_a_bad_store_filter_is_a_422_naming_what_is_wrong(live: Live) -> None:
     assert [item["key"] for item in client.store.search_items(["filters"], filter={"n": {"$gt": 1}})["items"]] \
         == ["one"]
     for bad, said in (({"a' OR 1=1 --": {"$gt": 1}}, "invalid key"), ({"a": {"$where": "1"}}, "unsupported operator")):
-        with pytest.raises(httpx.HTTPStatusError) as refused:
+        with pytest.raises(httpx.HTTPStatusError, match=r"^filter") as refused:
             client.store.search_items(["filters"], filter=bad)
         assert refused.value.response.status_code == 422, refused.value.response.text
         assert said in refused.value.response.json()["error"]["message"]
@@ -188,7 +188,7 @@ def test_cancel_a_run_and_multitask_strategies(live: Live) -> None:
     thread = client.threads.create()["thread_id"]
     run = client.runs.create(thread, "slow", input={"a": 1})
     assert run["status"] in ("pending", "running")
-    with pytest.raises(httpx.HTTPStatusError) as busy:
+    with pytest.raises(httpx.HTTPStatusError, match="has a run going on") as busy:
         client.runs.create(thread, "slow", input={"a": 2})  # multitask_strategy reject, the default
     assert busy.value.response.status_code == 409
     client.runs.cancel(thread, run["run_id"], wait=True)
@@ -249,14 +249,15 @@ def test_an_enqueued_run_is_pending_and_cancelled_it_is_interrupted(live: Live) 
 
 def test_thread_metadata_is_bounded(live: Live) -> None:
     client = lg(live)
-    with pytest.raises(httpx.HTTPStatusError) as refused:
+    with pytest.raises(httpx.HTTPStatusError, match="a thread's metadata takes at most 65536") as refused:
         client.threads.create(metadata={"x": "y" * 3_000_000})
     assert refused.value.response.status_code == 413, refused.value.response.text
     assert refused.value.response.json()["error"]["code"] == "metadata_too_large"
     thread = client.threads.create(metadata={"user": "ada"})["thread_id"]
     for n in range(3):
         client.threads.update(thread, metadata={f"k{n}": "z" * 20_000})
-    with pytest.raises(httpx.HTTPStatusError) as grown:  # each PATCH is small; what they merge into is not
+    # each PATCH is small; what they merge into is not
+    with pytest.raises(httpx.HTTPStatusError, match="a thread's metadata takes at most 65536") as grown:
         client.threads.update(thread, metadata={"k3": "z" * 20_000})
     assert grown.value.response.status_code == 413, grown.value.response.text
     assert "64" in grown.value.response.json()["error"]["message"] or "65536" in grown.value.response.text
@@ -283,7 +284,7 @@ def test_token_rules_apply_under_the_prefix(tmp_path_factory: pytest.TempPathFac
                                       headers={"Authorization": "Bearer s3cret"})
         assert bearer.runs.wait(None, "hello", input={"name": "Ada"})["name"] == "Ada"
         wrong = get_sync_client(url=live.url + "/api/langgraph", api_key="nope")
-        with pytest.raises(httpx.HTTPStatusError) as refused:
+        with pytest.raises(httpx.HTTPStatusError, match="this server needs a token") as refused:
             wrong.assistants.search()
         assert refused.value.response.status_code == 401
     finally:
@@ -296,7 +297,7 @@ def test_bad_requests_are_4xx(live: Live) -> None:
     run_id = client.runs.wait(thread, "hello", input={"name": "x"}, raise_error=False) and \
         client.runs.list(thread)[0]["run_id"]
     for huge in ("9" * 5000, "1." + "9" * 5000):  # past Python's 4300 digits for int(): a 400, not a 500
-        with pytest.raises(httpx.HTTPStatusError) as bad_id:
+        with pytest.raises(httpx.HTTPStatusError, match="Last-Event-ID must be an id this stream sent") as bad_id:
             list(client.runs.join_stream(thread, run_id, last_event_id=huge))
         assert bad_id.value.response.status_code == 400
     cases: list[Callable[[], Any]] = [
@@ -308,7 +309,7 @@ def test_bad_requests_are_4xx(live: Live) -> None:
         lambda: client.runs.wait(thread, "hello", input={"name": "x"}, multitask_strategy="rollback"),
     ]
     for case in cases:
-        with pytest.raises(httpx.HTTPStatusError) as refused:
+        with pytest.raises(httpx.HTTPStatusError, match="Client error '4") as refused:
             case()
         assert 400 <= refused.value.response.status_code < 500, refused.value.response.text
     made = client.runs.wait("made-on-demand", "hello", input={"name": "x"}, if_not_exists="create")

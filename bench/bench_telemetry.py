@@ -1,0 +1,223 @@
+"""OpenTelemetry tracing (and Prometheus metrics) on vs off: the per-run time of durable runs with and
+without their spans exported.
+
+Tracing on is the real pipeline (engine/telemetry): every event told to the observer, each span encoded
+as it ends, batched by the sending thread and posted as OTLP/HTTP protobuf to a local receiver
+(tests/support/otlp_sink.py, in a process of its own) that accepts and discards them, so the exporter
+really encodes and sends. "trace+metrics" adds the observer of `blockyard serve`'s Prometheus metrics
+(engine/serve/metrics.py; bench/bench_metrics.py measures it alone). Off is the same yard and database
+with no observer. Variants alternate, interleaved rounds (bench/_harness.py); all run on the one state
+database, one run at a time.
+
+Workloads:
+  chain50   50 transform steps in a row (bench/bench_overhead.py): 51 spans a run, the most per unit of work
+  five      five llm steps in a row on the offline mock model: 11 spans a run, with their tokens
+
+The garbage collector (BENCH_GC), set once everything is loaded, the same for every variant:
+  serve     as `blockyard serve` runs (engine/cli/startup.py): one collection, what is loaded frozen,
+            young collections every 20,000 allocations (the default)
+  cli       as the other `blockyard` commands run: what is loaded frozen, Python's thresholds
+  default   Python's defaults, nothing frozen: the Python API (`Yard`) in a program that sets nothing
+
+    python bench/bench_telemetry.py                    # BENCH_ROUNDS=9, BENCH_RUNS=20, BENCH_GC=serve
+    BENCH_GC=default python bench/bench_telemetry.py
+
+CPU time of the process (every thread) is the figure to read on a busy machine; wall time is shown too.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import header, make_yard, measure, median, rounds, run, table
+from bench_overhead import BLOCKS, flows
+
+from engine import Yard
+from engine.cli.startup import SERVER_THRESHOLDS
+from engine.serve.metrics import Metrics
+from engine.telemetry import Telemetry, wire
+from engine.telemetry.exporter import OtlpHttpExporter, Pipeline
+from engine.telemetry.settings import Batching, Settings
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS_PER_SAMPLE = int(os.environ.get("BENCH_RUNS", 20))
+GC_MODE = os.environ.get("BENCH_GC", "serve")
+SAY = """
+block: say
+kind: llm
+inputs: {topic: {type: string}}
+outputs: {text: {type: string}}
+prompt: {system: You answer in one sentence., user: "Tell me about {{ topic }}."}
+"""
+FIVE = "flow: five\ninputs: {topic: {type: string, default: bees}}\noutputs: [text]\nsteps:\n" + "".join(
+    f"  - {{id: s{i}, uses: say, with: {{topic: \"{{{{ inputs.topic }}}} {i}\"}}}}\n" for i in range(5))
+WORKLOADS: dict[str, dict[str, Any]] = {"chain50": {"n": 0}, "five": {}}
+STATES = ("off", "trace", "trace+metrics")
+
+
+def _set_gc(mode: str) -> str:
+    """The collector as the product's commands set it (engine/cli/startup.py), after everything is loaded."""
+    if mode == "serve":
+        gc.collect()
+        gc.set_threshold(*SERVER_THRESHOLDS)
+        gc.freeze()
+        return f"as `blockyard serve`: loaded heap frozen, thresholds {SERVER_THRESHOLDS}"
+    if mode == "cli":
+        gc.freeze()
+        return f"as the other `blockyard` commands: loaded heap frozen, thresholds {gc.get_threshold()}"
+    if mode == "default":
+        return f"Python's defaults: nothing frozen, thresholds {gc.get_threshold()}"
+    raise SystemExit(f"BENCH_GC={mode!r}: serve, cli or default")
+
+
+async def main() -> None:
+    for name in [key for key in os.environ if key.startswith("OTEL_")]:
+        del os.environ[name]  # the yard's own telemetry stays off: the variants attach theirs
+    sink = subprocess.Popen([sys.executable, "-m", "tests.support.otlp_sink"], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    assert sink.stdout is not None
+    port = int(sink.stdout.readline())
+    chain = {name: text for name, text in flows().items() if name == "flows/chain50.yaml"}
+    root = make_yard({**BLOCKS, **chain, "blocks/say.yaml": SAY, "flows/five.yaml": FIVE})
+    # the observer the Python API and the server attach (engine/telemetry/__init__.py), its pipeline made now
+    telemetry = Telemetry(Settings(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
+    telemetry._load()
+    pipeline = telemetry._pipeline
+    metrics = Metrics()
+    yard = Yard.load(root)
+    observers = {"off": [], "trace": [telemetry.observer], "trace+metrics": [telemetry.observer, metrics.observe]}
+    wall: dict[str, list[float]] = {}
+    collections: dict[str, list[int]] = {}  # young (and older) collections per variant, counted by gc.callbacks
+    current = [""]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and current[0]:
+            collections.setdefault(current[0], [0, 0, 0])[info["generation"]] += 1
+
+    variants = {}
+    for name, inputs in WORKLOADS.items():
+        for state in STATES:
+            key = f"{name} {state}"
+
+            async def sample(name: str = name, inputs: dict[str, Any] = inputs, state: str = state,
+                             key: str = key) -> float:
+                yard.engine.observers[:] = observers[state]
+                current[0] = key
+                began, cpu = time.perf_counter(), time.process_time()
+                for _ in range(RUNS_PER_SAMPLE):
+                    result = await yard.arun(name, inputs)
+                    assert result.ok, result.error
+                wall.setdefault(key, []).append((time.perf_counter() - began) / RUNS_PER_SAMPLE)
+                # the process's CPU, all its threads: the sending thread's bodies and posts included
+                spent = (time.process_time() - cpu) / RUNS_PER_SAMPLE
+                current[0] = ""
+                return spent
+
+            variants[key] = sample
+    for name, inputs in WORKLOADS.items():  # compiled, cached, warm before the collector's settings
+        assert (await yard.arun(name, inputs)).ok
+    said = _set_gc(GC_MODE)
+    gc.callbacks.append(count)
+    samples = await measure(variants, rounds(9))
+    gc.callbacks.remove(count)
+    load = os.getloadavg()
+    parts = {name: await _parts(yard, name, inputs, port) for name, inputs in WORKLOADS.items()}
+    pipeline.flush(30)
+    sent = pipeline.exporter.sent  # type: ignore[attr-defined]
+    pipeline.shutdown()
+    yard.close()
+    sink.terminate()
+    sink.wait(timeout=10)
+    header(f"tracing (and metrics) on vs off, per durable run ({RUNS_PER_SAMPLE} runs per sample, {rounds(9)} "
+           "rounds; spans posted to a local OTLP/HTTP receiver)")
+    print(f"garbage collector: {said}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    rows = []
+    total_runs = RUNS_PER_SAMPLE * (rounds(9) + 1)
+    for name in WORKLOADS:
+        off, wall_off = samples[f"{name} off"], wall[f"{name} off"]
+        for state in STATES:
+            key = f"{name} {state}"
+            cpu, took = samples[key], wall[key]
+            young = collections.get(key, [0, 0, 0])
+            rows.append([name, state, f"{median(cpu) * 1000:.2f} ms", f"{median(cpu) / median(off):.3f}×",
+                         f"{_paired(cpu, off):.3f}×", f"{median(took) * 1000:.2f} ms",
+                         f"{median(took) / median(wall_off):.3f}×", f"{_paired(took, wall_off):.3f}×",
+                         f"{young[0] / total_runs:.2f} / {young[1] / total_runs:.3f} / {young[2] / total_runs:.3f}"])
+    print(table(["workload", "variant", "CPU", "CPU / off", "paired", "wall", "wall / off", "paired",
+                 "collections a run (gen 0/1/2)"], rows))
+    print("\n(/ off: the ratio of the medians; paired: the median of each round's ratio to the round's off sample)")
+    print(f"\n{sent} spans accepted by the receiver")
+    print("\nThe parts, measured alone (one run's events replayed; the fastest of 300 repetitions, so a busy machine "
+          "moves them less):\n")
+    rows = []
+    for name, (observe, body, post, spans) in parts.items():
+        total = observe + body + post
+        rows.append([name, str(spans), f"{observe * 1e6:.0f} µs", f"{body * 1e6:.1f} µs", f"{post * 1e6:.1f} µs",
+                     f"{total * 1e6:.0f} µs", f"{total / median(samples[f'{name} off']) * 100:.1f}%"])
+    print(table(["workload", "spans", "observer (spans encoded)", "body", "posting", "total", "of a run's CPU off"],
+                rows))
+
+
+def _paired(on: list[float], off: list[float]) -> float:
+    """The median of the per-round ratios: each round's samples ran back to back, so drift cancels."""
+    return median([a / b for a, b in zip(on, off, strict=True)])
+
+
+class _Null:
+    """An exporter that takes every body and does nothing with it."""
+
+    def export(self, body: bytes, count: int) -> bool:
+        return True
+
+
+def _fastest(fn: Callable[[], object], count: int = 300) -> float:
+    times = []
+    for _ in range(count):
+        began = time.process_time()
+        fn()
+        times.append(time.process_time() - began)
+    return min(times)
+
+
+async def _parts(yard: Yard, name: str, inputs: dict[str, Any], port: int) -> tuple[float, float, float, int]:
+    """CPU seconds per run of the observer (the events made spans, each encoded and queued), of making
+    a body of them, and of posting it (a body of ten runs' spans, as batches go); and spans per run."""
+    events: list[tuple[Any, Any, Any]] = []
+    yard.engine.observers[:] = [lambda run, event, execution: events.append((run, event, execution))]
+    assert (await yard.arun(name, inputs)).ok
+    yard.engine.observers[:] = []
+    replay = Pipeline(Settings(endpoint="http://127.0.0.1:9/v1/traces"), _Null(), batch=False)
+    spans: list[bytes] = []
+    replay.send = spans.extend  # type: ignore[method-assign]  # keep the spans' bytes instead of sending them
+    for each in events:
+        replay.observer(*each)
+    # the real path: spans queued in a batch that never leaves while measured (emptied between repetitions)
+    never = Batching(delay=3600.0, max_batch=1 << 30, max_queue=1 << 30)
+    observer = Pipeline(Settings(endpoint="http://127.0.0.1:9/v1/traces", batching=never), _Null())
+    assert observer.batch is not None
+    queue = observer.batch.queue
+
+    def observe() -> None:  # each replay is a new execution's trace: the last event ended the one before
+        for each in events:
+            observer.observer(*each)
+        queue.clear()
+
+    observe_cpu = _fastest(observe)
+    body_cpu = _fastest(lambda: wire.request(replay.resource, replay.scope, spans))
+    exporter = OtlpHttpExporter(Settings(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
+    body = wire.request(replay.resource, replay.scope, spans * 10)
+    post_cpu = _fastest(lambda: exporter._post(body, 10)) / 10
+    observer.shutdown(1)
+    return observe_cpu, body_cpu, post_cpu, len(spans)
+
+
+if __name__ == "__main__":
+    run(main)
