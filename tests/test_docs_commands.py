@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
@@ -244,6 +246,7 @@ def newcomer_environment(bin_dir: Path, python: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(900)  # every runnable block of README and docs/ (the tutorial and how-tos too), in order
 def test_the_runnable_commands_run_as_pasted_with_an_externally_managed_python(tmp_path: Path) -> None:
     python = externally_managed_python()
     if python is None:

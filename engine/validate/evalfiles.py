@@ -113,6 +113,8 @@ def eval_paths(root: Path, bounds: Bounds, names: Names) -> tuple[list[Path], li
 def load_evals(project: Project) -> EvalFiles:
     """Read every eval file of the project's yard, with its dataset."""
     found = EvalFiles()
+    if not (project.root / EVALS_FOLDER).is_dir():  # most yards: nothing to read, no path to resolve
+        return found
     names = Names(project.root)
     bounds = project.bounds()
     paths, refused = eval_paths(project.root, bounds, names)

@@ -26,6 +26,8 @@ NOW = "2026-01-01T00:00:00.000Z"
 def db(tmp_path: Path) -> Iterator[StateDB]:
     state = StateDB(locate(tmp_path / "state.db"))
     try:
+        # its definition first: Postgres enforces the runs -> definitions foreign key
+        state.writer.write_sync(store.save_definition("digest", "f", 1, "{}", NOW))
         state.writer.write_sync(store.insert_run(store.RunRecord(
             RUN, "f", 1, "digest", RunStatus.RUNNING, {}, created=NOW, owner_replica="replica-a",
             lease_until=time.time() + 30)))

@@ -23,6 +23,7 @@ from tests.serve.serve_helpers import Live, start_live
 from tests.support import processes
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
+from tests.support.loopback import LOOPBACK
 from tests.support.otlp_sink import OtlpSink, SpanRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,7 +184,7 @@ def test_a_browser_page_may_send_its_traceparent(example: Path, monkeypatch: pyt
                       encoding="utf-8")
     live = start_live(Settings(root=example, grace=5.0, poll=0.1, schedules=False, watch=False))
     try:
-        response = httpx.options(f"{live.url}/flows/hello/runs", headers={
+        response = httpx.options(f"{live.url}/flows/hello/runs", verify=LOOPBACK, headers={
             "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
             "Access-Control-Request-Headers": "content-type,traceparent,tracestate"})
     finally:

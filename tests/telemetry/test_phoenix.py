@@ -20,6 +20,7 @@ import pytest
 
 from tests.serve.serve_helpers import free_socket
 from tests.support import processes
+from tests.support.loopback import LOOPBACK
 from tests.support.phoenix import Phoenix, running
 from tests.support.usage_llm import UsageLLM
 
@@ -107,13 +108,13 @@ def runs(yard: Path, llm: UsageLLM, phoenix: Phoenix) -> dict[str, Any]:
         deadline = time.monotonic() + 90
         while True:
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=1, verify=LOOPBACK).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             assert server.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
-        served = httpx.post(f"{url}/flows/five/runs", json={"inputs": {}}, timeout=120,
+        served = httpx.post(f"{url}/flows/five/runs", json={"inputs": {}}, timeout=120, verify=LOOPBACK,
                             headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}).json()
         assert served["status"] == "finished", served
         served_usage = list(llm.reported())

@@ -111,9 +111,14 @@ def test_the_action_validates_tests_and_summarises_the_diff() -> None:
     assert any(run.startswith("blockyard validate --format github") for run in runs)
     assert "blockyard test" in runs
     (diff,) = [run for run in runs if "blockyard diff" in run]
-    assert "--format markdown >> \"$GITHUB_STEP_SUMMARY\"" in diff
-    assert all(step.get("working-directory") == "${{ inputs.yard }}" for step in steps if "blockyard" in
-               step.get("run", "").split("pip install")[0])
+    # the Markdown is kept (the eval mode's one PR comment puts it first) and goes to the job summary
+    assert '--format markdown > "$RUNNER_TEMP/blockyard-diff.md"' in diff
+    assert 'cat "$RUNNER_TEMP/blockyard-diff.md" >> "$GITHUB_STEP_SUMMARY"' in diff
+    # every step that runs a blockyard command runs it in the yard (the comment and verdict steps only
+    # name blockyard's files)
+    commands = [step for step in steps
+                if re.search(r"(^|[\s;(])blockyard [a-z]", step.get("run", "").split("pip install")[0])]
+    assert len(commands) >= 3 and all(step.get("working-directory") == "${{ inputs.yard }}" for step in commands)
     for step in steps:  # inputs reach the shell through the environment, never pasted into the script
         assert "${{" not in step.get("run", ""), step
 
