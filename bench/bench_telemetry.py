@@ -43,7 +43,7 @@ from bench_overhead import BLOCKS, flows
 from engine import Yard
 from engine.cli.startup import SERVER_THRESHOLDS
 from engine.serve.metrics import Metrics
-from engine.telemetry import Telemetry, wire
+from engine.telemetry import Telemetry, exporter, wire
 from engine.telemetry.exporter import OtlpHttpExporter, Pipeline
 from engine.telemetry.settings import Batching, Settings
 
@@ -87,10 +87,11 @@ async def main() -> None:
     port = int(sink.stdout.readline())
     chain = {name: text for name, text in flows().items() if name == "flows/chain50.yaml"}
     root = make_yard({**BLOCKS, **chain, "blocks/say.yaml": SAY, "flows/five.yaml": FIVE})
-    # the observer the Python API and the server attach (engine/telemetry/__init__.py), its pipeline made now
-    telemetry = Telemetry(Settings(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
-    telemetry._load()
-    pipeline = telemetry._pipeline
+    # the observer the Python API and the server attach (engine/telemetry/__init__.py); its pipeline, which the
+    # first traced execution makes, made now (the SDK's imports are no run's)
+    settings = Settings(endpoint=f"http://127.0.0.1:{port}/v1/traces")
+    telemetry = Telemetry(settings)
+    pipeline = exporter.pipeline(settings, telemetry.observer)
     metrics = Metrics()
     yard = Yard.load(root)
     observers = {"off": [], "trace": [telemetry.observer], "trace+metrics": [telemetry.observer, metrics.observe]}
@@ -129,6 +130,9 @@ async def main() -> None:
     samples = await measure(variants, rounds(9))
     gc.callbacks.remove(count)
     load = os.getloadavg()
+    assert pipeline.batch is not None
+    in_run = {name: await _in_run(yard, name, inputs, observers, pipeline)
+              for name, inputs in WORKLOADS.items()}
     parts = {name: await _parts(yard, name, inputs, port) for name, inputs in WORKLOADS.items()}
     pipeline.flush(30)
     sent = pipeline.exporter.sent  # type: ignore[attr-defined]
@@ -155,6 +159,17 @@ async def main() -> None:
                  "collections a run (gen 0/1/2)"], rows))
     print("\n(/ off: the ratio of the medians; paired: the median of each round's ratio to the round's off sample)")
     print(f"\n{sent} spans accepted by the receiver")
+    print(f"\nIn their runs ({IN_RUN} runs, {IN_RUN_ROUNDS} rounds, medians): the observers' own CPU, measured on the "
+          "run's thread around each event they are told (less the same measurement around no observer), and the "
+          "sending thread's CPU (bodies, posts), per run:\n")
+    rows = []
+    for name, measured in in_run.items():
+        off = median(samples[f"{name} off"])
+        for state in STATES[1:]:
+            observer, sender = measured[state]
+            rows.append([name, state, f"{observer * 1e6:.0f} µs", f"{sender * 1e6:.0f} µs",
+                         f"{(observer + sender) * 1e6:.0f} µs", f"{(observer + sender) / off * 100:.1f}%"])
+    print(table(["workload", "variant", "observers", "sending thread", "total", "of a run's CPU off"], rows))
     print("\nThe parts, measured alone (one run's events replayed; the fastest of 300 repetitions, so a busy machine "
           "moves them less):\n")
     rows = []
@@ -164,6 +179,43 @@ async def main() -> None:
                      f"{total * 1e6:.0f} µs", f"{total / median(samples[f'{name} off']) * 100:.1f}%"])
     print(table(["workload", "spans", "observer (spans encoded)", "body", "posting", "total", "of a run's CPU off"],
                 rows))
+
+
+IN_RUN = int(os.environ.get("BENCH_IN_RUN", 40))
+IN_RUN_ROUNDS = 5
+
+
+async def _in_run(yard: Yard, name: str, inputs: dict[str, Any], observers: dict[str, list[Any]],
+                  pipeline: Pipeline) -> dict[str, tuple[float, float]]:
+    """Per variant: CPU seconds per run of its observers, measured around each event on the run's thread (less
+    the same measurement around none), and of the sending thread."""
+    clock = time.thread_time_ns
+    assert pipeline.batch is not None and pipeline.batch.thread.ident is not None
+    sender_clock = time.pthread_getcpuclockid(pipeline.batch.thread.ident)
+    spent: dict[str, list[float]] = {}
+    sent: dict[str, list[float]] = {}
+    total = [0]
+    for _ in range(IN_RUN_ROUNDS):
+        for state in ("off", *STATES[1:]):
+            chain = observers[state]
+
+            def timed(run: Any, event: Any, execution: Any, chain: list[Any] = chain) -> None:
+                began = clock()
+                for each in chain:
+                    each(run, event, execution)
+                total[0] += clock() - began
+
+            yard.engine.observers[:] = [timed]
+            total[0] = 0
+            before = time.clock_gettime_ns(sender_clock)
+            for _ in range(IN_RUN):
+                assert (await yard.arun(name, inputs)).ok
+            pipeline.flush()  # the spans of these runs posted now, counted here
+            spent.setdefault(state, []).append(total[0] / IN_RUN / 1e9)
+            sent.setdefault(state, []).append((time.clock_gettime_ns(sender_clock) - before) / IN_RUN / 1e9)
+    yard.engine.observers[:] = []
+    timing = median(spent["off"])
+    return {state: (median(spent[state]) - timing, median(sent[state])) for state in STATES[1:]}
 
 
 def _paired(on: list[float], off: list[float]) -> float:

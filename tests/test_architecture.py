@@ -100,6 +100,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.validate.semantic.schedule", "engine.cron"): CRONITER,
     ("engine.telemetry", "engine.telemetry.exporter"): "OpenTelemetry's SDK (the otel extra) loads only once a run "
                                                        "is traced, never for a command that runs nothing",
+    ("engine.telemetry", "engine.telemetry.observer"): "the span tree and its encoding load only for a yard that "
+                                                       "traces its runs",
 }
 
 

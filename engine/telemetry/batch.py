@@ -61,11 +61,20 @@ class Batch:
     def add(self, span: bytes) -> None:
         """Queue one span (the run's thread: quick, never blocks)."""
         queue = self.queue
-        if len(queue) >= self.max_queue:
-            self.dropped += 1
-            return
         queue.append(span)
-        if len(queue) >= self.max_batch and not self.wake.is_set():
+        if len(queue) >= self.max_batch:
+            self._full()
+
+    def _full(self) -> None:
+        """A batch waits: the sender is woken; what is past the queue's bound is dropped (the newest)."""
+        queue = self.queue
+        while len(queue) > self.max_queue:
+            try:
+                queue.pop()
+            except IndexError:  # the sender took them meanwhile
+                break
+            self.dropped += 1
+        if not self.wake.is_set():
             self.wake.set()
 
     def flush(self, timeout: float) -> bool:
@@ -82,26 +91,28 @@ class Batch:
         with self.changed:
             self.stopping = True
             self.asked += 1
-        self.max_queue = 0
         self.wake.set()
         self.thread.join(timeout)
+        self.max_queue = self.max_batch = 0  # from here on every span added is dropped at once
 
     def _run(self) -> None:
         while True:
-            self.wake.wait(self.delay)
+            woken = self.wake.wait(self.delay)
             self.wake.clear()
             with self.changed:
                 asked, stopping = self.asked, self.stopping
-            self._drain()
+            # woken by a full batch: full batches only (spans that came while one was sent wait for the next;
+            # sent at once they would double the posts); the delay, a flush, a stop: everything
+            self._drain(everything=not woken or asked != self.done or stopping)
             with self.changed:
                 self.done = asked
                 self.changed.notify_all()
             if stopping:
                 return
 
-    def _drain(self) -> None:
+    def _drain(self, *, everything: bool) -> None:
         queue = self.queue
-        while queue:
+        while queue and (everything or len(queue) >= self.max_batch):
             batch = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
             try:
                 self.send(batch)

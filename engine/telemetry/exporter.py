@@ -29,15 +29,18 @@ import urllib.parse
 import urllib.request
 from typing import Protocol
 
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler
 from opentelemetry.sdk.version import __version__ as sdk_version
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from engine.redaction import mask_url
-from engine.telemetry import wire
+from engine.state.store import RunRecord
+from engine.telemetry import semconv, traceparent, wire
 from engine.telemetry.batch import Batch
-from engine.telemetry.observer import TraceObserver
+from engine.telemetry.observer import Decide, TraceObserver
 from engine.telemetry.settings import Settings
 from engine.version import __version__
 
@@ -196,11 +199,31 @@ class OtlpHttpExporter:
         self._disconnect()
 
 
-class Pipeline:
-    """One destination: its batch and exporter, and the observer that feeds them. `batch=False`: each
-    span is exported as it ends, on the run's thread (tests)."""
+def decision(sampler: Sampler) -> Decide | None:
+    """How `sampler` decides whether an execution is traced; None for the SDK's default (parent-based, always
+    on), which the observer applies itself."""
+    if sampler is DEFAULT_ON:
+        return None
 
-    def __init__(self, settings: Settings, exporter: Exporter | None = None, *, batch: bool = True) -> None:
+    def decide(run: RunRecord, parent: traceparent.Parent | None, trace_id: bytes) -> bool:
+        context = None
+        if parent is not None:
+            flags = TraceFlags(TraceFlags.SAMPLED if parent.sampled else TraceFlags.DEFAULT)
+            context = trace.set_span_in_context(NonRecordingSpan(SpanContext(parent.trace_id, parent.span_id, True,
+                                                                             flags)))
+        made = sampler.should_sample(context, int.from_bytes(trace_id, "big"), f"{semconv.WORKFLOW} {run.flow}",
+                                     SpanKind.INTERNAL, {"blockyard.run_id": run.id})
+        return made.decision is Decision.RECORD_AND_SAMPLE
+
+    return decide
+
+
+class Pipeline:
+    """One destination: its batch and exporter, and the observer that feeds them (made here, or `observer`,
+    which is wired to them). `batch=False`: each span is exported as it ends, on the run's thread (tests)."""
+
+    def __init__(self, settings: Settings, exporter: Exporter | None = None, *, batch: bool = True,
+                 observer: TraceObserver | None = None) -> None:
         self.settings = settings
         self.exporter = exporter if exporter is not None else OtlpHttpExporter(settings)
         attributes: dict[str, str] = {"telemetry.sdk.language": "python", "telemetry.sdk.name": "opentelemetry",
@@ -210,12 +233,14 @@ class Pipeline:
         self.resource = wire.resource(Resource(attributes).attributes)
         self.scope = wire.scope(*SCOPE)
         self.batch = Batch(self.send, settings.batching, _warnings.warn) if batch else None
-        # the sampler OTEL_TRACES_SAMPLER names, as a tracer would use it; the default (parent-based, always on)
-        # the observer applies itself
-        sampler = TracerProvider(shutdown_on_exit=False).sampler
+        # the sampler OTEL_TRACES_SAMPLER names, as a tracer would use it
+        decide = decision(TracerProvider(shutdown_on_exit=False).sampler)
         emit = self.batch.add if self.batch is not None else self._now
-        self.observer = TraceObserver(emit, None if sampler is DEFAULT_ON else sampler,
-                                      capture=settings.capture_content)
+        if observer is None:
+            observer = TraceObserver(emit, decide, capture=settings.capture_content)
+        else:
+            observer.emit, observer.decide = emit, decide
+        self.observer = observer
         self.closed = False
         for problem in settings.problems:
             log.warning("warning: telemetry: %s", problem)
@@ -256,15 +281,15 @@ _pipelines: dict[Settings, Pipeline] = {}
 _lock = threading.Lock()
 
 
-def pipeline(settings: Settings) -> Pipeline:
+def pipeline(settings: Settings, observer: TraceObserver) -> Pipeline:
     """The process's pipeline to these settings' destination (one per destination, shared by every
-    yard and server of the process), made on first use and shut down at exit."""
+    yard and server of the process, as `observer` is), made on first use and shut down at exit."""
     with _lock:
         found = _pipelines.get(settings)
         if found is None:
             if not _pipelines:
                 atexit.register(_shutdown_all)
-            found = _pipelines[settings] = Pipeline(settings)
+            found = _pipelines[settings] = Pipeline(settings, observer=observer)
         return found
 
 

@@ -4,10 +4,10 @@ it keeps one `ExecutionTrace` per execution and hands each span, encoded as it e
 Each execution of a run is one trace: its root span `invoke_workflow <flow>` carries
 `blockyard.run_id`, and a run resumed in the same process links its new root to the previous one.
 An execution started with a W3C traceparent (an HTTP caller's) continues the caller's trace instead,
-its root the child of the caller's span. Whether an execution is traced at all is the sampler's
-call (the OpenTelemetry SDK's, as OTEL_TRACES_SAMPLER names it; by default: always, unless the
-caller's traceparent says not sampled), made once for its root and kept for its spans: the one part
-of the SDK a run meets.
+its root the child of the caller's span. Whether an execution is traced at all is decided once, for
+its root, and kept for its spans: by the sampler OTEL_TRACES_SAMPLER names (the SDK's, through
+engine/telemetry/exporter.py, the one part of the SDK a run meets), or by default here: always,
+unless the caller's traceparent says not sampled.
 
 Quick by design: it runs on the run's event loop between two events. Tokens are skipped first thing;
 the events of the execution the event before was of (most are) find its trace without a lookup.
@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
-
-from opentelemetry import trace
-from opentelemetry.sdk.trace.sampling import Decision, Sampler
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from engine.events import APPROVAL_REQUIRED, TOKEN, Event
 from engine.pinned import Bundle
 from engine.state.store import RunRecord
-from engine.telemetry import semconv, traceparent
+from engine.telemetry import traceparent
 from engine.telemetry.layout import Layout, layout
-from engine.telemetry.spans import Emit, ExecutionTrace, new_trace_id, time_ns
+from engine.telemetry.spans import HANDLERS, Emit, ExecutionTrace, new_trace_id, time_ns
 
 KEPT_RUNS = 4096  # roots remembered to link a resume to (runs resumed in this process)
 KEPT_LAYOUTS = 256  # flow definitions whose layout is kept, by digest
 KEPT_ENDED = 64  # executions that ended at a gate: more gates of theirs may follow at once
 KEPT_LIVE = 10_000  # executions in progress at once, at most (more than any server runs)
+
+# whether an execution is traced: its run, the caller's traceparent, its trace id (engine/telemetry/exporter.py)
+Decide = Callable[[RunRecord, traceparent.Parent | None, bytes], bool]
 
 
 class _Compiled(Protocol):
@@ -52,13 +52,15 @@ class Observed(Protocol):
 
 
 class TraceObserver:
-    """Turns the events of every execution it is told about into spans, handed to `emit`. `sampler`: the
-    one OTEL_TRACES_SAMPLER names, or None for the default (parent-based, always on), which this decides
-    itself: the SDK's takes longer than the rest of a short execution's first event."""
+    """Turns the events of every execution it is told about into spans, handed to `emit`. `decide`: whether an
+    execution is traced (the sampler OTEL_TRACES_SAMPLER names, engine/telemetry/exporter.py), or None for the
+    default, parent-based and always on, which this applies itself: the SDK's takes longer than the rest of a
+    short execution's first event. Both may be set later, before the first execution (engine/telemetry/__init__.py).
+    No OpenTelemetry here."""
 
-    def __init__(self, emit: Emit, sampler: Sampler | None, *, capture: bool = False) -> None:
+    def __init__(self, emit: Emit, decide: Decide | None = None, *, capture: bool = False) -> None:
         self.emit = emit
-        self.sampler = sampler
+        self.decide = decide
         self.capture = capture
         # id(execution) -> (the execution, its trace; None: not sampled). The execution is held so that its
         # id is not reused while it is here
@@ -81,11 +83,24 @@ class TraceObserver:
                 return
             self._last = entry
         traced = entry[1]
-        if traced is not None:
-            if traced.see(event):
-                self._ended_trace(run, event, execution, traced)
-        elif event.type in _ENDS:  # not sampled: nothing to record, only to forget at the end
-            self._forget(execution)
+        if traced is None:
+            if event.type in _ENDS:  # not sampled: nothing to record, only to forget at the end
+                self._forget(execution)
+            return
+        # ExecutionTrace.see, inline (a call less on every event): the event's time, then what it does
+        handler = HANDLERS.get(event.type)
+        if handler is None:
+            return
+        text = event.time
+        if text == traced.time:  # events of one millisecond
+            at = traced.at
+        elif text.startswith(traced.second):  # of one second: the milliseconds read only
+            at = traced.at = traced.second_ns + int(text[20:23]) * 1_000_000
+            traced.time = text
+        else:
+            at = traced.clock(text)
+        if handler(traced, event, at):
+            self._ended_trace(run, event, execution, traced)
 
     def _forget(self, execution: Observed) -> None:
         self._live.pop(id(execution), None)
@@ -126,8 +141,7 @@ class TraceObserver:
 
     def _late_gate(self, key: int, execution: Observed, event: Event) -> bool:
         """A further gate of an execution that ended at its first one: a span of that trace."""
-        with self._lock:
-            entry = self._ended.get(key)
+        entry = self._ended.get(key)
         if entry is None or entry[0] is not execution:
             return False
         entry[1].see(event)
@@ -137,34 +151,23 @@ class TraceObserver:
         """The trace of a new execution, or None when the sampler drops it."""
         parent = traceparent.parse(execution.traceparent)
         trace_id = parent.trace_id.to_bytes(16, "big") if parent is not None else new_trace_id()
-        if self.sampler is None:  # the default, parent-based and always on: the caller's traceparent decides
-            if parent is not None and not parent.sampled:
-                return None
-        elif not self._sampled(run, parent, trace_id):
+        if not self.sampled(run, parent, trace_id):
             return None
-        with self._lock:
-            previous = self._roots.get(run.id)
+        previous = self._roots.get(run.id)  # a read: atomic (the lock orders the writes, which are several steps)
         return ExecutionTrace(run, self._layout(run, execution), self.emit, time_ns(event.time), capture=self.capture,
                               trace_id=trace_id,
                               parent=parent.span_id.to_bytes(8, "big") if parent is not None else None,
                               previous=previous)
 
-    def _sampled(self, run: RunRecord, parent: traceparent.Parent | None, trace_id: bytes) -> bool:
-        """The sampler's decision for an execution's root (a sampler OTEL_TRACES_SAMPLER names)."""
-        assert self.sampler is not None
-        context = None
-        if parent is not None:
-            flags = TraceFlags(TraceFlags.SAMPLED if parent.sampled else TraceFlags.DEFAULT)
-            context = trace.set_span_in_context(NonRecordingSpan(SpanContext(parent.trace_id, parent.span_id, True,
-                                                                             flags)))
-        decision = self.sampler.should_sample(context, int.from_bytes(trace_id, "big"),
-                                              f"{semconv.WORKFLOW} {run.flow}", SpanKind.INTERNAL,
-                                              {"blockyard.run_id": run.id})
-        return decision.decision is Decision.RECORD_AND_SAMPLE
+    def sampled(self, run: RunRecord, parent: traceparent.Parent | None, trace_id: bytes) -> bool:
+        """Whether an execution (of `run`, continuing the caller's `parent`, in trace `trace_id`) is traced."""
+        decide = self.decide
+        if decide is None:  # the default, parent-based and always on: the caller's traceparent decides
+            return parent is None or parent.sampled
+        return decide(run, parent, trace_id)
 
     def _layout(self, run: RunRecord, execution: Observed) -> Layout:
-        with self._lock:
-            found = self._layouts.get(run.digest)
+        found = self._layouts.get(run.digest)
         if found is None:
             found = layout(execution.compiled.bundle)
             with self._lock:

@@ -14,9 +14,12 @@ layout (engine/telemetry/layout.py) and from the agent delegations still open.
 A span is written as OTLP protobuf bytes the moment it ends (engine/telemetry/wire.py) and handed,
 as bytes, to the pipeline's batch (engine/telemetry/batch.py): no OpenTelemetry SDK span is ever
 made. Per span that is two ids, two times and the few values that vary, next to its `head` (name,
-kind, fixed attributes), encoded once per flow definition and kept here; an open span is an `Open`
-of plain values. The SDK's ReadableSpan and BatchSpanProcessor cost 3–4 times as much per span and
-their queued objects set off extra garbage collections (docs/performance.md, "OpenTelemetry traces").
+kind, fixed attributes), encoded once per flow definition and kept with the definition's layout; an
+open span is an `Open` of plain values, and a step of the flow's own list keeps only its start until
+something needs its span (a model call in it, a step of its body) or it ends. This runs on the run's
+event loop, between two of its events: what it costs a run is docs/performance.md's "OpenTelemetry
+traces" (through the SDK's ReadableSpan and BatchSpanProcessor, 9–15% of a run's CPU: their queued
+objects set off garbage collections of their own besides).
 """
 
 from __future__ import annotations
@@ -123,6 +126,7 @@ _step_heads: dict[tuple[str, Any, Any, Any], tuple[bytes, bool]] = {}  # -> (hea
 _chat_heads: dict[tuple[Any, ...], tuple[bytes, str, str]] = {}  # -> (head, gen_ai.provider.name, model)
 _tool_heads: dict[tuple[Any, Any, Any], bytes] = {}
 _root_heads: dict[tuple[str, int, str], bytes] = {}  # (flow, version, digest) -> the head of its executions' roots
+_ERROR_TYPE = wire.pair(9, "error.type", semconv.OTHER_ERROR)
 _NUMBER = (int, float)  # for isinstance: `int | float` would make a new union object at every call
 _chat_numbers = wire.Numbers(semconv.CHAT_NUMBERS)
 _usage = wire.Numbers((key, f"blockyard.usage.{key}") for key in ("model_calls", "input_tokens", "output_tokens",
@@ -192,6 +196,23 @@ def _failed(message: str) -> bytes:
     return wire.status(wire.ERROR, message)
 
 
+def _ending(kind: str, data: Mapping[str, Any]) -> bytes:
+    """What a step's span learns as it ends (a `step_finished` or `step_failed` event's data), encoded: a
+    failure's status, a loop's way out, a gate's decision."""
+    if kind == STEP_FAILED:
+        return _ERROR_TYPE + _failed(str(data.get("error") or "the step failed"))
+    way = data.get("status")
+    decision = data.get("decision")
+    if way is None and decision is None:
+        return b""
+    learnt = b""
+    if isinstance(way, str):
+        learnt += wire.pair(9, "blockyard.step.status", way)
+    if isinstance(decision, str):
+        learnt += wire.pair(9, "blockyard.step.decision", decision)
+    return learnt
+
+
 class ExecutionTrace:
     """The spans of one execution, whose root span starts at `start` (ns). `see(event)` for each of its
     events, in order; True once the execution ended (its root span is emitted). `parent`: the span id of
@@ -212,26 +233,34 @@ class ExecutionTrace:
         self.ended = False
         # a step's open span by its label, an item's by (label, index)
         self.steps: dict[str | tuple[str, Any], Open] = {}
+        self.starts: dict[str, int] = {}  # label -> the start of a step of the flow's list whose span is not made yet
         # label -> the open spans of its items (map items, foreach iterations), latest last
         self.items: dict[str, list[Open]] = {}
         self.calls: dict[tuple[str, Any, str], Open] = {}  # (label, index, call id) -> an agent's open tool call
         self.delegations: list[tuple[str, str, Open]] = []  # (agent label, tool, span): steps an agent called
         self.spend = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-        self._time = ""  # the last event's time, and in ns
-        self._at = 0
+        # the last event's time and in ns, and its second and in ns (read and kept by the observer too)
+        self.time = ""
+        self.at = 0
+        self.second = "~"  # no time starts with it
+        self.second_ns = 0
         self.root = self._open_root(start)
 
     # ---- events -------------------------------------------------------------------------------------
 
     def see(self, event: Event) -> bool:
-        text = event.time
-        if text == self._time:  # events of one millisecond: most of a quick run's
-            at = self._at
-        else:
-            at = self._at = time_ns(text)
-            self._time = text
-        handler = _HANDLERS.get(event.type)
-        return handler(self, event, at) if handler is not None else False
+        """What `event` does to the trace; True once the execution ended. (engine/telemetry/observer.py does
+        the same inline for the events after an execution's first.)"""
+        handler = HANDLERS.get(event.type)
+        return handler(self, event, self.clock(event.time)) if handler is not None else False
+
+    def clock(self, text: str) -> int:
+        """An event's time in ns, kept with its second: the events after it mostly share them."""
+        at = self.at = time_ns(text)
+        self.time = text
+        self.second = text[:19]
+        self.second_ns = at - at % 1_000_000_000
+        return at
 
     def _run_started(self, event: Event, at: int) -> bool:
         root = self.root
@@ -280,7 +309,7 @@ class ExecutionTrace:
         if head is None:
             head = wire.head(f"{semconv.WORKFLOW} {run.flow}", wire.INTERNAL, semconv.workflow(*key))
             _keep(_root_heads, key, head)
-        return Open(head + wire.attributes(9, semconv.run(run)), new_span_id(), self.parent, at)  # its run id
+        return Open(head + wire.attributes(9, semconv.run(run)), new_span_id(), self.parent, at)  # + the run's
 
     def _step_started(self, event: Event, at: int) -> bool:
         label = event.step or "?"
@@ -293,7 +322,15 @@ class ExecutionTrace:
             if plan is None:
                 plan = self._plan(label, data)
             head, agent, flow, top = plan
-            # a step of the flow's own list (not one an agent runs): under the root
+            if top and not self.delegations and not self.capture:
+                # a step of the flow's own list, under the root: its start is all there is to keep until
+                # something needs its span (`_opened`: a model call in it, a step in its body), or it ends
+                if label in self.starts or label in self.steps:  # started again (a retry) before it ended
+                    earlier = self._opened(label)
+                    if earlier is not None:
+                        self._close(earlier, at)  # the earlier attempt ends here
+                self.starts[label] = at
+                return False
             parent = self.root if top and not self.delegations else self._parent_of(label, index)
         else:  # an item of a map, an iteration of a foreach's body
             key = (label, index)
@@ -319,6 +356,15 @@ class ExecutionTrace:
                 items.append(span)
         return False
 
+    def _opened(self, label: str) -> Open | None:
+        """The span of step `label`, made now if only its start was kept (`_step_started`); None if it is not open."""
+        start = self.starts.pop(label, None)
+        if start is None:
+            return self.steps.get(label)
+        head, agent, flow, _top = self.plans[label]
+        span = self.steps[label] = Open(head, new_span_id(), self.root.span_id, start, label, None, flow, agent)
+        return span
+
     def _plan(self, label: str, data: Mapping[str, Any]) -> tuple[bytes, bool, str | None, bool]:
         """What the spans of step `label` (not an item) share, worked out at its first start and kept with the
         definition's layout: its head, whether it is an agent's, the subflow it runs, and whether it sits
@@ -332,24 +378,23 @@ class ExecutionTrace:
         label = event.step or "?"
         data = event.data
         index = data.get("index")
+        if index is None:
+            start = self.starts.pop(label, None)
+            if start is not None:  # nothing needed its span: made and ended at once
+                self.emit(wire.span(self.trace_id, new_span_id(), self.root.span_id, self.plans[label][0], start,
+                                    at if at > start else start, _ending(event.type, data)))
+                return False
         span = self.steps.get(label if index is None else (label, index))
         if span is None:
             return False  # it started in an earlier execution (a resumed gate or a step run inline before)
-        status = b""
-        if event.type == STEP_FAILED:
-            span.set("error.type", semconv.OTHER_ERROR)
-            status = _failed(str(data.get("error") or "the step failed"))
+        if self.capture and event.type != STEP_FAILED and "outputs" in data:
+            span.extra = span.extra or {}
+            semconv.outputs(span.extra, data["outputs"])
+        if index is None and span.children is None:  # most steps: what _close does, in short
+            del self.steps[label]
+            self._end(span, at, _ending(event.type, data))
         else:
-            way = data.get("status")  # a loop's way out
-            if way is not None and isinstance(way, str):
-                span.set("blockyard.step.status", way)
-            decision = data.get("decision")  # a gate's
-            if decision is not None and isinstance(decision, str):
-                span.set("blockyard.step.decision", decision)
-            if self.capture and "outputs" in data:
-                span.extra = span.extra or {}
-                semconv.outputs(span.extra, data["outputs"])
-        self._close(span, at, status)
+            self._close(span, at, _ending(event.type, data))
         return False
 
     def _model_call(self, event: Event, at: int) -> bool:
@@ -461,7 +506,7 @@ class ExecutionTrace:
                 return span
         # an item of a map that runs one block per item: under the map's own span
         if index is not None:
-            whole = self.steps.get(label)
+            whole = self._opened(label)
             if whole is not None:
                 return whole
         if "." not in label:  # a step of the run's own flow: under the body that holds it, if any
@@ -484,7 +529,7 @@ class ExecutionTrace:
         """The open span events of step `label` (item `index`) belong to: the step's, else the workflow's."""
         if label is None:
             return self.root
-        span = self.steps.get(label if index is None else (label, index))
+        span = self._opened(label) if index is None else self.steps.get((label, index))
         if span is None:
             span = self._latest(label)
         return span if span is not None else self.root
@@ -492,7 +537,7 @@ class ExecutionTrace:
     def _latest(self, label: str) -> Open | None:
         """The open span of step `label` started last: its latest item's, else its own."""
         items = self.items.get(label)
-        return items[-1] if items else self.steps.get(label)
+        return items[-1] if items else self._opened(label)
 
     # ---- ending -------------------------------------------------------------------------------------
 
@@ -520,6 +565,8 @@ class ExecutionTrace:
     def _end_root(self, at: int, status: bytes = b"") -> None:
         """End the execution: what is still open ends with it (steps cut short by a failure), then the root."""
         root = self.root
+        for label in list(self.starts):  # steps cut short: their spans end with the run's
+            self._opened(label)
         if self.steps or self.calls:
             for span in [*self.calls.values(), *reversed(list(self.steps.values()))]:
                 span.set("blockyard.ended_with_run", True)
@@ -547,7 +594,7 @@ class ExecutionTrace:
 
 
 # what each event does to the trace (the others: nothing); True once the execution ended
-_HANDLERS: dict[str, Callable[[ExecutionTrace, Event, int], bool]] = {
+HANDLERS: dict[str, Callable[[ExecutionTrace, Event, int], bool]] = {
     STEP_STARTED: ExecutionTrace._step_started, STEP_FINISHED: ExecutionTrace._step_ended,
     STEP_FAILED: ExecutionTrace._step_ended, MODEL_CALL: ExecutionTrace._model_call,
     TOOL_CALL: ExecutionTrace._tool_call, RUN_STARTED: ExecutionTrace._run_started, WARNING: ExecutionTrace._note,

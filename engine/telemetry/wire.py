@@ -108,7 +108,10 @@ def pair(tag: int, key: str, value: Any) -> bytes:
         return number(key, value)
     else:
         body = _key(key) + field(2, any_value(value))
-    return varint(tag << 3 | 2) + varint(len(body)) + body
+    size = len(body)
+    if size < 128 and tag < 16:  # one byte each for the tag and the length
+        return bytes((tag << 3 | 2, size)) + body
+    return varint(tag << 3 | 2) + varint(size) + body
 
 
 def _number_prefixes(key: str) -> tuple[bytes, bytes, bytes, bytes]:
@@ -213,17 +216,34 @@ LOCAL = flags(False)
 REMOTE = flags(True)
 
 
+_trace: tuple[bytes, bytes] = (b"", b"")  # the last trace id and its fields (1, and 2's tag): a trace's spans share it
+_parent: tuple[bytes, bytes] = (b"", b"")  # the last parent span id and its field (4): a flow's steps share the root
+_frames: dict[int, bytes] = {}  # a Span's size -> the field's tag and length before it (sizes repeat: a flow's spans)
+
+
 def span(trace_id: bytes, span_id: bytes, parent_id: bytes | None, head: bytes, start: int, end: int,
          rest: bytes = b"", span_flags: bytes = LOCAL) -> bytes:
     """A Span, framed as field 2 of its ScopeSpans: ids 1, 2, 4; `head` (name, kind, fixed attributes);
-    times 7, 8; `rest` (more attributes, events, links, status, already encoded); flags 16."""
-    body = b"".join((b"\x0a\x10", trace_id, b"\x12\x08", span_id,
-                     b"\x22\x08" + parent_id if parent_id is not None else b"",
-                     head, _TIMES(0x39, start, 0x41, end), rest, span_flags))
-    size = len(body)
-    if 128 <= size < 16384:  # most spans: a two-byte length
-        return bytes((0x12, size & 0x7F | 0x80, size >> 7)) + body
-    return b"\x12" + varint(size) + body
+    times 7, 8; `rest` (more attributes, events, links, status, already encoded); flags 16 (`span_flags`,
+    LOCAL or REMOTE). One join: the ids' fields and the frame come from what the spans before left."""
+    global _trace, _parent
+    ids = _trace  # one read of each pair: threads replace them whole
+    if ids[0] is not trace_id:
+        ids = _trace = (trace_id, b"\x0a\x10" + trace_id + b"\x12\x08")
+    if parent_id is None:
+        up = b""
+    else:
+        above = _parent
+        if above[0] is not parent_id:
+            above = _parent = (parent_id, b"\x22\x08" + parent_id)
+        up = above[1]
+    size = 52 + len(up) + len(head) + len(rest)  # 52: the ids' fields 20 and 8, the times 18, the flags 6
+    frame = _frames.get(size)
+    if frame is None:
+        frame = b"\x12" + varint(size)
+        if size < 16384:
+            _frames[size] = frame
+    return b"".join((frame, ids[1], span_id, up, head, _TIMES(0x39, start, 0x41, end), rest, span_flags))
 
 
 def resource(values: Mapping[str, Any]) -> bytes:

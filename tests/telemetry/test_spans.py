@@ -315,3 +315,60 @@ def test_the_observer_survives_what_it_was_not_built_for(make_yard: Any) -> None
     assert names == ["chat m", "execute_tool x", "invoke_workflow plain"]
     failed = one(memory.spans(), "chat m")
     assert failed.status == ERROR and failed.status_message == "boom"
+
+
+def test_a_steps_span_is_made_when_needed_with_its_own_times(make_yard: Any) -> None:
+    """A step of the flow's own list keeps only its start until something needs its span (engine/telemetry/
+    spans.py): whatever needs it — nothing, a model call in it, a second start (a retry), its way out, the run's
+    failure — the span has the step's own times and all it said."""
+    root = make_yard({
+        "blocks/same.yaml": textwrap.dedent("""
+            block: same
+            kind: transform
+            inputs: {n: {type: integer}}
+            outputs: {n: {type: integer}}
+            compute: {n: "n"}
+        """),
+        "flows/plain.yaml": "flow: plain\noutputs: [n]\nsteps:\n  - {id: same, uses: same, with: {n: 1}}\n",
+    })
+    with traced(root) as (yard, memory, _calls):
+        observer = yard.engine.observers[0]
+
+        class Fake:
+            traceparent = None
+            compiled = yard.compiled(yard.bundle("plain"))
+
+        record = RunRecord(id="made", flow="plain", version=1, digest="d2", status=RunStatus.RUNNING, inputs={})
+        fake = Fake()
+        step = {"kind": "transform", "block": "same"}
+        made: list[tuple[str, str | None, dict[str, Any], str]] = [
+            ("run_started", None, {}, "00.000"),
+            ("step_started", "alone", step, "00.100"), ("step_finished", "alone", {"status": "done"}, "00.250"),
+            ("step_started", "asks", step, "01.000"),
+            ("model_call", "asks", {"provider": "mock", "model": "m", "latency_ms": 100, "ok": True}, "01.500"),
+            ("step_finished", "asks", {"decision": "approve"}, "01.600"),
+            ("step_started", "again", step, "02.000"), ("step_started", "again", step, "02.300"),
+            ("step_finished", "again", {}, "02.400"),
+            ("step_started", "cut", step, "03.000"),
+            ("run_failed", "cut", {"status": "failed", "error": "stopped"}, "03.500")]
+        for kind, label, data, at in made:
+            observer(record, Event(kind, "made", 1, label, f"2026-01-01T00:00:{at}Z", data), fake)
+    spans = memory.spans()
+    assert shape(spans) == ("invoke_workflow plain(step again,step again,step alone,step asks(chat m),step cut)")
+    zero = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
+    alone = one(spans, "step alone")
+    assert (alone.start - zero, alone.end - zero) == (100_000_000, 250_000_000)
+    assert attrs(alone)["blockyard.step.status"] == "done" and attrs(alone)["blockyard.step.kind"] == "transform"
+    asks = one(spans, "step asks")
+    assert (asks.start - zero, asks.end - zero) == (1_000_000_000, 1_600_000_000)
+    assert attrs(asks)["blockyard.step.decision"] == "approve"
+    chat = one(spans, "chat m")
+    assert chat.parent_id == asks.span_id and (chat.start - zero, chat.end - zero) == (1_400_000_000, 1_500_000_000)
+    first, second = sorted((span for span in spans if span.name == "step again"), key=lambda span: span.start)
+    assert (first.start - zero, first.end - zero) == (2_000_000_000, 2_300_000_000)  # the retry ended it
+    assert (second.start - zero, second.end - zero) == (2_300_000_000, 2_400_000_000)
+    assert first.span_id != second.span_id
+    cut = one(spans, "step cut")
+    assert attrs(cut)["blockyard.ended_with_run"] is True and (cut.end - zero) == 3_500_000_000
+    root_span = one(spans, "invoke_workflow plain")
+    assert {span.parent_id for span in spans if span.name.startswith("step ")} == {root_span.span_id}
