@@ -57,7 +57,8 @@ SEMANTIC_TESTS = (
     "tests/validate/test_semantic_flows.py", "tests/validate/test_semantic_graph.py",
     "tests/validate/test_semantic_policy.py", "tests/validate/test_semantic_yard.py",
     "tests/validate/test_semantic_durability.py",
-    "tests/validate/test_semantic_budgets.py", "tests/validate/test_validate_compiler_rules.py")
+    "tests/validate/test_semantic_budgets.py", "tests/validate/test_semantic_unwritten_paths.py",
+    "tests/validate/test_validate_compiler_rules.py")
 
 GROUPS: tuple[Group, ...] = (
     Group("state-messages", ("engine/state/messages.py",),
@@ -91,7 +92,7 @@ GROUPS: tuple[Group, ...] = (
             "durability.py", "retention.py", "schedule.py")))),
     Group("templates", ("engine/template_limits.py", "engine/template_sandbox.py", "engine/template_checks.py"),
           ("tests/test_templates.py", "tests/test_template_guards.py", "tests/test_template_limits_nested.py",
-           "tests/test_template_fast.py"),
+           "tests/test_template_fast.py", "tests/validate/test_constant_limits.py"),
           "a template cannot reach Python internals, run away, or make a value past the limits",
           # a million loop iterations: through mutmut's trampolines (each call recorded while it finds which
           # tests reach which function) they take longer than the tests allow

@@ -144,6 +144,7 @@ def test_a_join_filter_counts_the_text_of_its_items_and_separators() -> None:
     assert len(render("{{ ['a' * 33, 'b' * 33, 'c' * 32]|join('-') }}", {})) == 100
     assert refused("{{ ['a' * 33, 'b' * 33, 'c' * 33]|join('-') }}") == f"joined string {STRING}"
     assert refused("{{ [1000000000, 2000000000]|join('x' * 81) }}") == f"joined string {STRING}"
+    assert render("{{ [s]|join('-' * 50) }}", {"s": "a" * 100}) == "a" * 100  # one item: no separator
 
 
 def test_lipsum_is_sized_by_its_words_before_it_is_written() -> None:
@@ -176,6 +177,10 @@ def test_operators_are_sized_from_their_operands() -> None:
     assert refused("{{ [1] * 6 + [2] * 5 }}") == f"joined list {ITEMS}"
     assert render("{{ ([1] * 5 + [2] * 5)|length }}", {}) == 10
     assert render("{{ s * 0 }}", {"s": "a" * 101}) == ""  # repeated no times: nothing made
+    # a product has at least bits(x) + bits(y) - 1 bits: refused before it is computed when that passes 64
+    assert render("{{ x * y }}", {"x": 2**32, "y": 2**31}) == 2**63
+    assert refused("{{ x * y }}", {"x": 2**32, "y": 2**32}) == (
+        "product exceeds the 64-bit limit (limits.template_max_int_bits in blockyard.yaml)")
 
 
 def test_a_replacement_counts_its_count_and_an_empty_pattern_between_every_character() -> None:

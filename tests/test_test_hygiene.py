@@ -45,6 +45,12 @@ CONDITIONAL_ONLY: dict[str, str] = {
         "the loop's nodes are never empty: each graph has randint(1, 12) of them",
 }
 
+# path::function -> why its assert compares an expression with itself
+SELF_COMPARISONS: dict[str, str] = {
+    "tests/telemetry/test_batch.py::test_event_times_read_as_nanoseconds_since_the_epoch":
+        "the second call reads what the first one kept (a cache): a cache that returned another time fails",
+}
+
 # tests whose every assert is inside one of these may pass without asserting anything
 _GUARDS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.ExceptHandler)
 
@@ -208,6 +214,8 @@ def conditional_only(every: list[Function]) -> list[str]:
 def self_comparisons(every: list[Function]) -> list[str]:
     found = []
     for function in every:
+        if function.key in SELF_COMPARISONS:
+            continue
         for node in own_nodes(function.node):
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
@@ -225,7 +233,7 @@ def test_every_pytest_raises_names_the_message_it_expects() -> None:
 
 def test_the_reviewed_exceptions_are_still_there() -> None:
     keys = {function.key for function in functions()}
-    stale = [key for key in [*RAISES_WITHOUT_MATCH, *CONDITIONAL_ONLY] if key not in keys]
+    stale = [key for key in [*RAISES_WITHOUT_MATCH, *CONDITIONAL_ONLY, *SELF_COMPARISONS] if key not in keys]
     assert stale == [], f"drop these from the lists of reviewed exceptions, their tests are gone: {stale}"
 
 
