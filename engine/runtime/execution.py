@@ -160,154 +160,203 @@ def execute(ex: Execution) -> AsyncGenerator[Event, None]:
 
 
 async def _execute(ex: Execution) -> AsyncGenerator[Event, None]:
-    run, db = ex.run, ex.db
-    secrets = ex.context.secrets
-    seq = Sequencer(run.id, ex.last_seq, secrets=secrets)
-    steps = _Steps()
-    began = time.monotonic()
-    thread = run.thread_id or run.id
-    config: dict[str, Any] = {"configurable": {"thread_id": thread},
-                              "recursion_limit": ex.compiled.recursion_limit}
-    if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
-        config["configurable"]["checkpoint_id"] = ex.checkpoint
-    started = seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version, "digest": run.digest,
-                                          "inputs": run.inputs, **ex.started_data})
-    # on a replica, every write of this execution holds only while the replica owns the run
-    fence = fencing.for_run(run.id)
-    # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
-    record = _recorder(db, thread, fence, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS)
+    # the loop that translates the graph's stream stays here, in one generator: every event of the run
+    # passes it, and a generator more would cost each of them; the parts before and after are _Pass's
+    p = _Pass(ex)
     for event in ex.preface:
         yield event
-    record(started)
-    yield started
-    # the run's totals, as the model calls of its steps add to them (engine/nodes/spend.py)
-    spent = ex.context.spend.spent if ex.context.spend is not None else None
-    naming = ex.naming
-    if naming is not None:
-        naming.calls.spent = spent
-        with calls.recording(naming.calls):  # the naming model's calls: model_call events of the run
-            naming.start()
-        if naming.task is None:  # no naming model: the name is known already
-            yield await _announce(db, seq, naming, 0.0, record)
-
-    values = ex.values  # a resumed run whose graph had already ended streams no values
-    interrupts: dict[str, Any] = dict(ex.pending or {})
-    failure: Failure | None = None
-
-    def accept(data: Any) -> Event | None:
-        # as the node writes it: its trace row is recorded (held) before the node goes on
-        custom = seq.from_custom(data)
-        if custom is not None:
-            steps.see(custom)
-            record(custom)
-        return custom
-
-    listener = Listener(accept)
-    if run.mode not in NO_CHECKPOINTS:  # what steps run inside one node finish is kept (engine/state/journal.py)
-        ex.context.journal = Journal(db.saver, db.aread, thread, fence, mode=run.mode,
-                                     resumed=bool(ex.started_data.get("resumed")))
-    stream = listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, fence,
-                             durability=GRAPH_DURABILITY[run.mode]) \
-        if ex.pending is None else _none()
-    running = db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
+    p.record(p.started)
+    yield p.started
+    naming = p.naming
+    if naming is not None and p.name_known():
+        yield await p.announce(0.0)
+    stream = p.stream()
+    running = ex.db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
     running.__enter__()
     try:
         async for kind, data in stream:
             if kind == "event":
                 yield data
                 if naming is not None and naming.ready():
-                    yield await _announce(db, seq, naming, 0.0, record)
+                    yield await p.announce(0.0)
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
-                    interrupts[item.id] = item.value
+                    p.interrupts[item.id] = item.value
             else:
-                values = data
+                p.values = data
     except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
         # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
-        await listener.stop()
-        if naming is not None:
-            naming.cancel()
-        step = steps.current()
-        event = seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
-                                            "error": "interrupted before it finished", "step": step})
-        with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
-            await _end(db, thread, ex.trace, event,
-                       store.end_run(run.id, RunStatus.INTERRUPTED, outputs=None, error=event.data["error"],
-                                     error_step=step, finished=now_iso(), elapsed=time.monotonic() - began,
-                                     spend=spent),
-                       *_pruned(db, run, RunStatus.INTERRUPTED), fence=fence)
+        event = await p.interrupted()
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
     except Exception as exc:
-        if not fencing.refused(exc, fence):
-            failure = describe(exc, steps.current(), steps.running_now(), ex.compiled)
+        p.failed(exc)
     finally:
         running.__exit__(None, None, None)
         await stream.aclose()  # not left to the garbage collector when we stop early
-    if fence is not None and fence.lost:
-        yield _lost(db, seq, thread, steps.current(), naming)
-        return
-    if naming is not None and not naming.announced:
-        yield await _announce(db, seq, naming, NAME_WAIT, record)
-
-    if failure is None and not interrupts:
-        try:
-            outputs = secrets.value(ex.compiled.outputs(values or {}))
-        except Exception as exc:
-            failure = describe(exc, None, None, ex.compiled)
-    elapsed = time.monotonic() - began
-    ending: Sequence[Write] = ()
-    if failure is None and not interrupts and ex.on_end is not None:
-        try:  # e.g. a thread's reply: committed with the run's new status, before a next turn may start
-            ending = await ex.on_end(RunStatus.FINISHED, outputs, None) or ()
-        except Exception as exc:
-            failure = describe(exc, None, None, ex.compiled)
-    if failure is not None:
-        failure = dataclasses.replace(failure, message=secrets.text(failure.message))  # a server may echo the key
-        if ex.on_end is not None:
-            await ex.on_end(RunStatus.FAILED, None, failure.message)
-        data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
-        event = seq.make(RUN_FAILED, failure.step, data)
-        try:
-            await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FAILED, outputs=None,
-                                                                  error=failure.message, error_step=failure.step,
-                                                                  finished=now_iso(), elapsed=elapsed, spend=spent),
-                       *_pruned(db, run, RunStatus.FAILED), fence=fence)
-        except fencing.LeaseLost:
-            yield _lost(db, seq, thread, failure.step, None)
-            return
+    for event in await p.outcome():
         yield event
-        return
-    if interrupts:
-        interrupts = secrets.value(interrupts)
-        gates = [seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
+
+
+class _Pass:
+    """The state of one execution and its parts: the start (the run_started event, the recorder, the
+    journal, the stream of the graph), an interruption, and the outcome (finished, failed or waiting,
+    each recorded with the run's new status in one transaction)."""
+
+    def __init__(self, ex: Execution) -> None:
+        self.ex = ex
+        run = self.run = ex.run
+        self.db = ex.db
+        self.secrets = ex.context.secrets
+        self.seq = Sequencer(run.id, ex.last_seq, secrets=self.secrets)
+        self.steps = _Steps()
+        self.began = time.monotonic()
+        self.thread = run.thread_id or run.id
+        self.started = self.seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version,
+                                                        "digest": run.digest, "inputs": run.inputs,
+                                                        **ex.started_data})
+        # on a replica, every write of this execution holds only while the replica owns the run
+        self.fence = fencing.for_run(run.id)
+        # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
+        self.record = _recorder(self.db, self.thread, self.fence, keep=ex.trace,
+                                hold=run.mode not in NO_CHECKPOINTS)
+        # the run's totals, as the model calls of its steps add to them (engine/nodes/spend.py)
+        self.spent = ex.context.spend.spent if ex.context.spend is not None else None
+        self.naming = ex.naming
+        self.values = ex.values  # a resumed run whose graph had already ended streams no values
+        self.interrupts: dict[str, Any] = dict(ex.pending or {})
+        self.failure: Failure | None = None
+        self.listener: Listener | None = None  # none when the execution only waits at its gates again
+
+    def name_known(self) -> bool:
+        """Start naming a thread's first turn; whether its name is known already (no naming model)."""
+        naming = self.naming
+        assert naming is not None
+        naming.calls.spent = self.spent
+        with calls.recording(naming.calls):  # the naming model's calls: model_call events of the run
+            naming.start()
+        return naming.task is None
+
+    async def announce(self, wait: float) -> Event:
+        assert self.naming is not None
+        return await _announce(self.db, self.seq, self.naming, wait, self.record)
+
+    def stream(self) -> AsyncGenerator[tuple[str, Any], None]:
+        """The graph's stream: ("event", Event) as nodes report, else LangGraph's values and interrupts."""
+        ex, run, steps, seq, record = self.ex, self.run, self.steps, self.seq, self.record
+        if ex.pending is not None:
+            return _none()
+
+        def accept(data: Any) -> Event | None:
+            # as the node writes it: its trace row is recorded (held) before the node goes on
+            custom = seq.from_custom(data)
+            if custom is not None:
+                steps.see(custom)
+                record(custom)
+            return custom
+
+        listener = self.listener = Listener(accept)
+        if run.mode not in NO_CHECKPOINTS:  # what steps run inside one node finish is kept (engine/state/journal.py)
+            ex.context.journal = Journal(self.db.saver, self.db.aread, self.thread, self.fence, mode=run.mode,
+                                         resumed=bool(ex.started_data.get("resumed")))
+        config: dict[str, Any] = {"configurable": {"thread_id": self.thread},
+                                  "recursion_limit": ex.compiled.recursion_limit}
+        if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
+            config["configurable"]["checkpoint_id"] = ex.checkpoint
+        return listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, self.fence,
+                                    durability=GRAPH_DURABILITY[run.mode])
+
+    async def interrupted(self) -> Event:
+        """The run_failed (interrupted) event of an execution stopped from outside, recorded."""
+        if self.listener is not None:
+            await self.listener.stop()
+        if self.naming is not None:
+            self.naming.cancel()
+        step = self.steps.current()
+        event = self.seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
+                                                 "error": "interrupted before it finished", "step": step})
+        with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
+            await self.end(event, RunStatus.INTERRUPTED, error=event.data["error"], step=step, finished=now_iso())
+        return event
+
+    def failed(self, exc: Exception) -> None:
+        if not fencing.refused(exc, self.fence):
+            self.failure = describe(exc, self.steps.current(), self.steps.running_now(), self.ex.compiled)
+
+    async def outcome(self) -> list[Event]:
+        """How the execution ended, recorded: the events left to yield."""
+        if self.fence is not None and self.fence.lost:
+            return [_lost(self.db, self.seq, self.thread, self.steps.current(), self.naming)]
+        naming = self.naming
+        preface = [await self.announce(NAME_WAIT)] if naming is not None and not naming.announced else []
+        outputs: dict[str, Any] | None = None
+        ending: Sequence[Write] = ()
+        if self.failure is None and not self.interrupts:
+            outputs, ending = await self.outputs()
+        try:
+            if self.failure is not None:
+                return [*preface, *await self.fail(self.failure)]
+            if self.interrupts:
+                return [*preface, *await self.wait()]
+            return [*preface, await self.finish(outputs, ending)]
+        except fencing.LeaseLost:
+            step = self.failure.step if self.failure is not None else None
+            return [*preface, _lost(self.db, self.seq, self.thread, step, None)]
+
+    async def outputs(self) -> tuple[dict[str, Any] | None, Sequence[Write]]:
+        """The run's outputs and what its end hook commits with them (e.g. a thread's reply, with the
+        run's new status, before a next turn may start); a failure of either is the run's."""
+        ex = self.ex
+        try:
+            outputs = self.secrets.value(ex.compiled.outputs(self.values or {}))
+        except Exception as exc:
+            self.failure = describe(exc, None, None, ex.compiled)
+            return None, ()
+        if ex.on_end is None:
+            return outputs, ()
+        try:
+            return outputs, await ex.on_end(RunStatus.FINISHED, outputs, None) or ()
+        except Exception as exc:
+            self.failure = describe(exc, None, None, ex.compiled)
+            return None, ()
+
+    async def fail(self, failure: Failure) -> list[Event]:
+        failure = dataclasses.replace(failure, message=self.secrets.text(failure.message))  # a server may echo the key
+        self.failure = failure
+        if self.ex.on_end is not None:
+            await self.ex.on_end(RunStatus.FAILED, None, failure.message)
+        data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
+        event = self.seq.make(RUN_FAILED, failure.step, data)
+        await self.end(event, RunStatus.FAILED, error=failure.message, step=failure.step, finished=now_iso())
+        return [event]
+
+    async def wait(self) -> list[Event]:
+        interrupts = self.secrets.value(self.interrupts)
+        gates = [self.seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
                  for iid, value in interrupts.items()]
         for gate in gates[:-1]:
-            record(gate)
-        try:
-            await _end(db, thread, ex.trace, gates[-1],
-                       store.end_run(run.id, RunStatus.WAITING, outputs=None, error=None, error_step=None,
-                                     finished=None, elapsed=elapsed, spend=spent),
-                       gate_rows.record_waiting(run.id, interrupts, gates[-1].time),
-                       *_pruned(db, run, RunStatus.WAITING), fence=fence)
-        except fencing.LeaseLost:
-            yield _lost(db, seq, thread, None, None)
-            return
-        for gate in gates:
-            yield gate
-        return
-    event = seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
-                                          "duration_ms": round((run.duration + elapsed) * 1000, 1)})
-    try:
-        await _end(db, thread, ex.trace, event, store.end_run(run.id, RunStatus.FINISHED, outputs=outputs, error=None,
-                                                              error_step=None, finished=event.time, elapsed=elapsed,
-                                                              spend=spent),
-                   *ending, *_pruned(db, run, RunStatus.FINISHED), fence=fence)
-    except fencing.LeaseLost:
-        yield _lost(db, seq, thread, None, None)
-        return
-    yield event
+            self.record(gate)
+        await self.end(gates[-1], RunStatus.WAITING, gate_rows.record_waiting(self.run.id, interrupts, gates[-1].time))
+        return gates
+
+    async def finish(self, outputs: dict[str, Any] | None, ending: Sequence[Write]) -> Event:
+        elapsed = time.monotonic() - self.began
+        event = self.seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
+                                                   "duration_ms": round((self.run.duration + elapsed) * 1000, 1)})
+        await self.end(event, RunStatus.FINISHED, *ending, outputs=outputs, finished=event.time, elapsed=elapsed)
+        return event
+
+    async def end(self, event: Event, status: RunStatus, *more: Write, outputs: dict[str, Any] | None = None,
+                  error: str | None = None, step: str | None = None, finished: str | None = None,
+                  elapsed: float | None = None) -> None:
+        """The terminal event, the run's row as this execution leaves it, what else goes with them and the
+        checkpoints the run no longer needs: one transaction; LeaseLost when this replica no longer owns
+        the run."""
+        row = store.end_run(self.run.id, status, outputs=outputs, error=error, error_step=step, finished=finished,
+                            elapsed=time.monotonic() - self.began if elapsed is None else elapsed, spend=self.spent)
+        await _end(self.db, self.thread, self.ex.trace, event, row, *more, *_pruned(self.db, self.run, status),
+                   fence=self.fence)
 
 
 async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float,
