@@ -42,7 +42,7 @@ from engine.nodes.context import RunContext
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT, Naming
-from engine.runtime.observe import Observer, observed
+from engine.runtime.observe import Observer, teller
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import fencing, store
 from engine.state import gates as gate_rows
@@ -153,32 +153,41 @@ class _Steps:
         return None
 
 
-def execute(ex: Execution) -> AsyncGenerator[Event, None]:
-    """Run the graph and yield its events; the run's row and trace are updated as it goes."""
-    # the extra generator only when someone observes: a chain's events pass here once per step
-    return observed(ex.observers, ex.run, ex, _execute(ex)) if ex.observers else _execute(ex)
-
-
-async def _execute(ex: Execution) -> AsyncGenerator[Event, None]:
+async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
+    """Run the graph and yield its events; the run's row and trace are updated as it goes, and the
+    execution's observers are told each event before it is yielded."""
     # the loop that translates the graph's stream stays here, in one generator: every event of the run
     # passes it, and a generator more would cost each of them; the parts before and after are _Pass's
     p = _Pass(ex)
+    tell = teller(ex.observers, ex.run, ex)
     for event in ex.preface:
+        if tell is not None:
+            tell(event)
         yield event
     p.record(p.started)
+    if tell is not None:
+        tell(p.started)
     yield p.started
     naming = p.naming
     if naming is not None and p.name_known():
-        yield await p.announce(0.0)
+        event = await p.announce(0.0)
+        if tell is not None:
+            tell(event)
+        yield event
     stream = p.stream()
     running = ex.db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
     running.__enter__()
     try:
         async for kind, data in stream:
             if kind == "event":
+                if tell is not None:
+                    tell(data)
                 yield data
                 if naming is not None and naming.ready():
-                    yield await p.announce(0.0)
+                    event = await p.announce(0.0)
+                    if tell is not None:
+                        tell(event)
+                    yield event
             elif "__interrupt__" in data:
                 for item in data["__interrupt__"]:
                     p.interrupts[item.id] = item.value
@@ -187,6 +196,8 @@ async def _execute(ex: Execution) -> AsyncGenerator[Event, None]:
     except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
         # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
         event = await p.interrupted()
+        if tell is not None:
+            tell(event)
         if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
             yield event
         raise
@@ -196,6 +207,8 @@ async def _execute(ex: Execution) -> AsyncGenerator[Event, None]:
         running.__exit__(None, None, None)
         await stream.aclose()  # not left to the garbage collector when we stop early
     for event in await p.outcome():
+        if tell is not None:
+            tell(event)
         yield event
 
 

@@ -9,8 +9,7 @@ fail: a failure is logged once per observer and the run goes on untouched.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from engine.events import Event
@@ -28,16 +27,20 @@ class Observer(Protocol):
 _failed: set[int] = set()  # observers whose failure was logged already
 
 
-async def observed(observers: Sequence[Observer], run: RunRecord, execution: Any,
-                   events: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
-    """`events`, each told to the execution's observers before it is yielded."""
-    async with aclosing(events) as stream:
-        async for event in stream:
-            for observer in observers:
-                try:
-                    observer(run, event, execution)
-                except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
-                    if id(observer) not in _failed:
-                        _failed.add(id(observer))
-                        log.warning("an observer of runs failed (%s: %s); the runs go on", type(exc).__name__, exc)
-            yield event
+def teller(observers: Sequence[Observer], run: RunRecord, execution: Any) -> Callable[[Event], None] | None:
+    """What tells an execution's observers each of its events before the runtime yields it (None: nobody
+    observes). A function the runtime calls at its yields, not a generator around its events: every event
+    of a run would pass one more generator (engine/runtime/execution.py)."""
+    if not observers:
+        return None
+
+    def tell(event: Event) -> None:
+        for observer in observers:
+            try:
+                observer(run, event, execution)
+            except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
+                if id(observer) not in _failed:
+                    _failed.add(id(observer))
+                    log.warning("an observer of runs failed (%s: %s); the runs go on", type(exc).__name__, exc)
+
+    return tell
