@@ -195,7 +195,8 @@ def test_the_cli_knows_the_runtime_modules() -> None:
     third_party = imported - set(sys.stdlib_module_names) - {"engine"}
     core, absent = _closure(project["dependencies"])
     assert absent == set()
-    # an optional extra this environment lacks (langchain-anthropic): its module is named as its distribution
+    # an optional extra this environment lacks (none with the dev extra, which installs them all): its module is
+    # named as its distribution
     optional, absent = _closure(line for name, lines in extras.items() if name not in ("run", "dev") for line in lines)
     # what the runtime brings counts as the runtime (starlette, through FastAPI), not as an extra's
     runtime, _ = _closure(extras["run"])

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from engine.agents.executor import AgentExecutor
 from engine.agents.plan import (
-    MAX_DEPTH,
     MAX_TOOL_ERRORS,
     AgentFailed,
     AgentPlan,
@@ -26,7 +25,6 @@ from engine.spec.block import ANSWER_TOOL, DEFAULT_MAX_ITERATIONS
 __all__ = [
     "ANSWER_TOOL",
     "DEFAULT_MAX_ITERATIONS",
-    "MAX_DEPTH",
     "MAX_TOOL_ERRORS",
     "AgentExecutor",
     "AgentFailed",

@@ -15,7 +15,7 @@ from langgraph.types import RetryPolicy
 
 from engine.errors import BlockyardError
 from engine.spec import BlockSpec
-from engine.spec.block import DEFAULT_MAX_ITERATIONS, MAX_DELEGATION_DEPTH
+from engine.spec.block import DEFAULT_MAX_ITERATIONS
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from engine.nodes.context import RunContext
 
 MAX_TOOL_ERRORS = 3  # failed tool calls an agent may see (and recover from) before its step fails
-MAX_DEPTH = MAX_DELEGATION_DEPTH  # agents within agents
 
 
 class AgentFailed(BlockyardError):

@@ -1,13 +1,15 @@
 """Agent and smart blocks in a flow: the executors the compiler wires itself.
 
-An agent's delegates are resolved here, where the flow's bundle and steps are known:
+An agent's delegates are built here, where the flow's bundle and steps are known; what each name
+resolves to is engine/spec/delegation.py's, the computation the validator judges delegation with:
 - on a block, `delegates` name other agent blocks or flows (the bundle carries both);
 - on a step, they name agent steps of the same list, or flows. A delegated step leaves the
   list's order: it runs only when the agent calls it, with the model's arguments for the inputs
   its `with:` does not bind (they sit over the context, like keys of the same name).
 A name that is both an agent block (step) and a flow is the block (step). Delegation is followed
-at compile time; the validator refuses a cycle — an agent that could end up calling itself (BY320)
-— and a chain deeper than MAX_DEPTH (BY440), so meeting one here is a bug.
+at compile time, trusting the validator: it refuses a cycle — an agent that could end up calling
+itself (BY320) — and a chain deeper than MAX_DELEGATION_DEPTH (BY440). The one check left here is
+the cycle's, as following one would never end: meeting it is a bug.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from engine.agents import MAX_DEPTH, AgentRun, Delegate
+from engine.agents import AgentRun, Delegate
 from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import GraphBuilder, Region
@@ -30,7 +32,8 @@ from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
 from engine.nodes.errors import StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.spec import BlockSpec, StepSpec, TypeSpec
+from engine.spec import BlockSpec, FlowSpec, StepSpec, TypeSpec
+from engine.spec.delegation import Agent, Callee, Catalog, flow_key
 from engine.typecheck import outputs_schema
 
 # What is being compiled through delegation right now, outermost first ("block 'a'", "flow 'f'").
@@ -52,57 +55,57 @@ def agent_executor(builder: GraphBuilder, region: Region | None, step: StepSpec 
                  label: str) -> Executor:
     """An agent's executor with its delegates resolved (the step's first, then the block's)."""
     where = builder.where(step.id) if step is not None else f"flow '{builder.flow}', agent '{label}'"
-    key = f"step '{step.id}' of flow '{builder.flow}'" if step is not None and step.delegates else \
-        f"agent block '{block.block}'"
-    chain = _CHAIN.get()
-    if key in chain:
+    return _agent_executor(builder, region, Agent(block, builder.flow, step, region.delegated if region else {}),
+                           label, where)
+
+
+def _agent_executor(builder: GraphBuilder, region: Region | None, me: Agent, label: str, where: str) -> Executor:
+    key, chain = me.key, _CHAIN.get()
+    if key in chain:  # refused by validate (BY320); following it here would never end
         cycle = " -> ".join([*chain[chain.index(key):], key])
         raise internal(f"{where}: delegation that goes round in a cycle ({cycle})", "BY320")
-    if len(chain) >= MAX_DEPTH:
-        raise internal(f"{where}: delegation nested more than {MAX_DEPTH} levels deep ({' -> '.join([*chain, key])})",
-                       "BY440")
     token = _CHAIN.set((*chain, key))
     try:
         delegates: dict[str, Delegate] = {}
-        for name in step.delegates if step is not None else ():
-            delegates.setdefault(name, _step_delegate(builder, region, step, name, label))  # type: ignore[arg-type]
-        for name in block.delegates:
-            delegates.setdefault(name, _block_delegate(builder, block, name, label, where))
+        for callee in me.callees(_catalog(builder)):
+            if callee.name not in delegates:  # a name both the step and its block delegate to: the step's
+                delegates[callee.name] = _delegate(builder, region, me, callee, label, where)
     finally:
         _CHAIN.reset(token)
-    return agent.prepare(block, where, list(delegates.values()), flow=builder.flow, depth=len(chain))
+    return agent.prepare(me.block, where, list(delegates.values()), flow=builder.flow, depth=len(chain))
 
 
-def _step_delegate(builder: GraphBuilder, region: Region | None, step: StepSpec, name: str, label: str
-                   ) -> Delegate:
-    where = builder.where(step.id)
-    target = region.delegated.get(name) if region is not None else None
-    if target is not None:
-        assert target.uses is not None  # delegated steps are agent steps (engine/spec/walk.py, delegated_ids)
-        block = builder.block(target.uses, target.id)
-        executor = agent_executor(builder, region, target, block, builder.label(target.id))
-        assert region is not None
-        return _as_delegate(BlockStep(builder.flow, target.id, builder.label(target.id), block, target.with_,
+def _catalog(builder: GraphBuilder) -> Catalog:
+    """The bundle's blocks and flows, as delegation follows them (engine/spec/delegation.py)."""
+
+    def flow(name: str) -> FlowSpec | None:
+        sub = builder.bundle.flows.get(name)
+        return sub.flow if sub is not None else None
+
+    return Catalog(builder.bundle.blocks.get, flow)
+
+
+def _delegate(builder: GraphBuilder, region: Region | None, me: Agent, callee: Callee, label: str, where: str
+              ) -> Delegate:
+    if callee.kind == "flow":
+        return _flow_delegate(builder, callee.name, label)
+    if callee.kind == "step" and callee.step is not None and region is not None:
+        target, inner = callee.step, me.inner(callee)
+        executor = _agent_executor(builder, region, inner, builder.label(target.id), builder.where(target.id))
+        return _as_delegate(BlockStep(builder.flow, target.id, builder.label(target.id), inner.block, target.with_,
                                       region.frames, {}, executor=executor, files=builder.bundle.prompts),
-                            name, "step", target.description or block.description, set(target.with_))
-    if name in builder.bundle.flows:
-        return _flow_delegate(builder, name, label)
-    raise internal(f"{where}: delegate '{name}', which is neither an agent step of the same list nor a flow of the "
-                   "bundle", "BY213, BY218")
-
-
-def _block_delegate(builder: GraphBuilder, owner: BlockSpec, name: str, label: str, where: str) -> Delegate:
-    block = builder.bundle.blocks.get(name)
-    if block is not None and block.kind == "agent":
-        inner = f"{label}.{name}"
-        executor = agent_executor(builder, None, None, block, inner)
-        return _as_delegate(BlockStep(builder.flow, inner, inner, block, {}, (), {}, executor=executor,
-                                      files=builder.bundle.prompts), name, "agent",
-                            block.description, set(), isolated=True)
-    if name in builder.bundle.flows:
-        return _flow_delegate(builder, name, label)
-    raise internal(f"{where}: agent block '{owner.block}' delegating to '{name}', which is neither an agent block "
-                   "nor a flow of the bundle", "BY218")
+                            callee.name, "step", target.description or inner.block.description, set(target.with_))
+    if callee.kind == "agent":
+        inner, name = me.inner(callee), f"{label}.{callee.name}"
+        executor = _agent_executor(builder, None, inner, name, f"flow '{builder.flow}', agent '{name}'")
+        return _as_delegate(BlockStep(builder.flow, name, name, inner.block, {}, (), {}, executor=executor,
+                                      files=builder.bundle.prompts), callee.name, "agent",
+                            inner.block.description, set(), isolated=True)
+    if callee.of == "step":
+        raise internal(f"{where}: delegate '{callee.name}', which is neither an agent step of the same list nor a "
+                       "flow of the bundle", "BY213, BY218")
+    raise internal(f"{where}: agent block '{me.block.block}' delegating to '{callee.name}', which is neither an "
+                   "agent block nor a flow of the bundle", "BY218")
 
 
 def _as_delegate(step: BlockStep, name: str, kind: str, description: str | None, bound: set[str], *,
@@ -124,9 +127,9 @@ def _as_delegate(step: BlockStep, name: str, kind: str, description: str | None,
 
 
 def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
-    key = f"flow '{name}'"
+    key = flow_key(name)
     chain = _CHAIN.get()
-    if key in chain:
+    if key in chain:  # refused by validate (BY320); following it here would never end
         cycle = " -> ".join([*chain[chain.index(key):], key])
         raise internal(f"flow '{builder.flow}': delegation that goes round in a cycle ({cycle})", "BY320")
     bundle = builder.bundle.flows[name]

@@ -1,5 +1,4 @@
-"""docs/reference/codes.md: every diagnostic code, from the code registry (engine/validate/codes.py, which
-merges the semantic checks' registry, engine/validate/semantic/codes.py)."""
+"""docs/reference/codes.md: every diagnostic code, from the code registry (engine/validate/codes.py)."""
 
 from __future__ import annotations
 

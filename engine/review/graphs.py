@@ -89,10 +89,11 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
     for step in through:
         status.setdefault(step, CHANGED)
     lines = mermaid(new).rstrip("\n").split("\n")
-    edge_lines = [line for line in lines if "-->" in line or "-.->" in line]
     node_ids = {node.id for node in new.nodes}
     removed_nodes = []
-    edge_count = len(edge_lines)
+    # Mermaid numbers edges in the order they are drawn (`linkStyle N`): `mermaid` draws each of
+    # new.edges once, in order, and the removed ones drawn below come after them
+    edge_count = len(new.edges)
     edge_status: dict[int, str] = {}
     if old is not None and flow.status != REMOVED:
         before = {edge_key(old, e) for e in old.edges}

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.events import now_iso
-from engine.state import database, store
+from engine.state import database, migrations, store
 from engine.state.database import Connection
 from engine.state.location import Location
 
@@ -79,31 +79,31 @@ def open_existing(where: Path | Location) -> Connection | None:
 
 @contextmanager
 def reading(where: Path | Location) -> Iterator[Connection | None]:
-    """`open_existing` for the length of a block; a damaged SQLite file is a clear `StateError`."""
+    """`open_existing` for the length of a block, whose reads meet a damaged SQLite file as a clear
+    `StateError` (the one reader of both backends: `runs`, `gates`, `threads`, `db status`, `stats`)."""
     location = _location(where)
-    if location.url is None:
-        with store.reading(location.path) as conn:
-            yield conn
-        return
     found = open_existing(location)
     try:
-        yield found
+        # a damaged page can turn up at any read, not only while the file is opened
+        with database.guard(location.path) if location.url is None else nullcontext():
+            yield found
     finally:
         if found is not None:
             found.close()
 
 
 @contextmanager
-def transaction(where: Path | Location, sqlite_schema: str | None = None) -> Iterator[Connection]:
-    """A connection whose statements in the block commit together (or not at all). On Postgres the
-    tables are migrated first; a SQLite file gets `sqlite_schema` (a CREATE ... IF NOT EXISTS), as
-    it did before our migrations had the table."""
+def transaction(where: Path | Location) -> Iterator[Connection]:
+    """A connection whose statements in the block commit together (or not at all), on tables migrated
+    first on either backend: the migrations (engine/state/migrations.py) are the one definition of
+    every table, also for a file an older blockyard left behind."""
     location = _location(where)
     if location.url is None:
-        conn = database.open_database(location.path, autocommit=False)
+        conn = database.open_database(location.path)  # autocommit: `migrate` takes its own write lock
         try:
-            if sqlite_schema:
-                conn.execute(sqlite_schema)
+            with database.guard(location.path):
+                migrations.migrate(conn, now_iso())
+            conn.isolation_level = "DEFERRED"  # then the block's statements are one transaction (`with conn`)
             with conn:
                 yield conn
         finally:

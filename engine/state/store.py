@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -398,7 +397,7 @@ def effective_status(record: RunRecord) -> RunStatus:
 def open_existing(path: Path) -> sqlite3.Connection | None:
     """A connection for commands that only look (`runs`, `runs show`); None when there is no database.
 
-    Reads through it can still meet a damaged page: commands use `reading`, which says so clearly."""
+    Reads through it can still meet a damaged page: commands use `backends.reading`, which says so clearly."""
     if not database.exists(path):
         return None
     conn = database.open_database(path)
@@ -409,15 +408,3 @@ def open_existing(path: Path) -> sqlite3.Connection | None:
         conn.close()
         raise
     return conn
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
-    """`open_existing` for the length of a block, whose reads meet a damaged file as a `StateError`."""
-    conn = open_existing(path)
-    try:
-        with database.guard(path):
-            yield conn
-    finally:
-        if conn is not None:
-            conn.close()

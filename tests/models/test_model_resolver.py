@@ -1,9 +1,9 @@
-"""Which profile a block gets, the `default` rules, the CLI note, client caching, the anthropic extra."""
+"""Which profile a block gets, the `default` rules, the CLI note, client caching (the anthropic extra's
+missing install: tests/models/test_anthropic_provider.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 
 import pytest
 
@@ -71,13 +71,3 @@ def test_the_default_openai_profile_talks_to_the_configured_endpoint(stub: OpenA
     assert asyncio.run(resolver.for_block(BLOCK).structured(make_request())) == {"greeting": "hi", "mood": "calm"}
     assert stub.requests[0].body["model"] == "gpt-4o-mini"
     assert stub.requests[0].headers["authorization"] == "Bearer sk-env"
-
-
-@pytest.mark.skipif(importlib.util.find_spec("langchain_anthropic") is not None,
-                    reason="the anthropic extra is installed")
-def test_anthropic_without_the_extra_is_a_clear_error() -> None:
-    config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic", name="claude-sonnet-4-5")})
-    with pytest.raises(ModelError, match="the anthropic extra is not installed") as caught:
-        ModelResolver(config, env={}).for_block(BLOCK.model_copy(update={"model": "claude"}))
-    assert str(caught.value) == ("provider 'anthropic' (model profile 'claude'): the anthropic extra is not "
-                                 "installed: pip install 'langchain-anthropic>=1.0'")

@@ -15,7 +15,7 @@ import pytest
 from engine import Yard
 from engine.cli.runs import step_summary
 from engine.events import RunStatus, Sequencer
-from engine.state import migrations, store
+from engine.state import backends, migrations, store
 from tests.runtime.conftest import Outcome, subprocess_env
 
 Cli = Callable[..., Outcome]
@@ -70,7 +70,7 @@ def test_runs_are_listed_by_start_time_whatever_their_ids(yard: Path, cli: Cli) 
 @pytest.mark.sqlite_only("writes the SQLite file by hand")
 def test_runs_started_in_the_same_millisecond_keep_one_order(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    with store.reading(path) as conn:
+    with backends.reading(path) as conn:
         assert conn is None  # no database yet: nothing is created by looking
     assert not path.exists()
     db = sqlite3.connect(path)
@@ -82,7 +82,7 @@ def test_runs_started_in_the_same_millisecond_keep_one_order(tmp_path: Path) -> 
                                                                       f"2026-01-01T{started}Z"))
     db.commit()
     db.close()
-    with store.reading(path) as conn:
+    with backends.reading(path) as conn:
         assert conn is not None
         assert [run.id for run in store.list_runs(conn)] == ["b", "a", "c"]  # newest first, then by id
         assert store.run_ids(conn) == ["b", "a", "c"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
+
+from pydantic import SecretStr
 
 from engine import extras
 from engine.models.errors import ModelError
@@ -13,6 +15,30 @@ from engine.spec import ModelProfile, parse_duration
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 DEFAULT_MAX_TOKENS = 1024  # Anthropic's API requires a bound
+
+
+class Settings(TypedDict, total=False):
+    """What a profile may set of ChatAnthropic, by the client's field names (its aliases, `base_url`,
+    `timeout`, would fall into its untyped **kwargs and escape mypy). A setting the profile leaves
+    out is left out here too: None would erase the client's default."""
+
+    anthropic_api_url: str
+    temperature: float
+    default_request_timeout: float
+    default_headers: Mapping[str, str]
+
+
+def _settings(profile: ModelProfile, timeout: float | None) -> Settings:
+    found = Settings()
+    if profile.base_url is not None:
+        found["anthropic_api_url"] = profile.base_url
+    if profile.temperature is not None:
+        found["temperature"] = profile.temperature
+    if timeout is not None:
+        found["default_request_timeout"] = timeout
+    if profile.headers is not None:
+        found["default_headers"] = profile.headers
+    return found
 
 
 def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenerator:
@@ -28,13 +54,12 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     model = profile.name
     timeout = parse_duration(profile.timeout) if profile.timeout else None
 
-    optional = {"base_url": profile.base_url, "temperature": profile.temperature, "timeout": timeout,
-                "default_headers": profile.headers}
-    settings = {name: value for name, value in optional.items() if value is not None}  # None would erase defaults
+    settings = _settings(profile, timeout)
 
-    def client(key: str) -> Any:
-        return ChatAnthropic(model=model, api_key=key, max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS,
-                             max_retries=profile.max_retries or 0, **settings)
+    def client(key: str) -> ChatAnthropic:
+        return ChatAnthropic(model=model, anthropic_api_key=SecretStr(key),
+                             max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS, max_retries=profile.max_retries or 0,
+                             **settings)
 
     # Anthropic forces a tool by its name ("required" would be read as a tool called "required").
     return ChatGenerator(provider="anthropic", model=model, profile=name, factory=client, env=env,

@@ -6,7 +6,7 @@ paths (reachability, dead ends, unbounded cycles), dataflow (inputs, context key
 writers, outputs), templates and its budget. The graph, dataflow and budget checks only run on a
 flow whose names resolve and whose steps are well formed: on a broken flow they would report
 follow-on noise.
-Codes and titles: engine/validate/semantic/codes.py; reference: docs/flows.md.
+Codes and titles: the code registry, engine/validate/codes.py; reference: docs/flows.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ of its reach.
 The graph has three kinds of nodes: `block:<name>` (an agent block), `flow:<name>` and
 `step:<flow>:<id>` (an agent step with delegates). Delegation edges carry where they are written;
 containment edges (a flow runs its agent steps, its subflows; a step runs its block) only connect.
-A delegation edge is on a cycle when its target leads back to its source.
+A delegation edge is on a cycle when its target leads back to its source. What a delegate's name
+resolves to is engine/spec/delegation.py's, as the compiler follows it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from dataclasses import dataclass, field
 from engine.diagnostics import Diagnostic
 from engine.load import JsonPath
 from engine.project import Project
-from engine.spec import BlockSpec, FlowSpec, StepSpec
+from engine.spec import BlockSpec, FlowSpec
+from engine.spec.delegation import Catalog, block_callees, step_callees
 from engine.spec.walk import delegated_ids, step_lists
 from engine.validate.semantic.graph import shortest_path
-from engine.validate.semantic.index import FlowIndex, StepNode, is_agent_step, issue
+from engine.validate.semantic.index import FlowIndex, StepNode, catalog, issue
 
 
 @dataclass(frozen=True)
@@ -59,33 +61,35 @@ class DelegationGraph:
 def delegation_graph(project: Project) -> DelegationGraph:
     """Who may call whom, over every agent block and flow of the project."""
     graph = DelegationGraph()
+    found = catalog(project)
     for name, versions in project.blocks.items():
         for definition in versions.values():
-            _block_edges(graph, project, name, definition.spec)
+            _block_edges(graph, found, name, definition.spec)
     for name, flow in project.flows.items():
-        _flow_edges(graph, project, name, flow.spec)
+        _flow_edges(graph, found, name, flow.spec)
     return graph
 
 
-def _block_edges(graph: DelegationGraph, project: Project, name: str, spec: BlockSpec) -> None:
+def _block_edges(graph: DelegationGraph, found: Catalog, name: str, spec: BlockSpec) -> None:
     if spec.kind != "agent":
         return
-    for position, target in enumerate(spec.delegates):
-        node = _callee(project, target)
-        if node is not None:
-            graph.delegate(Delegation(f"block:{name}", node, f"block:{name}", ("delegates", position)))
+    for callee in block_callees(spec, found):
+        if callee.kind is not None:
+            target = f"{'block' if callee.kind == 'agent' else 'flow'}:{callee.name}"
+            graph.delegate(Delegation(f"block:{name}", target, f"block:{name}", ("delegates", callee.position)))
 
 
-def _flow_edges(graph: DelegationGraph, project: Project, name: str, flow: FlowSpec) -> None:
+def _flow_edges(graph: DelegationGraph, found: Catalog, name: str, flow: FlowSpec) -> None:
     here = f"flow:{name}"
     for listed in step_lists(flow.steps):
         steps, prefix = listed.steps, listed.path
-        siblings = delegated_ids(steps, lambda step: is_agent_step(step, project))
         by_id = {step.id: step for step in steps}
+        delegated = delegated_ids(steps, lambda step: found.agent(step.uses) is not None)
+        siblings = {target: by_id[target] for target in delegated}
         for position, step in enumerate(steps):
-            if step.flow is not None and project.flow(step.flow) is not None:
+            if step.flow is not None and found.flow(step.flow) is not None:
                 graph.link(here, f"flow:{step.flow}")
-            block = _agent(project, step)
+            block = found.agent(step.uses if step.uses is not None else (step.map.uses if step.map else None))
             if block is None:
                 continue
             if not step.delegates:
@@ -94,31 +98,15 @@ def _flow_edges(graph: DelegationGraph, project: Project, name: str, flow: FlowS
             node = f"step:{name}:{step.id}"
             graph.link(here, node)
             graph.link(node, f"block:{block.block}")
-            for index, target in enumerate(step.delegates):
-                if target in siblings and target in by_id:
-                    inner = by_id[target]
-                    callee = f"step:{name}:{target}" if inner.delegates else f"block:{inner.uses}"
-                elif project.flow(target) is not None:
-                    callee = f"flow:{target}"
+            for callee in step_callees(step, siblings, found):
+                if callee.kind == "step" and callee.step is not None:
+                    inner = callee.step
+                    target = f"step:{name}:{inner.id}" if inner.delegates else f"block:{inner.uses}"
+                elif callee.kind == "flow":
+                    target = f"flow:{callee.name}"
                 else:
                     continue
-                graph.delegate(Delegation(node, callee, here, (*prefix, position, "delegates", index)))
-
-
-def _agent(project: Project, step: StepSpec) -> BlockSpec | None:
-    ref = step.uses if step.uses is not None else (step.map.uses if step.map is not None else None)
-    block = project.block(ref) if ref is not None else None
-    return block.spec if block is not None and block.spec.kind == "agent" else None
-
-
-def _callee(project: Project, name: str) -> str | None:
-    """What a block's delegate names: an agent block (first) or a flow."""
-    block = project.block(name)
-    if block is not None and block.spec.kind == "agent":
-        return f"block:{name}"
-    if project.flow(name) is not None:
-        return f"flow:{name}"
-    return None
+                graph.delegate(Delegation(node, target, here, (*prefix, position, "delegates", callee.position)))
 
 
 def _shown(node: str) -> str:

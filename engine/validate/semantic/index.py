@@ -14,9 +14,10 @@ from typing import Any
 from engine.diagnostics import Diagnostic
 from engine.load import Document, JsonPath
 from engine.project import BlockDef, FlowDef, Project
-from engine.spec import BlockSpec, StepSpec
+from engine.spec import BlockSpec, FlowSpec, StepSpec
+from engine.spec.delegation import Catalog
 from engine.spec.walk import StepList, delegated_ids, walk_steps
-from engine.validate.semantic.codes import WARNINGS
+from engine.validate.codes import WARNINGS
 
 
 def issue(doc: Document, path: JsonPath, code: str, message: str, *, key: bool = False) -> Diagnostic:
@@ -178,3 +179,17 @@ def build_index(project: Project, definition: FlowDef) -> FlowIndex:
 def is_agent_step(spec: StepSpec, project: Project) -> bool:
     block = project.block(spec.uses) if spec.uses is not None else None
     return block is not None and block.spec.kind == "agent"
+
+
+def catalog(project: Project) -> Catalog:
+    """The project's blocks and flows, as delegation follows them (engine/spec/delegation.py)."""
+
+    def block(ref: str) -> BlockSpec | None:
+        found = project.block(ref)
+        return found.spec if found is not None else None
+
+    def flow(name: str) -> FlowSpec | None:
+        found = project.flow(name)
+        return found.spec if found is not None else None
+
+    return Catalog(block, flow)
