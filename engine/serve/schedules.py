@@ -33,16 +33,6 @@ HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
 Fire = Callable[[FlowEntry, datetime], Awaitable[str | None]]
 Expire = Callable[[datetime], Awaitable[int]]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS serve_schedules (
-    flow TEXT PRIMARY KEY,
-    schedule TEXT NOT NULL,
-    first_seen TEXT NOT NULL,
-    last_fire TEXT,
-    last_run TEXT
-)
-"""
-
 
 def schedule_key(schedule: ScheduleSpec) -> str:
     """What a fire time depends on: a changed cron or zone starts the schedule afresh."""
@@ -70,7 +60,8 @@ class ScheduleStore:
         self.path = self.location.path
 
     def _connect(self) -> contextlib.AbstractContextManager[Connection]:
-        return backends.transaction(self.location, _SCHEMA)
+        # the table is migration 4's (engine/state/migrations.py), made on either backend before the block
+        return backends.transaction(self.location)
 
     def load(self) -> dict[str, ScheduleState]:
         if self.location.url is None and not self.path.exists():

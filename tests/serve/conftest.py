@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine.serve.server import Settings
+from tests.serve.browser import browser, page  # noqa: F401  (the browser tests' fixtures)
 from tests.serve.serve_helpers import YARD, Live, start_live
 
 

@@ -6,51 +6,19 @@ browser named by BLOCKYARD_CHROMIUM. CI installs it with `apt-get install -y chr
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.events import EventType
 from tests.serve.serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
+from tests.support.coder_yard import CODER_YARD
 from tests.support.example import copy_example_yard
 
 REPO = Path(__file__).resolve().parents[2]
-
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-TIMEOUT_MS = 20_000
-
-def chromium() -> str:
-    path = os.environ.get("BLOCKYARD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.fail("the browser tests need chromium: `apt-get install -y chromium` (Debian), or set "
-                    "BLOCKYARD_CHROMIUM to a Chromium binary")
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield tab
-    context.close()
-    assert errors == [], f"JavaScript errors on the page: {errors}"
 
 
 def test_start_a_run_and_see_its_result(yard: Path, serve: Callable[..., Live], page: Any) -> None:
@@ -209,3 +177,35 @@ def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: 
     page.locator("#run-status [data-status=finished]").wait_for()
     page.locator("#run-graph svg g.node.s-finished[data-node=shout]").wait_for()
     assert page.locator("#run-graph svg g.node.s-finished[data-node=greet]").count() == 1
+
+
+def test_a_custom_event_is_told_from_the_engines_by_the_servers_list(make_yard: Callable[[dict[str, str]], Path],
+                                                                     serve: Callable[..., Live], page: Any) -> None:
+    """The run view marks a step's own event (`emit:`) as custom and shows its data; the engine's events —
+    `file_written` too, which a list kept by the page once lacked — are not custom: the page asks the server
+    which types are the engine's (GET /vocabulary)."""
+    emitting = """
+        flow: code
+        output_dir: output
+        outputs: [done]
+        steps:
+          - id: write
+            uses: coder
+            with: {path: app.py}
+            emit: {event: shipped, data: {done: "{{ context.done }}"}}
+    """
+    live = serve(make_yard({**CODER_YARD, "flows/code.yaml": emitting}), watch=False, schedules=False)
+    page.goto(live.url + "/#flow/code")
+    page.locator("#flow-title").filter(has_text="code v1").wait_for()
+    page.click("#run-button")
+    page.locator("#run-status [data-status=finished]").wait_for()
+    page.locator("#run-events li[data-type=run_finished]").wait_for()
+    custom = page.locator("#run-events li.custom")
+    assert [item.get_attribute("data-type") for item in custom.all()] == ["shipped"]
+    assert custom.first.inner_text().endswith('{"done":true}')
+    written = page.locator("#run-events li[data-type=file_written]")
+    assert sorted(item.inner_text() for item in written.all()) == ["file_written write wrote app.py (12 bytes)",
+                                                                   "file_written write wrote lib/util.py (6 bytes)"]
+    shown = set(page.locator("#run-events li:not(.custom)").evaluate_all("items => items.map(i => i.dataset.type)"))
+    assert {"run_started", "step_started", "step_finished", "file_written", "model_call"} <= shown
+    assert shown <= {kind.value for kind in EventType}

@@ -6,6 +6,8 @@ Time is a ManualClock: the tests move it; nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,8 +17,9 @@ import pytest
 from engine.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.catalog import Catalog, FlowEntry, load_catalog
 from engine.serve.clock import ManualClock
-from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.serve.schedules import Scheduler, ScheduleState, ScheduleStore
 from engine.spec.flow import ScheduleSpec
+from engine.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.serve.serve_helpers import YARD
 
 DAILY_9 = YARD["flows/add.yaml"] + "schedule: {cron: '0 9 * * *', timezone: Europe/Paris, inputs: {a: 5}, " \
@@ -222,3 +225,43 @@ def test_a_changed_cron_starts_afresh_and_a_removed_schedule_is_forgotten(
         assert len(fires.fired) == 1
 
     asyncio.run(body())
+
+
+def _file_of_an_older_blockyard(path: Path, version: int, schedules_table: bool) -> None:
+    """A state file migrated up to `version` (before migration 4 made serve_schedules), with the table the
+    scheduler of those releases created itself when `schedules_table`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE blockyard_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+        for number, statements in MIGRATIONS[:version]:
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO blockyard_migrations VALUES (?, '2026-01-01T00:00:00Z')", (number,))
+        if schedules_table:
+            conn.execute("CREATE TABLE serve_schedules (flow TEXT PRIMARY KEY, schedule TEXT NOT NULL, "
+                         "first_seen TEXT NOT NULL, last_fire TEXT, last_run TEXT)")
+            conn.execute("INSERT INTO serve_schedules VALUES ('add', '0 9 * * *|UTC', '2026-05-01T00:00:00+00:00', "
+                         "'2026-05-03T09:00:00+00:00', 'r1')")
+        conn.commit()
+
+
+@pytest.mark.parametrize("schedules_table", [False, True], ids=["without-the-table", "with-its-own-table"])
+def test_a_state_file_from_before_the_schedules_migration_is_migrated_and_kept(tmp_path: Path,
+                                                                               schedules_table: bool) -> None:
+    """The schedules' table has one definition, migration 4 (engine/state/migrations.py): the store brings an
+    older file up to date instead of creating the table itself, and keeps what such a file's scheduler stored."""
+    path = tmp_path / ".blockyard" / "state.db"
+    _file_of_an_older_blockyard(path, 3, schedules_table)
+    store = ScheduleStore(path)
+    loaded = store.load()
+    if schedules_table:
+        assert loaded == {"add": ScheduleState(at("2026-05-01T00:00:00+00:00"), at("2026-05-03T09:00:00+00:00"),
+                                               "r1", "0 9 * * *|UTC")}
+    else:
+        assert loaded == {}
+    store.seen("hello", at("2026-05-04T06:00:00+00:00"), "@daily|UTC")
+    assert store.claim("hello", at("2026-05-05T00:00:00+00:00"))
+    assert not store.claim("hello", at("2026-05-05T00:00:00+00:00"))  # each fire time once
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT MAX(version) FROM blockyard_migrations").fetchone()[0] == SCHEMA_VERSION
+    assert set(store.load()) == ({"add", "hello"} if schedules_table else {"hello"})

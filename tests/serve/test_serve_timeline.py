@@ -18,31 +18,7 @@ import pytest
 
 from engine.usage import Spend, money
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run
-from tests.serve.test_serve_browser import ARGS, TIMEOUT_MS, chromium
 from tests.support.openai_stub import OpenAIStub, Reply
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield tab
-    context.close()
-    assert errors == [], f"JavaScript errors on the page: {errors}"
-
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 HOSTILE = '<img src=x onerror="window.pwned=1">'

@@ -1,4 +1,4 @@
-"""GET /healthz, GET /diagnostics, and the web page at /."""
+"""GET /healthz, GET /diagnostics, GET /vocabulary, and the web page at /."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import FileResponse
 
+from engine.events import EVENT_TYPES, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES, RunStatus
 from engine.serve.routes.deps import get_server
 from engine.serve.server import Server
 
 router = APIRouter()
 ServerDep = Annotated[Server, Depends(get_server)]
 WEB = Path(__file__).resolve().parents[1] / "web"
+
+# The engine's names a client shows, from their one declaration (engine/events.py): the web page reads them
+# here, so a new event type is never taken for a step's custom event (`emit:`) by a list of the page's own.
+VOCABULARY: dict[str, list[str]] = {
+    "event_types": [str(kind) for kind in EVENT_TYPES],
+    "step_event_types": [str(kind) for kind in EVENT_TYPES if kind in STEP_EVENT_TYPES],
+    "terminal_event_types": [str(kind) for kind in EVENT_TYPES if kind in TERMINAL_TYPES],
+    "reserved_event_names": sorted(str(name) for name in RESERVED_EVENT_NAMES),
+    "run_statuses": [str(status) for status in RunStatus],
+}
 
 
 @router.get("/healthz", tags=["server"], summary="Liveness and load")
@@ -41,6 +52,16 @@ async def diagnostics(server: ServerDep) -> dict[str, Any]:
                   for name, problems in catalog.stale.items()},
         "reload_error": server.reloader.last_error,
     }
+
+
+@router.get("/vocabulary", tags=["server"], summary="The engine's event types and run statuses",
+            description="`event_types` (every type the engine emits; any other type is a step's custom event), "
+                        "`step_event_types`, `terminal_event_types` (those that end an execution), "
+                        "`reserved_event_names` (what a custom event may not be called: BY425), `run_statuses`; "
+                        "from engine/events.py. The web page tells the engine's events from custom ones by it "
+                        "(docs/serve.md).")
+async def vocabulary() -> dict[str, list[str]]:
+    return VOCABULARY
 
 
 @router.get("/", include_in_schema=False)

@@ -228,18 +228,26 @@ function renderRun(run, status) {
   $("run-graph").replaceChildren(run.reactflow ? drawGraph(run.reactflow, status) : h("span"));
 }
 
-// the engine's own event types (engine/events.py, EventType); any other type is a step's custom event (`emit:`)
-const ENGINE_EVENTS = new Set(["run_started", "step_started", "step_finished", "step_failed", "token", "tool_call",
-  "file_written", "approval_required", "approval_decided", "warning", "run_finished", "run_failed", "model_call",
-  "thread_name"]);
+// The engine's event types come from the server (GET /vocabulary, declared once in engine/events.py), never
+// from a list kept here: any other type is a step's custom event (`emit:`). Asked once; again after a failure.
+let vocabulary = null;
 
-function isCustomEvent(event) {
-  return !ENGINE_EVENTS.has(event.type);
+function engineVocabulary() {
+  if (!vocabulary) {
+    vocabulary = call("GET", "/vocabulary").then((names) => ({ events: new Set(names.event_types),
+      terminal: new Set(names.terminal_event_types) }));
+    vocabulary.catch(() => { vocabulary = null; });
+  }
+  return vocabulary;
 }
 
-function describeEvent(event) {
+function isCustomEvent(event, names) {
+  return !names.events.has(event.type);
+}
+
+function describeEvent(event, names) {
   const data = event.data || {};
-  if (isCustomEvent(event)) return JSON.stringify(data);
+  if (isCustomEvent(event, names)) return JSON.stringify(data);
   if (event.type === "run_finished") return `outputs ${JSON.stringify(data.outputs)}`;
   if (event.type === "run_failed") return data.error || "";
   if (event.type === "step_finished") return data.duration_ms !== undefined ? `${data.duration_ms} ms` : "";
@@ -254,6 +262,7 @@ async function showRun(id) {
   if (state.follow) state.follow.abort();
   const controller = new AbortController();
   state.follow = controller;
+  const names = await engineVocabulary();
   let run = await call("GET", `/runs/${encodeURIComponent(id)}`);
   const status = new Map();
   renderRun(run, status);
@@ -274,14 +283,14 @@ async function showRun(id) {
     if (controller.signal.aborted) return;
     timeline.add(event);
     redraw();
-    list.append(h("li", { "data-type": event.type, class: isCustomEvent(event) ? "custom" : "", value: event.seq },
-      h("span", { class: "type" }, event.type), event.step ? ` ${event.step}` : "", " ", describeEvent(event)));
+    list.append(h("li", { "data-type": event.type, class: isCustomEvent(event, names) ? "custom" : "", value: event.seq },
+      h("span", { class: "type" }, event.type), event.step ? ` ${event.step}` : "", " ", describeEvent(event, names)));
     list.scrollTop = list.scrollHeight;
     if (event.step) {
       const mark = { step_started: "running", step_finished: "finished", step_failed: "failed", approval_required: "waiting" }[event.type];
       if (mark) status.set(event.step, mark);
     }
-    if (["run_finished", "run_failed", "approval_required", "run_started"].includes(event.type)) {
+    if (event.type === "run_started" || names.terminal.has(event.type)) {
       const next = { run_finished: "finished", run_failed: (event.data || {}).status || "failed", approval_required: "waiting", run_started: "running" }[event.type];
       $("run-status").replaceChildren(badge(next));
       if (event.type === "run_finished") $("run-outputs").textContent = pretty((event.data || {}).outputs);
