@@ -39,10 +39,14 @@ FLAKY = {
 }
 
 
+TIMINGS = frozenset({"duration_ms", "latency_ms", "ttft_ms"})
+
+
 def normalized(value: Any) -> Any:
-    """Events and records without their timings (the only thing two runs may differ in)."""
+    """Events and records without their timings (the only thing two runs may differ in: a step's duration, a
+    model call's latency and time to first token)."""
     if isinstance(value, dict):
-        return {key: normalized(item) for key, item in value.items() if key not in ("duration_ms",)}
+        return {key: normalized(item) for key, item in value.items() if key not in TIMINGS}
     if isinstance(value, list):
         return [normalized(item) for item in value]
     return value

@@ -18,19 +18,6 @@ REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "EVAL_STUB_KEY"
 SECRET = "sk-eval-test-secret-4242"  # the profile's API key: sent to the server, never kept in the cache
 
-GREET = """\
-block: greet
-description: Write a greeting.
-kind: llm
-inputs:
-  name: {type: string}
-outputs:
-  greeting: {type: string}
-prompt:
-  system: You write short greetings.
-  user: "Greet {{ name }}."
-"""
-
 SUMMARIZE = """\
 block: summarize
 description: Sum a text up.
@@ -41,18 +28,6 @@ outputs:
   summary: {type: string}
 prompt:
   user: "Summarize: {{ text }}"
-"""
-
-SHOUT = """\
-block: shout
-description: Upper-case a text.
-kind: transform
-inputs:
-  text: {type: string}
-outputs:
-  loud: {type: string}
-compute:
-  loud: "text | upper"
 """
 
 HELLO = """\

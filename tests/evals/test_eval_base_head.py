@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.evals.eval_kit import (
-    GREET,
     HELLO,
     HELLO_EVAL,
     RECAP,
     RECAP_EVAL,
     SECRET,
-    SHOUT,
     SUMMARIZE,
     as_json,
     config,
@@ -25,7 +23,7 @@ from tests.evals.eval_kit import (
     run_cli,
     user_text,
 )
-from tests.review.yardgit import commit, repo
+from tests.review.yardgit import GREET, SHOUT, commit, repo
 from tests.support.openai_stub import OpenAIStub, Reply
 
 WARMER = GREET.replace("Greet {{ name }}.", "Greet {{ name }} warmly.")

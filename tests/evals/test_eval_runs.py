@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.evals.eval_kit import GREET, HELLO, SHOUT, config, env, user_text
+from tests.evals.eval_kit import HELLO, config, env, user_text
+from tests.review.yardgit import GREET, SHOUT
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply

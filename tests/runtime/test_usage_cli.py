@@ -18,19 +18,11 @@ from engine.usage import Spend, money
 from tests.runtime.conftest import subprocess_env
 from tests.support.cli import Outcome
 from tests.support.openai_stub import OpenAIStub, Reply
+from tests.support.priced_yard import EXPLODE, FRAGILE, GREET, PRICED_MOCK, TOOLS, TOOLS_CONFIG
 
 Cli = Callable[..., Outcome]
 
-# the mock at a stated price: $1000 per million input tokens, $2000 per million output tokens
-PRICED = {"input_per_mtok": 1000, "output_per_mtok": 2000}
 
-GREET = """
-block: greet
-kind: llm
-inputs: {name: {type: string}}
-outputs: {greeting: {type: string}}
-prompt: {user: "Greet {{ name }}."}
-"""
 GREET_STUBBED = """
 block: greet_stubbed
 kind: llm
@@ -46,13 +38,6 @@ inputs: {text: {type: string}}
 outputs: {loud: {type: string}}
 compute: {loud: "text | upper"}
 """
-EXPLODE = """
-block: explode
-kind: tool
-tool: explode
-inputs: {text: {type: string}}
-outputs: {echo: {type: string}}
-"""
 HELLO = """
 flow: hello
 version: {version}
@@ -61,13 +46,6 @@ outputs: [greeting, loud]
 steps:
   - {{id: greet, uses: greet, with: {{name: "{{{{ inputs.name }}}}"}}}}
   - {{id: shout, uses: shout, with: {{text: "{{{{ context.greeting }}}}"}}}}
-"""
-FRAGILE = """
-flow: fragile
-outputs: [greeting]
-steps:
-  - {id: greet, uses: greet, with: {name: Ada}}
-  - {id: boom, uses: explode, with: {text: "{{ context.greeting }}"}}
 """
 BATCH = """
 flow: batch
@@ -90,10 +68,6 @@ outputs: [loud]
 steps:
   - {id: shout, uses: shout, with: {text: "{{ inputs.text }}"}}
 """
-TOOLS = '''
-def explode(text: str) -> str:
-    raise RuntimeError("the fuse is lit")
-'''
 
 
 @pytest.fixture
@@ -104,9 +78,9 @@ def stub() -> Iterator[OpenAIStub]:
 
 @pytest.fixture
 def yard(make_yard: Callable[[dict[str, str]], Path], stub: OpenAIStub) -> Path:
-    config = (f"models:\n  default: {{provider: mock, pricing: {json.dumps(PRICED)}}}\n"
+    config = (f"models:\n  default: {PRICED_MOCK}\n"
               f"  stubbed: {{provider: openai, name: m, base_url: '{stub.base_url}', api_key_env: STUB_KEY}}\n"
-              "tools:\n  explode: {import: 'yardtools:explode'}\n")
+              + TOOLS_CONFIG)
     return make_yard({"blockyard.yaml": config, "yardtools.py": TOOLS, "blocks/greet.yaml": GREET,
                       "blocks/greet_stubbed.yaml": GREET_STUBBED, "blocks/shout.yaml": SHOUT,
                       "blocks/explode.yaml": EXPLODE, "flows/hello.yaml": HELLO.format(version=1),

@@ -16,23 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.usage import Spend
 from tests.serve.serve_helpers import ADDER, Live, wait_for
 from tests.support.cli import Cli
+from tests.support.priced_yard import EXPLODE, FRAGILE, GREET, PRICED_MOCK, TOOLS, TOOLS_CONFIG
 from tests.support.state import state_db
 
-PRICED = "{provider: mock, pricing: {input_per_mtok: 1000, output_per_mtok: 2000}}"
-GREET = """
-block: greet
-kind: llm
-inputs: {name: {type: string}}
-outputs: {greeting: {type: string}}
-prompt: {user: "Greet {{ name }}."}
-"""
-EXPLODE = """
-block: explode
-kind: tool
-tool: explode
-inputs: {text: {type: string}}
-outputs: {echo: {type: string}}
-"""
 HELLO = """
 flow: hello
 version: 1
@@ -41,13 +27,6 @@ outputs: [greeting]
 steps:
   - {id: greet, uses: greet, with: {name: "{{ inputs.name }}"}}
 """
-FRAGILE = """
-flow: fragile
-outputs: [greeting]
-steps:
-  - {id: greet, uses: greet, with: {name: Ada}}
-  - {id: boom, uses: explode, with: {text: "{{ context.greeting }}"}}
-"""
 GATED = """
 flow: gated
 outputs: [greeting]
@@ -55,11 +34,7 @@ steps:
   - {id: greet, uses: greet, with: {name: Bo}}
   - {id: ask, approval: {message: "Send it?"}}
 """
-TOOLS = '''
-def explode(text: str) -> str:
-    raise RuntimeError("the fuse is lit")
-'''
-YARD = {"blockyard.yaml": f"models:\n  default: {PRICED}\ntools:\n  explode: {{import: 'yardtools:explode'}}\n",
+YARD = {"blockyard.yaml": f"models:\n  default: {PRICED_MOCK}\n{TOOLS_CONFIG}",
         "yardtools.py": TOOLS, "blocks/greet.yaml": GREET, "blocks/explode.yaml": EXPLODE,
         "flows/hello.yaml": HELLO, "flows/fragile.yaml": FRAGILE, "flows/gated.yaml": GATED}
 TOKEN = "metrics-token"
