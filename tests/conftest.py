@@ -68,7 +68,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # xdist sends files with many tests first, which put the longest one (two tests) last. The other files
 # follow, most tests first.
 HEAVY_FIRST = (
-    "tests/test_docs_commands.py",
+    # the docs' walks (tests/support/docs_walk.py): each page's commands in a copy of the repository, its own
+    # .venv made first; one file per walk, so that workers walk the pages side by side
+    "tests/docs/test_walk_others.py",  # the how-to guides, one after another
+    "tests/docs/test_walk_readme.py",
+    "tests/docs/test_walk_tutorial.py",
+    "tests/docs/test_walk_contributing.py",  # the suite's command, narrowed, on both backends
+    "tests/docs/test_walk_langgraph_server.py",
     "tests/telemetry/test_phoenix.py",  # ~60 s: Arize Phoenix in its own process (once per module), two runs
     "tests/runtime/test_export_langgraph_server.py",
     "tests/runtime/test_map_kill_trace.py",

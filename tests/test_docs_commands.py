@@ -1,148 +1,12 @@
-"""The README's commands run as a newcomer pastes them (docs/testing.md, "The docs run").
-
-Every shell block of README.md, docs/tutorial.md and docs/howto/ is marked, on the line before its fence,
-`<!-- runnable -->` or `<!-- not runnable: why -->`; a block of docs/ (and its folders) that is marked runnable
-runs too. The runnable blocks of one file run in order in one bash process (so `. .venv/bin/activate` and
-`cd` carry over), in a copy of the repository, each command checked for its exit status: 0, or N where its
-comment says `(exit N)`. A block (of any language) marked `<!-- file: PATH -->` is a file the reader saves:
-it is written to PATH, relative to the shell's folder at that point, before the commands after it run.
-The README's quick start runs from scratch there — `.ci/setup` makes the copy's `.venv` — with Debian's
-externally managed system Python (PEP 668) as `python3`.
-"""
+"""The docs' shell blocks are marked and parsed as tests/support/docs_walk.py says (docs/testing.md, "The docs
+run"); the pages themselves run in tests/docs/."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import skip_or_fail
-
-REPO = Path(__file__).resolve().parent.parent
-SHELLS = {"sh", "bash", "shell", "console"}
-MARK = re.compile(r"<!--\s*(runnable|not runnable:[^>]*\S)\s*-->")
-FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+)\s*-->")
-# The README's test command runs the whole suite; from inside the suite it runs a narrow selection of
-# files that have tests in both of its passes (the Postgres pass alone collecting nothing would fail).
-NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py"}
-# The port a reader's server listens on (the tutorial, the how-tos): a free one in the suite, where another
-# test (or the reader's own `blockyard serve`) may hold the one the page names.
-FREE_PORT = ("export PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
-             "print(s.getsockname()[1])')")
-SUBSTITUTED = {**NARROWED, "export PORT=8000": FREE_PORT}
-# The pages a newcomer follows step by step: every shell block of theirs says whether it runs
-GUIDES = ("README.md", "docs/tutorial.md", "docs/howto/")
-
-
-@dataclass(frozen=True)
-class Block:
-    path: Path
-    line: int  # of the opening fence, 1-based
-    language: str
-    mark: str | None
-    commands: tuple[tuple[int, str], ...]  # (line, command), continuation lines joined
-    file: str | None = None  # `<!-- file: PATH -->`: the block is that file's content
-    text: str = ""
-
-    @property
-    def where(self) -> str:
-        return f"{_shown(self.path)}:{self.line}"
-
-
-def _shown(path: Path) -> str:
-    """A page as messages name it: relative to the repository (a test's own page: its file name)."""
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
-
-
-def shell_blocks(path: Path) -> list[Block]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    blocks: list[Block] = []
-    index = 0
-    while index < len(lines):
-        fence = re.match(r"^(```+)\s*([\w-]*)", lines[index])
-        if not fence:
-            index += 1
-            continue
-        start, language = index, fence.group(2).lower()
-        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(fence.group(1)))
-        before = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
-        file = FILE_MARK.fullmatch(before.strip())
-        if file:
-            blocks.append(Block(path, start + 1, language, "file", (), file.group(1),
-                                "".join(line + "\n" for line in lines[start + 1:end])))
-        elif language in SHELLS:
-            mark = MARK.fullmatch(before.strip())
-            blocks.append(Block(path, start + 1, language, mark.group(1) if mark else None,
-                                _commands(lines, start + 1, end, console=language == "console")))
-        index = end + 1
-    return blocks
-
-
-def _commands(lines: list[str], first: int, end: int, *, console: bool) -> tuple[tuple[int, str], ...]:
-    commands: list[tuple[int, str]] = []
-    pending: tuple[int, str] | None = None
-    for number in range(first, end):
-        text = lines[number]
-        if pending is None:
-            if console:
-                if not text.startswith("$ "):
-                    continue  # output the console block shows
-                text = text[2:]
-            if not text.strip() or text.lstrip().startswith("#"):
-                continue
-            pending = (number + 1, text)
-        else:
-            pending = (pending[0], pending[1] + "\n" + text)
-        if pending[1].endswith("\\"):
-            continue
-        commands.append(pending)
-        pending = None
-    assert pending is None, f"{lines[first - 1]!r}: a continuation line ends the block"
-    return tuple(commands)
-
-
-def documents() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-
-
-def runnable(blocks: list[Block]) -> list[Block]:
-    """What runs of a page: its runnable shell blocks and the files it has the reader save, in page order;
-    nothing when it has no runnable command."""
-    kept = [block for block in blocks if block.mark in ("runnable", "file")]
-    return kept if any(block.mark == "runnable" for block in kept) else []
-
-
-def script(blocks: list[Block]) -> str:
-    """One bash script: each command, then a check of its status that names its line; each file written."""
-    parts = ["set -u"]
-    for block in blocks:
-        if block.file is not None:
-            assert "\nBLOCKYARD_FILE_END\n" not in "\n" + block.text, block.where
-            target = _quote(block.file)
-            parts += [f"echo {_quote('# ' + block.where + ': ' + block.file)} >&2",
-                      f"mkdir -p \"$(dirname {target})\" && cat > {target} <<'BLOCKYARD_FILE_END'",
-                      block.text + "BLOCKYARD_FILE_END",
-                      f'if [ $? -ne 0 ]; then echo "{block.where}: could not write {block.file}" >&2; exit 1; fi']
-            continue
-        for line, command in block.commands:
-            expected = re.search(r"\(exit (\d+)\)\s*$", command)
-            status = int(expected.group(1)) if expected else 0
-            where = f"{_shown(block.path)}:{line}"
-            parts += [f"echo {_quote('$ ' + command.splitlines()[0])} >&2",
-                      SUBSTITUTED.get(command.split("#")[0].strip(), command),
-                      f'status=$?; if [ "$status" -ne {status} ]; then '
-                      f'echo "{where}: exit $status, expected {status}" >&2; exit 1; fi']
-    return "\n".join(parts) + "\n"
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
+from tests.support.docs_walk import GUIDES, REPO, documents, runnable, script, shell_blocks, walked
 
 
 def test_every_shell_block_of_the_readme_says_whether_it_runs() -> None:
@@ -203,76 +67,11 @@ def test_a_file_block_is_written_where_the_shell_is_before_the_commands_after_it
     assert runnable([blocks[1]]) == [], "files alone are not a runnable page"
 
 
-def externally_managed_python() -> Path | None:
-    """Debian's system Python, which refuses `pip install` outside a venv (PEP 668)."""
-    for candidate in (Path("/usr/bin/python3"), Path("/usr/local/bin/python3")):
-        if not candidate.exists():
-            continue
-        stdlib = subprocess.run([str(candidate), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
-                                capture_output=True, text=True, timeout=60).stdout.strip()
-        if stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").exists():
-            return candidate
-    return None
 
 
-def copy_of_the_repository(target: Path) -> Path:
-    """The files a clone would have (tracked, and new ones not ignored), as they are in the work tree."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = REPO / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    return target
-
-
-def newcomer_environment(bin_dir: Path, python: Path) -> dict[str, str]:
-    """A shell as a newcomer has it: no venv active, the system Python first as python3, nothing of this
-    suite's own settings; the machine's own (certificates, caches, HOME) kept."""
-    bin_dir.mkdir()
-    (bin_dir / "python3").symlink_to(python)
-    ours = (os.environ.get("VIRTUAL_ENV"), str(Path(sys.executable).parent))
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
-           and not name.startswith(("PYTEST_", "BLOCKYARD_", "COV_"))}
-    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
-            if entry and not any(entry == mine or entry.startswith(f"{mine}/") for mine in ours if mine)]
-    env["PATH"] = os.pathsep.join([str(bin_dir), *path])
-    # a newcomer's git knows who they are (the tutorial commits); a machine without an identity gets one here
-    for name, value in (("GIT_AUTHOR_NAME", "Newcomer"), ("GIT_AUTHOR_EMAIL", "newcomer@example.com"),
-                        ("GIT_COMMITTER_NAME", "Newcomer"), ("GIT_COMMITTER_EMAIL", "newcomer@example.com")):
-        env.setdefault(name, value)
-    return env
-
-
-@pytest.mark.timeout(900)  # every runnable block of README and docs/ (the tutorial and how-tos too), in order
-def test_the_runnable_commands_run_as_pasted_with_an_externally_managed_python(tmp_path: Path) -> None:
-    python = externally_managed_python()
-    if python is None:
-        skip_or_fail("no externally managed system Python (Debian's python3) to paste the README against")
-        return
-    repo = copy_of_the_repository(tmp_path / "clone")
-    env = newcomer_environment(tmp_path / "bin", python)
-    readme = [block for block in shell_blocks(REPO / "README.md") if block.mark == "runnable"]
-    result = subprocess.run(["bash", "-c", script(readme)], cwd=repo, env=env, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, f"{result.stderr[-6000:]}\n{result.stdout[-3000:]}"
-    # the quick start made its own environment, on that Python, and ran the flow there
-    config = (repo / ".venv" / "pyvenv.cfg").read_text(encoding="utf-8")
-    version = subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, timeout=60).stdout.strip()
-    assert re.search(rf"^version_info = {re.escape(version)}$", config, re.M), config
-    assert "loud: 'GREET: NAME=ADA'" in result.stdout  # the mock model's greeting, shouted
-    assert "reply: Your name is Ada." in result.stdout
-    assert (repo / "output" / "index.html").is_file(), "swe_team wrote its app"
-
-    # then the docs' runnable blocks, each file in a shell of its own, in the same checkout
-    docs = {path: runnable(shell_blocks(path)) for path in documents()[1:]}
-    docs = {path: blocks for path, blocks in docs.items() if blocks}
-    assert REPO / "docs" / "testing.md" in docs, "the contributors' quick start is runnable"
-    assert REPO / "docs" / "tutorial.md" in docs, "the tutorial runs, every step"
-    for path, blocks in docs.items():
-        result = subprocess.run(["bash", "-c", script(blocks)], cwd=repo, env=env, capture_output=True,
-                                text=True, timeout=600)
-        assert result.returncode == 0, f"{path.name}: {result.stderr[-6000:]}"
+def test_every_runnable_page_is_walked() -> None:
+    pages = [path for path in documents()[1:] if runnable(shell_blocks(path))]
+    walks = [*walked("tutorial"), *walked("contributing"), *walked("langgraph-server"), *walked("others")]
+    assert sorted(walks) == sorted(pages) and len(walks) == len(set(walks)), "each runnable page runs, once"
+    assert REPO / "docs" / "testing.md" in pages, "the contributors' quick start is runnable"
+    assert REPO / "docs" / "tutorial.md" in pages, "the tutorial runs, every step"
