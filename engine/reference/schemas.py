@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from engine.reference.markdown import code, from_docs, header, slug, table
-from engine.spec.export import SCHEMAS, build
+from engine.spec.export import INT64, SCHEMAS, build
 
 Schema = dict[str, Any]
 
@@ -116,11 +116,11 @@ class SchemaPage:
     @staticmethod
     def _bounds(node: Schema, low: str, high: str, unit: str = "") -> str:
         parts = []
-        if low in node:
+        if low in node and node[low] != INT64[0]:  # the schema's bounds of every integer: not worth a word
             parts.append(f"≥ {node[low]}")
         if "exclusiveMinimum" in node and low == "minimum":
             parts.append(f"> {node['exclusiveMinimum']}")
-        if high in node:
+        if high in node and node[high] != INT64[1]:
             parts.append(f"≤ {node[high]}")
         if "exclusiveMaximum" in node and high == "maximum":
             parts.append(f"< {node['exclusiveMaximum']}")

@@ -32,6 +32,7 @@ def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     _strip(schema)
     _name_keys(schema)
+    _bound_integers(schema)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": BASE_ID + filename,
@@ -72,6 +73,27 @@ def _name_keys(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _name_keys(item)
+
+
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _bound_integers(node: Any) -> None:
+    """Every integer within 64 bits unless it says narrower: JSON Schema takes an integral float (9.2e18)
+    as an integer, which pydantic turns into one only within 64 bits; the published schema must reject
+    what the models reject (the validator's schema check, engine/schema.py, then names the bound)."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            low, high = INT64
+            if "minimum" not in node and "exclusiveMinimum" not in node:
+                node["minimum"] = low
+            if "maximum" not in node and "exclusiveMaximum" not in node:
+                node["maximum"] = high
+        for value in node.values():
+            _bound_integers(value)
+    elif isinstance(node, list):
+        for item in node:
+            _bound_integers(item)
 
 
 def render(model: type[BaseModel], filename: str) -> str:

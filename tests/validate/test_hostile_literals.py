@@ -87,3 +87,20 @@ def test_huge_integers_in_flow_tests_are_a_diagnostic(make_yard: Callable[[dict[
     code = main(["test", "--root", str(root)])
     _, err = capsys.readouterr()
     assert code == 1 and "flows/f.test.yaml:5:17: error BY107 integer" in err, err
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("9.223372036854776e+18", "is 9.223372036854776e+18; it must be at most 9223372036854775807"),
+    ("-9.3e+18", "is -9.3e+18; it must be at least 1"),
+    ("9223372036854775808", "integer 9223372036854775808 is outside the 64-bit range"),  # refused as it loads
+], ids=["integral float past 64 bits", "negative", "integer past 64 bits"])
+def test_an_integer_setting_past_64_bits_is_refused_by_the_schema(make_yard: Callable[[dict[str, str]], Path],
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   value: str, said: str) -> None:
+    # JSON Schema takes 9.2e18 as an integer; the models turn it into one only within 64 bits: the published
+    # schema bounds every integer (engine/spec/export.py), so the schema check names the bound
+    config = f"models:\n  default: {{provider: mock}}\nserver:\n  max_concurrent_runs: {value}\n"
+    exit_code, found = validate(capsys, make_yard({"blockyard.yaml": config}))
+    assert exit_code == 1
+    assert [(d["code"], d["line"], d["col"]) for d in found] == [("BY107", 4, 24)], found
+    assert said in str(found[0]["message"]), found
