@@ -322,7 +322,8 @@ class Engine:
                            status=RunStatus.RUNNING if start else RunStatus.QUEUED, inputs=values,
                            owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now,
                            started=now if start else None, owner_replica=me.replica, lease_until=me.lease_until,
-                           durability=mode, output_dir=chosen_dir, trace=keep, budget=run_budget(bundle))
+                           durability=mode, output_dir=chosen_dir, trace=keep, budget=run_budget(bundle),
+                           traceparent=self.traceparents.get(run_id))
         writes = [store.insert_run(record)]
         if digest not in self._saved:
             writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
@@ -348,6 +349,8 @@ class Engine:
         compiled = self.compiled(bundle, durable=durable, inline=True)
         if durable:
             self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
+        if record.traceparent is not None:  # queued by an HTTP caller, maybe on another server: its trace goes on
+            self.traceparents.setdefault(record.id, record.traceparent)
         return await self.execution(bundle, compiled, record, compiled.initial_state(record.inputs),
                                     output_dir=record.output_dir, trace=record.trace)
 

@@ -273,7 +273,8 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
     data["durability"] = record.mode
-    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace"):
+    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace",
+                    "traceparent"):
         data.pop(private, None)
     data["usage"] = stats.usage_dict(data)  # its model calls' totals with their cost as people read it
     return data

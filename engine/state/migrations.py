@@ -198,6 +198,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         )""",
         "CREATE INDEX eval_results_eval ON eval_results (eval, created)",
     ]),
+    (13, [
+        # the W3C traceparent of the HTTP caller that queued the run: its first execution continues the
+        # caller's trace on whichever server starts it (engine/runtime/engine.py, `start_queued`)
+        "ALTER TABLE runs ADD COLUMN traceparent TEXT",
+    ]),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

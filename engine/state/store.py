@@ -66,6 +66,9 @@ class RunRecord:
     # the budget its runs are held to (engine/spec/budget.py, as JSON data): the flow's and the yard's when it
     # was created, raised by `resume --budget`; None: no limits
     budget: dict[str, Any] | None = None
+    # the W3C traceparent of the HTTP caller that queued it (migration 13): its first execution continues the
+    # caller's trace, on whichever server starts it; None: no caller's trace
+    traceparent: str | None = None
 
     @property
     def mode(self) -> str:

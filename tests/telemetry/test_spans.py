@@ -5,6 +5,7 @@ that links to it, a caller's traceparent."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import textwrap
@@ -17,6 +18,8 @@ import pytest
 
 from engine import Yard
 from engine.events import Event, RunStatus
+from engine.runtime.execution import RunResult, collect
+from engine.state import store
 from engine.state.store import RunRecord
 from engine.telemetry.exporter import Pipeline
 from engine.telemetry.settings import Batching, Settings
@@ -372,3 +375,27 @@ def test_a_steps_span_is_made_when_needed_with_its_own_times(make_yard: Any) -> 
     assert attrs(cut)["blockyard.ended_with_run"] is True and (cut.end - zero) == 3_500_000_000
     root_span = one(spans, "invoke_workflow plain")
     assert {span.parent_id for span in spans if span.name.startswith("step ")} == {root_span.span_id}
+
+
+def test_a_queued_run_continues_its_callers_trace_on_the_server_that_starts_it(example: Path) -> None:
+    """The caller's traceparent is stored with a queued run (migration 13), not only in the memory of the
+    server that accepted it: the server that starts it (here a second engine on the same state database,
+    as a replica would adopt it) continues the caller's trace."""
+    with Yard.load(example) as accepting:
+        accepting.engine.traceparents["queued-1"] = PARENT
+        bundle = accepting.bundle("hello")
+        queued = asyncio.run(accepting.engine.enqueue(bundle, {"name": "Ada"}, run_id="queued-1"))
+        assert queued.traceparent == PARENT
+    with traced(example) as (yard, memory, _calls):
+        assert yard.engine.traceparents == {}  # nothing in this engine's memory: the row says it
+
+        async def start() -> RunResult:
+            # as a replica starts a queued run it adopted: the record as the state database has it
+            record = await yard.engine.db.aread(lambda conn: store.get_run(conn, "queued-1"))
+            assert record is not None and record.traceparent == PARENT
+            return await collect(await yard.engine.start_queued(record))
+
+        assert asyncio.run(start()).ok
+    root = one(memory.spans(), "invoke_workflow hello")
+    assert (root.trace_id, root.parent_id) == ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+    assert root.flags & 0x200  # a remote parent
