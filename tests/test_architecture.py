@@ -56,6 +56,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.cli.serve", "engine.serve.server"): SERVER,
     ("engine.cli.serve", "engine.serve.watcher"): SERVER,
     ("engine.cli.serve", "uvicorn"): SERVER,
+    ("engine.cli.mcp_stdio", "engine.serve"): SERVER + " and the mcp extra (`blockyard mcp`)",
+    ("engine.cli.mcp_stdio", "engine.serve.server"): SERVER,
+    ("engine.cli.mcp_stdio", "mcp.server.stdio"): EXTRA,
+    ("engine.serve.mcp_mount", "engine.serve"): EXTRA + ": the MCP tools at /mcp load at its first request",
     ("engine.models.providers.mock", "engine.models.providers.replay"): "LangChain's chat model classes load "
         "only when the mock answers inside a LangChain run (LangGraph's `messages` stream): " + COLD,
     ("engine.models.replies", "re2"): "RE2 loads only for scripted replies with a regex rule: validate stays fast",

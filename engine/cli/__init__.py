@@ -3,9 +3,10 @@
 Each command family has its module here, holding its click commands next to the code that serves
 them: validate.py, catalog.py (flows, blocks), starter.py (init), flowtests.py (test), eval.py (eval),
 optimize.py, run.py (run, resume, graph), runs.py (runs, runs show), stats.py (stats), gates.py, threads.py,
-memory.py, serve.py (serve, watch, schedules), interchange.py (import, export), compose.py. A family's module is
-imported only when one of its commands runs (`COMMANDS`), and LangGraph, the server and croniter only
-inside the commands that need them, so `blockyard validate` starts fast (tests/validate/test_validate_imports.py).
+memory.py, serve.py (serve, watch, schedules), mcp_stdio.py (mcp), interchange.py (import, export), compose.py.
+A family's module is imported only when one of its commands runs (`COMMANDS`), and LangGraph, the server and
+croniter only inside the commands that need them, so `blockyard validate` starts fast
+(tests/validate/test_validate_imports.py).
 
 This module is the one boundary that turns errors into exit codes: BlockyardError -> its
 code with one clear message, Ctrl-C -> 130, anything else -> 4 with the traceback saved to a
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -51,6 +53,7 @@ COMMANDS = {
     "threads": "engine.cli.threads:threads_cli",
     "memory": "engine.cli.memory:memory",
     "serve": "engine.cli.serve:serve",
+    "mcp": "engine.cli.mcp_stdio:mcp",
     "watch": "engine.cli.serve:watch",
     "schedules": "engine.cli.serve:schedules",
     "db": "engine.cli.db:db",
@@ -59,6 +62,37 @@ COMMANDS = {
     "export": "engine.cli.interchange:export_group",
     "compose": "engine.cli.compose:compose_cli",
 }
+
+if TYPE_CHECKING:  # every command, imported for the checks only: import-linter sees each edge, mypy checks each is
+    # a click command (tests/test_registries.py keeps this list in step with COMMANDS; docs/architecture.md)
+    from engine.cli import (
+        catalog,
+        compose,
+        db,
+        diff,
+        eval,
+        flowtests,
+        gates,
+        gc,
+        interchange,
+        mcp_stdio,
+        memory,
+        optimize,
+        run,
+        runs,
+        serve,
+        starter,
+        stats,
+        threads,
+        validate,
+    )
+
+    # a function: mypy checks its body once the commands' modules, which import this one, have their types
+    def _members() -> tuple[click.Command, ...]:
+        return (validate.validate, diff.diff, catalog.flows, catalog.blocks, starter.init, flowtests.test_, eval.eval_,
+                optimize.optimize, run.run, run.resume, run.graph, runs.runs, stats.stats_cli, gates.gates_cli,
+                threads.threads_cli, memory.memory, serve.serve, serve.watch, serve.schedules, db.db, gc.gc,
+                interchange.import_group, interchange.export_group, compose.compose_cli, mcp_stdio.mcp)
 
 # The import names of the `run` extra's distributions (pyproject.toml), and starlette, which engine/serve
 # imports and FastAPI brings, and opentelemetry, whose API FastAPI brings too (the `otel` extra adds its SDK;
@@ -72,7 +106,8 @@ RUNTIME_MODULES = frozenset({
 # modules of the optional extras a command may need for what blockyard.yaml or the environment asks:
 # a state database on Postgres (`database:`, BLOCKYARD_DATABASE_URL) needs psycopg and LangGraph's saver
 EXTRA_MODULES = {"psycopg": "postgres", "psycopg_pool": "postgres", "psycopg_binary": "postgres",
-                 "langgraph.checkpoint.postgres": "postgres", "langgraph.store.postgres": "postgres"}
+                 "langgraph.checkpoint.postgres": "postgres", "langgraph.store.postgres": "postgres",
+                 "mcp": "mcp"}  # `blockyard mcp` and /mcp of `blockyard serve` (docs/mcp.md)
 
 
 class RuntimeMissing(UsageError):

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.compile.builder import Built, Construct, GraphBuilder, Region
 from engine.nodes.errors import internal
 from engine.spec import StepSpec
 
-# a step's action -> the module of engine/compile that builds it (its `build`)
+# what a module of WRAPPERS has as `wrap`: puts its nodes in front of a step's (`inner`)
+Wrapper = Callable[[GraphBuilder, Region, StepSpec, Built], Built]
+
+# a step's action -> the module of engine/compile that builds it (its `build`, a Construct)
 BUILDERS: dict[str, str] = {
     "uses": "uses",
     "router": "router",
@@ -25,6 +28,16 @@ BUILDERS: dict[str, str] = {
     "flow": "subflow",
     "approval": "approval",
 }
+# what wraps a step -> the module of engine/compile that does it (its `wrap`, a Wrapper)
+WRAPPERS: dict[str, str] = {"require_approval": "approval", "max_visits": "visits"}
+
+if TYPE_CHECKING:  # every member, imported for the checks only: import-linter sees each edge, mypy checks each
+    # against its type (tests/test_registries.py keeps these lists in step with BUILDERS and WRAPPERS)
+    from engine.compile import approval, foreach, loop, mapping, router, subflow, uses, visits
+
+    _BUILDERS: tuple[Construct, ...] = (uses.build, router.build, loop.build, foreach.build, mapping.build,
+                                        subflow.build, approval.build)
+    _WRAPPERS: tuple[Wrapper, ...] = (approval.wrap, visits.wrap)
 
 
 def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
@@ -33,15 +46,15 @@ def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     action = step.action
     if action is None:
         raise internal(f"{builder.where(step.id)} without exactly one action", "BY300, BY301")
-    build: Construct = _function(BUILDERS[action], "build")
+    build: Construct = import_module(f"engine.compile.{BUILDERS[action]}").build
     piece = build(builder, region, step)
     if step.require_approval is not False:
-        piece = _function("approval", "wrap")(builder, region, step, piece)
+        piece = _wrapper("require_approval")(builder, region, step, piece)
     if step.max_visits is not None:
-        piece = _function("visits", "wrap")(builder, region, step, piece)
+        piece = _wrapper("max_visits")(builder, region, step, piece)
     return piece
 
 
-def _function(module: str, name: str) -> Callable[..., Any]:
-    function: Callable[..., Any] = getattr(import_module(f"engine.compile.{module}"), name)
-    return function
+def _wrapper(what: str) -> Wrapper:
+    wrap: Wrapper = import_module(f"engine.compile.{WRAPPERS[what]}").wrap
+    return wrap

@@ -8,13 +8,24 @@ never needs, so a cold `blockyard run` of such a flow does not pay them (tests/r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from engine.compile.builder import GraphBuilder, Region
 from engine.nodes.call import Executor
 from engine.spec import BlockSpec, StepSpec
 
 WIRED_KINDS = frozenset({"agent", "smart"})
+# engine/compile/agent.py's `executor_for`: (builder, region, step, block, ref, label) -> the executor or None
+Wiring = Callable[[GraphBuilder, Region | None, StepSpec | None, BlockSpec, str, str], Executor | None]
+WIRING = "engine.compile.agent"
+
+if TYPE_CHECKING:  # imported for the checks only: import-linter sees the edge, mypy checks it against Wiring
+    # (tests/test_registries.py)
+    from engine.compile import agent
+
+    _MEMBERS: tuple[Wiring, ...] = (agent.executor_for,)
 
 
 def executor_for(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec, ref: str,
@@ -22,6 +33,5 @@ def executor_for(builder: GraphBuilder, region: Region | None, step: StepSpec | 
     """The executor of an agent or smart block at a step (or map), else None (the kind's executor)."""
     if block.kind not in WIRED_KINDS:
         return None
-    wiring = import_module("engine.compile.agent")  # on first use: see the module's docstring
-    executor: Executor | None = wiring.executor_for(builder, region, step, block, ref, label)
-    return executor
+    wiring: Wiring = import_module(WIRING).executor_for  # on first use: see the module's docstring
+    return wiring(builder, region, step, block, ref, label)

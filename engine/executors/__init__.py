@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import internal
 from engine.spec import BlockSpec
 
+# what every module of EXECUTORS has as `prepare`
 Preparer = Callable[[BlockSpec, str], Executor]
 
 # a block kind -> its executor's module in engine/executors, imported the first time a flow has such a
@@ -32,6 +34,13 @@ EXECUTORS: dict[str, str] = {
     "agent": "agent",
     "smart": "smart",
 }
+
+if TYPE_CHECKING:  # every member, imported for the checks only: import-linter sees each edge, mypy checks each
+    # `prepare` against Preparer (tests/test_registries.py keeps this list in step with EXECUTORS; docs/architecture.md)
+    from engine.executors import agent, memory, model, smart, tool, transform, wait
+
+    _MEMBERS: tuple[Preparer, ...] = (transform.prepare, tool.prepare, wait.prepare, model.prepare, memory.prepare,
+                                      agent.prepare, smart.prepare)
 
 __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 

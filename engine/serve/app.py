@@ -18,6 +18,7 @@ from engine.errors import BlockyardError
 from engine.serve import problems
 from engine.serve.langgraph_api.app import create_langgraph_app
 from engine.serve.langgraph_api.mount import LangGraphMount
+from engine.serve.mcp_mount import McpMount
 from engine.serve.middleware import (
     AccessLogMiddleware,
     AuthMiddleware,
@@ -52,9 +53,10 @@ def create_app(settings: Settings | Server) -> FastAPI:
     app.add_exception_handler(BlockyardError, problems.engine_error)
     app.add_exception_handler(Exception, problems.internal_error)
     # the last added runs first: log, then Host, then CORS (preflights carry no token), then token, then the body
-    # limit, then the LangGraph API's prefix
+    # limit, then /mcp (the flows as MCP tools: docs/mcp.md), then the LangGraph API's prefix
     app.add_middleware(LangGraphMount, api=create_langgraph_app(server),
                        prefix=lambda: server.catalog.server.langgraph_prefix)
+    app.add_middleware(McpMount, server=server)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: server.catalog.server.max_body_bytes)
     app.add_middleware(AuthMiddleware, token=server.settings.token,
                        langgraph_prefix=lambda: server.catalog.server.langgraph_prefix)

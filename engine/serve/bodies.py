@@ -2,7 +2,10 @@
 
 Bodies are read by `read_body`, not by FastAPI's body parameters, so a route can first answer
 what the path says (an unknown flow is a 404 whatever the body) and then judge the body:
-JSON only, and only values the engine can store — Python's JSON parser accepts lone UTF-16
+JSON only — whatever `Content-Type` it came with, as LangGraph's server reads it (a proxy may forward JSON
+as `text/plain;charset=UTF-8`), except from a browser page on an origin the server does not trust, whose
+`text/plain` POST a browser sends without asking first (a cross-site request forgery on a loopback server
+without a token) — and only values the engine can store — Python's JSON parser accepts lone UTF-16
 surrogates, integers of any size and NaN, which SQLite, the checkpoints or the JSON answers
 then choke on. Each refusal is a 422 naming the field.
 """
@@ -23,7 +26,9 @@ from engine.spec.common import Durability
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # nesting of arrays and objects in one body
 SURROGATE = "\\ud800 to \\udfff without its pair"
-NOT_AN_OBJECT = "the request body must be a JSON object (sent with Content-Type: application/json)"
+NOT_AN_OBJECT = "the request body must be a JSON object"
+CROSS_ORIGIN = ("a page on another origin must send its JSON body with Content-Type: application/json "
+                "(or be listed in server.cors_origins)")
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -111,14 +116,16 @@ async def read_body(request: Request, model: type[Body]) -> Body | None:
     raw = await request.body()  # BodyLimitMiddleware has capped its size
     if not raw.strip():
         return None
-    if not _is_json(request.headers.get("content-type", "")):
-        raise ApiError(422, "invalid_request", NOT_AN_OBJECT)
+    declared = _is_json(request.headers.get("content-type", ""))
+    if not declared and not _trusted_origin(request):
+        raise ApiError(422, "invalid_request", CROSS_ORIGIN)
     try:
         data = json.loads(raw)
-    except RecursionError:
-        raise ApiError(400, "malformed_json", "the request body is not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
-        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8"
+    except (RecursionError, ValueError) as exc:  # JSONDecodeError; UnicodeDecodeError for bytes not UTF-8
+        if not declared:  # not said to be JSON, and it is not: the body is of another kind
+            raise ApiError(422, "invalid_request", NOT_AN_OBJECT) from None
+        detail = ("nested too deeply" if isinstance(exc, RecursionError) else
+                  exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8")
         raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {detail}") from None
     if data is None:  # `null` is as good as no body
         return None
@@ -175,6 +182,20 @@ def _shown(key: str) -> str:
     """A key as it can be printed (and sent back as JSON): surrogates escaped, long keys cut."""
     text = key.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _trusted_origin(request: Request) -> bool:
+    """Whether a body not typed as JSON may be read: no browser page sent it (no `Origin`: curl, a proxy's
+    server-side fetch), or the server's own page did, or a page of `server.cors_origins`. A browser sends
+    a cross-origin POST of `text/plain` without a preflight, so on a loopback server without a token any
+    web page could otherwise start runs; `application/json` from another origin needs the preflight the
+    CORS list answers."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}":
+        return True
+    server = getattr(request.app.state, "server", None)
+    trusted = server.catalog.server.cors_origins if server is not None else ()
+    return origin in trusted
 
 
 def _is_json(content_type: str) -> bool:

@@ -9,13 +9,15 @@ Exports load on first use: the validator imports `engine.tools.names` and nothin
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.tools.names import BUILTIN_TOOLS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each name from its home in _LAZY: import-linter sees the edges, mypy types the names
+    # (tests/test_registries.py keeps the two in step)
     from engine.tools.errors import ToolError
-    from engine.tools.registry import Tool, ToolRegistry, build_registry
+    from engine.tools.registry import ToolRegistry, build_registry
+    from engine.tools.tool import Tool
 
 __all__ = ["BUILTIN_TOOLS", "Tool", "ToolError", "ToolRegistry", "build_registry"]
 
@@ -23,7 +25,7 @@ _LAZY = {"Tool": "engine.tools.tool", "ToolError": "engine.tools.errors", "ToolR
          "build_registry": "engine.tools.registry"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'engine.tools' has no attribute '{name}'")

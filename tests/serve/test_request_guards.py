@@ -18,7 +18,7 @@ import pytest
 
 from engine.errors import UsageError
 from engine.serve import auth, hosts
-from engine.serve.bodies import INT64_MAX, NOT_AN_OBJECT, ResumeRequest
+from engine.serve.bodies import CROSS_ORIGIN, INT64_MAX, NOT_AN_OBJECT, ResumeRequest
 from engine.serve.logs import LOGGER
 from engine.serve.server import Settings
 from tests.serve.serve_helpers import YARD, Live, start_live
@@ -64,13 +64,39 @@ def test_json_by_its_media_type_is_read(live: Live, content_type: str) -> None:
     assert response.json()["status"] == "finished"
 
 
-@pytest.mark.parametrize("content_type", [
-    "text/plain", "text/+json", "application/json-seq", "application/x-www-form-urlencoded", "json", None,
-    "application/jsonp", "image/svg+json+xml",
-])
-def test_a_body_of_another_media_type_is_refused(live: Live, content_type: str | None) -> None:
-    error = refusal(post(live, '{"inputs": {}}', content_type), 422)
-    assert error == {"code": "invalid_request", "message": NOT_AN_OBJECT}
+OTHER_TYPES = ["text/plain", "text/plain;charset=UTF-8", "text/+json", "application/json-seq",
+               "application/x-www-form-urlencoded", "json", None, "application/jsonp", "image/svg+json+xml"]
+
+
+@pytest.mark.parametrize("content_type", OTHER_TYPES)
+def test_a_json_body_of_another_media_type_is_read_as_json(live: Live, content_type: str | None) -> None:
+    # as LangGraph's server does: a proxy (agent-chat-ui's) forwards JSON as text/plain;charset=UTF-8
+    response = post(live, '{"inputs": {"n": 2}}', content_type)
+    assert response.status_code == 200, (content_type, response.text)
+    assert response.json()["status"] == "finished"
+
+
+@pytest.mark.parametrize("content_type", OTHER_TYPES)
+def test_a_body_of_another_media_type_that_is_not_json_is_refused(live: Live, content_type: str | None) -> None:
+    bodies: tuple[str | bytes, ...] = ("inputs=1", b"\xff\xfe{", "[" * 200_000, "{'inputs': {}}")
+    for body in bodies:
+        error = refusal(post(live, body, content_type), 422)
+        assert error == {"code": "invalid_request", "message": NOT_AN_OBJECT}, (content_type, body[:20])
+
+
+def test_a_page_on_an_origin_not_trusted_must_say_its_body_is_json(live: Live) -> None:
+    # a browser POSTs text/plain across origins without a preflight: no web page may start runs that way
+    with live.client() as client:
+        for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
+            refused = client.post("/flows/echo/runs", content='{"inputs": {}}',
+                                  headers={"Content-Type": "text/plain", "Origin": origin})
+            assert refusal(refused, 422) == {"code": "invalid_request", "message": CROSS_ORIGIN}
+        same = client.post("/flows/echo/runs", content='{"inputs": {}}',  # the server's own page is trusted
+                           headers={"Content-Type": "text/plain", "Origin": live.url})
+        assert same.status_code == 200, same.text
+        typed = client.post("/flows/echo/runs", content='{"inputs": {}}',  # JSON said so: CORS decides
+                            headers={"Content-Type": "application/json", "Origin": "http://evil.example"})
+        assert typed.status_code == 200, typed.text
 
 
 def test_an_empty_or_null_body_is_no_body_and_anything_but_an_object_is_refused(live: Live) -> None:

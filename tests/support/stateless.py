@@ -260,6 +260,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_postgres_cluster.py::test_only_our_folders_of_runs_that_are_gone_are_removed",
     "tests/test_redaction.py",
     "tests/test_reference.py",
+    "tests/test_registries.py",
     "tests/test_release.py",
     "tests/test_spec_defaults.py",
     "tests/test_spec_delegation.py",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from engine.models.base import Generator
 from engine.models.providers.mock import MockGenerator
@@ -11,6 +12,14 @@ from engine.models.script import MockScript
 from engine.spec import ModelProfile
 
 PROVIDERS = ("openai", "azure", "anthropic", "google", "mock")
+# what the module of every provider but the mock has as `make`: (profile, its name, the environment) -> a Generator
+Maker = Callable[[ModelProfile, str, Mapping[str, str]], Generator]
+
+if TYPE_CHECKING:  # every provider, imported for the checks only: import-linter sees each edge, mypy checks each
+    # `make` against Maker (tests/test_registries.py keeps this list in step with PROVIDERS)
+    from engine.models.providers import anthropic, azure, google, openai
+
+    _MEMBERS: tuple[Maker, ...] = (openai.make, azure.make, anthropic.make, google.make)
 
 
 def make_generator(profile: ModelProfile, name: str, env: Mapping[str, str], *,
@@ -19,6 +28,5 @@ def make_generator(profile: ModelProfile, name: str, env: Mapping[str, str], *,
     if run_script is not None or profile.provider == "mock":
         mock_profile = profile if profile.provider == "mock" else ModelProfile(provider="mock")
         return MockGenerator(mock_profile, run_script=run_script)
-    module = importlib.import_module(f"engine.models.providers.{profile.provider}")
-    generator: Generator = module.make(profile, name, env)
-    return generator
+    make: Maker = importlib.import_module(f"engine.models.providers.{profile.provider}").make
+    return make(profile, name, env)

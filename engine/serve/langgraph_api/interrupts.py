@@ -1,10 +1,10 @@
 """Approval gates as LangGraph interrupts, and `command: {resume: ...}` as a gate's decision.
 
 A waiting gate is an interrupt whose id is the gate's interrupt id and whose value is what the gate asks
-(`gate`, `step`, `message`, `fields`, ...: docs/approvals.md), plus the fields of the agent-inbox
-interrupt schema chat UIs render as a form (`action_request`, `config`, `description`). A resume value
-decides it — the runtime then judges the decision like any other (engine/runtime/approvals.py): a wrong
-field or value is a 422 and the run keeps waiting.
+(`gate`, `step`, `message`, `fields`, ...: docs/approvals.md), plus the fields chat UIs render as a form:
+LangChain's human-in-the-loop request (`action_requests`, `review_configs`: hitl.py) and the older agent-inbox
+schema (`action_request`, `config`, `description`). A resume value decides it — the runtime then judges the
+decision like any other (engine/runtime/approvals.py): a wrong field or value is a 422 and the run keeps waiting.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.serve.langgraph_api import hitl
 from engine.serve.problems import ApiError
 
 APPROVE_WORDS = frozenset({"approve", "approved", "accept", "accepted", "yes", "continue"})
@@ -31,6 +32,7 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
                                                                  else None) for key, spec in fields.items()}}
     value["config"] = {"allow_accept": True, "allow_edit": bool(fields), "allow_respond": False,
                        "allow_ignore": True}
+    value.update(hitl.request(name, value.get("message"), fields))
     return {"value": value, "id": str(gate.get("interrupt_id") or name)}
 
 
@@ -38,15 +40,20 @@ def _refuse(message: str) -> ApiError:
     return ApiError(422, "invalid_request", f"command.resume: {message}", field="command.resume")
 
 
-def decision(resume: Any, waiting: Sequence[str]) -> dict[str, Any]:
+def decision(resume: Any, gates: Sequence[Mapping[str, Any]], chosen: str | None = None) -> dict[str, Any]:
     """A resume value as the decision POST /runs/{id}/resume takes ({approve, values, reason, gate, actor}).
 
-    `true`/`false`; "approve"/"reject"; a mapping of the gate's field values with `approve` (default true),
-    `reason`, `actor`, `gate` (or `values` holding the fields); the agent-inbox answer `[{"type": "accept" |
-    "edit" | "ignore" | "response", "args": ...}]`; or any of these keyed by the interrupt id."""
+    `gates` are the waiting gates (their approval_required data). The value is `true`/`false`;
+    "approve"/"reject"; a mapping of the gate's field values with `approve` (default true), `reason`,
+    `actor`, `gate` (or `values` holding the fields); LangChain's `{"decisions": [{"type": "approve" | "edit" |
+    "reject" | "respond", ...}]}` (hitl.py); the agent-inbox answer `[{"type": "accept" | "edit" | "ignore" |
+    "response", "args": ...}]`; or any of these keyed by the interrupt id."""
+    waiting = [str(gate.get("interrupt_id")) for gate in gates]
     if isinstance(resume, Mapping) and len(resume) == 1 and next(iter(resume)) in waiting:
         interrupt_id, value = next(iter(resume.items()))
-        return {**decision(value, waiting), "gate": interrupt_id}
+        return {**decision(value, gates, interrupt_id), "gate": interrupt_id}
+    if hitl.is_response(resume):
+        return hitl.decision(resume, _fields(gates, chosen))
     if isinstance(resume, bool):
         return {"approve": resume}
     if isinstance(resume, str):
@@ -62,6 +69,14 @@ def decision(resume: Any, waiting: Sequence[str]) -> dict[str, Any]:
     if isinstance(resume, Mapping):
         return _mapping(resume)
     raise _refuse("send true or false, \"approve\" or \"reject\", or a mapping of the gate's field values")
+
+
+def _fields(gates: Sequence[Mapping[str, Any]], chosen: str | None) -> Mapping[str, Any]:
+    """The declared fields of the gate a decision is for: the one named, else the only one waiting."""
+    named = [g for g in gates if chosen is None or str(g.get("interrupt_id")) == chosen]
+    asked = named[0].get("value") if len(named) == 1 else None
+    fields = asked.get("fields") if isinstance(asked, Mapping) else None
+    return fields if isinstance(fields, Mapping) else {}
 
 
 def _inbox(answer: Mapping[str, Any]) -> dict[str, Any]:

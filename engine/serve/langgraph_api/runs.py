@@ -110,7 +110,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate, tracepa
                                                                     if view is None else
                                                                     f"thread '{thread_id}' waits for no approval"))
         last = view.last
-        asked = decision(resume, [str(gate.get("interrupt_id")) for gate in view.gates])
+        asked = decision(resume, view.gates)
         after = await _last_seq(server, last.id)
         job = await server.resume_run(last.id, asked, traceparent=traceparent)
         _remember_modes(last.id, modes(body.stream_mode))
