@@ -2,11 +2,12 @@
 
 A case passes when the command spends at most CPU_SECONDS of processor time (what a template
 bomb or a quadratic check burns; wall time on a shared 2-core machine says more about the other
-processes), ends at all (a watchdog kills a child whose case gives no answer within HANG_SECONDS:
-a hang, e.g. on a lock or a pipe), exits with a code a user may see (0 ok, 1 failure, 2 usage, 3
-paused; never 4, the internal-error code), prints no traceback and no "internal error", and the
-process stays under MAX_RSS_MB. A hang kills the child; the next cases go on in a fresh one, so
-one finding never hides the rest.
+processes), ends at all (a watchdog kills a child whose case gives no answer within HANG_SECONDS
+while it burns no processor time — a hang, e.g. on a lock or a pipe; a case still computing on a
+machine too busy to give it the processor gets up to CASE_SECONDS), exits with a code a user may
+see (0 ok, 1 failure, 2 usage, 3 paused; never 4, the internal-error code), prints no traceback
+and no "internal error", and the process stays under MAX_RSS_MB. A hang kills the child; the next
+cases go on in a fresh one, so one finding never hides the rest.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("hostile_child.py")
 CPU_SECONDS = 5.0
 HANG_SECONDS = 30.0
+CASE_SECONDS = 180.0  # the longest a case that keeps using the processor may take, on a loaded machine
+WORKING_CPU = 0.2  # processor seconds a child must have used in HANG_SECONDS not to count as hung
 STARTUP_SECONDS = 60.0  # the first case also pays the imports, on a busy 2-core machine
 MAX_RSS_MB = 1536
 ALLOWED_EXIT = {0, 1, 2, 3}
@@ -114,12 +117,18 @@ def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Repo
     selector.register(child.stdout, selectors.EVENT_READ)
     buffer = b""
     current: int | None = None
-    deadline = time.monotonic() + STARTUP_SECONDS
+    began = time.monotonic()
+    deadline = began + STARTUP_SECONDS
+    cpu = _cpu_seconds(child.pid)
     try:
         while True:
             if b"\n" not in buffer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not selector.select(timeout=remaining):
+                    used, cpu = _cpu_seconds(child.pid) - cpu, _cpu_seconds(child.pid)
+                    if used >= WORKING_CPU and time.monotonic() - began < CASE_SECONDS:
+                        deadline = time.monotonic() + HANG_SECONDS  # computing, slowly: not a hang
+                        continue
                     index = start if current is None else current
                     report.outcomes.append(Outcome(cases[index], hung=True))
                     return index + 1
@@ -135,7 +144,9 @@ def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Repo
             if "start" in message:
                 current = message["start"]
                 # the first case of a child also pays for importing the engine
-                deadline = time.monotonic() + (STARTUP_SECONDS if current == start else HANG_SECONDS)
+                began = time.monotonic()
+                deadline = began + (STARTUP_SECONDS if current == start else HANG_SECONDS)
+                cpu = _cpu_seconds(child.pid)
             else:
                 report.outcomes.append(Outcome(cases[message["done"]], rc=message["rc"], secs=message["secs"],
                                                cpu=message["cpu"], rss_kb=message["rss_kb"], out=message["out"],
@@ -147,6 +158,15 @@ def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Repo
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The processor time process `pid` has used (user and system, Linux's /proc), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
 def check_file_part(workdir: Path, index: int) -> None:
