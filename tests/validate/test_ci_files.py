@@ -81,9 +81,9 @@ if [ "$pass" = "$FAIL" ]; then exit 3; fi
 
 @pytest.mark.parametrize("fail", ["", "sqlite", "postgres"])
 def test_the_test_script_runs_both_passes_and_fails_when_either_does(tmp_path: Path, fail: str) -> None:
-    """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three workers each and
-    with the arguments it is given (a later -n wins), prints the Postgres pass's output after the SQLite
-    pass's, and fails when either pass does."""
+    """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three workers each,
+    printing each pass's slowest tests, and with the arguments it is given (a later -n wins), prints the
+    Postgres pass's output after the SQLite pass's, and fails when either pass does."""
     python = tmp_path / "bin" / "python"  # the active environment's python, put first on PATH by .ci/test
     python.parent.mkdir()
     python.write_text(FAKE_PYTHON, encoding="utf-8")
@@ -94,8 +94,10 @@ def test_the_test_script_runs_both_passes_and_fails_when_either_does(tmp_path: P
                          env=env, timeout=60)
     lines = run.stdout.splitlines()
     assert lines == ["== test: SQLite (the Postgres pass runs beside it; its output follows)",
-                     "sqlite pass: python -m pytest -n 3 -x -k a b", "== test: Postgres",
-                     "postgres pass: python -m pytest -n 3 -x -k a b"], run.stdout + run.stderr
+                     "sqlite pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
+                     "== test: Postgres",
+                     "postgres pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b"], \
+        run.stdout + run.stderr
     assert run.returncode == (1 if fail else 0), run.stdout + run.stderr
     if fail:
         exits = {"sqlite": (3, 0), "postgres": (0, 3)}[fail]
