@@ -97,6 +97,16 @@ def jinja_only() -> Iterator[None]:
         evaluate.__kwdefaults__ = defaults
 
 
+def _cpu_timed(cpu: dict[str, list[float]], name: str, sample: Callable[[], Any]) -> Callable[[], Any]:
+    """`sample`, its CPU time per run kept in `cpu[name]` too."""
+    async def timed() -> float:
+        began = time.process_time()
+        took: float = await sample()
+        cpu.setdefault(name, []).append((time.process_time() - began) / RUNS_PER_SAMPLE)
+        return took
+    return timed
+
+
 async def per_step(count: int, show: bool = True) -> Figures:
     """Per-run medians of every workload and variant; the table printed when `show`."""
     root = make_yard({**BLOCKS, **flows()})
@@ -107,15 +117,6 @@ async def per_step(count: int, show: bool = True) -> Figures:
     counter = iter(range(10**9))
     variants: dict[str, Any] = {}
     cpu: dict[str, list[float]] = {}
-
-    def cpu_timed(name: str, sample: Callable[[], Any]) -> Callable[[], Any]:
-        async def timed() -> float:
-            began = time.process_time()
-            took: float = await sample()
-            cpu.setdefault(name, []).append((time.process_time() - began) / RUNS_PER_SAMPLE)
-            return took
-        return timed
-
     for name, (make_graph, inputs, _answer) in WORKLOADS.items():
         bare = make_graph(sync=True).compile()
         async_bare = make_graph(sync=False).compile()  # async nodes: what LangGraph's async engine costs alone
@@ -159,7 +160,7 @@ async def per_step(count: int, show: bool = True) -> Figures:
         for mode in MODES:
             variants[f"{name} blockyard {mode}"] = functools.partial(blockyard, mode=mode)
         variants[f"{name} blockyard/jinja"] = blockyard_jinja
-    variants = {name: cpu_timed(name, sample) for name, sample in variants.items()}
+    variants = {name: _cpu_timed(cpu, name, sample) for name, sample in variants.items()}
     samples = await measure(variants, count)
     cpu = {name: values[-count:] for name, values in cpu.items()}  # the warm-up is not a sample
     yard.close()
@@ -167,8 +168,13 @@ async def per_step(count: int, show: bool = True) -> Figures:
 
     kinds = ["raw", "raw astream", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
     figures = {name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS}
-    if not show:
-        return figures
+    if show:
+        _show_per_step(kinds, cpu, samples)
+    return figures
+
+
+def _show_per_step(kinds: list[str], cpu: dict[str, list[float]], samples: dict[str, list[float]]) -> None:
+    """The per-run tables of `per_step`, CPU and wall time, each variant as a ratio to raw LangGraph."""
     for clock, measured in (("CPU time", cpu), ("wall time", samples)):
         header(f"per-run {clock} as a ratio to raw LangGraph without a checkpointer "
                f"({RUNS_PER_SAMPLE} runs per sample)")
@@ -184,7 +190,6 @@ async def per_step(count: int, show: bool = True) -> Figures:
     print("\nraw, async nodes, astream: the hand-written graph with async nodes, streamed as the engine streams its"
           " graph (LangGraph's async engine alone).\nblockyard, Jinja only: the same runs with the template fast path"
           " off (engine/template_fast.py).")
-    return figures
 
 
 async def expressions(count: int) -> None:

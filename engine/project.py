@@ -146,6 +146,22 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
             if config is not None:
                 project.config, project.config_doc = config, doc
     bounds = project.bounds()
+    _load_blocks(project, root, bounds, names)
+    # a yard's own file of the same name wins, even a broken one (its errors are reported, not hidden)
+    blocks_dir = (root / project.config.paths.blocks).resolve()
+    own = {path.stem for path in project.files if blocks_dir in names.located(path).parents}
+    for name, definition in library_blocks().items():
+        if name not in own:
+            project.blocks.setdefault(name, {definition.spec.version: definition})
+    _load_flows(project, root, bounds, names)
+    if only is not None:
+        wanted = {names(p) for p in only}
+        project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
+    return project
+
+
+def _load_blocks(project: Project, root: Path, bounds: Bounds, names: Names) -> None:
+    """The yard's block files; a second definition of a block's version is reported, the first kept."""
     for path in _files(project, root / project.config.paths.blocks, bounds, names):
         doc = _read(project, path, bounds, names)
         if doc is None:
@@ -161,12 +177,10 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
                                                 f"defined in {other}"))
             continue
         versions[spec.version] = Definition(spec, doc)
-    # a yard's own file of the same name wins, even a broken one (its errors are reported, not hidden)
-    blocks_dir = (root / project.config.paths.blocks).resolve()
-    own = {path.stem for path in project.files if blocks_dir in names.located(path).parents}
-    for name, definition in library_blocks().items():
-        if name not in own:
-            project.blocks.setdefault(name, {definition.spec.version: definition})
+
+
+def _load_flows(project: Project, root: Path, bounds: Bounds, names: Names) -> None:
+    """The yard's flow files (not their tests); a second flow of a name is reported, the first kept."""
     for path in _files(project, root / project.config.paths.flows, bounds, names):
         if path.name.endswith((".test.yaml", ".test.yml")):
             continue
@@ -182,10 +196,6 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
                                                 f"flow '{flow.flow}' is also defined in {other}"))
             continue
         project.flows[flow.flow] = Definition(flow, doc)
-    if only is not None:
-        wanted = {names(p) for p in only}
-        project.diagnostics = [d for d in project.diagnostics if d.file in wanted]
-    return project
 
 
 def is_builtin(definition: Definition[Any]) -> bool:

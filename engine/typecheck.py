@@ -261,13 +261,19 @@ def _conform_type(value: Any, spec: TypeSpec, name: str, text_from_numbers: bool
             return value
     elif kind == "array":
         if isinstance(value, list | tuple):
-            if spec.items is None:
-                return list(value)
-            return [conform(item, spec.items, f"{name}[{i}]", text_from_numbers=text_from_numbers)
-                    for i, item in enumerate(value)]
+            return _conform_array(value, spec, name, text_from_numbers)
     elif kind == "object" and isinstance(value, dict):
         return _conform_object(value, spec, name, text_from_numbers)
     raise TypeMismatch(f"'{name}' must be {_expected(spec)}, got {describe(value)}")
+
+
+def _conform_array(value: list[Any] | tuple[Any, ...], spec: TypeSpec, name: str,
+                   text_from_numbers: bool) -> list[Any]:
+    """A list or tuple as a list, each item conformed to `items` when the spec says what they are."""
+    if spec.items is None:
+        return list(value)
+    return [conform(item, spec.items, f"{name}[{i}]", text_from_numbers=text_from_numbers)
+            for i, item in enumerate(value)]
 
 
 def _conform_object(value: dict[str, Any], spec: TypeSpec, name: str, text_from_numbers: bool) -> dict[str, Any]:

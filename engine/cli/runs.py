@@ -279,14 +279,7 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
                gates: list[Event], decided: list[gate_rows.Gate], wrote: dict[str, Any] | None = None,
                outside: dict[str, Any] | None = None) -> str:
     lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
-    files = definition.get("files")
-    if files == "differ":
-        lines.append(f"          the files now define {run.flow}@{definition.get('current_version')} "
-                     f"({definition.get('current_digest')}); this run stays on its pinned definition")
-    elif files == "missing":
-        lines.append(f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition")
-    elif files == "unknown":
-        lines.append(f"          cannot compare with the files: {definition.get('reason')}")
+    lines += _definition_lines(run, definition)
     detail = _detail(run, status, gates)
     lines.append(f"status    {status}" + (f" ({detail})" if detail else ""))
     kept = " (no checkpoints: cannot be resumed)" if run.mode in NO_CHECKPOINTS else ""
@@ -305,44 +298,84 @@ def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], d
     lines.append("inputs" + _yaml_block(run.inputs))
     if run.outputs is not None:
         lines.append("outputs" + _yaml_block(run.outputs))
-    if steps:
-        lines.append("steps")
-        width = max(len(entry["step"]) for entry in steps)
-        used = _usage_columns(steps, outside)
-        for entry in steps:
-            tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
-            error = f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
-            tool_errors = entry.get("tool_errors") or []
-            if tool_errors and not error:
-                count = len(tool_errors)
-                error = f"  {count} tool call{'s' if count > 1 else ''} failed"
-            lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
-                         f"{format_duration(entry['duration_ms'] / 1000):>9}{used.get(entry['step'], '')}"
-                         f"{tries}{error}".rstrip())
-            for failure in tool_errors:
-                item = f"[{failure['index']}]" if failure.get("index") is not None else ""
-                lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
-        if outside is not None:
-            lines.append(f"  {OUTSIDE_STEPS.ljust(width)}  {'':<11} {'':>9}{used.get(OUTSIDE_STEPS, '')}".rstrip())
-    if wrote and wrote["files"]:
-        where = f"{wrote['folder']}/" if wrote["folder"] else f"the run's workspace ({WORKSPACES}/{run.id}/)"
-        lines.append(f"files     written to {where}")
-        width = max(len(entry["path"]) for entry in wrote["files"])
-        for entry in wrote["files"]:
-            again = f", written {entry['writes']} times" if entry["writes"] > 1 else ""
-            lines.append(f"  {entry['path'].ljust(width)}  {entry['bytes']} bytes by {entry['step']}{again}")
-    for row in decided:  # rows of the gates table, not approval_required events like `gates`
+    lines += _step_lines(steps, outside)
+    lines += _written_lines(run, wrote)
+    lines += _decided_lines(decided)
+    lines += _next_command_lines(run, status, gates)
+    return "\n".join(lines) + "\n"
+
+
+def _definition_lines(run: RunRecord, definition: dict[str, Any]) -> list[str]:
+    """How the run's pinned definition compares with the flow in the files now (nothing when they match)."""
+    files = definition.get("files")
+    if files == "differ":
+        return [f"          the files now define {run.flow}@{definition.get('current_version')} "
+                f"({definition.get('current_digest')}); this run stays on its pinned definition"]
+    if files == "missing":
+        return [f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition"]
+    if files == "unknown":
+        return [f"          cannot compare with the files: {definition.get('reason')}"]
+    return []
+
+
+def _step_lines(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> list[str]:
+    """The `steps` table: one aligned row per step, its failed tool calls under it, then usage outside steps."""
+    if not steps:
+        return []
+    lines = ["steps"]
+    width = max(len(entry["step"]) for entry in steps)
+    used = _usage_columns(steps, outside)
+    for entry in steps:
+        tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
+        error = f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
+        tool_errors = entry.get("tool_errors") or []
+        if tool_errors and not error:
+            count = len(tool_errors)
+            error = f"  {count} tool call{'s' if count > 1 else ''} failed"
+        lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
+                     f"{format_duration(entry['duration_ms'] / 1000):>9}{used.get(entry['step'], '')}"
+                     f"{tries}{error}".rstrip())
+        for failure in tool_errors:
+            item = f"[{failure['index']}]" if failure.get("index") is not None else ""
+            lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
+    if outside is not None:
+        lines.append(f"  {OUTSIDE_STEPS.ljust(width)}  {'':<11} {'':>9}{used.get(OUTSIDE_STEPS, '')}".rstrip())
+    return lines
+
+
+def _written_lines(run: RunRecord, wrote: dict[str, Any] | None) -> list[str]:
+    """Where the run wrote files, and each file with its size and the step that wrote it."""
+    if not wrote or not wrote["files"]:
+        return []
+    where = f"{wrote['folder']}/" if wrote["folder"] else f"the run's workspace ({WORKSPACES}/{run.id}/)"
+    lines = [f"files     written to {where}"]
+    width = max(len(entry["path"]) for entry in wrote["files"])
+    for entry in wrote["files"]:
+        again = f", written {entry['writes']} times" if entry["writes"] > 1 else ""
+        lines.append(f"  {entry['path'].ljust(width)}  {entry['bytes']} bytes by {entry['step']}{again}")
+    return lines
+
+
+def _decided_lines(decided: list[gate_rows.Gate]) -> list[str]:
+    """The gates already decided: rows of the gates table, not approval_required events like the waiting ones."""
+    lines: list[str] = []
+    for row in decided:
         decision = row.decision or {}
         who = f" by {row.actor}" if row.actor else ""
         values = f" {store.dumps(decision['values'])}" if decision.get("values") else ""
         why = f" ({decision['reason']})" if decision.get("reason") else ""
         lines.append(f"decided   gate '{row.gate}': {row.status}{who} at {local_time(row.decided)}{values}{why}")
+    return lines
+
+
+def _next_command_lines(run: RunRecord, status: RunStatus, gates: list[Event]) -> list[str]:
+    """The command that carries the run on, when there is one: resume after a failure, decide a waiting gate."""
     if status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and run.mode not in NO_CHECKPOINTS:
-        lines.append(f"resume    blockyard resume {run.id}")
+        return [f"resume    blockyard resume {run.id}"]
     if status == RunStatus.WAITING:
         which = " --gate NAME" if len(gates) > 1 else ""
-        lines.append(f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject")
-    return "\n".join(lines) + "\n"
+        return [f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject"]
+    return []
 
 
 def _usage_columns(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> dict[str, str]:

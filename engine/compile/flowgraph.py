@@ -20,12 +20,12 @@ max_visits — an approval's reject or timeout), delegate (an agent's sub-agents
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.compile.delegates import split_delegated
-from engine.compile.topology import EXIT, plan_region
+from engine.compile.topology import EXIT, Plan, plan_region
 from engine.decisions import gate_spec
 from engine.pinned import Bundle
 from engine.spec import BlockSpec, Route, StepSpec
@@ -158,35 +158,44 @@ class _Builder:
 
         for step in steps:
             entry, out = ends[step.id]
-            if step.router is not None:
-                for number, route in enumerate(step.router.routes, 1):
-                    self.edge(out, resolve(route.goto), "route", route_label(route), handle=f"route-{number}")
-                self.edge(out, resolve(step.router.default), "default", "default", handle="default")
-            if step.branches is not None:
-                for value, target in step.branches.items():
-                    self.edge(out, resolve(target), "branch", value, handle=f"branch-{value}")
-                for target in plan.following[step.id]:
-                    self.edge(out, resolve(target), "default", "other", handle="other")
-            elif step.router is None:
-                done = "done" if step.loop is not None or step.foreach is not None else None
-                for target in plan.following[step.id]:
-                    self.edge(out, resolve(target), ordinary(target), done)
-            for target in plan.dependents[step.id]:
-                self.edge(out, resolve(target), "next")
-            if step.max_visits is not None and step.on_max_visits != "fail":
-                self.edge(entry, resolve(step.on_max_visits), "exit", f"after {step.max_visits} visits",
-                          bound=step.max_visits)
-            gate = step.approval or gate_spec(step)
-            if gate is not None and gate.on_reject != "fail":
-                self.edge(entry, resolve(gate.on_reject), "exit", "reject")
-            if gate is not None and gate.timeout is not None and gate.on_timeout not in ("approve", "reject"):
-                self.edge(entry, resolve(gate.on_timeout), "exit", f"timeout {gate.timeout}")
+            self._ways_on(step, out, plan, resolve, ordinary)
+            self._ways_out(step, entry, resolve)
             if step.router is not None or step.branches is not None:
                 self._handles(out)
         for needs, waiting in plan.barriers:
             for name in needs:
                 self.edge(ends[name][1], ends[waiting][0], "join")
         return ends[plan.entry][0]
+
+    def _ways_on(self, step: StepSpec, out: str, plan: Plan, resolve: Callable[[str], str],
+                 ordinary: Callable[[str], str]) -> None:
+        """The edges a finished step follows: its routes or branches, else its next steps, and its dependents."""
+        if step.router is not None:
+            for number, route in enumerate(step.router.routes, 1):
+                self.edge(out, resolve(route.goto), "route", route_label(route), handle=f"route-{number}")
+            self.edge(out, resolve(step.router.default), "default", "default", handle="default")
+        if step.branches is not None:
+            for value, target in step.branches.items():
+                self.edge(out, resolve(target), "branch", value, handle=f"branch-{value}")
+            for target in plan.following[step.id]:
+                self.edge(out, resolve(target), "default", "other", handle="other")
+        elif step.router is None:
+            done = "done" if step.loop is not None or step.foreach is not None else None
+            for target in plan.following[step.id]:
+                self.edge(out, resolve(target), ordinary(target), done)
+        for target in plan.dependents[step.id]:
+            self.edge(out, resolve(target), "next")
+
+    def _ways_out(self, step: StepSpec, entry: str, resolve: Callable[[str], str]) -> None:
+        """The exits a step takes before it runs: too many visits, a rejected or timed-out gate."""
+        if step.max_visits is not None and step.on_max_visits != "fail":
+            self.edge(entry, resolve(step.on_max_visits), "exit", f"after {step.max_visits} visits",
+                      bound=step.max_visits)
+        gate = step.approval or gate_spec(step)
+        if gate is not None and gate.on_reject != "fail":
+            self.edge(entry, resolve(gate.on_reject), "exit", "reject")
+        if gate is not None and gate.timeout is not None and gate.on_timeout not in ("approve", "reject"):
+            self.edge(entry, resolve(gate.on_timeout), "exit", f"timeout {gate.timeout}")
 
     def _handles(self, out: str) -> None:
         """The ways out of a router or decide node, in the order of its edges."""

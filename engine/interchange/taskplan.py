@@ -34,7 +34,7 @@ from engine.pinned import Bundle, make_bundle
 from engine.project import Definition, FlowDef, Project
 from engine.spec import FlowSpec
 from engine.spec.flow import END, enum_text
-from engine.spec.interchange import TaskPlan
+from engine.spec.interchange import PlanStep, TaskPlan
 from engine.templates import TemplateError, is_template, references
 from engine.validate.semantic import check_flow
 
@@ -106,22 +106,7 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
             problems.append(doc.diag((*here, "step_id"), "BY852",
                                      f"{plan_path((*here, 'step_id'))}: nothing leads to step '{step.step_id}': it "
                                      "is not the entry, depends on no step and no branch names it"))
-        flow_step: dict[str, Any] = {"id": step.step_id, "uses": step.block_id}
-        if step.description:
-            flow_step["description"] = step.description
-        if step.input_mappings:
-            flow_step["with"] = dict(step.input_mappings)
-        if needs:
-            flow_step["needs"] = needs
-        if step.branches is not None:
-            flow_step["branches"] = dict(step.branches)
-        if step.require_approval:
-            gate = step.require_approval
-            flow_step["require_approval"] = gate if isinstance(gate, bool) else \
-                gate.model_dump(by_alias=True, exclude_unset=True)
-        if step.step_id == plan.entry_step_id and position != 0:
-            flow_step["start"] = True
-        steps.append(flow_step)
+        steps.append(_flow_step(step, needs, first=position == 0, entry=plan.entry_step_id))
     if problems:
         raise PlanError(sorted(set(problems)))
     _no_fall_through(steps, project)
@@ -141,6 +126,26 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
         flow["schedule"] = {"cron": plan.schedule.cron_expression, "timezone": plan.schedule.timezone, **rest}
     flow["steps"] = steps
     return flow
+
+
+def _flow_step(step: PlanStep, needs: list[str], *, first: bool, entry: str) -> dict[str, Any]:
+    """One plan step as a flow step; `start: true` marks the entry when it is not the first in the list."""
+    flow_step: dict[str, Any] = {"id": step.step_id, "uses": step.block_id}
+    if step.description:
+        flow_step["description"] = step.description
+    if step.input_mappings:
+        flow_step["with"] = dict(step.input_mappings)
+    if needs:
+        flow_step["needs"] = needs
+    if step.branches is not None:
+        flow_step["branches"] = dict(step.branches)
+    if step.require_approval:
+        gate = step.require_approval
+        flow_step["require_approval"] = gate if isinstance(gate, bool) else \
+            gate.model_dump(by_alias=True, exclude_unset=True)
+    if step.step_id == entry and not first:
+        flow_step["start"] = True
+    return flow_step
 
 
 def _no_fall_through(steps: list[dict[str, Any]], project: Project) -> None:

@@ -89,27 +89,10 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
     for step in through:
         status.setdefault(step, CHANGED)
     lines = mermaid(new).rstrip("\n").split("\n")
-    node_ids = {node.id for node in new.nodes}
-    removed_nodes = []
-    # Mermaid numbers edges in the order they are drawn (`linkStyle N`): `mermaid` draws each of
-    # new.edges once, in order, and the removed ones drawn below come after them
-    edge_count = len(new.edges)
     edge_status: dict[int, str] = {}
+    removed_nodes: list[GraphNode] = []
     if old is not None and flow.status != REMOVED:
-        before = {edge_key(old, e) for e in old.edges}
-        for number, edge in enumerate(new.edges):
-            if edge_key(new, edge) not in before:
-                edge_status[number] = ADDED
-        removed_nodes = [node for node in old.nodes if node.id not in node_ids]
-        for node in removed_nodes:
-            lines.append(f"    {mermaid_node(node)}")
-        known = node_ids | {node.id for node in removed_nodes}
-        after = {edge_key(new, e) for e in new.edges}
-        for edge in old.edges:
-            if edge_key(old, edge) not in after and edge.source in known and edge.target in known:
-                lines.append(f"    {mermaid_edge(edge)}")
-                edge_status[edge_count] = REMOVED
-                edge_count += 1
+        removed_nodes = _draw_removed(old, new, lines, edge_status)
     if flow.status in (ADDED, REMOVED):
         every = {owner for node in new.nodes if (owner := _owner(node))}
         status = dict.fromkeys(every, flow.status)
@@ -119,8 +102,37 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
         if owner is not None and status.get(owner) in members:
             members[status[owner]].append(mermaid_id(node.id))
     members[REMOVED] += [mermaid_id(node.id) for node in removed_nodes]
-    for name, style in CLASSES.items():
-        lines.append(f"    classDef {name} {style}")
+    lines += _style_lines(members, edge_status)
+    return "\n".join(lines) + "\n"
+
+
+def _draw_removed(old: FlowGraph, new: FlowGraph, lines: list[str], edge_status: dict[int, str]) -> list[GraphNode]:
+    """Onto `lines`, the base's nodes and edges gone from `new`; into `edge_status`, the edges added and
+    removed by number. Returns the removed nodes."""
+    # Mermaid numbers edges in the order they are drawn (`linkStyle N`): `mermaid` draws each of
+    # new.edges once, in order, and the removed ones drawn below come after them
+    edge_count = len(new.edges)
+    node_ids = {node.id for node in new.nodes}
+    before = {edge_key(old, e) for e in old.edges}
+    for number, edge in enumerate(new.edges):
+        if edge_key(new, edge) not in before:
+            edge_status[number] = ADDED
+    removed_nodes = [node for node in old.nodes if node.id not in node_ids]
+    for node in removed_nodes:
+        lines.append(f"    {mermaid_node(node)}")
+    known = node_ids | {node.id for node in removed_nodes}
+    after = {edge_key(new, e) for e in new.edges}
+    for edge in old.edges:
+        if edge_key(old, edge) not in after and edge.source in known and edge.target in known:
+            lines.append(f"    {mermaid_edge(edge)}")
+            edge_status[edge_count] = REMOVED
+            edge_count += 1
+    return removed_nodes
+
+
+def _style_lines(members: dict[str, list[str]], edge_status: dict[int, str]) -> list[str]:
+    """The Mermaid classes and link styles that colour the added, removed and changed nodes and edges."""
+    lines = [f"    classDef {name} {style}" for name, style in CLASSES.items()]
     for name, ids in members.items():
         if ids:
             lines.append(f"    class {','.join(dict.fromkeys(ids))} {name}")
@@ -128,7 +140,7 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
         numbers = [str(n) for n, s in sorted(edge_status.items()) if s == name]
         if numbers:
             lines.append(f"    linkStyle {','.join(numbers)} {style}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _owner(node: GraphNode) -> str | None:

@@ -153,7 +153,7 @@ class _Steps:
         return None
 
 
-async def execute(ex: Execution) -> AsyncGenerator[Event, None]:
+async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 - the loop every event of a run passes stays one generator: docs/performance.md
     """Run the graph and yield its events; the run's row and trace are updated as it goes, and the
     execution's observers are told each event before it is yielded."""
     # the loop that translates the graph's stream stays here, in one generator: every event of the run

@@ -23,7 +23,7 @@ from typing import Protocol
 from engine.events import SETTLED_STATUSES as SETTLED
 from engine.events import TERMINAL_TYPES as END_OF_EXECUTION
 from engine.events import EventDict
-from engine.serve.broker import NUDGE, Broker
+from engine.serve.broker import NUDGE, Broker, Subscription
 
 
 class TraceReader(Protocol):
@@ -46,45 +46,22 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
     subscription = broker.subscribe(run_id)
     last = after
     try:
-        replay = await trace.events(run_id, last)
-        # The stored events and what the execution published overlap; only the published ones have
-        # the tokens, which go in their place by seq. What was published while the trace was read is
-        # on the queue already, and the read may hold events that came after it: take it now, or
-        # `last` would move past those tokens and they would be skipped.
-        arrived = _drain(subscription.queue)
-        published = [*subscription.backlog, *arrived]
-        if published and broker.is_active(run_id):
-            # It executes here, and the table may be ahead of the broker: what it has after the last
-            # event published is on its way to the broker, tokens between, and comes on the queue.
-            # (With nothing published yet, the execution has not gone past its first event, which
-            # has no token before it: RunLoop.stream holds it there until that event is taken.)
-            newest = max(event["seq"] for event in published)
-            replay = [event for event in replay if event["seq"] <= newest]
-        merged = {event["seq"]: event for event in [*published, *replay] if event["seq"] > last}
-        for seq in sorted(merged):
-            last = seq
-            yield merged[seq]
+        merged, replay = await _catch_up(run_id, last, broker, trace, subscription)
+        for event in merged:
+            last = event["seq"]
+            yield event
         if until_pause and not subscription.active and (replay and replay[-1]["type"] in END_OF_EXECUTION):
             return
-
-        def queued() -> bool:
-            """Whether the broker has events of the run for this follower: those of an execution here
-            (which the table may hold before they reach the broker), or what it published that is still
-            on the queue (an execution that ended while the follower waited). They come before the table."""
-            return broker.is_active(run_id) or not subscription.queue.empty()
-
         while True:
-            if not queued() and await trace.status(run_id) in SETTLED and not queued():
+            if not _queued(broker, subscription) and await trace.status(run_id) in SETTLED \
+                    and not _queued(broker, subscription):
                 for event in await trace.events(run_id, last):
                     last = event["seq"]
                     yield event
                 return
-            try:
-                item = await asyncio.wait_for(subscription.queue.get(), timeout=poll)
-            except TimeoutError:
-                item = NUDGE
+            item = await _next_item(subscription, poll)
             if item is NUDGE:
-                if queued():  # executed here: its events come on the queue, tokens and all
+                if _queued(broker, subscription):  # executed here: its events come on the queue, tokens and all
                     continue
                 fresh = await trace.events(run_id, last)  # written by another process
                 for event in fresh:
@@ -94,10 +71,9 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
                     return
                 continue
             if item is None:  # the execution ended here; its events are all in the table now
-                if not queued():  # (else the queue has more: another execution here began already)
-                    for event in await trace.events(run_id, last):
-                        last = event["seq"]
-                        yield event
+                for event in await _stored_unless_queued(run_id, last, broker, trace, subscription):
+                    last = event["seq"]
+                    yield event
                 if until_pause:
                     return
                 continue
@@ -108,6 +84,52 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
                     return
     finally:
         broker.unsubscribe(subscription)
+
+
+async def _catch_up(run_id: str, after: int, broker: Broker, trace: TraceReader,
+                    subscription: Subscription) -> tuple[list[EventDict], list[EventDict]]:
+    """The events with seq > `after` so far, in order, from the trace and the broker; and the trace's."""
+    replay = await trace.events(run_id, after)
+    # The stored events and what the execution published overlap; only the published ones have
+    # the tokens, which go in their place by seq. What was published while the trace was read is
+    # on the queue already, and the read may hold events that came after it: take it now, or
+    # `last` would move past those tokens and they would be skipped.
+    arrived = _drain(subscription.queue)
+    published = [*subscription.backlog, *arrived]
+    if published and broker.is_active(run_id):
+        # It executes here, and the table may be ahead of the broker: what it has after the last
+        # event published is on its way to the broker, tokens between, and comes on the queue.
+        # (With nothing published yet, the execution has not gone past its first event, which
+        # has no token before it: RunLoop.stream holds it there until that event is taken.)
+        newest = max(event["seq"] for event in published)
+        replay = [event for event in replay if event["seq"] <= newest]
+    merged = {event["seq"]: event for event in [*published, *replay] if event["seq"] > after}
+    return [merged[seq] for seq in sorted(merged)], replay
+
+
+def _queued(broker: Broker, subscription: Subscription) -> bool:
+    """Whether the broker has events of the run for this follower: those of an execution here
+    (which the table may hold before they reach the broker), or what it published that is still
+    on the queue (an execution that ended while the follower waited). They come before the table."""
+    return broker.is_active(subscription.run_id) or not subscription.queue.empty()
+
+
+async def _next_item(subscription: Subscription, poll: float) -> EventDict | None:
+    """The next item on the follower's queue, or NUDGE after `poll` seconds without one: time to look
+    at the table, where another process may have written events."""
+    try:
+        return await asyncio.wait_for(subscription.queue.get(), timeout=poll)
+    except TimeoutError:
+        return NUDGE
+
+
+async def _stored_unless_queued(run_id: str, after: int, broker: Broker, trace: TraceReader,
+                                subscription: Subscription) -> list[EventDict]:
+    """After an execution here ended, its events in the table with seq > `after`: none when the queue
+    has more (another execution here began already), which come before the table."""
+    if _queued(broker, subscription):
+        return []
+    return await trace.events(run_id, after)
 
 
 def _drain(queue: asyncio.Queue[EventDict | None]) -> list[EventDict]:

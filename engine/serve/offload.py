@@ -88,22 +88,7 @@ class RunLoop:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         put = queue.put_nowait
         go_on = asyncio.Event()  # set (on the run loop) once the second event is asked for
-
-        async def pump() -> None:
-            try:
-                async with aclosing(events()) as stream:
-                    first = True
-                    async for event in stream:
-                        send(put, ("event", event))
-                        if first:
-                            first = False
-                            await go_on.wait()
-            except BaseException as exc:  # handed over, raised where the stream is consumed
-                send(put, ("error", exc))
-            else:
-                send(put, ("done", None))
-
-        future = asyncio.run_coroutine_threadsafe(pump(), self._portal.loop)
+        future = asyncio.run_coroutine_threadsafe(_pump(events, send, put, go_on), self._portal.loop)
         cancelled: asyncio.CancelledError | None = None
         ended = False
         delivered = 0
@@ -132,12 +117,36 @@ class RunLoop:
         finally:
             if not ended:  # closed early: stop the execution and wait for its cleanup
                 future.cancel()
-                while True:
-                    kind, _ = await queue.get()
-                    if kind in ("done", "error"):
-                        break
+                await _until_ended(queue)
         if cancelled is not None:
             raise cancelled
 
     def close(self) -> None:
         self._portal.close()
+
+
+async def _pump(events: Callable[[], AsyncGenerator[EventDict, None]],
+                send: Callable[[Callable[[Any], None], Any], None], put: Callable[[Any], None],
+                go_on: asyncio.Event) -> None:
+    """On the run loop: `send(put, ...)` each event of `events()` over, then ("done", None) or ("error", exc);
+    after the first event, wait for `go_on` (the second one asked for)."""
+    try:
+        async with aclosing(events()) as stream:
+            first = True
+            async for event in stream:
+                send(put, ("event", event))
+                if first:
+                    first = False
+                    await go_on.wait()
+    except BaseException as exc:  # handed over, raised where the stream is consumed
+        send(put, ("error", exc))
+    else:
+        send(put, ("done", None))
+
+
+async def _until_ended(queue: asyncio.Queue[tuple[str, Any]]) -> None:
+    """Drop what a stream closed early still hands over, until its execution has ended."""
+    while True:
+        kind, _ = await queue.get()
+        if kind in ("done", "error"):
+            break

@@ -81,70 +81,92 @@ def wiring(flow_yaml: str) -> Graph:
     joins them, then goes on."""
     steps: list[dict[str, Any]] = yaml.safe_load(textwrap.dedent(flow_yaml))["steps"]
     graph = Graph(nodes={START, END})
-    ids = [step["id"] for step in steps]
-
-    def entry(step_id: str) -> str:
-        step = steps[ids.index(step_id)]
-        return str(step["loop"]["steps"][0]["id"]) if "loop" in step else step_id
-
-    def exit_of(step: dict[str, Any]) -> str:
-        if "loop" in step:
-            return f"{step['id']}__check"
-        if "map" in step and "steps" in step["map"]:
-            return f"{step['id']}__join"
-        return str(step["id"])
-
-    def body(first: str, inner: list[dict[str, Any]], last: str) -> None:
-        """`first` -> the inner steps in order -> `last`."""
-        names = [str(s["id"]) for s in inner]
-        graph.nodes.update(names)
-        for a, b in zip([first, *names], [*names, last], strict=True):
-            graph.edges.add((a, b))
-
     has_needs = any("needs" in step for step in steps)
-    graph.edges.add((START, entry(ids[0])))
+    graph.edges.add((START, _entry(steps, str(steps[0]["id"]))))
     for index, step in enumerate(steps):
-        sid = str(step["id"])
-        following = entry(ids[index + 1]) if index + 1 < len(steps) else END
-        if "loop" in step:
-            check = f"{sid}__check"
-            graph.nodes.add(check)
-            names = [str(s["id"]) for s in step["loop"]["steps"]]
-            graph.nodes.update(names)
-            for a, b in zip(names, [*names[1:], check], strict=True):
-                graph.edges.add((a, b))
-            graph.edges.add((check, names[0]))
-        elif "foreach" in step:
-            graph.nodes.add(sid)
-            body(sid, step["foreach"]["steps"], sid)
-        elif "map" in step and "steps" in step["map"]:
-            graph.nodes.update({sid, f"{sid}__join"})
-            body(sid, step["map"]["steps"], f"{sid}__join")
-        else:
-            graph.nodes.add(sid)
-        if "needs" in step:
-            for need in step["needs"]:
-                graph.edges.add((exit_of(steps[ids.index(need)]), entry(sid)))
-        elif has_needs and index > 0:
-            # a step without needs: after the step before it, as in any flow
-            graph.edges.add((exit_of(steps[index - 1]), entry(sid)))
-        if "router" in step:
-            router = step["router"]
-            for target in [*(route["goto"] for route in router["routes"]), router["default"]]:
-                graph.edges.add((sid, entry(target)))
-            continue
-        if "branches" in step:
-            for target in step["branches"].values():
-                graph.edges.add((sid, entry(target)))
-        if "on_max_visits" in step:
-            graph.edges.add((sid, entry(step["on_max_visits"])))
-        if not has_needs:
-            graph.edges.add((exit_of(step), following))
+        _draw_step(graph, step)
+        _wire_start(graph, steps, index, has_needs)
+        _wire_leaving(graph, steps, index, has_needs)
     if has_needs:  # the steps nothing goes on from end the flow
         for step in steps:
-            if not any(a == exit_of(step) for a, _ in graph.edges):
-                graph.edges.add((exit_of(step), END))
+            if not any(a == _exit_of(step) for a, _ in graph.edges):
+                graph.edges.add((_exit_of(step), END))
     return graph
+
+
+def _entry(steps: list[dict[str, Any]], step_id: str) -> str:
+    """The node a step is entered by: a loop's first inner step, else the step itself."""
+    step = next(step for step in steps if step["id"] == step_id)
+    return str(step["loop"]["steps"][0]["id"]) if "loop" in step else step_id
+
+
+def _exit_of(step: dict[str, Any]) -> str:
+    """The node a step is left from: a loop's check, a map of steps' join, else the step itself."""
+    if "loop" in step:
+        return f"{step['id']}__check"
+    if "map" in step and "steps" in step["map"]:
+        return f"{step['id']}__join"
+    return str(step["id"])
+
+
+def _body(graph: Graph, first: str, inner: list[dict[str, Any]], last: str) -> None:
+    """`first` -> the inner steps in order -> `last`."""
+    names = [str(s["id"]) for s in inner]
+    graph.nodes.update(names)
+    for a, b in zip([first, *names], [*names, last], strict=True):
+        graph.edges.add((a, b))
+
+
+def _draw_step(graph: Graph, step: dict[str, Any]) -> None:
+    """A step's own nodes, and the edges inside a loop, foreach or map body."""
+    sid = str(step["id"])
+    if "loop" in step:
+        check = f"{sid}__check"
+        graph.nodes.add(check)
+        names = [str(s["id"]) for s in step["loop"]["steps"]]
+        graph.nodes.update(names)
+        for a, b in zip(names, [*names[1:], check], strict=True):
+            graph.edges.add((a, b))
+        graph.edges.add((check, names[0]))
+    elif "foreach" in step:
+        graph.nodes.add(sid)
+        _body(graph, sid, step["foreach"]["steps"], sid)
+    elif "map" in step and "steps" in step["map"]:
+        graph.nodes.update({sid, f"{sid}__join"})
+        _body(graph, sid, step["map"]["steps"], f"{sid}__join")
+    else:
+        graph.nodes.add(sid)
+
+
+def _wire_start(graph: Graph, steps: list[dict[str, Any]], index: int, has_needs: bool) -> None:
+    """In a flow with `needs:`, the edges into a step: from the steps it needs, else from the step before it."""
+    step, sid = steps[index], str(steps[index]["id"])
+    if "needs" in step:
+        for need in step["needs"]:
+            need_step = next(other for other in steps if other["id"] == need)
+            graph.edges.add((_exit_of(need_step), _entry(steps, sid)))
+    elif has_needs and index > 0:
+        # a step without needs: after the step before it, as in any flow
+        graph.edges.add((_exit_of(steps[index - 1]), _entry(steps, sid)))
+
+
+def _wire_leaving(graph: Graph, steps: list[dict[str, Any]], index: int, has_needs: bool) -> None:
+    """The edges out of a step: a router's routes and default (and nothing else), a gate's branches,
+    `on_max_visits`, and on to the next step (the last to the end) in a flow without `needs:`."""
+    step, sid = steps[index], str(steps[index]["id"])
+    if "router" in step:
+        router = step["router"]
+        for target in [*(route["goto"] for route in router["routes"]), router["default"]]:
+            graph.edges.add((sid, _entry(steps, target)))
+        return
+    if "branches" in step:
+        for target in step["branches"].values():
+            graph.edges.add((sid, _entry(steps, target)))
+    if "on_max_visits" in step:
+        graph.edges.add((sid, _entry(steps, step["on_max_visits"])))
+    if not has_needs:
+        following = _entry(steps, str(steps[index + 1]["id"])) if index + 1 < len(steps) else END
+        graph.edges.add((_exit_of(step), following))
 
 
 # ---- the checks ----------------------------------------------------------------------------------

@@ -135,44 +135,52 @@ class GraphReader:
         if not isinstance(edges, list):
             self.fail("`edges` must be a list")
             return
-        taken: set[str] = set()
+        taken: set[str] = set()  # the step names given so far: each node gets its own
         for position, raw in enumerate(nodes):
-            if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"]:
-                self.fail(f"nodes[{position}]: a node needs a text `id`")
-                continue
-            node_id, kind = raw["id"], raw.get("type")
-            data = raw.get("data") if raw.get("data") is not None else {}
-            if node_id in self.nodes:
-                self.fail(f"node '{node_id}': the id is used by another node too")
-                continue
-            if kind not in NODE_TYPES:
-                self.fail(f"node '{node_id}': unknown type {json.dumps(kind)} (known: {', '.join(NODE_TYPES)})")
-                continue
-            if not isinstance(data, dict):
-                self.fail(f"node '{node_id}': `data` must be an object")
-                continue
-            step = slug(node_id, "step")
-            while step in taken:
-                step += "_"
-            taken.add(step)
-            self.nodes[node_id] = Node(node_id, kind, data, step, position)
+            self._read_node(position, raw, taken)
         for position, raw in enumerate(edges):
-            if not isinstance(raw, dict):
-                self.fail(f"edges[{position}]: an edge is an object {{id, source, target}}")
-                continue
-            edge_id = str(raw.get("id") or f"edges[{position}]")
-            source, target = raw.get("source"), raw.get("target")
-            handle = raw.get("sourceHandle")
-            data = as_dict(raw.get("data"))
-            for end, value in (("source", source), ("target", target)):
-                if not isinstance(value, str) or value not in self.nodes:
-                    if isinstance(value, str) and any(n.get("id") == value for n in nodes if isinstance(n, dict)):
-                        continue  # a node refused above: reported there
-                    shown = json.dumps(value)
-                    self.fail(f"edge '{edge_id}': its {end} {shown} is not a node of the graph")
-            if handle is not None and not isinstance(handle, str):
-                self.fail(f"edge '{edge_id}': `sourceHandle` must be text")
-                continue
-            if isinstance(source, str) and isinstance(target, str):
-                kind = data.get("kind") if isinstance(data.get("kind"), str) else None
-                self.edges.append(Edge(edge_id, source, target, handle or None, kind))
+            self._read_edge(position, raw, nodes)
+
+    def _read_node(self, position: int, raw: Any, taken: set[str]) -> None:
+        """One node, kept with a step name of its own, or a problem said about it."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"]:
+            self.fail(f"nodes[{position}]: a node needs a text `id`")
+            return
+        node_id, kind = raw["id"], raw.get("type")
+        data = raw.get("data") if raw.get("data") is not None else {}
+        if node_id in self.nodes:
+            self.fail(f"node '{node_id}': the id is used by another node too")
+            return
+        if kind not in NODE_TYPES:
+            self.fail(f"node '{node_id}': unknown type {json.dumps(kind)} (known: {', '.join(NODE_TYPES)})")
+            return
+        if not isinstance(data, dict):
+            self.fail(f"node '{node_id}': `data` must be an object")
+            return
+        step = slug(node_id, "step")
+        while step in taken:
+            step += "_"
+        taken.add(step)
+        self.nodes[node_id] = Node(node_id, kind, data, step, position)
+
+    def _read_edge(self, position: int, raw: Any, nodes: list[Any]) -> None:
+        """One edge between two nodes, or the problems said about it (`nodes`: the graph's raw nodes)."""
+        if not isinstance(raw, dict):
+            self.fail(f"edges[{position}]: an edge is an object {{id, source, target}}")
+            return
+        edge_id = str(raw.get("id") or f"edges[{position}]")
+        source, target = raw.get("source"), raw.get("target")
+        handle = raw.get("sourceHandle")
+        data = as_dict(raw.get("data"))
+        for end, value in (("source", source), ("target", target)):
+            if not isinstance(value, str) or value not in self.nodes:
+                if isinstance(value, str) and any(n.get("id") == value for n in nodes if isinstance(n, dict)):
+                    continue  # a node refused above: reported there
+                shown = json.dumps(value)
+                self.fail(f"edge '{edge_id}': its {end} {shown} is not a node of the graph")
+        if handle is not None and not isinstance(handle, str):
+            self.fail(f"edge '{edge_id}': `sourceHandle` must be text")
+            return
+        if isinstance(source, str) and isinstance(target, str):
+            kind = data.get("kind") if isinstance(data.get("kind"), str) else None
+            self.edges.append(Edge(edge_id, source, target, handle or None, kind))

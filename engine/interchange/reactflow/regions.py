@@ -41,29 +41,13 @@ class RegionFinder(EdgeClassifier):
             nexts = [e for e in self.handled[node.id] if e.handle == NEXT]
             if not nexts:
                 continue
-            body: set[str] = set()
-            pending = [nexts[0].target]
-            while pending:
-                current = pending.pop()
-                if current == node.id or current in body or self.nodes[current].type == "end":
-                    continue
-                body.add(current)
-                pending.extend(self.successors(current))
-            bodies[node.id] = body
-            for after in (e.target for e in self.handled[node.id] if e.handle == COMPLETE):
-                if after in body:
-                    self.fail(f"{node.type} '{node.id}': its body (NEXT) reaches '{after}', which follows it "
-                              f"(COMPLETE); the body's last node must lead back to '{node.id}'")
-            if entry in body:
-                self.fail(f"node '{entry}': the start node is inside the body of {node.type} '{node.id}'")
+            body = bodies[node.id] = self._body(node, nexts[0].target)
+            self._check_body(node, body, entry)
         owner: dict[str, str | None] = {}
         for node_id in self.nodes:
             holders = [c for c, body in bodies.items() if node_id in body]
             owner[node_id] = min(holders, key=lambda c: len(bodies[c])) if holders else None
-        for c, body in bodies.items():
-            for d, other in bodies.items():
-                if c < d and body & other and not (other <= body or body <= other):
-                        self.fail(f"the bodies of '{c}' and '{d}' overlap; a body lies wholly inside another")
+        self._check_nesting(bodies)
         regions: dict[str | None, Region] = {None: Region(None, entry)}
         for container in bodies:
             first = next(e.target for e in self.handled[container] if e.handle == NEXT)
@@ -73,19 +57,51 @@ class RegionFinder(EdgeClassifier):
                 regions[owner[node_id]].members.append(node_id)
         self.owner = owner
         for edge in self.edges:
-            if edge.handle == NEXT and self.nodes[edge.source].type in CONTAINERS:
-                continue
-            if self.nodes[edge.target].type == "end" or self.nodes[edge.source].type == "end":
-                continue
-            source_region, target_region = owner[edge.source], owner[edge.target]
-            if edge.target == source_region:
-                continue  # back to the container: the end of one pass
-            if source_region != target_region:
-                inside = f"the body of '{source_region}'" if source_region else "the flow"
-                there = f"the body of '{target_region}'" if target_region else "the flow's top level"
-                self.fail(f"edge '{edge.id}': it leads from '{edge.source}' in {inside} to '{edge.target}' in "
-                          f"{there}; control stays inside a body (leave it by returning to its node)")
+            self._check_crossing(edge, owner)
         return regions
+
+    def _body(self, node: Node, first: str) -> set[str]:
+        """The nodes a container's body reaches from `first` before it comes back to the container."""
+        body: set[str] = set()
+        pending = [first]
+        while pending:
+            current = pending.pop()
+            if current == node.id or current in body or self.nodes[current].type == "end":
+                continue
+            body.add(current)
+            pending.extend(self.successors(current))
+        return body
+
+    def _check_body(self, node: Node, body: set[str], entry: str) -> None:
+        """A body holds neither what follows its container (COMPLETE) nor the flow's start."""
+        for after in (e.target for e in self.handled[node.id] if e.handle == COMPLETE):
+            if after in body:
+                self.fail(f"{node.type} '{node.id}': its body (NEXT) reaches '{after}', which follows it "
+                          f"(COMPLETE); the body's last node must lead back to '{node.id}'")
+        if entry in body:
+            self.fail(f"node '{entry}': the start node is inside the body of {node.type} '{node.id}'")
+
+    def _check_nesting(self, bodies: dict[str, set[str]]) -> None:
+        """Two bodies are apart or one lies wholly inside the other."""
+        for c, body in bodies.items():
+            for d, other in bodies.items():
+                if c < d and body & other and not (other <= body or body <= other):
+                    self.fail(f"the bodies of '{c}' and '{d}' overlap; a body lies wholly inside another")
+
+    def _check_crossing(self, edge: Edge, owner: dict[str, str | None]) -> None:
+        """An edge stays in its region, but for a container's NEXT into its body and a body's way back."""
+        if edge.handle == NEXT and self.nodes[edge.source].type in CONTAINERS:
+            return
+        if self.nodes[edge.target].type == "end" or self.nodes[edge.source].type == "end":
+            return
+        source_region, target_region = owner[edge.source], owner[edge.target]
+        if edge.target == source_region:
+            return  # back to the container: the end of one pass
+        if source_region != target_region:
+            inside = f"the body of '{source_region}'" if source_region else "the flow"
+            there = f"the body of '{target_region}'" if target_region else "the flow's top level"
+            self.fail(f"edge '{edge.id}': it leads from '{edge.source}' in {inside} to '{edge.target}' in "
+                      f"{there}; control stays inside a body (leave it by returning to its node)")
 
     def target_of(self, edge: Edge, source: Node) -> str:
         target = self.nodes[edge.target]

@@ -142,6 +142,29 @@ class StepWriter(NodeKinds):
         data = node.data
         step: dict[str, Any] = {"id": node.step}
         kind = node.type
+        self.what_it_does(node, step, regions, parallel)
+        own = as_dict(data.get("step"))  # step keys set on the node (data.step), under what its type set
+        for key in STEP_KEYS:
+            if key in own and key not in step:
+                step[key] = own[key]
+        if data.get("require_approval") not in (None, False):
+            step["require_approval"] = data["require_approval"]
+        if kind == "tool" and data.get("block") is None:
+            step.pop("with", None)
+            step["with"] = self.tool_args(node)
+        self.exits(node, step)
+        delegates = [self.nodes[t].step for t in self.delegations[node.id]]
+        if delegates:
+            step["delegates"] = list(dict.fromkeys([*step.get("delegates", []), *delegates]))
+        if not step.get("with"):
+            step.pop("with", None)
+        return step
+
+    def what_it_does(self, node: Node, step: dict[str, Any], regions: dict[str | None, Region],
+                     parallel: bool) -> None:
+        """The keys that say what a step does, by its node's type: a block it uses, an agent, a tool, a
+        router, a container's body, a gate or a subflow."""
+        data, kind = node.data, node.type
         if data.get("block") is not None and kind in ("agent", "tool", "smart_node", "block"):
             ref = str(data["block"])
             if self.placer.exists(ref) is None:
@@ -168,22 +191,6 @@ class StepWriter(NodeKinds):
             if not isinstance(data.get("flow"), str):
                 self.fail(f"node '{node.id}': a subflow node names its flow in data.flow")
             step["flow"] = data.get("flow")
-        own = as_dict(data.get("step"))
-        for key in STEP_KEYS:
-            if key in own and key not in step:
-                step[key] = own[key]
-        if data.get("require_approval") not in (None, False):
-            step["require_approval"] = data["require_approval"]
-        if kind == "tool" and data.get("block") is None:
-            step.pop("with", None)
-            step["with"] = self.tool_args(node)
-        self.exits(node, step)
-        delegates = [self.nodes[t].step for t in self.delegations[node.id]]
-        if delegates:
-            step["delegates"] = list(dict.fromkeys([*step.get("delegates", []), *delegates]))
-        if not step.get("with"):
-            step.pop("with", None)
-        return step
 
     def exits(self, node: Node, step: dict[str, Any]) -> None:
         branches: dict[str, str] = {}

@@ -126,17 +126,26 @@ def _edges(region: Region, node: StepNode, needed_by: list[tuple[StepNode, int]]
             yield Edge(source, follower.id, "order", follower.at("id"))
         elif not needed_by:
             yield Edge(source, END, "order", node.at("id"))
+    yield from _gate_edges(node)
+    if spec.max_visits is not None and spec.on_max_visits != "fail":
+        yield Edge(source, spec.on_max_visits, "max_visits", node.at("on_max_visits"), ran=False)
+
+
+def _gate_edges(node: StepNode) -> list[Edge]:
+    """Where a step's gates (`approval:`, `require_approval:`) lead when rejected or timed out; the step
+    did not run then (`ran=False`)."""
+    spec, source = node.spec, node.id
     gates = [(spec.approval, ("approval",))]
     if isinstance(spec.require_approval, ApprovalSpec):
         gates.append((spec.require_approval, ("require_approval",)))
     elif spec.require_approval:
         gates.append((ApprovalSpec(), ("require_approval",)))
+    found: list[Edge] = []
     for gate, where in gates:
         if gate is None:
             continue
         if gate.on_reject != "fail":
-            yield Edge(source, gate.on_reject, "reject", node.at(*where, "on_reject"), ran=False)
+            found.append(Edge(source, gate.on_reject, "reject", node.at(*where, "on_reject"), ran=False))
         if gate.on_timeout not in ("approve", "reject"):
-            yield Edge(source, gate.on_timeout, "timeout", node.at(*where, "on_timeout"), ran=False)
-    if spec.max_visits is not None and spec.on_max_visits != "fail":
-        yield Edge(source, spec.on_max_visits, "max_visits", node.at("on_max_visits"), ran=False)
+            found.append(Edge(source, gate.on_timeout, "timeout", node.at(*where, "on_timeout"), ran=False))
+    return found
