@@ -46,6 +46,9 @@ class RunRequest(BaseModel):
         None, description="How the run is checkpointed: sync, async, exit or none (default: the flow's durability, "
                           "else blockyard.yaml's, else sync; docs/runtime.md).")
     trace: bool | None = Field(None, description="false: record no event trace (only with durability none).")
+    webhook: str | None = Field(None, description="URL POSTed the run (JSON, signed) when it waits at a gate and "
+                                                  "when it ends; its host must be in http.allowed_hosts "
+                                                  "(docs/serve.md, \"Webhooks\").")
 
 
 class ThreadRequest(BaseModel):
@@ -113,6 +116,43 @@ def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
 
 async def read_body(request: Request, model: type[Body]) -> Body | None:
     """The body as `model`, None when empty; 400 for bad JSON, 422 for anything else wrong."""
+    data = await _json_body(request)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_request", NOT_AN_OBJECT)
+    check_value(data, "")
+    return _validated(model, data, "body")
+
+
+async def read_body_list(request: Request, model: type[Body], most: int) -> list[Body] | None:
+    """A body that is a JSON array of `model`s (at most `most`), None when empty; refused as read_body refuses."""
+    data = await _json_body(request)
+    if data is None:
+        return None
+    if not isinstance(data, list):
+        raise ApiError(422, "invalid_request", "the request body must be a JSON array")
+    if len(data) > most:
+        raise ApiError(422, "invalid_request", f"the request body lists {len(data)} items; at most {most}")
+    check_value(data, "")
+    found = []
+    for index, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ApiError(422, "invalid_request", f"body.{index}: must be a JSON object")
+        found.append(_validated(model, item, f"body.{index}"))
+    return found
+
+
+def _validated(model: type[Body], data: dict[str, Any], where: str) -> Body:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join((where, *(_shown(str(p)) for p in e['loc'])))}: {e['msg']}" for e in exc.errors()]
+        raise ApiError(422, "invalid_request", "; ".join(problems)) from None
+
+
+async def _json_body(request: Request) -> Any:
+    """The body's JSON value, None when empty or `null`; 400 for bad JSON, 422 for a body not sent as JSON."""
     raw = await request.body()  # BodyLimitMiddleware has capped its size
     if not raw.strip():
         return None
@@ -127,16 +167,7 @@ async def read_body(request: Request, model: type[Body]) -> Body | None:
         detail = ("nested too deeply" if isinstance(exc, RecursionError) else
                   exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8")
         raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {detail}") from None
-    if data is None:  # `null` is as good as no body
-        return None
-    if not isinstance(data, dict):
-        raise ApiError(422, "invalid_request", NOT_AN_OBJECT)
-    check_value(data, "")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [f"{'.'.join(('body', *(_shown(str(p)) for p in e['loc'])))}: {e['msg']}" for e in exc.errors()]
-        raise ApiError(422, "invalid_request", "; ".join(problems)) from None
+    return data  # `null` is as good as no body
 
 
 def check_value(value: Any, path: str, depth: int = 0) -> None:

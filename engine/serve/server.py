@@ -27,6 +27,7 @@ from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.serve.webhooks import Webhooks
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, liveness, store
 from engine.state.database import DB_ERRORS, StateError
@@ -63,6 +64,7 @@ class Server:
         self.reloader = Reloader(self.root)
         self.broker = Broker()
         self.metrics = Metrics()  # GET /metrics (engine/serve/metrics.py); its registry is this server's own
+        self.webhooks = Webhooks(lambda: self.catalog.server.webhooks)  # engine/serve/webhooks.py
         self.service: RunService | None = None
         self.queue: JobQueue | None = None
         self.scheduler: Scheduler | None = None
@@ -146,6 +148,7 @@ class Server:
                 with contextlib.suppress(Exception):
                     await self.service.release(held)
             await asyncio.to_thread(self.queue.close)
+        await self.webhooks.close(self.settings.grace)  # the ends of the runs just drained are posted too
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
         if self.settings.replica:
@@ -172,11 +175,21 @@ class Server:
 
     async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
                         thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                        trace: bool | None = None, traceparent: str | None = None) -> Job:
+                        trace: bool | None = None, traceparent: str | None = None, webhook: str | None = None) -> Job:
         """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
         durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
         (the runtime admits it once no other turn goes on). `traceparent`: the caller's W3C trace, which
-        the run's trace continues (engine/telemetry)."""
+        the run's trace continues (engine/telemetry). `webhook`: the URL told when it waits or ends."""
+        self._ready()  # a server starting or stopping answers 503 before judging the webhook
+        if webhook is not None:
+            self.webhooks.check(webhook, entry.bundle.config.http.allowed_hosts)
+        job = await self._accept_run(entry, inputs, run_id, thread, output_dir, durability, trace, traceparent)
+        self.webhooks.watch(job, webhook, thread)
+        return job
+
+    async def _accept_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None,
+                          thread: str | None, output_dir: str | None, durability: str | None,
+                          trace: bool | None, traceparent: str | None) -> Job:
         service, queue = self._ready()
         if output_dir is not None:
             service.check_output_dir(output_dir, entry.bundle, (name for name, _hash in self.catalog.prompts))
@@ -259,9 +272,22 @@ class Server:
             raise ApiError(503, "starting", "the server is starting")
         return self.service, self.queue
 
-    async def resume_run(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None = None) -> Job:
+    async def resume_run(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None = None,
+                         webhook: str | None = None, thread: str | None = None) -> Job:
         """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one
-        (`traceparent`: the caller's W3C trace, which the execution's trace continues)."""
+        (`traceparent`: the caller's W3C trace, which the execution's trace continues). `webhook`: the URL
+        told when it waits or ends (default: the one the run was started with, while this server holds it)."""
+        if webhook is not None:
+            service, _ = self._ready()
+            run = await service.get_run(run_id)
+            bundle = await service.pinned_bundle(run["digest"]) if run is not None else None
+            if bundle is not None:  # an unknown run: the resume answers 404
+                self.webhooks.check(webhook, bundle.config.http.allowed_hosts)  # the rule of the run's own yard
+        job = await self._accept_resume(run_id, decision, traceparent)
+        self.webhooks.watch(job, webhook, thread)
+        return job
+
+    async def _accept_resume(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None) -> Job:
         service, queue = self._ready()
         check_size({k: decision.get(k) for k in ("values", "reason")}, self.catalog.server.max_input_bytes,
                    "the resume's values and reason")

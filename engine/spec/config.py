@@ -64,6 +64,18 @@ HOST_PATTERN = r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,
 ORIGIN_PATTERN = r"^https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$"
 
 
+class WebhooksSpec(Spec):
+    """The POSTs `blockyard serve` sends to a run's `webhook` when it waits at a gate or ends (docs/serve.md)."""
+
+    secret_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = Field(
+        None, description="The environment variable holding the secret that signs every POST (HMAC-SHA256 in "
+                          "X-Blockyard-Signature); unset: unsigned. Named but not set: nothing is sent.")
+    attempts: int = Field(4, ge=1, le=10, description=(
+        "Attempts of one POST in all: a connection error, a timeout or a 5xx is retried with exponential "
+        "backoff (0.5 s, 1 s, 2 s, ...)."))
+    timeout: str = Field("10s", pattern=r"^[0-9]+(\.[0-9]+)?(ms|s|m)$", description="Limit of one attempt.")
+
+
 class ServerSpec(Spec):
     """Defaults of `blockyard serve`."""
 
@@ -93,6 +105,8 @@ class ServerSpec(Spec):
                     "the server from the browser, such as a chat UI (CORS); empty: no CORS headers. Their calls "
                     "still need the token. See docs/serve.md.")
 
+    webhooks: WebhooksSpec = Field(default_factory=WebhooksSpec, description=(
+        "How runs' webhooks are signed and retried; their hosts must be in `http.allowed_hosts`."))
     lease_seconds: float = Field(
         30.0, gt=0, le=3600,
         description="How long a replica's lease on the runs it executes lasts without a heartbeat (sent every "

@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 
 from engine.errors import BlockyardError
 from engine.serve import problems
-from engine.serve.langgraph_api import assistants, runs, store, threads
+from engine.serve.langgraph_api import assistants, bulk, runs, store, thread_stream, threads
 from engine.serve.server import Server
 from engine.version import __version__
 
@@ -18,7 +18,7 @@ def create_langgraph_app(server: Server) -> FastAPI:
     app = FastAPI(title="Blockyard: LangGraph Server API", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.state.server = server
-    for module in (assistants, threads, runs, store):
+    for module in (assistants, bulk, threads, thread_stream, runs, store):  # bulk's fixed paths before {id}s
         app.include_router(module.router)
     app.add_exception_handler(problems.ApiError, problems.api_error)
     app.add_exception_handler(RequestValidationError, problems.validation_error)

@@ -1,5 +1,5 @@
-"""Request bodies of the LangGraph Server API. Clients send keys this server does not act on (webhooks,
-LangSmith tracing, durability, ...): those are accepted and ignored, as docs/langgraph-api.md lists."""
+"""Request bodies of the LangGraph Server API. Clients send keys this server does not act on (LangSmith
+tracing, durability, ...): those are accepted and ignored, as docs/langgraph-api.md lists."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class RunCreate(Lenient):
     interrupt_before: Any = None
     interrupt_after: Any = None
     checkpoint_id: str | None = None
+    webhook: str | None = None  # told when the run waits or ends (engine/serve/webhooks.py)
 
 
 class ThreadCreate(Lenient):
@@ -105,3 +106,22 @@ def modes(given: StreamModes | None) -> list[str]:
     if given is None:
         return ["values"]
     return [given] if isinstance(given, str) else list(given)
+
+
+class BatchRun(RunCreate):
+    """One run of POST /runs/batch: without `thread_id` a run without a thread, with one a run on that thread."""
+
+    thread_id: str | None = None
+
+
+class CancelMany(Lenient):
+    """POST /runs/cancel: the runs `run_ids` (of `thread_id`, if given), or every run in `status`."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+class ThreadPrune(Lenient):
+    thread_ids: list[str]
+    strategy: Literal["delete", "keep_latest"] = "delete"

@@ -81,7 +81,7 @@ async def _last_seq(server: Server, run_id: str) -> int:
     return events[-1]["seq"] if events else 0
 
 
-async def _start(server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None) -> Started:
+async def start(server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None) -> Started:
     entry = server.flow(body.assistant_id)  # 404 unknown_flow first
     wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
     if body.multitask_strategy in ("interrupt", "rollback"):
@@ -112,7 +112,8 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate, tracepa
         last = view.last
         asked = decision(resume, view.gates)
         after = await _last_seq(server, last.id)
-        job = await server.resume_run(last.id, asked, traceparent=traceparent)
+        job = await server.resume_run(last.id, asked, traceparent=traceparent, webhook=body.webhook,
+                                     thread=thread_id)
         _remember_modes(last.id, modes(body.stream_mode))
         earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
         return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
@@ -126,7 +127,7 @@ async def _start(server: Server, thread_id: str | None, body: RunCreate, tracepa
         if going_on and body.multitask_strategy == "reject":
             raise conflict("thread_busy", f"thread '{thread_id}' has a run going on; wait for it, or send "
                                           "multitask_strategy: enqueue")
-    job = await server.start_run(entry, inputs, thread=thread_id, traceparent=traceparent)
+    job = await server.start_run(entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook)
     _remember_modes(job.run_id, modes(body.stream_mode))
     if view is not None:
         before: list[dict[str, Any]] | None = state.values(view)["messages"]
@@ -143,26 +144,29 @@ def _where(thread_id: str | None, run_id: str) -> str:
 
 def _stream(server: Server, started: Started, resume: Resume | None = None, fresh: bool = True,
             headers: dict[str, str] | None = None) -> EventSourceResponse:
+    return EventSourceResponse(stream_messages(server, started, resume, fresh), ping=server.settings.sse_ping,
+                               headers={**HEADERS, **(headers or {})})
+
+
+async def stream_messages(server: Server, started: Started, resume: Resume | None = None,
+                          fresh: bool = True) -> AsyncIterator[ServerSentEvent]:
+    """One run's SSE messages, until it ends or pauses (also what a thread's stream sends of each of its runs)."""
     job_id = started.translator.run_id
     after = resume.after if resume else started.after
     events = follow(job_id, after, server.broker, trace_reader(server), until_pause=True, poll=server.settings.poll)
-
-    async def messages() -> AsyncIterator[ServerSentEvent]:
-        if fresh:
-            yield started.translator.metadata()
-        if after > 0:  # the reply's usage counts the model calls before the events this stream follows
-            started.translator.spent = await _spent_until(server, job_id, after)
-        async for event in events:
-            for message in started.translator.messages_of(event, resume):
-                yield message
-        if started.job is not None and started.job.result.done() and not started.job.result.cancelled():
-            problem = started.job.result.exception()
-            if problem is not None:
-                shown = from_engine(problem) if isinstance(problem, BlockyardError) else ApiError(500, "internal",
-                                                                                                   str(problem))
-                yield sse("error", {"error": shown.code, "message": shown.message})
-
-    return EventSourceResponse(messages(), ping=server.settings.sse_ping, headers={**HEADERS, **(headers or {})})
+    if fresh:
+        yield started.translator.metadata()
+    if after > 0:  # the reply's usage counts the model calls before the events this stream follows
+        started.translator.spent = await _spent_until(server, job_id, after)
+    async for event in events:
+        for message in started.translator.messages_of(event, resume):
+            yield message
+    if started.job is not None and started.job.result.done() and not started.job.result.cancelled():
+        problem = started.job.result.exception()
+        if problem is not None:
+            shown = from_engine(problem) if isinstance(problem, BlockyardError) else ApiError(500, "internal",
+                                                                                               str(problem))
+            yield sse("error", {"error": shown.code, "message": shown.message})
 
 
 async def _spent_until(server: Server, run_id: str, seq: int) -> Spend:
@@ -228,41 +232,45 @@ async def _body(request: Request) -> RunCreate:
 
 @router.post("/threads/{thread_id}/runs", summary="Start a run on a thread in the background")
 async def create(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, thread_id, await _body(request), _traceparent(request))
+    started = await start(server, thread_id, await _body(request), _traceparent(request))
     return await _created(server, started)
 
 
 @router.post("/runs", summary="Start a run without a thread in the background")
 async def create_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    return await _created(server, await _start(server, None, await _body(request), _traceparent(request)))
+    return await _created(server, await start(server, None, await _body(request), _traceparent(request)))
 
 
 async def _created(server: Server, started: Started) -> JSONResponse:
+    return JSONResponse(await created_run(server, started),
+                        headers={"Content-Location": _where(started.thread_id, started.translator.run_id)})
+
+
+async def created_run(server: Server, started: Started) -> dict[str, Any]:
+    """The run a request started, as LangGraph shows it (`pending` or `running`)."""
     job = started.job
-    where = _where(started.thread_id, started.translator.run_id)
     shown = job.summary()
     if job.kind == "start" and job.thread is not None and await service(server).get_run(job.run_id) is None:
         shown = _held(job)  # a turn not yet admitted (one before it goes on): pending
-    return JSONResponse(run({**shown, "id": started.translator.run_id}, started.thread_id),
-                        headers={"Content-Location": where})
+    return run({**shown, "id": started.translator.run_id}, started.thread_id)
 
 
 @router.post("/threads/{thread_id}/runs/stream", summary="Start a run on a thread and stream it",
              response_model=None)
 async def create_stream(thread_id: str, request: Request, server: ServerDep) -> Response:
-    started = await _start(server, thread_id, await _body(request), _traceparent(request))
+    started = await start(server, thread_id, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
 @router.post("/runs/stream", summary="Start a run without a thread and stream it", response_model=None)
 async def create_stream_stateless(request: Request, server: ServerDep) -> Response:
-    started = await _start(server, None, await _body(request), _traceparent(request))
+    started = await start(server, None, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
 @router.post("/threads/{thread_id}/runs/wait", summary="Start a run on a thread and wait for its values")
 async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, thread_id, await _body(request), _traceparent(request))
+    started = await start(server, thread_id, await _body(request), _traceparent(request))
     where = _where(thread_id, started.translator.run_id)
     return JSONResponse(await _final(server, started), headers={"Content-Location": where,
                                                                 "Location": f"{where}/join"})
@@ -270,7 +278,7 @@ async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JS
 
 @router.post("/runs/wait", summary="Start a run without a thread and wait for its values")
 async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    started = await _start(server, None, await _body(request), _traceparent(request))
+    started = await start(server, None, await _body(request), _traceparent(request))
     return JSONResponse(await _final(server, started),
                         headers={"Content-Location": _where(None, started.translator.run_id)})
 
@@ -283,7 +291,7 @@ def _held(job: Job) -> dict[str, Any]:
     return {**job.summary(), "status": RunStatus.QUEUED}
 
 
-async def _run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
+async def run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
     """The run as LangGraph shows it; 404 unless it is a run of that thread."""
     await view_of(server, thread_id)
     queue = server.queue
@@ -318,12 +326,12 @@ async def list_runs(thread_id: str, server: ServerDep, limit: int = Query(10, ge
 
 @router.get("/threads/{thread_id}/runs/{run_id}", summary="One run of the thread")
 async def get_run(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
-    return await _run_of(server, thread_id, run_id)
+    return await run_of(server, thread_id, run_id)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for the run to end or pause; its values")
 async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
-    shown = await _run_of(server, thread_id, run_id)
+    shown = await run_of(server, thread_id, run_id)
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
     if job is not None:
         try:
@@ -341,8 +349,15 @@ async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]
             response_model=None)
 async def join_stream(thread_id: str, run_id: str, request: Request, server: ServerDep,
                       stream_mode: list[str] = Query(default_factory=list)) -> Response:
-    await _run_of(server, thread_id, run_id)
+    await run_of(server, thread_id, run_id)
     resume = resume_point(request)
+    started = await joined(server, thread_id, run_id, stream_mode)
+    return _stream(server, started, resume, fresh=resume is None)
+
+
+async def joined(server: Server, thread_id: str, run_id: str, stream_mode: list[str]) -> Started:
+    """What joining a run of the thread follows: its job (a settled stand-in for a run this server does not
+    hold) and a translator for the modes asked for, else the run's own."""
     view = await view_of(server, thread_id)
     record = next((r for r in view.runs if r.id == run_id), None)
     inputs = dict(record.inputs) if record is not None else {}
@@ -354,9 +369,7 @@ async def join_stream(thread_id: str, run_id: str, request: Request, server: Ser
     translator = Translator(_join_modes(run_id, stream_mode), run_id, thread_id,
                             record.flow if record is not None else view.thread.flow, inputs, before)
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
-    started = Started(job, thread_id, 0, translator) if job is not None else Started(
-        _settled_job(), thread_id, 0, translator)
-    return _stream(server, started, resume, fresh=resume is None)
+    return Started(job if job is not None else _settled_job(), thread_id, 0, translator)
 
 
 def _settled_job() -> Job:
@@ -369,20 +382,31 @@ def _settled_job() -> Job:
              response_model=None)
 async def cancel(thread_id: str, run_id: str, server: ServerDep, wait: bool = False,
                  action: str = "interrupt") -> Response:
-    await _run_of(server, thread_id, run_id)
-    if action not in ("interrupt", "rollback"):
-        raise ApiError(422, "invalid_request", f"unknown action '{action}': use interrupt", field="action")
+    await run_of(server, thread_id, run_id)
+    check_cancel_action(action)
+    await cancel_one(server, thread_id, run_id, wait)
+    return Response(status_code=204 if wait else 202)
+
+
+def check_cancel_action(action: str) -> None:
+    """422 for an action other than `interrupt`: `rollback` is not supported."""
     if action == "rollback":
         raise ApiError(422, "invalid_request", "action 'rollback' is not supported: a cancelled run is kept, "
                                                "interrupted and resumable", field="action")
+    if action != "interrupt":
+        raise ApiError(422, "invalid_request", f"unknown action '{action}': use interrupt", field="action")
+
+
+async def cancel_one(server: Server, thread_id: str | None, run_id: str, wait: bool) -> None:
+    """Stop a run this server holds (409 `not_running` for any other); a turn of `thread_id` still waiting for
+    the thread's turn before it is recorded `interrupted`."""
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
-    unadmitted = job is not None and job.kind == "start" and job.thread == thread_id and \
-        await service(server).get_run(run_id) is None
+    unadmitted = job is not None and job.kind == "start" and thread_id is not None and job.thread == thread_id \
+        and await service(server).get_run(run_id) is None
     # a turn still waiting for its turn stops at once; waited for, so that it is recorded below
     await server.cancel_run(run_id, wait=wait or unadmitted)
     if job is not None and unadmitted:
         await _record_unadmitted(server, job)
-    return Response(status_code=204 if wait else 202)
 
 
 async def _record_unadmitted(server: Server, job: Job) -> None:

@@ -68,7 +68,11 @@ class Resume:
 
 def resume_point(request: Request) -> Resume | None:
     """The Last-Event-ID of a reconnect (`<seq>.<n>`, or a bare `<seq>`); None without one; 400 when malformed."""
-    raw = (request.headers.get("last-event-id") or "").strip()
+    return point_of((request.headers.get("last-event-id") or "").strip())
+
+
+def point_of(raw: str) -> Resume | None:
+    """An SSE id this stream sent (`<seq>.<n>`, or a bare `<seq>`) as a Resume; None for ""; 400 otherwise."""
     if not raw:
         return None
     seq, dot, part = raw.partition(".")
@@ -132,70 +136,104 @@ class Translator:
                           "metadata": self._meta(step), "parent_ids": []}
 
     def parts(self, event: Mapping[str, Any]) -> list[Part]:
-        """The parts of one Blockyard event, in order."""
+        """The parts of one Blockyard event, in order. (Called once per event, tokens included: each kind
+        has its own method, a plain call, and the parts are built only for the modes asked for.)"""
         kind, step, data = event["type"], event.get("step"), event.get("data") or {}
         want = self.modes
-        out: list[Part] = []
+        if kind == TOKEN:
+            return self._token_parts(step, data)
         if kind == RUN_STARTED:
-            if "values" in want:
-                out.append(("values", self.values(None)))
+            return self._run_started_parts()
+        if kind == STEP_STARTED:
             if "events" in want:
-                out.append(self._stream_event("on_chain_start", self.flow, {"input": self.inputs}, None))
-        elif kind == STEP_STARTED:
-            if "events" in want:
-                out.append(self._stream_event("on_chain_start", str(step), {"input": data.get("inputs")}, step))
-        elif kind == TOKEN:
-            text = str(data.get("text") or "")
-            message_id = f"{lc.ai_id(self.run_id)}-{step}"
-            chunk = lc.ai(text, message_id, chunk=True)
-            self.written[str(step)] = self.written.get(str(step), "") + text
-            if "messages-tuple" in want:
-                out.append(("messages", [chunk, self._meta(step)]))
-            if "messages" in want:
-                if len(self.written[str(step)]) == len(text):
-                    out.append(("messages/metadata", {message_id: {"metadata": self._meta(step)}}))
-                out.append(("messages/partial", [lc.ai(self.written[str(step)], message_id)]))
-            if "events" in want:
-                out.append(self._stream_event("on_chat_model_stream", str(data.get("block") or step),
-                                              {"chunk": chunk}, step))
-        elif kind == STEP_FINISHED:
-            message_id = f"{lc.ai_id(self.run_id)}-{step}"
-            usage = self.step_spent.pop(str(step), None)
-            streamed = str(step) in self.written
-            if "updates" in want:
-                out.append(("updates", {str(step): data.get("outputs")}))
-            if "messages" in want and str(step) in self.written:
-                out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id, usage=usage)]))
-            if "events" in want:
-                out.append(self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step))
-            # last, so that the numbers of the parts before it (SSE ids) do not depend on it
-            if "messages-tuple" in want and streamed and usage is not None:
-                out.append(("messages", [lc.ai("", message_id, chunk=True, usage=usage), self._meta(step)]))
-        elif kind == MODEL_CALL:
+                return [self._stream_event("on_chain_start", str(step), {"input": data.get("inputs")}, step)]
+            return []
+        if kind == STEP_FINISHED:
+            return self._step_finished_parts(step, data)
+        if kind == MODEL_CALL:
             self.spent.add(data)
             if step is not None:  # a call outside the steps (naming the thread) counts for the reply only
                 self.step_spent.setdefault(str(step), Spend()).add(data)
-        elif kind == TOOL_CALL:
+            return []
+        if kind == TOOL_CALL:
             if "events" in want:
-                out.append(self._stream_event("on_tool_start", str(data.get("tool") or data.get("name") or "tool"),
-                                              {"input": data}, step))
-        elif kind == APPROVAL_REQUIRED:
+                return [self._stream_event("on_tool_start", str(data.get("tool") or data.get("name") or "tool"),
+                                           {"input": data}, step)]
+            return []
+        if kind == APPROVAL_REQUIRED:
             found = {"__interrupt__": [interrupt(data)]}
-            out.extend((mode, found) for mode in ("values", "updates") if mode in want)
-        elif kind == RUN_FINISHED:
-            outputs = data.get("outputs") or {}
-            if "values" in want:
-                out.append(("values", self.values(outputs)))
-            if "events" in want:
-                out.append(self._stream_event("on_chain_end", self.flow, {"output": outputs}, None))
-        elif kind == RUN_FAILED:
+            return [(mode, found) for mode in ("values", "updates") if mode in want]
+        if kind == RUN_FINISHED:
+            return self._run_finished_parts(data)
+        if kind == RUN_FAILED:
             if data.get("status", RunStatus.FAILED) == RunStatus.FAILED:
-                out.append(("error", {"error": "RunFailed", "message": str(data.get("error") or "the run failed")}))
-        elif kind not in EVENT_TYPES and kind != THREAD_NAME:  # a step's own event (`emit:`)
-            if "custom" in want:
-                out.append(("custom", data))
-            if "events" in want:
-                out.append(self._stream_event("on_custom_event", kind, data, step))
+                return [("error", {"error": "RunFailed", "message": str(data.get("error") or "the run failed")})]
+            return []
+        if kind not in EVENT_TYPES and kind != THREAD_NAME:  # a step's own event (`emit:`)
+            return self._custom_parts(kind, step, data)
+        return []
+
+    def _run_started_parts(self) -> list[Part]:
+        out: list[Part] = []
+        if "values" in self.modes:
+            out.append(("values", self.values(None)))
+        if "events" in self.modes:
+            out.append(self._stream_event("on_chain_start", self.flow, {"input": self.inputs}, None))
+        return out
+
+    def _token_parts(self, step: str | None, data: Mapping[str, Any]) -> list[Part]:
+        """A token: a chunk of the step's message, and (`messages` mode) the whole message so far."""
+        want = self.modes
+        out: list[Part] = []
+        text = str(data.get("text") or "")
+        message_id = f"{lc.ai_id(self.run_id)}-{step}"
+        chunk = lc.ai(text, message_id, chunk=True)
+        self.written[str(step)] = self.written.get(str(step), "") + text
+        if "messages-tuple" in want:
+            out.append(("messages", [chunk, self._meta(step)]))
+        if "messages" in want:
+            if len(self.written[str(step)]) == len(text):
+                out.append(("messages/metadata", {message_id: {"metadata": self._meta(step)}}))
+            out.append(("messages/partial", [lc.ai(self.written[str(step)], message_id)]))
+        if "events" in want:
+            out.append(self._stream_event("on_chat_model_stream", str(data.get("block") or step),
+                                          {"chunk": chunk}, step))
+        return out
+
+    def _step_finished_parts(self, step: str | None, data: Mapping[str, Any]) -> list[Part]:
+        """A finished step: its update, its streamed message complete, and the usage of its model calls."""
+        want = self.modes
+        out: list[Part] = []
+        message_id = f"{lc.ai_id(self.run_id)}-{step}"
+        usage = self.step_spent.pop(str(step), None)
+        streamed = str(step) in self.written
+        if "updates" in want:
+            out.append(("updates", {str(step): data.get("outputs")}))
+        if "messages" in want and str(step) in self.written:
+            out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id, usage=usage)]))
+        if "events" in want:
+            out.append(self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step))
+        # last, so that the numbers of the parts before it (SSE ids) do not depend on it
+        if "messages-tuple" in want and streamed and usage is not None:
+            out.append(("messages", [lc.ai("", message_id, chunk=True, usage=usage), self._meta(step)]))
+        return out
+
+    def _run_finished_parts(self, data: Mapping[str, Any]) -> list[Part]:
+        outputs = data.get("outputs") or {}
+        out: list[Part] = []
+        if "values" in self.modes:
+            out.append(("values", self.values(outputs)))
+        if "events" in self.modes:
+            out.append(self._stream_event("on_chain_end", self.flow, {"output": outputs}, None))
+        return out
+
+    def _custom_parts(self, kind: str, step: str | None, data: dict[str, Any]) -> list[Part]:
+        """A step's own event (`emit:`): a custom part, and an on_custom_event."""
+        out: list[Part] = []
+        if "custom" in self.modes:
+            out.append(("custom", data))
+        if "events" in self.modes:
+            out.append(self._stream_event("on_custom_event", kind, data, step))
         return out
 
     def messages_of(self, event: Mapping[str, Any], resume: Resume | None) -> list[ServerSentEvent]:

@@ -138,6 +138,12 @@ async def patch(thread_id: str, request: Request, server: ServerDep) -> dict[str
                response_model=None)
 async def delete(thread_id: str, server: ServerDep) -> Response:
     await view_of(server, thread_id)
+    await remove(server, thread_id)
+    return Response(status_code=204)
+
+
+async def remove(server: Server, thread_id: str) -> None:
+    """Delete the thread's messages and checkpoints; 409 `thread_busy` while a run of it is going on or waits."""
     if busy(server, thread_id):
         raise conflict("thread_busy", f"thread '{thread_id}' has a run queued or running; delete it once it is over")
     outcome = await service(server).delete_thread(thread_id)
@@ -148,7 +154,6 @@ async def delete(thread_id: str, server: ServerDep) -> Response:
         raise conflict("thread_busy", f"thread '{thread_id}' " + (
             f"waits for an approval in run {outcome.run_id}: resume it first" if waits
             else f"has a run going on (run {outcome.run_id}); delete it once it is over"))
-    return Response(status_code=204)
 
 
 @router.get("/threads/{thread_id}/state", summary="The thread's state: values, next, tasks and their interrupts")

@@ -83,7 +83,7 @@ async def start_run(name: str, request: Request, server: ServerDep,
     body = await read_body(request, RunRequest) or RunRequest()
     job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
                                  durability=body.durability, trace=body.trace,
-                                 traceparent=request.headers.get(TRACEPARENT))
+                                 traceparent=request.headers.get(TRACEPARENT), webhook=body.webhook)
     return await run_answer(job, request, server, wait)
 
 

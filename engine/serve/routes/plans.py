@@ -57,5 +57,5 @@ async def run_plan(request: Request, server: ServerDep,
     entry = FlowEntry(bundle.name, bundle, SHOWN, time.time())
     job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
                                  durability=body.durability, trace=body.trace,
-                                 traceparent=request.headers.get(TRACEPARENT))
+                                 traceparent=request.headers.get(TRACEPARENT), webhook=body.webhook)
     return await run_answer(job, request, server, wait, digest=bundle.digest)
