@@ -83,7 +83,7 @@ GROUPS: tuple[Group, ...] = (
       for name, what, modules in (
           ("semantic-references", "broken reference, unreachable step and bad route",
            ("references.py", "index.py", "graph.py", "flows.py", "structure.py", "paths.py", "routing.py",
-            "control.py", "__init__.py", "codes.py")),
+            "control.py", "__init__.py")),
           ("semantic-dataflow", "value read before it is written, and every wrong binding and template",
            ("dataflow.py", "bindings.py", "scope.py", "templates.py", "facts.py", "accumulate.py", "emits.py",
             "defaults.py")),
@@ -92,7 +92,7 @@ GROUPS: tuple[Group, ...] = (
             "durability.py", "retention.py", "schedule.py")))),
     Group("templates", ("engine/template_limits.py", "engine/template_sandbox.py", "engine/template_checks.py"),
           ("tests/test_templates.py", "tests/test_template_guards.py", "tests/test_template_limits_nested.py",
-           "tests/test_template_fast.py", "tests/validate/test_constant_limits.py"),
+           "tests/test_template_fast.py", "tests/validate/test_constant_limits.py", "tests/test_template_mutants.py"),
           "a template cannot reach Python internals, run away, or make a value past the limits",
           # a million loop iterations: through mutmut's trampolines (each call recorded while it finds which
           # tests reach which function) they take longer than the tests allow

@@ -231,8 +231,11 @@ def _check_join_filter(budget: Budget, value: Any, args: tuple[Any, ...],
 
 def _check_translate(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     table = _arg(args, kwargs, 0, "table", None)
-    if isinstance(value, str) and isinstance(table, Mapping):
-        longest = max((len(item) for item in table.values() if isinstance(item, str)), default=1)
+    # str.translate looks each character up in any table that can be indexed: a dict, or a list or tuple
+    # indexed by code point (a string's entries are one character each: nothing grows)
+    if isinstance(value, str) and isinstance(table, (Mapping, list, tuple)):
+        entries = table.values() if isinstance(table, Mapping) else table
+        longest = max((len(item) for item in entries if isinstance(item, str)), default=1)
         budget.string(len(value) * max(longest, 1), "translated string")
 
 

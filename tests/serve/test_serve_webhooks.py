@@ -229,7 +229,7 @@ def test_langgraph_sdk_runs_wait_with_a_webhook(hooked: Live, receiver: Receiver
 def test_langgraph_sdk_thread_run_with_a_refused_webhook_is_a_422(hooked: Live) -> None:
     client = get_sync_client(url=hooked.url + "/lg")
     thread = client.threads.create()
-    with pytest.raises(httpx.HTTPStatusError) as refused:
+    with pytest.raises(httpx.HTTPStatusError, match=r"is not in http\.allowed_hosts") as refused:
         client.runs.create(thread["thread_id"], "add", input={"a": 1}, webhook="http://169.254.169.254/")
     assert refused.value.response.status_code == 422
     assert "http.allowed_hosts" in refused.value.response.text

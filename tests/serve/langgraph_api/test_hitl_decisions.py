@@ -143,7 +143,7 @@ def test_a_wrong_decision_is_a_422_and_the_gate_keeps_waiting(live: Live, answer
                                                                message: str) -> None:
     client = lg(live)
     thread, _ = waiting(client)
-    with pytest.raises(httpx.HTTPStatusError) as refused:
+    with pytest.raises(httpx.HTTPStatusError, match="422") as refused:
         client.runs.wait(thread, "tip", command=Command(resume=answer))
     assert refused.value.response.status_code == 422, refused.value.response.text
     assert message in refused.value.response.json()["error"]["message"]
