@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from mcp.types import CallToolResult, TextContent
 from engine.cli import main
 from tests.serve.serve_helpers import ADDER, GATED_FLOW
 from tests.support.example import copy_example_yard
+from tests.support.state import state_db
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,10 +76,9 @@ def test_blockyard_mcp_serves_the_flows_over_stdio(yard: Path, tmp_path: Path) -
     assert not resumed.isError, text_of(resumed)
     assert resumed.structuredContent is not None and resumed.structuredContent["outputs"] == {"total": 9}
 
-    # the runs are the yard's: its state database holds them, as for `blockyard run`
-    databases = list((yard / ".blockyard").glob("*.db"))
-    assert databases, "no state database in the yard"
-    with sqlite3.connect(databases[0]) as conn:
+    # the runs are the yard's: its state database holds them, as for `blockyard run` (a SQLite file, or the
+    # Postgres database of the suite's second pass)
+    with state_db(yard) as conn:
         statuses = dict(conn.execute("SELECT id, status FROM runs").fetchall())
     assert statuses[hello.structuredContent["run_id"] if hello.structuredContent else ""] == "finished"
     assert statuses[run_id] == "finished"

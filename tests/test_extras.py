@@ -28,7 +28,7 @@ def _name(line: str) -> str:
 def test_an_extra_names_its_own_requirements() -> None:
     assert extras.install("dspy") == "pip install 'dspy>=2.6'"
     assert extras.missing("dspy") == "the dspy extra is not installed: pip install 'dspy>=2.6'"
-    assert extras.install("mcp") == "pip install 'langchain-mcp-adapters>=0.1'"
+    assert extras.install("mcp") == "pip install 'langchain-mcp-adapters>=0.1' 'mcp>=1.9'"
 
 
 def test_each_extra_is_its_pyproject_list_without_the_runtime() -> None:

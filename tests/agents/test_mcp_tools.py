@@ -144,7 +144,7 @@ def test_without_the_extra_the_message_names_it(make_yard: Yard, monkeypatch: py
     with pytest.raises(ToolError, match="the mcp extra is not installed") as caught:
         asyncio.run(registry.call("add", {}))
     assert str(caught.value) == ("MCP server 'demo' needs the MCP client, and the mcp extra is not installed: "
-                                 "pip install 'langchain-mcp-adapters>=0.1'")
+                                 "pip install 'langchain-mcp-adapters>=0.1' 'mcp>=1.9'")
 
 
 def test_a_tool_name_clash_is_refused(make_yard: Yard) -> None:

@@ -18,6 +18,7 @@ from mcp.types import CallToolResult, TextContent
 
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, Live, wait_for
 from tests.support.example import copy_example_yard
+from tests.support.loopback import LOOPBACK
 
 TOKEN = "mcp-s3cret"
 
@@ -34,7 +35,7 @@ def yard(tmp_path: Path) -> Path:
 def with_session(live: Live, work: Callable[[ClientSession], Awaitable[Any]], token: str | None = TOKEN) -> Any:
     async def main() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=120)) as http, \
+        async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=120), verify=LOOPBACK) as http, \
                 streamable_http_client(f"{live.url}/mcp", http_client=http) as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()

@@ -18,6 +18,7 @@ from engine.serve.bodies import NOT_AN_OBJECT
 from engine.serve.server import Settings
 from tests.serve.langgraph_api.conftest import EXTRA, example_yard
 from tests.serve.serve_helpers import Live, start_live
+from tests.support.loopback import LOOPBACK
 
 TIP = """
 flow: tip
@@ -170,7 +171,7 @@ def test_the_older_shapes_and_the_engines_own_decisions_still_decide(live: Live)
 
 
 def test_a_json_body_is_read_whatever_its_content_type(live: Live) -> None:
-    with httpx.Client(base_url=live.url, timeout=30) as http:
+    with httpx.Client(base_url=live.url, timeout=30, verify=LOOPBACK) as http:
         # the engine's API
         run = http.post("/flows/tip/runs", content=json.dumps({"inputs": {"a": 2}}), headers=PLAIN)
         assert run.status_code == 200 and run.json()["status"] == "waiting", run.text
