@@ -65,6 +65,8 @@ def test_an_indent_wider_than_the_limit_is_refused_as_the_indent() -> None:
     assert refused("{{ ''|indent(101, true) }}") == f"indent {STRING}"
     assert refused("{{ ''|indent(width=10**9) }}") == f"indent {STRING}"
     assert render("{{ t|indent(0, true) }}", {"t": "a" * 100}) == "a" * 100  # an indent of nothing adds nothing
+    # the default indent is 4: 39 characters on 20 lines, each line's 4 counted
+    assert refused("{{ t|indent }}", {"t": "a\n" * 19 + "a"}) == f"indented string {STRING}"
 
 
 @pytest.mark.usefixtures("small")
@@ -76,6 +78,8 @@ def test_a_joined_item_too_long_as_text_is_named_before_the_join() -> None:
     assert render("{{ '-'.join([s]) }}", {"s": "a" * 100}) == "a" * 100
     assert render("{{ '-'.join([]) }}", {}) == ""
     assert refused("{{ '-'.join([s, '']) }}", {"s": "a" * 100}) == f"joined string {STRING}"
+    with pytest.raises(TemplateError, match="sequence item 1: expected str instance, int found"):
+        render("{{ ''.join([s, 1]) }}", {"s": "a" * 100})  # at the limit: Python's own error
 
 
 @pytest.mark.usefixtures("small")
@@ -138,10 +142,32 @@ def test_a_filter_given_a_value_that_is_not_text_fails_for_that_not_for_a_limit(
         render("{{ n|indent(100) }}", {"n": 5})
 
 
+def test_center_without_a_width_centers_in_80() -> None:
+    with using_limits(replace(SMALL, max_string=80)):
+        assert render("{{ 'a'|center }}", {}) == "a".center(80)
+    with using_limits(replace(SMALL, max_string=79)):
+        assert refused("{{ 'a'|center }}") == (
+            "centered string exceeds the 79-character limit (limits.template_max_string in blockyard.yaml)")
+
+
+@pytest.mark.usefixtures("small")
+def test_a_string_method_called_without_its_width_fails_as_python_says() -> None:
+    with pytest.raises(TemplateError, match="expected at least 1 argument, got 0"):
+        render("{{ 'a'.center() }}", {})
+
+
+@pytest.mark.usefixtures("small")
+def test_replace_with_a_number_writes_the_number() -> None:
+    assert render("{{ 'aaa'|replace('a', 5) }}", {}) == "555"
+
+
 @pytest.mark.usefixtures("small")
 def test_wordwrap_without_a_width_wraps_at_79() -> None:
     # 50 characters, one line at the default width: the text and one line break at most
     assert render("{{ s|wordwrap }}", {"s": "word " * 10}) == ("word " * 10).strip()
+    # 19 characters at width 10: two lines, one break of 40 (19 + 2 * 40 = 99 at most)
+    assert render("{{ s|wordwrap(10, wrapstring=w) }}", {"s": "aaaa bbbb cccc dddd", "w": "-" * 40}) == (
+        "aaaa bbbb" + "-" * 40 + "cccc dddd")
 
 
 # ---- printf-style and str.format ------------------------------------------------------------------
@@ -163,11 +189,36 @@ def test_printf_with_too_few_arguments_fails_as_python_says() -> None:
 
 
 @pytest.mark.usefixtures("small")
+def test_printf_with_a_named_field_and_no_mapping_fails_as_python_says() -> None:
+    with pytest.raises(TemplateError, match="format requires a mapping"):
+        render("{{ '%(a)s' % ('x',) }}", {})
+
+
+@pytest.mark.usefixtures("small")
+def test_printf_counts_escapes_only_for_r_and_a() -> None:
+    assert render("{{ '%X' % x }}", {"x": 2**63}) == "8000000000000000"
+    assert render("{{ '%r' % t }}", {"t": "x" * 9}) == "'" + "x" * 9 + "'"
+    assert refused("{{ '%a' % t }}", {"t": "x" * 10}) == f"formatted string {STRING}"  # up to ten characters each
+
+
+@pytest.mark.usefixtures("small")
+def test_printf_past_the_limit_is_refused_before_it_is_built() -> None:
+    # each field counts its value and its precision: 120 characters, refused before they are written
+    assert refused("{{ '%.60s%.60s' % (t, t) }}", {"t": "x" * 60}) == f"formatted string {STRING}"
+
+
+@pytest.mark.usefixtures("small")
 def test_printf_with_named_fields_measures_each_named_value() -> None:
     # the format's own 11 characters, then each value: 11 + 2 + 87 = 100
     assert render("{{ '%(a)s-%(b)s'|format(a=1, b=t) }}", {"t": "x" * 87}) == "1-" + "x" * 87
     assert refused("{{ '%(a)s-%(b)s'|format(a=1, b=t) }}", {"t": "x" * 88}) == f"formatted string {STRING}"
     assert refused("{{ '%(b)s' % {'b': t} }}", {"t": "x" * 101}) == f"formatted value {STRING}"
+
+
+@pytest.mark.usefixtures("small")
+def test_str_format_fields_count_what_they_write() -> None:
+    assert render("{{ '{}{}'.format(t, '') }}", {"t": "a" * 100}) == "a" * 100  # an empty field adds nothing
+    assert refused("{{ '{}{}'.format(t, 'b') }}", {"t": "a" * 100}) == f"formatted string {STRING}"
 
 
 @pytest.mark.usefixtures("small")
@@ -187,6 +238,10 @@ def test_a_power_is_sized_by_its_exponent_whatever_its_size() -> None:
         assert refused("{{ 2 ** x }}", {"x": 2**65}) == (
             "power exceeds the 100000-bit limit (limits.template_max_int_bits in blockyard.yaml)")
         assert refused("{{ 3 ** x }}", {"x": 2**64 - 1}).startswith("power exceeds")
+        assert refused("{{ 2 ** x }}", {"x": 2**2000}).startswith("power exceeds")  # never a float overflow
+    # 4 ** 33 has 67 bits: 33 × 2, refused before it is computed
+    assert refused("{{ 4 ** 33 }}") == f"power {BITS}"
+    assert render("{{ 4 ** 31 }}", {}) == 4**31
 
 
 def test_an_integer_too_big_to_store_is_shown_by_its_digits_past_thirty() -> None:
@@ -298,6 +353,20 @@ def test_a_recursive_loop_takes_one_list_as_in_jinja() -> None:
     assert render("{% for x in [[1, [2]]] recursive %}{{ x if x is number else loop(x) }}{% endfor %}", {}) == "12"
     with pytest.raises(TemplateError, match="takes 2 positional arguments but 3 were given"):
         render("{% for x in [1] recursive %}{{ loop([], 5) }}{% endfor %}", {})
+
+
+def test_lipsum_writes_what_it_is_asked_for() -> None:
+    text = render("{{ lipsum(1, false, 2, 6) }}", {})
+    assert "<p>" not in text and 2 <= len(text.split()) <= 6
+
+
+def test_an_evaluation_yielding_more_items_than_the_limit_is_refused() -> None:
+    with using_limits(SMALL):
+        assert evaluate("s | map('upper')", {"s": ["a"] * 10}) == ["A"] * 10
+        with pytest.raises(TemplateLimitError, match="limit") as caught:
+            evaluate("s | map('upper')", {"s": ["a"] * 11})
+    assert str(caught.value) == (
+        "template result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
 
 
 # ---- where the limits come from ---------------------------------------------------------------------

@@ -25,6 +25,9 @@ from tests.support.phoenix import Phoenix, running
 from tests.support.usage_llm import UsageLLM
 
 REPO = Path(__file__).resolve().parents[2]
+# what a run exports does not depend on where its state database is: Phoenix (minutes of a core to start)
+# runs in the SQLite pass only
+pytestmark = pytest.mark.sqlite_only("a trace does not depend on the state database's backend")
 PROJECT = "blockyard-phoenix-test"
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
