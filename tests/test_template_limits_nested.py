@@ -59,7 +59,7 @@ def wrapped(data: st.DataObject, value: Any, how: str) -> Any:
     return pairs
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_an_integer_out_of_range_anywhere_is_refused(data: st.DataObject) -> None:
     bad = data.draw(OUT_OF_RANGE, label="out of range")
@@ -72,7 +72,7 @@ def test_an_integer_out_of_range_anywhere_is_refused(data: st.DataObject) -> Non
         stored(value)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(GOOD)
 def test_integers_in_range_are_kept_wherever_they_are(value: Any) -> None:
     assert stored(value) is value

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from jinja2 import nodes
 
 from engine.template_limits import (
     CEILING,
@@ -28,7 +29,7 @@ from engine.template_limits import (
     set_limits,
     using_limits,
 )
-from engine.templates import TemplateError, TemplateLimitError, evaluate, render, render_text
+from engine.templates import TemplateError, TemplateLimitError, constant_problem, evaluate, parse, render, render_text
 
 SMALL = TemplateLimits(max_string=100, max_items=10, max_int_bits=64, max_iterations=50, timeout=5.0)
 STRING = "exceeds the 100-character limit (limits.template_max_string in blockyard.yaml)"
@@ -96,6 +97,13 @@ def test_an_integer_result_past_the_bits_is_named_result() -> None:
 
 
 @pytest.mark.usefixtures("small")
+def test_a_list_a_method_returns_past_the_items_is_named_result() -> None:
+    assert render("{{ s.split()|length }}", {"s": "a " * 10}) == 10
+    assert refused("{{ s.split() }}", {"s": "a " * 11}) == (
+        "result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+
+
+@pytest.mark.usefixtures("small")
 def test_a_block_of_text_past_the_limit_is_refused_as_rendered_text() -> None:
     block = "{% set b %}{{ s }}{{ s }}{% endset %}{{ b|length }}"  # a block's text: joined from its buffer
     assert render(block, {"s": "a" * 50}) == "100"
@@ -131,43 +139,6 @@ def test_format_map_with_more_than_one_argument_says_so() -> None:
     with pytest.raises(TemplateError, match=r"format_map\(\) takes exactly one positional argument"):
         render("{{ '{a}'.format_map(a=1) }}", {})
     assert render("{{ '{a}'.format_map({'a': 1}) }}", {}) == "1"
-
-
-@pytest.mark.usefixtures("small")
-def test_a_filter_given_a_value_that_is_not_text_fails_for_that_not_for_a_limit() -> None:
-    # the measure of a non-text value is nothing: the filter's own error is what the author needs to see
-    with pytest.raises(TemplateError, match="has no attribute 'splitlines'"):
-        render("{{ n|wordwrap(10, wrapstring=w) }}", {"n": 5, "w": "x" * 99})
-    with pytest.raises(TemplateError, match=r"unsupported operand type\(s\) for \+=: 'int' and 'str'"):
-        render("{{ n|indent(100) }}", {"n": 5})
-
-
-def test_center_without_a_width_centers_in_80() -> None:
-    with using_limits(replace(SMALL, max_string=80)):
-        assert render("{{ 'a'|center }}", {}) == "a".center(80)
-    with using_limits(replace(SMALL, max_string=79)):
-        assert refused("{{ 'a'|center }}") == (
-            "centered string exceeds the 79-character limit (limits.template_max_string in blockyard.yaml)")
-
-
-@pytest.mark.usefixtures("small")
-def test_a_string_method_called_without_its_width_fails_as_python_says() -> None:
-    with pytest.raises(TemplateError, match="expected at least 1 argument, got 0"):
-        render("{{ 'a'.center() }}", {})
-
-
-@pytest.mark.usefixtures("small")
-def test_replace_with_a_number_writes_the_number() -> None:
-    assert render("{{ 'aaa'|replace('a', 5) }}", {}) == "555"
-
-
-@pytest.mark.usefixtures("small")
-def test_wordwrap_without_a_width_wraps_at_79() -> None:
-    # 50 characters, one line at the default width: the text and one line break at most
-    assert render("{{ s|wordwrap }}", {"s": "word " * 10}) == ("word " * 10).strip()
-    # 19 characters at width 10: two lines, one break of 40 (19 + 2 * 40 = 99 at most)
-    assert render("{{ s|wordwrap(10, wrapstring=w) }}", {"s": "aaaa bbbb cccc dddd", "w": "-" * 40}) == (
-        "aaaa bbbb" + "-" * 40 + "cccc dddd")
 
 
 # ---- printf-style and str.format ------------------------------------------------------------------
@@ -228,7 +199,19 @@ def test_a_width_of_thousands_of_digits_is_refused_as_a_width_not_a_crash() -> N
     assert refused(f"{{{{ '%{digits}s' % 'a' }}}}") == f"format width {STRING}"
 
 
-# ---- powers -----------------------------------------------------------------------------------------
+# ---- arithmetic -------------------------------------------------------------------------------------
+
+@PROPERTY
+@given(number=st.integers(-(2**70), 2**70), boolean=st.booleans(), flipped=st.booleans())
+@example(number=2**64, boolean=True, flipped=False)
+@example(number=2**70, boolean=False, flipped=True)
+def test_a_boolean_multiplies_as_the_integer_it_is(number: int, boolean: bool, flipped: bool) -> None:
+    """true and false are 1 and 0 in arithmetic: a product with one is sized, refused and named as the
+    product with the integer is."""
+    scope = {"b": boolean, "i": int(boolean), "x": number}
+    with_bool, with_int = ("{{ x * b }}", "{{ x * i }}") if flipped else ("{{ b * x }}", "{{ i * x }}")
+    assert outcome(with_bool, scope) == outcome(with_int, scope)
+
 
 def test_a_power_is_sized_by_its_exponent_whatever_its_size() -> None:
     assert render("{{ 2 ** 0.5 }}", {}) == 2**0.5  # a fractional exponent: nothing to size
@@ -252,6 +235,9 @@ def test_an_integer_too_big_to_store_is_shown_by_its_digits_past_thirty() -> Non
         with pytest.raises(TemplateLimitError, match="outside the 64-bit integer range") as caught:
             evaluate("10 ** 29", {})  # 30 digits: written out
         assert str(caught.value).startswith(f"template result {10**29} is outside")
+        with pytest.raises(TemplateLimitError, match="outside the 64-bit integer range") as caught:
+            evaluate("10 ** 30", {})  # 31: counted
+        assert str(caught.value).startswith("template result (an integer of about 31 digits) is outside")
 
 
 # ---- methods and filters sized before they run ----------------------------------------------------
@@ -268,6 +254,57 @@ def test_translate_with_a_list_table_is_sized_before_it_runs() -> None:
     assert render("{{ t.translate({97: 66}) }}", {"t": "a" * 100}) == "B" * 100
     with pytest.raises(TemplateError, match=r"translate\(\) takes exactly one argument \(0 given\)"):
         render("{{ 'abc'.translate() }}", {})  # Python's own error, not one of the check's
+
+
+def test_center_without_a_width_centers_in_80() -> None:
+    with using_limits(replace(SMALL, max_string=80)):
+        assert render("{{ 'a'|center }}", {}) == "a".center(80)
+    with using_limits(replace(SMALL, max_string=79)):
+        assert refused("{{ 'a'|center }}") == (
+            "centered string exceeds the 79-character limit (limits.template_max_string in blockyard.yaml)")
+
+
+@pytest.mark.usefixtures("small")
+def test_a_string_method_called_without_its_width_fails_as_python_says() -> None:
+    with pytest.raises(TemplateError, match="expected at least 1 argument, got 0"):
+        render("{{ 'a'.center() }}", {})
+
+
+@pytest.mark.usefixtures("small")
+def test_replace_with_a_number_writes_the_number() -> None:
+    assert render("{{ 'aaa'|replace('a', 5) }}", {}) == "555"
+
+
+@pytest.mark.usefixtures("small")
+def test_wordwrap_without_a_width_wraps_at_79() -> None:
+    # 50 characters, one line at the default width: the text and one line break at most
+    assert render("{{ s|wordwrap }}", {"s": "word " * 10}) == ("word " * 10).strip()
+    # 19 characters at width 10: two lines, one break of 40 (19 + 2 * 40 = 99 at most)
+    assert render("{{ s|wordwrap(10, wrapstring=w) }}", {"s": "aaaa bbbb cccc dddd", "w": "-" * 40}) == (
+        "aaaa bbbb" + "-" * 40 + "cccc dddd")
+
+
+@pytest.mark.usefixtures("small")
+def test_a_filter_given_a_value_that_is_not_text_fails_for_that_not_for_a_limit() -> None:
+    # the measure of a non-text value is nothing: the filter's own error is what the author needs to see
+    with pytest.raises(TemplateError, match="has no attribute 'splitlines'"):
+        render("{{ n|wordwrap(10, wrapstring=w) }}", {"n": 5, "w": "x" * 99})
+    with pytest.raises(TemplateError, match=r"unsupported operand type\(s\) for \+=: 'int' and 'str'"):
+        render("{{ n|indent(100) }}", {"n": 5})
+
+
+def test_lipsum_writes_what_it_is_asked_for() -> None:
+    text = render("{{ lipsum(1, false, 2, 6) }}", {})
+    assert "<p>" not in text and 2 <= len(text.split()) <= 6
+
+
+def test_an_evaluation_yielding_more_items_than_the_limit_is_refused() -> None:
+    with using_limits(SMALL):
+        assert evaluate("s | map('upper')", {"s": ["a"] * 10}) == ["A"] * 10
+        with pytest.raises(TemplateLimitError, match="limit") as caught:
+            evaluate("s | map('upper')", {"s": ["a"] * 11})
+    assert str(caught.value) == (
+        "template result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
 
 
 @pytest.mark.usefixtures("small")
@@ -294,18 +331,6 @@ def test_sum_of_lists_costs_a_step_for_each_item_it_copies(lists: int, length: i
         assert refused(source, scope) == ITERATIONS.format(cost - 1)
 
 
-@PROPERTY
-@given(number=st.integers(-(2**70), 2**70), boolean=st.booleans(), flipped=st.booleans())
-@example(number=2**64, boolean=True, flipped=False)
-@example(number=2**70, boolean=False, flipped=True)
-def test_a_boolean_multiplies_as_the_integer_it_is(number: int, boolean: bool, flipped: bool) -> None:
-    """true and false are 1 and 0 in arithmetic: a product with one is sized, refused and named as the
-    product with the integer is."""
-    scope = {"b": boolean, "i": int(boolean), "x": number}
-    with_bool, with_int = ("{{ x * b }}", "{{ x * i }}") if flipped else ("{{ b * x }}", "{{ i * x }}")
-    assert outcome(with_bool, scope) == outcome(with_int, scope)
-
-
 # ---- a value's size as text -----------------------------------------------------------------------
 
 @PROPERTY
@@ -320,6 +345,17 @@ def test_a_list_of_integers_longer_as_text_than_the_limit_is_not_stored(numbers:
         evaluate("s + []", {"s": numbers})
     assert str(caught.value) == (f"template result exceeds the {len(text) - 1:,}-character limit "
                                  "(limits.template_max_string in blockyard.yaml)")
+
+
+@PROPERTY
+@given(st.lists(st.integers(INT64_MIN, UINT64_MAX), min_size=1, max_size=12))
+@example([UINT64_MAX] * 4)
+@example([0] * 12)
+def test_a_list_of_integers_is_measured_within_two_characters_an_item_of_its_text(numbers: list[int]) -> None:
+    """The measure is an estimate, never far above the text: what fits is not refused for being guessed long."""
+    text = json.dumps(numbers)
+    with using_limits(replace(SMALL, max_string=len(text) + 2 * len(numbers) + 2, max_items=100)):
+        assert evaluate("s + []", {"s": numbers}) == numbers
 
 
 @PROPERTY
@@ -355,21 +391,27 @@ def test_a_recursive_loop_takes_one_list_as_in_jinja() -> None:
         render("{% for x in [1] recursive %}{{ loop([], 5) }}{% endfor %}", {})
 
 
-def test_lipsum_writes_what_it_is_asked_for() -> None:
-    text = render("{{ lipsum(1, false, 2, 6) }}", {})
-    assert "<p>" not in text and 2 <= len(text.split()) <= 6
+# ---- validate's check of constant expressions --------------------------------------------------------
+
+@PROPERTY
+@given(left=st.integers(49_990, 50_010), right=st.integers(49_990, 50_010))
+@example(left=50_000, right=50_001)
+@example(left=50_001, right=50_001)
+def test_a_constant_product_always_fails_only_past_the_largest_setting(left: int, right: int) -> None:
+    """BY411 says a product always fails only when no `template_max_int_bits` (at most 100,000) allows it:
+    powers of two of `left` and `right` bits make a product of exactly left + right - 1 bits."""
+    tree = parse(f"{hex(1 << (left - 1))} * {hex(1 << (right - 1))}", expression=True)
+    product = tree.find(nodes.Mul)
+    assert product is not None
+    problem = constant_problem(product)
+    if left + right - 1 > CEILING.max_int_bits:
+        assert problem == ("this expression always fails: its product is larger than any "
+                           "limits.template_max_int_bits allows")
+    else:
+        assert problem is None
 
 
-def test_an_evaluation_yielding_more_items_than_the_limit_is_refused() -> None:
-    with using_limits(SMALL):
-        assert evaluate("s | map('upper')", {"s": ["a"] * 10}) == ["A"] * 10
-        with pytest.raises(TemplateLimitError, match="limit") as caught:
-            evaluate("s | map('upper')", {"s": ["a"] * 11})
-    assert str(caught.value) == (
-        "template result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
-
-
-# ---- where the limits come from ---------------------------------------------------------------------
+# ---- where the limits come from, and what a refusal carries -----------------------------------------
 
 def test_limits_set_in_a_tasks_context_hold_there_and_nowhere_else() -> None:
     def task() -> str:
