@@ -51,11 +51,11 @@ def refused(source: str, scope: dict[str, Any] | None = None) -> str:
 
 
 def outcome(source: str, scope: dict[str, Any]) -> tuple[str, Any]:
-    """The value a template gives, or the message it fails with."""
+    """The value a template gives, or the message it fails with (the expression itself left out)."""
     try:
         return ("value", render(source, scope))
     except TemplateError as exc:
-        return ("error", str(exc))
+        return ("error", str(exc).replace(source.strip("{} "), "..."))
 
 
 # ---- what a refusal names -------------------------------------------------------------------------
@@ -190,6 +190,7 @@ def test_printf_with_named_fields_measures_each_named_value() -> None:
 def test_str_format_fields_count_what_they_write() -> None:
     assert render("{{ '{}{}'.format(t, '') }}", {"t": "a" * 100}) == "a" * 100  # an empty field adds nothing
     assert refused("{{ '{}{}'.format(t, 'b') }}", {"t": "a" * 100}) == f"formatted string {STRING}"
+    assert refused("{{ '{}'.format(l) }}", {"l": ["a" * 101]}) == f"formatted value {STRING}"  # a list, as text
 
 
 @pytest.mark.usefixtures("small")
@@ -202,15 +203,23 @@ def test_a_width_of_thousands_of_digits_is_refused_as_a_width_not_a_crash() -> N
 # ---- arithmetic -------------------------------------------------------------------------------------
 
 @PROPERTY
-@given(number=st.integers(-(2**70), 2**70), boolean=st.booleans(), flipped=st.booleans())
-@example(number=2**64, boolean=True, flipped=False)
-@example(number=2**70, boolean=False, flipped=True)
-def test_a_boolean_multiplies_as_the_integer_it_is(number: int, boolean: bool, flipped: bool) -> None:
-    """true and false are 1 and 0 in arithmetic: a product with one is sized, refused and named as the
-    product with the integer is."""
+@given(number=st.integers(-(2**70), 2**70), boolean=st.booleans(), operator=st.sampled_from(["*", "+", "-", "//"]),
+       flipped=st.booleans())
+@example(number=2**64, boolean=True, operator="*", flipped=False)
+@example(number=2**70, boolean=False, operator="*", flipped=True)
+@example(number=2**64 - 1, boolean=True, operator="+", flipped=False)
+def test_a_boolean_computes_as_the_integer_it_is(number: int, boolean: bool, operator: str, flipped: bool) -> None:
+    """true and false are 1 and 0 in arithmetic: a result with one is sized, refused and named as the
+    result with the integer is."""
     scope = {"b": boolean, "i": int(boolean), "x": number}
-    with_bool, with_int = ("{{ x * b }}", "{{ x * i }}") if flipped else ("{{ b * x }}", "{{ i * x }}")
+    with_bool, with_int = (f"{{{{ b {operator} x }}}}", f"{{{{ i {operator} x }}}}") if flipped else (
+        f"{{{{ x {operator} b }}}}", f"{{{{ x {operator} i }}}}")
     assert outcome(with_bool, scope) == outcome(with_int, scope)
+
+
+def test_arithmetic_with_a_float_is_computed() -> None:
+    assert render("{{ 2 * 1.5 }}", {}) == 3.0
+    assert render("{{ 1.5 * 2 }}", {}) == 3.0
 
 
 def test_a_power_is_sized_by_its_exponent_whatever_its_size() -> None:
@@ -222,6 +231,8 @@ def test_a_power_is_sized_by_its_exponent_whatever_its_size() -> None:
             "power exceeds the 100000-bit limit (limits.template_max_int_bits in blockyard.yaml)")
         assert refused("{{ 3 ** x }}", {"x": 2**64 - 1}).startswith("power exceeds")
         assert refused("{{ 2 ** x }}", {"x": 2**2000}).startswith("power exceeds")  # never a float overflow
+    # x ** 1 is x: sized as x is, refused before it is computed
+    assert refused("{{ x ** 1 }}", {"x": 2**65}) == f"power {BITS}"
     # 4 ** 33 has 67 bits: 33 × 2, refused before it is computed
     assert refused("{{ 4 ** 33 }}") == f"power {BITS}"
     assert render("{{ 4 ** 31 }}", {}) == 4**31
