@@ -5,7 +5,8 @@
 - methods of strings (`center`, `ljust`, `rjust`, `zfill`, `expandtabs`, `replace`, `join`,
   `translate`, `encode`, and `int.to_bytes`) from their arguments; `str.format` field by field;
 - filters: those that pad, repeat or join (`center`, `indent`, `wordwrap`, `replace`, `join`,
-  `format`, `batch`, `slice`, `sum`) from their arguments, those that turn a value into text
+  `format`, `batch`, `slice`) from their arguments; `sum` (`bounded_sum`) from the items it would
+  add, its input taken in first, so that a generator or `attribute=` hides nothing; those that turn a value into text
   (`string`, `tojson`, `pprint`, ...) from the value's size as text; those that go through their
   input item by item cost a step per item. Every filter's result is checked too.
 Jinja folds constant expressions while it compiles a template; with no budget then, the checks
@@ -21,7 +22,8 @@ from collections.abc import Callable, Mapping
 from functools import update_wrapper
 from typing import Any
 
-from jinja2 import nodes
+from jinja2 import Environment, nodes, pass_environment
+from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from jinja2.utils import generate_lorem_ipsum
 
@@ -207,9 +209,9 @@ def _check_replace(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: di
     budget.string(len(value) + times * max(len(new) - len(old), 0), "replaced string")
 
 
-def _materialized(budget: Budget, items: Any) -> list[Any]:
+def _materialized(budget: Budget, items: Any, what: str = "joined items") -> list[Any]:
     kept = list(itertools.islice(iter(items), budget.limits.max_items + 1))
-    budget.items(len(kept), "joined items")
+    budget.items(len(kept), what)
     return kept
 
 
@@ -286,13 +288,24 @@ def _check_as_text(factor: int) -> Check:
     return check
 
 
-def _check_sum(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """sum() of lists or strings concatenates them, one copy per item: the copies are what it costs."""
-    start = _arg(args, kwargs, 1, "start", 0)
-    if isinstance(start, (list, tuple, str)) and isinstance(value, (list, tuple)):
-        sizes = [len(item) for item in value if isinstance(item, (list, tuple, str))]
+@pass_environment
+def bounded_sum(environment: Environment, iterable: Any, attribute: str | int | None = None,
+                start: Any = 0) -> Any:
+    """Jinja's `sum` filter, sized first: sum() of lists or strings concatenates them, one copy of the
+    total so far per item. The input is taken in (at most template_max_items of it) and `attribute`
+    looked up before anything is added, so a generator (`select`, `map`) or an attribute cannot hide
+    the size of what is summed."""
+    budget = budget_or_fold()
+    items = _materialized(budget, iterable, "summed items")
+    if attribute is not None:
+        getter = make_attrgetter(environment, attribute)
+        items = [getter(item) for item in items]
+        budget.tick(len(items))
+    if isinstance(start, (list, tuple, str)):
+        sizes = [len(item) for item in items if isinstance(item, (list, tuple, str))]
         budget.items(len(start) + sum(sizes), "sum()")
         budget.tick(len(sizes) * (len(start) + sum(sizes)) // 2)  # each step copies the total so far
+    return sum(items, start)
 
 
 def _check_list_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -310,7 +323,7 @@ _FILTER_CHECKS: dict[str, Check] = {
     "center": _check_center_filter, "indent": _check_indent, "wordwrap": _check_wordwrap,
     "replace": _check_replace, "join": _check_join_filter, "format": _check_format_filter,
     "batch": _check_count("batch", 0, "linecount"), "slice": _check_count("slice", 0, "slices"),
-    "list": _check_list_filter, "sum": _check_sum,
+    "list": _check_list_filter,
     **{name: _check_as_text(1) for name in ("string", "pprint", "tojson", "xmlattr")},
     **{name: _check_as_text(6) for name in ("escape", "e", "forceescape", "urlize")},
     "urlencode": _check_as_text(12),

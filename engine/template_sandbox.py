@@ -32,6 +32,7 @@ from engine.template_checks import (
     binop,
     bounded_lipsum,
     bounded_range,
+    bounded_sum,
     budget_or_fold,
     guard_filter,
 )
@@ -118,6 +119,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(finalize=_finalize, **options)
         self.globals["range"] = bounded_range
         self.globals["lipsum"] = bounded_lipsum
+        self.filters["sum"] = bounded_sum
 
     def guard_filters(self) -> None:
         """Route every filter through `guard_filter` (call after adding the environment's own filters)."""

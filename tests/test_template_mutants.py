@@ -325,6 +325,20 @@ def test_sum_of_lists_past_the_items_is_refused_before_it_copies() -> None:
         "sum() exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
 
 
+@pytest.mark.usefixtures("small")
+def test_sum_of_a_generator_or_of_attributes_is_sized_like_a_list() -> None:
+    # select gives a generator and attribute= sums what it looks up: neither may hide the copies
+    limit = "sum() exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)"
+    assert render("{{ (s|select|sum(start=[]))|length }}", {"s": [[1] * 5, [1] * 5]}) == 10
+    assert refused("{{ s|select|sum(start=[]) }}", {"s": [[1] * 5, [1] * 6]}) == limit
+    rows = [{"xs": [1] * 5}, {"xs": [1] * 6}]
+    assert refused("{{ rows|sum(attribute='xs', start=[]) }}", {"rows": rows}) == limit
+    assert render("{{ rows|sum(attribute='xs', start=[])|length }}", {"rows": rows[:1]}) == 5
+    assert render("{{ rows|sum(attribute='n') }}", {"rows": [{"n": 2}, {"n": 3}]}) == 5
+    assert refused("{{ s|select|sum }}", {"s": list(range(1, 12))}) == (
+        "summed items exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+
+
 @PROPERTY
 @given(lists=st.integers(1, 12), length=st.integers(0, 8))
 @example(lists=10, length=10)
