@@ -155,7 +155,8 @@ class _Steps:
 
 async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 - the loop every event of a run passes stays one generator: docs/performance.md
     """Run the graph and yield its events; the run's row and trace are updated as it goes, and the
-    execution's observers are told each event before it is yielded."""
+    execution's observers are handed each event before it is yielded (told in batches, all of them by
+    the execution's end: engine/runtime/observe.py)."""
     # the loop that translates the graph's stream stays here, in one generator: every event of the run
     # passes it, and a generator more would cost each of them; the parts before and after are _Pass's
     p = _Pass(ex)

@@ -1,18 +1,30 @@
-"""Observers of runs: told every event of every execution as the runtime yields it, with the run's
-record — how OpenTelemetry export (engine/telemetry) and the server's metrics see runs without
-the runtime knowing either.
+"""Observers of runs: told every event of every execution, with the run's record — how OpenTelemetry
+export (engine/telemetry) and the server's metrics see runs without the runtime knowing either.
 
-An observer must be quick (it runs on the run's event loop, between two events) and must not
-fail: a failure is logged once per observer and the run goes on untouched.
+An observer must be quick (it runs on the run's event loop) and must not fail: a failure is logged
+once per observer and the run goes on untouched.
+
+Observers are told in batches, not at each event: the runtime only appends an event to its
+execution's list, and the list is told, observer by observer, once it holds `BATCH` events, once
+`LATE` seconds passed since its first (a timer on the run's loop), and at once when the execution
+ends (finished, failed, interrupted, waiting at a gate), before that event is yielded. Told one at
+a time, between two steps of a run whose own work has pushed their code and data out of the
+processor's caches, the observers cost twice what the same events cost them in a row
+(bench/bench_telemetry.py, docs/performance.md "OpenTelemetry traces"). Nothing they record
+depends on when they are told: an event carries its own time and durations. An observer may say
+which event types it wants (`told_only`): it is told no others, and an event no observer wants (a
+streamed token, which the `model_call` that ends its stream sums up) is not even kept.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from engine.events import Event
+from engine.events import TERMINAL_TYPES, Event
 from engine.state.store import RunRecord
 
 log = logging.getLogger("blockyard.observe")
@@ -24,23 +36,89 @@ class Observer(Protocol):
     def __call__(self, run: RunRecord, event: Event, execution: Any) -> None: ...
 
 
+BATCH = 256  # events told at once, at most
+LATE = 1.0  # seconds an event may wait to be told, at most (the execution's end tells at once)
+_ENDS = TERMINAL_TYPES  # the events that end an execution (an interruption is a run_failed)
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def told_only(types: Iterable[str]) -> Callable[[F], F]:
+    """Mark an observer (a function, or the method a bound observer is made of) as told only events of
+    `types`. An observer object says it with an `event_types` attribute."""
+    wanted = frozenset(types)
+
+    def mark(observer: F) -> F:
+        observer.event_types = wanted  # type: ignore[attr-defined]
+        return observer
+
+    return mark
+
+
+def wanted(observer: Observer) -> frozenset[str] | None:
+    """The event types `observer` is told (None: every one)."""
+    types = getattr(observer, "event_types", None)
+    return frozenset(types) if types is not None else None
+
 _failed: set[int] = set()  # observers whose failure was logged already
 
 
+class _Teller:
+    """An execution's events waiting to be told to its observers (see the module's docstring)."""
+
+    __slots__ = ("execution", "kept", "observers", "pending", "run", "timer")
+
+    def __init__(self, observers: Sequence[Observer], run: RunRecord, execution: Any) -> None:
+        self.observers = tuple((observer, wanted(observer)) for observer in observers)
+        # the event types worth keeping (None: all): those some observer wants, and the ends, which tell
+        self.kept: frozenset[str] | None = frozenset(_ENDS)
+        for _observer, types in self.observers:
+            self.kept = None if types is None or self.kept is None else self.kept | types
+        self.run = run
+        self.execution = execution
+        self.pending: list[Event] = []
+        self.timer: asyncio.TimerHandle | None = None
+
+    def __call__(self, event: Event) -> None:
+        kind = event.type
+        kept = self.kept
+        if kept is not None and kind not in kept:
+            return
+        pending = self.pending
+        pending.append(event)
+        if kind in _ENDS or len(pending) >= BATCH:
+            self.tell()
+        elif self.timer is None:
+            # driven without a loop (no timer): told at a full batch and at the end only
+            with contextlib.suppress(RuntimeError):
+                self.timer = asyncio.get_running_loop().call_later(LATE, self.tell)
+
+    def tell(self) -> None:
+        """Tell the observers what waits: each observer all of it that it wants, in order."""
+        timer = self.timer
+        if timer is not None:
+            self.timer = None
+            timer.cancel()
+        pending = self.pending
+        if not pending:
+            return
+        self.pending = []
+        run, execution = self.run, self.execution
+        for observer, types in self.observers:
+            for event in pending:
+                if types is not None and event.type not in types:
+                    continue
+                try:
+                    observer(run, event, execution)
+                except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
+                    if id(observer) not in _failed:
+                        _failed.add(id(observer))
+                        log.warning("an observer of runs failed (%s: %s); the runs go on", type(exc).__name__, exc)
+
+
 def teller(observers: Sequence[Observer], run: RunRecord, execution: Any) -> Callable[[Event], None] | None:
-    """What tells an execution's observers each of its events before the runtime yields it (None: nobody
-    observes). A function the runtime calls at its yields, not a generator around its events: every event
-    of a run would pass one more generator (engine/runtime/execution.py)."""
+    """What the runtime hands each event of an execution to, before it yields it (None: nobody observes).
+    A function the runtime calls at its yields, not a generator around its events: every event of a
+    run would pass one more generator (engine/runtime/execution.py)."""
     if not observers:
         return None
-
-    def tell(event: Event) -> None:
-        for observer in observers:
-            try:
-                observer(run, event, execution)
-            except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
-                if id(observer) not in _failed:
-                    _failed.add(id(observer))
-                    log.warning("an observer of runs failed (%s: %s); the runs go on", type(exc).__name__, exc)
-
-    return tell
+    return _Teller(observers, run, execution)

@@ -47,6 +47,7 @@ from engine.events import (
     Event,
     RunStatus,
 )
+from engine.runtime.observe import told_only
 from engine.state.store import RunRecord
 from engine.usage import TOKEN_KEYS
 
@@ -183,6 +184,7 @@ class _Bounded:
         return True
 
 
+HANDLED = (RUN_STARTED, RUN_FINISHED, RUN_FAILED, STEP_FINISHED, STEP_FAILED, MODEL_CALL)  # the events it counts
 FLOW = ("flow", "version")
 MODEL = ("flow", "provider", "model")
 
@@ -238,6 +240,7 @@ class Metrics:
 
     # ---- the observer ---------------------------------------------------------------------------
 
+    @told_only(HANDLED)
     def observe(self, run: RunRecord, event: Event, execution: Any) -> None:
         """An `Observer` (engine/runtime/observe.py): told every event of every execution of the server."""
         handler = self._handlers.get(event.type)

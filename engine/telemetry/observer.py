@@ -58,6 +58,8 @@ class TraceObserver:
     short execution's first event. Both may be set later, before the first execution (engine/telemetry/__init__.py).
     No OpenTelemetry here."""
 
+    event_types = frozenset(HANDLERS)  # what it is told (engine/runtime/observe.py): what makes or ends a span
+
     def __init__(self, emit: Emit, decide: Decide | None = None, *, capture: bool = False) -> None:
         self.emit = emit
         self.decide = decide

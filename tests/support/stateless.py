@@ -159,6 +159,7 @@ STATELESS: tuple[str, ...] = (
     "tests/runtime/test_hostile_values.py::test_absurd_durations_are_held_to_the_maximum_at_run_time",
     "tests/runtime/test_hostile_values.py::test_command_line_arguments_that_are_not_utf8_are_a_usage_error",
     "tests/runtime/test_hostile_values.py::test_the_same_from_a_real_command_line",
+    "tests/runtime/test_observe.py",
     "tests/runtime/test_output_dir.py::test_an_output_folder_outside_the_yard_is_a_usage_error",
     "tests/runtime/test_progress_display.py",
     "tests/runtime/test_prompt_files.py::test_a_prompt_file_outside_the_yard_is_refused",
