@@ -94,7 +94,8 @@ class GraphBuilder:
         self.followers: dict[str, Follower] = {}
         self._building: list[Region] = []  # the regions whose steps are being added, innermost last
         self._passes = passes  # loops around this whole graph (a map body inside a loop)
-        self.inline = Inline() if inline and bundle.flow.max_steps is None else None
+        # `inline: false` or a step limit of the flow's own (counted per LangGraph step): step by step
+        self.inline = Inline() if inline and bundle.flow.inline and bundle.flow.max_steps is None else None
 
     def label(self, step_id: str) -> str:
         """A step id as events and errors show it (prefixed inside subflows)."""

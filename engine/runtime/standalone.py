@@ -106,7 +106,39 @@ def standalone_graph(compiled: CompiledFlow, contexts: ContextMaker) -> Compiled
     builder.add_node(node_name, RunnableCallable(run_sync, run, name=node_name, trace=False))
     builder.add_edge(START, node_name)
     builder.add_edge(node_name, END)
-    return builder.compile(name=compiled.name)
+    graph_of_flow = builder.compile(name=compiled.name)
+    # the same object, told to check what it is asked to interrupt at (FlowGraph adds no state of its own)
+    graph_of_flow.__class__ = FlowGraph
+    return graph_of_flow
+
+
+class FlowGraph(CompiledStateGraph[Any, Any, Any, Any]):
+    """The standalone graph of a flow: LangGraph's, but `interrupt_before` / `interrupt_after` naming
+    anything but its one node (or "*") is refused. LangGraph ignores a node name it does not have, and
+    the flow's steps are nodes of the subgraph inside, which a run's interrupt lists never reach: a
+    caller asking to stop before step `s010` would see the flow run to its end."""
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_interrupts(kwargs)
+        return super().stream(*args, **kwargs)
+
+    def astream(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_interrupts(kwargs)
+        return super().astream(*args, **kwargs)
+
+    def _check_interrupts(self, kwargs: dict[str, Any]) -> None:
+        nodes = [name for name in self.nodes if name not in (START, END)]
+        for key in ("interrupt_before", "interrupt_after"):
+            asked = kwargs.get(key)
+            if not asked or asked == "*":
+                continue
+            unknown = [name for name in asked if name not in nodes and name != "*"]
+            if unknown:
+                shown = ", ".join(repr(name) for name in unknown)
+                raise ValueError(
+                    f"{key}={list(asked)!r}: the graph of flow {self.name!r} is one node, {nodes[0]!r}, around the "
+                    f"flow's steps, so it cannot stop at {shown}. Interrupt at {nodes[0]!r} (or '*'), or give "
+                    "the flow an approval gate where it should stop (docs/langgraph.md, \"Interrupts\").")
 
 
 async def _context(compiled: CompiledFlow, contexts: ContextMaker, config: RunnableConfig, store: BaseStore | None,

@@ -233,6 +233,10 @@ class FlowSpec(Spec):
     memory: MemoryScope | None = Field(None, description="Long-term memory across runs.")
     schedule: ScheduleSpec | None = Field(None, description="Cron schedule for `blockyard serve`.")
     max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
+    inline: bool = Field(
+        True, description="false: the engine's runs give LangGraph one node and one checkpoint per step, as the "
+                          "standalone graph does, instead of running a chain of steps inside one node "
+                          "(docs/langgraph.md, \"Inline steps\"). Slower; the same results.")
     durability: Durability | None = Field(
         None, description="How runs of the flow are checkpointed: sync (every step before the next; the "
                           "default), async (while the next step runs), exit (when the run ends or pauses), none "

@@ -127,3 +127,30 @@ def test_a_subflow_that_failed_goes_on_after_the_steps_its_node_finished(yard: P
             assert _kept(yard, "o") == []
 
     asyncio.run(main())
+
+
+def test_a_flow_with_inline_false_gives_langgraph_a_checkpoint_per_step(yard: Path) -> None:
+    (yard / "flows" / "stepwise.yaml").write_text(
+        (yard / "flows" / "relay.yaml").read_text().replace("flow: relay", "flow: stepwise\ninline: false"))
+
+    async def main() -> None:
+        async with Yard.load(yard) as api:
+            steps = {}
+            for name, run_id in (("stepwise", "w"), ("relay", "r")):
+                failed = [event async for event in api.astream(name, {"n": 1}, run_id=run_id)]
+                assert failed[-1].type == "run_failed" and failed[-1].step == "boom"
+                kept = await api.engine.db.saver.aget_tuple({"configurable": {"thread_id": run_id}})
+                assert kept is not None
+                steps[name] = kept.metadata["step"]  # LangGraph's step count at the last checkpoint
+            # step by step: LangGraph checkpointed after one, two and doze, each its own node and step;
+            # inline: `one`'s node ran the chain, and its table kept what the node finished
+            assert steps["stepwise"] == steps["relay"] + 3
+            assert _kept(yard, "w") == [] and len(_kept(yard, "r")) == 3
+            (yard / "fixed.flag").write_text("")
+            resumed = [event async for event in api.astream_resume("w")]
+            assert [e.step for e in resumed if e.type == "step_started"] == ["boom"]
+            assert resumed[-1].data["outputs"] == {"n": 3, "echo": "n=3!"}
+            assert _finished(yard, "w") == ["one", "two", "doze", "boom"]
+
+    asyncio.run(main())
+

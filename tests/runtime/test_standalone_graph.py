@@ -98,6 +98,28 @@ def test_the_flow_graph_speaks_the_flows_inputs_and_outputs(example: Path) -> No
     assert not (example / ".blockyard" / "state.db").exists()  # a standalone graph keeps nothing of ours
 
 
+def test_interrupts_at_the_flows_node_work_and_at_its_steps_are_refused(example: Path) -> None:
+    with Yard.load(example) as yard:
+        graph = yard.compile("hello")
+        # a step of the flow is no node of this graph: LangGraph would ignore the name and run to the end
+        for call, step in ((lambda: graph.invoke({"name": "Ada"}, interrupt_before=["greet"]), "greet"),
+                           (lambda: list(graph.stream({"name": "Ada"}, interrupt_after=["shout", "hello"])), "shout"),
+                           (lambda: asyncio.run(graph.ainvoke({"name": "Ada"}, interrupt_before=["greet"])), "greet")):
+            with pytest.raises(ValueError, match="the graph of flow 'hello' is one node, 'hello'") as refused:
+                call()
+            assert f"cannot stop at '{step}'. Interrupt at 'hello' (or '*')" in str(refused.value)
+        # its one node, by name or '*': LangGraph stops there, and goes on when invoked again
+        stoppable = graph.copy(update={"checkpointer": InMemorySaver()})
+        assert type(stoppable) is type(graph)
+        config: Any = {"configurable": {"thread_id": "stop"}}
+        assert not stoppable.invoke({"name": "Ada"}, config, interrupt_before=["hello"])  # stopped: no outputs
+        assert stoppable.get_state(config).next == ("hello",)
+        assert stoppable.invoke(None, config)["greeting"] == "greet: name=Ada"
+        after: Any = {"configurable": {"thread_id": "after"}}
+        assert stoppable.invoke({"name": "Bo"}, after, interrupt_after="*")["loud"] == "GREET: NAME=BO"
+        assert stoppable.get_state(after).next == ()
+
+
 def test_an_llm_step_runs_on_the_mock_provider_of_the_flows_config(tmp_path: Path) -> None:
     (tmp_path / "blocks").mkdir()
     (tmp_path / "flows").mkdir()
