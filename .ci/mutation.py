@@ -90,7 +90,7 @@ GROUPS: tuple[Group, ...] = (
           ("semantic-rules", "broken block, agent, delegation, policy, budget and configuration rule",
            ("blocks.py", "agents.py", "delegation.py", "policy.py", "budgets.py", "config.py", "durations.py",
             "durability.py", "retention.py", "schedule.py")))),
-    Group("templates", ("engine/template_limits.py", "engine/template_sandbox.py", "engine/template_checks.py"),
+    Group("templates", ("engine/templates/limits.py", "engine/templates/sandbox.py", "engine/templates/checks.py"),
           ("tests/test_templates.py", "tests/test_template_guards.py", "tests/test_template_limits_nested.py",
            "tests/test_template_fast.py", "tests/validate/test_constant_limits.py", "tests/test_template_mutants.py"),
           "a template cannot reach Python internals, run away, or make a value past the limits",
@@ -98,12 +98,12 @@ GROUPS: tuple[Group, ...] = (
           # tests reach which function) they take longer than the tests allow
           ("--deselect", "tests/test_templates.py::test_nested_loops_run_out_of_iterations",
            "--deselect", "tests/test_templates.py::test_macros_calling_each_other_count_as_work"),
-          # engine/templates.py builds its environment at import: the filters' guards are wrapped then
+          # engine/templates/render.py builds its environment at import: the filters' guards are wrapped then
           warmup="none",
-          import_time=("engine.template_checks.x_guard_filter", "engine.template_checks.x__check_count",
-                       "engine.template_checks.x__check_as_text",
-                       "engine.template_sandbox.xǁBoundedEnvironmentǁ__init__",
-                       "engine.template_sandbox.xǁBoundedEnvironmentǁguard_filters")),
+          import_time=("engine.templates.checks.x_guard_filter", "engine.templates.checks.x__check_count",
+                       "engine.templates.checks.x__check_as_text",
+                       "engine.templates.sandbox.xǁBoundedEnvironmentǁ__init__",
+                       "engine.templates.sandbox.xǁBoundedEnvironmentǁguard_filters")),
     Group("serve-guards", ("engine/serve/hosts.py", "engine/serve/auth.py", "engine/serve/bodies.py",
                            "engine/serve/middleware.py"),
           ("tests/serve/test_request_guards.py", "tests/serve/test_serve_auth.py", "tests/serve/test_serve_hostile.py",

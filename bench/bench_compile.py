@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph
 # it): imports too, not the compile
 from engine.compile import compile_flow, foreach, loop, mapping, router, uses, visits  # noqa: F401
 from engine.compile.flow import compile_flow as _loaded  # noqa: F401  the compiler's modules: imports, not the compile
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 
 BLOCK = {"block": "inc", "kind": "transform", "inputs": {"n": {"type": "integer", "default": 0}},
          "outputs": {"n": {"type": "integer"}}, "compute": {"n": "n + 1"}}

@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _harness import make_yard, median, rounds, table
 
+from engine.definitions.project import load_project
 from engine.evals.command import Options, evaluate
 from engine.models.base import StructuredRequest
 from engine.models.resolver import ModelResolver
-from engine.project import load_project
-from engine.typecheck import outputs_schema
+from engine.spec.typecheck import outputs_schema
 
 CASES = int(os.environ.get("BENCH_CASES", 200))
 JOBS = 16

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import header, make_yard, measure, median, rounds, run, table
 
 from engine import Yard
-from engine.events import Event
+from engine.core.events import Event
 from engine.runtime.execution import Execution
 from engine.runtime.observe import teller
 from engine.serve.metrics import Metrics

@@ -199,7 +199,7 @@ def make_dense_yard(root: Path, steps: int) -> None:
 
 def dense(sizes: list[int], runs: int) -> dict[int, list[float]]:
     """Load and check a dense-needs flow of each size in-process (imports already done)."""
-    from engine.project import load_project
+    from engine.definitions.project import load_project
     from engine.validate.semantic import check_project
 
     times: dict[int, list[float]] = {}
@@ -219,7 +219,7 @@ def dense(sizes: list[int], runs: int) -> dict[int, list[float]]:
 
 def one_run(root: Path) -> dict[str, float | int]:
     """Runs inside a fresh process: imports first, then the timed work."""
-    from engine.project import load_project
+    from engine.definitions.project import load_project
     from engine.validate.semantic import check_project
 
     start = time.perf_counter()

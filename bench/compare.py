@@ -67,7 +67,7 @@ from _harness import header as plain_header
 from bench_overhead import BLOCKS, WORKLOADS, flows
 
 from engine import Yard
-from engine.templates import evaluate
+from engine.templates.render import evaluate
 
 RUNS_PER_SAMPLE = int(os.environ.get("BENCH_RUNS", 3))
 MODES = ("sync", "async", "exit", "none")  # durability modes (docs/runtime.md, "Durability")
@@ -189,7 +189,7 @@ def _show_per_step(kinds: list[str], cpu: dict[str, list[float]], samples: dict[
                      "blockyard sync / raw+sqlite"], rows))
     print("\nraw, async nodes, astream: the hand-written graph with async nodes, streamed as the engine streams its"
           " graph (LangGraph's async engine alone).\nblockyard, Jinja only: the same runs with the template fast path"
-          " off (engine/template_fast.py).")
+          " off (engine/templates/fast.py).")
 
 
 async def expressions(count: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.version import __version__
+from engine.core.version import __version__
 
 __all__ = ["Yard", "__version__"]
 

@@ -48,7 +48,7 @@ ALLOWED: dict[tuple[str, str], str] = {
                                                      "`compose --run` load it; " + COLD,
     ("engine.cli.run", "engine.runtime.approvals"): LANGGRAPH,
     ("engine.cli.run", "engine.runtime.yard"): LANGGRAPH,
-    ("engine.cli.serve", "engine.cron"): CRONITER,
+    ("engine.cli.serve", "engine.spec.cron"): CRONITER,
     ("engine.cli.serve", "engine.serve"): SERVER,
     ("engine.cli.serve", "engine.serve.app"): SERVER,
     ("engine.cli.serve", "engine.serve.auth"): SERVER,
@@ -81,8 +81,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.tools.registry", "jsonschema.exceptions"): "(the same) " + COLD,
     ("engine.tools.loader", "jsonschema"): "jsonschema only for tools whose `parameters` the yard writes; " + COLD,
     ("engine.tools.loader", "jsonschema.exceptions"): "(the same) " + COLD,
-    ("engine.schema", "jsonschema"): "jsonschema runs only to explain a document pydantic refused (see the module)",
-    ("engine.schema", "jsonschema.exceptions"): "jsonschema runs only to explain a document pydantic refused",
+    ("engine.definitions.schema", "jsonschema"):
+        "jsonschema runs only to explain a document pydantic refused (see the module)",
+    ("engine.definitions.schema", "jsonschema.exceptions"):
+        "jsonschema runs only to explain a document pydantic refused",
     ("engine.serve.catalog", "engine.compile"): LANGGRAPH + " (`blockyard schedules` reads the catalog)",
     ("engine.smart", "dspy"): EXTRA,
     ("engine.state.backends", "engine.state.postgres"): POSTGRES,
@@ -101,7 +103,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engine.tools.mcp", "langchain_mcp_adapters.sessions"): EXTRA,
     ("engine.tools.mcp", "mcp.client.stdio"): EXTRA,
     ("engine.validate.semantic.routing", "re2"): "RE2 loads only for flows with regex rules: validate stays fast",
-    ("engine.validate.semantic.schedule", "engine.cron"): CRONITER,
+    ("engine.validate.semantic.schedule", "engine.spec.cron"): CRONITER,
     ("engine.telemetry", "engine.telemetry.exporter"): "OpenTelemetry's SDK (the otel extra) loads only once a run "
                                                        "is traced, never for a command that runs nothing",
     ("engine.telemetry", "engine.telemetry.observer"): "the span tree and its encoding load only for a yard that "

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import engine.cli.catalog
-from engine import extras
 from engine.cli import main
-from engine.errors import BlockyardError
+from engine.core import extras
+from engine.core.errors import BlockyardError
 
 
 def test_an_unexpected_error_exits_4_with_one_line_and_a_log(

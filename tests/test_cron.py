@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from engine.cli.serve import schedules_command
-from engine.cron import cron_problem, never_fires_problem, timezone_problem
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.serve.catalog import Catalog, FlowEntry, build_catalog
 from engine.serve.clock import ManualClock
 from engine.serve.schedules import Scheduler, ScheduleStore
+from engine.spec.cron import cron_problem, never_fires_problem, timezone_problem
 from engine.validate.command import validate
 
 NOTE = """\
@@ -207,7 +207,7 @@ def test_time_zones() -> None:
 
 
 def test_cron_is_parsed_in_one_module() -> None:
-    """validate, the scheduler, `blockyard schedules` and the server all ask engine/cron.py: nothing else
+    """validate, the scheduler, `blockyard schedules` and the server all ask engine/spec/cron.py: nothing else
     imports croniter, so what validates is what fires."""
     engine = Path(__file__).resolve().parents[1] / "engine"
     importers = set()
@@ -217,12 +217,12 @@ def test_cron_is_parsed_in_one_module() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(name.split(".")[0] == "croniter" for name in names):
                 importers.add(str(path.relative_to(engine)))
-    assert importers == {"cron.py"}
+    assert importers == {"spec/cron.py"}
 
 
 def test_loading_the_cron_grammar_starts_no_process() -> None:
     """croniter's import asks platform.architecture(), which runs `file` on the interpreter: a process
-    for every `blockyard validate` of a yard with a schedule. engine/cron.py answers from the pointer
+    for every `blockyard validate` of a yard with a schedule. engine/spec/cron.py answers from the pointer
     size instead while croniter loads, and puts platform.architecture back."""
     probe = (
         "import platform, subprocess\n"
@@ -233,7 +233,7 @@ def test_loading_the_cron_grammar_starts_no_process() -> None:
         "    init(self, args, *rest, **options)\n"
         "subprocess.Popen.__init__ = record\n"
         "asked = platform.architecture\n"
-        "import engine.cron\n"
+        "import engine.spec.cron\n"
         "assert 'croniter' in __import__('sys').modules\n"
         "assert platform.architecture is asked, 'platform.architecture was not put back'\n"
         "print(started)\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.state.database import TIMEOUT_ENV, StateLocked, busy_timeout, explain, guard, open_database
 
 CHILD = """

@@ -5,8 +5,8 @@ reference instead (docs/reference/, `python -m engine.reference`, checked by tes
 lists that stay are compared with their one declaration:
 
 - event types (runtime.md's trace, compiler.md's step events, every end of an execution): `EventType` and its
-  sets, engine/events.py;
-- the names BY425 refuses: `RESERVED_EVENT_NAMES`, engine/events.py;
+  sets, engine/core/events.py;
+- the names BY425 refuses: `RESERVED_EVENT_NAMES`, engine/core/events.py;
 - the code tables (flows.md, review.md, serve.md) and every `BYnnn` a page names: engine/validate/codes.py;
 - serve.md's route table, langgraph-api.md's endpoint table, every `METHOD /path` a page names: the apps'
   routes (engine/serve/app.py, engine/serve/langgraph_api/app.py);
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from fastapi.openapi.utils import get_openapi
 
-from engine.events import EVENT_TYPES, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES
+from engine.core.events import EVENT_TYPES, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES
 from engine.reference import routes
 from engine.serve.langgraph_api.app import create_langgraph_app
 from engine.serve.server import Server, Settings

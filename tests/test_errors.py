@@ -11,14 +11,14 @@ from starlette.requests import Request
 
 from engine.agents.plan import AgentFailed
 from engine.cli import main
-from engine.decisions import DecisionRefused
-from engine.errors import BlockyardError, RunError, UsageError, ValidationFailed
+from engine.core.errors import BlockyardError, RunError, UsageError, ValidationFailed
 from engine.models.errors import ModelError, ModelOutputError
 from engine.nodes.errors import CompileError, StepFailed
 from engine.serve.problems import engine_error, from_engine
+from engine.spec.decisions import DecisionRefused
+from engine.spec.typecheck import InputError
 from engine.state.database import StateError, StateLocked
 from engine.tools.errors import ToolError
-from engine.typecheck import InputError
 
 TABLE: list[tuple[BlockyardError, int, int, str]] = [
     (BlockyardError("x"), 1, 500, "engine_error"),

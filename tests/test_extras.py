@@ -1,4 +1,4 @@
-"""engine/extras.py: what a message says to install for an optional extra — the extra's own
+"""engine/core/extras.py: what a message says to install for an optional extra — the extra's own
 requirements from the installed metadata (neither distribution is on an index yet), and from a
 checkout never installed, the checkout's extra."""
 
@@ -13,11 +13,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from engine import extras
+from engine.core import extras
 
 REPO = Path(__file__).resolve().parents[1]
 # files another change is editing, which still name `pip install blockyard[...]`: empty this once
-# engine/models/providers/ asks engine/extras.py and docs/models.md quotes their messages
+# engine/models/providers/ asks engine/core/extras.py and docs/models.md quotes their messages
 PENDING: tuple[str, ...] = ()
 
 

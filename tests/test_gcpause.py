@@ -1,4 +1,4 @@
-"""The collector pause of bulk loading and checking (engine/gcpause.py): the collector is back on
+"""The collector pause of bulk loading and checking (engine/core/gcpause.py): the collector is back on
 after the outermost pause, also after an error, and stays off when it was off before."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import project as project_module
-from engine.gcpause import collector_paused
-from engine.project import load_project
+from engine.core.gcpause import collector_paused
+from engine.definitions import project as project_module
+from engine.definitions.project import load_project
 from engine.validate.semantic import check_project
 
 REPO = Path(__file__).resolve().parents[1]

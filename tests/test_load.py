@@ -19,10 +19,10 @@ import yaml
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from engine import load
-from engine.load import MAX_DEPTH, MAX_FILE_BYTES, LoadError, load_bytes, load_file, parse_value
+from engine.definitions import load
+from engine.definitions.files import Bounds
+from engine.definitions.load import MAX_DEPTH, MAX_FILE_BYTES, LoadError, load_bytes, load_file, parse_value
 from engine.validate.command import validate
-from engine.yardfiles import Bounds
 from tests.conftest import skip_or_fail
 
 BILLION_LAUGHS = b"""\

@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 # the modules issue 36 names: what the product promises rests on them
 GUARANTEES = (
     "engine/state/messages.py", "engine/state/gates.py", "engine/state/journal.py", "engine/state/liveness.py",
-    "engine/state/fencing.py", "engine/template_limits.py", "engine/template_sandbox.py",
-    "engine/template_checks.py", "engine/serve/hosts.py", "engine/serve/auth.py", "engine/serve/bodies.py",
+    "engine/state/fencing.py", "engine/templates/limits.py", "engine/templates/sandbox.py",
+    "engine/templates/checks.py", "engine/serve/hosts.py", "engine/serve/auth.py", "engine/serve/bodies.py",
     "engine/serve/middleware.py",
 )
 

@@ -29,11 +29,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from engine import extras
 from engine.cli import RUNTIME_MODULES
+from engine.core import extras
+from engine.core.version import __version__
 from engine.spec.export import SCHEMAS
 from engine.state.location import URL_ENV
-from engine.version import __version__
 from tests.support.example import copy_example_yard
 from tests.support.venvs import venv_on_this_environment
 
@@ -124,13 +124,13 @@ def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(wheel:
 
 
 def test_the_version_is_written_once_and_the_metapackage_pins_it() -> None:
-    """engine/version.py is the version; the core reads it, and so does the metapackage's build hook
+    """engine/core/version.py is the version; the core reads it, and so does the metapackage's build hook
     (packaging/blockyard/hatch_build.py), which pins every requirement to it (the built wheel's metadata:
     test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version; its sdist alone builds the same
     wheel: tests/test_release.py)."""
     core = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert "version" not in core["project"] and core["project"]["dynamic"] == ["version"]
-    assert core["tool"]["hatch"]["version"]["path"] == "engine/version.py"
+    assert core["tool"]["hatch"]["version"]["path"] == "engine/core/version.py"
     meta = tomllib.loads((METAPACKAGE / "pyproject.toml").read_text(encoding="utf-8"))
     project = meta["project"]
     assert not {"version", "dependencies", "optional-dependencies"} & set(project)
@@ -138,7 +138,7 @@ def test_the_version_is_written_once_and_the_metapackage_pins_it() -> None:
     assert set(meta["tool"]["hatch"]["metadata"]["hooks"]["custom"]["extras"]) == (
         set(core["project"]["optional-dependencies"]) - {"run", "dev"})
     assert meta["tool"]["hatch"]["build"]["targets"]["sdist"]["force-include"] == {
-        "../../engine/version.py": "engine_version.py"}
+        "../../engine/core/version.py": "engine_version.py"}
 
 
 def _closure(requirements: Iterable[str]) -> tuple[dict[str, importlib.metadata.Distribution], set[str]]:
@@ -229,11 +229,11 @@ def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> 
     installed = _run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
 
-    where = _run(python, "-c", "import engine.schema as s; print(s.__file__); print(s.schema_dir())",
+    where = _run(python, "-c", "import engine.definitions.schema as s; print(s.__file__); print(s.schema_dir())",
                  cwd=tmp_path)
     module, schemas = where.stdout.splitlines()
     assert Path(module).is_relative_to(venv), "the wheel's engine must be the one imported"
-    assert Path(schemas) == Path(module).parent / "schemas"
+    assert Path(schemas) == Path(module).parents[1] / "schemas"  # engine/schemas, beside engine/definitions
 
     yard = copy_example_yard(tmp_path / "yard")  # with the example yard's model profiles
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nstep: []\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Masking API keys (engine/redaction.py): the rule for short keys, nested values and messages,
+"""Masking API keys (engine/core/redaction.py): the rule for short keys, nested values and messages,
 keys split over streamed pieces, checkpoint bytes, and the server's log lines."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 
-from engine.redaction import KNOWN, MASK, MIN_KEY_LENGTH, Masker, TokenMasker, key_values, key_variables
+from engine.core.redaction import KNOWN, MASK, MIN_KEY_LENGTH, Masker, TokenMasker, key_values, key_variables
 from engine.serve.logs import KeyValueFormatter
 from engine.state.checkpointer import StateDB
 

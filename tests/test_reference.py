@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine import reference
 from engine.cli import COMMANDS
-from engine.events import EVENT_DOCS, EventType
+from engine.core.events import EVENT_DOCS, EventType
 from engine.reference import routes
 from engine.spec.export import SCHEMAS
 from engine.validate.codes import all_codes
@@ -54,7 +54,7 @@ def test_the_pages_cover_every_command_key_event_route_and_code() -> None:
 
 
 def test_every_event_type_has_its_description() -> None:
-    """A new member of EventType needs its row in EVENT_DOCS (engine/events.py) before the page can list it."""
+    """A new member of EventType needs its row in EVENT_DOCS (engine/core/events.py) before the page can list it."""
     assert set(EVENT_DOCS) == set(EventType), sorted(set(EventType) ^ set(EVENT_DOCS))
 
 

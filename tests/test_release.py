@@ -1,5 +1,5 @@
 """.ci/release-check, the release workflow's build job, run here offline: both distributions built
-(each wheel from its sdist, the metapackage's version from engine/version.py through its sdist's copy),
+(each wheel from its sdist, the metapackage's version from engine/core/version.py through its sdist's copy),
 `twine check`ed, installed into a fresh virtualenv and run on a copy of the example yard
 (`blockyard --version`, `validate`, `run hello`). The dependencies come from this environment
 (`--offline`); the script unsets BLOCKYARD_DATABASE_URL, so the run uses the yard's own SQLite file."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.version import __version__
+from engine.core.version import __version__
 from tests.support.venvs import clean_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +41,8 @@ def test_the_release_check_builds_installs_and_runs_the_example_yard(tmp_path: P
 def test_a_tag_that_is_not_the_version_stops_it_before_anything_is_built(tmp_path: Path) -> None:
     done = _check("--offline", "--dist", tmp_path / "dist", "--tag", "v0.0.0-not-it")
     assert done.returncode == 1
-    assert done.stderr == f"release-check: the tag v0.0.0-not-it is not v{__version__}, engine/version.py's version\n"
+    assert done.stderr == (f"release-check: the tag v0.0.0-not-it is not v{__version__}, "
+                           "engine/core/version.py's version\n")
     assert not (tmp_path / "dist").exists()
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine.compile import compile_flow
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from engine.nodes.errors import InternalError
-from engine.pinned import make_bundle
-from engine.project import load_project
 from engine.spec import BlockSpec, FlowSpec, StepSpec
 from engine.spec.block import MAX_DELEGATION_DEPTH
 from engine.spec.delegation import Agent, Catalog, Depth, block_callees

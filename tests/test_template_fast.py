@@ -1,4 +1,4 @@
-"""The fast path of template expressions and text templates (engine/template_fast.py): the same results
+"""The fast path of template expressions and text templates (engine/templates/fast.py): the same results
 and errors as Jinja's sandbox, on a corpus of hand-written edge cases and on generated expressions and
 templates. (How much faster it is: bench/compare.py, its expressions table.)"""
 
@@ -10,8 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.template_limits import DEFAULT, TemplateLimits, using_limits
-from engine.templates import TemplateError, TemplateLimitError, evaluate, fast_form, fast_text_form, render, render_text
+from engine.templates.limits import DEFAULT, TemplateLimits, using_limits
+from engine.templates.render import (
+    TemplateError,
+    TemplateLimitError,
+    evaluate,
+    fast_form,
+    fast_text_form,
+    render,
+    render_text,
+)
 
 SMALL = TemplateLimits(max_string=100, max_items=16, max_int_bits=64, max_iterations=1000, timeout=5.0)
 Outcome = tuple[Any, ...]

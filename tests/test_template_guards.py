@@ -1,5 +1,5 @@
 """Each operation that makes a big result from small inputs is refused before it computes it, exactly past
-the limit, with the limit it passed named (engine/template_checks.py, docs/flows.md "Limits of templates"):
+the limit, with the limit it passed named (engine/templates/checks.py, docs/flows.md "Limits of templates"):
 string methods, filters, lipsum(), and the steps a filter going through its input costs. Small limits
 (100 characters, 10 items, 50 iterations) make each boundary one character or item wide."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from engine.spec.config import ConfigSpec
-from engine.template_limits import TemplateLimits, using_limits
-from engine.templates import TemplateLimitError, render
+from engine.templates.limits import TemplateLimits, using_limits
+from engine.templates.render import TemplateLimitError, render
 
 LIMITS = TemplateLimits(max_string=100, max_items=10, max_int_bits=64, max_iterations=50, timeout=5.0)
 STRING = "exceeds the 100-character limit (limits.template_max_string in blockyard.yaml)"

@@ -1,6 +1,6 @@
 """A template's result is refused when an integer anywhere in it is outside what the run's state can
 hold (msgpack: INT64_MIN to UINT64_MAX), however deep it sits and in whatever container: a dict's
-values and keys, a list, a tuple, a set, a frozenset (engine/template_limits.py, `Budget.stored`).
+values and keys, a list, a tuple, a set, a frozenset (engine/templates/limits.py, `Budget.stored`).
 Integers inside the range are kept, at the very edges too."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.template_limits import DEFAULT, INT64_MIN, UINT64_MAX, Budget, LimitExceeded
+from engine.templates.limits import DEFAULT, INT64_MIN, UINT64_MAX, Budget, LimitExceeded
 
 IN_RANGE = st.one_of(st.integers(INT64_MIN, UINT64_MAX), st.sampled_from([INT64_MIN, UINT64_MAX, 0, -1]))
 OUT_OF_RANGE = st.one_of(st.integers(max_value=INT64_MIN - 1), st.integers(min_value=UINT64_MAX + 1),

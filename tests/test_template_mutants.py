@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jinja2 import nodes
 
-from engine.template_limits import (
+from engine.templates.limits import (
     CEILING,
     DEFAULT,
     INT64_MIN,
@@ -29,7 +29,15 @@ from engine.template_limits import (
     set_limits,
     using_limits,
 )
-from engine.templates import TemplateError, TemplateLimitError, constant_problem, evaluate, parse, render, render_text
+from engine.templates.render import (
+    TemplateError,
+    TemplateLimitError,
+    constant_problem,
+    evaluate,
+    parse,
+    render,
+    render_text,
+)
 
 SMALL = TemplateLimits(max_string=100, max_items=10, max_int_bits=64, max_iterations=50, timeout=5.0)
 STRING = "exceeds the 100-character limit (limits.template_max_string in blockyard.yaml)"
@@ -457,7 +465,7 @@ def test_limits_set_in_a_tasks_context_hold_there_and_nowhere_else() -> None:
 ], ids=["string", "items", "bits", "work"])
 def test_a_refusal_carries_what_was_too_big_and_the_setting_that_allows_more(
         make: Any, what: str, setting: str) -> None:
-    """`what` and `setting` are what `blockyard validate` words its BY411 from (engine/templates.py)."""
+    """`what` and `setting` are what `blockyard validate` words its BY411 from (engine/templates/render.py)."""
     with pytest.raises(LimitExceeded, match=f"limits.{setting} in blockyard.yaml") as caught:
         make(Budget(SMALL))
     assert (caught.value.what, caught.value.setting) == (what, setting)

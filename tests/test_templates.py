@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from engine.spec.config import ConfigSpec
-from engine.template_limits import DEFAULT, TemplateLimits, using_limits
-from engine.templates import TemplateError, TemplateLimitError, evaluate, parse, references, render
+from engine.templates.limits import DEFAULT, TemplateLimits, using_limits
+from engine.templates.render import TemplateError, TemplateLimitError, evaluate, parse, references, render
 
 
 def test_single_expression_keeps_its_type_and_mixed_text_renders() -> None:

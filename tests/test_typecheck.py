@@ -1,4 +1,4 @@
-"""Run-time type checks and coercion (engine/typecheck.py)."""
+"""Run-time type checks and coercion (engine/spec/typecheck.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.spec import TypeSpec
-from engine.typecheck import InputError, check_value, coerce_inputs, conform, outputs_schema
+from engine.spec.typecheck import InputError, check_value, coerce_inputs, conform, outputs_schema
 
 
 def spec(**data: Any) -> TypeSpec:

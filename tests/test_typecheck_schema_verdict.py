@@ -1,4 +1,4 @@
-"""`schema_verdict` (engine/typecheck.py) decides what jsonschema decides for the schemas blocks' outputs
+"""`schema_verdict` (engine/spec/typecheck.py) decides what jsonschema decides for the schemas blocks' outputs
 make, on a corpus of generated declarations and values: the quick check a model's reply gets at every
 llm step, without importing jsonschema (issue 15, cold start)."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from engine.spec import TypeSpec
-from engine.typecheck import outputs_schema, schema_verdict, type_schema
+from engine.spec.typecheck import outputs_schema, schema_verdict, type_schema
 
 NAMES = st.sampled_from(["a", "b", "name", "n", "items", "type"])
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 2.5, -1.0, 1e300]),

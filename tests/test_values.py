@@ -1,4 +1,4 @@
-"""The value domain (engine/values.py): hostile values against every boundary that must refuse
+"""The value domain (engine/core/values.py): hostile values against every boundary that must refuse
 them — and in-range values that every boundary must let through unchanged."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from engine.cli.run import gather_inputs, parse_pairs
-from engine.decisions import DecisionRefused, check_decision
-from engine.errors import UsageError
-from engine.load import LoadError, load_bytes, parse_value
+from engine.core.errors import UsageError
+from engine.core.values import INT_MAX, INT_MIN, ValueDomainError, check_value, value_problem
+from engine.definitions.load import LoadError, load_bytes, parse_value
 from engine.nodes.errors import Problem
 from engine.nodes.scope import OutputCheck, checker, plain
 from engine.runtime.approvals import ask
 from engine.spec import TypeSpec
 from engine.spec.common import ValueType
-from engine.typecheck import InputError, coerce_inputs
-from engine.values import INT_MAX, INT_MIN, ValueDomainError, check_value, value_problem
+from engine.spec.decisions import DecisionRefused, check_decision
+from engine.spec.typecheck import InputError, coerce_inputs
 
 HUGE = 10**30
 # (label, value): each is outside the domain, at the top or nested

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.project import load_project
+from engine.definitions.files import Locations, located
+from engine.definitions.project import load_project
 from engine.validate.command import validate
-from engine.yardfiles import Locations, located
 
 BLOCK = "block: b{n}\nkind: transform\noutputs:\n  x: {{type: string}}\ncompute:\n  x: \"'x'\"\n"
 FLOW = "flow: f{n}\nsteps:\n  - id: s\n    uses: b{n}\n"
@@ -48,7 +48,7 @@ def test_loading_a_yard_resolves_each_folder_once(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(os.path, "realpath", counted)
     project = load_project(tmp_path)
     assert project.ok and len(project.files) == 40
-    # each file is resolved once to be read inside the yard (engine/yardfiles.py, Bounds.resolve); its
+    # each file is resolved once to be read inside the yard (engine/definitions/files.py, Bounds.resolve); its
     # name as shown needs only its folder, resolved once for all of them
     assert len(resolved) <= 40 + 10, sorted(resolved)
     resolved.clear()

@@ -19,7 +19,7 @@ from engine.nodes.errors import Problem
 from engine.nodes.scope import check_outputs
 from engine.spec import TypeSpec
 from engine.spec.block import ANSWER_TOOL
-from engine.typecheck import outputs_schema
+from engine.spec.typecheck import outputs_schema
 
 
 def answer_function(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:

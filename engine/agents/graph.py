@@ -33,16 +33,16 @@ from langgraph.types import Send
 from engine.agents import transcript
 from engine.agents.answer import read_answer, repair_note
 from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
+from engine.core.redaction import TokenMasker
+from engine.core.values import value_problem
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed
 from engine.nodes.events import TOKEN, TOOL_CALL, elapsed_ms, emit, warning
 from engine.nodes.policies import policies
-from engine.redaction import TokenMasker
 from engine.spec.block import ANSWER_TOOL
-from engine.values import value_problem
 
 AGENT, TOOLS = "agent", "tools"
 DELEGATE = "delegate.{}"
@@ -175,7 +175,7 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
 
 
 def _reply_problem(said: AIMessage) -> str | None:
-    """What puts a model's reply outside the value domain (engine/values.py), or None."""
+    """What puts a model's reply outside the value domain (engine/core/values.py), or None."""
     problem = value_problem(said.content, "text")
     for call in [*said.tool_calls, *said.invalid_tool_calls]:
         problem = problem or value_problem(call.get("name"), "tool name")

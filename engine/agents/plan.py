@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import RetryPolicy
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.spec import BlockSpec
 from engine.spec.block import DEFAULT_MAX_ITERATIONS
 

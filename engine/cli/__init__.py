@@ -13,7 +13,7 @@ code with one clear message, Ctrl-C -> 130, anything else -> 4 with the tracebac
 log file for a bug report (never printed at the user). It is also where a command that needs the
 engine's runtime finds it missing: `pip install .` of this repository (the pre-commit hook) installs
 `blockyard-core` without its `run` extra, enough for `validate`, `diff`, `flows`, `blocks`, `init`
-and the state listings; the others stop with one line saying what to install (engine/extras.py, docs/review.md).
+and the state listings; the others stop with one line saying what to install (engine/core/extras.py, docs/review.md).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from engine import extras
 from engine.cli import startup
 from engine.cli.options import RUNNING, Group
-from engine.errors import BlockyardError, UsageError, ValidationFailed
-from engine.values import text_problem
-from engine.version import __version__
+from engine.core import extras
+from engine.core.errors import BlockyardError, UsageError, ValidationFailed
+from engine.core.values import text_problem
+from engine.core.version import __version__
 
 # command -> "module:click command"
 COMMANDS = {

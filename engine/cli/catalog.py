@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of
-from engine.diagnostics import did_you_mean
-from engine.project import Project, is_builtin, load_project
+from engine.core.diagnostics import did_you_mean
+from engine.definitions.project import Project, is_builtin, load_project
 from engine.spec.walk import walk_steps
 from engine.validate.command import find_root, is_yard
 

@@ -14,13 +14,13 @@ import click
 from engine.cli.interchange import report
 from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.cli.run import run_plan
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.definitions.project import Project, load_project, relative
 from engine.interchange.compose import ROUNDS, Round, compose, flow_name, problem_text
 from engine.interchange.files import check_name, write_flow
 from engine.interchange.taskplan import plan_flow
 from engine.models.resolver import DEFAULT, ModelResolver
-from engine.project import Project, load_project, relative
 
 
 def compose_command(root: Path, intent: str, *, name: str | None, force: bool, profile: str | None,

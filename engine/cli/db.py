@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Group, root_of, state_location
-from engine.errors import UsageError
-from engine.redaction import mask_url
+from engine.core.errors import UsageError
+from engine.core.redaction import mask_url
 from engine.state import backends, store
 from engine.state.location import Location, check_url
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.review.command import diff_yard
 from engine.review.inflight import LocalState, StateSource
 from engine.review.render import FORMATS, render

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.evals import junit, markdown, report
 from engine.evals.command import Options, evaluate
 from engine.evals.history import versions

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 
 
 def langgraph_command(root: Path, output: Path | None) -> int:

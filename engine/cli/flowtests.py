@@ -31,16 +31,16 @@ import click
 from pydantic import ValidationError
 
 from engine.cli.options import ROOT_OPTION, Command, root_of
-from engine.diagnostics import Diagnostic
-from engine.errors import BlockyardError, UsageError, ValidationFailed
-from engine.events import WARNING, RunStatus
-from engine.load import LoadError, load_file
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import BlockyardError, UsageError, ValidationFailed
+from engine.core.events import WARNING, RunStatus
+from engine.definitions.files import Bounds, argument_bounds, list_files
+from engine.definitions.load import LoadError, load_file
+from engine.definitions.project import relative
 from engine.models import scripted
 from engine.models.replies import reply_problems
-from engine.project import relative
 from engine.spec.flowtest import Decision, Expect, FlowTest, SuiteFile
 from engine.state.written import files_written
-from engine.yardfiles import Bounds, argument_bounds, list_files
 
 if TYPE_CHECKING:
     from engine.runtime.execution import RunResult

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from engine.cli.options import ROOT_OPTION, root_of, state_location
-from engine.errors import UsageError, ValidationFailed
-from engine.project import CONFIG_FILE, load_project
+from engine.core.errors import UsageError, ValidationFailed
+from engine.definitions.project import CONFIG_FILE, load_project
 from engine.spec.common import MAX_DURATION, duration_seconds
 from engine.state import retention
 from engine.validate.semantic.config import check_config

@@ -12,11 +12,11 @@ import click
 
 from engine.cli.export import langgraph
 from engine.cli.options import ROOT_OPTION, Command, Group, read_argument, root_of
+from engine.definitions.project import load_project, relative
 from engine.interchange.blocks import BlockPlacer, slug
 from engine.interchange.files import Written, check_name, write_flow
 from engine.interchange.reactflow import GraphError, as_dict, convert, parse_json
 from engine.interchange.taskplan import plan_flow, read_plan
-from engine.project import load_project, relative
 
 
 def report(written: Written, root: Path) -> int:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of
-from engine.errors import UsageError
-from engine.project import load_project
+from engine.core.errors import UsageError
+from engine.definitions.project import load_project
 from engine.state import backends
 from engine.state.location import of_yard
 

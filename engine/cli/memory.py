@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
-from engine.errors import UsageError
-from engine.load import parse_value
+from engine.core.errors import UsageError
+from engine.core.values import ValueDomainError
+from engine.definitions.load import parse_value
 from engine.state.database import exists
-from engine.values import ValueDomainError
 
 
 def memory_command(root: Path, action: str, scope: str, key: str | None, value: str | None,

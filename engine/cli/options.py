@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from engine.cli import startup
-from engine.errors import UsageError
-from engine.project import load_project, require_yard
+from engine.core.errors import UsageError
+from engine.definitions.files import Refused, TooLarge, argument_bounds, read_bytes
+from engine.definitions.project import load_project, require_yard
 from engine.state.database import StateLocked
 from engine.state.location import Location, of_yard
-from engine.yardfiles import Refused, TooLarge, argument_bounds, read_bytes
 
 ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                            help="The yard's root folder (default: the current directory).")

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from engine.events import (
+from engine.core.events import (
     APPROVAL_DECIDED,
     FILE_WRITTEN,
     RUN_STARTED,

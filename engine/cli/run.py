@@ -22,16 +22,24 @@ import yaml
 from engine.cli import progress, startup
 from engine.cli.options import ROOT_OPTION, Command, read_argument, root_of
 from engine.cli.progress import format_duration
-from engine.decisions import APPROVE, chosen
-from engine.errors import UsageError
-from engine.events import APPROVAL_REQUIRED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, TERMINAL_TYPES, Event, RunStatus
-from engine.load import Document, LoadError, load_file, parse_value
+from engine.core.errors import UsageError
+from engine.core.events import (
+    APPROVAL_REQUIRED,
+    RUN_FAILED,
+    RUN_FINISHED,
+    RUN_STARTED,
+    TERMINAL_TYPES,
+    Event,
+    RunStatus,
+)
+from engine.core.values import ValueDomainError, text_problem
+from engine.definitions.files import argument_bounds
+from engine.definitions.load import Document, LoadError, load_file, parse_value
 from engine.spec import TypeSpec
 from engine.spec.common import DURABILITY_MODES
+from engine.spec.decisions import APPROVE, chosen
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state.gates import GateStatus
-from engine.values import ValueDomainError, text_problem
-from engine.yardfiles import argument_bounds
 
 if TYPE_CHECKING:
     from engine.runtime.yard import Yard

@@ -18,18 +18,27 @@ import yaml
 
 from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of, state_location
 from engine.cli.progress import format_duration
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
-from engine.events import MODEL_CALL, STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOOL_CALL, Event, RunStatus, parse_time
-from engine.pinned import make_bundle
-from engine.project import load_project
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.core.events import (
+    MODEL_CALL,
+    STEP_FAILED,
+    STEP_FINISHED,
+    STEP_STARTED,
+    TOOL_CALL,
+    Event,
+    RunStatus,
+    parse_time,
+)
+from engine.core.usage import SPEND_KEYS, Spend
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, store, written
 from engine.state import gates as gate_rows
 from engine.state.database import Connection
 from engine.state.stats import usage_dict
 from engine.state.store import STATUSES, RunRecord, effective_status
-from engine.usage import SPEND_KEYS, Spend
 
 
 def _reading(root: Path) -> AbstractContextManager[Connection | None]:

@@ -21,8 +21,8 @@ import click
 
 from engine.cli import startup
 from engine.cli.options import ROOT_OPTION, Command, Seconds, root_of
-from engine.errors import UsageError
-from engine.project import load_project
+from engine.core.errors import UsageError
+from engine.definitions.project import load_project
 from engine.spec import ConfigSpec
 from engine.state import backends
 from engine.state.location import of_yard
@@ -144,8 +144,9 @@ def _rel(path: Path, root: Path) -> str:
 
 def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> int:
     """Print every scheduled flow with its next fire time; exit 1 when a schedule is unusable."""
-    from engine.cron import next_fire, schedule_problem  # croniter: see the module's docstring
+    # the server's package and croniter (see engine/spec/cron.py's docstring): for this command only
     from engine.serve.schedules import ScheduleStore
+    from engine.spec.cron import next_fire, schedule_problem
 
     out = out or sys.stdout
     project = load_project(root)

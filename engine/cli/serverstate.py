@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.review.inflight import MAX_LISTED, Listing, PausedListing, ServedSchedule
 from engine.serve.auth import TOKEN_ENV
 

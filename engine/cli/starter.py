@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from engine.cli.options import Command
-from engine.schema import schema_dir
+from engine.definitions.schema import schema_dir
 
 SCHEMAS_FOLDER = "schemas"
 

@@ -18,9 +18,9 @@ from engine.cli.catalog import table
 from engine.cli.gates import shorten
 from engine.cli.options import LIMIT, ROOT_OPTION, Group, root_of, state_location
 from engine.cli.runs import local_time
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
-from engine.events import RunStatus
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.core.events import RunStatus
 from engine.state import backends, messages, store, threads
 from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status

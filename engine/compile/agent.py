@@ -26,7 +26,7 @@ from engine.agents import AgentRun, Delegate
 from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import GraphBuilder, Region
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.executors import agent, smart
 from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
@@ -34,7 +34,7 @@ from engine.nodes.errors import StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.spec import BlockSpec, FlowSpec, StepSpec, TypeSpec
 from engine.spec.delegation import Agent, Callee, Catalog, flow_key
-from engine.typecheck import outputs_schema
+from engine.spec.typecheck import outputs_schema
 
 # What is being compiled through delegation right now, outermost first ("block 'a'", "flow 'f'").
 _CHAIN: ContextVar[tuple[str, ...]] = ContextVar("blockyard_delegation_chain", default=())

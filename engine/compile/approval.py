@@ -7,7 +7,7 @@ and only after the answer arrives writes anything — the step it guards runs in
 (`<id>.gate`), the way a `max_visits` guard is put in front of a step.
 
 The interrupt's value is the gate's request and the resume value is a decision
-(engine/decisions.py). Approve: the field values (defaults filled in) go to the context and
+(engine/spec/decisions.py). Approve: the field values (defaults filled in) go to the context and
 the run goes on — into the guarded step, or after an approval step. Reject: `on_reject` (a step,
 `end`, or `fail`). A timeout whose `on_timeout` names a step goes there; the runtime turns
 `on_timeout: approve|reject` into that decision before it resumes the run.
@@ -25,7 +25,12 @@ from langgraph.types import Command, interrupt
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
-from engine.decisions import (
+from engine.core.values import text_problem
+from engine.nodes.context import RunContext
+from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
+from engine.nodes.scope import item_index, make_scope
+from engine.spec import ApprovalSpec, StepSpec
+from engine.spec.decisions import (
     REJECT,
     TIMEOUT,
     Decision,
@@ -34,12 +39,7 @@ from engine.decisions import (
     fields_json,
     gate_spec,
 )
-from engine.nodes.context import RunContext
-from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.nodes.scope import item_index, make_scope
-from engine.spec import ApprovalSpec, StepSpec
-from engine.templates import TemplateError, render_text
-from engine.values import text_problem
+from engine.templates.render import TemplateError, render_text
 
 GATE = "{}.gate"
 

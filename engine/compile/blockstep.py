@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import StreamWriter
 
 import engine.executors as executors
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.executors import BlockCall
 from engine.models.calls import recording
 from engine.nodes.context import RunContext
@@ -24,7 +24,7 @@ from engine.nodes.scope import Binder, Frame, OutputCheck
 from engine.nodes.spend import StepCalls
 from engine.spec import BlockSpec
 from engine.spec.block import MODEL_KINDS
-from engine.templates import prompt_files
+from engine.templates.render import prompt_files
 from engine.tools.builtin.files import writes
 
 

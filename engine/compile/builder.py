@@ -26,10 +26,10 @@ from engine.compile.inline import Inline
 from engine.compile.position import Pass, Where
 from engine.compile.state import State
 from engine.compile.topology import EXIT, Plan, plan_region
+from engine.definitions.pinned import Bundle
 from engine.nodes.context import RunContext
 from engine.nodes.errors import internal
 from engine.nodes.scope import Frame
-from engine.pinned import Bundle
 from engine.spec import BlockSpec, StepSpec
 
 

@@ -12,12 +12,12 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from engine.compile.reduce import empty
-from engine.diagnostics import did_you_mean
-from engine.errors import BlockyardError, RunError
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import BlockyardError, RunError
+from engine.definitions.pinned import Bundle
 from engine.nodes.context import RunContext
-from engine.pinned import Bundle
+from engine.spec.typecheck import coerce_inputs
 from engine.spec.walk import accumulated
-from engine.typecheck import coerce_inputs
 
 # A node no edge leads to: conversation threads record a turn's reply "as" this node
 # (`graph.aupdate_state(config, {"messages": [...]}, as_node=REPLY_NODE)`), which triggers nothing.

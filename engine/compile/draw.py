@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.compile.flowgraph import FlowGraph, GraphEdge, GraphNode, Group, flow_graph
 from engine.compile.reactflow import reactflow_json
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 
 FORMATS = ("mermaid", "dot", "json", "reactflow")
 _MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",

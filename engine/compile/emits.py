@@ -22,12 +22,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from engine.compile.state import record
-from engine.events import CUSTOM_MARK
+from engine.core.events import CUSTOM_MARK
 from engine.nodes.events import STEP_FINISHED, warning
 from engine.nodes.scope import Frame, make_scope
 from engine.spec import StepSpec
 from engine.spec.flow import EmitSpec
-from engine.templates import TemplateError, render
+from engine.templates.render import TemplateError, render
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from engine.compile.builder import Compiler, GraphBuilder
 from engine.compile.compiled import REPLY_NODE, CompiledFlow
 from engine.compile.constructs import construct
 from engine.compile.limits import recursion_limit
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 
 
 def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None, inline: bool = False) -> CompiledFlow:

@@ -26,9 +26,9 @@ from typing import Any
 
 from engine.compile.delegates import split_delegated
 from engine.compile.topology import EXIT, Plan, plan_region
-from engine.decisions import gate_spec
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 from engine.spec import BlockSpec, Route, StepSpec
+from engine.spec.decisions import gate_spec
 
 START_ID, END_ID = "__start__", "__end__"
 DASHED = frozenset({"exit", "delegate"})  # edges not taken by running the step itself

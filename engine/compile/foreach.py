@@ -22,7 +22,7 @@ from engine.nodes.errors import Problem
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
 from engine.nodes.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope, plain
 from engine.spec import StepSpec
-from engine.templates import TemplateError, evaluate
+from engine.templates.render import TemplateError, evaluate
 
 RESULT = "{}.r{}"
 SINCE = "{}.t"

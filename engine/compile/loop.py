@@ -24,7 +24,7 @@ from engine.nodes.context import RunContext
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since, warning
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
-from engine.templates import TemplateError, evaluate
+from engine.templates.render import TemplateError, evaluate
 
 COUNT = "{}.n"
 SINCE = "{}.t"

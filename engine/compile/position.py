@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from engine.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED
+from engine.core.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED
 from engine.nodes.scope import FOREACH_ITEMS, Frame
 
 PASSES = "{}.n"  # a loop's completed passes in `loops` (engine/compile/loop.py COUNT)

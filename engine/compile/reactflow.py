@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 
 X_GAP, Y_GAP = 260, 140
 _NODE_TYPES = {"router": "router", "foreach": "iterator", "loop": "loop", "map": "map", "gate": "approval",

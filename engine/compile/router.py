@@ -31,7 +31,7 @@ from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import Route, StepSpec
 from engine.spec.flow import enum_text
-from engine.templates import TemplateError, evaluate, render
+from engine.templates.render import TemplateError, evaluate, render
 
 Matcher = Callable[[str, Mapping[str, Any]], bool]
 

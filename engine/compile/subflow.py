@@ -20,13 +20,13 @@ from langgraph.runtime import Runtime
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.reduce import Landing
 from engine.compile.state import State, record
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
 from engine.spec import StepSpec
-from engine.templates import TemplateError, render
+from engine.templates.render import TemplateError, render
 
 
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:

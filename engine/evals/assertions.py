@@ -4,7 +4,7 @@ exact message when it fails (docs/evals.md lists them).
 An assertion looks at one output (`output:`), else at the flow's only output, else at all outputs as
 one JSON object. Text assertions (contains, regex) read a text output as it is and any other value as
 its JSON text; regexes are RE2, as routers' are (linear time whatever the model answers). `expr` is a
-bare template expression in the engine's sandbox, as a router's `expr` (engine/templates.py), over
+bare template expression in the engine's sandbox, as a router's `expr` (engine/templates/render.py), over
 `outputs`, `inputs`, `expected` and `usage`.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import re2
 from jsonschema import Draft202012Validator
 
+from engine.core.usage import Spend, money
 from engine.spec.common import parse_duration
 from engine.spec.evals import Assertion
-from engine.templates import TemplateError, evaluate
-from engine.usage import Spend, money
+from engine.templates.render import TemplateError, evaluate
 
 MISSING = object()
 SHOWN = 80  # characters of a value quoted in a message

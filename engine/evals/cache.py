@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.events import now_iso
+from engine.core.events import now_iso
 
 DEFAULT_FOLDER = Path(".blockyard") / "cache" / "models"
 ENV = "BLOCKYARD_EVAL_CACHE"  # a folder instead of the yard's default

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError, ValidationFailed
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError, ValidationFailed
+from engine.definitions.project import Project, load_project
 from engine.evals import history
 from engine.evals.cache import DEFAULT_FOLDER, ENV, FolderCache
 from engine.evals.compare import compare
@@ -31,7 +32,6 @@ from engine.evals.results import DEFAULT_THRESHOLDS, CaseResult, EvalResult
 from engine.evals.runner import Job, Runner, scratch_engine
 from engine.evals.targets import BASE, HEAD, Side
 from engine.models.resolver import ModelResolver
-from engine.project import Project, load_project
 from engine.review.revisions import commit_of, in_git, sides
 from engine.review.versions import load_side
 from engine.state.checkpointer import StateDB

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.events import now_iso
 from engine.evals.results import EvalResult
-from engine.events import now_iso
 from engine.state.checkpointer import StateDB
 from engine.state.database import Connection
 from engine.state.ids import new_run_id

@@ -14,13 +14,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
+from engine.core.usage import ModelCall, Spend
 from engine.evals.results import Check
 from engine.models.base import StructuredRequest
 from engine.models.calls import recording
 from engine.models.resolver import ModelResolver
 from engine.spec.evals import JudgeSpec
-from engine.usage import ModelCall, Spend
 
 SYSTEM = ("You are an impartial evaluator. Read the rubric, the inputs the answer was given, the reference "
           "answer when there is one, and the answer. Judge only how well the answer meets the rubric. Give "

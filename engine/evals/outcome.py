@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.usage import Spend, money
 from engine.evals.cache import CacheStats
 from engine.evals.compare import Comparison
 from engine.evals.results import EvalResult
-from engine.usage import Spend, money
 
 
 @dataclass

@@ -9,8 +9,8 @@ import os
 import time
 from typing import TextIO
 
+from engine.core.usage import Spend
 from engine.evals.results import CaseResult
-from engine.usage import Spend
 
 WIDTH = 24  # characters of the bar
 REDRAW = 0.1  # seconds between redraws

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from engine.core.usage import money
 from engine.evals.compare import FAIL_TO_PASS, NEW, PASS_TO_FAIL, Comparison
 from engine.evals.history import Version
 from engine.evals.outcome import Outcome
 from engine.evals.results import CaseResult, EvalResult, percent, signed_money
-from engine.usage import money
 
 REASONING = 160  # characters of a judge's reasoning in the table (all of it in JSON and Markdown)
 

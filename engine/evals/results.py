@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.usage import Spend, money
 from engine.spec.evals import Thresholds
-from engine.usage import Spend, money
 
 DEFAULT_THRESHOLDS = Thresholds(pass_rate=1.0)
 

@@ -24,22 +24,22 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-from engine.errors import BlockyardError, UsageError
+from engine.core.errors import BlockyardError, UsageError
+from engine.core.events import APPROVAL_REQUIRED, MODEL_CALL, RUN_FINISHED, TERMINAL_TYPES
+from engine.core.usage import Spend
+from engine.definitions.pinned import Bundle
+from engine.definitions.project import Project
 from engine.evals import assertions, judge
 from engine.evals.results import CaseResult, Check, EvalResult
 from engine.evals.targets import Target
-from engine.events import APPROVAL_REQUIRED, MODEL_CALL, RUN_FINISHED, TERMINAL_TYPES
 from engine.models.base import StructuredModel, StructuredRequest
 from engine.models.cached import ReplyCache, caching
 from engine.models.resolver import ModelResolver
 from engine.nodes.context import RunContext
-from engine.pinned import Bundle
-from engine.project import Project
 from engine.runtime.engine import Engine
 from engine.spec import MODEL_KINDS, BlockSpec
 from engine.spec.evals import Assertion
 from engine.state.location import Location
-from engine.usage import Spend
 from engine.validate.evalfiles import EvalDef, LoadedCase, typed_inputs
 
 

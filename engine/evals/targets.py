@@ -1,4 +1,4 @@
-"""What an eval runs on one side of a comparison: its flow, pinned (engine/pinned.py), or its block alone
+"""What an eval runs on one side of a comparison: its flow, pinned (engine/definitions/pinned.py), or its block alone
 as a one-step flow; and whether that changed between the sides.
 
 A side is a loaded yard: the working tree (`head`), or with `--base REV` the yard at that revision, read
@@ -15,11 +15,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.closure import flow_problems
-from engine.errors import UsageError
-from engine.load import Document
-from engine.pinned import Bundle, make_bundle
-from engine.project import CONFIG_FILE, Definition, Project
+from engine.core.errors import UsageError
+from engine.definitions.closure import flow_problems
+from engine.definitions.load import Document
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import CONFIG_FILE, Definition, Project
 from engine.spec import FlowSpec
 from engine.spec.common import TypeSpec
 from engine.spec.evals import EvalSpec

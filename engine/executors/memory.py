@@ -26,11 +26,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.values import text_problem
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import Problem, internal
 from engine.spec import BlockSpec
-from engine.templates import TemplateError, references, render_text
-from engine.values import text_problem
+from engine.templates.render import TemplateError, references, render_text
 
 QUERY_INPUTS = ("memory_query", "query")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)

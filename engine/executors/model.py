@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.core.redaction import TokenMasker
 from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
 from engine.nodes import history
@@ -12,9 +13,8 @@ from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import internal
 from engine.nodes.events import TOKEN, emit
 from engine.nodes.scope import render_prompt
-from engine.redaction import TokenMasker
 from engine.spec import BlockSpec
-from engine.typecheck import outputs_schema
+from engine.spec.typecheck import outputs_schema
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:

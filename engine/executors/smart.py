@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.values import text_problem
 from engine.models import calls
 from engine.models.providers.mock import MockGenerator
 from engine.nodes import history
@@ -24,8 +25,7 @@ from engine.smart.lm import lm_for, model_failure
 from engine.smart.metering import calls_since
 from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
 from engine.spec import BlockSpec
-from engine.templates import TemplateError, render_text
-from engine.values import text_problem
+from engine.templates.render import TemplateError, render_text
 
 
 def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:

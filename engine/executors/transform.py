@@ -7,7 +7,7 @@ from typing import Any
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import Problem
 from engine.spec import BlockSpec
-from engine.templates import TemplateError, evaluate
+from engine.templates.render import TemplateError, evaluate
 
 
 def prepare(block: BlockSpec, where: str) -> Executor:

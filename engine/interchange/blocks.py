@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.project import Project
+from engine.definitions.project import Project
 from engine.spec import BlockSpec
 
 # what a block is called and how it is filed: two blocks that differ only here do the same thing

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError, ValidationFailed
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError, ValidationFailed
+from engine.definitions.load import Document
+from engine.definitions.project import Project, is_builtin
 from engine.interchange.blocks import slug
 from engine.interchange.taskplan import PlanError, check_plan, read_plan
-from engine.load import Document
 from engine.models.base import StructuredModel, StructuredRequest
-from engine.project import Project, is_builtin
 from engine.spec.interchange import TaskPlan
 from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError
-from engine.project import Project, load_project, relative
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError
+from engine.definitions.project import Project, load_project, relative
 from engine.spec.common import file_name_problem
 from engine.validate.semantic import check_project
 

@@ -27,15 +27,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError, ValidationFailed
-from engine.load import Document, JsonPath, LoadError, load_bytes
-from engine.pinned import Bundle, make_bundle
-from engine.project import Definition, FlowDef, Project
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError, ValidationFailed
+from engine.definitions.load import Document, JsonPath, LoadError, load_bytes
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import Definition, FlowDef, Project
 from engine.spec import FlowSpec
 from engine.spec.flow import END, enum_text
 from engine.spec.interchange import PlanStep, TaskPlan
-from engine.templates import TemplateError, is_template, references
+from engine.templates.render import TemplateError, is_template, references
 from engine.validate.semantic import check_flow
 
 _RENAMED = {"step_id": "id", "block_id": "uses", "depends_on": "needs", "input_mappings": "with"}

@@ -25,12 +25,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from engine.core.usage import ModelCall
 from engine.models import cached
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
 from engine.models.errors import ModelError
 from engine.models.pricing import Price
-from engine.usage import ModelCall
 
 
 class CallRecorder(Protocol):

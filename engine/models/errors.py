@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 
 TRANSIENT_KINDS = frozenset({"timeout", "rate_limit", "server_error", "connection"})
 

@@ -17,7 +17,7 @@ ignores case; `regex` is an RE2 search), every time it matches (docs/models.md).
 `blockyard validate` checks the replies of blockyard.yaml and `blockyard test` those of flow
 tests with `reply_problems`; the mock checks each reply once more before using it, for scripts
 registered from Python. Values are not judged here: a script may play a model that answers with
-what the engine refuses (engine/values.py), to test that. No LangGraph here: the validator imports this module.
+what the engine refuses (engine/core/values.py), to test that. No LangGraph here: the validator imports this module.
 """
 
 from __future__ import annotations

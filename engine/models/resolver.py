@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.models.agentic import AgentModel
 from engine.models.base import StructuredModel
 from engine.models.cached import generation_settings

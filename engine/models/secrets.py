@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from engine.core.redaction import MASK as _MASK
 from engine.models.errors import ModelError
-from engine.redaction import MASK as _MASK
 
 
 def read_key(env: Mapping[str, str], variable: str, *, what: str) -> str:

@@ -12,10 +12,10 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from engine.core.values import value_problem
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
 from engine.models.errors import ModelOutputError
-from engine.typecheck import schema_verdict
-from engine.values import value_problem
+from engine.spec.typecheck import schema_verdict
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -72,7 +72,7 @@ def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None
             value = None
         if text_output is not None and text and not isinstance(value, dict):
             value = {text_output: text}  # plain text (`42` or `"quoted"` too) is the one text output
-    # outside the value domain (engine/values.py) first: the schema check would print a 5000-digit
+    # outside the value domain (engine/core/values.py) first: the schema check would print a 5000-digit
     # integer (and fail), and the step's output check would refuse the value anyway
     problem = value_problem(value, "reply") or schema_problem(value, schema)
     return (value, None) if problem is None else (None, problem)

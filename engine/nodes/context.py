@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.redaction import Masker
+from engine.core.redaction import Masker
 from engine.spec import BlockSpec
-from engine.template_limits import DEFAULT, TemplateLimits
+from engine.templates.limits import DEFAULT, TemplateLimits
 
 if TYPE_CHECKING:  # its module writes events, which loads LangGraph: not for what only draws flows
     from engine.nodes.spend import RunSpend

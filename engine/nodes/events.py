@@ -12,10 +12,19 @@ from typing import Any
 
 from langgraph.types import StreamWriter
 
-from engine.events import FILE_WRITTEN, STEP_FAILED, STEP_FINISHED, STEP_STARTED, TOKEN, TOOL_CALL, WARNING, EventType
+from engine.core.events import (
+    FILE_WRITTEN,
+    STEP_FAILED,
+    STEP_FINISHED,
+    STEP_STARTED,
+    TOKEN,
+    TOOL_CALL,
+    WARNING,
+    EventType,
+)
 from engine.nodes.errors import StepFailed
 
-# The step event types are declared in engine/events.py; nodes import them from here with `emit`.
+# The step event types are declared in engine/core/events.py; nodes import them from here with `emit`.
 __all__ = ["FILE_WRITTEN", "STEP_FAILED", "STEP_FINISHED", "STEP_STARTED", "TOKEN", "TOOL_CALL", "WARNING",
            "elapsed_ms", "emit", "failed", "finished", "since", "warning"]
 

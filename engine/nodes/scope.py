@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.values import int_problem, text_problem
 from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
-from engine.templates import TemplateError, evaluate, is_template, render, render_text, single_expression
-from engine.typecheck import TypeMismatch, conform
-from engine.values import int_problem, text_problem
+from engine.spec.typecheck import TypeMismatch, conform
+from engine.templates.render import TemplateError, evaluate, is_template, render, render_text, single_expression
 
 FOREACH_ITEMS = "{}.items"  # loops keys of a foreach: the list, and the current position
 FOREACH_INDEX = "{}.i"
@@ -178,7 +178,7 @@ _INT_FAST = 2**62  # ints this small are in the 64-bit domain without a closer l
 
 
 def plain(value: Any, name: str) -> Any:
-    """`value` as JSON data in the engine's value domain (engine/values.py: the state is
+    """`value` as JSON data in the engine's value domain (engine/core/values.py: the state is
     checkpointed with msgpack and events are JSON): tuples become lists, str subclasses str;
     anything else that JSON cannot hold, an integer beyond 64 bits or text with a lone surrogate
     is a Problem naming `name`."""

@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import BlockyardError
-from engine.events import MODEL_CALL
+from engine.core.errors import BlockyardError
+from engine.core.events import MODEL_CALL
+from engine.core.usage import ModelCall, Spend, money
 from engine.nodes.events import emit, warning
 from engine.spec.budget import BudgetLimits, BudgetSpec
-from engine.usage import ModelCall, Spend, money
 
 if TYPE_CHECKING:  # LangGraph is not loaded by what only draws or reviews flows (engine/nodes/context.py)
     from langgraph.types import StreamWriter

@@ -5,7 +5,7 @@
 | --- | --- |
 | cli.md | the click commands (engine/cli/) |
 | config.md, blocks.md, flows.md | the JSON Schemas of the spec models (engine/spec/export.py) |
-| events.md | the event registry (engine/events.py: EventType, EVENT_DOCS) |
+| events.md | the event registry (engine/core/events.py: EventType, EVENT_DOCS) |
 | routes.md | the OpenAPI document of the server's app (engine/serve/app.py) |
 | codes.md | the diagnostic code registry (engine/validate/codes.py) |
 

@@ -1,9 +1,16 @@
-"""docs/reference/events.md: every event type, from the registry of engine/events.py (`EventType`, its
+"""docs/reference/events.md: every event type, from the registry of engine/core/events.py (`EventType`, its
 descriptions in `EVENT_DOCS`, and the sets that say which are step events, terminal, not stored, reserved)."""
 
 from __future__ import annotations
 
-from engine.events import EVENT_DOCS, EVENT_TYPES, NOT_STORED, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES
+from engine.core.events import (
+    EVENT_DOCS,
+    EVENT_TYPES,
+    NOT_STORED,
+    RESERVED_EVENT_NAMES,
+    STEP_EVENT_TYPES,
+    TERMINAL_TYPES,
+)
 from engine.reference.markdown import code, from_docs, header, table
 
 INTRO = ("One schema for `blockyard run --json`, the server's server-sent events and the trace table "
@@ -40,7 +47,7 @@ def page() -> str:
                                              ("streamed, not stored", kind in NOT_STORED)) if included]
         rows.append([code(str(kind)), doc.step, from_docs(doc.data), ", ".join(notes) or "–"])
     custom = sorted(name for name in RESERVED_EVENT_NAMES if name not in {str(kind) for kind in EVENT_TYPES})
-    lines = header("Event reference", "engine/events.py (`EventType`, `EVENT_DOCS`)", INTRO)
+    lines = header("Event reference", "engine/core/events.py (`EventType`, `EVENT_DOCS`)", INTRO)
     lines += ["## The envelope", "", ENVELOPE, "", "## Types", ""]
     lines += table(["type", "step", "data", "notes"], rows)
     lines += ["*Step events* are written by the steps of the compiled graph; the others by the runtime. Every "

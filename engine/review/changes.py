@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.diagnostics import Diagnostic
+from engine.core.diagnostics import Diagnostic
 
 ADDED, REMOVED, CHANGED, RENAMED, AFFECTED = "added", "removed", "changed", "renamed", "affected"
 SHORT = 60  # characters of a value shown in a change line

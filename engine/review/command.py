@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.project import Project
+from engine.definitions.project import Project
 from engine.review.changes import YardDiff
 from engine.review.compare import Loaded, compare
 from engine.review.graphs import add_graphs

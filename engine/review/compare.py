@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.closure import block_refs, closure
-from engine.project import BlockDef, FlowDef, Project, is_builtin
-from engine.promptfiles import PromptFileError, normal, pin, prompt_sources
+from engine.definitions.closure import block_refs, closure
+from engine.definitions.project import BlockDef, FlowDef, Project, is_builtin
+from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources
 from engine.review.changes import (
     ADDED,
     AFFECTED,

@@ -8,12 +8,12 @@ loads the compiler on first use only).
 
 from __future__ import annotations
 
-from engine.closure import block_refs, flow_problems
 from engine.compile.draw import mermaid, mermaid_edge, mermaid_id, mermaid_node
 from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
-from engine.errors import UsageError
-from engine.pinned import make_bundle
-from engine.project import Project
+from engine.core.errors import UsageError
+from engine.definitions.closure import block_refs, flow_problems
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import Project
 from engine.review.changes import ADDED, AFFECTED, CHANGED, REMOVED, FlowDiff, YardDiff
 from engine.spec.walk import walk_steps
 from engine.validate.semantic import check_flow

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from engine.cron import next_fire
-from engine.events import RunStatus
-from engine.project import Project
+from engine.core.events import RunStatus
+from engine.definitions.project import Project
 from engine.review.changes import REMOVED, InFlight, PausedRun, ScheduleChange, ThreadChange, YardDiff, field_changes
 from engine.review.compare import step_data
 from engine.spec import FlowSpec, ScheduleSpec, StepSpec
+from engine.spec.cron import next_fire
 from engine.spec.walk import walk_steps
 from engine.state import backends, gates, store, threads
 from engine.state.location import Location

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.errors import UsageError
-from engine.load import LoadError, load_bytes
-from engine.promptfiles import PARTS, includes, normal
+from engine.core.errors import UsageError
+from engine.definitions.load import LoadError, load_bytes
+from engine.definitions.prompts import PARTS, includes, normal
 
 CONFIG_FILE = "blockyard.yaml"
 WORKING_TREE = "working tree"

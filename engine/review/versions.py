@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.diagnostics import Diagnostic
-from engine.project import Project, load_project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.project import Project, load_project
 from engine.review.changes import AFFECTED, CHANGED, RENAMED, YardDiff
 from engine.review.compare import Loaded, compare
 from engine.review.revisions import Side, sides

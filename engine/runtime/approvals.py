@@ -18,7 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.decisions import (
+from engine.core.diagnostics import did_you_mean
+from engine.core.events import Event, RunStatus, now_iso
+from engine.core.values import value_problem
+from engine.spec.decisions import (
     APPROVE,
     REJECT,
     TIMEOUT,
@@ -28,13 +31,10 @@ from engine.decisions import (
     NotWaiting,
     check_decision,
 )
-from engine.diagnostics import did_you_mean
-from engine.events import Event, RunStatus, now_iso
 from engine.state import gates, liveness
 from engine.state.checkpointer import StateDB
 from engine.state.gates import WAITING, Gate
 from engine.state.store import RunRecord, effective_status
-from engine.values import value_problem
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import UsageError
-from engine.pinned import Bundle
+from engine.core.errors import UsageError
+from engine.definitions.pinned import Bundle
 from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.spec.budget import effective
 from engine.spec.common import DURABILITY_MODES

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from engine.compile.compiled import REPLY_NODE
-from engine.events import RunStatus, now_iso
+from engine.core.events import RunStatus, now_iso
 from engine.runtime import turns
 from engine.runtime.execution import EndHook
 from engine.runtime.memory import history_record

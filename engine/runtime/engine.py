@@ -29,16 +29,16 @@ from langgraph.types import Command
 
 from engine.compile import CompiledFlow, compile_flow
 from engine.compile.reduce import empty
-from engine.decisions import DecisionRefused
-from engine.errors import UsageError
-from engine.events import Event, RunStatus, now_iso
+from engine.core.errors import UsageError
+from engine.core.events import Event, RunStatus, now_iso
+from engine.core.redaction import KNOWN, Masker, key_values, key_variables
+from engine.core.usage import Spend
+from engine.definitions.outputdir import normalized, prompt_files, reserved, resolve_output_dir
+from engine.definitions.pinned import Bundle
+from engine.definitions.project import Project
 from engine.models import ModelResolver
 from engine.nodes.context import RunContext
 from engine.nodes.spend import RunSpend
-from engine.outputdir import normalized, prompt_files, reserved, resolve_output_dir
-from engine.pinned import Bundle
-from engine.project import Project
-from engine.redaction import KNOWN, Masker, key_values, key_variables
 from engine.runtime import approvals, naming, resumes, turns
 from engine.runtime.approvals import Ask, Expired
 from engine.runtime.bundles import history_window, model_profiles, run_budget, run_mode, subflows, uses_default_model
@@ -48,7 +48,9 @@ from engine.runtime.memory import render_scope
 from engine.runtime.observe import Observer
 from engine.spec import ModelProfile
 from engine.spec.budget import BudgetSpec, raised
+from engine.spec.decisions import DecisionRefused
 from engine.spec.durability import NO_CHECKPOINTS, gate_of
+from engine.spec.typecheck import coerce_inputs
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
@@ -56,10 +58,8 @@ from engine.state.ids import check_run_id, new_run_id
 from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
-from engine.template_limits import TemplateLimits
+from engine.templates.limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
-from engine.typecheck import coerce_inputs
-from engine.usage import Spend
 
 
 class Engine:
@@ -74,7 +74,7 @@ class Engine:
         self.state_path = state_path  # with Postgres too: the yard's local folders (workspaces) sit beside it
         self.location: Location = locate(state_path, database)
         self.env = env
-        self.secrets = Masker()  # the API keys of the model profiles runs use (engine/redaction.py)
+        self.secrets = Masker()  # the API keys of the model profiles runs use (engine/core/redaction.py)
         self._synchronous = synchronous
         self._db: StateDB | None = None
         self._memory: MemoryStore | None = None
@@ -88,7 +88,7 @@ class Engine:
         # whatever the flow's `output_dir` says, so tests never write into the yard
         self.output_dirs = True
         # the prompt files of the yard's blocks when it was loaded: an output folder never overlaps their
-        # folders (engine/outputdir.py), nor those a run's own bundle pins
+        # folders (engine/definitions/outputdir.py), nor those a run's own bundle pins
         self.prompt_files: frozenset[str] = frozenset()
         # told every event of every execution (engine/runtime/observe.py): telemetry export, metrics
         self.observers: list[Observer] = []
@@ -185,7 +185,7 @@ class Engine:
     def check_output_dir(self, bundle: Bundle, text: str, what: str = "output_dir",
                          prompts: Iterable[str] = ()) -> str:
         """The output folder `text` of a run of `bundle`, normalized; UsageError unless it is a folder of
-        the yard that overlaps nothing the engine reads (engine/outputdir.py): its configuration,
+        the yard that overlaps nothing the engine reads (engine/definitions/outputdir.py): its configuration,
         definitions, code, and the folders of the prompt files of the yard, of `bundle` and `prompts`."""
         files = {*self.prompt_files, *bundle.prompts, *prompts}
         resolve_output_dir(self.root, text, what, reserved(bundle.config, files))

@@ -20,7 +20,7 @@ from typing import Any
 from langgraph.types import Durability
 
 from engine.compile import CompiledFlow
-from engine.events import (
+from engine.core.events import (
     APPROVAL_REQUIRED,
     MODEL_CALL,
     NOT_STORED,

@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.runtime.yard import Yard
 
 MODULE = "blockyard_graphs.py"  # written next to langgraph.json

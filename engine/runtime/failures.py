@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.nodes.errors import StepFailed
 
 log = logging.getLogger(__name__)

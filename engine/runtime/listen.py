@@ -30,7 +30,7 @@ else:
     PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
 
 from engine.state import fencing
-from engine.template_limits import TemplateLimits, set_limits
+from engine.templates.limits import TemplateLimits, set_limits
 
 _direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
 

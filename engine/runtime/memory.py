@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import UsageError
-from engine.events import RunStatus, now_iso
-from engine.pinned import Bundle
+from engine.core.errors import UsageError
+from engine.core.events import RunStatus, now_iso
+from engine.definitions.pinned import Bundle
 from engine.state.memory import parse_scope
 from engine.state.store import RunRecord
-from engine.template_limits import TemplateLimits, using_limits
-from engine.templates import TemplateError, render_text
+from engine.templates.limits import TemplateLimits, using_limits
+from engine.templates.render import TemplateError, render_text
 
 
 def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:

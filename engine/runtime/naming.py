@@ -16,14 +16,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.usage import ModelCall, Spend
+from engine.definitions.pinned import Bundle
 from engine.models import StructuredRequest
-from engine.pinned import Bundle
 from engine.spec import BlockSpec, ConfigSpec, TypeSpec
+from engine.spec.typecheck import outputs_schema
 from engine.state import threads
 from engine.state.store import RunRecord
 from engine.state.writer import Write
-from engine.typecheck import outputs_schema
-from engine.usage import ModelCall, Spend
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from engine.events import TERMINAL_TYPES, Event
+from engine.core.events import TERMINAL_TYPES, Event
 from engine.state.store import RunRecord
 
 log = logging.getLogger("blockyard.observe")

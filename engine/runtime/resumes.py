@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
-from engine.events import Event, RunStatus
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.core.events import Event, RunStatus
 from engine.runtime import approvals
 from engine.runtime.approvals import Ask
 from engine.spec.durability import NO_CHECKPOINTS

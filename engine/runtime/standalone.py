@@ -15,7 +15,7 @@ one node, named for the flow, around the flow's graph:
 - the sync API runs the node's coroutine on a background event loop of the process.
 
 Approval gates interrupt with LangGraph's `interrupt()`; resume with `Command(resume=decision)`
-(engine/decisions.py). The engine's own runs never go through this module.
+(engine/spec/decisions.py). The engine's own runs never go through this module.
 
 Model tokens: the steps' chat models (real providers, and the offline mock through
 engine/models/providers/replay.py) run with the step's LangChain callbacks, in the flow's subgraph.
@@ -47,13 +47,13 @@ from langgraph.store.base import BaseStore
 from typing_extensions import TypedDict  # pydantic's JSON schemas need this one before Python 3.12
 
 from engine.compile import CompiledFlow
-from engine.errors import UsageError
-from engine.events import RunStatus, now_iso
+from engine.core.errors import UsageError
+from engine.core.events import RunStatus, now_iso
 from engine.nodes.context import RunContext
 from engine.runtime.memory import render_scope
 from engine.spec import TypeSpec
 from engine.state.memory import StoreMemory
-from engine.template_limits import using_limits
+from engine.templates.limits import using_limits
 
 T = TypeVar("T")
 

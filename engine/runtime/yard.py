@@ -26,13 +26,13 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from engine import telemetry
-from engine.closure import flow_problems
 from engine.compile import CompiledFlow
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError, ValidationFailed
-from engine.events import Event, now_iso
-from engine.pinned import Bundle, make_bundle
-from engine.project import CONFIG_FILE, Project, load_project
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError, ValidationFailed
+from engine.core.events import Event, now_iso
+from engine.definitions.closure import flow_problems
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import CONFIG_FILE, Project, load_project
 from engine.runtime import approvals
 from engine.runtime.approvals import Expired
 from engine.runtime.engine import Engine
@@ -57,7 +57,7 @@ class Yard:
         self.env = env
         self.engine = Engine.for_project(project, state=state, synchronous=synchronous, env=env)
         self.state_path = self.engine.state_path
-        self.secrets = self.engine.secrets  # the API keys of the model profiles (engine/redaction.py)
+        self.secrets = self.engine.secrets  # the API keys of the model profiles (engine/core/redaction.py)
         # OpenTelemetry traces of its runs, when blockyard.yaml or OTEL_* ask for them (docs/observability.md)
         self.telemetry = telemetry.start(project.config.telemetry)
         if self.telemetry is not None:

@@ -14,7 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
+from engine.core.version import __version__
 from engine.serve import problems
 from engine.serve.langgraph_api.app import create_langgraph_app
 from engine.serve.langgraph_api.mount import LangGraphMount
@@ -29,7 +30,6 @@ from engine.serve.middleware import (
 from engine.serve.routes import flows, meta, metrics, plans, runs, stats, threads
 from engine.serve.routes.meta import WEB
 from engine.serve.server import Server, Settings
-from engine.version import __version__
 
 
 def create_app(settings: Settings | Server) -> FastAPI:

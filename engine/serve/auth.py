@@ -13,7 +13,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 
 TOKEN_ENV = "BLOCKYARD_TOKEN"
 # Reachable without the token: liveness, the page shell and its assets, the API docs.

@@ -19,9 +19,9 @@ from typing import Any, Literal, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.decisions import APPROVE, chosen
 from engine.serve.problems import ApiError
 from engine.spec.common import Durability
+from engine.spec.decisions import APPROVE, chosen
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # nesting of arrays and objects in one body

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from engine.events import EventDict
+from engine.core.events import EventDict
 
 RETAIN_SECONDS = 60.0
 RETAIN_RUNS = 64

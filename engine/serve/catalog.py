@@ -1,7 +1,7 @@
 """What the server serves: the newest good version of every flow, and what is wrong right now.
 
 A reload builds a new `Catalog` from the files and the previous catalog. A flow is swapped in
-only when nothing it depends on is broken (its closure, engine/closure.py: its own file, the
+only when nothing it depends on is broken (its closure, engine/definitions/closure.py: its own file, the
 blocks, subflows and delegated flows it reaches, blockyard.yaml); otherwise its last good
 version keeps serving and the problems are listed against it. Catalogs are immutable, so
 replacing the server's reference is the atomic swap: a request sees either the old catalog or
@@ -17,19 +17,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from engine.closure import broken_block_names, closure, errors_by_file, problems_of
-from engine.diagnostics import Diagnostic
-from engine.errors import BlockyardError
-from engine.pinned import Bundle, make_bundle
-from engine.project import CONFIG_FILE, FlowDef, Project, load_project
-from engine.promptfiles import PromptFileError, read_prompt
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import BlockyardError
+from engine.definitions.closure import broken_block_names, closure, errors_by_file, problems_of
+from engine.definitions.files import Bounds
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import CONFIG_FILE, FlowDef, Project, load_project
+from engine.definitions.prompts import PromptFileError, read_prompt
 from engine.spec.config import RetentionSpec, ServerSpec
 from engine.validate.codes import SERVE
 from engine.validate.semantic import check_project
-from engine.yardfiles import Bounds
 
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
-# among them: `validate` checks them with the scheduler's own grammar (engine/cron.py), so the
+# among them: `validate` checks them with the scheduler's own grammar (engine/spec/cron.py), so the
 # server reports what `validate` reports (BY507, BY508, BY510).
 COMPILE_ERROR = "BY602"  # a flow that validates but does not compile here (e.g. a smart block without DSPy)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
@@ -81,7 +81,7 @@ class Catalog:
     server: ServerSpec = field(default_factory=ServerSpec)
     # blockyard.yaml's `retention`: what the daily gc deletes (engine/serve/chores.py)
     retention: RetentionSpec = field(default_factory=RetentionSpec)
-    # the prompt files the flows are made of (engine/closure.py), with a hash of each as read before the
+    # the prompt files the flows are made of (engine/definitions/closure.py), with a hash of each as read before the
     # flows pinned them: the watcher watches them, and an edit made meanwhile is noticed
     prompts: tuple[tuple[str, str], ...] = ()
 
@@ -105,7 +105,7 @@ def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler
 
 def prompt_hashes(root: Path, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """(name, hash of its content) of prompt files of the yard, read as a run reads them
-    (engine/promptfiles.py); a file that cannot be read has the reason instead."""
+    (engine/definitions/prompts.py); a file that cannot be read has the reason instead."""
     bounds = Bounds.of(root)
     found = []
     for name in sorted(names):

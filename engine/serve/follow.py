@@ -20,9 +20,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from engine.events import SETTLED_STATUSES as SETTLED
-from engine.events import TERMINAL_TYPES as END_OF_EXECUTION
-from engine.events import EventDict
+from engine.core.events import SETTLED_STATUSES as SETTLED
+from engine.core.events import TERMINAL_TYPES as END_OF_EXECUTION
+from engine.core.events import EventDict
 from engine.serve.broker import NUDGE, Broker, Subscription
 
 

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import APPROVAL_REQUIRED, RUN_FINISHED, TERMINAL_TYPES, EventDict, RunStatus, now_iso
+from engine.core.events import APPROVAL_REQUIRED, RUN_FINISHED, TERMINAL_TYPES, EventDict, RunStatus, now_iso
 from engine.serve.broker import Broker
 from engine.serve.logs import fields, get_logger
 from engine.serve.offload import RunLoop

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from engine.redaction import KNOWN
+from engine.core.redaction import KNOWN
 
 LOGGER = "blockyard.serve"
 _FIELDS = "kv"

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine import extras
+from engine.core import extras
 from engine.serve.problems import body
 from engine.serve.server import Server
 

@@ -1,6 +1,6 @@
 """The yard's flows as MCP tools (docs/mcp.md): one tool per flow, and `resume_run` to decide a gate.
 
-A tool's input schema is its flow's inputs (engine/typecheck.py `type_schema`, as the LangGraph API's assistant
+A tool's input schema is its flow's inputs (engine/spec/typecheck.py `type_schema`, as the LangGraph API's assistant
 schemas have them); calling it starts a run the way `POST /flows/{name}/runs` does (`Server.start_run`: the
 inputs checked, the run recorded, queued behind the server's limit) and answers when the run finishes or waits.
 A finished run answers its outputs; a run that waits at an approval gate answers its id and gates, and
@@ -27,15 +27,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from engine.errors import BlockyardError
-from engine.events import RunStatus
+from engine.core.errors import BlockyardError
+from engine.core.events import RunStatus
+from engine.core.version import __version__
 from engine.serve.bodies import ResumeRequest
 from engine.serve.catalog import FlowEntry
 from engine.serve.jobs import Job
 from engine.serve.problems import ApiError, from_engine
 from engine.serve.server import Server
-from engine.typecheck import type_schema
-from engine.version import __version__
+from engine.spec.typecheck import type_schema
 
 RESUME = "resume_run"  # the one tool that is not a flow; a flow of that name is not listed (docs/mcp.md)
 

@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
-from engine.events import (
+from engine.core.events import (
     MODEL_CALL,
     RUN_FAILED,
     RUN_FINISHED,
@@ -47,9 +47,9 @@ from engine.events import (
     Event,
     RunStatus,
 )
+from engine.core.usage import TOKEN_KEYS
 from engine.runtime.observe import told_only
 from engine.state.store import RunRecord
-from engine.usage import TOKEN_KEYS
 
 T = TypeVar("T")
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # text/plain; version=0.0.4: what every Prometheus scrapes

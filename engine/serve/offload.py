@@ -1,7 +1,7 @@
 """The server's runs execute on an event loop of their own, in its own thread.
 
 A run evaluates the yard's templates and expressions, and however well they are bounded
-(engine/template_limits.py) one may compute for seconds. On the server's event loop that would
+(engine/templates/limits.py) one may compute for seconds. On the server's event loop that would
 stall every request, `/healthz` included. So flow executions run on a private loop (a
 `Portal`), and their events cross back to the server's loop, where the broker and the HTTP
 handlers live. The state database is shared safely between loops (engine/runtime/writer.py).
@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from engine.events import EventDict
+from engine.core.events import EventDict
 from engine.runtime.sync import SyncLoop
 
 T = TypeVar("T")

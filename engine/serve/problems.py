@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.serve.logs import fields, get_logger
 
 
@@ -49,7 +49,7 @@ def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 def from_engine(exc: BlockyardError) -> ApiError:
     """The engine's own error as an API error, with the status and code its class declares
-    (engine/errors.py: usage problems are the client's, 422 `invalid_request`)."""
+    (engine/core/errors.py: usage problems are the client's, 422 `invalid_request`)."""
     return ApiError(exc.http_status, exc.code, str(exc))
 
 

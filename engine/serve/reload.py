@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from engine.diagnostics import Diagnostic
+from engine.core.diagnostics import Diagnostic
 from engine.serve.catalog import Catalog, load_catalog, prompt_hashes
 from engine.serve.logs import fields, get_logger
 from engine.serve.watcher import YardWatcher, fingerprint

@@ -18,19 +18,19 @@ from engine import telemetry
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
 from engine.compile.reactflow import reactflow
-from engine.events import EventDict, RunStatus, now_iso
-from engine.pinned import Bundle
-from engine.project import load_project
-from engine.redaction import mask_url
+from engine.core.events import EventDict, RunStatus, now_iso
+from engine.core.redaction import mask_url
+from engine.core.usage import Spend
+from engine.definitions.pinned import Bundle
+from engine.definitions.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
+from engine.spec.typecheck import coerce_inputs
 from engine.state import liveness, messages, stats, store, threads
 from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
 from engine.telemetry import traceparent
-from engine.typecheck import coerce_inputs
-from engine.usage import Spend
 
 MAX_TRACEPARENTS = 10_000  # callers' traces kept for runs not yet executing (a run another replica adopts never is)
 
@@ -84,7 +84,7 @@ class RunService:
 
     def check_output_dir(self, output_dir: str, bundle: Bundle, prompts: Iterable[str] = ()) -> None:
         """UsageError unless `output_dir` names a folder of the yard that overlaps nothing the engine
-        reads, `prompts` (the prompt files the served yard uses now) included (engine/outputdir.py)."""
+        reads, `prompts` (the prompt files the served yard uses now) included (engine/definitions/outputdir.py)."""
         self.engine.check_output_dir(bundle, output_dir, "output_dir", prompts)
 
     async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, thread: str | None = None,

@@ -1,6 +1,6 @@
 """Cron schedules of flows (`schedule: {cron, timezone, inputs, misfire}`), run while the server is up.
 
-Fire times come from `engine.cron` (croniter in the flow's time zone, with the grammar `validate`
+Fire times come from `engine.spec.cron` (croniter in the flow's time zone, with the grammar `validate`
 checks). The last fire time of every flow is kept in the state database, so after downtime the
 missed fire times are known: a fire time later than `MISFIRE_GRACE` is a misfire and follows the
 flow's policy — `skip` drops it, `run_once` runs the flow once however many fire times were missed.
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from engine.cron import latest_fire, next_fire, schedule_problem
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock
 from engine.serve.logs import fields, get_logger
+from engine.spec.cron import latest_fire, next_fire, schedule_problem
 from engine.spec.flow import ScheduleSpec
 from engine.state import backends
 from engine.state.database import Connection

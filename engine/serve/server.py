@@ -13,9 +13,9 @@ from typing import Any
 
 from sse_starlette.sse import AppStatus
 
-from engine.diagnostics import did_you_mean
-from engine.events import EventDict, RunStatus
-from engine.pinned import Bundle
+from engine.core.diagnostics import did_you_mean
+from engine.core.events import EventDict, RunStatus
+from engine.definitions.pinned import Bundle
 from engine.serve import chores
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry

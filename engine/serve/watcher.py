@@ -1,5 +1,5 @@
 """Notice edits to a yard's definitions: flows/, blocks/ (recursively), blockyard.yaml, and the prompt
-files the flows use (engine/closure.py; the reloader says which, engine/serve/reload.py).
+files the flows use (engine/definitions/closure.py; the reloader says which, engine/serve/reload.py).
 
 watchfiles (Rust `notify`, inotify on Linux) is tuned for a save-to-serve time well under
 300 ms: it returns a batch once no new change has arrived for `STEP_MS`, at most `DEBOUNCE_MS`
@@ -21,10 +21,10 @@ from typing import NamedTuple
 
 import watchfiles
 
-from engine.load import MAX_FILE_BYTES, LoadError, load_file
-from engine.project import CONFIG_FILE, YAML_SUFFIXES, is_definition
+from engine.definitions.files import Bounds, Refused, TooLarge, list_files, read_bytes
+from engine.definitions.load import MAX_FILE_BYTES, LoadError, load_file
+from engine.definitions.project import CONFIG_FILE, YAML_SUFFIXES, is_definition
 from engine.spec.config import PathsSpec
-from engine.yardfiles import Bounds, Refused, TooLarge, list_files, read_bytes
 
 STEP_MS = 15
 DEBOUNCE_MS = 150

@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from engine.events import RunStatus, now_iso
+from engine.core.events import RunStatus, now_iso
 from engine.serve.jobs import Job
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError

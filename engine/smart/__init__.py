@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from engine import extras
+from engine.core import extras
 
 EXTRA = "dspy"
 

@@ -24,7 +24,7 @@ from engine.models.secrets import read_key, redact
 from engine.smart import import_dspy
 from engine.smart.program import REASONING
 from engine.spec import BlockSpec, ModelProfile, parse_duration
-from engine.typecheck import outputs_schema
+from engine.spec.typecheck import outputs_schema
 
 _PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "gemini"}
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from engine.core.usage import ModelCall
 from engine.models.calls import Tokens
 from engine.models.pricing import Price
 from engine.models.providers.mock import mock_tokens
-from engine.usage import ModelCall
 
 
 def calls_since(lm: Any, seen: int, began_wall: float, *, provider: str, model: str, profile: str, block: str,

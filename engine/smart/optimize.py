@@ -23,17 +23,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError, ValidationFailed
-from engine.load import LoadError, load_file
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError, ValidationFailed
+from engine.definitions.files import argument_bounds
+from engine.definitions.load import LoadError, load_file
+from engine.definitions.pinned import program_path
+from engine.definitions.project import BlockDef, Project, load_project, relative
 from engine.models import ModelResolver
-from engine.pinned import program_path
-from engine.project import BlockDef, Project, load_project, relative
 from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
 from engine.smart.program import module, saved_state
 from engine.spec import BlockSpec
-from engine.yardfiles import argument_bounds
 
 Example = dict[str, Any]
 

@@ -81,7 +81,7 @@ INT64 = (-(2**63), 2**63 - 1)
 def _bound_integers(node: Any) -> None:
     """Every integer within 64 bits unless it says narrower: JSON Schema takes an integral float (9.2e18)
     as an integer, which pydantic turns into one only within 64 bits; the published schema must reject
-    what the models reject (the validator's schema check, engine/schema.py, then names the bound)."""
+    what the models reject (the validator's schema check, engine/definitions/schema.py, then names the bound)."""
     if isinstance(node, dict):
         if node.get("type") == "integer":
             low, high = INT64

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.events import now_iso
+from engine.core.events import now_iso
 from engine.state import database, migrations, store
 from engine.state.database import Connection
 from engine.state.location import Location

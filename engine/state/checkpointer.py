@@ -26,8 +26,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine.events import now_iso
-from engine.redaction import Masker
+from engine.core.events import now_iso
+from engine.core.redaction import Masker
 from engine.state import compact, inline_steps, migrations
 from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.errors import BlockyardError, UsageError
+from engine.core.errors import BlockyardError, UsageError
 
 TIMEOUT_ENV = "BLOCKYARD_DB_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0  # seconds a writer waits for another process's lock

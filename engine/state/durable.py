@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from engine.redaction import Masker
+from engine.core.redaction import Masker
 from engine.state import fencing
 from engine.state.writer import SqliteWriter, Write
 
@@ -60,7 +60,7 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
     lock: threading.Lock  # the backend saver's: reads on the reader connection take it
 
     def _start_group_commit(self, writer: SqliteWriter, secrets: Masker | None) -> None:
-        # the last line of defence for API keys (engine/redaction.py): whatever state still holds
+        # the last line of defence for API keys (engine/core/redaction.py): whatever state still holds
         # one is masked in the serialized bytes, lengths kept
         self.secrets = secrets if secrets is not None else Masker()
         self.writer = writer

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from engine.decisions import AlreadyDecided, NotWaiting
-from engine.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
+from engine.core.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
 from engine.spec import parse_duration
+from engine.spec.decisions import AlreadyDecided, NotWaiting
 from engine.state import store
 from engine.state.database import Connection
 from engine.state.liveness import Owner

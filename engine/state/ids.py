@@ -7,7 +7,7 @@ import secrets
 import threading
 import time
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 
 # Crockford's base32, lower case: its digits sort in ASCII order, and it has no i, l, o, u
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"

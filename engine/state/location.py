@@ -4,7 +4,7 @@ server named by a URL — `database:` in blockyard.yaml, or BLOCKYARD_DATABASE_U
 A `Location` is what every part that opens the state database is given (the engine, the CLI's
 readers, the server's schedules); the backend behind it is chosen in `engine/state/backends.py`.
 It never shows the URL's password: `str(location)` and every error built from it mask it
-(engine/redaction.py, `mask_url`). See docs/postgres.md.
+(engine/core/redaction.py, `mask_url`). See docs/postgres.md.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import UsageError
-from engine.redaction import mask_url
+from engine.core.errors import UsageError
+from engine.core.redaction import mask_url
 
 URL_ENV = "BLOCKYARD_DATABASE_URL"
 SCHEMES = ("postgresql://", "postgres://")

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from langgraph.store.base import BaseStore
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.state.database import guard, open_database
 from engine.state.location import Location
 

@@ -159,7 +159,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         )""",
     ]),
     (11, [
-        # what a run's model calls spent (engine/usage.py): set as each execution ends, from the sum
+        # what a run's model calls spent (engine/core/usage.py): set as each execution ends, from the sum
         # of its model_call events, so `blockyard runs`, `stats` and budgets need no trace scan
         "ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE runs ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0",

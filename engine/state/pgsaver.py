@@ -38,8 +38,8 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.store.postgres import PostgresStore
 from psycopg.types.json import Jsonb
 
-from engine.events import now_iso
-from engine.redaction import Masker
+from engine.core.events import now_iso
+from engine.core.redaction import Masker
 from engine.state import inline_steps, postgres
 from engine.state.database import Connection, Native
 from engine.state.durable import GroupCommitted

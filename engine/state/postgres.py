@@ -41,7 +41,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from engine.redaction import mask_url
+from engine.core.redaction import mask_url
 from engine.state import migrations
 from engine.state.database import BackendError, BackendIntegrityError, Native, StateError
 

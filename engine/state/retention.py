@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.spec.common import parse_duration
 from engine.spec.config import RetentionSpec
 from engine.state import backends, database

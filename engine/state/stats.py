@@ -2,7 +2,7 @@
 `GET /stats`), and the usage totals of conversation threads (the thread resource of the server).
 
 Both read the `runs` table only — its usage columns are the totals of each run's model calls
-(migration 11, engine/usage.py) — in SQLite's SQL, which the Postgres connection translates
+(migration 11, engine/core/usage.py) — in SQLite's SQL, which the Postgres connection translates
 (engine/state/postgres.py). Sums are SQL's; the duration percentiles are computed here over the
 durations of the window's ended runs, read in one more query bounded by the same window.
 
@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.errors import UsageError
-from engine.events import RunStatus
+from engine.core.errors import UsageError
+from engine.core.events import RunStatus
+from engine.core.usage import SPEND_KEYS, Spend, money
 from engine.spec.common import MAX_DURATION, duration_seconds
 from engine.state.database import Connection
 from engine.state.retention import cutoff
-from engine.usage import SPEND_KEYS, Spend, money
 
 DEFAULT_SINCE = "7d"
 ENDED = (RunStatus.FINISHED, RunStatus.FAILED)  # totals final: what means and percentiles are over

@@ -16,13 +16,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from engine.events import STORED_STATUSES, Event, RunStatus, now_iso
+from engine.core.events import STORED_STATUSES, Event, RunStatus, now_iso
+from engine.core.usage import SPEND_KEYS, Spend
 from engine.state import database, liveness
 from engine.state.database import Connection, Native
 from engine.state.liveness import Owner
 from engine.state.migrations import migrate
 from engine.state.writer import Call, Write
-from engine.usage import SPEND_KEYS, Spend
 
 STATUSES = STORED_STATUSES
 # the key of the advisory lock under which servers count running runs (`start_queued`): arbitrary, fixed
@@ -55,7 +55,7 @@ class RunRecord:
     durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
     output_dir: str | None = None  # a queued run's output folder (a started run's is in its run_started event)
     trace: bool = True  # whether it records its event trace (False: durability none with `trace: false`)
-    # what its model calls spent, over all its executions (engine/usage.py, `Spend`; migration 11)
+    # what its model calls spent, over all its executions (engine/core/usage.py, `Spend`; migration 11)
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -129,7 +129,7 @@ def insert_run(run: RunRecord) -> Write:
 def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, error: str | None,
             error_step: str | None, finished: str | None, elapsed: float, spend: Spend | None = None) -> Write:
     """Record how an execution of the run ended; `elapsed` adds to the run's total duration, `spend`
-    (the run's model calls over all its executions, engine/usage.py) replaces its totals."""
+    (the run's model calls over all its executions, engine/core/usage.py) replaces its totals."""
     if spend is None:
         return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
                      "duration = duration + ? WHERE id = ?",

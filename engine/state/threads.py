@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import UsageError
-from engine.events import RunStatus
+from engine.core.errors import UsageError
+from engine.core.events import RunStatus
 from engine.state import liveness, store
 from engine.state.database import Connection
 from engine.state.ids import check_run_id

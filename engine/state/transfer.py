@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.state.backends import count_rows as _count
 from engine.state.checkpointer import StateDB
 from engine.state.compact import Decompressing

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from engine.events import FILE_WRITTEN, RUN_STARTED, Event
+from engine.core.events import FILE_WRITTEN, RUN_STARTED, Event
 from engine.state.database import Connection
 
 

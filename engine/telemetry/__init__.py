@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from engine import extras
+from engine.core import extras
 from engine.spec.config import TelemetrySpec
 from engine.state.store import RunRecord
 from engine.telemetry.settings import Settings, resolve

@@ -36,13 +36,13 @@ from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler
 from opentelemetry.sdk.version import __version__ as sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from engine.redaction import mask_url
+from engine.core.redaction import mask_url
+from engine.core.version import __version__
 from engine.state.store import RunRecord
 from engine.telemetry import semconv, traceparent, wire
 from engine.telemetry.batch import Batch
 from engine.telemetry.observer import Decide, TraceObserver
 from engine.telemetry.settings import Settings
-from engine.version import __version__
 
 log = logging.getLogger("blockyard.telemetry")
 

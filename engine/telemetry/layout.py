@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 from engine.spec.walk import walk_steps
 
 

@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
-from engine.events import APPROVAL_REQUIRED, TOKEN, Event
-from engine.pinned import Bundle
+from engine.core.events import APPROVAL_REQUIRED, TOKEN, Event
+from engine.definitions.pinned import Bundle
 from engine.state.store import RunRecord
 from engine.telemetry import traceparent
 from engine.telemetry.layout import Layout, layout

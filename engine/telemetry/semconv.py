@@ -67,7 +67,7 @@ def step(label: str, kind: Any, block: Any, flow: Any) -> tuple[str, Attributes]
 
 # a model call's fields that are the same for every call of a block: its span's name and fixed attributes
 CHAT_FIXED = ("model", "provider", "purpose", "profile", "block", "price_source")
-# a model call's numbers (engine/usage.py), each on its span when it is an int or a float: its tokens (only
+# a model call's numbers (engine/core/usage.py), each on its span when it is an int or a float: its tokens (only
 # those the provider reported), cost, time to first token, agent turn, item of a map
 CHAT_NUMBERS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
                 ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),

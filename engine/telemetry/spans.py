@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.events import (
+from engine.core.events import (
     APPROVAL_DECIDED,
     APPROVAL_REQUIRED,
     FILE_WRITTEN,
@@ -59,7 +59,7 @@ _last: tuple[str, int] = ("", 0)  # the last time read and its value: consecutiv
 
 
 def time_ns(text: str) -> int:
-    """An event's time (ISO-8601 UTC with milliseconds, engine/events.py) in ns since the epoch."""
+    """An event's time (ISO-8601 UTC with milliseconds, engine/core/events.py) in ns since the epoch."""
     global _last
     last = _last  # one read: threads replace the pair whole
     if text == last[0]:

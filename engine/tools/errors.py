@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 
 
 class ToolError(BlockyardError):

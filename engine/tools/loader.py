@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.spec import ConfigSpec, ToolDecl
 from engine.tools.errors import ToolError
 from engine.tools.location import module_problem

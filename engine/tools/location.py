@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.machinery
 from pathlib import Path
 
-from engine.yardfiles import Bounds, Refused, list_files
+from engine.definitions.files import Bounds, Refused, list_files
 
 _SOURCE_SUFFIXES = tuple(importlib.machinery.all_suffixes())
 

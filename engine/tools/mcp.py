@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine import extras
-from engine.diagnostics import did_you_mean
+from engine.core import extras
+from engine.core.diagnostics import did_you_mean
 from engine.spec import McpServerSpec, parse_duration
 from engine.tools.errors import ToolError
 from engine.tools.tool import Tool

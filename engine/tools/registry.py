@@ -8,15 +8,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.spec import ConfigSpec
+from engine.spec.typecheck import schema_verdict
 from engine.tools.builtin import builtin_tools
 from engine.tools.errors import ToolError
 from engine.tools.loader import load_python_tools
 from engine.tools.mcp import McpSource
 from engine.tools.names import BUILTIN_TOOLS
 from engine.tools.tool import Tool
-from engine.typecheck import schema_verdict
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator

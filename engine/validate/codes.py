@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 
-# reading a file and its YAML (engine/load.py, engine/yardfiles.py)
+# reading a file and its YAML (engine/definitions/load.py, engine/definitions/files.py)
 LOADING: dict[str, str] = {
     "BY001": "file cannot be read (missing, too large, not UTF-8 text)",
     "BY002": "YAML syntax error",
@@ -29,7 +29,7 @@ LOADING: dict[str, str] = {
     "BY009": "not a regular file (FIFO, device, socket; not read)",
 }
 
-# a document against the published JSON Schemas (engine/schema.py)
+# a document against the published JSON Schemas (engine/definitions/schema.py)
 SCHEMA: dict[str, str] = {
     "BY100": "value does not match the schema",
     "BY101": "top level is not a mapping",
@@ -42,7 +42,7 @@ SCHEMA: dict[str, str] = {
     "BY108": "definition in the wrong folder (a block among flows or a flow among blocks)",
 }
 
-# yard-wide duplicates found while loading (engine/project.py)
+# yard-wide duplicates found while loading (engine/definitions/project.py)
 PROJECT: dict[str, str] = {
     "BY201": "block version defined twice",
     "BY202": "flow defined twice",

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError
-from engine.project import Project, load_project
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError
+from engine.definitions.files import Locations, located
+from engine.definitions.project import Project, load_project
 from engine.validate import semantic
 from engine.validate.evalchecks import check_yard_evals
 from engine.validate.report import REPORTERS, Report
-from engine.yardfiles import Locations, located
 
 CONFIG_FILE = "blockyard.yaml"
 

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.diagnostics import Diagnostic, did_you_mean
-from engine.load import JsonPath
-from engine.project import Project
+from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.definitions.load import JsonPath
+from engine.definitions.project import Project
 from engine.spec.common import TypeSpec
 from engine.spec.evals import ASSERTION_KINDS, Assertion
-from engine.templates import check_syntax, references
-from engine.typecheck import InputError, coerce_inputs
+from engine.spec.typecheck import InputError, coerce_inputs
+from engine.templates.render import check_syntax, references
 from engine.validate.evalfiles import EvalDef, EvalFiles, Spot, load_evals, typed_inputs
 from engine.validate.semantic.config import known_profiles
 from engine.validate.semantic.references import unloaded

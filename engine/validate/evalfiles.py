@@ -1,6 +1,6 @@
 """Eval files (`evals/*.yaml`) and their datasets, read with a position for every case.
 
-An eval file is read like a flow (engine/load.py: safe YAML, positions; the JSON Schema
+An eval file is read like a flow (engine/definitions/load.py: safe YAML, positions; the JSON Schema
 schemas/eval.schema.json). Its `dataset:` — a JSONL, CSV or YAML file, relative to the eval file, inside
 the yard — adds cases before the inline ones; each case remembers where it was written, so that a
 problem is reported at `file:line:col` of the dataset row or the eval file (engine/validate/evalchecks.py)
@@ -24,13 +24,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine import schema
-from engine.diagnostics import Diagnostic
-from engine.load import Document, JsonPath, LoadError, load_file, parse_value
-from engine.project import YAML_SUFFIXES, Names, Project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions import schema
+from engine.definitions.files import Bounds, Refused, TooLarge, list_files, read_bytes
+from engine.definitions.load import Document, JsonPath, LoadError, load_file, parse_value
+from engine.definitions.project import YAML_SUFFIXES, Names, Project
 from engine.spec.common import TypeSpec
 from engine.spec.evals import DATASET_FORMATS, Case, EvalSpec
-from engine.yardfiles import Bounds, Refused, TooLarge, list_files, read_bytes
 
 EVALS_FOLDER = "evals"
 MAX_DATASET_BYTES = 64 * 2**20  # JSONL and CSV datasets; a YAML one has the definitions' limit (1 MiB)

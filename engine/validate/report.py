@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from engine.diagnostics import Diagnostic
+from engine.core.diagnostics import Diagnostic
+from engine.core.version import __version__
 from engine.validate.codes import all_codes
-from engine.version import __version__
 
 
 @dataclass(frozen=True)

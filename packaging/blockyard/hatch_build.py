@@ -1,9 +1,9 @@
-"""The metapackage's version and pins, from the engine's one version (engine/version.py).
+"""The metapackage's version and pins, from the engine's one version (engine/core/version.py).
 
 A hatchling metadata hook (`[tool.hatch.metadata.hooks.custom]` in pyproject.toml): it sets the version
 and requires `blockyard-core[run]` and each extra (`blockyard-core[<extra>]`, the extras listed in the
 hook's configuration) at exactly that version. Built from the repository, the version is read from
-../../engine/version.py; the sdist carries that file as `engine_version.py` (the sdist target's
+../../engine/core/version.py; the sdist carries that file as `engine_version.py` (the sdist target's
 force-include), so a wheel built from the sdist alone reads the same version.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from hatchling.metadata.plugin.interface import MetadataHookInterface
 
-SOURCES = ("engine_version.py", "../../engine/version.py")  # the sdist's copy, else the repository's
+SOURCES = ("engine_version.py", "../../engine/core/version.py")  # the sdist's copy, else the repository's
 
 
 def engine_version(root: Path) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.events import Event
+from engine.core.events import Event
 from engine.runtime.yard import Yard
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 

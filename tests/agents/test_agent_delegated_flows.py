@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import Event
+from engine.core.events import Event
 from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]

@@ -9,8 +9,8 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from engine.compile import compile_flow
-from engine.pinned import make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate.semantic import check_project
 
 Yard = Callable[[dict[str, str]], Path]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, build_registry
 from engine.validate.semantic import check_project

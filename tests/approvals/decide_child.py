@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from engine import Yard
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 
 
 def main(root: Path, run_id: str, name: str) -> None:

@@ -145,7 +145,7 @@ def test_a_second_decision_on_a_decided_gate_is_refused(yard: Path, cli: Cli) ->
 
 def test_python_api_decisions(yard: Path) -> None:
     from engine import Yard
-    from engine.decisions import DecisionRefused
+    from engine.spec.decisions import DecisionRefused
 
     with Yard.load(yard) as api:
         waiting = api.run("pay", {"amount": 1})

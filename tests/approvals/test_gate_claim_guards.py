@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import AlreadyDecided, NotWaiting
-from engine.events import RunStatus
+from engine.core.events import RunStatus
+from engine.spec.decisions import AlreadyDecided, NotWaiting
 from engine.state import gates, liveness, store
 from engine.state.checkpointer import StateDB
 from engine.state.database import Connection

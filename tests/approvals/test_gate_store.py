@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import NotWaiting
-from engine.events import RunStatus
+from engine.core.events import RunStatus
+from engine.spec.decisions import NotWaiting
 from engine.state import gates, liveness, store
 from engine.state.checkpointer import StateDB
 from engine.state.location import locate

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import Yard
-from engine.events import now_iso
+from engine.core.events import now_iso
 from engine.state import gates, liveness, store
 from engine.state.liveness import Owner
 from tests.approvals.conftest import decided, paused, state

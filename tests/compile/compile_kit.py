@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.compile import CompiledFlow, RunContext
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import load_project
 from engine.models import ModelResolver, scripted
-from engine.pinned import Bundle, make_bundle
-from engine.project import load_project
 
 # Deterministic transform blocks most tests share.
 BLOCKS: dict[str, str] = {

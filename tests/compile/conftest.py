@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.compile import CompiledFlow, compile_flow
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 from tests.compile.compile_kit import yard_bundle
 
 

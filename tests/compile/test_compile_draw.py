@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.compile import CompiledFlow
-from engine.pinned import Bundle, make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import load_project
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

@@ -19,8 +19,8 @@ import yaml
 
 from engine.compile import CompiledFlow
 from engine.compile.draw import draw
-from engine.pinned import make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from tests.compile.test_compile_draw import CHILD, DAG, EVERYTHING, SNAPSHOTS
 
 START, END = "__start__", "__end__"

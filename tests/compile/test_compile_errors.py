@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.compile import CompiledFlow, StepFailed
-from engine.errors import RunError
+from engine.core.errors import RunError
 from tests.compile.compile_kit import FakeTools, run
 
 

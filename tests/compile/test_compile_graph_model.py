@@ -13,8 +13,8 @@ import pytest
 from engine.cli import main
 from engine.compile.draw import FORMATS, as_json, draw, mermaid
 from engine.compile.flowgraph import FlowGraph, flow_graph
-from engine.pinned import Bundle, make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import Bundle, make_bundle
+from engine.definitions.project import load_project
 from tests.compile.test_compile_draw import CHILD, DAG, EVERYTHING
 
 

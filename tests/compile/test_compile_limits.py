@@ -8,7 +8,7 @@ from langgraph.errors import GraphRecursionError
 
 from engine.compile import CompiledFlow, StepFailed
 from engine.compile.foreach import MAX_ITEMS
-from engine.errors import RunError
+from engine.core.errors import RunError
 from tests.compile.compile_kit import run
 
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.compile import compile_flow
-from engine.load import parse_value
-from engine.pinned import Bundle
+from engine.definitions.load import parse_value
+from engine.definitions.pinned import Bundle
 from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async
 
 MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())

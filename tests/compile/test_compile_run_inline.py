@@ -19,10 +19,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from engine.compile import CompiledFlow, RunContext, compile_flow
 from engine.compile.inline import YIELD_EVERY
-from engine.load import parse_value
+from engine.definitions.load import parse_value
+from engine.definitions.pinned import Bundle
 from engine.models import ModelResolver, scripted
 from engine.nodes.context import Restored
-from engine.pinned import Bundle
 from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async, yard_bundle
 
 MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())

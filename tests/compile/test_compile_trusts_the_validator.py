@@ -16,12 +16,12 @@ import pytest
 from engine.agents.plan import AgentFailed
 from engine.compile import compile_flow
 from engine.compile.blockstep import BlockStep
-from engine.errors import BlockyardError, RunError
+from engine.core.errors import BlockyardError, RunError
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from engine.models.errors import ModelError
 from engine.nodes import errors, events
 from engine.nodes.errors import InternalError, Problem, StepFailed, internal
-from engine.pinned import make_bundle
-from engine.project import load_project
 from engine.smart import lm
 from engine.validate.codes import all_codes
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from engine.core.usage import Spend
 from engine.evals.assertions import check, label
 from engine.models.mock_judge import judge_verdict
 from engine.spec.evals import Assertion
-from engine.usage import Spend
 
 OUTPUTS = {"greeting": "Hello Ada!", "words": 2, "tags": ["warm", "short"]}
 DECLARED = ("greeting", "words", "tags")

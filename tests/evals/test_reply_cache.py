@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from engine.core.usage import ModelCall
 from engine.evals.cache import FolderCache
 from engine.models.agentic import TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
@@ -22,7 +23,6 @@ from engine.models.pricing import Price
 from engine.models.providers.mock import MockGenerator
 from engine.models.resolver import ModelResolver
 from engine.spec import ConfigSpec, ModelProfile
-from engine.usage import ModelCall
 from tests.support.openai_stub import OpenAIStub, Reply
 
 SCHEMA = {"type": "object", "properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}

@@ -4,7 +4,7 @@ file, and hostile arguments get a clear answer (never exit 4).
 - A model's files must never become what the next run reads: an output folder (`blockyard run
   --output`, the HTTP body's `output_dir`, a flow's `output_dir`) that is, lies inside or contains
   the yard's definitions, code (`paths.code`), prompt folders or configuration is refused — exit 2,
-  HTTP 422, BY435 at the flow file's line and column (engine/outputdir.py).
+  HTTP 422, BY435 at the flow file's line and column (engine/definitions/outputdir.py).
 - `blockyard import reactflow|taskplan --name` is a flow's name, never a path: nothing is written
   outside the yard or in a subfolder (engine/interchange/files.py, `check_name`).
 - A React Flow graph nested 100,000 deep, a 300-character `--name` and a 100,000-character `diff`

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from engine.cli import main
+from engine.definitions.project import load_project
 from engine.interchange.compose import ComposeFailed, compose
 from engine.models.providers.mock import MockGenerator
 from engine.models.script import MockScript
 from engine.models.structured import StructuredClient
-from engine.project import load_project
 from engine.spec import ModelProfile
 from tests.serve.test_serve_plans import ANSWER, REFUND
 

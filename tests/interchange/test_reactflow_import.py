@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from engine.cli import main
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.runtime.yard import Yard
 from tests.support import processes
 

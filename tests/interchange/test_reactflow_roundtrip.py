@@ -14,7 +14,7 @@ import pytest
 from engine.cli import main
 from engine.compile.draw import as_json
 from engine.compile.flowgraph import flow_graph
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.runtime.yard import Yard
 from engine.spec import TypeSpec
 

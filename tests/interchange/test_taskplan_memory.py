@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from engine.cli import main
+from engine.definitions.project import load_project
 from engine.interchange.compose import catalog
 from engine.interchange.taskplan import check_plan, plan_flow, read_plan
-from engine.project import load_project
 
 REPO = Path(__file__).resolve().parents[2]
 LUNCH_PLAN = REPO / "plans" / "order_lunch.json"

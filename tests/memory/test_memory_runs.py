@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from engine import Yard
+from engine.definitions.project import load_project
 from engine.models import MockScript, StructuredRequest, scripted
-from engine.project import load_project
 from engine.state.location import locate
 from engine.state.memory import history, open_store, preferences
 from tests.support.cli import Cli

@@ -12,7 +12,7 @@ import openai
 import pytest
 from langgraph.errors import NodeTimeoutError
 
-from engine.errors import BlockyardError, ValidationFailed
+from engine.core.errors import BlockyardError, ValidationFailed
 from engine.models import ModelError, ModelOutputError, is_transient
 from engine.tools import ToolError
 

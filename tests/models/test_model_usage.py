@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from engine.events import Event
+from engine.core.events import Event
+from engine.core.usage import ModelCall
 from engine.models import calls
 from engine.models.pricing import Price, price_of, table_path
 from engine.runtime.yard import Yard
 from engine.spec import ModelProfile
 from engine.spec.common import Pricing
-from engine.usage import ModelCall
 from tests.models.model_helpers import make_request
 from tests.models.test_google_provider import TEXT_SCHEMA, google_model
 from tests.support.gemini_stub import GeminiReply, GeminiStub

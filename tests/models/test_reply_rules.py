@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from engine.cli.flowtests import load_tests
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
 from engine.models import ModelError, ModelResolver, TurnRequest, scripted
 from engine.models.replies import reply_problems
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
@@ -108,7 +108,7 @@ def test_flow_test_files_refuse_malformed_rules_at_line_and_column(tmp_path: Pat
 
 
 def test_blockyard_yaml_refuses_malformed_rules_at_line_and_column(make_yard: Any) -> None:
-    from engine.project import load_project
+    from engine.definitions.project import load_project
     from engine.validate.semantic import check_project
 
     root = make_yard({"blockyard.yaml": "models:\n  default:\n    provider: mock\n    replies:\n      s:\n"

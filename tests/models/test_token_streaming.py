@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from engine.cli import main
-from engine.events import EventDict
+from engine.core.events import EventDict
 from engine.models import ModelResolver, TurnRequest
 from engine.models.agentic import function_tool
 from engine.models.streaming import FieldText, text_field

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from tests.review.mermaid_check import mermaid_problems
 from tests.review.mermaid_render import Rendered, marking_problems, mermaid_js, mermaid_page, render, rgb
 from tests.review.yardgit import BASE, POLISH, changed_yard, commit, repo

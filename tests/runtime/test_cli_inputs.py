@@ -11,9 +11,9 @@ import pytest
 
 from engine.cli import main
 from engine.cli.run import gather_inputs
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.spec import TypeSpec
-from engine.typecheck import coerce_inputs
+from engine.spec.typecheck import coerce_inputs
 
 DOUBLE = """
 block: double

@@ -23,7 +23,7 @@ from tests.support.example import REPO, copy_example_yard
 # (croniter for schedules: `run` checks the flow's closure, not the whole yard; RE2 stays, for the regex
 # rules of blockyard.yaml's scripted replies, which every flow's check reads: ~3 ms);
 # the TaskPlan converter (`run --plan`) and anyio's portal (the sync API); jsonschema and what it loads (a
-# reply to the outputs' schema is checked by engine/typecheck.py's schema_verdict); the constructs hello does
+# reply to the outputs' schema is checked by engine/spec/typecheck.py's schema_verdict); the constructs hello does
 # not have (each loads with the first step that needs it: engine/compile/constructs.py) and the agents and
 # smart blocks' executors (engine/executors/__init__.py, engine/compile/wired.py); the graph model and its
 # drawings (`blockyard graph`).
@@ -33,7 +33,7 @@ NOT_NEEDED = ("jsonschema", "attr", "referencing", "engine.agents", "engine.smar
               "langchain_openai", "openai", "anthropic", "langchain_anthropic", "langchain_google_genai",
               "google.genai", "fastapi", "starlette", "uvicorn", "dspy", "mcp", "engine.serve",
               "engine.cli.interchange", "engine.interchange.reactflow", "engine.cli.export",
-              "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.cron",
+              "numpy", "sqlite_vec", "langgraph.store.sqlite", "croniter", "engine.spec.cron",
               "engine.interchange.taskplan", "engine.spec.interchange", "anyio.from_thread",
               "engine.compile.draw", "engine.compile.flowgraph")
 # ... and on a state database that is a file, the Postgres client and backend (in the suite's Postgres pass

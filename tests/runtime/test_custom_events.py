@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.events import Sequencer
-from engine.project import load_project
+from engine.core.events import Sequencer
+from engine.definitions.project import load_project
 from engine.runtime.yard import Yard
 from engine.validate.semantic import check_project
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.runtime.yard import Yard
 from engine.state.durable import GroupCommitted
 from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, spawn

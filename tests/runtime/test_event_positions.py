@@ -15,7 +15,7 @@ import pytest
 
 from engine import Yard
 from engine.cli.progress import LiveTable, PlainLines
-from engine.events import Event, Sequencer
+from engine.core.events import Event, Sequencer
 
 FILES = {
     "blocks/double.yaml": """

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine import Yard
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from tests.runtime.conftest import BLOCKS, CONFIG, FLOWS
 from tests.support.state import checkpoint_tables, state_db
 

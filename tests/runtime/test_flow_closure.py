@@ -14,10 +14,10 @@ import pytest
 
 from engine import Yard
 from engine.cli import main
-from engine.closure import closure, flow_problems
-from engine.diagnostics import Diagnostic
-from engine.errors import ValidationFailed
-from engine.project import FlowDef, Project, load_project
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import ValidationFailed
+from engine.definitions.closure import closure, flow_problems
+from engine.definitions.project import FlowDef, Project, load_project
 from engine.validate import semantic
 
 Run = Callable[..., tuple[int, str, str]]

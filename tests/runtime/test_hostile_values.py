@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.decisions import DecisionRefused
 from engine.models import TurnRequest, scripted
 from engine.runtime.yard import Yard
 from engine.spec import parse_duration
 from engine.spec.common import MAX_DURATION
+from engine.spec.decisions import DecisionRefused
 from engine.state import gates
 from tests.runtime.conftest import Outcome, run_engine, subprocess_env
 from tests.support import processes
@@ -212,7 +212,7 @@ def test_the_same_from_a_real_command_line(root: Path) -> None:
 
 
 def test_python_api_refuses_huge_inputs_and_surrogates(yard: Yard) -> None:
-    from engine.errors import UsageError
+    from engine.core.errors import UsageError
 
     with pytest.raises(UsageError, match="input 'n' is an integer outside the 64-bit range"):
         yard.run("power", {"n": 2**64})
@@ -245,7 +245,7 @@ def test_a_template_result_beyond_64_bits_fails_the_step_and_the_run_can_be_show
     outcome = cli(root, "run", "power", "--run-id", "big-1")
     no_crash(outcome)
     assert outcome.code == 1
-    # the template's own bound (engine/template_limits.py) refuses it before the value reaches the state
+    # the template's own bound (engine/templates/limits.py) refuses it before the value reaches the state
     assert "step 'raise'" in outcome.err and "exceeds the 64-bit limit" in outcome.err
     shown = cli(root, "runs", "show", "big-1")
     no_crash(shown)

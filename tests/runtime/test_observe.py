@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import RunStatus, Sequencer
+from engine.core.events import RunStatus, Sequencer
 from engine.runtime import observe
 from engine.serve.metrics import Metrics
 from engine.state.store import RunRecord

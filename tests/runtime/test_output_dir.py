@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import Yard
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from tests.runtime.conftest import Outcome
 from tests.support.coder_yard import CODER_YARD
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from engine.cli.progress import JsonLines, LiveTable, PlainLines, format_duration
-from engine.events import Event, Sequencer
+from engine.core.events import Event, Sequencer
 
 
 class Terminal(io.StringIO):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import UsageError
-from engine.events import Event, RunStatus, Sequencer, now_iso, parse_time
+from engine.core.errors import UsageError
+from engine.core.events import Event, RunStatus, Sequencer, now_iso, parse_time
 from engine.state import liveness, migrations, store
 from engine.state.checkpointer import StateDB
 from engine.state.database import StateError

@@ -14,7 +14,7 @@ import pytest
 
 from engine import Yard
 from engine.cli.runs import step_summary
-from engine.events import RunStatus, Sequencer
+from engine.core.events import RunStatus, Sequencer
 from engine.state import backends, migrations, store
 from tests.runtime.conftest import Outcome, subprocess_env
 

@@ -21,7 +21,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from engine import Yard
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.executors import smart as smart_executor
 from engine.state.memory import unpack
 from tests.runtime.conftest import subprocess_env

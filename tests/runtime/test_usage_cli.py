@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.usage import Spend, money
+from engine.core.usage import Spend, money
 from tests.runtime.conftest import subprocess_env
 from tests.support.cli import Outcome
 from tests.support.openai_stub import OpenAIStub, Reply

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine import Yard
-from engine.errors import UsageError, ValidationFailed
-from engine.events import Event
+from engine.core.errors import UsageError, ValidationFailed
+from engine.core.events import Event
 from engine.state import store
 from tests.runtime.conftest import subprocess_env
 from tests.support import processes

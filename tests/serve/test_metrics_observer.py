@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.events import RunStatus, Sequencer
+from engine.core.events import RunStatus, Sequencer
 from engine.serve.metrics import OTHER, Metrics
 from engine.state.store import RunRecord
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.serve import auth, hosts
 from engine.serve.bodies import CROSS_ORIGIN, INT64_MAX, NOT_AN_OBJECT, ResumeRequest
 from engine.serve.logs import LOGGER

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import check_decision
-from engine.events import now_iso
+from engine.core.events import now_iso
 from engine.runtime import approvals
 from engine.serve.clock import ManualClock
+from engine.spec.decisions import check_decision
 from engine.state import gates
 from engine.state.liveness import Owner
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, read_sse, start_gated_run, wait_run

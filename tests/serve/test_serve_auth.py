@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.serve.auth import authorized, is_loopback, is_public, server_token
 
 

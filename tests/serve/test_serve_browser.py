@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventType
+from engine.core.events import EventType
 from tests.serve.serve_helpers import ADD_FLOW, GATED_FLOW, YARD, Live, start_gated_run
 from tests.support.coder_yard import CODER_YARD
 from tests.support.example import copy_example_yard

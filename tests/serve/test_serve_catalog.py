@@ -129,8 +129,8 @@ def test_the_concurrency_limit_comes_from_the_config(make_yard: Callable[[dict[s
 
 
 def test_a_flow_that_does_not_compile_is_held_back(yard: Path) -> None:
-    from engine.errors import BlockyardError
-    from engine.pinned import Bundle
+    from engine.core.errors import BlockyardError
+    from engine.definitions.pinned import Bundle
     from engine.serve.catalog import COMPILE_ERROR
 
     def compiler(bundle: Bundle) -> None:
@@ -148,7 +148,7 @@ def test_a_flow_that_does_not_compile_is_held_back(yard: Path) -> None:
 
 
 def test_a_compiler_crash_holds_back_only_that_flow(yard: Path) -> None:
-    from engine.pinned import Bundle
+    from engine.definitions.pinned import Bundle
 
     def compiler(bundle: Bundle) -> None:
         if bundle.name == "slow":

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventDict
+from engine.core.events import EventDict
 from engine.serve import broker as broker_module
 from engine.serve.broker import Broker
 from engine.serve.follow import follow

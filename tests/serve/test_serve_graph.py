@@ -9,8 +9,8 @@ from pathlib import Path
 
 from engine.compile.draw import as_json, mermaid
 from engine.compile.flowgraph import flow_graph
-from engine.pinned import make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from tests.serve.serve_helpers import Live, wait_run
 
 ROUTED = """

@@ -158,7 +158,7 @@ def test_a_token_server_checks_hosts_only_when_they_are_configured(
 
 
 def test_a_bad_allowed_hosts_entry_is_a_validation_error(make_yard: Callable[[dict[str, str]], Path]) -> None:
-    from engine.project import load_project
+    from engine.definitions.project import load_project
 
     good = with_config(make_yard, "server:\n  allowed_hosts: [a.example, 'b.example:8443', '[::1]:80', '*']\n"
                                   "  max_body_bytes: 1000\n  max_input_bytes: 100\n")

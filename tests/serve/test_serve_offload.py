@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventDict
+from engine.core.events import EventDict
 from engine.serve.offload import RunLoop
 
 

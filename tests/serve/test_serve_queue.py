@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.state.location import locate
 from tests.conftest import skip_or_fail, test_backend
 from tests.serve.serve_helpers import ADDER, Live, ServeProcess, free_socket, is_up, stop_all, wait_for

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.serve.logs import LOGGER
 from engine.state.database import StateError
 from engine.state.location import URL_ENV

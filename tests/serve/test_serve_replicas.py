@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.serve.catalog import load_catalog
 from engine.serve.clock import ManualClock
 from engine.serve.schedules import Scheduler, ScheduleStore, schedule_key

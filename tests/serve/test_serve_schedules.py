@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.serve.catalog import Catalog, FlowEntry, load_catalog
 from engine.serve.clock import ManualClock
 from engine.serve.schedules import Scheduler, ScheduleState, ScheduleStore
+from engine.spec.cron import fire_times, latest_fire, next_fire, schedule_problem
 from engine.spec.flow import ScheduleSpec
 from engine.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.serve.serve_helpers import YARD

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.usage import Spend, money
+from engine.core.usage import Spend, money
 from tests.serve.serve_helpers import GATED_FLOW, YARD, Live, start_gated_run
 from tests.support.openai_stub import OpenAIStub, Reply
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.usage import Spend
+from engine.core.usage import Spend
 from tests.serve.serve_helpers import ADDER, Live, wait_for
 from tests.support.cli import Cli
 from tests.support.priced_yard import EXPLODE, FRAGILE, GREET, PRICED_MOCK, TOOLS, TOOLS_CONFIG

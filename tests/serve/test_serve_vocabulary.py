@@ -1,4 +1,4 @@
-"""GET /vocabulary: the engine's event types (and the other names of engine/events.py a client shows), which
+"""GET /vocabulary: the engine's event types (and the other names of engine/core/events.py a client shows), which
 the web page reads instead of keeping a list of its own that a new event type would not be in (issue 32: the
 page showed `file_written` as a step's custom event). The page's use of it, in a browser:
 tests/serve/test_serve_browser.py."""
@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.events import EventType, RunStatus
+from engine.core.events import EventType, RunStatus
 from engine.serve.routes.meta import WEB
 from tests.serve.serve_helpers import Live
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.pinned import make_bundle
-from engine.project import load_project
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine.compile import compile_flow
-from engine.errors import UsageError
+from engine.core.errors import UsageError
+from engine.definitions.pinned import make_bundle
+from engine.definitions.project import load_project
 from engine.nodes.errors import CompileError
-from engine.pinned import make_bundle
-from engine.project import load_project
 from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, run_flow, stub_config
 from tests.support.gemini_stub import GeminiReply, GeminiStub
 from tests.support.openai_stub import OpenAIStub, Reply
@@ -158,8 +158,8 @@ def test_dspy_is_imported_at_the_first_prediction_not_at_compile(make_yard: Yard
 
     root = smart_yard(make_yard)
     probe = ("import sys\nfrom pathlib import Path\n"
-             "from engine.compile import compile_flow\nfrom engine.pinned import make_bundle\n"
-             "from engine.project import load_project\nfrom engine import Yard\n"
+             "from engine.compile import compile_flow\nfrom engine.definitions.pinned import make_bundle\n"
+             "from engine.definitions.project import load_project\nfrom engine import Yard\n"
              "compile_flow(make_bundle(load_project(Path(sys.argv[1])), 'sum'))\n"
              "print('compiled', 'dspy' in sys.modules)\n"
              "done = Yard.load(sys.argv[1]).run('sum', {'text': 'Markets fell.'})\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.state import fencing, liveness, store
 from engine.state.checkpointer import StateDB
 from engine.state.location import locate

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine import Yard
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from tests.runtime.conftest import BLOCKS, CONFIG, FLOWS
 from tests.support.cli import Cli
 from tests.support.state import state_db, state_file

@@ -29,7 +29,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.database import Connection, StateError

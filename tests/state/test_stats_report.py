@@ -9,10 +9,10 @@ import pytest
 
 from engine.cli.runs import compact
 from engine.cli.stats import render
-from engine.errors import UsageError
+from engine.core.errors import UsageError
+from engine.core.usage import Spend
 from engine.state import stats
 from engine.state.stats import Report, Row, Window
-from engine.usage import Spend
 
 NOW = datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from engine.events import STEP_FINISHED, STEP_STARTED, Event, now_iso
+from engine.core.events import STEP_FINISHED, STEP_STARTED, Event, now_iso
 from engine.state import store
 from engine.state.checkpointer import StateDB
 from engine.state.location import locate

@@ -8,7 +8,7 @@ and pytest's own cleanup at the end of a session collects five times more (0.2-0
 collector stays on, at its default thresholds, for everything the tests make. Measured with -n 0 over
 tests/compile, tests/runtime and tests/validate: 4.1 s of CPU in the collector before, 2.7 s after.
 
-The engine's own handling of the collector (engine/gcpause.py, engine/cli/startup.py) is tested in
+The engine's own handling of the collector (engine/core/gcpause.py, engine/cli/startup.py) is tested in
 processes of its own (tests/runtime/test_cold_start.py, tests/serve/test_serve_collector.py) or by what it
 changes (tests/test_gcpause.py), never by the state the worker's collector is in.
 """

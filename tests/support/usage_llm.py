@@ -1,5 +1,5 @@
 """A loopback OpenAI-compatible chat server that reports token usage, as vLLM, Ollama or OpenAI do: for
-tests of what the engine records of model calls (engine/usage.py) and exports (engine/telemetry).
+tests of what the engine records of model calls (engine/core/usage.py) and exports (engine/telemetry).
 
     with UsageLLM() as llm:
         ...  # blockyard.yaml: models: {default: {provider: openai, base_url: <llm.base_url>, name: usage-model}}

@@ -159,7 +159,7 @@ def test_a_forked_child_makes_ids_of_its_own() -> None:
 
 
 def test_event_times_read_as_nanoseconds_since_the_epoch() -> None:
-    """An event's time (ISO-8601 UTC with milliseconds, engine/events.py) as a span's start or end."""
+    """An event's time (ISO-8601 UTC with milliseconds, engine/core/events.py) as a span's start or end."""
     for text in ("2026-11-28T07:15:28.123Z", "1999-12-31T23:59:59.999Z", "2028-02-29T00:00:00.000Z"):
         moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         whole = int((moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())

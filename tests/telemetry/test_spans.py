@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine import Yard
-from engine.events import Event, RunStatus
+from engine.core.events import Event, RunStatus
 from engine.runtime.execution import RunResult, collect
 from engine.state import store
 from engine.state.store import RunRecord

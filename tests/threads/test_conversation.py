@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import Yard
+from engine.definitions.project import load_project
 from engine.models import StructuredRequest, TurnRequest
 from engine.models.script import scripted
-from engine.project import load_project
 from engine.validate.semantic import check_project
 from tests.runtime.conftest import subprocess_env
 from tests.support import processes

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import Yard
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from tests.support.cli import Cli
 from tests.support.example import copy_example_yard
 

@@ -14,7 +14,8 @@ CODE = re.compile(r"\bBY\d{3}\b")
 
 def _validate_path_sources() -> list[Path]:
     """The modules `blockyard validate` runs (the server's own BY6xx codes are outside this registry)."""
-    return [ENGINE / "load.py", ENGINE / "project.py", *sorted((ENGINE / "validate").rglob("*.py"))]
+    loading = [ENGINE / "definitions" / "load.py", ENGINE / "definitions" / "project.py"]
+    return [*loading, *sorted((ENGINE / "validate").rglob("*.py"))]
 
 
 def test_every_code_validate_emits_is_registered() -> None:

@@ -1,5 +1,5 @@
 """A template expression over the limits whatever blockyard.yaml sets fails every run: `blockyard validate`
-says so at its place, naming what is too big and the limit it passes (BY411, engine/templates.py
+says so at its place, naming what is too big and the limit it passes (BY411, engine/templates/render.py
 `constant_problem`) — sized before anything is computed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate.semantic import check_project
 
 INC = "block: inc\nkind: transform\ninputs: {n: {type: any, default: 0}}\noutputs: {n: {type: any}}\ncompute: {n: n}\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate.semantic import check_project
 from tests.support.cli import Cli
 

@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from engine.cli.starter import FILES, init_command
-from engine.schema import schema_dir
+from engine.definitions.schema import schema_dir
 from engine.spec.export import BASE_ID, SCHEMAS, render
 
 REPO = Path(__file__).resolve().parents[2]

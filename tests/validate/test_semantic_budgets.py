@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.compile.foreach import MAX_ITEMS
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate import semantic
 from engine.validate.command import validate_command
 from engine.validate.semantic.budgets import FOREACH_ITEMS, literal_items

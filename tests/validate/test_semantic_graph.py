@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.spec import END
 from engine.spec.flow import enum_text
 from engine.validate.semantic import control

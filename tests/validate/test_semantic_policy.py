@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate import semantic
 
 POLICY = """\

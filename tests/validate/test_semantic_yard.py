@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from engine.project import Project, load_project
+from engine.definitions.project import Project, load_project
 from engine.spec import BLOCK_KINDS, ApprovalSpec, StepSpec
 from engine.spec.walk import walk_steps
 from engine.validate.codes import SEMANTIC, WARNINGS

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import engine.validate.semantic as semantic
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError
-from engine.project import Project
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError
+from engine.definitions.project import Project
 from engine.validate.command import find_root, validate, validate_command
 from tests.conftest import skip_or_fail
 

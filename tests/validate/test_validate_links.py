@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate.command import validate, validate_command
 from tests.conftest import skip_or_fail
 

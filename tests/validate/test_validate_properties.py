@@ -18,9 +18,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import schema
-from engine.diagnostics import Diagnostic
-from engine.load import LoadError, load_bytes
+from engine.core.diagnostics import Diagnostic
+from engine.definitions import schema
+from engine.definitions.load import LoadError, load_bytes
 from engine.validate.codes import all_codes
 from engine.validate.command import validate
 

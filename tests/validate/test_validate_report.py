@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.diagnostics import Diagnostic
+from engine.core.diagnostics import Diagnostic
 from engine.validate.codes import all_codes
 from engine.validate.report import REPORTERS, Report
 

@@ -12,7 +12,7 @@ import random
 import time
 from pathlib import Path
 
-from engine.project import load_project
+from engine.definitions.project import load_project
 from engine.validate.semantic import check_project
 from engine.validate.semantic.graph import bits, reach_masks, reachable
 

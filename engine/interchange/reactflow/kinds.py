@@ -9,7 +9,7 @@ from typing import Any
 from engine.interchange.blocks import slug
 from engine.interchange.reactflow.messages import MessageKeys
 from engine.interchange.reactflow.model import CONDITIONS, END, EXITS, MESSAGE, Node
-from engine.templates import TemplateError, references
+from engine.templates.render import TemplateError, references
 
 
 class NodeKinds(MessageKeys):

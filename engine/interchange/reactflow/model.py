@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
+from engine.definitions.load import MAX_DEPTH
 from engine.interchange.blocks import BlockPlacer, slug
-from engine.load import MAX_DEPTH
 
 NODE_TYPES = ("agent", "tool", "smart_node", "router", "iterator", "block", "loop", "map", "approval",
               "subflow", "end")
@@ -83,7 +83,7 @@ def as_list(value: Any) -> list[Any]:
 
 
 def parse_json(text: str | bytes, where: str) -> Any:
-    """The graph's JSON, nested at most MAX_DEPTH levels like any document of the yard (engine/load.py):
+    """The graph's JSON, nested at most MAX_DEPTH levels like any document of the yard (engine/definitions/load.py):
     deeper is refused as a problem of the graph, never a RecursionError of the parser or the converter."""
     try:
         value = json.loads(text)

@@ -1,4 +1,4 @@
-"""`provider: anthropic` — the optional `anthropic` extra (engine/extras.py names its install)."""
+"""`provider: anthropic` — the optional `anthropic` extra (engine/core/extras.py names its install)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TypedDict
 
 from pydantic import SecretStr
 
-from engine import extras
+from engine.core import extras
 from engine.models.errors import ModelError
 from engine.models.providers.chat import ChatGenerator
 from engine.spec import ModelProfile, parse_duration

@@ -12,7 +12,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from engine import extras
+from engine.core import extras
 from engine.models.errors import ModelError
 from engine.models.providers.chat import ChatGenerator
 from engine.spec import ModelProfile, parse_duration

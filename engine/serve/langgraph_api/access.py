@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.serve.langgraph_api import state
 from engine.serve.problems import ApiError, not_found
 from engine.serve.run_service import RunService

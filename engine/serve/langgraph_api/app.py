@@ -6,11 +6,11 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-from engine.errors import BlockyardError
+from engine.core.errors import BlockyardError
+from engine.core.version import __version__
 from engine.serve import problems
 from engine.serve.langgraph_api import assistants, bulk, runs, store, thread_stream, threads
 from engine.serve.server import Server
-from engine.version import __version__
 
 
 def create_langgraph_app(server: Server) -> FastAPI:

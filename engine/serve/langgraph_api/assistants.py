@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from engine.compile.flowgraph import flow_graph
+from engine.core.version import __version__
 from engine.serve.bodies import read_body
 from engine.serve.catalog import FlowEntry
 from engine.serve.langgraph_api.access import ServerDep
@@ -16,7 +17,6 @@ from engine.serve.langgraph_api.bodies import AssistantSearch
 from engine.serve.langgraph_api.schemas import graph, graph_schemas
 from engine.serve.langgraph_api.shapes import assistant
 from engine.serve.server import Server
-from engine.version import __version__
 
 router = APIRouter(tags=["langgraph: assistants"])
 

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.serve.bodies import read_body, read_body_list
 from engine.serve.jobs import Job
 from engine.serve.langgraph_api import runs, threads

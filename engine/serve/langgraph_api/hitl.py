@@ -5,7 +5,7 @@ LangChain v1's HumanInTheLoopMiddleware interrupts with `{"action_requests": [{n
 [{"type": "approve" | "edit" | "reject", ...}]}`, one decision per action request; agent-chat-ui draws its
 decision form for exactly that (docs/langgraph-api.md). A gate is one action: its name, its fields as the
 args (each field's default), its message as the description. Its decisions map onto the engine's one shape
-(`{approve, values, reason}`, engine/decisions.py), which the runtime then judges like any other.
+(`{approve, values, reason}`, engine/spec/decisions.py), which the runtime then judges like any other.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.load import parse_value
+from engine.core.values import ValueDomainError
+from engine.definitions.load import parse_value
 from engine.serve.problems import ApiError
-from engine.values import ValueDomainError
 
 DECISION_TYPES = ("approve", "edit", "reject", "respond")
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object"})

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.pinned import Bundle
+from engine.core.usage import SPEND_KEYS, Spend
+from engine.definitions.pinned import Bundle
 from engine.serve.problems import ApiError
 from engine.state.messages import Message
-from engine.usage import SPEND_KEYS, Spend
 
 HUMAN_TYPES = ("human", "user")
 

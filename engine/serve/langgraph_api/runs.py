@@ -21,8 +21,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from engine.errors import BlockyardError
-from engine.events import MODEL_CALL, RunStatus, now_iso
+from engine.core.errors import BlockyardError
+from engine.core.events import MODEL_CALL, RunStatus, now_iso
+from engine.core.usage import Spend
 from engine.serve.bodies import read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
@@ -41,7 +42,6 @@ from engine.state import store, threads
 from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status
 from engine.telemetry.traceparent import HEADER as TRACEPARENT
-from engine.usage import Spend
 
 router = APIRouter(tags=["langgraph: runs"])
 DEFAULT_MODES = ("values",)  # what a run streams when its request names no stream_mode

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.compile.flowgraph import FlowGraph
-from engine.pinned import Bundle
+from engine.definitions.pinned import Bundle
 from engine.serve.langgraph_api.messages import message_input
-from engine.typecheck import type_schema
+from engine.spec.typecheck import type_schema
 
 MESSAGES_SCHEMA: dict[str, Any] = {
     "type": "array", "items": {"type": "object"},

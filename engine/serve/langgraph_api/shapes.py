@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
 from engine.serve.catalog import FlowEntry
 
 # A Blockyard run status as a LangGraph run status; a run waiting at an approval gate is `interrupted`.

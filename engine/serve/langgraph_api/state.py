@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
+from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.langgraph_api.shapes import iso, thread_status

@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import Request
 from sse_starlette import ServerSentEvent
 
-from engine.events import (
+from engine.core.events import (
     APPROVAL_REQUIRED,
     EVENT_TYPES,
     MODEL_CALL,
@@ -41,12 +41,12 @@ from engine.events import (
     TOOL_CALL,
     RunStatus,
 )
+from engine.core.usage import Spend
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.problems import ApiError
 from engine.serve.sse import MAX_SEQ
 from engine.state import threads
-from engine.usage import Spend
 
 SUPPORTED_MODES = frozenset({"values", "updates", "messages", "messages-tuple", "custom", "events"})
 

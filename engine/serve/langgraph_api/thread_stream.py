@@ -17,7 +17,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from engine.events import now_iso
+from engine.core.events import now_iso
 from engine.serve.jobs import Job
 from engine.serve.langgraph_api import runs
 from engine.serve.langgraph_api.access import ServerDep, view_of

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.events import RunStatus, now_iso
+from engine.core.events import RunStatus, now_iso
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api import state
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of

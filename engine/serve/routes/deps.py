@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import Request
 
-from engine.errors import BlockyardError
-from engine.events import EventDict
+from engine.core.errors import BlockyardError
+from engine.core.events import EventDict
 from engine.serve.follow import TraceReader
 from engine.serve.jobs import Job
 from engine.serve.problems import ApiError, from_engine

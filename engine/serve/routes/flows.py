@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compile.reactflow import reactflow
-from engine.cron import next_fire
 from engine.serve.bodies import RunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
 from engine.serve.follow import follow
@@ -17,6 +16,7 @@ from engine.serve.jobs import Job
 from engine.serve.routes.deps import get_server, job_outcome, trace_reader
 from engine.serve.server import Server
 from engine.serve.sse import stream, wants_stream
+from engine.spec.cron import next_fire
 from engine.telemetry.traceparent import HEADER as TRACEPARENT
 
 router = APIRouter(tags=["flows"])

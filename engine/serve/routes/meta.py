@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import FileResponse
 
-from engine.events import EVENT_TYPES, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES, RunStatus
+from engine.core.events import EVENT_TYPES, RESERVED_EVENT_NAMES, STEP_EVENT_TYPES, TERMINAL_TYPES, RunStatus
 from engine.serve.routes.deps import get_server
 from engine.serve.server import Server
 
@@ -16,7 +16,7 @@ router = APIRouter()
 ServerDep = Annotated[Server, Depends(get_server)]
 WEB = Path(__file__).resolve().parents[1] / "web"
 
-# The engine's names a client shows, from their one declaration (engine/events.py): the web page reads them
+# The engine's names a client shows, from their one declaration (engine/core/events.py): the web page reads them
 # here, so a new event type is never taken for a step's custom event (`emit:`) by a list of the page's own.
 VOCABULARY: dict[str, list[str]] = {
     "event_types": [str(kind) for kind in EVENT_TYPES],
@@ -58,7 +58,7 @@ async def diagnostics(server: ServerDep) -> dict[str, Any]:
             description="`event_types` (every type the engine emits; any other type is a step's custom event), "
                         "`step_event_types`, `terminal_event_types` (those that end an execution), "
                         "`reserved_event_names` (what a custom event may not be called: BY425), `run_statuses`; "
-                        "from engine/events.py. The web page tells the engine's events from custom ones by it "
+                        "from engine/core/events.py. The web page tells the engine's events from custom ones by it "
                         "(docs/serve.md).")
 async def vocabulary() -> dict[str, list[str]]:
     return VOCABULARY

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
+from engine.definitions.load import Document, LoadError, load_bytes
+from engine.definitions.project import load_project
 from engine.interchange.taskplan import PlanError, plan_bundle
-from engine.load import Document, LoadError, load_bytes
-from engine.project import load_project
 from engine.serve.bodies import PlanRunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
 from engine.serve.problems import ApiError

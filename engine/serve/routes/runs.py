@@ -8,7 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
+from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
+from engine.core.usage import Spend
 from engine.serve.bodies import ResumeRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.problems import ApiError, not_found
@@ -18,7 +19,6 @@ from engine.serve.server import Server
 from engine.serve.sse import last_event_id, stream, wants_stream
 from engine.state.stats import usage_dict
 from engine.telemetry.traceparent import HEADER as TRACEPARENT
-from engine.usage import Spend
 
 router = APIRouter(tags=["runs"])
 ServerDep = Annotated[Server, Depends(get_server)]

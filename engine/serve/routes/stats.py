@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
 from engine.serve.problems import ApiError
 from engine.serve.routes.deps import get_server
 from engine.serve.server import Server

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import ServerSentEvent
 
-from engine.diagnostics import did_you_mean
-from engine.errors import BlockyardError
-from engine.events import RunStatus
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import BlockyardError
+from engine.core.events import RunStatus
 from engine.serve.bodies import ThreadRequest, TurnRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job

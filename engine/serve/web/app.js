@@ -228,7 +228,7 @@ function renderRun(run, status) {
   $("run-graph").replaceChildren(run.reactflow ? drawGraph(run.reactflow, status) : h("span"));
 }
 
-// The engine's event types come from the server (GET /vocabulary, declared once in engine/events.py), never
+// The engine's event types come from the server (GET /vocabulary, declared once in engine/core/events.py), never
 // from a list kept here: any other type is a step's custom event (`emit:`). Asked once; again after a failure.
 let vocabulary = null;
 

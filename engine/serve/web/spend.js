@@ -1,4 +1,4 @@
-// What model calls cost, shown as the command line shows it (engine/usage.py: `money`, `Spend.cost_text`):
+// What model calls cost, shown as the command line shows it (engine/core/usage.py: `money`, `Spend.cost_text`):
 // a price that is not known is "unknown", never $0.
 
 /** US dollars with the digits that matter for model calls (fractions of a cent are common). */

@@ -52,7 +52,7 @@ export function modelCallText(data) {
   return parts.join(" · ");
 }
 
-/** A step's totals over its model calls (what `Spend` counts, engine/usage.py). */
+/** A step's totals over its model calls (what `Spend` counts, engine/core/usage.py). */
 function emptySpend() {
   return { model_calls: 0, input_tokens: 0, output_tokens: 0, cost_usd: 0, unpriced_calls: 0 };
 }

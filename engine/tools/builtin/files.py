@@ -2,7 +2,7 @@
 
 A path must be relative, without `..`, and must still be inside the workspace once every
 symlink is resolved; reads, writes and listings are bounded. A workspace named by the flow or
-the run (`output_dir`, engine/outputdir.py) must itself stay inside the yard: a link planted in
+the run (`output_dir`, engine/definitions/outputdir.py) must itself stay inside the yard: a link planted in
 its place since the run started is refused on every call. Each write is reported to the
 listener set for the block that runs (`writes`): the step's `file_written` event.
 """

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from engine.closure import closure
-from engine.diagnostics import Diagnostic
-from engine.gcpause import collector_paused
-from engine.project import CONFIG_FILE, FlowDef, Project
+from engine.core.diagnostics import Diagnostic
+from engine.core.gcpause import collector_paused
+from engine.definitions.closure import closure
+from engine.definitions.project import CONFIG_FILE, FlowDef, Project
 from engine.validate.semantic import control
 from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
@@ -54,15 +54,15 @@ def check_project(project: Project) -> list[Diagnostic]:
 
 
 def check_closure(project: Project, name: str) -> list[Diagnostic]:
-    """The semantic problems of the files flow `name` is made of (its closure, engine/closure.py:
+    """The semantic problems of the files flow `name` is made of (its closure, engine/definitions/closure.py:
     its blocks, subflows, delegated flows, blockyard.yaml), for `run`: only the closure's flows and
     blocks are checked, not the whole yard. It finds every problem of those files that
     `check_project` finds: each flow's and each block's checks report on that flow's or block's
     own files, and the yard-wide checks (blockyard.yaml, durations, policy, delegation cycles,
     agents' offered names) run whole, as they are cheap. It may report more (the yard-wide
-    checks' problems elsewhere): `engine.closure.flow_problems` picks the flow's."""
+    checks' problems elsewhere): `engine.definitions.closure.flow_problems` picks the flow's."""
     found = closure(project, name)
-    # a block file counts for the flows using its file's name too (engine/closure.py, broken_block_names)
+    # a block file counts for the flows using its file's name too (engine/definitions/closure.py, broken_block_names)
     blocks = found.blocks | {block for block, versions in project.blocks.items()
                              if any(Path(d.display).stem in found.blocks for d in versions.values())}
     return _check(project, blocks, found.flows)
@@ -76,7 +76,7 @@ def check_config_file(project: Project) -> list[Diagnostic]:
 
 def _check(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
     """check_project's checks, on the blocks and flows named (all when None)."""
-    with collector_paused():  # the indexes and facts of every flow stay alive: see engine/gcpause.py
+    with collector_paused():  # the indexes and facts of every flow stay alive: see engine/core/gcpause.py
         return _check_all(project, blocks, flows)
 
 

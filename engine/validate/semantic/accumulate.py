@@ -7,13 +7,13 @@
   way (without `reduce:`, with the other mode, as a `collect:` or an approval field) would replace
   what was gathered, so it is refused.
 - BY435: `output_dir` is a folder of the yard: relative, without `..`, overlapping nothing the engine
-  reads (engine/outputdir.py, `reserved`: definitions, code, prompts, configuration); links are checked
+  reads (engine/definitions/outputdir.py, `reserved`: definitions, code, prompts, configuration); links are checked
   when a run starts, when the folder may exist.
 """
 
 from __future__ import annotations
 
-from engine.outputdir import output_dir_problem, prompt_files, reserved
+from engine.definitions.outputdir import output_dir_problem, prompt_files, reserved
 from engine.spec import ApprovalSpec
 from engine.validate.semantic.index import FlowIndex, StepNode
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.diagnostics import Diagnostic
-from engine.load import JsonPath
-from engine.project import Project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.load import JsonPath
+from engine.definitions.project import Project
 from engine.spec import StepSpec
 from engine.spec.block import ANSWER_TOOL, MAX_DELEGATION_DEPTH
 from engine.spec.delegation import Depth

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.spec import END
 from engine.validate.semantic.control import ControlGraph, Edge
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection
 
-from engine.diagnostics import Diagnostic, did_you_mean
-from engine.load import JsonPath
-from engine.project import BlockDef, Project
-from engine.promptfiles import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
+from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.definitions.load import JsonPath
+from engine.definitions.project import BlockDef, Project
+from engine.definitions.prompts import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
 from engine.spec import MODEL_KINDS, ModelProfile
-from engine.templates import TemplateError, references
+from engine.templates.render import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.defaults import default_problems
 from engine.validate.semantic.index import issue, quote_list

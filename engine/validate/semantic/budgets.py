@@ -33,12 +33,12 @@ from dataclasses import dataclass, field, replace
 
 from jinja2 import nodes
 
-from engine.project import FlowDef, Project
+from engine.definitions.project import FlowDef, Project
 from engine.spec import BlockSpec, FlowSpec, ModelProfile, RetrySpec
 from engine.spec.block import DEFAULT_MAX_ITERATIONS, MODEL_KINDS
 from engine.spec.budget import BudgetLimits, BudgetSpec, effective
 from engine.spec.flow import END
-from engine.templates import TemplateError, parse
+from engine.templates.render import TemplateError, parse
 from engine.validate.semantic import control
 from engine.validate.semantic.control import CONCURRENT, ControlGraph
 from engine.validate.semantic.index import FlowIndex, Region, StepNode, build_index

@@ -5,10 +5,10 @@ from __future__ import annotations
 import keyword
 from collections.abc import Iterator
 
-from engine.diagnostics import Diagnostic, did_you_mean
-from engine.load import JsonPath
+from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.definitions.load import JsonPath
+from engine.definitions.project import Project
 from engine.models.replies import reply_problems
-from engine.project import Project
 from engine.spec import ModelProfile
 from engine.tools.location import module_problem
 from engine.tools.names import BUILTIN_TOOLS

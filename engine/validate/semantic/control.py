@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from engine.load import JsonPath
+from engine.definitions.load import JsonPath
 from engine.spec import END, ApprovalSpec
 from engine.spec.flow import enum_text
 from engine.validate.semantic.index import Region, StepNode

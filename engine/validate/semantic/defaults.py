@@ -1,6 +1,6 @@
 """BY360: a declared `default:` must be a value of its own declaration (type, enum, items, properties).
 
-The rule is the run's own (`engine.typecheck.check_value`): a flow input's default that does not fit
+The rule is the run's own (`engine.spec.typecheck.check_value`): a flow input's default that does not fit
 would refuse every run that leaves the input out, a block input's or output's would fail its step, an
 approval field's would fail the gate's decision on timeout.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.load import JsonPath
+from engine.definitions.load import JsonPath
 from engine.spec import TypeSpec
-from engine.typecheck import check_value
+from engine.spec.typecheck import check_value
 
 
 def default_problems(decl: TypeSpec, path: JsonPath, name: str) -> Iterator[tuple[JsonPath, str]]:

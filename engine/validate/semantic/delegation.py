@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.diagnostics import Diagnostic
-from engine.load import JsonPath
-from engine.project import Project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.load import JsonPath
+from engine.definitions.project import Project
 from engine.spec import BlockSpec, FlowSpec
 from engine.spec.delegation import Catalog, block_callees, step_callees
 from engine.spec.walk import delegated_ids, step_lists

@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from engine.diagnostics import Diagnostic
-from engine.load import Document, JsonPath
-from engine.project import Project, is_builtin
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.load import Document, JsonPath
+from engine.definitions.project import Project, is_builtin
 from engine.spec.common import MAX_DURATION, MAX_DURATION_DAYS, duration_seconds
 from engine.validate.semantic.index import issue
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.events import RESERVED_EVENT_NAMES
-from engine.load import JsonPath
+from engine.core.events import RESERVED_EVENT_NAMES
+from engine.definitions.load import JsonPath
 from engine.spec.flow import EmitSpec
 from engine.validate.semantic.dataflow import Dataflow
 from engine.validate.semantic.facts import Facts

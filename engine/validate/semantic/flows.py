@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.project import Project
+from engine.definitions.project import Project
 from engine.spec.walk import walk_steps
 from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
 from engine.validate.semantic.defaults import default_problems

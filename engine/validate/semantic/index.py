@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.diagnostics import Diagnostic
-from engine.load import Document, JsonPath
-from engine.project import BlockDef, FlowDef, Project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.load import Document, JsonPath
+from engine.definitions.project import BlockDef, FlowDef, Project
 from engine.spec import BlockSpec, FlowSpec, StepSpec
 from engine.spec.delegation import Catalog
 from engine.spec.walk import StepList, delegated_ids, walk_steps

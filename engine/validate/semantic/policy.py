@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.diagnostics import Diagnostic
-from engine.load import Document, JsonPath
-from engine.project import Project, is_builtin
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.load import Document, JsonPath
+from engine.definitions.project import Project, is_builtin
 from engine.spec import BlockSpec, ModelProfile, StepSpec
 from engine.spec.block import DEFAULT_MAX_ITERATIONS
 from engine.spec.config import PolicySpec
 from engine.spec.walk import walk_steps
-from engine.templates import is_template
+from engine.templates.render import is_template
 
 HTTP_TOOL = "http_request"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from engine.diagnostics import did_you_mean
-from engine.load import JsonPath
-from engine.project import Project, relative
+from engine.core.diagnostics import did_you_mean
+from engine.definitions.load import JsonPath
+from engine.definitions.project import Project, relative
 from engine.spec import END, ApprovalSpec
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 

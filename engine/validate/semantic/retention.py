@@ -7,8 +7,8 @@ their runs are deleted with them all the same.
 
 from __future__ import annotations
 
-from engine.diagnostics import Diagnostic
-from engine.project import Project
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.project import Project
 from engine.spec.common import duration_seconds
 from engine.validate.semantic.index import issue
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.validate.semantic.blocks import article
 from engine.validate.semantic.control import decide_values
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list

@@ -1,12 +1,12 @@
 """A flow's `schedule:`: the cron expression, the time zone and the inputs of scheduled runs.
 
-The cron grammar and the time zone check live in `engine.cron`, which the scheduler uses too: what
+The cron grammar and the time zone check live in `engine.spec.cron`, which the scheduler uses too: what
 validates is what fires.
 """
 
 from __future__ import annotations
 
-from engine.diagnostics import did_you_mean
+from engine.core.diagnostics import did_you_mean
 from engine.validate.semantic.index import FlowIndex, quote_list
 
 
@@ -16,7 +16,7 @@ def check_schedule(index: FlowIndex) -> None:
     if schedule is None:
         return
     # Imported here, not at the top: croniter costs ~10 ms, which yards without schedules don't pay.
-    from engine.cron import cron_problem, never_fires_problem, timezone_problem
+    from engine.spec.cron import cron_problem, never_fires_problem, timezone_problem
 
     problem = cron_problem(schedule.cron)
     if problem is not None:

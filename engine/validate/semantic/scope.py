@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.diagnostics import did_you_mean
-from engine.load import JsonPath
+from engine.core.diagnostics import did_you_mean
+from engine.definitions.load import JsonPath
 from engine.spec import ApprovalSpec
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of, step_fact
 from engine.validate.semantic.emits import emit_places

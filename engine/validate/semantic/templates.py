@@ -15,9 +15,9 @@ from typing import Any
 
 from jinja2 import nodes
 
-from engine.diagnostics import did_you_mean
-from engine.load import JsonPath
-from engine.templates import ENV, TemplateError, constant_problem, is_template, parse
+from engine.core.diagnostics import did_you_mean
+from engine.definitions.load import JsonPath
+from engine.templates.render import ENV, TemplateError, constant_problem, is_template, parse
 
 MEMORY_NAMES = ("user_preferences", "user_history")
 ALWAYS = frozenset(ENV.globals) | {"loop"}  # Jinja's globals, and `loop` inside {% for %}

@@ -11,9 +11,9 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.schema import Command
 
+from engine.core.usage import Spend
 from engine.serve.langgraph_api.messages import usage_metadata
 from engine.serve.server import Settings
-from engine.usage import Spend
 from tests.serve.langgraph_api.conftest import EXTRA, example_yard
 from tests.serve.serve_helpers import Live, start_live
 

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from engine.core.usage import Spend
 from engine.serve.langgraph_api.messages import usage_metadata
-from engine.usage import Spend
 from tests.conftest import skip_or_fail
 from tests.serve.langgraph_api.test_langgraph_sdk_js import SDK_VERSION
 from tests.serve.serve_helpers import Live

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.events import RunStatus
+from engine.core.events import RunStatus
+from engine.core.usage import Spend
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.stream import Translator
 from engine.state.messages import Message
 from engine.state.store import RunRecord
-from engine.usage import Spend
 
 
 def model_call(seq: int, step: str | None, tokens: tuple[int, int, int | None, int | None],

@@ -16,17 +16,17 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from engine import schema
-from engine.diagnostics import Diagnostic
-from engine.errors import UsageError
-from engine.gcpause import collector_paused
-from engine.load import Document, LoadError, load_file
+from engine.core.diagnostics import Diagnostic
+from engine.core.errors import UsageError
+from engine.core.gcpause import collector_paused
+from engine.definitions import schema
+from engine.definitions.files import Bounds, Locations, list_files
+from engine.definitions.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
-from engine.yardfiles import Bounds, Locations, list_files
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
-LIBRARY = Path(__file__).parent / "library"  # built-in blocks, e.g. query_memory (a yard's own file wins)
+LIBRARY = Path(__file__).parents[1] / "library"  # built-in blocks, e.g. query_memory (a yard's own file wins)
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -113,7 +113,7 @@ def relative(path: Path, root: Path) -> str:
 
 
 class Names:
-    """`relative` for the files of one load of a yard, each folder resolved once (engine/yardfiles.py,
+    """`relative` for the files of one load of a yard, each folder resolved once (engine/definitions/files.py,
     `Locations`): resolving the root and a file's folder again for each file was a tenth of a warm
     `validate` of the example yard."""
 
@@ -131,7 +131,7 @@ class Names:
 
 def load_project(root: Path, only: Iterable[Path] | None = None) -> Project:
     """Load a yard. `only` restricts which files are reported on (the rest still resolve names)."""
-    with collector_paused():  # everything loaded stays alive: see engine/gcpause.py
+    with collector_paused():  # everything loaded stays alive: see engine/core/gcpause.py
         return _load_project(root.resolve(), only)
 
 

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.core.values import value_problem
 from engine.spec import ApprovalSpec, StepSpec, TypeSpec
-from engine.typecheck import TypeMismatch, conform
-from engine.values import value_problem
+from engine.spec.typecheck import TypeMismatch, conform
 
 APPROVE, REJECT, TIMEOUT = "approve", "reject", "timeout"
 DECISIONS = (APPROVE, REJECT, TIMEOUT)

@@ -1,7 +1,7 @@
 """What one flow is made of, and which problems of the yard keep it from running.
 
 A flow is judged by its own closure: its file, the blocks its steps use (map items included),
-the prompt files those blocks name or include (engine/promptfiles.py), the subflows and delegated
+the prompt files those blocks name or include (engine/definitions/prompts.py), the subflows and delegated
 flows it reaches and the blocks of those, agent blocks' delegates, and blockyard.yaml. A broken
 file outside that closure does not stop it: `run`, `graph`, `test`, the Python API and `serve` all
 judge flows this way, while `validate` reports everything. `serve` watches the prompt files of its
@@ -18,13 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.diagnostics import Diagnostic
-from engine.load import MAX_FILE_BYTES, LoadError, load_file
-from engine.project import CONFIG_FILE, Project
-from engine.promptfiles import referenced
+from engine.core.diagnostics import Diagnostic
+from engine.definitions.files import Bounds, Refused, TooLarge, located, read_bytes
+from engine.definitions.load import MAX_FILE_BYTES, LoadError, load_file
+from engine.definitions.project import CONFIG_FILE, Project
+from engine.definitions.prompts import referenced
 from engine.spec import StepSpec
 from engine.spec.walk import walk_steps
-from engine.yardfiles import Bounds, Refused, TooLarge, located, read_bytes
 
 _BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
 _FLOW_LINE = re.compile(r"^flow:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)

@@ -1,4 +1,4 @@
-"""What each operation of a template may make, measured before it is made (engine/template_limits.py).
+"""What each operation of a template may make, measured before it is made (engine/templates/limits.py).
 
 - binary operators: `'a' * n`, `[x] * n`, `2 ** n`, `a * b`, `s + t`, and printf-style `%`
   (widths, precisions and `*` arguments, and the values it formats) are sized from their operands;
@@ -27,7 +27,7 @@ from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from jinja2.utils import generate_lorem_ipsum
 
-from engine.template_limits import Budget, NoBudget, current
+from engine.templates.limits import Budget, NoBudget, current
 
 Check = Callable[[Budget, Any, tuple[Any, ...], dict[str, Any]], "tuple[Any, ...] | None"]
 

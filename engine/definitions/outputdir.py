@@ -21,10 +21,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from engine.errors import UsageError
+from engine.core.errors import UsageError
+from engine.core.values import text_problem
+from engine.definitions.files import Bounds
 from engine.spec import BlockSpec, ConfigSpec
-from engine.values import text_problem
-from engine.yardfiles import Bounds
 
 # what the engine reads in every yard, whatever blockyard.yaml says: (path relative to the yard, what it is)
 FIXED: tuple[tuple[str, str], ...] = (

@@ -1,12 +1,12 @@
 """Prompt files: `prompt: {system_file: prompts/manager.md}` and `{% include 'prompts/x.md' %}`.
 
 Names are paths relative to the yard's root (also inside an included file), written without `..`
-and not absolute; the file is read like a definition (engine/yardfiles.py): never through a link
+and not absolute; the file is read like a definition (engine/definitions/files.py): never through a link
 that leads out of the yard, only a regular file, at most MAX_BYTES. Includes nest at most
 MAX_DEPTH files deep and must not include themselves.
 
 A run pins the text of every prompt file its blocks use, with the rest of its definition
-(engine/bundle.py), and renders includes from that pinned text only (engine/templates.py): editing a
+(engine/bundle.py), and renders includes from that pinned text only (engine/templates/render.py): editing a
 prompt never changes a run in progress. Imports nothing heavier than jinja2.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from jinja2 import nodes
 
-from engine.templates import TemplateError, parse
-from engine.yardfiles import Bounds, Refused, TooLarge, read_bytes
+from engine.definitions.files import Bounds, Refused, TooLarge, read_bytes
+from engine.templates.render import TemplateError, parse
 
 MAX_BYTES = 1_000_000
 MAX_DEPTH = 8

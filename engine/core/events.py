@@ -14,8 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple, TypedDict
 
-from engine.redaction import Masker
-from engine.values import JsonDict
+from engine.core.redaction import Masker
+from engine.core.values import JsonDict
 
 
 class EventType(StrEnum):
@@ -34,7 +34,7 @@ class EventType(StrEnum):
     WARNING = "warning"
     RUN_FINISHED = "run_finished"
     RUN_FAILED = "run_failed"
-    MODEL_CALL = "model_call"  # one call of a model: provider, model, tokens, latency, cost (engine/usage.py)
+    MODEL_CALL = "model_call"  # one call of a model: provider, model, tokens, latency, cost (engine/core/usage.py)
     THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
 
 
@@ -190,7 +190,7 @@ class Sequencer:
         self.secrets = secrets if secrets is not None else Masker()
 
     def make(self, type_: str, step: str | None = None, data: JsonDict | None = None) -> Event:
-        """The next event; API keys in its data are masked (engine/redaction.py): events are stored,
+        """The next event; API keys in its data are masked (engine/core/redaction.py): events are stored,
         printed (--json) and streamed (server-sent events)."""
         self.last += 1
         return Event(str(type_), self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))

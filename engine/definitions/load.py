@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from engine.diagnostics import Diagnostic
-from engine.values import INT_MAX, INT_MIN, INT_RANGE, ValueDomainError, text_problem
-from engine.yardfiles import Bounds, Refused, TooLarge, read_bytes
+from engine.core.diagnostics import Diagnostic
+from engine.core.values import INT_MAX, INT_MIN, INT_RANGE, ValueDomainError, text_problem
+from engine.definitions.files import Bounds, Refused, TooLarge, read_bytes
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
@@ -85,7 +85,7 @@ def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None =
               pipes: bool = False) -> Document:
     """Read and parse one YAML file; raises LoadError with a single clear diagnostic.
 
-    With `bounds`, a file that resolves outside the yard is refused unopened (engine/yardfiles.py);
+    With `bounds`, a file that resolves outside the yard is refused unopened (engine/definitions/files.py);
     only regular files are read (and pipes, with `pipes`), never more than MAX_FILE_BYTES,
     whatever size they claim.
     """
@@ -300,7 +300,7 @@ class _Composer:
 
 
 class _IntOutOfRange(ValueError):
-    """An integer literal beyond the engine's 64-bit integers (engine/values.py)."""
+    """An integer literal beyond the engine's 64-bit integers (engine/core/values.py)."""
 
 
 def _resolve_core(text: str) -> Any:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelError
 
-from engine.diagnostics import Diagnostic, did_you_mean
-from engine.load import Document
+from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.definitions.load import Document
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.spec.evals import EvalSpec
 
@@ -41,10 +41,10 @@ _RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItem
 
 def schema_dir() -> Path:
     """Schemas ship inside the wheel (engine/schemas); a source checkout keeps them at the top."""
-    packaged = Path(__file__).resolve().parent / "schemas"
+    packaged = Path(__file__).resolve().parents[1] / "schemas"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[1] / "schemas"
+    return Path(__file__).resolve().parents[2] / "schemas"
 
 
 @cache

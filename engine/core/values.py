@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 # A JSON value (null, bool, int, float, str, list, object) as the engine passes it around: inputs,
 # outputs, event data, decision values. `Any` on purpose: a recursive union would have every reader
-# narrow it before use; what a value may hold is checked at run time (below, engine/typecheck.py).
+# narrow it before use; what a value may hold is checked at run time (below, engine/spec/typecheck.py).
 JsonValue: TypeAlias = Any
 # A JSON object: a step's outputs, a run's inputs, an event's data.
 JsonDict: TypeAlias = dict[str, JsonValue]

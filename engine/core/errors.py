@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from engine.diagnostics import Diagnostic
+    from engine.core.diagnostics import Diagnostic
 
 
 class BlockyardError(Exception):

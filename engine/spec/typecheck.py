@@ -23,10 +23,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.core.values import int_problem, text_problem, value_problem
 from engine.spec import TypeSpec
-from engine.values import int_problem, text_problem, value_problem
 
 _ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
             "array": "an array", "object": "an object"}
@@ -66,7 +66,7 @@ def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *,
     """A flow's inputs from what the caller gave: defaults applied, every value checked.
 
     Unknown keys (with a did-you-mean), missing required inputs, mistyped values and values
-    outside the value domain (engine/values.py: integers beyond 64 bits, lone surrogates) are all
+    outside the value domain (engine/core/values.py: integers beyond 64 bits, lone surrogates) are all
     reported at once in one InputError whose message starts with `where` (e.g. "flow 'hello'").
     """
     problems: list[str] = []

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.diagnostics import did_you_mean
-from engine.errors import UsageError
-from engine.project import Project, content_hash, relative
-from engine.promptfiles import PromptFileError, normal, pin, prompt_sources, resolved_prompt
+from engine.core.diagnostics import did_you_mean
+from engine.core.errors import UsageError
+from engine.definitions.files import Refused, TooLarge, read_bytes
+from engine.definitions.project import Project, content_hash, relative
+from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources, resolved_prompt
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 from engine.spec.walk import walk_steps
-from engine.yardfiles import Refused, TooLarge, read_bytes
 
 MAX_PROGRAM_BYTES = 16 * 2**20  # a compiled DSPy program with its demos; far above any real one
 

@@ -1,5 +1,5 @@
 """The Jinja2 environment templates run in: the immutable sandbox, strict about undefined names, and
-bounded (engine/template_limits.py, with the measurements of engine/template_checks.py).
+bounded (engine/templates/limits.py, with the measurements of engine/templates/checks.py).
 
 Where a bound is enforced:
 - binary operators (`*`, `**`, `%`, `+`, ...) are intercepted and sized before they are computed;
@@ -25,7 +25,7 @@ from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
-from engine.template_checks import (
+from engine.templates.checks import (
     METHOD_CHECKS,
     MeasuringEscapeFormatter,
     MeasuringFormatter,
@@ -36,7 +36,7 @@ from engine.template_checks import (
     budget_or_fold,
     guard_filter,
 )
-from engine.template_limits import current
+from engine.templates.limits import current
 
 # ---- the code generator ---------------------------------------------------------------------------
 

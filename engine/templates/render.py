@@ -1,7 +1,7 @@
 """Jinja2 templates and bare expressions, sandboxed, strict and bounded.
 
 Shared by the validator (which parses them and lists the names they read) and the runtime
-(which renders them). Every render and evaluation gets a budget (engine/template_limits.py):
+(which renders them). Every render and evaluation gets a budget (engine/templates/limits.py):
 the values it creates and the work it does are bounded by `limits:` in blockyard.yaml, as set
 for the run with `using_limits` (the defaults otherwise). Imports nothing heavier than jinja2.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
 
-from engine.template_checks import binop, check_binop
-from engine.template_fast import FastExpression, FastText, compile_fast, compile_fast_text
-from engine.template_limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
-from engine.template_sandbox import BoundedEnvironment
+from engine.templates.checks import binop, check_binop
+from engine.templates.fast import FastExpression, FastText, compile_fast, compile_fast_text
+from engine.templates.limits import CEILING, DEFAULT, Budget, LimitExceeded, begin, end
+from engine.templates.sandbox import BoundedEnvironment
 
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.DOTALL)
 
@@ -37,7 +37,7 @@ class TemplateLimitError(TemplateError):
 
 
 # The prompt files a block's templates may include: the ones pinned with the run's definition
-# (engine/promptfiles.py), set around each block's execution. Nothing is ever read from the disk here.
+# (engine/definitions/prompts.py), set around each block's execution. Nothing is ever read from the disk here.
 _FILES: ContextVar[Mapping[str, str] | None] = ContextVar("blockyard_prompt_files", default=None)
 
 
@@ -115,7 +115,7 @@ def fast_text_form(source: str) -> FastText | None:
 
 @lru_cache(maxsize=4096)
 def _compiled_expression(source: str) -> tuple[FastExpression | None, Any, bool]:
-    """The expression compiled: its fast form when it has one (engine/template_fast.py, decided here
+    """The expression compiled: its fast form when it has one (engine/templates/fast.py, decided here
     once per source string), Jinja's compiled form, and whether it only reads a value
     (`steps.a.outputs.x`): such a result is data the run already holds, not something the expression made."""
     try:
@@ -150,7 +150,7 @@ def _is_path(node: nodes.Node) -> bool:
 
 def evaluate(expression: str, scope: Mapping[str, Any], *, fast: bool = True) -> Any:
     """Evaluate a bare expression (compute, items, until, router expr). Simple expressions take the
-    fast path (engine/template_fast.py: same results and errors); `fast=False` always renders through
+    fast path (engine/templates/fast.py: same results and errors); `fast=False` always renders through
     Jinja (the reference the fast path is tested and benchmarked against)."""
     quick, fn, reads_only = _compiled_expression(expression)
     budget, token = begin()
@@ -189,7 +189,7 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
 
 def render_text(source: str, scope: Mapping[str, Any], *, fast: bool = True) -> str:
     """Render a template to text (prompts, messages). Text with simple `{{ expr }}` only takes the fast
-    path (engine/template_fast.py: same results and errors); `fast=False` always renders through Jinja."""
+    path (engine/templates/fast.py: same results and errors); `fast=False` always renders through Jinja."""
     template = _compiled_template(source)  # a syntax error is Jinja's to report
     quick = _compiled_text(source) if fast else None
     budget, token = begin()

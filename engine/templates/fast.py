@@ -12,7 +12,7 @@ for it does, through the same hooks of the same environment:
   generator runs it); a folded list, tuple or dict is built anew for each call, as Jinja's code does;
 - `a.b` and `a[b]`: the environment's `getattr` / `getitem` (the sandbox's: data keys first, hidden
   and unsafe attributes refused exactly as in a template);
-- `+ - * / // % **`: the sandbox's intercepted binary operators, i.e. engine/template_checks.py's
+- `+ - * / // % **`: the sandbox's intercepted binary operators, i.e. engine/templates/checks.py's
   `binop` with the evaluation's budget (sizes refused before they are computed);
 - comparisons (chained as in Python), `in`, `not in`, `and`, `or`, `not`, unary `-` and `+`,
   `a if c else b`, `~` (the environment's measured join), list, tuple and dict literals.
@@ -38,9 +38,9 @@ from jinja2 import nodes
 from jinja2.optimizer import Optimizer
 from jinja2.parser import Parser
 
-from engine.template_checks import binop
-from engine.template_limits import Budget
-from engine.template_sandbox import BoundedEnvironment
+from engine.templates.checks import binop
+from engine.templates.limits import Budget
+from engine.templates.sandbox import BoundedEnvironment
 
 Scope = Mapping[str, Any]
 Eval = Callable[[Scope, Budget], Any]
