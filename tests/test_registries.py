@@ -35,6 +35,9 @@ import engine.executors
 import engine.models
 import engine.models.providers
 import engine.tools
+from engine.compile.flowgraph import route_label
+from engine.compile.router import _matcher as router_matcher
+from engine.spec.flow import ROUTE_CONDITIONS, Route
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -242,3 +245,15 @@ def test_a_member_against_the_layers_breaks_the_contracts(tmp_path: Path) -> Non
                             text=True, timeout=240)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "engine.executors is not allowed to import engine.runtime" in result.stdout
+
+
+def test_every_router_condition_is_a_field_a_matcher_and_a_label() -> None:
+    # ROUTE_CONDITIONS is the one list (the validator and the React Flow import read it): a condition added
+    # there without its field, its matcher or its edge label fails here (docs/architecture.md, "Where to change")
+    assert set(ROUTE_CONDITIONS) == set(Route.model_fields) - {"goto"}
+    for name in ROUTE_CONDITIONS:
+        route = Route.model_validate({name: "x", "goto": "end"})
+        assert route.kind == name
+        matches = router_matcher(route, "flow f, step r", 1)
+        assert callable(matches)
+        assert route_label(route) == f"{name.replace('_', ' ')} x"

@@ -23,6 +23,12 @@ def enum_text(value: object) -> str:
     return str(value)
 
 
+# A router rule's conditions, each a field of Route: the one list the validator, the compiler's checks and the
+# React Flow interchange read (docs/architecture.md, "Where to change"); the first four look at the router's text
+ROUTE_CONDITIONS = ("contains", "equals", "starts_with", "regex", "expr")
+TEXT_CONDITIONS = ROUTE_CONDITIONS[:4]
+
+
 class Route(Spec):
     """One router rule: the first rule that matches picks the next step."""
 
@@ -35,7 +41,7 @@ class Route(Spec):
 
     @property
     def kind(self) -> str:
-        for name in ("contains", "equals", "starts_with", "regex", "expr"):
+        for name in ROUTE_CONDITIONS:
             if getattr(self, name) is not None:
                 return name
         return "default"

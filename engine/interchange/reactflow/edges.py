@@ -8,7 +8,6 @@ import json
 from engine.interchange.reactflow.model import (
     BRANCH,
     COMPLETE,
-    CONDITIONS,
     CONTAINERS,
     EXITS,
     NEXT,
@@ -17,6 +16,7 @@ from engine.interchange.reactflow.model import (
     Node,
     as_list,
 )
+from engine.spec.flow import ROUTE_CONDITIONS
 
 
 class EdgeClassifier(GraphReader):
@@ -116,9 +116,9 @@ class EdgeClassifier(GraphReader):
                 self.fail(f"router '{node.id}': routes[{number}] must be an object")
                 continue
             condition = route.get("condition")
-            if condition not in CONDITIONS:
+            if condition not in ROUTE_CONDITIONS:
                 self.fail(f"router '{node.id}': routes[{number}] has condition {json.dumps(condition)} "
-                          f"(known: {', '.join(CONDITIONS)})")
+                          f"(known: {', '.join(ROUTE_CONDITIONS)})")
             if not isinstance(route.get("value"), str):
                 self.fail(f"router '{node.id}': routes[{number}] needs a text `value`")
             if not route.get("target_handle"):

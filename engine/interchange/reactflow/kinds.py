@@ -8,7 +8,8 @@ from typing import Any
 
 from engine.interchange.blocks import slug
 from engine.interchange.reactflow.messages import MessageKeys
-from engine.interchange.reactflow.model import CONDITIONS, END, EXITS, MESSAGE, Node
+from engine.interchange.reactflow.model import END, EXITS, MESSAGE, Node
+from engine.spec.flow import ROUTE_CONDITIONS
 from engine.templates.render import TemplateError, references
 
 
@@ -137,7 +138,7 @@ class NodeKinds(MessageKeys):
                 by_handle[str(edge.handle)] = self.target_of(edge, node)
         routes: list[dict[str, Any]] = []
         for route in data.get("routes") or []:
-            if isinstance(route, dict) and route.get("condition") in CONDITIONS:
+            if isinstance(route, dict) and route.get("condition") in ROUTE_CONDITIONS:
                 routes.append({str(route["condition"]): route.get("value"),
                                "goto": by_handle.get(str(route.get("target_handle")), END)})
         default = data.get("default_handle")

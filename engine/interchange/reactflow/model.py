@@ -18,7 +18,6 @@ CONTAINERS = frozenset({"iterator", "loop", "map"})
 NEXT, COMPLETE = "NEXT", "COMPLETE"
 EXITS = {"reject": "on_reject", "timeout": "on_timeout", "max_visits": "on_max_visits"}
 BRANCH = "branch-"
-CONDITIONS = ("contains", "equals", "starts_with", "regex", "expr")
 MESSAGE = "message"  # the flow input the first node reads, and the block input agents read it from
 END = "end"
 # the keys of a node's `data.step` copied onto its step as they are (what an exported flow carries)
