@@ -22,8 +22,9 @@ from engine.definitions.project import Project, is_builtin
 from engine.interchange.blocks import slug
 from engine.interchange.taskplan import PlanError, check_plan, read_plan
 from engine.models.base import StructuredModel, StructuredRequest
+from engine.spec.block import MEMORY_KINDS
 from engine.spec.interchange import TaskPlan
-from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
+from engine.validate.semantic.blocks import prompt_memory_names
 
 ROUNDS = 3
 NAME_WORDS = 5  # a flow named from the intent takes its first words

@@ -12,6 +12,31 @@ BlockKind = Literal["llm", "decide", "agent", "smart", "tool", "transform", "mem
                     "memory_write", "wait"]
 BLOCK_KINDS: tuple[str, ...] = BlockKind.__args__  # type: ignore[attr-defined]
 MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
+MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
+# Which kinds read each block key (unset: every kind). Written anywhere else, the key would be silently
+# ignored: the validator reports it (BY356, engine/validate/semantic/blocks.py), and the published
+# schema refuses it by shape (engine/spec/export.py), so that an editor shows each kind its own keys.
+KIND_KEYS: dict[str, frozenset[str]] = {
+    "prompt": MODEL_KINDS,
+    "model": MODEL_KINDS,
+    "tools": frozenset({"agent"}),
+    "delegates": frozenset({"agent"}),
+    "max_iterations": frozenset({"agent"}),
+    "mode": frozenset({"smart"}),
+    "guardrails": frozenset({"smart"}),
+    "compute": frozenset({"transform"}),
+    "tool": frozenset({"tool"}),
+    "duration": frozenset({"wait"}),
+    "memory": MEMORY_KINDS,
+    "history": MODEL_KINDS,
+}
+# What each kind must say: the validator reports a missing key with its own code (BY350-BY358), and the
+# published schema requires it. `prompt` means a prompt with a user message; `outputs` at least one.
+KIND_REQUIRES: dict[str, tuple[str, ...]] = {
+    "llm": ("prompt", "outputs"), "decide": ("prompt", "outputs"), "agent": ("prompt", "outputs"),
+    "smart": ("outputs",), "tool": ("tool",), "transform": ("compute",), "memory_read": ("memory", "outputs"),
+    "memory_write": ("memory",), "wait": ("duration",),
+}
 DEFAULT_HISTORY = 20  # turns of a conversation an llm, decide or smart block is sent unless it says otherwise
 MAX_DELEGATION_DEPTH = 8  # agents within agents (delegated flows count as a level): validate refuses deeper (BY440)
 DEFAULT_MAX_ITERATIONS = 10  # an agent block's turns when it says nothing (`max_iterations`)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.spec.block import BlockSpec
+from engine.spec.block import BLOCK_KINDS, KIND_KEYS, KIND_REQUIRES, BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.evals import EvalSpec
 from engine.spec.flow import FlowSpec
@@ -33,6 +33,8 @@ def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     _strip(schema)
     _name_keys(schema)
     _bound_integers(schema)
+    if model is BlockSpec:
+        schema["allOf"] = kind_branches()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": BASE_ID + filename,
@@ -94,6 +96,40 @@ def _bound_integers(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _bound_integers(item)
+
+
+KIND_BRANCH = "blockyardKind"  # marks a branch kind_branches() wrote (the validator leaves them out: below)
+
+
+def kind_branches() -> list[dict[str, Any]]:
+    """One `if kind is X then ...` branch per block kind, from the kinds' tables (engine/spec/block.py): the
+    keys the kind must say, and the keys of other kinds, which it may not. An editor reading the schema
+    then completes and checks a `tool` block's keys apart from an `llm` block's. The models keep one shape
+    for every kind, and `blockyard validate` reports these rules with their own codes and words (BY350-BY358,
+    BY356): its schema stage (engine/definitions/schema.py) leaves the branches out."""
+    branches = []
+    for kind in BLOCK_KINDS:
+        required = KIND_REQUIRES.get(kind, ())
+        properties: dict[str, Any] = {}
+        if "outputs" in required:
+            properties["outputs"] = {"minProperties": 1, "description": f"{_an(kind)} block produces at least one "
+                                                                       "output."}
+        if "prompt" in required:
+            properties["prompt"] = {"anyOf": [{"required": ["user"]}, {"required": ["user_file"]}],
+                                    "description": f"{_an(kind)} block's prompt has a user message."}
+        for key, kinds in KIND_KEYS.items():
+            if kind not in kinds:
+                properties[key] = {"anyOf": [{"type": "null"}, {"const": []}],
+                                   "description": f"`{key}` does not apply to {_an(kind).lower()} block."}
+        chosen = {"const": kind, "description": f"The block is {_an(kind).lower()} block."}
+        branches.append({"if": {"properties": {"kind": chosen}, "required": ["kind"]},
+                         "then": {"required": list(required), "properties": properties},
+                         KIND_BRANCH: kind})
+    return branches
+
+
+def _an(kind: str) -> str:
+    return f"{'An' if kind[0] in 'aeiou' else 'A'} {kind}"
 
 
 def render(model: type[BaseModel], filename: str) -> str:

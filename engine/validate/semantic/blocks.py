@@ -9,31 +9,17 @@ from engine.core.diagnostics import Diagnostic, did_you_mean
 from engine.definitions.load import JsonPath
 from engine.definitions.project import BlockDef, Project
 from engine.definitions.prompts import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
-from engine.spec import MODEL_KINDS, ModelProfile
+from engine.spec import ModelProfile
+from engine.spec.block import KIND_KEYS, KIND_REQUIRES, MEMORY_KINDS
 from engine.templates.render import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.defaults import default_problems
 from engine.validate.semantic.index import issue, quote_list
 from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, analyze, names_scope, scan
 
-MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
-# block keys that only some kinds read; anywhere else they would be silently ignored
-KIND_KEYS: dict[str, frozenset[str]] = {
-    "prompt": MODEL_KINDS,
-    "model": MODEL_KINDS,
-    "tools": frozenset({"agent"}),
-    "delegates": frozenset({"agent"}),
-    "max_iterations": frozenset({"agent"}),
-    "mode": frozenset({"smart"}),
-    "guardrails": frozenset({"smart"}),
-    "compute": frozenset({"transform"}),
-    "tool": frozenset({"tool"}),
-    "duration": frozenset({"wait"}),
-    "memory": MEMORY_KINDS,
-    "history": MODEL_KINDS,
-}
-PROMPTED = frozenset({"llm", "decide", "agent"})
-NEEDS_OUTPUTS = frozenset({"llm", "smart", "memory_read", "agent"})
+PROMPTED = frozenset(kind for kind, keys in KIND_REQUIRES.items() if "prompt" in keys)
+# a decide block's outputs have their own rule (BY353: exactly one, with an enum)
+NEEDS_OUTPUTS = frozenset(kind for kind, keys in KIND_REQUIRES.items() if "outputs" in keys) - {"decide"}
 # A smart block's inputs and outputs become the fields of a DSPy signature (engine/smart/program.py), a
 # pydantic model: DSPy refuses these names (attributes of its Signature class and of pydantic's models),
 # and any name with a leading underscore. tests/smart/test_smart_names.py keeps the list true to the

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from engine.definitions.project import Project
+from engine.spec.block import MEMORY_KINDS
 from engine.spec.walk import walk_steps
-from engine.validate.semantic.blocks import MEMORY_KINDS, prompt_memory_names
+from engine.validate.semantic.blocks import prompt_memory_names
 from engine.validate.semantic.defaults import default_problems
 from engine.validate.semantic.graph import shortest_path
 from engine.validate.semantic.index import FlowIndex, quote_list
