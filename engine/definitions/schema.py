@@ -65,15 +65,21 @@ def _validator(name: str) -> Validator:
     return validator
 
 
-def _model_shape(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema as the models see it: without the per-kind branches of a block (engine/spec/export.py,
-    `kind_branches`), whose rules the semantic checks report with their own codes and words."""
-    rules = schema.get("allOf")
-    if not isinstance(rules, list) or not any(isinstance(rule, dict) and "blockyardKind" in rule for rule in rules):
-        return schema
-    kept = [rule for rule in rules if not (isinstance(rule, dict) and "blockyardKind" in rule)]
-    shaped = {key: value for key, value in schema.items() if key != "allOf"}
-    return {**shaped, "allOf": kept} if kept else shaped
+def _model_shape(node: Any) -> Any:
+    """The schema as the models see it: without the per-kind branches of a block and the per-action branches
+    of a step (engine/spec/export.py, marked `blockyardKind`), whose rules the semantic checks report with
+    their own codes and words."""
+    if isinstance(node, list):
+        return [_model_shape(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shaped = {key: _model_shape(value) for key, value in node.items() if key != "allOf"}
+    rules = node.get("allOf")
+    if isinstance(rules, list):
+        kept = [_model_shape(rule) for rule in rules if not (isinstance(rule, dict) and "blockyardKind" in rule)]
+        if kept:
+            shaped["allOf"] = kept
+    return shaped
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:

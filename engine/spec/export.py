@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from engine.spec.block import BLOCK_KINDS, KIND_KEYS, KIND_REQUIRES, BlockSpec
 from engine.spec.config import ConfigSpec
 from engine.spec.evals import EvalSpec
-from engine.spec.flow import FlowSpec
+from engine.spec.flow import ACTION_KEYS, ACTIONS, FlowSpec
 from engine.spec.flowtest import SuiteFile
 from engine.spec.interchange import ReactFlowGraph, TaskPlan
 
@@ -35,6 +35,8 @@ def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     _bound_integers(schema)
     if model is BlockSpec:
         schema["allOf"] = kind_branches()
+    if model is FlowSpec:
+        schema["$defs"]["StepSpec"]["allOf"] = action_branches()
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": BASE_ID + filename,
@@ -125,6 +127,23 @@ def kind_branches() -> list[dict[str, Any]]:
         branches.append({"if": {"properties": {"kind": chosen}, "required": ["kind"]},
                          "then": {"required": list(required), "properties": properties},
                          KIND_BRANCH: kind})
+    return branches
+
+
+def action_branches() -> list[dict[str, Any]]:
+    """A step does exactly one thing (BY300, BY301), and the keys only some actions read are refused on the
+    others (BY317): the same rules as the validator's (engine/validate/semantic/structure.py), by shape,
+    for editors (see `kind_branches`)."""
+    def given(action: str) -> dict[str, Any]:
+        return {"required": [action], "properties": {action: {"not": {"type": "null"},
+                                                              "description": f"The step's action: {action}."}}}
+
+    branches: list[dict[str, Any]] = [{"oneOf": [given(action) for action in ACTIONS], KIND_BRANCH: "action"}]
+    for action in ACTIONS:
+        properties = {key: {"maxProperties": 0, "description": f"`{key}` does not apply to a step with `{action}`."}
+                      for key, actions in ACTION_KEYS.items() if action not in actions}
+        if properties:
+            branches.append({"if": given(action), "then": {"properties": properties}, KIND_BRANCH: action})
     return branches
 
 

@@ -12,6 +12,9 @@ from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec, empty
 Target = Name  # a step id, or `end`
 END = "end"
 ACTIONS = ("uses", "router", "loop", "foreach", "map", "approval", "flow")
+# keys of a step that only some actions read (the validator reports them elsewhere, BY317; the published
+# schema refuses them by shape, engine/spec/export.py)
+ACTION_KEYS: dict[str, tuple[str, ...]] = {"with": ("uses", "flow"), "outputs": ("uses", "flow")}
 
 
 def enum_text(value: object) -> str:

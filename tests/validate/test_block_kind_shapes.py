@@ -105,3 +105,56 @@ def test_every_block_of_the_example_yard_and_the_starter_fits_its_kind() -> None
     for text in texts:
         block = yaml.safe_load(text)
         assert [error.message for error in PUBLISHED.iter_errors(block)] == [], block.get("block")
+
+
+# ---- steps: one action each, and the keys only some actions read ---------------------------------------
+
+FLOW_SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "flow.schema.json").read_text(encoding="utf-8")))
+INC = ("block: inc\nkind: transform\ninputs: {n: {type: integer, default: 0}}\noutputs: {n: {type: integer}}\n"
+       "compute: {n: n + 1}\n")
+
+
+def _flow(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"flow": "f", "steps": [{"id": "a", "uses": "inc"}, *steps]}
+
+
+def _flow_codes(make_yard: MakeYard, flow: dict[str, Any]) -> list[str]:
+    root = make_yard({"blocks/inc.yaml": INC, "flows/f.yaml": yaml.safe_dump(flow)})
+    project = load_project(root)
+    return [d.code for d in [*project.diagnostics, *check_project(project)]]
+
+
+ROUTER = {"value": "x", "routes": [], "default": "end"}
+
+
+@pytest.mark.parametrize(("step", "code"), [
+    ({"id": "b", "uses": "inc", "router": ROUTER}, "BY301"),
+    ({"id": "b"}, "BY300"),
+    ({"id": "b", "router": ROUTER, "with": {"n": 1}}, "BY317"),
+    ({"id": "b", "loop": {"max_iterations": 2, "steps": [{"id": "c", "uses": "inc"}]}, "outputs": {"n": "m"}},
+     "BY317"),
+])
+def test_a_step_s_shape_is_refused_by_the_schema_and_by_its_code(make_yard: MakeYard, step: dict[str, Any],
+                                                                 code: str) -> None:
+    flow = _flow(step)
+    assert not FLOW_SCHEMA.is_valid(flow)
+    codes = _flow_codes(make_yard, flow)
+    assert code in codes and not [found for found in codes if found.startswith("BY1")]
+    assert schema._validator("flow").is_valid(flow)  # the validator's schema stage: the models' shape
+
+
+def test_steps_of_each_action_with_their_own_keys_pass_both(make_yard: MakeYard) -> None:
+    flow = _flow({"id": "b", "uses": "inc", "with": {"n": 2}, "outputs": {"n": "m"}},
+                 {"id": "r", "router": ROUTER})
+    assert [error.message for error in FLOW_SCHEMA.iter_errors(flow)] == []
+    assert _flow_codes(make_yard, flow) == []
+
+
+def test_every_flow_of_the_example_yard_fits_the_step_shapes() -> None:
+    files = [path for path in [*sorted((REPO / "flows").glob("*.yaml")),
+                               *sorted((REPO / "examples").glob("*/flows/*.yaml"))]
+             if not path.name.endswith(".test.yaml")]  # flow tests have a schema of their own
+    assert len(files) >= 5, "no example flows found"
+    for path in files:
+        flow = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert [error.message for error in FLOW_SCHEMA.iter_errors(flow)] == [], path.name
