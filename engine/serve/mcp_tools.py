@@ -77,13 +77,20 @@ def build(server: Server) -> McpServer[Any, Any]:
 
 def tools(server: Server) -> list[types.Tool]:
     """A tool per served flow (read now: hot reload changes the list), then `resume_run`."""
-    listed = [flow_tool(entry) for name, entry in sorted(server.catalog.flows.items()) if name != RESUME]
+    listed = [flow_tool(entry) for name, entry in sorted(server.catalog.flows.items())
+              if name != RESUME and offered(server, name)]
     listed.append(types.Tool(name=RESUME, title="Resume a run",
                              description="Decide the approval gate a flow's run waits at (the run_id and gates a "
                                          "flow's tool answered with `status: waiting`), and answer as the flow's "
                                          "tool does: the outputs, or the next gate.",
                              inputSchema=RESUME_SCHEMA))
     return listed
+
+
+def offered(server: Server, name: str) -> bool:
+    """Whether flow `name` is a tool: every flow, unless the yard lists them (`server.mcp_flows`)."""
+    chosen = server.catalog.server.mcp_flows
+    return chosen is None or name in chosen
 
 
 def flow_tool(entry: FlowEntry) -> types.Tool:
@@ -109,6 +116,9 @@ async def call(server: Server, name: str, arguments: dict[str, Any]) -> types.Ca
     try:
         if name == RESUME:
             return await _resume(server, arguments)
+        if not offered(server, name):
+            return refused(f"flow '{name}' is not offered over MCP (server.mcp_flows in blockyard.yaml lists "
+                           "the flows that are)")
         entry = server.flow(name)  # 404 unknown_flow: its message says so (and suggests a name)
         job = await server.start_run(entry, arguments)
         return answer(await _outcome(job))

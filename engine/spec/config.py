@@ -105,6 +105,9 @@ class ServerSpec(Spec):
                     "the server from the browser, such as a chat UI (CORS); empty: no CORS headers. Their calls "
                     "still need the token. See docs/serve.md.")
 
+    mcp_flows: list[Name] | None = Field(
+        None, description="The flows `/mcp` and `blockyard mcp` offer as tools (docs/mcp.md); unset: every flow of the "
+                          "yard. A flow left out is neither listed nor callable over MCP.")
     webhooks: WebhooksSpec = Field(default_factory=WebhooksSpec, description=(
         "How runs' webhooks are signed and retried; their hosts must be in `http.allowed_hosts`."))
     lease_seconds: float = Field(

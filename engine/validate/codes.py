@@ -149,6 +149,7 @@ CONFIG: dict[str, str] = {
     "BY510": "schedule never fires",
     "BY515": "duration longer than the maximum (ten years)",
     "BY516": "malformed scripted mock reply",
+    "BY517": "server.mcp_flows names an unknown flow",
 }
 
 # problems only the server's hot reload reports (engine/serve/catalog.py)

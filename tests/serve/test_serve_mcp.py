@@ -159,3 +159,23 @@ def test_the_tool_list_follows_the_yard(yard: Path, serve: Callable[..., Live]) 
         return {tool.name for tool in (await session.list_tools()).tools}
 
     assert "gated_copy" in with_session(live, work)
+
+
+def test_a_yard_may_offer_only_some_flows(yard: Path, serve: Callable[..., Live]) -> None:
+    """`server.mcp_flows` lists the flows MCP offers: the others are neither listed nor callable."""
+    config = yard / "blockyard.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "\nserver:\n  mcp_flows: [hello]\n", encoding="utf-8")
+    live = serve(yard, watch=False, schedules=False, token=TOKEN)
+
+    async def work(session: ClientSession) -> tuple[set[str], CallToolResult, CallToolResult]:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        return names, await session.call_tool("gated", {"a": 1}), await session.call_tool("hello", {"name": "Bo"})
+
+    names, left_out, hello = with_session(live, work)
+    assert names == {"hello", "resume_run"}
+    assert left_out.isError and text_of(left_out) == (
+        "flow 'gated' is not offered over MCP (server.mcp_flows in blockyard.yaml lists the flows that are)")
+    assert not hello.isError and hello.structuredContent is not None
+    assert hello.structuredContent["status"] == "finished"
+    with live.client(token=TOKEN) as client:  # nothing ran for the refused call
+        assert [run["flow"] for run in client.get("/runs").json()["runs"]] == ["hello"]

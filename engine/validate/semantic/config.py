@@ -66,6 +66,10 @@ def check_config(project: Project) -> list[Diagnostic]:
                            f"threads.name_model: unknown model profile '{name_model}'"
                            f"{did_you_mean(name_model, profiles)} (profiles: {', '.join(profiles)})"))
     found.extend(check_retention(project))
+    for position, flow in enumerate(project.config.server.mcp_flows or ()):
+        if flow not in project.flows:
+            found.append(issue(doc, ("server", "mcp_flows", position), "BY517",
+                               f"server.mcp_flows: unknown flow '{flow}'{did_you_mean(flow, project.flows)}"))
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)
