@@ -51,10 +51,12 @@ class AuthMiddleware:
 
 # What browser clients of both APIs send and read: the token (either header), JSON bodies, a stream's resumption
 # point, the W3C trace context of a page instrumented with OpenTelemetry (a run continues its trace:
-# docs/observability.md); and the headers naming a created run (langgraph-sdk clients follow `Location` to join
-# its stream).
+# docs/observability.md), the MCP protocol version a client sends after `initialize` (/mcp is stateless: no
+# session id, docs/mcp.md); and the headers naming a created run (langgraph-sdk clients follow `Location` to
+# join its stream).
 CORS_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-CORS_HEADERS = ("Authorization", "X-Api-Key", "Content-Type", "Last-Event-ID", "traceparent", "tracestate")
+CORS_HEADERS = ("Authorization", "X-Api-Key", "Content-Type", "Last-Event-ID", "traceparent", "tracestate",
+                "Mcp-Protocol-Version")
 CORS_EXPOSED = ("Location", "Content-Location")
 
 

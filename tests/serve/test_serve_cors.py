@@ -110,3 +110,22 @@ def test_a_reload_applies_the_list(make_yard: Callable[[dict[str, str]], Path], 
     assert live.server.catalog.server.cors_origins == ["https://chat.example"]
     assert cors_headers(preflight(live, "/flows")) == {}
     assert preflight(live, "/flows", origin="https://chat.example").status_code == 200
+
+
+def test_a_browser_page_may_call_the_mcp_tools(
+        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    live = serve_with(make_yard, serve, f"server:\n  cors_origins: ['{UI}']\n")
+    allowed = cors_headers(preflight(live, "/mcp", method="POST"))
+    assert "mcp-protocol-version" in {name.lower() for name in allowed["access-control-allow-headers"].split(", ")}
+    page = {"name": "page", "version": "1"}
+    headers = {"Origin": UI, "Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": page}}
+    answer = httpx.post(live.url + "/mcp", json=hello, headers=headers, verify=LOOPBACK)
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == UI, answer.text
+    assert "mcp-session-id" not in answer.headers  # stateless: every request whole in itself
+    version = answer.json()["result"]["protocolVersion"]
+    listed = httpx.post(live.url + "/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                        headers={**headers, "Mcp-Protocol-Version": version}, verify=LOOPBACK)
+    assert listed.status_code == 200 and listed.headers["access-control-allow-origin"] == UI
+    assert "resume_run" in [tool["name"] for tool in listed.json()["result"]["tools"]]
