@@ -274,7 +274,8 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
 LIGHT = ["validate", "diff . .", "diff --state . .", "flows", "blocks", "runs", "gates", "threads", "schedules",
          "db status", "init fresh"]
 NEEDS_RUNTIME = ["run hello", "resume 0123", "graph hello", "test", "memory list global", "serve", "watch",
-                 "gates --expire", "export langgraph", "export reactflow hello", "db copy --to sqlite:///copy.db"]
+                 "gates --expire", "export langgraph", "export reactflow hello", "db copy --to sqlite:///copy.db",
+                 "mcp"]
 PROBE = """import contextlib, io, json, sys
 from engine.cli import main
 results = {}
