@@ -53,64 +53,159 @@ class Group:
 
 
 SEMANTIC_TESTS = (
-    "tests/validate/test_examples.py", "tests/validate/test_reference_sites.py",
-    "tests/validate/test_semantic_flows.py", "tests/validate/test_semantic_graph.py",
-    "tests/validate/test_semantic_policy.py", "tests/validate/test_semantic_yard.py",
+    "tests/validate/test_examples.py",
+    "tests/validate/test_reference_sites.py",
+    "tests/validate/test_semantic_flows.py",
+    "tests/validate/test_semantic_graph.py",
+    "tests/validate/test_semantic_policy.py",
+    "tests/validate/test_semantic_yard.py",
     "tests/validate/test_semantic_durability.py",
-    "tests/validate/test_semantic_budgets.py", "tests/validate/test_semantic_unwritten_paths.py",
-    "tests/validate/test_validate_compiler_rules.py")
+    "tests/validate/test_semantic_budgets.py",
+    "tests/validate/test_semantic_unwritten_paths.py",
+    "tests/validate/test_validate_compiler_rules.py",
+    "tests/validate/test_semantic_mutants.py",
+)
 
 GROUPS: tuple[Group, ...] = (
-    Group("state-messages", ("engine/state/messages.py",),
-          ("tests/state/test_messages_exactly_once.py", "tests/state/test_messages_pages.py"),
-          "a finished turn stores exactly two messages, whatever runs it twice; pages of a thread"),
-    Group("state-gates", ("engine/state/gates.py",),
-          ("tests/approvals/test_gate_claim_guards.py", "tests/approvals/test_gate_store.py",
-           "tests/approvals/test_decisions.py"),
-          "of the deciders of one gate exactly one wins; a decided gate refuses every other"),
-    Group("state-journal", ("engine/state/journal.py", "engine/state/inline_steps.py"),
-          ("tests/runtime/test_inline_durable.py", "tests/runtime/test_writer_inline.py"),
-          "the inline steps a node finished are restored once, in order, on the run's next execution"),
-    Group("state-liveness", ("engine/state/liveness.py",),
-          ("tests/state/test_liveness.py", "tests/runtime/test_run_store.py"),
-          "a run's lease: held while its execution lives, taken over once it lapsed, by exactly one"),
-    Group("state-fencing", ("engine/state/fencing.py",),
-          ("tests/state/test_fencing.py", "tests/state/test_fencing_rules.py"),
-          "a replica whose lease was taken writes nothing more for the run"),
+    Group(
+        "state-messages",
+        ("engine/state/messages.py",),
+        ("tests/state/test_messages_exactly_once.py", "tests/state/test_messages_pages.py"),
+        "a finished turn stores exactly two messages, whatever runs it twice; pages of a thread",
+    ),
+    Group(
+        "state-gates",
+        ("engine/state/gates.py",),
+        (
+            "tests/approvals/test_gate_claim_guards.py",
+            "tests/approvals/test_gate_store.py",
+            "tests/approvals/test_decisions.py",
+        ),
+        "of the deciders of one gate exactly one wins; a decided gate refuses every other",
+    ),
+    Group(
+        "state-journal",
+        ("engine/state/journal.py", "engine/state/inline_steps.py"),
+        ("tests/runtime/test_inline_durable.py", "tests/runtime/test_writer_inline.py"),
+        "the inline steps a node finished are restored once, in order, on the run's next execution",
+    ),
+    Group(
+        "state-liveness",
+        ("engine/state/liveness.py",),
+        ("tests/state/test_liveness.py", "tests/runtime/test_run_store.py"),
+        "a run's lease: held while its execution lives, taken over once it lapsed, by exactly one",
+    ),
+    Group(
+        "state-fencing",
+        ("engine/state/fencing.py",),
+        ("tests/state/test_fencing.py", "tests/state/test_fencing_rules.py"),
+        "a replica whose lease was taken writes nothing more for the run",
+    ),
     # the checks of `blockyard validate`, in three groups of about 2,300 mutants each (one week's job each)
-    *(Group(name, tuple(f"engine/validate/semantic/{module}" for module in modules), SEMANTIC_TESTS,
-            f"`blockyard validate` reports every {what}, at file:line:col")
-      for name, what, modules in (
-          ("semantic-references", "broken reference, unreachable step and bad route",
-           ("references.py", "index.py", "graph.py", "flows.py", "structure.py", "paths.py", "routing.py",
-            "control.py", "__init__.py")),
-          ("semantic-dataflow", "value read before it is written, and every wrong binding and template",
-           ("dataflow.py", "bindings.py", "scope.py", "templates.py", "facts.py", "accumulate.py", "emits.py",
-            "defaults.py")),
-          ("semantic-rules", "broken block, agent, delegation, policy, budget and configuration rule",
-           ("blocks.py", "agents.py", "delegation.py", "policy.py", "budgets.py", "config.py", "durations.py",
-            "durability.py", "retention.py", "schedule.py")))),
-    Group("templates", ("engine/templates/limits.py", "engine/templates/sandbox.py", "engine/templates/checks.py"),
-          ("tests/test_templates.py", "tests/test_template_guards.py", "tests/test_template_limits_nested.py",
-           "tests/test_template_fast.py", "tests/validate/test_constant_limits.py", "tests/test_template_mutants.py"),
-          "a template cannot reach Python internals, run away, or make a value past the limits",
-          # a million loop iterations: through mutmut's trampolines (each call recorded while it finds which
-          # tests reach which function) they take longer than the tests allow
-          ("--deselect", "tests/test_templates.py::test_nested_loops_run_out_of_iterations",
-           "--deselect", "tests/test_templates.py::test_macros_calling_each_other_count_as_work"),
-          # engine/templates/render.py builds its environment at import: the filters' guards are wrapped then
-          warmup="none",
-          import_time=("engine.templates.checks.x_guard_filter", "engine.templates.checks.x__check_count",
-                       "engine.templates.checks.x__check_as_text",
-                       "engine.templates.sandbox.xǁBoundedEnvironmentǁ__init__",
-                       "engine.templates.sandbox.xǁBoundedEnvironmentǁguard_filters")),
-    Group("serve-guards", ("engine/serve/hosts.py", "engine/serve/auth.py", "engine/serve/bodies.py",
-                           "engine/serve/middleware.py"),
-          ("tests/serve/test_request_guards.py", "tests/serve/test_serve_auth.py", "tests/serve/test_serve_hostile.py",
-           "tests/serve/test_serve_cors.py"),
-          "the server refuses a foreign Host, a missing or wrong token, a body past its limit",
-          # the routes document their bodies when they are declared, at import (engine/serve/routes)
-          warmup="none", import_time=("engine.serve.bodies.x_openapi_body",)),
+    *(
+        Group(
+            name,
+            tuple(f"engine/validate/semantic/{module}" for module in modules),
+            SEMANTIC_TESTS,
+            f"`blockyard validate` reports every {what}, at file:line:col",
+        )
+        for name, what, modules in (
+            (
+                "semantic-references",
+                "broken reference, unreachable step and bad route",
+                (
+                    "references.py",
+                    "index.py",
+                    "graph.py",
+                    "flows.py",
+                    "structure.py",
+                    "paths.py",
+                    "routing.py",
+                    "control.py",
+                    "__init__.py",
+                ),
+            ),
+            (
+                "semantic-dataflow",
+                "value read before it is written, and every wrong binding and template",
+                (
+                    "dataflow.py",
+                    "bindings.py",
+                    "scope.py",
+                    "templates.py",
+                    "facts.py",
+                    "accumulate.py",
+                    "emits.py",
+                    "defaults.py",
+                ),
+            ),
+            (
+                "semantic-rules",
+                "broken block, agent, delegation, policy, budget and configuration rule",
+                (
+                    "blocks.py",
+                    "agents.py",
+                    "delegation.py",
+                    "policy.py",
+                    "budgets.py",
+                    "config.py",
+                    "durations.py",
+                    "durability.py",
+                    "retention.py",
+                    "schedule.py",
+                ),
+            ),
+        )
+    ),
+    Group(
+        "templates",
+        ("engine/templates/limits.py", "engine/templates/sandbox.py", "engine/templates/checks.py"),
+        (
+            "tests/test_templates.py",
+            "tests/test_template_guards.py",
+            "tests/test_template_limits_nested.py",
+            "tests/test_template_fast.py",
+            "tests/validate/test_constant_limits.py",
+            "tests/test_template_mutants.py",
+        ),
+        "a template cannot reach Python internals, run away, or make a value past the limits",
+        # a million loop iterations: through mutmut's trampolines (each call recorded while it finds which
+        # tests reach which function) they take longer than the tests allow
+        (
+            "--deselect",
+            "tests/test_templates.py::test_nested_loops_run_out_of_iterations",
+            "--deselect",
+            "tests/test_templates.py::test_macros_calling_each_other_count_as_work",
+        ),
+        # engine/templates/render.py builds its environment at import: the filters' guards are wrapped then
+        warmup="none",
+        import_time=(
+            "engine.templates.checks.x_guard_filter",
+            "engine.templates.checks.x__check_count",
+            "engine.templates.checks.x__check_as_text",
+            "engine.templates.sandbox.xǁBoundedEnvironmentǁ__init__",
+            "engine.templates.sandbox.xǁBoundedEnvironmentǁguard_filters",
+        ),
+    ),
+    Group(
+        "serve-guards",
+        (
+            "engine/serve/hosts.py",
+            "engine/serve/auth.py",
+            "engine/serve/bodies.py",
+            "engine/serve/middleware.py",
+        ),
+        (
+            "tests/serve/test_request_guards.py",
+            "tests/serve/test_serve_auth.py",
+            "tests/serve/test_serve_hostile.py",
+            "tests/serve/test_serve_cors.py",
+        ),
+        "the server refuses a foreign Host, a missing or wrong token, a body past its limit",
+        # the routes document their bodies when they are declared, at import (engine/serve/routes)
+        warmup="none",
+        import_time=("engine.serve.bodies.x_openapi_body",),
+    ),
 )
 
 
@@ -127,33 +222,68 @@ if os.environ.get("MUTANT_UNDER_TEST") == "stats":
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bash .ci/mutation", description=__doc__.split("\n\n")[0])
     parser.add_argument("groups", nargs="*", metavar="GROUP", help="groups to run (default: all)")
-    parser.add_argument("--list", action="store_true", help="name the groups, their modules and tests")
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("BLOCKYARD_MUTATION_JOBS", "2")),
-                        help="mutants tested at once (default 2, or $BLOCKYARD_MUTATION_JOBS)")
-    parser.add_argument("--sample", type=int, default=0, metavar="N",
-                        help="test N mutants of each group drawn at random (seed --seed) instead of all")
+    parser.add_argument(
+        "--list", action="store_true", help="name the groups, their modules and tests"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("BLOCKYARD_MUTATION_JOBS", "2")),
+        help="mutants tested at once (default 2, or $BLOCKYARD_MUTATION_JOBS)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="test N mutants of each group drawn at random (seed --seed) instead of all",
+    )
     parser.add_argument("--seed", type=int, default=36)
-    parser.add_argument("--keep", action="store_true",
-                        help="reuse the work folder: only mutants of changed functions run again")
-    parser.add_argument("--fail-under", type=float, default=0.0, metavar="PERCENT",
-                        help="exit 1 when a group's score is below PERCENT (the weekly workflow: 85)")
-    parser.add_argument("--report", action="store_true",
-                        help="run nothing: write the report again from the groups' last run (after editing "
-                             ".ci/mutation-equivalent.txt)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="reuse the work folder: only mutants of changed functions run again",
+    )
+    parser.add_argument(
+        "--fail-under",
+        type=float,
+        default=0.0,
+        metavar="PERCENT",
+        help="exit 1 when a group's score is below PERCENT (the weekly workflow: 85)",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="run nothing: write the report again from the groups' last run (after editing "
+        ".ci/mutation-equivalent.txt)",
+    )
     args = parser.parse_args(argv)
     by_name = {group.name: group for group in GROUPS}
     if args.list:
         for group in GROUPS:
-            print(f"{group.name}: {group.about}\n  mutates: {' '.join(group.modules)}\n"
-                  f"  tests:   {' '.join([*group.tests, *group.pytest_args])}")
+            print(
+                f"{group.name}: {group.about}\n  mutates: {' '.join(group.modules)}\n"
+                f"  tests:   {' '.join([*group.tests, *group.pytest_args])}"
+            )
         return 0
     unknown = [name for name in args.groups if name not in by_name]
     if unknown:
-        print(f"mutation: no group {', '.join(unknown)}; groups: {', '.join(by_name)}", file=sys.stderr)
+        print(
+            f"mutation: no group {', '.join(unknown)}; groups: {', '.join(by_name)}",
+            file=sys.stderr,
+        )
         return 2
-    missing = [path for group in GROUPS for path in (*group.modules, *group.tests) if not (REPO / path).exists()]
+    missing = [
+        path
+        for group in GROUPS
+        for path in (*group.modules, *group.tests)
+        if not (REPO / path).exists()
+    ]
     if missing:
-        print(f"mutation: the group table names files that do not exist: {', '.join(missing)}", file=sys.stderr)
+        print(
+            f"mutation: the group table names files that do not exist: {', '.join(missing)}",
+            file=sys.stderr,
+        )
         return 2
     equivalent = read_equivalent(EQUIVALENT_FILE)
     report_dir = BUILD / "report"
@@ -163,11 +293,23 @@ def main(argv: list[str]) -> int:
         if args.report:
             results.append(rereport(by_name[name], equivalent, report_dir))
             continue
-        results.append(run_group(by_name[name], equivalent, report_dir, jobs=args.jobs, sample=args.sample,
-                                 seed=args.seed, keep=args.keep))
+        results.append(
+            run_group(
+                by_name[name],
+                equivalent,
+                report_dir,
+                jobs=args.jobs,
+                sample=args.sample,
+                seed=args.seed,
+                keep=args.keep,
+            )
+        )
     write_summary(report_dir, results)
-    low = [f"{result['group']} {percent(result['score'])}" for result in results
-           if result["score"] is not None and 100 * result["score"] < args.fail_under]
+    low = [
+        f"{result['group']} {percent(result['score'])}"
+        for result in results
+        if result["score"] is not None and 100 * result["score"] < args.fail_under
+    ]
     if low:
         print(f"mutation: below {args.fail_under:g}%: {', '.join(low)}", file=sys.stderr)
     return 0 if all(result["ok"] for result in results) and not low else 1
@@ -186,8 +328,12 @@ def read_equivalent(path: Path) -> dict[str, str]:
 
 def checkout_files() -> list[str]:
     """The files a clone would have (tracked, and new ones not ignored), as they are in the work tree."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            check=True, capture_output=True).stdout.decode()
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
     return [name for name in listed.split("\0") if name and (REPO / name).is_file()]
 
 
@@ -207,7 +353,14 @@ def prepare(group: Group, work: Path, keep: bool) -> None:
         "only_mutate": list(group.modules),
         "also_copy": tops,
         # one process (the suite's addopts start four xdist workers); mutmut forks one child per mutant
-        "pytest_add_cli_args": ["-n", "0", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"],
+        "pytest_add_cli_args": [
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+        ],
         "pytest_add_cli_args_test_selection": [*group.tests, *group.pytest_args],
         "use_git_change_detection": False,
         # each mutant's process is forked from a server that only collected the tests, never ran one: a
@@ -217,12 +370,17 @@ def prepare(group: Group, work: Path, keep: bool) -> None:
         "forkserver_warmup": group.warmup,
         "timeout_multiplier": 10.0,
         "timeout_constant": 5.0,
-        "debug": os.environ.get("BLOCKYARD_MUTATION_DEBUG", "") == "1",  # pytest's output of every run, in the log
+        "debug": os.environ.get("BLOCKYARD_MUTATION_DEBUG", "")
+        == "1",  # pytest's output of every run, in the log
     }
     pyproject = work / "pyproject.toml"
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    pyproject.write_text(text + "\n[tool.mutmut]\n" + "".join(f"{key} = {json.dumps(value)}\n"
-                                                              for key, value in config.items()), encoding="utf-8")
+    pyproject.write_text(
+        text
+        + "\n[tool.mutmut]\n"
+        + "".join(f"{key} = {json.dumps(value)}\n" for key, value in config.items()),
+        encoding="utf-8",
+    )
 
 
 def reach_everything(work: Path, functions: tuple[str, ...]) -> None:
@@ -270,8 +428,16 @@ def diff_of(work: Path, mutant: str) -> str:
         os.chdir(here)
 
 
-def run_group(group: Group, equivalent: dict[str, str], report_dir: Path, *, jobs: int, sample: int, seed: int,
-              keep: bool) -> dict[str, Any]:
+def run_group(
+    group: Group,
+    equivalent: dict[str, str],
+    report_dir: Path,
+    *,
+    jobs: int,
+    sample: int,
+    seed: int,
+    keep: bool,
+) -> dict[str, Any]:
     work = BUILD / "work" / group.name
     started = time.monotonic()
     print(f"== {group.name}: {' '.join(group.modules)}", flush=True)
@@ -294,41 +460,69 @@ def run_group(group: Group, equivalent: dict[str, str], report_dir: Path, *, job
         # mutants are made (and every test's reach recorded) by a run that tests none of them (mutmut stops it
         # there: no mutant has that name)
         recorded = False
-        for _ in range(2):  # a test that failed while the reach was recorded (a loaded machine): once more
-            subprocess.run([*mutmut, "__none__"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+        for _ in range(
+            2
+        ):  # a test that failed while the reach was recorded (a loaded machine): once more
+            subprocess.run(
+                [*mutmut, "__none__"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
             recorded = (work / "mutants" / "mutmut-stats.json").exists()
             if recorded:
                 break
         if not recorded and group.import_time:
             # the run below records the reach itself, crediting the functions that run at import to one test:
             # their mutants would survive for that, and the score would be wrong
-            print(f"mutation: {group.name}: the tests failed while mutmut recorded which tests reach which "
-                  f"function (see {log_path}); this run's score is not trusted", file=sys.stderr)
+            print(
+                f"mutation: {group.name}: the tests failed while mutmut recorded which tests reach which "
+                f"function (see {log_path}); this run's score is not trusted",
+                file=sys.stderr,
+            )
         reach_everything(work, group.import_time)
         if sample:
             every = sorted(mutant_results(work))
             names = sorted(random.Random(seed).sample(every, min(sample, len(every))))
-        status = subprocess.run([*mutmut, *names], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            [*mutmut, *names], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
+        ).returncode
     tidy_log(log_path)
     results = mutant_results(work)
     if names:
         results = {name: results[name] for name in names}
     ok = status == 0 and bool(results) and (recorded or not group.import_time)
-    return report(group, work, results, equivalent, report_dir, ok=ok, seconds=time.monotonic() - started,
-                  sampled=len(names))
+    return report(
+        group,
+        work,
+        results,
+        equivalent,
+        report_dir,
+        ok=ok,
+        seconds=time.monotonic() - started,
+        sampled=len(names),
+    )
 
 
 def rereport(group: Group, equivalent: dict[str, str], report_dir: Path) -> dict[str, Any]:
     """The report of the group's last run again (the equivalent mutants may have changed since)."""
     work = BUILD / "work" / group.name
     results = mutant_results(work)
-    kept = json.loads((report_dir / "summary.json").read_text(encoding="utf-8")).get(group.name, {}) \
-        if (report_dir / "summary.json").exists() else {}
+    kept = (
+        json.loads((report_dir / "summary.json").read_text(encoding="utf-8")).get(group.name, {})
+        if (report_dir / "summary.json").exists()
+        else {}
+    )
     sampled = int(kept.get("sampled", 0))
     if sampled:
         results = {name: results[name] for name in kept.get("tested", []) if name in results}
-    return report(group, work, results, equivalent, report_dir, ok=bool(results) and kept.get("ok", True),
-                  seconds=float(kept.get("seconds", 0)), sampled=sampled)
+    return report(
+        group,
+        work,
+        results,
+        equivalent,
+        report_dir,
+        ok=bool(results) and kept.get("ok", True),
+        seconds=float(kept.get("seconds", 0)),
+        sampled=sampled,
+    )
 
 
 def tidy_log(path: Path) -> None:
@@ -344,8 +538,11 @@ def tidy_log(path: Path) -> None:
 # SQL's keywords and unquoted names mean the same in any case, on SQLite and on Postgres (which folds them
 # to lower case); engine/state/postgres.py rewrites SQLite's words case-blind too, except these few
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
-_SQL_WORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|FROM|VALUES|ORDER BY|GROUP BY|LIMIT|AND|OR|SET|JOIN|"
-                       r"NULL)\b", re.IGNORECASE)
+_SQL_WORD = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|FROM|VALUES|ORDER BY|GROUP BY|LIMIT|AND|OR|SET|JOIN|"
+    r"NULL)\b",
+    re.IGNORECASE,
+)
 _SQL_START = re.compile(r"^\s*" + _SQL_WORD.pattern, re.IGNORECASE)
 _SQL_PARAMETER = re.compile(r"\w \S{1,2} \?")  # `column = ?`, `idx < ?`
 _SQL_CASE_SENSITIVE = re.compile(r"\bIS \?|WITHOUT ROWID|\bREAL\b|\bBLOB\b", re.IGNORECASE)
@@ -355,7 +552,11 @@ SQL_CASE = "changes only the letter case of SQL text (the same statement to SQLi
 def _sql(text: str) -> bool:
     """A string literal that is (part of) an SQL statement: SQL words, and a `?` placeholder or a clause first."""
     sql_like = bool(_SQL_WORD.search(text) or _SQL_PARAMETER.search(text))
-    return sql_like and ("?" in text or bool(_SQL_START.match(text))) and not _SQL_CASE_SENSITIVE.search(text)
+    return (
+        sql_like
+        and ("?" in text or bool(_SQL_START.match(text)))
+        and not _SQL_CASE_SENSITIVE.search(text)
+    )
 
 
 def equivalent_by_rule(diff: str) -> str | None:
@@ -375,8 +576,17 @@ def equivalent_by_rule(diff: str) -> str | None:
     return SQL_CASE
 
 
-def report(group: Group, work: Path, results: dict[str, str], equivalent: dict[str, str], report_dir: Path, *,
-           ok: bool, seconds: float, sampled: int) -> dict[str, Any]:
+def report(
+    group: Group,
+    work: Path,
+    results: dict[str, str],
+    equivalent: dict[str, str],
+    report_dir: Path,
+    *,
+    ok: bool,
+    seconds: float,
+    sampled: int,
+) -> dict[str, Any]:
     modules: dict[str, Counter[str]] = {module: Counter() for module in group.modules}
     survivors: list[str] = []
     untested: list[str] = []
@@ -398,17 +608,28 @@ def report(group: Group, work: Path, results: dict[str, str], equivalent: dict[s
         elif status != "not checked":
             survivors.append(name)
     scores = {module: score(counts) for module, counts in modules.items()}
-    lines = [f"# Mutation report: {group.name}", "", group.about, "",
-             f"Tests: {', '.join(group.tests)}", f"Time: {seconds:.0f} s" + (f"; a sample of {sampled} mutants"
-                                                                             if sampled else ""), "",
-             "| module | mutants | killed | survived | no test reached | equivalent | score |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Mutation report: {group.name}",
+        "",
+        group.about,
+        "",
+        f"Tests: {', '.join(group.tests)}",
+        f"Time: {seconds:.0f} s" + (f"; a sample of {sampled} mutants" if sampled else ""),
+        "",
+        "| module | mutants | killed | survived | no test reached | equivalent | score |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for module, counts in modules.items():
-        lines.append(f"| {module} | {counts['mutants']} | {counts['dead']} | {counts['survived']} | "
-                     f"{counts['no tests']} | {counts['equivalent']} | {percent(scores[module])} |")
+        lines.append(
+            f"| {module} | {counts['mutants']} | {counts['dead']} | {counts['survived']} | "
+            f"{counts['no tests']} | {counts['equivalent']} | {percent(scores[module])} |"
+        )
     total = sum(modules.values(), Counter())
-    lines += [f"| **all** | {total['mutants']} | {total['dead']} | {total['survived']} | {total['no tests']} | "
-              f"{total['equivalent']} | {percent(score(total))} |", ""]
+    lines += [
+        f"| **all** | {total['mutants']} | {total['dead']} | {total['survived']} | {total['no tests']} | "
+        f"{total['equivalent']} | {percent(score(total))} |",
+        "",
+    ]
     if not ok:
         lines += [f"**The run did not finish cleanly**: see {group.name}.log.", ""]
     lines += ["## Surviving mutants", ""]
@@ -416,22 +637,42 @@ def report(group: Group, work: Path, results: dict[str, str], equivalent: dict[s
         lines += [f"### {name} ({results[name]})", "", "```diff", diff_of(work, name), "```", ""]
     if not survivors:
         lines += ["None.", ""]
-    lines += ["## Equivalent mutants", "", "Listed in .ci/mutation-equivalent.txt, or equivalent by a rule:", ""]
-    lines += [f"- {name}: {equivalent.get(name) or by_rule.get(name)}" for name in sorted(results)
-              if name in equivalent or name in by_rule] or ["None."]
+    lines += [
+        "## Equivalent mutants",
+        "",
+        "Listed in .ci/mutation-equivalent.txt, or equivalent by a rule:",
+        "",
+    ]
+    lines += [
+        f"- {name}: {equivalent.get(name) or by_rule.get(name)}"
+        for name in sorted(results)
+        if name in equivalent or name in by_rule
+    ] or ["None."]
     lines += ["", "## Mutants no test reached", ""]
     for name in untested:
         lines += [f"### {name}", "", "```diff", diff_of(work, name), "```", ""]
     if not untested:
         lines += ["None.", ""]
     (report_dir / f"{group.name}.md").write_text("\n".join(lines), encoding="utf-8")
-    print(f"   {percent(score(total))} of {total['mutants']} mutants killed ({len(survivors)} survived, "
-          f"{len(untested)} reached by no test, {total['equivalent']} equivalent) in {seconds:.0f} s: "
-          f"{report_dir / (group.name + '.md')}", flush=True)
-    return {"group": group.name, "ok": ok, "seconds": round(seconds), "sampled": sampled, "score": score(total),
-            "tested": sorted(results) if sampled else [],
-            "modules": {module: {**counts, "score": scores[module]} for module, counts in modules.items()},
-            "survivors": survivors, "untested": untested}
+    print(
+        f"   {percent(score(total))} of {total['mutants']} mutants killed ({len(survivors)} survived, "
+        f"{len(untested)} reached by no test, {total['equivalent']} equivalent) in {seconds:.0f} s: "
+        f"{report_dir / (group.name + '.md')}",
+        flush=True,
+    )
+    return {
+        "group": group.name,
+        "ok": ok,
+        "seconds": round(seconds),
+        "sampled": sampled,
+        "score": score(total),
+        "tested": sorted(results) if sampled else [],
+        "modules": {
+            module: {**counts, "score": scores[module]} for module, counts in modules.items()
+        },
+        "survivors": survivors,
+        "untested": untested,
+    }
 
 
 def score(counts: Counter[str]) -> float | None:
@@ -448,12 +689,19 @@ def write_summary(report_dir: Path, results: list[dict[str, Any]]) -> None:
     kept = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     kept.update({result["group"]: result for result in results})
     path.write_text(json.dumps(kept, indent=2), encoding="utf-8")
-    lines = ["# Mutation scores", "", "| group | module | mutants | killed | score |", "|---|---|---|---|---|"]
+    lines = [
+        "# Mutation scores",
+        "",
+        "| group | module | mutants | killed | score |",
+        "|---|---|---|---|---|",
+    ]
     for name, result in kept.items():
         for module, counts in result["modules"].items():
             sampled = f" (sample of {result['sampled']})" if result["sampled"] else ""
-            lines.append(f"| {name}{sampled} | {module} | {counts.get('mutants', 0)} | {counts.get('dead', 0)} | "
-                         f"{percent(counts['score'])} |")
+            lines.append(
+                f"| {name}{sampled} | {module} | {counts.get('mutants', 0)} | {counts.get('dead', 0)} | "
+                f"{percent(counts['score'])} |"
+            )
     (report_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
