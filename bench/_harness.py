@@ -24,7 +24,9 @@ def child_env(cache: Path | None = None) -> dict[str, str]:
     machine) as an installed package has it. This machine sets PYTHONDONTWRITEBYTECODE, under which
     every child would compile the engine's modules from source and time that too."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(cache or Path(tempfile.gettempdir()) / "blockyard-bench-pycache")
+    env["PYTHONPYCACHEPREFIX"] = str(
+        cache or Path(tempfile.gettempdir()) / "blockyard-bench-pycache"
+    )
     return env
 
 
@@ -33,7 +35,9 @@ def rounds(default: int) -> int:
     return int(os.environ.get("BENCH_ROUNDS", default))
 
 
-async def measure(variants: dict[str, Variant], count: int, warmup: int = 1) -> dict[str, list[float]]:
+async def measure(
+    variants: dict[str, Variant], count: int, warmup: int = 1
+) -> dict[str, list[float]]:
     """Samples per variant, interleaved."""
     names = list(variants)
     for name in names:
@@ -61,7 +65,10 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    body = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    body = [
+        "| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in rows
+    ]
     return "\n".join([line, rule, *body])
 
 
@@ -87,7 +94,9 @@ def fresh_db(folder: Path, name: str) -> Path:
 
 def header(title: str) -> None:
     print(f"\n## {title}\n")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of interleaved rounds\n")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of interleaved rounds\n"
+    )
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:

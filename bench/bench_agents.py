@@ -46,7 +46,10 @@ AGENT = """
 def mock_yard() -> Path:
     call = {"$tool_calls": [{"name": "current_time", "args": {}}]}
     models: dict[str, Any] = {
-        "fast": {"provider": "mock", "replies": {"busy.work": [call] * 9 + ["done"], "quick.work": ["done"]}},
+        "fast": {
+            "provider": "mock",
+            "replies": {"busy.work": [call] * 9 + ["done"], "quick.work": ["done"]},
+        },
         "slow": {"provider": "mock", "delay": "200ms"},
     }
     files = {
@@ -57,16 +60,25 @@ def mock_yard() -> Path:
     }
     for k in FANOUT:
         calls = [{"name": "helper", "args": {"task": f"t{i}"}} for i in range(k)]
-        models[f"lead{k}"] = {"provider": "mock", "replies": {f"lead{k}": [{"$tool_calls": calls}, "done"]}}
-        files[f"blocks/lead{k}.yaml"] = AGENT.format(name=f"lead{k}", model=f"lead{k}", extra="delegates: [helper]")
-        files[f"flows/fan{k}.yaml"] = f"flow: fan{k}\noutputs: [answer]\nsteps:\n  - {{id: go, uses: lead{k}}}\n"
+        models[f"lead{k}"] = {
+            "provider": "mock",
+            "replies": {f"lead{k}": [{"$tool_calls": calls}, "done"]},
+        }
+        files[f"blocks/lead{k}.yaml"] = AGENT.format(
+            name=f"lead{k}", model=f"lead{k}", extra="delegates: [helper]"
+        )
+        files[f"flows/fan{k}.yaml"] = (
+            f"flow: fan{k}\noutputs: [answer]\nsteps:\n  - {{id: go, uses: lead{k}}}\n"
+        )
     files["blockyard.yaml"] = json.dumps({"models": models})  # YAML 1.2 reads JSON
     return make_yard(files)
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="turns and fan-out medians (ms) as one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="turns and fan-out medians (ms) as one JSON object"
+    )
     as_json = parser.parse_args().json
     count = rounds(7)
     root = mock_yard()
@@ -79,33 +91,62 @@ async def main() -> None:
 
         return await timed(go)
 
-    samples = await measure({"1 turn": lambda: run("quick"), "10 turns": lambda: run("busy")}, count)
+    samples = await measure(
+        {"1 turn": lambda: run("quick"), "10 turns": lambda: run("busy")}, count
+    )
     one, ten = median(samples["1 turn"]), median(samples["10 turns"])
     fanout = await measure({f"K={k}": (lambda k=k: run(f"fan{k}")) for k in FANOUT}, count)
     yard.close()
     if as_json:
-        print(json.dumps({"turn_ms": (ten - one) / 9 * 1000,
-                          "fanout_ms": {str(k): median(fanout[f"K={k}"]) * 1000 for k in FANOUT}}))
+        print(
+            json.dumps(
+                {
+                    "turn_ms": (ten - one) / 9 * 1000,
+                    "fanout_ms": {str(k): median(fanout[f"K={k}"]) * 1000 for k in FANOUT},
+                }
+            )
+        )
         return
     header("turns (instant mock)")
-    print(table(["run", "median"], [["1 turn (answer at once)", f"{one * 1000:.1f} ms"],
-                                    ["10 turns (9 tool calls)", f"{ten * 1000:.1f} ms"],
-                                    ["per turn + tool call", f"{(ten - one) / 9 * 1000:.2f} ms"]]))
+    print(
+        table(
+            ["run", "median"],
+            [
+                ["1 turn (answer at once)", f"{one * 1000:.1f} ms"],
+                ["10 turns (9 tool calls)", f"{ten * 1000:.1f} ms"],
+                ["per turn + tool call", f"{(ten - one) / 9 * 1000:.2f} ms"],
+            ],
+        )
+    )
 
     header("fan-out: K sub-agents in one turn, 200 ms model each")
-    print(table(["K", "median wall", "sequential would be"],
-                [[str(k), f"{median(fanout[f'K={k}']) * 1000:.0f} ms", f"{k * 200} ms +"] for k in FANOUT]))
+    print(
+        table(
+            ["K", "median wall", "sequential would be"],
+            [
+                [str(k), f"{median(fanout[f'K={k}']) * 1000:.0f} ms", f"{k * 200} ms +"]
+                for k in FANOUT
+            ],
+        )
+    )
 
     from support.openai_stub import OpenAIStub, Reply
 
     with OpenAIStub() as stub:
-        stub.default = Reply.dynamic(lambda request: Reply.tool_call("current_time", {}) if len(request.messages) < 2
-                                     else Reply.tool_call("final_answer", {"answer": "ok"}))
-        real = make_yard({
-            "blockyard.yaml": f"models:\n  default: {{provider: openai, name: m, base_url: '{stub.base_url}'}}\n",
-            "blocks/worker.yaml": AGENT.format(name="worker", model="default", extra=""),
-            "flows/ask.yaml": "flow: ask\noutputs: [answer]\nsteps:\n  - {id: work, uses: worker}\n",
-        })
+        stub.default = Reply.dynamic(
+            lambda request: (
+                Reply.tool_call("current_time", {})
+                if len(request.messages) < 2
+                else Reply.tool_call("final_answer", {"answer": "ok"})
+            )
+        )
+        real = make_yard(
+            {
+                "blockyard.yaml": f"models:\n  default: {{provider: openai, name: m, base_url: '{stub.base_url}'}}\n",
+                "blocks/worker.yaml": AGENT.format(name="worker", model="default", extra=""),
+                "flows/ask.yaml": "flow: ask\noutputs: [answer]\nsteps:\n  - {id: work, uses: worker}\n",
+            }
+        )
         yard = Yard.load(real, state=real / "state.db", env={})
 
         async def ask() -> float:
@@ -117,7 +158,12 @@ async def main() -> None:
 
         header("openai: 2 turns through ChatOpenAI and a loopback server (streamed)")
         samples = await measure({"ask": ask}, count)
-        print(table(["run", "median"], [["2 turns, 1 tool call", f"{median(samples['ask']) * 1000:.1f} ms"]]))
+        print(
+            table(
+                ["run", "median"],
+                [["2 turns, 1 tool call", f"{median(samples['ask']) * 1000:.1f} ms"]],
+            )
+        )
         yard.close()
 
 

@@ -30,14 +30,24 @@ from engine.compile import compile_flow, foreach, loop, mapping, router, uses, v
 from engine.compile.flow import compile_flow as _loaded  # noqa: F401  the compiler's modules: imports, not the compile
 from engine.definitions.pinned import Bundle
 
-BLOCK = {"block": "inc", "kind": "transform", "inputs": {"n": {"type": "integer", "default": 0}},
-         "outputs": {"n": {"type": "integer"}}, "compute": {"n": "n + 1"}}
+BLOCK = {
+    "block": "inc",
+    "kind": "transform",
+    "inputs": {"n": {"type": "integer", "default": 0}},
+    "outputs": {"n": {"type": "integer"}},
+    "compute": {"n": "n + 1"},
+}
 
 
 def chain(steps: int) -> Bundle:
-    flow = {"flow": "chain", "outputs": ["n"],
-            "steps": [{"id": f"s{i}", "uses": "inc", "with": {"n": "{{ context.n | default(0) }}"}}
-                      for i in range(steps)]}
+    flow = {
+        "flow": "chain",
+        "outputs": ["n"],
+        "steps": [
+            {"id": f"s{i}", "uses": "inc", "with": {"n": "{{ context.n | default(0) }}"}}
+            for i in range(steps)
+        ],
+    }
     return Bundle.from_source({"flow": flow, "blocks": {"inc": BLOCK}, "flows": {}, "config": {}})
 
 
@@ -47,16 +57,38 @@ def mixed(steps: int) -> Bundle:
     items: list[dict[str, Any]] = []
     for i in range(steps):
         if i % 10 == 9:
-            items.append({"id": f"s{i}", "router": {"value": "{{ context.n }}",
-                                                    "routes": [{"regex": "^1", "goto": f"s{i - 1}"}],
-                                                    "default": f"s{i + 1}" if i + 1 < steps else "end"}})
+            items.append(
+                {
+                    "id": f"s{i}",
+                    "router": {
+                        "value": "{{ context.n }}",
+                        "routes": [{"regex": "^1", "goto": f"s{i - 1}"}],
+                        "default": f"s{i + 1}" if i + 1 < steps else "end",
+                    },
+                }
+            )
         elif i % 50 == 3:
-            items.append({"id": f"s{i}", "loop": {"max_iterations": 3, "until": "context.n > 2",
-                                                  "steps": [{"id": f"s{i}_body", "uses": "inc"}]}})
+            items.append(
+                {
+                    "id": f"s{i}",
+                    "loop": {
+                        "max_iterations": 3,
+                        "until": "context.n > 2",
+                        "steps": [{"id": f"s{i}_body", "uses": "inc"}],
+                    },
+                }
+            )
         elif i % 50 == 5:
-            items.append({"id": f"s{i}", "map": {"items": "[1, 2, 3]", "as": "n", "uses": "inc", "collect": "m"}})
+            items.append(
+                {
+                    "id": f"s{i}",
+                    "map": {"items": "[1, 2, 3]", "as": "n", "uses": "inc", "collect": "m"},
+                }
+            )
         else:
-            items.append({"id": f"s{i}", "uses": "inc", **({"max_visits": 5} if i % 10 == 8 else {})})
+            items.append(
+                {"id": f"s{i}", "uses": "inc", **({"max_visits": 5} if i % 10 == 8 else {})}
+            )
     flow = {"flow": "mixed", "steps": items}
     return Bundle.from_source({"flow": flow, "blocks": {"inc": BLOCK}, "flows": {}, "config": {}})
 
@@ -68,8 +100,10 @@ class S(TypedDict, total=False):
 def raw_langgraph(steps: int) -> Any:
     graph = StateGraph(S)
     for i in range(steps):
+
         async def node(state: S, i: int = i) -> dict[str, Any]:
             return {"log": [i]}
+
         graph.add_node(f"n{i}", node)
         graph.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
     graph.add_edge(f"n{steps - 1}", END)
@@ -92,14 +126,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--first", action="store_true", help="time this process's imports and first compiles (JSON)")
-    parser.add_argument("--json", action="store_true", help="medians in ms as one JSON object: raw, chain, mixed")
+    parser.add_argument(
+        "--first", action="store_true", help="time this process's imports and first compiles (JSON)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="medians in ms as one JSON object: raw, chain, mixed"
+    )
     args = parser.parse_args()
     if args.first:
         imports = time.process_time() * 1000  # the process's CPU so far: startup and imports
         linear, varied = chain(args.steps), mixed(args.steps)  # pinning: not part of the compile
-        first = {"imports_ms": imports, "chain_ms": cpu(lambda: compile_flow(linear)),
-                 "mixed_ms": cpu(lambda: compile_flow(varied))}
+        first = {
+            "imports_ms": imports,
+            "chain_ms": cpu(lambda: compile_flow(linear)),
+            "mixed_ms": cpu(lambda: compile_flow(varied)),
+        }
         print(json.dumps(first))
         return
     linear, varied = chain(args.steps), mixed(args.steps)
@@ -111,19 +152,26 @@ def main() -> None:
     cold = {name: sample(fn) for name, fn in variants.items()}
     samples: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
-    for round_ in range(args.reps):  # interleaved, order reversed every other round: drift hits all alike
+    # interleaved, order reversed every other round: drift hits all alike
+    for round_ in range(args.reps):
         for name in names if round_ % 2 == 0 else reversed(names):
             samples[name].append(sample(variants[name]))
     if args.json:
         raw_ms, chain_ms, mixed_ms = (statistics.median(samples[name]) for name in names)
-        print(json.dumps({"steps": args.steps, "raw_ms": raw_ms, "chain_ms": chain_ms, "mixed_ms": mixed_ms}))
+        print(
+            json.dumps(
+                {"steps": args.steps, "raw_ms": raw_ms, "chain_ms": chain_ms, "mixed_ms": mixed_ms}
+            )
+        )
         return
     base = samples[names[0]]
     for name in names:
         values = samples[name]
         ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
-        print(f"{name:<44} median {statistics.median(values):6.1f} ms  (range {min(values):.1f}-{max(values):.1f}, "
-              f"first {cold[name]:.1f})  x{ratio:.2f} of LangGraph alone")
+        print(
+            f"{name:<44} median {statistics.median(values):6.1f} ms  (range {min(values):.1f}-{max(values):.1f}, "
+            f"first {cold[name]:.1f})  x{ratio:.2f} of LangGraph alone"
+        )
 
 
 if __name__ == "__main__":

@@ -51,9 +51,13 @@ def yard_files() -> dict[str, str]:
             prompt: {user: "Think about {{ topic }}."}
         """,
     }
-    steps = "\n".join(f'  - {{id: s{i}, uses: think, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}'
-                      for i in range(STEPS))
-    files["flows/five.yaml"] = f"flow: five\ninputs: {{topic: {{type: string}}}}\noutputs: [thought]\nsteps:\n{steps}\n"
+    steps = "\n".join(
+        f'  - {{id: s{i}, uses: think, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}'
+        for i in range(STEPS)
+    )
+    files["flows/five.yaml"] = (
+        f"flow: five\ninputs: {{topic: {{type: string}}}}\noutputs: [thought]\nsteps:\n{steps}\n"
+    )
     return files
 
 
@@ -65,6 +69,7 @@ def raw_graph() -> StateGraph:
     builder = StateGraph(State)
     previous = START
     for index in range(STEPS):
+
         async def node(state: State, index: int = index) -> State:
             await asyncio.sleep(DELAY)
             return {"log": [f"thought {index}"]}
@@ -78,7 +83,11 @@ def raw_graph() -> StateGraph:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="wall and CPU medians (s) per variant as one JSON object")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="wall and CPU medians (s) per variant as one JSON object",
+    )
     as_json = parser.parse_args().json
     root = make_yard(yard_files())
     builder = raw_graph()
@@ -92,6 +101,7 @@ async def main() -> None:
             took = await fn()
             cpu.setdefault(name, []).append(time.process_time() - began)
             return took
+
         return sample
 
     def engine(synchronous: str) -> Any:
@@ -105,13 +115,16 @@ async def main() -> None:
                 yard.compiled(yard.bundle("five"))  # compile outside the timing, as a server would
                 loop = asyncio.get_running_loop()
                 began = loop.time()
-                results = await asyncio.gather(*(yard.arun("five", {"topic": f"t{i}"}) for i in range(RUNS)))
+                results = await asyncio.gather(
+                    *(yard.arun("five", {"topic": f"t{i}"}) for i in range(RUNS))
+                )
                 took = loop.time() - began
                 assert all(r.status == "finished" for r in results), {r.status for r in results}
                 commits.setdefault(name, []).append(yard.db.writer.commits)
                 return took
             finally:
                 yard.close()
+
         return sample
 
     async def raw() -> float:
@@ -121,8 +134,12 @@ async def main() -> None:
             tag = next(counter)
             loop = asyncio.get_running_loop()
             began = loop.time()
-            outs = await asyncio.gather(*(app.ainvoke({"log": []}, {"configurable": {"thread_id": f"{tag}-{i}"}})
-                                          for i in range(RUNS)))
+            outs = await asyncio.gather(
+                *(
+                    app.ainvoke({"log": []}, {"configurable": {"thread_id": f"{tag}-{i}"}})
+                    for i in range(RUNS)
+                )
+            )
             took = loop.time() - began
             assert all(len(out["log"]) == STEPS for out in outs)
             return took
@@ -142,24 +159,52 @@ async def main() -> None:
     }
     variants = {name: timed_cpu(name, fn) for name, fn in variants.items()}
     samples = await measure(variants, rounds(3))
-    if as_json:  # keys: raw, NORMAL, FULL, memory (the variants' order); CPU without the warm-up's sample
+    if as_json:
+        # keys: raw, NORMAL, FULL, memory (the variants' order); CPU without the warm-up's sample
         keys = ("raw", "NORMAL", "FULL", "memory")
-        print(json.dumps({"runs": RUNS, "steps": STEPS, "delay_s": DELAY,
-                          **{key: {"wall_s": median(values), "cpu_s": median(cpu[name][-len(values):])}
-                             for key, (name, values) in zip(keys, samples.items(), strict=True)}}))
+        print(
+            json.dumps(
+                {
+                    "runs": RUNS,
+                    "steps": STEPS,
+                    "delay_s": DELAY,
+                    **{
+                        key: {"wall_s": median(values), "cpu_s": median(cpu[name][-len(values) :])}
+                        for key, (name, values) in zip(keys, samples.items(), strict=True)
+                    },
+                }
+            )
+        )
         return
     base = median(samples["LangGraph, AsyncSqliteSaver at defaults"])
-    header(f"{RUNS} concurrent runs x {STEPS} steps, model/node latency {DELAY * 1000:.0f} ms "
-           f"(ideal {STEPS * DELAY:.2f} s)")
-    base_cpu = median(cpu["LangGraph, AsyncSqliteSaver at defaults"][-len(samples[next(iter(samples))]):])
+    header(
+        f"{RUNS} concurrent runs x {STEPS} steps, model/node latency {DELAY * 1000:.0f} ms "
+        f"(ideal {STEPS * DELAY:.2f} s)"
+    )
+    base_cpu = median(
+        cpu["LangGraph, AsyncSqliteSaver at defaults"][-len(samples[next(iter(samples))]) :]
+    )
     rows = []
     for name, values in samples.items():
-        used = median(cpu[name][-len(values):])  # the warm-up's sample is first
-        rows.append([name, f"{median(values):.2f} s", f"{min(values):.2f}-{max(values):.2f} s",
-                     f"{median(values) / base:.2f}", f"{used:.2f} s ({used / base_cpu:.2f})",
-                     f"{int(median(commits[name]))}" if name in commits else "-"])
-    print(table(["variant", "wall (median)", "range", "x raw durable", "CPU (x raw)", "commits"], rows))
-    print("\nCPU: seconds of CPU this process used (all threads); steadier than wall time on a shared machine.")
+        used = median(cpu[name][-len(values) :])  # the warm-up's sample is first
+        rows.append(
+            [
+                name,
+                f"{median(values):.2f} s",
+                f"{min(values):.2f}-{max(values):.2f} s",
+                f"{median(values) / base:.2f}",
+                f"{used:.2f} s ({used / base_cpu:.2f})",
+                f"{int(median(commits[name]))}" if name in commits else "-",
+            ]
+        )
+    print(
+        table(
+            ["variant", "wall (median)", "range", "x raw durable", "CPU (x raw)", "commits"], rows
+        )
+    )
+    print(
+        "\nCPU: seconds of CPU this process used (all threads); steadier than wall time on a shared machine."
+    )
 
 
 if __name__ == "__main__":

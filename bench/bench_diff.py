@@ -28,8 +28,12 @@ from engine.review.command import diff_yard  # noqa: E402  (after the path: the 
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", *args], cwd=root,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
 
 
 def example_repo() -> Path:
@@ -41,7 +45,10 @@ def example_repo() -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     hello = root / "flows/hello.yaml"
-    hello.write_text(hello.read_text(encoding="utf-8").replace("Greet someone", "Greet somebody"), encoding="utf-8")
+    hello.write_text(
+        hello.read_text(encoding="utf-8").replace("Greet someone", "Greet somebody"),
+        encoding="utf-8",
+    )
     shout = root / "blocks/shout.yaml"
     shout.write_text(shout.read_text(encoding="utf-8").replace("upper", "lower"), encoding="utf-8")
     git(root, "commit", "-q", "-am", "change")
@@ -62,13 +69,19 @@ def main() -> None:
         diff_yard(root, "HEAD~1", "HEAD", draw=True)
         inproc.append(time.perf_counter() - began)
         began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "engine", "diff", "HEAD~1", "HEAD", "--format", "markdown"],
-                              cwd=root, capture_output=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [sys.executable, "-m", "engine", "diff", "HEAD~1", "HEAD", "--format", "markdown"],
+            cwd=root,
+            capture_output=True,
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        )
         cold.append(time.perf_counter() - began)
         assert done.returncode == 1, done.stderr  # 1: differences, as `kubectl diff`
     for name, samples in (("in-process", inproc), ("whole command, fresh process", cold)):
-        print(f"{name:30} median {statistics.median(samples) * 1000:7.1f} ms "
-              f"(range {min(samples) * 1000:.1f}-{max(samples) * 1000:.1f}, {len(samples)} rounds)")
+        print(
+            f"{name:30} median {statistics.median(samples) * 1000:7.1f} ms "
+            f"(range {min(samples) * 1000:.1f}-{max(samples) * 1000:.1f}, {len(samples)} rounds)"
+        )
     shutil.rmtree(root, ignore_errors=True)
 
 

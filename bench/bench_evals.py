@@ -56,36 +56,42 @@ sys.stdin.read()
 
 
 def start_server() -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(Path(__file__).resolve().parents[1]), str(DELAY)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(Path(__file__).resolve().parents[1]), str(DELAY)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert server.stdout is not None
     return server, server.stdout.readline().strip()
 
 
 def yard(base_url: str) -> Path:
     cases = "\n".join(f"  - {{name: case {n}, inputs: {{name: Person{n}}}}}" for n in range(CASES))
-    return make_yard({
-        "blockyard.yaml": f"""
+    return make_yard(
+        {
+            "blockyard.yaml": f"""
             models:
               default: {{provider: openai, name: stub-model, base_url: "{base_url}", api_key_env: BENCH_KEY}}
         """,
-        "blocks/greet.yaml": """
+            "blocks/greet.yaml": """
             block: greet
             kind: llm
             inputs: {name: {type: string}}
             outputs: {greeting: {type: string}}
             prompt: {system: You write short greetings., user: "Greet {{ name }}."}
         """,
-        "flows/greet.yaml": """
+            "flows/greet.yaml": """
             flow: greet
             inputs: {name: {type: string}}
             outputs: [greeting]
             steps:
               - {id: greet, uses: greet, with: {name: "{{ inputs.name }}"}}
         """,
-        "evals/greet.yaml": "eval: greetings\nflow: greet\nassert:\n  - {contains: Hello}\n  - {regex: '^Hello'}\n"
-                            "  - {expr: 'outputs.greeting | length > 3'}\ncases:\n" + cases + "\n",
-    })
+            "evals/greet.yaml": "eval: greetings\nflow: greet\nassert:\n  - {contains: Hello}\n  - {regex: '^Hello'}\n"
+            "  - {expr: 'outputs.greeting | length > 3'}\ncases:\n" + cases + "\n",
+        }
+    )
 
 
 def calls_alone(root: Path) -> tuple[float, float]:
@@ -99,9 +105,16 @@ def calls_alone(root: Path) -> tuple[float, float]:
         slots = asyncio.Semaphore(JOBS)
 
         async def one(number: int) -> None:
-            request = StructuredRequest(flow="greet", step="greet", block="greet", system="You write short greetings.",
-                                        user=f"Greet Person{number}.", output_schema=schema,
-                                        inputs={"name": f"Person{number}"}, on_token=lambda text: None)
+            request = StructuredRequest(
+                flow="greet",
+                step="greet",
+                block="greet",
+                system="You write short greetings.",
+                user=f"Greet Person{number}.",
+                output_schema=schema,
+                inputs={"name": f"Person{number}"},
+                on_token=lambda text: None,
+            )
             async with slots:
                 await client.structured(request)
 
@@ -116,7 +129,9 @@ def eval_run(root: Path) -> tuple[float, float]:
     began, cpu = time.perf_counter(), time.process_time()
     outcome = evaluate(root, Options(jobs=JOBS, cache=False), err=io.StringIO())
     seconds = time.perf_counter() - began, time.process_time() - cpu
-    assert outcome.exit_code == 0 and sum(len(result.cases) for result in outcome.head) == CASES, outcome.misses
+    assert outcome.exit_code == 0 and sum(len(result.cases) for result in outcome.head) == CASES, (
+        outcome.misses
+    )
     return seconds
 
 
@@ -128,7 +143,10 @@ def main() -> None:
     server, base_url = start_server()
     try:
         root = yard(base_url)
-        variants = {"calls alone": lambda: calls_alone(root), "blockyard eval": lambda: eval_run(root)}
+        variants = {
+            "calls alone": lambda: calls_alone(root),
+            "blockyard eval": lambda: eval_run(root),
+        }
         for variant in variants.values():  # warm-up: imports, the first connections
             variant()
         gc.collect()
@@ -150,18 +168,52 @@ def main() -> None:
     ratios = [e / a for e, a in zip(samples["blockyard eval"], samples["calls alone"], strict=True)]
     cpu_ratios = [e / a for e, a in zip(cpu["blockyard eval"], cpu["calls alone"], strict=True)]
     if args.json:
-        print(json.dumps({"calls_alone_s": alone, "eval_s": evaluated, "ratio": median(ratios),
-                          "cpu_ratio": median(cpu_ratios), "ratios": ratios, "samples": samples, "cpu": cpu}))
+        print(
+            json.dumps(
+                {
+                    "calls_alone_s": alone,
+                    "eval_s": evaluated,
+                    "ratio": median(ratios),
+                    "cpu_ratio": median(cpu_ratios),
+                    "ratios": ratios,
+                    "samples": samples,
+                    "cpu": cpu,
+                }
+            )
+        )
         return
     print(f"\n## {CASES} cases × 3 assertions, -j {JOBS}, model 50 ms per call\n")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; medians of "
-          f"{len(ratios)} interleaved rounds\n")
-    print(table(["what", "median", "rounds"], [
-        ["calls alone", f"{alone:.3f} s", " ".join(f"{s:.2f}" for s in samples["calls alone"])],
-        ["blockyard eval", f"{evaluated:.3f} s", " ".join(f"{s:.2f}" for s in samples["blockyard eval"])],
-        ["eval / calls, per round", f"{median(ratios):.2f}×", " ".join(f"{r:.2f}" for r in ratios)],
-        ["CPU: eval / calls, per round", f"{median(cpu_ratios):.2f}×", " ".join(f"{r:.2f}" for r in cpu_ratios)],
-    ]))
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; medians of "
+        f"{len(ratios)} interleaved rounds\n"
+    )
+    print(
+        table(
+            ["what", "median", "rounds"],
+            [
+                [
+                    "calls alone",
+                    f"{alone:.3f} s",
+                    " ".join(f"{s:.2f}" for s in samples["calls alone"]),
+                ],
+                [
+                    "blockyard eval",
+                    f"{evaluated:.3f} s",
+                    " ".join(f"{s:.2f}" for s in samples["blockyard eval"]),
+                ],
+                [
+                    "eval / calls, per round",
+                    f"{median(ratios):.2f}×",
+                    " ".join(f"{r:.2f}" for r in ratios),
+                ],
+                [
+                    "CPU: eval / calls, per round",
+                    f"{median(cpu_ratios):.2f}×",
+                    " ".join(f"{r:.2f}" for r in cpu_ratios),
+                ],
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

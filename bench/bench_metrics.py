@@ -52,11 +52,14 @@ FILES = {
         prompt: {user: "Repeat: {{ text }}"}
     """,
     "flows/chain50.yaml": "flow: chain50\ninputs: {n: {type: integer}}\noutputs: [n]\nsteps:\n"
-                          + "\n".join(["  - {id: s0, uses: inc, with: {n: \"{{ inputs.n }}\"}}"]
-                                      + [f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)]) + "\n",
+    + "\n".join(
+        ['  - {id: s0, uses: inc, with: {n: "{{ inputs.n }}"}}']
+        + [f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)]
+    )
+    + "\n",
     "flows/five.yaml": "flow: five\noutputs: [text]\nsteps:\n"
-                       + "\n".join(f"  - {{id: m{i}, uses: echo, with: {{text: \"step {i}\"}}}}" for i in range(5))
-                       + "\n",
+    + "\n".join(f'  - {{id: m{i}, uses: echo, with: {{text: "step {i}"}}}}' for i in range(5))
+    + "\n",
 }
 WORKLOADS = {"chain50": {"n": 0}, "five": {}}
 
@@ -68,7 +71,9 @@ async def main() -> None:
         metrics = Metrics()
         observers = yard.engine.observers
         if observers:
-            raise SystemExit("this yard exports telemetry (OTEL_* or `telemetry:`): unset it to measure metrics alone")
+            raise SystemExit(
+                "this yard exports telemetry (OTEL_* or `telemetry:`): unset it to measure metrics alone"
+            )
 
         walls: dict[str, list[float]] = {}
 
@@ -80,34 +85,68 @@ async def main() -> None:
                     result = await yard.arun(flow, WORKLOADS[flow])
                     assert result.status == "finished", result
                 walls.setdefault(f"{flow} {'on' if on else 'off'}", []).append(
-                    (time.perf_counter() - began) / RUNS_PER_SAMPLE)
-                return (time.process_time() - cpu) / RUNS_PER_SAMPLE  # the process's CPU: all its threads
+                    (time.perf_counter() - began) / RUNS_PER_SAMPLE
+                )
+                return (
+                    time.process_time() - cpu
+                ) / RUNS_PER_SAMPLE  # the process's CPU: all its threads
+
             return sample
 
-        header(f"metrics observer on vs off ({RUNS_PER_SAMPLE} runs per sample, {count} rounds, durability sync)")
+        header(
+            f"metrics observer on vs off ({RUNS_PER_SAMPLE} runs per sample, {count} rounds, durability sync)"
+        )
         for attempt in (1, 2):
             walls.clear()
             samples = {}
-            for flow in WORKLOADS:  # each flow's variants interleaved among themselves: a sample right after
+            # each flow's variants interleaved among themselves: a sample right after
+            for flow in WORKLOADS:
                 # the other flow's runs slower, and whichever variant sat there would look dearer
-                samples.update(await measure({f"{flow} {state}": variant(flow, state == "on")
-                                              for state in ("off", "on")}, count))
+                samples.update(
+                    await measure(
+                        {
+                            f"{flow} {state}": variant(flow, state == "on")
+                            for state in ("off", "on")
+                        },
+                        count,
+                    )
+                )
             rows = []
             for flow in WORKLOADS:
                 off, on = median(samples[f"{flow} off"]), median(samples[f"{flow} on"])
                 wall_off, wall_on = median(walls[f"{flow} off"]), median(walls[f"{flow} on"])
-                rows.append([flow, f"{off * 1000:.2f} ms", f"{on * 1000:.2f} ms", f"{on / off:.3f}x",
-                             f"{wall_off * 1000:.2f} ms", f"{wall_on * 1000:.2f} ms", f"{wall_on / wall_off:.3f}x"])
+                rows.append(
+                    [
+                        flow,
+                        f"{off * 1000:.2f} ms",
+                        f"{on * 1000:.2f} ms",
+                        f"{on / off:.3f}x",
+                        f"{wall_off * 1000:.2f} ms",
+                        f"{wall_on * 1000:.2f} ms",
+                        f"{wall_on / wall_off:.3f}x",
+                    ]
+                )
             print(f"measurement {attempt}\n")
-            print(table(["flow", "CPU off", "CPU on", "on / off", "wall off", "wall on", "on / off"], rows))
+            print(
+                table(
+                    ["flow", "CPU off", "CPU on", "on / off", "wall off", "wall on", "on / off"],
+                    rows,
+                )
+            )
             print()
         observers[:] = []
 
         # the observer alone: one run's events of each flow, told to it REPLAYS times
-        captured: dict[str, list[tuple[RunRecord, Event, Execution]]] = {flow: [] for flow in WORKLOADS}
+        captured: dict[str, list[tuple[RunRecord, Event, Execution]]] = {
+            flow: [] for flow in WORKLOADS
+        }
         for flow in WORKLOADS:
-            def keep(record: RunRecord, event: Event, execution: Execution, into: str = flow) -> None:
+
+            def keep(
+                record: RunRecord, event: Event, execution: Execution, into: str = flow
+            ) -> None:
                 captured[into].append((record, event, execution))
+
             observers[:] = [keep]
             await yard.arun(flow, WORKLOADS[flow])
         observers[:] = []
@@ -119,7 +158,14 @@ async def main() -> None:
                 for record, event, execution in told:
                     alone.observe(record, event, execution)
             per_run = (time.perf_counter() - began) / REPLAYS
-            rows.append([flow, str(len(told)), f"{per_run * 1e6:.1f} µs", f"{per_run / len(told) * 1e6:.2f} µs"])
+            rows.append(
+                [
+                    flow,
+                    str(len(told)),
+                    f"{per_run * 1e6:.1f} µs",
+                    f"{per_run / len(told) * 1e6:.2f} µs",
+                ]
+            )
         print("the observer alone, per run of each flow\n")
         print(table(["flow", "events", "per run", "per event"], rows))
         print()

@@ -59,13 +59,17 @@ BLOCKS = {
 
 
 def flows() -> dict[str, str]:
-    chain = "\n".join(["  - {id: s0, uses: inc, with: {n: \"{{ inputs.n }}\"}}"]
-                      + [f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)])
+    chain = "\n".join(
+        ['  - {id: s0, uses: inc, with: {n: "{{ inputs.n }}"}}']
+        + [f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)]
+    )
     routers = []
     for i in range(10):
         after = f"r{i + 1}" if i < 9 else "end"
-        routers.append(f"  - id: r{i}\n    router:\n      routes: [{{expr: \"context.n % 2 == 0\", goto: e{i}}}]\n"
-                       f"      default: o{i}")
+        routers.append(
+            f'  - id: r{i}\n    router:\n      routes: [{{expr: "context.n % 2 == 0", goto: e{i}}}]\n'
+            f"      default: o{i}"
+        )
         routers.append(f"  - {{id: e{i}, uses: inc, goto: {after}}}")
         routers.append(f"  - {{id: o{i}, uses: inc, goto: {after}}}")
     return {
@@ -91,13 +95,15 @@ def flows() -> dict[str, str]:
                   steps:
                     - {id: step, uses: inc}
         """,
-        "flows/router10.yaml": ("flow: router10\ninputs: {n: {type: integer}}\noutputs: [n]\nsteps:\n"
-                                "  - {id: start, uses: inc, with: {n: \"{{ inputs.n }}\"}}\n"
-                                + "\n".join(routers) + "\n"),
+        "flows/router10.yaml": (
+            "flow: router10\ninputs: {n: {type: integer}}\noutputs: [n]\nsteps:\n"
+            '  - {id: start, uses: inc, with: {n: "{{ inputs.n }}"}}\n' + "\n".join(routers) + "\n"
+        ),
     }
 
 
 # ---- the same work, hand-written --------------------------------------------------------------
+
 
 class Counter(TypedDict, total=False):
     n: int
@@ -146,8 +152,11 @@ def raw_map(sync: bool = False) -> StateGraph:
 
     graph.add_node("double", double_sync if sync else double)
     graph.add_node("join", join_sync if sync else join)
-    graph.add_conditional_edges(START, lambda s: [Send("double", {"x": x}) for x in s["numbers"]] or ["join"],
-                                ["double", "join"])
+    graph.add_conditional_edges(
+        START,
+        lambda s: [Send("double", {"x": x}) for x in s["numbers"]] or ["join"],
+        ["double", "join"],
+    )
     graph.add_edge("double", "join")
     graph.add_edge("join", END)
     return graph
@@ -174,15 +183,18 @@ def raw_router(sync: bool = False) -> StateGraph:
         graph.add_node(f"e{i}", inc)
         graph.add_node(f"o{i}", inc)
         for source in sources:
-            graph.add_conditional_edges(source, lambda s, i=i: f"e{i}" if s["n"] % 2 == 0 else f"o{i}",
-                                        [f"e{i}", f"o{i}"])
+            graph.add_conditional_edges(
+                source, lambda s, i=i: f"e{i}" if s["n"] % 2 == 0 else f"o{i}", [f"e{i}", f"o{i}"]
+            )
         sources = [f"e{i}", f"o{i}"]
     for source in sources:
         graph.add_edge(source, END)
     return graph
 
 
-WORKLOADS: dict[str, tuple[Callable[..., StateGraph], dict[str, Any], Callable[[dict[str, Any]], Any]]] = {
+WORKLOADS: dict[
+    str, tuple[Callable[..., StateGraph], dict[str, Any], Callable[[dict[str, Any]], Any]]
+] = {
     "chain50": (raw_chain, {"n": 0}, lambda out: out["n"]),
     "map200": (raw_map, {"numbers": list(range(200))}, lambda out: out["doubled"]),
     "loop50": (raw_loop, {"n": 0}, lambda out: out["n"]),
@@ -202,12 +214,19 @@ async def main() -> None:
         app = make_graph().compile(checkpointer=raw_db.saver)
         compiled = yard.compiled(yard.bundle(name))
 
-        async def raw_sample(app: Any = app, inputs: dict[str, Any] = inputs, name: str = name,
-                             answer: Callable[[dict[str, Any]], Any] = answer) -> float:
+        async def raw_sample(
+            app: Any = app,
+            inputs: dict[str, Any] = inputs,
+            name: str = name,
+            answer: Callable[[dict[str, Any]], Any] = answer,
+        ) -> float:
             loop = asyncio.get_running_loop()
             began = loop.time()
             for _ in range(RUNS_PER_SAMPLE):
-                config = {"configurable": {"thread_id": f"raw-{next(counter)}"}, "recursion_limit": 10_000}
+                config = {
+                    "configurable": {"thread_id": f"raw-{next(counter)}"},
+                    "recursion_limit": 10_000,
+                }
                 out = await app.ainvoke(dict(inputs), config, durability="sync")
             took = loop.time() - began
             expected.setdefault(name, answer(out))
@@ -226,14 +245,21 @@ async def main() -> None:
             assert name not in expected or got == expected[name], (name, got, expected[name])
             return took / RUNS_PER_SAMPLE
 
-        async def graph_sample(compiled: Any = compiled, inputs: dict[str, Any] = inputs, name: str = name) -> float:
+        async def graph_sample(
+            compiled: Any = compiled, inputs: dict[str, Any] = inputs, name: str = name
+        ) -> float:
             context, _note = yard.engine.context(compiled.bundle, "bench")
             loop = asyncio.get_running_loop()
             began = loop.time()
             for _ in range(RUNS_PER_SAMPLE):
                 config = compiled.config(f"graph-{next(counter)}")
-                async for _chunk in compiled.graph.astream(compiled.initial_state(inputs), config, context=context,
-                                                           stream_mode=["values"], durability="sync"):
+                async for _chunk in compiled.graph.astream(
+                    compiled.initial_state(inputs),
+                    config,
+                    context=context,
+                    stream_mode=["values"],
+                    durability="sync",
+                ):
                     pass
             return (loop.time() - began) / RUNS_PER_SAMPLE
 
@@ -243,16 +269,41 @@ async def main() -> None:
     samples = await measure(variants, rounds(7))
     yard.close()
     raw_db.close()
-    header(f"per-run time, engine vs hand-written LangGraph, same DurableSaver ({RUNS_PER_SAMPLE} runs per sample)")
+    header(
+        f"per-run time, engine vs hand-written LangGraph, same DurableSaver ({RUNS_PER_SAMPLE} runs per sample)"
+    )
     rows = []
     for name in WORKLOADS:
-        raw_t, graph_t, eng_t = (median(samples[f"{name} {kind}"]) for kind in ("raw", "graph", "engine"))
-        rows.append([name, f"{raw_t * 1000:.1f} ms", f"{graph_t * 1000:.1f} ms ({graph_t / raw_t:.2f})",
-                     f"{eng_t * 1000:.1f} ms", f"{eng_t / raw_t:.2f}", f"{eng_t / graph_t:.2f}"])
-    print(table(["workload", "LangGraph (raw)", "compiled graph alone", "blockyard run", "run / raw",
-                 "run / graph"], rows))
-    print("\ncompiled graph alone: the compiler's graph streamed directly (no runs row, no trace);"
-          " run / graph is the runtime's own cost.")
+        raw_t, graph_t, eng_t = (
+            median(samples[f"{name} {kind}"]) for kind in ("raw", "graph", "engine")
+        )
+        rows.append(
+            [
+                name,
+                f"{raw_t * 1000:.1f} ms",
+                f"{graph_t * 1000:.1f} ms ({graph_t / raw_t:.2f})",
+                f"{eng_t * 1000:.1f} ms",
+                f"{eng_t / raw_t:.2f}",
+                f"{eng_t / graph_t:.2f}",
+            ]
+        )
+    print(
+        table(
+            [
+                "workload",
+                "LangGraph (raw)",
+                "compiled graph alone",
+                "blockyard run",
+                "run / raw",
+                "run / graph",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\ncompiled graph alone: the compiler's graph streamed directly (no runs row, no trace);"
+        " run / graph is the runtime's own cost."
+    )
 
 
 if __name__ == "__main__":

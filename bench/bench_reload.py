@@ -49,8 +49,10 @@ compute:
 
 def flow(name: str, version: int, steps: int = 6) -> str:
     body = "\n".join(f"  - id: s{i}\n    uses: step{i}" for i in range(steps))
-    return (f"flow: {name}\nversion: {version}\ndescription: Add the numbers one to {steps}.\n"
-            f"inputs:\n  value: {{type: integer, default: 0}}\noutputs: [value]\nsteps:\n{body}\n")
+    return (
+        f"flow: {name}\nversion: {version}\ndescription: Add the numbers one to {steps}.\n"
+        f"inputs:\n  value: {{type: integer, default: 0}}\noutputs: [value]\nsteps:\n{body}\n"
+    )
 
 
 def make_yard(flows: int) -> Path:
@@ -86,19 +88,38 @@ def measure(flows: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="median ms per yard size as one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="median ms per yard size as one JSON object"
+    )
     if parser.parse_args().json:
-        print(json.dumps({"edits": EDITS, "median_ms": {str(flows): statistics.median(measure(flows)) * 1000
-                                                        for flows in SIZES}}))
+        print(
+            json.dumps(
+                {
+                    "edits": EDITS,
+                    "median_ms": {
+                        str(flows): statistics.median(measure(flows)) * 1000 for flows in SIZES
+                    },
+                }
+            )
+        )
         return
     print(f"\n## hot reload: save -> new version served, {EDITS} edits per yard\n")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; one `blockyard serve` process per yard size\n")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; one `blockyard serve` process per yard size\n"
+    )
     rows = []
     for flows in SIZES:
         samples = measure(flows)
         ms = sorted(s * 1000 for s in samples)
-        rows.append([str(flows), f"{statistics.median(ms):.0f} ms", f"{ms[int(0.9 * (len(ms) - 1))]:.0f} ms",
-                     f"{ms[0]:.0f} ms", f"{ms[-1]:.0f} ms"])
+        rows.append(
+            [
+                str(flows),
+                f"{statistics.median(ms):.0f} ms",
+                f"{ms[int(0.9 * (len(ms) - 1))]:.0f} ms",
+                f"{ms[0]:.0f} ms",
+                f"{ms[-1]:.0f} ms",
+            ]
+        )
     print(table(["flows in the yard", "median", "p90", "min", "max"], rows))
 
 

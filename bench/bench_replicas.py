@@ -54,7 +54,8 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support (the Postgres cluster helper)
+# tests.support (the Postgres cluster helper)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _harness import measure, median, rounds, table
 
 from engine import __version__
@@ -75,10 +76,13 @@ TAKEOVER_DELAY_MS = 500
 
 # ---- yards and processes ------------------------------------------------------------------------
 
+
 def yard(delay_ms: int) -> Path:
     root = Path(tempfile.mkdtemp(prefix="blockyard-bench-replicas-"))
-    steps = "\n".join(f'  - {{id: s{i}, uses: think, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}'
-                      for i in range(STEPS))
+    steps = "\n".join(
+        f'  - {{id: s{i}, uses: think, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}'
+        for i in range(STEPS)
+    )
     files = {
         "blockyard.yaml": f"""
             models:
@@ -100,7 +104,8 @@ def yard(delay_ms: int) -> Path:
         (root / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     (root / "flows").mkdir()
     (root / "flows/five.yaml").write_text(
-        f"flow: five\ninputs: {{topic: {{type: string, default: x}}}}\noutputs: [thought]\nsteps:\n{steps}\n")
+        f"flow: five\ninputs: {{topic: {{type: string, default: x}}}}\noutputs: [thought]\nsteps:\n{steps}\n"
+    )
     return root
 
 
@@ -122,7 +127,8 @@ class Processes:
     """Every server this script started, stopped in `close` whatever happened."""
 
     started: list[Replica] = field(default_factory=list)
-    roots: list[Path] = field(default_factory=list)  # yards (with the servers' logs), removed after a clean run
+    # yards (with the servers' logs), removed after a clean run
+    roots: list[Path] = field(default_factory=list)
 
     def yard(self, delay_ms: int) -> Path:
         root = yard(delay_ms)
@@ -135,10 +141,29 @@ class Processes:
         env["PYTHONPATH"] = str(REPO)
         if url is not None:
             env[URL_ENV] = url
-        command = [sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1", "--port", str(port),
-                   "--root", str(root)]
+        command = [
+            sys.executable,
+            "-m",
+            "engine",
+            "serve",
+            "--no-reload",
+            "--grace",
+            "1",
+            "--port",
+            str(port),
+            "--root",
+            str(root),
+        ]
         if other_host:  # same pid as the server (unshare and sh exec), so SIGKILL hits it
-            command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', f"bench-{name}", *command]
+            command = [
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                'hostname "$0" && exec "$@"',
+                f"bench-{name}",
+                *command,
+            ]
         log = root / f"{name}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -154,8 +179,10 @@ class Processes:
                     if httpx.get(f"{replica.url}/healthz", timeout=1).status_code == 200:
                         break
                 if replica.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"blockyard serve did not start; see {replica.log}:\n"
-                                       + replica.log.read_text(errors="replace")[-2000:])
+                    raise RuntimeError(
+                        f"blockyard serve did not start; see {replica.log}:\n"
+                        + replica.log.read_text(errors="replace")[-2000:]
+                    )
                 time.sleep(0.1)
 
     def close(self) -> None:
@@ -177,6 +204,7 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---- 1 and 2: throughput --------------------------------------------------------------------------
 
+
 @dataclass
 class Variant:
     name: str
@@ -196,7 +224,8 @@ class Variant:
                 began = time.perf_counter()
                 try:
                     response = await self.clients[n % len(self.clients)].post(
-                        "/flows/five/runs", json={"inputs": {"topic": f"t{n}"}})
+                        "/flows/five/runs", json={"inputs": {"topic": f"t{n}"}}
+                    )
                     ok = response.status_code == 200 and response.json()["status"] == "finished"
                 except (httpx.HTTPError, ValueError, KeyError):
                     ok = False
@@ -214,8 +243,12 @@ class Variant:
 
 
 async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Variant]:
-    plans = [("Postgres, 1 replica", "postgres", 1), ("Postgres, 2 replicas", "postgres", 2),
-             ("Postgres, 3 replicas", "postgres", 3), ("SQLite, 1 replica", "sqlite", 1)]
+    plans = [
+        ("Postgres, 1 replica", "postgres", 1),
+        ("Postgres, 2 replicas", "postgres", 2),
+        ("Postgres, 3 replicas", "postgres", 3),
+        ("SQLite, 1 replica", "sqlite", 1),
+    ]
     variants = []
     for name, backend, count in plans:
         root = processes.yard(DELAY_MS)
@@ -226,9 +259,12 @@ async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Va
     limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
     async with contextlib.AsyncExitStack() as stack:
         for variant in variants:
-            variant.clients = [await stack.enter_async_context(httpx.AsyncClient(base_url=r.url, timeout=300,
-                                                                                 limits=limits))
-                               for r in variant.replicas]
+            variant.clients = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(base_url=r.url, timeout=300, limits=limits)
+                )
+                for r in variant.replicas
+            ]
         await measure({v.name: v.sample for v in variants}, rounds(ROUNDS))
     for variant in variants:  # the warm-up sample is not reported
         del variant.latencies[0], variant.walls[0]
@@ -241,16 +277,22 @@ def throughput_table(variants: list[Variant]) -> str:
         rate = median([RUNS / wall for wall in v.walls])
         p50 = median([percentile(s, 0.5) for s in v.latencies if s])
         p99 = median([percentile(s, 0.99) for s in v.latencies if s])
-        rows.append([v.name, f"{rate:.1f}", f"{p50 * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", str(v.errors)])
+        rows.append(
+            [v.name, f"{rate:.1f}", f"{p50 * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", str(v.errors)]
+        )
     return table(["variant", "runs/s", "p50", "p99", "errors"], rows)
 
 
 # ---- 3: takeover ----------------------------------------------------------------------------------
 
+
 def events(url: str, run_ids: list[str]) -> list[tuple[str, int, str, str | None, str, str]]:
     with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ANY(%s) "
-                            "ORDER BY run_id, seq", (run_ids,)).fetchall()
+        rows = conn.execute(
+            "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ANY(%s) "
+            "ORDER BY run_id, seq",
+            (run_ids,),
+        ).fetchall()
     return [(str(a), int(b), str(c), d, str(e), str(f)) for a, b, c, d, e, f in rows]
 
 
@@ -266,8 +308,12 @@ async def takeover(cluster: postgres.Cluster, processes: Processes) -> dict[str,
     b = processes.serve(root, url, "b")
     processes.wait_up([a, b])
     async with httpx.AsyncClient(base_url=a.url, timeout=60) as client:
-        accepted = await asyncio.gather(*(client.post("/flows/five/runs?wait=false", json={"inputs": {"topic": str(n)}})
-                                          for n in range(TAKEOVER_RUNS)))
+        accepted = await asyncio.gather(
+            *(
+                client.post("/flows/five/runs?wait=false", json={"inputs": {"topic": str(n)}})
+                for n in range(TAKEOVER_RUNS)
+            )
+        )
     run_ids = [r.json()["run_id"] for r in accepted]
     deadline = time.monotonic() + 60
     while True:  # every run has finished a step on A: all are mid-flight
@@ -282,7 +328,11 @@ async def takeover(cluster: postgres.Cluster, processes: Processes) -> dict[str,
     a.process.wait(timeout=30)
     before = events(url, run_ids)
     last_seq = {run_id: max(e[1] for e in before if e[0] == run_id) for run_id in run_ids}
-    victims = [run_id for run_id in run_ids if not any(e[0] == run_id and e[2] == "run_finished" for e in before)]
+    victims = [
+        run_id
+        for run_id in run_ids
+        if not any(e[0] == run_id and e[2] == "run_finished" for e in before)
+    ]
     deadline = time.monotonic() + LEASE * 4 + 120
     while True:
         trace = events(url, run_ids)
@@ -302,24 +352,42 @@ async def takeover(cluster: postgres.Cluster, processes: Processes) -> dict[str,
         if steps:
             stepped.append(event_time(steps[0][4]) - killed)
     done = [(e[0], e[3]) for e in trace if e[2] == "step_finished"]
-    return {"other_host": other_host, "runs": len(run_ids), "victims": len(victims), "resumed": resumed,
-            "stepped": stepped, "repeated": len(done) - len(set(done))}
+    return {
+        "other_host": other_host,
+        "runs": len(run_ids),
+        "victims": len(victims),
+        "resumed": resumed,
+        "stepped": stepped,
+        "repeated": len(done) - len(set(done)),
+    }
 
 
 def takeover_table(result: dict[str, Any]) -> str:
     rows = []
-    for label, values in (("kill -> run_started (resumed) on B", result["resumed"]),
-                          ("kill -> next step_started on B", result["stepped"])):
+    for label, values in (
+        ("kill -> run_started (resumed) on B", result["resumed"]),
+        ("kill -> next step_started on B", result["stepped"]),
+    ):
         if values:
-            rows.append([label, f"{len(values)}/{result['victims']}", f"{median(values):.2f} s",
-                         f"lease {median(values) - LEASE:+.2f} s", f"{max(values):.2f} s",
-                         f"lease {max(values) - LEASE:+.2f} s"])
+            rows.append(
+                [
+                    label,
+                    f"{len(values)}/{result['victims']}",
+                    f"{median(values):.2f} s",
+                    f"lease {median(values) - LEASE:+.2f} s",
+                    f"{max(values):.2f} s",
+                    f"lease {max(values) - LEASE:+.2f} s",
+                ]
+            )
         else:
             rows.append([label, f"0/{result['victims']}", "-", "-", "-", "-"])
-    return table(["interval", "runs", "median", "median as lease + x", "max", "max as lease + x"], rows)
+    return table(
+        ["interval", "runs", "median", "median as lease + x", "max", "max as lease + x"], rows
+    )
 
 
 # ---- report -------------------------------------------------------------------------------------
+
 
 def readme_table(variants: list[Variant], result: dict[str, Any]) -> str:
     """The figures as README's performance table has them (| what | figure |)."""
@@ -333,18 +401,31 @@ def readme_table(variants: list[Variant], result: dict[str, Any]) -> str:
         scale = ""
         if one is not None and v is not one and v.backend == "postgres":
             scale = f", {rate / median([RUNS / wall for wall in one.walls]):.2f}x of 1 replica"
-        what = (f"{v.name} (`blockyard serve` processes), {STEPS}-step flow, mock model {DELAY_MS} ms per call, "
-                f"{IN_FLIGHT} in flight (`bench/bench_replicas.py`)")
-        rows.append([what, f"{rate:.1f} runs/s{scale}, p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
-                           f"{v.errors} errors"])
+        what = (
+            f"{v.name} (`blockyard serve` processes), {STEPS}-step flow, mock model {DELAY_MS} ms per call, "
+            f"{IN_FLIGHT} in flight (`bench/bench_replicas.py`)"
+        )
+        rows.append(
+            [
+                what,
+                f"{rate:.1f} runs/s{scale}, p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+                f"{v.errors} errors",
+            ]
+        )
     where = "another host (by its lease)" if result["other_host"] else "the same host (by its pid)"
-    for label, values in (("run continued (`run_started`, resumed)", result["resumed"]),
-                          ("its next step started", result["stepped"])):
+    for label, values in (
+        ("run continued (`run_started`, resumed)", result["resumed"]),
+        ("its next step started", result["stepped"]),
+    ):
         if values:
-            rows.append([f"replica killed (`kill -9`) -> {label} on another replica, lease {LEASE:g} s, "
-                         f"dead replica judged as on {where}",
-                         f"median {median(values):.2f} s, max {max(values):.2f} s "
-                         f"({len(values)}/{result['victims']} runs; steps run twice: {result['repeated']})"])
+            rows.append(
+                [
+                    f"replica killed (`kill -9`) -> {label} on another replica, lease {LEASE:g} s, "
+                    f"dead replica judged as on {where}",
+                    f"median {median(values):.2f} s, max {max(values):.2f} s "
+                    f"({len(values)}/{result['victims']} runs; steps run twice: {result['repeated']})",
+                ]
+            )
     return table(["what", "figure"], rows)
 
 
@@ -360,15 +441,17 @@ def machine(cluster: postgres.Cluster) -> str:
     model = cpu_model()
     with psycopg.connect(cluster.url("postgres")) as conn:
         server = conn.execute("SHOW server_version").fetchone()
-    return "\n".join([
-        f"machine: {os.cpu_count()} cpus, {model}, {platform.system()} {platform.release()}",
-        f"versions: python {platform.python_version()}, blockyard {__version__}, langgraph {version('langgraph')}, "
-        f"psycopg {psycopg.__version__}, httpx {httpx.__version__}, Postgres {server[0] if server else '?'} "
-        f"(fsync off: throw-away cluster of tests/support/postgres.py), SQLite {sqlite3.sqlite_version}",
-        f"settings: {RUNS} runs per sample, {IN_FLIGHT} in flight, {rounds(ROUNDS)} rounds (+1 warm-up), "
-        f"{STEPS} steps x mock {DELAY_MS} ms (ideal {STEPS * DELAY_MS} ms per run), "
-        f"server.max_concurrent_runs {max(IN_FLIGHT, TAKEOVER_RUNS) * 2}, server.lease_seconds {LEASE:g}",
-    ])
+    return "\n".join(
+        [
+            f"machine: {os.cpu_count()} cpus, {model}, {platform.system()} {platform.release()}",
+            f"versions: python {platform.python_version()}, blockyard {__version__}, langgraph {version('langgraph')}, "
+            f"psycopg {psycopg.__version__}, httpx {httpx.__version__}, Postgres {server[0] if server else '?'} "
+            f"(fsync off: throw-away cluster of tests/support/postgres.py), SQLite {sqlite3.sqlite_version}",
+            f"settings: {RUNS} runs per sample, {IN_FLIGHT} in flight, {rounds(ROUNDS)} rounds (+1 warm-up), "
+            f"{STEPS} steps x mock {DELAY_MS} ms (ideal {STEPS * DELAY_MS} ms per run), "
+            f"server.max_concurrent_runs {max(IN_FLIGHT, TAKEOVER_RUNS) * 2}, server.lease_seconds {LEASE:g}",
+        ]
+    )
 
 
 async def main() -> None:
@@ -384,21 +467,29 @@ async def main() -> None:
         cluster = postgres.start()
         print(f"# blockyard serve replicas on one Postgres database\n\n{machine(cluster)}")
         variants = await throughput(cluster, processes)
-        print(f"\n## Throughput: {RUNS} runs per sample, round-robin over the replicas, {IN_FLIGHT} in flight; "
-              "medians of interleaved rounds\n")
+        print(
+            f"\n## Throughput: {RUNS} runs per sample, round-robin over the replicas, {IN_FLIGHT} in flight; "
+            "medians of interleaved rounds\n"
+        )
         print(throughput_table(variants))
         processes.close()
         result = await takeover(cluster, processes)
-        how = ("A in its own UTS namespace (another host name): B waits for A's lease to run out"
-               if result["other_host"] else
-               "A on the same host: B sees A's pid gone on its next lease round (every lease/3)")
-        print(f"\n## Takeover: 2 replicas, server.lease_seconds {LEASE:g} (heartbeat and takeover round every "
-              f"{LEASE / 3:.2f} s), {result['runs']} runs of {STEPS} x {TAKEOVER_DELAY_MS} ms started on A, "
-              f"A killed with SIGKILL after each finished a step\n\n{how}; {result['victims']} runs left "
-              f"unfinished by A, steps finished twice: {result['repeated']}\n")
+        how = (
+            "A in its own UTS namespace (another host name): B waits for A's lease to run out"
+            if result["other_host"]
+            else "A on the same host: B sees A's pid gone on its next lease round (every lease/3)"
+        )
+        print(
+            f"\n## Takeover: 2 replicas, server.lease_seconds {LEASE:g} (heartbeat and takeover round every "
+            f"{LEASE / 3:.2f} s), {result['runs']} runs of {STEPS} x {TAKEOVER_DELAY_MS} ms started on A, "
+            f"A killed with SIGKILL after each finished a step\n\n{how}; {result['victims']} runs left "
+            f"unfinished by A, steps finished twice: {result['repeated']}\n"
+        )
         print(takeover_table(result))
-        print(f"\n## For the README (measured {datetime.now().date().isoformat()}; "
-              f"{os.cpu_count()} cpus, {cpu_model()})\n")
+        print(
+            f"\n## For the README (measured {datetime.now().date().isoformat()}; "
+            f"{os.cpu_count()} cpus, {cpu_model()})\n"
+        )
         print(readme_table(variants, result))
         print(f"\n(the whole measurement took {time.monotonic() - began:.0f} s)")
     except BaseException:

@@ -48,8 +48,10 @@ def used_bytes(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages, free, size = (conn.execute(f"PRAGMA {name}").fetchone()[0]
-                             for name in ("page_count", "freelist_count", "page_size"))
+        pages, free, size = (
+            conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("page_count", "freelist_count", "page_size")
+        )
         return int((pages - free) * size)
     finally:
         conn.close()
@@ -59,7 +61,9 @@ async def many(yard: Yard, count: int, flow: str, inputs: dict[str, int]) -> flo
     began = time.perf_counter()
     batch = 50
     for start in range(0, count, batch):
-        results = await asyncio.gather(*(yard.arun(flow, inputs) for _ in range(min(batch, count - start))))
+        results = await asyncio.gather(
+            *(yard.arun(flow, inputs) for _ in range(min(batch, count - start)))
+        )
         assert all(r.ok for r in results)
     return time.perf_counter() - began
 
@@ -74,8 +78,12 @@ def listing_ms(path: Path) -> float:
             rows = store.list_runs(conn, limit=50)
             samples.append((time.perf_counter() - began) * 1000)
             assert len(rows) == 50
-        plan = " / ".join(row[-1] for row in conn.execute(
-            f"EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY {store.NEWEST_FIRST} LIMIT 50"))
+        plan = " / ".join(
+            row[-1]
+            for row in conn.execute(
+                f"EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY {store.NEWEST_FIRST} LIMIT 50"
+            )
+        )
         print(f"listing plan: {plan}")
         return statistics.median(samples)
     finally:
@@ -96,7 +104,8 @@ async def main() -> None:
         took = await many(yard, MANY, "calc", {"n": 0})
         full = used_bytes(db)
     listed = listing_ms(db)
-    bare = db.with_name("without-index.db")  # the same runs without migration 7's index: as before it
+    # the same runs without migration 7's index: as before it
+    bare = db.with_name("without-index.db")
     shutil.copyfile(db, bare)
     with sqlite3.connect(bare) as conn:
         conn.execute("DROP INDEX runs_newest")
@@ -104,20 +113,38 @@ async def main() -> None:
     runs = MANY + CHAIN_RUNS + 1
     before_file = db.stat().st_size
     began = time.perf_counter()
-    report = retention.collect(Location(db), retention.Policy.of(RetentionSpec(), "1h"),
-                               datetime.now().astimezone().replace(year=datetime.now().year + 1), vacuum=True)
+    report = retention.collect(
+        Location(db),
+        retention.Policy.of(RetentionSpec(), "1h"),
+        datetime.now().astimezone().replace(year=datetime.now().year + 1),
+        vacuum=True,
+    )
     collected = time.perf_counter() - began
-    print(table(["what", "figure"], [
-        ["chain50: stored per finished run (pages in use)", f"{per_chain / 1000:.1f} KB ({CHAIN_RUNS} runs)"],
-        [f"{MANY} short runs: time to run them (50 at a time)", f"{took:.1f} s"],
-        [f"database with {runs} runs (pages in use)", f"{full / 2**20:.1f} MiB ({full / runs / 1000:.1f} KB/run)"],
-        ["database file before gc (with free pages)", f"{before_file / 2**20:.1f} MiB"],
-        [f"`runs` listing (store.list_runs, newest 50 of {runs})", f"{listed:.2f} ms"],
-        ["the same without the runs_newest index (before)", f"{unindexed:.2f} ms"],
-        ["gc of every run (delete + VACUUM)", f"{collected:.1f} s; deleted {report.counts['runs']} runs, "
-                                              f"{report.counts['events']} events"],
-        ["database file after gc", f"{db.stat().st_size / 2**20:.2f} MiB"],
-    ]))
+    print(
+        table(
+            ["what", "figure"],
+            [
+                [
+                    "chain50: stored per finished run (pages in use)",
+                    f"{per_chain / 1000:.1f} KB ({CHAIN_RUNS} runs)",
+                ],
+                [f"{MANY} short runs: time to run them (50 at a time)", f"{took:.1f} s"],
+                [
+                    f"database with {runs} runs (pages in use)",
+                    f"{full / 2**20:.1f} MiB ({full / runs / 1000:.1f} KB/run)",
+                ],
+                ["database file before gc (with free pages)", f"{before_file / 2**20:.1f} MiB"],
+                [f"`runs` listing (store.list_runs, newest 50 of {runs})", f"{listed:.2f} ms"],
+                ["the same without the runs_newest index (before)", f"{unindexed:.2f} ms"],
+                [
+                    "gc of every run (delete + VACUUM)",
+                    f"{collected:.1f} s; deleted {report.counts['runs']} runs, "
+                    f"{report.counts['events']} events",
+                ],
+                ["database file after gc", f"{db.stat().st_size / 2**20:.2f} MiB"],
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def graph() -> StateGraph:
     builder = StateGraph(State)
     previous = START
     for index in range(NODES):
+
         async def node(state: State, index: int = index) -> State:
             await asyncio.sleep(SLEEP)
             return {"log": [index]}
@@ -48,8 +49,14 @@ def graph() -> StateGraph:
 
 
 async def burst(app: Any, durability: str | None, tag: str) -> None:
-    outs = await asyncio.gather(*(app.ainvoke({"log": []}, {"configurable": {"thread_id": f"{tag}-{i}"}},
-                                              durability=durability) for i in range(RUNS)))
+    outs = await asyncio.gather(
+        *(
+            app.ainvoke(
+                {"log": []}, {"configurable": {"thread_id": f"{tag}-{i}"}}, durability=durability
+            )
+            for i in range(RUNS)
+        )
+    )
     assert all(out["log"] == list(range(NODES)) for out in outs)
 
 
@@ -70,6 +77,7 @@ async def main() -> None:
                 began = asyncio.get_running_loop().time()
                 await burst(app, durability, f"r{next(counter)}")
                 return asyncio.get_running_loop().time() - began
+
         return sample
 
     def ours(synchronous: str, durability: str) -> Any:
@@ -87,6 +95,7 @@ async def main() -> None:
                 return took
             finally:
                 db.close()
+
         return sample
 
     async def none() -> float:
@@ -101,17 +110,27 @@ async def main() -> None:
         "AsyncSqliteSaver, synchronous=NORMAL, durability=async": raw("NORMAL", "async"),
         "DurableSaver (group commit), synchronous=FULL, durability=sync": ours("FULL", "sync"),
         "DurableSaver (group commit), synchronous=NORMAL, durability=sync": ours("NORMAL", "sync"),
-        "DurableSaver (group commit), synchronous=NORMAL, durability=async": ours("NORMAL", "async"),
+        "DurableSaver (group commit), synchronous=NORMAL, durability=async": ours(
+            "NORMAL", "async"
+        ),
     }
     samples = await measure(variants, rounds(3))
     base = median(samples["AsyncSqliteSaver, defaults (synchronous=FULL, durability=async)"])
-    header(f"{RUNS} concurrent runs x {NODES} nodes, each node sleeps {SLEEP * 1000:.0f} ms (ideal "
-           f"{NODES * SLEEP:.2f} s)")
+    header(
+        f"{RUNS} concurrent runs x {NODES} nodes, each node sleeps {SLEEP * 1000:.0f} ms (ideal "
+        f"{NODES * SLEEP:.2f} s)"
+    )
     rows = []
     for name, values in samples.items():
         made = commits.get(name, [])
-        rows.append([name, f"{median(values):.2f} s", f"{median(values) / base:.2f}",
-                     f"{int(median(made))}" if made else "-"])
+        rows.append(
+            [
+                name,
+                f"{median(values):.2f} s",
+                f"{median(values) / base:.2f}",
+                f"{int(median(made))}" if made else "-",
+            ]
+        )
     print(table(["variant", "wall (median)", "x AsyncSqliteSaver", "commits"], rows))
 
 

@@ -67,8 +67,11 @@ prompt:
 
 
 def chain_flow(version: int) -> str:
-    steps = "\n".join(f"  - id: s{i}\n    uses: echo\n    with: {{text: \"v{version} step {i}\"}}\n"
-                      f"    outputs: {{text: out{i}}}" for i in range(1, STEPS + 1))
+    steps = "\n".join(
+        f'  - id: s{i}\n    uses: echo\n    with: {{text: "v{version} step {i}"}}\n'
+        f"    outputs: {{text: out{i}}}"
+        for i in range(1, STEPS + 1)
+    )
     outputs = ", ".join(f"out{i}" for i in range(1, STEPS + 1))
     return f"flow: chain\nversion: {version}\noutputs: [{outputs}]\nsteps:\n{steps}\n"
 
@@ -87,7 +90,9 @@ def stamped(result: dict[str, Any]) -> bool:
     """Every step's output carries the version the run reports."""
     outputs = result.get("outputs") or {}
     version = result.get("version")
-    return all(f"v{version} step {i}" in str(outputs.get(f"out{i}", "")) for i in range(1, STEPS + 1))
+    return all(
+        f"v{version} step {i}" in str(outputs.get(f"out{i}", "")) for i in range(1, STEPS + 1)
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -97,11 +102,14 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---- in-process ---------------------------------------------------------------------------------
 
+
 async def in_process(yard: Yard) -> tuple[list[float], int]:
     async def one() -> tuple[float, bool]:
         began = time.perf_counter()
         result = await yard.arun("chain", {})
-        ok = result.status == "finished" and stamped({"outputs": result.outputs, "version": result.version})
+        ok = result.status == "finished" and stamped(
+            {"outputs": result.outputs, "version": result.version}
+        )
         return time.perf_counter() - began, ok
 
     done = await asyncio.gather(*(one() for _ in range(RUNS)), return_exceptions=True)
@@ -111,6 +119,7 @@ async def in_process(yard: Yard) -> tuple[list[float], int]:
 
 
 # ---- over HTTP ----------------------------------------------------------------------------------
+
 
 class Connection:
     """A minimal keep-alive HTTP/1.1 client connection. httpx's pool spends more CPU than the server
@@ -125,13 +134,19 @@ class Connection:
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         # the server closes a connection idle for 5 s (uvicorn's keep-alive timeout), which a round
         # in-process on a loaded machine can outlast: open a new one rather than fail the request
-        if self.writer is None or self.writer.is_closing() or (self.reader is not None and self.reader.at_eof()):
+        if (
+            self.writer is None
+            or self.writer.is_closing()
+            or (self.reader is not None and self.reader.at_eof())
+        ):
             if self.writer is not None:
                 await self.close()
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         assert self.reader is not None
-        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         self.writer.write(head + body)
         await self.writer.drain()
         status_line = await self.reader.readline()
@@ -154,6 +169,7 @@ async def post_run(connection: Connection) -> tuple[int, dict[str, Any]]:
     status, body = await connection.request("POST", "/flows/chain/runs", b'{"inputs": {}}')
     return status, json.loads(body)
 
+
 class ServeProcess:
     def __init__(self, root: Path) -> None:
         with socket.socket() as sock:
@@ -163,8 +179,21 @@ class ServeProcess:
         env = {k: v for k, v in os.environ.items() if k != "BLOCKYARD_TOKEN"}
         env["PYTHONPATH"] = str(REPO)
         self.log = open(root / "serve.log", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--root", str(root),
-                                         "--port", str(self.port)], stdout=self.log, stderr=self.log, env=env)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "engine",
+                "serve",
+                "--root",
+                str(root),
+                "--port",
+                str(self.port),
+            ],
+            stdout=self.log,
+            stderr=self.log,
+            env=env,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -197,7 +226,9 @@ async def over_http(connections: list[Connection]) -> tuple[list[float], int]:
     return latencies, errors
 
 
-async def with_reloads(client: httpx.AsyncClient, connections: list[Connection], root: Path) -> dict[str, Any]:
+async def with_reloads(
+    client: httpx.AsyncClient, connections: list[Connection], root: Path
+) -> dict[str, Any]:
     """RUNS clients start runs back to back while the flow is reloaded RELOADS times."""
     stop = asyncio.Event()
     results: list[dict[str, Any]] = []
@@ -237,8 +268,14 @@ async def with_reloads(client: httpx.AsyncClient, connections: list[Connection],
     await asyncio.gather(*workers)
     wrong = [r for r in results if r["status"] != "finished" or not stamped(r)]
     versions = {r["version"] for r in results}
-    return {"runs": len(results), "failed": len(wrong) + len(failures), "versions": len(versions),
-            "latencies": latencies, "swaps": swaps, "examples": (wrong[:2], failures[:2])}
+    return {
+        "runs": len(results),
+        "failed": len(wrong) + len(failures),
+        "versions": len(versions),
+        "latencies": latencies,
+        "swaps": swaps,
+        "examples": (wrong[:2], failures[:2]),
+    }
 
 
 Samples = dict[str, list[tuple[list[float], int]]]  # variant -> per round: (latencies, errors)
@@ -260,8 +297,11 @@ async def measure(count: int) -> tuple[Samples, dict[str, Any]]:
                 for index in range(count):
                     order = ["in-process", "HTTP"] if index % 2 == 0 else ["HTTP", "in-process"]
                     for name in order:
-                        samples[name].append(await in_process(yard) if name == "in-process" else
-                                             await over_http(connections))
+                        samples[name].append(
+                            await in_process(yard)
+                            if name == "in-process"
+                            else await over_http(connections)
+                        )
             finally:
                 yard.close()
             reload = await with_reloads(client, connections, root)
@@ -285,31 +325,74 @@ async def main() -> None:
     args = parser.parse_args()
     count = rounds(3)
     if not args.json:
-        header(f"blockyard serve: {RUNS} concurrent runs of a {STEPS}-step flow, mock model 50 ms per call")
+        header(
+            f"blockyard serve: {RUNS} concurrent runs of a {STEPS}-step flow, mock model 50 ms per call"
+        )
     samples, reload = await measure(count)
     if args.json:
-        print(json.dumps({"runs": RUNS, "rounds": count, "reloads": RELOADS,
-                          "inproc_p50_ms": over_rounds(samples["in-process"]) * 1000,
-                          "http_p50_ms": over_rounds(samples["HTTP"]) * 1000,
-                          "errors": sum(s[1] for runs in samples.values() for s in runs),
-                          "reload_runs": reload["runs"], "reload_failed": reload["failed"],
-                          "reload_versions": reload["versions"],
-                          "reload_swap_ms": statistics.median(reload["swaps"]) * 1000}))
+        print(
+            json.dumps(
+                {
+                    "runs": RUNS,
+                    "rounds": count,
+                    "reloads": RELOADS,
+                    "inproc_p50_ms": over_rounds(samples["in-process"]) * 1000,
+                    "http_p50_ms": over_rounds(samples["HTTP"]) * 1000,
+                    "errors": sum(s[1] for runs in samples.values() for s in runs),
+                    "reload_runs": reload["runs"],
+                    "reload_failed": reload["failed"],
+                    "reload_versions": reload["versions"],
+                    "reload_swap_ms": statistics.median(reload["swaps"]) * 1000,
+                }
+            )
+        )
         return
     rows = []
     base, base99 = over_rounds(samples["in-process"]), over_rounds(samples["in-process"], 0.99)
     for name, runs in samples.items():
         median, p99 = over_rounds(runs), over_rounds(runs, 0.99)
         errors = sum(s[1] for s in runs)
-        rows.append([name, f"{median * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", f"{median / base:.2f}x",
-                     f"{p99 / base99:.2f}x", str(errors), str(count * RUNS)])
-    print(table(["variant", "p50", "p99", "p50 vs in-process", "p99 vs in-process", "errors", "runs"], rows))
+        rows.append(
+            [
+                name,
+                f"{median * 1000:.0f} ms",
+                f"{p99 * 1000:.0f} ms",
+                f"{median / base:.2f}x",
+                f"{p99 / base99:.2f}x",
+                str(errors),
+                str(count * RUNS),
+            ]
+        )
+    print(
+        table(
+            ["variant", "p50", "p99", "p50 vs in-process", "p99 vs in-process", "errors", "runs"],
+            rows,
+        )
+    )
     lat = reload["latencies"]
     print(f"\n### {RUNS} clients starting runs back to back during {RELOADS} hot reloads\n")
-    print(table(["runs", "failed or mixed versions", "versions seen", "p50", "p99", "reload served in (median)"],
-                [[str(reload["runs"]), str(reload["failed"]), str(reload["versions"]),
-                  f"{percentile(lat, 0.5) * 1000:.0f} ms", f"{percentile(lat, 0.99) * 1000:.0f} ms",
-                  f"{statistics.median(reload['swaps']) * 1000:.0f} ms"]]))
+    print(
+        table(
+            [
+                "runs",
+                "failed or mixed versions",
+                "versions seen",
+                "p50",
+                "p99",
+                "reload served in (median)",
+            ],
+            [
+                [
+                    str(reload["runs"]),
+                    str(reload["failed"]),
+                    str(reload["versions"]),
+                    f"{percentile(lat, 0.5) * 1000:.0f} ms",
+                    f"{percentile(lat, 0.99) * 1000:.0f} ms",
+                    f"{statistics.median(reload['swaps']) * 1000:.0f} ms",
+                ]
+            ],
+        )
+    )
     if reload["failed"]:
         print("examples:", reload["examples"])
 

@@ -29,8 +29,12 @@ from engine import Yard
 from engine.models.streaming import FieldText
 
 ANSWER = "Streaming keeps a chat interface alive: the first words show while the rest is written."
-SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 
 
 async def main() -> None:
@@ -41,30 +45,45 @@ async def main() -> None:
     count = rounds(15)
     with OpenAIStub() as stub:
         stub.default = Reply(structured={"answer": ANSWER}, delay=0.05, chunk_delay=0.005)
-        root = make_yard({
-            "blockyard.yaml": f"models:\n  default: {{provider: openai, name: m, base_url: '{stub.base_url}'}}\n",
-            "blocks/answer.yaml": """
+        root = make_yard(
+            {
+                "blockyard.yaml": f"models:\n  default: {{provider: openai, name: m, base_url: '{stub.base_url}'}}\n",
+                "blocks/answer.yaml": """
                 block: answer
                 kind: llm
                 inputs: {question: {type: string}}
                 outputs: {answer: {type: string}}
                 prompt: {user: "{{ question }}"}
             """,
-            "flows/ask.yaml": "flow: ask\ninputs: {question: {type: string}}\noutputs: [answer]\n"
-                              "steps:\n  - {id: reply, uses: answer}\n",
-        })
+                "flows/ask.yaml": "flow: ask\ninputs: {question: {type: string}}\noutputs: [answer]\n"
+                "steps:\n  - {id: reply, uses: answer}\n",
+            }
+        )
         yard = Yard.load(root, state=root / "state.db", env={})
-        tool = {"type": "function", "function": {"name": "answer", "description": "Return the outputs.",
-                                                 "parameters": SCHEMA}}
-        chat = ChatOpenAI(model="m", base_url=stub.base_url, api_key="not-needed", max_retries=0,
-                          use_responses_api=False).bind_tools([tool], tool_choice="required")
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "answer",
+                "description": "Return the outputs.",
+                "parameters": SCHEMA,
+            },
+        }
+        chat = ChatOpenAI(
+            model="m",
+            base_url=stub.base_url,
+            api_key="not-needed",
+            max_retries=0,
+            use_responses_api=False,
+        ).bind_tools([tool], tool_choice="required")
 
         async def plain() -> float:
             began = time.perf_counter()
             first: float | None = None
             decoder = FieldText("answer")  # the answer's text inside the streamed arguments
             async for chunk in chat.astream([HumanMessage("Why stream?")]):
-                text = "".join(decoder.feed(piece.get("args") or "") for piece in chunk.tool_call_chunks)
+                text = "".join(
+                    decoder.feed(piece.get("args") or "") for piece in chunk.tool_call_chunks
+                )
                 if first is None and text:
                     first = time.perf_counter() - began
             assert first is not None
@@ -79,10 +98,17 @@ async def main() -> None:
             assert first is not None
             return first
 
-        header("time to the first token of an llm step (loopback OpenAI-compatible server, streamed)")
+        header(
+            "time to the first token of an llm step (loopback OpenAI-compatible server, streamed)"
+        )
         samples = await measure({"langchain": plain, "blockyard": engine}, count, warmup=2)
         rows = [[name, f"{median(values) * 1000:.1f} ms"] for name, values in samples.items()]
-        rows.append(["difference", f"{(median(samples['blockyard']) - median(samples['langchain'])) * 1000:.1f} ms"])
+        rows.append(
+            [
+                "difference",
+                f"{(median(samples['blockyard']) - median(samples['langchain'])) * 1000:.1f} ms",
+            ]
+        )
         print(table(["variant", "median time to first token"], rows))
         yard.close()
 

@@ -58,8 +58,13 @@ inputs: {topic: {type: string}}
 outputs: {text: {type: string}}
 prompt: {system: You answer in one sentence., user: "Tell me about {{ topic }}."}
 """
-FIVE = "flow: five\ninputs: {topic: {type: string, default: bees}}\noutputs: [text]\nsteps:\n" + "".join(
-    f"  - {{id: s{i}, uses: say, with: {{topic: \"{{{{ inputs.topic }}}} {i}\"}}}}\n" for i in range(5))
+FIVE = (
+    "flow: five\ninputs: {topic: {type: string, default: bees}}\noutputs: [text]\nsteps:\n"
+    + "".join(
+        f'  - {{id: s{i}, uses: say, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}\n'
+        for i in range(5)
+    )
+)
 WORKLOADS: dict[str, dict[str, Any]] = {"chain50": {"n": 0}, "five": {}}
 STATES = ("off", "no-op", "trace", "trace+metrics")
 TOLD = STATES[2:]  # the variants whose observers do something
@@ -83,8 +88,12 @@ def _set_gc(mode: str) -> str:
 async def main() -> None:
     for name in [key for key in os.environ if key.startswith("OTEL_")]:
         del os.environ[name]  # the yard's own telemetry stays off: the variants attach theirs
-    sink = subprocess.Popen([sys.executable, "-m", "tests.support.otlp_sink"], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.otlp_sink"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert sink.stdout is not None
     port = int(sink.stdout.readline())
     chain = {name: text for name, text in flows().items() if name == "flows/chain50.yaml"}
@@ -97,10 +106,16 @@ async def main() -> None:
     metrics = Metrics()
     yard = Yard.load(root)
     # no-op: one observer that does nothing: what handing events to observers costs, and the noise floor
-    observers: dict[str, list[Any]] = {"off": [], "no-op": [_nothing], "trace": [telemetry.observer],
-                 "trace+metrics": [telemetry.observer, metrics.observe]}
+    observers: dict[str, list[Any]] = {
+        "off": [],
+        "no-op": [_nothing],
+        "trace": [telemetry.observer],
+        "trace+metrics": [telemetry.observer, metrics.observe],
+    }
     wall: dict[str, list[float]] = {}
-    collections: dict[str, list[int]] = {}  # young (and older) collections per variant, counted by gc.callbacks
+    collections: dict[
+        str, list[int]
+    ] = {}  # young (and older) collections per variant, counted by gc.callbacks
     current = [""]
 
     def count(phase: str, info: dict[str, int]) -> None:
@@ -112,8 +127,12 @@ async def main() -> None:
         for state in STATES:
             key = f"{name} {state}"
 
-            async def sample(name: str = name, inputs: dict[str, Any] = inputs, state: str = state,
-                             key: str = key) -> float:
+            async def sample(
+                name: str = name,
+                inputs: dict[str, Any] = inputs,
+                state: str = state,
+                key: str = key,
+            ) -> float:
                 yard.engine.observers[:] = observers[state]
                 current[0] = key
                 began, cpu = time.perf_counter(), time.process_time()
@@ -132,14 +151,17 @@ async def main() -> None:
     said = _set_gc(GC_MODE)
     gc.callbacks.append(count)
     samples: dict[str, list[float]] = {}
-    for name in WORKLOADS:  # each workload's variants interleaved among themselves: a sample right after the
+    # each workload's variants interleaved among themselves: a sample right after the
+    for name in WORKLOADS:
         # other workload's is slower, and whichever variant sat there would look dearer
         samples.update(await measure(variants[name], rounds(9)))
     gc.callbacks.remove(count)
     load = os.getloadavg()
     assert pipeline.batch is not None
-    in_run = {name: await _in_run(yard, name, inputs, observers, pipeline)
-              for name, inputs in WORKLOADS.items()}
+    in_run = {
+        name: await _in_run(yard, name, inputs, observers, pipeline)
+        for name, inputs in WORKLOADS.items()
+    }
     parts = {name: await _parts(yard, name, inputs, port) for name, inputs in WORKLOADS.items()}
     pipeline.flush(30)
     sent = pipeline.exporter.sent  # type: ignore[attr-defined]
@@ -147,9 +169,13 @@ async def main() -> None:
     yard.close()
     sink.terminate()
     sink.wait(timeout=10)
-    header(f"tracing (and metrics) on vs off, per durable run ({RUNS_PER_SAMPLE} runs per sample, {rounds(9)} "
-           "rounds; spans posted to a local OTLP/HTTP receiver)")
-    print(f"garbage collector: {said}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    header(
+        f"tracing (and metrics) on vs off, per durable run ({RUNS_PER_SAMPLE} runs per sample, {rounds(9)} "
+        "rounds; spans posted to a local OTLP/HTTP receiver)"
+    )
+    print(
+        f"garbage collector: {said}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
+    )
     rows = []
     total_runs = RUNS_PER_SAMPLE * (rounds(9) + 1)
     for name in WORKLOADS:
@@ -158,43 +184,111 @@ async def main() -> None:
             key = f"{name} {state}"
             cpu, took = samples[key], wall[key]
             young = collections.get(key, [0, 0, 0])
-            rows.append([name, state, f"{median(cpu) * 1000:.2f} ms", f"{median(cpu) / median(off):.3f}×",
-                         f"{_paired(cpu, off):.3f}×", f"{median(took) * 1000:.2f} ms",
-                         f"{median(took) / median(wall_off):.3f}×", f"{_paired(took, wall_off):.3f}×",
-                         f"{young[0] / total_runs:.2f} / {young[1] / total_runs:.3f} / {young[2] / total_runs:.3f}"])
-    print(table(["workload", "variant", "CPU", "CPU / off", "paired", "wall", "wall / off", "paired",
-                 "collections a run (gen 0/1/2)"], rows))
-    print("\n(/ off: the ratio of the medians; paired: the median of each round's ratio to the round's off sample)")
+            rows.append(
+                [
+                    name,
+                    state,
+                    f"{median(cpu) * 1000:.2f} ms",
+                    f"{median(cpu) / median(off):.3f}×",
+                    f"{_paired(cpu, off):.3f}×",
+                    f"{median(took) * 1000:.2f} ms",
+                    f"{median(took) / median(wall_off):.3f}×",
+                    f"{_paired(took, wall_off):.3f}×",
+                    f"{young[0] / total_runs:.2f} / {young[1] / total_runs:.3f} / {young[2] / total_runs:.3f}",
+                ]
+            )
+    print(
+        table(
+            [
+                "workload",
+                "variant",
+                "CPU",
+                "CPU / off",
+                "paired",
+                "wall",
+                "wall / off",
+                "paired",
+                "collections a run (gen 0/1/2)",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\n(/ off: the ratio of the medians; paired: the median of each round's ratio to the round's off sample)"
+    )
     print(f"\n{sent} spans accepted by the receiver")
-    print(f"\nIn their runs ({IN_RUN} runs, {IN_RUN_ROUNDS} rounds, medians): the observers' own CPU, measured on the "
-          "run's thread around each batch of events they are told (less the same around an observer that does "
-          "nothing), and the "
-          "sending thread's CPU (bodies, posts), per run:\n")
+    print(
+        f"\nIn their runs ({IN_RUN} runs, {IN_RUN_ROUNDS} rounds, medians): the observers' own CPU, measured on the "
+        "run's thread around each batch of events they are told (less the same around an observer that does "
+        "nothing), and the "
+        "sending thread's CPU (bodies, posts), per run:\n"
+    )
     rows = []
     for name, measured in in_run.items():
         off = median(samples[f"{name} off"])
         for state in TOLD:
             observer, sender = measured[state]
-            rows.append([name, state, f"{observer * 1e6:.0f} µs", f"{sender * 1e6:.0f} µs",
-                         f"{(observer + sender) * 1e6:.0f} µs", f"{(observer + sender) / off * 100:.1f}%"])
-    print(table(["workload", "variant", "observers", "sending thread", "total", "of a run's CPU off"], rows))
-    print("\nThe parts, measured alone (one run's events replayed; the fastest of 300 repetitions, so a busy machine "
-          "moves them less):\n")
+            rows.append(
+                [
+                    name,
+                    state,
+                    f"{observer * 1e6:.0f} µs",
+                    f"{sender * 1e6:.0f} µs",
+                    f"{(observer + sender) * 1e6:.0f} µs",
+                    f"{(observer + sender) / off * 100:.1f}%",
+                ]
+            )
+    print(
+        table(
+            ["workload", "variant", "observers", "sending thread", "total", "of a run's CPU off"],
+            rows,
+        )
+    )
+    print(
+        "\nThe parts, measured alone (one run's events replayed; the fastest of 300 repetitions, so a busy machine "
+        "moves them less):\n"
+    )
     rows = []
     for name, (observe, body, post, spans) in parts.items():
         total = observe + body + post
-        rows.append([name, str(spans), f"{observe * 1e6:.0f} µs", f"{body * 1e6:.1f} µs", f"{post * 1e6:.1f} µs",
-                     f"{total * 1e6:.0f} µs", f"{total / median(samples[f'{name} off']) * 100:.1f}%"])
-    print(table(["workload", "spans", "observer (spans encoded)", "body", "posting", "total", "of a run's CPU off"],
-                rows))
+        rows.append(
+            [
+                name,
+                str(spans),
+                f"{observe * 1e6:.0f} µs",
+                f"{body * 1e6:.1f} µs",
+                f"{post * 1e6:.1f} µs",
+                f"{total * 1e6:.0f} µs",
+                f"{total / median(samples[f'{name} off']) * 100:.1f}%",
+            ]
+        )
+    print(
+        table(
+            [
+                "workload",
+                "spans",
+                "observer (spans encoded)",
+                "body",
+                "posting",
+                "total",
+                "of a run's CPU off",
+            ],
+            rows,
+        )
+    )
 
 
 IN_RUN = int(os.environ.get("BENCH_IN_RUN", 40))
 IN_RUN_ROUNDS = 5
 
 
-async def _in_run(yard: Yard, name: str, inputs: dict[str, Any], observers: dict[str, list[Any]],
-                  pipeline: Pipeline) -> dict[str, tuple[float, float]]:
+async def _in_run(
+    yard: Yard,
+    name: str,
+    inputs: dict[str, Any],
+    observers: dict[str, list[Any]],
+    pipeline: Pipeline,
+) -> dict[str, tuple[float, float]]:
     """Per variant: CPU seconds per run of its observers, measured on the run's thread around each batch of
     events they are told (engine/runtime/observe.py, `_Teller.tell`), and of the sending thread. Around each
     batch, not each event: the clock is a system call (a microsecond), and one around every event of a
@@ -225,7 +319,9 @@ async def _in_run(yard: Yard, name: str, inputs: dict[str, Any], observers: dict
                     assert (await yard.arun(name, inputs)).ok
                 pipeline.flush()  # the spans of these runs posted now, counted here
                 spent.setdefault(state, []).append(total[0] / IN_RUN / 1e9)
-                sent.setdefault(state, []).append((time.clock_gettime_ns(sender_clock) - before) / IN_RUN / 1e9)
+                sent.setdefault(state, []).append(
+                    (time.clock_gettime_ns(sender_clock) - before) / IN_RUN / 1e9
+                )
     finally:
         _Teller.tell = told  # type: ignore[method-assign]
     yard.engine.observers[:] = []
@@ -258,11 +354,15 @@ def _fastest(fn: Callable[[], object], count: int = 300) -> float:
     return min(times)
 
 
-async def _parts(yard: Yard, name: str, inputs: dict[str, Any], port: int) -> tuple[float, float, float, int]:
+async def _parts(
+    yard: Yard, name: str, inputs: dict[str, Any], port: int
+) -> tuple[float, float, float, int]:
     """CPU seconds per run of the observer (the events made spans, each encoded and queued), of making
     a body of them, and of posting it (a body of ten runs' spans, as batches go); and spans per run."""
     events: list[tuple[Any, Any, Any]] = []
-    yard.engine.observers[:] = [lambda run, event, execution: events.append((run, event, execution))]
+    yard.engine.observers[:] = [
+        lambda run, event, execution: events.append((run, event, execution))
+    ]
     assert (await yard.arun(name, inputs)).ok
     yard.engine.observers[:] = []
     replay = Pipeline(Settings(endpoint="http://127.0.0.1:9/v1/traces"), _Null(), batch=False)
@@ -276,7 +376,8 @@ async def _parts(yard: Yard, name: str, inputs: dict[str, Any], port: int) -> tu
     assert observer.batch is not None
     queue = observer.batch.queue
 
-    def observe() -> None:  # each replay is a new execution's trace: the last event ended the one before
+    # each replay is a new execution's trace: the last event ended the one before
+    def observe() -> None:
         for each in events:
             observer.observer(*each)
         queue.clear()

@@ -38,7 +38,8 @@ from langgraph.graph.message import add_messages
 from engine import Yard
 from engine.state.checkpointer import DurableSaver
 
-TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7  # ~300 characters
+# ~300 characters
+TEXT = "Please keep the usual order, but " + "with a little more rice and no onions " * 7
 
 FILES = {
     "blocks/answer.yaml": """
@@ -91,10 +92,14 @@ def size(path: Path) -> tuple[int, int, int, int]:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages, free, page = (conn.execute(f"PRAGMA {name}").fetchone()[0]
-                             for name in ("page_count", "freelist_count", "page_size"))
-        rows, stored = conn.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
-                                    "FROM checkpoints").fetchone()
+        pages, free, page = (
+            conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("page_count", "freelist_count", "page_size")
+        )
+        rows, stored = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+            "FROM checkpoints"
+        ).fetchone()
         written = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()[0]
     finally:
         conn.close()
@@ -131,7 +136,10 @@ def raw_langgraph(turns: int) -> tuple[Path, float]:
     with SqliteSaver.from_conn_string(str(path)) as saver:
         graph = builder.compile(checkpointer=saver)
         for turn in range(turns):
-            graph.invoke({"messages": [HumanMessage(f"{turn}: {TEXT}")]}, {"configurable": {"thread_id": "t"}})
+            graph.invoke(
+                {"messages": [HumanMessage(f"{turn}: {TEXT}")]},
+                {"configurable": {"thread_id": "t"}},
+            )
     return path, time.perf_counter() - began
 
 
@@ -155,43 +163,84 @@ async def turn_costs(turns: int) -> tuple[list[float], Path, int]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("turns", type=int, nargs="?", default=100, help="turns in the thread (default 100)")
+    parser.add_argument(
+        "turns", type=int, nargs="?", default=100, help="turns in the thread (default 100)"
+    )
     parser.add_argument("--json", action="store_true", help="file sizes (bytes) as one JSON object")
     args = parser.parse_args()
     turns = args.turns
-    variants = {"blockyard": await blockyard(True, turns), "blockyard, no pruning": await blockyard(False, turns),
-                "raw": raw_langgraph(turns)}
+    variants = {
+        "blockyard": await blockyard(True, turns),
+        "blockyard, no pruning": await blockyard(False, turns),
+        "raw": raw_langgraph(turns),
+    }
     if args.json:
         _costs, talk, _stored = await turn_costs(turns)
-        print(json.dumps({"turns": turns, **{f"{name} bytes": size(db)[0] for name, (db, _) in variants.items()},
-                          "history bytes": size(talk)[0]}))
+        print(
+            json.dumps(
+                {
+                    "turns": turns,
+                    **{f"{name} bytes": size(db)[0] for name, (db, _) in variants.items()},
+                    "history bytes": size(talk)[0],
+                }
+            )
+        )
         return
     header(f"A {turns}-turn conversation thread: database size")
     rows = []
-    labels = {"blockyard": "blockyard (pruned turns)", "raw": "raw LangGraph, add_messages + SqliteSaver"}
+    labels = {
+        "blockyard": "blockyard (pruned turns)",
+        "raw": "raw LangGraph, add_messages + SqliteSaver",
+    }
     for name, (path, elapsed) in variants.items():
         on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
-        rows.append([labels.get(name, name), kib(on_disk), kib(in_use), kib(checkpoint_bytes), str(checkpoints),
-                     f"{elapsed / turns * 1000:.1f} ms"])
-    print(table(["variant", "file", "in use", "checkpoint data", "checkpoint rows", "per turn"], rows))
-    print("\nfile - in use = free pages, reused by later turns (pruning frees a turn's step checkpoints);\n"
-          "the rest of `in use` is blockyard's own tables: the runs and their event trace.")
-    print(f"\npayload: {turns} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
-          f"= {turns * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text")
+        rows.append(
+            [
+                labels.get(name, name),
+                kib(on_disk),
+                kib(in_use),
+                kib(checkpoint_bytes),
+                str(checkpoints),
+                f"{elapsed / turns * 1000:.1f} ms",
+            ]
+        )
+    print(
+        table(["variant", "file", "in use", "checkpoint data", "checkpoint rows", "per turn"], rows)
+    )
+    print(
+        "\nfile - in use = free pages, reused by later turns (pruning frees a turn's step checkpoints);\n"
+        "the rest of `in use` is blockyard's own tables: the runs and their event trace."
+    )
+    print(
+        f"\npayload: {turns} turns x ~{len(TEXT) + 5} + ~{len(TEXT) + 12} characters "
+        f"= {turns * (2 * len(TEXT) + 17) / 1024:,.0f} KiB of text"
+    )
 
     header(f"The cost of a turn as the thread grows (an llm block with history: 20, {turns} turns)")
     costs, path, stored = await turn_costs(turns)
     early, late = sorted(costs[1:11])[5], sorted(costs[-10:])[5]  # medians: this machine is shared
     fastest_early, fastest_late = min(costs[1:11]), min(costs[-10:])
     on_disk, in_use, checkpoint_bytes, checkpoints = size(path)
-    print(table(["turns", "median ms", "fastest ms", ""], [
-        ["2-11", f"{early * 1000:.1f}", f"{fastest_early * 1000:.1f}", ""],
-        [f"{turns - 9}-{turns}", f"{late * 1000:.1f}", f"{fastest_late * 1000:.1f}",
-         f"{late / early:.2f}x (fastest: {fastest_late / fastest_early:.2f}x) of turns 2-11 (target: 1.5x at most)"],
-    ]))
-    print(f"\ndatabase after {turns} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
-          f"{kib(checkpoint_bytes)} of checkpoints in {checkpoints} row(s) (target: under 1 MB); "
-          f"messages table: {stored} rows")
+    print(
+        table(
+            ["turns", "median ms", "fastest ms", ""],
+            [
+                ["2-11", f"{early * 1000:.1f}", f"{fastest_early * 1000:.1f}", ""],
+                [
+                    f"{turns - 9}-{turns}",
+                    f"{late * 1000:.1f}",
+                    f"{fastest_late * 1000:.1f}",
+                    f"{late / early:.2f}x (fastest: {fastest_late / fastest_early:.2f}x) of "
+                    "turns 2-11 (target: 1.5x at most)",
+                ],
+            ],
+        )
+    )
+    print(
+        f"\ndatabase after {turns} turns: {kib(on_disk)} file, {kib(in_use)} in use, "
+        f"{kib(checkpoint_bytes)} of checkpoints in {checkpoints} row(s) (target: under 1 MB); "
+        f"messages table: {stored} rows"
+    )
 
 
 if __name__ == "__main__":

@@ -111,10 +111,13 @@ tags: [bench]
 
 
 def flow_text(index: int) -> str:
-    extra = "".join(f"""  - id: note_{k}
+    extra = "".join(
+        f"""  - id: note_{k}
     uses: normalize
     with: {{text: "{{{{ context.report }}}} #{k}"}}
-""" for k in range(index % 4))
+"""
+        for k in range(index % 4)
+    )
     return f"""flow: pipeline_{index}
 version: {1 + index % 3}
 description: Generated pipeline {index}; clean, classify and summarize a text, then a batch.
@@ -173,18 +176,25 @@ def make_yard(root: Path, flows: int) -> None:
     (root / "blocks").mkdir(parents=True)
     (root / "flows").mkdir()
     for name, text in BLOCKS.items():
-        (root / "blocks" / f"{name}.yaml").write_text(SCHEMA_LINE.format(kind="block") + text, encoding="utf-8")
+        (root / "blocks" / f"{name}.yaml").write_text(
+            SCHEMA_LINE.format(kind="block") + text, encoding="utf-8"
+        )
     for index in range(flows):
-        (root / "flows" / f"pipeline_{index}.yaml").write_text(SCHEMA_LINE.format(kind="flow") + flow_text(index),
-                                                              encoding="utf-8")
+        (root / "flows" / f"pipeline_{index}.yaml").write_text(
+            SCHEMA_LINE.format(kind="flow") + flow_text(index), encoding="utf-8"
+        )
 
 
 def dense_flow(steps: int, window: int = 50) -> str:
     """A flow of `steps` steps, each needing the `window` steps before it (each writes its own keys)."""
     lines = ["flow: dense", "version: 1", "inputs:", "  text: {type: string}", "steps:"]
     for i in range(steps):
-        lines += [f"  - id: s{i}", "    uses: normalize", '    with: {text: "{{ inputs.text }}"}',
-                  f"    outputs: {{clean: clean_{i}, words: words_{i}}}"]
+        lines += [
+            f"  - id: s{i}",
+            "    uses: normalize",
+            '    with: {text: "{{ inputs.text }}"}',
+            f"    outputs: {{clean: clean_{i}, words: words_{i}}}",
+        ]
         if i:
             lines.append(f"    needs: [{', '.join(f's{j}' for j in range(max(0, i - window), i))}]")
     return SCHEMA_LINE.format(kind="flow") + "\n".join(lines) + "\n"
@@ -213,7 +223,9 @@ def dense(sizes: list[int], runs: int) -> dict[int, list[float]]:
                 found = [*project.diagnostics, *check_project(project)]
                 times.setdefault(steps, []).append(time.perf_counter() - start)
                 if found:
-                    raise SystemExit(f"the dense flow of {steps} steps should be clean: {found[0].format()}")
+                    raise SystemExit(
+                        f"the dense flow of {steps} steps should be clean: {found[0].format()}"
+                    )
     return times
 
 
@@ -227,15 +239,25 @@ def one_run(root: Path) -> dict[str, float | int]:
     loaded = time.perf_counter()
     found = [*project.diagnostics, *check_project(project)]
     done = time.perf_counter()
-    return {"load_and_schema": loaded - start, "semantic": done - loaded, "total": done - start,
-            "files": len(project.files), "problems": len(found)}
+    return {
+        "load_and_schema": loaded - start,
+        "semantic": done - loaded,
+        "total": done - start,
+        "files": len(project.files),
+        "problems": len(found),
+    }
 
 
 def bulk(root: Path, runs: int) -> list[dict[str, float | int]]:
     results = []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, __file__, "--child", str(root)], capture_output=True, text=True,
-                             check=True, env=child_env())
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(root)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=child_env(),
+        )
         results.append(json.loads(out.stdout))
     return results
 
@@ -247,14 +269,19 @@ def cli_command() -> list[str]:
 
 def cold_cli(runs: int) -> list[float]:
     command = [*cli_command(), "validate", "--root", str(REPO)]
-    subprocess.run(command, capture_output=True, check=False, env=child_env())  # warm the OS file cache, .pyc files
+    # warm the OS file cache, .pyc files
+    subprocess.run(command, capture_output=True, check=False, env=child_env())
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        result = subprocess.run(command, capture_output=True, text=True, check=False, env=child_env())
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=False, env=child_env()
+        )
         times.append(time.perf_counter() - start)
         if result.returncode != 0:
-            raise SystemExit(f"blockyard validate failed on the example yard:\n{result.stdout}{result.stderr}")
+            raise SystemExit(
+                f"blockyard validate failed on the example yard:\n{result.stdout}{result.stderr}"
+            )
     return times
 
 
@@ -268,8 +295,12 @@ def main() -> int:
     parser.add_argument("--cli-runs", type=int, default=10, help="cold CLI runs (default 10)")
     parser.add_argument("--flows", type=int, default=1000, help="generated flows (default 1000)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--profile", action="store_true", help="one in-process bulk run, for cProfile")
-    parser.add_argument("--json", action="store_true", help="bulk and cold CLI medians as one JSON object")
+    parser.add_argument(
+        "--profile", action="store_true", help="one in-process bulk run, for cProfile"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="bulk and cold CLI medians as one JSON object"
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(one_run(args.child)))
@@ -283,12 +314,22 @@ def main() -> int:
         results = bulk(root, args.runs)
     problems = results[0]["problems"]
     if args.json:
-        print(json.dumps({"flows": args.flows, "files": results[0]["files"], "problems": problems,
-                          "bulk_s": statistics.median(float(r["total"]) for r in results),
-                          "cold_cli_s": statistics.median(cold_cli(args.cli_runs))}))
+        print(
+            json.dumps(
+                {
+                    "flows": args.flows,
+                    "files": results[0]["files"],
+                    "problems": problems,
+                    "bulk_s": statistics.median(float(r["total"]) for r in results),
+                    "cold_cli_s": statistics.median(cold_cli(args.cli_runs)),
+                }
+            )
+        )
         return 0
-    print(f"bulk: {results[0]['files']} files ({args.flows} flows), {problems} problems found"
-          + ("" if problems == 0 else "  <- the generated yard should be clean"))
+    print(
+        f"bulk: {results[0]['files']} files ({args.flows} flows), {problems} problems found"
+        + ("" if problems == 0 else "  <- the generated yard should be clean")
+    )
     for key in ("load_and_schema", "semantic", "total"):
         print(f"  {key:16} {_median([float(r[key]) for r in results])}")
     print(f"cold CLI: {' '.join(cli_command()[-1:])} validate (example yard), {args.cli_runs} runs")

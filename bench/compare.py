@@ -73,7 +73,13 @@ RUNS_PER_SAMPLE = int(os.environ.get("BENCH_RUNS", 3))
 MODES = ("sync", "async", "exit", "none")  # durability modes (docs/runtime.md, "Durability")
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-KEYS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+KEYS = (
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+)
 MARKDOWN = False  # --markdown: headings one level down (README's Performance section), no per-table machine line
 Figures = dict[str, dict[str, float]]  # per-step medians: workload -> variant -> seconds per run
 
@@ -97,13 +103,17 @@ def jinja_only() -> Iterator[None]:
         evaluate.__kwdefaults__ = defaults
 
 
-def _cpu_timed(cpu: dict[str, list[float]], name: str, sample: Callable[[], Any]) -> Callable[[], Any]:
+def _cpu_timed(
+    cpu: dict[str, list[float]], name: str, sample: Callable[[], Any]
+) -> Callable[[], Any]:
     """`sample`, its CPU time per run kept in `cpu[name]` too."""
+
     async def timed() -> float:
         began = time.process_time()
         took: float = await sample()
         cpu.setdefault(name, []).append((time.process_time() - began) / RUNS_PER_SAMPLE)
         return took
+
     return timed
 
 
@@ -119,7 +129,9 @@ async def per_step(count: int, show: bool = True) -> Figures:
     cpu: dict[str, list[float]] = {}
     for name, (make_graph, inputs, _answer) in WORKLOADS.items():
         bare = make_graph(sync=True).compile()
-        async_bare = make_graph(sync=False).compile()  # async nodes: what LangGraph's async engine costs alone
+        async_bare = make_graph(
+            sync=False
+        ).compile()  # async nodes: what LangGraph's async engine costs alone
         durable = make_graph(sync=True).compile(checkpointer=saver)
 
         async def raw(app: Any = bare, inputs: dict[str, Any] = inputs) -> float:
@@ -131,25 +143,34 @@ async def per_step(count: int, show: bool = True) -> Figures:
         async def raw_astream(app: Any = async_bare, inputs: dict[str, Any] = inputs) -> float:
             began = time.perf_counter()
             for _ in range(RUNS_PER_SAMPLE):
-                async for _chunk in app.astream(dict(inputs), {"recursion_limit": 10_000}, stream_mode="values"):
+                async for _chunk in app.astream(
+                    dict(inputs), {"recursion_limit": 10_000}, stream_mode="values"
+                ):
                     pass
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
         async def raw_sqlite(app: Any = durable, inputs: dict[str, Any] = inputs) -> float:
             began = time.perf_counter()
             for _ in range(RUNS_PER_SAMPLE):
-                config = {"configurable": {"thread_id": f"raw-{next(counter)}"}, "recursion_limit": 10_000}
+                config = {
+                    "configurable": {"thread_id": f"raw-{next(counter)}"},
+                    "recursion_limit": 10_000,
+                }
                 app.invoke(dict(inputs), config, durability="sync")
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
-        async def blockyard(inputs: dict[str, Any] = inputs, name: str = name, mode: str = "sync") -> float:
+        async def blockyard(
+            inputs: dict[str, Any] = inputs, name: str = name, mode: str = "sync"
+        ) -> float:
             began = time.perf_counter()
             for _ in range(RUNS_PER_SAMPLE):
                 result = await yard.arun(name, inputs, durability=mode)
                 assert result.status == "finished", result.error
             return (time.perf_counter() - began) / RUNS_PER_SAMPLE
 
-        async def blockyard_jinja(sample: Callable[[], Any] = blockyard) -> float:  # durability sync
+        async def blockyard_jinja(
+            sample: Callable[[], Any] = blockyard,
+        ) -> float:  # durability sync
             with jinja_only():
                 took: float = await sample()
             return took
@@ -166,40 +187,77 @@ async def per_step(count: int, show: bool = True) -> Figures:
     yard.close()
     saver_cm.__exit__(None, None, None)
 
-    kinds = ["raw", "raw astream", "raw+sqlite", *(f"blockyard {mode}" for mode in MODES), "blockyard/jinja"]
-    figures = {name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS}
+    kinds = [
+        "raw",
+        "raw astream",
+        "raw+sqlite",
+        *(f"blockyard {mode}" for mode in MODES),
+        "blockyard/jinja",
+    ]
+    figures = {
+        name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS
+    }
     if show:
         _show_per_step(kinds, cpu, samples)
     return figures
 
 
-def _show_per_step(kinds: list[str], cpu: dict[str, list[float]], samples: dict[str, list[float]]) -> None:
+def _show_per_step(
+    kinds: list[str], cpu: dict[str, list[float]], samples: dict[str, list[float]]
+) -> None:
     """The per-run tables of `per_step`, CPU and wall time, each variant as a ratio to raw LangGraph."""
     for clock, measured in (("CPU time", cpu), ("wall time", samples)):
-        header(f"per-run {clock} as a ratio to raw LangGraph without a checkpointer "
-               f"({RUNS_PER_SAMPLE} runs per sample)")
+        header(
+            f"per-run {clock} as a ratio to raw LangGraph without a checkpointer "
+            f"({RUNS_PER_SAMPLE} runs per sample)"
+        )
         rows = []
         for name in WORKLOADS:
             times = {kind: median(measured[f"{name} {kind}"]) for kind in kinds}
             base = times["raw"]
-            rows.append([name, *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
-                         f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x"])
-        print(table(["workload", "raw, no checkpointer", "raw, async nodes, astream", "raw + SqliteSaver (sync)",
-                     *(f"blockyard {mode}" for mode in MODES), "blockyard sync, Jinja only",
-                     "blockyard sync / raw+sqlite"], rows))
-    print("\nraw, async nodes, astream: the hand-written graph with async nodes, streamed as the engine streams its"
-          " graph (LangGraph's async engine alone).\nblockyard, Jinja only: the same runs with the template fast path"
-          " off (engine/templates/fast.py).")
+            rows.append(
+                [
+                    name,
+                    *(f"{times[kind] * 1000:.1f} ms ({times[kind] / base:.2f}x)" for kind in kinds),
+                    f"{times['blockyard sync'] / times['raw+sqlite']:.2f}x",
+                ]
+            )
+        print(
+            table(
+                [
+                    "workload",
+                    "raw, no checkpointer",
+                    "raw, async nodes, astream",
+                    "raw + SqliteSaver (sync)",
+                    *(f"blockyard {mode}" for mode in MODES),
+                    "blockyard sync, Jinja only",
+                    "blockyard sync / raw+sqlite",
+                ],
+                rows,
+            )
+        )
+    print(
+        "\nraw, async nodes, astream: the hand-written graph with async nodes, streamed as the engine streams its"
+        " graph (LangGraph's async engine alone).\nblockyard, Jinja only: the same runs with the template fast path"
+        " off (engine/templates/fast.py)."
+    )
 
 
 async def expressions(count: int) -> None:
-    cases = {"n + 1": {"n": 1}, "context.verdict == 'pass'": {"context": {"verdict": "pass"}},
-             "inputs.a": {"inputs": {"a": 1}}, "context.items[0] * 2 > y": {"context": {"items": [3]}, "y": 1}}
+    cases = {
+        "n + 1": {"n": 1},
+        "context.verdict == 'pass'": {"context": {"verdict": "pass"}},
+        "inputs.a": {"inputs": {"a": 1}},
+        "context.items[0] * 2 > y": {"context": {"items": [3]}, "y": 1},
+    }
     calls = 2000
     variants: dict[str, Any] = {}
     for source, scope in cases.items():
         for fast in (True, False):
-            async def sample(source: str = source, scope: dict[str, Any] = scope, fast: bool = fast) -> float:
+
+            async def sample(
+                source: str = source, scope: dict[str, Any] = scope, fast: bool = fast
+            ) -> float:
                 began = time.perf_counter()
                 for _ in range(calls):
                     evaluate(source, scope, fast=fast)
@@ -211,7 +269,14 @@ async def expressions(count: int) -> None:
     rows = []
     for source in cases:
         fast_t, jinja_t = median(samples[f"{source} fast"]), median(samples[f"{source} jinja"])
-        rows.append([f"`{source}`", f"{fast_t * 1e6:.1f} us", f"{jinja_t * 1e6:.1f} us", f"{fast_t / jinja_t:.2f}x"])
+        rows.append(
+            [
+                f"`{source}`",
+                f"{fast_t * 1e6:.1f} us",
+                f"{jinja_t * 1e6:.1f} us",
+                f"{fast_t / jinja_t:.2f}x",
+            ]
+        )
     print(table(["expression", "fast path", "Jinja", "fast / Jinja"], rows))
 
 
@@ -234,7 +299,11 @@ async def cold_start(count: int) -> None:
         shutil.rmtree(root / folder, ignore_errors=True)
         shutil.copytree(REPO / folder, root / folder)
     shutil.copy(REPO / "blockyard.yaml", root / "blockyard.yaml")
-    env = {key: value for key, value in os.environ.items() if key not in (*KEYS, "PYTHONDONTWRITEBYTECODE")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in (*KEYS, "PYTHONDONTWRITEBYTECODE")
+    }
     # bytecode as an installed package has it (the warm-up round writes it), in a folder of its own: with
     # PYTHONDONTWRITEBYTECODE the engine's modules would be compiled from source in every process
     env["PYTHONPATH"], env["PYTHONPYCACHEPREFIX"] = str(REPO), str(root / "pycache")
@@ -243,7 +312,12 @@ async def cold_start(count: int) -> None:
     argvs = {
         "blockyard run hello": [python, "-m", "engine", "run", "hello"],
         "raw LangGraph script": [python, str(BENCH / "raw_hello.py"), str(raw_state)],
-        "raw script, no chat model": [python, str(BENCH / "raw_hello.py"), str(raw_state), "--no-model"],
+        "raw script, no chat model": [
+            python,
+            str(BENCH / "raw_hello.py"),
+            str(raw_state),
+            "--no-model",
+        ],
         "python -c pass": [python, "-c", "pass"],
     }
     outputs: dict[str, str] = {}
@@ -252,6 +326,7 @@ async def cold_start(count: int) -> None:
         async def sample() -> float:
             took, outputs[name] = child_cpu(argv, root, env)
             return took
+
         return sample
 
     firsts: list[dict[str, float]] = []
@@ -263,12 +338,19 @@ async def cold_start(count: int) -> None:
 
     variants = {name: variant(argv, name) for name, argv in argvs.items()}
     variants["first compile"] = first_compile
-    samples = await measure(variants, count)  # the warm-up run creates the state databases and the bytecode
-    assert "loud: 'GREET: NAME=WORLD'" in outputs["blockyard run hello"], outputs["blockyard run hello"]
-    assert "loud: 'GREET: NAME=WORLD'" in outputs["raw LangGraph script"], outputs["raw LangGraph script"]
+    # the warm-up run creates the state databases and the bytecode
+    samples = await measure(variants, count)
+    assert "loud: 'GREET: NAME=WORLD'" in outputs["blockyard run hello"], outputs[
+        "blockyard run hello"
+    ]
+    assert "loud: 'GREET: NAME=WORLD'" in outputs["raw LangGraph script"], outputs[
+        "raw LangGraph script"
+    ]
     firsts = firsts[1:]  # the warm-up's
 
-    header(f"cold start: CPU time (user + sys) of a fresh process, medians of {count} interleaved rounds")
+    header(
+        f"cold start: CPU time (user + sys) of a fresh process, medians of {count} interleaved rounds"
+    )
     base = samples["raw LangGraph script"]
     rows = []
     for name in argvs:
@@ -277,26 +359,54 @@ async def cold_start(count: int) -> None:
     print(table(["process", "CPU", "per-round ratio to the raw script"], rows))
     imports = median([f["imports_ms"] for f in firsts])
     chain, mixed = median([f["chain_ms"] for f in firsts]), median([f["mixed_ms"] for f in firsts])
-    print(f"\nfirst compile of a 200-step flow in a fresh process, after its imports ({imports:.0f} ms), CPU: "
-          f"chain {chain:.1f} ms, mixed (routers, loop, map) {mixed:.1f} ms (bench/bench_compile.py --first)")
+    print(
+        f"\nfirst compile of a 200-step flow in a fresh process, after its imports ({imports:.0f} ms), CPU: "
+        f"chain {chain:.1f} ms, mixed (routers, loop, map) {mixed:.1f} ms (bench/bench_compile.py --first)"
+    )
 
 
 def scripts(quick: bool) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each bench script the summary runs: its arguments and environment, at the README's sizes
     (or small ones for --quick: a smoke run whose figures mean nothing)."""
+
     def pick(default: str, small: str) -> str:
         return small if quick else default
 
     return {
-        "validate": (["bench_validate.py", "--json", "--flows", pick("1000", "100"), "--runs", pick("5", "1"),
-                      "--cli-runs", pick("10", "2")], {}),
-        "compile": (["bench_compile.py", "--json", "--steps", "200", "--reps", pick("30", "3")], {}),
-        "reload": (["bench_reload.py", "--json"], {"BENCH_FLOWS": "10", "BENCH_EDITS": pick("30", "3")}),
-        "serve": (["bench_serve.py", "--json"], {"BENCH_RUNS": pick("200", "20"), "BENCH_RELOADS": pick("50", "3"),
-                                                 "BENCH_ROUNDS": pick("3", "1")}),
+        "validate": (
+            [
+                "bench_validate.py",
+                "--json",
+                "--flows",
+                pick("1000", "100"),
+                "--runs",
+                pick("5", "1"),
+                "--cli-runs",
+                pick("10", "2"),
+            ],
+            {},
+        ),
+        "compile": (
+            ["bench_compile.py", "--json", "--steps", "200", "--reps", pick("30", "3")],
+            {},
+        ),
+        "reload": (
+            ["bench_reload.py", "--json"],
+            {"BENCH_FLOWS": "10", "BENCH_EDITS": pick("30", "3")},
+        ),
+        "serve": (
+            ["bench_serve.py", "--json"],
+            {
+                "BENCH_RUNS": pick("200", "20"),
+                "BENCH_RELOADS": pick("50", "3"),
+                "BENCH_ROUNDS": pick("3", "1"),
+            },
+        ),
         "threads": (["bench_threads.py", pick("100", "12"), "--json"], {}),
-        "concurrency": (["bench_concurrency.py", "--json"], {"BENCH_RUNS": pick("500", "50"),
-                                                             "BENCH_ROUNDS": pick("3", "1")}),
+        "concurrency": (
+            ["bench_concurrency.py", "--json"],
+            {"BENCH_RUNS": pick("500", "50"), "BENCH_ROUNDS": pick("3", "1")},
+        ),
         "agents": (["bench_agents.py", "--json"], {"BENCH_ROUNDS": pick("7", "1")}),
     }
 
@@ -308,12 +418,20 @@ def run_script(argv: list[str], extra: dict[str, str]) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("BENCH_")}
     env.update(extra, PYTHONPATH=str(REPO))
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / argv[0]), *argv[1:]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    print(f"  {' '.join([*(f'{k}={v}' for k, v in extra.items()), *argv])}: {time.perf_counter() - began:.0f} s",
-          file=sys.stderr)
+    print(
+        f"  {' '.join([*(f'{k}={v}' for k, v in extra.items()), *argv])}: {time.perf_counter() - began:.0f} s",
+        file=sys.stderr,
+    )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -324,59 +442,166 @@ def summary(steps: Figures, quick: bool) -> None:
     rows: list[list[str]] = []
 
     def row(what: str, ours: float, base: float, fmt: str, baseline: str, target: str) -> None:
-        rows.append([what, fmt.format(ours), f"{baseline}: {fmt.format(base)}", f"{ours / base:.2f}x", target])
+        rows.append(
+            [
+                what,
+                fmt.format(ours),
+                f"{baseline}: {fmt.format(base)}",
+                f"{ours / base:.2f}x",
+                target,
+            ]
+        )
 
     v = got["validate"]
-    row(f"validate {v['flows']:,} generated flow files, one process", v["bulk_s"], 2.0, "{:.2f} s", "target", "< 2 s")
-    row("cold `blockyard validate` on the example yard", v["cold_cli_s"], 0.3, "{:.2f} s", "target", "< 0.3 s")
+    row(
+        f"validate {v['flows']:,} generated flow files, one process",
+        v["bulk_s"],
+        2.0,
+        "{:.2f} s",
+        "target",
+        "< 2 s",
+    )
+    row(
+        "cold `blockyard validate` on the example yard",
+        v["cold_cli_s"],
+        0.3,
+        "{:.2f} s",
+        "target",
+        "< 0.3 s",
+    )
     c = got["compile"]
     raw_compile = f"LangGraph build + compile, {c['steps']}-node chain"
-    row(f"compile a {c['steps']}-step flow (chain)", c["chain_ms"], c["raw_ms"], "{:.1f} ms", raw_compile, "< 30 ms")
-    row(f"compile a {c['steps']}-step flow (routers, loop, map)", c["mixed_ms"], c["raw_ms"], "{:.1f} ms",
-        raw_compile, "< 30 ms")
+    row(
+        f"compile a {c['steps']}-step flow (chain)",
+        c["chain_ms"],
+        c["raw_ms"],
+        "{:.1f} ms",
+        raw_compile,
+        "< 30 ms",
+    )
+    row(
+        f"compile a {c['steps']}-step flow (routers, loop, map)",
+        c["mixed_ms"],
+        c["raw_ms"],
+        "{:.1f} ms",
+        raw_compile,
+        "< 30 ms",
+    )
     for name in ("loop50", "router10", "chain50", "map200"):
-        row(f"one run of {name}, durable (sync)", steps[name]["blockyard sync"] * 1000,
-            steps[name]["raw+sqlite"] * 1000, "{:.1f} ms", "LangGraph + SqliteSaver", "≤ 1.1x")
+        row(
+            f"one run of {name}, durable (sync)",
+            steps[name]["blockyard sync"] * 1000,
+            steps[name]["raw+sqlite"] * 1000,
+            "{:.1f} ms",
+            "LangGraph + SqliteSaver",
+            "≤ 1.1x",
+        )
     k = got["concurrency"]
     what = f"{k['runs']} concurrent durable runs, {k['steps']} steps, mock model {k['delay_s'] * 1000:.0f} ms per call"
-    row(what, k["NORMAL"]["wall_s"], k["raw"]["wall_s"], "{:.2f} s", "LangGraph + AsyncSqliteSaver", "≤ 0.5x")
-    row("same, CPU", k["NORMAL"]["cpu_s"], k["memory"]["cpu_s"], "{:.2f} s", "LangGraph, no checkpointer",
-        "≤ 2x (issue 15)")
+    row(
+        what,
+        k["NORMAL"]["wall_s"],
+        k["raw"]["wall_s"],
+        "{:.2f} s",
+        "LangGraph + AsyncSqliteSaver",
+        "≤ 0.5x",
+    )
+    row(
+        "same, CPU",
+        k["NORMAL"]["cpu_s"],
+        k["memory"]["cpu_s"],
+        "{:.2f} s",
+        "LangGraph, no checkpointer",
+        "≤ 2x (issue 15)",
+    )
     r = got["reload"]
-    row("save -> new version served by `blockyard serve` (10-flow yard)", r["median_ms"]["10"], 300, "{:.0f} ms",
-        "target", "< 300 ms")
+    row(
+        "save -> new version served by `blockyard serve` (10-flow yard)",
+        r["median_ms"]["10"],
+        300,
+        "{:.0f} ms",
+        "target",
+        "< 300 ms",
+    )
     h = got["serve"]
-    row(f"{h['runs']} concurrent runs over HTTP (p50; {h['errors']} errors)", h["http_p50_ms"], h["inproc_p50_ms"],
-        "{:.0f} ms", "in-process", "≤ 1.3x")
-    rows.append([f"{h['reloads']} hot reloads under that load",
-                 f"{h['reload_failed']} failed or on a wrong version, of {h['reload_runs']} runs", "-", "-", "0"])
+    row(
+        f"{h['runs']} concurrent runs over HTTP (p50; {h['errors']} errors)",
+        h["http_p50_ms"],
+        h["inproc_p50_ms"],
+        "{:.0f} ms",
+        "in-process",
+        "≤ 1.3x",
+    )
+    rows.append(
+        [
+            f"{h['reloads']} hot reloads under that load",
+            f"{h['reload_failed']} failed or on a wrong version, of {h['reload_runs']} runs",
+            "-",
+            "-",
+            "0",
+        ]
+    )
     t = got["threads"]
-    row(f"database size after a {t['turns']}-turn conversation thread", t["blockyard bytes"] / 1024,
-        t["raw bytes"] / 1024, "{:,.0f} KiB", "LangGraph, add_messages + SqliteSaver", "< 1 MB")
-    row("same, an llm block with `history: 20`", t["history bytes"] / 1024, 1e6 / 1024, "{:,.0f} KiB", "target",
-        "< 1 MB")
+    row(
+        f"database size after a {t['turns']}-turn conversation thread",
+        t["blockyard bytes"] / 1024,
+        t["raw bytes"] / 1024,
+        "{:,.0f} KiB",
+        "LangGraph, add_messages + SqliteSaver",
+        "< 1 MB",
+    )
+    row(
+        "same, an llm block with `history: 20`",
+        t["history bytes"] / 1024,
+        1e6 / 1024,
+        "{:,.0f} KiB",
+        "target",
+        "< 1 MB",
+    )
     a = got["agents"]["fanout_ms"]
-    row("8 sub-agents in one turn, model 200 ms each", a["8"], a["1"], "{:.0f} ms", "1 sub-agent", "parallel (~1x)")
+    row(
+        "8 sub-agents in one turn, model 200 ms each",
+        a["8"],
+        a["1"],
+        "{:.0f} ms",
+        "1 sub-agent",
+        "parallel (~1x)",
+    )
     header("summary: the README's figures against their baselines")
     print(table(["what", "Blockyard", "baseline", "ratio", "target"], rows))
-    print("\nbaseline `target`: no raw counterpart, the ratio is to the README's target. "
-          + ("--quick: small sizes, the figures mean nothing." if quick else "Sizes: the README's."))
+    print(
+        "\nbaseline `target`: no raw counterpart, the ratio is to the README's target. "
+        + ("--quick: small sizes, the figures mean nothing." if quick else "Sizes: the README's.")
+    )
 
 
 def machine() -> str:
     cpuinfo = Path("/proc/cpuinfo")
-    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-              if line.startswith("model name")] if cpuinfo.exists() else []
+    models = (
+        [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
+        if cpuinfo.exists()
+        else []
+    )
     model = models[0] if models else platform.processor() or "unknown CPU"
-    return (f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
-            f"LangGraph {importlib.metadata.version('langgraph')}, {platform.system()} {platform.release()}")
+    return (
+        f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
+        f"LangGraph {importlib.metadata.version('langgraph')}, {platform.system()} {platform.release()}"
+    )
 
 
 async def main() -> None:
     global MARKDOWN
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, help="interleaved rounds per variant (default 7, --quick 2)")
-    parser.add_argument("--only", choices=["steps", "expressions", "cold", "summary"], help="one table only")
+    parser.add_argument(
+        "--rounds", type=int, help="interleaved rounds per variant (default 7, --quick 2)"
+    )
+    parser.add_argument(
+        "--only", choices=["steps", "expressions", "cold", "summary"], help="one table only"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, small sizes")
     parser.add_argument("--markdown", action="store_true", help="Markdown to paste into the README")
     args = parser.parse_args()
@@ -393,8 +618,10 @@ async def main() -> None:
     if args.only in (None, "summary"):
         summary(steps, args.quick)
     took = time.perf_counter() - began
-    print(f"\n{'Machine' if MARKDOWN else 'machine'}: {machine()}; {count} rounds"
-          f"{', --quick' if args.quick else ''}; total {took / 60:.1f} min ({took:.0f} s).")
+    print(
+        f"\n{'Machine' if MARKDOWN else 'machine'}: {machine()}; {count} rounds"
+        f"{', --quick' if args.quick else ''}; total {took / 60:.1f} min ({took:.0f} s)."
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ class State(TypedDict, total=False):
 def main() -> None:
     state_file, *flags = sys.argv[1:]
     if "--no-model" in flags:
+
         def greet(state: State) -> State:
             return {"greeting": f"greet: name={state['name']}"}
     else:
@@ -39,8 +40,12 @@ def main() -> None:
         model = FakeListChatModel(responses=["greet: name=World"])
 
         def greet(state: State) -> State:
-            reply = model.invoke([SystemMessage("You write warm, short greetings."),
-                                  HumanMessage(f"Write a one-line greeting for {state['name']}.")])
+            reply = model.invoke(
+                [
+                    SystemMessage("You write warm, short greetings."),
+                    HumanMessage(f"Write a one-line greeting for {state['name']}."),
+                ]
+            )
             return {"greeting": str(reply.content)}
 
     def shout(state: State) -> State:
@@ -54,7 +59,9 @@ def main() -> None:
     graph.add_edge("shout", END)
     with SqliteSaver.from_conn_string(state_file) as saver:
         app = graph.compile(checkpointer=saver)
-        result = app.invoke({"name": "World"}, {"configurable": {"thread_id": "hello"}}, durability="sync")
+        result = app.invoke(
+            {"name": "World"}, {"configurable": {"thread_id": "hello"}}, durability="sync"
+        )
     for key in ("greeting", "loud", "words"):
         print(f"{key}: {result[key]!r}")
 

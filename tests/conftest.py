@@ -45,7 +45,8 @@ def test_backend() -> str:
     backend = os.environ.get(BACKEND_ENV, "sqlite").strip().lower() or "sqlite"
     if backend not in ("sqlite", "postgres"):
         raise pytest.UsageError(f"{BACKEND_ENV}={backend!r}: expected sqlite or postgres")
-    stateless.note("asks which pass this is (test_backend())")  # a listed test must not differ by pass
+    # a listed test must not differ by pass
+    stateless.note("asks which pass this is (test_backend())")
     return backend
 
 
@@ -135,8 +136,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres")
-    config.addinivalue_line("markers", "postgres: needs a Postgres server (tests/support/postgres.py)")
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): about the SQLite file itself; not run on Postgres"
+    )
+    config.addinivalue_line(
+        "markers", "postgres: needs a Postgres server (tests/support/postgres.py)"
+    )
     config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
     bytecode.share()  # before pytest-xdist starts its workers (at session start): they share it too
     # A suite started in the background of a shell without job control (`pytest &`, nohup) inherits an
@@ -144,8 +149,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # or `watch` would see it shrugged off. A handled signal is reset to the default in an exec'd child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if not hasattr(config, "workerinput"):  # the process that starts pytest-xdist's workers: they share it
-        server = processes.start()  # the fork server for the tests' Python children (tests/support/processes.py)
+    # the process that starts pytest-xdist's workers: they share it
+    if not hasattr(config, "workerinput"):
+        # the fork server for the tests' Python children (tests/support/processes.py)
+        server = processes.start()
         if server is not None:
             config.add_cleanup(lambda: processes.stop(server))
 

@@ -32,10 +32,16 @@ def yard(tmp_path: Path) -> Path:
 
 
 def params(yard: Path) -> StdioServerParameters:
-    env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}  # the mock model
+    env = {
+        key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")
+    }  # the mock model
     env["PYTHONPATH"] = str(REPO)
-    return StdioServerParameters(command=sys.executable, args=["-m", "engine", "mcp", "--root", str(yard)],
-                                 env=env, cwd=str(yard))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engine", "mcp", "--root", str(yard)],
+        env=env,
+        cwd=str(yard),
+    )
 
 
 def text_of(result: CallToolResult) -> str:
@@ -45,15 +51,23 @@ def text_of(result: CallToolResult) -> str:
 def test_blockyard_mcp_serves_the_flows_over_stdio(yard: Path, tmp_path: Path) -> None:
     async def session_work() -> dict[str, Any]:
         with (tmp_path / "stderr.log").open("w", encoding="utf-8") as errlog:
-            async with stdio_client(params(yard), errlog=errlog) as (read, write), \
-                    ClientSession(read, write) as session:
+            async with (
+                stdio_client(params(yard), errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 tools = {tool.name: tool for tool in (await session.list_tools()).tools}
                 hello = await session.call_tool("hello", {"name": "Ada"})
                 waiting = await session.call_tool("gated", {"a": 5})
                 assert waiting.structuredContent is not None, text_of(waiting)
-                resumed = await session.call_tool("resume_run", {"run_id": waiting.structuredContent["run_id"],
-                                                                 "decision": "approve", "values": {"b": 4}})
+                resumed = await session.call_tool(
+                    "resume_run",
+                    {
+                        "run_id": waiting.structuredContent["run_id"],
+                        "decision": "approve",
+                        "values": {"b": 4},
+                    },
+                )
                 return {"tools": tools, "hello": hello, "waiting": waiting, "resumed": resumed}
 
     got = asyncio.run(asyncio.wait_for(session_work(), timeout=120))
@@ -67,23 +81,31 @@ def test_blockyard_mcp_serves_the_flows_over_stdio(yard: Path, tmp_path: Path) -
     assert "Ada" in outputs["greeting"] and outputs["loud"] == outputs["greeting"].upper()
 
     waiting: CallToolResult = got["waiting"]
-    assert waiting.structuredContent is not None and waiting.structuredContent["status"] == "waiting"
+    assert (
+        waiting.structuredContent is not None and waiting.structuredContent["status"] == "waiting"
+    )
     run_id = waiting.structuredContent["run_id"]
     assert waiting.structuredContent["waiting"][0]["step"] == "ask"
     assert f'run_id "{run_id}"' in text_of(waiting)
 
     resumed: CallToolResult = got["resumed"]
     assert not resumed.isError, text_of(resumed)
-    assert resumed.structuredContent is not None and resumed.structuredContent["outputs"] == {"total": 9}
+    assert resumed.structuredContent is not None and resumed.structuredContent["outputs"] == {
+        "total": 9
+    }
 
     # the runs are the yard's: its state database holds them, as for `blockyard run` (a SQLite file, or the
     # Postgres database of the suite's second pass)
     with state_db(yard) as conn:
         statuses = dict(conn.execute("SELECT id, status FROM runs").fetchall())
-    assert statuses[hello.structuredContent["run_id"] if hello.structuredContent else ""] == "finished"
+    assert (
+        statuses[hello.structuredContent["run_id"] if hello.structuredContent else ""] == "finished"
+    )
     assert statuses[run_id] == "finished"
 
 
-def test_blockyard_mcp_refuses_a_folder_that_is_no_yard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_blockyard_mcp_refuses_a_folder_that_is_no_yard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["mcp", "--root", str(tmp_path / "missing")]) == 2
     assert "error" in capsys.readouterr().err

@@ -101,7 +101,8 @@ def table_yard(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for index, (cron, _) in enumerate(TABLE):
         (root / f"flows/{_name(index)}.yaml").write_text(
             f"flow: {_name(index)}\nschedule:\n  cron: {json.dumps(cron)}\n  timezone: UTC\n"
-            "steps:\n  - id: noted\n    uses: note\n")
+            "steps:\n  - id: noted\n    uses: note\n"
+        )
     return root
 
 
@@ -129,7 +130,11 @@ def test_validate_schedules_and_the_scheduler_agree_on_every_expression(table_ya
             diagnostic = found.get((f"flows/{name}.yaml", expected))
             message = diagnostic.message.removeprefix("schedule: ") if diagnostic else None
             refused = (validated, fire, row["problem"], row["next_fire"])
-            if refused != ([expected], None, message, None) or message is None or cron not in message:
+            if (
+                refused != ([expected], None, message, None)
+                or message is None
+                or cron not in message
+            ):
                 disagreements.append((cron, refused))
     assert disagreements == []
     assert exit_code == 1
@@ -153,7 +158,9 @@ def test_the_scheduler_does_not_crash_on_a_schedule_that_slipped_through(table_y
         await scheduler.tick(clock.now())
 
     asyncio.run(ticks())
-    assert fired == [(_name(TABLE.index(("10/20 * * * *", at("2026-01-01T00:10")))), at("2026-01-01T00:10"))]
+    assert fired == [
+        (_name(TABLE.index(("10/20 * * * *", at("2026-01-01T00:10")))), at("2026-01-01T00:10"))
+    ]
 
 
 def _scheduler_serving_everything(root: Path) -> tuple[Scheduler, Catalog]:
@@ -164,45 +171,79 @@ def _scheduler_serving_everything(root: Path) -> tuple[Scheduler, Catalog]:
     async def never(entry: FlowEntry, when: datetime) -> str:
         raise AssertionError("nothing fires here")
 
-    scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), ManualClock(START), lambda: catalog, never)
+    scheduler = Scheduler(
+        ScheduleStore(root / ".blockyard/state.db"), ManualClock(START), lambda: catalog, never
+    )
     return scheduler, catalog
 
 
-@pytest.mark.parametrize(("cron", "problem"), [
-    ("0 11 * *", "cron '0 11 * *' has 4 fields; use five"),
-    ("0 9 * * * *", "cron '0 9 * * * *' has 6 fields; use five"),
-    ("60 * * * *", "cron '60 * * * *': minute '60' is not valid: out of range; the minute takes 0-59"),
-    ("0 0 * FOO *", "cron '0 0 * FOO *': month 'FOO' is not valid; the month takes 1-12 or JAN-DEC"),
-    ("0 0 * * FRI-MON", "cron '0 0 * * FRI-MON': day of week 'FRI-MON' has the range FRI-MON, which runs backwards"),
-    ("5-5 * * * *", "cron '5-5 * * * *': minute '5-5' has the range 5-5, which names one value: write 5"),
-    ("*/0 * * * *", "cron '*/0 * * * *': minute '*/0' is not valid: a step must be 1 or more"),
-    ("1,,2 * * * *", "cron '1,,2 * * * *': minute '1,,2' has an empty list entry"),
-    ("H 0 * * *", "cron 'H 0 * * *': minute 'H' uses a random ('R') or hashed ('H') value, which is not supported"),
-    ("0 0 15W * *", "cron '0 0 15W * *': day of month '15W' uses 'W' (nearest weekday), which is not supported"),
-    ("0 0 1 * 5#3", "cron '0 0 1 * 5#3': day of week '5#3' uses '#' or 'L', which can't be combined with a day of "
-                    "month ('1')"),
-    ("? 0 * * *", "cron '? 0 * * *': minute '?' is not valid: '?' is only for the day of month and the day of week"),
-    ("@every", "cron '@every': unknown macro '@every'; use one of @yearly, @annually"),
-])
+@pytest.mark.parametrize(
+    ("cron", "problem"),
+    [
+        ("0 11 * *", "cron '0 11 * *' has 4 fields; use five"),
+        ("0 9 * * * *", "cron '0 9 * * * *' has 6 fields; use five"),
+        (
+            "60 * * * *",
+            "cron '60 * * * *': minute '60' is not valid: out of range; the minute takes 0-59",
+        ),
+        (
+            "0 0 * FOO *",
+            "cron '0 0 * FOO *': month 'FOO' is not valid; the month takes 1-12 or JAN-DEC",
+        ),
+        (
+            "0 0 * * FRI-MON",
+            "cron '0 0 * * FRI-MON': day of week 'FRI-MON' has the range FRI-MON, which runs backwards",
+        ),
+        (
+            "5-5 * * * *",
+            "cron '5-5 * * * *': minute '5-5' has the range 5-5, which names one value: write 5",
+        ),
+        ("*/0 * * * *", "cron '*/0 * * * *': minute '*/0' is not valid: a step must be 1 or more"),
+        ("1,,2 * * * *", "cron '1,,2 * * * *': minute '1,,2' has an empty list entry"),
+        (
+            "H 0 * * *",
+            "cron 'H 0 * * *': minute 'H' uses a random ('R') or hashed ('H') value, which is not supported",
+        ),
+        (
+            "0 0 15W * *",
+            "cron '0 0 15W * *': day of month '15W' uses 'W' (nearest weekday), which is not supported",
+        ),
+        (
+            "0 0 1 * 5#3",
+            "cron '0 0 1 * 5#3': day of week '5#3' uses '#' or 'L', which can't be combined with a day of "
+            "month ('1')",
+        ),
+        (
+            "? 0 * * *",
+            "cron '? 0 * * *': minute '?' is not valid: '?' is only for the day of month and the day of week",
+        ),
+        ("@every", "cron '@every': unknown macro '@every'; use one of @yearly, @annually"),
+    ],
+)
 def test_refused_expressions_say_why(cron: str, problem: str) -> None:
     found = cron_problem(cron)
     assert found is not None and found.startswith(problem), found
-    assert never_fires_problem(cron) is None  # one problem at a time: BY510 only for a valid expression
+    # one problem at a time: BY510 only for a valid expression
+    assert never_fires_problem(cron) is None
 
 
 def test_the_never_fires_search_is_bounded() -> None:
     started = time.perf_counter()
     assert never_fires_problem("59 23 31 2,4,6,9,11 *") == (
         "cron '59 23 31 2,4,6,9,11 *' never fires: no date in the next 50 years matches it "
-        "(is the day of month one the month has?)")
+        "(is the day of month one the month has?)"
+    )
     assert time.perf_counter() - started < 0.5
-    assert never_fires_problem("0 0 * 2 5#5") is None  # the rarest valid expression: 40 years apart at worst
+    # the rarest valid expression: 40 years apart at worst
+    assert never_fires_problem("0 0 * 2 5#5") is None
 
 
 def test_time_zones() -> None:
     assert timezone_problem("Europe/Paris") is None
-    assert timezone_problem("Mars/Olympus") == ("unknown time zone 'Mars/Olympus' (use an IANA name such as "
-                                                 "Europe/Paris, America/New_York or UTC)")
+    assert timezone_problem("Mars/Olympus") == (
+        "unknown time zone 'Mars/Olympus' (use an IANA name such as "
+        "Europe/Paris, America/New_York or UTC)"
+    )
     assert timezone_problem("../etc/passwd") is not None
 
 
@@ -213,8 +254,13 @@ def test_cron_is_parsed_in_one_module() -> None:
     importers = set()
     for path in engine.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(name.split(".")[0] == "croniter" for name in names):
                 importers.add(str(path.relative_to(engine)))
     assert importers == {"spec/cron.py"}
@@ -239,7 +285,13 @@ def test_loading_the_cron_grammar_starts_no_process() -> None:
         "print(started)\n"
     )
     repo = Path(__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PYTHONPATH": str(repo)})
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

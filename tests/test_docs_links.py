@@ -52,7 +52,10 @@ def anchors(path: Path) -> set[str]:
 
 def test_the_slugs_are_githubs() -> None:
     assert slug("Runs, the queue and the web page") == "runs-the-queue-and-the-web-page"
-    assert slug("The version policy: `validate --base REV`") == "the-version-policy-validate---base-rev"
+    assert (
+        slug("The version policy: `validate --base REV`")
+        == "the-version-policy-validate---base-rev"
+    )
     assert slug("`blockyard diff [BASE [HEAD]]`") == "blockyard-diff-base-head"
     assert slug("In flight: `blockyard diff --state`") == "in-flight-blockyard-diff---state"
 

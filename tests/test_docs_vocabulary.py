@@ -45,7 +45,10 @@ METHODS = "GET|POST|PUT|PATCH|DELETE"
 
 def pages() -> list[Path]:
     """README.md and the pages of docs/ people write (docs/reference/ is generated from the code)."""
-    return [REPO / "README.md", *sorted(path for path in DOCS.rglob("*.md") if "reference" not in path.parts)]
+    return [
+        REPO / "README.md",
+        *sorted(path for path in DOCS.rglob("*.md") if "reference" not in path.parts),
+    ]
 
 
 def text(page: str) -> str:
@@ -99,7 +102,9 @@ def table(page: str, head: str) -> list[list[str]]:
 
 def test_the_runtime_page_walks_through_every_event_type() -> None:
     """docs/runtime.md, "Events": the order of a run's trace names every type once."""
-    found = re.search(r"A run's trace\s+reads like this:(.*?)at the end\.", text("runtime.md"), re.S)
+    found = re.search(
+        r"A run's trace\s+reads like this:(.*?)at the end\.", text("runtime.md"), re.S
+    )
     assert found, "runtime.md: the walk through a run's trace was reworded; keep this test's anchor"
     assert named(found.group(1), TYPES) == TYPES, sorted(TYPES ^ named(found.group(1), TYPES))
 
@@ -127,12 +132,16 @@ def test_a_block_naming_most_event_types_names_them_all() -> None:
             found = named(block, TYPES)
             step_table = path.name == "compiler.md" and found == STEP_TYPES
             if len(found) * 2 >= len(TYPES) and not step_table and found != TYPES:
-                wrong.append(f"{path.relative_to(REPO)}: lacks {sorted(TYPES - found)}: {block[:80]!r}")
-    assert wrong == [], "link to docs/reference/events.md instead of listing the event types, or list them all"
+                wrong.append(
+                    f"{path.relative_to(REPO)}: lacks {sorted(TYPES - found)}: {block[:80]!r}"
+                )
+    assert wrong == [], (
+        "link to docs/reference/events.md instead of listing the event types, or list them all"
+    )
 
 
 def test_every_end_of_an_execution_names_the_terminal_types() -> None:
-    """"... ends with `run_finished`, `run_failed` or `approval_required`": a paragraph that says how an
+    """ "... ends with `run_finished`, `run_failed` or `approval_required`": a paragraph that says how an
     execution (or its stream, or `--json`) ends, naming two of TERMINAL_TYPES or more, names all of them."""
     seen = 0
     for path in pages():
@@ -140,8 +149,11 @@ def test_every_end_of_an_execution_names_the_terminal_types() -> None:
             found = named(block, TERMINAL)
             if len(found) >= 2 and re.search(r"\b(?:ends?|ending|last)\b", block):
                 seen += 1
-                assert found == TERMINAL, f"{path.relative_to(REPO)} lacks {sorted(TERMINAL - found)}: {block}"
-    assert seen >= 5  # cli.md, glossary.md, runtime.md (3), serve.md: the rule still finds what it guards
+                assert found == TERMINAL, (
+                    f"{path.relative_to(REPO)} lacks {sorted(TERMINAL - found)}: {block}"
+                )
+    # cli.md, glossary.md, runtime.md (3), serve.md: the rule still finds what it guards
+    assert seen >= 5
 
 
 def test_a_list_of_the_names_by425_refuses_is_whole_or_says_it_is_not() -> None:
@@ -162,7 +174,11 @@ def test_every_code_a_page_names_exists() -> None:
     known = set(all_codes())
     unknown: dict[str, list[str]] = {}
     for path in [*pages(), REPO / "CHANGELOG.md"]:
-        for code in set(re.findall(r"\bBY\d{3}\b", path.read_text(encoding="utf-8"))) - known - {PLACEHOLDER_CODE}:
+        for code in (
+            set(re.findall(r"\bBY\d{3}\b", path.read_text(encoding="utf-8")))
+            - known
+            - {PLACEHOLDER_CODE}
+        ):
             unknown.setdefault(code, []).append(str(path.relative_to(REPO)))
     assert unknown == {}, "no such code (engine/validate/codes.py)"
 
@@ -175,11 +191,16 @@ def test_the_semantic_code_table_has_every_semantic_code_in_order() -> None:
     assert {row[0] for row in rows if row[1] == "W"} == set(WARNINGS)
 
 
-@pytest.mark.parametrize(("page", "head", "registry"), [
-    ("review.md", "| code | what | where |", VERSIONS),
-    ("serve.md", "| code | meaning |", SERVE),
-])
-def test_each_code_table_has_its_stages_codes(page: str, head: str, registry: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("page", "head", "registry"),
+    [
+        ("review.md", "| code | what | where |", VERSIONS),
+        ("serve.md", "| code | meaning |", SERVE),
+    ],
+)
+def test_each_code_table_has_its_stages_codes(
+    page: str, head: str, registry: dict[str, str]
+) -> None:
     assert [row[0] for row in table(page, head)] == list(registry)
 
 
@@ -187,10 +208,14 @@ def test_the_policy_table_has_every_policy_code_and_setting() -> None:
     """docs/review.md, `policy:`: one row per setting of PolicySpec, each with its code (BY81x)."""
     rows = table("review.md", "| setting | default | violation |")
     settings = {row[0].strip("`") for row in rows}
-    wanted = {f"models.{name}" for name in ModelPolicy.model_fields} | set(PolicySpec.model_fields) - {"models"}
+    wanted = {f"models.{name}" for name in ModelPolicy.model_fields} | set(
+        PolicySpec.model_fields
+    ) - {"models"}
     assert settings == wanted
     codes = [code for row in rows for code in re.findall(r"BY\d{3}", row[2])]
-    assert sorted(codes) == [code for code in all_codes() if stage(code) == "policy" and code not in VERSIONS]
+    assert sorted(codes) == [
+        code for code in all_codes() if stage(code) == "policy" and code not in VERSIONS
+    ]
 
 
 # ---- routes -----------------------------------------------------------------------------------------------
@@ -203,7 +228,9 @@ def _template(path: str) -> str:
 def _served() -> set[tuple[str, str]]:
     """(METHOD, path template) of every route of `blockyard serve`'s app, and the page at /."""
     paths = routes.openapi()["paths"]
-    return {(method.upper(), _template(path)) for path, methods in paths.items() for method in methods} | {("GET", "/")}
+    return {
+        (method.upper(), _template(path)) for path, methods in paths.items() for method in methods
+    } | {("GET", "/")}
 
 
 def _langgraph() -> set[tuple[str, str]]:
@@ -211,7 +238,9 @@ def _langgraph() -> set[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as folder:
         app = create_langgraph_app(Server(Settings(root=Path(folder))))
     paths = get_openapi(title="LangGraph", version="0", routes=app.routes)["paths"]
-    return {(method.upper(), _template(path)) for path, methods in paths.items() for method in methods}
+    return {
+        (method.upper(), _template(path)) for path, methods in paths.items() for method in methods
+    }
 
 
 def _routes_in(cell: str) -> set[tuple[str, str]]:
@@ -225,13 +254,19 @@ def _routes_in(cell: str) -> set[tuple[str, str]]:
 def _matches(route: tuple[str, str], known: set[tuple[str, str]]) -> bool:
     """A route a page names (a template, or a path with its values in: `/flows/hello/runs`) is one of `known`."""
     method, path = route
-    return any(method == other and re.fullmatch(re.escape(template).replace(r"\{\}", "[^/]+"), path)
-               for other, template in known)
+    return any(
+        method == other and re.fullmatch(re.escape(template).replace(r"\{\}", "[^/]+"), path)
+        for other, template in known
+    )
 
 
 def test_the_route_table_of_the_server_page_has_every_route() -> None:
     """docs/serve.md, "HTTP API": a row per route of the app (docs/reference/routes.md has their parameters)."""
-    listed = [route for row in table("serve.md", "| method and path | what it does |") for route in _routes_in(row[0])]
+    listed = [
+        route
+        for row in table("serve.md", "| method and path | what it does |")
+        for route in _routes_in(row[0])
+    ]
     assert len(listed) == len(set(listed))
     assert set(listed) == _served(), sorted(set(listed) ^ _served())
 
@@ -243,7 +278,8 @@ def test_the_langgraph_endpoint_table_says_what_is_served() -> None:
     supported: set[tuple[str, str]] = set()
     for row in table("langgraph-api.md", "| endpoint | | notes |"):
         found = _routes_in(row[0])
-        assert found or row[1] == "not", row  # what is not supported may be a family of routes (crons)
+        # what is not supported may be a family of routes (crons)
+        assert found or row[1] == "not", row
         if row[1] == "not":
             assert not found & served, f"served, but the page says not: {sorted(found & served)}"
         else:
@@ -260,15 +296,20 @@ def test_every_route_a_page_names_is_served() -> None:
     for path in pages():
         known = served | langgraph if path.name == "langgraph-api.md" else served
         for route in _routes_in(path.read_text(encoding="utf-8")):
-            if not _matches(route, known) and not (path.name == "langgraph-api.md" and _is_refused(route)):
+            if not _matches(route, known) and not (
+                path.name == "langgraph-api.md" and _is_refused(route)
+            ):
                 unknown.append(f"{path.relative_to(REPO)}: {' '.join(route)}")
     assert unknown == []
 
 
 def _is_refused(route: tuple[str, str]) -> bool:
     """A route langgraph-api.md lists as not supported."""
-    return any(route in _routes_in(row[0]) for row in table("langgraph-api.md", "| endpoint | | notes |")
-               if row[1] == "not")
+    return any(
+        route in _routes_in(row[0])
+        for row in table("langgraph-api.md", "| endpoint | | notes |")
+        if row[1] == "not"
+    )
 
 
 # ---- layers -----------------------------------------------------------------------------------------------
@@ -276,8 +317,11 @@ def _is_refused(route: tuple[str, str]) -> bool:
 
 def _contract_layers() -> list[list[str]]:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    (layers,) = [contract["layers"] for contract in config["tool"]["importlinter"]["contracts"]
-                 if contract["type"] == "layers"]
+    (layers,) = [
+        contract["layers"]
+        for contract in config["tool"]["importlinter"]["contracts"]
+        if contract["type"] == "layers"
+    ]
     return [[name.strip().removeprefix("engine.") for name in layer.split("|")] for layer in layers]
 
 
@@ -291,6 +335,10 @@ def test_the_architecture_page_draws_the_layers_of_the_contract() -> None:
 
 def test_every_part_in_the_layers_has_its_row_in_the_package_map() -> None:
     rows = table("architecture.md", "| package / module | what it is |")
-    mapped = {name.removesuffix("/").removesuffix(".py") for row in rows for name in re.findall(r"`([\w/.]+)`", row[0])}
+    mapped = {
+        name.removesuffix("/").removesuffix(".py")
+        for row in rows
+        for name in re.findall(r"`([\w/.]+)`", row[0])
+    }
     missing = sorted({name for layer in _contract_layers() for name in layer} - mapped)
     assert missing == [], f"architecture.md's package map lacks {missing}"

@@ -38,9 +38,12 @@ TABLE: list[tuple[BlockyardError, int, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("error", "exit_code", "status", "code"), TABLE, ids=lambda v: type(v).__name__)
-def test_each_error_class_declares_its_exit_code_http_status_and_code(error: BlockyardError, exit_code: int,
-                                                                      status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    ("error", "exit_code", "status", "code"), TABLE, ids=lambda v: type(v).__name__
+)
+def test_each_error_class_declares_its_exit_code_http_status_and_code(
+    error: BlockyardError, exit_code: int, status: int, code: str
+) -> None:
     assert (error.exit_code, error.http_status, error.code) == (exit_code, status, code)
     problem = from_engine(error)
     assert (problem.status, problem.code, problem.message) == (status, code, str(error))
@@ -50,9 +53,13 @@ def test_the_server_answers_an_engine_error_from_its_table() -> None:
     request = Request({"type": "http", "method": "POST", "path": "/runs", "headers": []})
     response = asyncio.run(engine_error(request, UsageError("unknown flow 'helo'")))
     assert response.status_code == 422
-    assert json.loads(bytes(response.body)) == {"error": {"code": "invalid_request", "message": "unknown flow 'helo'"}}
+    assert json.loads(bytes(response.body)) == {
+        "error": {"code": "invalid_request", "message": "unknown flow 'helo'"}
+    }
 
 
-def test_the_cli_exits_with_the_code_of_the_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_exits_with_the_code_of_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["runs", "--root", str(tmp_path / "nowhere")]) == UsageError.exit_code
     assert capsys.readouterr().err.startswith("error: ")

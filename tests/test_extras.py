@@ -35,7 +35,9 @@ def test_each_extra_is_its_pyproject_list_without_the_runtime() -> None:
     """The installed metadata (this checkout, installed editable) names what pyproject.toml names: the
     runtime's list for `run`, and for every other extra its own lines, `blockyard-core[run]` left out
     (by name: a range edited since the last `uv sync` is still the installed one's)."""
-    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
     assert {"run", "postgres", "dev"} <= set(declared)  # a loop over no extra would check nothing
     for extra, lines in declared.items():
         if extra == "dev":
@@ -50,20 +52,26 @@ def test_each_extra_is_its_pyproject_list_without_the_runtime() -> None:
 def test_markers_self_references_and_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Metadata another build tool writes: the self-reference kept as such, double quotes, a marker with
     more than the extra, names that differ in case and separators."""
-    monkeypatch.setattr(importlib.metadata, "requires", lambda name: [
-        "click>=8.1",
-        'blockyard-core[run]; extra == "dspy"',
-        'langgraph<2,>=1.2; extra == "run"',
-        "Zeta_Pkg>=1; extra == 'dspy'",
-        'dspy>=2.6; python_version >= "3.11" and extra == "dspy"',
-        'langgraph<2,>=1.2; extra == "dspy"',
-    ])
+    monkeypatch.setattr(
+        importlib.metadata,
+        "requires",
+        lambda name: [
+            "click>=8.1",
+            'blockyard-core[run]; extra == "dspy"',
+            'langgraph<2,>=1.2; extra == "run"',
+            "Zeta_Pkg>=1; extra == 'dspy'",
+            'dspy>=2.6; python_version >= "3.11" and extra == "dspy"',
+            'langgraph<2,>=1.2; extra == "dspy"',
+        ],
+    )
     assert extras.requirements("dspy") == ["dspy>=2.6", "Zeta_Pkg>=1"]
     assert extras.install("run") == "pip install 'langgraph<2,>=1.2'"
     assert extras.requirements("postgres") is None
 
 
-def test_without_the_metadata_the_checkout_s_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_metadata_the_checkout_s_extra_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def absent(name: str) -> list[str]:
         raise importlib.metadata.PackageNotFoundError(name)
 
@@ -76,13 +84,22 @@ def test_no_message_names_a_distribution_that_is_not_on_an_index() -> None:
     messages and the docs name what installs today (the README is checked by whoever edits it)."""
     stale = re.compile(r"pip install\s+['\"]?blockyard(-core)?(\[|\b)")
     found = []
-    for path in [*(REPO / "engine").rglob("*.py"), *(REPO / "docs").rglob("*.md"), *(REPO / "schemas").glob("*.json")]:
+    for path in [
+        *(REPO / "engine").rglob("*.py"),
+        *(REPO / "docs").rglob("*.md"),
+        *(REPO / "schemas").glob("*.json"),
+    ]:
         name = path.relative_to(REPO).as_posix()
         if name in PENDING:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             # `blockyard==X.Y.Z` (the Action, for a released version), an install from Git and what a release
             # brings are no hints
-            if stale.search(line) and "==" not in line and "git+" not in line and "release" not in line.lower():
+            if (
+                stale.search(line)
+                and "==" not in line
+                and "git+" not in line
+                and "release" not in line.lower()
+            ):
                 found.append(f"{name}:{number}: {line.strip()}")
     assert found == []

@@ -31,8 +31,13 @@ def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int
 
 
 def test_passing_and_failing_tests_are_reported_with_a_summary(
-        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW, "flows/twice.test.yaml": """
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            "blocks/double.yaml": BLOCK,
+            "flows/twice.yaml": FLOW,
+            "flows/twice.test.yaml": """
         flow: twice
         tests:
           - name: doubles
@@ -44,7 +49,9 @@ def test_passing_and_failing_tests_are_reported_with_a_summary(
           - name: bad input fails
             inputs: {n: two}
             expect: {status: failed}
-        """})
+        """,
+        }
+    )
     code, out, _ = run(capsys, root)
     assert code == 1
     assert out.splitlines() == [
@@ -60,16 +67,26 @@ def test_passing_and_failing_tests_are_reported_with_a_summary(
 
 
 def test_a_malformed_test_file_names_its_line(
-        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW, "flows/twice.test.yaml": """
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            "blocks/double.yaml": BLOCK,
+            "flows/twice.yaml": FLOW,
+            "flows/twice.test.yaml": """
         flow: twice
         tests:
           - name: typo
             inptus: {n: 1}
-        """})
+        """,
+        }
+    )
     code, _, err = run(capsys, root)
     assert code == 1
-    assert "flows/twice.test.yaml:4:5: error BY700 tests.0.inptus: Extra inputs are not permitted" in err
+    assert (
+        "flows/twice.test.yaml:4:5: error BY700 tests.0.inptus: Extra inputs are not permitted"
+        in err
+    )
 
 
 CHAT = """
@@ -88,9 +105,14 @@ prompt: {user: "{{ message }}"}
 """
 
 
-def test_a_test_with_turns_holds_one_conversation(make_yard: Callable[[dict[str, str]], Path],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({"blocks/answer.yaml": ANSWER, "flows/chat.yaml": CHAT, "flows/chat.test.yaml": """
+def test_a_test_with_turns_holds_one_conversation(
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            "blocks/answer.yaml": ANSWER,
+            "flows/chat.yaml": CHAT,
+            "flows/chat.test.yaml": """
         flow: chat
         tests:
           - name: remembers
@@ -110,7 +132,9 @@ def test_a_test_with_turns_holds_one_conversation(make_yard: Callable[[dict[str,
               - inputs: {message: "Who am I?"}
                 expect: {outputs: {reply: "You are Grace."}}
               - inputs: {message: "never taken"}
-        """})
+        """,
+        }
+    )
     code, out, _ = run(capsys, root)
     assert code == 1
     assert out.splitlines() == [
@@ -121,23 +145,33 @@ def test_a_test_with_turns_holds_one_conversation(make_yard: Callable[[dict[str,
     ]
 
 
-def test_turns_and_a_single_run_do_not_mix(make_yard: Callable[[dict[str, str]], Path],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({"blocks/answer.yaml": ANSWER, "flows/chat.yaml": CHAT, "flows/chat.test.yaml": """
+def test_turns_and_a_single_run_do_not_mix(
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            "blocks/answer.yaml": ANSWER,
+            "flows/chat.yaml": CHAT,
+            "flows/chat.test.yaml": """
         flow: chat
         tests:
           - name: both
             inputs: {message: hi}
             turns: [{inputs: {message: hi}}]
-        """})
+        """,
+        }
+    )
     code, _, err = run(capsys, root)
     assert code == 1
-    assert "flows/chat.test.yaml:3:5: error BY700 tests.0: Value error, a test with `turns` gives each turn its " \
-           "own inputs, decisions and expect" in err
+    assert (
+        "flows/chat.test.yaml:3:5: error BY700 tests.0: Value error, a test with `turns` gives each turn its "
+        "own inputs, decisions and expect" in err
+    )
 
 
-def test_no_tests_is_a_failure(make_yard: Callable[[dict[str, str]], Path],
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_tests_is_a_failure(
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
     code, _, err = run(capsys, root)
     assert (code, err) == (1, "no flow tests found (flows/*.test.yaml)\n")
@@ -161,13 +195,16 @@ tests:
 
 
 def test_a_test_file_linking_out_of_the_yard_is_refused_unread(
-        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
     outside = tmp_path / "outside.test.yaml"
     outside.write_text(SECRET_TEST, encoding="utf-8")
     (root / "flows" / "evil.test.yaml").symlink_to(outside)
-    expected = ("flows/evil.test.yaml:1:1: error BY008 symbolic link flows/evil.test.yaml resolves outside the "
-                "yard; it is not read\n")
+    expected = (
+        "flows/evil.test.yaml:1:1: error BY008 symbolic link flows/evil.test.yaml resolves outside the "
+        "yard; it is not read\n"
+    )
     for args in ((), (str(root / "flows" / "evil.test.yaml"),), (str(root / "flows"),)):
         code, out, err = run(capsys, root, *args)
         assert (code, out) == (1, ""), args
@@ -175,7 +212,8 @@ def test_a_test_file_linking_out_of_the_yard_is_refused_unread(
 
 
 def test_a_test_file_named_outside_the_yard_is_the_users_choice(
-        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard({"blocks/double.yaml": BLOCK, "flows/twice.yaml": FLOW})
     elsewhere = tmp_path / "elsewhere" / "mine.test.yaml"
     elsewhere.parent.mkdir()
@@ -205,8 +243,13 @@ steps:
 
 
 def test_warnings_and_absent_outputs_are_expected(
-        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({"blocks/double.yaml": BLOCK, "flows/spin.yaml": LOOP_FLOW, "flows/spin.test.yaml": """
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            "blocks/double.yaml": BLOCK,
+            "flows/spin.yaml": LOOP_FLOW,
+            "flows/spin.test.yaml": """
         flow: spin
         tests:
           - name: runs out of passes
@@ -215,7 +258,9 @@ def test_warnings_and_absent_outputs_are_expected(
           - name: wrong expectations
             inputs: {n: 1}
             expect: {absent: [twice], warnings: [ran 3 iterations]}
-        """})
+        """,
+        }
+    )
     code, out, _ = run(capsys, root)
     assert code == 1
     assert out.splitlines() == [
@@ -229,15 +274,21 @@ def test_warnings_and_absent_outputs_are_expected(
 
 
 def test_files_are_expected_and_written_to_a_scratch_folder_not_the_yard(
-        make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_yard({**CODER_YARD, "flows/code.test.yaml": """
+    make_yard: Callable[[dict[str, str]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_yard(
+        {
+            **CODER_YARD,
+            "flows/code.test.yaml": """
         flow: code
         tests:
           - name: writes both files
             expect: {files: {app.py: "print('hi')", lib/util.py: X = 1}}
           - name: wrong expectations
             expect: {files: {app.py: "print('bye')", missing.txt: anything}}
-        """})
+        """,
+        }
+    )
     code, out, _ = run(capsys, root)
     assert code == 1
     assert out.splitlines() == [

@@ -44,14 +44,20 @@ PROGRAMS = {
 }
 
 
-def _both(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+def _both(
+    tmp_path: Path, source: str
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     script = tmp_path / "program.py"
     script.write_text(textwrap.dedent(source), encoding="utf-8")
     argv = [sys.executable, str(script), "a b", "ü"]
     env = {**ENV, "PROBE": "set"}
     assert processes.request_for(argv, None, env, tmp_path) is not None  # goes to the server
-    real = subprocess.run(argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60)
-    forked = processes.run(argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60)
+    real = subprocess.run(
+        argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60
+    )
+    forked = processes.run(
+        argv, cwd=tmp_path, env=env, input="hello\n", capture_output=True, text=True, timeout=60
+    )
     return real, forked
 
 
@@ -63,19 +69,34 @@ def _last_lines(text: str) -> list[str]:
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_a_forked_child_gives_what_a_new_interpreter_gives(tmp_path: Path, name: str) -> None:
     real, forked = _both(tmp_path, PROGRAMS[name])
-    assert (forked.returncode, forked.stdout, _last_lines(forked.stderr)) == \
-        (real.returncode, real.stdout, _last_lines(real.stderr))
+    assert (forked.returncode, forked.stdout, _last_lines(forked.stderr)) == (
+        real.returncode,
+        real.stdout,
+        _last_lines(real.stderr),
+    )
 
 
 def test_a_forked_child_is_a_process_of_its_own_killed_for_real(tmp_path: Path) -> None:
-    assert os.environ.get(processes.FORKSERVER_ENV, "0") != "0", "the session's fork server is not running"
+    assert os.environ.get(processes.FORKSERVER_ENV, "0") != "0", (
+        "the session's fork server is not running"
+    )
     script = tmp_path / "wait.py"
-    script.write_text("import os, sys\nprint(os.getpid(), os.getppid(), flush=True)\nsys.stdin.read()\n")
-    child = processes.Popen([sys.executable, "-u", str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=ENV)
+    script.write_text(
+        "import os, sys\nprint(os.getpid(), os.getppid(), flush=True)\nsys.stdin.read()\n"
+    )
+    child = processes.Popen(
+        [sys.executable, "-u", str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     assert child.stdout is not None
     pid, parent = map(int, child.stdout.readline().split())
-    assert pid == child.pid and parent not in (os.getpid(), pid)  # the server's child, not the test's
+    assert pid == child.pid and parent not in (
+        os.getpid(),
+        pid,
+    )  # the server's child, not the test's
     assert child.poll() is None
     child.kill()
     assert child.wait(timeout=30) == -signal.SIGKILL
@@ -88,7 +109,13 @@ def test_ctrl_c_reaches_a_forked_child_as_a_new_interpreter(tmp_path: Path) -> N
     script.write_text("import time\nprint('napping', flush=True)\ntime.sleep(60)\n")
     outcomes = []
     for start in (subprocess.Popen, processes.Popen):
-        child = start([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        child = start(
+            [sys.executable, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
         assert child.stdout is not None and child.stdout.readline() == "napping\n"
         child.send_signal(signal.SIGINT)
         _out, err = child.communicate(timeout=30)
@@ -98,11 +125,21 @@ def test_ctrl_c_reaches_a_forked_child_as_a_new_interpreter(tmp_path: Path) -> N
 
 def test_a_module_runs_as_main_and_a_wait_times_out(tmp_path: Path) -> None:
     assert processes.request_for([sys.executable, "-m", "json.tool"], None, ENV, None) is not None
-    done = processes.run([sys.executable, "-m", "json.tool"], input='{"b": [1, 2]}', capture_output=True,
-                         text=True, timeout=60, env=ENV)
+    done = processes.run(
+        [sys.executable, "-m", "json.tool"],
+        input='{"b": [1, 2]}',
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
     assert (done.returncode, done.stdout) == (0, '{\n    "b": [\n        1,\n        2\n    ]\n}\n')
-    child = processes.Popen([sys.executable, "-m", "json.tool"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            env=ENV)
+    child = processes.Popen(
+        [sys.executable, "-m", "json.tool"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=ENV,
+    )
     with pytest.raises(subprocess.TimeoutExpired, match=r"timed out after 0.2 seconds"):
         child.wait(timeout=0.2)  # waits for its stdin
     child.communicate(b"[]", timeout=30)
@@ -117,6 +154,10 @@ def test_what_a_fork_cannot_stand_in_for_starts_a_new_interpreter(tmp_path: Path
     script = tmp_path / "ppid.py"
     script.write_text(probe)
     assert processes.request_for([sys.executable, str(script)], None, ENV, None) is not None
-    env = {**ENV, "PYTHONHASHSEED": "123"}  # a start-up setting the server's interpreter does not have
-    assert processes.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                         timeout=60).stdout.strip() == str(os.getpid())
+    env = {
+        **ENV,
+        "PYTHONHASHSEED": "123",
+    }  # a start-up setting the server's interpreter does not have
+    assert processes.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
+    ).stdout.strip() == str(os.getpid())

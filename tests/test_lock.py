@@ -17,8 +17,14 @@ CI = REPO / ".ci"
 
 
 def _uv(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(CI / "uv"), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        ["bash", str(CI / "uv"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def test_the_lock_agrees_with_pyproject() -> None:
@@ -35,7 +41,9 @@ def test_every_locked_artifact_carries_its_hash() -> None:
     for package in packages:
         if package.get("source", {}).get("editable") == ".":
             continue  # the engine itself, installed from this checkout
-        assert "registry" in package["source"], f"{package['name']} comes from {package['source']}, not PyPI"
+        assert "registry" in package["source"], (
+            f"{package['name']} comes from {package['source']}, not PyPI"
+        )
         files = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
         assert files, f"{package['name']} has no artifact in the lock"
         for file in files:
@@ -51,7 +59,15 @@ def test_the_lock_holds_every_dev_dependency_at_one_version() -> None:
         if "version" in package:  # the engine's own entry has none: its version is dynamic
             versions.setdefault(package["name"], set()).add(package["version"])
     # the packages whose drift broke CI once (docs/testing.md) are among them, at one version each
-    for name in ("pyyaml", "langgraph", "langchain-google-genai", "google-genai", "pytest", "mypy", "ruff"):
+    for name in (
+        "pyyaml",
+        "langgraph",
+        "langchain-google-genai",
+        "google-genai",
+        "pytest",
+        "mypy",
+        "ruff",
+    ):
         assert len(versions.get(name, set())) == 1, (name, versions.get(name))
 
 
@@ -78,9 +94,10 @@ def test_the_ci_scripts_install_only_through_the_lock() -> None:
         assert "pip install" not in text, f".ci/{script} installs outside the lock"
     uv = (CI / "uv").read_text(encoding="utf-8")
     assert re.findall(r"pip install[^\n]*", uv) == [
-        "pip install --quiet --disable-pip-version-check --no-deps --require-hashes \\"]
+        "pip install --quiet --disable-pip-version-check --no-deps --require-hashes \\"
+    ]
     latest = (CI / "latest").read_text(encoding="utf-8")
-    assert '.venv-latest' in latest and "--upgrade" in latest
+    assert ".venv-latest" in latest and "--upgrade" in latest
 
 
 def test_the_published_distributions_keep_ranges() -> None:
@@ -96,13 +113,24 @@ def test_the_published_distributions_keep_ranges() -> None:
 
 
 def test_the_debian_packages_are_named_in_one_place() -> None:
-    listed = [line.split() for line in (CI / "debian-packages").read_text(encoding="utf-8").splitlines()
-              if line.strip() and not line.startswith("#")]
-    assert {package for package, *_ in listed} == {"chromium", "nodejs", "npm", "postgresql", "curl"}
+    listed = [
+        line.split()
+        for line in (CI / "debian-packages").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert {package for package, *_ in listed} == {
+        "chromium",
+        "nodejs",
+        "npm",
+        "postgresql",
+        "curl",
+    }
     assert all(len(fields) == 2 for fields in listed), listed
     for script in ("run", "test", "latest"):
         text = (CI / script).read_text(encoding="utf-8")
-        assert "apt-get" not in text, f".ci/{script} installs a Debian package outside .ci/debian-packages"
+        assert "apt-get" not in text, (
+            f".ci/{script} installs a Debian package outside .ci/debian-packages"
+        )
 
 
 def test_the_npm_packages_the_tests_install_are_locked_whole() -> None:
@@ -110,13 +138,24 @@ def test_the_npm_packages_the_tests_install_are_locked_whole() -> None:
     transitive version and integrity hash fixed, the top-level version the one the test names."""
     locks = sorted((REPO / "tests" / "support" / "npm-locks").iterdir())
     assert [lock.name for lock in locks] == ["langchain+langgraph-sdk-2.0.0", "mermaid-11.17.2"]
-    sources = {"mermaid-11.17.2": REPO / "tests" / "review" / "mermaid_render.py",
-               "langchain+langgraph-sdk-2.0.0": REPO / "tests" / "serve" / "langgraph_api" / "test_langgraph_sdk_js.py"}
+    sources = {
+        "mermaid-11.17.2": REPO / "tests" / "review" / "mermaid_render.py",
+        "langchain+langgraph-sdk-2.0.0": REPO
+        / "tests"
+        / "serve"
+        / "langgraph_api"
+        / "test_langgraph_sdk_js.py",
+    }
     for lock in locks:
         manifest = json.loads((lock / "package.json").read_text(encoding="utf-8"))
         ((name, version),) = manifest["dependencies"].items()
-        assert f'"{version}"' in sources[lock.name].read_text(encoding="utf-8"), (lock.name, version)
+        assert f'"{version}"' in sources[lock.name].read_text(encoding="utf-8"), (
+            lock.name,
+            version,
+        )
         tree = json.loads((lock / "package-lock.json").read_text(encoding="utf-8"))["packages"]
         assert tree[f"node_modules/{name}"]["version"] == version
         installed = {path: entry for path, entry in tree.items() if path}
-        assert installed and all(entry.get("integrity", "").startswith("sha512-") for entry in installed.values())
+        assert installed and all(
+            entry.get("integrity", "").startswith("sha512-") for entry in installed.values()
+        )

@@ -41,25 +41,56 @@ REPO = Path(__file__).resolve().parents[1]
 METAPACKAGE = REPO / "packaging" / "blockyard"
 # what `blockyard validate` imports (tests/validate/test_validate_imports.py keeps the runtime out of it)
 CORE = {"pyyaml", "jsonschema", "jinja2", "pydantic", "click", "google-re2", "croniter"}
-RUNTIME = {"langgraph", "langgraph-checkpoint-sqlite", "aiosqlite", "langchain-core", "langchain-openai", "openai",
-           "watchfiles", "fastapi", "uvicorn", "sse-starlette", "httpx", "anyio", "prometheus-client"}
+RUNTIME = {
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "aiosqlite",
+    "langchain-core",
+    "langchain-openai",
+    "openai",
+    "watchfiles",
+    "fastapi",
+    "uvicorn",
+    "sse-starlette",
+    "httpx",
+    "anyio",
+    "prometheus-client",
+}
 
 
 def _run(*args: str | Path, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
     # without PYTHONPATH: a checkout put on it (PYTHONPATH=$PWD) would be imported instead of the wheel;
     # without the suite's database URL (the Postgres pass): the yard's own SQLite file, unless one is given
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", URL_ENV)}
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=240,
-                          env={**env, **extra_env})
+    return subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**env, **extra_env},
+    )
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder with both wheels: the core's (the root) and the metapackage's."""
-    pytest.importorskip("hatchling", reason="the dev extra (pip install -e '.[dev]') brings hatchling")
+    pytest.importorskip(
+        "hatchling", reason="the dev extra (pip install -e '.[dev]') brings hatchling"
+    )
     out = tmp_path_factory.mktemp("dist")
     for project in (REPO, METAPACKAGE):  # `build`, not pip: the locked .venv (uv's) has no pip
-        built = _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, project, cwd=out)
+        built = _run(
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            out,
+            project,
+            cwd=out,
+        )
         assert built.returncode == 0, built.stderr
     return out
 
@@ -105,13 +136,18 @@ def test_the_core_requires_only_what_validation_needs(wheel: Path) -> None:
     assert _names(_requires(metadata, "run")) - CORE == RUNTIME
     extras = set(metadata.get_all("Provides-Extra") or [])
     assert {"run", "anthropic", "google", "mcp", "dspy", "postgres", "dev"} <= extras
-    for extra in extras:  # every extra is a runtime feature (or the development setup): it brings the runtime
+    # every extra is a runtime feature (or the development setup): it brings the runtime
+    for extra in extras:
         assert _requires(metadata, "run") <= _requires(metadata, extra), extra
-    entry_points = zipfile.ZipFile(wheel).read("blockyard_core-" + __version__ + ".dist-info/entry_points.txt")
+    entry_points = zipfile.ZipFile(wheel).read(
+        "blockyard_core-" + __version__ + ".dist-info/entry_points.txt"
+    )
     assert "blockyard = engine.console:main" in entry_points.decode("utf-8")
 
 
-def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(wheel: Path, metapackage: Path) -> None:
+def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(
+    wheel: Path, metapackage: Path
+) -> None:
     """`pip install blockyard` stays complete, and `blockyard[postgres]` is the core's postgres extra."""
     metadata, core = _metadata(metapackage), _metadata(wheel)
     assert (metadata["Name"], metadata["Version"]) == ("blockyard", __version__)
@@ -119,8 +155,12 @@ def test_the_metapackage_is_the_core_with_its_runtime_of_the_same_version(wheel:
     extras = set(metadata.get_all("Provides-Extra") or [])
     assert extras == set(core.get_all("Provides-Extra") or []) - {"run", "dev"}
     for extra in extras:
-        assert _requires(metadata, extra) - _requires(metadata) == {f"blockyard-core[{extra}]=={__version__}"}
-    assert all(".dist-info/" in name for name in zipfile.ZipFile(metapackage).namelist()), "no code of its own"
+        assert _requires(metadata, extra) - _requires(metadata) == {
+            f"blockyard-core[{extra}]=={__version__}"
+        }
+    assert all(".dist-info/" in name for name in zipfile.ZipFile(metapackage).namelist()), (
+        "no code of its own"
+    )
 
 
 def test_the_version_is_written_once_and_the_metapackage_pins_it() -> None:
@@ -136,12 +176,16 @@ def test_the_version_is_written_once_and_the_metapackage_pins_it() -> None:
     assert not {"version", "dependencies", "optional-dependencies"} & set(project)
     assert set(project["dynamic"]) == {"version", "dependencies", "optional-dependencies"}
     assert set(meta["tool"]["hatch"]["metadata"]["hooks"]["custom"]["extras"]) == (
-        set(core["project"]["optional-dependencies"]) - {"run", "dev"})
+        set(core["project"]["optional-dependencies"]) - {"run", "dev"}
+    )
     assert meta["tool"]["hatch"]["build"]["targets"]["sdist"]["force-include"] == {
-        "../../engine/core/version.py": "engine_version.py"}
+        "../../engine/core/version.py": "engine_version.py"
+    }
 
 
-def _closure(requirements: Iterable[str]) -> tuple[dict[str, importlib.metadata.Distribution], set[str]]:
+def _closure(
+    requirements: Iterable[str],
+) -> tuple[dict[str, importlib.metadata.Distribution], set[str]]:
     """The installed distributions that `requirements` bring, with their own dependencies (name -> it),
     and the names of those not installed here."""
     found: dict[str, importlib.metadata.Distribution] = {}
@@ -150,7 +194,8 @@ def _closure(requirements: Iterable[str]) -> tuple[dict[str, importlib.metadata.
     while todo:
         requirement = todo.pop()
         name = canonicalize_name(requirement.name)
-        if name in found or name in absent or name == "blockyard-core":  # the core's own extras name itself
+        if name in found or name in absent or name == "blockyard-core":
+            # the core's own extras name itself
             continue
         try:
             found[name] = distribution = importlib.metadata.distribution(name)
@@ -160,7 +205,9 @@ def _closure(requirements: Iterable[str]) -> tuple[dict[str, importlib.metadata.
         extras = {"", *requirement.extras}
         for line in distribution.requires or []:
             needed = Requirement(line)
-            if needed.marker is None or any(needed.marker.evaluate({"extra": extra}) for extra in extras):
+            if needed.marker is None or any(
+                needed.marker.evaluate({"extra": extra}) for extra in extras
+            ):
                 todo.append(needed)
     return found, absent
 
@@ -174,8 +221,10 @@ def _modules(distributions: Iterable[str]) -> set[str]:
 @functools.cache
 def _packages_distributions() -> dict[str, set[str]]:
     """Top-level module -> the installed distributions providing it (a scan of them all: once)."""
-    return {module: {canonicalize_name(name) for name in names}
-            for module, names in importlib.metadata.packages_distributions().items()}
+    return {
+        module: {canonicalize_name(name) for name in names}
+        for module, names in importlib.metadata.packages_distributions().items()
+    }
 
 
 def test_the_cli_knows_the_runtime_modules() -> None:
@@ -197,13 +246,19 @@ def test_the_cli_knows_the_runtime_modules() -> None:
     assert absent == set()
     # an optional extra this environment lacks (none with the dev extra, which installs them all): its module is
     # named as its distribution
-    optional, absent = _closure(line for name, lines in extras.items() if name not in ("run", "dev") for line in lines)
+    optional, absent = _closure(
+        line for name, lines in extras.items() if name not in ("run", "dev") for line in lines
+    )
     # what the runtime brings counts as the runtime (starlette, through FastAPI), not as an extra's
     runtime, _ = _closure(extras["run"])
-    extra_modules = _modules(optional) - _modules(runtime) | {name.replace("-", "_") for name in absent}
+    extra_modules = _modules(optional) - _modules(runtime) | {
+        name.replace("-", "_") for name in absent
+    }
     provided = _modules(core) | RUNTIME_MODULES | extra_modules
     assert sorted(third_party - provided) == []
-    assert sorted(RUNTIME_MODULES & _modules(core)) == [], "the core installs them: they are not the runtime"
+    assert sorted(RUNTIME_MODULES & _modules(core)) == [], (
+        "the core installs them: they are not the runtime"
+    )
 
 
 @pytest.mark.timeout(300)
@@ -226,14 +281,21 @@ def test_the_wheel_says_the_package_is_typed(wheel: Path) -> None:
 def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     python = venv_on_this_environment(venv) / "python"
-    installed = _run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path)
+    installed = _run(
+        python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel, cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stderr
 
-    where = _run(python, "-c", "import engine.definitions.schema as s; print(s.__file__); print(s.schema_dir())",
-                 cwd=tmp_path)
+    where = _run(
+        python,
+        "-c",
+        "import engine.definitions.schema as s; print(s.__file__); print(s.schema_dir())",
+        cwd=tmp_path,
+    )
     module, schemas = where.stdout.splitlines()
     assert Path(module).is_relative_to(venv), "the wheel's engine must be the one imported"
-    assert Path(schemas) == Path(module).parents[1] / "schemas"  # engine/schemas, beside engine/definitions
+    # engine/schemas, beside engine/definitions
+    assert Path(schemas) == Path(module).parents[1] / "schemas"
 
     yard = copy_example_yard(tmp_path / "yard")  # with the example yard's model profiles
     (yard / "flows" / "broken.yaml").write_text("flow: broken\nstep: []\n", encoding="utf-8")
@@ -252,17 +314,22 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
     distributions (their files and .dist-info, as pip installed them), then pip installs the wheel
     with --no-index, so it must find every requirement of the core already there; one it lacks
     (langgraph, say) fails the install."""
-    created = _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)  # with pip (ensurepip): uv's .venv has none
+    # with pip (ensurepip): uv's .venv has none
+    created = _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     python = venv / "bin" / "python"
-    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))",
-                     cwd=tmp_path).stdout.strip())
+    site = Path(
+        _run(
+            python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path
+        ).stdout.strip()
+    )
     dependencies, absent = _closure(_requires(_metadata(wheel)))
     assert absent == set()
     for distribution in dependencies.values():
         for file in distribution.files or []:
             source = Path(str(distribution.locate_file(file)))
-            if file.parts[0] != ".." and source.is_file():  # not its scripts in bin/: the hook needs none
+            if file.parts[0] != ".." and source.is_file():
+                # not its scripts in bin/: the hook needs none
                 (site / file).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, site / file)
     installed = _run(python, "-m", "pip", "install", "--no-index", "-q", wheel, cwd=tmp_path)
@@ -271,11 +338,33 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
 
 
 # each command run in the core-only venv -> whether it works there (else: it needs the runtime)
-LIGHT = ["validate", "diff . .", "diff --state . .", "flows", "blocks", "runs", "gates", "threads", "schedules",
-         "db status", "init fresh"]
-NEEDS_RUNTIME = ["run hello", "resume 0123", "graph hello", "test", "memory list global", "serve", "watch",
-                 "gates --expire", "export langgraph", "export reactflow hello", "db copy --to sqlite:///copy.db",
-                 "mcp"]
+LIGHT = [
+    "validate",
+    "diff . .",
+    "diff --state . .",
+    "flows",
+    "blocks",
+    "runs",
+    "gates",
+    "threads",
+    "schedules",
+    "db status",
+    "init fresh",
+]
+NEEDS_RUNTIME = [
+    "run hello",
+    "resume 0123",
+    "graph hello",
+    "test",
+    "memory list global",
+    "serve",
+    "watch",
+    "gates --expire",
+    "export langgraph",
+    "export reactflow hello",
+    "db copy --to sqlite:///copy.db",
+    "mcp",
+]
 PROBE = """import contextlib, io, json, sys
 from engine.cli import main
 results = {}
@@ -289,7 +378,9 @@ print(json.dumps(results))
 
 
 @pytest.mark.timeout(300)
-def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path, tmp_path: Path) -> None:
+def test_the_core_alone_validates_and_the_rest_says_what_to_install(
+    wheel: Path, tmp_path: Path
+) -> None:
     """What the pre-commit hook gets: `blockyard validate` works with no LangGraph installed, and a
     command that needs the runtime says so in one line (exit 2), never a traceback."""
     python = _slim_venv(tmp_path / "venv", wheel, tmp_path)
@@ -302,10 +393,15 @@ def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path,
     assert (clean.returncode, clean.stdout) == (0, ""), clean.stderr
     assert clean.stderr.startswith("no problems in ")
     version = _run(blockyard, "--version", cwd=yard)
-    assert (version.returncode, version.stdout) == (0, f"blockyard, version {__version__}\n"), version.stderr
+    assert (version.returncode, version.stdout) == (0, f"blockyard, version {__version__}\n"), (
+        version.stderr
+    )
     run = _run(blockyard, "run", "hello", cwd=yard)
     assert (run.returncode, run.stdout) == (2, "")
-    assert run.stderr == f"error: blockyard run needs the engine's runtime, and {extras.missing('run')}\n"
+    assert (
+        run.stderr
+        == f"error: blockyard run needs the engine's runtime, and {extras.missing('run')}\n"
+    )
 
     probed = _run(python, "-c", PROBE, json.dumps(LIGHT + NEEDS_RUNTIME), cwd=yard)
     assert probed.returncode == 0, probed.stderr
@@ -313,10 +409,18 @@ def test_the_core_alone_validates_and_the_rest_says_what_to_install(wheel: Path,
     assert {command: results[command][0] for command in LIGHT} == dict.fromkeys(LIGHT, 0)
     for command in NEEDS_RUNTIME:
         # a group's subcommand is named with it (`blockyard db copy`), a command's arguments are not
-        words = command.split()[:2] if command.split()[0] in ("export", "db") else command.split()[:1]
+        words = (
+            command.split()[:2] if command.split()[0] in ("export", "db") else command.split()[:1]
+        )
         line = f"error: blockyard {' '.join(words)} needs the engine's runtime, and {extras.missing('run')}\n"
         assert results[command] == [2, line], command
     # a state database on Postgres needs that extra too: the commands that only look say which
-    on_postgres = _run(blockyard, "runs", cwd=yard, **{URL_ENV: "postgresql://u:secret@127.0.0.1:9/x"})
-    assert (on_postgres.returncode, on_postgres.stderr) == (2, (
-        f"error: blockyard runs: its state database is on Postgres, and {extras.missing('postgres')}\n"))
+    on_postgres = _run(
+        blockyard, "runs", cwd=yard, **{URL_ENV: "postgresql://u:secret@127.0.0.1:9/x"}
+    )
+    assert (on_postgres.returncode, on_postgres.stderr) == (
+        2,
+        (
+            f"error: blockyard runs: its state database is on Postgres, and {extras.missing('postgres')}\n"
+        ),
+    )

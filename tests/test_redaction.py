@@ -13,7 +13,15 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 
-from engine.core.redaction import KNOWN, MASK, MIN_KEY_LENGTH, Masker, TokenMasker, key_values, key_variables
+from engine.core.redaction import (
+    KNOWN,
+    MASK,
+    MIN_KEY_LENGTH,
+    Masker,
+    TokenMasker,
+    key_values,
+    key_variables,
+)
 from engine.serve.logs import KeyValueFormatter
 from engine.state.checkpointer import StateDB
 
@@ -32,7 +40,9 @@ def test_keys_are_masked_in_text_and_nested_values_but_short_ones_are_not() -> N
 
 
 def test_messages_are_copied_masked() -> None:
-    message = AIMessage(content=f"key {KEY}", tool_calls=[{"name": "t", "args": {"q": KEY}, "id": "c1"}])
+    message = AIMessage(
+        content=f"key {KEY}", tool_calls=[{"name": "t", "args": {"q": KEY}, "id": "c1"}]
+    )
 
     masked = Masker([KEY]).value(message)
 
@@ -47,7 +57,7 @@ def test_a_key_split_over_streamed_pieces_is_masked_whole() -> None:
     tokens = TokenMasker(Masker([KEY]), sent.append)
     text = f"one {KEY} two sk-test- three"  # the second one only looks like the start of a key
     for start in range(0, len(text), 5):
-        tokens(text[start:start + 5])
+        tokens(text[start : start + 5])
     tokens.flush()
 
     assert "".join(sent) == f"one {MASK} two sk-test- three"
@@ -59,8 +69,14 @@ def test_key_variables_and_values() -> None:
         api_key_env = "MY_KEY"
 
     names = key_variables([Profile()])
-    assert names == ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY",
-                     "MY_KEY"]
+    assert names == [
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "MY_KEY",
+    ]
     assert key_values(names, {"MY_KEY": f" {KEY} ", "OPENAI_API_KEY": ""}) == [KEY]
 
 
@@ -92,7 +108,9 @@ def test_checkpoints_keep_no_key_and_stay_readable(tmp_path: Path) -> None:
 
 def test_server_log_lines_mask_known_keys() -> None:
     KNOWN.add([KEY])
-    record = logging.LogRecord("blockyard.serve", logging.WARNING, __file__, 1, "run_rejected", None, None)
+    record = logging.LogRecord(
+        "blockyard.serve", logging.WARNING, __file__, 1, "run_rejected", None, None
+    )
     record.kv = {"error": f"RunError: model said {KEY}"}
 
     line = KeyValueFormatter().format(record)

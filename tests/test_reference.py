@@ -22,11 +22,16 @@ FOLDER = REPO / "docs" / "reference"
 
 def test_every_reference_page_is_current() -> None:
     pages = reference.render()
-    stale = [name for name, text in pages.items()
-             if not (FOLDER / name).is_file() or (FOLDER / name).read_text(encoding="utf-8") != text]
+    stale = [
+        name
+        for name, text in pages.items()
+        if not (FOLDER / name).is_file() or (FOLDER / name).read_text(encoding="utf-8") != text
+    ]
     assert stale == [], f"docs/reference/ is stale ({', '.join(stale)}): run {reference.COMMAND}"
     extra = sorted(path.name for path in FOLDER.iterdir() if path.name not in pages)
-    assert extra == [], f"docs/reference/ holds files no generator makes: {extra} (the folder is generated)"
+    assert extra == [], (
+        f"docs/reference/ holds files no generator makes: {extra} (the folder is generated)"
+    )
 
 
 def test_the_check_mode_names_a_stale_page(tmp_path: Path) -> None:
@@ -42,13 +47,22 @@ def test_the_pages_cover_every_command_key_event_route_and_code() -> None:
     pages = reference.render()
     headings = set(re.findall(r"^## (blockyard [\w ]+)$", pages["cli.md"], re.M))
     assert {f"blockyard {name}" for name in COMMANDS} <= headings
-    for page, filename in (("config.md", "config.schema.json"), ("blocks.md", "block.schema.json"),
-                           ("flows.md", "flow.schema.json")):
+    for page, filename in (
+        ("config.md", "config.schema.json"),
+        ("blocks.md", "block.schema.json"),
+        ("flows.md", "flow.schema.json"),
+    ):
         top = SCHEMAS[filename].model_json_schema(by_alias=True)["properties"]
         rows = set(re.findall(r"^\| `([\w-]+)` \|", pages[page], re.M))
         assert set(top) <= rows, (page, sorted(set(top) - rows))
-    assert {str(kind) for kind in EventType} <= set(re.findall(r"^\| `([a-z_]+)` \|", pages["events.md"], re.M))
-    paths = {f"{method.upper()} {path}" for path, methods in routes.openapi()["paths"].items() for method in methods}
+    assert {str(kind) for kind in EventType} <= set(
+        re.findall(r"^\| `([a-z_]+)` \|", pages["events.md"], re.M)
+    )
+    paths = {
+        f"{method.upper()} {path}"
+        for path, methods in routes.openapi()["paths"].items()
+        for method in methods
+    }
     assert paths <= set(re.findall(r"^### `([A-Z]+ [^`]+)`$", pages["routes.md"], re.M))
     assert list(all_codes()) == re.findall(r"^\| (BY\d{3}) \|", pages["codes.md"], re.M)
 
@@ -70,10 +84,19 @@ def test_links_in_the_pages_point_one_folder_up() -> None:
 def test_the_command_writes_and_checks(tmp_path: Path) -> None:
     """`python -m engine.reference --check` is what a contributor runs: exit 0 when current, 1 naming the
     command when not (the folder it checks is the repository's)."""
-    result = subprocess.run([sys.executable, "-m", "engine.reference", "--check"], cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "engine.reference", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    wrong = subprocess.run([sys.executable, "-m", "engine.reference", "--bogus"], cwd=REPO, capture_output=True,
-                           text=True, timeout=120)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "engine.reference", "--bogus"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert wrong.returncode == 2 and "usage: python -m engine.reference [--check]" in wrong.stderr
-

@@ -54,25 +54,59 @@ class Registry:
 
 
 REGISTRIES = [
-    Registry("engine.executors", "_MEMBERS", {(f"engine.executors.{module}", "prepare")
-                                            for module in engine.executors.EXECUTORS.values()},
-           engine.executors.Preparer),
-    Registry("engine.compile.constructs", "_BUILDERS", {(f"engine.compile.{module}", "build")
-                                                      for module in engine.compile.constructs.BUILDERS.values()},
-           engine.compile.builder.Construct),
-    Registry("engine.compile.constructs", "_WRAPPERS", {(f"engine.compile.{module}", "wrap")
-                                                      for module in engine.compile.constructs.WRAPPERS.values()},
-           engine.compile.constructs.Wrapper),
-    Registry("engine.compile.wired", "_MEMBERS", {(engine.compile.wired.WIRING, "executor_for")},
-           engine.compile.wired.Wiring),
+    Registry(
+        "engine.executors",
+        "_MEMBERS",
+        {
+            (f"engine.executors.{module}", "prepare")
+            for module in engine.executors.EXECUTORS.values()
+        },
+        engine.executors.Preparer,
+    ),
+    Registry(
+        "engine.compile.constructs",
+        "_BUILDERS",
+        {
+            (f"engine.compile.{module}", "build")
+            for module in engine.compile.constructs.BUILDERS.values()
+        },
+        engine.compile.builder.Construct,
+    ),
+    Registry(
+        "engine.compile.constructs",
+        "_WRAPPERS",
+        {
+            (f"engine.compile.{module}", "wrap")
+            for module in engine.compile.constructs.WRAPPERS.values()
+        },
+        engine.compile.constructs.Wrapper,
+    ),
+    Registry(
+        "engine.compile.wired",
+        "_MEMBERS",
+        {(engine.compile.wired.WIRING, "executor_for")},
+        engine.compile.wired.Wiring,
+    ),
     # the mock is imported at the top of the module: it answers every run script
-    Registry("engine.models.providers", "_MEMBERS", {(f"engine.models.providers.{provider}", "make")
-                                                   for provider in engine.models.providers.PROVIDERS
-                                                   if provider != "mock"},
-           engine.models.providers.Maker),
-    Registry("engine.cli", "_members", {(module, name) for module, _, name in
-                                      (where.partition(":") for where in engine.cli.COMMANDS.values())},
-           click.Command),
+    Registry(
+        "engine.models.providers",
+        "_MEMBERS",
+        {
+            (f"engine.models.providers.{provider}", "make")
+            for provider in engine.models.providers.PROVIDERS
+            if provider != "mock"
+        },
+        engine.models.providers.Maker,
+    ),
+    Registry(
+        "engine.cli",
+        "_members",
+        {
+            (module, name)
+            for module, _, name in (where.partition(":") for where in engine.cli.COMMANDS.values())
+        },
+        click.Command,
+    ),
 ]
 
 # the packages whose names load with their module on first use (PEP 562): name -> its home module
@@ -82,7 +116,9 @@ LAZY_NAMES: dict[ModuleType, dict[str, str]] = {
 }
 
 # modules of engine/ that import a module named by a string, and are not registries of engine's own modules
-NOT_REGISTRIES = {"engine.tools.loader": "loads the yard's own Python tools (blockyard.yaml), not the engine's"}
+NOT_REGISTRIES = {
+    "engine.tools.loader": "loads the yard's own Python tools (blockyard.yaml), not the engine's"
+}
 
 
 def _tree(module: str) -> ast.Module:
@@ -94,9 +130,15 @@ def _tree(module: str) -> ast.Module:
 
 def _type_checking_block(module: str) -> list[ast.stmt]:
     for node in _tree(module).body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             return node.body
-    raise AssertionError(f"{module} has no `if TYPE_CHECKING:` block importing its registry's members")
+    raise AssertionError(
+        f"{module} has no `if TYPE_CHECKING:` block importing its registry's members"
+    )
 
 
 def _imported_names(block: list[ast.stmt]) -> dict[str, str]:
@@ -104,7 +146,9 @@ def _imported_names(block: list[ast.stmt]) -> dict[str, str]:
     names: dict[str, str] = {}
     for node in block:
         if isinstance(node, ast.ImportFrom) and node.module:
-            names.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+            names.update(
+                {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+            )
     return names
 
 
@@ -113,14 +157,27 @@ def _listed(registry: Registry) -> set[tuple[str, str]]:
     block = _type_checking_block(registry.module)
     names = _imported_names(block)
     # a typed tuple, or a function returning one (where the members' modules import the registry's)
-    (value,) = [node.value for node in block if isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name) and node.target.id == registry.members] + [
-        node.body[-1].value for node in block if isinstance(node, ast.FunctionDef) and node.name == registry.members
-        and isinstance(node.body[-1], ast.Return)]
-    assert isinstance(value, ast.Tuple), f"{registry.module}.{registry.members}: a tuple of the members"
+    (value,) = [
+        node.value
+        for node in block
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id == registry.members
+    ] + [
+        node.body[-1].value
+        for node in block
+        if isinstance(node, ast.FunctionDef)
+        and node.name == registry.members
+        and isinstance(node.body[-1], ast.Return)
+    ]
+    assert isinstance(value, ast.Tuple), (
+        f"{registry.module}.{registry.members}: a tuple of the members"
+    )
     listed = set()
     for element in value.elts:
-        assert isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name), ast.unparse(element)
+        assert isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name), (
+            ast.unparse(element)
+        )
         listed.add((names[element.value.id], element.attr))
     return listed
 
@@ -128,7 +185,8 @@ def _listed(registry: Registry) -> set[tuple[str, str]]:
 def _resolved(hint: object, module: ModuleType) -> object:
     """A type as a registry's alias writes it, its names (a forward reference) looked up in `module`."""
     name = hint.__forward_arg__ if isinstance(hint, typing.ForwardRef) else hint
-    return eval(name, vars(module)) if isinstance(name, str) else name  # the engine's own annotation
+    # the engine's own annotation
+    return eval(name, vars(module)) if isinstance(name, str) else name
 
 
 def _annotation(function: Callable[..., object], name: str) -> object:
@@ -145,7 +203,11 @@ def _is_a(actual: object, expected: object) -> bool:
     if not isinstance(actual, type) or not isinstance(expected, type):
         return False
     if getattr(expected, "_is_protocol", False):
-        methods = {name for name, value in vars(expected).items() if callable(value) and not name.startswith("_")}
+        methods = {
+            name
+            for name, value in vars(expected).items()
+            if callable(value) and not name.startswith("_")
+        }
         return all(callable(getattr(actual, name, None)) for name in methods)
     return issubclass(actual, expected)
 
@@ -159,15 +221,25 @@ def _fits(target: object, kind: object, registry: ModuleType) -> list[str]:
     assert callable(target)
     parameters = list(inspect.signature(target).parameters.values())
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    problems = [f"{p.name} has no default" for p in parameters[len(arguments):] if p.default is p.empty
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    problems = [
+        f"{p.name} has no default"
+        for p in parameters[len(arguments) :]
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     if len(positional) < len(arguments):
-        return [*problems, f"takes {len(positional)} positional arguments, the registry passes {len(arguments)}"]
+        return [
+            *problems,
+            f"takes {len(positional)} positional arguments, the registry passes {len(arguments)}",
+        ]
     for parameter, argument in zip(positional, arguments, strict=False):
         if _annotation(target, parameter.name) != _resolved(argument, registry):
-            problems.append(f"{parameter.name}: {parameter.annotation}, the registry passes {argument}")
+            problems.append(
+                f"{parameter.name}: {parameter.annotation}, the registry passes {argument}"
+            )
     if not _is_a(_annotation(target, "return"), _resolved(returned, registry)):
-        problems.append(f"returns {inspect.signature(target).return_annotation}, the registry expects {returned}")
+        problems.append(
+            f"returns {inspect.signature(target).return_annotation}, the registry expects {returned}"
+        )
     return problems
 
 
@@ -185,15 +257,19 @@ def test_every_string_target_imports_and_fits_its_registry() -> None:
             if target is None:
                 problems.append(f"{registry.module}: {module} has no '{name}'")
                 continue
-            problems += [f"{registry.module}: {module}.{name}: {problem}"
-                         for problem in _fits(target, registry.kind, home)]
+            problems += [
+                f"{registry.module}: {module}.{name}: {problem}"
+                for problem in _fits(target, registry.kind, home)
+            ]
     assert problems == []
 
 
 def test_every_lazy_name_is_its_home_modules() -> None:
     for package, homes in LAZY_NAMES.items():
         for name, home in homes.items():
-            assert getattr(package, name) is getattr(importlib.import_module(home), name), f"{package.__name__}.{name}"
+            assert getattr(package, name) is getattr(importlib.import_module(home), name), (
+                f"{package.__name__}.{name}"
+            )
         assert set(homes) <= set(package.__all__), package.__name__
 
 
@@ -201,7 +277,9 @@ def test_every_member_is_imported_for_the_checks() -> None:
     """The TYPE_CHECKING imports of a registry list exactly its string targets: mypy checks each, and
     import-linter sees each edge."""
     for registry in REGISTRIES:
-        assert _listed(registry) == registry.targets, f"{registry.module}.{registry.members} is out of step"
+        assert _listed(registry) == registry.targets, (
+            f"{registry.module}.{registry.members} is out of step"
+        )
     for package, homes in LAZY_NAMES.items():
         names = _imported_names(_type_checking_block(package.__name__))
         assert names == {name: f"{home}.{name}" for name, home in homes.items()}, package.__name__
@@ -210,39 +288,61 @@ def test_every_member_is_imported_for_the_checks() -> None:
 def test_import_linter_sees_every_edge() -> None:
     graph = _graph()
     edges = {(registry.module, module) for registry in REGISTRIES for module, _ in registry.targets}
-    edges |= {(package.__name__, home) for package, homes in LAZY_NAMES.items() for home in homes.values()}
-    unseen = sorted(edge for edge in edges if not graph.direct_import_exists(importer=edge[0], imported=edge[1]))
+    edges |= {
+        (package.__name__, home) for package, homes in LAZY_NAMES.items() for home in homes.values()
+    }
+    unseen = sorted(
+        edge for edge in edges if not graph.direct_import_exists(importer=edge[0], imported=edge[1])
+    )
     assert unseen == [], f"import-linter does not see these imports: {unseen}"
 
 
 def test_no_registry_is_left_out() -> None:
     """A module of engine/ that imports by a string is one of the registries above (or says why not)."""
-    known = {registry.module for registry in REGISTRIES} | {package.__name__ for package in LAZY_NAMES}
+    known = {registry.module for registry in REGISTRIES} | {
+        package.__name__ for package in LAZY_NAMES
+    }
     found = set()
     for path in (REPO / "engine").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name) \
-                    and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute | ast.Name)
+                and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+                == "import_module"
+            ):
                 parts = path.relative_to(REPO).with_suffix("").parts
                 found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    assert sorted(found - known - set(NOT_REGISTRIES)) == [], "add these registries to tests/test_registries.py"
+    assert sorted(found - known - set(NOT_REGISTRIES)) == [], (
+        "add these registries to tests/test_registries.py"
+    )
     assert sorted(known - found) == [], "these modules import by a string no more: drop them here"
 
 
 def test_a_member_against_the_layers_breaks_the_contracts(tmp_path: Path) -> None:
     """A registry's member from a layer above it is caught, though it is imported only for the checks."""
-    shutil.copytree(REPO / "engine", tmp_path / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "engine", tmp_path / "engine", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     registry = tmp_path / "engine" / "executors" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
     anchor = "if TYPE_CHECKING:"
     assert anchor in text
-    registry.write_text(text.replace(anchor, anchor + "\n    from engine.runtime import engine as _engine", 1),
-                        encoding="utf-8")
+    registry.write_text(
+        text.replace(anchor, anchor + "\n    from engine.runtime import engine as _engine", 1),
+        encoding="utf-8",
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the copy, not the checkout
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    result = subprocess.run([sys.executable, "-c", code, "--no-cache"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--no-cache"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "engine.executors is not allowed to import engine.runtime" in result.stdout
 

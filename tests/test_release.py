@@ -20,8 +20,14 @@ SCRIPT = REPO / ".ci" / "release-check"
 
 
 def _check(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], cwd=REPO, capture_output=True, text=True,
-                          timeout=280, env=clean_env(PYTHON=sys.executable))
+    return subprocess.run(
+        ["bash", str(SCRIPT), *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=clean_env(PYTHON=sys.executable),
+    )
 
 
 @pytest.mark.timeout(300)
@@ -30,8 +36,11 @@ def test_the_release_check_builds_installs_and_runs_the_example_yard(tmp_path: P
     done = _check("--offline", "--dist", tmp_path / "dist", "--tag", f"v{__version__}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(path.name for path in (tmp_path / "dist").iterdir()) == [
-        f"blockyard-{__version__}-py3-none-any.whl", f"blockyard-{__version__}.tar.gz",
-        f"blockyard_core-{__version__}-py3-none-any.whl", f"blockyard_core-{__version__}.tar.gz"]
+        f"blockyard-{__version__}-py3-none-any.whl",
+        f"blockyard-{__version__}.tar.gz",
+        f"blockyard_core-{__version__}-py3-none-any.whl",
+        f"blockyard_core-{__version__}.tar.gz",
+    ]
     assert f"blockyard, version {__version__}\n" in done.stdout
     assert "no problems in " in done.stdout + done.stderr
     assert "loud: 'GREET: NAME=WORLD'" in done.stdout  # `run hello` on the offline mock model
@@ -41,8 +50,10 @@ def test_the_release_check_builds_installs_and_runs_the_example_yard(tmp_path: P
 def test_a_tag_that_is_not_the_version_stops_it_before_anything_is_built(tmp_path: Path) -> None:
     done = _check("--offline", "--dist", tmp_path / "dist", "--tag", "v0.0.0-not-it")
     assert done.returncode == 1
-    assert done.stderr == (f"release-check: the tag v0.0.0-not-it is not v{__version__}, "
-                           "engine/core/version.py's version\n")
+    assert done.stderr == (
+        f"release-check: the tag v0.0.0-not-it is not v{__version__}, "
+        "engine/core/version.py's version\n"
+    )
     assert not (tmp_path / "dist").exists()
 
 

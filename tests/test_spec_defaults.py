@@ -15,14 +15,25 @@ MODULES: tuple[ModuleType, ...] = (common, block, flow, config, flowtest, interc
 
 
 def _models() -> list[type[BaseModel]]:
-    return [value for module in MODULES for value in vars(module).values()
-            if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module.__name__]
+    return [
+        value
+        for module in MODULES
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, BaseModel)
+        and value.__module__ == module.__name__
+    ]
 
 
 def test_default_factories_are_plain_functions() -> None:
-    slow = [f"{model.__name__}.{name}: {info.default_factory!r}"
-            for model in _models() for name, info in model.model_fields.items()
-            if info.default_factory is not None and not inspect.isfunction(info.default_factory)
-            and not (isinstance(info.default_factory, type) and issubclass(info.default_factory, BaseModel))]
+    slow = [
+        f"{model.__name__}.{name}: {info.default_factory!r}"
+        for model in _models()
+        for name, info in model.model_fields.items()
+        if info.default_factory is not None
+        and not inspect.isfunction(info.default_factory)
+        and not (
+            isinstance(info.default_factory, type) and issubclass(info.default_factory, BaseModel)
+        )
+    ]
     assert slow == []
-

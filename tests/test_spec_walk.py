@@ -6,15 +6,36 @@ from __future__ import annotations
 from engine.spec import FlowSpec, StepSpec
 from engine.spec.walk import delegated_ids, step_lists, walk_steps
 
-FLOW = FlowSpec.model_validate({"flow": "f", "steps": [
-    {"id": "a", "uses": "x"},
-    {"id": "outer", "loop": {"max_iterations": 2, "steps": [
-        {"id": "b", "uses": "x"},
-        {"id": "each", "foreach": {"items": "[1]", "as": "item", "steps": [{"id": "c", "uses": "x"}]}},
-    ]}},
-    {"id": "fan", "map": {"items": "[1]", "as": "row", "uses": "x"}},
-    {"id": "body", "map": {"items": "[1]", "as": "row", "steps": [{"id": "d", "uses": "x"}]}},
-]})
+FLOW = FlowSpec.model_validate(
+    {
+        "flow": "f",
+        "steps": [
+            {"id": "a", "uses": "x"},
+            {
+                "id": "outer",
+                "loop": {
+                    "max_iterations": 2,
+                    "steps": [
+                        {"id": "b", "uses": "x"},
+                        {
+                            "id": "each",
+                            "foreach": {
+                                "items": "[1]",
+                                "as": "item",
+                                "steps": [{"id": "c", "uses": "x"}],
+                            },
+                        },
+                    ],
+                },
+            },
+            {"id": "fan", "map": {"items": "[1]", "as": "row", "uses": "x"}},
+            {
+                "id": "body",
+                "map": {"items": "[1]", "as": "row", "steps": [{"id": "d", "uses": "x"}]},
+            },
+        ],
+    }
+)
 
 
 def test_every_step_in_document_order_with_its_path() -> None:
@@ -45,17 +66,25 @@ def test_each_list_knows_its_owner_parent_and_the_names_it_sees() -> None:
 
 
 def test_a_step_with_several_bodies_has_each_walked() -> None:
-    step = StepSpec.model_validate({"id": "both", "loop": {"max_iterations": 1, "steps": [{"id": "l", "uses": "x"}]},
-                                    "foreach": {"items": "[1]", "steps": [{"id": "f", "uses": "x"}]}})
+    step = StepSpec.model_validate(
+        {
+            "id": "both",
+            "loop": {"max_iterations": 1, "steps": [{"id": "l", "uses": "x"}]},
+            "foreach": {"items": "[1]", "steps": [{"id": "f", "uses": "x"}]},
+        }
+    )
     assert [w.step.id for w in walk_steps([step])] == ["both", "l", "f"]
 
 
 def test_delegated_steps_are_agent_steps_another_agent_step_of_the_list_names() -> None:
-    steps = [StepSpec.model_validate(s) for s in (
-        {"id": "lead", "uses": "agent", "delegates": ["aide", "plain", "lead", "elsewhere"]},
-        {"id": "aide", "uses": "agent", "delegates": ["helper"]},
-        {"id": "helper", "uses": "agent"},
-        {"id": "plain", "uses": "tool"},
-    )]
+    steps = [
+        StepSpec.model_validate(s)
+        for s in (
+            {"id": "lead", "uses": "agent", "delegates": ["aide", "plain", "lead", "elsewhere"]},
+            {"id": "aide", "uses": "agent", "delegates": ["helper"]},
+            {"id": "helper", "uses": "agent"},
+            {"id": "plain", "uses": "tool"},
+        )
+    ]
     assert delegated_ids(steps, lambda step: step.uses == "agent") == {"aide", "helper"}
     assert delegated_ids(steps[2:], lambda step: True) == set()

@@ -80,19 +80,42 @@ UNLISTED = """
 
 
 def _pytest(folder: Path, backend: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key not in (URL_ENV, stateless.FIND_ENV)}
+    env = {
+        key: value for key, value in os.environ.items() if key not in (URL_ENV, stateless.FIND_ENV)
+    }
     env.update({BACKEND_ENV: backend, "PYTHONPATH": str(REPO)})
     # only xdist of the installed plugins, as in the suite (pyproject.toml's addopts say why)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--disable-plugin-autoload",
-                           "-p", "xdist", "-o", "addopts=", *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--disable-plugin-autoload",
+            "-p",
+            "xdist",
+            "-o",
+            "addopts=",
+            *args,
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
     """A small suite with the real `state_backend` and plugin, whose list names test_listed.py."""
-    for name, text in (("pytest.ini", "[pytest]\n"), ("conftest.py", CONFTEST), ("test_listed.py", LISTED),
-                       ("test_unlisted.py", UNLISTED)):
+    for name, text in (
+        ("pytest.ini", "[pytest]\n"),
+        ("conftest.py", CONFTEST),
+        ("test_listed.py", LISTED),
+        ("test_unlisted.py", UNLISTED),
+    ):
         (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return tmp_path
 
@@ -102,27 +125,37 @@ def test_the_sqlite_pass_fails_a_listed_test_that_opens_a_state_database(suite: 
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
     assert "7 passed, 3 errors" in out, out
-    for entry, name in (("test_listed.py", "test_listed.py::test_opens_one_and_expects_the_error"),
-                        ("test_listed.py", "test_listed.py::test_a_child_opens_one_and_expects_the_error"),
-                        ("test_unlisted.py::test_listed_alone_but_opens_one",
-                         "test_unlisted.py::test_listed_alone_but_opens_one")):
+    for entry, name in (
+        ("test_listed.py", "test_listed.py::test_opens_one_and_expects_the_error"),
+        ("test_listed.py", "test_listed.py::test_a_child_opens_one_and_expects_the_error"),
+        (
+            "test_unlisted.py::test_listed_alone_but_opens_one",
+            "test_unlisted.py::test_listed_alone_but_opens_one",
+        ),
+    ):
         assert f"ERROR {name} - Failed: " in out, out
-        assert (f"ERROR at teardown of {name.split('::')[1]} _" in out and
-                f"\n{entry} is listed as stateless (tests/support/stateless.py) but {name} "
-                "opened a state database (1 connection(s) to BLOCKYARD_DATABASE_URL): remove it from the list\n"
-                in out), out
+        assert (
+            f"ERROR at teardown of {name.split('::')[1]} _" in out
+            and f"\n{entry} is listed as stateless (tests/support/stateless.py) but {name} "
+            "opened a state database (1 connection(s) to BLOCKYARD_DATABASE_URL): remove it from the list\n"
+            in out
+        ), out
     assert "ERROR test_listed.py::test_opens_nothing" not in out
     assert "ERROR test_unlisted.py::test_opens_its" not in out
     assert "ERROR test_unlisted.py::test_opens_nothing" not in out
 
 
-def test_the_postgres_pass_deselects_the_tests_of_a_listed_file_it_is_asked_for_and_counts_them(suite: Path) -> None:
+def test_the_postgres_pass_deselects_the_tests_of_a_listed_file_it_is_asked_for_and_counts_them(
+    suite: Path,
+) -> None:
     run = _pytest(suite, "postgres", "-n", "1", "test_listed.py")
     out = run.stdout
     assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, out + run.stderr
     assert "3 deselected" in out, out
-    assert ("Postgres pass: 3 tests deselected, listed as stateless in tests/support/stateless.py (they never "
-            "open a state database; the SQLite pass checks that)") in out, out
+    assert (
+        "Postgres pass: 3 tests deselected, listed as stateless in tests/support/stateless.py (they never "
+        "open a state database; the SQLite pass checks that)"
+    ) in out, out
 
 
 def test_the_postgres_pass_does_not_collect_a_listed_file_and_counts_it(suite: Path) -> None:
@@ -130,12 +163,17 @@ def test_the_postgres_pass_does_not_collect_a_listed_file_and_counts_it(suite: P
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
     assert "test_listed.py" not in out.split("listed as stateless")[0], out
-    assert "1/4 tests collected (3 deselected)" in out, out  # test_listed.py's 3 tests were never collected
-    assert ("Postgres pass: 1 file or folder not collected and 3 tests deselected, listed as stateless in "
-            "tests/support/stateless.py (they never open a state database; the SQLite pass checks that)") in out, out
+    # test_listed.py's 3 tests were never collected
+    assert "1/4 tests collected (3 deselected)" in out, out
+    assert (
+        "Postgres pass: 1 file or folder not collected and 3 tests deselected, listed as stateless in "
+        "tests/support/stateless.py (they never open a state database; the SQLite pass checks that)"
+    ) in out, out
 
 
-def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of_their_file(suite: Path) -> None:
+def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of_their_file(
+    suite: Path,
+) -> None:
     run = _pytest(suite, "postgres", "-n", "0", "--collect-only", "-q", "test_unlisted.py")
     out = run.stdout
     assert run.returncode == 0, out + run.stderr

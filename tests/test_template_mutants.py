@@ -39,7 +39,9 @@ from engine.templates.render import (
     render_text,
 )
 
-SMALL = TemplateLimits(max_string=100, max_items=10, max_int_bits=64, max_iterations=50, timeout=5.0)
+SMALL = TemplateLimits(
+    max_string=100, max_items=10, max_int_bits=64, max_iterations=50, timeout=5.0
+)
 STRING = "exceeds the 100-character limit (limits.template_max_string in blockyard.yaml)"
 BITS = "exceeds the 64-bit limit (limits.template_max_int_bits in blockyard.yaml)"
 ITERATIONS = "template does more than {:,} loop iterations and calls (limits.template_max_iterations in blockyard.yaml)"
@@ -68,12 +70,14 @@ def outcome(source: str, scope: dict[str, Any]) -> tuple[str, Any]:
 
 # ---- what a refusal names -------------------------------------------------------------------------
 
+
 @pytest.mark.usefixtures("small")
 def test_an_indent_wider_than_the_limit_is_refused_as_the_indent() -> None:
     assert render("{{ ''|indent(100, true) }}", {}) == " " * 100
     assert refused("{{ ''|indent(101, true) }}") == f"indent {STRING}"
     assert refused("{{ ''|indent(width=10**9) }}") == f"indent {STRING}"
-    assert render("{{ t|indent(0, true) }}", {"t": "a" * 100}) == "a" * 100  # an indent of nothing adds nothing
+    # an indent of nothing adds nothing
+    assert render("{{ t|indent(0, true) }}", {"t": "a" * 100}) == "a" * 100
     # the default indent is 4: 39 characters on 20 lines, each line's 4 counted
     assert refused("{{ t|indent }}", {"t": "a\n" * 19 + "a"}) == f"indented string {STRING}"
 
@@ -82,7 +86,8 @@ def test_an_indent_wider_than_the_limit_is_refused_as_the_indent() -> None:
 def test_a_joined_item_too_long_as_text_is_named_before_the_join() -> None:
     assert render("{{ [s]|join }}", {"s": "a" * 100}) == "a" * 100
     assert refused("{{ [s]|join('-') }}", {"s": "a" * 101}) == f"joined item {STRING}"
-    assert refused("{{ ['x', l]|join }}", {"l": ["a" * 99]}) == f"joined item {STRING}"  # a list's text: ['a…']
+    # a list's text: ['a…']
+    assert refused("{{ ['x', l]|join }}", {"l": ["a" * 99]}) == f"joined item {STRING}"
     # str.join: a separator between two items, none for one or none
     assert render("{{ '-'.join([s]) }}", {"s": "a" * 100}) == "a" * 100
     assert render("{{ '-'.join([]) }}", {}) == ""
@@ -108,7 +113,8 @@ def test_an_integer_result_past_the_bits_is_named_result() -> None:
 def test_a_list_a_method_returns_past_the_items_is_named_result() -> None:
     assert render("{{ s.split()|length }}", {"s": "a " * 10}) == 10
     assert refused("{{ s.split() }}", {"s": "a " * 11}) == (
-        "result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+        "result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)"
+    )
 
 
 @pytest.mark.usefixtures("small")
@@ -137,19 +143,26 @@ def test_text_marked_safe_is_measured_as_the_text_it_is() -> None:
 
 def test_a_safe_strings_format_reads_attributes_through_the_sandbox() -> None:
     assert render("{{ ('<b>{0.real}</b>'|safe).format(5) }}", {}) == "<b>5</b>"
-    with pytest.raises(TemplateError, match="access to attribute '__class__' of 'int' object is unsafe"):
+    with pytest.raises(
+        TemplateError, match="access to attribute '__class__' of 'int' object is unsafe"
+    ):
         render("{{ ('{0.__class__}'|safe).format(5) }}", {})
 
 
 def test_format_map_with_more_than_one_argument_says_so() -> None:
-    with pytest.raises(TemplateError, match=r"format_map\(\) takes exactly one positional argument"):
+    with pytest.raises(
+        TemplateError, match=r"format_map\(\) takes exactly one positional argument"
+    ):
         render("{{ '{a}'.format_map({'a': 1}, {'b': 2}) }}", {})
-    with pytest.raises(TemplateError, match=r"format_map\(\) takes exactly one positional argument"):
+    with pytest.raises(
+        TemplateError, match=r"format_map\(\) takes exactly one positional argument"
+    ):
         render("{{ '{a}'.format_map(a=1) }}", {})
     assert render("{{ '{a}'.format_map({'a': 1}) }}", {}) == "1"
 
 
 # ---- printf-style and str.format ------------------------------------------------------------------
+
 
 @pytest.mark.usefixtures("small")
 def test_a_precision_given_by_star_is_read_from_its_argument() -> None:
@@ -162,7 +175,11 @@ def test_a_precision_given_by_star_is_read_from_its_argument() -> None:
 @pytest.mark.usefixtures("small")
 def test_printf_with_too_few_arguments_fails_as_python_says() -> None:
     # a `*` or a field with no argument left to take: Python's error, however long the format (at the limit)
-    for source in ("{{ ('%.*s' ~ 'x' * 91) % () }}", "{{ '%s%*s' % ('a',) }}", "{{ '%s%.*f' % ('a',) }}"):
+    for source in (
+        "{{ ('%.*s' ~ 'x' * 91) % () }}",
+        "{{ '%s%*s' % ('a',) }}",
+        "{{ '%s%.*f' % ('a',) }}",
+    ):
         with pytest.raises(TemplateError, match="not enough arguments for format string"):
             render(source, {})
 
@@ -177,7 +194,8 @@ def test_printf_with_a_named_field_and_no_mapping_fails_as_python_says() -> None
 def test_printf_counts_escapes_only_for_r_and_a() -> None:
     assert render("{{ '%X' % x }}", {"x": 2**63}) == "8000000000000000"
     assert render("{{ '%r' % t }}", {"t": "x" * 9}) == "'" + "x" * 9 + "'"
-    assert refused("{{ '%a' % t }}", {"t": "x" * 10}) == f"formatted string {STRING}"  # up to ten characters each
+    # up to ten characters each
+    assert refused("{{ '%a' % t }}", {"t": "x" * 10}) == f"formatted string {STRING}"
 
 
 @pytest.mark.usefixtures("small")
@@ -190,15 +208,20 @@ def test_printf_past_the_limit_is_refused_before_it_is_built() -> None:
 def test_printf_with_named_fields_measures_each_named_value() -> None:
     # the format's own 11 characters, then each value: 11 + 2 + 87 = 100
     assert render("{{ '%(a)s-%(b)s'|format(a=1, b=t) }}", {"t": "x" * 87}) == "1-" + "x" * 87
-    assert refused("{{ '%(a)s-%(b)s'|format(a=1, b=t) }}", {"t": "x" * 88}) == f"formatted string {STRING}"
+    assert (
+        refused("{{ '%(a)s-%(b)s'|format(a=1, b=t) }}", {"t": "x" * 88})
+        == f"formatted string {STRING}"
+    )
     assert refused("{{ '%(b)s' % {'b': t} }}", {"t": "x" * 101}) == f"formatted value {STRING}"
 
 
 @pytest.mark.usefixtures("small")
 def test_str_format_fields_count_what_they_write() -> None:
-    assert render("{{ '{}{}'.format(t, '') }}", {"t": "a" * 100}) == "a" * 100  # an empty field adds nothing
+    # an empty field adds nothing
+    assert render("{{ '{}{}'.format(t, '') }}", {"t": "a" * 100}) == "a" * 100
     assert refused("{{ '{}{}'.format(t, 'b') }}", {"t": "a" * 100}) == f"formatted string {STRING}"
-    assert refused("{{ '{}'.format(l) }}", {"l": ["a" * 101]}) == f"formatted value {STRING}"  # a list, as text
+    # a list, as text
+    assert refused("{{ '{}'.format(l) }}", {"l": ["a" * 101]}) == f"formatted value {STRING}"
 
 
 @pytest.mark.usefixtures("small")
@@ -210,18 +233,28 @@ def test_a_width_of_thousands_of_digits_is_refused_as_a_width_not_a_crash() -> N
 
 # ---- arithmetic -------------------------------------------------------------------------------------
 
+
 @PROPERTY
-@given(number=st.integers(-(2**70), 2**70), boolean=st.booleans(), operator=st.sampled_from(["*", "+", "-", "//"]),
-       flipped=st.booleans())
+@given(
+    number=st.integers(-(2**70), 2**70),
+    boolean=st.booleans(),
+    operator=st.sampled_from(["*", "+", "-", "//"]),
+    flipped=st.booleans(),
+)
 @example(number=2**64, boolean=True, operator="*", flipped=False)
 @example(number=2**70, boolean=False, operator="*", flipped=True)
 @example(number=2**64 - 1, boolean=True, operator="+", flipped=False)
-def test_a_boolean_computes_as_the_integer_it_is(number: int, boolean: bool, operator: str, flipped: bool) -> None:
+def test_a_boolean_computes_as_the_integer_it_is(
+    number: int, boolean: bool, operator: str, flipped: bool
+) -> None:
     """true and false are 1 and 0 in arithmetic: a result with one is sized, refused and named as the
     result with the integer is."""
     scope = {"b": boolean, "i": int(boolean), "x": number}
-    with_bool, with_int = (f"{{{{ b {operator} x }}}}", f"{{{{ i {operator} x }}}}") if flipped else (
-        f"{{{{ x {operator} b }}}}", f"{{{{ x {operator} i }}}}")
+    with_bool, with_int = (
+        (f"{{{{ b {operator} x }}}}", f"{{{{ i {operator} x }}}}")
+        if flipped
+        else (f"{{{{ x {operator} b }}}}", f"{{{{ x {operator} i }}}}")
+    )
     assert outcome(with_bool, scope) == outcome(with_int, scope)
 
 
@@ -236,9 +269,11 @@ def test_a_power_is_sized_by_its_exponent_whatever_its_size() -> None:
     # an exponent of more than 64 bits is past every limit, even the largest setting
     with using_limits(replace(DEFAULT, max_int_bits=CEILING.max_int_bits)):
         assert refused("{{ 2 ** x }}", {"x": 2**65}) == (
-            "power exceeds the 100000-bit limit (limits.template_max_int_bits in blockyard.yaml)")
+            "power exceeds the 100000-bit limit (limits.template_max_int_bits in blockyard.yaml)"
+        )
         assert refused("{{ 3 ** x }}", {"x": 2**64 - 1}).startswith("power exceeds")
-        assert refused("{{ 2 ** x }}", {"x": 2**2000}).startswith("power exceeds")  # never a float overflow
+        # never a float overflow
+        assert refused("{{ 2 ** x }}", {"x": 2**2000}).startswith("power exceeds")
     # x ** 1 is x: sized as x is, refused before it is computed
     assert refused("{{ x ** 1 }}", {"x": 2**65}) == f"power {BITS}"
     # 4 ** 33 has 67 bits: 33 × 2, refused before it is computed
@@ -250,28 +285,42 @@ def test_an_integer_too_big_to_store_is_shown_by_its_digits_past_thirty() -> Non
     with using_limits(replace(DEFAULT, max_int_bits=256)):
         with pytest.raises(TemplateLimitError, match="outside the 64-bit integer range") as caught:
             evaluate("10 ** 40", {})
-        assert str(caught.value).startswith("template result (an integer of about 41 digits) is outside")
+        assert str(caught.value).startswith(
+            "template result (an integer of about 41 digits) is outside"
+        )
         with pytest.raises(TemplateLimitError, match="outside the 64-bit integer range") as caught:
             evaluate("10 ** 29", {})  # 30 digits: written out
         assert str(caught.value).startswith(f"template result {10**29} is outside")
         with pytest.raises(TemplateLimitError, match="outside the 64-bit integer range") as caught:
             evaluate("10 ** 30", {})  # 31: counted
-        assert str(caught.value).startswith("template result (an integer of about 31 digits) is outside")
+        assert str(caught.value).startswith(
+            "template result (an integer of about 31 digits) is outside"
+        )
 
 
 # ---- methods and filters sized before they run ----------------------------------------------------
+
 
 @pytest.mark.usefixtures("small")
 def test_translate_with_a_list_table_is_sized_before_it_runs() -> None:
     # str.translate indexes any table by code point: a list's entries can be as long as a dict's
     table = [""] * 97 + ["x" * 10]  # 'a' (97) -> ten x
     assert render("{{ ('a' * 10).translate(t) }}", {"t": table}) == "x" * 100
-    assert refused("{{ ('a' * 10).translate(t) }}", {"t": [*table[:97], "x" * 11]}) == f"translated string {STRING}"
-    assert refused("{{ ('a' * 10).translate(t) }}", {"t": (*table[:97], "x" * 11)}) == f"translated string {STRING}"
-    assert render("{{ 'ab'.translate('xyz') }}", {}) == "ab"  # a string table: one character for one
+    assert (
+        refused("{{ ('a' * 10).translate(t) }}", {"t": [*table[:97], "x" * 11]})
+        == f"translated string {STRING}"
+    )
+    assert (
+        refused("{{ ('a' * 10).translate(t) }}", {"t": (*table[:97], "x" * 11)})
+        == f"translated string {STRING}"
+    )
+    # a string table: one character for one
+    assert render("{{ 'ab'.translate('xyz') }}", {}) == "ab"
     # a table of code points only: one character for one, so a text at the limit translates
     assert render("{{ t.translate({97: 66}) }}", {"t": "a" * 100}) == "B" * 100
-    with pytest.raises(TemplateError, match=r"translate\(\) takes exactly one argument \(0 given\)"):
+    with pytest.raises(
+        TemplateError, match=r"translate\(\) takes exactly one argument \(0 given\)"
+    ):
         render("{{ 'abc'.translate() }}", {})  # Python's own error, not one of the check's
 
 
@@ -280,7 +329,8 @@ def test_center_without_a_width_centers_in_80() -> None:
         assert render("{{ 'a'|center }}", {}) == "a".center(80)
     with using_limits(replace(SMALL, max_string=79)):
         assert refused("{{ 'a'|center }}") == (
-            "centered string exceeds the 79-character limit (limits.template_max_string in blockyard.yaml)")
+            "centered string exceeds the 79-character limit (limits.template_max_string in blockyard.yaml)"
+        )
 
 
 @pytest.mark.usefixtures("small")
@@ -299,8 +349,9 @@ def test_wordwrap_without_a_width_wraps_at_79() -> None:
     # 50 characters, one line at the default width: the text and one line break at most
     assert render("{{ s|wordwrap }}", {"s": "word " * 10}) == ("word " * 10).strip()
     # 19 characters at width 10: two lines, one break of 40 (19 + 2 * 40 = 99 at most)
-    assert render("{{ s|wordwrap(10, wrapstring=w) }}", {"s": "aaaa bbbb cccc dddd", "w": "-" * 40}) == (
-        "aaaa bbbb" + "-" * 40 + "cccc dddd")
+    assert render(
+        "{{ s|wordwrap(10, wrapstring=w) }}", {"s": "aaaa bbbb cccc dddd", "w": "-" * 40}
+    ) == ("aaaa bbbb" + "-" * 40 + "cccc dddd")
 
 
 @pytest.mark.usefixtures("small")
@@ -308,7 +359,9 @@ def test_a_filter_given_a_value_that_is_not_text_fails_for_that_not_for_a_limit(
     # the measure of a non-text value is nothing: the filter's own error is what the author needs to see
     with pytest.raises(TemplateError, match="has no attribute 'splitlines'"):
         render("{{ n|wordwrap(10, wrapstring=w) }}", {"n": 5, "w": "x" * 99})
-    with pytest.raises(TemplateError, match=r"unsupported operand type\(s\) for \+=: 'int' and 'str'"):
+    with pytest.raises(
+        TemplateError, match=r"unsupported operand type\(s\) for \+=: 'int' and 'str'"
+    ):
         render("{{ n|indent(100) }}", {"n": 5})
 
 
@@ -323,14 +376,16 @@ def test_an_evaluation_yielding_more_items_than_the_limit_is_refused() -> None:
         with pytest.raises(TemplateLimitError, match="limit") as caught:
             evaluate("s | map('upper')", {"s": ["a"] * 11})
     assert str(caught.value) == (
-        "template result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+        "template result exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)"
+    )
 
 
 @pytest.mark.usefixtures("small")
 def test_sum_of_lists_past_the_items_is_refused_before_it_copies() -> None:
     assert render("{{ s|sum(start=[])|length }}", {"s": [[1] * 5, [1] * 5]}) == 10
     assert refused("{{ s|sum(start=[]) }}", {"s": [[1] * 5, [1] * 6]}) == (
-        "sum() exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+        "sum() exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)"
+    )
 
 
 @pytest.mark.usefixtures("small")
@@ -344,7 +399,8 @@ def test_sum_of_a_generator_or_of_attributes_is_sized_like_a_list() -> None:
     assert render("{{ rows|sum(attribute='xs', start=[])|length }}", {"rows": rows[:1]}) == 5
     assert render("{{ rows|sum(attribute='n') }}", {"rows": [{"n": 2}, {"n": 3}]}) == 5
     assert refused("{{ s|select|sum }}", {"s": list(range(1, 12))}) == (
-        "summed items exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)")
+        "summed items exceeds the 10-item limit (limits.template_max_items in blockyard.yaml)"
+    )
 
 
 @PROPERTY
@@ -366,6 +422,7 @@ def test_sum_of_lists_costs_a_step_for_each_item_it_copies(lists: int, length: i
 
 # ---- a value's size as text -----------------------------------------------------------------------
 
+
 @PROPERTY
 @given(st.lists(st.integers(INT64_MIN, UINT64_MAX), min_size=1, max_size=12))
 @example([UINT64_MAX] * 3)
@@ -376,15 +433,19 @@ def test_a_list_of_integers_longer_as_text_than_the_limit_is_not_stored(numbers:
     limits = replace(SMALL, max_string=len(text) - 1, max_items=100)
     with using_limits(limits), pytest.raises(TemplateLimitError, match="limit") as caught:
         evaluate("s + []", {"s": numbers})
-    assert str(caught.value) == (f"template result exceeds the {len(text) - 1:,}-character limit "
-                                 "(limits.template_max_string in blockyard.yaml)")
+    assert str(caught.value) == (
+        f"template result exceeds the {len(text) - 1:,}-character limit "
+        "(limits.template_max_string in blockyard.yaml)"
+    )
 
 
 @PROPERTY
 @given(st.lists(st.integers(INT64_MIN, UINT64_MAX), min_size=1, max_size=12))
 @example([UINT64_MAX] * 4)
 @example([0] * 12)
-def test_a_list_of_integers_is_measured_within_two_characters_an_item_of_its_text(numbers: list[int]) -> None:
+def test_a_list_of_integers_is_measured_within_two_characters_an_item_of_its_text(
+    numbers: list[int],
+) -> None:
     """The measure is an estimate, never far above the text: what fits is not refused for being guessed long."""
     text = json.dumps(numbers)
     with using_limits(replace(SMALL, max_string=len(text) + 2 * len(numbers) + 2, max_items=100)):
@@ -395,8 +456,10 @@ def test_a_list_of_integers_is_measured_within_two_characters_an_item_of_its_tex
 @given(st.dictionaries(st.text(max_size=8), st.text(max_size=30), min_size=1, max_size=6))
 def test_an_object_is_at_least_as_long_as_its_keys_and_values(pairs: dict[str, str]) -> None:
     chars = sum(len(key) + len(value) for key, value in pairs.items())
-    with using_limits(replace(SMALL, max_string=max(chars - 1, 0))), \
-            pytest.raises(TemplateLimitError, match="limit") as caught:
+    with (
+        using_limits(replace(SMALL, max_string=max(chars - 1, 0))),
+        pytest.raises(TemplateLimitError, match="limit") as caught,
+    ):
         evaluate("dict(d)", {"d": pairs})
     assert str(caught.value).startswith("template result exceeds the")
 
@@ -408,29 +471,43 @@ def test_shared_parts_are_measured_once_however_often_they_are_written() -> None
     with using_limits(CEILING), pytest.raises(TemplateLimitError, match="limit") as caught:
         evaluate("[[[0] * 1000] * 1000] * 1000", {})
     assert time.monotonic() - began < 5.0, "shared parts measured again at every occurrence"
-    assert str(caught.value) == ("template result exceeds the 100,000,000-character limit "
-                                 "(limits.template_max_string in blockyard.yaml)")
+    assert str(caught.value) == (
+        "template result exceeds the 100,000,000-character limit "
+        "(limits.template_max_string in blockyard.yaml)"
+    )
 
 
 # ---- Jinja's own forms, kept ------------------------------------------------------------------------
 
+
 def test_a_call_block_passes_its_body_as_caller() -> None:
-    assert render("{% macro m() %}[{{ caller() }}]{% endmacro %}{% call m() %}x{% endcall %}", {}) == "[x]"
+    assert (
+        render("{% macro m() %}[{{ caller() }}]{% endmacro %}{% call m() %}x{% endcall %}", {})
+        == "[x]"
+    )
 
 
 def test_a_recursive_loop_takes_one_list_as_in_jinja() -> None:
-    assert render("{% for x in [[1, [2]]] recursive %}{{ x if x is number else loop(x) }}{% endfor %}", {}) == "12"
+    assert (
+        render(
+            "{% for x in [[1, [2]]] recursive %}{{ x if x is number else loop(x) }}{% endfor %}", {}
+        )
+        == "12"
+    )
     with pytest.raises(TemplateError, match="takes 2 positional arguments but 3 were given"):
         render("{% for x in [1] recursive %}{{ loop([], 5) }}{% endfor %}", {})
 
 
 # ---- validate's check of constant expressions --------------------------------------------------------
 
+
 @PROPERTY
 @given(left=st.integers(49_990, 50_010), right=st.integers(49_990, 50_010))
 @example(left=50_000, right=50_001)
 @example(left=50_001, right=50_001)
-def test_a_constant_product_always_fails_only_past_the_largest_setting(left: int, right: int) -> None:
+def test_a_constant_product_always_fails_only_past_the_largest_setting(
+    left: int, right: int
+) -> None:
     """BY411 says a product always fails only when no `template_max_int_bits` (at most 100,000) allows it:
     powers of two of `left` and `right` bits make a product of exactly left + right - 1 bits."""
     tree = parse(f"{hex(1 << (left - 1))} * {hex(1 << (right - 1))}", expression=True)
@@ -438,13 +515,16 @@ def test_a_constant_product_always_fails_only_past_the_largest_setting(left: int
     assert product is not None
     problem = constant_problem(product)
     if left + right - 1 > CEILING.max_int_bits:
-        assert problem == ("this expression always fails: its product is larger than any "
-                           "limits.template_max_int_bits allows")
+        assert problem == (
+            "this expression always fails: its product is larger than any "
+            "limits.template_max_int_bits allows"
+        )
     else:
         assert problem is None
 
 
 # ---- where the limits come from, and what a refusal carries -----------------------------------------
+
 
 def test_limits_set_in_a_tasks_context_hold_there_and_nowhere_else() -> None:
     def task() -> str:
@@ -453,18 +533,30 @@ def test_limits_set_in_a_tasks_context_hold_there_and_nowhere_else() -> None:
         return refused("{{ 'a' * 11 }}")
 
     message = contextvars.copy_context().run(task)
-    assert message == "repeated string exceeds the 10-character limit (limits.template_max_string in blockyard.yaml)"
+    assert (
+        message
+        == "repeated string exceeds the 10-character limit (limits.template_max_string in blockyard.yaml)"
+    )
     assert render("{{ 'a' * 11 }}", {}) == "a" * 11  # outside that context: the defaults
 
 
-@pytest.mark.parametrize(("make", "what", "setting"), [
-    (lambda budget: budget.string(101, "padded string"), "padded string", "template_max_string"),
-    (lambda budget: budget.items(11, "range()"), "range()", "template_max_items"),
-    (lambda budget: budget.bits(65, "power"), "power", "template_max_int_bits"),
-    (lambda budget: budget.tick(51), "work", "template_max_iterations"),
-], ids=["string", "items", "bits", "work"])
+@pytest.mark.parametrize(
+    ("make", "what", "setting"),
+    [
+        (
+            lambda budget: budget.string(101, "padded string"),
+            "padded string",
+            "template_max_string",
+        ),
+        (lambda budget: budget.items(11, "range()"), "range()", "template_max_items"),
+        (lambda budget: budget.bits(65, "power"), "power", "template_max_int_bits"),
+        (lambda budget: budget.tick(51), "work", "template_max_iterations"),
+    ],
+    ids=["string", "items", "bits", "work"],
+)
 def test_a_refusal_carries_what_was_too_big_and_the_setting_that_allows_more(
-        make: Any, what: str, setting: str) -> None:
+    make: Any, what: str, setting: str
+) -> None:
     """`what` and `setting` are what `blockyard validate` words its BY411 from (engine/templates/render.py)."""
     with pytest.raises(LimitExceeded, match=f"limits.{setting} in blockyard.yaml") as caught:
         make(Budget(SMALL))
@@ -474,7 +566,8 @@ def test_a_refusal_carries_what_was_too_big_and_the_setting_that_allows_more(
 def test_a_refusal_for_time_carries_its_setting() -> None:
     budget = Budget(replace(SMALL, max_iterations=1000, timeout=0.0))
     time.sleep(0.01)
-    with pytest.raises(LimitExceeded, match=r"takes longer than 0s \(limits.template_timeout in blockyard.yaml\)") \
-            as caught:
+    with pytest.raises(
+        LimitExceeded, match=r"takes longer than 0s \(limits.template_timeout in blockyard.yaml\)"
+    ) as caught:
         budget.tick(256)  # the clock is looked at every 256 steps
     assert (caught.value.what, caught.value.setting) == ("time", "template_timeout")

@@ -15,10 +15,18 @@ from engine.spec import TypeSpec
 from engine.spec.typecheck import outputs_schema, schema_verdict, type_schema
 
 NAMES = st.sampled_from(["a", "b", "name", "n", "items", "type"])
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 2.5, -1.0, 1e300]),
-                    st.sampled_from(["", "x", "1", "true", "a"]))
-JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                     st.dictionaries(NAMES, inner, max_size=3)), max_leaves=8)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, 1.0, 2.5, -1.0, 1e300]),
+    st.sampled_from(["", "x", "1", "true", "a"]),
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(NAMES, inner, max_size=3)),
+    max_leaves=8,
+)
 TYPES = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "any"])
 
 
@@ -53,12 +61,16 @@ def _declared(depth: int) -> st.SearchStrategy[dict[str, Any]]:
             if properties:
                 spec["properties"] = properties
         return spec
+
     return build()
 
 
-DECLARED = _declared(2)  # built once: a strategy built anew at every draw costs hypothesis its checks again
+# built once: a strategy built anew at every draw costs hypothesis its checks again
+DECLARED = _declared(2)
 OUTPUTS = st.dictionaries(NAMES, DECLARED, min_size=1, max_size=3)  # the same
-FITTING: dict[str, st.SearchStrategy[Any]] = {}  # _fitting's strategies by repr(schema), for the same reason
+FITTING: dict[
+    str, st.SearchStrategy[Any]
+] = {}  # _fitting's strategies by repr(schema), for the same reason
 
 
 def _fitting(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
@@ -77,10 +89,16 @@ def _fitting_anew(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.lists(_fitting(schema.get("items", {})), max_size=3) | JSON
     if kind == "object":
         props = schema.get("properties", {})
-        fixed = st.fixed_dictionaries({}, optional={key: _fitting(sub) for key, sub in props.items()})
+        fixed = st.fixed_dictionaries(
+            {}, optional={key: _fitting(sub) for key, sub in props.items()}
+        )
         return fixed | st.dictionaries(NAMES, JSON, max_size=3)
-    return {"string": st.text(max_size=3), "integer": st.integers(), "number": st.floats(allow_nan=True),
-            "boolean": st.booleans()}.get(kind or "", JSON) | JSON
+    return {
+        "string": st.text(max_size=3),
+        "integer": st.integers(),
+        "number": st.floats(allow_nan=True),
+        "boolean": st.booleans(),
+    }.get(kind or "", JSON) | JSON
 
 
 @st.composite
@@ -94,27 +112,42 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
-def test_the_verdict_is_jsonschemas_for_every_schema_typecheck_makes(case: tuple[dict[str, Any], Any]) -> None:
+def test_the_verdict_is_jsonschemas_for_every_schema_typecheck_makes(
+    case: tuple[dict[str, Any], Any],
+) -> None:
     schema, value = case
     verdict = schema_verdict(value, schema)
-    assert verdict is not None, (schema, value)  # typecheck's schemas and JSON values are all covered
+    assert verdict is not None, (
+        schema,
+        value,
+    )  # typecheck's schemas and JSON values are all covered
     assert verdict is Draft202012Validator(schema).is_valid(value), (schema, value)
 
 
 def test_jsonschemas_corners_are_kept() -> None:
     integer, number = {"type": "integer"}, {"type": "number"}
-    assert schema_verdict(3.0, integer) is True and schema_verdict(3.5, integer) is False  # Draft 4 and later
+    # Draft 4 and later
+    assert schema_verdict(3.0, integer) is True and schema_verdict(3.5, integer) is False
     assert schema_verdict(True, integer) is False and schema_verdict(True, number) is False
     assert schema_verdict(math.inf, integer) is False and schema_verdict(math.nan, number) is True
-    assert schema_verdict(1, {"enum": [True]}) is False and schema_verdict(True, {"enum": [1, True]}) is True
-    assert schema_verdict(1.0, {"enum": [1]}) is True and schema_verdict([1], {"enum": [[True]]}) is False
-    assert schema_verdict({"a": 1}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False})
+    assert (
+        schema_verdict(1, {"enum": [True]}) is False
+        and schema_verdict(True, {"enum": [1, True]}) is True
+    )
+    assert (
+        schema_verdict(1.0, {"enum": [1]}) is True
+        and schema_verdict([1], {"enum": [[True]]}) is False
+    )
+    assert schema_verdict(
+        {"a": 1}, {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
+    )
     assert schema_verdict({"b": 1}, {"type": "object", "additionalProperties": False}) is False
     assert schema_verdict({}, {"type": "object", "required": ["a"]}) is False
 
 
 def test_what_it_does_not_cover_is_left_to_jsonschema() -> None:
-    assert schema_verdict("x", {"type": "string", "pattern": "^x$"}) is None  # a keyword it does not know
+    # a keyword it does not know
+    assert schema_verdict("x", {"type": "string", "pattern": "^x$"}) is None
     assert schema_verdict("x", {"type": ["string", "null"]}) is None
     assert schema_verdict((1, 2), {"type": "array"}) is None  # not a JSON value's Python type
     assert schema_verdict({"a": 1}, {"properties": {"a": {"minimum": 0}}}) is None

@@ -62,8 +62,9 @@ def test_in_range_values_pass_every_boundary(value: Any) -> None:
     assert checker(ANY)(value, "v", "output") == value
     assert OutputCheck({"v": ANY})({"v": value}) == {"v": value}
     assert coerce_inputs({"v": ANY}, {"v": value}, where="flow 'f'") == {"v": value}
-    assert check_decision({"gate": "g", "fields": {"v": {"type": "any"}}}, "approve", {"v": value}, None) == {
-        "v": value}
+    assert check_decision(
+        {"gate": "g", "fields": {"v": {"type": "any"}}}, "approve", {"v": value}, None
+    ) == {"v": value}
 
 
 @pytest.mark.parametrize("value", VALUES, ids=IDS)
@@ -83,12 +84,19 @@ def test_a_huge_integer_of_the_wrong_type_is_described_without_printing_it(kind:
         with pytest.raises(Problem, match="output 'v'"):
             OutputCheck({"v": spec})({"v": 10**4999})
         with pytest.raises(DecisionRefused, match="field 'v'"):
-            check_decision({"gate": "g", "fields": {"v": spec.model_dump(exclude_unset=True)}}, "approve",
-                           {"v": 10**4999}, None)
+            check_decision(
+                {"gate": "g", "fields": {"v": spec.model_dump(exclude_unset=True)}},
+                "approve",
+                {"v": 10**4999},
+                None,
+            )
 
 
-@pytest.mark.parametrize("value", [v for v in VALUES if type(v) in (int, str)], ids=[
-    label for label, v in HOSTILE if type(v) in (int, str)])
+@pytest.mark.parametrize(
+    "value",
+    [v for v in VALUES if type(v) in (int, str)],
+    ids=[label for label, v in HOSTILE if type(v) in (int, str)],
+)
 def test_typed_fast_path_refuses(value: Any) -> None:
     """The fast path for exactly-typed scalars (`integer`, `string`) checks the domain too."""
     spec = TypeSpec(type="integer" if isinstance(value, int) else "string")
@@ -108,7 +116,9 @@ def test_decision_values_and_reasons_refuse(value: Any) -> None:
     with pytest.raises(DecisionRefused, match=r"decision 'values\.v"):
         ask(True, {"v": value}, None, None, None)
     with pytest.raises(DecisionRefused, match="gate 'g': field"):
-        check_decision({"gate": "g", "fields": {"v": {"type": "any"}}}, "approve", {"v": value}, None)
+        check_decision(
+            {"gate": "g", "fields": {"v": {"type": "any"}}}, "approve", {"v": value}, None
+        )
 
 
 @pytest.mark.parametrize("field", ["reason", "gate", "actor"])
@@ -131,32 +141,55 @@ def test_an_input_name_with_a_surrogate_is_refused() -> None:
         coerce_inputs({"v": ANY}, {"\udcff": 1}, where="flow 'f'")
 
 
-@pytest.mark.parametrize("literal", ["9223372036854775808", "-9223372036854775809", "9" * 5000,
-                                     "0x10000000000000000", "0o2000000000000000000000", "+" + "1" * 30])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "9223372036854775808",
+        "-9223372036854775809",
+        "9" * 5000,
+        "0x10000000000000000",
+        "0o2000000000000000000000",
+        "+" + "1" * 30,
+    ],
+)
 def test_yaml_integer_literals_beyond_64_bits_are_a_diagnostic(literal: str) -> None:
-    with pytest.raises(LoadError, match=r"is outside the 64-bit range \(-2\^63 \.\. 2\^63-1\); quote it") as caught:
+    with pytest.raises(
+        LoadError, match=r"is outside the 64-bit range \(-2\^63 \.\. 2\^63-1\); quote it"
+    ) as caught:
         load_bytes(f"a:\n  b: [1, {literal}]\n".encode(), "f.yaml")
     diagnostic = caught.value.diagnostic
     assert (diagnostic.code, diagnostic.line, diagnostic.col) == ("BY107", 2, 10)
     assert "64-bit" in diagnostic.message and len(diagnostic.message) < 200
 
 
-@pytest.mark.parametrize(("literal", "value"), [
-    ("9223372036854775807", INT_MAX), ("-9223372036854775808", INT_MIN), ("000000000000000000000000042", 42),
-    ("'100000000000000000000000'", "100000000000000000000000"), ("!!float 100000000000000000000000", 1e23),
-])
+@pytest.mark.parametrize(
+    ("literal", "value"),
+    [
+        ("9223372036854775807", INT_MAX),
+        ("-9223372036854775808", INT_MIN),
+        ("000000000000000000000000042", 42),
+        ("'100000000000000000000000'", "100000000000000000000000"),
+        ("!!float 100000000000000000000000", 1e23),
+    ],
+)
 def test_yaml_literals_in_range_or_quoted_load(literal: str, value: Any) -> None:
     assert load_bytes(f"a: {literal}\n".encode(), "f.yaml").data == {"a": value}
 
 
 def test_a_huge_integer_mapping_key_stays_text() -> None:
-    assert load_bytes(b"100000000000000000000000: 1\n", "f.yaml").data == {"100000000000000000000000": 1}
+    assert load_bytes(b"100000000000000000000000: 1\n", "f.yaml").data == {
+        "100000000000000000000000": 1
+    }
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("100000000000000000000000", "64-bit"), ("[1, 100000000000000000000000]", "64-bit"),
-    ("x\udcff", "surrogate"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("100000000000000000000000", "64-bit"),
+        ("[1, 100000000000000000000000]", "64-bit"),
+        ("x\udcff", "surrogate"),
+    ],
+)
 def test_command_line_values_refuse(text: str, match: str) -> None:
     with pytest.raises(ValueDomainError, match=match):
         parse_value(text)
@@ -172,11 +205,18 @@ def test_command_line_values_refuse(text: str, match: str) -> None:
 def test_a_string_input_keeps_huge_digits_as_text() -> None:
     declared = {"n": TypeSpec(type="string")}
     assert parse_pairs(["n=100000000000000000000000"], declared, "--input", "KEY") == {
-        "n": "100000000000000000000000"}
+        "n": "100000000000000000000000"
+    }
 
 
-@pytest.mark.parametrize("text", ["n: 100000000000000000000000\n", "n: [0x10000000000000000]\n",
-                                  '{"n": 100000000000000000000000}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "n: 100000000000000000000000\n",
+        "n: [0x10000000000000000]\n",
+        '{"n": 100000000000000000000000}',
+    ],
+)
 def test_inputs_file_with_huge_integers_is_a_usage_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "inputs.yaml"
     path.write_text(text, encoding="utf-8")

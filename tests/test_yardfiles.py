@@ -16,23 +16,35 @@ BLOCK = "block: b{n}\nkind: transform\noutputs:\n  x: {{type: string}}\ncompute:
 FLOW = "flow: f{n}\nsteps:\n  - id: s\n    uses: b{n}\n"
 
 
-def test_locations_names_paths_as_located_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_locations_names_paths_as_located_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = tmp_path / "real"
     (real / "flows").mkdir(parents=True)
     (real / "flows/a.yaml").write_text("flow: a\n")
     (tmp_path / "linked").symlink_to(real)  # a folder reached through a link: resolved
-    (real / "flows/link.yaml").symlink_to(real / "flows/a.yaml")  # a link at the file's own name: kept
+    # a link at the file's own name: kept
+    (real / "flows/link.yaml").symlink_to(real / "flows/a.yaml")
     monkeypatch.chdir(real)
-    paths = [real / "flows/a.yaml", tmp_path / "linked/flows/a.yaml", tmp_path / "linked/flows/link.yaml",
-             tmp_path / "linked/flows/missing.yaml", Path("flows/a.yaml"), Path("./flows/../flows/link.yaml"),
-             Path("/"), Path("/tmp")]
+    paths = [
+        real / "flows/a.yaml",
+        tmp_path / "linked/flows/a.yaml",
+        tmp_path / "linked/flows/link.yaml",
+        tmp_path / "linked/flows/missing.yaml",
+        Path("flows/a.yaml"),
+        Path("./flows/../flows/link.yaml"),
+        Path("/"),
+        Path("/tmp"),
+    ]
     where = Locations()
     for _ in range(2):  # the second time from what it remembers
         assert [where(path) for path in paths] == [located(path) for path in paths]
     assert where(tmp_path / "linked/flows/link.yaml") == real / "flows/link.yaml"
 
 
-def test_loading_a_yard_resolves_each_folder_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loading_a_yard_resolves_each_folder_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "blocks").mkdir()
     (tmp_path / "flows").mkdir()
     for n in range(20):

@@ -24,8 +24,12 @@ from engine.spec.typecheck import outputs_schema
 
 def answer_function(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:
     """The function the model calls to finish, with the block's outputs as parameters."""
-    return function_tool(ANSWER_TOOL, "Give your final answer and finish. Call it once, when you are done, "
-                                      "alone (not together with other tools).", outputs_schema(outputs))
+    return function_tool(
+        ANSWER_TOOL,
+        "Give your final answer and finish. Call it once, when you are done, "
+        "alone (not together with other tools).",
+        outputs_schema(outputs),
+    )
 
 
 @dataclass(frozen=True)
@@ -75,5 +79,7 @@ def _checked(value: Any, outputs: Mapping[str, TypeSpec], call_id: str | None) -
 
 
 def repair_note(problem: str) -> str:
-    return (f"Your final answer was not accepted: {problem}. Call {ANSWER_TOOL} again with every output, each "
-            "of its declared type.")
+    return (
+        f"Your final answer was not accepted: {problem}. Call {ANSWER_TOOL} again with every output, each "
+        "of its declared type."
+    )

@@ -33,28 +33,41 @@ class AgentExecutor:
     """The executor of one agent (a block at a step, or a sub-agent), compiled once."""
 
     def __init__(self, plan: AgentPlan) -> None:
-        block = plan.block  # its outputs (BY358) and the names it is offered (BY441, BY442) are validated
+        # its outputs (BY358) and the names it is offered (BY441, BY442) are validated
+        block = plan.block
         self.plan = plan
         self.graph = compile_graph(plan)
         self.limit = recursion_limit(plan)
         self.answer = answer_function(block.outputs)
-        self.delegate_tools = tuple(function_tool(d.name, d.description, d.parameters) for d in plan.delegates)
+        self.delegate_tools = tuple(
+            function_tool(d.name, d.description, d.parameters) for d in plan.delegates
+        )
 
     async def __call__(self, call: BlockCall) -> dict[str, Any]:
         plan = self.plan
         block = plan.block
-        system = render_prompt("prompt.system", block.prompt.system if block.prompt else None, call.inputs)
-        user = render_prompt("prompt.user", block.prompt.user if block.prompt else None, call.inputs)
+        system = render_prompt(
+            "prompt.system", block.prompt.system if block.prompt else None, call.inputs
+        )
+        user = render_prompt(
+            "prompt.user", block.prompt.user if block.prompt else None, call.inputs
+        )
         if user is None:
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)
         run = AgentRun(plan, call, call.context.models.agent_for_block(block), offered, self.answer)
         said = history.for_call(call)  # a thread's turn: the conversation so far, before the prompt
-        start = {"messages": transcript.prompt(system, user, said), "turn": 0, "errors": 0, "pending": [],
-                 "answer": None}
+        start = {
+            "messages": transcript.prompt(system, user, said),
+            "turn": 0,
+            "errors": 0,
+            "pending": [],
+            "answer": None,
+        }
         try:
-            final = await self.graph.ainvoke(start, {"recursion_limit": self.limit,
-                                                     "configurable": _NO_CHECKPOINTS}, context=run)
+            final = await self.graph.ainvoke(
+                start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS}, context=run
+            )
         finally:  # recovered from or not, a failed tool call is part of the step's record
             if run.failures:
                 call.report["tool_errors"] = list(run.failures)
@@ -74,7 +87,9 @@ class AgentExecutor:
             tool = await lookup(name) if lookup is not None else source.get(name)
             if tool is None:
                 known: list[str] = getattr(call.context.tools, "names", lambda: [])()
-                raise Problem(f"tool '{name}' is not registered in this yard (known: {', '.join(known) or 'none'})")
+                raise Problem(
+                    f"tool '{name}' is not registered in this yard (known: {', '.join(known) or 'none'})"
+                )
             found.append(function_tool(tool.name, tool.description, tool.parameters))
         return found
 
@@ -83,4 +98,3 @@ def describe_outputs(outputs: dict[str, Any]) -> str:
     """'Returns findings (string), sources (array).' for a delegate's description."""
     parts = [f"{name} ({getattr(spec, 'type', 'any')})" for name, spec in outputs.items()]
     return _RETURNS.format(", ".join(parts)) if parts else ""
-

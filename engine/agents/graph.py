@@ -99,19 +99,32 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     run = runtime.context
     plan = run.plan
     if state.get("errors", 0) > MAX_TOOL_ERRORS:
-        raise AgentFailed(f"agent '{plan.block.block}' gave up after {state.get('errors')} failed tool calls "
-                          f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]['error']}")
+        raise AgentFailed(
+            f"agent '{plan.block.block}' gave up after {state.get('errors')} failed tool calls "
+            f"(at most {MAX_TOOL_ERRORS} are allowed); the last: {run.failures[-1]['error']}"
+        )
     turn = state.get("turn", 0) + 1
     last = turn >= plan.max_iterations
     before: list[BaseMessage] = []
     if last and plan.max_iterations > 1:
-        before.append(transcript.note(f"This is your last turn (max_iterations: {plan.max_iterations}). Call "
-                                      f"{ANSWER_TOOL} now with your final answer."))
+        before.append(
+            transcript.note(
+                f"This is your last turn (max_iterations: {plan.max_iterations}). Call "
+                f"{ANSWER_TOOL} now with your final answer."
+            )
+        )
     request = TurnRequest(
-        flow=run.call.flow, step=run.call.step, block=plan.block.block,
-        messages=(*state.get("messages", []), *before), tools=(run.answer,) if last else run.offered,
-        answer_tool=ANSWER_TOOL, answer_schema=run.answer["function"]["parameters"], inputs=run.call.inputs,
-        turn=turn, force_answer=last)
+        flow=run.call.flow,
+        step=run.call.step,
+        block=plan.block.block,
+        messages=(*state.get("messages", []), *before),
+        tools=(run.answer,) if last else run.offered,
+        answer_tool=ANSWER_TOOL,
+        answer_schema=run.answer["function"]["parameters"],
+        inputs=run.call.inputs,
+        turn=turn,
+        force_answer=last,
+    )
     reply = await _ask(run, request, runtime)
     said = transcript.stamped(reply, name=run.label)
     assert isinstance(said, AIMessage)
@@ -121,17 +134,32 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
     answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
     update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
     if answer.outputs is not None:
-        emit(run.call.writer, TOOL_CALL, run.label,
-             {"tool": ANSWER_TOOL, "args": _bounded(answer.outputs), "call_id": answer.call_id, "kind": "answer",
-              "status": "ok", "block": plan.block.block}, run.call.index)
+        emit(
+            run.call.writer,
+            TOOL_CALL,
+            run.label,
+            {
+                "tool": ANSWER_TOOL,
+                "args": _bounded(answer.outputs),
+                "call_id": answer.call_id,
+                "kind": "answer",
+                "status": "ok",
+                "block": plan.block.block,
+            },
+            run.call.index,
+        )
         update["answer"] = answer.outputs
-        update["messages"].extend(_skipped(said, "not run: the final answer was given in the same turn"))
+        update["messages"].extend(
+            _skipped(said, "not run: the final answer was given in the same turn")
+        )
         return update
     if last:
         raise AgentFailed(_exhausted(plan, said, answer.problem))
     if answer.problem is not None:
         if answer.call_id is not None:
-            update["messages"].append(transcript.tool_result(answer.call_id, ANSWER_TOOL, error=answer.problem))
+            update["messages"].append(
+                transcript.tool_result(answer.call_id, ANSWER_TOOL, error=answer.problem)
+            )
             update["messages"].extend(_skipped(said, "not run: the turn gave a final answer"))
         else:
             update["messages"].append(transcript.note(repair_note(answer.problem)))
@@ -141,10 +169,22 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
         errors += 1
         problem = f"the arguments of '{bad.get('name')}' are not a JSON object: {str(bad.get('args'))[:200]!r}"
         run.failures.append({"tool": str(bad.get("name")), "error": problem})
-        emit(run.call.writer, TOOL_CALL, run.label, {"tool": bad.get("name"), "call_id": bad.get("id"),
-                                                      "block": plan.block.block, "status": "error",
-                                                      "error": problem}, run.call.index)
-        update["messages"].append(transcript.tool_result(bad.get("id") or "", str(bad.get("name")), error=problem))
+        emit(
+            run.call.writer,
+            TOOL_CALL,
+            run.label,
+            {
+                "tool": bad.get("name"),
+                "call_id": bad.get("id"),
+                "block": plan.block.block,
+                "status": "error",
+                "error": problem,
+            },
+            run.call.index,
+        )
+        update["messages"].append(
+            transcript.tool_result(bad.get("id") or "", str(bad.get("name")), error=problem)
+        )
     update["pending"] = [_dispatch(run, call) for call in said.tool_calls]
     update["errors"] = errors
     return update
@@ -154,7 +194,13 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
     call = run.call
 
     def send(text: str) -> None:
-        emit(call.writer, TOKEN, call.label, {"text": text, "block": run.plan.block.block}, call.index)
+        emit(
+            call.writer,
+            TOKEN,
+            call.label,
+            {"text": text, "block": run.plan.block.block},
+            call.index,
+        )
 
     token = TokenMasker(call.context.secrets, send)  # a key split over pieces is masked whole
     try:
@@ -163,11 +209,18 @@ async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) 
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
         step_policies = policies(run.plan.block)
-        failed = StepFailed(call.flow, call.label, run.plan.block.block, str(exc), cause=exc, item=call.index)
+        failed = StepFailed(
+            call.flow, call.label, run.plan.block.block, str(exc), cause=exc, item=call.index
+        )
         if step_policies.will_retry(failed, attempt):
-            warning(call.writer, call.label, "retrying",
-                    f"turn {request.turn}, attempt {attempt} of {step_policies.attempts} failed: {exc}; retrying",
-                    block=run.plan.block.block, attempt=attempt)
+            warning(
+                call.writer,
+                call.label,
+                "retrying",
+                f"turn {request.turn}, attempt {attempt} of {step_policies.attempts} failed: {exc}; retrying",
+                block=run.plan.block.block,
+                attempt=attempt,
+            )
             raise
         raise AgentFailed(str(exc)) from exc
     finally:
@@ -192,8 +245,11 @@ def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:
 
 
 def _skipped(message: AIMessage, why: str) -> list[BaseMessage]:
-    return [transcript.tool_result(call.get("id") or "", call["name"], error=why)
-            for call in message.tool_calls if call["name"] != ANSWER_TOOL]
+    return [
+        transcript.tool_result(call.get("id") or "", call["name"], error=why)
+        for call in message.tool_calls
+        if call["name"] != ANSWER_TOOL
+    ]
 
 
 def _exhausted(plan: AgentPlan, said: AIMessage, problem: str | None) -> str:
@@ -242,11 +298,18 @@ def _delegate_node(delegate: Delegate) -> Any:
         if problem is not None:
             where = ".".join(str(p) for p in problem.absolute_path)
             text = f"at '{where}': {problem.message}" if where else problem.message
-            return _answered(run, call, None, f"{delegate.kind} '{delegate.name}': invalid arguments: {text}", started)
+            return _answered(
+                run,
+                call,
+                None,
+                f"{delegate.kind} '{delegate.name}': invalid arguments: {text}",
+                started,
+            )
         # the delegate runs as a step of the calling flow: its run context and stream, not the agent's
         agents: Runtime[Any] = runtime
-        outer: Runtime[RunContext] = dataclasses.replace(agents, context=run.call.context,
-                                                         stream_writer=run.call.writer)
+        outer: Runtime[RunContext] = dataclasses.replace(
+            agents, context=run.call.context, stream_writer=run.call.writer
+        )
         try:
             outputs = await delegate.invoke(dict(call["args"]), run, outer)
         except GraphBubbleUp:
@@ -254,7 +317,9 @@ def _delegate_node(delegate: Delegate) -> Any:
         except StepFailed as exc:
             if delegate.will_retry(exc, attempt):
                 raise  # the node's retry policy runs it again
-            return _answered(run, call, None, f"{delegate.kind} '{delegate.name}' failed: {exc.reason}", started)
+            return _answered(
+                run, call, None, f"{delegate.kind} '{delegate.name}' failed: {exc.reason}", started
+            )
         except (Problem, BlockyardError) as exc:
             return _answered(run, call, None, f"{delegate.kind} '{delegate.name}': {exc}", started)
         return _answered(run, call, outputs, None, started)
@@ -263,25 +328,47 @@ def _delegate_node(delegate: Delegate) -> Any:
 
 
 def _announce(run: AgentRun, call: dict[str, Any], kind: str) -> None:
-    emit(run.call.writer, TOOL_CALL, run.label,
-         {"tool": call["name"], "args": _bounded(call["args"]), "call_id": call["id"], "kind": kind,
-          "status": "started", "block": run.plan.block.block}, run.call.index)
+    emit(
+        run.call.writer,
+        TOOL_CALL,
+        run.label,
+        {
+            "tool": call["name"],
+            "args": _bounded(call["args"]),
+            "call_id": call["id"],
+            "kind": kind,
+            "status": "started",
+            "block": run.plan.block.block,
+        },
+        run.call.index,
+    )
 
 
 def _bounded(value: Any) -> Any:
     """`value` for an event: as it is, or its JSON cut to EVENT_LIMIT characters (a read file, a
     page fetched: events are stored and streamed; the model gets the whole result)."""
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return value if len(text) <= EVENT_LIMIT else text[:EVENT_LIMIT] + f"... [{len(text)} characters]"
+    return (
+        value if len(text) <= EVENT_LIMIT else text[:EVENT_LIMIT] + f"... [{len(text)} characters]"
+    )
 
 
-def _answered(run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
-              ) -> dict[str, Any]:
+def _answered(
+    run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
+) -> dict[str, Any]:
     problem = value_problem(result, "result") if error is None else None
     if problem is not None:  # like a failing tool: the model is told, nothing unstorable is kept
-        error, result = f"tool '{call['name']}' returned a value the engine cannot hold: {problem}", None
-    data: dict[str, Any] = {"tool": call["name"], "call_id": call["id"], "block": run.plan.block.block,
-                            "status": "error" if error is not None else "ok", "duration_ms": elapsed_ms(started)}
+        error, result = (
+            f"tool '{call['name']}' returned a value the engine cannot hold: {problem}",
+            None,
+        )
+    data: dict[str, Any] = {
+        "tool": call["name"],
+        "call_id": call["id"],
+        "block": run.plan.block.block,
+        "status": "error" if error is not None else "ok",
+        "duration_ms": elapsed_ms(started),
+    }
     if error is not None:
         data["error"] = error
         run.failures.append({"tool": call["name"], "error": error})

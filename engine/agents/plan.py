@@ -53,7 +53,9 @@ class Delegate:
     parameters: dict[str, Any] = field(repr=False)
     invoke: Invoke = field(repr=False)
     retry: RetryPolicy | None = field(default=None, repr=False)
-    will_retry: Callable[[BaseException, int], bool] = field(default=lambda exc, attempt: False, repr=False)
+    will_retry: Callable[[BaseException, int], bool] = field(
+        default=lambda exc, attempt: False, repr=False
+    )
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ class AgentRun:
     model: AgentModel
     offered: tuple[dict[str, Any], ...]  # the functions the model sees, the answer function last
     answer: dict[str, Any]  # the answer function alone (the last turn)
-    failures: list[dict[str, str]] = field(default_factory=list)  # failed tool calls in order: {tool, error}
+    # failed tool calls in order: {tool, error}
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def label(self) -> str:

@@ -31,13 +31,19 @@ def stamped(message: BaseMessage, *, name: str | None = None) -> BaseMessage:
 HISTORY = "history."  # id prefix of the conversation a thread's turn starts the agent with
 
 
-def prompt(system: str | None, user: str, history: tuple[tuple[str, str], ...] = ()) -> list[BaseMessage]:
+def prompt(
+    system: str | None, user: str, history: tuple[tuple[str, str], ...] = ()
+) -> list[BaseMessage]:
     """system, the conversation so far (a thread's earlier turns, oldest first), then the user prompt."""
     messages: list[BaseMessage] = []
     if system:
         messages.append(SystemMessage(system, id=new_id()))
     for role, text in history:
-        said = HumanMessage(text, id=HISTORY + new_id()) if role == "user" else AIMessage(text, id=HISTORY + new_id())
+        said = (
+            HumanMessage(text, id=HISTORY + new_id())
+            if role == "user"
+            else AIMessage(text, id=HISTORY + new_id())
+        )
         messages.append(said)
     messages.append(HumanMessage(user, id=new_id()))
     return messages
@@ -62,10 +68,14 @@ def result_text(value: Any) -> str:
     return text
 
 
-def tool_result(call_id: str, name: str, value: Any = None, *, error: str | None = None) -> ToolMessage:
+def tool_result(
+    call_id: str, name: str, value: Any = None, *, error: str | None = None
+) -> ToolMessage:
     """The answer to one tool call: its result, or an error the model can act on."""
     if error is not None:
-        return ToolMessage(f"error: {error}", tool_call_id=call_id, name=name, status="error", id=new_id())
+        return ToolMessage(
+            f"error: {error}", tool_call_id=call_id, name=name, status="error", id=new_id()
+        )
     return ToolMessage(result_text(value), tool_call_id=call_id, name=name, id=new_id())
 
 
@@ -74,4 +84,6 @@ def text_of(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    return "".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
+    return "".join(
+        block.get("text", "") if isinstance(block, dict) else str(block) for block in content
+    )

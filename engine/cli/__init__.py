@@ -63,7 +63,8 @@ COMMANDS = {
     "compose": "engine.cli.compose:compose_cli",
 }
 
-if TYPE_CHECKING:  # every command, imported for the checks only: import-linter sees each edge, mypy checks each is
+if TYPE_CHECKING:
+    # every command, imported for the checks only: import-linter sees each edge, mypy checks each is
     # a click command (tests/test_registries.py keeps this list in step with COMMANDS; docs/architecture.md)
     from engine.cli import (
         catalog,
@@ -89,25 +90,68 @@ if TYPE_CHECKING:  # every command, imported for the checks only: import-linter 
 
     # a function: mypy checks its body once the commands' modules, which import this one, have their types
     def _members() -> tuple[click.Command, ...]:
-        return (validate.validate, diff.diff, catalog.flows, catalog.blocks, starter.init, flowtests.test_, eval.eval_,
-                optimize.optimize, run.run, run.resume, run.graph, runs.runs, stats.stats_cli, gates.gates_cli,
-                threads.threads_cli, memory.memory, serve.serve, serve.watch, serve.schedules, db.db, gc.gc,
-                interchange.import_group, interchange.export_group, compose.compose_cli, mcp_stdio.mcp)
+        return (
+            validate.validate,
+            diff.diff,
+            catalog.flows,
+            catalog.blocks,
+            starter.init,
+            flowtests.test_,
+            eval.eval_,
+            optimize.optimize,
+            run.run,
+            run.resume,
+            run.graph,
+            runs.runs,
+            stats.stats_cli,
+            gates.gates_cli,
+            threads.threads_cli,
+            memory.memory,
+            serve.serve,
+            serve.watch,
+            serve.schedules,
+            db.db,
+            gc.gc,
+            interchange.import_group,
+            interchange.export_group,
+            compose.compose_cli,
+            mcp_stdio.mcp,
+        )
+
 
 # The import names of the `run` extra's distributions (pyproject.toml), and starlette, which engine/serve
 # imports and FastAPI brings, and opentelemetry, whose API FastAPI brings too (the `otel` extra adds its SDK;
 # engine/telemetry says itself when that is missing) (tests/test_packaging.py keeps them in step with the
 # extra and the engine's imports). A command that fails to import one of them needs the runtime, which is
 # not installed.
-RUNTIME_MODULES = frozenset({
-    "langgraph", "aiosqlite", "langchain_core", "langchain_openai", "openai", "watchfiles", "fastapi", "uvicorn",
-    "sse_starlette", "httpx", "anyio", "starlette", "prometheus_client", "opentelemetry",
-})
+RUNTIME_MODULES = frozenset(
+    {
+        "langgraph",
+        "aiosqlite",
+        "langchain_core",
+        "langchain_openai",
+        "openai",
+        "watchfiles",
+        "fastapi",
+        "uvicorn",
+        "sse_starlette",
+        "httpx",
+        "anyio",
+        "starlette",
+        "prometheus_client",
+        "opentelemetry",
+    }
+)
 # modules of the optional extras a command may need for what blockyard.yaml or the environment asks:
 # a state database on Postgres (`database:`, BLOCKYARD_DATABASE_URL) needs psycopg and LangGraph's saver
-EXTRA_MODULES = {"psycopg": "postgres", "psycopg_pool": "postgres", "psycopg_binary": "postgres",
-                 "langgraph.checkpoint.postgres": "postgres", "langgraph.store.postgres": "postgres",
-                 "mcp": "mcp"}  # `blockyard mcp` and /mcp of `blockyard serve` (docs/mcp.md)
+EXTRA_MODULES = {
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "psycopg_binary": "postgres",
+    "langgraph.checkpoint.postgres": "postgres",
+    "langgraph.store.postgres": "postgres",
+    "mcp": "mcp",
+}  # `blockyard mcp` and /mcp of `blockyard serve` (docs/mcp.md)
 
 
 class RuntimeMissing(UsageError):
@@ -115,20 +159,32 @@ class RuntimeMissing(UsageError):
     installation is the core only (exit 2: what the user installed does not offer the command)."""
 
     def __init__(self, command: str) -> None:
-        super().__init__(f"{command} needs the engine's runtime, and {extras.missing(extras.RUNTIME)}")
+        super().__init__(
+            f"{command} needs the engine's runtime, and {extras.missing(extras.RUNTIME)}"
+        )
 
 
 class ExtraMissing(UsageError):
     """What the yard asks for needs an optional extra that is not installed (exit 2)."""
 
     def __init__(self, command: str, extra: str) -> None:
-        why = "its state database is on Postgres" if extra == "postgres" else f"it needs the '{extra}' extra"
+        why = (
+            "its state database is on Postgres"
+            if extra == "postgres"
+            else f"it needs the '{extra}' extra"
+        )
         super().__init__(f"{command}: {why}, and {extras.missing(extra)}")
 
 
 def _extra_of(module: str) -> str | None:
-    return next((extra for name, extra in EXTRA_MODULES.items() if module == name or module.startswith(name + ".")),
-                None)
+    return next(
+        (
+            extra
+            for name, extra in EXTRA_MODULES.items()
+            if module == name or module.startswith(name + ".")
+        ),
+        None,
+    )
 
 
 class _Commands(Group):
@@ -148,8 +204,9 @@ class _Commands(Group):
                 raise
             raise RuntimeMissing(command) from None
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
-                                                                              list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         if args:  # its module is imported now, and may need the runtime already
             ctx.meta[RUNNING] = f"blockyard {args[0]}"
         return super().resolve_command(ctx, args)
@@ -167,7 +224,10 @@ class _Commands(Group):
         return command
 
 
-@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 # the version of the engine's code: the distributions (`blockyard-core`, `blockyard`) take theirs from it
 @click.version_option(version=__version__, prog_name="blockyard")
 def cli() -> None:

@@ -42,7 +42,8 @@ def blocks_command(root: Path, tag: str | None, category: str | None) -> int:
     categories: set[str] = set()
     for name in sorted(project.blocks):
         versions = project.blocks[name]
-        if is_builtin(versions[max(versions)]):  # built-in blocks (query_memory, ...) are in docs/memory.md
+        # built-in blocks (query_memory, ...) are in docs/memory.md
+        if is_builtin(versions[max(versions)]):
             continue
         spec = versions[max(versions)].spec
         tags.update(spec.tags)
@@ -54,8 +55,16 @@ def blocks_command(root: Path, tag: str | None, category: str | None) -> int:
             continue
         older = sorted(versions)[:-1]
         version = str(spec.version) + (f" ({', '.join(map(str, older))})" if older else "")
-        rows.append([name, version, spec.kind, spec.category or "", ", ".join(spec.tags),
-                     _first_line(spec.description)])
+        rows.append(
+            [
+                name,
+                version,
+                spec.kind,
+                spec.category or "",
+                ", ".join(spec.tags),
+                _first_line(spec.description),
+            ]
+        )
     if not rows:
         sys.stderr.write(_nothing_found(project, tag, category, tags, categories) + "\n")
         return 0
@@ -79,13 +88,16 @@ def _load(root: Path) -> Project:
     project = load_project(root)
     broken = sorted({d.file for d in project.diagnostics if d.severity == "error"})
     if broken:
-        sys.stderr.write(f"warning: {len(broken)} file(s) could not be loaded and are not listed "
-                         f"(see `blockyard validate`): {', '.join(broken)}\n")
+        sys.stderr.write(
+            f"warning: {len(broken)} file(s) could not be loaded and are not listed "
+            f"(see `blockyard validate`): {', '.join(broken)}\n"
+        )
     return project
 
 
-def _nothing_found(project: Project, tag: str | None, category: str | None, tags: set[str],
-                   categories: set[str]) -> str:
+def _nothing_found(
+    project: Project, tag: str | None, category: str | None, tags: set[str], categories: set[str]
+) -> str:
     if all(is_builtin(versions[max(versions)]) for versions in project.blocks.values()):
         return f"no blocks in {project.root / project.config.paths.blocks}"
     wanted = []
@@ -104,7 +116,9 @@ def _hint(value: str, known: set[str]) -> str:
 def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.command("flows", cls=Command)
 @ROOT_OPTION

@@ -23,8 +23,12 @@ def status_command(root: Path, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(found.as_dict(), ensure_ascii=False, indent=2) + "\n")
         return 0
-    lines = [f"backend         {found.backend}", f"database        {found.location}",
-             f"schema version  {found.schema_version}" + ("" if found.schema_version else " (no database yet)")]
+    lines = [
+        f"backend         {found.backend}",
+        f"database        {found.location}",
+        f"schema version  {found.schema_version}"
+        + ("" if found.schema_version else " (no database yet)"),
+    ]
     lines += [f"{name:<16}{count}" for name, count in found.counts.items()]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
@@ -68,9 +72,20 @@ def db_status(as_json: bool, root: Path | None) -> None:
 
 
 @db.command("copy")
-@click.option("--to", "to", required=True, metavar="URL", help="The Postgres database: postgresql://user:pw@host/name.")
-@click.option("--from", "source", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The SQLite file to copy (default: the yard's paths.state).")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="URL",
+    help="The Postgres database: postgresql://user:pw@host/name.",
+)
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The SQLite file to copy (default: the yard's paths.state).",
+)
 @ROOT_OPTION
 def db_copy(to: str, source: Path | None, root: Path | None) -> None:
     """Copy the yard's SQLite state (runs, traces, checkpoints, threads, memory) into an empty Postgres database."""

@@ -18,19 +18,44 @@ from engine.review.render import FORMATS, render
 @click.command("diff", cls=Command)
 @click.argument("base", required=False)
 @click.argument("head", required=False)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text, json, or markdown (a pull-request comment with a Mermaid graph of each changed flow).")
-@click.option("--state", "with_state", is_flag=True,
-              help="Also list what the change means for paused runs, schedules and threads of the yard's state "
-                   "database (paths.state, or the Postgres database of `database:`).")
-@click.option("--server", metavar="URL", default=None,
-              help="With --state (implied): read the paused runs, schedules and threads from the running "
-                   "`blockyard serve` at URL instead of the local state database.")
-@click.option("--token", default=None, metavar="TOKEN",
-              help="The server's bearer token for --server (default: $BLOCKYARD_TOKEN).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text, json, or markdown (a pull-request comment with a Mermaid graph of each changed flow).",
+)
+@click.option(
+    "--state",
+    "with_state",
+    is_flag=True,
+    help="Also list what the change means for paused runs, schedules and threads of the yard's state "
+    "database (paths.state, or the Postgres database of `database:`).",
+)
+@click.option(
+    "--server",
+    metavar="URL",
+    default=None,
+    help="With --state (implied): read the paused runs, schedules and threads from the running "
+    "`blockyard serve` at URL instead of the local state database.",
+)
+@click.option(
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help="The server's bearer token for --server (default: $BLOCKYARD_TOKEN).",
+)
 @ROOT_OPTION
-def diff(base: str | None, head: str | None, fmt: str, with_state: bool, server: str | None, token: str | None,
-         root: Path | None) -> None:
+def diff(
+    base: str | None,
+    head: str | None,
+    fmt: str,
+    with_state: bool,
+    server: str | None,
+    token: str | None,
+    root: Path | None,
+) -> None:
     """Compare two revisions of the yard: flows, steps, edges, blocks' contracts and prompts.
 
     BASE and HEAD are git revisions or folders; HEAD defaults to the working tree and BASE to the

@@ -74,8 +74,12 @@ def find_test_files(root: Path, paths: list[Path]) -> list[Path]:
 def _listed(folder: Path, bounds: Bounds, root: Path) -> list[Path]:
     listing = list_files(folder, bounds, _is_test, lambda path: relative(path, root))
     if listing.refused:
-        raise BlockyardError("\n".join(Diagnostic(relative(path, root), 1, 1, refusal.code, refusal.message).format()
-                                       for path, refusal in listing.refused))
+        raise BlockyardError(
+            "\n".join(
+                Diagnostic(relative(path, root), 1, 1, refusal.code, refusal.message).format()
+                for path, refusal in listing.refused
+            )
+        )
     return listing.files
 
 
@@ -95,15 +99,27 @@ def load_tests(path: Path, root: Path) -> SuiteFile:
         for error in exc.errors():
             loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
             line, col = doc.where(loc, key=error["type"] == "extra_forbidden")
-            lines.append(Diagnostic(doc.display, line, col, "BY700",
-                                    f"{'.'.join(map(str, loc)) or 'file'}: {error['msg']}").format())
+            lines.append(
+                Diagnostic(
+                    doc.display,
+                    line,
+                    col,
+                    "BY700",
+                    f"{'.'.join(map(str, loc)) or 'file'}: {error['msg']}",
+                ).format()
+            )
         raise BlockyardError("\n".join(lines)) from None
-    lines = [doc.diag(("tests", number, "replies", key, position, *where), "BY516",
-                      f"test '{test.name}', reply {position + 1} for '{key}': {problem}").format()
-             for number, test in enumerate(suite.tests)
-             for key, replies in test.replies.items()
-             for position, reply in enumerate(replies)
-             for where, problem in reply_problems(reply)]
+    lines = [
+        doc.diag(
+            ("tests", number, "replies", key, position, *where),
+            "BY516",
+            f"test '{test.name}', reply {position + 1} for '{key}': {problem}",
+        ).format()
+        for number, test in enumerate(suite.tests)
+        for key, replies in test.replies.items()
+        for position, reply in enumerate(replies)
+        for where, problem in reply_problems(reply)
+    ]
     if lines:
         raise BlockyardError("\n".join(lines))
     return suite
@@ -115,24 +131,50 @@ def run_test(yard: Any, flow: str, test: FlowTest, run_id: str) -> list[str]:
     if not test.turns:
         return _run(yard, flow, test, test.inputs, test.decisions, test.expect, run_id)
     for number, turn in enumerate(test.turns, start=1):
-        problems = _run(yard, flow, test, turn.inputs, turn.decisions, turn.expect, f"{run_id}-turn-{number}",
-                        thread=run_id)
+        problems = _run(
+            yard,
+            flow,
+            test,
+            turn.inputs,
+            turn.decisions,
+            turn.expect,
+            f"{run_id}-turn-{number}",
+            thread=run_id,
+        )
         if problems:
             return [f"turn {number}: {problem}" for problem in problems]
     return []
 
 
-def _run(yard: Any, flow: str, test: FlowTest, inputs: dict[str, Any], decisions: list[Decision], expect: Expect,
-         run_id: str, thread: str | None = None) -> list[str]:
+def _run(
+    yard: Any,
+    flow: str,
+    test: FlowTest,
+    inputs: dict[str, Any],
+    decisions: list[Decision],
+    expect: Expect,
+    run_id: str,
+    thread: str | None = None,
+) -> list[str]:
     with scripted(run_id, test.replies):
         try:
             result: RunResult = yard.run(flow, inputs, run_id=run_id, thread=thread)
             for decision in decisions:
                 if result.status != RunStatus.WAITING:
-                    return [f"run is {result.status}, not waiting, when a decision is left to apply"]
-                result = yard.resume(run_id, approve=decision.approve, values=decision.values,
-                                     reason=decision.reason, gate=decision.gate, actor=decision.actor)
-        except ValidationFailed as exc:  # the flow under test (or what it uses) is broken: its diagnostics
+                    return [
+                        f"run is {result.status}, not waiting, when a decision is left to apply"
+                    ]
+                result = yard.resume(
+                    run_id,
+                    approve=decision.approve,
+                    values=decision.values,
+                    reason=decision.reason,
+                    gate=decision.gate,
+                    actor=decision.actor,
+                )
+        except (
+            ValidationFailed
+        ) as exc:  # the flow under test (or what it uses) is broken: its diagnostics
             return [d.format() for d in exc.diagnostics if d.severity == "error"] or [str(exc)]
         except BlockyardError as exc:
             return [f"error: {exc}"]
@@ -143,12 +185,18 @@ def _run(yard: Any, flow: str, test: FlowTest, inputs: dict[str, Any], decisions
     outputs = result.outputs or {}
     for key, want in expect.outputs.items():
         if key not in outputs:
-            problems.append(f"output '{key}' missing (outputs: {', '.join(sorted(outputs)) or 'none'})")
+            problems.append(
+                f"output '{key}' missing (outputs: {', '.join(sorted(outputs)) or 'none'})"
+            )
         elif outputs[key] != want:
             problems.append(f"output '{key}' is {outputs[key]!r}, expected {want!r}")
     if expect.error is not None and expect.error not in (result.error or ""):
         problems.append(f"error {result.error!r} does not contain {expect.error!r}")
-    problems.extend(f"output '{key}' is {outputs[key]!r}, expected none" for key in expect.absent if key in outputs)
+    problems.extend(
+        f"output '{key}' is {outputs[key]!r}, expected none"
+        for key in expect.absent
+        if key in outputs
+    )
     if expect.warnings or expect.files:
         problems.extend(_trace_problems(yard, run_id, expect))
     return problems
@@ -158,13 +206,18 @@ def _trace_problems(yard: Any, run_id: str, expect: Expect) -> list[str]:
     """What the run's warnings and written files lack of what the test expects."""
     events = yard.events(run_id)
     said = [str(e.data.get("message", "")) for e in events if e.type == WARNING]
-    problems = [f"no warning contains {text!r} (warnings: {'; '.join(said) or 'none'})"
-                for text in expect.warnings if not any(text in message for message in said)]
+    problems = [
+        f"no warning contains {text!r} (warnings: {'; '.join(said) or 'none'})"
+        for text in expect.warnings
+        if not any(text in message for message in said)
+    ]
     written = [entry["path"] for entry in files_written(events)]
     folder = yard.engine.workspace(run_id)
     for path, text in expect.files.items():
         if path not in written:
-            problems.append(f"file '{path}' was not written (written: {', '.join(sorted(written)) or 'none'})")
+            problems.append(
+                f"file '{path}' was not written (written: {', '.join(sorted(written)) or 'none'})"
+            )
             continue
         try:
             content = (folder / path).read_text(encoding="utf-8", errors="replace")
@@ -184,10 +237,16 @@ def flowtest_command(root: Path, paths: list[Path]) -> int:
         click.echo("no flow tests found (flows/*.test.yaml)", err=True)
         return 1
     outcomes: list[Outcome] = []
-    suites = [(relative(path, root), load_tests(path, root)) for path in files]  # bad files fail first
-    with tempfile.TemporaryDirectory(prefix="blockyard-test-") as scratch, \
-            Yard.load(root, state=Path(scratch) / "state.db") as yard:
-        yard.engine.output_dirs = False  # a test's files go to its scratch workspace, never into the yard
+    suites = [
+        (relative(path, root), load_tests(path, root)) for path in files
+    ]  # bad files fail first
+    with (
+        tempfile.TemporaryDirectory(prefix="blockyard-test-") as scratch,
+        Yard.load(root, state=Path(scratch) / "state.db") as yard,
+    ):
+        yard.engine.output_dirs = (
+            False  # a test's files go to its scratch workspace, never into the yard
+        )
         for number, (shown, suite) in enumerate(suites):
             for index, test in enumerate(suite.tests):
                 problems = run_test(yard, suite.flow, test, f"test-{number}-{index}")
@@ -199,7 +258,9 @@ def flowtest_command(root: Path, paths: list[Path]) -> int:
     click.echo(f"{len(outcomes) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.command("test", cls=Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))

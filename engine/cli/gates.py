@@ -35,13 +35,24 @@ def gates_command(root: Path, flow: str | None, expire: bool, as_json: bool) -> 
         if conn is not None:
             waiting = gates.waiting(conn, flow=flow)
     if as_json:
-        sys.stdout.write(json.dumps([gate.as_dict() for gate in waiting], ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps([gate.as_dict() for gate in waiting], ensure_ascii=False, indent=2) + "\n"
+        )
         return 0
     if not waiting:
         sys.stdout.write("no gates waiting\n")
         return 0
-    rows = [[gate.run_id, gate.flow, gate.gate, local_time(gate.created), local_time(gate.timeout_at) or "-",
-             shorten(gate.message)] for gate in waiting]
+    rows = [
+        [
+            gate.run_id,
+            gate.flow,
+            gate.gate,
+            local_time(gate.created),
+            local_time(gate.timeout_at) or "-",
+            shorten(gate.message),
+        ]
+        for gate in waiting
+    ]
     sys.stdout.write(table(["RUN", "FLOW", "GATE", "WAITING SINCE", "TIMEOUT AT", "MESSAGE"], rows))
     return 0
 
@@ -52,22 +63,32 @@ def _expire(root: Path, as_json: bool) -> int:
     with Yard.open(root) as yard:
         expired = yard.expire_gates()
     if as_json:
-        sys.stdout.write(json.dumps([item.as_dict() for item in expired], ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps([item.as_dict() for item in expired], ensure_ascii=False, indent=2) + "\n"
+        )
         return 0
     if not expired:
         sys.stdout.write("no gate has timed out\n")
     for item in expired:
         error = f": {item.error}" if item.error else ""
-        sys.stdout.write(f"run {item.run_id}: gate '{item.gate}' timed out -> {item.action}; "
-                         f"the run is {item.status}{error}\n")
+        sys.stdout.write(
+            f"run {item.run_id}: gate '{item.gate}' timed out -> {item.action}; "
+            f"the run is {item.status}{error}\n"
+        )
     return 0
+
 
 # ---- the commands ---------------------------------------------------------------------------------
 
+
 @click.command("gates", cls=Command)
 @click.option("--flow", default=None, help="Only gates of this flow.")
-@click.option("--expire", is_flag=True, help="Decide the gates whose timeout has passed (their on_timeout) "
-                                             "and continue their runs; for cron, when no server runs.")
+@click.option(
+    "--expire",
+    is_flag=True,
+    help="Decide the gates whose timeout has passed (their on_timeout) "
+    "and continue their runs; for cron, when no server runs.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
 def gates_cli(flow: str | None, expire: bool, as_json: bool, root: Path | None) -> None:

@@ -49,8 +49,14 @@ def import_reactflow(root: Path, file: Path, name: str | None, force: bool) -> i
         converted = convert(graph, placer, name=flow_name, where=shown)
     except GraphError as exc:
         return refuse(str(exc).splitlines())
-    written = write_flow(project, converted.flow, placer.new, origin=f"blockyard import reactflow {shown}",
-                         force=force, reused=placer.reused)
+    written = write_flow(
+        project,
+        converted.flow,
+        placer.new,
+        origin=f"blockyard import reactflow {shown}",
+        force=force,
+        reused=placer.reused,
+    )
     return report(written, project.root)
 
 
@@ -59,14 +65,18 @@ def import_taskplan(root: Path, file: Path, name: str | None, force: bool) -> in
     if name is not None:
         check_name(name, "--name")
     project = load_project(root)
-    plan = read_plan(read_argument(file, root), shown)  # a PlanError is reported like validate's diagnostics
+    # a PlanError is reported like validate's diagnostics
+    plan = read_plan(read_argument(file, root), shown)
     flow = plan_flow(plan, project, name=name)
-    written = write_flow(project, flow, {}, origin=f"blockyard import taskplan {shown}", force=force)
+    written = write_flow(
+        project, flow, {}, origin=f"blockyard import taskplan {shown}", force=force
+    )
     return report(written, project.root)
 
 
 def export_reactflow(root: Path, flow: str, output: Path | None) -> int:
-    from engine.runtime.yard import Yard  # LangGraph: the flow is compiled, as `blockyard graph` does
+    # LangGraph: the flow is compiled, as `blockyard graph` does
+    from engine.runtime.yard import Yard
 
     yard = Yard.load(root)
     try:
@@ -84,7 +94,9 @@ def export_reactflow(root: Path, flow: str, output: Path | None) -> int:
 # ---- the commands ---------------------------------------------------------------------------------
 
 _NAME = click.option("--name", default=None, help="The flow's name (default: from the file).")
-_FORCE = click.option("--force", is_flag=True, help="Replace flows/NAME.yaml and blocks of the same names.")
+_FORCE = click.option(
+    "--force", is_flag=True, help="Replace flows/NAME.yaml and blocks of the same names."
+)
 
 
 @click.group("import", cls=Group)
@@ -122,8 +134,13 @@ export_group.add_command(langgraph)
 
 @export_group.command("reactflow", cls=Command)
 @click.argument("flow")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the graph to this file (default: standard output).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the graph to this file (default: standard output).",
+)
 @ROOT_OPTION
 def export_reactflow_command(flow: str, output: Path | None, root: Path | None) -> None:
     """Write a flow as a React Flow graph (JSON) that a visual editor opens."""

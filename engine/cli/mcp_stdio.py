@@ -38,7 +38,8 @@ def mcp_command(root: Path, watch: bool) -> int:
         raise UsageError(f"{root}: no such folder (give the yard with --root)")
     del mcp_tools  # imported to be checked; _serve uses it
     config = load_project(root).config
-    backends.check(of_yard(root, config.paths.state, config.database))  # a damaged database: one line, exit
+    # a damaged database: one line, exit
+    backends.check(of_yard(root, config.paths.state, config.database))
     logs.configure(logging.WARNING)  # stderr: stdout carries the protocol
     server = Server(Settings(root=root, watch=watch, schedules=False))
     with contextlib.suppress(KeyboardInterrupt):

@@ -15,8 +15,9 @@ from engine.definitions.load import parse_value
 from engine.state.database import exists
 
 
-def memory_command(root: Path, action: str, scope: str, key: str | None, value: str | None,
-                   as_json: bool) -> int:
+def memory_command(
+    root: Path, action: str, scope: str, key: str | None, value: str | None, as_json: bool
+) -> int:
     # LangGraph's store: imported when this command runs, not by the CLI's light commands
     from engine.state.memory import (
         LIST_LIMIT,
@@ -31,11 +32,14 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
 
     parse_scope(scope)
     location = state_location(root)
-    if action != "set" and location.url is None and not exists(location.path):  # a look never creates the file
+    if action != "set" and location.url is None and not exists(location.path):
+        # a look never creates the file
         raise UsageError(f"no state database at {location}: nothing has been remembered yet")
     with open_store(location) as store:
         if action != "set" and is_empty(store):  # the same answer on either backend
-            raise UsageError(f"the state database {location} holds no memory: nothing has been remembered yet")
+            raise UsageError(
+                f"the state database {location} holds no memory: nothing has been remembered yet"
+            )
         if action == "list":
             prefs = preferences(store, scope)
             _show(prefs, as_json, empty=f"no preferences in scope '{scope}'")
@@ -57,10 +61,14 @@ def memory_command(root: Path, action: str, scope: str, key: str | None, value: 
             return 0
         if action == "set":
             if value is None:
-                raise UsageError("`blockyard memory set` needs a VALUE (read as YAML: 7, [a, b], text)")
+                raise UsageError(
+                    "`blockyard memory set` needs a VALUE (read as YAML: 7, [a, b], text)"
+                )
             try:
                 parsed = parse_value(value)
-            except ValueDomainError as exc:  # e.g. an integer beyond 64 bits: no flow could read it back
+            except (
+                ValueDomainError
+            ) as exc:  # e.g. an integer beyond 64 bits: no flow could read it back
                 raise UsageError(f"memory set {key}: {exc}") from None
             set_preference(store, scope, key, parsed)
             click.echo(f"set {scope} {key}")
@@ -85,7 +93,9 @@ def _show(prefs: dict[str, Any], as_json: bool, empty: str) -> None:
     for key, item in prefs.items():
         click.echo(f"{key.ljust(width)}  {json.dumps(item, ensure_ascii=False, default=str)}")
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.command("memory", cls=Command)
 @click.argument("action", type=click.Choice(["list", "get", "set", "delete"]))
@@ -94,6 +104,8 @@ def _show(prefs: dict[str, Any], as_json: bool, empty: str) -> None:
 @click.argument("value", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
-def memory(action: str, scope: str, key: str | None, value: str | None, as_json: bool, root: Path | None) -> None:
+def memory(
+    action: str, scope: str, key: str | None, value: str | None, as_json: bool, root: Path | None
+) -> None:
     """Look at and fix long-term memory: list|get|set|delete SCOPE [KEY] [VALUE]."""
     raise SystemExit(memory_command(root_of(root), action, scope, key, value, as_json))

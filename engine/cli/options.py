@@ -15,8 +15,12 @@ from engine.definitions.project import load_project, require_yard
 from engine.state.database import StateLocked
 from engine.state.location import Location, of_yard
 
-ROOT_OPTION = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
-                           help="The yard's root folder (default: the current directory).")
+ROOT_OPTION = click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The yard's root folder (default: the current directory).",
+)
 
 
 def root_of(root: Path | None) -> Path:
@@ -51,7 +55,9 @@ class Seconds(click.FloatRange):
 
     name = "seconds"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         seconds = super().convert(value, param, ctx)
         if seconds != seconds:  # NaN
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
@@ -91,7 +97,8 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         ctx.meta[RUNNING] = ctx.command_path  # its subcommand, if one runs, names itself
-        if ctx.parent is not None:  # a command's group (`runs`, which may do the work itself), not `blockyard`
+        if ctx.parent is not None:
+            # a command's group (`runs`, which may do the work itself), not `blockyard`
             startup.settle()  # the command's work runs with the garbage collector on
         try:
             return super().invoke(ctx)

@@ -157,18 +157,25 @@ class PlainLines(Progress):
             return f"  {step}: finished in {format_duration(_seconds(event))}"
         if event.type == STEP_FAILED:
             reason = _reason(event)
-            return f"  {step}: failed after {format_duration(_seconds(event))}" + (f": {reason}" if reason else "")
+            return f"  {step}: failed after {format_duration(_seconds(event))}" + (
+                f": {reason}" if reason else ""
+            )
         if event.type == WARNING:
-            return f"  warning{f' ({step})' if step else ''}: {event.data.get('message', event.data)}"
+            return (
+                f"  warning{f' ({step})' if step else ''}: {event.data.get('message', event.data)}"
+            )
         if event.type == APPROVAL_DECIDED:
             data = event.data
             who = f" by {data['actor']}" if data.get("actor") else ""
             why = f" ({data['reason']})" if data.get("reason") else ""
-            verdict = {"approve": "approved", "reject": "rejected"}.get(str(data.get("decision")), "timed out")
+            verdict = {"approve": "approved", "reject": "rejected"}.get(
+                str(data.get("decision")), "timed out"
+            )
             return f"  {data.get('gate') or step}: {verdict}{who}{why}"
         if event.type == TOOL_CALL:
             tool = event.data.get("tool") or event.data.get("name", "?")
-            status = event.data.get("status")  # agents report each call twice: started, then ok or error
+            # agents report each call twice: started, then ok or error
+            status = event.data.get("status")
             if status == "ok":
                 return None
             if status == "error":
@@ -242,11 +249,17 @@ class LiveTable(Progress):
             else:
                 row.done += 1
         elif event.type == WARNING:
-            self._notes.append(f"{self.style.yellow(self.style.warn)} {event.data.get('message', event.data)}")
+            self._notes.append(
+                f"{self.style.yellow(self.style.warn)} {event.data.get('message', event.data)}"
+            )
         elif event.type == RUN_STARTED:
             resumed = " (resumed)" if event.data.get("resumed") else ""
-            self._notes.append(self.style.dim(f"run {event.run_id}: {event.data.get('flow')}@"
-                                              f"{event.data.get('version')}{resumed}"))
+            self._notes.append(
+                self.style.dim(
+                    f"run {event.run_id}: {event.data.get('flow')}@"
+                    f"{event.data.get('version')}{resumed}"
+                )
+            )
         else:
             return
         self._draw()
@@ -274,7 +287,9 @@ class LiveTable(Progress):
         self._notes.clear()
         done = len(self._rows)
         if not final:
-            done = next((i for i, row in enumerate(self._rows) if not row.finished), len(self._rows))
+            done = next(
+                (i for i, row in enumerate(self._rows) if not row.finished), len(self._rows)
+            )
         for row in self._rows[:done]:
             out.write(self._render(row) + "\n")
             if self._open.get(row.step) is row:
@@ -304,7 +319,7 @@ def _reason(event: Event) -> str:
     text = str(event.data.get("error") or event.data.get("reason") or "")
     # the line already names the step; drop a cause's own "flow 'f', step 's': " prefix
     prefix = re.match(r"flow '[^']*', step '" + re.escape(event.step or "") + r"': ", text)
-    return text[prefix.end():] if prefix else text
+    return text[prefix.end() :] if prefix else text
 
 
 def _seconds(event: Event) -> float | None:

@@ -47,8 +47,12 @@ if TYPE_CHECKING:
 SIGTERM_EXIT = 143
 
 
-def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_file: Path | None,
-                  root: Path | None = None) -> dict[str, Any]:
+def gather_inputs(
+    declared: Mapping[str, TypeSpec],
+    pairs: list[str],
+    inputs_file: Path | None,
+    root: Path | None = None,
+) -> dict[str, Any]:
     """`--inputs-file` then `--input k=v` (which win). A value is YAML 1.2 (`7` a number, `[1,2]`
     a list) except for inputs declared `string`, which take the text exactly as typed (`007`).
     An inputs file inside the yard `root` must not be a link that leads out of it."""
@@ -56,19 +60,25 @@ def gather_inputs(declared: Mapping[str, TypeSpec], pairs: list[str], inputs_fil
     if inputs_file is not None:
         bounds = argument_bounds(inputs_file, root) if root is not None else None
         try:
-            data = load_file(inputs_file, str(inputs_file), bounds=bounds, pipes=bounds is None).data
+            data = load_file(
+                inputs_file, str(inputs_file), bounds=bounds, pipes=bounds is None
+            ).data
         except LoadError as exc:
             raise UsageError(f"--inputs-file: {exc.diagnostic.format()}") from None
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise UsageError(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
+            raise UsageError(
+                f"--inputs-file {inputs_file}: expected a mapping of input names to values"
+            )
         values.update(data)
     values.update(parse_pairs(pairs, declared, "--input", "KEY"))
     return values
 
 
-def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str, name: str) -> dict[str, Any]:
+def parse_pairs(
+    pairs: list[str], declared: Mapping[str, TypeSpec], option: str, name: str
+) -> dict[str, Any]:
     """`K=V` pairs; V is YAML 1.2, except where K is declared a string (then `007` stays text)."""
     values: dict[str, Any] = {}
     for pair in pairs:
@@ -87,9 +97,19 @@ def parse_pairs(pairs: list[str], declared: Mapping[str, TypeSpec], option: str,
     return values
 
 
-def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                thread: str | None, as_json: bool, *, output_dir: str | None = None, durability: str | None = None,
-                trace: bool | None = None) -> int:
+def run_command(
+    root: Path,
+    flow: str,
+    inputs: list[str],
+    inputs_file: Path | None,
+    run_id: str | None,
+    thread: str | None,
+    as_json: bool,
+    *,
+    output_dir: str | None = None,
+    durability: str | None = None,
+    trace: bool | None = None,
+) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended. `durability` and
     `trace` (docs/runtime.md, "Durability") win over the flow's and the yard's."""
     with startup.loading():  # the runtime's imports and the yard, without the collector's scans
@@ -98,52 +118,116 @@ def run_command(root: Path, flow: str, inputs: list[str], inputs_file: Path | No
         yard = Yard.load(root)
     try:
         given = gather_inputs(yard.bundle(flow).flow.inputs, inputs, inputs_file, root)
-        return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream(flow, given, run_id=run_id, thread=thread, output_dir=output_dir,
-                                           durability=durability, trace=trace),
-                      as_json)
+        return _drive(
+            progress.choose(as_json=as_json),
+            lambda: yard.astream(
+                flow,
+                given,
+                run_id=run_id,
+                thread=thread,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            ),
+            as_json,
+        )
     finally:
         yard.close()
 
 
-def plan_command(root: Path, plan: Path, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-                 as_json: bool, *, output_dir: str | None = None, durability: str | None = None,
-                 trace: bool | None = None) -> int:
+def plan_command(
+    root: Path,
+    plan: Path,
+    inputs: list[str],
+    inputs_file: Path | None,
+    run_id: str | None,
+    as_json: bool,
+    *,
+    output_dir: str | None = None,
+    durability: str | None = None,
+    trace: bool | None = None,
+) -> int:
     """Run a TaskPlan at once (docs/taskplans.md): validated like a flow, pinned with the run."""
     # the TaskPlan converter and its spec models: only `run --plan` and `compose --run` load them
     from engine.interchange.taskplan import read_plan
 
     doc = read_plan(read_argument(plan, root), plan.name)
-    return run_plan(root, doc, inputs, inputs_file, run_id, as_json, output_dir=output_dir, durability=durability,
-                    trace=trace)
+    return run_plan(
+        root,
+        doc,
+        inputs,
+        inputs_file,
+        run_id,
+        as_json,
+        output_dir=output_dir,
+        durability=durability,
+        trace=trace,
+    )
 
 
-def run_plan(root: Path, doc: Document, inputs: list[str], inputs_file: Path | None, run_id: str | None,
-             as_json: bool, *, name: str | None = None, output_dir: str | None = None, durability: str | None = None,
-             trace: bool | None = None) -> int:
+def run_plan(
+    root: Path,
+    doc: Document,
+    inputs: list[str],
+    inputs_file: Path | None,
+    run_id: str | None,
+    as_json: bool,
+    *,
+    name: str | None = None,
+    output_dir: str | None = None,
+    durability: str | None = None,
+    trace: bool | None = None,
+) -> int:
     """Run a plan's document (`run --plan`, `compose --run`), showing progress; the exit code tells how it ended."""
     with startup.loading():  # the runtime's imports and the yard, without the collector's scans
-        from engine.interchange.taskplan import plan_bundle  # a TaskPlan's converter: only when one runs
+        # a TaskPlan's converter: only when one runs
+        from engine.interchange.taskplan import plan_bundle
         from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
         yard = Yard.load(root)
     try:
         bundle = plan_bundle(doc, yard.project, name=name)
         given = gather_inputs(bundle.flow.inputs, inputs, inputs_file, root)
-        return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.engine.astream(bundle, given, run_id=run_id, output_dir=output_dir,
-                                                  durability=durability, trace=trace), as_json)
+        return _drive(
+            progress.choose(as_json=as_json),
+            lambda: yard.engine.astream(
+                bundle,
+                given,
+                run_id=run_id,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            ),
+            as_json,
+        )
     finally:
         yard.close()
 
 
-def resume_command(root: Path, run_id: str, decision: str | None, reason: str | None, values: list[str],
-                   gate: str | None, actor: str | None, as_json: bool, budget: list[str] | None = None) -> int:
+def resume_command(
+    root: Path,
+    run_id: str,
+    decision: str | None,
+    reason: str | None,
+    values: list[str],
+    gate: str | None,
+    actor: str | None,
+    as_json: bool,
+    budget: list[str] | None = None,
+) -> int:
     """Decide the gate a run waits at (`--approve`/`--reject` with `--set`, `--reason`, `--gate`,
     `--as`), or continue a failed or interrupted run from its last checkpoint — on its pinned definition."""
     if decision is None:
-        given = [name for name, value in (("--reason", reason), ("--set", values), ("--gate", gate), ("--as", actor))
-                 if value]
+        given = [
+            name
+            for name, value in (
+                ("--reason", reason),
+                ("--set", values),
+                ("--gate", gate),
+                ("--as", actor),
+            )
+            if value
+        ]
         if given:
             raise UsageError(f"{given[0]} needs a decision: --approve or --reject")
     with startup.loading():  # the runtime's imports, without the collector's scans
@@ -154,9 +238,19 @@ def resume_command(root: Path, run_id: str, decision: str | None, reason: str | 
         typed = field_values(yard, run_id, gate, values)
         limits = budget_values(budget or [])
         approve = None if decision is None else decision == "approve"
-        return _drive(progress.choose(as_json=as_json),
-                      lambda: yard.astream_resume(run_id, approve=approve, values=typed, reason=reason, gate=gate,
-                                                  actor=actor, budget=limits), as_json)
+        return _drive(
+            progress.choose(as_json=as_json),
+            lambda: yard.astream_resume(
+                run_id,
+                approve=approve,
+                values=typed,
+                reason=reason,
+                gate=gate,
+                actor=actor,
+                budget=limits,
+            ),
+            as_json,
+        )
     finally:
         yard.close()
 
@@ -172,8 +266,10 @@ def budget_values(pairs: list[str]) -> dict[str, Any]:
         key, sep, text = pair.partition("=")
         name = key.removeprefix("per_turn.")
         if not sep or name not in BUDGET_KEYS:
-            raise UsageError(f"--budget {pair!r}: use KEY=VALUE with KEY one of {', '.join(BUDGET_KEYS)} "
-                             "(or per_turn.KEY)")
+            raise UsageError(
+                f"--budget {pair!r}: use KEY=VALUE with KEY one of {', '.join(BUDGET_KEYS)} "
+                "(or per_turn.KEY)"
+            )
         value: Any = text.strip()
         if name != "wall_time":
             try:
@@ -219,7 +315,9 @@ class _Outcome:
             self.gates.append(event)
 
 
-def _drive(display: progress.Progress, make: Callable[[], AsyncIterator[Event]], as_json: bool) -> int:
+def _drive(
+    display: progress.Progress, make: Callable[[], AsyncIterator[Event]], as_json: bool
+) -> int:
     outcome = _Outcome()
     try:
         asyncio.run(_consume(display, make, outcome))
@@ -232,7 +330,9 @@ def _drive(display: progress.Progress, make: Callable[[], AsyncIterator[Event]],
     return _report(outcome, as_json)
 
 
-async def _consume(display: progress.Progress, make: Callable[[], AsyncIterator[Event]], outcome: _Outcome) -> None:
+async def _consume(
+    display: progress.Progress, make: Callable[[], AsyncIterator[Event]], outcome: _Outcome
+) -> None:
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
 
@@ -258,11 +358,15 @@ async def _consume(display: progress.Progress, make: Callable[[], AsyncIterator[
 
 def _stopped(outcome: _Outcome, code: int) -> int:
     if outcome.run_id and outcome.ephemeral:
-        _err(f"interrupted: run {outcome.run_id} stopped before it finished; it kept no checkpoint (durability "
-             "none): start it again")
+        _err(
+            f"interrupted: run {outcome.run_id} stopped before it finished; it kept no checkpoint (durability "
+            "none): start it again"
+        )
     elif outcome.run_id:
-        _err(f"interrupted: run {outcome.run_id} stopped before it finished; continue it with "
-             f"`blockyard resume {outcome.run_id}`")
+        _err(
+            f"interrupted: run {outcome.run_id} stopped before it finished; continue it with "
+            f"`blockyard resume {outcome.run_id}`"
+        )
     else:
         _err("interrupted")
     return code
@@ -278,18 +382,26 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
         if not as_json:
             outputs = last.data.get("outputs") or {}
             if outputs:
-                sys.stdout.write(yaml.safe_dump(outputs, sort_keys=False, allow_unicode=True,
-                                                default_flow_style=False))
+                sys.stdout.write(
+                    yaml.safe_dump(
+                        outputs, sort_keys=False, allow_unicode=True, default_flow_style=False
+                    )
+                )
                 sys.stdout.flush()
             seconds = last.data.get("duration_ms")
-            took = f" in {format_duration(seconds / 1000)}" if isinstance(seconds, int | float) else ""
+            took = (
+                f" in {format_duration(seconds / 1000)}" if isinstance(seconds, int | float) else ""
+            )
             _err(f"run {run_id} finished{took}")
         return 0
     if last.type == RUN_FAILED:
         if last.data.get("status") == RunStatus.INTERRUPTED:
             return _stopped(outcome, 130)
-        again = "it kept no checkpoint (durability none): after fixing the cause, run it again" \
-            if outcome.ephemeral else f"after fixing the cause, continue it with `blockyard resume {run_id}`"
+        again = (
+            "it kept no checkpoint (durability none): after fixing the cause, run it again"
+            if outcome.ephemeral
+            else f"after fixing the cause, continue it with `blockyard resume {run_id}`"
+        )
         _err(f"error: {failure_line(run_id, last.data)}\n  {again}")
         return 1
     for gate in outcome.gates:
@@ -300,11 +412,20 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
         _err(f"run {run_id} is waiting for approval{where}" + (f": {message}" if message else ""))
         fields = value.get("fields") if isinstance(value, dict) else None
         if fields:
-            _err("  fields: " + ", ".join(f"{key} ({spec.get('type', 'any')}"
-                                          + (", optional" if "default" in spec else "") + ")"
-                                          for key, spec in fields.items()))
+            _err(
+                "  fields: "
+                + ", ".join(
+                    f"{key} ({spec.get('type', 'any')}"
+                    + (", optional" if "default" in spec else "")
+                    + ")"
+                    for key, spec in fields.items()
+                )
+            )
     which = " --gate NAME" if len(outcome.gates) > 1 else ""
-    with_fields = any(isinstance(g.data.get("value"), dict) and g.data["value"].get("fields") for g in outcome.gates)
+    with_fields = any(
+        isinstance(g.data.get("value"), dict) and g.data["value"].get("fields")
+        for g in outcome.gates
+    )
     sets = " [--set FIELD=VALUE]..." if with_fields else ""
     _err(f"  decide: blockyard resume {run_id}{which} --approve{sets} | --reject [--reason R]")
     return 3
@@ -341,29 +462,67 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
 
 # ---- the commands ---------------------------------------------------------------------------------
 
+
 @click.command(cls=Command)
 @click.argument("flow", required=False)
-@click.option("--plan", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Run this TaskPlan (JSON, docs/taskplans.md) instead of a flow of the yard.")
-@click.option("--input", "-i", "inputs", multiple=True, metavar="K=V",
-              help="An input; V is read as a YAML value (7 is a number, [1,2] a list).")
-@click.option("--inputs-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A YAML or JSON mapping of inputs.")
+@click.option(
+    "--plan",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Run this TaskPlan (JSON, docs/taskplans.md) instead of a flow of the yard.",
+)
+@click.option(
+    "--input",
+    "-i",
+    "inputs",
+    multiple=True,
+    metavar="K=V",
+    help="An input; V is read as a YAML value (7 is a number, [1,2] a list).",
+)
+@click.option(
+    "--inputs-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML or JSON mapping of inputs.",
+)
 @click.option("--run-id", default=None, help="Id for the run (default: generated).")
 @click.option("--thread", default=None, help="Run inside an existing conversation thread.")
-@click.option("--output", "output_dir", default=None, metavar="DIR",
-              help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
-                   "else .blockyard/workspaces/<run>/).")
-@click.option("--durability", type=click.Choice(DURABILITY_MODES), default=None,
-              help="How the run is checkpointed (default: the flow's durability, else blockyard.yaml's, else sync; "
-                   "docs/runtime.md).")
-@click.option("--no-trace", "no_trace", is_flag=True,
-              help="Record no event trace (only with durability none; the runs row is still recorded).")
+@click.option(
+    "--output",
+    "output_dir",
+    default=None,
+    metavar="DIR",
+    help="Folder of the yard the run's file tools write to (default: the flow's output_dir, "
+    "else .blockyard/workspaces/<run>/).",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(DURABILITY_MODES),
+    default=None,
+    help="How the run is checkpointed (default: the flow's durability, else blockyard.yaml's, else sync; "
+    "docs/runtime.md).",
+)
+@click.option(
+    "--no-trace",
+    "no_trace",
+    is_flag=True,
+    help="Record no event trace (only with durability none; the runs row is still recorded).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
-def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_file: Path | None, run_id: str | None,
-        thread: str | None, output_dir: str | None, durability: str | None, no_trace: bool, as_json: bool,
-        root: Path | None) -> None:
+def run(
+    flow: str | None,
+    plan: Path | None,
+    inputs: tuple[str, ...],
+    inputs_file: Path | None,
+    run_id: str | None,
+    thread: str | None,
+    output_dir: str | None,
+    durability: str | None,
+    no_trace: bool,
+    as_json: bool,
+    root: Path | None,
+) -> None:
     """Run a flow by name (or a TaskPlan with --plan)."""
     if (flow is None) == (plan is None):
         raise UsageError("name a flow to run, or give --plan PLAN.json (not both)")
@@ -371,41 +530,102 @@ def run(flow: str | None, plan: Path | None, inputs: tuple[str, ...], inputs_fil
     if plan is not None:
         if thread is not None:
             raise UsageError("--thread runs a flow of the yard; a plan runs on its own")
-        raise SystemExit(plan_command(root_of(root), plan, list(inputs), inputs_file, run_id, as_json,
-                                      output_dir=output_dir, durability=durability, trace=trace))
+        raise SystemExit(
+            plan_command(
+                root_of(root),
+                plan,
+                list(inputs),
+                inputs_file,
+                run_id,
+                as_json,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            )
+        )
     assert flow is not None
-    raise SystemExit(run_command(root_of(root), flow, list(inputs), inputs_file, run_id, thread, as_json,
-                                 output_dir=output_dir, durability=durability, trace=trace))
+    raise SystemExit(
+        run_command(
+            root_of(root),
+            flow,
+            list(inputs),
+            inputs_file,
+            run_id,
+            thread,
+            as_json,
+            output_dir=output_dir,
+            durability=durability,
+            trace=trace,
+        )
+    )
 
 
 @click.command(cls=Command)
 @click.argument("run_id")
-@click.option("--decision", "word", type=click.Choice(["approve", "reject"]), default=None,
-              help="Decide the waiting gate: approve or reject (--approve and --reject are short for it).")
-@click.option("--approve", "decision", flag_value="approve", help="Approve the waiting gate (--decision approve).")
-@click.option("--reject", "decision", flag_value="reject", help="Reject the waiting gate (--decision reject).")
+@click.option(
+    "--decision",
+    "word",
+    type=click.Choice(["approve", "reject"]),
+    default=None,
+    help="Decide the waiting gate: approve or reject (--approve and --reject are short for it).",
+)
+@click.option(
+    "--approve",
+    "decision",
+    flag_value="approve",
+    help="Approve the waiting gate (--decision approve).",
+)
+@click.option(
+    "--reject", "decision", flag_value="reject", help="Reject the waiting gate (--decision reject)."
+)
 @click.option("--reason", default=None, help="Why (recorded in the trace).")
 @click.option("--set", "values", multiple=True, metavar="K=V", help="A gate field value.")
 @click.option("--gate", default=None, help="Which gate, when several are waiting.")
-@click.option("--as", "actor", default=None, help="Who decides (checked against the gate's approvers).")
-@click.option("--budget", "budget", multiple=True, metavar="KEY=V",
-              help="Raise a limit of the run's budget first: tokens, cost_usd, model_calls, wall_time, "
-                   "per_turn.KEY (e.g. --budget tokens=50000).")
+@click.option(
+    "--as", "actor", default=None, help="Who decides (checked against the gate's approvers)."
+)
+@click.option(
+    "--budget",
+    "budget",
+    multiple=True,
+    metavar="KEY=V",
+    help="Raise a limit of the run's budget first: tokens, cost_usd, model_calls, wall_time, "
+    "per_turn.KEY (e.g. --budget tokens=50000).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @ROOT_OPTION
-def resume(run_id: str, word: str | None, decision: str | None, reason: str | None, values: tuple[str, ...],
-           gate: str | None, actor: str | None, budget: tuple[str, ...], as_json: bool, root: Path | None) -> None:
+def resume(
+    run_id: str,
+    word: str | None,
+    decision: str | None,
+    reason: str | None,
+    values: tuple[str, ...],
+    gate: str | None,
+    actor: str | None,
+    budget: tuple[str, ...],
+    as_json: bool,
+    root: Path | None,
+) -> None:
     """Continue a run: decide a waiting gate, or go on after a crash or failure."""
     decided = chosen(word, None if decision is None else decision == APPROVE)
-    raise SystemExit(resume_command(root_of(root), run_id, decided, reason, list(values), gate, actor, as_json,
-                                    list(budget)))
+    raise SystemExit(
+        resume_command(
+            root_of(root), run_id, decided, reason, list(values), gate, actor, as_json, list(budget)
+        )
+    )
 
 
 @click.command(cls=Command)
 @click.argument("flow")
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "json", "reactflow"]), default="mermaid",
-              show_default=True, help="Mermaid flowchart, Graphviz DOT, the graph model as JSON (nodes, edges, "
-                                      "groups), or a React Flow graph (docs/reactflow.md).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "dot", "json", "reactflow"]),
+    default="mermaid",
+    show_default=True,
+    help="Mermaid flowchart, Graphviz DOT, the graph model as JSON (nodes, edges, "
+    "groups), or a React Flow graph (docs/reactflow.md).",
+)
 @ROOT_OPTION
 def graph(flow: str, fmt: str, root: Path | None) -> None:
     """Print a flow's graph."""

@@ -54,7 +54,12 @@ def local_time(iso: str | None) -> str:
 
 def _duration(run: RunRecord, status: RunStatus) -> float | None:
     if status == RunStatus.RUNNING and run.started:
-        return run.duration + (datetime.now(parse_time(run.started).tzinfo) - parse_time(run.started)).total_seconds()
+        return (
+            run.duration
+            + (
+                datetime.now(parse_time(run.started).tzinfo) - parse_time(run.started)
+            ).total_seconds()
+        )
     return run.duration if run.started else None
 
 
@@ -108,15 +113,22 @@ def _usage_cells(run: RunRecord) -> tuple[str, str]:
 def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> int:
     """The table of runs, newest first."""
     if status is not None and status not in STATUSES:
-        raise UsageError(f"unknown status '{status}'{did_you_mean(status, STATUSES)}; "
-                         f"use one of {', '.join(STATUSES)}")
+        raise UsageError(
+            f"unknown status '{status}'{did_you_mean(status, STATUSES)}; "
+            f"use one of {', '.join(STATUSES)}"
+        )
     with _reading(root) as conn:
         if conn is None:
             sys.stdout.write("no runs yet\n")
             return 0
         # a dead process's run is stored as running but shown as interrupted: filter after the fact
-        wanted = [RunStatus.INTERRUPTED, RunStatus.RUNNING] if status == RunStatus.INTERRUPTED else \
-            [status] if status else None
+        wanted = (
+            [RunStatus.INTERRUPTED, RunStatus.RUNNING]
+            if status == RunStatus.INTERRUPTED
+            else [status]
+            if status
+            else None
+        )
         rows = store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit)
         table: list[tuple[str, ...]] = []
         for run in rows:
@@ -124,23 +136,37 @@ def print_runs(root: Path, flow: str | None, status: str | None, limit: int) -> 
             if status is not None and shown != status:
                 continue
             gates = store.waiting_gates(conn, run.id) if shown == RunStatus.WAITING else None
-            table.append((run.id, f"{run.flow}@{run.version}", shown, local_time(run.started),
-                          format_duration(_duration(run, shown)), *_usage_cells(run),
-                          _shorten(_detail(run, shown, gates), DETAIL_WIDTH)))
+            table.append(
+                (
+                    run.id,
+                    f"{run.flow}@{run.version}",
+                    shown,
+                    local_time(run.started),
+                    format_duration(_duration(run, shown)),
+                    *_usage_cells(run),
+                    _shorten(_detail(run, shown, gates), DETAIL_WIDTH),
+                )
+            )
             if len(table) >= limit:
                 break
     if not table:
         sys.stdout.write("no runs match\n" if flow or status else "no runs yet\n")
         return 0
-    sys.stdout.write(_format_table(("ID", "FLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "DETAIL"),
-                                   table))
+    sys.stdout.write(
+        _format_table(
+            ("ID", "FLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "DETAIL"), table
+        )
+    )
     return 0
 
 
 def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> str:
     rows = [header, *rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -151,11 +177,26 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
     steps: dict[str, dict[str, Any]] = {}
     open_: dict[tuple[str, Any], Event] = {}
     for event in events:
-        if event.step is None or event.type not in (STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOOL_CALL):
+        if event.step is None or event.type not in (
+            STEP_STARTED,
+            STEP_FINISHED,
+            STEP_FAILED,
+            TOOL_CALL,
+        ):
             continue
-        entry = steps.setdefault(event.step, {"step": event.step, "status": RunStatus.RUNNING, "attempts": 0,
-                                              "finished": 0, "failed": 0, "duration_ms": 0.0, "error": None,
-                                              "tool_errors": []})
+        entry = steps.setdefault(
+            event.step,
+            {
+                "step": event.step,
+                "status": RunStatus.RUNNING,
+                "attempts": 0,
+                "finished": 0,
+                "failed": 0,
+                "duration_ms": 0.0,
+                "error": None,
+                "tool_errors": [],
+            },
+        )
         if event.type == TOOL_CALL:
             if event.data.get("status") == "error":
                 failure = {"tool": event.data.get("tool"), "error": event.data.get("error")}
@@ -181,7 +222,9 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
     running = {step for step, _index in open_}
     for entry in steps.values():
         if entry["step"] in running:
-            entry["status"] = RunStatus.RUNNING if run_status == RunStatus.RUNNING else RunStatus.INTERRUPTED
+            entry["status"] = (
+                RunStatus.RUNNING if run_status == RunStatus.RUNNING else RunStatus.INTERRUPTED
+            )
         elif entry["failed"] and not entry["finished"]:
             entry["status"] = RunStatus.FAILED
         else:
@@ -190,7 +233,9 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
     return list(steps.values())
 
 
-OUTSIDE_STEPS = "(no step)"  # how `runs show` names model calls made outside any step (a thread's naming)
+OUTSIDE_STEPS = (
+    "(no step)"  # how `runs show` names model calls made outside any step (a thread's naming)
+)
 
 
 def step_usage(events: list[Event]) -> dict[str | None, tuple[Spend, int]]:
@@ -214,8 +259,16 @@ def add_usage(steps: list[dict[str, Any]], events: list[Event]) -> dict[str, Any
     by_label = {entry["step"]: entry for entry in steps}
     for label in used:
         if label is not None and label not in by_label:  # a step whose only events are model calls
-            by_label[label] = {"step": label, "status": "", "attempts": 0, "finished": 0, "failed": 0,
-                               "duration_ms": 0.0, "error": None, "tool_errors": []}
+            by_label[label] = {
+                "step": label,
+                "status": "",
+                "attempts": 0,
+                "finished": 0,
+                "failed": 0,
+                "duration_ms": 0.0,
+                "error": None,
+                "tool_errors": [],
+            }
             steps.append(by_label[label])
     for label, entry in by_label.items():
         spend, items = used.get(label, (Spend(), 0))
@@ -230,11 +283,16 @@ def usage_text(spend: Spend) -> str:
     if not spend.model_calls:
         return "no model calls"
     calls = f"{spend.model_calls} model call{'s' if spend.model_calls > 1 else ''}"
-    parts = [f"{name} {count:,}" for name, count in (("cached", spend.cached_tokens),
-                                                     ("reasoning", spend.reasoning_tokens)) if count]
+    parts = [
+        f"{name} {count:,}"
+        for name, count in (("cached", spend.cached_tokens), ("reasoning", spend.reasoning_tokens))
+        if count
+    ]
     extra = f" ({', '.join(parts)})" if parts else ""
-    return (f"{calls}, {spend.input_tokens:,} in / {spend.output_tokens:,} out tokens{extra}, "
-            f"cost {spend.cost_text()}")
+    return (
+        f"{calls}, {spend.input_tokens:,} in / {spend.output_tokens:,} out tokens{extra}, "
+        f"cost {spend.cost_text()}"
+    )
 
 
 def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
@@ -266,28 +324,51 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
         events = store.load_events(conn, run_id)
         status = effective_status(run)
         gates = store.waiting_gates(conn, run_id) if status == RunStatus.WAITING else []
-        decided = [gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING]
+        decided = [
+            gate for gate in gate_rows.of_run(conn, run_id) if gate.status != gate_rows.WAITING
+        ]
         folder = written.output_dir_of(conn, run_id)
     steps = step_summary(events, status)
     outside = add_usage(steps, events)
     definition = definition_status(root, run)
     wrote = {"folder": folder, "files": written.files_written(events)}
     if as_json:
-        body = {"run": {**run.as_dict(), "status": status, "stored_status": run.status, "durability": run.mode},
-                "usage": usage_dict(spend_of(run)), "steps": steps, "outside_steps": outside,
-                "waiting": [gate.as_dict() for gate in gates], "decisions": [gate.as_dict() for gate in decided],
-                "definition": definition, "written": wrote,
-                "events": [event.as_dict() for event in events]}
+        body = {
+            "run": {
+                **run.as_dict(),
+                "status": status,
+                "stored_status": run.status,
+                "durability": run.mode,
+            },
+            "usage": usage_dict(spend_of(run)),
+            "steps": steps,
+            "outside_steps": outside,
+            "waiting": [gate.as_dict() for gate in gates],
+            "decisions": [gate.as_dict() for gate in decided],
+            "definition": definition,
+            "written": wrote,
+            "events": [event.as_dict() for event in events],
+        }
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
     sys.stdout.write(_show_text(run, status, steps, definition, gates, decided, wrote, outside))
     return 0
 
 
-def _show_text(run: RunRecord, status: RunStatus, steps: list[dict[str, Any]], definition: dict[str, Any],
-               gates: list[Event], decided: list[gate_rows.Gate], wrote: dict[str, Any] | None = None,
-               outside: dict[str, Any] | None = None) -> str:
-    lines = [f"run       {run.id}", f"flow      {run.flow}@{run.version}  (definition {run.digest})"]
+def _show_text(
+    run: RunRecord,
+    status: RunStatus,
+    steps: list[dict[str, Any]],
+    definition: dict[str, Any],
+    gates: list[Event],
+    decided: list[gate_rows.Gate],
+    wrote: dict[str, Any] | None = None,
+    outside: dict[str, Any] | None = None,
+) -> str:
+    lines = [
+        f"run       {run.id}",
+        f"flow      {run.flow}@{run.version}  (definition {run.digest})",
+    ]
     lines += _definition_lines(run, definition)
     detail = _detail(run, status, gates)
     lines.append(f"status    {status}" + (f" ({detail})" if detail else ""))
@@ -318,10 +399,14 @@ def _definition_lines(run: RunRecord, definition: dict[str, Any]) -> list[str]:
     """How the run's pinned definition compares with the flow in the files now (nothing when they match)."""
     files = definition.get("files")
     if files == "differ":
-        return [f"          the files now define {run.flow}@{definition.get('current_version')} "
-                f"({definition.get('current_digest')}); this run stays on its pinned definition"]
+        return [
+            f"          the files now define {run.flow}@{definition.get('current_version')} "
+            f"({definition.get('current_digest')}); this run stays on its pinned definition"
+        ]
     if files == "missing":
-        return [f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition"]
+        return [
+            f"          flow '{run.flow}' is no longer in the files; this run keeps its pinned definition"
+        ]
     if files == "unknown":
         return [f"          cannot compare with the files: {definition.get('reason')}"]
     return []
@@ -336,19 +421,25 @@ def _step_lines(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> 
     used = _usage_columns(steps, outside)
     for entry in steps:
         tries = f" ({entry['attempts']} attempts)" if entry["attempts"] > 1 else ""
-        error = f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
+        error = (
+            f"  {entry['error']}" if entry["status"] == RunStatus.FAILED and entry["error"] else ""
+        )
         tool_errors = entry.get("tool_errors") or []
         if tool_errors and not error:
             count = len(tool_errors)
             error = f"  {count} tool call{'s' if count > 1 else ''} failed"
-        lines.append(f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
-                     f"{format_duration(entry['duration_ms'] / 1000):>9}{used.get(entry['step'], '')}"
-                     f"{tries}{error}".rstrip())
+        lines.append(
+            f"  {entry['step'].ljust(width)}  {entry['status']:<11} "
+            f"{format_duration(entry['duration_ms'] / 1000):>9}{used.get(entry['step'], '')}"
+            f"{tries}{error}".rstrip()
+        )
         for failure in tool_errors:
             item = f"[{failure['index']}]" if failure.get("index") is not None else ""
             lines.append(f"    tool {failure['tool']}{item} failed: {failure['error']}")
     if outside is not None:
-        lines.append(f"  {OUTSIDE_STEPS.ljust(width)}  {'':<11} {'':>9}{used.get(OUTSIDE_STEPS, '')}".rstrip())
+        lines.append(
+            f"  {OUTSIDE_STEPS.ljust(width)}  {'':<11} {'':>9}{used.get(OUTSIDE_STEPS, '')}".rstrip()
+        )
     return lines
 
 
@@ -356,12 +447,18 @@ def _written_lines(run: RunRecord, wrote: dict[str, Any] | None) -> list[str]:
     """Where the run wrote files, and each file with its size and the step that wrote it."""
     if not wrote or not wrote["files"]:
         return []
-    where = f"{wrote['folder']}/" if wrote["folder"] else f"the run's workspace ({WORKSPACES}/{run.id}/)"
+    where = (
+        f"{wrote['folder']}/"
+        if wrote["folder"]
+        else f"the run's workspace ({WORKSPACES}/{run.id}/)"
+    )
     lines = [f"files     written to {where}"]
     width = max(len(entry["path"]) for entry in wrote["files"])
     for entry in wrote["files"]:
         again = f", written {entry['writes']} times" if entry["writes"] > 1 else ""
-        lines.append(f"  {entry['path'].ljust(width)}  {entry['bytes']} bytes by {entry['step']}{again}")
+        lines.append(
+            f"  {entry['path'].ljust(width)}  {entry['bytes']} bytes by {entry['step']}{again}"
+        )
     return lines
 
 
@@ -373,7 +470,9 @@ def _decided_lines(decided: list[gate_rows.Gate]) -> list[str]:
         who = f" by {row.actor}" if row.actor else ""
         values = f" {store.dumps(decision['values'])}" if decision.get("values") else ""
         why = f" ({decision['reason']})" if decision.get("reason") else ""
-        lines.append(f"decided   gate '{row.gate}': {row.status}{who} at {local_time(row.decided)}{values}{why}")
+        lines.append(
+            f"decided   gate '{row.gate}': {row.status}{who} at {local_time(row.decided)}{values}{why}"
+        )
     return lines
 
 
@@ -383,7 +482,9 @@ def _next_command_lines(run: RunRecord, status: RunStatus, gates: list[Event]) -
         return [f"resume    blockyard resume {run.id}"]
     if status == RunStatus.WAITING:
         which = " --gate NAME" if len(gates) > 1 else ""
-        return [f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject"]
+        return [
+            f"decide    blockyard resume {run.id}{which} --approve [--set FIELD=VALUE]... | --reject"
+        ]
     return []
 
 
@@ -402,23 +503,35 @@ def _usage_columns(steps: list[dict[str, Any]], outside: dict[str, Any] | None) 
             cells[label] = ["", "", "", ""]
             continue
         over = f"over {items} items" if items > 1 else ""
-        cells[label] = [f"{calls} call{'s' if calls > 1 else ''}",
-                        f"{compact(int(usage.get('input_tokens') or 0))} in / "
-                        f"{compact(int(usage.get('output_tokens') or 0))} out",
-                        str(usage.get("cost") or "-"), over]
+        cells[label] = [
+            f"{calls} call{'s' if calls > 1 else ''}",
+            f"{compact(int(usage.get('input_tokens') or 0))} in / "
+            f"{compact(int(usage.get('output_tokens') or 0))} out",
+            str(usage.get("cost") or "-"),
+            over,
+        ]
     widths = [max(len(row[i]) for row in cells.values()) for i in range(4)]
-    return {label: "  " + "  ".join([row[0].rjust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]),
-                                     row[3]]).rstrip()
-            for label, row in cells.items() if row[0]}
+    return {
+        label: "  "
+        + "  ".join(
+            [row[0].rjust(widths[0]), row[1].rjust(widths[1]), row[2].ljust(widths[2]), row[3]]
+        ).rstrip()
+        for label, row in cells.items()
+        if row[0]
+    }
 
 
 def _yaml_block(value: Any) -> str:
     if not value:
         return "    {}" if isinstance(value, dict) else f"    {value!r}"
-    text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
+    text = yaml.safe_dump(
+        value, sort_keys=False, allow_unicode=True, default_flow_style=False
+    ).rstrip("\n")
     return "\n" + "\n".join("  " + line for line in text.splitlines())
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.group("runs", cls=Group, invoke_without_command=True)
 @click.option("--flow", default=None, help="Only runs of this flow.")
@@ -426,7 +539,9 @@ def _yaml_block(value: Any) -> str:
 @click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many runs to show.")
 @ROOT_OPTION
 @click.pass_context
-def runs(ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None) -> None:
+def runs(
+    ctx: click.Context, flow: str | None, status: str | None, limit: int, root: Path | None
+) -> None:
     """List runs, newest first."""
     if ctx.invoked_subcommand is None:
         raise SystemExit(print_runs(root_of(root), flow, status, limit))

@@ -56,10 +56,20 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
         server.settings.host, server.settings.port = host, port
         server.settings.token = server_token(host)
         if not catalog.flows and not catalog.diagnostics:
-            logs.get_logger().warning("no_flows", extra=logs.fields(root=str(root), hint="add flows/*.yaml"))
+            logs.get_logger().warning(
+                "no_flows", extra=logs.fields(root=str(root), hint="add flows/*.yaml")
+            )
         app = create_app(server)
-    uv = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
-                        timeout_graceful_shutdown=int(grace) + 5, server_header=False)
+    uv = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(grace) + 5,
+        server_header=False,
+    )
     logs.get_logger().info("listening", extra=logs.fields(url=f"http://{_url_host(host)}:{port}/"))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal: for a server
     # that is the normal way to stop, so both end here with exit 0.
@@ -121,9 +131,18 @@ def _report(root: Path, fmt: str, out: TextIO, changed: set[Path] | None) -> Non
         diagnostics.extend(check_project(project))
     report = Report(sorted(set(diagnostics)), len(project.files))
     if fmt == "json":
-        print(json.dumps({"time": _now(), "changed": sorted(_rel(p, root) for p in changed or ()),
-                          "ok": report.ok, "diagnostics": [d.as_dict() for d in report.diagnostics]}),
-              file=out, flush=True)
+        print(
+            json.dumps(
+                {
+                    "time": _now(),
+                    "changed": sorted(_rel(p, root) for p in changed or ()),
+                    "ok": report.ok,
+                    "diagnostics": [d.as_dict() for d in report.diagnostics],
+                }
+            ),
+            file=out,
+            flush=True,
+        )
         return
     what = ", ".join(sorted(_rel(p, root) for p in changed)) if changed else "start"
     print(f"--- {time.strftime('%H:%M:%S')} {what}", file=out)
@@ -150,7 +169,9 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
 
     out = out or sys.stdout
     project = load_project(root)
-    states = ScheduleStore(of_yard(root, project.config.paths.state, project.config.database)).load()
+    states = ScheduleStore(
+        of_yard(root, project.config.paths.state, project.config.database)
+    ).load()
     now = datetime.now(UTC)
     rows: list[dict[str, object]] = []
     for name, definition in sorted(project.flows.items()):
@@ -160,11 +181,19 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
         problem = schedule_problem(schedule)
         state = states.get(name)
         upcoming = None if problem else next_fire(schedule, max(now, state.since) if state else now)
-        rows.append({"flow": name, "cron": schedule.cron, "timezone": schedule.timezone,
-                     "misfire": schedule.misfire, "next_fire": upcoming.isoformat() if upcoming else None,
-                     "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
-                     "last_run": state.last_run if state else None, "problem": problem,
-                     "file": definition.display})
+        rows.append(
+            {
+                "flow": name,
+                "cron": schedule.cron,
+                "timezone": schedule.timezone,
+                "misfire": schedule.misfire,
+                "next_fire": upcoming.isoformat() if upcoming else None,
+                "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
+                "last_run": state.last_run if state else None,
+                "problem": problem,
+                "file": definition.display,
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=2), file=out)
     elif not rows:
@@ -181,14 +210,34 @@ def _table(rows: list[dict[str, object]], out: TextIO) -> None:
     header = ("FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT FIRE", "LAST FIRE")
     lines = [header]
     for row in rows:
-        nxt = (_local(row["next_fire"], row["timezone"]) if row["next_fire"]
-               else f"error: {row['problem']}" if row["problem"] else "-")
+        nxt = (
+            _local(row["next_fire"], row["timezone"])
+            if row["next_fire"]
+            else f"error: {row['problem']}"
+            if row["problem"]
+            else "-"
+        )
         last = _local(row["last_fire"], row["timezone"]) if row["last_fire"] else "-"
-        lines.append((str(row["flow"]), str(row["cron"]), str(row["timezone"]), str(row["misfire"]), nxt, last))
+        lines.append(
+            (
+                str(row["flow"]),
+                str(row["cron"]),
+                str(row["timezone"]),
+                str(row["misfire"]),
+                nxt,
+                last,
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     for line in lines:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)).rstrip()
-              + "  " + line[-1], file=out)
+        print(
+            "  ".join(
+                cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)
+            ).rstrip()
+            + "  "
+            + line[-1],
+            file=out,
+        )
 
 
 def _local(iso: object, zone: object) -> str:
@@ -197,25 +246,48 @@ def _local(iso: object, zone: object) -> str:
         when = when.astimezone(ZoneInfo(str(zone)))
     return when.strftime("%Y-%m-%d %H:%M %Z")
 
+
 # ---- the commands ---------------------------------------------------------------------------------
 
+
 @click.command("serve", cls=Command)
-@click.option("--host", default=None, help="Address to bind (default: blockyard.yaml server.host, 127.0.0.1); "
-                                          "any non-loopback address needs BLOCKYARD_TOKEN.")
-@click.option("--port", type=click.IntRange(1, 65535), default=None,
-              help="Port to bind (default: blockyard.yaml server.port, 8000).")
+@click.option(
+    "--host",
+    default=None,
+    help="Address to bind (default: blockyard.yaml server.host, 127.0.0.1); "
+    "any non-loopback address needs BLOCKYARD_TOKEN.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port to bind (default: blockyard.yaml server.port, 8000).",
+)
 @click.option("--no-reload", "no_reload", is_flag=True, help="Don't watch the files for changes.")
-@click.option("--grace", type=Seconds(0, 86_400), default=30.0, show_default=True,
-              help="Seconds running runs get to finish at shutdown before they are interrupted.")
+@click.option(
+    "--grace",
+    type=Seconds(0, 86_400),
+    default=30.0,
+    show_default=True,
+    help="Seconds running runs get to finish at shutdown before they are interrupted.",
+)
 @ROOT_OPTION
-def serve(host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None) -> None:
+def serve(
+    host: str | None, port: int | None, no_reload: bool, grace: float, root: Path | None
+) -> None:
     """HTTP API, live events, web page, hot reload and schedules."""
     raise SystemExit(serve_command(root_of(root), host, port, not no_reload, grace))
 
 
 @click.command("watch", cls=Command)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: a report per save; json: one JSON object per save.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a report per save; json: one JSON object per save.",
+)
 @ROOT_OPTION
 def watch(fmt: str, root: Path | None) -> None:
     """Re-validate on every save and print the problems (Ctrl-C to stop)."""

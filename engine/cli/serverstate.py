@@ -32,7 +32,8 @@ class ServerState:
         try:
             parts = urlsplit(url)
             httpx.URL(url)  # what httpx refuses, refused here
-            fine = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0  # .port: 0-65535
+            # .port: 0-65535
+            fine = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
         except (ValueError, httpx.InvalidURL):
             fine = False
         if not fine:
@@ -50,7 +51,9 @@ class ServerState:
                 if _text(run, "flow") in flows:
                     found.runs.append(self._paused(client, _text(run, "id")))
             for flow in sorted(flows):
-                threads = self._get(client, "/threads", {"flow": flow, "limit": MAX_LISTED}, "threads")
+                threads = self._get(
+                    client, "/threads", {"flow": flow, "limit": MAX_LISTED}, "threads"
+                )
                 found.threads += [(_text(thread, "id"), flow) for thread in threads]
         return found
 
@@ -60,8 +63,11 @@ class ServerState:
             schedule = flow.get("schedule")
             if isinstance(schedule, dict):
                 next_fire = schedule.get("next_fire")
-                served[_text(flow, "name")] = ServedSchedule(_text(schedule, "cron"), _text(schedule, "timezone"),
-                                                             next_fire if isinstance(next_fire, str) else None)
+                served[_text(flow, "name")] = ServedSchedule(
+                    _text(schedule, "cron"),
+                    _text(schedule, "timezone"),
+                    next_fire if isinstance(next_fire, str) else None,
+                )
         return served
 
     def _paused(self, client: httpx.Client, run_id: str) -> PausedListing:
@@ -70,12 +76,18 @@ class ServerState:
         definition = run.get("definition")
         version = run.get("version")
         return PausedListing(
-            run_id, _text(run, "flow"), version if isinstance(version, int) else 0,
+            run_id,
+            _text(run, "flow"),
+            version if isinstance(version, int) else 0,
             definition if isinstance(definition, dict) else None,
             [str(gate["step"]) for gate in gates if isinstance(gate, dict) and gate.get("step")]
-            if isinstance(gates, list) else [])
+            if isinstance(gates, list)
+            else [],
+        )
 
-    def _get(self, client: httpx.Client, path: str, params: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    def _get(
+        self, client: httpx.Client, path: str, params: dict[str, Any], key: str
+    ) -> list[dict[str, Any]]:
         """The list under `key` of the answer to GET `path`."""
         items = self._answer(client, path, params).get(key)
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
@@ -86,12 +98,16 @@ class ServerState:
         try:
             response = client.get(path, params=params)
         except httpx.TimeoutException:
-            raise UsageError(f"the server at {self.url} did not answer GET {path} within {self.timeout:g} s") from None
+            raise UsageError(
+                f"the server at {self.url} did not answer GET {path} within {self.timeout:g} s"
+            ) from None
         except httpx.HTTPError as exc:
             raise UsageError(f"cannot reach the server at {self.url}: {_reason(exc)}") from None
         if response.status_code == 401:
-            raise UsageError(f"the server at {self.url} refused the request (401): it needs a token; pass --token "
-                             f"or set {TOKEN_ENV}")
+            raise UsageError(
+                f"the server at {self.url} refused the request (401): it needs a token; pass --token "
+                f"or set {TOKEN_ENV}"
+            )
         try:
             body = response.json()
         except ValueError:
@@ -101,13 +117,17 @@ class ServerState:
             message = error.get("message") if isinstance(error, dict) else None
             if message is None:
                 raise self._not_the_api(path, f"HTTP {response.status_code}")
-            raise UsageError(f"the server at {self.url} answered GET {path} with {response.status_code}: {message}")
+            raise UsageError(
+                f"the server at {self.url} answered GET {path} with {response.status_code}: {message}"
+            )
         if not isinstance(body, dict):
             raise self._not_the_api(path, "not a JSON object")
         return body
 
     def _not_the_api(self, path: str, what: str) -> UsageError:
-        return UsageError(f"{self.url} does not look like a Blockyard server: GET {path} gave {what}")
+        return UsageError(
+            f"{self.url} does not look like a Blockyard server: GET {path} gave {what}"
+        )
 
 
 def _text(item: dict[str, Any], key: str) -> str:

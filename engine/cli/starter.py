@@ -25,7 +25,9 @@ def _schema_line(name: str, depth: int) -> str:
     return f"# yaml-language-server: $schema={'../' * depth}{SCHEMAS_FOLDER}/{name}.schema.json\n"
 
 
-CONFIG = _schema_line("config", 0) + """\
+CONFIG = (
+    _schema_line("config", 0)
+    + """\
 # Project settings. Every key is optional; see docs/cli.md and docs/models.md.
 models:
   # `default` is the profile a block uses when it names none. The mock provider is a
@@ -36,8 +38,11 @@ models:
   default:
     provider: mock
 """
+)
 
-BLOCK = _schema_line("block", 1) + """\
+BLOCK = (
+    _schema_line("block", 1)
+    + """\
 block: greet
 version: 1
 description: Write a one-line greeting for someone.
@@ -52,8 +57,11 @@ prompt:
 category: text
 tags: [starter]
 """
+)
 
-FLOW = _schema_line("flow", 1) + """\
+FLOW = (
+    _schema_line("flow", 1)
+    + """\
 flow: hello
 version: 1
 description: Greet someone by name.
@@ -65,13 +73,16 @@ steps:
     uses: greet
     with: {name: "{{ inputs.name }}"}
 """
+)
 
 FILES: dict[str, str] = {
     "blockyard.yaml": CONFIG,
     "blocks/greet.yaml": BLOCK,
     "flows/hello.yaml": FLOW,
 }
-GITIGNORE = "# run state, checkpoints and memory of `blockyard run` / `blockyard serve`\n.blockyard/\n"
+GITIGNORE = (
+    "# run state, checkpoints and memory of `blockyard run` / `blockyard serve`\n.blockyard/\n"
+)
 
 
 def init_command(directory: Path) -> int:
@@ -81,15 +92,19 @@ def init_command(directory: Path) -> int:
         return 1
     existing = [name for name in FILES if (directory / name).exists()]
     if existing:
-        sys.stderr.write(f"error: {', '.join(str(directory / name) for name in existing)} already "
-                         f"exist{'s' if len(existing) == 1 else ''}; `blockyard init` never overwrites files "
-                         "(choose an empty folder: blockyard init DIR)\n")
+        sys.stderr.write(
+            f"error: {', '.join(str(directory / name) for name in existing)} already "
+            f"exist{'s' if len(existing) == 1 else ''}; `blockyard init` never overwrites files "
+            "(choose an empty folder: blockyard init DIR)\n"
+        )
         return 1
     try:
         for name, text in FILES.items():
             path = directory / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("x", encoding="utf-8") as handle:  # "x": a file appearing meanwhile is not clobbered
+            with path.open(
+                "x", encoding="utf-8"
+            ) as handle:  # "x": a file appearing meanwhile is not clobbered
                 handle.write(text)
         schemas = _write_schemas(directory / SCHEMAS_FOLDER)
         ignore = directory / ".gitignore"
@@ -97,14 +112,20 @@ def init_command(directory: Path) -> int:
         if wrote_ignore:
             ignore.write_text(GITIGNORE, encoding="utf-8")
     except OSError as exc:
-        sys.stderr.write(f"error: cannot write the starter yard in {directory}: {exc.strerror or exc}\n")
+        sys.stderr.write(
+            f"error: cannot write the starter yard in {directory}: {exc.strerror or exc}\n"
+        )
         return 1
     written = [*FILES, *schemas, *([".gitignore"] if wrote_ignore else [])]
     lines = [f"Created a yard in {directory}:", *(f"  {name}" for name in written)]
     if not wrote_ignore:
         lines.append("  (add .blockyard/ to your .gitignore: it holds run state)")
     here = "" if directory.resolve() == Path.cwd().resolve() else f" --root {directory}"
-    lines += ["Next:", f"  blockyard validate{here}", f"  blockyard run hello{here} --input name=Ada"]
+    lines += [
+        "Next:",
+        f"  blockyard validate{here}",
+        f"  blockyard run hello{here} --input name=Ada",
+    ]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -116,14 +137,18 @@ def _write_schemas(folder: Path) -> list[str]:
     for source in sorted(schema_dir().glob("*.schema.json")):
         name = source.name
         try:
-            with (folder / name).open("xb") as handle:  # "x": never through a link, never over a file
+            with (folder / name).open(
+                "xb"
+            ) as handle:  # "x": never through a link, never over a file
                 handle.write(source.read_bytes())
         except FileExistsError:
             continue
         written.append(f"{SCHEMAS_FOLDER}/{name}")
     return written
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.command("init", cls=Command)
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))

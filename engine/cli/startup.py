@@ -28,7 +28,9 @@ import gc
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-_process = False  # is this a `blockyard` process (begun by the entry point), not a test calling main()?
+_process = (
+    False  # is this a `blockyard` process (begun by the entry point), not a test calling main()?
+)
 
 
 def begin() -> None:

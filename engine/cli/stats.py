@@ -42,10 +42,22 @@ def render(found: Report) -> str:
     wholes = {row.flow: row for row in found.flows()}
     for index, row in enumerate(found.versions):
         rows.append(_cells(row))
-        last_of_flow = index + 1 == len(found.versions) or found.versions[index + 1].flow != row.flow
+        last_of_flow = (
+            index + 1 == len(found.versions) or found.versions[index + 1].flow != row.flow
+        )
         if last_of_flow and versions[row.flow] > 1:
             rows.append(_cells(wholes[row.flow]))
-    header = ["FLOW", "VERSION", "RUNS", "FAILED", "P50", "P95", "TOKENS/RUN", "COST/RUN", "TOTAL COST"]
+    header = [
+        "FLOW",
+        "VERSION",
+        "RUNS",
+        "FAILED",
+        "P50",
+        "P95",
+        "TOKENS/RUN",
+        "COST/RUN",
+        "TOTAL COST",
+    ]
     return head + table(header, rows)
 
 
@@ -54,15 +66,28 @@ def _cells(row: Row) -> list[str]:
     failed = f"{row.failed} ({rate:.0%})" if rate is not None else str(row.failed)
     p50, p95 = stats.percentile(row.durations, 0.5), stats.percentile(row.durations, 0.95)
     tokens = row.mean_tokens
-    return [row.flow, "all" if row.version is None else str(row.version), str(row.runs), failed,
-            format_duration(p50) or "-", format_duration(p95) or "-",
-            compact(round(tokens)) if tokens is not None else "-", row.mean_cost_text(), row.cost_text()]
+    return [
+        row.flow,
+        "all" if row.version is None else str(row.version),
+        str(row.runs),
+        failed,
+        format_duration(p50) or "-",
+        format_duration(p95) or "-",
+        compact(round(tokens)) if tokens is not None else "-",
+        row.mean_cost_text(),
+        row.cost_text(),
+    ]
 
 
 @click.command("stats", cls=Command)
 @click.argument("flow", required=False)
-@click.option("--since", default=stats.DEFAULT_SINCE, show_default=True, metavar="DURATION|DATE",
-              help="The window: runs started this long ago or later (7d, 12h, 90m), or since a date (2026-11-01).")
+@click.option(
+    "--since",
+    default=stats.DEFAULT_SINCE,
+    show_default=True,
+    metavar="DURATION|DATE",
+    help="The window: runs started this long ago or later (7d, 12h, 90m), or since a date (2026-11-01).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
 def stats_cli(flow: str | None, since: str, as_json: bool, root: Path | None) -> None:

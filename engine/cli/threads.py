@@ -39,11 +39,23 @@ def threads_command(root: Path, flow: str | None, limit: int, as_json: bool) -> 
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
         return 0
     if not found:
-        sys.stdout.write("no threads match\n" if flow else "no threads yet (start one with "
-                                                          "`blockyard run FLOW --thread ID`)\n")
+        sys.stdout.write(
+            "no threads match\n"
+            if flow
+            else "no threads yet (start one with `blockyard run FLOW --thread ID`)\n"
+        )
         return 0
-    rows = [[t.id, t.flow, str(t.turns), local_time(t.updated), statuses.get(t.id) or "", shorten(t.label)]
-            for t in found]
+    rows = [
+        [
+            t.id,
+            t.flow,
+            str(t.turns),
+            local_time(t.updated),
+            statuses.get(t.id) or "",
+            shorten(t.label),
+        ]
+        for t in found
+    ]
     sys.stdout.write(table(["THREAD", "FLOW", "TURNS", "UPDATED", "LAST TURN", "TITLE"], rows))
     return 0
 
@@ -60,29 +72,51 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
             raise UsageError(f"unknown thread '{thread_id}' (no threads yet)")
         thread = threads.get_thread(conn, thread_id)
         if thread is None:
-            raise UsageError(f"unknown thread '{thread_id}'{did_you_mean(thread_id, threads.thread_ids(conn))}")
-        turns = [store.get_run(conn, row[0]) for row in
-                 conn.execute(f"SELECT id FROM runs WHERE thread_id = ? ORDER BY {store.OLDEST_FIRST}",
-                              (thread_id,))]
+            raise UsageError(
+                f"unknown thread '{thread_id}'{did_you_mean(thread_id, threads.thread_ids(conn))}"
+            )
+        turns = [
+            store.get_run(conn, row[0])
+            for row in conn.execute(
+                f"SELECT id FROM runs WHERE thread_id = ? ORDER BY {store.OLDEST_FIRST}",
+                (thread_id,),
+            )
+        ]
         said = messages.history(conn, thread_id, limit=messages.MAX_PAGE, newest=True)
     runs = [run for run in turns if run is not None]
     if as_json:
-        body = {"thread": thread.as_dict(), "messages": [m.as_dict() for m in said],
-                "turns": [_turn(run) for run in runs]}
+        body = {
+            "thread": thread.as_dict(),
+            "messages": [m.as_dict() for m in said],
+            "turns": [_turn(run) for run in runs],
+        }
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
-    lines = [f"thread    {thread.id}", f"flow      {thread.flow}", f"name      {thread.label}",
-             f"turns     {thread.turns}", f"updated   {local_time(thread.updated)}", ""]
+    lines = [
+        f"thread    {thread.id}",
+        f"flow      {thread.flow}",
+        f"name      {thread.label}",
+        f"turns     {thread.turns}",
+        f"updated   {local_time(thread.updated)}",
+        "",
+    ]
     replied = {m.run_id for m in said}
     if said or not runs:
         by_id = {run.id: run for run in runs}
         for message in said:
             if message.role == "user":
                 run = by_id.get(message.run_id)
-                lines.append(f"[{local_time(run.started if run else message.created)}] run {message.run_id}")
+                lines.append(
+                    f"[{local_time(run.started if run else message.created)}] run {message.run_id}"
+                )
             lines.append(_indent("> " if message.role == "user" else "< ", message.content))
-        runs = [run for run in runs if run.id not in replied and run.started and
-                (not said or run.started >= said[0].created)]
+        runs = [
+            run
+            for run in runs
+            if run.id not in replied
+            and run.started
+            and (not said or run.started >= said[0].created)
+        ]
     for run in runs:  # turns that did not finish (or a thread older than the messages table)
         turn = _turn(run)
         lines.append(f"[{local_time(run.started)}] run {run.id}")
@@ -98,22 +132,33 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
 def _turn(run: RunRecord) -> dict[str, Any]:
     status = effective_status(run)
     reply = threads.reply_text(run.outputs) if status == RunStatus.FINISHED else None
-    return {"run_id": run.id, "status": status, "said": threads.turn_text(run.inputs), "reply": reply,
-            "started": run.started}
+    return {
+        "run_id": run.id,
+        "status": status,
+        "said": threads.turn_text(run.inputs),
+        "reply": reply,
+        "started": run.started,
+    }
 
 
 def _indent(mark: str, text: str) -> str:
     return "\n".join(f"  {mark}{line}" for line in (text.splitlines() or [""]))
 
+
 # ---- the commands ---------------------------------------------------------------------------------
+
 
 @click.group("threads", cls=Group, invoke_without_command=True)
 @click.option("--flow", default=None, help="Only threads of this flow.")
-@click.option("--limit", type=LIMIT, default=50, show_default=True, help="How many threads to show.")
+@click.option(
+    "--limit", type=LIMIT, default=50, show_default=True, help="How many threads to show."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @ROOT_OPTION
 @click.pass_context
-def threads_cli(ctx: click.Context, flow: str | None, limit: int, as_json: bool, root: Path | None) -> None:
+def threads_cli(
+    ctx: click.Context, flow: str | None, limit: int, as_json: bool, root: Path | None
+) -> None:
     """List conversation threads (`blockyard run FLOW --thread ID`), most recent first."""
     if ctx.invoked_subcommand is None:
         raise SystemExit(threads_command(root_of(root), flow, limit, as_json))

@@ -24,8 +24,10 @@ def __getattr__(name: str) -> Any:
     # LangGraph loads with these only: `blockyard diff` imports the graph model of this package without it
     if name == "CompiledFlow":
         from engine.compile.compiled import CompiledFlow  # LangGraph
+
         return CompiledFlow
     if name == "compile_flow":
         from engine.compile.flow import compile_flow  # LangGraph
+
         return compile_flow
     raise AttributeError(f"module 'engine.compile' has no attribute '{name}'")

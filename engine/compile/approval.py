@@ -49,7 +49,9 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     spec = step.approval
     assert spec is not None
     built = Built([step.id])
-    builder.add_node(step.id, _gate(builder, region, step, spec, lambda: built.after, own_step=True))
+    builder.add_node(
+        step.id, _gate(builder, region, step, spec, lambda: built.after, own_step=True)
+    )
     return built
 
 
@@ -64,8 +66,15 @@ def wrap(builder: GraphBuilder, region: Region, step: StepSpec, inner: Built) ->
     return inner
 
 
-def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalSpec,
-          on_approve: Callable[[], list[str]], *, own_step: bool) -> Callable[..., Any]:
+def _gate(
+    builder: GraphBuilder,
+    region: Region,
+    step: StepSpec,
+    spec: ApprovalSpec,
+    on_approve: Callable[[], list[str]],
+    *,
+    own_step: bool,
+) -> Callable[..., Any]:
     flow = builder.flow
     label = builder.label(step.id)
     frames = region.frames
@@ -79,16 +88,37 @@ def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalS
         try:
             message = render_text(spec.message, make_scope(state, frames))
         except TemplateError as exc:
-            raise failed(writer, flow, label, f"approval message: {exc}", started=time.monotonic(),
-                         index=index) from None
+            raise failed(
+                writer,
+                flow,
+                label,
+                f"approval message: {exc}",
+                started=time.monotonic(),
+                index=index,
+            ) from None
         problem = text_problem(message)  # the gate's request is written to the database as UTF-8
         if problem is not None:
-            raise failed(writer, flow, label, f"approval message: the rendered text {problem}",
-                         started=time.monotonic(), index=index)
-        request = {"kind": kind, "gate": label if index is None else f"{label}[{index}]", "step": label,
-                   "index": index, "flow": flow, "message": message, "fields": copy.deepcopy(fields),
-                   "approvers": list(spec.approvers), "timeout": spec.timeout, "on_reject": spec.on_reject,
-                   "on_timeout": spec.on_timeout if spec.timeout is not None else None}
+            raise failed(
+                writer,
+                flow,
+                label,
+                f"approval message: the rendered text {problem}",
+                started=time.monotonic(),
+                index=index,
+            )
+        request = {
+            "kind": kind,
+            "gate": label if index is None else f"{label}[{index}]",
+            "step": label,
+            "index": index,
+            "flow": flow,
+            "message": message,
+            "fields": copy.deepcopy(fields),
+            "approvers": list(spec.approvers),
+            "timeout": spec.timeout,
+            "on_reject": spec.on_reject,
+            "on_timeout": spec.on_timeout if spec.timeout is not None else None,
+        }
         answer = interrupt(request)
 
         started = time.monotonic()
@@ -96,20 +126,43 @@ def _gate(builder: GraphBuilder, region: Region, step: StepSpec, spec: ApprovalS
             emit(writer, STEP_STARTED, label, {"block": None, "kind": "approval"}, index)
         try:
             decision = Decision.from_payload(answer)
-            values = check_decision(request, decision.decision, decision.values, decision.actor,
-                                    timed_out=decision.timed_out)
+            values = check_decision(
+                request,
+                decision.decision,
+                decision.values,
+                decision.actor,
+                timed_out=decision.timed_out,
+            )
         except DecisionRefused as exc:
             raise failed(writer, flow, label, str(exc), started=started, index=index) from None
         update: dict[str, Any] = {}
         if values:
             update["context"] = values
         if own_step:
-            finished(writer, label, values, duration_ms=elapsed_ms(started), index=index, kind="approval",
-                     decision=decision.decision, actor=decision.actor, reason=decision.reason,
-                     timed_out=decision.timed_out)
-            status = "ok" if decision.approved else "rejected" if decision.decision == REJECT else "timed_out"
-            update["results"] = [record(step.id, None, values, status, decision=decision.decision,
-                                        actor=decision.actor)]
+            finished(
+                writer,
+                label,
+                values,
+                duration_ms=elapsed_ms(started),
+                index=index,
+                kind="approval",
+                decision=decision.decision,
+                actor=decision.actor,
+                reason=decision.reason,
+                timed_out=decision.timed_out,
+            )
+            status = (
+                "ok"
+                if decision.approved
+                else "rejected"
+                if decision.decision == REJECT
+                else "timed_out"
+            )
+            update["results"] = [
+                record(
+                    step.id, None, values, status, decision=decision.decision, actor=decision.actor
+                )
+            ]
         if decision.approved:
             return Command(update=update, goto=on_approve())
         if decision.decision == TIMEOUT:

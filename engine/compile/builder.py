@@ -52,7 +52,8 @@ class Region:
     exit: str  # END, or the node that a body's pass ends in
     describe: str  # "the flow", "the loop body of step 'x'"
     entries: dict[str, list[str]] = field(default_factory=dict)
-    delegated: dict[str, StepSpec] = field(default_factory=dict)  # steps only an agent of the list calls
+    # steps only an agent of the list calls
+    delegated: dict[str, StepSpec] = field(default_factory=dict)
     passes: tuple[Pass, ...] = ()  # enclosing loops (innermost last), for the events of the steps
     where: Where | None = None
 
@@ -71,7 +72,11 @@ class Compiler:
     and the compilation of a subflow's own graph (`flow:` steps, flows an agent delegates to)."""
 
     construct: Construct
-    subflow: Callable[[Bundle, str, bool], CompiledFlow]  # (bundle, step-id prefix, inline) -> its graph
+    subflow: Callable[
+        [Bundle, str, bool], CompiledFlow
+    ]  # (bundle, step-id prefix, inline) -> its graph
+
+
 # A self-routing node function (router, loop check) that can also run inline at the end of the
 # step before it, on the state as that step's update leaves it.
 Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
@@ -80,22 +85,35 @@ Follower = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
 class GraphBuilder:
     """Adds nodes and edges for a flow (or a map body) to one StateGraph."""
 
-    def __init__(self, bundle: Bundle, prefix: str, compiler: Compiler, passes: tuple[Pass, ...] = (),
-                 emits: Emits | None = None, *, inline: bool = False) -> None:
+    def __init__(
+        self,
+        bundle: Bundle,
+        prefix: str,
+        compiler: Compiler,
+        passes: tuple[Pass, ...] = (),
+        emits: Emits | None = None,
+        *,
+        inline: bool = False,
+    ) -> None:
         """`inline`: a graph for the engine's runs, whose steps may run one after another in one
         LangGraph step (engine/compile/inline.py)."""
         self.bundle = bundle
         self.compiler = compiler
-        self.emits = emits if emits is not None else Emits()  # the steps' `emit:`, shared with map bodies
+        # the steps' `emit:`, shared with map bodies
+        self.emits = emits if emits is not None else Emits()
         self.flow = bundle.name
         self.prefix = prefix
-        self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(State, context_schema=RunContext)
+        self.graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(
+            State, context_schema=RunContext
+        )
         self.nodes: set[str] = set()
         self.followers: dict[str, Follower] = {}
         self._building: list[Region] = []  # the regions whose steps are being added, innermost last
         self._passes = passes  # loops around this whole graph (a map body inside a loop)
         # `inline: false` or a step limit of the flow's own (counted per LangGraph step): step by step
-        self.inline = Inline() if inline and bundle.flow.inline and bundle.flow.max_steps is None else None
+        self.inline = (
+            Inline() if inline and bundle.flow.inline and bundle.flow.max_steps is None else None
+        )
 
     def label(self, step_id: str) -> str:
         """A step id as events and errors show it (prefixed inside subflows)."""
@@ -107,11 +125,20 @@ class GraphBuilder:
     def block(self, ref: str, step_id: str) -> BlockSpec:
         block = self.bundle.blocks.get(ref)
         if block is None:
-            raise internal(f"{self.where(step_id)}: block '{ref}', which is not in the flow's bundle", "BY210")
+            raise internal(
+                f"{self.where(step_id)}: block '{ref}', which is not in the flow's bundle", "BY210"
+            )
         return block
 
-    def add_node(self, name: str, fn: Callable[..., Any], *, retry: RetryPolicy | None = None,
-                 subgraph: bool = False, inline: bool = False) -> str:
+    def add_node(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        retry: RetryPolicy | None = None,
+        subgraph: bool = False,
+        inline: bool = False,
+    ) -> str:
         """Add a node. `subgraph=True` for nodes that invoke a compiled graph (subflows, map bodies):
         LangGraph then finds that graph in the function's closure (for state inspection and
         message streaming); other nodes are wrapped so that it does not have to look. `inline=True`
@@ -127,8 +154,15 @@ class GraphBuilder:
         self.graph.add_node(name, node, retry_policy=retry, input_schema=State)
         return name
 
-    def add_items(self, name: str, fn: Callable[..., Any], join: str, *, retry: RetryPolicy | None = None,
-                  subgraph: bool = False) -> str:
+    def add_items(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        join: str,
+        *,
+        retry: RetryPolicy | None = None,
+        subgraph: bool = False,
+    ) -> str:
         """Add the node that runs one item of a map (each gets a `Send`), and its edge to `join`,
         which runs when every item has. In an inline graph the node before may run the items itself
         (engine/compile/inline.py)."""
@@ -149,25 +183,47 @@ class GraphBuilder:
 
     def sub_builder(self) -> GraphBuilder:
         """A builder for a separate graph of the same flow (a map body)."""
-        return GraphBuilder(self.bundle, self.prefix, self.compiler,
-                            self._building[-1].passes if self._building else self._passes, self.emits,
-                            inline=self.inline is not None)
+        return GraphBuilder(
+            self.bundle,
+            self.prefix,
+            self.compiler,
+            self._building[-1].passes if self._building else self._passes,
+            self.emits,
+            inline=self.inline is not None,
+        )
 
-    def build_root(self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow") -> None:
+    def build_root(
+        self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow"
+    ) -> None:
         """Build `steps` as the whole graph: START -> entry, region ends -> END."""
         entries = self.build_region(steps, frames, END, describe)
         for entry in entries:
             self.graph.add_edge(START, entry)
 
-    def build_region(self, steps: list[StepSpec], frames: tuple[Frame, ...], exit_node: str, describe: str,
-                     loop: Pass | None = None) -> list[str]:
+    def build_region(
+        self,
+        steps: list[StepSpec],
+        frames: tuple[Frame, ...],
+        exit_node: str,
+        describe: str,
+        loop: Pass | None = None,
+    ) -> list[str]:
         """Add the nodes of `steps` (the body of `loop`, if given) and wire them; returns the region's
         entry nodes."""
-        steps, delegated = split_delegated(steps, self.bundle.blocks, f"flow '{self.flow}', {describe}")
-        region = Region(plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe), frames,
-                        exit_node, describe, delegated=delegated)
+        steps, delegated = split_delegated(
+            steps, self.bundle.blocks, f"flow '{self.flow}', {describe}"
+        )
+        region = Region(
+            plan_region(steps, self.bundle.blocks, f"flow '{self.flow}'", describe),
+            frames,
+            exit_node,
+            describe,
+            delegated=delegated,
+        )
         if self.inline is not None and region.plan.parallel():
-            self.inline.parallel = True  # two of its nodes may run in one LangGraph step: none runs inline
+            self.inline.parallel = (
+                True  # two of its nodes may run in one LangGraph step: none runs inline
+            )
         region.passes = self._building[-1].passes if self._building else self._passes
         if loop is not None:
             region.passes = (*region.passes, loop)
@@ -190,7 +246,9 @@ class GraphBuilder:
     def _wire(self, region: Region, built: dict[str, Built]) -> None:
         plan = region.plan
         # parallel branches of a body end its pass once, when all of them have finished
-        joined_ends = plan.implicit_ends if region.exit != END and len(plan.implicit_ends) > 1 else []
+        joined_ends = (
+            plan.implicit_ends if region.exit != END and len(plan.implicit_ends) > 1 else []
+        )
         in_barriers = {name for needs, _ in plan.barriers for name in needs}
         for step in plan.steps:
             piece = built[step.id]
@@ -204,11 +262,16 @@ class GraphBuilder:
             targets = self._targets(region, [*following, *plan.dependents[step.id]])
             if piece.tail is None:
                 piece.after.extend(targets)
-            elif (len(targets) == 1 and targets[0] in self.followers and piece.fuse is not None
-                  and step.id not in in_barriers):
+            elif (
+                len(targets) == 1
+                and targets[0] in self.followers
+                and piece.fuse is not None
+                and step.id not in in_barriers
+            ):
                 piece.fuse(self.followers[targets[0]])
             elif self.inline is not None and self.inline.routes(piece.tail):
-                self.inline.then(piece.tail, targets)  # its node goes there itself (engine/compile/inline.py)
+                # its node goes there itself (engine/compile/inline.py)
+                self.inline.then(piece.tail, targets)
             else:
                 for target in targets:
                     self.graph.add_edge(piece.tail, target)
@@ -217,7 +280,9 @@ class GraphBuilder:
             for entry in region.entries[waiting]:
                 self.graph.add_edge(sources, entry)
         if joined_ends:
-            self.graph.add_edge([self._static_tail(built[name], name) for name in joined_ends], region.exit)
+            self.graph.add_edge(
+                [self._static_tail(built[name], name) for name in joined_ends], region.exit
+            )
 
     def _static_tail(self, piece: Built, name: str) -> str:
         """A node with static out-edges that stands for the end of the step (barrier joins need one):
@@ -244,9 +309,13 @@ class _Node:
 
     __slots__ = ("emits", "fn", "where")
 
-    def __init__(self, fn: Callable[..., Any], where: Where | None = None, emits: Emits | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], where: Where | None = None, emits: Emits | None = None
+    ) -> None:
         self.fn = fn
-        self.where = where  # inside a loop body or an item: events say which pass, of how many items
+        self.where = (
+            where  # inside a loop body or an item: events say which pass, of how many items
+        )
         self.emits = emits  # steps' custom events, raised after their step_finished (filled in while building)
 
     async def __call__(self, state: Any, runtime: Runtime[RunContext]) -> Any:
@@ -264,4 +333,3 @@ _Node.__call__.__annotations__ = get_type_hints(_Node.__call__)
 async def _pass(state: State, runtime: Runtime[RunContext]) -> None:
     """Marks the end of a self-routing step for a barrier join."""
     return None
-

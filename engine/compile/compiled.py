@@ -37,7 +37,8 @@ class CompiledFlow:
     bundle: Bundle
     recursion_limit: int
     name: str = field(init=False)
-    accumulated: dict[str, str] = field(init=False)  # context keys steps accumulate -> append | merge
+    # context keys steps accumulate -> append | merge
+    accumulated: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.name = self.bundle.name
@@ -47,7 +48,13 @@ class CompiledFlow:
         """The state a run starts from; InputError for unknown, missing or mistyped inputs. Keys that
         steps accumulate (`reduce:`) start out empty."""
         values = coerce_inputs(self.bundle.flow.inputs, inputs, where=f"flow '{self.name}'")
-        return {"inputs": values, "context": empty(self.accumulated), "messages": [], "results": [], "loops": {}}
+        return {
+            "inputs": values,
+            "context": empty(self.accumulated),
+            "messages": [],
+            "results": [],
+            "loops": {},
+        }
 
     def outputs(self, state: dict[str, Any]) -> dict[str, Any]:
         """The flow's `outputs` keys from the final context; RunError naming a missing required one.
@@ -57,9 +64,11 @@ class CompiledFlow:
         missing = [key for key in flow.outputs if key not in context and flow.output(key).required]
         if missing:
             hints = "".join(did_you_mean(key, context) for key in missing[:1])
-            raise RunError(f"flow '{self.name}' finished without output{'s' if len(missing) > 1 else ''} "
-                           f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
-                           f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})")
+            raise RunError(
+                f"flow '{self.name}' finished without output{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
+                f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})"
+            )
         result: dict[str, Any] = {}
         for key in flow.outputs:
             if key in context:
@@ -77,13 +86,17 @@ class CompiledFlow:
         context of whatever graph runs that node, and an agent's loop runs as a graph of its own,
         whose context is the agent's execution (engine/agents), not the run's.
         """
-        final = await self.graph.ainvoke(self.initial_state(inputs), {"recursion_limit": self.recursion_limit},
-                                         context=context)
+        final = await self.graph.ainvoke(
+            self.initial_state(inputs), {"recursion_limit": self.recursion_limit}, context=context
+        )
         return self.outputs(final)
 
     def config(self, thread_id: str, **configurable: Any) -> RunnableConfig:
         """A run config with this flow's recursion limit."""
-        return {"recursion_limit": self.recursion_limit, "configurable": {"thread_id": thread_id, **configurable}}
+        return {
+            "recursion_limit": self.recursion_limit,
+            "configurable": {"thread_id": thread_id, **configurable},
+        }
 
     def explain(self, exc: BaseException) -> BlockyardError:
         """A run failure as one clear error: StepFailed and our errors as they are, LangGraph's
@@ -91,13 +104,16 @@ class CompiledFlow:
         if isinstance(exc, BlockyardError):
             return exc
         if isinstance(exc, GraphRecursionError):
-            return RunError(f"flow '{self.name}' went over its limit of {self.recursion_limit} steps (derived from "
-                            "its loop, foreach and max_visits bounds); raise it with `max_steps:` on the flow")
+            return RunError(
+                f"flow '{self.name}' went over its limit of {self.recursion_limit} steps (derived from "
+                "its loop, foreach and max_visits bounds); raise it with `max_steps:` on the flow"
+            )
         return RunError(f"flow '{self.name}': {type(exc).__name__}: {exc}")
 
     def drawing(self, fmt: str) -> str:
         """The flow's structure as `mermaid`, `dot` or `json` (engine/compile/draw.py)."""
-        from engine.compile.draw import draw  # the graph model and its renderers: only a drawing loads them
+        # the graph model and its renderers: only a drawing loads them
+        from engine.compile.draw import draw
 
         return draw(self.bundle, fmt)
 

@@ -31,12 +31,20 @@ BUILDERS: dict[str, str] = {
 # what wraps a step -> the module of engine/compile that does it (its `wrap`, a Wrapper)
 WRAPPERS: dict[str, str] = {"require_approval": "approval", "max_visits": "visits"}
 
-if TYPE_CHECKING:  # every member, imported for the checks only: import-linter sees each edge, mypy checks each
+if TYPE_CHECKING:
+    # every member, imported for the checks only: import-linter sees each edge, mypy checks each
     # against its type (tests/test_registries.py keeps these lists in step with BUILDERS and WRAPPERS)
     from engine.compile import approval, foreach, loop, mapping, router, subflow, uses, visits
 
-    _BUILDERS: tuple[Construct, ...] = (uses.build, router.build, loop.build, foreach.build, mapping.build,
-                                        subflow.build, approval.build)
+    _BUILDERS: tuple[Construct, ...] = (
+        uses.build,
+        router.build,
+        loop.build,
+        foreach.build,
+        mapping.build,
+        subflow.build,
+        approval.build,
+    )
     _WRAPPERS: tuple[Wrapper, ...] = (approval.wrap, visits.wrap)
 
 

@@ -12,11 +12,14 @@ from engine.spec.walk import delegated_ids
 
 def delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec]) -> set[str]:
     """Ids of the steps of one list that an agent step of the list delegates to."""
-    return delegated_ids(steps, lambda step: getattr(blocks.get(step.uses or ""), "kind", "") == "agent")
+    return delegated_ids(
+        steps, lambda step: getattr(blocks.get(step.uses or ""), "kind", "") == "agent"
+    )
 
 
-def split_delegated(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str
-                    ) -> tuple[list[StepSpec], dict[str, StepSpec]]:
+def split_delegated(
+    steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str
+) -> tuple[list[StepSpec], dict[str, StepSpec]]:
     """(the steps that run in the list's order, the delegated ones by id)."""
     names = delegated(steps, blocks)
     if not names:

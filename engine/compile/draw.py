@@ -19,8 +19,21 @@ from engine.compile.reactflow import reactflow_json
 from engine.definitions.pinned import Bundle
 
 FORMATS = ("mermaid", "dot", "json", "reactflow")
-_MERMAID_WORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle",
-                  "direction", "default", "call", "href"}
+_MERMAID_WORDS = {
+    "end",
+    "graph",
+    "subgraph",
+    "flowchart",
+    "style",
+    "class",
+    "classdef",
+    "click",
+    "linkstyle",
+    "direction",
+    "default",
+    "call",
+    "href",
+}
 
 
 def draw(bundle: Bundle, fmt: str) -> str:
@@ -43,23 +56,60 @@ class _Index:
 
 # ---- JSON ----------------------------------------------------------------------------------
 
+
 def as_json(graph: FlowGraph) -> dict[str, Any]:
     """The model as JSON data: {flow, direction, nodes, edges, groups}. A node's `label` is its text
     (lines joined with newlines); an edge's `style` says how to draw it (solid or dashed)."""
-    nodes = [{"id": n.id, "kind": n.kind, "label": n.label, "lines": n.lines, "shape": n.shape, "group": n.group,
-              "step": n.step, "data": n.data, "handles": [asdict(h) for h in n.handles]} for n in graph.nodes]
-    edges = [{"id": e.id, "source": e.source, "target": e.target, "kind": e.kind, "label": e.label,
-              "handle": e.handle, "bound": e.bound, "style": "dashed" if e.dashed else "solid"} for e in graph.edges]
-    groups = [{"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
-              for g in graph.groups]
-    return {"flow": graph.flow, "direction": graph.direction, "nodes": nodes, "edges": edges, "groups": groups}
+    nodes = [
+        {
+            "id": n.id,
+            "kind": n.kind,
+            "label": n.label,
+            "lines": n.lines,
+            "shape": n.shape,
+            "group": n.group,
+            "step": n.step,
+            "data": n.data,
+            "handles": [asdict(h) for h in n.handles],
+        }
+        for n in graph.nodes
+    ]
+    edges = [
+        {
+            "id": e.id,
+            "source": e.source,
+            "target": e.target,
+            "kind": e.kind,
+            "label": e.label,
+            "handle": e.handle,
+            "bound": e.bound,
+            "style": "dashed" if e.dashed else "solid",
+        }
+        for e in graph.edges
+    ]
+    groups = [
+        {"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
+        for g in graph.groups
+    ]
+    return {
+        "flow": graph.flow,
+        "direction": graph.direction,
+        "nodes": nodes,
+        "edges": edges,
+        "groups": groups,
+    }
 
 
 # ---- Mermaid -------------------------------------------------------------------------------
 
 _MERMAID_SHAPES = {
-    "box": ('["', '"]'), "diamond": ('{"', '"}'), "hexagon": ('{{"', '"}}'), "subroutine": ('[["', '"]]'),
-    "parallelogram": ('[/"', '"/]'), "terminal": ('(["', '"])'), "circle": ('(("', '"))'),
+    "box": ('["', '"]'),
+    "diamond": ('{"', '"}'),
+    "hexagon": ('{{"', '"}}'),
+    "subroutine": ('[["', '"]]'),
+    "parallelogram": ('[/"', '"/]'),
+    "terminal": ('(["', '"])'),
+    "circle": ('(("', '"))'),
 }
 
 
@@ -85,13 +135,17 @@ def mermaid_edge(edge: GraphEdge) -> str:
     return f"{mermaid_id(edge.source)} {arrow}{label} {mermaid_id(edge.target)}"
 
 
-def _mermaid_members(graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str) -> None:
+def _mermaid_members(
+    graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str
+) -> None:
     for what, member in members:
         if what == "node":
             lines.append(f"{indent}{mermaid_node(graph.nodes[member])}")
         else:
             group = graph.groups[member]
-            lines.append(f'{indent}subgraph {mermaid_id(group.key)}__cluster["{_mermaid_text(group.label)}"]')
+            lines.append(
+                f'{indent}subgraph {mermaid_id(group.key)}__cluster["{_mermaid_text(group.label)}"]'
+            )
             _mermaid_members(graph, group.members, lines, indent + "    ")
             lines.append(f"{indent}end")
 
@@ -102,19 +156,32 @@ def mermaid_id(node_id: str) -> str:
 
 
 def _mermaid_text(text: str) -> str:
-    return text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    return (
+        text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    )
 
 
 # ---- DOT -----------------------------------------------------------------------------------
 
-_DOT_SHAPES = {"box": "box", "diamond": "diamond", "hexagon": "hexagon", "subroutine": "component",
-               "parallelogram": "parallelogram", "terminal": "oval", "circle": "circle"}
+_DOT_SHAPES = {
+    "box": "box",
+    "diamond": "diamond",
+    "hexagon": "hexagon",
+    "subroutine": "component",
+    "parallelogram": "parallelogram",
+    "terminal": "oval",
+    "circle": "circle",
+}
 
 
 def dot(graph: FlowGraph) -> str:
     """A Graphviz digraph."""
-    lines = [f"digraph {_quote(graph.flow)} {{", f"    rankdir={'TB' if graph.direction == 'TD' else graph.direction};",
-             '    node [shape=box, fontname="Helvetica"];', '    edge [fontname="Helvetica"];']
+    lines = [
+        f"digraph {_quote(graph.flow)} {{",
+        f"    rankdir={'TB' if graph.direction == 'TD' else graph.direction};",
+        '    node [shape=box, fontname="Helvetica"];',
+        '    edge [fontname="Helvetica"];',
+    ]
     _dot_members(_Index(graph), graph.members, lines, "    ")
     for edge in graph.edges:
         attributes = []
@@ -128,12 +195,16 @@ def dot(graph: FlowGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dot_members(graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str) -> None:
+def _dot_members(
+    graph: _Index, members: list[tuple[str, str]], lines: list[str], indent: str
+) -> None:
     for what, member in members:
         if what == "node":
             node = graph.nodes[member]
             label = "\\n".join(_escape(line) for line in node.lines)
-            lines.append(f'{indent}{_quote(node.id)} [label="{label}", shape={_DOT_SHAPES[node.shape]}];')
+            lines.append(
+                f'{indent}{_quote(node.id)} [label="{label}", shape={_DOT_SHAPES[node.shape]}];'
+            )
         else:
             group = graph.groups[member]
             lines.append(f"{indent}subgraph {_quote('cluster_' + group.key)} {{")

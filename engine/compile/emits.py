@@ -48,8 +48,11 @@ class Emits:
 
     def add(self, label: str, step: StepSpec, frames: tuple[Frame, ...]) -> None:
         if step.emits:
-            renames = {name: step.output_key(name) for name in step.outputs} if step.action in ("uses", "flow") \
+            renames = (
+                {name: step.output_key(name) for name in step.outputs}
+                if step.action in ("uses", "flow")
                 else None
+            )
             self.plans[label] = EmitPlan(step.id, tuple(step.emits), frames, renames)
 
     def runtime(self, state: Mapping[str, Any], runtime: Runtime[Any]) -> Runtime[Any]:
@@ -73,17 +76,25 @@ class Emits:
             raw = data.get("outputs")
             outputs: dict[str, Any] = raw if isinstance(raw, dict) else {}
             if plan.renames is not None:
-                context.update({plan.renames.get(key, key): value for key, value in outputs.items()})
+                context.update(
+                    {plan.renames.get(key, key): value for key, value in outputs.items()}
+                )
             results.append(record(plan.step, None, outputs))
             scope = make_scope({**state, "context": context, "results": results}, plan.frames)
             for spec in plan.events:
                 try:
                     rendered = render(spec.data, scope)
                 except TemplateError as exc:
-                    warning(writer, str(chunk["step"]), "emit_failed",
-                            f"event '{spec.event}' was not emitted: {exc}", event=spec.event)
+                    warning(
+                        writer,
+                        str(chunk["step"]),
+                        "emit_failed",
+                        f"event '{spec.event}' was not emitted: {exc}",
+                        event=spec.event,
+                    )
                     continue
-                writer({"type": spec.event, "step": chunk["step"], "data": rendered, CUSTOM_MARK: True})
+                writer(
+                    {"type": spec.event, "step": chunk["step"], "data": rendered, CUSTOM_MARK: True}
+                )
 
         return runtime.override(stream_writer=write)
-

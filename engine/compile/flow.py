@@ -11,7 +11,9 @@ from engine.compile.limits import recursion_limit
 from engine.definitions.pinned import Bundle
 
 
-def compile_flow(bundle: Bundle, *, checkpointer: Any = None, store: Any = None, inline: bool = False) -> CompiledFlow:
+def compile_flow(
+    bundle: Bundle, *, checkpointer: Any = None, store: Any = None, inline: bool = False
+) -> CompiledFlow:
     """Compile a pinned flow that validated (the compiler trusts it: what the validator refuses is
     not checked again here; CompileError only when this installation lacks what the flow needs).
     `inline`: for the engine's runs (which give the graph a `RunContext`, with a journal when steps
@@ -24,7 +26,9 @@ def compile_subflow(bundle: Bundle, *, prefix: str, inline: bool = False) -> Com
     return _compile(bundle, prefix, None, None, inline)
 
 
-def _compile(bundle: Bundle, prefix: str, checkpointer: Any, store: Any, inline: bool) -> CompiledFlow:
+def _compile(
+    bundle: Bundle, prefix: str, checkpointer: Any, store: Any, inline: bool
+) -> CompiledFlow:
     flow = bundle.flow
     builder = GraphBuilder(bundle, prefix, COMPILER, inline=inline)
     builder.build_root(flow.steps)

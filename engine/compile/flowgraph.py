@@ -50,7 +50,8 @@ class GraphNode:
     shape: str  # box | diamond | hexagon | subroutine | parallelogram | terminal | circle
     group: str | None = None  # the id of the Group it sits in
     step: str | None = None  # the step it stands for (events name it), None for start, end, join
-    data: dict[str, Any] = field(default_factory=dict)  # what the kind knows: block, flow, bounds, ...
+    # what the kind knows: block, flow, bounds, ...
+    data: dict[str, Any] = field(default_factory=dict)
     handles: list[Handle] = field(default_factory=list)
 
     @property
@@ -83,7 +84,8 @@ class Group:
     label: str
     step: str
     parent: str | None = None
-    members: list[tuple[str, str]] = field(default_factory=list)  # ("node" | "group", id), in drawing order
+    # ("node" | "group", id), in drawing order
+    members: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -133,12 +135,26 @@ class _Builder:
         (parent.members if parent is not None else self.graph.members).append(("group", group.id))
         return group
 
-    def edge(self, source: str, target: str, kind: str, label: str | None = None, *, handle: str | None = None,
-             bound: int | None = None) -> None:
+    def edge(
+        self,
+        source: str,
+        target: str,
+        kind: str,
+        label: str | None = None,
+        *,
+        handle: str | None = None,
+        bound: int | None = None,
+    ) -> None:
         self.graph.edges.append(GraphEdge("", source, target, kind, label, handle, bound))
 
-    def region(self, steps: list[StepSpec], group: Group | None, exit_id: str, describe: str,
-               exit_kind: str = "next") -> str:
+    def region(
+        self,
+        steps: list[StepSpec],
+        group: Group | None,
+        exit_id: str,
+        describe: str,
+        exit_kind: str = "next",
+    ) -> str:
         """Add `steps` into `group`; their ends go to `exit_id` by `exit_kind` edges. Returns the entry node."""
         steps, delegated = split_delegated(steps, self.blocks, self.where)
         plan = plan_region(steps, self.blocks, self.where, describe)
@@ -148,7 +164,12 @@ class _Builder:
         for step in [*steps, *delegated.values()]:
             for name in step.delegates:
                 if name in delegated:
-                    self.edge(ends[step.id][0] if step.id in ends else step.id, name, "delegate", "delegates")
+                    self.edge(
+                        ends[step.id][0] if step.id in ends else step.id,
+                        name,
+                        "delegate",
+                        "delegates",
+                    )
 
         def resolve(target: str) -> str:
             return exit_id if target == EXIT else ends[target][0]
@@ -167,12 +188,20 @@ class _Builder:
                 self.edge(ends[name][1], ends[waiting][0], "join")
         return ends[plan.entry][0]
 
-    def _ways_on(self, step: StepSpec, out: str, plan: Plan, resolve: Callable[[str], str],
-                 ordinary: Callable[[str], str]) -> None:
+    def _ways_on(
+        self,
+        step: StepSpec,
+        out: str,
+        plan: Plan,
+        resolve: Callable[[str], str],
+        ordinary: Callable[[str], str],
+    ) -> None:
         """The edges a finished step follows: its routes or branches, else its next steps, and its dependents."""
         if step.router is not None:
             for number, route in enumerate(step.router.routes, 1):
-                self.edge(out, resolve(route.goto), "route", route_label(route), handle=f"route-{number}")
+                self.edge(
+                    out, resolve(route.goto), "route", route_label(route), handle=f"route-{number}"
+                )
             self.edge(out, resolve(step.router.default), "default", "default", handle="default")
         if step.branches is not None:
             for value, target in step.branches.items():
@@ -189,12 +218,21 @@ class _Builder:
     def _ways_out(self, step: StepSpec, entry: str, resolve: Callable[[str], str]) -> None:
         """The exits a step takes before it runs: too many visits, a rejected or timed-out gate."""
         if step.max_visits is not None and step.on_max_visits != "fail":
-            self.edge(entry, resolve(step.on_max_visits), "exit", f"after {step.max_visits} visits",
-                      bound=step.max_visits)
+            self.edge(
+                entry,
+                resolve(step.on_max_visits),
+                "exit",
+                f"after {step.max_visits} visits",
+                bound=step.max_visits,
+            )
         gate = step.approval or gate_spec(step)
         if gate is not None and gate.on_reject != "fail":
             self.edge(entry, resolve(gate.on_reject), "exit", "reject")
-        if gate is not None and gate.timeout is not None and gate.on_timeout not in ("approve", "reject"):
+        if (
+            gate is not None
+            and gate.timeout is not None
+            and gate.on_timeout not in ("approve", "reject")
+        ):
             self.edge(entry, resolve(gate.on_timeout), "exit", f"timeout {gate.timeout}")
 
     def _handles(self, out: str) -> None:
@@ -212,23 +250,47 @@ class _Builder:
         visits = {"max_visits": step.max_visits} if step.max_visits is not None else {}
         if step.loop is not None:
             loop = step.loop
-            body = self.open(Group(f"{step.id}__cluster", step.id, "loop", f"loop {step.id}{bound}", step.id), group)
-            check = GraphNode(f"{step.id}__check", "loop", [f"until {loop.until}" if loop.until else "repeat",
-                                                            f"max {loop.max_iterations}"], "hexagon", step=step.id,
-                              data={"until": loop.until, "max_iterations": loop.max_iterations, **visits})
+            body = self.open(
+                Group(f"{step.id}__cluster", step.id, "loop", f"loop {step.id}{bound}", step.id),
+                group,
+            )
+            check = GraphNode(
+                f"{step.id}__check",
+                "loop",
+                [f"until {loop.until}" if loop.until else "repeat", f"max {loop.max_iterations}"],
+                "hexagon",
+                step=step.id,
+                data={"until": loop.until, "max_iterations": loop.max_iterations, **visits},
+            )
             entry = self.region(loop.steps, body, check.id, f"the loop body of step '{step.id}'")
             self.add(check, body)
             self.edge(check.id, entry, "loop-back", "again", bound=loop.max_iterations)
             return entry, check.id
         if step.foreach is not None:
             each = step.foreach
-            title = f"for each {each.as_} in {each.items}" + (f" → {each.collect}" if each.collect else "")
-            body = self.open(Group(f"{step.id}__cluster", step.id, "foreach", f"foreach {step.id}{bound}", step.id),
-                             group)
-            iterator = self.add(GraphNode(step.id, "foreach", [step.id, title], "hexagon", step=step.id,
-                                          data={"items": each.items, "as": each.as_, "collect": each.collect,
-                                                **visits}), body)
-            entry = self.region(each.steps, body, iterator.id, f"the foreach body of step '{step.id}'")
+            title = f"for each {each.as_} in {each.items}" + (
+                f" → {each.collect}" if each.collect else ""
+            )
+            body = self.open(
+                Group(
+                    f"{step.id}__cluster", step.id, "foreach", f"foreach {step.id}{bound}", step.id
+                ),
+                group,
+            )
+            iterator = self.add(
+                GraphNode(
+                    step.id,
+                    "foreach",
+                    [step.id, title],
+                    "hexagon",
+                    step=step.id,
+                    data={"items": each.items, "as": each.as_, "collect": each.collect, **visits},
+                ),
+                body,
+            )
+            entry = self.region(
+                each.steps, body, iterator.id, f"the foreach body of step '{step.id}'"
+            )
             self.edge(iterator.id, entry, "iterate", "next")
             return iterator.id, iterator.id
         if step.map is not None:
@@ -240,16 +302,41 @@ class _Builder:
                 lines.append(f"max {fan_out.max_concurrency} at once")
             if fan_out.collect:
                 lines.append(f"→ {fan_out.collect}")
-            data = {"items": fan_out.items, "as": fan_out.as_, "uses": fan_out.uses,
-                    "max_concurrency": fan_out.max_concurrency, "collect": fan_out.collect, **visits}
-            fan = self.add(GraphNode(step.id, "map", lines + ([bound.strip(" ,")] if bound else []),
-                                     "parallelogram", step=step.id, data=data), group)
+            data = {
+                "items": fan_out.items,
+                "as": fan_out.as_,
+                "uses": fan_out.uses,
+                "max_concurrency": fan_out.max_concurrency,
+                "collect": fan_out.collect,
+                **visits,
+            }
+            fan = self.add(
+                GraphNode(
+                    step.id,
+                    "map",
+                    lines + ([bound.strip(" ,")] if bound else []),
+                    "parallelogram",
+                    step=step.id,
+                    data=data,
+                ),
+                group,
+            )
             if fan_out.steps is None:
                 return fan.id, fan.id
-            body = self.open(Group(f"{step.id}__body__cluster", f"{step.id}__body", "map", f"each {fan_out.as_}",
-                                   step.id), group)
+            body = self.open(
+                Group(
+                    f"{step.id}__body__cluster",
+                    f"{step.id}__body",
+                    "map",
+                    f"each {fan_out.as_}",
+                    step.id,
+                ),
+                group,
+            )
             join = GraphNode(f"{step.id}__join", "join", ["join"], "circle")
-            entry = self.region(fan_out.steps, body, join.id, f"the map body of step '{step.id}'", exit_kind="join")
+            entry = self.region(
+                fan_out.steps, body, join.id, f"the map body of step '{step.id}'", exit_kind="join"
+            )
             self.add(join, group)
             self.edge(fan.id, entry, "fan-out", "each item")
             return fan.id, join.id
@@ -257,32 +344,55 @@ class _Builder:
         return node.id, node.id
 
     def _simple(self, step: StepSpec, bound: str) -> GraphNode:
-        data: dict[str, Any] = {"max_visits": step.max_visits} if step.max_visits is not None else {}
+        data: dict[str, Any] = (
+            {"max_visits": step.max_visits} if step.max_visits is not None else {}
+        )
         if step.require_approval is not False:
             bound += ", after approval"
             data["after_approval"] = True
         if step.router is not None:
-            return GraphNode(step.id, "router", [step.id, "router" + bound], "diamond", step=step.id, data=data)
+            return GraphNode(
+                step.id, "router", [step.id, "router" + bound], "diamond", step=step.id, data=data
+            )
         accumulates = _accumulates(step)
         if accumulates:
             data["accumulates"] = accumulates
         if step.flow is not None:
-            return GraphNode(step.id, "subflow", [step.id, f"flow {step.flow}{bound}", *_accumulates_line(step)],
-                             "subroutine", step=step.id, data={"flow": step.flow, **data})
+            return GraphNode(
+                step.id,
+                "subflow",
+                [step.id, f"flow {step.flow}{bound}", *_accumulates_line(step)],
+                "subroutine",
+                step=step.id,
+                data={"flow": step.flow, **data},
+            )
         if step.approval is not None:
-            return GraphNode(step.id, "gate", [step.id, f"approval{bound}"], "hexagon", step=step.id, data=data)
+            return GraphNode(
+                step.id, "gate", [step.id, f"approval{bound}"], "hexagon", step=step.id, data=data
+            )
         block = self.blocks.get(step.uses or "")
         kind = block.kind if block is not None else "block"
         lines = [step.id, f"{kind} {step.uses}{bound}"]
         data = {"block": step.uses, "kind": kind, **data}
         if kind == "agent":
-            tools = [*step.delegates, *(block.delegates if block is not None else []), *(block.tools if block else [])]
+            tools = [
+                *step.delegates,
+                *(block.delegates if block is not None else []),
+                *(block.tools if block else []),
+            ]
             if tools:
                 lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
                 data["tools"] = list(dict.fromkeys(tools))
         lines.extend(_accumulates_line(step))
         node_kind = "decide" if kind == "decide" and step.branches is not None else "step"
-        return GraphNode(step.id, node_kind, lines, "diamond" if kind == "decide" else "box", step=step.id, data=data)
+        return GraphNode(
+            step.id,
+            node_kind,
+            lines,
+            "diamond" if kind == "decide" else "box",
+            step=step.id,
+            data=data,
+        )
 
 
 def _accumulates(step: StepSpec) -> dict[str, str]:
@@ -298,7 +408,11 @@ def _accumulates(step: StepSpec) -> dict[str, str]:
 def _accumulates_line(step: StepSpec) -> list[str]:
     """The line naming the context keys a step accumulates, if any."""
     found = _accumulates(step)
-    return ["accumulates " + ", ".join(f"{key} ({mode})" for key, mode in found.items())] if found else []
+    return (
+        ["accumulates " + ", ".join(f"{key} ({mode})" for key, mode in found.items())]
+        if found
+        else []
+    )
 
 
 def _bound(step: StepSpec) -> str:

@@ -26,7 +26,9 @@ from engine.templates.render import TemplateError, evaluate
 
 RESULT = "{}.r{}"
 SINCE = "{}.t"
-MAX_ITEMS = 1000  # what the derived step limit assumes (engine/compile/limits.py); max_steps lifts it
+MAX_ITEMS = (
+    1000  # what the derived step limit assumes (engine/compile/limits.py); max_steps lifts it
+)
 
 
 def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
@@ -43,11 +45,22 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     limited = builder.bundle.flow.max_steps is None
     built = Built([step.id])
 
-    def complete(state: State, runtime: Runtime[RunContext], results: list[Any], duration_ms: int,
-                 clear: dict[str, None]) -> Command[Any]:
+    def complete(
+        state: State,
+        runtime: Runtime[RunContext],
+        results: list[Any],
+        duration_ms: int,
+        clear: dict[str, None],
+    ) -> Command[Any]:
         outputs = {spec.collect: results} if spec.collect else {}
-        finished(runtime.stream_writer, label, outputs, duration_ms=duration_ms, index=item_index(state, frames),
-                 items=len(results))
+        finished(
+            runtime.stream_writer,
+            label,
+            outputs,
+            duration_ms=duration_ms,
+            index=item_index(state, frames),
+            items=len(results),
+        )
         update: dict[str, Any] = {"results": [record(step.id, None, outputs)]}
         if clear:
             update["loops"] = clear
@@ -63,11 +76,19 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         try:
             items = step_items(spec.items, make_scope(state, frames))
         except Problem as exc:
-            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+            raise failed(
+                writer, builder.flow, label, str(exc), started=started, index=index
+            ) from None
         if limited and len(items) > MAX_ITEMS:
-            raise failed(writer, builder.flow, label,
-                         f"{len(items)} items is more than the {MAX_ITEMS} the flow's derived step limit allows "
-                         "for; set `max_steps` on the flow", started=started, index=index)
+            raise failed(
+                writer,
+                builder.flow,
+                label,
+                f"{len(items)} items is more than the {MAX_ITEMS} the flow's derived step limit allows "
+                "for; set `max_steps` on the flow",
+                started=started,
+                index=index,
+            )
         if not items:
             return complete(state, runtime, [], elapsed_ms(started), {})
         update = {items_key: list(items), position_key: 0, since_key: time.time()}
@@ -86,8 +107,11 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return complete(state, runtime, results, since(loops.get(since_key)), clear)
 
     builder.follower(step.id, start)
-    builder.follower(done_node, next_item)  # before the body: its barrier joins check their targets exist
-    body.extend(builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'"))
+    # before the body: its barrier joins check their targets exist
+    builder.follower(done_node, next_item)
+    body.extend(
+        builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'")
+    )
     return built
 
 

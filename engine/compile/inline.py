@@ -48,7 +48,9 @@ from engine.nodes.context import RunContext, StepJournal
 from engine.nodes.errors import InternalError
 
 NodeFn = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
-YIELD_EVERY = 32  # steps run inline between two chances for the event loop (a cancellation) to get in
+YIELD_EVERY = (
+    32  # steps run inline between two chances for the event loop (a cancellation) to get in
+)
 
 
 class Inline:
@@ -59,7 +61,9 @@ class Inline:
         self.nodes: dict[str, NodeFn] = {}
         self.next: dict[str, list[str]] = {}
         self.items: dict[str, NodeFn] = {}  # a map's item node: run by the node that sends to it
-        self.retry: dict[str, RetryPolicy] = {}  # the retry policy of a node above or of an item node
+        self.retry: dict[
+            str, RetryPolicy
+        ] = {}  # the retry policy of a node above or of an item node
         self.parallel = False  # set while building: a region where two nodes may run at once
 
     def add(self, name: str, node: NodeFn, retry: RetryPolicy | None = None) -> Callable[..., Any]:
@@ -78,7 +82,9 @@ class Inline:
         """Where node `name` goes when its step returns a plain update."""
         self.next[name] = targets
 
-    def add_items(self, name: str, node: NodeFn, then: list[str], retry: RetryPolicy | None = None) -> None:
+    def add_items(
+        self, name: str, node: NodeFn, then: list[str], retry: RetryPolicy | None = None
+    ) -> None:
         """A map's item node (it stays a node of its own, for `Send`s from a graph with parallel
         branches, or in a run with checkpoints): a node of this graph that sends to it runs its items itself,
         all at once, then goes on to `then` (the map's join)."""
@@ -114,26 +120,39 @@ class _Runner:
                 state = applied(state, update)
             name, ran = done.following, len(done.updates)
             if name not in self.inline.nodes:
-                raise InternalError(f"bug: a resumed node goes on to '{name}', which is not a node of its graph")
+                raise InternalError(
+                    f"bug: a resumed node goes on to '{name}', which is not a node of its graph"
+                )
         try:
             return await self._steps(state, runtime, journal, ns, name, total, ran)
         except BaseException:
             journal.stopped()  # `exit`: what the node finished, written as LangGraph writes the run's stop
             raise
 
-    async def _steps(self, state: Any, runtime: Runtime[RunContext], journal: StepJournal | None, ns: str,
-                     name: str, total: dict[str, Any], ran: int) -> Command[Any]:
+    async def _steps(
+        self,
+        state: Any,
+        runtime: Runtime[RunContext],
+        journal: StepJournal | None,
+        ns: str,
+        name: str,
+        total: dict[str, Any],
+        ran: int,
+    ) -> Command[Any]:
         """Step `name` and those it leads to, on `state`, after steps that wrote `total` (`ran` of them)."""
         inline = self.inline
         while True:
-            update, goto = _split(await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
-                                  inline.next.get(name, []))
+            update, goto = _split(
+                await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
+                inline.next.get(name, []),
+            )
             total = combined(total, update)
             if inline.parallel or "messages" in update:
                 return await _end(journal, total, goto)
             state = applied(state, update)
             items = _items(goto, inline.items) if journal is None else None
-            if items is not None:  # a map's fan-out: its items here, as LangGraph runs them (all at once)
+            if items is not None:
+                # a map's fan-out: its items here, as LangGraph runs them (all at once)
                 args = [send.arg for send in goto if isinstance(send, Send)]
                 for done in await _all(inline.items[items], args, runtime, inline.retry.get(items)):
                     total = combined(total, done)
@@ -147,20 +166,25 @@ class _Runner:
             name = following
             ran += 1
             if ran % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # a long chain still lets a cancellation (Ctrl-C, a client) in
+                # a long chain still lets a cancellation (Ctrl-C, a client) in
+                await asyncio.sleep(0)
 
 
 # resolved once here instead of at every add_node (LangGraph reads the node's annotations)
 _Runner.__call__.__annotations__ = {"state": Any, "runtime": Runtime[RunContext], "return": Any}
 
 
-async def _end(journal: StepJournal | None, total: dict[str, Any], goto: list[str | Send]) -> Command[Any]:
+async def _end(
+    journal: StepJournal | None, total: dict[str, Any], goto: list[str | Send]
+) -> Command[Any]:
     if journal is not None:
         await journal.settle()  # `async`: the last step's row, committed while this one ran
     return Command(update=total, goto=goto)
 
 
-async def _attempts(node: NodeFn, arg: Any, runtime: Runtime[RunContext], policy: RetryPolicy | None) -> Any:
+async def _attempts(
+    node: NodeFn, arg: Any, runtime: Runtime[RunContext], policy: RetryPolicy | None
+) -> Any:
     """`node` run on `arg`, again while `policy` says a failure is worth another attempt: what
     LangGraph does for a node with a retry policy (the attempt number in the runtime's execution
     info, the same intervals), for a step that runs inside another's node."""
@@ -178,7 +202,9 @@ async def _attempts(node: NodeFn, arg: Any, runtime: Runtime[RunContext], policy
             failed += 1
             if failed >= policy.max_attempts:
                 raise
-            interval = min(policy.max_interval, policy.initial_interval * policy.backoff_factor ** (failed - 1))
+            interval = min(
+                policy.max_interval, policy.initial_interval * policy.backoff_factor ** (failed - 1)
+            )
             await asyncio.sleep(interval + random.uniform(0, 1) if policy.jitter else interval)
 
 
@@ -217,8 +243,9 @@ def _items(goto: list[str | Send], items: Mapping[str, NodeFn]) -> str | None:
     return None
 
 
-async def _all(node: NodeFn, args: list[Any], runtime: Runtime[RunContext],
-               policy: RetryPolicy | None) -> list[Mapping[str, Any]]:
+async def _all(
+    node: NodeFn, args: list[Any], runtime: Runtime[RunContext], policy: RetryPolicy | None
+) -> list[Mapping[str, Any]]:
     """The updates of a map's items, run at once as LangGraph runs the tasks of one step (each
     retried on its own, as its task would be): the first failure fails them all (the others are
     cancelled, and awaited, before it is raised)."""

@@ -41,8 +41,13 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     built = Built([step.id], tail=None)
 
     async def start(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
-        emit(runtime.stream_writer, STEP_STARTED, label,
-             {"block": None, "kind": "loop", "max_iterations": spec.max_iterations}, item_index(state, frames))
+        emit(
+            runtime.stream_writer,
+            STEP_STARTED,
+            label,
+            {"block": None, "kind": "loop", "max_iterations": spec.max_iterations},
+            item_index(state, frames),
+        )
         return Command(update={"loops": {since_key: time.time()}}, goto=body)
 
     async def after_pass(state: State, runtime: Runtime[RunContext]) -> Command[Any]:
@@ -56,24 +61,46 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             try:
                 done = bool(evaluate(spec.until, make_scope(state, frames)))
             except TemplateError as exc:
-                raise failed(writer, builder.flow, label, f"until: {exc}", started=started, index=index) from None
+                raise failed(
+                    writer, builder.flow, label, f"until: {exc}", started=started, index=index
+                ) from None
         if not done and passes < spec.max_iterations:
             return Command(update={"loops": {count: passes}}, goto=body)
         status = "ok"
         if not done and spec.until is not None:
-            message = (f"loop '{label}' ran {passes} iteration{'s' if passes > 1 else ''} (max_iterations) "
-                       f"and `until: {spec.until}` is still false")
+            message = (
+                f"loop '{label}' ran {passes} iteration{'s' if passes > 1 else ''} (max_iterations) "
+                f"and `until: {spec.until}` is still false"
+            )
             if spec.on_exhausted == "fail":
                 raise failed(writer, builder.flow, label, message, started=started, index=index)
             warning(writer, label, "loop_exhausted", message + "; going on", iterations=passes)
             status = "exhausted"
         outputs = {"iterations": passes}
-        finished(writer, label, outputs, duration_ms=since(loops.get(since_key)), index=index, status=status)
-        update = {"results": [record(step.id, None, outputs, status)], "loops": {count: None, since_key: None}}
+        finished(
+            writer,
+            label,
+            outputs,
+            duration_ms=since(loops.get(since_key)),
+            index=index,
+            status=status,
+        )
+        update = {
+            "results": [record(step.id, None, outputs, status)],
+            "loops": {count: None, since_key: None},
+        }
         return Command(update=update, goto=list(built.after))
 
     builder.follower(step.id, start)
-    builder.follower(check, after_pass)  # before the body: its barrier joins check their targets exist
-    body.extend(builder.build_region(spec.steps, region.frames, check, f"the loop body of step '{step.id}'",
-                                     loop=Pass(step.id, spec.max_iterations)))
+    # before the body: its barrier joins check their targets exist
+    builder.follower(check, after_pass)
+    body.extend(
+        builder.build_region(
+            spec.steps,
+            region.frames,
+            check,
+            f"the loop body of step '{step.id}'",
+            loop=Pass(step.id, spec.max_iterations),
+        )
+    )
     return built

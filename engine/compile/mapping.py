@@ -67,12 +67,19 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         writer = runtime.stream_writer
         index = item_index(state, frames)
         started = time.monotonic()
-        emit(writer, STEP_STARTED, label,
-             {"block": spec.uses, "kind": "map", "max_concurrency": spec.max_concurrency}, index)
+        emit(
+            writer,
+            STEP_STARTED,
+            label,
+            {"block": spec.uses, "kind": "map", "max_concurrency": spec.max_concurrency},
+            index,
+        )
         try:
             items = step_items(spec.items, make_scope(state, frames))
         except Problem as exc:
-            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+            raise failed(
+                writer, builder.flow, label, str(exc), started=started, index=index
+            ) from None
         update = {"loops": {count_key: len(items), since_key: time.time()}}
         if not items:
             return Command(update=update, goto=join_node)
@@ -83,16 +90,29 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             "results": (state.get("results") or []) if needs_results else [],
         }
         loops = state.get("loops") or {}
-        sends = [Send(item_node, {**base, "loops": {**loops, MAP_ITEM.format(step.id): item,
-                                                    MAP_INDEX.format(step.id): position, count_key: len(items)},
-                                  "slot": token})
-                 for position, item in enumerate(items)]
+        sends = [
+            Send(
+                item_node,
+                {
+                    **base,
+                    "loops": {
+                        **loops,
+                        MAP_ITEM.format(step.id): item,
+                        MAP_INDEX.format(step.id): position,
+                        count_key: len(items),
+                    },
+                    "slot": token,
+                },
+            )
+            for position, item in enumerate(items)
+        ]
         return Command(update=update, goto=sends)
 
     async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         position = int(payload["loops"][index_key])
         count = payload["loops"].get(count_key)
-        if count is not None:  # the item's events say "item 3 of 10" (a body's own steps: their region)
+        if count is not None:
+            # the item's events say "item 3 of 10" (a body's own steps: their region)
             runtime = stamped(runtime, frozenset({label}), {"items": count})
         if spec.max_concurrency is None:
             outputs, log = await run_item(payload, runtime, position)
@@ -109,15 +129,24 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         count = int(loops.get(count_key, 0))
         results = [loops[RESULT.format(step.id, i)] for i in range(count)]
         outputs = {spec.collect: results} if spec.collect else {}
-        finished(runtime.stream_writer, label, outputs, duration_ms=since(loops.get(since_key)),
-                 index=item_index(state, frames), block=spec.uses, items=count)
+        finished(
+            runtime.stream_writer,
+            label,
+            outputs,
+            duration_ms=since(loops.get(since_key)),
+            index=item_index(state, frames),
+            block=spec.uses,
+            items=count,
+        )
         clear: dict[str, Any] = {RESULT.format(step.id, i): None for i in range(count)}
         clear.update({DELTA.format(step.id, i): None for i in range(count)})
         clear.update({count_key: None, since_key: None})
         update: dict[str, Any] = {"loops": clear, "results": [record(step.id, spec.uses, outputs)]}
         # what the items accumulated, in item order: into the shared context, and into the log of
         # the map around this one, if any
-        entries = [entry for i in range(count) for entry in loops.get(DELTA.format(step.id, i)) or ()]
+        entries = [
+            entry for i in range(count) for entry in loops.get(DELTA.format(step.id, i)) or ()
+        ]
         context = replay(state.get("context") or {}, entries) if entries else {}
         if entries and outer_log is not None:
             clear[outer_log] = [*(loops.get(outer_log) or []), *entries]
@@ -137,21 +166,34 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
 RunItem = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[tuple[Any, list[Any]]]]
 
 
-def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
-                 ) -> tuple[RunItem, RetryPolicy | None]:
+def _item_function(
+    builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
+) -> tuple[RunItem, RetryPolicy | None]:
     """How one item runs (payload, runtime, position -> outputs), and the item node's retry policy."""
     if (spec.uses is None) == (spec.steps is None):
-        raise internal(f"{builder.where(step.id)}: a map with {'both' if spec.uses else 'neither'} of uses and steps",
-                       "BY319")
+        raise internal(
+            f"{builder.where(step.id)}: a map with {'both' if spec.uses else 'neither'} of uses and steps",
+            "BY319",
+        )
     if spec.uses is not None:
         block = builder.block(spec.uses, step.id)
         label = builder.label(step.id)
         wired = executor_for(builder, None, None, block, spec.uses, label)
-        block_step = BlockStep(builder.flow, step.id, label, block, spec.with_, frames, {}, executor=wired,
-                               files=builder.bundle.prompts)
+        block_step = BlockStep(
+            builder.flow,
+            step.id,
+            label,
+            block,
+            spec.with_,
+            frames,
+            {},
+            executor=wired,
+            files=builder.bundle.prompts,
+        )
 
-        async def run_block(payload: dict[str, Any], runtime: Runtime[RunContext], position: int
-                            ) -> tuple[Any, list[Any]]:
+        async def run_block(
+            payload: dict[str, Any], runtime: Runtime[RunContext], position: int
+        ) -> tuple[Any, list[Any]]:
             return await block_step.run(make_scope(payload, frames), runtime, position), []
 
         return run_block, block_step.policies.retry
@@ -162,15 +204,17 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
     sub.build_root(spec.steps, frames, f"the map body of step '{step.id}'")
     body = sub.graph.compile(name=f"{builder.flow}.{step.id}")
     body_limit = region_bound(spec.steps) + 2
-    if builder.bundle.flow.max_steps is not None:  # the flow lifted the foreach bound: bodies follow
+    if builder.bundle.flow.max_steps is not None:
+        # the flow lifted the foreach bound: bodies follow
         body_limit = max(body_limit, builder.bundle.flow.max_steps)
     body_ids = {child.id for child in spec.steps}
     label = builder.label(step.id)
 
     log = LOG.format(step.id)
 
-    async def run_body(payload: dict[str, Any], runtime: Runtime[RunContext], position: int
-                       ) -> tuple[Any, list[Any]]:
+    async def run_body(
+        payload: dict[str, Any], runtime: Runtime[RunContext], position: int
+    ) -> tuple[Any, list[Any]]:
         state = {key: payload[key] for key in ("inputs", "context", "results", "loops")}
         state["messages"] = []
         started = time.monotonic()
@@ -179,9 +223,18 @@ def _item_function(builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames:
         except (StepFailed, GraphBubbleUp):
             raise  # a body step failed (it named itself and the item already), or LangGraph control flow
         except Exception as exc:
-            raise failed(runtime.stream_writer, builder.flow, label, f"{type(exc).__name__}: {exc}",
-                         started=started, index=position, cause=exc) from exc
-        return last_outputs(final.get("results") or [], body_ids), list((final.get("loops") or {}).get(log) or [])
+            raise failed(
+                runtime.stream_writer,
+                builder.flow,
+                label,
+                f"{type(exc).__name__}: {exc}",
+                started=started,
+                index=position,
+                cause=exc,
+            ) from exc
+        return last_outputs(final.get("results") or [], body_ids), list(
+            (final.get("loops") or {}).get(log) or []
+        )
 
     return run_body, None
 

@@ -70,13 +70,19 @@ class Where:
         return stamped(runtime, self.labels, found) if found else runtime
 
 
-def stamped(runtime: Runtime[Any], labels: frozenset[str], found: Mapping[str, Any]) -> Runtime[Any]:
+def stamped(
+    runtime: Runtime[Any], labels: frozenset[str], found: Mapping[str, Any]
+) -> Runtime[Any]:
     """`runtime` whose writer adds `found` to step events of the steps labelled `labels` (a follower
     of another region run inline keeps its own events as they are)."""
     writer: Callable[[Any], None] = runtime.stream_writer
 
     def write(chunk: Any) -> None:
-        if isinstance(chunk, dict) and chunk.get("type") in STEP_EVENTS and chunk.get("step") in labels:
+        if (
+            isinstance(chunk, dict)
+            and chunk.get("type") in STEP_EVENTS
+            and chunk.get("step") in labels
+        ):
             data = chunk.get("data") or {}
             chunk = {**chunk, "data": {**data, **{k: v for k, v in found.items() if k not in data}}}
         writer(chunk)

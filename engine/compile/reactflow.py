@@ -26,8 +26,15 @@ from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, Gra
 from engine.definitions.pinned import Bundle
 
 X_GAP, Y_GAP = 260, 140
-_NODE_TYPES = {"router": "router", "foreach": "iterator", "loop": "loop", "map": "map", "gate": "approval",
-               "subflow": "subflow", "end": "end"}
+_NODE_TYPES = {
+    "router": "router",
+    "foreach": "iterator",
+    "loop": "loop",
+    "map": "map",
+    "gate": "approval",
+    "subflow": "subflow",
+    "end": "end",
+}
 _BLOCK_TYPES = {"agent": "agent", "tool": "tool", "smart": "smart_node"}
 _STEP_KEYS = ("description", "with", "outputs", "emit", "max_visits")
 _KEPT_TARGETS = frozenset({"fail", "approve", "reject"})  # gate and visit settings that are no edge
@@ -59,7 +66,9 @@ class _Exporter:
     def __init__(self, bundle: Bundle, graph: FlowGraph) -> None:
         self.bundle = bundle
         self.graph = graph
-        source = bundle.source.get("flow") or bundle.flow.model_dump(by_alias=True, exclude_defaults=True)
+        source = bundle.source.get("flow") or bundle.flow.model_dump(
+            by_alias=True, exclude_defaults=True
+        )
         self.flow_data: dict[str, Any] = source
         self.raw = {str(step.get("id")): step for step in _raw_steps(source.get("steps") or [])}
         self.groups = {group.id: group for group in graph.groups}
@@ -122,15 +131,22 @@ class _Exporter:
             found["data"]["view"] = self.view(found["id"])
         layout(ordered, edges)
         settings = {k: v for k, v in self.flow_data.items() if k != "steps"}
-        groups = [{"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
-                  for g in self.graph.groups]
+        groups = [
+            {"id": g.id, "kind": g.kind, "label": g.label, "step": g.step, "parent": g.parent}
+            for g in self.graph.groups
+        ]
         return {"flow": settings, "nodes": ordered, "edges": edges, "groups": groups}
 
     def view(self, node_id: str) -> dict[str, Any]:
         """How the page draws a node: the graph model's kind, lines, shape and group (a loop is its check's)."""
         check = next((n for n in self.graph.nodes if n.kind == "loop" and n.step == node_id), None)
         model = check or self.nodes[node_id]
-        return {"kind": model.kind, "lines": list(model.lines), "shape": model.shape, "group": model.group}
+        return {
+            "kind": model.kind,
+            "lines": list(model.lines),
+            "shape": model.shape,
+            "group": model.group,
+        }
 
     def edge(self, edge: GraphEdge) -> dict[str, Any] | None:
         source_node = self.nodes[edge.source]
@@ -143,14 +159,31 @@ class _Exporter:
             handle = "NEXT"
         elif edge.kind == "exit":
             label = edge.label or ""
-            handle = "reject" if label == "reject" else "timeout" if label.startswith("timeout") else "max_visits"
-        elif source_node.kind in ("loop", "foreach", "join") and edge.kind in ("next", "default", "join"):
-            handle = "COMPLETE"  # what follows the container (a loop's check, a map's join: the step's)
+            handle = (
+                "reject"
+                if label == "reject"
+                else "timeout"
+                if label.startswith("timeout")
+                else "max_visits"
+            )
+        elif source_node.kind in ("loop", "foreach", "join") and edge.kind in (
+            "next",
+            "default",
+            "join",
+        ):
+            handle = (
+                "COMPLETE"  # what follows the container (a loop's check, a map's join: the step's)
+            )
         elif handle == "other":
             handle = None
         if target == END_ID and handle is None:
             return None  # a node with nowhere to go ends the flow: no edge needed
-        found: dict[str, Any] = {"id": "", "source": source, "target": target, "data": {"kind": edge.kind}}
+        found: dict[str, Any] = {
+            "id": "",
+            "source": source,
+            "target": target,
+            "data": {"kind": edge.kind},
+        }
         if handle is not None:
             found["sourceHandle"] = handle
         if edge.label:
@@ -162,7 +195,9 @@ class _Exporter:
     def base(self, node: GraphNode, kind: str) -> dict[str, Any]:
         raw = self.raw.get(node.step or "", {})
         data: dict[str, Any] = {"label": node.step or node.id}
-        step = {key: raw[key] for key in _STEP_KEYS if key in raw}  # the step's own settings, as written
+        step = {
+            key: raw[key] for key in _STEP_KEYS if key in raw
+        }  # the step's own settings, as written
         if raw.get("on_max_visits") == "fail":
             step["on_max_visits"] = "fail"
         flows = [d for d in raw.get("delegates") or [] if d not in self.raw]
@@ -172,8 +207,11 @@ class _Exporter:
             data["step"] = step
         gate = raw.get("require_approval")
         if isinstance(gate, dict):
-            data["require_approval"] = {k: v for k, v in gate.items()
-                                        if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS}
+            data["require_approval"] = {
+                k: v
+                for k, v in gate.items()
+                if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS
+            }
         elif gate:
             data["require_approval"] = gate
         return {"id": node.id, "type": kind, "data": data}
@@ -187,19 +225,34 @@ class _Exporter:
             data = found["data"]
             data["block"] = raw.get("uses")
             if block is not None and kind == "agent":
-                data.update({"system_prompt": block.prompt.system if block.prompt else None,
-                             "tools": [*block.tools], "max_iterations": block.max_iterations,
-                             "profile": block.model if isinstance(block.model, str) else None})
+                data.update(
+                    {
+                        "system_prompt": block.prompt.system if block.prompt else None,
+                        "tools": [*block.tools],
+                        "max_iterations": block.max_iterations,
+                        "profile": block.model if isinstance(block.model, str) else None,
+                    }
+                )
             elif block is not None and kind == "tool":
                 data["tool"] = block.tool
                 data["args"] = data.get("step", {}).pop("with", {})
                 if data.get("step") == {}:
                     del data["step"]
             elif block is not None and kind == "smart_node":
-                data.update({"mode": "ChainOfThought" if block.mode == "chain_of_thought" else "Predict",
-                             "goal": block.prompt.system if block.prompt else None,
-                             "inputs": [{"name": k, "desc": v.description or ""} for k, v in block.inputs.items()],
-                             "outputs": [{"name": k, "desc": v.description or ""} for k, v in block.outputs.items()]})
+                data.update(
+                    {
+                        "mode": "ChainOfThought" if block.mode == "chain_of_thought" else "Predict",
+                        "goal": block.prompt.system if block.prompt else None,
+                        "inputs": [
+                            {"name": k, "desc": v.description or ""}
+                            for k, v in block.inputs.items()
+                        ],
+                        "outputs": [
+                            {"name": k, "desc": v.description or ""}
+                            for k, v in block.outputs.items()
+                        ],
+                    }
+                )
             return found
         kind = _NODE_TYPES[node.kind]
         found = self.base(node, kind)
@@ -208,8 +261,14 @@ class _Exporter:
             spec = self.bundle_step(node).router
             assert spec is not None
             data["value"] = spec.value
-            data["routes"] = [{"condition": route.kind, "value": getattr(route, route.kind),
-                               "target_handle": f"route-{number}"} for number, route in enumerate(spec.routes, 1)]
+            data["routes"] = [
+                {
+                    "condition": route.kind,
+                    "value": getattr(route, route.kind),
+                    "target_handle": f"route-{number}",
+                }
+                for number, route in enumerate(spec.routes, 1)
+            ]
             data["default_handle"] = "default"
         elif node.kind == "foreach":
             data.update({k: v for k, v in (raw.get("foreach") or {}).items() if k != "steps"})
@@ -217,7 +276,13 @@ class _Exporter:
             data.update({k: v for k, v in (raw.get("map") or {}).items() if k != "steps"})
         elif node.kind == "gate":
             gate = raw.get("approval") or {}
-            data.update({k: v for k, v in gate.items() if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS})
+            data.update(
+                {
+                    k: v
+                    for k, v in gate.items()
+                    if k not in ("on_reject", "on_timeout") or v in _KEPT_TARGETS
+                }
+            )
         elif node.kind == "subflow":
             data["flow"] = raw.get("flow")
         return found
@@ -251,7 +316,9 @@ def layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
             if (node_id, target) not in back:
                 row[target] = max(row[target], row[node_id] + 1)
     if END_ID in row:
-        row[END_ID] = max(row.values()) + (1 if any(r == row[END_ID] and i != END_ID for i, r in row.items()) else 0)
+        row[END_ID] = max(row.values()) + (
+            1 if any(r == row[END_ID] and i != END_ID for i, r in row.items()) else 0
+        )
     rows: dict[int, list[str]] = {}
     for node_id in ids:
         rows.setdefault(row[node_id], []).append(node_id)
@@ -263,9 +330,11 @@ def layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
     column = {node_id: float(i) for members in rows.values() for i, node_id in enumerate(members)}
     for sweep in range(_SWEEPS):
         for number in sorted(rows, reverse=sweep % 2 == 1):
+
             def weight(node_id: str, number: int = number) -> float:
                 others = [column[n] for n in near[node_id] if row[n] != number]
                 return sum(others) / len(others) if others else column[node_id]
+
             rows[number].sort(key=weight)
             column.update({node_id: float(i) for i, node_id in enumerate(rows[number])})
     widest = max(len(members) for members in rows.values())
@@ -276,8 +345,9 @@ def layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
             by_id[node_id]["position"] = {"x": round((offset + i) * X_GAP), "y": number * Y_GAP}
 
 
-def _back_edges(ids: list[str], following: dict[str, list[str]], start: str) -> tuple[set[tuple[str, str]],
-                                                                                         list[str]]:
+def _back_edges(
+    ids: list[str], following: dict[str, list[str]], start: str
+) -> tuple[set[tuple[str, str]], list[str]]:
     """The edges that lead back to a node on the current path, and a topological order of the rest
     (iterative depth-first search: a long flow must not exhaust the stack)."""
     state: dict[str, int] = {}

@@ -20,7 +20,9 @@ from engine.nodes.errors import Problem
 from engine.nodes.scope import Frame
 from engine.spec import StepSpec
 
-LOG = "{}.d"  # loops key: what the items of map <id> accumulated, [[key, mode, value], ...] in order
+LOG = (
+    "{}.d"  # loops key: what the items of map <id> accumulated, [[key, mode, value], ...] in order
+)
 
 
 def log_key(frames: tuple[Frame, ...]) -> str | None:
@@ -35,17 +37,25 @@ def combine(mode: str, old: Any, new: Any, key: str) -> Any:
     """`new` added to `old` (missing: empty) by `mode`; Problem when the values do not fit it."""
     if mode == "append":
         if not isinstance(new, list):
-            raise Problem(f"output for context key '{key}' has `reduce: append` and needs a list, "
-                          f"got {type(new).__name__}")
+            raise Problem(
+                f"output for context key '{key}' has `reduce: append` and needs a list, "
+                f"got {type(new).__name__}"
+            )
         base = old if isinstance(old, list) else []
         if old is not None and not isinstance(old, list):
-            raise Problem(f"context key '{key}' holds {type(old).__name__}, not a list to append to")
+            raise Problem(
+                f"context key '{key}' holds {type(old).__name__}, not a list to append to"
+            )
         return [*base, *new]
     if not isinstance(new, dict):
-        raise Problem(f"output for context key '{key}' has `reduce: merge` and needs an object, "
-                      f"got {type(new).__name__}")
+        raise Problem(
+            f"output for context key '{key}' has `reduce: merge` and needs an object, "
+            f"got {type(new).__name__}"
+        )
     if old is not None and not isinstance(old, dict):
-        raise Problem(f"context key '{key}' holds {type(old).__name__}, not an object to merge into")
+        raise Problem(
+            f"context key '{key}' holds {type(old).__name__}, not an object to merge into"
+        )
     return {**(old or {}), **new}
 
 

@@ -40,7 +40,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     spec = step.router
     assert spec is not None
     where = builder.where(step.id)
-    rules = [(_matcher(route, where, position), route.goto) for position, route in enumerate(spec.routes, 1)]
+    rules = [
+        (_matcher(route, where, position), route.goto)
+        for position, route in enumerate(spec.routes, 1)
+    ]
     frames = region.frames
     label = builder.label(step.id)
     built = Built([step.id])
@@ -55,9 +58,13 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             text = as_text(render(spec.value, scope)) if spec.value is not None else ""
             target = next((goto for matches, goto in rules if matches(text, scope)), spec.default)
         except TemplateError as exc:
-            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+            raise failed(
+                writer, builder.flow, label, str(exc), started=started, index=index
+            ) from None
         extra = {"value": text} if spec.value is not None else {}
-        finished(writer, label, {"goto": target}, duration_ms=elapsed_ms(started), index=index, **extra)
+        finished(
+            writer, label, {"goto": target}, duration_ms=elapsed_ms(started), index=index, **extra
+        )
         goto = list(dict.fromkeys([*region.resolve(target), *built.after]))
         return Command(update={"results": [record(step.id, None, {"goto": target})]}, goto=goto)
 
@@ -67,8 +74,13 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
 
 def conversation(state: Mapping[str, Any]) -> dict[str, Any]:
     """`messages` and `last_message` of a router's scope."""
-    said = [{"role": _ROLES.get(getattr(m, "type", ""), str(getattr(m, "type", "user"))),
-             "content": _content(getattr(m, "content", ""))} for m in state.get("messages") or ()]
+    said = [
+        {
+            "role": _ROLES.get(getattr(m, "type", ""), str(getattr(m, "type", "user"))),
+            "content": _content(getattr(m, "content", "")),
+        }
+        for m in state.get("messages") or ()
+    ]
     if not said:
         message = (state.get("inputs") or {}).get("message")
         said = [{"role": "user", "content": message}] if isinstance(message, str) else []
@@ -88,8 +100,13 @@ def _content(content: Any) -> str:
 
 def as_text(value: Any) -> str:
     """What text rules see: strings as they are, true/false/null for the JSON constants."""
-    return value if isinstance(value, str) else enum_text(value) if value is None or isinstance(value, bool) \
+    return (
+        value
+        if isinstance(value, str)
+        else enum_text(value)
+        if value is None or isinstance(value, bool)
         else str(value)
+    )
 
 
 def _matcher(route: Route, where: str, position: int) -> Matcher:

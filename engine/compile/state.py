@@ -31,7 +31,9 @@ def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict
     return {**current, **update}
 
 
-def merge_or_delete(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+def merge_or_delete(
+    current: dict[str, Any] | None, update: dict[str, Any] | None
+) -> dict[str, Any]:
     """Like `merge`, but a None value removes its key."""
     result = dict(current or {})
     for key, value in (update or {}).items():
@@ -50,8 +52,9 @@ class State(TypedDict, total=False):
     loops: Annotated[dict[str, Any], merge_or_delete]
 
 
-def record(step: str, block: str | None, outputs: dict[str, Any], status: str = "ok",
-           **extra: Any) -> dict[str, Any]:
+def record(
+    step: str, block: str | None, outputs: dict[str, Any], status: str = "ok", **extra: Any
+) -> dict[str, Any]:
     """One `results` entry."""
     return {"step": step, "block": block, "outputs": outputs, "status": status, **extra}
 
@@ -68,7 +71,8 @@ def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, An
         after["results"] = [*(state.get("results") or ()), *update["results"]]
     if "loops" in update:
         after["loops"] = merge_or_delete(state.get("loops"), update["loops"])
-    if "messages" in update:  # add_messages gives new messages their ids in place: the update keeps them
+    if "messages" in update:
+        # add_messages gives new messages their ids in place: the update keeps them
         after["messages"] = add_messages(state.get("messages") or [], update["messages"])
     return after
 
@@ -79,7 +83,9 @@ def combined(first: dict[str, Any], then: Mapping[str, Any] | None) -> dict[str,
     result = dict(first)
     for key, value in (then or {}).items():
         if key in result:
-            result[key] = [*result[key], *value] if isinstance(value, list) else {**result[key], **value}
+            result[key] = (
+                [*result[key], *value] if isinstance(value, list) else {**result[key], **value}
+            )
         else:
             result[key] = value
     return result

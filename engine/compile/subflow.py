@@ -60,7 +60,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return values
 
     async def node(state: State, runtime: Runtime[RunContext]) -> dict[str, Any]:
-        runtime = builder.emits.runtime(state, runtime)  # a subgraph node is not wrapped by add_node
+        # a subgraph node is not wrapped by add_node
+        runtime = builder.emits.runtime(state, runtime)
         writer = runtime.stream_writer
         index = item_index(state, frames)
         started = time.monotonic()
@@ -71,16 +72,29 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             raise
         except StepFailed as exc:
             reason = f"subflow '{name}' failed at step '{exc.step}': {exc.reason}"
-            raise failed(writer, builder.flow, label, reason, started=started, index=index, cause=exc) from exc
+            raise failed(
+                writer, builder.flow, label, reason, started=started, index=index, cause=exc
+            ) from exc
         except (_Bad, BlockyardError) as exc:
-            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+            raise failed(
+                writer, builder.flow, label, str(exc), started=started, index=index
+            ) from None
         except Exception as exc:
-            raise failed(writer, builder.flow, label, f"subflow '{name}': {sub.explain(exc)}", started=started,
-                         index=index, cause=exc) from exc
+            raise failed(
+                writer,
+                builder.flow,
+                label,
+                f"subflow '{name}': {sub.explain(exc)}",
+                started=started,
+                index=index,
+                cause=exc,
+            ) from exc
         try:
             update = landing.update(outputs, state)
         except Problem as exc:
-            raise failed(writer, builder.flow, label, str(exc), started=started, index=index) from None
+            raise failed(
+                writer, builder.flow, label, str(exc), started=started, index=index
+            ) from None
         finished(writer, label, outputs, duration_ms=elapsed_ms(started), index=index, flow=name)
         update["results"] = [record(step.id, None, outputs, flow=name)]
         return update

@@ -29,10 +29,13 @@ class Plan:
     steps: list[StepSpec]
     by_id: dict[str, StepSpec]
     entry: str
-    following: dict[str, list[str]] = field(default_factory=dict)  # goto / list order: step ids or EXIT
+    # goto / list order: step ids or EXIT
+    following: dict[str, list[str]] = field(default_factory=dict)
     dependents: dict[str, list[str]] = field(default_factory=dict)  # steps that need only this one
-    barriers: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # (needs, waiting step)
-    implicit_ends: list[str] = field(default_factory=list)  # steps that end the region by running out
+    # (needs, waiting step)
+    barriers: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    # steps that end the region by running out
+    implicit_ends: list[str] = field(default_factory=list)
 
     def successors(self, step_id: str) -> list[str]:
         """Where a step that does not route itself goes when it finishes."""
@@ -44,14 +47,19 @@ class Plan:
         if self.barriers or len(self.implicit_ends) > 1:
             return True
         for step in self.steps:
-            routes_itself = step.router is not None or step.branches is not None  # one target at a time
-            ahead = len(self.dependents[step.id]) + (1 if routes_itself else len(set(self.following[step.id])))
+            # one target at a time
+            routes_itself = step.router is not None or step.branches is not None
+            ahead = len(self.dependents[step.id]) + (
+                1 if routes_itself else len(set(self.following[step.id]))
+            )
             if ahead > 1:
                 return True
         return False
 
 
-def plan_region(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str, body: str) -> Plan:
+def plan_region(
+    steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: str, body: str
+) -> Plan:
     """The plan of one region (its targets were checked by the validator). `body` names it for messages."""
     by_id = {step.id: step for step in steps}
     entry = next((step.id for step in steps if step.start), steps[0].id)
@@ -76,7 +84,9 @@ def plan_region(steps: list[StepSpec], blocks: Mapping[str, BlockSpec], where: s
                 if step.router is None and step.branches is None:
                     plan.implicit_ends.append(step.id)
         plan.following[step.id] = following
-        plan.dependents[step.id] = [w.id for w in needed_by.get(step.id, []) if len(set(w.needs)) == 1]
+        plan.dependents[step.id] = [
+            w.id for w in needed_by.get(step.id, []) if len(set(w.needs)) == 1
+        ]
     for step in steps:
         if len(set(step.needs)) > 1:
             plan.barriers.append((tuple(dict.fromkeys(step.needs)), step.id))
@@ -109,8 +119,18 @@ def _targets(step: StepSpec) -> list[tuple[str, str]]:
     return found
 
 
-def _check_target(target: str, by_id: Mapping[str, StepSpec], where: str, step: str, what: str, body: str,
-                  *, allow_end: bool = True) -> None:
+def _check_target(
+    target: str,
+    by_id: Mapping[str, StepSpec],
+    where: str,
+    step: str,
+    what: str,
+    body: str,
+    *,
+    allow_end: bool = True,
+) -> None:
     if target in by_id or (allow_end and target == EXIT):
         return
-    raise internal(f"{where}, step '{step}': {what} '{target}', which is not a step of {body}", "BY212, BY213")
+    raise internal(
+        f"{where}, step '{step}': {what} '{target}', which is not a step of {body}", "BY212, BY213"
+    )

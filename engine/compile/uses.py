@@ -27,14 +27,25 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     block = builder.block(step.uses, step.id)
     label = builder.label(step.id)
     wired = executor_for(builder, region, step, block, step.uses, label)
-    block_step = BlockStep(builder.flow, step.id, label, block, step.with_, region.frames, step.outputs, executor=wired,
-                           files=builder.bundle.prompts)
+    block_step = BlockStep(
+        builder.flow,
+        step.id,
+        label,
+        block,
+        step.with_,
+        region.frames,
+        step.outputs,
+        executor=wired,
+        files=builder.bundle.prompts,
+    )
     frames = region.frames
     name = step.id
     talks = block.kind == "agent"  # an agent's conversation goes to the run's `messages`
     landing = Landing(step, frames)
 
-    async def run(state: State, runtime: Runtime[RunContext]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def run(
+        state: State, runtime: Runtime[RunContext]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         # ... except in a conversation thread's turn: there `messages` is the conversation itself, which
         # gains exactly the turn's message and its reply; the agent's prompt, tool calls and results
         # stay in the turn's trace (appending them, or the history the agent was given, to the append
@@ -45,15 +56,24 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         try:
             update = landing.update(outputs, state)
         except Problem as exc:
-            raise failed(runtime.stream_writer, builder.flow, label, str(exc), started=time.monotonic(), index=index,
-                         block=block.block) from None
+            raise failed(
+                runtime.stream_writer,
+                builder.flow,
+                label,
+                str(exc),
+                started=time.monotonic(),
+                index=index,
+                block=block.block,
+            ) from None
         update["results"] = [record(name, block.block, outputs)]
         if said:
             update["messages"] = said
         return outputs, update
 
     if step.branches is None:
-        followers: list[Follower] = []  # a router or loop check this step runs inline (set when wired)
+        followers: list[
+            Follower
+        ] = []  # a router or loop check this step runs inline (set when wired)
 
         async def node(state: State, runtime: Runtime[RunContext]) -> Any:
             update = (await run(state, runtime))[1]

@@ -43,10 +43,14 @@ def wrap(builder: GraphBuilder, region: Region, step: StepSpec, inner: Built) ->
         index = item_index(state, frames)
         message = f"step '{label}' was entered more than its max_visits of {bound} times"
         if target == "fail":
-            raise failed(writer, builder.flow, label, message, started=time.monotonic(), index=index)
+            raise failed(
+                writer, builder.flow, label, message, started=time.monotonic(), index=index
+            )
         goto = region.resolve(target)
         warning(writer, label, "max_visits", f"{message}; going to '{target}'", goto=target)
-        return Command(update={"results": [record(step.id, None, {"goto": target}, "skipped")]}, goto=goto)
+        return Command(
+            update={"results": [record(step.id, None, {"goto": target}, "skipped")]}, goto=goto
+        )
 
     builder.add_node(guard, node)
     inner.entries = [guard]

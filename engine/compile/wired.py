@@ -18,18 +18,27 @@ from engine.spec import BlockSpec, StepSpec
 
 WIRED_KINDS = frozenset({"agent", "smart"})
 # engine/compile/agent.py's `executor_for`: (builder, region, step, block, ref, label) -> the executor or None
-Wiring = Callable[[GraphBuilder, Region | None, StepSpec | None, BlockSpec, str, str], Executor | None]
+Wiring = Callable[
+    [GraphBuilder, Region | None, StepSpec | None, BlockSpec, str, str], Executor | None
+]
 WIRING = "engine.compile.agent"
 
-if TYPE_CHECKING:  # imported for the checks only: import-linter sees the edge, mypy checks it against Wiring
+if TYPE_CHECKING:
+    # imported for the checks only: import-linter sees the edge, mypy checks it against Wiring
     # (tests/test_registries.py)
     from engine.compile import agent
 
     _MEMBERS: tuple[Wiring, ...] = (agent.executor_for,)
 
 
-def executor_for(builder: GraphBuilder, region: Region | None, step: StepSpec | None, block: BlockSpec, ref: str,
-                 label: str) -> Executor | None:
+def executor_for(
+    builder: GraphBuilder,
+    region: Region | None,
+    step: StepSpec | None,
+    block: BlockSpec,
+    ref: str,
+    label: str,
+) -> Executor | None:
     """The executor of an agent or smart block at a step (or map), else None (the kind's executor)."""
     if block.kind not in WIRED_KINDS:
         return None

@@ -28,7 +28,9 @@ class EventType(StrEnum):
     STEP_FAILED = "step_failed"
     TOKEN = "token"
     TOOL_CALL = "tool_call"
-    FILE_WRITTEN = "file_written"  # a file tool wrote a file of the run's output folder: path, bytes
+    FILE_WRITTEN = (
+        "file_written"  # a file tool wrote a file of the run's output folder: path, bytes
+    )
     APPROVAL_REQUIRED = "approval_required"
     APPROVAL_DECIDED = "approval_decided"  # who decided a gate, how, when (engine/state/gates.py)
     WARNING = "warning"
@@ -55,16 +57,18 @@ MODEL_CALL = EventType.MODEL_CALL
 
 EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
-STEP_EVENT_TYPES = frozenset({STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING,
-                              MODEL_CALL})
+STEP_EVENT_TYPES = frozenset(
+    {STEP_STARTED, STEP_FINISHED, STEP_FAILED, TOKEN, TOOL_CALL, FILE_WRITTEN, WARNING, MODEL_CALL}
+)
 # The last event of one execution of a run (a resume starts a new execution).
 TERMINAL_TYPES = frozenset({RUN_FINISHED, RUN_FAILED, APPROVAL_REQUIRED})
 # Streamed live but not kept in the trace table: one row per generated token would dwarf the rest.
 NOT_STORED = frozenset({TOKEN})
 # Names a step's `emit:` may not use for its custom events: the engine's own event types, and the
 # other names a client sees on an event stream (the SSE `error`, the thread events of docs/serve.md).
-RESERVED_EVENT_NAMES = frozenset({*EVENT_TYPES, "error", "thread_id", "thread_name", "complete", "message",
-                                  "custom", "ping"})
+RESERVED_EVENT_NAMES = frozenset(
+    {*EVENT_TYPES, "error", "thread_id", "thread_name", "complete", "message", "custom", "ping"}
+)
 CUSTOM_MARK = "custom"  # a custom stream payload with this key set is a step's own event (`emit:`)
 
 
@@ -79,32 +83,58 @@ class EventDoc(NamedTuple):
 # The one description of each event type's `step` and `data`: docs/reference/events.md is generated from it
 # (`python -m engine.reference`), and a test wants an entry for every member of EventType.
 EVENT_DOCS: dict[EventType, EventDoc] = {
-    RUN_STARTED: EventDoc("–", "`flow`, `version`, `digest`, `inputs`; `resumed: true` on a resume; `note` (the "
-                               "mock-model note); `output_dir` when the run writes its files to a folder of the yard"),
-    STEP_STARTED: EventDoc("step id", "`block`, `kind`, `inputs`; `attempt` on retries; where it runs (below)"),
+    RUN_STARTED: EventDoc(
+        "–",
+        "`flow`, `version`, `digest`, `inputs`; `resumed: true` on a resume; `note` (the "
+        "mock-model note); `output_dir` when the run writes its files to a folder of the yard",
+    ),
+    STEP_STARTED: EventDoc(
+        "step id", "`block`, `kind`, `inputs`; `attempt` on retries; where it runs (below)"
+    ),
     STEP_FINISHED: EventDoc("step id", "`block`, `outputs`, `duration_ms`; where it runs (below)"),
-    STEP_FAILED: EventDoc("step id", "`block`, `error`, `duration_ms`, `attempt`; where it runs (below)"),
-    TOKEN: EventDoc("step id", "`text` (a streamed piece of a model's reply: llm, decide and agent steps; "
-                               "[models.md](models.md#token-streaming)), `block`; streamed live, not stored"),
+    STEP_FAILED: EventDoc(
+        "step id", "`block`, `error`, `duration_ms`, `attempt`; where it runs (below)"
+    ),
+    TOKEN: EventDoc(
+        "step id",
+        "`text` (a streamed piece of a model's reply: llm, decide and agent steps; "
+        "[models.md](models.md#token-streaming)), `block`; streamed live, not stored",
+    ),
     TOOL_CALL: EventDoc("step id", "`tool`, `args`, `block`"),
-    FILE_WRITTEN: EventDoc("step id", "`path` (relative to the run's output folder), `bytes`, `block`; `index` in an "
-                                      "item ([tools.md](tools.md#file-tools))"),
+    FILE_WRITTEN: EventDoc(
+        "step id",
+        "`path` (relative to the run's output folder), `bytes`, `block`; `index` in an "
+        "item ([tools.md](tools.md#file-tools))",
+    ),
     APPROVAL_REQUIRED: EventDoc("gate", "`interrupt_id`, `value` (the gate's message and fields)"),
-    APPROVAL_DECIDED: EventDoc("gate", "`gate`, `interrupt_id`, `decision`, `values`, `actor`, `reason`, `time`, "
-                                       "`timed_out`: who decided the gate, how and when; recorded with the decision "
-                                       "([approvals.md](approvals.md))"),
-    WARNING: EventDoc("step id", "`code`, `message` (a retry, an exhausted loop, `emit_failed`, `history_cut`: "
-                                 "a thread's conversation longer than `threads.history_chars`, with `dropped_turns`, "
-                                 "...)"),
+    APPROVAL_DECIDED: EventDoc(
+        "gate",
+        "`gate`, `interrupt_id`, `decision`, `values`, `actor`, `reason`, `time`, "
+        "`timed_out`: who decided the gate, how and when; recorded with the decision "
+        "([approvals.md](approvals.md))",
+    ),
+    WARNING: EventDoc(
+        "step id",
+        "`code`, `message` (a retry, an exhausted loop, `emit_failed`, `history_cut`: "
+        "a thread's conversation longer than `threads.history_chars`, with `dropped_turns`, "
+        "...)",
+    ),
     RUN_FINISHED: EventDoc("–", "`status: finished`, `outputs`, `duration_ms` (all executions)"),
-    RUN_FAILED: EventDoc("failing step", "`status` (`failed` or `interrupted`), `error`, `step`, `block`"),
-    MODEL_CALL: EventDoc("step id (none for a thread's naming call)",
-                         "`block`, `purpose`, `provider`, `model`, `profile`, `input_tokens`, `output_tokens`, "
-                         "`cached_tokens`, `reasoning_tokens`, `latency_ms`, `ttft_ms`, `cost_usd`, `price_source`, "
-                         "`ok`; `error` when the call failed; `turn` for agents; `index` in an item "
-                         "([observability.md](observability.md#model-calls))"),
-    THREAD_NAME: EventDoc("–", "`thread_id`, `name`: on a conversation thread's first turn, the name it got "
-                               "([memory.md](memory.md#thread-names)); before the terminal event"),
+    RUN_FAILED: EventDoc(
+        "failing step", "`status` (`failed` or `interrupted`), `error`, `step`, `block`"
+    ),
+    MODEL_CALL: EventDoc(
+        "step id (none for a thread's naming call)",
+        "`block`, `purpose`, `provider`, `model`, `profile`, `input_tokens`, `output_tokens`, "
+        "`cached_tokens`, `reasoning_tokens`, `latency_ms`, `ttft_ms`, `cost_usd`, `price_source`, "
+        "`ok`; `error` when the call failed; `turn` for agents; `index` in an item "
+        "([observability.md](observability.md#model-calls))",
+    ),
+    THREAD_NAME: EventDoc(
+        "–",
+        "`thread_id`, `name`: on a conversation thread's first turn, the name it got "
+        "([memory.md](memory.md#thread-names)); before the terminal event",
+    ),
 }
 
 
@@ -123,8 +153,14 @@ class RunStatus(StrEnum):
 
 # The statuses a run has in the state database (`queued`: a new run a server accepted, recorded
 # before its answer so that no replica's death loses it: docs/postgres.md, "The queue").
-STORED_STATUSES: tuple[RunStatus, ...] = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED,
-                                          RunStatus.WAITING, RunStatus.INTERRUPTED)
+STORED_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.QUEUED,
+    RunStatus.RUNNING,
+    RunStatus.FINISHED,
+    RunStatus.FAILED,
+    RunStatus.WAITING,
+    RunStatus.INTERRUPTED,
+)
 # A run in one of these will not change again by itself.
 SETTLED_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED})
 
@@ -169,16 +205,28 @@ class Event:
     data: JsonDict = field(default_factory=dict)
 
     def as_dict(self) -> EventDict:
-        return {"type": str(self.type), "run_id": self.run_id, "seq": self.seq, "step": self.step,
-                "time": self.time, "data": self.data}
+        return {
+            "type": str(self.type),
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "step": self.step,
+            "time": self.time,
+            "data": self.data,
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:
-        return cls(data["type"], data["run_id"], int(data["seq"]), data.get("step"), data["time"],
-                   dict(data.get("data") or {}))
+        return cls(
+            data["type"],
+            data["run_id"],
+            int(data["seq"]),
+            data.get("step"),
+            data["time"],
+            dict(data.get("data") or {}),
+        )
 
 
 class Sequencer:
@@ -193,7 +241,9 @@ class Sequencer:
         """The next event; API keys in its data are masked (engine/core/redaction.py): events are stored,
         printed (--json) and streamed (server-sent events)."""
         self.last += 1
-        return Event(str(type_), self.run_id, self.last, step, now_iso(), self.secrets.value(data or {}))
+        return Event(
+            str(type_), self.run_id, self.last, step, now_iso(), self.secrets.value(data or {})
+        )
 
     def from_custom(self, payload: Any) -> Event | None:
         """An event from a graph node's custom stream, or None when it is not one of ours: a step
@@ -201,10 +251,16 @@ class Sequencer:
         if not isinstance(payload, dict):
             return None
         kind = payload.get("type")
-        if kind not in STEP_EVENT_TYPES and not (payload.get(CUSTOM_MARK) is True and isinstance(kind, str)
-                                                 and kind not in RESERVED_EVENT_NAMES):
+        if kind not in STEP_EVENT_TYPES and not (
+            payload.get(CUSTOM_MARK) is True
+            and isinstance(kind, str)
+            and kind not in RESERVED_EVENT_NAMES
+        ):
             return None
         data = payload.get("data")
         step = payload.get("step")
-        return self.make(payload["type"], str(step) if step is not None else None,
-                         dict(data) if isinstance(data, dict) else {"value": data} if data is not None else {})
+        return self.make(
+            payload["type"],
+            str(step) if step is not None else None,
+            dict(data) if isinstance(data, dict) else {"value": data} if data is not None else {},
+        )

@@ -26,8 +26,13 @@ MASK = "***"
 MIN_KEY_LENGTH = 8
 # The variables providers read when a profile names no `api_key_env` (engine/models/providers).
 # GEMINI_API_KEY too: Google's own tools read it, and docs/models.md points openai profiles at it for Gemini.
-DEFAULT_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY",
-                         "GEMINI_API_KEY")
+DEFAULT_KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+)
 
 
 class Masker:
@@ -123,7 +128,7 @@ class TokenMasker:
             return
         text = self.masker.text(self.pending + piece)
         keep = self.masker.held(text)
-        ready, self.pending = text[: len(text) - keep], text[len(text) - keep:]
+        ready, self.pending = text[: len(text) - keep], text[len(text) - keep :]
         if ready:
             self.sink(ready)
 
@@ -148,8 +153,12 @@ def key_values(variables: Iterable[str], env: Mapping[str, str] | None = None) -
 
 
 # `scheme://user:password@` in a database URL, and `password=...` in libpq's key=value form
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)(?P<secret>[^@\s]*)(?=@)")
-_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)(?P<secret>[^@\s]*)(?=@)"
+)
+_KV_PASSWORD = re.compile(
+    r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE
+)
 
 
 def mask_url(text: str) -> str:

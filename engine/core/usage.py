@@ -121,11 +121,18 @@ class ModelCall:
 
     def as_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "block": self.block, "purpose": self.purpose, "provider": self.provider, "model": self.model,
-            "profile": self.profile, **{key: getattr(self, key) for key in TOKEN_KEYS},
+            "block": self.block,
+            "purpose": self.purpose,
+            "provider": self.provider,
+            "model": self.model,
+            "profile": self.profile,
+            **{key: getattr(self, key) for key in TOKEN_KEYS},
             "latency_ms": round(self.latency_ms, 1),
             "ttft_ms": round(self.ttft_ms, 1) if self.ttft_ms is not None else None,
-            "cost_usd": self.cost_usd, "price_source": self.price_source, "ok": self.ok}
+            "cost_usd": self.cost_usd,
+            "price_source": self.price_source,
+            "ok": self.ok,
+        }
         if self.error is not None:
             data["error"] = self.error
         data.update(self.extra)

@@ -46,8 +46,10 @@ def text_problem(value: str) -> str | None:
     found = _SURROGATE.search(value)
     if found is None:
         return None
-    return (f"holds a lone surrogate character U+{ord(found.group()):04X} at position {found.start()} "
-            "(not valid Unicode text: undecodable bytes?)")
+    return (
+        f"holds a lone surrogate character U+{ord(found.group()):04X} at position {found.start()} "
+        "(not valid Unicode text: undecodable bytes?)"
+    )
 
 
 def value_problem(value: Any, name: str = "value") -> str | None:
@@ -86,4 +88,8 @@ def check_value(value: Any, name: str = "value") -> Any:
 
 def _printable(name: str) -> str:
     # a key with a lone surrogate in a path would make the message itself unprintable
-    return name if text_problem(name) is None else name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return (
+        name
+        if text_problem(name) is None
+        else name.encode("utf-8", "backslashreplace").decode("utf-8")
+    )

@@ -39,7 +39,8 @@ class Closure:
     blocks: set[str] = field(default_factory=set)
     flows: set[str] = field(default_factory=set)
     refs: set[str] = field(default_factory=set)  # block references as written ("greet", "greet@2")
-    prompts: set[str] = field(default_factory=set)  # prompt files its blocks name or include (also in files)
+    # prompt files its blocks name or include (also in files)
+    prompts: set[str] = field(default_factory=set)
 
 
 def closure(project: Project, name: str) -> Closure:
@@ -61,7 +62,9 @@ def closure(project: Project, name: str) -> Closure:
             if step.flow:
                 pending.append(step.flow)
             # an agent step's delegates: steps of this flow (walked already) or flows
-            pending += [d for d in step.delegates if d not in step_ids and project.flow(d) is not None]
+            pending += [
+                d for d in step.delegates if d not in step_ids and project.flow(d) is not None
+            ]
     return found
 
 
@@ -106,8 +109,12 @@ def errors_by_file(diagnostics: Iterable[Diagnostic]) -> dict[str, list[Diagnost
     return table
 
 
-def problems_of(project: Project, name: str, errors: Mapping[str, list[Diagnostic]],
-                broken_blocks: Mapping[str, list[Diagnostic]]) -> list[Diagnostic]:
+def problems_of(
+    project: Project,
+    name: str,
+    errors: Mapping[str, list[Diagnostic]],
+    broken_blocks: Mapping[str, list[Diagnostic]],
+) -> list[Diagnostic]:
     """The errors that keep flow `name` from running (sorted; [] when it may run). A flow missing
     from the project because its own file is broken is found by that file."""
     if project.flow(name) is None:
@@ -119,20 +126,33 @@ def problems_of(project: Project, name: str, errors: Mapping[str, list[Diagnosti
     return sorted(problems)
 
 
-def flow_problems(project: Project, diagnostics: Iterable[Diagnostic], name: str) -> list[Diagnostic]:
+def flow_problems(
+    project: Project, diagnostics: Iterable[Diagnostic], name: str
+) -> list[Diagnostic]:
     """`problems_of` from a list of diagnostics (every error of the yard, from any check)."""
     errors = errors_by_file(diagnostics)
     return problems_of(project, name, errors, broken_block_names(project, errors))
 
 
-def broken_flow_files(project: Project, errors: Mapping[str, list[Diagnostic]], name: str) -> list[str]:
+def broken_flow_files(
+    project: Project, errors: Mapping[str, list[Diagnostic]], name: str
+) -> list[str]:
     """Broken files of the flows folder that define flow `name` (by their `flow:` line or their file name)."""
-    return [display for display in sorted(errors) if _in_folder(project, display, project.config.paths.flows)
-            and name in {Path(display).stem,
-                         *_declared(project.root / display, display, "flow", _FLOW_LINE, project.bounds())}]
+    return [
+        display
+        for display in sorted(errors)
+        if _in_folder(project, display, project.config.paths.flows)
+        and name
+        in {
+            Path(display).stem,
+            *_declared(project.root / display, display, "flow", _FLOW_LINE, project.bounds()),
+        }
+    ]
 
 
-def broken_block_names(project: Project, errors: Mapping[str, list[Diagnostic]]) -> dict[str, list[Diagnostic]]:
+def broken_block_names(
+    project: Project, errors: Mapping[str, list[Diagnostic]]
+) -> dict[str, list[Diagnostic]]:
     """Block names whose file is broken: a flow using such a name must not silently fall back
     to another version of the block. The names are the file's `block:` value (read from the
     raw text when the YAML no longer parses) and the file name (blocks/<id>.yaml by convention)."""
@@ -155,7 +175,9 @@ def _in_folder(project: Project, display: str, folder: str | Path) -> bool:
     return True
 
 
-def _declared(path: Path, display: str, key: str, line: re.Pattern[str], bounds: Bounds) -> set[str]:
+def _declared(
+    path: Path, display: str, key: str, line: re.Pattern[str], bounds: Bounds
+) -> set[str]:
     try:
         data = load_file(path, display, bounds=bounds).data
     except (LoadError, OSError):

@@ -22,11 +22,21 @@ from pathlib import Path
 LINK_CODE = "BY008"  # a link that resolves outside the yard, dangles or loops
 SPECIAL_CODE = "BY009"  # not a regular file
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
 # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused right after, by fstat)
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 64 * 1024
 
@@ -113,14 +123,23 @@ class Bounds:
             real = Path(os.path.realpath(path, strict=True))
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise Refused(LINK_CODE, f"symbolic link {name} loops (it never resolves to a file); "
-                                         "it is not read") from None
+                raise Refused(
+                    LINK_CODE,
+                    f"symbolic link {name} loops (it never resolves to a file); it is not read",
+                ) from None
             if os.path.islink(path):
-                raise Refused(LINK_CODE, f"symbolic link {name} points at nothing (its target does not "
-                                         "exist); it is not read") from None
+                raise Refused(
+                    LINK_CODE,
+                    f"symbolic link {name} points at nothing (its target does not "
+                    "exist); it is not read",
+                ) from None
             raise
         if not self.contains(real):
-            what = f"symbolic link {name} resolves" if os.path.islink(path) else f"{name} resolves, through a link,"
+            what = (
+                f"symbolic link {name} resolves"
+                if os.path.islink(path)
+                else f"{name} resolves, through a link,"
+            )
             raise Refused(LINK_CODE, f"{what} outside {self.place}; it is not read")
         return real
 
@@ -138,8 +157,14 @@ def argument_bounds(path: Path, root: Path) -> Bounds | None:
     return None
 
 
-def read_bytes(path: Path, limit: int, bounds: Bounds | None = None, shown: str | None = None, *,
-               pipes: bool = False) -> bytes:
+def read_bytes(
+    path: Path,
+    limit: int,
+    bounds: Bounds | None = None,
+    shown: str | None = None,
+    *,
+    pipes: bool = False,
+) -> bytes:
     """At most `limit` bytes of the regular file `path`, which must stay inside `bounds` when given.
 
     `pipes` also accepts a pipe: for a file the user named on the command line outside any yard
@@ -160,7 +185,9 @@ def read_bytes(path: Path, limit: int, bounds: Bounds | None = None, shown: str 
         handle = os.open(target, flags | (_NOFOLLOW if bounds is not None else 0))
     except OSError as exc:
         if bounds is not None and exc.errno == errno.ELOOP:
-            raise Refused(LINK_CODE, f"{name} became a symbolic link while being opened; it is not read") from None
+            raise Refused(
+                LINK_CODE, f"{name} became a symbolic link while being opened; it is not read"
+            ) from None
         raise
     try:
         opened = os.fstat(handle)
@@ -177,7 +204,9 @@ def _check_regular(info: os.stat_result, name: str) -> None:
     if stat.S_ISREG(info.st_mode):
         return
     kind = next((text for test, text in _KINDS if test(info.st_mode)), "a special file")
-    raise Refused(SPECIAL_CODE, f"{name} is {kind}, not a regular file; only regular files are read")
+    raise Refused(
+        SPECIAL_CODE, f"{name} is {kind}, not a regular file; only regular files are read"
+    )
 
 
 def _read_at_most(handle: int, limit: int) -> bytes:
@@ -201,8 +230,9 @@ class Listing:
     refused: list[tuple[Path, Refused]] = field(default_factory=list)
 
 
-def list_files(folder: Path, bounds: Bounds, wanted: Callable[[str], bool],
-               show: Callable[[Path], str] = str) -> Listing:
+def list_files(
+    folder: Path, bounds: Bounds, wanted: Callable[[str], bool], show: Callable[[Path], str] = str
+) -> Listing:
     """Every file under `folder` whose name is `wanted`, sorted, found without following any link.
 
     A wanted name that is a link staying inside the yard is listed (reading it resolves it again);
@@ -228,8 +258,13 @@ def list_files(folder: Path, bounds: Bounds, wanted: Callable[[str], bool],
     return listing
 
 
-def _walk(folder: Path, bounds: Bounds, wanted: Callable[[str], bool], show: Callable[[Path], str],
-          listing: Listing) -> None:
+def _walk(
+    folder: Path,
+    bounds: Bounds,
+    wanted: Callable[[str], bool],
+    show: Callable[[Path], str],
+    listing: Listing,
+) -> None:
     try:
         with os.scandir(folder) as found:
             entries = sorted(found, key=lambda entry: entry.name)
@@ -253,7 +288,9 @@ def _walk(folder: Path, bounds: Bounds, wanted: Callable[[str], bool], show: Cal
             continue
 
 
-def _link(path: Path, bounds: Bounds, wanted: bool, show: Callable[[Path], str], listing: Listing) -> None:
+def _link(
+    path: Path, bounds: Bounds, wanted: bool, show: Callable[[Path], str], listing: Listing
+) -> None:
     try:
         real = bounds.resolve(path, show(path))
     except Refused:

@@ -69,8 +69,9 @@ class Document:
             probe = probe[:-1]
         return self.marks.get((), (1, 1))
 
-    def diag(self, path: JsonPath, code: str, message: str, *, key: bool = False,
-             severity: str = "error") -> Diagnostic:
+    def diag(
+        self, path: JsonPath, code: str, message: str, *, key: bool = False, severity: str = "error"
+    ) -> Diagnostic:
         line, col = self.where(path, key=key)
         return Diagnostic(self.display, line, col, code, message, severity)  # type: ignore[arg-type]
 
@@ -81,8 +82,9 @@ class LoadError(Exception):
         self.diagnostic = diagnostic
 
 
-def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None = None,
-              pipes: bool = False) -> Document:
+def load_file(
+    path: Path, display: str | None = None, *, bounds: Bounds | None = None, pipes: bool = False
+) -> Document:
     """Read and parse one YAML file; raises LoadError with a single clear diagnostic.
 
     With `bounds`, a file that resolves outside the yard is refused unopened (engine/definitions/files.py);
@@ -95,30 +97,46 @@ def load_file(path: Path, display: str | None = None, *, bounds: Bounds | None =
     except Refused as exc:
         raise LoadError(Diagnostic(shown, 1, 1, exc.code, exc.message)) from None
     except TooLarge as exc:
-        size = f"{exc.size / 1e6:.1f} MB" if exc.size is not None else f"more than {MAX_FILE_BYTES // 1024} KiB"
+        size = (
+            f"{exc.size / 1e6:.1f} MB"
+            if exc.size is not None
+            else f"more than {MAX_FILE_BYTES // 1024} KiB"
+        )
         limit = f"definitions are limited to {MAX_FILE_BYTES // 1024} KiB"
         raise LoadError(Diagnostic(shown, 1, 1, "BY001", f"file is {size}; {limit}")) from None
     except OSError as exc:
-        raise LoadError(Diagnostic(shown, 1, 1, "BY001", f"cannot read file: {exc.strerror}")) from None
+        raise LoadError(
+            Diagnostic(shown, 1, 1, "BY001", f"cannot read file: {exc.strerror}")
+        ) from None
     return load_bytes(raw, shown, path)
 
 
 def load_bytes(raw: bytes, display: str, path: Path | None = None) -> Document:
     if len(raw) > MAX_FILE_BYTES:
-        raise LoadError(Diagnostic(display, 1, 1, "BY001",
-                                   f"file is {len(raw) / 1e6:.1f} MB; definitions are limited to "
-                                   f"{MAX_FILE_BYTES // 1024} KiB"))
+        raise LoadError(
+            Diagnostic(
+                display,
+                1,
+                1,
+                "BY001",
+                f"file is {len(raw) / 1e6:.1f} MB; definitions are limited to "
+                f"{MAX_FILE_BYTES // 1024} KiB",
+            )
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise LoadError(Diagnostic(display, line, col, "BY001",
-                                   "not a UTF-8 text file (binary data?)")) from None
+        raise LoadError(
+            Diagnostic(display, line, col, "BY001", "not a UTF-8 text file (binary data?)")
+        ) from None
     if "\x00" in text:
         offset = text.index("\x00")
         line = text.count("\n", 0, offset) + 1
-        raise LoadError(Diagnostic(display, line, 1, "BY001", "not a text file (contains NUL bytes)"))
+        raise LoadError(
+            Diagnostic(display, line, 1, "BY001", "not a text file (contains NUL bytes)")
+        )
     return _Composer(text, display, path or Path(display)).document()
 
 
@@ -147,8 +165,11 @@ class _Composer:
             next(events)  # DocumentEnd
             extra = next(events)
             if not isinstance(extra, yaml.StreamEndEvent):
-                raise self.fail(extra.start_mark, "BY007",
-                                "more than one YAML document in the file; put one definition per file")
+                raise self.fail(
+                    extra.start_mark,
+                    "BY007",
+                    "more than one YAML document in the file; put one definition per file",
+                )
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             problem = exc.problem or exc.context or "invalid YAML"
@@ -160,12 +181,21 @@ class _Composer:
             char = exc.character if isinstance(exc.character, int) else ord(exc.character)
             line = self.text.count("\n", 0, exc.position) + 1
             col = exc.position - (self.text.rfind("\n", 0, exc.position) + 1) + 1
-            raise LoadError(Diagnostic(self.display, line, col, "BY002",
-                                       f"YAML syntax error: control character #x{char:04x} is not allowed")) from None
+            raise LoadError(
+                Diagnostic(
+                    self.display,
+                    line,
+                    col,
+                    "BY002",
+                    f"YAML syntax error: control character #x{char:04x} is not allowed",
+                )
+            ) from None
         except yaml.YAMLError as exc:
             raise self.fail(None, "BY002", f"YAML syntax error: {exc}") from None
         if self.doc.data is None:
-            raise LoadError(Diagnostic(self.display, 1, 1, "BY006", "file is empty; expected a mapping"))
+            raise LoadError(
+                Diagnostic(self.display, 1, 1, "BY006", "file is empty; expected a mapping")
+            )
         return self.doc
 
     def too_deep(self, mark: Any) -> LoadError:
@@ -200,7 +230,9 @@ class _Composer:
         self.doc.marks.setdefault(path, (mark.line + 1, mark.column + 1))
         if isinstance(event, yaml.AliasEvent):
             if event.anchor not in self.anchors:
-                raise self.fail(mark, "BY002", f"YAML syntax error: unknown or recursive alias *{event.anchor}")
+                raise self.fail(
+                    mark, "BY002", f"YAML syntax error: unknown or recursive alias *{event.anchor}"
+                )
             value, size = self.anchors[event.anchor]
             self.spend(size, mark)
             return value, size
@@ -224,8 +256,9 @@ class _Composer:
     def spend(self, size: int, mark: Any) -> None:
         self.count += size
         if self.count > MAX_VALUES:
-            raise self.fail(mark, "BY005",
-                            f"document expands to more than {MAX_VALUES} values (alias bomb?)")
+            raise self.fail(
+                mark, "BY005", f"document expands to more than {MAX_VALUES} values (alias bomb?)"
+            )
 
     def sequence(self, path: JsonPath, depth: int) -> tuple[list[Any], int]:
         items: list[Any] = []
@@ -236,7 +269,8 @@ class _Composer:
             value, n = self.node(event, (*path, len(items)), depth + 1)
             items.append(value)
             size += n
-        raise self.fail(None, "BY002", "YAML syntax error: unterminated sequence")  # pragma: no cover
+        # pragma: no cover
+        raise self.fail(None, "BY002", "YAML syntax error: unterminated sequence")
 
     def mapping(self, path: JsonPath, depth: int) -> tuple[dict[str, Any], int]:
         result: dict[str, Any] = {}
@@ -245,28 +279,40 @@ class _Composer:
             if isinstance(event, yaml.MappingEndEvent):
                 return result, size
             if not isinstance(event, yaml.ScalarEvent):
-                raise self.fail(event.start_mark, "BY002",
-                                "YAML syntax error: mapping keys must be plain scalars")
+                raise self.fail(
+                    event.start_mark,
+                    "BY002",
+                    "YAML syntax error: mapping keys must be plain scalars",
+                )
             key_value = self.scalar(event, key=True)
             key = key_value if isinstance(key_value, str) else _plain_text(key_value, event.value)
             start = event.start_mark  # the parser marks every event; the stubs allow None
             mark = (start.line + 1, start.column + 1) if start is not None else (1, 1)
             if key == "<<" and event.implicit[0]:
-                raise self.fail(event.start_mark, "BY002",
-                                "merge keys ('<<') are YAML 1.1 only; write the keys out")
+                raise self.fail(
+                    event.start_mark,
+                    "BY002",
+                    "merge keys ('<<') are YAML 1.1 only; write the keys out",
+                )
             if key in result:
                 first = self.doc.key_marks.get((*path, key), mark)
-                raise self.fail(event.start_mark, "BY004",
-                                f"duplicate key '{key}' (first defined at line {first[0]})")
+                raise self.fail(
+                    event.start_mark,
+                    "BY004",
+                    f"duplicate key '{key}' (first defined at line {first[0]})",
+                )
             self.doc.key_marks[(*path, key)] = mark
             value, n = self.node(next(self.events), (*path, key), depth + 1)
             result[key] = value
             size += n
-        raise self.fail(None, "BY002", "YAML syntax error: unterminated mapping")  # pragma: no cover
+        # pragma: no cover
+        raise self.fail(None, "BY002", "YAML syntax error: unterminated mapping")
 
     def check_tag(self, tag: str | None, kind: str, mark: Any) -> None:
         if tag not in (None, "!", _CORE + kind):
-            raise self.fail(mark, "BY003", f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
+            raise self.fail(
+                mark, "BY003", f"tag '{tag}' is not allowed; Blockyard reads plain YAML only"
+            )
 
     def scalar(self, event: Any, *, key: bool = False) -> Any:
         try:
@@ -274,9 +320,12 @@ class _Composer:
         except _IntOutOfRange:
             if key:
                 return event.value  # a mapping key is text anyway
-            raise self.fail(event.start_mark, "BY107",
-                            f"integer {_abridged(event.value)} is outside the 64-bit range ({INT_RANGE}); "
-                            "quote it to make it text") from None
+            raise self.fail(
+                event.start_mark,
+                "BY107",
+                f"integer {_abridged(event.value)} is outside the 64-bit range ({INT_RANGE}); "
+                "quote it to make it text",
+            ) from None
 
     def _scalar(self, event: Any) -> Any:
         tag, value = event.tag, event.value
@@ -291,12 +340,21 @@ class _Composer:
                 if not tag.endswith("float"):
                     raise
                 resolved = float(value)
-            expected: Any = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[tag[len(_CORE):]]
-            if not isinstance(resolved, expected) or (tag.endswith("int") and isinstance(resolved, bool)):
-                raise self.fail(event.start_mark, "BY002", f"'{value}' is not a valid {tag[len(_CORE):]}")
+            expected: Any = {"int": int, "float": (int, float), "bool": bool, "null": type(None)}[
+                tag[len(_CORE) :]
+            ]
+            if not isinstance(resolved, expected) or (
+                tag.endswith("int") and isinstance(resolved, bool)
+            ):
+                raise self.fail(
+                    event.start_mark, "BY002", f"'{value}' is not a valid {tag[len(_CORE) :]}"
+                )
             return float(resolved) if tag.endswith("float") else resolved
-        raise self.fail(event.start_mark, "BY003",
-                        f"tag '{tag}' is not allowed; Blockyard reads plain YAML only")
+        raise self.fail(
+            event.start_mark,
+            "BY003",
+            f"tag '{tag}' is not allowed; Blockyard reads plain YAML only",
+        )
 
 
 class _IntOutOfRange(ValueError):
@@ -355,7 +413,8 @@ def parse_value(text: str) -> Any:
     try:
         doc = load_bytes(text.encode("utf-8"), "<value>")
     except LoadError as exc:
-        if exc.diagnostic.code == "BY107":  # an integer beyond 64 bits: refused, not quietly made text
+        if exc.diagnostic.code == "BY107":
+            # an integer beyond 64 bits: refused, not quietly made text
             raise ValueDomainError(exc.diagnostic.message) from None
         if exc.diagnostic.code == "BY006":
             return text if text else ""

@@ -28,9 +28,15 @@ from engine.spec import BlockSpec, ConfigSpec
 
 # what the engine reads in every yard, whatever blockyard.yaml says: (path relative to the yard, what it is)
 FIXED: tuple[tuple[str, str], ...] = (
-    (".blockyard", "the state folder"), (".git", "the repository"), ("blockyard.yaml", "the yard's configuration"),
-    ("blocks", "the block folder"), ("flows", "the flow folder"), ("prompts", "the prompt folder"),
-    ("schemas", "the JSON Schemas"), ("evals", "the evaluations folder"))
+    (".blockyard", "the state folder"),
+    (".git", "the repository"),
+    ("blockyard.yaml", "the yard's configuration"),
+    ("blocks", "the block folder"),
+    ("flows", "the flow folder"),
+    ("prompts", "the prompt folder"),
+    ("schemas", "the JSON Schemas"),
+    ("evals", "the evaluations folder"),
+)
 
 Reserved = tuple[tuple[str, str], ...]  # (normal path relative to the yard, what it is)
 
@@ -41,38 +47,60 @@ def reserved(config: ConfigSpec | None = None, prompt_files: Iterable[str] = ())
     found: list[tuple[str, str]] = list(FIXED)
     if config is not None:
         paths = config.paths
-        found += [(paths.blocks, "the block folder, paths.blocks"), (paths.flows, "the flow folder, paths.flows")]
+        found += [
+            (paths.blocks, "the block folder, paths.blocks"),
+            (paths.flows, "the flow folder, paths.flows"),
+        ]
         state = PurePosixPath(paths.state)
-        found.append((str(state.parent) if _parts(str(state.parent)) else paths.state,
-                      "the state database's folder, paths.state"))
+        found.append(
+            (
+                str(state.parent) if _parts(str(state.parent)) else paths.state,
+                "the state database's folder, paths.state",
+            )
+        )
         if _parts(paths.code):
             found.append((paths.code, "the yard's code folder, paths.code"))
         else:  # the code folder is the yard root: the modules its tools import are the code
             for decl in config.tools.values():
                 top = decl.import_.partition(":")[0].split(".")[0]
-                found += [(top, f"the module '{top}' of the yard's tools"),
-                          (f"{top}.py", f"the module '{top}' of the yard's tools")]
+                found += [
+                    (top, f"the module '{top}' of the yard's tools"),
+                    (f"{top}.py", f"the module '{top}' of the yard's tools"),
+                ]
     for name in prompt_files:
         folder = PurePosixPath(name).parent
-        found.append((str(folder), f"the folder of prompt file '{name}'") if _parts(str(folder)) else
-                     (name, "a prompt file"))
+        found.append(
+            (str(folder), f"the folder of prompt file '{name}'")
+            if _parts(str(folder))
+            else (name, "a prompt file")
+        )
     kept: dict[str, str] = {}
     for path, what in found:
         parts = _parts(path)
-        outside = PurePosixPath(path).is_absolute() or bool(PureWindowsPath(path).anchor) or ".." in parts
-        if parts and not outside:  # a folder outside the yard (`../common`, `/var/db`) holds no output folder
+        outside = (
+            PurePosixPath(path).is_absolute() or bool(PureWindowsPath(path).anchor) or ".." in parts
+        )
+        if parts and not outside:
+            # a folder outside the yard (`../common`, `/var/db`) holds no output folder
             kept.setdefault("/".join(parts), what)
     return tuple(kept.items())
 
 
 def prompt_files(blocks: Iterable[BlockSpec]) -> set[str]:
     """The prompt files these blocks name (`system_file`, `user_file`)."""
-    return {name for block in blocks if block.prompt is not None
-            for name in (block.prompt.system_file, block.prompt.user_file) if name is not None}
+    return {
+        name
+        for block in blocks
+        if block.prompt is not None
+        for name in (block.prompt.system_file, block.prompt.user_file)
+        if name is not None
+    }
 
 
 def _parts(text: str) -> tuple[str, ...]:
-    return tuple(part for part in PurePosixPath(text.replace("\\", "/")).parts if part not in (".", "/"))
+    return tuple(
+        part for part in PurePosixPath(text.replace("\\", "/")).parts if part not in (".", "/")
+    )
 
 
 def _overlaps(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
@@ -91,9 +119,17 @@ def overlap_problem(parts: tuple[str, ...], reserved_paths: Reserved) -> str | N
         mine = tuple(path.split("/"))
         if not _overlaps(parts, mine):
             continue
-        how = "is" if len(parts) == len(mine) else "lies inside" if len(parts) > len(mine) else "contains"
-        return (f"it {how} {path}, {what}; a run writes only where the engine reads no definitions, code, "
-                "prompts or configuration: name another folder, e.g. output")
+        how = (
+            "is"
+            if len(parts) == len(mine)
+            else "lies inside"
+            if len(parts) > len(mine)
+            else "contains"
+        )
+        return (
+            f"it {how} {path}, {what}; a run writes only where the engine reads no definitions, code, "
+            "prompts or configuration: name another folder, e.g. output"
+        )
     return None
 
 
@@ -116,8 +152,10 @@ def output_dir_problem(text: str, reserved_paths: Reserved | None = None) -> str
     if not parts:
         return "it is the yard itself; name a folder inside it, e.g. output"
     # a backslash separates folders on Windows: `flows\\x` is judged as flows/x wherever it is written
-    return overlap_problem(tuple(part for part in windows.parts if part != "."),
-                           reserved() if reserved_paths is None else reserved_paths)
+    return overlap_problem(
+        tuple(part for part in windows.parts if part != "."),
+        reserved() if reserved_paths is None else reserved_paths,
+    )
 
 
 def normalized(text: str) -> str:
@@ -125,7 +163,9 @@ def normalized(text: str) -> str:
     return PurePosixPath(*[part for part in PurePosixPath(text).parts if part != "."]).as_posix()
 
 
-def resolve_output_dir(root: Path, text: str, what: str = "output_dir", reserved_paths: Reserved | None = None) -> Path:
+def resolve_output_dir(
+    root: Path, text: str, what: str = "output_dir", reserved_paths: Reserved | None = None
+) -> Path:
     """The folder `text` names in the yard at `root` whose engine reads `reserved_paths` (default:
     `reserved()`); UsageError when it is not one of the yard's, or overlaps what the engine reads —
     also through a symbolic link, judged on the real paths."""
@@ -145,9 +185,15 @@ def resolve_output_dir(root: Path, text: str, what: str = "output_dir", reserved
         for path, means in reserved_paths:
             held = Path(os.path.realpath(base / path))
             if real == held or real.is_relative_to(held) or held.is_relative_to(real):
-                raise UsageError(f"{what} '{shown}' leads, through a symbolic link, to {path}, {means}; a run "
-                                 "writes only where the engine reads no definitions, code, prompts or configuration")
-    except (OSError, ValueError) as exc:  # a name too long for the file system, text it cannot encode
-        raise UsageError(f"{what} '{shown}' cannot be a folder of the yard: {getattr(exc, 'strerror', None) or exc}") \
-            from None
+                raise UsageError(
+                    f"{what} '{shown}' leads, through a symbolic link, to {path}, {means}; a run "
+                    "writes only where the engine reads no definitions, code, prompts or configuration"
+                )
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # a name too long for the file system, text it cannot encode
+        raise UsageError(
+            f"{what} '{shown}' cannot be a folder of the yard: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     return folder

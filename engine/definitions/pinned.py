@@ -30,7 +30,8 @@ class Bundle:
     flows: dict[str, Bundle]  # subflows by name
     config: ConfigSpec
     source: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
-    programs: dict[str, Any] = field(repr=False, default_factory=dict)  # compiled DSPy programs by block ref
+    # compiled DSPy programs by block ref
+    programs: dict[str, Any] = field(repr=False, default_factory=dict)
     # the text of the prompt files its blocks name or include, pinned: name (relative to the yard) -> text
     prompts: dict[str, str] = field(repr=False, default_factory=dict)
 
@@ -77,8 +78,11 @@ def block_spec(data: dict[str, Any], prompts: dict[str, str]) -> BlockSpec:
     if prompt is None or (prompt.system_file is None and prompt.user_file is None):
         return spec
     texts = resolved_prompt(prompt, prompts)
-    return spec.model_copy(update={"prompt": prompt.model_copy(
-        update={**texts, "system_file": None, "user_file": None})})
+    return spec.model_copy(
+        update={
+            "prompt": prompt.model_copy(update={**texts, "system_file": None, "user_file": None})
+        }
+    )
 
 
 def _pin_prompts(project: Project, name: str, blocks: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -109,8 +113,10 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
     """The bundle of flow `name`; raises UsageError for an unknown flow."""
     definition = project.flow(name)
     if definition is None:
-        raise UsageError(f"unknown flow '{name}'{did_you_mean(name, project.flows)}"
-                         + ("" if project.flows else " (the yard has no flows)"))
+        raise UsageError(
+            f"unknown flow '{name}'{did_you_mean(name, project.flows)}"
+            + ("" if project.flows else " (the yard has no flows)")
+        )
     if name in _stack:
         raise UsageError(f"flow '{name}' includes itself through {' -> '.join((*_stack, name))}")
     blocks: dict[str, dict[str, Any]] = {}
@@ -147,31 +153,52 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
     prompts = _pin_prompts(project, name, blocks)
     if prompts:  # likewise: the prompt files' text is part of the definition (and its digest)
         source["prompts"] = prompts
-    return Bundle(definition.spec, {ref: block_spec(d, prompts) for ref, d in blocks.items()},
-                  flows, project.config, source, programs, prompts)
+    return Bundle(
+        definition.spec,
+        {ref: block_spec(d, prompts) for ref, d in blocks.items()},
+        flows,
+        project.config,
+        source,
+        programs,
+        prompts,
+    )
 
 
-def _pin_block(project: Project, ref: str, block: Any, blocks: dict[str, Any], programs: dict[str, Any]) -> None:
+def _pin_block(
+    project: Project, ref: str, block: Any, blocks: dict[str, Any], programs: dict[str, Any]
+) -> None:
     """Pin a block, and the compiled DSPy program saved next to a smart block (blocks/<file>.dspy.json)."""
     blocks[ref] = block.doc.data
     if block.spec.kind != "smart" or ref in programs:
         return
     path = program_path(block.doc.path)
-    if os.path.lexists(path):  # read like a definition: never through a link out of the yard, bounded
+    # read like a definition: never through a link out of the yard, bounded
+    if os.path.lexists(path):
         shown = relative(path, project.root)
         try:
             programs[ref] = json.loads(read_bytes(path, MAX_PROGRAM_BYTES, project.bounds(), shown))
         except Refused as refusal:
             raise UsageError(f"block '{block.spec.block}': {refusal.message}") from None
         except TooLarge:
-            raise UsageError(f"block '{block.spec.block}': its compiled program {shown} is larger than "
-                             f"{MAX_PROGRAM_BYTES // 2**20} MiB") from None
+            raise UsageError(
+                f"block '{block.spec.block}': its compiled program {shown} is larger than "
+                f"{MAX_PROGRAM_BYTES // 2**20} MiB"
+            ) from None
         except (OSError, ValueError) as exc:
-            raise UsageError(f"block '{block.spec.block}': cannot read its compiled program {shown}: {exc}") from None
+            raise UsageError(
+                f"block '{block.spec.block}': cannot read its compiled program {shown}: {exc}"
+            ) from None
 
 
-def _pin_delegates(project: Project, name: str, stack: tuple[str, ...], blocks: dict[str, Any],
-                   flows: dict[str, Bundle], programs: dict[str, Any], ref: str) -> None:
+def _pin_delegates(
+    project: Project,
+    name: str,
+    stack: tuple[str, ...],
+    blocks: dict[str, Any],
+    flows: dict[str, Bundle],
+    programs: dict[str, Any],
+    ref: str,
+) -> None:
     pending = [ref]
     while pending:
         spec = BlockSpec.model_validate(blocks[pending.pop()])

@@ -26,7 +26,8 @@ from engine.spec import BlockSpec, ConfigSpec, FlowSpec
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
-LIBRARY = Path(__file__).parents[1] / "library"  # built-in blocks, e.g. query_memory (a yard's own file wins)
+# built-in blocks, e.g. query_memory (a yard's own file wins)
+LIBRARY = Path(__file__).parents[1] / "library"
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -51,7 +52,9 @@ FlowDef = Definition[FlowSpec]
 
 
 def content_hash(data: Any) -> str:
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    canonical = json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
@@ -102,7 +105,9 @@ def require_yard(root: Path) -> Path:
     """`root`, resolved, when it is a yard; otherwise a UsageError saying so (not "unknown flow")."""
     root = root.resolve()
     if not is_yard(root):
-        raise UsageError(f"no yard here ({root}): no {CONFIG_FILE}, flows/ or blocks/ — run in a yard or pass --root")
+        raise UsageError(
+            f"no yard here ({root}): no {CONFIG_FILE}, flows/ or blocks/ — run in a yard or pass --root"
+        )
     return root
 
 
@@ -139,7 +144,8 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
     project = Project(root)
     names = Names(root)
     config_path = root / CONFIG_FILE
-    if os.path.lexists(config_path):  # a link that leaves the yard or dangles is reported, not skipped
+    # a link that leaves the yard or dangles is reported, not skipped
+    if os.path.lexists(config_path):
         doc = _read(project, config_path, Bounds.of(root), names)
         if doc is not None:
             config = _build(project, doc, "config", ConfigSpec)
@@ -172,9 +178,13 @@ def _load_blocks(project: Project, root: Path, bounds: Bounds, names: Names) -> 
         versions = project.blocks.setdefault(spec.block, {})
         if spec.version in versions:
             other = versions[spec.version].display
-            project.diagnostics.append(doc.diag(("block",), "BY201",
-                                                f"block '{spec.block}' version {spec.version} is also "
-                                                f"defined in {other}"))
+            project.diagnostics.append(
+                doc.diag(
+                    ("block",),
+                    "BY201",
+                    f"block '{spec.block}' version {spec.version} is also defined in {other}",
+                )
+            )
             continue
         versions[spec.version] = Definition(spec, doc)
 
@@ -192,8 +202,9 @@ def _load_flows(project: Project, root: Path, bounds: Bounds, names: Names) -> N
             continue
         if flow.flow in project.flows:
             other = project.flows[flow.flow].display
-            project.diagnostics.append(doc.diag(("flow",), "BY202",
-                                                f"flow '{flow.flow}' is also defined in {other}"))
+            project.diagnostics.append(
+                doc.diag(("flow",), "BY202", f"flow '{flow.flow}' is also defined in {other}")
+            )
             continue
         project.flows[flow.flow] = Definition(flow, doc)
 

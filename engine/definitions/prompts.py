@@ -65,7 +65,9 @@ def read_prompt(root: Path, bounds: Bounds, name: str) -> str:
     except FileNotFoundError:
         raise PromptFileError(f"prompt file '{name}' does not exist") from None
     except OSError as exc:
-        raise PromptFileError(f"prompt file '{name}' cannot be read: {exc.strerror or exc}") from None
+        raise PromptFileError(
+            f"prompt file '{name}' cannot be read: {exc.strerror or exc}"
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -92,7 +94,11 @@ def includes(source: str) -> list[Include]:
     found: list[Include] = []
     for node in tree.find_all(nodes.Include):
         template = node.template
-        name = template.value if isinstance(template, nodes.Const) and isinstance(template.value, str) else None
+        name = (
+            template.value
+            if isinstance(template, nodes.Const) and isinstance(template.value, str)
+            else None
+        )
         found.append(Include(name, node.lineno))
     return found
 
@@ -109,15 +115,21 @@ def pin(root: Path, bounds: Bounds, sources: Iterable[str], files: Iterable[str]
     pinned: dict[str, str] = {}
     pending: list[tuple[str, int]] = [(normal(name), 0) for name in files]
     for source in sources:
-        pending.extend((normal(found.name), 1) for found in includes(source) if found.name is not None)
+        pending.extend(
+            (normal(found.name), 1) for found in includes(source) if found.name is not None
+        )
     while pending:
         name, depth = pending.pop()
         if name in pinned:
             continue
         if depth > MAX_DEPTH:
-            raise PromptFileError(f"prompt file '{name}' is included more than {MAX_DEPTH} files deep")
+            raise PromptFileError(
+                f"prompt file '{name}' is included more than {MAX_DEPTH} files deep"
+            )
         text = pinned[name] = read_prompt(root, bounds, name)
-        pending.extend((normal(found.name), depth + 1) for found in includes(text) if found.name is not None)
+        pending.extend(
+            (normal(found.name), depth + 1) for found in includes(text) if found.name is not None
+        )
     return pinned
 
 
@@ -125,10 +137,17 @@ def referenced(root: Path, bounds: Bounds, prompt: object) -> set[str]:
     """The prompt files a PromptSpec names or includes (through the files too), by normal name: what
     a flow using it is made of. Never fails: a file that cannot be read is named, its includes unknown."""
     sources = [inline for _part, inline, _file in prompt_sources(prompt) if inline is not None]
-    pending = [normal(name) for _part, _inline, name in prompt_sources(prompt) if name is not None and
-               path_problem(name) is None]
-    pending += [normal(found.name) for source in sources for found in includes(source)
-                if found.name is not None and path_problem(found.name) is None]
+    pending = [
+        normal(name)
+        for _part, _inline, name in prompt_sources(prompt)
+        if name is not None and path_problem(name) is None
+    ]
+    pending += [
+        normal(found.name)
+        for source in sources
+        for found in includes(source)
+        if found.name is not None and path_problem(found.name) is None
+    ]
     named: set[str] = set()
     while pending and len(named) < 1000:  # bounded, whatever the files include
         name = pending.pop()
@@ -139,8 +158,11 @@ def referenced(root: Path, bounds: Bounds, prompt: object) -> set[str]:
             text = read_prompt(root, bounds, name)
         except PromptFileError:
             continue
-        pending += [normal(found.name) for found in includes(text)
-                    if found.name is not None and path_problem(found.name) is None]
+        pending += [
+            normal(found.name)
+            for found in includes(text)
+            if found.name is not None and path_problem(found.name) is None
+        ]
     return named
 
 

@@ -33,10 +33,24 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 TOP_KEYS = {"block": "blocks", "flow": "flows"}
-MODELS: dict[str, type[BaseModel]] = {"block": BlockSpec, "flow": FlowSpec, "config": ConfigSpec,
-                                      "eval": EvalSpec}
-_RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
-          "minLength", "maxLength", "minProperties", "maxProperties")
+MODELS: dict[str, type[BaseModel]] = {
+    "block": BlockSpec,
+    "flow": FlowSpec,
+    "config": ConfigSpec,
+    "eval": EvalSpec,
+}
+_RANGE = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "minProperties",
+    "maxProperties",
+)
 
 
 def schema_dir() -> Path:
@@ -50,13 +64,19 @@ def schema_dir() -> Path:
 @cache
 def load_schema(name: str) -> dict[str, Any]:
     """name: block, flow or config."""
-    schema: dict[str, Any] = json.loads((schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(
+        (schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8")
+    )
     return schema
 
 
 @cache
 def _validator(name: str) -> Validator:
-    from jsonschema import Draft202012Validator, validators  # only to explain errors: see the docstring
+    # only to explain errors: see the docstring
+    from jsonschema import (
+        Draft202012Validator,
+        validators,
+    )
 
     # JSON Schema regexes are ECMA-262, where `$` matches only at the very end; Python's `$` also
     # matches before a final newline, which would let 'name\n' through and disagree with the models
@@ -76,13 +96,19 @@ def _model_shape(node: Any) -> Any:
     shaped = {key: _model_shape(value) for key, value in node.items() if key != "allOf"}
     rules = node.get("allOf")
     if isinstance(rules, list):
-        kept = [_model_shape(rule) for rule in rules if not (isinstance(rule, dict) and "blockyardKind" in rule)]
+        kept = [
+            _model_shape(rule)
+            for rule in rules
+            if not (isinstance(rule, dict) and "blockyardKind" in rule)
+        ]
         if kept:
             shaped["allOf"] = kept
     return shaped
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
     from jsonschema.exceptions import ValidationError  # (see _validator)
 
     if isinstance(instance, str) and _regex(pattern).search(instance) is None:
@@ -116,7 +142,11 @@ def check(doc: Document, name: str) -> list[Diagnostic]:
     """All schema errors of `doc` against schema `name` (block, flow, config), one per problem."""
     data = doc.data
     if not isinstance(data, dict):
-        expected = "a mapping of settings" if name == "config" else f"a mapping with a '{name}:' key at the top"
+        expected = (
+            "a mapping of settings"
+            if name == "config"
+            else f"a mapping with a '{name}:' key at the top"
+        )
         return [doc.diag((), "BY101", f"expected {expected}, found {_describe(data)}")]
     misplaced = _misplaced(doc, name)
     if misplaced is not None:
@@ -135,8 +165,13 @@ def _misplaced(doc: Document, name: str) -> Diagnostic | None:
         if other != name and other in doc.data and name not in doc.data:
             here = "blockyard.yaml" if name == "config" else f"the {TOP_KEYS[name]} folder"
             value = _show(doc.data[other])
-            return doc.diag((other,), "BY108", f"this file defines {other} '{value}'; {folder} belong in the "
-                                               f"{folder} folder, not in {here}", key=True)
+            return doc.diag(
+                (other,),
+                "BY108",
+                f"this file defines {other} '{value}'; {folder} belong in the "
+                f"{folder} folder, not in {here}",
+                key=True,
+            )
     return None
 
 
@@ -149,30 +184,70 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     if kind == "additionalProperties":
         allowed = list(schema.get("properties", {}))
         extras = [key for key in instance if key not in allowed]
-        return [doc.diag((*path, key), "BY102", f"unknown key '{_show(key)}'{_where(path)}{did_you_mean(key, allowed)}",
-                         key=True) for key in extras]
+        return [
+            doc.diag(
+                (*path, key),
+                "BY102",
+                f"unknown key '{_show(key)}'{_where(path)}{did_you_mean(key, allowed)}",
+                key=True,
+            )
+            for key in extras
+        ]
     if kind == "required":
         missing = [key for key in rule if key not in instance]
         props = schema.get("properties", {})
-        return [doc.diag(path, "BY103", f"missing required key '{key}'{_where(path)}{_choices(props.get(key))}",
-                         key=True) for key in missing]
+        return [
+            doc.diag(
+                path,
+                "BY103",
+                f"missing required key '{key}'{_where(path)}{_choices(props.get(key))}",
+                key=True,
+            )
+            for key in missing
+        ]
     if kind == "type":
-        return [doc.diag(path, "BY104", f"{_name(path)} must be {_option_type(schema)}, "
-                                        f"not {_describe(instance)}{_shorthand(error)}")]
+        return [
+            doc.diag(
+                path,
+                "BY104",
+                f"{_name(path)} must be {_option_type(schema)}, "
+                f"not {_describe(instance)}{_shorthand(error)}",
+            )
+        ]
     if kind == "enum":
         options = ", ".join(str(v) for v in rule)
         hint = did_you_mean(str(instance), [str(v) for v in rule])
-        return [doc.diag(path, "BY105",
-                         f"{_name(path)} is '{_show(instance)}'; expected one of: {options}{hint}")]
+        return [
+            doc.diag(
+                path,
+                "BY105",
+                f"{_name(path)} is '{_show(instance)}'; expected one of: {options}{hint}",
+            )
+        ]
     if kind == "const":
         return [doc.diag(path, "BY105", f"{_name(path)} must be '{rule}'")]
-    if kind == "pattern" and len(error.schema_path) > 1 and error.schema_path[-2] == "propertyNames":
+    if (
+        kind == "pattern"
+        and len(error.schema_path) > 1
+        and error.schema_path[-2] == "propertyNames"
+    ):
         bad = instance
-        return [doc.diag((*path, bad), "BY106", f"name '{_show(bad)}'{_where(path)} is not valid: "
-                                                f"{_pattern_help(rule)}", key=True)]
+        return [
+            doc.diag(
+                (*path, bad),
+                "BY106",
+                f"name '{_show(bad)}'{_where(path)} is not valid: {_pattern_help(rule)}",
+                key=True,
+            )
+        ]
     if kind == "pattern":
-        return [doc.diag(path, "BY106", f"{_name(path)} '{_show(instance)}' is not valid: "
-                                        f"{_pattern_help(rule)}")]
+        return [
+            doc.diag(
+                path,
+                "BY106",
+                f"{_name(path)} '{_show(instance)}' is not valid: {_pattern_help(rule)}",
+            )
+        ]
     if kind in ("anyOf", "oneOf"):
         return _alternatives(doc, error)
     if kind in _RANGE:
@@ -212,7 +287,13 @@ def _alternatives(doc: Document, error: ValidationError) -> list[Diagnostic]:
         wanted = [_option_type(o) for o in options]
         # `X | None` reads as "X" to an author: the key can simply be left out
         shown = [w for w in dict.fromkeys(wanted) if w != "empty"] or ["empty"]
-        return [doc.diag(path, "BY104", f"{_name(path)} must be {_join_types(shown)}, not {_describe(error.instance)}")]
+        return [
+            doc.diag(
+                path,
+                "BY104",
+                f"{_name(path)} must be {_join_types(shown)}, not {_describe(error.instance)}",
+            )
+        ]
     if len(fitting) > 1 and all(_is_value_rule(e) for i in fitting for e in by_option[i]):
         return [_value_choices(doc, path, error.instance, [options[i] for i in fitting])]
     best = min(fitting, key=lambda i: len(by_option[i]))
@@ -230,7 +311,9 @@ def _is_value_rule(error: ValidationError) -> bool:
     return not error.relative_path and error.validator in ("pattern", "const", "enum")
 
 
-def _value_choices(doc: Document, path: tuple[Any, ...], value: Any, options: list[dict[str, Any]]) -> Diagnostic:
+def _value_choices(
+    doc: Document, path: tuple[Any, ...], value: Any, options: list[dict[str, Any]]
+) -> Diagnostic:
     """One message for a string that matches none of several string alternatives (e.g. a step id or 'fail')."""
     words: list[str] = []
     literals: list[str] = []
@@ -263,13 +346,21 @@ def _range(path: tuple[Any, ...], kind: str, limit: Any, value: Any) -> str:
     if kind == "maxItems":
         return f"{name} has {len(value)} items; at most {limit} are allowed"
     if kind == "minLength":
-        return f"{name} must not be empty" if limit == 1 else f"{name} needs at least {limit} characters"
+        return (
+            f"{name} must not be empty"
+            if limit == 1
+            else f"{name} needs at least {limit} characters"
+        )
     if kind == "maxLength":
         return f"{name} is {len(value)} characters long; at most {limit} are allowed"
     if kind in ("minProperties", "maxProperties"):
         return f"{name} needs {'at least' if kind.startswith('min') else 'at most'} {limit} keys"
-    bound = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "more than",
-             "exclusiveMaximum": "less than"}[kind]
+    bound = {
+        "minimum": "at least",
+        "maximum": "at most",
+        "exclusiveMinimum": "more than",
+        "exclusiveMaximum": "less than",
+    }[kind]
     return f"{name} is {value}; it must be {bound} {limit}"
 
 
@@ -300,12 +391,21 @@ def _name(path: tuple[Any, ...]) -> str:
         return "the document"
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{_show(part)}" if text else _show(part))
+        text += (
+            f"[{part}]" if isinstance(part, int) else (f".{_show(part)}" if text else _show(part))
+        )
     return f"'{text}'"
 
 
-_TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
-               "array": "a list", "object": "a mapping", "null": "empty"}
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "empty",
+}
 
 
 def _types(value: Any) -> str:
@@ -316,7 +416,13 @@ def _types(value: Any) -> str:
 
 def _join_types(words: list[str]) -> str:
     # "true or false or a mapping" reads badly; "true, false or a mapping" does not
-    return _join([part for word in words for part in (word.split(" or ") if word == "true or false" else [word])])
+    return _join(
+        [
+            part
+            for word in words
+            for part in (word.split(" or ") if word == "true or false" else [word])
+        ]
+    )
 
 
 def _join(words: list[str]) -> str:
@@ -327,8 +433,12 @@ def _join(words: list[str]) -> str:
 
 def _show(value: Any, limit: int = 60) -> str:
     """An author's text inside a one-line message: control characters escaped, long text shortened."""
-    text = "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Zl", "Zp")
-                   else ch for ch in str(value))
+    text = "".join(
+        ch.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        else ch
+        for ch in str(value)
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -46,8 +46,14 @@ def label(assertion: Assertion) -> str:
     return f"{text} ({assertion.output})" if assertion.output else text
 
 
-def check(assertion: Assertion, outputs: Mapping[str, Any], declared: tuple[str, ...], scope: Mapping[str, Any],
-          spend: Spend, latency_ms: float) -> tuple[bool, str]:
+def check(
+    assertion: Assertion,
+    outputs: Mapping[str, Any],
+    declared: tuple[str, ...],
+    scope: Mapping[str, Any],
+    spend: Spend,
+    latency_ms: float,
+) -> tuple[bool, str]:
     """(passed, why not) of every assertion but a judge; `declared` are the flow's outputs."""
     kind = assertion.kind
     if kind == "max_cost_usd":
@@ -58,30 +64,48 @@ def check(assertion: Assertion, outputs: Mapping[str, Any], declared: tuple[str,
         return tokens <= limit, f"{tokens:,} tokens, above max_tokens {limit:,}"
     if kind == "max_latency":
         limit_ms = parse_duration(str(assertion.max_latency)) * 1000
-        return latency_ms <= limit_ms, f"latency {_seconds(latency_ms)}, above max_latency {assertion.max_latency}"
+        return (
+            latency_ms <= limit_ms,
+            f"latency {_seconds(latency_ms)}, above max_latency {assertion.max_latency}",
+        )
     if kind == "expr":
         return _expr(str(assertion.expr), scope)
     what, value = subject(assertion.output, outputs, declared)
     if value is MISSING:
-        return False, f"output '{assertion.output}' missing (outputs: {', '.join(outputs) or 'none'})"
+        return (
+            False,
+            f"output '{assertion.output}' missing (outputs: {', '.join(outputs) or 'none'})",
+        )
     if kind == "equals":
-        return _equal(value, assertion.equals), f"{what} is {_json(value)}, expected {_json(assertion.equals)}"
+        return _equal(
+            value, assertion.equals
+        ), f"{what} is {_json(value)}, expected {_json(assertion.equals)}"
     if kind == "contains":
-        wanted = assertion.contains if isinstance(assertion.contains, list) else [str(assertion.contains)]
+        wanted = (
+            assertion.contains
+            if isinstance(assertion.contains, list)
+            else [str(assertion.contains)]
+        )
         text = as_text(value)
         absent = [item for item in wanted if item not in text]
-        return not absent, f"{what} does not contain {', '.join(_quote(item) for item in absent)}: {_quote(text)}"
+        return (
+            not absent,
+            f"{what} does not contain {', '.join(_quote(item) for item in absent)}: {_quote(text)}",
+        )
     if kind == "regex":
         text = as_text(value)
-        return _regex(str(assertion.regex)).search(text) is not None, \
-            f"{what} does not match /{assertion.regex}/: {_quote(text)}"
+        return _regex(str(assertion.regex)).search(
+            text
+        ) is not None, f"{what} does not match /{assertion.regex}/: {_quote(text)}"
     if kind == "json_schema":
         problem = _schema_problem(value, assertion.json_schema or {})
         return problem is None, f"{what} does not match the JSON Schema: {problem}"
     return False, f"unknown assertion kind '{kind}'"  # refused by `blockyard validate` (BY880)
 
 
-def subject(output: str | None, outputs: Mapping[str, Any], declared: tuple[str, ...]) -> tuple[str, Any]:
+def subject(
+    output: str | None, outputs: Mapping[str, Any], declared: tuple[str, ...]
+) -> tuple[str, Any]:
     """(how messages name it, the value) an assertion looks at."""
     if output is not None:
         return f"output '{output}'", outputs.get(output, MISSING)
@@ -96,9 +120,14 @@ def as_text(value: Any) -> str:
 
 def _max_cost(limit: float, spend: Spend) -> tuple[bool, str]:
     if spend.unpriced_calls:
-        return False, (f"cost unknown ({spend.unpriced_calls} of {spend.model_calls} model calls have no price; "
-                       f"state `pricing:` in the profile), max_cost_usd {money(limit)}")
-    return spend.cost_usd <= limit, f"cost {money(spend.cost_usd)} is above max_cost_usd {money(limit)}"
+        return False, (
+            f"cost unknown ({spend.unpriced_calls} of {spend.model_calls} model calls have no price; "
+            f"state `pricing:` in the profile), max_cost_usd {money(limit)}"
+        )
+    return (
+        spend.cost_usd <= limit,
+        f"cost {money(spend.cost_usd)} is above max_cost_usd {money(limit)}",
+    )
 
 
 def _expr(expression: str, scope: Mapping[str, Any]) -> tuple[bool, str]:
@@ -114,22 +143,30 @@ def _equal(found: Any, wanted: Any) -> bool:
     if isinstance(found, bool) or isinstance(wanted, bool):
         return isinstance(found, bool) and isinstance(wanted, bool) and found == wanted
     if isinstance(found, dict) and isinstance(wanted, dict):
-        return found.keys() == wanted.keys() and all(_equal(found[key], wanted[key]) for key in found)
+        return found.keys() == wanted.keys() and all(
+            _equal(found[key], wanted[key]) for key in found
+        )
     if isinstance(found, list) and isinstance(wanted, list):
-        return len(found) == len(wanted) and all(_equal(a, b) for a, b in zip(found, wanted, strict=True))
+        return len(found) == len(wanted) and all(
+            _equal(a, b) for a, b in zip(found, wanted, strict=True)
+        )
     return bool(found == wanted)
 
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> Any:
     options = re2.Options()
-    options.log_errors = False  # RE2 would print its own copy of an error on stderr (validate reports it: BY313)
+    options.log_errors = (
+        False  # RE2 would print its own copy of an error on stderr (validate reports it: BY313)
+    )
     return re2.compile(pattern, options=options)
 
 
 def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     validator = Draft202012Validator(schema)
-    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    error = next(
+        iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None
+    )
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path)

@@ -33,10 +33,17 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     writes: int = 0
-    errors: int = 0  # entries that could not be read or written (the call was made, or its reply not kept)
+    errors: int = (
+        0  # entries that could not be read or written (the call was made, or its reply not kept)
+    )
 
     def as_dict(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "writes": self.writes, "errors": self.errors}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "writes": self.writes,
+            "errors": self.errors,
+        }
 
 
 def digest(key: Mapping[str, Any]) -> str:
@@ -52,7 +59,9 @@ class FolderCache:
         self.folder = folder
         self.stats = CacheStats()
         self._lock = threading.Lock()
-        self._asking: dict[str, asyncio.Future[None]] = {}  # keys a call is being made for, by digest
+        self._asking: dict[
+            str, asyncio.Future[None]
+        ] = {}  # keys a call is being made for, by digest
 
     def __repr__(self) -> str:
         return f"FolderCache({str(self.folder)!r})"
@@ -117,7 +126,10 @@ class FolderCache:
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
                 raise
-        except (OSError, UnicodeError):  # a full disk, a read-only folder: the reply is not kept, the eval goes on
+        except (
+            OSError,
+            UnicodeError,
+        ):  # a full disk, a read-only folder: the reply is not kept, the eval goes on
             self._count("errors")
             return
         self._count("writes")

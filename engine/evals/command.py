@@ -60,7 +60,11 @@ def load_head(root: Path) -> tuple[Project, EvalFiles]:
     """The working tree's yard and eval files; ValidationFailed with the eval files' errors."""
     project = load_project(root)
     files = load_evals(project)
-    errors = [d for d in sorted({*files.diagnostics, *check_evals(project, files)}) if d.severity == "error"]
+    errors = [
+        d
+        for d in sorted({*files.diagnostics, *check_evals(project, files)})
+        if d.severity == "error"
+    ]
     if errors:
         raise ValidationFailed(errors)
     return project, files
@@ -72,7 +76,9 @@ def chosen(files: EvalFiles, names: list[str]) -> list[EvalDef]:
     unknown = [name for name in names if name not in files.evals]
     if unknown:
         known = ", ".join(sorted(files.evals)) or "none (evals/*.yaml)"
-        raise UsageError(f"unknown eval '{unknown[0]}'{did_you_mean(unknown[0], files.evals)}; the evals: {known}")
+        raise UsageError(
+            f"unknown eval '{unknown[0]}'{did_you_mean(unknown[0], files.evals)}; the evals: {known}"
+        )
     return [files.evals[name] for name in dict.fromkeys(names)]
 
 
@@ -102,9 +108,15 @@ def evaluate(root: Path, options: Options, err: TextIO | None = None) -> Outcome
         if options.base is not None:
             old, _ = stack.enter_context(sides(root, options.base, None))
             base = Side(BASE, old.label, load_side(old), old.revision)
-        outcome = Outcome([], WORKING_TREE, base.label if base is not None else None,
-                          cache=cache.stats if cache else None, cache_folder=_shown(folder, root),
-                          tolerance=options.tolerance, fail_on_regression=options.fail_on_regression)
+        outcome = Outcome(
+            [],
+            WORKING_TREE,
+            base.label if base is not None else None,
+            cache=cache.stats if cache else None,
+            cache_folder=_shown(folder, root),
+            tolerance=options.tolerance,
+            fail_on_regression=options.fail_on_regression,
+        )
         jobs, pairs = _plan(definitions, head, base, options.everything, outcome)
         _run(project, jobs, options, cache, err or sys.stderr)
     for head_result, base_result in pairs:
@@ -116,8 +128,9 @@ def evaluate(root: Path, options: Options, err: TextIO | None = None) -> Outcome
     return outcome
 
 
-def _plan(definitions: list[EvalDef], head: Side, base: Side | None, everything: bool,
-          outcome: Outcome) -> tuple[list[Job], list[tuple[EvalResult, EvalResult | None]]]:
+def _plan(
+    definitions: list[EvalDef], head: Side, base: Side | None, everything: bool, outcome: Outcome
+) -> tuple[list[Job], list[tuple[EvalResult, EvalResult | None]]]:
     """The jobs to run, and each eval's result on the head (and the base) that they fill."""
     jobs: list[Job] = []
     pairs: list[tuple[EvalResult, EvalResult | None]] = []
@@ -125,7 +138,12 @@ def _plan(definitions: list[EvalDef], head: Side, base: Side | None, everything:
         spec = definition.spec
         mine = head.target(spec)
         theirs = base.target(spec) if base is not None else None
-        if theirs is not None and not everything and theirs.digest is not None and theirs.digest == mine.digest:
+        if (
+            theirs is not None
+            and not everything
+            and theirs.digest is not None
+            and theirs.digest == mine.digest
+        ):
             outcome.unchanged.append((spec.name, spec.target))
             continue
         head_result = _result(definition, head, mine.digest, mine.problem)
@@ -145,11 +163,23 @@ def _result(definition: EvalDef, side: Side, digest: str | None, problem: str | 
     spec = definition.spec
     target = side.target(spec)
     version = target.bundle.version if target.bundle is not None else None
-    return EvalResult(spec.name, spec.target, definition.display, side.name, side.label, side.revision, digest,
-                      version, spec.thresholds or DEFAULT_THRESHOLDS, problem=problem)
+    return EvalResult(
+        spec.name,
+        spec.target,
+        definition.display,
+        side.name,
+        side.label,
+        side.revision,
+        digest,
+        version,
+        spec.thresholds or DEFAULT_THRESHOLDS,
+        problem=problem,
+    )
 
 
-def _run(project: Project, jobs: list[Job], options: Options, cache: FolderCache | None, err: TextIO) -> None:
+def _run(
+    project: Project, jobs: list[Job], options: Options, cache: FolderCache | None, err: TextIO
+) -> None:
     if not jobs:
         return
     counts: dict[str, int] = {}
@@ -159,10 +189,17 @@ def _run(project: Project, jobs: list[Job], options: Options, cache: FolderCache
 
     def on_case(job: Job, result: CaseResult) -> None:
         progress.case(_key(job), result)
+
     with tempfile.TemporaryDirectory(prefix="blockyard-eval-") as scratch:
         engine = scratch_engine(project, Path(scratch))
         try:
-            runner = Runner(engine, ModelResolver(project.config), jobs=options.jobs, cache=cache, on_case=on_case)
+            runner = Runner(
+                engine,
+                ModelResolver(project.config),
+                jobs=options.jobs,
+                cache=cache,
+                on_case=on_case,
+            )
             progress.start()
             try:
                 asyncio.run(runner.run(jobs))
@@ -186,7 +223,9 @@ def _record(project: Project, results: list[EvalResult], err: TextIO) -> None:
         finally:
             db.close()
     except (StateError, *DB_ERRORS) as exc:  # type: ignore[misc]  # DB_ERRORS: a tuple of exception classes
-        err.write(f"warning: the results were not kept in the state database {location.shown}: {exc}\n")
+        err.write(
+            f"warning: the results were not kept in the state database {location.shown}: {exc}\n"
+        )
 
 
 def _shown(folder: Path, root: Path) -> str:

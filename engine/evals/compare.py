@@ -47,13 +47,25 @@ class CaseChange:
         return self.change in (PASS_TO_FAIL, FAIL_TO_PASS) or bool(self.score_delta)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"case": self.case, "change": self.change,
-                "base": {"passed": self.base.passed, "score": round(self.base.score, 4),
-                         "cost_usd": self.base.spend.cost_usd} if self.base is not None else None,
-                "head": {"passed": self.head.passed, "score": round(self.head.score, 4),
-                         "cost_usd": self.head.spend.cost_usd},
-                "score_delta": _round(self.score_delta), "cost_delta_usd": self.cost_delta,
-                "latency_delta_ms": _round(self.latency_delta_ms, 1)}
+        return {
+            "case": self.case,
+            "change": self.change,
+            "base": {
+                "passed": self.base.passed,
+                "score": round(self.base.score, 4),
+                "cost_usd": self.base.spend.cost_usd,
+            }
+            if self.base is not None
+            else None,
+            "head": {
+                "passed": self.head.passed,
+                "score": round(self.head.score, 4),
+                "cost_usd": self.head.spend.cost_usd,
+            },
+            "score_delta": _round(self.score_delta),
+            "cost_delta_usd": self.cost_delta,
+            "latency_delta_ms": _round(self.latency_delta_ms, 1),
+        }
 
 
 @dataclass
@@ -74,11 +86,19 @@ class Comparison:
 
     @property
     def pass_rate_delta(self) -> float | None:
-        return self.head.pass_rate - self.base.pass_rate if self.comparable and self.base is not None else None
+        return (
+            self.head.pass_rate - self.base.pass_rate
+            if self.comparable and self.base is not None
+            else None
+        )
 
     @property
     def mean_score_delta(self) -> float | None:
-        return self.head.mean_score - self.base.mean_score if self.comparable and self.base is not None else None
+        return (
+            self.head.mean_score - self.base.mean_score
+            if self.comparable and self.base is not None
+            else None
+        )
 
     @property
     def cost_delta(self) -> float | None:
@@ -98,16 +118,27 @@ class Comparison:
             return []
         found = []
         if self.head.pass_rate < self.base.pass_rate - tolerance - 1e-9:
-            found.append(f"pass rate fell from {percent(self.base.pass_rate)} to {percent(self.head.pass_rate)}")
+            found.append(
+                f"pass rate fell from {percent(self.base.pass_rate)} to {percent(self.head.pass_rate)}"
+            )
         if self.head.mean_score < self.base.mean_score - tolerance - 1e-9:
-            found.append(f"mean score fell from {self.base.mean_score:.2f} to {self.head.mean_score:.2f}")
+            found.append(
+                f"mean score fell from {self.base.mean_score:.2f} to {self.head.mean_score:.2f}"
+            )
         return found
 
     def as_dict(self, tolerance: float) -> dict[str, Any]:
-        return {"eval": self.name, "target": self.head.target, "comparable": self.comparable,
-                "pass_rate_delta": _round(self.pass_rate_delta), "mean_score_delta": _round(self.mean_score_delta),
-                "cost_delta_usd": self.cost_delta, "latency_delta_ms": _round(self.latency_delta_ms, 1),
-                "regressions": self.regressions(tolerance), "cases": [change.as_dict() for change in self.cases]}
+        return {
+            "eval": self.name,
+            "target": self.head.target,
+            "comparable": self.comparable,
+            "pass_rate_delta": _round(self.pass_rate_delta),
+            "mean_score_delta": _round(self.mean_score_delta),
+            "cost_delta_usd": self.cost_delta,
+            "latency_delta_ms": _round(self.latency_delta_ms, 1),
+            "regressions": self.regressions(tolerance),
+            "cases": [change.as_dict() for change in self.cases],
+        }
 
 
 def compare(head: EvalResult, base: EvalResult | None) -> Comparison:

@@ -22,24 +22,64 @@ from engine.state.database import Connection
 from engine.state.ids import new_run_id
 from engine.state.writer import Write
 
-COLUMNS = ("id", "eval", "target", "digest", "version", "side", "label", "revision", "created", "cases", "passed",
-           "pass_rate", "mean_score", "cost_usd", "unpriced_calls", "tokens", "latency_ms", "ok", "results")
+COLUMNS = (
+    "id",
+    "eval",
+    "target",
+    "digest",
+    "version",
+    "side",
+    "label",
+    "revision",
+    "created",
+    "cases",
+    "passed",
+    "pass_rate",
+    "mean_score",
+    "cost_usd",
+    "unpriced_calls",
+    "tokens",
+    "latency_ms",
+    "ok",
+    "results",
+)
 
 
 def row_of(result: EvalResult, created: str) -> Write:
     spend = result.spend
-    values = (new_run_id(), result.name, result.target, result.digest, result.version, result.side, result.label,
-              result.revision, created, len(result.cases), result.passed_count, result.pass_rate,
-              result.mean_score, spend.cost_usd, spend.unpriced_calls, spend.tokens, result.mean_latency_ms,
-              int(result.ok), json.dumps([case.as_dict() for case in result.cases], ensure_ascii=False, default=str))
-    return Write(f"INSERT INTO eval_results ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})",
-                 values)
+    values = (
+        new_run_id(),
+        result.name,
+        result.target,
+        result.digest,
+        result.version,
+        result.side,
+        result.label,
+        result.revision,
+        created,
+        len(result.cases),
+        result.passed_count,
+        result.pass_rate,
+        result.mean_score,
+        spend.cost_usd,
+        spend.unpriced_calls,
+        spend.tokens,
+        result.mean_latency_ms,
+        int(result.ok),
+        json.dumps([case.as_dict() for case in result.cases], ensure_ascii=False, default=str),
+    )
+    return Write(
+        f"INSERT INTO eval_results ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})",
+        values,
+    )
 
 
 def record(db: StateDB, results: list[EvalResult]) -> None:
     """Keep `results` (evals whose flow could not run on a side are left out: they measured nothing)."""
     created = now_iso()
-    writes = [row_of(result, created) for result in results if result.problem is None and result.cases]
+    writes = [
+        row_of(result, created) for result in results if result.problem is None and result.cases
+    ]
     if writes:
         db.writer.write_sync(*writes)
 
@@ -72,23 +112,39 @@ class Version:
 
 def versions(conn: Connection, name: str) -> list[Version]:
     """The flow versions eval `name` ran on, oldest first."""
-    rows = conn.execute(f"SELECT {', '.join(COLUMNS[:-1])} FROM eval_results WHERE eval = ? ORDER BY created, id",
-                        (name,)).fetchall()
+    rows = conn.execute(
+        f"SELECT {', '.join(COLUMNS[:-1])} FROM eval_results WHERE eval = ? ORDER BY created, id",
+        (name,),
+    ).fetchall()
     found: dict[str | None, Version] = {}
     for row in rows:
         data = dict(zip(COLUMNS[:-1], row, strict=True))
         earlier = found.pop(data["digest"], None)
         found[data["digest"]] = Version(
-            digest=data["digest"], version=data["version"], target=data["target"],
-            first=earlier.first if earlier is not None else data["created"], last=data["created"],
-            runs=(earlier.runs if earlier is not None else 0) + 1, label=data["label"], revision=data["revision"],
-            cases=int(data["cases"]), passed=int(data["passed"]), pass_rate=float(data["pass_rate"]),
-            mean_score=float(data["mean_score"]), cost_usd=float(data["cost_usd"]),
-            unpriced_calls=int(data["unpriced_calls"]), tokens=int(data["tokens"]),
-            latency_ms=float(data["latency_ms"]), ok=bool(data["ok"]))
+            digest=data["digest"],
+            version=data["version"],
+            target=data["target"],
+            first=earlier.first if earlier is not None else data["created"],
+            last=data["created"],
+            runs=(earlier.runs if earlier is not None else 0) + 1,
+            label=data["label"],
+            revision=data["revision"],
+            cases=int(data["cases"]),
+            passed=int(data["passed"]),
+            pass_rate=float(data["pass_rate"]),
+            mean_score=float(data["mean_score"]),
+            cost_usd=float(data["cost_usd"]),
+            unpriced_calls=int(data["unpriced_calls"]),
+            tokens=int(data["tokens"]),
+            latency_ms=float(data["latency_ms"]),
+            ok=bool(data["ok"]),
+        )
     return sorted(found.values(), key=lambda version: version.first)
 
 
 def names(conn: Connection) -> list[str]:
     """Every eval with a result kept."""
-    return [str(row[0]) for row in conn.execute("SELECT DISTINCT eval FROM eval_results ORDER BY eval").fetchall()]
+    return [
+        str(row[0])
+        for row in conn.execute("SELECT DISTINCT eval FROM eval_results ORDER BY eval").fetchall()
+    ]

@@ -22,16 +22,25 @@ from engine.models.calls import recording
 from engine.models.resolver import ModelResolver
 from engine.spec.evals import JudgeSpec
 
-SYSTEM = ("You are an impartial evaluator. Read the rubric, the inputs the answer was given, the reference "
-          "answer when there is one, and the answer. Judge only how well the answer meets the rubric. Give "
-          "your reasoning in one to three sentences, then a score from 0 (does not meet it at all) to 1 "
-          "(meets it fully).")
+SYSTEM = (
+    "You are an impartial evaluator. Read the rubric, the inputs the answer was given, the reference "
+    "answer when there is one, and the answer. Judge only how well the answer meets the rubric. Give "
+    "your reasoning in one to three sentences, then a score from 0 (does not meet it at all) to 1 "
+    "(meets it fully)."
+)
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "reasoning": {"type": "string", "description": "Why the answer earns its score, in one to three sentences."},
-        "score": {"type": "number", "minimum": 0, "maximum": 1,
-                  "description": "How well the answer meets the rubric: 0 not at all, 1 fully."},
+        "reasoning": {
+            "type": "string",
+            "description": "Why the answer earns its score, in one to three sentences.",
+        },
+        "score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "How well the answer meets the rubric: 0 not at all, 1 fully.",
+        },
     },
     "required": ["reasoning", "score"],
     "additionalProperties": False,
@@ -57,21 +66,47 @@ class JudgeCalls:
             self.saved_usd += float(data.get("cost_usd") or 0.0)
 
 
-def request(judge: JudgeSpec, eval_name: str, case: str, inputs: Mapping[str, Any], expected: Any,
-            output: Any) -> StructuredRequest:
+def request(
+    judge: JudgeSpec,
+    eval_name: str,
+    case: str,
+    inputs: Mapping[str, Any],
+    expected: Any,
+    output: Any,
+) -> StructuredRequest:
     """The judge's request: the rubric, the case's inputs, its reference answer, and the answer."""
     parts = [f"Rubric:\n{judge.rubric}", f"Inputs:\n{_text(dict(inputs))}"]
     if expected is not None:
         parts.append(f"Reference answer:\n{_text(expected)}")
     parts.append(f"Answer:\n{_text(output)}")
-    return StructuredRequest(flow=eval_name, step=case, block="judge", system=SYSTEM, user="\n\n".join(parts),
-                             output_schema=VERDICT_SCHEMA, purpose="judge",
-                             inputs={"rubric": judge.rubric, "inputs": dict(inputs), "expected": expected,
-                                     "output": output})
+    return StructuredRequest(
+        flow=eval_name,
+        step=case,
+        block="judge",
+        system=SYSTEM,
+        user="\n\n".join(parts),
+        output_schema=VERDICT_SCHEMA,
+        purpose="judge",
+        inputs={
+            "rubric": judge.rubric,
+            "inputs": dict(inputs),
+            "expected": expected,
+            "output": output,
+        },
+    )
 
 
-async def judge(models: ModelResolver, spec: JudgeSpec, label: str, eval_name: str, case: str,
-                inputs: Mapping[str, Any], expected: Any, output: Any, calls: JudgeCalls) -> Check:
+async def judge(
+    models: ModelResolver,
+    spec: JudgeSpec,
+    label: str,
+    eval_name: str,
+    case: str,
+    inputs: Mapping[str, Any],
+    expected: Any,
+    output: Any,
+    calls: JudgeCalls,
+) -> Check:
     """Score one case's output; a judge that fails (its model, its reply) fails the assertion with why."""
     asked = request(spec, eval_name, case, inputs, expected, output)
     try:
@@ -82,9 +117,15 @@ async def judge(models: ModelResolver, spec: JudgeSpec, label: str, eval_name: s
     score = float(verdict.get("score", 0.0))
     reasoning = str(verdict.get("reasoning", "")).strip()
     passed = score >= spec.threshold
-    message = "" if passed else f"the judge scored {score:.2f}, below its threshold {spec.threshold:.2f}"
+    message = (
+        "" if passed else f"the judge scored {score:.2f}, below its threshold {spec.threshold:.2f}"
+    )
     return Check("judge", label, passed, score, message, reasoning)
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    )

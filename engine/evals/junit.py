@@ -41,9 +41,13 @@ def write(outcome: Outcome, path: Path) -> None:
 def _suite(result: EvalResult) -> ET.Element:
     suite = ET.Element("testsuite", name=_text(result.name), file=_text(result.file))
     properties = ET.SubElement(suite, "properties")
-    for name, value in (("target", result.target), ("digest", result.digest or ""),
-                        ("pass_rate", f"{result.pass_rate:.4f}"), ("mean_score", f"{result.mean_score:.4f}"),
-                        ("cost", result.spend.cost_text())):
+    for name, value in (
+        ("target", result.target),
+        ("digest", result.digest or ""),
+        ("pass_rate", f"{result.pass_rate:.4f}"),
+        ("mean_score", f"{result.mean_score:.4f}"),
+        ("cost", result.spend.cost_text()),
+    ):
         ET.SubElement(properties, "property", name=name, value=_text(value))
     failures = 0
     seconds = 0.0
@@ -53,8 +57,12 @@ def _suite(result: EvalResult) -> ET.Element:
         seconds += case.latency_ms / 1000
     misses = result.misses
     if misses:
-        thresholds = ET.SubElement(suite, "testcase", classname=_text(result.name), name="thresholds", time="0")
-        failure = ET.SubElement(thresholds, "failure", message=_text("; ".join(misses)), type="threshold")
+        thresholds = ET.SubElement(
+            suite, "testcase", classname=_text(result.name), name="thresholds", time="0"
+        )
+        failure = ET.SubElement(
+            thresholds, "failure", message=_text("; ".join(misses)), type="threshold"
+        )
         failure.text = _text("\n".join(misses))
         failures += 1
     suite.set("tests", str(len(result.cases) + (1 if misses else 0)))
@@ -66,14 +74,21 @@ def _suite(result: EvalResult) -> ET.Element:
 
 
 def _case(result: EvalResult, case: CaseResult) -> ET.Element:
-    element = ET.Element("testcase", classname=_text(result.name), name=_text(case.case),
-                         time=f"{case.latency_ms / 1000:.3f}", file=_text(case.where.split(":")[0]))
+    element = ET.Element(
+        "testcase",
+        classname=_text(result.name),
+        name=_text(case.case),
+        time=f"{case.latency_ms / 1000:.3f}",
+        file=_text(case.where.split(":")[0]),
+    )
     failures = case.failures
     if failures:
         failure = ET.SubElement(element, "failure", message=_text(failures[0]), type="assertion")
         failure.text = _text("\n".join(failures))
-    said = [f"score {case.score:.2f} · cost {case.spend.cost_text()} · latency {case.latency_ms:.0f} ms · "
-            f"{case.where}"]
+    said = [
+        f"score {case.score:.2f} · cost {case.spend.cost_text()} · latency {case.latency_ms:.0f} ms · "
+        f"{case.where}"
+    ]
     said += [f"{label}: {reasoning}" for label, reasoning in case.reasons]
     out = ET.SubElement(element, "system-out")
     out.text = _text("\n".join(said))

@@ -21,7 +21,8 @@ class Outcome:
     head_label: str
     base_label: str | None = None  # None: no --base
     comparisons: list[Comparison] = field(default_factory=list)
-    unchanged: list[tuple[str, str]] = field(default_factory=list)  # (eval, target) not run: the same on both sides
+    # (eval, target) not run: the same on both sides
+    unchanged: list[tuple[str, str]] = field(default_factory=list)
     cache: CacheStats | None = None  # None: --no-cache
     cache_folder: str | None = None
     tolerance: float = 0.0
@@ -54,8 +55,11 @@ class Outcome:
 
     @property
     def model_calls(self) -> int:
-        return sum(case.spend.model_calls + case.judge_spend.model_calls
-                   for result in self.results for case in result.cases)
+        return sum(
+            case.spend.model_calls + case.judge_spend.model_calls
+            for result in self.results
+            for case in result.cases
+        )
 
     @property
     def saved_usd(self) -> float:
@@ -73,12 +77,17 @@ class Outcome:
         if self.cache is None:
             return "cache: off (--no-cache)"
         saved = f", saved {money(self.saved_usd)}" if self.saved_usd else ""
-        return (f"cache: {self.cached_calls} of {self.model_calls} model calls answered from the cache{saved}; "
-                f"{self.cache.writes} replies kept in {self.cache_folder}")
+        return (
+            f"cache: {self.cached_calls} of {self.model_calls} model calls answered from the cache{saved}; "
+            f"{self.cache.writes} replies kept in {self.cache_folder}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "ok": self.exit_code == 0, "exit_code": self.exit_code, "head": self.head_label, "base": self.base_label,
+            "ok": self.exit_code == 0,
+            "exit_code": self.exit_code,
+            "head": self.head_label,
+            "base": self.base_label,
             "evals": [result.as_dict() for result in self.head],
             "base_evals": [c.base.as_dict() for c in self.comparisons if c.base is not None],
             "comparison": [c.as_dict(self.tolerance) for c in self.comparisons],
@@ -86,8 +95,14 @@ class Outcome:
             "misses": [{"eval": name, "miss": why} for name, why in self.misses],
             "regressions": [{"eval": name, "regression": why} for name, why in self.regressions],
             "tolerance": self.tolerance,
-            "cache": {**self.cache.as_dict(), "folder": self.cache_folder, "cached_calls": self.cached_calls,
-                      "model_calls": self.model_calls, "saved_usd": round(self.saved_usd, 8)}
-            if self.cache is not None else None,
+            "cache": {
+                **self.cache.as_dict(),
+                "folder": self.cache_folder,
+                "cached_calls": self.cached_calls,
+                "model_calls": self.model_calls,
+                "saved_usd": round(self.saved_usd, 8),
+            }
+            if self.cache is not None
+            else None,
             "seconds": round(self.seconds, 3),
         }

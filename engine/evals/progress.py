@@ -17,8 +17,14 @@ REDRAW = 0.1  # seconds between redraws
 
 
 class Progress:
-    def __init__(self, stream: TextIO, total: int, *, live: bool | None = None,
-                 per_eval: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        total: int,
+        *,
+        live: bool | None = None,
+        per_eval: dict[str, int] | None = None,
+    ) -> None:
         self.stream = stream
         self.total = total
         self.live = stream.isatty() if live is None else live
@@ -52,8 +58,10 @@ class Progress:
             self._left[key] = left - 1
             if left == 1:
                 failed = self._failed.get(key, 0)
-                self.stream.write(f"{key}: done ({self.done}/{self.total} cases"
-                                  f"{f', {failed} failed' if failed else ''})\n")
+                self.stream.write(
+                    f"{key}: done ({self.done}/{self.total} cases"
+                    f"{f', {failed} failed' if failed else ''})\n"
+                )
                 self.stream.flush()
 
     def start(self) -> None:
@@ -74,8 +82,10 @@ class Progress:
         if failed and self.colour:
             failed = f" · \033[31m{self.failed} failed\033[0m"
         elapsed = time.monotonic() - self.began
-        self.stream.write(f"\r\033[K{bar} {self.done}/{self.total} cases{failed} · {self.spend.cost_text()} · "
-                          f"{elapsed:.1f} s")
+        self.stream.write(
+            f"\r\033[K{bar} {self.done}/{self.total} cases{failed} · {self.spend.cost_text()} · "
+            f"{elapsed:.1f} s"
+        )
         self.stream.flush()
 
 

@@ -50,7 +50,9 @@ def render(outcome: Outcome, *, colour: bool = False) -> str:
             lines.extend(_compared(comparison, outcome.tolerance, paint))
         if outcome.unchanged:
             names = ", ".join(f"{name} ({target})" for name, target in outcome.unchanged)
-            lines.append(paint.dim(f"not run, unchanged between the revisions: {names} (--all runs them)"))
+            lines.append(
+                paint.dim(f"not run, unchanged between the revisions: {names} (--all runs them)")
+            )
             lines.append("")
     lines.append(_verdict(outcome, paint))
     lines.append(paint.dim(f"{outcome.cache_line()} · {outcome.seconds:.1f} s"))
@@ -62,8 +64,16 @@ def _eval(result: EvalResult, paint: Paint) -> list[str]:
     if result.problem is not None:
         return [*lines, "  " + paint.bad(f"not run: {result.problem}"), ""]
     rows = [("case", "result", "score", "cost", "latency")]
-    rows += [(case.case, "pass" if case.passed else "FAIL", f"{case.score:.2f}", case.spend.cost_text(),
-              ms(case.latency_ms)) for case in result.cases]
+    rows += [
+        (
+            case.case,
+            "pass" if case.passed else "FAIL",
+            f"{case.score:.2f}",
+            case.spend.cost_text(),
+            ms(case.latency_ms),
+        )
+        for case in result.cases
+    ]
     widths = _widths(rows)
     lines.append(paint.dim("  " + _line(rows[0], widths)))
     for row, case in zip(rows[1:], result.cases, strict=True):
@@ -78,7 +88,10 @@ def _eval(result: EvalResult, paint: Paint) -> list[str]:
 
 def _details(case: CaseResult, paint: Paint) -> list[str]:
     found = ["      " + paint.bad(why) for why in case.failures]
-    found += ["      " + paint.dim(f"{label}: {short(reasoning, REASONING)}") for label, reasoning in case.reasons]
+    found += [
+        "      " + paint.dim(f"{label}: {short(reasoning, REASONING)}")
+        for label, reasoning in case.reasons
+    ]
     return found
 
 
@@ -102,8 +115,10 @@ def _tallies(result: EvalResult, paint: Paint) -> list[str]:
 
 
 def _totals(result: EvalResult, paint: Paint) -> str:
-    text = (f"{result.passed_count}/{len(result.cases)} passed ({percent(result.pass_rate)}) · mean score "
-            f"{result.mean_score:.2f} · cost {result.spend.cost_text()}")
+    text = (
+        f"{result.passed_count}/{len(result.cases)} passed ({percent(result.pass_rate)}) · mean score "
+        f"{result.mean_score:.2f} · cost {result.spend.cost_text()}"
+    )
     if result.judge_spend.model_calls:
         text += f" (judges {result.judge_spend.cost_text()})"
     text += f" · mean latency {ms(result.mean_latency_ms)}"
@@ -122,10 +137,17 @@ def _compared(comparison: Comparison, tolerance: float, paint: Paint) -> list[st
     rows = [("case", "base", "head", "change", "score", "cost", "latency Δ")]
     for change in comparison.cases:
         old = change.base
-        rows.append((change.case, ("pass" if old.passed else "FAIL") if old is not None else "-",
-                     "pass" if change.head.passed else "FAIL", change.change,
-                     pair(old.score if old else None, change.head.score, "{:.2f}"),
-                     cost_pair(old, change.head), delta_ms(change.latency_delta_ms)))
+        rows.append(
+            (
+                change.case,
+                ("pass" if old.passed else "FAIL") if old is not None else "-",
+                "pass" if change.head.passed else "FAIL",
+                change.change,
+                pair(old.score if old else None, change.head.score, "{:.2f}"),
+                cost_pair(old, change.head),
+                delta_ms(change.latency_delta_ms),
+            )
+        )
     widths = _widths(rows)
     for number, row in enumerate(rows):
         text = "  " + _line(row, widths)
@@ -141,16 +163,20 @@ def _compared(comparison: Comparison, tolerance: float, paint: Paint) -> list[st
         if change.change in (PASS_TO_FAIL, NEW, "fail"):
             lines.extend(_details(change.head, paint))
     before = base if comparison.comparable else None
-    summary = (f"pass rate {pair(before.pass_rate if before else None, head.pass_rate, None)}"
-               f" · mean score {pair(before.mean_score if before else None, head.mean_score, '{:.2f}')}"
-               f" · cost {pair_text(before.spend.cost_text() if before else None, head.spend.cost_text())}")
+    summary = (
+        f"pass rate {pair(before.pass_rate if before else None, head.pass_rate, None)}"
+        f" · mean score {pair(before.mean_score if before else None, head.mean_score, '{:.2f}')}"
+        f" · cost {pair_text(before.spend.cost_text() if before else None, head.spend.cost_text())}"
+    )
     if comparison.cost_delta is not None:
         summary += f" ({signed_money(comparison.cost_delta)})"
     if comparison.latency_delta_ms is not None:
         summary += f" · mean latency {delta_ms(comparison.latency_delta_ms)}"
     regressions = comparison.regressions(tolerance)
     misses = head.misses
-    verdict = "; ".join([*(f"regression: {why}" for why in regressions), *(f"FAILED: {why}" for why in misses)])
+    verdict = "; ".join(
+        [*(f"regression: {why}" for why in regressions), *(f"FAILED: {why}" for why in misses)]
+    )
     lines.append("  " + summary + " · " + (paint.bad(verdict) if verdict else paint.ok("ok")))
     lines.append("")
     return lines
@@ -160,15 +186,29 @@ def _verdict(outcome: Outcome, paint: Paint) -> str:
     total = sum(len(result.cases) for result in outcome.head)
     passed = sum(result.passed_count for result in outcome.head)
     head_spend = outcome.spend(outcome.head)
-    text = (f"{len(outcome.head)} eval{'s' if len(outcome.head) != 1 else ''}, {passed}/{total} cases passed, "
-            f"cost {head_spend.cost_text()}")
+    text = (
+        f"{len(outcome.head)} eval{'s' if len(outcome.head) != 1 else ''}, {passed}/{total} cases passed, "
+        f"cost {head_spend.cost_text()}"
+    )
     misses, regressions = outcome.misses, outcome.regressions
     if misses:
-        return text + " · " + paint.bad(f"{len(misses)} threshold{'s' if len(misses) != 1 else ''} missed")
+        return (
+            text
+            + " · "
+            + paint.bad(f"{len(misses)} threshold{'s' if len(misses) != 1 else ''} missed")
+        )
     if regressions and outcome.fail_on_regression:
-        return text + " · " + paint.bad(f"{len(regressions)} regression{'s' if len(regressions) != 1 else ''}")
+        return (
+            text
+            + " · "
+            + paint.bad(f"{len(regressions)} regression{'s' if len(regressions) != 1 else ''}")
+        )
     if regressions:
-        return text + " · " + paint.dim(f"{len(regressions)} regression(s), not failing (no --fail-on regression)")
+        return (
+            text
+            + " · "
+            + paint.dim(f"{len(regressions)} regression(s), not failing (no --fail-on regression)")
+        )
     return text + " · " + paint.ok("ok")
 
 
@@ -211,7 +251,9 @@ def _widths(rows: Iterable[tuple[str, ...]]) -> list[int]:
     return [max(len(row[column]) for row in table) for column in range(len(table[0]))]
 
 
-def _line(row: tuple[str, ...], widths: list[int], paints: dict[int, Callable[[str], str]] | None = None) -> str:
+def _line(
+    row: tuple[str, ...], widths: list[int], paints: dict[int, Callable[[str], str]] | None = None
+) -> str:
     """The cells padded to their column's width (before any colour, which adds invisible characters)."""
     cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
     for column, paint in (paints or {}).items():
@@ -224,27 +266,57 @@ def short(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-
 def history_table(name: str, versions: list[Version], *, colour: bool = False) -> str:
     """`blockyard eval --history NAME`: one line per flow version, oldest first, each against the one before."""
     paint = Paint(colour)
     if not versions:
         return f"eval {name}: no results kept yet (run `blockyard eval {name}`)\n"
     targets = list(dict.fromkeys(version.target for version in versions))
-    lines = [paint.bold(f"eval {name}") + paint.dim(f"  {', '.join(targets)} · {len(versions)} version"
-                                                    f"{'s' if len(versions) != 1 else ''}, oldest first")]
-    rows = [("version", "first run", "runs", "revision", "cases", "pass rate", "mean score", "cost", "latency")]
+    lines = [
+        paint.bold(f"eval {name}")
+        + paint.dim(
+            f"  {', '.join(targets)} · {len(versions)} version"
+            f"{'s' if len(versions) != 1 else ''}, oldest first"
+        )
+    ]
+    rows = [
+        (
+            "version",
+            "first run",
+            "runs",
+            "revision",
+            "cases",
+            "pass rate",
+            "mean score",
+            "cost",
+            "latency",
+        )
+    ]
     before: Version | None = None
     for version in versions:
-        cost = money(version.cost_usd) if not version.unpriced_calls else f">= {money(version.cost_usd)}"
+        cost = (
+            money(version.cost_usd)
+            if not version.unpriced_calls
+            else f">= {money(version.cost_usd)}"
+        )
         if before is not None and version.cost_usd != before.cost_usd:
             cost += f" ({signed_money(version.cost_usd - before.cost_usd)})"
-        shown = (version.digest or "-")[:8] + (f" v{version.version}" if version.version is not None else "")
-        rows.append((shown, version.first.replace("T", " ")[:16], str(version.runs),
-                     _revision(version), f"{version.passed}/{version.cases}",
-                     pair(before.pass_rate if before else None, version.pass_rate, None),
-                     pair(before.mean_score if before else None, version.mean_score, "{:.2f}"), cost,
-                     ms(version.latency_ms)))
+        shown = (version.digest or "-")[:8] + (
+            f" v{version.version}" if version.version is not None else ""
+        )
+        rows.append(
+            (
+                shown,
+                version.first.replace("T", " ")[:16],
+                str(version.runs),
+                _revision(version),
+                f"{version.passed}/{version.cases}",
+                pair(before.pass_rate if before else None, version.pass_rate, None),
+                pair(before.mean_score if before else None, version.mean_score, "{:.2f}"),
+                cost,
+                ms(version.latency_ms),
+            )
+        )
         before = version
     widths = _widths(rows)
     lines.append(paint.dim("  " + _line(rows[0], widths)))

@@ -29,8 +29,12 @@ class Check:
     reasoning: str | None = None  # a judge's
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, "label": self.label, "passed": self.passed,
-                                "score": round(self.score, 4)}
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "label": self.label,
+            "passed": self.passed,
+            "score": round(self.score, 4),
+        }
         if self.message:
             data["message"] = self.message
         if self.reasoning is not None:
@@ -71,20 +75,34 @@ class CaseResult:
     def failures(self) -> list[str]:
         """Why it failed, one line each ([] when it passed)."""
         found = [] if self.status == "finished" else [self.error or f"the run is {self.status}"]
-        return found + [f"{check.label}: {check.message}" for check in self.checks if not check.passed]
+        return found + [
+            f"{check.label}: {check.message}" for check in self.checks if not check.passed
+        ]
 
     @property
     def reasons(self) -> list[tuple[str, str]]:
         """(label, reasoning) of its judges."""
-        return [(check.label, check.reasoning) for check in self.checks if check.reasoning is not None]
+        return [
+            (check.label, check.reasoning) for check in self.checks if check.reasoning is not None
+        ]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"case": self.case, "where": self.where, "passed": self.passed, "score": round(self.score, 4),
-                "status": self.status, "error": self.error, "outputs": self.outputs,
-                "checks": [check.as_dict() for check in self.checks], "cost_usd": self.spend.cost_usd,
-                "cost": self.spend.cost_text(), "usage": self.spend.as_dict(),
-                "judge_usage": self.judge_spend.as_dict(), "latency_ms": round(self.latency_ms, 1),
-                "cached_calls": self.cached_calls}
+        return {
+            "case": self.case,
+            "where": self.where,
+            "passed": self.passed,
+            "score": round(self.score, 4),
+            "status": self.status,
+            "error": self.error,
+            "outputs": self.outputs,
+            "checks": [check.as_dict() for check in self.checks],
+            "cost_usd": self.spend.cost_usd,
+            "cost": self.spend.cost_text(),
+            "usage": self.spend.as_dict(),
+            "judge_usage": self.judge_spend.as_dict(),
+            "latency_ms": round(self.latency_ms, 1),
+            "cached_calls": self.cached_calls,
+        }
 
 
 @dataclass
@@ -142,10 +160,14 @@ class EvalResult:
         found = []
         wanted = self.thresholds
         if wanted.pass_rate is not None and self.pass_rate < wanted.pass_rate:
-            found.append(f"pass rate {percent(self.pass_rate)} is below the threshold {percent(wanted.pass_rate)} "
-                         f"({self.passed_count} of {len(self.cases)} cases passed)")
+            found.append(
+                f"pass rate {percent(self.pass_rate)} is below the threshold {percent(wanted.pass_rate)} "
+                f"({self.passed_count} of {len(self.cases)} cases passed)"
+            )
         if wanted.mean_score is not None and self.mean_score < wanted.mean_score:
-            found.append(f"mean score {self.mean_score:.2f} is below the threshold {wanted.mean_score:.2f}")
+            found.append(
+                f"mean score {self.mean_score:.2f} is below the threshold {wanted.mean_score:.2f}"
+            )
         return found
 
     @property
@@ -157,18 +179,37 @@ class EvalResult:
 
     def summary(self) -> dict[str, Any]:
         spend = self.spend
-        return {"eval": self.name, "target": self.target, "side": self.side, "label": self.label,
-                "revision": self.revision, "digest": self.digest, "version": self.version,
-                "cases": len(self.cases), "passed": self.passed_count, "pass_rate": round(self.pass_rate, 4),
-                "mean_score": round(self.mean_score, 4), "cost_usd": round(spend.cost_usd, 8),
-                "cost": spend.cost_text(), "unpriced_calls": spend.unpriced_calls, "tokens": spend.tokens,
-                "model_calls": spend.model_calls, "judge_cost_usd": round(self.judge_spend.cost_usd, 8),
-                "mean_latency_ms": round(self.mean_latency_ms, 1), "ok": self.ok, "misses": self.misses,
-                "thresholds": self.thresholds.model_dump(exclude_none=True)}
+        return {
+            "eval": self.name,
+            "target": self.target,
+            "side": self.side,
+            "label": self.label,
+            "revision": self.revision,
+            "digest": self.digest,
+            "version": self.version,
+            "cases": len(self.cases),
+            "passed": self.passed_count,
+            "pass_rate": round(self.pass_rate, 4),
+            "mean_score": round(self.mean_score, 4),
+            "cost_usd": round(spend.cost_usd, 8),
+            "cost": spend.cost_text(),
+            "unpriced_calls": spend.unpriced_calls,
+            "tokens": spend.tokens,
+            "model_calls": spend.model_calls,
+            "judge_cost_usd": round(self.judge_spend.cost_usd, 8),
+            "mean_latency_ms": round(self.mean_latency_ms, 1),
+            "ok": self.ok,
+            "misses": self.misses,
+            "thresholds": self.thresholds.model_dump(exclude_none=True),
+        }
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.summary(), "file": self.file, "problem": self.problem,
-                "results": [case.as_dict() for case in self.cases]}
+        return {
+            **self.summary(),
+            "file": self.file,
+            "problem": self.problem,
+            "results": [case.as_dict() for case in self.cases],
+        }
 
 
 def percent(share: float) -> str:

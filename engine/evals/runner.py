@@ -86,8 +86,13 @@ class EvalEngine(Engine):
         self._resolvers: dict[str, ModelResolver] = {}
         self._resolvers_lock = threading.Lock()
 
-    def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None,
-                output_dir: str | None = None) -> tuple[RunContext, str | None]:
+    def context(
+        self,
+        bundle: Bundle,
+        run_id: str,
+        thread_id: str | None = None,
+        output_dir: str | None = None,
+    ) -> tuple[RunContext, str | None]:
         context, note = super().context(bundle, run_id, thread_id, output_dir)
         digest = self.pin(bundle)[0]
         with self._resolvers_lock:
@@ -103,7 +108,8 @@ def scratch_engine(project: Project, folder: Path) -> Engine:
     state database in `folder`; runs write their files to their own workspaces there, never into the yard."""
     path = folder / "state.db"
     engine = EvalEngine(project.root, path)
-    engine.location = Location(path)  # not the yard's database (nor BLOCKYARD_DATABASE_URL's): runs are throw-away
+    # not the yard's database (nor BLOCKYARD_DATABASE_URL's): runs are throw-away
+    engine.location = Location(path)
     engine.mask_keys(project.config.models.values())
     engine.output_dirs = False
     return engine
@@ -142,8 +148,15 @@ class Runner:
     """Runs jobs concurrently (`jobs` at a time) on `engine`; judges on `models` (the working tree's
     profiles); model replies through `cache` when there is one. `on_case` is told each result."""
 
-    def __init__(self, engine: Engine, models: ModelResolver, *, jobs: int = 4, cache: ReplyCache | None = None,
-                 on_case: Callable[[Job, CaseResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        models: ModelResolver,
+        *,
+        jobs: int = 4,
+        cache: ReplyCache | None = None,
+        on_case: Callable[[Job, CaseResult], None] | None = None,
+    ) -> None:
         self.engine = engine
         self.models = models
         self.jobs = max(1, jobs)
@@ -187,12 +200,19 @@ class Runner:
             thread = run_id if loaded.case.history else None
             for number, said in enumerate(loaded.case.history, start=1):
                 turn = said if isinstance(said, dict) else {"message": said}
-                status, _, error = await self._run(bundle, turn, f"{run_id}-h{number}", thread, calls)
+                status, _, error = await self._run(
+                    bundle, turn, f"{run_id}-h{number}", thread, calls
+                )
                 if status != "finished":
-                    result.status, result.error = status, f"history turn {number}: {error or 'the run is ' + status}"
+                    result.status, result.error = (
+                        status,
+                        f"history turn {number}: {error or 'the run is ' + status}",
+                    )
                     break
             else:
-                result.status, result.outputs, result.error = await self._run(bundle, inputs, run_id, thread, calls)
+                result.status, result.outputs, result.error = await self._run(
+                    bundle, inputs, run_id, thread, calls
+                )
         except BlockyardError as exc:  # the run could not start (its inputs, ...)
             result.status, result.error = "error", str(exc)
         wall_ms = (time.perf_counter() - began) * 1000
@@ -203,14 +223,22 @@ class Runner:
             result.checks = await self._checks(job, inputs, result)
         return result
 
-    async def _run(self, bundle: Bundle, inputs: dict[str, Any], run_id: str, thread: str | None,
-                   calls: _Calls) -> tuple[str, dict[str, Any] | None, str | None]:
+    async def _run(
+        self, bundle: Bundle, inputs: dict[str, Any], run_id: str, thread: str | None, calls: _Calls
+    ) -> tuple[str, dict[str, Any] | None, str | None]:
         """(status, outputs, error) of one run of `bundle`."""
         quick = thread is None and self._can_skip_checkpoints(bundle)
         last = None
-        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, thread=thread,
-                                                durability="none" if quick else None,
-                                                trace=False if quick else None)) as events:
+        async with aclosing(
+            self.engine.astream(
+                bundle,
+                inputs,
+                run_id=run_id,
+                thread=thread,
+                durability="none" if quick else None,
+                trace=False if quick else None,
+            )
+        ) as events:
             async for event in events:
                 if event.type == MODEL_CALL:
                     calls.add(event.data)
@@ -223,9 +251,19 @@ class Runner:
             return "finished", dict(outputs) if isinstance(outputs, dict) else {}, None
         if last.type == APPROVAL_REQUIRED:
             gate = last.data.get("gate") or last.step
-            return "waiting", None, (f"the run waits at approval gate '{gate}': an eval case must run to its end "
-                                     "(evals decide no gates)")
-        return str(last.data.get("status") or "failed"), None, str(last.data.get("error") or "the run failed")
+            return (
+                "waiting",
+                None,
+                (
+                    f"the run waits at approval gate '{gate}': an eval case must run to its end "
+                    "(evals decide no gates)"
+                ),
+            )
+        return (
+            str(last.data.get("status") or "failed"),
+            None,
+            str(last.data.get("error") or "the run failed"),
+        )
 
     def _warm(self, jobs: list[Job]) -> None:
         """Compile each flow and load its model clients before the clock runs: the first case of a flow
@@ -263,8 +301,16 @@ class Runner:
         declared = job.target.outputs
         spend = result.spend
         expected = job.case.case.expected
-        scope = {"outputs": outputs, "inputs": inputs, "expected": expected,
-                 "usage": {**spend.as_dict(), "tokens": spend.tokens, "latency_ms": round(result.latency_ms, 1)}}
+        scope = {
+            "outputs": outputs,
+            "inputs": inputs,
+            "expected": expected,
+            "usage": {
+                **spend.as_dict(),
+                "tokens": spend.tokens,
+                "latency_ms": round(result.latency_ms, 1),
+            },
+        }
         found: list[Check | None] = [None] * len(wanted)
         judging: list[tuple[int, Any]] = []
         recorders: list[judge.JudgeCalls] = []
@@ -273,16 +319,40 @@ class Runner:
             if assertion.kind == "judge" and assertion.judge is not None:
                 _, output = assertions.subject(assertion.output, outputs, declared)
                 if output is assertions.MISSING:  # nothing to judge: no call
-                    found[position] = Check("judge", name, False, 0.0, f"output '{assertion.output}' missing "
-                                                                      f"(outputs: {', '.join(outputs) or 'none'})")
+                    found[position] = Check(
+                        "judge",
+                        name,
+                        False,
+                        0.0,
+                        f"output '{assertion.output}' missing "
+                        f"(outputs: {', '.join(outputs) or 'none'})",
+                    )
                     continue
                 calls = judge.JudgeCalls()
                 recorders.append(calls)
-                judging.append((position, judge.judge(self.models, assertion.judge, name, job.definition.name,
-                                                      job.case.name, inputs, expected, output, calls)))
+                judging.append(
+                    (
+                        position,
+                        judge.judge(
+                            self.models,
+                            assertion.judge,
+                            name,
+                            job.definition.name,
+                            job.case.name,
+                            inputs,
+                            expected,
+                            output,
+                            calls,
+                        ),
+                    )
+                )
                 continue
-            passed, why = assertions.check(assertion, outputs, declared, scope, spend, result.latency_ms)
-            found[position] = Check(assertion.kind, name, passed, 1.0 if passed else 0.0, "" if passed else why)
+            passed, why = assertions.check(
+                assertion, outputs, declared, scope, spend, result.latency_ms
+            )
+            found[position] = Check(
+                assertion.kind, name, passed, 1.0 if passed else 0.0, "" if passed else why
+            )
         if judging:
             verdicts = await asyncio.gather(*(call for _, call in judging))
             for (position, _), verdict in zip(judging, verdicts, strict=True):

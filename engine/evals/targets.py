@@ -26,7 +26,9 @@ from engine.spec.evals import EvalSpec
 from engine.validate.semantic import check_closure, check_config_file
 
 HEAD, BASE = "head", "base"
-BLOCK_FLOW = "eval__{name}"  # the one-step flow a block eval runs (a name no flow file can clash with)
+BLOCK_FLOW = (
+    "eval__{name}"  # the one-step flow a block eval runs (a name no flow file can clash with)
+)
 
 
 @dataclass
@@ -71,22 +73,38 @@ def _target(side: Side, spec: EvalSpec) -> Target:
     project = side.project
     if spec.flow is not None:
         if project.flow(spec.flow) is None:
-            return Target(exists=False, problem=f"flow '{spec.flow}' does not exist on the {side.name} side "
-                                                f"({side.label})")
+            return Target(
+                exists=False,
+                problem=f"flow '{spec.flow}' does not exist on the {side.name} side ({side.label})",
+            )
         return _pinned(side, project, spec.flow)
     ref = str(spec.block)
     block = project.block(ref)
     if block is None:
-        return Target(exists=False, problem=f"block '{ref}' does not exist on the {side.name} side ({side.label})")
+        return Target(
+            exists=False,
+            problem=f"block '{ref}' does not exist on the {side.name} side ({side.label})",
+        )
     name = BLOCK_FLOW.format(name=ref.replace("@", "_v"))
     inputs = block.spec.inputs
-    data = {"flow": name, "version": block.spec.version, "description": f"Block '{ref}' alone, for an eval.",
-            "inputs": {key: value.model_dump(by_alias=True, exclude_unset=True) for key, value in inputs.items()},
-            "outputs": list(block.spec.outputs),
-            "steps": [{"id": "block", "uses": ref, "with": {key: f"{{{{ inputs.{key} }}}}" for key in inputs}}]}
+    data = {
+        "flow": name,
+        "version": block.spec.version,
+        "description": f"Block '{ref}' alone, for an eval.",
+        "inputs": {
+            key: value.model_dump(by_alias=True, exclude_unset=True)
+            for key, value in inputs.items()
+        },
+        "outputs": list(block.spec.outputs),
+        "steps": [
+            {"id": "block", "uses": ref, "with": {key: f"{{{{ inputs.{key} }}}}" for key in inputs}}
+        ],
+    }
     shown = f"<eval>/{name}.yaml"
     definition = Definition(FlowSpec.model_validate(data), Document(Path(shown), shown, data))
-    return _pinned(side, dataclasses.replace(project, flows={**project.flows, name: definition}), name)
+    return _pinned(
+        side, dataclasses.replace(project, flows={**project.flows, name: definition}), name
+    )
 
 
 def _pinned(side: Side, project: Project, name: str) -> Target:
@@ -99,8 +117,10 @@ def _pinned(side: Side, project: Project, name: str) -> Target:
     errors = [d for d in flow_problems(project, found, name) if d.severity == "error"]
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return Target(problem=f"it does not validate on the {side.name} side ({side.label}): "
-                              f"{errors[0].format()}{more}")
+        return Target(
+            problem=f"it does not validate on the {side.name} side ({side.label}): "
+            f"{errors[0].format()}{more}"
+        )
     try:
         return Target(make_bundle(project, name))
     except UsageError as exc:

@@ -35,12 +35,20 @@ EXECUTORS: dict[str, str] = {
     "smart": "smart",
 }
 
-if TYPE_CHECKING:  # every member, imported for the checks only: import-linter sees each edge, mypy checks each
+if TYPE_CHECKING:
+    # every member, imported for the checks only: import-linter sees each edge, mypy checks each
     # `prepare` against Preparer (tests/test_registries.py keeps this list in step with EXECUTORS; docs/architecture.md)
     from engine.executors import agent, memory, model, smart, tool, transform, wait
 
-    _MEMBERS: tuple[Preparer, ...] = (transform.prepare, tool.prepare, wait.prepare, model.prepare, memory.prepare,
-                                      agent.prepare, smart.prepare)
+    _MEMBERS: tuple[Preparer, ...] = (
+        transform.prepare,
+        tool.prepare,
+        wait.prepare,
+        model.prepare,
+        memory.prepare,
+        agent.prepare,
+        smart.prepare,
+    )
 
 __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 

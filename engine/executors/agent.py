@@ -15,11 +15,25 @@ from engine.nodes.errors import InternalError
 from engine.spec import BlockSpec
 
 
-def prepare(block: BlockSpec, where: str, delegates: Sequence[Delegate] = (), *, flow: str = "",
-            depth: int = 0) -> Executor:
+def prepare(
+    block: BlockSpec,
+    where: str,
+    delegates: Sequence[Delegate] = (),
+    *,
+    flow: str = "",
+    depth: int = 0,
+) -> Executor:
     if block.delegates and not delegates:
-        raise InternalError(f"bug: {where}: agent block '{block.block}' has delegates, which only the compiler wires "
-                            "(engine/compile/agent.py)")
-    plan = AgentPlan(flow=flow, where=where, block=block, tools=tuple(dict.fromkeys(block.tools)),
-                     delegates=tuple(delegates), depth=depth)
+        raise InternalError(
+            f"bug: {where}: agent block '{block.block}' has delegates, which only the compiler wires "
+            "(engine/compile/agent.py)"
+        )
+    plan = AgentPlan(
+        flow=flow,
+        where=where,
+        block=block,
+        tools=tuple(dict.fromkeys(block.tools)),
+        delegates=tuple(delegates),
+        depth=depth,
+    )
     return AgentExecutor(plan)

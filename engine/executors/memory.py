@@ -64,7 +64,9 @@ def _key(template: str | None, inputs: Mapping[str, Any]) -> str | None:
 def _memory(call: BlockCall) -> Any:
     memory = call.context.memory
     if memory is None:
-        raise Problem(f"flow '{call.flow}' has no memory scope: add memory: {{scope: ...}} to the flow")
+        raise Problem(
+            f"flow '{call.flow}' has no memory scope: add memory: {{scope: ...}} to the flow"
+        )
     return memory
 
 
@@ -91,9 +93,14 @@ def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | No
         memory = _memory(call)
         key = _key(key_template, call.inputs)
         if key is None:
-            key = f"{call.context.run_id}.{call.label}" + (f"[{call.index}]" if call.index is not None else "")
-        value = call.inputs[stored[0]] if len(stored) == 1 and namespace == "preferences" else \
-            {name: call.inputs[name] for name in stored}
+            key = f"{call.context.run_id}.{call.label}" + (
+                f"[{call.index}]" if call.index is not None else ""
+            )
+        value = (
+            call.inputs[stored[0]]
+            if len(stored) == 1 and namespace == "preferences"
+            else {name: call.inputs[name] for name in stored}
+        )
         await memory.write(namespace, key, value)
         return {}
 
@@ -111,8 +118,10 @@ def spread(value: Any, outputs: list[str], block: BlockSpec) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise Problem(f"the memory item is {type(value).__name__}, not a mapping, so it cannot fill the outputs "
-                      f"{', '.join(repr(name) for name in outputs)}")
+        raise Problem(
+            f"the memory item is {type(value).__name__}, not a mapping, so it cannot fill the outputs "
+            f"{', '.join(repr(name) for name in outputs)}"
+        )
     return {name: value[name] for name in outputs if name in value}
 
 
@@ -129,7 +138,10 @@ def narrow(items: Any, query: str) -> Any:
         return items
 
     def mentions(*parts: Any) -> bool:
-        text = " ".join(p if isinstance(p, str) else json.dumps(p, ensure_ascii=False, default=str) for p in parts)
+        text = " ".join(
+            p if isinstance(p, str) else json.dumps(p, ensure_ascii=False, default=str)
+            for p in parts
+        )
         found = set(words(text))
         return any(word in found or any(word in other for other in found) for word in wanted)
 

@@ -26,13 +26,22 @@ def prepare(block: BlockSpec, where: str) -> Executor:
 
     async def run(call: BlockCall) -> dict[str, Any]:
         scope = prompt_scope(call)
-        tokens = TokenMasker(call.context.secrets, lambda text: emit(
-            call.writer, TOKEN, call.label, {"text": text, "block": block.block}, call.index))
+        tokens = TokenMasker(
+            call.context.secrets,
+            lambda text: emit(
+                call.writer, TOKEN, call.label, {"text": text, "block": block.block}, call.index
+            ),
+        )
         request = StructuredRequest(
-            flow=call.flow, step=call.step, block=block.block,
+            flow=call.flow,
+            step=call.step,
+            block=block.block,
             system=render_prompt("prompt.system", system, scope),
             user=render_prompt("prompt.user", user, scope),
-            output_schema=schema, inputs=call.inputs, on_token=tokens, history=history.for_call(call),
+            output_schema=schema,
+            inputs=call.inputs,
+            on_token=tokens,
+            history=history.for_call(call),
         )
         try:
             return await call.context.models.for_block(block).structured(request)
@@ -45,6 +54,7 @@ def prepare(block: BlockSpec, where: str) -> Executor:
 def decision_output(block: BlockSpec, where: str) -> str:
     """The output a decide block branches on: its only output, which has an enum."""
     if len(block.outputs) != 1 or not next(iter(block.outputs.values())).enum:
-        raise internal(f"{where}: decide block '{block.block}' without exactly one enum output", "BY353")
+        raise internal(
+            f"{where}: decide block '{block.block}' without exactly one enum output", "BY353"
+        )
     return next(iter(block.outputs))
-

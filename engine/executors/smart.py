@@ -33,27 +33,40 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
     block with a compiled program: that is loaded here, so that one which does not fit fails the compile,
     not a run. Without one, the module is built from names validation has checked (BY359)."""
     if not dspy_installed():
-        raise CompileError(f"{where}: " + needs_dspy(f"block '{block.block}' is a smart block, which"))
+        raise CompileError(
+            f"{where}: " + needs_dspy(f"block '{block.block}' is a smart block, which")
+        )
     if program is not None:
         try:
             module(block, program=program)
         except Exception as exc:
-            raise CompileError(f"{where}: the compiled program of smart block '{block.block}' does not fit it "
-                               f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}") from None
+            raise CompileError(
+                f"{where}: the compiled program of smart block '{block.block}' does not fit it "
+                f"(run `blockyard optimize {block.block}` again): {type(exc).__name__}: {exc}"
+            ) from None
     saved = dict(program) if program is not None else None
 
     async def run(call: BlockCall) -> dict[str, Any]:
         instructions = _instructions(block, call.inputs)
         said = history.for_call(call)
-        lm, key = lm_for(call.context.models, block, flow=call.flow, step=call.step, inputs=call.inputs,
-                         history=said)
+        lm, key = lm_for(
+            call.context.models,
+            block,
+            flow=call.flow,
+            step=call.step,
+            inputs=call.inputs,
+            history=said,
+        )
         where_call = f"flow '{call.flow}', step '{call.step}'"
         recorder = calls.current()
         if recorder is not None:
-            recorder.before("smart")  # a budget spent refuses the prediction (DSPy's calls are its own)
+            # a budget spent refuses the prediction (DSPy's calls are its own)
+            recorder.before("smart")
         seen, began = len(getattr(lm, "history", None) or []), time.time()
         try:
-            return await asyncio.to_thread(_predict, block, instructions, saved, lm, call.inputs, said)
+            return await asyncio.to_thread(
+                _predict, block, instructions, saved, lm, call.inputs, said
+            )
         except Problem:
             raise
         except Exception as exc:
@@ -65,19 +78,37 @@ def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None =
     return run
 
 
-def _report(recorder: calls.CallRecorder, call: BlockCall, lm: Any, seen: int, began: float) -> None:
+def _report(
+    recorder: calls.CallRecorder, call: BlockCall, lm: Any, seen: int, began: float
+) -> None:
     """The prediction's model calls, told to the step's recorder (which may fail the step: a budget)."""
     models: Any = call.context.models
     profile, spec = models.profile(call.block)
     metered = models.agent_for_block(call.block)
-    provider = "mock" if isinstance(getattr(metered, "inner", metered), MockGenerator) else spec.provider
-    for model_call in calls_since(lm, seen, began, provider=provider, model=str(getattr(metered, "model", "")),
-                                  profile=profile, block=call.block.block, price=getattr(metered, "price", None)):
+    provider = (
+        "mock" if isinstance(getattr(metered, "inner", metered), MockGenerator) else spec.provider
+    )
+    for model_call in calls_since(
+        lm,
+        seen,
+        began,
+        provider=provider,
+        model=str(getattr(metered, "model", "")),
+        profile=profile,
+        block=call.block.block,
+        price=getattr(metered, "price", None),
+    ):
         recorder.after(model_call)
 
 
-def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any] | None, lm: Any,
-             inputs: dict[str, Any], said: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+def _predict(
+    block: BlockSpec,
+    instructions: str | None,
+    program: dict[str, Any] | None,
+    lm: Any,
+    inputs: dict[str, Any],
+    said: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
     """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking.
     In a thread's turn the conversation so far goes in as one more input field."""
     dspy: Any = import_dspy()
@@ -97,7 +128,9 @@ def _predict(block: BlockSpec, instructions: str | None, program: dict[str, Any]
         outputs = outputs_of(block, best(**inputs))
     problem = guardrail_problem(block, outputs)
     if problem is not None:
-        raise Problem(f"guardrail {problem} (after {rails.attempts} attempt{'s' if rails.attempts > 1 else ''})")
+        raise Problem(
+            f"guardrail {problem} (after {rails.attempts} attempt{'s' if rails.attempts > 1 else ''})"
+        )
     return outputs
 
 
@@ -106,7 +139,10 @@ def _instructions(block: BlockSpec, inputs: dict[str, Any]) -> str | None:
     if block.prompt is None:
         return None
     parts = [block.description or ""]
-    for where, source in (("prompt.system", block.prompt.system), ("prompt.user", block.prompt.user)):
+    for where, source in (
+        ("prompt.system", block.prompt.system),
+        ("prompt.user", block.prompt.user),
+    ):
         if source:
             try:
                 text = render_text(source, inputs)

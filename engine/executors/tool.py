@@ -17,8 +17,13 @@ def prepare(block: BlockSpec, where: str) -> Executor:
     outputs = list(block.outputs)
 
     async def run(call: BlockCall) -> Any:
-        emit(call.writer, TOOL_CALL, call.label, {"tool": name, "args": call.inputs, "block": block.block},
-             call.index)
+        emit(
+            call.writer,
+            TOOL_CALL,
+            call.label,
+            {"tool": name, "args": call.inputs, "block": block.block},
+            call.index,
+        )
         result = await call.context.tools.call(name, call.inputs)
         return shape(result, outputs)
 

@@ -59,7 +59,11 @@ class BlockPlacer:
         while name in self.project.blocks or name in self.new:
             number += 1
             name = f"{hint}_{number}"
-        self.new[name] = {"block": name, "version": 1, **{k: v for k, v in data.items() if k != "block"}}
+        self.new[name] = {
+            "block": name,
+            "version": 1,
+            **{k: v for k, v in data.items() if k != "block"},
+        }
         return name
 
     def exists(self, ref: str) -> BlockSpec | None:

@@ -82,8 +82,10 @@ class ComposeFailed(ValidationFailed):
         super().__init__(rounds[-1].errors)
         self.rounds = rounds
         last = self.diagnostics
-        lines = [f"error: the model's plan still has {len(last)} problem{'s' if len(last) != 1 else ''} after "
-                 f"{len(rounds)} round{'s' if len(rounds) != 1 else ''}; nothing was written:"]
+        lines = [
+            f"error: the model's plan still has {len(last)} problem{'s' if len(last) != 1 else ''} after "
+            f"{len(rounds)} round{'s' if len(rounds) != 1 else ''}; nothing was written:"
+        ]
         lines += [f"error: {problem_text(d)}" for d in last]
         self.args = ("\n".join(lines),)  # the CLI prints it as it is (each line says "error")
 
@@ -109,12 +111,22 @@ def catalog(project: Project) -> list[dict[str, Any]]:
         newest = versions[max(versions)]
         spec = newest.spec
         entry: dict[str, Any] = {
-            "block": name, "kind": spec.kind, "description": " ".join((spec.description or "").split()),
-            "category": spec.category, "tags": list(spec.tags),
-            "inputs": {key: {**_contract(value.model_dump(exclude_defaults=True, by_alias=True)),
-                             "required": not value.has_default} for key, value in spec.inputs.items()},
-            "outputs": {key: _contract(value.model_dump(exclude_defaults=True, by_alias=True))
-                        for key, value in spec.outputs.items()},
+            "block": name,
+            "kind": spec.kind,
+            "description": " ".join((spec.description or "").split()),
+            "category": spec.category,
+            "tags": list(spec.tags),
+            "inputs": {
+                key: {
+                    **_contract(value.model_dump(exclude_defaults=True, by_alias=True)),
+                    "required": not value.has_default,
+                }
+                for key, value in spec.inputs.items()
+            },
+            "outputs": {
+                key: _contract(value.model_dump(exclude_defaults=True, by_alias=True))
+                for key, value in spec.outputs.items()
+            },
         }
         if spec.kind in MEMORY_KINDS or prompt_memory_names(newest, project):
             entry["needs_memory"] = True
@@ -135,19 +147,34 @@ def plan_schema() -> dict[str, Any]:
     return TaskPlan.model_json_schema()
 
 
-def request(intent: str, entries: list[dict[str, Any]], previous: Round | None) -> StructuredRequest:
+def request(
+    intent: str, entries: list[dict[str, Any]], previous: Round | None
+) -> StructuredRequest:
     """The model's request; a repair round adds the previous plan and its problems."""
     inputs: dict[str, Any] = {"intent": intent, "catalog": entries}
-    user = (f"Intent: {intent}\n\nThe catalog of blocks (JSON):\n{json.dumps(entries, ensure_ascii=False)}\n\n"
-            "Reply with the TaskPlan.")
+    user = (
+        f"Intent: {intent}\n\nThe catalog of blocks (JSON):\n{json.dumps(entries, ensure_ascii=False)}\n\n"
+        "Reply with the TaskPlan."
+    )
     if previous is not None:
         problems = [problem_text(d) for d in previous.errors]
         inputs.update(previous_plan=previous.plan, problems=problems)
-        user += ("\n\nYour previous plan does not validate:\n"
-                 f"{json.dumps(previous.plan, ensure_ascii=False, indent=2)}\n\nIts problems:\n"
-                 + "\n".join(f"- {p}" for p in problems) + "\n\nReply with the whole plan, repaired.")
-    return StructuredRequest(flow="compose", step="plan", block="compose", system=SYSTEM, user=user,
-                             output_schema=plan_schema(), inputs=inputs, purpose="compose")
+        user += (
+            "\n\nYour previous plan does not validate:\n"
+            f"{json.dumps(previous.plan, ensure_ascii=False, indent=2)}\n\nIts problems:\n"
+            + "\n".join(f"- {p}" for p in problems)
+            + "\n\nReply with the whole plan, repaired."
+        )
+    return StructuredRequest(
+        flow="compose",
+        step="plan",
+        block="compose",
+        system=SYSTEM,
+        user=user,
+        output_schema=plan_schema(),
+        inputs=inputs,
+        purpose="compose",
+    )
 
 
 def plan_document(plan: dict[str, Any]) -> Document:
@@ -159,20 +186,31 @@ def judge(plan: dict[str, Any], project: Project, name: str) -> tuple[Document, 
     doc = plan_document(plan)
     try:
         _holding, _definition, problems = check_plan(doc, project, name=name)
-    except PlanError as exc:  # what only a plan gets wrong (BY850-BY853) stops before the flow's checks
+    except (
+        PlanError
+    ) as exc:  # what only a plan gets wrong (BY850-BY853) stops before the flow's checks
         return doc, list(exc.diagnostics)
     return doc, problems
 
 
-async def compose(project: Project, intent: str, model: StructuredModel, *, name: str, rounds: int = ROUNDS,
-                  on_round: Callable[[Round, int], None] | None = None) -> Composed:
+async def compose(
+    project: Project,
+    intent: str,
+    model: StructuredModel,
+    *,
+    name: str,
+    rounds: int = ROUNDS,
+    on_round: Callable[[Round, int], None] | None = None,
+) -> Composed:
     """Ask `model` for a plan of `intent` until one validates (at most `rounds` answers); raises
     ComposeFailed with every round when none does."""
     if not intent.strip():
         raise UsageError("the intent is empty: say what the flow should do")
     entries = catalog(project)
     if not own_blocks(project):
-        raise UsageError(f"the yard has no blocks to compose a flow from (in {project.config.paths.blocks}/)")
+        raise UsageError(
+            f"the yard has no blocks to compose a flow from (in {project.config.paths.blocks}/)"
+        )
     done: list[Round] = []
     for number in range(1, rounds + 1):
         plan = await model.structured(request(intent, entries, done[-1] if done else None))

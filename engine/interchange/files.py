@@ -45,8 +45,15 @@ def check_name(name: object, what: str, kind: str = "flow") -> str:
     return text
 
 
-def write_flow(project: Project, flow: dict[str, Any], blocks: dict[str, dict[str, Any]], *, origin: str,
-               force: bool, reused: dict[str, str] | None = None) -> Written:
+def write_flow(
+    project: Project,
+    flow: dict[str, Any],
+    blocks: dict[str, dict[str, Any]],
+    *,
+    origin: str,
+    force: bool,
+    reused: dict[str, str] | None = None,
+) -> Written:
     """Write flows/<flow>.yaml and blocks/<name>.yaml (never over an existing file unless `force`), then
     validate the yard and keep the problems of the files written. Every name is checked first: a flow's
     or block's name that is not one (a path, too long) writes nothing."""
@@ -59,15 +66,27 @@ def write_flow(project: Project, flow: dict[str, Any], blocks: dict[str, dict[st
     existing = [p for p in (flow_path, *block_paths.values()) if os.path.lexists(p)]
     if existing and not force:
         shown = ", ".join(relative(p, root) for p in existing)
-        raise UsageError(f"{shown} already exists; choose another --name, or pass --force to replace it")
-    if flow["flow"] in project.flows and project.flows[flow["flow"]].doc.path.resolve() != flow_path.resolve():
-        raise UsageError(f"flow '{flow['flow']}' is already defined in {project.flows[flow['flow']].display}")
+        raise UsageError(
+            f"{shown} already exists; choose another --name, or pass --force to replace it"
+        )
+    if (
+        flow["flow"] in project.flows
+        and project.flows[flow["flow"]].doc.path.resolve() != flow_path.resolve()
+    ):
+        raise UsageError(
+            f"flow '{flow['flow']}' is already defined in {project.flows[flow['flow']].display}"
+        )
     for name, data in blocks.items():
         block_paths[name].parent.mkdir(parents=True, exist_ok=True)
         block_paths[name].write_text(dump(data, f"Made by {origin}"), encoding="utf-8")
     flow_path.parent.mkdir(parents=True, exist_ok=True)
-    flow_path.write_text(dump(flow, f"Made by {origin}; review it like any flow (docs/reactflow.md, "
-                                    "docs/taskplans.md)."), encoding="utf-8")
+    flow_path.write_text(
+        dump(
+            flow,
+            f"Made by {origin}; review it like any flow (docs/reactflow.md, docs/taskplans.md).",
+        ),
+        encoding="utf-8",
+    )
     after = load_project(root)
     mine = {relative(p, root) for p in (flow_path, *block_paths.values())}
     found = [*after.diagnostics, *check_project(after)]

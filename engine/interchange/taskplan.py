@@ -55,14 +55,23 @@ def read_plan(raw: bytes, display: str) -> Document:
         doc = load_bytes(raw, display)
     except LoadError as exc:
         d = exc.diagnostic
-        raise PlanError([Diagnostic(d.file, d.line, d.col, "BY850", f"not a JSON plan: {d.message}")]) from None
+        raise PlanError(
+            [Diagnostic(d.file, d.line, d.col, "BY850", f"not a JSON plan: {d.message}")]
+        ) from None
     return doc
 
 
 def parse_plan(doc: Document) -> TaskPlan:
     if not isinstance(doc.data, dict):
-        raise PlanError([doc.diag((), "BY850", "a TaskPlan is a JSON object {plan_id, user_intent, entry_step_id, "
-                                               "steps}")])
+        raise PlanError(
+            [
+                doc.diag(
+                    (),
+                    "BY850",
+                    "a TaskPlan is a JSON object {plan_id, user_intent, entry_step_id, steps}",
+                )
+            ]
+        )
     try:
         return TaskPlan.model_validate(doc.data)
     except ValidationError as exc:
@@ -87,8 +96,14 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     problems: list[Diagnostic] = []
     ids = [step.step_id for step in plan.steps]
     if plan.entry_step_id not in ids:
-        problems.append(doc.diag(("entry_step_id",), "BY851", f"entry_step_id: '{plan.entry_step_id}' is not a "
-                                                               f"step of the plan (its steps: {', '.join(ids)})"))
+        problems.append(
+            doc.diag(
+                ("entry_step_id",),
+                "BY851",
+                f"entry_step_id: '{plan.entry_step_id}' is not a "
+                f"step of the plan (its steps: {', '.join(ids)})",
+            )
+        )
     branched: dict[str, set[str]] = {}  # step -> the steps whose branches lead to it
     for step in plan.steps:
         for target in (step.branches or {}).values():
@@ -98,21 +113,38 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
         here = ("steps", position)
         needs = [d for d in step.depends_on if d not in branched.get(step.step_id, set())]
         if needs and len(needs) != len(step.depends_on):
-            problems.append(doc.diag((*here, "depends_on"), "BY853",
-                                     f"{plan_path((*here, 'depends_on'))}: step '{step.step_id}' is a branch of "
-                                     f"{', '.join(sorted(branched[step.step_id]))} and also depends on "
-                                     f"{', '.join(needs)}; a branch target runs when its branch is taken"))
-        if step.step_id != plan.entry_step_id and not step.depends_on and step.step_id not in branched:
-            problems.append(doc.diag((*here, "step_id"), "BY852",
-                                     f"{plan_path((*here, 'step_id'))}: nothing leads to step '{step.step_id}': it "
-                                     "is not the entry, depends on no step and no branch names it"))
+            problems.append(
+                doc.diag(
+                    (*here, "depends_on"),
+                    "BY853",
+                    f"{plan_path((*here, 'depends_on'))}: step '{step.step_id}' is a branch of "
+                    f"{', '.join(sorted(branched[step.step_id]))} and also depends on "
+                    f"{', '.join(needs)}; a branch target runs when its branch is taken",
+                )
+            )
+        if (
+            step.step_id != plan.entry_step_id
+            and not step.depends_on
+            and step.step_id not in branched
+        ):
+            problems.append(
+                doc.diag(
+                    (*here, "step_id"),
+                    "BY852",
+                    f"{plan_path((*here, 'step_id'))}: nothing leads to step '{step.step_id}': it "
+                    "is not the entry, depends on no step and no branch names it",
+                )
+            )
         steps.append(_flow_step(step, needs, first=position == 0, entry=plan.entry_step_id))
     if problems:
         raise PlanError(sorted(set(problems)))
     _no_fall_through(steps, project)
     flow: dict[str, Any] = {"flow": name or plan.plan_id, "description": plan.user_intent}
-    inputs = {k: v.model_dump(by_alias=True, exclude_unset=True) for k, v in (plan.inputs or {}).items()} \
-        if plan.inputs is not None else _read_inputs(plan)
+    inputs = (
+        {k: v.model_dump(by_alias=True, exclude_unset=True) for k, v in (plan.inputs or {}).items()}
+        if plan.inputs is not None
+        else _read_inputs(plan)
+    )
     if inputs:
         flow["inputs"] = inputs
     outputs = _outputs(plan, project)
@@ -121,9 +153,16 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     if plan.memory is not None:
         flow["memory"] = plan.memory.model_dump(by_alias=True, exclude_unset=True)
     if plan.schedule is not None:
-        rest = plan.schedule.model_dump(by_alias=True, exclude_unset=True,
-                                        exclude={"cron_expression", "timezone", "human_readable"})
-        flow["schedule"] = {"cron": plan.schedule.cron_expression, "timezone": plan.schedule.timezone, **rest}
+        rest = plan.schedule.model_dump(
+            by_alias=True,
+            exclude_unset=True,
+            exclude={"cron_expression", "timezone", "human_readable"},
+        )
+        flow["schedule"] = {
+            "cron": plan.schedule.cron_expression,
+            "timezone": plan.schedule.timezone,
+            **rest,
+        }
     flow["steps"] = steps
     return flow
 
@@ -141,8 +180,9 @@ def _flow_step(step: PlanStep, needs: list[str], *, first: bool, entry: str) -> 
         flow_step["branches"] = dict(step.branches)
     if step.require_approval:
         gate = step.require_approval
-        flow_step["require_approval"] = gate if isinstance(gate, bool) else \
-            gate.model_dump(by_alias=True, exclude_unset=True)
+        flow_step["require_approval"] = (
+            gate if isinstance(gate, bool) else gate.model_dump(by_alias=True, exclude_unset=True)
+        )
     if step.step_id == entry and not first:
         flow_step["start"] = True
     return flow_step
@@ -230,15 +270,22 @@ def _placed(d: Diagnostic, doc: Document) -> Diagnostic:
     return Diagnostic(d.file, d.line, d.col, d.code, placed, d.severity)
 
 
-def check_plan(doc: Document, project: Project, *, name: str | None = None) -> tuple[Project, FlowDef,
-                                                                                     list[Diagnostic]]:
+def check_plan(
+    doc: Document, project: Project, *, name: str | None = None
+) -> tuple[Project, FlowDef, list[Diagnostic]]:
     """The plan's flow, in a copy of the project that holds it, and every problem the validator finds."""
     flow = plan_flow(doc, project, name=name)
     try:
         definition = plan_definition(doc, flow)
-    except ValidationError as exc:  # the plan's schema keeps this from happening; say it in the plan's terms
-        raise PlanError([doc.diag((), "BY850", f"the plan does not make a flow: {exc.errors()[0]['msg']}")]) from None
-    holding = replace(project, flows={**project.flows, definition.spec.flow: definition}, diagnostics=[])
+    except (
+        ValidationError
+    ) as exc:  # the plan's schema keeps this from happening; say it in the plan's terms
+        raise PlanError(
+            [doc.diag((), "BY850", f"the plan does not make a flow: {exc.errors()[0]['msg']}")]
+        ) from None
+    holding = replace(
+        project, flows={**project.flows, definition.spec.flow: definition}, diagnostics=[]
+    )
     found = check_flow(holding, definition)
     return holding, definition, sorted({_placed(d, doc) for d in found})
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # each name from its home in _HOMES: import-linter sees the edges, mypy types the names
+if TYPE_CHECKING:
+    # each name from its home in _HOMES: import-linter sees the edges, mypy types the names
     # (tests/test_registries.py keeps the two in step)
     from engine.models.agentic import AgentModel, TurnRequest
     from engine.models.base import StructuredModel, StructuredRequest
@@ -23,15 +24,35 @@ if TYPE_CHECKING:  # each name from its home in _HOMES: import-linter sees the e
     from engine.models.script import MockScript, register_script, scripted, unregister_script
 
 _HOMES = {
-    "AgentModel": "agentic", "TurnRequest": "agentic", "StructuredModel": "base", "StructuredRequest": "base",
-    "ModelError": "errors", "ModelOutputError": "errors", "is_transient": "errors", "MOCK_NOTE": "resolver",
-    "ModelResolver": "resolver", "MockScript": "script", "register_script": "script", "scripted": "script",
+    "AgentModel": "agentic",
+    "TurnRequest": "agentic",
+    "StructuredModel": "base",
+    "StructuredRequest": "base",
+    "ModelError": "errors",
+    "ModelOutputError": "errors",
+    "is_transient": "errors",
+    "MOCK_NOTE": "resolver",
+    "ModelResolver": "resolver",
+    "MockScript": "script",
+    "register_script": "script",
+    "scripted": "script",
     "unregister_script": "script",
 }
 
 __all__ = [
-    "MOCK_NOTE", "AgentModel", "MockScript", "ModelError", "ModelOutputError", "ModelResolver", "StructuredModel",
-    "StructuredRequest", "TurnRequest", "is_transient", "register_script", "scripted", "unregister_script",
+    "MOCK_NOTE",
+    "AgentModel",
+    "MockScript",
+    "ModelError",
+    "ModelOutputError",
+    "ModelResolver",
+    "StructuredModel",
+    "StructuredRequest",
+    "TurnRequest",
+    "is_transient",
+    "register_script",
+    "scripted",
+    "unregister_script",
 ]
 
 

@@ -27,7 +27,8 @@ class TurnRequest:
     tools: tuple[dict[str, Any], ...]  # OpenAI-style function tools, the answer function included
     answer_tool: str  # the function whose arguments are the final answer
     answer_schema: dict[str, Any] = field(repr=False)
-    inputs: dict[str, Any] = field(default_factory=dict, repr=False)  # the block's inputs (the mock's seed)
+    # the block's inputs (the mock's seed)
+    inputs: dict[str, Any] = field(default_factory=dict, repr=False)
     turn: int = 1
     force_answer: bool = False  # the last turn: the model must call the answer function
 
@@ -45,4 +46,7 @@ class AgentModel(Protocol):
 
 def function_tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
     """A tool in the OpenAI function format, which every LangChain chat model binds."""
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }

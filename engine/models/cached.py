@@ -68,8 +68,12 @@ def current() -> ReplyCache | None:
 def generation_settings(profile: ModelProfile) -> dict[str, Any]:
     """What of a model profile decides its replies (part of every key): not its name, key variable,
     headers, timeout or retries, which change how a reply is fetched, not what it says."""
-    return {"base_url": public_url(profile.base_url), "temperature": profile.temperature,
-            "max_tokens": profile.max_tokens, "api_version": profile.api_version}
+    return {
+        "base_url": public_url(profile.base_url),
+        "temperature": profile.temperature,
+        "max_tokens": profile.max_tokens,
+        "api_version": profile.api_version,
+    }
 
 
 def is_cacheable(generator: Any) -> bool:
@@ -77,54 +81,98 @@ def is_cacheable(generator: Any) -> bool:
     return not getattr(generator, "scripted", False)
 
 
-def structured_key(provider: str, model: str, settings: Mapping[str, Any], request: StructuredRequest,
-                   turns: tuple[Turn, ...]) -> dict[str, Any]:
-    return {"format": FORMAT, "call": "structured", "provider": provider, "model": model, "settings": dict(settings),
-            "purpose": request.purpose, "block": request.block, "system": request.system, "user": request.user,
-            "history": [list(pair) for pair in request.history], "inputs": request.inputs,
-            "schema": request.output_schema, "turns": [[turn.role, turn.text] for turn in turns]}
+def structured_key(
+    provider: str,
+    model: str,
+    settings: Mapping[str, Any],
+    request: StructuredRequest,
+    turns: tuple[Turn, ...],
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "call": "structured",
+        "provider": provider,
+        "model": model,
+        "settings": dict(settings),
+        "purpose": request.purpose,
+        "block": request.block,
+        "system": request.system,
+        "user": request.user,
+        "history": [list(pair) for pair in request.history],
+        "inputs": request.inputs,
+        "schema": request.output_schema,
+        "turns": [[turn.role, turn.text] for turn in turns],
+    }
 
 
-def agent_key(provider: str, model: str, settings: Mapping[str, Any], request: TurnRequest) -> dict[str, Any]:
-    return {"format": FORMAT, "call": "agent", "provider": provider, "model": model, "settings": dict(settings),
-            "block": request.block, "messages": [_message(item) for item in request.messages],
-            "tools": list(request.tools), "answer_tool": request.answer_tool, "force_answer": request.force_answer,
-            "inputs": request.inputs}
+def agent_key(
+    provider: str, model: str, settings: Mapping[str, Any], request: TurnRequest
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "call": "agent",
+        "provider": provider,
+        "model": model,
+        "settings": dict(settings),
+        "block": request.block,
+        "messages": [_message(item) for item in request.messages],
+        "tools": list(request.tools),
+        "answer_tool": request.answer_tool,
+        "force_answer": request.force_answer,
+        "inputs": request.inputs,
+    }
 
 
 def _message(message: Any) -> dict[str, Any]:
     """What a conversation message says (its type, text, calls), without the ids and metadata a server
     adds that say nothing about it."""
-    return {"type": getattr(message, "type", type(message).__name__), "content": getattr(message, "content", None),
-            "tool_calls": [{"name": call.get("name"), "args": call.get("args"), "id": call.get("id")}
-                           for call in getattr(message, "tool_calls", None) or []],
-            "tool_call_id": getattr(message, "tool_call_id", None), "name": getattr(message, "name", None)}
+    return {
+        "type": getattr(message, "type", type(message).__name__),
+        "content": getattr(message, "content", None),
+        "tool_calls": [
+            {"name": call.get("name"), "args": call.get("args"), "id": call.get("id")}
+            for call in getattr(message, "tool_calls", None) or []
+        ],
+        "tool_call_id": getattr(message, "tool_call_id", None),
+        "name": getattr(message, "name", None),
+    }
 
 
 # ---- entries --------------------------------------------------------------------------------------
+
 
 def candidate_entry(found: Candidate) -> dict[str, Any]:
     return {"value": found.value, "text": found.text, "parsed": found.parsed}
 
 
 def candidate_of(entry: Mapping[str, Any]) -> Candidate:
-    return Candidate(value=entry.get("value"), text=entry.get("text"), parsed=bool(entry.get("parsed")))
+    return Candidate(
+        value=entry.get("value"), text=entry.get("text"), parsed=bool(entry.get("parsed"))
+    )
 
 
 def message_entry(reply: Any) -> dict[str, Any]:
     """An agent turn's reply (an AIMessage) by its own fields."""
-    return {"content": reply.content, "tool_calls": [dict(call) for call in reply.tool_calls],
-            "invalid_tool_calls": [dict(call) for call in reply.invalid_tool_calls],
-            "usage_metadata": dict(reply.usage_metadata) if reply.usage_metadata else None, "id": reply.id}
+    return {
+        "content": reply.content,
+        "tool_calls": [dict(call) for call in reply.tool_calls],
+        "invalid_tool_calls": [dict(call) for call in reply.invalid_tool_calls],
+        "usage_metadata": dict(reply.usage_metadata) if reply.usage_metadata else None,
+        "id": reply.id,
+    }
 
 
 def message_of(entry: Mapping[str, Any]) -> Any:
     # LangChain: loaded already, an agent is running
     from langchain_core.messages import AIMessage
 
-    return AIMessage(content=entry.get("content") or "", tool_calls=list(entry.get("tool_calls") or []),
-                     invalid_tool_calls=list(entry.get("invalid_tool_calls") or []),
-                     usage_metadata=entry.get("usage_metadata"), id=entry.get("id"))
+    return AIMessage(
+        content=entry.get("content") or "",
+        tool_calls=list(entry.get("tool_calls") or []),
+        invalid_tool_calls=list(entry.get("invalid_tool_calls") or []),
+        usage_metadata=entry.get("usage_metadata"),
+        id=entry.get("id"),
+    )
 
 
 def replay_structured(found: Candidate, request: StructuredRequest) -> None:
@@ -134,8 +182,13 @@ def replay_structured(found: Candidate, request: StructuredRequest) -> None:
         return
     field = text_field(request.output_schema)
     value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
-    text = value if isinstance(value, str) else found.text if found.text is not None \
-        and not found.text.lstrip().startswith("{") else None
+    text = (
+        value
+        if isinstance(value, str)
+        else found.text
+        if found.text is not None and not found.text.lstrip().startswith("{")
+        else None
+    )
     replay_text(text or "", request.on_token)
 
 

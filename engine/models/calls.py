@@ -76,14 +76,23 @@ def tokens_of(message: Any) -> Tokens | None:
         return None
     input_details = usage.get("input_token_details") or {}
     output_details = usage.get("output_token_details") or {}
-    return Tokens(_count(usage.get("input_tokens")), _count(usage.get("output_tokens")),
-                  _count(input_details.get("cache_read")), _count(output_details.get("reasoning")))
+    return Tokens(
+        _count(usage.get("input_tokens")),
+        _count(usage.get("output_tokens")),
+        _count(input_details.get("cache_read")),
+        _count(output_details.get("reasoning")),
+    )
 
 
 def _kept_tokens(entry: Mapping[str, Any]) -> Tokens | None:
     usage = entry.get("usage")
-    return Tokens(**{key: _count(usage.get(key)) for key in ("input", "output", "cached", "reasoning")}) \
-        if isinstance(usage, Mapping) else None
+    return (
+        Tokens(
+            **{key: _count(usage.get(key)) for key in ("input", "output", "cached", "reasoning")}
+        )
+        if isinstance(usage, Mapping)
+        else None
+    )
 
 
 def _hit(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,8 +136,14 @@ class _Clock:
 class Metered:
     """A provider whose every call is measured and recorded (see the module's docstring)."""
 
-    def __init__(self, inner: Generator, *, profile: str, price: Price | None,
-                 settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Generator,
+        *,
+        profile: str,
+        price: Price | None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
@@ -137,7 +152,9 @@ class Metered:
         # the profile's generation settings: part of a reply's key in a response cache (engine/models/cached.py)
         self.settings = dict(settings or {})
 
-    def __getattr__(self, name: str) -> Any:  # what else callers read of the provider (its `what`, ...)
+    def __getattr__(
+        self, name: str
+    ) -> Any:  # what else callers read of the provider (its `what`, ...)
         return getattr(self.inner, name)
 
     def __repr__(self) -> str:
@@ -154,13 +171,22 @@ class Metered:
         clock = _Clock(request.on_token)
         if request.on_token is not None:
             request = dataclasses.replace(request, on_token=clock.sink())
-        key = cached.structured_key(self.provider, self.model, self.settings, request, turns) if cache else {}
+        key = (
+            cached.structured_key(self.provider, self.model, self.settings, request, turns)
+            if cache
+            else {}
+        )
         entry = await cache.get(key) if cache is not None else None
-        if entry is not None:  # a kept reply: no call, the same event (marked cached), the same streamed text
-            found = dataclasses.replace(cached.candidate_of(entry["reply"]), usage=_kept_tokens(entry))
+        if entry is not None:
+            # a kept reply: no call, the same event (marked cached), the same streamed text
+            found = dataclasses.replace(
+                cached.candidate_of(entry["reply"]), usage=_kept_tokens(entry)
+            )
             cached.replay_structured(found, request)
             if recorder is not None:
-                recorder.after(self._call(purpose, request.block, clock, found.usage, extra=_hit(entry)))
+                recorder.after(
+                    self._call(purpose, request.block, clock, found.usage, extra=_hit(entry))
+                )
             return found
         try:
             found = await self.inner.generate(request, turns)
@@ -170,7 +196,8 @@ class Metered:
             if recorder is not None and isinstance(exc, ModelError):
                 recorder.after(self._call(purpose, request.block, clock, None, error=exc))
             raise
-        call = self._call(purpose, request.block, clock, found.usage)  # its latency before the cache writes
+        # its latency before the cache writes
+        call = self._call(purpose, request.block, clock, found.usage)
         if cache is not None:
             cache.put(key, self._entry(cached.candidate_entry(found), call))
         if recorder is not None:
@@ -192,8 +219,15 @@ class Metered:
             reply = cached.message_of(entry["reply"])
             cached.replay_text(reply.content, clock.sink())
             if recorder is not None:
-                recorder.after(self._call("agent", request.block, clock, tokens_of(reply),
-                                          extra={**extra, **_hit(entry)}))
+                recorder.after(
+                    self._call(
+                        "agent",
+                        request.block,
+                        clock,
+                        tokens_of(reply),
+                        extra={**extra, **_hit(entry)},
+                    )
+                )
             return reply
         try:
             reply = await self.inner.turn(request, clock.sink())  # type: ignore[attr-defined]
@@ -201,7 +235,9 @@ class Metered:
             if cache is not None:
                 cache.abandon(key)
             if recorder is not None and isinstance(exc, ModelError):
-                recorder.after(self._call("agent", request.block, clock, None, error=exc, extra=extra))
+                recorder.after(
+                    self._call("agent", request.block, clock, None, error=exc, extra=extra)
+                )
             raise
         call = self._call("agent", request.block, clock, tokens_of(reply), extra=extra)
         if cache is not None:
@@ -219,21 +255,58 @@ class Metered:
     def _entry(self, reply: dict[str, Any], call: ModelCall) -> dict[str, Any]:
         """What a response cache keeps of a call: its reply, its token counts and how long it took (the
         key says what was asked: engine/models/cached.py)."""
-        usage = {"input": call.input_tokens, "output": call.output_tokens, "cached": call.cached_tokens,
-                 "reasoning": call.reasoning_tokens}
+        usage = {
+            "input": call.input_tokens,
+            "output": call.output_tokens,
+            "cached": call.cached_tokens,
+            "reasoning": call.reasoning_tokens,
+        }
         data = call.as_data()
-        return {"reply": reply, "usage": usage, "latency_ms": data["latency_ms"], "ttft_ms": data["ttft_ms"],
-                "what": {"provider": self.provider, "model": self.model, "profile": self.profile,
-                         "purpose": call.purpose, "block": call.block}}
+        return {
+            "reply": reply,
+            "usage": usage,
+            "latency_ms": data["latency_ms"],
+            "ttft_ms": data["ttft_ms"],
+            "what": {
+                "provider": self.provider,
+                "model": self.model,
+                "profile": self.profile,
+                "purpose": call.purpose,
+                "block": call.block,
+            },
+        }
 
-    def _call(self, purpose: str, block: str, clock: _Clock, tokens: Tokens | None, *,
-              error: ModelError | None = None, extra: dict[str, Any] | None = None) -> ModelCall:
+    def _call(
+        self,
+        purpose: str,
+        block: str,
+        clock: _Clock,
+        tokens: Tokens | None,
+        *,
+        error: ModelError | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> ModelCall:
         counts = tokens or Tokens()
-        cost = self.price.cost(counts.input, counts.output, counts.cached) if self.price is not None else None
+        cost = (
+            self.price.cost(counts.input, counts.output, counts.cached)
+            if self.price is not None
+            else None
+        )
         return ModelCall(
-            provider=self.provider, model=self.model, purpose=purpose, latency_ms=clock.latency_ms(),
-            ttft_ms=clock.ttft_ms(), input_tokens=counts.input, output_tokens=counts.output,
-            cached_tokens=counts.cached, reasoning_tokens=counts.reasoning, cost_usd=cost,
+            provider=self.provider,
+            model=self.model,
+            purpose=purpose,
+            latency_ms=clock.latency_ms(),
+            ttft_ms=clock.ttft_ms(),
+            input_tokens=counts.input,
+            output_tokens=counts.output,
+            cached_tokens=counts.cached,
+            reasoning_tokens=counts.reasoning,
+            cost_usd=cost,
             price_source=self.price.source if cost is not None and self.price is not None else None,
-            profile=self.profile, block=block, ok=error is None,
-            error=str(error)[:300] if error is not None else None, extra=extra or {})
+            profile=self.profile,
+            block=block,
+            ok=error is None,
+            error=str(error)[:300] if error is not None else None,
+            extra=extra or {},
+        )

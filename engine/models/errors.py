@@ -26,8 +26,15 @@ class ModelError(BlockyardError):
 
     code = "model_failed"
 
-    def __init__(self, message: str, *, provider: str | None = None, model: str | None = None,
-                 kind: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        kind: str | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.provider = provider
         self.model = model
@@ -118,7 +125,6 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
-
 def _is_timeout(exc: BaseException) -> bool:
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
         return True
@@ -131,7 +137,8 @@ def _is_timeout(exc: BaseException) -> bool:
 def _is_connection(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionError):
         return True
-    errors = _sdk("APIConnectionError") + _classes("aiohttp", "ClientConnectionError")  # google-genai's transport
+    # google-genai's transport
+    errors = _sdk("APIConnectionError") + _classes("aiohttp", "ClientConnectionError")
     for module in _HTTPX:
         errors += _classes(module, "TransportError")
     return isinstance(exc, errors)

@@ -19,7 +19,9 @@ def judge_verdict(inputs: dict[str, Any]) -> dict[str, Any]:
     """The mock's {reasoning, score} for a judge request's inputs (`rubric`, `output`)."""
     rubric = str(inputs.get("rubric") or "")
     output = inputs.get("output")
-    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
+    text = (
+        output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
+    )
     terms = list(dict.fromkeys(_QUOTED.findall(rubric)))
     if not terms:
         score = 1.0 if text.strip() and output not in (None, {}, []) else 0.0
@@ -27,7 +29,9 @@ def judge_verdict(inputs: dict[str, Any]) -> dict[str, Any]:
         return {"reasoning": f"mock judge: the rubric quotes no terms, and {said}.", "score": score}
     found = [term for term in terms if term.lower() in text.lower()]
     missing = [term for term in terms if term not in found]
-    reasoning = f"mock judge: the answer contains {len(found)} of the {len(terms)} terms the rubric quotes"
+    reasoning = (
+        f"mock judge: the answer contains {len(found)} of the {len(terms)} terms the rubric quotes"
+    )
     if found:
         reasoning += " (" + ", ".join(f'"{term}"' for term in found) + ")"
     if missing:

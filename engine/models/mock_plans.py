@@ -30,19 +30,86 @@ MAX_STEPS = 4
 INTENT_INPUT = "intent"
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "each", "every", "for", "from", "get",
-    "give", "go", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "so", "some",
-    "that", "the", "them", "then", "this", "to", "up", "us", "we", "what", "when", "with", "you", "your"})
+_STOP = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "each",
+        "every",
+        "for",
+        "from",
+        "get",
+        "give",
+        "go",
+        "i",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "so",
+        "some",
+        "that",
+        "the",
+        "them",
+        "then",
+        "this",
+        "to",
+        "up",
+        "us",
+        "we",
+        "what",
+        "when",
+        "with",
+        "you",
+        "your",
+    }
+)
 _UNPLACEABLE = frozenset({"decide", "memory_read", "memory_write"})
-_DAYS = {"monday": "MON", "tuesday": "TUE", "wednesday": "WED", "thursday": "THU", "friday": "FRI",
-         "saturday": "SAT", "sunday": "SUN"}
-_TIME = r"(?:at\s+)?(?P<time>noon|midnight|(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?)"
+_DAYS = {
+    "monday": "MON",
+    "tuesday": "TUE",
+    "wednesday": "WED",
+    "thursday": "THU",
+    "friday": "FRI",
+    "saturday": "SAT",
+    "sunday": "SUN",
+}
+_TIME = (
+    r"(?:at\s+)?(?P<time>noon|midnight|(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?)"
+)
 _SCHEDULES = (
     # (pattern, what the days field becomes: a fixed text or the matched weekday)
-    (re.compile(rf"\b(?:every|on|each)\s+(?P<day>(?:mon|tues|wednes|thurs|fri|satur|sun)day)s?"
-                rf"(?:\s+{_TIME})?", re.IGNORECASE), None),
-    (re.compile(rf"\b(?:every\s+weekday|on\s+weekdays|each\s+weekday)(?:\s+{_TIME})?", re.IGNORECASE), "1-5"),
+    (
+        re.compile(
+            rf"\b(?:every|on|each)\s+(?P<day>(?:mon|tues|wednes|thurs|fri|satur|sun)day)s?"
+            rf"(?:\s+{_TIME})?",
+            re.IGNORECASE,
+        ),
+        None,
+    ),
+    (
+        re.compile(
+            rf"\b(?:every\s+weekday|on\s+weekdays|each\s+weekday)(?:\s+{_TIME})?", re.IGNORECASE
+        ),
+        "1-5",
+    ),
     (re.compile(rf"\b(?:every\s+day|daily|each\s+day)(?:\s+{_TIME})?", re.IGNORECASE), "*"),
 )
 _HOURLY = re.compile(r"\b(?:every\s+hour|hourly|each\s+hour)\b", re.IGNORECASE)
@@ -54,7 +121,9 @@ def words(text: str) -> set[str]:
     for word in _WORD.findall(text.lower().replace("_", " ")):
         if word in _STOP or len(word) < 2:
             continue
-        found.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+        found.add(
+            word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+        )
     return found
 
 
@@ -62,8 +131,10 @@ def parse_schedule(intent: str) -> tuple[dict[str, Any] | None, str]:
     """The plan's `schedule` for a simple phrase of the intent, and the intent without the phrase."""
     hourly = _HOURLY.search(intent)
     if hourly:
-        return ({"cron_expression": "0 * * * *", "timezone": "UTC", "human_readable": hourly.group(0)},
-                intent[:hourly.start()] + intent[hourly.end():])
+        return (
+            {"cron_expression": "0 * * * *", "timezone": "UTC", "human_readable": hourly.group(0)},
+            intent[: hourly.start()] + intent[hourly.end() :],
+        )
     for pattern, days in _SCHEDULES:
         found = pattern.search(intent)
         if found is None:
@@ -73,9 +144,12 @@ def parse_schedule(intent: str) -> tuple[dict[str, Any] | None, str]:
             continue  # "every day at 25pm": not a time, so no schedule
         hour, minute = clock
         day_field = days if days is not None else _DAYS[found.group("day").lower()]
-        schedule = {"cron_expression": f"{minute} {hour} * * {day_field}", "timezone": "UTC",
-                    "human_readable": found.group(0).strip()}
-        return schedule, intent[:found.start()] + intent[found.end():]
+        schedule = {
+            "cron_expression": f"{minute} {hour} * * {day_field}",
+            "timezone": "UTC",
+            "human_readable": found.group(0).strip(),
+        }
+        return schedule, intent[: found.start()] + intent[found.end() :]
     return None, intent
 
 
@@ -100,23 +174,45 @@ def _clock(found: re.Match[str]) -> tuple[int, int] | None:
 def compose_plan(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A TaskPlan for a compose request's inputs (see the module's docstring)."""
     intent = str(inputs.get("intent") or "")
-    catalog = [entry for entry in inputs.get("catalog") or [] if isinstance(entry, dict) and entry.get("block")]
+    catalog = [
+        entry
+        for entry in inputs.get("catalog") or []
+        if isinstance(entry, dict) and entry.get("block")
+    ]
     excluded = _blamed(inputs.get("previous_plan"), inputs.get("problems"))
     schedule, rest = parse_schedule(intent)
     wanted = words(rest)
-    usable = [entry for entry in catalog if entry["block"] not in excluded and entry.get("kind") not in _UNPLACEABLE]
-    scored = sorted(((len(wanted & _entry_words(entry)), str(entry["block"])) for entry in usable),
-                    key=lambda pair: (-pair[0], pair[1]))
+    usable = [
+        entry
+        for entry in catalog
+        if entry["block"] not in excluded and entry.get("kind") not in _UNPLACEABLE
+    ]
+    scored = sorted(
+        ((len(wanted & _entry_words(entry)), str(entry["block"])) for entry in usable),
+        key=lambda pair: (-pair[0], pair[1]),
+    )
     by_name = {str(entry["block"]): entry for entry in usable}
-    chosen = [name for score, name in scored if score > 0][:MAX_STEPS * 2]
+    chosen = [name for score, name in scored if score > 0][: MAX_STEPS * 2]
     picked = _placeable(chosen, by_name)[:MAX_STEPS]
     if not picked:
         picked = _placeable(sorted(by_name), by_name)[:1]
-    plan: dict[str, Any] = {"plan_id": _plan_id(rest), "user_intent": intent, "entry_step_id": picked[0] if picked
-                            else "nothing", "steps": _steps(picked, by_name)}
-    if any(f"{{{{ inputs.{INTENT_INPUT} }}}}" in str(step.get("input_mappings")) for step in plan["steps"]):
-        plan["inputs"] = {INTENT_INPUT: {"type": "string", "description": "What the user asked for.",
-                                         "default": intent}}
+    plan: dict[str, Any] = {
+        "plan_id": _plan_id(rest),
+        "user_intent": intent,
+        "entry_step_id": picked[0] if picked else "nothing",
+        "steps": _steps(picked, by_name),
+    }
+    if any(
+        f"{{{{ inputs.{INTENT_INPUT} }}}}" in str(step.get("input_mappings"))
+        for step in plan["steps"]
+    ):
+        plan["inputs"] = {
+            INTENT_INPUT: {
+                "type": "string",
+                "description": "What the user asked for.",
+                "default": intent,
+            }
+        }
     if schedule is not None:
         plan["schedule"] = schedule
     return plan
@@ -124,8 +220,14 @@ def compose_plan(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _entry_words(entry: Mapping[str, Any]) -> set[str]:
     tags = entry.get("tags") or []
-    text = " ".join([str(entry.get("block") or ""), str(entry.get("description") or ""),
-                     str(entry.get("category") or ""), *(str(tag) for tag in tags if tag != "example")])
+    text = " ".join(
+        [
+            str(entry.get("block") or ""),
+            str(entry.get("description") or ""),
+            str(entry.get("category") or ""),
+            *(str(tag) for tag in tags if tag != "example"),
+        ]
+    )
     return words(text)
 
 
@@ -145,7 +247,11 @@ def _blamed(previous: Any, problems: Any) -> set[str]:
 
 def _required(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     declared = entry.get("inputs") or {}
-    return {name: spec for name, spec in declared.items() if isinstance(spec, dict) and spec.get("required")}
+    return {
+        name: spec
+        for name, spec in declared.items()
+        if isinstance(spec, dict) and spec.get("required")
+    }
 
 
 def _placeable(names: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -153,9 +259,19 @@ def _placeable(names: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -
     nothing can feed: a required input is text (the intent feeds it) or made by another of them."""
     kept = list(names)
     while True:
-        made = {(out, _type(spec)) for name in kept for out, spec in (by_name[name].get("outputs") or {}).items()}
-        fed = [name for name in kept if all(_type(spec) == "string" or _fits(need, spec, made)
-                                            for need, spec in _required(by_name[name]).items())]
+        made = {
+            (out, _type(spec))
+            for name in kept
+            for out, spec in (by_name[name].get("outputs") or {}).items()
+        }
+        fed = [
+            name
+            for name in kept
+            if all(
+                _type(spec) == "string" or _fits(need, spec, made)
+                for need, spec in _required(by_name[name]).items()
+            )
+        ]
         if fed == kept:
             break
         kept = fed
@@ -163,8 +279,16 @@ def _placeable(names: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -
     waiting = list(kept)
     while waiting:
         # the best-scored block none of whose inputs another waiting block makes (a cycle: the best)
-        ready = next((name for name in waiting if not any(_feeds(by_name[other], by_name[name])
-                                                          for other in waiting if other != name)), waiting[0])
+        ready = next(
+            (
+                name
+                for name in waiting
+                if not any(
+                    _feeds(by_name[other], by_name[name]) for other in waiting if other != name
+                )
+            ),
+            waiting[0],
+        )
         ordered.append(ready)
         waiting.remove(ready)
     return ordered
@@ -196,8 +320,11 @@ def _steps(picked: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -> l
                 mappings[need] = f"{{{{ context.{need} }}}}"
             elif spec.get("required") and _type(spec) == "string":
                 mappings[need] = f"{{{{ inputs.{INTENT_INPUT} }}}}"
-        step: dict[str, Any] = {"step_id": name, "block_id": name, "description": str(entry.get("description") or
-                                                                                      name).strip()[:200]}
+        step: dict[str, Any] = {
+            "step_id": name,
+            "block_id": name,
+            "description": str(entry.get("description") or name).strip()[:200],
+        }
         if position:
             step["depends_on"] = [picked[position - 1]]
         if mappings:

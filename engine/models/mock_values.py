@@ -41,8 +41,14 @@ def summarize(inputs: dict[str, Any]) -> str:
     return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 3] + "..."
 
 
-def fake(schema: dict[str, Any], *, seed: str, label: str, root: dict[str, Any] | None = None,
-         path: str = "") -> Any:
+def fake(
+    schema: dict[str, Any],
+    *,
+    seed: str,
+    label: str,
+    root: dict[str, Any] | None = None,
+    path: str = "",
+) -> Any:
     """A value valid against schema (for the JSON Schema subset blocks produce)."""
     root = schema if root is None else root
     schema = _resolve(schema, root)
@@ -98,7 +104,9 @@ def _integer(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any]
     return int(first + step * _pick(seed, path, count))
 
 
-def _number(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> float | int:
+def _number(
+    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
+) -> float | int:
     step = schema.get("multipleOf")
     if isinstance(step, int | float) and step > 0:
         low, high = _bounds(schema, default=(0.0, 100.0 * step), step=step)
@@ -111,7 +119,9 @@ def _number(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any],
     return round(low + (high - low) * fraction, 4) if high > low else low
 
 
-def _boolean(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> bool:
+def _boolean(
+    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
+) -> bool:
     return _pick(seed, path, 2) == 1
 
 
@@ -119,7 +129,9 @@ def _null(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], p
     return None
 
 
-def _array(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> list[Any]:
+def _array(
+    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
+) -> list[Any]:
     low = int(schema.get("minItems", 0))
     high = int(schema.get("maxItems", max(low, 3)))
     count = min(max(low, 1 + _pick(seed, path + "#n", 3)), high)
@@ -128,8 +140,13 @@ def _array(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], 
     items: list[Any] = []
     salt = 0
     while len(items) < count and salt < count * 4:
-        item = fake(item_schema, seed=seed, label=f"{label} #{len(items) + 1}", root=root,
-                    path=f"{path}[{salt}]")
+        item = fake(
+            item_schema,
+            seed=seed,
+            label=f"{label} #{len(items) + 1}",
+            root=root,
+            path=f"{path}[{salt}]",
+        )
         salt += 1
         if schema.get("uniqueItems") and item in items:
             continue
@@ -137,22 +154,38 @@ def _array(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], 
     return items
 
 
-def _object(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> dict[str, Any]:
+def _object(
+    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
+) -> dict[str, Any]:
     properties = schema.get("properties") or {}
     out: dict[str, Any] = {}
     for name, sub in properties.items():
-        out[name] = fake(sub if isinstance(sub, dict) else {}, seed=seed, label=label, root=root,
-                         path=f"{path}.{name}")
+        out[name] = fake(
+            sub if isinstance(sub, dict) else {},
+            seed=seed,
+            label=label,
+            root=root,
+            path=f"{path}.{name}",
+        )
     for name in schema.get("required", []):
         out.setdefault(name, label)
     return out
 
 
-_MAKERS = {"string": _string, "integer": _integer, "number": _number, "boolean": _boolean, "null": _null,
-           "array": _array, "object": _object}
+_MAKERS = {
+    "string": _string,
+    "integer": _integer,
+    "number": _number,
+    "boolean": _boolean,
+    "null": _null,
+    "array": _array,
+    "object": _object,
+}
 
 
-def _bounds(schema: dict[str, Any], *, default: tuple[float, float], step: float) -> tuple[float, float]:
+def _bounds(
+    schema: dict[str, Any], *, default: tuple[float, float], step: float
+) -> tuple[float, float]:
     low: float | None = schema.get("minimum")
     if "exclusiveMinimum" in schema:
         low = schema["exclusiveMinimum"] + step

@@ -25,8 +25,12 @@ from engine.spec import ModelProfile
 TABLE_FILE = "model_prices_and_context_window_backup.json"
 # how LiteLLM names a provider in its table: its key prefix and its `litellm_provider` values
 _PREFIX = {"openai": "", "azure": "azure/", "anthropic": "", "google": "gemini/"}
-_TABLE_PROVIDER = {"openai": {"openai"}, "azure": {"azure"}, "anthropic": {"anthropic"},
-                   "google": {"gemini", "vertex_ai-language-models"}}
+_TABLE_PROVIDER = {
+    "openai": {"openai"},
+    "azure": {"azure"},
+    "anthropic": {"anthropic"},
+    "google": {"gemini", "vertex_ai-language-models"},
+}
 
 
 @dataclass(frozen=True)
@@ -38,13 +42,19 @@ class Price:
     cached_input: float | None
     source: str  # profile | litellm | mock
 
-    def cost(self, input_tokens: int | None, output_tokens: int | None, cached_tokens: int | None) -> float | None:
+    def cost(
+        self, input_tokens: int | None, output_tokens: int | None, cached_tokens: int | None
+    ) -> float | None:
         """The cost of a call, or None when the provider did not report its token counts."""
         if input_tokens is None or output_tokens is None:
             return None
         cached = min(cached_tokens or 0, input_tokens)
         cached_rate = self.cached_input if self.cached_input is not None else self.input
-        return (input_tokens - cached) * self.input + cached * cached_rate + output_tokens * self.output
+        return (
+            (input_tokens - cached) * self.input
+            + cached * cached_rate
+            + output_tokens * self.output
+        )
 
 
 FREE = Price(0.0, 0.0, 0.0, "mock")
@@ -54,9 +64,14 @@ def price_of(profile: ModelProfile, model: str) -> Price | None:
     """The price of calls of `model` through `profile`, or None when it is not known for certain."""
     if profile.pricing is not None:
         stated = profile.pricing
-        return Price(stated.input_per_mtok / 1e6, stated.output_per_mtok / 1e6,
-                     stated.cached_input_per_mtok / 1e6 if stated.cached_input_per_mtok is not None else None,
-                     "profile")
+        return Price(
+            stated.input_per_mtok / 1e6,
+            stated.output_per_mtok / 1e6,
+            stated.cached_input_per_mtok / 1e6
+            if stated.cached_input_per_mtok is not None
+            else None,
+            "profile",
+        )
     if profile.provider == "mock":
         return FREE
     if profile.base_url is not None and profile.provider != "azure":
@@ -82,14 +97,23 @@ class _Table:
         names = [_PREFIX.get(provider, "") + model, model]
         for name in dict.fromkeys(names):
             entry = data.get(name)
-            if not isinstance(entry, dict) or entry.get("litellm_provider") not in _TABLE_PROVIDER.get(provider, ()):
+            if not isinstance(entry, dict) or entry.get(
+                "litellm_provider"
+            ) not in _TABLE_PROVIDER.get(provider, ()):
                 continue
-            rate_in, rate_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+            rate_in, rate_out = (
+                entry.get("input_cost_per_token"),
+                entry.get("output_cost_per_token"),
+            )
             if not isinstance(rate_in, int | float) or not isinstance(rate_out, int | float):
                 continue
             cached = entry.get("cache_read_input_token_cost")
-            return Price(float(rate_in), float(rate_out), float(cached) if isinstance(cached, int | float) else None,
-                         "litellm")
+            return Price(
+                float(rate_in),
+                float(rate_out),
+                float(cached) if isinstance(cached, int | float) else None,
+                "litellm",
+            )
         return None
 
     def _load(self) -> dict[str, Any]:

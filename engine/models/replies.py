@@ -57,8 +57,11 @@ class Rule:
         when = entry["when"]
         pattern = when.get("regex")
         contains = when.get("contains")
-        return cls(contains.casefold() if contains is not None else None,
-                   _re2(pattern) if pattern is not None else None, entry["reply"])
+        return cls(
+            contains.casefold() if contains is not None else None,
+            _re2(pattern) if pattern is not None else None,
+            entry["reply"],
+        )
 
     def matches(self, text: str) -> bool:
         if self.broken:
@@ -73,19 +76,30 @@ def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
     if is_rule(reply):
         yield from _rule_problems(reply)
         return
-    if not isinstance(reply, dict) or not all(isinstance(key, str) for key in reply) \
-            or not any(key.startswith("$") for key in reply):
+    if (
+        not isinstance(reply, dict)
+        or not all(isinstance(key, str) for key in reply)
+        or not any(key.startswith("$") for key in reply)
+    ):
         return  # a plain value: the step's output check judges it, as for a real model's answer
     for key in reply:
         if key.startswith("$") and key not in DIRECTIVES:
-            yield (key,), f"unknown directive '{key}'; a scripted reply may use {', '.join(DIRECTIVES)}"
+            yield (
+                (key,),
+                f"unknown directive '{key}'; a scripted reply may use {', '.join(DIRECTIVES)}",
+            )
     if "$error" in reply:
         yield from _error_problems(reply)
         return
     plain = [key for key in reply if not key.startswith("$")]
     if plain:
-        yield (plain[0],), (f"'{plain[0]}' next to {', '.join(k for k in reply if k.startswith('$'))}: a reply is "
-                            "either a directive or a value (put the final answer in a later reply)")
+        yield (
+            (plain[0],),
+            (
+                f"'{plain[0]}' next to {', '.join(k for k in reply if k.startswith('$'))}: a reply is "
+                "either a directive or a value (put the final answer in a later reply)"
+            ),
+        )
     if "$text" in reply and not isinstance(reply["$text"], str):
         yield ("$text",), f"$text must be text, got {_kind(reply['$text'])}"
     if "$tool_calls" in reply:
@@ -95,14 +109,25 @@ def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
 def _rule_problems(rule: dict[str, Any]) -> Iterator[tuple[Where, str]]:
     when = rule["when"]
     if "reply" not in rule:
-        yield ("when",), "a rule `{when: ..., reply: ...}` needs `reply`, the reply it gives when it matches"
+        yield (
+            ("when",),
+            "a rule `{when: ..., reply: ...}` needs `reply`, the reply it gives when it matches",
+        )
     if not isinstance(when, dict) or not when:
-        yield ("when",), (f"`when` must be a mapping of conditions ({' and/or '.join(CONDITIONS)}), "
-                          f"got {_kind(when)}")
+        yield (
+            ("when",),
+            (
+                f"`when` must be a mapping of conditions ({' and/or '.join(CONDITIONS)}), "
+                f"got {_kind(when)}"
+            ),
+        )
     else:
         for key, value in when.items():
             if key not in CONDITIONS:
-                yield ("when", key), f"unknown condition '{key}' (a rule matches on {', '.join(CONDITIONS)})"
+                yield (
+                    ("when", key),
+                    f"unknown condition '{key}' (a rule matches on {', '.join(CONDITIONS)})",
+                )
             elif not isinstance(value, str) or not value:
                 yield ("when", key), f"`{key}` must be non-empty text, got {_kind(value)}"
             elif key == "regex":
@@ -111,7 +136,10 @@ def _rule_problems(rule: dict[str, Any]) -> Iterator[tuple[Where, str]]:
                     yield ("when", key), problem
     if "reply" in rule:
         if is_rule(rule["reply"]):
-            yield ("reply",), "a rule's reply cannot be another rule: put both conditions in one `when`"
+            yield (
+                ("reply",),
+                "a rule's reply cannot be another rule: put both conditions in one `when`",
+            )
         else:
             for where, problem in reply_problems(rule["reply"]):
                 yield ("reply", *where), problem
@@ -140,7 +168,10 @@ def _regex_problem(pattern: str) -> str | None:
 def _error_problems(reply: dict[str, Any]) -> Iterator[tuple[Where, str]]:
     kind = reply["$error"]
     if not isinstance(kind, str) or not kind:
-        yield ("$error",), f"$error must be an error kind such as timeout or rate_limit, got {_kind(kind)}"
+        yield (
+            ("$error",),
+            f"$error must be an error kind such as timeout or rate_limit, got {_kind(kind)}",
+        )
     for key in reply:
         if key not in ("$error", "message"):
             yield (key,), f"'{key}' next to $error: an error reply takes only `message`"
@@ -150,7 +181,10 @@ def _error_problems(reply: dict[str, Any]) -> Iterator[tuple[Where, str]]:
 
 def _calls_problems(calls: Any) -> Iterator[tuple[Where, str]]:
     if not isinstance(calls, list):
-        yield ("$tool_calls",), f"$tool_calls must be a list of {{name, args}} calls, got {_kind(calls)}"
+        yield (
+            ("$tool_calls",),
+            f"$tool_calls must be a list of {{name, args}} calls, got {_kind(calls)}",
+        )
         return
     ids: set[str] = set()
     for position, call in enumerate(calls):
@@ -160,11 +194,16 @@ def _calls_problems(calls: Any) -> Iterator[tuple[Where, str]]:
             continue
         for key in call:
             if key not in _CALL_KEYS:
-                yield (*where, key), f"unknown key '{key}' in a tool call (it takes {', '.join(_CALL_KEYS)})"
+                yield (
+                    (*where, key),
+                    f"unknown key '{key}' in a tool call (it takes {', '.join(_CALL_KEYS)})",
+                )
         name = call.get("name")
         if not isinstance(name, str) or not name:
-            yield (*where, "name") if "name" in call else where, \
-                f"a tool call needs `name`, the tool's name as text, got {_kind(name)}"
+            yield (
+                (*where, "name") if "name" in call else where,
+                f"a tool call needs `name`, the tool's name as text, got {_kind(name)}",
+            )
         ident = call.get("id")
         if "id" in call:
             if not isinstance(ident, str) or not ident:

@@ -20,8 +20,10 @@ from engine.spec import BlockSpec, ConfigSpec, ModelProfile
 
 DEFAULT = "default"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-MOCK_NOTE = ("no model configured: using the offline mock model "
-             "(set OPENAI_API_KEY or add a `default` profile to blockyard.yaml)")
+MOCK_NOTE = (
+    "no model configured: using the offline mock model "
+    "(set OPENAI_API_KEY or add a `default` profile to blockyard.yaml)"
+)
 
 
 class ModelResolver:
@@ -33,8 +35,9 @@ class ModelResolver:
     A MockScript registered for `run_id` sends every call of the run to the mock.
     """
 
-    def __init__(self, config: ConfigSpec, env: Mapping[str, str] | None = None, *,
-                 run_id: str | None = None) -> None:
+    def __init__(
+        self, config: ConfigSpec, env: Mapping[str, str] | None = None, *, run_id: str | None = None
+    ) -> None:
         self.config = config
         self.env: Mapping[str, str] = os.environ if env is None else env
         self.run_id = run_id
@@ -56,8 +59,10 @@ class ModelResolver:
             return DEFAULT, self._default
         found = self.config.models.get(name)
         if found is None:
-            raise ModelError(f"block '{block.block}' uses model profile '{name}', which blockyard.yaml does not "
-                             f"define{did_you_mean(name, [*self.config.models, DEFAULT])}")
+            raise ModelError(
+                f"block '{block.block}' uses model profile '{name}', which blockyard.yaml does not "
+                f"define{did_you_mean(name, [*self.config.models, DEFAULT])}"
+            )
         return name, found
 
     def for_profile(self, name: str | None = None) -> StructuredModel:
@@ -65,8 +70,10 @@ class ModelResolver:
         asks a model outside a block (`blockyard compose`)."""
         wanted = name or DEFAULT
         if wanted != DEFAULT and wanted not in self.config.models:
-            raise ModelError(f"no model profile '{wanted}' in blockyard.yaml"
-                             f"{did_you_mean(wanted, [*self.config.models, DEFAULT])}")
+            raise ModelError(
+                f"no model profile '{wanted}' in blockyard.yaml"
+                f"{did_you_mean(wanted, [*self.config.models, DEFAULT])}"
+            )
         profile = self._default if wanted == DEFAULT else self.config.models[wanted]
         with self._lock:
             model = self._cache.get(wanted)
@@ -95,11 +102,17 @@ class ModelResolver:
         return model
 
 
-def _metered(profile: ModelProfile, name: str, env: Mapping[str, str], script: MockScript | None) -> Metered:
+def _metered(
+    profile: ModelProfile, name: str, env: Mapping[str, str], script: MockScript | None
+) -> Metered:
     """The profile's provider, every call measured and priced (engine/models/calls.py); a run script
     sends calls to the mock, which costs nothing whatever the profile says."""
     generator = make_generator(profile, name, env, run_script=script)
-    price = FREE if generator.provider == "mock" and profile.pricing is None else price_of(profile, generator.model)
+    price = (
+        FREE
+        if generator.provider == "mock" and profile.pricing is None
+        else price_of(profile, generator.model)
+    )
     return Metered(generator, profile=name, price=price, settings=generation_settings(profile))
 
 

@@ -38,7 +38,9 @@ class MockScript:
     def add(self, key: str, *replies: Any) -> MockScript:
         """Append replies for a key (`flow.step`, a step id or a block id)."""
         with self._lock:
-            self._replies.setdefault(key, []).extend(reply for reply in replies if not is_rule(reply))
+            self._replies.setdefault(key, []).extend(
+                reply for reply in replies if not is_rule(reply)
+            )
             rules = [Rule.of(reply) for reply in replies if is_rule(reply)]
             if rules:
                 self._rules.setdefault(key, []).extend(rules)
@@ -48,8 +50,9 @@ class MockScript:
         with self._lock:
             self.calls.append(request)
 
-    def next_reply(self, request: StructuredRequest | TurnRequest,
-                   sent: Callable[[], str] = lambda: "") -> tuple[bool, Any]:
+    def next_reply(
+        self, request: StructuredRequest | TurnRequest, sent: Callable[[], str] = lambda: ""
+    ) -> tuple[bool, Any]:
         """(True, reply) for the request's next scripted reply, (False, None) when none is scripted.
         `sent` gives the text sent to the model, which rule replies match (asked only if there are rules)."""
         text: str | None = None
@@ -91,7 +94,9 @@ def script_for(run_id: str | None) -> MockScript | None:
 
 
 @contextmanager
-def scripted(run_id: str, replies: Mapping[str, Sequence[Any]] | None = None) -> Iterator[MockScript]:
+def scripted(
+    run_id: str, replies: Mapping[str, Sequence[Any]] | None = None
+) -> Iterator[MockScript]:
     """`with scripted("run-1", {"check": ["yes"]}) as script:` — a registered script for one run."""
     script = MockScript(replies)
     register_script(run_id, script)

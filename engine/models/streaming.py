@@ -23,7 +23,7 @@ def text_field(schema: Mapping[str, Any]) -> str | None:
     properties = schema.get("properties")
     if not isinstance(properties, dict) or len(properties) != 1:
         return None
-    (name, spec), = properties.items()
+    ((name, spec),) = properties.items()
     return name if isinstance(spec, dict) and spec.get("type") == "string" else None
 
 
@@ -166,7 +166,9 @@ class ReplyStream:
         known, decoder = self._calls.get(index, (None, None))
         if known is None and name:
             known = name
-            decoder = FieldText(self.field) if self.field is not None and name == self.tool else None
+            decoder = (
+                FieldText(self.field) if self.field is not None and name == self.tool else None
+            )
             self._calls[index] = (known, decoder)
         if decoder is not None and text:
             self._send(decoder.feed(text))

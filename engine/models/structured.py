@@ -41,7 +41,10 @@ class StructuredClient:
         if problem is None:
             result: dict[str, Any] = value  # valid against an object schema
             return result
-        turns = (Turn("assistant", _echo(first)), Turn("user", repair_prompt(problem, request.output_schema)))
+        turns = (
+            Turn("assistant", _echo(first)),
+            Turn("user", repair_prompt(problem, request.output_schema)),
+        )
         second = await self.generator.generate(request, turns)
         value, problem = check(second, request.output_schema)
         if problem is None:
@@ -51,7 +54,9 @@ class StructuredClient:
             f"flow '{request.flow}', step '{request.step}': block '{request.block}' got output from "
             f"{self.generator.provider} model '{self.generator.model}' that does not match its outputs, "
             f"even after a retry: {problem}",
-            provider=self.generator.provider, model=self.generator.model)
+            provider=self.generator.provider,
+            model=self.generator.model,
+        )
 
 
 def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None]:
@@ -71,7 +76,9 @@ def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None
                 return None, str(exc)
             value = None
         if text_output is not None and text and not isinstance(value, dict):
-            value = {text_output: text}  # plain text (`42` or `"quoted"` too) is the one text output
+            value = {
+                text_output: text
+            }  # plain text (`42` or `"quoted"` too) is the one text output
     # outside the value domain (engine/core/values.py) first: the schema check would print a 5000-digit
     # integer (and fail), and the step's output check would refuse the value anyway
     problem = value_problem(value, "reply") or schema_problem(value, schema)
@@ -96,7 +103,7 @@ def parse_json(text: str) -> Any:
         attempts.append(fenced.group(1))
     start, end = stripped.find("{"), stripped.rfind("}")
     if 0 <= start < end:
-        attempts.append(stripped[start:end + 1])
+        attempts.append(stripped[start : end + 1])
     for attempt in attempts:
         try:
             return json.loads(attempt)
@@ -113,7 +120,8 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     (`schema_verdict`); jsonschema decides the rest and words every problem."""
     if schema_verdict(value, schema) is True:
         return None
-    from jsonschema.exceptions import best_match  # only for a reply the quick check could not pass: a cold start
+    # only for a reply the quick check could not pass: a cold start
+    from jsonschema.exceptions import best_match
 
     errors = list(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
     if not errors:
@@ -129,8 +137,10 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
 
 
 def repair_prompt(problem: str, schema: dict[str, Any]) -> str:
-    return (f"Your reply does not match the required JSON schema: {problem}. "
-            f"Reply again with only a JSON object that matches this schema: {json.dumps(schema)}")
+    return (
+        f"Your reply does not match the required JSON schema: {problem}. "
+        f"Reply again with only a JSON object that matches this schema: {json.dumps(schema)}"
+    )
 
 
 def _describe(error: ValidationError) -> str:

@@ -27,8 +27,12 @@ class BlockCall:
     context: RunContext
     writer: StreamWriter
     index: int | None = None
-    scope: Mapping[str, Any] | None = None  # the step's template scope (agents bind delegated steps in it)
-    transcript: list[Any] | None = None  # where an agent puts its conversation for the run's `messages`
+    scope: Mapping[str, Any] | None = (
+        None  # the step's template scope (agents bind delegated steps in it)
+    )
+    transcript: list[Any] | None = (
+        None  # where an agent puts its conversation for the run's `messages`
+    )
     # what the executor tells about this execution besides its outputs, for the step's step_finished or
     # step_failed event (an agent's failed tool calls: `tool_errors`)
     report: dict[str, Any] = field(default_factory=dict)

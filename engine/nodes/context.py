@@ -75,7 +75,9 @@ class StepJournal(Protocol):
 
     async def restore(self, ns: str) -> Restored | None: ...
 
-    async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None: ...
+    async def finished(
+        self, ns: str, seq: int, update: Mapping[str, Any], following: str
+    ) -> None: ...
 
     async def settle(self) -> None: ...
 
@@ -98,7 +100,9 @@ class RunContext:
     # its model blocks are sent (engine/nodes/history.py); None when the run is not a thread turn
     conversation: tuple[tuple[str, str], ...] | None = None
     history_chars: int = 100_000  # `threads.history_chars` of blockyard.yaml
-    turns_before: int = 0  # finished turns of the thread before this one (the checkpoint may keep fewer)
+    turns_before: int = (
+        0  # finished turns of the thread before this one (the checkpoint may keep fewer)
+    )
     # a run with checkpoints (sync, async, exit): where the steps run inside one LangGraph node keep
     # their updates (engine/compile/inline.py); None without (none)
     journal: StepJournal | None = None

@@ -35,8 +35,16 @@ class StepFailed(BlockyardError):
 
     code = "step_failed"
 
-    def __init__(self, flow: str, step: str, block: str | None, reason: str, *,
-                 cause: BaseException | None = None, item: int | None = None) -> None:
+    def __init__(
+        self,
+        flow: str,
+        step: str,
+        block: str | None,
+        reason: str,
+        *,
+        cause: BaseException | None = None,
+        item: int | None = None,
+    ) -> None:
         self.flow = flow
         self.step = step
         self.block = block

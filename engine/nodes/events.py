@@ -25,14 +25,30 @@ from engine.core.events import (
 from engine.nodes.errors import StepFailed
 
 # The step event types are declared in engine/core/events.py; nodes import them from here with `emit`.
-__all__ = ["FILE_WRITTEN", "STEP_FAILED", "STEP_FINISHED", "STEP_STARTED", "TOKEN", "TOOL_CALL", "WARNING",
-           "elapsed_ms", "emit", "failed", "finished", "since", "warning"]
+__all__ = [
+    "FILE_WRITTEN",
+    "STEP_FAILED",
+    "STEP_FINISHED",
+    "STEP_STARTED",
+    "TOKEN",
+    "TOOL_CALL",
+    "WARNING",
+    "elapsed_ms",
+    "emit",
+    "failed",
+    "finished",
+    "since",
+    "warning",
+]
 
 
-def emit(writer: StreamWriter, kind: EventType, step: str, data: dict[str, Any], index: int | None = None) -> None:
+def emit(
+    writer: StreamWriter, kind: EventType, step: str, data: dict[str, Any], index: int | None = None
+) -> None:
     if index is not None:
         data = {**data, "index": index}
-    writer({"type": str(kind), "step": step, "data": data})  # plain text: the stream carries JSON-like data
+    # plain text: the stream carries JSON-like data
+    writer({"type": str(kind), "step": step, "data": data})
 
 
 def warning(writer: StreamWriter, step: str, code: str, message: str, **data: Any) -> None:
@@ -45,17 +61,45 @@ def elapsed_ms(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
 
 
-def failed(writer: StreamWriter, flow: str, label: str, reason: str, *, started: float, index: int | None = None,
-           block: str | None = None, cause: BaseException | None = None) -> StepFailed:
+def failed(
+    writer: StreamWriter,
+    flow: str,
+    label: str,
+    reason: str,
+    *,
+    started: float,
+    index: int | None = None,
+    block: str | None = None,
+    cause: BaseException | None = None,
+) -> StepFailed:
     """Emit `step_failed` and return the StepFailed to raise (for steps that are never retried)."""
-    emit(writer, STEP_FAILED, label, {"block": block, "error": reason, "duration_ms": elapsed_ms(started)}, index)
+    emit(
+        writer,
+        STEP_FAILED,
+        label,
+        {"block": block, "error": reason, "duration_ms": elapsed_ms(started)},
+        index,
+    )
     return StepFailed(flow, label, block, reason, cause=cause, item=index)
 
 
-def finished(writer: StreamWriter, label: str, outputs: dict[str, Any], *, duration_ms: int,
-             index: int | None = None, block: str | None = None, **data: Any) -> None:
-    emit(writer, STEP_FINISHED, label, {"block": block, "outputs": outputs, "duration_ms": duration_ms, **data},
-         index)
+def finished(
+    writer: StreamWriter,
+    label: str,
+    outputs: dict[str, Any],
+    *,
+    duration_ms: int,
+    index: int | None = None,
+    block: str | None = None,
+    **data: Any,
+) -> None:
+    emit(
+        writer,
+        STEP_FINISHED,
+        label,
+        {"block": block, "outputs": outputs, "duration_ms": duration_ms, **data},
+        index,
+    )
 
 
 def since(wall_start: float | None) -> int:

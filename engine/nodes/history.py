@@ -71,11 +71,17 @@ def for_call(call: BlockCall) -> tuple[Said, ...]:
     before = getattr(context, "turns_before", 0)
     dropped = (before if wanted is None else min(wanted, before)) - len(turns_of(chosen.messages))
     if dropped > 0:
-        warning(call.writer, call.label, "history_cut",
-                f"the conversation is longer than threads.history_chars ({budget} characters): the oldest "
-                f"{dropped} turn{'s' if dropped != 1 else ''} asked for {'were' if dropped != 1 else 'was'} left "
-                "out of what the model is sent", block=call.block.block, dropped_turns=dropped,
-                **({"index": call.index} if call.index is not None else {}))
+        warning(
+            call.writer,
+            call.label,
+            "history_cut",
+            f"the conversation is longer than threads.history_chars ({budget} characters): the oldest "
+            f"{dropped} turn{'s' if dropped != 1 else ''} asked for {'were' if dropped != 1 else 'was'} left "
+            "out of what the model is sent",
+            block=call.block.block,
+            dropped_turns=dropped,
+            **({"index": call.index} if call.index is not None else {}),
+        )
     return chosen.messages
 
 

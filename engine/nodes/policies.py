@@ -36,7 +36,9 @@ class Policies:
         if self.retry is None or attempt >= self.retry.max_attempts:
             return False
         retry_on = self.retry.retry_on
-        return bool(retry_on(exc)) if callable(retry_on) and not isinstance(retry_on, type) else False
+        return (
+            bool(retry_on(exc)) if callable(retry_on) and not isinstance(retry_on, type) else False
+        )
 
 
 def policies(block: BlockSpec) -> Policies:
@@ -45,8 +47,13 @@ def policies(block: BlockSpec) -> Policies:
         spec = RetrySpec()
     retry = None
     if spec is not None and spec.attempts > 1:
-        retry = RetryPolicy(max_attempts=spec.attempts, initial_interval=parse_duration(spec.initial),
-                            backoff_factor=spec.backoff, jitter=False, retry_on=transient(spec.on))
+        retry = RetryPolicy(
+            max_attempts=spec.attempts,
+            initial_interval=parse_duration(spec.initial),
+            backoff_factor=spec.backoff,
+            jitter=False,
+            retry_on=transient(spec.on),
+        )
     timeout = parse_duration(block.timeout) if block.timeout is not None else None
     return Policies(retry, timeout)
 

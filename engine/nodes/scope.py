@@ -19,7 +19,14 @@ from engine.core.values import int_problem, text_problem
 from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
 from engine.spec.typecheck import TypeMismatch, conform
-from engine.templates.render import TemplateError, evaluate, is_template, render, render_text, single_expression
+from engine.templates.render import (
+    TemplateError,
+    evaluate,
+    is_template,
+    render,
+    render_text,
+    single_expression,
+)
 
 FOREACH_ITEMS = "{}.items"  # loops keys of a foreach: the list, and the current position
 FOREACH_INDEX = "{}.i"
@@ -54,7 +61,9 @@ class StepsView(Mapping[str, Any]):
 
     def _built(self) -> dict[str, dict[str, Any]]:
         if self._index is None:
-            self._index = {r["step"]: {"outputs": r["outputs"], "status": r["status"]} for r in self._results}
+            self._index = {
+                r["step"]: {"outputs": r["outputs"], "status": r["status"]} for r in self._results
+            }
         return self._index
 
     def __getitem__(self, key: str) -> dict[str, Any]:
@@ -67,8 +76,9 @@ class StepsView(Mapping[str, Any]):
         return len(self._built())
 
 
-def make_scope(state: Mapping[str, Any], frames: tuple[Frame, ...], extra: Mapping[str, Any] | None = None
-               ) -> dict[str, Any]:
+def make_scope(
+    state: Mapping[str, Any], frames: tuple[Frame, ...], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The template scope of a step running in `state` inside `frames` (outermost first)."""
     scope: dict[str, Any] = {}
     loops = state.get("loops") or {}
@@ -93,13 +103,25 @@ class Binder:
     """Binds the declared inputs of one block at one step. Where each input comes from and how
     its type is checked are decided here, once, at compile time."""
 
-    def __init__(self, declared: Mapping[str, TypeSpec], bindings: Mapping[str, Any],
-                 frames: tuple[Frame, ...]) -> None:
+    def __init__(
+        self,
+        declared: Mapping[str, TypeSpec],
+        bindings: Mapping[str, Any],
+        frames: tuple[Frame, ...],
+    ) -> None:
         self.declared = dict(declared)
         self.bindings = dict(bindings)
         self.items = {frame.name for frame in frames}
-        self._plan = [(name, spec, _binding(self.bindings[name]) if name in self.bindings else None,
-                       name in self.items, checker(spec)) for name, spec in self.declared.items()]
+        self._plan = [
+            (
+                name,
+                spec,
+                _binding(self.bindings[name]) if name in self.bindings else None,
+                name in self.items,
+                checker(spec),
+            )
+            for name, spec in self.declared.items()
+        ]
 
     def bind(self, scope: Mapping[str, Any]) -> dict[str, Any]:
         """The block's inputs, type-checked; Problem names the input that is wrong."""
@@ -121,8 +143,10 @@ class Binder:
             elif spec.has_default:
                 value = copy.deepcopy(spec.default)
             else:
-                raise Problem(f"input '{name}' is not bound: no `with:` binding, no context key or flow input "
-                              f"named '{name}', and no default")
+                raise Problem(
+                    f"input '{name}' is not bound: no `with:` binding, no context key or flow input "
+                    f"named '{name}', and no default"
+                )
             values[name] = check(value, name, "input")
         return values
 
@@ -140,8 +164,12 @@ def _binding(value: Any) -> Callable[[Mapping[str, Any]], Any]:
 
 
 Check = Callable[[Any, str, str], Any]
-_EXACT: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
-                                       "boolean": (bool,)}
+_EXACT: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
 
 
 def checker(spec: TypeSpec) -> Check:
@@ -211,7 +239,8 @@ def plain(value: Any, name: str) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int | float):
-        return plain(int(value), name) if isinstance(value, int) else float(value)  # enum members and the like
+        # enum members and the like
+        return plain(int(value), name) if isinstance(value, int) else float(value)
     raise Problem(f"'{name}' is not JSON data (a {type(value).__name__})")
 
 
@@ -222,11 +251,15 @@ def _printable(name: str) -> str:
 def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, Any]:
     """A block's outputs checked against its declaration: all present (or defaulted), none unknown."""
     if not isinstance(produced, dict):
-        raise Problem(f"outputs must be an object with keys {', '.join(declared)}, got {type(produced).__name__}")
+        raise Problem(
+            f"outputs must be an object with keys {', '.join(declared)}, got {type(produced).__name__}"
+        )
     unknown = [key for key in produced if key not in declared]
     if unknown:
-        raise Problem(f"unknown output{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
-                      f"(the block declares {', '.join(repr(k) for k in declared) or 'none'})")
+        raise Problem(
+            f"unknown output{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
+            f"(the block declares {', '.join(repr(k) for k in declared) or 'none'})"
+        )
     result: dict[str, Any] = {}
     for name, spec in declared.items():
         if name in produced:

@@ -23,7 +23,8 @@ from engine.core.usage import ModelCall, Spend, money
 from engine.nodes.events import emit, warning
 from engine.spec.budget import BudgetLimits, BudgetSpec
 
-if TYPE_CHECKING:  # LangGraph is not loaded by what only draws or reviews flows (engine/nodes/context.py)
+if TYPE_CHECKING:
+    # LangGraph is not loaded by what only draws or reviews flows (engine/nodes/context.py)
     from langgraph.types import StreamWriter
 
 
@@ -58,9 +59,17 @@ class RunSpend:
         whole = self.thread.copy()
         whole.merge(self.spent)
         scopes: list[tuple[str, BudgetLimits, Spend, float]] = [
-            ("the thread's budget", self.budget, whole, self.thread_duration_before + self.elapsed())]
+            (
+                "the thread's budget",
+                self.budget,
+                whole,
+                self.thread_duration_before + self.elapsed(),
+            )
+        ]
         if self.budget.per_turn is not None:
-            scopes.append(("the turn's budget (per_turn)", self.budget.per_turn, self.spent, self.elapsed()))
+            scopes.append(
+                ("the turn's budget (per_turn)", self.budget.per_turn, self.spent, self.elapsed())
+            )
         return scopes
 
     def before(self, purpose: str) -> None:
@@ -68,42 +77,69 @@ class RunSpend:
         or its wall time is over."""
         for name, limits, spent, seconds in self._scopes():
             if limits.model_calls is not None and spent.model_calls + 1 > limits.model_calls:
-                raise self._exceeded(name, "model_calls", f"{spent.model_calls} model calls made, "
-                                                          f"the limit is {limits.model_calls}", spent)
+                raise self._exceeded(
+                    name,
+                    "model_calls",
+                    f"{spent.model_calls} model calls made, the limit is {limits.model_calls}",
+                    spent,
+                )
             if limits.tokens is not None and spent.tokens >= limits.tokens:
-                raise self._exceeded(name, "tokens", f"{spent.tokens:,} tokens spent, the limit is "
-                                                     f"{limits.tokens:,}", spent)
+                raise self._exceeded(
+                    name,
+                    "tokens",
+                    f"{spent.tokens:,} tokens spent, the limit is {limits.tokens:,}",
+                    spent,
+                )
             if limits.cost_usd is not None and spent.cost_usd >= limits.cost_usd:
-                raise self._exceeded(name, "cost_usd", f"{money(spent.cost_usd)} spent, the limit is "
-                                                       f"{money(limits.cost_usd)}", spent)
+                raise self._exceeded(
+                    name,
+                    "cost_usd",
+                    f"{money(spent.cost_usd)} spent, the limit is {money(limits.cost_usd)}",
+                    spent,
+                )
             wall = limits.wall_seconds
             if wall is not None and seconds > wall:
-                raise self._exceeded(name, "wall_time", f"{seconds:.1f}s taken, the limit is {limits.wall_time}",
-                                     spent)
+                raise self._exceeded(
+                    name,
+                    "wall_time",
+                    f"{seconds:.1f}s taken, the limit is {limits.wall_time}",
+                    spent,
+                )
 
     def after(self, data: dict[str, Any]) -> None:
         """Count a model call; BudgetExceeded when it passed a limit of tokens or cost."""
         self.spent.add(data)
         for name, limits, spent, _ in self._scopes():
             if limits.tokens is not None and spent.tokens > limits.tokens:
-                raise self._exceeded(name, "tokens", f"{spent.tokens:,} tokens spent, the limit is "
-                                                     f"{limits.tokens:,}", spent)
+                raise self._exceeded(
+                    name,
+                    "tokens",
+                    f"{spent.tokens:,} tokens spent, the limit is {limits.tokens:,}",
+                    spent,
+                )
             if limits.cost_usd is not None and spent.cost_usd > limits.cost_usd:
-                raise self._exceeded(name, "cost_usd", f"{money(spent.cost_usd)} spent, the limit is "
-                                                       f"{money(limits.cost_usd)}", spent)
+                raise self._exceeded(
+                    name,
+                    "cost_usd",
+                    f"{money(spent.cost_usd)} spent, the limit is {money(limits.cost_usd)}",
+                    spent,
+                )
 
     def _exceeded(self, name: str, key: str, what: str, spent: Spend) -> BudgetExceeded:
         option = f"per_turn.{key}" if "per_turn" in name else key
         return BudgetExceeded(
             f"{name} is exceeded: {key}: {what} (so far {spent.model_calls} model calls, {spent.tokens:,} tokens, "
             f"cost {spent.cost_text()}); raise the limit and resume the run: blockyard resume {self.run_id} "
-            f"--budget {option}=N")
+            f"--budget {option}=N"
+        )
 
 
 class StepCalls:
     """The model-call recorder of one execution of a block step (engine/models/calls.py)."""
 
-    def __init__(self, spend: RunSpend | None, writer: StreamWriter, label: str, index: int | None) -> None:
+    def __init__(
+        self, spend: RunSpend | None, writer: StreamWriter, label: str, index: int | None
+    ) -> None:
         self.spend = spend
         self.writer = writer
         self.label = label
@@ -119,14 +155,24 @@ class StepCalls:
         spend = self.spend
         if spend is None:
             return
-        if (data["cost_usd"] is None and not spend.unpriced_warned and spend.budget is not None
-                and _limits_cost(spend.budget)):
+        if (
+            data["cost_usd"] is None
+            and not spend.unpriced_warned
+            and spend.budget is not None
+            and _limits_cost(spend.budget)
+        ):
             spend.unpriced_warned = True
-            warning(self.writer, self.label, "budget_unpriced",
-                    f"model '{call.model}' ({call.provider}) has no known price: its calls count toward the "
-                    "budget's tokens and model_calls but not its cost_usd (state `pricing:` in its profile)")
+            warning(
+                self.writer,
+                self.label,
+                "budget_unpriced",
+                f"model '{call.model}' ({call.provider}) has no known price: its calls count toward the "
+                "budget's tokens and model_calls but not its cost_usd (state `pricing:` in its profile)",
+            )
         spend.after(data)
 
 
 def _limits_cost(budget: BudgetSpec) -> bool:
-    return budget.cost_usd is not None or (budget.per_turn is not None and budget.per_turn.cost_usd is not None)
+    return budget.cost_usd is not None or (
+        budget.per_turn is not None and budget.per_turn.cost_usd is not None
+    )

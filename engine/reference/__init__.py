@@ -64,9 +64,16 @@ def render() -> dict[str, str]:
 def stale(folder: Path = FOLDER) -> list[str]:
     """The pages whose file is missing or differs from what the code makes now, and files that are no page."""
     pages = render()
-    wrong = [name for name, text in pages.items()
-             if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text]
-    extra = sorted(path.name for path in folder.glob("*") if path.name not in pages) if folder.is_dir() else []
+    wrong = [
+        name
+        for name, text in pages.items()
+        if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text
+    ]
+    extra = (
+        sorted(path.name for path in folder.glob("*") if path.name not in pages)
+        if folder.is_dir()
+        else []
+    )
     return wrong + extra
 
 

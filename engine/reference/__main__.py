@@ -18,8 +18,10 @@ def main(argv: list[str]) -> int:
         print(f"usage: {COMMAND} [--check]", file=sys.stderr)
         return 2
     written = write()
-    print(f"wrote {len(written)} of the reference pages in docs/{FOLDER.name}/" + (": " + ", ".join(written)
-                                                                                   if written else " (all current)"))
+    print(
+        f"wrote {len(written)} of the reference pages in docs/{FOLDER.name}/"
+        + (": " + ", ".join(written) if written else " (all current)")
+    )
     return 0
 
 

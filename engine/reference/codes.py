@@ -5,10 +5,12 @@ from __future__ import annotations
 from engine.reference.markdown import header
 from engine.validate.codes import markdown_table
 
-INTRO = ("Every code `blockyard validate` (and `blockyard test`, `validate --base`, the server's reload, TaskPlan "
-         "checks) can report, with the stage that reports it. Codes are stable: a code keeps its meaning once "
-         "published. What is checked in which order and the output formats: [validation.md](../validation.md); "
-         "the semantic rules with examples: [flows.md](../flows.md#validation-codes-semantic).")
+INTRO = (
+    "Every code `blockyard validate` (and `blockyard test`, `validate --base`, the server's reload, TaskPlan "
+    "checks) can report, with the stage that reports it. Codes are stable: a code keeps its meaning once "
+    "published. What is checked in which order and the output formats: [validation.md](../validation.md); "
+    "the semantic rules with examples: [flows.md](../flows.md#validation-codes-semantic)."
+)
 
 
 def page() -> str:

@@ -10,13 +10,17 @@ import click
 from engine.cli import cli
 from engine.reference.markdown import code, from_docs, header, paragraphs, slug, table
 
-INTRO = ("Every command of `blockyard`, with its arguments and options as `blockyard COMMAND --help` prints "
-         "them. Exit codes and what each command prints: [cli.md](../cli.md) ([exit codes](../cli.md#exit-codes)); "
-         "a guided start: [the tutorial](../tutorial.md). Every command takes `-h`/`--help`; `blockyard --version` "
-         "prints the version.")
+INTRO = (
+    "Every command of `blockyard`, with its arguments and options as `blockyard COMMAND --help` prints "
+    "them. Exit codes and what each command prints: [cli.md](../cli.md) ([exit codes](../cli.md#exit-codes)); "
+    "a guided start: [the tutorial](../tutorial.md). Every command takes `-h`/`--help`; `blockyard --version` "
+    "prints the version."
+)
 
 
-def _commands(group: click.Group, parent: click.Context) -> Iterator[tuple[click.Command, click.Context]]:
+def _commands(
+    group: click.Group, parent: click.Context
+) -> Iterator[tuple[click.Command, click.Context]]:
     """Each command below `group` (subcommands after their group), with its context, in name order."""
     for name in group.list_commands(parent):
         command = group.get_command(parent, name)
@@ -60,16 +64,30 @@ def page() -> str:
     for command, context in commands:
         title = _path(context)
         summary = command.get_short_help_str(limit=200)
-        lines.append(f"| [`{title}`](#{slug(title)}) | {from_docs(summary).replace('|', chr(92) + '|')} |")
+        lines.append(
+            f"| [`{title}`](#{slug(title)}) | {from_docs(summary).replace('|', chr(92) + '|')} |"
+        )
     lines.append("")
     for command, context in commands:
-        lines += [f"## {_path(context)}", "", "```", command.get_usage(context).removeprefix("Usage: "), "```", ""]
+        lines += [
+            f"## {_path(context)}",
+            "",
+            "```",
+            command.get_usage(context).removeprefix("Usage: "),
+            "```",
+            "",
+        ]
         lines += [from_docs(line) for line in paragraphs(command.help or "")]
         rows = _params(command, context)
         if rows:
             lines += table(["argument or option", "meaning"], rows)
         subs = [(sub, subcontext) for sub, subcontext in commands if subcontext.parent is context]
         if subs:
-            lines += ["Its commands: " + ", ".join(f"[`{_path(subcontext)}`](#{slug(_path(subcontext))})"
-                                                   for _, subcontext in subs), ""]
+            lines += [
+                "Its commands: "
+                + ", ".join(
+                    f"[`{_path(subcontext)}`](#{slug(_path(subcontext))})" for _, subcontext in subs
+                ),
+                "",
+            ]
     return "\n".join(lines).rstrip() + "\n"

@@ -23,8 +23,8 @@ PATTERNS = {
     r"^[A-Za-z_][A-Za-z0-9_-]*$": "name",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "identifier (letters, digits, `_`)",
     r"^[A-Z_][A-Z0-9_]*$": "environment variable name",
-    r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$":
-        "host (`name`, `name:port`, `[::1]:port` or `*`)",
+    r"^(\*|[A-Za-z0-9_.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?)$": "host (`name`, "
+    r"`name:port`, `[::1]:port` or `*`)",
     r"^(/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)+$": "URL path (`/lg`, `/api/langgraph`)",
     r"^https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$": "web origin (`http://localhost:3000`)",
     r"^https?://[^\s]+$": "http(s) URL",
@@ -33,8 +33,10 @@ PATTERNS = {
     r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$": "import path (`module.path:function`)",
     r"^postgres(ql)?://": "Postgres URL (`postgresql://...`)",
 }
-WORDS = ("In the type column, a *name* is letters, digits, `_` and `-`, starting with a letter or `_`; a *duration* "
-         "is a number and a unit, `500ms`, `30s`, `5m`, `2h` or `1d` (at most ten years); a default of – means unset.")
+WORDS = (
+    "In the type column, a *name* is letters, digits, `_` and `-`, starting with a letter or `_`; a *duration* "
+    "is a number and a unit, `500ms`, `30s`, `5m`, `2h` or `1d` (at most ten years); a default of – means unset."
+)
 
 
 class SchemaPage:
@@ -44,7 +46,9 @@ class SchemaPage:
         self.schema = schema
         self.defs: dict[str, Schema] = schema.get("$defs", {})
         self.root_title = root_title
-        self.where: dict[str, str] = {}  # a $def -> the heading of its section (the path that first reaches it)
+        self.where: dict[
+            str, str
+        ] = {}  # a $def -> the heading of its section (the path that first reaches it)
         self.also: dict[str, list[str]] = {}  # a $def -> the other paths that reach it
 
     def _ref(self, node: Schema) -> str | None:
@@ -100,23 +104,39 @@ class SchemaPage:
             return "one of " + ", ".join(code(str(value)) for value in node["enum"])
         kind = node.get("type")
         if kind == "array":
-            return "list of " + self.kind(node.get("items", {})) + self._bounds(node, "minItems", "maxItems", "items")
+            return (
+                "list of "
+                + self.kind(node.get("items", {}))
+                + self._bounds(node, "minItems", "maxItems", "items")
+            )
         if kind == "object":
             values = node.get("additionalProperties")
             if isinstance(values, dict):
                 keys = node.get("propertyNames", {}).get("pattern")
-                return f"map of {PATTERNS.get(keys, 'text') if keys else 'text'} → {self.kind(values)}"
+                return (
+                    f"map of {PATTERNS.get(keys, 'text') if keys else 'text'} → {self.kind(values)}"
+                )
             return "object"
-        words = {"string": "text", "integer": "integer", "number": "number", "boolean": "boolean"}.get(str(kind), "any")
+        words = {
+            "string": "text",
+            "integer": "integer",
+            "number": "number",
+            "boolean": "boolean",
+        }.get(str(kind), "any")
         if kind == "string" and "pattern" in node:
             # an unnamed pattern is left to the schema: a regular expression is no help in a table
             words = PATTERNS.get(node["pattern"], "text (of the pattern in the schema)")
-        return words + self._bounds(node, "minimum", "maximum") + self._bounds(node, "minLength", "maxLength", "chars")
+        return (
+            words
+            + self._bounds(node, "minimum", "maximum")
+            + self._bounds(node, "minLength", "maxLength", "chars")
+        )
 
     @staticmethod
     def _bounds(node: Schema, low: str, high: str, unit: str = "") -> str:
         parts = []
-        if low in node and node[low] != INT64[0]:  # the schema's bounds of every integer: not worth a word
+        if low in node and node[low] != INT64[0]:
+            # the schema's bounds of every integer: not worth a word
             parts.append(f"≥ {node[low]}")
         if "exclusiveMinimum" in node and low == "minimum":
             parts.append(f"> {node['exclusiveMinimum']}")
@@ -145,8 +165,15 @@ class SchemaPage:
             properties = node.get("properties", {})
             required = set(node.get("required", []))
             if properties:
-                rows = [[code(key), self.kind(value), self._default(key, value, required),
-                         from_docs(value.get("description", ""))] for key, value in properties.items()]
+                rows = [
+                    [
+                        code(key),
+                        self.kind(value),
+                        self._default(key, value, required),
+                        from_docs(value.get("description", "")),
+                    ]
+                    for key, value in properties.items()
+                ]
                 out += table(["key", "type", "default", "meaning"], rows)
                 if node.get("additionalProperties") is False:
                     out += ["Any other key is an error (BY102).", ""]
@@ -157,22 +184,35 @@ class SchemaPage:
 
 PAGES = {
     # page: (schema file, title, what the file is, the page that explains it)
-    "config.md": ("config.schema.json", "`blockyard.yaml` reference",
-                  "The yard's settings file, `blockyard.yaml` at the yard's root. Every key is optional."),
-    "blocks.md": ("block.schema.json", "Block file reference",
-                  "A block file, `blocks/<id>.yaml`: one block. How blocks work: [flows.md](../flows.md#blocks)."),
-    "flows.md": ("flow.schema.json", "Flow file reference",
-                 "A flow file, `flows/<id>.yaml`: one flow and its steps. How flows work: "
-                 "[flows.md](../flows.md#flows); the constructs: [flows.md](../flows.md#constructs)."),
+    "config.md": (
+        "config.schema.json",
+        "`blockyard.yaml` reference",
+        "The yard's settings file, `blockyard.yaml` at the yard's root. Every key is optional.",
+    ),
+    "blocks.md": (
+        "block.schema.json",
+        "Block file reference",
+        "A block file, `blocks/<id>.yaml`: one block. How blocks work: [flows.md](../flows.md#blocks).",
+    ),
+    "flows.md": (
+        "flow.schema.json",
+        "Flow file reference",
+        "A flow file, `flows/<id>.yaml`: one flow and its steps. How flows work: "
+        "[flows.md](../flows.md#flows); the constructs: [flows.md](../flows.md#constructs).",
+    ),
 }
 
 
 def page(name: str) -> str:
     filename, title, intro = PAGES[name]
     schema = build(SCHEMAS[filename], filename)
-    text = (f"{intro} The published JSON Schema is `schemas/{filename}` (editors complete keys from it: "
-            "[validation.md](../validation.md#in-the-editor)); `blockyard validate` checks every file against it "
-            "before its semantic checks ([codes](codes.md)). " + WORDS)
+    text = (
+        f"{intro} The published JSON Schema is `schemas/{filename}` (editors complete keys from it: "
+        "[validation.md](../validation.md#in-the-editor)); `blockyard validate` checks every file against it "
+        "before its semantic checks ([codes](codes.md)). " + WORDS
+    )
     root = {"config.md": "blockyard.yaml", "blocks.md": "The block", "flows.md": "The flow"}[name]
-    lines = header(title, f"engine/spec/ (schemas/{filename})", text) + SchemaPage(schema, root).lines()
+    lines = (
+        header(title, f"engine/spec/ (schemas/{filename})", text) + SchemaPage(schema, root).lines()
+    )
     return "\n".join(lines).rstrip() + "\n"

@@ -80,10 +80,21 @@ class BlockDiff:
         return any(change.breaking for change in self.contract)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "file": self.file, "old_file": self.old_file,
-                "old_name": self.old_name, "version": {"base": self.versions[0], "head": self.versions[1]},
-                "breaking": self.breaking, "contract": [c.as_dict() for c in self.contract], "prompt": self.prompt,
-                "prompt_diff": self.prompt_diff, "model": self.model, "other": self.other, "used_by": self.used_by}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "file": self.file,
+            "old_file": self.old_file,
+            "old_name": self.old_name,
+            "version": {"base": self.versions[0], "head": self.versions[1]},
+            "breaking": self.breaking,
+            "contract": [c.as_dict() for c in self.contract],
+            "prompt": self.prompt,
+            "prompt_diff": self.prompt_diff,
+            "model": self.model,
+            "other": self.other,
+            "used_by": self.used_by,
+        }
 
 
 @dataclass
@@ -103,11 +114,18 @@ class FlowDiff:
     graph_note: str | None = None  # why there is no drawing
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "file": self.file, "old_file": self.old_file,
-                "old_name": self.old_name, "version": {"base": self.versions[0], "head": self.versions[1]},
-                "steps": [s.as_dict() for s in self.steps], "edges": {"added": self.edges_added,
-                                                                     "removed": self.edges_removed},
-                "settings": self.settings, "through": self.through}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "file": self.file,
+            "old_file": self.old_file,
+            "old_name": self.old_name,
+            "version": {"base": self.versions[0], "head": self.versions[1]},
+            "steps": [s.as_dict() for s in self.steps],
+            "edges": {"added": self.edges_added, "removed": self.edges_removed},
+            "settings": self.settings,
+            "through": self.through,
+        }
 
 
 @dataclass
@@ -119,8 +137,13 @@ class PausedRun:
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run": self.run_id, "flow": self.flow, "step": self.step, "impact": self.status,
-                "detail": self.detail}
+        return {
+            "run": self.run_id,
+            "flow": self.flow,
+            "step": self.step,
+            "impact": self.status,
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -131,7 +154,11 @@ class ScheduleChange:
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"flow": self.flow, "next_fire": {"base": self.before, "head": self.after}, "detail": self.detail}
+        return {
+            "flow": self.flow,
+            "next_fire": {"base": self.before, "head": self.after},
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -152,8 +179,12 @@ class InFlight:
     threads: list[ThreadChange] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "paused_runs": [r.as_dict() for r in self.runs],
-                "schedules": [s.as_dict() for s in self.schedules], "threads": [t.as_dict() for t in self.threads]}
+        return {
+            "source": self.source,
+            "paused_runs": [r.as_dict() for r in self.runs],
+            "schedules": [s.as_dict() for s in self.schedules],
+            "threads": [t.as_dict() for t in self.threads],
+        }
 
 
 @dataclass
@@ -163,7 +194,8 @@ class YardDiff:
     flows: list[FlowDiff] = field(default_factory=list)
     blocks: list[BlockDiff] = field(default_factory=list)
     config: list[str] = field(default_factory=list)
-    problems: list[Diagnostic] = field(default_factory=list)  # the version policy's findings (head files)
+    # the version policy's findings (head files)
+    problems: list[Diagnostic] = field(default_factory=list)
     inflight: InFlight | None = None
 
     @property
@@ -178,9 +210,14 @@ class YardDiff:
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
-            "base": self.base, "head": self.head, "changed": self.changed,
-            "flows": [f.as_dict() for f in self.flows], "blocks": [b.as_dict() for b in self.blocks],
-            "config": self.config, "problems": [d.as_dict() for d in self.problems]}
+            "base": self.base,
+            "head": self.head,
+            "changed": self.changed,
+            "flows": [f.as_dict() for f in self.flows],
+            "blocks": [b.as_dict() for b in self.blocks],
+            "config": self.config,
+            "problems": [d.as_dict() for d in self.problems],
+        }
         if self.inflight is not None:
             found["in_flight"] = self.inflight.as_dict()
         return found

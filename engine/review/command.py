@@ -22,8 +22,9 @@ class Outcome:
     warnings: list[str]
 
 
-def diff_yard(yard: Path, base: str | None, head: str | None, *, draw: bool,
-              state: StateSource | None = None) -> Outcome:
+def diff_yard(
+    yard: Path, base: str | None, head: str | None, *, draw: bool, state: StateSource | None = None
+) -> Outcome:
     """The semantic diff of the yard at `yard` between BASE and HEAD (docs/review.md); with `state`
     (the state database or a server), what the change means for its paused runs, schedules and threads."""
     with sides(yard, base, head) as (old, new):
@@ -33,13 +34,18 @@ def diff_yard(yard: Path, base: str | None, head: str | None, *, draw: bool,
         found.problems = version_problems(found, after)
         if state is not None:
             found.inflight = in_flight(found, before, after, state)
-        warnings = [_broken(side, project) for side, project in ((old, before), (new, after))
-                    if not project.ok]
+        warnings = [
+            _broken(side, project)
+            for side, project in ((old, before), (new, after))
+            if not project.ok
+        ]
         return Outcome(found, before, after, warnings)
 
 
 def _broken(side: Side, project: Project) -> str:
     errors = [d for d in project.diagnostics if d.severity == "error"]
     first = errors[0].format()
-    return (f"the {side.label} side has {len(errors)} loading error{'s' if len(errors) != 1 else ''} "
-            f"(first: {first}); what does not load is left out of the diff")
+    return (
+        f"the {side.label} side has {len(errors)} loading error{'s' if len(errors) != 1 else ''} "
+        f"(first: {first}); what does not load is left out of the diff"
+    )

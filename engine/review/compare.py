@@ -65,7 +65,9 @@ def compare(base: Loaded, head: Loaded) -> YardDiff:
     found.config = field_changes(_config(base.project), _config(head.project))
     found.blocks = _blocks(base.project, head.project)
     changed_blocks = {b.old_name or b.name for b in found.blocks} | {b.name for b in found.blocks}
-    found.flows = _flows(base.project, head.project, changed_blocks, config_users(base.project, head.project))
+    found.flows = _flows(
+        base.project, head.project, changed_blocks, config_users(base.project, head.project)
+    )
     for block in found.blocks:
         block.used_by = sorted(users(head.project, block.name))
         if block.status in (CHANGED, RENAMED):
@@ -81,12 +83,18 @@ def config_users(base: Project, head: Project) -> dict[str, str]:
     """Blocks of the head that a change of blockyard.yaml reaches -> what changed for them: the model
     profile they run on, a tool or MCP server they call, the http_request limits."""
     before, after = base.config, head.config
-    models = {n for n in {*before.models, *after.models} if before.models.get(n) != after.models.get(n)}
+    models = {
+        n for n in {*before.models, *after.models} if before.models.get(n) != after.models.get(n)
+    }
     tools = {n for n in {*before.tools, *after.tools} if before.tools.get(n) != after.tools.get(n)}
     for name in {*before.mcp, *after.mcp}:
         if before.mcp.get(name) != after.mcp.get(name):
-            tools |= {tool for server in (before.mcp.get(name), after.mcp.get(name)) if server is not None
-                      for tool in server.tools}
+            tools |= {
+                tool
+                for server in (before.mcp.get(name), after.mcp.get(name))
+                if server is not None
+                for tool in server.tools
+            }
     if before.http != after.http:
         tools.add("http_request")
     found: dict[str, str] = {}
@@ -106,19 +114,28 @@ def config_users(base: Project, head: Project) -> dict[str, str]:
 
 # ---- blocks --------------------------------------------------------------------------------
 
+
 def own_blocks(project: Project) -> dict[str, BlockDef]:
     """The yard's own blocks, `name@version` -> definition (the built-in library is no change)."""
-    return {f"{name}@{version}": definition for name, versions in project.blocks.items()
-            for version, definition in versions.items() if not is_builtin(definition)}
+    return {
+        f"{name}@{version}": definition
+        for name, versions in project.blocks.items()
+        for version, definition in versions.items()
+        if not is_builtin(definition)
+    }
 
 
 def _blocks(base: Project, head: Project) -> list[BlockDiff]:
     old, new = own_blocks(base), own_blocks(head)
-    pairs: list[tuple[BlockDef | None, BlockDef | None]] = [(old[key], new[key]) for key in old if key in new]
+    pairs: list[tuple[BlockDef | None, BlockDef | None]] = [
+        (old[key], new[key]) for key in old if key in new
+    ]
     gone = {key: old[key] for key in old if key not in new}
     come = {key: new[key] for key in new if key not in old}
     # a version bump: the one version left of a name on each side is the same block, changed
-    for name in sorted({d.spec.block for d in gone.values()} & {d.spec.block for d in come.values()}):
+    for name in sorted(
+        {d.spec.block for d in gone.values()} & {d.spec.block for d in come.values()}
+    ):
         before = [key for key, d in gone.items() if d.spec.block == name]
         after = [key for key, d in come.items() if d.spec.block == name]
         if len(before) == 1 and len(after) == 1:
@@ -130,15 +147,17 @@ def _blocks(base: Project, head: Project) -> list[BlockDiff]:
             pairs.append((gone.pop(key), come.pop(twin)))
     pairs += [(definition, None) for definition in gone.values()]
     pairs += [(None, definition) for definition in come.values()]
-    found = [diff for before, after in pairs if (diff := _block(before, after, base, head)) is not None]
+    found = [
+        diff for before, after in pairs if (diff := _block(before, after, base, head)) is not None
+    ]
     return sorted(found, key=lambda b: (b.name, b.versions[1] or b.versions[0] or 0))
 
 
 def _same_content(old: BlockDef, new: BlockDef, base: Project, head: Project) -> bool:
     strip = ("block", "version")
-    return ({k: v for k, v in dump(old.spec).items() if k not in strip}
-            == {k: v for k, v in dump(new.spec).items() if k not in strip}
-            and prompt_texts(base, old.spec) == prompt_texts(head, new.spec))
+    return {k: v for k, v in dump(old.spec).items() if k not in strip} == {
+        k: v for k, v in dump(new.spec).items() if k not in strip
+    } and prompt_texts(base, old.spec) == prompt_texts(head, new.spec)
 
 
 def prompt_texts(project: Project, spec: BlockSpec) -> dict[str, str]:
@@ -163,24 +182,37 @@ def prompt_texts(project: Project, spec: BlockSpec) -> dict[str, str]:
     return texts
 
 
-def _block(old: BlockDef | None, new: BlockDef | None, base: Project, head: Project) -> BlockDiff | None:
+def _block(
+    old: BlockDef | None, new: BlockDef | None, base: Project, head: Project
+) -> BlockDiff | None:
     if old is None and new is not None:
         return BlockDiff(new.spec.block, ADDED, new.display, versions=(None, new.spec.version))
     if new is None and old is not None:
-        return BlockDiff(old.spec.block, REMOVED, None, old.display, versions=(old.spec.version, None))
+        return BlockDiff(
+            old.spec.block, REMOVED, None, old.display, versions=(old.spec.version, None)
+        )
     assert old is not None and new is not None
     before, after = dump(old.spec), dump(new.spec)
     texts_before, texts_after = prompt_texts(base, old.spec), prompt_texts(head, new.spec)
     renamed = old.spec.block != new.spec.block
     moved = old.display != new.display
-    diff = BlockDiff(new.spec.block, RENAMED if renamed or moved else CHANGED, new.display,
-                     old.display if moved else None, old.spec.block if renamed else None,
-                     (old.spec.version, new.spec.version))
+    diff = BlockDiff(
+        new.spec.block,
+        RENAMED if renamed or moved else CHANGED,
+        new.display,
+        old.display if moved else None,
+        old.spec.block if renamed else None,
+        (old.spec.version, new.spec.version),
+    )
     for key in CONTRACT:
-        diff.contract.extend(ContractChange(line, False) for line in
-                             field_changes(before.get(key, {}), after.get(key, {}), key))
-    diff.model = field_changes({k: v for k, v in before.items() if k in MODEL}, {k: v for k, v in after.items()
-                                                                                if k in MODEL})
+        diff.contract.extend(
+            ContractChange(line, False)
+            for line in field_changes(before.get(key, {}), after.get(key, {}), key)
+        )
+    diff.model = field_changes(
+        {k: v for k, v in before.items() if k in MODEL},
+        {k: v for k, v in after.items() if k in MODEL},
+    )
     if before.get("prompt") != after.get("prompt") or texts_before != texts_after:
         diff.prompt = _prompt_lines(texts_before, texts_after)
         diff.prompt_diff = _unified(texts_before, texts_after)
@@ -213,9 +245,12 @@ def _unified(before: dict[str, str], after: dict[str, str]) -> list[str]:
     for key in [*after, *(k for k in before if k not in after)]:
         old, new = before.get(key, ""), after.get(key, "")
         if old != new:
-            lines += difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{key}", f"b/{key}", lineterm="", n=1)
-    return lines[:MAX_PROMPT_DIFF] + ([f"… {len(lines) - MAX_PROMPT_DIFF} more lines"]
-                                      if len(lines) > MAX_PROMPT_DIFF else [])
+            lines += difflib.unified_diff(
+                old.splitlines(), new.splitlines(), f"a/{key}", f"b/{key}", lineterm="", n=1
+            )
+    return lines[:MAX_PROMPT_DIFF] + (
+        [f"… {len(lines) - MAX_PROMPT_DIFF} more lines"] if len(lines) > MAX_PROMPT_DIFF else []
+    )
 
 
 def users(project: Project, block: str) -> set[str]:
@@ -229,7 +264,11 @@ def uses_of(project: Project, block: BlockSpec) -> Iterable[tuple[FlowDef, StepS
         for walked in walk_steps(definition.spec.steps):
             for ref in block_refs(walked.step):
                 found = project.block(ref)
-                if found is not None and found.spec.block == block.block and found.spec.version == block.version:
+                if (
+                    found is not None
+                    and found.spec.block == block.block
+                    and found.spec.version == block.version
+                ):
                     yield definition, walked.step
 
 
@@ -252,16 +291,23 @@ def _judge(diff: BlockDiff, base: Project, head: Project) -> None:
             if declared.has_default:
                 judged.append(ContractChange(f"input '{name}' added (optional)", False))
             else:
-                breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if not _sourced(name, f, s, head)]
-                judged.append(ContractChange(f"input '{name}' added, required", bool(breaks), breaks))
+                breaks = [
+                    f"{f.spec.flow}.{s.id}" for f, s in steps if not _sourced(name, f, s, head)
+                ]
+                judged.append(
+                    ContractChange(f"input '{name}' added, required", bool(breaks), breaks)
+                )
     for name, declared in old.spec.outputs.items():
         if name not in new.spec.outputs:
             breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if _reads(f, s, name)]
             judged.append(ContractChange(f"output '{name}' removed", bool(breaks), breaks))
         elif new.spec.outputs[name] != declared:
             judged.append(_output_changed(name, declared, new.spec.outputs[name], steps))
-    judged += [ContractChange(f"output '{name}' added", False) for name in new.spec.outputs
-               if name not in old.spec.outputs]
+    judged += [
+        ContractChange(f"output '{name}' added", False)
+        for name in new.spec.outputs
+        if name not in old.spec.outputs
+    ]
     diff.contract = judged
 
 
@@ -284,7 +330,9 @@ def _sourced(name: str, flow: FlowDef, step: StepSpec, project: Project) -> bool
     for walked in walk_steps(flow.spec.steps):
         for ref in block_refs(walked.step):
             block = project.block(ref)
-            if block is not None and any(walked.step.output_key(o) == name for o in block.spec.outputs):
+            if block is not None and any(
+                walked.step.output_key(o) == name for o in block.spec.outputs
+            ):
                 return True
     return False
 
@@ -295,13 +343,20 @@ def _reads(flow: FlowDef, step: StepSpec, output: str) -> bool:
     if output in step.outputs:
         return True
     key = step.output_key(output)
-    return re.search(rf"\b{re.escape(key)}\b", json.dumps(flow.doc.data, ensure_ascii=False)) is not None
+    return (
+        re.search(rf"\b{re.escape(key)}\b", json.dumps(flow.doc.data, ensure_ascii=False))
+        is not None
+    )
 
 
-def _input_changed(name: str, old: TypeSpec, new: TypeSpec, steps: list[tuple[FlowDef, StepSpec]]) -> ContractChange:
+def _input_changed(
+    name: str, old: TypeSpec, new: TypeSpec, steps: list[tuple[FlowDef, StepSpec]]
+) -> ContractChange:
     lines = "; ".join(field_changes(dump(old), dump(new)))
-    if new.type == "any" and (new.enum is None or (old.enum is not None and set(map(short, old.enum))
-                              <= set(map(short, new.enum)))):
+    if new.type == "any" and (
+        new.enum is None
+        or (old.enum is not None and set(map(short, old.enum)) <= set(map(short, new.enum)))
+    ):
         return ContractChange(f"input '{name}' widened ({lines})", False)
     if old.has_default and not new.has_default:
         breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if name not in _bindings(s)]
@@ -312,14 +367,19 @@ def _input_changed(name: str, old: TypeSpec, new: TypeSpec, steps: list[tuple[Fl
     return ContractChange(f"input '{name}' changed ({lines})", bool(breaks), breaks)
 
 
-def _output_changed(name: str, old: TypeSpec, new: TypeSpec,
-                    steps: list[tuple[FlowDef, StepSpec]]) -> ContractChange:
+def _output_changed(
+    name: str, old: TypeSpec, new: TypeSpec, steps: list[tuple[FlowDef, StepSpec]]
+) -> ContractChange:
     lines = "; ".join(field_changes(dump(old), dump(new)))
     if old.type == new.type and old.enum == new.enum:
         return ContractChange(f"output '{name}' changed ({lines})", False)
     if old.enum is not None and new.enum is not None and old.type == new.type:
         dropped = {enum_text(v) for v in old.enum} - {enum_text(v) for v in new.enum}
-        breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if s.branches is not None and dropped & set(s.branches)]
+        breaks = [
+            f"{f.spec.flow}.{s.id}"
+            for f, s in steps
+            if s.branches is not None and dropped & set(s.branches)
+        ]
         return ContractChange(f"output '{name}' changed ({lines})", bool(breaks), breaks)
     breaks = [f"{f.spec.flow}.{s.id}" for f, s in steps if _reads(f, s, name)]
     return ContractChange(f"output '{name}' changed ({lines})", bool(breaks), breaks)
@@ -327,19 +387,30 @@ def _output_changed(name: str, old: TypeSpec, new: TypeSpec,
 
 # ---- flows ---------------------------------------------------------------------------------
 
+
 def own_flows(project: Project) -> dict[str, FlowDef]:
     return dict(project.flows)
 
 
-def _flows(base: Project, head: Project, changed_blocks: set[str], configured: dict[str, str]) -> list[FlowDiff]:
+def _flows(
+    base: Project, head: Project, changed_blocks: set[str], configured: dict[str, str]
+) -> list[FlowDiff]:
     old, new = own_flows(base), own_flows(head)
-    pairs: list[tuple[FlowDef | None, FlowDef | None]] = [(old[name], new[name]) for name in old if name in new]
+    pairs: list[tuple[FlowDef | None, FlowDef | None]] = [
+        (old[name], new[name]) for name in old if name in new
+    ]
     gone = {name: d for name, d in old.items() if name not in new}
     come = {name: d for name, d in new.items() if name not in old}
     for name, definition in list(gone.items()):
         stripped = {k: v for k, v in dump(definition.spec).items() if k != "flow"}
-        twin = next((n for n, d in come.items() if {k: v for k, v in dump(d.spec).items() if k != "flow"}
-                     == stripped), None)
+        twin = next(
+            (
+                n
+                for n, d in come.items()
+                if {k: v for k, v in dump(d.spec).items() if k != "flow"} == stripped
+            ),
+            None,
+        )
         if twin is not None:
             pairs.append((gone.pop(name), come.pop(twin)))
     pairs += [(d, None) for d in gone.values()] + [(None, d) for d in come.values()]
@@ -349,10 +420,16 @@ def _flows(base: Project, head: Project, changed_blocks: set[str], configured: d
         if diff is None and after is not None:
             through = sorted(_through(head, after.spec.flow, changed_blocks))
             used = closure(head, after.spec.flow).blocks
-            through += sorted({f"blockyard.yaml ({why})" for block, why in configured.items() if block in used})
+            through += sorted(
+                {f"blockyard.yaml ({why})" for block, why in configured.items() if block in used}
+            )
             if through:
-                diff = FlowDiff(after.spec.flow, AFFECTED, after.display, versions=(after.spec.version,
-                                                                                    after.spec.version))
+                diff = FlowDiff(
+                    after.spec.flow,
+                    AFFECTED,
+                    after.display,
+                    versions=(after.spec.version, after.spec.version),
+                )
                 diff.through = through
         if diff is not None:
             found.append(diff)
@@ -368,8 +445,15 @@ def _flows(base: Project, head: Project, changed_blocks: set[str], configured: d
         subs = sorted((closure(head, name).flows - {name}) & changed_flows)
         if subs:
             definition = head.flows[name]
-            found.append(FlowDiff(name, AFFECTED, definition.display, versions=(definition.spec.version,) * 2,
-                                  through=[f"flow {sub}" for sub in subs]))
+            found.append(
+                FlowDiff(
+                    name,
+                    AFFECTED,
+                    definition.display,
+                    versions=(definition.spec.version,) * 2,
+                    through=[f"flow {sub}" for sub in subs],
+                )
+            )
     return sorted(found, key=lambda f: f.name)
 
 
@@ -379,20 +463,37 @@ def _through(project: Project, flow: str, changed_blocks: set[str]) -> set[str]:
 
 def _flow(old: FlowDef | None, new: FlowDef | None, head: Project) -> FlowDiff | None:
     if old is None and new is not None:
-        return FlowDiff(new.spec.flow, ADDED, new.display, versions=(None, new.spec.version),
-                        steps=[StepChange(w.step.id, ADDED) for w in walk_steps(new.spec.steps)])
+        return FlowDiff(
+            new.spec.flow,
+            ADDED,
+            new.display,
+            versions=(None, new.spec.version),
+            steps=[StepChange(w.step.id, ADDED) for w in walk_steps(new.spec.steps)],
+        )
     if new is None and old is not None:
-        return FlowDiff(old.spec.flow, REMOVED, None, old.display, versions=(old.spec.version, None),
-                        steps=[StepChange(w.step.id, REMOVED) for w in walk_steps(old.spec.steps)])
+        return FlowDiff(
+            old.spec.flow,
+            REMOVED,
+            None,
+            old.display,
+            versions=(old.spec.version, None),
+            steps=[StepChange(w.step.id, REMOVED) for w in walk_steps(old.spec.steps)],
+        )
     assert old is not None and new is not None
     renamed, moved = old.spec.flow != new.spec.flow, old.display != new.display
-    diff = FlowDiff(new.spec.flow, RENAMED if renamed or moved else CHANGED, new.display,
-                    old.display if moved else None, old.spec.flow if renamed else None,
-                    (old.spec.version, new.spec.version))
+    diff = FlowDiff(
+        new.spec.flow,
+        RENAMED if renamed or moved else CHANGED,
+        new.display,
+        old.display if moved else None,
+        old.spec.flow if renamed else None,
+        (old.spec.version, new.spec.version),
+    )
     before, after = dump(old.spec), dump(new.spec)
     settings_before, settings_after = _settings(before), _settings(after)
     diff.settings = field_changes(settings_before, settings_after)
-    if old.spec.version != new.spec.version:  # compared as values: `version: 1` is the default, left out of dump
+    if old.spec.version != new.spec.version:
+        # compared as values: `version: 1` is the default, left out of dump
         diff.settings.insert(0, f"version: {old.spec.version} → {new.spec.version}")
     diff.steps = step_changes(old.spec.steps, new.spec.steps)
     if not (diff.settings or diff.steps or renamed or moved):
@@ -421,7 +522,10 @@ def step_data(step: StepSpec) -> dict[str, Any]:
 
 def _places(steps: list[StepSpec]) -> dict[str, tuple[str, StepSpec]]:
     """step id -> (the step that owns its list, or '' at the top; the step)."""
-    return {w.step.id: (w.list.owner.id if w.list.owner is not None else "", w.step) for w in walk_steps(steps)}
+    return {
+        w.step.id: (w.list.owner.id if w.list.owner is not None else "", w.step)
+        for w in walk_steps(steps)
+    }
 
 
 def step_changes(old: list[StepSpec], new: list[StepSpec]) -> list[StepChange]:

@@ -61,7 +61,9 @@ def add_graphs(diff: YardDiff, base: Project, head: Project, *, draw: bool) -> N
             before = {edge_key(old, e) for e in old.edges}
             after = {edge_key(new, e) for e in new.edges}
             flow.edges_added = [k for k in (edge_key(new, e) for e in new.edges) if k not in before]
-            flow.edges_removed = [k for k in (edge_key(old, e) for e in old.edges) if k not in after]
+            flow.edges_removed = [
+                k for k in (edge_key(old, e) for e in old.edges) if k not in after
+            ]
         if not draw:
             continue
         shown = new if flow.status != REMOVED else old
@@ -77,8 +79,11 @@ def _steps_through(head: Project, flow: FlowDiff, changed_blocks: set[str]) -> s
     definition = head.flow(flow.name)
     if definition is None or flow.status == REMOVED:
         return set()
-    return {w.step.id for w in walk_steps(definition.spec.steps)
-            if any(f"block {ref.partition('@')[0]}" in changed_blocks for ref in block_refs(w.step))}
+    return {
+        w.step.id
+        for w in walk_steps(definition.spec.steps)
+        if any(f"block {ref.partition('@')[0]}" in changed_blocks for ref in block_refs(w.step))
+    }
 
 
 def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[str]) -> str:
@@ -106,7 +111,9 @@ def marked(flow: FlowDiff, old: FlowGraph | None, new: FlowGraph, through: set[s
     return "\n".join(lines) + "\n"
 
 
-def _draw_removed(old: FlowGraph, new: FlowGraph, lines: list[str], edge_status: dict[int, str]) -> list[GraphNode]:
+def _draw_removed(
+    old: FlowGraph, new: FlowGraph, lines: list[str], edge_status: dict[int, str]
+) -> list[GraphNode]:
     """Onto `lines`, the base's nodes and edges gone from `new`; into `edge_status`, the edges added and
     removed by number. Returns the removed nodes."""
     # Mermaid numbers edges in the order they are drawn (`linkStyle N`): `mermaid` draws each of

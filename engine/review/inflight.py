@@ -21,7 +21,15 @@ from typing import Any, Protocol
 
 from engine.core.events import RunStatus
 from engine.definitions.project import Project
-from engine.review.changes import REMOVED, InFlight, PausedRun, ScheduleChange, ThreadChange, YardDiff, field_changes
+from engine.review.changes import (
+    REMOVED,
+    InFlight,
+    PausedRun,
+    ScheduleChange,
+    ThreadChange,
+    YardDiff,
+    field_changes,
+)
 from engine.review.compare import step_data
 from engine.spec import FlowSpec, ScheduleSpec, StepSpec
 from engine.spec.cron import next_fire
@@ -88,12 +96,18 @@ class LocalState:
                 if run.flow not in flows:
                     continue
                 pinned = store.load_definition(conn, run.digest)
-                waiting = [gate.step for gate in gates.of_run(conn, run.id) if gate.status == gates.GateStatus.WAITING]
+                waiting = [
+                    gate.step
+                    for gate in gates.of_run(conn, run.id)
+                    if gate.status == gates.GateStatus.WAITING
+                ]
                 definition = json.loads(pinned)["flow"] if pinned is not None else None
                 found.runs.append(PausedListing(run.id, run.flow, run.version, definition, waiting))
             for flow in sorted(flows):
-                found.threads += [(thread.id, flow) for thread in threads.list_threads(conn, flow=flow,
-                                                                                     limit=MAX_LISTED)]
+                found.threads += [
+                    (thread.id, flow)
+                    for thread in threads.list_threads(conn, flow=flow, limit=MAX_LISTED)
+                ]
         return found
 
 
@@ -102,49 +116,96 @@ def touched_flows(diff: YardDiff) -> set[str]:
     return {f.name for f in diff.flows} | {f.old_name for f in diff.flows if f.old_name}
 
 
-def in_flight(diff: YardDiff, base: Project, head: Project, source: StateSource,
-              now: datetime | None = None) -> InFlight:
+def in_flight(
+    diff: YardDiff, base: Project, head: Project, source: StateSource, now: datetime | None = None
+) -> InFlight:
     """The impact of the change on what `source` lists now."""
     moment = now or datetime.now(UTC)
     touched = touched_flows(diff)
     listing = source.listing(touched)
     found = InFlight(listing.source)
-    found.schedules = (schedule_changes(base, head, moment) if listing.served is None else
-                       served_schedule_changes(listing.served, head, touched, moment))
+    found.schedules = (
+        schedule_changes(base, head, moment)
+        if listing.served is None
+        else served_schedule_changes(listing.served, head, touched, moment)
+    )
     for run in listing.runs:
         if run.flow in touched:
-            found.runs += paused(run.run_id, run.flow, run.version, run.definition, run.waiting, head)
+            found.runs += paused(
+                run.run_id, run.flow, run.version, run.definition, run.waiting, head
+            )
     for thread_id, flow in listing.threads:
         if flow not in touched:
             continue
         change = diff.flow(flow)
         what = "removed" if change is not None and change.status == REMOVED else "changed"
-        found.threads.append(ThreadChange(thread_id, flow, (
-            f"its flow {what}: the next turn runs the head's version" if what == "changed" else
-            "its flow is removed: the thread cannot take another turn")))
+        found.threads.append(
+            ThreadChange(
+                thread_id,
+                flow,
+                (
+                    f"its flow {what}: the next turn runs the head's version"
+                    if what == "changed"
+                    else "its flow is removed: the thread cannot take another turn"
+                ),
+            )
+        )
     return found
 
 
-def paused(run_id: str, flow: str, version: int, pinned: dict[str, Any] | None, waiting: list[str],
-           head: Project) -> list[PausedRun]:
+def paused(
+    run_id: str,
+    flow: str,
+    version: int,
+    pinned: dict[str, Any] | None,
+    waiting: list[str],
+    head: Project,
+) -> list[PausedRun]:
     """One line per step a paused run waits at, if the head removes or alters it."""
     keeps = f"it keeps running on its pinned version (v{version})"
     definition = head.flow(flow)
     steps = _steps(pinned) if pinned is not None else {}
     if definition is None:
-        return [PausedRun(run_id, flow, waiting[0] if waiting else None, REMOVED, (
-            f"the flow is removed; {keeps}, and cannot finish if resumed after that definition is pruned"))]
+        return [
+            PausedRun(
+                run_id,
+                flow,
+                waiting[0] if waiting else None,
+                REMOVED,
+                (
+                    f"the flow is removed; {keeps}, and cannot finish if resumed after that definition is pruned"
+                ),
+            )
+        ]
     now = {w.step.id: w.step for w in walk_steps(definition.spec.steps)}
     found: list[PausedRun] = []
     for step_id in waiting:
         if step_id not in now:
-            found.append(PausedRun(run_id, flow, step_id, REMOVED, (
-                f"step '{step_id}' is removed; {keeps}, and cannot finish if resumed after that definition "
-                "is pruned")))
+            found.append(
+                PausedRun(
+                    run_id,
+                    flow,
+                    step_id,
+                    REMOVED,
+                    (
+                        f"step '{step_id}' is removed; {keeps}, and cannot finish if resumed after that definition "
+                        "is pruned"
+                    ),
+                )
+            )
         elif step_id in steps and step_data(steps[step_id]) != step_data(now[step_id]):
             what = "; ".join(field_changes(step_data(steps[step_id]), step_data(now[step_id]))[:3])
-            found.append(PausedRun(run_id, flow, step_id, ALTERED, (
-                f"step '{step_id}' changes ({what}); {keeps}: the change reaches new runs only")))
+            found.append(
+                PausedRun(
+                    run_id,
+                    flow,
+                    step_id,
+                    ALTERED,
+                    (
+                        f"step '{step_id}' changes ({what}); {keeps}: the change reaches new runs only"
+                    ),
+                )
+            )
     return found
 
 
@@ -169,9 +230,16 @@ def schedule_changes(base: Project, head: Project, now: datetime) -> list[Schedu
     return found
 
 
-def _schedule_change(name: str, old: str | None, new: str | None, had: bool, has: bool) -> ScheduleChange:
-    detail = (f"next run {old or 'never'} → {new or 'never'}" if had and has else
-              f"newly scheduled: next run {new}" if has else f"no longer scheduled (next run was {old})")
+def _schedule_change(
+    name: str, old: str | None, new: str | None, had: bool, has: bool
+) -> ScheduleChange:
+    detail = (
+        f"next run {old or 'never'} → {new or 'never'}"
+        if had and has
+        else f"newly scheduled: next run {new}"
+        if has
+        else f"no longer scheduled (next run was {old})"
+    )
     return ScheduleChange(name, old, new, detail)
 
 
@@ -184,11 +252,16 @@ def _next(schedule: ScheduleSpec | None, now: datetime) -> str | None:
     if schedule is None:
         return None
     moment = next_fire(schedule, now)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z") if moment else None
+    return (
+        moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        if moment
+        else None
+    )
 
 
-def served_schedule_changes(served: dict[str, ServedSchedule], head: Project, flows: set[str],
-                            now: datetime) -> list[ScheduleChange]:
+def served_schedule_changes(
+    served: dict[str, ServedSchedule], head: Project, flows: set[str], now: datetime
+) -> list[ScheduleChange]:
     """Flows of the change whose schedule on the server (what fires now) differs from the head's."""
     found: list[ScheduleChange] = []
     for name in sorted(flows):
@@ -196,8 +269,11 @@ def served_schedule_changes(served: dict[str, ServedSchedule], head: Project, fl
         after = _schedule(head, name)
         if now_served is None and after is None:
             continue
-        if now_served is not None and after is not None and (now_served.cron, now_served.timezone) == (
-                after.cron, after.timezone):
+        if (
+            now_served is not None
+            and after is not None
+            and (now_served.cron, now_served.timezone) == (after.cron, after.timezone)
+        ):
             continue
         old = _utc(now_served.next_fire) if now_served is not None else None
         new = _next(after, now)

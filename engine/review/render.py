@@ -32,8 +32,11 @@ def summary(diff: YardDiff) -> str:
             counts[item.status] = counts.get(item.status, 0) + 1
         if counts:
             total = len(items)
-            parts.append(f"{total} {label}{'s' if total != 1 else ''} ("
-                         + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")")
+            parts.append(
+                f"{total} {label}{'s' if total != 1 else ''} ("
+                + ", ".join(f"{n} {status}" for status, n in counts.items())
+                + ")"
+            )
     if diff.config:
         parts.append("blockyard.yaml changed")
     if diff.problems:
@@ -44,10 +47,17 @@ def summary(diff: YardDiff) -> str:
 
 def _title(item: FlowDiff | BlockDiff, kind: str) -> str:
     name = f"{item.old_name} → {item.name}" if item.old_name else item.name
-    where = f"{item.old_file} → {item.file}" if item.old_file and item.file else (item.file or item.old_file or "")
+    where = (
+        f"{item.old_file} → {item.file}"
+        if item.old_file and item.file
+        else (item.file or item.old_file or "")
+    )
     old, new = item.versions
-    version = f"v{old} → v{new}" if old is not None and new is not None and old != new else \
-        f"v{new if new is not None else old}"
+    version = (
+        f"v{old} → v{new}"
+        if old is not None and new is not None and old != new
+        else f"v{new if new is not None else old}"
+    )
     return f"{kind} {name} ({item.status}, {version}) {where}".rstrip()
 
 
@@ -85,7 +95,9 @@ def _inflight_lines(inflight: InFlight) -> list[str]:
     if not (inflight.runs or inflight.schedules or inflight.threads):
         lines.append("    nothing the change touches")
     for run in inflight.runs:
-        lines.append(f"    run {run.run_id} ({run.flow}, paused at {run.step or '?'}): {run.detail}")
+        lines.append(
+            f"    run {run.run_id} ({run.flow}, paused at {run.step or '?'}): {run.detail}"
+        )
     for schedule in inflight.schedules:
         lines.append(f"    schedule of {schedule.flow}: {schedule.detail}")
     for thread in inflight.threads:
@@ -113,6 +125,7 @@ def text(diff: YardDiff) -> str:
 
 # ---- Markdown ------------------------------------------------------------------------------
 
+
 def _cell(text: str) -> str:
     """Text inside a Markdown table cell: pipes escaped (in code spans too: the table splits first),
     no line breaks."""
@@ -134,11 +147,18 @@ def _fence(lines: list[str]) -> str:
 
 
 def markdown(diff: YardDiff) -> str:
-    out = [f"## Blockyard diff: {_code(diff.base)} → {_code(diff.head)}", "", f"**{summary(diff)}**", ""]
+    out = [
+        f"## Blockyard diff: {_code(diff.base)} → {_code(diff.head)}",
+        "",
+        f"**{summary(diff)}**",
+        "",
+    ]
     if diff.problems:
         out += ["### Version policy", "", "| where | code | problem |", "| --- | --- | --- |"]
-        out += [f"| {_cell(_code(f'{d.file}:{d.line}:{d.col}'))} | {d.code} | {_cell(_code(d.message))} |"
-                for d in diff.problems]
+        out += [
+            f"| {_cell(_code(f'{d.file}:{d.line}:{d.col}'))} | {d.code} | {_cell(_code(d.message))} |"
+            for d in diff.problems
+        ]
         out.append("")
     for flow in diff.flows:
         out += _flow_markdown(flow)
@@ -149,7 +169,11 @@ def markdown(diff: YardDiff) -> str:
     if diff.config:
         out += ["### blockyard.yaml", "", *(f"- {_code(line)}" for line in diff.config), ""]
     if diff.inflight is not None:
-        out += ["### In flight", "", *(f"- {_code(line.strip())}" for line in _inflight_lines(diff.inflight)[1:])]
+        out += [
+            "### In flight",
+            "",
+            *(f"- {_code(line.strip())}" for line in _inflight_lines(diff.inflight)[1:]),
+        ]
         out += ["", f"Source: {_code(diff.inflight.source)}", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -158,14 +182,20 @@ def _flow_markdown(flow: FlowDiff) -> list[str]:
     out = [f"### {MARKS[flow.status]} {_cell(_title(flow, 'flow'))}", ""]
     if flow.through:
         out += [f"Changes through {', '.join(_code(t) for t in flow.through)}.", ""]
-    rows = [(_code(s.id), s.status, s.details) for s in flow.steps if flow.status not in (ADDED, REMOVED)]
+    rows = [
+        (_code(s.id), s.status, s.details)
+        for s in flow.steps
+        if flow.status not in (ADDED, REMOVED)
+    ]
     rows += [("flow", "changed", [line]) for line in flow.settings]
     rows += [("edge", "added", [edge]) for edge in flow.edges_added]
     rows += [("edge", "removed", [edge]) for edge in flow.edges_removed]
     if rows:
         out += ["| what | change | details |", "| --- | --- | --- |"]
-        out += [f"| {_cell(what)} | {status} | {_cell('<br>'.join(_code(d) for d in details))} |"
-                for what, status, details in rows]
+        out += [
+            f"| {_cell(what)} | {status} | {_cell('<br>'.join(_code(d) for d in details))} |"
+            for what, status, details in rows
+        ]
         out.append("")
     if flow.steps and flow.status in (ADDED, REMOVED):
         out += [f"Steps: {', '.join(_code(s.id) for s in flow.steps)}.", ""]
@@ -180,14 +210,26 @@ def _flow_markdown(flow: FlowDiff) -> list[str]:
 def _block_markdown(block: BlockDiff) -> list[str]:
     out = [f"#### {MARKS[block.status]} {_cell(_title(block, 'block'))}", ""]
     for change in block.contract:
-        judged = f"**breaking** for {', '.join(_code(s) for s in change.steps)}" if change.breaking else "compatible"
+        judged = (
+            f"**breaking** for {', '.join(_code(s) for s in change.steps)}"
+            if change.breaking
+            else "compatible"
+        )
         out.append(f"- contract: {_code(change.text)} — {judged}")
     out += [f"- {_code(line)}" for line in [*block.prompt, *block.model, *block.other]]
     if block.used_by and block.status != ADDED:
         out.append(f"- used by: {', '.join(_code(f) for f in block.used_by)}")
     if block.prompt_diff:
         fence = _fence(block.prompt_diff)
-        out += ["", "<details><summary>prompt diff</summary>", "", f"{fence}diff", *block.prompt_diff, fence, "",
-                "</details>"]
+        out += [
+            "",
+            "<details><summary>prompt diff</summary>",
+            "",
+            f"{fence}diff",
+            *block.prompt_diff,
+            fence,
+            "",
+            "</details>",
+        ]
     out.append("")
     return out

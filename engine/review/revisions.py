@@ -55,10 +55,18 @@ class _Tree:
 def git(cwd: Path, *args: str, input_bytes: bytes | None = None) -> bytes:
     """Run git in `cwd`; UsageError with git's own message when it fails."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, input=input_bytes, capture_output=True,
-                              timeout=GIT_TIMEOUT, check=False)
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=input_bytes,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
     except FileNotFoundError:
-        raise UsageError("git is not installed: `blockyard diff` reads revisions with git") from None
+        raise UsageError(
+            "git is not installed: `blockyard diff` reads revisions with git"
+        ) from None
     except OSError as exc:  # an argument longer than the system passes to a program (E2BIG)
         raise UsageError(f"git {args[0]} cannot run: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
@@ -83,7 +91,9 @@ def in_git(folder: Path) -> bool:
 def commit_of(yard: Path, revision: str) -> str | None:
     """The commit `revision` names, or None when it names none."""
     try:
-        return _git_text(yard, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
+        return _git_text(
+            yard, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"
+        )
     except UsageError:
         return None
 
@@ -99,8 +109,10 @@ def default_branch(yard: Path) -> str:
     for candidate in ("origin/main", "origin/master", "main", "master"):
         if commit_of(yard, candidate) is not None:
             return candidate
-    raise UsageError("cannot tell the default branch (no origin/HEAD, main or master): name the base, "
-                     "e.g. `blockyard diff origin/main`")
+    raise UsageError(
+        "cannot tell the default branch (no origin/HEAD, main or master): name the base, "
+        "e.g. `blockyard diff origin/main`"
+    )
 
 
 def merge_base(yard: Path) -> tuple[str, str]:
@@ -121,8 +133,10 @@ def sides(yard: Path, base: str | None, head: str | None) -> Iterator[tuple[Side
         work = Path(scratch)
         if base is None:
             if not in_git(yard):
-                raise UsageError(f"{yard} is not in a git repository: name the two sides, e.g. "
-                                 "`blockyard diff OLD_FOLDER NEW_FOLDER`")
+                raise UsageError(
+                    f"{yard} is not in a git repository: name the two sides, e.g. "
+                    "`blockyard diff OLD_FOLDER NEW_FOLDER`"
+                )
             label, commit = merge_base(yard)
             base_side = checkout(yard, commit, work / "base", f"{label} ({commit[:7]})")
         else:
@@ -188,7 +202,8 @@ def _folders(top: Path, tree: _Tree) -> list[str]:
     blocks, flows = "blocks", "flows"
     entry = tree.files.get(CONFIG_FILE)
     if entry is not None:
-        data = _parsed(_blobs(top, [entry.sha]).get(entry.sha, b""))  # only its `paths:` matter here
+        # only its `paths:` matter here
+        data = _parsed(_blobs(top, [entry.sha]).get(entry.sha, b""))
         paths = data.get("paths") if isinstance(data, dict) else None
         if isinstance(paths, dict):
             blocks = str(paths.get("blocks", blocks))
@@ -214,7 +229,7 @@ def _blobs(top: Path, shas: list[str]) -> dict[str, bytes]:
             at = end + 1
             continue
         size = int(header[2])
-        found[sha] = out[end + 1:end + 1 + size]
+        found[sha] = out[end + 1 : end + 1 + size]
         at = end + 1 + size + 1
     return found
 
@@ -229,7 +244,8 @@ def _write(top: Path, tree: _Tree, paths: list[str], into: Path) -> None:
         target = into.joinpath(*relative.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         content = blobs.get(entry.sha, b"")
-        if entry.mode == "120000":  # a symbolic link: the loader judges where it leads, as in a work tree
+        if entry.mode == "120000":
+            # a symbolic link: the loader judges where it leads, as in a work tree
             os.symlink(content.decode("utf-8", "surrogateescape"), target)
         else:
             target.write_bytes(content)
@@ -243,7 +259,9 @@ def _write_prompts(top: Path, tree: _Tree, into: Path, blocks: str) -> None:
             pending |= _prompt_names((into / path).read_text("utf-8", "replace"))
     done: set[str] = set()
     for _ in range(MAX_PROMPT_ROUNDS):
-        batch = sorted(name for name in pending - done if name in tree.files and not (into / name).exists())
+        batch = sorted(
+            name for name in pending - done if name in tree.files and not (into / name).exists()
+        )
         done |= pending
         if not batch:
             return
@@ -251,7 +269,11 @@ def _write_prompts(top: Path, tree: _Tree, into: Path, blocks: str) -> None:
         pending = set()
         for name in batch:
             if (into / name).is_file():
-                pending |= {normal(i.name) for i in includes((into / name).read_text("utf-8", "replace")) if i.name}
+                pending |= {
+                    normal(i.name)
+                    for i in includes((into / name).read_text("utf-8", "replace"))
+                    if i.name
+                }
 
 
 def _parsed(raw: bytes) -> Any:

@@ -30,10 +30,14 @@ def load_side(side: Side) -> Project:
 def base_problems(base: str) -> Callable[[Project], list[Diagnostic]]:
     """For `blockyard validate --base REV`: the version policy's findings of a yard (as loaded by
     validate, its working tree) against revision (or folder) `base`, in the yard's files."""
+
     def check(head: Project) -> list[Diagnostic]:
         with sides(head.root, base, None) as (old, new):
             before = load_side(old)
-            return version_problems(compare(Loaded(old.label, before), Loaded(new.label, head)), head)
+            return version_problems(
+                compare(Loaded(old.label, before), Loaded(new.label, head)), head
+            )
+
     return check
 
 
@@ -51,11 +55,21 @@ def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:
         what = [c.text for c in block.contract] + block.prompt
         if not what:
             continue
-        kinds = " and ".join(k for k, v in (("contract", block.contract), ("prompt", block.prompt)) if v)
+        kinds = " and ".join(
+            k for k, v in (("contract", block.contract), ("prompt", block.prompt)) if v
+        )
         at = ("version",) if "version" in block_def.doc.data else ("block",)
-        found.append(block_def.doc.diag(at, "BY800", (
-            f"block '{block.name}' changed its {kinds} ({'; '.join(what[:3])}{'; …' if len(what) > 3 else ''}) "
-            f"but kept version {new}: bump `version:`"), key=True))
+        found.append(
+            block_def.doc.diag(
+                at,
+                "BY800",
+                (
+                    f"block '{block.name}' changed its {kinds} ({'; '.join(what[:3])}{'; …' if len(what) > 3 else ''}) "
+                    f"but kept version {new}: bump `version:`"
+                ),
+                key=True,
+            )
+        )
     for flow in diff.flows:
         if flow.status not in (CHANGED, RENAMED) or flow.old_name is not None:
             continue
@@ -65,9 +79,17 @@ def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:
         if old != new or not contract or definition is None:
             continue
         at = ("version",) if "version" in definition.doc.data else ("flow",)
-        found.append(definition.doc.diag(at, "BY801", (
-            f"flow '{flow.name}' changed its contract ({'; '.join(contract[:3])}"
-            f"{'; …' if len(contract) > 3 else ''}) but kept version {new}: bump `version:`"), key=True))
+        found.append(
+            definition.doc.diag(
+                at,
+                "BY801",
+                (
+                    f"flow '{flow.name}' changed its contract ({'; '.join(contract[:3])}"
+                    f"{'; …' if len(contract) > 3 else ''}) but kept version {new}: bump `version:`"
+                ),
+                key=True,
+            )
+        )
     updated = {f.name for f in diff.flows if f.status != AFFECTED}
     for block in diff.blocks:
         for change in block.contract:
@@ -78,11 +100,22 @@ def version_problems(diff: YardDiff, head: Project) -> list[Diagnostic]:
                 definition = head.flow(flow_name)
                 if flow_name in updated or definition is None:
                     continue
-                walked = next((w for w in walk_steps(definition.spec.steps) if w.step.id == step_id), None)
+                walked = next(
+                    (w for w in walk_steps(definition.spec.steps) if w.step.id == step_id), None
+                )
                 if walked is None:
                     continue
                 key = "uses" if walked.step.uses else "map"
-                found.append(definition.doc.diag((*walked.path, key), "BY802", (
-                    f"step '{step_id}' still runs block '{block.name}', whose contract changed in a way that breaks "
-                    f"it: {change.text}; update the step (or pin the block version it was written for)"), key=True))
+                found.append(
+                    definition.doc.diag(
+                        (*walked.path, key),
+                        "BY802",
+                        (
+                            f"step '{step_id}' still runs block '{block.name}', whose contract "
+                            "changed in a way that breaks "
+                            f"it: {change.text}; update the step (or pin the block version it was written for)"
+                        ),
+                        key=True,
+                    )
+                )
     return sorted(set(found))

@@ -49,16 +49,36 @@ class Ask:
     timed_out: bool = False
 
 
-def ask(approve: bool | None, values: Mapping[str, Any] | None, reason: str | None, gate: str | None,
-        actor: str | None) -> Ask | None:
+def ask(
+    approve: bool | None,
+    values: Mapping[str, Any] | None,
+    reason: str | None,
+    gate: str | None,
+    actor: str | None,
+) -> Ask | None:
     """The Ask of the Python API's keyword arguments; None when there is no decision."""
     if approve is None:
-        extra = [name for name, value in (("values", values), ("reason", reason), ("gate", gate), ("actor", actor))
-                 if value]
+        extra = [
+            name
+            for name, value in (
+                ("values", values),
+                ("reason", reason),
+                ("gate", gate),
+                ("actor", actor),
+            )
+            if value
+        ]
         if extra:
-            raise DecisionRefused(f"{', '.join(extra)} given without a decision: approve=True or approve=False")
+            raise DecisionRefused(
+                f"{', '.join(extra)} given without a decision: approve=True or approve=False"
+            )
         return None
-    for name, given in (("values", dict(values or {})), ("reason", reason), ("gate", gate), ("actor", actor)):
+    for name, given in (
+        ("values", dict(values or {})),
+        ("reason", reason),
+        ("gate", gate),
+        ("actor", actor),
+    ):
         problem = value_problem(given, name)
         if problem is not None:  # refused before anything is written: no database could store it
             raise DecisionRefused(f"decision {problem}")
@@ -88,12 +108,17 @@ async def check_decidable(db: StateDB, record: RunRecord, wanted: str | None) ->
 
 def last_decided(rows: Sequence[Gate], wanted: str | None) -> Gate | None:
     """The gate decided last among `rows` (those `wanted` names: its name, step or interrupt id), if any."""
-    decided = [g for g in rows if g.status != WAITING and (wanted is None or wanted in (g.gate, g.step,
-                                                                                         g.interrupt_id))]
+    decided = [
+        g
+        for g in rows
+        if g.status != WAITING and (wanted is None or wanted in (g.gate, g.step, g.interrupt_id))
+    ]
     return max(decided, key=lambda g: g.decided or "") if decided else None
 
 
-def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None, run_id: str) -> Gate:
+def choose(
+    rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None, run_id: str
+) -> Gate:
     """The gate a decision is for: the only waiting one, or the one `wanted` names (its name, its
     step when only one item of it waits, or its interrupt id or a prefix of six characters or more)."""
     open_ = [g for g in rows if g.status == WAITING and g.interrupt_id in pending]
@@ -107,42 +132,66 @@ def choose(rows: Sequence[Gate], pending: Mapping[str, Any], wanted: str | None,
     if wanted is None:
         if len(open_) == 1:
             return open_[0]
-        raise DecisionRefused(f"run {run_id} waits at {len(open_)} gates ({names}): pick one with --gate")
-    for candidates in ([g for g in open_ if wanted in (g.gate, g.interrupt_id)],
-                       [g for g in open_ if g.step == wanted],
-                       [g for g in open_ if len(wanted) >= 6 and g.interrupt_id.startswith(wanted)]):
+        raise DecisionRefused(
+            f"run {run_id} waits at {len(open_)} gates ({names}): pick one with --gate"
+        )
+    for candidates in (
+        [g for g in open_ if wanted in (g.gate, g.interrupt_id)],
+        [g for g in open_ if g.step == wanted],
+        [g for g in open_ if len(wanted) >= 6 and g.interrupt_id.startswith(wanted)],
+    ):
         if len(candidates) == 1:
             return candidates[0]
         if len(candidates) > 1:
-            raise DecisionRefused(f"gate '{wanted}' of run {run_id} waits for {len(candidates)} items "
-                                  f"({', '.join(g.gate for g in candidates)}): pick one with --gate")
+            raise DecisionRefused(
+                f"gate '{wanted}' of run {run_id} waits for {len(candidates)} items "
+                f"({', '.join(g.gate for g in candidates)}): pick one with --gate"
+            )
     decided = last_decided(rows, wanted)
     if decided is not None:
         raise AlreadyDecided(gates.already_decided(decided))
-    raise DecisionRefused(f"run {run_id} has no gate '{wanted}' waiting{did_you_mean(wanted, [g.gate for g in open_])}"
-                          f"; waiting: {names}")
+    raise DecisionRefused(
+        f"run {run_id} has no gate '{wanted}' waiting{did_you_mean(wanted, [g.gate for g in open_])}"
+        f"; waiting: {names}"
+    )
 
 
-def carried(rows: Sequence[Gate], pending: Mapping[str, Any], but: str | None = None) -> dict[str, Any]:
+def carried(
+    rows: Sequence[Gate], pending: Mapping[str, Any], but: str | None = None
+) -> dict[str, Any]:
     """Decisions already claimed for gates the graph still waits at (their process died before
     handing them over): interrupt id -> decision."""
-    return {g.interrupt_id: g.decision for g in rows
-            if g.status != WAITING and g.decision is not None and g.interrupt_id in pending and g.interrupt_id != but}
+    return {
+        g.interrupt_id: g.decision
+        for g in rows
+        if g.status != WAITING
+        and g.decision is not None
+        and g.interrupt_id in pending
+        and g.interrupt_id != but
+    }
 
 
-async def decide(db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask
-                 ) -> tuple[dict[str, Any], Event]:
+async def decide(
+    db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask
+) -> tuple[dict[str, Any], Event]:
     """Judge and claim a decision; returns the resume map (interrupt id -> decision) and the
     recorded `approval_decided` event. DecisionRefused leaves everything as it was."""
     rows = await db.aread(lambda conn: gates.of_run(conn, record.id))
     check_waiting(record, rows, wanted.gate)
     gate = choose(rows, pending, wanted.gate, record.id)
-    values = check_decision(gate.request, wanted.decision, wanted.values, wanted.actor, timed_out=wanted.timed_out)
+    values = check_decision(
+        gate.request, wanted.decision, wanted.values, wanted.actor, timed_out=wanted.timed_out
+    )
     now = now_iso()
     decision = Decision(wanted.decision, values, wanted.actor, wanted.reason, now, wanted.timed_out)
     data = {"gate": gate.gate, "interrupt_id": gate.interrupt_id, **decision.payload()}
-    event = await db.writer.call(gates.claim(gate, decision.payload(), liveness.current(), data, now))
-    return {gate.interrupt_id: decision.payload(), **carried(rows, pending, but=gate.interrupt_id)}, event
+    event = await db.writer.call(
+        gates.claim(gate, decision.payload(), liveness.current(), data, now)
+    )
+    return {
+        gate.interrupt_id: decision.payload(),
+        **carried(rows, pending, but=gate.interrupt_id),
+    }, event
 
 
 def on_timeout(gate: Gate) -> Ask:
@@ -150,8 +199,14 @@ def on_timeout(gate: Gate) -> Ask:
     action = str(gate.request.get("on_timeout") or REJECT)
     decision = action if action in (APPROVE, REJECT) else TIMEOUT
     timeout = gate.request.get("timeout")
-    return Ask(decision, {}, f"no decision within {timeout}" if timeout else "timed out", gate.interrupt_id,
-               None, timed_out=True)
+    return Ask(
+        decision,
+        {},
+        f"no decision within {timeout}" if timeout else "timed out",
+        gate.interrupt_id,
+        None,
+        timed_out=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -165,5 +220,10 @@ class Expired:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "gate": self.gate, "action": self.action, "status": self.status,
-                "error": self.error}
+        return {
+            "run_id": self.run_id,
+            "gate": self.gate,
+            "action": self.action,
+            "status": self.status,
+            "error": self.error,
+        }

@@ -43,7 +43,10 @@ def subflows(bundle: Bundle) -> Callable[[str], FlowSpec | None]:
 
 def uses_default_model(bundle: Bundle) -> bool:
     """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
-    return any(block.kind in MODEL_KINDS and block.model in (None, "default") for block in all_blocks(bundle))
+    return any(
+        block.kind in MODEL_KINDS and block.model in (None, "default")
+        for block in all_blocks(bundle)
+    )
 
 
 def history_window(bundle: Bundle) -> int | None:
@@ -60,18 +63,24 @@ def history_window(bundle: Bundle) -> int | None:
 
 def model_profiles(bundle: Bundle) -> list[Any]:
     """Every model profile a run of the flow may use: blockyard.yaml's, and blocks' inline ones."""
-    inline = [block.model for block in all_blocks(bundle)
-              if block.model is not None and not isinstance(block.model, str)]
+    inline = [
+        block.model
+        for block in all_blocks(bundle)
+        if block.model is not None and not isinstance(block.model, str)
+    ]
     return [*bundle.config.models.values(), *inline]
 
 
-def run_mode(bundle: Bundle, durability: str | None, trace: bool | None, *, gate: str | None,
-             thread: bool) -> tuple[str, bool]:
+def run_mode(
+    bundle: Bundle, durability: str | None, trace: bool | None, *, gate: str | None, thread: bool
+) -> tuple[str, bool]:
     """The durability mode of a run of `bundle` that asks for `durability` and `trace` (None: the
     flow's, else the yard's) and whether it keeps its trace; UsageError when it cannot work that way:
     it pauses at `gate`, or is a conversation turn, with no checkpoints (engine/spec/durability.py)."""
     if durability is not None and durability not in DURABILITY_MODES:
-        raise UsageError(f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'")
+        raise UsageError(
+            f"durability must be one of {', '.join(DURABILITY_MODES)}, not '{durability}'"
+        )
     mode = mode_of(durability, bundle.flow, bundle.config)
     problem = refusal(mode, flow=bundle.name, gate=gate, thread=thread, trace=trace)
     if problem is not None:

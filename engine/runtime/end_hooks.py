@@ -31,15 +31,23 @@ def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) 
     if memory is None and run.thread_id is None:
         return None
 
-    async def on_end(status: RunStatus, outputs: dict[str, Any] | None, error: str | None) -> list[Write]:
+    async def on_end(
+        status: RunStatus, outputs: dict[str, Any] | None, error: str | None
+    ) -> list[Write]:
         if memory is not None:
             try:
                 await memory.remember_run(history_record(run, status, outputs, error))
             except Exception as exc:  # the run's result stands; memory is best kept, not required
-                log.warning("run %s: could not store its history in memory scope %s: %s", run.id, memory.scope, exc)
+                log.warning(
+                    "run %s: could not store its history in memory scope %s: %s",
+                    run.id,
+                    memory.scope,
+                    exc,
+                )
         if run.thread_id is not None and status == RunStatus.FINISHED:
-            return await turns.finish_turn(db, graph, run.thread_id, run.id, run.inputs, outputs, REPLY_NODE,
-                                           now_iso())
+            return await turns.finish_turn(
+                db, graph, run.thread_id, run.id, run.inputs, outputs, REPLY_NODE, now_iso()
+            )
         return []
 
     return on_end

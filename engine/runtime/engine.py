@@ -41,7 +41,14 @@ from engine.nodes.context import RunContext
 from engine.nodes.spend import RunSpend
 from engine.runtime import approvals, naming, resumes, turns
 from engine.runtime.approvals import Ask, Expired
-from engine.runtime.bundles import history_window, model_profiles, run_budget, run_mode, subflows, uses_default_model
+from engine.runtime.bundles import (
+    history_window,
+    model_profiles,
+    run_budget,
+    run_mode,
+    subflows,
+    uses_default_model,
+)
 from engine.runtime.end_hooks import end_hook
 from engine.runtime.execution import Execution, RunResult, collect, execute
 from engine.runtime.memory import render_scope
@@ -68,13 +75,23 @@ class Engine:
     engine/state/location.py); `root` is the yard's folder (where its Python tools live) and
     `env` replaces `os.environ` for model keys."""
 
-    def __init__(self, root: Path, state_path: Path, *, synchronous: str = "NORMAL",
-                 env: Mapping[str, str] | None = None, database: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        state_path: Path,
+        *,
+        synchronous: str = "NORMAL",
+        env: Mapping[str, str] | None = None,
+        database: str | None = None,
+    ) -> None:
         self.root = root
-        self.state_path = state_path  # with Postgres too: the yard's local folders (workspaces) sit beside it
+        self.state_path = (
+            state_path  # with Postgres too: the yard's local folders (workspaces) sit beside it
+        )
         self.location: Location = locate(state_path, database)
         self.env = env
-        self.secrets = Masker()  # the API keys of the model profiles runs use (engine/core/redaction.py)
+        # the API keys of the model profiles runs use (engine/core/redaction.py)
+        self.secrets = Masker()
         self._synchronous = synchronous
         self._db: StateDB | None = None
         self._memory: MemoryStore | None = None
@@ -97,8 +114,14 @@ class Engine:
         self.traceparents: dict[str, str] = {}
 
     @classmethod
-    def for_project(cls, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
-                    env: Mapping[str, str] | None = None) -> Engine:
+    def for_project(
+        cls,
+        project: Project,
+        *,
+        state: Path | str | None = None,
+        synchronous: str = "NORMAL",
+        env: Mapping[str, str] | None = None,
+    ) -> Engine:
         """The engine of a loaded yard: its state database (`database` or `paths.state` unless `state`,
         a file or a Postgres URL, is given),
         with the keys of its model profiles masked from the start."""
@@ -108,8 +131,9 @@ class Engine:
         path = Path(state) if state is not None else project.root / project.config.paths.state
         engine = cls(project.root, path, synchronous=synchronous, env=env, database=database)
         engine.mask_keys(project.config.models.values())
-        engine.prompt_files = frozenset(prompt_files(d.spec for versions in project.blocks.values()
-                                                     for d in versions.values()))
+        engine.prompt_files = frozenset(
+            prompt_files(d.spec for versions in project.blocks.values() for d in versions.values())
+        )
         return engine
 
     def mask_keys(self, profiles: Iterable[ModelProfile]) -> None:
@@ -126,9 +150,13 @@ class Engine:
         with self._lock:
             if self._db is None:
                 try:
-                    self._db = StateDB(self.location, synchronous=self._synchronous, secrets=self.secrets)
+                    self._db = StateDB(
+                        self.location, synchronous=self._synchronous, secrets=self.secrets
+                    )
                 except DB_ERRORS as exc:
-                    raise StateError(f"cannot open the state database {self.location}: {exc}") from None
+                    raise StateError(
+                        f"cannot open the state database {self.location}: {exc}"
+                    ) from None
             return self._db
 
     @property
@@ -167,7 +195,9 @@ class Engine:
             self._hashes[id(bundle)] = (bundle, digest, text)
         return bundle
 
-    def compiled(self, bundle: Bundle, *, durable: bool = True, inline: bool = False) -> CompiledFlow:
+    def compiled(
+        self, bundle: Bundle, *, durable: bool = True, inline: bool = False
+    ) -> CompiledFlow:
         """A bundle's CompiledFlow (cached by hash): on our checkpointer if `durable`; `inline` for the
         engine's executions (engine/compile/inline.py); the standalone graph and drawings: step by step."""
         key = (self.pin(bundle)[0], durable, inline)
@@ -182,8 +212,9 @@ class Engine:
         text = await self.db.aread(lambda conn: store.load_definition(conn, digest))
         return self.pinned(Bundle.from_json(text), digest, text) if text is not None else None
 
-    def check_output_dir(self, bundle: Bundle, text: str, what: str = "output_dir",
-                         prompts: Iterable[str] = ()) -> str:
+    def check_output_dir(
+        self, bundle: Bundle, text: str, what: str = "output_dir", prompts: Iterable[str] = ()
+    ) -> str:
         """The output folder `text` of a run of `bundle`, normalized; UsageError unless it is a folder of
         the yard that overlaps nothing the engine reads (engine/definitions/outputdir.py): its configuration,
         definitions, code, and the folders of the prompt files of the yard, of `bundle` and `prompts`."""
@@ -195,8 +226,13 @@ class Engine:
         """The folder of run `run_id`'s files when it names no output folder."""
         return self.state_path.parent / "workspaces" / run_id
 
-    def context(self, bundle: Bundle, run_id: str, thread_id: str | None = None,
-                output_dir: str | None = None) -> tuple[RunContext, str | None]:
+    def context(
+        self,
+        bundle: Bundle,
+        run_id: str,
+        thread_id: str | None = None,
+        output_dir: str | None = None,
+    ) -> tuple[RunContext, str | None]:
         """The run context of one execution (models, tools, workspace, secrets), and the note that the
         default model profile is the mock, when the flow uses it. `output_dir`: the yard folder the
         file tools write to (checked when the run started), else the run's own workspace."""
@@ -212,18 +248,31 @@ class Engine:
             workspace = self.root / output_dir
             tools = registry.with_workspace(workspace, confine=self.root)
         models = ModelResolver(bundle.config, self.env, run_id=run_id)
-        self.mask_keys(model_profiles(bundle))  # a pinned definition may name other variables than the files now
-        context = RunContext(run_id=run_id, models=models, tools=tools,
-                             workspace=workspace, thread_id=thread_id, secrets=self.secrets,
-                             limits=TemplateLimits.of(bundle.config))
+        # a pinned definition may name other variables than the files now
+        self.mask_keys(model_profiles(bundle))
+        context = RunContext(
+            run_id=run_id,
+            models=models,
+            tools=tools,
+            workspace=workspace,
+            thread_id=thread_id,
+            secrets=self.secrets,
+            limits=TemplateLimits.of(bundle.config),
+        )
         if output_dir is not None:
             context.extra["output_dir"] = output_dir
         return context, models.default_note if uses_default_model(bundle) else None
 
     # ---- starting and going on --------------------------------------------------------------
 
-    def durability(self, bundle: Bundle, durability: str | None = None, trace: bool | None = None, *,
-                   thread: bool = False) -> tuple[str, bool]:
+    def durability(
+        self,
+        bundle: Bundle,
+        durability: str | None = None,
+        trace: bool | None = None,
+        *,
+        thread: bool = False,
+    ) -> tuple[str, bool]:
         """The durability mode and whether to keep the trace, for a run of `bundle` that asks for
         `durability` and `trace` (None: the flow's, else the yard's; engine/spec/durability.py);
         UsageError when the run cannot work that way (a gate or a conversation turn with no checkpoints)."""
@@ -233,20 +282,37 @@ class Engine:
                 self._gates[digest] = gate_of(bundle.flow, subflows(bundle))
         return run_mode(bundle, durability, trace, gate=self._gates[digest], thread=thread)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                    thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                    trace: bool | None = None) -> Execution:
+    async def start(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> Execution:
         """Record a new run of `bundle` (a turn of conversation `thread`) and prepare its execution;
         UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread, an output
         folder outside the yard or a durability it cannot run in. `output_dir` (the run's choice)
         wins over the flow's `output_dir`; `durability` and `trace` over the flow's and the yard's."""
         mode, keep = self.durability(bundle, durability, trace, thread=thread is not None)
-        values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
-        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
+        values = coerce_inputs(
+            bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'"
+        )
+        chosen_dir = (
+            output_dir
+            if output_dir is not None
+            else bundle.flow.output_dir
+            if self.output_dirs
+            else None
+        )
         if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
             what = "--output" if output_dir is not None else "output_dir"
             chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
-        render_scope(bundle, values)  # a scope that does not render refuses the run before it exists
+        # a scope that does not render refuses the run before it exists
+        render_scope(bundle, values)
         compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
         digest, text = self.pin(bundle)
         chosen = check_run_id(run_id) if run_id is not None else None
@@ -255,49 +321,111 @@ class Engine:
         me = liveness.current()
         for _attempt in range(5):
             now = now_iso()
-            record = RunRecord(id=chosen or new_run_id(), flow=bundle.name, version=bundle.version,
-                               digest=digest, status=RunStatus.RUNNING, inputs=values, thread_id=thread_id,
-                               owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now, started=now,
-                               owner_replica=me.replica, lease_until=me.lease_until, durability=mode,
-                               trace=keep, budget=run_budget(bundle))
+            record = RunRecord(
+                id=chosen or new_run_id(),
+                flow=bundle.name,
+                version=bundle.version,
+                digest=digest,
+                status=RunStatus.RUNNING,
+                inputs=values,
+                thread_id=thread_id,
+                owner_pid=me.pid,
+                owner_host=me.host,
+                owner_start=me.start,
+                created=now,
+                started=now,
+                owner_replica=me.replica,
+                lease_until=me.lease_until,
+                durability=mode,
+                trace=keep,
+                budget=run_budget(bundle),
+            )
             writes = [store.insert_run(record)]
             if digest not in self._saved:
-                writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
+                writes.insert(
+                    0, store.save_definition(digest, bundle.name, bundle.version, text, now)
+                )
             try:
                 if thread_id is None:
                     await self.db.writer.write(*writes)
                 else:  # one turn at a time: admitted only while no other run of the thread goes on
                     said = threads.turn_text(values)
-                    admit = threads.admit(thread_id, bundle.name, threads.title_of(said), writes, record.id, now,
-                                          name=naming.fallback_name(said))
-                    admitted = await threads.wait_turn(functools.partial(self.db.writer.call, admit), thread_id)
+                    admit = threads.admit(
+                        thread_id,
+                        bundle.name,
+                        threads.title_of(said),
+                        writes,
+                        record.id,
+                        now,
+                        name=naming.fallback_name(said),
+                    )
+                    admitted = await threads.wait_turn(
+                        functools.partial(self.db.writer.call, admit), thread_id
+                    )
                 self._saved.add(digest)
                 break
             except INTEGRITY_ERRORS:
                 if chosen is not None:
-                    raise UsageError(f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)") \
-                        from None
+                    raise UsageError(
+                        f"run id '{chosen}' is already taken (see `blockyard runs show {chosen}`)"
+                    ) from None
             except DB_ERRORS as exc:
                 raise StateError(f"cannot record a new run in {self.location}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
         if thread_id is None or admitted is None:
             if mode not in NO_CHECKPOINTS:
-                self.db.saver.expect_new(record.id)  # its checkpoint thread is the run id: nothing to read
-            return await self.execution(bundle, compiled, record, compiled.initial_state(values),
-                                        output_dir=chosen_dir, trace=keep)
-        fresh = admitted.checkpoint is None  # nothing finished yet: whatever a failed turn left is not the talk
+                # its checkpoint thread is the run id: nothing to read
+                self.db.saver.expect_new(record.id)
+            return await self.execution(
+                bundle,
+                compiled,
+                record,
+                compiled.initial_state(values),
+                output_dir=chosen_dir,
+                trace=keep,
+            )
+        # nothing finished yet: whatever a failed turn left is not the talk
+        fresh = admitted.checkpoint is None
         start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
-        stored = [] if fresh else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
-        talk = turns.conversation(stored, record.id, history_window(bundle), bundle.config.threads.history_chars)
-        start = turns.turn_state(values, record.id, talk.drop, fresh=fresh and not admitted.first,
-                                 context=empty(compiled.accumulated))
-        return await self.execution(bundle, compiled, record, start, conversation=talk.said, checkpoint=start_at,
-                                    first=admitted.first, turns_before=admitted.turns_before, output_dir=chosen_dir)
+        stored = (
+            []
+            if fresh
+            else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
+        )
+        talk = turns.conversation(
+            stored, record.id, history_window(bundle), bundle.config.threads.history_chars
+        )
+        start = turns.turn_state(
+            values,
+            record.id,
+            talk.drop,
+            fresh=fresh and not admitted.first,
+            context=empty(compiled.accumulated),
+        )
+        return await self.execution(
+            bundle,
+            compiled,
+            record,
+            start,
+            conversation=talk.said,
+            checkpoint=start_at,
+            first=admitted.first,
+            turns_before=admitted.turns_before,
+            output_dir=chosen_dir,
+        )
 
-    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str,
-                      output_dir: str | None = None, durability: str | None = None,
-                      trace: bool | None = None, start: bool = False) -> RunRecord:
+    async def enqueue(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+        start: bool = False,
+    ) -> RunRecord:
         """Record a new run of `bundle` as `queued`, held by this process (and its lease, on a server
         replica) until it starts (`start_queued`) — or, if this process dies first, until another
         server adopts it (docs/postgres.md, "The queue"). Checked like `start`: UsageError (nothing
@@ -309,8 +437,16 @@ class Engine:
         already started: `running` under this process, the row `store.start_queued` would make of
         it, in the one transaction that records it; the caller then executes it (`astream_queued`)."""
         mode, keep = self.durability(bundle, durability, trace)
-        values = coerce_inputs(bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'")
-        chosen_dir = output_dir if output_dir is not None else bundle.flow.output_dir if self.output_dirs else None
+        values = coerce_inputs(
+            bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'"
+        )
+        chosen_dir = (
+            output_dir
+            if output_dir is not None
+            else bundle.flow.output_dir
+            if self.output_dirs
+            else None
+        )
         if chosen_dir is not None:
             what = "--output" if output_dir is not None else "output_dir"
             chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
@@ -318,19 +454,35 @@ class Engine:
         digest, text = self.pin(bundle)
         me = liveness.current()
         now = now_iso()
-        record = RunRecord(id=check_run_id(run_id), flow=bundle.name, version=bundle.version, digest=digest,
-                           status=RunStatus.RUNNING if start else RunStatus.QUEUED, inputs=values,
-                           owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now,
-                           started=now if start else None, owner_replica=me.replica, lease_until=me.lease_until,
-                           durability=mode, output_dir=chosen_dir, trace=keep, budget=run_budget(bundle),
-                           traceparent=self.traceparents.get(run_id))
+        record = RunRecord(
+            id=check_run_id(run_id),
+            flow=bundle.name,
+            version=bundle.version,
+            digest=digest,
+            status=RunStatus.RUNNING if start else RunStatus.QUEUED,
+            inputs=values,
+            owner_pid=me.pid,
+            owner_host=me.host,
+            owner_start=me.start,
+            created=now,
+            started=now if start else None,
+            owner_replica=me.replica,
+            lease_until=me.lease_until,
+            durability=mode,
+            output_dir=chosen_dir,
+            trace=keep,
+            budget=run_budget(bundle),
+            traceparent=self.traceparents.get(run_id),
+        )
         writes = [store.insert_run(record)]
         if digest not in self._saved:
             writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
         try:
             await self.db.writer.write(*writes)
         except INTEGRITY_ERRORS:
-            raise UsageError(f"run id '{run_id}' is already taken (see `blockyard runs show {run_id}`)") from None
+            raise UsageError(
+                f"run id '{run_id}' is already taken (see `blockyard runs show {run_id}`)"
+            ) from None
         except DB_ERRORS as exc:
             raise StateError(f"cannot record a new run in {self.location}: {exc}") from None
         self._saved.add(digest)
@@ -343,88 +495,141 @@ class Engine:
         if bundle is None or self.pin(bundle)[0] != record.digest:
             bundle = await self.stored_bundle(record.digest)
         if bundle is None:
-            raise StateError(f"run {record.id}: its definition {record.digest} is missing from the state database")
+            raise StateError(
+                f"run {record.id}: its definition {record.digest} is missing from the state database"
+            )
         # in the mode and with the trace it was accepted with (recorded by `enqueue`)
         durable = record.mode not in NO_CHECKPOINTS
         compiled = self.compiled(bundle, durable=durable, inline=True)
         if durable:
             self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
-        if record.traceparent is not None:  # queued by an HTTP caller, maybe on another server: its trace goes on
+        if record.traceparent is not None:
+            # queued by an HTTP caller, maybe on another server: its trace goes on
             self.traceparents.setdefault(record.id, record.traceparent)
-        return await self.execution(bundle, compiled, record, compiled.initial_state(record.inputs),
-                                    output_dir=record.output_dir, trace=record.trace)
+        return await self.execution(
+            bundle,
+            compiled,
+            record,
+            compiled.initial_state(record.inputs),
+            output_dir=record.output_dir,
+            trace=record.trace,
+        )
 
-    async def astream_queued(self, record: RunRecord, bundle: Bundle | None = None) -> AsyncGenerator[Event, None]:
+    async def astream_queued(
+        self, record: RunRecord, bundle: Bundle | None = None
+    ) -> AsyncGenerator[Event, None]:
         """`start_queued` and yield its events, the last one terminal."""
         execution = await self.start_queued(record, bundle)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def resume(self, run_id: str, wanted: Ask | None = None, *,
-                     budget: Mapping[str, Any] | None = None) -> Execution:
+    async def resume(
+        self, run_id: str, wanted: Ask | None = None, *, budget: Mapping[str, Any] | None = None
+    ) -> Execution:
         """The next execution of run `run_id` on its pinned definition: with the decision `wanted` on
         a gate it waits at, or (None) going on after a crash or failure. UsageError or DecisionRefused
         (nothing changed) when it cannot go on (engine/runtime/resumes.py)."""
         db = self.db
         record = await resumes.stopped_run(db, run_id, wanted)
-        if budget:  # raised limits (`resume --budget`), kept with the run for its later executions too
+        if budget:
+            # raised limits (`resume --budget`), kept with the run for its later executions too
             try:
                 limits = raised(record.budget, dict(budget)).model_dump(exclude_none=True)
             except ValueError as exc:
                 raise UsageError(f"run {run_id}: {exc}") from None
             await db.writer.write(store.set_budget(run_id, limits))
             record = dataclasses.replace(record, budget=limits)
-        if record.status == RunStatus.QUEUED:  # its server stopped or died before starting it: it starts
+        if record.status == RunStatus.QUEUED:
+            # its server stopped or died before starting it: it starts
             # here, as it was accepted (its mode and trace choice), from its inputs
             await resumes.take_queued(db, record)
             return await self.start_queued(record)
         bundle = await self.stored_bundle(record.digest)
         if bundle is None:
-            raise StateError(f"run {run_id}: its definition {record.digest} is missing from the state database")
+            raise StateError(
+                f"run {run_id}: its definition {record.digest} is missing from the state database"
+            )
         compiled = self.compiled(bundle, inline=True)
-        state = await compiled.graph.aget_state({"configurable": {"thread_id": record.thread_id or run_id}})
+        state = await compiled.graph.aget_state(
+            {"configurable": {"thread_id": record.thread_id or run_id}}
+        )
         if state.created_at is None:
             resumes.check_checkpointed(record)
         pending = {item.id: item.value for item in state.interrupts}
         go_on = await resumes.how_to_go_on(db, record, pending, wanted)
         start: Any = Command(resume=go_on.resume) if go_on.resume else None
-        if wanted is None and not pending and state.created_at is None:  # died before its first checkpoint:
+        if wanted is None and not pending and state.created_at is None:
+            # died before its first checkpoint:
             # start over from its inputs
-            start = turns.turn_state(record.inputs, run_id, context=empty(compiled.accumulated)) \
-                if record.thread_id else \
-                compiled.initial_state(record.inputs)
+            start = (
+                turns.turn_state(record.inputs, run_id, context=empty(compiled.accumulated))
+                if record.thread_id
+                else compiled.initial_state(record.inputs)
+            )
         last = await db.aread(lambda conn: store.last_seq(conn, run_id))
-        return await self.execution(bundle, compiled, record, start, last_seq=last, resumed=True,
-                                    values=dict(state.values) if state.values else None, preface=go_on.preface,
-                                    pending=go_on.wait_again)
+        return await self.execution(
+            bundle,
+            compiled,
+            record,
+            start,
+            last_seq=last,
+            resumed=True,
+            values=dict(state.values) if state.values else None,
+            preface=go_on.preface,
+            pending=go_on.wait_again,
+        )
 
-    async def execution(self, bundle: Bundle, compiled: CompiledFlow, record: RunRecord, start: Any, *,
-                        last_seq: int = 0, resumed: bool = False, values: dict[str, Any] | None = None,
-                        preface: list[Event] | None = None, pending: dict[str, Any] | None = None,
-                        conversation: tuple[tuple[str, str], ...] | None = None, checkpoint: str | None = None,
-                        first: bool = False, turns_before: int | None = None,
-                        output_dir: str | None = None, trace: bool = True) -> Execution:
+    async def execution(
+        self,
+        bundle: Bundle,
+        compiled: CompiledFlow,
+        record: RunRecord,
+        start: Any,
+        *,
+        last_seq: int = 0,
+        resumed: bool = False,
+        values: dict[str, Any] | None = None,
+        preface: list[Event] | None = None,
+        pending: dict[str, Any] | None = None,
+        conversation: tuple[tuple[str, str], ...] | None = None,
+        checkpoint: str | None = None,
+        first: bool = False,
+        turns_before: int | None = None,
+        output_dir: str | None = None,
+        trace: bool = True,
+    ) -> Execution:
         """One execution of `record`: its run context (models, tools, memory, a thread's conversation)
         and end hook. A resumed turn finds its conversation in `values`, the checkpoint it goes on from;
         a resumed run writes its files where it started writing them (recorded in its first
         run_started event)."""
-        if resumed:  # where its first execution wrote; a queued run that never started: its own choice
-            output_dir = await self.db.aread(lambda conn: written.output_dir_of(conn, record.id)) or record.output_dir
+        if resumed:
+            # where its first execution wrote; a queued run that never started: its own choice
+            output_dir = (
+                await self.db.aread(lambda conn: written.output_dir_of(conn, record.id))
+                or record.output_dir
+            )
         context, note = self.context(bundle, record.id, record.thread_id, output_dir)
         context.spend = await self.spend(record, resumed)
         if record.thread_id is not None:
             budget = bundle.config.threads.history_chars
             if conversation is None:
                 stored = (values or {}).get("messages") or []
-                conversation = turns.conversation(stored, record.id, history_window(bundle), budget).said
+                conversation = turns.conversation(
+                    stored, record.id, history_window(bundle), budget
+                ).said
             context.conversation = conversation
             context.history_chars = budget
             thread_id = record.thread_id
-            context.turns_before = turns_before if turns_before is not None else await self.db.aread(
-                lambda conn: threads.finished_turns(conn, thread_id))
+            context.turns_before = (
+                turns_before
+                if turns_before is not None
+                else await self.db.aread(lambda conn: threads.finished_turns(conn, thread_id))
+            )
         scope = render_scope(bundle, record.inputs)
-        memory = await self.memory.open(scope, bundle.name, record.id) if scope is not None else None
+        memory = (
+            await self.memory.open(scope, bundle.name, record.id) if scope is not None else None
+        )
         context.memory = memory
         data: dict[str, Any] = {"resumed": True} if resumed else {}
         if output_dir is not None:
@@ -435,11 +640,24 @@ class Engine:
             data["thread"] = record.thread_id
         if record.mode != "sync":
             data["durability"] = record.mode
-        return Execution(self.db, compiled, record, context, start, last_seq=last_seq, started_data=data,
-                         values=values, preface=list(preface or []), pending=pending,
-                         on_end=end_hook(self.db, compiled.graph, record, memory), checkpoint=checkpoint,
-                         naming=naming.first_turn(bundle, record, context.models) if first else None, trace=trace,
-                         observers=tuple(self.observers), traceparent=self.traceparents.pop(record.id, None))
+        return Execution(
+            self.db,
+            compiled,
+            record,
+            context,
+            start,
+            last_seq=last_seq,
+            started_data=data,
+            values=values,
+            preface=list(preface or []),
+            pending=pending,
+            on_end=end_hook(self.db, compiled.graph, record, memory),
+            checkpoint=checkpoint,
+            naming=naming.first_turn(bundle, record, context.models) if first else None,
+            trace=trace,
+            observers=tuple(self.observers),
+            traceparent=self.traceparents.pop(record.id, None),
+        )
 
     async def spend(self, record: RunRecord, resumed: bool) -> RunSpend:
         """What the run spent before this execution (by its trace when it has one: a crashed execution's
@@ -447,41 +665,79 @@ class Engine:
         budget = BudgetSpec.model_validate(record.budget) if record.budget else None
         spend = RunSpend(run_id=record.id, budget=budget, duration_before=record.duration)
         if resumed:
-            spend.spent = await self.db.aread(lambda conn: store.traced_spend(conn, record.id)) if record.trace \
+            spend.spent = (
+                await self.db.aread(lambda conn: store.traced_spend(conn, record.id))
+                if record.trace
                 else Spend.of(record.as_dict())
+            )
         if budget is not None and record.thread_id is not None:
             thread_id = record.thread_id
             spend.thread, spend.thread_duration_before = await self.db.aread(
-                lambda conn: store.thread_spend(conn, thread_id, record.id))
+                lambda conn: store.thread_spend(conn, thread_id, record.id)
+            )
         return spend
 
-    async def astream(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                      trace: bool | None = None) -> AsyncGenerator[Event, None]:
+    async def astream(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> AsyncGenerator[Event, None]:
         """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
-        execution = await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
-                                     durability=durability, trace=trace)
+        execution = await self.start(
+            bundle,
+            inputs,
+            run_id=run_id,
+            thread=thread,
+            output_dir=output_dir,
+            durability=durability,
+            trace=trace,
+        )
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str, wanted: Ask | None = None, *,
-                             budget: Mapping[str, Any] | None = None) -> AsyncGenerator[Event, None]:
+    async def astream_resume(
+        self, run_id: str, wanted: Ask | None = None, *, budget: Mapping[str, Any] | None = None
+    ) -> AsyncGenerator[Event, None]:
         """Go on with run `run_id` (see `resume`) and yield its events."""
         execution = await self.resume(run_id, wanted, budget=budget)
         async with aclosing(execute(execution)) as events:
             async for event in events:
                 yield event
 
-    async def arun(self, bundle: Bundle, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                   trace: bool | None = None) -> RunResult:
+    async def arun(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> RunResult:
         """Run the pinned `bundle` to its end (finished, failed or waiting for approval)."""
-        return await collect(await self.start(bundle, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
-                                              durability=durability, trace=trace))
+        return await collect(
+            await self.start(
+                bundle,
+                inputs,
+                run_id=run_id,
+                thread=thread,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            )
+        )
 
-    async def aresume(self, run_id: str, wanted: Ask | None = None, *,
-                      budget: Mapping[str, Any] | None = None) -> RunResult:
+    async def aresume(
+        self, run_id: str, wanted: Ask | None = None, *, budget: Mapping[str, Any] | None = None
+    ) -> RunResult:
         """`astream_resume` to the end of the execution."""
         return await collect(await self.resume(run_id, wanted, budget=budget))
 
@@ -498,6 +754,10 @@ class Engine:
             except DecisionRefused:
                 continue  # decided meanwhile, or the run is busy with another gate: the next round sees it
             result = await collect(execution)
-            action = wanted.decision if wanted.decision != "timeout" else str(gate.request.get("on_timeout"))
+            action = (
+                wanted.decision
+                if wanted.decision != "timeout"
+                else str(gate.request.get("on_timeout"))
+            )
             expired.append(Expired(gate.run_id, gate.gate, action, result.status, result.error))
         return expired

@@ -55,12 +55,24 @@ from engine.state.writer import GuardFailed, Write
 log = logging.getLogger(__name__)
 
 # (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
-EndHook = Callable[[RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]]
+EndHook = Callable[
+    [RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]
+]
 # what the graph is streamed with, per durability mode; none compiles the graph without a checkpointer,
 # and LangGraph then wants no mode (it warns that one has no effect, and "sync" would wait for a
 # checkpoint it never makes)
-GRAPH_DURABILITY: dict[str, Durability | None] = {"sync": "sync", "async": "async", "exit": "exit", "none": None}
-EXIT_CODES = {RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.INTERRUPTED: 130}
+GRAPH_DURABILITY: dict[str, Durability | None] = {
+    "sync": "sync",
+    "async": "async",
+    "exit": "exit",
+    "none": None,
+}
+EXIT_CODES = {
+    RunStatus.FINISHED: 0,
+    RunStatus.FAILED: 1,
+    RunStatus.WAITING: 3,
+    RunStatus.INTERRUPTED: 130,
+}
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,8 @@ class RunResult:
     flow: str
     version: int
     step: str | None = None  # the failing step, or the gate a waiting run stopped at
-    waiting: list[dict[str, Any]] = field(default_factory=list)  # approval_required data, one per gate
+    # approval_required data, one per gate
+    waiting: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -89,12 +102,23 @@ class RunResult:
         """The result told by the events of one execution (the last must be terminal)."""
         last = events[-1]
         if last.type == RUN_FINISHED:
-            return cls(run.id, RunStatus.FINISHED, last.data.get("outputs"), None, run.flow, run.version)
+            return cls(
+                run.id, RunStatus.FINISHED, last.data.get("outputs"), None, run.flow, run.version
+            )
         if last.type == APPROVAL_REQUIRED:
             gates = [e.data for e in events if e.type == APPROVAL_REQUIRED]
-            return cls(run.id, RunStatus.WAITING, None, None, run.flow, run.version, last.step, gates)
-        return cls(run.id, RunStatus(last.data.get("status", RunStatus.FAILED)), None, last.data.get("error"), run.flow,
-                   run.version, last.step)
+            return cls(
+                run.id, RunStatus.WAITING, None, None, run.flow, run.version, last.step, gates
+            )
+        return cls(
+            run.id,
+            RunStatus(last.data.get("status", RunStatus.FAILED)),
+            None,
+            last.data.get("error"),
+            run.flow,
+            run.version,
+            last.step,
+        )
 
 
 @dataclass
@@ -109,11 +133,18 @@ class Execution:
     last_seq: int = 0
     started_data: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] | None = None  # the checkpoint's state, when resuming
-    preface: list[Event] = field(default_factory=list)  # stored already (an approval decision): yielded first
-    pending: dict[str, Any] | None = None  # gates to wait at again without running the graph (interrupt id -> request)
+    # stored already (an approval decision): yielded first
+    preface: list[Event] = field(default_factory=list)
+    pending: dict[str, Any] | None = (
+        None  # gates to wait at again without running the graph (interrupt id -> request)
+    )
     on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
-    checkpoint: str | None = None  # where the graph starts (a thread's last finished turn); None: the latest
-    naming: Naming | None = None  # a thread's first turn: its name, announced in a thread_name event
+    checkpoint: str | None = (
+        None  # where the graph starts (a thread's last finished turn); None: the latest
+    )
+    naming: Naming | None = (
+        None  # a thread's first turn: its name, announced in a thread_name event
+    )
     trace: bool = True  # False: no trace rows (a run with durability none that asked for none)
     # told every event of the execution as it is yielded (tokens included): OpenTelemetry export, metrics
     # (engine/runtime/observe.py); an observer's failure never touches the run
@@ -176,7 +207,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 -
             tell(event)
         yield event
     stream = p.stream()
-    running = ex.db.writer.running()  # a lone run commits its checkpoints itself (engine/state/writer.py)
+    # a lone run commits its checkpoints itself (engine/state/writer.py)
+    running = ex.db.writer.running()
     running.__enter__()
     try:
         async for kind, data in stream:
@@ -227,28 +259,39 @@ class _Pass:
         self.steps = _Steps()
         self.began = time.monotonic()
         self.thread = run.thread_id or run.id
-        self.started = self.seq.make(RUN_STARTED, data={"flow": run.flow, "version": run.version,
-                                                        "digest": run.digest, "inputs": run.inputs,
-                                                        **ex.started_data})
+        self.started = self.seq.make(
+            RUN_STARTED,
+            data={
+                "flow": run.flow,
+                "version": run.version,
+                "digest": run.digest,
+                "inputs": run.inputs,
+                **ex.started_data,
+            },
+        )
         # on a replica, every write of this execution holds only while the replica owns the run
         self.fence = fencing.for_run(run.id)
         # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
-        self.record = _recorder(self.db, self.thread, self.fence, keep=ex.trace,
-                                hold=run.mode not in NO_CHECKPOINTS)
+        self.record = _recorder(
+            self.db, self.thread, self.fence, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS
+        )
         # the run's totals, as the model calls of its steps add to them (engine/nodes/spend.py)
         self.spent = ex.context.spend.spent if ex.context.spend is not None else None
         self.naming = ex.naming
         self.values = ex.values  # a resumed run whose graph had already ended streams no values
         self.interrupts: dict[str, Any] = dict(ex.pending or {})
         self.failure: Failure | None = None
-        self.listener: Listener | None = None  # none when the execution only waits at its gates again
+        self.listener: Listener | None = (
+            None  # none when the execution only waits at its gates again
+        )
 
     def name_known(self) -> bool:
         """Start naming a thread's first turn; whether its name is known already (no naming model)."""
         naming = self.naming
         assert naming is not None
         naming.calls.spent = self.spent
-        with calls.recording(naming.calls):  # the naming model's calls: model_call events of the run
+        # the naming model's calls: model_call events of the run
+        with calls.recording(naming.calls):
             naming.start()
         return naming.task is None
 
@@ -271,15 +314,32 @@ class _Pass:
             return custom
 
         listener = self.listener = Listener(accept)
-        if run.mode not in NO_CHECKPOINTS:  # what steps run inside one node finish is kept (engine/state/journal.py)
-            ex.context.journal = Journal(self.db.saver, self.db.aread, self.thread, self.fence, mode=run.mode,
-                                         resumed=bool(ex.started_data.get("resumed")))
-        config: dict[str, Any] = {"configurable": {"thread_id": self.thread},
-                                  "recursion_limit": ex.compiled.recursion_limit}
-        if ex.checkpoint is not None:  # a thread's turn goes on from its last finished turn, not a failed one
+        if run.mode not in NO_CHECKPOINTS:
+            # what steps run inside one node finish is kept (engine/state/journal.py)
+            ex.context.journal = Journal(
+                self.db.saver,
+                self.db.aread,
+                self.thread,
+                self.fence,
+                mode=run.mode,
+                resumed=bool(ex.started_data.get("resumed")),
+            )
+        config: dict[str, Any] = {
+            "configurable": {"thread_id": self.thread},
+            "recursion_limit": ex.compiled.recursion_limit,
+        }
+        if ex.checkpoint is not None:
+            # a thread's turn goes on from its last finished turn, not a failed one
             config["configurable"]["checkpoint_id"] = ex.checkpoint
-        return listener.listen(ex.compiled.graph, ex.start, config, ex.context, ex.context.limits, self.fence,
-                                    durability=GRAPH_DURABILITY[run.mode])
+        return listener.listen(
+            ex.compiled.graph,
+            ex.start,
+            config,
+            ex.context,
+            ex.context.limits,
+            self.fence,
+            durability=GRAPH_DURABILITY[run.mode],
+        )
 
     async def interrupted(self) -> Event:
         """The run_failed (interrupted) event of an execution stopped from outside, recorded."""
@@ -288,22 +348,40 @@ class _Pass:
         if self.naming is not None:
             self.naming.cancel()
         step = self.steps.current()
-        event = self.seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED,
-                                                 "error": "interrupted before it finished", "step": step})
-        with contextlib.suppress(fencing.LeaseLost):  # taken over meanwhile: nothing of ours to record
-            await self.end(event, RunStatus.INTERRUPTED, error=event.data["error"], step=step, finished=now_iso())
+        event = self.seq.make(
+            RUN_FAILED,
+            step,
+            {
+                "status": RunStatus.INTERRUPTED,
+                "error": "interrupted before it finished",
+                "step": step,
+            },
+        )
+        # taken over meanwhile: nothing of ours to record
+        with contextlib.suppress(fencing.LeaseLost):
+            await self.end(
+                event,
+                RunStatus.INTERRUPTED,
+                error=event.data["error"],
+                step=step,
+                finished=now_iso(),
+            )
         return event
 
     def failed(self, exc: Exception) -> None:
         if not fencing.refused(exc, self.fence):
-            self.failure = describe(exc, self.steps.current(), self.steps.running_now(), self.ex.compiled)
+            self.failure = describe(
+                exc, self.steps.current(), self.steps.running_now(), self.ex.compiled
+            )
 
     async def outcome(self) -> list[Event]:
         """How the execution ended, recorded: the events left to yield."""
         if self.fence is not None and self.fence.lost:
             return [_lost(self.db, self.seq, self.thread, self.steps.current(), self.naming)]
         naming = self.naming
-        preface = [await self.announce(NAME_WAIT)] if naming is not None and not naming.announced else []
+        preface = (
+            [await self.announce(NAME_WAIT)] if naming is not None and not naming.announced else []
+        )
         outputs: dict[str, Any] | None = None
         ending: Sequence[Write] = ()
         if self.failure is None and not self.interrupts:
@@ -336,45 +414,98 @@ class _Pass:
             return None, ()
 
     async def fail(self, failure: Failure) -> list[Event]:
-        failure = dataclasses.replace(failure, message=self.secrets.text(failure.message))  # a server may echo the key
+        # a server may echo the key
+        failure = dataclasses.replace(failure, message=self.secrets.text(failure.message))
         self.failure = failure
         if self.ex.on_end is not None:
             await self.ex.on_end(RunStatus.FAILED, None, failure.message)
-        data = {"status": RunStatus.FAILED, "error": failure.message, "step": failure.step, **failure.extra}
+        data = {
+            "status": RunStatus.FAILED,
+            "error": failure.message,
+            "step": failure.step,
+            **failure.extra,
+        }
         event = self.seq.make(RUN_FAILED, failure.step, data)
-        await self.end(event, RunStatus.FAILED, error=failure.message, step=failure.step, finished=now_iso())
+        await self.end(
+            event, RunStatus.FAILED, error=failure.message, step=failure.step, finished=now_iso()
+        )
         return [event]
 
     async def wait(self) -> list[Event]:
         interrupts = self.secrets.value(self.interrupts)
-        gates = [self.seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
-                 for iid, value in interrupts.items()]
+        gates = [
+            self.seq.make(APPROVAL_REQUIRED, _gate_of(value), {"interrupt_id": iid, "value": value})
+            for iid, value in interrupts.items()
+        ]
         for gate in gates[:-1]:
             self.record(gate)
-        await self.end(gates[-1], RunStatus.WAITING, gate_rows.record_waiting(self.run.id, interrupts, gates[-1].time))
+        await self.end(
+            gates[-1],
+            RunStatus.WAITING,
+            gate_rows.record_waiting(self.run.id, interrupts, gates[-1].time),
+        )
         return gates
 
     async def finish(self, outputs: dict[str, Any] | None, ending: Sequence[Write]) -> Event:
         elapsed = time.monotonic() - self.began
-        event = self.seq.make(RUN_FINISHED, None, {"status": RunStatus.FINISHED, "outputs": outputs,
-                                                   "duration_ms": round((self.run.duration + elapsed) * 1000, 1)})
-        await self.end(event, RunStatus.FINISHED, *ending, outputs=outputs, finished=event.time, elapsed=elapsed)
+        event = self.seq.make(
+            RUN_FINISHED,
+            None,
+            {
+                "status": RunStatus.FINISHED,
+                "outputs": outputs,
+                "duration_ms": round((self.run.duration + elapsed) * 1000, 1),
+            },
+        )
+        await self.end(
+            event,
+            RunStatus.FINISHED,
+            *ending,
+            outputs=outputs,
+            finished=event.time,
+            elapsed=elapsed,
+        )
         return event
 
-    async def end(self, event: Event, status: RunStatus, *more: Write, outputs: dict[str, Any] | None = None,
-                  error: str | None = None, step: str | None = None, finished: str | None = None,
-                  elapsed: float | None = None) -> None:
+    async def end(
+        self,
+        event: Event,
+        status: RunStatus,
+        *more: Write,
+        outputs: dict[str, Any] | None = None,
+        error: str | None = None,
+        step: str | None = None,
+        finished: str | None = None,
+        elapsed: float | None = None,
+    ) -> None:
         """The terminal event, the run's row as this execution leaves it, what else goes with them and the
         checkpoints the run no longer needs: one transaction; LeaseLost when this replica no longer owns
         the run."""
-        row = store.end_run(self.run.id, status, outputs=outputs, error=error, error_step=step, finished=finished,
-                            elapsed=time.monotonic() - self.began if elapsed is None else elapsed, spend=self.spent)
-        await _end(self.db, self.thread, self.ex.trace, event, row, *more, *_pruned(self.db, self.run, status),
-                   fence=self.fence)
+        row = store.end_run(
+            self.run.id,
+            status,
+            outputs=outputs,
+            error=error,
+            error_step=step,
+            finished=finished,
+            elapsed=time.monotonic() - self.began if elapsed is None else elapsed,
+            spend=self.spent,
+        )
+        await _end(
+            self.db,
+            self.thread,
+            self.ex.trace,
+            event,
+            row,
+            *more,
+            *_pruned(self.db, self.run, status),
+            fence=self.fence,
+        )
 
 
-async def _announce(db: StateDB, seq: Sequencer, naming: Naming, wait: float,
-                    record: Callable[[Event], None]) -> Event:
+async def _announce(
+    db: StateDB, seq: Sequencer, naming: Naming, wait: float, record: Callable[[Event], None]
+) -> Event:
     """The thread_name event of a first turn (its name stored first, when the model gave one)."""
     naming.announced = True
     name = await naming.settle(wait)
@@ -398,8 +529,9 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _recorder(db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool,
-              hold: bool) -> Callable[[Event], None]:
+def _recorder(
+    db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool, hold: bool
+) -> Callable[[Event], None]:
     """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints; `fence`:
     the guard of its writes on a replica)."""
 
@@ -412,7 +544,9 @@ def _recorder(db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bo
             return
         row = store.insert_events([event])
         if not hold or not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-            db.writer.write_nowait(*(fence.guarded([row]) if fence is not None else [row]), lazy=True)
+            db.writer.write_nowait(
+                *(fence.guarded([row]) if fence is not None else [row]), lazy=True
+            )
 
     def ignore(event: Event) -> None:
         return None
@@ -427,17 +561,33 @@ def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
     goes on from its last finished turn, which a failed turn's latest checkpoint is not."""
     if run.thread_id is not None:
         return []
-    return db.saver.prune_finished(run.id) if status == RunStatus.FINISHED else db.saver.prune_stopped(run.id)
+    return (
+        db.saver.prune_finished(run.id)
+        if status == RunStatus.FINISHED
+        else db.saver.prune_stopped(run.id)
+    )
 
 
-async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, *more: Write,
-               fence: fencing.Fence | None = None) -> None:
+async def _end(
+    db: StateDB,
+    thread: str,
+    trace: bool,
+    event: Event,
+    end: Write,
+    *more: Write,
+    fence: fencing.Fence | None = None,
+) -> None:
     # the terminal event and the run's new status in one transaction: a reader never sees one without the other
     # (with the trace rows still held for a checkpoint: a failed run has none after its last step);
     # LeaseLost when this replica no longer owns the run: nothing was written
     held = db.saver.take_trace(thread)
     rows = [store.insert_events([event])] if trace else []
-    writes = [*held, *rows, end, *more]  # the pruning too: a replica that lost the run deletes nothing
+    writes = [
+        *held,
+        *rows,
+        end,
+        *more,
+    ]  # the pruning too: a replica that lost the run deletes nothing
     try:
         await db.writer.write(*(fence.guarded(writes) if fence is not None else writes))
     except GuardFailed:
@@ -445,18 +595,29 @@ async def _end(db: StateDB, thread: str, trace: bool, event: Event, end: Write, 
         fence.lost = True
         raise fencing.LeaseLost(f"run {event.run_id} was taken over by another server") from None
     except DB_ERRORS as exc:
-        raise StateError(f"cannot record how run {event.run_id} ended in {db.location}: {exc}") from None
+        raise StateError(
+            f"cannot record how run {event.run_id} ended in {db.location}: {exc}"
+        ) from None
 
 
-def _lost(db: StateDB, seq: Sequencer, thread: str, step: str | None, naming: Naming | None) -> Event:
+def _lost(
+    db: StateDB, seq: Sequencer, thread: str, step: str | None, naming: Naming | None
+) -> Event:
     """The end of an execution whose replica lost the run (engine/state/fencing.py): another replica
     goes on with it from its last checkpoint. Nothing more is written, not even this event."""
     db.saver.take_trace(thread)  # rows held for a checkpoint that will not be written
     if naming is not None:
         naming.cancel()
     log.warning("run %s: this server lost its lease; another server took the run over", seq.run_id)
-    return seq.make(RUN_FAILED, step, {"status": RunStatus.INTERRUPTED, "step": step,
-                                       "error": "this server lost its lease on the run: another server took it over"})
+    return seq.make(
+        RUN_FAILED,
+        step,
+        {
+            "status": RunStatus.INTERRUPTED,
+            "step": step,
+            "error": "this server lost its lease on the run: another server took it over",
+        },
+    )
 
 
 async def collect(execution: Execution) -> RunResult:

@@ -76,6 +76,7 @@ def build_failure(name: str, exc: BaseException) -> str:
 def unavailable_graph(name: str, reason: str) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A graph named `name` whose every run fails with UsageError(reason): it loads wherever LangGraph
     loads graphs, so the flows that can be built are served beside it."""
+
     def unavailable(state: _Anything) -> _Anything:
         raise UsageError(reason)
 
@@ -124,7 +125,9 @@ def export_langgraph(root: Path, output: Path) -> tuple[Path, list[str], list[st
     with Yard.load(root) as yard:
         names = sorted(yard.project.flows)
         if not names:
-            raise UsageError(f"no flows in {root / yard.project.config.paths.flows}: nothing to export")
+            raise UsageError(
+                f"no flows in {root / yard.project.config.paths.flows}: nothing to export"
+            )
         exported = [name for name in names if not yard.problems(name)]
         skipped = [name for name in names if name not in exported]
         if not exported:

@@ -30,7 +30,9 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
         extra: dict[str, Any] = {"block": exc.block} if exc.block else {}
         if exc.item is not None:
             extra["index"] = exc.item
-        return Failure(_without_prefix(str(exc.reason), exc.flow, exc.step), exc.step or step, extra)
+        return Failure(
+            _without_prefix(str(exc.reason), exc.flow, exc.step), exc.step or step, extra
+        )
     if isinstance(exc, GraphRecursionError):
         # raised between steps: no step failed, the flow as a whole ran too long
         return Failure(str(compiled.explain(exc)), running)
@@ -41,11 +43,14 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
     # a bug (ours or a tool's): keep the traceback for whoever debugs it, the type for the user
     log.debug("run failed with an unexpected exception", exc_info=exc)
     text = str(exc)
-    return Failure(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, step,
-                   {"exception": type(exc).__name__})
+    return Failure(
+        f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+        step,
+        {"exception": type(exc).__name__},
+    )
 
 
 def _without_prefix(reason: str, flow: str, step: str) -> str:
     # some causes already say where they happened; the run's failure names the step on its own
     prefix = f"flow '{flow}', step '{step}': "
-    return reason[len(prefix):] if reason.startswith(prefix) else reason
+    return reason[len(prefix) :] if reason.startswith(prefix) else reason

@@ -24,7 +24,8 @@ from langgraph.types import Durability
 
 try:  # private to LangGraph: `direct_supported()` checks that the path still works
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME, CONFIG_KEY_STREAM
-except ImportError:  # pragma: no cover - moved in some LangGraph version: the custom stream mode it is
+# pragma: no cover - moved in some LangGraph version: the custom stream mode it is
+except ImportError:
     PRIVATE_KEYS: tuple[str, str] | None = None
 else:
     PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
@@ -39,9 +40,13 @@ def _direct_config(config: dict[str, Any], write: Any) -> RunnableConfig | None:
     if PRIVATE_KEYS is None:
         return None
     stream_key, runtime_key = PRIVATE_KEYS
-    configurable = {**config.get("configurable", {}), stream_key: StreamProtocol(_ignore, set()),
-                    runtime_key: Runtime(stream_writer=write)}
-    return cast("RunnableConfig", {**config, "configurable": configurable})  # a TypedDict of optional keys
+    configurable = {
+        **config.get("configurable", {}),
+        stream_key: StreamProtocol(_ignore, set()),
+        runtime_key: Runtime(stream_writer=write),
+    }
+    # a TypedDict of optional keys
+    return cast("RunnableConfig", {**config, "configurable": configurable})
 
 
 def _ignore(_: Any) -> None:
@@ -118,16 +123,25 @@ class Listener:
         if made is not None:
             self._queue.put_nowait(("event", made))
 
-    async def listen(self, graph: Any, start: Any, config: dict[str, Any], context: Any,
-                     limits: TemplateLimits | None = None, fence: fencing.Fence | None = None, *,
-                     durability: Durability | None = "sync") -> AsyncGenerator[tuple[str, Any], None]:
+    async def listen(
+        self,
+        graph: Any,
+        start: Any,
+        config: dict[str, Any],
+        context: Any,
+        limits: TemplateLimits | None = None,
+        fence: fencing.Fence | None = None,
+        *,
+        durability: Durability | None = "sync",
+    ) -> AsyncGenerator[tuple[str, Any], None]:
         """`limits` bound the templates the graph's nodes render, and `fence` guards its checkpoints
         on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
         for everything it starts. `durability` is LangGraph's mode for the stream (None for a graph
         without a checkpointer)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
-        self._task = asyncio.get_running_loop().create_task(self._pump(graph, start, config, direct, context,
-                                                                       limits, fence, durability))
+        self._task = asyncio.get_running_loop().create_task(
+            self._pump(graph, start, config, direct, context, limits, fence, durability)
+        )
         try:
             while True:
                 kind, value = await self._queue.get()
@@ -146,22 +160,36 @@ class Listener:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _pump(self, graph: Any, start: Any, config: dict[str, Any], direct: RunnableConfig | None,
-                    context: Any, limits: TemplateLimits | None, fence: fencing.Fence | None,
-                    durability: Durability | None) -> None:
+    async def _pump(
+        self,
+        graph: Any,
+        start: Any,
+        config: dict[str, Any],
+        direct: RunnableConfig | None,
+        context: Any,
+        limits: TemplateLimits | None,
+        fence: fencing.Fence | None,
+        durability: Durability | None,
+    ) -> None:
         put = self._queue.put_nowait
         if limits is not None:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
         fencing.enter(fence)
         try:
             if direct is not None:
-                async for mode, data in graph.astream(start, direct, context=context, stream_mode=["values"],
-                                                      durability=durability):
+                async for mode, data in graph.astream(
+                    start, direct, context=context, stream_mode=["values"], durability=durability
+                ):
                     put((mode, data))
             else:
-                async for namespace, mode, data in graph.astream(start, config, context=context,
-                                                                 stream_mode=["custom", "values"], subgraphs=True,
-                                                                 durability=durability):
+                async for namespace, mode, data in graph.astream(
+                    start,
+                    config,
+                    context=context,
+                    stream_mode=["custom", "values"],
+                    subgraphs=True,
+                    durability=durability,
+                ):
                     if mode == "custom":  # LangGraph's stream: later than the node's write
                         self._accepted(data)
                     elif not namespace:

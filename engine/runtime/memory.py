@@ -39,9 +39,18 @@ def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
     return scope
 
 
-def history_record(run: RunRecord, status: RunStatus, outputs: dict[str, Any] | None, error: str | None
-                   ) -> dict[str, Any]:
+def history_record(
+    run: RunRecord, status: RunStatus, outputs: dict[str, Any] | None, error: str | None
+) -> dict[str, Any]:
     """The memory history entry of a run: what went in, what came out, how it ended."""
-    return {"run_id": run.id, "flow": run.flow, "version": run.version, "status": str(status), "inputs"
-: run.inputs,
-            "outputs": outputs, "error": error, "started": run.started, "ended": now_iso()}
+    return {
+        "run_id": run.id,
+        "flow": run.flow,
+        "version": run.version,
+        "status": str(status),
+        "inputs": run.inputs,
+        "outputs": outputs,
+        "error": error,
+        "started": run.started,
+        "ended": now_iso(),
+    }

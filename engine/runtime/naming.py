@@ -43,7 +43,13 @@ def fallback_name(text: str) -> str:
 def tidy(title: str) -> str | None:
     """A model's title as a name: one line, no quotes or final period, five words at most."""
     line = " ".join(title.split())
-    line = re.sub(r"^(title\s*:\s*)", "", line, flags=re.IGNORECASE).strip().strip("\"'`*").rstrip(".").strip()
+    line = (
+        re.sub(r"^(title\s*:\s*)", "", line, flags=re.IGNORECASE)
+        .strip()
+        .strip("\"'`*")
+        .rstrip(".")
+        .strip()
+    )
     words = line.split()
     return " ".join(words[:WORDS]) if words else None
 
@@ -54,17 +60,27 @@ def naming_block(config: ConfigSpec) -> BlockSpec | None:
     if name is None:
         return None
     profile = config.models.get(name)
-    if profile is None:  # validate reports it (BY502); a pinned definition may be older than the check
+    if profile is None:
+        # validate reports it (BY502); a pinned definition may be older than the check
         return None
     tuned = profile.model_copy(update={"temperature": TEMPERATURE})
-    return BlockSpec(block="thread_name", kind="llm", model=tuned, outputs={"title": TypeSpec(type="string")})
+    return BlockSpec(
+        block="thread_name", kind="llm", model=tuned, outputs={"title": TypeSpec(type="string")}
+    )
 
 
 async def model_name(models: Any, block: BlockSpec, flow: str, text: str) -> str | None:
     """The name the model gives a thread that starts with `text`; None when it gives none."""
-    request = StructuredRequest(flow=flow, step="thread_name", block=block.block, system=None,
-                                user=PROMPT.format(text[:_MESSAGE_LIMIT]), output_schema=outputs_schema(block.outputs),
-                                inputs={"message": text[:_MESSAGE_LIMIT]}, purpose="thread_name")
+    request = StructuredRequest(
+        flow=flow,
+        step="thread_name",
+        block=block.block,
+        system=None,
+        user=PROMPT.format(text[:_MESSAGE_LIMIT]),
+        output_schema=outputs_schema(block.outputs),
+        inputs={"message": text[:_MESSAGE_LIMIT]},
+        purpose="thread_name",
+    )
     reply = await models.for_block(block).structured(request)
     return tidy(str(reply.get("title") or ""))
 
@@ -116,13 +132,19 @@ class Naming:
         if self.task is None:
             return self.fallback
         try:
-            name = await asyncio.wait_for(asyncio.shield(self.task), wait) if not self.task.done() else \
-                self.task.result()
+            name = (
+                await asyncio.wait_for(asyncio.shield(self.task), wait)
+                if not self.task.done()
+                else self.task.result()
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a slow or failing naming model never fails the turn
-            log.info("thread %s: no name from the naming model (%s); using its first words",
-                     self.thread_id, type(exc).__name__ if isinstance(exc, TimeoutError) else exc)
+            log.info(
+                "thread %s: no name from the naming model (%s); using its first words",
+                self.thread_id,
+                type(exc).__name__ if isinstance(exc, TimeoutError) else exc,
+            )
             self.cancel()
             return self.fallback
         return name or self.fallback
@@ -140,5 +162,9 @@ def first_turn(bundle: Bundle, record: RunRecord, models: Any) -> Naming:
     thread_id = record.thread_id
     if block is None:
         return Naming(thread_id, fallback_name(said))
-    return Naming(thread_id, fallback_name(said), ask=lambda: model_name(models, block, bundle.name, said),
-                  store=lambda name: set_name(thread_id, name))
+    return Naming(
+        thread_id,
+        fallback_name(said),
+        ask=lambda: model_name(models, block, bundle.name, said),
+        store=lambda name: set_name(thread_id, name),
+    )

@@ -59,6 +59,7 @@ def wanted(observer: Observer) -> frozenset[str] | None:
     types = getattr(observer, "event_types", None)
     return frozenset(types) if types is not None else None
 
+
 _failed: set[int] = set()  # observers whose failure was logged already
 
 
@@ -109,13 +110,21 @@ class _Teller:
                     continue
                 try:
                     observer(run, event, execution)
-                except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
+                except (
+                    Exception
+                ) as exc:  # an exporter's bug or a full queue: never the run's problem
                     if id(observer) not in _failed:
                         _failed.add(id(observer))
-                        log.warning("an observer of runs failed (%s: %s); the runs go on", type(exc).__name__, exc)
+                        log.warning(
+                            "an observer of runs failed (%s: %s); the runs go on",
+                            type(exc).__name__,
+                            exc,
+                        )
 
 
-def teller(observers: Sequence[Observer], run: RunRecord, execution: Any) -> Callable[[Event], None] | None:
+def teller(
+    observers: Sequence[Observer], run: RunRecord, execution: Any
+) -> Callable[[Event], None] | None:
     """What the runtime hands each event of an execution to, before it yields it (None: nobody observes).
     A function the runtime calls at its yields, not a generator around its events: every event of a
     run would pass one more generator (engine/runtime/execution.py)."""

@@ -33,9 +33,13 @@ from engine.state.store import RunRecord, effective_status
 class GoOn:
     """How the graph of a stopped run goes on."""
 
-    resume: dict[str, Any] = field(default_factory=dict)  # interrupt id -> decision, for Command(resume=...)
-    preface: list[Event] = field(default_factory=list)  # the recorded approval_decided event, if any
-    wait_again: dict[str, Any] | None = None  # gates to wait at again without running (interrupt id -> request)
+    # interrupt id -> decision, for Command(resume=...)
+    resume: dict[str, Any] = field(default_factory=dict)
+    # the recorded approval_decided event, if any
+    preface: list[Event] = field(default_factory=list)
+    wait_again: dict[str, Any] | None = (
+        None  # gates to wait at again without running (interrupt id -> request)
+    )
 
 
 async def stopped_run(db: StateDB, run_id: str, wanted: Ask | None) -> RunRecord:
@@ -55,18 +59,23 @@ async def stopped_run(db: StateDB, run_id: str, wanted: Ask | None) -> RunRecord
     return record
 
 
-async def how_to_go_on(db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask | None) -> GoOn:
+async def how_to_go_on(
+    db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask | None
+) -> GoOn:
     """What the graph resumes with, given the interrupts its checkpoint waits at (`pending`): a
     decision is judged and claimed; without one the run is claimed for this process."""
     if wanted is not None:
         resume, decided = await approvals.decide(db, record, pending, wanted)
         return GoOn(resume=resume, preface=[decided])
     me = liveness.current()
-    if not await db.writer.call(store.claim(record.id, record, me.pid, me.host, me.start, me.replica,
-                                                     me.lease_until)):
+    if not await db.writer.call(
+        store.claim(record.id, record, me.pid, me.host, me.start, me.replica, me.lease_until)
+    ):
         raise UsageError(f"run {record.id} was just resumed by another process")
     if pending:
-        carried = approvals.carried(await db.aread(lambda conn: gates.of_run(conn, record.id)), pending)
+        carried = approvals.carried(
+            await db.aread(lambda conn: gates.of_run(conn, record.id)), pending
+        )
         return GoOn(resume=carried) if carried else GoOn(wait_again=dict(pending))
     return GoOn()
 
@@ -76,8 +85,11 @@ async def take_queued(db: StateDB, record: RunRecord) -> None:
     hold it (store.adopt_queued), then turn it `running` (store.start_queued); UsageError when
     another process was quicker."""
     me = liveness.current()
-    if not await db.writer.call(store.adopt_queued(record, me)) or \
-            await db.writer.call(store.start_queued(record.id, me, limit=None)) != store.Admission.STARTED:
+    if (
+        not await db.writer.call(store.adopt_queued(record, me))
+        or await db.writer.call(store.start_queued(record.id, me, limit=None))
+        != store.Admission.STARTED
+    ):
         raise UsageError(f"run {record.id} was just started by another process")
 
 
@@ -87,16 +99,25 @@ def check_resumable(record: RunRecord) -> None:
     if status == RunStatus.FINISHED:
         raise UsageError(f"run {record.id} already finished; nothing to resume")
     if status == RunStatus.RUNNING:
-        raise UsageError(f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})")
+        raise UsageError(
+            f"run {record.id} is still running (process {record.owner_pid} on {record.owner_host})"
+        )
     if status == RunStatus.QUEUED:
-        raise UsageError(f"run {record.id} is queued in a server (process {record.owner_pid} on {record.owner_host}), "
-                         "which starts it once it has a free slot")
+        raise UsageError(
+            f"run {record.id} is queued in a server (process {record.owner_pid} on {record.owner_host}), "
+            "which starts it once it has a free slot"
+        )
     if status == RunStatus.WAITING:
-        raise UsageError(f"run {record.id} is waiting for an approval: decide it with "
-                         f"`blockyard resume {record.id} --approve` or `--reject`")
-    if record.mode in NO_CHECKPOINTS and record.status != RunStatus.QUEUED:  # a queued run never ran
-        raise UsageError(f"run {record.id} cannot be resumed: it ran with durability {record.mode} and kept no "
-                         f"checkpoint; start a new run of flow '{record.flow}'")
+        raise UsageError(
+            f"run {record.id} is waiting for an approval: decide it with "
+            f"`blockyard resume {record.id} --approve` or `--reject`"
+        )
+    if record.mode in NO_CHECKPOINTS and record.status != RunStatus.QUEUED:
+        # a queued run never ran
+        raise UsageError(
+            f"run {record.id} cannot be resumed: it ran with durability {record.mode} and kept no "
+            f"checkpoint; start a new run of flow '{record.flow}'"
+        )
 
 
 def check_checkpointed(record: RunRecord) -> None:
@@ -104,5 +125,7 @@ def check_checkpointed(record: RunRecord) -> None:
     an `exit` run checkpoints only when it ends or pauses, so one that died on the way kept nothing
     to go on from, and starting it over would run its finished steps again unannounced."""
     if record.mode == "exit":
-        raise UsageError(f"run {record.id} cannot be resumed: it ran with durability exit and stopped before it "
-                         f"kept a checkpoint; start a new run of flow '{record.flow}'")
+        raise UsageError(
+            f"run {record.id} cannot be resumed: it ran with durability exit and stopped before it "
+            f"kept a checkpoint; start a new run of flow '{record.flow}'"
+        )

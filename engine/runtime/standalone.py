@@ -60,49 +60,85 @@ T = TypeVar("T")
 # run id -> that run's context, without memory (Engine.context)
 ContextMaker = Callable[[str], RunContext]
 
-_PYTHON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
-                                 "array": list[Any], "object": dict[str, Any], "any": Any}
+_PYTHON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list[Any],
+    "object": dict[str, Any],
+    "any": Any,
+}
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def standalone_graph(compiled: CompiledFlow, contexts: ContextMaker) -> CompiledStateGraph[Any, Any, Any, Any]:
+def standalone_graph(
+    compiled: CompiledFlow, contexts: ContextMaker
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The flow of `compiled` as a LangGraph graph that runs on its own (see the module's doc)."""
     flow = compiled.bundle.flow
     graph = compiled.graph
-    inputs = {name: _typed(spec, required=not spec.has_default) for name, spec in flow.inputs.items()}
+    inputs = {
+        name: _typed(spec, required=not spec.has_default) for name, spec in flow.inputs.items()
+    }
     outputs = {name: NotRequired[Any] for name in flow.outputs}
     input_schema = _typed_dict(f"{compiled.name}_inputs", inputs)
     output_schema = _typed_dict(f"{compiled.name}_outputs", outputs)
     state_schema = _typed_dict(f"{compiled.name}_state", {**outputs, **inputs})
-    node_name = compiled.name if compiled.name not in {**inputs, **outputs} else f"{compiled.name}.run"
+    node_name = (
+        compiled.name if compiled.name not in {**inputs, **outputs} else f"{compiled.name}.run"
+    )
 
-    async def run(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
-        values = compiled.initial_state({name: state[name] for name in flow.inputs if name in state})
+    async def run(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
+        values = compiled.initial_state(
+            {name: state[name] for name in flow.inputs if name in state}
+        )
         given = runtime.context
-        context = given if isinstance(given, RunContext) else await _context(compiled, contexts, config,
-                                                                              runtime.store, values["inputs"])
+        context = (
+            given
+            if isinstance(given, RunContext)
+            else await _context(compiled, contexts, config, runtime.store, values["inputs"])
+        )
         started = now_iso()
         with using_limits(context.limits):
             # a subgraph invoked in a node: LangGraph nests its checkpoints (and its interrupts) under this node
-            final = await graph.ainvoke(values, {**_lifting(config), "recursion_limit": compiled.recursion_limit},
-                                        context=context)
-            if "__interrupt__" in final:  # no checkpointer: the gate's question, which cannot be answered
+            final = await graph.ainvoke(
+                values,
+                {**_lifting(config), "recursion_limit": compiled.recursion_limit},
+                context=context,
+            )
+            if "__interrupt__" in final:
+                # no checkpointer: the gate's question, which cannot be answered
                 return {}
             result: dict[str, Any] = context.secrets.value(compiled.outputs(final))
         if isinstance(context.memory, StoreMemory) and not isinstance(given, RunContext):
-            await context.memory.remember_run({
-                "run_id": context.run_id, "flow": compiled.name, "version": compiled.bundle.version,
-                "status": str(RunStatus.FINISHED), "inputs": values["inputs"], "outputs": result, "error": None,
-                "started": started, "ended": now_iso()})
+            await context.memory.remember_run(
+                {
+                    "run_id": context.run_id,
+                    "flow": compiled.name,
+                    "version": compiled.bundle.version,
+                    "status": str(RunStatus.FINISHED),
+                    "inputs": values["inputs"],
+                    "outputs": result,
+                    "error": None,
+                    "started": started,
+                    "ended": now_iso(),
+                }
+            )
         return result
 
-    def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+    def run_sync(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
         # `graph` named here too: LangGraph looks for a node's subgraph in its sync function's closure
         assert graph is not None
         return call_on_loop(lambda: run(state, config, runtime))
 
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema, input_schema=input_schema,
-                                                         output_schema=output_schema)
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(
+        state_schema, input_schema=input_schema, output_schema=output_schema
+    )
     builder.add_node(node_name, RunnableCallable(run_sync, run, name=node_name, trace=False))
     builder.add_edge(START, node_name)
     builder.add_edge(node_name, END)
@@ -138,11 +174,17 @@ class FlowGraph(CompiledStateGraph[Any, Any, Any, Any]):
                 raise ValueError(
                     f"{key}={list(asked)!r}: the graph of flow {self.name!r} is one node, {nodes[0]!r}, around the "
                     f"flow's steps, so it cannot stop at {shown}. Interrupt at {nodes[0]!r} (or '*'), or give "
-                    "the flow an approval gate where it should stop (docs/langgraph.md, \"Interrupts\").")
+                    'the flow an approval gate where it should stop (docs/langgraph.md, "Interrupts").'
+                )
 
 
-async def _context(compiled: CompiledFlow, contexts: ContextMaker, config: RunnableConfig, store: BaseStore | None,
-                   inputs: dict[str, Any]) -> RunContext:
+async def _context(
+    compiled: CompiledFlow,
+    contexts: ContextMaker,
+    config: RunnableConfig,
+    store: BaseStore | None,
+    inputs: dict[str, Any],
+) -> RunContext:
     """A run's own context: its id (and workspace) is the LangGraph thread's, so that a run resumed
     after a gate finds the files it wrote; memory on the store, when the flow has a scope."""
     thread = (config.get("configurable") or {}).get("thread_id")
@@ -151,9 +193,11 @@ async def _context(compiled: CompiledFlow, contexts: ContextMaker, config: Runna
     scope = render_scope(compiled.bundle, inputs)
     if scope is not None:
         if store is None:
-            raise UsageError(f"flow '{compiled.name}' keeps memory (`memory: {{scope: ...}}`): give its graph a "
-                             "LangGraph store, e.g. `graph.copy(update={'store': InMemoryStore()})` or a parent "
-                             "graph compiled with `store=` (docs/langgraph.md)")
+            raise UsageError(
+                f"flow '{compiled.name}' keeps memory (`memory: {{scope: ...}}`): give its graph a "
+                "LangGraph store, e.g. `graph.copy(update={'store': InMemoryStore()})` or a parent "
+                "graph compiled with `store=` (docs/langgraph.md)"
+            )
         context.memory = await StoreMemory.open(store, scope, compiled.name, context.run_id)
     return context
 
@@ -168,20 +212,38 @@ class _Lift(BaseCallbackHandler):
 
     def __init__(self, targets: list[StreamMessagesHandler], metadata: dict[str, Any]) -> None:
         self.targets = targets
-        self.own = {key: value for key, value in metadata.items()
-                    if key.startswith("langgraph_") or key == "checkpoint_ns"}
+        self.own = {
+            key: value
+            for key, value in metadata.items()
+            if key.startswith("langgraph_") or key == "checkpoint_ns"
+        }
         self.runs: dict[uuid.UUID, uuid.UUID] = {}
 
-    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: uuid.UUID,
-                            parent_run_id: uuid.UUID | None = None, tags: list[str] | None = None,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         lifted = self.runs[run_id] = uuid.uuid4()
         inner = metadata or {}
         for target in self.targets:
-            target.on_chat_model_start(serialized, messages, run_id=lifted, tags=tags,
-                                       metadata={**inner, **self.own, "blockyard_node": inner.get("langgraph_node")})
+            target.on_chat_model_start(
+                serialized,
+                messages,
+                run_id=lifted,
+                tags=tags,
+                metadata={**inner, **self.own, "blockyard_node": inner.get("langgraph_node")},
+            )
 
-    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: uuid.UUID, **kwargs: Any) -> None:
+    def on_llm_new_token(
+        self, token: Any, *, chunk: Any = None, run_id: uuid.UUID, **kwargs: Any
+    ) -> None:
         lifted = self.runs.get(run_id)
         if lifted is not None:
             for target in self.targets:
@@ -254,7 +316,9 @@ def call_on_loop(make: Callable[[], Awaitable[T]]) -> T:
     except RuntimeError:
         running = None
     if running is loop:
-        raise RuntimeError("a Blockyard flow's sync API was called on its own background loop: use ainvoke/astream")
+        raise RuntimeError(
+            "a Blockyard flow's sync API was called on its own background loop: use ainvoke/astream"
+        )
     done: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def start() -> None:

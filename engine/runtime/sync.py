@@ -27,7 +27,8 @@ class SyncLoop:
 
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal = self._stack.enter_context(
-            start_blocking_portal("asyncio", name="blockyard-loop"))
+            start_blocking_portal("asyncio", name="blockyard-loop")
+        )
         # the loop itself, for code that hands coroutines over with run_coroutine_threadsafe
         self.loop: asyncio.AbstractEventLoop = self._portal.call(asyncio.get_running_loop)
 

@@ -25,20 +25,31 @@ from engine.state import messages, threads
 from engine.state.writer import Write
 
 
-def turn_state(inputs: dict[str, Any], run_id: str, drop: Sequence[str] = (), *, fresh: bool = False,
-               context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def turn_state(
+    inputs: dict[str, Any],
+    run_id: str,
+    drop: Sequence[str] = (),
+    *,
+    fresh: bool = False,
+    context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The first state of a turn: only what is new (the stored messages stay where they are), and
     the removal of the messages in `drop` (turns too old to be sent to any model any more). A
     `fresh` turn (no turn of the thread has finished) starts the conversation over. `context` is
     what the turn's context starts with (the empty keys its steps accumulate, `reduce:`)."""
     said = HumanMessage(threads.turn_text(inputs), id=f"{run_id}.in")
     gone: list[Any] = [RemoveMessage(id=message_id) for message_id in drop]
-    return {"inputs": inputs, "context": Overwrite(dict(context or {})), "results": Overwrite([]),
-            "loops": Overwrite({}),
-            "messages": Overwrite([said]) if fresh else [*gone, said]}
+    return {
+        "inputs": inputs,
+        "context": Overwrite(dict(context or {})),
+        "results": Overwrite([]),
+        "loops": Overwrite({}),
+        "messages": Overwrite([said]) if fresh else [*gone, said],
+    }
 
 
 # ---- the conversation a turn starts with ------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Conversation:
@@ -49,7 +60,9 @@ class Conversation:
     drop: tuple[str, ...] = ()
 
 
-def conversation(messages: Sequence[Any], run_id: str, window: int | None, budget: int) -> Conversation:
+def conversation(
+    messages: Sequence[Any], run_id: str, window: int | None, budget: int
+) -> Conversation:
     """The conversation in a checkpoint's `messages` up to the turn of `run_id` (a resumed turn
     finds its own message there already), cut to the flow's `window` of turns and `budget` of
     characters (engine/nodes/history.py)."""
@@ -70,35 +83,54 @@ def conversation(messages: Sequence[Any], run_id: str, window: int | None, budge
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content or [])
+    return "".join(
+        part.get("text", "") if isinstance(part, dict) else str(part) for part in content or []
+    )
 
 
 async def stored_conversation(saver: Any, thread_id: str, checkpoint: str | None) -> list[Any]:
     """The messages of a thread's checkpoint (`checkpoint`, else its latest)."""
     if checkpoint is not None and checkpoint != threads.LATEST:
-        found = await saver.aread_for_start(thread_id, checkpoint)  # the turn's own start reads it again
+        # the turn's own start reads it again
+        found = await saver.aread_for_start(thread_id, checkpoint)
     else:
-        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        found = await saver.aget_tuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        )
     if found is None:
         return []
     return list(found.checkpoint.get("channel_values", {}).get("messages") or [])
 
 
-
-
 # ---- finishing a turn -------------------------------------------------------------------------
 
-async def finish_turn(db: Any, graph: Any, thread_id: str, run_id: str, inputs: dict[str, Any],
-                      outputs: dict[str, Any] | None, reply_node: str, now: str) -> list[Write]:
+
+async def finish_turn(
+    db: Any,
+    graph: Any,
+    thread_id: str,
+    run_id: str,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any] | None,
+    reply_node: str,
+    now: str,
+) -> list[Write]:
     """What ends a finished turn, for the transaction that records the run's end: the checkpoint
     with the turn's reply appended (as if written by the graph's reply node), the turn's two rows
     of `messages`, the thread's new starting point, and the pruning of every other checkpoint."""
     config = {"configurable": {"thread_id": thread_id}}
     reply = threads.reply_text(outputs)
     with db.saver.held() as held:  # built here, committed by the caller with the run's new status
-        saved = await graph.aupdate_state(config, {"messages": [AIMessage(reply, id=f"{run_id}.out")]},
-                                          as_node=reply_node)
+        saved = await graph.aupdate_state(
+            config, {"messages": [AIMessage(reply, id=f"{run_id}.out")]}, as_node=reply_node
+        )
     keep = saved["configurable"]["checkpoint_id"]
     said = messages.append_turn(thread_id, run_id, threads.turn_text(inputs), reply, now)
-    return [*held, *db.saver.prune_writes(thread_id, keep), said,
-            Write("UPDATE threads SET checkpoint = ?, updated = ? WHERE id = ?", (keep, now, thread_id))]
+    return [
+        *held,
+        *db.saver.prune_writes(thread_id, keep),
+        said,
+        Write(
+            "UPDATE threads SET checkpoint = ?, updated = ? WHERE id = ?", (keep, now, thread_id)
+        ),
+    ]

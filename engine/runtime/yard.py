@@ -50,14 +50,21 @@ from engine.validate.semantic import check_closure, check_config_file, check_pro
 class Yard:
     """A loaded, validated yard that runs flows durably on its state database."""
 
-    def __init__(self, project: Project, *, state: Path | str | None = None, synchronous: str = "NORMAL",
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        project: Project,
+        *,
+        state: Path | str | None = None,
+        synchronous: str = "NORMAL",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.project = project
         self.root = project.root
         self.env = env
         self.engine = Engine.for_project(project, state=state, synchronous=synchronous, env=env)
         self.state_path = self.engine.state_path
-        self.secrets = self.engine.secrets  # the API keys of the model profiles (engine/core/redaction.py)
+        # the API keys of the model profiles (engine/core/redaction.py)
+        self.secrets = self.engine.secrets
         # OpenTelemetry traces of its runs, when blockyard.yaml or OTEL_* ask for them (docs/observability.md)
         self.telemetry = telemetry.start(project.config.telemetry)
         if self.telemetry is not None:
@@ -65,13 +72,21 @@ class Yard:
         self._sync_loop: SyncLoop | None = None
         self._lock = threading.RLock()
         self._bundles: dict[str, Bundle] = {}
-        self._graphs: dict[str, CompiledStateGraph[Any, Any, Any, Any]] = {}  # digest -> standalone graph
+        self._graphs: dict[
+            str, CompiledStateGraph[Any, Any, Any, Any]
+        ] = {}  # digest -> standalone graph
         self._diagnostics: list[Diagnostic] | None = None
         self._problems: dict[str, list[Diagnostic]] = {}  # flow -> the errors of its closure
 
     @classmethod
-    def open(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
-             env: Mapping[str, str] | None = None) -> Yard:
+    def open(
+        cls,
+        path: Path | str = ".",
+        *,
+        state: Path | str | None = None,
+        synchronous: str = "NORMAL",
+        env: Mapping[str, str] | None = None,
+    ) -> Yard:
         """Open the yard without validating it first: for resuming and looking at runs, which use
         the definitions stored with each run, not the files. A flow is validated on its first new run."""
         return cls(load_project(Path(path)), state=state, synchronous=synchronous, env=env)
@@ -83,7 +98,8 @@ class Yard:
             if self._diagnostics is None:
                 found = [*self.project.diagnostics]
                 if not self._config_errors(found):
-                    found.extend(check_project(self.project))  # on a broken config they would be noise
+                    # on a broken config they would be noise
+                    found.extend(check_project(self.project))
                 self._diagnostics = sorted(set(found))
             return self._diagnostics
 
@@ -109,13 +125,23 @@ class Yard:
         """Raise ValidationFailed with the errors of flow `name`'s closure, or with no name when
         the yard has any error at all."""
         whole = name is None  # with a name only the flow's closure is checked (problems)
-        problems = [d for d in self.diagnostics if d.severity == "error"] if whole else self.problems(str(name))
+        problems = (
+            [d for d in self.diagnostics if d.severity == "error"]
+            if whole
+            else self.problems(str(name))
+        )
         if problems:
             raise ValidationFailed(problems)
 
     @classmethod
-    def load(cls, path: Path | str = ".", *, state: Path | str | None = None, synchronous: str = "NORMAL",
-             env: Mapping[str, str] | None = None) -> Yard:
+    def load(
+        cls,
+        path: Path | str = ".",
+        *,
+        state: Path | str | None = None,
+        synchronous: str = "NORMAL",
+        env: Mapping[str, str] | None = None,
+    ) -> Yard:
         """Load and check the yard at `path`. A broken blockyard.yaml (which every flow needs) raises
         ValidationFailed here; a broken flow or block only stops the flows that use it, when they are
         run (`run`, `bundle`, `compile` raise ValidationFailed with that flow's diagnostics)."""
@@ -152,14 +178,17 @@ class Yard:
     def __enter__(self) -> Yard:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     async def __aenter__(self) -> Yard:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def _sync(self) -> SyncLoop:
@@ -199,29 +228,53 @@ class Yard:
             if graph is None:
                 compiled = self.compiled(bundle, durable=False)
                 graph = self._graphs[digest] = standalone_graph(
-                    compiled, lambda run_id: self.engine.context(bundle, run_id)[0])
+                    compiled, lambda run_id: self.engine.context(bundle, run_id)[0]
+                )
             return graph
 
     # ---- runs -------------------------------------------------------------------------------
 
-    async def astream(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                      thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                      trace: bool | None = None) -> AsyncGenerator[Event, None]:
+    async def astream(
+        self,
+        name: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
         `output_dir`, or the run's workspace); `durability` (sync, async, exit, none) and `trace`
         (False: no trace, with durability none) instead of the flow's and the yard's
         (docs/runtime.md, "Durability")."""
-        async with aclosing(self.engine.astream(self.bundle(name), inputs, run_id=run_id, thread=thread,
-                                                output_dir=output_dir, durability=durability,
-                                                trace=trace)) as events:
+        async with aclosing(
+            self.engine.astream(
+                self.bundle(name),
+                inputs,
+                run_id=run_id,
+                thread=thread,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            )
+        ) as events:
             async for event in events:
                 yield event
 
-    async def astream_resume(self, run_id: str, *, approve: bool | None = None,
-                             values: Mapping[str, Any] | None = None, reason: str | None = None,
-                             gate: str | None = None, actor: str | None = None,
-                             budget: Mapping[str, Any] | None = None) -> AsyncGenerator[Event, None]:
+    async def astream_resume(
+        self,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        values: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        gate: str | None = None,
+        actor: str | None = None,
+        budget: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[Event, None]:
         """Decide the gate a run waits at (`approve=True/False`, with field `values`, a `reason`, which
         `gate`, who decides as `actor`), or with no decision continue a failed or interrupted run from
         its last checkpoint; yield its events. A refused decision raises DecisionRefused and changes
@@ -232,32 +285,91 @@ class Yard:
             async for event in events:
                 yield event
 
-    async def arun(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                   trace: bool | None = None) -> RunResult:
+    async def arun(
+        self,
+        name: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> RunResult:
         """Run flow `name` to its end (finished, failed or waiting for approval); see `astream`."""
-        return await self.engine.arun(self.bundle(name), inputs, run_id=run_id, thread=thread, output_dir=output_dir,
-                                      durability=durability, trace=trace)
+        return await self.engine.arun(
+            self.bundle(name),
+            inputs,
+            run_id=run_id,
+            thread=thread,
+            output_dir=output_dir,
+            durability=durability,
+            trace=trace,
+        )
 
-    async def aresume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
-                      reason: str | None = None, gate: str | None = None, actor: str | None = None,
-                      budget: Mapping[str, Any] | None = None) -> RunResult:
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        values: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        gate: str | None = None,
+        actor: str | None = None,
+        budget: Mapping[str, Any] | None = None,
+    ) -> RunResult:
         """`astream_resume` to the end of the execution, on the run's pinned definition."""
-        return await self.engine.aresume(run_id, approvals.ask(approve, values, reason, gate, actor), budget=budget)
+        return await self.engine.aresume(
+            run_id, approvals.ask(approve, values, reason, gate, actor), budget=budget
+        )
 
-    def run(self, name: str, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-            trace: bool | None = None) -> RunResult:
+    def run(
+        self,
+        name: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> RunResult:
         """Sync `arun`."""
-        return self._sync().call(lambda: self.arun(name, inputs, run_id=run_id, thread=thread, output_dir=output_dir,
-                                                   durability=durability, trace=trace))
+        return self._sync().call(
+            lambda: self.arun(
+                name,
+                inputs,
+                run_id=run_id,
+                thread=thread,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            )
+        )
 
-    def resume(self, run_id: str, *, approve: bool | None = None, values: Mapping[str, Any] | None = None,
-               reason: str | None = None, gate: str | None = None, actor: str | None = None,
-               budget: Mapping[str, Any] | None = None) -> RunResult:
+    def resume(
+        self,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        values: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        gate: str | None = None,
+        actor: str | None = None,
+        budget: Mapping[str, Any] | None = None,
+    ) -> RunResult:
         """Sync `aresume`: `yard.resume(run_id, approve=True, values={"restaurant": "Chipotle"})`."""
-        return self._sync().call(lambda: self.aresume(run_id, approve=approve, values=values, reason=reason,
-                                                      gate=gate, actor=actor, budget=budget))
+        return self._sync().call(
+            lambda: self.aresume(
+                run_id,
+                approve=approve,
+                values=values,
+                reason=reason,
+                gate=gate,
+                actor=actor,
+                budget=budget,
+            )
+        )
 
     async def aexpire_gates(self, now: datetime | None = None) -> list[Expired]:
         """Decide every waiting gate whose timeout has passed at `now` (default: now) by its
@@ -277,10 +389,15 @@ class Yard:
     def get_run(self, run_id: str) -> RunRecord | None:
         return self.db.read(lambda conn: store.get_run(conn, run_id))
 
-    def runs(self, *, flow: str | None = None, status: str | None = None, limit: int | None = 50) -> list[RunRecord]:
+    def runs(
+        self, *, flow: str | None = None, status: str | None = None, limit: int | None = 50
+    ) -> list[RunRecord]:
         """Runs, newest first."""
-        return self.db.read(lambda conn: store.list_runs(conn, flow=flow, statuses=[status] if status else None,
-                                                         limit=limit))
+        return self.db.read(
+            lambda conn: store.list_runs(
+                conn, flow=flow, statuses=[status] if status else None, limit=limit
+            )
+        )
 
     def events(self, run_id: str) -> list[Event]:
         """The stored trace of a run (every event but tokens), in order."""
@@ -315,13 +432,25 @@ class Yard:
         """Delete a thread with its messages and checkpoints, freeing its id (as `DELETE /threads/{id}`);
         False when there is no such thread, UsageError while a turn of it runs or waits for approval.
         Its runs keep their traces and can no longer be resumed."""
-        outcome = self.db.writer.call_sync(threads.delete(thread_id, self.db.saver.delete_thread_writes(thread_id)))
+        outcome = self.db.writer.call_sync(
+            threads.delete(thread_id, self.db.saver.delete_thread_writes(thread_id))
+        )
         if isinstance(outcome, threads.Busy):
-            raise UsageError(f"thread '{thread_id}' cannot be deleted: its run {outcome.run_id} is {outcome.status}")
+            raise UsageError(
+                f"thread '{thread_id}' cannot be deleted: its run {outcome.run_id} is {outcome.status}"
+            )
         return outcome
 
-    def history(self, thread_id: str, *, after: int | None = None, limit: int = messages.PAGE,
-                newest: bool = False) -> list[messages.Message]:
+    def history(
+        self,
+        thread_id: str,
+        *,
+        after: int | None = None,
+        limit: int = messages.PAGE,
+        newest: bool = False,
+    ) -> list[messages.Message]:
         """A page of a thread's conversation from the messages table, oldest first: the messages
         after index `after`; with `newest`, the last `limit` (before `after`)."""
-        return self.db.read(lambda conn: messages.history(conn, thread_id, after=after, limit=limit, newest=newest))
+        return self.db.read(
+            lambda conn: messages.history(conn, thread_id, after=after, limit=limit, newest=newest)
+        )

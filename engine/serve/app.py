@@ -35,9 +35,15 @@ from engine.serve.server import Server, Settings
 def create_app(settings: Settings | Server) -> FastAPI:
     """The app for one yard; pass a Server to keep a handle on its parts (tests, benchmarks)."""
     server = settings if isinstance(settings, Server) else Server(settings)
-    app = FastAPI(title="Blockyard", version=__version__, lifespan=server.lifespan, docs_url="/docs",
-                  redoc_url=None, description="Run flows, follow their events, decide approvals, hold conversations. "
-                                              "See docs/serve.md.")
+    app = FastAPI(
+        title="Blockyard",
+        version=__version__,
+        lifespan=server.lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        description="Run flows, follow their events, decide approvals, hold conversations. "
+        "See docs/serve.md.",
+    )
     app.state.server = server
     app.include_router(meta.router)
     app.include_router(flows.router)
@@ -54,14 +60,25 @@ def create_app(settings: Settings | Server) -> FastAPI:
     app.add_exception_handler(Exception, problems.internal_error)
     # the last added runs first: log, then Host, then CORS (preflights carry no token), then token, then the body
     # limit, then /mcp (the flows as MCP tools: docs/mcp.md), then the LangGraph API's prefix
-    app.add_middleware(LangGraphMount, api=create_langgraph_app(server),
-                       prefix=lambda: server.catalog.server.langgraph_prefix)
+    app.add_middleware(
+        LangGraphMount,
+        api=create_langgraph_app(server),
+        prefix=lambda: server.catalog.server.langgraph_prefix,
+    )
     app.add_middleware(McpMount, server=server)
     app.add_middleware(BodyLimitMiddleware, limit=lambda: server.catalog.server.max_body_bytes)
-    app.add_middleware(AuthMiddleware, token=server.settings.token,
-                       langgraph_prefix=lambda: server.catalog.server.langgraph_prefix)
+    app.add_middleware(
+        AuthMiddleware,
+        token=server.settings.token,
+        langgraph_prefix=lambda: server.catalog.server.langgraph_prefix,
+    )
     app.add_middleware(CorsMiddleware, origins=lambda: server.catalog.server.cors_origins)
-    app.add_middleware(HostMiddleware, token=server.settings.token, bound_host=server.settings.host,
-                       bound_port=server.settings.port, allowed=lambda: server.catalog.server.allowed_hosts)
+    app.add_middleware(
+        HostMiddleware,
+        token=server.settings.token,
+        bound_host=server.settings.host,
+        bound_port=server.settings.port,
+        allowed=lambda: server.catalog.server.allowed_hosts,
+    )
     app.add_middleware(AccessLogMiddleware)
     return app

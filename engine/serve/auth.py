@@ -35,8 +35,10 @@ def server_token(host: str, env: Mapping[str, str] | None = None) -> str | None:
     """The token to enforce for a server bound to `host`; refuses an exposed host without one."""
     token = (os.environ if env is None else env).get(TOKEN_ENV, "").strip() or None
     if token is None and not is_loopback(host):
-        raise UsageError(f"refusing to listen on {host} without a token: set {TOKEN_ENV} "
-                         f"(clients send it as `Authorization: Bearer <token>`), or bind 127.0.0.1")
+        raise UsageError(
+            f"refusing to listen on {host} without a token: set {TOKEN_ENV} "
+            f"(clients send it as `Authorization: Bearer <token>`), or bind 127.0.0.1"
+        )
     return token
 
 

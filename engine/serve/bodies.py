@@ -27,8 +27,10 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 64  # nesting of arrays and objects in one body
 SURROGATE = "\\ud800 to \\udfff without its pair"
 NOT_AN_OBJECT = "the request body must be a JSON object"
-CROSS_ORIGIN = ("a page on another origin must send its JSON body with Content-Type: application/json "
-                "(or be listed in server.cors_origins)")
+CROSS_ORIGIN = (
+    "a page on another origin must send its JSON body with Content-Type: application/json "
+    "(or be listed in server.cors_origins)"
+)
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -40,15 +42,25 @@ class RunRequest(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name.")
     run_id: str | None = Field(None, description="Id for the run (default: generated).")
-    output_dir: str | None = Field(None, description="Folder of the yard the run's file tools write to, e.g. output "
-                                                     "(default: the flow's output_dir, else the run's workspace).")
+    output_dir: str | None = Field(
+        None,
+        description="Folder of the yard the run's file tools write to, e.g. output "
+        "(default: the flow's output_dir, else the run's workspace).",
+    )
     durability: Durability | None = Field(
-        None, description="How the run is checkpointed: sync, async, exit or none (default: the flow's durability, "
-                          "else blockyard.yaml's, else sync; docs/runtime.md).")
-    trace: bool | None = Field(None, description="false: record no event trace (only with durability none).")
-    webhook: str | None = Field(None, description="URL POSTed the run (JSON, signed) when it waits at a gate and "
-                                                  "when it ends; its host must be in http.allowed_hosts "
-                                                  "(docs/serve.md, \"Webhooks\").")
+        None,
+        description="How the run is checkpointed: sync, async, exit or none (default: the flow's durability, "
+        "else blockyard.yaml's, else sync; docs/runtime.md).",
+    )
+    trace: bool | None = Field(
+        None, description="false: record no event trace (only with durability none)."
+    )
+    webhook: str | None = Field(
+        None,
+        description="URL POSTed the run (JSON, signed) when it waits at a gate and "
+        "when it ends; its host must be in http.allowed_hosts "
+        '(docs/serve.md, "Webhooks").',
+    )
 
 
 class ThreadRequest(BaseModel):
@@ -57,7 +69,9 @@ class ThreadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str | None = Field(None, description="Id for the thread (default: generated).")
-    flow: str | None = Field(None, description="The flow its turns run (default: named by the first turn).")
+    flow: str | None = Field(
+        None, description="The flow its turns run (default: named by the first turn)."
+    )
 
 
 class TurnRequest(BaseModel):
@@ -65,16 +79,22 @@ class TurnRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name (the turn's "
-                                                                     "message is its `message` input).")
-    flow: str | None = Field(None, description="The flow to run: needed only while the thread has none.")
+    inputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The flow's inputs, by name (the turn's message is its `message` input).",
+    )
+    flow: str | None = Field(
+        None, description="The flow to run: needed only while the thread has none."
+    )
     run_id: str | None = Field(None, description="Id for the turn's run (default: generated).")
 
 
 class PlanRunRequest(RunRequest):
     """POST /plans/runs: a TaskPlan (docs/taskplans.md), run at once."""
 
-    plan: dict[str, Any] = Field(..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}.")
+    plan: dict[str, Any] = Field(
+        ..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}."
+    )
 
 
 class ResumeRequest(BaseModel):
@@ -84,15 +104,25 @@ class ResumeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["approve", "reject"] | None = Field(
-        None, description="approve or reject the waiting gate (the one shape of a decision: docs/approvals.md).")
-    approve: bool | None = Field(None, description="Alias of `decision`: true approves, false rejects.")
-    values: dict[str, Any] = Field(default_factory=dict, description="Values for the gate's fields.")
+        None,
+        description="approve or reject the waiting gate (the one shape of a decision: docs/approvals.md).",
+    )
+    approve: bool | None = Field(
+        None, description="Alias of `decision`: true approves, false rejects."
+    )
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="Values for the gate's fields."
+    )
     reason: str | None = Field(None, description="Why (recorded in the trace).")
     gate: str | None = Field(None, description="Which gate, when several are waiting.")
-    actor: str | None = Field(None, description="Who decides (checked against the gate's approvers).")
+    actor: str | None = Field(
+        None, description="Who decides (checked against the gate's approvers)."
+    )
     budget: dict[str, Any] | None = Field(
-        None, description="Raised limits of the run's budget, kept with the run: {\"tokens\": 50000, \"per_turn\": "
-                          "{\"cost_usd\": 0.5}} (docs/observability.md, \"Budgets\").")
+        None,
+        description='Raised limits of the run\'s budget, kept with the run: {"tokens": 50000, "per_turn": '
+        '{"cost_usd": 0.5}} (docs/observability.md, "Budgets").',
+    )
 
     def chosen(self) -> str | None:
         """approve, reject or None (no decision); DecisionRefused (422) when `decision` and `approve` disagree."""
@@ -104,14 +134,24 @@ class ResumeRequest(BaseModel):
         raised = {"budget": self.budget} if self.budget else {}
         if word is None:
             return raised
-        return {"approve": word == APPROVE, "values": self.values or None, "reason": self.reason,
-                "gate": self.gate, "actor": self.actor, **raised}
+        return {
+            "approve": word == APPROVE,
+            "values": self.values or None,
+            "reason": self.reason,
+            "gate": self.gate,
+            "actor": self.actor,
+            **raised,
+        }
 
 
 def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
     """`openapi_extra` documenting the optional JSON body a route reads with `read_body`."""
-    return {"requestBody": {"required": False,
-                            "content": {"application/json": {"schema": model.model_json_schema()}}}}
+    return {
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
 
 
 async def read_body(request: Request, model: type[Body]) -> Body | None:
@@ -133,7 +173,9 @@ async def read_body_list(request: Request, model: type[Body], most: int) -> list
     if not isinstance(data, list):
         raise ApiError(422, "invalid_request", "the request body must be a JSON array")
     if len(data) > most:
-        raise ApiError(422, "invalid_request", f"the request body lists {len(data)} items; at most {most}")
+        raise ApiError(
+            422, "invalid_request", f"the request body lists {len(data)} items; at most {most}"
+        )
     check_value(data, "")
     found = []
     for index, item in enumerate(data):
@@ -147,7 +189,10 @@ def _validated(model: type[Body], data: dict[str, Any], where: str) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join((where, *(_shown(str(p)) for p in e['loc'])))}: {e['msg']}" for e in exc.errors()]
+        problems = [
+            f"{'.'.join((where, *(_shown(str(p)) for p in e['loc'])))}: {e['msg']}"
+            for e in exc.errors()
+        ]
         raise ApiError(422, "invalid_request", "; ".join(problems)) from None
 
 
@@ -161,12 +206,22 @@ async def _json_body(request: Request) -> Any:
         raise ApiError(422, "invalid_request", CROSS_ORIGIN)
     try:
         data = json.loads(raw)
-    except (RecursionError, ValueError) as exc:  # JSONDecodeError; UnicodeDecodeError for bytes not UTF-8
+    except (
+        RecursionError,
+        ValueError,
+    ) as exc:  # JSONDecodeError; UnicodeDecodeError for bytes not UTF-8
         if not declared:  # not said to be JSON, and it is not: the body is of another kind
             raise ApiError(422, "invalid_request", NOT_AN_OBJECT) from None
-        detail = ("nested too deeply" if isinstance(exc, RecursionError) else
-                  exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8")
-        raise ApiError(400, "malformed_json", f"the request body is not valid JSON: {detail}") from None
+        detail = (
+            "nested too deeply"
+            if isinstance(exc, RecursionError)
+            else exc.msg
+            if isinstance(exc, json.JSONDecodeError)
+            else "it is not UTF-8"
+        )
+        raise ApiError(
+            400, "malformed_json", f"the request body is not valid JSON: {detail}"
+        ) from None
     return data  # `null` is as good as no body
 
 
@@ -176,7 +231,10 @@ def check_value(value: Any, path: str, depth: int = 0) -> None:
         _refuse(path, f"the value is nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
         if not _encodable(value):
-            _refuse(path, f"the text holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode")
+            _refuse(
+                path,
+                f"the text holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode",
+            )
     elif isinstance(value, bool):
         return
     elif isinstance(value, int):
@@ -184,12 +242,18 @@ def check_value(value: Any, path: str, depth: int = 0) -> None:
             _refuse(path, f"the integer is beyond 64 bits (from {INT64_MIN} to {INT64_MAX})")
     elif isinstance(value, float):
         if not math.isfinite(value):
-            _refuse(path, "the number is not finite (NaN, Infinity and numbers beyond 1.8e308 are not JSON values)")
+            _refuse(
+                path,
+                "the number is not finite (NaN, Infinity and numbers beyond 1.8e308 are not JSON values)",
+            )
     elif isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{_shown(key)}" if path else _shown(key)
             if not _encodable(key):
-                _refuse(where, f"the key holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode")
+                _refuse(
+                    where,
+                    f"the key holds a lone UTF-16 surrogate ({SURROGATE}), which is not valid Unicode",
+                )
             check_value(item, where, depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -231,4 +295,6 @@ def _trusted_origin(request: Request) -> bool:
 
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )

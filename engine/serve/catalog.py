@@ -31,7 +31,9 @@ from engine.validate.semantic import check_project
 # Codes of the problems only the server looks for (BY6xx is the server's range). Schedules are not
 # among them: `validate` checks them with the scheduler's own grammar (engine/spec/cron.py), so the
 # server reports what `validate` reports (BY507, BY508, BY510).
-COMPILE_ERROR = "BY602"  # a flow that validates but does not compile here (e.g. a smart block without DSPy)
+COMPILE_ERROR = (
+    "BY602"  # a flow that validates but does not compile here (e.g. a smart block without DSPy)
+)
 BUNDLE_ERROR = "BY690"  # a flow that passed the checks but could not be pinned (should not happen)
 CODES = SERVE
 
@@ -40,7 +42,8 @@ Compiler = Callable[[Bundle], object]
 
 def compile_check(bundle: Bundle) -> object:
     """Compile a bundle once when it is swapped in, so what can't run is held back like any error."""
-    from engine.compile import compile_flow  # LangGraph: not for `blockyard schedules`, which reads the catalog
+    # LangGraph: not for `blockyard schedules`, which reads the catalog
+    from engine.compile import compile_flow
 
     return compile_flow(bundle)
 
@@ -73,7 +76,9 @@ class Catalog:
 
     flows: Mapping[str, FlowEntry] = field(default_factory=lambda: MappingProxyType({}))
     diagnostics: tuple[Diagnostic, ...] = ()
-    stale: Mapping[str, tuple[Diagnostic, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    stale: Mapping[str, tuple[Diagnostic, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     generation: int = 0
     loaded_at: float = 0.0
     max_concurrent_runs: int = 32
@@ -93,14 +98,20 @@ class Catalog:
         return self.flows.get(name)
 
 
-def load_catalog(root: Path, previous: Catalog | None = None, compiler: Compiler | None = compile_check) -> Catalog:
+def load_catalog(
+    root: Path, previous: Catalog | None = None, compiler: Compiler | None = compile_check
+) -> Catalog:
     """Read the yard and build the next catalog (blocking: run it in a worker thread)."""
     project = load_project(root)
-    prompts = prompt_hashes(project.root, {name for flow in project.flows for name in closure(project, flow).prompts})
+    prompts = prompt_hashes(
+        project.root, {name for flow in project.flows for name in closure(project, flow).prompts}
+    )
     diagnostics = list(project.diagnostics)
     if not _config_broken(diagnostics):
         diagnostics.extend(check_project(project))
-    return replace(build_catalog(project, diagnostics, previous or Catalog(), compiler), prompts=prompts)
+    return replace(
+        build_catalog(project, diagnostics, previous or Catalog(), compiler), prompts=prompts
+    )
 
 
 def prompt_hashes(root: Path, names: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -114,12 +125,18 @@ def prompt_hashes(root: Path, names: Iterable[str]) -> tuple[tuple[str, str], ..
         except PromptFileError as exc:
             found.append((name, f"unreadable: {exc}"))
         else:
-            found.append((name, hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()))
+            found.append(
+                (name, hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest())
+            )
     return tuple(found)
 
 
-def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Catalog,
-                  compiler: Compiler | None = None) -> Catalog:
+def build_catalog(
+    project: Project,
+    diagnostics: list[Diagnostic],
+    previous: Catalog,
+    compiler: Compiler | None = None,
+) -> Catalog:
     """Swap in every flow whose definition is clean; keep the last good version of the others."""
     errors = errors_by_file(diagnostics)
     config_broken = CONFIG_FILE in errors
@@ -169,21 +186,33 @@ def build_catalog(project: Project, diagnostics: list[Diagnostic], previous: Cat
     )
 
 
-def _compile_problem(compiler: Compiler | None, bundle: Bundle, definition: FlowDef) -> Diagnostic | None:
+def _compile_problem(
+    compiler: Compiler | None, bundle: Bundle, definition: FlowDef
+) -> Diagnostic | None:
     if compiler is None:
         return None
     try:
         compiler(bundle)
     except BlockyardError as exc:
-        return definition.doc.diag(("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile: {exc}")
+        return definition.doc.diag(
+            ("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile: {exc}"
+        )
     except Exception as exc:  # a compiler bug holds back this flow, not the whole server
-        return definition.doc.diag(("flow",), COMPILE_ERROR, f"flow '{bundle.name}' does not compile "
-                                                             f"(internal error): {type(exc).__name__}: {exc}")
+        return definition.doc.diag(
+            ("flow",),
+            COMPILE_ERROR,
+            f"flow '{bundle.name}' does not compile (internal error): {type(exc).__name__}: {exc}",
+        )
     return None
 
 
-def _keep_last_good(previous: Catalog, name: str, problems: Iterable[Diagnostic],
-                    flows: dict[str, FlowEntry], stale: dict[str, tuple[Diagnostic, ...]]) -> None:
+def _keep_last_good(
+    previous: Catalog,
+    name: str,
+    problems: Iterable[Diagnostic],
+    flows: dict[str, FlowEntry],
+    stale: dict[str, tuple[Diagnostic, ...]],
+) -> None:
     stale[name] = tuple(sorted(set(problems)))
     old = previous.flows.get(name)
     if old is not None:

@@ -33,9 +33,13 @@ def claim(location: Location, chore: str, now: datetime, every: timedelta) -> bo
     """Record `now` as when `chore` was last done, unless that was within `every`: True for the one
     replica that should do it now."""
     with backends.transaction(location) as conn:
-        conn.execute("INSERT OR IGNORE INTO serve_chores (name, last_done) VALUES (?, ?)", (chore, _NEVER))
-        cursor = conn.execute("UPDATE serve_chores SET last_done = ? WHERE name = ? AND last_done <= ?",
-                              (_format(now), chore, _format(now - every)))
+        conn.execute(
+            "INSERT OR IGNORE INTO serve_chores (name, last_done) VALUES (?, ?)", (chore, _NEVER)
+        )
+        cursor = conn.execute(
+            "UPDATE serve_chores SET last_done = ? WHERE name = ? AND last_done <= ?",
+            (_format(now), chore, _format(now - every)),
+        )
         return bool(cursor.rowcount == 1)
 
 
@@ -49,7 +53,9 @@ async def daily_gc(location: Location, policy: Callable[[], RetentionSpec], cloc
         chosen = retention.Policy.of(policy())
         try:
             if not chosen.empty and await asyncio.to_thread(claim, location, GC, now, GC_EVERY):
-                report = await asyncio.to_thread(retention.collect, location, chosen, now, vacuum=False)
+                report = await asyncio.to_thread(
+                    retention.collect, location, chosen, now, vacuum=False
+                )
                 log.info("gc_done", extra=fields(**report.counts, bytes=report.bytes_after))
         except Exception:  # housekeeping must never stop the server; the next look tries again
             log.exception("gc_failed")

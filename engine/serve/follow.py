@@ -36,8 +36,15 @@ class TraceReader(Protocol):
         ...
 
 
-async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *, until_pause: bool = False,
-                 poll: float = 0.5) -> AsyncIterator[EventDict]:
+async def follow(
+    run_id: str,
+    after: int,
+    broker: Broker,
+    trace: TraceReader,
+    *,
+    until_pause: bool = False,
+    poll: float = 0.5,
+) -> AsyncIterator[EventDict]:
     """Events with seq > `after`, then live ones (heartbeats are the SSE layer's business).
 
     Ends when the run is settled (finished, failed, interrupted) and idle; with `until_pause`,
@@ -50,18 +57,26 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
         for event in merged:
             last = event["seq"]
             yield event
-        if until_pause and not subscription.active and (replay and replay[-1]["type"] in END_OF_EXECUTION):
+        if (
+            until_pause
+            and not subscription.active
+            and (replay and replay[-1]["type"] in END_OF_EXECUTION)
+        ):
             return
         while True:
-            if not _queued(broker, subscription) and await trace.status(run_id) in SETTLED \
-                    and not _queued(broker, subscription):
+            if (
+                not _queued(broker, subscription)
+                and await trace.status(run_id) in SETTLED
+                and not _queued(broker, subscription)
+            ):
                 for event in await trace.events(run_id, last):
                     last = event["seq"]
                     yield event
                 return
             item = await _next_item(subscription, poll)
             if item is NUDGE:
-                if _queued(broker, subscription):  # executed here: its events come on the queue, tokens and all
+                # executed here: its events come on the queue, tokens and all
+                if _queued(broker, subscription):
                     continue
                 fresh = await trace.events(run_id, last)  # written by another process
                 for event in fresh:
@@ -86,8 +101,9 @@ async def follow(run_id: str, after: int, broker: Broker, trace: TraceReader, *,
         broker.unsubscribe(subscription)
 
 
-async def _catch_up(run_id: str, after: int, broker: Broker, trace: TraceReader,
-                    subscription: Subscription) -> tuple[list[EventDict], list[EventDict]]:
+async def _catch_up(
+    run_id: str, after: int, broker: Broker, trace: TraceReader, subscription: Subscription
+) -> tuple[list[EventDict], list[EventDict]]:
     """The events with seq > `after` so far, in order, from the trace and the broker; and the trace's."""
     replay = await trace.events(run_id, after)
     # The stored events and what the execution published overlap; only the published ones have
@@ -123,8 +139,9 @@ async def _next_item(subscription: Subscription, poll: float) -> EventDict | Non
         return NUDGE
 
 
-async def _stored_unless_queued(run_id: str, after: int, broker: Broker, trace: TraceReader,
-                                subscription: Subscription) -> list[EventDict]:
+async def _stored_unless_queued(
+    run_id: str, after: int, broker: Broker, trace: TraceReader, subscription: Subscription
+) -> list[EventDict]:
     """After an execution here ended, its events in the table with seq > `after`: none when the queue
     has more (another execution here began already), which come before the table."""
     if _queued(broker, subscription):

@@ -38,7 +38,9 @@ def bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def host_allowed(header: str | None, allowed: Sequence[str], bound_host: str, bound_port: int | None) -> bool:
+def host_allowed(
+    header: str | None, allowed: Sequence[str], bound_host: str, bound_port: int | None
+) -> bool:
     """May a request with this Host header be answered? (Call only when the check applies.)"""
     if ANY in allowed:
         return True

@@ -17,7 +17,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.events import APPROVAL_REQUIRED, RUN_FINISHED, TERMINAL_TYPES, EventDict, RunStatus, now_iso
+from engine.core.events import (
+    APPROVAL_REQUIRED,
+    RUN_FINISHED,
+    TERMINAL_TYPES,
+    EventDict,
+    RunStatus,
+    now_iso,
+)
 from engine.serve.broker import Broker
 from engine.serve.logs import fields, get_logger
 from engine.serve.offload import RunLoop
@@ -40,23 +47,50 @@ class Job:
     thread: str | None = None  # a turn of this conversation thread
     created: str = field(default_factory=now_iso)
     state: str = RunStatus.QUEUED  # then RunStatus.RUNNING, then "done"
-    result: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    result: asyncio.Future[dict[str, Any]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     task: asyncio.Task[None] | None = None
-    cancel_reason: str | None = None  # why a client cancelled it (Server.cancel_run); None: shutdown stops it
+    cancel_reason: str | None = (
+        None  # why a client cancelled it (Server.cancel_run); None: shutdown stops it
+    )
 
     def summary(self) -> dict[str, Any]:
         """A run row for a job the runs table does not show yet."""
-        return {"id": self.run_id, "flow": self.flow, "version": self.version, "status": self.state,
-                "inputs": self.inputs, "outputs": None, "error": None, "error_step": None, "created": self.created,
-                "started": None, "finished": None, "duration": 0.0, "thread_id": self.thread}
+        return {
+            "id": self.run_id,
+            "flow": self.flow,
+            "version": self.version,
+            "status": self.state,
+            "inputs": self.inputs,
+            "outputs": None,
+            "error": None,
+            "error_step": None,
+            "created": self.created,
+            "started": None,
+            "finished": None,
+            "duration": 0.0,
+            "thread_id": self.thread,
+        }
 
 
 def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:
     """How an execution ended, told by its terminal events (the runtime's RunResult as JSON)."""
-    result: dict[str, Any] = {"run_id": job.run_id, "flow": job.flow, "version": job.version, "outputs": None,
-                              "error": None, "step": None, "waiting": []}
+    result: dict[str, Any] = {
+        "run_id": job.run_id,
+        "flow": job.flow,
+        "version": job.version,
+        "outputs": None,
+        "error": None,
+        "step": None,
+        "waiting": [],
+    }
     if not terminal:
-        return {**result, "status": RunStatus.INTERRUPTED, "error": "the run ended without a final event"}
+        return {
+            **result,
+            "status": RunStatus.INTERRUPTED,
+            "error": "the run ended without a final event",
+        }
     last = terminal[-1]
     data = last.get("data") or {}
     if last["type"] == RUN_FINISHED:
@@ -64,8 +98,12 @@ def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:
     if last["type"] == APPROVAL_REQUIRED:
         gates = [e.get("data") or {} for e in terminal if e["type"] == APPROVAL_REQUIRED]
         return {**result, "status": RunStatus.WAITING, "step": last.get("step"), "waiting": gates}
-    return {**result, "status": data.get("status", RunStatus.FAILED), "error": data.get("error"),
-            "step": last.get("step")}
+    return {
+        **result,
+        "status": data.get("status", RunStatus.FAILED),
+        "error": data.get("error"),
+        "step": last.get("step"),
+    }
 
 
 class Waker:
@@ -105,7 +143,8 @@ class JobQueue:
         self.waker = Waker()
         self._slots = asyncio.Semaphore(limit)
         self.log = get_logger()
-        self.runs = RunLoop()  # where executions run: never on the server's own loop (engine/serve/offload.py)
+        # where executions run: never on the server's own loop (engine/serve/offload.py)
+        self.runs = RunLoop()
 
     @property
     def running(self) -> int:
@@ -127,8 +166,14 @@ class JobQueue:
         """Give back a slot `reserve` took, for a job that was not submitted after all."""
         self._slots.release()
 
-    def submit(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]], admit: Admit | None = None,
-               *, reserved: bool = False) -> Job:
+    def submit(
+        self,
+        job: Job,
+        events: Callable[[], AsyncGenerator[EventDict, None]],
+        admit: Admit | None = None,
+        *,
+        reserved: bool = False,
+    ) -> Job:
         """Queue `job`; `events()` is called once a slot is free (and `admit()` said yes) and streams
         the execution (made with `self.runs.stream`, so that it executes on the run loop). `reserved`:
         the job has its slot already (`reserve`) and is running from now on."""
@@ -138,13 +183,28 @@ class JobQueue:
         self.broker.open(job.run_id)
         if reserved:
             job.state = RunStatus.RUNNING
-        job.task = asyncio.create_task(self._execute(job, events, admit, reserved), name=f"run-{job.run_id}")
-        self.log.info("run_accepted", extra=fields(run=job.run_id, flow=job.flow, version=job.version,
-                                                   kind=job.kind, queued=self.queued))
+        job.task = asyncio.create_task(
+            self._execute(job, events, admit, reserved), name=f"run-{job.run_id}"
+        )
+        self.log.info(
+            "run_accepted",
+            extra=fields(
+                run=job.run_id,
+                flow=job.flow,
+                version=job.version,
+                kind=job.kind,
+                queued=self.queued,
+            ),
+        )
         return job
 
-    async def _execute(self, job: Job, events: Callable[[], AsyncGenerator[EventDict, None]],
-                       admit: Admit | None, reserved: bool = False) -> None:
+    async def _execute(
+        self,
+        job: Job,
+        events: Callable[[], AsyncGenerator[EventDict, None]],
+        admit: Admit | None,
+        reserved: bool = False,
+    ) -> None:
         terminal: list[EventDict] = []
         began = time.perf_counter()
         try:
@@ -152,9 +212,16 @@ class JobQueue:
                 await self._slots.acquire()
             try:
                 if admit is not None and not await admit():
-                    job.result.set_result({**result_of(job, []), "status": RunStatus.INTERRUPTED,
-                                           "error": "another server started this run"})
-                    self.log.warning("run_started_elsewhere", extra=fields(run=job.run_id, flow=job.flow))
+                    job.result.set_result(
+                        {
+                            **result_of(job, []),
+                            "status": RunStatus.INTERRUPTED,
+                            "error": "another server started this run",
+                        }
+                    )
+                    self.log.warning(
+                        "run_started_elsewhere", extra=fields(run=job.run_id, flow=job.flow)
+                    )
                     return
                 job.state = RunStatus.RUNNING
                 async with aclosing(events()) as stream:
@@ -166,14 +233,28 @@ class JobQueue:
                 self._slots.release()
             result = result_of(job, terminal)
             job.result.set_result(result)
-            self.log.info("run_ended", extra=fields(run=job.run_id, flow=job.flow, status=result["status"],
-                                                    step=result["step"],
-                                                    ms=round((time.perf_counter() - began) * 1000, 1)))
+            self.log.info(
+                "run_ended",
+                extra=fields(
+                    run=job.run_id,
+                    flow=job.flow,
+                    status=result["status"],
+                    step=result["step"],
+                    ms=round((time.perf_counter() - began) * 1000, 1),
+                ),
+            )
         except asyncio.CancelledError:
             was = job.state
-            job.result.set_result({**result_of(job, terminal), "status": RunStatus.INTERRUPTED,
-                                   "error": job.cancel_reason or "the server stopped before the run finished"})
-            self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
+            job.result.set_result(
+                {
+                    **result_of(job, terminal),
+                    "status": RunStatus.INTERRUPTED,
+                    "error": job.cancel_reason or "the server stopped before the run finished",
+                }
+            )
+            self.log.warning(
+                "run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was)
+            )
             if job.cancel_reason is None:
                 raise
         except StateError as exc:
@@ -183,18 +264,31 @@ class JobQueue:
             # whose lease ran out meanwhile, another replica has it already, and its row is no longer ours
             job.result.set_exception(exc)
             job.result.exception()  # retrieved: nobody may be waiting for it
-            self.log.warning("run_ended", extra=fields(run=job.run_id, flow=job.flow, status=RunStatus.INTERRUPTED,
-                                                       step=result_of(job, terminal)["step"],
-                                                       error=f"{type(exc).__name__}: {exc}",
-                                                       ms=round((time.perf_counter() - began) * 1000, 1)))
-            if self.unended is not None:  # only a row still held by this server changes (store.fail_unended)
+            self.log.warning(
+                "run_ended",
+                extra=fields(
+                    run=job.run_id,
+                    flow=job.flow,
+                    status=RunStatus.INTERRUPTED,
+                    step=result_of(job, terminal)["step"],
+                    error=f"{type(exc).__name__}: {exc}",
+                    ms=round((time.perf_counter() - began) * 1000, 1),
+                ),
+            )
+            if self.unended is not None:
+                # only a row still held by this server changes (store.fail_unended)
                 await self.unended(job, exc)
-        except Exception as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
+        except (
+            Exception
+        ) as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
             job.result.set_exception(exc)
             job.result.exception()  # retrieved: nobody may be waiting for it
-            self.log.warning("run_rejected", extra=fields(run=job.run_id, flow=job.flow,
-                                                          error=f"{type(exc).__name__}: {exc}"))
-            if self.unended is not None:  # its row may still say queued or running under this server
+            self.log.warning(
+                "run_rejected",
+                extra=fields(run=job.run_id, flow=job.flow, error=f"{type(exc).__name__}: {exc}"),
+            )
+            if self.unended is not None:
+                # its row may still say queued or running under this server
                 await self.unended(job, exc)
         finally:
             job.state = "done"
@@ -212,7 +306,10 @@ class JobQueue:
         tasks = [job.task for job in self.jobs.values() if job.task is not None]
         if not tasks:
             return
-        self.log.info("draining", extra=fields(running=self.running, queued_dropped=len(queued), grace_s=grace))
+        self.log.info(
+            "draining",
+            extra=fields(running=self.running, queued_dropped=len(queued), grace_s=grace),
+        )
         _, pending = await asyncio.wait(tasks, timeout=grace)
         for task in pending:
             task.cancel()

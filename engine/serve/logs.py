@@ -39,15 +39,23 @@ class KeyValueFormatter(logging.Formatter):
     """`time=... level=info event=reload flows=3 ms=41`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        parts = [f"time={stamp}", f"level={record.levelname.lower()}", f"event={_quote(record.getMessage())}"]
+        stamp = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z"
+        )
+        parts = [
+            f"time={stamp}",
+            f"level={record.levelname.lower()}",
+            f"event={_quote(record.getMessage())}",
+        ]
         for key, value in getattr(record, _FIELDS, {}).items():
             if value is not None:
                 parts.append(f"{key}={_quote(value)}")
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             parts.append(f"error={_quote(f'{type(exc).__name__}: {exc}')}")
-        return KNOWN.text(" ".join(parts))  # an error may quote a model's reply, and with it an API key
+        # an error may quote a model's reply, and with it an API key
+        return KNOWN.text(" ".join(parts))
 
 
 def configure(level: int = logging.INFO) -> None:

@@ -35,8 +35,10 @@ class McpMount:
         except ModuleNotFoundError as exc:
             if (exc.name or "").partition(".")[0] != "mcp":
                 raise
-            await JSONResponse(body("mcp_unavailable", f"/mcp needs the mcp extra, and {extras.missing('mcp')}"),
-                               status_code=501)(scope, receive, send)
+            await JSONResponse(
+                body("mcp_unavailable", f"/mcp needs the mcp extra, and {extras.missing('mcp')}"),
+                status_code=501,
+            )(scope, receive, send)
             return
         if self._mcp is None:
             self._mcp = mcp_tools.build(self.server)

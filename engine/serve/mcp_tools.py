@@ -37,22 +37,35 @@ from engine.serve.problems import ApiError, from_engine
 from engine.serve.server import Server
 from engine.spec.typecheck import type_schema
 
-RESUME = "resume_run"  # the one tool that is not a flow; a flow of that name is not listed (docs/mcp.md)
+RESUME = (
+    "resume_run"  # the one tool that is not a flow; a flow of that name is not listed (docs/mcp.md)
+)
 
-INSTRUCTIONS = ("Each tool runs one flow of a Blockyard yard and answers its outputs. A run that stops at an "
-                "approval gate answers `status: waiting` with its run_id and gates: call resume_run with that "
-                "run_id and decision approve or reject (and values for the gate's fields) to go on.")
+INSTRUCTIONS = (
+    "Each tool runs one flow of a Blockyard yard and answers its outputs. A run that stops at an "
+    "approval gate answers `status: waiting` with its run_id and gates: call resume_run with that "
+    "run_id and decision approve or reject (and values for the gate's fields) to go on."
+)
 
 RESUME_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "run_id": {"type": "string", "description": "The run that waits (the run_id a flow's tool answered)."},
-        "decision": {"type": "string", "enum": ["approve", "reject"],
-                     "description": "Approve or reject the waiting gate. Without it, a failed or interrupted "
-                                    "run continues from its last checkpoint."},
+        "run_id": {
+            "type": "string",
+            "description": "The run that waits (the run_id a flow's tool answered).",
+        },
+        "decision": {
+            "type": "string",
+            "enum": ["approve", "reject"],
+            "description": "Approve or reject the waiting gate. Without it, a failed or interrupted "
+            "run continues from its last checkpoint.",
+        },
         "values": {"type": "object", "description": "Values for the gate's fields, by name."},
         "reason": {"type": "string", "description": "Why (recorded in the run's trace)."},
-        "gate": {"type": "string", "description": "Which gate (its step id), when several are waiting."},
+        "gate": {
+            "type": "string",
+            "description": "Which gate (its step id), when several are waiting.",
+        },
     },
     "required": ["run_id"],
     "additionalProperties": False,
@@ -61,7 +74,9 @@ RESUME_SCHEMA: dict[str, Any] = {
 
 def build(server: Server) -> McpServer[Any, Any]:
     """The MCP server over `server`'s catalog and job queue (started: `Server.startup` has run)."""
-    app: McpServer[Any, Any] = McpServer("blockyard", version=__version__, instructions=INSTRUCTIONS)
+    app: McpServer[Any, Any] = McpServer(
+        "blockyard", version=__version__, instructions=INSTRUCTIONS
+    )
 
     @app.list_tools()  # type: ignore[untyped-decorator,no-untyped-call]
     async def list_tools() -> list[types.Tool]:
@@ -77,13 +92,21 @@ def build(server: Server) -> McpServer[Any, Any]:
 
 def tools(server: Server) -> list[types.Tool]:
     """A tool per served flow (read now: hot reload changes the list), then `resume_run`."""
-    listed = [flow_tool(entry) for name, entry in sorted(server.catalog.flows.items())
-              if name != RESUME and offered(server, name)]
-    listed.append(types.Tool(name=RESUME, title="Resume a run",
-                             description="Decide the approval gate a flow's run waits at (the run_id and gates a "
-                                         "flow's tool answered with `status: waiting`), and answer as the flow's "
-                                         "tool does: the outputs, or the next gate.",
-                             inputSchema=RESUME_SCHEMA))
+    listed = [
+        flow_tool(entry)
+        for name, entry in sorted(server.catalog.flows.items())
+        if name != RESUME and offered(server, name)
+    ]
+    listed.append(
+        types.Tool(
+            name=RESUME,
+            title="Resume a run",
+            description="Decide the approval gate a flow's run waits at (the run_id and gates a "
+            "flow's tool answered with `status: waiting`), and answer as the flow's "
+            "tool does: the outputs, or the next gate.",
+            inputSchema=RESUME_SCHEMA,
+        )
+    )
     return listed
 
 
@@ -103,11 +126,14 @@ def flow_tool(entry: FlowEntry) -> types.Tool:
     }
     about = spec.description.strip() if spec.description else f"Run the flow {entry.name}."
     outputs = ", ".join(spec.outputs) or "none"
-    return types.Tool(name=entry.name, title=entry.name,
-                      description=f"{about}\n\nRuns the flow '{entry.name}' (version {entry.version}); answers its "
-                                  f"outputs ({outputs}). If it stops at an approval gate, the answer says so: "
-                                  f"decide with {RESUME}.",
-                      inputSchema=schema)
+    return types.Tool(
+        name=entry.name,
+        title=entry.name,
+        description=f"{about}\n\nRuns the flow '{entry.name}' (version {entry.version}); answers its "
+        f"outputs ({outputs}). If it stops at an approval gate, the answer says so: "
+        f"decide with {RESUME}.",
+        inputSchema=schema,
+    )
 
 
 async def call(server: Server, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -117,8 +143,10 @@ async def call(server: Server, name: str, arguments: dict[str, Any]) -> types.Ca
         if name == RESUME:
             return await _resume(server, arguments)
         if not offered(server, name):
-            return refused(f"flow '{name}' is not offered over MCP (server.mcp_flows in blockyard.yaml lists "
-                           "the flows that are)")
+            return refused(
+                f"flow '{name}' is not offered over MCP (server.mcp_flows in blockyard.yaml lists "
+                "the flows that are)"
+            )
         entry = server.flow(name)  # 404 unknown_flow: its message says so (and suggests a name)
         job = await server.start_run(entry, arguments)
         return answer(await _outcome(job))
@@ -135,7 +163,9 @@ async def _resume(server: Server, arguments: dict[str, Any]) -> types.CallToolRe
     try:
         body = ResumeRequest.model_validate({k: v for k, v in arguments.items() if k != "run_id"})
     except ValidationError as exc:
-        return refused("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()))
+        return refused(
+            "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        )
     await server.known_run(run_id)
     job = await server.resume_run(run_id, body.resume())
     return answer(await _outcome(job))
@@ -151,20 +181,34 @@ def answer(result: dict[str, Any]) -> types.CallToolResult:
     """The run's result as the tool's answer: the structured result (run_id, status, outputs, gates) for
     clients that read it, and a text a model reads: the outputs, the gates to decide, or the error."""
     status = result.get("status")
-    shown = {**result, "waiting": [gate(g, result.get("step")) for g in result.get("waiting") or []]}
+    shown = {
+        **result,
+        "waiting": [gate(g, result.get("step")) for g in result.get("waiting") or []],
+    }
     if status == RunStatus.FINISHED:
         text = json.dumps(result.get("outputs") or {}, ensure_ascii=False, default=str)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=shown)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structuredContent=shown
+        )
     if status == RunStatus.WAITING:
         gates = "; ".join(_gate_line(g) for g in shown["waiting"]) or "a gate"
-        text = (f"Run {result['run_id']} of flow {result.get('flow')} waits for a decision at {gates}. "
-                f"Call {RESUME} with run_id \"{result['run_id']}\" and decision approve or reject"
-                + (" (and values for the gate's fields)" if any(g.get("fields") for g in shown["waiting"]) else "")
-                + " to go on.")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=shown)
+        text = (
+            f"Run {result['run_id']} of flow {result.get('flow')} waits for a decision at {gates}. "
+            f'Call {RESUME} with run_id "{result["run_id"]}" and decision approve or reject'
+            + (
+                " (and values for the gate's fields)"
+                if any(g.get("fields") for g in shown["waiting"])
+                else ""
+            )
+            + " to go on."
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structuredContent=shown
+        )
     text = f"Run {result.get('run_id')} of flow {result.get('flow')} {status}: {result.get('error') or 'no error'}"
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=shown,
-                                isError=True)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structuredContent=shown, isError=True
+    )
 
 
 def gate(data: dict[str, Any], step: str | None) -> dict[str, Any]:
@@ -187,7 +231,9 @@ def _gate_line(g: dict[str, Any]) -> str:
 
 
 def refused(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], isError=True
+    )
 
 
 # Host, token and body size are checked by the server's middleware before a request gets here; the library's
@@ -200,8 +246,9 @@ async def handle_http(app: McpServer[Any, Any], scope: Scope, receive: Receive, 
     session to keep across a reload or between replicas), which is all a tool server needs. What the
     library's StreamableHTTPSessionManager does in stateless mode, with a task group of the request's own
     instead of one held for the app's lifetime."""
-    transport = StreamableHTTPServerTransport(mcp_session_id=None, is_json_response_enabled=True,
-                                              security_settings=NO_HOST_CHECK)
+    transport = StreamableHTTPServerTransport(
+        mcp_session_id=None, is_json_response_enabled=True, security_settings=NO_HOST_CHECK
+    )
 
     async def run(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with transport.connect() as (read, write):

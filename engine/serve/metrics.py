@@ -33,7 +33,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
@@ -62,7 +67,9 @@ CACHED = 20_000  # lookups kept per kind: more keys than this (TaskPlans' flow n
 STEP_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 90.0, 300.0)
 RUN_BUCKETS = (0.05, 0.25, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
-TOKEN_KINDS = {key: key.removesuffix("_tokens") for key in TOKEN_KEYS}  # input | output | cached | reasoning
+TOKEN_KINDS = {
+    key: key.removesuffix("_tokens") for key in TOKEN_KEYS
+}  # input | output | cached | reasoning
 
 
 class _Count:
@@ -89,16 +96,28 @@ class _Buckets:
         self.total = 0.0
 
     def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1  # the first bound >= value: Prometheus's `le`
+        self.counts[bisect_left(self.bounds, value)] += (
+            1  # the first bound >= value: Prometheus's `le`
+        )
         self.total += value
 
 
 class _Family:
     """One metric: its name, help, label names and its values per label values."""
 
-    def __init__(self, name: str, documentation: str, labels: tuple[str, ...],
-                 buckets: tuple[float, ...] | None = None) -> None:
-        self.name, self.documentation, self.labels, self.buckets = name, documentation, labels, buckets
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: tuple[str, ...],
+        buckets: tuple[float, ...] | None = None,
+    ) -> None:
+        self.name, self.documentation, self.labels, self.buckets = (
+            name,
+            documentation,
+            labels,
+            buckets,
+        )
         self.values: dict[tuple[str, ...], Any] = {}
 
     def count(self, *labels: str) -> _Count:
@@ -134,7 +153,8 @@ class _Family:
 
 
 def _bound(value: float) -> str:
-    return repr(float(value))  # the client library's own spelling of a bucket's `le` (0.005, 1.0, 1800.0)
+    # the client library's own spelling of a bucket's `le` (0.005, 1.0, 1800.0)
+    return repr(float(value))
 
 
 class _Families(Collector):
@@ -157,11 +177,19 @@ class _Gauges(Collector):
         self.waiting: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily("blockyard_queue_depth", "Runs this server accepted that wait for a slot.",
-                                value=self.queued)
-        yield GaugeMetricFamily("blockyard_runs_running", "Runs executing on this server.", value=self.running)
-        waiting = GaugeMetricFamily("blockyard_runs_waiting", "Runs waiting at an approval gate, in the whole "
-                                                              "state database (every replica's).", labels=["flow"])
+        yield GaugeMetricFamily(
+            "blockyard_queue_depth",
+            "Runs this server accepted that wait for a slot.",
+            value=self.queued,
+        )
+        yield GaugeMetricFamily(
+            "blockyard_runs_running", "Runs executing on this server.", value=self.running
+        )
+        waiting = GaugeMetricFamily(
+            "blockyard_runs_waiting",
+            "Runs waiting at an approval gate, in the whole state database (every replica's).",
+            labels=["flow"],
+        )
         for flow, count in sorted(self.waiting.items()):
             waiting.add_metric([flow], count)
         yield waiting
@@ -184,7 +212,14 @@ class _Bounded:
         return True
 
 
-HANDLED = (RUN_STARTED, RUN_FINISHED, RUN_FAILED, STEP_FINISHED, STEP_FAILED, MODEL_CALL)  # the events it counts
+HANDLED = (
+    RUN_STARTED,
+    RUN_FINISHED,
+    RUN_FAILED,
+    STEP_FINISHED,
+    STEP_FAILED,
+    MODEL_CALL,
+)  # the events it counts
 FLOW = ("flow", "version")
 MODEL = ("flow", "provider", "model")
 
@@ -193,39 +228,94 @@ class Metrics:
     """One server's metrics: its registry, the observer that feeds it, the exposition."""
 
     def __init__(self) -> None:
-        self.runs_started = _Family("blockyard_runs_started", "Runs that started on this server (not resumes).", FLOW)
-        self.runs_resumed = _Family("blockyard_runs_resumed", "Executions that went on with a run (a decided gate, "
-                                    "a resume, a take-over).", FLOW)
-        self.runs_finished = _Family("blockyard_runs_finished", "Runs that finished on this server.", FLOW)
-        self.runs_failed = _Family("blockyard_runs_failed", "Runs that failed on this server.", FLOW)
-        self.runs_interrupted = _Family("blockyard_runs_interrupted", "Executions interrupted before they ended "
-                                        "(shutdown, a cancel): resumable.", FLOW)
-        self.run_duration = _Family("blockyard_run_duration_seconds", "Duration of the runs that finished, over all "
-                                    "their executions.", FLOW, RUN_BUCKETS)
-        self.step_duration = _Family("blockyard_step_duration_seconds", "Duration of step executions (each map item "
-                                     "and foreach iteration, each attempt), finished or failed.", ("flow", "step"),
-                                     STEP_BUCKETS)
-        self.model_calls = _Family("blockyard_model_calls", "Model calls; outcome is ok or error.",
-                                   (*MODEL, "outcome"))
-        self.model_latency = _Family("blockyard_model_call_duration_seconds", "Latency of model calls.", MODEL,
-                                     MODEL_BUCKETS)
-        self.tokens = _Family("blockyard_model_tokens", "Tokens of model calls as providers reported them; kind is "
-                              "input, output, cached or reasoning (cached and reasoning are parts of input and "
-                              "output).", (*MODEL, "kind"))
-        self.cost = _Family("blockyard_model_cost_usd", "What model calls cost in US dollars, for the calls whose "
-                            "price is known.", MODEL)
-        self.unpriced = _Family("blockyard_model_calls_unpriced", "Model calls whose price is not known (no "
-                                "`pricing:` and none published): not in blockyard_model_cost_usd_total.", MODEL)
-        self.taken_over = _Family("blockyard_runs_taken_over", "Runs of dead replicas this server went on with: kind "
-                                  "running (resumed from its checkpoint) or queued (started).", ("kind",))
-        for kind in ("running", "queued"):  # at 0 from the start: `increase()` sees the first take-over
+        self.runs_started = _Family(
+            "blockyard_runs_started", "Runs that started on this server (not resumes).", FLOW
+        )
+        self.runs_resumed = _Family(
+            "blockyard_runs_resumed",
+            "Executions that went on with a run (a decided gate, a resume, a take-over).",
+            FLOW,
+        )
+        self.runs_finished = _Family(
+            "blockyard_runs_finished", "Runs that finished on this server.", FLOW
+        )
+        self.runs_failed = _Family(
+            "blockyard_runs_failed", "Runs that failed on this server.", FLOW
+        )
+        self.runs_interrupted = _Family(
+            "blockyard_runs_interrupted",
+            "Executions interrupted before they ended (shutdown, a cancel): resumable.",
+            FLOW,
+        )
+        self.run_duration = _Family(
+            "blockyard_run_duration_seconds",
+            "Duration of the runs that finished, over all their executions.",
+            FLOW,
+            RUN_BUCKETS,
+        )
+        self.step_duration = _Family(
+            "blockyard_step_duration_seconds",
+            "Duration of step executions (each map item "
+            "and foreach iteration, each attempt), finished or failed.",
+            ("flow", "step"),
+            STEP_BUCKETS,
+        )
+        self.model_calls = _Family(
+            "blockyard_model_calls", "Model calls; outcome is ok or error.", (*MODEL, "outcome")
+        )
+        self.model_latency = _Family(
+            "blockyard_model_call_duration_seconds", "Latency of model calls.", MODEL, MODEL_BUCKETS
+        )
+        self.tokens = _Family(
+            "blockyard_model_tokens",
+            "Tokens of model calls as providers reported them; kind is "
+            "input, output, cached or reasoning (cached and reasoning are parts of input and "
+            "output).",
+            (*MODEL, "kind"),
+        )
+        self.cost = _Family(
+            "blockyard_model_cost_usd",
+            "What model calls cost in US dollars, for the calls whose price is known.",
+            MODEL,
+        )
+        self.unpriced = _Family(
+            "blockyard_model_calls_unpriced",
+            "Model calls whose price is not known (no "
+            "`pricing:` and none published): not in blockyard_model_cost_usd_total.",
+            MODEL,
+        )
+        self.taken_over = _Family(
+            "blockyard_runs_taken_over",
+            "Runs of dead replicas this server went on with: kind "
+            "running (resumed from its checkpoint) or queued (started).",
+            ("kind",),
+        )
+        for kind in (
+            "running",
+            "queued",
+        ):  # at 0 from the start: `increase()` sees the first take-over
             self.taken_over.count(kind)
         self.gauges = _Gauges()
         self.registry = CollectorRegistry()
-        self.registry.register(_Families([
-            self.runs_started, self.runs_resumed, self.runs_finished, self.runs_failed, self.runs_interrupted,
-            self.run_duration, self.step_duration, self.model_calls, self.model_latency, self.tokens, self.cost,
-            self.unpriced, self.taken_over]))
+        self.registry.register(
+            _Families(
+                [
+                    self.runs_started,
+                    self.runs_resumed,
+                    self.runs_finished,
+                    self.runs_failed,
+                    self.runs_interrupted,
+                    self.run_duration,
+                    self.step_duration,
+                    self.model_calls,
+                    self.model_latency,
+                    self.tokens,
+                    self.cost,
+                    self.unpriced,
+                    self.taken_over,
+                ]
+            )
+        )
         self.registry.register(self.gauges)
         self._flows = _Bounded(MAX_FLOWS)
         self._steps = _Bounded(MAX_STEPS)
@@ -235,8 +325,13 @@ class Metrics:
         self._step_values: dict[tuple[str, int, str | None], _Buckets] = {}
         self._model_values: dict[tuple[str, int, Any, Any], _ModelValues] = {}
         self._handlers: dict[str, Callable[[RunRecord, Event], None]] = {
-            RUN_STARTED: self._started, RUN_FINISHED: self._finished, RUN_FAILED: self._failed,
-            STEP_FINISHED: self._step, STEP_FAILED: self._step, MODEL_CALL: self._model_call}
+            RUN_STARTED: self._started,
+            RUN_FINISHED: self._finished,
+            RUN_FAILED: self._failed,
+            STEP_FINISHED: self._step,
+            STEP_FAILED: self._step,
+            MODEL_CALL: self._model_call,
+        }
 
     # ---- the observer ---------------------------------------------------------------------------
 
@@ -270,11 +365,16 @@ class Metrics:
 
     def _failed(self, run: RunRecord, event: Event) -> None:
         values = self._run(run)
-        (values.interrupted if event.data.get("status") == RunStatus.INTERRUPTED else values.failed).inc()
+        (
+            values.interrupted
+            if event.data.get("status") == RunStatus.INTERRUPTED
+            else values.failed
+        ).inc()
 
     def _step(self, run: RunRecord, event: Event) -> None:
         milliseconds = event.data.get("duration_ms")
-        if not isinstance(milliseconds, int | float) or milliseconds < 0:  # (a bool is 0 or 1 ms: harmless)
+        if not isinstance(milliseconds, int | float) or milliseconds < 0:
+            # (a bool is 0 or 1 ms: harmless)
             return
         key = (run.flow, run.version, event.step)
         buckets = self._step_values.get(key)
@@ -350,7 +450,10 @@ class _ModelValues:
         self.ok = metrics.model_calls.count(flow, provider, model, "ok")
         self.error = metrics.model_calls.count(flow, provider, model, "error")
         self.latency = metrics.model_latency.histogram(flow, provider, model)
-        self.tokens = [(key, metrics.tokens.count(flow, provider, model, kind)) for key, kind in TOKEN_KINDS.items()]
+        self.tokens = [
+            (key, metrics.tokens.count(flow, provider, model, kind))
+            for key, kind in TOKEN_KINDS.items()
+        ]
         self.cost = metrics.cost.count(flow, provider, model)
         self.unpriced = metrics.unpriced.count(flow, provider, model)
 

@@ -28,8 +28,12 @@ class AuthMiddleware:
     Under the LangGraph API's prefix the token may also come as `X-Api-Key: <token>`, the header langgraph-sdk
     clients send their api key in; `<prefix>/ok` is public there, like /healthz."""
 
-    def __init__(self, app: ASGIApp, token: str | None,
-                 langgraph_prefix: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        langgraph_prefix: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.app = app
         self.token = token
         self.langgraph_prefix = langgraph_prefix
@@ -40,13 +44,23 @@ class AuthMiddleware:
             return
         header = _header(scope, b"authorization")
         prefix = self.langgraph_prefix()
-        if authorized(header, self.token) or (under(scope["path"], prefix) and (
-                scope["path"] == f"{prefix}/ok" or api_key_matches(_header(scope, b"x-api-key"), self.token))):
+        if authorized(header, self.token) or (
+            under(scope["path"], prefix)
+            and (
+                scope["path"] == f"{prefix}/ok"
+                or api_key_matches(_header(scope, b"x-api-key"), self.token)
+            )
+        ):
             await self.app(scope, receive, send)
             return
-        message = ("this server needs a token: send `Authorization: Bearer <BLOCKYARD_TOKEN>`" if header is None
-                   else "the token is wrong")
-        await _problem(send, ApiError(401, "unauthorized", message), [(b"www-authenticate", b"Bearer")])
+        message = (
+            "this server needs a token: send `Authorization: Bearer <BLOCKYARD_TOKEN>`"
+            if header is None
+            else "the token is wrong"
+        )
+        await _problem(
+            send, ApiError(401, "unauthorized", message), [(b"www-authenticate", b"Bearer")]
+        )
 
 
 # What browser clients of both APIs send and read: the token (either header), JSON bodies, a stream's resumption
@@ -55,8 +69,15 @@ class AuthMiddleware:
 # session id, docs/mcp.md); and the headers naming a created run (langgraph-sdk clients follow `Location` to
 # join its stream).
 CORS_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-CORS_HEADERS = ("Authorization", "X-Api-Key", "Content-Type", "Last-Event-ID", "traceparent", "tracestate",
-                "Mcp-Protocol-Version")
+CORS_HEADERS = (
+    "Authorization",
+    "X-Api-Key",
+    "Content-Type",
+    "Last-Event-ID",
+    "traceparent",
+    "tracestate",
+    "Mcp-Protocol-Version",
+)
 CORS_EXPOSED = ("Location", "Content-Location")
 
 
@@ -82,8 +103,16 @@ class CorsMiddleware:
 
     def _cors(self, origins: tuple[str, ...]) -> CORSMiddleware:
         if self._built is None or self._built[0] != origins:
-            self._built = (origins, CORSMiddleware(self.app, allow_origins=origins, allow_methods=CORS_METHODS,
-                                                   allow_headers=CORS_HEADERS, expose_headers=CORS_EXPOSED))
+            self._built = (
+                origins,
+                CORSMiddleware(
+                    self.app,
+                    allow_origins=origins,
+                    allow_methods=CORS_METHODS,
+                    allow_headers=CORS_HEADERS,
+                    expose_headers=CORS_EXPOSED,
+                ),
+            )
         return self._built[1]
 
 
@@ -93,8 +122,14 @@ class HostMiddleware:
     /healthz is exempt: it tells nothing private, and probes often address the server by IP.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None, bound_host: str, bound_port: int,
-                 allowed: Callable[[], Sequence[str]]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        bound_host: str,
+        bound_port: int,
+        allowed: Callable[[], Sequence[str]],
+    ) -> None:
         self.app = app
         self.token = token
         self.bound_host = bound_host
@@ -103,7 +138,11 @@ class HostMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         allowed = self.allowed()
-        if scope["type"] != "http" or scope["path"] == "/healthz" or not check_applies(self.token, allowed):
+        if (
+            scope["type"] != "http"
+            or scope["path"] == "/healthz"
+            or not check_applies(self.token, allowed)
+        ):
             await self.app(scope, receive, send)
             return
         header = _header(scope, b"host")
@@ -113,9 +152,15 @@ class HostMiddleware:
             await self.app(scope, receive, send)
             return
         shown = "no Host header" if not header else f"Host '{header[:100]}'"
-        await _problem(send, ApiError(421, "host_not_allowed",
-                                      f"this server does not answer {shown}: call it by its own address, "
-                                      "or add the name to server.allowed_hosts in blockyard.yaml"))
+        await _problem(
+            send,
+            ApiError(
+                421,
+                "host_not_allowed",
+                f"this server does not answer {shown}: call it by its own address, "
+                "or add the name to server.allowed_hosts in blockyard.yaml",
+            ),
+        )
 
 
 class BodyLimitMiddleware:
@@ -186,18 +231,37 @@ class AccessLogMiddleware:
             await self.app(scope, receive, sending)
         finally:
             if self.log.isEnabledFor(20):
-                self.log.info("request", extra=fields(method=scope["method"], path=scope["path"],
-                                                      status=status["code"],
-                                                      ms=round((time.perf_counter() - began) * 1000, 1)))
+                self.log.info(
+                    "request",
+                    extra=fields(
+                        method=scope["method"],
+                        path=scope["path"],
+                        status=status["code"],
+                        ms=round((time.perf_counter() - began) * 1000, 1),
+                    ),
+                )
 
 
-async def _problem(send: Send, problem: ApiError, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _problem(
+    send: Send, problem: ApiError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     """Answer with the API's one error shape, before the app has seen the request."""
-    payload = json.dumps({"error": {"code": problem.code, "message": problem.message}}, ensure_ascii=False,
-                         separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": problem.status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            *(headers or [])]})
+    payload = json.dumps(
+        {"error": {"code": problem.code, "message": problem.message}},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": problem.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 

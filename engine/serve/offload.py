@@ -44,7 +44,8 @@ class _Handoff:
         if wake:
             try:
                 self.home.call_soon_threadsafe(self._flush)
-            except RuntimeError:  # `home` is closed: nothing will take these, and the next send raises too
+            # `home` is closed: nothing will take these, and the next send raises too
+            except RuntimeError:
                 with self._lock:
                     self._items.clear()
                 raise
@@ -69,11 +70,15 @@ class RunLoop:
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """`await fn()` on the run loop."""
+
         async def job() -> T:
             return await fn()
+
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(job(), self._portal.loop))
 
-    async def stream(self, events: Callable[[], AsyncGenerator[EventDict, None]]) -> AsyncGenerator[EventDict, None]:
+    async def stream(
+        self, events: Callable[[], AsyncGenerator[EventDict, None]]
+    ) -> AsyncGenerator[EventDict, None]:
         """Iterate `events()` on the run loop and yield what it yields, here.
 
         After the first event the execution waits until the second is asked for (a resume takes its
@@ -82,13 +87,16 @@ class RunLoop:
         while it winds down (its `interrupted` ending), then re-raises the cancellation. Closed
         early, it cancels the execution and waits until it has cleaned up."""
         home = asyncio.get_running_loop()
-        if self._handoff is None or self._handoff.home is not home:  # (a stream begun on another loop keeps its own)
+        if self._handoff is None or self._handoff.home is not home:
+            # (a stream begun on another loop keeps its own)
             self._handoff = _Handoff(home)
         send = self._handoff.send
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         put = queue.put_nowait
         go_on = asyncio.Event()  # set (on the run loop) once the second event is asked for
-        future = asyncio.run_coroutine_threadsafe(_pump(events, send, put, go_on), self._portal.loop)
+        future = asyncio.run_coroutine_threadsafe(
+            _pump(events, send, put, go_on), self._portal.loop
+        )
         cancelled: asyncio.CancelledError | None = None
         ended = False
         delivered = 0
@@ -125,9 +133,12 @@ class RunLoop:
         self._portal.close()
 
 
-async def _pump(events: Callable[[], AsyncGenerator[EventDict, None]],
-                send: Callable[[Callable[[Any], None], Any], None], put: Callable[[Any], None],
-                go_on: asyncio.Event) -> None:
+async def _pump(
+    events: Callable[[], AsyncGenerator[EventDict, None]],
+    send: Callable[[Callable[[Any], None], Any], None],
+    put: Callable[[Any], None],
+    go_on: asyncio.Event,
+) -> None:
     """On the run loop: `send(put, ...)` each event of `events()` over, then ("done", None) or ("error", exc);
     after the first event, wait for `go_on` (the second one asked for)."""
     try:

@@ -39,8 +39,11 @@ def conflict(code: str, message: str) -> ApiError:
 
 
 def body_too_large(limit: int) -> ApiError:
-    return ApiError(413, "body_too_large", f"the request body is larger than {limit} bytes "
-                                           "(server.max_body_bytes in blockyard.yaml)")
+    return ApiError(
+        413,
+        "body_too_large",
+        f"the request body is larger than {limit} bytes (server.max_body_bytes in blockyard.yaml)",
+    )
 
 
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -56,7 +59,9 @@ def from_engine(exc: BlockyardError) -> ApiError:
 async def api_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(body(exc.code, exc.message, **exc.extra), status_code=exc.status, headers=headers)
+    return JSONResponse(
+        body(exc.code, exc.message, **exc.extra), status_code=exc.status, headers=headers
+    )
 
 
 async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -68,16 +73,27 @@ async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
         message = "the request body is not valid JSON" + (f": {detail}" if detail else "")
         return JSONResponse(body("malformed_json", message), status_code=400)
     if any(tuple(e.get("loc", ())) == ("body",) for e in errors):
-        return JSONResponse(body("invalid_request", "the request body must be a JSON object "
-                                                    "(sent with Content-Type: application/json)"), status_code=422)
-    problems = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors]
-    return JSONResponse(body("invalid_request", "; ".join(problems) or "invalid request"), status_code=422)
+        return JSONResponse(
+            body(
+                "invalid_request",
+                "the request body must be a JSON object (sent with Content-Type: application/json)",
+            ),
+            status_code=422,
+        )
+    problems = [
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors
+    ]
+    return JSONResponse(
+        body("invalid_request", "; ".join(problems) or "invalid request"), status_code=422
+    )
 
 
 async def http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(
+        body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+    )
 
 
 async def engine_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -86,5 +102,9 @@ async def engine_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-    get_logger().error("internal_error", exc_info=exc, extra=fields(method=request.method, path=request.url.path))
-    return JSONResponse(body("internal", "internal error; the server log has the details"), status_code=500)
+    get_logger().error(
+        "internal_error", exc_info=exc, extra=fields(method=request.method, path=request.url.path)
+    )
+    return JSONResponse(
+        body("internal", "internal error; the server log has the details"), status_code=500
+    )

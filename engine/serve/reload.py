@@ -48,7 +48,9 @@ class Reloader:
                 new = await asyncio.to_thread(load_catalog, self.root, self.catalog)
             except Exception as exc:  # a bug in a check must not take the server down
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                self.log.exception("reload_failed", extra=fields(kept_generation=self.catalog.generation))
+                self.log.exception(
+                    "reload_failed", extra=fields(kept_generation=self.catalog.generation)
+                )
                 return self.catalog
             self.last_error = None
             files = ",".join(sorted(_display(p, self.root) for p in changed)) or None
@@ -84,8 +86,11 @@ class Reloader:
 
     def _changed_since_load(self) -> bool:
         catalog = self.catalog
-        return fingerprint(self.root) != self._seen or \
-            prompt_hashes(self.root, [name for name, _hash in catalog.prompts]) != catalog.prompts
+        return (
+            fingerprint(self.root) != self._seen
+            or prompt_hashes(self.root, [name for name, _hash in catalog.prompts])
+            != catalog.prompts
+        )
 
     def _swap(self, new: Catalog, changed: str | None, ms: float) -> None:
         old, self.catalog = self.catalog, new
@@ -96,26 +101,43 @@ class Reloader:
 
     def _report(self, old: Catalog, new: Catalog, changed: str | None, ms: float) -> None:
         log = self.log
-        log.info("reload", extra=fields(changed=changed, generation=new.generation, flows=len(new.flows),
-                                        errors=sum(1 for d in new.diagnostics if d.severity == "error"),
-                                        ms=round(ms, 1)))
+        log.info(
+            "reload",
+            extra=fields(
+                changed=changed,
+                generation=new.generation,
+                flows=len(new.flows),
+                errors=sum(1 for d in new.diagnostics if d.severity == "error"),
+                ms=round(ms, 1),
+            ),
+        )
         for name, entry in new.flows.items():
             before = old.flows.get(name)
             if before is None or before.digest != entry.digest:
-                log.info("flow_swapped", extra=fields(flow=name, version=entry.version, digest=entry.digest))
+                log.info(
+                    "flow_swapped",
+                    extra=fields(flow=name, version=entry.version, digest=entry.digest),
+                )
         for name in old.flows.keys() - new.flows.keys():
             log.info("flow_removed", extra=fields(flow=name))
         for name, problems in new.stale.items():
             if name in new.flows and old.stale.get(name) != problems:
-                log.warning("flow_kept_last_good", extra=fields(flow=name, version=new.flows[name].version,
-                                                                problems=len(problems)))
+                log.warning(
+                    "flow_kept_last_good",
+                    extra=fields(
+                        flow=name, version=new.flows[name].version, problems=len(problems)
+                    ),
+                )
         for diagnostic in sorted(set(new.diagnostics) - set(old.diagnostics)):
             _log_diagnostic(diagnostic)
 
 
 def _log_diagnostic(d: Diagnostic) -> None:
     level = get_logger().error if d.severity == "error" else get_logger().warning
-    level("diagnostic", extra=fields(file=d.file, line=d.line, col=d.col, code=d.code, message=d.message))
+    level(
+        "diagnostic",
+        extra=fields(file=d.file, line=d.line, col=d.col, code=d.code, message=d.message),
+    )
 
 
 def _display(path: Path, root: Path) -> str:

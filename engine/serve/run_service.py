@@ -63,7 +63,8 @@ class RunService:
         parent = traceparent.valid(header)
         if parent is None:
             return
-        if len(self.engine.traceparents) >= MAX_TRACEPARENTS:  # runs accepted here but executed elsewhere
+        if len(self.engine.traceparents) >= MAX_TRACEPARENTS:
+            # runs accepted here but executed elsewhere
             self.engine.traceparents.clear()
         self.engine.traceparents[run_id] = parent
 
@@ -82,36 +83,73 @@ class RunService:
     def check_run_id(run_id: str) -> str:
         return check_run_id(run_id)
 
-    def check_output_dir(self, output_dir: str, bundle: Bundle, prompts: Iterable[str] = ()) -> None:
+    def check_output_dir(
+        self, output_dir: str, bundle: Bundle, prompts: Iterable[str] = ()
+    ) -> None:
         """UsageError unless `output_dir` names a folder of the yard that overlaps nothing the engine
         reads, `prompts` (the prompt files the served yard uses now) included (engine/definitions/outputdir.py)."""
         self.engine.check_output_dir(bundle, output_dir, "output_dir", prompts)
 
-    async def start(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, thread: str | None = None,
-                    output_dir: str | None = None, durability: str | None = None,
-                    trace: bool | None = None) -> AsyncGenerator[EventDict, None]:
+    async def start(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any],
+        run_id: str,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+    ) -> AsyncGenerator[EventDict, None]:
         """Run `bundle` (a turn of conversation `thread`) and yield its events as dicts; the last one
         ends the execution."""
-        async with aclosing(self.engine.astream(bundle, inputs, run_id=run_id, thread=thread,
-                                                output_dir=output_dir, durability=durability,
-                                                trace=trace)) as events:
+        async with aclosing(
+            self.engine.astream(
+                bundle,
+                inputs,
+                run_id=run_id,
+                thread=thread,
+                output_dir=output_dir,
+                durability=durability,
+                trace=trace,
+            )
+        ) as events:
             async for event in events:
                 yield event.as_dict()
 
-    async def enqueue(self, bundle: Bundle, inputs: Mapping[str, Any], run_id: str, output_dir: str | None = None,
-                      durability: str | None = None, trace: bool | None = None, *, start: bool = False) -> RunRecord:
+    async def enqueue(
+        self,
+        bundle: Bundle,
+        inputs: Mapping[str, Any],
+        run_id: str,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+        *,
+        start: bool = False,
+    ) -> RunRecord:
         """Record a new run as `queued` — with `start`, as started by this process — before the server
         answers (engine/runtime/engine.py, `enqueue`)."""
-        return await self.engine.enqueue(bundle, inputs, run_id=run_id, output_dir=output_dir,
-                                         durability=durability, trace=trace, start=start)
+        return await self.engine.enqueue(
+            bundle,
+            inputs,
+            run_id=run_id,
+            output_dir=output_dir,
+            durability=durability,
+            trace=trace,
+            start=start,
+        )
 
     async def admit(self, run_id: str, limit: int | None) -> store.Admission:
         """Try to start queued run `run_id`, held by this process, within the global `limit` (store.start_queued)."""
-        return await self.engine.db.writer.call(store.start_queued(run_id, liveness.current(), limit=limit))
+        return await self.engine.db.writer.call(
+            store.start_queued(run_id, liveness.current(), limit=limit)
+        )
 
     async def adopt(self, record: RunRecord) -> bool:
         """Hold a queued run whose server died (store.adopt_queued); False when another server was quicker."""
-        return bool(await self.engine.db.writer.call(store.adopt_queued(record, liveness.current())))
+        return bool(
+            await self.engine.db.writer.call(store.adopt_queued(record, liveness.current()))
+        )
 
     async def release_unstarted(self, run_id: str) -> None:
         """Let go of a run recorded started that this server will not execute (store.release_unstarted)."""
@@ -120,13 +158,18 @@ class RunService:
     async def record_cancelled(self, run_id: str, error: str) -> None:
         """A run this server held, cancelled before its execution began: `interrupted`, never adopted
         and run by another server (store.cancel_unstarted); a run that began records its own end."""
-        await self.engine.db.writer.write(store.cancel_unstarted(run_id, liveness.current(), error, now_iso()))
+        await self.engine.db.writer.write(
+            store.cancel_unstarted(run_id, liveness.current(), error, now_iso())
+        )
 
     async def record_unended(self, run_id: str, error: str) -> None:
         """A run this server held whose execution an error ended before it recorded its end: `failed`
         with `error` (store.fail_unended); a run that recorded its end is left as it is."""
-        message = mask_url(self.engine.secrets.text(error))  # a server may echo a key; a URL its password
-        await self.engine.db.writer.write(store.fail_unended(run_id, liveness.current(), message, now_iso()))
+        # a server may echo a key; a URL its password
+        message = mask_url(self.engine.secrets.text(error))
+        await self.engine.db.writer.write(
+            store.fail_unended(run_id, liveness.current(), message, now_iso())
+        )
 
     async def release(self, run_ids: list[str]) -> None:
         """Let go of queued runs this server will not start (store.release_queued)."""
@@ -138,17 +181,28 @@ class RunService:
         now = time.time()
         return await self.engine.db.aread(lambda conn: store.running_count(conn, now))
 
-    async def start_queued(self, record: RunRecord, bundle: Bundle | None = None) -> AsyncGenerator[EventDict, None]:
+    async def start_queued(
+        self, record: RunRecord, bundle: Bundle | None = None
+    ) -> AsyncGenerator[EventDict, None]:
         """Execute a queued run this server has just started (`admit`) and yield its events as dicts."""
         async with aclosing(self.engine.astream_queued(record, bundle)) as events:
             async for event in events:
                 yield event.as_dict()
 
-    async def resume(self, run_id: str, decision: Mapping[str, Any]) -> AsyncGenerator[EventDict, None]:
+    async def resume(
+        self, run_id: str, decision: Mapping[str, Any]
+    ) -> AsyncGenerator[EventDict, None]:
         """Continue a run on its pinned bundle; `decision` decides a waiting gate."""
-        wanted = approvals.ask(decision.get("approve"), decision.get("values"), decision.get("reason"),
-                               decision.get("gate"), decision.get("actor"))
-        async with aclosing(self.engine.astream_resume(run_id, wanted, budget=decision.get("budget"))) as events:
+        wanted = approvals.ask(
+            decision.get("approve"),
+            decision.get("values"),
+            decision.get("reason"),
+            decision.get("gate"),
+            decision.get("actor"),
+        )
+        async with aclosing(
+            self.engine.astream_resume(run_id, wanted, budget=decision.get("budget"))
+        ) as events:
             async for event in events:
                 yield event.as_dict()
 
@@ -158,11 +212,20 @@ class RunService:
         record = await self.engine.db.aread(lambda conn: store.get_run(conn, run_id))
         return _run_dict(record) if record is not None else None
 
-    async def list_runs(self, *, flow: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_runs(
+        self, *, flow: str | None, status: str | None, limit: int
+    ) -> list[dict[str, Any]]:
         # `running` rows whose owner died show as interrupted, so filter after mapping them
-        wanted = [status] if status and status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED) else None
+        wanted = (
+            [status]
+            if status and status not in (RunStatus.RUNNING, RunStatus.INTERRUPTED)
+            else None
+        )
         records = await self.engine.db.aread(
-            lambda conn: store.list_runs(conn, flow=flow, statuses=wanted, limit=None if status else limit))
+            lambda conn: store.list_runs(
+                conn, flow=flow, statuses=wanted, limit=None if status else limit
+            )
+        )
         runs = [_run_dict(record) for record in records]
         return [run for run in runs if status is None or run["status"] == status][:limit]
 
@@ -209,10 +272,12 @@ class RunService:
 
     async def list_threads(self, *, flow: str | None, limit: int) -> list[dict[str, Any]]:
         """Threads, most recently active first, each with the status of its latest turn."""
+
         def read(conn: Connection) -> list[dict[str, Any]]:
             found = threads.list_threads(conn, flow=flow, limit=limit)
             spent = stats.thread_spend(conn, [thread.id for thread in found])
             return [_thread_dict(conn, thread, spent.get(thread.id)) for thread in found]
+
         return await self.engine.db.aread(read)
 
     async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
@@ -221,6 +286,7 @@ class RunService:
             if thread is None:
                 return None
             return _thread_dict(conn, thread, stats.thread_spend(conn, [thread.id]).get(thread.id))
+
         return await self.engine.db.aread(read)
 
     async def thread_ids(self) -> list[str]:
@@ -235,17 +301,21 @@ class RunService:
     async def delete_thread(self, thread_id: str) -> bool | threads.Busy:
         """Delete a thread with its messages and checkpoints (threads.delete)."""
         return await self.engine.db.writer.call(
-            threads.delete(thread_id, self.engine.db.saver.delete_thread_writes(thread_id)))
+            threads.delete(thread_id, self.engine.db.saver.delete_thread_writes(thread_id))
+        )
 
-    async def history(self, thread_id: str, *, after: int | None, before: int | None, newest: bool,
-                      limit: int) -> tuple[list[messages.Message], int]:
+    async def history(
+        self, thread_id: str, *, after: int | None, before: int | None, newest: bool, limit: int
+    ) -> tuple[list[messages.Message], int]:
         """A page of a thread's messages, oldest first, and how many it holds in all."""
+
         def read(conn: Connection) -> tuple[list[messages.Message], int]:
             if before is not None or newest:
                 page = messages.history(conn, thread_id, after=before, limit=limit, newest=True)
             else:
                 page = messages.history(conn, thread_id, after=after, limit=limit)
             return page, messages.count(conn, thread_id)
+
         return await self.engine.db.aread(read)
 
     async def turn_messages(self, run_id: str) -> list[messages.Message]:
@@ -258,14 +328,26 @@ class RunService:
         """Mark runs left `running` by a dead process as `interrupted` (resumable); their ids. A
         replica (`leave_leased`) leaves the runs of dead replicas alone: it takes them over."""
         records = await self.engine.db.aread(
-            lambda conn: store.list_runs(conn, statuses=[RunStatus.RUNNING], limit=None))
-        orphans = [r for r in records if effective_status(r) == RunStatus.INTERRUPTED
-                   and not (leave_leased and r.owner_replica is not None)]
+            lambda conn: store.list_runs(conn, statuses=[RunStatus.RUNNING], limit=None)
+        )
+        orphans = [
+            r
+            for r in records
+            if effective_status(r) == RunStatus.INTERRUPTED
+            and not (leave_leased and r.owner_replica is not None)
+        ]
         for record in orphans:
-            await self.engine.db.writer.write(store.end_run(
-                record.id, RunStatus.INTERRUPTED, outputs=None,
- error="the process running it stopped before it finished",
-                error_step=record.error_step, finished=now_iso(), elapsed=0.0))
+            await self.engine.db.writer.write(
+                store.end_run(
+                    record.id,
+                    RunStatus.INTERRUPTED,
+                    outputs=None,
+                    error="the process running it stopped before it finished",
+                    error_step=record.error_step,
+                    finished=now_iso(),
+                    elapsed=0.0,
+                )
+            )
         return [record.id for record in orphans]
 
 
@@ -273,16 +355,28 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
     data = record.as_dict()
     data["status"] = effective_status(record)
     data["durability"] = record.mode
-    for private in ("owner_pid", "owner_host", "owner_start", "owner_replica", "lease_until", "output_dir", "trace",
-                    "traceparent"):
+    for private in (
+        "owner_pid",
+        "owner_host",
+        "owner_start",
+        "owner_replica",
+        "lease_until",
+        "output_dir",
+        "trace",
+        "traceparent",
+    ):
         data.pop(private, None)
-    data["usage"] = stats.usage_dict(data)  # its model calls' totals with their cost as people read it
+    # its model calls' totals with their cost as people read it
+    data["usage"] = stats.usage_dict(data)
     return data
 
 
-def _thread_dict(conn: Connection, thread: threads.Thread, spend: Spend | None = None) -> dict[str, Any]:
+def _thread_dict(
+    conn: Connection, thread: threads.Thread, spend: Spend | None = None
+) -> dict[str, Any]:
     last = store.get_run(conn, thread.last_run) if thread.last_run else None
     data = thread.as_dict()
     data["last_status"] = effective_status(last) if last is not None else None
-    data["usage"] = stats.usage_dict(spend or Spend())  # the totals of all its turns (docs/observability.md)
+    # the totals of all its turns (docs/observability.md)
+    data["usage"] = stats.usage_dict(spend or Spend())
     return data

@@ -49,7 +49,11 @@ class ScheduleState:
     @property
     def since(self) -> datetime:
         """Fire times after this one are still to be handled."""
-        return self.last_fire if self.last_fire and self.last_fire > self.first_seen else self.first_seen
+        return (
+            self.last_fire
+            if self.last_fire and self.last_fire > self.first_seen
+            else self.first_seen
+        )
 
 
 class ScheduleStore:
@@ -67,16 +71,23 @@ class ScheduleStore:
         if self.location.url is None and not self.path.exists():
             return {}
         with self._connect() as conn:
-            rows = conn.execute("SELECT flow, first_seen, last_fire, last_run, schedule FROM serve_schedules")
-            return {flow: ScheduleState(_parse(first), _parse(last) if last else None, run, key)
-                    for flow, first, last, run, key in rows.fetchall()}
+            rows = conn.execute(
+                "SELECT flow, first_seen, last_fire, last_run, schedule FROM serve_schedules"
+            )
+            return {
+                flow: ScheduleState(_parse(first), _parse(last) if last else None, run, key)
+                for flow, first, last, run, key in rows.fetchall()
+            }
 
     def seen(self, flow: str, when: datetime, key: str) -> None:
         """A schedule applies from `when` on (new, or its cron or zone changed)."""
         with self._connect() as conn:
-            conn.execute("INSERT INTO serve_schedules (flow, schedule, first_seen) VALUES (?, ?, ?) "
-                         "ON CONFLICT(flow) DO UPDATE SET schedule = excluded.schedule, "
-                         "first_seen = excluded.first_seen", (flow, key, _format(when)))
+            conn.execute(
+                "INSERT INTO serve_schedules (flow, schedule, first_seen) VALUES (?, ?, ?) "
+                "ON CONFLICT(flow) DO UPDATE SET schedule = excluded.schedule, "
+                "first_seen = excluded.first_seen",
+                (flow, key, _format(when)),
+            )
 
     def claim(self, flow: str, when: datetime) -> bool:
         """Record `when` as the flow's last fire time, unless it (or a later one) is recorded already:
@@ -84,14 +95,19 @@ class ScheduleStore:
         conditional UPDATE: on Postgres the second waits for the first's row lock, then finds the
         time taken; on SQLite the write lock serializes them."""
         with self._connect() as conn:
-            cursor = conn.execute("UPDATE serve_schedules SET last_fire = ? WHERE flow = ? "
-                                  "AND (last_fire IS NULL OR last_fire < ?)", (_format(when), flow, _format(when)))
+            cursor = conn.execute(
+                "UPDATE serve_schedules SET last_fire = ? WHERE flow = ? "
+                "AND (last_fire IS NULL OR last_fire < ?)",
+                (_format(when), flow, _format(when)),
+            )
             return bool(cursor.rowcount == 1)
 
     def fired(self, flow: str, when: datetime, run_id: str | None = None) -> None:
         with self._connect() as conn:
-            conn.execute("UPDATE serve_schedules SET last_fire = ?, last_run = COALESCE(?, last_run) WHERE flow = ?",
-                         (_format(when), run_id, flow))
+            conn.execute(
+                "UPDATE serve_schedules SET last_fire = ?, last_run = COALESCE(?, last_run) WHERE flow = ?",
+                (_format(when), run_id, flow),
+            )
 
     def forget(self, flow: str) -> None:
         """The flow is no longer scheduled: if it comes back, it starts afresh."""
@@ -110,8 +126,14 @@ def _parse(text: str) -> datetime:
 class Scheduler:
     """Fires scheduled flows of the current catalog on time, and runs periodic housekeeping."""
 
-    def __init__(self, store: ScheduleStore, clock: Clock, catalog: Callable[[], Catalog], fire: Fire,
-                 expire: Expire | None = None) -> None:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        clock: Clock,
+        catalog: Callable[[], Catalog],
+        fire: Fire,
+        expire: Expire | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.catalog = catalog
@@ -150,7 +172,9 @@ class Scheduler:
             now = self.clock.now()
             await self.tick(now)
             await self._housekeeping(now)
-            upcoming = [t for e in self.catalog().flows.values() if (t := self.next_fire(e)) is not None]
+            upcoming = [
+                t for e in self.catalog().flows.values() if (t := self.next_fire(e)) is not None
+            ]
             wake_at = min([*upcoming, now + HOUSEKEEPING])
             sleeper = asyncio.ensure_future(self.clock.sleep_until(wake_at))
             changed = asyncio.ensure_future(self._changed.wait())
@@ -163,7 +187,11 @@ class Scheduler:
     async def tick(self, now: datetime) -> list[str]:
         """Fire what is due at `now`; returns the names of the flows fired."""
         fired: list[str] = []
-        scheduled = {name for name, entry in self.catalog().flows.items() if entry.bundle.flow.schedule is not None}
+        scheduled = {
+            name
+            for name, entry in self.catalog().flows.items()
+            if entry.bundle.flow.schedule is not None
+        }
         for name in [name for name in self.states if name not in scheduled]:
             await asyncio.to_thread(self.store.forget, name)
             del self.states[name]
@@ -173,22 +201,38 @@ class Scheduler:
                 continue
             state = self.states.get(entry.name)
             key = schedule_key(schedule)
-            if state is None or state.key != key:  # nothing was missed by a schedule that just began
+            if state is None or state.key != key:
+                # nothing was missed by a schedule that just began
                 await asyncio.to_thread(self.store.seen, entry.name, now, key)
-                self.states[entry.name] = ScheduleState(now, state.last_fire if state else None,
-                                                        state.last_run if state else None, key)
+                self.states[entry.name] = ScheduleState(
+                    now, state.last_fire if state else None, state.last_run if state else None, key
+                )
                 continue
             upcoming = next_fire(schedule, state.since)
-            latest = latest_fire(schedule, now) if upcoming is not None and upcoming <= now else None
+            latest = (
+                latest_fire(schedule, now) if upcoming is not None and upcoming <= now else None
+            )
             if latest is None:
                 continue
             on_time = now - latest <= MISFIRE_GRACE
             if not on_time:
-                event = "schedule_misfire_skipped" if schedule.misfire == "skip" else "schedule_misfire_run_once"
-                self.log.info(event, extra=fields(flow=entry.name, last_missed=_format(latest),
-                                                  down_since=_format(state.since)))
+                event = (
+                    "schedule_misfire_skipped"
+                    if schedule.misfire == "skip"
+                    else "schedule_misfire_run_once"
+                )
+                self.log.info(
+                    event,
+                    extra=fields(
+                        flow=entry.name,
+                        last_missed=_format(latest),
+                        down_since=_format(state.since),
+                    ),
+                )
             claimed = await asyncio.to_thread(self.store.claim, entry.name, latest)
-            self.states[entry.name] = ScheduleState(state.first_seen, latest, state.last_run, state.key)
+            self.states[entry.name] = ScheduleState(
+                state.first_seen, latest, state.last_run, state.key
+            )
             if not claimed:  # another server sharing the database fired (or skipped) this time
                 continue
             if not on_time and schedule.misfire == "skip":
@@ -199,9 +243,13 @@ class Scheduler:
             fired.append(entry.name)
         return fired
 
-    async def _record(self, flow: str, when: datetime, run_id: str | None, state: ScheduleState) -> None:
+    async def _record(
+        self, flow: str, when: datetime, run_id: str | None, state: ScheduleState
+    ) -> None:
         await asyncio.to_thread(self.store.fired, flow, when, run_id)
-        self.states[flow] = ScheduleState(state.first_seen, when, run_id or state.last_run, state.key)
+        self.states[flow] = ScheduleState(
+            state.first_seen, when, run_id or state.last_run, state.key
+        )
 
     async def _housekeeping(self, now: datetime) -> None:
         # In a task of its own: expiring a gate goes on with its run, which must not hold up the

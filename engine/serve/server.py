@@ -51,7 +51,9 @@ class Settings:
     grace: float = 30.0  # seconds running runs get to finish at shutdown
     sse_ping: float = 15.0
     poll: float = 0.5  # how often followers look for events written by other processes
-    replica: bool = False  # hold leases on its runs and take over those of dead replicas (`blockyard serve`)
+    replica: bool = (
+        False  # hold leases on its runs and take over those of dead replicas (`blockyard serve`)
+    )
     clock: Clock = field(default_factory=SystemClock)
 
 
@@ -63,7 +65,8 @@ class Server:
         self.root = settings.root.resolve()
         self.reloader = Reloader(self.root)
         self.broker = Broker()
-        self.metrics = Metrics()  # GET /metrics (engine/serve/metrics.py); its registry is this server's own
+        # GET /metrics (engine/serve/metrics.py); its registry is this server's own
+        self.metrics = Metrics()
         self.webhooks = Webhooks(lambda: self.catalog.server.webhooks)  # engine/serve/webhooks.py
         self.service: RunService | None = None
         self.queue: JobQueue | None = None
@@ -100,38 +103,77 @@ class Server:
         if not self.loaded:
             await asyncio.to_thread(self.load)
         self.service = RunService(self.root)
-        self.service.engine.observers.append(self.metrics.observe)  # why an observer: engine/serve/metrics.py
-        replica = liveness.join_as_replica(self.catalog.server.lease_seconds) if self.settings.replica else None
+        # why an observer: engine/serve/metrics.py
+        self.service.engine.observers.append(self.metrics.observe)
+        replica = (
+            liveness.join_as_replica(self.catalog.server.lease_seconds)
+            if self.settings.replica
+            else None
+        )
         recovered = await self.service.recover(leave_leased=replica is not None)
         for run_id in recovered:
             self.log.warning("run_interrupted_by_crash", extra=fields(run=run_id))
-        self.queue = JobQueue(self.broker, self.catalog.max_concurrent_runs, unended=self._record_unended)
+        self.queue = JobQueue(
+            self.broker, self.catalog.max_concurrent_runs, unended=self._record_unended
+        )
         self.global_limit = self.catalog.server.max_concurrent_runs_global
         if self.settings.watch:
-            self._tasks.append(asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload"))
+            self._tasks.append(
+                asyncio.create_task(self.reloader.watch(self._stop), name="blockyard-reload")
+            )
         if self.settings.schedules:
-            self.scheduler = Scheduler(ScheduleStore(self.service.engine.location), self.settings.clock,
-                                       lambda: self.catalog, self._fire, self._expire_approvals)
-            self.reloader.listeners.append(lambda _old, _new: self.scheduler.wake() if self.scheduler else None)
-            self._tasks.append(asyncio.create_task(self.scheduler.run(), name="blockyard-schedules"))
-            self._tasks.append(asyncio.create_task(
-                chores.daily_gc(self.service.engine.location, lambda: self.catalog.retention, self.settings.clock),
-                name="blockyard-gc"))
+            self.scheduler = Scheduler(
+                ScheduleStore(self.service.engine.location),
+                self.settings.clock,
+                lambda: self.catalog,
+                self._fire,
+                self._expire_approvals,
+            )
+            self.reloader.listeners.append(
+                lambda _old, _new: self.scheduler.wake() if self.scheduler else None
+            )
+            self._tasks.append(
+                asyncio.create_task(self.scheduler.run(), name="blockyard-schedules")
+            )
+            self._tasks.append(
+                asyncio.create_task(
+                    chores.daily_gc(
+                        self.service.engine.location,
+                        lambda: self.catalog.retention,
+                        self.settings.clock,
+                    ),
+                    name="blockyard-gc",
+                )
+            )
         if replica is not None:
             self._tasks.append(asyncio.create_task(self._leases(replica), name="blockyard-leases"))
         else:  # queued runs a server that stopped or died left behind: this one starts them
             await self._take_over(None)
-        if self.service.engine.location.postgres:  # runs other replicas execute: their followers wake at once
-            self._tasks.append(asyncio.create_task(
-                backends.listen_events(self.service.engine.location, self.broker.nudge, self._stop,
-                                       self.queue.waker.wake),
-                name="blockyard-listen"))
-        self.log.info("started", extra=fields(root=str(self.root), flows=len(self.catalog.flows),
-                                              max_concurrent_runs=self.queue.limit,
-                                              max_concurrent_runs_global=self.global_limit,
-                                              recovered=len(recovered),
-                                              token=self.settings.token is not None,
-                                              replica=replica.id if replica else None))
+        if self.service.engine.location.postgres:
+            # runs other replicas execute: their followers wake at once
+            self._tasks.append(
+                asyncio.create_task(
+                    backends.listen_events(
+                        self.service.engine.location,
+                        self.broker.nudge,
+                        self._stop,
+                        self.queue.waker.wake,
+                    ),
+                    name="blockyard-listen",
+                )
+            )
+        self.log.info(
+            "started",
+            extra=fields(
+                root=str(self.root),
+                flows=len(self.catalog.flows),
+                max_concurrent_runs=self.queue.limit,
+                max_concurrent_runs_global=self.global_limit,
+                recovered=len(recovered),
+                token=self.settings.token is not None,
+                replica=replica.id if replica else None,
+            ),
+        )
 
     async def shutdown(self) -> None:
         self._stop.set()
@@ -141,14 +183,19 @@ class Server:
         self._tasks.clear()
         self.reloader.listeners.clear()
         if self.queue is not None:
-            held = [job.run_id for job in self.queue.jobs.values()
-                    if job.kind == "start" and job.thread is None and job.state == RunStatus.QUEUED]
+            held = [
+                job.run_id
+                for job in self.queue.jobs.values()
+                if job.kind == "start" and job.thread is None and job.state == RunStatus.QUEUED
+            ]
             await self.queue.drain(self.settings.grace)
-            if self.service is not None:  # still queued: another server (or the next start) starts them
+            if self.service is not None:
+                # still queued: another server (or the next start) starts them
                 with contextlib.suppress(Exception):
                     await self.service.release(held)
             await asyncio.to_thread(self.queue.close)
-        await self.webhooks.close(self.settings.grace)  # the ends of the runs just drained are posted too
+        # the ends of the runs just drained are posted too
+        await self.webhooks.close(self.settings.grace)
         if self.service is not None:
             await asyncio.to_thread(self.service.close)
         if self.settings.replica:
@@ -161,8 +208,11 @@ class Server:
         entry = self.catalog.flow(name)
         if entry is None:
             problems = self.catalog.stale.get(name)
-            hint = " (its definition has errors, see /diagnostics)" if problems else did_you_mean(
-                name, self.catalog.flows)
+            hint = (
+                " (its definition has errors, see /diagnostics)"
+                if problems
+                else did_you_mean(name, self.catalog.flows)
+            )
             raise not_found("flow", f"unknown flow '{name}'{hint}")
         return entry
 
@@ -173,9 +223,18 @@ class Server:
             raise ApiError(503, "shutting_down", "the server is shutting down")
         return self.service, self.queue
 
-    async def start_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None = None,
-                        thread: str | None = None, output_dir: str | None = None, durability: str | None = None,
-                        trace: bool | None = None, traceparent: str | None = None, webhook: str | None = None) -> Job:
+    async def start_run(
+        self,
+        entry: FlowEntry,
+        inputs: Mapping[str, Any],
+        run_id: str | None = None,
+        thread: str | None = None,
+        output_dir: str | None = None,
+        durability: str | None = None,
+        trace: bool | None = None,
+        traceparent: str | None = None,
+        webhook: str | None = None,
+    ) -> Job:
         """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
         durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
         (the runtime admits it once no other turn goes on). `traceparent`: the caller's W3C trace, which
@@ -183,16 +242,28 @@ class Server:
         self._ready()  # a server starting or stopping answers 503 before judging the webhook
         if webhook is not None:
             self.webhooks.check(webhook, entry.bundle.config.http.allowed_hosts)
-        job = await self._accept_run(entry, inputs, run_id, thread, output_dir, durability, trace, traceparent)
+        job = await self._accept_run(
+            entry, inputs, run_id, thread, output_dir, durability, trace, traceparent
+        )
         self.webhooks.watch(job, webhook, thread)
         return job
 
-    async def _accept_run(self, entry: FlowEntry, inputs: Mapping[str, Any], run_id: str | None,
-                          thread: str | None, output_dir: str | None, durability: str | None,
-                          trace: bool | None, traceparent: str | None) -> Job:
+    async def _accept_run(
+        self,
+        entry: FlowEntry,
+        inputs: Mapping[str, Any],
+        run_id: str | None,
+        thread: str | None,
+        output_dir: str | None,
+        durability: str | None,
+        trace: bool | None,
+        traceparent: str | None,
+    ) -> Job:
         service, queue = self._ready()
         if output_dir is not None:
-            service.check_output_dir(output_dir, entry.bundle, (name for name, _hash in self.catalog.prompts))
+            service.check_output_dir(
+                output_dir, entry.bundle, (name for name, _hash in self.catalog.prompts)
+            )
         service.engine.durability(entry.bundle, durability, trace, thread=thread is not None)
         if run_id is not None:
             service.check_run_id(run_id)
@@ -200,14 +271,26 @@ class Server:
                 raise conflict("run_exists", f"run id '{run_id}' is already taken")
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
         values = service.check_inputs(entry.bundle, inputs)
-        job = Job(run_id or service.new_run_id(), entry.name, entry.version, "start", values, thread=thread)
+        job = Job(
+            run_id or service.new_run_id(),
+            entry.name,
+            entry.version,
+            "start",
+            values,
+            thread=thread,
+        )
         service.continue_trace(job.run_id, traceparent)  # before the run can start
-        if thread is not None:  # a conversation's turn: admitted by the runtime once no other turn goes on
+        if thread is not None:
+            # a conversation's turn: admitted by the runtime once no other turn goes on
             try:
-                return queue.submit(job, lambda: queue.runs.stream(lambda: service.start(entry.bundle, values,
-                                                                                          job.run_id, thread,
-                                                                                          output_dir, durability,
-                                                                                          trace)))
+                return queue.submit(
+                    job,
+                    lambda: queue.runs.stream(
+                        lambda: service.start(
+                            entry.bundle, values, job.run_id, thread, output_dir, durability, trace
+                        )
+                    ),
+                )
             except ShuttingDown as exc:
                 raise ApiError(503, "shutting_down", str(exc)) from None
         # recorded before the answer, so that if this server dies another one goes on with it
@@ -216,22 +299,30 @@ class Server:
         # `queued`, and started once admitted
         if self.global_limit is None and await queue.reserve():
             try:
-                record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace,
-                                               start=True)
+                record = await service.enqueue(
+                    entry.bundle, values, job.run_id, output_dir, durability, trace, start=True
+                )
             except BaseException:
                 queue.unreserve()
                 raise
             return await self._submit_started(job, record, entry.bundle)
-        record = await service.enqueue(entry.bundle, values, job.run_id, output_dir, durability, trace)
+        record = await service.enqueue(
+            entry.bundle, values, job.run_id, output_dir, durability, trace
+        )
         return self._submit_queued(job, record, entry.bundle)
 
     async def _submit_started(self, job: Job, record: store.RunRecord, bundle: Bundle) -> Job:
         """Execute a run recorded started (`enqueue(start=True)`) in the slot reserved for it."""
         service, queue = self._ready_parts()
         try:
-            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
-                                reserved=True)
-        except ShuttingDown as exc:  # began to stop meanwhile: queued again, for another server to start
+            return queue.submit(
+                job,
+                lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
+                reserved=True,
+            )
+        except (
+            ShuttingDown
+        ) as exc:  # began to stop meanwhile: queued again, for another server to start
             queue.unreserve()
             # should the database be gone already, the run is left as a dead server's running run:
             # taken over by another replica, or marked interrupted by the next start
@@ -244,8 +335,11 @@ class Server:
         with `server.max_concurrent_runs_global`, one of the global limit."""
         service, queue = self._ready_parts()
         try:
-            return queue.submit(job, lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
-                                admit=lambda: self._admit(record.id))
+            return queue.submit(
+                job,
+                lambda: queue.runs.stream(lambda: service.start_queued(record, bundle)),
+                admit=lambda: self._admit(record.id),
+            )
         except ShuttingDown as exc:
             asyncio.get_running_loop().create_task(service.release([record.id]))
             raise ApiError(503, "shutting_down", str(exc)) from None
@@ -258,7 +352,11 @@ class Server:
         limit = self.global_limit
         # woken when a run ends, here or (Postgres's NOTIFY) on another server; the timeout only
         # covers a lost notification, or other processes on a SQLite file, which cannot notify
-        patience = self.settings.poll if not service.engine.location.postgres else max(self.settings.poll, 5.0)
+        patience = (
+            self.settings.poll
+            if not service.engine.location.postgres
+            else max(self.settings.poll, 5.0)
+        )
         while True:
             outcome = await service.admit(run_id, limit)
             if outcome == store.Admission.STARTED:
@@ -272,8 +370,14 @@ class Server:
             raise ApiError(503, "starting", "the server is starting")
         return self.service, self.queue
 
-    async def resume_run(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None = None,
-                         webhook: str | None = None, thread: str | None = None) -> Job:
+    async def resume_run(
+        self,
+        run_id: str,
+        decision: Mapping[str, Any],
+        traceparent: str | None = None,
+        webhook: str | None = None,
+        thread: str | None = None,
+    ) -> Job:
         """Accept a resume: a decision for a waiting run, or a restart of a failed/interrupted one
         (`traceparent`: the caller's W3C trace, which the execution's trace continues). `webhook`: the URL
         told when it waits or ends (default: the one the run was started with, while this server holds it)."""
@@ -282,15 +386,21 @@ class Server:
             run = await service.get_run(run_id)
             bundle = await service.pinned_bundle(run["digest"]) if run is not None else None
             if bundle is not None:  # an unknown run: the resume answers 404
-                self.webhooks.check(webhook, bundle.config.http.allowed_hosts)  # the rule of the run's own yard
+                # the rule of the run's own yard
+                self.webhooks.check(webhook, bundle.config.http.allowed_hosts)
         job = await self._accept_resume(run_id, decision, traceparent)
         self.webhooks.watch(job, webhook, thread)
         return job
 
-    async def _accept_resume(self, run_id: str, decision: Mapping[str, Any], traceparent: str | None) -> Job:
+    async def _accept_resume(
+        self, run_id: str, decision: Mapping[str, Any], traceparent: str | None
+    ) -> Job:
         service, queue = self._ready()
-        check_size({k: decision.get(k) for k in ("values", "reason")}, self.catalog.server.max_input_bytes,
-                   "the resume's values and reason")
+        check_size(
+            {k: decision.get(k) for k in ("values", "reason")},
+            self.catalog.server.max_input_bytes,
+            "the resume's values and reason",
+        )
         if run_id in queue.jobs:
             raise conflict("run_busy", f"run {run_id} is {queue.jobs[run_id].state} in this server")
         run = await service.get_run(run_id)
@@ -302,8 +412,11 @@ class Server:
         # `already_decided` with the gate's own refusal when its gate was decided (a lost race, a second
         # decision), else 409 `not_waiting`.
         if not deciding and status == RunStatus.WAITING:
-            raise conflict("decision_needed", f"run {run_id} is waiting for an approval: send "
-                                              "{\"decision\": \"approve\"} or {\"decision\": \"reject\"}")
+            raise conflict(
+                "decision_needed",
+                f"run {run_id} is waiting for an approval: send "
+                '{"decision": "approve"} or {"decision": "reject"}',
+            )
         if not deciding and status in (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.QUEUED):
             raise conflict("not_resumable", f"run {run_id} is {status}; nothing to resume")
         # The runtime judges and records a decision before its first event: take that step now, so
@@ -365,14 +478,21 @@ class Server:
         this process, and never resumable while it lives. It is recorded `failed`, with the error."""
         service, _ = self._ready_parts()
         try:
-            await service.record_unended(job.run_id, f"the server could not execute the run: "
-                                                     f"{type(exc).__name__}: {exc}")
-        except _SETTLE_ERRORS as error:  # the row stays as it was (on a replica its lease runs out); the log says why
+            await service.record_unended(
+                job.run_id, f"the server could not execute the run: {type(exc).__name__}: {exc}"
+            )
+        except (
+            _SETTLE_ERRORS
+        ) as error:  # the row stays as it was (on a replica its lease runs out); the log says why
             self.log.warning("run_end_not_recorded", extra=fields(run=job.run_id, error=str(error)))
 
     def thread_jobs(self, thread_id: str) -> list[Job]:
         """The turns of a thread this server holds (queued or running)."""
-        return [job for job in self.queue.jobs.values() if job.thread == thread_id] if self.queue else []
+        return (
+            [job for job in self.queue.jobs.values() if job.thread == thread_id]
+            if self.queue
+            else []
+        )
 
     async def known_run(self, run_id: str) -> None:
         """404 unless the run is stored or held by this server (checked before judging a body)."""
@@ -390,7 +510,8 @@ class Server:
             try:
                 await self._heartbeat(replica)
                 await self._take_over(replica)
-            except Exception:  # a database hiccup must not end the heartbeat: the next round retries
+            # a database hiccup must not end the heartbeat: the next round retries
+            except Exception:
                 self.log.exception("lease_round_failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=interval)
@@ -399,7 +520,9 @@ class Server:
         """Push ahead the lease of the runs this server holds now (its jobs), and of no other row."""
         if self.service is not None and self.queue is not None and self.queue.jobs:
             held = list(self.queue.jobs)
-            await self.service.engine.db.writer.write(store.heartbeat(replica.id, replica.lease_until(), held))
+            await self.service.engine.db.writer.write(
+                store.heartbeat(replica.id, replica.lease_until(), held)
+            )
 
     async def _take_over(self, replica: liveness.Replica | None) -> list[str]:
         """Go on with the runs of servers that died: resume their running runs from their last
@@ -425,7 +548,9 @@ class Server:
                     self._submit_queued(job, record, None)
                 except ApiError:
                     break  # shutting down: released again
-                self.log.warning("run_adopted", extra=fields(run=record.id, from_replica=record.owner_replica))
+                self.log.warning(
+                    "run_adopted", extra=fields(run=record.id, from_replica=record.owner_replica)
+                )
                 self.metrics.took_over("queued")
                 taken.append(record.id)
                 continue
@@ -442,12 +567,16 @@ class Server:
             try:
                 await self.resume_run(record.id, {})
             except Exception as exc:  # another replica was quicker, or the run cannot go on
-                self.log.info("run_not_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica,
-                                                                 reason=str(exc)))
+                self.log.info(
+                    "run_not_taken_over",
+                    extra=fields(run=record.id, from_replica=record.owner_replica, reason=str(exc)),
+                )
                 continue
             if room is not None:
                 room -= 1
-            self.log.warning("run_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica))
+            self.log.warning(
+                "run_taken_over", extra=fields(run=record.id, from_replica=record.owner_replica)
+            )
             self.metrics.took_over("running")
             taken.append(record.id)
         return taken
@@ -459,10 +588,15 @@ class Server:
         try:
             job = await self.start_run(entry, schedule.inputs if schedule else {})
         except Exception as exc:  # a schedule with bad inputs must not stop the others
-            self.log.error("schedule_failed", extra=fields(flow=entry.name, fire_time=when.isoformat(),
-                                                           error=str(exc)))
+            self.log.error(
+                "schedule_failed",
+                extra=fields(flow=entry.name, fire_time=when.isoformat(), error=str(exc)),
+            )
             return None
-        self.log.info("schedule_fired", extra=fields(flow=entry.name, fire_time=when.isoformat(), run=job.run_id))
+        self.log.info(
+            "schedule_fired",
+            extra=fields(flow=entry.name, fire_time=when.isoformat(), run=job.run_id),
+        )
         return job.run_id
 
     async def _expire_approvals(self, now: datetime) -> int:
@@ -476,8 +610,15 @@ class Server:
 
 def check_size(value: Any, limit: int, what: str) -> None:
     """413 when `value` takes more than `limit` bytes as UTF-8 JSON (server.max_input_bytes)."""
-    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-               .encode("utf-8", "backslashreplace"))
+    size = len(
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode(
+            "utf-8", "backslashreplace"
+        )
+    )
     if size > limit:
-        raise ApiError(413, "inputs_too_large", f"{what} take {size} bytes as JSON; the limit is {limit} "
-                                                "(server.max_input_bytes in blockyard.yaml)")
+        raise ApiError(
+            413,
+            "inputs_too_large",
+            f"{what} take {size} bytes as JSON; the limit is {limit} "
+            "(server.max_input_bytes in blockyard.yaml)",
+        )

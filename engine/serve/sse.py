@@ -33,26 +33,39 @@ def last_event_id(request: Request) -> int:
     # SQLite's 64-bit integers: no run has that many events, but a larger number must not reach the query
     shown = raw if len(raw) <= 40 else raw[:37] + "..."
     if not (text.isascii() and text.isdigit()):
-        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{shown}'")
+        raise ApiError(
+            400, "bad_last_event_id", f"Last-Event-ID must be an event seq number, not '{shown}'"
+        )
     # compared by length first: int() refuses more than 4300 digits (a ValueError, not a bad request)
     if len(text) > len(str(MAX_SEQ)) or int(text) > MAX_SEQ:
-        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be at most {MAX_SEQ}, not '{shown}'")
+        raise ApiError(
+            400, "bad_last_event_id", f"Last-Event-ID must be at most {MAX_SEQ}, not '{shown}'"
+        )
     return int(text)
 
 
 def message(event: Mapping[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str),
-                           event=event["type"], id=str(event["seq"]))
+    return ServerSentEvent(
+        data=json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str),
+        event=event["type"],
+        id=str(event["seq"]),
+    )
 
 
 def named(event: str, data: Mapping[str, Any]) -> ServerSentEvent:
     """A message of the stream itself, not a run event (`thread_id`, `complete`, `error`): no `id`."""
-    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str), event=event)
+    return ServerSentEvent(
+        data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str), event=event
+    )
 
 
-def stream(events: AsyncIterator[Mapping[str, Any]], *, ping: float,
-           epilogue: Callable[[], Awaitable[dict[str, Any] | ServerSentEvent | None]] | None = None,
-           prologue: Sequence[ServerSentEvent] = ()) -> EventSourceResponse:
+def stream(
+    events: AsyncIterator[Mapping[str, Any]],
+    *,
+    ping: float,
+    epilogue: Callable[[], Awaitable[dict[str, Any] | ServerSentEvent | None]] | None = None,
+    prologue: Sequence[ServerSentEvent] = (),
+) -> EventSourceResponse:
     """Stream `events` after the `prologue` messages; `epilogue` may add one last message: a dict
     is an `error` (e.g. a rejected run), a ServerSentEvent goes as it is (a thread turn's `complete`)."""
 

@@ -55,7 +55,9 @@ def _paths(root: Path) -> PathsSpec:
         section = data.get("paths") if isinstance(data, dict) else None
         if isinstance(section, dict):
             with contextlib.suppress(ValueError):
-                return PathsSpec.model_validate({k: v for k, v in section.items() if k in ("flows", "blocks")})
+                return PathsSpec.model_validate(
+                    {k: v for k, v in section.items() if k in ("flows", "blocks")}
+                )
     return PathsSpec()
 
 
@@ -78,14 +80,17 @@ class Layout(NamedTuple):
 class YardWatcher:
     """Async batches of changed definition files (absolute paths), until `stop` is set."""
 
-    def __init__(self, root: Path, *, step_ms: int = STEP_MS, debounce_ms: int = DEBOUNCE_MS) -> None:
+    def __init__(
+        self, root: Path, *, step_ms: int = STEP_MS, debounce_ms: int = DEBOUNCE_MS
+    ) -> None:
         self.root = root.resolve()
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
         self.ready = asyncio.Event()  # set once changes are being recorded
 
-    async def batches(self, stop: asyncio.Event,
-                      prompts: Callable[[], Iterable[str]] = tuple) -> AsyncGenerator[set[Path], None]:
+    async def batches(
+        self, stop: asyncio.Event, prompts: Callable[[], Iterable[str]] = tuple
+    ) -> AsyncGenerator[set[Path], None]:
         """`prompts`: the prompt files to watch besides the definitions (names relative to the yard),
         asked again after every batch, once the batch has been reloaded.
 
@@ -100,9 +105,13 @@ class YardWatcher:
             layout = self._layout(prompts)
             queue: asyncio.Queue[set[Path]] = asyncio.Queue()
             restart = asyncio.Event()
-            pumps = [asyncio.create_task(self._pump(layout.anchors, False, queue, restart, stop, layout))]
+            pumps = [
+                asyncio.create_task(self._pump(layout.anchors, False, queue, restart, stop, layout))
+            ]
             if layout.deep:
-                pumps.append(asyncio.create_task(self._pump(layout.deep, True, queue, restart, stop, layout)))
+                pumps.append(
+                    asyncio.create_task(self._pump(layout.deep, True, queue, restart, stop, layout))
+                )
             # watchfiles sets its watches up in the first step of each pump, before it awaits
             await asyncio.sleep(0)
             self.ready.set()
@@ -117,7 +126,9 @@ class YardWatcher:
                 while not stop.is_set():
                     getter = asyncio.ensure_future(queue.get())
                     stopper = asyncio.ensure_future(stop.wait())
-                    done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait(
+                        {getter, stopper}, return_when=asyncio.FIRST_COMPLETED
+                    )
                     stopper.cancel()
                     if getter not in done:
                         getter.cancel()
@@ -136,33 +147,57 @@ class YardWatcher:
     def _layout(self, prompts: Callable[[], Iterable[str]]) -> Layout:
         folders = definition_folders(self.root)
         extra = prompt_paths(self.root, prompts())
-        return Layout(folders, [f for f in folders if _watched(f)], extra, self._anchors(folders, extra))
+        return Layout(
+            folders, [f for f in folders if _watched(f)], extra, self._anchors(folders, extra)
+        )
 
     def _anchors(self, folders: list[Path], extra: list[Path]) -> list[Path]:
         """The folders watched non-recursively: the root, the definition folders' parents, and the
         nearest existing folder of each prompt file."""
-        return sorted({self.root, *(f.parent for f in folders if f.parent.is_dir()),
-                       *(_existing_folder(self.root, path) for path in extra)})
+        return sorted(
+            {
+                self.root,
+                *(f.parent for f in folders if f.parent.is_dir()),
+                *(_existing_folder(self.root, path) for path in extra),
+            }
+        )
 
-    async def _pump(self, paths: list[Path], recursive: bool, queue: asyncio.Queue[set[Path]],
-                    restart: asyncio.Event, stop: asyncio.Event, layout: Layout) -> None:
+    async def _pump(
+        self,
+        paths: list[Path],
+        recursive: bool,
+        queue: asyncio.Queue[set[Path]],
+        restart: asyncio.Event,
+        stop: asyncio.Event,
+        layout: Layout,
+    ) -> None:
         folders, extra = layout.folders, layout.extra
 
         def relevant(_change: watchfiles.Change, name: str) -> bool:
             path = Path(name)
             if path in extra:
                 return True
-            if recursive:  # folders too: a file written right after its folder is seen by the reload
+            if recursive:
+                # folders too: a file written right after its folder is seen by the reload
                 return path.suffix in YAML_SUFFIXES or not path.suffix or path.is_dir()
             # a folder on the way to a prompt file that does not exist yet: watch it once it does
-            return (path.name == CONFIG_FILE and path.parent == self.root) or path in folders or \
-                any(path in prompt.parents for prompt in extra)
+            return (
+                (path.name == CONFIG_FILE and path.parent == self.root)
+                or path in folders
+                or any(path in prompt.parents for prompt in extra)
+            )
 
         # No timeout for the Rust loop (0): it looks at `restart` every step anyway, and when its timeout
         # fires it clears the pending changes, losing one that arrives in that instant (watchfiles 1.3).
-        async for changes in watchfiles.awatch(*paths, watch_filter=relevant, recursive=recursive,
-                                               step=self.step_ms, debounce=self.debounce_ms,
-                                               stop_event=restart, rust_timeout=0):
+        async for changes in watchfiles.awatch(
+            *paths,
+            watch_filter=relevant,
+            recursive=recursive,
+            step=self.step_ms,
+            debounce=self.debounce_ms,
+            stop_event=restart,
+            rust_timeout=0,
+        ):
             await queue.put({Path(name) for _, name in changes})
             if stop.is_set():
                 return
@@ -202,7 +237,9 @@ def fingerprint(root: Path) -> tuple[tuple[str, str], ...]:
         found.extend((str(path), f"refused {refusal.code}") for path, refusal in listing.refused)
     for path in candidates:
         try:
-            raw = read_bytes(path, MAX_FILE_BYTES, Bounds.of(root) if path == candidates[0] else bounds)
+            raw = read_bytes(
+                path, MAX_FILE_BYTES, Bounds.of(root) if path == candidates[0] else bounds
+            )
         except Refused as refusal:
             found.append((str(path), f"refused {refusal.code}"))
         except (OSError, TooLarge):

@@ -51,7 +51,9 @@ from engine.tools.builtin.http import host_allowed
 
 SIGNATURE = "X-Blockyard-Signature"
 TIMESTAMP = "X-Blockyard-Timestamp"
-DELIVERY = "X-Blockyard-Delivery"  # the same on every attempt of one POST: receivers drop duplicates by it
+DELIVERY = (
+    "X-Blockyard-Delivery"  # the same on every attempt of one POST: receivers drop duplicates by it
+)
 ATTEMPT = "X-Blockyard-Attempt"
 BACKOFF = 0.5  # seconds before the second attempt; doubled before each further one
 MAX_BACKOFF = 30.0
@@ -81,8 +83,10 @@ def refusal(url: str, allowed: Sequence[str]) -> str | None:
         return f"the webhook '{url}' is not an http:// or https:// URL"
     if not host_allowed(parts.hostname, port or _PORTS[parts.scheme], list(allowed)):
         hint = "; none are allowed yet" if not allowed else ""
-        return (f"the webhook's host '{parts.hostname}' is not in http.allowed_hosts of blockyard.yaml{hint} "
-                "(webhooks reach only the hosts the http_request tool may)")
+        return (
+            f"the webhook's host '{parts.hostname}' is not in http.allowed_hosts of blockyard.yaml{hint} "
+            "(webhooks reach only the hosts the http_request tool may)"
+        )
     return None
 
 
@@ -92,9 +96,16 @@ def payload(job: Job, subscription: Subscription, result: dict[str, Any]) -> dic
     status = result.get("status", RunStatus.FAILED)
     body: dict[str, Any] = {
         "event": "run.waiting" if status == RunStatus.WAITING else "run.ended",
-        "run_id": job.run_id, "thread_id": subscription.thread_id, "assistant_id": job.flow, "flow": job.flow,
-        "version": job.version, "status": status, "outputs": result.get("outputs"), "error": result.get("error"),
-        "step": result.get("step"), "webhook_sent_at": now_iso(),
+        "run_id": job.run_id,
+        "thread_id": subscription.thread_id,
+        "assistant_id": job.flow,
+        "flow": job.flow,
+        "version": job.version,
+        "status": status,
+        "outputs": result.get("outputs"),
+        "error": result.get("error"),
+        "step": result.get("step"),
+        "webhook_sent_at": now_iso(),
     }
     if status == RunStatus.WAITING:
         body["gates"] = result.get("waiting") or []
@@ -103,7 +114,9 @@ def payload(job: Job, subscription: Subscription, result: dict[str, Any]) -> dic
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
     """`sha256=<hex>`: HMAC-SHA256 of `<timestamp>.<body>` with `secret`."""
-    digest = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256).hexdigest()
+    digest = hmac.new(
+        secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256
+    ).hexdigest()
     return f"sha256={digest}"
 
 
@@ -126,7 +139,9 @@ class Webhooks:
         """Post `job`'s outcome once it settles, to `url` (which replaces the run's earlier one) or to the
         URL its run was started with; a run without one posts nothing."""
         if url is not None:
-            self._subscriptions[job.run_id] = Subscription(url, thread_id if thread_id is not None else job.thread)
+            self._subscriptions[job.run_id] = Subscription(
+                url, thread_id if thread_id is not None else job.thread
+            )
             self._subscriptions.move_to_end(job.run_id)
             while len(self._subscriptions) > MAX_WAITING:
                 self._subscriptions.popitem(last=False)
@@ -140,66 +155,112 @@ class Webhooks:
         if job.result.cancelled():
             return
         problem = job.result.exception()
-        if problem is not None:  # the server could not execute it (engine/serve/jobs.py): recorded failed
-            result: dict[str, Any] = {"status": RunStatus.FAILED,
-                                      "error": f"the server could not execute the run: {type(problem).__name__}"}
+        if problem is not None:
+            # the server could not execute it (engine/serve/jobs.py): recorded failed
+            result: dict[str, Any] = {
+                "status": RunStatus.FAILED,
+                "error": f"the server could not execute the run: {type(problem).__name__}",
+            }
         else:
             result = job.result.result()
         if result.get("status") != RunStatus.WAITING:
-            self._subscriptions.pop(job.run_id, None)  # ended: a later resume posts only if given a URL
+            # ended: a later resume posts only if given a URL
+            self._subscriptions.pop(job.run_id, None)
         body = payload(job, subscription, result)
-        task = asyncio.get_running_loop().create_task(self._deliver(job.run_id, subscription.url, body),
-                                                      name=f"webhook-{job.run_id}")
+        task = asyncio.get_running_loop().create_task(
+            self._deliver(job.run_id, subscription.url, body), name=f"webhook-{job.run_id}"
+        )
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 
     async def _deliver(self, run_id: str, url: str, body: dict[str, Any]) -> None:
         settings = self.settings()
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-        headers = {"Content-Type": "application/json", DELIVERY: uuid.uuid4().hex,
-                   "User-Agent": "blockyard-webhooks"}
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode(
+            "utf-8"
+        )
+        headers = {
+            "Content-Type": "application/json",
+            DELIVERY: uuid.uuid4().hex,
+            "User-Agent": "blockyard-webhooks",
+        }
         secret: str | None = None
         if settings.secret_env is not None:
             secret = os.environ.get(settings.secret_env)
             if not secret:
-                self.log.error("webhook_failed", extra=fields(
-                    run=run_id, status=body["status"], attempts=0,
-                    error=f"server.webhooks.secret_env names {settings.secret_env}, which is not set: "
-                          "nothing was sent unsigned"))
+                self.log.error(
+                    "webhook_failed",
+                    extra=fields(
+                        run=run_id,
+                        status=body["status"],
+                        attempts=0,
+                        error=f"server.webhooks.secret_env names {settings.secret_env}, which is not set: "
+                        "nothing was sent unsigned",
+                    ),
+                )
                 return
         # redirects are not followed: the host rule holds for the URL given, not for where it points
-        async with httpx.AsyncClient(timeout=parse_duration(settings.timeout), follow_redirects=False) as client:
-            await self._attempts(client, run_id, url, body, content, headers, secret, settings.attempts)
+        async with httpx.AsyncClient(
+            timeout=parse_duration(settings.timeout), follow_redirects=False
+        ) as client:
+            await self._attempts(
+                client, run_id, url, body, content, headers, secret, settings.attempts
+            )
 
-    async def _attempts(self, client: httpx.AsyncClient, run_id: str, url: str, body: dict[str, Any],
-                        content: bytes, headers: dict[str, str], secret: str | None, attempts: int) -> None:
+    async def _attempts(
+        self,
+        client: httpx.AsyncClient,
+        run_id: str,
+        url: str,
+        body: dict[str, Any],
+        content: bytes,
+        headers: dict[str, str],
+        secret: str | None,
+        attempts: int,
+    ) -> None:
         delay = BACKOFF
         outcome = "not sent"
         attempt = 0
         for attempt in range(1, attempts + 1):
             timestamp = str(int(time.time()))
-            signed = {TIMESTAMP: timestamp, SIGNATURE: sign(secret, timestamp, content)} if secret else {}
+            signed = (
+                {TIMESTAMP: timestamp, SIGNATURE: sign(secret, timestamp, content)}
+                if secret
+                else {}
+            )
             began = time.perf_counter()
             try:
-                response = await client.post(url, content=content,
-                                             headers={**headers, **signed, ATTEMPT: str(attempt)})
+                response = await client.post(
+                    url, content=content, headers={**headers, **signed, ATTEMPT: str(attempt)}
+                )
                 outcome = str(response.status_code)
                 retry = response.status_code >= 500
                 done = response.status_code < 400
             except httpx.HTTPError as exc:
                 outcome, retry, done = f"{type(exc).__name__}: {exc}", True, False
-            self.log.info("webhook_attempt", extra=fields(run=run_id, event=body["event"], attempt=attempt,
-                                                          outcome=outcome,
-                                                          ms=round((time.perf_counter() - began) * 1000, 1)))
+            self.log.info(
+                "webhook_attempt",
+                extra=fields(
+                    run=run_id,
+                    event=body["event"],
+                    attempt=attempt,
+                    outcome=outcome,
+                    ms=round((time.perf_counter() - began) * 1000, 1),
+                ),
+            )
             if done:
-                self.log.info("webhook_delivered", extra=fields(run=run_id, status=body["status"], attempts=attempt))
+                self.log.info(
+                    "webhook_delivered",
+                    extra=fields(run=run_id, status=body["status"], attempts=attempt),
+                )
                 return
             if not retry or attempt == attempts:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF)
-        self.log.warning("webhook_failed", extra=fields(run=run_id, status=body["status"], attempts=attempt,
-                                                        error=outcome))
+        self.log.warning(
+            "webhook_failed",
+            extra=fields(run=run_id, status=body["status"], attempts=attempt, error=outcome),
+        )
 
     async def close(self, grace: float) -> None:
         """At shutdown: let the deliveries under way go on for `grace` seconds, then stop them."""

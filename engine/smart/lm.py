@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.models.base import StructuredRequest
-from engine.models.errors import TRANSIENT_KINDS, ModelError, ModelOutputError, failure_kind, status_kind
+from engine.models.errors import (
+    TRANSIENT_KINDS,
+    ModelError,
+    ModelOutputError,
+    failure_kind,
+    status_kind,
+)
 from engine.models.mock_values import fake, seed_of, summarize
 from engine.models.providers.google import GEMINI_API_VERSION
 from engine.models.providers.mock import MockGenerator
@@ -27,28 +33,49 @@ from engine.spec import BlockSpec, ModelProfile, parse_duration
 from engine.spec.typecheck import outputs_schema
 
 _PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "gemini"}
-_KEY_ENV = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
-            "google": "GOOGLE_API_KEY"}
+_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "azure": "AZURE_OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google": "GOOGLE_API_KEY",
+}
 
 
-def lm_for(models: Any, block: BlockSpec, *, flow: str, step: str, inputs: Mapping[str, Any],
-           history: tuple[tuple[str, str], ...] = ()) -> tuple[Any, str]:
+def lm_for(
+    models: Any,
+    block: BlockSpec,
+    *,
+    flow: str,
+    step: str,
+    inputs: Mapping[str, Any],
+    history: tuple[tuple[str, str], ...] = (),
+) -> tuple[Any, str]:
     """(a DSPy LM for one execution of `block`, the key to mask in errors: '' for the mock).
 
     `models` is the run's ModelResolver: its profile lookup, environment and mock scripts.
     """
     generator = models.agent_for_block(block)
-    generator = getattr(generator, "inner", generator)  # the provider itself, not its meter (calls.py)
+    # the provider itself, not its meter (calls.py)
+    generator = getattr(generator, "inner", generator)
     if isinstance(generator, MockGenerator):
-        request = StructuredRequest(flow=flow, step=step, block=block.block, system=None, user=None,
-                                    output_schema=outputs_schema(block.outputs), inputs=dict(inputs),
-                                    history=history)
+        request = StructuredRequest(
+            flow=flow,
+            step=step,
+            block=block.block,
+            system=None,
+            user=None,
+            output_schema=outputs_schema(block.outputs),
+            inputs=dict(inputs),
+            history=history,
+        )
         return mock_lm(generator, request, reasoning=block.mode == "chain_of_thought"), ""
     name, profile = models.profile(block)
     return provider_lm(profile, name, models.env)
 
 
-def mock_lm(generator: MockGenerator, request: StructuredRequest, *, reasoning: bool = False) -> Any:
+def mock_lm(
+    generator: MockGenerator, request: StructuredRequest, *, reasoning: bool = False
+) -> Any:
     """DSPy's DummyLM on the mock's answers (scripted, else derived from the inputs)."""
     import_dspy()
     from dspy.utils.dummies import DummyLM  # the optional extra, imported by import_dspy()
@@ -60,8 +87,12 @@ def mock_lm(generator: MockGenerator, request: StructuredRequest, *, reasoning: 
         def _use_example(self, messages: Any) -> Any:
             asked = str(messages[-1].get("content", "")).split("\n\nRespond with")[0].strip()
             for question, reply in itertools.pairwise(messages):
-                if (asked and question.get("role") == "user" and reply.get("role") == "assistant"
-                        and asked in str(question.get("content", ""))):
+                if (
+                    asked
+                    and question.get("role") == "user"
+                    and reply.get("role") == "assistant"
+                    and asked in str(question.get("content", ""))
+                ):
                     return reply["content"]
             return self._format_answer_fields(next(self.answers))
 
@@ -71,7 +102,9 @@ def mock_lm(generator: MockGenerator, request: StructuredRequest, *, reasoning: 
 class _Answers:
     """One answer per call of the LM: the next scripted reply, else outputs derived from the inputs."""
 
-    def __init__(self, generator: MockGenerator, request: StructuredRequest, reasoning: bool) -> None:
+    def __init__(
+        self, generator: MockGenerator, request: StructuredRequest, reasoning: bool
+    ) -> None:
         self.generator = generator
         self.request = request
         self.reasoning = reasoning
@@ -90,10 +123,16 @@ class _Answers:
                 value = _scripted(reply, request, self.generator.model)
                 break
         else:
-            value = fake(request.output_schema, seed=seed_of(request.block, request.inputs),
-                         label=f"{request.block}: {summarize(request.inputs)}")
+            value = fake(
+                request.output_schema,
+                seed=seed_of(request.block, request.inputs),
+                label=f"{request.block}: {summarize(request.inputs)}",
+            )
         if self.reasoning and REASONING not in value:
-            value = {REASONING: f"{request.block}: thinking about {summarize(request.inputs)}", **value}
+            value = {
+                REASONING: f"{request.block}: thinking about {summarize(request.inputs)}",
+                **value,
+            }
         answer: dict[str, Any] = value
         return answer
 
@@ -102,8 +141,12 @@ def _scripted(reply: Any, request: StructuredRequest, model: str) -> dict[str, A
     if isinstance(reply, dict) and "$error" in reply:
         kind = str(reply["$error"])
         message = str(reply.get("message") or f"scripted {kind} error")
-        raise ModelError(f"mock model '{model}', step '{request.step}': {message}", provider="mock", model=model,
-                         kind=kind if kind in TRANSIENT_KINDS else None)
+        raise ModelError(
+            f"mock model '{model}', step '{request.step}': {message}",
+            provider="mock",
+            model=model,
+            kind=kind if kind in TRANSIENT_KINDS else None,
+        )
     if isinstance(reply, dict):
         return dict(reply)
     properties = request.output_schema.get("properties") or {}
@@ -119,15 +162,26 @@ def provider_lm(profile: ModelProfile, name: str, env: Mapping[str, str]) -> tup
         raise ModelError(f"{what} needs `name`", provider=provider)
     key_env = profile.api_key_env or _KEY_ENV[provider]
     local = provider == "openai" and profile.base_url is not None and profile.api_key_env is None
-    key = env.get(key_env, "").strip() or ("not-needed" if local else read_key(env, key_env, what=what))
-    settings: dict[str, Any] = {"api_key": key, "cache": False, "num_retries": profile.max_retries or 0}
+    key = env.get(key_env, "").strip() or (
+        "not-needed" if local else read_key(env, key_env, what=what)
+    )
+    settings: dict[str, Any] = {
+        "api_key": key,
+        "cache": False,
+        "num_retries": profile.max_retries or 0,
+    }
     base = profile.base_url or (env.get("AZURE_OPENAI_ENDPOINT") if provider == "azure" else None)
     if provider == "google" and base:
         # the profile names the API root; LiteLLM wants the version: the one the google provider fixes
         base = base.rstrip("/") + "/" + GEMINI_API_VERSION
-    optional = {"api_base": base, "temperature": profile.temperature, "max_tokens": profile.max_tokens,
-                "timeout": parse_duration(profile.timeout) if profile.timeout else None,
-                "extra_headers": profile.headers, "api_version": profile.api_version if provider == "azure" else None}
+    optional = {
+        "api_base": base,
+        "temperature": profile.temperature,
+        "max_tokens": profile.max_tokens,
+        "timeout": parse_duration(profile.timeout) if profile.timeout else None,
+        "extra_headers": profile.headers,
+        "api_version": profile.api_version if provider == "azure" else None,
+    }
     settings.update({k: v for k, v in optional.items() if v is not None})
     return dspy.LM(f"{_PREFIX[provider]}/{profile.name or 'gpt-4o-mini'}", **settings), key
 
@@ -138,12 +192,17 @@ def model_failure(exc: BaseException, where: str, key: str) -> ModelError:
         return exc
     text = redact(" ".join(str(exc).split())[:300], key) or type(exc).__name__
     if type(exc).__name__ == "AdapterParseError":
-        return ModelOutputError(f"{where}: the model's reply does not fit the block's outputs: {text}")
+        return ModelOutputError(
+            f"{where}: the model's reply does not fit the block's outputs: {text}"
+        )
     status = getattr(exc, "status_code", None)
     kind = status_kind(status) if isinstance(status, int) else failure_kind(exc)
     if kind is None and "Timeout" in type(exc).__name__:
         kind = "timeout"
     if kind is None and "Connection" in type(exc).__name__:
         kind = "connection"
-    return ModelError(f"{where}: {type(exc).__name__}: {text}", kind=kind, status=status if isinstance(status, int)
-                      else None)
+    return ModelError(
+        f"{where}: {type(exc).__name__}: {text}",
+        kind=kind,
+        status=status if isinstance(status, int) else None,
+    )

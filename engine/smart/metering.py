@@ -21,8 +21,17 @@ from engine.models.pricing import Price
 from engine.models.providers.mock import mock_tokens
 
 
-def calls_since(lm: Any, seen: int, began_wall: float, *, provider: str, model: str, profile: str, block: str,
-                price: Price | None) -> list[ModelCall]:
+def calls_since(
+    lm: Any,
+    seen: int,
+    began_wall: float,
+    *,
+    provider: str,
+    model: str,
+    profile: str,
+    block: str,
+    price: Price | None,
+) -> list[ModelCall]:
     """The ModelCalls of the entries `lm.history` got after its first `seen` ones."""
     entries = list(getattr(lm, "history", None) or [])[seen:]
     calls: list[ModelCall] = []
@@ -33,12 +42,22 @@ def calls_since(lm: Any, seen: int, began_wall: float, *, provider: str, model: 
         tokens = _mock_tokens(entry) if provider == "mock" else _tokens(entry.get("usage"))
         counts = tokens or Tokens()
         cost = price.cost(counts.input, counts.output, counts.cached) if price is not None else None
-        calls.append(ModelCall(
-            provider=provider, model=model, purpose="smart", latency_ms=max(0.0, (ended - previous) * 1000),
-            input_tokens=counts.input, output_tokens=counts.output, cached_tokens=counts.cached,
-            reasoning_tokens=counts.reasoning, cost_usd=cost,
-            price_source=price.source if cost is not None and price is not None else None, profile=profile,
-            block=block))
+        calls.append(
+            ModelCall(
+                provider=provider,
+                model=model,
+                purpose="smart",
+                latency_ms=max(0.0, (ended - previous) * 1000),
+                input_tokens=counts.input,
+                output_tokens=counts.output,
+                cached_tokens=counts.cached,
+                reasoning_tokens=counts.reasoning,
+                cost_usd=cost,
+                price_source=price.source if cost is not None and price is not None else None,
+                profile=profile,
+                block=block,
+            )
+        )
         previous = ended
     return calls
 
@@ -60,12 +79,19 @@ def _tokens(usage: Any) -> Tokens | None:
         return None
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-    return Tokens(prompt, completion, cached if isinstance(cached, int) else None,
-                  reasoning if isinstance(reasoning, int) else None)
+    return Tokens(
+        prompt,
+        completion,
+        cached if isinstance(cached, int) else None,
+        reasoning if isinstance(reasoning, int) else None,
+    )
 
 
 def _mock_tokens(entry: Mapping[str, Any]) -> Tokens:
-    asked = sum(len(str(message.get("content", ""))) for message in entry.get("messages") or []
-                if isinstance(message, Mapping))
+    asked = sum(
+        len(str(message.get("content", "")))
+        for message in entry.get("messages") or []
+        if isinstance(message, Mapping)
+    )
     said = sum(len(str(output)) for output in entry.get("outputs") or [])
     return Tokens(mock_tokens(asked), mock_tokens(said), 0, 0)

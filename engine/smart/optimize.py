@@ -38,8 +38,14 @@ from engine.spec import BlockSpec
 Example = dict[str, Any]
 
 
-def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, max_labeled: int = 16,
-                     out: TextIO | None = None) -> int:
+def optimize_command(
+    root: Path,
+    ref: str,
+    examples: Path,
+    max_demos: int = 4,
+    max_labeled: int = 16,
+    out: TextIO | None = None,
+) -> int:
     """Compile smart block `ref` on `examples`; save the program next to the block. Exit code 0."""
     stream = out or sys.stdout
     project = load_project(root)
@@ -50,38 +56,53 @@ def optimize_command(root: Path, ref: str, examples: Path, max_demos: int = 4, m
     if not dspy_installed():
         raise UsageError(needs_dspy("blockyard optimize"))
     trainset = read_examples(examples, block, root)
-    os.environ.setdefault("TQDM_DISABLE", "1")  # DSPy's progress bars: this command reports by itself
+    # DSPy's progress bars: this command reports by itself
+    os.environ.setdefault("TQDM_DISABLE", "1")
     compiled, bootstrapped = compile_program(project, block, trainset, max_demos, max_labeled)
     target = program_path(definition.doc.path)
     _write_json(target, saved_state(compiled))
     demos = sum(len(predictor.demos) for predictor in compiled.predictors())
-    stream.write(f"optimized smart block '{block.block}' on {len(trainset)} example"
-                 f"{'s' if len(trainset) != 1 else ''}: {demos} demo{'s' if demos != 1 else ''} "
-                 f"({bootstrapped} bootstrapped, {demos - bootstrapped} labeled); saved "
-                 f"{relative(target, project.root)}\n")
+    stream.write(
+        f"optimized smart block '{block.block}' on {len(trainset)} example"
+        f"{'s' if len(trainset) != 1 else ''}: {demos} demo{'s' if demos != 1 else ''} "
+        f"({bootstrapped} bootstrapped, {demos - bootstrapped} labeled); saved "
+        f"{relative(target, project.root)}\n"
+    )
     return 0
 
 
-def compile_program(project: Project, block: BlockSpec, trainset: list[Example], max_demos: int,
-                    max_labeled: int) -> tuple[Any, int]:
+def compile_program(
+    project: Project, block: BlockSpec, trainset: list[Example], max_demos: int, max_labeled: int
+) -> tuple[Any, int]:
     """(the compiled DSPy module, how many demos were bootstrapped)."""
     dspy: Any = import_dspy()
-    from dspy.teleprompt import BootstrapFewShot  # the optional extra, imported by import_dspy() above
+    # the optional extra, imported by import_dspy() above
+    from dspy.teleprompt import BootstrapFewShot
 
     resolver = ModelResolver(project.config, run_id=f"optimize:{block.block}")
     lm, key = lm_for(resolver, block, flow="optimize", step=block.block, inputs={})
-    examples = [dspy.Example(**example).with_inputs(*[k for k in example if k in block.inputs])
-                for example in trainset]
-    teleprompter = BootstrapFewShot(metric=_metric(block), max_bootstrapped_demos=max_demos,
-                                    max_labeled_demos=max_labeled, max_errors=len(examples) + 1)
+    examples = [
+        dspy.Example(**example).with_inputs(*[k for k in example if k in block.inputs])
+        for example in trainset
+    ]
+    teleprompter = BootstrapFewShot(
+        metric=_metric(block),
+        max_bootstrapped_demos=max_demos,
+        max_labeled_demos=max_labeled,
+        max_errors=len(examples) + 1,
+    )
     try:
         # DSPy prints its progress; it goes to stderr so that stdout carries this command's report only
         with dspy.context(lm=lm), contextlib.redirect_stdout(sys.stderr):
             compiled = teleprompter.compile(module(block), trainset=examples)
     except Exception as exc:
         raise model_failure(exc, f"blockyard optimize {block.block}", key) from None
-    bootstrapped = sum(1 for predictor in compiled.predictors() for demo in predictor.demos
-                       if demo.get("augmented"))
+    bootstrapped = sum(
+        1
+        for predictor in compiled.predictors()
+        for demo in predictor.demos
+        if demo.get("augmented")
+    )
     return compiled, bootstrapped
 
 
@@ -95,8 +116,10 @@ def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> lis
         raise UsageError(f"--examples: {exc.diagnostic.format()}") from None
     data = doc.data
     if not isinstance(data, list) or not data:
-        raise UsageError(f"--examples {path}: expected a list of examples, each a mapping of the block's inputs "
-                         f"({', '.join(block.inputs) or 'none'}) and outputs ({', '.join(block.outputs)})")
+        raise UsageError(
+            f"--examples {path}: expected a list of examples, each a mapping of the block's inputs "
+            f"({', '.join(block.inputs) or 'none'}) and outputs ({', '.join(block.outputs)})"
+        )
     known = [*block.inputs, *block.outputs]
     for position, example in enumerate(data):
         line, col = doc.where((position,))
@@ -105,9 +128,15 @@ def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> lis
             raise UsageError(f"{where}: example {position + 1} is not a mapping")
         unknown = [key for key in example if key not in known]
         if unknown:
-            raise UsageError(f"{where}: example {position + 1}: '{unknown[0]}' is neither an input nor an output of "
-                             f"block '{block.block}'{did_you_mean(unknown[0], known)}")
-        missing = [name for name, spec in block.inputs.items() if name not in example and not spec.has_default]
+            raise UsageError(
+                f"{where}: example {position + 1}: '{unknown[0]}' is neither an input nor an output of "
+                f"block '{block.block}'{did_you_mean(unknown[0], known)}"
+            )
+        missing = [
+            name
+            for name, spec in block.inputs.items()
+            if name not in example and not spec.has_default
+        ]
         missing += [name for name in block.outputs if name not in example]
         if missing:
             raise UsageError(f"{where}: example {position + 1} has no '{missing[0]}'")
@@ -133,8 +162,10 @@ def _smart_block(project: Project, ref: str) -> BlockDef:
     if definition is None:
         raise UsageError(f"unknown block '{ref}'{did_you_mean(ref.split('@')[0], project.blocks)}")
     if definition.spec.kind != "smart":
-        raise UsageError(f"block '{definition.spec.block}' is {_article(definition.spec.kind)} block; "
-                         "`blockyard optimize` compiles smart blocks")
+        raise UsageError(
+            f"block '{definition.spec.block}' is {_article(definition.spec.kind)} block; "
+            "`blockyard optimize` compiles smart blocks"
+        )
     return definition
 
 

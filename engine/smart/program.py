@@ -27,8 +27,14 @@ def python_type(spec: TypeSpec) -> Any:
     """The Python type DSPy parses a value of `spec` into."""
     if spec.enum:
         return Literal[tuple(spec.enum)]
-    simple: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
-                              "object": dict[str, Any], "any": Any}
+    simple: dict[str, Any] = {
+        "string": str,
+        "integer": int,
+        "number": float,
+        "boolean": bool,
+        "object": dict[str, Any],
+        "any": Any,
+    }
     if spec.type == "array":
         return list[python_type(spec.items)] if spec.items is not None else list[Any]  # type: ignore[misc]
     return simple[spec.type]
@@ -39,8 +45,12 @@ def signature(block: BlockSpec, instructions: str | None = None, *, history: boo
     dspy: Any = import_dspy()
     fields: dict[str, tuple[Any, Any]] = {}
     if history:
-        fields[HISTORY_FIELD] = (str, dspy.InputField(desc="The conversation so far, oldest first "
-                                                           "(user: ... / assistant: ... lines)."))
+        fields[HISTORY_FIELD] = (
+            str,
+            dspy.InputField(
+                desc="The conversation so far, oldest first (user: ... / assistant: ... lines)."
+            ),
+        )
     for name, spec in block.inputs.items():
         fields[name] = (python_type(spec), dspy.InputField(desc=spec.description or ""))
     for name, spec in block.outputs.items():
@@ -49,11 +59,19 @@ def signature(block: BlockSpec, instructions: str | None = None, *, history: boo
 
 
 def default_instructions(block: BlockSpec) -> str:
-    return block.description or f"Produce {', '.join(block.outputs)} from {', '.join(block.inputs) or 'nothing'}."
+    return (
+        block.description
+        or f"Produce {', '.join(block.outputs)} from {', '.join(block.inputs) or 'nothing'}."
+    )
 
 
-def module(block: BlockSpec, instructions: str | None = None, program: Mapping[str, Any] | None = None, *,
-           history: bool = False) -> Any:
+def module(
+    block: BlockSpec,
+    instructions: str | None = None,
+    program: Mapping[str, Any] | None = None,
+    *,
+    history: bool = False,
+) -> Any:
     """A fresh DSPy module for the block, with a compiled program's state loaded when given."""
     dspy: Any = import_dspy()
     sig = signature(block, instructions, history=history)
@@ -75,7 +93,10 @@ def saved_state(program: Any) -> dict[str, Any]:
     """A compiled module's state, fit to save next to the block: no language model settings (which
     could hold a key), only what the program learned."""
     state = dict(program.dump_state())
-    for part in [state, *state.values()]:  # Predict keeps its state at the top, ChainOfThought under `predict`
+    for part in [
+        state,
+        *state.values(),
+    ]:  # Predict keeps its state at the top, ChainOfThought under `predict`
         if isinstance(part, dict) and "lm" in part:
             part["lm"] = None
     return state

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from engine.spec.block import BLOCK_KINDS, MODEL_KINDS, BlockSpec, GuardrailSpec, MemorySpec, PromptSpec
+from engine.spec.block import (
+    BLOCK_KINDS,
+    MODEL_KINDS,
+    BlockSpec,
+    GuardrailSpec,
+    MemorySpec,
+    PromptSpec,
+)
 from engine.spec.common import ModelProfile, RetrySpec, TypeSpec, parse_duration
 from engine.spec.config import ConfigSpec, McpServerSpec, ToolDecl
 from engine.spec.flow import (
@@ -20,9 +27,28 @@ from engine.spec.flow import (
 )
 
 __all__ = [
-    "BLOCK_KINDS", "END", "MODEL_KINDS", "ApprovalSpec", "BlockSpec", "ConfigSpec", "FlowSpec",
-    "ForeachSpec", "GuardrailSpec", "LoopSpec", "MapSpec", "McpServerSpec", "MemoryScope", "MemorySpec",
-    "ModelProfile", "PromptSpec",
-    "RetrySpec", "Route", "RouterSpec", "ScheduleSpec", "StepSpec", "ToolDecl", "TypeSpec",
+    "BLOCK_KINDS",
+    "END",
+    "MODEL_KINDS",
+    "ApprovalSpec",
+    "BlockSpec",
+    "ConfigSpec",
+    "FlowSpec",
+    "ForeachSpec",
+    "GuardrailSpec",
+    "LoopSpec",
+    "MapSpec",
+    "McpServerSpec",
+    "MemoryScope",
+    "MemorySpec",
+    "ModelProfile",
+    "PromptSpec",
+    "RetrySpec",
+    "Route",
+    "RouterSpec",
+    "ScheduleSpec",
+    "StepSpec",
+    "ToolDecl",
+    "TypeSpec",
     "parse_duration",
 ]

@@ -12,12 +12,21 @@ from engine.spec.common import Duration, Spec, parse_duration
 class BudgetLimits(Spec):
     """Limits on model calls; an unset key is no limit."""
 
-    tokens: int | None = Field(None, ge=1, description="Input plus output tokens of all model calls.")
-    cost_usd: float | None = Field(None, gt=0, description="Cost of all model calls, in US dollars (calls with "
-                                                            "an unknown price count as unknown: see docs).")
+    tokens: int | None = Field(
+        None, ge=1, description="Input plus output tokens of all model calls."
+    )
+    cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Cost of all model calls, in US dollars (calls with "
+        "an unknown price count as unknown: see docs).",
+    )
     model_calls: int | None = Field(None, ge=1, description="Number of model calls.")
-    wall_time: Duration | None = Field(None, description="Time the run (or turn) may take running, e.g. 10m: its "
-                                                         "executions' time, not time spent waiting at a gate.")
+    wall_time: Duration | None = Field(
+        None,
+        description="Time the run (or turn) may take running, e.g. 10m: its "
+        "executions' time, not time spent waiting at a gate.",
+    )
 
     @property
     def wall_seconds(self) -> float | None:
@@ -33,14 +42,18 @@ LIMIT_KEYS = ("tokens", "cost_usd", "model_calls", "wall_time")
 class BudgetSpec(BudgetLimits):
     """Limits per run, and per turn of a conversation thread (`per_turn`)."""
 
-    per_turn: BudgetLimits | None = Field(None, description="Limits on one turn of a conversation thread.")
+    per_turn: BudgetLimits | None = Field(
+        None, description="Limits on one turn of a conversation thread."
+    )
 
 
 def _merged(flow: BudgetLimits | None, yard: BudgetLimits | None) -> dict[str, object]:
     values: dict[str, object] = {}
     for key in LIMIT_KEYS:
         mine = getattr(flow, key) if flow is not None else None
-        values[key] = mine if mine is not None else (getattr(yard, key) if yard is not None else None)
+        values[key] = (
+            mine if mine is not None else (getattr(yard, key) if yard is not None else None)
+        )
     return values
 
 
@@ -59,7 +72,8 @@ def raised(stored: dict[str, object] | None, changes: dict[str, object]) -> Budg
     values: dict[str, object] = dict(stored or {})
     for key, value in changes.items():
         head, _, tail = key.partition(".")
-        if head == "per_turn" and not tail and isinstance(value, dict):  # {"per_turn": {...}}: key by key
+        if head == "per_turn" and not tail and isinstance(value, dict):
+            # {"per_turn": {...}}: key by key
             values["per_turn"] = {**dict(values.get("per_turn") or {}), **value}  # type: ignore[call-overload]
         elif head == "per_turn" and tail:
             turn = dict(values.get("per_turn") or {})  # type: ignore[call-overload]

@@ -26,12 +26,18 @@ def file_name_problem(name: str, kind: str = "flow") -> str | None:
     <folder>/<name>.yaml — the name rule of a flow's `flow:` (NAME_PATTERN) and a length its file system
     accepts — or None. Checked before anything is written: a name is never a path."""
     if len(name) > MAX_FILE_NAME:
-        return (f"it is {len(name):,} characters long; a {kind}'s name is at most {MAX_FILE_NAME} (it names the "
-                "file <name>.yaml)")
+        return (
+            f"it is {len(name):,} characters long; a {kind}'s name is at most {MAX_FILE_NAME} (it names the "
+            "file <name>.yaml)"
+        )
     if _NAME.fullmatch(name) is None:
         return f"a {kind}'s name is letters, digits, _ and - (starting with a letter or _), never a path"
     return None
-Duration = Annotated[str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")]
+
+
+Duration = Annotated[
+    str, Field(pattern=DURATION_PATTERN, description="A duration such as 500ms, 30s, 5m, 2h, 1d.")
+]
 
 # How a run is checkpointed (docs/runtime.md, "Durability"): LangGraph's modes, and `none` for no checkpoints
 Durability = Literal["sync", "async", "exit", "none"]
@@ -78,14 +84,24 @@ class Spec(BaseModel):
 class TypeSpec(Spec):
     """A declared value: the type of a block or flow input/output, or an approval field."""
 
-    type: ValueType = Field("any", description="JSON type of the value: string, integer, number, boolean, "
-                                                "array, object, or any.")
-    description: str | None = Field(None, description="What the value means; shown in docs and forms.")
-    default: Any = Field(None, description="Value used when nothing binds this input; makes it optional.")
-    enum: list[Any] | None = Field(None, description="The only values allowed (a decide block's choices).")
+    type: ValueType = Field(
+        "any",
+        description="JSON type of the value: string, integer, number, boolean, "
+        "array, object, or any.",
+    )
+    description: str | None = Field(
+        None, description="What the value means; shown in docs and forms."
+    )
+    default: Any = Field(
+        None, description="Value used when nothing binds this input; makes it optional."
+    )
+    enum: list[Any] | None = Field(
+        None, description="The only values allowed (a decide block's choices)."
+    )
     items: TypeSpec | None = Field(None, description="Type of each element, for arrays.")
     properties: dict[str, TypeSpec] | None = Field(
-        None, description="Declared keys, for objects (other keys are allowed).")
+        None, description="Declared keys, for objects (other keys are allowed)."
+    )
 
     @property
     def has_default(self) -> bool:
@@ -98,46 +114,71 @@ class Pricing(Spec):
     input_per_mtok: float = Field(..., ge=0, description="Price of a million input tokens.")
     output_per_mtok: float = Field(..., ge=0, description="Price of a million output tokens.")
     cached_input_per_mtok: float | None = Field(
-        None, ge=0, description="Price of a million input tokens read from the provider's prompt cache "
-                                "(unset: the input price).")
+        None,
+        ge=0,
+        description="Price of a million input tokens read from the provider's prompt cache "
+        "(unset: the input price).",
+    )
 
 
 class ModelProfile(Spec):
     """How to reach a model: a provider plus its settings. Keys come only from the environment."""
 
     provider: Literal["openai", "azure", "anthropic", "google", "mock"] = Field(
-        ..., description="openai (any OpenAI-compatible endpoint), azure, anthropic, google (Gemini), "
-                         "or mock (offline).")
+        ...,
+        description="openai (any OpenAI-compatible endpoint), azure, anthropic, google (Gemini), "
+        "or mock (offline).",
+    )
     name: str | None = Field(None, description="Model name sent to the provider, e.g. gpt-4o-mini.")
-    base_url: str | None = Field(None, description="Endpoint of an OpenAI-compatible server "
-                                                   "(Ollama, vLLM, LM Studio, a gateway); the resource "
-                                                   "endpoint for azure; the API root for anthropic and google.")
-    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
-                                    description="Name of the environment variable holding the API key.")
+    base_url: str | None = Field(
+        None,
+        description="Endpoint of an OpenAI-compatible server "
+        "(Ollama, vLLM, LM Studio, a gateway); the resource "
+        "endpoint for azure; the API root for anthropic and google.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Name of the environment variable holding the API key.",
+    )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int | None = Field(None, ge=1, description="Upper bound on generated tokens.")
     timeout: Duration | None = Field(None, description="Timeout of one model call.")
-    max_retries: int | None = Field(None, ge=0, le=10, description="Client-side retries of one call.")
-    headers: dict[str, str] | None = Field(None, description="Extra HTTP headers sent with every request.")
+    max_retries: int | None = Field(
+        None, ge=0, le=10, description="Client-side retries of one call."
+    )
+    headers: dict[str, str] | None = Field(
+        None, description="Extra HTTP headers sent with every request."
+    )
     api_version: str | None = Field(None, description="API version (azure).")
     delay: Duration | None = Field(None, description="mock only: simulated latency per call.")
     replies: dict[str, list[Any]] | None = Field(
-        None, description="mock only: scripted replies per block or step id, used in order.")
+        None, description="mock only: scripted replies per block or step id, used in order."
+    )
     pricing: Pricing | None = Field(
-        None, description="Prices of this model in USD per million tokens; unset: the price table of LiteLLM "
-                          "when it knows the model, else unknown (docs/observability.md).")
+        None,
+        description="Prices of this model in USD per million tokens; unset: the price table of LiteLLM "
+        "when it knows the model, else unknown (docs/observability.md).",
+    )
 
 
 RetryOn = Literal["timeout", "rate_limit", "server_error", "connection", "any"]
-_RETRIED: tuple[RetryOn, ...] = ("timeout", "rate_limit", "server_error", "connection")  # by default
+_RETRIED: tuple[RetryOn, ...] = (
+    "timeout",
+    "rate_limit",
+    "server_error",
+    "connection",
+)  # by default
 
 
 class RetrySpec(Spec):
     """Retries of a block with exponential backoff on transient failures."""
 
     attempts: int = Field(3, ge=1, le=20, description="Total attempts, the first included.")
-    backoff: float = Field(2.0, ge=1.0, le=10.0, description="Multiplier of the wait between attempts.")
+    backoff: float = Field(
+        2.0, ge=1.0, le=10.0, description="Multiplier of the wait between attempts."
+    )
     initial: Duration = Field("500ms", description="Wait before the second attempt.")
     on: list[RetryOn] = Field(
-        default_factory=lambda: list(_RETRIED),
-        description="Which failures are retried.")
+        default_factory=lambda: list(_RETRIED), description="Which failures are retried."
+    )

@@ -74,9 +74,16 @@ TAKES = (
     "0-7 or SUN-SAT (0 and 7 are Sunday), 5#3 for the third Friday or 5L for the last",
 )
 NAMES: tuple[dict[str, int], ...] = (
-    {}, {}, {},
-    {name: number for number, name in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)},
+    {},
+    {},
+    {},
+    {
+        name: number
+        for number, name in enumerate(
+            ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+            start=1,
+        )
+    },
     {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))},
 )
 DAY_OF_MONTH, DAY_OF_WEEK = 2, 4
@@ -122,25 +129,35 @@ def cron_problem(expression: str) -> str | None:
         return f"cron '{expression}': unknown macro '{text}'; use one of {', '.join(MACROS)}"
     parts = _FIELD.findall(text)
     if len(parts) != 5:
-        why = {6: " (a sixth field would be seconds: schedules fire at most once a minute)",
-               7: " (seconds and years fields are not supported: schedules fire at most once a minute)"}
-        return (f"cron '{expression}' has {len(parts)} field{'' if len(parts) == 1 else 's'}; use five "
-                f"(minute hour day-of-month month day-of-week, e.g. '0 11 * * TUE') or a macro such as "
-                f"@daily{why.get(len(parts), '')}")
+        why = {
+            6: " (a sixth field would be seconds: schedules fire at most once a minute)",
+            7: " (seconds and years fields are not supported: schedules fire at most once a minute)",
+        }
+        return (
+            f"cron '{expression}' has {len(parts)} field{'' if len(parts) == 1 else 's'}; use five "
+            f"(minute hour day-of-month month day-of-week, e.g. '0 11 * * TUE') or a macro such as "
+            f"@daily{why.get(len(parts), '')}"
+        )
     normalized = _normalized(expression)
     for index, (part, given) in enumerate(zip(parts, normalized, strict=True)):
         problem = _field_problem(index, part, given)
         if problem is not None:
             return f"cron '{expression}': {FIELDS[index]} '{part}' {problem}"
-    special = [item for item in normalized[DAY_OF_WEEK].split(",") if "#" in item or item.startswith("l")]
+    special = [
+        item for item in normalized[DAY_OF_WEEK].split(",") if "#" in item or item.startswith("l")
+    ]
     if special and normalized[DAY_OF_MONTH] not in ("*", "?"):
-        return (f"cron '{expression}': day of week '{parts[DAY_OF_WEEK]}' uses '#' or 'L', which can't be "
-                f"combined with a day of month ('{parts[DAY_OF_MONTH]}'): set the day of month to '*'")
+        return (
+            f"cron '{expression}': day of week '{parts[DAY_OF_WEEK]}' uses '#' or 'L', which can't be "
+            f"combined with a day of month ('{parts[DAY_OF_MONTH]}'): set the day of month to '*'"
+        )
     try:
         croniter.expand(" ".join(normalized))
     except CroniterError as exc:  # a combination the fields alone did not show
         reason = _reason(exc)
-        return f"cron '{expression}' is not a valid cron expression{': ' + reason if reason else ''}"
+        return (
+            f"cron '{expression}' is not a valid cron expression{': ' + reason if reason else ''}"
+        )
     return None
 
 
@@ -148,7 +165,9 @@ def _normalized(expression: str) -> list[str]:
     text = expression.strip().lower()
     parts = _FIELD.findall(MACROS.get(text, text))
     if len(parts) == 5:
-        parts[DAY_OF_WEEK] = ",".join(_LAST_WEEKDAY.sub(r"l\g<day>", item) for item in parts[DAY_OF_WEEK].split(","))
+        parts[DAY_OF_WEEK] = ",".join(
+            _LAST_WEEKDAY.sub(r"l\g<day>", item) for item in parts[DAY_OF_WEEK].split(",")
+        )
     return parts
 
 
@@ -158,18 +177,24 @@ def _field_problem(index: int, part: str, given: str) -> str | None:
     if any(not item for item in items):
         return "has an empty list entry"
     if any(item[0] in "hr" for item in items):
-        return ("uses a random ('R') or hashed ('H') value, which is not supported: a schedule must fire at "
-                "the same times every time it is read")
+        return (
+            "uses a random ('R') or hashed ('H') value, which is not supported: a schedule must fire at "
+            "the same times every time it is read"
+        )
     if "w" in given and index == DAY_OF_MONTH:
-        return "uses 'W' (nearest weekday), which is not supported: name the days, e.g. '1-5' or 'L'"
+        return (
+            "uses 'W' (nearest weekday), which is not supported: name the days, e.g. '1-5' or 'L'"
+        )
     probe = ["*"] * 5
     probe[index] = given
     try:
         croniter.expand(" ".join(probe))
     except CroniterError as exc:
         reason = _reason(exc)
-        return (f"is not valid{': ' + reason if reason else ''}; the {FIELDS[index]} takes {TAKES[index]}, "
-                "and ranges, steps and lists of them (1-5, */15, 1,15)")
+        return (
+            f"is not valid{': ' + reason if reason else ''}; the {FIELDS[index]} takes {TAKES[index]}, "
+            "and ranges, steps and lists of them (1-5, */15, 1,15)"
+        )
     for item, written in zip(items, part.split(","), strict=True):
         match = _RANGE.match(item)
         if match is None:
@@ -178,9 +203,13 @@ def _field_problem(index: int, part: str, given: str) -> str | None:
         if low is None or high is None:
             continue
         if low == high:
-            return f"has the range {written}, which names one value: write {written.partition('-')[0]}"
+            return (
+                f"has the range {written}, which names one value: write {written.partition('-')[0]}"
+            )
         if low > high:
-            return f"has the range {written}, which runs backwards: write it as two ranges or a list"
+            return (
+                f"has the range {written}, which runs backwards: write it as two ranges or a list"
+            )
     return None
 
 
@@ -213,8 +242,10 @@ def never_fires_problem(expression: str) -> str | None:
     try:
         _croniter(expression, start).get_next(datetime)
     except CroniterBadDateError:
-        return (f"cron '{expression}' never fires: no date in the next {LOOKAHEAD_YEARS} years matches it "
-                "(is the day of month one the month has?)")
+        return (
+            f"cron '{expression}' never fires: no date in the next {LOOKAHEAD_YEARS} years matches it "
+            "(is the day of month one the month has?)"
+        )
     return None
 
 
@@ -230,12 +261,17 @@ def timezone_problem(name: str) -> str | None:
 
 def schedule_problem(schedule: ScheduleSpec) -> str | None:
     """Why the scheduler can't use `schedule`, or None: what `validate` reports as BY507, BY510, BY508."""
-    return (cron_problem(schedule.cron) or never_fires_problem(schedule.cron)
-            or timezone_problem(schedule.timezone))
+    return (
+        cron_problem(schedule.cron)
+        or never_fires_problem(schedule.cron)
+        or timezone_problem(schedule.timezone)
+    )
 
 
 def _croniter(expression: str, start: datetime) -> croniter:
-    return croniter(" ".join(croniter_fields(expression)), start, max_years_between_matches=LOOKAHEAD_YEARS)
+    return croniter(
+        " ".join(croniter_fields(expression)), start, max_years_between_matches=LOOKAHEAD_YEARS
+    )
 
 
 def fire_times(schedule: ScheduleSpec, after: datetime) -> Iterator[datetime]:

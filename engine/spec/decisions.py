@@ -66,22 +66,38 @@ class Decision:
 
     def payload(self) -> dict[str, Any]:
         """The JSON resume value."""
-        return {"decision": self.decision, "values": dict(self.values), "actor": self.actor, "reason": self.reason,
-                "time": self.time, "timed_out": self.timed_out}
+        return {
+            "decision": self.decision,
+            "values": dict(self.values),
+            "actor": self.actor,
+            "reason": self.reason,
+            "time": self.time,
+            "timed_out": self.timed_out,
+        }
 
     @classmethod
     def from_payload(cls, payload: Any) -> Decision:
         """The decision a gate is resumed with: `{"decision": "approve"|"reject", ...}`, or with the alias
         `"approve": true|false` for `decision` (the HTTP API's older shape, `chosen`)."""
-        if isinstance(payload, Mapping) and "decision" not in payload and isinstance(payload.get("approve"), bool):
+        if (
+            isinstance(payload, Mapping)
+            and "decision" not in payload
+            and isinstance(payload.get("approve"), bool)
+        ):
             payload = {**payload, "decision": chosen(None, payload["approve"])}
         if not isinstance(payload, Mapping) or payload.get("decision") not in DECISIONS:
             raise DecisionRefused(f"not a gate decision: {payload!r}")
         values = payload.get("values") or {}
         if not isinstance(values, Mapping):
             raise DecisionRefused(f"decision values must be a mapping, got {type(values).__name__}")
-        return cls(str(payload["decision"]), dict(values), _text(payload.get("actor")), _text(payload.get("reason")),
-                   str(payload.get("time") or ""), bool(payload.get("timed_out")))
+        return cls(
+            str(payload["decision"]),
+            dict(values),
+            _text(payload.get("actor")),
+            _text(payload.get("reason")),
+            str(payload.get("time") or ""),
+            bool(payload.get("timed_out")),
+        )
 
 
 def chosen(decision: str | None, approve: bool | None) -> str | None:
@@ -93,7 +109,9 @@ def chosen(decision: str | None, approve: bool | None) -> str | None:
         raise DecisionRefused(f"unknown decision {decision!r}: approve or reject")
     alias = None if approve is None else APPROVE if approve else REJECT
     if decision is not None and alias is not None and decision != alias:
-        raise DecisionRefused(f"decision {decision!r} and approve={str(approve).lower()} disagree: give one of them")
+        raise DecisionRefused(
+            f"decision {decision!r} and approve={str(approve).lower()} disagree: give one of them"
+        )
     return decision if decision is not None else alias
 
 
@@ -105,12 +123,16 @@ def gate_spec(step: StepSpec) -> ApprovalSpec | None:
     """The gate in front of a step (`require_approval: true` is a gate with the default settings)."""
     if step.require_approval is False:
         return None
-    return step.require_approval if isinstance(step.require_approval, ApprovalSpec) else ApprovalSpec()
+    return (
+        step.require_approval if isinstance(step.require_approval, ApprovalSpec) else ApprovalSpec()
+    )
 
 
 def field_specs(request: Mapping[str, Any]) -> dict[str, TypeSpec]:
     """The gate's fields as TypeSpecs (they travel as JSON in the request)."""
-    return {name: TypeSpec.model_validate(spec) for name, spec in (request.get("fields") or {}).items()}
+    return {
+        name: TypeSpec.model_validate(spec) for name, spec in (request.get("fields") or {}).items()
+    }
 
 
 def fields_json(fields: Mapping[str, TypeSpec]) -> dict[str, Any]:
@@ -123,8 +145,14 @@ def gate_name(request: Mapping[str, Any]) -> str:
     return str(request.get("gate") or request.get("step") or "?")
 
 
-def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[str, Any] | None,
-                   actor: str | None, *, timed_out: bool = False) -> dict[str, Any]:
+def check_decision(
+    request: Mapping[str, Any],
+    decision: str,
+    values: Mapping[str, Any] | None,
+    actor: str | None,
+    *,
+    timed_out: bool = False,
+) -> dict[str, Any]:
     """The values to write for `decision` on the gate that asked `request`, type-checked (defaults
     filled in on approval); DecisionRefused says what is wrong, naming the gate and the field.
     A timeout decides by itself: the approvers do not apply to it."""
@@ -135,18 +163,26 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
     if approvers and not timed_out and decision != TIMEOUT:
         allowed = ", ".join(approvers)
         if actor is None:
-            raise DecisionRefused(f"gate '{gate}' may only be decided by {allowed}: say who you are with --as NAME")
+            raise DecisionRefused(
+                f"gate '{gate}' may only be decided by {allowed}: say who you are with --as NAME"
+            )
         if actor not in approvers:
-            raise DecisionRefused(f"'{actor}' may not decide gate '{gate}': its approvers are {allowed}")
+            raise DecisionRefused(
+                f"'{actor}' may not decide gate '{gate}': its approvers are {allowed}"
+            )
     fields = field_specs(request)
     given = dict(values or {})
     unknown = [name for name in given if name not in fields]
     if unknown:
         name = unknown[0]
         if not fields:
-            raise DecisionRefused(f"gate '{gate}' has no fields, so it takes no values (got '{name}')")
-        raise DecisionRefused(f"gate '{gate}' has no field '{name}'{did_you_mean(name, fields)}; "
-                              f"its fields: {', '.join(fields)}")
+            raise DecisionRefused(
+                f"gate '{gate}' has no fields, so it takes no values (got '{name}')"
+            )
+        raise DecisionRefused(
+            f"gate '{gate}' has no field '{name}'{did_you_mean(name, fields)}; "
+            f"its fields: {', '.join(fields)}"
+        )
     checked: dict[str, Any] = {}
     for name, spec in fields.items():
         if name in given:
@@ -159,6 +195,8 @@ def check_decision(request: Mapping[str, Any], decision: str, values: Mapping[st
                 raise DecisionRefused(f"gate '{gate}': field {exc}") from None
         elif decision == APPROVE:
             if not spec.has_default:
-                raise DecisionRefused(f"gate '{gate}' needs field '{name}' to approve (--set {name}=...)")
+                raise DecisionRefused(
+                    f"gate '{gate}' needs field '{name}' to approve (--set {name}=...)"
+                )
             checked[name] = copy.deepcopy(spec.default)
     return checked

@@ -47,7 +47,8 @@ class Callee:
     name: str
     position: int  # in the `delegates` list it is written in
     of: Literal["step", "block"]  # whose `delegates` list: the step's or the block's
-    kind: Literal["step", "agent", "flow"] | None  # None: it names nothing an agent can call (BY213, BY218)
+    # None: it names nothing an agent can call (BY213, BY218)
+    kind: Literal["step", "agent", "flow"] | None
     block: BlockSpec | None = None  # the agent block, for a step or an agent
     step: StepSpec | None = None  # the delegated step, for a step
 
@@ -89,7 +90,9 @@ def flow_key(name: str) -> str:
     return f"flow '{name}'"
 
 
-def step_callees(step: StepSpec, siblings: Mapping[str, StepSpec], catalog: Catalog) -> Iterator[Callee]:
+def step_callees(
+    step: StepSpec, siblings: Mapping[str, StepSpec], catalog: Catalog
+) -> Iterator[Callee]:
     """What the names of a step's `delegates` resolve to: a delegated agent step of its list, else a flow."""
     for position, name in enumerate(step.delegates):
         target = siblings.get(name)
@@ -116,7 +119,11 @@ def block_callees(block: BlockSpec, catalog: Catalog) -> Iterator[Callee]:
 
 def agent_steps(steps: list[StepSpec], catalog: Catalog) -> dict[str, StepSpec]:
     """The steps of one list that run an agent block, by id."""
-    return {step.id: step for step in steps if step.uses is not None and catalog.agent(step.uses) is not None}
+    return {
+        step.id: step
+        for step in steps
+        if step.uses is not None and catalog.agent(step.uses) is not None
+    }
 
 
 @dataclass

@@ -49,7 +49,9 @@ def gate_of(flow: FlowSpec, subflow: Callable[[str], FlowSpec | None]) -> str | 
     return _gate_of(flow, subflow, (flow.flow,))
 
 
-def _gate_of(flow: FlowSpec, subflow: Callable[[str], FlowSpec | None], seen: tuple[str, ...]) -> str | None:
+def _gate_of(
+    flow: FlowSpec, subflow: Callable[[str], FlowSpec | None], seen: tuple[str, ...]
+) -> str | None:
     for walked in walk_steps(flow.steps):
         step = walked.step
         if is_gate(step):
@@ -62,16 +64,24 @@ def _gate_of(flow: FlowSpec, subflow: Callable[[str], FlowSpec | None], seen: tu
     return None
 
 
-def refusal(mode: str, *, flow: str, gate: str | None, thread: bool, trace: bool | None = None) -> str | None:
+def refusal(
+    mode: str, *, flow: str, gate: str | None, thread: bool, trace: bool | None = None
+) -> str | None:
     """Why a run of `flow` cannot run in `mode` (None when it can): it pauses at `gate`, it is a
     turn of a conversation thread, or it asks for no trace (`trace` False) with checkpoints."""
     if mode in NO_CHECKPOINTS and gate is not None:
-        return (f"flow '{flow}' cannot run with durability {mode}: step '{gate}' is an approval gate, and a run "
-                f"keeps no checkpoint to wait at in that mode (use sync, async or exit)")
+        return (
+            f"flow '{flow}' cannot run with durability {mode}: step '{gate}' is an approval gate, and a run "
+            f"keeps no checkpoint to wait at in that mode (use sync, async or exit)"
+        )
     if mode in NO_CHECKPOINTS and thread:
-        return (f"flow '{flow}' cannot run a conversation turn with durability {mode}: a turn starts from the "
-                f"thread's checkpoint (use sync, async or exit)")
+        return (
+            f"flow '{flow}' cannot run a conversation turn with durability {mode}: a turn starts from the "
+            f"thread's checkpoint (use sync, async or exit)"
+        )
     if trace is False and mode not in NO_CHECKPOINTS:
-        return (f"a run of flow '{flow}' can go without a trace only with durability none (runs that keep "
-                f"checkpoints keep their trace: resume and approvals read it); its durability is {mode}")
+        return (
+            f"a run of flow '{flow}' can go without a trace only with durability none (runs that keep "
+            f"checkpoints keep their trace: resume and approvals read it); its durability is {mode}"
+        )
     return None

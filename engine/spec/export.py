@@ -67,7 +67,11 @@ def _name_keys(node: Any) -> None:
     """
     if isinstance(node, dict):
         patterns = node.get("patternProperties")
-        if isinstance(patterns, dict) and len(patterns) == 1 and not {"properties", "additionalProperties"} & set(node):
+        if (
+            isinstance(patterns, dict)
+            and len(patterns) == 1
+            and not {"properties", "additionalProperties"} & set(node)
+        ):
             pattern, value = next(iter(patterns.items()))
             del node["patternProperties"]
             node["propertyNames"] = {"pattern": pattern}
@@ -100,7 +104,9 @@ def _bound_integers(node: Any) -> None:
             _bound_integers(item)
 
 
-KIND_BRANCH = "blockyardKind"  # marks a branch kind_branches() wrote (the validator leaves them out: below)
+KIND_BRANCH = (
+    "blockyardKind"  # marks a branch kind_branches() wrote (the validator leaves them out: below)
+)
 
 
 def kind_branches() -> list[dict[str, Any]]:
@@ -114,19 +120,29 @@ def kind_branches() -> list[dict[str, Any]]:
         required = KIND_REQUIRES.get(kind, ())
         properties: dict[str, Any] = {}
         if "outputs" in required:
-            properties["outputs"] = {"minProperties": 1, "description": f"{_an(kind)} block produces at least one "
-                                                                       "output."}
+            properties["outputs"] = {
+                "minProperties": 1,
+                "description": f"{_an(kind)} block produces at least one output.",
+            }
         if "prompt" in required:
-            properties["prompt"] = {"anyOf": [{"required": ["user"]}, {"required": ["user_file"]}],
-                                    "description": f"{_an(kind)} block's prompt has a user message."}
+            properties["prompt"] = {
+                "anyOf": [{"required": ["user"]}, {"required": ["user_file"]}],
+                "description": f"{_an(kind)} block's prompt has a user message.",
+            }
         for key, kinds in KIND_KEYS.items():
             if kind not in kinds:
-                properties[key] = {"anyOf": [{"type": "null"}, {"const": []}],
-                                   "description": f"`{key}` does not apply to {_an(kind).lower()} block."}
+                properties[key] = {
+                    "anyOf": [{"type": "null"}, {"const": []}],
+                    "description": f"`{key}` does not apply to {_an(kind).lower()} block.",
+                }
         chosen = {"const": kind, "description": f"The block is {_an(kind).lower()} block."}
-        branches.append({"if": {"properties": {"kind": chosen}, "required": ["kind"]},
-                         "then": {"required": list(required), "properties": properties},
-                         KIND_BRANCH: kind})
+        branches.append(
+            {
+                "if": {"properties": {"kind": chosen}, "required": ["kind"]},
+                "then": {"required": list(required), "properties": properties},
+                KIND_BRANCH: kind,
+            }
+        )
     return branches
 
 
@@ -134,16 +150,31 @@ def action_branches() -> list[dict[str, Any]]:
     """A step does exactly one thing (BY300, BY301), and the keys only some actions read are refused on the
     others (BY317): the same rules as the validator's (engine/validate/semantic/structure.py), by shape,
     for editors (see `kind_branches`)."""
-    def given(action: str) -> dict[str, Any]:
-        return {"required": [action], "properties": {action: {"not": {"type": "null"},
-                                                              "description": f"The step's action: {action}."}}}
 
-    branches: list[dict[str, Any]] = [{"oneOf": [given(action) for action in ACTIONS], KIND_BRANCH: "action"}]
+    def given(action: str) -> dict[str, Any]:
+        return {
+            "required": [action],
+            "properties": {
+                action: {"not": {"type": "null"}, "description": f"The step's action: {action}."}
+            },
+        }
+
+    branches: list[dict[str, Any]] = [
+        {"oneOf": [given(action) for action in ACTIONS], KIND_BRANCH: "action"}
+    ]
     for action in ACTIONS:
-        properties = {key: {"maxProperties": 0, "description": f"`{key}` does not apply to a step with `{action}`."}
-                      for key, actions in ACTION_KEYS.items() if action not in actions}
+        properties = {
+            key: {
+                "maxProperties": 0,
+                "description": f"`{key}` does not apply to a step with `{action}`.",
+            }
+            for key, actions in ACTION_KEYS.items()
+            if action not in actions
+        }
         if properties:
-            branches.append({"if": given(action), "then": {"properties": properties}, KIND_BRANCH: action})
+            branches.append(
+                {"if": given(action), "then": {"properties": properties}, KIND_BRANCH: action}
+            )
     return branches
 
 

@@ -36,10 +36,18 @@ class Route(Spec):
     """One router rule: the first rule that matches picks the next step."""
 
     contains: str | None = Field(None, description="Matches when the value contains this text.")
-    equals: str | None = Field(None, description="Matches when the value equals this text (case-insensitive).")
-    starts_with: str | None = Field(None, description="Matches when the value starts with this text.")
-    regex: str | None = Field(None, description="Matches when this RE2 regular expression finds a match.")
-    expr: str | None = Field(None, description="Matches when this bare Jinja2 expression is truthy.")
+    equals: str | None = Field(
+        None, description="Matches when the value equals this text (case-insensitive)."
+    )
+    starts_with: str | None = Field(
+        None, description="Matches when the value starts with this text."
+    )
+    regex: str | None = Field(
+        None, description="Matches when this RE2 regular expression finds a match."
+    )
+    expr: str | None = Field(
+        None, description="Matches when this bare Jinja2 expression is truthy."
+    )
     goto: Target = Field(..., description="The step to go to, or `end`.")
 
     @property
@@ -65,47 +73,71 @@ class LoopSpec(Spec):
     until: str | None = Field(None, description="Bare expression checked after each iteration.")
     max_iterations: int = Field(..., ge=1, le=10_000, description="Bound on iterations.")
     on_exhausted: Literal["continue", "fail"] = Field(
-        "continue", description="continue after the loop with a warning event, or fail the run.")
+        "continue", description="continue after the loop with a warning event, or fail the run."
+    )
 
 
 class ForeachSpec(Spec):
     """A sequential iterator: each iteration sees what the previous ones wrote."""
 
     items: str = Field(..., description="Bare expression giving the list to iterate.")
-    as_: Name = Field("item", alias="as", description="Name of the current item in templates and inputs.")
+    as_: Name = Field(
+        "item", alias="as", description="Name of the current item in templates and inputs."
+    )
     steps: list[StepSpec] = Field(..., min_length=1, description="The body, run once per item.")
-    collect: Name | None = Field(None, description="Context key receiving one entry per item, in order.")
+    collect: Name | None = Field(
+        None, description="Context key receiving one entry per item, in order."
+    )
 
 
 class MapSpec(Spec):
     """A parallel fan-out over items, joined in item order."""
 
     items: str = Field(..., description="Bare expression giving the list to fan out over.")
-    as_: Name = Field("item", alias="as", description="Name of the current item in templates and inputs.")
+    as_: Name = Field(
+        "item", alias="as", description="Name of the current item in templates and inputs."
+    )
     uses: str | None = Field(None, description="Block run once per item (`id` or `id@version`).")
-    with_: dict[Name, Any] = Field(default_factory=empty_dict, alias="with", description="Input bindings for `uses`.")
-    steps: list[StepSpec] | None = Field(None, description="A body of steps run once per item, instead of `uses`.")
-    max_concurrency: int | None = Field(None, ge=1, le=1000, description="Bound on items in flight.")
-    collect: Name | None = Field(None, description="Context key receiving one entry per item, in item order.")
+    with_: dict[Name, Any] = Field(
+        default_factory=empty_dict, alias="with", description="Input bindings for `uses`."
+    )
+    steps: list[StepSpec] | None = Field(
+        None, description="A body of steps run once per item, instead of `uses`."
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=1000, description="Bound on items in flight."
+    )
+    collect: Name | None = Field(
+        None, description="Context key receiving one entry per item, in item order."
+    )
 
 
 class ApprovalSpec(Spec):
     """A human approval gate: the run pauses until someone approves or rejects."""
 
-    message: str = Field("Approve to continue?", description="Template shown to the person deciding.")
-    fields: dict[Name, TypeSpec] = Field(default_factory=empty_dict,
-                                         description="Typed values the person fills in; they land in the context.")
+    message: str = Field(
+        "Approve to continue?", description="Template shown to the person deciding."
+    )
+    fields: dict[Name, TypeSpec] = Field(
+        default_factory=empty_dict,
+        description="Typed values the person fills in; they land in the context.",
+    )
     on_reject: Target | Literal["fail"] = Field(END, description="A step, `end`, or `fail`.")
-    approvers: list[str] = Field(default_factory=empty_list, description="Names allowed to decide (empty: anyone).")
+    approvers: list[str] = Field(
+        default_factory=empty_list, description="Names allowed to decide (empty: anyone)."
+    )
     timeout: Duration | None = Field(None, description="How long the gate waits.")
     on_timeout: Literal["approve", "reject"] | Target = Field(
-        "reject", description="approve, reject, or a step to go to when the timeout passes.")
+        "reject", description="approve, reject, or a step to go to when the timeout passes."
+    )
 
 
 class MemoryScope(Spec):
     """Where a flow's long-term memory lives."""
 
-    scope: str = Field(..., description="Template naming the memory scope, e.g. users/{{ inputs.user_id }}.")
+    scope: str = Field(
+        ..., description="Template naming the memory scope, e.g. users/{{ inputs.user_id }}."
+    )
 
 
 # what a schedule does with fire times missed while the server was down (a flow's and a plan's schedule)
@@ -115,21 +147,33 @@ Misfire = Literal["skip", "run_once"]
 class ScheduleSpec(Spec):
     """Run the flow on a cron schedule while `blockyard serve` is up."""
 
-    cron: str = Field(..., description="Cron expression: five fields (minute hour day-of-month month "
-                                        "day-of-week) or a macro such as @daily; see docs/flows.md.")
+    cron: str = Field(
+        ...,
+        description="Cron expression: five fields (minute hour day-of-month month "
+        "day-of-week) or a macro such as @daily; see docs/flows.md.",
+    )
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
-    inputs: dict[str, Any] = Field(default_factory=empty_dict, description="Inputs of scheduled runs.")
-    misfire: Misfire = Field("skip", description="What to do with fire times missed while the server was down.")
+    inputs: dict[str, Any] = Field(
+        default_factory=empty_dict, description="Inputs of scheduled runs."
+    )
+    misfire: Misfire = Field(
+        "skip", description="What to do with fire times missed while the server was down."
+    )
 
 
 class EmitSpec(Spec):
     """A custom event the step publishes when it has finished (docs/flows.md, "Custom events")."""
 
-    event: Name = Field(..., description="The event's type, e.g. progress; not one of the engine's own "
-                                         "event types (run_started, step_finished, token, ...).")
-    data: dict[str, Any] = Field(default_factory=empty_dict,
-                                 description="The event's data: literals or templates, rendered after the step "
-                                             "finishes, with its outputs in scope.")
+    event: Name = Field(
+        ...,
+        description="The event's type, e.g. progress; not one of the engine's own "
+        "event types (run_started, step_finished, token, ...).",
+    )
+    data: dict[str, Any] = Field(
+        default_factory=empty_dict,
+        description="The event's data: literals or templates, rendered after the step "
+        "finishes, with its outputs in scope.",
+    )
 
 
 Reduce = Literal["append", "merge"]
@@ -140,17 +184,23 @@ class StepOutput(Spec):
 
     to: Name | None = Field(None, description="The context key (default: the output's own name).")
     reduce: Reduce | None = Field(
-        None, description="append: the output (a list) is added to the end of the key's list; merge: the "
-                          "output (an object) is merged into the key's object, its keys winning. Without it "
-                          "the output replaces the key's value.")
+        None,
+        description="append: the output (a list) is added to the end of the key's list; merge: the "
+        "output (an object) is merged into the key's object, its keys winning. Without it "
+        "the output replaces the key's value.",
+    )
 
 
 class FlowOutput(Spec):
     """One flow output in the mapping form of `outputs:`."""
 
     description: str | None = Field(None, description="What the output is.")
-    optional: bool = Field(False, description="A run may end without it (it is left out of the result).")
-    default: Any = Field(None, description="The value returned when the run ends without it; makes it optional.")
+    optional: bool = Field(
+        False, description="A run may end without it (it is left out of the result)."
+    )
+    default: Any = Field(
+        None, description="The value returned when the run ends without it; makes it optional."
+    )
 
     @property
     def has_default(self) -> bool:
@@ -172,29 +222,45 @@ class StepSpec(Spec):
     start: bool = Field(False, description="Entry point of the flow (default: the first step).")
     uses: str | None = Field(None, description="Block to run: `id` or `id@version`.")
     flow: Name | None = Field(None, description="Subflow to run as this step.")
-    with_: dict[Name, Any] = Field(default_factory=empty_dict, alias="with",
-                                   description="Input bindings: literals or templates.")
+    with_: dict[Name, Any] = Field(
+        default_factory=empty_dict,
+        alias="with",
+        description="Input bindings: literals or templates.",
+    )
     outputs: dict[Name, Name | StepOutput] = Field(
-        default_factory=empty_dict, description="block output -> context key (a rename), or -> {to, reduce}.")
-    needs: list[Name] = Field(default_factory=empty_list, description="Steps that must finish first (a DAG).")
+        default_factory=empty_dict,
+        description="block output -> context key (a rename), or -> {to, reduce}.",
+    )
+    needs: list[Name] = Field(
+        default_factory=empty_list, description="Steps that must finish first (a DAG)."
+    )
     goto: Target | None = Field(None, description="Explicit successor: a step id or `end`.")
     branches: dict[str, Target] | None = Field(
-        None, description="decide steps: output value -> next step (or `end`).")
+        None, description="decide steps: output value -> next step (or `end`)."
+    )
     router: RouterSpec | None = Field(None, description="Rule-based routing step.")
     loop: LoopSpec | None = Field(None, description="Bounded loop over a body of steps.")
     foreach: ForeachSpec | None = Field(None, description="Sequential iteration over a list.")
     map: MapSpec | None = Field(None, description="Parallel fan-out over a list.")
     approval: ApprovalSpec | None = Field(None, description="Human approval gate.")
     require_approval: bool | ApprovalSpec = Field(
-        False, description="Pause for approval before this step runs (true, or the gate's settings).")
-    delegates: list[Name] = Field(default_factory=empty_list,
-                                  description="agent steps: other agent steps or flows offered as tools.")
+        False,
+        description="Pause for approval before this step runs (true, or the gate's settings).",
+    )
+    delegates: list[Name] = Field(
+        default_factory=empty_list,
+        description="agent steps: other agent steps or flows offered as tools.",
+    )
     emit: EmitSpec | list[EmitSpec] | None = Field(
-        None, description="Custom events published after the step finishes: one, or a list (in order).")
-    max_visits: int | None = Field(None, ge=1, le=10_000,
-                                   description="Bound on entries into this step (back-edges need it).")
+        None,
+        description="Custom events published after the step finishes: one, or a list (in order).",
+    )
+    max_visits: int | None = Field(
+        None, ge=1, le=10_000, description="Bound on entries into this step (back-edges need it)."
+    )
     on_max_visits: Target | Literal["fail"] = Field(
-        "fail", description="Where to go when max_visits is reached: a step, `end`, or `fail`.")
+        "fail", description="Where to go when max_visits is reached: a step, `end`, or `fail`."
+    )
 
     @property
     def action(self) -> str | None:
@@ -231,32 +297,48 @@ class FlowSpec(Spec):
     flow: Name = Field(..., description="Unique flow id; the file is flows/<id>.yaml.")
     version: int = Field(1, ge=1, lt=2**31, description="Bump on any change of behaviour.")
     description: str | None = Field(None, description="What the flow does.")
-    inputs: dict[Name, TypeSpec] = Field(default_factory=empty_dict, description="The run's read-only inputs.")
+    inputs: dict[Name, TypeSpec] = Field(
+        default_factory=empty_dict, description="The run's read-only inputs."
+    )
     outputs: list[Name] | dict[Name, FlowOutput | None] = Field(
-        default_factory=empty_list, description="Context keys returned as the run's result: a list of required "
-                                                "keys, or a mapping key -> {optional, default, description} (an "
-                                                "empty value: required).")
+        default_factory=empty_list,
+        description="Context keys returned as the run's result: a list of required "
+        "keys, or a mapping key -> {optional, default, description} (an "
+        "empty value: required).",
+    )
     output_dir: str | None = Field(
-        None, description="Folder the file tools of a run write to, relative to the yard (default: the run's "
-                          "workspace, .blockyard/workspaces/<run>/).")
+        None,
+        description="Folder the file tools of a run write to, relative to the yard (default: the run's "
+        "workspace, .blockyard/workspaces/<run>/).",
+    )
     memory: MemoryScope | None = Field(None, description="Long-term memory across runs.")
     schedule: ScheduleSpec | None = Field(None, description="Cron schedule for `blockyard serve`.")
-    max_steps: int | None = Field(None, ge=1, description="Override of the derived per-run step limit.")
+    max_steps: int | None = Field(
+        None, ge=1, description="Override of the derived per-run step limit."
+    )
     inline: bool = Field(
-        True, description="false: the engine's runs give LangGraph one node and one checkpoint per step, as the "
-                          "standalone graph does, instead of running a chain of steps inside one node "
-                          "(docs/langgraph.md, \"Inline steps\"). Slower; the same results.")
+        True,
+        description="false: the engine's runs give LangGraph one node and one checkpoint per step, as the "
+        "standalone graph does, instead of running a chain of steps inside one node "
+        '(docs/langgraph.md, "Inline steps"). Slower; the same results.',
+    )
     durability: Durability | None = Field(
-        None, description="How runs of the flow are checkpointed: sync (every step before the next; the "
-                          "default), async (while the next step runs), exit (when the run ends or pauses), none "
-                          "(no checkpoints: cannot pause or be resumed). Unset: blockyard.yaml's `durability`. "
-                          "A run's own choice wins; see docs/runtime.md, \"Durability\".")
+        None,
+        description="How runs of the flow are checkpointed: sync (every step before the next; the "
+        "default), async (while the next step runs), exit (when the run ends or pauses), none "
+        "(no checkpoints: cannot pause or be resumed). Unset: blockyard.yaml's `durability`. "
+        'A run\'s own choice wins; see docs/runtime.md, "Durability".',
+    )
     trace: bool | None = Field(
-        None, description="false: runs with durability none record no event trace (their runs row is still "
-                          "recorded). Unset: blockyard.yaml's `trace`.")
+        None,
+        description="false: runs with durability none record no event trace (their runs row is still "
+        "recorded). Unset: blockyard.yaml's `trace`.",
+    )
     budget: BudgetSpec | None = Field(
-        None, description="What one run (and one thread turn, `per_turn`) may spend on model calls: tokens, "
-                          "cost_usd, model_calls, wall_time. Keys unset here come from blockyard.yaml's `budget`.")
+        None,
+        description="What one run (and one thread turn, `per_turn`) may spend on model calls: tokens, "
+        "cost_usd, model_calls, wall_time. Keys unset here come from blockyard.yaml's `budget`.",
+    )
     tags: list[str] = Field(default_factory=empty_list, description="Labels.")
     steps: list[StepSpec] = Field(..., min_length=1, description="The steps, in default order.")
 

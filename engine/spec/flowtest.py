@@ -23,42 +23,64 @@ class Decision(Spec):
 class Expect(Spec):
     """What the run must end with."""
 
-    status: Literal["finished", "failed", "waiting"] = Field("finished", description="Final status.")
-    outputs: dict[str, Any] = Field(default_factory=empty_dict, description="Outputs that must equal these values.")
+    status: Literal["finished", "failed", "waiting"] = Field(
+        "finished", description="Final status."
+    )
+    outputs: dict[str, Any] = Field(
+        default_factory=empty_dict, description="Outputs that must equal these values."
+    )
     error: str | None = Field(None, description="Text the error must contain (failed runs).")
-    absent: list[str] = Field(default_factory=empty_list,
-                              description="Outputs the run must end without (optional outputs it never wrote).")
-    warnings: list[str] = Field(default_factory=empty_list,
-                                description="Texts that must each be in the message of one of the run's warning "
-                                            "events (a loop out of iterations, a visit bound used up).")
-    files: dict[str, str] = Field(default_factory=empty_dict,
-                                  description="Files the run must have written (paths relative to its output folder) "
-                                              "and a text each must contain at the end of the run.")
+    absent: list[str] = Field(
+        default_factory=empty_list,
+        description="Outputs the run must end without (optional outputs it never wrote).",
+    )
+    warnings: list[str] = Field(
+        default_factory=empty_list,
+        description="Texts that must each be in the message of one of the run's warning "
+        "events (a loop out of iterations, a visit bound used up).",
+    )
+    files: dict[str, str] = Field(
+        default_factory=empty_dict,
+        description="Files the run must have written (paths relative to its output folder) "
+        "and a text each must contain at the end of the run.",
+    )
 
 
 class Turn(Spec):
     """One turn of a conversation thread: a run of the flow that is sent the turns before it."""
 
-    inputs: dict[str, Any] = Field(default_factory=empty_dict, description="The turn's inputs (its `message`).")
-    decisions: list[Decision] = Field(default_factory=empty_list, description="Approval decisions, in order.")
+    inputs: dict[str, Any] = Field(
+        default_factory=empty_dict, description="The turn's inputs (its `message`)."
+    )
+    decisions: list[Decision] = Field(
+        default_factory=empty_list, description="Approval decisions, in order."
+    )
     expect: Expect = Field(default_factory=Expect, description="The expected end of the turn.")
 
 
 class FlowTest(Spec):
     name: str = Field(..., description="What the test shows.")
     inputs: dict[str, Any] = Field(default_factory=empty_dict, description="The run's inputs.")
-    replies: dict[str, list[Any]] = Field(default_factory=empty_dict,
-                                          description="Scripted model replies by `flow.step`, step or block id "
-                                                      "(for every turn, each starting from the first reply).")
-    decisions: list[Decision] = Field(default_factory=empty_list, description="Approval decisions, in order.")
+    replies: dict[str, list[Any]] = Field(
+        default_factory=empty_dict,
+        description="Scripted model replies by `flow.step`, step or block id "
+        "(for every turn, each starting from the first reply).",
+    )
+    decisions: list[Decision] = Field(
+        default_factory=empty_list, description="Approval decisions, in order."
+    )
     expect: Expect = Field(default_factory=Expect, description="The expected end of the run.")
-    turns: list[Turn] = Field(default_factory=empty_list,
-                              description="Instead of one run: the turns of one new conversation thread, in order.")
+    turns: list[Turn] = Field(
+        default_factory=empty_list,
+        description="Instead of one run: the turns of one new conversation thread, in order.",
+    )
 
     @model_validator(mode="after")
     def _one_run_or_turns(self) -> FlowTest:
         if self.turns and ({"inputs", "decisions", "expect"} & self.model_fields_set):
-            raise ValueError("a test with `turns` gives each turn its own inputs, decisions and expect")
+            raise ValueError(
+                "a test with `turns` gives each turn its own inputs, decisions and expect"
+            )
         return self
 
 

@@ -28,8 +28,14 @@ from engine.core.errors import UsageError
 from engine.core.values import int_problem, text_problem, value_problem
 from engine.spec import TypeSpec
 
-_ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "a boolean",
-            "array": "an array", "object": "an object"}
+_ARTICLE = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "a boolean",
+    "array": "an array",
+    "object": "an object",
+}
 
 
 class TypeMismatch(ValueError):
@@ -40,7 +46,9 @@ class InputError(UsageError):
     """Flow inputs that do not match the flow's declared inputs (unknown, missing or mistyped)."""
 
 
-def conform(value: Any, spec: TypeSpec, name: str = "value", *, text_from_numbers: bool = False) -> Any:
+def conform(
+    value: Any, spec: TypeSpec, name: str = "value", *, text_from_numbers: bool = False
+) -> Any:
     """`value` made to fit `spec` (see the module rules), or TypeMismatch naming `name`."""
     if value is None:
         if spec.type == "any" or (spec.has_default and spec.default is None):
@@ -62,7 +70,9 @@ def check_value(value: Any, spec: TypeSpec, name: str = "value") -> str | None:
     return None
 
 
-def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+def coerce_inputs(
+    declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *, where: str
+) -> dict[str, Any]:
     """A flow's inputs from what the caller gave: defaults applied, every value checked.
 
     Unknown keys (with a did-you-mean), missing required inputs, mistyped values and values
@@ -75,7 +85,11 @@ def coerce_inputs(declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *,
         if not isinstance(key, str) or text_problem(key) is not None:
             problems.append(f"input name {key!r} is not valid text")
         elif key not in declared:
-            known = f"; its inputs are {', '.join(sorted(declared))}" if declared else "; it takes no inputs"
+            known = (
+                f"; its inputs are {', '.join(sorted(declared))}"
+                if declared
+                else "; it takes no inputs"
+            )
             problems.append(f"unknown input '{key}'{did_you_mean(key, declared)}{known}")
     for key, spec in declared.items():
         if key in given:
@@ -122,7 +136,9 @@ def type_schema(spec: TypeSpec) -> dict[str, Any]:
 
 
 # `type_schema`'s keywords, the subset `schema_verdict` decides; `description` has no say in a verdict
-_SHAPE_KEYS = frozenset({"type", "description", "enum", "items", "properties", "required", "additionalProperties"})
+_SHAPE_KEYS = frozenset(
+    {"type", "description", "enum", "items", "properties", "required", "additionalProperties"}
+)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -158,7 +174,8 @@ def _valid(value: Any, schema: Any) -> bool:
         verdict = verdict and any(_equal(choice, value) for choice in enum)
     items = schema.get("items")
     if items is not None and isinstance(value, list):
-        verdict = all([_valid(item, items) for item in value]) and verdict  # every item: an _Outside anywhere counts
+        # every item: an _Outside anywhere counts
+        verdict = all([_valid(item, items) for item in value]) and verdict
     if isinstance(value, dict):
         verdict = _valid_object(value, schema) and verdict
     else:
@@ -169,8 +186,13 @@ def _valid(value: Any, schema: Any) -> bool:
 def _shape(schema: dict[str, Any]) -> tuple[dict[str, Any], list[Any], Any]:
     properties, required = schema.get("properties", {}), schema.get("required", [])
     extra = schema.get("additionalProperties", True)
-    if not isinstance(properties, dict) or not isinstance(required, list) or not isinstance(extra, bool) \
-            or not all(isinstance(key, str) for key in required) or ("items" in schema and schema["items"] is None):
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or not isinstance(extra, bool)
+        or not all(isinstance(key, str) for key in required)
+        or ("items" in schema and schema["items"] is None)
+    ):
         raise _Outside
     return properties, required, extra
 
@@ -214,7 +236,9 @@ def _equal(one: Any, two: Any) -> bool:
     if isinstance(one, Sequence) and isinstance(two, Sequence):
         return len(one) == len(two) and all(_equal(a, b) for a, b in zip(one, two, strict=True))
     if isinstance(one, Mapping) and isinstance(two, Mapping):
-        return len(one) == len(two) and all(key in two and _equal(item, two[key]) for key, item in one.items())
+        return len(one) == len(two) and all(
+            key in two and _equal(item, two[key]) for key, item in one.items()
+        )
     if isinstance(one, bool) or isinstance(two, bool):
         return type(one) is type(two) and one == two
     return bool(one == two)
@@ -267,22 +291,29 @@ def _conform_type(value: Any, spec: TypeSpec, name: str, text_from_numbers: bool
     raise TypeMismatch(f"'{name}' must be {_expected(spec)}, got {describe(value)}")
 
 
-def _conform_array(value: list[Any] | tuple[Any, ...], spec: TypeSpec, name: str,
-                   text_from_numbers: bool) -> list[Any]:
+def _conform_array(
+    value: list[Any] | tuple[Any, ...], spec: TypeSpec, name: str, text_from_numbers: bool
+) -> list[Any]:
     """A list or tuple as a list, each item conformed to `items` when the spec says what they are."""
     if spec.items is None:
         return list(value)
-    return [conform(item, spec.items, f"{name}[{i}]", text_from_numbers=text_from_numbers)
-            for i, item in enumerate(value)]
+    return [
+        conform(item, spec.items, f"{name}[{i}]", text_from_numbers=text_from_numbers)
+        for i, item in enumerate(value)
+    ]
 
 
-def _conform_object(value: dict[str, Any], spec: TypeSpec, name: str, text_from_numbers: bool) -> dict[str, Any]:
+def _conform_object(
+    value: dict[str, Any], spec: TypeSpec, name: str, text_from_numbers: bool
+) -> dict[str, Any]:
     if not spec.properties:
         return value
     result = dict(value)
     for key, sub in spec.properties.items():
         if key in value:
-            result[key] = conform(value[key], sub, f"{name}.{key}", text_from_numbers=text_from_numbers)
+            result[key] = conform(
+                value[key], sub, f"{name}.{key}", text_from_numbers=text_from_numbers
+            )
         elif sub.has_default:
             result[key] = copy.deepcopy(sub.default)
         else:

@@ -54,7 +54,11 @@ def bodies(step: StepSpec, path: Path, parent: StepList | None = None) -> tuple[
         body = getattr(step, key)
         steps = getattr(body, "steps", None) if body is not None else None
         if steps:
-            found.append(StepList(key, steps, (*path, key, "steps"), step, parent, getattr(body, "as_", None)))
+            found.append(
+                StepList(
+                    key, steps, (*path, key, "steps"), step, parent, getattr(body, "as_", None)
+                )
+            )
     return tuple(found)
 
 
@@ -87,8 +91,13 @@ def delegated_ids(steps: list[StepSpec], is_agent: Callable[[StepSpec], bool]) -
     if not any(step.delegates for step in steps):
         return set()
     agents = {step.id for step in steps if step.uses is not None and is_agent(step)}
-    return {name for step in steps if step.id in agents for name in step.delegates
-            if name in agents and name != step.id}
+    return {
+        name
+        for step in steps
+        if step.id in agents
+        for name in step.delegates
+        if name in agents and name != step.id
+    }
 
 
 def accumulated(steps: list[StepSpec]) -> dict[str, str]:

@@ -18,6 +18,8 @@ from engine.state.database import Connection
 from engine.state.location import Location
 
 COUNTED = ("runs", "threads", "messages", "gates")
+
+
 @dataclass(frozen=True)
 class Status:
     """What `blockyard db status` shows."""
@@ -28,8 +30,12 @@ class Status:
     counts: dict[str, int]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "location": self.location, "schema_version": self.schema_version,
-                "counts": dict(self.counts)}
+        return {
+            "backend": self.backend,
+            "location": self.location,
+            "schema_version": self.schema_version,
+            "counts": dict(self.counts),
+        }
 
 
 def count_rows(conn: Connection, table: str) -> int:
@@ -48,8 +54,12 @@ def status(conn: Connection | None, location: Location) -> Status:
     """The backend, schema version and how many runs, threads, messages, gates and memory items
     the database holds (all 0 for a SQLite file that does not exist yet)."""
     if conn is None:
-        return Status(location.backend, location.shown, 0, {name: 0 for name in (*COUNTED, "memory")})
-    version = int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()[0])
+        return Status(
+            location.backend, location.shown, 0, {name: 0 for name in (*COUNTED, "memory")}
+        )
+    version = int(
+        conn.execute("SELECT COALESCE(MAX(version), 0) FROM blockyard_migrations").fetchone()[0]
+    )
     counts = {name: count_rows(conn, name) for name in COUNTED}
     counts["memory"] = count_rows(conn, "store") if _has_table(conn, location, "store") else 0
     return Status(location.backend, location.shown, version, counts)
@@ -99,11 +109,14 @@ def transaction(where: Path | Location) -> Iterator[Connection]:
     every table, also for a file an older blockyard left behind."""
     location = _location(where)
     if location.url is None:
-        conn = database.open_database(location.path)  # autocommit: `migrate` takes its own write lock
+        # autocommit: `migrate` takes its own write lock
+        conn = database.open_database(location.path)
         try:
             with database.guard(location.path):
                 migrations.migrate(conn, now_iso())
-            conn.isolation_level = "DEFERRED"  # then the block's statements are one transaction (`with conn`)
+            conn.isolation_level = (
+                "DEFERRED"  # then the block's statements are one transaction (`with conn`)
+            )
             with conn:
                 yield conn
         finally:
@@ -137,8 +150,12 @@ def check(where: Path | Location) -> None:
         pass
 
 
-async def listen_events(where: Path | Location, on_run: Callable[[str], None], stop: asyncio.Event,
-                        on_slot: Callable[[], None] | None = None) -> None:
+async def listen_events(
+    where: Path | Location,
+    on_run: Callable[[str], None],
+    stop: asyncio.Event,
+    on_slot: Callable[[], None] | None = None,
+) -> None:
     """Call `on_run(run_id)` when another process commits events of a run, and `on_slot()` when a run
     stops running anywhere (a slot of the global limit may be free): Postgres's LISTEN/NOTIFY
     (engine/state/postgres.py). A SQLite file has no such thing: followers poll it, and this returns."""

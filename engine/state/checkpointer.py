@@ -40,10 +40,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
-_PUT_CHECKPOINT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-                   "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
-_PUT_WRITES = ("INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
-               "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_PUT_CHECKPOINT = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_PUT_WRITES = (
+    "INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+    "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def connect(path: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
@@ -66,34 +70,83 @@ class DurableSaver(GroupCommitted, SqliteSaver):
     every write (async or sync) returns only once its transaction is committed.
     """
 
-    def __init__(self, read_conn: sqlite3.Connection, writer: SqliteWriter, *,
-                 serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
+    def __init__(
+        self,
+        read_conn: sqlite3.Connection,
+        writer: SqliteWriter,
+        *,
+        serde: SerializerProtocol | None = None,
+        secrets: Masker | None = None,
+    ) -> None:
         SqliteSaver.__init__(self, read_conn, serde=compact.Decompressing(serde))
         self._start_group_commit(writer, secrets)
         self.is_setup = True  # prepare() created the tables through the writer's connection
 
-    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+    def _checkpoint_writes(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[list[Write], RunnableConfig]:
         conf = config["configurable"]
         thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
         type_, blob = self.serde.dumps_typed(checkpoint)
         blob = self.secrets.blob(blob)
-        meta = self.secrets.blob(json.dumps(get_checkpoint_metadata(config, metadata),
-                                            ensure_ascii=False).encode("utf-8", "ignore"))
-        write = Write(_PUT_CHECKPOINT, (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
-                                        type_, blob, meta), mergeable=True)
-        saved: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
-                                                  "checkpoint_id": checkpoint["id"]}}
+        meta = self.secrets.blob(
+            json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode(
+                "utf-8", "ignore"
+            )
+        )
+        write = Write(
+            _PUT_CHECKPOINT,
+            (
+                str(thread_id),
+                checkpoint_ns,
+                checkpoint["id"],
+                conf.get("checkpoint_id"),
+                type_,
+                blob,
+                meta,
+            ),
+            mergeable=True,
+        )
+        saved: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
         return [write], saved
 
-    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                      task_path: str) -> Write:
+    def _writes_write(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Write:
         conf = config["configurable"]
         # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
-        verb = "INSERT OR REPLACE " if all(w[0] in WRITES_IDX_MAP for w in writes) else "INSERT OR IGNORE "
-        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
-                 WRITES_IDX_MAP.get(channel, idx), channel, *self._serialized(value))
-                for idx, (channel, value) in enumerate(writes)]
+        verb = (
+            "INSERT OR REPLACE "
+            if all(w[0] in WRITES_IDX_MAP for w in writes)
+            else "INSERT OR IGNORE "
+        )
+        rows = [
+            (
+                str(conf["thread_id"]),
+                str(conf["checkpoint_ns"]),
+                str(conf["checkpoint_id"]),
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                *self._serialized(value),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
         return Write(verb + _PUT_WRITES, rows, many=True, mergeable=True)
 
     def _serialized(self, value: Any) -> tuple[str, bytes]:
@@ -101,31 +154,47 @@ class DurableSaver(GroupCommitted, SqliteSaver):
         return type_, self.secrets.blob(blob)
 
     def delete_thread_writes(self, thread_id: str) -> list[Write]:
-        return [Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
-                Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)), inline_steps.delete(thread_id)]
+        return [
+            Write("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),)),
+            Write("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),)),
+            inline_steps.delete(thread_id),
+        ]
 
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
         where = "WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = ?)"
-        return [Write(f"DELETE FROM writes {where}", (thread_id, keep)),
-                Write(f"DELETE FROM checkpoints {where}", (thread_id, keep)), inline_steps.delete(thread_id)]
+        return [
+            Write(f"DELETE FROM writes {where}", (thread_id, keep)),
+            Write(f"DELETE FROM checkpoints {where}", (thread_id, keep)),
+            inline_steps.delete(thread_id),
+        ]
 
     def prune_finished(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = ? AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
-        return [Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
-                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)), inline_steps.delete(thread_id),
-                # the one kept, compressed (engine/state/compact.py)
-                Write(f"UPDATE checkpoints SET type = type || '{compact.COMPRESSED}', "
-                      f"checkpoint = {compact.SQL_FUNCTION}(checkpoint) "
-                      f"WHERE thread_id = ? AND type NOT LIKE '%{compact.COMPRESSED}'", (thread_id,))]
+        return [
+            Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
+            Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)),
+            inline_steps.delete(thread_id),
+            # the one kept, compressed (engine/state/compact.py)
+            Write(
+                f"UPDATE checkpoints SET type = type || '{compact.COMPRESSED}', "
+                f"checkpoint = {compact.SQL_FUNCTION}(checkpoint) "
+                f"WHERE thread_id = ? AND type NOT LIKE '%{compact.COMPRESSED}'",
+                (thread_id,),
+            ),
+        ]
 
     def prune_stopped(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id < {_LAST_ROOT}"
-        return [Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
-                Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id))]
+        return [
+            Write(f"DELETE FROM writes {where}", (thread_id, thread_id)),
+            Write(f"DELETE FROM checkpoints {where}", (thread_id, thread_id)),
+        ]
 
 
 # the checkpoint a thread goes on from: SqliteSaver reads the greatest id (ids are time-ordered UUIDs)
-_LAST_ROOT = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')"
+_LAST_ROOT = (
+    "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')"
+)
 
 
 class StateDB:
@@ -137,27 +206,40 @@ class StateDB:
     any thread and any event loop.
     """
 
-    def __init__(self, where: Path | Location, *, synchronous: str = "NORMAL", window: float = 0.0,
-                 secrets: Masker | None = None) -> None:
+    def __init__(
+        self,
+        where: Path | Location,
+        *,
+        synchronous: str = "NORMAL",
+        window: float = 0.0,
+        secrets: Masker | None = None,
+    ) -> None:
         self.location = where if isinstance(where, Location) else Location(where)
         self.path = self.location.path
         self.saver: GroupCommitted
         self.read_conn: Connection
-        self._postgres: PgDurableSaver | None = None  # the saver again, on Postgres: reads on a live session
+        self._postgres: PgDurableSaver | None = (
+            None  # the saver again, on Postgres: reads on a live session
+        )
         if self.location.url is not None:
             self._open_postgres(self.location.url, window, secrets)
         else:
             self._open_sqlite(self.path, synchronous, window, secrets)
         self._closed = False
 
-    def _open_sqlite(self, path: Path, synchronous: str, window: float, secrets: Masker | None) -> None:
+    def _open_sqlite(
+        self, path: Path, synchronous: str, window: float, secrets: Masker | None
+    ) -> None:
         with guard(path):  # a damaged file may show only once the tables are read
             # inline commits (a lone run's checkpoints committed on its own thread: writer.py, `write`)
             # only where a commit does not wait for the disk: with FULL or EXTRA each one is an fsync,
             # which would stall the event loop
-            self.writer = SqliteWriter(lambda: self._open_writer(synchronous), window=window,
-                                       explain=lambda exc: explain(exc, path) or exc,
-                                       inline=synchronous.upper() in ("OFF", "NORMAL"))
+            self.writer = SqliteWriter(
+                lambda: self._open_writer(synchronous),
+                window=window,
+                explain=lambda exc: explain(exc, path) or exc,
+                inline=synchronous.upper() in ("OFF", "NORMAL"),
+            )
             try:
                 read_conn = connect(path, synchronous=synchronous)
             except BaseException:

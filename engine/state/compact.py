@@ -43,5 +43,5 @@ class Decompressing(SerializerProtocol):
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
         if type_.endswith(COMPRESSED):
-            return self.inner.loads_typed((type_[:-len(COMPRESSED)], zlib.decompress(blob)))
+            return self.inner.loads_typed((type_[: -len(COMPRESSED)], zlib.decompress(blob)))
         return self.inner.loads_typed(data)

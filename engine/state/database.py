@@ -24,8 +24,16 @@ DEFAULT_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # SQLite's primary result codes (the low byte of an extended code) that say the file cannot be used
 _LOCKED = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-_UNUSABLE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
-                       sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH})
+_UNUSABLE = frozenset(
+    {
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_AUTH,
+    }
+)
 _UNWRITABLE = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL})
 
 
@@ -99,8 +107,10 @@ class StateLocked(StateError):
 
     def __str__(self) -> str:
         prefix = f"{self.command}: " if self.command else ""
-        return (f"{prefix}the state database {self.path} is locked by another process (waited {self.waited:g} s "
-                f"for a write lock; {TIMEOUT_ENV}=SECONDS changes how long)")
+        return (
+            f"{prefix}the state database {self.path} is locked by another process (waited {self.waited:g} s "
+            f"for a write lock; {TIMEOUT_ENV}=SECONDS changes how long)"
+        )
 
 
 def busy_timeout() -> float:
@@ -157,7 +167,9 @@ def exists(path: Path) -> bool:
     return True
 
 
-def open_database(path: Path, *, autocommit: bool = True, synchronous: str | None = None) -> sqlite3.Connection:
+def open_database(
+    path: Path, *, autocommit: bool = True, synchronous: str | None = None
+) -> sqlite3.Connection:
     """A connection in WAL mode that waits on busy locks; usable from any thread.
 
     `autocommit` leaves transactions to explicit BEGIN/COMMIT (sqlite3's isolation_level=None);
@@ -171,8 +183,12 @@ def open_database(path: Path, *, autocommit: bool = True, synchronous: str | Non
         raise StateError(f"cannot open the state database {path}: {exc.strerror or exc}") from None
     exists(path)  # a directory there: SQLite would only say "unable to open database file"
     with guard(path):
-        conn = sqlite3.connect(path, timeout=timeout, check_same_thread=False,
-                               isolation_level=None if autocommit else "DEFERRED")
+        conn = sqlite3.connect(
+            path,
+            timeout=timeout,
+            check_same_thread=False,
+            isolation_level=None if autocommit else "DEFERRED",
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             _enable_wal(conn, timeout)

@@ -34,7 +34,9 @@ T = TypeVar("T")
 
 # While set (see `DurableSaver.held`), checkpoint writes of this task are collected here instead of
 # committed: the caller commits them together with other rows, in one transaction.
-_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("blockyard_held_writes", default=None)
+_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar(
+    "blockyard_held_writes", default=None
+)
 
 
 def running_task() -> str | None:
@@ -121,7 +123,7 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
             last = next((at for at in range(len(rows) - 1, -1, -1) if rows[at][0] == task_id), None)
             if last is None:
                 return []
-            taken, rows[:last + 1] = rows[:last + 1], []
+            taken, rows[: last + 1] = rows[: last + 1], []
         # still holding (an empty list): rows written after these wait as before
         return [row for _task, row in taken]
 
@@ -160,13 +162,23 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
     # ---- what a backend builds (DurableSaver for SQLite, PgDurableSaver for Postgres) ---------
 
     @abc.abstractmethod
-    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+    def _checkpoint_writes(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[list[Write], RunnableConfig]:
         """The statements that store a checkpoint, and the config that names it."""
 
     @abc.abstractmethod
-    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                      task_path: str) -> Write:
+    def _writes_write(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Write:
         """The statement that stores a task's pending writes."""
 
     @abc.abstractmethod
@@ -192,15 +204,25 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
 
     # ---- writes -----------------------------------------------------------------------------
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
         self.writer.write_sync(*fencing.guarded(self._with_trace(config, writes)))
         return saved
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         self._fresh.discard(str(config["configurable"]["thread_id"]))
         writes, saved = self._checkpoint_writes(config, checkpoint, metadata, new_versions)
         writes = self._with_trace(config, writes)
@@ -211,19 +233,35 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
             await self.writer.write(*fencing.guarded(writes))
         return saved
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
-        rows = [*self._task_trace(config, task_id), self._writes_write(config, writes, task_id, task_path)]
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        rows = [
+            *self._task_trace(config, task_id),
+            self._writes_write(config, writes, task_id, task_path),
+        ]
         self.writer.write_sync(*fencing.guarded(rows))
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         # LangGraph never waits for these (it submits them in the background and waits for the
         # checkpoint instead), so neither do we: queued now, in order, committed with the next
         # checkpoint (or whatever write comes first), which is awaited. They do not wake the writer:
         # that would be a transaction of their own, and a GIL hand-over, per step. The trace rows of
         # the task (its `step_finished`) go in the same item, hence the same transaction (`_task_trace`).
-        rows = [*self._task_trace(config, task_id), self._writes_write(config, writes, task_id, task_path)]
+        rows = [
+            *self._task_trace(config, task_id),
+            self._writes_write(config, writes, task_id, task_path),
+        ]
         held = _HELD.get()
         if held is not None:
             held.extend(rows)
@@ -241,8 +279,16 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         """Read the checkpoint a conversation turn is about to start from, and hand it to the graph's
         own read of the same checkpoint, once: deserializing a long conversation is the dearest part
         of a turn's start (checkpoints never change once written, and only this one read reuses it)."""
-        found = await self._read(self.get_tuple, {"configurable": {"thread_id": thread_id, "checkpoint_ns": "",
-                                                                   "checkpoint_id": checkpoint_id}})
+        found = await self._read(
+            self.get_tuple,
+            {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": "",
+                    "checkpoint_id": checkpoint_id,
+                }
+            },
+        )
         if found is not None:
             if len(self._handoff) > 64:  # turns that never started (an error in between)
                 self._handoff.clear()
@@ -252,20 +298,34 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
         if conf.get("checkpoint_id") and not conf.get("checkpoint_ns"):
-            handed = self._handoff.pop((str(conf.get("thread_id")), str(conf["checkpoint_id"])), None)
+            handed = self._handoff.pop(
+                (str(conf.get("thread_id")), str(conf["checkpoint_id"])), None
+            )
             if handed is not None:
                 return handed
-        if (str(conf.get("thread_id")) in self._fresh and not conf.get("checkpoint_ns")
-                and not conf.get("checkpoint_id")):
+        if (
+            str(conf.get("thread_id")) in self._fresh
+            and not conf.get("checkpoint_ns")
+            and not conf.get("checkpoint_id")
+        ):
             return None
         return await self._read(self.get_tuple, config)
 
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        found = await self._read(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await self._read(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
         for item in found:
             yield item
 
-    async def aget_delta_channel_history(self, *, config: RunnableConfig,
-                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
         return await self._read(self.get_delta_channel_history, config=config, channels=channels)

@@ -45,7 +45,9 @@ class Fence:
         now = time.monotonic()
         guard = self._guard
         if guard is None or now >= self._renew_at:
-            guard = self._guard = store.fence(self.run_id, self.replica.id, self.replica.lease_until())
+            guard = self._guard = store.fence(
+                self.run_id, self.replica.id, self.replica.lease_until()
+            )
             self._renew_at = now + self.replica.lease_seconds / 10
         return guard
 
@@ -57,7 +59,9 @@ class LeaseLost(Exception):
     """This replica no longer owns the run it was executing: another one took it over."""
 
 
-_FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("blockyard_fence", default=None)
+_FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar(
+    "blockyard_fence", default=None
+)
 
 
 def for_run(run_id: str) -> Fence | None:

@@ -36,9 +36,24 @@ class GateStatus(StrEnum):
 
 
 WAITING = GateStatus.WAITING
-STATUS_OF = {"approve": GateStatus.APPROVED, "reject": GateStatus.REJECTED, "timeout": GateStatus.EXPIRED}
-_COLUMNS = ("run_id", "interrupt_id", "gate", "step", "status", "request", "created", "timeout_at", "decided",
-            "actor", "decision")
+STATUS_OF = {
+    "approve": GateStatus.APPROVED,
+    "reject": GateStatus.REJECTED,
+    "timeout": GateStatus.EXPIRED,
+}
+_COLUMNS = (
+    "run_id",
+    "interrupt_id",
+    "gate",
+    "step",
+    "status",
+    "request",
+    "created",
+    "timeout_at",
+    "decided",
+    "actor",
+    "decision",
+)
 
 
 @dataclass(frozen=True)
@@ -99,46 +114,79 @@ def iso(moment: datetime) -> str:
 
 # ---- writes -----------------------------------------------------------------------------------
 
+
 def record_waiting(run_id: str, interrupts: Mapping[str, Any], now: str) -> Write:
     """Rows for the gates an execution stopped at; a gate seen before keeps its row (and its clock)."""
     rows = []
     for interrupt_id, request in interrupts.items():
         request = request if isinstance(request, dict) else {"message": str(request)}
         name = str(request.get("gate") or request.get("step") or "?")
-        rows.append((run_id, interrupt_id, name, str(request.get("step") or name), WAITING,
-                     store.dumps(request), now, _timeout_at(request, now)))
-    return Write("INSERT OR IGNORE INTO gates (run_id, interrupt_id, gate, step, status, request, created, "
-                 "timeout_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows, many=True)
+        rows.append(
+            (
+                run_id,
+                interrupt_id,
+                name,
+                str(request.get("step") or name),
+                WAITING,
+                store.dumps(request),
+                now,
+                _timeout_at(request, now),
+            )
+        )
+    return Write(
+        "INSERT OR IGNORE INTO gates (run_id, interrupt_id, gate, step, status, request, created, "
+        "timeout_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+        many=True,
+    )
 
 
-def claim(gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, Any], time: str
-          ) -> Callable[[Connection], Event]:
+def claim(
+    gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, Any], time: str
+) -> Callable[[Connection], Event]:
     """A writer call that records `payload` as the decision on `gate` and makes this process the
     run's owner, in one transaction; AlreadyDecided (nothing written) when the gate was decided
     already, NotWaiting when the run no longer waits. Returns the stored `approval_decided` event."""
     status = GateStatus.EXPIRED if payload.get("timed_out") else STATUS_OF[payload["decision"]]
 
     def apply(conn: Connection) -> Event:
-        cursor = conn.execute("UPDATE gates SET status = ?, decided = ?, actor = ?, decision = ? "
-                              "WHERE run_id = ? AND interrupt_id = ? AND status = ?",
-                              (status, time, payload.get("actor"), store.dumps(payload), gate.run_id,
-                               gate.interrupt_id, WAITING))
+        cursor = conn.execute(
+            "UPDATE gates SET status = ?, decided = ?, actor = ?, decision = ? "
+            "WHERE run_id = ? AND interrupt_id = ? AND status = ?",
+            (
+                status,
+                time,
+                payload.get("actor"),
+                store.dumps(payload),
+                gate.run_id,
+                gate.interrupt_id,
+                WAITING,
+            ),
+        )
         if cursor.rowcount != 1:
             raise AlreadyDecided(already_decided(get(conn, gate.run_id, gate.interrupt_id) or gate))
-        cursor = conn.execute("UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
-                              "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
-                              "WHERE id = ? AND status = ?",
-                              (me.pid, me.host, me.start, me.replica, me.lease_until, gate.run_id,
-                               RunStatus.WAITING))
+        cursor = conn.execute(
+            "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, "
+            "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
+            "WHERE id = ? AND status = ?",
+            (me.pid, me.host, me.start, me.replica, me.lease_until, gate.run_id, RunStatus.WAITING),
+        )
         if cursor.rowcount != 1:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (gate.run_id,)).fetchone()
-            raise NotWaiting(f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "
-                             "decision")
-        seq = int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?",
-                               (gate.run_id,)).fetchone()[0])
+            raise NotWaiting(
+                f"run {gate.run_id} is {row[0] if row else 'gone'}, not waiting for an approval "
+                "decision"
+            )
+        seq = int(
+            conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?", (gate.run_id,)
+            ).fetchone()[0]
+        )
         event = Event(APPROVAL_DECIDED, gate.run_id, seq, gate.step, time, event_data)
-        conn.execute("INSERT INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
-                     (event.run_id, event.seq, event.type, event.step, event.time, store.dumps(event.data)))
+        conn.execute(
+            "INSERT INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (event.run_id, event.seq, event.type, event.step, event.time, store.dumps(event.data)),
+        )
         return event
 
     return apply
@@ -157,24 +205,36 @@ _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM gates"
 
 
 def get(conn: Connection, run_id: str, interrupt_id: str) -> Gate | None:
-    row = conn.execute(f"{_SELECT} WHERE run_id = ? AND interrupt_id = ?", (run_id, interrupt_id)).fetchone()
+    row = conn.execute(
+        f"{_SELECT} WHERE run_id = ? AND interrupt_id = ?", (run_id, interrupt_id)
+    ).fetchone()
     return _gate(row) if row is not None else None
 
 
 def of_run(conn: Connection, run_id: str) -> list[Gate]:
     """Every gate of a run, in the order they were reached."""
-    return [_gate(row) for row in conn.execute(f"{_SELECT} WHERE run_id = ? ORDER BY created, gate", (run_id,))]
+    return [
+        _gate(row)
+        for row in conn.execute(f"{_SELECT} WHERE run_id = ? ORDER BY created, gate", (run_id,))
+    ]
 
 
 def waiting(conn: Connection, *, flow: str | None = None) -> list[Gate]:
     """Every gate waiting for a decision, oldest first."""
-    gates = [_gate(row) for row in conn.execute(f"{_SELECT} WHERE status = ? ORDER BY created, run_id, gate",
-                                                (WAITING,))]
+    gates = [
+        _gate(row)
+        for row in conn.execute(
+            f"{_SELECT} WHERE status = ? ORDER BY created, run_id, gate", (WAITING,)
+        )
+    ]
     return [gate for gate in gates if flow is None or gate.flow == flow]
 
 
 def due(conn: Connection, now: str) -> list[Gate]:
     """Waiting gates whose timeout has passed at `now` (an `iso` time)."""
-    rows = conn.execute(f"{_SELECT} WHERE status = ? AND timeout_at IS NOT NULL AND timeout_at <= ? "
-                        "ORDER BY timeout_at", (WAITING, now))
+    rows = conn.execute(
+        f"{_SELECT} WHERE status = ? AND timeout_at IS NOT NULL AND timeout_at <= ? "
+        "ORDER BY timeout_at",
+        (WAITING, now),
+    )
     return [_gate(row) for row in rows]

@@ -37,7 +37,10 @@ def new_run_id() -> str:
         now = time.time_ns() // 1_000_000
         last_ms, last_tail = _last
         if now > last_ms:
-            ms, tail = now, secrets.randbits(_RANDOM_BITS - 1)  # room to count up within the millisecond
+            ms, tail = (
+                now,
+                secrets.randbits(_RANDOM_BITS - 1),
+            )  # room to count up within the millisecond
         elif last_tail + 1 < 2**_RANDOM_BITS:  # same millisecond, or the clock stepped back
             ms, tail = last_ms, last_tail + 1
         else:
@@ -49,6 +52,8 @@ def new_run_id() -> str:
 def check_run_id(run_id: str) -> str:
     """A user-chosen id: letters, digits, `_`, `.`, `-`; at most 64 characters."""
     if not _RUN_ID.fullmatch(run_id):  # not match(...$): `$` also matches before a final newline
-        raise UsageError(f"invalid run id '{run_id}': use up to 64 letters, digits, '_', '.' or '-', "
-                         "starting with a letter or digit")
+        raise UsageError(
+            f"invalid run id '{run_id}': use up to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
     return run_id

@@ -15,8 +15,10 @@ from engine.state.writer import Write
 
 TABLE = "inline_steps"
 # (thread_id, checkpoint_ns, seq, next, type, value): the step's update serialized as checkpoints are
-PUT = (f"INSERT OR REPLACE INTO {TABLE} (thread_id, checkpoint_ns, seq, next, type, value) "
-       "VALUES (?, ?, ?, ?, ?, ?)")
+PUT = (
+    f"INSERT OR REPLACE INTO {TABLE} (thread_id, checkpoint_ns, seq, next, type, value) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
 READ = f"SELECT checkpoint_ns, seq, next, type, value FROM {TABLE} WHERE thread_id = ? ORDER BY checkpoint_ns, seq"
 
 

@@ -27,7 +27,9 @@ from engine.state.fencing import Fence
 from engine.state.writer import Write
 
 Read = Callable[[Callable[[Connection], Any]], Awaitable[Any]]
-NS_SEP = "|"  # LangGraph's separator of nested checkpoint namespaces (a subflow's node inside a node)
+NS_SEP = (
+    "|"  # LangGraph's separator of nested checkpoint namespaces (a subflow's node inside a node)
+)
 
 
 class Journal:
@@ -35,15 +37,25 @@ class Journal:
     `saver`'s writer, guarded by `fence` on a replica. `resumed`: the execution goes on with a run
     that ran before, whose rows `restore` reads (once, all of them); a new run has none."""
 
-    def __init__(self, saver: GroupCommitted, read: Read, thread: str, fence: Fence | None, *,
-                 mode: str, resumed: bool) -> None:
+    def __init__(
+        self,
+        saver: GroupCommitted,
+        read: Read,
+        thread: str,
+        fence: Fence | None,
+        *,
+        mode: str,
+        resumed: bool,
+    ) -> None:
         self.saver = saver
         self.read = read
         self.thread = thread
         self.fence = fence
         self.mode = mode
         self.resumed = resumed
-        self._rows: dict[str, list[tuple[str, str, bytes]]] | None = None  # ns -> (next, type, value), in order
+        self._rows: dict[str, list[tuple[str, str, bytes]]] | None = (
+            None  # ns -> (next, type, value), in order
+        )
         self._pending: asyncio.Future[None] | None = None
         self._held: list[Write] = []  # `exit`: the rows of the node running now
 
@@ -54,7 +66,9 @@ class Journal:
             return None
         if self._rows is None:
             thread = self.thread
-            found = await self.read(lambda conn: conn.execute(inline_steps.READ, (thread,)).fetchall())
+            found = await self.read(
+                lambda conn: conn.execute(inline_steps.READ, (thread,)).fetchall()
+            )
             rows: dict[str, list[tuple[str, str, bytes]]] = {}
             for row_ns, _seq, following, type_, value in found:  # ordered by namespace and seq
                 rows.setdefault(str(row_ns), []).append((str(following), str(type_), bytes(value)))
@@ -69,7 +83,10 @@ class Journal:
         """Step number `seq` (0 for the node's own) of the node of task namespace `ns` finished with
         `update`; the node goes on to `following`."""
         type_, blob = self.saver.serde.dumps_typed(dict(update))
-        row = Write(inline_steps.PUT, (self.thread, ns, seq, following, type_, self.saver.secrets.blob(blob)))
+        row = Write(
+            inline_steps.PUT,
+            (self.thread, ns, seq, following, type_, self.saver.secrets.blob(blob)),
+        )
         if self.mode == "exit":
             self._held.append(row)
             return
@@ -97,7 +114,9 @@ class Journal:
         whatever the run writes as it stops (without waiting: a cancelled task must not)."""
         held, self._held = self._held, []
         if held:
-            self.saver.writer.write_nowait(*(self.fence.guarded(held) if self.fence is not None else held))
+            self.saver.writer.write_nowait(
+                *(self.fence.guarded(held) if self.fence is not None else held)
+            )
 
 
 def _retrieved(future: asyncio.Future[None]) -> None:

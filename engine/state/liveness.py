@@ -96,8 +96,13 @@ def _owner(pid: int) -> Owner:
     return Owner(pid, host_name(), _start_time(pid))
 
 
-def is_alive(pid: int | None, host: str | None, start: str | None, replica: str | None = None,
-             lease_until: float | None = None) -> bool:
+def is_alive(
+    pid: int | None,
+    host: str | None,
+    start: str | None,
+    replica: str | None = None,
+    lease_until: float | None = None,
+) -> bool:
     """Whether the recorded owner still runs. On this host the process itself says (a replica whose
     heartbeat is late under load is not dead); on another host a replica's run is dead once its
     lease ran out, and any other process is presumed alive."""

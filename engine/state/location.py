@@ -54,7 +54,9 @@ def check_url(url: str, source: str) -> str:
     """A Postgres URL, or a UsageError naming where it came from (the password masked)."""
     url = url.strip()
     if not url.startswith(SCHEMES):
-        raise UsageError(f"{source}: '{mask_url(url)}' is not a Postgres URL (postgresql://user:password@host/name)")
+        raise UsageError(
+            f"{source}: '{mask_url(url)}' is not a Postgres URL (postgresql://user:password@host/name)"
+        )
     return url
 
 

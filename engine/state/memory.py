@@ -41,9 +41,13 @@ _SEGMENT = re.compile(r"^[A-Za-z0-9_.@:+-]{1,128}$")
 def parse_scope(scope: str) -> tuple[str, ...]:
     """'users/ada' -> ('users', 'ada'); refuses empty, '..'-like or odd segments."""
     parts = tuple(part for part in scope.strip().strip("/").split("/"))
-    if not parts or any(not part or part in (".", "..") or not _SEGMENT.match(part) for part in parts):
-        raise UsageError(f"invalid memory scope '{scope}': use segments of letters, digits and _.@:+- "
-                         "separated by '/', e.g. users/ada")
+    if not parts or any(
+        not part or part in (".", "..") or not _SEGMENT.match(part) for part in parts
+    ):
+        raise UsageError(
+            f"invalid memory scope '{scope}': use segments of letters, digits and _.@:+- "
+            "separated by '/', e.g. users/ada"
+        )
     if len(parts) > 8:
         raise UsageError(f"invalid memory scope '{scope}': at most 8 segments")
     return parts
@@ -148,7 +152,9 @@ def open_store(where: Path | Location) -> Iterator[BaseStore]:
 def preferences(store: BaseStore, scope: str) -> dict[str, Any]:
     """Every preference of a scope, key -> value."""
     items = store.search(preferences_namespace(scope), limit=LIST_LIMIT)
-    return {item.key: unpack(item.value, preference=True) for item in sorted(items, key=lambda i: i.key)}
+    return {
+        item.key: unpack(item.value, preference=True) for item in sorted(items, key=lambda i: i.key)
+    }
 
 
 def is_empty(store: BaseStore) -> bool:
@@ -198,12 +204,15 @@ class MemoryStore:
 
     async def open(self, scope: str, flow: str, run_id: str) -> RunMemory:
         """The memory of one execution of a run, with the scope's preferences and history loaded."""
+
         def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             store = self.store()
             return preferences(store, scope), history(store, scope, flow, HISTORY_LIMIT)
 
         prefs, past = await self.call(load)
-        return RunMemory(self, scope, flow, run_id, prefs, [r for r in past if r.get("run_id") != run_id])
+        return RunMemory(
+            self, scope, flow, run_id, prefs, [r for r in past if r.get("run_id") != run_id]
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -220,8 +229,14 @@ class _ScopeView:
     """What a run knows of its memory scope when it starts: its preferences and the flow's recent
     history (what prompts see), and where each namespace lives."""
 
-    def __init__(self, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
-                 history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        scope: str,
+        flow: str,
+        run_id: str,
+        preferences: dict[str, Any],
+        history: list[dict[str, Any]],
+    ) -> None:
         self.scope = scope
         self.flow = flow
         self.run_id = run_id
@@ -240,8 +255,15 @@ class _ScopeView:
 class RunMemory(_ScopeView):
     """One run's memory scope (engine.nodes.context.MemorySource)."""
 
-    def __init__(self, store: MemoryStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
-                 history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        scope: str,
+        flow: str,
+        run_id: str,
+        preferences: dict[str, Any],
+        history: list[dict[str, Any]],
+    ) -> None:
         super().__init__(scope, flow, run_id, preferences, history)
         self.owner = store
 
@@ -249,7 +271,9 @@ class RunMemory(_ScopeView):
         if key is None and namespace == "preferences":
             return dict(self.preferences)
         if key is None:  # fresh: what this run wrote so far counts too
-            return await self.owner.call(history, self.owner.store(), self.scope, self.flow, HISTORY_LIMIT)
+            return await self.owner.call(
+                history, self.owner.store(), self.scope, self.flow, HISTORY_LIMIT
+            )
         found = await self.owner.call(self.owner.store().get, self._namespace(namespace), key)
         if found is None:
             return None
@@ -262,8 +286,12 @@ class RunMemory(_ScopeView):
 
     async def remember_run(self, record: dict[str, Any]) -> None:
         """Store the run's history record (under the run id: a resumed run replaces its own)."""
-        await self.owner.call(self.owner.store().put, history_namespace(self.scope, self.flow), self.run_id,
-                              pack(record))
+        await self.owner.call(
+            self.owner.store().put,
+            history_namespace(self.scope, self.flow),
+            self.run_id,
+            pack(record),
+        )
 
 
 class StoreMemory(_ScopeView):
@@ -271,8 +299,15 @@ class StoreMemory(_ScopeView):
     values), through the store's async API: what a standalone graph's flow reads and writes when it
     is given a `store=` (engine.nodes.context.MemorySource)."""
 
-    def __init__(self, store: BaseStore, scope: str, flow: str, run_id: str, preferences: dict[str, Any],
-                 history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        store: BaseStore,
+        scope: str,
+        flow: str,
+        run_id: str,
+        preferences: dict[str, Any],
+        history: list[dict[str, Any]],
+    ) -> None:
         super().__init__(scope, flow, run_id, preferences, history)
         self.store = store
 
@@ -281,8 +316,18 @@ class StoreMemory(_ScopeView):
         """The scope with its preferences and the flow's recent history loaded."""
         prefs = await store.asearch(preferences_namespace(scope), limit=LIST_LIMIT)
         past = await cls._history(store, scope, flow)
-        found = {item.key: unpack(item.value, preference=True) for item in sorted(prefs, key=lambda item: item.key)}
-        return cls(store, scope, flow, run_id, found, [record for record in past if record.get("run_id") != run_id])
+        found = {
+            item.key: unpack(item.value, preference=True)
+            for item in sorted(prefs, key=lambda item: item.key)
+        }
+        return cls(
+            store,
+            scope,
+            flow,
+            run_id,
+            found,
+            [record for record in past if record.get("run_id") != run_id],
+        )
 
     @staticmethod
     async def _history(store: BaseStore, scope: str, flow: str) -> list[dict[str, Any]]:

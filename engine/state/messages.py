@@ -35,18 +35,29 @@ class Message:
     created: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"thread_id": self.thread_id, "index": self.index, "role": self.role, "content": self.content,
-                "run_id": self.run_id, "created": self.created}
+        return {
+            "thread_id": self.thread_id,
+            "index": self.index,
+            "role": self.role,
+            "content": self.content,
+            "run_id": self.run_id,
+            "created": self.created,
+        }
 
 
 def append_turn(thread_id: str, run_id: str, said: str, reply: str, now: str) -> Write:
     """The two rows of a finished turn, numbered after the thread's last one. A turn's rows are
     written once: a second attempt (the same run) is ignored, not appended again."""
-    return Write("INSERT OR IGNORE INTO messages (thread_id, idx, role, content, run_id, created) "
-                 "SELECT ?, COALESCE((SELECT MAX(idx) FROM messages WHERE thread_id = ?), -1) + ?, ?, ?, ?, ? "
-                 "WHERE NOT EXISTS (SELECT 1 FROM messages WHERE run_id = ? AND role = ?)",
-                 [(thread_id, thread_id, 1, role, text, run_id, now, run_id, role)
-                  for role, text in (("user", said), ("assistant", reply))], many=True)
+    return Write(
+        "INSERT OR IGNORE INTO messages (thread_id, idx, role, content, run_id, created) "
+        "SELECT ?, COALESCE((SELECT MAX(idx) FROM messages WHERE thread_id = ?), -1) + ?, ?, ?, ?, ? "
+        "WHERE NOT EXISTS (SELECT 1 FROM messages WHERE run_id = ? AND role = ?)",
+        [
+            (thread_id, thread_id, 1, role, text, run_id, now, run_id, role)
+            for role, text in (("user", said), ("assistant", reply))
+        ],
+        many=True,
+    )
 
 
 def delete_thread(thread_id: str) -> Write:
@@ -55,29 +66,50 @@ def delete_thread(thread_id: str) -> Write:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-def history(conn: Connection, thread_id: str, *, after: int | None = None, limit: int = PAGE,
-            newest: bool = False) -> list[Message]:
+
+def history(
+    conn: Connection,
+    thread_id: str,
+    *,
+    after: int | None = None,
+    limit: int = PAGE,
+    newest: bool = False,
+) -> list[Message]:
     """A page of a thread's messages in order: those after index `after` (from the first without),
     at most `limit`; with `newest`, the last `limit` ones (before `after`, when given) — a chat
     view opens at the end and pages back."""
     limit = max(1, min(int(limit), MAX_PAGE))
     if newest:
-        sql = ("SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE thread_id = ?"
-               + (" AND idx < ?" if after is not None else "") + " ORDER BY idx DESC LIMIT ?")
-        params: tuple[Any, ...] = (thread_id, after, limit) if after is not None else (thread_id, limit)
+        sql = (
+            "SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE thread_id = ?"
+            + (" AND idx < ?" if after is not None else "")
+            + " ORDER BY idx DESC LIMIT ?"
+        )
+        params: tuple[Any, ...] = (
+            (thread_id, after, limit) if after is not None else (thread_id, limit)
+        )
         return [Message(*row) for row in reversed(conn.execute(sql, params).fetchall())]
-    rows = conn.execute("SELECT thread_id, idx, role, content, run_id, created FROM messages "
-                        "WHERE thread_id = ? AND idx > ? ORDER BY idx LIMIT ?",
-                        (thread_id, -1 if after is None else after, limit))
+    rows = conn.execute(
+        "SELECT thread_id, idx, role, content, run_id, created FROM messages "
+        "WHERE thread_id = ? AND idx > ? ORDER BY idx LIMIT ?",
+        (thread_id, -1 if after is None else after, limit),
+    )
     return [Message(*row) for row in rows]
 
 
 def count(conn: Connection, thread_id: str) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[0])
+    return int(
+        conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[
+            0
+        ]
+    )
 
 
 def of_run(conn: Connection, run_id: str) -> list[Message]:
     """The messages a turn added (none until it finished): its message, then its reply."""
-    rows = conn.execute("SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE run_id = ? "
-                        "ORDER BY idx", (run_id,))
+    rows = conn.execute(
+        "SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE run_id = ? "
+        "ORDER BY idx",
+        (run_id,),
+    )
     return [Message(*row) for row in rows]

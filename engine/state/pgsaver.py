@@ -66,7 +66,9 @@ def open_writer(url: str) -> PgConnection:
     conn = postgres.connect(url)
     try:
         prepare(conn)
-    except psycopg.Error as exc:  # LangGraph's setup speaks psycopg: a session lost meanwhile is a StateError
+    except (
+        psycopg.Error
+    ) as exc:  # LangGraph's setup speaks psycopg: a session lost meanwhile is a StateError
         conn.close()
         raise postgres.explained(exc, url) from None
     except BaseException:
@@ -84,15 +86,26 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
     """PostgresSaver's tables and reads (on the reader connection, reopened when its session was
     lost: see the module's docstring), with writes committed by the group-commit writer."""
 
-    def __init__(self, read_conn: PgConnection, writer: SqliteWriter, *,
-                 serde: SerializerProtocol | None = None, secrets: Masker | None = None) -> None:
+    def __init__(
+        self,
+        read_conn: PgConnection,
+        writer: SqliteWriter,
+        *,
+        serde: SerializerProtocol | None = None,
+        secrets: Masker | None = None,
+    ) -> None:
         PostgresSaver.__init__(self, read_conn.raw, serde=serde)
         self.read_conn = read_conn
         self._sessions = 0  # reader sessions replaced so far (see `_reading`)
         self._start_group_commit(writer, secrets)
 
-    def _checkpoint_writes(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                           new_versions: ChannelVersions) -> tuple[list[Write], RunnableConfig]:
+    def _checkpoint_writes(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[list[Write], RunnableConfig]:
         # PostgresSaver.put, as statements: primitive channel values stay inline in the checkpoint's
         # JSONB, the others go to checkpoint_blobs under their version
         conf = config["configurable"]
@@ -108,49 +121,100 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
                 blob_values[key] = copy["channel_values"].pop(key)
         writes: list[Write] = []
         if blob_versions := {k: v for k, v in new_versions.items() if k in blob_values}:
-            rows = [(*row[:5], self.secrets.blob(row[5]) if row[5] is not None else None)
-                    for row in self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions)]
-            writes.append(Write(Native(self.UPSERT_CHECKPOINT_BLOBS_SQL), rows, many=True, mergeable=True))
+            rows = [
+                (*row[:5], self.secrets.blob(row[5]) if row[5] is not None else None)
+                for row in self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions)
+            ]
+            writes.append(
+                Write(Native(self.UPSERT_CHECKPOINT_BLOBS_SQL), rows, many=True, mergeable=True)
+            )
         meta = get_serializable_checkpoint_metadata(config, metadata)
-        writes.append(Write(Native(self.UPSERT_CHECKPOINTS_SQL),
-                            (thread_id, checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"),
-                             Jsonb(self.secrets.value(copy)), Jsonb(self.secrets.value(meta))), mergeable=True))
-        saved: RunnableConfig = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": checkpoint_ns,
-                                                  "checkpoint_id": checkpoint["id"]}}
+        writes.append(
+            Write(
+                Native(self.UPSERT_CHECKPOINTS_SQL),
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint["id"],
+                    conf.get("checkpoint_id"),
+                    Jsonb(self.secrets.value(copy)),
+                    Jsonb(self.secrets.value(meta)),
+                ),
+                mergeable=True,
+            )
+        )
+        saved: RunnableConfig = {
+            "configurable": {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
         return writes, saved
 
-    def _writes_write(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                      task_path: str) -> Write:
+    def _writes_write(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Write:
         conf = config["configurable"]
         # special channels (errors, interrupts) replace earlier rows; ordinary writes never do
-        query = (self.UPSERT_CHECKPOINT_WRITES_SQL if all(w[0] in WRITES_IDX_MAP for w in writes)
-                 else self.INSERT_CHECKPOINT_WRITES_SQL)
-        rows = [(*row[:8], self.secrets.blob(row[8]))
-                for row in self._dump_writes(str(conf["thread_id"]), str(conf["checkpoint_ns"]),
-                                             str(conf["checkpoint_id"]), task_id, task_path, writes)]
+        query = (
+            self.UPSERT_CHECKPOINT_WRITES_SQL
+            if all(w[0] in WRITES_IDX_MAP for w in writes)
+            else self.INSERT_CHECKPOINT_WRITES_SQL
+        )
+        rows = [
+            (*row[:8], self.secrets.blob(row[8]))
+            for row in self._dump_writes(
+                str(conf["thread_id"]),
+                str(conf["checkpoint_ns"]),
+                str(conf["checkpoint_id"]),
+                task_id,
+                task_path,
+                writes,
+            )
+        ]
         return Write(Native(query), rows, many=True, mergeable=True)
 
     def delete_thread_writes(self, thread_id: str) -> list[Write]:
-        return [*(Write(Native(f"DELETE FROM {table} WHERE thread_id = %s"), (str(thread_id),))
-                  for table in _THREAD_TABLES), inline_steps.delete(thread_id)]
+        return [
+            *(
+                Write(Native(f"DELETE FROM {table} WHERE thread_id = %s"), (str(thread_id),))
+                for table in _THREAD_TABLES
+            ),
+            inline_steps.delete(thread_id),
+        ]
 
     def prune_writes(self, thread_id: str, keep: str) -> list[Write]:
         where = "WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = %s)"
-        return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, keep)),
-                Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, keep)),
-                _unreferenced_blobs(thread_id), inline_steps.delete(thread_id)]
+        return [
+            Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, keep)),
+            Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, keep)),
+            _unreferenced_blobs(thread_id),
+            inline_steps.delete(thread_id),
+        ]
 
     def prune_finished(self, thread_id: str) -> list[Write]:
-        where = f"WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
-        return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
-                Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
-                _unreferenced_blobs(thread_id), inline_steps.delete(thread_id)]
+        where = (
+            f"WHERE thread_id = %s AND NOT (checkpoint_ns = '' AND checkpoint_id = {_LAST_ROOT})"
+        )
+        return [
+            Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
+            Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
+            _unreferenced_blobs(thread_id),
+            inline_steps.delete(thread_id),
+        ]
 
     def prune_stopped(self, thread_id: str) -> list[Write]:
         where = f"WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id < {_LAST_ROOT}"
-        return [Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
-                Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
-                _unreferenced_blobs(thread_id)]
+        return [
+            Write(Native(f"DELETE FROM checkpoint_writes {where}"), (thread_id, thread_id)),
+            Write(Native(f"DELETE FROM checkpoints {where}"), (thread_id, thread_id)),
+            _unreferenced_blobs(thread_id),
+        ]
 
     # ---- reads on a live session (below the builders above: from here on `list` names the method) -----
 
@@ -162,8 +226,14 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._reading(lambda: PostgresSaver.get_tuple(self, config))
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         # PostgresSaver's reads all its rows before it yields the first checkpoint: that much is tried again
         def first() -> tuple[CheckpointTuple | None, Iterator[CheckpointTuple]]:
             found = PostgresSaver.list(self, config, filter=filter, before=before, limit=limit)
@@ -174,9 +244,12 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
             yield head
             yield from rest
 
-    def get_delta_channel_history(self, *, config: RunnableConfig,
-                                  channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
-        return self._reading(lambda: PostgresSaver.get_delta_channel_history(self, config=config, channels=channels))
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._reading(
+            lambda: PostgresSaver.get_delta_channel_history(self, config=config, channels=channels)
+        )
 
     def _reading(self, fn: Callable[[], T], *, locked: bool = False) -> T:
         """`fn()`, a read on the reader connection: a session lost before it is replaced first, and one
@@ -208,12 +281,19 @@ class PgDurableSaver(GroupCommitted, PostgresSaver):
 
 
 # the checkpoint a thread goes on from: PostgresSaver reads the greatest id (ids are time-ordered UUIDs)
-_LAST_ROOT = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '')"
+_LAST_ROOT = (
+    "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '')"
+)
 
 
 def _unreferenced_blobs(thread_id: str) -> Write:
     """Deleting the blobs of a thread no kept checkpoint refers to (by channel and version)."""
-    return Write(Native("DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND NOT EXISTS ("
-                        "SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
-                        "AND c.checkpoint_ns = b.checkpoint_ns "
-                        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"), (thread_id,))
+    return Write(
+        Native(
+            "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND NOT EXISTS ("
+            "SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+            "AND c.checkpoint_ns = b.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+        ),
+        (thread_id,),
+    )

@@ -61,7 +61,9 @@ EVENTS_CHANNEL = "blockyard_events"
 # the global limit may be free (engine/serve/server.py, `_admit`)
 SLOTS_CHANNEL = "blockyard_slots"
 _RUN_ENDS = re.compile(r"^\s*UPDATE runs SET status = \?, outputs = \?", re.IGNORECASE)
-_EVENTS_INSERT = re.compile(r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE)
+_EVENTS_INSERT = re.compile(
+    r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE
+)
 _NOTIFY = Native("SELECT pg_notify(%s, %s)")
 
 # the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
@@ -79,7 +81,9 @@ def translate(sql: str) -> str:
         table, columns = replace.group(1), [c.strip() for c in replace.group(2).split(",")]
         keys = _KEYS.get(table)
         if keys is None:
-            raise ValueError(f"INSERT OR REPLACE INTO {table}: no key known for Postgres's ON CONFLICT")
+            raise ValueError(
+                f"INSERT OR REPLACE INTO {table}: no key known for Postgres's ON CONFLICT"
+            )
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in keys)
         text = re.sub(r"INSERT OR REPLACE INTO", "INSERT INTO", text, count=1, flags=re.IGNORECASE)
         suffix = f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
@@ -110,7 +114,8 @@ def explained(exc: psycopg.Error, url: str) -> Exception:
     return BackendError(message)
 
 
-BATCH_CHARS = 1 << 20  # statements of an executemany are sent in messages of about this many characters
+# statements of an executemany are sent in messages of about this many characters
+BATCH_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,8 @@ class PgConnection:
             cursor = self.raw.execute(_sql(sql), parameters or None)
             if _EVENTS_INSERT.match(sql):
                 self._announce([parameters[0]])
-            elif _RUN_ENDS.match(sql):  # one notification per transaction: Postgres folds equal ones
+            # one notification per transaction: Postgres folds equal ones
+            elif _RUN_ENDS.match(sql):
                 self.raw.execute(_NOTIFY, (SLOTS_CHANNEL, ""))
             return cursor
         except psycopg.Error as exc:
@@ -225,12 +231,21 @@ def connect_raw(url: str, *, dict_rows: bool = False) -> psycopg.Connection[Any]
     try:
         options = f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION * 1000)}"
         if dict_rows:
-            return psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
-                                   connect_timeout=CONNECT_TIMEOUT, options=options)
-        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT, options=options)
+            return psycopg.connect(
+                url,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
+                connect_timeout=CONNECT_TIMEOUT,
+                options=options,
+            )
+        return psycopg.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT, options=options
+        )
     except psycopg.Error as exc:
-        raise StateError(f"cannot connect to the state database {mask_url(url)}: "
-                         f"{mask_url(str(exc).strip())}") from None
+        raise StateError(
+            f"cannot connect to the state database {mask_url(url)}: {mask_url(str(exc).strip())}"
+        ) from None
 
 
 def connect(url: str) -> PgConnection:
@@ -249,15 +264,19 @@ def migrate(conn: PgConnection, now: str) -> None:
         return
     with conn.transaction():
         conn.execute(Native("SELECT pg_advisory_xact_lock(%s)"), (MIGRATE_LOCK,))
-        conn.execute("CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, "
-                     "applied TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS blockyard_migrations (version INTEGER PRIMARY KEY, "
+            "applied TEXT NOT NULL)"
+        )
         current = _applied(conn)
         for version, statements in migrations.MIGRATIONS:
             if version <= current:
                 continue
             for statement in statements:
                 conn.execute(statement)
-            conn.execute("INSERT INTO blockyard_migrations (version, applied) VALUES (?, ?)", (version, now))
+            conn.execute(
+                "INSERT INTO blockyard_migrations (version, applied) VALUES (?, ?)", (version, now)
+            )
     migrations.check_version(_applied(conn))
 
 
@@ -283,15 +302,21 @@ def setup_lock(conn: PgConnection) -> Iterator[None]:
 
 # ---- notifications ---------------------------------------------------------------------------
 
-async def listen_events(url: str, on_run: Callable[[str], None], stop: asyncio.Event,
-                        on_slot: Callable[[], None] | None = None) -> None:
+
+async def listen_events(
+    url: str,
+    on_run: Callable[[str], None],
+    stop: asyncio.Event,
+    on_slot: Callable[[], None] | None = None,
+) -> None:
     """Call `on_run(run_id)` (on this event loop) whenever another connection commits events of a
     run, and `on_slot()` when one ends a run's execution, until `stop` is set. A lost connection is
     retried; meanwhile followers poll the trace (and waiters for a slot try again now and then)."""
     while not stop.is_set():
         try:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                             connect_timeout=CONNECT_TIMEOUT) as conn:
+            async with await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            ) as conn:
                 await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                 if on_slot is not None:
                     await conn.execute(f"LISTEN {SLOTS_CHANNEL}")

@@ -29,8 +29,10 @@ from engine.state.location import Location
 BATCH = 500  # runs per transaction
 # LangGraph's checkpoint tables on each backend, and the steps finished inside a node of a durable run
 # (engine/state/inline_steps.py): keyed by a run's thread id (its run id)
-CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes", "inline_steps"),
-                     "postgres": ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "inline_steps")}
+CHECKPOINT_TABLES = {
+    "sqlite": ("checkpoints", "writes", "inline_steps"),
+    "postgres": ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "inline_steps"),
+}
 ENDED_BADLY = (RunStatus.FAILED, RunStatus.INTERRUPTED)
 
 
@@ -48,13 +50,21 @@ class Policy:
         """The policy of blockyard.yaml; `older_than` (`gc --older-than`) replaces the age of
         finished runs for one collection."""
         age = parse_duration(older_than) if older_than is not None else None
-        return cls(traces=_seconds(spec.traces),
-                   runs=age if age is not None else _seconds(spec.runs),
-                   failed=_seconds(spec.failed), max_runs=spec.max_runs)
+        return cls(
+            traces=_seconds(spec.traces),
+            runs=age if age is not None else _seconds(spec.runs),
+            failed=_seconds(spec.failed),
+            max_runs=spec.max_runs,
+        )
 
     @property
     def empty(self) -> bool:
-        return self.traces is None and self.runs is None and self.failed is None and self.max_runs is None
+        return (
+            self.traces is None
+            and self.runs is None
+            and self.failed is None
+            and self.max_runs is None
+        )
 
 
 def _seconds(text: str | None) -> float | None:
@@ -83,29 +93,40 @@ def plan(conn: Connection, policy: Policy, now: datetime) -> Plan:
     """The runs `policy` deletes at `now`."""
     gone: dict[str, None] = {}  # ordered, without duplicates
     if policy.runs is not None:
-        for (run_id,) in conn.execute("SELECT id FROM runs WHERE status = ? AND thread_id IS NULL AND finished < ? "
-                                      "ORDER BY finished", (RunStatus.FINISHED, cutoff(now, policy.runs))):
+        for (run_id,) in conn.execute(
+            "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL AND finished < ? "
+            "ORDER BY finished",
+            (RunStatus.FINISHED, cutoff(now, policy.runs)),
+        ):
             gone[run_id] = None
     if policy.max_runs is not None:
-        for (run_id,) in conn.execute("SELECT id FROM runs WHERE status = ? AND thread_id IS NULL "
-                                      "ORDER BY finished DESC, id DESC LIMIT -1 OFFSET ?"
-                                      if _sqlite(conn) else
-                                      "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL "
-                                      "ORDER BY finished DESC, id DESC OFFSET ?",
-                                      (RunStatus.FINISHED, policy.max_runs)):
+        for (run_id,) in conn.execute(
+            "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL "
+            "ORDER BY finished DESC, id DESC LIMIT -1 OFFSET ?"
+            if _sqlite(conn)
+            else "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL "
+            "ORDER BY finished DESC, id DESC OFFSET ?",
+            (RunStatus.FINISHED, policy.max_runs),
+        ):
             gone[run_id] = None
     if policy.failed is not None:
         for (run_id,) in conn.execute(
-                f"SELECT id FROM runs WHERE status IN ({', '.join('?' for _ in ENDED_BADLY)}) AND thread_id IS NULL "
-                "AND COALESCE(finished, started, created) < ? ORDER BY created",
-                (*ENDED_BADLY, cutoff(now, policy.failed))):
+            f"SELECT id FROM runs WHERE status IN ({', '.join('?' for _ in ENDED_BADLY)}) AND thread_id IS NULL "
+            "AND COALESCE(finished, started, created) < ? ORDER BY created",
+            (*ENDED_BADLY, cutoff(now, policy.failed)),
+        ):
             gone[run_id] = None
     traces: list[str] = []
     if policy.traces is not None:
-        traces = [run_id for (run_id,) in conn.execute(
-            "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL AND finished < ? "
-            "AND EXISTS (SELECT 1 FROM events WHERE run_id = runs.id) ORDER BY finished",
-            (RunStatus.FINISHED, cutoff(now, policy.traces))) if run_id not in gone]
+        traces = [
+            run_id
+            for (run_id,) in conn.execute(
+                "SELECT id FROM runs WHERE status = ? AND thread_id IS NULL AND finished < ? "
+                "AND EXISTS (SELECT 1 FROM events WHERE run_id = runs.id) ORDER BY finished",
+                (RunStatus.FINISHED, cutoff(now, policy.traces)),
+            )
+            if run_id not in gone
+        ]
     return Plan(list(gone), traces)
 
 
@@ -126,7 +147,7 @@ def count(conn: Connection, plan: Plan) -> dict[str, int]:
     counts = {"runs": 0, "traces": 0, "events": 0, "checkpoints": 0, "gates": 0}
     for ids, whole in ((plan.runs, True), (plan.traces, False)):
         for start in range(0, len(ids), BATCH):
-            batch = ids[start:start + BATCH]
+            batch = ids[start : start + BATCH]
             counts["runs" if whole else "traces"] += len(batch)
             counts["events"] += _count(conn, "events", "run_id", batch)
             counts["checkpoints"] += _count(conn, "checkpoints", "thread_id", batch)
@@ -136,8 +157,11 @@ def count(conn: Connection, plan: Plan) -> dict[str, int]:
 
 
 def _count(conn: Connection, table: str, column: str, ids: Sequence[str]) -> int:
-    return int(conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} IN ({_marks(ids)})", tuple(ids))
-               .fetchone()[0])
+    return int(
+        conn.execute(
+            f"SELECT COUNT(*) FROM {table} WHERE {column} IN ({_marks(ids)})", tuple(ids)
+        ).fetchone()[0]
+    )
 
 
 def deleting(ids: Sequence[str], *, whole: bool) -> Callable[[Connection], dict[str, int]]:
@@ -148,22 +172,33 @@ def deleting(ids: Sequence[str], *, whole: bool) -> Callable[[Connection], dict[
     def apply(conn: Connection) -> dict[str, int]:
         marks = _marks(ids)
         # only runs still in a state the plan chose them in: a resume may have begun since
-        lock = "" if _sqlite(conn) else " FOR UPDATE"  # SQLite: the transaction holds the write lock already
-        kept = [row[0] for row in conn.execute(
-            f"SELECT id FROM runs WHERE id IN ({marks}) AND status IN (?, ?, ?){lock}",
-            (*ids, RunStatus.FINISHED, *ENDED_BADLY))]
+        # SQLite: the transaction holds the write lock already
+        lock = "" if _sqlite(conn) else " FOR UPDATE"
+        kept = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT id FROM runs WHERE id IN ({marks}) AND status IN (?, ?, ?){lock}",
+                (*ids, RunStatus.FINISHED, *ENDED_BADLY),
+            )
+        ]
         done = {"runs": 0, "events": 0, "checkpoints": 0, "gates": 0}
         if not kept:
             return done
         marks = _marks(kept)
         params = tuple(kept)
-        done["events"] = conn.execute(f"DELETE FROM events WHERE run_id IN ({marks})", params).rowcount
+        done["events"] = conn.execute(
+            f"DELETE FROM events WHERE run_id IN ({marks})", params
+        ).rowcount
         for table in CHECKPOINT_TABLES[backend_of(conn)]:
-            deleted = conn.execute(f"DELETE FROM {table} WHERE thread_id IN ({marks})", params).rowcount
+            deleted = conn.execute(
+                f"DELETE FROM {table} WHERE thread_id IN ({marks})", params
+            ).rowcount
             if table == "checkpoints":
                 done["checkpoints"] = deleted
         if whole:
-            done["gates"] = conn.execute(f"DELETE FROM gates WHERE run_id IN ({marks})", params).rowcount
+            done["gates"] = conn.execute(
+                f"DELETE FROM gates WHERE run_id IN ({marks})", params
+            ).rowcount
             done["runs"] = conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", params).rowcount
         return done
 
@@ -172,8 +207,11 @@ def deleting(ids: Sequence[str], *, whole: bool) -> Callable[[Connection], dict[
 
 def batches(plan: Plan) -> list[tuple[list[str], bool]]:
     """The plan in batches of at most BATCH runs: (ids, whole)."""
-    return [(ids[start:start + BATCH], whole) for ids, whole in ((plan.runs, True), (plan.traces, False))
-            for start in range(0, len(ids), BATCH)]
+    return [
+        (ids[start : start + BATCH], whole)
+        for ids, whole in ((plan.runs, True), (plan.traces, False))
+        for start in range(0, len(ids), BATCH)
+    ]
 
 
 def reclaim(conn: Connection) -> None:
@@ -209,14 +247,25 @@ class Report:
     vacuumed: bool = False
 
 
-def collect(location: Location, policy: Policy, now: datetime, *, dry_run: bool = False,
-            vacuum: bool | None = None) -> Report:
+def collect(
+    location: Location,
+    policy: Policy,
+    now: datetime,
+    *,
+    dry_run: bool = False,
+    vacuum: bool | None = None,
+) -> Report:
     """Delete what `policy` no longer keeps at `now`, batch by batch. `vacuum`: SQLite only — True
     always rewrites the file afterwards, None when at least VACUUM_SHARE of it is free pages, False
     never (freed pages are reused by new rows all the same)."""
     with backends.reading(location) as conn:
         if conn is None:  # no SQLite file yet: nothing to collect
-            return Report(dict.fromkeys(("runs", "traces", "events", "checkpoints", "gates"), 0), dry_run, 0, 0)
+            return Report(
+                dict.fromkeys(("runs", "traces", "events", "checkpoints", "gates"), 0),
+                dry_run,
+                0,
+                0,
+            )
         before = size(conn)
         chosen = plan(conn, policy, now)
         if dry_run:
@@ -264,6 +313,7 @@ def size(conn: Connection) -> int:
     """The database's size in bytes: a SQLite file's pages in use and free (its WAL aside), a
     Postgres database's as the server counts it."""
     if _sqlite(conn):
-        return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(conn.execute("PRAGMA page_size")
-                                                                          .fetchone()[0])
+        return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(
+            conn.execute("PRAGMA page_size").fetchone()[0]
+        )
     return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])

@@ -52,15 +52,18 @@ def window(text: str | None, now: datetime | None = None) -> Window:
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            raise UsageError(f"since '{text}': not a date (use e.g. 2026-11-01 or 2026-11-01T09:30)") from None
+            raise UsageError(
+                f"since '{text}': not a date (use e.g. 2026-11-01 or 2026-11-01T09:30)"
+            ) from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return Window(cutoff(moment, 0.0), text)
     try:
         seconds = duration_seconds(text)
     except ValueError:
-        raise UsageError(f"since '{text}': not a duration such as 7d, 12h or 90m, nor a date such as "
-                         "2026-11-01") from None
+        raise UsageError(
+            f"since '{text}': not a duration such as 7d, 12h or 90m, nor a date such as 2026-11-01"
+        ) from None
     if seconds > MAX_DURATION:
         raise UsageError(f"since '{text}': longer than ten years")
     return Window(cutoff(now, seconds), text)
@@ -128,13 +131,23 @@ class Row:
         if spend.unpriced_calls == spend.model_calls:
             return "unknown"
         if self.unpriced_runs:
-            return f">= {money(spend.cost_usd)} ({self.unpriced_runs} run{'s' if self.unpriced_runs > 1 else ''} " \
-                   "unpriced)"
+            return (
+                f">= {money(spend.cost_usd)} ({self.unpriced_runs} run{'s' if self.unpriced_runs > 1 else ''} "
+                "unpriced)"
+            )
         return money(spend.cost_usd)
 
     def merge(self, other: Row) -> None:
-        for name in ("runs", "finished", "failed", "unpriced_runs", "ended_tokens", "ended_cost", "ended_unpriced",
-                     "ended_unknown"):
+        for name in (
+            "runs",
+            "finished",
+            "failed",
+            "unpriced_runs",
+            "ended_tokens",
+            "ended_cost",
+            "ended_unpriced",
+            "ended_unknown",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.spend.merge(other.spend)
         self.durations = sorted([*self.durations, *other.durations])
@@ -144,14 +157,23 @@ class Row:
         mean_tokens = self.mean_tokens
         mean_cost = self.mean_cost_usd
         p50, p95 = percentile(self.durations, 0.5), percentile(self.durations, 0.95)
-        return {"flow": self.flow, "version": self.version, "runs": self.runs, "finished": self.finished,
-                "failed": self.failed, "failure_rate": round(rate, 4) if rate is not None else None,
-                "duration_p50_s": round(p50, 3) if p50 is not None else None,
-                "duration_p95_s": round(p95, 3) if p95 is not None else None,
-                "mean_tokens": round(mean_tokens, 1) if mean_tokens is not None else None,
-                "mean_cost_usd": mean_cost, "mean_cost": self.mean_cost_text(),
-                "cost_usd": total_cost(self.spend), "unpriced_runs": self.unpriced_runs, "cost": self.cost_text(),
-                "usage": usage_dict(self.spend)}
+        return {
+            "flow": self.flow,
+            "version": self.version,
+            "runs": self.runs,
+            "finished": self.finished,
+            "failed": self.failed,
+            "failure_rate": round(rate, 4) if rate is not None else None,
+            "duration_p50_s": round(p50, 3) if p50 is not None else None,
+            "duration_p95_s": round(p95, 3) if p95 is not None else None,
+            "mean_tokens": round(mean_tokens, 1) if mean_tokens is not None else None,
+            "mean_cost_usd": mean_cost,
+            "mean_cost": self.mean_cost_text(),
+            "cost_usd": total_cost(self.spend),
+            "unpriced_runs": self.unpriced_runs,
+            "cost": self.cost_text(),
+            "usage": usage_dict(self.spend),
+        }
 
 
 @dataclass
@@ -171,9 +193,13 @@ class Report:
         return list(merged.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"since": self.window.since, "window": self.window.text, "flow": self.flow,
-                "versions": [row.as_dict() for row in self.versions],
-                "flows": [row.as_dict() for row in self.flows()]}
+        return {
+            "since": self.window.since,
+            "window": self.window.text,
+            "flow": self.flow,
+            "versions": [row.as_dict() for row in self.versions],
+            "flows": [row.as_dict() for row in self.flows()],
+        }
 
 
 _ENDED_SQL = "status IN ('finished', 'failed')"
@@ -187,7 +213,8 @@ _AGGREGATE = (
     f"SUM(CASE WHEN {_ENDED_SQL} THEN cost_usd ELSE 0 END), "
     f"SUM(CASE WHEN {_ENDED_SQL} AND unpriced_calls > 0 THEN 1 ELSE 0 END), "
     f"SUM(CASE WHEN {_ENDED_SQL} AND model_calls > 0 AND unpriced_calls = model_calls THEN 1 ELSE 0 END) "
-    "FROM runs WHERE COALESCE(started, created) >= ?")
+    "FROM runs WHERE COALESCE(started, created) >= ?"
+)
 
 
 def _int(value: Any) -> int:
@@ -202,17 +229,31 @@ def report(conn: Connection, since: Window, flow: str | None = None) -> Report:
         where = " AND flow = ?"
         params.append(flow)
     rows: dict[tuple[str, int], Row] = {}
-    for values in conn.execute(f"{_AGGREGATE}{where} GROUP BY flow, version ORDER BY flow, version", params):
+    for values in conn.execute(
+        f"{_AGGREGATE}{where} GROUP BY flow, version ORDER BY flow, version", params
+    ):
         name, version, count, finished, failed, *rest = values
-        spend = Spend.of(dict(zip(SPEND_KEYS, rest[:len(SPEND_KEYS)], strict=True)))
-        unpriced, tokens, cost, ended_unpriced, ended_unknown = rest[len(SPEND_KEYS):]
-        rows[(name, int(version))] = Row(name, int(version), _int(count), _int(finished), _int(failed), spend,
-                                         _int(unpriced), _int(tokens), float(cost or 0.0), _int(ended_unpriced),
-                                         _int(ended_unknown))
+        spend = Spend.of(dict(zip(SPEND_KEYS, rest[: len(SPEND_KEYS)], strict=True)))
+        unpriced, tokens, cost, ended_unpriced, ended_unknown = rest[len(SPEND_KEYS) :]
+        rows[(name, int(version))] = Row(
+            name,
+            int(version),
+            _int(count),
+            _int(finished),
+            _int(failed),
+            spend,
+            _int(unpriced),
+            _int(tokens),
+            float(cost or 0.0),
+            _int(ended_unpriced),
+            _int(ended_unknown),
+        )
     durations: dict[tuple[str, int], list[float]] = {}
     for name, version, duration in conn.execute(
-            f"SELECT flow, version, duration FROM runs WHERE COALESCE(started, created) >= ?{where} "
-            f"AND {_ENDED_SQL}", params):
+        f"SELECT flow, version, duration FROM runs WHERE COALESCE(started, created) >= ?{where} "
+        f"AND {_ENDED_SQL}",
+        params,
+    ):
         durations.setdefault((name, int(version)), []).append(float(duration or 0.0))
     for key, taken in durations.items():
         if key in rows:
@@ -224,11 +265,14 @@ def thread_spend(conn: Connection, thread_ids: Iterable[str]) -> dict[str, Spend
     """The usage totals of each thread's turns (its runs); a thread without runs is absent."""
     ids = list(dict.fromkeys(thread_ids))
     found: dict[str, Spend] = {}
-    for start in range(0, len(ids), 500):  # SQLite allows some 32k parameters; a page of threads is 1000 at most
-        chunk = ids[start:start + 500]
+    # SQLite allows some 32k parameters; a page of threads is 1000 at most
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
         marks = ", ".join("?" for _ in chunk)
-        for thread_id, *sums in conn.execute(f"SELECT thread_id, {_SUMS} FROM runs WHERE thread_id IN ({marks}) "
-                                             "GROUP BY thread_id", chunk):
+        for thread_id, *sums in conn.execute(
+            f"SELECT thread_id, {_SUMS} FROM runs WHERE thread_id IN ({marks}) GROUP BY thread_id",
+            chunk,
+        ):
             found[thread_id] = Spend.of(dict(zip(SPEND_KEYS, sums, strict=True)))
     return found
 
@@ -245,10 +289,19 @@ def usage_dict(spend: Spend | Mapping[str, Any]) -> dict[str, Any]:
     `cost_usd` (the known cost; null when no call had a price), `unpriced_calls`, `tokens` (input
     plus output) and `cost`, the text people read (`$0.0123`, `unknown`, `>= $0.01 (2 unpriced)`, `-`)."""
     totals = spend if isinstance(spend, Spend) else Spend.of(spend)
-    return {**totals.as_dict(), "cost_usd": total_cost(totals), "tokens": totals.tokens, "cost": totals.cost_text()}
+    return {
+        **totals.as_dict(),
+        "cost_usd": total_cost(totals),
+        "tokens": totals.tokens,
+        "cost": totals.cost_text(),
+    }
 
 
 def waiting_by_flow(conn: Connection) -> dict[str, int]:
     """How many runs wait at an approval gate, per flow (the `blockyard_runs_waiting` gauge)."""
-    return {flow: int(count) for flow, count in
-            conn.execute("SELECT flow, COUNT(*) FROM runs WHERE status = 'waiting' GROUP BY flow")}
+    return {
+        flow: int(count)
+        for flow, count in conn.execute(
+            "SELECT flow, COUNT(*) FROM runs WHERE status = 'waiting' GROUP BY flow"
+        )
+    }

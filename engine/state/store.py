@@ -28,6 +28,7 @@ STATUSES = STORED_STATUSES
 # the key of the advisory lock under which servers count running runs (`start_queued`): arbitrary, fixed
 ADMISSION_LOCK = 0x626C6F636B79 + 2
 
+
 @dataclass(frozen=True)
 class RunRecord:
     """One row of `runs`."""
@@ -52,9 +53,15 @@ class RunRecord:
     duration: float = 0.0
     owner_replica: str | None = None
     lease_until: float | None = None
-    durability: str | None = None  # sync | async | exit | none; None: a run from before the modes (sync)
-    output_dir: str | None = None  # a queued run's output folder (a started run's is in its run_started event)
-    trace: bool = True  # whether it records its event trace (False: durability none with `trace: false`)
+    durability: str | None = (
+        None  # sync | async | exit | none; None: a run from before the modes (sync)
+    )
+    output_dir: str | None = (
+        None  # a queued run's output folder (a started run's is in its run_started event)
+    )
+    trace: bool = (
+        True  # whether it records its event trace (False: durability none with `trace: false`)
+    )
     # what its model calls spent, over all its executions (engine/core/usage.py, `Spend`; migration 11)
     model_calls: int = 0
     input_tokens: int = 0
@@ -110,9 +117,12 @@ def dumps(value: Any) -> str:
 
 # ---- writes (committed by the writer) ---------------------------------------------------------
 
+
 def save_definition(digest: str, flow: str, version: int, bundle_json: str, now: str) -> Write:
-    return Write("INSERT OR IGNORE INTO definitions (digest, flow, version, bundle, created) VALUES (?, ?, ?, ?, ?)",
-                 (digest, flow, version, bundle_json, now))
+    return Write(
+        "INSERT OR IGNORE INTO definitions (digest, flow, version, bundle, created) VALUES (?, ?, ?, ?, ?)",
+        (digest, flow, version, bundle_json, now),
+    )
 
 
 def insert_run(run: RunRecord) -> Write:
@@ -122,23 +132,53 @@ def insert_run(run: RunRecord) -> Write:
     values["trace"] = int(run.trace)  # an INTEGER column (Postgres takes no bool for it)
     values["budget"] = dumps(run.budget) if run.budget is not None else None
     marks = ", ".join("?" for _ in _RUN_COLUMNS)
-    return Write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
-                 tuple(values[name] for name in _RUN_COLUMNS))
+    return Write(
+        f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks})",
+        tuple(values[name] for name in _RUN_COLUMNS),
+    )
 
 
-def end_run(run_id: str, status: RunStatus, *, outputs: dict[str, Any] | None, error: str | None,
-            error_step: str | None, finished: str | None, elapsed: float, spend: Spend | None = None) -> Write:
+def end_run(
+    run_id: str,
+    status: RunStatus,
+    *,
+    outputs: dict[str, Any] | None,
+    error: str | None,
+    error_step: str | None,
+    finished: str | None,
+    elapsed: float,
+    spend: Spend | None = None,
+) -> Write:
     """Record how an execution of the run ended; `elapsed` adds to the run's total duration, `spend`
     (the run's model calls over all its executions, engine/core/usage.py) replaces its totals."""
     if spend is None:
-        return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
-                     "duration = duration + ? WHERE id = ?",
-                     (status, dumps(outputs) if outputs is not None else None, error, error_step, finished,
-                      elapsed, run_id))
-    return Write("UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
-                 f"duration = duration + ?, {_SPEND_SET} WHERE id = ?",
-                 (status, dumps(outputs) if outputs is not None else None, error, error_step, finished,
-                  elapsed, *(getattr(spend, key) for key in SPEND_KEYS), run_id))
+        return Write(
+            "UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
+            "duration = duration + ? WHERE id = ?",
+            (
+                status,
+                dumps(outputs) if outputs is not None else None,
+                error,
+                error_step,
+                finished,
+                elapsed,
+                run_id,
+            ),
+        )
+    return Write(
+        "UPDATE runs SET status = ?, outputs = ?, error = ?, error_step = ?, finished = ?, "
+        f"duration = duration + ?, {_SPEND_SET} WHERE id = ?",
+        (
+            status,
+            dumps(outputs) if outputs is not None else None,
+            error,
+            error_step,
+            finished,
+            elapsed,
+            *(getattr(spend, key) for key in SPEND_KEYS),
+            run_id,
+        ),
+    )
 
 
 _SPEND_SET = ", ".join(f"{key} = ?" for key in SPEND_KEYS)
@@ -146,14 +186,19 @@ _SPEND_SET = ", ".join(f"{key} = ?" for key in SPEND_KEYS)
 
 def set_budget(run_id: str, budget: dict[str, Any] | None) -> Write:
     """A stopped run's budget, raised to go on (`blockyard resume --budget`)."""
-    return Write("UPDATE runs SET budget = ? WHERE id = ?", (dumps(budget) if budget is not None else None, run_id))
+    return Write(
+        "UPDATE runs SET budget = ? WHERE id = ?",
+        (dumps(budget) if budget is not None else None, run_id),
+    )
 
 
 def traced_spend(conn: Connection, run_id: str) -> Spend:
     """What the run's model calls spent by its trace (its model_call events), over every execution —
     a crashed one's calls too, which its row's totals missed."""
     spend = Spend()
-    for (data,) in conn.execute("SELECT data FROM events WHERE run_id = ? AND type = 'model_call'", (run_id,)):
+    for (data,) in conn.execute(
+        "SELECT data FROM events WHERE run_id = ? AND type = 'model_call'", (run_id,)
+    ):
         spend.add(json.loads(data))
     return spend
 
@@ -161,8 +206,10 @@ def traced_spend(conn: Connection, run_id: str) -> Spend:
 def thread_spend(conn: Connection, thread_id: str, run_id: str) -> tuple[Spend, float]:
     """What the thread's other turns (runs) spent, and the seconds they took."""
     columns = ", ".join(f"SUM({key})" for key in SPEND_KEYS)
-    row = conn.execute(f"SELECT {columns}, SUM(duration) FROM runs WHERE thread_id = ? AND id != ?",
-                       (thread_id, run_id)).fetchone()
+    row = conn.execute(
+        f"SELECT {columns}, SUM(duration) FROM runs WHERE thread_id = ? AND id != ?",
+        (thread_id, run_id),
+    ).fetchone()
     if row is None:
         return Spend(), 0.0
     return Spend.of(dict(zip(SPEND_KEYS, row[:-1], strict=True))), float(row[-1] or 0.0)
@@ -173,12 +220,23 @@ def insert_events(events: Iterable[Event]) -> Write:
     # touches, so a batch's checkpoints with the trace rows they carry (engine/state/durable.py)
     # run as a few statements for all runs instead of several per checkpoint (engine/state/writer.py)
     rows = [(e.run_id, e.seq, e.type, e.step, e.time, dumps(e.data)) for e in events]
-    return Write("INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
-                 rows, many=True, mergeable=True)
+    return Write(
+        "INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+        many=True,
+        mergeable=True,
+    )
 
 
-def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | None,
-          replica: str | None = None, lease_until: float | None = None) -> Any:
+def claim(
+    run_id: str,
+    expected: RunRecord,
+    pid: int,
+    host: str,
+    start: str | None,
+    replica: str | None = None,
+    lease_until: float | None = None,
+) -> Any:
     """A writer call that makes this process the run's owner, only if nobody changed it meanwhile.
 
     Returns True when the claim won: two `resume`s of one run (or two replicas taking over a run
@@ -191,8 +249,20 @@ def claim(run_id: str, expected: RunRecord, pid: int, host: str, start: str | No
             "owner_replica = ?, lease_until = ?, error = NULL, error_step = NULL, finished = NULL "
             "WHERE id = ? AND status = ? AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ? "
             "AND owner_replica IS ?",
-            (pid, host, start, replica, lease_until, run_id, expected.status, expected.owner_pid,
-             expected.owner_host, expected.owner_start, expected.owner_replica))
+            (
+                pid,
+                host,
+                start,
+                replica,
+                lease_until,
+                run_id,
+                expected.status,
+                expected.owner_pid,
+                expected.owner_host,
+                expected.owner_start,
+                expected.owner_replica,
+            ),
+        )
         return bool(cursor.rowcount == 1)
 
     return apply
@@ -203,9 +273,12 @@ def heartbeat(replica: str, lease_until: float, run_ids: Sequence[str]) -> Write
     jobs) lasts until `lease_until`. Only those: a row left `running` under the replica by an
     execution that ended without recording its end (the database failed then) must not be kept
     alive by the heartbeat, or no other replica would ever take it over."""
-    return Write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? "
-                 "AND status IN ('running', 'queued')",
-                 [(lease_until, run_id, replica) for run_id in run_ids], many=True)
+    return Write(
+        "UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? "
+        "AND status IN ('running', 'queued')",
+        [(lease_until, run_id, replica) for run_id in run_ids],
+        many=True,
+    )
 
 
 class Admission(StrEnum):
@@ -213,7 +286,9 @@ class Admission(StrEnum):
 
     STARTED = "started"  # it is running now, owned by the caller
     FULL = "full"  # the global limit is reached: try again when a slot frees
-    GONE = "gone"  # no longer queued under the caller (another server took it over, or it was started)
+    GONE = (
+        "gone"  # no longer queued under the caller (another server took it over, or it was started)
+    )
 
 
 def start_queued(run_id: str, owner: Owner, *, limit: int | None) -> Call:
@@ -233,7 +308,17 @@ def start_queued(run_id: str, owner: Owner, *, limit: int | None) -> Call:
         cursor = conn.execute(  # its start time read now, after the run whose slot it takes ended
             "UPDATE runs SET status = 'running', owner_pid = ?, owner_host = ?, owner_start = ?, lease_until = ?, "
             "started = ? WHERE id = ? AND status = 'queued' AND owner_replica IS ? AND owner_pid = ?",
-            (owner.pid, owner.host, owner.start, owner.lease_until, now_iso(), run_id, owner.replica, owner.pid))
+            (
+                owner.pid,
+                owner.host,
+                owner.start,
+                owner.lease_until,
+                now_iso(),
+                run_id,
+                owner.replica,
+                owner.pid,
+            ),
+        )
         return Admission.STARTED if cursor.rowcount == 1 else Admission.GONE
 
     return apply
@@ -243,8 +328,13 @@ def running_count(conn: Connection, now: float, other_than: str = "") -> int:
     """Runs running across every server: those of replicas while their lease lasts (a dead
     replica's stop counting once it runs out), those of processes that hold no lease (`blockyard
     run`, a server that is no replica) while their row says so."""
-    return int(conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'running' AND id <> ? "
-                            "AND (lease_until IS NULL OR lease_until >= ?)", (other_than, now)).fetchone()[0])
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE status = 'running' AND id <> ? "
+            "AND (lease_until IS NULL OR lease_until >= ?)",
+            (other_than, now),
+        ).fetchone()[0]
+    )
 
 
 def lock_admissions(conn: Connection) -> None:
@@ -263,8 +353,19 @@ def adopt_queued(expected: RunRecord, owner: Owner) -> Call:
             "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_start = ?, owner_replica = ?, lease_until = ? "
             "WHERE id = ? AND status = 'queued' AND owner_pid IS ? AND owner_host IS ? AND owner_start IS ? "
             "AND owner_replica IS ?",
-            (owner.pid, owner.host, owner.start, owner.replica, owner.lease_until, expected.id, expected.owner_pid,
-             expected.owner_host, expected.owner_start, expected.owner_replica))
+            (
+                owner.pid,
+                owner.host,
+                owner.start,
+                owner.replica,
+                owner.lease_until,
+                expected.id,
+                expected.owner_pid,
+                expected.owner_host,
+                expected.owner_start,
+                expected.owner_replica,
+            ),
+        )
         return bool(cursor.rowcount == 1)
 
     return apply
@@ -273,18 +374,24 @@ def adopt_queued(expected: RunRecord, owner: Owner) -> Call:
 def release_queued(run_ids: Sequence[str]) -> Write:
     """A server that stops lets go of the runs it held queued: owned by nobody, they are started by
     another server (or this one's next start), or by `blockyard resume`."""
-    return Write("UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_start = NULL, owner_replica = NULL, "
-                 "lease_until = NULL WHERE id = ? AND status = 'queued'", [(run_id,) for run_id in run_ids], many=True)
+    return Write(
+        "UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_start = NULL, owner_replica = NULL, "
+        "lease_until = NULL WHERE id = ? AND status = 'queued'",
+        [(run_id,) for run_id in run_ids],
+        many=True,
+    )
 
 
 def release_unstarted(run_id: str, owner: Owner) -> Write:
     """A run recorded started (`Engine.enqueue(start=True)`) that its server did not execute after
     all — it began to stop before the run was handed to it: queued again and held by nobody, as
     `release_queued` leaves a queued run, so another server (or `blockyard resume`) starts it."""
-    return Write("UPDATE runs SET status = 'queued', started = NULL, owner_pid = NULL, owner_host = NULL, "
-                 "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
-                 "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_replica IS ?",
-                 (run_id, owner.pid, owner.replica))
+    return Write(
+        "UPDATE runs SET status = 'queued', started = NULL, owner_pid = NULL, owner_host = NULL, "
+        "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+        "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_replica IS ?",
+        (run_id, owner.pid, owner.replica),
+    )
 
 
 def cancel_unstarted(run_id: str, owner: Owner, error: str, finished: str) -> Write:
@@ -307,30 +414,43 @@ def fail_unended(run_id: str, owner: Owner, error: str, finished: str) -> Write:
 
 def _end_held(run_id: str, owner: Owner, status: RunStatus, error: str, finished: str) -> Write:
     """Run `run_id` ends as `status` with `error`, held by nobody — only while `owner` holds it queued or running."""
-    return Write("UPDATE runs SET status = ?, error = ?, finished = ?, owner_pid = NULL, owner_host = NULL, "
-                 "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
-                 "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
-                 "AND owner_replica IS ?",
-                 (str(status), error, finished, run_id, owner.pid, owner.host, owner.replica))
+    return Write(
+        "UPDATE runs SET status = ?, error = ?, finished = ?, owner_pid = NULL, owner_host = NULL, "
+        "owner_start = NULL, owner_replica = NULL, lease_until = NULL "
+        "WHERE id = ? AND status IN ('queued', 'running') AND owner_pid = ? AND owner_host = ? "
+        "AND owner_replica IS ?",
+        (str(status), error, finished, run_id, owner.pid, owner.host, owner.replica),
+    )
 
 
 def fence(run_id: str, replica: str, lease_until: float) -> Write:
     """The guard of every write of an execution on a replica (engine/state/fencing.py): it changes
     the run's row (pushing its lease ahead) only while this replica still owns the running run,
     and the writer fails the statements it travels with when it changed none."""
-    return Write("UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? AND status = 'running'",
-                 (lease_until, run_id, replica), mergeable=True, guard=True)
+    return Write(
+        "UPDATE runs SET lease_until = ? WHERE id = ? AND owner_replica = ? AND status = 'running'",
+        (lease_until, run_id, replica),
+        mergeable=True,
+        guard=True,
+    )
 
 
 # ---- reads ----------------------------------------------------------------------------------
+
 
 def get_run(conn: Connection, run_id: str) -> RunRecord | None:
     row = conn.execute(f"{_SELECT_RUN} WHERE id = ?", (run_id,)).fetchone()
     return _record(row) if row is not None else None
 
 
-def list_runs(conn: Connection, *, flow: str | None = None, statuses: Sequence[str] | None = None,
-              limit: int | None = 50, thread: str | None = None) -> list[RunRecord]:
+def list_runs(
+    conn: Connection,
+    *,
+    flow: str | None = None,
+    statuses: Sequence[str] | None = None,
+    limit: int | None = 50,
+    thread: str | None = None,
+) -> list[RunRecord]:
     """Runs, newest first (by start time); with `thread`, the turns of that conversation thread."""
     where: list[str] = []
     params: list[Any] = []
@@ -343,7 +463,11 @@ def list_runs(conn: Connection, *, flow: str | None = None, statuses: Sequence[s
     if statuses:
         where.append(f"status IN ({', '.join('?' for _ in statuses)})")
         params.extend(statuses)
-    sql = _SELECT_RUN + (f" WHERE {' AND '.join(where)}" if where else "") + f" ORDER BY {NEWEST_FIRST}"
+    sql = (
+        _SELECT_RUN
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY {NEWEST_FIRST}"
+    )
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
@@ -351,13 +475,21 @@ def list_runs(conn: Connection, *, flow: str | None = None, statuses: Sequence[s
 
 
 def run_ids(conn: Connection) -> list[str]:
-    return [row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")]
+    return [
+        row[0] for row in conn.execute(f"SELECT id FROM runs ORDER BY {NEWEST_FIRST} LIMIT 1000")
+    ]
 
 
 def load_events(conn: Connection, run_id: str, after: int = 0) -> list[Event]:
-    rows = conn.execute("SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
-                        "ORDER BY seq", (run_id, after))
-    return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
+    rows = conn.execute(
+        "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND seq > ? "
+        "ORDER BY seq",
+        (run_id, after),
+    )
+    return [
+        Event(type_, rid, seq, step, time, json.loads(data))
+        for rid, seq, type_, step, time, data in rows
+    ]
 
 
 def waiting_gates(conn: Connection, run_id: str) -> list[Event]:
@@ -365,8 +497,12 @@ def waiting_gates(conn: Connection, run_id: str) -> list[Event]:
     rows = conn.execute(
         "SELECT run_id, seq, type, step, time, data FROM events WHERE run_id = ? AND type = 'approval_required' "
         "AND seq > (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ? AND type = 'run_started') ORDER BY seq",
-        (run_id, run_id))
-    return [Event(type_, rid, seq, step, time, json.loads(data)) for rid, seq, type_, step, time, data in rows]
+        (run_id, run_id),
+    )
+    return [
+        Event(type_, rid, seq, step, time, json.loads(data))
+        for rid, seq, type_, step, time, data in rows
+    ]
 
 
 def last_seq(conn: Connection, run_id: str) -> int:
@@ -377,10 +513,14 @@ def last_seq(conn: Connection, run_id: str) -> int:
 def leased_runs(conn: Connection, other_than: str) -> list[RunRecord]:
     """Runs executing or queued under another server's lease, oldest first (whether it still lives:
     `effective_status`); queued ones of servers that were no replica too (they are held by their pid)."""
-    return [_record(row) for row in conn.execute(
-        f"{_SELECT_RUN} WHERE (status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ?) "
-        f"OR (status = 'queued' AND (owner_replica IS NULL OR owner_replica <> ?)) ORDER BY {OLDEST_FIRST}",
-        (other_than, other_than))]
+    return [
+        _record(row)
+        for row in conn.execute(
+            f"{_SELECT_RUN} WHERE (status = 'running' AND owner_replica IS NOT NULL AND owner_replica <> ?) "
+            f"OR (status = 'queued' AND (owner_replica IS NULL OR owner_replica <> ?)) ORDER BY {OLDEST_FIRST}",
+            (other_than, other_than),
+        )
+    ]
 
 
 def load_definition(conn: Connection, digest: str) -> str | None:
@@ -392,7 +532,12 @@ def effective_status(record: RunRecord) -> RunStatus:
     """`running` (or `queued`) only while its owner lives; a run whose process died shows as
     `interrupted` (a replica takes it over, or `blockyard resume` goes on with it)."""
     if record.status in (RunStatus.RUNNING, RunStatus.QUEUED) and not liveness.is_alive(
-            record.owner_pid, record.owner_host, record.owner_start, record.owner_replica, record.lease_until):
+        record.owner_pid,
+        record.owner_host,
+        record.owner_start,
+        record.owner_replica,
+        record.lease_until,
+    ):
         return RunStatus.INTERRUPTED
     return record.status
 

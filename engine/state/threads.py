@@ -59,8 +59,16 @@ class Thread:
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON; `flow` and `name` are None while a thread created ahead of its turns has none."""
-        return {"id": self.id, "flow": self.flow or None, "name": self.label or None, "title": self.title,
-                "created": self.created, "updated": self.updated, "turns": self.turns, "last_run": self.last_run}
+        return {
+            "id": self.id,
+            "flow": self.flow or None,
+            "name": self.label or None,
+            "title": self.title,
+            "created": self.created,
+            "updated": self.updated,
+            "turns": self.turns,
+            "last_run": self.last_run,
+        }
 
 
 def _show(value: Any) -> str:
@@ -93,13 +101,16 @@ def title_of(text: str) -> str:
 
 # ---- admitting a turn -------------------------------------------------------------------------
 
+
 def check_thread_id(thread_id: str) -> str:
     """Thread ids follow the rules of run ids: letters, digits, `_`, `.`, `-`; at most 64."""
     try:
         return check_run_id(thread_id)
     except UsageError:
-        raise UsageError(f"invalid thread id '{thread_id}': use up to 64 letters, digits, '_', '.' or '-', "
-                         "starting with a letter or digit") from None
+        raise UsageError(
+            f"invalid thread id '{thread_id}': use up to 64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        ) from None
 
 
 LATEST = "*"  # `threads.checkpoint` of a thread older than the messages table: go on from its latest checkpoint
@@ -117,8 +128,15 @@ class Admitted:
     turns_before: int = 0  # finished turns before this one (two rows of `messages` each)
 
 
-def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id: str, now: str,
-          name: str | None = None) -> Callable[[Connection], Admitted | None]:
+def admit(
+    thread_id: str,
+    flow: str,
+    title: str,
+    writes: Sequence[Write],
+    run_id: str,
+    now: str,
+    name: str | None = None,
+) -> Callable[[Connection], Admitted | None]:
     """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
     when another run of the thread is still running; UsageError when the thread cannot take it.
     A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
@@ -127,18 +145,28 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
         # the thread's row first, written or locked: on Postgres two admits of one thread (from two
         # processes) wait here for each other, so the second sees the first's run below; on SQLite
         # the writer's transaction holds the database's write lock already
-        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
-                     "VALUES (?, ?, ?, ?, ?, ?, 0, NULL) ON CONFLICT(id) DO UPDATE SET turns = threads.turns",
-                     (thread_id, flow, title, name, now, now))
-        row = conn.execute("SELECT flow, checkpoint, turns FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        conn.execute(
+            "INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+            "VALUES (?, ?, ?, ?, ?, ?, 0, NULL) ON CONFLICT(id) DO UPDATE SET turns = threads.turns",
+            (thread_id, flow, title, name, now, now),
+        )
+        row = conn.execute(
+            "SELECT flow, checkpoint, turns FROM threads WHERE id = ?", (thread_id,)
+        ).fetchone()
         if row[0] not in ("", flow):
-            raise UsageError(f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'")
+            raise UsageError(
+                f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'"
+            )
         for other, status, pid, host, start, replica, lease in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
-                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
+            "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+            "WHERE thread_id = ? AND status IN ('running', 'waiting')",
+            (thread_id,),
+        ):
             if status == RunStatus.WAITING:
-                raise UsageError(f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
-                                 f"(`blockyard resume {other} --approve` or `--reject`)")
+                raise UsageError(
+                    f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
+                    f"(`blockyard resume {other} --approve` or `--reject`)"
+                )
             if liveness.is_alive(pid, host, start, replica, lease):
                 return None
         for write in writes:
@@ -147,16 +175,20 @@ def admit(thread_id: str, flow: str, title: str, writes: Sequence[Write], run_id
             else:
                 conn.execute(write.sql, write.params)
         # a thread created ahead of its turns (`create`) gets its flow, title and name from its first one
-        conn.execute("INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
-                     "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
-                     "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = threads.turns + 1, "
-                     "last_run = excluded.last_run, flow = excluded.flow, "
-                     "title = CASE WHEN threads.turns = 0 THEN excluded.title ELSE threads.title END, "
-                     "name = CASE WHEN threads.turns = 0 THEN excluded.name ELSE threads.name END",
-                     (thread_id, flow, title, name, now, now, run_id))
+        conn.execute(
+            "INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?) "
+            "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, turns = threads.turns + 1, "
+            "last_run = excluded.last_run, flow = excluded.flow, "
+            "title = CASE WHEN threads.turns = 0 THEN excluded.title ELSE threads.title END, "
+            "name = CASE WHEN threads.turns = 0 THEN excluded.name ELSE threads.name END",
+            (thread_id, flow, title, name, now, now, run_id),
+        )
         if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
-        return Admitted(first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id))
+        return Admitted(
+            first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id)
+        )
 
     return apply
 
@@ -176,7 +208,9 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
 
 
 def finished_turns(conn: Connection, thread_id: str) -> int:
-    row = conn.execute("SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)).fetchone()
+    row = conn.execute(
+        "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)
+    ).fetchone()
     return int(row[0])
 
 
@@ -185,23 +219,31 @@ def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
     was not deleted: a thread made again under the same id is another conversation)."""
     row = conn.execute("SELECT last_run FROM threads WHERE id = ?", (thread_id,)).fetchone()
     if row is None or row[0] is None:
-        raise UsageError(f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' was deleted")
+        raise UsageError(
+            f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' was deleted"
+        )
     if row[0] != run_id:
-        raise UsageError(f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' has gone on "
-                         f"with run {row[0]}")
+        raise UsageError(
+            f"run {run_id} cannot be resumed: its conversation thread '{thread_id}' has gone on "
+            f"with run {row[0]}"
+        )
 
 
 # ---- creating and deleting a thread -----------------------------------------------------------
 
-def create(thread_id: str, flow: str | None, now: str,
-           metadata: dict[str, Any] | None = None) -> Callable[[Connection], Thread | None]:
+
+def create(
+    thread_id: str, flow: str | None, now: str, metadata: dict[str, Any] | None = None
+) -> Callable[[Connection], Thread | None]:
     """A writer call: a thread with no turns yet (its flow '' when not given, named by its first
     turn, with the `metadata` a LangGraph API client gave it); None when the id is taken."""
 
     def apply(conn: Connection) -> Thread | None:
-        cursor = conn.execute("INSERT OR IGNORE INTO threads (id, flow, title, name, created, updated, turns, "
-                              "last_run, checkpoint, metadata) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL, ?)",
-                              (thread_id, flow or "", now, now, store.dumps(metadata) if metadata else None))
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO threads (id, flow, title, name, created, updated, turns, "
+            "last_run, checkpoint, metadata) VALUES (?, ?, '', NULL, ?, ?, 0, NULL, NULL, ?)",
+            (thread_id, flow or "", now, now, store.dumps(metadata) if metadata else None),
+        )
         return get_thread(conn, thread_id) if cursor.rowcount == 1 else None
 
     return apply
@@ -215,7 +257,9 @@ def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[Connec
         if row is None:
             return False
         merged = {**(json.loads(row[0]) if row[0] else {}), **metadata}
-        conn.execute("UPDATE threads SET metadata = ? WHERE id = ?", (store.dumps(merged), thread_id))
+        conn.execute(
+            "UPDATE threads SET metadata = ? WHERE id = ?", (store.dumps(merged), thread_id)
+        )
         return True
 
     return apply
@@ -225,10 +269,12 @@ def metadata_of(conn: Connection, thread_ids: Sequence[str]) -> dict[str, dict[s
     """The metadata of each thread that has some, by id."""
     found: dict[str, dict[str, Any]] = {}
     for start in range(0, len(thread_ids), 500):  # SQLite's bound on parameters
-        chunk = list(thread_ids[start:start + 500])
+        chunk = list(thread_ids[start : start + 500])
         marks = ", ".join("?" * len(chunk))
-        for thread_id, text in conn.execute(f"SELECT id, metadata FROM threads WHERE id IN ({marks}) "
-                                            "AND metadata IS NOT NULL", chunk):
+        for thread_id, text in conn.execute(
+            f"SELECT id, metadata FROM threads WHERE id IN ({marks}) AND metadata IS NOT NULL",
+            chunk,
+        ):
             found[thread_id] = json.loads(text)
     return found
 
@@ -252,8 +298,10 @@ def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection
         if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
             return False
         for run_id, status, pid, host, start, replica, lease in conn.execute(
-                "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
-                "WHERE thread_id = ? AND status IN ('running', 'waiting')", (thread_id,)):
+            "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+            "WHERE thread_id = ? AND status IN ('running', 'waiting')",
+            (thread_id,),
+        ):
             if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
                 return Busy(run_id, status)
         for write in checkpoints:
@@ -270,9 +318,15 @@ def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection
 _COLUMNS = "id, flow, title, created, updated, turns, last_run, name"
 
 
-def list_threads(conn: Connection, *, flow: str | None = None, limit: int | None = 50) -> list[Thread]:
+def list_threads(
+    conn: Connection, *, flow: str | None = None, limit: int | None = 50
+) -> list[Thread]:
     """Threads, most recently active first."""
-    sql = f"SELECT {_COLUMNS} FROM threads" + (" WHERE flow = ?" if flow else "") + " ORDER BY updated DESC, id"
+    sql = (
+        f"SELECT {_COLUMNS} FROM threads"
+        + (" WHERE flow = ?" if flow else "")
+        + " ORDER BY updated DESC, id"
+    )
     params: list[Any] = [flow] if flow else []
     if limit is not None:
         sql += " LIMIT ?"
@@ -286,4 +340,6 @@ def get_thread(conn: Connection, thread_id: str) -> Thread | None:
 
 
 def thread_ids(conn: Connection) -> list[str]:
-    return [row[0] for row in conn.execute("SELECT id FROM threads ORDER BY updated DESC LIMIT 1000")]
+    return [
+        row[0] for row in conn.execute("SELECT id FROM threads ORDER BY updated DESC LIMIT 1000")
+    ]

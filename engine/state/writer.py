@@ -100,10 +100,18 @@ class SqliteWriter:
     there.
     """
 
-    def __init__(self, connect: Callable[[], Connection], *, max_batch: int = 2000,
-                 window: float = 0.0, lazy_delay: float = 0.05, name: str = "blockyard-writer",
-                 explain: Callable[[Exception], BaseException] | None = None, inline: bool = False,
-                 lost: Callable[[Connection], bool] | None = None) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        *,
+        max_batch: int = 2000,
+        window: float = 0.0,
+        lazy_delay: float = 0.05,
+        name: str = "blockyard-writer",
+        explain: Callable[[Exception], BaseException] | None = None,
+        inline: bool = False,
+        lost: Callable[[Connection], bool] | None = None,
+    ) -> None:
         """`inline`: a lone run's `write` may commit on the caller's thread (see `write`); only for a
         connection that may be used from any thread and whose commits do not wait for the disk.
         `lost`: whether a connection's session is gone for good (see the class), for a server's
@@ -121,7 +129,9 @@ class SqliteWriter:
         self._inline = inline and window == 0.0
         self._runs = 0  # runs in progress (see `running`)
         self._lazy: list[_Item] = []
-        self._quiet: list[_Item] = []  # see `write_nowait(wake=False)`: queued in order, no wake-up yet
+        self._quiet: list[
+            _Item
+        ] = []  # see `write_nowait(wake=False)`: queued in order, no wake-up yet
         self._max_batch = max_batch
         self._window = window
         self._lazy_delay = lazy_delay

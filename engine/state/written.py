@@ -13,8 +13,10 @@ from engine.state.database import Connection
 
 def output_dir_of(conn: Connection, run_id: str) -> str | None:
     """The yard folder run `run_id` writes its files to, or None for its own workspace."""
-    row = conn.execute("SELECT data FROM events WHERE run_id = ? AND type = ? ORDER BY seq LIMIT 1",
-                       (run_id, str(RUN_STARTED))).fetchone()
+    row = conn.execute(
+        "SELECT data FROM events WHERE run_id = ? AND type = ? ORDER BY seq LIMIT 1",
+        (run_id, str(RUN_STARTED)),
+    ).fetchone()
     if row is None:
         return None
     value = json.loads(row[0]).get("output_dir")

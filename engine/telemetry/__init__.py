@@ -41,7 +41,9 @@ EXTRA = "otel"
 
 _missing_said = threading.Event()  # the missing SDK is said once per process
 _lock = threading.Lock()
-_observers: dict[Settings, TraceObserver] = {}  # one per destination, shared by the process's yards and servers
+_observers: dict[
+    Settings, TraceObserver
+] = {}  # one per destination, shared by the process's yards and servers
 _pipelines: dict[Settings, Pipeline] = {}  # those loaded: the first execution to trace loads one
 
 
@@ -70,13 +72,15 @@ def start(spec: TelemetrySpec | None, env: Mapping[str, str] | None = None) -> T
 
 
 def _observer(settings: Settings) -> TraceObserver:
-    from engine.telemetry.observer import TraceObserver  # no OpenTelemetry in it: only a yard that traces loads it
+    # no OpenTelemetry in it: only a yard that traces loads it
+    from engine.telemetry.observer import TraceObserver
 
     with _lock:
         found = _observers.get(settings)
         if found is None:
-            found = _observers[settings] = TraceObserver(_nowhere, partial(_first, settings),
-                                                         capture=settings.capture_content)
+            found = _observers[settings] = TraceObserver(
+                _nowhere, partial(_first, settings), capture=settings.capture_content
+            )
         return found
 
 
@@ -85,7 +89,8 @@ def _first(settings: Settings, run: RunRecord, parent: Parent | None, trace_id: 
     and take over the observer's decisions and spans; without the SDK, nothing is traced (said once)."""
     observer = _observers[settings]
     try:
-        from engine.telemetry.exporter import pipeline  # the otel extra's SDK: only once a run is traced
+        # the otel extra's SDK: only once a run is traced
+        from engine.telemetry.exporter import pipeline
     except ImportError:
         observer.decide = _never
         if not _missing_said.is_set():

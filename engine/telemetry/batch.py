@@ -84,7 +84,9 @@ class Batch:
             asked = self.asked
         self.wake.set()
         with self.changed:
-            return self.changed.wait_for(lambda: self.done >= asked or not self.thread.is_alive(), timeout)
+            return self.changed.wait_for(
+                lambda: self.done >= asked or not self.thread.is_alive(), timeout
+            )
 
     def stop(self, timeout: float) -> None:
         """Send what waits and end the thread, waiting at most `timeout` seconds; spans added later are dropped."""
@@ -116,10 +118,14 @@ class Batch:
             batch = [queue.popleft() for _ in range(min(len(queue), self.max_batch))]
             try:
                 self.send(batch)
-            except Exception as exc:  # a bug of ours: said, the thread goes on (spans of later runs still leave)
+            except (
+                Exception
+            ) as exc:  # a bug of ours: said, the thread goes on (spans of later runs still leave)
                 self.warn(f"{len(batch)} span(s) could not be sent ({type(exc).__name__}: {exc})")
         dropped = self.dropped
         if dropped:
             self.dropped -= dropped
-            self.warn(f"{dropped} span(s) were dropped: more than {self.limit} waited to be sent "
-                      "(OTEL_BSP_MAX_QUEUE_SIZE)")
+            self.warn(
+                f"{dropped} span(s) were dropped: more than {self.limit} waited to be sent "
+                "(OTEL_BSP_MAX_QUEUE_SIZE)"
+            )

@@ -46,7 +46,9 @@ from engine.telemetry.settings import Settings
 
 log = logging.getLogger("blockyard.telemetry")
 
-FLUSH_SECONDS = 5.0  # what closing a yard or a server, or the process's exit, waits for spans still queued
+FLUSH_SECONDS = (
+    5.0  # what closing a yard or a server, or the process's exit, waits for spans still queued
+)
 EXPORT_SECONDS = 10.0  # one export's deadline, retries included (the OTLP default timeout)
 HURRIED_SECONDS = 2.0  # one try's timeout while a command ends
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # transient, per the OTLP/HTTP specification
@@ -90,10 +92,15 @@ class OtlpHttpExporter:
         self.target = urllib.parse.urlsplit(settings.endpoint)
         self.path = self.target.path + (f"?{self.target.query}" if self.target.query else "")
         proxies = urllib.request.getproxies()
-        self.proxied = self.target.scheme in proxies and not urllib.request.proxy_bypass(self.target.hostname or "")
+        self.proxied = self.target.scheme in proxies and not urllib.request.proxy_bypass(
+            self.target.hostname or ""
+        )
         self.connection: http.client.HTTPConnection | None = None
-        self.headers = {**settings.header_map(), "content-type": "application/x-protobuf",
-                        "user-agent": f"blockyard/{__version__}"}
+        self.headers = {
+            **settings.header_map(),
+            "content-type": "application/x-protobuf",
+            "user-agent": f"blockyard/{__version__}",
+        }
         self.gzip = settings.gzip
         if self.gzip:
             self.headers["content-encoding"] = "gzip"
@@ -115,8 +122,13 @@ class OtlpHttpExporter:
                 self.sent += count
                 return True
             reason, transient = problem
-            if not transient or self.hurried or time.monotonic() + wait > deadline or self.wake.wait(wait) \
-                    or self.hurried:
+            if (
+                not transient
+                or self.hurried
+                or time.monotonic() + wait > deadline
+                or self.wake.wait(wait)
+                or self.hurried
+            ):
                 _warnings.warn(f"{count} span(s) could not be sent to {self.shown}: {reason}")
                 return False
             wait *= 2
@@ -149,7 +161,9 @@ class OtlpHttpExporter:
             except (OSError, http.client.HTTPException) as again:
                 self._disconnect()
                 return f"{again}", True
-        except Exception as exc:  # a broken TLS setup, a bad URL: said, never raised into the sending thread
+        except (
+            Exception
+        ) as exc:  # a broken TLS setup, a bad URL: said, never raised into the sending thread
             self._disconnect()
             return f"{type(exc).__name__}: {exc}", False
         if 200 <= status < 300:
@@ -160,9 +174,14 @@ class OtlpHttpExporter:
         """POST on the kept-alive connection (made if needed): the answer's status and reason."""
         connection = self.connection
         if connection is None:
-            kind = http.client.HTTPSConnection if self.target.scheme == "https" else http.client.HTTPConnection
-            connection = self.connection = kind(self.target.hostname or "localhost", self.target.port,
-                                                timeout=timeout)
+            kind = (
+                http.client.HTTPSConnection
+                if self.target.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            connection = self.connection = kind(
+                self.target.hostname or "localhost", self.target.port, timeout=timeout
+            )
         connection.timeout = timeout
         if connection.sock is not None:
             connection.sock.settimeout(timeout)
@@ -190,7 +209,9 @@ class OtlpHttpExporter:
         except (urllib.error.URLError, OSError) as exc:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             return f"{reason}", True
-        except Exception as exc:  # a bad URL, a broken TLS setup: said, never raised into the sending thread
+        except (
+            Exception
+        ) as exc:  # a bad URL, a broken TLS setup: said, never raised into the sending thread
             return f"{type(exc).__name__}: {exc}", False
 
     def shutdown(self) -> None:
@@ -209,10 +230,16 @@ def decision(sampler: Sampler) -> Decide | None:
         context = None
         if parent is not None:
             flags = TraceFlags(TraceFlags.SAMPLED if parent.sampled else TraceFlags.DEFAULT)
-            context = trace.set_span_in_context(NonRecordingSpan(SpanContext(parent.trace_id, parent.span_id, True,
-                                                                             flags)))
-        made = sampler.should_sample(context, int.from_bytes(trace_id, "big"), f"{semconv.WORKFLOW} {run.flow}",
-                                     SpanKind.INTERNAL, {"blockyard.run_id": run.id})
+            context = trace.set_span_in_context(
+                NonRecordingSpan(SpanContext(parent.trace_id, parent.span_id, True, flags))
+            )
+        made = sampler.should_sample(
+            context,
+            int.from_bytes(trace_id, "big"),
+            f"{semconv.WORKFLOW} {run.flow}",
+            SpanKind.INTERNAL,
+            {"blockyard.run_id": run.id},
+        )
         return made.decision is Decision.RECORD_AND_SAMPLE
 
     return decide
@@ -222,13 +249,24 @@ class Pipeline:
     """One destination: its batch and exporter, and the observer that feeds them (made here, or `observer`,
     which is wired to them). `batch=False`: each span is exported as it ends, on the run's thread (tests)."""
 
-    def __init__(self, settings: Settings, exporter: Exporter | None = None, *, batch: bool = True,
-                 observer: TraceObserver | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        exporter: Exporter | None = None,
+        *,
+        batch: bool = True,
+        observer: TraceObserver | None = None,
+    ) -> None:
         self.settings = settings
         self.exporter = exporter if exporter is not None else OtlpHttpExporter(settings)
-        attributes: dict[str, str] = {"telemetry.sdk.language": "python", "telemetry.sdk.name": "opentelemetry",
-                                      "telemetry.sdk.version": sdk_version, "service.version": __version__,
-                                      **dict(settings.resource), "service.name": settings.service_name}
+        attributes: dict[str, str] = {
+            "telemetry.sdk.language": "python",
+            "telemetry.sdk.name": "opentelemetry",
+            "telemetry.sdk.version": sdk_version,
+            "service.version": __version__,
+            **dict(settings.resource),
+            "service.name": settings.service_name,
+        }
         # the request's resource and scope, encoded once: each body is them and its spans' bytes
         self.resource = wire.resource(Resource(attributes).attributes)
         self.scope = wire.scope(*SCOPE)

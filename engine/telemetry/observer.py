@@ -58,7 +58,8 @@ class TraceObserver:
     short execution's first event. Both may be set later, before the first execution (engine/telemetry/__init__.py).
     No OpenTelemetry here."""
 
-    event_types = frozenset(HANDLERS)  # what it is told (engine/runtime/observe.py): what makes or ends a span
+    # what it is told (engine/runtime/observe.py): what makes or ends a span
+    event_types = frozenset(HANDLERS)
 
     def __init__(self, emit: Emit, decide: Decide | None = None, *, capture: bool = False) -> None:
         self.emit = emit
@@ -71,8 +72,11 @@ class TraceObserver:
         # run id -> (trace id, span id) of its latest execution's root
         self._roots: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()
         self._layouts: OrderedDict[str, Layout] = OrderedDict()
-        self._lock = threading.Lock()  # executions of several event loops (threads) share the maps above
-        self._last: tuple[Observed | None, ExecutionTrace | None] = _NONE  # the last event's execution (and trace)
+        # executions of several event loops (threads) share the maps above
+        self._lock = threading.Lock()
+        self._last: tuple[Observed | None, ExecutionTrace | None] = (
+            _NONE  # the last event's execution (and trace)
+        )
 
     def __call__(self, run: RunRecord, event: Event, execution: Observed) -> None:
         if event.type == TOKEN:
@@ -128,11 +132,16 @@ class TraceObserver:
         if traced.see(event):
             self._ended_trace(run, event, execution, traced)
 
-    def _ended_trace(self, run: RunRecord, event: Event, execution: Observed, traced: ExecutionTrace) -> None:
+    def _ended_trace(
+        self, run: RunRecord, event: Event, execution: Observed, traced: ExecutionTrace
+    ) -> None:
         key = id(execution)
         self._forget(execution)
         with self._lock:
-            self._roots[run.id] = (traced.trace_id, traced.root.span_id)  # a resume here links to it
+            self._roots[run.id] = (
+                traced.trace_id,
+                traced.root.span_id,
+            )  # a resume here links to it
             self._roots.move_to_end(run.id)
             while len(self._roots) > KEPT_RUNS:
                 self._roots.popitem(last=False)
@@ -155,16 +164,24 @@ class TraceObserver:
         trace_id = parent.trace_id.to_bytes(16, "big") if parent is not None else new_trace_id()
         if not self.sampled(run, parent, trace_id):
             return None
-        previous = self._roots.get(run.id)  # a read: atomic (the lock orders the writes, which are several steps)
-        return ExecutionTrace(run, self._layout(run, execution), self.emit, time_ns(event.time), capture=self.capture,
-                              trace_id=trace_id,
-                              parent=parent.span_id.to_bytes(8, "big") if parent is not None else None,
-                              previous=previous)
+        # a read: atomic (the lock orders the writes, which are several steps)
+        previous = self._roots.get(run.id)
+        return ExecutionTrace(
+            run,
+            self._layout(run, execution),
+            self.emit,
+            time_ns(event.time),
+            capture=self.capture,
+            trace_id=trace_id,
+            parent=parent.span_id.to_bytes(8, "big") if parent is not None else None,
+            previous=previous,
+        )
 
     def sampled(self, run: RunRecord, parent: traceparent.Parent | None, trace_id: bytes) -> bool:
         """Whether an execution (of `run`, continuing the caller's `parent`, in trace `trace_id`) is traced."""
         decide = self.decide
-        if decide is None:  # the default, parent-based and always on: the caller's traceparent decides
+        if decide is None:
+            # the default, parent-based and always on: the caller's traceparent decides
             return parent is None or parent.sampled
         return decide(run, parent, trace_id)
 

@@ -28,14 +28,21 @@ TOOL = "execute_tool"
 PROVIDERS = {"azure": "azure.ai.openai", "google": "gcp.gemini"}
 # OpenInference's span kind, for the spans without a gen_ai operation (Phoenix draws each kind its own way)
 KIND = "openinference.span.kind"
-CONTENT_LIMIT = 64 * 1024  # characters of one captured value; the rest is cut (a read file, a long answer)
+# characters of one captured value; the rest is cut (a read file, a long answer)
+CONTENT_LIMIT = 64 * 1024
 OTHER_ERROR = "_OTHER"  # error.type when there is no better low-cardinality name
 
 
 def workflow(flow: str, version: int, digest: str) -> Attributes:
     """The fixed attributes of an execution's root span (those of its flow definition; `run` has its run's)."""
-    return {"gen_ai.operation.name": WORKFLOW, "gen_ai.workflow.name": flow, KIND: "CHAIN", "blockyard.flow": flow,
-            "blockyard.flow.version": version, "blockyard.flow.digest": digest}
+    return {
+        "gen_ai.operation.name": WORKFLOW,
+        "gen_ai.workflow.name": flow,
+        KIND: "CHAIN",
+        "blockyard.flow": flow,
+        "blockyard.flow.version": version,
+        "blockyard.flow.digest": digest,
+    }
 
 
 def run(record: RunRecord) -> Attributes:
@@ -69,11 +76,16 @@ def step(label: str, kind: Any, block: Any, flow: Any) -> tuple[str, Attributes]
 CHAT_FIXED = ("model", "provider", "purpose", "profile", "block", "price_source")
 # a model call's numbers (engine/core/usage.py), each on its span when it is an int or a float: its tokens (only
 # those the provider reported), cost, time to first token, agent turn, item of a map
-CHAT_NUMBERS = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
-                ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
-                ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
-                ("cost_usd", "blockyard.cost_usd"), ("ttft_ms", "blockyard.ttft_ms"), ("turn", "blockyard.agent.turn"),
-                ("index", "blockyard.index"))
+CHAT_NUMBERS = (
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+    ("cost_usd", "blockyard.cost_usd"),
+    ("ttft_ms", "blockyard.ttft_ms"),
+    ("turn", "blockyard.agent.turn"),
+    ("index", "blockyard.index"),
+)
 
 
 def chat(data: Mapping[str, Any]) -> tuple[str, Attributes]:
@@ -81,10 +93,16 @@ def chat(data: Mapping[str, Any]) -> tuple[str, Attributes]:
     model = str(data.get("model") or "unknown")
     provider = str(data.get("provider") or "unknown")
     attributes: Attributes = {
-        "gen_ai.operation.name": CHAT, "gen_ai.provider.name": PROVIDERS.get(provider, provider),
-        "gen_ai.request.model": model}
-    texts = {"blockyard.purpose": data.get("purpose"), "blockyard.model_profile": data.get("profile"),
-             "blockyard.block": data.get("block"), "blockyard.price_source": data.get("price_source")}
+        "gen_ai.operation.name": CHAT,
+        "gen_ai.provider.name": PROVIDERS.get(provider, provider),
+        "gen_ai.request.model": model,
+    }
+    texts = {
+        "blockyard.purpose": data.get("purpose"),
+        "blockyard.model_profile": data.get("profile"),
+        "blockyard.block": data.get("block"),
+        "blockyard.price_source": data.get("price_source"),
+    }
     for key, value in texts.items():
         if isinstance(value, str):
             attributes[key] = value
@@ -95,7 +113,11 @@ def tool(tool: Any, kind: Any, block: Any) -> tuple[str, Attributes]:
     """The name and fixed attributes of a tool call's span (a `tool_call` event's `tool`, `kind`, `block`):
     a tool, or a step, agent or flow an agent delegates to (`blockyard.tool.kind`). Its call id varies."""
     name = str(tool or "unknown")
-    attributes: Attributes = {"gen_ai.operation.name": TOOL, "gen_ai.tool.name": name, "gen_ai.tool.type": "function"}
+    attributes: Attributes = {
+        "gen_ai.operation.name": TOOL,
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "function",
+    }
     attributes["blockyard.tool.kind"] = kind if isinstance(kind, str) else "tool"
     if isinstance(block, str):
         attributes["blockyard.block"] = block
@@ -105,7 +127,11 @@ def tool(tool: Any, kind: Any, block: Any) -> tuple[str, Attributes]:
 def content(value: Any) -> str:
     """A value captured on a span (capture_content): its JSON, cut to CONTENT_LIMIT characters."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= CONTENT_LIMIT else text[:CONTENT_LIMIT] + f"... [{len(text)} characters]"
+    return (
+        text
+        if len(text) <= CONTENT_LIMIT
+        else text[:CONTENT_LIMIT] + f"... [{len(text)} characters]"
+    )
 
 
 def inputs(attributes: Attributes, value: Any) -> None:

@@ -15,7 +15,9 @@ from urllib.parse import unquote
 
 from engine.spec.config import TelemetrySpec
 
-DEFAULT_ENDPOINT = "http://localhost:4318"  # the OTLP/HTTP port of a local collector (the OTel default)
+DEFAULT_ENDPOINT = (
+    "http://localhost:4318"  # the OTLP/HTTP port of a local collector (the OTel default)
+)
 TRACES_PATH = "/v1/traces"
 DEFAULT_SERVICE = "blockyard"
 # Phoenix files spans under the project this resource attribute names (else "default")
@@ -61,7 +63,9 @@ class Settings:
     resource: tuple[tuple[str, str], ...] = ()  # resource attributes besides service.name
     gzip: bool = False
     batching: Batching = Batching()
-    problems: tuple[str, ...] = ()  # what was set wrong, said once as a warning (a variable missing)
+    problems: tuple[
+        str, ...
+    ] = ()  # what was set wrong, said once as a warning (a variable missing)
 
     def header_map(self) -> dict[str, str]:
         return dict(self.headers)
@@ -86,24 +90,37 @@ def resolve(spec: TelemetrySpec | None, env: Mapping[str, str]) -> Settings | No
         if value:
             headers[name.lower()] = value
         else:
-            problems.append(f"header '{name}' is sent without a value: the environment variable {variable} "
-                            "(telemetry.headers_env) is not set")
+            problems.append(
+                f"header '{name}' is sent without a value: the environment variable {variable} "
+                "(telemetry.headers_env) is not set"
+            )
     headers.update(parse_pairs(env.get(HEADERS, "")))
     headers.update(parse_pairs(env.get(TRACES_HEADERS, "")))
     protocol = (env.get(TRACES_PROTOCOL) or env.get(PROTOCOL) or "").strip().lower()
     if protocol and protocol != "http/protobuf":
-        problems.append(f"OTLP protocol '{protocol}' is not supported: traces are sent as http/protobuf")
+        problems.append(
+            f"OTLP protocol '{protocol}' is not supported: traces are sent as http/protobuf"
+        )
     resource = parse_pairs(env.get(RESOURCE_ATTRIBUTES, ""), lower=False)
-    service = (env.get(SERVICE_NAME, "").strip() or resource.pop("service.name", "").strip()
-               or spec.service_name)
+    service = (
+        env.get(SERVICE_NAME, "").strip()
+        or resource.pop("service.name", "").strip()
+        or spec.service_name
+    )
     resource.pop("service.name", None)
     resource.setdefault(PROJECT_ATTRIBUTE, service)
     capture = env.get(CAPTURE_CONTENT, "").strip().lower()
     compression = (env.get(TRACES_COMPRESSION) or env.get(COMPRESSION) or "").strip().lower()
-    return Settings(endpoint=traces_url(env, spec.endpoint), headers=tuple(sorted(headers.items())),
-                    service_name=service, capture_content=capture in TRUE if capture else spec.capture_content,
-                    resource=tuple(sorted(resource.items())), gzip=compression == "gzip",
-                    batching=batching(env, problems), problems=tuple(problems))
+    return Settings(
+        endpoint=traces_url(env, spec.endpoint),
+        headers=tuple(sorted(headers.items())),
+        service_name=service,
+        capture_content=capture in TRUE if capture else spec.capture_content,
+        resource=tuple(sorted(resource.items())),
+        gzip=compression == "gzip",
+        batching=batching(env, problems),
+        problems=tuple(problems),
+    )
 
 
 def batching(env: Mapping[str, str], problems: list[str]) -> Batching:
@@ -127,9 +144,12 @@ def batching(env: Mapping[str, str], problems: list[str]) -> Batching:
     delay = number(SCHEDULE_DELAY, int(default.delay * 1000)) / 1000
     queue = number(MAX_QUEUE, default.max_queue)
     batch = number(MAX_BATCH, default.max_batch)
-    if batch > queue:  # a small queue set alone makes the batches as small; a batch set larger is said
+    if batch > queue:
+        # a small queue set alone makes the batches as small; a batch set larger is said
         if env.get(MAX_BATCH, "").strip():
-            problems.append(f"{MAX_BATCH}={batch} is more than {MAX_QUEUE}={queue}: batches of {queue} are sent")
+            problems.append(
+                f"{MAX_BATCH}={batch} is more than {MAX_QUEUE}={queue}: batches of {queue} are sent"
+            )
         batch = queue
     return Batching(delay=delay, max_batch=batch, max_queue=queue)
 

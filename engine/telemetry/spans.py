@@ -51,11 +51,17 @@ from engine.telemetry.layout import EMPTY, Layout
 from engine.telemetry.semconv import Attributes
 
 Emit = Callable[[bytes], None]  # takes one ended span, encoded (wire.span)
-DELEGATIONS = frozenset({"step", "agent", "flow"})  # tool calls that run steps of the flow (engine/agents)
+# tool calls that run steps of the flow (engine/agents)
+DELEGATIONS = frozenset({"step", "agent", "flow"})
 _HEADS_KEPT = 4096  # encoded heads kept per kind: a yard's steps, blocks and models; TaskPlans make up new ones
 
-_seconds: dict[str, int] = {}  # "2026-11-28T07:15:28" -> epoch seconds: events of one second share it
-_last: tuple[str, int] = ("", 0)  # the last time read and its value: consecutive events often share a millisecond
+_seconds: dict[
+    str, int
+] = {}  # "2026-11-28T07:15:28" -> epoch seconds: events of one second share it
+_last: tuple[str, int] = (
+    "",
+    0,
+)  # the last time read and its value: consecutive events often share a millisecond
 
 
 def time_ns(text: str) -> int:
@@ -70,8 +76,16 @@ def time_ns(text: str) -> int:
         if len(_seconds) > 4096:
             _seconds.clear()
         # by hand: time.strptime would import _strptime and compile its regular expressions on a run's loop
-        seconds = _seconds[whole] = calendar.timegm((int(text[0:4]), int(text[5:7]), int(text[8:10]),
-                                                     int(text[11:13]), int(text[14:16]), int(text[17:19])))
+        seconds = _seconds[whole] = calendar.timegm(
+            (
+                int(text[0:4]),
+                int(text[5:7]),
+                int(text[8:10]),
+                int(text[11:13]),
+                int(text[14:16]),
+                int(text[17:19]),
+            )
+        )
     value = seconds * 1_000_000_000 + int(text[20:23]) * 1_000_000
     _last = (text, value)
     return value
@@ -97,12 +111,32 @@ def new_trace_id() -> bytes:
 class Open:
     """A span that has started and not ended: plain values, its `head` encoded already."""
 
-    __slots__ = ("agent", "children", "events", "extra", "flow", "head", "index", "label", "parent", "span_id",
-                 "start")
+    __slots__ = (
+        "agent",
+        "children",
+        "events",
+        "extra",
+        "flow",
+        "head",
+        "index",
+        "label",
+        "parent",
+        "span_id",
+        "start",
+    )
 
-    def __init__(self, head: bytes, span_id: bytes, parent: bytes | None, start: int, label: str | None = None,
-                 index: Any = None, flow: str | None = None, agent: bool = False,
-                 extra: Attributes | None = None) -> None:
+    def __init__(
+        self,
+        head: bytes,
+        span_id: bytes,
+        parent: bytes | None,
+        start: int,
+        label: str | None = None,
+        index: Any = None,
+        flow: str | None = None,
+        agent: bool = False,
+        extra: Attributes | None = None,
+    ) -> None:
         self.head = head
         self.span_id = span_id
         self.parent = parent
@@ -111,8 +145,12 @@ class Open:
         self.index = index  # the map item or foreach iteration of a step's span
         self.flow = flow  # the subflow a `flow:` step (or a delegated flow) runs: its steps' layout
         self.agent = agent  # an agent step's span: it names the model its calls talk to
-        self.extra = extra  # attributes besides the head's: what varies, what is learnt as the span goes on
-        self.events: list[bytes] | None = None  # encoded Span.Events (warnings, written files, a decision)
+        self.extra = (
+            extra  # attributes besides the head's: what varies, what is learnt as the span goes on
+        )
+        self.events: list[bytes] | None = (
+            None  # encoded Span.Events (warnings, written files, a decision)
+        )
         self.children: list[Open] | None = None  # tool blocks' calls: they end with their step
 
     def set(self, key: str, value: semconv.AttributeValue) -> None:
@@ -123,14 +161,20 @@ class Open:
 
 # Heads, by what makes them: the same for every run of a flow definition, encoded once
 _step_heads: dict[tuple[str, Any, Any, Any], tuple[bytes, bool]] = {}  # -> (head, an agent's?)
-_chat_heads: dict[tuple[Any, ...], tuple[bytes, str, str]] = {}  # -> (head, gen_ai.provider.name, model)
+_chat_heads: dict[
+    tuple[Any, ...], tuple[bytes, str, str]
+] = {}  # -> (head, gen_ai.provider.name, model)
 _tool_heads: dict[tuple[Any, Any, Any], bytes] = {}
-_root_heads: dict[tuple[str, int, str], bytes] = {}  # (flow, version, digest) -> the head of its executions' roots
+_root_heads: dict[
+    tuple[str, int, str], bytes
+] = {}  # (flow, version, digest) -> the head of its executions' roots
 _ERROR_TYPE = wire.pair(9, "error.type", semconv.OTHER_ERROR)
 _NUMBER = (int, float)  # for isinstance: `int | float` would make a new union object at every call
 _chat_numbers = wire.Numbers(semconv.CHAT_NUMBERS)
-_usage = wire.Numbers((key, f"blockyard.usage.{key}") for key in ("model_calls", "input_tokens", "output_tokens",
-                                                                   "cost_usd"))
+_usage = wire.Numbers(
+    (key, f"blockyard.usage.{key}")
+    for key in ("model_calls", "input_tokens", "output_tokens", "cost_usd")
+)
 # the run's status on its root, by status (a handful): encoded once
 _statuses: dict[str, bytes] = {}
 
@@ -165,8 +209,11 @@ def chat_head(data: Mapping[str, Any]) -> tuple[bytes, str, str]:
     found = _chat_heads.get(key)
     if found is None:
         name, attributes = semconv.chat(data)
-        found = (wire.head(name, wire.CLIENT, attributes), str(attributes["gen_ai.provider.name"]),
-                 str(attributes["gen_ai.request.model"]))
+        found = (
+            wire.head(name, wire.CLIENT, attributes),
+            str(attributes["gen_ai.provider.name"]),
+            str(attributes["gen_ai.request.model"]),
+        )
         _keep(_chat_heads, key, found)
     return found
 
@@ -219,9 +266,18 @@ class ExecutionTrace:
     the caller's span (a W3C traceparent, in trace `trace_id`); `previous`: (trace id, span id) of the
     run's execution before this one, which the root links to."""
 
-    def __init__(self, run: RunRecord, layout: Layout, emit: Emit, start: int, *, capture: bool = False,
-                 trace_id: bytes | None = None, parent: bytes | None = None,
-                 previous: tuple[bytes, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        run: RunRecord,
+        layout: Layout,
+        emit: Emit,
+        start: int,
+        *,
+        capture: bool = False,
+        trace_id: bytes | None = None,
+        parent: bytes | None = None,
+        previous: tuple[bytes, bytes] | None = None,
+    ) -> None:
         self.run = run
         self.layout = layout
         self.plans: dict[str, tuple[bytes, bool, str | None, bool]] = layout.steps
@@ -233,11 +289,17 @@ class ExecutionTrace:
         self.ended = False
         # a step's open span by its label, an item's by (label, index)
         self.steps: dict[str | tuple[str, Any], Open] = {}
-        self.starts: dict[str, int] = {}  # label -> the start of a step of the flow's list whose span is not made yet
+        self.starts: dict[
+            str, int
+        ] = {}  # label -> the start of a step of the flow's list whose span is not made yet
         # label -> the open spans of its items (map items, foreach iterations), latest last
         self.items: dict[str, list[Open]] = {}
-        self.calls: dict[tuple[str, Any, str], Open] = {}  # (label, index, call id) -> an agent's open tool call
-        self.delegations: list[tuple[str, str, Open]] = []  # (agent label, tool, span): steps an agent called
+        self.calls: dict[
+            tuple[str, Any, str], Open
+        ] = {}  # (label, index, call id) -> an agent's open tool call
+        self.delegations: list[
+            tuple[str, str, Open]
+        ] = []  # (agent label, tool, span): steps an agent called
         self.spend = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
         # the last event's time and in ns, and its second and in ns (read and kept by the observer too)
         self.time = ""
@@ -273,8 +335,10 @@ class ExecutionTrace:
 
     def _decided(self, event: Event, at: int) -> bool:
         root = self.root
-        decided = {"blockyard.gate": str(event.step or event.data.get("gate")),
-                   "blockyard.decision": str(event.data.get("decision"))}
+        decided = {
+            "blockyard.gate": str(event.step or event.data.get("gate")),
+            "blockyard.decision": str(event.data.get("decision")),
+        }
         root.events = root.events or []
         root.events.append(wire.event(at, "approval_decided", decided))
         return False
@@ -307,9 +371,12 @@ class ExecutionTrace:
         key = (run.flow, run.version, run.digest)
         head = _root_heads.get(key)
         if head is None:
-            head = wire.head(f"{semconv.WORKFLOW} {run.flow}", wire.INTERNAL, semconv.workflow(*key))
+            head = wire.head(
+                f"{semconv.WORKFLOW} {run.flow}", wire.INTERNAL, semconv.workflow(*key)
+            )
             _keep(_root_heads, key, head)
-        return Open(head + wire.attributes(9, semconv.run(run)), new_span_id(), self.parent, at)  # + the run's
+        # + the run's
+        return Open(head + wire.attributes(9, semconv.run(run)), new_span_id(), self.parent, at)
 
     def _step_started(self, event: Event, at: int) -> bool:
         label = event.step or "?"
@@ -325,7 +392,8 @@ class ExecutionTrace:
             if top and not self.delegations and not self.capture:
                 # a step of the flow's own list, under the root: its start is all there is to keep until
                 # something needs its span (`_opened`: a model call in it, a step in its body), or it ends
-                if label in self.starts or label in self.steps:  # started again (a retry) before it ended
+                if label in self.starts or label in self.steps:
+                    # started again (a retry) before it ended
                     earlier = self._opened(label)
                     if earlier is not None:
                         self._close(earlier, at)  # the earlier attempt ends here
@@ -345,10 +413,12 @@ class ExecutionTrace:
         span = Open(head, new_span_id(), parent.span_id, at, label, index, flow, agent, extra)
         steps = self.steps
         before = steps.get(key)
-        if before is not None:  # started again (a retry) before it ended: the earlier attempt ends here
+        if before is not None:
+            # started again (a retry) before it ended: the earlier attempt ends here
             self._close(before, at)
         steps[key] = span
-        if index is not None:  # items of one label: which is the latest (a step's own span is found by its label)
+        if index is not None:
+            # items of one label: which is the latest (a step's own span is found by its label)
             items = self.items.get(label)
             if items is None:
                 self.items[label] = [span]
@@ -362,7 +432,9 @@ class ExecutionTrace:
         if start is None:
             return self.steps.get(label)
         head, agent, flow, _top = self.plans[label]
-        span = self.steps[label] = Open(head, new_span_id(), self.root.span_id, start, label, None, flow, agent)
+        span = self.steps[label] = Open(
+            head, new_span_id(), self.root.span_id, start, label, None, flow, agent
+        )
         return span
 
     def _plan(self, label: str, data: Mapping[str, Any]) -> tuple[bytes, bool, str | None, bool]:
@@ -370,7 +442,12 @@ class ExecutionTrace:
         definition's layout: its head, whether it is an agent's, the subflow it runs, and whether it sits
         in the flow's own list (under the root, but for a delegation)."""
         head, agent = step_head(label, data)
-        plan = (head, agent, _subflow(data), "." not in label and label not in self.layout.root.container)
+        plan = (
+            head,
+            agent,
+            _subflow(data),
+            "." not in label and label not in self.layout.root.container,
+        )
         self.plans[label] = plan
         return plan
 
@@ -381,8 +458,17 @@ class ExecutionTrace:
         if index is None:
             start = self.starts.pop(label, None)
             if start is not None:  # nothing needed its span: made and ended at once
-                self.emit(wire.span(self.trace_id, new_span_id(), self.root.span_id, self.plans[label][0], start,
-                                    at if at > start else start, _ending(event.type, data)))
+                self.emit(
+                    wire.span(
+                        self.trace_id,
+                        new_span_id(),
+                        self.root.span_id,
+                        self.plans[label][0],
+                        start,
+                        at if at > start else start,
+                        _ending(event.type, data),
+                    )
+                )
                 return False
         span = self.steps.get(label if index is None else (label, index))
         if span is None:
@@ -403,7 +489,11 @@ class ExecutionTrace:
         head, provider, model = chat_head(data)
         rest = _chat_numbers(data)
         latency = data.get("latency_ms")
-        start = at - int(latency * 1_000_000) if isinstance(latency, _NUMBER) and 0 < latency < at / 1e6 else at
+        start = (
+            at - int(latency * 1_000_000)
+            if isinstance(latency, _NUMBER) and 0 < latency < at / 1e6
+            else at
+        )
         if data.get("ok") is False:
             rest += wire.pair(9, "error.type", semconv.OTHER_ERROR)
             rest += _failed(str(data.get("error") or "the model call failed"))
@@ -430,7 +520,8 @@ class ExecutionTrace:
     def _tool_call(self, event: Event, at: int) -> bool:
         data = event.data
         kind = data.get("kind")
-        if kind == "answer":  # an agent's final answer, given as a call of its answer tool: no tool runs
+        if kind == "answer":
+            # an agent's final answer, given as a call of its answer tool: no tool runs
             return False
         label = event.step or "?"
         index = data.get("index")
@@ -438,7 +529,14 @@ class ExecutionTrace:
         call_id = data.get("call_id")
         if status == "started" and isinstance(call_id, str):
             parent = self._enclosing(event.step, index)
-            call = Open(tool_head(data), new_span_id(), parent.span_id, at, label=label, extra=_call_id(data))
+            call = Open(
+                tool_head(data),
+                new_span_id(),
+                parent.span_id,
+                at,
+                label=label,
+                extra=_call_id(data),
+            )
             if self.capture and "args" in data:
                 call.set("gen_ai.tool.call.arguments", semconv.content(data["args"]))
             self.calls[(label, index, call_id)] = call
@@ -446,12 +544,22 @@ class ExecutionTrace:
                 self.delegations.append((label, str(data.get("tool")), call))
             return False
         if status in ("ok", "error"):
-            span: Open | None = self.calls.pop((label, index, call_id), None) if isinstance(call_id, str) else None
-            if span is None:  # no announcement (a call refused before it ran): timed by its duration
+            span: Open | None = (
+                self.calls.pop((label, index, call_id), None) if isinstance(call_id, str) else None
+            )
+            if span is None:
+                # no announcement (a call refused before it ran): timed by its duration
                 parent = self._enclosing(event.step, index)
                 took = data.get("duration_ms")
                 start = at - int(took * 1_000_000) if isinstance(took, _NUMBER) and took > 0 else at
-                span = Open(tool_head(data), new_span_id(), parent.span_id, start, label=label, extra=_call_id(data))
+                span = Open(
+                    tool_head(data),
+                    new_span_id(),
+                    parent.span_id,
+                    start,
+                    label=label,
+                    extra=_call_id(data),
+                )
             else:
                 self.delegations = [entry for entry in self.delegations if entry[2] is not span]
             if self.capture and "result" in data:
@@ -464,7 +572,9 @@ class ExecutionTrace:
             return False
         # a tool block's call (engine/executors/tool.py): it runs until its step ends
         step = self._enclosing(event.step, index)
-        call = Open(tool_head(data), new_span_id(), step.span_id, at, label=label, extra=_call_id(data))
+        call = Open(
+            tool_head(data), new_span_id(), step.span_id, at, label=label, extra=_call_id(data)
+        )
         if self.capture and "args" in data:
             call.set("gen_ai.tool.call.arguments", semconv.content(data["args"]))
         if step.children is None:
@@ -478,9 +588,14 @@ class ExecutionTrace:
         span = self._enclosing(event.step, data.get("index"))
         noted: Attributes
         if event.type == WARNING:
-            noted = {key: str(data[key]) for key in ("code", "message") if data.get(key) is not None}
+            noted = {
+                key: str(data[key]) for key in ("code", "message") if data.get(key) is not None
+            }
         else:
-            noted = {"blockyard.file.path": str(data.get("path")), "blockyard.file.bytes": int(data.get("bytes") or 0)}
+            noted = {
+                "blockyard.file.path": str(data.get("path")),
+                "blockyard.file.bytes": int(data.get("bytes") or 0),
+            }
         if span.events is None:
             span.events = []
         span.events.append(wire.event(at, str(event.type), noted))
@@ -491,7 +606,9 @@ class ExecutionTrace:
         # the root ended already when several gates wait: their spans are its children all the same
         value = event.data.get("value")
         step = event.step or (value.get("step") if isinstance(value, dict) else None) or "?"
-        head = wire.head(f"gate {step}", wire.INTERNAL, {"blockyard.gate": step, semconv.KIND: "CHAIN"})
+        head = wire.head(
+            f"gate {step}", wire.INTERNAL, {"blockyard.gate": step, semconv.KIND: "CHAIN"}
+        )
         self.emit(wire.span(self.trace_id, new_span_id(), self.root.span_id, head, at, at))
 
     # ---- the tree -----------------------------------------------------------------------------------
@@ -516,7 +633,8 @@ class ExecutionTrace:
         prefix, _, step_id = label.rpartition(".")
         enclosing = self._latest(prefix)
         if enclosing is None:
-            return self.root  # the subflow step ended already (an event out of order): keep it in the trace
+            # the subflow step ended already (an event out of order): keep it in the trace
+            return self.root
         flow = self.layout.flows.get(enclosing.flow, EMPTY) if enclosing.flow else EMPTY
         container = flow.container.get(step_id)
         if container is not None:
@@ -589,15 +707,32 @@ class ExecutionTrace:
         if span.events is not None:
             rest += b"".join(span.events)
         start = span.start
-        self.emit(wire.span(self.trace_id, span.span_id, span.parent, span.head, start, at if at > start else start,
-                            rest + status if status else rest, flags))
+        self.emit(
+            wire.span(
+                self.trace_id,
+                span.span_id,
+                span.parent,
+                span.head,
+                start,
+                at if at > start else start,
+                rest + status if status else rest,
+                flags,
+            )
+        )
 
 
 # what each event does to the trace (the others: nothing); True once the execution ended
 HANDLERS: dict[str, Callable[[ExecutionTrace, Event, int], bool]] = {
-    STEP_STARTED: ExecutionTrace._step_started, STEP_FINISHED: ExecutionTrace._step_ended,
-    STEP_FAILED: ExecutionTrace._step_ended, MODEL_CALL: ExecutionTrace._model_call,
-    TOOL_CALL: ExecutionTrace._tool_call, RUN_STARTED: ExecutionTrace._run_started, WARNING: ExecutionTrace._note,
-    FILE_WRITTEN: ExecutionTrace._note, APPROVAL_DECIDED: ExecutionTrace._decided,
-    APPROVAL_REQUIRED: ExecutionTrace._waiting, RUN_FINISHED: ExecutionTrace._finished,
-    RUN_FAILED: ExecutionTrace._failed_run}
+    STEP_STARTED: ExecutionTrace._step_started,
+    STEP_FINISHED: ExecutionTrace._step_ended,
+    STEP_FAILED: ExecutionTrace._step_ended,
+    MODEL_CALL: ExecutionTrace._model_call,
+    TOOL_CALL: ExecutionTrace._tool_call,
+    RUN_STARTED: ExecutionTrace._run_started,
+    WARNING: ExecutionTrace._note,
+    FILE_WRITTEN: ExecutionTrace._note,
+    APPROVAL_DECIDED: ExecutionTrace._decided,
+    APPROVAL_REQUIRED: ExecutionTrace._waiting,
+    RUN_FINISHED: ExecutionTrace._finished,
+    RUN_FAILED: ExecutionTrace._failed_run,
+}

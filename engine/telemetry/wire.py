@@ -118,10 +118,12 @@ def _number_prefixes(key: str) -> tuple[bytes, bytes, bytes, bytes]:
     """What comes before the value in a span attribute (field 9) `key` whose value is an int of one, two or
     three varint bytes, or a double."""
     name = _key(key)
-    return (b"\x4a" + varint(len(name) + 4) + name + b"\x12\x02\x18",  # AnyValue{int_value}, one byte
-            b"\x4a" + varint(len(name) + 5) + name + b"\x12\x03\x18",
-            b"\x4a" + varint(len(name) + 6) + name + b"\x12\x04\x18",
-            b"\x4a" + varint(len(name) + 11) + name + b"\x12\x09\x21")  # AnyValue{double_value}
+    return (
+        b"\x4a" + varint(len(name) + 4) + name + b"\x12\x02\x18",  # AnyValue{int_value}, one byte
+        b"\x4a" + varint(len(name) + 5) + name + b"\x12\x03\x18",
+        b"\x4a" + varint(len(name) + 6) + name + b"\x12\x04\x18",
+        b"\x4a" + varint(len(name) + 11) + name + b"\x12\x09\x21",
+    )  # AnyValue{double_value}
 
 
 _numbers: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}  # key -> _number_prefixes(key)
@@ -147,7 +149,9 @@ def _number(key: str, prefixes: tuple[bytes, bytes, bytes, bytes], value: Any) -
         elif value < 0x4000:
             encoded = prefixes[1] + bytes((value & 0x7F | 0x80, value >> 7))
         else:
-            encoded = prefixes[2] + bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+            encoded = prefixes[2] + bytes(
+                (value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14)
+            )
         return encoded
     if kind is float:
         encoded = prefixes[3] + _DOUBLE(value)
@@ -169,7 +173,8 @@ class Numbers:
         for source, key, prefixes in self.fields:
             value: Any = values.get(source)
             kind = type(value)
-            if kind is int and 0 <= value < 0x80:  # most counts of a model call: its cached, reasoning tokens
+            if kind is int and 0 <= value < 0x80:
+                # most counts of a model call: its cached, reasoning tokens
                 found.append(prefixes[0] + _ONE_BYTE[value])
             elif kind is float:
                 found.append(prefixes[3] + _DOUBLE(value))
@@ -198,8 +203,14 @@ def event(at: int, name: str, values: Mapping[str, Any]) -> bytes:
 
 def link(trace_id: bytes, span_id: bytes, values: Mapping[str, Any]) -> bytes:
     """A Span.Link (field 13) to a sampled span of this process: trace id 1, span id 2, attributes 4, flags 6."""
-    return field(13, field(1, trace_id) + field(2, span_id) + attributes(4, values)
-                 + b"\x35" + _FIXED32(HAS_IS_REMOTE | SAMPLED))
+    return field(
+        13,
+        field(1, trace_id)
+        + field(2, span_id)
+        + attributes(4, values)
+        + b"\x35"
+        + _FIXED32(HAS_IS_REMOTE | SAMPLED),
+    )
 
 
 def status(code: int, message: str | None) -> bytes:
@@ -216,13 +227,29 @@ LOCAL = flags(False)
 REMOTE = flags(True)
 
 
-_trace: tuple[bytes, bytes] = (b"", b"")  # the last trace id and its fields (1, and 2's tag): a trace's spans share it
-_parent: tuple[bytes, bytes] = (b"", b"")  # the last parent span id and its field (4): a flow's steps share the root
-_frames: dict[int, bytes] = {}  # a Span's size -> the field's tag and length before it (sizes repeat: a flow's spans)
+_trace: tuple[bytes, bytes] = (
+    b"",
+    b"",
+)  # the last trace id and its fields (1, and 2's tag): a trace's spans share it
+_parent: tuple[bytes, bytes] = (
+    b"",
+    b"",
+)  # the last parent span id and its field (4): a flow's steps share the root
+_frames: dict[
+    int, bytes
+] = {}  # a Span's size -> the field's tag and length before it (sizes repeat: a flow's spans)
 
 
-def span(trace_id: bytes, span_id: bytes, parent_id: bytes | None, head: bytes, start: int, end: int,
-         rest: bytes = b"", span_flags: bytes = LOCAL) -> bytes:
+def span(
+    trace_id: bytes,
+    span_id: bytes,
+    parent_id: bytes | None,
+    head: bytes,
+    start: int,
+    end: int,
+    rest: bytes = b"",
+    span_flags: bytes = LOCAL,
+) -> bytes:
     """A Span, framed as field 2 of its ScopeSpans: ids 1, 2, 4; `head` (name, kind, fixed attributes);
     times 7, 8; `rest` (more attributes, events, links, status, already encoded); flags 16 (`span_flags`,
     LOCAL or REMOTE). One join: the ids' fields and the frame come from what the spans before left."""
@@ -237,13 +264,16 @@ def span(trace_id: bytes, span_id: bytes, parent_id: bytes | None, head: bytes, 
         if above[0] is not parent_id:
             above = _parent = (parent_id, b"\x22\x08" + parent_id)
         up = above[1]
-    size = 52 + len(up) + len(head) + len(rest)  # 52: the ids' fields 20 and 8, the times 18, the flags 6
+    # 52: the ids' fields 20 and 8, the times 18, the flags 6
+    size = 52 + len(up) + len(head) + len(rest)
     frame = _frames.get(size)
     if frame is None:
         frame = b"\x12" + varint(size)
         if size < 16384:
             _frames[size] = frame
-    return b"".join((frame, ids[1], span_id, up, head, _TIMES(0x39, start, 0x41, end), rest, span_flags))
+    return b"".join(
+        (frame, ids[1], span_id, up, head, _TIMES(0x39, start, 0x41, end), rest, span_flags)
+    )
 
 
 def resource(values: Mapping[str, Any]) -> bytes:
@@ -253,7 +283,9 @@ def resource(values: Mapping[str, Any]) -> bytes:
 
 def scope(name: str, version: str | None) -> bytes:
     """ScopeSpans.scope (field 1): the instrumentation scope, name 1 and version 2."""
-    return field(1, field(1, name.encode("utf-8")) + (field(2, version.encode("utf-8")) if version else b""))
+    return field(
+        1, field(1, name.encode("utf-8")) + (field(2, version.encode("utf-8")) if version else b"")
+    )
 
 
 def request(resource_field: bytes, scope_field: bytes, spans: Iterable[bytes]) -> bytes:

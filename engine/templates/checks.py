@@ -24,7 +24,11 @@ from typing import Any
 
 from jinja2 import Environment, nodes, pass_environment
 from jinja2.filters import make_attrgetter
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
+from jinja2.sandbox import (
+    ImmutableSandboxedEnvironment,
+    SandboxedEscapeFormatter,
+    SandboxedFormatter,
+)
 from jinja2.utils import generate_lorem_ipsum
 
 from engine.templates.limits import Budget, NoBudget, current
@@ -41,6 +45,7 @@ def budget_or_fold() -> Budget:
 
 
 # ---- binary operators ---------------------------------------------------------------------------
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int)
@@ -69,7 +74,8 @@ def _check_mul(budget: Budget, left: Any, right: Any) -> None:
 
 def _check_pow(budget: Budget, left: Any, right: Any) -> None:
     if _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
-        exponent = right if right.bit_length() <= 64 else 2**64  # beyond any limit, without a float overflow
+        # beyond any limit, without a float overflow
+        exponent = right if right.bit_length() <= 64 else 2**64
         budget.bits(exponent * math.log2(abs(left)), "power")
 
 
@@ -86,15 +92,22 @@ def _check_mod(budget: Budget, left: Any, right: Any) -> None:
 
 
 _BINOP_CHECKS: dict[str, Callable[[Budget, Any, Any], None]] = {
-    "*": _check_mul, "**": _check_pow, "+": _check_add, "%": _check_mod}
-BINOPS: dict[str, Callable[[Any, Any], Any]] = dict(ImmutableSandboxedEnvironment.default_binop_table)
+    "*": _check_mul,
+    "**": _check_pow,
+    "+": _check_add,
+    "%": _check_mod,
+}
+BINOPS: dict[str, Callable[[Any, Any], Any]] = dict(
+    ImmutableSandboxedEnvironment.default_binop_table
+)
 
 
 def binop(budget: Budget, operator: str, left: Any, right: Any) -> Any:
     """`left <operator> right`, refused before it is computed when the result would be over a limit."""
     budget.tick()
     if type(left) is int and type(right) is int and operator != "**":  # the common case, kept short
-        if operator == "*":  # the product has at least this many bits: refused before it is computed
+        if operator == "*":
+            # the product has at least this many bits: refused before it is computed
             budget.bits(left.bit_length() + right.bit_length() - 1, "product")
         return budget.check(BINOPS[operator](left, right), "result")  # others grow by a bit at most
     check_binop(budget, operator, left, right)
@@ -113,8 +126,10 @@ def check_binop(budget: Budget, operator: str, left: Any, right: Any) -> None:
 
 # ---- printf-style and str.format -----------------------------------------------------------------
 
-_PRINTF = re.compile(r"%(?:\((?P<key>[^)]*)\))?[#0 +\-]*(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?[hlL]?"
-                     r"(?P<conv>[diouxXeEfFgGcrsab%])")
+_PRINTF = re.compile(
+    r"%(?:\((?P<key>[^)]*)\))?[#0 +\-]*(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?[hlL]?"
+    r"(?P<conv>[diouxXeEfFgGcrsab%])"
+)
 
 
 def printf_size(budget: Budget, fmt: str, args: Any) -> None:
@@ -162,8 +177,13 @@ class MeasuringFormatter(SandboxedFormatter):
         self._total = 0
 
     def format_field(self, value: Any, format_spec: str) -> Any:
-        widest = max((int(n) if len(n) < 20 else self._budget.limits.max_string + 1
-                      for n in _NUMBER.findall(format_spec)), default=0)
+        widest = max(
+            (
+                int(n) if len(n) < 20 else self._budget.limits.max_string + 1
+                for n in _NUMBER.findall(format_spec)
+            ),
+            default=0,
+        )
         self._budget.string(widest, "format width")
         self._total += max(widest, self._budget.text(value, "formatted value"))
         self._budget.string(self._total, "formatted string")
@@ -175,6 +195,7 @@ class MeasuringEscapeFormatter(MeasuringFormatter, SandboxedEscapeFormatter):
 
 
 # ---- methods and filters that make big results from small inputs ---------------------------------
+
 
 def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:
     if len(args) > index:
@@ -191,14 +212,18 @@ def _check_width(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict
     budget.string(width, "padded string")
 
 
-def _check_expandtabs(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_expandtabs(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     if _text(value):
         tab = "\t" if isinstance(value, str) else b"\t"
         size = _int_arg(_arg(args, kwargs, 0, "tabsize", 8))
         budget.string(len(value) + value.count(tab) * max(size, 0), "expanded string")
 
 
-def _check_replace(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_replace(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     old, new = _arg(args, kwargs, 0, "old", None), _arg(args, kwargs, 1, "new", None)
     count = _arg(args, kwargs, 2, "count", -1)
     if not (_text(value) and _text(old) and _text(new)) or type(old) is not type(value):
@@ -215,23 +240,32 @@ def _materialized(budget: Budget, items: Any, what: str = "joined items") -> lis
     return kept
 
 
-def _check_str_join(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _check_str_join(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
     items = _materialized(budget, _arg(args, kwargs, 0, "iterable", ()))
-    total = sum(len(item) if _text(item) else 0 for item in items) + max(len(items) - 1, 0) * len(value)
+    total = sum(len(item) if _text(item) else 0 for item in items) + max(len(items) - 1, 0) * len(
+        value
+    )
     budget.string(total, "joined string")
     return (items,)
 
 
-def _check_join_filter(budget: Budget, value: Any, args: tuple[Any, ...],
-                       kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+def _check_join_filter(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...] | None:
     items = _materialized(budget, value)
     sep = _arg(args, kwargs, 0, "d", "")
-    total = sum(budget.text(item, "joined item") for item in items) + max(len(items) - 1, 0) * len(str(sep))
+    total = sum(budget.text(item, "joined item") for item in items) + max(len(items) - 1, 0) * len(
+        str(sep)
+    )
     budget.string(total, "joined string")
     return (items, *args)
 
 
-def _check_translate(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_translate(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     table = _arg(args, kwargs, 0, "table", None)
     # str.translate looks each character up in any table that can be indexed: a dict, or a list or tuple
     # indexed by code point (a string's entries are one character each: nothing grows)
@@ -241,16 +275,22 @@ def _check_translate(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: 
         budget.string(len(value) * max(longest, 1), "translated string")
 
 
-def _check_to_bytes(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_to_bytes(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     budget.string(_int_arg(_arg(args, kwargs, 0, "length", 1)), "bytes")
 
 
-def _check_encode(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_encode(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     if isinstance(value, str):
         budget.string(len(value) * 4, "encoded string")
 
 
-def _check_indent(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_indent(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     width = _arg(args, kwargs, 0, "width", 4)
     step = len(width) if isinstance(width, str) else _int_arg(width)
     budget.string(step, "indent")
@@ -258,19 +298,27 @@ def _check_indent(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dic
     budget.string(len(text) + (text.count("\n") + 1) * max(step, 0), "indented string")
 
 
-def _check_wordwrap(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_wordwrap(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     width = max(_int_arg(_arg(args, kwargs, 0, "width", 79)), 1)
     wrap = _arg(args, kwargs, 2, "wrapstring", None)
     text = value if isinstance(value, str) else ""
     lines = len(text) // width + text.count("\n") + 1
-    budget.string(len(text) + lines * len(wrap if isinstance(wrap, str) else "\n"), "wrapped string")
+    budget.string(
+        len(text) + lines * len(wrap if isinstance(wrap, str) else "\n"), "wrapped string"
+    )
 
 
-def _check_center_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_center_filter(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     budget.string(_int_arg(_arg(args, kwargs, 0, "width", 80)), "centered string")
 
 
-def _check_format_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_format_filter(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     if isinstance(value, str):
         printf_size(budget, value, kwargs or args)
 
@@ -278,19 +326,23 @@ def _check_format_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwar
 def _check_count(name: str, index: int, key: str) -> Check:
     def check(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         budget.items(_int_arg(_arg(args, kwargs, index, key, 0)), f"{name}()")
+
     return check
 
 
 def _check_as_text(factor: int) -> Check:
     """Filters that turn their input into text: the input, as text, must be within the limit."""
+
     def check(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         budget.string(budget.text(value, "filtered value") * factor, "filtered text")
+
     return check
 
 
 @pass_environment
-def bounded_sum(environment: Environment, iterable: Any, attribute: str | int | None = None,
-                start: Any = 0) -> Any:
+def bounded_sum(
+    environment: Environment, iterable: Any, attribute: str | int | None = None, start: Any = 0
+) -> Any:
     """Jinja's `sum` filter, sized first: sum() of lists or strings concatenates them, one copy of the
     total so far per item. The input is taken in (at most template_max_items of it) and `attribute`
     looked up before anything is added, so a generator (`select`, `map`) or an attribute cannot hide
@@ -304,25 +356,40 @@ def bounded_sum(environment: Environment, iterable: Any, attribute: str | int | 
     if isinstance(start, (list, tuple, str)):
         sizes = [len(item) for item in items if isinstance(item, (list, tuple, str))]
         budget.items(len(start) + sum(sizes), "sum()")
-        budget.tick(len(sizes) * (len(start) + sum(sizes)) // 2)  # each step copies the total so far
+        # each step copies the total so far
+        budget.tick(len(sizes) * (len(start) + sum(sizes)) // 2)
     return sum(items, start)
 
 
-def _check_list_filter(budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_list_filter(
+    budget: Budget, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
     if hasattr(value, "__len__"):
         budget.items(len(value), "list")
 
 
 METHOD_CHECKS: dict[str, Check] = {
-    "center": _check_width, "ljust": _check_width, "rjust": _check_width, "zfill": _check_width,
-    "expandtabs": _check_expandtabs, "replace": _check_replace, "join": _check_str_join,
-    "translate": _check_translate, "to_bytes": _check_to_bytes, "encode": _check_encode,
+    "center": _check_width,
+    "ljust": _check_width,
+    "rjust": _check_width,
+    "zfill": _check_width,
+    "expandtabs": _check_expandtabs,
+    "replace": _check_replace,
+    "join": _check_str_join,
+    "translate": _check_translate,
+    "to_bytes": _check_to_bytes,
+    "encode": _check_encode,
 }
 
 _FILTER_CHECKS: dict[str, Check] = {
-    "center": _check_center_filter, "indent": _check_indent, "wordwrap": _check_wordwrap,
-    "replace": _check_replace, "join": _check_join_filter, "format": _check_format_filter,
-    "batch": _check_count("batch", 0, "linecount"), "slice": _check_count("slice", 0, "slices"),
+    "center": _check_center_filter,
+    "indent": _check_indent,
+    "wordwrap": _check_wordwrap,
+    "replace": _check_replace,
+    "join": _check_join_filter,
+    "format": _check_format_filter,
+    "batch": _check_count("batch", 0, "linecount"),
+    "slice": _check_count("slice", 0, "slices"),
     "list": _check_list_filter,
     **{name: _check_as_text(1) for name in ("string", "pprint", "tojson", "xmlattr")},
     **{name: _check_as_text(6) for name in ("escape", "e", "forceescape", "urlize")},
@@ -333,9 +400,32 @@ _FILTER_CHECKS: dict[str, Check] = {
 # Filters that go through their input item by item (in Python, or building something per item):
 # they cost as many steps as the input has items, so that the clock is looked at as often in a
 # loop of such filters as in a loop of loops.
-_ITERATING = frozenset({"select", "reject", "selectattr", "rejectattr", "map", "sort", "unique", "groupby", "sum",
-                        "join", "list", "min", "max", "dictsort", "batch", "slice", "tojson", "string", "pprint",
-                        "items", "xmlattr", "urlencode"})
+_ITERATING = frozenset(
+    {
+        "select",
+        "reject",
+        "selectattr",
+        "rejectattr",
+        "map",
+        "sort",
+        "unique",
+        "groupby",
+        "sum",
+        "join",
+        "list",
+        "min",
+        "max",
+        "dictsort",
+        "batch",
+        "slice",
+        "tojson",
+        "string",
+        "pprint",
+        "items",
+        "xmlattr",
+        "urlencode",
+    }
+)
 
 
 def guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -350,7 +440,7 @@ def guard_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         value: Any = args[skip] if len(args) > skip else None
         budget.tick(len(value) + 1 if iterating and hasattr(value, "__len__") else 1)
         if check is not None and len(args) > skip:
-            replaced = check(budget, value, args[skip + 1:], kwargs)
+            replaced = check(budget, value, args[skip + 1 :], kwargs)
             if replaced is not None:
                 args = (*args[:skip], *replaced)
         return budget.check(fn(*args, **kwargs))

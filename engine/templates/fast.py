@@ -84,7 +84,9 @@ class FastText:
 
     __slots__ = ("_env", "_parts", "calls", "source")
 
-    def __init__(self, source: str, parts: list[tuple[str, Eval | None]], env: BoundedEnvironment) -> None:
+    def __init__(
+        self, source: str, parts: list[tuple[str, Eval | None]], env: BoundedEnvironment
+    ) -> None:
         self.source = source
         self.calls = 0
         self._parts = parts
@@ -122,7 +124,8 @@ def compile_fast(source: str, env: BoundedEnvironment) -> FastExpression | None:
         return FastExpression(source, _compile(folded, env))
     except _NotFast:
         return None
-    except Exception:  # a syntax error (or a literal Python refuses): the Jinja path raises it properly
+    # a syntax error (or a literal Python refuses): the Jinja path raises it properly
+    except Exception:
         return None
 
 
@@ -151,7 +154,8 @@ def compile_fast_text(source: str, env: BoundedEnvironment) -> FastText | None:
         return FastText(source, parts, env)
     except _NotFast:
         return None
-    except Exception:  # a syntax error (or a literal Python refuses): the Jinja path raises it properly
+    # a syntax error (or a literal Python refuses): the Jinja path raises it properly
+    except Exception:
         return None
 
 
@@ -162,18 +166,28 @@ def _compile(node: nodes.Node, env: BoundedEnvironment) -> Eval:
         return _name(node.name, env)
     if isinstance(node, nodes.Getattr) and node.ctx == "load":
         return _getattr(_compile(node.node, env), node.attr, env)
-    if isinstance(node, nodes.Getitem) and node.ctx == "load" and not isinstance(node.arg, nodes.Slice):
+    if (
+        isinstance(node, nodes.Getitem)
+        and node.ctx == "load"
+        and not isinstance(node.arg, nodes.Slice)
+    ):
         return _getitem(_compile(node.node, env), _compile(node.arg, env), env)
     if isinstance(node, nodes.And):
         return _and(_compile(node.left, env), _compile(node.right, env))
     if isinstance(node, nodes.Or):
         return _or(_compile(node.left, env), _compile(node.right, env))
-    if isinstance(node, nodes.BinExpr) and node.operator in _ARITHMETIC and node.operator in env.intercepted_binops:
+    if (
+        isinstance(node, nodes.BinExpr)
+        and node.operator in _ARITHMETIC
+        and node.operator in env.intercepted_binops
+    ):
         return _binop(node.operator, _compile(node.left, env), _compile(node.right, env))
     if isinstance(node, nodes.UnaryExpr) and node.operator not in env.intercepted_unops:
         return _unary(node.operator, _compile(node.node, env))
     if isinstance(node, nodes.Compare):
-        return _compare(_compile(node.expr, env), [(op.op, _compile(op.expr, env)) for op in node.ops])
+        return _compare(
+            _compile(node.expr, env), [(op.op, _compile(op.expr, env)) for op in node.ops]
+        )
     if isinstance(node, nodes.CondExpr) and node.expr2 is not None:
         return _cond(_compile(node.test, env), _compile(node.expr1, env), _compile(node.expr2, env))
     if isinstance(node, nodes.Concat):
@@ -190,6 +204,7 @@ def _compile(node: nodes.Node, env: BoundedEnvironment) -> Eval:
 # ---- the closures --------------------------------------------------------------------------------
 # Each mirrors what jinja2.compiler.CodeGenerator writes for its node, in the same order of evaluation.
 
+
 def _const(value: Any) -> Eval:
     if type(value) in _SCALARS:
         return lambda scope, budget: value
@@ -203,7 +218,8 @@ def _name(name: str, env: BoundedEnvironment) -> Eval:
 
     def load(scope: Scope, budget: Budget) -> Any:
         value = scope.get(name, _MISSING)
-        if value is _MISSING:  # Jinja's context: the render's variables over the environment's globals
+        if value is _MISSING:
+            # Jinja's context: the render's variables over the environment's globals
             value = globals_.get(name, _MISSING)
             if value is _MISSING:
                 return undefined(name=name)
@@ -217,7 +233,8 @@ def _getattr(obj: Eval, attribute: str, env: BoundedEnvironment) -> Eval:
 
     def get(scope: Scope, budget: Budget) -> Any:
         value = obj(scope, budget)
-        if type(value) is dict and attribute in value:  # BoundedEnvironment.getattr's first case, inlined
+        if type(value) is dict and attribute in value:
+            # BoundedEnvironment.getattr's first case, inlined
             return value[attribute]
         return lookup(value, attribute)
 
@@ -230,7 +247,8 @@ def _getitem(obj: Eval, arg: Eval, env: BoundedEnvironment) -> Eval:
     def get(scope: Scope, budget: Budget) -> Any:
         value = obj(scope, budget)
         key = arg(scope, budget)
-        if type(value) is dict or type(value) is list:  # the sandbox's getitem tries this first, too
+        if type(value) is dict or type(value) is list:
+            # the sandbox's getitem tries this first, too
             try:
                 return value[key]
             except (TypeError, LookupError):
@@ -280,7 +298,9 @@ def _compare(first: Eval, rest: list[tuple[str, Eval]]) -> Eval:
         test, second = ops[0]
         return lambda scope, budget: test(first(scope, budget), second(scope, budget))
 
-    def chained(scope: Scope, budget: Budget) -> Any:  # `a < b < c`: Python's chain, b evaluated once
+    def chained(
+        scope: Scope, budget: Budget
+    ) -> Any:  # `a < b < c`: Python's chain, b evaluated once
         value = first(scope, budget)
         result: Any = True
         for test, operand in ops:
@@ -295,7 +315,9 @@ def _compare(first: Eval, rest: list[tuple[str, Eval]]) -> Eval:
 
 
 def _cond(test: Eval, then: Eval, otherwise: Eval) -> Eval:
-    return lambda scope, budget: then(scope, budget) if test(scope, budget) else otherwise(scope, budget)
+    return lambda scope, budget: (
+        then(scope, budget) if test(scope, budget) else otherwise(scope, budget)
+    )
 
 
 def _concat(parts: list[Eval], env: BoundedEnvironment) -> Eval:

@@ -22,7 +22,8 @@ from typing import Any
 from engine.spec.common import parse_duration
 
 INT64_MIN = -(2**63)
-UINT64_MAX = 2**64 - 1  # msgpack, the state store's encoding, holds integers in [INT64_MIN, UINT64_MAX]
+# msgpack, the state store's encoding, holds integers in [INT64_MIN, UINT64_MAX]
+UINT64_MAX = 2**64 - 1
 _CLOCK_EVERY = 256  # steps between two looks at the clock
 
 
@@ -47,14 +48,24 @@ class TemplateLimits:
     def of(cls, config: Any) -> TemplateLimits:
         """The limits of a ConfigSpec (its `limits:` section)."""
         spec = config.limits
-        return cls(spec.template_max_string, spec.template_max_items, spec.template_max_int_bits,
-                   spec.template_max_iterations, min(parse_duration(spec.template_timeout), 3600.0))
+        return cls(
+            spec.template_max_string,
+            spec.template_max_items,
+            spec.template_max_int_bits,
+            spec.template_max_iterations,
+            min(parse_duration(spec.template_timeout), 3600.0),
+        )
 
 
 DEFAULT = TemplateLimits()
-CEILING = TemplateLimits(100_000_000, 10_000_000, 100_000, 100_000_000, 3600.0)  # the largest settings allowed
-_LIMITS: contextvars.ContextVar[TemplateLimits] = contextvars.ContextVar("blockyard_template_limits", default=DEFAULT)
-_BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("blockyard_template_budget", default=None)
+# the largest settings allowed
+CEILING = TemplateLimits(100_000_000, 10_000_000, 100_000, 100_000_000, 3600.0)
+_LIMITS: contextvars.ContextVar[TemplateLimits] = contextvars.ContextVar(
+    "blockyard_template_limits", default=DEFAULT
+)
+_BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar(
+    "blockyard_template_budget", default=None
+)
 
 
 @contextmanager
@@ -99,12 +110,20 @@ class Budget:
 
     def _slow_tick(self) -> None:
         if self.steps > self.limits.max_iterations:
-            raise LimitExceeded(f"template does more than {self.limits.max_iterations:,} loop iterations and calls "
-                                f"({_setting('template_max_iterations')})", "work", "template_max_iterations")
+            raise LimitExceeded(
+                f"template does more than {self.limits.max_iterations:,} loop iterations and calls "
+                f"({_setting('template_max_iterations')})",
+                "work",
+                "template_max_iterations",
+            )
         self._next_clock = min(self.steps + _CLOCK_EVERY, self.limits.max_iterations + 1)
         if time.monotonic() > self.deadline:
-            raise LimitExceeded(f"template takes longer than {self.limits.timeout:g}s "
-                                f"({_setting('template_timeout')})", "time", "template_timeout")
+            raise LimitExceeded(
+                f"template takes longer than {self.limits.timeout:g}s "
+                f"({_setting('template_timeout')})",
+                "time",
+                "template_timeout",
+            )
 
     def iterate(self, iterable: Iterable[Any]) -> Iterator[Any]:
         """`iterable`, counting each item it yields."""
@@ -116,18 +135,30 @@ class Budget:
 
     def string(self, length: int, what: str = "template result") -> None:
         if length > self.limits.max_string:
-            raise LimitExceeded(f"{what} exceeds the {self.limits.max_string:,}-character limit "
-                                f"({_setting('template_max_string')})", what, "template_max_string")
+            raise LimitExceeded(
+                f"{what} exceeds the {self.limits.max_string:,}-character limit "
+                f"({_setting('template_max_string')})",
+                what,
+                "template_max_string",
+            )
 
     def items(self, count: int, what: str = "template result") -> None:
         if count > self.limits.max_items:
-            raise LimitExceeded(f"{what} exceeds the {self.limits.max_items:,}-item limit "
-                                f"({_setting('template_max_items')})", what, "template_max_items")
+            raise LimitExceeded(
+                f"{what} exceeds the {self.limits.max_items:,}-item limit "
+                f"({_setting('template_max_items')})",
+                what,
+                "template_max_items",
+            )
 
     def bits(self, bits: float, what: str = "integer") -> None:
         if bits > self.limits.max_int_bits:
-            raise LimitExceeded(f"{what} exceeds the {self.limits.max_int_bits}-bit limit "
-                                f"({_setting('template_max_int_bits')})", what, "template_max_int_bits")
+            raise LimitExceeded(
+                f"{what} exceeds the {self.limits.max_int_bits}-bit limit "
+                f"({_setting('template_max_int_bits')})",
+                what,
+                "template_max_int_bits",
+            )
 
     def check(self, value: Any, what: str = "template result") -> Any:
         """A value a template created: refuse it when it is over a limit (containers by their length only:
@@ -182,7 +213,7 @@ def _size(value: Any, memo: dict[int, int], limit: int) -> int:
         memo[id(value)] = limit + 1  # a cycle counts as too big
         total = 2
         pairs = value.items() if isinstance(value, Mapping) else None
-        for entry in (pairs if pairs is not None else value):
+        for entry in pairs if pairs is not None else value:
             if pairs is not None:
                 key, item = entry
                 total += _size(key, memo, limit) + _size(item, memo, limit) + 4
@@ -199,8 +230,10 @@ def _check_ints(value: Any) -> None:
     kind = type(value)
     if kind is int:
         if not INT64_MIN <= value <= UINT64_MAX:
-            raise LimitExceeded(f"template result {_digits(value)} is outside the 64-bit integer range the run's "
-                                "state can hold")
+            raise LimitExceeded(
+                f"template result {_digits(value)} is outside the 64-bit integer range the run's "
+                "state can hold"
+            )
     elif kind in (list, tuple, set, frozenset):
         for item in value:
             _check_ints(item)

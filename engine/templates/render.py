@@ -18,7 +18,15 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import BaseLoader, Environment, StrictUndefined, TemplateNotFound, TemplateSyntaxError, Undefined, nodes
+from jinja2 import (
+    BaseLoader,
+    Environment,
+    StrictUndefined,
+    TemplateNotFound,
+    TemplateSyntaxError,
+    Undefined,
+    nodes,
+)
 
 from engine.templates.checks import binop, check_binop
 from engine.templates.fast import FastExpression, FastText, compile_fast, compile_fast_text
@@ -44,7 +52,9 @@ _FILES: ContextVar[Mapping[str, str] | None] = ContextVar("blockyard_prompt_file
 class _PinnedLoader(BaseLoader):
     """`{% include 'prompts/x.md' %}` from the pinned prompt files of the current run."""
 
-    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+    def get_source(
+        self, environment: Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
         files = _FILES.get()
         name = posixpath.normpath(template)
         if files is None or name not in files:
@@ -65,8 +75,12 @@ def prompt_files(files: Mapping[str, str]) -> Iterator[None]:
 
 
 def _env() -> BoundedEnvironment:
-    env = BoundedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
-                             loader=_PinnedLoader())
+    env = BoundedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        loader=_PinnedLoader(),
+    )
     env.filters["tojson"] = _tojson
     env.guard_filters()
     return env
@@ -97,9 +111,13 @@ def _compiled_template(source: str) -> Any:
         return ENV.from_string(source)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message}") from None
-    except ValueError as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
+    except (
+        ValueError
+    ) as exc:  # Jinja's lexer converting an integer literal beyond Python's digit limit
         raise TemplateError(f"template syntax error: {_literal_problem(exc)}") from None
-    except Exception as exc:  # Jinja folding a constant part that always fails (`{{ 0.a ~ 'x' }}`) while compiling
+    except (
+        Exception
+    ) as exc:  # Jinja folding a constant part that always fails (`{{ 0.a ~ 'x' }}`) while compiling
         raise _failure(exc, f"cannot render '{_short(source)}'") from None
 
 
@@ -124,7 +142,9 @@ def _compiled_expression(source: str) -> tuple[FastExpression | None, Any, bool]
         raise TemplateError(f"expression syntax error in '{source}': {exc.message}") from None
     except ValueError as exc:  # an integer literal beyond Python's digit limit (see parse)
         raise TemplateError(f"expression syntax error: {_literal_problem(exc)}") from None
-    except Exception as exc:  # Jinja folding a constant part that always fails (`0.a ~ 'x'`) while compiling
+    except (
+        Exception
+    ) as exc:  # Jinja folding a constant part that always fails (`0.a ~ 'x'`) while compiling
         raise _failure(exc, f"cannot evaluate '{source}'") from None
     try:
         reads_only = _is_path(parse(source, expression=True).body[0].nodes[0])  # type: ignore[attr-defined]
@@ -158,7 +178,8 @@ def evaluate(expression: str, scope: Mapping[str, Any], *, fast: bool = True) ->
         result = quick(scope, budget) if quick is not None and fast else fn(**scope)
         if isinstance(result, Undefined):
             result._fail_with_undefined_error()
-        if isinstance(result, Iterator):  # `items | map(...)`: its work (and its filters' budget) belongs here
+        # `items | map(...)`: its work (and its filters' budget) belongs here
+        if isinstance(result, Iterator):
             result = list(itertools.islice(result, budget.limits.max_items + 1))
             budget.items(len(result))
         return result if reads_only else budget.stored(result)
@@ -219,7 +240,9 @@ def parse(source: str, *, expression: bool = False) -> nodes.Template:
         return ENV.parse(text)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"{kind} syntax error: {exc.message}") from None
-    except ValueError as exc:  # Jinja's lexer turns literals into ints: past 4300 digits Python refuses
+    except (
+        ValueError
+    ) as exc:  # Jinja's lexer turns literals into ints: past 4300 digits Python refuses
         raise TemplateError(f"{kind} syntax error: {_literal_problem(exc)}") from None
 
 
@@ -274,8 +297,11 @@ def _chain(node: nodes.Node) -> tuple[tuple[str, ...], set[int]] | None:
         if isinstance(current, nodes.Getattr):
             parts.append(current.attr)
             current = current.node
-        elif isinstance(current, nodes.Getitem) and isinstance(current.arg, nodes.Const) \
-                and isinstance(current.arg.value, str):
+        elif (
+            isinstance(current, nodes.Getitem)
+            and isinstance(current.arg, nodes.Const)
+            and isinstance(current.arg.value, str)
+        ):
             parts.append(current.arg.value)
             current = current.node
         elif isinstance(current, nodes.Getitem):
@@ -316,7 +342,8 @@ def _constant(node: nodes.Node, budget: Budget) -> Any:
         left, right = _constant(node.left, budget), _constant(node.right, budget)
         try:  # values within the default limits are computed (to check what they take part in) ...
             return binop(budget, node.operator, left, right)
-        except LimitExceeded:  # ... bigger ones only measured: a LimitExceeded here is over any setting
+        # ... bigger ones only measured: a LimitExceeded here is over any setting
+        except LimitExceeded:
             check_binop(Budget(CEILING), node.operator, left, right)
             raise _NotConstant() from None
 
@@ -325,11 +352,15 @@ def _failure(exc: Exception, doing: str) -> TemplateError:
     if isinstance(exc, LimitExceeded):
         return TemplateLimitError(str(exc))
     if isinstance(exc, TemplateNotFound):
-        return TemplateError(f"{doing}: included file '{exc.name}' is not one of the prompt files pinned with the "
-                             "run's definition (only a block's prompt may include files)")
+        return TemplateError(
+            f"{doing}: included file '{exc.name}' is not one of the prompt files pinned with the "
+            "run's definition (only a block's prompt may include files)"
+        )
     if isinstance(exc, RecursionError):
-        return TemplateLimitError(f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
-                                  "without end?)")
+        return TemplateLimitError(
+            f"{doing}: it recurses too deeply (a macro or recursive loop that calls itself "
+            "without end?)"
+        )
     return TemplateError(f"{doing}: {_why(exc)}")
 
 

@@ -44,8 +44,11 @@ _LOOP_ITEMS = "loop_items"
 
 
 def _is_loop_items(node: nodes.Node) -> bool:
-    return isinstance(node, nodes.Call) and isinstance(node.node, nodes.EnvironmentAttribute) \
+    return (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.EnvironmentAttribute)
         and node.node.name == _LOOP_ITEMS
+    )
 
 
 class BoundedCodeGenerator(CodeGenerator):
@@ -57,8 +60,14 @@ class BoundedCodeGenerator(CodeGenerator):
     def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
         for loop in node.find_all(nodes.For):
             if not _is_loop_items(loop.iter):
-                loop.iter = nodes.Call(nodes.EnvironmentAttribute(_LOOP_ITEMS), [loop.iter], [], None, None,
-                                       lineno=loop.iter.lineno)
+                loop.iter = nodes.Call(
+                    nodes.EnvironmentAttribute(_LOOP_ITEMS),
+                    [loop.iter],
+                    [],
+                    None,
+                    None,
+                    lineno=loop.iter.lineno,
+                )
         super().visit_Template(node, frame)
 
     def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
@@ -79,6 +88,7 @@ class BoundedCodeGenerator(CodeGenerator):
 
 
 # ---- the environment ------------------------------------------------------------------------------
+
 
 def _bounded_concat(parts: Iterable[str]) -> str:
     """Join rendered text (a template, a `{% set %}` block, a macro's body), within the string limit."""
@@ -102,7 +112,9 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def _finalize(value: Any) -> Any:
     """Each `{{ value }}` of a template: a list or object is measured before it is turned into text."""
-    if type(value) not in _SCALARS and isinstance(value, (list, tuple, dict, set, frozenset, Mapping)):
+    if type(value) not in _SCALARS and isinstance(
+        value, (list, tuple, dict, set, frozenset, Mapping)
+    ):
         budget_or_fold().text(value, "rendered value")
     return value
 
@@ -137,7 +149,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         budget = current()
         budget.tick()
         kind = type(__obj)
-        if kind is types.BuiltinMethodType or kind is types.MethodType:  # str's methods, or Markup's
+        if kind is types.BuiltinMethodType or kind is types.MethodType:
+            # str's methods, or Markup's
             check = METHOD_CHECKS.get(__obj.__name__)
             if check is not None and isinstance(__obj.__self__, (str, bytes, int)):
                 replaced = check(budget, __obj.__self__, args, kwargs)
@@ -158,8 +171,11 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         """str.format and str.format_map, formatted by a measuring formatter."""
-        if not isinstance(value, (types.MethodType, types.BuiltinMethodType)) \
-                or value.__name__ not in ("format", "format_map") or not isinstance(value.__self__, str):
+        if (
+            not isinstance(value, (types.MethodType, types.BuiltinMethodType))
+            or value.__name__ not in ("format", "format_map")
+            or not isinstance(value.__self__, str)
+        ):
             return None
         subject: str = value.__self__
         is_map = value.__name__ == "format_map"

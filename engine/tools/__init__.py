@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from engine.tools.names import BUILTIN_TOOLS
 
-if TYPE_CHECKING:  # each name from its home in _LAZY: import-linter sees the edges, mypy types the names
+if TYPE_CHECKING:
+    # each name from its home in _LAZY: import-linter sees the edges, mypy types the names
     # (tests/test_registries.py keeps the two in step)
     from engine.tools.errors import ToolError
     from engine.tools.registry import ToolRegistry, build_registry
@@ -21,8 +22,12 @@ if TYPE_CHECKING:  # each name from its home in _LAZY: import-linter sees the ed
 
 __all__ = ["BUILTIN_TOOLS", "Tool", "ToolError", "ToolRegistry", "build_registry"]
 
-_LAZY = {"Tool": "engine.tools.tool", "ToolError": "engine.tools.errors", "ToolRegistry": "engine.tools.registry",
-         "build_registry": "engine.tools.registry"}
+_LAZY = {
+    "Tool": "engine.tools.tool",
+    "ToolError": "engine.tools.errors",
+    "ToolRegistry": "engine.tools.registry",
+    "build_registry": "engine.tools.registry",
+}
 
 
 def __getattr__(name: str) -> object:

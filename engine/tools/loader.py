@@ -53,14 +53,18 @@ def load_python_tools(config: ConfigSpec, root: Path) -> list[Tool]:
 def load_tool(name: str, decl: ToolDecl, code: Path, fresh: set[str] | None = None) -> Tool:
     """One declared tool; `fresh` holds the yard modules already re-imported during this load."""
     if name in BUILTIN_TOOLS:
-        raise ToolError(f"tool '{name}' in blockyard.yaml has the name of a built-in tool; rename it")
+        raise ToolError(
+            f"tool '{name}' in blockyard.yaml has the name of a built-in tool; rename it"
+        )
     module_name, _, attribute = decl.import_.partition(":")
     module = _import(name, module_name, code, set() if fresh is None else fresh)
     func = getattr(module, attribute, None)
     if func is None:
         public = [n for n in vars(module) if not n.startswith("_")]
-        raise ToolError(f"tool '{name}': module '{module_name}' ({_where(module)}) has no '{attribute}'"
-                        f"{did_you_mean(attribute, public)}")
+        raise ToolError(
+            f"tool '{name}': module '{module_name}' ({_where(module)}) has no '{attribute}'"
+            f"{did_you_mean(attribute, public)}"
+        )
     if not callable(func):
         raise ToolError(f"tool '{name}': '{decl.import_}' is not a function")
     if decl.parameters is None:
@@ -73,16 +77,22 @@ def load_tool(name: str, decl: ToolDecl, code: Path, fresh: set[str] | None = No
         try:
             Draft202012Validator.check_schema(decl.parameters)
         except SchemaError as exc:
-            raise ToolError(f"tool '{name}': `parameters` in blockyard.yaml is not a valid JSON Schema: "
-                            f"{exc.message}") from None
+            raise ToolError(
+                f"tool '{name}': `parameters` in blockyard.yaml is not a valid JSON Schema: "
+                f"{exc.message}"
+            ) from None
         parameters, doc = decl.parameters, summary(func)
-    return Tool(name=name, description=decl.description or doc or name, parameters=parameters, func=func)
+    return Tool(
+        name=name, description=decl.description or doc or name, parameters=parameters, func=func
+    )
 
 
 def _import(tool: str, module_name: str, code: Path, fresh: set[str]) -> ModuleType:
     top = module_name.split(".")[0]
     with _IMPORT_LOCK:
-        in_yard = code.is_dir() and importlib.machinery.PathFinder.find_spec(top, [str(code)]) is not None
+        in_yard = (
+            code.is_dir() and importlib.machinery.PathFinder.find_spec(top, [str(code)]) is not None
+        )
         if in_yard:
             _put_first_on_path(code)
             if top not in fresh:
@@ -91,11 +101,15 @@ def _import(tool: str, module_name: str, code: Path, fresh: set[str]) -> ModuleT
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise ToolError(f"tool '{tool}': cannot import '{module_name}' from the yard's code folder {code} "
-                            f"or installed packages: {_explain(exc)}") from None
+            raise ToolError(
+                f"tool '{tool}': cannot import '{module_name}' from the yard's code folder {code} "
+                f"or installed packages: {_explain(exc)}"
+            ) from None
     if not (_inside(module, code) or top in _installed()):
-        raise ToolError(f"tool '{tool}': module '{module_name}' was found at {_where(module)}, which is neither "
-                        f"in the yard's code folder {code} nor an installed package")
+        raise ToolError(
+            f"tool '{tool}': module '{module_name}' was found at {_where(module)}, which is neither "
+            f"in the yard's code folder {code} nor an installed package"
+        )
     return module
 
 
@@ -123,8 +137,11 @@ class _CodeFinder(importlib.machinery.FileFinder):
     `_FromSource`, extension modules as usual, no sourceless .pyc files."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(path, (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
-                         (_FromSource, importlib.machinery.SOURCE_SUFFIXES))
+        super().__init__(
+            path,
+            (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+            (_FromSource, importlib.machinery.SOURCE_SUFFIXES),
+        )
 
 
 def _forget(top: str) -> None:
@@ -154,4 +171,3 @@ def _explain(exc: Exception) -> str:
     if isinstance(exc, ModuleNotFoundError):
         return f"no module named '{exc.name}'"
     return f"{type(exc).__name__}: {exc}"
-

@@ -48,8 +48,12 @@ def module_problem(module: str, root: Path, code: str) -> str | None:
         if spec.submodule_search_locations is None:
             return None
         locations = list(spec.submodule_search_locations)
-    for package in locations:  # the module is a package: the files it may import must stay inside too
-        refused = list_files(Path(package), inside, _is_source, lambda path: _shown(path, folder, code)).refused
+    for (
+        package
+    ) in locations:  # the module is a package: the files it may import must stay inside too
+        refused = list_files(
+            Path(package), inside, _is_source, lambda path: _shown(path, folder, code)
+        ).refused
         if refused:
             return refused[0][1].message
     return None

@@ -41,8 +41,9 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class McpSource:
     """The allow-listed tools of a yard's MCP servers, described on first use (once)."""
 
-    def __init__(self, servers: Mapping[str, McpServerSpec], root: Path, env: Mapping[str, str] | None = None
-                 ) -> None:
+    def __init__(
+        self, servers: Mapping[str, McpServerSpec], root: Path, env: Mapping[str, str] | None = None
+    ) -> None:
         self.servers = dict(servers)
         self.root = root
         self.env: Mapping[str, str] = os.environ if env is None else env
@@ -84,17 +85,25 @@ class McpSource:
         except ToolError:
             raise
         except Exception as exc:
-            raise ToolError(f"MCP server '{server}': cannot list its tools: {_explain(exc)}") from None
+            raise ToolError(
+                f"MCP server '{server}': cannot list its tools: {_explain(exc)}"
+            ) from None
         offered = {tool.name: tool for tool in listed.tools}
         tools: dict[str, Tool] = {}
         for name in spec.tools:
             tool = offered.get(name)
             if tool is None:
-                raise ToolError(f"MCP server '{server}' has no tool '{name}'{did_you_mean(name, offered)} "
-                                f"(it offers: {', '.join(sorted(offered)) or 'none'})")
+                raise ToolError(
+                    f"MCP server '{server}' has no tool '{name}'{did_you_mean(name, offered)} "
+                    f"(it offers: {', '.join(sorted(offered)) or 'none'})"
+                )
             schema = dict(tool.inputSchema or {"type": "object"})
-            tools[name] = Tool(name=name, description=tool.description or name, parameters=schema,
-                               func=self._caller(server, name, parse_duration(spec.timeout)))
+            tools[name] = Tool(
+                name=name,
+                description=tool.description or name,
+                parameters=schema,
+                func=self._caller(server, name, parse_duration(spec.timeout)),
+            )
         return tools
 
     def _caller(self, server: str, name: str, timeout: float) -> Any:
@@ -105,20 +114,27 @@ class McpSource:
                         await session.initialize()
                         result = await session.call_tool(name, arguments)
             except TimeoutError:
-                raise ToolError(f"tool '{name}' (MCP server '{server}') timed out after "
-                                f"{self.servers[server].timeout}") from None
+                raise ToolError(
+                    f"tool '{name}' (MCP server '{server}') timed out after "
+                    f"{self.servers[server].timeout}"
+                ) from None
             except ToolError:
                 raise
             except Exception as exc:
-                raise ToolError(f"tool '{name}' (MCP server '{server}') failed: {_explain(exc)}") from None
+                raise ToolError(
+                    f"tool '{name}' (MCP server '{server}') failed: {_explain(exc)}"
+                ) from None
             return _result(server, name, result)
 
         return call
 
     def _session(self, server: str) -> Any:
         if importlib.util.find_spec("langchain_mcp_adapters") is None:
-            raise ToolError(f"MCP server '{server}' needs the MCP client, and {extras.missing(EXTRA)}")
-        from langchain_mcp_adapters.sessions import create_session  # the optional extra, checked above
+            raise ToolError(
+                f"MCP server '{server}' needs the MCP client, and {extras.missing(EXTRA)}"
+            )
+        # the optional extra, checked above
+        from langchain_mcp_adapters.sessions import create_session
 
         return create_session(self._connection(server))  # type: ignore[arg-type]
 
@@ -128,13 +144,19 @@ class McpSource:
         if transport == "stdio":
             if not spec.command:
                 raise ToolError(f"MCP server '{server}': the stdio transport needs `command`")
-            connection: dict[str, Any] = {"transport": "stdio", "command": spec.command, "args": list(spec.args),
-                                          "cwd": str(self.root)}
+            connection: dict[str, Any] = {
+                "transport": "stdio",
+                "command": spec.command,
+                "args": list(spec.args),
+                "cwd": str(self.root),
+            }
             if spec.env:
                 from mcp.client.stdio import get_default_environment  # the optional MCP extra
 
-                connection["env"] = {**get_default_environment(), **{k: self._expand(server, v)
-                                                                     for k, v in spec.env.items()}}
+                connection["env"] = {
+                    **get_default_environment(),
+                    **{k: self._expand(server, v) for k, v in spec.env.items()},
+                }
             return connection
         if not spec.url:
             raise ToolError(f"MCP server '{server}': the {transport} transport needs `url`")
@@ -144,7 +166,9 @@ class McpSource:
         def variable(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in self.env:
-                raise ToolError(f"MCP server '{server}': env needs the environment variable {name}, which is not set")
+                raise ToolError(
+                    f"MCP server '{server}': env needs the environment variable {name}, which is not set"
+                )
             return self.env[name]
 
         return _VARIABLE.sub(variable, value)
@@ -155,7 +179,9 @@ def _result(server: str, name: str, result: Any) -> Any:
     texts = [getattr(block, "text", None) for block in result.content or []]
     text = "\n".join(t for t in texts if isinstance(t, str))
     if result.isError:
-        raise ToolError(f"tool '{name}' (MCP server '{server}') failed: {text or 'an error without a message'}")
+        raise ToolError(
+            f"tool '{name}' (MCP server '{server}') failed: {text or 'an error without a message'}"
+        )
     if result.structuredContent is not None:
         return result.structuredContent
     try:

@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-BUILTIN_TOOLS: frozenset[str] = frozenset({"current_time", "http_request", "read_file", "write_file", "list_files"})
+BUILTIN_TOOLS: frozenset[str] = frozenset(
+    {"current_time", "http_request", "read_file", "write_file", "list_files"}
+)

@@ -27,8 +27,15 @@ __all__ = ["Tool", "ToolRegistry", "build_registry"]
 class ToolRegistry:
     """Built-in tools bound to one workspace folder, plus the yard's Python tools."""
 
-    def __init__(self, config: ConfigSpec, python_tools: Iterable[Tool] = (), *,
-                 workspace: Path | None = None, mcp: McpSource | None = None, confine: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: ConfigSpec,
+        python_tools: Iterable[Tool] = (),
+        *,
+        workspace: Path | None = None,
+        mcp: McpSource | None = None,
+        confine: Path | None = None,
+    ) -> None:
         self.config = config
         self.workspace = workspace
         self._python = tuple(python_tools)
@@ -37,10 +44,16 @@ class ToolRegistry:
         # and most runs call no tool (making them is a fifth of a short model run's own CPU under load)
         self._made: dict[str, Tool] | None = None
         self._mcp = mcp
-        clash = sorted(set(mcp.owner) & (BUILTIN_TOOLS | {t.name for t in self._python})) if mcp is not None else []
+        clash = (
+            sorted(set(mcp.owner) & (BUILTIN_TOOLS | {t.name for t in self._python}))
+            if mcp is not None
+            else []
+        )
         if clash:
-            raise ToolError(f"tool '{clash[0]}' of MCP server '{mcp.owner[clash[0]]}' has the name of a built-in or "  # type: ignore[union-attr]
-                            "Python tool; leave it out of the server's `tools:`")
+            raise ToolError(
+                f"tool '{clash[0]}' of MCP server '{mcp.owner[clash[0]]}' has the name of a built-in or "  # type: ignore[union-attr]
+                "Python tool; leave it out of the server's `tools:`"
+            )
         self._validators: dict[str, Draft202012Validator] = {}
 
     @property
@@ -58,7 +71,9 @@ class ToolRegistry:
     def with_workspace(self, workspace: Path, *, confine: Path | None = None) -> ToolRegistry:
         """The same tools with file tools confined to `workspace` (cheap: nothing is re-imported); a
         folder the flow or the run names (`output_dir`) must also stay inside `confine`, the yard."""
-        return ToolRegistry(self.config, self._python, workspace=workspace, mcp=self._mcp, confine=confine)
+        return ToolRegistry(
+            self.config, self._python, workspace=workspace, mcp=self._mcp, confine=confine
+        )
 
     def get(self, name: str) -> Tool | None:
         """The tool `name`; an MCP tool only once its server has described it (see `aget`)."""
@@ -115,7 +130,9 @@ class ToolRegistry:
         return f"at '{where}': {error.message}" if where else error.message
 
 
-def build_registry(config: ConfigSpec, root: Path, *, workspace: Path | None = None) -> ToolRegistry:
+def build_registry(
+    config: ConfigSpec, root: Path, *, workspace: Path | None = None
+) -> ToolRegistry:
     """Built-ins plus config.tools, imported from the yard's code folder or installed packages.
 
     Build it once per yard load; per run, `registry.with_workspace(run_folder)`.

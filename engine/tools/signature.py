@@ -20,7 +20,13 @@ from engine.tools.errors import ToolError
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
 _ARG = re.compile(r"^\s*\*{0,2}(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-_SIMPLE: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+_SIMPLE: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 class UnsupportedHint(Exception):
@@ -33,8 +39,10 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
         signature = inspect.signature(func)
         hints = _parameter_hints(func, signature)
     except (TypeError, ValueError, NameError) as exc:
-        raise ToolError(f"tool '{tool}': cannot read the type hints of {_name(func)} ({exc}); declare "
-                        "`parameters` for the tool in blockyard.yaml") from None
+        raise ToolError(
+            f"tool '{tool}': cannot read the type hints of {_name(func)} ({exc}); declare "
+            "`parameters` for the tool in blockyard.yaml"
+        ) from None
     summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -44,13 +52,17 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
             extra = True
             continue
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY):
-            raise ToolError(f"tool '{tool}': parameter '{param.name}' of {_name(func)} cannot be passed by "
-                            "keyword; tools are called with keyword arguments")
+            raise ToolError(
+                f"tool '{tool}': parameter '{param.name}' of {_name(func)} cannot be passed by "
+                "keyword; tools are called with keyword arguments"
+            )
         try:
             schema = hint_schema(hints.get(param.name, Any))
         except UnsupportedHint as exc:
-            raise ToolError(f"tool '{tool}': parameter '{param.name}' has type {exc}, which has no JSON Schema "
-                            "equivalent; declare `parameters` for the tool in blockyard.yaml") from None
+            raise ToolError(
+                f"tool '{tool}': parameter '{param.name}' has type {exc}, which has no JSON Schema "
+                "equivalent; declare `parameters` for the tool in blockyard.yaml"
+            ) from None
         if param.name in arg_docs and "description" not in schema:
             schema["description"] = arg_docs[param.name]
         if param.default is inspect.Parameter.empty:
@@ -58,7 +70,11 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
         elif _jsonable(param.default):
             schema["default"] = param.default
         properties[param.name] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": extra}
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": extra,
+    }
     if required:
         parameters["required"] = required
     return parameters, summary
@@ -96,13 +112,18 @@ def hint_schema(hint: Any) -> dict[str, Any]:
         return {"anyOf": options}
     if hint in (list, set, frozenset) or origin in (list, set, frozenset, cabc.Sequence):
         item = args[0] if args else Any
-        return {"type": "array", "items": hint_schema(item)} if item is not Any else {"type": "array"}
+        return (
+            {"type": "array", "items": hint_schema(item)} if item is not Any else {"type": "array"}
+        )
     if hint is dict or origin in (dict, cabc.Mapping):
         if len(args) == 2 and args[0] is not str:
             raise UnsupportedHint(_hint_name(hint))
         value = args[1] if len(args) == 2 else Any
-        return {"type": "object", "additionalProperties": hint_schema(value)} if value is not Any \
+        return (
+            {"type": "object", "additionalProperties": hint_schema(value)}
+            if value is not Any
             else {"type": "object"}
+        )
     raise UnsupportedHint(_hint_name(hint))
 
 
@@ -137,10 +158,15 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 
 def _parameter_hints(func: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
     """Evaluated hints of the parameters only: a return type imported under TYPE_CHECKING is fine."""
-    annotations = {p.name: p.annotation for p in signature.parameters.values()
-                   if p.annotation is not inspect.Parameter.empty}
+    annotations = {
+        p.name: p.annotation
+        for p in signature.parameters.values()
+        if p.annotation is not inspect.Parameter.empty
+    }
     target = inspect.unwrap(func)
-    shim = types.SimpleNamespace(__annotations__=annotations, __globals__=getattr(target, "__globals__", {}))
+    shim = types.SimpleNamespace(
+        __annotations__=annotations, __globals__=getattr(target, "__globals__", {})
+    )
     return typing.get_type_hints(shim, include_extras=True)
 
 

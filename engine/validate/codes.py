@@ -226,22 +226,60 @@ EVALS: dict[str, str] = {
     "BY889": "eval case name used twice in one eval",
 }
 
-GROUPS: tuple[dict[str, str], ...] = (LOADING, SCHEMA, PROJECT, REFERENCES, STRUCTURE, BLOCKS, DATAFLOW, BUILD,
-                                       CONFIG, SERVE, FLOW_TESTS, VERSIONS, POLICY, PLANS, DURABILITY, RETENTION,
-                                       BUDGETS, EVALS)
+GROUPS: tuple[dict[str, str], ...] = (
+    LOADING,
+    SCHEMA,
+    PROJECT,
+    REFERENCES,
+    STRUCTURE,
+    BLOCKS,
+    DATAFLOW,
+    BUILD,
+    CONFIG,
+    SERVE,
+    FLOW_TESTS,
+    VERSIONS,
+    POLICY,
+    PLANS,
+    DURABILITY,
+    RETENTION,
+    BUDGETS,
+    EVALS,
+)
 
 # what the semantic checks (engine/validate/semantic/) report: every one has an example among
 # tests/examples/invalid (tests/validate/test_semantic_yard.py)
-SEMANTIC: dict[str, str] = {**REFERENCES, **STRUCTURE, **BLOCKS, **DATAFLOW, **BUILD, **CONFIG, **POLICY,
-                            **DURABILITY, **RETENTION, **BUDGETS}
+SEMANTIC: dict[str, str] = {
+    **REFERENCES,
+    **STRUCTURE,
+    **BLOCKS,
+    **DATAFLOW,
+    **BUILD,
+    **CONFIG,
+    **POLICY,
+    **DURABILITY,
+    **RETENTION,
+    **BUDGETS,
+}
 
-WARNINGS: frozenset[str] = frozenset({"BY312", "BY316", "BY409", "BY505", "BY506", "BY870", "BY871"})
+WARNINGS: frozenset[str] = frozenset(
+    {"BY312", "BY316", "BY409", "BY505", "BY506", "BY870", "BY871"}
+)
 """Codes reported as warnings (validate still exits 0); every other code is an error."""
 
 # The stage of a code: by the code itself, else its first four characters (BY80), else three (BY6)
-STAGES: dict[str, str] = {"BY0": "loading", "BY1": "schema", "BY201": "project", "BY202": "project",
-                          "BY6": "serve", "BY7": "test", "BY80": "policy", "BY81": "policy", "BY85": "plan",
-                          "BY88": "eval"}
+STAGES: dict[str, str] = {
+    "BY0": "loading",
+    "BY1": "schema",
+    "BY201": "project",
+    "BY202": "project",
+    "BY6": "serve",
+    "BY7": "test",
+    "BY80": "policy",
+    "BY81": "policy",
+    "BY85": "plan",
+    "BY88": "eval",
+}
 
 
 @cache

@@ -39,15 +39,20 @@ class Target:
         if self.selected is None:
             return True
         chosen = {place for given in self.selected for place in (given, given.resolve())}
-        return any(candidate == place or candidate.is_relative_to(place)
-                   for candidate in {path, path.resolve()} for place in chosen)
+        return any(
+            candidate == place or candidate.is_relative_to(place)
+            for candidate in {path, path.resolve()}
+            for place in chosen
+        )
 
 
 Extra = Callable[[Project], list[Diagnostic]]
 """More checks of a loaded yard, handed down by the command line (the version policy of `--base`)."""
 
 
-def validate_command(paths: list[Path], fmt: str, root: Path | None, extra: Extra | None = None) -> int:
+def validate_command(
+    paths: list[Path], fmt: str, root: Path | None, extra: Extra | None = None
+) -> int:
     """Validate, print the report in `fmt`, and return the exit code: 0 clean, 1 errors (2 is raised)."""
     reporter = REPORTERS.get(fmt)
     if reporter is None:
@@ -66,14 +71,20 @@ def validate(paths: list[Path], root: Path | None, extra: Extra | None = None) -
     checked = 0
     for target in targets:
         project = load_project(target.root)
-        found = [*project.diagnostics, *semantic.check_project(project), *check_yard_evals(project),
-                 *(extra(project) if extra else [])]
+        found = [
+            *project.diagnostics,
+            *semantic.check_project(project),
+            *check_yard_evals(project),
+            *(extra(project) if extra else []),
+        ]
         shown = _display_base(target.root, cwd, several=len(targets) > 1)
         where = Locations()
         for d in found:
             if target.selected is None or target.wants(where(target.root / d.file)):
                 diagnostics.add(_rebase(_one_line(d), shown, cwd))
-        checked += sum(1 for path in project.files if target.selected is None or target.wants(where(path)))
+        checked += sum(
+            1 for path in project.files if target.selected is None or target.wants(where(path))
+        )
     return Report(sorted(diagnostics), checked)
 
 
@@ -84,7 +95,9 @@ def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
         if not base.is_dir():
             raise UsageError(f"--root {root}: no such folder")
         if not is_yard(base):
-            raise UsageError(f"--root {root}: not a yard (no {CONFIG_FILE}, blocks/ or flows/ in it)")
+            raise UsageError(
+                f"--root {root}: not a yard (no {CONFIG_FILE}, blocks/ or flows/ in it)"
+            )
         target = Target(base)
         for path in paths:
             resolved = _existing(path, cwd)
@@ -96,16 +109,20 @@ def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
     if not paths:
         found = find_root(cwd)
         if found is None:
-            raise UsageError(f"no yard here: no {CONFIG_FILE}, blocks/ or flows/ in {cwd} or above it; "
-                             "pass --root, or create one with `blockyard init`")
+            raise UsageError(
+                f"no yard here: no {CONFIG_FILE}, blocks/ or flows/ in {cwd} or above it; "
+                "pass --root, or create one with `blockyard init`"
+            )
         return [Target(found)]
     targets: dict[Path, Target] = {}
     for path in paths:
         resolved = _existing(path, cwd)
         found = find_root(resolved.parent if resolved.is_symlink() else resolved)
         if found is None:
-            raise UsageError(f"{path} is not inside a yard (no {CONFIG_FILE}, blocks/ or flows/ in its "
-                             "folder or above it)")
+            raise UsageError(
+                f"{path} is not inside a yard (no {CONFIG_FILE}, blocks/ or flows/ in its "
+                "folder or above it)"
+            )
         target = targets.setdefault(found, Target(found, []))
         if resolved == found:
             target.selected = None  # the whole yard was asked for
@@ -115,7 +132,11 @@ def plan(paths: list[Path], root: Path | None, cwd: Path) -> list[Target]:
 
 
 def is_yard(folder: Path) -> bool:
-    return (folder / CONFIG_FILE).is_file() or (folder / "blocks").is_dir() or (folder / "flows").is_dir()
+    return (
+        (folder / CONFIG_FILE).is_file()
+        or (folder / "blocks").is_dir()
+        or (folder / "flows").is_dir()
+    )
 
 
 def find_root(start: Path) -> Path | None:
@@ -150,7 +171,9 @@ def _display_base(root: Path, cwd: Path, *, several: bool) -> str:
     return root.as_posix() + "/" if several else ""
 
 
-_BREAKS = str.maketrans({"\r": "\\r", "\n": "\\n", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_BREAKS = str.maketrans(
+    {"\r": "\\r", "\n": "\\n", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def _one_line(d: Diagnostic) -> Diagnostic:
@@ -165,7 +188,11 @@ def _rebase(d: Diagnostic, prefix: str, cwd: Path) -> Diagnostic:
     file = Path(d.file)
     if file.is_absolute():  # a folder outside the yard (`paths:` in blockyard.yaml)
         resolved = located(file)
-        shown = resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd) else resolved.as_posix()
+        shown = (
+            resolved.relative_to(cwd).as_posix()
+            if resolved.is_relative_to(cwd)
+            else resolved.as_posix()
+        )
     elif prefix:
         shown = prefix + d.file
     else:

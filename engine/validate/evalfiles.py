@@ -33,7 +33,8 @@ from engine.spec.common import TypeSpec
 from engine.spec.evals import DATASET_FORMATS, Case, EvalSpec
 
 EVALS_FOLDER = "evals"
-MAX_DATASET_BYTES = 64 * 2**20  # JSONL and CSV datasets; a YAML one has the definitions' limit (1 MiB)
+# JSONL and CSV datasets; a YAML one has the definitions' limit (1 MiB)
+MAX_DATASET_BYTES = 64 * 2**20
 CASE_KEYS = tuple(field.alias or name for name, field in Case.model_fields.items())
 
 
@@ -52,8 +53,9 @@ class Spot:
             return self.line, 1
         return self.doc.where((*self.prefix, *path), key=key)
 
-    def diag(self, path: JsonPath, code: str, message: str, *, key: bool = False,
-             severity: str = "error") -> Diagnostic:
+    def diag(
+        self, path: JsonPath, code: str, message: str, *, key: bool = False, severity: str = "error"
+    ) -> Diagnostic:
         line, col = self.at(*path, key=key)
         return Diagnostic(self.display, line, col, code, message, severity)  # type: ignore[arg-type]
 
@@ -105,15 +107,20 @@ def eval_paths(root: Path, bounds: Bounds, names: Names) -> tuple[list[Path], li
     """The eval files of the yard (YAML files directly in evals/), and links among them that are refused."""
     folder = root / EVALS_FOLDER
     listing = list_files(folder, bounds, lambda name: name.endswith(YAML_SUFFIXES), names)
-    refused = [Diagnostic(names(path), 1, 1, refusal.code, refusal.message)
-               for path, refusal in listing.refused if path.parent == folder]
+    refused = [
+        Diagnostic(names(path), 1, 1, refusal.code, refusal.message)
+        for path, refusal in listing.refused
+        if path.parent == folder
+    ]
     return [path for path in listing.files if path.parent == folder], refused
 
 
 def load_evals(project: Project) -> EvalFiles:
     """Read every eval file of the project's yard, with its dataset."""
     found = EvalFiles()
-    if not (project.root / EVALS_FOLDER).is_dir():  # most yards: nothing to read, no path to resolve
+    if not (
+        project.root / EVALS_FOLDER
+    ).is_dir():  # most yards: nothing to read, no path to resolve
         return found
     names = Names(project.root)
     bounds = project.bounds()
@@ -128,14 +135,19 @@ def load_evals(project: Project) -> EvalFiles:
             found.files.append(loaded.dataset_path)
         other = found.evals.get(loaded.name)
         if other is not None:
-            found.diagnostics.append(loaded.doc.diag(("eval",), "BY883", f"eval '{loaded.name}' is also defined in "
-                                                                         f"{other.display}"))
+            found.diagnostics.append(
+                loaded.doc.diag(
+                    ("eval",), "BY883", f"eval '{loaded.name}' is also defined in {other.display}"
+                )
+            )
             continue
         found.evals[loaded.name] = loaded
     return found
 
 
-def load_eval(path: Path, root: Path, bounds: Bounds, names: Names, problems: list[Diagnostic]) -> EvalDef | None:
+def load_eval(
+    path: Path, root: Path, bounds: Bounds, names: Names, problems: list[Diagnostic]
+) -> EvalDef | None:
     """One eval file and its dataset; None (its problems added) when the file itself does not load."""
     try:
         doc = load_file(path, names(path), bounds=bounds)
@@ -151,8 +163,14 @@ def load_eval(path: Path, root: Path, bounds: Bounds, names: Names, problems: li
         try:
             spec = EvalSpec.model_validate(doc.data)
         except ValidationError as exc:  # the schema is generated from the model: rare
-            problems.extend(doc.diag(tuple(p for p in error["loc"] if isinstance(p, str | int)), "BY100",
-                                     error["msg"]) for error in exc.errors())
+            problems.extend(
+                doc.diag(
+                    tuple(p for p in error["loc"] if isinstance(p, str | int)),
+                    "BY100",
+                    error["msg"],
+                )
+                for error in exc.errors()
+            )
             return None
     loaded = EvalDef(spec, doc)
     if spec.dataset is not None:
@@ -161,25 +179,46 @@ def load_eval(path: Path, root: Path, bounds: Bounds, names: Names, problems: li
             loaded.dataset_path = path.parent.joinpath(*PurePosixPath(spec.dataset).parts)
         loaded.cases.extend(rows)
     for number, case in enumerate(spec.cases):
-        loaded.cases.append(LoadedCase(case.name or f"case {number + 1}", case,
-                                       Spot(doc.display, doc, ("cases", number))))
+        loaded.cases.append(
+            LoadedCase(
+                case.name or f"case {number + 1}", case, Spot(doc.display, doc, ("cases", number))
+            )
+        )
     return loaded
 
 
 # ---- datasets -----------------------------------------------------------------------------------
 
-def _dataset(given: str, eval_path: Path, root: Path, bounds: Bounds, names: Names, doc: Document,
-             problems: list[Diagnostic]) -> tuple[str | None, list[LoadedCase]]:
+
+def _dataset(
+    given: str,
+    eval_path: Path,
+    root: Path,
+    bounds: Bounds,
+    names: Names,
+    doc: Document,
+    problems: list[Diagnostic],
+) -> tuple[str | None, list[LoadedCase]]:
     """(the dataset as shown, its cases); a dataset that cannot be read is one problem at `dataset:`."""
     relative = PurePosixPath(given)
     fmt = DATASET_FORMATS.get(relative.suffix.lower())
     if fmt is None:
-        problems.append(doc.diag(("dataset",), "BY884", f"dataset '{given}': unknown format; use a .jsonl, .csv, "
-                                                        ".yaml, .yml or .json file"))
+        problems.append(
+            doc.diag(
+                ("dataset",),
+                "BY884",
+                f"dataset '{given}': unknown format; use a .jsonl, .csv, .yaml, .yml or .json file",
+            )
+        )
         return None, []
     if relative.is_absolute():
-        problems.append(doc.diag(("dataset",), "BY884", f"dataset '{given}': write a path relative to the eval "
-                                                        "file, inside the yard"))
+        problems.append(
+            doc.diag(
+                ("dataset",),
+                "BY884",
+                f"dataset '{given}': write a path relative to the eval file, inside the yard",
+            )
+        )
         return None, []
     path = eval_path.parent.joinpath(*relative.parts)
     shown = names(path)
@@ -211,7 +250,9 @@ def _dataset(given: str, eval_path: Path, root: Path, bounds: Bounds, names: Nam
     except UnicodeDecodeError:
         problems.append(_unreadable(doc, given, "not UTF-8 text"))
         return None, []
-    rows = _jsonl_rows(text, shown, problems) if fmt == "jsonl" else _csv_rows(text, shown, problems)
+    rows = (
+        _jsonl_rows(text, shown, problems) if fmt == "jsonl" else _csv_rows(text, shown, problems)
+    )
     return shown, rows
 
 
@@ -221,8 +262,14 @@ def _unreadable(doc: Document, given: str, why: str) -> Diagnostic:
 
 def _yaml_rows(data: Document, problems: list[Diagnostic]) -> list[LoadedCase]:
     if not isinstance(data.data, list):
-        problems.append(data.diag((), "BY885", "a YAML dataset is a list of cases (each with inputs, and "
-                                               "optionally name, history, expected, assert)"))
+        problems.append(
+            data.diag(
+                (),
+                "BY885",
+                "a YAML dataset is a list of cases (each with inputs, and "
+                "optionally name, history, expected, assert)",
+            )
+        )
         return []
     rows: list[LoadedCase] = []
     for number, row in enumerate(data.data):
@@ -277,11 +324,19 @@ def _csv_rows(text: str, shown: str, problems: list[Diagnostic]) -> list[LoadedC
             continue
         spot = Spot(shown, line=line)
         if len(values) != len(columns):
-            problems.append(spot.diag((), "BY885", f"row has {len(values)} values, the header {len(columns)} columns"))
+            problems.append(
+                spot.diag(
+                    (), "BY885", f"row has {len(values)} values, the header {len(columns)} columns"
+                )
+            )
             continue
         cells = dict(zip(columns, values, strict=True))
         expected = cells.pop("expected", None)
-        case = _case({"inputs": cells, **({"expected": expected} if expected is not None else {})}, spot, problems)
+        case = _case(
+            {"inputs": cells, **({"expected": expected} if expected is not None else {})},
+            spot,
+            problems,
+        )
         if case is not None:
             rows.append(LoadedCase(f"{shown}:{line}", case, spot, csv_row=True))
     return rows
@@ -289,8 +344,14 @@ def _csv_rows(text: str, shown: str, problems: list[Diagnostic]) -> list[LoadedC
 
 def _case(value: Any, spot: Spot, problems: list[Diagnostic]) -> Case | None:
     if not isinstance(value, dict):
-        problems.append(spot.diag((), "BY885", "a dataset row is a case: a mapping with inputs (and optionally "
-                                               f"{', '.join(key for key in CASE_KEYS if key != 'inputs')})"))
+        problems.append(
+            spot.diag(
+                (),
+                "BY885",
+                "a dataset row is a case: a mapping with inputs (and optionally "
+                f"{', '.join(key for key in CASE_KEYS if key != 'inputs')})",
+            )
+        )
         return None
     try:
         return Case.model_validate(value)
@@ -299,8 +360,11 @@ def _case(value: Any, spot: Spot, problems: list[Diagnostic]) -> Case | None:
             where = tuple(part for part in error["loc"] if isinstance(part, str | int))
             shown = ".".join(str(part) for part in where) or "row"
             unknown = error["type"] == "extra_forbidden"
-            message = (f"unknown key '{shown}' in a case (its keys: {', '.join(CASE_KEYS)})" if unknown
-                       else f"{shown}: {error['msg']}")
+            message = (
+                f"unknown key '{shown}' in a case (its keys: {', '.join(CASE_KEYS)})"
+                if unknown
+                else f"{shown}: {error['msg']}"
+            )
             problems.append(spot.diag(where, "BY885", message, key=unknown))
         return None
 

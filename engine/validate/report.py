@@ -44,9 +44,12 @@ class Report:
         checked = plural(self.files_checked, "file")
         if not self.diagnostics:
             return f"no problems in {checked}"
-        counts = " and ".join(plural(n, word) for n, word in ((self.errors, "error"), (self.warnings, "warning"))
-                              if n)
-        return f"{counts} in {plural(self.files_with_problems, 'file')} ({self.files_checked} checked)"
+        counts = " and ".join(
+            plural(n, word) for n, word in ((self.errors, "error"), (self.warnings, "warning")) if n
+        )
+        return (
+            f"{counts} in {plural(self.files_with_problems, 'file')} ({self.files_checked} checked)"
+        )
 
 
 Reporter = Callable[[Report, TextIO, TextIO], None]
@@ -76,14 +79,23 @@ def github(report: Report, out: TextIO, err: TextIO) -> None:
     problems there were in total.
     """
     for d in report.diagnostics:
-        props = ",".join(f"{key}={_escape_property(str(value))}" for key, value in
-                         (("file", d.file), ("line", d.line), ("col", d.col), ("title", d.code)))
+        props = ",".join(
+            f"{key}={_escape_property(str(value))}"
+            for key, value in (
+                ("file", d.file),
+                ("line", d.line),
+                ("col", d.col),
+                ("title", d.code),
+            )
+        )
         out.write(f"::{d.severity} {props}::{_escape_data(d.message)}\n")
     if report.ok:
         out.write(f"::notice::blockyard validate: {_escape_data(report.summary())}\n")
     else:
         problems = plural(len(report.diagnostics), "problem")
-        out.write(f"::error::blockyard validate: {problems} in {plural(report.files_with_problems, 'file')}\n")
+        out.write(
+            f"::error::blockyard validate: {problems} in {plural(report.files_with_problems, 'file')}\n"
+        )
 
 
 def _escape_data(value: str) -> str:
@@ -105,25 +117,40 @@ def sarif(report: Report, out: TextIO, err: TextIO) -> None:
         registry.setdefault(d.code, d.code)
     index = {code: i for i, code in enumerate(registry)}
     rules = [{"id": code, "shortDescription": {"text": title}} for code, title in registry.items()]
-    results = [{
-        "ruleId": d.code,
-        "ruleIndex": index[d.code],
-        "level": d.severity,
-        "message": {"text": d.message},
-        "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": d.file},
-            "region": {"startLine": d.line, "startColumn": d.col},
-        }}],
-    } for d in report.diagnostics]
+    results = [
+        {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": d.severity,
+            "message": {"text": d.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": d.file},
+                        "region": {"startLine": d.line, "startColumn": d.col},
+                    }
+                }
+            ],
+        }
+        for d in report.diagnostics
+    ]
     document = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "blockyard", "version": __version__,
-                                "informationUri": "https://blockyard.dev", "rules": rules}},
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "blockyard",
+                        "version": __version__,
+                        "informationUri": "https://blockyard.dev",
+                        "rules": rules,
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
     }
     json.dump(document, out, indent=2, ensure_ascii=False)
     out.write("\n")

@@ -15,7 +15,10 @@ from typing import Any
 
 from hatchling.metadata.plugin.interface import MetadataHookInterface
 
-SOURCES = ("engine_version.py", "../../engine/core/version.py")  # the sdist's copy, else the repository's
+SOURCES = (
+    "engine_version.py",
+    "../../engine/core/version.py",
+)  # the sdist's copy, else the repository's
 
 
 def engine_version(root: Path) -> str:
@@ -24,9 +27,14 @@ def engine_version(root: Path) -> str:
         path = root / relative
         if path.is_file():
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
-                if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                        and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "__version__"
-                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                if (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == "__version__"
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
                     return node.value.value
             raise ValueError(f"{path} sets no __version__ = '...'")
     raise FileNotFoundError(f"no engine version under {root}: looked for {', '.join(SOURCES)}")
@@ -37,5 +45,7 @@ class CustomMetadataHook(MetadataHookInterface):
         version = engine_version(Path(self.root))
         metadata["version"] = version
         metadata["dependencies"] = [f"blockyard-core[run]=={version}"]
-        metadata["optional-dependencies"] = {extra: [f"blockyard-core[{extra}]=={version}"]
-                                             for extra in self.config.get("extras", [])}
+        metadata["optional-dependencies"] = {
+            extra: [f"blockyard-core[{extra}]=={version}"]
+            for extra in self.config.get("extras", [])
+        }

@@ -19,13 +19,19 @@ PLANTED_KEY = "sk-planted-AGENT-SECRET-5f3c9a0d1e"
 
 def stub_config(stub: OpenAIStub, extra: str = "") -> str:
     """blockyard.yaml with the default profile on the stub (the key from KEY_ENV)."""
-    return (f"models:\n  default:\n    provider: openai\n    name: stub-model\n    base_url: {stub.base_url}\n"
-            f"    api_key_env: {KEY_ENV}\n    timeout: 20s\n{extra}")
+    return (
+        f"models:\n  default:\n    provider: openai\n    name: stub-model\n    base_url: {stub.base_url}\n"
+        f"    api_key_env: {KEY_ENV}\n    timeout: 20s\n{extra}"
+    )
 
 
 def calls(*pairs: tuple[str, Any]) -> Reply:
     """A reply that calls several tools in one turn; arguments as values (JSON) or raw text."""
-    return Reply(tool_calls=[(name, args if isinstance(args, str) else json.dumps(args)) for name, args in pairs])
+    return Reply(
+        tool_calls=[
+            (name, args if isinstance(args, str) else json.dumps(args)) for name, args in pairs
+        ]
+    )
 
 
 def answer(**outputs: Any) -> Reply:
@@ -35,7 +41,9 @@ def answer(**outputs: Any) -> Reply:
 
 def system_of(request: RecordedRequest) -> str:
     messages = request.messages
-    return str(messages[0].get("content")) if messages and messages[0].get("role") == "system" else ""
+    return (
+        str(messages[0].get("content")) if messages and messages[0].get("role") == "system" else ""
+    )
 
 
 def offered(request: RecordedRequest) -> list[str]:
@@ -79,8 +87,13 @@ class Outcome:
         return self.root / ".blockyard" / "workspaces" / self.run_id
 
 
-def run_flow(root: Path, flow: str, inputs: dict[str, Any] | None = None, *,
-             env: dict[str, str] | None = None) -> Outcome:
+def run_flow(
+    root: Path,
+    flow: str,
+    inputs: dict[str, Any] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+) -> Outcome:
     """Run `flow` through the runtime; its events, and the final state read from the checkpoint."""
     env = {KEY_ENV: PLANTED_KEY} if env is None else env
 
@@ -88,7 +101,9 @@ def run_flow(root: Path, flow: str, inputs: dict[str, Any] | None = None, *,
         with Yard.load(root, env=env) as yard:
             events = [event async for event in yard.astream(flow, inputs or {})]
             compiled = yard.compiled(yard.bundle(flow))
-            snapshot = await compiled.graph.aget_state({"configurable": {"thread_id": events[0].run_id}})
+            snapshot = await compiled.graph.aget_state(
+                {"configurable": {"thread_id": events[0].run_id}}
+            )
             return events, dict(snapshot.values)
 
     events, state = asyncio.run(go())

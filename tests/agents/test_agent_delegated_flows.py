@@ -71,8 +71,14 @@ KINDS = {
     "decide": ("verdict", ["{id: verdict_step, uses: judge}"]),
     "smart": ("tldr", ["{id: shorten, uses: brief}"]),
     "agent": ("help", ["{id: assist, uses: aide}"]),
-    "memory": ("memories", ['{id: remember, uses: save_to_memory, with: {memory_key: topic, memory_value: "{{ '
-                            'inputs.text }}"}}', "{id: recall, uses: query_memory}"]),
+    "memory": (
+        "memories",
+        [
+            '{id: remember, uses: save_to_memory, with: {memory_key: topic, memory_value: "{{ '
+            'inputs.text }}"}}',
+            "{id: recall, uses: query_memory}",
+        ],
+    ),
 }
 
 
@@ -83,19 +89,21 @@ def _inner(*kinds: str) -> str:
 
 
 def _yard(make_yard: Yard, *kinds: str) -> Path:
-    return make_yard({
-        "blockyard.yaml": "models:\n  default:\n    provider: mock\n"
-                          "    replies: {lead: [{$tool_calls: [{name: inner, args: {text: bees}}]}, done]}\n",
-        **BLOCKS,
-        "flows/inner.yaml": _inner(*kinds),
-        "flows/outer.yaml": """
+    return make_yard(
+        {
+            "blockyard.yaml": "models:\n  default:\n    provider: mock\n"
+            "    replies: {lead: [{$tool_calls: [{name: inner, args: {text: bees}}]}, done]}\n",
+            **BLOCKS,
+            "flows/inner.yaml": _inner(*kinds),
+            "flows/outer.yaml": """
             flow: outer
             outputs: [answer]
             memory: {scope: team/demo}
             steps:
               - {id: lead, uses: boss, with: {task: look into bees}, delegates: [inner]}
         """,
-    })
+        }
+    )
 
 
 def _delegated(root: Path) -> tuple[dict[str, Any] | None, list[Event]]:
@@ -128,5 +136,8 @@ def test_a_delegated_flow_of_every_kind_runs_its_steps_under_the_agent(make_yard
     ended = [call for call in done.tool_calls("lead") if call["status"] != "started"]
     assert [call["status"] for call in ended] == ["ok"] and ended[0]["result"] == alone.outputs
     steps = [step.split(",")[0].removeprefix("{id: ") for kind in KINDS for step in KINDS[kind][1]]
-    assert [e.step for e in done.of("step_finished")] == [*(f"lead.inner.{step}" for step in steps), "lead.inner",
-                                                          "lead"]
+    assert [e.step for e in done.of("step_finished")] == [
+        *(f"lead.inner.{step}" for step in steps),
+        "lead.inner",
+        "lead",
+    ]

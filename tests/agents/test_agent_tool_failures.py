@@ -16,13 +16,15 @@ from tests.agents.agent_kit import run_flow
 
 Yard = Callable[[dict[str, str]], Path]
 
-CALLS = ("[{$tool_calls: [{name: explode, args: {reason: disk on fire}}, {name: read_file, args: {path: gone.txt}},"
-         " {name: halves, args: {n: 1}}]}, recovered]")
+CALLS = (
+    "[{$tool_calls: [{name: explode, args: {reason: disk on fire}}, {name: read_file, args: {path: gone.txt}},"
+    " {name: halves, args: {n: 1}}]}, recovered]"
+)
 FILES = {
-    "blockyard.yaml": f"paths: {{code: tools}}\ntools:\n  explode: {{import: \"faulty_tools:explode\"}}\n"
-                      f"models:\n  default:\n    provider: mock\n    replies: {{lead: {CALLS}}}\n",
+    "blockyard.yaml": f'paths: {{code: tools}}\ntools:\n  explode: {{import: "faulty_tools:explode"}}\n'
+    f"models:\n  default:\n    provider: mock\n    replies: {{lead: {CALLS}}}\n",
     "tools/faulty_tools.py": 'def explode(reason: str) -> str:\n    """Always fails."""\n'
-                             "    raise ValueError(reason)\n",
+    "    raise ValueError(reason)\n",
     "blocks/boss.yaml": """
         block: boss
         kind: agent
@@ -40,14 +42,15 @@ FILES = {
         compute: {h: "n // (n - 1)"}
     """,
     "flows/halves.yaml": "flow: halves\ndescription: Halves.\ninputs: {n: {type: integer}}\noutputs: [h]\n"
-                         "steps:\n  - {id: halve, uses: half}\n",
+    "steps:\n  - {id: halve, uses: half}\n",
     "flows/one.yaml": "flow: one\noutputs: [answer]\nsteps:\n"
-                      "  - {id: lead, uses: boss, with: {task: t}, delegates: [halves]}\n",
+    "  - {id: lead, uses: boss, with: {task: t}, delegates: [halves]}\n",
 }
 
 
-def test_failed_tool_calls_reach_the_model_the_trace_and_runs_show(make_yard: Yard,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_tool_calls_reach_the_model_the_trace_and_runs_show(
+    make_yard: Yard, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard(FILES)
     done = run_flow(root, "one", env={})
 
@@ -60,13 +63,17 @@ def test_failed_tool_calls_reach_the_model_the_trace_and_runs_show(make_yard: Ya
     assert sorted(errors) == ["explode", "halves", "read_file"]
     record = done.of("step_finished", "lead")[0].data
     assert sorted(record["tool_errors"], key=lambda f: f["tool"]) == [
-        {"tool": name, "error": errors[name]} for name in sorted(errors)]
+        {"tool": name, "error": errors[name]} for name in sorted(errors)
+    ]
 
     assert main(["runs", "show", done.run_id, "--root", str(root)]) == 0
     text = capsys.readouterr().out
     step_line = next(line for line in text.splitlines() if line.startswith("  lead "))
     assert "finished" in step_line and step_line.endswith("3 tool calls failed")
-    assert "    tool explode failed: tool 'explode' failed: ValueError: disk on fire" in text.splitlines()
+    assert (
+        "    tool explode failed: tool 'explode' failed: ValueError: disk on fire"
+        in text.splitlines()
+    )
     assert f"    tool halves failed: {errors['halves']}" in text.splitlines()
     assert f"    tool read_file failed: {errors['read_file']}" in text.splitlines()
 
@@ -75,21 +82,28 @@ def test_failed_tool_calls_reach_the_model_the_trace_and_runs_show(make_yard: Ya
     assert body["run"]["status"] == "finished"
     lead = next(step for step in body["steps"] if step["step"] == "lead")
     assert sorted(lead["tool_errors"], key=lambda f: f["tool"]) == [
-        {"tool": name, "error": errors[name]} for name in sorted(errors)]
-    assert next(step for step in body["steps"] if step["step"] == "lead.halves")["status"] == "failed"
+        {"tool": name, "error": errors[name]} for name in sorted(errors)
+    ]
+    assert (
+        next(step for step in body["steps"] if step["step"] == "lead.halves")["status"] == "failed"
+    )
 
 
-def test_an_agent_that_gives_up_names_its_failed_tools_in_its_failure(make_yard: Yard,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    calls = ("[{$tool_calls: [{name: explode, args: {reason: a}}, {name: explode, args: {reason: b}}]},"
-             " {$tool_calls: [{name: explode, args: {reason: c}}, {name: explode, args: {reason: d}}]}]")
+def test_an_agent_that_gives_up_names_its_failed_tools_in_its_failure(
+    make_yard: Yard, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = (
+        "[{$tool_calls: [{name: explode, args: {reason: a}}, {name: explode, args: {reason: b}}]},"
+        " {$tool_calls: [{name: explode, args: {reason: c}}, {name: explode, args: {reason: d}}]}]"
+    )
     root = make_yard({**FILES, "blockyard.yaml": FILES["blockyard.yaml"].replace(CALLS, calls)})
     done = run_flow(root, "one", env={})
 
     assert done.error is not None and "gave up after 4 failed tool calls" in done.error
     failed = done.of("step_failed", "lead")[0].data
     assert sorted(f["error"] for f in failed["tool_errors"]) == [
-        f"tool 'explode' failed: ValueError: {reason}" for reason in "abcd"]
+        f"tool 'explode' failed: ValueError: {reason}" for reason in "abcd"
+    ]
 
     assert main(["runs", "show", done.run_id, "--root", str(root)]) == 0
     text = capsys.readouterr().out

@@ -68,29 +68,41 @@ def _database_bytes(root: Path) -> bytes:
     return database_bytes(root)
 
 
-def test_an_echoed_key_is_masked_everywhere(make_yard: Yard, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_echoed_key_is_masked_everywhere(
+    make_yard: Yard,
+    stub: OpenAIStub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv(KEY_ENV, PLANTED_KEY)
     root = make_yard({"blockyard.yaml": stub_config(stub), **FILES})
     stub.queue(
         Reply.structured_output({"greeting": f"your key is {PLANTED_KEY}"}),
         # streamed in pieces of 7 characters: the key is split over several tokens
-        Reply(content=f"I was given {PLANTED_KEY} today.", tool_calls=[("current_time", json.dumps(
-            {"timezone": PLANTED_KEY}))]),
+        Reply(
+            content=f"I was given {PLANTED_KEY} today.",
+            tool_calls=[("current_time", json.dumps({"timezone": PLANTED_KEY}))],
+        ),
         answer(answer=f"The key: {PLANTED_KEY}"),
     )
     code, out = _cli(capsys, "run", "leak", "--root", str(root), "--json")
 
     assert code == 0, out
     assert len(stub.requests) == 3
-    assert stub.requests[0].headers["authorization"] == f"Bearer {PLANTED_KEY}"  # it was the key in use
+    # it was the key in use
+    assert stub.requests[0].headers["authorization"] == f"Bearer {PLANTED_KEY}"
     assert PLANTED_KEY not in out
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert events[-1]["data"]["outputs"] == {"greeting": "your key is ***", "answer": "The key: ***"}
+    assert events[-1]["data"]["outputs"] == {
+        "greeting": "your key is ***",
+        "answer": "The key: ***",
+    }
     tokens = "".join(e["data"]["text"] for e in events if e["type"] == "token")
     # the llm reply and the agent's final answer stream too (their single text output): masked as well
     assert tokens == "your key is ***I was given *** today.The key: ***"
-    failed = [e["data"] for e in events if e["type"] == "tool_call" and e["data"]["status"] == "error"]
+    failed = [
+        e["data"] for e in events if e["type"] == "tool_call" and e["data"]["status"] == "error"
+    ]
     assert len(failed) == 1 and "***" in failed[0]["error"]
     run_id = events[0]["run_id"]
 
@@ -106,8 +118,12 @@ def test_an_echoed_key_is_masked_everywhere(make_yard: Yard, stub: OpenAIStub, m
     assert PLANTED_KEY.encode() not in data
 
 
-def test_an_error_that_quotes_the_key_is_masked(make_yard: Yard, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_error_that_quotes_the_key_is_masked(
+    make_yard: Yard,
+    stub: OpenAIStub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv(KEY_ENV, PLANTED_KEY)
     root = make_yard({"blockyard.yaml": stub_config(stub), **FILES})
     stub.default = Reply.structured_output({"n": f"not a number but {PLANTED_KEY}"})

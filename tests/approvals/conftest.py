@@ -224,12 +224,20 @@ def snapshot(root: Path, run_id: str) -> dict[str, Any]:
     """Everything a decision could change: the run row, its events, its gate rows, its checkpoints."""
     with state(root) as conn:
         return {
-            "run": conn.execute("SELECT status, owner_pid, error FROM runs WHERE id = ?", (run_id,)).fetchall(),
-            "events": conn.execute("SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall(),
-            "gates": conn.execute("SELECT interrupt_id, status, actor, decision FROM gates WHERE run_id = ? "
-                                  "ORDER BY interrupt_id", (run_id,)).fetchall(),
-            "checkpoints": conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?",
-                                        (run_id,)).fetchall(),
+            "run": conn.execute(
+                "SELECT status, owner_pid, error FROM runs WHERE id = ?", (run_id,)
+            ).fetchall(),
+            "events": conn.execute(
+                "SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall(),
+            "gates": conn.execute(
+                "SELECT interrupt_id, status, actor, decision FROM gates WHERE run_id = ? "
+                "ORDER BY interrupt_id",
+                (run_id,),
+            ).fetchall(),
+            "checkpoints": conn.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)
+            ).fetchall(),
         }
 
 
@@ -244,6 +252,8 @@ def paused(done: Outcome) -> tuple[str, list[dict[str, Any]]]:
 
 def decided(root: Path, run_id: str) -> list[dict[str, Any]]:
     with state(root) as conn:
-        rows = conn.execute("SELECT data FROM events WHERE run_id = ? AND type = 'approval_decided' ORDER BY seq",
-                            (run_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT data FROM events WHERE run_id = ? AND type = 'approval_decided' ORDER BY seq",
+            (run_id,),
+        ).fetchall()
     return [json.loads(row[0]) for row in rows]

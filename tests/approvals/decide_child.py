@@ -18,7 +18,8 @@ from engine.core.errors import BlockyardError
 
 def main(root: Path, run_id: str, name: str) -> None:
     with Yard.open(root) as yard:
-        yard.get_run(run_id)  # open the database before the start signal: the race is the decision itself
+        # open the database before the start signal: the race is the decision itself
+        yard.get_run(run_id)
         print("ready", flush=True)
         sys.stdin.readline()
         try:

@@ -34,20 +34,29 @@ T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-01T00:01:00.000Z", "2026-01-01
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[StateDB]:
-    state = StateDB(locate(tmp_path / "state.db"))  # on Postgres in that pass (BLOCKYARD_DATABASE_URL)
+    # on Postgres in that pass (BLOCKYARD_DATABASE_URL)
+    state = StateDB(locate(tmp_path / "state.db"))
     try:
         yield state
     finally:
         state.close()
 
 
-def waiting_run(db: StateDB, *gate_names: str, status: RunStatus = RunStatus.WAITING) -> dict[str, gates.Gate]:
+def waiting_run(
+    db: StateDB, *gate_names: str, status: RunStatus = RunStatus.WAITING
+) -> dict[str, gates.Gate]:
     """A run with `status` and a waiting gate for each name (interrupt id `i-<name>`), as read before
     any decision: the gates a decider holds when it claims one."""
     record = store.RunRecord(RUN, "pay", 1, "digest", status, {}, created=T0, started=T0)
-    db.writer.write_sync(store.save_definition("digest", "pay", 1, "{}", T0), store.insert_run(record),
-                         gates.record_waiting(RUN, {f"i-{name}": {"gate": name, "step": name, "message": "ok?"}
-                                                    for name in gate_names}, T0))
+    db.writer.write_sync(
+        store.save_definition("digest", "pay", 1, "{}", T0),
+        store.insert_run(record),
+        gates.record_waiting(
+            RUN,
+            {f"i-{name}": {"gate": name, "step": name, "message": "ok?"} for name in gate_names},
+            T0,
+        ),
+    )
 
     def read(conn: Connection) -> dict[str, gates.Gate]:
         return {gate.gate: gate for gate in gates.of_run(conn, RUN)}
@@ -58,18 +67,30 @@ def waiting_run(db: StateDB, *gate_names: str, status: RunStatus = RunStatus.WAI
 
 
 def claim(db: StateDB, gate: gates.Gate, actor: str, time: str, decision: str = "approve") -> Any:
-    payload: dict[str, Any] = {"decision": decision, "values": {}, "actor": actor, "reason": None, "time": time}
+    payload: dict[str, Any] = {
+        "decision": decision,
+        "values": {},
+        "actor": actor,
+        "reason": None,
+        "time": time,
+    }
     data = {"gate": gate.gate, "interrupt_id": gate.interrupt_id, **payload}
     return db.writer.call_sync(gates.claim(gate, payload, liveness.current(), data, time))
 
 
 def snapshot(db: StateDB) -> tuple[Any, ...]:
     """Everything a claim writes: the gate rows, the run's status and owner, the events."""
+
     def read(conn: Any) -> tuple[Any, ...]:
         rows = tuple(gate.as_dict() for gate in gates.of_run(conn, RUN))
-        run = conn.execute("SELECT status, owner_pid, owner_host, finished FROM runs WHERE id = ?", (RUN,)).fetchone()
-        events = conn.execute("SELECT seq, type, data FROM events WHERE run_id = ? ORDER BY seq", (RUN,)).fetchall()
+        run = conn.execute(
+            "SELECT status, owner_pid, owner_host, finished FROM runs WHERE id = ?", (RUN,)
+        ).fetchone()
+        events = conn.execute(
+            "SELECT seq, type, data FROM events WHERE run_id = ? ORDER BY seq", (RUN,)
+        ).fetchall()
         return rows, tuple(run) if run is not None else None, tuple(tuple(e) for e in events)
+
     return db.read(read)
 
 
@@ -89,38 +110,59 @@ def test_the_loser_of_a_race_gets_the_gates_own_refusal(db: StateDB) -> None:
     ask = waiting_run(db, "ask")["ask"]
     claim(db, ask, "ada", T1)
     before = snapshot(db)
-    with pytest.raises(AlreadyDecided, match="gate 'ask' of run run-1 was already approved by ada") as refused:
+    with pytest.raises(
+        AlreadyDecided, match="gate 'ask' of run run-1 was already approved by ada"
+    ) as refused:
         claim(db, ask, "grace", T2, "reject")
     assert type(refused.value) is AlreadyDecided
     assert str(refused.value) == f"gate 'ask' of run {RUN} was already approved by ada at {T1}"
     assert snapshot(db) == before
 
 
-def test_the_gate_check_alone_refuses_a_decided_gate_while_the_run_waits_at_another(db: StateDB) -> None:
+def test_the_gate_check_alone_refuses_a_decided_gate_while_the_run_waits_at_another(
+    db: StateDB,
+) -> None:
     """The run waits (at gate `b`), so its own check would let a claim through: the claim on `a`,
     decided already, is refused by the gate's compare-and-swap alone, and writes nothing."""
     held = waiting_run(db, "a", "b")
     claim(db, held["a"], "ada", T1)
     # the run went on and stopped again, waiting at `b`: `a` stays decided
-    db.writer.write_sync(Write("UPDATE runs SET status = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
-                               (RunStatus.WAITING, RUN)))
+    db.writer.write_sync(
+        Write(
+            "UPDATE runs SET status = ?, owner_pid = NULL, owner_host = NULL WHERE id = ?",
+            (RunStatus.WAITING, RUN),
+        )
+    )
     before = snapshot(db)
-    with pytest.raises(AlreadyDecided, match="gate 'a' of run run-1 was already approved by ada") as refused:
+    with pytest.raises(
+        AlreadyDecided, match="gate 'a' of run run-1 was already approved by ada"
+    ) as refused:
         claim(db, held["a"], "grace", T2, "reject")  # held since before ada's decision
     assert str(refused.value) == f"gate 'a' of run {RUN} was already approved by ada at {T1}"
     assert snapshot(db) == before
     claim(db, held["b"], "grace", T2)  # the gate the run does wait at is still there to decide
 
 
-@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.FINISHED, RunStatus.FAILED,
-                                    RunStatus.INTERRUPTED, RunStatus.QUEUED])
-def test_the_run_check_alone_refuses_a_waiting_gate_of_a_run_that_no_longer_waits(db: StateDB,
-                                                                                  status: RunStatus) -> None:
+@pytest.mark.parametrize(
+    "status",
+    [
+        RunStatus.RUNNING,
+        RunStatus.FINISHED,
+        RunStatus.FAILED,
+        RunStatus.INTERRUPTED,
+        RunStatus.QUEUED,
+    ],
+)
+def test_the_run_check_alone_refuses_a_waiting_gate_of_a_run_that_no_longer_waits(
+    db: StateDB, status: RunStatus
+) -> None:
     """The gate is still waiting, so its own check would let a claim through: the run's
     compare-and-swap alone refuses it, and the gate's update before it is rolled back."""
     ask = waiting_run(db, "ask", status=status)["ask"]
     before = snapshot(db)
-    with pytest.raises(NotWaiting, match=r"run run-1 is \w+, not waiting for an approval decision") as refused:
+    with pytest.raises(
+        NotWaiting, match=r"run run-1 is \w+, not waiting for an approval decision"
+    ) as refused:
         claim(db, ask, "ada", T1)
     assert type(refused.value) is NotWaiting  # not the gate's refusal: the gate was not decided
     assert str(refused.value) == f"run {RUN} is {status}, not waiting for an approval decision"

@@ -26,17 +26,26 @@ def test_gates_in_map_items_wait_together_and_are_picked_with_gate(yard: Path, c
     before = snapshot(yard, run_id)
     ambiguous = cli(yard, "resume", run_id, "--approve")
     assert ambiguous.code == 2
-    assert f"run {run_id} waits at 3 gates (check[0], check[1], check[2]): pick one with --gate" in ambiguous.err
+    assert (
+        f"run {run_id} waits at 3 gates (check[0], check[1], check[2]): pick one with --gate"
+        in ambiguous.err
+    )
     by_step = cli(yard, "resume", run_id, "--approve", "--gate", "check")
     assert by_step.code == 2 and f"gate 'check' of run {run_id} waits for 3 items" in by_step.err
     assert snapshot(yard, run_id) == before
 
-    one = cli(yard, "resume", run_id, "--approve", "--gate", "check[1]", "--set", "extra=100", "--json")
+    one = cli(
+        yard, "resume", run_id, "--approve", "--gate", "check[1]", "--set", "extra=100", "--json"
+    )
     assert one.code == 3, one.err  # the other two still wait
-    assert sorted(g["data"]["value"]["gate"] for g in one.events() if g["type"] == "approval_required") == \
-        ["check[0]", "check[2]"]
-    interrupt_id = next(g["data"]["interrupt_id"] for g in gates if g["data"]["value"]["gate"] == "check[2]")
-    two = cli(yard, "resume", run_id, "--reject", "--gate", interrupt_id[:8], "--json")  # an id prefix works too
+    assert sorted(
+        g["data"]["value"]["gate"] for g in one.events() if g["type"] == "approval_required"
+    ) == ["check[0]", "check[2]"]
+    interrupt_id = next(
+        g["data"]["interrupt_id"] for g in gates if g["data"]["value"]["gate"] == "check[2]"
+    )
+    # an id prefix works too
+    two = cli(yard, "resume", run_id, "--reject", "--gate", interrupt_id[:8], "--json")
     assert two.code == 3
     last = cli(yard, "resume", run_id, "--approve", "--json")  # one gate left: no --gate needed
     assert last.code == 0, last.err

@@ -25,23 +25,35 @@ def _until(timeout_at: str) -> None:
         time.sleep(left + 0.001)
 
 
-@pytest.mark.parametrize(("mode", "gate", "action", "note"), [
-    ("approve", "by_approve", "approve", "auto-approved"),
-    ("reject", "by_reject", "reject", "rejected"),
-    ("step", "by_step", "escalate", "escalated"),
-])
-def test_expire_decides_by_on_timeout(yard: Path, cli: Cli, mode: str, gate: str, action: str, note: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "gate", "action", "note"),
+    [
+        ("approve", "by_approve", "approve", "auto-approved"),
+        ("reject", "by_reject", "reject", "rejected"),
+        ("step", "by_step", "escalate", "escalated"),
+    ],
+)
+def test_expire_decides_by_on_timeout(
+    yard: Path, cli: Cli, mode: str, gate: str, action: str, note: str
+) -> None:
     run_id, _ = paused(cli(yard, "run", "timed", "--input", f"mode={mode}", "--json"))
     with state(yard) as conn:
-        created, timeout_at = conn.execute("SELECT created, timeout_at FROM gates WHERE run_id = ?",
-                                           (run_id,)).fetchone()
+        created, timeout_at = conn.execute(
+            "SELECT created, timeout_at FROM gates WHERE run_id = ?", (run_id,)
+        ).fetchone()
     assert timeout_at is not None and timeout_at > created
     _until(timeout_at)
     expired = cli(yard, "gates", "--expire")
     assert expired.code == 0, expired.err
-    assert expired.out == f"run {run_id}: gate '{gate}' timed out -> {action}; the run is finished\n"
+    assert (
+        expired.out == f"run {run_id}: gate '{gate}' timed out -> {action}; the run is finished\n"
+    )
     (decision,) = decided(yard, run_id)
-    assert (decision["timed_out"], decision["actor"], decision["reason"]) == (True, None, "no decision within 10ms")
+    assert (decision["timed_out"], decision["actor"], decision["reason"]) == (
+        True,
+        None,
+        "no decision within 10ms",
+    )
     shown = json.loads(cli(yard, "runs", "show", run_id, "--json").out)
     assert shown["run"]["outputs"] == {"note": note}
     assert shown["decisions"][0]["status"] == "expired"
@@ -56,8 +68,12 @@ def test_gates_not_yet_due_are_left_alone_and_the_clock_is_injectable(yard: Path
         due = datetime.fromisoformat(gate.timeout_at.replace("Z", "+00:00"))  # type: ignore[union-attr]
         assert api.expire_gates(now=due - timedelta(milliseconds=5)) == []
         (expired,) = api.expire_gates(now=due + timedelta(days=365))
-        assert (expired.run_id, expired.gate, expired.action, expired.status) == (timed.run_id, "by_reject", "reject",
-                                                                                    "finished")
+        assert (expired.run_id, expired.gate, expired.action, expired.status) == (
+            timed.run_id,
+            "by_reject",
+            "reject",
+            "finished",
+        )
         assert [g.run_id for g in api.gates()] == [waiting.run_id]
         assert api.get_run(waiting.run_id).status == "waiting"  # type: ignore[union-attr]
 
@@ -83,7 +99,9 @@ def test_a_gate_decided_by_a_person_first_does_not_expire(yard: Path, cli: Cli) 
     run_id, _ = paused(cli(yard, "run", "timed", "--input", "mode=step", "--json"))
     assert cli(yard, "resume", run_id, "--reject").code == 0
     with state(yard) as conn:
-        (timeout_at,) = conn.execute("SELECT timeout_at FROM gates WHERE run_id = ?", (run_id,)).fetchone()
+        (timeout_at,) = conn.execute(
+            "SELECT timeout_at FROM gates WHERE run_id = ?", (run_id,)
+        ).fetchone()
     _until(timeout_at)  # due, yet decided already
     assert cli(yard, "gates", "--expire", "--json").out.strip() == "[]"
     assert [d["decision"] for d in decided(yard, run_id)] == ["reject"]
@@ -99,4 +117,8 @@ def test_gates_listing(yard: Path, cli: Cli) -> None:
     assert cli(yard, "gates", "--flow", "pay").out == "no gates waiting\n"
     (item,) = json.loads(cli(yard, "gates", "--json").out)
     assert (item["run_id"], item["gate"], item["status"], item["request"]["on_timeout"]) == (
-        run_id, "by_step", "waiting", "escalate")
+        run_id,
+        "by_step",
+        "waiting",
+        "escalate",
+    )

@@ -118,8 +118,12 @@ class Run:
         return [e for e in self.events if e["type"] == kind]
 
 
-def yard_bundle(make_yard: Callable[[dict[str, str]], Path], flows: Mapping[str, str],
-                blocks: Mapping[str, str] | None = None, name: str | None = None) -> Bundle:
+def yard_bundle(
+    make_yard: Callable[[dict[str, str]], Path],
+    flows: Mapping[str, str],
+    blocks: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> Bundle:
     """The bundle of flow `name` (default: the first flow) in a yard of BLOCKS + `blocks` + `flows`."""
     files = {f"blocks/{key}.yaml": text for key, text in {**BLOCKS, **(blocks or {})}.items()}
     files.update({f"flows/{key}.yaml": text for key, text in flows.items()})
@@ -130,9 +134,14 @@ def yard_bundle(make_yard: Callable[[dict[str, str]], Path], flows: Mapping[str,
     return make_bundle(project, name or next(iter(flows)))
 
 
-async def run_async(compiled: CompiledFlow, inputs: Mapping[str, Any] | None = None, *,
-                    tools: FakeTools | None = None, replies: Mapping[str, list[Any]] | None = None,
-                    run_id: str = "run-1") -> Run:
+async def run_async(
+    compiled: CompiledFlow,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    tools: FakeTools | None = None,
+    replies: Mapping[str, list[Any]] | None = None,
+    run_id: str = "run-1",
+) -> Run:
     """Run to the end (or the first failure), collecting the custom events of every graph level."""
     thread = uuid.uuid4().hex  # a fresh thread per run: the saver is shared by the runs of a test
     config = compiled.config(thread)
@@ -140,14 +149,24 @@ async def run_async(compiled: CompiledFlow, inputs: Mapping[str, Any] | None = N
     with scripted(run_id, replies or {}) as script:
         run.model_calls = script.calls
         # the resolver looks up the run's script when it is made
-        context = RunContext(run_id=run_id, models=ModelResolver(compiled.bundle.config, env={}, run_id=run_id),
-                             tools=tools or FakeTools(), workspace=Path("."), thread_id=thread)
+        context = RunContext(
+            run_id=run_id,
+            models=ModelResolver(compiled.bundle.config, env={}, run_id=run_id),
+            tools=tools or FakeTools(),
+            workspace=Path("."),
+            thread_id=thread,
+        )
         try:
             async for _ns, mode, data in compiled.graph.astream(
-                    compiled.initial_state(dict(inputs or {})), config, context=context,
-                    stream_mode=["custom", "updates"], subgraphs=True):
+                compiled.initial_state(dict(inputs or {})),
+                config,
+                context=context,
+                stream_mode=["custom", "updates"],
+                subgraphs=True,
+            ):
                 if mode == "custom":
-                    run.events.append(cast("dict[str, Any]", data))  # what engine/nodes/events.py writes
+                    # what engine/nodes/events.py writes
+                    run.events.append(cast("dict[str, Any]", data))
         except Exception as exc:  # the test inspects it
             run.error = exc
     snapshot = await compiled.graph.aget_state(config)

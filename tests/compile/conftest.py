@@ -18,10 +18,15 @@ from tests.compile.compile_kit import yard_bundle
 def build(make_yard: Callable[[dict[str, str]], Path]) -> Callable[..., CompiledFlow]:
     """build(flow_yaml, blocks={...}, subflows={...}) -> CompiledFlow (with an InMemorySaver)."""
 
-    def make(flow: str, blocks: Mapping[str, str] | None = None, subflows: Mapping[str, str] | None = None
-             ) -> CompiledFlow:
+    def make(
+        flow: str,
+        blocks: Mapping[str, str] | None = None,
+        subflows: Mapping[str, str] | None = None,
+    ) -> CompiledFlow:
         text = textwrap.dedent(flow)
-        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flow:"))
+        name = next(
+            line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flow:")
+        )
         bundle = yard_bundle(make_yard, {name: text, **(subflows or {})}, blocks, name)
         return compile_flow(bundle, checkpointer=InMemorySaver())
 
@@ -32,10 +37,15 @@ def build(make_yard: Callable[[dict[str, str]], Path]) -> Callable[..., Compiled
 def bundle_of(make_yard: Callable[[dict[str, str]], Path]) -> Callable[..., Bundle]:
     """bundle_of(flow_yaml, blocks={...}) -> the Bundle, for tests of compile errors."""
 
-    def make(flow: str, blocks: Mapping[str, str] | None = None, subflows: Mapping[str, str] | None = None
-             ) -> Bundle:
+    def make(
+        flow: str,
+        blocks: Mapping[str, str] | None = None,
+        subflows: Mapping[str, str] | None = None,
+    ) -> Bundle:
         text = textwrap.dedent(flow)
-        name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flow:"))
+        name = next(
+            line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flow:")
+        )
         return yard_bundle(make_yard, {name: text, **(subflows or {})}, blocks, name)
 
     return make

@@ -87,12 +87,20 @@ def check(name: str, text: str) -> None:
     path = SNAPSHOTS / name
     stored = path.read_text(encoding="utf-8") if path.exists() else ""
     if os.environ.get("BLOCKYARD_UPDATE_SNAPSHOTS") and text != stored:
-        diff = "".join(difflib.unified_diff(stored.splitlines(keepends=True), text.splitlines(keepends=True),
-                                            f"a/{name}", f"b/{name}"))
+        diff = "".join(
+            difflib.unified_diff(
+                stored.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"a/{name}",
+                f"b/{name}",
+            )
+        )
         path.write_text(text, encoding="utf-8")
         warnings.warn(SnapshotRewritten(f"rewrote {name}:\n{diff}"), stacklevel=2)
         stored = text
-    assert text == stored, f"{name} changed; rerun with BLOCKYARD_UPDATE_SNAPSHOTS=1 and review the diff it shows"
+    assert text == stored, (
+        f"{name} changed; rerun with BLOCKYARD_UPDATE_SNAPSHOTS=1 and review the diff it shows"
+    )
 
 
 @pytest.fixture
@@ -116,5 +124,9 @@ def test_mermaid_and_dot(build: Callable[..., CompiledFlow], flow: str, name: st
 def test_drawing_is_deterministic(build: Callable[..., CompiledFlow]) -> None:
     # two compilations of the same flow draw the same text, and that text is the stored snapshot
     first, second = (build(EVERYTHING, subflows={"child": CHILD}) for _ in range(2))
-    assert first.mermaid() == second.mermaid() == (SNAPSHOTS / "everything.mmd").read_text(encoding="utf-8")
+    assert (
+        first.mermaid()
+        == second.mermaid()
+        == (SNAPSHOTS / "everything.mmd").read_text(encoding="utf-8")
+    )
     assert first.dot() == second.dot() == (SNAPSHOTS / "everything.dot").read_text(encoding="utf-8")

@@ -71,6 +71,7 @@ def parse_dot(text: str) -> Graph:
 
 # ---- the wiring, from the YAML alone -------------------------------------------------------------
 
+
 def wiring(flow_yaml: str) -> Graph:
     """The nodes and edges a drawing of this flow must have, worked out from its steps (docs/flows.md):
     a step goes on to the next one in the list (the last to the end) unless it is a router; `needs:`
@@ -171,14 +172,19 @@ def _wire_leaving(graph: Graph, steps: list[dict[str, Any]], index: int, has_nee
 
 # ---- the checks ----------------------------------------------------------------------------------
 
+
 def assert_drawn(compiled: CompiledFlow, flow_yaml: str) -> None:
     mermaid, dot = parse_mermaid(compiled.mermaid()), parse_dot(compiled.dot())
     expected = wiring(flow_yaml)
     assert mermaid.nodes == dot.nodes and mermaid.edges == dot.edges, "the two drawings disagree"
-    assert mermaid.nodes == expected.nodes, (sorted(mermaid.nodes - expected.nodes),
-                                             sorted(expected.nodes - mermaid.nodes))
-    assert mermaid.edges == expected.edges, (sorted(mermaid.edges - expected.edges),
-                                             sorted(expected.edges - mermaid.edges))
+    assert mermaid.nodes == expected.nodes, (
+        sorted(mermaid.nodes - expected.nodes),
+        sorted(expected.nodes - mermaid.nodes),
+    )
+    assert mermaid.edges == expected.edges, (
+        sorted(mermaid.edges - expected.edges),
+        sorted(expected.edges - mermaid.edges),
+    )
 
 
 @pytest.mark.parametrize("flow", [EVERYTHING, DAG], ids=["everything", "dag"])
@@ -191,8 +197,10 @@ def test_the_snapshots_have_the_flows_wiring(name: str) -> None:
     # the stored text too: a snapshot rewritten from a drawing that lost an edge fails here
     flow = {"everything": EVERYTHING, "dag": DAG}[name]
     expected = wiring(flow)
-    for drawn in (parse_mermaid((SNAPSHOTS / f"{name}.mmd").read_text(encoding="utf-8")),
-                  parse_dot((SNAPSHOTS / f"{name}.dot").read_text(encoding="utf-8"))):
+    for drawn in (
+        parse_mermaid((SNAPSHOTS / f"{name}.mmd").read_text(encoding="utf-8")),
+        parse_dot((SNAPSHOTS / f"{name}.dot").read_text(encoding="utf-8")),
+    ):
         assert (drawn.nodes, drawn.edges) == (expected.nodes, expected.edges)
 
 
@@ -201,7 +209,11 @@ def test_the_example_flow_is_drawn_as_its_steps_in_order(repo_root: Path) -> Non
     drawn = parse_mermaid(draw(make_bundle(load_project(repo_root), "hello"), "mermaid"))
     expected = wiring(text)
     assert (drawn.nodes, drawn.edges) == (expected.nodes, expected.edges)
-    assert expected.edges == {(START, "greet"), ("greet", "shout"), ("shout", END)}  # the model itself, checked
+    assert expected.edges == {
+        (START, "greet"),
+        ("greet", "shout"),
+        ("shout", END),
+    }  # the model itself, checked
     stored = parse_mermaid((SNAPSHOTS / "hello.mmd").read_text(encoding="utf-8"))
     assert (stored.nodes, stored.edges) == (expected.nodes, expected.edges)
 
@@ -209,8 +221,15 @@ def test_the_example_flow_is_drawn_as_its_steps_in_order(repo_root: Path) -> Non
 def test_the_wiring_model_knows_a_dag_by_hand() -> None:
     # the model above, checked on the DAG against edges written out by hand: `b2` has no needs, so it
     # follows `b1`, the step before it; `join` waits for `b2` and `c`
-    assert wiring(DAG).edges == {(START, "a"), ("a", "b1"), ("a", "c"), ("b1", "b2"), ("b2", "join"),
-                                 ("c", "join"), ("join", END)}
+    assert wiring(DAG).edges == {
+        (START, "a"),
+        ("a", "b1"),
+        ("a", "c"),
+        ("b1", "b2"),
+        ("b2", "join"),
+        ("c", "join"),
+        ("join", END),
+    }
 
 
 def test_a_wrong_drawing_is_caught() -> None:
@@ -220,4 +239,3 @@ def test_a_wrong_drawing_is_caught() -> None:
     assert parse_mermaid(right).edges == expected.edges
     assert parse_mermaid(right.replace("    a --> c\n", "")).edges != expected.edges
     assert parse_mermaid(right.replace("b2 --> join", "b2 --> c")).edges != expected.edges
-

@@ -26,19 +26,29 @@ def test_nodes_have_the_kind_of_what_they_stand_for(bundle_of: Callable[..., Bun
     graph = everything(bundle_of)
     kinds = {node.id: (node.kind, node.step, node.group) for node in graph.nodes}
     assert kinds == {
-        "__start__": ("start", None, None), "__end__": ("end", None, None),
-        "triage": ("router", "triage", None), "fix": ("step", "fix", None),
-        "qa": ("step", "qa", "review__cluster"), "apply": ("step", "apply", "review__cluster"),
-        "review__check": ("loop", "review", "review__cluster"), "ask": ("decide", "ask", None),
-        "totals": ("foreach", "totals", "totals__cluster"), "line": ("step", "line", "totals__cluster"),
-        "implement": ("map", "implement", None), "drafts": ("map", "drafts", None),
-        "draft": ("step", "draft", "drafts__body__cluster"), "check": ("step", "check", "drafts__body__cluster"),
-        "drafts__join": ("join", None, None), "research": ("subflow", "research", None),
+        "__start__": ("start", None, None),
+        "__end__": ("end", None, None),
+        "triage": ("router", "triage", None),
+        "fix": ("step", "fix", None),
+        "qa": ("step", "qa", "review__cluster"),
+        "apply": ("step", "apply", "review__cluster"),
+        "review__check": ("loop", "review", "review__cluster"),
+        "ask": ("decide", "ask", None),
+        "totals": ("foreach", "totals", "totals__cluster"),
+        "line": ("step", "line", "totals__cluster"),
+        "implement": ("map", "implement", None),
+        "drafts": ("map", "drafts", None),
+        "draft": ("step", "draft", "drafts__body__cluster"),
+        "check": ("step", "check", "drafts__body__cluster"),
+        "drafts__join": ("join", None, None),
+        "research": ("subflow", "research", None),
         "publish": ("step", "publish", None),
     }
     assert [(g.id, g.kind, g.step, g.parent) for g in graph.groups] == [
-        ("review__cluster", "loop", "review", None), ("totals__cluster", "foreach", "totals", None),
-        ("drafts__body__cluster", "map", "drafts", None)]
+        ("review__cluster", "loop", "review", None),
+        ("totals__cluster", "foreach", "totals", None),
+        ("drafts__body__cluster", "map", "drafts", None),
+    ]
     assert graph.node("fix").data == {"block": "mark", "kind": "transform", "max_visits": 3}
     assert graph.node("research").data == {"flow": "child"}
     assert graph.node("review__check").data == {"until": "context.qa_passed", "max_iterations": 15}
@@ -63,12 +73,20 @@ def test_edges_say_how_control_moves(bundle_of: Callable[..., Bundle]) -> None:
     assert {e.kind for e in graph.edges if e.dashed} == {"exit"}
 
 
-def test_routers_and_decide_steps_offer_a_handle_per_way_out(bundle_of: Callable[..., Bundle]) -> None:
+def test_routers_and_decide_steps_offer_a_handle_per_way_out(
+    bundle_of: Callable[..., Bundle],
+) -> None:
     graph = everything(bundle_of)
     assert [(h.id, h.label) for h in graph.node("triage").handles] == [
-        ("route-1", "regex ^err"), ("route-2", "expr context.score > 0.8"), ("default", "default")]
+        ("route-1", "regex ^err"),
+        ("route-2", "expr context.score > 0.8"),
+        ("default", "default"),
+    ]
     assert [(h.id, h.label) for h in graph.node("ask").handles] == [
-        ("branch-yes", "yes"), ("branch-no", "no"), ("other", "other")]
+        ("branch-yes", "yes"),
+        ("branch-no", "no"),
+        ("other", "other"),
+    ]
     handles = {node.id: {h.id for h in node.handles} for node in graph.nodes}
     for edge in graph.edges:
         assert edge.handle is None or edge.handle in handles[edge.source]
@@ -76,10 +94,15 @@ def test_routers_and_decide_steps_offer_a_handle_per_way_out(bundle_of: Callable
 
 def test_barriers_are_join_edges(bundle_of: Callable[..., Bundle]) -> None:
     graph = flow_graph(bundle_of(DAG, subflows={"child": CHILD}))
-    assert [(e.source, e.target) for e in graph.edges if e.kind == "join"] == [("b2", "join"), ("c", "join")]
+    assert [(e.source, e.target) for e in graph.edges if e.kind == "join"] == [
+        ("b2", "join"),
+        ("c", "join"),
+    ]
 
 
-def test_the_json_form_is_the_model_and_every_format_draws_the_same_graph(bundle_of: Callable[..., Bundle]) -> None:
+def test_the_json_form_is_the_model_and_every_format_draws_the_same_graph(
+    bundle_of: Callable[..., Bundle],
+) -> None:
     bundle = bundle_of(EVERYTHING, subflows={"child": CHILD})
     graph = flow_graph(bundle)
     data = json.loads(draw(bundle, "json"))
@@ -97,10 +120,15 @@ def test_the_json_form_is_the_model_and_every_format_draws_the_same_graph(bundle
         assert f'"{edge.source}" -> "{edge.target}"' in dot
 
 
-def test_blockyard_graph_prints_the_model_as_json(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_blockyard_graph_prints_the_model_as_json(
+    repo_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["graph", "hello", "--format", "json", "--root", str(repo_root)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == as_json(flow_graph(make_bundle(load_project(repo_root), "hello")))
     assert [(e["source"], e["target"], e["kind"]) for e in printed["edges"]] == [
-        ("__start__", "greet", "next"), ("greet", "shout", "next"), ("shout", "__end__", "next")]
+        ("__start__", "greet", "next"),
+        ("greet", "shout", "next"),
+        ("shout", "__end__", "next"),
+    ]
     assert main(["graph", "hello", "--format", "svg", "--root", str(repo_root)]) == 2

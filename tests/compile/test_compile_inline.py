@@ -13,7 +13,14 @@ from tests.compile.compile_kit import run
 
 def checkpoints(compiled: CompiledFlow, thread: str) -> int:
     async def count() -> int:
-        return len([s async for s in compiled.graph.aget_state_history({"configurable": {"thread_id": thread}})])
+        return len(
+            [
+                s
+                async for s in compiled.graph.aget_state_history(
+                    {"configurable": {"thread_id": thread}}
+                )
+            ]
+        )
 
     return asyncio.run(count())
 
@@ -36,9 +43,11 @@ def test_a_loop_check_runs_inside_the_last_body_step(build: Callable[..., Compil
         """)
     result = run(compiled, {})
     assert result.error is None and result.outputs == {"n": 3}
-    assert kinds(result.events) == [("step_started", "again"),
-                                    *[("step_started", "step"), ("step_finished", "step")] * 3,
-                                    ("step_finished", "again")]
+    assert kinds(result.events) == [
+        ("step_started", "again"),
+        *[("step_started", "step"), ("step_finished", "step")] * 3,
+        ("step_finished", "again"),
+    ]
     assert result.steps == ["step", "step", "step", "again"]
     assert result.state["loops"] == {}
     thread = next(iter(compiled.graph.checkpointer.storage))  # type: ignore[union-attr]
@@ -47,7 +56,8 @@ def test_a_loop_check_runs_inside_the_last_body_step(build: Callable[..., Compil
 
 
 def test_a_router_runs_inside_the_step_before_it_and_alone_from_elsewhere(
-        build: Callable[..., CompiledFlow]) -> None:
+    build: Callable[..., CompiledFlow],
+) -> None:
     compiled = build("""
         flow: pick
         outputs: [n]
@@ -66,14 +76,21 @@ def test_a_router_runs_inside_the_step_before_it_and_alone_from_elsewhere(
     assert result.error is None and result.outputs == {"n": 3}
     assert result.steps == ["first", "bump", "second", "bump", "second", "bump", "second"]
     assert [r["outputs"] for r in result.state["results"] if r["step"] == "second"] == [
-        {"goto": "bump"}, {"goto": "bump"}, {"goto": "end"}]
-    assert kinds(result.of("step_finished"))[:3] == [("step_finished", "first"), ("step_finished", "bump"),
-                                                     ("step_finished", "second")]
+        {"goto": "bump"},
+        {"goto": "bump"},
+        {"goto": "end"},
+    ]
+    assert kinds(result.of("step_finished"))[:3] == [
+        ("step_finished", "first"),
+        ("step_finished", "bump"),
+        ("step_finished", "second"),
+    ]
     assert result.state["loops"] == {"bump.v": 3}
 
 
 def test_a_failing_inline_until_fails_the_loop_step(build: Callable[..., CompiledFlow]) -> None:
-    result = run(build("""
+    result = run(
+        build("""
         flow: broken
         outputs: [n]
         steps:
@@ -83,14 +100,20 @@ def test_a_failing_inline_until_fails_the_loop_step(build: Callable[..., Compile
               max_iterations: 3
               steps:
                 - {id: step, uses: inc}
-        """), {})
+        """),
+        {},
+    )
     assert result.error is not None and "until:" in str(result.error)
     failed = result.of("step_failed")
-    assert [(e["step"], e["data"]["error"].startswith("until:")) for e in failed] == [("again", True)]
+    assert [(e["step"], e["data"]["error"].startswith("until:")) for e in failed] == [
+        ("again", True)
+    ]
     assert kinds(result.of("step_finished")) == [("step_finished", "step")]
 
 
-def test_a_foreach_runs_inline_after_the_step_before_it_and_per_item(build: Callable[..., CompiledFlow]) -> None:
+def test_a_foreach_runs_inline_after_the_step_before_it_and_per_item(
+    build: Callable[..., CompiledFlow],
+) -> None:
     compiled = build("""
         flow: tags
         outputs: [log, lines]
@@ -106,10 +129,17 @@ def test_a_foreach_runs_inline_after_the_step_before_it_and_per_item(build: Call
     result = run(compiled, {})
     assert result.error is None
     assert result.outputs["log"] == ["a", "x", "y", "z"]
-    assert [line["log"] for line in result.outputs["lines"]] == [["a", "x"], ["a", "x", "y"], ["a", "x", "y", "z"]]
+    assert [line["log"] for line in result.outputs["lines"]] == [
+        ["a", "x"],
+        ["a", "x", "y"],
+        ["a", "x", "y", "z"],
+    ]
     assert result.steps == ["first", "m", "m", "m", "each"]
-    assert kinds(result.events)[:3] == [("step_started", "first"), ("step_finished", "first"),
-                                        ("step_started", "each")]
+    assert kinds(result.events)[:3] == [
+        ("step_started", "first"),
+        ("step_finished", "first"),
+        ("step_started", "each"),
+    ]
     assert result.state["loops"] == {}
     thread = next(iter(compiled.graph.checkpointer.storage))  # type: ignore[union-attr]
     # input, first + foreach start, three items (each one node): 5 supersteps, 6 checkpoints

@@ -32,7 +32,9 @@ TOTALS = """
     """
 
 
-def test_foreach_carries_context_across_iterations_and_collects(build: Callable[..., CompiledFlow]) -> None:
+def test_foreach_carries_context_across_iterations_and_collects(
+    build: Callable[..., CompiledFlow],
+) -> None:
     orders = [{"name": "a", "price": 3}, {"name": "b", "price": 4}, {"name": "c", "price": 5}]
     result = run(build(TOTALS), {"orders": orders})
     assert result.error is None
@@ -47,7 +49,10 @@ def test_foreach_carries_context_across_iterations_and_collects(build: Callable[
 
 
 def test_foreach_over_nothing_goes_on(build: Callable[..., CompiledFlow]) -> None:
-    result = run(build(TOTALS.replace("outputs: [lines, total, log]", "outputs: [lines, log]")), {"orders": []})
+    result = run(
+        build(TOTALS.replace("outputs: [lines, total, log]", "outputs: [lines, log]")),
+        {"orders": []},
+    )
     assert result.error is None
     assert result.outputs == {"lines": [], "log": ["done"]}
 
@@ -112,10 +117,16 @@ class Gauge:
         return f"{prefix}:{file.upper()}"
 
 
-def test_map_collects_in_item_order_with_bounded_concurrency(build: Callable[..., CompiledFlow]) -> None:
+def test_map_collects_in_item_order_with_bounded_concurrency(
+    build: Callable[..., CompiledFlow],
+) -> None:
     gauge = Gauge()
     files = ["a", "b", "c", "d", "e", "f"]
-    result = run(build(MAP, blocks={"write": WRITE}), {"files": files}, tools=FakeTools({"slow_write": gauge}))
+    result = run(
+        build(MAP, blocks={"write": WRITE}),
+        {"files": files},
+        tools=FakeTools({"slow_write": gauge}),
+    )
     assert result.error is None
     assert result.outputs == {"drafts": [{"draft": f"n6:{f.upper()}"} for f in files]}
     assert gauge.peak == 2
@@ -135,7 +146,9 @@ def test_map_without_a_bound_runs_all_items_at_once(build: Callable[..., Compile
 
 def test_map_over_nothing_goes_on(build: Callable[..., CompiledFlow]) -> None:
     flow = MAP.replace("outputs: [drafts]", "outputs: [drafts, log]").rstrip()
-    compiled = build(flow + "\n      - {id: after, uses: mark, with: {tag: after}}\n", blocks={"write": WRITE})
+    compiled = build(
+        flow + "\n      - {id: after, uses: mark, with: {tag: after}}\n", blocks={"write": WRITE}
+    )
     result = run(compiled, {"files": []})
     assert result.error is None
     assert result.outputs == {"drafts": [], "log": ["after"]}
@@ -171,10 +184,15 @@ def test_a_failing_map_item_names_its_position(build: Callable[..., CompiledFlow
             raise ValueError("cannot write 'bad'")
         return f"ok:{file}"
 
-    result = run(build(MAP, blocks={"write": WRITE}), {"files": ["a", "bad"]}, tools=FakeTools({"slow_write": picky}))
+    result = run(
+        build(MAP, blocks={"write": WRITE}),
+        {"files": ["a", "bad"]},
+        tools=FakeTools({"slow_write": picky}),
+    )
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == ("flow 'fan', step 'implement' item 1 (block 'write'): "
-                                 "ValueError: cannot write 'bad'")
+    assert str(result.error) == (
+        "flow 'fan', step 'implement' item 1 (block 'write'): ValueError: cannot write 'bad'"
+    )
     failed = result.of("step_failed")
     assert failed[-1]["step"] == "implement" and failed[-1]["data"]["index"] == 1
 
@@ -200,7 +218,9 @@ def test_map_items_inside_foreach_see_both_items(build: Callable[..., CompiledFl
         """)
     result = run(compiled)
     assert result.error is None
-    assert result.outputs == {"rows": [{"cells": [{"sum": 11}, {"sum": 21}]}, {"cells": [{"sum": 12}, {"sum": 22}]}]}
+    assert result.outputs == {
+        "rows": [{"cells": [{"sum": 11}, {"sum": 21}]}, {"cells": [{"sum": 12}, {"sum": 22}]}]
+    }
 
 
 def test_a_failed_run_resumes_mid_foreach_and_mid_map(build: Callable[..., CompiledFlow]) -> None:
@@ -211,7 +231,8 @@ def test_a_failed_run_resumes_mid_foreach_and_mid_map(build: Callable[..., Compi
             raise ConnectionError("disk went away")
         return f"{prefix}{file}"
 
-    compiled = build("""
+    compiled = build(
+        """
         flow: resumable
         outputs: [rows, log]
         steps:
@@ -223,22 +244,35 @@ def test_a_failed_run_resumes_mid_foreach_and_mid_map(build: Callable[..., Compi
               steps:
                 - {id: tag, uses: mark, with: {tag: "{{ files[0] }}"}}
                 - {id: fan, map: {items: files, as: file, uses: write, with: {prefix: "w:"}, collect: drafts}}
-        """, blocks={"write": WRITE})
+        """,
+        blocks={"write": WRITE},
+    )
     tools = FakeTools({"slow_write": write})
-    context = RunContext(run_id="resume", models=ModelResolver(compiled.bundle.config, env={}), tools=tools,
-                         workspace=Path("."))
+    context = RunContext(
+        run_id="resume",
+        models=ModelResolver(compiled.bundle.config, env={}),
+        tools=tools,
+        workspace=Path("."),
+    )
     config = compiled.config("resume-thread")
 
     async def go(start: Any) -> Any:
         return await compiled.graph.ainvoke(start, config, context=context)
 
-    with pytest.raises(StepFailed, match=r"item 0 \(block 'write'\): ConnectionError: disk went away"):
+    with pytest.raises(
+        StepFailed, match=r"item 0 \(block 'write'\): ConnectionError: disk went away"
+    ):
         asyncio.run(go(compiled.initial_state({})))
     broken["now"] = False
     final = asyncio.run(go(None))  # continue from the last checkpoint, as `blockyard resume` does
     assert compiled.outputs(final) == {
-        "rows": [{"drafts": [{"draft": "w:a"}, {"draft": "w:b"}]}, {"drafts": [{"draft": "w:c"}, {"draft": "w:d"}]}],
+        "rows": [
+            {"drafts": [{"draft": "w:a"}, {"draft": "w:b"}]},
+            {"drafts": [{"draft": "w:c"}, {"draft": "w:d"}]},
+        ],
         "log": ["a", "c"],
     }
-    assert [name for name, _ in tools.calls].count("slow_write") == 5  # a, b, c (failed), then c and d
+    assert [name for name, _ in tools.calls].count(
+        "slow_write"
+    ) == 5  # a, b, c (failed), then c and d
     assert final["loops"] == {}

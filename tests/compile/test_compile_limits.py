@@ -13,7 +13,9 @@ from tests.compile.compile_kit import run
 
 
 def test_limits_follow_the_flow_bounds(build: Callable[..., CompiledFlow]) -> None:
-    chain = build("flow: c\nsteps:\n" + "".join(f"  - {{id: s{i}, uses: inc}}\n" for i in range(10)))
+    chain = build(
+        "flow: c\nsteps:\n" + "".join(f"  - {{id: s{i}, uses: inc}}\n" for i in range(10))
+    )
     assert chain.recursion_limit == 10 + 1 + 2  # steps, one possible join, LangGraph's own steps
     looped = build("""
         flow: l
@@ -40,14 +42,19 @@ def test_limits_follow_the_flow_bounds(build: Callable[..., CompiledFlow]) -> No
 
 
 def test_max_steps_overrides_the_derived_limit(build: Callable[..., CompiledFlow]) -> None:
-    compiled = build("flow: c\nmax_steps: 4\nsteps:\n" + "".join(f"  - {{id: s{i}, uses: inc}}\n" for i in range(10)))
+    compiled = build(
+        "flow: c\nmax_steps: 4\nsteps:\n"
+        + "".join(f"  - {{id: s{i}, uses: inc}}\n" for i in range(10))
+    )
     assert compiled.recursion_limit == 4
     result = run(compiled)
     assert isinstance(result.error, GraphRecursionError)
     explained = compiled.explain(result.error)
     assert isinstance(explained, RunError)
-    assert str(explained) == ("flow 'c' went over its limit of 4 steps (derived from its loop, foreach and "
-                              "max_visits bounds); raise it with `max_steps:` on the flow")
+    assert str(explained) == (
+        "flow 'c' went over its limit of 4 steps (derived from its loop, foreach and "
+        "max_visits bounds); raise it with `max_steps:` on the flow"
+    )
 
 
 def test_long_foreach_lists_need_max_steps(build: Callable[..., CompiledFlow]) -> None:
@@ -55,8 +62,10 @@ def test_long_foreach_lists_need_max_steps(build: Callable[..., CompiledFlow]) -
     flow = f"flow: big\nsteps:\n  - {{id: each, foreach: {{items: '{items}', as: n, steps: [{{id: a, uses: inc}}]}}}}\n"
     result = run(build(flow))
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == (f"flow 'big', step 'each': {MAX_ITEMS + 1} items is more than the {MAX_ITEMS} the "
-                                 "flow's derived step limit allows for; set `max_steps` on the flow")
+    assert str(result.error) == (
+        f"flow 'big', step 'each': {MAX_ITEMS + 1} items is more than the {MAX_ITEMS} the "
+        "flow's derived step limit allows for; set `max_steps` on the flow"
+    )
 
 
 def test_the_explanation_keeps_our_own_errors(build: Callable[..., CompiledFlow]) -> None:

@@ -33,7 +33,12 @@ def test_loop_runs_until_the_condition_holds(build: Callable[..., CompiledFlow])
     assert result.error is None
     assert result.outputs == {"n": 3, "log": ["before", "n1", "n2", "n3", "after"]}
     loop_record = next(r for r in result.state["results"] if r["step"] == "review")
-    assert loop_record == {"step": "review", "block": None, "outputs": {"iterations": 3}, "status": "ok"}
+    assert loop_record == {
+        "step": "review",
+        "block": None,
+        "outputs": {"iterations": 3},
+        "status": "ok",
+    }
     assert result.of("warning") == []
     assert result.state["loops"] == {}  # bookkeeping removed
 
@@ -50,16 +55,22 @@ def test_exhausted_loop_continues_with_a_warning(build: Callable[..., CompiledFl
     (warning,) = result.of("warning")
     assert warning["step"] == "review"
     assert warning["data"]["code"] == "loop_exhausted"
-    assert warning["data"]["message"] == ("loop 'review' ran 4 iterations (max_iterations) and "
-                                          "`until: context.n > 100` is still false; going on")
-    assert next(r for r in result.state["results"] if r["step"] == "review")["status"] == "exhausted"
+    assert warning["data"]["message"] == (
+        "loop 'review' ran 4 iterations (max_iterations) and "
+        "`until: context.n > 100` is still false; going on"
+    )
+    assert (
+        next(r for r in result.state["results"] if r["step"] == "review")["status"] == "exhausted"
+    )
 
 
 def test_exhausted_loop_can_fail_the_run(build: Callable[..., CompiledFlow]) -> None:
     result = run(build(loop_flow("context.n > 100", 2, "fail")))
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == ("flow 'cycle', step 'review': loop 'review' ran 2 iterations (max_iterations) "
-                                 "and `until: context.n > 100` is still false")
+    assert str(result.error) == (
+        "flow 'cycle', step 'review': loop 'review' ran 2 iterations (max_iterations) "
+        "and `until: context.n > 100` is still false"
+    )
     assert result.of("step_failed")[-1]["step"] == "review"
     assert "after" not in result.steps
 
@@ -120,12 +131,26 @@ def test_back_edge_to_a_step_goes_on_max_visits(build: Callable[..., CompiledFlo
     result = run(build(back_edge("give_up")))
     assert result.error is None
     assert result.outputs == {"n": 3, "log": ["give_up"]}
-    assert result.steps == ["draft", "check", "draft", "check", "draft", "check", "draft", "give_up"]
-    assert result.state["results"][-2] == {"step": "draft", "block": None, "outputs": {"goto": "give_up"},
-                                           "status": "skipped"}
+    assert result.steps == [
+        "draft",
+        "check",
+        "draft",
+        "check",
+        "draft",
+        "check",
+        "draft",
+        "give_up",
+    ]
+    assert result.state["results"][-2] == {
+        "step": "draft",
+        "block": None,
+        "outputs": {"goto": "give_up"},
+        "status": "skipped",
+    }
     (warning,) = result.of("warning")
-    assert warning["data"]["message"] == ("step 'draft' was entered more than its max_visits of 3 times; "
-                                          "going to 'give_up'")
+    assert warning["data"]["message"] == (
+        "step 'draft' was entered more than its max_visits of 3 times; going to 'give_up'"
+    )
 
 
 def test_back_edge_can_end_the_run(build: Callable[..., CompiledFlow]) -> None:
@@ -138,8 +163,9 @@ def test_back_edge_can_end_the_run(build: Callable[..., CompiledFlow]) -> None:
 def test_back_edge_can_fail_the_run(build: Callable[..., CompiledFlow]) -> None:
     result = run(build(back_edge("fail")))
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == ("flow 'redo', step 'draft': step 'draft' was entered more than its max_visits "
-                                 "of 3 times")
+    assert str(result.error) == (
+        "flow 'redo', step 'draft': step 'draft' was entered more than its max_visits of 3 times"
+    )
     assert result.of("step_failed")[-1]["data"]["error"] == str(result.error.reason)
 
 

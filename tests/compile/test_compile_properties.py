@@ -72,8 +72,15 @@ def dags(draw: st.DrawFn) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = [{"id": "s0", "uses": "mark", "with": {"tag": "s0", "log": []}}]
     for i in range(1, size):
         needs = sorted(draw(st.sets(st.integers(0, i - 1), min_size=1, max_size=min(3, i))))
-        steps.append({"id": f"s{i}", "uses": "mark", "with": {"tag": f"s{i}", "log": []},
-                      "needs": [f"s{n}" for n in needs], "outputs": {"log": f"log{i}"}})
+        steps.append(
+            {
+                "id": f"s{i}",
+                "uses": "mark",
+                "with": {"tag": f"s{i}", "log": []},
+                "needs": [f"s{n}" for n in needs],
+                "outputs": {"log": f"log{i}"},
+            }
+        )
     return steps
 
 
@@ -88,4 +95,3 @@ def test_needs_runs_every_step_once_after_what_it_needs(steps: list[dict[str, An
     for step in steps:
         for need in step.get("needs", []):
             assert position[need] < position[step["id"]], (need, step["id"], order)
-

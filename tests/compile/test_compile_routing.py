@@ -23,8 +23,12 @@ DECIDE = """
     """
 
 
-@pytest.mark.parametrize(("choice", "log"), [("yes", ["yes"]), ("no", ["no"]), ("maybe", ["maybe"])])
-def test_branches_follow_the_decide_value(build: Callable[..., CompiledFlow], choice: str, log: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("choice", "log"), [("yes", ["yes"]), ("no", ["no"]), ("maybe", ["maybe"])]
+)
+def test_branches_follow_the_decide_value(
+    build: Callable[..., CompiledFlow], choice: str, log: list[str]
+) -> None:
     # `maybe` has no branch: it continues in list order with the next step
     result = run(build(DECIDE), replies={"ask": [choice]})
     assert result.error is None
@@ -57,21 +61,28 @@ ROUTER = """
     """
 
 
-@pytest.mark.parametrize(("inputs", "tag"), [
-    ({"status": "err42"}, "fix"),
-    ({"status": "error7"}, "fix"),
-    ({"status": "errata"}, "default"),           # regex does not match
-    ({"status": "done"}, "publish"),            # equals is case-insensitive
-    ({"status": "Done"}, "publish"),
-    ({"status": "wip: draft"}, "wait"),          # starts_with is case-sensitive
-    ({"status": "WIP: draft"}, "default"),
-    ({"status": "needs review soon"}, "review"),
-    ({"status": "err1 needs review"}, "review"),  # first matching rule wins (regex needs the whole text)
-    ({"status": "fine", "score": 0.9}, "publish"),
-    ({"status": "fine", "score": 0.5}, "default"),
-])
-def test_router_rules_in_order_then_default(build: Callable[..., CompiledFlow], inputs: dict[str, Any],
-                                            tag: str) -> None:
+@pytest.mark.parametrize(
+    ("inputs", "tag"),
+    [
+        ({"status": "err42"}, "fix"),
+        ({"status": "error7"}, "fix"),
+        ({"status": "errata"}, "default"),  # regex does not match
+        ({"status": "done"}, "publish"),  # equals is case-insensitive
+        ({"status": "Done"}, "publish"),
+        ({"status": "wip: draft"}, "wait"),  # starts_with is case-sensitive
+        ({"status": "WIP: draft"}, "default"),
+        ({"status": "needs review soon"}, "review"),
+        (
+            {"status": "err1 needs review"},
+            "review",
+        ),  # first matching rule wins (regex needs the whole text)
+        ({"status": "fine", "score": 0.9}, "publish"),
+        ({"status": "fine", "score": 0.5}, "default"),
+    ],
+)
+def test_router_rules_in_order_then_default(
+    build: Callable[..., CompiledFlow], inputs: dict[str, Any], tag: str
+) -> None:
     result = run(build(ROUTER), inputs)
     assert result.error is None
     assert result.outputs == {"log": [tag]}

@@ -53,13 +53,23 @@ def normalized(value: Any) -> Any:
 
 
 def context_for(compiled: CompiledFlow, run_id: str, tools: FakeTools | None) -> RunContext:
-    return RunContext(run_id=run_id, models=ModelResolver(compiled.bundle.config, env={}, run_id=run_id),
-                      tools=tools or FakeTools(), workspace=Path("."), thread_id=uuid.uuid4().hex)
+    return RunContext(
+        run_id=run_id,
+        models=ModelResolver(compiled.bundle.config, env={}, run_id=run_id),
+        tools=tools or FakeTools(),
+        workspace=Path("."),
+        thread_id=uuid.uuid4().hex,
+    )
 
 
-async def run_inline_async(compiled: CompiledFlow, inputs: dict[str, Any] | None = None, *,
-                           tools: FakeTools | None = None, replies: dict[str, list[Any]] | None = None,
-                           cancel_after: int | None = None) -> tuple[Run, int]:
+async def run_inline_async(
+    compiled: CompiledFlow,
+    inputs: dict[str, Any] | None = None,
+    *,
+    tools: FakeTools | None = None,
+    replies: dict[str, list[Any]] | None = None,
+    cancel_after: int | None = None,
+) -> tuple[Run, int]:
     """Run a graph without a checkpointer; the run and how many LangGraph steps its root graph took.
     `cancel_after`: cancel the run once that many events came."""
     run = Run({}, compiled=compiled)
@@ -71,10 +81,15 @@ async def run_inline_async(compiled: CompiledFlow, inputs: dict[str, Any] | None
         async def stream() -> None:
             nonlocal supersteps
             async for namespace, mode, data in compiled.graph.astream(
-                    compiled.initial_state(dict(inputs or {})), compiled.config("t"), context=context,
-                    stream_mode=["custom", "values"], subgraphs=True):
+                compiled.initial_state(dict(inputs or {})),
+                compiled.config("t"),
+                context=context,
+                stream_mode=["custom", "values"],
+                subgraphs=True,
+            ):
                 if mode == "custom":
-                    run.events.append(cast("dict[str, Any]", data))  # what engine/nodes/events.py writes
+                    # what engine/nodes/events.py writes
+                    run.events.append(cast("dict[str, Any]", data))
                     if cancel_after is not None and len(run.events) >= cancel_after:
                         raise asyncio.CancelledError
                 elif not namespace:
@@ -90,17 +105,24 @@ async def run_inline_async(compiled: CompiledFlow, inputs: dict[str, Any] | None
     return run, supersteps
 
 
-def both(bundle: Bundle, inputs: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Run, Run, int]:
+def both(
+    bundle: Bundle, inputs: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[Run, Run, int]:
     """The flow run step by step (on a checkpointer) and inline; and the inline run's LangGraph steps."""
-    stepwise = asyncio.run(run_async(compile_flow(bundle, checkpointer=InMemorySaver()), inputs, **kwargs))
-    inline, supersteps = asyncio.run(run_inline_async(compile_flow(bundle, inline=True), inputs, **kwargs))
+    stepwise = asyncio.run(
+        run_async(compile_flow(bundle, checkpointer=InMemorySaver()), inputs, **kwargs)
+    )
+    inline, supersteps = asyncio.run(
+        run_inline_async(compile_flow(bundle, inline=True), inputs, **kwargs)
+    )
     return stepwise, inline, supersteps
 
 
 def assert_same(stepwise: Run, inline: Run) -> None:
     assert normalized(inline.events) == normalized(stepwise.events)
     assert (type(inline.error), str(inline.error)) == (type(stepwise.error), str(stepwise.error))
-    if stepwise.error is None:  # (a failed run's state is not kept without checkpoints: only its events tell)
+    if stepwise.error is None:
+        # (a failed run's state is not kept without checkpoints: only its events tell)
         for key in ("context", "results", "loops"):
             assert normalized(inline.state.get(key)) == normalized(stepwise.state.get(key)), key
         assert inline.outputs == stepwise.outputs
@@ -122,28 +144,69 @@ def sequential_flows(draw: st.DrawFn, depth: int = 0, prefix: str = "s") -> list
     names = [f"{prefix}{i}" for i in range(size)]
     steps: list[dict[str, Any]] = []
     for i, name in enumerate(names):
-        later = names[i + 2:]
-        kind = draw(st.sampled_from(["plain", "plain", "goto", "router", "loop", "foreach", "map", "emit"]))
+        later = names[i + 2 :]
+        kind = draw(
+            st.sampled_from(["plain", "plain", "goto", "router", "loop", "foreach", "map", "emit"])
+        )
         if kind == "goto" and later:
             steps.append({**mark(name), "goto": draw(st.sampled_from([*later, "end"]))})
         elif kind == "router" and later:
-            steps.append({"id": name, "router": {
-                "routes": [{"expr": f"(context.log | default([]) | length) % {draw(st.integers(2, 3))} == 0",
-                            "goto": draw(st.sampled_from(later))}],
-                "default": draw(st.sampled_from([*later, "end"]))}})
+            steps.append(
+                {
+                    "id": name,
+                    "router": {
+                        "routes": [
+                            {
+                                "expr": f"(context.log | default([]) | length) % {draw(st.integers(2, 3))} == 0",
+                                "goto": draw(st.sampled_from(later)),
+                            }
+                        ],
+                        "default": draw(st.sampled_from([*later, "end"])),
+                    },
+                }
+            )
         elif kind == "loop" and depth < 2:
-            steps.append({"id": name, "loop": {
-                "until": f"(context.log | default([]) | length) >= {draw(st.integers(1, 12))}",
-                "max_iterations": draw(st.integers(1, 4)),
-                "steps": draw(sequential_flows(depth + 1, f"{name}_"))}})
+            steps.append(
+                {
+                    "id": name,
+                    "loop": {
+                        "until": f"(context.log | default([]) | length) >= {draw(st.integers(1, 12))}",
+                        "max_iterations": draw(st.integers(1, 4)),
+                        "steps": draw(sequential_flows(depth + 1, f"{name}_")),
+                    },
+                }
+            )
         elif kind == "foreach" and depth < 2:
-            steps.append({"id": name, "foreach": {"items": "[1, 2]", "as": "item",
-                                                  "steps": draw(sequential_flows(depth + 1, f"{name}_"))}})
+            steps.append(
+                {
+                    "id": name,
+                    "foreach": {
+                        "items": "[1, 2]",
+                        "as": "item",
+                        "steps": draw(sequential_flows(depth + 1, f"{name}_")),
+                    },
+                }
+            )
         elif kind == "map" and depth < 2:
-            steps.append({"id": name, "map": {"items": "['a', 'b', 'c']", "as": "x", "uses": "mark",
-                                              "with": {"tag": "{{ x }}", "log": []}, "collect": f"{name}_all"}})
+            steps.append(
+                {
+                    "id": name,
+                    "map": {
+                        "items": "['a', 'b', 'c']",
+                        "as": "x",
+                        "uses": "mark",
+                        "with": {"tag": "{{ x }}", "log": []},
+                        "collect": f"{name}_all",
+                    },
+                }
+            )
         elif kind == "emit":
-            steps.append({**mark(name), "emit": [{"event": "marked", "data": {"size": "{{ context.log | length }}"}}]})
+            steps.append(
+                {
+                    **mark(name),
+                    "emit": [{"event": "marked", "data": {"size": "{{ context.log | length }}"}}],
+                }
+            )
         else:
             steps.append(mark(name))
     return steps
@@ -151,7 +214,9 @@ def sequential_flows(draw: st.DrawFn, depth: int = 0, prefix: str = "s") -> list
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequential_flows())
-def test_generated_flows_give_the_same_run_inline_as_step_by_step(steps: list[dict[str, Any]]) -> None:
+def test_generated_flows_give_the_same_run_inline_as_step_by_step(
+    steps: list[dict[str, Any]],
+) -> None:
     stepwise, inline, _ = both(generated(steps), tools=FakeTools())
     assert stepwise.error is None, stepwise.error
     assert_same(stepwise, inline)
@@ -201,11 +266,15 @@ async def run_journaled(bundle: Bundle, crash_after: int) -> tuple[Run, int]:
         start: Any = compiled.initial_state({})
         for _execution in range(2):
             try:
-                async for _ns, _mode, data in compiled.graph.astream(start, config, context=context,
-                                                                    stream_mode=["custom"], subgraphs=True):
+                async for _ns, _mode, data in compiled.graph.astream(
+                    start, config, context=context, stream_mode=["custom"], subgraphs=True
+                ):
                     run.events.append(cast("dict[str, Any]", data))
             except Crash:
-                journal.resumed, start = True, None  # the next execution goes on from the checkpoint
+                journal.resumed, start = (
+                    True,
+                    None,
+                )  # the next execution goes on from the checkpoint
                 continue
             break
     run.state = dict((await compiled.graph.aget_state(config)).values)
@@ -214,10 +283,13 @@ async def run_journaled(bundle: Bundle, crash_after: int) -> tuple[Run, int]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequential_flows(), st.integers(1, 10))
-def test_a_durable_run_crashed_between_inline_steps_resumes_to_the_same_run(steps: list[dict[str, Any]],
-                                                                            crash_after: int) -> None:
+def test_a_durable_run_crashed_between_inline_steps_resumes_to_the_same_run(
+    steps: list[dict[str, Any]], crash_after: int
+) -> None:
     bundle = generated(steps)
-    stepwise = asyncio.run(run_async(compile_flow(bundle, checkpointer=InMemorySaver()), tools=FakeTools()))
+    stepwise = asyncio.run(
+        run_async(compile_flow(bundle, checkpointer=InMemorySaver()), tools=FakeTools())
+    )
     resumed, _written = asyncio.run(run_journaled(bundle, crash_after))
     # the steps before the crash ran once, the others after the resume: together, the run step by step
     assert_same(stepwise, resumed)
@@ -230,15 +302,24 @@ def test_a_chain_runs_in_one_langgraph_step_and_a_parallel_flow_step_by_step() -
     assert inline.state["context"]["log"] == [f"s{i}" for i in range(8)]
     assert supersteps == 2  # the input, then one node that ran all eight steps
 
-    parallel = generated([mark("a"), {**mark("b"), "needs": ["a"]}, {**mark("c"), "needs": ["a"]},
-                          {**mark("d"), "needs": ["b", "c"]}, mark("e")])
+    parallel = generated(
+        [
+            mark("a"),
+            {**mark("b"), "needs": ["a"]},
+            {**mark("c"), "needs": ["a"]},
+            {**mark("d"), "needs": ["b", "c"]},
+            mark("e"),
+        ]
+    )
     stepwise, inline, supersteps = both(parallel)
     assert_same(stepwise, inline)
-    assert supersteps == 5  # input, a, b+c together, d, e: as step by step (d sees what b and c wrote)
+    # input, a, b+c together, d, e: as step by step (d sees what b and c wrote)
+    assert supersteps == 5
 
 
 def test_a_retried_step_runs_inline_and_a_max_visits_guard_stops_the_chain(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     # a retried step is retried inside the node (its attempts as LangGraph's retry policy makes
     # them); a max_visits guard ends the chain before it (every cycle passes a LangGraph step)
     flow = """
@@ -265,19 +346,28 @@ def test_a_retried_step_runs_inline_and_a_max_visits_guard_stops_the_chain(
     stepwise, inline, supersteps = both(bundle, tools=FakeTools({"flaky": flaky}))
     assert stepwise.error is None, stepwise.error
     calls = iter([TimeoutError("the first attempt times out"), None, None])
-    inline, supersteps = asyncio.run(run_inline_async(compile_flow(bundle, inline=True),
-                                                      tools=FakeTools({"flaky": flaky})))
+    inline, supersteps = asyncio.run(
+        run_inline_async(compile_flow(bundle, inline=True), tools=FakeTools({"flaky": flaky}))
+    )
     assert_same(stepwise, inline)
     assert inline.state["context"]["log"] == ["a", "b", "c", "d", "back", "d", "back", "e"]
-    attempts = [e["data"].get("attempt", 1) for e in inline.events
-                if e["step"] == "try" and e["type"] == "step_started"]
+    attempts = [
+        e["data"].get("attempt", 1)
+        for e in inline.events
+        if e["step"] == "try" and e["type"] == "step_started"
+    ]
     assert attempts == [1, 2]
     # input; a, b, try (twice), c; the guard of d, d+back (twice); the guard again, e
     assert supersteps == 8
 
 
 def test_a_failing_step_fails_the_same_way_inline() -> None:
-    steps = [mark("a"), mark("b"), {"id": "bad", "uses": "mark", "with": {"tag": "{{ 1 / 0 }}"}}, mark("c")]
+    steps = [
+        mark("a"),
+        mark("b"),
+        {"id": "bad", "uses": "mark", "with": {"tag": "{{ 1 / 0 }}"}},
+        mark("c"),
+    ]
     stepwise, inline, _ = both(generated(steps))
     assert stepwise.error is not None
     assert_same(stepwise, inline)
@@ -285,15 +375,28 @@ def test_a_failing_step_fails_the_same_way_inline() -> None:
 
 
 def test_a_flow_with_max_steps_runs_step_by_step() -> None:
-    bundle = Bundle.from_source({"flow": {"flow": "gen", "outputs": [], "max_steps": 4,
-                                          "steps": [mark(f"s{i}") for i in range(5)]},
-                                 "blocks": {"mark": MARK}, "flows": {}, "config": {}})
+    bundle = Bundle.from_source(
+        {
+            "flow": {
+                "flow": "gen",
+                "outputs": [],
+                "max_steps": 4,
+                "steps": [mark(f"s{i}") for i in range(5)],
+            },
+            "blocks": {"mark": MARK},
+            "flows": {},
+            "config": {},
+        }
+    )
     stepwise, inline, _ = both(bundle)
-    assert stepwise.error is not None and "4" in str(stepwise.error)  # its limit counts LangGraph steps
+    # its limit counts LangGraph steps
+    assert stepwise.error is not None and "4" in str(stepwise.error)
     assert_same(stepwise, inline)
 
 
-def test_a_long_loop_run_inline_can_still_be_cancelled_midway(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_a_long_loop_run_inline_can_still_be_cancelled_midway(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     flow = """
         flow: spin
         outputs: []
@@ -319,8 +422,11 @@ def test_a_long_loop_run_inline_can_still_be_cancelled_midway(make_yard: Callabl
         calls.append(1)
         return {"ok": True}
 
-    run, _ = asyncio.run(run_inline_async(compile_flow(bundle, inline=True), tools=FakeTools({"tick": counted}),
-                                          cancel_after=3))
+    run, _ = asyncio.run(
+        run_inline_async(
+            compile_flow(bundle, inline=True), tools=FakeTools({"tick": counted}), cancel_after=3
+        )
+    )
     assert isinstance(run.error, asyncio.CancelledError)
     # the cancellation got in after a few stretches of YIELD_EVERY inline steps, not after all 5,000
     # passes (the stream hands its events over, then closes, at the node's next yields)
@@ -328,9 +434,14 @@ def test_a_long_loop_run_inline_can_still_be_cancelled_midway(make_yard: Callabl
 
 
 @pytest.mark.parametrize("kind", ["router", "decide"])
-def test_a_decide_step_and_a_router_go_on_inline(kind: str, make_yard: Callable[[dict[str, str]], Path]) -> None:
-    choose = ("{id: choose, uses: pick, branches: {yes: y, no: n, maybe: n}}" if kind == "decide" else
-              "{id: choose, router: {routes: [{expr: \"context.log | length == 1\", goto: y}], default: n}}")
+def test_a_decide_step_and_a_router_go_on_inline(
+    kind: str, make_yard: Callable[[dict[str, str]], Path]
+) -> None:
+    choose = (
+        "{id: choose, uses: pick, branches: {yes: y, no: n, maybe: n}}"
+        if kind == "decide"
+        else '{id: choose, router: {routes: [{expr: "context.log | length == 1", goto: y}], default: n}}'
+    )
     flow = f"""
         flow: fork
         outputs: [log]
@@ -354,21 +465,35 @@ def test_a_decide_step_and_a_router_go_on_inline(kind: str, make_yard: Callable[
 
 def test_a_map_runs_its_items_in_the_node_before_and_fails_as_one_step() -> None:
     def mapped(tag: str) -> list[dict[str, Any]]:
-        return [mark("a"), {"id": "each", "map": {"items": "[1, 2, 3, 4]", "as": "x", "uses": "mark",
-                                                  "with": {"tag": tag, "log": []}, "collect": "all"}}, mark("b")]
+        return [
+            mark("a"),
+            {
+                "id": "each",
+                "map": {
+                    "items": "[1, 2, 3, 4]",
+                    "as": "x",
+                    "uses": "mark",
+                    "with": {"tag": tag, "log": []},
+                    "collect": "all",
+                },
+            },
+            mark("b"),
+        ]
 
     stepwise, inline, supersteps = both(generated(mapped("x{{ x }}")))
     assert_same(stepwise, inline)
     assert inline.state["context"]["all"] == [{"log": [f"x{x}"]} for x in (1, 2, 3, 4)]
     assert supersteps == 2  # input, then a + the map's fan-out, its four items and join + b
 
-    stepwise, inline, _ = both(generated(mapped("t{{ 12 // (x - 2) }}")))  # item 2 (only) divides by zero
+    # item 2 (only) divides by zero
+    stepwise, inline, _ = both(generated(mapped("t{{ 12 // (x - 2) }}")))
     assert stepwise.error is not None
     assert_same(stepwise, inline)
 
 
 def test_a_subflow_runs_step_by_step_in_its_caller_and_inline_in_its_own_graph(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     child = """
         flow: child
         inputs: {a: {type: number}}
@@ -391,5 +516,9 @@ def test_a_subflow_runs_step_by_step_in_its_caller_and_inline_in_its_own_graph(
     stepwise, inline, supersteps = both(bundle, {"x": 5})
     assert stepwise.error is None, stepwise.error
     assert_same(stepwise, inline)
-    assert inline.outputs == {"total": 6, "log": ["parent", "after:6"], "child_log": ["child:6", "again"]}
+    assert inline.outputs == {
+        "total": 6,
+        "log": ["parent", "after:6"],
+        "child_log": ["child:6", "again"],
+    }
     assert supersteps == 4  # input, first, the subflow's node (its own graph: one node), last

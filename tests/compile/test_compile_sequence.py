@@ -29,7 +29,9 @@ def test_a_200_step_chain_fits_its_derived_limit(build: Callable[..., CompiledFl
     assert result.outputs == {"n": 200}
 
 
-def test_needs_runs_independent_branches_in_parallel_and_joins_once(build: Callable[..., CompiledFlow]) -> None:
+def test_needs_runs_independent_branches_in_parallel_and_joins_once(
+    build: Callable[..., CompiledFlow],
+) -> None:
     # a -> (b1 -> b2 -> b3) and (c1) -> join: unequal branch lengths, join must run once, after all
     compiled = build("""
         flow: dag
@@ -107,10 +109,17 @@ def test_renamed_outputs_land_under_their_new_key(build: Callable[..., CompiledF
     result = run(compiled)
     assert result.outputs == {"first": 3, "second": 6}
     assert "sum" not in result.context
-    assert result.state["results"][0] == {"step": "one", "block": "add", "outputs": {"sum": 3}, "status": "ok"}
+    assert result.state["results"][0] == {
+        "step": "one",
+        "block": "add",
+        "outputs": {"sum": 3},
+        "status": "ok",
+    }
 
 
-def test_unbound_inputs_read_context_then_flow_inputs_then_defaults(build: Callable[..., CompiledFlow]) -> None:
+def test_unbound_inputs_read_context_then_flow_inputs_then_defaults(
+    build: Callable[..., CompiledFlow],
+) -> None:
     compiled = build("""
         flow: binding
         inputs:
@@ -128,7 +137,9 @@ def test_unbound_inputs_read_context_then_flow_inputs_then_defaults(build: Calla
     assert [r["outputs"] for r in result.state["results"]] == [{"sum": 7}, {"n": 1}, {"sum": 3}]
 
 
-def test_parallel_branches_in_a_loop_body_end_the_pass_once(build: Callable[..., CompiledFlow]) -> None:
+def test_parallel_branches_in_a_loop_body_end_the_pass_once(
+    build: Callable[..., CompiledFlow],
+) -> None:
     compiled = build("""
         flow: rounds
         outputs: [n, left, right]

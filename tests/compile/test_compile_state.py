@@ -68,25 +68,44 @@ EVERY_CONSTRUCT = """
     """
 
 
-async def updates(compiled: CompiledFlow, inputs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+async def updates(
+    compiled: CompiledFlow, inputs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
     config = compiled.config(uuid.uuid4().hex)
     seen: list[Any] = []
     with scripted("state", {"ask": ["yes"]}):
-        context = RunContext(run_id="state", models=ModelResolver(compiled.bundle.config, env={}, run_id="state"),
-                             tools=FakeTools(), workspace=Path("."))
-        async for _ns, data in compiled.graph.astream(compiled.initial_state(inputs), config, context=context,
-                                                      stream_mode="updates", subgraphs=True):
+        context = RunContext(
+            run_id="state",
+            models=ModelResolver(compiled.bundle.config, env={}, run_id="state"),
+            tools=FakeTools(),
+            workspace=Path("."),
+        )
+        async for _ns, data in compiled.graph.astream(
+            compiled.initial_state(inputs),
+            config,
+            context=context,
+            stream_mode="updates",
+            subgraphs=True,
+        ):
             seen.append(data)
     return seen, dict((await compiled.graph.aget_state(config)).values)
 
 
-def test_nodes_write_only_state_keys_and_the_state_is_json(build: Callable[..., CompiledFlow]) -> None:
+def test_nodes_write_only_state_keys_and_the_state_is_json(
+    build: Callable[..., CompiledFlow],
+) -> None:
     compiled = build(EVERY_CONSTRUCT, subflows={"child": CHILD})
     seen, final = asyncio.run(updates(compiled, {"status": "err1"}))
     assert compiled.outputs(final) == {
-        "log": ["fix", "applied", "applied"], "drafts": [{"text": "x"}, {"text": "y"}],
-        "checked": [{"log": ["fix", "applied", "applied", "x"]}, {"log": ["fix", "applied", "applied", "y"]}],
-        "lines": [{"n": 3}, {"n": 4}], "sum": 2}
+        "log": ["fix", "applied", "applied"],
+        "drafts": [{"text": "x"}, {"text": "y"}],
+        "checked": [
+            {"log": ["fix", "applied", "applied", "x"]},
+            {"log": ["fix", "applied", "applied", "y"]},
+        ],
+        "lines": [{"n": 3}, {"n": 4}],
+        "sum": 2,
+    }
     assert len(seen) > 10
     for chunk in seen:
         for node, update in chunk.items():
@@ -95,10 +114,14 @@ def test_nodes_write_only_state_keys_and_the_state_is_json(build: Callable[..., 
             assert set(update) <= STATE_KEYS, (node, update)
     plain = {key: value for key, value in final.items() if key != "messages"}
     assert json.loads(json.dumps(plain)) == plain
-    assert final["loops"] == {"fix.v": 1}  # only the visit counts of max_visits steps stay for the run
+    assert final["loops"] == {
+        "fix.v": 1
+    }  # only the visit counts of max_visits steps stay for the run
 
 
-def test_compiling_reads_no_files(build: Callable[..., CompiledFlow], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compiling_reads_no_files(
+    build: Callable[..., CompiledFlow], monkeypatch: pytest.MonkeyPatch
+) -> None:
     bundle = build(EVERY_CONSTRUCT, subflows={"child": CHILD}).bundle
 
     def refuse(*args: object, **kwargs: object) -> None:

@@ -39,8 +39,13 @@ def test_subflow_maps_inputs_and_renamed_outputs(build: Callable[..., CompiledFl
     # the child's `log` starts empty (nothing but its inputs crosses), and comes back renamed
     assert result.outputs == {"total": 15, "log": ["parent", "after:15"], "child_log": ["child:15"]}
     assert result.steps == ["first", "research", "last"]  # the child's records stay in the child
-    assert result.state["results"][1] == {"step": "research", "block": None, "flow": "child", "status": "ok",
-                                          "outputs": {"sum": 15, "log": ["child:15"]}}
+    assert result.state["results"][1] == {
+        "step": "research",
+        "block": None,
+        "flow": "child",
+        "status": "ok",
+        "outputs": {"sum": 15, "log": ["child:15"]},
+    }
 
 
 def test_subflow_events_carry_the_calling_step(build: Callable[..., CompiledFlow]) -> None:
@@ -50,35 +55,45 @@ def test_subflow_events_carry_the_calling_step(build: Callable[..., CompiledFlow
 
 
 def test_unbound_subflow_inputs_read_the_context(build: Callable[..., CompiledFlow]) -> None:
-    compiled = build("""
+    compiled = build(
+        """
         flow: parent
         outputs: [sum]
         steps:
           - {id: seed, uses: add, with: {a: 1, b: 1}, outputs: {sum: a}}
           - {id: call, flow: child, with: {b: 3}}
-        """, subflows={"child": CHILD})
+        """,
+        subflows={"child": CHILD},
+    )
     assert run(compiled).outputs == {"sum": 5}
 
 
 def test_subflow_failure_names_both_steps(build: Callable[..., CompiledFlow]) -> None:
-    compiled = build("""
+    compiled = build(
+        """
         flow: parent
         outputs: [sum]
         steps:
           - {id: call, flow: child, with: {a: "not a number"}}
-        """, subflows={"child": CHILD})
+        """,
+        subflows={"child": CHILD},
+    )
     result = run(compiled)
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == ("flow 'parent', step 'call': flow 'child': input 'a' must be a number, "
-                                 "got string 'not a number'")
+    assert str(result.error) == (
+        "flow 'parent', step 'call': flow 'child': input 'a' must be a number, "
+        "got string 'not a number'"
+    )
 
 
 def test_failure_inside_the_subflow(build: Callable[..., CompiledFlow]) -> None:
-    child = CHILD.replace("{id: plus, uses: add}", "{id: plus, uses: add, with: {b: \"{{ nope }}\"}}")
+    child = CHILD.replace("{id: plus, uses: add}", '{id: plus, uses: add, with: {b: "{{ nope }}"}}')
     result = run(build(PARENT, subflows={"child": child}), {"x": 5})
     assert isinstance(result.error, StepFailed)
-    assert str(result.error) == ("flow 'parent', step 'research': subflow 'child' failed at step 'research.plus': "
-                                 "input 'b': cannot evaluate 'nope': 'nope' is undefined")
+    assert str(result.error) == (
+        "flow 'parent', step 'research': subflow 'child' failed at step 'research.plus': "
+        "input 'b': cannot evaluate 'nope': 'nope' is undefined"
+    )
     assert [e["step"] for e in result.of("step_failed")] == ["research.plus", "research"]
 
 
@@ -91,12 +106,15 @@ def test_subflow_inside_a_subflow(build: Callable[..., CompiledFlow]) -> None:
         steps:
           - {id: inner, flow: child, with: {a: "{{ inputs.a * 2 }}"}}
         """
-    compiled = build("""
+    compiled = build(
+        """
         flow: top
         outputs: [sum]
         steps:
           - {id: outer, flow: middle, with: {a: 4}}
-        """, subflows={"middle": middle, "child": CHILD})
+        """,
+        subflows={"middle": middle, "child": CHILD},
+    )
     result = run(compiled)
     assert result.outputs == {"sum": 18}
     assert "outer.inner.plus" in [e["step"] for e in result.of("step_finished")]

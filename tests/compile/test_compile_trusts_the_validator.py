@@ -57,7 +57,11 @@ def raise_sites() -> list[tuple[str, int, str, ast.Raise]]:
                 if not isinstance(node, ast.Raise) or node.exc is None:
                     continue
                 target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ast.dump(target))
+                name = (
+                    target.attr
+                    if isinstance(target, ast.Attribute)
+                    else getattr(target, "id", ast.dump(target))
+                )
                 sites.append((module, node.lineno, name, node))
     return sites
 
@@ -65,19 +69,28 @@ def raise_sites() -> list[tuple[str, int, str, ast.Raise]]:
 def test_every_raise_site_is_a_run_time_failure_or_an_internal_error() -> None:
     sites = raise_sites()
     assert len(sites) > 30  # the scan sees the packages
-    refused = [f"engine/{module}:{line}: raise {name}" for module, line, name, _ in sites
-               if name not in RUN_TIME and name not in INTERNAL and (module, name) not in ENVIRONMENT | PROTOCOL]
+    refused = [
+        f"engine/{module}:{line}: raise {name}"
+        for module, line, name, _ in sites
+        if name not in RUN_TIME
+        and name not in INTERNAL
+        and (module, name) not in ENVIRONMENT | PROTOCOL
+    ]
     assert refused == [], "a user rule in the compiler: move it to engine/validate/ with a code"
 
 
 def test_every_internal_error_names_the_rule_that_should_have_refused_the_input() -> None:
     codes = set(all_codes())
-    calls = [(module, line, node.exc) for module, line, name, node in raise_sites() if name == "internal"]
+    calls = [
+        (module, line, node.exc) for module, line, name, node in raise_sites() if name == "internal"
+    ]
     assert len(calls) >= 15
     for module, line, call in calls:
         assert isinstance(call, ast.Call) and len(call.args) == 2, f"engine/{module}:{line}"
         code = call.args[1]
-        assert isinstance(code, ast.Constant) and isinstance(code.value, str), f"engine/{module}:{line}"
+        assert isinstance(code, ast.Constant) and isinstance(code.value, str), (
+            f"engine/{module}:{line}"
+        )
         named = re.findall(r"BY\d{3}", code.value)
         assert named and set(named) <= codes, f"engine/{module}:{line}: {code.value}"
 
@@ -94,27 +107,46 @@ def test_the_allowed_names_give_what_they_claim() -> None:
 
 def test_an_internal_error_says_it_is_a_bug_and_names_the_rule() -> None:
     error = internal("flow 'f', step 's': a router rule without a condition", "BY314")
-    assert str(error) == ("bug: the validator should have refused flow 'f', step 's': a router rule without a "
-                          "condition (BY314)")
+    assert str(error) == (
+        "bug: the validator should have refused flow 'f', step 's': a router rule without a "
+        "condition (BY314)"
+    )
 
 
 def test_input_the_validator_refuses_is_an_internal_error_if_it_reaches_the_compiler(
-        make_yard: typing.Callable[[dict[str, str]], Path]) -> None:
-    root = make_yard({
-        "blocks/inc.yaml": "block: inc\nkind: transform\noutputs: {n: {type: integer}}\ncompute: {n: '1'}\n",
-        "flows/f.yaml": "flow: f\nsteps:\n  - {id: s, uses: inc, goto: nowhere}\n",
-    })
+    make_yard: typing.Callable[[dict[str, str]], Path],
+) -> None:
+    root = make_yard(
+        {
+            "blocks/inc.yaml": "block: inc\nkind: transform\noutputs: {n: {type: integer}}\ncompute: {n: '1'}\n",
+            "flows/f.yaml": "flow: f\nsteps:\n  - {id: s, uses: inc, goto: nowhere}\n",
+        }
+    )
     with pytest.raises(InternalError, match="bug: the validator should have refused") as caught:
         compile_flow(make_bundle(load_project(root), "f"))
-    assert str(caught.value) == ("bug: the validator should have refused flow 'f', step 's': goto 'nowhere', which "
-                                 "is not a step of the flow (BY212, BY213)")
+    assert str(caught.value) == (
+        "bug: the validator should have refused flow 'f', step 's': goto 'nowhere', which "
+        "is not a step of the flow (BY212, BY213)"
+    )
 
 
-def test_a_chain_of_delegated_steps_compiles(make_yard: typing.Callable[[dict[str, str]], Path]) -> None:
-    agent = ("block: helper\nkind: agent\ninputs: {task: {type: string, default: ''}}\n"
-             "outputs: {answer: {type: string}}\nprompt: {user: '{{ task }}'}\n")
-    root = make_yard({"blocks/helper.yaml": agent, "flows/f.yaml": (
-        "flow: f\nsteps:\n  - {id: a, uses: helper, delegates: [b]}\n  - {id: b, uses: helper, delegates: [c]}\n"
-        "  - {id: c, uses: helper}\n")})
-    compiled = compile_flow(make_bundle(load_project(root), "f"))  # what validate accepts (BY213 no longer)
+def test_a_chain_of_delegated_steps_compiles(
+    make_yard: typing.Callable[[dict[str, str]], Path],
+) -> None:
+    agent = (
+        "block: helper\nkind: agent\ninputs: {task: {type: string, default: ''}}\n"
+        "outputs: {answer: {type: string}}\nprompt: {user: '{{ task }}'}\n"
+    )
+    root = make_yard(
+        {
+            "blocks/helper.yaml": agent,
+            "flows/f.yaml": (
+                "flow: f\nsteps:\n  - {id: a, uses: helper, delegates: [b]}\n  - {id: b, uses: "
+                "helper, delegates: [c]}\n"
+                "  - {id: c, uses: helper}\n"
+            ),
+        }
+    )
+    # what validate accepts (BY213 no longer)
+    compiled = compile_flow(make_bundle(load_project(root), "f"))
     assert "a" in compiled.graph.nodes and "b" not in compiled.graph.nodes

@@ -11,6 +11,8 @@ from tests.support.docs_walk import REPO, walk, walked
 
 
 @pytest.mark.timeout(660)
-@pytest.mark.parametrize("page", walked("langgraph-server"), ids=lambda page: str(page.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "page", walked("langgraph-server"), ids=lambda page: str(page.relative_to(REPO))
+)
 def test_the_page_runs_as_pasted(page: Path, tmp_path: Path) -> None:
     walk(page, tmp_path)

@@ -19,8 +19,12 @@ def test_the_readme_runs_as_pasted_with_an_externally_managed_python(tmp_path: P
     python = externally_managed_python()
     assert python is not None
     config = (tmp_path / "clone" / ".venv" / "pyvenv.cfg").read_text(encoding="utf-8")
-    version = subprocess.run([str(python), "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, timeout=60).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     assert re.search(rf"^version_info = {re.escape(version)}$", config, re.M), config
     assert "loud: 'GREET: NAME=ADA'" in result.stdout  # the mock model's greeting, shouted
     assert "reply: Your name is Ada." in result.stdout

@@ -16,7 +16,9 @@ from tests.support.openai_stub import RecordedRequest, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "EVAL_STUB_KEY"
-SECRET = "sk-eval-test-secret-4242"  # the profile's API key: sent to the server, never kept in the cache
+SECRET = (
+    "sk-eval-test-secret-4242"  # the profile's API key: sent to the server, never kept in the cache
+)
 
 SUMMARIZE = """\
 block: summarize
@@ -81,16 +83,22 @@ cases:
 
 def config(base_url: str, *, judge: bool = False) -> str:
     """Every flow on the loopback server, priced ($1 and $2 per million input and output tokens)."""
-    text = (f"models:\n  default:\n    provider: openai\n    name: stub-model\n    base_url: {base_url}\n"
-            f"    api_key_env: {KEY_ENV}\n    pricing: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}\n")
+    text = (
+        f"models:\n  default:\n    provider: openai\n    name: stub-model\n    base_url: {base_url}\n"
+        f"    api_key_env: {KEY_ENV}\n    pricing: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}\n"
+    )
     if judge:
-        text += (f"  judge:\n    provider: openai\n    name: judge-model\n    base_url: {base_url}\n"
-                 f"    api_key_env: {KEY_ENV}\n    pricing: {{input_per_mtok: 3.0, output_per_mtok: 6.0}}\n")
+        text += (
+            f"  judge:\n    provider: openai\n    name: judge-model\n    base_url: {base_url}\n"
+            f"    api_key_env: {KEY_ENV}\n    pricing: {{input_per_mtok: 3.0, output_per_mtok: 6.0}}\n"
+        )
     return text
 
 
 def user_text(request: RecordedRequest) -> str:
-    return next((str(m.get("content")) for m in reversed(request.messages) if m.get("role") == "user"), "")
+    return next(
+        (str(m.get("content")) for m in reversed(request.messages) if m.get("role") == "user"), ""
+    )
 
 
 def greeter(request: RecordedRequest) -> Reply:
@@ -102,7 +110,11 @@ def greeter(request: RecordedRequest) -> Reply:
         return Reply(structured={"summary": "bees dance to point at flowers"})
     warm = re.fullmatch(r"Greet (.+) warmly\.", said)
     name = warm.group(1) if warm else re.fullmatch(r"Greet (.+)\.", said).group(1)  # type: ignore[union-attr]
-    greeting = ("Hi there, friend!" if name == "Bo" else f"Hello dear {name}!") if warm else f"Hello {name}!"
+    greeting = (
+        ("Hi there, friend!" if name == "Bo" else f"Hello dear {name}!")
+        if warm
+        else f"Hello {name}!"
+    )
     return Reply(structured={"greeting": greeting}, usage=(12, 6, 0, 0) if warm else (10, 5, 0, 0))
 
 
@@ -114,8 +126,14 @@ def env(**extra: str) -> dict[str, str]:
 
 def run_cli(root: Path, *args: str, timeout: float = 240, **extra: str) -> Outcome:
     """`blockyard ARGS` as a process of its own in `root` (the exit code is the point)."""
-    done = processes.run([sys.executable, "-m", "engine", *args], cwd=root, env=env(**extra), capture_output=True,
-                         text=True, timeout=timeout)
+    done = processes.run(
+        [sys.executable, "-m", "engine", *args],
+        cwd=root,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 

@@ -66,18 +66,26 @@ cases:
 """
 
 
-def test_every_problem_of_an_eval_file_is_reported_at_its_line_and_column(cli: Cli, make_yard: Maker) -> None:
-    root = make_yard({**YARD, "evals/broken.yaml": BROKEN, "evals/cases.yaml": BAD_CASES,
-                      "evals/data/rows.jsonl": '{"inputs": {"name": "Di"}}\n{"inputs": {}, "oops": 1}\nnot json\n',
-                      "evals/twice.yaml": "eval: cases\nblock: greet\ncases: [{inputs: {name: x}}]\n",
-                      "evals/neither.yaml": "eval: neither\ncases: [{inputs: {}}]\n",
-                      "evals/both.yaml": "eval: both\nflow: hello\nblock: greet\ncases: [{inputs: {name: x}}]\n",
-                      "evals/empty.yaml": "eval: empty\nblock: greet@2\n",
-                      "evals/versions.yaml": "eval: versions\nblock: greet@7\ncases: [{inputs: {name: x}}]\n",
-                      "evals/unknown.yaml": "eval: unknown\nblock: gret\ncases: [{inputs: {name: x}}]\n",
-                      "evals/nodata.yaml": "eval: nodata\nflow: hello\ndataset: data/missing.csv\n",
-                      "evals/format.yaml": "eval: format\nflow: hello\ndataset: data/rows.txt\n",
-                      "evals/data/notes.yaml": "- {inputs: {name: Ed}}\n- inputs: {nme: Flo}\n"})
+def test_every_problem_of_an_eval_file_is_reported_at_its_line_and_column(
+    cli: Cli, make_yard: Maker
+) -> None:
+    root = make_yard(
+        {
+            **YARD,
+            "evals/broken.yaml": BROKEN,
+            "evals/cases.yaml": BAD_CASES,
+            "evals/data/rows.jsonl": '{"inputs": {"name": "Di"}}\n{"inputs": {}, "oops": 1}\nnot json\n',
+            "evals/twice.yaml": "eval: cases\nblock: greet\ncases: [{inputs: {name: x}}]\n",
+            "evals/neither.yaml": "eval: neither\ncases: [{inputs: {}}]\n",
+            "evals/both.yaml": "eval: both\nflow: hello\nblock: greet\ncases: [{inputs: {name: x}}]\n",
+            "evals/empty.yaml": "eval: empty\nblock: greet@2\n",
+            "evals/versions.yaml": "eval: versions\nblock: greet@7\ncases: [{inputs: {name: x}}]\n",
+            "evals/unknown.yaml": "eval: unknown\nblock: gret\ncases: [{inputs: {name: x}}]\n",
+            "evals/nodata.yaml": "eval: nodata\nflow: hello\ndataset: data/missing.csv\n",
+            "evals/format.yaml": "eval: format\nflow: hello\ndataset: data/rows.txt\n",
+            "evals/data/notes.yaml": "- {inputs: {name: Ed}}\n- inputs: {nme: Flo}\n",
+        }
+    )
     done = cli(root, "validate")
     assert done.code == 1
     assert done.out.splitlines() == [
@@ -121,55 +129,93 @@ def test_every_problem_of_an_eval_file_is_reported_at_its_line_and_column(cli: C
         "evals/versions.yaml:2:8: error BY211 eval 'versions' evaluates block 'greet' version 7, which does not exist "
         "(versions: 2)",
     ]
-    assert done.err == "24 errors in 11 files (14 checked)\n"  # evals/data/notes.yaml: no eval reads it
+    # evals/data/notes.yaml: no eval reads it
+    assert done.err == "24 errors in 11 files (14 checked)\n"
 
 
-def test_a_schema_error_in_an_eval_file_has_its_place_and_a_suggestion(cli: Cli, make_yard: Maker) -> None:
-    root = make_yard({**YARD, "evals/typo.yaml": "eval: typo\nflow: hello\ncasses: []\nthresholds: {pass_rate: 2}\n",
-                      "evals/kind.yaml": "eval: kind\nflow: hello\nassert: [{contans: Ada}]\ncases: [{}]\n"})
+def test_a_schema_error_in_an_eval_file_has_its_place_and_a_suggestion(
+    cli: Cli, make_yard: Maker
+) -> None:
+    root = make_yard(
+        {
+            **YARD,
+            "evals/typo.yaml": "eval: typo\nflow: hello\ncasses: []\nthresholds: {pass_rate: 2}\n",
+            "evals/kind.yaml": "eval: kind\nflow: hello\nassert: [{contans: Ada}]\ncases: [{}]\n",
+        }
+    )
     done = cli(root, "validate", str(root / "evals" / "typo.yaml"))
     assert done.out.splitlines() == [
         "evals/typo.yaml:3:1: error BY102 unknown key 'casses' (did you mean 'cases'?)",
         "evals/typo.yaml:4:25: error BY107 'thresholds.pass_rate' is 2; it must be at most 1",
     ]
     assert cli(root, "validate", str(root / "evals" / "kind.yaml")).out == (
-        "evals/kind.yaml:3:11: error BY102 unknown key 'contans' in 'assert[0]' (did you mean 'contains'?)\n")
+        "evals/kind.yaml:3:11: error BY102 unknown key 'contans' in 'assert[0]' (did you mean 'contains'?)\n"
+    )
 
 
-def test_blockyard_eval_refuses_broken_eval_files_with_the_same_lines(cli: Cli, make_yard: Maker) -> None:
-    root = make_yard({**YARD, "evals/x.yaml": "eval: x\nflow: hello\ncases: [{inputs: {nam: Ada}}]\n"})
+def test_blockyard_eval_refuses_broken_eval_files_with_the_same_lines(
+    cli: Cli, make_yard: Maker
+) -> None:
+    root = make_yard(
+        {**YARD, "evals/x.yaml": "eval: x\nflow: hello\ncases: [{inputs: {nam: Ada}}]\n"}
+    )
     done = cli(root, "eval")
     assert (done.code, done.out) == (1, "")
-    assert done.err == ("evals/x.yaml:3:18: error BY886 case 'case 1': unknown input 'nam' (did you mean 'name'?); "
-                        "its inputs are name, times; missing input 'name' (string)\n")
+    assert done.err == (
+        "evals/x.yaml:3:18: error BY886 case 'case 1': unknown input 'nam' (did you mean 'name'?); "
+        "its inputs are name, times; missing input 'name' (string)\n"
+    )
 
 
 def test_datasets_of_each_format_become_cases_named_by_their_place(make_yard: Maker) -> None:
-    root = make_yard({
-        **YARD,
-        "evals/a.yaml": "eval: a\nflow: hello\ndataset: data/rows.jsonl\ncases: [{inputs: {name: Inline}}]\n",
-        "evals/b.yaml": "eval: b\nflow: hello\ndataset: data/rows.csv\n",
-        "evals/c.yaml": "eval: c\nflow: hello\ndataset: data/rows.yaml\n",
-        "evals/d.yaml": "eval: d\nblock: greet\ndataset: data/rows.json\n",
-        "evals/data/rows.jsonl": '{"inputs": {"name": "Ada"}, "expected": "Hi Ada"}\n\n'
-                                 '{"name": "bo", "inputs": {"name": "Bo"}, "assert": [{"contains": "Bo"}]}\n',
-        "evals/data/rows.csv": "name,times,expected\n007,3,Hi\n\"Smith, J\",1,\"Hello, J\"\n",
-        "evals/data/rows.yaml": "- inputs: {name: Cy}\n  history: [hello]\n- {name: dee, inputs: {name: Dee}}\n",
-        "evals/data/rows.json": '[{"inputs": {"name": "Eve"}}]',
-    })
+    root = make_yard(
+        {
+            **YARD,
+            "evals/a.yaml": "eval: a\nflow: hello\ndataset: data/rows.jsonl\ncases: [{inputs: {name: Inline}}]\n",
+            "evals/b.yaml": "eval: b\nflow: hello\ndataset: data/rows.csv\n",
+            "evals/c.yaml": "eval: c\nflow: hello\ndataset: data/rows.yaml\n",
+            "evals/d.yaml": "eval: d\nblock: greet\ndataset: data/rows.json\n",
+            "evals/data/rows.jsonl": '{"inputs": {"name": "Ada"}, "expected": "Hi Ada"}\n\n'
+            '{"name": "bo", "inputs": {"name": "Bo"}, "assert": [{"contains": "Bo"}]}\n',
+            "evals/data/rows.csv": 'name,times,expected\n007,3,Hi\n"Smith, J",1,"Hello, J"\n',
+            "evals/data/rows.yaml": "- inputs: {name: Cy}\n  history: [hello]\n- {name: dee, inputs: {name: Dee}}\n",
+            "evals/data/rows.json": '[{"inputs": {"name": "Eve"}}]',
+        }
+    )
     project = load_project(root)
     files = load_evals(project)
     assert files.diagnostics == []
-    cases = {name: [(case.name, case.case.inputs, case.case.expected, case.spot.where) for case in loaded.cases]
-             for name, loaded in files.evals.items()}
+    cases = {
+        name: [
+            (case.name, case.case.inputs, case.case.expected, case.spot.where)
+            for case in loaded.cases
+        ]
+        for name, loaded in files.evals.items()
+    }
     assert cases == {
-        "a": [("evals/data/rows.jsonl:1", {"name": "Ada"}, "Hi Ada", "evals/data/rows.jsonl:1:1"),
-              ("bo", {"name": "Bo"}, None, "evals/data/rows.jsonl:3:1"),
-              ("case 1", {"name": "Inline"}, None, "evals/a.yaml:4:9")],
-        "b": [("evals/data/rows.csv:2", {"name": "007", "times": "3"}, "Hi", "evals/data/rows.csv:2:1"),
-              ("evals/data/rows.csv:3", {"name": "Smith, J", "times": "1"}, "Hello, J", "evals/data/rows.csv:3:1")],
-        "c": [("evals/data/rows.yaml:1", {"name": "Cy"}, None, "evals/data/rows.yaml:1:3"),
-              ("dee", {"name": "Dee"}, None, "evals/data/rows.yaml:3:3")],
+        "a": [
+            ("evals/data/rows.jsonl:1", {"name": "Ada"}, "Hi Ada", "evals/data/rows.jsonl:1:1"),
+            ("bo", {"name": "Bo"}, None, "evals/data/rows.jsonl:3:1"),
+            ("case 1", {"name": "Inline"}, None, "evals/a.yaml:4:9"),
+        ],
+        "b": [
+            (
+                "evals/data/rows.csv:2",
+                {"name": "007", "times": "3"},
+                "Hi",
+                "evals/data/rows.csv:2:1",
+            ),
+            (
+                "evals/data/rows.csv:3",
+                {"name": "Smith, J", "times": "1"},
+                "Hello, J",
+                "evals/data/rows.csv:3:1",
+            ),
+        ],
+        "c": [
+            ("evals/data/rows.yaml:1", {"name": "Cy"}, None, "evals/data/rows.yaml:1:3"),
+            ("dee", {"name": "Dee"}, None, "evals/data/rows.yaml:3:3"),
+        ],
         "d": [("evals/data/rows.json:1", {"name": "Eve"}, None, "evals/data/rows.json:1:2")],
     }
     assert files.evals["c"].cases[0].case.history == ["hello"]
@@ -179,7 +225,16 @@ def test_datasets_of_each_format_become_cases_named_by_their_place(make_yard: Ma
 
 
 def test_only_the_files_directly_in_evals_are_eval_files(cli: Cli, make_yard: Maker) -> None:
-    root = make_yard({**YARD, "evals/ok.yaml": "eval: ok\nflow: hello\ndataset: data/rows.yaml\n",
-                      "evals/data/rows.yaml": "- inputs: {name: Ada}\n"})
+    root = make_yard(
+        {
+            **YARD,
+            "evals/ok.yaml": "eval: ok\nflow: hello\ndataset: data/rows.yaml\n",
+            "evals/data/rows.yaml": "- inputs: {name: Ada}\n",
+        }
+    )
     done = cli(root, "validate")
-    assert (done.code, done.out, done.err) == (0, "", "no problems in 5 files\n")  # the dataset is read and counted
+    assert (done.code, done.out, done.err) == (
+        0,
+        "",
+        "no problems in 5 files\n",
+    )  # the dataset is read and counted

@@ -25,7 +25,11 @@ from engine.models.resolver import ModelResolver
 from engine.spec import ConfigSpec, ModelProfile
 from tests.support.openai_stub import OpenAIStub, Reply
 
-SCHEMA = {"type": "object", "properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"greeting": {"type": "string"}},
+    "required": ["greeting"],
+}
 PRICE = Price(1e-6, 2e-6, None, "profile")
 
 
@@ -67,18 +71,29 @@ class Calls:
 
 
 def request(user: str = "Greet Ada.", tokens: list[str] | None = None) -> StructuredRequest:
-    return StructuredRequest(flow="hello", step="greet", block="greet", system="Be warm.", user=user,
-                             output_schema=SCHEMA, inputs={"name": "Ada"},
-                             on_token=tokens.append if tokens is not None else None)
+    return StructuredRequest(
+        flow="hello",
+        step="greet",
+        block="greet",
+        system="Be warm.",
+        user=user,
+        output_schema=SCHEMA,
+        inputs={"name": "Ada"},
+        on_token=tokens.append if tokens is not None else None,
+    )
 
 
 def metered(profile: ModelProfile | None = None) -> tuple[Metered, Counting]:
     profile = profile or ModelProfile(provider="mock")
     inner = Counting(MockGenerator(profile))
-    return Metered(inner, profile="default", price=PRICE, settings=generation_settings(profile)), inner
+    return Metered(
+        inner, profile="default", price=PRICE, settings=generation_settings(profile)
+    ), inner
 
 
-def ask(model: Metered, cache: FolderCache | None, asked: StructuredRequest, calls: Calls) -> Candidate:
+def ask(
+    model: Metered, cache: FolderCache | None, asked: StructuredRequest, calls: Calls
+) -> Candidate:
     async def main() -> Candidate:
         with caching(cache), recording(calls):
             return await model.generate(asked, ())
@@ -95,13 +110,27 @@ def test_a_reply_asked_again_comes_from_the_cache_without_a_call(tmp_path: Path)
     again_tokens: list[str] = []
     again = ask(model, cache, request(tokens=again_tokens), calls)
     assert inner.calls == 1
-    assert (again.value, again.text, again.parsed, again.usage) == (first.value, first.text, first.parsed, first.usage)
+    assert (again.value, again.text, again.parsed, again.usage) == (
+        first.value,
+        first.text,
+        first.parsed,
+        first.usage,
+    )
     assert again_tokens == first_tokens and "".join(first_tokens) == first.value["greeting"]
     made, replayed = calls.made
     assert "cached" not in made and replayed["cached"] is True
     assert replayed["original_latency_ms"] == round(made["latency_ms"], 1)
-    for key in ("input_tokens", "output_tokens", "cost_usd", "price_source", "provider", "model", "purpose"):
-        assert replayed[key] == made[key], key  # what the call costs with the model, as when it was made
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "price_source",
+        "provider",
+        "model",
+        "purpose",
+    ):
+        # what the call costs with the model, as when it was made
+        assert replayed[key] == made[key], key
     assert replayed["cost_usd"] > 0
     assert cache.stats.as_dict() == {"hits": 1, "misses": 1, "writes": 1, "errors": 0}
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 1
@@ -117,8 +146,11 @@ def test_another_request_or_setting_is_another_key(tmp_path: Path) -> None:
     ask(warmer, cache, request(), calls)
     assert (inner.calls, warmer_inner.calls) == (2, 1)
     assert cache.stats.hits == 0 and len(list((tmp_path / "cache").rglob("*.json"))) == 3
-    ask(model, cache, request(), calls)  # a header or a key variable is not part of it: the same reply
-    headers, _ = metered(ModelProfile(provider="mock", headers={"X-Team": "a"}, api_key_env="OTHER_KEY"))
+    # a header or a key variable is not part of it: the same reply
+    ask(model, cache, request(), calls)
+    headers, _ = metered(
+        ModelProfile(provider="mock", headers={"X-Team": "a"}, api_key_env="OTHER_KEY")
+    )
     ask(headers, cache, request(), calls)
     assert cache.stats.hits == 2
 
@@ -129,9 +161,13 @@ def test_no_cache_and_a_scripted_mock_always_call(tmp_path: Path) -> None:
     ask(model, None, request(), calls)
     ask(model, None, request(), calls)
     cache = FolderCache(tmp_path / "cache")
-    scripted, scripted_inner = metered(ModelProfile(provider="mock", replies={"greet": [{"greeting": "a"},
-                                                                                         {"greeting": "b"}]}))
-    assert [ask(scripted, cache, request(), calls).value for _ in range(2)] == [{"greeting": "a"}, {"greeting": "b"}]
+    scripted, scripted_inner = metered(
+        ModelProfile(provider="mock", replies={"greet": [{"greeting": "a"}, {"greeting": "b"}]})
+    )
+    assert [ask(scripted, cache, request(), calls).value for _ in range(2)] == [
+        {"greeting": "a"},
+        {"greeting": "b"},
+    ]
     assert (inner.calls, scripted_inner.calls) == (2, 2)
     assert not (tmp_path / "cache").exists()
     assert not any(call.get("cached") for call in calls.made)
@@ -141,12 +177,21 @@ def test_an_agent_turn_comes_back_as_the_same_message(tmp_path: Path) -> None:
     cache = FolderCache(tmp_path / "cache")
     model, inner = metered()
     calls = Calls()
-    answer = {"type": "object", "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-              "required": ["facts"]}
-    turn = TurnRequest(flow="research", step="dig", block="researcher",
-                       messages=(SystemMessage("Find facts."), HumanMessage("Bees")),
-                       tools=({"type": "function", "function": {"name": "final_answer", "parameters": answer}},),
-                       answer_tool="final_answer", answer_schema=answer, inputs={"topic": "bees"})
+    answer = {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+        "required": ["facts"],
+    }
+    turn = TurnRequest(
+        flow="research",
+        step="dig",
+        block="researcher",
+        messages=(SystemMessage("Find facts."), HumanMessage("Bees")),
+        tools=({"type": "function", "function": {"name": "final_answer", "parameters": answer}},),
+        answer_tool="final_answer",
+        answer_schema=answer,
+        inputs={"topic": "bees"},
+    )
 
     async def main() -> Any:
         with caching(cache), recording(calls):
@@ -155,8 +200,11 @@ def test_an_agent_turn_comes_back_as_the_same_message(tmp_path: Path) -> None:
     first, again = asyncio.run(main()), asyncio.run(main())
     assert inner.calls == 1
     assert type(again) is type(first)
-    assert (again.content, again.tool_calls, again.usage_metadata) == (first.content, first.tool_calls,
-                                                                       first.usage_metadata)
+    assert (again.content, again.tool_calls, again.usage_metadata) == (
+        first.content,
+        first.tool_calls,
+        first.usage_metadata,
+    )
     assert [call.get("cached") for call in calls.made] == [None, True]
     assert calls.made[1]["turn"] == 1 and calls.made[1]["purpose"] == "agent"
 
@@ -166,9 +214,19 @@ def test_the_cache_never_holds_the_api_key(tmp_path: Path) -> None:
     cache = FolderCache(tmp_path / "cache")
     with OpenAIStub() as stub:
         stub.default = Reply.structured_output({"greeting": "Hello Ada!"})
-        config = ConfigSpec.model_validate({"models": {"default": {
-            "provider": "openai", "name": "gpt-test", "base_url": stub.base_url, "api_key_env": "CACHE_TEST_KEY",
-            "headers": {"X-Api-Key": secret}}}})
+        config = ConfigSpec.model_validate(
+            {
+                "models": {
+                    "default": {
+                        "provider": "openai",
+                        "name": "gpt-test",
+                        "base_url": stub.base_url,
+                        "api_key_env": "CACHE_TEST_KEY",
+                        "headers": {"X-Api-Key": secret},
+                    }
+                }
+            }
+        )
         client = ModelResolver(config, {"CACHE_TEST_KEY": secret}).for_profile("default")
 
         async def main() -> dict[str, Any]:
@@ -183,7 +241,9 @@ def test_the_cache_never_holds_the_api_key(tmp_path: Path) -> None:
     assert len(kept) == 1
     assert all(secret.encode() not in text for text in kept)
     # an endpoint's user and password are no part of a key either (keys are hashed, never kept, anyway)
-    endpoint = generation_settings(ModelProfile(provider="openai", base_url="https://user:hunter2@llm.example/v1"))
+    endpoint = generation_settings(
+        ModelProfile(provider="openai", base_url="https://user:hunter2@llm.example/v1")
+    )
     assert endpoint["base_url"] == "https://llm.example/v1"
 
 
@@ -210,5 +270,7 @@ def test_the_same_request_asked_twice_at_once_makes_one_call(tmp_path: Path) -> 
             failing_inner.fail = False
             return await asyncio.wait_for(failing.generate(request(), ()), 10)
 
-    assert asyncio.run(fail_then_ask()).parsed  # the failed call left its key free: asked again, answered
+    assert asyncio.run(
+        fail_then_ask()
+    ).parsed  # the failed call left its key free: asked again, answered
     assert failing_inner.calls == 2

@@ -25,7 +25,7 @@ KEEP = 4000  # characters of a case's output kept for the report
 
 
 def _tail(text: str) -> str:
-    return text if len(text) <= KEEP else text[: KEEP // 2] + "\n...\n" + text[-KEEP // 2:]
+    return text if len(text) <= KEEP else text[: KEEP // 2] + "\n...\n" + text[-KEEP // 2 :]
 
 
 # Imported before the first case, so that no case is charged for loading the engine's heavy parts
@@ -56,16 +56,33 @@ def run(cases: list[dict[str, Any]], start: int) -> None:
         began, cpu = time.perf_counter(), _cpu()
         try:
             rc: int | str = main([str(arg) for arg in case["argv"]])
-        except BaseException as exc:  # a SystemExit or worse escaping the boundary is itself a finding
+        except (
+            BaseException
+        ) as exc:  # a SystemExit or worse escaping the boundary is itself a finding
             rc = f"escaped {type(exc).__name__}: {exc}"
         secs, cpu = time.perf_counter() - began, _cpu() - cpu
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        channel.write(json.dumps({"done": index, "rc": rc, "secs": round(secs, 3), "cpu": round(cpu, 3), "rss_kb": rss,
-                                  "out": _tail(out.getvalue()), "err": _tail(err.getvalue())},
-                                 ensure_ascii=True) + "\n")
+        channel.write(
+            json.dumps(
+                {
+                    "done": index,
+                    "rc": rc,
+                    "secs": round(secs, 3),
+                    "cpu": round(cpu, 3),
+                    "rss_kb": rss,
+                    "out": _tail(out.getvalue()),
+                    "err": _tail(err.getvalue()),
+                },
+                ensure_ascii=True,
+            )
+            + "\n"
+        )
     channel.close()
 
 
 if __name__ == "__main__":
-    run(json.loads(Path(sys.argv[1]).read_text(encoding="utf-8", errors="surrogatepass")), int(sys.argv[2]))
+    run(
+        json.loads(Path(sys.argv[1]).read_text(encoding="utf-8", errors="surrogatepass")),
+        int(sys.argv[2]),
+    )

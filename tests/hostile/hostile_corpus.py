@@ -25,27 +25,82 @@ from tests.support.example import copy_example_yard
 REPO = Path(__file__).resolve().parents[2]
 
 HOSTILE_SCALARS: list[Any] = [
-    10**30, -(10**30), 2**63, -(2**63) - 1, 0, -1, 1.5e308, float("inf"), float("nan"),
-    "", " ", "x" * 5000, "\u202e\u0000", "é" * 100, True, None, [], {}, [[[[[]]]]],
-    "{{ 'a' * 10**8 }}", "{{ 10 ** (10 ** 9) }}", "{{ 10 ** 30 }}", "{{ 'x'|center(10**9) }}",
-    "{{ range(10**9)|list }}", "{% include 'secret.txt' %}", "{% extends 'base' %}",
+    10**30,
+    -(10**30),
+    2**63,
+    -(2**63) - 1,
+    0,
+    -1,
+    1.5e308,
+    float("inf"),
+    float("nan"),
+    "",
+    " ",
+    "x" * 5000,
+    "\u202e\u0000",
+    "é" * 100,
+    True,
+    None,
+    [],
+    {},
+    [[[[[]]]]],
+    "{{ 'a' * 10**8 }}",
+    "{{ 10 ** (10 ** 9) }}",
+    "{{ 10 ** 30 }}",
+    "{{ 'x'|center(10**9) }}",
+    "{{ range(10**9)|list }}",
+    "{% include 'secret.txt' %}",
+    "{% extends 'base' %}",
     "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "{{ '%*d' % (10**9, 1) }}",
-    "{{ ''.__class__.__mro__ }}", "{{ context }}", "{{ inputs.nope.deeper }}", "{{ unclosed",
-    "10 ** (10 ** 9) > 5", "@daily", "0 0 30 2 *", "0 9 * * 5L", "* * * * * * * *",
-    "3000000d", "0s", "-5s", "99999999999999999999s", "1e400s", "../../etc/passwd", "/etc/passwd",
-    "end", "nope_step", "default", "mock", "openai",
+    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+    "{{ '%*d' % (10**9, 1) }}",
+    "{{ ''.__class__.__mro__ }}",
+    "{{ context }}",
+    "{{ inputs.nope.deeper }}",
+    "{{ unclosed",
+    "10 ** (10 ** 9) > 5",
+    "@daily",
+    "0 0 30 2 *",
+    "0 9 * * 5L",
+    "* * * * * * * *",
+    "3000000d",
+    "0s",
+    "-5s",
+    "99999999999999999999s",
+    "1e400s",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "end",
+    "nope_step",
+    "default",
+    "mock",
+    "openai",
 ]
 # Templates and expressions that parse and name nothing unknown, so that they reach a run.
 BOMBS = [
-    "{{ 'a' * 10**8 }}", "{{ 10 ** (10 ** 7) }}", "{{ 10 ** 30 }}", "{{ 'x'|center(10**9) }}",
-    "{{ range(10**9)|list|length }}", "{{ '%*d' % (10**9, 1) }}", "{{ 2 ** 64 }}", "{{ -(2 ** 63) - 1 }}",
+    "{{ 'a' * 10**8 }}",
+    "{{ 10 ** (10 ** 7) }}",
+    "{{ 10 ** 30 }}",
+    "{{ 'x'|center(10**9) }}",
+    "{{ range(10**9)|list|length }}",
+    "{{ '%*d' % (10**9, 1) }}",
+    "{{ 2 ** 64 }}",
+    "{{ -(2 ** 63) - 1 }}",
     "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "{{ 'ab' * 600000 }}",
-    "{{ ('x' * 1000).replace('x', 'y' * 1000) }}", "{{ [1] * 10**8 }}", "{{ 'x'.ljust(10**9) }}",
-    "{{ '{:>1000000000}'.format('x') }}", "{{ 'x' ~ 'y' * 10**7 }}", "{{ 1 << 100000 }}",
-    "{{ 9999999999999999999 }}", "{{ '\ud800' }}", "10 ** (10 ** 9) > 5", "range(10**8)|list",
-    "{% include 'flows/hello.yaml' %}", "{% import 'x' as y %}{{ 1 }}",
+    "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+    "{{ 'ab' * 600000 }}",
+    "{{ ('x' * 1000).replace('x', 'y' * 1000) }}",
+    "{{ [1] * 10**8 }}",
+    "{{ 'x'.ljust(10**9) }}",
+    "{{ '{:>1000000000}'.format('x') }}",
+    "{{ 'x' ~ 'y' * 10**7 }}",
+    "{{ 1 << 100000 }}",
+    "{{ 9999999999999999999 }}",
+    "{{ '\ud800' }}",
+    "10 ** (10 ** 9) > 5",
+    "range(10**8)|list",
+    "{% include 'flows/hello.yaml' %}",
+    "{% import 'x' as y %}{{ 1 }}",
 ]
 HOSTILE_KEYS = ["__proto__", "$ref", "steps", "id", "uses", "goto", "x" * 300, "0", "é"]
 
@@ -139,7 +194,9 @@ def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
         snippet = rng.choice(RAW_SNIPPETS)
         lines = text.splitlines()
         at = rng.randrange(len(lines) + 1)
-        return "\n".join([*lines[:at], snippet, *lines[at:]]) + "\n", f"raw snippet at line {at + 1}"
+        return "\n".join(
+            [*lines[:at], snippet, *lines[at:]]
+        ) + "\n", f"raw snippet at line {at + 1}"
     if not isinstance(data, dict):
         return text + "\n" + rng.choice(RAW_SNIPPETS), "raw snippet appended"
     paths = [p for p in _paths(data) if p]
@@ -150,7 +207,11 @@ def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
         path = rng.choice(evaluated)
         bomb = rng.choice(BOMBS)
         if _evaluated(path) == "expression":
-            bomb = bomb.removeprefix("{{ ").removesuffix(" }}") if bomb.startswith("{{ ") else "1 + " + str(10**30)
+            bomb = (
+                bomb.removeprefix("{{ ").removesuffix(" }}")
+                if bomb.startswith("{{ ")
+                else "1 + " + str(10**30)
+            )
         _set(data, path, bomb)
         what = f"set {path} to {bomb!r:.60}"
     elif choice < 0.55:
@@ -181,17 +242,25 @@ def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
 
 @functools.cache
 def _flow_names() -> list[str]:
-    return sorted(p.stem for p in (REPO / "flows").glob("*.yaml") if not p.name.endswith(".test.yaml"))
+    return sorted(
+        p.stem for p in (REPO / "flows").glob("*.yaml") if not p.name.endswith(".test.yaml")
+    )
 
 
 @functools.cache
 def _users(block: str) -> list[str]:
     """The example flows that use `block`, so that a mutated block is also run."""
     pattern = re.compile(rf"\b(uses|delegates):.*\b{re.escape(block)}\b")
-    return [name for name in _flow_names() if pattern.search((REPO / "flows" / f"{name}.yaml").read_text())]
+    return [
+        name
+        for name in _flow_names()
+        if pattern.search((REPO / "flows" / f"{name}.yaml").read_text())
+    ]
 
 
-def file_cases(workdir: Path, count: int, seed: int, part: range | None = None) -> list[dict[str, Any]]:
+def file_cases(
+    workdir: Path, count: int, seed: int, part: range | None = None
+) -> list[dict[str, Any]]:
     """`count` yards, each the example yard with one file mutated; per yard: validate, then run a flow.
 
     `part` (default: all) selects the yards to write and run by number: the corpus is generated whole
@@ -199,7 +268,13 @@ def file_cases(workdir: Path, count: int, seed: int, part: range | None = None) 
     parts together are the whole corpus (the test files split it so xdist spreads it over workers)."""
     rng = random.Random(seed)
     chosen = range(count) if part is None else part
-    targets = sorted([*(REPO / "flows").glob("*.yaml"), *(REPO / "blocks").glob("*.yaml"), REPO / "blockyard.yaml"])
+    targets = sorted(
+        [
+            *(REPO / "flows").glob("*.yaml"),
+            *(REPO / "blocks").glob("*.yaml"),
+            REPO / "blockyard.yaml",
+        ]
+    )
     flows = _flow_names()
     texts = {target: target.read_text(encoding="utf-8") for target in targets}
     # each yard is this copy of the example, its files hard links to it, but for the mutated file (a new one)
@@ -215,19 +290,35 @@ def file_cases(workdir: Path, count: int, seed: int, part: range | None = None) 
             shutil.copytree(pristine, yard, copy_function=os.link)
             (yard / relative).unlink()  # a new file, not a write through the link into every yard
             if broken:
-                (yard / relative).write_bytes(text.encode("utf-8")[:200] + b"\xff\xfe\x00 bad bytes")
+                (yard / relative).write_bytes(
+                    text.encode("utf-8")[:200] + b"\xff\xfe\x00 bad bytes"
+                )
             else:
                 (yard / relative).write_text(text, encoding="utf-8")
         if broken:
             what += "; then broke the encoding"
-        flow = relative.stem.removesuffix(".test") if relative.parts[0] == "flows" else \
-            rng.choice(_users(relative.stem) or flows)
+        flow = (
+            relative.stem.removesuffix(".test")
+            if relative.parts[0] == "flows"
+            else rng.choice(_users(relative.stem) or flows)
+        )
         label = f"seed {seed} #{number}: {relative}: {what}"
-        mine = [{"argv": ["validate", "--format", rng.choice(["text", "json", "github", "sarif"])],
-                 "cwd": str(yard), "label": label},
-                {"argv": ["run", flow, *RUN_INPUTS.get(flow, []), "--json"], "cwd": str(yard), "label": label}]
+        mine = [
+            {
+                "argv": ["validate", "--format", rng.choice(["text", "json", "github", "sarif"])],
+                "cwd": str(yard),
+                "label": label,
+            },
+            {
+                "argv": ["run", flow, *RUN_INPUTS.get(flow, []), "--json"],
+                "cwd": str(yard),
+                "label": label,
+            },
+        ]
         if rng.random() < 0.3:
-            extra = rng.choice([["graph", flow], ["flows"], ["blocks"], ["schedules"], ["runs"], ["test"]])
+            extra = rng.choice(
+                [["graph", flow], ["flows"], ["blocks"], ["schedules"], ["runs"], ["test"]]
+            )
             mine.append({"argv": extra, "cwd": str(yard), "label": label})
         if number in chosen:
             cases += mine
@@ -247,7 +338,14 @@ def cli_cases(yard: Path, outside: Path) -> list[dict[str, Any]]:
         ["run", "hello", "--input", f"name={huge}"],
         ["run", "hello", "--input", "name=100000000000000000000000"],
         ["run", "summarize_batch", "--input", "documents=[1e400, 100000000000000000000000]"],
-        ["run", "summarize_batch", "--input", "max_sentences=100000000000000000000000", "--input", "documents=[a]"],
+        [
+            "run",
+            "summarize_batch",
+            "--input",
+            "max_sentences=100000000000000000000000",
+            "--input",
+            "documents=[a]",
+        ],
         ["run", "summarize_batch", "--input", f"max_sentences={huge}", "--input", "documents=[a]"],
         ["run", "hello", "--input", "name"],
         ["run", "hello", "--input", "=x"],

@@ -29,14 +29,19 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("hostile_child.py")
 CPU_SECONDS = 5.0
 HANG_SECONDS = 30.0
-CASE_SECONDS = 180.0  # the longest a case that keeps using the processor may take, on a loaded machine
+CASE_SECONDS = (
+    180.0  # the longest a case that keeps using the processor may take, on a loaded machine
+)
 WORKING_CPU = 0.2  # processor seconds a child must have used in HANG_SECONDS not to count as hung
 STARTUP_SECONDS = 60.0  # the first case also pays the imports, on a busy 2-core machine
 MAX_RSS_MB = 1536
 ALLOWED_EXIT = {0, 1, 2, 3}
-FILE_CASES = int(os.environ.get("BLOCKYARD_HOSTILE_FILES", "160"))  # yards in the hostile files corpus
+# yards in the hostile files corpus
+FILE_CASES = int(os.environ.get("BLOCKYARD_HOSTILE_FILES", "160"))
 FILE_SEED = 9
-FILE_PARTS = 2  # test_hostile_files_1.py and _2.py: one file each, so that xdist runs them on two workers
+FILE_PARTS = (
+    2  # test_hostile_files_1.py and _2.py: one file each, so that xdist runs them on two workers
+)
 
 
 @dataclass
@@ -73,7 +78,9 @@ class Outcome:
         argv = argv if len(argv) <= 160 else argv[:150] + "..." + argv[-10:]
         label = self.case.get("label", "")
         tail = (self.err or self.out).strip().splitlines()[-3:]
-        return f"[{label}] blockyard {argv}: {', '.join(self.problems())} :: {' | '.join(tail)[:400]}"
+        return (
+            f"[{label}] blockyard {argv}: {', '.join(self.problems())} :: {' | '.join(tail)[:400]}"
+        )
 
 
 @dataclass
@@ -93,7 +100,11 @@ class Report:
 
 
 def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("BLOCKYARD_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("BLOCKYARD_")
+    }
     env.update({"PYTHONPATH": str(REPO), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"})
     return env
 
@@ -110,8 +121,13 @@ def run_cases(cases: list[dict[str, Any]], workdir: Path) -> Report:
 
 
 def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Report) -> int:
-    child = processes.Popen([sys.executable, str(CHILD), str(spec), str(start)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=child_env(), cwd=str(spec.parent))
+    child = processes.Popen(
+        [sys.executable, str(CHILD), str(spec), str(start)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+        cwd=str(spec.parent),
+    )
     assert child.stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(child.stdout, selectors.EVENT_READ)
@@ -148,9 +164,17 @@ def _run_child(cases: list[dict[str, Any]], spec: Path, start: int, report: Repo
                 deadline = began + (STARTUP_SECONDS if current == start else HANG_SECONDS)
                 cpu = _cpu_seconds(child.pid)
             else:
-                report.outcomes.append(Outcome(cases[message["done"]], rc=message["rc"], secs=message["secs"],
-                                               cpu=message["cpu"], rss_kb=message["rss_kb"], out=message["out"],
-                                               err=message["err"]))
+                report.outcomes.append(
+                    Outcome(
+                        cases[message["done"]],
+                        rc=message["rc"],
+                        secs=message["secs"],
+                        cpu=message["cpu"],
+                        rss_kb=message["rss_kb"],
+                        out=message["out"],
+                        err=message["err"],
+                    )
+                )
                 if message["done"] == len(cases) - 1:
                     return len(cases)
     finally:
@@ -166,7 +190,8 @@ def _cpu_seconds(pid: int) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+    # utime, stime: fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def check_file_part(workdir: Path, index: int) -> None:
@@ -179,6 +204,9 @@ def check_file_part(workdir: Path, index: int) -> None:
     assert not report.failures(), report.summary()
     # the yards' unchanged files are hard links to this copy of the example: no case may have written to them
     pristine = workdir / "example"
-    changed = [str(path.relative_to(pristine)) for path in sorted(pristine.rglob("*"))
-               if path.is_file() and path.read_bytes() != (REPO / path.relative_to(pristine)).read_bytes()]
+    changed = [
+        str(path.relative_to(pristine))
+        for path in sorted(pristine.rglob("*"))
+        if path.is_file() and path.read_bytes() != (REPO / path.relative_to(pristine)).read_bytes()
+    ]
     assert not changed, f"a case wrote to a file it shares with the other yards: {changed}"

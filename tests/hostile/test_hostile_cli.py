@@ -22,4 +22,3 @@ def test_hostile_command_lines_get_clear_answers(tmp_path: Path) -> None:
     assert not report.failures(), report.summary()
     for outcome in report.outcomes:
         assert "do-not-print-me" not in outcome.out + outcome.err, outcome.describe()
-

@@ -26,10 +26,30 @@ from tests.serve.test_serve_plans import ANSWER, REFUND
 REPO = Path(__file__).resolve().parents[2]
 LUNCH = "order my lunch every Tuesday at 1pm"
 
-WRONG = {"plan_id": "wrong", "user_intent": "answer me", "entry_step_id": "write",
-         "steps": [{"step_id": "write", "block_id": "anwser", "input_mappings": {"text": "{{ inputs.message }}"}}]}
-RIGHT = {"plan_id": "right", "user_intent": "answer me", "entry_step_id": "write",
-         "steps": [{"step_id": "write", "block_id": "answer", "input_mappings": {"text": "{{ inputs.message }}"}}]}
+WRONG = {
+    "plan_id": "wrong",
+    "user_intent": "answer me",
+    "entry_step_id": "write",
+    "steps": [
+        {
+            "step_id": "write",
+            "block_id": "anwser",
+            "input_mappings": {"text": "{{ inputs.message }}"},
+        }
+    ],
+}
+RIGHT = {
+    "plan_id": "right",
+    "user_intent": "answer me",
+    "entry_step_id": "write",
+    "steps": [
+        {
+            "step_id": "write",
+            "block_id": "answer",
+            "input_mappings": {"text": "{{ inputs.message }}"},
+        }
+    ],
+}
 
 
 def example_yard(tmp_path: Path) -> Path:
@@ -52,8 +72,9 @@ def small_yard(tmp_path: Path, replies: list[Any]) -> Path:
     return root
 
 
-def test_compose_writes_a_flow_of_the_example_yard_that_validates(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_compose_writes_a_flow_of_the_example_yard_that_validates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = example_yard(tmp_path)
     assert main(["compose", LUNCH, "--root", str(root)]) == 0, capsys.readouterr().err
     out, err = capsys.readouterr()
@@ -72,22 +93,31 @@ def test_compose_writes_a_flow_of_the_example_yard_that_validates(tmp_path: Path
     assert {**again, "flow": flow["flow"]} == flow
 
 
-def test_compose_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compose_refuses_to_overwrite_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = example_yard(tmp_path)
     target = root / "flows" / "hello.yaml"
     before = target.read_text(encoding="utf-8")
     assert main(["compose", "greet someone", "--name", "hello", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: flows/hello.yaml already exists") and "round" not in err  # refused before asking
+    # refused before asking
+    assert err.startswith("error: flows/hello.yaml already exists") and "round" not in err
     assert target.read_text(encoding="utf-8") == before
-    assert main(["compose", "greet someone", "--name", "hello", "--force", "--root", str(root)]) == 0
+    assert (
+        main(["compose", "greet someone", "--name", "hello", "--force", "--root", str(root)]) == 0
+    )
     assert yaml.safe_load(target.read_text(encoding="utf-8"))["steps"][0]["uses"] == "greet"
 
 
-def test_compose_run_runs_the_plan_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compose_run_runs_the_plan_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = example_yard(tmp_path)
     before = sorted(p.name for p in (root / "flows").iterdir())
-    code = main(["compose", "greet someone", "--run", "-i", "intent=Ada", "--json", "--root", str(root)])
+    code = main(
+        ["compose", "greet someone", "--run", "-i", "intent=Ada", "--json", "--root", str(root)]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     events = [json.loads(line) for line in out.splitlines()]
@@ -96,15 +126,21 @@ def test_compose_run_runs_the_plan_at_once(tmp_path: Path, capsys: pytest.Captur
     assert sorted(p.name for p in (root / "flows").iterdir()) == before  # --run writes no flow
 
 
-def test_the_model_repairs_its_plan_from_the_diagnostics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_model_repairs_its_plan_from_the_diagnostics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # the right plan is the answer only to a request that carries the first plan's diagnostic
-    root = small_yard(tmp_path, [{"when": {"contains": "BY210 steps[0].block_id"}, "reply": RIGHT}, WRONG])
+    root = small_yard(
+        tmp_path, [{"when": {"contains": "BY210 steps[0].block_id"}, "reply": RIGHT}, WRONG]
+    )
     assert main(["compose", "answer me", "--root", str(root)]) == 0, capsys.readouterr().err
     err = capsys.readouterr().err
     assert "round 1: 1 problem in the plan; asking the model to repair it" in err
     assert "unknown block 'anwser'" in err and "round 2: the plan validates (answer)" in err
     flow = yaml.safe_load((root / "flows" / "answer_me.yaml").read_text(encoding="utf-8"))
-    assert flow["steps"] == [{"id": "write", "uses": "answer", "with": {"text": "{{ inputs.message }}"}}]
+    assert flow["steps"] == [
+        {"id": "write", "uses": "answer", "with": {"text": "{{ inputs.message }}"}}
+    ]
 
 
 def test_a_repair_request_carries_the_plan_and_its_problems(tmp_path: Path) -> None:
@@ -115,54 +151,95 @@ def test_a_repair_request_carries_the_plan_and_its_problems(tmp_path: Path) -> N
     assert [r.plan for r in composed.rounds] == [WRONG, RIGHT]
     first, second = script.calls
     assert "problems" not in first.inputs and [e["block"] for e in first.inputs["catalog"]] == [
-        "answer", "query_memory", "refund", "save_to_memory"]  # the built-in memory blocks too
+        "answer",
+        "query_memory",
+        "refund",
+        "save_to_memory",
+    ]  # the built-in memory blocks too
     [problem] = second.inputs["problems"]
     assert problem.startswith("BY210 steps[0].block_id: ") and "unknown block 'anwser'" in problem
     assert second.inputs["previous_plan"] == WRONG
     assert isinstance(second, type(first)) and problem in str(getattr(second, "user", ""))
 
 
-def test_three_wrong_plans_fail_with_the_problems_and_write_nothing(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_three_wrong_plans_fail_with_the_problems_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = small_yard(tmp_path, [WRONG])
     assert main(["compose", "answer me", "--root", str(root)]) == 1
     err = capsys.readouterr().err
-    assert err.count("asking the model to repair it") == 2 and "round 3: 1 problem in the plan\n" in err
+    assert (
+        err.count("asking the model to repair it") == 2
+        and "round 3: 1 problem in the plan\n" in err
+    )
     assert "error: the model's plan still has 1 problem after 3 rounds; nothing was written:" in err
     assert "error: BY210 steps[0].block_id: step 'write' uses unknown block 'anwser'" in err
     assert "Traceback" not in err and list((root / "flows").iterdir()) == []
-    with pytest.raises(ComposeFailed, match="the model's plan still has 1 problem after 3 rounds") as failed:
-        asyncio.run(compose(load_project(root), "answer me",
-                            StructuredClient(MockGenerator(ModelProfile(provider="mock"),
-                                                           run_script=MockScript({"compose": [WRONG]}))),
-                            name="x"))
+    with pytest.raises(
+        ComposeFailed, match="the model's plan still has 1 problem after 3 rounds"
+    ) as failed:
+        asyncio.run(
+            compose(
+                load_project(root),
+                "answer me",
+                StructuredClient(
+                    MockGenerator(
+                        ModelProfile(provider="mock"), run_script=MockScript({"compose": [WRONG]})
+                    )
+                ),
+                name="x",
+            )
+        )
     assert len(failed.value.rounds) == 3
 
 
-def test_a_plan_only_problem_is_repaired_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plan_only_problem_is_repaired_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stray = {**RIGHT, "steps": [*RIGHT["steps"], {"step_id": "stray", "block_id": "answer"}]}
     root = small_yard(tmp_path, [{"when": {"contains": "BY852"}, "reply": RIGHT}, stray])
     assert main(["compose", "answer me", "--root", str(root)]) == 0
     assert "BY852 steps[1].step_id: nothing leads to step 'stray'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["compose", "x", "--name", "9 lives"], "error: --name '9 lives': a flow's name is letters"),
-    (["compose", "x", "--model", "defualt"], "error: --model 'defualt': no such model profile in blockyard.yaml"),
-    (["compose", "x", "-i", "a=1"], "error: --input goes with --run"),
-    (["compose", "x", "--run", "--force"], "error: --force replaces a written flow; --run writes none"),
-    (["compose", "  "], "error: the intent is empty"),
-])
-def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["compose", "x", "--name", "9 lives"],
+            "error: --name '9 lives': a flow's name is letters",
+        ),
+        (
+            ["compose", "x", "--model", "defualt"],
+            "error: --model 'defualt': no such model profile in blockyard.yaml",
+        ),
+        (["compose", "x", "-i", "a=1"], "error: --input goes with --run"),
+        (
+            ["compose", "x", "--run", "--force"],
+            "error: --force replaces a written flow; --run writes none",
+        ),
+        (["compose", "  "], "error: the intent is empty"),
+    ],
+)
+def test_usage_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     root = small_yard(tmp_path, [RIGHT])
     assert main([*args, "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(message) and "Traceback" not in err and list((root / "flows").iterdir()) == []
+    assert (
+        err.startswith(message)
+        and "Traceback" not in err
+        and list((root / "flows").iterdir()) == []
+    )
 
 
-def test_a_yard_without_blocks_has_nothing_to_compose_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_yard_without_blocks_has_nothing_to_compose_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "blockyard.yaml").write_text("{}\n", encoding="utf-8")
     assert main(["compose", "anything", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "error: the yard has no blocks to compose a flow from (in blocks/)"
+    assert (
+        err.splitlines()[-1] == "error: the yard has no blocks to compose a flow from (in blocks/)"
+    )

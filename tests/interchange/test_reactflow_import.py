@@ -51,23 +51,46 @@ def full_graph() -> dict[str, Any]:
     return {
         "flow": {"inputs": {"topics": {"type": "array", "items": {"type": "string"}}}},
         "nodes": [
-            node("triage", "smart_node", label="Triage", isStart=True, mode="ChainOfThought",
-                 goal="Sort the customer's message into billing, bug, refund or other.",
-                 inputs=[{"name": "message", "desc": "The customer's message."}],
-                 outputs=[{"name": "category", "desc": "billing, bug, refund or other."}]),
-            node("route", "router", routes=[
-                {"condition": "equals", "value": "billing", "target_handle": "to_billing"},
-                {"condition": "contains", "value": "bug", "target_handle": "to_bug"},
-                {"condition": "regex", "value": "^refund", "target_handle": "to_refund"},
-            ], default_handle="other"),
-            node("lead", "agent", label="Billing lead", system_prompt="You lead billing. Be brief.",
-                 tools=["current_time"], max_iterations=4),
+            node(
+                "triage",
+                "smart_node",
+                label="Triage",
+                isStart=True,
+                mode="ChainOfThought",
+                goal="Sort the customer's message into billing, bug, refund or other.",
+                inputs=[{"name": "message", "desc": "The customer's message."}],
+                outputs=[{"name": "category", "desc": "billing, bug, refund or other."}],
+            ),
+            node(
+                "route",
+                "router",
+                routes=[
+                    {"condition": "equals", "value": "billing", "target_handle": "to_billing"},
+                    {"condition": "contains", "value": "bug", "target_handle": "to_bug"},
+                    {"condition": "regex", "value": "^refund", "target_handle": "to_refund"},
+                ],
+                default_handle="other",
+            ),
+            node(
+                "lead",
+                "agent",
+                label="Billing lead",
+                system_prompt="You lead billing. Be brief.",
+                tools=["current_time"],
+                max_iterations=4,
+            ),
             node("researcher", "agent", label="Researcher", system_prompt="You look up payments."),
             node("clock", "tool", tool="current_time", args={"timezone": "UTC"}),
             node("fallback", "agent", label="Fallback", system_prompt="You answer anything else."),
             node("each", "iterator", items="inputs.topics", **{"as": "topic"}),
             node("note", "agent", label="Note taker", system_prompt="Note the topic {{ tone }}."),
-            node("send", "agent", label="Sender", system_prompt="You write the reply.", require_approval=True),
+            node(
+                "send",
+                "agent",
+                label="Sender",
+                system_prompt="You write the reply.",
+                require_approval=True,
+            ),
             node("done", "end"),
         ],
         "edges": [
@@ -82,7 +105,10 @@ def full_graph() -> dict[str, Any]:
             edge("e9", "note", "each"),
             edge("e10", "each", "send", "COMPLETE"),
             edge("e11", "clock", "send"),
-            {**edge("e12", "fallback", "send"), "data": {"kind": "next"}},  # "then", not a delegation
+            {
+                **edge("e12", "fallback", "send"),
+                "data": {"kind": "next"},
+            },  # "then", not a delegation
         ],
     }
 
@@ -101,47 +127,71 @@ def write(tmp_path: Path, graph: Any, name: str = "graph.json") -> Path:
     return path
 
 
-def test_a_graph_with_every_node_type_imports_validates_and_runs_offline(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_graph_with_every_node_type_imports_validates_and_runs_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard(tmp_path)
     graph = write(tmp_path, full_graph())
-    assert main(["import", "reactflow", str(graph), "--name", "support", "--root", str(root)]) == 0, \
-        capsys.readouterr().err
+    assert (
+        main(["import", "reactflow", str(graph), "--name", "support", "--root", str(root)]) == 0
+    ), capsys.readouterr().err
     flow = yaml.safe_load((root / "flows" / "support.yaml").read_text(encoding="utf-8"))
     steps = {step["id"]: step for step in flow["steps"]}
     assert steps["triage"].get("start") is None and flow["steps"][0]["id"] == "triage"
     assert steps["route"]["router"] == {
         "value": "{{ context.category }}",
-        "routes": [{"equals": "billing", "goto": "lead"}, {"contains": "bug", "goto": "clock"},
-                   {"regex": "^refund", "goto": "end"}],
-        "default": "fallback"}
+        "routes": [
+            {"equals": "billing", "goto": "lead"},
+            {"contains": "bug", "goto": "clock"},
+            {"regex": "^refund", "goto": "end"},
+        ],
+        "default": "fallback",
+    }
     assert steps["lead"]["delegates"] == ["researcher"]
     assert steps["each"]["foreach"]["items"] == "inputs.topics"
     assert [s["id"] for s in steps["each"]["foreach"]["steps"]] == ["note"]
     assert steps["send"]["require_approval"] is True
     assert set(flow["inputs"]) == {"message", "tone", "topics"}
-    blocks = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in (root / "blocks").glob("*.yaml")}
+    blocks = {
+        p.stem: yaml.safe_load(p.read_text(encoding="utf-8"))
+        for p in (root / "blocks").glob("*.yaml")
+    }
     assert blocks["triage"]["kind"] == "smart" and blocks["triage"]["mode"] == "chain_of_thought"
-    assert blocks["billing_lead"]["tools"] == ["current_time"] and blocks["billing_lead"]["max_iterations"] == 4
-    assert blocks["current_time"] == {"block": "current_time", "version": 1, "description": "Call the current_time "
-                                      "tool.", "kind": "tool", "tool": "current_time",
-                                      "inputs": {"timezone": {"type": "any"}},
-                                      "outputs": {"result": {"type": "any", "description": "What current_time "
-                                                                                          "returned."}}}
+    assert (
+        blocks["billing_lead"]["tools"] == ["current_time"]
+        and blocks["billing_lead"]["max_iterations"] == 4
+    )
+    assert blocks["current_time"] == {
+        "block": "current_time",
+        "version": 1,
+        "description": "Call the current_time tool.",
+        "kind": "tool",
+        "tool": "current_time",
+        "inputs": {"timezone": {"type": "any"}},
+        "outputs": {"result": {"type": "any", "description": "What current_time returned."}},
+    }
 
     with Yard.load(root, state=tmp_path / "state.db") as yard:
-        first = yard.run("support", {"message": "I was charged twice", "topics": ["invoices", "refunds"],
-                                     "tone": "kindly"})
+        first = yard.run(
+            "support",
+            {"message": "I was charged twice", "topics": ["invoices", "refunds"], "tone": "kindly"},
+        )
         assert first.status == RunStatus.WAITING and first.step == "send"
         result = yard.resume(first.run_id, approve=True)
     assert result.status == RunStatus.FINISHED, result.error
-    assert result.outputs == {"category": "billing", "lead": "Refund the second charge.",
-                              "note": "noted: refunds",
-                              "send": "Dear customer, we refunded the second charge."}
+    assert result.outputs == {
+        "category": "billing",
+        "lead": "Refund the second charge.",
+        "note": "noted: refunds",
+        "send": "Dear customer, we refunded the second charge.",
+    }
 
     # importing the same graph again reuses the blocks it wrote: same contract, nothing new
     before = sorted(p.name for p in (root / "blocks").iterdir())
-    assert main(["import", "reactflow", str(graph), "--name", "support_again", "--root", str(root)]) == 0
+    assert (
+        main(["import", "reactflow", str(graph), "--name", "support_again", "--root", str(root)])
+        == 0
+    )
     assert sorted(p.name for p in (root / "blocks").iterdir()) == before
 
 
@@ -156,43 +206,77 @@ def _node(graph: dict[str, Any], node_id: str) -> dict[str, Any]:
 
 
 BROKEN: dict[str, tuple[Any, str]] = {
-    "two starts": (lambda g: _node(g, "lead")["data"].update(isStart=True),
-                   "2 start nodes: 'triage', 'lead'"),
-    "no start": (lambda g: (_node(g, "triage")["data"].pop("isStart"), g["edges"].append(edge("x", "send", "triage"))),
-                 "no start node: every node has an incoming edge"),
-    "several free nodes": (lambda g: (_node(g, "triage")["data"].pop("isStart"),
-                                      g["nodes"].append(node("orphan", "tool", tool="current_time"))),
-                           "no start node: 2 nodes have no incoming edge ('triage', 'orphan')"),
-    "edge to a missing node": (lambda g: g["edges"].append(edge("e99", "send", "ghost")),
-                               "edge 'e99': its target \"ghost\" is not a node of the graph"),
-    "edge from a missing node": (lambda g: g["edges"].append(edge("e98", "phantom", "send")),
-                                 "edge 'e98': its source \"phantom\" is not a node of the graph"),
-    "unknown router handle": (lambda g: g["edges"].__setitem__(1, edge("e2", "route", "lead", "to_nowhere")),
-                              "edge 'e2': router 'route' has no handle 'to_nowhere' (no route names it; its "
-                              "handles: to_billing, to_bug, to_refund, other)"),
-    "unknown type": (lambda g: _node(g, "clock").update(type="webhook"),
-                     "node 'clock': unknown type \"webhook\""),
-    "duplicate id": (lambda g: g["nodes"].append(node("clock", "tool", tool="current_time")),
-                     "node 'clock': the id is used by another node too"),
-    "iterator without NEXT": (lambda g: g["edges"].__setitem__(7, edge("e8", "each", "note", "COMPLETE")),
-                              "iterator 'each': no NEXT edge to the first node of its body"),
-    "iterator left without a handle": (lambda g: g["edges"].__setitem__(9, edge("e10", "each", "send")),
-                                       "edge 'e10': it leaves iterator 'each' by no handle"),
-    "body leaks out": (lambda g: g["edges"].__setitem__(8, edge("e9", "note", "send")),
-                       "iterator 'each': its body (NEXT) reaches 'send', which follows it (COMPLETE)"),
-    "unknown condition": (lambda g: _node(g, "route")["data"]["routes"][0].update(condition="like"),
-                          "router 'route': routes[0] has condition \"like\""),
-    "handle on a plain node": (lambda g: g["edges"].__setitem__(0, edge("e1", "triage", "route", "bottom")),
-                               "edge 'e1': node 'triage' (smart_node) has no handle 'bottom'"),
-    "tool without a name": (lambda g: _node(g, "clock")["data"].pop("tool"),
-                            "tool 'clock': data.tool names the tool it calls"),
+    "two starts": (
+        lambda g: _node(g, "lead")["data"].update(isStart=True),
+        "2 start nodes: 'triage', 'lead'",
+    ),
+    "no start": (
+        lambda g: (
+            _node(g, "triage")["data"].pop("isStart"),
+            g["edges"].append(edge("x", "send", "triage")),
+        ),
+        "no start node: every node has an incoming edge",
+    ),
+    "several free nodes": (
+        lambda g: (
+            _node(g, "triage")["data"].pop("isStart"),
+            g["nodes"].append(node("orphan", "tool", tool="current_time")),
+        ),
+        "no start node: 2 nodes have no incoming edge ('triage', 'orphan')",
+    ),
+    "edge to a missing node": (
+        lambda g: g["edges"].append(edge("e99", "send", "ghost")),
+        "edge 'e99': its target \"ghost\" is not a node of the graph",
+    ),
+    "edge from a missing node": (
+        lambda g: g["edges"].append(edge("e98", "phantom", "send")),
+        "edge 'e98': its source \"phantom\" is not a node of the graph",
+    ),
+    "unknown router handle": (
+        lambda g: g["edges"].__setitem__(1, edge("e2", "route", "lead", "to_nowhere")),
+        "edge 'e2': router 'route' has no handle 'to_nowhere' (no route names it; its "
+        "handles: to_billing, to_bug, to_refund, other)",
+    ),
+    "unknown type": (
+        lambda g: _node(g, "clock").update(type="webhook"),
+        "node 'clock': unknown type \"webhook\"",
+    ),
+    "duplicate id": (
+        lambda g: g["nodes"].append(node("clock", "tool", tool="current_time")),
+        "node 'clock': the id is used by another node too",
+    ),
+    "iterator without NEXT": (
+        lambda g: g["edges"].__setitem__(7, edge("e8", "each", "note", "COMPLETE")),
+        "iterator 'each': no NEXT edge to the first node of its body",
+    ),
+    "iterator left without a handle": (
+        lambda g: g["edges"].__setitem__(9, edge("e10", "each", "send")),
+        "edge 'e10': it leaves iterator 'each' by no handle",
+    ),
+    "body leaks out": (
+        lambda g: g["edges"].__setitem__(8, edge("e9", "note", "send")),
+        "iterator 'each': its body (NEXT) reaches 'send', which follows it (COMPLETE)",
+    ),
+    "unknown condition": (
+        lambda g: _node(g, "route")["data"]["routes"][0].update(condition="like"),
+        "router 'route': routes[0] has condition \"like\"",
+    ),
+    "handle on a plain node": (
+        lambda g: g["edges"].__setitem__(0, edge("e1", "triage", "route", "bottom")),
+        "edge 'e1': node 'triage' (smart_node) has no handle 'bottom'",
+    ),
+    "tool without a name": (
+        lambda g: _node(g, "clock")["data"].pop("tool"),
+        "tool 'clock': data.tool names the tool it calls",
+    ),
     "no nodes": (lambda g: g.update(nodes=[], edges=[]), "the graph has no nodes"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_a_broken_graph_is_refused_naming_the_node(case: str, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_broken_graph_is_refused_naming_the_node(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard(tmp_path)
     mutate, expected = BROKEN[case]
     graph = write(tmp_path, broken(mutate))
@@ -206,11 +290,27 @@ def test_a_broken_graph_is_refused_naming_the_node(case: str, tmp_path: Path,
 
 def test_not_json_and_not_a_graph_are_one_line_errors(tmp_path: Path) -> None:
     root = make_yard(tmp_path)
-    for text, expected in (("{nodes:", "error: graph.json: not JSON"),
-                           ("[1, 2]", "error: graph.json: a graph is an object {nodes: [...], edges: [...]}")):
+    for text, expected in (
+        ("{nodes:", "error: graph.json: not JSON"),
+        ("[1, 2]", "error: graph.json: a graph is an object {nodes: [...], edges: [...]}"),
+    ):
         graph = write(tmp_path, text)
-        done = processes.run([sys.executable, "-m", "engine", "import", "reactflow", str(graph), "--root", str(root)],
-                             capture_output=True, text=True, cwd=REPO, timeout=60,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})  # as the fork server's (processes.py)
+        done = processes.run(
+            [
+                sys.executable,
+                "-m",
+                "engine",
+                "import",
+                "reactflow",
+                str(graph),
+                "--root",
+                str(root),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # as the fork server's (processes.py)
         assert done.returncode == 1
         assert done.stderr.startswith(expected) and "Traceback" not in done.stderr

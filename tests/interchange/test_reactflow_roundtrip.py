@@ -19,7 +19,9 @@ from engine.runtime.yard import Yard
 from engine.spec import TypeSpec
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_FLOWS = sorted(p.stem for p in (REPO / "flows").glob("*.yaml") if not p.name.endswith(".test.yaml"))
+EXAMPLE_FLOWS = sorted(
+    p.stem for p in (REPO / "flows").glob("*.yaml") if not p.name.endswith(".test.yaml")
+)
 
 
 def copy_yard(target: Path) -> Path:
@@ -35,8 +37,10 @@ def copy_yard(target: Path) -> Path:
 def normal(graph: dict[str, Any]) -> dict[str, Any]:
     """The graph model without what only says where a definition was written (edge ids, order)."""
     nodes = {n["id"]: {k: v for k, v in n.items() if k != "id"} for n in graph["nodes"]}
-    edges = sorted((e["source"], e["target"], e["kind"], e["label"] or "", e["handle"] or "", e["bound"] or 0)
-                   for e in graph["edges"])
+    edges = sorted(
+        (e["source"], e["target"], e["kind"], e["label"] or "", e["handle"] or "", e["bound"] or 0)
+        for e in graph["edges"]
+    )
     groups = sorted(json.dumps(g, sort_keys=True) for g in graph["groups"])
     return {"nodes": nodes, "edges": edges, "groups": groups}
 
@@ -46,22 +50,30 @@ def sample(spec: TypeSpec) -> Any:
         return spec.default
     if spec.enum:
         return spec.enum[0]
-    return {"string": "ada", "integer": 2, "number": 1.5, "boolean": True,
-            "array": ["Bees dance to share where flowers are.", "A colony has one queen."],
-            "object": {}}.get(spec.type, "sample")
+    return {
+        "string": "ada",
+        "integer": 2,
+        "number": 1.5,
+        "boolean": True,
+        "array": ["Bees dance to share where flowers are.", "A colony has one queen."],
+        "object": {},
+    }.get(spec.type, "sample")
 
 
 def run(root: Path, flow: str) -> tuple[str, dict[str, Any] | None]:
     with Yard.load(root, state=root / "state.db") as yard:
         bundle = yard.bundle(flow)
-        inputs = {name: sample(spec) for name, spec in bundle.flow.inputs.items() if not spec.has_default}
+        inputs = {
+            name: sample(spec) for name, spec in bundle.flow.inputs.items() if not spec.has_default
+        }
         result = yard.run(flow, inputs)
         return str(result.status), result.outputs
 
 
 @pytest.mark.parametrize("flow", EXAMPLE_FLOWS)
-def test_export_then_import_gives_back_the_same_flow(flow: str, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_then_import_gives_back_the_same_flow(
+    flow: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     original = copy_yard(tmp_path / "original")
     with Yard.load(original) as yard:
         bundle = yard.bundle(flow)
@@ -72,7 +84,9 @@ def test_export_then_import_gives_back_the_same_flow(flow: str, tmp_path: Path,
     imported = copy_yard(tmp_path / "imported")
     (imported / "flows" / f"{flow}.yaml").unlink()
     blocks_before = sorted(p.name for p in (imported / "blocks").iterdir())
-    assert main(["import", "reactflow", str(graph), "--root", str(imported)]) == 0, capsys.readouterr().err
+    assert main(["import", "reactflow", str(graph), "--root", str(imported)]) == 0, (
+        capsys.readouterr().err
+    )
     # every step runs a block of the yard: nothing new was written next to them
     assert sorted(p.name for p in (imported / "blocks").iterdir()) == blocks_before
     assert load_project(imported).flows[flow].doc.path == imported / "flows" / f"{flow}.yaml"

@@ -15,7 +15,9 @@ def run(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int
     return code, out, err
 
 
-def test_set_get_list_delete_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str], state_backend: str) -> None:
+def test_set_get_list_delete_round_trip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], state_backend: str
+) -> None:
     assert run(capsys, tmp_path, "set", "users/ada", "lunch", "Chipotle")[0] == 0
     assert run(capsys, tmp_path, "set", "users/ada", "budget", "12.5")[0] == 0
     assert run(capsys, tmp_path, "set", "users/bob", "lunch", "Pho")[0] == 0
@@ -31,15 +33,22 @@ def test_set_get_list_delete_round_trip(tmp_path: Path, capsys: pytest.CaptureFi
     assert (tmp_path / ".blockyard" / "state.db").is_file() == (state_backend == "sqlite")
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    ("'{restaurant: Chipotle, dish: burrito}'", '{"restaurant": "Chipotle", "dish": "burrito"}'),
-    ("Chipotle", '"Chipotle"'),
-    ("12.5", "12.5"),
-    ("[a, b]", '["a", "b"]'),
-    ("'{}'", "{}"),
-])
-def test_get_prints_the_value_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str,
-                                      shown: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (
+            "'{restaurant: Chipotle, dish: burrito}'",
+            '{"restaurant": "Chipotle", "dish": "burrito"}',
+        ),
+        ("Chipotle", '"Chipotle"'),
+        ("12.5", "12.5"),
+        ("[a, b]", '["a", "b"]'),
+        ("'{}'", "{}"),
+    ],
+)
+def test_get_prints_the_value_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, shown: str
+) -> None:
     # as docs/memory.md shows it: one JSON value, the same with --json
     assert run(capsys, tmp_path, "set", "users/ada", "lunch", value.strip("'"))[0] == 0
     assert run(capsys, tmp_path, "get", "users/ada", "lunch") == (0, shown + "\n", "")
@@ -58,10 +67,14 @@ def test_refusals_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 2 and "needs a VALUE" in err
 
 
-@pytest.mark.parametrize("value", ["100000000000000000000000", "9" * 5000, "[1, 0x10000000000000000]"],
-                         ids=["10^23", "5000 digits", "nested hex"])
-def test_a_value_beyond_64_bits_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                 value: str) -> None:
+@pytest.mark.parametrize(
+    "value",
+    ["100000000000000000000000", "9" * 5000, "[1, 0x10000000000000000]"],
+    ids=["10^23", "5000 digits", "nested hex"],
+)
+def test_a_value_beyond_64_bits_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
     code, _, err = run(capsys, tmp_path, "set", "users/ada", "n", value)
     assert code == 2 and "memory set n: integer" in err and "64-bit range" in err, err
     assert run(capsys, tmp_path, "set", "users/ada", "n", "9223372036854775807")[0] == 0

@@ -24,10 +24,19 @@ def openai_model(stub: OpenAIStub) -> Callable[..., Any]:
     """openai_model(**profile_fields) -> the StructuredModel of block `greet` on the stub."""
 
     def make(env: dict[str, str] | None = None, **fields: Any) -> Any:
-        profile = ModelProfile(**{"provider": "openai", "name": "stub-model", "base_url": stub.base_url,
-                                  "api_key_env": "STUB_KEY", **fields})
-        resolver = ModelResolver(ConfigSpec(models={"default": profile}),
-                                 env={"STUB_KEY": PLANTED_KEY} if env is None else env)
+        profile = ModelProfile(
+            **{
+                "provider": "openai",
+                "name": "stub-model",
+                "base_url": stub.base_url,
+                "api_key_env": "STUB_KEY",
+                **fields,
+            }
+        )
+        resolver = ModelResolver(
+            ConfigSpec(models={"default": profile}),
+            env={"STUB_KEY": PLANTED_KEY} if env is None else env,
+        )
         return resolver.for_block(BlockSpec(block="greet", kind="llm"))
 
     return make

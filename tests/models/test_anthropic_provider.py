@@ -24,8 +24,11 @@ from tests.support.anthropic_stub import AnthropicReply, AnthropicRequest, Anthr
 MODEL = "claude-sonnet-5"  # not one the SDK warns is deprecated
 GOOD = {"greeting": "Hello, Ada!", "mood": "happy"}
 RETRIED = ["timeout", "rate_limit", "server_error", "connection"]
-TEXT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"greeting": {"type": "string"}},
-                               "required": ["greeting"]}
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"greeting": {"type": "string"}},
+    "required": ["greeting"],
+}
 Yard = Callable[[dict[str, str]], Path]
 
 
@@ -36,10 +39,19 @@ def claude() -> Iterator[AnthropicStub]:
 
 
 def anthropic_model(stub: AnthropicStub, env: dict[str, str] | None = None, **fields: Any) -> Any:
-    profile = ModelProfile(**{"provider": "anthropic", "name": MODEL, "base_url": stub.base_url,
-                              "api_key_env": "STUB_KEY", **fields})
-    resolver = ModelResolver(ConfigSpec(models={"default": profile}),
-                             env={"STUB_KEY": PLANTED_KEY} if env is None else env)
+    profile = ModelProfile(
+        **{
+            "provider": "anthropic",
+            "name": MODEL,
+            "base_url": stub.base_url,
+            "api_key_env": "STUB_KEY",
+            **fields,
+        }
+    )
+    resolver = ModelResolver(
+        ConfigSpec(models={"default": profile}),
+        env={"STUB_KEY": PLANTED_KEY} if env is None else env,
+    )
     return resolver.for_block(BlockSpec(block="greet", kind="llm"))
 
 
@@ -54,7 +66,9 @@ def ask(model: Any, **request: Any) -> Any:
 
 
 def failure(model: Any) -> ModelError:
-    with pytest.raises(ModelError, match=rf"model profile 'default' \(anthropic, model '{MODEL}'\): ") as caught:
+    with pytest.raises(
+        ModelError, match=rf"model profile 'default' \(anthropic, model '{MODEL}'\): "
+    ) as caught:
         ask(model)
     return caught.value
 
@@ -102,8 +116,10 @@ def test_a_gateway_keeps_its_path() -> None:
 
 
 def test_a_bad_output_is_repaired_by_one_retry(claude: AnthropicStub) -> None:
-    claude.queue(AnthropicReply.structured_output({"greeting": "Hi", "mood": "grumpy"}),
-                 AnthropicReply.structured_output(GOOD))
+    claude.queue(
+        AnthropicReply.structured_output({"greeting": "Hi", "mood": "grumpy"}),
+        AnthropicReply.structured_output(GOOD),
+    )
 
     assert ask(anthropic_model(claude)) == GOOD
     repair = claude.requests[1].messages
@@ -115,37 +131,49 @@ def test_tokens_are_streamed_as_the_server_sends_them(claude: AnthropicStub) -> 
     text = "Hello there, Ada: lovely to meet you today."
     claude.queue(AnthropicReply.of_text(text, chunk_delay=0.03))
     tokens: list[tuple[float, str]] = []
-    request = dataclasses.replace(make_request(TEXT_SCHEMA), on_token=lambda piece: tokens.append(
-        (time.monotonic(), piece)))
+    request = dataclasses.replace(
+        make_request(TEXT_SCHEMA), on_token=lambda piece: tokens.append((time.monotonic(), piece))
+    )
 
     assert asyncio.run(anthropic_model(claude).structured(request)) == {"greeting": text}
     assert claude.requests[0].streamed
     assert "".join(piece for _, piece in tokens) == text
     assert len(tokens) == 7  # the stub's pieces of 7 characters, one token each
-    assert tokens[-1][0] - tokens[0][0] >= 0.1  # they arrived over time (6 gaps of 0.03 s), not at the end
+    # they arrived over time (6 gaps of 0.03 s), not at the end
+    assert tokens[-1][0] - tokens[0][0] >= 0.1
 
 
-@pytest.mark.parametrize(("status", "kind", "says"), [
-    (429, "rate_limit", "rate limited (HTTP 429: quota exhausted for ***)"),
-    (500, "server_error", "the server failed (HTTP 500: quota exhausted for ***)"),
-    (503, "server_error", "the server failed (HTTP 503: quota exhausted for ***)"),
-])
-def test_rate_limits_and_server_errors_are_transient(claude: AnthropicStub, status: int, kind: str,
-                                                     says: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "kind", "says"),
+    [
+        (429, "rate_limit", "rate limited (HTTP 429: quota exhausted for ***)"),
+        (500, "server_error", "the server failed (HTTP 500: quota exhausted for ***)"),
+        (503, "server_error", "the server failed (HTTP 503: quota exhausted for ***)"),
+    ],
+)
+def test_rate_limits_and_server_errors_are_transient(
+    claude: AnthropicStub, status: int, kind: str, says: str
+) -> None:
     claude.queue(AnthropicReply.error_reply(status, f"quota exhausted for {PLANTED_KEY}"))
     error = failure(anthropic_model(claude))
 
     assert (error.kind, error.status, error.provider) == (kind, status, "anthropic")
-    assert str(error) == f"flow 'hello', step 'greet': model profile 'default' (anthropic, model '{MODEL}'): {says}"
+    assert (
+        str(error)
+        == f"flow 'hello', step 'greet': model profile 'default' (anthropic, model '{MODEL}'): {says}"
+    )
     assert is_transient(error, RETRIED)
-    assert len(claude.requests) == 1  # no retries inside the client: the step's retry policy decides
+    # no retries inside the client: the step's retry policy decides
+    assert len(claude.requests) == 1
 
 
 def test_a_rejected_key_is_permanent_and_names_the_variable(claude: AnthropicStub) -> None:
     claude.queue(AnthropicReply.error_reply(401, "invalid x-api-key"))
     error = failure(anthropic_model(claude))
 
-    assert str(error).endswith("the server rejected the API key from $STUB_KEY (HTTP 401: invalid x-api-key)")
+    assert str(error).endswith(
+        "the server rejected the API key from $STUB_KEY (HTTP 401: invalid x-api-key)"
+    )
     assert not is_transient(error, ["any"])
 
 
@@ -173,9 +201,12 @@ def test_a_timeout_is_transient(claude: AnthropicStub) -> None:
 
 
 def test_an_unreachable_server_is_a_connection_error() -> None:
-    profile = ModelProfile(provider="anthropic", name=MODEL, base_url="http://127.0.0.1:9", api_key_env="STUB_KEY")
-    model = ModelResolver(ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}).for_block(
-        BlockSpec(block="greet", kind="llm"))
+    profile = ModelProfile(
+        provider="anthropic", name=MODEL, base_url="http://127.0.0.1:9", api_key_env="STUB_KEY"
+    )
+    model = ModelResolver(
+        ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}
+    ).for_block(BlockSpec(block="greet", kind="llm"))
     error = failure(model)
 
     assert error.kind == "connection" and "cannot connect to http://127.0.0.1:9" in str(error)
@@ -183,14 +214,20 @@ def test_an_unreachable_server_is_a_connection_error() -> None:
 
 
 def test_the_key_comes_from_anthropic_api_key_by_default(claude: AnthropicStub) -> None:
-    config = ConfigSpec(models={"default": ModelProfile(provider="anthropic", name=MODEL, base_url=claude.base_url)})
+    config = ConfigSpec(
+        models={"default": ModelProfile(provider="anthropic", name=MODEL, base_url=claude.base_url)}
+    )
     block = BlockSpec(block="greet", kind="llm")
-    with pytest.raises(ModelError, match="needs an API key: set the environment variable ANTHROPIC_API_KEY"):
+    with pytest.raises(
+        ModelError, match="needs an API key: set the environment variable ANTHROPIC_API_KEY"
+    ):
         asyncio.run(ModelResolver(config, env={}).for_block(block).structured(make_request()))
     assert claude.requests == []
 
     claude.queue(AnthropicReply.structured_output(GOOD))
-    model = ModelResolver(config, env={"ANTHROPIC_API_KEY": "sk-ant-from-the-environment"}).for_block(block)
+    model = ModelResolver(
+        config, env={"ANTHROPIC_API_KEY": "sk-ant-from-the-environment"}
+    ).for_block(block)
     assert asyncio.run(model.structured(make_request())) == GOOD
     assert key_sent(claude.requests[0]) == "sk-ant-from-the-environment"
 
@@ -198,17 +235,26 @@ def test_the_key_comes_from_anthropic_api_key_by_default(claude: AnthropicStub) 
 def test_a_profile_without_a_model_name_is_refused() -> None:
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic")})
     with pytest.raises(ModelError, match="needs `name`") as caught:
-        ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="claude"))
-    assert str(caught.value) == "model profile 'claude' (anthropic) needs `name`, e.g. claude-sonnet-4-5"
+        ModelResolver(config, env={}).for_block(
+            BlockSpec(block="greet", kind="llm", model="claude")
+        )
+    assert (
+        str(caught.value)
+        == "model profile 'claude' (anthropic) needs `name`, e.g. claude-sonnet-4-5"
+    )
 
 
 def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "langchain_anthropic", None)  # as if not installed
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic", name=MODEL)})
     with pytest.raises(ModelError, match="the anthropic extra is not installed") as caught:
-        ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="claude"))
-    assert str(caught.value) == ("provider 'anthropic' (model profile 'claude'): the anthropic extra is not "
-                                 "installed: pip install 'langchain-anthropic>=1.0'")
+        ModelResolver(config, env={}).for_block(
+            BlockSpec(block="greet", kind="llm", model="claude")
+        )
+    assert str(caught.value) == (
+        "provider 'anthropic' (model profile 'claude'): the anthropic extra is not "
+        "installed: pip install 'langchain-anthropic>=1.0'"
+    )
 
 
 HELPER = """
@@ -232,12 +278,22 @@ ASK = """
 """
 
 
-def test_an_agent_calls_a_tool_and_answers_through_claude(make_yard: Yard, claude: AnthropicStub) -> None:
-    config = (f"models:\n  default:\n    provider: anthropic\n    name: {MODEL}\n"
-              f"    base_url: {claude.base_url}\n    api_key_env: {KEY_ENV}\n")
-    root = make_yard({"blockyard.yaml": config, "blocks/helper.yaml": HELPER, "flows/ask.yaml": ASK})
-    claude.queue(AnthropicReply.tool_calls(("current_time", {"timezone": "Europe/Paris"}), text="Let me check."),
-                 AnthropicReply.tool_calls(("final_answer", {"answer": "It is late."})))
+def test_an_agent_calls_a_tool_and_answers_through_claude(
+    make_yard: Yard, claude: AnthropicStub
+) -> None:
+    config = (
+        f"models:\n  default:\n    provider: anthropic\n    name: {MODEL}\n"
+        f"    base_url: {claude.base_url}\n    api_key_env: {KEY_ENV}\n"
+    )
+    root = make_yard(
+        {"blockyard.yaml": config, "blocks/helper.yaml": HELPER, "flows/ask.yaml": ASK}
+    )
+    claude.queue(
+        AnthropicReply.tool_calls(
+            ("current_time", {"timezone": "Europe/Paris"}), text="Let me check."
+        ),
+        AnthropicReply.tool_calls(("final_answer", {"answer": "It is late."})),
+    )
     done = run_flow(root, "ask", {"question": "What time is it?"})
 
     assert done.outputs == {"answer": "It is late."}, done.error
@@ -248,13 +304,19 @@ def test_an_agent_calls_a_tool_and_answers_through_claude(make_yard: Yard, claud
     # the round trip: the model's call goes back to it, followed by the tool's result
     called, answered = second.messages[-2:]
     assert called["role"] == "assistant"
-    calls = [(part["name"], part["input"]) for part in called["content"] if part["type"] == "tool_use"]
+    calls = [
+        (part["name"], part["input"]) for part in called["content"] if part["type"] == "tool_use"
+    ]
     assert calls == [("current_time", {"timezone": "Europe/Paris"})]
     (result,) = [part for part in answered["content"] if part["type"] == "tool_result"]
     assert result["tool_use_id"] == "toolu_0"
     assert "Europe/Paris" in str(result["content"])
-    assert [e.data["tool"] for e in done.of("tool_call") if e.data["status"] == "ok"] == ["current_time",
-                                                                                          "final_answer"]
+    assert [e.data["tool"] for e in done.of("tool_call") if e.data["status"] == "ok"] == [
+        "current_time",
+        "final_answer",
+    ]
     assert "".join(e.data["text"] for e in done.of("token")).startswith("Let me check.")
-    stored = "".join(p.read_bytes().decode("latin-1") for p in (root / ".blockyard").rglob("*") if p.is_file())
+    stored = "".join(
+        p.read_bytes().decode("latin-1") for p in (root / ".blockyard").rglob("*") if p.is_file()
+    )
     assert AGENT_KEY not in stored + "".join(e.to_json() for e in done.events)

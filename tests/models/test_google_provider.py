@@ -26,8 +26,11 @@ from tests.support.openai_stub import OpenAIStub, Reply
 
 GOOD = {"greeting": "Hello, Ada!", "mood": "happy"}
 RETRIED = ["timeout", "rate_limit", "server_error", "connection"]
-TEXT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"greeting": {"type": "string"}},
-                               "required": ["greeting"]}
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"greeting": {"type": "string"}},
+    "required": ["greeting"],
+}
 Yard = Callable[[dict[str, str]], Path]
 
 
@@ -38,10 +41,19 @@ def gemini() -> Iterator[GeminiStub]:
 
 
 def google_model(stub: GeminiStub, env: dict[str, str] | None = None, **fields: Any) -> Any:
-    profile = ModelProfile(**{"provider": "google", "name": "gemini-2.5-flash", "base_url": stub.base_url,
-                              "api_key_env": "STUB_KEY", **fields})
-    resolver = ModelResolver(ConfigSpec(models={"default": profile}),
-                             env={"STUB_KEY": PLANTED_KEY} if env is None else env)
+    profile = ModelProfile(
+        **{
+            "provider": "google",
+            "name": "gemini-2.5-flash",
+            "base_url": stub.base_url,
+            "api_key_env": "STUB_KEY",
+            **fields,
+        }
+    )
+    resolver = ModelResolver(
+        ConfigSpec(models={"default": profile}),
+        env={"STUB_KEY": PLANTED_KEY} if env is None else env,
+    )
     return resolver.for_block(BlockSpec(block="greet", kind="llm"))
 
 
@@ -50,7 +62,9 @@ def ask(model: Any, **request: Any) -> Any:
 
 
 def failure(model: Any) -> ModelError:
-    with pytest.raises(ModelError, match=r"model profile 'default' \(google, model 'gemini-2.5-flash'\): ") as caught:
+    with pytest.raises(
+        ModelError, match=r"model profile 'default' \(google, model 'gemini-2.5-flash'\): "
+    ) as caught:
         ask(model)
     return caught.value
 
@@ -82,8 +96,10 @@ def test_a_block_named_like_a_mode_is_still_forced_by_name(gemini: GeminiStub) -
 
 
 def test_a_bad_output_is_repaired_by_one_retry(gemini: GeminiStub) -> None:
-    gemini.queue(GeminiReply.structured_output({"greeting": "Hi", "mood": "grumpy"}),
-                 GeminiReply.structured_output(GOOD))
+    gemini.queue(
+        GeminiReply.structured_output({"greeting": "Hi", "mood": "grumpy"}),
+        GeminiReply.structured_output(GOOD),
+    )
 
     assert ask(google_model(gemini)) == GOOD
     repair = gemini.requests[1].contents
@@ -95,11 +111,14 @@ def test_tokens_are_streamed_as_the_server_sends_them(gemini: GeminiStub) -> Non
     text = "Hello there, Ada: lovely to meet you today."
     gemini.queue(GeminiReply.of_text(text, chunk_delay=0.01))
     tokens: list[tuple[float, str]] = []
-    request = dataclasses.replace(make_request(TEXT_SCHEMA), on_token=lambda piece: tokens.append(
-        (time.monotonic(), piece)))
+    request = dataclasses.replace(
+        make_request(TEXT_SCHEMA), on_token=lambda piece: tokens.append((time.monotonic(), piece))
+    )
 
     assert asyncio.run(google_model(gemini).structured(request)) == {"greeting": text}
-    assert gemini.requests[0].path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert (
+        gemini.requests[0].path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    )
     assert "".join(piece for _, piece in tokens) == text
     assert len(tokens) == 7  # the stub's pieces of 7 characters, one token each
     assert tokens[-1][0] - tokens[0][0] >= 0.05  # they arrived over time, not at the end
@@ -118,19 +137,26 @@ def test_the_api_version_is_fixed_also_behind_a_gateway(monkeypatch: pytest.Monk
         assert asyncio.run(model.structured(streamed)) == {"greeting": "Hi"}
     assert [sent.path for sent in gateway.requests] == [
         "/gateway/gemini/v1beta/models/gemini-2.5-flash:generateContent",
-        "/gateway/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"]
+        "/gateway/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    ]
 
 
-def test_another_version_finds_no_route(gemini: GeminiStub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_another_version_finds_no_route(
+    gemini: GeminiStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the stub serves v1beta only, like the provider asks: a provider drifting to another version fails
     monkeypatch.setattr(google_provider, "GEMINI_API_VERSION", "v1")
     error = failure(google_model(gemini))
 
-    assert error.status == 404 and "no route /v1/models/gemini-2.5-flash:generateContent" in str(error)
+    assert error.status == 404 and "no route /v1/models/gemini-2.5-flash:generateContent" in str(
+        error
+    )
     assert gemini.requests == []
 
 
-def test_a_client_release_that_cannot_fix_the_version_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_client_release_that_cannot_fix_the_version_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import langchain_google_genai
 
     class Older:  # langchain-google-genai before 4.2.3: no api_version field, the SDK's default would decide
@@ -139,33 +165,47 @@ def test_a_client_release_that_cannot_fix_the_version_is_named(monkeypatch: pyte
     monkeypatch.setattr(langchain_google_genai, "ChatGoogleGenerativeAI", Older)
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
     with pytest.raises(ModelError, match=r"needs langchain-google-genai 4.2.3 or later") as caught:
-        ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
-    assert str(caught.value) == ("provider 'google' needs langchain-google-genai 4.2.3 or later: "
-                                 "pip install -U 'langchain-google-genai>=4.2.3' (model profile 'gemini')")
+        ModelResolver(config, env={}).for_block(
+            BlockSpec(block="greet", kind="llm", model="gemini")
+        )
+    assert str(caught.value) == (
+        "provider 'google' needs langchain-google-genai 4.2.3 or later: "
+        "pip install -U 'langchain-google-genai>=4.2.3' (model profile 'gemini')"
+    )
 
 
-@pytest.mark.parametrize(("status", "kind", "says"), [
-    (429, "rate_limit", "rate limited (HTTP 429: quota exhausted for ***)"),
-    (500, "server_error", "the server failed (HTTP 500: quota exhausted for ***)"),
-    (503, "server_error", "the server failed (HTTP 503: quota exhausted for ***)"),
-])
-def test_rate_limits_and_server_errors_are_transient(gemini: GeminiStub, status: int, kind: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "kind", "says"),
+    [
+        (429, "rate_limit", "rate limited (HTTP 429: quota exhausted for ***)"),
+        (500, "server_error", "the server failed (HTTP 500: quota exhausted for ***)"),
+        (503, "server_error", "the server failed (HTTP 503: quota exhausted for ***)"),
+    ],
+)
+def test_rate_limits_and_server_errors_are_transient(
+    gemini: GeminiStub, status: int, kind: str, says: str
+) -> None:
     gemini.queue(GeminiReply.error_reply(status, f"quota exhausted for {PLANTED_KEY}"))
     error = failure(google_model(gemini))
 
     assert (error.kind, error.status, error.provider) == (kind, status, "google")
-    assert str(error) == ("flow 'hello', step 'greet': model profile 'default' (google, model "
-                          f"'gemini-2.5-flash'): {says}")
+    assert str(error) == (
+        "flow 'hello', step 'greet': model profile 'default' (google, model "
+        f"'gemini-2.5-flash'): {says}"
+    )
     assert is_transient(error, RETRIED)
-    assert len(gemini.requests) == 1  # no retries inside the client: the step's retry policy decides
+    # no retries inside the client: the step's retry policy decides
+    assert len(gemini.requests) == 1
 
 
 def test_a_rejected_key_is_permanent_and_names_the_variable(gemini: GeminiStub) -> None:
     gemini.queue(GeminiReply.error_reply(401, "API key not valid. Please pass a valid API key."))
     error = failure(google_model(gemini))
 
-    assert str(error).endswith("the server rejected the API key from $STUB_KEY "
-                               "(HTTP 401: API key not valid. Please pass a valid API key.)")
+    assert str(error).endswith(
+        "the server rejected the API key from $STUB_KEY "
+        "(HTTP 401: API key not valid. Please pass a valid API key.)"
+    )
     assert not is_transient(error, ["any"])
 
 
@@ -193,10 +233,15 @@ def test_a_timeout_is_transient(gemini: GeminiStub) -> None:
 
 
 def test_an_unreachable_server_is_a_connection_error() -> None:
-    profile = ModelProfile(provider="google", name="gemini-2.5-flash", base_url="http://127.0.0.1:9",
-                           api_key_env="STUB_KEY")
-    model = ModelResolver(ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}).for_block(
-        BlockSpec(block="greet", kind="llm"))
+    profile = ModelProfile(
+        provider="google",
+        name="gemini-2.5-flash",
+        base_url="http://127.0.0.1:9",
+        api_key_env="STUB_KEY",
+    )
+    model = ModelResolver(
+        ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}
+    ).for_block(BlockSpec(block="greet", kind="llm"))
     error = failure(model)
 
     assert error.kind == "connection" and "cannot connect to http://127.0.0.1:9" in str(error)
@@ -207,14 +252,20 @@ def test_the_key_comes_from_google_api_key_by_default(gemini: GeminiStub) -> Non
     profile = ModelProfile(provider="google", name="gemini-2.5-flash", base_url=gemini.base_url)
     config = ConfigSpec(models={"default": profile})
     block = BlockSpec(block="greet", kind="llm")
-    with pytest.raises(ModelError, match="needs an API key: set the environment variable GOOGLE_API_KEY") as caught:
+    with pytest.raises(
+        ModelError, match="needs an API key: set the environment variable GOOGLE_API_KEY"
+    ) as caught:
         asyncio.run(ModelResolver(config, env={}).for_block(block).structured(make_request()))
-    assert str(caught.value) == ("model profile 'default' (google, model 'gemini-2.5-flash') needs an API key: "
-                                 "set the environment variable GOOGLE_API_KEY")
+    assert str(caught.value) == (
+        "model profile 'default' (google, model 'gemini-2.5-flash') needs an API key: "
+        "set the environment variable GOOGLE_API_KEY"
+    )
     assert gemini.requests == []
 
     gemini.queue(GeminiReply.structured_output(GOOD))
-    model = ModelResolver(config, env={"GOOGLE_API_KEY": "AIza-from-the-environment"}).for_block(block)
+    model = ModelResolver(config, env={"GOOGLE_API_KEY": "AIza-from-the-environment"}).for_block(
+        block
+    )
     assert asyncio.run(model.structured(make_request())) == GOOD
     assert gemini.requests[0].headers["x-goog-api-key"] == "AIza-from-the-environment"
 
@@ -223,9 +274,13 @@ def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "langchain_google_genai", None)  # as if not installed
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
     with pytest.raises(ModelError, match="the google extra is not installed") as caught:
-        ModelResolver(config, env={}).for_block(BlockSpec(block="greet", kind="llm", model="gemini"))
-    assert str(caught.value) == ("provider 'google' (model profile 'gemini'): the google extra is not "
-                                 "installed: pip install 'langchain-google-genai>=4.2.3'")
+        ModelResolver(config, env={}).for_block(
+            BlockSpec(block="greet", kind="llm", model="gemini")
+        )
+    assert str(caught.value) == (
+        "provider 'google' (model profile 'gemini'): the google extra is not "
+        "installed: pip install 'langchain-google-genai>=4.2.3'"
+    )
 
 
 GREET = """
@@ -245,14 +300,21 @@ HELLO = """
 
 
 def greet_yard(make_yard: Yard, base_url: str) -> Path:
-    config = (f"models:\n  default:\n    provider: google\n    name: gemini-2.5-flash\n    base_url: {base_url}\n"
-              f"    api_key_env: {KEY_ENV}\n")
-    return make_yard({"blockyard.yaml": config, "blocks/greet.yaml": GREET, "flows/hello.yaml": HELLO})
+    config = (
+        f"models:\n  default:\n    provider: google\n    name: gemini-2.5-flash\n    base_url: {base_url}\n"
+        f"    api_key_env: {KEY_ENV}\n"
+    )
+    return make_yard(
+        {"blockyard.yaml": config, "blocks/greet.yaml": GREET, "flows/hello.yaml": HELLO}
+    )
 
 
 def test_the_cli_validates_a_google_profile_and_names_a_missing_extra_in_one_line(
-        make_yard: Yard, gemini: GeminiStub, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    make_yard: Yard,
+    gemini: GeminiStub,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     root = greet_yard(make_yard, gemini.base_url)
     cli = in_process(capsys)
     assert cli(root, "validate").code == 0
@@ -262,7 +324,10 @@ def test_the_cli_validates_a_google_profile_and_names_a_missing_extra_in_one_lin
     outcome = cli(root, "run", "hello", "--input", "name=Ada")
 
     assert outcome.code == 1
-    assert "the google extra is not installed: pip install 'langchain-google-genai>=4.2.3'" in outcome.err
+    assert (
+        "the google extra is not installed: pip install 'langchain-google-genai>=4.2.3'"
+        in outcome.err
+    )
     assert "Traceback" not in outcome.err + outcome.out
     assert gemini.requests == []
 
@@ -288,12 +353,22 @@ ASK = """
 """
 
 
-def test_an_agent_calls_a_tool_and_answers_through_gemini(make_yard: Yard, gemini: GeminiStub) -> None:
-    config = (f"models:\n  default:\n    provider: google\n    name: gemini-2.5-flash\n"
-              f"    base_url: {gemini.base_url}\n    api_key_env: {KEY_ENV}\n")
-    root = make_yard({"blockyard.yaml": config, "blocks/helper.yaml": HELPER, "flows/ask.yaml": ASK})
-    gemini.queue(GeminiReply.function_calls(("current_time", {"timezone": "Europe/Paris"}), text="Let me check."),
-                 GeminiReply.function_calls(("final_answer", {"answer": "It is late."})))
+def test_an_agent_calls_a_tool_and_answers_through_gemini(
+    make_yard: Yard, gemini: GeminiStub
+) -> None:
+    config = (
+        f"models:\n  default:\n    provider: google\n    name: gemini-2.5-flash\n"
+        f"    base_url: {gemini.base_url}\n    api_key_env: {KEY_ENV}\n"
+    )
+    root = make_yard(
+        {"blockyard.yaml": config, "blocks/helper.yaml": HELPER, "flows/ask.yaml": ASK}
+    )
+    gemini.queue(
+        GeminiReply.function_calls(
+            ("current_time", {"timezone": "Europe/Paris"}), text="Let me check."
+        ),
+        GeminiReply.function_calls(("final_answer", {"answer": "It is late."})),
+    )
     done = run_flow(root, "ask", {"question": "What time is it?"})
 
     assert done.outputs == {"answer": "It is late."}, done.error
@@ -304,28 +379,42 @@ def test_an_agent_calls_a_tool_and_answers_through_gemini(make_yard: Yard, gemin
     # the round trip: the model's call goes back to it, followed by the tool's result
     called, answered = second.contents[-2:]
     assert called["role"] == "model"
-    calls = [(part["functionCall"]["name"], part["functionCall"]["args"]) for part in called["parts"]
-             if "functionCall" in part]
+    calls = [
+        (part["functionCall"]["name"], part["functionCall"]["args"])
+        for part in called["parts"]
+        if "functionCall" in part
+    ]
     assert calls == [("current_time", {"timezone": "Europe/Paris"})]
     (response,) = [part["functionResponse"] for part in answered["parts"]]
     assert response["name"] == "current_time"
     assert "Europe/Paris" in str(response["response"])
-    assert [e.data["tool"] for e in done.of("tool_call") if e.data["status"] == "ok"] == ["current_time",
-                                                                                          "final_answer"]
+    assert [e.data["tool"] for e in done.of("tool_call") if e.data["status"] == "ok"] == [
+        "current_time",
+        "final_answer",
+    ]
     assert "".join(e.data["text"] for e in done.of("token")).startswith("Let me check.")
-    stored = "".join(p.read_bytes().decode("latin-1") for p in (root / ".blockyard").rglob("*") if p.is_file())
+    stored = "".join(
+        p.read_bytes().decode("latin-1") for p in (root / ".blockyard").rglob("*") if p.is_file()
+    )
     assert AGENT_KEY not in stored + "".join(e.to_json() for e in done.events)
 
 
-def test_gemini_through_its_openai_compatible_endpoint_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gemini_through_its_openai_compatible_endpoint_needs_no_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # docs/models.md: provider openai, Gemini's OpenAI-compatible base_url, the key from GEMINI_API_KEY
     monkeypatch.setitem(sys.modules, "langchain_google_genai", None)
     with OpenAIStub() as stub:
         base_url = f"http://127.0.0.1:{stub.port}/v1beta/openai/"
-        profile = ModelProfile(provider="openai", name="gemini-2.5-flash", base_url=base_url,
-                               api_key_env="GEMINI_API_KEY")
-        model = ModelResolver(ConfigSpec(models={"default": profile}),
-                              env={"GEMINI_API_KEY": PLANTED_KEY}).for_block(BlockSpec(block="greet", kind="llm"))
+        profile = ModelProfile(
+            provider="openai",
+            name="gemini-2.5-flash",
+            base_url=base_url,
+            api_key_env="GEMINI_API_KEY",
+        )
+        model = ModelResolver(
+            ConfigSpec(models={"default": profile}), env={"GEMINI_API_KEY": PLANTED_KEY}
+        ).for_block(BlockSpec(block="greet", kind="llm"))
         stub.queue(Reply.structured_output(GOOD))
 
         assert ask(model) == GOOD

@@ -19,19 +19,30 @@ from engine.models import (
 from engine.spec import BlockSpec, ConfigSpec, ModelProfile
 from tests.models.model_helpers import make_request
 
-DECIDE = {"type": "object", "properties": {"route": {"type": "string", "enum": ["fix", "ship", "review"]}},
-          "required": ["route"], "additionalProperties": False}
-MANY = {"type": "object", "properties": {"summary": {"type": "string"}, "score": {"type": "number"}},
-        "required": ["summary", "score"], "additionalProperties": False}
+DECIDE = {
+    "type": "object",
+    "properties": {"route": {"type": "string", "enum": ["fix", "ship", "review"]}},
+    "required": ["route"],
+    "additionalProperties": False,
+}
+MANY = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}, "score": {"type": "number"}},
+    "required": ["summary", "score"],
+    "additionalProperties": False,
+}
 
 
 def mock(**fields: Any) -> Any:
     profile = ModelProfile(provider="mock", **fields)
-    return ModelResolver(ConfigSpec(models={"default": profile}), env={}).for_block(BlockSpec(block="b",
-                                                                                            kind="llm"))
+    return ModelResolver(ConfigSpec(models={"default": profile}), env={}).for_block(
+        BlockSpec(block="b", kind="llm")
+    )
 
 
-def ask(model: Any, schema: dict[str, Any], *, step: str = "s", block: str = "b", inputs: Any = None) -> Any:
+def ask(
+    model: Any, schema: dict[str, Any], *, step: str = "s", block: str = "b", inputs: Any = None
+) -> Any:
     request = make_request(schema, step=step, block=block, inputs=inputs)
     return asyncio.run(model.structured(request))
 
@@ -70,11 +81,15 @@ def test_a_scripted_reply_failing_the_schema_is_repaired_by_the_next_one() -> No
 
 def test_a_bad_scripted_reply_twice_is_a_model_output_error() -> None:
     model = mock(replies={"s": ["not json at all"]})
-    with pytest.raises(ModelOutputError, match="does not match its outputs, even after a retry") as caught:
+    with pytest.raises(
+        ModelOutputError, match="does not match its outputs, even after a retry"
+    ) as caught:
         ask(model, MANY)
-    assert str(caught.value) == ("flow 'hello', step 's': block 'b' got output from mock model 'mock' that does "
-                                 "not match its outputs, even after a retry: the reply is not JSON: "
-                                 "'not json at all'")
+    assert str(caught.value) == (
+        "flow 'hello', step 's': block 'b' got output from mock model 'mock' that does "
+        "not match its outputs, even after a retry: the reply is not JSON: "
+        "'not json at all'"
+    )
 
 
 def test_json_text_replies_are_parsed() -> None:
@@ -88,7 +103,9 @@ def test_scripted_errors_are_classified() -> None:
         ask(model, DECIDE)
     assert str(first.value) == "mock model 'mock', step 's': quota"
     assert is_transient(first.value, ["rate_limit"])
-    with pytest.raises(ModelError, match="mock model 'mock', step 's': scripted boom error") as second:
+    with pytest.raises(
+        ModelError, match="mock model 'mock', step 's': scripted boom error"
+    ) as second:
         ask(model, DECIDE)
     assert not is_transient(second.value, ["any"])
 
@@ -109,7 +126,9 @@ def test_run_script_sends_every_call_of_the_run_to_the_mock() -> None:
     openai = ModelProfile(provider="openai", name="gpt-4o-mini", api_key_env="NEVER_SET")
     config = ConfigSpec(models={"default": openai})
     with scripted("run-42", {"s": ["fix"]}) as script:
-        model = ModelResolver(config, env={}, run_id="run-42").for_block(BlockSpec(block="b", kind="llm"))
+        model = ModelResolver(config, env={}, run_id="run-42").for_block(
+            BlockSpec(block="b", kind="llm")
+        )
         assert ask(model, DECIDE) == {"route": "fix"}
         generated = ask(model, MANY, step="t")
     assert [call.step for call in script.calls] == ["s", "t"]
@@ -118,19 +137,29 @@ def test_run_script_sends_every_call_of_the_run_to_the_mock() -> None:
     assert generated["summary"] == "b: name=Ada"
     # outside the run (or after it) the configured provider is used again
     with pytest.raises(ModelError, match="set the environment variable NEVER_SET"):
-        ask(ModelResolver(config, env={}, run_id="run-42").for_block(BlockSpec(block="b", kind="llm")), DECIDE)
+        ask(
+            ModelResolver(config, env={}, run_id="run-42").for_block(
+                BlockSpec(block="b", kind="llm")
+            ),
+            DECIDE,
+        )
 
 
 def test_run_script_comes_before_profile_replies() -> None:
-    config = ConfigSpec(models={"default": ModelProfile(provider="mock", replies={"s": ["review"]})})
+    config = ConfigSpec(
+        models={"default": ModelProfile(provider="mock", replies={"s": ["review"]})}
+    )
     script = MockScript().add("s", "fix")
     from engine.models import register_script, unregister_script
 
     register_script("run-7", script)
     try:
-        model = ModelResolver(config, env={}, run_id="run-7").for_block(BlockSpec(block="b", kind="llm"))
+        model = ModelResolver(config, env={}, run_id="run-7").for_block(
+            BlockSpec(block="b", kind="llm")
+        )
         assert ask(model, DECIDE) == {"route": "fix"}
     finally:
         unregister_script("run-7")
-    assert ask(ModelResolver(config, env={}).for_block(BlockSpec(block="b", kind="llm")), DECIDE) == {
-        "route": "review"}
+    assert ask(
+        ModelResolver(config, env={}).for_block(BlockSpec(block="b", kind="llm")), DECIDE
+    ) == {"route": "review"}

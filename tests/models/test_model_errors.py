@@ -29,7 +29,9 @@ def status_error(cls: type[openai.APIStatusError], status: int) -> openai.APISta
 
 def httpx_status(status: int) -> httpx.HTTPStatusError:
     req = httpx.Request("GET", "https://x.example")
-    return httpx.HTTPStatusError("failed", request=req, response=httpx.Response(status, request=req))
+    return httpx.HTTPStatusError(
+        "failed", request=req, response=httpx.Response(status, request=req)
+    )
 
 
 TRANSIENT: list[tuple[str, Callable[[], BaseException]]] = [
@@ -87,9 +89,17 @@ def test_any_retries_unknown_failures() -> None:
 
 
 def test_model_error_repr_and_attributes() -> None:
-    exc = ModelError("openai model 'm': the server failed", provider="openai", model="m", kind="server_error",
-                     status=500)
-    assert repr(exc) == "ModelError(\"openai model 'm': the server failed\", kind='server_error', status=500)"
+    exc = ModelError(
+        "openai model 'm': the server failed",
+        provider="openai",
+        model="m",
+        kind="server_error",
+        status=500,
+    )
+    assert (
+        repr(exc)
+        == "ModelError(\"openai model 'm': the server failed\", kind='server_error', status=500)"
+    )
     assert (exc.provider, exc.model, exc.exit_code) == ("openai", "m", 1)
 
 

@@ -8,7 +8,9 @@ import sys
 
 def loaded_after(statement: str) -> set[str]:
     code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     return set(out.split())
 
 
@@ -22,7 +24,13 @@ def test_mock_runs_load_no_sdk() -> None:
         "asyncio.run(model.structured(StructuredRequest('f', 's', 'b', None, None, schema, {})))\n"
         "is_transient(TimeoutError(), ['timeout'])\n"
     )
-    assert not loaded_after(statement) & {"openai", "langchain_openai", "langchain_core", "langgraph", "httpx"}
+    assert not loaded_after(statement) & {
+        "openai",
+        "langchain_openai",
+        "langchain_core",
+        "langgraph",
+        "httpx",
+    }
 
 
 def test_openai_profiles_load_langchain_openai_on_first_use() -> None:

@@ -31,15 +31,19 @@ def everything_about(exc: BaseException, *objects: Any) -> str:
 
 
 @pytest.mark.parametrize("status", [401, 403, 500, 429])
-def test_echoed_key_is_masked(stub: OpenAIStub, openai_model: Any, caplog: pytest.LogCaptureFixture,
-                              status: int) -> None:
+def test_echoed_key_is_masked(
+    stub: OpenAIStub, openai_model: Any, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
     caplog.set_level(logging.DEBUG)
     model = openai_model()
     stub.queue(echo_key(status))
-    with pytest.raises(ModelError, match=r"model profile 'default' \(openai, model 'stub-model'\): ") as caught:
+    with pytest.raises(
+        ModelError, match=r"model profile 'default' \(openai, model 'stub-model'\): "
+    ) as caught:
         asyncio.run(model.structured(make_request()))
 
-    assert stub.requests[0].headers["authorization"] == f"Bearer {PLANTED_KEY}"  # it was really sent
+    # it was really sent
+    assert stub.requests[0].headers["authorization"] == f"Bearer {PLANTED_KEY}"
     assert "invalid credentials: Bearer ***" in str(caught.value)
     text = everything_about(caught.value, model, model.generator)
     assert PLANTED_KEY not in text
@@ -52,12 +56,16 @@ def test_key_absent_from_timeout_and_connection_errors(stub: OpenAIStub, openai_
         asyncio.run(openai_model(timeout="100ms").structured(make_request()))
     assert PLANTED_KEY not in everything_about(timeout.value)
 
-    profile = ModelProfile(provider="openai", name="m", base_url="http://127.0.0.1:9/v1", api_key_env="K")
+    profile = ModelProfile(
+        provider="openai", name="m", base_url="http://127.0.0.1:9/v1", api_key_env="K"
+    )
     resolver = ModelResolver(ConfigSpec(models={"default": profile}), env={"K": PLANTED_KEY})
     model = resolver.for_block(BlockSpec(block="greet", kind="llm"))
     with pytest.raises(ModelError, match=r"cannot connect to http://127.0.0.1:9/v1") as refused:
         asyncio.run(model.structured(make_request()))
-    assert PLANTED_KEY not in everything_about(refused.value, resolver, model, getattr(model, "generator", None))
+    assert PLANTED_KEY not in everything_about(
+        refused.value, resolver, model, getattr(model, "generator", None)
+    )
 
 
 def test_profiles_hold_no_key(stub: OpenAIStub, openai_model: Any) -> None:
@@ -68,5 +76,7 @@ def test_profiles_hold_no_key(stub: OpenAIStub, openai_model: Any) -> None:
     generator = model.generator
     assert "STUB_KEY" in repr(generator)
     assert PLANTED_KEY not in repr(generator._client)
-    held = {name: value for name, value in vars(generator).items() if name != "_env"}  # _env is the environment
+    held = {
+        name: value for name, value in vars(generator).items() if name != "_env"
+    }  # _env is the environment
     assert PLANTED_KEY not in repr(held)

@@ -23,10 +23,18 @@ from engine.spec import BlockSpec, ConfigSpec, ModelProfile
 from tests.models.model_helpers import make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
-ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-          "additionalProperties": False}
-TWO = {"type": "object", "properties": {"answer": {"type": "string"}, "score": {"type": "number"}},
-       "required": ["answer", "score"], "additionalProperties": False}
+ANSWER = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+TWO = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "score": {"type": "number"}},
+    "required": ["answer", "score"],
+    "additionalProperties": False,
+}
 TEXT = 'Ada Lovelace wrote "the first program" \\ in 1843.\nÉcrit à Londres 😀.'
 
 
@@ -39,7 +47,9 @@ def structured(stub: OpenAIStub, schema: dict[str, Any]) -> tuple[Any, list[str]
     tokens: list[str] = []
     request = make_request(schema, step="s", block="answer")
     request = type(request)(**{**request.__dict__, "on_token": tokens.append})
-    value = asyncio.run(model_on(stub).for_block(BlockSpec(block="answer", kind="llm")).structured(request))
+    value = asyncio.run(
+        model_on(stub).for_block(BlockSpec(block="answer", kind="llm")).structured(request)
+    )
     return value, tokens
 
 
@@ -47,7 +57,9 @@ def structured(stub: OpenAIStub, schema: dict[str, Any]) -> tuple[Any, list[str]
 def test_the_text_field_is_decoded_from_json_arriving_in_pieces(size: int) -> None:
     document = json.dumps({"meta": {"answer": "not this"}, "answer": TEXT, "z": [1, "}"]})
     decoder = FieldText("answer")
-    assert "".join(decoder.feed(document[i:i + size]) for i in range(0, len(document), size)) == TEXT
+    assert (
+        "".join(decoder.feed(document[i : i + size]) for i in range(0, len(document), size)) == TEXT
+    )
 
 
 def test_the_streamed_field_is_the_only_text_output() -> None:
@@ -79,9 +91,15 @@ def test_several_outputs_stream_no_json(stub: OpenAIStub) -> None:
 def test_an_agent_final_answer_call_is_streamed(stub: OpenAIStub) -> None:
     stub.queue(Reply.tool_call("final_answer", {"answer": TEXT}))
     tokens: list[str] = []
-    request = TurnRequest(flow="f", step="s", block="answer", messages=(HumanMessage("hi"),),
-                          tools=(function_tool("final_answer", "answer", ANSWER),), answer_tool="final_answer",
-                          answer_schema=ANSWER)
+    request = TurnRequest(
+        flow="f",
+        step="s",
+        block="answer",
+        messages=(HumanMessage("hi"),),
+        tools=(function_tool("final_answer", "answer", ANSWER),),
+        answer_tool="final_answer",
+        answer_schema=ANSWER,
+    )
     agent = model_on(stub).agent_for_block(BlockSpec(block="answer", kind="agent"))
     said = asyncio.run(agent.turn(request, tokens.append))
     assert said.tool_calls[0]["args"] == {"answer": TEXT}
@@ -111,11 +129,15 @@ def make(root: Path, stub: OpenAIStub) -> Path:
     for name, text in YARD.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n").replace("BASE", stub.base_url), encoding="utf-8")
+        path.write_text(
+            textwrap.dedent(text).lstrip("\n").replace("BASE", stub.base_url), encoding="utf-8"
+        )
     return root
 
 
-def test_a_run_emits_tokens_while_the_server_is_still_sending(tmp_path: Path, stub: OpenAIStub) -> None:
+def test_a_run_emits_tokens_while_the_server_is_still_sending(
+    tmp_path: Path, stub: OpenAIStub
+) -> None:
     text = "One two three four five six seven eight nine ten."
     stub.queue(Reply(structured={"answer": text}, chunk_delay=0.02))
     root = make(tmp_path / "yard", stub)
@@ -139,12 +161,17 @@ def test_a_run_emits_tokens_while_the_server_is_still_sending(tmp_path: Path, st
     assert "token" not in {e.type for e in stored}  # streamed live, not kept in the trace
 
 
-def test_run_json_prints_the_tokens(tmp_path: Path, stub: OpenAIStub, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_json_prints_the_tokens(
+    tmp_path: Path, stub: OpenAIStub, capsys: pytest.CaptureFixture[str]
+) -> None:
     stub.queue(Reply.structured_output({"answer": "Streamed on the command line."}))
     root = make(tmp_path / "yard", stub)
     code = main(["run", "ask", "--input", "question=Hi", "--json", "--root", str(root)])
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert code == 0
-    assert "".join(e["data"]["text"] for e in events if e["type"] == "token") == "Streamed on the command line."
+    assert (
+        "".join(e["data"]["text"] for e in events if e["type"] == "token")
+        == "Streamed on the command line."
+    )
     kinds = [e["type"] for e in events]
     assert kinds.index("step_started") < kinds.index("token") < kinds.index("step_finished")

@@ -8,15 +8,36 @@ import re
 
 ID = r"[A-Za-z_][A-Za-z0-9_-]*"
 TEXT = r'"[^"\n]*"'  # quoted text: quotes, <, > and & are written as #quot; #lt; #gt; #amp;
-SHAPES = [r"\[{t}\]", r"\{{{t}\}}", r"\{{\{{{t}\}}\}}", r"\[\[{t}\]\]", r"\[/{t}/\]", r"\(\[{t}\]\)", r"\(\({t}\)\)"]
+SHAPES = [
+    r"\[{t}\]",
+    r"\{{{t}\}}",
+    r"\{{\{{{t}\}}\}}",
+    r"\[\[{t}\]\]",
+    r"\[/{t}/\]",
+    r"\(\[{t}\]\)",
+    r"\(\({t}\)\)",
+]
 NODE = re.compile(rf"^\s+({ID})(?:{'|'.join(s.format(t=TEXT) for s in SHAPES)})$")
 EDGE = re.compile(rf"^\s+({ID}) (-->|-\.->)(\|{TEXT}\|)? ({ID})$")
 SUBGRAPH = re.compile(rf"^\s+subgraph ({ID})\[{TEXT}\]$")
 CLASSDEF = re.compile(r"^\s+classDef (added|removed|changed) [a-z-]+:[^,;\s]+(,[a-z-]+:[^,;]+)*$")
 CLASS = re.compile(rf"^\s+class ({ID}(?:,{ID})*) (added|removed|changed)$")
 LINKSTYLE = re.compile(r"^\s+linkStyle (\d+(?:,\d+)*) [a-z-]+:[^,;\s]+(,[a-z-]+:[^,;\s]+)*$")
-KEYWORDS = {"end", "graph", "subgraph", "flowchart", "style", "class", "classdef", "click", "linkstyle", "direction",
-            "default", "call", "href"}
+KEYWORDS = {
+    "end",
+    "graph",
+    "subgraph",
+    "flowchart",
+    "style",
+    "class",
+    "classdef",
+    "click",
+    "linkstyle",
+    "direction",
+    "default",
+    "call",
+    "href",
+}
 
 
 def mermaid_problems(source: str) -> list[str]:
@@ -52,7 +73,9 @@ def mermaid_problems(source: str) -> list[str]:
     if depth:
         problems.append("unbalanced subgraph")
     problems += [f"keyword as a node id: {n}" for n in nodes if n.lower() in KEYWORDS]
-    problems += [f"edge to an unknown node: {a} -> {b}" for a, b in edges if a not in nodes or b not in nodes]
+    problems += [
+        f"edge to an unknown node: {a} -> {b}" for a, b in edges if a not in nodes or b not in nodes
+    ]
     problems += [f"class of an unknown node: {n}" for n in classes if n not in nodes]
     problems += [f"linkStyle of edge {n}, of {len(edges)}" for n in styled if n >= len(edges)]
     return problems

@@ -25,8 +25,14 @@ from tests.conftest import skip_or_fail
 from tests.support.npm import npm_package
 
 MERMAID_VERSION = "11.17.2"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 # Parse, render, and read back from the SVG (placed in the page, so that CSS applies) what a reader sees:
 # each node's classes and the fill of its shape, each edge's stroke. Node ids are `<render id>-flowchart-<id>-<n>`.
@@ -78,13 +84,25 @@ def mermaid_js(cache: Path | None = None) -> Path:
     given = os.environ.get("BLOCKYARD_MERMAID")
     if given:
         return Path(given)
-    return npm_package("mermaid", MERMAID_VERSION, cache) / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
+    return (
+        npm_package("mermaid", MERMAID_VERSION, cache)
+        / "node_modules"
+        / "mermaid"
+        / "dist"
+        / "mermaid.min.js"
+    )
 
 
 def chromium_path() -> str:
-    path = os.environ.get("BLOCKYARD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    path = (
+        os.environ.get("BLOCKYARD_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
     if not path:
-        skip_or_fail("rendering Mermaid needs chromium (`apt-get install -y chromium`) or BLOCKYARD_CHROMIUM")
+        skip_or_fail(
+            "rendering Mermaid needs chromium (`apt-get install -y chromium`) or BLOCKYARD_CHROMIUM"
+        )
         raise AssertionError("unreachable")
     return path
 
@@ -93,7 +111,9 @@ def chromium_path() -> str:
 def mermaid_page(script: Path) -> Iterator[Any]:
     """A blank page of headless chromium with Mermaid loaded."""
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=BROWSER_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=BROWSER_ARGS
+        )
         try:
             page = browser.new_page()
             page.set_default_timeout(20_000)
@@ -110,7 +130,7 @@ def render(page: Any, graphs: list[str]) -> list[Rendered]:
 
 def rgb(hex_color: str) -> str:
     """#dafbe1 -> rgb(218, 251, 225), as getComputedStyle writes a colour."""
-    red, green, blue = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    red, green, blue = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({red}, {green}, {blue})"
 
 
@@ -119,7 +139,9 @@ def marking_problems(source: str, drawn: Rendered) -> list[str]:
     if drawn.error is not None:
         return [f"does not render: {drawn.error}"]
     problems = [] if drawn.tag == "svg" else [f"rendered to <{drawn.tag}>, not <svg>"]
-    fills = {m[1]: m[2] for m in re.finditer(r"^\s+classDef (\w+) fill:(#[0-9a-f]{6})", source, re.M)}
+    fills = {
+        m[1]: m[2] for m in re.finditer(r"^\s+classDef (\w+) fill:(#[0-9a-f]{6})", source, re.M)
+    }
     for match in re.finditer(r"^\s+class (\S+) (\w+)$", source, re.M):
         for node in match[1].split(","):
             found = drawn.nodes.get(node)
@@ -128,7 +150,9 @@ def marking_problems(source: str, drawn: Rendered) -> list[str]:
             elif match[2] not in found["classes"]:
                 problems.append(f"node {node} lacks class {match[2]}: {found['classes']}")
             elif match[2] in fills and found["fill"] != rgb(fills[match[2]]):
-                problems.append(f"node {node} is filled {found['fill']}, not {match[2]}'s {fills[match[2]]}")
+                problems.append(
+                    f"node {node} is filled {found['fill']}, not {match[2]}'s {fills[match[2]]}"
+                )
     edge_count = len(re.findall(r"^\s+\S+ (?:-->|-\.->)", source, re.M))
     if len(drawn.edges) != edge_count:
         problems.append(f"{len(drawn.edges)} edges drawn of {edge_count}")

@@ -51,9 +51,15 @@ steps:
       name: '{{ inputs.name }}'
   - {id: shout, uses: shout, with: {text: "{{ context.greeting }}"}, start: false}
 """
-    head = commit(root, "reformat", {"flows/hello.yaml": reformatted,
-                                     "blocks/shout.yaml": "# shout\n" + SHOUT.replace("kind: transform",
-                                                                                      "kind: 'transform'")})
+    head = commit(
+        root,
+        "reformat",
+        {
+            "flows/hello.yaml": reformatted,
+            "blocks/shout.yaml": "# shout\n"
+            + SHOUT.replace("kind: transform", "kind: 'transform'"),
+        },
+    )
     outcome = cli(root, "diff", base, head)
     assert outcome.code == 0, outcome.out + outcome.err
     assert "no differences" in outcome.out
@@ -63,10 +69,14 @@ steps:
 
 def test_steps_added_removed_changed_with_their_edges(tmp_path: Path, cli: Cli) -> None:
     root = repo(tmp_path / "yard")
-    flow = HELLO.replace('with: {text: "{{ context.greeting }}"}', 'with: {text: "{{ inputs.name }}!"}')
-    flow = flow.replace("  - id: greet\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n", "")
+    flow = HELLO.replace(
+        'with: {text: "{{ context.greeting }}"}', 'with: {text: "{{ inputs.name }}!"}'
+    )
+    flow = flow.replace(
+        '  - id: greet\n    uses: greet\n    with: {name: "{{ inputs.name }}"}\n', ""
+    )
     flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud]")
-    flow += "  - id: again\n    uses: shout\n    with: {text: \"{{ context.loud }}\"}\n"
+    flow += '  - id: again\n    uses: shout\n    with: {text: "{{ context.loud }}"}\n'
     commit(root, "steps", {"flows/hello.yaml": flow})
     code, found = diff_json(cli, root, "HEAD~1", "HEAD")
     assert code == 1
@@ -74,7 +84,9 @@ def test_steps_added_removed_changed_with_their_edges(tmp_path: Path, cli: Cli) 
     assert changed["greet"]["status"] == "removed"
     assert changed["again"]["status"] == "added"
     assert changed["shout"]["status"] == "changed"
-    assert changed["shout"]["details"] == ['with.text: "{{ context.greeting }}" → "{{ inputs.name }}!"']
+    assert changed["shout"]["details"] == [
+        'with.text: "{{ context.greeting }}" → "{{ inputs.name }}!"'
+    ]
     (hello,) = found["flows"]
     assert 'outputs: ["greeting", "loud"] → ["loud"]' in hello["settings"]
     assert "shout → again (next)" in hello["edges"]["added"]
@@ -85,7 +97,9 @@ def test_steps_added_removed_changed_with_their_edges(tmp_path: Path, cli: Cli) 
 def test_loop_bounds_gates_routes_and_inputs(tmp_path: Path, cli: Cli) -> None:
     flow = POLISH
     root = repo(tmp_path / "yard", {**BASE, "flows/polish.yaml": flow})
-    changed = flow.replace("max_iterations: 3", "max_iterations: 5").replace('contains: "A"', 'contains: "B"')
+    changed = flow.replace("max_iterations: 3", "max_iterations: 5").replace(
+        'contains: "A"', 'contains: "B"'
+    )
     mood = "  mood: {type: string, default: x}\n"
     changed = changed.replace("  text: {type: string}\n", "  text: {type: string}\n" + mood)
     gate = "          require_approval: {timeout: 1h, on_reject: fail}\n"
@@ -95,9 +109,12 @@ def test_loop_bounds_gates_routes_and_inputs(tmp_path: Path, cli: Cli) -> None:
     assert code == 1
     changed_steps = steps(found, "polish")
     assert changed_steps["polish"]["details"] == ["loop.max_iterations: 3 → 5"]
-    assert changed_steps["shout"]["details"] == ['require_approval added: {"on_reject": "fail", "timeout": "1h"}']
-    assert changed_steps["pick"]["details"] == ['router.routes: [{"contains": "A", "goto": "end"}] → '
-                                                '[{"contains": "B", "goto": "end"}]']
+    assert changed_steps["shout"]["details"] == [
+        'require_approval added: {"on_reject": "fail", "timeout": "1h"}'
+    ]
+    assert changed_steps["pick"]["details"] == [
+        'router.routes: [{"contains": "A", "goto": "end"}] → [{"contains": "B", "goto": "end"}]'
+    ]
     (polish,) = [f for f in found["flows"] if f["name"] == "polish"]
     assert 'inputs.mood added: {"type": "string", "default": "x"}' in polish["settings"]
     assert "pick → end (route: contains B)" in polish["edges"]["added"]
@@ -105,40 +122,66 @@ def test_loop_bounds_gates_routes_and_inputs(tmp_path: Path, cli: Cli) -> None:
     assert "polish__check → shout (loop-back: again, bound 5)" in polish["edges"]["added"]
 
 
-def test_block_contract_changes_are_judged_against_the_flows_using_it(tmp_path: Path, cli: Cli) -> None:
+def test_block_contract_changes_are_judged_against_the_flows_using_it(
+    tmp_path: Path, cli: Cli
+) -> None:
     root = repo(tmp_path / "yard")
     # `text` is bound by hello's step: removing it breaks that step; a new output is compatible
-    shout = SHOUT.replace("  text: {type: string}\n", "  words: {type: string}\n").replace(
-        "  loud: {type: string}\n", "  loud: {type: string}\n  count: {type: integer}\n").replace(
-        '  loud: "text | upper"\n', '  loud: "words | upper"\n  count: "words | length"\n').replace(
-        "block: shout\n", "block: shout\nversion: 2\n")
+    shout = (
+        SHOUT.replace("  text: {type: string}\n", "  words: {type: string}\n")
+        .replace("  loud: {type: string}\n", "  loud: {type: string}\n  count: {type: integer}\n")
+        .replace('  loud: "text | upper"\n', '  loud: "words | upper"\n  count: "words | length"\n')
+        .replace("block: shout\n", "block: shout\nversion: 2\n")
+    )
     commit(root, "contract", {"blocks/shout.yaml": shout})
     code, found = diff_json(cli, root, "HEAD~1", "HEAD")
     assert code == 1
     (block,) = found["blocks"]
-    assert (block["name"], block["status"], block["version"]) == ("shout", "changed", {"base": 1, "head": 2})
+    assert (block["name"], block["status"], block["version"]) == (
+        "shout",
+        "changed",
+        {"base": 1, "head": 2},
+    )
     judged = {c["change"]: (c["breaking"], c["breaks"]) for c in block["contract"]}
-    assert judged == {"input 'text' removed": (True, ["hello.shout"]),
-                      "input 'words' added, required": (True, ["hello.shout"]),
-                      "output 'count' added": (False, [])}
+    assert judged == {
+        "input 'text' removed": (True, ["hello.shout"]),
+        "input 'words' added, required": (True, ["hello.shout"]),
+        "output 'count' added": (False, []),
+    }
     assert block["breaking"] is True and block["used_by"] == ["hello"]
     (hello,) = found["flows"]
     assert (hello["status"], hello["through"]) == ("affected", ["block shout"])
 
 
 def test_prompt_files_model_and_tools(tmp_path: Path, cli: Cli) -> None:
-    greet = GREET.replace("  system: You write short greetings.\n", "  system_file: prompts/system.md\n")
+    greet = GREET.replace(
+        "  system: You write short greetings.\n", "  system_file: prompts/system.md\n"
+    )
     system = "You write short greetings.\n{% include 'prompts/tone.md' %}\n"
-    root = repo(tmp_path / "yard", {**BASE, "blocks/greet.yaml": greet, "prompts/system.md": system,
-                                    "prompts/tone.md": "Be warm.\n"})
+    root = repo(
+        tmp_path / "yard",
+        {
+            **BASE,
+            "blocks/greet.yaml": greet,
+            "prompts/system.md": system,
+            "prompts/tone.md": "Be warm.\n",
+        },
+    )
     commit(root, "tone", {"prompts/tone.md": "Be formal.\n"})  # only an included file changes
     code, found = diff_json(cli, root, "HEAD~1", "HEAD")
     assert code == 1
     (block,) = found["blocks"]
     assert block["prompt"] == ["prompt file prompts/tone.md changed"]
     assert "-Be warm." in block["prompt_diff"] and "+Be formal." in block["prompt_diff"]
-    commit(root, "model", {"blocks/greet.yaml": greet.replace("kind: llm\n", "kind: llm\nmodel: {provider: mock, "
-                                                                             "temperature: 0.5}\n")})
+    commit(
+        root,
+        "model",
+        {
+            "blocks/greet.yaml": greet.replace(
+                "kind: llm\n", "kind: llm\nmodel: {provider: mock, temperature: 0.5}\n"
+            )
+        },
+    )
     code, found = diff_json(cli, root, "HEAD~1", "HEAD")
     (block,) = found["blocks"]
     assert block["model"] == ['model added: {"provider": "mock", "temperature": 0.5}']
@@ -146,9 +189,16 @@ def test_prompt_files_model_and_tools(tmp_path: Path, cli: Cli) -> None:
 
 def test_renamed_flow_file_and_block(tmp_path: Path, cli: Cli) -> None:
     root = repo(tmp_path / "yard")
-    commit(root, "rename", {"flows/hello.yaml": None, "flows/greeting.yaml": HELLO,
-                            "blocks/shout.yaml": None, "blocks/yell.yaml": SHOUT.replace("block: shout", "block: yell"),
-                            })
+    commit(
+        root,
+        "rename",
+        {
+            "flows/hello.yaml": None,
+            "flows/greeting.yaml": HELLO,
+            "blocks/shout.yaml": None,
+            "blocks/yell.yaml": SHOUT.replace("block: shout", "block: yell"),
+        },
+    )
     # the flow still names `shout`: that flow is updated below, so the rename is what the diff shows
     commit(root, "use yell", {"flows/greeting.yaml": HELLO.replace("uses: shout", "uses: yell")})
     code, found = diff_json(cli, root, "HEAD~2", "HEAD")
@@ -156,24 +206,41 @@ def test_renamed_flow_file_and_block(tmp_path: Path, cli: Cli) -> None:
     (block,) = found["blocks"]
     assert (block["status"], block["old_name"], block["name"]) == ("renamed", "shout", "yell")
     (flow,) = found["flows"]
-    assert (flow["status"], flow["old_file"], flow["file"]) == ("renamed", "flows/hello.yaml", "flows/greeting.yaml")
+    assert (flow["status"], flow["old_file"], flow["file"]) == (
+        "renamed",
+        "flows/hello.yaml",
+        "flows/greeting.yaml",
+    )
     assert steps(found, "hello")["shout"]["details"] == ['uses: "shout" → "yell"']
 
 
 def test_added_and_removed_definitions(tmp_path: Path, cli: Cli) -> None:
     root = repo(tmp_path / "yard")
     solo = "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"
-    commit(root, "swap", {"flows/hello.yaml": None, "flows/solo.yaml": solo, "blocks/greet.yaml": None})
+    commit(
+        root, "swap", {"flows/hello.yaml": None, "flows/solo.yaml": solo, "blocks/greet.yaml": None}
+    )
     code, found = diff_json(cli, root, "HEAD~1", "HEAD")
     assert code == 1
-    assert {(f["name"], f["status"]) for f in found["flows"]} == {("hello", "removed"), ("solo", "added")}
+    assert {(f["name"], f["status"]) for f in found["flows"]} == {
+        ("hello", "removed"),
+        ("solo", "added"),
+    }
     assert [(b["name"], b["status"]) for b in found["blocks"]] == [("greet", "removed")]
 
 
-def test_a_flow_version_bump_from_the_default_is_a_change_of_version(tmp_path: Path, cli: Cli) -> None:
+def test_a_flow_version_bump_from_the_default_is_a_change_of_version(
+    tmp_path: Path, cli: Cli
+) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
-    write(old, {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 1\n")})
-    write(new, {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 2\n")})
+    write(
+        old,
+        {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 1\n")},
+    )
+    write(
+        new,
+        {**BASE, "flows/hello.yaml": HELLO.replace("flow: hello\n", "flow: hello\nversion: 2\n")},
+    )
     code, found = diff_json(cli, new, str(old), str(new))
     assert code == 1
     (hello,) = [f for f in found["flows"] if f["name"] == "hello"]
@@ -193,7 +260,9 @@ def test_folders_as_the_two_sides(tmp_path: Path, cli: Cli) -> None:
     assert 'inputs.name.default: "World" → "Moon"' in outcome.out
 
 
-def test_default_base_is_the_merge_base_and_the_work_tree_stays_untouched(tmp_path: Path, cli: Cli) -> None:
+def test_default_base_is_the_merge_base_and_the_work_tree_stays_untouched(
+    tmp_path: Path, cli: Cli
+) -> None:
     root = repo(tmp_path / "yard")
     git(root, "checkout", "-q", "-b", "feature")
     commit(root, "feature", {"flows/hello.yaml": HELLO.replace("default: World", "default: Moon")})
@@ -215,7 +284,10 @@ def test_default_base_is_the_merge_base_and_the_work_tree_stays_untouched(tmp_pa
 def test_errors_exit_2(tmp_path: Path, cli: Cli) -> None:
     root = repo(tmp_path / "yard")
     outcome = cli(root, "diff", "no-such-rev")
-    assert (outcome.code, outcome.err.strip()) == (2, "error: 'no-such-rev' is neither a folder nor a git revision")
+    assert (outcome.code, outcome.err.strip()) == (
+        2,
+        "error: 'no-such-rev' is neither a folder nor a git revision",
+    )
     plain = tmp_path / "plain"
     write(plain, BASE)
     outcome = cli(plain, "diff")

@@ -47,7 +47,10 @@ def test_json_format(tmp_path: Path, cli: Cli) -> None:
     outcome = cli(root, "diff", "HEAD~1", "HEAD", "--format", "json")
     found = json.loads(outcome.out)
     assert set(found) == {"base", "head", "changed", "flows", "blocks", "config", "problems"}
-    assert [(f["name"], f["status"]) for f in found["flows"]] == [("hello", "changed"), ("solo", "added")]
+    assert [(f["name"], f["status"]) for f in found["flows"]] == [
+        ("hello", "changed"),
+        ("solo", "added"),
+    ]
     assert [p["code"] for p in found["problems"]] == ["BY800"]
 
 
@@ -62,7 +65,8 @@ def test_markdown_renders_and_its_mermaid_graphs_parse(tmp_path: Path, cli: Cli)
     for graph in graphs:
         assert mermaid_problems(graph) == [], graph
     hello = graphs[0]
-    assert "    class default_ added" in hello  # `default` is a Mermaid keyword: the node is default_
+    # `default` is a Mermaid keyword: the node is default_
+    assert "    class default_ added" in hello
     assert "    class greet removed" in hello
     assert "    class shout changed" in hello
     assert "greet --> shout" in hello and "linkStyle" in hello  # the removed edge, drawn and styled
@@ -72,18 +76,46 @@ def test_markdown_renders_and_its_mermaid_graphs_parse(tmp_path: Path, cli: Cli)
     assert "<h3>~ flow hello (changed, v1) flows/hello.yaml</h3>" in html
     # the prompt diff holds a ``` line: its fence is longer, so the rest of the page stays intact
     assert "<summary>prompt diff</summary>" in html and "````diff" in outcome.out
-    assert mermaid_problems("flowchart TD\n    a --> b\n") == ["edge to an unknown node: a -> b"]  # the check bites
+    assert mermaid_problems("flowchart TD\n    a --> b\n") == [
+        "edge to an unknown node: a -> b"
+    ]  # the check bites
 
 
 def test_diff_imports_no_langgraph(tmp_path: Path) -> None:
     root = changed_yard(tmp_path / "yard")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine", "diff", "HEAD~1", "HEAD", "--format",
-                           "markdown"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "engine",
+            "diff",
+            "HEAD~1",
+            "HEAD",
+            "--format",
+            "markdown",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
-    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    modules = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "engine.review.graphs" in modules
-    assert sorted(m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain", "fastapi"))) == []
+    assert (
+        sorted(
+            m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain", "fastapi"))
+        )
+        == []
+    )
 
 
 def test_diff_of_two_revisions_of_the_example_yard(tmp_path: Path) -> None:
@@ -92,7 +124,13 @@ def test_diff_of_two_revisions_of_the_example_yard(tmp_path: Path) -> None:
     repo_files: dict[str, str | None] = {}
     repo(root, repo_files)  # the example yard as it is, committed
     hello = (root / "flows/hello.yaml").read_text(encoding="utf-8")
-    commit(root, "change", {"flows/hello.yaml": hello.replace("Greet someone", "Greet somebody"),
-                            "blocks/shout.yaml": (root / "blocks/shout.yaml").read_text().replace("upper", "lower")})
+    commit(
+        root,
+        "change",
+        {
+            "flows/hello.yaml": hello.replace("Greet someone", "Greet somebody"),
+            "blocks/shout.yaml": (root / "blocks/shout.yaml").read_text().replace("upper", "lower"),
+        },
+    )
     found = diff_yard(root, "HEAD~1", "HEAD", draw=True).diff
     assert [b.name for b in found.blocks] == ["shout"] and found.flow("hello") is not None

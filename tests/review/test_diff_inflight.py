@@ -13,13 +13,16 @@ from engine.state.location import locate
 from tests.review.yardgit import BASE, HELLO, commit, repo, write
 from tests.support.cli import Cli, in_process
 
-GATED = HELLO + """\
+GATED = (
+    HELLO
+    + """\
   - id: confirm
     approval: {message: "Send it?", timeout: 1h, on_timeout: reject}
   - id: again
     uses: shout
     with: {text: "{{ context.loud }}"}
 """
+)
 CHAT = """\
 flow: chat
 inputs:
@@ -53,18 +56,34 @@ def in_flight(cli: Cli, root: Path) -> dict[str, Any]:
 
 
 def test_a_paused_run_whose_gate_is_removed_or_altered(tmp_path: Path, cli: Cli) -> None:
-    root = repo(tmp_path / "yard", {**BASE, "flows/hello.yaml": GATED, ".gitignore": ".blockyard/\n"})
+    root = repo(
+        tmp_path / "yard", {**BASE, "flows/hello.yaml": GATED, ".gitignore": ".blockyard/\n"}
+    )
     run_id = paused_run(cli, root)
     # altered: the gate asks something else
     write(root, {"flows/hello.yaml": GATED.replace("Send it?", "Really send it?")})
     found = in_flight(cli, root)
     (run,) = found["paused_runs"]
-    assert (run["run"], run["flow"], run["step"], run["impact"]) == (run_id, "hello", "confirm", "altered")
+    assert (run["run"], run["flow"], run["step"], run["impact"]) == (
+        run_id,
+        "hello",
+        "confirm",
+        "altered",
+    )
     assert "keeps running on its pinned version (v1)" in run["detail"]
-    assert found["source"] == locate(root / ".blockyard" / "state.db").shown  # the file, or the Postgres URL masked
+    # the file, or the Postgres URL masked
+    assert found["source"] == locate(root / ".blockyard" / "state.db").shown
     # removed: the run could not finish on the head
-    write(root, {"flows/hello.yaml": GATED.replace('  - id: confirm\n    approval: {message: "Send it?", timeout: 1h, '
-                                                   'on_timeout: reject}\n', "")})
+    write(
+        root,
+        {
+            "flows/hello.yaml": GATED.replace(
+                '  - id: confirm\n    approval: {message: "Send it?", timeout: 1h, '
+                "on_timeout: reject}\n",
+                "",
+            )
+        },
+    )
     (run,) = in_flight(cli, root)["paused_runs"]
     assert (run["step"], run["impact"]) == ("confirm", "removed")
     assert "cannot finish if resumed after that definition is pruned" in run["detail"]

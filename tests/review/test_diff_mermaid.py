@@ -15,12 +15,23 @@ from markdown_it import MarkdownIt
 
 from engine.definitions.project import load_project
 from tests.review.mermaid_check import mermaid_problems
-from tests.review.mermaid_render import Rendered, marking_problems, mermaid_js, mermaid_page, render, rgb
+from tests.review.mermaid_render import (
+    Rendered,
+    marking_problems,
+    mermaid_js,
+    mermaid_page,
+    render,
+    rgb,
+)
 from tests.review.yardgit import BASE, POLISH, changed_yard, commit, repo
 from tests.support.cli import Cli, in_process
 
 REPO = Path(__file__).resolve().parents[2]
-GREEN, RED, YELLOW = "#dafbe1", "#ffebe9", "#fff8c5"  # the fills of added, removed, changed (engine/review/graphs.py)
+GREEN, RED, YELLOW = (
+    "#dafbe1",
+    "#ffebe9",
+    "#fff8c5",
+)  # the fills of added, removed, changed (engine/review/graphs.py)
 RED_EDGE = "#cf222e"
 
 Render = Callable[[list[str]], list[Rendered]]
@@ -58,7 +69,9 @@ def fill(found: Rendered, node: str) -> Any:
     return found.nodes[node]["fill"]
 
 
-def test_steps_added_removed_changed_and_a_new_flow(tmp_path: Path, cli: Cli, mermaid: Render) -> None:
+def test_steps_added_removed_changed_and_a_new_flow(
+    tmp_path: Path, cli: Cli, mermaid: Render
+) -> None:
     root = changed_yard(tmp_path / "yard")
     (_, hello), (_, solo) = rendered(cli, mermaid, root, "HEAD~1", "HEAD")
     assert fill(hello, "default_") == rgb(GREEN) and "added" in hello.nodes["default_"]["classes"]
@@ -68,14 +81,22 @@ def test_steps_added_removed_changed_and_a_new_flow(tmp_path: Path, cli: Cli, me
     assert fill(solo, "s") == rgb(GREEN)
 
 
-def test_a_loop_a_route_a_gate_and_a_removed_flow(tmp_path: Path, cli: Cli, mermaid: Render) -> None:
+def test_a_loop_a_route_a_gate_and_a_removed_flow(
+    tmp_path: Path, cli: Cli, mermaid: Render
+) -> None:
     root = repo(tmp_path / "yard", {**BASE, "flows/polish.yaml": POLISH})
-    changed = POLISH.replace("max_iterations: 3", "max_iterations: 5").replace('contains: "A"', 'contains: "B"')
+    changed = POLISH.replace("max_iterations: 3", "max_iterations: 5").replace(
+        'contains: "A"', 'contains: "B"'
+    )
     gate = "          require_approval: {timeout: 1h, on_reject: fail}\n"
     changed = changed.replace("          uses: shout\n", "          uses: shout\n" + gate)
     commit(root, "loop", {"flows/polish.yaml": changed, "flows/hello.yaml": None})
     drawn = dict(rendered(cli, mermaid, root, "HEAD~1", "HEAD"))
-    (polish,) = [found for source, found in drawn.items() if "polish" in found.nodes or "subgraph polish" in source]
+    (polish,) = [
+        found
+        for source, found in drawn.items()
+        if "polish" in found.nodes or "subgraph polish" in source
+    ]
     assert polish.clusters == 1  # the loop's body is a subgraph
     assert fill(polish, "pick") == rgb(YELLOW) and fill(polish, "shout") == rgb(YELLOW)
     assert rgb(RED_EDGE) in polish.edges  # the route on `contains A` is gone
@@ -95,7 +116,9 @@ def test_every_flow_of_the_example_yard(tmp_path: Path, cli: Cli, mermaid: Rende
     assert len(drawn) == len(load_project(REPO).flows)
     assert sum(found.clusters for _, found in drawn) > 0
     for _, found in drawn:
-        steps = {name: node for name, node in found.nodes.items() if name not in ("__start__", "__end__")}
+        steps = {
+            name: node for name, node in found.nodes.items() if name not in ("__start__", "__end__")
+        }
         assert steps and all(node["fill"] == rgb(GREEN) for node in steps.values())
 
 
@@ -103,7 +126,9 @@ def test_the_check_bites(tmp_path: Path, cli: Cli, mermaid: Render) -> None:
     root = changed_yard(tmp_path / "yard")
     hello = graphs_of(cli(root, "diff", "HEAD~1", "HEAD", "--format", "markdown").out)[0]
     unmarked = hello.replace("    class greet removed\n", "")
-    broken = hello.replace('shout["shout<br/>transform shout"]', 'shout["shout<br/>transform shout"')
+    broken = hello.replace(
+        'shout["shout<br/>transform shout"]', 'shout["shout<br/>transform shout"'
+    )
     assert unmarked != hello and broken != hello
     found_unmarked, found_broken = mermaid([unmarked, broken])
     assert marking_problems(hello, found_unmarked)[0].startswith("node greet lacks class removed")

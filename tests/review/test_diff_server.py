@@ -20,7 +20,9 @@ from tests.serve.serve_helpers import Live, free_socket, start_live
 from tests.support.cli import Cli, Outcome, in_process
 
 TOKEN = "s3cret-token"
-NO_GATE = GATED.replace('  - id: confirm\n    approval: {message: "Send it?", timeout: 1h, on_timeout: reject}\n', "")
+NO_GATE = GATED.replace(
+    '  - id: confirm\n    approval: {message: "Send it?", timeout: 1h, on_timeout: reject}\n', ""
+)
 
 Serve = Callable[..., Live]
 
@@ -36,7 +38,9 @@ def serve() -> Iterator[Serve]:
 
     def start(root: Path, token: str | None = None) -> Live:
         # no hot reload: the server keeps serving what it loaded while the test edits the work tree
-        live = start_live(Settings(root=root, token=token, watch=False, schedules=False, grace=5.0, poll=0.1))
+        live = start_live(
+            Settings(root=root, token=token, watch=False, schedules=False, grace=5.0, poll=0.1)
+        )
         started.append(live)
         return live
 
@@ -48,14 +52,19 @@ def serve() -> Iterator[Serve]:
 def served_yard(tmp_path: Path, serve: Serve, token: str | None = None) -> tuple[Path, Live, str]:
     """A yard in git, served, with a run paused at `confirm` and a thread of `chat`; then the work tree
     drops the gate and moves chat's schedule."""
-    root = repo(tmp_path / "yard", {**BASE, "flows/hello.yaml": GATED, "flows/chat.yaml": CHAT,
-                                    ".gitignore": ".blockyard/\n"})
+    root = repo(
+        tmp_path / "yard",
+        {**BASE, "flows/hello.yaml": GATED, "flows/chat.yaml": CHAT, ".gitignore": ".blockyard/\n"},
+    )
     live = serve(root, token)
     with live.client(token) as client:
         paused = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}).json()
         assert paused["status"] == "waiting", paused
         assert client.post("/threads", json={"id": "t1", "flow": "chat"}).status_code == 201
-    write(root, {"flows/hello.yaml": NO_GATE, "flows/chat.yaml": CHAT.replace("0 9 * * *", "30 9 * * *")})
+    write(
+        root,
+        {"flows/hello.yaml": NO_GATE, "flows/chat.yaml": CHAT.replace("0 9 * * *", "30 9 * * *")},
+    )
     return root, live, str(paused["run_id"])
 
 
@@ -74,7 +83,12 @@ def test_the_server_listing_is_the_state_report(tmp_path: Path, cli: Cli, serve:
     remote: dict[str, Any] = json.loads(outcome.out)["in_flight"]
     assert remote["source"] == live.url
     (run,) = remote["paused_runs"]
-    assert (run["run"], run["flow"], run["step"], run["impact"]) == (run_id, "hello", "confirm", "removed")
+    assert (run["run"], run["flow"], run["step"], run["impact"]) == (
+        run_id,
+        "hello",
+        "confirm",
+        "removed",
+    )
     assert "keeps running on its pinned version (v1)" in run["detail"]
     (schedule,) = remote["schedules"]
     assert schedule["flow"] == "chat" and schedule["next_fire"]["head"].endswith("T09:30:00Z")
@@ -88,7 +102,9 @@ def test_the_server_listing_is_the_state_report(tmp_path: Path, cli: Cli, serve:
     assert f"run {run_id} (hello, paused at confirm): step 'confirm' is removed" in text.out
 
 
-def test_an_altered_gate_compares_with_the_pinned_definition(tmp_path: Path, cli: Cli, serve: Serve) -> None:
+def test_an_altered_gate_compares_with_the_pinned_definition(
+    tmp_path: Path, cli: Cli, serve: Serve
+) -> None:
     root, live, run_id = served_yard(tmp_path, serve)
     write(root, {"flows/hello.yaml": GATED.replace("Send it?", "Really send it?")})
     outcome = cli(root, "diff", "HEAD", "--server", live.url, "--format", "json")
@@ -103,9 +119,13 @@ def test_the_token(tmp_path: Path, cli: Cli, serve: Serve, monkeypatch: pytest.M
     root, live, run_id = served_yard(tmp_path, serve, TOKEN)
     monkeypatch.delenv("BLOCKYARD_TOKEN", raising=False)
     refused = one_line_error(cli(root, "diff", "HEAD", "--server", live.url))
-    assert refused == (f"error: the server at {live.url} refused the request (401): it needs a token; pass --token "
-                       "or set BLOCKYARD_TOKEN")
-    assert TOKEN not in one_line_error(cli(root, "diff", "HEAD", "--server", live.url, "--token", "wrong"))
+    assert refused == (
+        f"error: the server at {live.url} refused the request (401): it needs a token; pass --token "
+        "or set BLOCKYARD_TOKEN"
+    )
+    assert TOKEN not in one_line_error(
+        cli(root, "diff", "HEAD", "--server", live.url, "--token", "wrong")
+    )
     given = cli(root, "diff", "HEAD", "--server", live.url, "--token", TOKEN, "--format", "json")
     assert given.code == 1 and json.loads(given.out)["in_flight"]["paused_runs"][0]["run"] == run_id
     monkeypatch.setenv("BLOCKYARD_TOKEN", TOKEN)
@@ -124,13 +144,19 @@ def test_errors_exit_2_with_one_line(tmp_path: Path, cli: Cli, serve: Serve) -> 
     for url in ("ftp://127.0.0.1/", "127.0.0.1:8000", "http://", "http://127.0.0.1:99999"):
         bad = one_line_error(cli(root, "diff", "HEAD", "--server", url))
         assert bad == f"error: --server needs an http:// or https:// URL with a host, got '{url}'"
-    assert one_line_error(cli(root, "diff", "HEAD", "--token", "x")) == "error: --token goes with --server URL"
+    assert (
+        one_line_error(cli(root, "diff", "HEAD", "--token", "x"))
+        == "error: --token goes with --server URL"
+    )
     live = serve(root)
     wrong_path = one_line_error(cli(root, "diff", "HEAD", "--server", live.url + "/api"))
-    assert wrong_path.startswith(f"error: the server at {live.url}/api answered GET /flows with 404: ")
+    assert wrong_path.startswith(
+        f"error: the server at {live.url}/api answered GET /flows with 404: "
+    )
     with page_server() as other:  # a web server that is not Blockyard's
         assert one_line_error(cli(root, "diff", "HEAD", "--server", other)) == (
-            f"error: {other} does not look like a Blockyard server: GET /flows gave not a JSON object")
+            f"error: {other} does not look like a Blockyard server: GET /flows gave not a JSON object"
+        )
 
 
 class _Page(http.server.BaseHTTPRequestHandler):

@@ -7,8 +7,14 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+}
 
 GREET = """\
 block: greet
@@ -74,12 +80,19 @@ steps:
 
 CONFIG = "models:\n  default: {provider: mock}\n"
 
-BASE = {"blockyard.yaml": CONFIG, "blocks/greet.yaml": GREET, "blocks/shout.yaml": SHOUT, "flows/hello.yaml": HELLO}
+BASE = {
+    "blockyard.yaml": CONFIG,
+    "blocks/greet.yaml": GREET,
+    "blocks/shout.yaml": SHOUT,
+    "flows/hello.yaml": HELLO,
+}
 
 
 def git(repo: Path, *args: str) -> str:
     env = {**os.environ, **GIT_ENV}
-    done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True, timeout=60)
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True, timeout=60
+    )
     return done.stdout.strip()
 
 
@@ -114,11 +127,20 @@ def commit(root: Path, message: str, files: Mapping[str, str | None] | None = No
 def changed_yard(root: Path) -> Path:
     """hello: a step removed, one added, one changed; a block whose prompt changed; a new flow."""
     repo(root)
-    flow = HELLO.replace('with: {text: "{{ context.greeting }}"}', 'with: {text: "<b>|{{ inputs.name }}|</b>"}')
-    flow = flow.replace("  - id: greet\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n", "")
-    flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud, greeting]")  # order: no change
-    flow += "  - id: default\n    uses: greet\n    with: {name: \"{{ inputs.name }}\"}\n"
+    flow = HELLO.replace(
+        'with: {text: "{{ context.greeting }}"}', 'with: {text: "<b>|{{ inputs.name }}|</b>"}'
+    )
+    flow = flow.replace(
+        '  - id: greet\n    uses: greet\n    with: {name: "{{ inputs.name }}"}\n', ""
+    )
+    # order: no change
+    flow = flow.replace("outputs: [greeting, loud]", "outputs: [loud, greeting]")
+    flow += '  - id: default\n    uses: greet\n    with: {name: "{{ inputs.name }}"}\n'
     greet = BASE["blocks/greet.yaml"].replace("Greet {{ name }}.", "Say hi to {{ name }}.\\n```")
     solo = "flow: solo\nsteps:\n  - id: s\n    uses: shout\n    with: {text: hi}\n"
-    commit(root, "change", {"flows/hello.yaml": flow, "blocks/greet.yaml": greet, "flows/solo.yaml": solo})
+    commit(
+        root,
+        "change",
+        {"flows/hello.yaml": flow, "blocks/greet.yaml": greet, "flows/solo.yaml": solo},
+    )
     return root

@@ -187,11 +187,24 @@ def subprocess_env() -> dict[str, str]:
 def spawn(root: Path, *args: str, **options: Any) -> subprocess.Popen[str]:
     """`python -m engine ARGS` in `root`: a process of its own (forked by the suite's fork server where that
     is the same, tests/support/processes.py)."""
-    return processes.Popen([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
+    return processes.Popen(
+        [sys.executable, "-m", "engine", *args],
+        cwd=root,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
 
 
 def run_engine(root: Path, *args: str, timeout: float = 120) -> Outcome:
-    done = processes.run([sys.executable, "-m", "engine", *args], cwd=root, env=subprocess_env(),
-                         capture_output=True, text=True, timeout=timeout)
+    done = processes.run(
+        [sys.executable, "-m", "engine", *args],
+        cwd=root,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Outcome(done.returncode, done.stdout, done.stderr)

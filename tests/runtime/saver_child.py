@@ -56,17 +56,36 @@ async def main(path: Path, mode: str, thread: str, count: int) -> None:
         marker = path.parent / f"{thread}.marker" if mode == "crash" else None
         app = build(db, marker)
         if mode == "crash":
-            await app.ainvoke({"log": []}, {"configurable": {"thread_id": thread}}, durability="sync")
+            await app.ainvoke(
+                {"log": []}, {"configurable": {"thread_id": thread}}, durability="sync"
+            )
         elif mode == "resume":
-            out = await app.ainvoke(None, {"configurable": {"thread_id": thread}}, durability="sync")
+            out = await app.ainvoke(
+                None, {"configurable": {"thread_id": thread}}, durability="sync"
+            )
             print(json.dumps(out["log"]))
         else:
-            outs = await asyncio.gather(*(app.ainvoke({"log": []}, {"configurable": {"thread_id": f"{thread}-{i}"}},
-                                                      durability="sync") for i in range(count)))
+            outs = await asyncio.gather(
+                *(
+                    app.ainvoke(
+                        {"log": []},
+                        {"configurable": {"thread_id": f"{thread}-{i}"}},
+                        durability="sync",
+                    )
+                    for i in range(count)
+                )
+            )
             print(json.dumps([len(out["log"]) for out in outs]))
     finally:
         db.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 1))
+    asyncio.run(
+        main(
+            Path(sys.argv[1]),
+            sys.argv[2],
+            sys.argv[3],
+            int(sys.argv[4]) if len(sys.argv) > 4 else 1,
+        )
+    )

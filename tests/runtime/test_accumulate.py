@@ -44,7 +44,9 @@ EARLY = """
 """
 
 
-def test_a_run_that_ends_early_finishes_with_the_outputs_it_has_and_the_defaults(make_yard: MakeYard) -> None:
+def test_a_run_that_ends_early_finishes_with_the_outputs_it_has_and_the_defaults(
+    make_yard: MakeYard,
+) -> None:
     root = make_yard({"blocks/note.yaml": NOTE, "flows/early.yaml": EARLY})
     with Yard.load(root) as yard:
         # `plan` is required, and the router may end the run without it: a warning, then a failed run
@@ -53,12 +55,20 @@ def test_a_run_that_ends_early_finishes_with_the_outputs_it_has_and_the_defaults
         full = yard.run("early", {"request": "a todo app"})
     assert short.status == "failed" and "without output 'plan'" in (short.error or "")
     assert full.status == "finished"
-    assert full.outputs == {"plan": ["a todo app"], "files": {"a todo app": "A TODO APP"}, "summary": ["done"]}
+    assert full.outputs == {
+        "plan": ["a todo app"],
+        "files": {"a todo app": "A TODO APP"},
+        "summary": ["done"],
+    }
 
 
 def test_optional_outputs_let_a_run_end_early(make_yard: MakeYard) -> None:
-    root = make_yard({"blocks/note.yaml": NOTE,
-                      "flows/early.yaml": EARLY.replace("plan: {}", "plan: {optional: true}")})
+    root = make_yard(
+        {
+            "blocks/note.yaml": NOTE,
+            "flows/early.yaml": EARLY.replace("plan: {}", "plan: {optional: true}"),
+        }
+    )
     with Yard.load(root) as yard:
         assert [d.format() for d in yard.diagnostics] == []
         result = yard.run("early", {"request": "a poem"})
@@ -69,17 +79,25 @@ def test_optional_outputs_let_a_run_end_early(make_yard: MakeYard) -> None:
 
 
 def test_the_list_form_of_outputs_still_means_required(make_yard: MakeYard, cli: Cli) -> None:
-    root = make_yard({"blocks/note.yaml": NOTE, "flows/early.yaml": EARLY.replace(
-        """outputs:
+    root = make_yard(
+        {
+            "blocks/note.yaml": NOTE,
+            "flows/early.yaml": EARLY.replace(
+                """outputs:
       plan: {}
       files: {optional: true}
-      summary: {default: "nothing to build"}""", "outputs: [plan]")})
+      summary: {default: "nothing to build"}""",
+                "outputs: [plan]",
+            ),
+        }
+    )
     checked = cli(root, "validate")
     assert checked.code == 0
     assert checked.out.splitlines() == [
         "flows/early.yaml:3:11: warning BY409 flow output 'plan' is not written on the path classify (default "
         "route) → end (step 'build' writes it); runs that end that way fail (declare it `{optional: true}` or give "
-        "it a `default:` if that is expected)"]
+        "it a `default:` if that is expected)"
+    ]
     assert cli(root, "run", "early", "--input", "request=a poem").code == 1
 
 
@@ -116,7 +134,20 @@ def test_append_and_merge_accumulate_across_passes_and_items_in_order(make_yard:
     assert result.status == "finished", result.error
     # items in item order (each saw the list as the map started), then the QA step, pass after pass
     assert result.outputs is not None
-    assert result.outputs["notes"] == ["a0", "b0", "c0", "qa3", "a4", "b4", "c4", "qa7", "a8", "b8", "c8", "qa11"]
+    assert result.outputs["notes"] == [
+        "a0",
+        "b0",
+        "c0",
+        "qa3",
+        "a4",
+        "b4",
+        "c4",
+        "qa7",
+        "a8",
+        "b8",
+        "c8",
+        "qa11",
+    ]
     assert result.outputs["files"] == {tag: tag.upper() for tag in result.outputs["notes"]}
 
 
@@ -135,7 +166,9 @@ def test_accumulated_keys_start_empty(make_yard: MakeYard) -> None:
         outputs: {seen: {type: integer}}
         compute: {seen: "items | length"}
     """
-    root = make_yard({"blocks/note.yaml": NOTE, "blocks/count.yaml": count, "flows/first.yaml": flow})
+    root = make_yard(
+        {"blocks/note.yaml": NOTE, "blocks/count.yaml": count, "flows/first.yaml": flow}
+    )
     with Yard.load(root) as yard:
         assert [d.format() for d in yard.diagnostics] == []
         assert yard.run("first").outputs == {"notes": ["x"], "seen": 0}
@@ -189,13 +222,17 @@ def test_a_retried_step_appends_once(make_yard: MakeYard) -> None:
                 - {id: add, uses: flaky_note, with: {tag: "p{{ context.notes | length }}"},
                    outputs: {notes: {reduce: append}}}
     """
-    root = make_yard({
-        "blockyard.yaml": "tools:\n  flaky_note: {import: 'yardtools:flaky_note'}\n",
-        "yardtools.py": FLAKY_TOOLS,
-        "blocks/flaky_note.yaml": _tool_block(
-            "flaky_note", "timeout: 200ms\n        retry: {attempts: 2, initial: 1ms, on: [timeout]}"),
-        "flows/retried.yaml": flow,
-    })
+    root = make_yard(
+        {
+            "blockyard.yaml": "tools:\n  flaky_note: {import: 'yardtools:flaky_note'}\n",
+            "yardtools.py": FLAKY_TOOLS,
+            "blocks/flaky_note.yaml": _tool_block(
+                "flaky_note",
+                "timeout: 200ms\n        retry: {attempts: 2, initial: 1ms, on: [timeout]}",
+            ),
+            "flows/retried.yaml": flow,
+        }
+    )
     with Yard.load(root) as yard:
         result = yard.run("retried")
         assert result.status == "finished", result.error
@@ -205,7 +242,8 @@ def test_a_retried_step_appends_once(make_yard: MakeYard) -> None:
 
 
 def test_a_step_killed_mid_append_runs_again_from_its_checkpoint_without_appending_twice(
-        make_yard: MakeYard, cli: Cli) -> None:
+    make_yard: MakeYard, cli: Cli
+) -> None:
     flow = """
         flow: crashing
         outputs: [notes]
@@ -217,22 +255,30 @@ def test_a_step_killed_mid_append_runs_again_from_its_checkpoint_without_appendi
                 - {id: add, uses: slow_note, with: {tag: "p{{ context.notes | length }}"},
                    outputs: {notes: {reduce: append}}}
     """
-    root = make_yard({
-        "blockyard.yaml": "tools:\n  slow_note: {import: 'yardtools:slow_note'}\n",
-        "yardtools.py": FLAKY_TOOLS,
-        "blocks/slow_note.yaml": _tool_block("slow_note"),
-        "flows/crashing.yaml": flow,
-    })
+    root = make_yard(
+        {
+            "blockyard.yaml": "tools:\n  slow_note: {import: 'yardtools:slow_note'}\n",
+            "yardtools.py": FLAKY_TOOLS,
+            "blocks/slow_note.yaml": _tool_block("slow_note"),
+            "flows/crashing.yaml": flow,
+        }
+    )
     (root / "slow-p0").write_text("1")  # the first pass is quick; the second sleeps until killed
     child = spawn(root, "run", "crashing", "--json")
     try:
         assert child.stdout is not None
         for line in child.stdout:
             event = json.loads(line)
-            if event["type"] == "step_started" and event["step"] == "add" and event["data"]["inputs"]["tag"] == "p1":
+            if (
+                event["type"] == "step_started"
+                and event["step"] == "add"
+                and event["data"]["inputs"]["tag"] == "p1"
+            ):
                 break
         else:
-            raise AssertionError(f"the run ended early: {child.stderr.read() if child.stderr else ''}")
+            raise AssertionError(
+                f"the run ended early: {child.stderr.read() if child.stderr else ''}"
+            )
         assert (root / "slow-p1").exists() or _wait_for(root / "slow-p1")
         os.kill(child.pid, signal.SIGKILL)
     finally:
@@ -278,15 +324,24 @@ def test_a_gated_step_appends_once_after_its_approval(make_yard: MakeYard) -> No
     assert done.outputs == {"notes": ["p0", "p1"]}
 
 
-@pytest.mark.parametrize(("outputs", "expected"), [
-    ("{notes: {reduce: merge}}",
-     "flows/bad.yaml:3:67: error BY433 step 'a': `reduce: merge` needs output 'notes' of block 'note' to be "
-     "declared `type: object`, and it is `array`"),
-    ("{files: {reduce: append}}",
-     "flows/bad.yaml:3:67: error BY433 step 'a': `reduce: append` needs output 'files' of block 'note' to be "
-     "declared `type: array`, and it is `object`"),
-])
-def test_reduce_needs_a_list_or_an_object(make_yard: MakeYard, cli: Cli, outputs: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        (
+            "{notes: {reduce: merge}}",
+            "flows/bad.yaml:3:67: error BY433 step 'a': `reduce: merge` needs output 'notes' of block 'note' to be "
+            "declared `type: object`, and it is `array`",
+        ),
+        (
+            "{files: {reduce: append}}",
+            "flows/bad.yaml:3:67: error BY433 step 'a': `reduce: append` needs output 'files' of block 'note' to be "
+            "declared `type: array`, and it is `object`",
+        ),
+    ],
+)
+def test_reduce_needs_a_list_or_an_object(
+    make_yard: MakeYard, cli: Cli, outputs: str, expected: str
+) -> None:
     flow = f"""
         flow: bad
         steps:
@@ -322,10 +377,15 @@ def test_graph_marks_accumulating_steps(make_yard: MakeYard, cli: Cli) -> None:
     root = make_yard({"blocks/note.yaml": NOTE, "flows/rounds.yaml": ROUNDS})
     drawn = cli(root, "graph", "rounds")
     assert drawn.code == 0, drawn.err
-    assert 'write["write<br/>transform note<br/>accumulates notes (append), files (merge)"]' in drawn.out
+    assert (
+        'write["write<br/>transform note<br/>accumulates notes (append), files (merge)"]'
+        in drawn.out
+    )
 
 
-def test_an_optional_subflow_output_may_be_missing_after_the_step(make_yard: MakeYard, cli: Cli) -> None:
+def test_an_optional_subflow_output_may_be_missing_after_the_step(
+    make_yard: MakeYard, cli: Cli
+) -> None:
     sub = EARLY.replace("flow: early", "flow: sub").replace("plan: {}", "plan: {optional: true}")
     parent = """
         flow: parent
@@ -340,9 +400,13 @@ def test_an_optional_subflow_output_may_be_missing_after_the_step(make_yard: Mak
     assert checked.code == 1
     assert checked.out.splitlines() == [
         "flows/parent.yaml:5:39: error BY404 step 'use': context key 'plan' is written by step 'call', but not on "
-        "every path to this step; write it on every path, or read it as context.plan | default(...)"]
+        "every path to this step; write it on every path, or read it as context.plan | default(...)"
+    ]
     (root / "flows" / "parent.yaml").write_text(
-        (root / "flows" / "parent.yaml").read_text().replace("{{ context.plan }}", "{{ context.plan | default('-') }}"))
+        (root / "flows" / "parent.yaml")
+        .read_text()
+        .replace("{{ context.plan }}", "{{ context.plan | default('-') }}")
+    )
     with Yard.load(root) as yard:
         assert [d.format() for d in yard.diagnostics] == []
         result = yard.run("parent")

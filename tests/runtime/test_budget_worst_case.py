@@ -60,8 +60,14 @@ steps:
 
 
 def _yard(make_yard: MakeYard, limit: int) -> Path:
-    return make_yard({"blockyard.yaml": CONFIG, "blocks/count.yaml": COUNT, "blocks/digger.yaml": DIGGER,
-                      "flows/worst.yaml": FLOW.replace("LIMIT", str(limit))})
+    return make_yard(
+        {
+            "blockyard.yaml": CONFIG,
+            "blocks/count.yaml": COUNT,
+            "blocks/digger.yaml": DIGGER,
+            "flows/worst.yaml": FLOW.replace("LIMIT", str(limit)),
+        }
+    )
 
 
 def test_a_run_can_make_exactly_the_worst_case_validate_states(make_yard: MakeYard) -> None:
@@ -69,22 +75,31 @@ def test_a_run_can_make_exactly_the_worst_case_validate_states(make_yard: MakeYa
     assert [d.format() for d in semantic.check_project(below)] == [
         "flows/worst.yaml:4:23: warning BY870 flow 'worst' can make up to 10 model calls in one run, above "
         "budget.model_calls (9): 6 of them from step 'count' (llm block 'count', up to 6 calls: a call and its "
-        "repair, 3 attempts)"]
+        "repair, 3 attempts)"
+    ]
 
     root = _yard(make_yard, 10)
     assert semantic.check_project(load_project(root)) == []
     with Yard.load(root) as yard:
         result = yard.run("worst")
-        calls = [(event.step, event.data["purpose"], event.data["ok"]) for event in yard.events(result.run_id)
-                 if event.type == "model_call"]
+        calls = [
+            (event.step, event.data["purpose"], event.data["ok"])
+            for event in yard.events(result.run_id)
+            if event.type == "model_call"
+        ]
         record = yard.get_run(result.run_id)
     assert result.status == "finished", result.error
     assert result.outputs == {"answer": "found"}
     assert calls == [
-        ("count", "block", True), ("count", "repair", False),  # attempt 1: a bad reply, its repair fails
-        ("count", "block", True), ("count", "repair", False),  # attempt 2: the same
-        ("count", "block", True), ("count", "repair", True),  # attempt 3: the repair answers
-        ("dig", "agent", False), ("dig", "agent", True),  # turn 1 fails once, then calls a tool
-        ("dig", "agent", False), ("dig", "agent", True),  # turn 2 fails once, then answers
+        ("count", "block", True),
+        ("count", "repair", False),  # attempt 1: a bad reply, its repair fails
+        ("count", "block", True),
+        ("count", "repair", False),  # attempt 2: the same
+        ("count", "block", True),
+        ("count", "repair", True),  # attempt 3: the repair answers
+        ("dig", "agent", False),
+        ("dig", "agent", True),  # turn 1 fails once, then calls a tool
+        ("dig", "agent", False),
+        ("dig", "agent", True),  # turn 2 fails once, then answers
     ]
     assert record is not None and record.model_calls == 10

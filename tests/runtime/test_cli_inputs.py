@@ -39,18 +39,21 @@ DECLARED = {
 }
 
 
-@pytest.mark.parametrize(("pair", "key", "value"), [
-    ("n=0", "n", 0),
-    ("zip=0", "zip", "0"),
-    ("zip=007", "zip", "007"),  # the text as typed, not str(7)
-    ("zip=1e3", "zip", "1e3"),
-    ("ratio=0.5", "ratio", 0.5),
-    ("flag=true", "flag", True),
-    ("tags=[a, b]", "tags", ["a", "b"]),
-    ("extra=yes", "extra", "yes"),  # YAML 1.2: no Norway problem
-    ("extra={a: 1}", "extra", {"a": 1}),
-    ("extra=", "extra", ""),  # nothing after = is an empty string, not null
-])
+@pytest.mark.parametrize(
+    ("pair", "key", "value"),
+    [
+        ("n=0", "n", 0),
+        ("zip=0", "zip", "0"),
+        ("zip=007", "zip", "007"),  # the text as typed, not str(7)
+        ("zip=1e3", "zip", "1e3"),
+        ("ratio=0.5", "ratio", 0.5),
+        ("flag=true", "flag", True),
+        ("tags=[a, b]", "tags", ["a", "b"]),
+        ("extra=yes", "extra", "yes"),  # YAML 1.2: no Norway problem
+        ("extra={a: 1}", "extra", {"a": 1}),
+        ("extra=", "extra", ""),  # nothing after = is an empty string, not null
+    ],
+)
 def test_values_are_typed(pair: str, key: str, value: object) -> None:
     given = gather_inputs(DECLARED, ["n=1", "zip=x", "ratio=1", pair], None)
     assert coerce_inputs(DECLARED, given, where="flow 'f'")[key] == value
@@ -66,13 +69,18 @@ def test_inputs_file_then_flags(tmp_path: Path) -> None:
     assert gather_inputs(DECLARED, [], json_file) == {"n": 1, "zip": "x", "ratio": 1}
 
 
-@pytest.mark.parametrize(("pairs", "text", "message"), [
-    (["novalue"], None, "expected KEY=VALUE"),
-    (["=3"], None, "expected KEY=VALUE"),
-    ([], "- 1\n- 2\n", "expected a mapping"),
-    ([], "a: [\n", "--inputs-file"),
-])
-def test_bad_inputs_are_usage_errors(tmp_path: Path, pairs: list[str], text: str | None, message: str) -> None:
+@pytest.mark.parametrize(
+    ("pairs", "text", "message"),
+    [
+        (["novalue"], None, "expected KEY=VALUE"),
+        (["=3"], None, "expected KEY=VALUE"),
+        ([], "- 1\n- 2\n", "expected a mapping"),
+        ([], "a: [\n", "--inputs-file"),
+    ],
+)
+def test_bad_inputs_are_usage_errors(
+    tmp_path: Path, pairs: list[str], text: str | None, message: str
+) -> None:
     path = None
     if text is not None:
         path = tmp_path / "bad.yaml"
@@ -83,14 +91,23 @@ def test_bad_inputs_are_usage_errors(tmp_path: Path, pairs: list[str], text: str
 
 def test_wrong_type_and_unknown_names_are_named() -> None:
     with pytest.raises(UsageError, match="input 'n' must be an integer, got string 'many'"):
-        coerce_inputs(DECLARED, gather_inputs(DECLARED, ["n=many", "zip=1", "ratio=1"], None), where="flow 'f'")
+        coerce_inputs(
+            DECLARED,
+            gather_inputs(DECLARED, ["n=many", "zip=1", "ratio=1"], None),
+            where="flow 'f'",
+        )
     with pytest.raises(UsageError, match="unknown input 'zp' \\(did you mean 'zip'\\?\\)"):
-        coerce_inputs(DECLARED, gather_inputs(DECLARED, ["n=1", "zp=1", "ratio=1"], None), where="flow 'f'")
+        coerce_inputs(
+            DECLARED, gather_inputs(DECLARED, ["n=1", "zp=1", "ratio=1"], None), where="flow 'f'"
+        )
 
 
 def test_an_inputs_file_in_the_yard_linking_out_of_it_is_refused(
-        make_yard: Callable[[dict[str, str]], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     root = make_yard({"blocks/double.yaml": DOUBLE, "flows/twice.yaml": TWICE})
     outside = tmp_path / "secret.yaml"
     outside.write_text("n: 21\n", encoding="utf-8")
@@ -99,8 +116,10 @@ def test_an_inputs_file_in_the_yard_linking_out_of_it_is_refused(
     code = main(["run", "twice", "--inputs-file", "inputs.yaml"])
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
-    assert err == ("error: --inputs-file: inputs.yaml:1:1: error BY008 symbolic link inputs.yaml resolves outside "
-                   "the yard; it is not read\n")
+    assert err == (
+        "error: --inputs-file: inputs.yaml:1:1: error BY008 symbolic link inputs.yaml resolves outside "
+        "the yard; it is not read\n"
+    )
     # named outside the yard, the same file is the user's own choice
     assert main(["run", "twice", "--inputs-file", str(outside), "--json"]) == 0
     assert '"outputs":{"twice":42}' in capsys.readouterr().out

@@ -48,24 +48,33 @@ steps:
 """
 
 
-def test_events_follow_their_step_with_its_outputs_in_scope_and_are_stored(make_yard: MakeYard) -> None:
+def test_events_follow_their_step_with_its_outputs_in_scope_and_are_stored(
+    make_yard: MakeYard,
+) -> None:
     root = make_yard({"blocks/inc.yaml": INC, "flows/count.yaml": COUNT})
     with Yard.load(root) as yard:
         result = yard.run("count", {"start": 0}, run_id="c1")
         stored = [e.as_dict() for e in yard.events("c1")]
     assert result.status == "finished" and result.outputs == {"count": 3}
-    custom = [(e["type"], e["step"], e["data"]) for e in stored if e["type"] in ("progress", "tick")]
+    custom = [
+        (e["type"], e["step"], e["data"]) for e in stored if e["type"] in ("progress", "tick")
+    ]
     assert custom == [
         ("progress", "first", {"done": 1, "of": 3, "own": 1}),
-        ("progress", "again", {"done": 2, "label": "step 2 of 3"}), ("tick", "again", {}),
-        ("progress", "again", {"done": 3, "label": "step 3 of 3"}), ("tick", "again", {}),
+        ("progress", "again", {"done": 2, "label": "step 2 of 3"}),
+        ("tick", "again", {}),
+        ("progress", "again", {"done": 3, "label": "step 3 of 3"}),
+        ("tick", "again", {}),
     ]
     kinds = [e["type"] for e in stored]
-    assert kinds.index("progress") == kinds.index("step_finished") + 1  # right after its step finished
+    # right after its step finished
+    assert kinds.index("progress") == kinds.index("step_finished") + 1
     assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
 
 
-def test_run_json_prints_custom_events(make_yard: MakeYard, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_json_prints_custom_events(
+    make_yard: MakeYard, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = make_yard({"blocks/inc.yaml": INC, "flows/count.yaml": COUNT})
     code = main(["run", "count", "--json", "--root", str(root)])
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
@@ -76,14 +85,17 @@ def test_run_json_prints_custom_events(make_yard: MakeYard, capsys: pytest.Captu
 def test_a_payload_without_the_mark_or_with_an_engine_name_is_not_a_custom_event() -> None:
     seq = Sequencer("r")
     assert seq.from_custom({"type": "progress", "step": "s", "data": {}}) is None
-    assert seq.from_custom({"type": "run_finished", "step": "s", "data": {}, "custom": True}) is None
+    assert (
+        seq.from_custom({"type": "run_finished", "step": "s", "data": {}, "custom": True}) is None
+    )
     event = seq.from_custom({"type": "progress", "step": "s", "data": {"n": 1}, "custom": True})
     assert event is not None and (event.type, event.data) == ("progress", {"n": 1})
 
 
 def test_a_value_that_fails_to_render_is_a_warning_not_a_failed_step(make_yard: MakeYard) -> None:
-    flow = COUNT.split("  - id: more")[0].replace('own: "{{ steps.first.outputs.n }}"',
-                                                   'bad: "{{ context.count // 0 }}"')
+    flow = COUNT.split("  - id: more")[0].replace(
+        'own: "{{ steps.first.outputs.n }}"', 'bad: "{{ context.count // 0 }}"'
+    )
     root = make_yard({"blocks/inc.yaml": INC, "flows/count.yaml": flow})
     with Yard.load(root) as yard:
         result = yard.run("count", {}, run_id="c2")
@@ -104,18 +116,35 @@ def test_the_example_flow_is_clean(make_yard: MakeYard) -> None:
     assert problems(make_yard, COUNT) == []
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    (("event: tick", "event: step_finished"),
-     "flows/count.yaml:20:23: error BY425 step 'again': event name 'step_finished' is one of the engine's own event"),
-    (("event: tick", "event: token"), "flows/count.yaml:20:23: error BY425 step 'again': event name 'token'"),
-    (("{{ context.count }}\", of: 3", "{{ context.cont }}\", of: 3"),
-     "flows/count.yaml:9:42: error BY404 step 'first': no step writes context key 'cont' (did you mean 'count'?)"),
-    (("own: \"{{ steps.first", "own: \"{{ stepz.first"),
-     "flows/count.yaml:9:77: error BY401 step 'first': unknown variable 'stepz'"),
-    (("{{ steps.first.outputs.n }}", "{{ steps.more.outputs.n }}"),
-     "flows/count.yaml:9:77: error BY403 step 'first': step 'more' does not finish before this step"),
-])
-def test_mistakes_in_emit_are_reported_at_line_and_column(make_yard: MakeYard, change: tuple[str, str],
-                                                         expected: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ("event: tick", "event: step_finished"),
+            "flows/count.yaml:20:23: error BY425 step 'again': event name 'step_finished' is "
+            "one of the engine's own event",
+        ),
+        (
+            ("event: tick", "event: token"),
+            "flows/count.yaml:20:23: error BY425 step 'again': event name 'token'",
+        ),
+        (
+            ('{{ context.count }}", of: 3', '{{ context.cont }}", of: 3'),
+            "flows/count.yaml:9:42: error BY404 step 'first': no step writes context key 'cont' "
+            "(did you mean 'count'?)",
+        ),
+        (
+            ('own: "{{ steps.first', 'own: "{{ stepz.first'),
+            "flows/count.yaml:9:77: error BY401 step 'first': unknown variable 'stepz'",
+        ),
+        (
+            ("{{ steps.first.outputs.n }}", "{{ steps.more.outputs.n }}"),
+            "flows/count.yaml:9:77: error BY403 step 'first': step 'more' does not finish before this step",
+        ),
+    ],
+)
+def test_mistakes_in_emit_are_reported_at_line_and_column(
+    make_yard: MakeYard, change: tuple[str, str], expected: str
+) -> None:
     found = problems(make_yard, COUNT.replace(*change))
     assert any(line.startswith(expected) for line in found), found

@@ -48,22 +48,35 @@ OWN_MODE = {
 
 def _checkpoints(root: Path, run_id: str) -> int:
     with state_db(root) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)
+            ).fetchone()[0]
+        )
 
 
 def _row(root: Path, run_id: str) -> tuple[Any, ...]:
     with state_db(root) as conn:
-        found = conn.execute("SELECT durability, status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        found = conn.execute(
+            "SELECT durability, status FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
     assert found is not None
     return tuple(found)
 
 
 def _events(root: Path, run_id: str) -> list[str]:
     with state_db(root) as conn:
-        return [row[0] for row in conn.execute("SELECT type FROM events WHERE run_id = ? ORDER BY seq", (run_id,))]
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT type FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            )
+        ]
 
 
-def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_mode_runs_the_flow_and_keeps_what_it_promises(
+    yard: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     written: dict[str, int] = {}
     aput = GroupCommitted.aput
 
@@ -74,11 +87,17 @@ def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path, monkeypa
 
     monkeypatch.setattr(GroupCommitted, "aput", counted)
     with Yard.load(yard) as api:
-        results = {mode: api.run("calc", {"n": 3}, durability=mode) for mode in ("sync", "async", "exit", "none")}
+        results = {
+            mode: api.run("calc", {"n": 3}, durability=mode)
+            for mode in ("sync", "async", "exit", "none")
+        }
     for mode, result in results.items():
         assert (result.status, result.outputs) == ("finished", {"n": 4, "label": "small"}), mode
         assert _row(yard, result.run_id) == (mode, "finished")
-        assert _events(yard, result.run_id)[0] == "run_started" and _events(yard, result.run_id)[-1] == "run_finished"
+        assert (
+            _events(yard, result.run_id)[0] == "run_started"
+            and _events(yard, result.run_id)[-1] == "run_finished"
+        )
     made = {mode: written.get(result.run_id, 0) for mode, result in results.items()}
     assert made["sync"] == made["async"] > 2  # one per superstep
     assert made["exit"] == 1  # the one the run ended with
@@ -89,15 +108,26 @@ def test_each_mode_runs_the_flow_and_keeps_what_it_promises(yard: Path, monkeypa
 
 
 def test_the_run_wins_over_the_flow_which_wins_over_the_yard(make_yard: MakeYard) -> None:
-    root = make_yard({**BLOCKS, "flows/calc.yaml": FLOWS["flows/calc.yaml"], **OWN_MODE,
-                      "blockyard.yaml": "durability: async\n"})
+    root = make_yard(
+        {
+            **BLOCKS,
+            "flows/calc.yaml": FLOWS["flows/calc.yaml"],
+            **OWN_MODE,
+            "blockyard.yaml": "durability: async\n",
+        }
+    )
     with Yard.load(root) as api:
         by_yard = api.run("calc", {"n": 1})
         by_flow = api.run("quick", {"n": 1})
         by_run = api.run("quick", {"n": 1}, durability="sync")
         quiet = api.run("quiet", {"n": 1})
         traced = api.run("quiet", {"n": 1}, trace=True)
-    assert [_row(root, r.run_id)[0] for r in (by_yard, by_flow, by_run, quiet)] == ["async", "exit", "sync", "none"]
+    assert [_row(root, r.run_id)[0] for r in (by_yard, by_flow, by_run, quiet)] == [
+        "async",
+        "exit",
+        "sync",
+        "none",
+    ]
     assert quiet.outputs == {"n": 2} and _row(root, quiet.run_id) == ("none", "finished")
     assert _events(root, quiet.run_id) == []  # trace: false: the run row only
     assert _events(root, traced.run_id)[-1] == "run_finished"
@@ -109,7 +139,10 @@ def test_without_a_mode_anywhere_runs_are_sync(yard: Path, cli: Cli) -> None:
     assert _row(yard, result.run_id)[0] == "sync"
     shown = cli(yard, "runs", "show", result.run_id)
     assert "durability sync\n" in shown.out
-    assert json.loads(cli(yard, "runs", "show", result.run_id, "--json").out)["run"]["durability"] == "sync"
+    assert (
+        json.loads(cli(yard, "runs", "show", result.run_id, "--json").out)["run"]["durability"]
+        == "sync"
+    )
 
 
 def test_none_refuses_gates_and_conversation_turns(yard: Path, cli: Cli) -> None:
@@ -118,16 +151,23 @@ def test_none_refuses_gates_and_conversation_turns(yard: Path, cli: Cli) -> None
             api.run("gated", {"n": 1}, durability="none")
         with pytest.raises(UsageError, match="conversation turn with durability none"):
             api.run("calc", {"n": 1}, durability="none", thread="t1")
-        with pytest.raises(UsageError, match="durability must be one of sync, async, exit, none, not 'fast'"):
+        with pytest.raises(
+            UsageError, match="durability must be one of sync, async, exit, none, not 'fast'"
+        ):
             api.run("calc", {"n": 1}, durability="fast")
         assert api.runs() == []  # nothing recorded
     refused = cli(yard, "run", "gated", "--durability", "none")
     assert refused.code == 2
     assert refused.err.strip().splitlines() == [
         "error: flow 'gated' cannot run with durability none: step 'ok' is an approval gate, and a run keeps no "
-        "checkpoint to wait at in that mode (use sync, async or exit)"]
+        "checkpoint to wait at in that mode (use sync, async or exit)"
+    ]
     untraced = cli(yard, "run", "calc", "--input", "n=1", "--no-trace")
-    assert untraced.code == 2 and "only with durability none" in untraced.err and "Traceback" not in untraced.err
+    assert (
+        untraced.code == 2
+        and "only with durability none" in untraced.err
+        and "Traceback" not in untraced.err
+    )
 
 
 def test_exit_mode_pauses_at_a_gate_and_goes_on_after_the_decision(yard: Path, cli: Cli) -> None:
@@ -137,7 +177,10 @@ def test_exit_mode_pauses_at_a_gate_and_goes_on_after_the_decision(yard: Path, c
     assert _checkpoints(yard, run_id) == 1  # saved as the graph stopped at the gate
     done = cli(yard, "resume", run_id, "--approve", "--json")
     assert done.code == 0, done.err
-    assert started_steps(done.events()) == ["ok", "b"]  # the gate takes its decision; `a` ran before it: not again
+    assert started_steps(done.events()) == [
+        "ok",
+        "b",
+    ]  # the gate takes its decision; `a` ran before it: not again
     assert done.events()[-1]["data"]["outputs"] == {"n": 3}
     assert _row(yard, run_id) == ("exit", "finished")
 
@@ -149,36 +192,53 @@ def test_a_failed_exit_run_resumes_from_where_it_failed(yard: Path, cli: Cli) ->
     (yard / "fixed.flag").write_text("")
     done = cli(yard, "resume", run_id, "--json")
     assert done.code == 0, done.err
-    assert started_steps(done.events()) == ["boom"]  # LangGraph saved the failing superstep's checkpoint
+    assert started_steps(done.events()) == [
+        "boom"
+    ]  # LangGraph saved the failing superstep's checkpoint
 
 
 def test_a_failed_none_run_cannot_be_resumed(yard: Path, cli: Cli) -> None:
     failed = cli(yard, "run", "fragile", "--durability", "none")
     assert failed.code == 1
-    assert "it kept no checkpoint (durability none): after fixing the cause, run it again" in failed.err
+    assert (
+        "it kept no checkpoint (durability none): after fixing the cause, run it again"
+        in failed.err
+    )
     assert "blockyard resume" not in failed.err
     run_id = failed.err.split("error: run ", 1)[1].split()[0]
     shown = cli(yard, "runs", "show", run_id)
-    assert "durability none (no checkpoints: cannot be resumed)" in shown.out and "resume    " not in shown.out
+    assert (
+        "durability none (no checkpoints: cannot be resumed)" in shown.out
+        and "resume    " not in shown.out
+    )
     refused = cli(yard, "resume", run_id)
     assert refused.code == 2
-    assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability none and kept "
-                                   "no checkpoint; start a new run of flow 'fragile'")
+    assert refused.err.strip() == (
+        f"error: run {run_id} cannot be resumed: it ran with durability none and kept "
+        "no checkpoint; start a new run of flow 'fragile'"
+    )
 
 
-def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished_step_again(yard: Path,
-                                                                                          cli: Cli) -> None:
+def test_async_run_killed_with_kill_9_resumes_and_runs_at_most_the_last_finished_step_again(
+    yard: Path, cli: Cli
+) -> None:
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--durability", "async", "--json")
     try:  # killed as soon as `first` has finished: its checkpoint may or may not be written yet
-        lines = _read_until(child.stdout, lambda line: '"step_finished"' in line and '"first"' in line)
+        lines = _read_until(
+            child.stdout, lambda line: '"step_finished"' in line and '"first"' in line
+        )
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=60)
     run_id = json.loads(lines[0])["run_id"]
-    done = cli(yard, "resume", run_id, "--json")  # in this process: the killed one is gone either way
+    # in this process: the killed one is gone either way
+    done = cli(yard, "resume", run_id, "--json")
     assert done.code == 0, done.err
     again = started_steps(done.events())
-    assert again in (["nap", "last"], ["first", "nap", "last"])  # `first` at most twice; nothing else repeated
+    assert again in (
+        ["nap", "last"],
+        ["first", "nap", "last"],
+    )  # `first` at most twice; nothing else repeated
     assert done.events()[-1]["data"]["outputs"] == {"n": 5, "label": "small"}
     assert _row(yard, run_id) == ("async", "finished")
 
@@ -193,8 +253,10 @@ def test_exit_run_killed_with_kill_9_kept_nothing_to_resume(yard: Path, cli: Cli
     run_id = json.loads(lines[0])["run_id"]
     refused = cli(yard, "resume", run_id)
     assert refused.code == 2
-    assert refused.err.strip() == (f"error: run {run_id} cannot be resumed: it ran with durability exit and "
-                                   "stopped before it kept a checkpoint; start a new run of flow 'crashy'")
+    assert refused.err.strip() == (
+        f"error: run {run_id} cannot be resumed: it ran with durability exit and "
+        "stopped before it kept a checkpoint; start a new run of flow 'crashy'"
+    )
 
 
 def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) -> None:
@@ -222,9 +284,13 @@ def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) ->
 
 # the example yard's flows that run without a person or a thread, and their inputs
 EXAMPLE_INPUTS: dict[str, dict[str, Any]] = {
-    "hello": {"name": "Ada"}, "triage_ticket": {"ticket": "My invoice is wrong"}, "write_article": {"topic": "bees"},
-    "summarize_batch": {"documents": ["one", "two"]}, "tldr": {"text": "Some text to shorten."},
-    "research": {"question": "Why is the sky blue?"}, "team_report": {},
+    "hello": {"name": "Ada"},
+    "triage_ticket": {"ticket": "My invoice is wrong"},
+    "write_article": {"topic": "bees"},
+    "summarize_batch": {"documents": ["one", "two"]},
+    "tldr": {"text": "Some text to shorten."},
+    "research": {"question": "Why is the sky blue?"},
+    "team_report": {},
     "swe_team": {"prompt": "Build an MVP for a todo-list app"},
 }
 
@@ -233,7 +299,9 @@ TIMINGS = ("duration_ms", "now", "latency_ms", "ttft_ms")
 
 
 def _trace(api: Yard, run_id: str) -> list[tuple[str, str | None, Any]]:
-    def plain(value: Any) -> Any:  # without timings (of steps, model calls) and the clock tool's reading (`stamp`)
+    def plain(
+        value: Any,
+    ) -> Any:  # without timings (of steps, model calls) and the clock tool's reading (`stamp`)
         if isinstance(value, dict):
             return {key: plain(item) for key, item in value.items() if key not in TIMINGS}
         return [plain(item) for item in value] if isinstance(value, list) else value
@@ -241,10 +309,19 @@ def _trace(api: Yard, run_id: str) -> list[tuple[str, str | None, Any]]:
     # in order per step, item and tool call: team_report's sub-agents, swe_team's map items and an
     # agent's tool calls run at once, so their events interleave differently from one run to the
     # next in any mode
-    events = [(str(e.type), e.step, plain(e.data)) for e in api.events(run_id)
-              if e.type not in ("run_started", "run_finished")]
-    return sorted(events, key=lambda event: (str(event[1]), str(event[2].get("index", "")),
-                                             str(event[2].get("call_id", ""))))
+    events = [
+        (str(e.type), e.step, plain(e.data))
+        for e in api.events(run_id)
+        if e.type not in ("run_started", "run_finished")
+    ]
+    return sorted(
+        events,
+        key=lambda event: (
+            str(event[1]),
+            str(event[2].get("index", "")),
+            str(event[2].get("call_id", "")),
+        ),
+    )
 
 
 @pytest.mark.parametrize("flow", sorted(EXAMPLE_INPUTS))

@@ -35,6 +35,7 @@ class State(TypedDict, total=False):
 def chain(*names: str, gate: str | None = None) -> StateGraph[State, Any, State, State]:
     graph = StateGraph(State)
     for name in names:
+
         def node(state: State, name: str = name) -> State:
             if name == gate:
                 answer = interrupt({"question": f"ok to {name}?"})
@@ -117,8 +118,12 @@ def _wait_for(path: Path, timeout: float = 60.0) -> None:
 
 def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    child = processes.Popen([sys.executable, str(CHILD), str(path), "crash", "t"], env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = processes.Popen(
+        [sys.executable, str(CHILD), str(path), "crash", "t"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         _wait_for(tmp_path / "t.marker")
         os.kill(child.pid, signal.SIGKILL)
@@ -126,8 +131,14 @@ def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
         child.wait(timeout=60)
     crashed_pid = int((tmp_path / "t.marker").read_text())
     (tmp_path / "t.marker").unlink()
-    done = processes.run([sys.executable, str(CHILD), str(path), "resume", "t"], env=_env(),
-                         capture_output=True, text=True, timeout=120, check=True)
+    done = processes.run(
+        [sys.executable, str(CHILD), str(path), "resume", "t"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     log = json.loads(done.stdout)
     # `a` ran once, in the killed process; only `slow` and `b` ran again
     assert log[0] == f"a@{crashed_pid}"
@@ -138,8 +149,16 @@ def test_kill_9_loses_no_finished_node(tmp_path: Path) -> None:
 def test_two_processes_write_one_file_at_once(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     StateDB(path).close()  # create the tables once, as the first process would
-    children = [processes.Popen([sys.executable, str(CHILD), str(path), "many", f"p{n}", "60"], env=_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(2)]
+    children = [
+        processes.Popen(
+            [sys.executable, str(CHILD), str(path), "many", f"p{n}", "60"],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
     for child in children:
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err

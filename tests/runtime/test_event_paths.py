@@ -53,7 +53,9 @@ def trace(root: Path) -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
     async def main() -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
         async with Yard.load(root) as yard:
             events = [e async for e in yard.astream("parent", {"n": 1})]
-        return [(e.type, e.step) for e in events if e.type.startswith("step_")], events[-1].data["outputs"]
+        return [(e.type, e.step) for e in events if e.type.startswith("step_")], events[-1].data[
+            "outputs"
+        ]
 
     return asyncio.run(main())
 
@@ -67,14 +69,24 @@ def test_direct_path_is_used_and_complete(parent: Path) -> None:
     steps, outputs = trace(parent)
     assert asyncio.run(listen.direct_supported()) is True
     assert outputs == {"n": 3, "doubled": [{"y": 2}, {"y": 4}, {"y": 6}]}
-    assert steps[:6] == [("step_started", "first"), ("step_finished", "first"), ("step_started", "call"),
-                         ("step_started", "call.bump"), ("step_finished", "call.bump"), ("step_finished", "call")]
+    assert steps[:6] == [
+        ("step_started", "first"),
+        ("step_finished", "first"),
+        ("step_started", "call"),
+        ("step_started", "call.bump"),
+        ("step_finished", "call.bump"),
+        ("step_finished", "call"),
+    ]
     # the map step starts and ends once, and so does each of its three items
-    assert steps[6:] == [("step_started", "each")] + [("step_started", "each"), ("step_finished", "each")] * 3 \
-        + [("step_finished", "each")]
+    assert steps[6:] == [("step_started", "each")] + [
+        ("step_started", "each"),
+        ("step_finished", "each"),
+    ] * 3 + [("step_finished", "each")]
 
 
-def test_custom_stream_fallback_gives_the_same_events(parent: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_custom_stream_fallback_gives_the_same_events(
+    parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     direct = trace(parent)
     monkeypatch.setattr(listen, "_direct", False)
     assert trace(parent) == direct

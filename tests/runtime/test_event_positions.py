@@ -64,18 +64,29 @@ def events(make_yard: Callable[[dict[str, str]], Path]) -> list[Event]:
 
 def where(events: list[Event], step: str, kind: str = "step_finished") -> list[dict[str, Any]]:
     keys = ("index", "items", "pass", "max_iterations")
-    return sorted(({k: e.data[k] for k in keys if k in e.data} for e in events if e.step == step and e.type == kind),
-                  key=lambda d: (d.get("index", -1), d.get("pass", 0)))
+    return sorted(
+        (
+            {k: e.data[k] for k in keys if k in e.data}
+            for e in events
+            if e.step == step and e.type == kind
+        ),
+        key=lambda d: (d.get("index", -1), d.get("pass", 0)),
+    )
 
 
 def test_loop_body_events_say_which_pass(events: list[Event]) -> None:
     assert where(events, "tick") == [{"pass": n, "max_iterations": 3} for n in (1, 2, 3)]
-    assert where(events, "tick", "step_started") == [{"pass": n, "max_iterations": 3} for n in (1, 2, 3)]
+    assert where(events, "tick", "step_started") == [
+        {"pass": n, "max_iterations": 3} for n in (1, 2, 3)
+    ]
     assert where(events, "again") == [{}]  # the loop step itself runs once, outside its body
 
 
 def test_item_events_say_which_item_of_how_many(events: list[Event]) -> None:
-    assert where(events, "each") == [{"items": 3}, *({"index": i, "items": 3} for i in range(3))]  # the map, items
+    assert where(events, "each") == [
+        {"items": 3},
+        *({"index": i, "items": 3} for i in range(3)),
+    ]  # the map, items
     assert where(events, "row") == [{"index": i, "items": 2} for i in range(2)]
     assert where(events, "inner") == [{"index": i, "items": 2} for i in range(2)]
 
@@ -86,7 +97,11 @@ def script() -> list[Event]:
         seq.make("step_started", "summarize", {"index": 2, "items": 10}),
         seq.make("step_finished", "summarize", {"index": 2, "items": 10, "duration_ms": 5}),
         seq.make("step_started", "review", {"pass": 2, "max_iterations": 15}),
-        seq.make("step_failed", "review", {"pass": 2, "max_iterations": 15, "duration_ms": 5, "error": "no"}),
+        seq.make(
+            "step_failed",
+            "review",
+            {"pass": 2, "max_iterations": 15, "duration_ms": 5, "error": "no"},
+        ),
         seq.make("step_started", "deep", {"index": 0, "items": 2, "pass": 1, "max_iterations": 4}),
     ]
 

@@ -54,20 +54,42 @@ def served(tmp_path: Path, cli: Cli) -> Iterator[tuple[str, list[str]]]:
     flows = sorted(json.loads((yard / "langgraph.json").read_text())["graphs"])
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**subprocess_env(), "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false",
-           "LANGSMITH_TRACING_V2": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    env = {
+        **subprocess_env(),
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
+        "LANGSMITH_TRACING_V2": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    }
     for name in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGGRAPH_AUTH_TYPE"):
         env.pop(name, None)
     log = tmp_path / "langgraph-dev.log"
     with log.open("w") as out:
-        server = subprocess.Popen([str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-                                   "--port", str(port)], cwd=yard, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        server = subprocess.Popen(
+            [
+                str(langgraph),
+                "dev",
+                "--no-browser",
+                "--no-reload",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=yard,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + STARTUP
         while not _answers(url):
             if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"`langgraph dev` did not answer (exit code {server.poll()}):\n{log.read_text()[-4000:]}")
+                pytest.fail(
+                    f"`langgraph dev` did not answer (exit code {server.poll()}):\n{log.read_text()[-4000:]}"
+                )
             time.sleep(0.3)
         yield url, flows
     finally:
@@ -82,13 +104,17 @@ def served(tmp_path: Path, cli: Cli) -> Iterator[tuple[str, list[str]]]:
 def _tokens(client: SyncLangGraphClient, thread: str, message: str) -> list[str]:
     """The text of the AI message chunks a support_chat run streams through `messages-tuple`."""
     texts: list[str] = []
-    for part in client.runs.stream(thread, "support_chat", input={"message": message},
-                                   stream_mode="messages-tuple"):
+    for part in client.runs.stream(
+        thread, "support_chat", input={"message": message}, stream_mode="messages-tuple"
+    ):
         if part.event == "error":
             pytest.fail(f"the run failed: {part.data}")
         if part.event == "messages":
             chunk, metadata = part.data
-            assert metadata["langgraph_node"] == "support_chat" and metadata["blockyard_node"] == "answer"
+            assert (
+                metadata["langgraph_node"] == "support_chat"
+                and metadata["blockyard_node"] == "answer"
+            )
             if chunk["type"] == "AIMessageChunk" and chunk["content"]:
                 texts.append(chunk["content"])
     return texts
@@ -113,9 +139,20 @@ def test_langgraph_dev_serves_the_exported_example_yard(served: tuple[str, list[
     client.runs.wait(lunch, "order_lunch", input={"user_id": "ada"})
     state: Any = client.threads.get_state(lunch)
     [ask] = state["interrupts"]
-    assert ask["value"]["gate"] == "ask" and sorted(ask["value"]["fields"]) == ["dish", "restaurant"]
-    client.runs.wait(lunch, "order_lunch", command={"resume": {
-        "decision": "approve", "values": {"restaurant": "Chipotle", "dish": "burrito"}}})
+    assert ask["value"]["gate"] == "ask" and sorted(ask["value"]["fields"]) == [
+        "dish",
+        "restaurant",
+    ]
+    client.runs.wait(
+        lunch,
+        "order_lunch",
+        command={
+            "resume": {
+                "decision": "approve",
+                "values": {"restaurant": "Chipotle", "dish": "burrito"},
+            }
+        },
+    )
     [remember] = client.threads.get_state(lunch)["interrupts"]
     assert remember["value"]["gate"] == "remember"
     done: Any = client.runs.wait(lunch, "order_lunch", command={"resume": {"decision": "approve"}})

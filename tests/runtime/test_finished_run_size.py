@@ -12,33 +12,68 @@ from engine.core.events import RunStatus
 from tests.runtime.conftest import BLOCKS, CONFIG, FLOWS
 from tests.support.state import checkpoint_tables, state_db
 
-CHAIN = "\n".join(["flow: chain50", "inputs: {n: {type: integer}}", "outputs: [n]", "steps:",
-                   '  - {id: s0, uses: inc, with: {n: "{{ inputs.n }}"}}',
-                   *[f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)]]) + "\n"
+CHAIN = (
+    "\n".join(
+        [
+            "flow: chain50",
+            "inputs: {n: {type: integer}}",
+            "outputs: [n]",
+            "steps:",
+            '  - {id: s0, uses: inc, with: {n: "{{ inputs.n }}"}}',
+            *[f"  - {{id: s{i}, uses: inc}}" for i in range(1, 50)],
+        ]
+    )
+    + "\n"
+)
 # a failure after ten finished steps: each of them left a checkpoint before the failing one
-LONG_FRAGILE = "\n".join(["flow: long_fragile", "outputs: [n, echo]", "steps:",
-                          '  - {id: s0, uses: inc, with: {n: "{{ 0 }}"}}',
-                          *[f"  - {{id: s{i}, uses: inc}}" for i in range(1, 10)],
-                          '  - {id: boom, uses: explode, with: {text: "n={{ context.n }}"}}']) + "\n"
+LONG_FRAGILE = (
+    "\n".join(
+        [
+            "flow: long_fragile",
+            "outputs: [n, echo]",
+            "steps:",
+            '  - {id: s0, uses: inc, with: {n: "{{ 0 }}"}}',
+            *[f"  - {{id: s{i}, uses: inc}}" for i in range(1, 10)],
+            '  - {id: boom, uses: explode, with: {text: "n={{ context.n }}"}}',
+        ]
+    )
+    + "\n"
+)
 
 
 def _yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
-    return make_yard({**BLOCKS, **FLOWS, **CONFIG, "flows/chain50.yaml": CHAIN,
-                      "flows/long_fragile.yaml": LONG_FRAGILE})
+    return make_yard(
+        {
+            **BLOCKS,
+            **FLOWS,
+            **CONFIG,
+            "flows/chain50.yaml": CHAIN,
+            "flows/long_fragile.yaml": LONG_FRAGILE,
+        }
+    )
 
 
 def _rows(root: Path, run_id: str) -> dict[str, int]:
     """Rows of each checkpoint table that belong to the run's thread."""
     with state_db(root) as conn:
-        return {table: int(conn.execute(f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?",
-                                        (run_id,)).fetchone()[0])
-                for table in checkpoint_tables(root)}
+        return {
+            table: int(
+                conn.execute(
+                    f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?", (run_id,)
+                ).fetchone()[0]
+            )
+            for table in checkpoint_tables(root)
+        }
 
 
 def _root_checkpoints(root: Path, run_id: str) -> int:
     with state_db(root) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-                                (run_id,)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+                (run_id,),
+            ).fetchone()[0]
+        )
 
 
 def _stored_bytes(root: Path, run_id: str) -> int:
@@ -46,22 +81,30 @@ def _stored_bytes(root: Path, run_id: str) -> int:
     if checkpoint_tables(root) == ("checkpoints", "writes"):
         queries = {
             "checkpoints": "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata) + LENGTH(checkpoint_id) "
-                           "+ LENGTH(thread_id)), 0) FROM checkpoints WHERE thread_id = ?",
+            "+ LENGTH(thread_id)), 0) FROM checkpoints WHERE thread_id = ?",
             "writes": "SELECT COALESCE(SUM(LENGTH(value) + LENGTH(channel) + LENGTH(task_id)), 0) FROM writes "
-                      "WHERE thread_id = ?"}
+            "WHERE thread_id = ?",
+        }
     else:  # Postgres: the rows as stored (large values compressed by Postgres itself)
-        queries = {table: f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t WHERE thread_id = ?"
-                   for table in checkpoint_tables(root)}
-    queries["events"] = ("SELECT COALESCE(SUM(LENGTH(run_id) + LENGTH(type) + LENGTH(COALESCE(step, '')) "
-                         "+ LENGTH(time) + LENGTH(data) + 8), 0) FROM events WHERE run_id = ?")
-    queries["runs"] = ("SELECT LENGTH(id) + LENGTH(flow) + LENGTH(inputs) + LENGTH(COALESCE(outputs, '')) + "
-                       "LENGTH(digest) + 120 FROM runs WHERE id = ?")
+        queries = {
+            table: f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t WHERE thread_id = ?"
+            for table in checkpoint_tables(root)
+        }
+    queries["events"] = (
+        "SELECT COALESCE(SUM(LENGTH(run_id) + LENGTH(type) + LENGTH(COALESCE(step, '')) "
+        "+ LENGTH(time) + LENGTH(data) + 8), 0) FROM events WHERE run_id = ?"
+    )
+    queries["runs"] = (
+        "SELECT LENGTH(id) + LENGTH(flow) + LENGTH(inputs) + LENGTH(COALESCE(outputs, '')) + "
+        "LENGTH(digest) + 120 FROM runs WHERE id = ?"
+    )
     with state_db(root) as conn:
         return sum(int(conn.execute(sql, (run_id,)).fetchone()[0]) for sql in queries.values())
 
 
 def test_a_finished_chain50_run_keeps_one_checkpoint_and_at_most_20_kb(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = _yard(make_yard)
     with Yard.load(root) as yard:
         result = yard.run("chain50", {"n": 0})
@@ -78,23 +121,29 @@ def test_a_finished_chain50_run_keeps_one_checkpoint_and_at_most_20_kb(
 
 
 def test_a_failed_run_keeps_only_what_its_resume_needs_and_still_resumes(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = _yard(make_yard)
     with Yard.load(root) as yard:
         failed = yard.run("long_fragile")
         assert failed.status == RunStatus.FAILED and failed.step == "boom"
-        assert _root_checkpoints(root, failed.run_id) == 1  # 12 before: the ten steps, the input, the start
+        # 12 before: the ten steps, the input, the start
+        assert _root_checkpoints(root, failed.run_id) == 1
         (root / "fixed.flag").write_text("")
         started = [e.step for e in yard.events(failed.run_id) if e.type == "step_started"]
         done = yard.resume(failed.run_id)
         assert done.ok, done.error
         assert done.outputs == {"n": 10, "echo": "n=10!"}
-        again = [e.step for e in yard.events(failed.run_id) if e.type == "step_started"][len(started):]
+        again = [e.step for e in yard.events(failed.run_id) if e.type == "step_started"][
+            len(started) :
+        ]
         assert again == ["boom"]  # the ten finished steps are not run again
     assert _rows(root, failed.run_id)["checkpoints"] == 1
 
 
-def test_a_run_waiting_at_a_gate_is_decided_after_pruning(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_a_run_waiting_at_a_gate_is_decided_after_pruning(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = _yard(make_yard)
     with Yard.load(root) as yard:
         waiting = yard.run("gated", {"n": 4})

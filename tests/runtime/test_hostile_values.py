@@ -169,16 +169,22 @@ def no_crash(outcome: Outcome) -> None:
 
 # ---- refused up front ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pair", ["n=100000000000000000000000", "n=-9223372036854775809", "n=0x10000000000000000"])
-def test_a_huge_input_is_a_usage_error_and_no_run(cli: Callable[..., Outcome], root: Path, pair: str) -> None:
+
+@pytest.mark.parametrize(
+    "pair", ["n=100000000000000000000000", "n=-9223372036854775809", "n=0x10000000000000000"]
+)
+def test_a_huge_input_is_a_usage_error_and_no_run(
+    cli: Callable[..., Outcome], root: Path, pair: str
+) -> None:
     outcome = cli(root, "run", "power", "--input", pair)
     assert outcome.code == 2, outcome.err
     assert "--input 'n'" in outcome.err and "64-bit range" in outcome.err
     assert cli(root, "runs").out.count("power") == 0
 
 
-def test_a_huge_value_in_an_inputs_file_is_a_usage_error(cli: Callable[..., Outcome], root: Path,
-                                                          tmp_path: Path) -> None:
+def test_a_huge_value_in_an_inputs_file_is_a_usage_error(
+    cli: Callable[..., Outcome], root: Path, tmp_path: Path
+) -> None:
     path = tmp_path / "inputs.json"
     path.write_text('{"n": 100000000000000000000000}', encoding="utf-8")
     outcome = cli(root, "run", "power", "--inputs-file", str(path))
@@ -193,8 +199,9 @@ NOT_UTF8 = [
 
 
 @pytest.mark.parametrize(("args", "option"), NOT_UTF8)
-def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(root: Path, args: list[bytes], option: str,
-                                                                    cli: Callable[..., Outcome]) -> None:
+def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(
+    root: Path, args: list[bytes], option: str, cli: Callable[..., Outcome]
+) -> None:
     # what Python makes of argv bytes that are not UTF-8 (surrogateescape), as in the real process below
     outcome = cli(root, *[os.fsdecode(arg) for arg in args])
     assert outcome.code == 2, outcome.err
@@ -204,8 +211,13 @@ def test_command_line_arguments_that_are_not_utf8_are_a_usage_error(root: Path, 
 def test_the_same_from_a_real_command_line(root: Path) -> None:
     """The interpreter's own decoding of argv bytes, through the process boundary (one case)."""
     args, option = NOT_UTF8[0]
-    done = processes.run([sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
-                         cwd=root, env=subprocess_env(), capture_output=True, timeout=60)
+    done = processes.run(
+        [sys.executable.encode(), b"-m", b"engine", *args, b"--root", str(root).encode()],
+        cwd=root,
+        env=subprocess_env(),
+        capture_output=True,
+        timeout=60,
+    )
     err = done.stderr.decode("utf-8")
     assert done.returncode == 2, err
     assert err.startswith(f"error: {option}: not valid text") and "surrogate" in err
@@ -223,8 +235,9 @@ def test_python_api_refuses_huge_inputs_and_surrogates(yard: Yard) -> None:
     assert yard.runs() == []
 
 
-def test_approval_values_and_reasons_outside_the_domain_are_refused(yard: Yard, cli: Callable[..., Outcome],
-                                                                   root: Path) -> None:
+def test_approval_values_and_reasons_outside_the_domain_are_refused(
+    yard: Yard, cli: Callable[..., Outcome], root: Path
+) -> None:
     waiting = yard.run("ask", {}, run_id="gate-1")
     assert waiting.status == "waiting"
     with pytest.raises(DecisionRefused, match="reason"):
@@ -240,8 +253,10 @@ def test_approval_values_and_reasons_outside_the_domain_are_refused(yard: Yard, 
 
 # ---- failed runs that name the step, and can be shown and resumed -----------------------------
 
+
 def test_a_template_result_beyond_64_bits_fails_the_step_and_the_run_can_be_shown_and_resumed(
-        cli: Callable[..., Outcome], root: Path) -> None:
+    cli: Callable[..., Outcome], root: Path
+) -> None:
     outcome = cli(root, "run", "power", "--run-id", "big-1")
     no_crash(outcome)
     assert outcome.code == 1
@@ -259,19 +274,25 @@ def test_a_template_result_beyond_64_bits_fails_the_step_and_the_run_can_be_show
 
 def test_the_same_in_a_real_process(root: Path) -> None:
     outcome = run_engine(root, "run", "power", "--run-id", "big-2", "--input", "n=19")
-    assert outcome.code == 1 and "step 'raise'" in outcome.err and "64-bit" in outcome.err, outcome.err
+    assert outcome.code == 1 and "step 'raise'" in outcome.err and "64-bit" in outcome.err, (
+        outcome.err
+    )
     assert run_engine(root, "resume", "big-2").code == 1
     shown = run_engine(root, "runs", "show", "big-2")
     assert shown.code == 0 and "64-bit" in shown.out, shown.err
 
 
-@pytest.mark.parametrize(("reply", "message"), [
-    ({"m": 10**30}, "'reply.m' is an integer outside the 64-bit range"),
-    ({"m": 10**5000}, "'reply.m' is an integer outside the 64-bit range"),  # not even printable
-    ('{"m": 1, "note": "caf\udcc3"}', "'reply.note' holds a lone surrogate"),
-])
-def test_a_model_reply_outside_the_domain_fails_the_step_and_resume_recovers(yard: Yard, reply: object,
-                                                                            message: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ({"m": 10**30}, "'reply.m' is an integer outside the 64-bit range"),
+        ({"m": 10**5000}, "'reply.m' is an integer outside the 64-bit range"),  # not even printable
+        ('{"m": 1, "note": "caf\udcc3"}', "'reply.note' holds a lone surrogate"),
+    ],
+)
+def test_a_model_reply_outside_the_domain_fails_the_step_and_resume_recovers(
+    yard: Yard, reply: object, message: str
+) -> None:
     """The model is asked to repair its reply once (as for any reply that does not fit), then the
     step fails naming the step; the run can be resumed, here with a model that answers well."""
     with scripted("model-1", {"count": [reply]}) as script:
@@ -284,15 +305,24 @@ def test_a_model_reply_outside_the_domain_fails_the_step_and_resume_recovers(yar
     assert done.status == "finished" and done.outputs == {"m": 7}
 
 
-@pytest.mark.parametrize(("reply", "message"), [
-    ({"$tool_calls": [{"name": "current_time", "args": {"timezone": 10**30}}]},
-     "the model's reply 'current_time.args.timezone' is an integer outside the 64-bit range"),
-    ({"$text": "caf\udcc3"}, "the model's reply 'text' holds a lone surrogate"),
-    ({"answer": {"n": -(2**64)}}, "'final_answer.args.answer.n' is an integer outside the 64-bit range"),
-    ({"$tool_calls": 5}, "malformed scripted reply at $tool_calls: $tool_calls must be a list"),
-])
-def test_agent_replies_outside_the_domain_fail_the_step(yard: Yard, cli: Callable[..., Outcome], root: Path,
-                                                        reply: object, message: str) -> None:
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (
+            {"$tool_calls": [{"name": "current_time", "args": {"timezone": 10**30}}]},
+            "the model's reply 'current_time.args.timezone' is an integer outside the 64-bit range",
+        ),
+        ({"$text": "caf\udcc3"}, "the model's reply 'text' holds a lone surrogate"),
+        (
+            {"answer": {"n": -(2**64)}},
+            "'final_answer.args.answer.n' is an integer outside the 64-bit range",
+        ),
+        ({"$tool_calls": 5}, "malformed scripted reply at $tool_calls: $tool_calls must be a list"),
+    ],
+)
+def test_agent_replies_outside_the_domain_fail_the_step(
+    yard: Yard, cli: Callable[..., Outcome], root: Path, reply: object, message: str
+) -> None:
     with scripted("agent-1", {"helper": [reply]}):
         failed = yard.run("help", {}, run_id="agent-1")
     assert failed.status == "failed", failed
@@ -303,38 +333,67 @@ def test_agent_replies_outside_the_domain_fail_the_step(yard: Yard, cli: Callabl
 
 
 def test_a_tool_result_beyond_64_bits_is_an_error_the_agent_sees(yard: Yard) -> None:
-    replies = [{"$tool_calls": [{"name": "big_number", "args": {}, "id": "c1"}]}, {"answer": "gave up"}]
+    replies = [
+        {"$tool_calls": [{"name": "big_number", "args": {}, "id": "c1"}]},
+        {"answer": "gave up"},
+    ]
     with scripted("tool-1", {"helper": replies}) as script:
         done = yard.run("help", {}, run_id="tool-1")
     assert done.status == "finished", done.error
     last = script.calls[-1]
     assert isinstance(last, TurnRequest)  # the agent's second turn
     seen = [message for message in last.messages if getattr(message, "tool_call_id", None) == "c1"]
-    assert len(seen) == 1 and "error: tool 'big_number' returned a value the engine cannot hold" in seen[0].content
-    events = [e for e in yard.events("tool-1") if e.type == "tool_call" and e.data.get("tool") == "big_number"]
+    assert (
+        len(seen) == 1
+        and "error: tool 'big_number' returned a value the engine cannot hold" in seen[0].content
+    )
+    events = [
+        e
+        for e in yard.events("tool-1")
+        if e.type == "tool_call" and e.data.get("tool") == "big_number"
+    ]
     assert events[-1].data["status"] == "error"
 
 
-@pytest.mark.parametrize(("flow", "step", "message"), [
-    ("each", "each", "items: power exceeds the 64-bit limit"),
-    ("fan", "fan", "items: power exceeds the 64-bit limit"),
-    ("gate_text", "ask", "approval message: the rendered text holds a lone surrogate character U+DCC3"),
-    ("say", "say", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
-    ("helper_says", "helper", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
-    ("remember", "save", "memory.key: the rendered key holds a lone surrogate character U+DCC3"),
-])
-def test_template_results_outside_the_domain_fail_the_step(cli: Callable[..., Outcome], root: Path, flow: str,
-                                                           step: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("flow", "step", "message"),
+    [
+        ("each", "each", "items: power exceeds the 64-bit limit"),
+        ("fan", "fan", "items: power exceeds the 64-bit limit"),
+        (
+            "gate_text",
+            "ask",
+            "approval message: the rendered text holds a lone surrogate character U+DCC3",
+        ),
+        ("say", "say", "prompt.user: the rendered text holds a lone surrogate character U+DCC3"),
+        (
+            "helper_says",
+            "helper",
+            "prompt.user: the rendered text holds a lone surrogate character U+DCC3",
+        ),
+        (
+            "remember",
+            "save",
+            "memory.key: the rendered key holds a lone surrogate character U+DCC3",
+        ),
+    ],
+)
+def test_template_results_outside_the_domain_fail_the_step(
+    cli: Callable[..., Outcome], root: Path, flow: str, step: str, message: str
+) -> None:
     """foreach/map items (kept in the state), an approval message (written to the gates table)
     and prompts (sent to a provider): a template can make a lone surrogate with a "\\udcc3" escape."""
     outcome = cli(root, "run", flow, "--run-id", "t-1")
     no_crash(outcome)
-    assert outcome.code == 1 and f"step '{step}'" in outcome.err and message in outcome.err, outcome.err
+    assert outcome.code == 1 and f"step '{step}'" in outcome.err and message in outcome.err, (
+        outcome.err
+    )
     shown = cli(root, "runs", "show", "t-1")
     assert shown.code == 0 and message in shown.out, shown.err
 
 
 # ---- durations -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("text", ["3000000d", "87600000h", "9" * 400 + "ms"])
 def test_absurd_durations_are_held_to_the_maximum_at_run_time(text: str) -> None:
@@ -350,13 +409,17 @@ def test_a_gate_deadline_from_a_pinned_absurd_timeout_does_not_overflow() -> Non
 
 
 def test_a_gate_with_an_absurd_timeout_from_before_the_rule_waits_and_resumes(
-        make_yard: Callable[[dict[str, str]], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    make_yard: Callable[[dict[str, str]], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`timeout: 3000000d` once left the run `interrupted` (OverflowError) and resume crashed the
     same way. validate refuses it now (BY515); a definition that got through before still runs."""
     import engine.validate.semantic as semantic
 
     monkeypatch.setattr(semantic, "check_durations", lambda project: [], raising=False)
-    root = make_yard({"blockyard.yaml": "models:\n  default: {provider: mock}\n", "flows/slow_gate.yaml": """
+    root = make_yard(
+        {
+            "blockyard.yaml": "models:\n  default: {provider: mock}\n",
+            "flows/slow_gate.yaml": """
         flow: slow_gate
         outputs: [note]
         steps:
@@ -366,7 +429,9 @@ def test_a_gate_with_an_absurd_timeout_from_before_the_rule_waits_and_resumes(
               fields: {note: {type: string, default: fine}}
               timeout: 3000000d
               on_timeout: approve
-    """})
+    """,
+        }
+    )
     yard = Yard.load(root)
     try:
         waiting = yard.run("slow_gate", {}, run_id="slow-1")

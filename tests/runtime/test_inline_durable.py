@@ -56,24 +56,42 @@ RELAY = {
 
 @pytest.fixture
 def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
-    return make_yard({**BLOCKS, **FLOWS, **CONFIG, **{name: textwrap.dedent(text) for name, text in RELAY.items()}})
+    return make_yard(
+        {
+            **BLOCKS,
+            **FLOWS,
+            **CONFIG,
+            **{name: textwrap.dedent(text) for name, text in RELAY.items()},
+        }
+    )
 
 
 def _kept(root: Path, run_id: str) -> list[tuple[int, str]]:
     """(seq, the node it goes on to) of the run's rows in inline_steps."""
     with state_db(root) as conn:
-        return [(int(seq), str(following)) for seq, following in conn.execute(
-            "SELECT seq, next FROM inline_steps WHERE thread_id = ? ORDER BY seq", (run_id,))]
+        return [
+            (int(seq), str(following))
+            for seq, following in conn.execute(
+                "SELECT seq, next FROM inline_steps WHERE thread_id = ? ORDER BY seq", (run_id,)
+            )
+        ]
 
 
 def _finished(root: Path, run_id: str) -> list[str]:
     with state_db(root) as conn:
-        return [str(row[0]) for row in conn.execute(
-            "SELECT step FROM events WHERE run_id = ? AND type = 'step_finished' ORDER BY seq", (run_id,))]
+        return [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT step FROM events WHERE run_id = ? AND type = 'step_finished' ORDER BY seq",
+                (run_id,),
+            )
+        ]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "exit"])
-def test_a_failed_run_goes_on_after_the_steps_it_finished_inside_one_node(yard: Path, mode: str) -> None:
+def test_a_failed_run_goes_on_after_the_steps_it_finished_inside_one_node(
+    yard: Path, mode: str
+) -> None:
     async def main() -> None:
         async with Yard.load(yard) as api:
             seen: dict[str, object] = {}
@@ -84,7 +102,8 @@ def test_a_failed_run_goes_on_after_the_steps_it_finished_inside_one_node(yard: 
             assert last.type == "run_failed" and last.step == "boom"
             if mode == "sync":  # committed before the next step began, with the trace that says so
                 assert seen == {"rows": [(0, "two"), (1, "doze")], "finished": ["one", "two"]}
-            elif mode == "async":  # `one`'s row was waited for before `two`'s; `two`'s may still be on its way
+            elif mode == "async":
+                # `one`'s row was waited for before `two`'s; `two`'s may still be on its way
                 assert seen["rows"] in ([(0, "two")], [(0, "two"), (1, "doze")])
             else:  # exit: nothing written while the run goes on
                 assert seen["rows"] == []
@@ -108,8 +127,10 @@ def test_a_run_that_finishes_keeps_no_rows_and_one_checkpoint(yard: Path) -> Non
         assert (result.status, result.outputs) == ("finished", {"n": 5, "label": "small"})
         assert _kept(yard, result.run_id) == []
     with state_db(yard) as conn:
-        found = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-                             (result.run_id,)).fetchone()
+        found = conn.execute(
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            (result.run_id,),
+        ).fetchone()
     assert int(found[0]) == 1
 
 
@@ -122,7 +143,11 @@ def test_a_subflow_that_failed_goes_on_after_the_steps_its_node_finished(yard: P
             assert [following for _seq, following in _kept(yard, "o")] == ["b", "boom"]
             (yard / "fixed.flag").write_text("")
             resumed = [event async for event in api.astream_resume("o")]
-            assert [e.step for e in resumed if e.type == "step_started"] == ["sub", "sub.boom", "post"]
+            assert [e.step for e in resumed if e.type == "step_started"] == [
+                "sub",
+                "sub.boom",
+                "post",
+            ]
             assert resumed[-1].data["outputs"] == {"n": 5, "echo": "n=4!"}
             assert _kept(yard, "o") == []
 
@@ -131,7 +156,10 @@ def test_a_subflow_that_failed_goes_on_after_the_steps_its_node_finished(yard: P
 
 def test_a_flow_with_inline_false_gives_langgraph_a_checkpoint_per_step(yard: Path) -> None:
     (yard / "flows" / "stepwise.yaml").write_text(
-        (yard / "flows" / "relay.yaml").read_text().replace("flow: relay", "flow: stepwise\ninline: false"))
+        (yard / "flows" / "relay.yaml")
+        .read_text()
+        .replace("flow: relay", "flow: stepwise\ninline: false")
+    )
 
     async def main() -> None:
         async with Yard.load(yard) as api:
@@ -153,4 +181,3 @@ def test_a_flow_with_inline_false_gives_langgraph_a_checkpoint_per_step(yard: Pa
             assert _finished(yard, "w") == ["one", "two", "doze", "boom"]
 
     asyncio.run(main())
-

@@ -58,7 +58,9 @@ async def doze(n: int) -> str:
 
 def _trace(root: Path, run_id: str) -> list[dict[str, Any]]:
     with state_db(root) as conn:
-        rows = conn.execute("SELECT type, step, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT type, step, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
     return [{"type": type_, "step": step, "data": json.loads(data)} for type_, step, data in rows]
 
 
@@ -90,27 +92,45 @@ def _kill_after(root: Path, finished: int, pause: float) -> str:
     return run_id
 
 
-def test_every_item_of_a_map_killed_and_resumed_has_exactly_one_step_finished(make_yard: MakeYard,
-                                                                               cli: Cli) -> None:
+def test_every_item_of_a_map_killed_and_resumed_has_exactly_one_step_finished(
+    make_yard: MakeYard, cli: Cli
+) -> None:
     root = make_yard(FILES)
     expected = [{"echo": f"item {n}"} for n in range(1, ITEMS + 1)]
 
     # killed after 1 to 4 items finished, at once or up to 0.1 s later (the next item finishes
     # STAGGER later): the items finished last may or may not have their results committed yet
-    @settings(max_examples=6, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-    @given(finished=st.integers(min_value=1, max_value=4), pause=st.floats(min_value=0.0, max_value=0.1))
+    @settings(
+        max_examples=6,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        finished=st.integers(min_value=1, max_value=4),
+        pause=st.floats(min_value=0.0, max_value=0.1),
+    )
     def killed_and_resumed(finished: int, pause: float) -> None:
         run_id = _kill_after(root, finished, pause)
-        if _status(root, run_id) != "finished":  # it always is killed in time, short of a very slow machine
+        if _status(root, run_id) != "finished":
+            # it always is killed in time, short of a very slow machine
             done = cli(root, "resume", run_id, "--json")
             assert done.code == 0, done.err
             assert done.events()[-1]["data"]["outputs"] == {"echoes": expected}
         trace = _trace(root, run_id)
-        items = Counter(event["data"]["index"] for event in trace
-                        if event["type"] == "step_finished" and "index" in event["data"])
-        assert items == dict.fromkeys(range(ITEMS), 1), f"killed after {finished} items and {pause:.3f} s: {items}"
-        maps = [event for event in trace if event["type"] == "step_finished" and "index" not in event["data"]]
+        items = Counter(
+            event["data"]["index"]
+            for event in trace
+            if event["type"] == "step_finished" and "index" in event["data"]
+        )
+        assert items == dict.fromkeys(range(ITEMS), 1), (
+            f"killed after {finished} items and {pause:.3f} s: {items}"
+        )
+        maps = [
+            event
+            for event in trace
+            if event["type"] == "step_finished" and "index" not in event["data"]
+        ]
         assert [event["data"]["outputs"] for event in maps] == [{"echoes": expected}]
         # an item's step_finished carries its own result (not another item's, nor a re-run's)
         for event in trace:

@@ -44,6 +44,7 @@ def _tell(observers: list[Any], types: list[str], *, late: float | None = None) 
             tell(seq.make(kind, "s"))
         if late is not None:
             await asyncio.sleep(late)
+
     asyncio.run(go())
 
 
@@ -78,9 +79,18 @@ def test_events_wait_at_most_late_seconds(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_an_observer_is_told_only_the_types_it_asked_for() -> None:
     steps, everything = Keeper({"step_finished"}), Keeper()
-    _tell([steps, everything], ["run_started", "step_started", "token", "step_finished", "run_finished"])
+    _tell(
+        [steps, everything],
+        ["run_started", "step_started", "token", "step_finished", "run_finished"],
+    )
     assert steps.told == ["step_finished"]
-    assert everything.told == ["run_started", "step_started", "token", "step_finished", "run_finished"]
+    assert everything.told == [
+        "run_started",
+        "step_started",
+        "token",
+        "step_finished",
+        "run_finished",
+    ]
 
 
 def test_an_event_nobody_asked_for_is_not_kept() -> None:
@@ -95,7 +105,9 @@ def test_an_event_nobody_asked_for_is_not_kept() -> None:
     assert steps.told == ["step_finished"] and tell.pending == [] and tell.timer is None
 
 
-def test_a_failing_observer_is_logged_once_and_the_others_are_told(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_observer_is_logged_once_and_the_others_are_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def broken(run: RunRecord, event: Any, execution: Any) -> None:
         raise RuntimeError("exporter bug")
 
@@ -103,7 +115,13 @@ def test_a_failing_observer_is_logged_once_and_the_others_are_told(caplog: pytes
     with caplog.at_level(logging.WARNING, logger="blockyard.observe"):
         _tell([broken, keeper], ["run_started", "step_started", "run_finished"])
         _tell([broken, keeper], ["run_started", "run_finished"])
-    assert keeper.told == ["run_started", "step_started", "run_finished", "run_started", "run_finished"]
+    assert keeper.told == [
+        "run_started",
+        "step_started",
+        "run_finished",
+        "run_started",
+        "run_finished",
+    ]
     said = [record.getMessage() for record in caplog.records]
     assert said == ["an observer of runs failed (RuntimeError: exporter bug); the runs go on"]
 

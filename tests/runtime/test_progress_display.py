@@ -22,7 +22,9 @@ class Terminal(io.StringIO):
 def script() -> list[Event]:
     seq = Sequencer("r1")
     return [
-        seq.make("run_started", data={"flow": "hello", "version": 1, "note": "using the mock model"}),
+        seq.make(
+            "run_started", data={"flow": "hello", "version": 1, "note": "using the mock model"}
+        ),
         seq.make("step_started", "greet"),
         seq.make("step_finished", "greet", {"duration_ms": 12.0}),
         seq.make("step_started", "shout"),
@@ -32,8 +34,9 @@ def script() -> list[Event]:
     ]
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(0.0123, "12 ms"), (1.234, "1.23 s"), (123.4, "2m 03s"),
-                                               (None, "")])
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.0123, "12 ms"), (1.234, "1.23 s"), (123.4, "2m 03s"), (None, "")]
+)
 def test_durations(seconds: float | None, text: str) -> None:
     assert format_duration(seconds) == text
 

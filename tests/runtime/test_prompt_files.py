@@ -81,14 +81,19 @@ def test_editing_a_prompt_never_changes_a_run_in_progress(make_yard: MakeYard) -
     old_call, new_call = old_script.calls[0], new_script.calls[0]
     assert isinstance(old_call, StructuredRequest) and isinstance(new_call, StructuredRequest)
     assert (old_call.system, old_call.user) == (
-        "You manage crew.\nRule one: ship a todo app.", "[v1] Request: a todo app")
+        "You manage crew.\nRule one: ship a todo app.",
+        "[v1] Request: a todo app",
+    )
     assert (new_call.system, new_call.user) == (
-        "You manage crew.\nRule one: EDITED a todo app.", "[v2] Request: a todo app")
+        "You manage crew.\nRule one: EDITED a todo app.",
+        "[v2] Request: a todo app",
+    )
     assert new_digest != digest  # the prompt files' text is part of the pinned definition
 
 
-def test_validate_checks_prompt_files_where_the_prompt_names_them(make_yard: MakeYard, cli: Cli,
-                                                                  tmp_path: Path) -> None:
+def test_validate_checks_prompt_files_where_the_prompt_names_them(
+    make_yard: MakeYard, cli: Cli, tmp_path: Path
+) -> None:
     outside = tmp_path / "secret.md"
     outside.write_text("token", encoding="utf-8")
     block = """
@@ -110,11 +115,16 @@ def test_validate_checks_prompt_files_where_the_prompt_names_them(make_yard: Mak
           system: "{% include 'prompts/missing.md' %}{% include '../secret.md' %}{% include topic %}"
           user: "{% include 'prompts/link.md' %}{% include 'prompts/loop.md' %}"
     """
-    root = make_yard({"blocks/writer.yaml": block, "blocks/other.yaml": other,
-                      "prompts/system.md": "System for {{ topic }}.",
-                      "prompts/user.md": "line one\n{{ subject }}\n{% include 'prompts/part.md' %}",
-                      "prompts/part.md": "{{ inputs.topic }}",
-                      "prompts/loop.md": "again {% include 'prompts/loop.md' %}"})
+    root = make_yard(
+        {
+            "blocks/writer.yaml": block,
+            "blocks/other.yaml": other,
+            "prompts/system.md": "System for {{ topic }}.",
+            "prompts/user.md": "line one\n{{ subject }}\n{% include 'prompts/part.md' %}",
+            "prompts/part.md": "{{ inputs.topic }}",
+            "prompts/loop.md": "again {% include 'prompts/loop.md' %}",
+        }
+    )
     os.symlink(outside, root / "prompts" / "link.md")
     checked = cli(root, "validate")
     assert checked.code == 1
@@ -151,21 +161,28 @@ def test_include_stays_refused_outside_prompts(make_yard: MakeYard, cli: Cli) ->
     assert checked.code == 1
     assert checked.out.splitlines() == [
         "flows/f.yaml:3:33: error BY410 step 'a': {% include %} works only in a block's prompt (and the prompt "
-        "files it includes); write the text in place"]
+        "files it includes); write the text in place"
+    ]
 
 
 @pytest.mark.parametrize("name", ["/etc/passwd", "prompts/../../x.md"])
-def test_a_prompt_file_outside_the_yard_is_refused(make_yard: MakeYard, cli: Cli, name: str) -> None:
+def test_a_prompt_file_outside_the_yard_is_refused(
+    make_yard: MakeYard, cli: Cli, name: str
+) -> None:
     block = MANAGER.replace("system_file: prompts/manager.md", f"system_file: {name}")
     root = make_yard({**FILES, "blocks/manager.yaml": block})
     checked = cli(root, "validate")
     assert checked.code == 1
     (line,) = checked.out.splitlines()
-    assert line.startswith("blocks/manager.yaml:6:16: error BY430 block 'manager': prompt.system_file: prompt file")
+    assert line.startswith(
+        "blocks/manager.yaml:6:16: error BY430 block 'manager': prompt.system_file: prompt file"
+    )
     assert cli(root, "run", "plan", "--input", "request=x").code == 1
 
 
-def test_memory_variables_in_a_prompt_file_need_a_memory_scope(make_yard: MakeYard, cli: Cli) -> None:
+def test_memory_variables_in_a_prompt_file_need_a_memory_scope(
+    make_yard: MakeYard, cli: Cli
+) -> None:
     block = """
         block: m
         kind: llm
@@ -180,8 +197,15 @@ def test_memory_variables_in_a_prompt_file_need_a_memory_scope(make_yard: MakeYa
         steps:
           - {id: a, uses: m, with: {x: hi}}
     """
-    root = make_yard({"blocks/m.yaml": block, "flows/f.yaml": flow, "prompts/s.md": "Likes: {{ user_preferences }}"})
+    root = make_yard(
+        {
+            "blocks/m.yaml": block,
+            "flows/f.yaml": flow,
+            "prompts/s.md": "Likes: {{ user_preferences }}",
+        }
+    )
     checked = cli(root, "validate")
     assert checked.out.splitlines() == [
         "flows/f.yaml:3:19: error BY357 step 'a': the prompt of block 'm' reads 'user_preferences', but flow 'f' "
-        "has no memory: add memory: {scope: ...} to the flow"]
+        "has no memory: add memory: {scope: ...} to the flow"
+    ]

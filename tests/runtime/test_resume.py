@@ -31,7 +31,9 @@ def test_failed_tool_then_resume_after_the_fix(yard: Path, cli: Cli) -> None:
     run_id = last["run_id"]
     assert (last["type"], last["step"], last["data"]["block"]) == ("run_failed", "boom", "explode")
     assert last["data"]["error"] == "tool 'explode' failed: RuntimeError: the fuse is lit"
-    assert f"run {run_id} failed at step 'boom' (block 'explode'): tool 'explode' failed" in failed.err
+    assert (
+        f"run {run_id} failed at step 'boom' (block 'explode'): tool 'explode' failed" in failed.err
+    )
     assert f"blockyard resume {run_id}" in failed.err
 
     listed = cli(yard, "runs")
@@ -68,20 +70,29 @@ def test_a_run_resumes_on_its_pinned_definition(yard: Path, cli: Cli) -> None:
     failed = cli(yard, "run", "fragile", "--json")
     run_id = failed.events()[-1]["run_id"]
     # the files change: a new flow version binds another text, the block computes another stamp
-    (yard / "flows" / "fragile.yaml").write_text(textwrap.dedent("""
+    (yard / "flows" / "fragile.yaml").write_text(
+        textwrap.dedent("""
         flow: fragile
         version: 2
         outputs: [stamp, echo]
         steps:
           - {id: stamp, uses: stamp}
           - {id: boom, uses: explode, with: {text: "changed {{ context.stamp }}"}}
-    """))
+    """)
+    )
     (yard / "blocks" / "stamp.yaml").write_text(
-        (yard / "blocks" / "stamp.yaml").read_text().replace("'v1'", "'v2'"))
+        (yard / "blocks" / "stamp.yaml").read_text().replace("'v1'", "'v2'")
+    )
     shown = cli(yard, "runs", "show", run_id)
     assert "flow      fragile@1" in shown.out
-    assert "the files now define fragile@2" in shown.out and "stays on its pinned definition" in shown.out
-    assert json.loads(cli(yard, "runs", "show", run_id, "--json").out)["definition"]["files"] == "differ"
+    assert (
+        "the files now define fragile@2" in shown.out
+        and "stays on its pinned definition" in shown.out
+    )
+    assert (
+        json.loads(cli(yard, "runs", "show", run_id, "--json").out)["definition"]["files"]
+        == "differ"
+    )
 
     (yard / "fixed.flag").write_text("")
     resumed = run_engine(yard, "resume", run_id, "--json")  # another process, same answer
@@ -107,10 +118,14 @@ def _committed(root: Path, run_id: str, step: str, timeout: float = 30.0) -> Non
     deadline = time.monotonic() + timeout
     while True:
         with state_db(root) as conn:
-            if conn.execute("SELECT 1 FROM events WHERE run_id = ? AND type = 'step_started' AND step = ?",
-                            (run_id, step)).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM events WHERE run_id = ? AND type = 'step_started' AND step = ?",
+                (run_id, step),
+            ).fetchone():
                 return
-        assert time.monotonic() < deadline, f"step {step!r} of run {run_id} never reached the database"
+        assert time.monotonic() < deadline, (
+            f"step {step!r} of run {run_id} never reached the database"
+        )
         time.sleep(0.01)
 
 
@@ -118,7 +133,8 @@ def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> 
     child = spawn(yard, "run", "crashy", "--input", "n=4", "--json")
     try:
         lines = _read_until(child.stdout, lambda line: '"step_started"' in line and '"nap"' in line)
-        _committed(yard, json.loads(lines[0])["run_id"], "nap")  # the nap lasts 1 s: the kill lands inside it
+        # the nap lasts 1 s: the kill lands inside it
+        _committed(yard, json.loads(lines[0])["run_id"], "nap")
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(timeout=60)
@@ -137,12 +153,20 @@ def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> 
     after = done.events()
     assert started_steps(after) == ["nap", "last"]  # `first` finished before the crash: not re-run
     assert after[-1]["data"]["outputs"] == {"n": 5, "label": "small"}
-    steps = {s["step"]: s for s in json.loads(cli(yard, "runs", "show", run_id, "--json").out)["steps"]}
-    assert (steps["first"]["attempts"], steps["nap"]["attempts"], steps["last"]["attempts"]) == (1, 2, 1)
+    steps = {
+        s["step"]: s for s in json.loads(cli(yard, "runs", "show", run_id, "--json").out)["steps"]
+    }
+    assert (steps["first"]["attempts"], steps["nap"]["attempts"], steps["last"]["attempts"]) == (
+        1,
+        2,
+        1,
+    )
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_ctrl_c_or_kill_marks_the_run_interrupted_and_resumable(yard: Path, cli: Cli, sig: int, code: int) -> None:
+def test_ctrl_c_or_kill_marks_the_run_interrupted_and_resumable(
+    yard: Path, cli: Cli, sig: int, code: int
+) -> None:
     child = spawn(yard, "run", "crashy")
     try:
         _read_until(child.stderr, lambda line: "nap: started" in line)
@@ -156,7 +180,10 @@ def test_ctrl_c_or_kill_marks_the_run_interrupted_and_resumable(yard: Path, cli:
     run_id = err.split("interrupted: run ", 1)[1].split()[0]
     body = json.loads(cli(yard, "runs", "show", run_id, "--json").out)
     assert (body["run"]["stored_status"], body["run"]["error_step"]) == ("interrupted", "nap")
-    assert body["events"][-1]["type"] == "run_failed" and body["events"][-1]["data"]["status"] == "interrupted"
+    assert (
+        body["events"][-1]["type"] == "run_failed"
+        and body["events"][-1]["data"]["status"] == "interrupted"
+    )
     done = cli(yard, "resume", run_id, "--json")
     assert done.code == 0, done.err
     assert started_steps(done.events()) == ["nap", "last"]

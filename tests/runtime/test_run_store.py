@@ -21,8 +21,19 @@ from engine.state.store import RunRecord
 
 def record(run_id: str = "r1", **changes: object) -> RunRecord:
     me = liveness.current()
-    base = dict(id=run_id, flow="hello", version=1, digest="d1", status="running", inputs={"name": "Ada"},
-                owner_pid=me.pid, owner_host=me.host, owner_start=me.start, created=now_iso(), started=now_iso())
+    base = dict(
+        id=run_id,
+        flow="hello",
+        version=1,
+        digest="d1",
+        status="running",
+        inputs={"name": "Ada"},
+        owner_pid=me.pid,
+        owner_host=me.host,
+        owner_start=me.start,
+        created=now_iso(),
+        started=now_iso(),
+    )
     base.update(changes)
     return RunRecord(**base)  # type: ignore[arg-type]
 
@@ -37,7 +48,9 @@ def test_migrations_are_idempotent_and_versioned(tmp_path: Path) -> None:
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert versions == [(version,) for version, _ in migrations.MIGRATIONS]
     assert {"runs", "events", "definitions", "gates", "threads", "checkpoints", "writes"} <= tables
-    conn.execute("INSERT INTO blockyard_migrations VALUES (?, ?)", (migrations.SCHEMA_VERSION + 1, now_iso()))
+    conn.execute(
+        "INSERT INTO blockyard_migrations VALUES (?, ?)", (migrations.SCHEMA_VERSION + 1, now_iso())
+    )
     conn.close()
     with pytest.raises(StateError, match="newer than this blockyard"):
         store.open_existing(path)
@@ -50,18 +63,45 @@ def test_missing_database_means_no_runs(tmp_path: Path) -> None:
 def test_run_roundtrip_end_and_events(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "s.db")
     try:
-        db.writer.write_sync(store.save_definition("d1", "hello", 1, '{"flow": {}}', now_iso()),
-                             store.insert_run(record()))
+        db.writer.write_sync(
+            store.save_definition("d1", "hello", 1, '{"flow": {}}', now_iso()),
+            store.insert_run(record()),
+        )
         seq = Sequencer("r1")
-        events = [seq.make("run_started", data={"flow": "hello"}), seq.make("step_started", "greet")]
+        events = [
+            seq.make("run_started", data={"flow": "hello"}),
+            seq.make("step_started", "greet"),
+        ]
         db.writer.write_sync(store.insert_events(events))
-        db.writer.write_sync(store.end_run("r1", RunStatus.FINISHED, outputs={"loud": "HI"}, error=None,
-                                           error_step=None, finished=now_iso(), elapsed=0.25))
-        db.writer.write_sync(store.end_run("r1", RunStatus.FINISHED, outputs={"loud": "HI"}, error=None,
-                                           error_step=None, finished=now_iso(), elapsed=0.5))
+        db.writer.write_sync(
+            store.end_run(
+                "r1",
+                RunStatus.FINISHED,
+                outputs={"loud": "HI"},
+                error=None,
+                error_step=None,
+                finished=now_iso(),
+                elapsed=0.25,
+            )
+        )
+        db.writer.write_sync(
+            store.end_run(
+                "r1",
+                RunStatus.FINISHED,
+                outputs={"loud": "HI"},
+                error=None,
+                error_step=None,
+                finished=now_iso(),
+                elapsed=0.5,
+            )
+        )
         run = db.read(lambda conn: store.get_run(conn, "r1"))
         assert run is not None
-        assert (run.status, run.outputs, run.inputs) == ("finished", {"loud": "HI"}, {"name": "Ada"})
+        assert (run.status, run.outputs, run.inputs) == (
+            "finished",
+            {"loud": "HI"},
+            {"name": "Ada"},
+        )
         assert run.duration == 0.75  # each execution adds its time
         assert db.read(lambda conn: store.load_events(conn, "r1")) == events
         assert db.read(lambda conn: store.last_seq(conn, "r1")) == 2
@@ -74,10 +114,16 @@ def test_list_runs_filters_newest_first(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "s.db")
     try:
         db.writer.write_sync(store.save_definition("d1", "hello", 1, "{}", now_iso()))
-        for run_id, flow, status in [("a1", "hello", "finished"), ("a2", "other", "failed"), ("a3", "hello", "failed")]:
+        for run_id, flow, status in [
+            ("a1", "hello", "finished"),
+            ("a2", "other", "failed"),
+            ("a3", "hello", "failed"),
+        ]:
             db.writer.write_sync(store.insert_run(record(run_id, flow=flow, status=status)))
         ids = db.read(lambda conn: [r.id for r in store.list_runs(conn)])
-        failed_hello = db.read(lambda conn: [r.id for r in store.list_runs(conn, flow="hello", statuses=["failed"])])
+        failed_hello = db.read(
+            lambda conn: [r.id for r in store.list_runs(conn, flow="hello", statuses=["failed"])]
+        )
         assert ids == ["a3", "a2", "a1"]
         assert failed_hello == ["a3"]
     finally:
@@ -87,14 +133,23 @@ def test_list_runs_filters_newest_first(tmp_path: Path) -> None:
 def test_claim_is_a_compare_and_swap(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "s.db")
     try:
-        db.writer.write_sync(store.save_definition("d1", "hello", 1, "{}", now_iso()),
-                             store.insert_run(record(status="failed", owner_pid=1, owner_host="h", owner_start=None)))
+        db.writer.write_sync(
+            store.save_definition("d1", "hello", 1, "{}", now_iso()),
+            store.insert_run(
+                record(status="failed", owner_pid=1, owner_host="h", owner_start=None)
+            ),
+        )
         seen = db.read(lambda conn: store.get_run(conn, "r1"))
         assert seen is not None
         assert db.writer.call_sync(store.claim("r1", seen, 42, "me", "7")) is True
-        assert db.writer.call_sync(store.claim("r1", seen, 43, "you", "8")) is False  # the first claim won
+        # the first claim won
+        assert db.writer.call_sync(store.claim("r1", seen, 43, "you", "8")) is False
         now = db.read(lambda conn: store.get_run(conn, "r1"))
-        assert now is not None and (now.status, now.owner_pid, now.owner_host) == ("running", 42, "me")
+        assert now is not None and (now.status, now.owner_pid, now.owner_host) == (
+            "running",
+            42,
+            "me",
+        )
     finally:
         db.close()
 
@@ -157,7 +212,9 @@ def test_events_serialize_one_schema() -> None:
 def test_sqlite_errors_are_not_swallowed(tmp_path: Path) -> None:
     db = StateDB(tmp_path / "s.db")
     try:
-        db.writer.write_sync(store.save_definition("d1", "hello", 1, "{}", now_iso()), store.insert_run(record()))
+        db.writer.write_sync(
+            store.save_definition("d1", "hello", 1, "{}", now_iso()), store.insert_run(record())
+        )
         with pytest.raises(sqlite3.IntegrityError, match=r"UNIQUE constraint failed: runs.id"):
             db.writer.write_sync(store.insert_run(record()))
     finally:

@@ -44,11 +44,14 @@ class Parent(TypedDict, total=False):
 
 def _parent(flow: Any) -> Any:
     """A hand-written graph with the compiled flow `hello` as one of its nodes."""
+
     def before(state: Parent) -> Parent:
         return {"name": "Dee", "log": ["before"]}
 
     def after(state: Parent) -> Parent:
-        return {"log": [*state.get("log", []), f"after: {state['greeting']} ({state['words']} words)"]}
+        return {
+            "log": [*state.get("log", []), f"after: {state['greeting']} ({state['words']} words)"]
+        }
 
     builder = StateGraph(Parent)
     builder.add_node("before", before)
@@ -61,8 +64,12 @@ def _parent(flow: Any) -> Any:
     return builder.compile(checkpointer=InMemorySaver())
 
 
-EXPECTED = {"name": "Dee", "greeting": "greet: name=Dee", "words": 2,
-            "log": ["before", "after: greet: name=Dee (2 words)"]}
+EXPECTED = {
+    "name": "Dee",
+    "greeting": "greet: name=Dee",
+    "words": 2,
+    "log": ["before", "after: greet: name=Dee (2 words)"],
+}
 
 
 def test_the_example_flow_runs_as_a_subgraph_sync_and_async(example: Path) -> None:
@@ -80,43 +87,78 @@ def test_the_example_flow_runs_as_a_subgraph_sync_and_async(example: Path) -> No
 def test_the_flow_graph_speaks_the_flows_inputs_and_outputs(example: Path) -> None:
     with Yard.load(example) as yard:
         graph = yard.compile("hello")
-        assert graph.get_input_jsonschema()["properties"] == {"name": {"title": "Name", "type": "string"}}
+        assert graph.get_input_jsonschema()["properties"] == {
+            "name": {"title": "Name", "type": "string"}
+        }
         assert set(graph.get_output_jsonschema()["properties"]) == {"greeting", "loud", "words"}
-        assert graph.invoke({"name": "Ada"}) == {"greeting": "greet: name=Ada", "loud": "GREET: NAME=ADA",
-                                                 "words": 2}
-        assert graph.invoke({}) == {"greeting": "greet: name=World", "loud": "GREET: NAME=WORLD", "words": 2}
+        assert graph.invoke({"name": "Ada"}) == {
+            "greeting": "greet: name=Ada",
+            "loud": "GREET: NAME=ADA",
+            "words": 2,
+        }
+        assert graph.invoke({}) == {
+            "greeting": "greet: name=World",
+            "loud": "GREET: NAME=WORLD",
+            "words": 2,
+        }
         updates = [chunk for chunk in graph.stream({"name": "Cy"}, stream_mode="updates")]
-        assert updates == [{"hello": {"greeting": "greet: name=Cy", "loud": "GREET: NAME=CY", "words": 2}}]
+        assert updates == [
+            {"hello": {"greeting": "greet: name=Cy", "loud": "GREET: NAME=CY", "words": 2}}
+        ]
 
         async def custom() -> list[Any]:
-            return [chunk async for _, chunk in graph.astream({"name": "Cy"}, stream_mode="custom", subgraphs=True)]
+            return [
+                chunk
+                async for _, chunk in graph.astream(
+                    {"name": "Cy"}, stream_mode="custom", subgraphs=True
+                )
+            ]
 
         # the steps' events come through LangGraph's custom stream mode (from the flow's subgraph)
-        assert [(e["type"], e["step"]) for e in asyncio.run(custom()) if e["type"] != "token"] == \
-            [("step_started", "greet"), ("model_call", "greet"), ("step_finished", "greet"), ("step_started", "shout"),
-             ("step_finished", "shout")]
-    assert not (example / ".blockyard" / "state.db").exists()  # a standalone graph keeps nothing of ours
+        assert [(e["type"], e["step"]) for e in asyncio.run(custom()) if e["type"] != "token"] == [
+            ("step_started", "greet"),
+            ("model_call", "greet"),
+            ("step_finished", "greet"),
+            ("step_started", "shout"),
+            ("step_finished", "shout"),
+        ]
+    assert not (
+        example / ".blockyard" / "state.db"
+    ).exists()  # a standalone graph keeps nothing of ours
 
 
 def test_interrupts_at_the_flows_node_work_and_at_its_steps_are_refused(example: Path) -> None:
     with Yard.load(example) as yard:
         graph = yard.compile("hello")
         # a step of the flow is no node of this graph: LangGraph would ignore the name and run to the end
-        for call, step in ((lambda: graph.invoke({"name": "Ada"}, interrupt_before=["greet"]), "greet"),
-                           (lambda: list(graph.stream({"name": "Ada"}, interrupt_after=["shout", "hello"])), "shout"),
-                           (lambda: asyncio.run(graph.ainvoke({"name": "Ada"}, interrupt_before=["greet"])), "greet")):
-            with pytest.raises(ValueError, match="the graph of flow 'hello' is one node, 'hello'") as refused:
+        for call, step in (
+            (lambda: graph.invoke({"name": "Ada"}, interrupt_before=["greet"]), "greet"),
+            (
+                lambda: list(graph.stream({"name": "Ada"}, interrupt_after=["shout", "hello"])),
+                "shout",
+            ),
+            (
+                lambda: asyncio.run(graph.ainvoke({"name": "Ada"}, interrupt_before=["greet"])),
+                "greet",
+            ),
+        ):
+            with pytest.raises(
+                ValueError, match="the graph of flow 'hello' is one node, 'hello'"
+            ) as refused:
                 call()
             assert f"cannot stop at '{step}'. Interrupt at 'hello' (or '*')" in str(refused.value)
         # its one node, by name or '*': LangGraph stops there, and goes on when invoked again
         stoppable = graph.copy(update={"checkpointer": InMemorySaver()})
         assert type(stoppable) is type(graph)
         config: Any = {"configurable": {"thread_id": "stop"}}
-        assert not stoppable.invoke({"name": "Ada"}, config, interrupt_before=["hello"])  # stopped: no outputs
+        # stopped: no outputs
+        assert not stoppable.invoke({"name": "Ada"}, config, interrupt_before=["hello"])
         assert stoppable.get_state(config).next == ("hello",)
         assert stoppable.invoke(None, config)["greeting"] == "greet: name=Ada"
         after: Any = {"configurable": {"thread_id": "after"}}
-        assert stoppable.invoke({"name": "Bo"}, after, interrupt_after="*")["loud"] == "GREET: NAME=BO"
+        assert (
+            stoppable.invoke({"name": "Bo"}, after, interrupt_after="*")["loud"] == "GREET: NAME=BO"
+        )
         assert stoppable.get_state(after).next == ()
 
 
@@ -124,34 +166,54 @@ def test_an_llm_step_runs_on_the_mock_provider_of_the_flows_config(tmp_path: Pat
     (tmp_path / "blocks").mkdir()
     (tmp_path / "flows").mkdir()
     (tmp_path / "blockyard.yaml").write_text(
-        "models:\n  default:\n    provider: mock\n    replies:\n      ask.answer: [{reply: forty-two}]\n")
+        "models:\n  default:\n    provider: mock\n    replies:\n      ask.answer: [{reply: forty-two}]\n"
+    )
     (tmp_path / "blocks" / "answer.yaml").write_text(
         "block: answer\nkind: llm\ninputs: {question: {type: string}}\noutputs: {reply: {type: string}}\n"
-        "prompt: {user: '{{ question }}'}\n")
+        "prompt: {user: '{{ question }}'}\n"
+    )
     (tmp_path / "flows" / "ask.yaml").write_text(
         "flow: ask\ninputs: {question: {type: string}}\noutputs: [reply]\n"
-        "steps:\n  - {id: answer, uses: answer, with: {question: '{{ inputs.question }}'}}\n")
+        "steps:\n  - {id: answer, uses: answer, with: {question: '{{ inputs.question }}'}}\n"
+    )
     with Yard.load(tmp_path) as yard:
         graph = yard.compile("ask")
         saver = InMemorySaver()
         app = graph.copy(update={"checkpointer": saver})
         config: Any = {"configurable": {"thread_id": "t"}}
-        assert asyncio.run(app.ainvoke({"question": "meaning of life?"}, config)) == {"reply": "forty-two"}
-        assert app.get_state(config).values == {"question": "meaning of life?", "reply": "forty-two"}
+        assert asyncio.run(app.ainvoke({"question": "meaning of life?"}, config)) == {
+            "reply": "forty-two"
+        }
+        assert app.get_state(config).values == {
+            "question": "meaning of life?",
+            "reply": "forty-two",
+        }
 
 
 def test_an_approval_gate_interrupts_and_resumes_with_command(example: Path) -> None:
     with Yard.load(example) as yard:
         store = InMemoryStore()
-        app = yard.compile("order_lunch").copy(update={"checkpointer": InMemorySaver(), "store": store})
+        app = yard.compile("order_lunch").copy(
+            update={"checkpointer": InMemorySaver(), "store": store}
+        )
         config: Any = {"configurable": {"thread_id": "lunch"}}
         first = app.invoke({"user_id": "ada"}, config)
         [ask] = first["__interrupt__"]
-        assert (ask.value["gate"], ask.value["message"], sorted(ask.value["fields"])) == \
-            ("ask", "No usual lunch saved for ada yet. What should I order on Tuesday?", ["dish", "restaurant"])
+        assert (ask.value["gate"], ask.value["message"], sorted(ask.value["fields"])) == (
+            "ask",
+            "No usual lunch saved for ada yet. What should I order on Tuesday?",
+            ["dish", "restaurant"],
+        )
         assert app.get_state(config).tasks[0].interrupts[0].id == ask.id
-        second = app.invoke(Command(resume={"decision": "approve", "values": {"restaurant": "Chipotle",
-                                                                              "dish": "burrito"}}), config)
+        second = app.invoke(
+            Command(
+                resume={
+                    "decision": "approve",
+                    "values": {"restaurant": "Chipotle", "dish": "burrito"},
+                }
+            ),
+            config,
+        )
         [remember] = second["__interrupt__"]
         assert remember.value["kind"] == "require_approval" and remember.value["gate"] == "remember"
 
@@ -163,8 +225,13 @@ def test_an_approval_gate_interrupts_and_resumes_with_command(example: Path) -> 
         # memory blocks wrote to the run's store, laid out as Blockyard's own memory
         [lunch] = store.search(("users", "ada", "preferences"))
         assert unpack(lunch.value, preference=True) == {"restaurant": "Chipotle", "dish": "burrito"}
-        assert list(unpack(lunch.value, preference=True)) == ["restaurant", "dish"]  # as written, as yard.run keeps it
-        assert [i.key for i in store.search(("users", "ada", "flows", "order_lunch", "history"))] == ["lunch"]
+        assert list(unpack(lunch.value, preference=True)) == [
+            "restaurant",
+            "dish",
+        ]  # as written, as yard.run keeps it
+        assert [
+            i.key for i in store.search(("users", "ada", "flows", "order_lunch", "history"))
+        ] == ["lunch"]
         # the next run finds the usual and goes through without a gate
         again = app.invoke({"user_id": "ada"}, {"configurable": {"thread_id": "next"}})
         assert "__interrupt__" not in again and "burrito" in again["message"]
@@ -172,11 +239,15 @@ def test_an_approval_gate_interrupts_and_resumes_with_command(example: Path) -> 
 
 def test_a_standalone_gate_takes_approve_true_as_an_alias_of_the_decision(example: Path) -> None:
     with Yard.load(example) as yard:
-        app = yard.compile("order_lunch").copy(update={"checkpointer": InMemorySaver(), "store": InMemoryStore()})
+        app = yard.compile("order_lunch").copy(
+            update={"checkpointer": InMemorySaver(), "store": InMemoryStore()}
+        )
         config: Any = {"configurable": {"thread_id": "alias"}}
         assert app.invoke({"user_id": "bo"}, config)["__interrupt__"]
-        second = app.invoke(Command(resume={"approve": True, "values": {"restaurant": "Noma", "dish": "moss"}}),
-                            config)
+        second = app.invoke(
+            Command(resume={"approve": True, "values": {"restaurant": "Noma", "dish": "moss"}}),
+            config,
+        )
         [remember] = second["__interrupt__"]
         assert remember.value["gate"] == "remember"
         done = app.invoke(Command(resume={"approve": True}), config)
@@ -184,7 +255,10 @@ def test_a_standalone_gate_takes_approve_true_as_an_alias_of_the_decision(exampl
 
 
 def test_a_flow_with_memory_and_no_store_says_what_it_needs(example: Path) -> None:
-    with Yard.load(example) as yard, pytest.raises(UsageError, match="give its graph a LangGraph store"):
+    with (
+        Yard.load(example) as yard,
+        pytest.raises(UsageError, match="give its graph a LangGraph store"),
+    ):
         yard.compile("order_lunch").invoke({"user_id": "ada"})
 
 
@@ -221,16 +295,23 @@ def test_export_langgraph_writes_graphs_langgraph_can_load(example: Path, cli: C
     assert config["dependencies"] == ["."]
     assert config["graphs"]["hello"] == "./blockyard_graphs.py:hello"
     graphs = _load_like_langgraph(out)
-    assert sorted(graphs) == sorted(path.stem for path in (example / "flows").glob("*.yaml")
-                                    if not path.name.endswith(".test.yaml"))
+    assert sorted(graphs) == sorted(
+        path.stem
+        for path in (example / "flows").glob("*.yaml")
+        if not path.name.endswith(".test.yaml")
+    )
     # the server gives the graph its own checkpointer and store (graph.copy), and a context of its own
     hello = graphs["hello"].copy(update={"checkpointer": InMemorySaver(), "store": InMemoryStore()})
-    result = asyncio.run(hello.ainvoke({"name": "Ada"}, {"configurable": {"thread_id": "t"}}, context={}))
+    result = asyncio.run(
+        hello.ainvoke({"name": "Ada"}, {"configurable": {"thread_id": "t"}}, context={})
+    )
     assert result == {"greeting": "greet: name=Ada", "loud": "GREET: NAME=ADA", "words": 2}
 
 
 def test_export_langgraph_leaves_out_broken_flows(example: Path, cli: Cli) -> None:
-    (example / "flows" / "broken.yaml").write_text("flow: broken\nsteps:\n  - {id: a, uses: nowhere}\n")
+    (example / "flows" / "broken.yaml").write_text(
+        "flow: broken\nsteps:\n  - {id: a, uses: nowhere}\n"
+    )
     outcome = cli(example, "export", "langgraph")
     assert outcome.code == 0, outcome.err
     assert "warning: flow 'broken' has errors and is not exported" in outcome.err
@@ -240,26 +321,40 @@ def test_export_langgraph_leaves_out_broken_flows(example: Path, cli: Cli) -> No
 
 
 def test_an_exported_flow_that_cannot_be_built_loads_and_says_why_when_run(
-        example: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    example: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # `langgraph dev` stops when one graph fails to load: a flow needing a missing extra must not
     monkeypatch.setattr(smart_executor, "dspy_installed", lambda: False)
     outcome = cli(example, "export", "langgraph")
     assert outcome.code == 0, outcome.err
-    assert "warning: flow 'research' cannot be built here" in outcome.err and "dspy extra" in outcome.err
+    assert (
+        "warning: flow 'research' cannot be built here" in outcome.err
+        and "dspy extra" in outcome.err
+    )
     graphs = _load_like_langgraph(example / "langgraph.json")
     assert "research" in graphs and "hello" in graphs
     warned = capsys.readouterr().err
-    assert warned.count("warning: blockyard: flow 'research' cannot be built here") == 1  # once, not per import
-    with pytest.raises(UsageError, match=r"flow 'research' cannot be built here: .*dspy extra is not installed"):
+    # once, not per import
+    assert warned.count("warning: blockyard: flow 'research' cannot be built here") == 1
+    with pytest.raises(
+        UsageError, match=r"flow 'research' cannot be built here: .*dspy extra is not installed"
+    ):
         asyncio.run(graphs["research"].ainvoke({"topic": "bees"}))
     hello = graphs["hello"].copy(update={"checkpointer": InMemorySaver(), "store": InMemoryStore()})
-    assert asyncio.run(hello.ainvoke({"name": "Ada"}, {"configurable": {"thread_id": "t"}}))["words"] == 2
+    assert (
+        asyncio.run(hello.ainvoke({"name": "Ada"}, {"configurable": {"thread_id": "t"}}))["words"]
+        == 2
+    )
 
 
 def test_the_models_tokens_come_through_langgraphs_messages_stream(example: Path) -> None:
-    async def chunks(graph: Any, subgraphs: bool) -> list[tuple[tuple[str, ...], Any, dict[str, Any]]]:
+    async def chunks(
+        graph: Any, subgraphs: bool
+    ) -> list[tuple[tuple[str, ...], Any, dict[str, Any]]]:
         found = []
-        async for part in graph.astream({"message": "Hi"}, stream_mode=["messages"], subgraphs=subgraphs):
+        async for part in graph.astream(
+            {"message": "Hi"}, stream_mode=["messages"], subgraphs=subgraphs
+        ):
             ns, _, (chunk, metadata) = part if subgraphs else ((), *part)
             if chunk.content:
                 found.append((ns, chunk, metadata))
@@ -269,10 +364,13 @@ def test_the_models_tokens_come_through_langgraphs_messages_stream(example: Path
         graph = yard.compile("support_chat")
         # the offline mock's words, as the flow's node's tokens: LangGraph's default keeps no subgraph's
         top = asyncio.run(chunks(graph, subgraphs=False))
-        assert "".join(chunk.content for _, chunk, _ in top) == \
-            "Thanks for writing to ACME support. How can I help you today?"
-        assert {(ns, meta["langgraph_node"], meta["blockyard_node"]) for ns, _, meta in top} == \
-            {((), "support_chat", "answer")}
+        assert (
+            "".join(chunk.content for _, chunk, _ in top)
+            == "Thanks for writing to ACME support. How can I help you today?"
+        )
+        assert {(ns, meta["langgraph_node"], meta["blockyard_node"]) for ns, _, meta in top} == {
+            ((), "support_chat", "answer")
+        }
         # with subgraphs, the step's own chat model run, and not twice
         nested = asyncio.run(chunks(graph, subgraphs=True))
         assert [chunk.content for _, chunk, _ in nested] == [chunk.content for _, chunk, _ in top]
@@ -281,7 +379,11 @@ def test_the_models_tokens_come_through_langgraphs_messages_stream(example: Path
 
 def test_export_langgraph_refuses_a_folder_as_output(example: Path, cli: Cli) -> None:
     outcome = cli(example, "export", "langgraph", "--output", str(example))
-    assert outcome.code == 2 and outcome.err.startswith("error: --output") and "is a folder" in outcome.err
+    assert (
+        outcome.code == 2
+        and outcome.err.startswith("error: --output")
+        and "is a folder" in outcome.err
+    )
 
 
 SCRIPT = """
@@ -296,6 +398,11 @@ with Yard.load(sys.argv[1]) as yard:
 
 def test_the_sync_api_ends_with_its_process_and_a_gate_without_checkpointer(example: Path) -> None:
     # the background loop of the sync API must not keep the interpreter from exiting
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(example)], env=subprocess_env(), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(example)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (0, "ask\n", "")

@@ -18,7 +18,9 @@ import pytest
 from engine.state.database import TIMEOUT_ENV
 from tests.runtime.conftest import Outcome, spawn
 
-pytestmark = pytest.mark.sqlite_only("about the SQLite file: its write lock, busy timeout, damaged files and folders")
+pytestmark = pytest.mark.sqlite_only(
+    "about the SQLite file: its write lock, busy timeout, damaged files and folders"
+)
 
 Cli = Callable[..., Outcome]
 
@@ -90,18 +92,27 @@ def state_db(root: Path) -> Path:
 @contextmanager
 def write_locked(path: Path) -> Iterator[None]:
     """Another process holds `path`'s write lock (BEGIN IMMEDIATE) for the length of the block."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n", holder.communicate()[1]
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n", (
+            holder.communicate()[1]
+        )
         yield
     finally:
         holder.communicate(timeout=30)  # closes its stdin: it commits nothing and exits
 
 
 def locked_message(command: str, root: Path) -> str:
-    return (f"error: {command}: the state database {state_db(root)} is locked by another process "
-            f"(waited {WAIT} s for a write lock; BLOCKYARD_DB_TIMEOUT=SECONDS changes how long)\n")
+    return (
+        f"error: {command}: the state database {state_db(root)} is locked by another process "
+        f"(waited {WAIT} s for a write lock; BLOCKYARD_DB_TIMEOUT=SECONDS changes how long)\n"
+    )
 
 
 def waiting_run(cli: Cli, root: Path, flow: str) -> str:
@@ -129,10 +140,17 @@ WRITERS = [
 ]
 
 
-@pytest.mark.parametrize(("command", "args"), WRITERS, ids=[" ".join(args[:2]) for _, args in WRITERS])
+@pytest.mark.parametrize(
+    ("command", "args"), WRITERS, ids=[" ".join(args[:2]) for _, args in WRITERS]
+)
 def test_a_writer_waits_for_the_lock_then_names_itself_and_exits_1(
-        yard: Path, cli: Cli, prepared: dict[str, str], monkeypatch: pytest.MonkeyPatch, command: str,
-        args: list[str]) -> None:
+    yard: Path,
+    cli: Cli,
+    prepared: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    args: list[str],
+) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, WAIT)
     argv = [arg.format(**prepared) for arg in args]
     with write_locked(state_db(yard)):
@@ -146,13 +164,19 @@ def test_a_writer_waits_for_the_lock_then_names_itself_and_exits_1(
     assert again.code == 0, again.err
 
 
-def test_resume_and_memory_set_in_separate_processes(yard: Path, cli: Cli, prepared: dict[str, str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_and_memory_set_in_separate_processes(
+    yard: Path, cli: Cli, prepared: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, WAIT)  # the children inherit it (spawn copies os.environ)
     with write_locked(state_db(yard)):  # both at once: two processes wait on a third
-        children = {"resume": spawn(yard, "resume", prepared["waiting"], "--approve"),
-                    "memory set": spawn(yard, "memory", "set", "users/ada", "lunch", "pho")}
-        ended = {command: (child.communicate(timeout=60), child.returncode) for command, child in children.items()}
+        children = {
+            "resume": spawn(yard, "resume", prepared["waiting"], "--approve"),
+            "memory set": spawn(yard, "memory", "set", "users/ada", "lunch", "pho"),
+        }
+        ended = {
+            command: (child.communicate(timeout=60), child.returncode)
+            for command, child in children.items()
+        }
     for command, ((_, err), code) in ended.items():
         assert (code, err) == (1, locked_message(command, yard))
     shown = json.loads(cli(yard, "runs", "show", prepared["waiting"], "--json").out)
@@ -160,15 +184,19 @@ def test_resume_and_memory_set_in_separate_processes(yard: Path, cli: Cli, prepa
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
-def test_a_bad_timeout_setting_is_a_usage_error(yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                                value: str) -> None:
+def test_a_bad_timeout_setting_is_a_usage_error(
+    yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, value)
     outcome = cli(yard, "memory", "set", "users/ada", "lunch", "soup")
-    assert (outcome.code, outcome.err) == (2, f"error: {TIMEOUT_ENV}='{value}': expected a number of seconds, "
-                                              "0 or more\n")
+    assert (outcome.code, outcome.err) == (
+        2,
+        f"error: {TIMEOUT_ENV}='{value}': expected a number of seconds, 0 or more\n",
+    )
 
 
 # ---- a file that is not a usable database ------------------------------------------------------
+
 
 def _garbage(path: Path, real: Path) -> str:
     path.write_bytes(bytes(range(256)) * 64)
@@ -176,7 +204,7 @@ def _garbage(path: Path, real: Path) -> str:
 
 
 def _truncated(path: Path, real: Path) -> str:
-    path.write_bytes(real.read_bytes()[:12 * 1024])  # the header says more pages than there are
+    path.write_bytes(real.read_bytes()[: 12 * 1024])  # the header says more pages than there are
     return "database disk image is malformed"
 
 
@@ -207,14 +235,19 @@ COMMANDS = [
 
 def fill(cli: Cli, root: Path) -> None:
     """A real, well-filled state database: runs, a waiting gate, a thread, a preference."""
-    for args in (["run", "count"], ["run", "ask"], ["run", "chat", "--thread", "t1", "--input", "message=hi"],
-                 ["memory", "set", "users/ada", "lunch", "soup"]):
+    for args in (
+        ["run", "count"],
+        ["run", "ask"],
+        ["run", "chat", "--thread", "t1", "--input", "message=hi"],
+        ["memory", "set", "users/ada", "lunch", "soup"],
+    ):
         assert cli(root, *args).code in (0, 3)
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
-def test_every_command_refuses_a_damaged_database_in_one_line(yard: Path, cli: Cli, tmp_path: Path,
-                                                              damage: str) -> None:
+def test_every_command_refuses_a_damaged_database_in_one_line(
+    yard: Path, cli: Cli, tmp_path: Path, damage: str
+) -> None:
     fill(cli, yard)
     path = state_db(yard)
     real = tmp_path / "real.db"

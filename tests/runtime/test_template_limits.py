@@ -101,9 +101,15 @@ ROUTE = """
         with: {text: big}
 """
 
-FLOWS = {"blocks/echo.yaml": ECHO, "flows/shout.yaml": SHOUT, "flows/center.yaml": CENTER,
-         "flows/percent.yaml": PERCENT, "flows/loops.yaml": LOOPS, "flows/recurse.yaml": RECURSE,
-         "flows/route.yaml": ROUTE}
+FLOWS = {
+    "blocks/echo.yaml": ECHO,
+    "flows/shout.yaml": SHOUT,
+    "flows/center.yaml": CENTER,
+    "flows/percent.yaml": PERCENT,
+    "flows/loops.yaml": LOOPS,
+    "flows/recurse.yaml": RECURSE,
+    "flows/route.yaml": ROUTE,
+}
 
 
 @pytest.fixture
@@ -121,19 +127,48 @@ def _failed(cli: Cli, yard: Path, flow: str, n: int) -> dict[str, Any]:
     return last
 
 
-@pytest.mark.parametrize(("flow", "n", "step", "error"), [
-    ("shout", 10**8, "shout", "input 'text': repeated string exceeds the 1,000,000-character limit "
-                              "(limits.template_max_string in blockyard.yaml)"),
-    ("center", 10**9, "pad", "input 'text': centered string exceeds the 1,000,000-character limit "
-                             "(limits.template_max_string in blockyard.yaml)"),
-    ("percent", 10**9, "fmt", "input 'text': format width exceeds the 1,000,000-character limit "
-                              "(limits.template_max_string in blockyard.yaml)"),
-    ("loops", 100_000, "spin", "input 'text': template does more than 1,000,000 loop iterations and calls "
-                               "(limits.template_max_iterations in blockyard.yaml)"),
-    ("route", 9, "pick", "power exceeds the 64-bit limit (limits.template_max_int_bits in blockyard.yaml)"),
-])
-def test_a_template_over_a_limit_fails_its_step(limits_yard: Path, cli: Cli, flow: str, n: int, step: str,
-                                                error: str) -> None:
+@pytest.mark.parametrize(
+    ("flow", "n", "step", "error"),
+    [
+        (
+            "shout",
+            10**8,
+            "shout",
+            "input 'text': repeated string exceeds the 1,000,000-character limit "
+            "(limits.template_max_string in blockyard.yaml)",
+        ),
+        (
+            "center",
+            10**9,
+            "pad",
+            "input 'text': centered string exceeds the 1,000,000-character limit "
+            "(limits.template_max_string in blockyard.yaml)",
+        ),
+        (
+            "percent",
+            10**9,
+            "fmt",
+            "input 'text': format width exceeds the 1,000,000-character limit "
+            "(limits.template_max_string in blockyard.yaml)",
+        ),
+        (
+            "loops",
+            100_000,
+            "spin",
+            "input 'text': template does more than 1,000,000 loop iterations and calls "
+            "(limits.template_max_iterations in blockyard.yaml)",
+        ),
+        (
+            "route",
+            9,
+            "pick",
+            "power exceeds the 64-bit limit (limits.template_max_int_bits in blockyard.yaml)",
+        ),
+    ],
+)
+def test_a_template_over_a_limit_fails_its_step(
+    limits_yard: Path, cli: Cli, flow: str, n: int, step: str, error: str
+) -> None:
     last = _failed(cli, limits_yard, flow, n)
     assert last["step"] == step
     assert error in str(last["data"]["error"])
@@ -155,13 +190,22 @@ def test_runs_show_explains_the_limit(limits_yard: Path, cli: Cli) -> None:
     assert "shout" in text and "1,000,000-character limit" in text
 
 
-def test_limits_of_blockyard_yaml_are_honoured(make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
-    yard = make_yard({**FLOWS, "blockyard.yaml": """
+def test_limits_of_blockyard_yaml_are_honoured(
+    make_yard: Callable[[dict[str, str]], Path], cli: Cli
+) -> None:
+    yard = make_yard(
+        {
+            **FLOWS,
+            "blockyard.yaml": """
         limits:
           template_max_string: 50
-    """})
+    """,
+        }
+    )
     done = cli(yard, "run", "shout", "--input", "n=50", "--json")
     assert done.code == 0, done.err
     assert done.events()[-1]["data"]["outputs"] == {"copy": "a" * 50}
     last = _failed(cli, yard, "shout", 51)
-    assert "exceeds the 50-character limit (limits.template_max_string in blockyard.yaml)" in str(last["data"]["error"])
+    assert "exceeds the 50-character limit (limits.template_max_string in blockyard.yaml)" in str(
+        last["data"]["error"]
+    )

@@ -78,20 +78,36 @@ def stub() -> Iterator[OpenAIStub]:
 
 @pytest.fixture
 def yard(make_yard: Callable[[dict[str, str]], Path], stub: OpenAIStub) -> Path:
-    config = (f"models:\n  default: {PRICED_MOCK}\n"
-              f"  stubbed: {{provider: openai, name: m, base_url: '{stub.base_url}', api_key_env: STUB_KEY}}\n"
-              + TOOLS_CONFIG)
-    return make_yard({"blockyard.yaml": config, "yardtools.py": TOOLS, "blocks/greet.yaml": GREET,
-                      "blocks/greet_stubbed.yaml": GREET_STUBBED, "blocks/shout.yaml": SHOUT,
-                      "blocks/explode.yaml": EXPLODE, "flows/hello.yaml": HELLO.format(version=1),
-                      "flows/fragile.yaml": FRAGILE, "flows/batch.yaml": BATCH, "flows/away.yaml": AWAY,
-                      "flows/plain.yaml": PLAIN})
+    config = (
+        f"models:\n  default: {PRICED_MOCK}\n"
+        f"  stubbed: {{provider: openai, name: m, base_url: '{stub.base_url}', api_key_env: STUB_KEY}}\n"
+        + TOOLS_CONFIG
+    )
+    return make_yard(
+        {
+            "blockyard.yaml": config,
+            "yardtools.py": TOOLS,
+            "blocks/greet.yaml": GREET,
+            "blocks/greet_stubbed.yaml": GREET_STUBBED,
+            "blocks/shout.yaml": SHOUT,
+            "blocks/explode.yaml": EXPLODE,
+            "flows/hello.yaml": HELLO.format(version=1),
+            "flows/fragile.yaml": FRAGILE,
+            "flows/batch.yaml": BATCH,
+            "flows/away.yaml": AWAY,
+            "flows/plain.yaml": PLAIN,
+        }
+    )
 
 
 def calls(cli: Cli, yard: Path, run_id: str) -> list[dict[str, Any]]:
     """The data of the run's model_call events, as `runs show --json` gives its trace."""
     body = json.loads(cli(yard, "runs", "show", run_id, "--json").out)
-    return [event["data"] | {"step": event["step"]} for event in body["events"] if event["type"] == "model_call"]
+    return [
+        event["data"] | {"step": event["step"]}
+        for event in body["events"]
+        if event["type"] == "model_call"
+    ]
 
 
 def spend_of(events: list[dict[str, Any]]) -> Spend:
@@ -101,45 +117,70 @@ def spend_of(events: list[dict[str, Any]]) -> Spend:
     return spend
 
 
-def test_runs_lists_tokens_and_cost_and_an_unknown_price_as_unknown(yard: Path, cli: Cli, stub: OpenAIStub,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_lists_tokens_and_cost_and_an_unknown_price_as_unknown(
+    yard: Path, cli: Cli, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STUB_KEY", "sk-test")
     stub.queue(Reply.structured_output({"greeting": "hello from afar"}))
     assert cli(yard, "run", "hello", "--run-id", "priced").code == 0
     assert cli(yard, "run", "away", "--run-id", "unpriced").code == 0
     assert cli(yard, "run", "plain", "--run-id", "no-calls").code == 0
     lines = cli(yard, "runs").out.splitlines()
-    assert lines[0].split() == ["ID", "FLOW", "STATUS", "STARTED", "DURATION", "TOKENS", "COST", "DETAIL"]
+    assert lines[0].split() == [
+        "ID",
+        "FLOW",
+        "STATUS",
+        "STARTED",
+        "DURATION",
+        "TOKENS",
+        "COST",
+        "DETAIL",
+    ]
     rows = {line.split()[0]: line for line in lines[1:]}
 
     priced = spend_of(calls(cli, yard, "priced"))
     assert priced.model_calls == 1 and priced.unpriced_calls == 0 and priced.cost_usd > 0
     # $1000 / $2000 per million tokens: the cost is the event's tokens at that price, shown by `money`
-    assert priced.cost_usd == pytest.approx((priced.input_tokens * 1000 + priced.output_tokens * 2000) / 1e6)
+    assert priced.cost_usd == pytest.approx(
+        (priced.input_tokens * 1000 + priced.output_tokens * 2000) / 1e6
+    )
     assert rows["priced"].split()[7:9] == [str(priced.tokens), money(priced.cost_usd)]
 
     away = calls(cli, yard, "unpriced")
-    assert [(c["provider"], c["cost_usd"], c["price_source"]) for c in away] == [("openai", None, None)]
+    assert [(c["provider"], c["cost_usd"], c["price_source"]) for c in away] == [
+        ("openai", None, None)
+    ]
     assert rows["unpriced"].split()[7:9] == [str(spend_of(away).tokens), "unknown"]  # never $0
     assert rows["no-calls"].split()[7:9] == ["-", "-"]
 
 
 def test_runs_show_sums_model_calls_per_step_and_over_map_items(yard: Path, cli: Cli) -> None:
     assert cli(yard, "run", "hello", "--run-id", "h").code == 0
-    assert cli(yard, "run", "batch", "--input", 'names=["Ada", "Bo", "Cy"]', "--run-id", "b").code == 0
+    assert (
+        cli(yard, "run", "batch", "--input", 'names=["Ada", "Bo", "Cy"]', "--run-id", "b").code == 0
+    )
 
     hello = calls(cli, yard, "h")
     total = spend_of(hello)
     shown = cli(yard, "runs", "show", "h").out
-    assert (f"usage     1 model call, {total.input_tokens:,} in / {total.output_tokens:,} out tokens, "
-            f"cost {money(total.cost_usd)}") in shown
+    assert (
+        f"usage     1 model call, {total.input_tokens:,} in / {total.output_tokens:,} out tokens, "
+        f"cost {money(total.cost_usd)}"
+    ) in shown
     greet_line = next(line for line in shown.splitlines() if line.startswith("  greet "))
-    assert f"1 call  {total.input_tokens} in / {total.output_tokens} out  {money(total.cost_usd)}" in greet_line
+    assert (
+        f"1 call  {total.input_tokens} in / {total.output_tokens} out  {money(total.cost_usd)}"
+        in greet_line
+    )
     shout_line = next(line for line in shown.splitlines() if line.startswith("  shout "))
     assert "call" not in shout_line and "$" not in shout_line
 
     body = json.loads(cli(yard, "runs", "show", "h", "--json").out)
-    assert body["usage"] == {**total.as_dict(), "tokens": total.tokens, "cost": money(total.cost_usd)}
+    assert body["usage"] == {
+        **total.as_dict(),
+        "tokens": total.tokens,
+        "cost": money(total.cost_usd),
+    }
     steps = {entry["step"]: entry for entry in body["steps"]}
     assert steps["greet"]["usage"]["model_calls"] == 1 and steps["greet"]["items"] == 0
     assert steps["greet"]["usage"]["input_tokens"] == total.input_tokens
@@ -154,18 +195,33 @@ def test_runs_show_sums_model_calls_per_step_and_over_map_items(yard: Path, cli:
     assert (entry["usage"]["model_calls"], entry["items"]) == (3, 3)
     assert entry["usage"]["input_tokens"] == items.input_tokens
     assert entry["usage"]["cost_usd"] == pytest.approx(items.cost_usd)
-    line = next(line for line in cli(yard, "runs", "show", "b").out.splitlines()
-                if line.startswith(f"  {batch[0]['step']} "))
+    line = next(
+        line
+        for line in cli(yard, "runs", "show", "b").out.splitlines()
+        if line.startswith(f"  {batch[0]['step']} ")
+    )
     assert "3 calls" in line and "over 3 items" in line
 
 
-def test_stats_per_version_with_failures_and_unpriced_runs(yard: Path, cli: Cli, stub: OpenAIStub,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stats_per_version_with_failures_and_unpriced_runs(
+    yard: Path, cli: Cli, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STUB_KEY", "sk-test")
     for run_id in ("v1-a", "v1-b"):
         assert cli(yard, "run", "hello", "--run-id", run_id).code == 0
     (yard / "flows" / "hello.yaml").write_text(HELLO.format(version=2), encoding="utf-8")
-    assert cli(yard, "run", "hello", "--input", "name=Someone with a much longer name", "--run-id", "v2").code == 0
+    assert (
+        cli(
+            yard,
+            "run",
+            "hello",
+            "--input",
+            "name=Someone with a much longer name",
+            "--run-id",
+            "v2",
+        ).code
+        == 0
+    )
     assert cli(yard, "run", "fragile", "--run-id", "broken").code == 1
     stub.queue(Reply.structured_output({"greeting": "hi"}))
     assert cli(yard, "run", "away", "--run-id", "far").code == 0
@@ -184,12 +240,16 @@ def test_stats_per_version_with_failures_and_unpriced_runs(yard: Path, cli: Cli,
     assert row1["mean_tokens"] == pytest.approx(sum(s.tokens for s in v1) / 2, abs=0.05)
     assert row1["usage"]["model_calls"] == 2 and row1["unpriced_runs"] == 0
     # "did v2 get dearer?": its longer prompt costs more per run, and the answer is in the rows
-    assert row2["mean_cost_usd"] == pytest.approx(v2.cost_usd) and row2["mean_cost_usd"] > row1["mean_cost_usd"]
+    assert (
+        row2["mean_cost_usd"] == pytest.approx(v2.cost_usd)
+        and row2["mean_cost_usd"] > row1["mean_cost_usd"]
+    )
     assert row1["duration_p50_s"] is not None and row1["duration_p50_s"] <= row1["duration_p95_s"]
 
     broken = versions[("fragile", 1)]
     assert (broken["runs"], broken["failed"], broken["failure_rate"]) == (1, 1, 1.0)
-    assert broken["usage"]["model_calls"] == 1 and broken["cost_usd"] > 0  # a failed run's calls cost too
+    # a failed run's calls cost too
+    assert broken["usage"]["model_calls"] == 1 and broken["cost_usd"] > 0
 
     far = versions[("away", 1)]
     assert (far["cost_usd"], far["mean_cost_usd"], far["unpriced_runs"]) == (None, None, 1)
@@ -201,29 +261,48 @@ def test_stats_per_version_with_failures_and_unpriced_runs(yard: Path, cli: Cli,
 
     text = cli(yard, "stats").out.splitlines()
     assert text[0].startswith("runs since ") and text[0].endswith("(7d)")
-    assert text[1].split() == ["FLOW", "VERSION", "RUNS", "FAILED", "P50", "P95", "TOKENS/RUN", "COST/RUN",
-                               "TOTAL", "COST"]
+    assert text[1].split() == [
+        "FLOW",
+        "VERSION",
+        "RUNS",
+        "FAILED",
+        "P50",
+        "P95",
+        "TOKENS/RUN",
+        "COST/RUN",
+        "TOTAL",
+        "COST",
+    ]
     cells = {tuple(line.split()[:2]): line.split() for line in text[2:]}
     assert cells[("hello", "1")][2:4] == ["2", "0"] and cells[("hello", "all")][2] == "3"
     assert cells[("hello", "1")][-1] == money(row1["cost_usd"])
     assert cells[("fragile", "1")][3:5] == ["1", "(100%)"]
     assert cells[("away", "1")][-2:] == ["unknown", "unknown"]
-    assert [key for key in cells if key[0] == "hello"] == [("hello", "1"), ("hello", "2"), ("hello", "all")]
+    assert [key for key in cells if key[0] == "hello"] == [
+        ("hello", "1"),
+        ("hello", "2"),
+        ("hello", "all"),
+    ]
 
     only = json.loads(cli(yard, "stats", "hello", "--json").out)
     assert [row["version"] for row in only["versions"]] == [1, 2] and only["flow"] == "hello"
 
 
-def test_stats_mixes_priced_and_unpriced_runs_as_a_lower_bound(yard: Path, cli: Cli, stub: OpenAIStub,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stats_mixes_priced_and_unpriced_runs_as_a_lower_bound(
+    yard: Path, cli: Cli, stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One flow version whose runs went to an unpriced and then a priced model: its total is a lower bound
     that says so (a call whose tokens were not reported has no price either, whatever the profile says)."""
     monkeypatch.setenv("STUB_KEY", "sk-test")
-    assert cli(yard, "run", "away", "--run-id", "refused").code == 1  # nothing queued: the stub answers 400
+    # nothing queued: the stub answers 400
+    assert cli(yard, "run", "away", "--run-id", "refused").code == 1
     stub.queue(Reply.structured_output({"greeting": "hi"}))
     assert cli(yard, "run", "away", "--run-id", "unknown").code == 0
     block = yard / "blocks" / "greet_stubbed.yaml"  # the same flow version, now on the priced mock
-    block.write_text(block.read_text(encoding="utf-8").replace("model: stubbed", "model: default"), encoding="utf-8")
+    block.write_text(
+        block.read_text(encoding="utf-8").replace("model: stubbed", "model: default"),
+        encoding="utf-8",
+    )
     assert cli(yard, "run", "away", "--run-id", "priced").code == 0
     row = json.loads(cli(yard, "stats", "away", "--json").out)["versions"][0]
     known = spend_of(calls(cli, yard, "priced")).cost_usd
@@ -238,18 +317,35 @@ def test_stats_window_and_usage_errors(yard: Path, cli: Cli) -> None:
     assert cli(yard, "run", "hello").code == 0
     assert "hello" in cli(yard, "stats", "--since", "1h").out
     assert cli(yard, "stats", "--since", "2999-01-01").out.endswith("no runs in this window\n")
-    assert json.loads(cli(yard, "stats", "--since", "2020-01-01T00:00", "--json").out)["versions"][0]["runs"] == 1
+    assert (
+        json.loads(cli(yard, "stats", "--since", "2020-01-01T00:00", "--json").out)["versions"][0][
+            "runs"
+        ]
+        == 1
+    )
     bad = cli(yard, "stats", "--since", "last week")
-    assert bad.code == 2 and bad.err.startswith("error: since 'last week': not a duration such as 7d")
-    assert cli(yard, "stats", "--since", "99999d").err.strip() == "error: since '99999d': longer than ten years"
+    assert bad.code == 2 and bad.err.startswith(
+        "error: since 'last week': not a duration such as 7d"
+    )
+    assert (
+        cli(yard, "stats", "--since", "99999d").err.strip()
+        == "error: since '99999d': longer than ten years"
+    )
     assert cli(yard, "stats", "nothing").out.endswith("no runs in this window\n")
 
 
 def test_stats_imports_no_langgraph(yard: Path, cli: Cli) -> None:
     assert cli(yard, "run", "hello", "--run-id", "r1").code == 0
-    probe = ("import sys\nfrom engine.cli import main\n"
-             f"main(['stats', '--root', {str(yard)!r}])\nmain(['runs', '--root', {str(yard)!r}])\n"
-             "print(sorted(m for m in sys.modules if m.startswith(('langgraph', 'langchain', 'openai', 'fastapi'))))")
-    done = subprocess.run([sys.executable, "-c", probe], env=subprocess_env(), capture_output=True, text=True,
-                          check=True)
+    probe = (
+        "import sys\nfrom engine.cli import main\n"
+        f"main(['stats', '--root', {str(yard)!r}])\nmain(['runs', '--root', {str(yard)!r}])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('langgraph', 'langchain', 'openai', 'fastapi'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "hello" in done.stdout and done.stdout.strip().splitlines()[-1] == "[]"

@@ -41,7 +41,9 @@ def insert(k: int, v: str = "x") -> Write:
     return Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, v))
 
 
-def test_acknowledged_writes_are_visible_to_other_connections(writer: tuple[SqliteWriter, Path]) -> None:
+def test_acknowledged_writes_are_visible_to_other_connections(
+    writer: tuple[SqliteWriter, Path],
+) -> None:
     w, path = writer
 
     async def main() -> None:
@@ -67,8 +69,12 @@ def test_a_failing_item_fails_alone(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
 
     async def main() -> list[BaseException | None]:
-        results = await asyncio.gather(w.write(insert(1, "first")), w.write(insert(1, "dup"), insert(2)),
-                                       w.write(insert(3)), return_exceptions=True)
+        results = await asyncio.gather(
+            w.write(insert(1, "first")),
+            w.write(insert(1, "dup"), insert(2)),
+            w.write(insert(3)),
+            return_exceptions=True,
+        )
         return list(results)
 
     first, dup, third = asyncio.run(main())
@@ -177,14 +183,18 @@ class _Snatched(sqlite3.Connection):
         return cursor
 
 
-def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_writer(tmp_path: Path) -> None:
+def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_writer(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "w.db"
     setup = sqlite3.connect(path, isolation_level=None)
     setup.execute("PRAGMA journal_mode = WAL")
     setup.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
     setup.close()
     rival = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0, factory=_Snatched)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=0, factory=_Snatched
+    )
     conn.rival = rival
     explained: list[Exception] = []
 
@@ -196,8 +206,11 @@ def test_losing_the_lock_while_replaying_a_failed_batch_fails_the_batch_not_the_
     try:
         # the batch: a good row and a duplicate key, so it is rolled back and replayed item by item
         with pytest.raises(RuntimeError, match="explained: database is locked"):
-            asyncio.run(asyncio.wait_for(w.write(insert(1), insert(1)), 10))  # a dead writer would never answer
-        assert [getattr(exc, "sqlite_errorcode", None) for exc in explained] == [sqlite3.SQLITE_BUSY]
+            # a dead writer would never answer
+            asyncio.run(asyncio.wait_for(w.write(insert(1), insert(1)), 10))
+        assert [getattr(exc, "sqlite_errorcode", None) for exc in explained] == [
+            sqlite3.SQLITE_BUSY
+        ]
         conn.rival = None
         rival.execute("ROLLBACK")
         w.write_sync(insert(2))  # the writer thread lives on
@@ -214,9 +227,16 @@ def _guard(run: str) -> Write:
 
 def test_identical_guards_of_one_batch_are_checked_once(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
-    w.write_sync(Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"), Write("INSERT INTO g VALUES ('r', 0)"))
+    w.write_sync(
+        Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"),
+        Write("INSERT INTO g VALUES ('r', 0)"),
+    )
     for k in range(5):  # a run's trace rows, each with its fence, ride along with the next batch
-        w.write_nowait(_guard("r"), Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, "x"), mergeable=True), lazy=True)
+        w.write_nowait(
+            _guard("r"),
+            Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, "x"), mergeable=True),
+            lazy=True,
+        )
     w.write_sync()
     assert len(rows(path)) == 5
     with sqlite3.connect(path) as conn:
@@ -225,9 +245,16 @@ def test_identical_guards_of_one_batch_are_checked_once(writer: tuple[SqliteWrit
 
 def test_a_guard_that_fails_fails_only_its_items(writer: tuple[SqliteWriter, Path]) -> None:
     w, path = writer
-    w.write_sync(Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"), Write("INSERT INTO g VALUES ('r', 0)"))
+    w.write_sync(
+        Write("CREATE TABLE g (id TEXT PRIMARY KEY, n INTEGER)"),
+        Write("INSERT INTO g VALUES ('r', 0)"),
+    )
     for k, run in enumerate(["r", "gone", "r"]):  # no row for run 'gone': its guard changes nothing
-        w.write_nowait(_guard(run), Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, run), mergeable=True), lazy=True)
+        w.write_nowait(
+            _guard(run),
+            Write("INSERT INTO t (k, v) VALUES (?, ?)", (k, run), mergeable=True),
+            lazy=True,
+        )
     w.write_sync()
     assert rows(path) == [(0, "r"), (2, "r")]
 
@@ -246,13 +273,16 @@ class Vanishing(sqlite3.Connection):
 
 
 def test_a_connection_gone_mid_batch_fails_its_waiters_and_every_later_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The writer thread outlives its connection: each waiter gets an error, none waits for good (a replica
     frozen past the idle timeout then ends its runs instead of hanging them)."""
     path = tmp_path / "w.db"
 
     def open_conn() -> sqlite3.Connection:
-        conn = sqlite3.connect(path, factory=Vanishing, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, factory=Vanishing, isolation_level=None, check_same_thread=False
+        )
         conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)")
         return conn
 

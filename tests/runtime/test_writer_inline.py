@@ -47,6 +47,7 @@ def test_quiet_writes_wait_for_the_next_write_and_keep_their_place(tmp_path: Pat
     path = tmp_path / "w.db"
     w = SqliteWriter(lambda: _open(path), lazy_delay=30.0)
     try:
+
         async def main() -> None:
             w.write_nowait(insert(1, "pending"), wake=False)
             # executed after the quiet row (it updates it), in the same transaction
@@ -110,7 +111,9 @@ def test_an_inline_write_never_overtakes_queued_work(inline: tuple[SqliteWriter,
     assert [row[:2] for row in rows(path)] == [(1, "second")]
 
 
-def test_another_process_holding_the_lock_does_not_stall_the_event_loop(inline: tuple[SqliteWriter, Path]) -> None:
+def test_another_process_holding_the_lock_does_not_stall_the_event_loop(
+    inline: tuple[SqliteWriter, Path],
+) -> None:
     w, path = inline
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writing

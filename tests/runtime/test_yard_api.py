@@ -25,11 +25,19 @@ CHILD = Path(__file__).with_name("yard_child.py")
 def test_run_returns_a_result_and_records_it(yard: Path, state_backend: str) -> None:
     with Yard.load(yard) as api:
         result = api.run("calc", {"n": 1})
-        assert (result.status, result.outputs, result.error, result.flow, result.version) == \
-            ("finished", {"n": 2, "label": "small"}, None, "calc", 1)
+        assert (result.status, result.outputs, result.error, result.flow, result.version) == (
+            "finished",
+            {"n": 2, "label": "small"},
+            None,
+            "calc",
+            1,
+        )
         assert result.ok and result.exit_code == 0
         record = api.get_run(result.run_id)
-        assert record is not None and (record.status, record.outputs) == ("finished", {"n": 2, "label": "small"})
+        assert record is not None and (record.status, record.outputs) == (
+            "finished",
+            {"n": 2, "label": "small"},
+        )
         types = [e.type for e in api.events(result.run_id)]
         assert types[0] == "run_started" and types[-1] == "run_finished"
         assert [r.id for r in api.runs(flow="calc")] == [result.run_id]
@@ -64,7 +72,11 @@ def test_failure_result_then_resume(yard: Path) -> None:
 def test_failed_results_and_usage_errors(yard: Path) -> None:
     with Yard.load(yard) as api:
         timed_out = api.run("timeouty")
-        assert (timed_out.status, timed_out.step, timed_out.error) == ("failed", "sleepy", "timed out after 200ms")
+        assert (timed_out.status, timed_out.step, timed_out.error) == (
+            "failed",
+            "sleepy",
+            "timed out after 200ms",
+        )
         with pytest.raises(UsageError, match="unknown flow 'calk' \\(did you mean 'calc'\\?\\)"):
             api.run("calk")
         with pytest.raises(UsageError, match="input 'n' must be an integer"):
@@ -147,13 +159,23 @@ def test_definitions_are_stored_once_per_content(yard: Path) -> None:
     with Yard.load(yard) as api:
         for n in range(3):
             api.run("calc", {"n": n})
-        count = api.db.read(lambda conn: conn.execute("SELECT COUNT(*) FROM definitions").fetchone()[0])
+        count = api.db.read(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM definitions").fetchone()[0]
+        )
     assert count == 1
 
 
 def test_two_processes_run_flows_on_one_database(yard: Path) -> None:
-    children = [processes.Popen([sys.executable, str(CHILD), str(yard), "calc", "25"], env=subprocess_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    children = [
+        processes.Popen(
+            [sys.executable, str(CHILD), str(yard), "calc", "25"],
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for child in children:
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
@@ -166,14 +188,25 @@ def test_two_processes_run_flows_on_one_database(yard: Path) -> None:
         assert len({r.owner_pid for r in runs}) == 2
         for run in runs:
             types = [e.type for e in store.load_events(conn, run.id)]
-            assert types == ["run_started", "step_started", "step_finished", "step_started", "step_finished",
-                             "run_finished"]
+            assert types == [
+                "run_started",
+                "step_started",
+                "step_finished",
+                "step_started",
+                "step_finished",
+                "run_finished",
+            ]
 
 
 def test_a_waiting_run_is_a_result(yard: Path) -> None:
     with Yard.load(yard) as api:
         result = api.run("gated")
-        assert (result.status, result.step, result.exit_code, result.outputs) == ("waiting", "ok", 3, None)
+        assert (result.status, result.step, result.exit_code, result.outputs) == (
+            "waiting",
+            "ok",
+            3,
+            None,
+        )
         assert result.waiting[0]["value"]["message"] == "Proceed with 2?"
         record = api.get_run(result.run_id)
         assert record is not None and record.status == "waiting"

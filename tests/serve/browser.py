@@ -14,15 +14,28 @@ from typing import Any
 
 import pytest
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 TIMEOUT_MS = 20_000
 
+
 def chromium() -> str:
-    path = os.environ.get("BLOCKYARD_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    path = (
+        os.environ.get("BLOCKYARD_CHROMIUM")
+        or shutil.which("chromium")
+        or shutil.which("chromium-browser")
+    )
     if not path:
-        pytest.fail("the browser tests need chromium: `apt-get install -y chromium` (Debian), or set "
-                    "BLOCKYARD_CHROMIUM to a Chromium binary")
+        pytest.fail(
+            "the browser tests need chromium: `apt-get install -y chromium` (Debian), or set "
+            "BLOCKYARD_CHROMIUM to a Chromium binary"
+        )
     return path
 
 

@@ -71,8 +71,12 @@ steps:
     with: {x: "{{ inputs.a }}", y: 10}
 """
 
-YARD = {"blocks/adder.yaml": ADDER, "blocks/pause.yaml": PAUSE, "flows/add.yaml": ADD_FLOW,
-        "flows/slow.yaml": SLOW_FLOW}
+YARD = {
+    "blocks/adder.yaml": ADDER,
+    "blocks/pause.yaml": PAUSE,
+    "flows/add.yaml": ADD_FLOW,
+    "flows/slow.yaml": SLOW_FLOW,
+}
 
 
 def free_socket() -> socket.socket:
@@ -116,7 +120,9 @@ def start_live(settings: Settings) -> Live:
     app = create_app(server)
     sock = free_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=30)
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=30
+    )
     uv = uvicorn.Server(config)
     live = Live(f"http://127.0.0.1:{port}", server, uv, threading.Thread())
 
@@ -168,15 +174,22 @@ def read_sse(response: Any, stop_after: int | None = None) -> list[dict[str, Any
         else:
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
-            current[field] = current[field] + "\n" + value if field == "data" and "data" in current else value
+            current[field] = (
+                current[field] + "\n" + value if field == "data" and "data" in current else value
+            )
     return messages
 
 
-def wait_run(client: Any, run_id: str, statuses: tuple[str, ...] = ("finished", "failed", "waiting",
-                                                                     "interrupted")) -> dict[str, Any]:
+def wait_run(
+    client: Any,
+    run_id: str,
+    statuses: tuple[str, ...] = ("finished", "failed", "waiting", "interrupted"),
+) -> dict[str, Any]:
     """Poll GET /runs/{id} until the run reaches one of `statuses`."""
-    run: dict[str, Any] = wait_for(lambda: (run := client.get(f"/runs/{run_id}").json()).get("status") in statuses
-                                   and run, timeout=30)
+    run: dict[str, Any] = wait_for(
+        lambda: (run := client.get(f"/runs/{run_id}").json()).get("status") in statuses and run,
+        timeout=30,
+    )
     return run
 
 

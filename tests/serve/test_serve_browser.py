@@ -37,10 +37,14 @@ def test_start_a_run_and_see_its_result(yard: Path, serve: Callable[..., Live], 
     assert events.first.get_attribute("data-type") == "run_started"
     # the new run is listed with its status
     page.locator("#run-table tbody tr [data-status=finished]").first.wait_for()
-    assert page.url.endswith("#run/" + page.locator("#run-table tbody tr").first.get_attribute("data-run"))
+    assert page.url.endswith(
+        "#run/" + page.locator("#run-table tbody tr").first.get_attribute("data-run")
+    )
 
 
-def test_a_bad_input_is_shown_and_nothing_runs(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+def test_a_bad_input_is_shown_and_nothing_runs(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(yard, watch=False, schedules=False)
     page.goto(live.url + "/#flow/add")
     page.locator("#flow-title").filter(has_text="add v1").wait_for()
@@ -50,12 +54,16 @@ def test_a_bad_input_is_shown_and_nothing_runs(yard: Path, serve: Callable[..., 
     assert "'a'" in message.inner_text()
 
 
-def test_the_diagnostics_banner_shows_a_broken_edit(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+def test_the_diagnostics_banner_shows_a_broken_edit(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(yard, schedules=False)
     page.goto(live.url + "/")
     page.locator("#flow-list [data-flow=add]").wait_for()
     assert page.locator("#diagnostics").is_hidden()
-    (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2") + "bogus: 1\n")
+    (yard / "flows/add.yaml").write_text(
+        ADD_FLOW.replace("version: 1", "version: 2") + "bogus: 1\n"
+    )
     page.locator("#diagnostics-list li").filter(has_text="flows/add.yaml").wait_for()
     assert "still serving the last good version of: add" in page.inner_text("#diagnostics-title")
     page.locator("#flow-list [data-flow=add] .stale").wait_for()
@@ -71,8 +79,9 @@ def test_a_token_is_asked_for_and_used(yard: Path, serve: Callable[..., Live], p
     assert page.locator("#token-form").is_hidden()
 
 
-def test_approve_a_gate_and_see_the_result(make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live],
-                                           page: Any) -> None:
+def test_approve_a_gate_and_see_the_result(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
+) -> None:
     root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW})
     live = serve(root, schedules=False)
     with live.client() as client:
@@ -97,12 +106,15 @@ def test_the_page_draws_the_graph_model(yard: Path, serve: Callable[..., Live], 
     step = page.locator("#flow-graph svg g.node.kind-step[data-node=sum]")
     step.wait_for()
     assert "transform adder" in (step.text_content() or "")
-    assert page.locator("#flow-graph svg g.node.kind-start.terminal[data-node=__start__]").count() == 1
+    assert (
+        page.locator("#flow-graph svg g.node.kind-start.terminal[data-node=__start__]").count() == 1
+    )
     assert page.locator("#flow-graph svg path.edge.solid").count() == 2  # start -> sum -> end
 
 
-def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, serve: Callable[..., Live], page: Any,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_conversation_streams_its_replies_and_shows_its_name(
+    tmp_path: Path, serve: Callable[..., Live], page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     copy_example_yard(tmp_path)  # the example yard: support_chat on its scripted mock model
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     live = serve(tmp_path, watch=False, schedules=False)
@@ -114,8 +126,13 @@ def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, s
     assert page.inner_text("#chat-title") == thread_id  # no name before the first turn
     messages = page.locator("#chat-messages li")
     greeting = "Thanks for writing to ACME support. How can I help you today?"
-    for index, (said, answer) in enumerate((("My name is Ada", greeting), ("My order 123 is late", greeting),
-                                            ("What is my name?", "Your name is Ada."))):
+    for index, (said, answer) in enumerate(
+        (
+            ("My name is Ada", greeting),
+            ("My order 123 is late", greeting),
+            ("What is my name?", "Your name is Ada."),
+        )
+    ):
         page.fill("#chat-input", said)
         page.click("#chat-send")
         reply = page.locator(f"#chat-messages li.assistant[data-index='{2 * index + 1}']")
@@ -127,10 +144,14 @@ def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, s
     assert messages.count() == 6
     assert page.locator("#chat-messages li.user").nth(2).inner_text() == "What is my name?"
     # listed by its name; opening it again reads the history from the server
-    page.locator(f"#thread-list [data-thread='{thread_id}']").filter(has_text="My name is Ada").wait_for()
+    page.locator(f"#thread-list [data-thread='{thread_id}']").filter(
+        has_text="My name is Ada"
+    ).wait_for()
     page.goto(live.url + "/")
     page.locator(f"#thread-list [data-thread='{thread_id}']").click()
-    page.locator("#chat-messages li.assistant[data-index='5']").filter(has_text="Your name is Ada.").wait_for()
+    page.locator("#chat-messages li.assistant[data-index='5']").filter(
+        has_text="Your name is Ada."
+    ).wait_for()
     assert messages.count() == 6 and page.inner_text("#chat-title") == "My name is Ada"
     trace = page.locator("#chat-messages li.assistant[data-index='5'] a.trace")
     trace.click()
@@ -138,10 +159,14 @@ def test_a_conversation_streams_its_replies_and_shows_its_name(tmp_path: Path, s
     page.locator("#run-outputs").filter(has_text="Your name is Ada.").wait_for()
 
 
-def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: Path, serve: Callable[..., Live],
-                                                                    page: Any,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in ("blocks", "flows", "prompts"):  # the example yard: write_article has a loop, a decide step, an exit
+def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(
+    tmp_path: Path, serve: Callable[..., Live], page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for folder in (
+        "blocks",
+        "flows",
+        "prompts",
+    ):  # the example yard: write_article has a loop, a decide step, an exit
         shutil.copytree(REPO / folder, tmp_path / folder)
     shutil.copy(REPO / "blockyard.yaml", tmp_path / "blockyard.yaml")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -151,10 +176,14 @@ def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: 
     page.goto(live.url + "/#flow/write_article")
     page.locator("#flow-graph svg g.node[data-node=verdict]").wait_for()
     svg = "#flow-graph svg"
-    nodes = page.eval_on_selector_all(f"{svg} g.node",
-                                      "els => els.map(e => [e.dataset.node, e.getAttribute('transform')])")
+    nodes = page.eval_on_selector_all(
+        f"{svg} g.node", "els => els.map(e => [e.dataset.node, e.getAttribute('transform')])"
+    )
     # every node of the React Flow graph is drawn, with the start and end terminals the page adds
-    assert {node for node, _ in nodes} == {n["id"] for n in graph["nodes"]} | {"__start__", "__end__"}
+    assert {node for node, _ in nodes} == {n["id"] for n in graph["nodes"]} | {
+        "__start__",
+        "__end__",
+    }
     # where the export's layout put them: a node lower in the layout is drawn lower
     drawn_y = {node: float(where.split(",")[1].rstrip(")")) for node, where in nodes}
     for a in graph["nodes"]:
@@ -162,11 +191,18 @@ def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: 
             if a["position"]["y"] < b["position"]["y"]:
                 assert drawn_y[a["id"]] < drawn_y[b["id"]], (a["id"], b["id"])
     # every edge, with its handle, its label and its style (the exit after 2 visits is dashed)
-    edges = page.eval_on_selector_all(f"{svg} path.edge[data-edge]", "els => els.map(e => [e.dataset.edge, "
-                                      "e.getAttribute('data-handle'), e.classList.contains('dashed')])")
-    assert sorted(map(tuple, edges)) == sorted((e["id"], e.get("sourceHandle"), "style" in e) for e in graph["edges"])
+    edges = page.eval_on_selector_all(
+        f"{svg} path.edge[data-edge]",
+        "els => els.map(e => [e.dataset.edge, "
+        "e.getAttribute('data-handle'), e.classList.contains('dashed')])",
+    )
+    assert sorted(map(tuple, edges)) == sorted(
+        (e["id"], e.get("sourceHandle"), "style" in e) for e in graph["edges"]
+    )
     assert any(dashed for _, handle, dashed in edges if handle == "max_visits")
-    labels = set(page.eval_on_selector_all(f"{svg} text.edge-label", "els => els.map(e => e.textContent)"))
+    labels = set(
+        page.eval_on_selector_all(f"{svg} text.edge-label", "els => els.map(e => e.textContent)")
+    )
     assert labels == {e["label"] for e in graph["edges"] if e.get("label")}
     assert page.locator(f"{svg} g.node.kind-decide.type-block[data-node=verdict]").count() == 1
     assert page.locator(f"{svg} g.group[data-group=review_cycle__cluster]").count() == 1
@@ -179,8 +215,9 @@ def test_the_page_draws_the_react_flow_graph_of_the_flow_and_of_a_run(tmp_path: 
     assert page.locator("#run-graph svg g.node.s-finished[data-node=greet]").count() == 1
 
 
-def test_a_custom_event_is_told_from_the_engines_by_the_servers_list(make_yard: Callable[[dict[str, str]], Path],
-                                                                     serve: Callable[..., Live], page: Any) -> None:
+def test_a_custom_event_is_told_from_the_engines_by_the_servers_list(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
+) -> None:
     """The run view marks a step's own event (`emit:`) as custom and shows its data; the engine's events —
     `file_written` too, which a list kept by the page once lacked — are not custom: the page asks the server
     which types are the engine's (GET /vocabulary)."""
@@ -194,7 +231,9 @@ def test_a_custom_event_is_told_from_the_engines_by_the_servers_list(make_yard: 
             with: {path: app.py}
             emit: {event: shipped, data: {done: "{{ context.done }}"}}
     """
-    live = serve(make_yard({**CODER_YARD, "flows/code.yaml": emitting}), watch=False, schedules=False)
+    live = serve(
+        make_yard({**CODER_YARD, "flows/code.yaml": emitting}), watch=False, schedules=False
+    )
     page.goto(live.url + "/#flow/code")
     page.locator("#flow-title").filter(has_text="code v1").wait_for()
     page.click("#run-button")
@@ -204,8 +243,14 @@ def test_a_custom_event_is_told_from_the_engines_by_the_servers_list(make_yard: 
     assert [item.get_attribute("data-type") for item in custom.all()] == ["shipped"]
     assert custom.first.inner_text().endswith('{"done":true}')
     written = page.locator("#run-events li[data-type=file_written]")
-    assert sorted(item.inner_text() for item in written.all()) == ["file_written write wrote app.py (12 bytes)",
-                                                                   "file_written write wrote lib/util.py (6 bytes)"]
-    shown = set(page.locator("#run-events li:not(.custom)").evaluate_all("items => items.map(i => i.dataset.type)"))
+    assert sorted(item.inner_text() for item in written.all()) == [
+        "file_written write wrote app.py (12 bytes)",
+        "file_written write wrote lib/util.py (6 bytes)",
+    ]
+    shown = set(
+        page.locator("#run-events li:not(.custom)").evaluate_all(
+            "items => items.map(i => i.dataset.type)"
+        )
+    )
     assert {"run_started", "step_started", "step_finished", "file_written", "model_call"} <= shown
     assert shown <= {kind.value for kind in EventType}

@@ -69,7 +69,11 @@ def test_a_new_flow_that_is_broken_is_not_served(yard: Path) -> None:
 
 def test_a_broken_block_holds_back_every_flow_that_uses_it(yard: Path) -> None:
     first = load_catalog(yard)
-    write(yard, "blocks/adder.yaml", YARD["blocks/adder.yaml"].replace("kind: transform", "kind: nonsense"))
+    write(
+        yard,
+        "blocks/adder.yaml",
+        YARD["blocks/adder.yaml"].replace("kind: transform", "kind: nonsense"),
+    )
     write(yard, "flows/slow.yaml", YARD["flows/slow.yaml"].replace("version: 1", "version: 2"))
     second = load_catalog(yard, first)
     assert second.flows["add"] is first.flows["add"]
@@ -79,8 +83,13 @@ def test_a_broken_block_holds_back_every_flow_that_uses_it(yard: Path) -> None:
 
 def test_a_broken_new_version_of_a_block_does_not_fall_back_to_the_old_one(yard: Path) -> None:
     first = load_catalog(yard)
-    write(yard, "blocks/adder_v2.yaml", YARD["blocks/adder.yaml"].replace("version: 1", "version: 2")
-          .replace('total: "x + y"', 'total: "x + y"\n  extra: "1"\n  bad: [unclosed'))
+    write(
+        yard,
+        "blocks/adder_v2.yaml",
+        YARD["blocks/adder.yaml"]
+        .replace("version: 1", "version: 2")
+        .replace('total: "x + y"', 'total: "x + y"\n  extra: "1"\n  bad: [unclosed'),
+    )
     write(yard, "flows/add.yaml", ADD_FLOW.replace("version: 1", "version: 2"))
     second = load_catalog(yard, first)
     assert second.flows["add"].version == 1
@@ -104,25 +113,39 @@ def test_a_deleted_flow_is_no_longer_served(yard: Path) -> None:
 
 
 def test_an_unusable_schedule_is_reported_as_validate_reports_it_and_holds_the_flow_back(
-        yard: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    yard: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(yard)  # validate shows paths relative to the current directory
     first = load_catalog(yard)
     for schedule, code, message in [
-        ("cron: '0 25 * * *'", "BY507", "schedule: cron '0 25 * * *': hour '25' is not valid: out of range"),
+        (
+            "cron: '0 25 * * *'",
+            "BY507",
+            "schedule: cron '0 25 * * *': hour '25' is not valid: out of range",
+        ),
         ("cron: '0 0 30 2 *'", "BY510", "schedule: cron '0 0 30 2 *' never fires"),
-        ("cron: '0 9 * * *', timezone: Mars/Olympus", "BY508", "schedule: unknown time zone 'Mars/Olympus'"),
+        (
+            "cron: '0 9 * * *', timezone: Mars/Olympus",
+            "BY508",
+            "schedule: unknown time zone 'Mars/Olympus'",
+        ),
     ]:
-        text = ADD_FLOW.replace("version: 1", f"version: 2\nschedule: {{{schedule}, inputs: {{a: 1}}}}")
+        text = ADD_FLOW.replace(
+            "version: 1", f"version: 2\nschedule: {{{schedule}, inputs: {{a: 1}}}}"
+        )
         write(yard, "flows/add.yaml", text)
         second = load_catalog(yard, first)
         problems = [d for d in second.diagnostics if d.file == "flows/add.yaml"]
         assert [(d.code, d.line) for d in problems] == [(code, 3)], schedule
         assert problems[0].message.startswith(message)
-        assert list(second.diagnostics) == validate([], yard).diagnostics  # /diagnostics agrees with validate
+        # /diagnostics agrees with validate
+        assert list(second.diagnostics) == validate([], yard).diagnostics
         assert second.flows["add"].version == 1
 
 
-def test_the_concurrency_limit_comes_from_the_config(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_the_concurrency_limit_comes_from_the_config(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = make_yard({**YARD, "blockyard.yaml": "server: {max_concurrent_runs: 3}\n"})
     assert load_catalog(root).max_concurrent_runs == 3
     assert Catalog().max_concurrent_runs == 32
@@ -157,27 +180,42 @@ def test_a_compiler_crash_holds_back_only_that_flow(yard: Path) -> None:
     catalog = load_catalog(yard, compiler=compiler)
     assert sorted(catalog.flows) == ["add"]
     [problem] = catalog.stale["slow"]
-    assert problem.message == "flow 'slow' does not compile (internal error): ImportError: cannot import name 'x'"
+    assert (
+        problem.message
+        == "flow 'slow' does not compile (internal error): ImportError: cannot import name 'x'"
+    )
 
 
-def test_a_broken_delegated_flow_holds_back_the_flow_whose_agent_delegates_to_it(yard: Path) -> None:
-    write(yard, "blocks/boss.yaml", """
+def test_a_broken_delegated_flow_holds_back_the_flow_whose_agent_delegates_to_it(
+    yard: Path,
+) -> None:
+    write(
+        yard,
+        "blocks/boss.yaml",
+        """
 block: boss
 kind: agent
 inputs: {a: {type: integer}}
 outputs: {answer: {type: string}}
 prompt: {user: "{{ a }}"}
-""")
-    write(yard, "flows/team.yaml", """
+""",
+    )
+    write(
+        yard,
+        "flows/team.yaml",
+        """
 flow: team
 inputs: {a: {type: integer}}
 outputs: [answer]
 steps:
   - {id: lead, uses: boss, delegates: [add]}
-""")
+""",
+    )
     first = load_catalog(yard, compiler=None)
     assert "team" in first.flows and not first.stale
     write(yard, "flows/add.yaml", ADD_FLOW.replace("outputs: [total]", "outputs: [total, nowhere]"))
     second = load_catalog(yard, first, compiler=None)
-    assert {d.file for d in second.stale["team"]} == {"flows/add.yaml"}  # the delegated flow is part of it
+    assert {d.file for d in second.stale["team"]} == {
+        "flows/add.yaml"
+    }  # the delegated flow is part of it
     assert second.flows["team"] is first.flows["team"]

@@ -21,8 +21,14 @@ def event(seq: int, kind: str, **data: Any) -> EventDict:
     return {"run_id": "r", "seq": seq, "type": kind, "step": "s", "data": data, "time": "t"}
 
 
-RUN = [event(1, "run_started"), event(2, "step_started"), event(3, "token", text="Hello"),
-       event(4, "token", text=" Ada"), event(5, "step_finished"), event(6, "run_finished")]
+RUN = [
+    event(1, "run_started"),
+    event(2, "step_started"),
+    event(3, "token", text="Hello"),
+    event(4, "token", text=" Ada"),
+    event(5, "step_finished"),
+    event(6, "run_finished"),
+]
 STORED = [e for e in RUN if e["type"] != "token"]
 
 
@@ -153,7 +159,8 @@ def ended(broker: Broker) -> None:
 
 
 def test_a_run_executing_here_is_followed_on_the_broker_not_by_polling_the_table(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     broker = Broker()
     started(broker)
     trace = AheadTrace(STORED[:2])
@@ -167,7 +174,9 @@ def test_a_run_executing_here_is_followed_on_the_broker_not_by_polling_the_table
     assert found == RUN
 
 
-def test_a_poll_that_times_out_as_the_execution_ends_takes_the_queue_first(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_poll_that_times_out_as_the_execution_ends_takes_the_queue_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     broker = Broker()
     started(broker)
     # the execution ended while the poll timed out: its events, tokens and all, wait on the queue

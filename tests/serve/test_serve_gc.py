@@ -22,16 +22,25 @@ LONG_AGO = "2020-01-01T00:00:00.000Z"
 
 
 def _yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
-    return make_yard({**BLOCKS, **FLOWS, **CONFIG,
-                      "blockyard.yaml": textwrap.dedent(CONFIG["blockyard.yaml"]) + "retention: {runs: 30d}\n"})
+    return make_yard(
+        {
+            **BLOCKS,
+            **FLOWS,
+            **CONFIG,
+            "blockyard.yaml": textwrap.dedent(CONFIG["blockyard.yaml"])
+            + "retention: {runs: 30d}\n",
+        }
+    )
 
 
 def _aged_run(root: Path) -> str:
     with Yard.load(root) as yard:
         run_id = yard.run("calc", {"n": 1}).run_id
     with state_db(root) as conn:
-        conn.execute("UPDATE runs SET created = ?, started = ?, finished = ? WHERE id = ?",
-                     (LONG_AGO, LONG_AGO, LONG_AGO, run_id))
+        conn.execute(
+            "UPDATE runs SET created = ?, started = ?, finished = ? WHERE id = ?",
+            (LONG_AGO, LONG_AGO, LONG_AGO, run_id),
+        )
     return run_id
 
 
@@ -53,7 +62,8 @@ def test_one_replica_claims_the_gc_per_day(make_yard: Callable[[dict[str, str]],
     location = locate(state_file(root))
     now = datetime(2030, 5, 1, 3, 0, tzinfo=UTC)
     assert chores.claim(location, chores.GC, now, chores.GC_EVERY) is True
-    assert chores.claim(location, chores.GC, now + timedelta(minutes=10), chores.GC_EVERY) is False  # another replica
+    # another replica
+    assert chores.claim(location, chores.GC, now + timedelta(minutes=10), chores.GC_EVERY) is False
     assert chores.claim(location, chores.GC, now + timedelta(hours=23), chores.GC_EVERY) is False
     assert chores.claim(location, chores.GC, now + timedelta(days=1), chores.GC_EVERY) is True
 

@@ -40,13 +40,20 @@ def test_a_flow_s_graph_is_the_model_as_json(yard: Path, serve: Callable[..., Li
         served = detail["graph"]
         assert served == {**as_json(graph), "mermaid": mermaid(graph)}
         pick = next(node for node in served["nodes"] if node["id"] == "pick")
-        assert (pick["kind"], pick["shape"], [h["id"] for h in pick["handles"]]) == ("router", "diamond",
-                                                                                      ["route-1", "default"])
-        assert [(e["source"], e["target"], e["kind"], e["handle"]) for e in served["edges"] if e["source"] == "pick"] \
-            == [("pick", "one", "route", "route-1"), ("pick", "other", "default", "default")]
+        assert (pick["kind"], pick["shape"], [h["id"] for h in pick["handles"]]) == (
+            "router",
+            "diamond",
+            ["route-1", "default"],
+        )
+        assert [
+            (e["source"], e["target"], e["kind"], e["handle"])
+            for e in served["edges"]
+            if e["source"] == "pick"
+        ] == [("pick", "one", "route", "route-1"), ("pick", "other", "default", "default")]
         run_id = client.post("/flows/routed/runs", json={"inputs": {"a": 1}}).json()["run_id"]
         wait_run(client, run_id)
-        assert client.get(f"/runs/{run_id}").json()["graph"] == served  # the run's pinned definition
+        # the run's pinned definition
+        assert client.get(f"/runs/{run_id}").json()["graph"] == served
 
 
 def test_the_server_no_longer_reads_mermaid_back() -> None:

@@ -32,12 +32,18 @@ def yard(tmp_path: Path) -> Path:
     return root
 
 
-def with_session(live: Live, work: Callable[[ClientSession], Awaitable[Any]], token: str | None = TOKEN) -> Any:
+def with_session(
+    live: Live, work: Callable[[ClientSession], Awaitable[Any]], token: str | None = TOKEN
+) -> Any:
     async def main() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=120), verify=LOOPBACK) as http, \
-                streamable_http_client(f"{live.url}/mcp", http_client=http) as (read, write, _), \
-                ClientSession(read, write) as session:
+        async with (
+            httpx.AsyncClient(
+                headers=headers, timeout=httpx.Timeout(30, read=120), verify=LOOPBACK
+            ) as http,
+            streamable_http_client(f"{live.url}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             return await work(session)
 
@@ -48,7 +54,9 @@ def text_of(result: CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-def test_the_flows_are_tools_and_hello_answers_its_outputs(yard: Path, serve: Callable[..., Live]) -> None:
+def test_the_flows_are_tools_and_hello_answers_its_outputs(
+    yard: Path, serve: Callable[..., Live]
+) -> None:
     live = serve(yard, watch=False, schedules=False, token=TOKEN)
 
     async def work(session: ClientSession) -> tuple[Any, CallToolResult]:
@@ -56,18 +64,27 @@ def test_the_flows_are_tools_and_hello_answers_its_outputs(yard: Path, serve: Ca
 
     listed, result = with_session(live, work)
     tools = {tool.name: tool for tool in listed.tools}
-    flows = {path.stem for path in (yard / "flows").glob("*.yaml") if not path.stem.endswith(".test")}
+    flows = {
+        path.stem for path in (yard / "flows").glob("*.yaml") if not path.stem.endswith(".test")
+    }
     assert set(tools) == flows | {"resume_run"}
     hello = tools["hello"]
     assert hello.description and "Greet someone" in hello.description
-    assert hello.inputSchema["properties"]["name"] == {"type": "string", "description": "Who to greet."}
+    assert hello.inputSchema["properties"]["name"] == {
+        "type": "string",
+        "description": "Who to greet.",
+    }
     assert hello.inputSchema["required"] == []  # name has a default
     assert tools["gated"].inputSchema["properties"]["a"]["type"] == "integer"
 
     assert not result.isError, text_of(result)
     outputs = result.structuredContent["outputs"] if result.structuredContent else None
     # the mock model greets with what it was sent; shout upper-cases it
-    assert outputs is not None and "Ada" in outputs["greeting"] and outputs["loud"] == outputs["greeting"].upper()
+    assert (
+        outputs is not None
+        and "Ada" in outputs["greeting"]
+        and outputs["loud"] == outputs["greeting"].upper()
+    )
     assert set(outputs) == {"greeting", "loud", "words"}
     assert result.structuredContent is not None and result.structuredContent["status"] == "finished"
     assert json.loads(text_of(result)) == outputs
@@ -77,15 +94,18 @@ def test_the_flows_are_tools_and_hello_answers_its_outputs(yard: Path, serve: Ca
     assert run["status"] == "finished" and run["flow"] == "hello"
 
 
-def test_a_gate_answers_the_wait_and_resume_run_goes_on(yard: Path, serve: Callable[..., Live]) -> None:
+def test_a_gate_answers_the_wait_and_resume_run_goes_on(
+    yard: Path, serve: Callable[..., Live]
+) -> None:
     live = serve(yard, watch=False, schedules=False, token=TOKEN)
 
     async def work(session: ClientSession) -> tuple[CallToolResult, CallToolResult]:
         waiting = await session.call_tool("gated", {"a": 5})
         assert waiting.structuredContent is not None
         run_id = waiting.structuredContent["run_id"]
-        resumed = await session.call_tool("resume_run", {"run_id": run_id, "decision": "approve",
-                                                         "values": {"b": 4}})
+        resumed = await session.call_tool(
+            "resume_run", {"run_id": run_id, "decision": "approve", "values": {"b": 4}}
+        )
         return waiting, resumed
 
     waiting, resumed = with_session(live, work)
@@ -107,10 +127,12 @@ def test_refusals_are_tool_errors_not_crashes(yard: Path, serve: Callable[..., L
     live = serve(yard, watch=False, schedules=False, token=TOKEN)
 
     async def work(session: ClientSession) -> list[CallToolResult]:
-        return [await session.call_tool("gated", {"a": "five"}),
-                await session.call_tool("helo", {}),
-                await session.call_tool("resume_run", {"run_id": "nope", "decision": "approve"}),
-                await session.call_tool("resume_run", {"decision": "maybe", "run_id": "x"})]
+        return [
+            await session.call_tool("gated", {"a": "five"}),
+            await session.call_tool("helo", {}),
+            await session.call_tool("resume_run", {"run_id": "nope", "decision": "approve"}),
+            await session.call_tool("resume_run", {"decision": "maybe", "run_id": "x"}),
+        ]
 
     bad_input, unknown, no_run, bad_decision = with_session(live, work)
     for result in (bad_input, unknown, no_run, bad_decision):
@@ -123,9 +145,16 @@ def test_refusals_are_tool_errors_not_crashes(yard: Path, serve: Callable[..., L
 
 def test_the_token_and_the_host_check_guard_mcp(yard: Path, serve: Callable[..., Live]) -> None:
     live = serve(yard, watch=False, schedules=False, token=TOKEN)
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                             "clientInfo": {"name": "test", "version": "0"}}}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
     accept = {"Accept": "application/json, text/event-stream"}
     with live.client() as anonymous:
         refused = anonymous.post("/mcp", json=initialize, headers=accept)
@@ -138,21 +167,29 @@ def test_the_token_and_the_host_check_guard_mcp(yard: Path, serve: Callable[...,
         assert answered.status_code == 200, answered.text
         assert answered.json()["result"]["serverInfo"]["name"] == "blockyard"
     # the official client, without the token, is refused too
-    with pytest.RaisesGroup(pytest.RaisesExc(httpx.HTTPStatusError, match="401 Unauthorized"), flatten_subgroups=True):
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(httpx.HTTPStatusError, match="401 Unauthorized"), flatten_subgroups=True
+    ):
         with_session(live, lambda session: session.list_tools(), token=None)
     # without a token the Host check applies (DNS rebinding): /mcp answers only the server's own names
     live.stop()
     open_live = serve(yard, watch=False, schedules=False)
     with open_live.client() as client:
-        assert client.post("/mcp", json=initialize, headers={**accept, "Host": "evil.example"}).status_code == 421
+        assert (
+            client.post(
+                "/mcp", json=initialize, headers={**accept, "Host": "evil.example"}
+            ).status_code
+            == 421
+        )
         assert client.post("/mcp", json=initialize, headers=accept).status_code == 200
 
 
 def test_the_tool_list_follows_the_yard(yard: Path, serve: Callable[..., Live]) -> None:
     """Hot reload: a flow saved into the yard is a tool at the next listing."""
     live = serve(yard, schedules=False, token=TOKEN)
-    (yard / "flows" / "gated_copy.yaml").write_text(GATED_FLOW.replace("flow: gated", "flow: gated_copy")
-                                                    .lstrip("\n"), encoding="utf-8")
+    (yard / "flows" / "gated_copy.yaml").write_text(
+        GATED_FLOW.replace("flow: gated", "flow: gated_copy").lstrip("\n"), encoding="utf-8"
+    )
     wait_for(lambda: "gated_copy" in live.server.catalog.flows, timeout=20)
 
     async def work(session: ClientSession) -> set[str]:
@@ -164,17 +201,24 @@ def test_the_tool_list_follows_the_yard(yard: Path, serve: Callable[..., Live]) 
 def test_a_yard_may_offer_only_some_flows(yard: Path, serve: Callable[..., Live]) -> None:
     """`server.mcp_flows` lists the flows MCP offers: the others are neither listed nor callable."""
     config = yard / "blockyard.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + "\nserver:\n  mcp_flows: [hello]\n", encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8") + "\nserver:\n  mcp_flows: [hello]\n", encoding="utf-8"
+    )
     live = serve(yard, watch=False, schedules=False, token=TOKEN)
 
     async def work(session: ClientSession) -> tuple[set[str], CallToolResult, CallToolResult]:
         names = {tool.name for tool in (await session.list_tools()).tools}
-        return names, await session.call_tool("gated", {"a": 1}), await session.call_tool("hello", {"name": "Bo"})
+        return (
+            names,
+            await session.call_tool("gated", {"a": 1}),
+            await session.call_tool("hello", {"name": "Bo"}),
+        )
 
     names, left_out, hello = with_session(live, work)
     assert names == {"hello", "resume_run"}
     assert left_out.isError and text_of(left_out) == (
-        "flow 'gated' is not offered over MCP (server.mcp_flows in blockyard.yaml lists the flows that are)")
+        "flow 'gated' is not offered over MCP (server.mcp_flows in blockyard.yaml lists the flows that are)"
+    )
     assert not hello.isError and hello.structuredContent is not None
     assert hello.structuredContent["status"] == "finished"
     with live.client(token=TOKEN) as client:  # nothing ran for the refused call

@@ -18,12 +18,15 @@ def _event(run: str, seq: int) -> EventDict:
     return {"run_id": run, "seq": seq, "type": "token", "step": "s", "time": "", "data": {}}
 
 
-def _burst(run: str, count: int, sent: threading.Event | None = None) -> AsyncGenerator[EventDict, None]:
+def _burst(
+    run: str, count: int, sent: threading.Event | None = None
+) -> AsyncGenerator[EventDict, None]:
     async def events() -> AsyncGenerator[EventDict, None]:
         for seq in range(1, count + 1):  # no await between them: one burst on the run loop
             yield _event(run, seq)
         if sent is not None:
             sent.set()
+
     return events()
 
 

@@ -32,8 +32,14 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 def test_a_token_protects_the_api(yard: Path, serve: Callable[..., Live]) -> None:
     live = serve(yard, watch=False, schedules=False, token="s3cret")
     with live.client() as anonymous:
-        for method, path in [("GET", "/flows"), ("GET", "/runs"), ("GET", "/diagnostics"),
-                             ("POST", "/flows/add/runs"), ("POST", "/runs/x/resume"), ("GET", "/runs/x/events")]:
+        for method, path in [
+            ("GET", "/flows"),
+            ("GET", "/runs"),
+            ("GET", "/diagnostics"),
+            ("POST", "/flows/add/runs"),
+            ("POST", "/runs/x/resume"),
+            ("GET", "/runs/x/events"),
+        ]:
             response = anonymous.request(method, path, json={})
             assert response.status_code == 401, path
             assert response.headers["www-authenticate"] == "Bearer"
@@ -43,23 +49,43 @@ def test_a_token_protects_the_api(yard: Path, serve: Callable[..., Live]) -> Non
             assert anonymous.get(public).status_code == 200, public
     with live.client(token="wrong") as wrong:
         response = wrong.get("/flows")
-        assert response.status_code == 401 and response.json()["error"]["message"] == "the token is wrong"
+        assert (
+            response.status_code == 401
+            and response.json()["error"]["message"] == "the token is wrong"
+        )
     with live.client(token="s3cret") as client:
         assert client.get("/flows").status_code == 200
         result = client.post("/flows/add/runs", json={"inputs": {"a": 1}}).json()
         assert result["outputs"] == {"total": 3}
 
 
-def test_a_schedule_fires_in_the_server_when_the_clock_says_so(make_yard: Callable[[dict[str, str]], Path],
-                                                               serve: Callable[..., Live]) -> None:
-    root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"]
-                      + "schedule: {cron: '30 6 * * *', timezone: UTC, inputs: {a: 40}}\n"})
+def test_a_schedule_fires_in_the_server_when_the_clock_says_so(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
+    root = make_yard(
+        {
+            **YARD,
+            "flows/add.yaml": YARD["flows/add.yaml"]
+            + "schedule: {cron: '30 6 * * *', timezone: UTC, inputs: {a: 40}}\n",
+        }
+    )
     clock = ManualClock(datetime(2026, 5, 4, 6, 0, tzinfo=UTC))
     live = serve(root, watch=False, clock=clock)
     with live.client() as client:
-        schedule = wait_for(lambda: (f := client.get("/flows/add").json())["schedule"]["next_fire"] and f["schedule"])
-        assert schedule == {"cron": "30 6 * * *", "timezone": "UTC", "misfire": "skip", "inputs": {"a": 40},
-                            "next_fire": "2026-05-04T06:30:00+00:00", "last_fire": None, "last_run": None}
+        schedule = wait_for(
+            lambda: (
+                (f := client.get("/flows/add").json())["schedule"]["next_fire"] and f["schedule"]
+            )
+        )
+        assert schedule == {
+            "cron": "30 6 * * *",
+            "timezone": "UTC",
+            "misfire": "skip",
+            "inputs": {"a": 40},
+            "next_fire": "2026-05-04T06:30:00+00:00",
+            "last_fire": None,
+            "last_run": None,
+        }
         assert client.get("/runs").json()["runs"] == []
         # the scheduler has seen the schedule begin (it sleeps until its next housekeeping): moved before
         # that, the clock would make 06:30 a time the schedule never saw, not one to fire at
@@ -70,27 +96,46 @@ def test_a_schedule_fires_in_the_server_when_the_clock_says_so(make_yard: Callab
         assert (run["inputs"], run["outputs"]) == ({"a": 40, "b": 2}, {"total": 42})
         # the fire time is recorded before the run starts, its run's id once it has started
         # (engine/serve/schedules.py): on a busy machine this quick run can finish in between
-        schedule = wait_for(lambda: (s := client.get("/flows/add").json()["schedule"])["last_run"] and s)
+        schedule = wait_for(
+            lambda: (s := client.get("/flows/add").json()["schedule"])["last_run"] and s
+        )
         assert schedule["last_fire"] == "2026-05-04T06:30:00+00:00"
         assert schedule["last_run"] == run["id"]
         assert schedule["next_fire"] == "2026-05-05T06:30:00+00:00"
 
 
-def test_schedules_command_prints_next_fire_times(make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
+def test_schedules_command_prints_next_fire_times(
+    make_yard: Callable[[dict[str, str]], Path], cli: Cli
+) -> None:
     from engine.cli import main
 
-    root = make_yard({**YARD, "flows/add.yaml": YARD["flows/add.yaml"]
-                      + "schedule: {cron: '0 11 * * TUE', timezone: Europe/Paris}\n"})
+    root = make_yard(
+        {
+            **YARD,
+            "flows/add.yaml": YARD["flows/add.yaml"]
+            + "schedule: {cron: '0 11 * * TUE', timezone: Europe/Paris}\n",
+        }
+    )
     result = cli(root, "schedules", "--json")
     assert result.code == 0, result.err
     rows = json.loads(result.out)
     assert [(r["flow"], r["cron"], r["timezone"], r["misfire"], r["problem"]) for r in rows] == [
-        ("add", "0 11 * * TUE", "Europe/Paris", "skip", None)]
+        ("add", "0 11 * * TUE", "Europe/Paris", "skip", None)
+    ]
     upcoming = datetime.fromisoformat(rows[0]["next_fire"])
     assert upcoming > datetime.now(UTC) and upcoming.weekday() == 1  # a Tuesday
     text = cli(root, "schedules")
     lines = text.out.splitlines()
-    assert lines[0].split() == ["FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT", "FIRE", "LAST", "FIRE"]
+    assert lines[0].split() == [
+        "FLOW",
+        "CRON",
+        "TIMEZONE",
+        "MISFIRE",
+        "NEXT",
+        "FIRE",
+        "LAST",
+        "FIRE",
+    ]
     assert lines[1].split()[:8] == ["add", "0", "11", "*", "*", "TUE", "Europe/Paris", "skip"]
     assert lines[1].split()[-1] == "-"  # never fired
     (root / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "schedule: {cron: '0 11 * *'}\n")
@@ -105,22 +150,39 @@ def _midnight_in_paris(when: datetime) -> bool:
 
 
 def _last_friday_at_9(when: datetime) -> bool:
-    return (when.weekday(), when.hour, when.minute) == (4, 9, 0) and (when + timedelta(days=7)).month != when.month
+    return (when.weekday(), when.hour, when.minute) == (4, 9, 0) and (
+        when + timedelta(days=7)
+    ).month != when.month
 
 
-NEVER = ("flows/add.yaml:12:18: error BY510 schedule: cron '0 0 30 2 *' never fires: no date in the next 50 years "
-         "matches it (is the day of month one the month has?)")
+NEVER = (
+    "flows/add.yaml:12:18: error BY510 schedule: cron '0 0 30 2 *' never fires: no date in the next 50 years "
+    "matches it (is the day of month one the month has?)"
+)
 
 
-@pytest.mark.parametrize(("schedule", "server_next_fire", "cli_next_fire"), [
-    ("{cron: '@daily', timezone: Europe/Paris, inputs: {a: 1}}", "2026-05-04T22:00:00+00:00", _midnight_in_paris),
-    ("{cron: '0 9 * * 5L', inputs: {a: 1}}", "2026-05-29T09:00:00+00:00", _last_friday_at_9),
-    ("{cron: '0 0 30 2 *', inputs: {a: 1}}", None, None),
-], ids=["@daily", "5L", "never fires"])
+@pytest.mark.parametrize(
+    ("schedule", "server_next_fire", "cli_next_fire"),
+    [
+        (
+            "{cron: '@daily', timezone: Europe/Paris, inputs: {a: 1}}",
+            "2026-05-04T22:00:00+00:00",
+            _midnight_in_paris,
+        ),
+        ("{cron: '0 9 * * 5L', inputs: {a: 1}}", "2026-05-29T09:00:00+00:00", _last_friday_at_9),
+        ("{cron: '0 0 30 2 *', inputs: {a: 1}}", None, None),
+    ],
+    ids=["@daily", "5L", "never fires"],
+)
 def test_validate_schedules_and_the_server_judge_a_schedule_alike(
-        schedule: str, server_next_fire: str | None, cli_next_fire: Callable[[datetime], bool] | None,
-        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    schedule: str,
+    server_next_fire: str | None,
+    cli_next_fire: Callable[[datetime], bool] | None,
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from engine.cli import main
     from engine.validate.command import validate
 
@@ -149,7 +211,10 @@ def test_validate_schedules_and_the_server_judge_a_schedule_alike(
     assert main(["schedules", "--json", "--root", str(root)]) == (0 if server_next_fire else 1)
     [row] = json.loads(capsys.readouterr().out)
     if cli_next_fire is None:
-        assert (row["problem"], row["next_fire"]) == (report.diagnostics[0].message.removeprefix("schedule: "), None)
+        assert (row["problem"], row["next_fire"]) == (
+            report.diagnostics[0].message.removeprefix("schedule: "),
+            None,
+        )
     else:
         assert row["problem"] is None and cli_next_fire(datetime.fromisoformat(row["next_fire"]))
     assert main(["schedules", "--root", str(root)]) == (0 if server_next_fire else 1)
@@ -161,8 +226,10 @@ def test_validate_schedules_and_the_server_judge_a_schedule_alike(
 @pytest.fixture
 def serve_logging() -> Iterator[None]:
     """`serve` in-process sends the server's loggers to this test's stderr: give them back afterwards."""
-    saved = [(logger, list(logger.handlers), logger.level, logger.propagate)
-             for logger in map(logging.getLogger, (LOGGER, "uvicorn.error"))]
+    saved = [
+        (logger, list(logger.handlers), logger.level, logger.propagate)
+        for logger in map(logging.getLogger, (LOGGER, "uvicorn.error"))
+    ]
     yield
     for logger, handlers, level, propagate in saved:
         logger.handlers[:] = handlers
@@ -170,8 +237,9 @@ def serve_logging() -> Iterator[None]:
         logger.propagate = propagate
 
 
-def test_serve_refuses_an_exposed_address_without_a_token(yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                                        serve_logging: None) -> None:
+def test_serve_refuses_an_exposed_address_without_a_token(
+    yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, serve_logging: None
+) -> None:
     monkeypatch.delenv("BLOCKYARD_TOKEN", raising=False)
     result = cli(yard, "serve", "--host", "0.0.0.0", "--port", "1")
     assert result.code == 2
@@ -187,8 +255,13 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     port = sock.getsockname()[1]
     sock.close()
     env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
-    server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    server = processes.Popen(
+        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
@@ -199,7 +272,10 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
             assert result["outputs"]["loud"] == result["outputs"]["greeting"].upper()
             # DNS rebinding: a page on another name that resolves to 127.0.0.1 reads nothing
             refused = client.get("/runs", headers={"Host": "evil.example"})
-            assert (refused.status_code, refused.json()["error"]["code"]) == (421, "host_not_allowed")
+            assert (refused.status_code, refused.json()["error"]["code"]) == (
+                421,
+                "host_not_allowed",
+            )
             assert client.get("/runs", headers={"Host": f"localhost:{port}"}).status_code == 200
     finally:
         server.send_signal(stop)
@@ -213,8 +289,13 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
 
 
 def test_watch_reports_on_every_save(yard: Path) -> None:
-    watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    watcher = processes.Popen(
+        [sys.executable, "-m", "engine", "watch", "--format", "json", "--root", str(yard)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert watcher.stdout is not None
         first = json.loads(watcher.stdout.readline())
@@ -222,7 +303,9 @@ def test_watch_reports_on_every_save(yard: Path) -> None:
         (yard / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "bogus: 1\n")
         second = json.loads(watcher.stdout.readline())
         assert second["ok"] is False and second["changed"] == ["flows/add.yaml"]
-        assert [(d["file"], d["code"]) for d in second["diagnostics"]] == [("flows/add.yaml", "BY102")]
+        assert [(d["file"], d["code"]) for d in second["diagnostics"]] == [
+            ("flows/add.yaml", "BY102")
+        ]
         (yard / "flows/add.yaml").write_text(YARD["flows/add.yaml"])
         third = json.loads(watcher.stdout.readline())
         assert third["ok"] is True
@@ -234,8 +317,13 @@ def test_watch_reports_on_every_save(yard: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["text"])
 def test_watch_text_output(yard: Path, fmt: str) -> None:
-    watcher = processes.Popen([sys.executable, "-m", "engine", "watch", "--root", str(yard)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    watcher = processes.Popen(
+        [sys.executable, "-m", "engine", "watch", "--root", str(yard)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert watcher.stdout is not None
         assert watcher.stdout.readline().startswith("--- ")

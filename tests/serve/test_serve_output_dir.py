@@ -10,30 +10,37 @@ from tests.serve.serve_helpers import Live
 from tests.support.coder_yard import CODER_YARD
 
 
-def test_the_body_names_the_output_folder(make_yard: Callable[[dict[str, str]], Path],
-                                          serve: Callable[..., Live]) -> None:
+def test_the_body_names_the_output_folder(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     root = make_yard(CODER_YARD)
     live = serve(root)
     with live.client() as client:
         done = client.post("/flows/code/runs", json={"output_dir": "served"})
         assert done.status_code == 200, done.text
         assert done.json()["status"] == "finished"
-        events = client.get(f"/runs/{done.json()['run_id']}/events", headers={"Accept": "application/json"}).json()
+        events = client.get(
+            f"/runs/{done.json()['run_id']}/events", headers={"Accept": "application/json"}
+        ).json()
         bad = client.post("/flows/code/runs", json={"output_dir": "../elsewhere"})
         runs = client.get("/runs").json()
     assert (root / "served" / "app.py").read_text() == "print('hi')\n"
     assert not (root / "output").exists()  # the body wins over the flow's output_dir
     # the agent's two calls of one turn run in parallel: either may be written first
-    assert sorted((e["data"]["path"], e["data"]["bytes"]) for e in events["events"] if e["type"] == "file_written") \
-        == [("app.py", 12), ("lib/util.py", 6)]
+    assert sorted(
+        (e["data"]["path"], e["data"]["bytes"])
+        for e in events["events"]
+        if e["type"] == "file_written"
+    ) == [("app.py", 12), ("lib/util.py", 6)]
     assert 400 <= bad.status_code < 500
     assert "output_dir '../elsewhere': it contains '..'" in bad.text
     listed = runs["runs"] if isinstance(runs, dict) else runs
     assert len(listed) == 1
 
 
-def test_odd_output_folders_are_4xx_problems(make_yard: Callable[[dict[str, str]], Path],
-                                             serve: Callable[..., Live]) -> None:
+def test_odd_output_folders_are_4xx_problems(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     root = make_yard(CODER_YARD)
     live = serve(root)
     odd = {
@@ -49,8 +56,11 @@ def test_odd_output_folders_are_4xx_problems(make_yard: Callable[[dict[str, str]
     }
     with live.client() as client:
         for value, message in odd.items():
-            answer = client.post("/flows/code/runs", content='{"output_dir": ' + value + "}",
-                                 headers={"Content-Type": "application/json"})
+            answer = client.post(
+                "/flows/code/runs",
+                content='{"output_dir": ' + value + "}",
+                headers={"Content-Type": "application/json"},
+            )
             assert answer.status_code == 422, (value, answer.text)
             assert message in answer.json()["error"]["message"], (value, answer.text)
         assert client.get("/runs").json()["runs"] == []

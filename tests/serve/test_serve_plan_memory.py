@@ -12,8 +12,9 @@ from tests.interchange.test_taskplan_memory import example_yard, lunch_plan
 from tests.serve.serve_helpers import Live, wait_run
 
 
-def test_a_plan_with_memory_asks_once_over_http(tmp_path: Path, serve: Callable[..., Live],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plan_with_memory_asks_once_over_http(
+    tmp_path: Path, serve: Callable[..., Live], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     live = serve(example_yard(tmp_path), watch=False, schedules=False)
     body = {"plan": lunch_plan(), "inputs": {"user_id": "ada"}}
@@ -26,8 +27,10 @@ def test_a_plan_with_memory_asks_once_over_http(tmp_path: Path, serve: Callable[
         [gate] = paused["gates"]
         assert gate["step"] == "remember" and "No usual lunch saved for ada" in gate["message"]
 
-        resumed = client.post(f"/runs/{run_id}/resume",
-                              json={"approve": True, "values": {"restaurant": "Chipotle", "dish": "burrito"}})
+        resumed = client.post(
+            f"/runs/{run_id}/resume",
+            json={"approve": True, "values": {"restaurant": "Chipotle", "dish": "burrito"}},
+        )
         assert resumed.status_code == 200, resumed.text
         assert resumed.json()["status"] == "finished"
         assert resumed.json()["outputs"]["confirmation"] == "LUNCH-TUE-chipotle-7"
@@ -36,13 +39,21 @@ def test_a_plan_with_memory_asks_once_over_http(tmp_path: Path, serve: Callable[
         assert again.status_code == 200, again.text
         assert again.json()["status"] == "finished", again.json()
         assert again.json()["outputs"]["preference"] == "has_preference"
-        events = client.get(f"/runs/{again.json()['run_id']}/events", headers={"Accept": "application/json"}).json()
+        events = client.get(
+            f"/runs/{again.json()['run_id']}/events", headers={"Accept": "application/json"}
+        ).json()
         assert [e["step"] for e in events["events"] if e["type"] == "step_finished"] == [
-            "recall", "check", "usual", "order", "announce"]
+            "recall",
+            "check",
+            "usual",
+            "order",
+            "announce",
+        ]
 
 
-def test_a_plan_without_its_memory_scope_is_refused_in_its_terms(tmp_path: Path, serve: Callable[..., Live],
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plan_without_its_memory_scope_is_refused_in_its_terms(
+    tmp_path: Path, serve: Callable[..., Live], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     live = serve(example_yard(tmp_path), watch=False, schedules=False)
     plan = lunch_plan()
@@ -52,5 +63,6 @@ def test_a_plan_without_its_memory_scope_is_refused_in_its_terms(tmp_path: Path,
         assert answer.status_code == 422, answer.text
         error = answer.json()["error"]
         assert error["code"] == "invalid_plan"
-        assert {d["message"].split(":")[0] for d in error["diagnostics"] if d["code"] == "BY357"} == {
-            "steps[0].block_id", "steps[3].block_id", "steps[5].block_id"}
+        assert {
+            d["message"].split(":")[0] for d in error["diagnostics"] if d["code"] == "BY357"
+        } == {"steps[0].block_id", "steps[3].block_id", "steps[5].block_id"}

@@ -35,8 +35,11 @@ def saved(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def watching(root: Path, scenario: Callable[[Reloader], object],
-             watcher_type: type[YardWatcher] = YardWatcher) -> None:
+def watching(
+    root: Path,
+    scenario: Callable[[Reloader], object],
+    watcher_type: type[YardWatcher] = YardWatcher,
+) -> None:
     """Run `scenario(reloader)` (a coroutine) while the reloader watches `root`."""
 
     async def main() -> None:
@@ -62,7 +65,9 @@ def test_a_saved_edit_is_served_and_a_broken_one_keeps_the_last_good_version(yar
         (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))
         await until(lambda: reloader.catalog.flows["add"].version == 2)
         assert reloader.catalog.ok
-        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 3") + "oops: [\n")
+        (yard / "flows/add.yaml").write_text(
+            ADD_FLOW.replace("version: 1", "version: 3") + "oops: [\n"
+        )
         await until(lambda: "add" in reloader.catalog.stale)
         assert reloader.catalog.flows["add"].version == 2
         assert not reloader.catalog.ok
@@ -108,9 +113,15 @@ def test_folders_created_after_start_are_watched(tmp_path: Path) -> None:
 
 def test_the_folders_come_from_blockyard_yaml(tmp_path: Path) -> None:
     (tmp_path / "blockyard.yaml").write_text("paths: {flows: src/flows, blocks: src/blocks}\n")
-    assert definition_folders(tmp_path) == [(tmp_path / "src/flows").resolve(), (tmp_path / "src/blocks").resolve()]
+    assert definition_folders(tmp_path) == [
+        (tmp_path / "src/flows").resolve(),
+        (tmp_path / "src/blocks").resolve(),
+    ]
     (tmp_path / "blockyard.yaml").write_text("paths: [not, a, mapping]\n")
-    assert definition_folders(tmp_path) == [(tmp_path / "flows").resolve(), (tmp_path / "blocks").resolve()]
+    assert definition_folders(tmp_path) == [
+        (tmp_path / "flows").resolve(),
+        (tmp_path / "blocks").resolve(),
+    ]
 
 
 def test_the_watcher_ignores_other_files(yard: Path) -> None:
@@ -144,7 +155,8 @@ def test_an_edit_made_before_the_watch_starts_is_not_lost(yard: Path) -> None:
     async def main() -> None:
         reloader = Reloader(yard)
         reloader.load_now()
-        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))  # nobody watches yet
+        # nobody watches yet
+        (yard / "flows/add.yaml").write_text(ADD_FLOW.replace("version: 1", "version: 2"))
         stop = asyncio.Event()
         task = asyncio.create_task(reloader.watch(stop))
         await until(lambda: reloader.catalog.flows["add"].version == 2)
@@ -154,18 +166,28 @@ def test_an_edit_made_before_the_watch_starts_is_not_lost(yard: Path) -> None:
     asyncio.run(main())
 
 
-def test_the_reload_ignores_a_link_out_of_the_yard(yard: Path, tmp_path: Path,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_the_reload_ignores_a_link_out_of_the_yard(
+    yard: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     stolen = tmp_path / "outside.yaml"
-    stolen.write_text(ADD_FLOW.replace("flow: add", "flow: stolen").replace("Add a and b.", SECRET), encoding="utf-8")
+    stolen.write_text(
+        ADD_FLOW.replace("flow: add", "flow: stolen").replace("Add a and b.", SECRET),
+        encoding="utf-8",
+    )
     (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "more.yaml").write_text(ADD_FLOW.replace("flow: add", "flow: more"), encoding="utf-8")
+    (tmp_path / "outside" / "more.yaml").write_text(
+        ADD_FLOW.replace("flow: add", "flow: more"), encoding="utf-8"
+    )
 
     async def scenario(reloader: Reloader) -> None:
         (yard / "flows" / "stolen.yaml").symlink_to(stolen)
         (yard / "flows" / "team").symlink_to(tmp_path / "outside", target_is_directory=True)
-        await until(lambda: {d.file for d in reloader.catalog.diagnostics if d.code == "BY008"}
-                    == {"flows/stolen.yaml", "flows/team"})
+        await until(
+            lambda: (
+                {d.file for d in reloader.catalog.diagnostics if d.code == "BY008"}
+                == {"flows/stolen.yaml", "flows/team"}
+            )
+        )
         assert "stolen" not in reloader.catalog.flows and "more" not in reloader.catalog.flows
 
     with caplog.at_level(logging.INFO):
@@ -175,12 +197,15 @@ def test_the_reload_ignores_a_link_out_of_the_yard(yard: Path, tmp_path: Path,
     assert "flows/stolen.yaml" in logged and "BY008" in logged
 
 
-def test_the_change_check_neither_hangs_on_a_fifo_nor_reads_through_links(yard: Path, tmp_path: Path) -> None:
+def test_the_change_check_neither_hangs_on_a_fifo_nor_reads_through_links(
+    yard: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside.yaml"
     outside.write_text("a: 1\n", encoding="utf-8")
     (yard / "flows" / "link.yaml").symlink_to(outside)
     before = fingerprint(yard)
-    outside.write_text("a: 2\n", encoding="utf-8")  # what lies outside the yard is none of its business
+    # what lies outside the yard is none of its business
+    outside.write_text("a: 2\n", encoding="utf-8")
     assert fingerprint(yard) == before
     fifo = yard / "flows" / "pipe.yaml"
     os.mkfifo(fifo)
@@ -203,7 +228,9 @@ def test_a_definition_folder_linking_out_is_not_watched(tmp_path: Path) -> None:
     assert definition_folders(root) == [root / "flows", (root / "blocks").resolve()]
 
 
-def test_a_block_linking_out_of_the_yard_breaks_the_flows_that_use_it(yard: Path, tmp_path: Path) -> None:
+def test_a_block_linking_out_of_the_yard_breaks_the_flows_that_use_it(
+    yard: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "adder.yaml"
     outside.write_text(ADDER, encoding="utf-8")
     (yard / "blocks" / "adder.yaml").unlink()
@@ -244,9 +271,13 @@ def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) ->
         assert running.prompts["prompts/rules.md"] == "Be brief."
         assert reloader.prompt_files() == ["prompts/greet.md", "prompts/rules.md"]
         saved(yard / "prompts/rules.md", "Be warm.")  # an included file
-        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm.")
-        assert reloader.catalog.flows["add"] is first.flows["add"]  # a flow without the prompt is not reloaded
-        assert running.prompts["prompts/rules.md"] == "Be brief."  # a run in progress keeps its text
+        await until(
+            lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/rules.md"] == "Be warm."
+        )
+        # a flow without the prompt is not reloaded
+        assert reloader.catalog.flows["add"] is first.flows["add"]
+        # a run in progress keeps its text
+        assert running.prompts["prompts/rules.md"] == "Be brief."
         # a new include of a file that does not exist yet: the flow keeps its last good version ...
         saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
         await until(lambda: "hello" in reloader.catalog.stale)
@@ -257,7 +288,12 @@ def test_an_edited_prompt_file_is_served_to_the_flows_that_use_it(yard: Path) ->
         await until(lambda: "hello" not in reloader.catalog.stale)
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
         saved(yard / "prompts/more/tone.md", "Calm.")
-        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts.get("prompts/more/tone.md") == "Calm.")
+        await until(
+            lambda: (
+                reloader.catalog.flows["hello"].bundle.prompts.get("prompts/more/tone.md")
+                == "Calm."
+            )
+        )
 
     watching(yard, scenario)
 
@@ -291,8 +327,10 @@ def test_a_folder_made_while_the_watches_are_armed_is_watched(yard: Path) -> Non
         before = reloader.reloads
         saved(yard / "prompts/greet.md", "Hello. {% include 'prompts/more/tone.md' %}")
         await until(lambda: bool(staged))
-        assert tone.parent not in staged[0].anchors  # the race happened: the layout armed missed the folder
-        await until(lambda: reloader.reloads >= before + 2)  # the edit's reload, then the re-armed watcher's
+        # the race happened: the layout armed missed the folder
+        assert tone.parent not in staged[0].anchors
+        # the edit's reload, then the re-armed watcher's
+        await until(lambda: reloader.reloads >= before + 2)
         saved(tone, "Cheerful.")
         await until(lambda: "hello" not in reloader.catalog.stale)
         assert reloader.catalog.flows["hello"].bundle.prompts["prompts/more/tone.md"] == "Cheerful."
@@ -312,7 +350,9 @@ def test_a_prompt_edited_before_the_watch_starts_is_not_lost(yard: Path) -> None
         (yard / "prompts/greet.md").write_text("Be warm.")  # nobody watches yet
         stop = asyncio.Event()
         task = asyncio.create_task(reloader.watch(stop))
-        await until(lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/greet.md"] == "Be warm.")
+        await until(
+            lambda: reloader.catalog.flows["hello"].bundle.prompts["prompts/greet.md"] == "Be warm."
+        )
         stop.set()
         await asyncio.wait_for(task, timeout=10)
 

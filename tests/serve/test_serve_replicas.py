@@ -47,7 +47,8 @@ from tests.support import processes
 from tests.support.state import state_db
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = int(os.environ.get("BLOCKYARD_REPLICA_RUNS", "300"))  # fewer for a quick look: BLOCKYARD_REPLICA_RUNS=60
+# fewer for a quick look: BLOCKYARD_REPLICA_RUNS=60
+RUNS = int(os.environ.get("BLOCKYARD_REPLICA_RUNS", "300"))
 STEPS = ("s1", "w1", "s2", "w2", "s3")
 
 YARD = {
@@ -89,16 +90,19 @@ YARD = {
 
 
 @pytest.fixture
-def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
-             tmp_path: Path) -> Iterator[tuple[Path, list[ServeProcess]]]:
-    if test_backend() != "postgres":  # the replicas use their own database (pg_url) in either pass: once is enough
+def replicas(
+    make_yard: Callable[[dict[str, str]], Path], pg_url: str, tmp_path: Path
+) -> Iterator[tuple[Path, list[ServeProcess]]]:
+    if test_backend() != "postgres":
+        # the replicas use their own database (pg_url) in either pass: once is enough
         pytest.skip("three replicas on one Postgres database: run in the Postgres pass (.ci/test)")
     root = make_yard(YARD)
     # the schedule was first seen two days ago and never fired: every replica sees a missed fire time
     entry = load_catalog(root).flows["tick"]
     assert entry.bundle.flow.schedule is not None
     ScheduleStore(Location(root / ".blockyard" / "state.db", pg_url)).seen(
-        "tick", datetime.now(UTC) - timedelta(days=2), schedule_key(entry.bundle.flow.schedule))
+        "tick", datetime.now(UTC) - timedelta(days=2), schedule_key(entry.bundle.flow.schedule)
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), URL_ENV: pg_url}
     env.pop("BLOCKYARD_TOKEN", None)
     started: list[ServeProcess] = []
@@ -109,9 +113,25 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
             sock.close()
             log = tmp_path / f"replica{index}.log"
             with log.open("w") as err:
-                process = processes.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "1",
-                                            "--port", str(port), "--root", str(root)],
-                                          stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+                process = processes.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "engine",
+                        "serve",
+                        "--no-reload",
+                        "--grace",
+                        "1",
+                        "--port",
+                        str(port),
+                        "--root",
+                        str(root),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    text=True,
+                    env=env,
+                )
             started.append(ServeProcess(process, f"http://127.0.0.1:{port}", log))
         for replica in started:
             wait_for(lambda r=replica: is_up(r.url), timeout=60, interval=0.1)  # type: ignore[misc]
@@ -123,28 +143,42 @@ def replicas(make_yard: Callable[[dict[str, str]], Path], pg_url: str,
 def _runs(root: Path) -> dict[str, tuple[str, int]]:
     """run id -> (stored status, how many times it started) of the `chain` runs, read from the database."""
     with state_db(root) as conn:
-        rows = conn.execute("SELECT r.id, r.status, (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id "
-                            "AND e.type = 'run_started') FROM runs r WHERE r.flow = 'chain'").fetchall()
+        rows = conn.execute(
+            "SELECT r.id, r.status, (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id "
+            "AND e.type = 'run_started') FROM runs r WHERE r.flow = 'chain'"
+        ).fetchall()
     return {run_id: (status, int(starts)) for run_id, status, starts in rows}
 
 
 def _explain(root: Path, run_ids: set[str], owned: list[list[str]]) -> str:
     with state_db(root) as conn:
-        lines = [f"{run_id} (replica {[i for i, ids in enumerate(owned) if run_id in ids]}): " + ", ".join(
-            f"{t}:{step or ''}" for t, step in conn.execute(
-                "SELECT type, step FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall())
-            for run_id in sorted(run_ids)]
+        lines = [
+            f"{run_id} (replica {[i for i, ids in enumerate(owned) if run_id in ids]}): "
+            + ", ".join(
+                f"{t}:{step or ''}"
+                for t, step in conn.execute(
+                    "SELECT type, step FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+                ).fetchall()
+            )
+            for run_id in sorted(run_ids)
+        ]
     return "\n".join(lines)
 
 
 def _finished_s1(root: Path, run_ids: set[str]) -> int:
     with state_db(root) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM events WHERE type = 'step_finished' AND step = 's1' "
-                                f"AND run_id IN ({', '.join('?' for _ in run_ids)})", tuple(run_ids)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM events WHERE type = 'step_finished' AND step = 's1' "
+                f"AND run_id IN ({', '.join('?' for _ in run_ids)})",
+                tuple(run_ids),
+            ).fetchone()[0]
+        )
 
 
 def test_three_replicas_finish_every_run_once_when_one_is_killed(
-        replicas: tuple[Path, list[ServeProcess]], pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    replicas: tuple[Path, list[ServeProcess]], pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, servers = replicas
     monkeypatch.setenv(URL_ENV, pg_url)  # this test reads the replicas' database
     began = time.monotonic()
@@ -153,7 +187,9 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
     try:
         for n in range(RUNS):
             index = n % 3
-            accepted = clients[index].post("/flows/chain/runs?wait=false", json={"inputs": {"a": n}})
+            accepted = clients[index].post(
+                "/flows/chain/runs?wait=false", json={"inputs": {"a": n}}
+            )
             assert accepted.status_code == 202, accepted.text
             owned[index].append(accepted.json()["run_id"])
         # every run recorded, and the first replica's runs mid-flight: kill it then
@@ -178,25 +214,36 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
         assert twice <= victim, _explain(root, twice - victim, owned)
         assert all(starts <= 2 for _, starts in runs.values())
         with state_db(root) as conn:
-            finished = conn.execute("SELECT run_id, step, COUNT(*) FROM events WHERE type = 'step_finished' "
-                                    "AND run_id IN (SELECT id FROM runs WHERE flow = 'chain') "
-                                    "GROUP BY run_id, step").fetchall()
+            finished = conn.execute(
+                "SELECT run_id, step, COUNT(*) FROM events WHERE type = 'step_finished' "
+                "AND run_id IN (SELECT id FROM runs WHERE flow = 'chain') "
+                "GROUP BY run_id, step"
+            ).fetchall()
             outputs = dict(conn.execute("SELECT id, outputs FROM runs").fetchall())
         per_step = {(run_id, step): count for run_id, step, count in finished}
         assert all(count == 1 for count in per_step.values()), _explain(
-            root, {run_id for (run_id, _), count in per_step.items() if count != 1}, owned)
+            root, {run_id for (run_id, _), count in per_step.items() if count != 1}, owned
+        )
         assert len(per_step) == RUNS * len(STEPS)  # every step of every run finished exactly once
-        assert all(outputs[run_id] == f'{{"total":{n + 3}}}' for n, run_id in
-                   [(n, owned[n % 3][n // 3]) for n in range(RUNS)])
+        assert all(
+            outputs[run_id] == f'{{"total":{n + 3}}}'
+            for n, run_id in [(n, owned[n % 3][n // 3]) for n in range(RUNS)]
+        )
         # the survivors went on running within a bounded time (the lease is 1.5 s here)
         assert continued_after < 60
 
         # a gate: started on one replica, decided on another, which finishes the run
         waiting = clients[1].post("/flows/gated/runs", json={"inputs": {"a": 4}}).json()
         assert waiting["status"] == "waiting", waiting
-        decided = clients[2].post(f"/runs/{waiting['run_id']}/resume", json={"approve": True, "values": {"b": 3}})
-        assert decided.status_code == 200 and decided.json()["outputs"] == {"total": 7}, decided.text
-        again = clients[1].post(f"/runs/{waiting['run_id']}/resume", json={"approve": True, "values": {"b": 9}})
+        decided = clients[2].post(
+            f"/runs/{waiting['run_id']}/resume", json={"approve": True, "values": {"b": 3}}
+        )
+        assert decided.status_code == 200 and decided.json()["outputs"] == {"total": 7}, (
+            decided.text
+        )
+        again = clients[1].post(
+            f"/runs/{waiting['run_id']}/resume", json={"approve": True, "values": {"b": 9}}
+        )
         assert again.status_code == 409  # the decision was taken once, on the other replica
         assert clients[1].get(f"/runs/{waiting['run_id']}").json()["status"] == "finished"
 
@@ -207,27 +254,47 @@ def test_three_replicas_finish_every_run_once_when_one_is_killed(
     finally:
         for client in clients:
             client.close()
-    took_over = [line for replica in servers[1:] for line in replica.log.read_text().splitlines()
-                 if "event=run_taken_over" in line]
+    took_over = [
+        line
+        for replica in servers[1:]
+        for line in replica.log.read_text().splitlines()
+        if "event=run_taken_over" in line
+    ]
     taken = {line.split(" run=")[1].split()[0] for line in took_over}
-    assert twice <= taken <= victim  # the survivors log every run they took over, and only the killed one's
+    # the survivors log every run they took over, and only the killed one's
+    assert twice <= taken <= victim
     assert time.monotonic() - began < 300
 
 
 def _leased(replica: str | None, lease_until: float | None) -> RunRecord:
-    return RunRecord(id="r", flow="f", version=1, digest="d", status=RunStatus.RUNNING, inputs={},
-                     owner_pid=1, owner_host="elsewhere", owner_start=None, owner_replica=replica,
-                     lease_until=lease_until)
+    return RunRecord(
+        id="r",
+        flow="f",
+        version=1,
+        digest="d",
+        status=RunStatus.RUNNING,
+        inputs={},
+        owner_pid=1,
+        owner_host="elsewhere",
+        owner_start=None,
+        owner_replica=replica,
+        lease_until=lease_until,
+    )
 
 
 def test_a_run_on_another_host_is_alive_until_its_lease_runs_out() -> None:
     assert effective_status(_leased("a", time.time() + 30)) == RunStatus.RUNNING
     assert effective_status(_leased("a", time.time() - 1)) == RunStatus.INTERRUPTED
-    assert effective_status(_leased(None, None)) == RunStatus.RUNNING  # no lease: presumed alive, as before
-    me = liveness.current()  # on this host the process says: a late heartbeat under load is no death
-    mine = replace(_leased("a", time.time() - 1), owner_pid=me.pid, owner_host=me.host, owner_start=me.start)
+    # no lease: presumed alive, as before
+    assert effective_status(_leased(None, None)) == RunStatus.RUNNING
+    # on this host the process says: a late heartbeat under load is no death
+    me = liveness.current()
+    mine = replace(
+        _leased("a", time.time() - 1), owner_pid=me.pid, owner_host=me.host, owner_start=me.start
+    )
     assert effective_status(mine) == RunStatus.RUNNING
-    assert effective_status(replace(mine, owner_pid=2**22 + 17)) == RunStatus.INTERRUPTED  # no such process
+    # no such process
+    assert effective_status(replace(mine, owner_pid=2**22 + 17)) == RunStatus.INTERRUPTED
 
 
 SCHEDULED = """
@@ -242,7 +309,8 @@ steps:
 
 
 def test_a_fire_time_fires_once_across_servers_sharing_the_database(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = make_yard({"blocks/adder.yaml": ADDER, "flows/add.yaml": SCHEDULED})
     catalog = load_catalog(root)
     assert catalog.ok, catalog.diagnostics
@@ -255,7 +323,9 @@ def test_a_fire_time_fires_once_across_servers_sharing_the_database(
 
     async def body() -> None:
         clock = ManualClock(datetime(2026, 5, 4, 6, 0, tzinfo=UTC))
-        servers = [Scheduler(ScheduleStore(location), clock, lambda: catalog, fire) for _ in range(3)]
+        servers = [
+            Scheduler(ScheduleStore(location), clock, lambda: catalog, fire) for _ in range(3)
+        ]
         await servers[0].tick(clock.now())  # the schedule is first seen
         for server in servers:
             server.states = await asyncio.to_thread(ScheduleStore(location).load)
@@ -270,23 +340,34 @@ def test_a_fire_time_fires_once_across_servers_sharing_the_database(
 
 
 def test_a_follower_on_another_replica_is_woken_by_notify_and_reconnects_losing_nothing(
-        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     if test_backend() != "postgres":
         pytest.skip("LISTEN/NOTIFY is Postgres's: followers of a SQLite file poll it")
     root = make_yard(SSE_YARD)
     executing = serve(root, watch=False, schedules=False)
-    follower = serve(root, watch=False, schedules=False, poll=30.0)  # without a notification: 30 s per wait
+    # without a notification: 30 s per wait
+    follower = serve(root, watch=False, schedules=False, poll=30.0)
     began = time.monotonic()
     with executing.client() as runs, follower.client() as client:
         run_id = runs.post("/flows/slow/runs?wait=false", json={"inputs": {}}).json()["run_id"]
-        wait_for(lambda: client.get(f"/runs/{run_id}").status_code == 200, interval=0.01)  # recorded
+        # recorded
+        wait_for(lambda: client.get(f"/runs/{run_id}").status_code == 200, interval=0.01)
         with client.stream("GET", f"/runs/{run_id}/events", headers=STREAM) as response:
             first = read_sse(response, stop_after=2)  # then the connection drops mid-run
-        with client.stream("GET", f"/runs/{run_id}/events",
-                           headers={**STREAM, "Last-Event-ID": first[-1]["id"]}) as response:
+        with client.stream(
+            "GET", f"/runs/{run_id}/events", headers={**STREAM, "Last-Event-ID": first[-1]["id"]}
+        ) as response:
             second = read_sse(response)
         received = [m["data"] for m in first + second]
         assert [e["type"] for e in received] == SLOW_TYPES
         assert [e["seq"] for e in received] == list(range(1, len(SLOW_TYPES) + 1))
-        assert received == runs.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()["events"]
-    assert time.monotonic() - began < 10, "the follower waited for its poll: no notification woke it"
+        assert (
+            received
+            == runs.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()[
+                "events"
+            ]
+        )
+    assert time.monotonic() - began < 10, (
+        "the follower waited for its poll: no notification woke it"
+    )

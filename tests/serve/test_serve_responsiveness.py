@@ -51,7 +51,11 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
     yard = tmp_path / "yard"
     # a deadline shorter than the default 5 s: the probes below take about one second
     config = "limits: {template_timeout: 3s}\n"
-    for name, text in {"blocks/echo.yaml": ECHO, "flows/burn.yaml": BURN, "blockyard.yaml": config}.items():
+    for name, text in {
+        "blocks/echo.yaml": ECHO,
+        "flows/burn.yaml": BURN,
+        "blockyard.yaml": config,
+    }.items():
         (yard / name).parent.mkdir(parents=True, exist_ok=True)
         (yard / name).write_text(textwrap.dedent(text), encoding="utf-8")
     sock = free_socket()
@@ -59,8 +63,13 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
     sock.close()
     env = {k: v for k, v in os.environ.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
     env["PYTHONPATH"] = str(REPO)
-    server = processes.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    server = processes.Popen(
+        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
@@ -68,25 +77,34 @@ def test_healthz_answers_while_a_run_computes_a_heavy_template(tmp_path: Path) -
             started = client.post("/flows/burn/runs?wait=false", json={"inputs": {"n": 100_000}})
             assert started.status_code == 202, started.text
             run_id = started.json()["run_id"]
-            wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "running", timeout=10)
+            wait_for(
+                lambda: client.get(f"/runs/{run_id}").json()["status"] == "running", timeout=10
+            )
             latencies = []
             for _ in range(15):
                 began = time.perf_counter()
                 assert client.get("/healthz").status_code == 200
                 latencies.append(time.perf_counter() - began)
-                time.sleep(0.05)  # spread the probes over the run (not a barrier: nothing waits on it)
+                # spread the probes over the run (not a barrier: nothing waits on it)
+                time.sleep(0.05)
             after = client.get(f"/runs/{run_id}").json()
             assert after["status"] == "running", (after, latencies)  # every probe met the template
             assert statistics.median(latencies) < 0.1, latencies
             assert max(latencies) < 1.0, latencies
-            run = wait_for(lambda: (r := client.get(f"/runs/{run_id}").json())["status"] != "running" and r,
-                           timeout=30)
+            run = wait_for(
+                lambda: (r := client.get(f"/runs/{run_id}").json())["status"] != "running" and r,
+                timeout=30,
+            )
             assert run["status"] == "failed" and run["error_step"] == "burn"
-            assert "template takes longer than 3s (limits.template_timeout in blockyard.yaml)" in run["error"]
+            assert (
+                "template takes longer than 3s (limits.template_timeout in blockyard.yaml)"
+                in run["error"]
+            )
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=30)
         assert server.returncode == 0
     finally:
-        if server.poll() is None:  # before the fix the template ignores SIGTERM: do not leave it running
+        if server.poll() is None:
+            # before the fix the template ignores SIGTERM: do not leave it running
             server.kill()
             server.communicate()

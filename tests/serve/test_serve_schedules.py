@@ -22,29 +22,51 @@ from engine.spec.flow import ScheduleSpec
 from engine.state.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.serve.serve_helpers import YARD
 
-DAILY_9 = YARD["flows/add.yaml"] + "schedule: {cron: '0 9 * * *', timezone: Europe/Paris, inputs: {a: 5}, " \
-                                  "misfire: MISFIRE}\n"
+DAILY_9 = (
+    YARD["flows/add.yaml"]
+    + "schedule: {cron: '0 9 * * *', timezone: Europe/Paris, inputs: {a: 5}, "
+    "misfire: MISFIRE}\n"
+)
 
 
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text).astimezone(UTC)
 
 
-@pytest.mark.parametrize(("cron", "zone", "problem"), [
-    ("0 9 * * *", "UTC", None),
-    ("0 11 * * TUE", "Europe/Paris", None),
-    ("*/5 * * * *", "America/New_York", None),
-    ("@daily", "Europe/Paris", None),
-    ("0 9 * * * *", "UTC", "cron '0 9 * * * *' has 6 fields; use five (minute hour day-of-month month day-of-week, "
-                           "e.g. '0 11 * * TUE') or a macro such as @daily (a sixth field would be seconds: schedules "
-                           "fire at most once a minute)"),
-    ("61 * * * *", "UTC", "cron '61 * * * *': minute '61' is not valid: out of range; the minute takes 0-59, and "
-                          "ranges, steps and lists of them (1-5, */15, 1,15)"),
-    ("0 0 30 2 *", "UTC", "cron '0 0 30 2 *' never fires: no date in the next 50 years matches it (is the day of "
-                          "month one the month has?)"),
-    ("0 9 * * *", "Europe/Pariss", "unknown time zone 'Europe/Pariss' (use an IANA name such as Europe/Paris, "
-                                   "America/New_York or UTC)"),
-])
+@pytest.mark.parametrize(
+    ("cron", "zone", "problem"),
+    [
+        ("0 9 * * *", "UTC", None),
+        ("0 11 * * TUE", "Europe/Paris", None),
+        ("*/5 * * * *", "America/New_York", None),
+        ("@daily", "Europe/Paris", None),
+        (
+            "0 9 * * * *",
+            "UTC",
+            "cron '0 9 * * * *' has 6 fields; use five (minute hour day-of-month month day-of-week, "
+            "e.g. '0 11 * * TUE') or a macro such as @daily (a sixth field would be seconds: schedules "
+            "fire at most once a minute)",
+        ),
+        (
+            "61 * * * *",
+            "UTC",
+            "cron '61 * * * *': minute '61' is not valid: out of range; the minute takes 0-59, and "
+            "ranges, steps and lists of them (1-5, */15, 1,15)",
+        ),
+        (
+            "0 0 30 2 *",
+            "UTC",
+            "cron '0 0 30 2 *' never fires: no date in the next 50 years matches it (is the day of "
+            "month one the month has?)",
+        ),
+        (
+            "0 9 * * *",
+            "Europe/Pariss",
+            "unknown time zone 'Europe/Pariss' (use an IANA name such as Europe/Paris, "
+            "America/New_York or UTC)",
+        ),
+    ],
+)
 def test_schedule_problems(cron: str, zone: str, problem: str | None) -> None:
     assert schedule_problem(ScheduleSpec(cron=cron, timezone=zone)) == problem
 
@@ -53,8 +75,11 @@ def test_fire_times_follow_the_time_zone_across_daylight_saving() -> None:
     schedule = ScheduleSpec(cron="0 9 * * *", timezone="Europe/Paris")
     times = fire_times(schedule, at("2026-03-27T12:00:00+00:00"))
     # 09:00 Paris is 08:00 UTC in winter and 07:00 UTC from 29 March
-    assert [next(times) for _ in range(3)] == [at("2026-03-28T08:00:00+00:00"), at("2026-03-29T07:00:00+00:00"),
-                                               at("2026-03-30T07:00:00+00:00")]
+    assert [next(times) for _ in range(3)] == [
+        at("2026-03-28T08:00:00+00:00"),
+        at("2026-03-29T07:00:00+00:00"),
+        at("2026-03-30T07:00:00+00:00"),
+    ]
     assert next_fire(schedule, at("2026-03-28T08:00:00+00:00")) == at("2026-03-29T07:00:00+00:00")
     assert latest_fire(schedule, at("2026-03-29T07:00:00+00:00")) == at("2026-03-29T07:00:00+00:00")
     assert latest_fire(schedule, at("2026-03-29T06:59:00+00:00")) == at("2026-03-28T08:00:00+00:00")
@@ -76,7 +101,9 @@ class Fires:
         return f"run-{len(self.fired)}"
 
 
-def scheduled_yard(make_yard: Callable[[dict[str, str]], Path], misfire: str) -> tuple[Path, Catalog]:
+def scheduled_yard(
+    make_yard: Callable[[dict[str, str]], Path], misfire: str
+) -> tuple[Path, Catalog]:
     root = make_yard({**YARD, "flows/add.yaml": DAILY_9.replace("MISFIRE", misfire)})
     catalog = load_catalog(root)
     assert catalog.ok, catalog.diagnostics
@@ -84,12 +111,16 @@ def scheduled_yard(make_yard: Callable[[dict[str, str]], Path], misfire: str) ->
 
 
 def scheduler_for(root: Path, catalog: Catalog, clock: ManualClock, fires: Fires) -> Scheduler:
-    scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires)
+    scheduler = Scheduler(
+        ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires
+    )
     scheduler.states = ScheduleStore(root / ".blockyard/state.db").load()
     return scheduler
 
 
-def test_a_schedule_fires_on_time_and_remembers_it(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_a_schedule_fires_on_time_and_remembers_it(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, "skip")
         clock = ManualClock(at("2026-05-04T06:00:00+00:00"))
@@ -110,8 +141,9 @@ def test_a_schedule_fires_on_time_and_remembers_it(make_yard: Callable[[dict[str
 
 
 @pytest.mark.parametrize(("misfire", "expected"), [("skip", []), ("run_once", ["add"])])
-def test_misfires_after_downtime_follow_the_policy(make_yard: Callable[[dict[str, str]], Path],
-                                                   misfire: str, expected: list[str]) -> None:
+def test_misfires_after_downtime_follow_the_policy(
+    make_yard: Callable[[dict[str, str]], Path], misfire: str, expected: list[str]
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, misfire)
         fires = Fires()
@@ -121,9 +153,12 @@ def test_misfires_after_downtime_follow_the_policy(make_yard: Callable[[dict[str
         clock = ManualClock(at("2026-05-07T10:00:00+00:00"))
         after = scheduler_for(root, catalog, clock, fires)
         assert await after.tick(clock.now()) == expected
-        assert [when for _, when, _ in fires.fired] == ([at("2026-05-07T07:00:00+00:00")] if expected else [])
+        assert [when for _, when, _ in fires.fired] == (
+            [at("2026-05-07T07:00:00+00:00")] if expected else []
+        )
         stored = ScheduleStore(root / ".blockyard/state.db").load()["add"]
-        assert stored.last_fire == at("2026-05-07T07:00:00+00:00")  # the missed ones are settled either way
+        # the missed ones are settled either way
+        assert stored.last_fire == at("2026-05-07T07:00:00+00:00")
         assert await after.tick(clock.now()) == []
         assert after.next_fire(catalog.flows["add"]) == at("2026-05-08T07:00:00+00:00")
 
@@ -131,25 +166,32 @@ def test_misfires_after_downtime_follow_the_policy(make_yard: Callable[[dict[str
 
 
 def test_a_fire_time_just_passed_at_restart_is_not_a_misfire(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, "skip")
         fires = Fires()
-        await scheduler_for(root, catalog, ManualClock(at("2026-05-04T06:00:00+00:00")), fires).tick(
-            at("2026-05-04T06:00:00+00:00"))
-        restarted = scheduler_for(root, catalog, ManualClock(at("2026-05-04T07:00:20+00:00")), fires)
+        await scheduler_for(
+            root, catalog, ManualClock(at("2026-05-04T06:00:00+00:00")), fires
+        ).tick(at("2026-05-04T06:00:00+00:00"))
+        restarted = scheduler_for(
+            root, catalog, ManualClock(at("2026-05-04T07:00:20+00:00")), fires
+        )
         assert await restarted.tick(at("2026-05-04T07:00:20+00:00")) == ["add"]
 
     asyncio.run(body())
 
 
 def test_the_scheduler_loop_fires_when_the_clock_reaches_the_fire_time(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, "skip")
         clock = ManualClock(at("2026-05-04T06:58:00+00:00"))
         fires = Fires()
-        scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires)
+        scheduler = Scheduler(
+            ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, fires
+        )
         task = asyncio.create_task(scheduler.run())
         try:
             while "add" not in scheduler.states:  # the loop has seen the flow
@@ -167,7 +209,9 @@ def test_the_scheduler_loop_fires_when_the_clock_reaches_the_fire_time(
     asyncio.run(body())
 
 
-def test_housekeeping_calls_the_approval_expiry_hook(make_yard: Callable[[dict[str, str]], Path]) -> None:
+def test_housekeeping_calls_the_approval_expiry_hook(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, "skip")
         clock = ManualClock(at("2026-05-04T06:00:00+00:00"))
@@ -179,7 +223,9 @@ def test_housekeeping_calls_the_approval_expiry_hook(make_yard: Callable[[dict[s
             called.set()
             return 0
 
-        scheduler = Scheduler(ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, Fires(), expire)
+        scheduler = Scheduler(
+            ScheduleStore(root / ".blockyard/state.db"), clock, lambda: catalog, Fires(), expire
+        )
         task = asyncio.create_task(scheduler.run())
         try:
             await asyncio.wait_for(called.wait(), timeout=10)
@@ -195,7 +241,8 @@ def test_housekeeping_calls_the_approval_expiry_hook(make_yard: Callable[[dict[s
 
 
 def test_a_changed_cron_starts_afresh_and_a_removed_schedule_is_forgotten(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     async def body() -> None:
         root, catalog = scheduled_yard(make_yard, "run_once")
         fires = Fires()
@@ -204,14 +251,18 @@ def test_a_changed_cron_starts_afresh_and_a_removed_schedule_is_forgotten(
         await scheduler.tick(clock.now())
         assert await scheduler.tick(at("2026-05-04T07:00:05+00:00")) == ["add"]
         # at noon the cron moves to 08:00 Paris (06:00 UTC): today's 06:00 was not missed
-        (root / "flows/add.yaml").write_text(DAILY_9.replace("MISFIRE", "run_once").replace("'0 9", "'0 8"))
+        (root / "flows/add.yaml").write_text(
+            DAILY_9.replace("MISFIRE", "run_once").replace("'0 9", "'0 8")
+        )
         moved = load_catalog(root, catalog)
         scheduler.catalog = lambda: moved
         assert await scheduler.tick(at("2026-05-04T12:00:00+00:00")) == []
         assert scheduler.next_fire(moved.flows["add"]) == at("2026-05-05T06:00:00+00:00")
         stored = ScheduleStore(root / ".blockyard/state.db").load()["add"]
-        assert (stored.first_seen, stored.last_fire) == (at("2026-05-04T12:00:00+00:00"),
-                                                         at("2026-05-04T07:00:00+00:00"))
+        assert (stored.first_seen, stored.last_fire) == (
+            at("2026-05-04T12:00:00+00:00"),
+            at("2026-05-04T07:00:00+00:00"),
+        )
         # the schedule is removed, then comes back a week later: nothing was missed meanwhile
         (root / "flows/add.yaml").write_text(YARD["flows/add.yaml"])
         unscheduled = load_catalog(root, moved)
@@ -232,22 +283,33 @@ def _file_of_an_older_blockyard(path: Path, version: int, schedules_table: bool)
     scheduler of those releases created itself when `schedules_table`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("CREATE TABLE blockyard_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE blockyard_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+        )
         for number, statements in MIGRATIONS[:version]:
             for statement in statements:
                 conn.execute(statement)
-            conn.execute("INSERT INTO blockyard_migrations VALUES (?, '2026-01-01T00:00:00Z')", (number,))
+            conn.execute(
+                "INSERT INTO blockyard_migrations VALUES (?, '2026-01-01T00:00:00Z')", (number,)
+            )
         if schedules_table:
-            conn.execute("CREATE TABLE serve_schedules (flow TEXT PRIMARY KEY, schedule TEXT NOT NULL, "
-                         "first_seen TEXT NOT NULL, last_fire TEXT, last_run TEXT)")
-            conn.execute("INSERT INTO serve_schedules VALUES ('add', '0 9 * * *|UTC', '2026-05-01T00:00:00+00:00', "
-                         "'2026-05-03T09:00:00+00:00', 'r1')")
+            conn.execute(
+                "CREATE TABLE serve_schedules (flow TEXT PRIMARY KEY, schedule TEXT NOT NULL, "
+                "first_seen TEXT NOT NULL, last_fire TEXT, last_run TEXT)"
+            )
+            conn.execute(
+                "INSERT INTO serve_schedules VALUES ('add', '0 9 * * *|UTC', '2026-05-01T00:00:00+00:00', "
+                "'2026-05-03T09:00:00+00:00', 'r1')"
+            )
         conn.commit()
 
 
-@pytest.mark.parametrize("schedules_table", [False, True], ids=["without-the-table", "with-its-own-table"])
-def test_a_state_file_from_before_the_schedules_migration_is_migrated_and_kept(tmp_path: Path,
-                                                                               schedules_table: bool) -> None:
+@pytest.mark.parametrize(
+    "schedules_table", [False, True], ids=["without-the-table", "with-its-own-table"]
+)
+def test_a_state_file_from_before_the_schedules_migration_is_migrated_and_kept(
+    tmp_path: Path, schedules_table: bool
+) -> None:
     """The schedules' table has one definition, migration 4 (engine/state/migrations.py): the store brings an
     older file up to date instead of creating the table itself, and keeps what such a file's scheduler stored."""
     path = tmp_path / ".blockyard" / "state.db"
@@ -255,13 +317,22 @@ def test_a_state_file_from_before_the_schedules_migration_is_migrated_and_kept(t
     store = ScheduleStore(path)
     loaded = store.load()
     if schedules_table:
-        assert loaded == {"add": ScheduleState(at("2026-05-01T00:00:00+00:00"), at("2026-05-03T09:00:00+00:00"),
-                                               "r1", "0 9 * * *|UTC")}
+        assert loaded == {
+            "add": ScheduleState(
+                at("2026-05-01T00:00:00+00:00"),
+                at("2026-05-03T09:00:00+00:00"),
+                "r1",
+                "0 9 * * *|UTC",
+            )
+        }
     else:
         assert loaded == {}
     store.seen("hello", at("2026-05-04T06:00:00+00:00"), "@daily|UTC")
     assert store.claim("hello", at("2026-05-05T00:00:00+00:00"))
     assert not store.claim("hello", at("2026-05-05T00:00:00+00:00"))  # each fire time once
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT MAX(version) FROM blockyard_migrations").fetchone()[0] == SCHEMA_VERSION
+        assert (
+            conn.execute("SELECT MAX(version) FROM blockyard_migrations").fetchone()[0]
+            == SCHEMA_VERSION
+        )
     assert set(store.load()) == ({"add", "hello"} if schedules_table else {"hello"})

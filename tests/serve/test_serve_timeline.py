@@ -25,14 +25,32 @@ HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 def at(ms: int) -> str:
-    return (T0 + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        (T0 + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
-def call(ms: int, latency: int, tokens: tuple[int, int], cost: float | None, **extra: Any) -> dict[str, Any]:
-    return {"block": "b", "purpose": "block", "provider": "mock", "model": "mock-1", "profile": "default",
-            "input_tokens": tokens[0], "output_tokens": tokens[1], "cached_tokens": None, "reasoning_tokens": None,
-            "latency_ms": latency, "ttft_ms": None, "cost_usd": cost, "price_source": "profile" if cost else None,
-            "ok": True, **extra, "_at": ms}
+def call(
+    ms: int, latency: int, tokens: tuple[int, int], cost: float | None, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "block": "b",
+        "purpose": "block",
+        "provider": "mock",
+        "model": "mock-1",
+        "profile": "default",
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cached_tokens": None,
+        "reasoning_tokens": None,
+        "latency_ms": latency,
+        "ttft_ms": None,
+        "cost_usd": cost,
+        "price_source": "profile" if cost else None,
+        "ok": True,
+        **extra,
+        "_at": ms,
+    }
 
 
 # (type, step, ms, data): a run with an llm step, a map of two items, an agent of three turns (one failed),
@@ -52,8 +70,16 @@ SCRIPT: list[tuple[str, str | None, int, dict[str, Any]]] = [
     ("step_finished", "summaries", 135, {"duration_ms": 55}),
     ("step_started", "investigate", 140, {"block": "investigate", "kind": "agent"}),
     ("model_call", "investigate", 170, call(170, 25, (100, 10), 0.01, purpose="agent", turn=1)),
-    ("model_call", "investigate", 200, {**call(200, 20, (0, 0), None, purpose="agent", turn=2), "ok": False,
-                                        "error": "rate limited"}),
+    (
+        "model_call",
+        "investigate",
+        200,
+        {
+            **call(200, 20, (0, 0), None, purpose="agent", turn=2),
+            "ok": False,
+            "error": "rate limited",
+        },
+    ),
     ("model_call", "investigate", 250, call(250, 45, (120, 30), 0.02, purpose="agent", turn=3)),
     ("step_finished", "investigate", 260, {"duration_ms": 120}),
     ("step_started", "headline", 270, {"kind": "flow", "flow": "tldr"}),
@@ -72,16 +98,28 @@ SCRIPT: list[tuple[str, str | None, int, dict[str, Any]]] = [
     ("approval_required", "ask", 345, {"interrupt_id": "i1", "value": {"message": "ok?"}}),
 ]
 # the React Flow graph's groups (docs/reactflow.md): `bullet` is the body of the foreach `bullets`
-GRAPH = {"nodes": [{"id": "bullets", "data": {"view": {"group": "bullets__cluster"}}},
-                   {"id": "bullet", "data": {"view": {"group": "bullets__cluster"}}}],
-         "groups": [{"id": "bullets__cluster", "step": "bullets", "parent": None}]}
+GRAPH = {
+    "nodes": [
+        {"id": "bullets", "data": {"view": {"group": "bullets__cluster"}}},
+        {"id": "bullet", "data": {"view": {"group": "bullets__cluster"}}},
+    ],
+    "groups": [{"id": "bullets__cluster", "step": "bullets", "parent": None}],
+}
 
 
 def events() -> list[dict[str, Any]]:
     found = []
     for seq, (kind, step, ms, data) in enumerate(SCRIPT, start=1):
-        found.append({"type": kind, "run_id": "r1", "seq": seq, "step": step, "time": at(ms),
-                      "data": {key: value for key, value in data.items() if key != "_at"}})
+        found.append(
+            {
+                "type": kind,
+                "run_id": "r1",
+                "seq": seq,
+                "step": step,
+                "time": at(ms),
+                "data": {key: value for key, value in data.items() if key != "_at"},
+            }
+        )
     return found
 
 
@@ -110,41 +148,62 @@ DRAW = """async ([events, graph]) => {
 }"""
 
 
-def draw(page: Any, live: Live, given: list[dict[str, Any]], graph: dict[str, Any] | None = GRAPH) -> list[Any]:
+def draw(
+    page: Any, live: Live, given: list[dict[str, Any]], graph: dict[str, Any] | None = GRAPH
+) -> list[Any]:
     page.goto(live.url + "/")
     page.locator("#flow-list [data-flow]").first.wait_for()
     rows: list[Any] = page.evaluate(DRAW, [given, graph])
     return rows
 
 
-def test_the_timeline_has_a_row_per_step_item_and_model_call(yard: Path, serve: Callable[..., Live],
-                                                           page: Any) -> None:
+def test_the_timeline_has_a_row_per_step_item_and_model_call(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(yard, watch=False, schedules=False)
     rows = draw(page, live, events())
     shown = [(row["kind"], row["step"], row["index"], row["depth"]) for row in rows]
     assert shown == [
-        ("step", "plan", None, 0), ("model_call", "plan", None, 1),
+        ("step", "plan", None, 0),
+        ("model_call", "plan", None, 1),
         ("step", "summaries", None, 0),
-        ("item", "summaries", "0", 1), ("model_call", "summaries", "0", 2),
-        ("item", "summaries", "1", 1), ("model_call", "summaries", "1", 2),
-        ("step", "investigate", None, 0), *[("model_call", "investigate", None, 1)] * 3,
-        ("step", "headline", None, 0), ("step", "headline.summarize", None, 1),
+        ("item", "summaries", "0", 1),
+        ("model_call", "summaries", "0", 2),
+        ("item", "summaries", "1", 1),
+        ("model_call", "summaries", "1", 2),
+        ("step", "investigate", None, 0),
+        *[("model_call", "investigate", None, 1)] * 3,
+        ("step", "headline", None, 0),
+        ("step", "headline.summarize", None, 1),
         ("model_call", "headline.summarize", None, 2),
-        ("step", "bullets", None, 0), ("item", "bullet", "0", 1), ("item", "bullet", "1", 1),
-        ("step", HOSTILE, None, 0), ("step", "ask", None, 0)]
+        ("step", "bullets", None, 0),
+        ("item", "bullet", "0", 1),
+        ("item", "bullet", "1", 1),
+        ("step", HOSTILE, None, 0),
+        ("step", "ask", None, 0),
+    ]
     # one bar per step, item and model call, each focusable, its text the same on hover and for a screen reader
     assert all(row["tabindex"] == "0" and row["text"] == row["card"] for row in rows)
-    statuses = {(row["kind"], row["step"], row["index"], row["label"]): row["status"] for row in rows}
+    statuses = {
+        (row["kind"], row["step"], row["index"], row["label"]): row["status"] for row in rows
+    }
     assert statuses[("step", HOSTILE, None, HOSTILE)] == "failed"
     assert statuses[("step", "ask", None, "ask")] == "waiting"
-    assert [row["status"] for row in rows if row["step"] == "investigate" and row["kind"] == "model_call"] == \
-        ["finished", "failed", "finished"]
+    assert [
+        row["status"]
+        for row in rows
+        if row["step"] == "investigate" and row["kind"] == "model_call"
+    ] == ["finished", "failed", "finished"]
     # a model call's bar ends at its event and starts latency_ms earlier: the plan call 20 ms .. 60 ms of 345 ms
     plan_call = rows[1]
     assert float(plan_call["left"].rstrip("%")) == pytest.approx(20 / 345 * 100, abs=0.01)
     # the hover text holds what the trace holds
-    assert plan_call["text"] == "model call mock/mock-1 · tokens 10 in, 20 out · cost $0.000100 · latency 40 ms"
-    assert rows[6]["text"].endswith("tokens 6 in, 8 out · cost unknown · latency 35 ms")  # no price: unknown
+    assert (
+        plan_call["text"]
+        == "model call mock/mock-1 · tokens 10 in, 20 out · cost $0.000100 · latency 40 ms"
+    )
+    # no price: unknown
+    assert rows[6]["text"].endswith("tokens 6 in, 8 out · cost unknown · latency 35 ms")
     failed = rows[9]["text"]
     assert "agent" in failed and "turn 2" in failed and "failed: rate limited" in failed
     # a step's text sums its model calls (its items' too); an unknown price is never counted as $0
@@ -162,7 +221,9 @@ def test_the_timeline_has_a_row_per_step_item_and_model_call(yard: Path, serve: 
     assert "7 model calls" in summary and "(2 unpriced)" in summary
 
 
-def test_a_bar_shows_its_card_on_keyboard_focus(yard: Path, serve: Callable[..., Live], page: Any) -> None:
+def test_a_bar_shows_its_card_on_keyboard_focus(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(yard, watch=False, schedules=False)
     draw(page, live, events())
     card = page.locator("#under-test li.tl-model_call .tl-card").first
@@ -173,20 +234,43 @@ def test_a_bar_shows_its_card_on_keyboard_focus(yard: Path, serve: Callable[...,
     assert "tokens 10 in, 20 out" in card.inner_text()
 
 
-def test_a_step_without_its_start_in_the_trace_and_a_run_that_stopped(yard: Path, serve: Callable[..., Live],
-                                                                    page: Any) -> None:
+def test_a_step_without_its_start_in_the_trace_and_a_run_that_stopped(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(yard, watch=False, schedules=False)
     given = [
         {"type": "run_started", "run_id": "r", "seq": 1, "step": None, "time": at(0), "data": {}},
         # finished without a step_started in the trace: drawn from its duration
-        {"type": "step_finished", "run_id": "r", "seq": 2, "step": "early", "time": at(100),
-         "data": {"duration_ms": 50}},
-        {"type": "step_started", "run_id": "r", "seq": 3, "step": "late", "time": at(120), "data": {}},
-        {"type": "run_failed", "run_id": "r", "seq": 4, "step": None, "time": at(200),
-         "data": {"status": "interrupted", "error": "stopped"}},
+        {
+            "type": "step_finished",
+            "run_id": "r",
+            "seq": 2,
+            "step": "early",
+            "time": at(100),
+            "data": {"duration_ms": 50},
+        },
+        {
+            "type": "step_started",
+            "run_id": "r",
+            "seq": 3,
+            "step": "late",
+            "time": at(120),
+            "data": {},
+        },
+        {
+            "type": "run_failed",
+            "run_id": "r",
+            "seq": 4,
+            "step": None,
+            "time": at(200),
+            "data": {"status": "interrupted", "error": "stopped"},
+        },
     ]
     rows = draw(page, live, given, None)
-    assert [(row["step"], row["status"]) for row in rows] == [("early", "finished"), ("late", "interrupted")]
+    assert [(row["step"], row["status"]) for row in rows] == [
+        ("early", "finished"),
+        ("late", "interrupted"),
+    ]
     assert float(rows[0]["left"].rstrip("%")) == pytest.approx(25.0, abs=0.01)
 
 
@@ -313,13 +397,15 @@ def stub() -> Iterator[OpenAIStub]:
 
 def stored_trace(live: Live, run_id: str) -> list[dict[str, Any]]:
     with live.client() as http:
-        found: list[dict[str, Any]] = http.get(f"/runs/{run_id}/events",
-                                               headers={"Accept": "application/json"}).json()["events"]
+        found: list[dict[str, Any]] = http.get(
+            f"/runs/{run_id}/events", headers={"Accept": "application/json"}
+        ).json()["events"]
     return found
 
 
-def test_a_run_of_the_mock_model_draws_its_steps_and_model_calls(make_yard: Callable[[dict[str, str]], Path],
-                                                                serve: Callable[..., Live], page: Any) -> None:
+def test_a_run_of_the_mock_model_draws_its_steps_and_model_calls(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(make_yard(spend_yard()), watch=False, schedules=False)
     page.goto(live.url + "/#flow/spend")
     page.locator("#flow-title").filter(has_text="spend v1").wait_for()
@@ -329,30 +415,52 @@ def test_a_run_of_the_mock_model_draws_its_steps_and_model_calls(make_yard: Call
     trace = stored_trace(live, run_id)
     calls = [event for event in trace if event["type"] == "model_call"]
     assert len(calls) == 4  # two map items, two agent turns
-    steps = {(event["step"], event["data"].get("index")) for event in trace if event["type"] == "step_started"}
+    steps = {
+        (event["step"], event["data"].get("index"))
+        for event in trace
+        if event["type"] == "step_started"
+    }
     rows = page.locator("#run-timeline li.tl-row")
-    page.wait_for_function("n => document.querySelectorAll('#run-timeline li.tl-row').length === n",
-                           arg=len(steps) + len(calls))
+    page.wait_for_function(
+        "n => document.querySelectorAll('#run-timeline li.tl-row').length === n",
+        arg=len(steps) + len(calls),
+    )
     assert page.locator("#run-timeline li.tl-model_call").count() == len(calls)
-    drawn = {(row.get_attribute("data-step"), row.get_attribute("data-index"))
-             for row in rows.all() if row.get_attribute("data-kind") != "model_call"}
+    drawn = {
+        (row.get_attribute("data-step"), row.get_attribute("data-index"))
+        for row in rows.all()
+        if row.get_attribute("data-kind") != "model_call"
+    }
     assert drawn == {(step, None if index is None else str(index)) for step, index in steps}
     assert {row.get_attribute("data-status") for row in rows.all()} == {"finished"}
     # each model call's hover text: the tokens, cost and latency of its event
-    texts = sorted(page.locator("#run-timeline li.tl-model_call .tl-bar").evaluate_all(
-        "bars => bars.map(bar => bar.getAttribute('aria-label'))"))
+    texts = sorted(
+        page.locator("#run-timeline li.tl-model_call .tl-bar").evaluate_all(
+            "bars => bars.map(bar => bar.getAttribute('aria-label'))"
+        )
+    )
     for event in calls:
         data = event["data"]
-        expected = (f"tokens {data['input_tokens']} in, {data['output_tokens']} out "
-                    f"({data['cached_tokens']} cached, {data['reasoning_tokens']} reasoning) · "
-                    f"cost {money(data['cost_usd'])}")
+        expected = (
+            f"tokens {data['input_tokens']} in, {data['output_tokens']} out "
+            f"({data['cached_tokens']} cached, {data['reasoning_tokens']} reasoning) · "
+            f"cost {money(data['cost_usd'])}"
+        )
         assert any(expected in text for text in texts), (expected, texts)
     agent = [row for row in page.locator("#run-timeline li.tl-model_call[data-step=look]").all()]
-    assert [row.inner_text() for row in agent] == [f"{calls[2]['data']['model']} turn 1",
-                                                   f"{calls[3]['data']['model']} turn 2"]
-    look = page.locator("#run-timeline li.tl-step[data-step=look] .tl-bar").get_attribute("aria-label") or ""
+    assert [row.inner_text() for row in agent] == [
+        f"{calls[2]['data']['model']} turn 1",
+        f"{calls[3]['data']['model']} turn 2",
+    ]
+    look = (
+        page.locator("#run-timeline li.tl-step[data-step=look] .tl-bar").get_attribute("aria-label")
+        or ""
+    )
     look_spend = spend_of([event for event in calls if event["step"] == "look"])
-    assert f"2 model calls · tokens {look_spend.input_tokens} in, {look_spend.output_tokens} out" in look
+    assert (
+        f"2 model calls · tokens {look_spend.input_tokens} in, {look_spend.output_tokens} out"
+        in look
+    )
     assert f"cost {look_spend.cost_text()}" in look
     # model_call is one of the engine's events in the list, not a step's custom event
     listed = page.locator("#run-events li[data-type=model_call]")
@@ -365,11 +473,17 @@ def test_a_run_of_the_mock_model_draws_its_steps_and_model_calls(make_yard: Call
     assert "4 model calls" in (cost.get_attribute("title") or "")
 
 
-def test_the_runs_list_shows_an_unknown_price_as_unknown(make_yard: Callable[[dict[str, str]], Path],
-                                                         serve: Callable[..., Live], page: Any, stub: OpenAIStub,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_runs_list_shows_an_unknown_price_as_unknown(
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    page: Any,
+    stub: OpenAIStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("STUB_KEY", "sk-test")
-    stub.queue(Reply.structured_output({"guess": "seven"}), Reply.structured_output({"guess": "eight"}))
+    stub.queue(
+        Reply.structured_output({"guess": "seven"}), Reply.structured_output({"guess": "eight"})
+    )
     live = serve(make_yard(spend_yard(stub.base_url)), watch=False, schedules=False)
     with live.client() as http:
         run = http.post("/flows/free/runs", json={"inputs": {}}).json()
@@ -390,15 +504,20 @@ def test_the_runs_list_shows_an_unknown_price_as_unknown(make_yard: Callable[[di
     assert f"cost >= {money(known.cost_usd)} (1 unpriced)" in (partly.get_attribute("title") or "")
 
 
-def test_the_timeline_grows_while_the_run_goes_on(make_yard: Callable[[dict[str, str]], Path],
-                                                  serve: Callable[..., Live], page: Any) -> None:
-    yard = make_yard({**spend_yard(), "blocks/nap.yaml": """
+def test_the_timeline_grows_while_the_run_goes_on(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
+) -> None:
+    yard = make_yard(
+        {
+            **spend_yard(),
+            "blocks/nap.yaml": """
         block: nap
         version: 1
         description: Wait a while.
         kind: wait
         duration: 1500ms
-        """, "flows/napping.yaml": """
+        """,
+            "flows/napping.yaml": """
         flow: napping
         version: 1
         description: Guess, nap, guess again.
@@ -413,7 +532,9 @@ def test_the_timeline_grows_while_the_run_goes_on(make_yard: Callable[[dict[str,
           - id: second
             uses: summarize
             with: {text: "two"}
-        """})
+        """,
+        }
+    )
     live = serve(yard, watch=False, schedules=False)
     page.goto(live.url + "/#flow/napping")
     page.locator("#flow-title").filter(has_text="napping v1").wait_for()
@@ -421,13 +542,16 @@ def test_the_timeline_grows_while_the_run_goes_on(make_yard: Callable[[dict[str,
     napping = page.locator("#run-timeline li.tl-step[data-step=nap][data-status=running]")
     napping.wait_for()  # drawn while it runs ...
     assert page.locator("#run-timeline li.tl-step[data-step=second]").count() == 0
-    page.locator("#run-timeline li.tl-step[data-step=second][data-status=finished]").wait_for()  # ... then done
+    page.locator(
+        "#run-timeline li.tl-step[data-step=second][data-status=finished]"
+    ).wait_for()  # ... then done
     page.locator("#run-timeline li.tl-step[data-step=nap][data-status=finished]").wait_for()
     assert page.locator("#run-timeline li.tl-model_call").count() == 2
 
 
-def test_a_gate_waits_on_the_timeline_until_it_is_decided(make_yard: Callable[[dict[str, str]], Path],
-                                                          serve: Callable[..., Live], page: Any) -> None:
+def test_a_gate_waits_on_the_timeline_until_it_is_decided(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
+) -> None:
     live = serve(make_yard({**YARD, "flows/gated.yaml": GATED_FLOW}), watch=False, schedules=False)
     with live.client() as client:
         run = start_gated_run(client)

@@ -25,9 +25,12 @@ from tests.serve.serve_helpers import Live, wait_for
 from tests.support.state import state_db
 
 # the add run fails as it begins, beside a long one the server holds (30 s): two slots
-YARD = {**serve_helpers.YARD, "blockyard.yaml": "server: {lease_seconds: 0.9, max_concurrent_runs: 2}\n",
-        "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 30s\n",
-        "flows/long.yaml": "flow: long\nversion: 1\nsteps:\n  - {id: nap, uses: nap}\n"}
+YARD = {
+    **serve_helpers.YARD,
+    "blockyard.yaml": "server: {lease_seconds: 0.9, max_concurrent_runs: 2}\n",
+    "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 30s\n",
+    "flows/long.yaml": "flow: long\nversion: 1\nsteps:\n  - {id: nap, uses: nap}\n",
+}
 LOST = "the state database cannot be used: the connection was lost"
 
 
@@ -47,12 +50,14 @@ def _context_fails_for(engine: Engine, flow: str) -> None:
 def _owner(root: Path, run_id: str) -> tuple[str, Any, Any, Any]:
     with state_db(root) as conn:
         status, pid, replica, lease = conn.execute(
-            "SELECT status, owner_pid, owner_replica, lease_until FROM runs WHERE id = ?", (run_id,)).fetchone()
+            "SELECT status, owner_pid, owner_replica, lease_until FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
     return str(status), pid, replica, lease
 
 
 def test_a_run_whose_execution_could_not_begin_is_recorded_failed_and_resumes(
-        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     root = make_yard(YARD)
     live = serve(root, watch=False, schedules=False, replica=True)
     assert live.server.service is not None
@@ -74,24 +79,34 @@ def test_a_run_whose_execution_could_not_begin_is_recorded_failed_and_resumes(
 
 
 def test_the_heartbeat_renews_only_the_runs_the_server_holds(
-        make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> None:
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     root = make_yard(YARD)
     live = serve(root, watch=False, schedules=False, replica=True, grace=0.1)
     service = live.server.service
     assert service is not None
 
-    async def unrecorded(run_id: str, error: str) -> None:  # the database is still gone as the end is recorded
+    async def unrecorded(
+        run_id: str, error: str
+    ) -> None:  # the database is still gone as the end is recorded
         raise StateError(LOST)
 
     service.record_unended = unrecorded  # type: ignore[method-assign]
     _context_fails_for(service.engine, "add")
     with live.client() as client:
-        held = client.post("/flows/long/runs?wait=false", json={}).json()["run_id"]  # runs 30 s: held
-        orphan = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 2}}).json()["run_id"]
-        wait_for(lambda: orphan not in live.server.queue.jobs if live.server.queue else False, timeout=30)
+        held = client.post("/flows/long/runs?wait=false", json={}).json()[
+            "run_id"
+        ]  # runs 30 s: held
+        orphan = client.post("/flows/add/runs?wait=false", json={"inputs": {"a": 2}}).json()[
+            "run_id"
+        ]
+        wait_for(
+            lambda: orphan not in live.server.queue.jobs if live.server.queue else False, timeout=30
+        )
     status, _, replica, lease = _owner(root, orphan)
     assert (status, replica) == ("running", _owner(root, held)[2])  # left under this replica
     first = _owner(root, held)[3]
-    wait_for(lambda: _owner(root, held)[3] > first + 0.9, timeout=30)  # heartbeats since, a lease's worth
+    # heartbeats since, a lease's worth
+    wait_for(lambda: _owner(root, held)[3] > first + 0.9, timeout=30)
     # they left the orphaned row's lease alone, to run out: another replica takes the run over
     assert _owner(root, orphan) == ("running", _owner(root, held)[1], replica, lease)

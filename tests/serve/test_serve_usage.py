@@ -34,9 +34,15 @@ steps:
   - {id: greet, uses: greet, with: {name: Bo}}
   - {id: ask, approval: {message: "Send it?"}}
 """
-YARD = {"blockyard.yaml": f"models:\n  default: {PRICED_MOCK}\n{TOOLS_CONFIG}",
-        "yardtools.py": TOOLS, "blocks/greet.yaml": GREET, "blocks/explode.yaml": EXPLODE,
-        "flows/hello.yaml": HELLO, "flows/fragile.yaml": FRAGILE, "flows/gated.yaml": GATED}
+YARD = {
+    "blockyard.yaml": f"models:\n  default: {PRICED_MOCK}\n{TOOLS_CONFIG}",
+    "yardtools.py": TOOLS,
+    "blocks/greet.yaml": GREET,
+    "blocks/explode.yaml": EXPLODE,
+    "flows/hello.yaml": HELLO,
+    "flows/fragile.yaml": FRAGILE,
+    "flows/gated.yaml": GATED,
+}
 TOKEN = "metrics-token"
 
 
@@ -53,13 +59,16 @@ def start(client: httpx.Client, flow: str, **inputs: Any) -> dict[str, Any]:
 
 
 def model_calls(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
-    events = client.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()["events"]
+    events = client.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()[
+        "events"
+    ]
     return [event["data"] for event in events if event["type"] == "model_call"]
 
 
 def trace(client: httpx.Client, run_id: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = client.get(f"/runs/{run_id}/events",
-                                              headers={"Accept": "application/json"}).json()["events"]
+    events: list[dict[str, Any]] = client.get(
+        f"/runs/{run_id}/events", headers={"Accept": "application/json"}
+    ).json()["events"]
     return events
 
 
@@ -93,7 +102,8 @@ def test_runs_and_threads_carry_their_usage(root: Path, serve: Callable[..., Liv
             assert answer.status_code == 200, answer.text
             turns.append(answer.json()["run_id"])
         total = Spend()
-        for turn in turns:  # a thread's turns are runs: its totals are theirs (its naming call included, if any)
+        # a thread's turns are runs: its totals are theirs (its naming call included, if any)
+        for turn in turns:
             total.merge(Spend.of(client.get(f"/runs/{turn}").json()["usage"]))
         assert total.model_calls >= 2
         thread = client.get("/threads/chat").json()
@@ -104,7 +114,9 @@ def test_runs_and_threads_carry_their_usage(root: Path, serve: Callable[..., Liv
         assert empty["usage"] == usage(Spend()) and empty["usage"]["cost"] == "-"
 
 
-def test_stats_answers_what_the_command_line_answers(root: Path, serve: Callable[..., Live], cli: Cli) -> None:
+def test_stats_answers_what_the_command_line_answers(
+    root: Path, serve: Callable[..., Live], cli: Cli
+) -> None:
     live = serve(root, watch=False, schedules=False)
     with live.client() as client:
         runs = [start(client, "hello", name=name)["run_id"] for name in ("Ada", "Bo")]
@@ -124,7 +136,10 @@ def test_stats_answers_what_the_command_line_answers(root: Path, serve: Callable
         assert client.get("/stats", params={"since": "2999-01-01"}).json()["versions"] == []
         bad = client.get("/stats", params={"since": "forever"})
         assert bad.status_code == 422
-        assert bad.json()["error"]["code"] == "invalid_request" and bad.json()["error"]["field"] == "since"
+        assert (
+            bad.json()["error"]["code"] == "invalid_request"
+            and bad.json()["error"]["field"] == "since"
+        )
         assert "not a duration such as 7d" in bad.json()["error"]["message"]
     shown = json.loads(cli(root, "stats", "--json").out)
     assert shown["versions"] == report["versions"] and shown["flows"] == report["flows"]
@@ -139,12 +154,18 @@ def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     return found
 
 
-def _sum(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+def _sum(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
     wanted = set(labels.items())
-    return sum(value for (sample, have), value in samples.items() if sample == name and wanted <= have)
+    return sum(
+        value for (sample, have), value in samples.items() if sample == name and wanted <= have
+    )
 
 
-def test_metrics_count_the_runs_made_behind_the_token(root: Path, serve: Callable[..., Live]) -> None:
+def test_metrics_count_the_runs_made_behind_the_token(
+    root: Path, serve: Callable[..., Live]
+) -> None:
     live = serve(root, watch=False, schedules=False, token=TOKEN)
     with live.client() as anonymous:
         refused = anonymous.get("/metrics")
@@ -153,7 +174,12 @@ def test_metrics_count_the_runs_made_behind_the_token(root: Path, serve: Callabl
         made = [start(client, "hello", name=name) for name in ("Ada", "Bo")]
         made.append(start(client, "fragile"))
         gated = start(client, "gated")
-        assert [r["status"] for r in [*made, gated]] == ["finished", "finished", "failed", "waiting"]
+        assert [r["status"] for r in [*made, gated]] == [
+            "finished",
+            "finished",
+            "failed",
+            "waiting",
+        ]
         answer = client.get("/metrics")
         assert answer.status_code == 200
         assert answer.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -166,33 +192,59 @@ def test_metrics_count_the_runs_made_behind_the_token(root: Path, serve: Callabl
         assert _sum(samples, "blockyard_runs_failed_total", flow="hello") == 0
         assert _sum(samples, "blockyard_run_duration_seconds_count", flow="hello") == 2
         assert _sum(samples, "blockyard_runs_waiting", flow="gated") == 1
-        assert _sum(samples, "blockyard_queue_depth") == 0 and _sum(samples, "blockyard_runs_running") == 0
+        assert (
+            _sum(samples, "blockyard_queue_depth") == 0
+            and _sum(samples, "blockyard_runs_running") == 0
+        )
         assert _sum(samples, "blockyard_runs_taken_over_total") == 0
 
         traces = {run["run_id"]: trace(client, run["run_id"]) for run in [*made, gated]}
-        calls = [event["data"] for events in traces.values() for event in events if event["type"] == "model_call"]
+        calls = [
+            event["data"]
+            for events in traces.values()
+            for event in events
+            if event["type"] == "model_call"
+        ]
         total = spend(calls)
         assert len(calls) == 4
-        assert _sum(samples, "blockyard_model_calls_total", provider="mock", model="mock", outcome="ok") == 4
+        assert (
+            _sum(
+                samples, "blockyard_model_calls_total", provider="mock", model="mock", outcome="ok"
+            )
+            == 4
+        )
         assert _sum(samples, "blockyard_model_call_duration_seconds_count") == 4
         for kind in ("input", "output"):  # the tokens are the sum of the model_call events
-            assert _sum(samples, "blockyard_model_tokens_total", kind=kind) == getattr(total, f"{kind}_tokens")
+            assert _sum(samples, "blockyard_model_tokens_total", kind=kind) == getattr(
+                total, f"{kind}_tokens"
+            )
         assert _sum(samples, "blockyard_model_tokens_total", flow="hello", kind="input") == sum(
-            event["data"]["input_tokens"] for run in made[:2] for event in traces[run["run_id"]]
-            if event["type"] == "model_call")
+            event["data"]["input_tokens"]
+            for run in made[:2]
+            for event in traces[run["run_id"]]
+            if event["type"] == "model_call"
+        )
         assert _sum(samples, "blockyard_model_cost_usd_total") == pytest.approx(total.cost_usd)
         assert _sum(samples, "blockyard_model_calls_unpriced_total") == 0
-        steps = sum(1 for events in traces.values() for event in events
-                    if event["type"] in ("step_finished", "step_failed"))
+        steps = sum(
+            1
+            for events in traces.values()
+            for event in events
+            if event["type"] in ("step_finished", "step_failed")
+        )
         assert _sum(samples, "blockyard_step_duration_seconds_count") == steps
-        assert _sum(samples, "blockyard_step_duration_seconds_count", flow="fragile", step="boom") == 1
-        assert not any("run_id" in dict(labels) for _name, labels in samples)  # bounded labels: never a run id
+        assert (
+            _sum(samples, "blockyard_step_duration_seconds_count", flow="fragile", step="boom") == 1
+        )
+        # bounded labels: never a run id
+        assert not any("run_id" in dict(labels) for _name, labels in samples)
 
         decided = client.post(f"/runs/{gated['run_id']}/resume", json={"decision": "approve"})
         assert decided.json()["status"] == "finished"
         after = _samples(client.get("/metrics").text)
         assert _sum(after, "blockyard_runs_resumed_total", flow="gated") == 1
-        assert _sum(after, "blockyard_runs_started_total", flow="gated") == 1  # a resume starts no new run
+        # a resume starts no new run
+        assert _sum(after, "blockyard_runs_started_total", flow="gated") == 1
         assert _sum(after, "blockyard_runs_finished_total", flow="gated") == 1
         assert _sum(after, "blockyard_runs_waiting", flow="gated") == 0
 
@@ -203,12 +255,13 @@ HELD = {
     "blocks/nap.yaml": "block: nap\nversion: 1\nkind: wait\nduration: 30s\n",
     "flows/long.yaml": "flow: long\nversion: 1\nsteps:\n  - {id: nap, uses: nap}\n",
     "flows/add.yaml": "flow: add\nversion: 1\ninputs: {a: {type: integer}}\noutputs: [total]\nsteps:\n"
-                      "  - {id: sum, uses: adder, with: {x: \"{{ inputs.a }}\", y: 1}}\n",
+    '  - {id: sum, uses: adder, with: {x: "{{ inputs.a }}", y: 1}}\n',
 }
 
 
-def test_a_queued_run_of_a_dead_server_is_counted_as_taken_over(make_yard: Callable[[dict[str, str]], Path],
-                                                                serve: Callable[..., Live]) -> None:
+def test_a_queued_run_of_a_dead_server_is_counted_as_taken_over(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]
+) -> None:
     root = make_yard(HELD)
     first = serve(root, watch=False, schedules=False, grace=0.1)
     with first.client() as a:
@@ -217,7 +270,9 @@ def test_a_queued_run_of_a_dead_server_is_counted_as_taken_over(make_yard: Calla
         accepted = a.post("/flows/add/runs?wait=false", json={"inputs": {"a": 2}})
         assert accepted.status_code == 202, accepted.text
     run_id = accepted.json()["run_id"]
-    with state_db(root) as conn:  # what kill -9 of its server leaves behind: a queued run held by a process gone
+    with state_db(
+        root
+    ) as conn:  # what kill -9 of its server leaves behind: a queued run held by a process gone
         conn.execute("UPDATE runs SET owner_start = ? WHERE id = ?", ("0", run_id))
     second = serve(root, watch=False, schedules=False)  # adopts it as it starts
     with second.client() as b:
@@ -226,4 +281,6 @@ def test_a_queued_run_of_a_dead_server_is_counted_as_taken_over(make_yard: Calla
     assert _sum(samples, "blockyard_runs_taken_over_total", kind="queued") == 1
     assert _sum(samples, "blockyard_runs_finished_total", flow="add") == 1
     with first.client() as a:
-        assert _sum(_samples(a.get("/metrics").text), "blockyard_runs_finished_total", flow="add") == 0
+        assert (
+            _sum(_samples(a.get("/metrics").text), "blockyard_runs_finished_total", flow="add") == 0
+        )

@@ -14,7 +14,9 @@ from engine.serve.routes.meta import WEB
 from tests.serve.serve_helpers import Live
 
 
-def test_the_vocabulary_is_the_engines_and_behind_the_token(yard: Path, serve: Callable[..., Live]) -> None:
+def test_the_vocabulary_is_the_engines_and_behind_the_token(
+    yard: Path, serve: Callable[..., Live]
+) -> None:
     live = serve(yard, watch=False, schedules=False, token="s3cret")
     with live.client() as anonymous:
         refused = anonymous.get("/vocabulary")
@@ -31,8 +33,9 @@ def test_the_vocabulary_is_the_engines_and_behind_the_token(yard: Path, serve: C
     assert {"step_started", "file_written", "model_call"} <= set(names["step_event_types"])
     assert "run_started" not in names["step_event_types"]
     assert set(names["terminal_event_types"]) == {"run_finished", "run_failed", "approval_required"}
-    assert names["reserved_event_names"] == sorted({*names["event_types"], "error", "thread_id", "complete",
-                                                    "message", "custom", "ping"})
+    assert names["reserved_event_names"] == sorted(
+        {*names["event_types"], "error", "thread_id", "complete", "message", "custom", "ping"}
+    )
     assert names["run_statuses"] == [status.value for status in RunStatus]
 
 

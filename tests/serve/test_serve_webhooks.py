@@ -71,7 +71,9 @@ def receiver() -> Iterator[Receiver]:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with lock:
                 status = made.script.pop(0) if made.script else 200
-                made.deliveries.append(Delivery({k.lower(): v for k, v in self.headers.items()}, raw, status))
+                made.deliveries.append(
+                    Delivery({k.lower(): v for k, v in self.headers.items()}, raw, status)
+                )
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -90,8 +92,11 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def hooked(make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live],
-           monkeypatch: pytest.MonkeyPatch) -> Live:
+def hooked(
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Live:
     monkeypatch.setenv(SECRET_ENV, SECRET)
     root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW, "blockyard.yaml": CONFIG})
     return serve(root, watch=False, schedules=False)
@@ -99,9 +104,13 @@ def hooked(make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Liv
 
 def signed_right(delivery: Delivery) -> bool:
     timestamp = delivery.headers["x-blockyard-timestamp"]
-    wanted = hmac.new(SECRET.encode(), timestamp.encode() + b"." + delivery.raw, hashlib.sha256).hexdigest()
+    wanted = hmac.new(
+        SECRET.encode(), timestamp.encode() + b"." + delivery.raw, hashlib.sha256
+    ).hexdigest()
     fresh = abs(time.time() - int(timestamp)) < 120
-    return fresh and hmac.compare_digest(delivery.headers["x-blockyard-signature"], f"sha256={wanted}")
+    return fresh and hmac.compare_digest(
+        delivery.headers["x-blockyard-signature"], f"sha256={wanted}"
+    )
 
 
 def test_a_finished_run_posts_its_outputs_signed(hooked: Live, receiver: Receiver) -> None:
@@ -113,16 +122,25 @@ def test_a_finished_run_posts_its_outputs_signed(hooked: Live, receiver: Receive
     assert signed_right(delivery)
     assert delivery.headers["content-type"] == "application/json"
     body = delivery.body
-    assert (body["event"], body["run_id"], body["flow"], body["assistant_id"]) == ("run.ended", run_id, "add", "add")
+    assert (body["event"], body["run_id"], body["flow"], body["assistant_id"]) == (
+        "run.ended",
+        run_id,
+        "add",
+        "add",
+    )
     assert (body["status"], body["outputs"], body["error"]) == ("finished", {"total": 5}, None)
     assert body["version"] == 1 and "gates" not in body
     time.sleep(0.3)
     assert len(receiver.deliveries) == 1  # one POST: no retry after a 200
 
 
-def test_a_gated_run_posts_at_the_wait_and_again_at_the_end(hooked: Live, receiver: Receiver) -> None:
+def test_a_gated_run_posts_at_the_wait_and_again_at_the_end(
+    hooked: Live, receiver: Receiver
+) -> None:
     with hooked.client() as client:
-        paused = client.post("/flows/gated/runs", json={"inputs": {"a": 2}, "webhook": receiver.url}).json()
+        paused = client.post(
+            "/flows/gated/runs", json={"inputs": {"a": 2}, "webhook": receiver.url}
+        ).json()
         assert paused["status"] == "waiting"
         [waiting] = wait_for(lambda: receiver.deliveries)
         assert waiting.body["event"] == "run.waiting" and waiting.body["status"] == "waiting"
@@ -130,39 +148,60 @@ def test_a_gated_run_posts_at_the_wait_and_again_at_the_end(hooked: Live, receiv
         [gate] = waiting.body["gates"]  # as the run's answer shows them in `waiting`
         assert waiting.body["step"] == "ask" and gate["value"]["message"] == "Add how much?"
         assert gate["interrupt_id"] == paused["waiting"][0]["interrupt_id"]
-        done = client.post(f"/runs/{paused['run_id']}/resume", json={"approve": True, "values": {"b": 5}}).json()
+        done = client.post(
+            f"/runs/{paused['run_id']}/resume", json={"approve": True, "values": {"b": 5}}
+        ).json()
         assert done["status"] == "finished"
     _, ended = wait_for(lambda: receiver.deliveries if len(receiver.deliveries) == 2 else None)
     assert all(signed_right(d) for d in receiver.deliveries)
-    assert (ended.body["event"], ended.body["status"], ended.body["outputs"]) == ("run.ended", "finished",
-                                                                                   {"total": 7})
+    assert (ended.body["event"], ended.body["status"], ended.body["outputs"]) == (
+        "run.ended",
+        "finished",
+        {"total": 7},
+    )
     assert waiting.headers["x-blockyard-delivery"] != ended.headers["x-blockyard-delivery"]
 
 
-def test_a_500_is_retried_with_the_same_delivery_id(hooked: Live, receiver: Receiver,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_a_500_is_retried_with_the_same_delivery_id(
+    hooked: Live, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     receiver.script = [500]
     with hooked.client() as client:
-        run_id = client.post("/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}).json()["run_id"]
+        run_id = client.post(
+            "/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}
+        ).json()["run_id"]
     first, second = wait_for(lambda: receiver.deliveries if len(receiver.deliveries) == 2 else None)
     assert (first.status, second.status) == (500, 200)
-    assert (first.headers["x-blockyard-attempt"], second.headers["x-blockyard-attempt"]) == ("1", "2")
+    assert (first.headers["x-blockyard-attempt"], second.headers["x-blockyard-attempt"]) == (
+        "1",
+        "2",
+    )
     assert first.headers["x-blockyard-delivery"] == second.headers["x-blockyard-delivery"]
     assert first.raw == second.raw and second.body["run_id"] == run_id and signed_right(second)
     time.sleep(0.3)
     assert len(receiver.deliveries) == 2
     logged = [(r.getMessage(), getattr(r, "kv", {})) for r in caplog.records if r.name == LOGGER]
-    attempts = [(kv["run"], kv["attempt"], kv["outcome"]) for message, kv in logged if message == "webhook_attempt"]
-    assert attempts == [(run_id, 1, "500"), (run_id, 2, "200")]  # every attempt recorded in the server log
+    attempts = [
+        (kv["run"], kv["attempt"], kv["outcome"])
+        for message, kv in logged
+        if message == "webhook_attempt"
+    ]
+    assert attempts == [
+        (run_id, 1, "500"),
+        (run_id, 2, "200"),
+    ]  # every attempt recorded in the server log
     assert [kv["attempts"] for message, kv in logged if message == "webhook_delivered"] == [2]
 
 
-def test_a_failing_receiver_gets_the_configured_attempts_and_the_run_still_finishes(hooked: Live,
-                                                                                   receiver: Receiver) -> None:
+def test_a_failing_receiver_gets_the_configured_attempts_and_the_run_still_finishes(
+    hooked: Live, receiver: Receiver
+) -> None:
     receiver.script = [503, 503, 503, 503]
     with hooked.client() as client:
-        answer = client.post("/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}).json()
+        answer = client.post(
+            "/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}
+        ).json()
         assert answer["status"] == "finished"
         wait_for(lambda: len(receiver.deliveries) == 3, timeout=15)
         time.sleep(1.5)  # past the next backoff: no fourth attempt
@@ -170,14 +209,22 @@ def test_a_failing_receiver_gets_the_configured_attempts_and_the_run_still_finis
         assert client.get(f"/runs/{answer['run_id']}").json()["status"] == "finished"
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("http://169.254.169.254/latest/meta-data", "the webhook's host '169.254.169.254' is not in http.allowed_hosts"),
-    ("http://localhost:9/hook", "the webhook's host 'localhost' is not in http.allowed_hosts"),
-    ("ftp://127.0.0.1/hook", "is not an http:// or https:// URL"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "http://169.254.169.254/latest/meta-data",
+            "the webhook's host '169.254.169.254' is not in http.allowed_hosts",
+        ),
+        ("http://localhost:9/hook", "the webhook's host 'localhost' is not in http.allowed_hosts"),
+        ("ftp://127.0.0.1/hook", "is not an http:// or https:// URL"),
+    ],
+)
 def test_a_refused_url_is_a_422_and_no_run(hooked: Live, url: str, message: str) -> None:
     with hooked.client() as client:
-        refused = client.post("/flows/add/runs", json={"inputs": {"a": 1}, "run_id": "never", "webhook": url})
+        refused = client.post(
+            "/flows/add/runs", json={"inputs": {"a": 1}, "run_id": "never", "webhook": url}
+        )
         assert refused.status_code == 422
         problem = refused.json()["error"]
         assert problem["code"] == "webhook_refused" and problem["field"] == "webhook"
@@ -185,8 +232,9 @@ def test_a_refused_url_is_a_422_and_no_run(hooked: Live, url: str, message: str)
         assert client.get("/runs/never").status_code == 404
 
 
-def test_without_allowed_hosts_every_webhook_is_refused(make_yard: Callable[[dict[str, str]], Path],
-                                                        serve: Callable[..., Live], receiver: Receiver) -> None:
+def test_without_allowed_hosts_every_webhook_is_refused(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], receiver: Receiver
+) -> None:
     live = serve(make_yard(YARD), watch=False, schedules=False)
     with live.client() as client:
         refused = client.post("/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url})
@@ -194,8 +242,9 @@ def test_without_allowed_hosts_every_webhook_is_refused(make_yard: Callable[[dic
     assert "none are allowed yet" in refused.json()["error"]["message"]
 
 
-def test_without_a_secret_the_post_is_unsigned(make_yard: Callable[[dict[str, str]], Path],
-                                               serve: Callable[..., Live], receiver: Receiver) -> None:
+def test_without_a_secret_the_post_is_unsigned(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], receiver: Receiver
+) -> None:
     config = 'http:\n  allowed_hosts: ["127.0.0.1"]\n'
     live = serve(make_yard({**YARD, "blockyard.yaml": config}), watch=False, schedules=False)
     with live.client() as client:
@@ -204,14 +253,21 @@ def test_without_a_secret_the_post_is_unsigned(make_yard: Callable[[dict[str, st
     assert "x-blockyard-signature" not in delivery.headers and delivery.body["status"] == "finished"
 
 
-def test_a_named_secret_that_is_not_set_sends_nothing(make_yard: Callable[[dict[str, str]], Path],
-                                                      serve: Callable[..., Live], receiver: Receiver,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_named_secret_that_is_not_set_sends_nothing(
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(SECRET_ENV, raising=False)
     live = serve(make_yard({**YARD, "blockyard.yaml": CONFIG}), watch=False, schedules=False)
     with live.client() as client:
-        assert client.post("/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}
-                           ).json()["status"] == "finished"
+        assert (
+            client.post(
+                "/flows/add/runs", json={"inputs": {"a": 1}, "webhook": receiver.url}
+            ).json()["status"]
+            == "finished"
+        )
     time.sleep(0.5)
     assert receiver.deliveries == []
 
@@ -219,18 +275,24 @@ def test_a_named_secret_that_is_not_set_sends_nothing(make_yard: Callable[[dict[
 def test_langgraph_sdk_runs_wait_with_a_webhook(hooked: Live, receiver: Receiver) -> None:
     client = get_sync_client(url=hooked.url + "/lg")
     values = client.runs.wait(None, "add", input={"a": 4}, webhook=receiver.url)
-    assert isinstance(values, dict) and values["total"] == 6  # a plain run's values: its inputs and outputs
+    # a plain run's values: its inputs and outputs
+    assert isinstance(values, dict) and values["total"] == 6
     [delivery] = wait_for(lambda: receiver.deliveries)
     assert signed_right(delivery)
     assert (delivery.body["assistant_id"], delivery.body["status"], delivery.body["outputs"]) == (
-        "add", "finished", {"total": 6})
+        "add",
+        "finished",
+        {"total": 6},
+    )
 
 
 def test_langgraph_sdk_thread_run_with_a_refused_webhook_is_a_422(hooked: Live) -> None:
     client = get_sync_client(url=hooked.url + "/lg")
     thread = client.threads.create()
     with pytest.raises(httpx.HTTPStatusError, match=r"is not in http\.allowed_hosts") as refused:
-        client.runs.create(thread["thread_id"], "add", input={"a": 1}, webhook="http://169.254.169.254/")
+        client.runs.create(
+            thread["thread_id"], "add", input={"a": 1}, webhook="http://169.254.169.254/"
+        )
     assert refused.value.response.status_code == 422
     assert "http.allowed_hosts" in refused.value.response.text
 
@@ -241,9 +303,16 @@ def test_langgraph_sdk_thread_gate_and_resume_post_twice(hooked: Live, receiver:
     paused = client.runs.wait(thread["thread_id"], "gated", input={"a": 2}, webhook=receiver.url)
     assert "__interrupt__" in paused
     [waiting] = wait_for(lambda: receiver.deliveries)
-    assert (waiting.body["event"], waiting.body["thread_id"]) == ("run.waiting", thread["thread_id"])
-    client.runs.wait(thread["thread_id"], "gated", command=Command(resume={"b": 3}))  # no webhook: the start's
+    assert (waiting.body["event"], waiting.body["thread_id"]) == (
+        "run.waiting",
+        thread["thread_id"],
+    )
+    # no webhook: the start's
+    client.runs.wait(thread["thread_id"], "gated", command=Command(resume={"b": 3}))
     _, ended = wait_for(lambda: receiver.deliveries if len(receiver.deliveries) == 2 else None)
-    assert (ended.body["run_id"], ended.body["thread_id"]) == (waiting.body["run_id"], thread["thread_id"])
+    assert (ended.body["run_id"], ended.body["thread_id"]) == (
+        waiting.body["run_id"],
+        thread["thread_id"],
+    )
     assert (ended.body["status"], ended.body["outputs"]) == ("finished", {"total": 5})
     assert all(signed_right(d) for d in receiver.deliveries)

@@ -20,16 +20,20 @@ from engine.validate.semantic.blocks import DSPY_RESERVED
 def takes(name: str, *, output: bool, mode: str) -> bool:
     """Whether DSPy builds a `mode` module whose signature has a field `name` (an input, or an output)."""
     dspy: Any = import_dspy()
-    fields: dict[str, tuple[Any, Any]] = {"other_in": (str, dspy.InputField(desc=""))} if output else {}
+    fields: dict[str, tuple[Any, Any]] = (
+        {"other_in": (str, dspy.InputField(desc=""))} if output else {}
+    )
     fields[name] = (str, dspy.OutputField(desc="") if output else dspy.InputField(desc=""))
     if not output:
         fields["other_out"] = (str, dspy.OutputField(desc=""))
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pydantic warns of a field that shadows an attribute it can take
+            # pydantic warns of a field that shadows an attribute it can take
+            warnings.simplefilter("ignore")
             signature = dspy.make_signature(fields, "Do it.")
             (dspy.ChainOfThought if mode == "chain_of_thought" else dspy.Predict)(signature)
-    except Exception:  # what DSPy and pydantic raise for a name they refuse varies: NameError, TypeError, ...
+    # what DSPy and pydantic raise for a name they refuse varies: NameError, TypeError, ...
+    except Exception:
         return False
     return name in (signature.output_fields if output else signature.input_fields)
 
@@ -50,10 +54,15 @@ def test_the_list_is_exactly_the_public_names_dspy_refuses(output: bool, mode: s
 
 @pytest.mark.parametrize("name", ["_draft", "__x"])
 def test_a_leading_underscore_is_refused(name: str) -> None:
-    assert not takes(name, output=False, mode="predict") and not takes(name, output=True, mode="predict")
+    assert not takes(name, output=False, mode="predict") and not takes(
+        name, output=True, mode="predict"
+    )
 
 
 @pytest.mark.parametrize("name", ["text", "summary-line", "reasoning", "schema", "json", "copy"])
 def test_names_validation_lets_through_are_taken(name: str) -> None:
-    assert all(takes(name, output=output, mode=mode) for output in (False, True)
-               for mode in ("predict", "chain_of_thought"))
+    assert all(
+        takes(name, output=output, mode=mode)
+        for output in (False, True)
+        for mode in ("predict", "chain_of_thought")
+    )

@@ -70,9 +70,12 @@ def _status(cli: Cli, yard: Path) -> dict[str, object]:
 
 def test_db_status_of_a_sqlite_yard(yard: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)  # this test is about the SQLite file, in either pass
-    assert _status(cli, yard) == {"backend": "sqlite", "location": str(yard / ".blockyard" / "state.db"),
-                                  "schema_version": 0, "counts": {"runs": 0, "threads": 0, "messages": 0,
-                                                                  "gates": 0, "memory": 0}}
+    assert _status(cli, yard) == {
+        "backend": "sqlite",
+        "location": str(yard / ".blockyard" / "state.db"),
+        "schema_version": 0,
+        "counts": {"runs": 0, "threads": 0, "messages": 0, "gates": 0, "memory": 0},
+    }
     assert cli(yard, "run", "chat", "--input", "message=hi").code == 0
     body = _status(cli, yard)
     assert body["schema_version"] == migrations.SCHEMA_VERSION
@@ -82,7 +85,8 @@ def test_db_status_of_a_sqlite_yard(yard: Path, cli: Cli, monkeypatch: pytest.Mo
 
 
 def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
-        yard: Path, cli: Cli, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    yard: Path, cli: Cli, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)  # the source is the yard's SQLite file
     assert cli(yard, "run", "chat", "--thread", "t1", "--input", "message=hello").code == 0
     assert cli(yard, "run", "careful", "--run-id", "paused", "--input", "message=later").code == 3
@@ -114,19 +118,26 @@ def test_copy_moves_everything_and_a_paused_run_resumes_on_postgres(
     (yard / "fixed.flag").write_text("")
     lit = cli(yard, "resume", "lit", "--json")
     assert lit.code == 0, lit.err
-    assert [e["step"] for e in lit.events() if e["type"] == "step_started"] == ["boom"]  # `answer` was kept
+    assert [e["step"] for e in lit.events() if e["type"] == "step_started"] == [
+        "boom"
+    ]  # `answer` was kept
     assert lit.events()[-1]["data"]["outputs"] == {"reply": "you said: hi", "echo": "you said: hi!"}
 
     assert cli(yard, "run", "chat", "--thread", "t1", "--input", "message=again").code == 0
     thread = json.loads(cli(yard, "threads", "show", "t1", "--json").out)
     assert [(m["role"], m["content"]) for m in thread["messages"]] == [
-        ("user", "hello"), ("assistant", "you said: hello"), ("user", "again"), ("assistant", "you said: again")]
+        ("user", "hello"),
+        ("assistant", "you said: hello"),
+        ("user", "again"),
+        ("assistant", "you said: again"),
+    ]
     got = cli(yard, "memory", "get", "users/ada", "color")
     assert (got.code, got.out.strip()) == (0, '"blue"')
 
 
-def test_copy_refuses_a_target_that_holds_runs(yard: Path, cli: Cli, pg_url: str,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_copy_refuses_a_target_that_holds_runs(
+    yard: Path, cli: Cli, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)
     assert cli(yard, "run", "chat", "--input", "message=hi").code == 0
     assert cli(yard, "db", "copy", "--to", pg_url).code == 0
@@ -136,18 +147,30 @@ def test_copy_refuses_a_target_that_holds_runs(yard: Path, cli: Cli, pg_url: str
 
 def test_copy_needs_a_postgres_url(yard: Path, cli: Cli) -> None:
     outcome = cli(yard, "db", "copy", "--to", "mysql://root:hunter2hunter2@db/x")
-    assert outcome.code == 2 and "is not a Postgres URL" in outcome.err and "hunter2hunter2" not in outcome.err
+    assert (
+        outcome.code == 2
+        and "is not a Postgres URL" in outcome.err
+        and "hunter2hunter2" not in outcome.err
+    )
 
 
-def test_copy_keeps_the_key_order_of_memory_values_old_and_new(yard: Path, cli: Cli, pg_url: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_copy_keeps_the_key_order_of_memory_values_old_and_new(
+    yard: Path, cli: Cli, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)
-    assert cli(yard, "memory", "set", "users/ada", "lunch", "{restaurant: Pho, dish: soup}").code == 0
-    with open_store(yard / ".blockyard" / "state.db") as store:  # as an earlier version wrote a preference
+    assert (
+        cli(yard, "memory", "set", "users/ada", "lunch", "{restaurant: Pho, dish: soup}").code == 0
+    )
+    with open_store(
+        yard / ".blockyard" / "state.db"
+    ) as store:  # as an earlier version wrote a preference
         store.put(("users", "ada", "preferences"), "old", {"value": {"zeta": 1, "alpha": 2}})
     assert cli(yard, "db", "copy", "--to", pg_url).code == 0
     monkeypatch.setenv(URL_ENV, pg_url)
-    assert cli(yard, "memory", "get", "users/ada", "lunch").out == '{"restaurant": "Pho", "dish": "soup"}\n'
+    assert (
+        cli(yard, "memory", "get", "users/ada", "lunch").out
+        == '{"restaurant": "Pho", "dish": "soup"}\n'
+    )
     assert cli(yard, "memory", "get", "users/ada", "old").out == '{"zeta": 1, "alpha": 2}\n'
 
 
@@ -156,7 +179,8 @@ def test_copy_names_every_column_of_the_tables_it_copies(tmp_path: Path) -> None
     conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
     try:
         migrations.migrate(conn, "2026-01-01T00:00:00Z")
-        assert {"runs", "events", "messages"} <= set(TABLES)  # a loop over no table would check nothing
+        # a loop over no table would check nothing
+        assert {"runs", "events", "messages"} <= set(TABLES)
         for table, columns in TABLES.items():
             found = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             assert set(columns) == found, (table, sorted(found - set(columns)))

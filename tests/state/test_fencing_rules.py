@@ -28,9 +28,21 @@ def db(tmp_path: Path) -> Iterator[StateDB]:
     try:
         # its definition first: Postgres enforces the runs -> definitions foreign key
         state.writer.write_sync(store.save_definition("digest", "f", 1, "{}", NOW))
-        state.writer.write_sync(store.insert_run(store.RunRecord(
-            RUN, "f", 1, "digest", RunStatus.RUNNING, {}, created=NOW, owner_replica="replica-a",
-            lease_until=time.time() + 30)))
+        state.writer.write_sync(
+            store.insert_run(
+                store.RunRecord(
+                    RUN,
+                    "f",
+                    1,
+                    "digest",
+                    RunStatus.RUNNING,
+                    {},
+                    created=NOW,
+                    owner_replica="replica-a",
+                    lease_until=time.time() + 30,
+                )
+            )
+        )
         yield state
     finally:
         state.close()
@@ -42,29 +54,39 @@ def budget(db: StateDB) -> object:
     return record.budget
 
 
-def test_the_owner_writes_and_pushes_its_lease_a_replica_that_lost_the_run_writes_nothing(db: StateDB) -> None:
+def test_the_owner_writes_and_pushes_its_lease_a_replica_that_lost_the_run_writes_nothing(
+    db: StateDB,
+) -> None:
     a = fencing.Fence(RUN, liveness.Replica("replica-a", 60.0))
     db.writer.write_sync(*a.guarded([store.set_budget(RUN, {"tokens": 1})]))
     record = db.read(lambda conn: store.get_run(conn, RUN))
     assert record is not None and record.budget == {"tokens": 1}
-    assert record.lease_until is not None and record.lease_until > time.time() + 50  # pushed to ~60 s ahead
+    # pushed to ~60 s ahead
+    assert record.lease_until is not None and record.lease_until > time.time() + 50
     # replica B takes the run over (A stalled past its lease); A wakes up and writes again
     db.writer.write_sync(Write("UPDATE runs SET owner_replica = 'replica-b' WHERE id = ?", (RUN,)))
-    with pytest.raises(GuardFailed, match=r"^UPDATE runs SET lease_until = \? WHERE id = \? AND owner_replica = \?") \
-            as refused:  # the guard that changed no row
+    with pytest.raises(
+        GuardFailed, match=r"^UPDATE runs SET lease_until = \? WHERE id = \? AND owner_replica = \?"
+    ) as refused:  # the guard that changed no row
         db.writer.write_sync(*a.guarded([store.set_budget(RUN, {"tokens": 2})]))
-    assert budget(db) == {"tokens": 1}  # the statement that travelled with the guard was not written
+    assert budget(db) == {
+        "tokens": 1
+    }  # the statement that travelled with the guard was not written
     assert not a.lost and fencing.refused(refused.value, a) and a.lost
 
 
-def test_a_guard_is_reused_for_a_tenth_of_the_lease_then_renewed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_guard_is_reused_for_a_tenth_of_the_lease_then_renewed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     clock = [100.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the clock the fence reads, for this test only
+    # the clock the fence reads, for this test only
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     fence = fencing.Fence(RUN, liveness.Replica("replica-a", 10.0))
     before = time.time()
     first = fence.write()
     assert first.guard and first.params[1:] == (RUN, "replica-a")
-    assert before + 10.0 <= first.params[0] <= time.time() + 10.0  # the lease, pushed a whole lease ahead
+    # the lease, pushed a whole lease ahead
+    assert before + 10.0 <= first.params[0] <= time.time() + 10.0
     clock[0] = 100.99
     assert fence.write() is first
     clock[0] = 101.0  # a tenth of the lease: a new guard
@@ -99,18 +121,23 @@ def test_a_refusal_is_recognised_however_it_arrives() -> None:
     def fence() -> fencing.Fence:
         return fencing.Fence(RUN, liveness.Replica("replica-a", 10.0))
 
-    def caused(inner: BaseException, outer: BaseException, *, context: bool = False) -> BaseException:
+    def caused(
+        inner: BaseException, outer: BaseException, *, context: bool = False
+    ) -> BaseException:
         if context:
             outer.__context__ = inner
         else:
             outer.__cause__ = inner
         return outer
 
-    for exc in (GuardFailed("no row"), fencing.LeaseLost("taken"),
-                caused(GuardFailed("no row"), RuntimeError("writing failed")),
-                caused(GuardFailed("no row"), RuntimeError("writing failed"), context=True),
-                caused(caused(fencing.LeaseLost("taken"), ValueError("x")), RuntimeError("y")),
-                ExceptionGroup("tasks", [ValueError("other"), GuardFailed("no row")])):
+    for exc in (
+        GuardFailed("no row"),
+        fencing.LeaseLost("taken"),
+        caused(GuardFailed("no row"), RuntimeError("writing failed")),
+        caused(GuardFailed("no row"), RuntimeError("writing failed"), context=True),
+        caused(caused(fencing.LeaseLost("taken"), ValueError("x")), RuntimeError("y")),
+        ExceptionGroup("tasks", [ValueError("other"), GuardFailed("no row")]),
+    ):
         mine = fence()
         assert fencing.refused(exc, mine), exc
         assert mine.lost
@@ -130,7 +157,11 @@ def test_only_a_replica_fences_its_runs() -> None:
     try:
         replica = liveness.join_as_replica(12.0)
         fence = fencing.for_run(RUN)
-        assert fence is not None and (fence.run_id, fence.replica, fence.lost) == (RUN, replica, False)
+        assert fence is not None and (fence.run_id, fence.replica, fence.lost) == (
+            RUN,
+            replica,
+            False,
+        )
     finally:
         liveness.leave()
     assert fencing.for_run(RUN) is None

@@ -37,7 +37,8 @@ NOW = "2026-01-01T00:00:00.000Z"
 
 @pytest.fixture
 def location(tmp_path: Path) -> Location:
-    return locate(tmp_path / "state.db")  # this pass's backend: Postgres through BLOCKYARD_DATABASE_URL
+    # this pass's backend: Postgres through BLOCKYARD_DATABASE_URL
+    return locate(tmp_path / "state.db")
 
 
 @pytest.fixture
@@ -54,7 +55,10 @@ def turn(run_id: str = RUN, said: str = "hello", reply: str = "hi there") -> Wri
 
 
 def stored(db: StateDB) -> list[tuple[int, str, str, str]]:
-    return [(m.index, m.role, m.content, m.run_id) for m in db.read(lambda conn: messages.history(conn, THREAD))]
+    return [
+        (m.index, m.role, m.content, m.run_id)
+        for m in db.read(lambda conn: messages.history(conn, THREAD))
+    ]
 
 
 TWO = [(0, "user", "hello", RUN), (1, "assistant", "hi there", RUN)]
@@ -74,7 +78,9 @@ def test_a_turn_recorded_again_by_a_retry_is_stored_once(db: StateDB) -> None:
     assert len(stored(db)) == 4
 
 
-def test_a_turn_recorded_again_by_another_writer_is_stored_once(db: StateDB, location: Location) -> None:
+def test_a_turn_recorded_again_by_another_writer_is_stored_once(
+    db: StateDB, location: Location
+) -> None:
     """A replica that took the run over records its turn too, through its own connection."""
     db.writer.write_sync(turn())
     other = StateDB(location)
@@ -88,14 +94,20 @@ def test_a_turn_recorded_again_by_another_writer_is_stored_once(db: StateDB, loc
 
 def test_the_unique_index_is_there_on_run_and_role(db: StateDB) -> None:
     """What keeps a racing second copy out (below), on a database as the migrations leave it."""
+
     def unique_indexes(conn: Connection) -> dict[str, tuple[str, ...]]:
         if db.location.url is None:
             names = [row[1] for row in conn.execute("PRAGMA index_list(messages)") if row[2]]
-            return {name: tuple(row[2] for row in conn.execute(f"PRAGMA index_info({name})")) for name in names}
-        rows = conn.execute("SELECT i.relname, a.attname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-                            "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_attribute a ON a.attrelid = t.oid "
-                            "AND a.attnum = ANY(x.indkey) WHERE t.relname = 'messages' AND x.indisunique "
-                            "ORDER BY i.relname, array_position(x.indkey::int2[], a.attnum)").fetchall()
+            return {
+                name: tuple(row[2] for row in conn.execute(f"PRAGMA index_info({name})"))
+                for name in names
+            }
+        rows = conn.execute(
+            "SELECT i.relname, a.attname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_attribute a ON a.attrelid = t.oid "
+            "AND a.attnum = ANY(x.indkey) WHERE t.relname = 'messages' AND x.indisunique "
+            "ORDER BY i.relname, array_position(x.indkey::int2[], a.attnum)"
+        ).fetchall()
         found: dict[str, tuple[str, ...]] = {}
         for name, column in rows:
             found[name] = (*found.get(name, ()), column)
@@ -133,13 +145,17 @@ def blocked_or_done(location: Location, conn: Any, done: threading.Event) -> Non
     while not done.is_set():
         watcher = raw_connection(location)
         try:
-            row = watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = ?",
-                                  (conn.raw.info.backend_pid,)).fetchone()
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = ?",
+                (conn.raw.info.backend_pid,),
+            ).fetchone()
         finally:
             watcher.close()
         if row is not None and row[0] == "Lock":
             return
-        assert time.monotonic() < deadline, "the second writer neither waits for a lock nor finishes"
+        assert time.monotonic() < deadline, (
+            "the second writer neither waits for a lock nor finishes"
+        )
         time.sleep(0.02)
 
 
@@ -182,7 +198,9 @@ def race(location: Location) -> list[Exception]:
 
 
 @pytest.mark.parametrize("index", ["as migrated", "without messages_run"])
-def test_two_writers_racing_store_one_copy_and_neither_fails(db: StateDB, location: Location, index: str) -> None:
+def test_two_writers_racing_store_one_copy_and_neither_fails(
+    db: StateDB, location: Location, index: str
+) -> None:
     """The racer's copy is a no-op: no second row, and no error for its writer (its conflict is
     ignored, not raised). On SQLite the racer waits for the file's one write lock, then NOT EXISTS
     sees the first copy; on Postgres it ran past NOT EXISTS and waits on the first copy's

@@ -15,19 +15,23 @@ from engine.state import postgres
 from engine.state.database import BackendError, StateError
 
 
-def test_a_session_frozen_inside_a_transaction_lets_go_of_its_locks(pg_url: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_frozen_inside_a_transaction_lets_go_of_its_locks(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION", 0.5)
     frozen, other = postgres.connect(pg_url), postgres.connect(pg_url)
     try:
         other.execute("CREATE TABLE held (id INTEGER PRIMARY KEY, n INTEGER)")
         other.execute("INSERT INTO held (id, n) VALUES (1, 0)")
         frozen.execute("BEGIN")
-        frozen.execute("UPDATE held SET n = 1 WHERE id = 1")  # then nothing more: as a process stopped here
+        # then nothing more: as a process stopped here
+        frozen.execute("UPDATE held SET n = 1 WHERE id = 1")
         began = time.monotonic()
-        other.execute("UPDATE held SET n = 2 WHERE id = 1")  # waits for the lock only until the server steps in
+        # waits for the lock only until the server steps in
+        other.execute("UPDATE held SET n = 2 WHERE id = 1")
         assert time.monotonic() - began < 5
-        assert other.execute("SELECT n FROM held WHERE id = 1").fetchone() == (2,)  # the frozen update rolled back
+        # the frozen update rolled back
+        assert other.execute("SELECT n FROM held WHERE id = 1").fetchone() == (2,)
         # woken up, the frozen session finds itself ended
         with pytest.raises((StateError, BackendError), match="idle-in-transaction timeout"):
             frozen.execute("SELECT 1")
@@ -54,8 +58,9 @@ class FrozenDumper(Dumper):
         return str(obj.value).encode()
 
 
-def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(pg_url: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Between two rows of psycopg's pipelined executemany the server waits for the rest of the pipeline
     as an active session, which no idle timeout ends: the rows are sent as one message instead."""
     monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION", 0.5)
@@ -79,11 +84,18 @@ def test_a_session_frozen_inside_an_executemany_lets_go_of_its_locks(pg_url: str
         worker.start()
         assert stop.stopped.wait(timeout=30)  # stopped mid-batch; its transaction holds row 1
         began = time.monotonic()
-        other.execute("UPDATE held SET n = 9 WHERE id = 1")  # waits for the lock only until the server steps in
+        # waits for the lock only until the server steps in
+        other.execute("UPDATE held SET n = 9 WHERE id = 1")
         waited = time.monotonic() - began
         worker.join(timeout=30)
-        assert waited < FREEZE - 2, f"the lock was held {waited:.1f} s, as long as the process stayed frozen"
-        assert other.execute("SELECT id, n FROM held ORDER BY id").fetchall() == [(1, 9), (2, 0), (3, 0)]
+        assert waited < FREEZE - 2, (
+            f"the lock was held {waited:.1f} s, as long as the process stayed frozen"
+        )
+        assert other.execute("SELECT id, n FROM held ORDER BY id").fetchall() == [
+            (1, 9),
+            (2, 0),
+            (3, 0),
+        ]
         assert failed, "the frozen batch committed"
     finally:
         frozen.close()

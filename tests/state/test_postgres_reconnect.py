@@ -50,7 +50,9 @@ def db(pg_url: str, tmp_path: Path) -> Iterator[StateDB]:
         pytest.skip("about Postgres sessions: run in the Postgres pass (.ci/test)")
     state = StateDB(Location(tmp_path / "state.db", pg_url))
     try:
-        state.writer.write_sync(store.save_definition("digest", "flow", 1, "{}", "2026-01-01T00:00:00Z"))
+        state.writer.write_sync(
+            store.save_definition("digest", "flow", 1, "{}", "2026-01-01T00:00:00Z")
+        )
         yield state
     finally:
         state.close()
@@ -65,8 +67,17 @@ def admin(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
 
 def _insert(run_id: str) -> Write:
     """A run row (of the definition `db` stored)."""
-    return store.insert_run(RunRecord(id=run_id, flow="flow", version=1, digest="digest", status=RunStatus.FINISHED,
-                                      inputs={}, created="2026-01-01T00:00:00Z"))
+    return store.insert_run(
+        RunRecord(
+            id=run_id,
+            flow="flow",
+            version=1,
+            digest="digest",
+            status=RunStatus.FINISHED,
+            inputs={},
+            created="2026-01-01T00:00:00Z",
+        )
+    )
 
 
 def _ids(conn: Connection) -> list[str]:
@@ -76,12 +87,17 @@ def _ids(conn: Connection) -> list[str]:
 def _end_sessions(admin: psycopg.Connection[Any], pids: list[int] | None = None) -> list[int]:
     """End every other session on the database (or those of `pids`), as a server restart would; the
     process ids of the sessions ended, once they are gone."""
-    rows = admin.execute("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                         "AND (%s::int[] IS NULL OR pid = ANY(%s::int[]))", (pids, pids)).fetchall()
+    rows = admin.execute(
+        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND (%s::int[] IS NULL OR pid = ANY(%s::int[]))",
+        (pids, pids),
+    ).fetchall()
     ended = [int(pid) for pid, done in rows if done]
     deadline = time.monotonic() + 30
-    while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchone() != (0,):
+    while admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)
+    ).fetchone() != (0,):
         assert time.monotonic() < deadline, "the ended sessions did not go away"
         time.sleep(0.02)
     return ended
@@ -101,18 +117,23 @@ def _checkpoint(db: StateDB) -> str:
 
 
 def test_sessions_the_server_ended_are_replaced_and_lose_no_write_or_read(
-        db: StateDB, admin: psycopg.Connection[Any]) -> None:
+    db: StateDB, admin: psycopg.Connection[Any]
+) -> None:
     db.writer.write_sync(_insert("before"))
     checkpoint = _checkpoint(db)
     first = _sessions(db)
-    assert sorted(_end_sessions(admin)) == sorted(first)  # the writer's and the reader's: nothing else holds one
+    # the writer's and the reader's: nothing else holds one
+    assert sorted(_end_sessions(admin)) == sorted(first)
 
     # ended while the writer waited between batches: the next write goes through, on a new session
     db.writer.write_sync(_insert("after"))
     # the checkpointer's read meets the lost reader session first: it is run again on a new one
     found = db.saver.get_tuple(THREAD)
     assert found is not None and found.checkpoint["id"] == checkpoint
-    assert db.read(_ids) == ["after", "before"]  # the StateDB's reads share the checkpointer's new session
+    assert db.read(_ids) == [
+        "after",
+        "before",
+    ]  # the StateDB's reads share the checkpointer's new session
     second = _sessions(db)
     assert set(second).isdisjoint(first)
 
@@ -127,7 +148,8 @@ def test_sessions_the_server_ended_are_replaced_and_lose_no_write_or_read(
 
 
 def test_a_batch_whose_session_ends_mid_transaction_fails_and_is_not_sent_again(
-        db: StateDB, admin: psycopg.Connection[Any]) -> None:
+    db: StateDB, admin: psycopg.Connection[Any]
+) -> None:
     def cut_short(conn: Connection) -> None:  # in the batch's transaction, as a frozen replica's is
         half, rest = _insert("half"), _insert("rest")
         conn.execute(half.sql, half.params)
@@ -144,7 +166,8 @@ def test_a_batch_whose_session_ends_mid_transaction_fails_and_is_not_sent_again(
 
 
 def test_while_the_server_refuses_sessions_writes_and_reads_fail_then_go_through_again(
-        db: StateDB, admin: psycopg.Connection[Any]) -> None:
+    db: StateDB, admin: psycopg.Connection[Any]
+) -> None:
     name = str(admin.info.dbname)
     db.writer.write_sync(_insert("before"))
     # from another database: the one refusing sessions cannot be its own
@@ -169,12 +192,14 @@ def test_while_the_server_refuses_sessions_writes_and_reads_fail_then_go_through
 
 
 def test_the_memory_store_opens_a_new_session_after_the_call_that_met_the_lost_one(
-        db: StateDB, admin: psycopg.Connection[Any], pg_url: str, tmp_path: Path) -> None:
+    db: StateDB, admin: psycopg.Connection[Any], pg_url: str, tmp_path: Path
+) -> None:
     memory = MemoryStore(Location(tmp_path / "state.db", pg_url))
     try:
         memory.store().put(("users", "ada", "preferences"), "tone", {"value": "dry"})
         _end_sessions(admin)
-        with pytest.raises(psycopg.OperationalError):  # LangGraph's store, on the session that is gone
+        # LangGraph's store, on the session that is gone
+        with pytest.raises(psycopg.OperationalError):
             memory.store().get(("users", "ada", "preferences"), "tone")
         found = memory.store().get(("users", "ada", "preferences"), "tone")
         assert found is not None and found.value == {"value": "dry"}

@@ -20,22 +20,29 @@ def _row(seq: int, type_: str, step: str) -> Write:
 
 
 def _stored(db: StateDB) -> list[tuple[int, str]]:
-    return [(event.seq, event.type) for event in db.read(lambda conn: store.load_events(conn, "r1"))]
+    return [
+        (event.seq, event.type) for event in db.read(lambda conn: store.load_events(conn, "r1"))
+    ]
 
 
-def test_a_finished_step_is_stored_with_its_checkpoint_and_the_rows_after_it_in_order(tmp_path: Path) -> None:
+def test_a_finished_step_is_stored_with_its_checkpoint_and_the_rows_after_it_in_order(
+    tmp_path: Path,
+) -> None:
     db = StateDB(locate(tmp_path / "state.db"))  # the suite's backend: the file, or Postgres
     try:
-        assert db.saver.hold_trace("r1", _row(1, STEP_STARTED, "a"), begin=False) is False  # not holding: lazy
+        # not holding: lazy
+        assert db.saver.hold_trace("r1", _row(1, STEP_STARTED, "a"), begin=False) is False
         db.writer.write_sync(_row(1, STEP_STARTED, "a"))
         assert db.saver.hold_trace("r1", _row(2, STEP_FINISHED, "a"), begin=True) is True
-        assert db.saver.hold_trace("r1", _row(3, STEP_STARTED, "b"), begin=False) is True  # after it: held too
+        # after it: held too
+        assert db.saver.hold_trace("r1", _row(3, STEP_STARTED, "b"), begin=False) is True
         db.writer.write_sync()  # another run's commit carries nothing of these
         assert _stored(db) == [(1, STEP_STARTED)]
         config = {"configurable": {"thread_id": "r1", "checkpoint_ns": ""}}
         db.saver.put(config, empty_checkpoint(), {"source": "loop", "step": 1, "parents": {}}, {})  # type: ignore[arg-type]
         assert _stored(db) == [(1, STEP_STARTED), (2, STEP_FINISHED), (3, STEP_STARTED)]
         assert db.saver.get_tuple(config) is not None  # type: ignore[arg-type]
-        assert db.saver.hold_trace("r1", _row(4, STEP_STARTED, "b"), begin=False) is False  # holding ended
+        # holding ended
+        assert db.saver.hold_trace("r1", _row(4, STEP_STARTED, "b"), begin=False) is False
     finally:
         db.close()

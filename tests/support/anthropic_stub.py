@@ -27,8 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors")
-_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-           404: "not_found_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 USAGE = {"input_tokens": 10, "output_tokens": 5}
 
 
@@ -56,7 +63,11 @@ class AnthropicRequest:
     def forced_tool(self) -> str | None:
         """The tool the client requires (`tool_choice: {type: tool, name}`), else None."""
         choice = self.body.get("tool_choice") if isinstance(self.body, dict) else None
-        return str(choice["name"]) if isinstance(choice, dict) and choice.get("type") == "tool" else None
+        return (
+            str(choice["name"])
+            if isinstance(choice, dict) and choice.get("type") == "tool"
+            else None
+        )
 
 
 @dataclass
@@ -76,7 +87,9 @@ class AnthropicReply:
         return cls(text=text, chunk_delay=chunk_delay)
 
     @classmethod
-    def tool_calls(cls, *calls: tuple[str, dict[str, Any]], text: str | None = None) -> AnthropicReply:
+    def tool_calls(
+        cls, *calls: tuple[str, dict[str, Any]], text: str | None = None
+    ) -> AnthropicReply:
         return cls(calls=list(calls), text=text)
 
     @classmethod
@@ -84,7 +97,9 @@ class AnthropicReply:
         return cls(structured=value)
 
     @classmethod
-    def error_reply(cls, status: int, message: str = "stub error", *, delay: float = 0.0) -> AnthropicReply:
+    def error_reply(
+        cls, status: int, message: str = "stub error", *, delay: float = 0.0
+    ) -> AnthropicReply:
         return cls(status=status, error=message, delay=delay)
 
     @classmethod
@@ -108,8 +123,12 @@ class AnthropicStub:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="anthropic-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="anthropic-stub",
+            daemon=True,
+        )
 
     @property
     def base_url(self) -> str:
@@ -145,7 +164,9 @@ class AnthropicStub:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 body: Any = json.loads(raw) if raw else None
-                request = AnthropicRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                request = AnthropicRequest(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
                 route = self.path.split("?")[0]
                 if route != f"{stub.root}/v1/messages":
                     self._send(404, _error(404, f"no route {route}"))
@@ -153,15 +174,23 @@ class AnthropicStub:
                 reply = stub._next(request)
                 if reply.delay and stub._closing.wait(reply.delay):
                     return
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up
+                # the client gave up
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     if reply.error is not None:
                         self._send(reply.status, _error(reply.status, reply.error))
                     elif request.streamed:
                         self._stream(request, reply)
                     else:
                         blocks = _blocks(request, reply)
-                        self._send(200, {**_message(request), "content": blocks, "stop_reason": _stop(blocks),
-                                         "usage": USAGE})
+                        self._send(
+                            200,
+                            {
+                                **_message(request),
+                                "content": blocks,
+                                "stop_reason": _stop(blocks),
+                                "usage": USAGE,
+                            },
+                        )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -181,29 +210,54 @@ class AnthropicStub:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 blocks = _blocks(request, reply)
-                self._event("message_start", {"type": "message_start", "message": {
-                    **_message(request), "content": [], "stop_reason": None,
-                    "usage": {"input_tokens": USAGE["input_tokens"], "output_tokens": 1}}})
+                self._event(
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            **_message(request),
+                            "content": [],
+                            "stop_reason": None,
+                            "usage": {"input_tokens": USAGE["input_tokens"], "output_tokens": 1},
+                        },
+                    },
+                )
                 for index, block in enumerate(blocks):
                     start: dict[str, Any]
                     if block["type"] == "text":
                         start = {"type": "text", "text": ""}
-                        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+                        deltas = [
+                            {"type": "text_delta", "text": piece}
+                            for piece in _pieces(block["text"])
+                        ]
                     else:
                         start = {**block, "input": {}}
-                        deltas = [{"type": "input_json_delta", "partial_json": piece}
-                                  for piece in _pieces(json.dumps(block["input"]))]
-                    self._event("content_block_start", {"type": "content_block_start", "index": index,
-                                                        "content_block": start})
+                        deltas = [
+                            {"type": "input_json_delta", "partial_json": piece}
+                            for piece in _pieces(json.dumps(block["input"]))
+                        ]
+                    self._event(
+                        "content_block_start",
+                        {"type": "content_block_start", "index": index, "content_block": start},
+                    )
                     for number, delta in enumerate(deltas):
                         if number and reply.chunk_delay and stub._closing.wait(reply.chunk_delay):
                             return
-                        self._event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                            "delta": delta})
-                    self._event("content_block_stop", {"type": "content_block_stop", "index": index})
-                self._event("message_delta", {"type": "message_delta",
-                                              "delta": {"stop_reason": _stop(blocks), "stop_sequence": None},
-                                              "usage": {"output_tokens": USAGE["output_tokens"]}})
+                        self._event(
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    self._event(
+                        "content_block_stop", {"type": "content_block_stop", "index": index}
+                    )
+                self._event(
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": _stop(blocks), "stop_sequence": None},
+                        "usage": {"output_tokens": USAGE["output_tokens"]},
+                    },
+                )
                 self._event("message_stop", {"type": "message_stop"})
                 self.close_connection = True
 
@@ -212,8 +266,13 @@ class AnthropicStub:
 
 def _message(request: AnthropicRequest) -> dict[str, Any]:
     model = request.body.get("model", "") if isinstance(request.body, dict) else ""
-    return {"id": f"msg_{len(model)}", "type": "message", "role": "assistant", "model": model,
-            "stop_sequence": None}
+    return {
+        "id": f"msg_{len(model)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "stop_sequence": None,
+    }
 
 
 def _blocks(request: AnthropicRequest, reply: AnthropicReply) -> list[dict[str, Any]]:
@@ -223,8 +282,10 @@ def _blocks(request: AnthropicRequest, reply: AnthropicReply) -> list[dict[str, 
             return [{"type": "text", "text": json.dumps(reply.structured)}]
         return [{"type": "tool_use", "id": "toolu_0", "name": name, "input": reply.structured}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-    blocks += [{"type": "tool_use", "id": f"toolu_{number}", "name": name, "input": args}
-               for number, (name, args) in enumerate(reply.calls)]
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{number}", "name": name, "input": args}
+        for number, (name, args) in enumerate(reply.calls)
+    ]
     return blocks
 
 
@@ -233,8 +294,11 @@ def _stop(blocks: list[dict[str, Any]]) -> str:
 
 
 def _error(status: int, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": _ERRORS.get(status, "api_error"), "message": message}}
+    return {
+        "type": "error",
+        "error": {"type": _ERRORS.get(status, "api_error"), "message": message},
+    }
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:
-    return [text[start:start + size] for start in range(0, len(text), size)] or [""]
+    return [text[start : start + size] for start in range(0, len(text), size)] or [""]

@@ -27,7 +27,10 @@ PREFIX_ENV = "PYTHONPYCACHEPREFIX"
 
 
 def cache_folder() -> Path:
-    return Path(os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests") / "pycache"
+    return (
+        Path(os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests")
+        / "pycache"
+    )
 
 
 def share() -> None:
@@ -36,7 +39,9 @@ def share() -> None:
         return
     folder = cache_folder()
     # the mirror of the temporary folder: the bytecode of earlier sessions' throw-away copies
-    shutil.rmtree(folder / Path(tempfile.gettempdir()).resolve().relative_to("/"), ignore_errors=True)
+    shutil.rmtree(
+        folder / Path(tempfile.gettempdir()).resolve().relative_to("/"), ignore_errors=True
+    )
     folder.mkdir(parents=True, exist_ok=True)
     os.environ[PREFIX_ENV] = str(folder)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

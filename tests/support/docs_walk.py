@@ -34,8 +34,10 @@ FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+)\s*-->")
 NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py"}
 # The port a reader's server listens on (the tutorial, the how-tos): a free one in the suite, where another
 # test (or the reader's own `blockyard serve`) may hold the one the page names.
-FREE_PORT = ("export PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); "
-             "print(s.getsockname()[1])')")
+FREE_PORT = (
+    'export PORT=$(python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); '
+    "print(s.getsockname()[1])')"
+)
 SUBSTITUTED = {**NARROWED, "export PORT=8000": FREE_PORT}
 # The pages a newcomer follows step by step: every shell block of theirs says whether it runs
 GUIDES = ("README.md", "docs/tutorial.md", "docs/howto/")
@@ -75,17 +77,35 @@ def shell_blocks(path: Path) -> list[Block]:
         before = next((lines[i] for i in range(start - 1, -1, -1) if lines[i].strip()), "")
         file = FILE_MARK.fullmatch(before.strip())
         if file:
-            blocks.append(Block(path, start + 1, language, "file", (), file.group(1),
-                                "".join(line + "\n" for line in lines[start + 1:end])))
+            blocks.append(
+                Block(
+                    path,
+                    start + 1,
+                    language,
+                    "file",
+                    (),
+                    file.group(1),
+                    "".join(line + "\n" for line in lines[start + 1 : end]),
+                )
+            )
         elif language in SHELLS:
             mark = MARK.fullmatch(before.strip())
-            blocks.append(Block(path, start + 1, language, mark.group(1) if mark else None,
-                                _commands(lines, start + 1, end, console=language == "console")))
+            blocks.append(
+                Block(
+                    path,
+                    start + 1,
+                    language,
+                    mark.group(1) if mark else None,
+                    _commands(lines, start + 1, end, console=language == "console"),
+                )
+            )
         index = end + 1
     return blocks
 
 
-def _commands(lines: list[str], first: int, end: int, *, console: bool) -> tuple[tuple[int, str], ...]:
+def _commands(
+    lines: list[str], first: int, end: int, *, console: bool
+) -> tuple[tuple[int, str], ...]:
     commands: list[tuple[int, str]] = []
     pending: tuple[int, str] | None = None
     for number in range(first, end):
@@ -126,19 +146,23 @@ def script(blocks: list[Block]) -> str:
         if block.file is not None:
             assert "\nBLOCKYARD_FILE_END\n" not in "\n" + block.text, block.where
             target = _quote(block.file)
-            parts += [f"echo {_quote('# ' + block.where + ': ' + block.file)} >&2",
-                      f"mkdir -p \"$(dirname {target})\" && cat > {target} <<'BLOCKYARD_FILE_END'",
-                      block.text + "BLOCKYARD_FILE_END",
-                      f'if [ $? -ne 0 ]; then echo "{block.where}: could not write {block.file}" >&2; exit 1; fi']
+            parts += [
+                f"echo {_quote('# ' + block.where + ': ' + block.file)} >&2",
+                f"mkdir -p \"$(dirname {target})\" && cat > {target} <<'BLOCKYARD_FILE_END'",
+                block.text + "BLOCKYARD_FILE_END",
+                f'if [ $? -ne 0 ]; then echo "{block.where}: could not write {block.file}" >&2; exit 1; fi',
+            ]
             continue
         for line, command in block.commands:
             expected = re.search(r"\(exit (\d+)\)\s*$", command)
             status = int(expected.group(1)) if expected else 0
             where = f"{_shown(block.path)}:{line}"
-            parts += [f"echo {_quote('$ ' + command.splitlines()[0])} >&2",
-                      SUBSTITUTED.get(command.split("#")[0].strip(), command),
-                      f'status=$?; if [ "$status" -ne {status} ]; then '
-                      f'echo "{where}: exit $status, expected {status}" >&2; exit 1; fi']
+            parts += [
+                f"echo {_quote('$ ' + command.splitlines()[0])} >&2",
+                SUBSTITUTED.get(command.split("#")[0].strip(), command),
+                f'status=$?; if [ "$status" -ne {status} ]; then '
+                f'echo "{where}: exit $status, expected {status}" >&2; exit 1; fi',
+            ]
     return "\n".join(parts) + "\n"
 
 
@@ -151,8 +175,12 @@ def externally_managed_python() -> Path | None:
     for candidate in (Path("/usr/bin/python3"), Path("/usr/local/bin/python3")):
         if not candidate.exists():
             continue
-        stdlib = subprocess.run([str(candidate), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
-                                capture_output=True, text=True, timeout=60).stdout.strip()
+        stdlib = subprocess.run(
+            [str(candidate), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
         if stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").exists():
             return candidate
     return None
@@ -160,8 +188,17 @@ def externally_managed_python() -> Path | None:
 
 def copy_of_the_repository(target: Path) -> Path:
     """The files a clone would have (tracked, and new ones not ignored), as they are in the work tree."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file():
@@ -176,26 +213,37 @@ def newcomer_environment(bin_dir: Path, python: Path) -> dict[str, str]:
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(python)
     ours = (os.environ.get("VIRTUAL_ENV"), str(Path(sys.executable).parent))
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
-           and not name.startswith(("PYTEST_", "BLOCKYARD_", "COV_"))}
-    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
-            if entry and not any(entry == mine or entry.startswith(f"{mine}/") for mine in ours if mine)]
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+        and not name.startswith(("PYTEST_", "BLOCKYARD_", "COV_"))
+    }
+    path = [
+        entry
+        for entry in os.environ.get("PATH", "").split(os.pathsep)
+        if entry and not any(entry == mine or entry.startswith(f"{mine}/") for mine in ours if mine)
+    ]
     env["PATH"] = os.pathsep.join([str(bin_dir), *path])
     # a newcomer's git knows who they are (the tutorial commits); a machine without an identity gets one here
-    for name, value in (("GIT_AUTHOR_NAME", "Newcomer"), ("GIT_AUTHOR_EMAIL", "newcomer@example.com"),
-                        ("GIT_COMMITTER_NAME", "Newcomer"), ("GIT_COMMITTER_EMAIL", "newcomer@example.com")):
+    for name, value in (
+        ("GIT_AUTHOR_NAME", "Newcomer"),
+        ("GIT_AUTHOR_EMAIL", "newcomer@example.com"),
+        ("GIT_COMMITTER_NAME", "Newcomer"),
+        ("GIT_COMMITTER_EMAIL", "newcomer@example.com"),
+    ):
         env.setdefault(name, value)
     return env
-
 
 
 # The pages besides the README whose runnable blocks run, by the test file of tests/docs/ that walks them.
 # "others" takes every page no other walk names, so a page that gains a runnable block is walked.
 WALKS = {
     "tutorial": ("docs/tutorial.md",),
-    "contributing": ("docs/testing.md",),  # runs the README's test command, narrowed, on both backends
-    "langgraph-server": ("docs/howto/langgraph-server.md",),  # LangGraph's own server, `langgraph dev`
+    # runs the README's test command, narrowed, on both backends
+    "contributing": ("docs/testing.md",),
+    # LangGraph's own server, `langgraph dev`
+    "langgraph-server": ("docs/howto/langgraph-server.md",),
 }
 
 
@@ -214,13 +262,23 @@ def walk(page: Path, tmp_path: Path, *, timeout: float = 600) -> subprocess.Comp
     page says."""
     python = externally_managed_python()
     if python is None:
-        skip_or_fail("no externally managed system Python (Debian's python3) to paste the docs against")
+        skip_or_fail(
+            "no externally managed system Python (Debian's python3) to paste the docs against"
+        )
         raise AssertionError("unreachable")  # skip_or_fail raises
     blocks = runnable(shell_blocks(page))
     assert blocks, f"{_shown(page)} has no runnable block"
     repo = copy_of_the_repository(tmp_path / "clone")
     env = newcomer_environment(tmp_path / "bin", python)
-    result = subprocess.run(["bash", "-c", script(blocks)], cwd=repo, env=env, capture_output=True, text=True,
-                            timeout=timeout)
-    assert result.returncode == 0, f"{_shown(page)}: {result.stderr[-6000:]}\n{result.stdout[-3000:]}"
+    result = subprocess.run(
+        ["bash", "-c", script(blocks)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, (
+        f"{_shown(page)}: {result.stderr[-6000:]}\n{result.stdout[-3000:]}"
+    )
     return result

@@ -64,7 +64,8 @@ def preload() -> None:
         if found.name not in SKIP:
             importlib.import_module(found.name)
     importlib.import_module("langgraph.checkpoint.sqlite.aio")
-    if threading.active_count() != 1:  # a fork keeps only the forking thread: no thread may exist here
+    if threading.active_count() != 1:
+        # a fork keeps only the forking thread: no thread may exist here
         raise SystemExit(f"forkserver: importing started threads {threading.enumerate()}")
 
 
@@ -76,7 +77,8 @@ def serve(path: str) -> Request:
     wake_read, wake_write = socket.socketpair()
     wake_write.setblocking(False)
     signal.set_wakeup_fd(wake_write.fileno())
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the selector: children are reaped below
+    # only to wake the selector: children are reaped below
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
@@ -130,7 +132,8 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             return
         conn = waiting.pop(pid, None)
         if conn is not None:
-            with contextlib.suppress(OSError):  # the caller is gone: nobody asks for this status any more
+            # the caller is gone: nobody asks for this status any more
+            with contextlib.suppress(OSError):
                 conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}".encode())
             conn.close()
 
@@ -159,8 +162,11 @@ def become(request: Request) -> None:
     else:
         assert request.script is not None
         if not os.path.exists(request.script):  # as Python says it
-            print(f"{sys.executable}: can't open file {os.path.abspath(request.script)!r}: [Errno 2] No such file or "
-                  "directory", file=sys.stderr)
+            print(
+                f"{sys.executable}: can't open file {os.path.abspath(request.script)!r}: [Errno 2] No such file or "
+                "directory",
+                file=sys.stderr,
+            )
             raise SystemExit(2)
         sys.argv = [request.script, *request.argv[1:]]
         sys.path[0] = os.path.dirname(os.path.realpath(request.script))
@@ -176,12 +182,18 @@ def _standard_streams(request: Request) -> None:
         raw = io.FileIO(fd, "w", closefd=False)
         buffered: Any = raw if unbuffered else io.BufferedWriter(raw)
         # stdout is line-buffered on a terminal, stderr always (Python 3.9+)
-        return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
-                                line_buffering=fd == 2 or os.isatty(fd), write_through=unbuffered)
+        return io.TextIOWrapper(
+            buffered,
+            encoding=encoding,
+            errors=errors,
+            line_buffering=fd == 2 or os.isatty(fd),
+            write_through=unbuffered,
+        )
 
     # (sys.__stdin__ and the others stay the server's objects: they wrap the same fds 0-2, left open)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding,
-                                 errors="strict")
+    sys.stdin = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding, errors="strict"
+    )
     sys.stdout = writer(1, "strict")
     sys.stderr = writer(2, "backslashreplace")
     sys.dont_write_bytecode = bool(request.env.get("PYTHONDONTWRITEBYTECODE"))
@@ -189,7 +201,8 @@ def _standard_streams(request: Request) -> None:
 
 def main(path: str) -> None:
     preload()
-    become(serve(path))  # only a forked child gets past serve(); its program's exit is this process's
+    # only a forked child gets past serve(); its program's exit is this process's
+    become(serve(path))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 
 
 @dataclass
@@ -90,7 +97,9 @@ class GeminiReply:
         return cls(text=text, chunk_delay=chunk_delay)
 
     @classmethod
-    def function_calls(cls, *calls: tuple[str, dict[str, Any]], text: str | None = None) -> GeminiReply:
+    def function_calls(
+        cls, *calls: tuple[str, dict[str, Any]], text: str | None = None
+    ) -> GeminiReply:
         return cls(calls=list(calls), text=text)
 
     @classmethod
@@ -98,7 +107,9 @@ class GeminiReply:
         return cls(structured=value)
 
     @classmethod
-    def error_reply(cls, status: int, message: str = "stub error", *, delay: float = 0.0) -> GeminiReply:
+    def error_reply(
+        cls, status: int, message: str = "stub error", *, delay: float = 0.0
+    ) -> GeminiReply:
         return cls(status=status, error=message, delay=delay)
 
     @classmethod
@@ -122,8 +133,12 @@ class GeminiStub:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="gemini-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="gemini-stub",
+            daemon=True,
+        )
 
     @property
     def base_url(self) -> str:
@@ -159,16 +174,20 @@ class GeminiStub:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 body: Any = json.loads(raw) if raw else None
-                request = GeminiRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                request = GeminiRequest(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
                 route = self.path.split("?")[0]
                 if not route.startswith(f"{stub.root}/v1beta/models/") or not route.endswith(
-                        (":generateContent", ":streamGenerateContent")):
+                    (":generateContent", ":streamGenerateContent")
+                ):
                     self._send(404, _error(404, f"no route {route}"))
                     return
                 reply = stub._next(request)
                 if reply.delay and stub._closing.wait(reply.delay):
                     return
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up
+                # the client gave up
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     if reply.error is not None:
                         self._send(reply.status, _error(reply.status, reply.error))
                     elif request.streamed:
@@ -223,8 +242,11 @@ def _response(parts: list[dict[str, Any]], model: str, *, finished: bool = True)
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finished:
         candidate["finishReason"] = "STOP"
-    return {"candidates": [candidate], "modelVersion": model,
-            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}
+    return {
+        "candidates": [candidate],
+        "modelVersion": model,
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+    }
 
 
 def _error(status: int, message: str) -> dict[str, Any]:
@@ -232,4 +254,4 @@ def _error(status: int, message: str) -> dict[str, Any]:
 
 
 def _pieces(text: str, size: int = 7) -> list[str]:
-    return [text[start:start + size] for start in range(0, len(text), size)] or [""]
+    return [text[start : start + size] for start in range(0, len(text), size)] or [""]

@@ -28,7 +28,9 @@ LOCKS = Path(__file__).resolve().parent / "npm-locks"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests")
+    return Path(
+        os.environ.get("BLOCKYARD_TEST_CACHE") or Path.home() / ".cache" / "blockyard-tests"
+    )
 
 
 def folder_name(name: str, version: str) -> str:
@@ -41,23 +43,39 @@ def npm_package(name: str, version: str, cache: Path | None = None) -> Path:
     cache = cache if cache is not None else cache_dir()
     lock = LOCKS / folder_name(name, version)
     if not (lock / "package-lock.json").is_file():
-        raise AssertionError(f"{name}@{version} has no lock in {lock} (the module's docstring says how to make one)")
+        raise AssertionError(
+            f"{name}@{version} has no lock in {lock} (the module's docstring says how to make one)"
+        )
     digest = hashlib.sha256((lock / "package-lock.json").read_bytes()).hexdigest()[:12]
     target = cache / f"{folder_name(name, version)}-{digest}"
     if (target / "node_modules" / name / "package.json").is_file():
         return target
     npm = shutil.which("npm")
     if npm is None:
-        skip_or_fail(f"{name} comes from npm: install node and npm (`apt-get install -y nodejs npm`)")
+        skip_or_fail(
+            f"{name} comes from npm: install node and npm (`apt-get install -y nodejs npm`)"
+        )
         raise AssertionError("unreachable")
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder_name(name, version)}-", dir=cache))
     for file in ("package.json", "package-lock.json"):
         shutil.copy2(lock / file, staging / file)
     # `npm ci`: exactly the lock, integrity checked; --ignore-scripts: nothing of a package runs at install time
-    done = subprocess.run([npm, "ci", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts",
-                           "--loglevel=error"],
-                          capture_output=True, text=True, timeout=NPM_TIMEOUT)
+    done = subprocess.run(
+        [
+            npm,
+            "ci",
+            "--prefix",
+            str(staging),
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--loglevel=error",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=NPM_TIMEOUT,
+    )
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -94,14 +94,30 @@ class Reply:
         return cls(structured=value, delay=delay)
 
     @classmethod
-    def error_reply(cls, status: int, message: str = "stub error", *, kind: str = "server_error",
-                    headers: dict[str, str] | None = None, delay: float = 0.0) -> Reply:
-        return cls(status=status, error={"message": message, "type": kind, "code": None},
-                   headers=dict(headers or {}), delay=delay)
+    def error_reply(
+        cls,
+        status: int,
+        message: str = "stub error",
+        *,
+        kind: str = "server_error",
+        headers: dict[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> Reply:
+        return cls(
+            status=status,
+            error={"message": message, "type": kind, "code": None},
+            headers=dict(headers or {}),
+            delay=delay,
+        )
 
     @classmethod
-    def garbage(cls, body: bytes = b"<html>not json</html>", *, status: int = 200,
-                content_type: str = "text/html") -> Reply:
+    def garbage(
+        cls,
+        body: bytes = b"<html>not json</html>",
+        *,
+        status: int = 200,
+        content_type: str = "text/html",
+    ) -> Reply:
         return cls(status=status, raw=body, content_type=content_type)
 
     @classmethod
@@ -121,15 +137,20 @@ class OpenAIStub:
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
-        self.default: Reply = Reply.error_reply(400, "openai stub: no scripted reply left",
-                                                kind="invalid_request_error")
+        self.default: Reply = Reply.error_reply(
+            400, "openai stub: no scripted reply left", kind="invalid_request_error"
+        )
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         # a short poll interval keeps shutdown (once per test) fast
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="openai-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="openai-stub",
+            daemon=True,
+        )
 
     @property
     def port(self) -> int:
@@ -186,7 +207,9 @@ class OpenAIStub:
                     body: Any = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                recorded = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                recorded = RecordedRequest(
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
                 if not self.path.split("?")[0].endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}', "application/json", {})
                     return
@@ -209,7 +232,9 @@ class OpenAIStub:
                     data = json.dumps(_completion(request, reply)).encode()
                     self._send(reply.status, data, "application/json", reply.headers)
 
-            def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
+            def _send(
+                self, status: int, data: bytes, content_type: str, headers: dict[str, str]
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
@@ -246,7 +271,11 @@ def _message(request: RecordedRequest, reply: Reply) -> tuple[str | None, list[t
 
 
 def _model(request: RecordedRequest) -> str:
-    return str(request.body.get("model", "stub-model")) if isinstance(request.body, dict) else "stub-model"
+    return (
+        str(request.body.get("model", "stub-model"))
+        if isinstance(request.body, dict)
+        else "stub-model"
+    )
 
 
 def _completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
@@ -262,40 +291,67 @@ def _completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": _model(request),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
         **({"usage": _usage(reply.usage)} if reply.usage is not None else {}),
     }
 
 
 def _usage(usage: tuple[int, int, int, int]) -> dict[str, Any]:
     prompt, completion, cached, reasoning = usage
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached},
-            "completion_tokens_details": {"reasoning_tokens": reasoning}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
 def _chunks(request: RecordedRequest, reply: Reply) -> Iterator[dict[str, Any]]:
     content, calls = _message(request, reply)
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": _model(request), "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": _model(request),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     yield chunk({"role": "assistant", "content": ""})
     for piece in _pieces(content or ""):
         yield chunk({"content": piece})
     for i, (name, args) in enumerate(calls):
-        yield chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
-                                     "function": {"name": name, "arguments": ""}}]})
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in _pieces(args):
             yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if calls else "stop")
     options = request.body.get("stream_options") if isinstance(request.body, dict) else None
     if isinstance(options, dict) and options.get("include_usage") and reply.usage is not None:
-        yield {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
-               "model": _model(request), "choices": [], "usage": _usage(reply.usage)}
+        yield {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": _model(request),
+            "choices": [],
+            "usage": _usage(reply.usage),
+        }
 
 
 def _pieces(text: str, size: int = 7) -> Iterator[str]:
     for start in range(0, len(text), size):
-        yield text[start:start + size]
+        yield text[start : start + size]

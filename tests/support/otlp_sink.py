@@ -65,18 +65,35 @@ def decode(body: bytes) -> list[SpanRecord]:
         for scope_spans in resource_spans.scope_spans:
             scope = (scope_spans.scope.name, scope_spans.scope.version)
             for span in scope_spans.spans:
-                found.append(SpanRecord(
-                    name=span.name, trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
-                    parent_id=span.parent_span_id.hex() or None, kind=span.kind,
-                    start=span.start_time_unix_nano, end=span.end_time_unix_nano,
-                    attributes={pair.key: value(pair.value) for pair in span.attributes},
-                    status=span.status.code, status_message=span.status.message, flags=span.flags,
-                    events=[(event.name, {pair.key: value(pair.value) for pair in event.attributes})
-                            for event in span.events],
-                    links=[(link.trace_id.hex(), link.span_id.hex(), {pair.key: value(pair.value)
-                                                                      for pair in link.attributes})
-                           for link in span.links],
-                    resource=resource, scope=scope))
+                found.append(
+                    SpanRecord(
+                        name=span.name,
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent_id=span.parent_span_id.hex() or None,
+                        kind=span.kind,
+                        start=span.start_time_unix_nano,
+                        end=span.end_time_unix_nano,
+                        attributes={pair.key: value(pair.value) for pair in span.attributes},
+                        status=span.status.code,
+                        status_message=span.status.message,
+                        flags=span.flags,
+                        events=[
+                            (event.name, {pair.key: value(pair.value) for pair in event.attributes})
+                            for event in span.events
+                        ],
+                        links=[
+                            (
+                                link.trace_id.hex(),
+                                link.span_id.hex(),
+                                {pair.key: value(pair.value) for pair in link.attributes},
+                            )
+                            for link in span.links
+                        ],
+                        resource=resource,
+                        scope=scope,
+                    )
+                )
     return found
 
 
@@ -91,7 +108,9 @@ class OtlpSink:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-sink", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="otlp-sink", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -121,15 +140,19 @@ class OtlpSink:
         with self._lock:
             return [headers for headers, _body in self.bodies]
 
-    def wait_for(self, done: Callable[[list[SpanRecord]], bool], timeout: float = 30.0) -> list[SpanRecord]:
+    def wait_for(
+        self, done: Callable[[list[SpanRecord]], bool], timeout: float = 30.0
+    ) -> list[SpanRecord]:
         deadline = time.monotonic() + timeout
         while True:
             spans = self.spans()
             if done(spans):
                 return spans
             if time.monotonic() > deadline:
-                raise AssertionError(f"the spans expected did not arrive within {timeout:g}s; got: "
-                                     f"{sorted(span.name for span in spans)}")
+                raise AssertionError(
+                    f"the spans expected did not arrive within {timeout:g}s; got: "
+                    f"{sorted(span.name for span in spans)}"
+                )
             time.sleep(0.05)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -62,14 +62,30 @@ def install() -> Path:
             return python
         shutil.rmtree(venv, ignore_errors=True)
         base = getattr(sys, "_base_executable", sys.executable)  # this Python, not the suite's venv
-        for step in (["venv", "--relocatable", "--quiet", "--python", base, str(venv)],
-                     ["pip", "install", "--quiet", "--require-hashes", "-r", str(REQUIREMENTS),
-                      "--python", str(python)]):
+        for step in (
+            ["venv", "--relocatable", "--quiet", "--python", base, str(venv)],
+            [
+                "pip",
+                "install",
+                "--quiet",
+                "--require-hashes",
+                "-r",
+                str(REQUIREMENTS),
+                "--python",
+                str(python),
+            ],
+        ):
             try:
-                done = subprocess.run(["bash", str(REPO / ".ci" / "uv"), *step], capture_output=True, text=True,
-                                      timeout=INSTALL_TIMEOUT)
+                done = subprocess.run(
+                    ["bash", str(REPO / ".ci" / "uv"), *step],
+                    capture_output=True,
+                    text=True,
+                    timeout=INSTALL_TIMEOUT,
+                )
             except subprocess.TimeoutExpired:
-                raise Unavailable(f"installing Phoenix took more than {INSTALL_TIMEOUT:g}s") from None
+                raise Unavailable(
+                    f"installing Phoenix took more than {INSTALL_TIMEOUT:g}s"
+                ) from None
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise Unavailable(f"`uv {step[0]}` for Phoenix failed: {last}")
@@ -128,26 +144,47 @@ class Phoenix:
 def start(python: Path, workdir: Path) -> Phoenix:
     """Phoenix from the venv of `python`, its data in `workdir`, on free ports; returned once it answers."""
     port, grpc = _free_port(), _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PHOENIX_", "OTEL_"))}
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("PHOENIX_", "OTEL_"))
+    }
     env.pop("PYTHONPATH", None)
-    env.update({"PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1",
-                "PHOENIX_WORKING_DIR": str(workdir), "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
-                "PHOENIX_TELEMETRY_ENABLED": "false"})
+    env.update(
+        {
+            "PHOENIX_PORT": str(port),
+            "PHOENIX_GRPC_PORT": str(grpc),
+            "PHOENIX_HOST": "127.0.0.1",
+            "PHOENIX_WORKING_DIR": str(workdir),
+            "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+            "PHOENIX_TELEMETRY_ENABLED": "false",
+        }
+    )
     log = workdir / "phoenix.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([str(python), "-m", "phoenix.server.main", "serve"], stdout=out,
-                                   stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        process = subprocess.Popen(
+            [str(python), "-m", "phoenix.server.main", "serve"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
+        )
     phoenix = Phoenix(process, f"http://127.0.0.1:{port}", log)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise Unavailable(f"Phoenix exited ({process.returncode}): {log.read_text(errors='replace')[-2000:]}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{phoenix.url}/healthz", timeout=2) as answer:
+            raise Unavailable(
+                f"Phoenix exited ({process.returncode}): {log.read_text(errors='replace')[-2000:]}"
+            )
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{phoenix.url}/healthz", timeout=2) as answer,
+        ):
             if answer.status == 200:
                 return phoenix
         time.sleep(0.25)
     phoenix.stop()
-    raise Unavailable(f"Phoenix did not answer within {START_TIMEOUT:g}s: {log.read_text(errors='replace')[-2000:]}")
+    raise Unavailable(
+        f"Phoenix did not answer within {START_TIMEOUT:g}s: {log.read_text(errors='replace')[-2000:]}"
+    )
 
 
 @contextlib.contextmanager

@@ -48,7 +48,11 @@ PASSWORD = "s3cret-pg-pass"
 TEMPLATE = "blockyard_template"
 FOLDER_PREFIX = "blockyard-pg-"  # a cluster's folder in the temporary directory
 OWNER = "owner"  # in the folder: the process id of the test process the cluster belongs to
-BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
+BIN_DIRS = (
+    "/usr/lib/postgresql/15/bin",
+    "/usr/lib/postgresql/16/bin",
+    "/usr/lib/postgresql/17/bin",
+)
 
 
 class Unavailable(RuntimeError):
@@ -91,7 +95,9 @@ def _run_as() -> list[str]:
         except KeyError:
             continue
         return ["runuser", "-u", name, "--"]
-    raise Unavailable("running as root and no unprivileged user (postgres, nobody) to run initdb as")
+    raise Unavailable(
+        "running as root and no unprivileged user (postgres, nobody) to run initdb as"
+    )
 
 
 # How many databases a worker keeps cloned ahead of the tests that will ask for them, and how many
@@ -104,7 +110,8 @@ READY = 2
 MAX_DOOMED = 8
 KEEP = READY + MAX_DOOMED
 POLL = 0.2  # seconds between looks at databases still in use
-SMALL_TABLE = 64 * 1024  # bytes (with indexes and out-of-line values) up to which a table is emptied by DELETE
+# bytes (with indexes and out-of-line values) up to which a table is emptied by DELETE
+SMALL_TABLE = 64 * 1024
 
 # What a recycled database must share with the template (besides the rows of the template's non-empty
 # tables): everything a test could have created, altered or set in it that emptying its tables does not undo.
@@ -167,8 +174,10 @@ def _look(conn: psycopg.Connection[TupleRow]) -> tuple[list[tuple[object, ...]],
 
 def _rows(conn: psycopg.Connection[TupleRow], tables: list[str]) -> list[list[str]]:
     """The rows of `tables` (as text, sorted): the template's seeded ones, the migration versions."""
-    return [sorted(str(row[0]) for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall())
-            for table in tables]  # our own table names (_look quotes them)
+    return [
+        sorted(str(row[0]) for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall())
+        for table in tables
+    ]  # our own table names (_look quotes them)
 
 
 @dataclass(frozen=True)
@@ -203,8 +212,10 @@ class Cluster:
     template: Template | None = None  # None: discarded databases are dropped, never recycled
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _cond: threading.Condition = field(default_factory=threading.Condition)
-    _made: dict[str, str] = field(default_factory=dict)  # URL -> name of the databases fresh_database made
-    _ready: list[str] = field(default_factory=list)  # template clones made ahead, not handed out yet
+    # URL -> name of the databases fresh_database made
+    _made: dict[str, str] = field(default_factory=dict)
+    # template clones made ahead, not handed out yet
+    _ready: list[str] = field(default_factory=list)
     _doomed: list[str] = field(default_factory=list)  # discarded, not tried yet
     _dropping: list[str] = field(default_factory=list)  # discarded, being tried by the keeper now
     _held: list[str] = field(default_factory=list)  # discarded, still in use when last tried
@@ -217,8 +228,10 @@ class Cluster:
         return self.folder
 
     def url(self, database: str) -> str:
-        return (f"postgresql://{USER}:{quote(PASSWORD)}@/{database}"
-                f"?host={quote(str(self.socket_dir))}&port={self.port}")
+        return (
+            f"postgresql://{USER}:{quote(PASSWORD)}@/{database}"
+            f"?host={quote(str(self.socket_dir))}&port={self.port}"
+        )
 
     def execute(self, *statements: str, database: str = "postgres") -> None:
         with psycopg.connect(self.url(database), autocommit=True) as conn:
@@ -279,7 +292,9 @@ class Cluster:
     def _check(self) -> None:
         """Called with the lock held: the keeper's failure is the waiting test's error."""
         if self._failure is not None:
-            raise RuntimeError(f"the Postgres test cluster's keeper failed: {self._failure!r}") from self._failure
+            raise RuntimeError(
+                f"the Postgres test cluster's keeper failed: {self._failure!r}"
+            ) from self._failure
         if self._keeper is None or not self._keeper.is_alive():
             raise RuntimeError("the Postgres test cluster's keeper is not running")
 
@@ -307,7 +322,9 @@ class Cluster:
                         make = len(self._ready) < READY
                     if make:  # one at a time: a discard waiting on the doomed list goes first
                         name = self._name()
-                        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
+                        conn.execute(
+                            f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY"
+                        )
                     with self._cond:
                         self._dropping = []
                         self._held.extend(held)
@@ -324,8 +341,9 @@ class Cluster:
         and drop the others nothing is connected to; returns those in use (tried again later)."""
         if not names:
             return []
-        rows = conn.execute("SELECT DISTINCT datname FROM pg_stat_activity WHERE datname = ANY(%s)",
-                            [names]).fetchall()
+        rows = conn.execute(
+            "SELECT DISTINCT datname FROM pg_stat_activity WHERE datname = ANY(%s)", [names]
+        ).fetchall()
         in_use = {str(row[0]) for row in rows}
         held = [name for name in names if name in in_use]
         for name in names:
@@ -336,7 +354,8 @@ class Cluster:
             if room:
                 fresh = self._name()
                 try:  # first, so that whatever still knows the old name (a server a test left) cannot reach it
-                    conn.execute(f"ALTER DATABASE {name} RENAME TO {fresh}")  # our own names (t<pid>_<n>)
+                    # our own names (t<pid>_<n>)
+                    conn.execute(f"ALTER DATABASE {name} RENAME TO {fresh}")
                 except psycopg.errors.ObjectInUse:  # connected to since we looked
                     held.append(name)
                     continue
@@ -358,9 +377,16 @@ class Cluster:
         assert self.template is not None
         with psycopg.connect(self.url(name), autocommit=True) as conn:
             shape, tables = _look(conn)
-            if shape != self.template.shape or _rows(conn, self.template.seeded) != self.template.rows:
+            if (
+                shape != self.template.shape
+                or _rows(conn, self.template.seeded) != self.template.rows
+            ):
                 return False
-            written = [table for table, used in tables.items() if used and table not in self.template.seeded]
+            written = [
+                table
+                for table, used in tables.items()
+                if used and table not in self.template.seeded
+            ]
             if written:
                 # Most tests leave a few rows: those tables are emptied with DELETE, as TRUNCATE makes new
                 # files for every table and index (~40 ms of the server's time per database, a third of its
@@ -369,8 +395,10 @@ class Cluster:
                 # at most, never by what an earlier test stored. Foreign keys are not checked while deleting
                 # (session_replication_role): every table holding rows is among `written`, and TRUNCATE's
                 # CASCADE takes the tables that refer to a big one.
-                sizes = conn.execute("SELECT t, pg_total_relation_size(t::regclass) FROM unnest(%s::text[]) t",
-                                     [written]).fetchall()
+                sizes = conn.execute(
+                    "SELECT t, pg_total_relation_size(t::regclass) FROM unnest(%s::text[]) t",
+                    [written],
+                ).fetchall()
                 big = [str(table) for table, size in sizes if int(size) > SMALL_TABLE]
                 with conn.transaction():
                     conn.execute("SET LOCAL session_replication_role = replica")
@@ -379,7 +407,8 @@ class Cluster:
                             conn.execute(f"DELETE FROM {table}")
                     if big:
                         conn.execute(f"TRUNCATE {', '.join(big)} CASCADE")
-                return _rows(conn, self.template.seeded) == self.template.rows  # no seeded table among those
+                # no seeded table among those
+                return _rows(conn, self.template.seeded) == self.template.rows
         return True
 
     def stop(self) -> None:
@@ -388,8 +417,12 @@ class Cluster:
             self._cond.notify_all()
         if self._keeper is not None:
             self._keeper.join(timeout=10)
-        subprocess.run([*self.prefix, self.pg_ctl, "stop", "-D", str(self.folder / "data"), "-m", "immediate"],
-                       capture_output=True, check=False, timeout=60)
+        subprocess.run(
+            [*self.prefix, self.pg_ctl, "stop", "-D", str(self.folder / "data"), "-m", "immediate"],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -397,13 +430,16 @@ def start() -> Cluster:
     """Create and start a cluster in a new temporary folder; stopped and removed at exit."""
     initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
     if initdb is None or pg_ctl is None:
-        raise Unavailable("Postgres is not installed (no initdb/pg_ctl; `apt-get install postgresql`, "
-                          "as .ci/run does)")
+        raise Unavailable(
+            "Postgres is not installed (no initdb/pg_ctl; `apt-get install postgresql`, "
+            "as .ci/run does)"
+        )
     prefix = _run_as()
     remove_stale(Path(tempfile.gettempdir()), pg_ctl, prefix)
     folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     folder.chmod(0o755)
-    (folder / OWNER).write_text(f"{os.getpid()}\n", encoding="utf-8")  # remove_stale: whose cluster this is
+    # remove_stale: whose cluster this is
+    (folder / OWNER).write_text(f"{os.getpid()}\n", encoding="utf-8")
     pwfile = folder / "pw"
     pwfile.write_text(PASSWORD + "\n", encoding="utf-8")
     if prefix:
@@ -411,20 +447,54 @@ def start() -> Cluster:
         os.chown(folder, owner.pw_uid, owner.pw_gid)
         os.chown(pwfile, owner.pw_uid, owner.pw_gid)
     data = folder / "data"
-    _checked([*prefix, initdb, "-D", str(data), "-U", USER, f"--pwfile={pwfile}", "--auth=scram-sha-256",
-              "-E", "UTF8", "--locale=C", "--no-sync"], "initdb")
+    _checked(
+        [
+            *prefix,
+            initdb,
+            "-D",
+            str(data),
+            "-U",
+            USER,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ],
+        "initdb",
+    )
     pwfile.unlink()
     # a port for the socket's name only (no TCP): unique per worker process, retried if taken
     for attempt in range(20):
         port = 20000 + (os.getpid() * 7 + attempt * 131) % 40000
         if (folder / f".s.PGSQL.{port}").exists():
             continue
-        options = (f"-c listen_addresses='' -c unix_socket_directories={folder} -p {port} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
-                   "-c shared_buffers=32MB")
-        result = subprocess.run([*prefix, pg_ctl, "start", "-w", "-t", "60", "-D", str(data), "-o", options,
-                                 "-l", str(folder / "log")], capture_output=True, text=True, check=False,
-                                timeout=90)
+        options = (
+            f"-c listen_addresses='' -c unix_socket_directories={folder} -p {port} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
+            "-c shared_buffers=32MB"
+        )
+        result = subprocess.run(
+            [
+                *prefix,
+                pg_ctl,
+                "start",
+                "-w",
+                "-t",
+                "60",
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(folder / "log"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=90,
+        )
         if result.returncode == 0:
             break
     else:
@@ -434,8 +504,12 @@ def start() -> Cluster:
     cluster = Cluster(folder, port, pg_ctl, prefix)
     atexit.register(cluster.stop)
     # base64 and hex: nothing to quote in the literal
-    cluster.execute(f"ALTER ROLE {USER} PASSWORD '{scram_verifier(PASSWORD)}'", f"CREATE DATABASE {TEMPLATE}")
-    pgsaver.open_writer(cluster.url(TEMPLATE)).close()  # every migration, once for all the tests' databases
+    cluster.execute(
+        f"ALTER ROLE {USER} PASSWORD '{scram_verifier(PASSWORD)}'", f"CREATE DATABASE {TEMPLATE}"
+    )
+    pgsaver.open_writer(
+        cluster.url(TEMPLATE)
+    ).close()  # every migration, once for all the tests' databases
     with psycopg.connect(cluster.url(TEMPLATE), autocommit=True) as conn:
         cluster.template = Template.of(conn)  # what a recycled database is checked against
     return cluster
@@ -476,8 +550,12 @@ def remove_stale(parent: Path, pg_ctl: str, prefix: list[str]) -> list[Path]:
             if _alive(owner):
                 continue
             if postmaster is not None and _alive(postmaster):
-                subprocess.run([*prefix, pg_ctl, "stop", "-D", str(folder / "data"), "-m", "immediate"],
-                               capture_output=True, check=False, timeout=60)
+                subprocess.run(
+                    [*prefix, pg_ctl, "stop", "-D", str(folder / "data"), "-m", "immediate"],
+                    capture_output=True,
+                    check=False,
+                    timeout=60,
+                )
                 if (folder / "data" / "postmaster.pid").exists():
                     continue  # not stopped: leave it
         elif postmaster is None or _alive(postmaster):

@@ -31,8 +31,8 @@ steps:
   - {id: boom, uses: explode, with: {text: "{{ context.greeting }}"}}
 """
 # the tool `explode` fails: the step after a model call fails
-TOOLS = '''
+TOOLS = """
 def explode(text: str) -> str:
     raise RuntimeError("the fuse is lit")
-'''
+"""
 TOOLS_CONFIG = "tools:\n  explode: {import: 'yardtools:explode'}\n"

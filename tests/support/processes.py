@@ -32,7 +32,12 @@ FORKSERVER_ENV = "BLOCKYARD_TEST_FORKSERVER"  # the server's socket path; "0" tu
 REPO = Path(__file__).resolve().parents[2]
 # Python's start-up settings that a fork cannot change (PYTHONUNBUFFERED and PYTHONIOENCODING it can,
 # PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX only say where bytecode of modules imported later goes)
-HONOURED = {"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"}
+HONOURED = {
+    "PYTHONUNBUFFERED",
+    "PYTHONIOENCODING",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONPYCACHEPREFIX",
+}
 
 
 def start() -> subprocess.Popen[str] | None:
@@ -42,8 +47,14 @@ def start() -> subprocess.Popen[str] | None:
         return None  # turned off, or a server of an enclosing session (a pytest run by a test) is in use
     path = Path(tempfile.mkdtemp(prefix="blockyard-forkserver-")) / "socket"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    server = subprocess.Popen([sys.executable, "-m", "tests.support.forkserver", str(path)], cwd=REPO, env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.forkserver", str(path)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert server.stdout is not None
     if server.stdout.readline().strip() != "ready":
         server.kill()
@@ -62,10 +73,16 @@ def stop(server: subprocess.Popen[str]) -> None:
 
 
 def _settings(env: Mapping[str, str]) -> dict[str, str]:
-    return {name: value for name, value in env.items() if name.startswith("PYTHON") and name not in HONOURED}
+    return {
+        name: value
+        for name, value in env.items()
+        if name.startswith("PYTHON") and name not in HONOURED
+    }
 
 
-def request_for(args: Any, executable: Any, env: Mapping[str, str] | None, cwd: Any) -> dict[str, Any] | None:
+def request_for(
+    args: Any, executable: Any, env: Mapping[str, str] | None, cwd: Any
+) -> dict[str, Any] | None:
     """What to ask the fork server for, or None when this must be a new interpreter."""
     if executable is not None or isinstance(args, (str, bytes, os.PathLike)):
         return None
@@ -87,8 +104,14 @@ def request_for(args: Any, executable: Any, env: Mapping[str, str] | None, cwd: 
         script, program_args = rest[0], rest[1:]
     else:
         return None
-    return {"argv": [argv[0], *program_args], "module": module, "script": script, "env": env,
-            "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(), "unbuffered": unbuffered}
+    return {
+        "argv": [argv[0], *program_args],
+        "module": module,
+        "script": script,
+        "env": env,
+        "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
+        "unbuffered": unbuffered,
+    }
 
 
 class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subprocess.Popen at run time
@@ -98,24 +121,78 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subproc
 
     # The hooks below are subprocess.Popen's own (CPython 3.11's POSIX implementation): the pipes, text
     # handling and communicate() stay subprocess's; only starting and reaping the child differ.
-    def _execute_child(self, args: Any, executable: Any, preexec_fn: Any, close_fds: Any, pass_fds: Any,
-                       cwd: Any, env: Any, startupinfo: Any, creationflags: Any, shell: Any,
-                       p2cread: int, p2cwrite: int, c2pread: int, c2pwrite: int, errread: int, errwrite: int,
-                       restore_signals: Any, gid: Any, gids: Any, uid: Any, umask: Any,
-                       start_new_session: bool, process_group: Any) -> None:
+    def _execute_child(
+        self,
+        args: Any,
+        executable: Any,
+        preexec_fn: Any,
+        close_fds: Any,
+        pass_fds: Any,
+        cwd: Any,
+        env: Any,
+        startupinfo: Any,
+        creationflags: Any,
+        shell: Any,
+        p2cread: int,
+        p2cwrite: int,
+        c2pread: int,
+        c2pwrite: int,
+        errread: int,
+        errwrite: int,
+        restore_signals: Any,
+        gid: Any,
+        gids: Any,
+        uid: Any,
+        umask: Any,
+        start_new_session: bool,
+        process_group: Any,
+    ) -> None:
         path = os.environ.get(FORKSERVER_ENV, "0")
         request = None
-        if path != "0" and not (shell or preexec_fn or pass_fds or gid is not None or gids is not None
-                                or uid is not None or umask >= 0 or process_group not in (None, -1)):
+        if path != "0" and not (
+            shell
+            or preexec_fn
+            or pass_fds
+            or gid is not None
+            or gids is not None
+            or uid is not None
+            or umask >= 0
+            or process_group not in (None, -1)
+        ):
             request = request_for(args, executable, env, cwd)
         if request is None:
-            super()._execute_child(args, executable, preexec_fn, close_fds, pass_fds, cwd, env,  # type: ignore[misc]
-                                   startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite,
-                                   errread, errwrite, restore_signals, gid, gids, uid, umask,
-                                   start_new_session, process_group)
+            super()._execute_child(  # type: ignore[misc]
+                args,
+                executable,
+                preexec_fn,
+                close_fds,
+                pass_fds,
+                cwd,
+                env,
+                startupinfo,
+                creationflags,
+                shell,
+                p2cread,
+                p2cwrite,
+                c2pread,
+                c2pwrite,
+                errread,
+                errwrite,
+                restore_signals,
+                gid,
+                gids,
+                uid,
+                umask,
+                start_new_session,
+                process_group,
+            )
             return
         request["new_session"] = bool(start_new_session)
-        fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1, errwrite if errwrite != -1 else 2]
+        fds = [
+            p2cread if p2cread != -1 else 0,
+            c2pwrite if c2pwrite != -1 else 1,
+            errwrite if errwrite != -1 else 2,
+        ]
         server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             server.connect(path)
@@ -165,8 +242,15 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subproc
         return True
 
 
-def run(args: Sequence[Any], *, input: str | bytes | None = None, capture_output: bool = False,
-        timeout: float | None = None, check: bool = False, **options: Any) -> subprocess.CompletedProcess[Any]:
+def run(
+    args: Sequence[Any],
+    *,
+    input: str | bytes | None = None,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    **options: Any,
+) -> subprocess.CompletedProcess[Any]:
     """subprocess.run with this module's Popen."""
     if capture_output:
         options["stdout"] = options["stderr"] = subprocess.PIPE

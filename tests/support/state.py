@@ -42,7 +42,9 @@ def stored_bytes(root: Path) -> int:
     if location.url is None:
         return location.path.stat().st_size
     with state_db(root) as conn:
-        row = conn.execute("SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")
+        row = conn.execute(
+            "SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables"
+        )
         return int(row.fetchone()[0])
 
 
@@ -56,12 +58,17 @@ def database_bytes(root: Path) -> bytes:
         return b"".join(path.read_bytes() for path in files)
     parts: list[bytes] = []
     with state_db(root) as conn:
-        tables = [row[0] for row in conn.execute("SELECT relname FROM pg_stat_user_tables ORDER BY relname")]
+        tables = [
+            row[0]
+            for row in conn.execute("SELECT relname FROM pg_stat_user_tables ORDER BY relname")
+        ]
         for table in tables:
             for row in conn.execute(f"SELECT * FROM {table}"):
                 for value in row:
                     if isinstance(value, bytes | memoryview):
                         parts.append(bytes(value))
                     elif value is not None:
-                        parts.append(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+                        parts.append(
+                            json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+                        )
     return b"\n".join(parts)

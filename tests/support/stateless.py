@@ -295,7 +295,9 @@ def uncollected(path: str) -> str | None:
     """The entry of STATELESS that covers all of the file or folder `path` (relative to the repository,
     a folder ending in /), if any: the Postgres pass does not collect it."""
     for entry in STATELESS:
-        if "::" not in entry and (entry == path or (entry.endswith("/") and path.startswith(entry))):
+        if "::" not in entry and (
+            entry == path or (entry.endswith("/") and path.startswith(entry))
+        ):
             return entry
     return None
 
@@ -316,9 +318,12 @@ class Tripwire:
     """A listener on 127.0.0.1 that accepts every connection, records it and closes it at once: what a
     client sees is a server that hung up (psycopg raises at once, nothing waits)."""
 
-    sock: socket.socket = field(default_factory=lambda: socket.create_server(("127.0.0.1", 0), backlog=128))
+    sock: socket.socket = field(
+        default_factory=lambda: socket.create_server(("127.0.0.1", 0), backlog=128)
+    )
     _cond: threading.Condition = field(default_factory=threading.Condition)
-    _peers: list[int] = field(default_factory=list)  # the client port of each connection accepted, in order
+    # the client port of each connection accepted, in order
+    _peers: list[int] = field(default_factory=list)
     _probes: int = 0  # how many of them were our own (`connections`)
 
     def __post_init__(self) -> None:
@@ -331,8 +336,10 @@ class Tripwire:
     @property
     def url(self) -> str:
         # sslmode/gssencmode disabled: one connection attempt per open, not a retry without encryption
-        return (f"postgresql://stateless:tripwire@127.0.0.1:{self.port}/stateless_tripwire"
-                "?sslmode=disable&gssencmode=disable&connect_timeout=5")
+        return (
+            f"postgresql://stateless:tripwire@127.0.0.1:{self.port}/stateless_tripwire"
+            "?sslmode=disable&gssencmode=disable&connect_timeout=5"
+        )
 
     def _serve(self) -> None:
         while True:
@@ -351,8 +358,12 @@ class Tripwire:
         with socket.create_connection(("127.0.0.1", self.port), timeout=SYNC_TIMEOUT) as probe:
             mine = int(probe.getsockname()[1])
             with self._cond:
-                if not self._cond.wait_for(lambda: mine in self._peers[start:], timeout=SYNC_TIMEOUT):
-                    raise RuntimeError(f"the stateless tripwire on port {self.port} stopped accepting")
+                if not self._cond.wait_for(
+                    lambda: mine in self._peers[start:], timeout=SYNC_TIMEOUT
+                ):
+                    raise RuntimeError(
+                        f"the stateless tripwire on port {self.port} stopped accepting"
+                    )
                 self._probes += 1
                 return len(self._peers) - self._probes
 
@@ -389,9 +400,15 @@ class Verdict:
         return bool(self.opened or self.notes)
 
     def message(self, entry: str, nodeid: str) -> str:
-        what = [f"opened a state database ({self.opened} connection(s) to {URL_ENV})"] if self.opened else []
-        return (f"{entry} is listed as stateless (tests/support/stateless.py) but {nodeid} "
-                f"{' and '.join([*what, *self.notes])}: remove it from the list")
+        what = (
+            [f"opened a state database ({self.opened} connection(s) to {URL_ENV})"]
+            if self.opened
+            else []
+        )
+        return (
+            f"{entry} is listed as stateless (tests/support/stateless.py) but {nodeid} "
+            f"{' and '.join([*what, *self.notes])}: remove it from the list"
+        )
 
 
 @contextmanager
@@ -431,9 +448,11 @@ def guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
 
 # ---- the finding run: which files never opened a state database ----------------------------------
 
+
 @dataclass
 class Findings:
-    stateful: set[str] = field(default_factory=set)  # files where some test failed, skipped or opened one
+    # files where some test failed, skipped or opened one
+    stateful: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     stateful_tests: set[str] = field(default_factory=set)  # the same, by test function (_function)
     seen_tests: set[str] = field(default_factory=set)
@@ -445,22 +464,41 @@ class Findings:
         self.seen_tests.add(function)
         # failed (it opened one and got an error, or it differs with a Postgres URL set) or skipped
         # (it may run only in one pass): not listed
-        if not report.passed or (report.when == "teardown" and
-                                 dict(report.user_properties).get(PROPERTY) != "stateless"):
+        if not report.passed or (
+            report.when == "teardown" and dict(report.user_properties).get(PROPERTY) != "stateless"
+        ):
             self.stateful.add(path)
             self.stateful_tests.add(function)
 
     def entries(self) -> list[str]:
         """The stateless files, a folder's files collapsed to the folder when all of them are."""
         stateless = self.seen - self.stateful
-        folders = {path[:index + 1] for path in self.seen for index, char in enumerate(path) if char == "/"}
+        folders = {
+            path[: index + 1]
+            for path in self.seen
+            for index, char in enumerate(path)
+            if char == "/"
+        }
         folders.discard("tests/")  # the whole suite is never one entry
-        whole = {folder for folder in folders if not any(path.startswith(folder) for path in self.stateful)}
-        outermost = {folder for folder in whole if not any(other != folder and folder.startswith(other)
-                                                           for other in whole)}
-        files = {path for path in stateless if not any(path.startswith(folder) for folder in outermost)}
+        whole = {
+            folder
+            for folder in folders
+            if not any(path.startswith(folder) for path in self.stateful)
+        }
+        outermost = {
+            folder
+            for folder in whole
+            if not any(other != folder and folder.startswith(other) for other in whole)
+        }
+        files = {
+            path for path in stateless if not any(path.startswith(folder) for folder in outermost)
+        }
         # in a file where some test opens one: the test functions (every parameter of each) that do not
-        tests = {test for test in self.seen_tests - self.stateful_tests if test.split("::", 1)[0] in self.stateful}
+        tests = {
+            test
+            for test in self.seen_tests - self.stateful_tests
+            if test.split("::", 1)[0] in self.stateful
+        }
         return sorted(outermost | files | tests)
 
 
@@ -472,6 +510,7 @@ class Deselected:
 
 
 # ---- the plugin: tests/conftest.py registers it ----------------------------------------------------
+
 
 class Plugin:
     """In the Postgres pass, leaves the listed files and folders uncollected and deselects the listed
@@ -507,7 +546,10 @@ class Plugin:
         """Whether `path` lies in what this run was asked for: pytest also consults the hook about the
         neighbours of a file or folder named on the command line, which would never be collected anyway."""
         path = path.resolve()
-        targets = {(self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve() for arg in self.config.args}
+        targets = {
+            (self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+            for arg in self.config.args
+        }
         return path in targets or not targets.isdisjoint(path.parents)
 
     @pytest.hookimpl(tryfirst=True)
@@ -538,21 +580,35 @@ class Plugin:
         self.deselected, self.uncollected = deselected, uncollected
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.stats.setdefault("deselected", []).extend(Deselected(nodeid) for nodeid in deselected)
+            reporter.stats.setdefault("deselected", []).extend(
+                Deselected(nodeid) for nodeid in deselected
+            )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.findings is not None and not hasattr(self.config, "workerinput"):
             self.findings.add(report)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        done = [f"{count} {one if count == 1 else many}" for count, one, many in (
-            (len(self.uncollected), "file or folder not collected", "files and folders not collected"),
-            (len(self.deselected), "test deselected", "tests deselected")) if count]
+        done = [
+            f"{count} {one if count == 1 else many}"
+            for count, one, many in (
+                (
+                    len(self.uncollected),
+                    "file or folder not collected",
+                    "files and folders not collected",
+                ),
+                (len(self.deselected), "test deselected", "tests deselected"),
+            )
+            if count
+        ]
         if done:
             terminalreporter.write_line(
                 f"Postgres pass: {' and '.join(done)}, listed as stateless in tests/support/stateless.py "
-                "(they never open a state database; the SQLite pass checks that)")
+                "(they never open a state database; the SQLite pass checks that)"
+            )
         if self.findings is not None:
-            terminalreporter.section("stateless: no test opened a state database (tests/support/stateless.py)")
+            terminalreporter.section(
+                "stateless: no test opened a state database (tests/support/stateless.py)"
+            )
             for entry in self.findings.entries():
                 terminalreporter.write_line(f"    {entry!r},")

@@ -37,10 +37,13 @@ class Usage:
     reasoning_tokens: int = 0
 
     def as_openai(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.input_tokens, "completion_tokens": self.output_tokens,
-                "total_tokens": self.input_tokens + self.output_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-                "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens}}
+        return {
+            "prompt_tokens": self.input_tokens,
+            "completion_tokens": self.output_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+        }
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,9 @@ class UsageLLM:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="usage-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="usage-llm", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -93,7 +98,11 @@ class UsageLLM:
     def answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], Usage, str | None]:
         """The assistant message for a request, its usage, and the function it calls (if any)."""
         messages = body.get("messages") or []
-        words = sum(len(_text(message.get("content")).split()) + 4 for message in messages if isinstance(message, dict))
+        words = sum(
+            len(_text(message.get("content")).split()) + 4
+            for message in messages
+            if isinstance(message, dict)
+        )
         tool = _chosen_tool(body)
         if tool is None:
             content = f"answer to {len(messages)} messages"
@@ -102,12 +111,22 @@ class UsageLLM:
         else:
             name, schema = tool
             arguments = json.dumps(_sample(schema, name))
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{len(self.calls)}", "type": "function",
-                 "function": {"name": name, "arguments": arguments}}]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{len(self.calls)}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }
+                ],
+            }
             said = arguments
         output = len(said.split()) + 1
-        usage = Usage(words, output, int(words * self.cached_ratio), int(output * self.reasoning_ratio))
+        usage = Usage(
+            words, output, int(words * self.cached_ratio), int(output * self.reasoning_ratio)
+        )
         return message, usage, tool[0] if tool is not None else None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -134,14 +153,24 @@ class UsageLLM:
                 streamed = bool(body.get("stream"))
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 with llm._lock:
-                    llm.calls.append(Call(model, streamed, include, usage, not streamed or include, tool))
+                    llm.calls.append(
+                        Call(model, streamed, include, usage, not streamed or include, tool)
+                    )
                 if streamed:
                     self._stream(model, message, usage if include else None)
                     return
                 finish = "tool_calls" if tool else "stop"
-                self._send(200, {"id": "chatcmpl-usage", "object": "chat.completion", "created": int(time.time()),
-                                 "model": model, "usage": usage.as_openai(),
-                                 "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-usage",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": model,
+                        "usage": usage.as_openai(),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    },
+                )
 
             def _send(self, status: int, data: dict[str, Any]) -> None:
                 encoded = json.dumps(data).encode()
@@ -156,26 +185,53 @@ class UsageLLM:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                base = {"id": "chatcmpl-usage", "object": "chat.completion.chunk", "created": int(time.time()),
-                        "model": model}
-                extra = {"usage": None} if usage is not None else {}  # every chunk but the last, as OpenAI sends
+                base = {
+                    "id": "chatcmpl-usage",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": model,
+                }
+                # every chunk but the last, as OpenAI sends
+                extra = {"usage": None} if usage is not None else {}
 
                 def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
-                    data = {**base, **extra, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                    data = {
+                        **base,
+                        **extra,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
                     self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
 
                 chunk({"role": "assistant", "content": ""})
                 content = message.get("content")
                 if content:
                     for start in range(0, len(content), 7):
-                        chunk({"content": content[start:start + 7]})
+                        chunk({"content": content[start : start + 7]})
                 for index, call in enumerate(message.get("tool_calls") or []):
-                    chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                           "function": {"name": call["function"]["name"], "arguments": ""}}]})
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": ""},
+                                }
+                            ]
+                        }
+                    )
                     arguments = call["function"]["arguments"]
                     for start in range(0, len(arguments), 16):
-                        chunk({"tool_calls": [{"index": index,
-                                               "function": {"arguments": arguments[start:start + 16]}}]})
+                        chunk(
+                            {
+                                "tool_calls": [
+                                    {
+                                        "index": index,
+                                        "function": {"arguments": arguments[start : start + 16]},
+                                    }
+                                ]
+                            }
+                        )
                 chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
                 if usage is not None:
                     last = {**base, "choices": [], "usage": usage.as_openai()}
@@ -196,7 +252,9 @@ def _text(content: Any) -> str:
 
 
 def _chosen_tool(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    tools = [tool.get("function") or {} for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    tools = [
+        tool.get("function") or {} for tool in body.get("tools") or [] if isinstance(tool, dict)
+    ]
     if not tools:
         return None
     by_name = {str(tool.get("name")): tool.get("parameters") or {} for tool in tools}

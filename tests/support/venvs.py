@@ -19,12 +19,21 @@ from pathlib import Path
 
 def venv_on_this_environment(path: Path) -> Path:
     """Create the virtualenv at `path`; return its bin/ folder."""
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=120
+    )
     bin_dir = path / "bin"
-    site = subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    site = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     here = dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
-    (Path(site) / "_this_environment.pth").write_text("".join(f"{p}\n" for p in here), encoding="utf-8")
+    (Path(site) / "_this_environment.pth").write_text(
+        "".join(f"{p}\n" for p in here), encoding="utf-8"
+    )
     return bin_dir
 
 

@@ -149,8 +149,11 @@ def test_a_forked_child_makes_ids_of_its_own() -> None:
         "first = b''.join(new_span_id() for _ in range(4))\n"
         "random.seed(1)\n"
         "again = b''.join(new_span_id() for _ in range(4))\n"
-        "print(child.hex(), first.hex(), again.hex())\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        "print(child.hex(), first.hex(), again.hex())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     child, parent, seeded = done.stdout.split()
     assert len(child) == len(parent) == 64
@@ -160,8 +163,13 @@ def test_a_forked_child_makes_ids_of_its_own() -> None:
 
 def test_event_times_read_as_nanoseconds_since_the_epoch() -> None:
     """An event's time (ISO-8601 UTC with milliseconds, engine/core/events.py) as a span's start or end."""
-    for text in ("2026-11-28T07:15:28.123Z", "1999-12-31T23:59:59.999Z", "2028-02-29T00:00:00.000Z"):
+    for text in (
+        "2026-11-28T07:15:28.123Z",
+        "1999-12-31T23:59:59.999Z",
+        "2028-02-29T00:00:00.000Z",
+    ):
         moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         whole = int((moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
         assert time_ns(text) == whole * 1_000_000_000 + int(text[20:23]) * 1_000_000
-        assert time_ns(text) == whole * 1_000_000_000 + int(text[20:23]) * 1_000_000  # again: from what it kept
+        # again: from what it kept
+        assert time_ns(text) == whole * 1_000_000_000 + int(text[20:23]) * 1_000_000

@@ -47,21 +47,36 @@ def _roots(spans: list[SpanRecord], flow: str) -> list[SpanRecord]:
     return [span for span in spans if span.name == f"invoke_workflow {flow}"]
 
 
-def test_blockyard_run_sends_its_spans_as_the_yard_says(example: Path, sink: OtlpSink, cli: Cli,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_blockyard_run_sends_its_spans_as_the_yard_says(
+    example: Path, sink: OtlpSink, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = example / "blockyard.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + (
-        f"telemetry:\n  endpoint: {sink.base_url}\n  service_name: yard-tests\n"
-        "  headers: {x-team: tests}\n  headers_env: {authorization: TEST_OTLP_TOKEN}\n"), encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + (
+            f"telemetry:\n  endpoint: {sink.base_url}\n  service_name: yard-tests\n"
+            "  headers: {x-team: tests}\n  headers_env: {authorization: TEST_OTLP_TOKEN}\n"
+        ),
+        encoding="utf-8",
+    )
     monkeypatch.setenv("TEST_OTLP_TOKEN", "Bearer t0ken")
-    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME"):
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_SERVICE_NAME",
+    ):
         monkeypatch.delenv(name, raising=False)
     outcome = cli(example, "run", "hello", "--input", "name=Ada")
     assert outcome.code == 0, outcome.err
     # Yard.close() flushed them: they are there when the command returns
     spans = sink.spans()
     (root,) = _roots(spans, "hello")
-    assert sorted(span.name for span in spans) == ["chat mock", "invoke_workflow hello", "step greet", "step shout"]
+    assert sorted(span.name for span in spans) == [
+        "chat mock",
+        "invoke_workflow hello",
+        "step greet",
+        "step shout",
+    ]
     assert root.resource["service.name"] == "yard-tests"
     assert root.resource["openinference.project.name"] == "yard-tests"
     assert root.scope[0] == "blockyard"
@@ -83,40 +98,78 @@ def served(example: Path, sink: OtlpSink, monkeypatch: pytest.MonkeyPatch) -> It
     live.stop()
 
 
-def test_each_route_that_starts_or_resumes_a_run_continues_the_callers_trace(served: Live, sink: OtlpSink) -> None:
+def test_each_route_that_starts_or_resumes_a_run_continues_the_callers_trace(
+    served: Live, sink: OtlpSink
+) -> None:
     caller = {"traceparent": PARENT}
     with served.client() as client:
-        started = client.post("/flows/hello/runs", json={"inputs": {"name": "Ada"}}, headers=caller).json()
+        started = client.post(
+            "/flows/hello/runs", json={"inputs": {"name": "Ada"}}, headers=caller
+        ).json()
         gated = client.post("/flows/order_lunch/runs", json={"inputs": {"user_id": "ada"}}).json()
         assert gated["status"] == "waiting", gated
-        resumed = client.post(f"/runs/{gated['run_id']}/resume", headers=caller,
-                              json={"decision": "approve", "values": {"restaurant": "Chipotle"}}).json()
+        resumed = client.post(
+            f"/runs/{gated['run_id']}/resume",
+            headers=caller,
+            json={"decision": "approve", "values": {"restaurant": "Chipotle"}},
+        ).json()
         assert resumed["status"] == "waiting", resumed
-        assert client.post("/threads", json={"id": "t-1", "flow": "support_chat"}).status_code == 201
-        turn = client.post("/threads/t-1/runs", json={"inputs": {"message": "hi"}}, headers=caller).json()
+        assert (
+            client.post("/threads", json={"id": "t-1", "flow": "support_chat"}).status_code == 201
+        )
+        turn = client.post(
+            "/threads/t-1/runs", json={"inputs": {"message": "hi"}}, headers=caller
+        ).json()
         assert turn["status"] == "finished", turn
-        lg = client.post("/lg/runs/wait", json={"assistant_id": "hello", "input": {"name": "Lee"}}, headers=caller)
+        lg = client.post(
+            "/lg/runs/wait",
+            json={"assistant_id": "hello", "input": {"name": "Lee"}},
+            headers=caller,
+        )
         assert lg.status_code == 200, lg.text
-        plain = client.post("/flows/hello/runs", json={"inputs": {}}, headers={"traceparent": "not-a-trace"}).json()
-    spans = sink.wait_for(lambda got: len(_roots(got, "hello")) == 3 and len(_roots(got, "order_lunch")) == 2
-                          and len(_roots(got, "support_chat")) == 1)
-    by_run = {(span.attributes["blockyard.run_id"], span.attributes.get("blockyard.run.resumed", False)): span
-              for span in spans if span.name.startswith("invoke_workflow ")}
-    continued = [by_run[(started["run_id"], False)], by_run[(gated["run_id"], True)], by_run[(turn["run_id"], False)]]
-    continued += [span for span in _roots(spans, "hello") if span.attributes["blockyard.run_id"]
-                  not in (started["run_id"], plain["run_id"])]  # the LangGraph API's run
+        plain = client.post(
+            "/flows/hello/runs", json={"inputs": {}}, headers={"traceparent": "not-a-trace"}
+        ).json()
+    spans = sink.wait_for(
+        lambda got: (
+            len(_roots(got, "hello")) == 3
+            and len(_roots(got, "order_lunch")) == 2
+            and len(_roots(got, "support_chat")) == 1
+        )
+    )
+    by_run = {
+        (
+            span.attributes["blockyard.run_id"],
+            span.attributes.get("blockyard.run.resumed", False),
+        ): span
+        for span in spans
+        if span.name.startswith("invoke_workflow ")
+    }
+    continued = [
+        by_run[(started["run_id"], False)],
+        by_run[(gated["run_id"], True)],
+        by_run[(turn["run_id"], False)],
+    ]
+    continued += [
+        span
+        for span in _roots(spans, "hello")
+        if span.attributes["blockyard.run_id"] not in (started["run_id"], plain["run_id"])
+    ]  # the LangGraph API's run
     assert len(continued) == 4
     for root in continued:
         assert (root.trace_id, root.parent_id) == (CALLER_TRACE, CALLER_SPAN), root.name
         assert root.flags & 0x200  # its parent is remote
     first_gate = by_run[(gated["run_id"], False)]
     assert first_gate.trace_id != CALLER_TRACE and first_gate.parent_id is None
-    ignored = by_run[(plain["run_id"], False)]  # an invalid traceparent is ignored: a trace of its own
+    ignored = by_run[
+        (plain["run_id"], False)
+    ]  # an invalid traceparent is ignored: a trace of its own
     assert ignored.trace_id != CALLER_TRACE and ignored.parent_id is None
 
 
-def test_spans_leave_on_their_own_after_the_schedule_delay(example: Path, sink: OtlpSink,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spans_leave_on_their_own_after_the_schedule_delay(
+    example: Path, sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a flush (a server between runs): the batch's thread sends after OTEL_BSP_SCHEDULE_DELAY."""
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
     settings = resolve(TelemetrySpec(endpoint=sink.base_url), os.environ)
@@ -129,15 +182,24 @@ def test_spans_leave_on_their_own_after_the_schedule_delay(example: Path, sink: 
             spans = sink.wait_for(lambda got: len(got) == 4)
     finally:
         pipeline.shutdown()
-    assert sorted(span.name for span in spans) == ["chat mock", "invoke_workflow hello", "step greet", "step shout"]
+    assert sorted(span.name for span in spans) == [
+        "chat mock",
+        "invoke_workflow hello",
+        "step greet",
+        "step shout",
+    ]
 
 
 def test_without_the_sdk_one_warning_and_the_run_goes_on(example: Path, sink: OtlpSink) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": sink.base_url}
-    code = ("import sys; sys.modules['opentelemetry'] = None  # as if the otel extra were not installed\n"
-            "from engine.cli import main\n"
-            f"sys.exit(main(['run', 'hello', '--root', {str(example)!r}]))\n")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None  # as if the otel extra were not installed\n"
+        "from engine.cli import main\n"
+        f"sys.exit(main(['run', 'hello', '--root', {str(example)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     warnings = [line for line in done.stderr.splitlines() if "telemetry" in line]
@@ -151,8 +213,13 @@ def test_a_destination_that_is_down_costs_one_warning_not_the_command(example: P
         url = gone.base_url  # a port that was ours, closed now: connections are refused
     env = {**os.environ, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": url}
     began = time.monotonic()
-    done = processes.run([sys.executable, "-m", "engine", "run", "hello", "--root", str(example)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    done = processes.run(
+        [sys.executable, "-m", "engine", "run", "hello", "--root", str(example)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     took = time.monotonic() - began
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
@@ -161,32 +228,46 @@ def test_a_destination_that_is_down_costs_one_warning_not_the_command(example: P
     assert took < 60
 
 
-def test_a_destination_refusing_spans_is_said_once(example: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(exporter._warnings, "last", 0.0)  # said at most once a minute: no earlier warning counts
+def test_a_destination_refusing_spans_is_said_once(
+    example: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # said at most once a minute: no earlier warning counts
+    monkeypatch.setattr(exporter._warnings, "last", 0.0)
     with OtlpSink(status=400) as refusing:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.base_url)
         with caplog.at_level("WARNING", logger="blockyard.telemetry"):
             outcome = cli(example, "run", "hello")
         assert outcome.code == 0
         assert refusing.received == 1  # a client error is not retried
-    said = [record.getMessage() for record in caplog.records if record.name == "blockyard.telemetry"]
+    said = [
+        record.getMessage() for record in caplog.records if record.name == "blockyard.telemetry"
+    ]
     assert len(said) == 1 and "HTTP 400" in said[0], said
 
 
-def test_a_browser_page_may_send_its_traceparent(example: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_browser_page_may_send_its_traceparent(
+    example: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A web page instrumented with OpenTelemetry sends traceparent on its calls: CORS lets it (an origin
     of `server.cors_origins` asks in its preflight)."""
     from engine.serve.server import Settings
 
     config = example / "blockyard.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + "server:\n  cors_origins: ['http://localhost:3000']\n",
-                      encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8") + "server:\n  cors_origins: ['http://localhost:3000']\n",
+        encoding="utf-8",
+    )
     live = start_live(Settings(root=example, grace=5.0, poll=0.1, schedules=False, watch=False))
     try:
-        response = httpx.options(f"{live.url}/flows/hello/runs", verify=LOOPBACK, headers={
-            "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "content-type,traceparent,tracestate"})
+        response = httpx.options(
+            f"{live.url}/flows/hello/runs",
+            verify=LOOPBACK,
+            headers={
+                "Origin": "http://localhost:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,traceparent,tracestate",
+            },
+        )
     finally:
         live.stop()
     assert response.status_code == 200, response.text

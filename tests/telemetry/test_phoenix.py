@@ -57,8 +57,10 @@ outputs: [text]
 steps:
   - {id: say, uses: say, with: {topic: "{{ inputs.topic }}"}}
 """
-TREE = ("invoke_workflow five(step again(chat usage-model),step each(step each(chat usage-model),"
-        "step each(chat usage-model)),step first(chat usage-model),step wrap(step wrap.say(chat usage-model)))")
+TREE = (
+    "invoke_workflow five(step again(chat usage-model),step each(step each(chat usage-model),"
+    "step each(chat usage-model)),step first(chat usage-model),step wrap(step wrap.say(chat usage-model)))"
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +79,14 @@ def llm() -> Iterator[UsageLLM]:
 def yard(tmp_path_factory: pytest.TempPathFactory, phoenix: Phoenix, llm: UsageLLM) -> Path:
     root = tmp_path_factory.mktemp("yard")
     files = {
-        "blockyard.yaml": (f"models:\n  default: {{provider: openai, base_url: '{llm.base_url}', name: usage-model}}\n"
-                           f"telemetry:\n  endpoint: {phoenix.url}\n  service_name: {PROJECT}\n"),
-        "blocks/say.yaml": SAY, "flows/five.yaml": FIVE, "flows/brief.yaml": BRIEF}
+        "blockyard.yaml": (
+            f"models:\n  default: {{provider: openai, base_url: '{llm.base_url}', name: usage-model}}\n"
+            f"telemetry:\n  endpoint: {phoenix.url}\n  service_name: {PROJECT}\n"
+        ),
+        "blocks/say.yaml": SAY,
+        "flows/five.yaml": FIVE,
+        "flows/brief.yaml": BRIEF,
+    }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text.lstrip("\n"), encoding="utf-8")
@@ -103,9 +110,25 @@ def runs(yard: Path, llm: UsageLLM, phoenix: Phoenix) -> dict[str, Any]:
     sock.close()
     log = yard / "serve.log"
     with log.open("w") as err:
-        server = processes.Popen([sys.executable, "-m", "engine", "serve", "--no-reload", "--grace", "5", "--port",
-                                  str(port), "--root", str(yard)], stdout=err, stderr=err, text=True,
-                                 env=_child_env())
+        server = processes.Popen(
+            [
+                sys.executable,
+                "-m",
+                "engine",
+                "serve",
+                "--no-reload",
+                "--grace",
+                "5",
+                "--port",
+                str(port),
+                "--root",
+                str(yard),
+            ],
+            stdout=err,
+            stderr=err,
+            text=True,
+            env=_child_env(),
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -117,8 +140,13 @@ def runs(yard: Path, llm: UsageLLM, phoenix: Phoenix) -> dict[str, Any]:
                 pass
             assert server.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
-        served = httpx.post(f"{url}/flows/five/runs", json={"inputs": {}}, timeout=120, verify=LOOPBACK,
-                            headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}).json()
+        served = httpx.post(
+            f"{url}/flows/five/runs",
+            json={"inputs": {}},
+            timeout=120,
+            verify=LOOPBACK,
+            headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+        ).json()
         assert served["status"] == "finished", served
         served_usage = list(llm.reported())
     finally:
@@ -126,13 +154,22 @@ def runs(yard: Path, llm: UsageLLM, phoenix: Phoenix) -> dict[str, Any]:
         server.wait(timeout=60)
     assert "Traceback" not in log.read_text(), log.read_text()
     before = len(llm.calls)
-    done = processes.run([sys.executable, "-m", "engine", "run", "five", "--root", str(yard), "--json"],
-                         env=_child_env(), capture_output=True, text=True, timeout=180)
+    done = processes.run(
+        [sys.executable, "-m", "engine", "run", "five", "--root", str(yard), "--json"],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     ran = [json.loads(line) for line in done.stdout.splitlines() if line.strip()][-1]
     assert "Traceback" not in done.stderr, done.stderr
-    return {"served": served["run_id"], "served_usage": served_usage, "ran": ran["run_id"],
-            "ran_usage": [call.usage for call in llm.calls[before:]]}
+    return {
+        "served": served["run_id"],
+        "served_usage": served_usage,
+        "ran": ran["run_id"],
+        "ran_usage": [call.usage for call in llm.calls[before:]],
+    }
 
 
 def _stored(phoenix: Phoenix, runs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -143,26 +180,36 @@ def _stored(phoenix: Phoenix, runs: dict[str, Any]) -> list[dict[str, Any]]:
         roots = [span for span in spans if span["name"] == "invoke_workflow five"]
         if len(roots) == 2 and len(spans) == 2 * 13:
             return spans
-        assert time.monotonic() < deadline, f"Phoenix holds {len(spans)} spans: {sorted(s['name'] for s in spans)}"
+        assert time.monotonic() < deadline, (
+            f"Phoenix holds {len(spans)} spans: {sorted(s['name'] for s in spans)}"
+        )
         time.sleep(0.5)
 
 
 def _shape(spans: list[dict[str, Any]], span: dict[str, Any]) -> str:
-    children = sorted(_shape(spans, child) for child in spans if child["parent_id"] == span["context"]["span_id"])
+    children = sorted(
+        _shape(spans, child) for child in spans if child["parent_id"] == span["context"]["span_id"]
+    )
     return str(span["name"]) + (f"({','.join(children)})" if children else "")
 
 
-def test_phoenix_shows_each_run_as_one_trace_shaped_like_its_flow(phoenix: Phoenix, runs: dict[str, Any]) -> None:
+def test_phoenix_shows_each_run_as_one_trace_shaped_like_its_flow(
+    phoenix: Phoenix, runs: dict[str, Any]
+) -> None:
     spans = _stored(phoenix, runs)
     project = [p["name"] for p in phoenix.get("/v1/projects")["data"]]
-    assert PROJECT in project  # Phoenix filed them under the service's name (openinference.project.name)
+    # Phoenix filed them under the service's name (openinference.project.name)
+    assert PROJECT in project
     by_trace: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         by_trace.setdefault(span["context"]["trace_id"], []).append(span)
     assert len(by_trace) == 2  # one trace per run
     for run_id in (runs["served"], runs["ran"]):
-        (root,) = [s for s in spans if s["name"] == "invoke_workflow five"
-                   and s["attributes"]["blockyard.run_id"] == run_id]
+        (root,) = [
+            s
+            for s in spans
+            if s["name"] == "invoke_workflow five" and s["attributes"]["blockyard.run_id"] == run_id
+        ]
         trace = by_trace[root["context"]["trace_id"]]
         assert len(trace) == 13
         assert _shape(trace, root) == TREE
@@ -172,18 +219,34 @@ def test_phoenix_shows_each_run_as_one_trace_shaped_like_its_flow(phoenix: Phoen
         assert root["status_code"] == "UNSET"
 
 
-def test_the_model_calls_carry_the_tokens_the_server_reported(phoenix: Phoenix, runs: dict[str, Any]) -> None:
+def test_the_model_calls_carry_the_tokens_the_server_reported(
+    phoenix: Phoenix, runs: dict[str, Any]
+) -> None:
     spans = _stored(phoenix, runs)
     for run_id, usage in ((runs["served"], runs["served_usage"]), (runs["ran"], runs["ran_usage"])):
-        (root,) = [s for s in spans if s["name"] == "invoke_workflow five"
-                   and s["attributes"]["blockyard.run_id"] == run_id]
-        chats = [s for s in spans if s["context"]["trace_id"] == root["context"]["trace_id"]
-                 and s["name"] == "chat usage-model"]
+        (root,) = [
+            s
+            for s in spans
+            if s["name"] == "invoke_workflow five" and s["attributes"]["blockyard.run_id"] == run_id
+        ]
+        chats = [
+            s
+            for s in spans
+            if s["context"]["trace_id"] == root["context"]["trace_id"]
+            and s["name"] == "chat usage-model"
+        ]
         assert len(chats) == len(usage) == 5
-        got = sorted((s["attributes"]["gen_ai.usage.input_tokens"], s["attributes"]["gen_ai.usage.output_tokens"],
-                      s["attributes"]["gen_ai.usage.cache_read.input_tokens"]) for s in chats)
+        got = sorted(
+            (
+                s["attributes"]["gen_ai.usage.input_tokens"],
+                s["attributes"]["gen_ai.usage.output_tokens"],
+                s["attributes"]["gen_ai.usage.cache_read.input_tokens"],
+            )
+            for s in chats
+        )
         assert got == sorted((u.input_tokens, u.output_tokens, u.cached_tokens) for u in usage)
-        assert len({entry[0] for entry in got}) > 1  # the calls differ: each span has its own call's counts
+        # the calls differ: each span has its own call's counts
+        assert len({entry[0] for entry in got}) > 1
         for chat in chats:
             attributes = chat["attributes"]
             assert chat["span_kind"] == "LLM"
@@ -191,15 +254,27 @@ def test_the_model_calls_carry_the_tokens_the_server_reported(phoenix: Phoenix, 
             assert attributes["gen_ai.provider.name"] == "openai"
             assert attributes["gen_ai.request.model"] == "usage-model"
             assert attributes["llm.token_count.prompt"] == attributes["gen_ai.usage.input_tokens"]
-        assert root["attributes"]["blockyard.usage.input_tokens"] == sum(u.input_tokens for u in usage)
+        assert root["attributes"]["blockyard.usage.input_tokens"] == sum(
+            u.input_tokens for u in usage
+        )
 
 
-def test_the_callers_traceparent_is_the_parent_of_the_served_run(phoenix: Phoenix, runs: dict[str, Any]) -> None:
+def test_the_callers_traceparent_is_the_parent_of_the_served_run(
+    phoenix: Phoenix, runs: dict[str, Any]
+) -> None:
     spans = _stored(phoenix, runs)
-    (served,) = [s for s in spans if s["name"] == "invoke_workflow five"
-                 and s["attributes"]["blockyard.run_id"] == runs["served"]]
+    (served,) = [
+        s
+        for s in spans
+        if s["name"] == "invoke_workflow five"
+        and s["attributes"]["blockyard.run_id"] == runs["served"]
+    ]
     assert served["context"]["trace_id"] == CALLER_TRACE
     assert served["parent_id"] == CALLER_SPAN
-    (ran,) = [s for s in spans if s["name"] == "invoke_workflow five"
-              and s["attributes"]["blockyard.run_id"] == runs["ran"]]
+    (ran,) = [
+        s
+        for s in spans
+        if s["name"] == "invoke_workflow five"
+        and s["attributes"]["blockyard.run_id"] == runs["ran"]
+    ]
     assert ran["parent_id"] is None and ran["context"]["trace_id"] != CALLER_TRACE

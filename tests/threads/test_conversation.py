@@ -42,6 +42,7 @@ def turn(call: StructuredRequest | TurnRequest) -> TurnRequest:
     assert isinstance(call, TurnRequest)
     return call
 
+
 MESSAGE = {"message": {"type": "string"}}
 
 FILES = {
@@ -167,8 +168,19 @@ FILES = {
           - {id: talk, uses: reply}
     """,
 }
-FLOWS = ["llm_chat", "agent_chat", "delegate_chat", "sub_chat", "map_chat", "loop_chat", "careful_chat"]
-FAIL = {key: [{"$error": "boom", "message": "the model fell over"}] for key in ("reply", "helper", "boss")}
+FLOWS = [
+    "llm_chat",
+    "agent_chat",
+    "delegate_chat",
+    "sub_chat",
+    "map_chat",
+    "loop_chat",
+    "careful_chat",
+]
+FAIL = {
+    key: [{"$error": "boom", "message": "the model fell over"}]
+    for key in ("reply", "helper", "boss")
+}
 
 
 @pytest.fixture
@@ -179,7 +191,11 @@ def yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
 def stored(api: Yard, flow: str, thread: str) -> list[tuple[str, str, str]]:
     """(type, id, text) of the messages in the checkpoint the thread's next turn starts from (its last
     finished turn's): what its models read."""
-    start = api.db.read(lambda conn: conn.execute("SELECT checkpoint FROM threads WHERE id = ?", (thread,)).fetchone())
+    start = api.db.read(
+        lambda conn: conn.execute(
+            "SELECT checkpoint FROM threads WHERE id = ?", (thread,)
+        ).fetchone()
+    )
     if start is None or start[0] is None:
         return []
     configurable = {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": start[0]}
@@ -201,9 +217,11 @@ def agree(api: Yard, flow: str, thread: str) -> list[tuple[str, str, str]]:
     rows = table(api, thread)
     kept = stored(api, flow, thread)
     assert [(m_type, text) for m_type, _, text in kept] == [
-        ("human" if role == "user" else "ai", text) for role, _, text in rows]
+        ("human" if role == "user" else "ai", text) for role, _, text in rows
+    ]
     assert [message_id for _, message_id, _ in kept] == [
-        f"{run_id}.{'in' if role == 'user' else 'out'}" for role, run_id, _ in rows]
+        f"{run_id}.{'in' if role == 'user' else 'out'}" for role, run_id, _ in rows
+    ]
     return rows
 
 
@@ -212,23 +230,36 @@ def test_append_reducer_trap_an_agent_thread_stores_each_message_once(yard: Path
     # next to the turn's own message and reply: 3 turns of an agent with a tool stored 15 messages
     with Yard.load(yard) as api:
         for i in range(3):
-            assert api.run("agent_chat", {"message": f"turn {i}"}, thread="trap").status == "finished"
+            assert (
+                api.run("agent_chat", {"message": f"turn {i}"}, thread="trap").status == "finished"
+            )
 
         async def latest() -> Any:
             graph = api.compiled(api.bundle("agent_chat")).graph
             return await graph.aget_state({"configurable": {"thread_id": "trap"}})
 
         kept = api._sync().call(latest).values["messages"]
-        assert [m.type for m in kept] == ["human", "ai"] * 3  # not 15: no prompt, tool call or result of the agent
+        assert [m.type for m in kept] == [
+            "human",
+            "ai",
+        ] * 3  # not 15: no prompt, tool call or result of the agent
         rows = agree(api, "agent_chat", "trap")
         thread = api.thread("trap")
         assert thread is not None and thread.last_run is not None
         events = api.events(thread.last_run)
     assert [role for role, _, _ in rows] == ["user", "assistant"] * 3
-    assert [text for _, _, text in rows] == ["turn 0", "All quiet.", "turn 1", "All quiet.", "turn 2", "All quiet."]
+    assert [text for _, _, text in rows] == [
+        "turn 0",
+        "All quiet.",
+        "turn 1",
+        "All quiet.",
+        "turn 2",
+        "All quiet.",
+    ]
     # the tool-call chatter stays in the turn's trace
-    assert [e.data["status"] for e in events if e.type == "tool_call" and e.data["tool"] == "list_files"] == [
-        "started", "ok"]
+    assert [
+        e.data["status"] for e in events if e.type == "tool_call" and e.data["tool"] == "list_files"
+    ] == ["started", "ok"]
 
 
 def test_the_model_is_sent_the_conversation_once_oldest_first(yard: Path) -> None:
@@ -237,15 +268,24 @@ def test_the_model_is_sent_the_conversation_once_oldest_first(yard: Path) -> Non
         scripts = []
         for i, text in enumerate(turns):
             with scripted(f"r{i}", {"talk": [f"reply {i}"]}) as script:
-                assert api.run("llm_chat", {"message": text}, run_id=f"r{i}", thread="ada").status == "finished"
+                assert (
+                    api.run("llm_chat", {"message": text}, run_id=f"r{i}", thread="ada").status
+                    == "finished"
+                )
             scripts.append(script)
         outside = api.run("llm_chat", {"message": "not a turn"})
     assert [structured(call).history for script in scripts for call in script.calls] == [
         (),
         (("user", "My name is Ada"), ("assistant", "reply 0")),
-        (("user", "My name is Ada"), ("assistant", "reply 0"), ("user", "I like tea"), ("assistant", "reply 1")),
+        (
+            ("user", "My name is Ada"),
+            ("assistant", "reply 0"),
+            ("user", "I like tea"),
+            ("assistant", "reply 1"),
+        ),
     ]
-    assert structured(scripts[2].calls[0]).user == "What is my name?"  # the turn's own prompt comes after the history
+    # the turn's own prompt comes after the history
+    assert structured(scripts[2].calls[0]).user == "What is my name?"
     assert outside.status == "finished"
 
 
@@ -258,27 +298,42 @@ def test_agents_get_the_history_before_their_prompt_and_blocks_choose_how_much(y
                 api.run("window_chat", {"message": f"window {i}"}, run_id=f"w{i}", thread="win")
     first_turn = turn(agent_script.calls[0])
     assert [(m.type, m.content) for m in first_turn.messages] == [
-        ("human", "agent 0"), ("ai", "All quiet."), ("human", "agent 1"), ("ai", "All quiet."), ("human", "agent 2")]
+        ("human", "agent 0"),
+        ("ai", "All quiet."),
+        ("human", "agent 1"),
+        ("ai", "All quiet."),
+        ("human", "agent 2"),
+    ]
     short, blind = (structured(call) for call in window_script.calls)
-    assert [said for said, _ in short.history] == ["user", "assistant"]  # history: 1 -> the last turn only
+    assert [said for said, _ in short.history] == [
+        "user",
+        "assistant",
+    ]  # history: 1 -> the last turn only
     assert short.history[0] == ("user", "window 1")
     assert blind.history == ()  # history: none
 
 
-def test_the_character_budget_drops_the_oldest_turns_and_says_so(make_yard: Callable[[dict[str, str]], Path]
-                                                                  ) -> None:
+def test_the_character_budget_drops_the_oldest_turns_and_says_so(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     root = make_yard({**FILES, "blockyard.yaml": "threads: {history_chars: 40}\n"})
     with Yard.load(root) as api:
         for i in range(3):
             with scripted(f"b{i}", {"talk": [f"r{i}"]}) as script:
-                api.run("llm_chat", {"message": f"message number {i}"}, run_id=f"b{i}", thread="budget")
+                api.run(
+                    "llm_chat", {"message": f"message number {i}"}, run_id=f"b{i}", thread="budget"
+                )
         warnings = [e for e in api.events("b2") if e.type == "warning"]
         kept = stored(api, "llm_chat", "budget")
         rows = table(api, "budget")
     # each turn is 18 + 2 characters: two fit in 40, the third turn is sent the newest one only... and
     # turn 2's own one earlier turn (20 characters) fit
-    assert structured(script.calls[0]).history == (("user", "message number 0"), ("assistant", "r0"),
-                                       ("user", "message number 1"), ("assistant", "r1"))
+    assert structured(script.calls[0]).history == (
+        ("user", "message number 0"),
+        ("assistant", "r0"),
+        ("user", "message number 1"),
+        ("assistant", "r1"),
+    )
     assert warnings == []
     with Yard.load(root) as api:
         with scripted("b3", {"talk": ["r3"]}) as script:
@@ -286,25 +341,46 @@ def test_the_character_budget_drops_the_oldest_turns_and_says_so(make_yard: Call
         (warning,) = [e for e in api.events("b3") if e.type == "warning"]
         kept = stored(api, "llm_chat", "budget")
         rows = table(api, "budget")
-    assert structured(script.calls[0]).history == (("user", "message number 1"), ("assistant", "r1"),
-                                       ("user", "message number 2"), ("assistant", "r2"))
-    assert (warning.step, warning.data["code"], warning.data["dropped_turns"]) == ("talk", "history_cut", 1)
+    assert structured(script.calls[0]).history == (
+        ("user", "message number 1"),
+        ("assistant", "r1"),
+        ("user", "message number 2"),
+        ("assistant", "r2"),
+    )
+    assert (warning.step, warning.data["code"], warning.data["dropped_turns"]) == (
+        "talk",
+        "history_cut",
+        1,
+    )
     assert "threads.history_chars (40 characters)" in warning.data["message"]
-    assert len(rows) == 8  # the table keeps every message; the checkpoint only what can still be sent
-    assert [text for _, _, text in kept] == ["message number 1", "r1", "message number 2", "r2",
-                                             "message number 3", "r3"]
+    # the table keeps every message; the checkpoint only what can still be sent
+    assert len(rows) == 8
+    assert [text for _, _, text in kept] == [
+        "message number 1",
+        "r1",
+        "message number 2",
+        "r2",
+        "message number 3",
+        "r3",
+    ]
 
 
 def test_a_failed_turn_that_is_not_resumed_leaves_no_message(yard: Path) -> None:
     with Yard.load(yard) as api:
         api.run("llm_chat", {"message": "one"}, thread="f")
         with scripted("bad", FAIL):
-            assert api.run("llm_chat", {"message": "lost"}, run_id="bad", thread="f").status == "failed"
+            assert (
+                api.run("llm_chat", {"message": "lost"}, run_id="bad", thread="f").status
+                == "failed"
+            )
         with scripted("next") as script:
             api.run("llm_chat", {"message": "two"}, run_id="next", thread="f")
         rows = agree(api, "llm_chat", "f")
     assert [text for role, _, text in rows if role == "user"] == ["one", "two"]
-    assert [said for said, _ in structured(script.calls[0]).history] == ["user", "assistant"]  # not "lost"
+    assert [said for said, _ in structured(script.calls[0]).history] == [
+        "user",
+        "assistant",
+    ]  # not "lost"
 
 
 # ---- exactly once, whatever the flow and however its turns end ----------------------------------
@@ -347,57 +423,91 @@ def take_turn(api: Yard, flow: str, thread: str, text: str, outcome: str) -> boo
     return True
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flow=st.sampled_from(FLOWS), outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=4))
-def test_n_finished_turns_hold_exactly_2n_messages(shared_yard: Yard, flow: str, outcomes: list[str]) -> None:
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flow=st.sampled_from(FLOWS),
+    outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=4),
+)
+def test_n_finished_turns_hold_exactly_2n_messages(
+    shared_yard: Yard, flow: str, outcomes: list[str]
+) -> None:
     thread = f"p{next(_threads)}"
-    finished = [take_turn(shared_yard, flow, thread, f"m{i}", outcome) for i, outcome in enumerate(outcomes)]
+    finished = [
+        take_turn(shared_yard, flow, thread, f"m{i}", outcome) for i, outcome in enumerate(outcomes)
+    ]
     rows = agree(shared_yard, flow, thread)
     assert len(rows) == 2 * sum(finished)
     assert [text for role, _, text in rows if role == "user"] == [
-        f"m{i}" for i, done in enumerate(finished) if done]
+        f"m{i}" for i, done in enumerate(finished) if done
+    ]
     assert [role for role, _, _ in rows] == ["user", "assistant"] * sum(finished)
 
 
 # ---- names ------------------------------------------------------------------------------------
 
-NAMED = "models:\n  default: {provider: mock}\n  namer: {provider: mock, replies: {thread_name: [%s]}}\n" \
-        "threads: {name_model: namer}\n"
+NAMED = (
+    "models:\n  default: {provider: mock}\n  namer: {provider: mock, replies: {thread_name: [%s]}}\n"
+    "threads: {name_model: namer}\n"
+)
 
 
-def test_a_thread_is_named_by_the_name_model_on_its_first_turn(make_yard: Callable[[dict[str, str]], Path],
-                                                               cli: Cli) -> None:
+def test_a_thread_is_named_by_the_name_model_on_its_first_turn(
+    make_yard: Callable[[dict[str, str]], Path], cli: Cli
+) -> None:
     root = make_yard({**FILES, "blockyard.yaml": NAMED % '"Title: Ada asks about her order."'})
-    first = cli(root, "run", "llm_chat", "--thread", "named", "--input", "message=My name is Ada", "--json")
-    second = cli(root, "run", "llm_chat", "--thread", "named", "--input", "message=Where is it?", "--json")
+    first = cli(
+        root, "run", "llm_chat", "--thread", "named", "--input", "message=My name is Ada", "--json"
+    )
+    second = cli(
+        root, "run", "llm_chat", "--thread", "named", "--input", "message=Where is it?", "--json"
+    )
     (event,) = [e for e in first.events() if e["type"] == "thread_name"]
     assert event["data"] == {"thread_id": "named", "name": "Ada asks about her order"}
     assert [e["type"] for e in first.events()][-1] == "run_finished"
-    assert not [e for e in second.events() if e["type"] == "thread_name"]  # only the first turn names it
+    assert not [
+        e for e in second.events() if e["type"] == "thread_name"
+    ]  # only the first turn names it
     listed = json.loads(cli(root, "threads", "--json").out)
     assert listed[0]["name"] == "Ada asks about her order"
     assert cli(root, "threads").out.splitlines()[1].endswith("  Ada asks about her order")
 
 
 def test_without_a_name_model_or_when_it_fails_the_first_five_words_name_the_thread(
-        make_yard: Callable[[dict[str, str]], Path], cli: Cli) -> None:
-    root = make_yard({**FILES, "blockyard.yaml": NAMED % '{$error: boom}'})
-    done = cli(root, "run", "llm_chat", "--thread", "late", "--input",
-               "message=  My order  is late, where is it?", "--json")
+    make_yard: Callable[[dict[str, str]], Path], cli: Cli
+) -> None:
+    root = make_yard({**FILES, "blockyard.yaml": NAMED % "{$error: boom}"})
+    done = cli(
+        root,
+        "run",
+        "llm_chat",
+        "--thread",
+        "late",
+        "--input",
+        "message=  My order  is late, where is it?",
+        "--json",
+    )
     events = done.events()
     assert done.code == 0
-    assert [e["data"] for e in events if e["type"] == "thread_name"] == [{"thread_id": "late",
-                                                                          "name": "My order is late, where"}]
+    assert [e["data"] for e in events if e["type"] == "thread_name"] == [
+        {"thread_id": "late", "name": "My order is late, where"}
+    ]
     assert events[-1]["type"] == "run_finished"
     with Yard.load(root) as api:
         assert api.thread("late").label == "My order is late, where"  # type: ignore[union-attr]
     plain = make_yard({**FILES, "blockyard.yaml": "models: {default: {provider: mock}}\n"})
-    done = cli(plain, "run", "llm_chat", "--thread", "p", "--input", "message=hello there", "--json")
-    assert [e["data"]["name"] for e in done.events() if e["type"] == "thread_name"] == ["hello there"]
+    done = cli(
+        plain, "run", "llm_chat", "--thread", "p", "--input", "message=hello there", "--json"
+    )
+    assert [e["data"]["name"] for e in done.events() if e["type"] == "thread_name"] == [
+        "hello there"
+    ]
 
 
-def test_the_offline_mock_names_a_thread_the_same_way_every_time(make_yard: Callable[[dict[str, str]], Path]
-                                                                  ) -> None:
+def test_the_offline_mock_names_a_thread_the_same_way_every_time(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
     config = "models:\n  default: {provider: mock}\nthreads: {name_model: default}\n"
     root = make_yard({**FILES, "blockyard.yaml": config})
     names = []
@@ -423,23 +533,36 @@ def test_threads_show_reads_the_messages_table(yard: Path, cli: Cli) -> None:
 
 # ---- kill -9 at random points -----------------------------------------------------------------
 
-def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disagreeing(yard: Path) -> None:
+
+def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disagreeing(
+    yard: Path,
+) -> None:
     chance = random.Random()
     child_script = Path(__file__).with_name("turns_child.py")
     first = 0
     for _round in range(4):
-        child = processes.Popen([sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
-                                env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = processes.Popen(
+            [sys.executable, str(child_script), str(yard), "agent_chat", "k", str(first), "50"],
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == "finished", child.stderr.read() if child.stderr else ""
-        delay = chance.uniform(0.0, 0.25)  # somewhere inside a later turn: a step, the turn's end, the next start
+        assert child.stdout.readline().strip() == "finished", (
+            child.stderr.read() if child.stderr else ""
+        )
+        # somewhere inside a later turn: a step, the turn's end, the next start
+        delay = chance.uniform(0.0, 0.25)
         time.sleep(delay)
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
         first += 50
         with Yard.load(yard) as api:
             rows = agree(api, "agent_chat", "k")
-            finished = [run for run in api.runs(flow="agent_chat", limit=None) if run.status == "finished"]
+            finished = [
+                run for run in api.runs(flow="agent_chat", limit=None) if run.status == "finished"
+            ]
         assert len(rows) == 2 * len(finished), f"killed after {delay:.3f} s"
         assert {run_id for _, run_id, _ in rows} == {run.id for run in finished}
     with Yard.load(yard) as api:  # the thread goes on where the last finished turn left it
@@ -449,10 +572,12 @@ def test_kill_9_at_random_points_never_leaves_the_table_and_the_checkpoint_disag
 
 
 def test_validate_names_history_on_a_kind_without_a_model_and_an_unknown_name_model(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
-    root = make_yard({
-        "blockyard.yaml": "models: {fast: {provider: mock}}\nthreads: {name_model: fsat, history_chars: 5000}\n",
-        "blocks/shout.yaml": """
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
+    root = make_yard(
+        {
+            "blockyard.yaml": "models: {fast: {provider: mock}}\nthreads: {name_model: fsat, history_chars: 5000}\n",
+            "blocks/shout.yaml": """
             block: shout
             kind: transform
             history: 3
@@ -460,12 +585,23 @@ def test_validate_names_history_on_a_kind_without_a_model_and_an_unknown_name_mo
             outputs: {loud: {type: string}}
             compute: {loud: "text | upper"}
         """,
-        "blocks/talk.yaml": "block: talk\nkind: llm\nhistory: all\noutputs: {reply: {type: string}}\n"
-                            "prompt: {user: hi}\n",
-    })
+            "blocks/talk.yaml": "block: talk\nkind: llm\nhistory: all\noutputs: {reply: {type: string}}\n"
+            "prompt: {user: hi}\n",
+        }
+    )
     found = {(d.code, d.file, d.line, d.message) for d in check_project(load_project(root))}
-    assert ("BY356", "blocks/shout.yaml", 3, "block 'shout': `history` does not apply to a transform block "
-                                              "(only to agent, decide, llm, smart)") in found
-    assert ("BY502", "blockyard.yaml", 2, "threads.name_model: unknown model profile 'fsat' (did you mean "
-                                          "'fast'?) (profiles: default, fast)") in found
+    assert (
+        "BY356",
+        "blocks/shout.yaml",
+        3,
+        "block 'shout': `history` does not apply to a transform block "
+        "(only to agent, decide, llm, smart)",
+    ) in found
+    assert (
+        "BY502",
+        "blockyard.yaml",
+        2,
+        "threads.name_model: unknown model profile 'fsat' (did you mean "
+        "'fast'?) (profiles: default, fast)",
+    ) in found
     assert not [d for d in found if d[1] == "blocks/talk.yaml"]

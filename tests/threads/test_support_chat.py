@@ -36,8 +36,13 @@ def test_three_turns_on_the_cli_answer_from_the_history(example: Path, cli: Cli)
     assert replies == [f"reply: {GREETING}\n", f"reply: {GREETING}\n", "reply: Your name is Ada.\n"]
     shown = json.loads(cli(example, "threads", "show", "T", "--json").out)
     assert [(m["role"], m["content"]) for m in shown["messages"]] == [
-        ("user", said[0]), ("assistant", GREETING), ("user", said[1]), ("assistant", GREETING),
-        ("user", said[2]), ("assistant", "Your name is Ada.")]
+        ("user", said[0]),
+        ("assistant", GREETING),
+        ("user", said[1]),
+        ("assistant", GREETING),
+        ("user", said[2]),
+        ("assistant", "Your name is Ada."),
+    ]
     assert shown["thread"]["name"] == "My name is Ada"
 
 

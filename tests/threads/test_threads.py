@@ -84,14 +84,24 @@ def messages(api: Yard, flow: str, thread: str) -> list[tuple[str, str, str]]:
 
 def checkpoints(root: Path, thread: str) -> int:
     with state_db(root) as conn:
-        return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)
+            ).fetchone()[0]
+        )
 
 
 def test_n_turns_give_exactly_n_turns_of_history(yard: Path) -> None:
     turns = 6
     with Yard.load(yard) as api:
-        results = [api.run("chat", {"message": f"opening words {i}" if i == 0 else f"follow-up {i}"}, thread="t1")
-                   for i in range(turns)]
+        results = [
+            api.run(
+                "chat",
+                {"message": f"opening words {i}" if i == 0 else f"follow-up {i}"},
+                thread="t1",
+            )
+            for i in range(turns)
+        ]
         assert [r.status for r in results] == ["finished"] * turns
         stored = messages(api, "chat", "t1")
         (thread,) = api.threads()
@@ -102,7 +112,12 @@ def test_n_turns_give_exactly_n_turns_of_history(yard: Path) -> None:
         assert stored[2 * i][1:] == (f"{result.run_id}.in", f"follow-up {i}")
         assert stored[2 * i + 1][1:] == (f"{result.run_id}.out", f"you said: follow-up {i}")
     assert (thread.id, thread.flow, thread.turns, thread.label, thread.last_run) == (
-        "t1", "chat", turns, "opening words 0", results[-1].run_id)
+        "t1",
+        "chat",
+        turns,
+        "opening words 0",
+        results[-1].run_id,
+    )
     assert checkpoints(yard, "t1") == 1  # finished turns are pruned down to the latest checkpoint
 
 
@@ -119,23 +134,30 @@ def test_each_turn_starts_from_a_fresh_context(yard: Path, cli: Cli) -> None:
             state = await compiled.graph.aget_state({"configurable": {"thread_id": "t2"}})
             return dict(state.values["context"])
 
-        assert api._sync().call(context) == {"reply": "you said: hello"}  # no `marked` from the first turn
+        assert api._sync().call(context) == {
+            "reply": "you said: hello"
+        }  # no `marked` from the first turn
         refused = cli(yard, "resume", first.run_id)
         assert refused.code == 2
-        assert refused.err.strip() == (f"error: run {first.run_id} cannot be resumed: its conversation thread 't2' "
-                                       f"has gone on with run {second.run_id}")
+        assert refused.err.strip() == (
+            f"error: run {first.run_id} cannot be resumed: its conversation thread 't2' "
+            f"has gone on with run {second.run_id}"
+        )
 
 
 def test_concurrent_turns_of_one_thread_take_turns(yard: Path) -> None:
     async def three(api: Yard) -> list[Any]:
-        return await asyncio.gather(*(api.arun("slow_chat", {"message": f"m{i}"}, thread="busy") for i in range(3)))
+        return await asyncio.gather(
+            *(api.arun("slow_chat", {"message": f"m{i}"}, thread="busy") for i in range(3))
+        )
 
     with Yard.load(yard) as api:
         results = api._sync().call(lambda: three(api))
         assert [r.status for r in results] == ["finished"] * 3
         stored = messages(api, "slow_chat", "busy")
     assert len(stored) == 6
-    for human, ai in zip(stored[::2], stored[1::2], strict=True):  # each reply right after its own message
+    # each reply right after its own message
+    for human, ai in zip(stored[::2], stored[1::2], strict=True):
         assert human[0] == "HumanMessage" and ai[0] == "AIMessage"
         assert ai[1] == human[1].replace(".in", ".out") and ai[2] == "you said: " + human[2]
 
@@ -143,14 +165,22 @@ def test_concurrent_turns_of_one_thread_take_turns(yard: Path) -> None:
 def test_turns_from_two_processes_at_once(yard: Path, cli: Cli) -> None:
     # an existing conversation (and database: two processes creating a fresh one at once is another matter)
     assert cli(yard, "run", "slow_chat", "--thread", "shared", "--input", "message=hello").code == 0
-    children = [spawn(yard, "run", "slow_chat", "--thread", "shared", "--input", f"message=from {i}", "--json")
-                for i in range(2)]
+    children = [
+        spawn(
+            yard, "run", "slow_chat", "--thread", "shared", "--input", f"message=from {i}", "--json"
+        )
+        for i in range(2)
+    ]
     for child in children:
         _, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
     with Yard.load(yard) as api:
         stored = messages(api, "slow_chat", "shared")
-    assert sorted(text for kind, _, text in stored if kind == "HumanMessage") == ["from 0", "from 1", "hello"]
+    assert sorted(text for kind, _, text in stored if kind == "HumanMessage") == [
+        "from 0",
+        "from 1",
+        "hello",
+    ]
     assert [kind for kind, _, _ in stored] == ["HumanMessage", "AIMessage"] * 3
     listed = cli(yard, "threads", "--json")
     (thread,) = json.loads(listed.out)
@@ -163,33 +193,56 @@ def test_a_waiting_turn_holds_the_thread(yard: Path, cli: Cli) -> None:
     run_id = waiting.events()[0]["run_id"]
     blocked = cli(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again")
     assert blocked.code == 2
-    assert blocked.err.strip() == (f"error: thread 'c1' waits for an approval in run {run_id}: decide it first "
-                                   f"(`blockyard resume {run_id} --approve` or `--reject`)")
+    assert blocked.err.strip() == (
+        f"error: thread 'c1' waits for an approval in run {run_id}: decide it first "
+        f"(`blockyard resume {run_id} --approve` or `--reject`)"
+    )
     assert cli(yard, "resume", run_id, "--approve").code == 0
     assert cli(yard, "run", "careful_chat", "--thread", "c1", "--input", "message=again").code == 3
     other = cli(yard, "run", "chat", "--thread", "c1", "--input", "message=x")
-    assert (other.code, other.err.strip()) == (2, "error: thread 'c1' is a conversation with flow 'careful_chat', "
-                                                  "not 'chat'")
+    assert (other.code, other.err.strip()) == (
+        2,
+        "error: thread 'c1' is a conversation with flow 'careful_chat', not 'chat'",
+    )
 
 
 def test_threads_listing_and_show(yard: Path, cli: Cli) -> None:
     assert cli(yard, "threads").out.startswith("no threads yet")
-    for text in ("what is on the menu today, and is there anything vegetarian on it at all", "and soup?"):
-        assert cli(yard, "run", "chat", "--thread", "lunch-chat", "--input", f"message={text}").code == 0
+    for text in (
+        "what is on the menu today, and is there anything vegetarian on it at all",
+        "and soup?",
+    ):
+        assert (
+            cli(yard, "run", "chat", "--thread", "lunch-chat", "--input", f"message={text}").code
+            == 0
+        )
     listed = cli(yard, "threads").out.splitlines()
     assert listed[0].split() == ["THREAD", "FLOW", "TURNS", "UPDATED", "LAST", "TURN", "TITLE"]
     # the title is the thread's name: the first five words of its first message (no naming model here)
-    assert listed[1].startswith("lunch-chat  chat  2") and listed[1].endswith("  what is on the menu")
+    assert listed[1].startswith("lunch-chat  chat  2") and listed[1].endswith(
+        "  what is on the menu"
+    )
     shown = cli(yard, "threads", "show", "lunch-chat").out
     assert "  > and soup?\n  < you said: and soup?\n" in shown
     missing = cli(yard, "threads", "show", "lunch-chta")
-    assert (missing.code, missing.err.strip()) == (2, "error: unknown thread 'lunch-chta' (did you mean 'lunch-chat'?)")
+    assert (missing.code, missing.err.strip()) == (
+        2,
+        "error: unknown thread 'lunch-chta' (did you mean 'lunch-chat'?)",
+    )
 
 
 def test_a_threads_turns_are_shown_in_the_order_they_were_taken(yard: Path, cli: Cli) -> None:
     with Yard.load(yard) as api:
-        for run_id, text in (("zz-first", "first things first"), (None, "then this"), ("00-last", "and that")):
+        for run_id, text in (
+            ("zz-first", "first things first"),
+            (None, "then this"),
+            ("00-last", "and that"),
+        ):
             api.run("chat", {"message": text}, run_id=run_id, thread="menu")
             time.sleep(0.002)  # start times have milliseconds: each turn its own
     shown = json.loads(cli(yard, "threads", "show", "menu", "--json").out)
-    assert [turn["said"] for turn in shown["turns"]] == ["first things first", "then this", "and that"]
+    assert [turn["said"] for turn in shown["turns"]] == [
+        "first things first",
+        "then this",
+        "and that",
+    ]

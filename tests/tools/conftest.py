@@ -30,7 +30,9 @@ def restore_imports(tmp_path: Path) -> Iterator[None]:
 def code_yard(tmp_path: Path) -> Callable[..., tuple[ConfigSpec, Path]]:
     """code_yard({"tools.py": "..."}, tools={"name": {"import": "tools:fn"}}) -> (config, root)."""
 
-    def make(files: dict[str, str], *, code: str = "code", **config: Any) -> tuple[ConfigSpec, Path]:
+    def make(
+        files: dict[str, str], *, code: str = "code", **config: Any
+    ) -> tuple[ConfigSpec, Path]:
         root = tmp_path / "yard"
         for name, text in files.items():
             path = root / code / name

@@ -32,4 +32,7 @@ def test_named_timezone(tmp_path: Path) -> None:
 def test_unknown_timezone_suggests_one(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="unknown timezone 'Europe/Pariss'") as caught:
         now(tmp_path, timezone="Europe/Pariss")
-    assert str(caught.value) == "tool 'current_time': unknown timezone 'Europe/Pariss' (did you mean 'Europe/Paris'?)"
+    assert (
+        str(caught.value)
+        == "tool 'current_time': unknown timezone 'Europe/Pariss' (did you mean 'Europe/Paris'?)"
+    )

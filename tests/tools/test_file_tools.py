@@ -32,37 +32,57 @@ def run(tools: ToolRegistry, name: str, **args: Any) -> Any:
 
 
 def test_write_read_and_list(tools: ToolRegistry, space: Path) -> None:
-    assert run(tools, "write_file", path="notes/today.txt", content="ünïcode") == {"path": "notes/today.txt",
-                                                                                  "bytes": 9}
+    assert run(tools, "write_file", path="notes/today.txt", content="ünïcode") == {
+        "path": "notes/today.txt",
+        "bytes": 9,
+    }
     run(tools, "write_file", path="notes/today.txt", content="!", append=True)
     run(tools, "write_file", path="top.md", content="# hi")
     assert (space / "notes" / "today.txt").read_text() == "ünïcode!"
-    assert run(tools, "read_file", path="notes/today.txt") == {"path": "notes/today.txt", "content": "ünïcode!",
-                                                               "truncated": False}
-    assert run(tools, "read_file", path="top.md", max_bytes=2) == {"path": "top.md", "content": "# ",
-                                                                   "truncated": True}
-    assert run(tools, "list_files") == {"entries": [{"path": "notes", "type": "dir"},
-                                                    {"path": "top.md", "type": "file", "size": 4}],
-                                        "truncated": False}
+    assert run(tools, "read_file", path="notes/today.txt") == {
+        "path": "notes/today.txt",
+        "content": "ünïcode!",
+        "truncated": False,
+    }
+    assert run(tools, "read_file", path="top.md", max_bytes=2) == {
+        "path": "top.md",
+        "content": "# ",
+        "truncated": True,
+    }
+    assert run(tools, "list_files") == {
+        "entries": [
+            {"path": "notes", "type": "dir"},
+            {"path": "top.md", "type": "file", "size": 4},
+        ],
+        "truncated": False,
+    }
     assert run(tools, "list_files", recursive=True)["entries"] == [
-        {"path": "notes", "type": "dir"}, {"path": "notes/today.txt", "type": "file", "size": 10},
-        {"path": "top.md", "type": "file", "size": 4}]
+        {"path": "notes", "type": "dir"},
+        {"path": "notes/today.txt", "type": "file", "size": 10},
+        {"path": "top.md", "type": "file", "size": 4},
+    ]
 
 
 @pytest.mark.parametrize("path", ["../outside.txt", "notes/../../outside.txt", "..", "a/..\\..\\b"])
 def test_dot_dot_is_refused(tools: ToolRegistry, path: str) -> None:
     for name, extra in (("read_file", {}), ("write_file", {"content": "x"}), ("list_files", {})):
-        with pytest.raises(ToolError, match=re.escape("contains '..'; it must stay inside the workspace")):
+        with pytest.raises(
+            ToolError, match=re.escape("contains '..'; it must stay inside the workspace")
+        ):
             run(tools, name, path=path, **extra)
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "C:\\Windows\\win.ini", "\\\\server\\share"])
 def test_absolute_paths_are_refused(tools: ToolRegistry, path: str) -> None:
-    with pytest.raises(ToolError, match=re.escape("is absolute; use a path relative to the workspace")):
+    with pytest.raises(
+        ToolError, match=re.escape("is absolute; use a path relative to the workspace")
+    ):
         run(tools, "read_file", path=path)
 
 
-def test_symlinks_leading_outside_are_refused(tools: ToolRegistry, space: Path, tmp_path: Path) -> None:
+def test_symlinks_leading_outside_are_refused(
+    tools: ToolRegistry, space: Path, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("do not read")
     (tmp_path / "outside").mkdir()
@@ -73,7 +93,9 @@ def test_symlinks_leading_outside_are_refused(tools: ToolRegistry, space: Path, 
 
     with pytest.raises(ToolError, match=re.escape("path 'link.txt' leads outside the workspace")):
         run(tools, "read_file", path="link.txt")
-    with pytest.raises(ToolError, match=re.escape("path 'door/new.txt' leads outside the workspace")):
+    with pytest.raises(
+        ToolError, match=re.escape("path 'door/new.txt' leads outside the workspace")
+    ):
         run(tools, "write_file", path="door/new.txt", content="escape")
     with pytest.raises(ToolError, match=re.escape("path 'door' leads outside the workspace")):
         run(tools, "list_files", path="door")
@@ -87,11 +109,15 @@ def test_sizes_are_bounded(tools: ToolRegistry, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(files, "WRITE_LIMIT", 10)
     with pytest.raises(ToolError, match=re.escape("content is 11 bytes; the limit is 10")):
         run(tools, "write_file", path="big.txt", content="x" * 11)
-    with pytest.raises(ToolError, match=re.escape("at 'max_bytes': 0 is less than the minimum of 1")):
+    with pytest.raises(
+        ToolError, match=re.escape("at 'max_bytes': 0 is less than the minimum of 1")
+    ):
         run(tools, "read_file", path="a.txt", max_bytes=0)
 
 
-def test_listing_is_bounded(tools: ToolRegistry, space: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listing_is_bounded(
+    tools: ToolRegistry, space: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(files, "LIST_LIMIT", 3)
     for i in range(5):
         (space / f"f{i}.txt").write_text("")
@@ -101,9 +127,13 @@ def test_listing_is_bounded(tools: ToolRegistry, space: Path, monkeypatch: pytes
 
 
 def test_missing_things(tools: ToolRegistry, space: Path, tmp_path: Path) -> None:
-    with pytest.raises(ToolError, match=re.escape("tool 'read_file': no file 'nope.txt' in the workspace")):
+    with pytest.raises(
+        ToolError, match=re.escape("tool 'read_file': no file 'nope.txt' in the workspace")
+    ):
         run(tools, "read_file", path="nope.txt")
-    with pytest.raises(ToolError, match=re.escape("tool 'list_files': no folder 'nope' in the workspace")):
+    with pytest.raises(
+        ToolError, match=re.escape("tool 'list_files': no folder 'nope' in the workspace")
+    ):
         run(tools, "list_files", path="nope")
     (space / "dir").mkdir()
     with pytest.raises(ToolError, match=re.escape("tool 'write_file': 'dir' is a folder")):

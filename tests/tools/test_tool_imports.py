@@ -7,12 +7,22 @@ import sys
 
 from engine.tools.names import BUILTIN_TOOLS
 
-HEAVY = ("langgraph", "langchain", "langchain_core", "langchain_openai", "openai", "httpx", "engine.tools.registry")
+HEAVY = (
+    "langgraph",
+    "langchain",
+    "langchain_core",
+    "langchain_openai",
+    "openai",
+    "httpx",
+    "engine.tools.registry",
+)
 
 
 def loaded_after(statement: str) -> set[str]:
     code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     return set(out.split())
 
 

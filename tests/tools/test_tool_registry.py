@@ -21,8 +21,12 @@ def adder() -> Tool:
     def add(a: int, b: int = 1) -> dict[str, Any]:
         return {"sum": a + b, "thread": threading.current_thread().name}
 
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-              "required": ["a"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     return Tool("add", "Add two numbers.", schema, add)
 
 
@@ -47,15 +51,23 @@ def test_async_tools_are_awaited() -> None:
         await asyncio.sleep(0)
         return text.upper()
 
-    tool = Tool("echo", "Echo.", {"type": "object", "properties": {"text": {"type": "string"}}}, echo)
+    tool = Tool(
+        "echo", "Echo.", {"type": "object", "properties": {"text": {"type": "string"}}}, echo
+    )
     assert call(ToolRegistry(ConfigSpec(), [tool]), "echo", text="hi") == "HI"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ({}, "tool 'add': invalid arguments: 'a' is a required property"),
-    ({"a": "two"}, "tool 'add': invalid arguments: at 'a': 'two' is not of type 'integer'"),
-    ({"a": 1, "c": 2}, "tool 'add': invalid arguments: Additional properties are not allowed ('c' was unexpected)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "tool 'add': invalid arguments: 'a' is a required property"),
+        ({"a": "two"}, "tool 'add': invalid arguments: at 'a': 'two' is not of type 'integer'"),
+        (
+            {"a": 1, "c": 2},
+            "tool 'add': invalid arguments: Additional properties are not allowed ('c' was unexpected)",
+        ),
+    ],
+)
 def test_arguments_are_validated_before_the_call(args: dict[str, Any], message: str) -> None:
     with pytest.raises(ToolError, match=r"^tool 'add': invalid arguments: ") as caught:
         call(ToolRegistry(ConfigSpec(), [adder()]), "add", **args)

@@ -11,28 +11,34 @@ from engine.tools import ToolError
 from engine.tools.signature import UnsupportedHint, describe, hint_schema, parse_docstring
 
 
-@pytest.mark.parametrize(("hint", "schema"), [
-    (str, {"type": "string"}),
-    (int, {"type": "integer"}),
-    (float, {"type": "number"}),
-    (bool, {"type": "boolean"}),
-    (Any, {}),
-    (list, {"type": "array"}),
-    (list[int], {"type": "array", "items": {"type": "integer"}}),
-    (Sequence[str], {"type": "array", "items": {"type": "string"}}),
-    (set[str], {"type": "array", "items": {"type": "string"}}),
-    (dict, {"type": "object"}),
-    (dict[str, Any], {"type": "object"}),
-    (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
-    (Mapping[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
-    (Optional[str], {"type": ["string", "null"]}),  # noqa: UP045 - the typing spelling must work too
-    (int | None, {"type": ["integer", "null"]}),
-    (Union[int, str], {"type": ["integer", "string"]}),  # noqa: UP007 - the typing spelling must work too
-    (list[int] | None, {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
-    (Literal["a", "b"], {"enum": ["a", "b"], "type": "string"}),
-    (Literal[1, "a"], {"enum": [1, "a"]}),
-    (Annotated[int, "How many."], {"type": "integer", "description": "How many."}),
-])
+@pytest.mark.parametrize(
+    ("hint", "schema"),
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (Any, {}),
+        (list, {"type": "array"}),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (Sequence[str], {"type": "array", "items": {"type": "string"}}),
+        (set[str], {"type": "array", "items": {"type": "string"}}),
+        (dict, {"type": "object"}),
+        (dict[str, Any], {"type": "object"}),
+        (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+        (Mapping[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+        (Optional[str], {"type": ["string", "null"]}),  # noqa: UP045 - the typing spelling must work too
+        (int | None, {"type": ["integer", "null"]}),
+        (Union[int, str], {"type": ["integer", "string"]}),  # noqa: UP007 - the typing spelling must work too
+        (
+            list[int] | None,
+            {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]},
+        ),
+        (Literal["a", "b"], {"enum": ["a", "b"], "type": "string"}),
+        (Literal[1, "a"], {"enum": [1, "a"]}),
+        (Annotated[int, "How many."], {"type": "integer", "description": "How many."}),
+    ],
+)
 def test_hint_schemas(hint: Any, schema: dict[str, Any]) -> None:
     assert hint_schema(hint) == schema
 
@@ -69,8 +75,12 @@ def test_keyword_catch_all_allows_more_properties() -> None:
         """Do it."""
 
     parameters, description = describe(tool, "t")
-    assert parameters == {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
-                          "additionalProperties": True}
+    assert parameters == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "additionalProperties": True,
+    }
     assert description == "Do it."
 
 

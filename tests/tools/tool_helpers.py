@@ -14,8 +14,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output quiet
 
-    def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
-               headers: dict[str, str] | None = None) -> None:
+    def _reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -37,8 +42,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/hello":
             self._reply(200, "héllo".encode())
         elif path == "/echo":
-            echoed = {"method": self.command, "headers": {k.lower(): v for k, v in self.headers.items()},
-                      "body": body.decode()}
+            echoed = {
+                "method": self.command,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": body.decode(),
+            }
             self._reply(200, json.dumps(echoed).encode(), "application/json")
         elif path == "/big":
             self._reply(200, b"x" * 5000)
@@ -64,8 +72,9 @@ class LoopbackServer:
     def __init__(self) -> None:
         self.server = _QuietServer(("127.0.0.1", 0), _Handler)
         self.server.stopping = threading.Event()  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def port(self) -> int:

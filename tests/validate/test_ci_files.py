@@ -27,22 +27,39 @@ def test_hook_runs_validate_on_the_changed_files(hook: dict[str, object]) -> Non
     assert hook["pass_filenames"] is True
 
 
-@pytest.mark.parametrize(("path", "checked"), [
-    ("flows/hello.yaml", True), ("blocks/greet.yml", True), ("blockyard.yaml", True),
-    ("examples/yard/flows/a/b.yaml", True), ("examples/yard/blockyard.yaml", True),
-    ("flows/hello.test.yaml", False), ("docs/flows.yaml", False), ("flows/notes.md", False),
-    ("myblocks/x.yaml", False), (".github/workflows/ci.yml", False),
-])
+@pytest.mark.parametrize(
+    ("path", "checked"),
+    [
+        ("flows/hello.yaml", True),
+        ("blocks/greet.yml", True),
+        ("blockyard.yaml", True),
+        ("examples/yard/flows/a/b.yaml", True),
+        ("examples/yard/blockyard.yaml", True),
+        ("flows/hello.test.yaml", False),
+        ("docs/flows.yaml", False),
+        ("flows/notes.md", False),
+        ("myblocks/x.yaml", False),
+        (".github/workflows/ci.yml", False),
+    ],
+)
 def test_hook_file_patterns(hook: dict[str, object], path: str, checked: bool) -> None:
     # pre-commit applies `files` and `exclude` with re.search
-    selected = re.search(str(hook["files"]), path) is not None and re.search(str(hook["exclude"]), path) is None
+    selected = (
+        re.search(str(hook["files"]), path) is not None
+        and re.search(str(hook["exclude"]), path) is None
+    )
     assert selected is checked
 
 
 def test_the_workflows_run_the_ci_scripts() -> None:
     """GitHub runs what CI runs anywhere: .ci/run on the lock, .ci/latest weekly on the newest versions."""
-    for name, script in (("ci.yml", "bash .ci/run"), ("drift.yml", "bash .ci/latest 2>&1 | tee drift.log")):
-        workflow = yaml.safe_load((REPO / ".github" / "workflows" / name).read_text(encoding="utf-8"))
+    for name, script in (
+        ("ci.yml", "bash .ci/run"),
+        ("drift.yml", "bash .ci/latest 2>&1 | tee drift.log"),
+    ):
+        workflow = yaml.safe_load(
+            (REPO / ".github" / "workflows" / name).read_text(encoding="utf-8")
+        )
         (job,) = workflow["jobs"].values()
         uses = [step["uses"].split("@")[0] for step in job["steps"] if "uses" in step]
         runs = [step for step in job["steps"] if "run" in step]
@@ -50,11 +67,15 @@ def test_the_workflows_run_the_ci_scripts() -> None:
         assert job["steps"][1]["with"]["python-version"] == "3.11"
         assert [step["run"] for step in runs] == [script], name
         assert runs[0]["env"]["CI"] == "true" and job["timeout-minutes"] <= 90
-    drift = yaml.safe_load((REPO / ".github" / "workflows" / "drift.yml").read_text(encoding="utf-8"))
+    drift = yaml.safe_load(
+        (REPO / ".github" / "workflows" / "drift.yml").read_text(encoding="utf-8")
+    )
     triggers = drift[True]  # YAML 1.1 reads the key `on` as true
     assert set(triggers) == {"schedule", "workflow_dispatch"} and len(triggers["schedule"]) == 1
     (step,) = [step for step in next(iter(drift["jobs"].values()))["steps"] if "run" in step]
-    assert step["shell"] == "bash", "GitHub adds -o pipefail only for an explicit shell: tee would hide a failure"
+    assert step["shell"] == "bash", (
+        "GitHub adds -o pipefail only for an explicit shell: tee would hide a failure"
+    )
 
 
 def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
@@ -68,7 +89,9 @@ def test_ci_script_is_strict_and_ends_with_the_readme_test_command() -> None:
     assert "set -euo pipefail" in test
     assert "```sh\nbash .ci/test\n```" in (REPO / "README.md").read_text(encoding="utf-8")
     for name in ("run", "test", "setup", "uv", "latest", "stress"):
-        syntax = subprocess.run(["bash", "-n", str(REPO / ".ci" / name)], capture_output=True, text=True)
+        syntax = subprocess.run(
+            ["bash", "-n", str(REPO / ".ci" / name)], capture_output=True, text=True
+        )
         assert syntax.returncode == 0, syntax.stderr
 
 
@@ -80,24 +103,33 @@ if [ "$pass" = "$FAIL" ]; then exit 3; fi
 
 
 @pytest.mark.parametrize("fail", ["", "sqlite", "postgres"])
-def test_the_test_script_runs_both_passes_and_fails_when_either_does(tmp_path: Path, fail: str) -> None:
+def test_the_test_script_runs_both_passes_and_fails_when_either_does(
+    tmp_path: Path, fail: str
+) -> None:
     """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three workers each,
     printing each pass's slowest tests, and with the arguments it is given (a later -n wins), prints the
     Postgres pass's output after the SQLite pass's, and fails when either pass does."""
-    python = tmp_path / "bin" / "python"  # the active environment's python, put first on PATH by .ci/test
+    # the active environment's python, put first on PATH by .ci/test
+    python = tmp_path / "bin" / "python"
     python.parent.mkdir()
     python.write_text(FAKE_PYTHON, encoding="utf-8")
     python.chmod(0o755)
     env = {**os.environ, "VIRTUAL_ENV": str(tmp_path), "FAIL": fail}
     env.pop("BLOCKYARD_TEST_DATABASE", None)
-    run = subprocess.run(["bash", str(REPO / ".ci" / "test"), "-x", "-k", "a b"], capture_output=True, text=True,
-                         env=env, timeout=60)
+    run = subprocess.run(
+        ["bash", str(REPO / ".ci" / "test"), "-x", "-k", "a b"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     lines = run.stdout.splitlines()
-    assert lines == ["== test: SQLite (the Postgres pass runs beside it; its output follows)",
-                     "sqlite pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
-                     "== test: Postgres",
-                     "postgres pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b"], \
-        run.stdout + run.stderr
+    assert lines == [
+        "== test: SQLite (the Postgres pass runs beside it; its output follows)",
+        "sqlite pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
+        "== test: Postgres",
+        "postgres pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
+    ], run.stdout + run.stderr
     assert run.returncode == (1 if fail else 0), run.stdout + run.stderr
     if fail:
         exits = {"sqlite": (3, 0), "postgres": (0, 3)}[fail]
@@ -118,10 +150,17 @@ def test_the_action_validates_tests_and_summarises_the_diff() -> None:
     assert 'cat "$RUNNER_TEMP/blockyard-diff.md" >> "$GITHUB_STEP_SUMMARY"' in diff
     # every step that runs a blockyard command runs it in the yard (the comment and verdict steps only
     # name blockyard's files)
-    commands = [step for step in steps
-                if re.search(r"(^|[\s;(])blockyard [a-z]", step.get("run", "").split("pip install")[0])]
-    assert len(commands) >= 3 and all(step.get("working-directory") == "${{ inputs.yard }}" for step in commands)
-    for step in steps:  # inputs reach the shell through the environment, never pasted into the script
+    commands = [
+        step
+        for step in steps
+        if re.search(r"(^|[\s;(])blockyard [a-z]", step.get("run", "").split("pip install")[0])
+    ]
+    assert len(commands) >= 3 and all(
+        step.get("working-directory") == "${{ inputs.yard }}" for step in commands
+    )
+    for (
+        step
+    ) in steps:  # inputs reach the shell through the environment, never pasted into the script
         assert "${{" not in step.get("run", ""), step
 
 
@@ -131,18 +170,26 @@ def test_the_action_installs_the_complete_engine() -> None:
     tests/test_action.py runs the steps with the default inputs."""
     action = yaml.safe_load((REPO / "action.yml").read_text(encoding="utf-8"))
     assert action["inputs"]["version"]["default"] == ""
-    (install,) = [step["run"] for step in action["runs"]["steps"] if "pip install" in step.get("run", "")]
+    (install,) = [
+        step["run"] for step in action["runs"]["steps"] if "pip install" in step.get("run", "")
+    ]
     commands = [line.strip() for line in install.splitlines() if "pip install" in line]
-    assert commands == ['python -m pip install "$ACTION_PATH[run]"',
-                        'python -m pip install "blockyard==$BLOCKYARD_VERSION"']
+    assert commands == [
+        'python -m pip install "$ACTION_PATH[run]"',
+        'python -m pip install "blockyard==$BLOCKYARD_VERSION"',
+    ]
 
 
 def test_this_repository_runs_the_action_on_its_example_yard() -> None:
-    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "yard.yml").read_text(encoding="utf-8"))
+    workflow = yaml.safe_load(
+        (REPO / ".github" / "workflows" / "yard.yml").read_text(encoding="utf-8")
+    )
     (job,) = workflow["jobs"].values()
     checkout, action = job["steps"]
     assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["fetch-depth"] == 0
-    assert action["uses"] == "./" and action["with"] == {"yard": "."}  # the default: the action's own copy
+    assert action["uses"] == "./" and action["with"] == {
+        "yard": "."
+    }  # the default: the action's own copy
 
 
 def test_the_readme_names_refs_that_exist() -> None:

@@ -39,8 +39,14 @@ def test_no_code_is_registered_twice() -> None:
 
 def test_every_group_is_in_the_registry() -> None:
     """A group of codes written in the module but left out of GROUPS would be missing from all_codes()."""
-    groups = [value for name, value in vars(codes).items() if name.isupper() and isinstance(value, dict)
-              and name not in ("STAGES", "SEMANTIC") and all(str(key).startswith("BY") for key in value)]
+    groups = [
+        value
+        for name, value in vars(codes).items()
+        if name.isupper()
+        and isinstance(value, dict)
+        and name not in ("STAGES", "SEMANTIC")
+        and all(str(key).startswith("BY") for key in value)
+    ]
     assert len(groups) == len(codes.GROUPS) > 10
     assert all(any(group is listed for listed in codes.GROUPS) for group in groups)
     registered = set(codes.all_codes())
@@ -57,8 +63,12 @@ def test_titles_are_short_single_lines() -> None:
 
 
 def test_stages() -> None:
-    assert [codes.stage(c) for c in ("BY004", "BY102", "BY201", "BY202")] == ["loading", "schema", "project",
-                                                                                "project"]
+    assert [codes.stage(c) for c in ("BY004", "BY102", "BY201", "BY202")] == [
+        "loading",
+        "schema",
+        "project",
+        "project",
+    ]
     assert codes.stage("BY305") == "semantic"
     assert codes.title("BY004") == "duplicate mapping key"
     assert codes.title("BY999") == ""

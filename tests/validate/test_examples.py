@@ -28,14 +28,18 @@ from engine.validate.command import validate_command
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 VALID = sorted(p for p in (EXAMPLES / "valid").iterdir() if p.is_dir())
 INVALID = sorted(p for p in (EXAMPLES / "invalid").iterdir() if p.is_dir())
-TEXT_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning) "
-                       r"(?P<code>BY\d{3}) (?P<message>.+)$")
+TEXT_LINE = re.compile(
+    r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning) "
+    r"(?P<code>BY\d{3}) (?P<message>.+)$"
+)
 GITHUB_LINE = re.compile(r"^::(?P<severity>error|warning) (?P<props>[^:]*)::(?P<message>.*)$")
 
 Problem = tuple[str, int, int, str, str, str]  # file, line, col, severity, code, message
 
 
-def run(case: Path, fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+def run(
+    case: Path, fmt: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str]:
     monkeypatch.chdir(case)
     code = validate_command([], fmt, None)
     return code, capsys.readouterr().out
@@ -46,8 +50,16 @@ def parse_text(output: str) -> list[Problem]:
     for line in output.splitlines():
         match = TEXT_LINE.match(line)
         assert match is not None, f"not a diagnostic line: {line!r}"
-        problems.append((match["file"], int(match["line"]), int(match["col"]), match["severity"], match["code"],
-                         match["message"]))
+        problems.append(
+            (
+                match["file"],
+                int(match["line"]),
+                int(match["col"]),
+                match["severity"],
+                match["code"],
+                match["message"],
+            )
+        )
     return problems
 
 
@@ -59,20 +71,33 @@ def _unescape(value: str) -> str:
 
 def parse_github(output: str) -> list[Problem]:
     lines = output.splitlines()
-    assert lines[-1].startswith(("::error::", "::notice::")), "the last line must be the summary annotation"
+    assert lines[-1].startswith(("::error::", "::notice::")), (
+        "the last line must be the summary annotation"
+    )
     problems = []
     for line in lines[:-1]:
         match = GITHUB_LINE.match(line)
         assert match is not None, f"not a workflow command: {line!r}"
         props = dict(part.split("=", 1) for part in match["props"].split(","))
         assert set(props) == {"file", "line", "col", "title"}
-        problems.append((_unescape(props["file"]), int(props["line"]), int(props["col"]), match["severity"],
-                         _unescape(props["title"]), _unescape(match["message"])))
+        problems.append(
+            (
+                _unescape(props["file"]),
+                int(props["line"]),
+                int(props["col"]),
+                match["severity"],
+                _unescape(props["title"]),
+                _unescape(match["message"]),
+            )
+        )
     return problems
 
 
 def parse_json(output: str) -> list[Problem]:
-    return [(d["file"], d["line"], d["col"], d["severity"], d["code"], d["message"]) for d in json.loads(output)]
+    return [
+        (d["file"], d["line"], d["col"], d["severity"], d["code"], d["message"])
+        for d in json.loads(output)
+    ]
 
 
 def parse_sarif(output: str) -> list[Problem]:
@@ -85,9 +110,16 @@ def parse_sarif(output: str) -> list[Problem]:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
         (location,) = result["locations"]
         physical = location["physicalLocation"]
-        problems.append((physical["artifactLocation"]["uri"], physical["region"]["startLine"],
-                         physical["region"]["startColumn"], result["level"], result["ruleId"],
-                         result["message"]["text"]))
+        problems.append(
+            (
+                physical["artifactLocation"]["uri"],
+                physical["region"]["startLine"],
+                physical["region"]["startColumn"],
+                result["level"],
+                result["ruleId"],
+                result["message"]["text"],
+            )
+        )
     return problems
 
 
@@ -96,8 +128,9 @@ def expected_lines(case: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("case", VALID, ids=[p.name for p in VALID])
-def test_valid_case_has_no_errors(case: Path, capsys: pytest.CaptureFixture[str],
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_valid_case_has_no_errors(
+    case: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, output = run(case, "text", capsys, monkeypatch)
     errors = [p for p in parse_text(output) if p[3] == "error"]
     assert errors == [], output
@@ -105,8 +138,9 @@ def test_valid_case_has_no_errors(case: Path, capsys: pytest.CaptureFixture[str]
 
 
 @pytest.mark.parametrize("case", INVALID, ids=[p.name for p in INVALID])
-def test_invalid_case_reports_exactly_the_expected_lines(case: Path, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_invalid_case_reports_exactly_the_expected_lines(
+    case: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     expected = expected_lines(case)
     code, output = run(case, "text", capsys, monkeypatch)
     assert output.splitlines() == expected
@@ -114,8 +148,9 @@ def test_invalid_case_reports_exactly_the_expected_lines(case: Path, capsys: pyt
 
 
 @pytest.mark.parametrize("case", INVALID, ids=[p.name for p in INVALID])
-def test_every_format_reports_the_same_problems(case: Path, capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_format_reports_the_same_problems(
+    case: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     expected = parse_text("\n".join(expected_lines(case)))
     where = [p[:5] for p in expected]
     for fmt, parse in (("json", parse_json), ("sarif", parse_sarif), ("github", parse_github)):

@@ -25,7 +25,8 @@ def test_the_validator_reads_the_committed_schemas() -> None:
 def test_committed_schema_matches_the_models(filename: str) -> None:
     committed = (REPO / "schemas" / filename).read_text(encoding="utf-8")
     assert committed == render(SCHEMAS[filename], filename), (
-        f"schemas/{filename} is stale: run `python -m engine.spec.export` and commit schemas/")
+        f"schemas/{filename} is stale: run `python -m engine.spec.export` and commit schemas/"
+    )
 
 
 def test_no_stray_schema_files() -> None:
@@ -49,8 +50,11 @@ def _properties(node: Any, where: str) -> Iterator[tuple[str, Any]]:
 @pytest.mark.parametrize("filename", sorted(SCHEMAS))
 def test_every_property_has_a_description(filename: str) -> None:
     schema = json.loads((REPO / "schemas" / filename).read_text(encoding="utf-8"))
-    undocumented = [where for where, prop in _properties(schema, filename)
-                    if not (isinstance(prop, dict) and prop.get("description"))]
+    undocumented = [
+        where
+        for where, prop in _properties(schema, filename)
+        if not (isinstance(prop, dict) and prop.get("description"))
+    ]
     assert undocumented == []
 
 
@@ -63,8 +67,12 @@ def test_schema_is_valid_draft_2020_12(filename: str) -> None:
 
 
 def _examples() -> list[Path]:
-    return sorted(p for folder in ("blocks", "flows") for p in (REPO / folder).rglob("*.y*ml")
-                  if not p.name.endswith((".test.yaml", ".test.yml")))
+    return sorted(
+        p
+        for folder in ("blocks", "flows")
+        for p in (REPO / folder).rglob("*.y*ml")
+        if not p.name.endswith((".test.yaml", ".test.yml"))
+    )
 
 
 @pytest.mark.parametrize("path", _examples(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -80,10 +88,15 @@ def test_starter_files_name_their_schema_by_relative_path() -> None:
     assert set(FILES) == set(kinds)
     for name, text in FILES.items():
         depth = "../" * name.count("/")
-        assert text.splitlines()[0] == f"# yaml-language-server: $schema={depth}schemas/{kinds[name]}.schema.json"
+        assert (
+            text.splitlines()[0]
+            == f"# yaml-language-server: $schema={depth}schemas/{kinds[name]}.schema.json"
+        )
 
 
-def test_init_writes_schemas_that_resolve_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_writes_schemas_that_resolve_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every $schema line of a fresh yard names, relative to its file, a file equal to the shipped schema."""
     assert init_command(tmp_path / "yard") == 0
     capsys.readouterr()
@@ -103,7 +116,9 @@ def test_init_writes_schemas_that_resolve_offline(tmp_path: Path, capsys: pytest
     assert {p.name: p.read_bytes() for p in (tmp_path / "yard" / "schemas").iterdir()} == shipped
 
 
-def test_init_keeps_a_schema_that_is_already_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_keeps_a_schema_that_is_already_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "schemas").mkdir()
     (tmp_path / "schemas" / "flow.schema.json").write_text("{}\n", encoding="utf-8")
     (tmp_path / "schemas" / "block.schema.json").symlink_to(tmp_path / "elsewhere.json")

@@ -120,14 +120,16 @@ def test_a_loop_around_an_agent_can_pass_the_flow_budget(make_yard: MakeYard) ->
     assert _found(_yard(make_yard, {"refine": REFINE})) == [
         "flows/refine.yaml:5:16: warning BY870 flow 'refine' can make up to 300 model calls in one run, above "
         "budget.model_calls (100): 240 of them from loop 'refine' (max_iterations 10) × step 'write' (agent block "
-        "'writer', up to 24 calls: 8 turns, 3 attempts each)"]
+        "'writer', up to 24 calls: 8 turns, 3 attempts each)"
+    ]
 
 
 def test_a_map_over_a_list_known_at_run_time_has_no_bound(make_yard: MakeYard) -> None:
     assert _found(_yard(make_yard, {"fan": FAN})) == [
         "flows/fan.yaml:4:1: warning BY871 flow 'fan' has no bound on its model calls: map 'each' runs block 'judge' "
         "once per item of 'inputs.topics', a list whose length is known only at run time; only the budget "
-        "(cost_usd 2.5) stops such a run"]
+        "(cost_usd 2.5) stops such a run"
+    ]
 
 
 def test_a_flow_within_its_budget_gets_no_finding(make_yard: MakeYard) -> None:
@@ -141,7 +143,8 @@ def test_the_yard_budget_applies_to_a_flow_without_one(make_yard: MakeYard) -> N
     assert _found(_yard(make_yard, {"small": SMALL}, config)) == [
         "flows/small.yaml:1:7: warning BY870 flow 'small' can make up to 6 model calls in one run, above "
         "blockyard.yaml's budget.model_calls (5): step 'judge' (llm block 'judge', up to 6 calls: a call and its "
-        "repair, 3 attempts)"]
+        "repair, 3 attempts)"
+    ]
 
 
 def test_flow_keys_win_over_the_yard_keys_one_by_one(make_yard: MakeYard) -> None:
@@ -151,7 +154,8 @@ def test_flow_keys_win_over_the_yard_keys_one_by_one(make_yard: MakeYard) -> Non
     assert _found(_yard(make_yard, {"small": flow}, config)) == [
         "flows/small.yaml:1:7: warning BY870 flow 'small' can generate up to 3,000 output tokens in one run (6 model "
         "calls, each up to its model profile's max_tokens), above blockyard.yaml's budget.tokens (1,000), which "
-        "counts input tokens too"]
+        "counts input tokens too"
+    ]
 
 
 def test_a_turn_limit_is_checked_against_one_run(make_yard: MakeYard) -> None:
@@ -159,7 +163,8 @@ def test_a_turn_limit_is_checked_against_one_run(make_yard: MakeYard) -> None:
     assert _found(_yard(make_yard, {"small": flow})) == [
         "flows/small.yaml:6:27: warning BY870 flow 'small' can make up to 6 model calls in one thread turn, above "
         "budget.per_turn.model_calls (4): step 'judge' (llm block 'judge', up to 6 calls: a call and its repair, "
-        "3 attempts)"]
+        "3 attempts)"
+    ]
 
 
 def test_output_tokens_are_not_guessed_without_max_tokens(make_yard: MakeYard) -> None:
@@ -181,7 +186,8 @@ def test_an_agent_with_delegates_has_no_bound(make_yard: MakeYard) -> None:
     assert _found(_yard(make_yard, {"lead": flow})) == [
         "flows/lead.yaml:4:1: warning BY871 flow 'lead' has no bound on its model calls: step 'lead' runs agent "
         "'lead', which may call its delegates ('writer') any number of times in one turn; only the budget "
-        "(model_calls 50) stops such a run"]
+        "(model_calls 50) stops such a run"
+    ]
 
 
 def test_a_router_takes_one_way_and_parallel_steps_all_run(make_yard: MakeYard) -> None:
@@ -241,7 +247,8 @@ def test_a_router_takes_one_way_and_parallel_steps_all_run(make_yard: MakeYard) 
         "repair, 3 attempts)",
         "flows/routed.yaml:4:23: warning BY870 flow 'routed' can make up to 30 model calls in one run, above "
         "budget.model_calls (29): 24 of them from step 'write' (agent block 'writer', up to 24 calls: 8 turns, "
-        "3 attempts each)"]
+        "3 attempts each)",
+    ]
 
 
 def test_a_back_edge_runs_its_steps_as_often_as_max_visits_allows(make_yard: MakeYard) -> None:
@@ -269,11 +276,14 @@ def test_a_back_edge_runs_its_steps_as_often_as_max_visits_allows(make_yard: Mak
             with: {text: "{{ inputs.topic }}"}
             branches: {ok: end, again: draft}
         """
-    root = make_yard({"blockyard.yaml": CONFIG, **BLOCKS, "blocks/check.yaml": decide, "flows/again.yaml": flow})
+    root = make_yard(
+        {"blockyard.yaml": CONFIG, **BLOCKS, "blocks/check.yaml": decide, "flows/again.yaml": flow}
+    )
     assert _found(root) == [
         "flows/again.yaml:4:23: warning BY870 flow 'again' can make up to 42 model calls in one run, above "
         "budget.model_calls (40): 24 of them from 4 passes of the flow (back-edges to max_visits steps) × step "
-        "'check' (decide block 'check', up to 6 calls: a call and its repair, 3 attempts)"]
+        "'check' (decide block 'check', up to 6 calls: a call and its repair, 3 attempts)"
+    ]
 
 
 def test_literal_lists_foreach_and_subflows_are_counted(make_yard: MakeYard) -> None:
@@ -321,7 +331,8 @@ def test_literal_lists_foreach_and_subflows_are_counted(make_yard: MakeYard) -> 
         "block 'judge', up to 6 calls: a call and its repair, 3 attempts)",
         "flows/three.yaml:3:23: warning BY870 flow 'three' can make up to 18 model calls in one run, above "
         "budget.model_calls (17): map 'each' (3 items) × each item (llm block 'judge', up to 6 calls: a call and "
-        "its repair, 3 attempts)"]
+        "its repair, 3 attempts)",
+    ]
 
 
 def test_retry_settings_change_the_count(make_yard: MakeYard) -> None:
@@ -341,12 +352,19 @@ def test_retry_settings_change_the_count(make_yard: MakeYard) -> None:
             uses: judge
             with: {text: "{{ context.text }}"}
         """
-    root = make_yard({"blockyard.yaml": CONFIG, "blocks/writer.yaml": timed, "blocks/judge.yaml": once,
-                      "flows/f.yaml": flow})
+    root = make_yard(
+        {
+            "blockyard.yaml": CONFIG,
+            "blocks/writer.yaml": timed,
+            "blocks/judge.yaml": once,
+            "flows/f.yaml": flow,
+        }
+    )
     assert _found(root) == [
         "flows/f.yaml:4:23: warning BY870 flow 'f' can make up to 34 model calls in one run, above "
         "budget.model_calls (1): 32 of them from step 'write' (agent block 'writer', up to 32 calls: 8 turns, 2 "
-        "attempts each, the whole agent 2 times)"]
+        "attempts each, the whole agent 2 times)"
+    ]
 
 
 def test_the_policy_can_require_a_budget(make_yard: MakeYard) -> None:
@@ -354,12 +372,14 @@ def test_the_policy_can_require_a_budget(make_yard: MakeYard) -> None:
     assert _found(_yard(make_yard, {"small": SMALL}, config)) == [
         "flows/small.yaml:1:7: error BY817 flow 'small' has no budget, and the yard's policy requires one "
         "(policy.require_budget): add `budget:` to the flow (model_calls, tokens, cost_usd or wall_time) or a "
-        "default `budget:` to blockyard.yaml"]
+        "default `budget:` to blockyard.yaml"
+    ]
     assert _found(_yard(make_yard, {"small": SMALL}, config + "budget: {wall_time: 1h}\n")) == []
 
 
-def test_validate_exits_0_with_budget_warnings(make_yard: MakeYard, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_exits_0_with_budget_warnings(
+    make_yard: MakeYard, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(_yard(make_yard, {"fan": FAN}))
     assert validate_command([], "text", None) == 0
     out, err = capsys.readouterr()
@@ -372,8 +392,10 @@ def test_foreach_bound_is_the_compilers() -> None:
 
 
 def test_only_literal_lists_have_a_known_length() -> None:
-    assert [literal_items(text) for text in ("[1, 2, 3]", "(1, 2)", "[]", "inputs.items", "[1] + [2]", "[")] == [
-        3, 2, 0, None, None, None]
+    assert [
+        literal_items(text)
+        for text in ("[1, 2, 3]", "(1, 2)", "[]", "inputs.items", "[1] + [2]", "[")
+    ] == [3, 2, 0, None, None, None]
 
 
 def test_a_smart_block_counts_its_predictions_and_dspy_formats(make_yard: MakeYard) -> None:
@@ -398,7 +420,8 @@ def test_a_smart_block_counts_its_predictions_and_dspy_formats(make_yard: MakeYa
     assert _found(root) == [
         "flows/s.yaml:4:23: warning BY870 flow 's' can make up to 12 model calls in one run, above budget.model_calls "
         "(11): step 'rate' (smart block 'rate', up to 12 calls: 2 predictions in 2 formats (DSPy's fallback), 3 "
-        "attempts)"]
+        "attempts)"
+    ]
 
 
 def test_a_flow_delegate_without_model_calls_keeps_the_bound(make_yard: MakeYard) -> None:
@@ -425,8 +448,16 @@ def test_a_flow_delegate_without_model_calls_keeps_the_bound(make_yard: MakeYard
         steps:
           - {id: write, uses: writer, with: {topic: "{{ inputs.topic }}"}}
         """
-    root = make_yard({"blockyard.yaml": CONFIG, "blocks/writer.yaml": agent, "blocks/shout.yaml": shout,
-                      "flows/helper.yaml": helper, "flows/f.yaml": flow})
+    root = make_yard(
+        {
+            "blockyard.yaml": CONFIG,
+            "blocks/writer.yaml": agent,
+            "blocks/shout.yaml": shout,
+            "flows/helper.yaml": helper,
+            "flows/f.yaml": flow,
+        }
+    )
     assert _found(root) == [
         "flows/f.yaml:4:23: warning BY870 flow 'f' can make up to 6 model calls in one run, above budget.model_calls "
-        "(5): step 'write' (agent block 'writer', up to 6 calls: 2 turns, 3 attempts each)"]
+        "(5): step 'write' (agent block 'writer', up to 6 calls: 2 turns, 3 attempts each)"
+    ]

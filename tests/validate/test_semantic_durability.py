@@ -65,7 +65,8 @@ def test_a_flow_with_durability_none_cannot_pause(make_yard: MakeYard) -> None:
     root = make_yard({"blocks/inc.yaml": INC, "flows/gated.yaml": GATED})
     assert _found(root) == [
         "flows/gated.yaml:2:13: error BY860 flow 'gated' cannot have durability none: step 'ok' is an approval "
-        "gate, and a run with durability none keeps no checkpoint to wait at (use sync, async or exit)"]
+        "gate, and a run with durability none keeps no checkpoint to wait at (use sync, async or exit)"
+    ]
 
 
 def test_exit_and_async_keep_the_checkpoint_a_gate_waits_at(make_yard: MakeYard) -> None:
@@ -74,19 +75,29 @@ def test_exit_and_async_keep_the_checkpoint_a_gate_waits_at(make_yard: MakeYard)
         assert _found(root) == [], mode
 
 
-def test_the_yard_default_none_is_judged_at_each_flow_that_pauses_through_its_subflows(make_yard: MakeYard) -> None:
-    root = make_yard({"blocks/inc.yaml": INC, "flows/caller.yaml": CALLER, "flows/inner.yaml": INNER,
-                      "blockyard.yaml": "durability: none\n"})
+def test_the_yard_default_none_is_judged_at_each_flow_that_pauses_through_its_subflows(
+    make_yard: MakeYard,
+) -> None:
+    root = make_yard(
+        {
+            "blocks/inc.yaml": INC,
+            "flows/caller.yaml": CALLER,
+            "flows/inner.yaml": INNER,
+            "blockyard.yaml": "durability: none\n",
+        }
+    )
     assert _found(root) == [
         "flows/caller.yaml:1:7: error BY861 flow 'caller' gets durability none from blockyard.yaml, but step "
         "'inner.a' is an approval gate, and a run with durability none keeps no checkpoint to wait at (use sync, "
-        "async or exit): set durability: sync (or async, exit) on the flow"]  # inner sets its own: fine
+        "async or exit): set durability: sync (or async, exit) on the flow"
+    ]  # inner sets its own: fine
 
 
 def test_trace_false_needs_durability_none(make_yard: MakeYard) -> None:
     root = make_yard({"blocks/inc.yaml": INC, "flows/traced.yaml": TRACED})
     assert _found(root) == [
         "flows/traced.yaml:3:8: error BY862 flow 'traced': trace: false applies only to runs with durability none, "
-        "and this flow's durability is async: drop one of them"]
+        "and this flow's durability is async: drop one of them"
+    ]
     fine = make_yard({"blocks/inc.yaml": INC, "flows/traced.yaml": TRACED.replace("async", "none")})
     assert _found(fine) == []

@@ -53,8 +53,11 @@ def problems(make_yard: MakeYard, flow: str, **files: str) -> list[str]:
 # -- clean: flows that are tricky but right ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flow", [
-    pytest.param("""
+@pytest.mark.parametrize(
+    "flow",
+    [
+        pytest.param(
+            """
         flow: f
         outputs: [w, z]
         steps:
@@ -62,16 +65,22 @@ def problems(make_yard: MakeYard, flow: str, **files: str) -> list[str]:
           - {id: b, uses: u, needs: [a]}
           - {id: c, uses: t, needs: [a], outputs: {y: y2}}
           - {id: j, uses: need, needs: [b, c], with: {y: "{{ context.y2 }} {{ context.z }}"}}
-        """, id="join-sees-every-branch"),
-    pytest.param("""
+        """,
+            id="join-sees-every-branch",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [w]
         steps:
           - {id: a, uses: t, max_visits: 3, on_max_visits: use}
           - {id: check, uses: d, branches: {again: a, done: use}}
           - {id: use, uses: need}
-        """, id="bounded-back-edge-and-exit-after-a-revisit"),
-    pytest.param("""
+        """,
+            id="bounded-back-edge-and-exit-after-a-revisit",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [y, w]
         steps:
@@ -88,8 +97,11 @@ def problems(make_yard: MakeYard, flow: str, **files: str) -> list[str]:
                       - {id: first, uses: t}
                 - {id: after, uses: need}
           - {id: last, uses: need}
-        """, id="nested-loops-run-at-least-once"),
-    pytest.param("""
+        """,
+            id="nested-loops-run-at-least-once",
+        ),
+        pytest.param(
+            """
         flow: f
         inputs: {docs: {type: array}}
         outputs: [rows]
@@ -103,24 +115,33 @@ def problems(make_yard: MakeYard, flow: str, **files: str) -> list[str]:
               steps:
                 - {id: one, uses: t, with: {x: "{{ doc }}"}}
                 - {id: two, uses: need, with: {y: "{{ steps.one.outputs.y }} {{ context.y }}"}}
-        """, id="map-with-a-steps-body"),
-    pytest.param("""
+        """,
+            id="map-with-a-steps-body",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [z]
         steps:
           - {id: a, uses: t}
           - {id: maybe, uses: u, with: {x: "{{ context.w | default('none') }}"}}
           - {id: guard, uses: u, with: {x: "{{ context.w if context.w is defined else 0 }}"}}
-        """, id="optional-context-reads"),
-    pytest.param("""
+        """,
+            id="optional-context-reads",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [z]
         steps:
           - {id: a, uses: t}
           - {id: c, uses: u, with: {x: "{{ steps.b.outputs.c }}"}, goto: end}
           - {id: b, uses: d, start: true, branches: {again: a, done: c}}
-        """, id="start-marker"),
-])
+        """,
+            id="start-marker",
+        ),
+    ],
+)
 def test_tricky_but_correct_flows_are_clean(make_yard: MakeYard, flow: str) -> None:
     assert problems(make_yard, flow) == []
 
@@ -129,39 +150,48 @@ def test_tricky_but_correct_flows_are_clean(make_yard: MakeYard, flow: str) -> N
 
 
 def test_input_written_on_one_branch_only(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: pick, uses: d, branches: {again: writer, done: reader}}
           - {id: writer, uses: t}
           - {id: reader, uses: need}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:5:24: error BY405 step 'reader': input 'y' of block 'need' is not bound; context key 'y' is "
         "written by step 'writer', but not on every path to 'reader' (bind it with `with: {y: ...}`)",
     ]
 
 
 def test_parallel_branch_is_not_upstream(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: u}
           - {id: b, uses: t, needs: [a]}
           - {id: c, uses: need, needs: [a]}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:5:19: error BY405 step 'c': input 'y' of block 'need' is not bound; context key 'y' is "
         "written by step 'b', which is not certain to finish before 'c' starts (bind it with `with: {y: ...}`)",
     ]
 
 
 def test_foreach_may_run_zero_times_but_its_collect_is_always_written(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         outputs: [rows, y]
         steps:
           - id: each
             foreach: {items: "[1, 2]", collect: rows, steps: [{id: body, uses: t}]}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:2:17: warning BY409 flow output 'y' is not written on the path each → end (step 'body' "
         "writes it); runs that end that way fail (declare it `{optional: true}` or give it a `default:` if that "
         "is expected)",
@@ -169,13 +199,16 @@ def test_foreach_may_run_zero_times_but_its_collect_is_always_written(make_yard:
 
 
 def test_map_items_keep_their_outputs(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - id: fan
             map: {items: "[1, 2]", uses: t, collect: rows}
           - {id: after, uses: need}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:5:23: error BY405 step 'after': input 'y' of block 'need' is not bound; context key 'y' is "
         "only written by each item of the map of step 'fan', and map items keep their outputs to themselves "
         "(gather them with the map's `collect:`) (bind it with `with: {y: ...}`)",
@@ -183,7 +216,10 @@ def test_map_items_keep_their_outputs(make_yard: MakeYard) -> None:
 
 
 def test_input_names_flow_input_item_and_default_bind(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert (
+        problems(
+            make_yard,
+            """
         flow: f
         inputs: {y: {type: any}}
         steps:
@@ -193,11 +229,16 @@ def test_input_names_flow_input_item_and_default_bind(make_yard: MakeYard) -> No
               items: "[1]"
               as: y
               steps: [{id: from_item, uses: need}]
-        """) == []
+        """,
+        )
+        == []
+    )
 
 
 def test_parallel_writers_inside_a_loop_body_count(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: u}
@@ -205,19 +246,23 @@ def test_parallel_writers_inside_a_loop_body_count(make_yard: MakeYard) -> None:
             needs: [a]
             loop: {max_iterations: 2, steps: [{id: inner, uses: t}]}
           - {id: b, uses: t, needs: [a]}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:7:10: error BY406 steps 'lp' and 'b' may run in parallel and both write context key 'y'; "
         "rename one with `outputs:`, or order them with `needs:`",
     ]
 
 
 def test_step_reference_not_upstream_and_unknown_output(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: t, with: {x: "{{ steps.b.outputs.z }}"}}
           - {id: b, uses: t, with: {x: "{{ steps.a.outputs.z }} {{ steps.a.result }} {{ steps.b.outputs.y }}"}}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:3:32: error BY403 step 'a': step 'b' does not finish before this step, so steps.b may not "
         "exist yet",
         "flows/f.yaml:4:32: error BY216 step 'b': step 'a' has no output 'z' (its outputs are 'y')",
@@ -231,22 +276,31 @@ def test_step_reference_not_upstream_and_unknown_output(make_yard: MakeYard) -> 
 
 
 def test_a_broken_flow_skips_graph_and_dataflow_checks(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         outputs: [nothing_writes_this]
         steps:
           - {id: a, uses: nope, goto: b}
           - {id: unreachable_if_checked, uses: need}
           - {id: b, uses: t}
-        """) == ["flows/f.yaml:4:19: error BY210 step 'a' uses unknown block 'nope'"]
+        """,
+    ) == ["flows/f.yaml:4:19: error BY210 step 'a' uses unknown block 'nope'"]
 
 
 def test_a_block_that_failed_to_load_is_named_as_such(make_yard: MakeYard) -> None:
-    root = make_yard({**BLOCKS, "blocks/broken.yaml": "block: broken\nkind: nonsense\n", "flows/f.yaml": """
+    root = make_yard(
+        {
+            **BLOCKS,
+            "blocks/broken.yaml": "block: broken\nkind: nonsense\n",
+            "flows/f.yaml": """
         flow: f
         steps:
           - {id: a, uses: broken}
-        """})
+        """,
+        }
+    )
     project = load_project(root)
     assert [d.code for d in project.diagnostics] == ["BY105"]
     assert [d.format() for d in check_project(project)] == [
@@ -256,13 +310,16 @@ def test_a_block_that_failed_to_load_is_named_as_such(make_yard: MakeYard) -> No
 
 
 def test_unreachable_reports_where_the_lost_part_starts(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: t, goto: end}
           - {id: lost, uses: t}
           - {id: also_lost, uses: t}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:4:10: error BY305 step 'lost' is unreachable: no path from the entry step 'a' of the flow "
         "leads to it; the step before it, 'a', does not continue to it (name it in a goto, branch or route, or "
         "remove it)",
@@ -270,12 +327,15 @@ def test_unreachable_reports_where_the_lost_part_starts(make_yard: MakeYard) -> 
 
 
 def test_cycle_without_exit_is_a_dead_end_and_unbounded(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: t}
           - {id: b, uses: t, goto: a}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:3:10: error BY306 steps 'a', 'b' go round in a cycle with no way out: no path from 'a' "
         "reaches the end of the flow (give the cycle an exit, e.g. a router default or on_max_visits: end)",
         "flows/f.yaml:4:28: error BY307 step 'b' goes back to 'a' (a -> b -> a) and no step on this cycle has "
@@ -285,7 +345,9 @@ def test_cycle_without_exit_is_a_dead_end_and_unbounded(make_yard: MakeYard) -> 
 
 
 def test_loop_body_targets_stay_in_the_body(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: t}
@@ -293,7 +355,8 @@ def test_loop_body_targets_stay_in_the_body(make_yard: MakeYard) -> None:
             loop:
               max_iterations: 2
               steps: [{id: inner, uses: t, goto: a}]
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:7:42: error BY213 step 'inner' names step 'a', which is in the flow; steps in the loop "
         "body of step 'lp' can only go to steps of the same list (or `end`)",
     ]
@@ -308,18 +371,23 @@ def test_check_project_is_deterministic_and_sorted(make_yard: MakeYard) -> None:
           - {id: b, uses: need, needs: [zz]}
         """
     first = problems(make_yard, flow)
-    assert first == sorted(first, key=lambda line: (line.split(":")[0], int(line.split(":")[1]),
-                                                    int(line.split(":")[2])))
+    assert first == sorted(
+        first,
+        key=lambda line: (line.split(":")[0], int(line.split(":")[1]), int(line.split(":")[2])),
+    )
     assert problems(make_yard, flow) == first
 
 
 def test_needs_cannot_name_end_and_mapping_methods_are_not_keys(make_yard: MakeYard) -> None:
-    assert problems(make_yard, """
+    assert problems(
+        make_yard,
+        """
         flow: f
         steps:
           - {id: a, uses: t, with: {x: "{{ context.get('later', 0) }} {{ inputs.keys() | list }}"}}
           - {id: b, uses: t, needs: [a, end]}
-        """) == [
+        """,
+    ) == [
         "flows/f.yaml:4:33: error BY212 step 'b' needs `end`, which is no step: `needs` names steps that must "
         "finish first",
     ]

@@ -80,8 +80,13 @@ steps:
 
 
 def _yard(root: Path, config: str = POLICY) -> Path:
-    for name, text in {"blockyard.yaml": config, "blocks/writer.yaml": WRITER, "blocks/fetch.yaml": FETCH,
-                       "blocks/brief.yaml": BRIEF, "flows/f.yaml": FLOW}.items():
+    for name, text in {
+        "blockyard.yaml": config,
+        "blocks/writer.yaml": WRITER,
+        "blocks/fetch.yaml": FETCH,
+        "blocks/brief.yaml": BRIEF,
+        "flows/f.yaml": FLOW,
+    }.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
     return root
@@ -90,7 +95,11 @@ def _yard(root: Path, config: str = POLICY) -> Path:
 def _policy_problems(root: Path) -> list[tuple[str, int, int, str]]:
     project = load_project(root)
     assert project.diagnostics == []
-    return [(d.file, d.line, d.col, d.code) for d in semantic.check_project(project) if d.code.startswith("BY81")]
+    return [
+        (d.file, d.line, d.col, d.code)
+        for d in semantic.check_project(project)
+        if d.code.startswith("BY81")
+    ]
 
 
 def test_every_policy_rule_reports_at_the_offending_line(tmp_path: Path) -> None:
@@ -102,7 +111,12 @@ def test_every_policy_rule_reports_at_the_offending_line(tmp_path: Path) -> None
         ("blockyard.yaml", 2, 37, "BY811"),  # gpt-4o is not gpt-4o-mini*
         ("blockyard.yaml", 5, 36, "BY816"),  # evil.test in http.allowed_hosts
         ("flows/f.yaml", 4, 5, "BY815"),  # the approval step has no timeout
-        ("flows/f.yaml", 8, 5, "BY814"),  # http_request without a gate (`write` follows the `ok` gate: allowed)
+        (
+            "flows/f.yaml",
+            8,
+            5,
+            "BY814",
+        ),  # http_request without a gate (`write` follows the `ok` gate: allowed)
         ("flows/f.yaml", 9, 17, "BY816"),  # a literal URL on evil.test
         ("flows/f.yaml", 12, 23, "BY813"),  # loop of 9 > 3
         ("flows/f.yaml", 17, 23, "BY813"),  # max_visits 4 > 3

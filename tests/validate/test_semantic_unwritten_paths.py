@@ -29,17 +29,27 @@ BLOCKS = {
         prompt: {user: Which?}
         """,
 }
-TAIL = ("runs that end that way fail (declare it `{optional: true}` or give it a `default:` if that is expected)")
+TAIL = "runs that end that way fail (declare it `{optional: true}` or give it a `default:` if that is expected)"
 
 
-def problems(make_yard: Callable[[dict[str, str]], Path], flow: str) -> list[tuple[str, int, int, str]]:
-    files = {name: textwrap.dedent(text).lstrip() for name, text in {**BLOCKS, "flows/f.yaml": flow}.items()}
+def problems(
+    make_yard: Callable[[dict[str, str]], Path], flow: str
+) -> list[tuple[str, int, int, str]]:
+    files = {
+        name: textwrap.dedent(text).lstrip()
+        for name, text in {**BLOCKS, "flows/f.yaml": flow}.items()
+    }
     project = load_project(make_yard(files))
-    return [(d.code, d.line, d.col, d.message) for d in [*project.diagnostics, *check_project(project)]]
+    return [
+        (d.code, d.line, d.col, d.message) for d in [*project.diagnostics, *check_project(project)]
+    ]
 
 
-@pytest.mark.parametrize(("flow", "path"), [
-    pytest.param("""
+@pytest.mark.parametrize(
+    ("flow", "path"),
+    [
+        pytest.param(
+            """
         flow: f
         outputs: [n]
         steps:
@@ -50,8 +60,12 @@ def problems(make_yard: Callable[[dict[str, str]], Path], flow: str) -> list[tup
               default: w
           - {id: w, uses: inc, goto: end}
           - {id: skip, uses: pick}
-        """, "r (route 2) → skip → end", id="a route by its number"),
-    pytest.param("""
+        """,
+            "r (route 2) → skip → end",
+            id="a route by its number",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [n]
         steps:
@@ -62,34 +76,60 @@ def problems(make_yard: Callable[[dict[str, str]], Path], flow: str) -> list[tup
               default: skip
           - {id: w, uses: inc, goto: end}
           - {id: skip, uses: pick}
-        """, "r (default route) → skip → end", id="the default route"),
-    pytest.param("""
+        """,
+            "r (default route) → skip → end",
+            id="the default route",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [n]
         steps:
           - {id: s, uses: pick, require_approval: {message: ok?, timeout: 1h, on_timeout: end, on_reject: w}}
           - {id: w, uses: inc}
-        """, "s (timed out) → end", id="a gate timed out"),
-    pytest.param("""
+        """,
+            "s (timed out) → end",
+            id="a gate timed out",
+        ),
+        pytest.param(
+            """
         flow: f
         outputs: [n]
         steps:
           - {id: s, uses: pick, require_approval: {message: ok?, on_reject: end}}
           - {id: w, uses: inc}
-        """, "s (rejected) → end", id="a gate rejected"),
-])
-def test_the_path_that_misses_an_output_names_each_choice_on_it(make_yard: Callable[[dict[str, str]], Path],
-                                                                 flow: str, path: str) -> None:
+        """,
+            "s (rejected) → end",
+            id="a gate rejected",
+        ),
+    ],
+)
+def test_the_path_that_misses_an_output_names_each_choice_on_it(
+    make_yard: Callable[[dict[str, str]], Path], flow: str, path: str
+) -> None:
     assert problems(make_yard, flow) == [
-        ("BY409", 2, 11, f"flow output 'n' is not written on the path {path} (step 'w' writes it); {TAIL}")]
+        (
+            "BY409",
+            2,
+            11,
+            f"flow output 'n' is not written on the path {path} (step 'w' writes it); {TAIL}",
+        )
+    ]
 
 
 def test_a_gate_whose_rejection_fails_the_run_leaves_no_path_to_the_end(
-        make_yard: Callable[[dict[str, str]], Path]) -> None:
-    assert problems(make_yard, """
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
+    assert (
+        problems(
+            make_yard,
+            """
         flow: f
         outputs: [n]
         steps:
           - {id: s, uses: pick, require_approval: {message: ok?, on_reject: fail}}
           - {id: w, uses: inc}
-        """) == []
+        """,
+        )
+        == []
+    )

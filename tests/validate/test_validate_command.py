@@ -31,21 +31,32 @@ YardMaker = Callable[[dict[str, str]], Path]
 
 @pytest.fixture
 def yard(make_yard: YardMaker) -> Path:
-    return make_yard({"blocks/echo.yaml": ECHO, "blocks/broken.yaml": BAD_BLOCK, "flows/good.yaml": GOOD_FLOW,
-                      "flows/bad.yaml": BAD_FLOW})
+    return make_yard(
+        {
+            "blocks/echo.yaml": ECHO,
+            "blocks/broken.yaml": BAD_BLOCK,
+            "flows/good.yaml": GOOD_FLOW,
+            "flows/bad.yaml": BAD_FLOW,
+        }
+    )
 
 
 def lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
-BAD_BLOCK_LINE = ("blocks/broken.yaml:2:7: error BY105 'kind' is 'lm'; expected one of: llm, decide, agent, smart, "
-                  "tool, transform, memory_read, memory_write, wait (did you mean 'llm'?)")
-BAD_FLOW_LINE = "flows/bad.yaml:3:25: error BY102 unknown key 'wiht' in 'steps[0]' (did you mean 'with'?)"
+BAD_BLOCK_LINE = (
+    "blocks/broken.yaml:2:7: error BY105 'kind' is 'lm'; expected one of: llm, decide, agent, smart, "
+    "tool, transform, memory_read, memory_write, wait (did you mean 'llm'?)"
+)
+BAD_FLOW_LINE = (
+    "flows/bad.yaml:3:25: error BY102 unknown key 'wiht' in 'steps[0]' (did you mean 'with'?)"
+)
 
 
-def test_whole_yard_from_its_root(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_whole_yard_from_its_root(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(yard)
     assert validate_command([], "text", None) == 1
     out, err = capsys.readouterr()
@@ -53,15 +64,17 @@ def test_whole_yard_from_its_root(yard: Path, monkeypatch: pytest.MonkeyPatch,
     assert err == "2 errors in 2 files (4 checked)\n"
 
 
-def test_a_subfolder_finds_the_yard_above_it(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_subfolder_finds_the_yard_above_it(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(yard / "flows")
     assert validate_command([], "text", None) == 1
     assert lines(capsys) == [BAD_BLOCK_LINE, BAD_FLOW_LINE]
 
 
-def test_file_arguments_report_only_those_files(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_file_arguments_report_only_those_files(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(yard)
     assert validate_command([Path("flows/good.yaml")], "text", None) == 0
     assert capsys.readouterr() == ("", "no problems in 1 file\n")
@@ -71,8 +84,9 @@ def test_file_arguments_report_only_those_files(yard: Path, monkeypatch: pytest.
     assert err == "1 error in 1 file (2 checked)\n"
 
 
-def test_a_folder_argument_reports_the_files_below_it(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_argument_reports_the_files_below_it(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(yard)
     assert validate_command([Path("blocks")], "text", None) == 1
     assert lines(capsys) == [BAD_BLOCK_LINE]
@@ -80,18 +94,22 @@ def test_a_folder_argument_reports_the_files_below_it(yard: Path, monkeypatch: p
     assert lines(capsys) == [BAD_BLOCK_LINE, BAD_FLOW_LINE]
 
 
-def test_a_yard_below_the_current_folder_gets_openable_paths(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_yard_below_the_current_folder_gets_openable_paths(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(yard.parent)
     assert validate_command([Path("yard/flows/bad.yaml")], "github", None) == 1
-    assert lines(capsys)[0] == ("::error file=yard/flows/bad.yaml,line=3,col=25,title=BY102::unknown key 'wiht' "
-                                "in 'steps[0]' (did you mean 'with'?)")
+    assert lines(capsys)[0] == (
+        "::error file=yard/flows/bad.yaml,line=3,col=25,title=BY102::unknown key 'wiht' "
+        "in 'steps[0]' (did you mean 'with'?)"
+    )
     assert validate_command([], "text", Path("yard")) == 1
     assert lines(capsys) == ["yard/" + BAD_BLOCK_LINE, "yard/" + BAD_FLOW_LINE]
 
 
-def test_root_elsewhere_shows_yard_relative_paths(yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_root_elsewhere_shows_yard_relative_paths(
+    yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -100,8 +118,12 @@ def test_root_elsewhere_shows_yard_relative_paths(yard: Path, tmp_path: Path, mo
     assert validate_command([yard / "flows" / "good.yaml"], "text", yard) == 0
 
 
-def test_several_yards_in_one_call(make_yard: YardMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_several_yards_in_one_call(
+    make_yard: YardMaker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     first = make_yard({"flows/bad.yaml": BAD_FLOW, "blocks/echo.yaml": ECHO})
     second = tmp_path / "other"
     (second / "blocks").mkdir(parents=True)
@@ -112,11 +134,14 @@ def test_several_yards_in_one_call(make_yard: YardMaker, tmp_path: Path, monkeyp
 
 
 def test_semantic_problems_are_reported_and_filtered_with_the_rest(
-        yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def fake(project: Project) -> list[Diagnostic]:
-        return [Diagnostic("flows/good.yaml", 3, 5, "BY999", "semantic problem"),
-                Diagnostic("blocks/echo.yaml", 1, 1, "BY998", "just a warning", "warning"),
-                Diagnostic("flows/good.yaml", 3, 5, "BY999", "semantic problem")]
+        return [
+            Diagnostic("flows/good.yaml", 3, 5, "BY999", "semantic problem"),
+            Diagnostic("blocks/echo.yaml", 1, 1, "BY998", "just a warning", "warning"),
+            Diagnostic("flows/good.yaml", 3, 5, "BY999", "semantic problem"),
+        ]
 
     monkeypatch.setattr(semantic, "check_project", fake)
     monkeypatch.chdir(yard)
@@ -126,15 +151,23 @@ def test_semantic_problems_are_reported_and_filtered_with_the_rest(
     assert lines(capsys) == ["blocks/echo.yaml:1:1: warning BY998 just a warning"]
 
 
-@pytest.mark.parametrize(("args", "root", "message"), [
-    (["nowhere.yaml"], None, "nowhere.yaml: no such file or folder"),
-    ([], "missing", "--root missing: no such folder"),
-    ([], "plain", "--root plain: not a yard (no blockyard.yaml, blocks/ or flows/ in it)"),
-    (["plain"], "yard", "plain is not inside the yard yard"),
-    (["plain"], None, "plain is not inside a yard (no blockyard.yaml, blocks/ or flows/ in its folder or above it)"),
-])
-def test_usage_errors(yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], root: str | None,
-                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "root", "message"),
+    [
+        (["nowhere.yaml"], None, "nowhere.yaml: no such file or folder"),
+        ([], "missing", "--root missing: no such folder"),
+        ([], "plain", "--root plain: not a yard (no blockyard.yaml, blocks/ or flows/ in it)"),
+        (["plain"], "yard", "plain is not inside the yard yard"),
+        (
+            ["plain"],
+            None,
+            "plain is not inside a yard (no blockyard.yaml, blocks/ or flows/ in its folder or above it)",
+        ),
+    ],
+)
+def test_usage_errors(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], root: str | None, message: str
+) -> None:
     (yard.parent / "plain").mkdir()
     monkeypatch.chdir(yard.parent)
     if message.startswith("plain is not inside a yard") and find_root(yard.parent) is not None:
@@ -154,7 +187,9 @@ def test_no_yard_anywhere_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_unknown_format_is_a_usage_error(yard: Path) -> None:
-    with pytest.raises(UsageError, match="unknown format 'xml'; choose one of: text, json, github, sarif"):
+    with pytest.raises(
+        UsageError, match="unknown format 'xml'; choose one of: text, json, github, sarif"
+    ):
         validate_command([], "xml", yard)
 
 
@@ -172,8 +207,9 @@ def test_custom_folders_from_the_config(tmp_path: Path) -> None:
     assert [(d.file, d.code) for d in report.diagnostics] == [("defs/bad.yaml", "BY102")]
 
 
-def test_a_folder_outside_the_yard_is_shown_from_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_outside_the_yard_is_shown_from_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     yard, shared = tmp_path / "yard", tmp_path / "shared"
     yard.mkdir()
     shared.mkdir()
@@ -184,4 +220,6 @@ def test_a_folder_outside_the_yard_is_shown_from_here(tmp_path: Path, monkeypatc
     assert lines(capsys) == [BAD_BLOCK_LINE.replace("blocks/broken.yaml", "shared/broken.yaml")]
     monkeypatch.chdir(yard)
     assert validate_command([], "text", None) == 1
-    assert lines(capsys) == [BAD_BLOCK_LINE.replace("blocks/broken.yaml", (shared / "broken.yaml").as_posix())]
+    assert lines(capsys) == [
+        BAD_BLOCK_LINE.replace("blocks/broken.yaml", (shared / "broken.yaml").as_posix())
+    ]

@@ -48,8 +48,12 @@ def secret(tmp_path: Path) -> Path:
     return folder
 
 
-def every_format(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                 paths: tuple[str, ...] = ()) -> dict[str, tuple[int, str]]:
+def every_format(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    paths: tuple[str, ...] = (),
+) -> dict[str, tuple[int, str]]:
     """Exit code and everything printed (stdout and stderr), per format, run from the yard."""
     monkeypatch.chdir(root)
     capsys.readouterr()
@@ -61,39 +65,54 @@ def every_format(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
     return printed
 
 
-def text_lines(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[str]:
+def text_lines(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> list[str]:
     monkeypatch.chdir(root)
     validate_command([], "text", None)
     return capsys.readouterr().out.splitlines()
 
 
 def outside_line(link: str) -> str:
-    return (f"{link}:1:1: error BY008 symbolic link {link} resolves outside the yard; it is not read")
+    return f"{link}:1:1: error BY008 symbolic link {link} resolves outside the yard; it is not read"
 
 
 def test_a_link_to_a_secret_file_is_reported_and_its_contents_never_printed(
-        yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "flows" / "evil.yaml").symlink_to(secret / "token.yaml")
     (yard / "blocks" / "evil.yml").symlink_to(secret / "hosts.yml")
     for fmt, (code, printed) in every_format(yard, monkeypatch, capsys).items():
         assert code == 1, fmt
-        assert SECRET not in printed and "oauth_token" not in printed and "github.com" not in printed, fmt
-        assert str(secret) not in printed and "hosts.yml" not in printed, fmt  # nor where the target is
-        assert "BY008" in printed and "flows/evil.yaml" in printed and "blocks/evil.yml" in printed, fmt
-    assert text_lines(yard, monkeypatch, capsys) == [outside_line("blocks/evil.yml"), outside_line("flows/evil.yaml")]
+        assert (
+            SECRET not in printed and "oauth_token" not in printed and "github.com" not in printed
+        ), fmt
+        # nor where the target is
+        assert str(secret) not in printed and "hosts.yml" not in printed, fmt
+        assert (
+            "BY008" in printed and "flows/evil.yaml" in printed and "blocks/evil.yml" in printed
+        ), fmt
+    assert text_lines(yard, monkeypatch, capsys) == [
+        outside_line("blocks/evil.yml"),
+        outside_line("flows/evil.yaml"),
+    ]
 
 
-def test_the_github_annotation_lands_on_the_link(yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_github_annotation_lands_on_the_link(
+    yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "flows" / "evil.yaml").symlink_to(secret / "token.yaml")
     printed = every_format(yard, monkeypatch, capsys)["github"][1]
-    assert printed.splitlines()[0] == ("::error file=flows/evil.yaml,line=1,col=1,title=BY008::symbolic link "
-                                       "flows/evil.yaml resolves outside the yard; it is not read")
+    assert printed.splitlines()[0] == (
+        "::error file=flows/evil.yaml,line=1,col=1,title=BY008::symbolic link "
+        "flows/evil.yaml resolves outside the yard; it is not read"
+    )
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "/proc/self/environ"])
-def test_links_to_system_files_are_not_read(yard: Path, target: str, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_links_to_system_files_are_not_read(
+    yard: Path, target: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     if not Path(target).exists():
         skip_or_fail(f"{target} does not exist on this system")
     monkeypatch.setenv("BLOCKYARD_TEST_SECRET", SECRET)
@@ -104,30 +123,42 @@ def test_links_to_system_files_are_not_read(yard: Path, target: str, monkeypatch
     assert text_lines(yard, monkeypatch, capsys) == [outside_line("flows/system.yaml")]
 
 
-def test_the_link_is_never_opened(yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_link_is_never_opened(
+    yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A FIFO outside the yard: opening it for reading would block until a writer comes."""
     fifo = tmp_path / "outside.fifo"
     os.mkfifo(fifo)
     (yard / "flows" / "pipe.yaml").symlink_to(fifo)
-    assert finishes(lambda: text_lines(yard, monkeypatch, capsys), fifo) == [outside_line("flows/pipe.yaml")]
+    assert finishes(lambda: text_lines(yard, monkeypatch, capsys), fifo) == [
+        outside_line("flows/pipe.yaml")
+    ]
 
 
 def test_a_linked_definition_folder_leading_out_is_not_read(
-        yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "flows" / "good.yaml").unlink()
     (yard / "flows").rmdir()
     (yard / "flows").symlink_to(secret, target_is_directory=True)
     (yard / "blocks" / "team").symlink_to(secret, target_is_directory=True)
     for fmt, (code, printed) in every_format(yard, monkeypatch, capsys).items():
         assert code == 1 and SECRET not in printed and str(secret) not in printed, fmt
-    assert text_lines(yard, monkeypatch, capsys) == [outside_line("blocks/team"), outside_line("flows")]
+    assert text_lines(yard, monkeypatch, capsys) == [
+        outside_line("blocks/team"),
+        outside_line("flows"),
+    ]
     project = load_project(yard)
-    assert not project.flows and "echo" in project.blocks and not any("github" in name for name in project.blocks)
+    assert (
+        not project.flows
+        and "echo" in project.blocks
+        and not any("github" in name for name in project.blocks)
+    )
 
 
-def test_a_dangling_link_and_a_loop_are_reported(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dangling_link_and_a_loop_are_reported(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "flows" / "gone.yaml").symlink_to(yard / "nowhere.yaml")
     (yard / "flows" / "loop.yaml").symlink_to(yard / "flows" / "loop.yaml")
     (yard / "blocks" / "a.yaml").symlink_to(yard / "blocks" / "b.yaml")
@@ -144,43 +175,58 @@ def test_a_dangling_link_and_a_loop_are_reported(yard: Path, monkeypatch: pytest
     ]
 
 
-def test_a_fifo_does_not_hang_validate(yard: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fifo_does_not_hang_validate(
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     fifo = yard / "flows" / "pipe.yaml"
     os.mkfifo(fifo)
     assert finishes(lambda: text_lines(yard, monkeypatch, capsys), fifo) == [
         "flows/pipe.yaml:1:1: error BY009 flows/pipe.yaml is a FIFO (named pipe), not a regular file; "
-        "only regular files are read"]
+        "only regular files are read"
+    ]
 
 
 def test_a_link_that_stays_inside_the_yard_is_read_and_shown_by_its_own_name(
-        yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     shared = yard / "shared"
     shared.mkdir()
     (shared / "other.yaml").write_text(GOOD_FLOW.replace("good", "other"), encoding="utf-8")
-    (shared / "broken.yaml").write_text("flow: broken\nsteps:\n  - {id: a, uses: echo, wiht: 1}\n", encoding="utf-8")
+    (shared / "broken.yaml").write_text(
+        "flow: broken\nsteps:\n  - {id: a, uses: echo, wiht: 1}\n", encoding="utf-8"
+    )
     (yard / "flows" / "other.yaml").symlink_to(Path("..") / "shared" / "other.yaml")
     (yard / "flows" / "broken.yaml").symlink_to(shared / "broken.yaml")
-    (yard / "flows" / "more").symlink_to(shared, target_is_directory=True)  # inside: not walked, not reported
+    # inside: not walked, not reported
+    (yard / "flows" / "more").symlink_to(shared, target_is_directory=True)
     assert set(load_project(yard).flows) == {"good", "other"}
     assert text_lines(yard, monkeypatch, capsys) == [
-        "flows/broken.yaml:3:25: error BY102 unknown key 'wiht' in 'steps[0]' (did you mean 'with'?)"]
-    assert validate([yard / "flows" / "broken.yaml"], None).diagnostics[0].file == "flows/broken.yaml"
+        "flows/broken.yaml:3:25: error BY102 unknown key 'wiht' in 'steps[0]' (did you mean 'with'?)"
+    ]
+    assert (
+        validate([yard / "flows" / "broken.yaml"], None).diagnostics[0].file == "flows/broken.yaml"
+    )
 
 
 def test_an_explicit_path_that_is_a_link_out_is_reported_not_followed(
-        yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "flows" / "evil.yaml").symlink_to(secret / "token.yaml")
     (yard / "flows" / "gone.yaml").symlink_to(yard / "nowhere.yaml")
-    printed_by_format = every_format(yard, monkeypatch, capsys, ("flows/evil.yaml", "flows/gone.yaml"))
+    printed_by_format = every_format(
+        yard, monkeypatch, capsys, ("flows/evil.yaml", "flows/gone.yaml")
+    )
     assert set(printed_by_format) == set(FORMATS)
     for fmt, (code, printed) in printed_by_format.items():
         assert code == 1 and SECRET not in printed and str(secret) not in printed, fmt
-        assert "flows/evil.yaml" in printed and "flows/gone.yaml" in printed and "BY008" in printed, fmt
+        assert (
+            "flows/evil.yaml" in printed and "flows/gone.yaml" in printed and "BY008" in printed
+        ), fmt
 
 
-def test_a_config_file_linking_out_is_reported(yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_config_file_linking_out_is_reported(
+    yard: Path, secret: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (yard / "blockyard.yaml").symlink_to(secret / "hosts.yml")
     for fmt, (code, printed) in every_format(yard, monkeypatch, capsys).items():
         assert code == 1 and SECRET not in printed and "github.com" not in printed, fmt
@@ -200,22 +246,29 @@ def test_a_folder_placed_outside_by_the_config_is_still_read(tmp_path: Path) -> 
     (shared / "stolen.yaml").symlink_to(tmp_path / "elsewhere.yaml")
     project = load_project(yard)
     assert "echo" in project.blocks and "stolen" not in project.blocks
-    assert sorted((d.code, Path(d.file).name) for d in project.diagnostics) == [("BY008", "stolen.yaml"),
-                                                                                 ("BY201", "echo.yaml")]
+    assert sorted((d.code, Path(d.file).name) for d in project.diagnostics) == [
+        ("BY008", "stolen.yaml"),
+        ("BY201", "echo.yaml"),
+    ]
 
 
 def test_a_tool_module_linking_out_of_the_code_folder_is_reported_and_never_imported(
-        yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    yard: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     marker = tmp_path / "imported"
-    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef f(x: str) -> str:\n    return x\n",
-                                      encoding="utf-8")
+    (tmp_path / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\ndef f(x: str) -> str:\n    return x\n",
+        encoding="utf-8",
+    )
     (yard / "tools").mkdir()
     (yard / "tools" / "weather.py").symlink_to(tmp_path / "evil.py")
-    (yard / "blockyard.yaml").write_text("paths: {code: tools}\ntools:\n  forecast: {import: 'weather:f'}\n",
-                                         encoding="utf-8")
+    (yard / "blockyard.yaml").write_text(
+        "paths: {code: tools}\ntools:\n  forecast: {import: 'weather:f'}\n", encoding="utf-8"
+    )
     assert text_lines(yard, monkeypatch, capsys) == [
         "blockyard.yaml:3:22: error BY008 tool 'forecast': symbolic link tools/weather.py resolves outside the "
-        "yard's code folder; it is not read"]
+        "yard's code folder; it is not read"
+    ]
     assert not marker.exists()
 
 

@@ -31,27 +31,99 @@ EXAMPLES = int(os.environ.get("BLOCKYARD_EXAMPLES", "60"))
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-
 def _snapshot(yard: Path) -> dict[str, bytes]:
     """The yard's definition files, read once: data generation must not see files change under it."""
-    parts = ["blocks", "flows", "blockyard.yaml"] if yard == REPO else [p.name for p in yard.iterdir()]
+    parts = (
+        ["blocks", "flows", "blockyard.yaml"] if yard == REPO else [p.name for p in yard.iterdir()]
+    )
     found: dict[str, bytes] = {}
     for part in parts:
         paths = [yard / part] if (yard / part).is_file() else sorted((yard / part).rglob("*.y*ml"))
-        found.update({p.relative_to(yard).as_posix(): p.read_bytes() for p in paths if p.suffix in (".yaml", ".yml")})
+        found.update(
+            {
+                p.relative_to(yard).as_posix(): p.read_bytes()
+                for p in paths
+                if p.suffix in (".yaml", ".yml")
+            }
+        )
     return found
 
 
 SNAPSHOTS = {yard.name or "repo": _snapshot(yard) for yard in YARDS}
-YAML_PIECES = ["flow", "steps", "id", ":", " ", "  ", "\n", "- ", "[", "]", "{", "}", ",", "&a ", "*a", "!!str ",
-               "!tag ", "'", '"', "#", "---\n", "...\n", "? ", "|\n", ">-\n", "<<", "~", "yes", "1e3", "0x1F",
-               "\t", "%YAML 1.2\n", "\\", "é", "{{ x }}", "uses", "with"]
-TRICKY = st.sampled_from(["3", "1.5", 1.0, 0, -1, True, "5s\n", "name\n", "a b", "", "end", "fail", "llm", [],
-                          {}, {"type": "string"}, "{{ x }}", "10m", 1e300])
+YAML_PIECES = [
+    "flow",
+    "steps",
+    "id",
+    ":",
+    " ",
+    "  ",
+    "\n",
+    "- ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!tag ",
+    "'",
+    '"',
+    "#",
+    "---\n",
+    "...\n",
+    "? ",
+    "|\n",
+    ">-\n",
+    "<<",
+    "~",
+    "yes",
+    "1e3",
+    "0x1F",
+    "\t",
+    "%YAML 1.2\n",
+    "\\",
+    "é",
+    "{{ x }}",
+    "uses",
+    "with",
+]
+TRICKY = st.sampled_from(
+    [
+        "3",
+        "1.5",
+        1.0,
+        0,
+        -1,
+        True,
+        "5s\n",
+        "name\n",
+        "a b",
+        "",
+        "end",
+        "fail",
+        "llm",
+        [],
+        {},
+        {"type": "string"},
+        "{{ x }}",
+        "10m",
+        1e300,
+    ]
+)
 JSON_VALUES = st.recursive(
-    TRICKY | st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=6)
+    TRICKY
+    | st.none()
+    | st.booleans()
+    | st.integers(-5, 10**6)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 def _check_document(raw: bytes) -> None:
@@ -125,12 +197,16 @@ def _mutate(data: Any, draw: st.DataObject) -> Any:
     paths = [p for p in _paths(data) if p]
     path = draw.draw(st.sampled_from(paths))
     parent = _parent(data, path)
-    operation = draw.draw(st.sampled_from(["delete", "rename", "python_name", "retype", "swap_ids", "duplicate"]))
+    operation = draw.draw(
+        st.sampled_from(["delete", "rename", "python_name", "retype", "swap_ids", "duplicate"])
+    )
     if operation == "delete":
         del parent[path[-1]]
     elif operation == "python_name" and isinstance(parent, dict) and isinstance(path[-1], str):
         # the models' own field names for YAML keys that are Python keywords must stay unknown keys
-        parent[{"with": "with_", "as": "as_", "import": "import_"}.get(path[-1], path[-1] + "_")] = parent.pop(path[-1])
+        parent[
+            {"with": "with_", "as": "as_", "import": "import_"}.get(path[-1], path[-1] + "_")
+        ] = parent.pop(path[-1])
     elif operation == "rename" and isinstance(parent, dict):
         parent[draw.draw(st.text(min_size=1, max_size=10))] = parent.pop(path[-1])
     elif operation == "swap_ids":
@@ -145,12 +221,18 @@ def _mutate(data: Any, draw: st.DataObject) -> Any:
     return data
 
 
-@settings(max_examples=EXAMPLES + EXAMPLES // 3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES + EXAMPLES // 3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.data())
 def test_mutated_yards_give_diagnostics_or_pass(data: st.DataObject) -> None:
     source = data.draw(st.sampled_from(sorted(SNAPSHOTS)), label="yard")
     files = SNAPSHOTS[source]
-    victim = data.draw(st.sampled_from([name for name in files if ".test." not in name]), label="file")
+    victim = data.draw(
+        st.sampled_from([name for name in files if ".test." not in name]), label="file"
+    )
     document = yaml.safe_load(files[victim].decode("utf-8"))
     for _ in range(data.draw(st.integers(1, 3), label="mutations")):
         if isinstance(document, dict | list) and document:
@@ -160,11 +242,15 @@ def test_mutated_yards_give_diagnostics_or_pass(data: st.DataObject) -> None:
         for name, content in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(content)
-        (root / victim).write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        (root / victim).write_text(
+            yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
         report = validate([], root)
     _assert_sane(report.diagnostics)
     # the schema is generated from the models, so what passes the schema must build a spec
-    assert "BY100" not in {d.code for d in report.diagnostics}, [d.format() for d in report.diagnostics]
+    assert "BY100" not in {d.code for d in report.diagnostics}, [
+        d.format() for d in report.diagnostics
+    ]
 
 
 def _kind(name: str) -> str | None:
@@ -175,8 +261,12 @@ def _kind(name: str) -> str | None:
 
 def _documents() -> list[tuple[str, str]]:
     """(schema name, text) of every definition in the snapshots."""
-    return [(kind, content.decode("utf-8")) for files in SNAPSHOTS.values() for name, content in files.items()
-            if ".test." not in name and (kind := _kind(name)) is not None]
+    return [
+        (kind, content.decode("utf-8"))
+        for files in SNAPSHOTS.values()
+        for name, content in files.items()
+        if ".test." not in name and (kind := _kind(name)) is not None
+    ]
 
 
 DOCUMENTS = _documents()
@@ -199,5 +289,9 @@ def test_the_fast_path_never_accepts_what_the_schema_rejects(data: st.DataObject
 
 
 def test_the_fast_path_is_in_use() -> None:
-    assert schema.is_valid({"flow": "x", "steps": [{"id": "a", "uses": "b", "with": {"t": 1}}]}, "flow")
-    assert not schema.is_valid({"flow": "x", "steps": [{"id": "a", "uses": "b", "with_": {"t": 1}}]}, "flow")
+    assert schema.is_valid(
+        {"flow": "x", "steps": [{"id": "a", "uses": "b", "with": {"t": 1}}]}, "flow"
+    )
+    assert not schema.is_valid(
+        {"flow": "x", "steps": [{"id": "a", "uses": "b", "with_": {"t": 1}}]}, "flow"
+    )

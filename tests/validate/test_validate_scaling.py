@@ -67,20 +67,25 @@ def test_dense_needs_validate_in_time_linear_in_the_edges(tmp_path: Path) -> Non
     small = cpu_seconds(make(tmp_path / "small", 200))
     large = cpu_seconds(make(tmp_path / "large", 800))
     # 800 steps have 4.4x the edges of 200; quadratic work would be 16x or more (it was ~20x)
-    assert large < 8 * small, f"200 steps: {small:.3f} s, 800 steps: {large:.3f} s ({large / small:.1f}x)"
+    assert large < 8 * small, (
+        f"200 steps: {small:.3f} s, 800 steps: {large:.3f} s ({large / small:.1f}x)"
+    )
 
 
 def test_dense_parallel_writers_are_still_found(tmp_path: Path) -> None:
     root = make(tmp_path / "yard", 60)
     text = (root / "flows" / "dense.yaml").read_text(encoding="utf-8")
     # s1 and s2 both need only s0 now (their window is cut), and both write 'same'
-    text = text.replace("outputs: {y: y1}", "outputs: {y: same}").replace("outputs: {y: y2}", "outputs: {y: same}")
+    text = text.replace("outputs: {y: y1}", "outputs: {y: same}").replace(
+        "outputs: {y: y2}", "outputs: {y: same}"
+    )
     text = text.replace("    needs: [s0, s1]\n", "    needs: [s0]\n", 1)
     (root / "flows" / "dense.yaml").write_text(text, encoding="utf-8")
     found = [d.format() for d in check_project(load_project(root))]
     assert [line for line in found if "BY406" in line] == [
         "flows/dense.yaml:11:9: error BY406 steps 's1' and 's2' may run in parallel and both write context key "
-        "'same'; rename one with `outputs:`, or order them with `needs:`"]
+        "'same'; rename one with `outputs:`, or order them with `needs:`"
+    ]
 
 
 def test_reach_masks_agree_with_reachable() -> None:

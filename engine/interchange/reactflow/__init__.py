@@ -34,6 +34,14 @@ convert.py (`convert`, running the stages).
 from __future__ import annotations
 
 from engine.interchange.reactflow.convert import convert
-from engine.interchange.reactflow.model import Converted, Edge, GraphError, Node, as_dict, as_list, parse_json
+from engine.interchange.reactflow.model import (
+    Converted,
+    Edge,
+    GraphError,
+    Node,
+    as_dict,
+    as_list,
+    parse_json,
+)
 
 __all__ = ["Converted", "Edge", "GraphError", "Node", "as_dict", "as_list", "convert", "parse_json"]

@@ -43,8 +43,12 @@ class EdgeClassifier(GraphReader):
         source, target = self.nodes[edge.source], self.nodes[edge.target]
         if source.type == "end":
             self.fail(f"edge '{edge.id}': it leaves the end node '{source.id}'")
-        elif source.type == "agent" and target.type == "agent" and edge.kind != "next" \
-                and edge.handle in (None, "delegate"):
+        elif (
+            source.type == "agent"
+            and target.type == "agent"
+            and edge.kind != "next"
+            and edge.handle in (None, "delegate")
+        ):
             self.delegations[source.id].append(target.id)
         elif edge.handle in (None, "next") and source.type not in CONTAINERS:
             self.plain[source.id].append(edge)
@@ -55,7 +59,9 @@ class EdgeClassifier(GraphReader):
         elif (edge.handle or "") in EXITS or (edge.handle or "").startswith(BRANCH):
             self.handled[source.id].append(edge)
         else:
-            self.fail(f"edge '{edge.id}': node '{source.id}' ({source.type}) has no handle '{edge.handle or ''}'")
+            self.fail(
+                f"edge '{edge.id}': node '{source.id}' ({source.type}) has no handle '{edge.handle or ''}'"
+            )
 
     def _classify_container_edge(self, edge: Edge, source: Node) -> None:
         """A loop, foreach or map is left by NEXT (into its body), COMPLETE (after it) or an exit."""
@@ -69,8 +75,10 @@ class EdgeClassifier(GraphReader):
             self.handled[source.id].append(edge)
         else:
             shown = f"handle '{handle}'" if handle else "no handle"
-            self.fail(f"edge '{edge.id}': it leaves {source.type} '{source.id}' by {shown}; "
-                      f"an {source.type} is left by NEXT (its body) or COMPLETE (after it)")
+            self.fail(
+                f"edge '{edge.id}': it leaves {source.type} '{source.id}' by {shown}; "
+                f"an {source.type} is left by NEXT (its body) or COMPLETE (after it)"
+            )
 
     def _classify_router_edge(self, edge: Edge, source: Node) -> None:
         """A router is left by the handle of one of its routes, its default's, or an exit."""
@@ -79,8 +87,10 @@ class EdgeClassifier(GraphReader):
             self.handled[source.id].append(edge)
         else:
             known = ", ".join(self.router_handles(source)) or "none"
-            self.fail(f"edge '{edge.id}': router '{source.id}' has no handle '{handle}' "
-                      f"(no route names it; its handles: {known})")
+            self.fail(
+                f"edge '{edge.id}': router '{source.id}' has no handle '{handle}' "
+                f"(no route names it; its handles: {known})"
+            )
 
     def _tool_delegations(self) -> None:
         """An agent that names another agent (by id or label) among its tools delegates to it, edge or not."""
@@ -89,20 +99,30 @@ class EdgeClassifier(GraphReader):
         for node in agents.values():
             tools = node.data.get("tools") if node.data.get("block") is None else None
             for name in tools if isinstance(tools, list) else []:
-                if isinstance(name, str) and name in agents and agents[name].id not in self.delegations[node.id]:
+                if (
+                    isinstance(name, str)
+                    and name in agents
+                    and agents[name].id not in self.delegations[node.id]
+                ):
                     self.delegations[node.id].append(agents[name].id)
 
     def _check_body_start(self, node: Node) -> None:
         """A container's body starts at one node, by one NEXT edge (a map may have none: it maps a block)."""
         nexts = [e for e in self.handled[node.id] if e.handle == NEXT]
         if len(nexts) > 1:
-            self.fail(f"{node.type} '{node.id}': {len(nexts)} NEXT edges; its body starts at one node")
+            self.fail(
+                f"{node.type} '{node.id}': {len(nexts)} NEXT edges; its body starts at one node"
+            )
         elif not nexts and node.type != "map":
             self.fail(f"{node.type} '{node.id}': no NEXT edge to the first node of its body")
 
     def router_handles(self, node: Node) -> list[str]:
         routes = as_list(node.data.get("routes"))
-        handles = [str(r.get("target_handle")) for r in routes if isinstance(r, dict) and r.get("target_handle")]
+        handles = [
+            str(r.get("target_handle"))
+            for r in routes
+            if isinstance(r, dict) and r.get("target_handle")
+        ]
         default = node.data.get("default_handle")
         return [*handles, *([str(default)] if default else [])]
 
@@ -117,8 +137,10 @@ class EdgeClassifier(GraphReader):
                 continue
             condition = route.get("condition")
             if condition not in ROUTE_CONDITIONS:
-                self.fail(f"router '{node.id}': routes[{number}] has condition {json.dumps(condition)} "
-                          f"(known: {', '.join(ROUTE_CONDITIONS)})")
+                self.fail(
+                    f"router '{node.id}': routes[{number}] has condition {json.dumps(condition)} "
+                    f"(known: {', '.join(ROUTE_CONDITIONS)})"
+                )
             if not isinstance(route.get("value"), str):
                 self.fail(f"router '{node.id}': routes[{number}] needs a text `value`")
             if not route.get("target_handle"):

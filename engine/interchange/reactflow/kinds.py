@@ -46,9 +46,13 @@ class NodeKinds(MessageKeys):
         for name in variables:
             inputs.setdefault(name, {"type": "string"})
             self.declare_input(name)
-        block: dict[str, Any] = {"description": node.label, "kind": "agent", "inputs": inputs,
-                                 "outputs": {"answer": {"type": "string", "description": "The agent's answer."}},
-                                 "prompt": {**({"system": system} if system else {}), "user": "{{ message }}"}}
+        block: dict[str, Any] = {
+            "description": node.label,
+            "kind": "agent",
+            "inputs": inputs,
+            "outputs": {"answer": {"type": "string", "description": "The agent's answer."}},
+            "prompt": {**({"system": system} if system else {}), "user": "{{ message }}"},
+        }
         if own_tools:
             block["tools"] = own_tools
         self.model_settings(node, block)
@@ -56,7 +60,8 @@ class NodeKinds(MessageKeys):
             block["max_iterations"] = data["max_iterations"]
         step["uses"] = self.placer.place(slug(node.label, "agent"), block)
         sub_agent = any(node.id in self.delegations[n] for n in self.nodes)
-        if not sub_agent:  # a sub-agent is given its message by the agent that calls it, and answers it
+        if not sub_agent:
+            # a sub-agent is given its message by the agent that calls it, and answers it
             step["with"] = {MESSAGE: self.message_binding(node, parallel)}
             step["outputs"] = {"answer": self.keys[node.id]}
 
@@ -74,11 +79,16 @@ class NodeKinds(MessageKeys):
             self.fail(f"tool '{node.id}': data.tool names the tool it calls")
             return
         args = self.tool_args(node)
-        block = {"description": node.data.get("label") or f"Call the {name} tool.", "kind": "tool", "tool": name,
-                 "inputs": {arg: {"type": "any"} for arg in args},
-                 "outputs": {"result": {"type": "any", "description": f"What {name} returned."}}}
-        step["uses"] = self.placer.place(slug(name, "tool") if not node.data.get("label") else slug(node.label),
-                                         block)
+        block = {
+            "description": node.data.get("label") or f"Call the {name} tool.",
+            "kind": "tool",
+            "tool": name,
+            "inputs": {arg: {"type": "any"} for arg in args},
+            "outputs": {"result": {"type": "any", "description": f"What {name} returned."}},
+        }
+        step["uses"] = self.placer.place(
+            slug(name, "tool") if not node.data.get("label") else slug(node.label), block
+        )
         step["outputs"] = {"result": self.keys[node.id]}
 
     def tool_args(self, node: Node) -> dict[str, Any]:
@@ -93,28 +103,43 @@ class NodeKinds(MessageKeys):
         declared: dict[str, dict[str, Any]] = {}
         for side in ("inputs", "outputs"):
             fields = data.get(side) or []
-            if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str)
-                                                       for f in fields):
+            if not isinstance(fields, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields
+            ):
                 self.fail(f"smart_node '{node.id}': `{side}` must be a list of {{name, desc}}")
                 fields = []
-            declared[side] = {f["name"]: {"type": f.get("type") or "string",
-                                          **({"description": f["desc"]} if f.get("desc") else {})} for f in fields}
+            declared[side] = {
+                f["name"]: {
+                    "type": f.get("type") or "string",
+                    **({"description": f["desc"]} if f.get("desc") else {}),
+                }
+                for f in fields
+            }
         if not declared["outputs"]:
             self.fail(f"smart_node '{node.id}': no outputs; a smart node predicts at least one")
         mode = data.get("mode", "Predict")
         modes = {"Predict": "predict", "ChainOfThought": "chain_of_thought"}
         if mode not in modes:
-            self.fail(f"smart_node '{node.id}': mode {json.dumps(mode)} (known: Predict, ChainOfThought)")
+            self.fail(
+                f"smart_node '{node.id}': mode {json.dumps(mode)} (known: Predict, ChainOfThought)"
+            )
             mode = "Predict"
         goal = data.get("goal")
-        block: dict[str, Any] = {"description": node.label, "kind": "smart", "inputs": declared["inputs"],
-                                 "outputs": declared["outputs"], "mode": modes[mode]}
+        block: dict[str, Any] = {
+            "description": node.label,
+            "kind": "smart",
+            "inputs": declared["inputs"],
+            "outputs": declared["outputs"],
+            "mode": modes[mode],
+        }
         if isinstance(goal, str) and goal:
             block["prompt"] = {"system": goal}
         guardrails = data.get("guardrails")
         if guardrails is not None:
             if not isinstance(guardrails, dict):
-                self.fail(f"smart_node '{node.id}': `guardrails` is an object {{shape, max_length, attempts}}")
+                self.fail(
+                    f"smart_node '{node.id}': `guardrails` is an object {{shape, max_length, attempts}}"
+                )
             else:
                 block["guardrails"] = guardrails
         self.model_settings(node, block)
@@ -139,8 +164,12 @@ class NodeKinds(MessageKeys):
         routes: list[dict[str, Any]] = []
         for route in data.get("routes") or []:
             if isinstance(route, dict) and route.get("condition") in ROUTE_CONDITIONS:
-                routes.append({str(route["condition"]): route.get("value"),
-                               "goto": by_handle.get(str(route.get("target_handle")), END)})
+                routes.append(
+                    {
+                        str(route["condition"]): route.get("value"),
+                        "goto": by_handle.get(str(route.get("target_handle")), END),
+                    }
+                )
         default = data.get("default_handle")
         spec: dict[str, Any] = {}
         if "value" in data:  # a template (an exported router); null: the rules are expressions

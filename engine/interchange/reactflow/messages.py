@@ -20,7 +20,12 @@ class MessageKeys(RegionFinder):
                 self.keys[node.id] = node.step
             elif node.type == "smart_node":
                 outputs = node.data.get("outputs")
-                if isinstance(outputs, list) and outputs and isinstance(outputs[0], dict) and outputs[0].get("name"):
+                if (
+                    isinstance(outputs, list)
+                    and outputs
+                    and isinstance(outputs[0], dict)
+                    and outputs[0].get("name")
+                ):
                     self.keys[node.id] = str(outputs[0]["name"])
 
     def last_message(self, node_id: str, seen: frozenset[str] = frozenset()) -> list[str]:
@@ -39,7 +44,9 @@ class MessageKeys(RegionFinder):
             else:
                 found.extend(self.last_message(source.id, seen | {node_id}))
         if not found and not seen:
-            self.flow_inputs.setdefault(MESSAGE, {"type": "string", "description": "The request the flow works on."})
+            self.flow_inputs.setdefault(
+                MESSAGE, {"type": "string", "description": "The request the flow works on."}
+            )
             found.append(f"inputs.{MESSAGE}")
         return list(dict.fromkeys(found))
 

@@ -12,8 +12,19 @@ from engine.core.errors import BlockyardError
 from engine.definitions.load import MAX_DEPTH
 from engine.interchange.blocks import BlockPlacer, slug
 
-NODE_TYPES = ("agent", "tool", "smart_node", "router", "iterator", "block", "loop", "map", "approval",
-              "subflow", "end")
+NODE_TYPES = (
+    "agent",
+    "tool",
+    "smart_node",
+    "router",
+    "iterator",
+    "block",
+    "loop",
+    "map",
+    "approval",
+    "subflow",
+    "end",
+)
 CONTAINERS = frozenset({"iterator", "loop", "map"})
 NEXT, COMPLETE = "NEXT", "COMPLETE"
 EXITS = {"reject": "on_reject", "timeout": "on_timeout", "max_visits": "on_max_visits"}
@@ -93,11 +104,15 @@ def parse_json(text: str | bytes, where: str) -> Any:
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:  # without recursion, however deep
         item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
         for child in children:
             if isinstance(child, dict | list):
                 if depth + 1 > MAX_DEPTH:
-                    raise GraphError(where, [f"not a graph: nesting deeper than {MAX_DEPTH} levels"])
+                    raise GraphError(
+                        where, [f"not a graph: nesting deeper than {MAX_DEPTH} levels"]
+                    )
                 pending.append((child, depth + 1))
     return value
 
@@ -151,7 +166,9 @@ class GraphReader:
             self.fail(f"node '{node_id}': the id is used by another node too")
             return
         if kind not in NODE_TYPES:
-            self.fail(f"node '{node_id}': unknown type {json.dumps(kind)} (known: {', '.join(NODE_TYPES)})")
+            self.fail(
+                f"node '{node_id}': unknown type {json.dumps(kind)} (known: {', '.join(NODE_TYPES)})"
+            )
             return
         if not isinstance(data, dict):
             self.fail(f"node '{node_id}': `data` must be an object")
@@ -173,7 +190,9 @@ class GraphReader:
         data = as_dict(raw.get("data"))
         for end, value in (("source", source), ("target", target)):
             if not isinstance(value, str) or value not in self.nodes:
-                if isinstance(value, str) and any(n.get("id") == value for n in nodes if isinstance(n, dict)):
+                if isinstance(value, str) and any(
+                    n.get("id") == value for n in nodes if isinstance(n, dict)
+                ):
                     continue  # a node refused above: reported there
                 shown = json.dumps(value)
                 self.fail(f"edge '{edge_id}': its {end} {shown} is not a node of the graph")

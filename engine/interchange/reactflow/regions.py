@@ -13,8 +13,10 @@ class RegionFinder(EdgeClassifier):
     def entry(self) -> str:
         starts = [n.id for n in self.nodes.values() if n.data.get("isStart") is True]
         if len(starts) > 1:
-            self.fail(f"{len(starts)} start nodes: {', '.join(repr(s) for s in starts)} (data.isStart "
-                      "marks one entry)")
+            self.fail(
+                f"{len(starts)} start nodes: {', '.join(repr(s) for s in starts)} (data.isStart "
+                "marks one entry)"
+            )
             return ""
         if starts:
             if self.nodes[starts[0]].type == "end":
@@ -24,15 +26,22 @@ class RegionFinder(EdgeClassifier):
         if len(free) == 1:
             return free[0]
         if not free:
-            self.fail("no start node: every node has an incoming edge; mark the entry with data.isStart: true")
+            self.fail(
+                "no start node: every node has an incoming edge; mark the entry with data.isStart: true"
+            )
         else:
-            self.fail(f"no start node: {len(free)} nodes have no incoming edge "
-                      f"({', '.join(repr(f) for f in free)}); mark the entry with data.isStart: true")
+            self.fail(
+                f"no start node: {len(free)} nodes have no incoming edge "
+                f"({', '.join(repr(f) for f in free)}); mark the entry with data.isStart: true"
+            )
         return ""
 
     def successors(self, node_id: str) -> list[str]:
-        return [*(e.target for e in self.plain[node_id]), *(e.target for e in self.handled[node_id]),
-                *self.delegations[node_id]]
+        return [
+            *(e.target for e in self.plain[node_id]),
+            *(e.target for e in self.handled[node_id]),
+            *self.delegations[node_id],
+        ]
 
     def regions(self, entry: str) -> dict[str | None, Region]:
         """Every node's step list: the flow's, or its innermost container's body."""
@@ -76,17 +85,23 @@ class RegionFinder(EdgeClassifier):
         """A body holds neither what follows its container (COMPLETE) nor the flow's start."""
         for after in (e.target for e in self.handled[node.id] if e.handle == COMPLETE):
             if after in body:
-                self.fail(f"{node.type} '{node.id}': its body (NEXT) reaches '{after}', which follows it "
-                          f"(COMPLETE); the body's last node must lead back to '{node.id}'")
+                self.fail(
+                    f"{node.type} '{node.id}': its body (NEXT) reaches '{after}', which follows it "
+                    f"(COMPLETE); the body's last node must lead back to '{node.id}'"
+                )
         if entry in body:
-            self.fail(f"node '{entry}': the start node is inside the body of {node.type} '{node.id}'")
+            self.fail(
+                f"node '{entry}': the start node is inside the body of {node.type} '{node.id}'"
+            )
 
     def _check_nesting(self, bodies: dict[str, set[str]]) -> None:
         """Two bodies are apart or one lies wholly inside the other."""
         for c, body in bodies.items():
             for d, other in bodies.items():
                 if c < d and body & other and not (other <= body or body <= other):
-                    self.fail(f"the bodies of '{c}' and '{d}' overlap; a body lies wholly inside another")
+                    self.fail(
+                        f"the bodies of '{c}' and '{d}' overlap; a body lies wholly inside another"
+                    )
 
     def _check_crossing(self, edge: Edge, owner: dict[str, str | None]) -> None:
         """An edge stays in its region, but for a container's NEXT into its body and a body's way back."""
@@ -100,8 +115,10 @@ class RegionFinder(EdgeClassifier):
         if source_region != target_region:
             inside = f"the body of '{source_region}'" if source_region else "the flow"
             there = f"the body of '{target_region}'" if target_region else "the flow's top level"
-            self.fail(f"edge '{edge.id}': it leads from '{edge.source}' in {inside} to '{edge.target}' in "
-                      f"{there}; control stays inside a body (leave it by returning to its node)")
+            self.fail(
+                f"edge '{edge.id}': it leads from '{edge.source}' in {inside} to '{edge.target}' in "
+                f"{there}; control stays inside a body (leave it by returning to its node)"
+            )
 
     def target_of(self, edge: Edge, source: Node) -> str:
         target = self.nodes[edge.target]

@@ -30,9 +30,11 @@ class StepWriter(NodeKinds):
         delegated = {t for m in region.members for t in self.delegations[m]}
         for target in delegated:
             if self.plain_in(target):
-                self.fail(f"node '{target}': a sub-agent (an agent's edge leads to it) cannot also follow "
-                          "another node (an edge from an agent to an agent delegates; mark one that means "
-                          "'then' with data.kind: next)")
+                self.fail(
+                    f"node '{target}': a sub-agent (an agent's edge leads to it) cannot also follow "
+                    "another node (an edge from an agent to an agent delegates; mark one that means "
+                    "'then' with data.kind: next)"
+                )
         sequence_out = {m: self.sequence_targets(m) for m in region.members}
         needs: set[str] = set()
         changed = True
@@ -57,7 +59,9 @@ class StepWriter(NodeKinds):
                 step["needs"] = [e.source for e in self.sequence_in(node_id)]
                 step["needs"] = [self.nodes[s].step for s in dict.fromkeys(step["needs"])]
             elif node_id not in delegated:
-                self.place_successor(node, step, sequence_out[node_id], follower, needs, delegated, members)
+                self.place_successor(
+                    node, step, sequence_out[node_id], follower, needs, delegated, members
+                )
             steps.append(step)
         return steps
 
@@ -71,17 +75,27 @@ class StepWriter(NodeKinds):
         targets: list[str] = []
         for edge in edges:
             target = self.nodes[edge.target]
-            targets.append(END if target.type == "end" or edge.target == self.owner.get(node_id) else target.id)
+            targets.append(
+                END if target.type == "end" or edge.target == self.owner.get(node_id) else target.id
+            )
         if node.type in CONTAINERS and len([e for e in edges if e.handle == COMPLETE]) > 1:
             self.fail(f"{node.type} '{node_id}': several COMPLETE edges; one node follows it")
         return list(dict.fromkeys(targets))
 
     def sequence_in(self, node_id: str) -> list[Edge]:
-        return [e for e in self.incoming[node_id]
-                if e in self.plain[e.source] or (e.handle == COMPLETE and e in self.handled[e.source])]
+        return [
+            e
+            for e in self.incoming[node_id]
+            if e in self.plain[e.source] or (e.handle == COMPLETE and e in self.handled[e.source])
+        ]
 
-    def order(self, region: Region, sequence_out: dict[str, list[str]], needs: set[str],
-              delegated: set[str]) -> list[str]:
+    def order(
+        self,
+        region: Region,
+        sequence_out: dict[str, list[str]],
+        needs: set[str],
+        delegated: set[str],
+    ) -> list[str]:
         """The step list: the entry first, each node before what it leads to where possible, a node
         whose followers all wait for it (`needs`) right before one of them."""
         walked: list[str] = []
@@ -98,7 +112,9 @@ class StepWriter(NodeKinds):
             pending.extend(reversed(sorted(later, key=lambda t: t not in needs)))
         regular = [n for n in walked if n not in needs and n not in delegated]
         waiting = [n for n in walked if n in needs]
-        sources = [n for n in regular if sequence_out[n] and all(t in needs for t in sequence_out[n])]
+        sources = [
+            n for n in regular if sequence_out[n] and all(t in needs for t in sequence_out[n])
+        ]
         order = [n for n in regular if n not in sources]
         for source in sources:
             order.append(source)
@@ -112,8 +128,16 @@ class StepWriter(NodeKinds):
         order.extend(n for n in walked if n in delegated)
         return order
 
-    def place_successor(self, node: Node, step: dict[str, Any], targets: list[str], follower: str | None,
-                        needs: set[str], delegated: set[str], members: set[str]) -> None:
+    def place_successor(
+        self,
+        node: Node,
+        step: dict[str, Any],
+        targets: list[str],
+        follower: str | None,
+        needs: set[str],
+        delegated: set[str],
+        members: set[str],
+    ) -> None:
         """`goto` where list order would not say it."""
         if node.type == "router" or any(t in needs for t in targets):
             return
@@ -143,7 +167,8 @@ class StepWriter(NodeKinds):
         step: dict[str, Any] = {"id": node.step}
         kind = node.type
         self.what_it_does(node, step, regions, parallel)
-        own = as_dict(data.get("step"))  # step keys set on the node (data.step), under what its type set
+        # step keys set on the node (data.step), under what its type set
+        own = as_dict(data.get("step"))
         for key in STEP_KEYS:
             if key in own and key not in step:
                 step[key] = own[key]
@@ -160,8 +185,9 @@ class StepWriter(NodeKinds):
             step.pop("with", None)
         return step
 
-    def what_it_does(self, node: Node, step: dict[str, Any], regions: dict[str | None, Region],
-                     parallel: bool) -> None:
+    def what_it_does(
+        self, node: Node, step: dict[str, Any], regions: dict[str | None, Region], parallel: bool
+    ) -> None:
         """The keys that say what a step does, by its node's type: a block it uses, an agent, a tool, a
         router, a container's body, a gate or a subflow."""
         data, kind = node.data, node.type
@@ -185,8 +211,11 @@ class StepWriter(NodeKinds):
         elif kind in CONTAINERS:
             self.container(node, step, regions)
         elif kind == "approval":
-            step["approval"] = {k: v for k, v in data.items() if k in ("message", "fields", "approvers", "timeout",
-                                                                         "on_timeout", "on_reject")}
+            step["approval"] = {
+                k: v
+                for k, v in data.items()
+                if k in ("message", "fields", "approvers", "timeout", "on_timeout", "on_reject")
+            }
         elif kind == "subflow":
             if not isinstance(data.get("flow"), str):
                 self.fail(f"node '{node.id}': a subflow node names its flow in data.flow")
@@ -213,13 +242,17 @@ class StepWriter(NodeKinds):
         if branches:
             step["branches"] = branches
 
-    def container(self, node: Node, step: dict[str, Any], regions: dict[str | None, Region]) -> None:
+    def container(
+        self, node: Node, step: dict[str, Any], regions: dict[str | None, Region]
+    ) -> None:
         data = node.data
         body = self.steps(regions, node.id) if node.id in regions else None
         if node.type == "iterator":
             items = data.get("items")
             if not isinstance(items, str) or not items:
-                self.fail(f"iterator '{node.id}': data.items names the context key holding the list")
+                self.fail(
+                    f"iterator '{node.id}': data.items names the context key holding the list"
+                )
                 items = "items"
             expression = items if "." in items or "[" in items else f"context.{items}"
             spec = {"items": expression, "as": data.get("as") or "item", "steps": body or []}
@@ -231,7 +264,11 @@ class StepWriter(NodeKinds):
             spec.setdefault("max_iterations", 3)
             step["loop"] = {**spec, "steps": body or []}
         else:
-            spec = {k: data[k] for k in ("items", "as", "uses", "with", "max_concurrency", "collect") if k in data}
+            spec = {
+                k: data[k]
+                for k in ("items", "as", "uses", "with", "max_concurrency", "collect")
+                if k in data
+            }
             if body is not None:
                 spec["steps"] = body
             step["map"] = spec

@@ -15,15 +15,21 @@ PROVIDERS = ("openai", "azure", "anthropic", "google", "mock")
 # what the module of every provider but the mock has as `make`: (profile, its name, the environment) -> a Generator
 Maker = Callable[[ModelProfile, str, Mapping[str, str]], Generator]
 
-if TYPE_CHECKING:  # every provider, imported for the checks only: import-linter sees each edge, mypy checks each
+if TYPE_CHECKING:
+    # every provider, imported for the checks only: import-linter sees each edge, mypy checks each
     # `make` against Maker (tests/test_registries.py keeps this list in step with PROVIDERS)
     from engine.models.providers import anthropic, azure, google, openai
 
     _MEMBERS: tuple[Maker, ...] = (openai.make, azure.make, anthropic.make, google.make)
 
 
-def make_generator(profile: ModelProfile, name: str, env: Mapping[str, str], *,
-                   run_script: MockScript | None = None) -> Generator:
+def make_generator(
+    profile: ModelProfile,
+    name: str,
+    env: Mapping[str, str],
+    *,
+    run_script: MockScript | None = None,
+) -> Generator:
     """The generator for a profile. A run script sends every call to the mock, whatever the provider."""
     if run_script is not None or profile.provider == "mock":
         mock_profile = profile if profile.provider == "mock" else ModelProfile(provider="mock")

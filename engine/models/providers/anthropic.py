@@ -44,24 +44,41 @@ def _settings(profile: ModelProfile, timeout: float | None) -> Settings:
 def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenerator:
     """A generator for an anthropic profile, or a ModelError when the extra is not installed."""
     if importlib.util.find_spec("langchain_anthropic") is None:
-        raise ModelError(f"provider 'anthropic' (model profile '{name}'): {extras.missing('anthropic')}",
-                         provider="anthropic", model=profile.name)
+        raise ModelError(
+            f"provider 'anthropic' (model profile '{name}'): {extras.missing('anthropic')}",
+            provider="anthropic",
+            model=profile.name,
+        )
     from langchain_anthropic import ChatAnthropic  # the optional extra, checked above
 
     if not profile.name:
-        raise ModelError(f"model profile '{name}' (anthropic) needs `name`, e.g. claude-sonnet-4-5",
-                         provider="anthropic")
+        raise ModelError(
+            f"model profile '{name}' (anthropic) needs `name`, e.g. claude-sonnet-4-5",
+            provider="anthropic",
+        )
     model = profile.name
     timeout = parse_duration(profile.timeout) if profile.timeout else None
 
     settings = _settings(profile, timeout)
 
     def client(key: str) -> ChatAnthropic:
-        return ChatAnthropic(model=model, anthropic_api_key=SecretStr(key),
-                             max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS, max_retries=profile.max_retries or 0,
-                             **settings)
+        return ChatAnthropic(
+            model=model,
+            anthropic_api_key=SecretStr(key),
+            max_tokens=profile.max_tokens or DEFAULT_MAX_TOKENS,
+            max_retries=profile.max_retries or 0,
+            **settings,
+        )
 
     # Anthropic forces a tool by its name ("required" would be read as a tool called "required").
-    return ChatGenerator(provider="anthropic", model=model, profile=name, factory=client, env=env,
-                         key_env=profile.api_key_env or DEFAULT_KEY_ENV, base_url=profile.base_url,
-                         timeout=timeout, tool_choice=lambda tool: tool)
+    return ChatGenerator(
+        provider="anthropic",
+        model=model,
+        profile=name,
+        factory=client,
+        env=env,
+        key_env=profile.api_key_env or DEFAULT_KEY_ENV,
+        base_url=profile.base_url,
+        timeout=timeout,
+        tool_choice=lambda tool: tool,
+    )

@@ -24,20 +24,43 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
         raise ModelError(f"{what} needs `name`: the deployment to call", provider="azure")
     endpoint = profile.base_url or env.get("AZURE_OPENAI_ENDPOINT")
     if not endpoint:
-        raise ModelError(f"{what} needs `base_url` (the resource endpoint) or AZURE_OPENAI_ENDPOINT",
-                         provider="azure", model=profile.name)
+        raise ModelError(
+            f"{what} needs `base_url` (the resource endpoint) or AZURE_OPENAI_ENDPOINT",
+            provider="azure",
+            model=profile.name,
+        )
     version = profile.api_version or env.get("OPENAI_API_VERSION")
     if not version:
-        raise ModelError(f"{what} needs `api_version` (or OPENAI_API_VERSION)", provider="azure",
-                         model=profile.name)
+        raise ModelError(
+            f"{what} needs `api_version` (or OPENAI_API_VERSION)",
+            provider="azure",
+            model=profile.name,
+        )
     timeout = parse_duration(profile.timeout) if profile.timeout else None
     deployment = profile.name
 
     def client(key: str) -> Any:
-        return AzureChatOpenAI(azure_deployment=deployment, model=deployment, azure_endpoint=endpoint,
-                               api_version=version, api_key=key, temperature=profile.temperature,
-                               max_tokens=profile.max_tokens, timeout=timeout, max_retries=profile.max_retries or 0,
-                               default_headers=profile.headers, stream_usage=True)  # usage in streams too
+        return AzureChatOpenAI(
+            azure_deployment=deployment,
+            model=deployment,
+            azure_endpoint=endpoint,
+            api_version=version,
+            api_key=key,
+            temperature=profile.temperature,
+            max_tokens=profile.max_tokens,
+            timeout=timeout,
+            max_retries=profile.max_retries or 0,
+            default_headers=profile.headers,
+            stream_usage=True,
+        )  # usage in streams too
 
-    return ChatGenerator(provider="azure", model=deployment, profile=name, factory=client, env=env,
-                         key_env=profile.api_key_env or DEFAULT_KEY_ENV, base_url=endpoint, timeout=timeout)
+    return ChatGenerator(
+        provider="azure",
+        model=deployment,
+        profile=name,
+        factory=client,
+        env=env,
+        key_env=profile.api_key_env or DEFAULT_KEY_ENV,
+        base_url=endpoint,
+        timeout=timeout,
+    )

@@ -34,10 +34,20 @@ ClientFactory = Callable[[str], Any]  # key -> a LangChain chat model
 class ChatGenerator:
     """Generator of the openai, azure, anthropic and google providers."""
 
-    def __init__(self, *, provider: str, model: str, profile: str, factory: ClientFactory,
-                 env: Mapping[str, str], key_env: str, key_required: bool = True,
-                 base_url: str | None = None, timeout: float | None = None,
-                 tool_choice: Callable[[str], Any] = lambda name: "required") -> None:
+    def __init__(
+        self,
+        *,
+        provider: str,
+        model: str,
+        profile: str,
+        factory: ClientFactory,
+        env: Mapping[str, str],
+        key_env: str,
+        key_required: bool = True,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        tool_choice: Callable[[str], Any] = lambda name: "required",
+    ) -> None:
         self.provider = provider
         self.model = model
         self.profile = profile
@@ -51,8 +61,10 @@ class ChatGenerator:
         self._client: tuple[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return (f"ChatGenerator(provider={self.provider!r}, model={self.model!r}, profile={self.profile!r}, "
-                f"base_url={self.base_url!r}, key_env={self._key_env!r})")
+        return (
+            f"ChatGenerator(provider={self.provider!r}, model={self.model!r}, profile={self.profile!r}, "
+            f"base_url={self.base_url!r}, key_env={self._key_env!r})"
+        )
 
     @property
     def what(self) -> str:
@@ -62,17 +74,22 @@ class ChatGenerator:
     async def generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
         key = self._key()
         name = function_name(request.block)
-        tool = {"type": "function", "function": {
-            "name": name,
-            "description": f"Return the outputs of block '{request.block}'.",
-            "parameters": request.output_schema,
-        }}
+        tool = {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"Return the outputs of block '{request.block}'.",
+                "parameters": request.output_schema,
+            },
+        }
         bound = self._chat(key).bind_tools([tool], tool_choice=self._tool_choice(name))
         try:
             if request.on_token is None:
                 reply = await bound.ainvoke(messages(request, turns))
             else:
-                stream = ReplyStream(request.on_token, tool=name, field=text_field(request.output_schema))
+                stream = ReplyStream(
+                    request.on_token, tool=name, field=text_field(request.output_schema)
+                )
                 reply = await _streamed(bound, messages(request, turns), stream)
         except Exception as exc:  # every provider failure becomes one clear ModelError
             raise self._failure(exc, key, request) from None
@@ -88,7 +105,9 @@ class ChatGenerator:
         try:
             if on_token is None:
                 return await bound.ainvoke(list(request.messages))
-            stream = ReplyStream(on_token, tool=request.answer_tool, field=text_field(request.answer_schema))
+            stream = ReplyStream(
+                on_token, tool=request.answer_tool, field=text_field(request.answer_schema)
+            )
             return await _streamed(bound, list(request.messages), stream)
         except Exception as exc:  # every provider failure becomes one clear ModelError
             raise self._failure(exc, key, request) from None
@@ -104,33 +123,55 @@ class ChatGenerator:
             self._client = (digest, self._factory(key))
         return self._client[1]
 
-    def _failure(self, exc: Exception, key: str, request: StructuredRequest | TurnRequest) -> ModelError:
+    def _failure(
+        self, exc: Exception, key: str, request: StructuredRequest | TurnRequest
+    ) -> ModelError:
         where = f"flow '{request.flow}', step '{request.step}': {self.what}"
         status = status_of(exc) or getattr(exc, "status_code", None)
         detail = redact(_server_message(exc), key)
         kind = failure_kind(exc)
         if isinstance(status, int):
             kind = kind or status_kind(status)
-            return ModelError(f"{where}: {_status_text(status, self._key_env)} (HTTP {status}: {detail})",
-                              provider=self.provider, model=self.model, kind=kind, status=status)
+            return ModelError(
+                f"{where}: {_status_text(status, self._key_env)} (HTTP {status}: {detail})",
+                provider=self.provider,
+                model=self.model,
+                kind=kind,
+                status=status,
+            )
         if kind == "timeout":
             after = f" after {self.timeout:g}s" if self.timeout else ""
-            return ModelError(f"{where}: the request timed out{after}", provider=self.provider,
-                              model=self.model, kind=kind)
+            return ModelError(
+                f"{where}: the request timed out{after}",
+                provider=self.provider,
+                model=self.model,
+                kind=kind,
+            )
         if kind == "connection":
             target = self.base_url or "the provider"
-            return ModelError(f"{where}: cannot connect to {target} ({detail})", provider=self.provider,
-                              model=self.model, kind=kind)
+            return ModelError(
+                f"{where}: cannot connect to {target} ({detail})",
+                provider=self.provider,
+                model=self.model,
+                kind=kind,
+            )
         if isinstance(exc, ValueError | TypeError):
-            return ModelError(f"{where}: the server's reply is not a chat completion (check base_url "
-                              f"{self.base_url or '(default)'}): {detail}", provider=self.provider, model=self.model)
-        return ModelError(f"{where}: {type(exc).__name__}: {detail}", provider=self.provider, model=self.model)
+            return ModelError(
+                f"{where}: the server's reply is not a chat completion (check base_url "
+                f"{self.base_url or '(default)'}): {detail}",
+                provider=self.provider,
+                model=self.model,
+            )
+        return ModelError(
+            f"{where}: {type(exc).__name__}: {detail}", provider=self.provider, model=self.model
+        )
 
 
 async def _streamed(bound: Any, chat: list[Any], stream: ReplyStream) -> Any:
     """Stream a reply, handing its text to `stream` (content, and the text field inside the
     arguments of the outputs function), and return it as one AIMessage."""
-    from langchain_core.messages import message_chunk_to_message  # LangChain: only when a model runs
+    # LangChain: only when a model runs
+    from langchain_core.messages import message_chunk_to_message
 
     whole: Any = None
     async for chunk in bound.astream(chat):
@@ -159,8 +200,15 @@ def _strict(message: Any, chunks: list[Any]) -> Any:
         if isinstance(parsed, dict):
             valid.append(call)
         else:
-            invalid.append({"type": "invalid_tool_call", "name": call.get("name"), "args": text,
-                            "id": call.get("id"), "error": "the arguments are not a JSON object"})
+            invalid.append(
+                {
+                    "type": "invalid_tool_call",
+                    "name": call.get("name"),
+                    "args": text,
+                    "id": call.get("id"),
+                    "error": "the arguments are not a JSON object",
+                }
+            )
     if len(valid) == len(message.tool_calls):
         return message
     return message.model_copy(update={"tool_calls": valid, "invalid_tool_calls": invalid})
@@ -174,7 +222,12 @@ def function_name(block: str) -> str:
 def messages(request: StructuredRequest, turns: tuple[Turn, ...]) -> list[Any]:
     """The chat: system, the conversation so far (in a thread's turn), user (the inputs as JSON when
     the block has no user prompt), repair turns."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # LangChain: when a model runs
+    # LangChain: when a model runs
+    from langchain_core.messages import (
+        AIMessage,
+        HumanMessage,
+        SystemMessage,
+    )
 
     chat: list[Any] = []
     if request.system:

@@ -54,31 +54,53 @@ class MockGenerator:
         run with callbacks the reply is played through them too (engine/models/providers/replay.py)."""
         found = await self._generate(request, turns)
         field = text_field(request.output_schema)
-        value = found.value.get(field) if field is not None and isinstance(found.value, dict) else None
-        text = value if isinstance(value, str) else found.text if found.text is not None \
-            and not found.text.lstrip().startswith("{") else None
+        value = (
+            found.value.get(field) if field is not None and isinstance(found.value, dict) else None
+        )
+        text = (
+            value
+            if isinstance(value, str)
+            else found.text
+            if found.text is not None and not found.text.lstrip().startswith("{")
+            else None
+        )
         words = re.findall(r"\S+\s*", text or "")
         if request.on_token is not None:
             for word in words:
                 request.on_token(word)
         if in_langchain_run():
-            calls = [(function_name(request.block), found.value)] if found.parsed and not words else []
-            await self._replay(messages(request, turns), words or ([found.text] if found.text else []), calls)
+            calls = (
+                [(function_name(request.block), found.value)] if found.parsed and not words else []
+            )
+            await self._replay(
+                messages(request, turns), words or ([found.text] if found.text else []), calls
+            )
         said = len(found.text) if found.text is not None else _chars(found.value)
-        return dataclasses.replace(found, usage=Tokens(input=mock_tokens(_asked_chars(request, turns)),
-                                                       output=mock_tokens(said), cached=0, reasoning=0))
+        return dataclasses.replace(
+            found,
+            usage=Tokens(
+                input=mock_tokens(_asked_chars(request, turns)),
+                output=mock_tokens(said),
+                cached=0,
+                reasoning=0,
+            ),
+        )
 
     async def _generate(self, request: StructuredRequest, turns: tuple[Turn, ...]) -> Candidate:
-        found, reply = await self._script_reply(request, lambda: sent_text(messages(request, turns)), not turns)
+        found, reply = await self._script_reply(
+            request, lambda: sent_text(messages(request, turns)), not turns
+        )
         if found:
             return self._scripted(reply, request)
         if request.purpose == "compose":
             return Candidate.of_value(compose_plan(request.inputs))
-        if request.purpose == "judge":  # an eval's judge: a score by a rule (engine/models/mock_judge.py)
+        if request.purpose == "judge":
+            # an eval's judge: a score by a rule (engine/models/mock_judge.py)
             return Candidate.of_value(judge_verdict(request.inputs))
         label = f"{request.block}: {summarize(request.inputs)}"
-        return Candidate.of_value(fake(request.output_schema, seed=seed_of(request.block, request.inputs),
-                                       label=label))
+        return Candidate.of_value(
+            fake(request.output_schema, seed=seed_of(request.block, request.inputs), label=label)
+        )
 
     async def turn(self, request: TurnRequest, on_token: TokenSink | None = None) -> Any:
         """One agent turn: the next scripted reply (tool calls, text, an answer or an error), else
@@ -88,29 +110,46 @@ class MockGenerator:
             self._raise_scripted_error(reply, request)
             message = agent_reply(reply, request)
         else:
-            value = fake(request.answer_schema, seed=seed_of(request.block, request.inputs),
-                         label=f"{request.block}: {summarize(request.inputs)}")
+            value = fake(
+                request.answer_schema,
+                seed=seed_of(request.block, request.inputs),
+                label=f"{request.block}: {summarize(request.inputs)}",
+            )
             message = agent_reply(value, request)
         words = re.findall(r"\S+\s*", message.content) if isinstance(message.content, str) else []
         if on_token is not None:
             for word in words:
                 on_token(word)
         if in_langchain_run():
-            await self._replay(list(request.messages), words, [(c["name"], c["args"]) for c in message.tool_calls])
+            await self._replay(
+                list(request.messages), words, [(c["name"], c["args"]) for c in message.tool_calls]
+            )
         asked = sum(len(text_of(getattr(item, "content", ""))) for item in request.messages)
         said = len(text_of(message.content)) + _chars([call["args"] for call in message.tool_calls])
         inputs, outputs = mock_tokens(asked), mock_tokens(said)
-        message.usage_metadata = {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs,
-                                  "input_token_details": {"cache_read": 0}, "output_token_details": {"reasoning": 0}}
+        message.usage_metadata = {
+            "input_tokens": inputs,
+            "output_tokens": outputs,
+            "total_tokens": inputs + outputs,
+            "input_token_details": {"cache_read": 0},
+            "output_token_details": {"reasoning": 0},
+        }
         return message
 
-    async def _replay(self, chat: list[Any], words: list[str], calls: list[tuple[str, Any]]) -> None:
-        from engine.models.providers.replay import replay, reply_chunks  # LangChain: loaded already here
+    async def _replay(
+        self, chat: list[Any], words: list[str], calls: list[tuple[str, Any]]
+    ) -> None:
+        # LangChain: loaded already here
+        from engine.models.providers.replay import (
+            replay,
+            reply_chunks,
+        )
 
         await replay(chat, reply_chunks(words, calls), self.model)
 
-    async def _script_reply(self, request: StructuredRequest | TurnRequest, sent: Callable[[], str],
-                            record: bool) -> tuple[bool, Any]:
+    async def _script_reply(
+        self, request: StructuredRequest | TurnRequest, sent: Callable[[], str], record: bool
+    ) -> tuple[bool, Any]:
         """The next reply of the run's script, else of the profile's: (found, reply), after the profile's delay.
         `record` is False for the repair turns of a structured call (the script records the first ask only)."""
         if record and self.run_script is not None:
@@ -125,15 +164,24 @@ class MockGenerator:
         return False, None
 
     def _raise_scripted_error(self, reply: Any, request: StructuredRequest | TurnRequest) -> None:
-        for where, problem in reply_problems(reply):  # a script registered from Python is not validated
+        # a script registered from Python is not validated
+        for where, problem in reply_problems(reply):
             at = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
-            raise ModelError(f"mock model '{self.model}', step '{request.step}': malformed scripted reply"
-                             f"{' at ' + at.lstrip('.') if at else ''}: {problem}", provider="mock", model=self.model)
+            raise ModelError(
+                f"mock model '{self.model}', step '{request.step}': malformed scripted reply"
+                f"{' at ' + at.lstrip('.') if at else ''}: {problem}",
+                provider="mock",
+                model=self.model,
+            )
         if isinstance(reply, dict) and "$error" in reply:
             kind = str(reply["$error"])
             message = str(reply.get("message") or f"scripted {kind} error")
-            raise ModelError(f"mock model '{self.model}', step '{request.step}': {message}", provider="mock",
-                             model=self.model, kind=kind if kind in TRANSIENT_KINDS else None)
+            raise ModelError(
+                f"mock model '{self.model}', step '{request.step}': {message}",
+                provider="mock",
+                model=self.model,
+                kind=kind if kind in TRANSIENT_KINDS else None,
+            )
 
     def _scripted(self, reply: Any, request: StructuredRequest) -> Candidate:
         self._raise_scripted_error(reply, request)
@@ -171,8 +219,12 @@ def _chars(value: Any) -> int:
 def _asked_chars(request: StructuredRequest, turns: tuple[Turn, ...]) -> int:
     """The characters a provider would be sent (without building the LangChain messages)."""
     user = request.user or json.dumps(request.inputs, ensure_ascii=False, default=str)
-    return (len(request.system or "") + sum(len(text) for _, text in request.history) + len(user)
-            + sum(len(turn.text) for turn in turns))
+    return (
+        len(request.system or "")
+        + sum(len(text) for _, text in request.history)
+        + len(user)
+        + sum(len(turn.text) for turn in turns)
+    )
 
 
 def in_langchain_run() -> bool:
@@ -216,9 +268,18 @@ def agent_reply(reply: Any, request: TurnRequest) -> Any:
             if isinstance(args, dict):
                 calls.append({"name": name, "args": args, "id": ident, "type": "tool_call"})
             else:
-                invalid.append({"name": name, "args": str(args), "id": ident, "type": "invalid_tool_call",
-                                "error": "the arguments are not a JSON object"})
-        return AIMessage(content=str(reply.get("$text") or ""), tool_calls=calls, invalid_tool_calls=invalid)
+                invalid.append(
+                    {
+                        "name": name,
+                        "args": str(args),
+                        "id": ident,
+                        "type": "invalid_tool_call",
+                        "error": "the arguments are not a JSON object",
+                    }
+                )
+        return AIMessage(
+            content=str(reply.get("$text") or ""), tool_calls=calls, invalid_tool_calls=invalid
+        )
     value = reply
     if isinstance(value, str):
         try:
@@ -231,6 +292,11 @@ def agent_reply(reply: Any, request: TurnRequest) -> Any:
     if not isinstance(value, dict) and len(properties) == 1:
         value = {next(iter(properties)): value}
     if isinstance(value, dict):
-        call = {"name": request.answer_tool, "args": value, "id": f"mock_{request.turn}_answer", "type": "tool_call"}
+        call = {
+            "name": request.answer_tool,
+            "args": value,
+            "id": f"mock_{request.turn}_answer",
+            "type": "tool_call",
+        }
         return AIMessage(content="", tool_calls=[call])
     return AIMessage(content=str(value))

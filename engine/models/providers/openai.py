@@ -26,15 +26,30 @@ def make(profile: ModelProfile, name: str, env: Mapping[str, str]) -> ChatGenera
     def client(key: str) -> Any:
         # use_responses_api=False: OpenAI-compatible servers only speak /chat/completions.
         # max_retries: LangGraph's RetryPolicy retries whole steps; client retries would multiply them.
-        return ChatOpenAI(model=model, base_url=profile.base_url, api_key=key, temperature=profile.temperature,
-                          max_tokens=profile.max_tokens, timeout=timeout, max_retries=profile.max_retries or 0,
-                          default_headers=profile.headers, use_responses_api=False,
-                          # usage in streamed replies too (`stream_options.include_usage`): LangChain asks
-                          # for it only from api.openai.com, but vLLM, Ollama, LM Studio and llama.cpp
-                          # servers report it as well, and a model call's tokens and cost need it
-                          stream_usage=True)
+        return ChatOpenAI(
+            model=model,
+            base_url=profile.base_url,
+            api_key=key,
+            temperature=profile.temperature,
+            max_tokens=profile.max_tokens,
+            timeout=timeout,
+            max_retries=profile.max_retries or 0,
+            default_headers=profile.headers,
+            use_responses_api=False,
+            # usage in streamed replies too (`stream_options.include_usage`): LangChain asks
+            # for it only from api.openai.com, but vLLM, Ollama, LM Studio and llama.cpp
+            # servers report it as well, and a model call's tokens and cost need it
+            stream_usage=True,
+        )
 
-    return ChatGenerator(provider="openai", model=model, profile=name, factory=client, env=env,
-                         key_env=profile.api_key_env or DEFAULT_KEY_ENV,
-                         key_required=profile.api_key_env is not None or profile.base_url is None,
-                         base_url=profile.base_url, timeout=timeout)
+    return ChatGenerator(
+        provider="openai",
+        model=model,
+        profile=name,
+        factory=client,
+        env=env,
+        key_env=profile.api_key_env or DEFAULT_KEY_ENV,
+        key_required=profile.api_key_env is not None or profile.base_url is None,
+        base_url=profile.base_url,
+        timeout=timeout,
+    )

@@ -41,34 +41,62 @@ class ReplayChat(BaseChatModel):
         params["ls_model_name"] = self.model
         return params
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         whole = AIMessageChunk(content="")
         for chunk in self.chunks:
             whole = whole + chunk
         return ChatResult(generations=[ChatGeneration(message=whole)])
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         # (LangChain's `stream` hands each chunk to the callbacks: `on_llm_new_token`)
         for chunk in self.chunks:
             yield ChatGenerationChunk(message=chunk.model_copy())
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         for chunk in self.chunks:
             yield ChatGenerationChunk(message=chunk.model_copy())
 
 
-def reply_chunks(words: Sequence[str], calls: Sequence[tuple[str, Any]] = ()) -> list[AIMessageChunk]:
+def reply_chunks(
+    words: Sequence[str], calls: Sequence[tuple[str, Any]] = ()
+) -> list[AIMessageChunk]:
     """The chunks of a reply: its text word by word, then each tool call (name, arguments) whole, as
     a provider streams the call of the function that holds a block's outputs."""
     chunks = [AIMessageChunk(content=word) for word in words]
     for index, (name, args) in enumerate(calls):
         text = json.dumps(args, ensure_ascii=False, default=str)
-        chunks.append(AIMessageChunk(content="", tool_call_chunks=[
-            {"name": name, "args": text, "id": f"mock_call_{index}", "index": index, "type": "tool_call_chunk"}]))
+        chunks.append(
+            AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    {
+                        "name": name,
+                        "args": text,
+                        "id": f"mock_call_{index}",
+                        "index": index,
+                        "type": "tool_call_chunk",
+                    }
+                ],
+            )
+        )
     return chunks or [AIMessageChunk(content="")]
 
 

@@ -15,10 +15,22 @@ from engine.serve.server import Server
 
 def create_langgraph_app(server: Server) -> FastAPI:
     """The LangGraph Server API over `server`'s parts; errors have the server's one JSON shape."""
-    app = FastAPI(title="Blockyard: LangGraph Server API", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(
+        title="Blockyard: LangGraph Server API",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.server = server
-    for module in (assistants, bulk, threads, thread_stream, runs, store):  # bulk's fixed paths before {id}s
+    for module in (
+        assistants,
+        bulk,
+        threads,
+        thread_stream,
+        runs,
+        store,
+    ):  # bulk's fixed paths before {id}s
         app.include_router(module.router)
     app.add_exception_handler(problems.ApiError, problems.api_error)
     app.add_exception_handler(RequestValidationError, problems.validation_error)

@@ -28,9 +28,17 @@ async def ok() -> dict[str, bool]:
 
 @router.get("/info", summary="What this server is and supports")
 async def info() -> dict[str, Any]:
-    return {"version": __version__, "server": "blockyard",
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "langsmith_tracing_replicas": False},
-            "metadata": {"docs": "docs/langgraph-api.md"}}
+    return {
+        "version": __version__,
+        "server": "blockyard",
+        "flags": {
+            "assistants": True,
+            "crons": False,
+            "langsmith": False,
+            "langsmith_tracing_replicas": False,
+        },
+        "metadata": {"docs": "docs/langgraph-api.md"},
+    }
 
 
 def _matches(entry: FlowEntry, body: AssistantSearch) -> bool:
@@ -50,7 +58,7 @@ def _search(server: Server, body: AssistantSearch) -> list[FlowEntry]:
 async def search(request: Request, server: ServerDep) -> list[dict[str, Any]]:
     body = await read_body(request, AssistantSearch) or AssistantSearch()
     found = _search(server, body)
-    return [assistant(entry) for entry in found[body.offset:body.offset + body.limit]]
+    return [assistant(entry) for entry in found[body.offset : body.offset + body.limit]]
 
 
 @router.post("/assistants/count", summary="How many served flows match")
@@ -59,7 +67,9 @@ async def count(request: Request, server: ServerDep) -> int:
     return len(_search(server, body))
 
 
-@router.get("/assistants/{assistant_id}", summary="One flow as an assistant (its version: the flow's)")
+@router.get(
+    "/assistants/{assistant_id}", summary="One flow as an assistant (its version: the flow's)"
+)
 async def get(assistant_id: str, server: ServerDep) -> dict[str, Any]:
     return assistant(server.flow(assistant_id))
 
@@ -75,7 +85,9 @@ async def get_graph(assistant_id: str, server: ServerDep) -> dict[str, Any]:
     return graph(await asyncio.to_thread(flow_graph, entry.bundle))
 
 
-@router.get("/assistants/{assistant_id}/schemas", summary="Input, output and state JSON Schemas of the flow")
+@router.get(
+    "/assistants/{assistant_id}/schemas", summary="Input, output and state JSON Schemas of the flow"
+)
 async def schemas(assistant_id: str, server: ServerDep) -> dict[str, Any]:
     return graph_schemas(server.flow(assistant_id).bundle)
 

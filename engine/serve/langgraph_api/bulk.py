@@ -27,7 +27,9 @@ MOST = 100  # runs one batch starts, threads one prune deletes: a request's work
 async def create_batch(request: Request, server: ServerDep) -> list[dict[str, Any]]:
     bodies = await read_body_list(request, BatchRun, MOST)
     if not bodies:
-        raise ApiError(422, "invalid_request", "the body must list the runs: [{\"assistant_id\": \"FLOW\"}, ...]")
+        raise ApiError(
+            422, "invalid_request", 'the body must list the runs: [{"assistant_id": "FLOW"}, ...]'
+        )
     for body in bodies:  # every flow is known before any run starts
         server.flow(body.assistant_id)
     traceparent = request.headers.get(TRACEPARENT)
@@ -42,41 +44,66 @@ async def _pending(server: Server, job: Job) -> bool:
     """LangGraph's `pending`: queued, or a turn waiting for the thread's turn before it (no row yet)."""
     if job.state == RunStatus.QUEUED:
         return True
-    return job.kind == "start" and job.thread is not None and await service(server).get_run(job.run_id) is None
+    return (
+        job.kind == "start"
+        and job.thread is not None
+        and await service(server).get_run(job.run_id) is None
+    )
 
 
 async def _by_status(server: Server, status: str, thread_id: str | None) -> list[Job]:
-    held = [job for job in (server.queue.jobs.values() if server.queue is not None else [])
-            if job.task is not None and job.state in (RunStatus.QUEUED, RunStatus.RUNNING)
-            and (thread_id is None or job.thread == thread_id)]
+    held = [
+        job
+        for job in (server.queue.jobs.values() if server.queue is not None else [])
+        if job.task is not None
+        and job.state in (RunStatus.QUEUED, RunStatus.RUNNING)
+        and (thread_id is None or job.thread == thread_id)
+    ]
     if status == "all":
         return held
     return [job for job in held if await _pending(server, job) == (status == "pending")]
 
 
-@router.post("/runs/cancel", summary="Cancel several runs: by id, or every run queued or running", status_code=204,
-             response_model=None)
+@router.post(
+    "/runs/cancel",
+    summary="Cancel several runs: by id, or every run queued or running",
+    status_code=204,
+    response_model=None,
+)
 async def cancel_many(request: Request, server: ServerDep, action: str = "interrupt") -> Response:
     runs.check_cancel_action(action)
     body = await read_body(request, CancelMany) or CancelMany()
     if body.status is not None and body.run_ids:
         raise ApiError(422, "invalid_request", "send run_ids or status, not both", field="status")
     if body.status is None and not body.run_ids:
-        raise ApiError(422, "invalid_request", "name the runs to cancel: run_ids (with their thread_id), or status "
-                                               "(pending, running or all)", field="run_ids")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "name the runs to cancel: run_ids (with their thread_id), or status "
+            "(pending, running or all)",
+            field="run_ids",
+        )
     if body.status is not None:
-        targets = [(job.thread, job.run_id) for job in await _by_status(server, body.status, body.thread_id)]
+        targets = [
+            (job.thread, job.run_id)
+            for job in await _by_status(server, body.status, body.thread_id)
+        ]
     else:
-        ids = list(dict.fromkeys(body.run_ids or []))[:MOST * 10]
-        for run_id in ids:  # every run is known before any is cancelled: 404 names the first that is not
+        ids = list(dict.fromkeys(body.run_ids or []))[: MOST * 10]
+        for (
+            run_id
+        ) in ids:  # every run is known before any is cancelled: 404 names the first that is not
             if body.thread_id is not None:
                 await runs.run_of(server, body.thread_id, run_id)
             else:
                 await server.known_run(run_id)
         jobs = server.queue.jobs if server.queue is not None else {}
         # only those going on: the others are over already, which is what cancelling them asks
-        targets = [(jobs[run_id].thread, run_id) for run_id in ids
-                   if run_id in jobs and jobs[run_id].task is not None and jobs[run_id].state != "done"]
+        targets = [
+            (jobs[run_id].thread, run_id)
+            for run_id in ids
+            if run_id in jobs and jobs[run_id].task is not None and jobs[run_id].state != "done"
+        ]
     for thread_id, run_id in targets:
         try:
             await runs.cancel_one(server, thread_id, run_id, wait=False)
@@ -90,22 +117,36 @@ async def cancel_many(request: Request, server: ServerDep, action: str = "interr
 async def prune(request: Request, server: ServerDep) -> dict[str, int]:
     body = await read_body(request, ThreadPrune)
     if body is None:
-        raise ApiError(422, "invalid_request", "the body must list the threads: {\"thread_ids\": [...]}")
+        raise ApiError(
+            422, "invalid_request", 'the body must list the threads: {"thread_ids": [...]}'
+        )
     if body.strategy == "keep_latest":
-        raise ApiError(422, "invalid_request", "strategy 'keep_latest' is not supported: a thread's state is read "
-                                               "from its runs, one checkpoint per run, and none of them is "
-                                               "dropped; use strategy 'delete'", field="strategy")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "strategy 'keep_latest' is not supported: a thread's state is read "
+            "from its runs, one checkpoint per run, and none of them is "
+            "dropped; use strategy 'delete'",
+            field="strategy",
+        )
     if len(body.thread_ids) > MOST:
-        raise ApiError(422, "invalid_request", f"thread_ids lists {len(body.thread_ids)} threads; at most {MOST}",
-                       field="thread_ids")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"thread_ids lists {len(body.thread_ids)} threads; at most {MOST}",
+            field="thread_ids",
+        )
     found = []
     for thread_id in dict.fromkeys(body.thread_ids):  # an unknown thread is nothing to prune
         view = await find_view(server, thread_id)
         if view is None:
             continue
         if busy(server, thread_id) or view.last_status in (RunStatus.RUNNING, RunStatus.WAITING):
-            raise conflict("thread_busy", f"thread '{thread_id}' has a run going on or waiting for an approval; "
-                                          "nothing was pruned")
+            raise conflict(
+                "thread_busy",
+                f"thread '{thread_id}' has a run going on or waiting for an approval; "
+                "nothing was pruned",
+            )
         found.append(thread_id)
     for thread_id in found:
         await threads.remove(server, thread_id)

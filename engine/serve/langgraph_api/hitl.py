@@ -24,14 +24,20 @@ JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "obje
 def request(name: str, message: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
     """The gate as a HITLRequest. `edit` is offered only when the gate has fields to set; `respond` (a
     rejection with a message) is accepted on resume but not offered: LangChain v1 has no such decision."""
-    args = {key: (spec.get("default") if isinstance(spec, Mapping) else None) for key, spec in fields.items()}
+    args = {
+        key: (spec.get("default") if isinstance(spec, Mapping) else None)
+        for key, spec in fields.items()
+    }
     action: dict[str, Any] = {"name": name, "args": args}
     if message is not None:
         action["description"] = str(message)
     allowed = ["approve", "edit", "reject"] if fields else ["approve", "reject"]
     review: dict[str, Any] = {"action_name": name, "allowed_decisions": allowed}
     if fields:
-        review["args_schema"] = {"type": "object", "properties": {key: _schema(spec) for key, spec in fields.items()}}
+        review["args_schema"] = {
+            "type": "object",
+            "properties": {key: _schema(spec) for key, spec in fields.items()},
+        }
     return {"action_requests": [action], "review_configs": [review]}
 
 
@@ -51,7 +57,12 @@ def is_response(resume: Any) -> bool:
 
 
 def _refuse(message: str) -> ApiError:
-    return ApiError(422, "invalid_request", f"command.resume.decisions: {message}", field="command.resume.decisions")
+    return ApiError(
+        422,
+        "invalid_request",
+        f"command.resume.decisions: {message}",
+        field="command.resume.decisions",
+    )
 
 
 def decision(resume: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,8 +73,10 @@ def decision(resume: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, 
         raise _refuse(f"a decisions answer holds only `decisions` (got {', '.join(extra)})")
     decisions = resume["decisions"]
     if len(decisions) != 1 or not isinstance(decisions[0], Mapping):
-        raise _refuse("a gate is one action: send one decision, {\"type\": \"approve\" | \"edit\" | \"reject\" | "
-                      f"\"respond\"}} (got {len(decisions)} items)")
+        raise _refuse(
+            'a gate is one action: send one decision, {"type": "approve" | "edit" | "reject" | '
+            f'"respond"}} (got {len(decisions)} items)'
+        )
     answer: Mapping[str, Any] = decisions[0]
     kind = answer.get("type")
     if kind == "approve":
@@ -85,7 +98,9 @@ def _edited(action: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
     unknown field is a 422 naming it)."""
     args = action.get("args") if isinstance(action, Mapping) else None
     if not isinstance(args, Mapping):
-        raise _refuse("an edit decision carries {\"edited_action\": {\"name\": ..., \"args\": {field: value}}}")
+        raise _refuse(
+            'an edit decision carries {"edited_action": {"name": ..., "args": {field: value}}}'
+        )
     values: dict[str, Any] = {}
     for key, value in args.items():
         if value is None:

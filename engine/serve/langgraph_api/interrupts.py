@@ -28,10 +28,19 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
     fields: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     name = str(value.get("gate") or value.get("step") or "approval")
     value.setdefault("description", value.get("message"))
-    value["action_request"] = {"action": name, "args": {key: (spec.get("default") if isinstance(spec, Mapping)
-                                                                 else None) for key, spec in fields.items()}}
-    value["config"] = {"allow_accept": True, "allow_edit": bool(fields), "allow_respond": False,
-                       "allow_ignore": True}
+    value["action_request"] = {
+        "action": name,
+        "args": {
+            key: (spec.get("default") if isinstance(spec, Mapping) else None)
+            for key, spec in fields.items()
+        },
+    }
+    value["config"] = {
+        "allow_accept": True,
+        "allow_edit": bool(fields),
+        "allow_respond": False,
+        "allow_ignore": True,
+    }
     value.update(hitl.request(name, value.get("message"), fields))
     return {"value": value, "id": str(gate.get("interrupt_id") or name)}
 
@@ -40,7 +49,9 @@ def _refuse(message: str) -> ApiError:
     return ApiError(422, "invalid_request", f"command.resume: {message}", field="command.resume")
 
 
-def decision(resume: Any, gates: Sequence[Mapping[str, Any]], chosen: str | None = None) -> dict[str, Any]:
+def decision(
+    resume: Any, gates: Sequence[Mapping[str, Any]], chosen: str | None = None
+) -> dict[str, Any]:
     """A resume value as the decision POST /runs/{id}/resume takes ({approve, values, reason, gate, actor}).
 
     `gates` are the waiting gates (their approval_required data). The value is `true`/`false`;
@@ -60,15 +71,21 @@ def decision(resume: Any, gates: Sequence[Mapping[str, Any]], chosen: str | None
         word = resume.strip().lower()
         if word in APPROVE_WORDS or word in REJECT_WORDS:
             return {"approve": word in APPROVE_WORDS}
-        raise _refuse(f"'{resume[:80]}' is not a decision: send true or false, \"approve\" or \"reject\", or a "
-                      "mapping of the gate's field values")
+        raise _refuse(
+            f'\'{resume[:80]}\' is not a decision: send true or false, "approve" or "reject", or a '
+            "mapping of the gate's field values"
+        )
     if isinstance(resume, list):
         if len(resume) != 1 or not isinstance(resume[0], Mapping):
-            raise _refuse("a list must hold one answer, {\"type\": \"accept\" | \"edit\" | \"ignore\" | \"response\"}")
+            raise _refuse(
+                'a list must hold one answer, {"type": "accept" | "edit" | "ignore" | "response"}'
+            )
         return _inbox(resume[0])
     if isinstance(resume, Mapping):
         return _mapping(resume)
-    raise _refuse("send true or false, \"approve\" or \"reject\", or a mapping of the gate's field values")
+    raise _refuse(
+        'send true or false, "approve" or "reject", or a mapping of the gate\'s field values'
+    )
 
 
 def _fields(gates: Sequence[Mapping[str, Any]], chosen: str | None) -> Mapping[str, Any]:
@@ -86,7 +103,9 @@ def _inbox(answer: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "edit":
         edited = args.get("args") if isinstance(args, Mapping) else None
         if not isinstance(edited, Mapping):
-            raise _refuse("an `edit` answer carries {\"args\": {\"action\": ..., \"args\": {field: value}}}")
+            raise _refuse(
+                'an `edit` answer carries {"args": {"action": ..., "args": {field: value}}}'
+            )
         return {"approve": True, "values": dict(edited)}
     if kind in ("ignore", "response"):
         return {"approve": False, **({"reason": args} if isinstance(args, str) and args else {})}
@@ -108,10 +127,14 @@ def _mapping(resume: Mapping[str, Any]) -> dict[str, Any]:
         raise _refuse("`values` must be a mapping of the gate's field values")
     fields = {key: value for key, value in resume.items() if key not in DECISION_KEYS}
     if values is not None and fields:
-        raise _refuse(f"give the field values in `values` or beside `approve`, not both ({', '.join(fields)})")
+        raise _refuse(
+            f"give the field values in `values` or beside `approve`, not both ({', '.join(fields)})"
+        )
     for key in ("reason", "actor", "gate"):
         if resume.get(key) is not None and not isinstance(resume[key], str):
             raise _refuse(f"`{key}` must be text")
     found: dict[str, Any] = {"approve": approve, "values": dict(values or fields)}
-    found.update({key: resume[key] for key in ("reason", "actor", "gate") if resume.get(key) is not None})
+    found.update(
+        {key: resume[key] for key in ("reason", "actor", "gate") if resume.get(key) is not None}
+    )
     return found

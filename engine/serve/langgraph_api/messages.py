@@ -31,15 +31,33 @@ def ai_id(run_id: str) -> str:
 
 
 def human(content: str, message_id: str) -> dict[str, Any]:
-    return {"type": "human", "content": content, "id": message_id, "name": None, "additional_kwargs": {},
-            "response_metadata": {}, "example": False}
+    return {
+        "type": "human",
+        "content": content,
+        "id": message_id,
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "example": False,
+    }
 
 
-def ai(content: str, message_id: str, chunk: bool = False, usage: Spend | None = None) -> dict[str, Any]:
-    return {"type": "AIMessageChunk" if chunk else "ai", "content": content, "id": message_id, "name": None,
-            "additional_kwargs": {}, "response_metadata": {}, "example": False, "tool_calls": [],
-            "invalid_tool_calls": [], "usage_metadata": usage_metadata(usage),
-            **({"tool_call_chunks": []} if chunk else {})}
+def ai(
+    content: str, message_id: str, chunk: bool = False, usage: Spend | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "AIMessageChunk" if chunk else "ai",
+        "content": content,
+        "id": message_id,
+        "name": None,
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "example": False,
+        "tool_calls": [],
+        "invalid_tool_calls": [],
+        "usage_metadata": usage_metadata(usage),
+        **({"tool_call_chunks": []} if chunk else {}),
+    }
 
 
 def usage_metadata(spend: Spend | None) -> dict[str, Any] | None:
@@ -47,9 +65,13 @@ def usage_metadata(spend: Spend | None) -> dict[str, Any] | None:
     model, a turn recorded before usage was)."""
     if spend is None or spend.model_calls == 0:
         return None
-    return {"input_tokens": spend.input_tokens, "output_tokens": spend.output_tokens, "total_tokens": spend.tokens,
-            "input_token_details": {"cache_read": spend.cached_tokens},
-            "output_token_details": {"reasoning": spend.reasoning_tokens}}
+    return {
+        "input_tokens": spend.input_tokens,
+        "output_tokens": spend.output_tokens,
+        "total_tokens": spend.tokens,
+        "input_token_details": {"cache_read": spend.cached_tokens},
+        "output_token_details": {"reasoning": spend.reasoning_tokens},
+    }
 
 
 def spend_of(record: object) -> Spend:
@@ -81,8 +103,11 @@ def text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [part if isinstance(part, str) else part.get("text") for part in content
-                 if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")]
+        parts = [
+            part if isinstance(part, str) else part.get("text")
+            for part in content
+            if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
+        ]
         return "".join(part for part in parts if isinstance(part, str))
     return None
 
@@ -96,13 +121,23 @@ def run_inputs(bundle: Bundle, given: Mapping[str, Any] | None) -> dict[str, Any
     sent = inputs.pop("messages")
     target = message_input(bundle)
     if target is None:
-        raise ApiError(422, "invalid_request", f"flow '{bundle.name}' takes no message (it has no `message` input "
-                                               "and not exactly one text input): send its inputs instead of "
-                                               "`messages`", field="input.messages")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"flow '{bundle.name}' takes no message (it has no `message` input "
+            "and not exactly one text input): send its inputs instead of "
+            "`messages`",
+            field="input.messages",
+        )
     if isinstance(sent, dict):
         sent = [sent]
     if not isinstance(sent, list):
-        raise ApiError(422, "invalid_request", "input.messages: must be a list of messages", field="input.messages")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "input.messages: must be a list of messages",
+            field="input.messages",
+        )
     said = None
     for message in reversed(sent):
         if isinstance(message, dict) and message.get("type", message.get("role")) in HUMAN_TYPES:
@@ -112,10 +147,18 @@ def run_inputs(bundle: Bundle, given: Mapping[str, Any] | None) -> dict[str, Any
             said = message
             break
     if said is None:
-        raise ApiError(422, "invalid_request", "input.messages: holds no human message with text content",
-                       field="input.messages")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "input.messages: holds no human message with text content",
+            field="input.messages",
+        )
     if target in inputs:
-        raise ApiError(422, "invalid_request", f"input: give `messages` or `{target}`, not both",
-                       field=f"input.{target}")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"input: give `messages` or `{target}`, not both",
+            field=f"input.{target}",
+        )
     inputs[target] = said
     return inputs

@@ -28,4 +28,6 @@ class LangGraphMount:
             await self.app(scope, receive, send)
             return
         # Starlette routes on the path less root_path (as its own Mount does): the API sees /threads, /runs, ...
-        await self.api({**scope, "root_path": scope.get("root_path", "") + (prefix or "")}, receive, send)
+        await self.api(
+            {**scope, "root_path": scope.get("root_path", "") + (prefix or "")}, receive, send
+        )

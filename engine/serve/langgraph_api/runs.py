@@ -81,12 +81,19 @@ async def _last_seq(server: Server, run_id: str) -> int:
     return events[-1]["seq"] if events else 0
 
 
-async def start(server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None) -> Started:
+async def start(
+    server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None
+) -> Started:
     entry = server.flow(body.assistant_id)  # 404 unknown_flow first
     wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
     if body.multitask_strategy in ("interrupt", "rollback"):
-        raise ApiError(422, "invalid_request", f"multitask_strategy '{body.multitask_strategy}' is not supported: "
-                                               "use reject or enqueue", field="multitask_strategy")
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"multitask_strategy '{body.multitask_strategy}' is not supported: "
+            "use reject or enqueue",
+            field="multitask_strategy",
+        )
     view = None
     if thread_id is not None:
         view = await find_view(server, thread_id)
@@ -98,62 +105,112 @@ async def start(server: Server, thread_id: str | None, body: RunCreate, tracepar
             await runs.engine.db.writer.call(threads.create(thread_id, entry.name, now_iso()))
             view = await view_of(server, thread_id)
         if view.thread.flow and view.thread.flow != entry.name:
-            raise conflict("wrong_flow", f"thread '{thread_id}' is a conversation with flow '{view.thread.flow}', "
-                                         f"not '{entry.name}'")
+            raise conflict(
+                "wrong_flow",
+                f"thread '{thread_id}' is a conversation with flow '{view.thread.flow}', "
+                f"not '{entry.name}'",
+            )
     resume = body.command.resume if body.command is not None else None
-    if body.command is not None and (body.command.goto is not None or body.command.update is not None):
-        raise ApiError(422, "invalid_request", "command.goto and command.update are not supported; "
-                                               "command.resume decides a waiting gate", field="command")
+    if body.command is not None and (
+        body.command.goto is not None or body.command.update is not None
+    ):
+        raise ApiError(
+            422,
+            "invalid_request",
+            "command.goto and command.update are not supported; "
+            "command.resume decides a waiting gate",
+            field="command",
+        )
     if resume is not None:
         if view is None or view.last is None or view.last_status != RunStatus.WAITING:
-            raise conflict("not_waiting", "nothing to resume: " + ("a run without a thread has no interrupt"
-                                                                    if view is None else
-                                                                    f"thread '{thread_id}' waits for no approval"))
+            raise conflict(
+                "not_waiting",
+                "nothing to resume: "
+                + (
+                    "a run without a thread has no interrupt"
+                    if view is None
+                    else f"thread '{thread_id}' waits for no approval"
+                ),
+            )
         last = view.last
         asked = decision(resume, view.gates)
         after = await _last_seq(server, last.id)
-        job = await server.resume_run(last.id, asked, traceparent=traceparent, webhook=body.webhook,
-                                     thread=thread_id)
+        job = await server.resume_run(
+            last.id, asked, traceparent=traceparent, webhook=body.webhook, thread=thread_id
+        )
         _remember_modes(last.id, modes(body.stream_mode))
-        earlier = state.values(view)["messages"][:-1]  # the stream adds the turn's own human message again
-        return Started(job, thread_id, after, Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs),
-                                                         earlier))
+        earlier = state.values(view)["messages"][
+            :-1
+        ]  # the stream adds the turn's own human message again
+        return Started(
+            job,
+            thread_id,
+            after,
+            Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs), earlier),
+        )
     inputs = run_inputs(entry.bundle, body.input)
     if view is not None and thread_id is not None:
         if view.last_status == RunStatus.WAITING:
-            raise conflict("thread_waiting", f"thread '{thread_id}' waits for an approval: resume it with "
-                                             "command: {resume: ...}")
+            raise conflict(
+                "thread_waiting",
+                f"thread '{thread_id}' waits for an approval: resume it with "
+                "command: {resume: ...}",
+            )
         going_on = busy(server, thread_id) or view.last_status == RunStatus.RUNNING
         if going_on and body.multitask_strategy == "reject":
-            raise conflict("thread_busy", f"thread '{thread_id}' has a run going on; wait for it, or send "
-                                          "multitask_strategy: enqueue")
-    job = await server.start_run(entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook)
+            raise conflict(
+                "thread_busy",
+                f"thread '{thread_id}' has a run going on; wait for it, or send "
+                "multitask_strategy: enqueue",
+            )
+    job = await server.start_run(
+        entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook
+    )
     _remember_modes(job.run_id, modes(body.stream_mode))
     if view is not None:
         before: list[dict[str, Any]] | None = state.values(view)["messages"]
         if view.last is not None and view.last_status != RunStatus.FINISHED:
-            before = before[:-1] if before else before  # a failed turn's message is not part of the conversation
+            # a failed turn's message is not part of the conversation
+            before = before[:-1] if before else before
     else:
         before = [] if message_input(entry.bundle) is not None else None
-    return Started(job, thread_id, 0, Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before))
+    return Started(
+        job, thread_id, 0, Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before)
+    )
 
 
 def _where(thread_id: str | None, run_id: str) -> str:
     return f"/threads/{thread_id}/runs/{run_id}" if thread_id else f"/runs/{run_id}"
 
 
-def _stream(server: Server, started: Started, resume: Resume | None = None, fresh: bool = True,
-            headers: dict[str, str] | None = None) -> EventSourceResponse:
-    return EventSourceResponse(stream_messages(server, started, resume, fresh), ping=server.settings.sse_ping,
-                               headers={**HEADERS, **(headers or {})})
+def _stream(
+    server: Server,
+    started: Started,
+    resume: Resume | None = None,
+    fresh: bool = True,
+    headers: dict[str, str] | None = None,
+) -> EventSourceResponse:
+    return EventSourceResponse(
+        stream_messages(server, started, resume, fresh),
+        ping=server.settings.sse_ping,
+        headers={**HEADERS, **(headers or {})},
+    )
 
 
-async def stream_messages(server: Server, started: Started, resume: Resume | None = None,
-                          fresh: bool = True) -> AsyncIterator[ServerSentEvent]:
+async def stream_messages(
+    server: Server, started: Started, resume: Resume | None = None, fresh: bool = True
+) -> AsyncIterator[ServerSentEvent]:
     """One run's SSE messages, until it ends or pauses (also what a thread's stream sends of each of its runs)."""
     job_id = started.translator.run_id
     after = resume.after if resume else started.after
-    events = follow(job_id, after, server.broker, trace_reader(server), until_pause=True, poll=server.settings.poll)
+    events = follow(
+        job_id,
+        after,
+        server.broker,
+        trace_reader(server),
+        until_pause=True,
+        poll=server.settings.poll,
+    )
     if fresh:
         yield started.translator.metadata()
     if after > 0:  # the reply's usage counts the model calls before the events this stream follows
@@ -164,8 +221,11 @@ async def stream_messages(server: Server, started: Started, resume: Resume | Non
     if started.job is not None and started.job.result.done() and not started.job.result.cancelled():
         problem = started.job.result.exception()
         if problem is not None:
-            shown = from_engine(problem) if isinstance(problem, BlockyardError) else ApiError(500, "internal",
-                                                                                               str(problem))
+            shown = (
+                from_engine(problem)
+                if isinstance(problem, BlockyardError)
+                else ApiError(500, "internal", str(problem))
+            )
             yield sse("error", {"error": shown.code, "message": shown.message})
 
 
@@ -197,8 +257,9 @@ async def _final(server: Server, started: Started) -> dict[str, Any]:
     return await _values_after(server, started.thread_id, result, started.translator)
 
 
-async def _values_after(server: Server, thread_id: str | None, result: dict[str, Any],
-                        translator: Translator | None) -> dict[str, Any]:
+async def _values_after(
+    server: Server, thread_id: str | None, result: dict[str, Any], translator: Translator | None
+) -> dict[str, Any]:
     status = result.get("status")
     if thread_id is not None:
         view = await view_of(server, thread_id)
@@ -207,16 +268,22 @@ async def _values_after(server: Server, thread_id: str | None, result: dict[str,
             found["__interrupt__"] = state.interrupts(view)
     else:
         assert translator is not None
-        stored = await service(server).get_run(translator.run_id)  # the reply's usage: the run's totals
-        found = translator.values(result.get("outputs") if status == RunStatus.FINISHED else None,
-                                  Spend.of(stored) if stored is not None else None)
+        # the reply's usage: the run's totals
+        stored = await service(server).get_run(translator.run_id)
+        found = translator.values(
+            result.get("outputs") if status == RunStatus.FINISHED else None,
+            Spend.of(stored) if stored is not None else None,
+        )
     if status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
-        found["__error__"] = {"error": "RunFailed" if status == RunStatus.FAILED else "RunInterrupted",
-                              "message": str(result.get("error") or status)}
+        found["__error__"] = {
+            "error": "RunFailed" if status == RunStatus.FAILED else "RunInterrupted",
+            "message": str(result.get("error") or status),
+        }
     return found
 
 
 # ---- creating runs ------------------------------------------------------------------------------
+
 
 def _traceparent(request: Request) -> str | None:
     """The caller's W3C trace, which the run's trace continues (engine/telemetry; an invalid one is ignored)."""
@@ -226,7 +293,9 @@ def _traceparent(request: Request) -> str | None:
 async def _body(request: Request) -> RunCreate:
     body = await read_body(request, RunCreate)
     if body is None:
-        raise ApiError(422, "invalid_request", "the body must name the assistant: {\"assistant_id\": \"FLOW\"}")
+        raise ApiError(
+            422, "invalid_request", 'the body must name the assistant: {"assistant_id": "FLOW"}'
+        )
     return body
 
 
@@ -238,52 +307,72 @@ async def create(thread_id: str, request: Request, server: ServerDep) -> JSONRes
 
 @router.post("/runs", summary="Start a run without a thread in the background")
 async def create_stateless(request: Request, server: ServerDep) -> JSONResponse:
-    return await _created(server, await start(server, None, await _body(request), _traceparent(request)))
+    return await _created(
+        server, await start(server, None, await _body(request), _traceparent(request))
+    )
 
 
 async def _created(server: Server, started: Started) -> JSONResponse:
-    return JSONResponse(await created_run(server, started),
-                        headers={"Content-Location": _where(started.thread_id, started.translator.run_id)})
+    return JSONResponse(
+        await created_run(server, started),
+        headers={"Content-Location": _where(started.thread_id, started.translator.run_id)},
+    )
 
 
 async def created_run(server: Server, started: Started) -> dict[str, Any]:
     """The run a request started, as LangGraph shows it (`pending` or `running`)."""
     job = started.job
     shown = job.summary()
-    if job.kind == "start" and job.thread is not None and await service(server).get_run(job.run_id) is None:
+    if (
+        job.kind == "start"
+        and job.thread is not None
+        and await service(server).get_run(job.run_id) is None
+    ):
         shown = _held(job)  # a turn not yet admitted (one before it goes on): pending
     return run({**shown, "id": started.translator.run_id}, started.thread_id)
 
 
-@router.post("/threads/{thread_id}/runs/stream", summary="Start a run on a thread and stream it",
-             response_model=None)
+@router.post(
+    "/threads/{thread_id}/runs/stream",
+    summary="Start a run on a thread and stream it",
+    response_model=None,
+)
 async def create_stream(thread_id: str, request: Request, server: ServerDep) -> Response:
     started = await start(server, thread_id, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
-@router.post("/runs/stream", summary="Start a run without a thread and stream it", response_model=None)
+@router.post(
+    "/runs/stream", summary="Start a run without a thread and stream it", response_model=None
+)
 async def create_stream_stateless(request: Request, server: ServerDep) -> Response:
     started = await start(server, None, await _body(request), _traceparent(request))
     return _stream(server, started, headers=_stream_headers(started))
 
 
-@router.post("/threads/{thread_id}/runs/wait", summary="Start a run on a thread and wait for its values")
+@router.post(
+    "/threads/{thread_id}/runs/wait", summary="Start a run on a thread and wait for its values"
+)
 async def create_wait(thread_id: str, request: Request, server: ServerDep) -> JSONResponse:
     started = await start(server, thread_id, await _body(request), _traceparent(request))
     where = _where(thread_id, started.translator.run_id)
-    return JSONResponse(await _final(server, started), headers={"Content-Location": where,
-                                                                "Location": f"{where}/join"})
+    return JSONResponse(
+        await _final(server, started),
+        headers={"Content-Location": where, "Location": f"{where}/join"},
+    )
 
 
 @router.post("/runs/wait", summary="Start a run without a thread and wait for its values")
 async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResponse:
     started = await start(server, None, await _body(request), _traceparent(request))
-    return JSONResponse(await _final(server, started),
-                        headers={"Content-Location": _where(None, started.translator.run_id)})
+    return JSONResponse(
+        await _final(server, started),
+        headers={"Content-Location": _where(None, started.translator.run_id)},
+    )
 
 
 # ---- reading, joining, cancelling ---------------------------------------------------------------
+
 
 def _held(job: Job) -> dict[str, Any]:
     """A run this server holds that has no row yet: a turn waiting for a slot, or for the thread's turn before it
@@ -307,21 +396,35 @@ async def run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
 
 
 @router.get("/threads/{thread_id}/runs", summary="The thread's runs, newest first")
-async def list_runs(thread_id: str, server: ServerDep, limit: int = Query(10, ge=1, le=1000),
-                    offset: int = Query(0, ge=0), status: str | None = None) -> list[dict[str, Any]]:
+async def list_runs(
+    thread_id: str,
+    server: ServerDep,
+    limit: int = Query(10, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    status: str | None = None,
+) -> list[dict[str, Any]]:
     view = await view_of(server, thread_id)
     if status is not None and status not in RUN_STATUS_FILTER:
-        raise ApiError(422, "invalid_request", f"unknown status '{status}'; use one of: "
-                                               f"{', '.join(RUN_STATUS_FILTER)}", field="status")
-    records = sorted([*view.runs, *view.cancelled], key=lambda r: (r.started or r.created, r.id), reverse=True)
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"unknown status '{status}'; use one of: {', '.join(RUN_STATUS_FILTER)}",
+            field="status",
+        )
+    records = sorted(
+        [*view.runs, *view.cancelled], key=lambda r: (r.started or r.created, r.id), reverse=True
+    )
     recorded = {record.id for record in records}
-    pending = [_held(job) for job in server.thread_jobs(thread_id) if job.kind == "start"
-               and job.run_id not in recorded]
+    pending = [
+        _held(job)
+        for job in server.thread_jobs(thread_id)
+        if job.kind == "start" and job.run_id not in recorded
+    ]
     stored = [record.as_dict() | {"status": effective_status(record)} for record in records]
     rows = [run(row, thread_id) for row in [*pending, *stored]]
     if status is not None:
         rows = [row for row in rows if row["status"] == status]
-    return rows[offset:offset + limit]
+    return rows[offset : offset + limit]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", summary="One run of the thread")
@@ -329,7 +432,10 @@ async def get_run(thread_id: str, run_id: str, server: ServerDep) -> dict[str, A
     return await run_of(server, thread_id, run_id)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for the run to end or pause; its values")
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    summary="Wait for the run to end or pause; its values",
+)
 async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
     shown = await run_of(server, thread_id, run_id)
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
@@ -340,15 +446,26 @@ async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]
             raise from_engine(exc) from None
     else:
         stored = await service(server).get_run(run_id) or {}
-        result = {"status": stored.get("status", shown["status"]), "error": stored.get("error"),
-                  "outputs": stored.get("outputs")}
+        result = {
+            "status": stored.get("status", shown["status"]),
+            "error": stored.get("error"),
+            "outputs": stored.get("outputs"),
+        }
     return await _values_after(server, thread_id, result, None)
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}/stream", summary="Join a run's stream (Last-Event-ID resumes)",
-            response_model=None)
-async def join_stream(thread_id: str, run_id: str, request: Request, server: ServerDep,
-                      stream_mode: list[str] = Query(default_factory=list)) -> Response:
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    summary="Join a run's stream (Last-Event-ID resumes)",
+    response_model=None,
+)
+async def join_stream(
+    thread_id: str,
+    run_id: str,
+    request: Request,
+    server: ServerDep,
+    stream_mode: list[str] = Query(default_factory=list),
+) -> Response:
     await run_of(server, thread_id, run_id)
     resume = resume_point(request)
     started = await joined(server, thread_id, run_id, stream_mode)
@@ -364,10 +481,23 @@ async def joined(server: Server, thread_id: str, run_id: str, stream_mode: list[
     if record is None and server.queue is not None and run_id in server.queue.jobs:
         inputs = dict(server.queue.jobs[run_id].inputs)
     turns = [r.id for r in reversed(view.runs)]
-    before = [m for m in state.values(view)["messages"]
-              if m["id"].rsplit("-", 1)[0] in turns[:turns.index(run_id)]] if run_id in turns else []
-    translator = Translator(_join_modes(run_id, stream_mode), run_id, thread_id,
-                            record.flow if record is not None else view.thread.flow, inputs, before)
+    before = (
+        [
+            m
+            for m in state.values(view)["messages"]
+            if m["id"].rsplit("-", 1)[0] in turns[: turns.index(run_id)]
+        ]
+        if run_id in turns
+        else []
+    )
+    translator = Translator(
+        _join_modes(run_id, stream_mode),
+        run_id,
+        thread_id,
+        record.flow if record is not None else view.thread.flow,
+        inputs,
+        before,
+    )
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
     return Started(job if job is not None else _settled_job(), thread_id, 0, translator)
 
@@ -378,10 +508,14 @@ def _settled_job() -> Job:
     return job
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel a queued or running run",
-             response_model=None)
-async def cancel(thread_id: str, run_id: str, server: ServerDep, wait: bool = False,
-                 action: str = "interrupt") -> Response:
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    summary="Cancel a queued or running run",
+    response_model=None,
+)
+async def cancel(
+    thread_id: str, run_id: str, server: ServerDep, wait: bool = False, action: str = "interrupt"
+) -> Response:
     await run_of(server, thread_id, run_id)
     check_cancel_action(action)
     await cancel_one(server, thread_id, run_id, wait)
@@ -391,18 +525,30 @@ async def cancel(thread_id: str, run_id: str, server: ServerDep, wait: bool = Fa
 def check_cancel_action(action: str) -> None:
     """422 for an action other than `interrupt`: `rollback` is not supported."""
     if action == "rollback":
-        raise ApiError(422, "invalid_request", "action 'rollback' is not supported: a cancelled run is kept, "
-                                               "interrupted and resumable", field="action")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "action 'rollback' is not supported: a cancelled run is kept, "
+            "interrupted and resumable",
+            field="action",
+        )
     if action != "interrupt":
-        raise ApiError(422, "invalid_request", f"unknown action '{action}': use interrupt", field="action")
+        raise ApiError(
+            422, "invalid_request", f"unknown action '{action}': use interrupt", field="action"
+        )
 
 
 async def cancel_one(server: Server, thread_id: str | None, run_id: str, wait: bool) -> None:
     """Stop a run this server holds (409 `not_running` for any other); a turn of `thread_id` still waiting for
     the thread's turn before it is recorded `interrupted`."""
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
-    unadmitted = job is not None and job.kind == "start" and thread_id is not None and job.thread == thread_id \
+    unadmitted = (
+        job is not None
+        and job.kind == "start"
+        and thread_id is not None
+        and job.thread == thread_id
         and await service(server).get_run(run_id) is None
+    )
     # a turn still waiting for its turn stops at once; waited for, so that it is recorded below
     await server.cancel_run(run_id, wait=wait or unadmitted)
     if job is not None and unadmitted:
@@ -421,10 +567,22 @@ async def _record_unadmitted(server: Server, job: Job) -> None:
         return
     digest, text = runs.engine.pin(entry.bundle)
     now = now_iso()
-    record = RunRecord(id=job.run_id, flow=job.flow, version=job.version, digest=digest,
-                       status=RunStatus.INTERRUPTED, inputs=job.inputs, thread_id=job.thread, created=job.created,
-                       finished=now, error="cancelled by a client before it started")
-    writes = [store.save_definition(digest, entry.name, entry.version, text, now), store.insert_run(record)]
+    record = RunRecord(
+        id=job.run_id,
+        flow=job.flow,
+        version=job.version,
+        digest=digest,
+        status=RunStatus.INTERRUPTED,
+        inputs=job.inputs,
+        thread_id=job.thread,
+        created=job.created,
+        finished=now,
+        error="cancelled by a client before it started",
+    )
+    writes = [
+        store.save_definition(digest, entry.name, entry.version, text, now),
+        store.insert_run(record),
+    ]
 
     def apply(conn: Connection) -> None:
         if store.get_run(conn, job.run_id) is None:

@@ -10,13 +10,21 @@ from engine.serve.catalog import FlowEntry
 
 # A Blockyard run status as a LangGraph run status; a run waiting at an approval gate is `interrupted`.
 RUN_STATUS: dict[str, str] = {
-    RunStatus.QUEUED: "pending", RunStatus.RUNNING: "running", RunStatus.FINISHED: "success",
-    RunStatus.FAILED: "error", RunStatus.WAITING: "interrupted", RunStatus.INTERRUPTED: "interrupted",
+    RunStatus.QUEUED: "pending",
+    RunStatus.RUNNING: "running",
+    RunStatus.FINISHED: "success",
+    RunStatus.FAILED: "error",
+    RunStatus.WAITING: "interrupted",
+    RunStatus.INTERRUPTED: "interrupted",
 }
 # The LangGraph run statuses a `status` filter may name, as Blockyard statuses.
 RUN_STATUS_FILTER: dict[str, tuple[str, ...]] = {
-    "pending": (RunStatus.QUEUED,), "running": (RunStatus.RUNNING,), "success": (RunStatus.FINISHED,),
-    "error": (RunStatus.FAILED,), "interrupted": (RunStatus.WAITING, RunStatus.INTERRUPTED), "timeout": (),
+    "pending": (RunStatus.QUEUED,),
+    "running": (RunStatus.RUNNING,),
+    "success": (RunStatus.FINISHED,),
+    "error": (RunStatus.FAILED,),
+    "interrupted": (RunStatus.WAITING, RunStatus.INTERRUPTED),
+    "timeout": (),
 }
 EPOCH = "1970-01-01T00:00:00+00:00"
 
@@ -35,10 +43,23 @@ def assistant(entry: FlowEntry) -> dict[str, Any]:
     the definition hash (digest) is in its metadata."""
     spec = entry.bundle.flow
     when = loaded_at(entry)
-    return {"assistant_id": entry.name, "graph_id": entry.name, "name": entry.name,
-            "description": spec.description, "version": entry.version, "config": {}, "context": {},
-            "metadata": {"digest": entry.digest, "file": entry.file, "tags": list(spec.tags), "created_by": "system"},
-            "created_at": when, "updated_at": when}
+    return {
+        "assistant_id": entry.name,
+        "graph_id": entry.name,
+        "name": entry.name,
+        "description": spec.description,
+        "version": entry.version,
+        "config": {},
+        "context": {},
+        "metadata": {
+            "digest": entry.digest,
+            "file": entry.file,
+            "tags": list(spec.tags),
+            "created_by": "system",
+        },
+        "created_at": when,
+        "updated_at": when,
+    }
 
 
 def thread_status(last_status: str | None, busy: bool) -> str:
@@ -52,13 +73,22 @@ def thread_status(last_status: str | None, busy: bool) -> str:
     return "idle"
 
 
-def run(record: dict[str, Any], thread_id: str | None, multitask_strategy: str = "reject") -> dict[str, Any]:
+def run(
+    record: dict[str, Any], thread_id: str | None, multitask_strategy: str = "reject"
+) -> dict[str, Any]:
     """A run row (GET /runs/{id} of Blockyard, or a job's summary) as a LangGraph run."""
     status = str(record.get("status") or RunStatus.QUEUED)
     created = iso(record.get("created"))
-    return {"run_id": record["id"], "thread_id": thread_id, "assistant_id": record["flow"],
-            "created_at": created, "updated_at": iso(record.get("finished") or record.get("started")) if
-            record.get("finished") or record.get("started") else created,
-            "status": RUN_STATUS.get(status, "error"), "metadata": {"flow_version": record.get("version")},
-            "multitask_strategy": multitask_strategy,
-            "kwargs": {"input": record.get("inputs") or {}}}
+    return {
+        "run_id": record["id"],
+        "thread_id": thread_id,
+        "assistant_id": record["flow"],
+        "created_at": created,
+        "updated_at": iso(record.get("finished") or record.get("started"))
+        if record.get("finished") or record.get("started")
+        else created,
+        "status": RUN_STATUS.get(status, "error"),
+        "metadata": {"flow_version": record.get("version")},
+        "multitask_strategy": multitask_strategy,
+        "kwargs": {"input": record.get("inputs") or {}},
+    }

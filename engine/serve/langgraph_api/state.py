@@ -31,7 +31,8 @@ class ThreadView:
     metadata: dict[str, Any]
     runs: list[RunRecord]  # newest first
     messages: list[Message]  # oldest first (the last MAX_PAGE)
-    gates: list[dict[str, Any]] = field(default_factory=list)  # the approval_required data of a waiting turn
+    # the approval_required data of a waiting turn
+    gates: list[dict[str, Any]] = field(default_factory=list)
     # runs of the thread cancelled before their turn began (runs.py, `cancel`): runs, not turns, newest first
     cancelled: list[RunRecord] = field(default_factory=list)
 
@@ -49,12 +50,20 @@ def read(conn: Connection, thread_id: str) -> ThreadView | None:
     if thread is None:
         return None
     runs = store.list_runs(conn, thread=thread_id, limit=RUNS_READ)
-    turns = [run for run in runs if run.started is not None]  # a turn of a thread is recorded started
-    view = ThreadView(thread, threads.metadata_of(conn, [thread_id]).get(thread_id, {}), turns,
-                      history(conn, thread_id, limit=MAX_PAGE, newest=True),
-                      cancelled=[run for run in runs if run.started is None])
+    turns = [
+        run for run in runs if run.started is not None
+    ]  # a turn of a thread is recorded started
+    view = ThreadView(
+        thread,
+        threads.metadata_of(conn, [thread_id]).get(thread_id, {}),
+        turns,
+        history(conn, thread_id, limit=MAX_PAGE, newest=True),
+        cancelled=[run for run in runs if run.started is None],
+    )
     if view.last is not None and view.last_status == RunStatus.WAITING:
-        view.gates = waiting_gates([event.as_dict() for event in store.load_events(conn, view.last.id)])
+        view.gates = waiting_gates(
+            [event.as_dict() for event in store.load_events(conn, view.last.id)]
+        )
     return view
 
 
@@ -116,7 +125,12 @@ def interrupts(view: ThreadView) -> list[dict[str, Any]]:
 def _checkpoint(thread_id: str, run: RunRecord | None) -> dict[str, Any] | None:
     if run is None:
         return None
-    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": run.id, "checkpoint_map": None}
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": run.id,
+        "checkpoint_map": None,
+    }
 
 
 def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
@@ -126,24 +140,57 @@ def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
     latest = turn is not None and turn is view.last
     tasks: list[dict[str, Any]] = []
     if latest and view.gates:
-        tasks = [{"id": found["id"], "name": str(gate.get("value", {}).get("step") or "approval")
-                  if isinstance(gate.get("value"), dict) else "approval",
-                  "error": None, "interrupts": [found], "checkpoint": None, "state": None, "result": None}
-                 for gate, found in zip(view.gates, interrupts(view), strict=True)]
+        tasks = [
+            {
+                "id": found["id"],
+                "name": str(gate.get("value", {}).get("step") or "approval")
+                if isinstance(gate.get("value"), dict)
+                else "approval",
+                "error": None,
+                "interrupts": [found],
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+            for gate, found in zip(view.gates, interrupts(view), strict=True)
+        ]
     elif turn is not None and effective_status(turn) == RunStatus.FAILED:
-        tasks = [{"id": turn.id, "name": turn.error_step or turn.flow, "error": turn.error, "interrupts": [],
-                  "checkpoint": None, "state": None, "result": None}]
-    older = view.runs[view.runs.index(turn) + 1] if turn is not None and view.runs.index(turn) + 1 < len(
-        view.runs) else None
+        tasks = [
+            {
+                "id": turn.id,
+                "name": turn.error_step or turn.flow,
+                "error": turn.error,
+                "interrupts": [],
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+        ]
+    older = (
+        view.runs[view.runs.index(turn) + 1]
+        if turn is not None and view.runs.index(turn) + 1 < len(view.runs)
+        else None
+    )
     return {
         "values": values(view, run),
         "next": [task["name"] for task in tasks if task["interrupts"]],
         "tasks": tasks,
-        "checkpoint": _checkpoint(thread_id, turn) or {"thread_id": thread_id, "checkpoint_ns": "",
-                                                        "checkpoint_id": None, "checkpoint_map": None},
-        "metadata": {**metadata(view), "run_id": turn.id if turn else None, "source": "loop",
-                     "step": len(view.runs) - view.runs.index(turn) if turn else -1},
-        "created_at": iso(turn.finished or turn.started or turn.created) if turn else iso(view.thread.created),
+        "checkpoint": _checkpoint(thread_id, turn)
+        or {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": None,
+            "checkpoint_map": None,
+        },
+        "metadata": {
+            **metadata(view),
+            "run_id": turn.id if turn else None,
+            "source": "loop",
+            "step": len(view.runs) - view.runs.index(turn) if turn else -1,
+        },
+        "created_at": iso(turn.finished or turn.started or turn.created)
+        if turn
+        else iso(view.thread.created),
         "parent_checkpoint": _checkpoint(thread_id, older),
         "interrupts": [task["interrupts"][0] for task in tasks if task["interrupts"]],
     }
@@ -154,14 +201,20 @@ def states(view: ThreadView, *, limit: int, before: str | None = None) -> list[d
     runs = view.runs
     if before is not None:
         ids = [run.id for run in runs]
-        runs = runs[ids.index(before) + 1:] if before in ids else []
+        runs = runs[ids.index(before) + 1 :] if before in ids else []
     return [state(view, run if run is not view.last else None) for run in runs[:limit]]
 
 
 def thread(view: ThreadView, busy: bool) -> dict[str, Any]:
     """The thread as LangGraph shows one (POST /threads, GET /threads/{id}, POST /threads/search)."""
     found = interrupts(view)
-    return {"thread_id": view.thread.id, "created_at": iso(view.thread.created),
-            "updated_at": iso(view.thread.updated), "metadata": metadata(view),
-            "status": thread_status(view.last_status, busy), "values": values(view),
-            "interrupts": {item["id"]: [item] for item in found}, "config": {}}
+    return {
+        "thread_id": view.thread.id,
+        "created_at": iso(view.thread.created),
+        "updated_at": iso(view.thread.updated),
+        "metadata": metadata(view),
+        "status": thread_status(view.last_status, busy),
+        "values": values(view),
+        "interrupts": {item["id"]: [item] for item in found},
+        "config": {},
+    }

@@ -35,24 +35,37 @@ def _memory(server: Server) -> MemoryStore:
 
 def _namespace(labels: Sequence[str], where: str, allow_empty: bool = False) -> tuple[str, ...]:
     if not labels and not allow_empty:
-        raise ApiError(422, "invalid_request", f"{where}: a namespace needs at least one label", field=where)
+        raise ApiError(
+            422, "invalid_request", f"{where}: a namespace needs at least one label", field=where
+        )
     if len(labels) > MAX_DEPTH:
         raise ApiError(422, "invalid_request", f"{where}: at most {MAX_DEPTH} labels", field=where)
     for label in labels:
         if not label or "." in label:
-            raise ApiError(422, "invalid_request", f"{where}: labels are non-empty and hold no '.' "
-                                                   f"(got {label[:80]!r})", field=where)
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"{where}: labels are non-empty and hold no '.' (got {label[:80]!r})",
+                field=where,
+            )
     return tuple(labels)
 
 
 def _filter_value(value: Any, where: str, depth: int = 0) -> None:
     if depth > FILTER_DEPTH:
-        raise ApiError(422, "invalid_filter", f"{where}: nested deeper than {FILTER_DEPTH} levels", field="filter")
+        raise ApiError(
+            422,
+            "invalid_filter",
+            f"{where}: nested deeper than {FILTER_DEPTH} levels",
+            field="filter",
+        )
     if isinstance(value, bool) or value is None or isinstance(value, float):
         return
     if isinstance(value, int):
         if not -(2**63) <= value < 2**63:
-            raise ApiError(422, "invalid_filter", f"{where}: integers must fit 64 bits", field="filter")
+            raise ApiError(
+                422, "invalid_filter", f"{where}: integers must fit 64 bits", field="filter"
+            )
     elif isinstance(value, list):  # text: read_body refused lone surrogates already
         for item in value:
             _filter_value(item, where, depth + 1)
@@ -71,13 +84,23 @@ def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
         raise ApiError(422, "invalid_filter", f"filter: at most {FILTER_KEYS} keys", field="filter")
     for key, value in given.items():
         if not FILTER_KEY.fullmatch(key):
-            raise ApiError(422, "invalid_filter", f"filter: invalid key {key[:80]!r}: a key holds only letters, "
-                                                  "digits, '_', '.' (a nested key) and '-'", field="filter")
+            raise ApiError(
+                422,
+                "invalid_filter",
+                f"filter: invalid key {key[:80]!r}: a key holds only letters, "
+                "digits, '_', '.' (a nested key) and '-'",
+                field="filter",
+            )
         if isinstance(value, dict):
             for operator, operand in value.items():
                 if operator not in FILTER_OPERATORS:
-                    raise ApiError(422, "invalid_filter", f"filter.{key}: unsupported operator {operator[:80]!r}; "
-                                                          f"use one of {', '.join(FILTER_OPERATORS)}", field="filter")
+                    raise ApiError(
+                        422,
+                        "invalid_filter",
+                        f"filter.{key}: unsupported operator {operator[:80]!r}; "
+                        f"use one of {', '.join(FILTER_OPERATORS)}",
+                        field="filter",
+                    )
                 _filter_value(operand, f"filter.{key}.{operator}")
         else:
             _filter_value(value, f"filter.{key}")
@@ -95,8 +118,13 @@ def _shown(item: Any) -> Any:
 
 
 def _item(item: Any, with_score: bool = False) -> dict[str, Any]:
-    found = {"namespace": list(item.namespace), "key": item.key, "value": _shown(item),
-             "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+    found = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": _shown(item),
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
     if with_score:
         found["score"] = getattr(item, "score", None)
     return found
@@ -114,7 +142,9 @@ async def put(request: Request, server: ServerDep) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/store/items", summary="One item, by namespace (labels joined with '.') and key; null if none")
+@router.get(
+    "/store/items", summary="One item, by namespace (labels joined with '.') and key; null if none"
+)
 async def get(server: ServerDep, key: str, namespace: str = Query("")) -> dict[str, Any] | None:
     labels = _namespace(namespace.split(".") if namespace else [], "namespace")
     memory = _memory(server)
@@ -133,7 +163,9 @@ async def delete(request: Request, server: ServerDep) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/store/items/search", summary="Items under a namespace prefix, filtered by their values")
+@router.post(
+    "/store/items/search", summary="Items under a namespace prefix, filtered by their values"
+)
 async def search(request: Request, server: ServerDep) -> dict[str, Any]:
     body = await read_body(request, StoreSearch) or StoreSearch()
     prefix = _namespace(body.namespace_prefix, "namespace_prefix", allow_empty=True)
@@ -141,8 +173,9 @@ async def search(request: Request, server: ServerDep) -> dict[str, Any]:
     memory = _memory(server)
 
     def find() -> list[Any]:
-        found: list[Any] = memory.store().search(prefix, filter=wanted, limit=body.limit, offset=body.offset,
-                                                 query=body.query)
+        found: list[Any] = memory.store().search(
+            prefix, filter=wanted, limit=body.limit, offset=body.offset, query=body.query
+        )
         return found
 
     return {"items": [_item(item, with_score=True) for item in await memory.call(find)]}
@@ -156,9 +189,13 @@ async def namespaces(request: Request, server: ServerDep) -> dict[str, Any]:
     suffix = _namespace(body.suffix or [], "suffix", allow_empty=True) or None
 
     def find() -> list[tuple[str, ...]]:
-        found: list[tuple[str, ...]] = memory.store().list_namespaces(prefix=prefix, suffix=suffix,
-                                                                      max_depth=body.max_depth, limit=body.limit,
-                                                                      offset=body.offset)
+        found: list[tuple[str, ...]] = memory.store().list_namespaces(
+            prefix=prefix,
+            suffix=suffix,
+            max_depth=body.max_depth,
+            limit=body.limit,
+            offset=body.offset,
+        )
         return found
 
     return {"namespaces": [list(namespace) for namespace in await memory.call(find)]}

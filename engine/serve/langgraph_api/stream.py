@@ -77,16 +77,27 @@ def point_of(raw: str) -> Resume | None:
         return None
     seq, dot, part = raw.partition(".")
     # the length first: int() refuses more than 4300 digits (a ValueError, not a bad request)
-    if len(raw) > 40 or not (seq.isascii() and seq.isdigit() and (not dot or (part.isascii() and part.isdigit()))) \
-            or int(seq) > MAX_SEQ:
-        raise ApiError(400, "bad_last_event_id", f"Last-Event-ID must be an id this stream sent (<seq>.<n>), "
-                                                 f"not '{raw[:40]}'")
+    if (
+        len(raw) > 40
+        or not (
+            seq.isascii() and seq.isdigit() and (not dot or (part.isascii() and part.isdigit()))
+        )
+        or int(seq) > MAX_SEQ
+    ):
+        raise ApiError(
+            400,
+            "bad_last_event_id",
+            f"Last-Event-ID must be an id this stream sent (<seq>.<n>), not '{raw[:40]}'",
+        )
     return Resume(int(seq), int(part) if dot else -1)
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str),
-                           event=event, id=event_id)
+    return ServerSentEvent(
+        data=json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str),
+        event=event,
+        id=event_id,
+    )
 
 
 @dataclass
@@ -109,17 +120,25 @@ class Translator:
     def metadata(self) -> ServerSentEvent:
         return sse("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})
 
-    def messages(self, run_id: str, outputs: Mapping[str, Any] | None,
-                 usage: Spend | None = None) -> list[dict[str, Any]] | None:
+    def messages(
+        self, run_id: str, outputs: Mapping[str, Any] | None, usage: Spend | None = None
+    ) -> list[dict[str, Any]] | None:
         if self.before is None:
             return None
         said = [*self.before, lc.human(threads.turn_text(self.inputs), lc.human_id(run_id))]
         if outputs is not None:
-            said.append(lc.ai(threads.reply_text(dict(outputs)), lc.ai_id(run_id),
-                              usage=usage if usage is not None else self.spent))
+            said.append(
+                lc.ai(
+                    threads.reply_text(dict(outputs)),
+                    lc.ai_id(run_id),
+                    usage=usage if usage is not None else self.spent,
+                )
+            )
         return said
 
-    def values(self, outputs: Mapping[str, Any] | None, usage: Spend | None = None) -> dict[str, Any]:
+    def values(
+        self, outputs: Mapping[str, Any] | None, usage: Spend | None = None
+    ) -> dict[str, Any]:
         """The values with the reply; its usage is `usage` (the run's record), else the model calls seen."""
         found = {**self.inputs, **(outputs or {})}
         said = self.messages(self.run_id, outputs, usage)
@@ -128,12 +147,26 @@ class Translator:
         return found
 
     def _meta(self, step: str | None) -> dict[str, Any]:
-        return {"run_id": self.run_id, "thread_id": self.thread_id, "assistant_id": self.flow, "graph_id": self.flow,
-                "langgraph_node": step, "langgraph_checkpoint_ns": "", "langgraph_triggers": []}
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.flow,
+            "graph_id": self.flow,
+            "langgraph_node": step,
+            "langgraph_checkpoint_ns": "",
+            "langgraph_triggers": [],
+        }
 
     def _stream_event(self, kind: str, name: str, data: dict[str, Any], step: str | None) -> Part:
-        return "events", {"event": kind, "name": name, "run_id": self.run_id, "tags": [], "data": data,
-                          "metadata": self._meta(step), "parent_ids": []}
+        return "events", {
+            "event": kind,
+            "name": name,
+            "run_id": self.run_id,
+            "tags": [],
+            "data": data,
+            "metadata": self._meta(step),
+            "parent_ids": [],
+        }
 
     def parts(self, event: Mapping[str, Any]) -> list[Part]:
         """The parts of one Blockyard event, in order. (Called once per event, tokens included: each kind
@@ -146,19 +179,30 @@ class Translator:
             return self._run_started_parts()
         if kind == STEP_STARTED:
             if "events" in want:
-                return [self._stream_event("on_chain_start", str(step), {"input": data.get("inputs")}, step)]
+                return [
+                    self._stream_event(
+                        "on_chain_start", str(step), {"input": data.get("inputs")}, step
+                    )
+                ]
             return []
         if kind == STEP_FINISHED:
             return self._step_finished_parts(step, data)
         if kind == MODEL_CALL:
             self.spent.add(data)
-            if step is not None:  # a call outside the steps (naming the thread) counts for the reply only
+            if step is not None:
+                # a call outside the steps (naming the thread) counts for the reply only
                 self.step_spent.setdefault(str(step), Spend()).add(data)
             return []
         if kind == TOOL_CALL:
             if "events" in want:
-                return [self._stream_event("on_tool_start", str(data.get("tool") or data.get("name") or "tool"),
-                                           {"input": data}, step)]
+                return [
+                    self._stream_event(
+                        "on_tool_start",
+                        str(data.get("tool") or data.get("name") or "tool"),
+                        {"input": data},
+                        step,
+                    )
+                ]
             return []
         if kind == APPROVAL_REQUIRED:
             found = {"__interrupt__": [interrupt(data)]}
@@ -167,7 +211,15 @@ class Translator:
             return self._run_finished_parts(data)
         if kind == RUN_FAILED:
             if data.get("status", RunStatus.FAILED) == RunStatus.FAILED:
-                return [("error", {"error": "RunFailed", "message": str(data.get("error") or "the run failed")})]
+                return [
+                    (
+                        "error",
+                        {
+                            "error": "RunFailed",
+                            "message": str(data.get("error") or "the run failed"),
+                        },
+                    )
+                ]
             return []
         if kind not in EVENT_TYPES and kind != THREAD_NAME:  # a step's own event (`emit:`)
             return self._custom_parts(kind, step, data)
@@ -178,7 +230,9 @@ class Translator:
         if "values" in self.modes:
             out.append(("values", self.values(None)))
         if "events" in self.modes:
-            out.append(self._stream_event("on_chain_start", self.flow, {"input": self.inputs}, None))
+            out.append(
+                self._stream_event("on_chain_start", self.flow, {"input": self.inputs}, None)
+            )
         return out
 
     def _token_parts(self, step: str | None, data: Mapping[str, Any]) -> list[Part]:
@@ -196,8 +250,11 @@ class Translator:
                 out.append(("messages/metadata", {message_id: {"metadata": self._meta(step)}}))
             out.append(("messages/partial", [lc.ai(self.written[str(step)], message_id)]))
         if "events" in want:
-            out.append(self._stream_event("on_chat_model_stream", str(data.get("block") or step),
-                                          {"chunk": chunk}, step))
+            out.append(
+                self._stream_event(
+                    "on_chat_model_stream", str(data.get("block") or step), {"chunk": chunk}, step
+                )
+            )
         return out
 
     def _step_finished_parts(self, step: str | None, data: Mapping[str, Any]) -> list[Part]:
@@ -210,12 +267,18 @@ class Translator:
         if "updates" in want:
             out.append(("updates", {str(step): data.get("outputs")}))
         if "messages" in want and str(step) in self.written:
-            out.append(("messages/complete", [lc.ai(self.written.pop(str(step)), message_id, usage=usage)]))
+            out.append(
+                ("messages/complete", [lc.ai(self.written.pop(str(step)), message_id, usage=usage)])
+            )
         if "events" in want:
-            out.append(self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step))
+            out.append(
+                self._stream_event("on_chain_end", str(step), {"output": data.get("outputs")}, step)
+            )
         # last, so that the numbers of the parts before it (SSE ids) do not depend on it
         if "messages-tuple" in want and streamed and usage is not None:
-            out.append(("messages", [lc.ai("", message_id, chunk=True, usage=usage), self._meta(step)]))
+            out.append(
+                ("messages", [lc.ai("", message_id, chunk=True, usage=usage), self._meta(step)])
+            )
         return out
 
     def _run_finished_parts(self, data: Mapping[str, Any]) -> list[Part]:

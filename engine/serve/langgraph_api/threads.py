@@ -17,7 +17,13 @@ from engine.core.events import RunStatus, now_iso
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api import state
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
-from engine.serve.langgraph_api.bodies import CheckpointRequest, HistoryRequest, ThreadCreate, ThreadPatch, ThreadSearch
+from engine.serve.langgraph_api.bodies import (
+    CheckpointRequest,
+    HistoryRequest,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+)
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.server import Server
 from engine.state import threads
@@ -43,16 +49,25 @@ def _check_metadata(server: Server, metadata: dict[str, Any] | None, what: str) 
 
 
 def _too_large(server: Server, what: str, size: int) -> ApiError:
-    return ApiError(413, "metadata_too_large", f"{what} takes {size} bytes as JSON; a thread's metadata takes at "
-                                               f"most {_metadata_limit(server)} (docs/langgraph-api.md)")
+    return ApiError(
+        413,
+        "metadata_too_large",
+        f"{what} takes {size} bytes as JSON; a thread's metadata takes at "
+        f"most {_metadata_limit(server)} (docs/langgraph-api.md)",
+    )
 
 
 def json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-               .encode("utf-8", "backslashreplace"))
+    return len(
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode(
+            "utf-8", "backslashreplace"
+        )
+    )
 
 
-def _merge(thread_id: str, metadata: dict[str, Any], limit: int) -> Callable[[Connection], int | None]:
+def _merge(
+    thread_id: str, metadata: dict[str, Any], limit: int
+) -> Callable[[Connection], int | None]:
     """A writer call: add `metadata` to the thread's (threads.merge_metadata) unless the merged metadata would
     take more than `limit` bytes; None when it was merged (or there is no such thread: the caller checked),
     else the merged size. Read and written in the writer's one transaction, so PATCHes at once stay bounded."""
@@ -77,39 +92,57 @@ async def create(request: Request, server: ServerDep) -> JSONResponse:
     body = await read_body(request, ThreadCreate) or ThreadCreate()
     _check_metadata(server, body.metadata, "the thread's metadata")
     runs = service(server)
-    thread_id = runs.check_thread_id(body.thread_id) if body.thread_id is not None else runs.new_run_id()
+    thread_id = (
+        runs.check_thread_id(body.thread_id) if body.thread_id is not None else runs.new_run_id()
+    )
     if body.graph_id is not None:
         server.flow(body.graph_id)
-    made = await runs.engine.db.writer.call(threads.create(thread_id, body.graph_id, now_iso(), body.metadata))
+    made = await runs.engine.db.writer.call(
+        threads.create(thread_id, body.graph_id, now_iso(), body.metadata)
+    )
     if made is None and body.if_exists == "raise":
         raise conflict("thread_exists", f"thread id '{thread_id}' is already taken")
-    return JSONResponse(await shown(server, thread_id), headers={"Content-Location": f"/threads/{thread_id}"})
+    return JSONResponse(
+        await shown(server, thread_id), headers={"Content-Location": f"/threads/{thread_id}"}
+    )
 
 
 async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
     runs = service(server)
     listed = await runs.list_threads(flow=None, limit=SEARCHED)
     ids = [found["id"] for found in listed if body.ids is None or found["id"] in body.ids]
-    views = [view for view in [await find_view(server, thread_id) for thread_id in ids] if view is not None]
+    views = [
+        view
+        for view in [await find_view(server, thread_id) for thread_id in ids]
+        if view is not None
+    ]
     found = [state.thread(view, busy(server, view.thread.id)) for view in views]
 
     def wanted(thread: dict[str, Any]) -> bool:
         if body.status is not None and thread["status"] != body.status:
             return False
-        if any(thread["metadata"].get(key) != value for key, value in (body.metadata or {}).items()):
+        if any(
+            thread["metadata"].get(key) != value for key, value in (body.metadata or {}).items()
+        ):
             return False
         return all(thread["values"].get(key) == value for key, value in (body.values or {}).items())
 
     found = [thread for thread in found if wanted(thread)]
     if body.sort_by is not None:
-        found.sort(key=lambda thread: str(thread[body.sort_by or "updated_at"]), reverse=body.sort_order != "asc")
+        found.sort(
+            key=lambda thread: str(thread[body.sort_by or "updated_at"]),
+            reverse=body.sort_order != "asc",
+        )
     return found
 
 
-@router.post("/threads/search", summary="Threads, most recently active first, filtered by metadata, values, status")
+@router.post(
+    "/threads/search",
+    summary="Threads, most recently active first, filtered by metadata, values, status",
+)
 async def search(request: Request, server: ServerDep) -> list[dict[str, Any]]:
     body = await read_body(request, ThreadSearch) or ThreadSearch()
-    return (await _search(server, body))[body.offset:body.offset + body.limit]
+    return (await _search(server, body))[body.offset : body.offset + body.limit]
 
 
 @router.post("/threads/count", summary="How many threads match")
@@ -128,14 +161,20 @@ async def patch(thread_id: str, request: Request, server: ServerDep) -> dict[str
     await view_of(server, thread_id)
     body = await read_body(request, ThreadPatch) or ThreadPatch()
     _check_metadata(server, body.metadata, "the metadata to add")
-    size = await service(server).engine.db.writer.call(_merge(thread_id, body.metadata, _metadata_limit(server)))
+    size = await service(server).engine.db.writer.call(
+        _merge(thread_id, body.metadata, _metadata_limit(server))
+    )
     if size is not None:
         raise _too_large(server, "the thread's metadata with these keys added", size)
     return await shown(server, thread_id)
 
 
-@router.delete("/threads/{thread_id}", summary="Delete a thread: its messages and checkpoints", status_code=204,
-               response_model=None)
+@router.delete(
+    "/threads/{thread_id}",
+    summary="Delete a thread: its messages and checkpoints",
+    status_code=204,
+    response_model=None,
+)
 async def delete(thread_id: str, server: ServerDep) -> Response:
     await view_of(server, thread_id)
     await remove(server, thread_id)
@@ -145,18 +184,30 @@ async def delete(thread_id: str, server: ServerDep) -> Response:
 async def remove(server: Server, thread_id: str) -> None:
     """Delete the thread's messages and checkpoints; 409 `thread_busy` while a run of it is going on or waits."""
     if busy(server, thread_id):
-        raise conflict("thread_busy", f"thread '{thread_id}' has a run queued or running; delete it once it is over")
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a run queued or running; delete it once it is over",
+        )
     outcome = await service(server).delete_thread(thread_id)
     if outcome is False:
         raise not_found("thread", f"unknown thread '{thread_id}'")
     if isinstance(outcome, threads.Busy):
         waits = outcome.status == RunStatus.WAITING
-        raise conflict("thread_busy", f"thread '{thread_id}' " + (
-            f"waits for an approval in run {outcome.run_id}: resume it first" if waits
-            else f"has a run going on (run {outcome.run_id}); delete it once it is over"))
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' "
+            + (
+                f"waits for an approval in run {outcome.run_id}: resume it first"
+                if waits
+                else f"has a run going on (run {outcome.run_id}); delete it once it is over"
+            ),
+        )
 
 
-@router.get("/threads/{thread_id}/state", summary="The thread's state: values, next, tasks and their interrupts")
+@router.get(
+    "/threads/{thread_id}/state",
+    summary="The thread's state: values, next, tasks and their interrupts",
+)
 async def get_state(thread_id: str, server: ServerDep, subgraphs: bool = False) -> dict[str, Any]:
     return state.state(await view_of(server, thread_id))
 
@@ -165,16 +216,23 @@ def _at(view: state.ThreadView, checkpoint_id: str) -> dict[str, Any]:
     for run in view.runs:
         if run.id == checkpoint_id:
             return state.state(view, None if run is view.last else run)
-    raise not_found("checkpoint", f"thread '{view.thread.id}' has no checkpoint '{checkpoint_id}' "
-                                  "(a checkpoint id is the id of one of its runs)")
+    raise not_found(
+        "checkpoint",
+        f"thread '{view.thread.id}' has no checkpoint '{checkpoint_id}' "
+        "(a checkpoint id is the id of one of its runs)",
+    )
 
 
-@router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state after one of its runs")
+@router.get(
+    "/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state after one of its runs"
+)
 async def get_state_at(thread_id: str, checkpoint_id: str, server: ServerDep) -> dict[str, Any]:
     return _at(await view_of(server, thread_id), checkpoint_id)
 
 
-@router.post("/threads/{thread_id}/state/checkpoint", summary="The thread's state after one of its runs")
+@router.post(
+    "/threads/{thread_id}/state/checkpoint", summary="The thread's state after one of its runs"
+)
 async def post_state_at(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
     view = await view_of(server, thread_id)
     body = await read_body(request, CheckpointRequest)
@@ -188,19 +246,29 @@ def _before(before: str | dict[str, Any] | None) -> str | None:
     if isinstance(before, dict):
         found = before.get("checkpoint_id")
         if found is not None and not isinstance(found, str):
-            raise ApiError(422, "invalid_request", "before.checkpoint_id: must be text", field="before")
+            raise ApiError(
+                422, "invalid_request", "before.checkpoint_id: must be text", field="before"
+            )
         return found
     return before
 
 
-@router.post("/threads/{thread_id}/history", summary="The thread's states after each run, newest first")
+@router.post(
+    "/threads/{thread_id}/history", summary="The thread's states after each run, newest first"
+)
 async def post_history(thread_id: str, request: Request, server: ServerDep) -> list[dict[str, Any]]:
     view = await view_of(server, thread_id)
     body = await read_body(request, HistoryRequest) or HistoryRequest()
     return state.states(view, limit=body.limit, before=_before(body.before))
 
 
-@router.get("/threads/{thread_id}/history", summary="The thread's states after each run, newest first")
-async def get_history(thread_id: str, server: ServerDep, limit: int = Query(10, ge=1, le=1000),
-                      before: str | None = None) -> list[dict[str, Any]]:
+@router.get(
+    "/threads/{thread_id}/history", summary="The thread's states after each run, newest first"
+)
+async def get_history(
+    thread_id: str,
+    server: ServerDep,
+    limit: int = Query(10, ge=1, le=1000),
+    before: str | None = None,
+) -> list[dict[str, Any]]:
     return state.states(await view_of(server, thread_id), limit=limit, before=before)

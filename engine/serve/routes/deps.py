@@ -46,5 +46,7 @@ async def job_outcome(job: Job) -> dict[str, Any] | None:
     exc = job.result.exception()
     if exc is None:
         return None
-    problem = from_engine(exc) if isinstance(exc, BlockyardError) else ApiError(500, "internal", str(exc))
+    problem = (
+        from_engine(exc) if isinstance(exc, BlockyardError) else ApiError(500, "internal", str(exc))
+    )
     return {"code": problem.code, "message": problem.message, "run_id": job.run_id}

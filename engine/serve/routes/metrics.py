@@ -16,12 +16,17 @@ router = APIRouter(tags=["server"])
 ServerDep = Annotated[Server, Depends(get_server)]
 
 
-@router.get("/metrics", summary="Prometheus metrics (text format 0.0.4)", response_class=Response,
-            description="Runs started, finished and failed, step and model-call latencies, tokens and cost per "
-                        "flow and model, the queue, running and waiting runs. See docs/observability.md.")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text format 0.0.4)",
+    response_class=Response,
+    description="Runs started, finished and failed, step and model-call latencies, tokens and cost per "
+    "flow and model, the queue, running and waiting runs. See docs/observability.md.",
+)
 async def metrics(server: ServerDep) -> Response:
     service, queue = server.service, server.queue
     waiting = await service.waiting_by_flow() if service is not None else {}
-    server.metrics.snapshot(queued=queue.queued if queue else 0, running=queue.running if queue else 0,
-                            waiting=waiting)
+    server.metrics.snapshot(
+        queued=queue.queued if queue else 0, running=queue.running if queue else 0, waiting=waiting
+    )
     return Response(server.metrics.exposition(), media_type=CONTENT_TYPE)

@@ -38,24 +38,41 @@ def plan_document(raw: bytes) -> Document:
     return Document(body.path, SHOWN, body.data["plan"], marks, keys)
 
 
-@router.post("/plans/runs", summary="Run a TaskPlan",
-             description="Validates the plan like a flow (422 `invalid_plan` with its diagnostics), pins it and "
-                         "runs it; waits for the run to finish or pause by default, `?wait=false` answers 202.",
-             response_model=None, openapi_extra=openapi_body(PlanRunRequest))
-async def run_plan(request: Request, server: ServerDep,
-                   wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
-                   ) -> Response | dict[str, Any]:
+@router.post(
+    "/plans/runs",
+    summary="Run a TaskPlan",
+    description="Validates the plan like a flow (422 `invalid_plan` with its diagnostics), pins it and "
+    "runs it; waits for the run to finish or pause by default, `?wait=false` answers 202.",
+    response_model=None,
+    openapi_extra=openapi_body(PlanRunRequest),
+)
+async def run_plan(
+    request: Request,
+    server: ServerDep,
+    wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
+) -> Response | dict[str, Any]:
     body = await read_body(request, PlanRunRequest)
     if body is None:
-        raise ApiError(422, "invalid_request", "the request body must be {\"plan\": {...}, \"inputs\": {...}}")
+        raise ApiError(
+            422, "invalid_request", 'the request body must be {"plan": {...}, "inputs": {...}}'
+        )
     doc = plan_document(await request.body())
     try:
         project = await asyncio.to_thread(load_project, server.root)
         bundle = await asyncio.to_thread(plan_bundle, doc, project)
     except PlanError as exc:
-        raise ApiError(422, exc.code, str(exc), diagnostics=[d.as_dict() for d in exc.diagnostics]) from None
+        raise ApiError(
+            422, exc.code, str(exc), diagnostics=[d.as_dict() for d in exc.diagnostics]
+        ) from None
     entry = FlowEntry(bundle.name, bundle, SHOWN, time.time())
-    job = await server.start_run(entry, body.inputs, body.run_id, output_dir=body.output_dir,
-                                 durability=body.durability, trace=body.trace,
-                                 traceparent=request.headers.get(TRACEPARENT), webhook=body.webhook)
+    job = await server.start_run(
+        entry,
+        body.inputs,
+        body.run_id,
+        output_dir=body.output_dir,
+        durability=body.durability,
+        trace=body.trace,
+        traceparent=request.headers.get(TRACEPARENT),
+        webhook=body.webhook,
+    )
     return await run_answer(job, request, server, wait, digest=bundle.digest)

@@ -26,24 +26,36 @@ STATUSES = tuple(RunStatus)
 
 
 @router.get("/runs", summary="Runs, newest first (queued ones included)")
-async def list_runs(server: ServerDep, flow: str | None = None,
-                    status: Annotated[str | None, Query(description=f"One of: {', '.join(STATUSES)}")] = None,
-                    limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+async def list_runs(
+    server: ServerDep,
+    flow: str | None = None,
+    status: Annotated[str | None, Query(description=f"One of: {', '.join(STATUSES)}")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> dict[str, Any]:
     if status is not None and status not in STATUSES:
-        raise ApiError(422, "invalid_request", f"unknown status '{status}'; use one of: {', '.join(STATUSES)}")
+        raise ApiError(
+            422, "invalid_request", f"unknown status '{status}'; use one of: {', '.join(STATUSES)}"
+        )
     service, queue = server.service, server.queue
     if service is None or queue is None:
         return {"runs": []}
     stored = await service.list_runs(flow=flow, status=status, limit=limit)
     seen = {run["id"] for run in stored}
-    pending = [_unstarted(job.summary()) for job in queue.jobs.values()
-               if job.run_id not in seen and job.kind == "start" and (flow is None or job.flow == flow)
-               and (status is None or job.state == status)]
+    pending = [
+        _unstarted(job.summary())
+        for job in queue.jobs.values()
+        if job.run_id not in seen
+        and job.kind == "start"
+        and (flow is None or job.flow == flow)
+        and (status is None or job.state == status)
+    ]
     return {"runs": (sorted(pending, key=lambda r: r["id"], reverse=True) + stored)[:limit]}
 
 
-@router.get("/runs/{run_id}", summary="One run: status, inputs, outputs, error, waiting gates, definition, graph, "
-            "reactflow")
+@router.get(
+    "/runs/{run_id}",
+    summary="One run: status, inputs, outputs, error, waiting gates, definition, graph, reactflow",
+)
 async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     service, queue = server.service, server.queue
     if service is None or queue is None:
@@ -65,7 +77,8 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     if bundle is not None:
         try:
             run["graph"] = await asyncio.to_thread(service.graph, bundle)
-            run["reactflow"] = await asyncio.to_thread(service.reactflow, bundle)  # what the web page draws
+            # what the web page draws
+            run["reactflow"] = await asyncio.to_thread(service.reactflow, bundle)
         except Exception:  # the graph is decoration; the run is what was asked for
             run["graph"] = run["reactflow"] = None
     return run
@@ -94,10 +107,13 @@ async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
     return latest
 
 
-@router.get("/runs/{run_id}/events", summary="A run's events: replay, then follow live (SSE)",
-            description="Server-sent events with `id` = the event's seq; reconnect with `Last-Event-ID` to get "
-                        "only what you missed. `Accept: application/json` returns the stored trace instead.",
-            response_model=None)
+@router.get(
+    "/runs/{run_id}/events",
+    summary="A run's events: replay, then follow live (SSE)",
+    description="Server-sent events with `id` = the event's seq; reconnect with `Last-Event-ID` to get "
+    "only what you missed. `Accept: application/json` returns the stored trace instead.",
+    response_model=None,
+)
 async def run_events(run_id: str, request: Request, server: ServerDep) -> Response:
     service, queue = server.service, server.queue
     if service is None or queue is None:
@@ -112,27 +128,53 @@ async def run_events(run_id: str, request: Request, server: ServerDep) -> Respon
     return stream(events, ping=server.settings.sse_ping)
 
 
-@router.post("/runs/{run_id}/resume", summary="Decide a waiting gate, or continue a failed or interrupted run",
-             response_model=None, openapi_extra=openapi_body(ResumeRequest))
-async def resume_run(run_id: str, request: Request, server: ServerDep,
-                     wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
-                     ) -> Response | dict[str, Any]:
+@router.post(
+    "/runs/{run_id}/resume",
+    summary="Decide a waiting gate, or continue a failed or interrupted run",
+    response_model=None,
+    openapi_extra=openapi_body(ResumeRequest),
+)
+async def resume_run(
+    run_id: str,
+    request: Request,
+    server: ServerDep,
+    wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
+) -> Response | dict[str, Any]:
     await server.known_run(run_id)  # an unknown run is a 404 whatever the body says
     body = await read_body(request, ResumeRequest) or ResumeRequest()
     if body.chosen() is None and (body.values or body.reason or body.gate or body.actor):
-        raise ApiError(422, "invalid_request", "values, reason, gate and actor go with a decision: "
-                                               "add \"decision\": \"approve\" or \"reject\"")
+        raise ApiError(
+            422,
+            "invalid_request",
+            "values, reason, gate and actor go with a decision: "
+            'add "decision": "approve" or "reject"',
+        )
     # read where the trace ends before the resume can add to it
     after = await _last_seq(server, run_id) if wants_stream(request) and server.service else 0
-    job = await server.resume_run(run_id, body.resume(), traceparent=request.headers.get(TRACEPARENT))
+    job = await server.resume_run(
+        run_id, body.resume(), traceparent=request.headers.get(TRACEPARENT)
+    )
     if wants_stream(request):
-        events = follow(run_id, after, server.broker, trace_reader(server), until_pause=True,
-                        poll=server.settings.poll)
+        events = follow(
+            run_id,
+            after,
+            server.broker,
+            trace_reader(server),
+            until_pause=True,
+            poll=server.settings.poll,
+        )
         return stream(events, ping=server.settings.sse_ping, epilogue=lambda: job_outcome(job))
     if not wait:
-        return JSONResponse({"run_id": run_id, "status": job.state, "flow": job.flow, "version": job.version,
-                             "links": {"run": f"/runs/{run_id}", "events": f"/runs/{run_id}/events"}},
-                            status_code=202)
+        return JSONResponse(
+            {
+                "run_id": run_id,
+                "status": job.state,
+                "flow": job.flow,
+                "version": job.version,
+                "links": {"run": f"/runs/{run_id}", "events": f"/runs/{run_id}/events"},
+            },
+            status_code=202,
+        )
     return await job_result(job)
 
 

@@ -17,13 +17,19 @@ router = APIRouter(tags=["runs"])
 ServerDep = Annotated[Server, Depends(get_server)]
 
 
-@router.get("/stats", summary="Runs, failures, durations and cost per flow version over a window",
-            description="`since`: a duration back from now (`7d`, `12h`, `90m`; default 7d) or a date (`2026-11-01`, "
-                        "UTC unless it has an offset). Totals count every run that started in the window; means, "
-                        "the failure rate and the p50/p95 durations are over the runs that ended. See "
-                        "docs/observability.md.")
-async def get_stats(server: ServerDep, flow: str | None = None,
-                    since: Annotated[str, Query(max_length=64)] = stats.DEFAULT_SINCE) -> dict[str, Any]:
+@router.get(
+    "/stats",
+    summary="Runs, failures, durations and cost per flow version over a window",
+    description="`since`: a duration back from now (`7d`, `12h`, `90m`; default 7d) or a date (`2026-11-01`, "
+    "UTC unless it has an offset). Totals count every run that started in the window; means, "
+    "the failure rate and the p50/p95 durations are over the runs that ended. See "
+    "docs/observability.md.",
+)
+async def get_stats(
+    server: ServerDep,
+    flow: str | None = None,
+    since: Annotated[str, Query(max_length=64)] = stats.DEFAULT_SINCE,
+) -> dict[str, Any]:
     try:
         window = stats.window(since)
     except UsageError as exc:

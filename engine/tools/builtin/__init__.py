@@ -9,7 +9,9 @@ from engine.tools.builtin import clock, files, http
 from engine.tools.tool import Tool
 
 
-def builtin_tools(config: ConfigSpec, workspace: Path | None, confine: Path | None = None) -> list[Tool]:
+def builtin_tools(
+    config: ConfigSpec, workspace: Path | None, confine: Path | None = None
+) -> list[Tool]:
     """Every built-in tool, with the yard's http limits and file tools confined to `workspace`
     (which must stay inside `confine`, the yard, when given)."""
     return [clock.tool(), http.tool(config.http), *files.file_tools(workspace, confine)]

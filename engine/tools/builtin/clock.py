@@ -13,8 +13,10 @@ from engine.tools.tool import Tool
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "timezone": {"type": ["string", "null"], "description": "IANA timezone name, e.g. Europe/Paris "
-                                                                "(default UTC)."},
+        "timezone": {
+            "type": ["string", "null"],
+            "description": "IANA timezone name, e.g. Europe/Paris (default UTC).",
+        },
     },
     "additionalProperties": False,
 }
@@ -26,11 +28,17 @@ def current_time(timezone: str | None = None) -> dict[str, str]:
     try:
         zone = ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ToolError(f"tool 'current_time': unknown timezone '{name}'"
-                        f"{did_you_mean(name, available_timezones())}") from None
+        raise ToolError(
+            f"tool 'current_time': unknown timezone '{name}'"
+            f"{did_you_mean(name, available_timezones())}"
+        ) from None
     return {"now": datetime.now(zone).isoformat(timespec="seconds"), "timezone": name}
 
 
 def tool() -> Tool:
-    return Tool(name="current_time", description="The current date and time (ISO 8601) in a timezone.",
-                parameters=PARAMETERS, func=current_time)
+    return Tool(
+        name="current_time",
+        description="The current date and time (ISO 8601) in a timezone.",
+        parameters=PARAMETERS,
+        func=current_time,
+    )

@@ -24,7 +24,9 @@ LIST_LIMIT = 1_000  # entries returned by list_files
 
 
 # (path relative to the workspace, bytes written): set around a block's execution (engine/compile/blockstep.py)
-_WRITTEN: ContextVar[Callable[[str, int], None] | None] = ContextVar("blockyard_file_written", default=None)
+_WRITTEN: ContextVar[Callable[[str, int], None] | None] = ContextVar(
+    "blockyard_file_written", default=None
+)
 
 
 @contextmanager
@@ -51,15 +53,23 @@ class Workspace:
             raise ToolError(f"tool '{tool}': invalid path {path!r}")
         posix, windows = PurePosixPath(path), PureWindowsPath(path)
         if posix.is_absolute() or windows.drive or windows.root:
-            raise ToolError(f"tool '{tool}': path '{path}' is absolute; use a path relative to the workspace")
+            raise ToolError(
+                f"tool '{tool}': path '{path}' is absolute; use a path relative to the workspace"
+            )
         if ".." in posix.parts or ".." in windows.parts:
-            raise ToolError(f"tool '{tool}': path '{path}' contains '..'; it must stay inside the workspace")
+            raise ToolError(
+                f"tool '{tool}': path '{path}' contains '..'; it must stay inside the workspace"
+            )
         base = self.root.resolve()
         if self.confine is not None and not base.is_relative_to(self.confine.resolve()):
-            raise ToolError(f"tool '{tool}': the output folder leads outside the yard (through a symlink)")
+            raise ToolError(
+                f"tool '{tool}': the output folder leads outside the yard (through a symlink)"
+            )
         target = (base / path).resolve()
         if target != base and not target.is_relative_to(base):
-            raise ToolError(f"tool '{tool}': path '{path}' leads outside the workspace (through a symlink)")
+            raise ToolError(
+                f"tool '{tool}': path '{path}' leads outside the workspace (through a symlink)"
+            )
         return target
 
     def relative(self, target: Path) -> str:
@@ -79,14 +89,19 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
         limit = min(max_bytes, READ_LIMIT)
         with target.open("rb") as handle:
             data = handle.read(limit + 1)
-        return {"path": space.relative(target), "content": data[:limit].decode("utf-8", errors="replace"),
-                "truncated": len(data) > limit}
+        return {
+            "path": space.relative(target),
+            "content": data[:limit].decode("utf-8", errors="replace"),
+            "truncated": len(data) > limit,
+        }
 
     def write_file(path: str, content: str, append: bool = False) -> dict[str, Any]:
         target = space.resolve("write_file", path)
         data = content.encode("utf-8")
         if len(data) > WRITE_LIMIT:
-            raise ToolError(f"tool 'write_file': content is {len(data)} bytes; the limit is {WRITE_LIMIT}")
+            raise ToolError(
+                f"tool 'write_file': content is {len(data)} bytes; the limit is {WRITE_LIMIT}"
+            )
         if target.is_dir():
             raise ToolError(f"tool 'write_file': '{path}' is a folder")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +130,12 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
 
     return [
         Tool("read_file", "Read a text file of the workspace.", READ_PARAMETERS, read_file),
-        Tool("write_file", "Write (or append to) a text file of the workspace.", WRITE_PARAMETERS, write_file),
+        Tool(
+            "write_file",
+            "Write (or append to) a text file of the workspace.",
+            WRITE_PARAMETERS,
+            write_file,
+        ),
         Tool("list_files", "List the files of a workspace folder.", LIST_PARAMETERS, list_files),
     ]
 
@@ -140,22 +160,33 @@ def _entry(space: Workspace, path: Path) -> dict[str, Any]:
 _PATH = {"type": "string", "description": "Path relative to the workspace folder."}
 READ_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {"path": _PATH,
-                   "max_bytes": {"type": "integer", "minimum": 1, "maximum": READ_LIMIT,
-                                 "description": "Read at most this many bytes."}},
+    "properties": {
+        "path": _PATH,
+        "max_bytes": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": READ_LIMIT,
+            "description": "Read at most this many bytes.",
+        },
+    },
     "required": ["path"],
     "additionalProperties": False,
 }
 WRITE_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {"path": _PATH, "content": {"type": "string", "description": "Text to write (UTF-8)."},
-                   "append": {"type": "boolean", "description": "Append instead of replacing."}},
+    "properties": {
+        "path": _PATH,
+        "content": {"type": "string", "description": "Text to write (UTF-8)."},
+        "append": {"type": "boolean", "description": "Append instead of replacing."},
+    },
     "required": ["path", "content"],
     "additionalProperties": False,
 }
 LIST_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {"path": {**_PATH, "default": "."},
-                   "recursive": {"type": "boolean", "description": "Include sub-folders."}},
+    "properties": {
+        "path": {**_PATH, "default": "."},
+        "recursive": {"type": "boolean", "description": "Include sub-folders."},
+    },
     "additionalProperties": False,
 }

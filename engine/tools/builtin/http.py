@@ -25,7 +25,11 @@ PARAMETERS: dict[str, Any] = {
     "properties": {
         "url": {"type": "string", "description": "http:// or https:// URL on an allowed host."},
         "method": {"enum": METHODS, "default": "GET", "description": "HTTP method."},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers."},
+        "headers": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "Request headers.",
+        },
         "body": {"type": "string", "description": "Raw request body."},
         "json": {"description": "A JSON request body (instead of body)."},
     },
@@ -70,11 +74,18 @@ def tool(settings: HttpSpec) -> Tool:
         port = parts.port or _DEFAULT_PORTS[parts.scheme]
         if not host_allowed(parts.hostname, port, allowed):
             hint = "; none are allowed yet" if not allowed else ""
-            raise ToolError(f"tool 'http_request': host '{parts.hostname}' is not in http.allowed_hosts "
-                            f"of blockyard.yaml{hint}")
+            raise ToolError(
+                f"tool 'http_request': host '{parts.hostname}' is not in http.allowed_hosts "
+                f"of blockyard.yaml{hint}"
+            )
 
-    async def http_request(url: str, method: str = "GET", headers: dict[str, str] | None = None,
-                           body: str | None = None, json: Any = None) -> dict[str, Any]:
+    async def http_request(
+        url: str,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: str | None = None,
+        json: Any = None,
+    ) -> dict[str, Any]:
         import httpx  # imported on use: `blockyard validate` loads the registry's names only
 
         if body is not None and json is not None:
@@ -84,10 +95,17 @@ def tool(settings: HttpSpec) -> Tool:
         async def on_request(request: httpx.Request) -> None:
             check(str(request.url))  # redirects too
 
-        client = httpx.AsyncClient(timeout=timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS,
-                                   event_hooks={"request": [on_request]})
+        client = httpx.AsyncClient(
+            timeout=timeout,
+            follow_redirects=True,
+            max_redirects=MAX_REDIRECTS,
+            event_hooks={"request": [on_request]},
+        )
         try:
-            async with client, client.stream(method, url, headers=headers, content=body, json=json) as response:
+            async with (
+                client,
+                client.stream(method, url, headers=headers, content=body, json=json) as response,
+            ):
                 data = bytearray()
                 async for chunk in response.aiter_bytes():
                     data.extend(chunk)
@@ -95,12 +113,20 @@ def tool(settings: HttpSpec) -> Tool:
                         break
                 return _result(response, bytes(data), settings.max_bytes)
         except httpx.TimeoutException:
-            raise ToolError(f"tool 'http_request': {method} {url} timed out after {settings.timeout}") from None
+            raise ToolError(
+                f"tool 'http_request': {method} {url} timed out after {settings.timeout}"
+            ) from None
         except httpx.HTTPError as exc:
-            raise ToolError(f"tool 'http_request': {method} {url} failed: {type(exc).__name__}: {exc}") from None
+            raise ToolError(
+                f"tool 'http_request': {method} {url} failed: {type(exc).__name__}: {exc}"
+            ) from None
 
-    return Tool(name="http_request", description="Make an HTTP request to an allowed host; returns status, "
-                "headers and body.", parameters=PARAMETERS, func=http_request)
+    return Tool(
+        name="http_request",
+        description="Make an HTTP request to an allowed host; returns status, headers and body.",
+        parameters=PARAMETERS,
+        func=http_request,
+    )
 
 
 def _result(response: Any, data: bytes, limit: int) -> dict[str, Any]:
@@ -112,5 +138,10 @@ def _result(response: Any, data: bytes, limit: int) -> dict[str, Any]:
             parsed = jsonlib.loads(text)
         except ValueError:
             parsed = None
-    return {"status": response.status_code, "headers": dict(response.headers), "body": text,
-            "truncated": truncated, "json": parsed}
+    return {
+        "status": response.status_code,
+        "headers": dict(response.headers),
+        "body": text,
+        "truncated": truncated,
+        "json": parsed,
+    }

@@ -21,7 +21,11 @@ from engine.definitions.project import CONFIG_FILE, FlowDef, Project
 from engine.validate.semantic import control
 from engine.validate.semantic.accumulate import check_output_dir, check_reduce
 from engine.validate.semantic.agents import check_agent_blocks, check_agent_steps
-from engine.validate.semantic.bindings import check_flow_outputs, check_inputs, check_parallel_writes
+from engine.validate.semantic.bindings import (
+    check_flow_outputs,
+    check_inputs,
+    check_parallel_writes,
+)
 from engine.validate.semantic.blocks import check_blocks
 from engine.validate.semantic.budgets import check_budgets
 from engine.validate.semantic.config import check_config
@@ -35,7 +39,12 @@ from engine.validate.semantic.delegation import (
 from engine.validate.semantic.durability import check_durability
 from engine.validate.semantic.durations import check_durations
 from engine.validate.semantic.emits import check_emits
-from engine.validate.semantic.flows import check_flow_defaults, check_memory, check_subflow_cycles, subflow_calls
+from engine.validate.semantic.flows import (
+    check_flow_defaults,
+    check_memory,
+    check_subflow_cycles,
+    subflow_calls,
+)
 from engine.validate.semantic.index import Region, build_index
 from engine.validate.semantic.paths import check_paths
 from engine.validate.semantic.policy import check_policy
@@ -63,8 +72,11 @@ def check_closure(project: Project, name: str) -> list[Diagnostic]:
     checks' problems elsewhere): `engine.definitions.closure.flow_problems` picks the flow's."""
     found = closure(project, name)
     # a block file counts for the flows using its file's name too (engine/definitions/closure.py, broken_block_names)
-    blocks = found.blocks | {block for block, versions in project.blocks.items()
-                             if any(Path(d.display).stem in found.blocks for d in versions.values())}
+    blocks = found.blocks | {
+        block
+        for block, versions in project.blocks.items()
+        if any(Path(d.display).stem in found.blocks for d in versions.values())
+    }
     return _check(project, blocks, found.flows)
 
 
@@ -74,16 +86,27 @@ def check_config_file(project: Project) -> list[Diagnostic]:
     return [d for d in _check(project, (), ()) if d.file == CONFIG_FILE]
 
 
-def _check(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
+def _check(
+    project: Project, blocks: Collection[str] | None, flows: Collection[str] | None
+) -> list[Diagnostic]:
     """check_project's checks, on the blocks and flows named (all when None)."""
-    with collector_paused():  # the indexes and facts of every flow stay alive: see engine/core/gcpause.py
+    # the indexes and facts of every flow stay alive: see engine/core/gcpause.py
+    with collector_paused():
         return _check_all(project, blocks, flows)
 
 
-def _check_all(project: Project, blocks: Collection[str] | None, flows: Collection[str] | None) -> list[Diagnostic]:
+def _check_all(
+    project: Project, blocks: Collection[str] | None, flows: Collection[str] | None
+) -> list[Diagnostic]:
     delegation = delegation_graph(project)
-    found = [*check_config(project), *check_blocks(project, blocks), *check_block_delegation(project, delegation),
-             *check_agent_blocks(project), *check_durations(project), *check_policy(project)]
+    found = [
+        *check_config(project),
+        *check_blocks(project, blocks),
+        *check_block_delegation(project, delegation),
+        *check_agent_blocks(project),
+        *check_durations(project),
+        *check_policy(project),
+    ]
     calls = subflow_calls(project)
     for flow, definition in project.flows.items():
         if flows is None or flow in flows:
@@ -91,8 +114,12 @@ def _check_all(project: Project, blocks: Collection[str] | None, flows: Collecti
     return sorted(set(found))
 
 
-def check_flow(project: Project, definition: FlowDef, calls: dict[str, list[str]] | None = None,
-               delegation: DelegationGraph | None = None) -> list[Diagnostic]:
+def check_flow(
+    project: Project,
+    definition: FlowDef,
+    calls: dict[str, list[str]] | None = None,
+    delegation: DelegationGraph | None = None,
+) -> list[Diagnostic]:
     """The semantic problems of one flow (its blocks are checked by check_project)."""
     index = build_index(project, definition)
     check_steps(index)

@@ -22,7 +22,9 @@ NEEDS = {"append": "array", "merge": "object"}
 
 def check_reduce(index: FlowIndex) -> None:
     """BY433 and BY434 (on a flow whose names resolve)."""
-    modes: dict[str, tuple[str, StepNode, str]] = {}  # key -> (mode, first step, output) accumulating it
+    modes: dict[
+        str, tuple[str, StepNode, str]
+    ] = {}  # key -> (mode, first step, output) accumulating it
     for node in index.walk():
         for name in node.spec.outputs:
             mode = node.spec.output_reduce(name)
@@ -39,10 +41,13 @@ def check_reduce(index: FlowIndex) -> None:
                 continue
             mode, first, _output = found
             other = f"with `reduce: {how}`" if how in NEEDS else how
-            index.report(where, "BY434",
-                         f"step '{node.id}' writes context key '{key}' {other}, and step '{first.id}' accumulates "
-                         f"it with `reduce: {mode}`; every step writing an accumulated key must use the same "
-                         f"`reduce:` (rename one of the outputs)")
+            index.report(
+                where,
+                "BY434",
+                f"step '{node.id}' writes context key '{key}' {other}, and step '{first.id}' accumulates "
+                f"it with `reduce: {mode}`; every step writing an accumulated key must use the same "
+                f"`reduce:` (rename one of the outputs)",
+            )
 
 
 def _check_type(index: FlowIndex, node: StepNode, name: str, mode: str) -> None:
@@ -51,9 +56,12 @@ def _check_type(index: FlowIndex, node: StepNode, name: str, mode: str) -> None:
         return  # a subflow's outputs are untyped (checked at run time); unknown outputs are BY216
     declared = block.outputs[name].type
     if declared != NEEDS[mode]:
-        index.report(node.at("outputs", name, "reduce"), "BY433",
-                     f"step '{node.id}': `reduce: {mode}` needs output '{name}' of block '{block.block}' to be "
-                     f"declared `type: {NEEDS[mode]}`, and it is `{declared}`")
+        index.report(
+            node.at("outputs", name, "reduce"),
+            "BY433",
+            f"step '{node.id}': `reduce: {mode}` needs output '{name}' of block '{block.block}' to be "
+            f"declared `type: {NEEDS[mode]}`, and it is `{declared}`",
+        )
 
 
 def _writes(node: StepNode) -> list[tuple[str, tuple[str | int, ...], str]]:
@@ -68,7 +76,9 @@ def _writes(node: StepNode) -> list[tuple[str, tuple[str | int, ...], str]]:
     for name in produced:
         mode = spec.output_reduce(name)
         where = node.at("outputs", name) if name in spec.outputs else node.at("id")
-        found.append((spec.output_key(name), where, mode or f"as output '{name}' (replacing its value)"))
+        found.append(
+            (spec.output_key(name), where, mode or f"as output '{name}' (replacing its value)")
+        )
     gates = [(spec.approval, ("approval",))]
     if isinstance(spec.require_approval, ApprovalSpec):
         gates.append((spec.require_approval, ("require_approval",)))
@@ -88,7 +98,9 @@ def check_output_dir(index: FlowIndex) -> None:
     if text is None:
         return
     project = index.project
-    blocks = (definition.spec for versions in project.blocks.values() for definition in versions.values())
+    blocks = (
+        definition.spec for versions in project.blocks.values() for definition in versions.values()
+    )
     problem = output_dir_problem(text, reserved(project.config, prompt_files(blocks)))
     if problem is not None:
         index.report(("output_dir",), "BY435", f"output_dir '{text}': {problem}")

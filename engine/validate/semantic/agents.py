@@ -36,8 +36,13 @@ def check_agent_blocks(project: Project) -> list[Diagnostic]:
     return found
 
 
-def _offered(tools: list[str], delegates: list[str], prefix: JsonPath, *, block_tools: list[str] | None = None
-             ) -> Iterator[tuple[JsonPath, str, str]]:
+def _offered(
+    tools: list[str],
+    delegates: list[str],
+    prefix: JsonPath,
+    *,
+    block_tools: list[str] | None = None,
+) -> Iterator[tuple[JsonPath, str, str]]:
     """Problems of the names an agent is offered: `tools` (written at prefix/tools, or the block's own
     `block_tools` when the step only adds delegates) and `delegates` (at prefix/delegates)."""
     for position, name in enumerate(tools):
@@ -47,14 +52,19 @@ def _offered(tools: list[str], delegates: list[str], prefix: JsonPath, *, block_
         if name == ANSWER_TOOL:
             yield (*prefix, "delegates", position), "BY442", _reserved("delegate")
         elif name in (block_tools if block_tools is not None else tools):
-            yield ((*prefix, "delegates", position), "BY441",
-                   f"'{name}' is offered to the agent both as a tool and as a delegate; its model could not "
-                   "tell them apart: rename one of them")
+            yield (
+                (*prefix, "delegates", position),
+                "BY441",
+                f"'{name}' is offered to the agent both as a tool and as a delegate; its model could not "
+                "tell them apart: rename one of them",
+            )
 
 
 def _reserved(what: str) -> str:
-    return (f"a {what} cannot be called '{ANSWER_TOOL}': that is the name of the function the agent gives its "
-            f"final answer with; rename the {what}")
+    return (
+        f"a {what} cannot be called '{ANSWER_TOOL}': that is the name of the function the agent gives its "
+        f"final answer with; rename the {what}"
+    )
 
 
 def check_agent_steps(index: FlowIndex) -> None:
@@ -62,17 +72,22 @@ def check_agent_steps(index: FlowIndex) -> None:
     for node in index.walk():
         block = node.runs_block
         if block is not None and block.kind == "agent" and node.spec.delegates:
-            for path, code, message in _offered([], node.spec.delegates, node.path, block_tools=block.tools):
+            for path, code, message in _offered(
+                [], node.spec.delegates, node.path, block_tools=block.tools
+            ):
                 index.report(path, code, f"step '{node.id}': {message}")
     depth = Depth(catalog(index.project))
     for listed in step_lists(index.definition.spec.steps):
         for position, step, chain in depth.chains(index.name, listed.steps):
             if len(chain) > MAX_DELEGATION_DEPTH:
                 where = (*listed.path, position, *_key(step))
-                index.report(where, "BY440",
-                             f"step '{step.id}': delegation is nested more than {MAX_DELEGATION_DEPTH} levels deep "
-                             f"({' -> '.join(chain)}); agents and the flows they delegate to nest at most "
-                             f"{MAX_DELEGATION_DEPTH} levels")
+                index.report(
+                    where,
+                    "BY440",
+                    f"step '{step.id}': delegation is nested more than {MAX_DELEGATION_DEPTH} levels deep "
+                    f"({' -> '.join(chain)}); agents and the flows they delegate to nest at most "
+                    f"{MAX_DELEGATION_DEPTH} levels",
+                )
 
 
 def _key(step: StepSpec) -> JsonPath:

@@ -20,7 +20,11 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
         if node.action == "uses":
             bound, items, where = spec.with_, node.region.items, node.at("uses")
         elif node.action == "map" and spec.map is not None and spec.map.uses is not None:
-            bound, items, where = spec.map.with_, (*node.region.items, spec.map.as_), node.at("map", "uses")
+            bound, items, where = (
+                spec.map.with_,
+                (*node.region.items, spec.map.as_),
+                node.at("map", "uses"),
+            )
         else:
             continue
         must, may = flow.before(node)
@@ -28,7 +32,13 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
             continue  # unreachable: reported on its own
         block = node.block.spec
         for name, decl in block.inputs.items():
-            if name in bound or key_fact(name) in must or name in flow_inputs or decl.has_default or name in items:
+            if (
+                name in bound
+                or key_fact(name) in must
+                or name in flow_inputs
+                or decl.has_default
+                or name in items
+            ):
                 continue
             head = f"step '{node.id}': input '{name}' of block '{block.block}' is not bound"
             bind = "map.with" if node.action == "map" else "with"
@@ -37,12 +47,16 @@ def check_inputs(index: FlowIndex, flow: Dataflow) -> None:
                 why = f"; {explained}"
             else:
                 hint = did_you_mean(name, keys_of(must))
-                why = (f": no `{bind}:` binding, no earlier step writes context key '{name}', the flow has no input "
-                       f"'{name}' and the block gives no default{hint}")
+                why = (
+                    f": no `{bind}:` binding, no earlier step writes context key '{name}', the flow has no input "
+                    f"'{name}' and the block gives no default{hint}"
+                )
             index.report(where, "BY405", f"{head}{why} (bind it with `{bind}: {{{name}: ...}}`)")
 
 
-def check_parallel_writes(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
+def check_parallel_writes(
+    index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]
+) -> None:
     """BY406: steps that may run at the same time must not write the same context key.
 
     At each fan-out, a step reached from exactly one of the arms runs in that arm only; two such
@@ -75,21 +89,31 @@ def check_parallel_writes(index: FlowIndex, flow: Dataflow, graphs: dict[Region,
                 _report_pairs(index, key, found, reported, order)
 
 
-def _report_pairs(index: FlowIndex, key: str, found: list[tuple[int, StepNode]],
-                  reported: set[tuple[str, frozenset[str]]], order: dict[StepNode, int]) -> None:
+def _report_pairs(
+    index: FlowIndex,
+    key: str,
+    found: list[tuple[int, StepNode]],
+    reported: set[tuple[str, frozenset[str]]],
+    order: dict[StepNode, int],
+) -> None:
     for i, (arm, first) in enumerate(found):
-        for other_arm, second in found[i + 1:]:
+        for other_arm, second in found[i + 1 :]:
             pair = frozenset({first.id, second.id})
             if other_arm == arm or (key, pair) in reported:
                 continue
             reported.add((key, pair))
             early, late = sorted((first, second), key=order.__getitem__)
-            index.report(late.at("id"), "BY406",
-                         f"steps '{early.id}' and '{late.id}' may run in parallel and both write context key "
-                         f"'{key}'; rename one with `outputs:`, or order them with `needs:`")
+            index.report(
+                late.at("id"),
+                "BY406",
+                f"steps '{early.id}' and '{late.id}' may run in parallel and both write context key "
+                f"'{key}'; rename one with `outputs:`, or order them with `needs:`",
+            )
 
 
-def check_flow_outputs(index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]) -> None:
+def check_flow_outputs(
+    index: FlowIndex, flow: Dataflow, graphs: dict[Region, ControlGraph]
+) -> None:
     """BY408/BY409: each key in the flow's `outputs` is written before the run ends. An optional
     output (or one with a default) may be missing at the end; a required one that some path to the
     end never writes is reported with that path."""
@@ -107,17 +131,33 @@ def check_flow_outputs(index: FlowIndex, flow: Dataflow, graphs: dict[Region, Co
                 continue
             path = unwritten_path(key, index.root, graphs[index.root], flow)
             writer = flow.writers.get(key)
-            verb = "may write" if writer is not None and key in flow.optional_writes(writer) else "writes"
+            verb = (
+                "may write"
+                if writer is not None and key in flow.optional_writes(writer)
+                else "writes"
+            )
             by = f" (step '{writer.id}' {verb} it)" if writer is not None else ""
             on = f"on the path {path}" if path is not None else "on every path to the end"
-            index.report(where, "BY409",
-                         f"flow output '{key}' is not written {on}{by}; runs that end that way fail (declare "
-                         "it `{optional: true}` or give it a `default:` if that is expected)",
-                         key=isinstance(spec.outputs, dict))
+            index.report(
+                where,
+                "BY409",
+                f"flow output '{key}' is not written {on}{by}; runs that end that way fail (declare "
+                "it `{optional: true}` or give it a `default:` if that is expected)",
+                key=isinstance(spec.outputs, dict),
+            )
             continue
         explained = flow.explain(key, may, "the end")
-        why = explained if explained is not None else f"no step writes context key '{key}'{did_you_mean(key, written)}"
-        index.report(where, "BY408", f"flow output '{key}' is never written: {why}", key=isinstance(spec.outputs, dict))
+        why = (
+            explained
+            if explained is not None
+            else f"no step writes context key '{key}'{did_you_mean(key, written)}"
+        )
+        index.report(
+            where,
+            "BY408",
+            f"flow output '{key}' is never written: {why}",
+            key=isinstance(spec.outputs, dict),
+        )
 
 
 def unwritten_path(key: str, region: Region, graph: ControlGraph, flow: Dataflow) -> str | None:
@@ -167,4 +207,6 @@ def _choice(edge: Edge) -> str | None:
         return f"branch '{edge.path[-1]}'"
     if edge.kind == "route":
         return "default route" if edge.path[-1] == "default" else f"route {int(edge.path[-2]) + 1}"
-    return {"reject": "rejected", "timeout": "timed out", "max_visits": "max_visits reached"}.get(edge.kind)
+    return {"reject": "rejected", "timeout": "timed out", "max_visits": "max_visits reached"}.get(
+        edge.kind
+    )

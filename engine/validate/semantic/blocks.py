@@ -8,7 +8,15 @@ from collections.abc import Collection
 from engine.core.diagnostics import Diagnostic, did_you_mean
 from engine.definitions.load import JsonPath
 from engine.definitions.project import BlockDef, Project
-from engine.definitions.prompts import MAX_DEPTH, PromptFileError, includes, normal, pin, prompt_sources, read_prompt
+from engine.definitions.prompts import (
+    MAX_DEPTH,
+    PromptFileError,
+    includes,
+    normal,
+    pin,
+    prompt_sources,
+    read_prompt,
+)
 from engine.spec import ModelProfile
 from engine.spec.block import KIND_KEYS, KIND_REQUIRES, MEMORY_KINDS
 from engine.templates.render import TemplateError, references
@@ -19,14 +27,28 @@ from engine.validate.semantic.templates import MEMORY_NAMES, Resolver, analyze, 
 
 PROMPTED = frozenset(kind for kind, keys in KIND_REQUIRES.items() if "prompt" in keys)
 # a decide block's outputs have their own rule (BY353: exactly one, with an enum)
-NEEDS_OUTPUTS = frozenset(kind for kind, keys in KIND_REQUIRES.items() if "outputs" in keys) - {"decide"}
+NEEDS_OUTPUTS = frozenset(kind for kind, keys in KIND_REQUIRES.items() if "outputs" in keys) - {
+    "decide"
+}
 # A smart block's inputs and outputs become the fields of a DSPy signature (engine/smart/program.py), a
 # pydantic model: DSPy refuses these names (attributes of its Signature class and of pydantic's models),
 # and any name with a leading underscore. tests/smart/test_smart_names.py keeps the list true to the
 # installed DSPy; it is written out here because validation never imports DSPy.
-DSPY_RESERVED = frozenset({"fields", "input_fields", "instructions", "model_config", "model_dump", "model_dump_json",
-                           "model_validate", "model_validate_json", "model_validate_strings", "output_fields",
-                           "signature"})
+DSPY_RESERVED = frozenset(
+    {
+        "fields",
+        "input_fields",
+        "instructions",
+        "model_config",
+        "model_dump",
+        "model_dump_json",
+        "model_validate",
+        "model_validate_json",
+        "model_validate_strings",
+        "output_fields",
+        "signature",
+    }
+)
 
 
 def article(kind: str) -> str:
@@ -44,7 +66,9 @@ class BlockCheck:
         self.found: list[Diagnostic] = []
 
     def report(self, path: JsonPath, code: str, message: str, *, key: bool = False) -> None:
-        self.found.append(issue(self.definition.doc, path, code, f"block '{self.spec.block}': {message}", key=key))
+        self.found.append(
+            issue(self.definition.doc, path, code, f"block '{self.spec.block}': {message}", key=key)
+        )
 
     def run(self) -> list[Diagnostic]:
         self.keys()
@@ -63,8 +87,12 @@ class BlockCheck:
             if value is None or value == []:
                 continue
             fits = ", ".join(sorted(kinds))
-            self.report((name,), "BY356", f"`{name}` does not apply to {article(spec.kind)} block (only to {fits})",
-                        key=True)
+            self.report(
+                (name,),
+                "BY356",
+                f"`{name}` does not apply to {article(spec.kind)} block (only to {fits})",
+                key=True,
+            )
 
     def requirements(self) -> None:
         spec = self.spec
@@ -72,28 +100,48 @@ class BlockCheck:
         if kind == "transform":
             self.compute()
         elif kind == "tool" and spec.tool is None:
-            self.report(("kind",), "BY351", "a tool block needs `tool:`, the registered tool it calls")
+            self.report(
+                ("kind",), "BY351", "a tool block needs `tool:`, the registered tool it calls"
+            )
         elif kind == "wait" and spec.duration is None:
             self.report(("kind",), "BY352", "a wait block needs `duration:`, e.g. duration: 30s")
         elif kind in MEMORY_KINDS and spec.memory is None:
-            self.report(("kind",), "BY355", f"{article(kind)} block needs `memory:` (namespace and key)")
+            self.report(
+                ("kind",), "BY355", f"{article(kind)} block needs `memory:` (namespace and key)"
+            )
         elif kind == "memory_write":
             self.memory_write()
         if kind == "decide":
             enums = [name for name, decl in spec.outputs.items() if decl.enum]
             if len(spec.outputs) != 1 or len(enums) != 1:
                 where = ("outputs",) if spec.outputs else ("kind",)
-                found = f"it has {len(spec.outputs)} outputs" if len(spec.outputs) != 1 else \
-                    f"output '{next(iter(spec.outputs))}' has no enum"
-                self.report(where, "BY353",
-                            f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
-                            key=bool(spec.outputs))
-        if kind in PROMPTED and (spec.prompt is None or not (spec.prompt.user or spec.prompt.user_file)):
+                found = (
+                    f"it has {len(spec.outputs)} outputs"
+                    if len(spec.outputs) != 1
+                    else f"output '{next(iter(spec.outputs))}' has no enum"
+                )
+                self.report(
+                    where,
+                    "BY353",
+                    f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
+                    key=bool(spec.outputs),
+                )
+        if kind in PROMPTED and (
+            spec.prompt is None or not (spec.prompt.user or spec.prompt.user_file)
+        ):
             where = ("prompt",) if spec.prompt is not None else ("kind",)
-            self.report(where, "BY354", f"{article(kind)} block needs `prompt:` with a `user:` message",
-                        key=spec.prompt is not None)
+            self.report(
+                where,
+                "BY354",
+                f"{article(kind)} block needs `prompt:` with a `user:` message",
+                key=spec.prompt is not None,
+            )
         if kind in NEEDS_OUTPUTS and not spec.outputs:
-            self.report(("kind",), "BY358", f"{article(kind)} block needs `outputs:`, the values it produces")
+            self.report(
+                ("kind",),
+                "BY358",
+                f"{article(kind)} block needs `outputs:`, the values it produces",
+            )
         if kind == "smart":
             self.smart_fields()
 
@@ -110,27 +158,50 @@ class BlockCheck:
         for part, names in (("inputs", spec.inputs), ("outputs", spec.outputs)):
             for name in names:
                 if name.startswith("_") or name in DSPY_RESERVED:
-                    why = "starts with an underscore" if name.startswith("_") else "is a name DSPy keeps for itself"
-                    self.report((part, name), "BY359", f"{part[:-1]} '{name}' {why}: a smart block's inputs and "
-                                                       "outputs are the fields of a DSPy signature; rename it",
-                                key=True)
+                    why = (
+                        "starts with an underscore"
+                        if name.startswith("_")
+                        else "is a name DSPy keeps for itself"
+                    )
+                    self.report(
+                        (part, name),
+                        "BY359",
+                        f"{part[:-1]} '{name}' {why}: a smart block's inputs and "
+                        "outputs are the fields of a DSPy signature; rename it",
+                        key=True,
+                    )
                 elif part == "outputs" and name in spec.inputs:
-                    self.report((part, name), "BY359", f"'{name}' is both an input and an output: a smart block's "
-                                                       "inputs and outputs are the fields of one DSPy signature; "
-                                                       "rename one", key=True)
+                    self.report(
+                        (part, name),
+                        "BY359",
+                        f"'{name}' is both an input and an output: a smart block's "
+                        "inputs and outputs are the fields of one DSPy signature; "
+                        "rename one",
+                        key=True,
+                    )
 
     def memory_write(self) -> None:
         """What a memory_write block stores: the inputs its key does not read; it writes no outputs."""
         spec = self.spec
         assert spec.memory is not None
         if spec.outputs:
-            self.report(("outputs",), "BY356", "`outputs` does not apply to a memory_write block: it only writes "
-                                               "memory (drop `outputs:`)", key=True)
+            self.report(
+                ("outputs",),
+                "BY356",
+                "`outputs` does not apply to a memory_write block: it only writes "
+                "memory (drop `outputs:`)",
+                key=True,
+            )
         key = spec.memory.key
         if key is None:
             if spec.memory.namespace == "preferences":
-                self.report(("memory",), "BY443", "a memory_write block that writes a preference needs "
-                                                  "memory.key, the preference's name", key=True)
+                self.report(
+                    ("memory",),
+                    "BY443",
+                    "a memory_write block that writes a preference needs "
+                    "memory.key, the preference's name",
+                    key=True,
+                )
             read: set[str] = set()
         else:
             try:
@@ -139,43 +210,65 @@ class BlockCheck:
                 return  # the template's own check (BY400) says what is wrong
         if not [name for name in spec.inputs if name not in read]:
             where = ("memory", "key") if key is not None else ("kind",)
-            self.report(where, "BY444", "a memory_write block stores its inputs that memory.key does not read, "
-                                        "and it has none left: add the input to store", key=key is not None)
+            self.report(
+                where,
+                "BY444",
+                "a memory_write block stores its inputs that memory.key does not read, "
+                "and it has none left: add the input to store",
+                key=key is not None,
+            )
 
     def compute(self) -> None:
         spec = self.spec
         if spec.compute is None:
-            self.report(("kind",), "BY350", "a transform block needs `compute:`, one expression per output")
+            self.report(
+                ("kind",), "BY350", "a transform block needs `compute:`, one expression per output"
+            )
             return
         missing = [name for name in spec.outputs if name not in spec.compute]
         if missing:
-            self.report(("compute",), "BY350",
-                        f"output{'s' if len(missing) > 1 else ''} {quote_list(missing)} "
-                        f"{'have' if len(missing) > 1 else 'has'} no compute expression", key=True)
+            self.report(
+                ("compute",),
+                "BY350",
+                f"output{'s' if len(missing) > 1 else ''} {quote_list(missing)} "
+                f"{'have' if len(missing) > 1 else 'has'} no compute expression",
+                key=True,
+            )
         for name in spec.compute:
             if name not in spec.outputs:
-                self.report(("compute", name), "BY350",
-                            f"compute '{name}' is not a declared output{did_you_mean(name, spec.outputs)}",
-                            key=True)
+                self.report(
+                    ("compute", name),
+                    "BY350",
+                    f"compute '{name}' is not a declared output{did_you_mean(name, spec.outputs)}",
+                    key=True,
+                )
 
     def references(self) -> None:
         spec = self.spec
         tools = known_tools(self.project)
-        named: list[tuple[tuple[str | int, ...], str]] = [(("tools", position), name)
-                                                          for position, name in enumerate(spec.tools)]
+        named: list[tuple[tuple[str | int, ...], str]] = [
+            (("tools", position), name) for position, name in enumerate(spec.tools)
+        ]
         if spec.tool is not None:
             named.append((("tool",), spec.tool))
         for where, name in named:
             if name not in tools:
                 listed = f"known tools: {', '.join(tools)}" if tools else "no tools are known"
-                self.report(where, "BY501", f"unknown tool '{name}'{did_you_mean(name, tools)} ({listed}; "
-                                            "declare yard tools under `tools:` in blockyard.yaml)")
+                self.report(
+                    where,
+                    "BY501",
+                    f"unknown tool '{name}'{did_you_mean(name, tools)} ({listed}; "
+                    "declare yard tools under `tools:` in blockyard.yaml)",
+                )
         if isinstance(spec.model, str):
             profiles = known_profiles(self.project)
             if spec.model not in profiles:
-                self.report(("model",), "BY502",
-                            f"unknown model profile '{spec.model}'{did_you_mean(spec.model, profiles)} "
-                            f"(profiles: {', '.join(profiles)}; declare them under `models:` in blockyard.yaml)")
+                self.report(
+                    ("model",),
+                    "BY502",
+                    f"unknown model profile '{spec.model}'{did_you_mean(spec.model, profiles)} "
+                    f"(profiles: {', '.join(profiles)}; declare them under `models:` in blockyard.yaml)",
+                )
         elif isinstance(spec.model, ModelProfile):
             for sub, code, message, key in profile_problems(spec.model):
                 self.report(("model", *sub), code, message, key=key)
@@ -183,13 +276,19 @@ class BlockCheck:
             agent = self.project.block(name)
             if name in self.project.flows or (agent is not None and agent.spec.kind == "agent"):
                 continue
-            reason = f"block '{name}' is not an agent block" if agent is not None else \
-                f"there is no agent block or flow of that name{did_you_mean(name, self._agents())}"
+            reason = (
+                f"block '{name}' is not an agent block"
+                if agent is not None
+                else f"there is no agent block or flow of that name{did_you_mean(name, self._agents())}"
+            )
             self.report(("delegates", position), "BY218", f"delegate '{name}': {reason}")
 
     def _agents(self) -> list[str]:
-        agents = [name for name, versions in self.project.blocks.items()
-                  if versions[max(versions)].spec.kind == "agent"]
+        agents = [
+            name
+            for name, versions in self.project.blocks.items()
+            if versions[max(versions)].spec.kind == "agent"
+        ]
         return [*agents, *self.project.flows]
 
     def templates(self) -> None:
@@ -200,13 +299,28 @@ class BlockCheck:
         if spec.compute is not None:
             resolve = names_scope(inputs, "a compute expression")
             for name, source in spec.compute.items():
-                self.scan(("compute", name), source, resolve, expression=True, what=f"compute '{name}'")
+                self.scan(
+                    ("compute", name), source, resolve, expression=True, what=f"compute '{name}'"
+                )
         if spec.memory is not None and spec.memory.key is not None:
-            self.scan(("memory", "key"), spec.memory.key, names_scope(inputs, "a memory key"),
-                      expression=False, what="memory.key")
+            self.scan(
+                ("memory", "key"),
+                spec.memory.key,
+                names_scope(inputs, "a memory key"),
+                expression=False,
+                what="memory.key",
+            )
 
-    def scan(self, path: JsonPath, source: str, resolve: Resolver, *, expression: bool, what: str,
-             includes: bool = False) -> None:
+    def scan(
+        self,
+        path: JsonPath,
+        source: str,
+        resolve: Resolver,
+        *,
+        expression: bool,
+        what: str,
+        includes: bool = False,
+    ) -> None:
         for problem in scan(source, resolve, expression=expression, includes=includes):
             self.report(path, problem.code, f"{what}: {problem.message}")
 
@@ -216,10 +330,21 @@ class BlockCheck:
         assert self.spec.prompt is not None
         for part, inline, name in prompt_sources(self.spec.prompt):
             if inline is not None and name is not None:
-                self.report(("prompt", f"{part}_file"), "BY432",
-                            f"prompt.{part} and prompt.{part}_file are both given; keep one", key=True)
+                self.report(
+                    ("prompt", f"{part}_file"),
+                    "BY432",
+                    f"prompt.{part} and prompt.{part}_file are both given; keep one",
+                    key=True,
+                )
             if inline is not None:
-                self.scan(("prompt", part), inline, resolve, expression=False, what=f"prompt.{part}", includes=True)
+                self.scan(
+                    ("prompt", part),
+                    inline,
+                    resolve,
+                    expression=False,
+                    what=f"prompt.{part}",
+                    includes=True,
+                )
                 self.includes(("prompt", part), inline, f"prompt.{part}", resolve, ())
             if name is not None:
                 where: JsonPath = ("prompt", f"{part}_file")
@@ -230,21 +355,34 @@ class BlockCheck:
                 self.scan(where, text, resolve, expression=False, what=what, includes=True)
                 self.includes(where, text, what, resolve, (normal(name),))
 
-    def includes(self, path: JsonPath, source: str, what: str, resolve: Resolver, chain: tuple[str, ...]) -> None:
+    def includes(
+        self, path: JsonPath, source: str, what: str, resolve: Resolver, chain: tuple[str, ...]
+    ) -> None:
         for found in includes(source):
             at = f"{what}, line {found.line}" if "\n" in source.strip() else what
             if found.name is None:
-                self.report(path, "BY431", f"{at}: {{% include %}} needs the file's name as a constant text, "
-                                           "e.g. {% include 'prompts/rules.md' %}")
+                self.report(
+                    path,
+                    "BY431",
+                    f"{at}: {{% include %}} needs the file's name as a constant text, "
+                    "e.g. {% include 'prompts/rules.md' %}",
+                )
                 continue
             name = normal(found.name)
             if name in chain:
-                self.report(path, "BY431", f"{at}: {{% include '{found.name}' %}} includes itself "
-                                           f"({' → '.join([*chain, name])})")
+                self.report(
+                    path,
+                    "BY431",
+                    f"{at}: {{% include '{found.name}' %}} includes itself "
+                    f"({' → '.join([*chain, name])})",
+                )
                 continue
             if len(chain) >= MAX_DEPTH:
-                self.report(path, "BY431", f"{at}: {{% include '{found.name}' %}} is more than {MAX_DEPTH} files "
-                                           "deep")
+                self.report(
+                    path,
+                    "BY431",
+                    f"{at}: {{% include '{found.name}' %}} is more than {MAX_DEPTH} files deep",
+                )
                 continue
             text = self.read(path, found.name, f"{at}: {{% include %}}")
             if text is None:
@@ -282,10 +420,14 @@ def prompt_memory_names(definition: BlockDef, project: Project | None = None) ->
     sources = [source for source in (prompt.system, prompt.user) if source is not None]
     files = [name for name in (prompt.system_file, prompt.user_file) if name is not None]
     if project is not None and (files or any(includes(source) for source in sources)):
-        with contextlib.suppress(PromptFileError):  # reported by the block's own check (BY430, BY431)
+        # reported by the block's own check (BY430, BY431)
+        with contextlib.suppress(PromptFileError):
             sources.extend(pin(project.root, project.bounds(), sources, files).values())
     used: list[str] = []
     for source in sources:
-        used.extend(path[0] for path in analyze(source, False).paths
-                    if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs)
+        used.extend(
+            path[0]
+            for path in analyze(source, False).paths
+            if path[0] in MEMORY_NAMES and path[0] not in definition.spec.inputs
+        )
     return list(dict.fromkeys(used))

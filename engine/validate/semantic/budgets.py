@@ -71,13 +71,21 @@ class Worst:
 
     def plus(self, other: Worst) -> Worst:
         """Both parts run."""
-        return Worst(_add(self.calls, other.calls), _add(self.tokens, other.tokens), _larger(self.share, other.share),
-                     self.unbounded or other.unbounded)
+        return Worst(
+            _add(self.calls, other.calls),
+            _add(self.tokens, other.tokens),
+            _larger(self.share, other.share),
+            self.unbounded or other.unbounded,
+        )
 
     def either(self, other: Worst) -> Worst:
         """One of the two parts runs."""
-        return Worst(_most(self.calls, other.calls), _most(self.tokens, other.tokens),
-                     _larger(self.share, other.share), self.unbounded or other.unbounded)
+        return Worst(
+            _most(self.calls, other.calls),
+            _most(self.tokens, other.tokens),
+            _larger(self.share, other.share),
+            self.unbounded or other.unbounded,
+        )
 
     def times(self, count: int, why: str) -> Worst:
         """The part runs `count` times, for the reason `why`."""
@@ -85,7 +93,11 @@ class Worst:
             return ZERO
         if self.calls == 0:
             return self
-        share = Share((why, *self.share.how), self.share.calls * count) if self.share is not None else None
+        share = (
+            Share((why, *self.share.how), self.share.calls * count)
+            if self.share is not None
+            else None
+        )
         return Worst(_mul(self.calls, count), _mul(self.tokens, count), share, self.unbounded)
 
     def inside(self, why: str) -> Worst:
@@ -93,7 +105,9 @@ class Worst:
         if self.calls == 0:
             return self
         share = Share((why, *self.share.how), self.share.calls) if self.share is not None else None
-        return replace(self, share=share, unbounded=f"{why}: {self.unbounded}" if self.unbounded else None)
+        return replace(
+            self, share=share, unbounded=f"{why}: {self.unbounded}" if self.unbounded else None
+        )
 
 
 ZERO = Worst()
@@ -131,19 +145,30 @@ def check_budgets(index: FlowIndex, graphs: dict[Region, ControlGraph] | None) -
     budget = effective(flow.budget, config.budget)
     if budget is None:
         if config.policy.require_budget:
-            index.report(("flow",), "BY817", (
-                f"flow '{index.name}' has no budget, and the yard's policy requires one (policy.require_budget): "
-                "add `budget:` to the flow (model_calls, tokens, cost_usd or wall_time) or a default `budget:` to "
-                "blockyard.yaml"))
+            index.report(
+                ("flow",),
+                "BY817",
+                (
+                    f"flow '{index.name}' has no budget, and the yard's policy requires one (policy.require_budget): "
+                    "add `budget:` to the flow (model_calls, tokens, cost_usd or wall_time) or a default `budget:` to "
+                    "blockyard.yaml"
+                ),
+            )
         return
     if graphs is None:
         return
     worst = Estimate(index.project).flow(index, graphs)
     if worst.calls is None:
         where = ("budget",) if flow.budget is not None else ("flow",)
-        index.report(where, "BY871", (
-            f"flow '{index.name}' has no bound on its model calls: {worst.unbounded}; only the budget "
-            f"({_limits(budget)}) stops such a run"), key=where == ("budget",))
+        index.report(
+            where,
+            "BY871",
+            (
+                f"flow '{index.name}' has no bound on its model calls: {worst.unbounded}; only the budget "
+                f"({_limits(budget)}) stops such a run"
+            ),
+            key=where == ("budget",),
+        )
         return
     for scope in ((), ("per_turn",)):
         limits = budget.per_turn if scope else budget
@@ -153,27 +178,42 @@ def check_budgets(index: FlowIndex, graphs: dict[Region, ControlGraph] | None) -
         _over_tokens(index, worst, limits, scope)
 
 
-def _over_calls(index: FlowIndex, worst: Worst, limits: BudgetLimits, scope: tuple[str, ...]) -> None:
+def _over_calls(
+    index: FlowIndex, worst: Worst, limits: BudgetLimits, scope: tuple[str, ...]
+) -> None:
     limit = limits.model_calls
     if limit is None or worst.calls is None or worst.calls <= limit or worst.share is None:
         return
     path, named = _limit_at(index, (*scope, "model_calls"))
     how = " × ".join(worst.share.how)
     part = "" if worst.share.calls == worst.calls else f"{worst.share.calls:,} of them from "
-    index.report(path, "BY870", (
-        f"flow '{index.name}' can make up to {worst.calls:,} model calls in one {_what(scope)}, above {named} "
-        f"({limit:,}): {part}{how}"))
+    index.report(
+        path,
+        "BY870",
+        (
+            f"flow '{index.name}' can make up to {worst.calls:,} model calls in one {_what(scope)}, above {named} "
+            f"({limit:,}): {part}{how}"
+        ),
+    )
 
 
-def _over_tokens(index: FlowIndex, worst: Worst, limits: BudgetLimits, scope: tuple[str, ...]) -> None:
+def _over_tokens(
+    index: FlowIndex, worst: Worst, limits: BudgetLimits, scope: tuple[str, ...]
+) -> None:
     limit = limits.tokens
     if limit is None or worst.tokens is None or worst.tokens <= limit:
         return
     path, named = _limit_at(index, (*scope, "tokens"))
-    index.report(path, "BY870", (
-        f"flow '{index.name}' can generate up to {worst.tokens:,} output tokens in one {_what(scope)} ({worst.calls:,} "
-        f"model calls, each up to its model profile's max_tokens), above {named} ({limit:,}), which counts input "
-        "tokens too"))
+    index.report(
+        path,
+        "BY870",
+        (
+            f"flow '{index.name}' can generate up to {worst.tokens:,} output tokens in one "
+            f"{_what(scope)} ({worst.calls:,} "
+            f"model calls, each up to its model profile's max_tokens), above {named} ({limit:,}), which counts input "
+            "tokens too"
+        ),
+    )
 
 
 def _what(scope: tuple[str, ...]) -> str:
@@ -200,8 +240,11 @@ def _limits(budget: BudgetSpec) -> str:
 
 
 def _set(limits: BudgetLimits) -> list[tuple[str, object]]:
-    return [(key, value) for key in ("model_calls", "tokens", "cost_usd", "wall_time")
-            if (value := getattr(limits, key)) is not None]
+    return [
+        (key, value)
+        for key in ("model_calls", "tokens", "cost_usd", "wall_time")
+        if (value := getattr(limits, key)) is not None
+    ]
 
 
 @dataclass
@@ -210,7 +253,8 @@ class Estimate:
 
     project: Project
     flows: dict[str, Worst] = field(default_factory=dict)
-    active: set[str] = field(default_factory=set)  # flows being estimated: a subflow cycle (BY318) adds nothing
+    # flows being estimated: a subflow cycle (BY318) adds nothing
+    active: set[str] = field(default_factory=set)
 
     def flow(self, index: FlowIndex, graphs: dict[Region, ControlGraph]) -> Worst:
         return self._region(index.root, _Flow(index, graphs))
@@ -243,17 +287,24 @@ class Estimate:
         if spec.flow is not None:
             if node.subflow is None:
                 return ZERO
-            return self._subflow(node.subflow).inside(f"subflow step '{node.id}' (flow '{spec.flow}')")
+            return self._subflow(node.subflow).inside(
+                f"subflow step '{node.id}' (flow '{spec.flow}')"
+            )
         body = self._region(node.body, flow) if node.body is not None else ZERO
         if spec.loop is not None:
-            return body.times(spec.loop.max_iterations, f"loop '{node.id}' (max_iterations {spec.loop.max_iterations})")
+            return body.times(
+                spec.loop.max_iterations,
+                f"loop '{node.id}' (max_iterations {spec.loop.max_iterations})",
+            )
         if spec.foreach is not None:
             count = literal_items(spec.foreach.items)
             if count is not None:
                 return body.times(count, f"foreach '{node.id}' ({count} items)")
             steps = flow.spec.max_steps
             if steps is None:
-                return body.times(FOREACH_ITEMS, f"foreach '{node.id}' (up to {FOREACH_ITEMS} items)")
+                return body.times(
+                    FOREACH_ITEMS, f"foreach '{node.id}' (up to {FOREACH_ITEMS} items)"
+                )
             return body.times(steps, f"foreach '{node.id}' (up to {steps} items: max_steps)")
         if spec.map is not None:
             each = body
@@ -265,8 +316,10 @@ class Estimate:
             if each.calls == 0:
                 return ZERO
             what = f"block '{spec.map.uses}'" if spec.map.uses is not None else "its steps"
-            return _unbounded(f"map '{node.id}' runs {what} once per item of '{spec.map.items}', a list whose length "
-                              "is known only at run time")
+            return _unbounded(
+                f"map '{node.id}' runs {what} once per item of '{spec.map.items}', a list whose length "
+                "is known only at run time"
+            )
         return ZERO  # a router or an approval step: no model call
 
     def _block(self, node: StepNode, flow: _Flow, label: str) -> Worst:
@@ -277,8 +330,10 @@ class Estimate:
         if block.kind == "agent" and self._delegates_call(node, block, flow):
             names = ", ".join(f"'{name}'" for name in [*node.spec.delegates, *block.delegates])
             step = f"map '{node.id}'" if node.spec.map is not None else f"step '{node.id}'"
-            return _unbounded(f"{step} runs agent '{block.block}', which may call its delegates ({names}) any "
-                              "number of times in one turn")
+            return _unbounded(
+                f"{step} runs agent '{block.block}', which may call its delegates ({names}) any "
+                "number of times in one turn"
+            )
         retry = block.retry or RetrySpec()
         attempts = retry.attempts if retry.on else 1
         each = "" if attempts == 1 else f", {attempts} attempts"
@@ -286,15 +341,21 @@ class Estimate:
             turns = block.max_iterations or DEFAULT_MAX_ITERATIONS
             # the whole agent runs again only after the block's own timeout (the loop's failures are
             # not transient: engine/agents/plan.py, AgentFailed), or any failure with `on: [any]`
-            whole = attempts if "any" in retry.on or (block.timeout is not None and "timeout" in retry.on) else 1
+            whole = (
+                attempts
+                if "any" in retry.on or (block.timeout is not None and "timeout" in retry.on)
+                else 1
+            )
             calls = whole * turns * attempts
             how = f"{turns} turns" + (f", {attempts} attempts each" if attempts > 1 else "")
             how += f", the whole agent {whole} times" if whole > 1 else ""
         elif block.kind == "smart":
             predictions = block.guardrails.attempts if block.guardrails is not None else 1
             calls = attempts * predictions * DSPY_FORMATS
-            how = (f"{predictions} prediction{'s' if predictions > 1 else ''} in {DSPY_FORMATS} formats (DSPy's "
-                   f"fallback){each}")
+            how = (
+                f"{predictions} prediction{'s' if predictions > 1 else ''} in {DSPY_FORMATS} formats (DSPy's "
+                f"fallback){each}"
+            )
         else:
             calls = attempts * REPAIR
             how = f"a call and its repair{each}"
@@ -315,7 +376,11 @@ class Estimate:
         a step's delegates are agent steps of its list, else flows; a block's agent blocks, else flows."""
         for name in node.spec.delegates:
             sibling = flow.index.by_id.get(name)
-            if sibling is not None and sibling.block_spec is not None and sibling.block_spec.kind == "agent":
+            if (
+                sibling is not None
+                and sibling.block_spec is not None
+                and sibling.block_spec.kind == "agent"
+            ):
                 return True
             if self._flow_calls(name):
                 return True
@@ -383,7 +448,9 @@ def _summed(region: Region, own: dict[str, Worst]) -> Worst:
         if visits is not None:
             worst = worst.times(visits, f"step '{node.id}' (max_visits {visits})")
         elif passes > 1:
-            worst = worst.times(passes, f"{passes} passes of {region.describe()} (back-edges to max_visits steps)")
+            worst = worst.times(
+                passes, f"{passes} passes of {region.describe()} (back-edges to max_visits steps)"
+            )
         total = total.plus(worst)
     return total
 

@@ -37,12 +37,26 @@ def known_profiles(project: Project) -> list[str]:
 def profile_problems(profile: ModelProfile) -> Iterator[tuple[JsonPath, str, str, bool]]:
     """(sub-path, code, message, at key) for one model profile."""
     if profile.provider != "mock" and not profile.name:
-        yield (), "BY503", (f"a provider: {profile.provider} profile needs `name:` (the model to ask for, "
-                            "e.g. gpt-4o-mini)"), False
+        yield (
+            (),
+            "BY503",
+            (
+                f"a provider: {profile.provider} profile needs `name:` (the model to ask for, "
+                "e.g. gpt-4o-mini)"
+            ),
+            False,
+        )
     for setting, provider in PROVIDER_ONLY.items():
         if setting in profile.model_fields_set and profile.provider != provider:
-            yield (setting,), "BY505", (f"`{setting}` only applies to provider: {provider}; this profile uses "
-                                        f"{profile.provider}, which ignores it"), True
+            yield (
+                (setting,),
+                "BY505",
+                (
+                    f"`{setting}` only applies to provider: {provider}; this profile uses "
+                    f"{profile.provider}, which ignores it"
+                ),
+                True,
+            )
 
 
 def check_config(project: Project) -> list[Diagnostic]:
@@ -53,36 +67,70 @@ def check_config(project: Project) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for name, profile in project.config.models.items():
         for sub, code, message, key in profile_problems(profile):
-            found.append(issue(doc, ("models", name, *sub), code, f"model profile '{name}': {message}", key=key))
+            found.append(
+                issue(
+                    doc, ("models", name, *sub), code, f"model profile '{name}': {message}", key=key
+                )
+            )
         for reply_key, replies in (profile.replies or {}).items():
             for position, reply in enumerate(replies):
                 for where, wrong in reply_problems(reply):
-                    found.append(issue(doc, ("models", name, "replies", reply_key, position, *where), "BY516",
-                                       f"model profile '{name}', reply {position + 1} for '{reply_key}': {wrong}"))
+                    found.append(
+                        issue(
+                            doc,
+                            ("models", name, "replies", reply_key, position, *where),
+                            "BY516",
+                            f"model profile '{name}', reply {position + 1} for '{reply_key}': {wrong}",
+                        )
+                    )
     name_model = project.config.threads.name_model
     if name_model is not None and name_model not in known_profiles(project):
         profiles = known_profiles(project)
-        found.append(issue(doc, ("threads", "name_model"), "BY502",
-                           f"threads.name_model: unknown model profile '{name_model}'"
-                           f"{did_you_mean(name_model, profiles)} (profiles: {', '.join(profiles)})"))
+        found.append(
+            issue(
+                doc,
+                ("threads", "name_model"),
+                "BY502",
+                f"threads.name_model: unknown model profile '{name_model}'"
+                f"{did_you_mean(name_model, profiles)} (profiles: {', '.join(profiles)})",
+            )
+        )
     found.extend(check_retention(project))
     for position, flow in enumerate(project.config.server.mcp_flows or ()):
         if flow not in project.flows:
-            found.append(issue(doc, ("server", "mcp_flows", position), "BY517",
-                               f"server.mcp_flows: unknown flow '{flow}'{did_you_mean(flow, project.flows)}"))
+            found.append(
+                issue(
+                    doc,
+                    ("server", "mcp_flows", position),
+                    "BY517",
+                    f"server.mcp_flows: unknown flow '{flow}'{did_you_mean(flow, project.flows)}",
+                )
+            )
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)
         if problem is not None:
-            found.append(issue(doc, ("tools", name, "import"), "BY504", f"tool '{name}': {problem}"))
+            found.append(
+                issue(doc, ("tools", name, "import"), "BY504", f"tool '{name}': {problem}")
+            )
         else:  # found, not imported: a module file that links out of the code folder would run foreign code
-            problem = module_problem(decl.import_.partition(":")[0], project.root, project.config.paths.code)
+            problem = module_problem(
+                decl.import_.partition(":")[0], project.root, project.config.paths.code
+            )
             if problem is not None:
-                found.append(issue(doc, ("tools", name, "import"), "BY008", f"tool '{name}': {problem}"))
+                found.append(
+                    issue(doc, ("tools", name, "import"), "BY008", f"tool '{name}': {problem}")
+                )
         if name in builtins:
-            found.append(issue(doc, ("tools", name), "BY506",
-                               f"tool '{name}' has the name of a built-in tool and replaces it in this yard",
-                               key=True))
+            found.append(
+                issue(
+                    doc,
+                    ("tools", name),
+                    "BY506",
+                    f"tool '{name}' has the name of a built-in tool and replaces it in this yard",
+                    key=True,
+                )
+            )
     return found
 
 

@@ -42,7 +42,9 @@ class ControlGraph:
     edges: list[Edge] = field(default_factory=list)
     out: dict[str, list[Edge]] = field(default_factory=dict)
     into: dict[str, list[Edge]] = field(default_factory=dict)
-    forward: bool = True  # every edge goes down the list: no cycles, one pass of each analysis suffices
+    forward: bool = (
+        True  # every edge goes down the list: no cycles, one pass of each analysis suffices
+    )
 
     def add(self, edge: Edge) -> None:
         self.edges.append(edge)
@@ -60,7 +62,9 @@ class ControlGraph:
     def fan_outs(self) -> Iterator[tuple[str, list[str]]]:
         """Steps that start several steps at once, with those steps."""
         for source, edges in self.out.items():
-            arms = list(dict.fromkeys(e.target for e in edges if e.kind in CONCURRENT and e.target != END))
+            arms = list(
+                dict.fromkeys(e.target for e in edges if e.kind in CONCURRENT and e.target != END)
+            )
             if len(arms) > 1:
                 yield source, arms
 
@@ -145,7 +149,11 @@ def _gate_edges(node: StepNode) -> list[Edge]:
         if gate is None:
             continue
         if gate.on_reject != "fail":
-            found.append(Edge(source, gate.on_reject, "reject", node.at(*where, "on_reject"), ran=False))
+            found.append(
+                Edge(source, gate.on_reject, "reject", node.at(*where, "on_reject"), ran=False)
+            )
         if gate.on_timeout not in ("approve", "reject"):
-            found.append(Edge(source, gate.on_timeout, "timeout", node.at(*where, "on_timeout"), ran=False))
+            found.append(
+                Edge(source, gate.on_timeout, "timeout", node.at(*where, "on_timeout"), ran=False)
+            )
     return found

@@ -55,9 +55,11 @@ def keys_of(facts: Iterable[str]) -> list[str]:
 @dataclass
 class RegionFacts:
     graph: ControlGraph
-    must: dict[str, Facts | None] = field(default_factory=dict)  # at each step's start, on every path
+    # at each step's start, on every path
+    must: dict[str, Facts | None] = field(default_factory=dict)
     may: dict[str, Facts] = field(default_factory=dict)  # at each step's start, on some path
-    finish: dict[str, Facts | None] = field(default_factory=dict)  # from each step to the region's end
+    # from each step to the region's end
+    finish: dict[str, Facts | None] = field(default_factory=dict)
     end: Facts | None = None  # forward: certain on every arrival at the region's end
 
 
@@ -174,8 +176,9 @@ class Dataflow:
                     finish[node.id] = value
                     changed = not graph.forward
 
-    def _finish_step(self, node: StepNode, graph: ControlGraph, finish: dict[str, Facts | None],
-                     gen: Facts) -> Facts | None:
+    def _finish_step(
+        self, node: StepNode, graph: ControlGraph, finish: dict[str, Facts | None], gen: Facts
+    ) -> Facts | None:
         edges = graph.out.get(node.id, [])
         together: Facts | None = NOTHING
         for edge in edges:
@@ -221,8 +224,13 @@ class Dataflow:
             if node.body is not None:
                 self._forward(node.body, must[node.id], may[node.id])
 
-    def _after(self, edge: Edge, must: dict[str, Facts | None], may: dict[str, Facts],
-               again: dict[str, Facts | None]) -> tuple[Facts | None, Facts]:
+    def _after(
+        self,
+        edge: Edge,
+        must: dict[str, Facts | None],
+        may: dict[str, Facts],
+        again: dict[str, Facts | None],
+    ) -> tuple[Facts | None, Facts]:
         """Facts carried along one edge."""
         node = self.by_id[edge.source]
         if edge.kind == "max_visits":
@@ -232,9 +240,16 @@ class Dataflow:
             return must[edge.source], may[edge.source]
         return join(must[edge.source], self.gen(node)), may[edge.source] | self.gen_may(node)
 
-    def _start(self, node: StepNode, graph: ControlGraph, entry_must: Facts | None, entry_may: Facts,
-               must: dict[str, Facts | None], may: dict[str, Facts],
-               again: dict[str, Facts | None]) -> tuple[Facts | None, Facts, Facts | None]:
+    def _start(
+        self,
+        node: StepNode,
+        graph: ControlGraph,
+        entry_must: Facts | None,
+        entry_may: Facts,
+        must: dict[str, Facts | None],
+        may: dict[str, Facts],
+        again: dict[str, Facts | None],
+    ) -> tuple[Facts | None, Facts, Facts | None]:
         """(certain, possible, certain on a later arrival) facts when `node` starts."""
         arrivals: Facts | None = None
         result_may: Facts = entry_may if node.id == graph.entry else NOTHING
@@ -260,16 +275,23 @@ class Dataflow:
         if writer is not None and key_fact(key) in may:
             return f"context key '{key}' is written by step '{writer.id}', but not on every path to {here}"
         if writer is not None:
-            return (f"context key '{key}' is written by step '{writer.id}', which is not certain to finish "
-                    f"before {here} starts")
+            return (
+                f"context key '{key}' is written by step '{writer.id}', which is not certain to finish "
+                f"before {here} starts"
+            )
         inner = self.private.get(key)
         if inner is None:
             return None
         owner = map_owner(inner)
-        where = f"by step '{inner.id}' inside the map of step '{owner.id}'" if owner is not None else \
-            f"by each item of the map of step '{inner.id}'"
-        return (f"context key '{key}' is only written {where}, and map items keep their outputs to themselves "
-                "(gather them with the map's `collect:`)")
+        where = (
+            f"by step '{inner.id}' inside the map of step '{owner.id}'"
+            if owner is not None
+            else f"by each item of the map of step '{inner.id}'"
+        )
+        return (
+            f"context key '{key}' is only written {where}, and map items keep their outputs to themselves "
+            "(gather them with the map's `collect:`)"
+        )
 
     def before(self, node: StepNode) -> tuple[Facts | None, Facts]:
         """(certain, possible) facts when `node` starts."""

@@ -26,4 +26,3 @@ def default_problems(decl: TypeSpec, path: JsonPath, name: str) -> Iterator[tupl
         yield from default_problems(decl.items, (*path, "items"), f"{name}[]")
     for key, sub in (decl.properties or {}).items():
         yield from default_problems(sub, (*path, "properties", key), f"{name}.{key}")
-

@@ -76,7 +76,9 @@ def _block_edges(graph: DelegationGraph, found: Catalog, name: str, spec: BlockS
     for callee in block_callees(spec, found):
         if callee.kind is not None:
             target = f"{'block' if callee.kind == 'agent' else 'flow'}:{callee.name}"
-            graph.delegate(Delegation(f"block:{name}", target, f"block:{name}", ("delegates", callee.position)))
+            graph.delegate(
+                Delegation(f"block:{name}", target, f"block:{name}", ("delegates", callee.position))
+            )
 
 
 def _flow_edges(graph: DelegationGraph, found: Catalog, name: str, flow: FlowSpec) -> None:
@@ -89,7 +91,9 @@ def _flow_edges(graph: DelegationGraph, found: Catalog, name: str, flow: FlowSpe
         for position, step in enumerate(steps):
             if step.flow is not None and found.flow(step.flow) is not None:
                 graph.link(here, f"flow:{step.flow}")
-            block = found.agent(step.uses if step.uses is not None else (step.map.uses if step.map else None))
+            block = found.agent(
+                step.uses if step.uses is not None else (step.map.uses if step.map else None)
+            )
             if block is None:
                 continue
             if not step.delegates:
@@ -106,7 +110,11 @@ def _flow_edges(graph: DelegationGraph, found: Catalog, name: str, flow: FlowSpe
                     target = f"flow:{callee.name}"
                 else:
                     continue
-                graph.delegate(Delegation(node, target, here, (*prefix, position, "delegates", callee.position)))
+                graph.delegate(
+                    Delegation(
+                        node, target, here, (*prefix, position, "delegates", callee.position)
+                    )
+                )
 
 
 def _shown(node: str) -> str:
@@ -134,7 +142,11 @@ def check_block_delegation(project: Project, graph: DelegationGraph) -> list[Dia
         if cycle is None:
             continue
         for definition in project.blocks.get(name, {}).values():
-            found.append(issue(definition.doc, edge.path, "BY320", f"block '{name}': {_message(edge, cycle)}"))
+            found.append(
+                issue(
+                    definition.doc, edge.path, "BY320", f"block '{name}': {_message(edge, cycle)}"
+                )
+            )
     return found
 
 
@@ -148,7 +160,9 @@ def check_delegation(index: FlowIndex, graph: DelegationGraph) -> None:
         if cycle is not None:
             step = edge.source.rsplit(":", 1)[-1]
             index.report(edge.path, "BY320", f"step '{step}': {_message(edge, cycle)}")
-            index.broken = True  # steps delegating to each other own each other's regions: no order to analyse
+            index.broken = (
+                True  # steps delegating to each other own each other's regions: no order to analyse
+            )
     for node in index.walk():
         _reach(index, node)
 
@@ -160,10 +174,14 @@ def _reach(index: FlowIndex, node: StepNode) -> None:
         target = index.by_id.get(name)
         if target is None or target is node or name in index.project.flows:
             continue
-        if target.region.kind == "delegate" and target.path[:-1] == node.path[:-1]:  # a delegate of its own list
+        if target.region.kind == "delegate" and target.path[:-1] == node.path[:-1]:
+            # a delegate of its own list
             continue
         if target.runs_block is None or target.runs_block.kind != "agent":
             continue  # not an agent step at all: BY218 says so
-        index.report(node.at("delegates", position), "BY213",
-                     f"step '{node.id}' delegates to step '{name}', which is in {target.region.home.describe()}; "
-                     f"a step delegates to agent steps of its own list ({node.region.home.describe()}) or to flows")
+        index.report(
+            node.at("delegates", position),
+            "BY213",
+            f"step '{node.id}' delegates to step '{name}', which is in {target.region.home.describe()}; "
+            f"a step delegates to agent steps of its own list ({node.region.home.describe()}) or to flows",
+        )

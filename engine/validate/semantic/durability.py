@@ -20,22 +20,32 @@ def check_durability(index: FlowIndex) -> None:
     own = flow.durability
     mode = own or config.durability
     if flow.trace is False and own is not None and own not in NO_CHECKPOINTS:
-        index.report(("trace",), "BY862",
-                     f"flow '{index.name}': trace: false applies only to runs with durability none, and this flow's "
-                     f"durability is {own}: drop one of them")
+        index.report(
+            ("trace",),
+            "BY862",
+            f"flow '{index.name}': trace: false applies only to runs with durability none, and this flow's "
+            f"durability is {own}: drop one of them",
+        )
     if mode not in NO_CHECKPOINTS:
         return
     gate = gate_of(flow, _flows(index).get)
     if gate is None:
         return
-    why = (f"step '{gate}' is an approval gate, and a run with durability {mode} keeps no checkpoint to wait at "
-           "(use sync, async or exit)")
+    why = (
+        f"step '{gate}' is an approval gate, and a run with durability {mode} keeps no checkpoint to wait at "
+        "(use sync, async or exit)"
+    )
     if own is not None:
-        index.report(("durability",), "BY860", f"flow '{index.name}' cannot have durability {mode}: {why}")
+        index.report(
+            ("durability",), "BY860", f"flow '{index.name}' cannot have durability {mode}: {why}"
+        )
     else:
-        index.report(("flow",), "BY861",
-                     f"flow '{index.name}' gets durability {mode} from blockyard.yaml, but {why}: "
-                     "set durability: sync (or async, exit) on the flow")
+        index.report(
+            ("flow",),
+            "BY861",
+            f"flow '{index.name}' gets durability {mode} from blockyard.yaml, but {why}: "
+            "set durability: sync (or async, exit) on the flow",
+        )
 
 
 def _flows(index: FlowIndex) -> dict[str, FlowSpec]:

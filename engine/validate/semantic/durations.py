@@ -45,8 +45,13 @@ def _check(spec: BaseModel, doc: Document) -> Iterator[Diagnostic]:
         except ValueError:
             continue  # malformed: the schema said so already
         if seconds > MAX_DURATION:
-            yield issue(doc, path, CODE, f"duration '{_short(text)}' is longer than the maximum of "
-                                         f"{MAX_DURATION_DAYS}d (ten years)")
+            yield issue(
+                doc,
+                path,
+                CODE,
+                f"duration '{_short(text)}' is longer than the maximum of "
+                f"{MAX_DURATION_DAYS}d (ten years)",
+            )
 
 
 def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
@@ -72,8 +77,11 @@ def _durations(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
 def _settings(model: type[BaseModel]) -> tuple[tuple[str, str, bool], ...]:
     """The fields of `model` that can be or hold a duration setting: (name, key in the document, whether
     it is a duration itself). Asked once per model: the walk visits every step of every flow."""
-    return tuple((name, info.alias or name, _is_duration(model, name))
-                 for name, info in model.model_fields.items() if _may_hold(model, name))
+    return tuple(
+        (name, info.alias or name, _is_duration(model, name))
+        for name, info in model.model_fields.items()
+        if _may_hold(model, name)
+    )
 
 
 @cache

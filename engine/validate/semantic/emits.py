@@ -21,8 +21,9 @@ from engine.validate.semantic.templates import bindings
 EmitPlace = tuple[str, JsonPath, bool, tuple[Facts | None, Facts] | None, tuple[str, ...]]
 
 
-def emit_places(node: StepNode, before: tuple[Facts | None, Facts] | None,
-                flow: Dataflow | None) -> Iterator[EmitPlace]:
+def emit_places(
+    node: StepNode, before: tuple[Facts | None, Facts] | None, flow: Dataflow | None
+) -> Iterator[EmitPlace]:
     """The templates of the step's `emit:` data, with the facts that hold once the step has finished."""
     after = _after(node, before, flow)
     for where, spec in _emits(node):
@@ -35,10 +36,13 @@ def check_emits(index: FlowIndex) -> None:
     for node in index.walk():
         for where, spec in _emits(node):
             if spec.event in RESERVED_EVENT_NAMES:
-                index.report((*where, "event"), "BY425",
-                             f"step '{node.id}': event name '{spec.event}' is one of the engine's own event types "
-                             f"({', '.join(sorted(RESERVED_EVENT_NAMES))}); name the event for what it reports, "
-                             "e.g. 'progress'")
+                index.report(
+                    (*where, "event"),
+                    "BY425",
+                    f"step '{node.id}': event name '{spec.event}' is one of the engine's own event types "
+                    f"({', '.join(sorted(RESERVED_EVENT_NAMES))}); name the event for what it reports, "
+                    "e.g. 'progress'",
+                )
 
 
 def _emits(node: StepNode) -> Iterator[tuple[JsonPath, EmitSpec]]:
@@ -52,8 +56,9 @@ def _emits(node: StepNode) -> Iterator[tuple[JsonPath, EmitSpec]]:
         yield node.at("emit"), emit
 
 
-def _after(node: StepNode, before: tuple[Facts | None, Facts] | None,
-           flow: Dataflow | None) -> tuple[Facts | None, Facts] | None:
+def _after(
+    node: StepNode, before: tuple[Facts | None, Facts] | None, flow: Dataflow | None
+) -> tuple[Facts | None, Facts] | None:
     if before is None or flow is None:
         return before
     must, may = before

@@ -22,15 +22,21 @@ def check_memory(index: FlowIndex) -> None:
         block = node.block.spec
         where = node.at("uses") if node.spec.uses is not None else node.at("map", "uses")
         if block.kind in MEMORY_KINDS:
-            index.report(where, "BY357",
-                         f"step '{node.id}' uses {block.kind} block '{block.block}', but flow '{index.name}' has "
-                         "no memory: add memory: {scope: \"users/{{ inputs.user_id }}\"} (or another scope)")
+            index.report(
+                where,
+                "BY357",
+                f"step '{node.id}' uses {block.kind} block '{block.block}', but flow '{index.name}' has "
+                'no memory: add memory: {scope: "users/{{ inputs.user_id }}"} (or another scope)',
+            )
             continue
         used = prompt_memory_names(node.block, index.project)
         if used:
-            index.report(where, "BY357",
-                         f"step '{node.id}': the prompt of block '{block.block}' reads {quote_list(used)}, but "
-                         f"flow '{index.name}' has no memory: add memory: {{scope: ...}} to the flow")
+            index.report(
+                where,
+                "BY357",
+                f"step '{node.id}': the prompt of block '{block.block}' reads {quote_list(used)}, but "
+                f"flow '{index.name}' has no memory: add memory: {{scope: ...}} to the flow",
+            )
 
 
 def check_flow_defaults(index: FlowIndex) -> None:
@@ -43,14 +49,18 @@ def check_flow_defaults(index: FlowIndex) -> None:
         for key, gate in step_gates(node.spec):
             for name, decl in gate.fields.items():
                 for where, message in default_problems(decl, node.at(key, "fields", name), name):
-                    index.report(where, "BY360", f"step '{node.id}': the default of approval field {message}")
+                    index.report(
+                        where, "BY360", f"step '{node.id}': the default of approval field {message}"
+                    )
 
 
 def subflow_calls(project: Project) -> dict[str, list[str]]:
     """flow -> the flows its steps run (nested steps included), for the cycle check."""
     calls: dict[str, list[str]] = {}
     for name, definition in project.flows.items():
-        targets = [w.step.flow for w in walk_steps(definition.spec.steps) if w.step.flow is not None]
+        targets = [
+            w.step.flow for w in walk_steps(definition.spec.steps) if w.step.flow is not None
+        ]
         calls[name] = [t for t in dict.fromkeys(targets) if t in project.flows]
     return calls
 
@@ -65,6 +75,9 @@ def check_subflow_cycles(index: FlowIndex, calls: dict[str, list[str]]) -> None:
         if path is None:
             continue
         chain = " -> ".join([index.name, *path])
-        index.report(node.at("flow"), "BY318",
-                     f"step '{node.id}' runs flow '{target}', which leads back to '{index.name}' ({chain}); "
-                     "subflows cannot call themselves")
+        index.report(
+            node.at("flow"),
+            "BY318",
+            f"step '{node.id}' runs flow '{target}', which leads back to '{index.name}' ({chain}); "
+            "subflows cannot call themselves",
+        )

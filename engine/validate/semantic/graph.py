@@ -37,7 +37,8 @@ def reach_masks(nodes: Sequence[N], successors: Successors[N]) -> dict[N, int]:
         for member in component:
             mask |= bit[member]
             for target in successors.get(member, ()):
-                mask |= masks.get(target, 0)  # a target in this component has no mask yet: its bit is added
+                # a target in this component has no mask yet: its bit is added
+                mask |= masks.get(target, 0)
         for member in component:
             masks[member] = mask
     return masks
@@ -116,8 +117,9 @@ def is_cycle(component: Sequence[N], successors: Successors[N]) -> bool:
     return len(component) > 1 or component[0] in successors.get(component[0], ())
 
 
-def shortest_path(start: N, goal: N, successors: Successors[N],
-                  allowed: Callable[[N], bool] = lambda _: True) -> list[N] | None:
+def shortest_path(
+    start: N, goal: N, successors: Successors[N], allowed: Callable[[N], bool] = lambda _: True
+) -> list[N] | None:
     """The shortest path start -> goal through allowed nodes, both ends included, or None.
 
     With start == goal this is the shortest cycle through start.

@@ -20,7 +20,9 @@ from engine.spec.walk import StepList, delegated_ids, walk_steps
 from engine.validate.codes import WARNINGS
 
 
-def issue(doc: Document, path: JsonPath, code: str, message: str, *, key: bool = False) -> Diagnostic:
+def issue(
+    doc: Document, path: JsonPath, code: str, message: str, *, key: bool = False
+) -> Diagnostic:
     """A diagnostic at `path` of `doc`, with the severity the code registry gives `code`."""
     severity = "warning" if code in WARNINGS else "error"
     return doc.diag(path, code, message, key=key, severity=severity)
@@ -156,7 +158,11 @@ def build_index(project: Project, definition: FlowDef) -> FlowIndex:
             detached.append((home, spec.id, steps))
             index.regions.append(home)
         node = StepNode(spec, walked.path, home, len(home.steps))
-        ref = spec.uses if spec.uses is not None else (spec.map.uses if spec.map is not None else None)
+        ref = (
+            spec.uses
+            if spec.uses is not None
+            else (spec.map.uses if spec.map is not None else None)
+        )
         if ref is not None:
             node.block = project.block(ref)
         if spec.flow is not None:
@@ -167,12 +173,15 @@ def build_index(project: Project, definition: FlowDef) -> FlowIndex:
         index.nodes.append(node)
         index.by_id.setdefault(spec.id, node)
         for body in walked.bodies:
-            inner = regions[body] = Region(body.kind, node, body.path, (*home.items, body.item) if body.item
-                                           else home.items)
+            inner = regions[body] = Region(
+                body.kind, node, body.path, (*home.items, body.item) if body.item else home.items
+            )
             node.body = inner
             index.regions.append(inner)
     for home, name, steps in detached:
-        home.owner = next(node for node in made[steps] if name in node.spec.delegates and node.id != name)
+        home.owner = next(
+            node for node in made[steps] if name in node.spec.delegates and node.id != name
+        )
     return index
 
 

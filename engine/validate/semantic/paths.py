@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from engine.spec import END
 from engine.validate.semantic.control import ControlGraph, Edge
-from engine.validate.semantic.graph import is_cycle, reachable, reverse, shortest_path, strongly_connected
+from engine.validate.semantic.graph import (
+    is_cycle,
+    reachable,
+    reverse,
+    shortest_path,
+    strongly_connected,
+)
 from engine.validate.semantic.index import FlowIndex, Region
 
 ARROW = " -> "
@@ -23,8 +29,13 @@ def check_paths(index: FlowIndex, graphs: dict[Region, ControlGraph]) -> None:
         _unbounded(index, region, graph, successors, live)
 
 
-def _unreachable(index: FlowIndex, region: Region, graph: ControlGraph, successors: dict[str, list[str]],
-                 live: set[str]) -> None:
+def _unreachable(
+    index: FlowIndex,
+    region: Region,
+    graph: ControlGraph,
+    successors: dict[str, list[str]],
+    live: set[str],
+) -> None:
     lost = [node.id for node in region.steps if node.id not in live]
     if not lost:
         return
@@ -42,15 +53,22 @@ def _unreachable(index: FlowIndex, region: Region, graph: ControlGraph, successo
         node = region.by_id[component[0]]
         before = region.steps[node.index - 1] if node.index > 0 else None
         why = ""
-        if before is not None and not any(e.target == node.id for e in graph.out.get(before.id, [])):
+        if before is not None and not any(
+            e.target == node.id for e in graph.out.get(before.id, [])
+        ):
             why = f"; the step before it, '{before.id}', does not continue to it"
         entry = graph.entry
-        index.report(node.at("id"), "BY305",
-                     f"step '{node.id}' is unreachable: no path from the entry step '{entry}' of "
-                     f"{region.describe()} leads to it{why} (name it in a goto, branch or route, or remove it)")
+        index.report(
+            node.at("id"),
+            "BY305",
+            f"step '{node.id}' is unreachable: no path from the entry step '{entry}' of "
+            f"{region.describe()} leads to it{why} (name it in a goto, branch or route, or remove it)",
+        )
 
 
-def _dead_ends(index: FlowIndex, region: Region, successors: dict[str, list[str]], live: set[str]) -> None:
+def _dead_ends(
+    index: FlowIndex, region: Region, successors: dict[str, list[str]], live: set[str]
+) -> None:
     finishing = reachable([END], reverse(successors))
     stuck = [node.id for node in region.steps if node.id in live and node.id not in finishing]
     if not stuck:
@@ -62,18 +80,28 @@ def _dead_ends(index: FlowIndex, region: Region, successors: dict[str, list[str]
         if leaves_component:
             continue  # it only leads into a trap reported on its own
         node = region.by_id[component[0]]
-        finish = "the end of the flow" if region.owner is None else f"the end of {region.describe()}"
+        finish = (
+            "the end of the flow" if region.owner is None else f"the end of {region.describe()}"
+        )
         if len(component) == 1:
             what = f"step '{node.id}' repeats itself"
         else:
             what = f"steps {', '.join(repr(m) for m in component)} go round in a cycle"
-        index.report(node.at("id"), "BY306",
-                     f"{what} with no way out: no path from '{node.id}' reaches {finish} (give the cycle "
-                     "an exit, e.g. a router default or on_max_visits: end)")
+        index.report(
+            node.at("id"),
+            "BY306",
+            f"{what} with no way out: no path from '{node.id}' reaches {finish} (give the cycle "
+            "an exit, e.g. a router default or on_max_visits: end)",
+        )
 
 
-def _unbounded(index: FlowIndex, region: Region, graph: ControlGraph, successors: dict[str, list[str]],
-               live: set[str]) -> None:
+def _unbounded(
+    index: FlowIndex,
+    region: Region,
+    graph: ControlGraph,
+    successors: dict[str, list[str]],
+    live: set[str],
+) -> None:
     if graph.forward:
         return
     bounded = {node.id for node in region.steps if node.spec.max_visits is not None}
@@ -89,12 +117,18 @@ def _unbounded(index: FlowIndex, region: Region, graph: ControlGraph, successors
         if back.source == back.target:
             cycle = [back.source]
         else:
-            cycle = shortest_path(back.target, back.source, inner, members.__contains__) or [back.target, back.source]
+            cycle = shortest_path(back.target, back.source, inner, members.__contains__) or [
+                back.target,
+                back.source,
+            ]
         shown = ARROW.join([*cycle, back.target])
-        index.report(back.path, "BY307",
-                     f"step '{back.source}' goes back to '{back.target}' ({shown}) and no step on this cycle has "
-                     f"max_visits, so it could run forever: add max_visits: N (and on_max_visits) to "
-                     f"'{back.target}', or use a loop: with max_iterations")
+        index.report(
+            back.path,
+            "BY307",
+            f"step '{back.source}' goes back to '{back.target}' ({shown}) and no step on this cycle has "
+            f"max_visits, so it could run forever: add max_visits: N (and on_max_visits) to "
+            f"'{back.target}', or use a loop: with max_iterations",
+        )
 
 
 def _back_edge(graph: ControlGraph, members: set[str], position: dict[str, int]) -> Edge:

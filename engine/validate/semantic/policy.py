@@ -49,19 +49,38 @@ def check_policy(project: Project) -> list[Diagnostic]:
     return found
 
 
-def _profile(policy: PolicySpec, profile: ModelProfile, doc: Document, at: JsonPath) -> list[Diagnostic]:
+def _profile(
+    policy: PolicySpec, profile: ModelProfile, doc: Document, at: JsonPath
+) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     allowed = policy.models.providers
     if allowed is not None and profile.provider not in allowed:
-        found.append(doc.diag((*at, "provider"), "BY810", (
-            f"provider '{profile.provider}' is not allowed by the yard's policy (policy.models.providers: "
-            f"{', '.join(allowed) or 'none'})")))
+        found.append(
+            doc.diag(
+                (*at, "provider"),
+                "BY810",
+                (
+                    f"provider '{profile.provider}' is not allowed by the yard's policy (policy.models.providers: "
+                    f"{', '.join(allowed) or 'none'})"
+                ),
+            )
+        )
     names = policy.models.names
-    if names is not None and profile.name is not None and not any(fnmatch.fnmatchcase(profile.name, pattern)
-                                                                   for pattern in names):
-        found.append(doc.diag((*at, "name"), "BY811", (
-            f"model '{profile.name}' is not allowed by the yard's policy (policy.models.names: "
-            f"{', '.join(names) or 'none'})")))
+    if (
+        names is not None
+        and profile.name is not None
+        and not any(fnmatch.fnmatchcase(profile.name, pattern) for pattern in names)
+    ):
+        found.append(
+            doc.diag(
+                (*at, "name"),
+                "BY811",
+                (
+                    f"model '{profile.name}' is not allowed by the yard's policy (policy.models.names: "
+                    f"{', '.join(names) or 'none'})"
+                ),
+            )
+        )
     return found
 
 
@@ -73,39 +92,86 @@ def _agent_turns(policy: PolicySpec, spec: BlockSpec, doc: Document) -> list[Dia
     if turns <= cap:
         return []
     if spec.max_iterations is None:
-        return [doc.diag(("kind",), "BY812", (
-            f"agent block '{spec.block}' takes up to {DEFAULT_MAX_ITERATIONS} turns (the default), above the "
-            f"policy's cap of {cap} (policy.max_agent_iterations): set `max_iterations:` to {cap} or fewer"))]
-    return [doc.diag(("max_iterations",), "BY812", (
-        f"max_iterations {turns} of agent block '{spec.block}' is above the policy's cap of {cap} "
-        "(policy.max_agent_iterations)"))]
+        return [
+            doc.diag(
+                ("kind",),
+                "BY812",
+                (
+                    f"agent block '{spec.block}' takes up to {DEFAULT_MAX_ITERATIONS} turns (the default), above the "
+                    f"policy's cap of {cap} (policy.max_agent_iterations): set `max_iterations:` to {cap} or fewer"
+                ),
+            )
+        ]
+    return [
+        doc.diag(
+            ("max_iterations",),
+            "BY812",
+            (
+                f"max_iterations {turns} of agent block '{spec.block}' is above the policy's cap of {cap} "
+                "(policy.max_agent_iterations)"
+            ),
+        )
+    ]
 
 
-def _flow(policy: PolicySpec, project: Project, steps: list[StepSpec], doc: Document) -> Iterator[Diagnostic]:
+def _flow(
+    policy: PolicySpec, project: Project, steps: list[StepSpec], doc: Document
+) -> Iterator[Diagnostic]:
     walked = list(walk_steps(steps))
     for item in walked:
         step, path = item.step, item.path
         cap = policy.max_loop_iterations
         if cap is not None and step.loop is not None and step.loop.max_iterations > cap:
-            yield doc.diag((*path, "loop", "max_iterations"), "BY813", (
-                f"loop '{step.id}' may run {step.loop.max_iterations} iterations, above the policy's cap of {cap} "
-                "(policy.max_loop_iterations)"))
+            yield doc.diag(
+                (*path, "loop", "max_iterations"),
+                "BY813",
+                (
+                    f"loop '{step.id}' may run {step.loop.max_iterations} iterations, above the policy's cap of {cap} "
+                    "(policy.max_loop_iterations)"
+                ),
+            )
         if cap is not None and step.max_visits is not None and step.max_visits > cap:
-            yield doc.diag((*path, "max_visits"), "BY813", (
-                f"step '{step.id}' allows {step.max_visits} visits, above the policy's cap of {cap} "
-                "(policy.max_loop_iterations)"))
+            yield doc.diag(
+                (*path, "max_visits"),
+                "BY813",
+                (
+                    f"step '{step.id}' allows {step.max_visits} visits, above the policy's cap of {cap} "
+                    "(policy.max_loop_iterations)"
+                ),
+            )
         if policy.gate_timeout:
-            for key, gate in (("approval", step.approval), ("require_approval", step.require_approval)):
-                if gate is True or (gate not in (None, False) and getattr(gate, "timeout", None) is None):
-                    yield doc.diag((*path, key), "BY815", (
-                        f"the approval gate of step '{step.id}' has no `timeout:`; the yard's policy requires one "
-                        "on every gate (policy.gate_timeout)"), key=True)
+            for key, gate in (
+                ("approval", step.approval),
+                ("require_approval", step.require_approval),
+            ):
+                if gate is True or (
+                    gate not in (None, False) and getattr(gate, "timeout", None) is None
+                ):
+                    yield doc.diag(
+                        (*path, key),
+                        "BY815",
+                        (
+                            f"the approval gate of step '{step.id}' has no `timeout:`; the yard's policy requires one "
+                            "on every gate (policy.gate_timeout)"
+                        ),
+                        key=True,
+                    )
         guarded = _guarded_tools(policy, project, step)
-        if guarded and step.require_approval is False and not _after_gate(item.list.steps, item.position):
-            yield doc.diag((*path, "uses" if step.uses else "map"), "BY814", (
-                f"step '{step.id}' runs {', '.join(guarded)} without an approval gate; the yard's policy requires one "
-                "(policy.approval_before_tools): add `require_approval:` or an `approval:` step right before it"),
-                key=True)
+        if (
+            guarded
+            and step.require_approval is False
+            and not _after_gate(item.list.steps, item.position)
+        ):
+            yield doc.diag(
+                (*path, "uses" if step.uses else "map"),
+                "BY814",
+                (
+                    f"step '{step.id}' runs {', '.join(guarded)} without an approval gate; the "
+                    "yard's policy requires one "
+                    "(policy.approval_before_tools): add `require_approval:` or an `approval:` step right before it"
+                ),
+                key=True,
+            )
         yield from _step_hosts(policy, project, step, doc, path)
 
 
@@ -136,14 +202,23 @@ def _config_hosts(policy: PolicySpec, project: Project, doc: Document) -> list[D
     allowed = policy.http_hosts
     if allowed is None:
         return []
-    return [doc.diag(("http", "allowed_hosts", number), "BY816", (
-        f"http.allowed_hosts names '{host}', which the yard's policy does not allow (policy.http_hosts: "
-        f"{', '.join(allowed) or 'none'})")) for number, host in enumerate(project.config.http.allowed_hosts)
-            if not _host_allowed(host, allowed)]
+    return [
+        doc.diag(
+            ("http", "allowed_hosts", number),
+            "BY816",
+            (
+                f"http.allowed_hosts names '{host}', which the yard's policy does not allow (policy.http_hosts: "
+                f"{', '.join(allowed) or 'none'})"
+            ),
+        )
+        for number, host in enumerate(project.config.http.allowed_hosts)
+        if not _host_allowed(host, allowed)
+    ]
 
 
-def _step_hosts(policy: PolicySpec, project: Project, step: StepSpec, doc: Document,
-                path: JsonPath) -> Iterator[Diagnostic]:
+def _step_hosts(
+    policy: PolicySpec, project: Project, step: StepSpec, doc: Document, path: JsonPath
+) -> Iterator[Diagnostic]:
     allowed = policy.http_hosts
     if allowed is None or not any(block.tool == HTTP_TOOL for block in _blocks_of(project, step)):
         return
@@ -152,9 +227,14 @@ def _step_hosts(policy: PolicySpec, project: Project, step: StepSpec, doc: Docum
         return
     host = urlsplit(url).hostname or ""
     if not _host_allowed(host, allowed):
-        yield doc.diag((*path, "with", "url"), "BY816", (
-            f"step '{step.id}' calls http_request on host '{host}', which the yard's policy does not allow "
-            f"(policy.http_hosts: {', '.join(allowed) or 'none'})"))
+        yield doc.diag(
+            (*path, "with", "url"),
+            "BY816",
+            (
+                f"step '{step.id}' calls http_request on host '{host}', which the yard's policy does not allow "
+                f"(policy.http_hosts: {', '.join(allowed) or 'none'})"
+            ),
+        )
 
 
 def _host_allowed(host: str, allowed: list[str]) -> bool:

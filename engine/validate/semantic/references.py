@@ -57,23 +57,34 @@ def targets(node: StepNode) -> Iterator[tuple[JsonPath, str, tuple[str, ...]]]:
         yield node.at("on_max_visits"), spec.on_max_visits, EXIT
 
 
-def _target(index: FlowIndex, node: StepNode, where: JsonPath, name: str, allowed: tuple[str, ...]) -> None:
+def _target(
+    index: FlowIndex, node: StepNode, where: JsonPath, name: str, allowed: tuple[str, ...]
+) -> None:
     region = node.region
     if name in allowed or name in region.by_id:
         return
     index.broken = True
     if name == END:
-        index.report(where, "BY212", f"step '{node.id}' needs `end`, which is no step: `needs` names steps "
-                                     "that must finish first")
+        index.report(
+            where,
+            "BY212",
+            f"step '{node.id}' needs `end`, which is no step: `needs` names steps "
+            "that must finish first",
+        )
         return
     elsewhere = index.by_id.get(name)
     if elsewhere is not None:
-        index.report(where, "BY213",
-                     f"step '{node.id}' names step '{name}', which is in {elsewhere.region.describe()}; "
-                     f"steps in {region.describe()} can only go to steps of the same list (or `end`)")
+        index.report(
+            where,
+            "BY213",
+            f"step '{node.id}' names step '{name}', which is in {elsewhere.region.describe()}; "
+            f"steps in {region.describe()} can only go to steps of the same list (or `end`)",
+        )
         return
     names = [*region.by_id, *allowed]
-    index.report(where, "BY212", f"step '{node.id}' names unknown step '{name}'{did_you_mean(name, names)}")
+    index.report(
+        where, "BY212", f"step '{node.id}' names unknown step '{name}'{did_you_mean(name, names)}"
+    )
 
 
 def _block(index: FlowIndex, node: StepNode) -> None:
@@ -90,17 +101,26 @@ def _block(index: FlowIndex, node: StepNode) -> None:
     name, _, version = ref.partition("@")
     versions = index.project.blocks.get(name)
     if "@" in ref and not (version.isascii() and version.isdigit()):
-        index.report(where, "BY210", f"step '{node.id}': '{ref}' is not a block reference; {REF_HELP}")
+        index.report(
+            where, "BY210", f"step '{node.id}': '{ref}' is not a block reference; {REF_HELP}"
+        )
     elif versions:
         listed = ", ".join(str(v) for v in sorted(versions))
-        index.report(where, "BY211",
-                     f"step '{node.id}' uses block '{name}' version {_short(version)}, which does not exist "
-                     f"(versions: {listed})")
+        index.report(
+            where,
+            "BY211",
+            f"step '{node.id}' uses block '{name}' version {_short(version)}, which does not exist "
+            f"(versions: {listed})",
+        )
     else:
         broken = unloaded(index.project, index.project.config.paths.blocks, name)
         if broken is not None:
-            index.report(where, "BY210", f"step '{node.id}' uses block '{name}', which did not load: fix the "
-                                         f"problems reported in {broken}")
+            index.report(
+                where,
+                "BY210",
+                f"step '{node.id}' uses block '{name}', which did not load: fix the "
+                f"problems reported in {broken}",
+            )
             return
         hint = did_you_mean(name, index.project.blocks)
         index.report(where, "BY210", f"step '{node.id}' uses unknown block '{name}'{hint}")
@@ -113,11 +133,17 @@ def _subflow(index: FlowIndex, node: StepNode) -> None:
     index.broken = True
     broken = unloaded(index.project, index.project.config.paths.flows, spec.flow)
     if broken is not None:
-        index.report(node.at("flow"), "BY214", f"step '{node.id}' runs flow '{spec.flow}', which did not load: "
-                                               f"fix the problems reported in {broken}")
+        index.report(
+            node.at("flow"),
+            "BY214",
+            f"step '{node.id}' runs flow '{spec.flow}', which did not load: "
+            f"fix the problems reported in {broken}",
+        )
         return
     hint = did_you_mean(spec.flow, index.project.flows)
-    index.report(node.at("flow"), "BY214", f"step '{node.id}' runs unknown flow '{spec.flow}'{hint}")
+    index.report(
+        node.at("flow"), "BY214", f"step '{node.id}' runs unknown flow '{spec.flow}'{hint}"
+    )
 
 
 def unloaded(project: Project, folder: str, name: str) -> str | None:
@@ -135,30 +161,57 @@ def _bindings(index: FlowIndex, node: StepNode) -> None:
     spec = node.spec
     if spec.uses is not None and node.block is not None:
         block = node.block.spec
-        _known_inputs(index, node, spec.with_, node.at("with"), list(block.inputs), f"block '{block.block}'")
+        _known_inputs(
+            index, node, spec.with_, node.at("with"), list(block.inputs), f"block '{block.block}'"
+        )
     if spec.map is not None and spec.map.uses is not None and node.block is not None:
         block = node.block.spec
-        _known_inputs(index, node, spec.map.with_, node.at("map", "with"), list(block.inputs),
-                      f"block '{block.block}'")
+        _known_inputs(
+            index,
+            node,
+            spec.map.with_,
+            node.at("map", "with"),
+            list(block.inputs),
+            f"block '{block.block}'",
+        )
     if spec.flow is not None and node.subflow is not None:
         sub = node.subflow.spec
-        _known_inputs(index, node, spec.with_, node.at("with"), list(sub.inputs), f"flow '{sub.flow}'")
-        missing = [name for name, decl in sub.inputs.items() if not decl.has_default and name not in spec.with_]
+        _known_inputs(
+            index, node, spec.with_, node.at("with"), list(sub.inputs), f"flow '{sub.flow}'"
+        )
+        missing = [
+            name
+            for name, decl in sub.inputs.items()
+            if not decl.has_default and name not in spec.with_
+        ]
         if missing:
             noun = "input" if len(missing) == 1 else "inputs"
-            index.report(node.at("flow"), "BY217",
-                         f"step '{node.id}' runs flow '{sub.flow}' without its required {noun} "
-                         f"{quote_list(missing)}: bind {'it' if len(missing) == 1 else 'them'} in `with:`")
+            index.report(
+                node.at("flow"),
+                "BY217",
+                f"step '{node.id}' runs flow '{sub.flow}' without its required {noun} "
+                f"{quote_list(missing)}: bind {'it' if len(missing) == 1 else 'them'} in `with:`",
+            )
 
 
-def _known_inputs(index: FlowIndex, node: StepNode, bindings: dict[str, Any], where: JsonPath,
-                  inputs: list[str], owner: str) -> None:
+def _known_inputs(
+    index: FlowIndex,
+    node: StepNode,
+    bindings: dict[str, Any],
+    where: JsonPath,
+    inputs: list[str],
+    owner: str,
+) -> None:
     for name in bindings:
         if name not in inputs:
             declared = f"its inputs are {quote_list(inputs)}" if inputs else "it has no inputs"
-            index.report((*where, name), "BY215",
-                         f"step '{node.id}' binds '{name}', which is not an input of {owner} "
-                         f"({declared}){did_you_mean(name, inputs)}", key=True)
+            index.report(
+                (*where, name),
+                "BY215",
+                f"step '{node.id}' binds '{name}', which is not an input of {owner} "
+                f"({declared}){did_you_mean(name, inputs)}",
+                key=True,
+            )
 
 
 def step_outputs(node: StepNode) -> list[str] | None:
@@ -195,9 +248,13 @@ def _renames(index: FlowIndex, node: StepNode) -> None:
         if name not in produced:
             owner = _owner(node)
             listed = f"it writes {quote_list(produced)}" if produced else "it writes nothing"
-            index.report(node.at("outputs", name), "BY216",
-                         f"step '{node.id}' renames '{name}', which is not an output of {owner} "
-                         f"({listed}){did_you_mean(name, produced)}", key=True)
+            index.report(
+                node.at("outputs", name),
+                "BY216",
+                f"step '{node.id}' renames '{name}', which is not an output of {owner} "
+                f"({listed}){did_you_mean(name, produced)}",
+                key=True,
+            )
 
 
 def _owner(node: StepNode) -> str:
@@ -210,7 +267,9 @@ def _owner(node: StepNode) -> str:
 def _delegates(index: FlowIndex, node: StepNode) -> None:
     if not node.spec.delegates:
         return
-    agent_steps = [n.id for n in index.nodes if n.runs_block is not None and n.runs_block.kind == "agent"]
+    agent_steps = [
+        n.id for n in index.nodes if n.runs_block is not None and n.runs_block.kind == "agent"
+    ]
     for position, name in enumerate(node.spec.delegates):
         if name in index.project.flows or (name in agent_steps and name != node.id):
             continue
@@ -221,8 +280,11 @@ def _delegates(index: FlowIndex, node: StepNode) -> None:
         else:
             hint = did_you_mean(name, [*agent_steps, *index.project.flows])
             reason = f"there is no agent step or flow of that name{hint}"
-        index.report(node.at("delegates", position), "BY218",
-                     f"step '{node.id}' delegates to '{name}', but {reason}")
+        index.report(
+            node.at("delegates", position),
+            "BY218",
+            f"step '{node.id}' delegates to '{name}', but {reason}",
+        )
 
 
 def _short(text: str, limit: int = 20) -> str:

@@ -31,12 +31,24 @@ def check_retention(project: Project) -> list[Diagnostic]:
         except ValueError:
             continue  # malformed: the schema said so already
         if ages[key] < MIN_AGE:
-            found.append(issue(doc, ("retention", key), "BY865",
-                               f"retention.{key}: '{text}' deletes runs after less than an hour"
-                               + (" (m is minutes; write 30d for days)" if text.endswith("m") else "")
-                               + "; the shortest age is 1h"))
+            found.append(
+                issue(
+                    doc,
+                    ("retention", key),
+                    "BY865",
+                    f"retention.{key}: '{text}' deletes runs after less than an hour"
+                    + (" (m is minutes; write 30d for days)" if text.endswith("m") else "")
+                    + "; the shortest age is 1h",
+                )
+            )
     if "traces" in ages and "runs" in ages and ages["traces"] > ages["runs"]:
-        found.append(issue(doc, ("retention", "traces"), "BY866",
-                           f"retention.traces ({spec.traces}) is longer than retention.runs ({spec.runs}): a "
-                           "run's trace is deleted with the run; make traces shorter or drop it"))
+        found.append(
+            issue(
+                doc,
+                ("retention", "traces"),
+                "BY866",
+                f"retention.traces ({spec.traces}) is longer than retention.runs ({spec.runs}): a "
+                "run's trace is deleted with the run; make traces shorter or drop it",
+            )
+        )
     return found

@@ -23,16 +23,24 @@ def _branches(index: FlowIndex, node: StepNode) -> None:
     branches = node.spec.branches or {}
     if node.action != "uses" or node.block is None:
         if node.action not in ("uses", None):
-            index.report(node.at("branches"), "BY310",
-                         f"step '{node.id}' has branches, but branches follow the value of a decide block "
-                         f"and this is {article(node.action)} step (use a router to branch on a value)", key=True)
+            index.report(
+                node.at("branches"),
+                "BY310",
+                f"step '{node.id}' has branches, but branches follow the value of a decide block "
+                f"and this is {article(node.action)} step (use a router to branch on a value)",
+                key=True,
+            )
             index.broken = True
         return
     block = node.block.spec
     if block.kind != "decide":
-        index.report(node.at("branches"), "BY310",
-                     f"step '{node.id}' has branches, but block '{block.block}' is {article(block.kind)} block; "
-                     "branches follow a decide block's enum (use a router to branch on a value)", key=True)
+        index.report(
+            node.at("branches"),
+            "BY310",
+            f"step '{node.id}' has branches, but block '{block.block}' is {article(block.kind)} block; "
+            "branches follow a decide block's enum (use a router to branch on a value)",
+            key=True,
+        )
         index.broken = True
         return
     values = decide_values(node)
@@ -40,17 +48,29 @@ def _branches(index: FlowIndex, node: StepNode) -> None:
         return  # the block's own check (BY353) explains what is missing
     for value in branches:
         if value not in values:
-            index.report(node.at("branches", value), "BY311",
-                         f"step '{node.id}': branch '{value}' is not a value of block '{block.block}' "
-                         f"(its values are {quote_list(values)}){did_you_mean(value, values)}", key=True)
+            index.report(
+                node.at("branches", value),
+                "BY311",
+                f"step '{node.id}': branch '{value}' is not a value of block '{block.block}' "
+                f"(its values are {quote_list(values)}){did_you_mean(value, values)}",
+                key=True,
+            )
     missing = [value for value in values if value not in branches]
     if missing and not node.spec.goto:
         follower = node.region.next_after(node)
-        then = f"continue with the next step '{follower.id}'" if follower is not None else "end the flow"
+        then = (
+            f"continue with the next step '{follower.id}'"
+            if follower is not None
+            else "end the flow"
+        )
         noun = "value" if len(missing) == 1 else "values"
-        index.report(node.at("branches"), "BY312",
-                     f"step '{node.id}': decide {noun} {quote_list(missing)} of block '{block.block}' "
-                     f"{'has' if len(missing) == 1 else 'have'} no branch and will {then}", key=True)
+        index.report(
+            node.at("branches"),
+            "BY312",
+            f"step '{node.id}': decide {noun} {quote_list(missing)} of block '{block.block}' "
+            f"{'has' if len(missing) == 1 else 'have'} no branch and will {then}",
+            key=True,
+        )
 
 
 def _router(index: FlowIndex, node: StepNode) -> None:
@@ -61,24 +81,37 @@ def _router(index: FlowIndex, node: StepNode) -> None:
         where = node.at("router", "routes", position)
         present = [name for name in ROUTE_CONDITIONS if getattr(route, name) is not None]
         if not present:
-            index.report(where, "BY314",
-                         f"step '{node.id}': router rule {position + 1} has no condition; a router has one "
-                         f"fallback, `default:` (give the rule one of {', '.join(ROUTE_CONDITIONS)})")
+            index.report(
+                where,
+                "BY314",
+                f"step '{node.id}': router rule {position + 1} has no condition; a router has one "
+                f"fallback, `default:` (give the rule one of {', '.join(ROUTE_CONDITIONS)})",
+            )
         elif len(present) > 1:
-            index.report((*where, present[1]), "BY314",
-                         f"step '{node.id}': router rule {position + 1} has several conditions "
-                         f"({', '.join(present)}); write one rule per condition", key=True)
+            index.report(
+                (*where, present[1]),
+                "BY314",
+                f"step '{node.id}': router rule {position + 1} has several conditions "
+                f"({', '.join(present)}); write one rule per condition",
+                key=True,
+            )
         if any(name in present for name in TEXT_CONDITIONS):
             text_rules.append(position)
         if route.regex is not None:
             problem = regex_problem(route.regex)
             if problem is not None:
-                index.report((*where, "regex"), "BY313",
-                             f"step '{node.id}': regex '{route.regex}' does not compile: {problem}")
+                index.report(
+                    (*where, "regex"),
+                    "BY313",
+                    f"step '{node.id}': regex '{route.regex}' does not compile: {problem}",
+                )
     if text_rules and router.value is None:
-        index.report(node.at("router", "routes", text_rules[0]), "BY315",
-                     f"step '{node.id}': router rule {text_rules[0] + 1} matches text, but the router has no "
-                     "`value:` to match it against (e.g. value: \"{{ context.status }}\")")
+        index.report(
+            node.at("router", "routes", text_rules[0]),
+            "BY315",
+            f"step '{node.id}': router rule {text_rules[0] + 1} matches text, but the router has no "
+            '`value:` to match it against (e.g. value: "{{ context.status }}")',
+        )
 
 
 @lru_cache(maxsize=1024)
@@ -94,4 +127,3 @@ def regex_problem(pattern: str) -> str | None:
         reason = exc.args[0] if exc.args else str(exc)
         return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
     return None
-

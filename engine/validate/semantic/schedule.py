@@ -29,14 +29,27 @@ def check_schedule(index: FlowIndex) -> None:
         index.report(("schedule", "timezone"), "BY508", f"schedule: {zone}")
     for name in schedule.inputs:
         if name not in flow.inputs:
-            declared = f"its inputs are {quote_list(flow.inputs)}" if flow.inputs else "it has no inputs"
-            index.report(("schedule", "inputs", name), "BY509",
-                         f"schedule: '{name}' is not an input of flow '{flow.flow}' ({declared})"
-                         f"{did_you_mean(name, flow.inputs)}", key=True)
-    missing = [name for name, decl in flow.inputs.items() if not decl.has_default and name not in schedule.inputs]
+            declared = (
+                f"its inputs are {quote_list(flow.inputs)}" if flow.inputs else "it has no inputs"
+            )
+            index.report(
+                ("schedule", "inputs", name),
+                "BY509",
+                f"schedule: '{name}' is not an input of flow '{flow.flow}' ({declared})"
+                f"{did_you_mean(name, flow.inputs)}",
+                key=True,
+            )
+    missing = [
+        name
+        for name, decl in flow.inputs.items()
+        if not decl.has_default and name not in schedule.inputs
+    ]
     if missing:
-        index.report(("schedule",), "BY509",
-                     f"schedule: scheduled runs get no value for the required input"
-                     f"{'s' if len(missing) > 1 else ''} {quote_list(missing)}: set "
-                     f"{'it' if len(missing) == 1 else 'them'} in schedule.inputs", key=True)
-
+        index.report(
+            ("schedule",),
+            "BY509",
+            f"schedule: scheduled runs get no value for the required input"
+            f"{'s' if len(missing) > 1 else ''} {quote_list(missing)}: set "
+            f"{'it' if len(missing) == 1 else 'them'} in schedule.inputs",
+            key=True,
+        )

@@ -21,9 +21,12 @@ def check_steps(index: FlowIndex) -> None:
     for region in index.regions:
         starts = [node for node in region.steps if node.spec.start]
         for extra in starts[1:]:
-            index.report(extra.at("start"), "BY304",
-                         f"step '{extra.id}' is marked start: true, but '{starts[0].id}' already is; "
-                         f"{region.describe()} has one entry")
+            index.report(
+                extra.at("start"),
+                "BY304",
+                f"step '{extra.id}' is marked start: true, but '{starts[0].id}' already is; "
+                f"{region.describe()} has one entry",
+            )
             index.broken = True
         _needs(index, region.steps)
 
@@ -31,26 +34,37 @@ def check_steps(index: FlowIndex) -> None:
 def _actions(index: FlowIndex, node: StepNode) -> None:
     actions = node.spec.actions
     if not actions:
-        index.report(node.at("id"), "BY300", f"step '{node.id}' does nothing: give it one of {ACTION_KEYS}")
+        index.report(
+            node.at("id"), "BY300", f"step '{node.id}' does nothing: give it one of {ACTION_KEYS}"
+        )
         index.broken = True
     elif len(actions) > 1:
-        index.report(node.at(actions[1]), "BY301",
-                     f"step '{node.id}' has several actions ({', '.join(actions)}); a step does exactly one "
-                     "thing: split it into several steps", key=True)
+        index.report(
+            node.at(actions[1]),
+            "BY301",
+            f"step '{node.id}' has several actions ({', '.join(actions)}); a step does exactly one "
+            "thing: split it into several steps",
+            key=True,
+        )
         index.broken = True
 
 
 def _identity(index: FlowIndex, node: StepNode, seen: dict[str, StepNode]) -> None:
     if node.id in RESERVED or node.id.startswith("__"):
         why = RESERVED.get(node.id, "ids starting with '__' name the engine's own graph nodes")
-        index.report(node.at("id"), "BY303", f"step id '{node.id}' is reserved ({why}); choose another id")
+        index.report(
+            node.at("id"), "BY303", f"step id '{node.id}' is reserved ({why}); choose another id"
+        )
         index.broken = True
     first = seen.setdefault(node.id, node)
     if first is not node:
         line = index.doc.where(first.at("id"))[0]
-        index.report(node.at("id"), "BY302",
-                     f"step id '{node.id}' is already used at line {line}; step ids are unique in the "
-                     "whole flow, nested steps included")
+        index.report(
+            node.at("id"),
+            "BY302",
+            f"step id '{node.id}' is already used at line {line}; step ids are unique in the "
+            "whole flow, nested steps included",
+        )
         index.broken = True
 
 
@@ -60,51 +74,92 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
     fields = spec.model_fields_set
     if "with_" in fields and spec.with_ and action not in ("uses", "flow", None):
         hint = " (a map takes its bindings in map.with)" if action == "map" else ""
-        index.report(node.at("with"), "BY317",
-                     f"step '{node.id}': `with:` binds inputs of a block or subflow, and this step runs "
-                     f"neither{hint}", key=True)
+        index.report(
+            node.at("with"),
+            "BY317",
+            f"step '{node.id}': `with:` binds inputs of a block or subflow, and this step runs "
+            f"neither{hint}",
+            key=True,
+        )
     if spec.outputs and action not in ("uses", "flow", None):
-        hint = " (name its result with `collect:`)" if action in ("map", "foreach") else (
-            " (name the fields as the context keys you want)" if action == "approval" else "")
-        index.report(node.at("outputs"), "BY317",
-                     f"step '{node.id}': `outputs:` renames what a block or subflow writes, and this is "
-                     f"{article(action)} step{hint}", key=True)
+        hint = (
+            " (name its result with `collect:`)"
+            if action in ("map", "foreach")
+            else (" (name the fields as the context keys you want)" if action == "approval" else "")
+        )
+        index.report(
+            node.at("outputs"),
+            "BY317",
+            f"step '{node.id}': `outputs:` renames what a block or subflow writes, and this is "
+            f"{article(action)} step{hint}",
+            key=True,
+        )
     if spec.map is not None and (spec.map.uses is None) == (not spec.map.steps):
         both = spec.map.uses is not None
-        index.report(node.at("map", "steps") if both else node.at("map"), "BY319",
-                     f"step '{node.id}': a map runs either a block (`uses:`) or a body (`steps:`) per item, "
-                     f"{'not both' if both else 'and this one has neither'}", key=True)
+        index.report(
+            node.at("map", "steps") if both else node.at("map"),
+            "BY319",
+            f"step '{node.id}': a map runs either a block (`uses:`) or a body (`steps:`) per item, "
+            f"{'not both' if both else 'and this one has neither'}",
+            key=True,
+        )
         index.broken = True
     elif spec.map is not None and spec.map.steps is not None and spec.map.with_:
-        index.report(node.at("map", "with"), "BY317",
-                     f"step '{node.id}': map.with binds the inputs of the map's block, and this map runs a body "
-                     "of steps (bind inputs in those steps' `with:`)", key=True)
+        index.report(
+            node.at("map", "with"),
+            "BY317",
+            f"step '{node.id}': map.with binds the inputs of the map's block, and this map runs a body "
+            "of steps (bind inputs in those steps' `with:`)",
+            key=True,
+        )
     if spec.delegates and action is not None:
         block = node.runs_block
         if action != "uses" or (block is not None and block.kind != "agent"):
-            what = f"block '{block.block}' is {article(block.kind)} block" if block is not None and action == "uses" \
+            what = (
+                f"block '{block.block}' is {article(block.kind)} block"
+                if block is not None and action == "uses"
                 else f"it is {article(action)} step"
-            index.report(node.at("delegates"), "BY317",
-                         f"step '{node.id}': `delegates:` only applies to steps that use an agent block, "
-                         f"and {what}", key=True)
+            )
+            index.report(
+                node.at("delegates"),
+                "BY317",
+                f"step '{node.id}': `delegates:` only applies to steps that use an agent block, "
+                f"and {what}",
+                key=True,
+            )
     if action == "approval" and spec.require_approval:
-        index.report(node.at("require_approval"), "BY317",
-                     f"step '{node.id}' is an approval gate already; drop require_approval", key=True)
+        index.report(
+            node.at("require_approval"),
+            "BY317",
+            f"step '{node.id}' is an approval gate already; drop require_approval",
+            key=True,
+        )
     for key, gate in step_gates(spec):
         missing = [name for name, field in gate.fields.items() if not field.has_default]
         if gate.on_timeout == "approve" and missing:
             noun = "field" if len(missing) == 1 else "fields"
-            index.report(node.at(key, "on_timeout"), "BY445",
-                         f"step '{node.id}': on_timeout: approve needs a default for {noun} {quote_list(missing)} "
-                         "(nobody fills it in)")
+            index.report(
+                node.at(key, "on_timeout"),
+                "BY445",
+                f"step '{node.id}': on_timeout: approve needs a default for {noun} {quote_list(missing)} "
+                "(nobody fills it in)",
+            )
     if "on_max_visits" in fields and spec.max_visits is None:
-        index.report(node.at("on_max_visits"), "BY316",
-                     f"step '{node.id}' sets on_max_visits but no max_visits, so it never applies", key=True)
+        index.report(
+            node.at("on_max_visits"),
+            "BY316",
+            f"step '{node.id}' sets on_max_visits but no max_visits, so it never applies",
+            key=True,
+        )
     if spec.goto is not None and (spec.router is not None or spec.branches is not None):
         other = "router" if spec.router is not None else "branches"
-        index.report(node.at("goto"), "BY308",
-                     f"step '{node.id}' has both goto and {other}; its {other} already "
-                     f"{'chooses' if other == 'router' else 'choose'} the next step, so drop goto", key=True)
+        index.report(
+            node.at("goto"),
+            "BY308",
+            f"step '{node.id}' has both goto and {other}; its {other} already "
+            f"{'chooses' if other == 'router' else 'choose'} the next step, so drop goto",
+            key=True,
+        )
         index.broken = True
 
 
@@ -132,14 +187,28 @@ def _needs(index: FlowIndex, steps: list[StepNode]) -> None:
                 continue
             target = region.by_id.get(name)
             if target is not None and not continues_in_order(target) and target.action is not None:
-                how = "goto" if target.spec.goto is not None else (
-                    "a router" if target.spec.router is not None else "branches")
-                index.report(where, "BY309",
-                             f"step '{node.id}' needs '{name}', which picks its successor with {how}; "
-                             f"route to '{node.id}' from '{name}' instead")
+                how = (
+                    "goto"
+                    if target.spec.goto is not None
+                    else ("a router" if target.spec.router is not None else "branches")
+                )
+                index.report(
+                    where,
+                    "BY309",
+                    f"step '{node.id}' needs '{name}', which picks its successor with {how}; "
+                    f"route to '{node.id}' from '{name}' instead",
+                )
         if node is entry and node.spec.needs:
-            entry_how = "is marked start: true" if node.spec.start else f"is the first step of {region.describe()}"
-            index.report(node.at("needs"), "BY309",
-                         f"step '{node.id}' {entry_how}, so nothing runs before it; it cannot need "
-                         f"{quote_list(node.spec.needs)}", key=True)
+            entry_how = (
+                "is marked start: true"
+                if node.spec.start
+                else f"is the first step of {region.describe()}"
+            )
+            index.report(
+                node.at("needs"),
+                "BY309",
+                f"step '{node.id}' {entry_how}, so nothing runs before it; it cannot need "
+                f"{quote_list(node.spec.needs)}",
+                key=True,
+            )
             index.broken = True

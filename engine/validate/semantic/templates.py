@@ -35,11 +35,14 @@ GUARDS = (("default", "d"), ("defined", "undefined"))
 _DOTTED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*")
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 # words the Jinja parser reads as constants or operators, never as variables
-_JINJA_WORDS = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is",
-                          "if", "else"})
+_JINJA_WORDS = frozenset(
+    {"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else"}
+)
 
 
-def scan(source: str, resolve: Resolver, *, expression: bool, includes: bool = False) -> list[Problem]:
+def scan(
+    source: str, resolve: Resolver, *, expression: bool, includes: bool = False
+) -> list[Problem]:
     """Syntax errors, unknown filters and tests, and unresolved variables of one template.
     `includes`: the template is a prompt, whose `{% include %}`s the caller checks."""
     found = analyze(source, expression)
@@ -51,11 +54,21 @@ def scan(source: str, resolve: Resolver, *, expression: bool, includes: bool = F
             continue
         at = f" (line {line} of the template)" if "\n" in source.strip() else ""
         if tag == "include":
-            problems.append(Problem("BY410", f"{{% include %}}{at} works only in a block's prompt (and the prompt "
-                                             "files it includes); write the text in place"))
+            problems.append(
+                Problem(
+                    "BY410",
+                    f"{{% include %}}{at} works only in a block's prompt (and the prompt "
+                    "files it includes); write the text in place",
+                )
+            )
             continue
-        problems.append(Problem("BY410", f"{{% {tag} %}}{at} is not supported: a template cannot load other "
-                                         "templates; write the text in place, or use {% include %} in a prompt"))
+        problems.append(
+            Problem(
+                "BY410",
+                f"{{% {tag} %}}{at} is not supported: a template cannot load other "
+                "templates; write the text in place, or use {% include %} in a prompt",
+            )
+        )
     for message in found.over_limit:
         problems.append(Problem("BY411", message))
     for what, name in found.unknown:
@@ -78,7 +91,9 @@ class Analysis:
     paths: tuple[tuple[str, ...], ...] = ()
     guarded: tuple[tuple[str, ...], ...] = ()
     unknown: tuple[tuple[str, str], ...] = ()
-    loads: tuple[tuple[str, int], ...] = ()  # ({% include/extends/import/from %} tag, line in the template)
+    loads: tuple[
+        tuple[str, int], ...
+    ] = ()  # ({% include/extends/import/from %} tag, line in the template)
     over_limit: tuple[str, ...] = ()  # constant expressions that always exceed a limit
 
 
@@ -100,8 +115,14 @@ def analyze(source: str, expression: bool) -> Analysis:
     except RecursionError:
         return Analysis(error=f"{'expression' if expression else 'template'} is nested too deeply")
     paths = _longest([p for p in walker.paths if p[0] not in walker.local])
-    return Analysis(None, paths, tuple(walker.guarded), tuple(dict.fromkeys(walker.unknown)), tuple(walker.loads),
-                    tuple(dict.fromkeys(walker.over_limit)))
+    return Analysis(
+        None,
+        paths,
+        tuple(walker.guarded),
+        tuple(dict.fromkeys(walker.unknown)),
+        tuple(walker.loads),
+        tuple(dict.fromkeys(walker.over_limit)),
+    )
 
 
 def _longest(paths: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -118,7 +139,9 @@ def _simple_paths(source: str, expression: bool) -> list[tuple[str, ...]] | None
     None when the template needs the real parser."""
     if expression:
         match = _DOTTED.fullmatch(source)
-        return [_split(match.group(1))] if match is not None and _plain_root(match.group(1)) else None
+        return (
+            [_split(match.group(1))] if match is not None and _plain_root(match.group(1)) else None
+        )
     if "{%" in source or "{#" in source:
         return None
     paths: list[tuple[str, ...]] = []
@@ -166,12 +189,14 @@ class _Walker:
             self.filter_or_test(node)
         elif isinstance(node, nodes.Include | nodes.Extends | nodes.Import | nodes.FromImport):
             self.loads.append((_LOAD_TAGS[type(node)], node.lineno))
-            if isinstance(node, nodes.Import):  # the names it would bind are the template's own (BY410 says it all)
+            # the names it would bind are the template's own (BY410 says it all)
+            if isinstance(node, nodes.Import):
                 self.local.add(node.target)
             elif isinstance(node, nodes.FromImport):
                 self.local.update(name if isinstance(name, str) else name[1] for name in node.names)
         elif isinstance(node, nodes.BinExpr) and not self.in_operator:
-            problem = constant_problem(node)  # once, at the outermost operator: a chain is not re-evaluated
+            # once, at the outermost operator: a chain is not re-evaluated
+            problem = constant_problem(node)
             if problem is not None:
                 self.over_limit.append(problem)
                 return
@@ -212,8 +237,12 @@ class _Walker:
                 self.guarded.append(path)
 
 
-_LOAD_TAGS: dict[type[nodes.Node], str] = {nodes.Include: "include", nodes.Extends: "extends",
-                                           nodes.Import: "import", nodes.FromImport: "from ... import"}
+_LOAD_TAGS: dict[type[nodes.Node], str] = {
+    nodes.Include: "include",
+    nodes.Extends: "extends",
+    nodes.Import: "import",
+    nodes.FromImport: "from ... import",
+}
 
 
 def _plain_path(node: nodes.Node) -> tuple[str, ...]:
@@ -257,9 +286,15 @@ def names_scope(names: list[str], where: str, *, extra: tuple[str, ...] = ()) ->
             return None
         listed = ", ".join(names) if names else "none declared"
         if root in ("inputs", "context", "steps"):
-            return Problem("BY401", f"{where} sees the block's inputs by name ({listed}), not '{root}': bind "
-                                    f"the value to an input in the step's `with:` and use the input's name")
-        return Problem("BY401", f"unknown variable '{root}': {where} sees the block's inputs "
-                                f"({listed}){did_you_mean(root, known)}")
+            return Problem(
+                "BY401",
+                f"{where} sees the block's inputs by name ({listed}), not '{root}': bind "
+                f"the value to an input in the step's `with:` and use the input's name",
+            )
+        return Problem(
+            "BY401",
+            f"unknown variable '{root}': {where} sees the block's inputs "
+            f"({listed}){did_you_mean(root, known)}",
+        )
 
     return resolve

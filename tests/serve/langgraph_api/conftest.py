@@ -58,9 +58,15 @@ steps:
     uses: nap
 """
 
-EXTRA = {"blocks/adder.yaml": ADDER, "blocks/inc.yaml": INC,  # the example yard has a `pause` block
-         "blocks/nap.yaml": NAP, "flows/gated.yaml": GATED_FLOW, "flows/slow.yaml": SLOW_FLOW,
-         "flows/count.yaml": COUNT, "flows/sleepy.yaml": SLEEPY}
+EXTRA = {
+    "blocks/adder.yaml": ADDER,
+    "blocks/inc.yaml": INC,  # the example yard has a `pause` block
+    "blocks/nap.yaml": NAP,
+    "flows/gated.yaml": GATED_FLOW,
+    "flows/slow.yaml": SLOW_FLOW,
+    "flows/count.yaml": COUNT,
+    "flows/sleepy.yaml": SLEEPY,
+}
 
 
 def example_yard(root: Path, extra: dict[str, str] | None = None) -> Path:
@@ -75,7 +81,14 @@ def example_yard(root: Path, extra: dict[str, str] | None = None) -> Path:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    server = start_live(Settings(root=example_yard(tmp_path_factory.mktemp("yard")), watch=False, schedules=False,
-                                 grace=5.0, poll=0.1))
+    server = start_live(
+        Settings(
+            root=example_yard(tmp_path_factory.mktemp("yard")),
+            watch=False,
+            schedules=False,
+            grace=5.0,
+            poll=0.1,
+        )
+    )
     yield server
     server.stop()

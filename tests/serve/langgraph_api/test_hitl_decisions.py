@@ -56,7 +56,9 @@ PLAIN = {"Content-Type": "text/plain;charset=UTF-8"}  # what agent-chat-ui's pas
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    root = example_yard(tmp_path_factory.mktemp("hitl"), {**EXTRA, "flows/tip.yaml": TIP, "flows/nod.yaml": NOD})
+    root = example_yard(
+        tmp_path_factory.mktemp("hitl"), {**EXTRA, "flows/tip.yaml": TIP, "flows/nod.yaml": NOD}
+    )
     server = start_live(Settings(root=root, watch=False, schedules=False, grace=5.0, poll=0.1))
     yield server
     server.stop()
@@ -77,7 +79,9 @@ def decided(live: Live, client: Any, thread: str) -> dict[str, Any]:
     """The approval_decided event of the thread's run (who decided, how, why)."""
     run_id = client.runs.list(thread)[0]["run_id"]
     with live.client() as http:
-        events = http.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()["events"]
+        events = http.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()[
+            "events"
+        ]
     [event] = [e for e in events if e["type"] == "approval_decided"]
     data: dict[str, Any] = event["data"]
     return data
@@ -87,37 +91,68 @@ def test_a_gate_interrupts_with_action_requests_and_review_configs(live: Live) -
     client = lg(live)
     thread, asked = waiting(client)
     value = asked["value"]
-    assert value["action_requests"] == [{"name": "ask", "args": {"b": 2}, "description": "Add how much?"}]
+    assert value["action_requests"] == [
+        {"name": "ask", "args": {"b": 2}, "description": "Add how much?"}
+    ]
     [review] = value["review_configs"]
-    assert review["action_name"] == "ask" and review["allowed_decisions"] == ["approve", "edit", "reject"]
+    assert review["action_name"] == "ask" and review["allowed_decisions"] == [
+        "approve",
+        "edit",
+        "reject",
+    ]
     assert review["args_schema"]["properties"]["b"]["type"] == "integer"
     # the older agent-inbox shape and the gate's own keys are still there
-    assert value["action_request"] == {"action": "ask", "args": {"b": 2}} and value["config"]["allow_edit"] is True
+    assert (
+        value["action_request"] == {"action": "ask", "args": {"b": 2}}
+        and value["config"]["allow_edit"] is True
+    )
     assert (value["gate"], value["message"]) == ("ask", "Add how much?")
     # the thread's state (what agent-chat-ui reads) and a stream's updates carry the same value
-    assert client.threads.get_state(thread)["tasks"][0]["interrupts"][0]["value"]["action_requests"][0]["name"] == "ask"
+    assert (
+        client.threads.get_state(thread)["tasks"][0]["interrupts"][0]["value"]["action_requests"][
+            0
+        ]["name"]
+        == "ask"
+    )
     other = client.threads.create()["thread_id"]
-    parts = [p.data for p in client.runs.stream(other, "tip", input={}, stream_mode="updates")
-             if "__interrupt__" in p.data]
+    parts = [
+        p.data
+        for p in client.runs.stream(other, "tip", input={}, stream_mode="updates")
+        if "__interrupt__" in p.data
+    ]
     assert parts[0]["__interrupt__"][0]["value"]["review_configs"] == value["review_configs"]
     # a gate with no fields offers no edit, and is approved with the decisions answer too
     nod = client.threads.create()["thread_id"]
     plain = client.runs.wait(nod, "nod", input={})["__interrupt__"][0]["value"]
     assert plain["action_requests"] == [{"name": "ok", "args": {}, "description": "Go on?"}]
-    assert plain["review_configs"] == [{"action_name": "ok", "allowed_decisions": ["approve", "reject"]}]
-    assert client.runs.wait(nod, "nod", command=Command(resume={"decisions": [{"type": "approve"}]}))["n"] == 42
+    assert plain["review_configs"] == [
+        {"action_name": "ok", "allowed_decisions": ["approve", "reject"]}
+    ]
+    assert (
+        client.runs.wait(nod, "nod", command=Command(resume={"decisions": [{"type": "approve"}]}))[
+            "n"
+        ]
+        == 42
+    )
 
 
 def test_approve_edit_reject_and_respond(live: Live) -> None:
     client = lg(live)
     thread, _ = waiting(client)
-    assert client.runs.wait(thread, "tip", command=Command(resume={"decisions": [{"type": "approve"}]}))["total"] == 3
+    assert (
+        client.runs.wait(
+            thread, "tip", command=Command(resume={"decisions": [{"type": "approve"}]})
+        )["total"]
+        == 3
+    )
     assert client.threads.get(thread)["status"] == "idle"
     # edit: the changed fields land in the outputs; a form edits every value as text, read like `--set b=5`
     for edited, total in (({"b": "5"}, 6), ({"b": 7}, 8), ({"b": None}, 3)):
         thread, _ = waiting(client)
         answer = {"decisions": [{"type": "edit", "edited_action": {"name": "ask", "args": edited}}]}
-        assert client.runs.wait(thread, "tip", command=Command(resume=answer))["total"] == total, edited
+        assert client.runs.wait(thread, "tip", command=Command(resume=answer))["total"] == total, (
+            edited
+        )
     # reject: the message is the decision's reason; the flow's gate ends the run (its output is missing)
     for kind in ("reject", "respond"):
         thread, _ = waiting(client)
@@ -128,20 +163,34 @@ def test_approve_edit_reject_and_respond(live: Live) -> None:
         assert (shown["decision"], shown["reason"]) == ("reject", f"not today ({kind})"), shown
 
 
-@pytest.mark.parametrize(("answer", "message"), [
-    ({"decisions": [{"type": "edit", "edited_action": {"name": "ask", "args": {"b": "five"}}}]}, "'b'"),
-    ({"decisions": [{"type": "edit", "edited_action": {"name": "ask", "args": {"c": 1}}}]}, "has no field 'c'"),
-    ({"decisions": [{"type": "edit", "edited_action": {"name": "ask"}}]}, "edited_action"),
-    ({"decisions": [{"type": "edit"}]}, "edited_action"),
-    ({"decisions": [{"type": "approve"}, {"type": "approve"}]}, "one decision"),
-    ({"decisions": []}, "one decision"),
-    ({"decisions": ["approve"]}, "one decision"),
-    ({"decisions": [{"type": "maybe"}]}, "unknown decision type 'maybe'"),
-    ({"decisions": [{"type": "reject", "message": 5}]}, "`message` must be text"),
-    ({"decisions": [{"type": "approve"}], "b": 1}, "only `decisions`"),
-])
-def test_a_wrong_decision_is_a_422_and_the_gate_keeps_waiting(live: Live, answer: dict[str, Any],
-                                                               message: str) -> None:
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            {
+                "decisions": [
+                    {"type": "edit", "edited_action": {"name": "ask", "args": {"b": "five"}}}
+                ]
+            },
+            "'b'",
+        ),
+        (
+            {"decisions": [{"type": "edit", "edited_action": {"name": "ask", "args": {"c": 1}}}]},
+            "has no field 'c'",
+        ),
+        ({"decisions": [{"type": "edit", "edited_action": {"name": "ask"}}]}, "edited_action"),
+        ({"decisions": [{"type": "edit"}]}, "edited_action"),
+        ({"decisions": [{"type": "approve"}, {"type": "approve"}]}, "one decision"),
+        ({"decisions": []}, "one decision"),
+        ({"decisions": ["approve"]}, "one decision"),
+        ({"decisions": [{"type": "maybe"}]}, "unknown decision type 'maybe'"),
+        ({"decisions": [{"type": "reject", "message": 5}]}, "`message` must be text"),
+        ({"decisions": [{"type": "approve"}], "b": 1}, "only `decisions`"),
+    ],
+)
+def test_a_wrong_decision_is_a_422_and_the_gate_keeps_waiting(
+    live: Live, answer: dict[str, Any], message: str
+) -> None:
     client = lg(live)
     thread, _ = waiting(client)
     with pytest.raises(httpx.HTTPStatusError, match="422") as refused:
@@ -153,15 +202,26 @@ def test_a_wrong_decision_is_a_422_and_the_gate_keeps_waiting(live: Live, answer
 
 def test_the_older_shapes_and_the_engines_own_decisions_still_decide(live: Live) -> None:
     client = lg(live)
-    for resume, total in (({"decision": "approve"}, 3), ({"approve": True, "b": 4}, 5), (True, 3),
-                          ([{"type": "accept", "args": None}], 3),
-                          ([{"type": "edit", "args": {"action": "ask", "args": {"b": 6}}}], 7)):
+    for resume, total in (
+        ({"decision": "approve"}, 3),
+        ({"approve": True, "b": 4}, 5),
+        (True, 3),
+        ([{"type": "accept", "args": None}], 3),
+        ([{"type": "edit", "args": {"action": "ask", "args": {"b": 6}}}], 7),
+    ):
         thread, asked = waiting(client)
-        assert client.runs.wait(thread, "tip", command=Command(resume=resume))["total"] == total, resume
+        assert client.runs.wait(thread, "tip", command=Command(resume=resume))["total"] == total, (
+            resume
+        )
         keyed, asked = waiting(client)  # keyed by the interrupt id, as for several interrupts
-        assert client.runs.wait(keyed, "tip", command=Command(resume={asked["id"]: resume}))["total"] == total
+        assert (
+            client.runs.wait(keyed, "tip", command=Command(resume={asked["id"]: resume}))["total"]
+            == total
+        )
     thread, asked = waiting(client)
-    keyed_decisions = {asked["id"]: {"decisions": [{"type": "edit", "edited_action": {"args": {"b": "10"}}}]}}
+    keyed_decisions = {
+        asked["id"]: {"decisions": [{"type": "edit", "edited_action": {"args": {"b": "10"}}}]}
+    }
     assert client.runs.wait(thread, "tip", command=Command(resume=keyed_decisions))["total"] == 11
     with live.client() as http:  # the engine's own API: `decision` and its alias `approve`
         for body in ({"decision": "approve", "values": {"b": 1}}, {"approve": True}):
@@ -175,30 +235,57 @@ def test_a_json_body_is_read_whatever_its_content_type(live: Live) -> None:
         # the engine's API
         run = http.post("/flows/tip/runs", content=json.dumps({"inputs": {"a": 2}}), headers=PLAIN)
         assert run.status_code == 200 and run.json()["status"] == "waiting", run.text
-        done = http.post(f"/runs/{run.json()['run_id']}/resume", content='{"decision": "approve"}', headers=PLAIN)
+        done = http.post(
+            f"/runs/{run.json()['run_id']}/resume", content='{"decision": "approve"}', headers=PLAIN
+        )
         assert done.json()["outputs"] == {"total": 4}, done.text
-        made = http.post("/threads", content='{"flow": "tip"}', headers={})  # no Content-Type at all
+        # no Content-Type at all
+        made = http.post("/threads", content='{"flow": "tip"}', headers={})
         assert made.status_code in (200, 201), made.text
         # the LangGraph API, as agent-chat-ui's passthrough sends it
         thread = http.post("/lg/threads", content="{}", headers=PLAIN)
         assert thread.status_code == 200, thread.text
         thread_id = thread.json()["thread_id"]
-        found = http.post("/lg/threads/search", content=json.dumps({"ids": [thread_id]}), headers=PLAIN)
+        found = http.post(
+            "/lg/threads/search", content=json.dumps({"ids": [thread_id]}), headers=PLAIN
+        )
         assert [t["thread_id"] for t in found.json()] == [thread_id]
-        patched = http.patch(f"/lg/threads/{thread_id}", content='{"metadata": {"who": "ada"}}', headers=PLAIN)
+        patched = http.patch(
+            f"/lg/threads/{thread_id}", content='{"metadata": {"who": "ada"}}', headers=PLAIN
+        )
         assert patched.json()["metadata"]["who"] == "ada", patched.text
-        put = http.put("/lg/store/items", content='{"namespace": ["t"], "key": "k", "value": {"v": 1}}', headers=PLAIN)
+        put = http.put(
+            "/lg/store/items",
+            content='{"namespace": ["t"], "key": "k", "value": {"v": 1}}',
+            headers=PLAIN,
+        )
         assert put.status_code in (200, 204), put.text
         body = {"assistant_id": "tip", "input": {"a": 1}}
-        asked = http.post(f"/lg/threads/{thread_id}/runs/wait", content=json.dumps(body), headers=PLAIN).json()
+        asked = http.post(
+            f"/lg/threads/{thread_id}/runs/wait", content=json.dumps(body), headers=PLAIN
+        ).json()
         assert asked["__interrupt__"][0]["value"]["action_requests"][0]["name"] == "ask", asked
-        resume = {"assistant_id": "tip", "command": {"resume": {"decisions": [{"type": "edit", "edited_action": {
-            "name": "ask", "args": {"b": "41"}}}]}}}
-        answer = http.post(f"/lg/threads/{thread_id}/runs/wait", content=json.dumps(resume), headers=PLAIN).json()
+        resume = {
+            "assistant_id": "tip",
+            "command": {
+                "resume": {
+                    "decisions": [
+                        {"type": "edit", "edited_action": {"name": "ask", "args": {"b": "41"}}}
+                    ]
+                }
+            },
+        }
+        answer = http.post(
+            f"/lg/threads/{thread_id}/runs/wait", content=json.dumps(resume), headers=PLAIN
+        ).json()
         assert answer["total"] == 42, answer
         # a body that is not JSON is still a 422 saying so, whatever its type
         for path in ("/lg/threads", "/flows/tip/runs", "/lg/threads/search"):
-            for content, headers in (("a=1", PLAIN), ("{'a': 1}", {}), ("a=1", {"Content-Type": "text/html"})):
+            for content, headers in (
+                ("a=1", PLAIN),
+                ("{'a': 1}", {}),
+                ("a=1", {"Content-Type": "text/html"}),
+            ):
                 refused = http.post(path, content=content, headers=headers)
                 assert refused.status_code == 422, (path, refused.text)
                 assert refused.json()["error"]["message"] == NOT_AN_OBJECT

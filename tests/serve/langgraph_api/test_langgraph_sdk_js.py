@@ -34,8 +34,13 @@ def run_js_client(live: Live) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if key != "LANGGRAPH_API_KEY"}
     if live.server.settings.token:
         env["LANGGRAPH_API_KEY"] = live.server.settings.token
-    done = subprocess.run([node, str(SCRIPT), str(prefix), live.url + "/lg"], capture_output=True, text=True,
-                          timeout=120, env=env)
+    done = subprocess.run(
+        [node, str(SCRIPT), str(prefix), live.url + "/lg"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     seen: dict[str, Any] = json.loads(done.stdout)
     return seen
@@ -55,8 +60,12 @@ def test_the_javascript_client_searches_streams_and_resumes_a_gate(live: Live) -
     assert stream["updates"] == [{"answer": {"reply": REPLY}}]
     assert [m["content"] for m in stream["last_values"]["messages"]] == ["My name is Ada", REPLY]
     assert seen["second_turn"] == "Your name is Ada."  # the thread carried turn one
-    assert seen["chat_state"]["messages"] == [["human", "My name is Ada"], ["ai", REPLY],
-                                              ["human", "What is my name?"], ["ai", "Your name is Ada."]]
+    assert seen["chat_state"]["messages"] == [
+        ["human", "My name is Ada"],
+        ["ai", REPLY],
+        ["human", "What is my name?"],
+        ["ai", "Your name is Ada."],
+    ]
     assert seen["chat_state"]["next"] == []
 
     asked = seen["interrupt"]

@@ -40,7 +40,9 @@ steps:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    root = example_yard(tmp_path_factory.mktemp("yard"), {**EXTRA, "flows/checked_chat.yaml": CHECKED})
+    root = example_yard(
+        tmp_path_factory.mktemp("yard"), {**EXTRA, "flows/checked_chat.yaml": CHECKED}
+    )
     server = start_live(Settings(root=root, watch=False, schedules=False, grace=5.0, poll=0.1))
     yield server
     server.stop()
@@ -56,8 +58,9 @@ def said(text: str) -> dict[str, Any]:
 
 def trace(live: Live, run_id: str) -> list[dict[str, Any]]:
     with live.client() as http:
-        found: list[dict[str, Any]] = http.get(f"/runs/{run_id}/events",
-                                               headers={"Accept": "application/json"}).json()["events"]
+        found: list[dict[str, Any]] = http.get(
+            f"/runs/{run_id}/events", headers={"Accept": "application/json"}
+        ).json()["events"]
     return found
 
 
@@ -77,8 +80,10 @@ def run_of(message: dict[str, Any]) -> str:
 def test_each_reply_of_a_thread_carries_its_turns_model_calls(live: Live) -> None:
     client = lg(live)
     thread = client.threads.create()["thread_id"]
-    answers = [client.runs.wait(thread, "support_chat", input=said(text))["messages"][-1]
-               for text in ("My name is Ada", "What is my name?")]
+    answers = [
+        client.runs.wait(thread, "support_chat", input=said(text))["messages"][-1]
+        for text in ("My name is Ada", "What is my name?")
+    ]
     state = client.threads.get_state(thread)["values"]["messages"]
     replies = [m for m in state if m["type"] == "ai"]
     assert [m["id"] for m in replies] == [m["id"] for m in answers]
@@ -95,14 +100,23 @@ def test_each_reply_of_a_thread_carries_its_turns_model_calls(live: Live) -> Non
     history = client.threads.get_history(thread)
     assert history[0]["values"]["messages"][-1]["usage_metadata"] == replies[-1]["usage_metadata"]
     assert history[1]["values"]["messages"][-1]["usage_metadata"] == replies[0]["usage_metadata"]
-    assert client.threads.get(thread)["values"]["messages"][-1]["usage_metadata"] == replies[-1]["usage_metadata"]
+    assert (
+        client.threads.get(thread)["values"]["messages"][-1]["usage_metadata"]
+        == replies[-1]["usage_metadata"]
+    )
 
 
 def test_a_stream_carries_the_usage_of_each_step_and_of_the_reply(live: Live) -> None:
     client = lg(live)
     thread = client.threads.create()["thread_id"]
-    parts = list(client.runs.stream(thread, "support_chat", input=said("My order 123 is late"),
-                                    stream_mode=["values", "messages-tuple"]))
+    parts = list(
+        client.runs.stream(
+            thread,
+            "support_chat",
+            input=said("My order 123 is late"),
+            stream_mode=["values", "messages-tuple"],
+        )
+    )
     run_id = parts[0].data["run_id"]
     chunks = [p.data[0] for p in parts if p.event == "messages"]
     used = [chunk["usage_metadata"] for chunk in chunks if chunk["usage_metadata"] is not None]
@@ -111,14 +125,18 @@ def test_a_stream_carries_the_usage_of_each_step_and_of_the_reply(live: Live) ->
     reply = [p.data for p in parts if p.event == "values"][-1]["messages"][-1]
     assert reply["usage_metadata"] == usage_metadata(spent(live, run_id)) is not None
     # `messages` mode: the step's complete message with its usage
-    again = list(client.runs.stream(thread, "support_chat", input=said("thanks"), stream_mode="messages"))
+    again = list(
+        client.runs.stream(thread, "support_chat", input=said("thanks"), stream_mode="messages")
+    )
     again_id = again[0].data["run_id"]
     [complete] = [p.data[0] for p in again if p.event == "messages/complete"]
     assert complete["usage_metadata"] == usage_metadata(spent(live, again_id, "answer")) is not None
     # joining the finished run replays it with the same usage
     joined = list(client.runs.join_stream(thread, run_id, stream_mode="values"))
     assert joined[-1].data["messages"][-1]["usage_metadata"] == reply["usage_metadata"]
-    [joined_reply] = [m for m in client.runs.join(thread, run_id)["messages"] if m["id"] == reply["id"]]
+    [joined_reply] = [
+        m for m in client.runs.join(thread, run_id)["messages"] if m["id"] == reply["id"]
+    ]
     assert joined_reply["usage_metadata"] == reply["usage_metadata"]
 
 
@@ -127,7 +145,11 @@ def test_a_reply_resumed_after_a_gate_counts_both_executions(live: Live) -> None
     thread = client.threads.create()["thread_id"]
     waiting = client.runs.wait(thread, "checked_chat", input=said("Where is my parcel?"))
     assert waiting["__interrupt__"]
-    parts = list(client.runs.stream(thread, "checked_chat", command=Command(resume=True), stream_mode="values"))
+    parts = list(
+        client.runs.stream(
+            thread, "checked_chat", command=Command(resume=True), stream_mode="values"
+        )
+    )
     run_id = parts[0].data["run_id"]
     before, after = spent(live, run_id, "draft"), spent(live, run_id, "polish")
     assert before.model_calls >= 1 and after.model_calls >= 1  # a call on each side of the gate
@@ -144,7 +166,9 @@ def test_a_run_without_a_thread_answers_its_usage(live: Live) -> None:
     client = lg(live)
     values = client.runs.wait(None, "support_chat", input={"message": "hello"})
     reply = values["messages"][-1]
-    assert reply["type"] == "ai" and reply["usage_metadata"] == usage_metadata(spent(live, run_of(reply)))
+    assert reply["type"] == "ai" and reply["usage_metadata"] == usage_metadata(
+        spent(live, run_of(reply))
+    )
     assert reply["usage_metadata"] is not None
     # a flow that calls no model: its reply has no usage
     assert client.runs.wait(None, "count", input={}) == {"n": 42}

@@ -28,12 +28,19 @@ def test_the_javascript_client_sees_the_usage_of_a_turn(live: Live) -> None:
         raise AssertionError("unreachable")
     prefix = npm_package("@langchain/langgraph-sdk", SDK_VERSION)
     env = {key: value for key, value in os.environ.items() if key != "LANGGRAPH_API_KEY"}
-    done = subprocess.run([node, str(SCRIPT), str(prefix), live.url + "/lg"], capture_output=True, text=True,
-                          timeout=120, env=env)
+    done = subprocess.run(
+        [node, str(SCRIPT), str(prefix), live.url + "/lg"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     seen: dict[str, Any] = json.loads(done.stdout)
     with live.client() as http:
-        trace = http.get(f"/runs/{seen['run_id']}/events", headers={"Accept": "application/json"}).json()["events"]
+        trace = http.get(
+            f"/runs/{seen['run_id']}/events", headers={"Accept": "application/json"}
+        ).json()["events"]
     whole, answer = Spend(), Spend()
     for event in trace:
         if event["type"] == "model_call":
