@@ -7,11 +7,11 @@ once per observer and the run goes on untouched.
 Observers are told in batches, not at each event: the runtime only appends an event to its
 execution's list, and the list is told, observer by observer, once it holds `BATCH` events, once
 `LATE` seconds passed since its first (a timer on the run's loop), and at once when the execution
-ends (finished, failed, interrupted, waiting at a gate), before that event is yielded. Told one at
-a time, between two steps of a run whose own work has pushed their code and data out of the
-processor's caches, the observers cost twice what the same events cost them in a row
-(bench/bench_telemetry.py, docs/performance.md "OpenTelemetry traces"). Nothing they record
-depends on when they are told: an event carries its own time and durations. An observer may say
+ends (finished, failed, interrupted, waiting at a gate), before that event is yielded. The run's own
+work per event is then an append; the observers' work is done in a row, though measured in a run it
+costs about what it did told event by event: their code and data are cold after the run's own steps
+either way (bench/bench_telemetry.py, docs/performance.md "OpenTelemetry traces"). Nothing they
+record depends on when they are told: an event carries its own time and durations. An observer may say
 which event types it wants (`told_only`): it is told no others, and an event no observer wants (a
 streamed token, which the `model_call` that ends its stream sums up) is not even kept.
 """
