@@ -391,3 +391,19 @@ def test_needs_cannot_name_end_and_mapping_methods_are_not_keys(make_yard: MakeY
         "flows/f.yaml:4:33: error BY212 step 'b' needs `end`, which is no step: `needs` names steps that must "
         "finish first",
     ]
+
+
+def test_a_block_named_after_another_file_says_which_id_the_file_defines(
+    make_yard: MakeYard,
+) -> None:
+    # blocks/greet.yaml defines `block: hello`: 'greet' is no typo of a block id, and the message says why
+    greet = "block: hello\nkind: transform\noutputs: {x: {type: any}}\ncompute: {x: '1'}\n"
+    flow = """
+        flow: f
+        steps:
+          - {id: a, uses: greet}
+        """
+    assert problems(make_yard, flow, **{"blocks/greet.yaml": greet}) == [
+        "flows/f.yaml:3:19: error BY210 step 'a' uses unknown block 'greet': blocks/greet.yaml defines block "
+        "'hello' (a step names a block by its `block:` id; use 'hello', or rename it)"
+    ]

@@ -532,6 +532,11 @@ def test_the_path_that_misses_an_output_is_found_past_a_step_with_no_way_on(
         f"flows/f.yaml:3:11: warning BY409 flow output 'y' is not written on the path r (default route) → skip → "
         f"end (step 'w' writes it); {UNWRITTEN}"
     )
+    # no cycle here: 'dead' names no step after it, and the message says so
+    assert lines[2].endswith(
+        "error BY306 step 'dead' leads to no other step: no path from 'dead' reaches the end of the flow "
+        "(give it a goto, or a branch for each value it can choose)"
+    )
 
 
 def test_a_rejection_that_fails_the_run_leads_to_no_step_even_one_called_fail(
@@ -572,7 +577,8 @@ def test_a_flows_closure_checks_its_blocks_by_name_and_by_file_and_no_other(
     assert closure == [
         f"blocks/greet.yaml:2:7: error BY353 block 'hello': {NO_ENUM}; it has 0 outputs",
         f"blocks/other.yaml:3:1: error BY353 block 'p': {NO_ENUM}; output 'c' has no enum",
-        "flows/f.yaml:4:19: error BY210 step 'b' uses unknown block 'greet'",
+        "flows/f.yaml:4:19: error BY210 step 'b' uses unknown block 'greet': blocks/greet.yaml defines block "
+        "'hello' (a step names a block by its `block:` id; use 'hello', or rename it)",
     ]
     assert sorted(set(d.format() for d in check_project(project)) - set(closure)) == [
         f"blocks/stray.yaml:2:7: error BY353 block 'stray': {NO_ENUM}; it has 0 outputs"

@@ -83,6 +83,15 @@ def _dead_ends(
         finish = (
             "the end of the flow" if region.owner is None else f"the end of {region.describe()}"
         )
+        if len(component) == 1 and node.id not in successors[node.id]:
+            # no cycle: a step that names no step after it (a decide step with `branches: {}`)
+            index.report(
+                node.at("id"),
+                "BY306",
+                f"step '{node.id}' leads to no other step: no path from '{node.id}' reaches "
+                f"{finish} (give it a goto, or a branch for each value it can choose)",
+            )
+            continue
         if len(component) == 1:
             what = f"step '{node.id}' repeats itself"
         else:

@@ -122,6 +122,16 @@ def _block(index: FlowIndex, node: StepNode) -> None:
                 f"problems reported in {broken}",
             )
             return
+        named = _named_otherwise(index.project, index.project.config.paths.blocks, name)
+        if named is not None:
+            path, defined = named
+            index.report(
+                where,
+                "BY210",
+                f"step '{node.id}' uses unknown block '{name}': {path} defines block '{defined}' "
+                f"(a step names a block by its `block:` id; use '{defined}', or rename it)",
+            )
+            return
         hint = did_you_mean(name, index.project.blocks)
         index.report(where, "BY210", f"step '{node.id}' uses unknown block '{name}'{hint}")
 
@@ -144,6 +154,17 @@ def _subflow(index: FlowIndex, node: StepNode) -> None:
     index.report(
         node.at("flow"), "BY214", f"step '{node.id}' runs unknown flow '{spec.flow}'{hint}"
     )
+
+
+def _named_otherwise(project: Project, folder: str, name: str) -> tuple[str, str] | None:
+    """The file named like `name` in `folder` and the other id of the block it defines, if there is one."""
+    base = (project.root / folder).resolve()
+    for block, versions in project.blocks.items():
+        for definition in versions.values():
+            path = definition.doc.path
+            if block != name and path.stem == name and path.parent.resolve() == base:
+                return relative(path, project.root), block
+    return None
 
 
 def unloaded(project: Project, folder: str, name: str) -> str | None:
