@@ -37,6 +37,7 @@ import engine.models.providers
 import engine.tools
 from engine.compile.flowgraph import route_label
 from engine.compile.router import _matcher as router_matcher
+from engine.spec.block import BLOCK_KINDS
 from engine.spec.flow import ROUTE_CONDITIONS, Route
 
 REPO = Path(__file__).resolve().parents[1]
@@ -357,3 +358,9 @@ def test_every_router_condition_is_a_field_a_matcher_and_a_label() -> None:
         matches = router_matcher(route, "flow f, step r", 1)
         assert callable(matches)
         assert route_label(route) == f"{name.replace('_', ' ')} x"
+
+
+def test_every_block_kind_has_its_executor_and_no_other() -> None:
+    # a kind added to BlockKind (engine/spec/block.py) without its executor, or an executor for a kind the
+    # spec does not know, fails here (docs/architecture.md, "Adding a block kind")
+    assert sorted(engine.executors.EXECUTORS) == sorted(BLOCK_KINDS)
