@@ -124,6 +124,7 @@ def test_the_debian_packages_are_named_in_one_place() -> None:
         "npm",
         "postgresql",
         "curl",
+        "strace",
     }
     assert all(len(fields) == 2 for fields in listed), listed
     for script in ("run", "test", "latest"):

@@ -56,7 +56,7 @@ from engine.runtime.observe import Observer
 from engine.spec import ModelProfile
 from engine.spec.budget import BudgetSpec, raised
 from engine.spec.decisions import DecisionRefused
-from engine.spec.durability import NO_CHECKPOINTS, gate_of
+from engine.spec.durability import NO_CHECKPOINTS, gate_of, synchronous_of
 from engine.spec.typecheck import coerce_inputs
 from engine.state import gates, liveness, store, threads, written
 from engine.state.checkpointer import StateDB
@@ -65,6 +65,7 @@ from engine.state.ids import check_run_id, new_run_id
 from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
+from engine.state.synchronous import level as commit_level
 from engine.templates.limits import TemplateLimits
 from engine.tools import ToolRegistry, build_registry
 
@@ -80,7 +81,7 @@ class Engine:
         root: Path,
         state_path: Path,
         *,
-        synchronous: str = "NORMAL",
+        synchronous: str | None = None,
         env: Mapping[str, str] | None = None,
         database: str | None = None,
     ) -> None:
@@ -92,7 +93,10 @@ class Engine:
         self.env = env
         # the API keys of the model profiles runs use (engine/core/redaction.py)
         self.secrets = Masker()
-        self._synchronous = synchronous
+        # the disk guarantee of the state database's commits (engine/state/synchronous.py): the program's
+        # choice, else blockyard.yaml's (`for_project`), else NORMAL; a flow may ask for its own
+        self._synchronous = synchronous or "NORMAL"
+        self._synchronous_chosen = synchronous is not None
         self._db: StateDB | None = None
         self._memory: MemoryStore | None = None
         self._lock = threading.RLock()
@@ -119,7 +123,7 @@ class Engine:
         project: Project,
         *,
         state: Path | str | None = None,
-        synchronous: str = "NORMAL",
+        synchronous: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Engine:
         """The engine of a loaded yard: its state database (`database` or `paths.state` unless `state`,
@@ -129,7 +133,14 @@ class Engine:
         if isinstance(state, str) and state.startswith(SCHEMES):  # a Postgres URL instead of a file
             database, state = state, None
         path = Path(state) if state is not None else project.root / project.config.paths.state
-        engine = cls(project.root, path, synchronous=synchronous, env=env, database=database)
+        engine = cls(
+            project.root,
+            path,
+            synchronous=synchronous or project.config.synchronous,
+            env=env,
+            database=database,
+        )
+        engine._synchronous_chosen = synchronous is not None
         engine.mask_keys(project.config.models.values())
         engine.prompt_files = frozenset(
             prompt_files(d.spec for versions in project.blocks.values() for d in versions.values())
@@ -346,22 +357,24 @@ class Engine:
                     0, store.save_definition(digest, bundle.name, bundle.version, text, now)
                 )
             try:
-                if thread_id is None:
-                    await self.db.writer.write(*writes)
-                else:  # one turn at a time: admitted only while no other run of the thread goes on
-                    said = threads.turn_text(values)
-                    admit = threads.admit(
-                        thread_id,
-                        bundle.name,
-                        threads.title_of(said),
-                        writes,
-                        record.id,
-                        now,
-                        name=naming.fallback_name(said),
-                    )
-                    admitted = await threads.wait_turn(
-                        functools.partial(self.db.writer.call, admit), thread_id
-                    )
+                # the run's row is kept as its steps will be
+                with commit_level(self.synchronous(bundle)):
+                    if thread_id is None:
+                        await self.db.writer.write(*writes)
+                    else:  # one turn at a time: admitted only while no other run of the thread goes on
+                        said = threads.turn_text(values)
+                        admit = threads.admit(
+                            thread_id,
+                            bundle.name,
+                            threads.title_of(said),
+                            writes,
+                            record.id,
+                            now,
+                            name=naming.fallback_name(said),
+                        )
+                        admitted = await threads.wait_turn(
+                            functools.partial(self.db.writer.call, admit), thread_id
+                        )
                 self._saved.add(digest)
                 break
             except INTEGRITY_ERRORS:
@@ -478,7 +491,10 @@ class Engine:
         if digest not in self._saved:
             writes.insert(0, store.save_definition(digest, bundle.name, bundle.version, text, now))
         try:
-            await self.db.writer.write(*writes)
+            with commit_level(
+                self.synchronous(bundle)
+            ):  # a queued run is kept as its steps will be
+                await self.db.writer.write(*writes)
         except INTEGRITY_ERRORS:
             raise UsageError(
                 f"run id '{run_id}' is already taken (see `blockyard runs show {run_id}`)"
@@ -657,7 +673,13 @@ class Engine:
             trace=trace,
             observers=tuple(self.observers),
             traceparent=self.traceparents.pop(record.id, None),
+            synchronous=self.synchronous(bundle),
         )
+
+    def synchronous(self, bundle: Bundle) -> str | None:
+        """The disk guarantee of the commits of a run of `bundle`: its flow's, else its yard's
+        blockyard.yaml's (unless the program chose the database's), else None: the database's."""
+        return synchronous_of(bundle.flow, None if self._synchronous_chosen else bundle.config)
 
     async def spend(self, record: RunRecord, resumed: bool) -> RunSpend:
         """What the run spent before this execution (by its trace when it has one: a crashed execution's

@@ -50,6 +50,7 @@ from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.journal import Journal
 from engine.state.store import RunRecord
+from engine.state.synchronous import level as commit_level
 from engine.state.writer import GuardFailed, Write
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ class Execution:
     # (engine/runtime/observe.py); an observer's failure never touches the run
     observers: Sequence[Observer] = ()
     traceparent: str | None = None  # a W3C traceparent the run's trace continues (an HTTP caller's)
+    # the disk guarantee of the run's commits (engine/state/synchronous.py; None: the yard's database's)
+    synchronous: str | None = None
 
 
 class _Steps:
@@ -297,7 +300,8 @@ class _Pass:
 
     async def announce(self, wait: float) -> Event:
         assert self.naming is not None
-        return await _announce(self.db, self.seq, self.naming, wait, self.record)
+        with commit_level(self.ex.synchronous):
+            return await _announce(self.db, self.seq, self.naming, wait, self.record)
 
     def stream(self) -> AsyncGenerator[tuple[str, Any], None]:
         """The graph's stream: ("event", Event) as nodes report, else LangGraph's values and interrupts."""
@@ -339,6 +343,7 @@ class _Pass:
             ex.context.limits,
             self.fence,
             durability=GRAPH_DURABILITY[run.mode],
+            synchronous=ex.synchronous,
         )
 
     async def interrupted(self) -> Event:
@@ -491,16 +496,17 @@ class _Pass:
             elapsed=time.monotonic() - self.began if elapsed is None else elapsed,
             spend=self.spent,
         )
-        await _end(
-            self.db,
-            self.thread,
-            self.ex.trace,
-            event,
-            row,
-            *more,
-            *_pruned(self.db, self.run, status),
-            fence=self.fence,
-        )
+        with commit_level(self.ex.synchronous):  # the run's end is kept as its steps are
+            await _end(
+                self.db,
+                self.thread,
+                self.ex.trace,
+                event,
+                row,
+                *more,
+                *_pruned(self.db, self.run, status),
+                fence=self.fence,
+            )
 
 
 async def _announce(

@@ -31,6 +31,7 @@ else:
     PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
 
 from engine.state import fencing
+from engine.state import synchronous as commit_levels
 from engine.templates.limits import TemplateLimits, set_limits
 
 _direct: bool | None = None  # does the private path work with this LangGraph? (probed once)
@@ -133,14 +134,18 @@ class Listener:
         fence: fencing.Fence | None = None,
         *,
         durability: Durability | None = "sync",
+        synchronous: str | None = None,
     ) -> AsyncGenerator[tuple[str, Any], None]:
         """`limits` bound the templates the graph's nodes render, and `fence` guards its checkpoints
         on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
-        for everything it starts. `durability` is LangGraph's mode for the stream (None for a graph
+        for everything it starts, as it does the disk guarantee of its writes, `synchronous`
+        (engine/state/synchronous.py). `durability` is LangGraph's mode for the stream (None for a graph
         without a checkpointer)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
         self._task = asyncio.get_running_loop().create_task(
-            self._pump(graph, start, config, direct, context, limits, fence, durability)
+            self._pump(
+                graph, start, config, direct, context, limits, fence, durability, synchronous
+            )
         )
         try:
             while True:
@@ -170,11 +175,13 @@ class Listener:
         limits: TemplateLimits | None,
         fence: fencing.Fence | None,
         durability: Durability | None,
+        synchronous: str | None,
     ) -> None:
         put = self._queue.put_nowait
         if limits is not None:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
         fencing.enter(fence)
+        commit_levels.enter(synchronous)
         try:
             if direct is not None:
                 async for mode, data in graph.astream(

@@ -55,7 +55,7 @@ class Yard:
         project: Project,
         *,
         state: Path | str | None = None,
-        synchronous: str = "NORMAL",
+        synchronous: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.project = project
@@ -84,7 +84,7 @@ class Yard:
         path: Path | str = ".",
         *,
         state: Path | str | None = None,
-        synchronous: str = "NORMAL",
+        synchronous: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Yard:
         """Open the yard without validating it first: for resuming and looking at runs, which use
@@ -139,7 +139,7 @@ class Yard:
         path: Path | str = ".",
         *,
         state: Path | str | None = None,
-        synchronous: str = "NORMAL",
+        synchronous: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Yard:
         """Load and check the yard at `path`. A broken blockyard.yaml (which every flow needs) raises

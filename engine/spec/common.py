@@ -43,6 +43,9 @@ Duration = Annotated[
 Durability = Literal["sync", "async", "exit", "none"]
 DURABILITY_MODES: tuple[str, ...] = ("sync", "async", "exit", "none")
 DEFAULT_DURABILITY = "sync"
+# What a run's commits survive (docs/runtime.md, "The disk guarantee"): a crash of the process (normal),
+# or also a power cut (full)
+Synchronous = Literal["normal", "full"]
 
 ValueType = Literal["string", "integer", "number", "boolean", "array", "object", "any"]
 

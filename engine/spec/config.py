@@ -13,6 +13,7 @@ from engine.spec.common import (
     ModelProfile,
     Name,
     Spec,
+    Synchronous,
     empty_dict,
     empty_list,
 )
@@ -453,6 +454,14 @@ class ConfigSpec(Spec):
         description=(
             "false: runs with durability none record no event trace unless their flow or the run says otherwise "
             "(the default is true)."
+        ),
+    )
+    synchronous: Synchronous | None = Field(
+        None,
+        description=(
+            "What the commits of runs survive unless their flow says otherwise: normal (a crash of the "
+            "process; the default) or full (also a power cut: each commit waits for the disk). "
+            'See docs/runtime.md, "The disk guarantee".'
         ),
     )
     budget: BudgetSpec | None = Field(

@@ -26,6 +26,14 @@ def mode_of(run: str | None, flow: FlowSpec, config: ConfigSpec) -> str:
     return run or flow.durability or config.durability or DEFAULT_DURABILITY
 
 
+def synchronous_of(flow: FlowSpec, config: ConfigSpec | None) -> str | None:
+    """The disk guarantee of a run's commits, in SQLite's spelling (engine/state/synchronous.py): its
+    flow's `synchronous:`, else the yard's (`config`; None when the program chose the database's),
+    else None: the state database's own."""
+    chosen = flow.synchronous or (config.synchronous if config is not None else None)
+    return chosen.upper() if chosen is not None else None
+
+
 def keeps_trace(mode: str, run: bool | None, flow: FlowSpec, config: ConfigSpec) -> bool:
     """Whether a run in `mode` records its event trace: always with checkpoints (resume, approvals
     and `runs show` read it); with none, unless the run, else its flow, else the yard says `trace: false`."""

@@ -7,7 +7,16 @@ from typing import Any, Literal
 from pydantic import Field
 
 from engine.spec.budget import BudgetSpec
-from engine.spec.common import Durability, Duration, Name, Spec, TypeSpec, empty_dict, empty_list
+from engine.spec.common import (
+    Durability,
+    Duration,
+    Name,
+    Spec,
+    Synchronous,
+    TypeSpec,
+    empty_dict,
+    empty_list,
+)
 
 Target = Name  # a step id, or `end`
 END = "end"
@@ -333,6 +342,12 @@ class FlowSpec(Spec):
         None,
         description="false: runs with durability none record no event trace (their runs row is still "
         "recorded). Unset: blockyard.yaml's `trace`.",
+    )
+    synchronous: Synchronous | None = Field(
+        None,
+        description="What the runs' commits survive: normal (a crash of the process: kill -9, OOM; "
+        "the default) or full (also a power cut or a kernel panic: each commit waits for the disk). "
+        'Unset: blockyard.yaml\'s `synchronous`. See docs/runtime.md, "The disk guarantee".',
     )
     budget: BudgetSpec | None = Field(
         None,

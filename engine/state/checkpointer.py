@@ -4,7 +4,8 @@ LangGraph checkpointer whose writes go through the group-commit writer.
 Durability: WAL mode with `synchronous=NORMAL`. A commit is in the WAL (in the OS page cache)
 before it is acknowledged, so a crash of the process (kill -9, OOM, Ctrl-C) loses nothing that
 was acknowledged; only a power cut or kernel panic can drop the last transactions, which SQLite
-then rolls back cleanly. Use `synchronous="FULL"` where that matters too.
+then rolls back cleanly. `synchronous="FULL"` (the yard's, or a flow's for its runs' transactions:
+engine/state/synchronous.py) survives those too.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from engine.core.events import now_iso
 from engine.core.redaction import Masker
 from engine.state import compact, inline_steps, migrations
+from engine.state import synchronous as levels
 from engine.state.database import Connection, explain, guard, open_database
 from engine.state.durable import GroupCommitted
 from engine.state.location import Location
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     from engine.state.pgsaver import PgDurableSaver
 
 T = TypeVar("T")
-SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 _PUT_CHECKPOINT = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
@@ -52,9 +53,7 @@ _PUT_WRITES = (
 
 def connect(path: Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, waiting on busy locks."""
-    if synchronous.upper() not in SYNCHRONOUS:
-        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
-    return open_database(path, synchronous=synchronous.upper())
+    return open_database(path, synchronous=levels.checked(synchronous))
 
 
 def prepare(conn: sqlite3.Connection) -> None:
@@ -222,7 +221,7 @@ class StateDB:
             None  # the saver again, on Postgres: reads on a live session
         )
         if self.location.url is not None:
-            self._open_postgres(self.location.url, window, secrets)
+            self._open_postgres(self.location.url, synchronous, window, secrets)
         else:
             self._open_sqlite(self.path, synchronous, window, secrets)
         self._closed = False
@@ -238,7 +237,8 @@ class StateDB:
                 lambda: self._open_writer(synchronous),
                 window=window,
                 explain=lambda exc: explain(exc, path) or exc,
-                inline=synchronous.upper() in ("OFF", "NORMAL"),
+                inline=levels.weak(levels.checked(synchronous)),
+                levels=levels.SqliteLevels(synchronous),
             )
             try:
                 read_conn = connect(path, synchronous=synchronous)
@@ -248,14 +248,21 @@ class StateDB:
         self.read_conn = read_conn
         self.saver = DurableSaver(read_conn, self.writer, secrets=secrets)
 
-    def _open_postgres(self, url: str, window: float, secrets: Masker | None) -> None:
+    def _open_postgres(
+        self, url: str, synchronous: str, window: float, secrets: Masker | None
+    ) -> None:
         # psycopg and LangGraph's Postgres checkpointer: loaded only for a Postgres database
         from engine.state.pgsaver import PgDurableSaver, lost, open_writer
         from engine.state.postgres import connect as connect_postgres  # (psycopg, as above)
 
         # a session the server ended (a restart, a failover) is replaced: the writer's before its next
         # batch (`lost`), the reader's before its next read (PgDurableSaver.read)
-        self.writer = SqliteWriter(lambda: open_writer(url), window=window, lost=lost)
+        # the yard's disk guarantee is the writer session's synchronous_commit; a transaction of a flow
+        # that asks for another sets its own (engine/state/synchronous.py)
+        commits = levels.PostgresLevels(synchronous)
+        self.writer = SqliteWriter(
+            lambda: open_writer(url, commits.session), window=window, lost=lost, levels=commits
+        )
         try:
             read_conn = connect_postgres(url)
         except BaseException:

@@ -60,12 +60,14 @@ def prepare(conn: PgConnection) -> None:
     postgres.migrate(conn, now_iso())
 
 
-def open_writer(url: str) -> PgConnection:
+def open_writer(url: str, session: Callable[[Connection], None] | None = None) -> PgConnection:
     """The writer thread's connection, with the database prepared (at start, and again whenever the
-    writer reconnects: engine/state/writer.py, `lost`)."""
+    writer reconnects: engine/state/writer.py, `lost`) and `session` applied (its settings)."""
     conn = postgres.connect(url)
     try:
         prepare(conn)
+        if session is not None:
+            session(conn)
     except (
         psycopg.Error
     ) as exc:  # LangGraph's setup speaks psycopg: a session lost meanwhile is a StateError

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engine.state import synchronous
 from engine.state.database import DB_ERRORS, Connection, StateError
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class _Item:
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future[Any] | concurrent.futures.Future[Any] | None = None
     lazy: bool = False
+    # the disk guarantee its writer asked for (engine/state/synchronous.py; None: the yard's)
+    level: str | None = None
 
 
 _STOP = _Item(())
@@ -111,12 +114,15 @@ class SqliteWriter:
         explain: Callable[[Exception], BaseException] | None = None,
         inline: bool = False,
         lost: Callable[[Connection], bool] | None = None,
+        levels: synchronous.Levels | None = None,
     ) -> None:
         """`inline`: a lone run's `write` may commit on the caller's thread (see `write`); only for a
         connection that may be used from any thread and whose commits do not wait for the disk.
         `lost`: whether a connection's session is gone for good (see the class), for a server's
-        connections (a SQLite connection is never lost this way)."""
+        connections (a SQLite connection is never lost this way). `levels`: how a transaction gets the
+        disk guarantee its writes ask for (engine/state/synchronous.py); None: the connection's, always."""
         self._connect = connect
+        self._levels = levels
         self._lost = lost
         # what a batch's waiters get when the transaction itself fails (the lock, the file)
         self._explain = explain or (lambda exc: exc)
@@ -156,7 +162,13 @@ class SqliteWriter:
         loop's idle turn in between). With runs side by side, or writers that declared no run (a
         standalone graph on the saver, invoked any number of times at once), they go through the
         queue, where they share transactions."""
-        if self._inline and self._runs == 1 and self._commit_inline(writes):
+        # a commit that waits for the disk (a run of a `synchronous: full` flow) never stalls the loop
+        if (
+            self._inline
+            and self._runs == 1
+            and synchronous.weak(synchronous.current())
+            and self._commit_inline(writes)
+        ):
             return
         await self._submit_async(writes)
 
@@ -187,6 +199,7 @@ class SqliteWriter:
                 quiet, self._quiet = self._quiet, []
             item = _Item(writes)
             items = [*lazy, *quiet, item]
+            level = self._level(conn, items)
             # never wait for another process's lock here (that would stall the event loop):
             # a busy database sends the write, and what was taken along, through the queue
             conn.execute("PRAGMA busy_timeout = 0")
@@ -199,7 +212,7 @@ class SqliteWriter:
                 return False
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            results = self._commit(conn, items)
+            results = self._commit(conn, items, level)
         finally:
             self._conn_lock.release()
         self._deliver([result for result in results if result[0] is not item])
@@ -227,7 +240,7 @@ class SqliteWriter:
         are executed after everything queued before them and before everything queued after them
         (a checkpoint's pending writes, which the checkpoint that follows them carries along).
         """
-        item = _Item(writes, lazy=lazy)
+        item = _Item(writes, lazy=lazy, level=synchronous.current())
         if not lazy and wake:
             self._put(item)
             return
@@ -250,12 +263,12 @@ class SqliteWriter:
     async def _submit_async(self, work: Sequence[Write] | Call) -> Any:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._put(_Item(work, loop, future))
+        self._put(_Item(work, loop, future, level=synchronous.current()))
         return await future
 
     def _submit_sync(self, work: Sequence[Write] | Call) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._put(_Item(work, None, future))
+        self._put(_Item(work, None, future, level=synchronous.current()))
         return future.result()
 
     def _put(self, item: _Item) -> None:
@@ -340,6 +353,7 @@ class SqliteWriter:
         class's docstring): the connection to go on with, and each item's result."""
         try:
             conn = self._revived(conn)
+            level = self._level(conn, items)
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except _TRANSACTION_ERRORS:
@@ -348,12 +362,23 @@ class SqliteWriter:
                 # the session ended while the writer waited (a server restart, a failover): no statement
                 # of the batch was sent, so it begins on a new session rather than failing its waiters
                 conn = self._revived(conn)
+                level = self._level(conn, items)
                 conn.execute("BEGIN IMMEDIATE")
         except Exception as exc:
             # another process held the lock for the whole busy timeout, or the server is out of reach (a
             # new connection failed too): the batch fails whole, and the next one tries again
             return conn, self._failed(items, exc)
-        return conn, self._commit(conn, items)
+        return conn, self._commit(conn, items, level)
+
+    def _level(self, conn: Connection, items: list[_Item]) -> str | None:
+        """The disk guarantee the transaction of `items` needs (the strongest its writers asked for),
+        set on `conn` as far as it must be before BEGIN; None without `levels`."""
+        levels = self._levels
+        if levels is None:
+            return None
+        level = synchronous.strongest((item.level for item in items), levels.base)
+        levels.before(conn, level)
+        return level
 
     def _revived(self, conn: Connection) -> Connection:
         """`conn`, or a new connection in its place when it was lost (closing what is left of it)."""
@@ -367,15 +392,20 @@ class SqliteWriter:
         log.warning("the connection to the state database was lost; the writer reconnected")
         return fresh
 
-    def _commit(self, conn: Connection, items: list[_Item]) -> list[_Result]:
-        """Apply `items` in the transaction begun on `conn`, and commit it."""
+    def _commit(self, conn: Connection, items: list[_Item], level: str | None) -> list[_Result]:
+        """Apply `items` in the transaction begun on `conn` (at `level`: see `_level`), and commit it."""
+        levels = self._levels
         try:
+            if levels is not None and level is not None:
+                levels.inside(conn, level)
             results = self._apply_all(conn, items)
         except Exception:
             # some item failed: replay the batch with a savepoint per item, so only it fails
             try:
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
+                if levels is not None and level is not None:
+                    levels.inside(conn, level)
                 results = [self._apply_one(conn, item) for item in items]
             except _TRANSACTION_ERRORS as exc:
                 # another process took the lock in between, or the connection is gone (Postgres ends the
