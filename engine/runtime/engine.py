@@ -309,6 +309,33 @@ class Engine:
         folder outside the yard or a durability it cannot run in. `output_dir` (the run's choice)
         wins over the flow's `output_dir`; `durability` and `trace` over the flow's and the yard's."""
         mode, keep = self.durability(bundle, durability, trace, thread=thread is not None)
+        values, chosen_dir = self._checked(bundle, inputs, output_dir)
+        compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
+        chosen = check_run_id(run_id) if run_id is not None else None
+        thread_id = threads.check_thread_id(thread) if thread is not None else None
+        record, admitted = await self._record_new(
+            bundle, values, chosen, thread_id, mode=mode, keep=keep
+        )
+        if thread_id is None or admitted is None:
+            if mode not in NO_CHECKPOINTS:
+                # its checkpoint thread is the run id: nothing to read
+                self.db.saver.expect_new(record.id)
+            return await self.execution(
+                bundle,
+                compiled,
+                record,
+                compiled.initial_state(values),
+                output_dir=chosen_dir,
+                trace=keep,
+            )
+        return await self._turn(bundle, compiled, record, values, admitted, chosen_dir)
+
+    def _checked(
+        self, bundle: Bundle, inputs: Mapping[str, Any] | None, output_dir: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """A new run's inputs (coerced to the flow's types) and output folder (the run's choice, else
+        the flow's), each refused before the run exists: a usage error, not a failed run (nor does a
+        memory scope that does not render make one)."""
         values = coerce_inputs(
             bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'"
         )
@@ -319,15 +346,26 @@ class Engine:
             if self.output_dirs
             else None
         )
-        if chosen_dir is not None:  # refused before the run exists: a usage error, not a failed run
+        if chosen_dir is not None:
             what = "--output" if output_dir is not None else "output_dir"
             chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
-        # a scope that does not render refuses the run before it exists
         render_scope(bundle, values)
-        compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
+        return values, chosen_dir
+
+    async def _record_new(
+        self,
+        bundle: Bundle,
+        values: dict[str, Any],
+        chosen: str | None,
+        thread_id: str | None,
+        *,
+        mode: str,
+        keep: bool,
+    ) -> tuple[RunRecord, threads.Admitted | None]:
+        """The row of a new running run (`chosen`, its id, else a generated one, tried again should one
+        be taken), stored with its pinned definition; a turn of `thread_id` admitted only while no other
+        turn of it runs."""
         digest, text = self.pin(bundle)
-        chosen = check_run_id(run_id) if run_id is not None else None
-        thread_id = threads.check_thread_id(thread) if thread is not None else None
         admitted: threads.Admitted | None = None
         me = liveness.current()
         for _attempt in range(5):
@@ -386,18 +424,21 @@ class Engine:
                 raise StateError(f"cannot record a new run in {self.location}: {exc}") from None
         else:  # pragma: no cover - five generated ids taken in a row
             raise StateError("could not allocate a unique run id")
-        if thread_id is None or admitted is None:
-            if mode not in NO_CHECKPOINTS:
-                # its checkpoint thread is the run id: nothing to read
-                self.db.saver.expect_new(record.id)
-            return await self.execution(
-                bundle,
-                compiled,
-                record,
-                compiled.initial_state(values),
-                output_dir=chosen_dir,
-                trace=keep,
-            )
+        return record, admitted
+
+    async def _turn(
+        self,
+        bundle: Bundle,
+        compiled: CompiledFlow,
+        record: RunRecord,
+        values: dict[str, Any],
+        admitted: threads.Admitted,
+        chosen_dir: str | None,
+    ) -> Execution:
+        """The execution of an admitted turn of a conversation: from the thread's checkpoint, with the
+        conversation its flow's history window sends."""
+        thread_id = record.thread_id
+        assert thread_id is not None
         # nothing finished yet: whatever a failed turn left is not the talk
         fresh = admitted.checkpoint is None
         start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
@@ -450,20 +491,7 @@ class Engine:
         already started: `running` under this process, the row `store.start_queued` would make of
         it, in the one transaction that records it; the caller then executes it (`astream_queued`)."""
         mode, keep = self.durability(bundle, durability, trace)
-        values = coerce_inputs(
-            bundle.flow.inputs, dict(inputs or {}), where=f"flow '{bundle.name}'"
-        )
-        chosen_dir = (
-            output_dir
-            if output_dir is not None
-            else bundle.flow.output_dir
-            if self.output_dirs
-            else None
-        )
-        if chosen_dir is not None:
-            what = "--output" if output_dir is not None else "output_dir"
-            chosen_dir = self.check_output_dir(bundle, chosen_dir, what)
-        render_scope(bundle, values)
+        values, chosen_dir = self._checked(bundle, inputs, output_dir)
         digest, text = self.pin(bundle)
         me = liveness.current()
         now = now_iso()
