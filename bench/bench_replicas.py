@@ -1,7 +1,7 @@
 """`blockyard serve` replicas on one Postgres database (docs/postgres.md, "Measuring replicas").
 
-    python bench/bench_replicas.py              # 100 runs per sample, BENCH_ROUNDS=2 rounds: under 3 minutes
-    python bench/bench_replicas.py 10           # runs per sample from argv (or BENCH_RUNS)
+    python bench/bench_replicas.py              # 1,000 runs per sample, BENCH_ROUNDS=2 rounds: ~10 minutes
+    python bench/bench_replicas.py 100          # runs per sample from argv (or BENCH_RUNS): ~2 minutes
     BENCH_IN_FLIGHT=64 BENCH_LEASE=3 BENCH_TAKEOVER_RUNS=20 python bench/bench_replicas.py
 
 Needs Debian's `postgresql` package (initdb, pg_ctl): a throw-away cluster is started in a temporary
@@ -11,8 +11,15 @@ folder by the tests' helper (tests/support/postgres.py) and removed at the end.
    BLOCKYARD_DATABASE_URL set to one database per variant) run a 5-step flow whose mock model waits
    50 ms per call. RUNS runs per sample are posted (`POST /flows/five/runs`, which answers when the
    run has finished) round-robin across the replicas, at most IN_FLIGHT at once (httpx, this
-   process). Reported: runs per second (RUNS / wall time of the sample) and p50/p99 of the per-run
-   latency (submit -> finished answer); medians over interleaved rounds (bench/_harness.py).
+   process). Reported: runs per second (RUNS / wall time of the sample) and p50/p95/p99 of the per-run
+   latency (submit -> finished answer); medians over interleaved rounds (bench/_harness.py). Also the
+   CPU per run of the server processes (user + system, from /proc), of the Postgres cluster's processes
+   in the same sample, and the transactions Postgres committed per step of a run (`pg_stat_database`).
+   Beside them, raw LangGraph: the same five 50 ms steps as hand-written nodes, on LangGraph's
+   AsyncPostgresSaver over a psycopg connection pool (what its docs show for concurrent use), in a
+   process of its own driven at the same concurrency (IN_FLIGHT runs at once, RUNS per sample), with
+   its CPU and the cluster's measured the same way. Both sides at the same guarantee: the throw-away
+   cluster runs with fsync and synchronous_commit off, so neither waits for a disk.
 2. Postgres against SQLite on one replica: the same flow and load; the SQLite replica uses the
    yard's own state file.
 3. Takeover: two replicas, A and B, with `server.lease_seconds: LEASE`. TAKEOVER_RUNS runs (the same
@@ -23,6 +30,13 @@ folder by the tests' helper (tests/support/postgres.py) and removed at the end.
    --uts`), so B judges it as a replica on another host does — by its lease running out; without
    root both are on one host, and B sees the dead pid on its next lease round (every third of the
    lease), which is quicker than production's cross-host case.
+
+4. What one primary bounds: the commits per second this cluster takes from 16 clients each committing a
+   one-row INSERT (pgbench, 8 s; CPU-bound here, the cluster has fsync off), and the flushes per second
+   this machine's disk makes (pg_test_fsync's fdatasync of one 8 kB write, beside the cluster's folder):
+   with each commit waiting for the disk (`synchronous: full`), a primary commits at most one WAL flush
+   per such interval, each carrying every commit that waits. Divided by the commits per step measured
+   in 1, they bound the steps per second one primary serves.
 
 The load generator shares the machine's cores with the servers and the database: on a machine with
 few cores, the figures for more replicas are bounded by the CPU, not by the engine.
@@ -63,8 +77,8 @@ from engine.state.location import URL_ENV
 from tests.support import postgres
 
 REPO = Path(__file__).resolve().parents[1]
-# the defaults take under 3 minutes on a quiet 2-core machine; more for steadier figures
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_RUNS", 100))
+# the defaults take about 10 minutes on a quiet 2-core machine; 100 runs per sample about 2
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("BENCH_RUNS", 1000))
 IN_FLIGHT = int(os.environ.get("BENCH_IN_FLIGHT", 64))
 LEASE = float(os.environ.get("BENCH_LEASE", 3))
 TAKEOVER_RUNS = int(os.environ.get("BENCH_TAKEOVER_RUNS", 12))
@@ -72,6 +86,7 @@ ROUNDS = 2  # default of BENCH_ROUNDS
 STEPS = 5
 DELAY_MS = 50
 TAKEOVER_DELAY_MS = 500
+RAW_NAME = "raw LangGraph + AsyncPostgresSaver (pool), 1 process"
 
 
 # ---- yards and processes ------------------------------------------------------------------------
@@ -127,6 +142,7 @@ class Processes:
     """Every server this script started, stopped in `close` whatever happened."""
 
     started: list[Replica] = field(default_factory=list)
+    raw: RawVariant | None = None  # the raw LangGraph process, stopped with the servers
     # yards (with the servers' logs), removed after a clean run
     roots: list[Path] = field(default_factory=list)
 
@@ -186,6 +202,8 @@ class Processes:
                 time.sleep(0.1)
 
     def close(self) -> None:
+        if self.raw is not None:
+            self.raw.close()
         for replica in self.started:
             if replica.process.poll() is None:
                 replica.process.send_signal(signal.SIGTERM)
@@ -202,6 +220,52 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu(cluster: postgres.Cluster | None) -> float:
+    """The CPU seconds so far of the cluster's postmaster and its children (backends, WAL writer, ...)."""
+    if cluster is None:
+        return 0.0
+    try:
+        postmaster = int((cluster.folder / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = process_cpu(postmaster)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError):
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                total += process_cpu(int(entry.name))
+    return total
+
+
+@contextlib.contextmanager
+def cpu_of(pids: list[int], cluster: postgres.Cluster | None) -> Any:
+    """[the CPU seconds `pids` spent in the block, the cluster's], filled in as the block ends."""
+    spent = [0.0, 0.0]
+    before = sum(process_cpu(pid) for pid in pids), cluster_cpu(cluster)
+    yield spent
+    spent[0] = sum(process_cpu(pid) for pid in pids) - before[0]
+    spent[1] = cluster_cpu(cluster) - before[1]
+
+
+def committed(url: str) -> int:
+    """Transactions committed in the database of `url` so far (Postgres's cumulative statistics)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 # ---- 1 and 2: throughput --------------------------------------------------------------------------
 
 
@@ -214,8 +278,23 @@ class Variant:
     latencies: list[list[float]] = field(default_factory=list)  # per sample
     walls: list[float] = field(default_factory=list)
     errors: int = 0
+    url: str | None = None  # its Postgres database
+    cluster: postgres.Cluster | None = None
+    cpu: list[float] = field(default_factory=list)  # the servers' CPU seconds per run, per sample
+    database_cpu: list[float] = field(default_factory=list)  # the cluster's, per run, per sample
+    commits: float = 0.0  # transactions the database committed per step of a run, over every sample
+
+    def pids(self) -> list[int]:
+        return [r.process.pid for r in self.replicas]
 
     async def sample(self) -> float:
+        with cpu_of(self.pids(), self.cluster) as spent:
+            wall = await self.load()
+        self.cpu.append(spent[0] / RUNS)
+        self.database_cpu.append(spent[1] / RUNS)
+        return wall
+
+    async def load(self) -> float:
         gate = asyncio.Semaphore(IN_FLIGHT)
         latencies: list[float] = []
 
@@ -242,6 +321,57 @@ class Variant:
         return wall
 
 
+@dataclass
+class RawVariant(Variant):
+    """Raw LangGraph on AsyncPostgresSaver: its process runs a sample when told on stdin."""
+
+    process: subprocess.Popen[str] | None = None
+
+    def pids(self) -> list[int]:
+        assert self.process is not None
+        return [self.process.pid]
+
+    def start(self, url: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("raw_postgres.py")),
+                url,
+                str(STEPS),
+                str(DELAY_MS / 1000),
+                str(RUNS),
+                str(IN_FLIGHT),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("raw LangGraph on AsyncPostgresSaver did not start")
+
+    async def load(self) -> float:
+        assert self.process is not None and self.process.stdin and self.process.stdout
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        answer = (await asyncio.to_thread(self.process.stdout.readline)).split()
+        if not answer:
+            raise RuntimeError("raw LangGraph on AsyncPostgresSaver stopped")
+        wall, *latencies = map(float, answer)
+        self.latencies.append(latencies)
+        self.walls.append(wall)
+        return wall
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
 async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Variant]:
     plans = [
         ("Postgres, 1 replica", "postgres", 1),
@@ -254,8 +384,15 @@ async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Va
         root = processes.yard(DELAY_MS)
         url = cluster.fresh_database() if backend == "postgres" else None
         started = [processes.serve(root, url, f"r{i}") for i in range(count)]
-        variants.append(Variant(name, backend, started))
+        variants.append(Variant(name, backend, started, url=url, cluster=cluster))
+    raw = RawVariant(RAW_NAME, "postgres", [], url=cluster.fresh_database(), cluster=cluster)
+    assert raw.url is not None
+    raw.start(raw.url)
+    processes.raw = raw
+    variants.append(raw)
     processes.wait_up([r for v in variants for r in v.replicas])
+    # the transactions of setting up (migrations, LangGraph's tables) are not the runs'
+    before = {v.name: committed(v.url) for v in variants if v.url is not None}
     limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
     async with contextlib.AsyncExitStack() as stack:
         for variant in variants:
@@ -266,21 +403,53 @@ async def throughput(cluster: postgres.Cluster, processes: Processes) -> list[Va
                 for r in variant.replicas
             ]
         await measure({v.name: v.sample for v in variants}, rounds(ROUNDS))
+    await asyncio.sleep(2)  # Postgres's statistics reach pg_stat_database within a second
+    for variant in variants:
+        if variant.url is not None:
+            steps = RUNS * (rounds(ROUNDS) + 1) * STEPS  # the warm-up's runs committed too
+            variant.commits = (committed(variant.url) - before[variant.name]) / steps
     for variant in variants:  # the warm-up sample is not reported
-        del variant.latencies[0], variant.walls[0]
+        del variant.latencies[0], variant.walls[0], variant.cpu[0], variant.database_cpu[0]
     return variants
 
 
 def throughput_table(variants: list[Variant]) -> str:
     rows = []
+    raw = next((v for v in variants if v.name == RAW_NAME), None)
     for v in variants:
         rate = median([RUNS / wall for wall in v.walls])
-        p50 = median([percentile(s, 0.5) for s in v.latencies if s])
-        p99 = median([percentile(s, 0.99) for s in v.latencies if s])
-        rows.append(
-            [v.name, f"{rate:.1f}", f"{p50 * 1000:.0f} ms", f"{p99 * 1000:.0f} ms", str(v.errors)]
+        p50, p95, p99 = (
+            median([percentile(s, q) for s in v.latencies if s]) for q in (0.5, 0.95, 0.99)
         )
-    return table(["variant", "runs/s", "p50", "p99", "errors"], rows)
+        cpu, database = median(v.cpu), median(v.database_cpu)
+        versus = f" ({cpu / median(raw.cpu):.2f}x raw)" if raw is not None and v is not raw else ""
+        rows.append(
+            [
+                v.name,
+                f"{rate:.1f}",
+                f"{p50 * 1000:.0f} ms",
+                f"{p95 * 1000:.0f} ms",
+                f"{p99 * 1000:.0f} ms",
+                f"{cpu * 1000:.1f} ms{versus}",
+                f"{database * 1000:.1f} ms" if v.backend == "postgres" else "-",
+                f"{v.commits:.2f}" if v.url is not None else "-",
+                str(v.errors),
+            ]
+        )
+    return table(
+        [
+            "variant",
+            "runs/s",
+            "p50",
+            "p95",
+            "p99",
+            "CPU per run (servers)",
+            "CPU per run (Postgres)",
+            "commits per step",
+            "errors",
+        ],
+        rows,
+    )
 
 
 # ---- 3: takeover ----------------------------------------------------------------------------------
@@ -386,6 +555,62 @@ def takeover_table(result: dict[str, Any]) -> str:
     )
 
 
+# ---- 4: what one primary bounds -------------------------------------------------------------------
+
+
+def primary_bounds(cluster: postgres.Cluster) -> dict[str, float]:
+    """Commits/s of tiny transactions from 16 clients (pgbench, on a fresh database) and fdatasync/s of
+    one 8 kB write on this disk (pg_test_fsync); 0 where a tool is missing."""
+    found: dict[str, float] = {"commits_per_s": 0.0, "fsyncs_per_s": 0.0}
+    pgbench = postgres._binary("pgbench")
+    if pgbench is not None:
+        url = cluster.fresh_database()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE bench_commits (n integer)")
+        script = cluster.folder.parent / f"{cluster.folder.name}-pgbench.sql"
+        script.write_text("INSERT INTO bench_commits VALUES (1);\n", encoding="utf-8")
+        done = subprocess.run(
+            [pgbench, "-n", "-c", "16", "-j", "2", "-T", "8", "-f", str(script), url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        script.unlink(missing_ok=True)
+        for line in done.stdout.splitlines():
+            if line.startswith("tps ="):
+                found["commits_per_s"] = float(line.split()[2])
+    test_fsync = postgres._binary("pg_test_fsync")
+    if test_fsync is not None:
+        target = cluster.folder.parent / f"{cluster.folder.name}-fsync.test"
+        done = subprocess.run(
+            [test_fsync, "-s", "2", "-f", str(target)], capture_output=True, text=True, timeout=300
+        )
+        target.unlink(missing_ok=True)
+        lines = done.stdout.splitlines()
+        with contextlib.suppress(StopIteration, ValueError, IndexError):
+            first = next(i for i, line in enumerate(lines) if "one 8kB write" in line)
+            line = next(line for line in lines[first:] if line.strip().startswith("fdatasync"))
+            found["fsyncs_per_s"] = float(line.split()[1])
+    return found
+
+
+def bounds_table(found: dict[str, float], variants: list[Variant]) -> str:
+    rows = []
+    for v in variants:
+        if v.url is None or not v.commits:
+            continue
+        rows.append(
+            [
+                v.name,
+                f"{v.commits:.2f}",
+                f"{found['commits_per_s'] / v.commits:,.0f}" if found["commits_per_s"] else "-",
+            ]
+        )
+    return table(
+        ["variant", "commits per step", "steps/s one primary bounds (CPU-bound commits)"], rows
+    )
+
+
 # ---- report -------------------------------------------------------------------------------------
 
 
@@ -399,10 +624,11 @@ def readme_table(variants: list[Variant], result: dict[str, Any]) -> str:
         p50 = median([percentile(s, 0.5) for s in v.latencies if s])
         p99 = median([percentile(s, 0.99) for s in v.latencies if s])
         scale = ""
-        if one is not None and v is not one and v.backend == "postgres":
+        if one is not None and v is not one and v.backend == "postgres" and v.replicas:
             scale = f", {rate / median([RUNS / wall for wall in one.walls]):.2f}x of 1 replica"
+        kind = "" if not v.replicas else " (`blockyard serve` processes)"
         what = (
-            f"{v.name} (`blockyard serve` processes), {STEPS}-step flow, mock model {DELAY_MS} ms per call, "
+            f"{v.name}{kind}, {STEPS}-step flow, mock model {DELAY_MS} ms per call, "
             f"{IN_FLIGHT} in flight (`bench/bench_replicas.py`)"
         )
         rows.append(
@@ -486,6 +712,14 @@ async def main() -> None:
             f"unfinished by A, steps finished twice: {result['repeated']}\n"
         )
         print(takeover_table(result))
+        found = primary_bounds(cluster)
+        print(
+            f"\n## What one primary bounds\n\ncommits/s of one-row transactions from 16 clients (pgbench, "
+            f"fsync off: CPU-bound on this machine): {found['commits_per_s']:,.0f}; fdatasync/s of one 8 kB "
+            f"write on this disk (pg_test_fsync): {found['fsyncs_per_s']:,.0f} (with `synchronous: full` "
+            "each WAL flush carries every commit waiting for it)\n"
+        )
+        print(bounds_table(found, variants))
         print(
             f"\n## For the README (measured {datetime.now().date().isoformat()}; "
             f"{os.cpu_count()} cpus, {cpu_model()})\n"
