@@ -29,6 +29,8 @@ from engine.state.location import of_yard
 from engine.validate.report import REPORTERS, Report
 from engine.validate.semantic import check_project
 
+KEEP_ALIVE = 75  # seconds (see `serve`)
+
 
 def serve_command(root: Path, host: str | None, port: int | None, watch: bool, grace: float) -> int:
     """Serve the yard at `root` until Ctrl-C / SIGTERM; host and port default to blockyard.yaml's server."""
@@ -69,6 +71,11 @@ def serve_command(root: Path, host: str | None, port: int | None, watch: bool, g
         lifespan="on",
         timeout_graceful_shutdown=int(grace) + 5,
         server_header=False,
+        # an idle keep-alive connection is closed after KEEP_ALIVE seconds, longer than clients and
+        # proxies keep theirs (httpx and Node 5 s, aiohttp 15 s, a cloud load balancer 60 s): with
+        # uvicorn's 5 s, a client reusing a connection as the server closed it lost the request
+        # (docs/serve.md, "Connections")
+        timeout_keep_alive=KEEP_ALIVE,
     )
     logs.get_logger().info("listening", extra=logs.fields(url=f"http://{_url_host(host)}:{port}/"))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal: for a server

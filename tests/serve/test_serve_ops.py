@@ -6,8 +6,10 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -286,6 +288,57 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
     assert any("event=run_ended" in line and "status=finished" in line for line in log)
     assert any("event=stopped" in line for line in log)
     assert all(line.startswith("time=") for line in log if line.strip()), stderr
+
+
+def test_an_idle_keep_alive_connection_outlives_what_clients_keep_theirs(tmp_path: Path) -> None:
+    """A client (httpx, Node: 5 s) reuses an idle connection it still holds; the server must not have
+    closed it meanwhile, or the request is lost on the way (uvicorn's default: 5 s)."""
+    yard = copy_example_yard(tmp_path / "yard")
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
+    server = processes.Popen(
+        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(lambda: is_up(f"http://127.0.0.1:{port}"), timeout=60, interval=0.1)
+        request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            answers = []
+            for pause in (0.0, 6.0):  # the second request after the clients' 5 s expiry
+                time.sleep(pause)
+                conn.sendall(request)
+                answers.append(_status_line(conn))
+        assert answers == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+
+
+def _status_line(conn: socket.socket) -> str:
+    """Read one whole response (its headers, then Content-Length bytes of body): its status line, or
+    "" when the server closed the connection instead."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return ""
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(
+        int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:")
+    )
+    while len(body) < length:
+        chunk = conn.recv(4096)
+        assert chunk, "the connection closed in the middle of a response"
+        body += chunk
+    return lines[0]
 
 
 def test_watch_reports_on_every_save(yard: Path) -> None:
