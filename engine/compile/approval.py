@@ -85,27 +85,7 @@ def _gate(
         # Everything before interrupt() runs again on resume: it only reads the state.
         writer = runtime.stream_writer
         index = item_index(state, frames)
-        try:
-            message = render_text(spec.message, make_scope(state, frames))
-        except TemplateError as exc:
-            raise failed(
-                writer,
-                flow,
-                label,
-                f"approval message: {exc}",
-                started=time.monotonic(),
-                index=index,
-            ) from None
-        problem = text_problem(message)  # the gate's request is written to the database as UTF-8
-        if problem is not None:
-            raise failed(
-                writer,
-                flow,
-                label,
-                f"approval message: the rendered text {problem}",
-                started=time.monotonic(),
-                index=index,
-            )
+        message = _message(writer, flow, label, spec, make_scope(state, frames), index)
         request = {
             "kind": kind,
             "gate": label if index is None else f"{label}[{index}]",
@@ -135,34 +115,9 @@ def _gate(
             )
         except DecisionRefused as exc:
             raise failed(writer, flow, label, str(exc), started=started, index=index) from None
-        update: dict[str, Any] = {}
-        if values:
-            update["context"] = values
+        update: dict[str, Any] = {"context": values} if values else {}
         if own_step:
-            finished(
-                writer,
-                label,
-                values,
-                duration_ms=elapsed_ms(started),
-                index=index,
-                kind="approval",
-                decision=decision.decision,
-                actor=decision.actor,
-                reason=decision.reason,
-                timed_out=decision.timed_out,
-            )
-            status = (
-                "ok"
-                if decision.approved
-                else "rejected"
-                if decision.decision == REJECT
-                else "timed_out"
-            )
-            update["results"] = [
-                record(
-                    step.id, None, values, status, decision=decision.decision, actor=decision.actor
-                )
-            ]
+            _record_step(writer, step.id, label, decision, values, update, started, index)
         if decision.approved:
             return Command(update=update, goto=on_approve())
         if decision.decision == TIMEOUT:
@@ -174,3 +129,56 @@ def _gate(
         return Command(update=update, goto=region.resolve(spec.on_reject))
 
     return node
+
+
+def _message(writer: Any, flow: str, label: str, spec: ApprovalSpec, scope: Any, index: Any) -> str:
+    """The gate's message, rendered; the step fails (its error named) when it does not render or is
+    no text the database stores as UTF-8."""
+    try:
+        message = render_text(spec.message, scope)
+    except TemplateError as exc:
+        raise failed(
+            writer, flow, label, f"approval message: {exc}", started=time.monotonic(), index=index
+        ) from None
+    problem = text_problem(message)  # the gate's request is written to the database as UTF-8
+    if problem is not None:
+        raise failed(
+            writer,
+            flow,
+            label,
+            f"approval message: the rendered text {problem}",
+            started=time.monotonic(),
+            index=index,
+        )
+    return message
+
+
+def _record_step(
+    writer: Any,
+    step_id: str,
+    label: str,
+    decision: Decision,
+    values: dict[str, Any],
+    update: dict[str, Any],
+    started: float,
+    index: Any,
+) -> None:
+    """A gate that is a step of its own: its step_finished event, and its result in `update`."""
+    finished(
+        writer,
+        label,
+        values,
+        duration_ms=elapsed_ms(started),
+        index=index,
+        kind="approval",
+        decision=decision.decision,
+        actor=decision.actor,
+        reason=decision.reason,
+        timed_out=decision.timed_out,
+    )
+    status = (
+        "ok" if decision.approved else "rejected" if decision.decision == REJECT else "timed_out"
+    )
+    update["results"] = [
+        record(step_id, None, values, status, decision=decision.decision, actor=decision.actor)
+    ]
