@@ -395,8 +395,9 @@ class Engine:
                     0, store.save_definition(digest, bundle.name, bundle.version, text, now)
                 )
             try:
-                # the run's row is kept as its steps will be
-                with commit_level(self.synchronous(bundle)):
+                # the run's row is kept as its steps will be; a lone run commits it itself, on this
+                # thread (engine/state/writer.py, `write`)
+                with commit_level(self.synchronous(bundle)), self.db.writer.running():
                     if thread_id is None:
                         await self.db.writer.write(*writes)
                     else:  # one turn at a time: admitted only while no other run of the thread goes on

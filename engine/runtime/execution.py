@@ -210,39 +210,42 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 -
             tell(event)
         yield event
     stream = p.stream()
-    # a lone run commits its checkpoints itself (engine/state/writer.py)
+    # a lone run commits its checkpoints, and its end, itself (engine/state/writer.py)
     running = ex.db.writer.running()
     running.__enter__()
     try:
-        async for kind, data in stream:
-            if kind == "event":
-                if tell is not None:
-                    tell(data)
-                yield data
-                if naming is not None and naming.ready():
-                    event = await p.announce(0.0)
+        try:
+            async for kind, data in stream:
+                if kind == "event":
                     if tell is not None:
-                        tell(event)
-                    yield event
-            elif "__interrupt__" in data:
-                for item in data["__interrupt__"]:
-                    p.interrupts[item.id] = item.value
-            else:
-                p.values = data
-    except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
-        # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
-        event = await p.interrupted()
-        if tell is not None:
-            tell(event)
-        if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
-            yield event
-        raise
-    except Exception as exc:
-        p.failed(exc)
+                        tell(data)
+                    yield data
+                    if naming is not None and naming.ready():
+                        event = await p.announce(0.0)
+                        if tell is not None:
+                            tell(event)
+                        yield event
+                elif "__interrupt__" in data:
+                    for item in data["__interrupt__"]:
+                        p.interrupts[item.id] = item.value
+                else:
+                    p.values = data
+        except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt) as exc:
+            # Ctrl-C, a cancelled task, or a consumer that stopped listening: resumable later
+            event = await p.interrupted()
+            if tell is not None:
+                tell(event)
+            if not isinstance(exc, GeneratorExit):  # nobody listens after GeneratorExit
+                yield event
+            raise
+        except Exception as exc:
+            p.failed(exc)
+        finally:
+            await stream.aclose()  # not left to the garbage collector when we stop early
+        outcome = await p.outcome()
     finally:
         running.__exit__(None, None, None)
-        await stream.aclose()  # not left to the garbage collector when we stop early
-    for event in await p.outcome():
+    for event in outcome:
         if tell is not None:
             tell(event)
         yield event
