@@ -197,7 +197,7 @@ class SqliteWriter:
                     return False
                 lazy, self._lazy = self._lazy, []
                 quiet, self._quiet = self._quiet, []
-            item = _Item(writes)
+            item = _Item(writes, level=synchronous.current())
             items = [*lazy, *quiet, item]
             level = self._level(conn, items)
             # never wait for another process's lock here (that would stall the event loop):

@@ -249,9 +249,8 @@ def test_serve_refuses_an_exposed_address_without_a_token(
     assert "Traceback" not in result.err
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Signals) -> None:
-    """The real command on the repository's example yard, as a user would start and stop it."""
+def _serve_example(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """`blockyard serve` of a copy of the example yard, as a process of its own, and its port."""
     yard = copy_example_yard(tmp_path / "yard")
     sock = free_socket()
     port = sock.getsockname()[1]
@@ -264,6 +263,13 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
         text=True,
         env=env,
     )
+    return server, port
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Signals) -> None:
+    """The real command on the repository's example yard, as a user would start and stop it."""
+    server, port = _serve_example(tmp_path)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: is_up(url), timeout=60, interval=0.1)
@@ -293,18 +299,7 @@ def test_blockyard_serve_runs_the_example_yard(tmp_path: Path, stop: signal.Sign
 def test_an_idle_keep_alive_connection_outlives_what_clients_keep_theirs(tmp_path: Path) -> None:
     """A client (httpx, Node: 5 s) reuses an idle connection it still holds; the server must not have
     closed it meanwhile, or the request is lost on the way (uvicorn's default: 5 s)."""
-    yard = copy_example_yard(tmp_path / "yard")
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    env = {k: v for k, v in ENV.items() if k not in ("BLOCKYARD_TOKEN", "OPENAI_API_KEY")}
-    server = processes.Popen(
-        [sys.executable, "-m", "engine", "serve", "--port", str(port), "--root", str(yard)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    server, port = _serve_example(tmp_path)
     try:
         wait_for(lambda: is_up(f"http://127.0.0.1:{port}"), timeout=60, interval=0.1)
         request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()

@@ -481,15 +481,11 @@ async def joined(server: Server, thread_id: str, run_id: str, stream_mode: list[
     if record is None and server.queue is not None and run_id in server.queue.jobs:
         inputs = dict(server.queue.jobs[run_id].inputs)
     turns = [r.id for r in reversed(view.runs)]
-    before = (
-        [
-            m
-            for m in state.values(view)["messages"]
-            if m["id"].rsplit("-", 1)[0] in turns[: turns.index(run_id)]
-        ]
-        if run_id in turns
-        else []
-    )
+    # the turns before it: those recorded before it; for a turn the server holds whose row is not recorded
+    # yet (its stream joined as it starts), every turn recorded — as a replay of its stream, once it is
+    # recorded, will say
+    earlier = set(turns[: turns.index(run_id)] if run_id in turns else turns)
+    before = [m for m in state.values(view)["messages"] if m["id"].rsplit("-", 1)[0] in earlier]
     translator = Translator(
         _join_modes(run_id, stream_mode),
         run_id,
