@@ -84,6 +84,9 @@ async def _last_seq(server: Server, run_id: str) -> int:
 async def start(
     server: Server, thread_id: str | None, body: RunCreate, traceparent: str | None = None
 ) -> Started:
+    """A run of the body's flow (on `thread_id`, created when the body asks), or the resume of the thread's
+    waiting gate (`command.resume`): refused, in this order, for what it does not support, a thread of
+    another flow, nothing to resume, or a thread busy or waiting."""
     entry = server.flow(body.assistant_id)  # 404 unknown_flow first
     wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
     if body.multitask_strategy in ("interrupt", "rollback"):
@@ -94,22 +97,7 @@ async def start(
             "use reject or enqueue",
             field="multitask_strategy",
         )
-    view = None
-    if thread_id is not None:
-        view = await find_view(server, thread_id)
-        if view is None:
-            if body.if_not_exists != "create":
-                await view_of(server, thread_id)  # 404 unknown_thread, with a hint
-            runs = service(server)
-            runs.check_thread_id(thread_id)
-            await runs.engine.db.writer.call(threads.create(thread_id, entry.name, now_iso()))
-            view = await view_of(server, thread_id)
-        if view.thread.flow and view.thread.flow != entry.name:
-            raise conflict(
-                "wrong_flow",
-                f"thread '{thread_id}' is a conversation with flow '{view.thread.flow}', "
-                f"not '{entry.name}'",
-            )
+    view = await _thread_view(server, thread_id, body, entry.name)
     resume = body.command.resume if body.command is not None else None
     if body.command is not None and (
         body.command.goto is not None or body.command.update is not None
@@ -122,47 +110,10 @@ async def start(
             field="command",
         )
     if resume is not None:
-        if view is None or view.last is None or view.last_status != RunStatus.WAITING:
-            raise conflict(
-                "not_waiting",
-                "nothing to resume: "
-                + (
-                    "a run without a thread has no interrupt"
-                    if view is None
-                    else f"thread '{thread_id}' waits for no approval"
-                ),
-            )
-        last = view.last
-        asked = decision(resume, view.gates)
-        after = await _last_seq(server, last.id)
-        job = await server.resume_run(
-            last.id, asked, traceparent=traceparent, webhook=body.webhook, thread=thread_id
-        )
-        _remember_modes(last.id, modes(body.stream_mode))
-        earlier = state.values(view)["messages"][
-            :-1
-        ]  # the stream adds the turn's own human message again
-        return Started(
-            job,
-            thread_id,
-            after,
-            Translator(wanted, last.id, thread_id, entry.name, dict(last.inputs), earlier),
-        )
+        return await _resume(server, thread_id, view, body, resume, wanted, entry.name, traceparent)
     inputs = run_inputs(entry.bundle, body.input)
     if view is not None and thread_id is not None:
-        if view.last_status == RunStatus.WAITING:
-            raise conflict(
-                "thread_waiting",
-                f"thread '{thread_id}' waits for an approval: resume it with "
-                "command: {resume: ...}",
-            )
-        going_on = busy(server, thread_id) or view.last_status == RunStatus.RUNNING
-        if going_on and body.multitask_strategy == "reject":
-            raise conflict(
-                "thread_busy",
-                f"thread '{thread_id}' has a run going on; wait for it, or send "
-                "multitask_strategy: enqueue",
-            )
+        _admissible(server, thread_id, view, body)
     job = await server.start_run(
         entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook
     )
@@ -177,6 +128,83 @@ async def start(
     return Started(
         job, thread_id, 0, Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before)
     )
+
+
+async def _thread_view(
+    server: Server, thread_id: str | None, body: RunCreate, flow: str
+) -> state.ThreadView | None:
+    """The view of the run's thread (None: a run without one), made first when the body says
+    `if_not_exists: create`; 404 for an unknown one otherwise, 409 for a thread of another flow."""
+    if thread_id is None:
+        return None
+    view = await find_view(server, thread_id)
+    if view is None:
+        if body.if_not_exists != "create":
+            await view_of(server, thread_id)  # 404 unknown_thread, with a hint
+        runs = service(server)
+        runs.check_thread_id(thread_id)
+        await runs.engine.db.writer.call(threads.create(thread_id, flow, now_iso()))
+        view = await view_of(server, thread_id)
+    if view.thread.flow and view.thread.flow != flow:
+        raise conflict(
+            "wrong_flow",
+            f"thread '{thread_id}' is a conversation with flow '{view.thread.flow}', not '{flow}'",
+        )
+    return view
+
+
+async def _resume(
+    server: Server,
+    thread_id: str | None,
+    view: state.ThreadView | None,
+    body: RunCreate,
+    resume: Any,
+    wanted: frozenset[str],
+    flow: str,
+    traceparent: str | None,
+) -> Started:
+    """The thread's waiting gate decided by `command.resume`, and its run going on; 409 when nothing waits."""
+    if view is None or view.last is None or view.last_status != RunStatus.WAITING:
+        raise conflict(
+            "not_waiting",
+            "nothing to resume: "
+            + (
+                "a run without a thread has no interrupt"
+                if view is None
+                else f"thread '{thread_id}' waits for no approval"
+            ),
+        )
+    last = view.last
+    asked = decision(resume, view.gates)
+    after = await _last_seq(server, last.id)
+    job = await server.resume_run(
+        last.id, asked, traceparent=traceparent, webhook=body.webhook, thread=thread_id
+    )
+    _remember_modes(last.id, modes(body.stream_mode))
+    # the stream adds the turn's own human message again
+    earlier = state.values(view)["messages"][:-1]
+    return Started(
+        job,
+        thread_id,
+        after,
+        Translator(wanted, last.id, thread_id, flow, dict(last.inputs), earlier),
+    )
+
+
+def _admissible(server: Server, thread_id: str, view: state.ThreadView, body: RunCreate) -> None:
+    """409 for a new turn on a thread that waits at a gate, or that has one going on under `reject`."""
+    if view.last_status == RunStatus.WAITING:
+        raise conflict(
+            "thread_waiting",
+            f"thread '{thread_id}' waits for an approval: resume it with command: {{resume: ...}}",
+        )
+    going_on = busy(server, thread_id) or view.last_status == RunStatus.RUNNING
+    if going_on and body.multitask_strategy == "reject":
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a run going on; wait for it, or send "
+            "multitask_strategy: enqueue",
+        )
 
 
 def _where(thread_id: str | None, run_id: str) -> str:
