@@ -11,7 +11,12 @@ database, one run at a time.
 
 Workloads:
   chain50   50 transform steps in a row (bench/bench_overhead.py): 51 spans a run, the most per unit of work
-  five      five llm steps in a row on the offline mock model: 11 spans a run, with their tokens
+  five      five llm steps in a row on the offline mock model: 11 spans a run, with their tokens; the model
+            calls cost nearly nothing, so the spans' share is the largest of any flow of model calls
+  five_api  the same five steps through the real OpenAI client (langchain-openai) to a loopback
+            OpenAI-compatible server in a process of its own (tests/support/usage_llm.py) that answers at
+            once and reports usage: what a flow of five model calls costs its process in production, less
+            the model's own time
 
 The garbage collector (BENCH_GC), set once everything is loaded, the same for every variant:
   serve     as `blockyard serve` runs (engine/cli/startup.py): one collection, what is loaded frozen,
@@ -58,14 +63,20 @@ inputs: {topic: {type: string}}
 outputs: {text: {type: string}}
 prompt: {system: You answer in one sentence., user: "Tell me about {{ topic }}."}
 """
-FIVE = (
-    "flow: five\ninputs: {topic: {type: string, default: bees}}\noutputs: [text]\nsteps:\n"
-    + "".join(
-        f'  - {{id: s{i}, uses: say, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}\n'
-        for i in range(5)
+SAY_API = SAY.replace("block: say", "block: say_api") + "model: loopback\n"
+
+
+def _five(flow: str, block: str) -> str:
+    return (
+        f"flow: {flow}\ninputs: {{topic: {{type: string, default: bees}}}}\noutputs: [text]\nsteps:\n"
+        + "".join(
+            f'  - {{id: s{i}, uses: {block}, with: {{topic: "{{{{ inputs.topic }}}} {i}"}}}}\n'
+            for i in range(5)
+        )
     )
-)
-WORKLOADS: dict[str, dict[str, Any]] = {"chain50": {"n": 0}, "five": {}}
+
+
+WORKLOADS: dict[str, dict[str, Any]] = {"chain50": {"n": 0}, "five": {}, "five_api": {}}
 STATES = ("off", "no-op", "trace", "trace+metrics")
 TOLD = STATES[2:]  # the variants whose observers do something
 
@@ -85,19 +96,33 @@ def _set_gc(mode: str) -> str:
     raise SystemExit(f"BENCH_GC={mode!r}: serve, cli or default")
 
 
+def _serve(module: str) -> tuple[subprocess.Popen[str], int]:
+    """A loopback server of the tests' (`python -m module`), in a process of its own, and its port."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    return process, int(process.stdout.readline())
+
+
 async def main() -> None:
     for name in [key for key in os.environ if key.startswith("OTEL_")]:
         del os.environ[name]  # the yard's own telemetry stays off: the variants attach theirs
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.otlp_sink"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert sink.stdout is not None
-    port = int(sink.stdout.readline())
+    sink, port = _serve("tests.support.otlp_sink")
+    llm, llm_port = _serve("tests.support.usage_llm")
     chain = {name: text for name, text in flows().items() if name == "flows/chain50.yaml"}
-    root = make_yard({**BLOCKS, **chain, "blocks/say.yaml": SAY, "flows/five.yaml": FIVE})
+    root = make_yard(
+        {
+            **BLOCKS,
+            **chain,
+            "blockyard.yaml": "models:\n  loopback: {provider: openai, name: usage-model, "
+            f"base_url: 'http://127.0.0.1:{llm_port}/v1'}}\n",
+            "blocks/say.yaml": SAY,
+            "blocks/say_api.yaml": SAY_API,
+            "flows/five.yaml": _five("five", "say"),
+            "flows/five_api.yaml": _five("five_api", "say_api"),
+        }
+    )
     # the observer the Python API and the server attach (engine/telemetry/__init__.py); its pipeline, which the
     # first traced execution makes, made now (the SDK's imports are no run's)
     settings = Settings(endpoint=f"http://127.0.0.1:{port}/v1/traces")
@@ -167,8 +192,9 @@ async def main() -> None:
     sent = pipeline.exporter.sent  # type: ignore[attr-defined]
     pipeline.shutdown()
     yard.close()
-    sink.terminate()
-    sink.wait(timeout=10)
+    for process in (sink, llm):
+        process.terminate()
+        process.wait(timeout=10)
     header(
         f"tracing (and metrics) on vs off, per durable run ({RUNS_PER_SAMPLE} runs per sample, {rounds(9)} "
         "rounds; spans posted to a local OTLP/HTTP receiver)"
@@ -217,6 +243,15 @@ async def main() -> None:
         "\n(/ off: the ratio of the medians; paired: the median of each round's ratio to the round's off sample)"
     )
     print(f"\n{sent} spans accepted by the receiver")
+    _print_direct(in_run, parts, samples)
+
+
+def _print_direct(
+    in_run: dict[str, dict[str, tuple[float, float]]],
+    parts: dict[str, tuple[float, float, float, int]],
+    samples: dict[str, list[float]],
+) -> None:
+    """The observers' cost measured directly: in their runs, and their parts replayed alone."""
     print(
         f"\nIn their runs ({IN_RUN} runs, {IN_RUN_ROUNDS} rounds, medians): the observers' own CPU, measured on the "
         "run's thread around each batch of events they are told (less the same around an observer that does "

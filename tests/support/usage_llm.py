@@ -295,3 +295,15 @@ def _sample(schema: Any, name: str) -> Any:
     if kind == "null":
         return None
     return f"{name} value from the usage server"
+
+
+if __name__ == "__main__":
+    # a process of its own (bench/bench_telemetry.py): its answers are no CPU of the process a bench measures
+    import sys  # only the standalone server needs it
+
+    with UsageLLM() as served:
+        print(served.port, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            sys.exit(0)
