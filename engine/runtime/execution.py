@@ -39,6 +39,7 @@ from engine.core.events import (
 )
 from engine.models import calls
 from engine.nodes.context import RunContext
+from engine.runtime import cancelling
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT, Naming
@@ -350,7 +351,9 @@ class _Pass:
         )
 
     async def interrupted(self) -> Event:
-        """The run_failed (interrupted) event of an execution stopped from outside, recorded."""
+        """The run_failed (interrupted) event of an execution stopped from outside, recorded; its error the
+        reason its canceller gave (engine/runtime/cancelling.py), if it gave one."""
+        why = cancelling.take(self.run.id)
         if self.listener is not None:
             await self.listener.stop()
         if self.naming is not None:
@@ -361,7 +364,7 @@ class _Pass:
             step,
             {
                 "status": RunStatus.INTERRUPTED,
-                "error": "interrupted before it finished",
+                "error": why or "interrupted before it finished",
                 "step": step,
             },
         )

@@ -54,6 +54,8 @@ class Job:
     cancel_reason: str | None = (
         None  # why a client cancelled it (Server.cancel_run); None: shutdown stops it
     )
+    # once cancelled (Server.cancel_run): the task that records what the cancel left to record
+    settled: asyncio.Task[None] | None = None
 
     def summary(self) -> dict[str, Any]:
         """A run row for a job the runs table does not show yet."""

@@ -162,6 +162,46 @@ class RunService:
             store.cancel_unstarted(run_id, liveness.current(), error, now_iso())
         )
 
+    async def record_unadmitted(
+        self,
+        run_id: str,
+        bundle: Bundle,
+        inputs: Mapping[str, Any],
+        thread_id: str,
+        created: str,
+        error: str,
+    ) -> None:
+        """A turn of `thread_id` cancelled while it waited for the thread's turn before it (`enqueue`, or
+        superseded by a newer turn) has no row: the runtime records a turn once the thread admits it. It
+        is recorded `interrupted` with `error`, never started and held by no server, so that it stays
+        listed — a run of the thread, not a turn (engine/serve/langgraph_api/state.py). A row written
+        meanwhile (it was admitted as it was cancelled) is left as it is."""
+        digest, text = self.engine.pin(bundle)
+        now = now_iso()
+        record = RunRecord(
+            id=run_id,
+            flow=bundle.name,
+            version=bundle.version,
+            digest=digest,
+            status=RunStatus.INTERRUPTED,
+            inputs=dict(inputs),
+            thread_id=thread_id,
+            created=created,
+            finished=now,
+            error=error,
+        )
+        writes = [
+            store.save_definition(digest, bundle.name, bundle.version, text, now),
+            store.insert_run(record),
+        ]
+
+        def apply(conn: Connection) -> None:
+            if store.get_run(conn, run_id) is None:
+                for write in writes:
+                    conn.execute(write.sql, write.params)
+
+        await self.engine.db.writer.call(apply)
+
     async def record_unended(self, run_id: str, error: str) -> None:
         """A run this server held whose execution an error ended before it recorded its end: `failed`
         with `error` (store.fail_unended); a run that recorded its end is left as it is."""

@@ -16,7 +16,8 @@ from sse_starlette.sse import AppStatus
 from engine.core.diagnostics import did_you_mean
 from engine.core.events import EventDict, RunStatus
 from engine.definitions.pinned import Bundle
-from engine.serve import chores
+from engine.runtime import cancelling
+from engine.serve import cancels, chores
 from engine.serve.broker import Broker
 from engine.serve.catalog import Catalog, FlowEntry
 from engine.serve.clock import Clock, SystemClock
@@ -74,7 +75,7 @@ class Server:
         self.global_limit: int | None = None  # server.max_concurrent_runs_global, read at start
         self.log = get_logger()
         self._tasks: list[asyncio.Task[None]] = []
-        self._settling: set[asyncio.Task[None]] = set()  # see `_settle_cancelled`
+        self._settling: set[asyncio.Task[Any]] = set()  # see `_settle_cancelled`, `_cancel_asked`
         self._stop = asyncio.Event()
         self.loaded = False
 
@@ -158,6 +159,7 @@ class Server:
                         self.broker.nudge,
                         self._stop,
                         self.queue.waker.wake,
+                        self._cancel_asked,
                     ),
                     name="blockyard-listen",
                 )
@@ -442,22 +444,67 @@ class Server:
             await stream.aclose()
             raise ApiError(503, "shutting_down", str(exc)) from None
 
-    async def cancel_run(self, run_id: str, *, wait: bool = False) -> Job:
+    async def cancel_run(
+        self, run_id: str, *, wait: bool = False, reason: str = "cancelled by a client"
+    ) -> Job:
         """Stop a run this server holds: a queued one never starts, a running one is interrupted (checkpointed,
-        resumable, as at shutdown); with `wait`, once it has stopped. 409 `not_running` for any other run."""
+        resumable, as at shutdown), its error `reason`; with `wait`, once it has stopped. 409 `not_running`
+        for any other run."""
         _, queue = self._ready()
         job = queue.jobs.get(run_id)
         if job is None or job.task is None:
             await self.known_run(run_id)
             raise conflict("not_running", f"run {run_id} is not queued or running in this server")
-        job.cancel_reason = "cancelled by a client"
-        job.task.cancel()
-        settled = asyncio.get_running_loop().create_task(self._settle_cancelled(job, job.task))
-        self._settling.add(settled)
-        settled.add_done_callback(self._settling.discard)
+        settled = job.settled
+        if settled is None:
+            # once only: a second cancel would land in the execution recording its interruption
+            job.cancel_reason = reason
+            cancelling.give(run_id, reason)  # the execution records it as the run's error
+            job.task.cancel()
+            settled = job.settled = asyncio.get_running_loop().create_task(
+                self._settle_cancelled(job, job.task)
+            )
+            self._settling.add(settled)
+            settled.add_done_callback(self._settling.discard)
         if wait:
             await asyncio.wait([settled])
         return job
+
+    async def ask_cancel(self, run_id: str, reason: str) -> bool:
+        """Ask that run `run_id` stop wherever it runs: here at once, on another replica through the
+        database (engine/serve/cancels.py). False when it cannot be asked: on SQLite, a run of another
+        process. Returns without waiting for it to stop."""
+        _, queue = self._ready()
+        if run_id in queue.jobs:
+            await self.cancel_run(run_id, reason=reason)
+            return True
+        return await self._ask_others(cancels.Request(reason, run=run_id))
+
+    async def ask_cancel_turns(self, thread_id: str, before: str, reason: str) -> bool:
+        """Ask every other server to stop the turns of `thread_id` it accepted by `before` (running,
+        or waiting for the thread's turn); False on SQLite, whose servers cannot be asked."""
+        return await self._ask_others(cancels.Request(reason, thread=thread_id, before=before))
+
+    async def _ask_others(self, request: cancels.Request) -> bool:
+        service, _ = self._ready()
+        write = backends.cancel_request(service.engine.location, request.encode())
+        if write is None:
+            return False
+        await service.engine.db.writer.write(write)
+        return True
+
+    def _cancel_asked(self, payload: str) -> None:
+        """A server asked that runs stop (`_ask_others`; this one's own requests too): this one stops
+        those it holds."""
+        request = cancels.Request.decode(payload)
+        if request is None or self.queue is None:
+            return
+        for job in request.chooses(list(self.queue.jobs.values())):
+            task = asyncio.get_running_loop().create_task(
+                self.cancel_run(job.run_id, reason=request.reason)
+            )
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
 
     async def _settle_cancelled(self, job: Job, task: asyncio.Task[None]) -> None:
         """Once a cancelled job's task has ended: a run whose execution had not begun (queued, or recorded
@@ -465,9 +512,17 @@ class Server:
         under this server, for another server to adopt and run after it was cancelled. It is recorded
         `interrupted` here (an execution that began has recorded its own end: this changes nothing then)."""
         await asyncio.wait([task])
+        cancelling.take(job.run_id)  # not taken by an execution that never began
         service, _ = self._ready_parts()
+        why = f"{job.cancel_reason or 'cancelled by a client'} before it started"
         try:
-            await service.record_cancelled(job.run_id, "cancelled by a client before it started")
+            await service.record_cancelled(job.run_id, why)
+            entry = self.catalog.flow(job.flow)
+            if job.kind == "start" and job.thread is not None and entry is not None:
+                # a turn that waited for its thread's turn has no row yet (none: the flow was removed)
+                await service.record_unadmitted(
+                    job.run_id, entry.bundle, job.inputs, job.thread, job.created, why
+                )
         except _SETTLE_ERRORS as exc:  # the row stays as it was; the log says why
             self.log.warning("cancel_not_recorded", extra=fields(run=job.run_id, error=str(exc)))
 

@@ -16,6 +16,7 @@ from engine.core.events import now_iso
 from engine.state import database, migrations, store
 from engine.state.database import Connection
 from engine.state.location import Location
+from engine.state.writer import Write
 
 COUNTED = ("runs", "threads", "messages", "gates")
 
@@ -155,9 +156,11 @@ async def listen_events(
     on_run: Callable[[str], None],
     stop: asyncio.Event,
     on_slot: Callable[[], None] | None = None,
+    on_cancel: Callable[[str], None] | None = None,
 ) -> None:
-    """Call `on_run(run_id)` when another process commits events of a run, and `on_slot()` when a run
-    stops running anywhere (a slot of the global limit may be free): Postgres's LISTEN/NOTIFY
+    """Call `on_run(run_id)` when another process commits events of a run, `on_slot()` when a run
+    stops running anywhere (a slot of the global limit may be free), and `on_cancel(payload)` when a
+    process asks that runs stop (`cancel_request`): Postgres's LISTEN/NOTIFY
     (engine/state/postgres.py). A SQLite file has no such thing: followers poll it, and this returns."""
     location = _location(where)
     if location.url is None:
@@ -165,4 +168,16 @@ async def listen_events(
     # psycopg: loaded only for a Postgres database
     from engine.state.postgres import listen_events as listen
 
-    await listen(location.url, on_run, stop, on_slot)
+    await listen(location.url, on_run, stop, on_slot, on_cancel)
+
+
+def cancel_request(where: Path | Location, payload: str) -> Write | None:
+    """A write that asks every process listening (`listen_events`) to stop the runs `payload` names
+    (engine/serve/cancels.py): on Postgres a NOTIFY, sent when the write commits; None on a SQLite
+    file, whose processes share no such channel."""
+    if _location(where).url is None:
+        return None
+    # psycopg: loaded only for a Postgres database
+    from engine.state.postgres import CANCELS_CHANNEL
+
+    return Write("SELECT pg_notify(?, ?)", (CANCELS_CHANNEL, payload))

@@ -60,6 +60,10 @@ EVENTS_CHANNEL = "blockyard_events"
 # a run stopped running (its execution ended: finished, failed, waiting, interrupted): a slot of
 # the global limit may be free (engine/serve/server.py, `_admit`)
 SLOTS_CHANNEL = "blockyard_slots"
+# runs should stop: the replica that holds them cancels them (turns superseded by a newer one of their
+# thread, `multitask_strategy: interrupt` or `rollback`, or a client's cancel sent to another replica);
+# what the payload says is engine/serve/cancels.py's business
+CANCELS_CHANNEL = "blockyard_cancels"
 _RUN_ENDS = re.compile(r"^\s*UPDATE runs SET status = \?, outputs = \?", re.IGNORECASE)
 _EVENTS_INSERT = re.compile(
     r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE
@@ -308,10 +312,14 @@ async def listen_events(
     on_run: Callable[[str], None],
     stop: asyncio.Event,
     on_slot: Callable[[], None] | None = None,
+    on_cancel: Callable[[str], None] | None = None,
 ) -> None:
     """Call `on_run(run_id)` (on this event loop) whenever another connection commits events of a
-    run, and `on_slot()` when one ends a run's execution, until `stop` is set. A lost connection is
-    retried; meanwhile followers poll the trace (and waiters for a slot try again now and then)."""
+    run, `on_slot()` when one ends a run's execution, and `on_cancel(payload)` when one asks that
+    runs stop (engine/state/backends.py, `cancel_request`), until `stop` is set. A lost
+    connection is retried; meanwhile followers poll the trace (and waiters for a slot try again now
+    and then); a cancel asked meanwhile is lost, and whoever asked it sees the run still running
+    when its wait runs out."""
     while not stop.is_set():
         try:
             async with await psycopg.AsyncConnection.connect(
@@ -320,10 +328,15 @@ async def listen_events(
                 await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                 if on_slot is not None:
                     await conn.execute(f"LISTEN {SLOTS_CHANNEL}")
+                if on_cancel is not None:
+                    await conn.execute(f"LISTEN {CANCELS_CHANNEL}")
                 async for notice in conn.notifies():
                     if notice.channel == SLOTS_CHANNEL:
                         if on_slot is not None:
                             on_slot()
+                    elif notice.channel == CANCELS_CHANNEL:
+                        if on_cancel is not None:
+                            on_cancel(notice.payload)
                     else:
                         on_run(notice.payload)
                     if stop.is_set():

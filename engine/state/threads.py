@@ -229,6 +229,41 @@ def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
         )
 
 
+def roll_back(thread_id: str, run_ids: Sequence[str]) -> Callable[[Connection], int]:
+    """A writer call: forget turns of the thread that a newer one superseded (`multitask_strategy:
+    rollback`, engine/serve/langgraph_api/runs.py) — their rows, traces, gates and messages — of those
+    only the ones recorded ended (never a run still going on); the thread's count of turns and its
+    latest turn then say what is left. Returns how many runs it deleted. Their checkpoints stay until
+    the next finished turn prunes them: a turn starts from the last finished one's, never from theirs."""
+
+    def apply(conn: Connection) -> int:
+        marks = ", ".join("?" * len(run_ids))
+        gone = conn.execute(
+            f"SELECT id, started FROM runs WHERE thread_id = ? AND id IN ({marks}) "
+            "AND status NOT IN ('running', 'queued', 'waiting')",
+            (thread_id, *run_ids),
+        ).fetchall()
+        if not gone:
+            return 0
+        ids = tuple(row[0] for row in gone)
+        marks = ", ".join("?" * len(ids))
+        for table, column in (("events", "run_id"), ("gates", "run_id"), ("messages", "run_id")):
+            conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", ids)
+        conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids)
+        # a turn counts once admitted (it has a start); one cancelled while it waited never was
+        admitted = sum(1 for row in gone if row[1] is not None)
+        conn.execute(
+            "UPDATE threads SET turns = CASE WHEN turns > ? THEN turns - ? ELSE 0 END, "
+            "last_run = (SELECT id FROM runs "
+            "WHERE thread_id = ? AND started IS NOT NULL ORDER BY started DESC, id DESC LIMIT 1) "
+            "WHERE id = ?",
+            (admitted, admitted, thread_id, thread_id),
+        )
+        return len(ids)
+
+    return apply
+
+
 # ---- creating and deleting a thread -----------------------------------------------------------
 
 

@@ -178,6 +178,7 @@ STATELESS: tuple[str, ...] = (
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_an_approval_gate_is_an_interrupt_resumed_with_a_command",
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_bad_requests_are_4xx",
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_cancel_a_run_and_multitask_strategies",
+    "tests/serve/langgraph_api/test_langgraph_sdk.py::test_double_texting_interrupt_keeps_the_turn_it_stops_and_rollback_deletes_it",
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_info_ok_and_assistants_are_the_flows",
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_reconnect_a_stream_with_last_event_id",
     "tests/serve/langgraph_api/test_langgraph_sdk.py::test_stream_modes",

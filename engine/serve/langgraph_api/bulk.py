@@ -104,12 +104,16 @@ async def cancel_many(request: Request, server: ServerDep, action: str = "interr
             for run_id in ids
             if run_id in jobs and jobs[run_id].task is not None and jobs[run_id].state != "done"
         ]
+    rollback = action == "rollback"  # each stopped (waited for), then deleted
+    reason = "cancelled by a client (rollback)" if rollback else "cancelled by a client"
     for thread_id, run_id in targets:
         try:
-            await runs.cancel_one(server, thread_id, run_id, wait=False)
+            await runs.cancel_one(server, thread_id, run_id, rollback, reason)
         except ApiError as exc:
             if exc.status != 409:  # one that ended meanwhile is cancelled enough
                 raise
+        if rollback:
+            await runs.roll_back(server, thread_id, [run_id])
     return Response(status_code=204)
 
 

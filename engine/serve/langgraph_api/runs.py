@@ -3,14 +3,18 @@
 POST /runs, /runs/stream, /runs/wait (runs without a thread).
 
 A run on a thread is a turn of that conversation thread; `command: {resume: ...}` decides the gate its latest
-turn waits at and goes on with that run (the same run id). `multitask_strategy` `reject` (the default) refuses a
-run while the thread has one going on, `enqueue` lets it wait for its turn; `interrupt` and `rollback` are not
-supported (422).
+turn waits at and goes on with that run (the same run id). `multitask_strategy` (double texting) says what a new
+turn does while the thread has one going on: `reject` (the default) refuses it, `enqueue` lets it wait for its turn,
+`interrupt` stops the turns going on (kept, recorded `interrupted`, resumable as any interrupted run) and then
+starts, `rollback` stops them and deletes them (their rows, traces and gates; the thread forgets them) and then
+starts. A turn another replica executes is asked to stop through the database (engine/state/backends.py,
+`cancel_request`); either way the new turn is admitted only once the thread is free, so one turn runs at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -38,9 +42,8 @@ from engine.serve.problems import ApiError, conflict, from_engine, not_found
 from engine.serve.routes.deps import trace_reader
 from engine.serve.server import Server
 from engine.serve.sse import HEADERS
-from engine.state import store, threads
-from engine.state.database import Connection
-from engine.state.store import RunRecord, effective_status
+from engine.state import retention, threads
+from engine.state.store import effective_status
 from engine.telemetry.traceparent import HEADER as TRACEPARENT
 
 router = APIRouter(tags=["langgraph: runs"])
@@ -89,14 +92,6 @@ async def start(
     another flow, nothing to resume, or a thread busy or waiting."""
     entry = server.flow(body.assistant_id)  # 404 unknown_flow first
     wanted = frozenset(modes(body.stream_mode)) & SUPPORTED_MODES
-    if body.multitask_strategy in ("interrupt", "rollback"):
-        raise ApiError(
-            422,
-            "invalid_request",
-            f"multitask_strategy '{body.multitask_strategy}' is not supported: "
-            "use reject or enqueue",
-            field="multitask_strategy",
-        )
     view = await _thread_view(server, thread_id, body, entry.name)
     resume = body.command.resume if body.command is not None else None
     if body.command is not None and (
@@ -112,8 +107,16 @@ async def start(
     if resume is not None:
         return await _resume(server, thread_id, view, body, resume, wanted, entry.name, traceparent)
     inputs = run_inputs(entry.bundle, body.input)
-    if view is not None and thread_id is not None:
-        _admissible(server, thread_id, view, body)
+    going_on = (
+        view is not None and thread_id is not None and _admissible(server, thread_id, view, body)
+    )
+    if (
+        going_on
+        and view is not None
+        and thread_id is not None
+        and body.multitask_strategy in SUPERSEDE
+    ):
+        await _supersede(server, thread_id, view, rollback=body.multitask_strategy == "rollback")
     job = await server.start_run(
         entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook
     )
@@ -191,8 +194,9 @@ async def _resume(
     )
 
 
-def _admissible(server: Server, thread_id: str, view: state.ThreadView, body: RunCreate) -> None:
-    """409 for a new turn on a thread that waits at a gate, or that has one going on under `reject`."""
+def _admissible(server: Server, thread_id: str, view: state.ThreadView, body: RunCreate) -> bool:
+    """409 for a new turn on a thread that waits at a gate, or that has one going on under `reject`;
+    whether it has one going on."""
     if view.last_status == RunStatus.WAITING:
         raise conflict(
             "thread_waiting",
@@ -203,8 +207,77 @@ def _admissible(server: Server, thread_id: str, view: state.ThreadView, body: Ru
         raise conflict(
             "thread_busy",
             f"thread '{thread_id}' has a run going on; wait for it, or send "
-            "multitask_strategy: enqueue",
+            "multitask_strategy: enqueue, interrupt or rollback",
         )
+    return going_on
+
+
+SUPERSEDE = ("interrupt", "rollback")  # the strategies that stop the turns going on
+STOP_WAIT = 30.0  # seconds a turn another replica executes has to stop once asked
+
+
+async def _supersede(
+    server: Server, thread_id: str, view: state.ThreadView, *, rollback: bool
+) -> None:
+    """Stop the thread's turns going on, each recorded `interrupted` before this returns (409
+    `thread_busy` for one that did not stop within STOP_WAIT); with `rollback`, then delete them."""
+    strategy = "rollback" if rollback else "interrupt"
+    reason = f"interrupted by a newer turn of thread '{thread_id}' (multitask_strategy: {strategy})"
+    before = now_iso()
+    stopped = [job.run_id for job in server.thread_jobs(thread_id)]
+    for run_id in stopped:  # the turns this server holds: each recorded once cancel_one returns
+        with contextlib.suppress(ApiError):  # it ended meanwhile
+            await cancel_one(server, thread_id, run_id, wait=True, reason=reason)
+    # the turns other servers hold, running or waiting for the thread's turn (Postgres)
+    asked = await server.ask_cancel_turns(thread_id, before, reason)
+    last = view.last
+    if last is not None and view.last_status == RunStatus.RUNNING and last.id not in stopped:
+        # the turn running on another server (or process): asked above; recorded stopped before this goes on
+        if not asked or not await _stopped(server, last.id):
+            raise conflict("thread_busy", f"run {last.id} {_not_stopped(asked)}")
+        stopped.append(last.id)
+    if rollback and stopped:
+        await roll_back(server, thread_id, stopped)
+
+
+async def _stop_elsewhere(server: Server, run_id: str, reason: str, code: str) -> None:
+    """Stop a run another server (or process) executes, and wait until it is recorded stopped: 409
+    `code` when it cannot be asked (a SQLite file's other process) or did not stop within STOP_WAIT."""
+    asked = await server.ask_cancel(run_id, reason)
+    if not asked or not await _stopped(server, run_id):
+        raise conflict(code, f"run {run_id} {_not_stopped(asked)}")
+
+
+def _not_stopped(asked: bool) -> str:
+    if asked:
+        return f"did not stop within {STOP_WAIT:.0f} s of being asked"
+    return "runs in another process, which a server on a SQLite database cannot ask to stop"
+
+
+async def roll_back(server: Server, thread_id: str | None, run_ids: list[str]) -> None:
+    """Delete runs a rollback stopped (recorded ended): a thread's turns as the thread forgets them, a
+    run without a thread with its trace, checkpoints and gates (engine/state/retention.py)."""
+    writer = service(server).engine.db.writer
+    if thread_id is not None:
+        await writer.call(threads.roll_back(thread_id, run_ids))
+    else:
+        await writer.call(retention.deleting(run_ids, whole=True))
+
+
+async def _stopped(server: Server, run_id: str) -> bool:
+    """Whether run `run_id` stopped running (recorded ended, or its owner died) within STOP_WAIT."""
+    deadline = asyncio.get_running_loop().time() + STOP_WAIT
+    pause = 0.02
+    while True:
+        record = await service(server).get_run(
+            run_id
+        )  # its status as shown: a dead owner's is not running
+        if record is None or record["status"] != RunStatus.RUNNING:
+            return True
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def _where(thread_id: str | None, run_id: str) -> str:
@@ -542,75 +615,50 @@ async def cancel(
 ) -> Response:
     await run_of(server, thread_id, run_id)
     check_cancel_action(action)
+    if action == "rollback":  # stopped, then deleted: waited for either way
+        await cancel_one(server, thread_id, run_id, True, "cancelled by a client (rollback)")
+        await roll_back(server, thread_id, [run_id])
+        return Response(status_code=204)
     await cancel_one(server, thread_id, run_id, wait)
     return Response(status_code=204 if wait else 202)
 
 
 def check_cancel_action(action: str) -> None:
-    """422 for an action other than `interrupt`: `rollback` is not supported."""
-    if action == "rollback":
+    """422 for an action other than `interrupt` (the run kept, interrupted and resumable) and `rollback`
+    (the run deleted once it stopped)."""
+    if action not in ("interrupt", "rollback"):
         raise ApiError(
             422,
             "invalid_request",
-            "action 'rollback' is not supported: a cancelled run is kept, "
-            "interrupted and resumable",
+            f"unknown action '{action}': use interrupt or rollback",
             field="action",
         )
-    if action != "interrupt":
-        raise ApiError(
-            422, "invalid_request", f"unknown action '{action}': use interrupt", field="action"
-        )
 
 
-async def cancel_one(server: Server, thread_id: str | None, run_id: str, wait: bool) -> None:
-    """Stop a run this server holds (409 `not_running` for any other); a turn of `thread_id` still waiting for
-    the thread's turn before it is recorded `interrupted`."""
+async def cancel_one(
+    server: Server,
+    thread_id: str | None,
+    run_id: str,
+    wait: bool,
+    reason: str = "cancelled by a client",
+) -> None:
+    """Stop a run this server holds, or one another server executes (asked through the database; 409
+    `not_running` when it cannot be asked, or for a run that is not going on); a turn of `thread_id`
+    still waiting for the thread's turn before it is recorded `interrupted`."""
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
+    if job is None:
+        record = await service(server).get_run(run_id)
+        if record is not None and record["status"] == RunStatus.RUNNING:
+            if wait:
+                await _stop_elsewhere(server, run_id, reason, "not_running")
+            elif not await server.ask_cancel(run_id, reason):
+                raise conflict("not_running", f"run {run_id} {_not_stopped(False)}")
+            return
     unadmitted = (
         job is not None
         and job.kind == "start"
-        and thread_id is not None
-        and job.thread == thread_id
+        and job.thread is not None
         and await service(server).get_run(run_id) is None
     )
-    # a turn still waiting for its turn stops at once; waited for, so that it is recorded below
-    await server.cancel_run(run_id, wait=wait or unadmitted)
-    if job is not None and unadmitted:
-        await _record_unadmitted(server, job)
-
-
-async def _record_unadmitted(server: Server, job: Job) -> None:
-    """A turn cancelled while it waited for the thread's turn before it (`enqueue`) has no row: the runtime
-    records a turn once the thread admits it. It is recorded `interrupted` ("cancelled by a client before it
-    started"), never started and held by no server, so that it stays listed — a run of the thread, not a turn
-    (state.read). A row written meanwhile (it was admitted as it was cancelled) is left as it is."""
-    runs = service(server)
-    try:
-        entry = server.flow(job.flow)
-    except ApiError:  # the flow was removed since: nothing to pin the run to
-        return
-    digest, text = runs.engine.pin(entry.bundle)
-    now = now_iso()
-    record = RunRecord(
-        id=job.run_id,
-        flow=job.flow,
-        version=job.version,
-        digest=digest,
-        status=RunStatus.INTERRUPTED,
-        inputs=job.inputs,
-        thread_id=job.thread,
-        created=job.created,
-        finished=now,
-        error="cancelled by a client before it started",
-    )
-    writes = [
-        store.save_definition(digest, entry.name, entry.version, text, now),
-        store.insert_run(record),
-    ]
-
-    def apply(conn: Connection) -> None:
-        if store.get_run(conn, job.run_id) is None:
-            for write in writes:
-                conn.execute(write.sql, write.params)
-
-    await runs.engine.db.writer.call(apply)
+    # a turn still waiting for its turn stops at once; waited for, so that it is recorded when this answers
+    await server.cancel_run(run_id, wait=wait or unadmitted, reason=reason)

@@ -74,6 +74,36 @@ async function main() {
   seen.done_state = { values: done.values, next: done.next, tasks: done.tasks };
   seen.done_status = (await client.threads.get(gated.thread_id)).status;
 
+  // double texting: each strategy with a turn going on
+  const busy = await client.threads.create();
+  const going = await client.runs.create(busy.thread_id, "sleepy", { input: {} });
+  try {
+    await client.runs.create(busy.thread_id, "sleepy", { input: {}, multitaskStrategy: "reject" });
+    seen.rejected = { status: null };
+  } catch (error) {
+    seen.rejected = { status: error.status ?? null };
+  }
+  const queued = await client.runs.create(busy.thread_id, "sleepy", {
+    input: {}, multitaskStrategy: "enqueue",
+  });
+  seen.enqueued = queued.status;
+  const interrupting = await client.runs.create(busy.thread_id, "sleepy", {
+    input: {}, multitaskStrategy: "interrupt",
+  });
+  seen.after_interrupt = {
+    going: (await client.runs.get(busy.thread_id, going.run_id)).status,
+    queued: (await client.runs.get(busy.thread_id, queued.run_id)).status,
+  };
+  const rolling = await client.runs.create(busy.thread_id, "sleepy", {
+    input: {}, multitaskStrategy: "rollback",
+  });
+  await client.runs.join(busy.thread_id, rolling.run_id);
+  seen.after_rollback = (await client.runs.list(busy.thread_id)).map((r) => [r.run_id, r.status]);
+  seen.multitask_ids = {
+    going: going.run_id, queued: queued.run_id, interrupting: interrupting.run_id,
+    rolling: rolling.run_id,
+  };
+
   // a missing store item is null, as LangGraph's server answers: client code checks for it
   seen.missing_item = await client.store.getItem(["users", "nobody"], "lunch");
 

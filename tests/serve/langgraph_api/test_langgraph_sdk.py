@@ -254,6 +254,46 @@ def test_cancel_a_run_and_multitask_strategies(live: Live) -> None:
     assert client.runs.get(thread, first["run_id"])["status"] == "success"
 
 
+def test_double_texting_interrupt_keeps_the_turn_it_stops_and_rollback_deletes_it(
+    live: Live,
+) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    first = client.runs.create(thread, "sleepy", input={})
+    # answered once the turn going on is stopped and recorded: nothing to wait for
+    second = client.runs.create(thread, "sleepy", input={}, multitask_strategy="interrupt")
+    stopped = client.runs.get(thread, first["run_id"])
+    assert stopped["status"] == "interrupted"
+    shown = live.client().get(f"/runs/{first['run_id']}").json()
+    assert shown["error"] == (
+        f"interrupted by a newer turn of thread '{thread}' (multitask_strategy: interrupt)"
+    )
+    assert client.runs.get(thread, second["run_id"])["status"] in ("pending", "running")
+    third = client.runs.create(thread, "sleepy", input={}, multitask_strategy="rollback")
+    with pytest.raises(httpx.HTTPStatusError, match=f"has no run '{second['run_id']}'") as gone:
+        client.runs.get(thread, second["run_id"])
+    assert gone.value.response.status_code == 404
+    assert live.client().get(f"/runs/{second['run_id']}/events").status_code == 404
+    client.runs.join(thread, third["run_id"])
+    assert client.runs.get(thread, third["run_id"])["status"] == "success"
+    listed = {run["run_id"]: run["status"] for run in client.runs.list(thread)}
+    assert listed == {first["run_id"]: "interrupted", third["run_id"]: "success"}
+    # two finished or kept turns: the rolled-back one no longer counts
+    assert live.client().get(f"/threads/{thread}").json()["turns"] == 2
+    # a turn cancelled with action=rollback is deleted once it stopped
+    last = client.runs.create(thread, "sleepy", input={})
+    client.runs.cancel(thread, last["run_id"], action="rollback")
+    assert [run["run_id"] for run in client.runs.list(thread)] == [
+        third["run_id"],
+        first["run_id"],
+    ]
+    # with nothing going on, interrupt and rollback simply start the turn
+    for strategy in ("interrupt", "rollback"):
+        idle = client.threads.create()["thread_id"]
+        started = client.runs.create(idle, "count", input={}, multitask_strategy=strategy)
+        assert client.runs.join(idle, started["run_id"])["n"] == 42
+
+
 def test_reconnect_a_stream_with_last_event_id(live: Live) -> None:
     client = lg(live)
     thread = client.threads.create()["thread_id"]
@@ -424,7 +464,7 @@ def test_bad_requests_are_4xx(live: Live) -> None:
         lambda: client.runs.wait(thread, "hello", input={"bogus": 1}),
         lambda: client.runs.wait(thread, "hello", command=Command(resume=True)),
         lambda: client.runs.wait(
-            thread, "hello", input={"name": "x"}, multitask_strategy="rollback"
+            thread, "hello", input={"name": "x"}, multitask_strategy="overtake"
         ),
     ]
     for case in cases:

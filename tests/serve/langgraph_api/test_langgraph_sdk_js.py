@@ -78,3 +78,14 @@ def test_the_javascript_client_searches_streams_and_resumes_a_gate(live: Live) -
     assert seen["done_state"]["next"] == [] and seen["done_state"]["tasks"] == []
     assert seen["done_status"] == "idle"
     assert "missing_item" in seen and seen["missing_item"] is None
+
+    # double texting: reject refuses, enqueue waits, interrupt keeps what it stops, rollback deletes it
+    ids = seen["multitask_ids"]
+    assert seen["rejected"]["status"] == 409
+    assert seen["enqueued"] == "pending"
+    assert seen["after_interrupt"] == {"going": "interrupted", "queued": "interrupted"}
+    assert seen["after_rollback"] == [
+        [ids["rolling"], "success"],
+        [ids["queued"], "interrupted"],
+        [ids["going"], "interrupted"],
+    ]

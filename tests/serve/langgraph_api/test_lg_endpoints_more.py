@@ -92,10 +92,17 @@ def test_cancel_many_by_id_and_by_status(live: Live) -> None:
     client.runs.cancel_many(status="running")
     wait_for(lambda: client.runs.get(other, running)["status"] == "interrupted")
     refused(lambda: client.runs.cancel_many(), 422, "name the runs to cancel")
+    # rollback: stopped, then deleted with its trace; the thread forgets the turn
+    rolled = client.threads.create()["thread_id"]
+    doomed = client.runs.create(rolled, "sleepy", input={})["run_id"]
+    wait_for(lambda: client.runs.get(rolled, doomed)["status"] == "running")
+    client.runs.cancel_many(thread_id=rolled, run_ids=[doomed], action="rollback")
+    refused(lambda: client.runs.get(rolled, doomed), 404, f"has no run '{doomed}'")
+    assert client.runs.list(rolled) == []
     refused(
-        lambda: client.runs.cancel_many(status="all", action="rollback"),
+        lambda: client.runs.cancel_many(status="all", action="shred"),
         422,
-        "rollback' is not supported",
+        "unknown action 'shred': use interrupt or rollback",
     )
     refused(
         lambda: client.runs.cancel_many(thread_id=thread, run_ids=["nope"]),
