@@ -14,7 +14,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 from zoneinfo import ZoneInfo
 
 import click
@@ -24,10 +24,14 @@ from engine.cli.options import ROOT_OPTION, Command, Seconds, root_of
 from engine.core.errors import UsageError
 from engine.definitions.project import load_project
 from engine.spec import ConfigSpec
+from engine.spec.flow import ScheduleSpec
 from engine.state import backends
 from engine.state.location import of_yard
 from engine.validate.report import REPORTERS, Report
 from engine.validate.semantic import check_project
+
+if TYPE_CHECKING:  # the server's package: imported by the schedules command only, when it runs
+    from engine.serve.schedules import ScheduleState, ScheduleStore
 
 KEEP_ALIVE = 75  # seconds (see `serve`)
 
@@ -176,9 +180,8 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
 
     out = out or sys.stdout
     project = load_project(root)
-    states = ScheduleStore(
-        of_yard(root, project.config.paths.state, project.config.database)
-    ).load()
+    store = ScheduleStore(of_yard(root, project.config.paths.state, project.config.database))
+    states = store.load()
     now = datetime.now(UTC)
     rows: list[dict[str, object]] = []
     for name, definition in sorted(project.flows.items()):
@@ -199,8 +202,10 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
                 "last_run": state.last_run if state else None,
                 "problem": problem,
                 "file": definition.display,
+                "origin": "yaml",
             }
         )
+    rows += _api_crons(store, states, now)
     if as_json:
         print(json.dumps(rows, indent=2), file=out)
     elif not rows:
@@ -213,8 +218,48 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
     return 1 if any(row["problem"] for row in rows) else 0
 
 
+def _api_crons(
+    store: ScheduleStore, states: dict[str, ScheduleState], now: datetime
+) -> list[dict[str, object]]:
+    """The crons made over the LangGraph API (docs/langgraph-api.md, "Crons"), as `schedules_command` lists
+    them: no file of the yard says them, so they are the database's."""
+    # the server's package and croniter, as in schedules_command
+    from engine.spec.cron import next_fire, schedule_problem
+
+    rows: list[dict[str, object]] = []
+    for cron in store.crons():
+        schedule = ScheduleSpec(cron=cron.cron, timezone=cron.timezone)
+        problem = schedule_problem(schedule)
+        state = states.get(cron.key)
+        ended = cron.end_time is not None and now > datetime.fromisoformat(cron.end_time)
+        upcoming = (
+            None
+            if problem or ended or not cron.enabled
+            else next_fire(schedule, max(now, state.since) if state else now)
+        )
+        rows.append(
+            {
+                "flow": cron.flow,
+                "cron": cron.cron,
+                "timezone": cron.timezone,
+                "misfire": schedule.misfire,
+                "next_fire": upcoming.isoformat() if upcoming else None,
+                "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
+                "last_run": state.last_run if state else None,
+                "problem": problem,
+                "file": None,
+                "origin": "api",
+                "cron_id": cron.id,
+                "thread_id": cron.thread_id,
+                "enabled": cron.enabled,
+                "end_time": cron.end_time,
+            }
+        )
+    return rows
+
+
 def _table(rows: list[dict[str, object]], out: TextIO) -> None:
-    header = ("FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT FIRE", "LAST FIRE")
+    header = ("FLOW", "CRON", "TIMEZONE", "MISFIRE", "NEXT FIRE", "LAST FIRE", "ORIGIN")
     lines = [header]
     for row in rows:
         nxt = (
@@ -225,6 +270,7 @@ def _table(rows: list[dict[str, object]], out: TextIO) -> None:
             else "-"
         )
         last = _local(row["last_fire"], row["timezone"]) if row["last_fire"] else "-"
+        origin = f"api {row['cron_id']}" if row["origin"] == "api" else str(row["file"])
         lines.append(
             (
                 str(row["flow"]),
@@ -233,6 +279,7 @@ def _table(rows: list[dict[str, object]], out: TextIO) -> None:
                 str(row["misfire"]),
                 nxt,
                 last,
+                origin,
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]

@@ -1,4 +1,5 @@
-"""Cron schedules of flows (`schedule: {cron, timezone, inputs, misfire}`), run while the server is up.
+"""Cron schedules of flows (`schedule: {cron, timezone, inputs, misfire}`), and crons created over the
+LangGraph API (engine/state/crons.py), run while the server is up.
 
 Fire times come from `engine.spec.cron` (croniter in the flow's time zone, with the grammar `validate`
 checks). The last fire time of every flow is kept in the state database, so after downtime the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +25,7 @@ from engine.serve.clock import Clock
 from engine.serve.logs import fields, get_logger
 from engine.spec.cron import latest_fire, next_fire, schedule_problem
 from engine.spec.flow import ScheduleSpec
-from engine.state import backends
+from engine.state import backends, crons
 from engine.state.database import Connection
 from engine.state.location import Location
 
@@ -31,7 +33,10 @@ MISFIRE_GRACE = timedelta(seconds=60)
 HOUSEKEEPING = timedelta(seconds=15)  # how often approval timeouts are checked
 
 Fire = Callable[[FlowEntry, datetime], Awaitable[str | None]]
+FireCron = Callable[[crons.ApiCron, datetime], Awaitable[str | None]]
 Expire = Callable[[datetime], Awaitable[int]]
+# what one schedule of the catalog or the API is: its key in serve_schedules, its times, how it fires
+Due = tuple[str, ScheduleSpec, Callable[[datetime], Awaitable[str | None]]]
 
 
 def schedule_key(schedule: ScheduleSpec) -> str:
@@ -109,6 +114,13 @@ class ScheduleStore:
                 (_format(when), run_id, flow),
             )
 
+    def crons(self) -> list[crons.ApiCron]:
+        """The crons created over the API (all of them: the scheduler skips disabled and ended ones)."""
+        if self.location.url is None and not self.path.exists():
+            return []
+        with self._connect() as conn:
+            return crons.search(conn)
+
     def forget(self, flow: str) -> None:
         """The flow is no longer scheduled: if it comes back, it starts afresh."""
         with self._connect() as conn:
@@ -133,12 +145,15 @@ class Scheduler:
         catalog: Callable[[], Catalog],
         fire: Fire,
         expire: Expire | None = None,
+        fire_cron: FireCron | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.catalog = catalog
         self.fire = fire
         self.expire = expire
+        self.fire_cron = fire_cron  # None: the API's crons are not this scheduler's
+        self.crons: list[crons.ApiCron] = []  # as the last tick read them
         self.states: dict[str, ScheduleState] = {}
         self._changed = asyncio.Event()
         self._expiring: asyncio.Task[None] | None = None
@@ -150,11 +165,7 @@ class Scheduler:
 
     def next_fire(self, entry: FlowEntry) -> datetime | None:
         schedule = entry.bundle.flow.schedule
-        if schedule is None:
-            return None
-        state = self.states.get(entry.name)
-        current = state is not None and state.key == schedule_key(schedule)
-        return next_fire(schedule, state.since if state and current else self.clock.now())
+        return None if schedule is None else self._next(entry.name, schedule)
 
     async def run(self) -> None:
         """The scheduler loop; cancel the task to stop it."""
@@ -175,6 +186,11 @@ class Scheduler:
             upcoming = [
                 t for e in self.catalog().flows.values() if (t := self.next_fire(e)) is not None
             ]
+            upcoming += [
+                t
+                for key, schedule, _fire in self._crons_due(now)
+                if (t := self._next(key, schedule)) is not None
+            ]
             wake_at = min([*upcoming, now + HOUSEKEEPING])
             sleeper = asyncio.ensure_future(self.clock.sleep_until(wake_at))
             changed = asyncio.ensure_future(self._changed.wait())
@@ -184,64 +200,89 @@ class Scheduler:
                 sleeper.cancel()
                 changed.cancel()
 
+    def _next(self, key: str, schedule: ScheduleSpec) -> datetime | None:
+        state = self.states.get(key)
+        current = state is not None and state.key == schedule_key(schedule)
+        return next_fire(schedule, state.since if state and current else self.clock.now())
+
+    def _crons_due(self, now: datetime) -> list[Due]:
+        """The API's crons that may fire (enabled, not past their end), as the last tick read them."""
+        if self.fire_cron is None:
+            return []
+        fire_cron = self.fire_cron
+        due: list[Due] = []
+        for cron in self.crons:
+            if not cron.enabled or (cron.end_time is not None and now > _parse(cron.end_time)):
+                continue
+            schedule = ScheduleSpec(cron=cron.cron, timezone=cron.timezone, misfire="skip")
+            due.append((cron.key, schedule, functools.partial(fire_cron, cron)))
+        return due
+
     async def tick(self, now: datetime) -> list[str]:
-        """Fire what is due at `now`; returns the names of the flows fired."""
-        fired: list[str] = []
-        scheduled = {
-            name
-            for name, entry in self.catalog().flows.items()
+        """Fire what is due at `now`; returns the names of the flows fired (`cron:<id>` for the API's)."""
+        if self.fire_cron is not None:  # made or changed on any server: read afresh
+            self.crons = await asyncio.to_thread(self.store.crons)
+        due: list[Due] = [
+            (name, entry.bundle.flow.schedule, functools.partial(self.fire, entry))
+            for name, entry in list(self.catalog().flows.items())
             if entry.bundle.flow.schedule is not None
-        }
+        ]
+        due += self._crons_due(now)
+        scheduled = {key for key, _schedule, _fire in due}
         for name in [name for name in self.states if name not in scheduled]:
             await asyncio.to_thread(self.store.forget, name)
             del self.states[name]
-        for entry in list(self.catalog().flows.values()):
-            schedule = entry.bundle.flow.schedule
-            if schedule is None or schedule_problem(schedule) is not None:
+        fired: list[str] = []
+        for key, schedule, fire in due:
+            if schedule_problem(schedule) is not None:
                 continue
-            state = self.states.get(entry.name)
-            key = schedule_key(schedule)
-            if state is None or state.key != key:
-                # nothing was missed by a schedule that just began
-                await asyncio.to_thread(self.store.seen, entry.name, now, key)
-                self.states[entry.name] = ScheduleState(
-                    now, state.last_fire if state else None, state.last_run if state else None, key
-                )
+            when = await self._claim(key, schedule, now)
+            if when is None:
                 continue
-            upcoming = next_fire(schedule, state.since)
-            latest = (
-                latest_fire(schedule, now) if upcoming is not None and upcoming <= now else None
-            )
-            if latest is None:
-                continue
-            on_time = now - latest <= MISFIRE_GRACE
-            if not on_time:
-                event = (
-                    "schedule_misfire_skipped"
-                    if schedule.misfire == "skip"
-                    else "schedule_misfire_run_once"
-                )
-                self.log.info(
-                    event,
-                    extra=fields(
-                        flow=entry.name,
-                        last_missed=_format(latest),
-                        down_since=_format(state.since),
-                    ),
-                )
-            claimed = await asyncio.to_thread(self.store.claim, entry.name, latest)
-            self.states[entry.name] = ScheduleState(
-                state.first_seen, latest, state.last_run, state.key
-            )
-            if not claimed:  # another server sharing the database fired (or skipped) this time
-                continue
-            if not on_time and schedule.misfire == "skip":
-                continue
-            run_id = await self.fire(entry, latest)
+            run_id = await fire(when)
             if run_id is not None:
-                await self._record(entry.name, latest, run_id, self.states[entry.name])
-            fired.append(entry.name)
+                await self._record(key, when, run_id, self.states[key])
+            fired.append(key)
         return fired
+
+    async def _claim(self, key: str, schedule: ScheduleSpec, now: datetime) -> datetime | None:
+        """The fire time of schedule `key` to fire now, claimed by this server; None when nothing is due,
+        another server claimed it, or its misfire policy skips it."""
+        state = self.states.get(key)
+        if state is None or state.key != schedule_key(schedule):
+            # nothing was missed by a schedule that just began
+            await asyncio.to_thread(self.store.seen, key, now, schedule_key(schedule))
+            self.states[key] = ScheduleState(
+                now,
+                state.last_fire if state else None,
+                state.last_run if state else None,
+                schedule_key(schedule),
+            )
+            return None
+        upcoming = next_fire(schedule, state.since)
+        latest = latest_fire(schedule, now) if upcoming is not None and upcoming <= now else None
+        if latest is None:
+            return None
+        on_time = now - latest <= MISFIRE_GRACE
+        if not on_time:
+            event = (
+                "schedule_misfire_skipped"
+                if schedule.misfire == "skip"
+                else "schedule_misfire_run_once"
+            )
+            self.log.info(
+                event,
+                extra=fields(
+                    flow=key, last_missed=_format(latest), down_since=_format(state.since)
+                ),
+            )
+        claimed = await asyncio.to_thread(self.store.claim, key, latest)
+        self.states[key] = ScheduleState(state.first_seen, latest, state.last_run, state.key)
+        if not claimed:  # another server sharing the database fired (or skipped) this time
+            return None
+        if not on_time and schedule.misfire == "skip":
+            return None
+        return latest
 
     async def _record(
         self, flow: str, when: datetime, run_id: str | None, state: ScheduleState

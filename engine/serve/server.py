@@ -30,7 +30,7 @@ from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.serve.webhooks import Webhooks
 from engine.spec.durability import NO_CHECKPOINTS
-from engine.state import backends, liveness, store
+from engine.state import backends, crons, liveness, store
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import effective_status
 from engine.state.writer import WriterClosed
@@ -129,6 +129,7 @@ class Server:
                 lambda: self.catalog,
                 self._fire,
                 self._expire_approvals,
+                self._fire_cron,
             )
             self.reloader.listeners.append(
                 lambda _old, _new: self.scheduler.wake() if self.scheduler else None
@@ -652,6 +653,27 @@ class Server:
             "schedule_fired",
             extra=fields(flow=entry.name, fire_time=when.isoformat(), run=job.run_id),
         )
+        return job.run_id
+
+    async def _fire_cron(self, cron: crons.ApiCron, when: datetime) -> str | None:
+        """A fire time of a cron made over the API: a run of its flow with the inputs it was made with (a
+        turn of its thread, which waits for the thread's turn before it, for a thread's cron)."""
+        said = {"flow": cron.flow, "cron": cron.id, "fire_time": when.isoformat()}
+        entry = self.catalog.flow(cron.flow)
+        if entry is None:  # the flow was removed (or is broken) since: the cron waits for it
+            self.log.error("cron_failed", extra=fields(**said, error=f"no flow '{cron.flow}' now"))
+            return None
+        try:
+            job = await self.start_run(
+                entry,
+                cron.payload.get("inputs") or {},
+                thread=cron.thread_id,
+                webhook=cron.payload.get("webhook"),
+            )
+        except Exception as exc:  # a cron whose flow changed its inputs must not stop the others
+            self.log.error("cron_failed", extra=fields(**said, error=str(exc)))
+            return None
+        self.log.info("cron_fired", extra=fields(**said, run=job.run_id))
         return job.run_id
 
     async def _expire_approvals(self, now: datetime) -> int:

@@ -185,6 +185,12 @@ class ServerSpec(Spec):
             "How runs' webhooks are signed and retried; their hosts must be in `http.allowed_hosts`."
         ),
     )
+    api_crons: bool = Field(
+        True,
+        description="Whether clients may create crons over the LangGraph API (`POST /runs/crons`); false: every "
+        "schedule is a flow's `schedule:`, reviewed in Git, and creating one is a 403 (crons made before "
+        "still fire until deleted). See docs/langgraph-api.md.",
+    )
     lease_seconds: float = Field(
         30.0,
         gt=0,

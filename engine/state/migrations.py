@@ -242,6 +242,26 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ALTER TABLE runs ADD COLUMN traceparent TEXT",
         ],
     ),
+    (
+        14,
+        [
+            # crons created over the LangGraph API (engine/serve/crons.py): runtime objects, apart from the
+            # `schedule:` of flows in Git; their fire times are claimed in serve_schedules as "cron:<id>"
+            """CREATE TABLE api_crons (
+            id TEXT PRIMARY KEY,
+            flow TEXT NOT NULL,
+            thread_id TEXT,
+            cron TEXT NOT NULL,
+            timezone TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            enabled INTEGER NOT NULL,
+            end_time TEXT,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL
+        )""",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -137,9 +137,11 @@ def test_schedules_command_prints_next_fire_times(
         "FIRE",
         "LAST",
         "FIRE",
+        "ORIGIN",
     ]
     assert lines[1].split()[:8] == ["add", "0", "11", "*", "*", "TUE", "Europe/Paris", "skip"]
-    assert lines[1].split()[-1] == "-"  # never fired
+    assert lines[1].split()[-2] == "-"  # never fired
+    assert lines[1].split()[-1].endswith("add.yaml")  # said in the yard's files, not over the API
     (root / "flows/add.yaml").write_text(YARD["flows/add.yaml"] + "schedule: {cron: '0 11 * *'}\n")
     assert main(["schedules", "--root", str(root)]) == 1
     empty = make_yard(YARD)

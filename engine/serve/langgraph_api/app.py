@@ -9,7 +9,15 @@ from starlette.exceptions import HTTPException
 from engine.core.errors import BlockyardError
 from engine.core.version import __version__
 from engine.serve import problems
-from engine.serve.langgraph_api import assistants, bulk, runs, store, thread_stream, threads
+from engine.serve.langgraph_api import (
+    assistants,
+    bulk,
+    crons,
+    runs,
+    store,
+    thread_stream,
+    threads,
+)
 from engine.serve.server import Server
 
 
@@ -26,6 +34,7 @@ def create_langgraph_app(server: Server) -> FastAPI:
     for module in (
         assistants,
         bulk,
+        crons,
         threads,
         thread_stream,
         runs,

@@ -27,13 +27,13 @@ async def ok() -> dict[str, bool]:
 
 
 @router.get("/info", summary="What this server is and supports")
-async def info() -> dict[str, Any]:
+async def info(server: ServerDep) -> dict[str, Any]:
     return {
         "version": __version__,
         "server": "blockyard",
         "flags": {
             "assistants": True,
-            "crons": False,
+            "crons": server.catalog.server.api_crons,  # made over the API (docs/langgraph-api.md)
             "langsmith": False,
             "langsmith_tracing_replicas": False,
         },

@@ -125,3 +125,33 @@ class CancelMany(Lenient):
 class ThreadPrune(Lenient):
     thread_ids: list[str]
     strategy: Literal["delete", "keep_latest"] = "delete"
+
+
+class CronCreate(Lenient):
+    assistant_id: str
+    schedule: str
+    timezone: str | None = None
+    input: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    webhook: str | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
+    end_time: str | None = None
+    enabled: bool = True
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+
+
+class CronPatch(Lenient):
+    schedule: str | None = None
+    timezone: str | None = None
+    end_time: str | None = None
+    enabled: bool | None = None
+    input: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CronSearch(Lenient):
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
