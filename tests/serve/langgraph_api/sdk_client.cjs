@@ -104,6 +104,16 @@ async function main() {
     rolling: rolling.run_id,
   };
 
+  // crons: made, listed and deleted (the scheduler firing them: test_crons.py)
+  const cron = await client.crons.create("hello", { schedule: "0 9 * * 1", input: { name: "Ada" } });
+  seen.cron = {
+    made: [cron.assistant_id, cron.schedule, cron.timezone, cron.enabled],
+    listed: (await client.crons.search({ assistantId: "hello" })).map((c) => c.cron_id),
+    id: cron.cron_id,
+  };
+  await client.crons.delete(cron.cron_id);
+  seen.cron.after_delete = (await client.crons.search({ assistantId: "hello" })).length;
+
   // a missing store item is null, as LangGraph's server answers: client code checks for it
   seen.missing_item = await client.store.getItem(["users", "nobody"], "lunch");
 

@@ -79,6 +79,10 @@ def test_the_javascript_client_searches_streams_and_resumes_a_gate(live: Live) -
     assert seen["done_status"] == "idle"
     assert "missing_item" in seen and seen["missing_item"] is None
 
+    assert seen["cron"]["made"] == ["hello", "0 9 * * 1", "UTC", True]
+    assert seen["cron"]["listed"] == [seen["cron"]["id"]]
+    assert seen["cron"]["after_delete"] == 0
+
     # double texting: reject refuses, enqueue waits, interrupt keeps what it stops, rollback deletes it
     ids = seen["multitask_ids"]
     assert seen["rejected"]["status"] == 409
