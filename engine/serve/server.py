@@ -29,6 +29,7 @@ from engine.serve.reload import Reloader
 from engine.serve.run_service import RunService
 from engine.serve.schedules import Scheduler, ScheduleStore
 from engine.serve.webhooks import Webhooks
+from engine.spec.config import NotifySpec
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, crons, liveness, store
 from engine.state.database import DB_ERRORS, StateError
@@ -68,7 +69,8 @@ class Server:
         self.broker = Broker()
         # GET /metrics (engine/serve/metrics.py); its registry is this server's own
         self.metrics = Metrics()
-        self.webhooks = Webhooks(lambda: self.catalog.server.webhooks)  # engine/serve/webhooks.py
+        # engine/serve/webhooks.py
+        self.webhooks = Webhooks(lambda: self.catalog.server.webhooks, self._notify_of)
         self.service: RunService | None = None
         self.queue: JobQueue | None = None
         self.scheduler: Scheduler | None = None
@@ -549,6 +551,14 @@ class Server:
             if self.queue
             else []
         )
+
+    def _notify_of(self, flow: str) -> tuple[list[NotifySpec], list[str]]:
+        """The yard-level `notify:` of `flow` as served now, and the hosts its yard allows."""
+        entry = self.catalog.flow(flow)
+        if entry is None:
+            return [], []
+        config = entry.bundle.config
+        return config.notify, config.http.allowed_hosts
 
     async def known_run(self, run_id: str) -> None:
         """404 unless the run is stored or held by this server (checked before judging a body)."""

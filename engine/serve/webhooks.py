@@ -37,17 +37,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from engine.core.events import RunStatus, now_iso
+from engine.core.hosts import webhook_refusal
 from engine.serve.jobs import Job
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError
 from engine.spec import parse_duration
-from engine.spec.config import WebhooksSpec
-from engine.tools.builtin.http import host_allowed
+from engine.spec.config import NotifySpec, WebhooksSpec
 
 SIGNATURE = "X-Blockyard-Signature"
 TIMESTAMP = "X-Blockyard-Timestamp"
@@ -57,9 +56,11 @@ DELIVERY = (
 ATTEMPT = "X-Blockyard-Attempt"
 BACKOFF = 0.5  # seconds before the second attempt; doubled before each further one
 MAX_BACKOFF = 30.0
-MAX_URL = 2048
 MAX_WAITING = 10_000  # URLs of runs waiting at a gate kept in memory (the oldest are forgotten)
-_PORTS = {"http": 80, "https": 443}
+
+
+# a flow's yard-level `notify:` subscriptions and the hosts its yard allows (engine/serve/server.py)
+Notify = tuple[Sequence[NotifySpec], Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -72,22 +73,7 @@ class Subscription:
 
 def refusal(url: str, allowed: Sequence[str]) -> str | None:
     """Why `url` may not receive webhooks (None: it may): the http_request tool's host rule."""
-    if len(url) > MAX_URL:
-        return f"the webhook URL is longer than {MAX_URL} characters"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return f"'{url}' is not a valid URL"
-    if parts.scheme not in _PORTS or not parts.hostname:
-        return f"the webhook '{url}' is not an http:// or https:// URL"
-    if not host_allowed(parts.hostname, port or _PORTS[parts.scheme], list(allowed)):
-        hint = "; none are allowed yet" if not allowed else ""
-        return (
-            f"the webhook's host '{parts.hostname}' is not in http.allowed_hosts of blockyard.yaml{hint} "
-            "(webhooks reach only the hosts the http_request tool may)"
-        )
-    return None
+    return webhook_refusal(url, allowed)
 
 
 def payload(job: Job, subscription: Subscription, result: dict[str, Any]) -> dict[str, Any]:
@@ -123,8 +109,14 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 class Webhooks:
     """The server's webhooks: which runs have one, and the deliveries under way."""
 
-    def __init__(self, settings: Callable[[], WebhooksSpec]) -> None:
+    def __init__(
+        self,
+        settings: Callable[[], WebhooksSpec],
+        notify: Callable[[str], Notify] = lambda _flow: ((), ()),
+    ) -> None:
         self.settings = settings  # read at each delivery: blockyard.yaml may be reloaded
+        # a flow's yard-level `notify:` and its allowed hosts, as served now (read at each settle)
+        self.notify = notify
         self.log = get_logger()
         self._subscriptions: OrderedDict[str, Subscription] = OrderedDict()
         self._deliveries: set[asyncio.Task[None]] = set()
@@ -145,15 +137,13 @@ class Webhooks:
             self._subscriptions.move_to_end(job.run_id)
             while len(self._subscriptions) > MAX_WAITING:
                 self._subscriptions.popitem(last=False)
-        if job.run_id in self._subscriptions:
-            job.result.add_done_callback(lambda _settled: self._settled(job))
+        # the yard's `notify:` may apply too: judged when it settles, as blockyard.yaml is then
+        job.result.add_done_callback(lambda _settled: self._settled(job))
 
     def _settled(self, job: Job) -> None:
-        subscription = self._subscriptions.get(job.run_id)
-        if subscription is None:
-            return
         if job.result.cancelled():
             return
+        subscription = self._subscriptions.get(job.run_id)
         problem = job.result.exception()
         if problem is not None:
             # the server could not execute it (engine/serve/jobs.py): recorded failed
@@ -163,15 +153,30 @@ class Webhooks:
             }
         else:
             result = job.result.result()
-        if result.get("status") != RunStatus.WAITING:
+        waiting = result.get("status") == RunStatus.WAITING
+        if not waiting:
             # ended: a later resume posts only if given a URL
             self._subscriptions.pop(job.run_id, None)
-        body = payload(job, subscription, result)
-        task = asyncio.get_running_loop().create_task(
-            self._deliver(job.run_id, subscription.url, body), name=f"webhook-{job.run_id}"
-        )
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+        urls = [subscription.url] if subscription is not None else []
+        subscriptions, allowed = self.notify(job.flow)
+        for notify in subscriptions:
+            if (
+                ("waiting" if waiting else "ended") in notify.on
+                and (notify.flows is None or job.flow in notify.flows)
+                and refusal(notify.url, allowed) is None  # validate says so first (BY518)
+                and notify.url not in urls
+            ):
+                urls.append(notify.url)
+        if not urls:
+            return
+        thread = subscription.thread_id if subscription is not None else job.thread
+        body = payload(job, Subscription("", thread), result)
+        for url in urls:
+            task = asyncio.get_running_loop().create_task(
+                self._deliver(job.run_id, url, body), name=f"webhook-{job.run_id}"
+            )
+            self._deliveries.add(task)
+            task.add_done_callback(self._deliveries.discard)
 
     async def _deliver(self, run_id: str, url: str, body: dict[str, Any]) -> None:
         settings = self.settings()

@@ -131,6 +131,29 @@ class WebhooksSpec(Spec):
     )
 
 
+NotifyWhen = Literal["waiting", "ended"]
+NOTIFY_WHEN: tuple[NotifyWhen, ...] = ("waiting", "ended")
+
+
+class NotifySpec(Spec):
+    """Where `blockyard serve` posts the runs of the yard's flows when they wait at a gate or end, whoever
+    started them (docs/serve.md, "Webhooks"): signed, retried and logged as a run's own `webhook` is."""
+
+    url: str = Field(
+        ...,
+        max_length=2048,
+        description="An http:// or https:// URL on a host `http.allowed_hosts` allows (`validate` checks it).",
+    )
+    flows: list[Name] | None = Field(
+        None, description="The flows whose runs it is told about; unset: every flow of the yard."
+    )
+    on: list[NotifyWhen] = Field(
+        default_factory=lambda: list(NOTIFY_WHEN),
+        min_length=1,
+        description="When: a run waiting at an approval gate (`run.waiting`), a run that ended (`run.ended`).",
+    )
+
+
 class ServerSpec(Spec):
     """Defaults of `blockyard serve`."""
 
@@ -488,6 +511,11 @@ class ConfigSpec(Spec):
         description=(
             "OpenTelemetry traces of every run, sent over OTLP/HTTP (needs the `otel` extra; docs/observability.md)."
         ),
+    )
+    notify: list[NotifySpec] = Field(
+        default_factory=empty_list,
+        description="URLs `blockyard serve` posts runs of the yard's flows to when they wait at a gate or end, "
+        'besides each run\'s own `webhook` (docs/serve.md, "Webhooks").',
     )
     database: DatabaseUrl | None = Field(
         None,

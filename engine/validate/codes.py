@@ -150,6 +150,8 @@ CONFIG: dict[str, str] = {
     "BY515": "duration longer than the maximum (ten years)",
     "BY516": "malformed scripted mock reply",
     "BY517": "server.mcp_flows names an unknown flow",
+    "BY518": "notify URL the server may not post to (not http(s), or its host not in http.allowed_hosts)",
+    "BY519": "notify names an unknown flow",
 }
 
 # problems only the server's hot reload reports (engine/serve/catalog.py)

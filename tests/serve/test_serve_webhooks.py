@@ -316,3 +316,90 @@ def test_langgraph_sdk_thread_gate_and_resume_post_twice(hooked: Live, receiver:
     )
     assert (ended.body["status"], ended.body["outputs"]) == ("finished", {"total": 5})
     assert all(signed_right(d) for d in receiver.deliveries)
+
+
+def test_the_yards_notify_posts_every_run_of_its_flows_whoever_started_it(
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    notify = (
+        f"notify:\n  - url: {receiver.url}?all=1\n"  # every flow, waiting and ended
+        f"  - url: {receiver.url}?add=1\n    flows: [add]\n    on: [ended]\n"
+    )
+    root = make_yard({**YARD, "flows/gated.yaml": GATED_FLOW, "blockyard.yaml": CONFIG + notify})
+    live = serve(root, watch=False, schedules=False)
+    with live.client() as client:
+        added = client.post(
+            "/flows/add/runs", json={"inputs": {"a": 3}}
+        ).json()  # no webhook of its own
+        assert added["status"] == "finished"
+        posted = wait_for(lambda: receiver.deliveries if len(receiver.deliveries) == 2 else None)
+        assert sorted(d.headers.get("x-blockyard-attempt", "") for d in posted) == ["1", "1"]
+        assert all(signed_right(d) for d in posted)
+        assert {d.body["run_id"] for d in posted} == {added["run_id"]}
+        assert {d.body["event"] for d in posted} == {"run.ended"}
+        # a gate: the subscription of every flow posts the wait; the one of `add` is not told
+        paused = client.post("/flows/gated/runs", json={"inputs": {"a": 2}}).json()
+        assert paused["status"] == "waiting"
+        wait_for(lambda: len(receiver.deliveries) == 3)
+        waiting = receiver.deliveries[2].body
+        assert (waiting["event"], waiting["run_id"]) == ("run.waiting", paused["run_id"])
+        # a run's own webhook besides the yard's: one POST each, the same URL once
+        client.post(
+            "/flows/add/runs", json={"inputs": {"a": 1}, "webhook": f"{receiver.url}?all=1"}
+        )
+        wait_for(lambda: len(receiver.deliveries) == 5)
+    time.sleep(0.3)
+    assert len(receiver.deliveries) == 5
+
+
+BAD_NOTIFY = (
+    'http:\n  allowed_hosts: ["hooks.example.com"]\nnotify:\n'
+    "  - url: http://169.254.169.254/latest\n"
+    "  - url: https://hooks.example.com/x\n    flows: [ad]\n"
+)
+
+
+def test_validate_refuses_a_notify_url_the_server_may_not_post_to(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
+    from engine.cli import main  # the command as a user runs it
+
+    root = make_yard(
+        {
+            **YARD,
+            "blockyard.yaml": BAD_NOTIFY,
+        }
+    )
+    assert main(["validate", "--root", str(root)]) == 1
+
+
+def test_validate_names_the_notify_problems_at_their_lines(
+    make_yard: Callable[[dict[str, str]], Path],
+) -> None:
+    from engine.definitions.project import load_project  # the validator's own entry points
+    from engine.validate.semantic import check_project
+
+    root = make_yard(
+        {
+            **YARD,
+            "blockyard.yaml": BAD_NOTIFY,
+        }
+    )
+    found = [
+        (d.code, d.line, d.message)
+        for d in check_project(load_project(root))
+        if d.code in ("BY518", "BY519")
+    ]
+    assert found == [
+        (
+            "BY518",
+            4,
+            "notify: the webhook's host '169.254.169.254' is not in http.allowed_hosts of blockyard.yaml "
+            "(webhooks reach only the hosts the http_request tool may)",
+        ),
+        ("BY519", 6, "notify: unknown flow 'ad' (did you mean 'add'?)"),
+    ]

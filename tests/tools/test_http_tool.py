@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from engine.core.hosts import host_allowed
 from engine.spec import ConfigSpec
 from engine.tools import ToolError, ToolRegistry, build_registry
-from engine.tools.builtin.http import host_allowed
 from tests.tools.tool_helpers import LoopbackServer
 
 

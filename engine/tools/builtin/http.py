@@ -11,6 +11,7 @@ import json as jsonlib
 from typing import Any
 from urllib.parse import urlsplit
 
+from engine.core.hosts import host_allowed
 from engine.spec import parse_duration
 from engine.spec.config import HttpSpec
 from engine.tools.errors import ToolError
@@ -36,30 +37,6 @@ PARAMETERS: dict[str, Any] = {
     "required": ["url"],
     "additionalProperties": False,
 }
-
-
-def host_allowed(host: str, port: int | None, allowed: list[str]) -> bool:
-    """Is host (and port) matched by an entry: `example.com`, `*.example.com` (subdomains), `host:8080`?"""
-    host = host.lower().rstrip(".")
-    for entry in allowed:
-        pattern, entry_port = _split(entry)
-        if entry_port is not None and port != entry_port:
-            continue
-        if pattern.startswith("*."):
-            if host.endswith(pattern[1:]) and len(host) > len(pattern) - 1:
-                return True
-        elif host == pattern:
-            return True
-    return False
-
-
-def _split(entry: str) -> tuple[str, int | None]:
-    """'example.com:8080' -> ('example.com', 8080); no port -> None (any port)."""
-    text = entry.strip().lower()
-    head, sep, tail = text.rpartition(":")
-    if sep and tail.isdigit() and ":" not in head:
-        return head.rstrip("."), int(tail)
-    return text.rstrip("."), None
 
 
 def tool(settings: HttpSpec) -> Tool:

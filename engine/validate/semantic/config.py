@@ -6,7 +6,8 @@ import keyword
 from collections.abc import Iterator
 
 from engine.core.diagnostics import Diagnostic, did_you_mean
-from engine.definitions.load import JsonPath
+from engine.core.hosts import webhook_refusal
+from engine.definitions.load import Document, JsonPath
 from engine.definitions.project import Project
 from engine.models.replies import reply_problems
 from engine.spec import ModelProfile
@@ -106,6 +107,7 @@ def check_config(project: Project) -> list[Diagnostic]:
                     f"server.mcp_flows: unknown flow '{flow}'{did_you_mean(flow, project.flows)}",
                 )
             )
+    found.extend(_notify_problems(project, doc))
     builtins = builtin_tools()
     for name, decl in project.config.tools.items():
         problem = import_path_problem(decl.import_)
@@ -147,3 +149,20 @@ def import_path_problem(path: str) -> str | None:
     if not function.isidentifier() or keyword.iskeyword(function):
         return f"import path '{path}': '{function}' is not a valid function name"
     return None
+
+
+def _notify_problems(project: Project, doc: Document) -> Iterator[Diagnostic]:
+    """`notify:` URLs the server would refuse to post to (the webhooks' host rule), and unknown flows."""
+    allowed = project.config.http.allowed_hosts
+    for position, notify in enumerate(project.config.notify):
+        problem = webhook_refusal(notify.url, allowed)
+        if problem is not None:
+            yield issue(doc, ("notify", position, "url"), "BY518", f"notify: {problem}")
+        for number, flow in enumerate(notify.flows or ()):
+            if flow not in project.flows:
+                yield issue(
+                    doc,
+                    ("notify", position, "flows", number),
+                    "BY519",
+                    f"notify: unknown flow '{flow}'{did_you_mean(flow, project.flows)}",
+                )
