@@ -207,96 +207,118 @@ class JobQueue:
         admit: Admit | None,
         reserved: bool = False,
     ) -> None:
-        terminal: list[EventDict] = []
+        terminal: list[EventDict] = []  # the events that ended or paused the run, as they come
         began = time.perf_counter()
         try:
-            if not reserved:
-                await self._slots.acquire()
-            try:
-                if admit is not None and not await admit():
-                    job.result.set_result(
-                        {
-                            **result_of(job, []),
-                            "status": RunStatus.INTERRUPTED,
-                            "error": "another server started this run",
-                        }
-                    )
-                    self.log.warning(
-                        "run_started_elsewhere", extra=fields(run=job.run_id, flow=job.flow)
-                    )
-                    return
-                job.state = RunStatus.RUNNING
-                async with aclosing(events()) as stream:
-                    async for event in stream:
-                        self.broker.publish(event)
-                        if event["type"] in TERMINAL_TYPES:
-                            terminal.append(event)
-            finally:
-                self._slots.release()
-            result = result_of(job, terminal)
-            job.result.set_result(result)
-            self.log.info(
-                "run_ended",
-                extra=fields(
-                    run=job.run_id,
-                    flow=job.flow,
-                    status=result["status"],
-                    step=result["step"],
-                    ms=round((time.perf_counter() - began) * 1000, 1),
-                ),
-            )
+            await self._run(job, events, admit, reserved, terminal, began)
         except asyncio.CancelledError:
-            was = job.state
-            job.result.set_result(
-                {
-                    **result_of(job, terminal),
-                    "status": RunStatus.INTERRUPTED,
-                    "error": job.cancel_reason or "the server stopped before the run finished",
-                }
-            )
-            self.log.warning(
-                "run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was)
-            )
+            self._cancelled(job, terminal)
             if job.cancel_reason is None:
                 raise
         except StateError as exc:
-            # the state database failed under the execution (its server restarted, or ended this replica's
-            # session while it was frozen) and the runtime could not record the run's end: the run was not
-            # refused, its execution stopped where it was. Resumable from its last checkpoint; on a replica
-            # whose lease ran out meanwhile, another replica has it already, and its row is no longer ours
-            job.result.set_exception(exc)
-            job.result.exception()  # retrieved: nobody may be waiting for it
-            self.log.warning(
-                "run_ended",
-                extra=fields(
-                    run=job.run_id,
-                    flow=job.flow,
-                    status=RunStatus.INTERRUPTED,
-                    step=result_of(job, terminal)["step"],
-                    error=f"{type(exc).__name__}: {exc}",
-                    ms=round((time.perf_counter() - began) * 1000, 1),
-                ),
-            )
-            if self.unended is not None:
-                # only a row still held by this server changes (store.fail_unended)
-                await self.unended(job, exc)
+            await self._state_lost(job, exc, terminal, began)
         except (
             Exception
         ) as exc:  # a usage problem found by the runtime (run id taken, ...) or a bug
-            job.result.set_exception(exc)
-            job.result.exception()  # retrieved: nobody may be waiting for it
-            self.log.warning(
-                "run_rejected",
-                extra=fields(run=job.run_id, flow=job.flow, error=f"{type(exc).__name__}: {exc}"),
-            )
-            if self.unended is not None:
-                # its row may still say queued or running under this server
-                await self.unended(job, exc)
+            await self._rejected(job, exc)
         finally:
             job.state = "done"
             self.broker.close(job.run_id)
             self.jobs.pop(job.run_id, None)
             self.waker.wake()  # a slot of the global limit may be free
+
+    async def _run(
+        self,
+        job: Job,
+        events: Callable[[], AsyncGenerator[EventDict, None]],
+        admit: Admit | None,
+        reserved: bool,
+        terminal: list[EventDict],
+        began: float,
+    ) -> None:
+        """The job in a slot: admitted, its events published, its result set."""
+        if not reserved:
+            await self._slots.acquire()
+        try:
+            if admit is not None and not await admit():
+                job.result.set_result(
+                    {
+                        **result_of(job, []),
+                        "status": RunStatus.INTERRUPTED,
+                        "error": "another server started this run",
+                    }
+                )
+                self.log.warning(
+                    "run_started_elsewhere", extra=fields(run=job.run_id, flow=job.flow)
+                )
+                return
+            job.state = RunStatus.RUNNING
+            async with aclosing(events()) as stream:
+                async for event in stream:
+                    self.broker.publish(event)
+                    if event["type"] in TERMINAL_TYPES:
+                        terminal.append(event)
+        finally:
+            self._slots.release()
+        result = result_of(job, terminal)
+        job.result.set_result(result)
+        self.log.info(
+            "run_ended",
+            extra=fields(
+                run=job.run_id,
+                flow=job.flow,
+                status=result["status"],
+                step=result["step"],
+                ms=round((time.perf_counter() - began) * 1000, 1),
+            ),
+        )
+
+    def _cancelled(self, job: Job, terminal: list[EventDict]) -> None:
+        """A job cancelled (by a client, or the server stopping): its result says so."""
+        was = job.state
+        job.result.set_result(
+            {
+                **result_of(job, terminal),
+                "status": RunStatus.INTERRUPTED,
+                "error": job.cancel_reason or "the server stopped before the run finished",
+            }
+        )
+        self.log.warning("run_cancelled", extra=fields(run=job.run_id, flow=job.flow, state=was))
+
+    async def _state_lost(
+        self, job: Job, exc: StateError, terminal: list[EventDict], began: float
+    ) -> None:
+        """The state database failed under the execution (its server restarted, or ended this replica's
+        session while it was frozen) and the runtime could not record the run's end: the run was not
+        refused, its execution stopped where it was. Resumable from its last checkpoint; on a replica
+        whose lease ran out meanwhile, another replica has it already, and its row is no longer ours."""
+        job.result.set_exception(exc)
+        job.result.exception()  # retrieved: nobody may be waiting for it
+        self.log.warning(
+            "run_ended",
+            extra=fields(
+                run=job.run_id,
+                flow=job.flow,
+                status=RunStatus.INTERRUPTED,
+                step=result_of(job, terminal)["step"],
+                error=f"{type(exc).__name__}: {exc}",
+                ms=round((time.perf_counter() - began) * 1000, 1),
+            ),
+        )
+        if self.unended is not None:
+            # only a row still held by this server changes (store.fail_unended)
+            await self.unended(job, exc)
+
+    async def _rejected(self, job: Job, exc: Exception) -> None:
+        job.result.set_exception(exc)
+        job.result.exception()  # retrieved: nobody may be waiting for it
+        self.log.warning(
+            "run_rejected",
+            extra=fields(run=job.run_id, flow=job.flow, error=f"{type(exc).__name__}: {exc}"),
+        )
+        if self.unended is not None:
+            # its row may still say queued or running under this server
+            await self.unended(job, exc)
 
     async def drain(self, grace: float) -> None:
         """Stop accepting; let running runs finish for `grace` seconds, then interrupt them."""

@@ -228,62 +228,8 @@ class Metrics:
     """One server's metrics: its registry, the observer that feeds it, the exposition."""
 
     def __init__(self) -> None:
-        self.runs_started = _Family(
-            "blockyard_runs_started", "Runs that started on this server (not resumes).", FLOW
-        )
-        self.runs_resumed = _Family(
-            "blockyard_runs_resumed",
-            "Executions that went on with a run (a decided gate, a resume, a take-over).",
-            FLOW,
-        )
-        self.runs_finished = _Family(
-            "blockyard_runs_finished", "Runs that finished on this server.", FLOW
-        )
-        self.runs_failed = _Family(
-            "blockyard_runs_failed", "Runs that failed on this server.", FLOW
-        )
-        self.runs_interrupted = _Family(
-            "blockyard_runs_interrupted",
-            "Executions interrupted before they ended (shutdown, a cancel): resumable.",
-            FLOW,
-        )
-        self.run_duration = _Family(
-            "blockyard_run_duration_seconds",
-            "Duration of the runs that finished, over all their executions.",
-            FLOW,
-            RUN_BUCKETS,
-        )
-        self.step_duration = _Family(
-            "blockyard_step_duration_seconds",
-            "Duration of step executions (each map item "
-            "and foreach iteration, each attempt), finished or failed.",
-            ("flow", "step"),
-            STEP_BUCKETS,
-        )
-        self.model_calls = _Family(
-            "blockyard_model_calls", "Model calls; outcome is ok or error.", (*MODEL, "outcome")
-        )
-        self.model_latency = _Family(
-            "blockyard_model_call_duration_seconds", "Latency of model calls.", MODEL, MODEL_BUCKETS
-        )
-        self.tokens = _Family(
-            "blockyard_model_tokens",
-            "Tokens of model calls as providers reported them; kind is "
-            "input, output, cached or reasoning (cached and reasoning are parts of input and "
-            "output).",
-            (*MODEL, "kind"),
-        )
-        self.cost = _Family(
-            "blockyard_model_cost_usd",
-            "What model calls cost in US dollars, for the calls whose price is known.",
-            MODEL,
-        )
-        self.unpriced = _Family(
-            "blockyard_model_calls_unpriced",
-            "Model calls whose price is not known (no "
-            "`pricing:` and none published): not in blockyard_model_cost_usd_total.",
-            MODEL,
-        )
+        self._declare_runs()
+        self._declare_models()
         self.taken_over = _Family(
             "blockyard_runs_taken_over",
             "Runs of dead replicas this server went on with: kind "
@@ -332,6 +278,68 @@ class Metrics:
             STEP_FAILED: self._step,
             MODEL_CALL: self._model_call,
         }
+
+    def _declare_runs(self) -> None:
+        """The families of runs and steps."""
+        self.runs_started = _Family(
+            "blockyard_runs_started", "Runs that started on this server (not resumes).", FLOW
+        )
+        self.runs_resumed = _Family(
+            "blockyard_runs_resumed",
+            "Executions that went on with a run (a decided gate, a resume, a take-over).",
+            FLOW,
+        )
+        self.runs_finished = _Family(
+            "blockyard_runs_finished", "Runs that finished on this server.", FLOW
+        )
+        self.runs_failed = _Family(
+            "blockyard_runs_failed", "Runs that failed on this server.", FLOW
+        )
+        self.runs_interrupted = _Family(
+            "blockyard_runs_interrupted",
+            "Executions interrupted before they ended (shutdown, a cancel): resumable.",
+            FLOW,
+        )
+        self.run_duration = _Family(
+            "blockyard_run_duration_seconds",
+            "Duration of the runs that finished, over all their executions.",
+            FLOW,
+            RUN_BUCKETS,
+        )
+        self.step_duration = _Family(
+            "blockyard_step_duration_seconds",
+            "Duration of step executions (each map item "
+            "and foreach iteration, each attempt), finished or failed.",
+            ("flow", "step"),
+            STEP_BUCKETS,
+        )
+
+    def _declare_models(self) -> None:
+        """The families of model calls: their outcomes, latency, tokens and cost."""
+        self.model_calls = _Family(
+            "blockyard_model_calls", "Model calls; outcome is ok or error.", (*MODEL, "outcome")
+        )
+        self.model_latency = _Family(
+            "blockyard_model_call_duration_seconds", "Latency of model calls.", MODEL, MODEL_BUCKETS
+        )
+        self.tokens = _Family(
+            "blockyard_model_tokens",
+            "Tokens of model calls as providers reported them; kind is "
+            "input, output, cached or reasoning (cached and reasoning are parts of input and "
+            "output).",
+            (*MODEL, "kind"),
+        )
+        self.cost = _Family(
+            "blockyard_model_cost_usd",
+            "What model calls cost in US dollars, for the calls whose price is known.",
+            MODEL,
+        )
+        self.unpriced = _Family(
+            "blockyard_model_calls_unpriced",
+            "Model calls whose price is not known (no "
+            "`pricing:` and none published): not in blockyard_model_cost_usd_total.",
+            MODEL,
+        )
 
     # ---- the observer ---------------------------------------------------------------------------
 
