@@ -192,18 +192,7 @@ def schedules_command(root: Path, as_json: bool, out: TextIO | None = None) -> i
         state = states.get(name)
         upcoming = None if problem else next_fire(schedule, max(now, state.since) if state else now)
         rows.append(
-            {
-                "flow": name,
-                "cron": schedule.cron,
-                "timezone": schedule.timezone,
-                "misfire": schedule.misfire,
-                "next_fire": upcoming.isoformat() if upcoming else None,
-                "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
-                "last_run": state.last_run if state else None,
-                "problem": problem,
-                "file": definition.display,
-                "origin": "yaml",
-            }
+            _row(name, schedule, state, upcoming, problem, file=definition.display, origin="yaml")
         )
     rows += _api_crons(store, states, now)
     if as_json:
@@ -238,24 +227,43 @@ def _api_crons(
             else next_fire(schedule, max(now, state.since) if state else now)
         )
         rows.append(
-            {
-                "flow": cron.flow,
-                "cron": cron.cron,
-                "timezone": cron.timezone,
-                "misfire": schedule.misfire,
-                "next_fire": upcoming.isoformat() if upcoming else None,
-                "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
-                "last_run": state.last_run if state else None,
-                "problem": problem,
-                "file": None,
-                "origin": "api",
-                "cron_id": cron.id,
-                "thread_id": cron.thread_id,
-                "enabled": cron.enabled,
-                "end_time": cron.end_time,
-            }
+            _row(
+                cron.flow,
+                schedule,
+                state,
+                upcoming,
+                problem,
+                file=None,
+                origin="api",
+                cron_id=cron.id,
+                thread_id=cron.thread_id,
+                enabled=cron.enabled,
+                end_time=cron.end_time,
+            )
         )
     return rows
+
+
+def _row(
+    flow: str,
+    schedule: ScheduleSpec,
+    state: ScheduleState | None,
+    upcoming: datetime | None,
+    problem: str | None,
+    **more: object,
+) -> dict[str, object]:
+    """One schedule as `blockyard schedules --json` shows it."""
+    return {
+        "flow": flow,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "misfire": schedule.misfire,
+        "next_fire": upcoming.isoformat() if upcoming else None,
+        "last_fire": state.last_fire.isoformat() if state and state.last_fire else None,
+        "last_run": state.last_run if state else None,
+        "problem": problem,
+        **more,
+    }
 
 
 def _table(rows: list[dict[str, object]], out: TextIO) -> None:

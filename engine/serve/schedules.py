@@ -229,6 +229,8 @@ class Scheduler:
         ]
         due += self._crons_due(now)
         scheduled = {key for key, _schedule, _fire in due}
+        if self.fire_cron is None:  # the API's crons are another scheduler's to keep or forget
+            scheduled |= {key for key in self.states if key.startswith(crons.KEY_PREFIX)}
         for name in [name for name in self.states if name not in scheduled]:
             await asyncio.to_thread(self.store.forget, name)
             del self.states[name]
