@@ -69,10 +69,10 @@ def _identity(index: FlowIndex, node: StepNode, seen: dict[str, StepNode]) -> No
 
 
 def _keys(index: FlowIndex, node: StepNode) -> None:
+    """Keys a step carries that its kind does not read, or that contradict each other."""
     spec = node.spec
     action = node.action
-    fields = spec.model_fields_set
-    if "with_" in fields and spec.with_ and action not in ("uses", "flow", None):
+    if "with_" in spec.model_fields_set and spec.with_ and action not in ("uses", "flow", None):
         hint = " (a map takes its bindings in map.with)" if action == "map" else ""
         index.report(
             node.at("with"),
@@ -94,6 +94,14 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
             f"{article(action)} step{hint}",
             key=True,
         )
+    _map_keys(index, node)
+    _delegates_key(index, node)
+    _gate_keys(index, node)
+
+
+def _map_keys(index: FlowIndex, node: StepNode) -> None:
+    """A map runs a block or a body, and binds inputs only of a block."""
+    spec = node.spec
     if spec.map is not None and (spec.map.uses is None) == (not spec.map.steps):
         both = spec.map.uses is not None
         index.report(
@@ -112,6 +120,12 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
             "of steps (bind inputs in those steps' `with:`)",
             key=True,
         )
+
+
+def _delegates_key(index: FlowIndex, node: StepNode) -> None:
+    """`delegates:` only on a step of an agent block; no require_approval on an approval step."""
+    spec = node.spec
+    action = node.action
     if spec.delegates and action is not None:
         block = node.runs_block
         if action != "uses" or (block is not None and block.kind != "agent"):
@@ -134,6 +148,13 @@ def _keys(index: FlowIndex, node: StepNode) -> None:
             f"step '{node.id}' is an approval gate already; drop require_approval",
             key=True,
         )
+
+
+def _gate_keys(index: FlowIndex, node: StepNode) -> None:
+    """A gate's timeout that approves without its fields' values; visits and goto beside what already
+    decides the same."""
+    spec = node.spec
+    fields = spec.model_fields_set
     for key, gate in step_gates(spec):
         missing = [name for name, field in gate.fields.items() if not field.has_default]
         if gate.on_timeout == "approve" and missing:
