@@ -105,6 +105,45 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
         )
     turn = state.get("turn", 0) + 1
     last = turn >= plan.max_iterations
+    before, request = _turn_request(run, state, turn, last)
+    reply = await _ask(run, request, runtime)
+    said = transcript.stamped(reply, name=run.label)
+    assert isinstance(said, AIMessage)
+    problem = _reply_problem(said)
+    if problem is not None:  # it would poison the checkpoint and the trace: the step fails instead
+        raise AgentFailed(f"agent '{plan.block.block}', turn {turn}: the model's reply {problem}")
+    answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
+    update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
+    if answer.outputs is not None:
+        _tell_answer(run, answer.outputs, answer.call_id)
+        update["answer"] = answer.outputs
+        update["messages"].extend(
+            _skipped(said, "not run: the final answer was given in the same turn")
+        )
+        return update
+    if last:
+        raise AgentFailed(_exhausted(plan, said, answer.problem))
+    if answer.problem is not None:
+        if answer.call_id is not None:
+            update["messages"].append(
+                transcript.tool_result(answer.call_id, ANSWER_TOOL, error=answer.problem)
+            )
+            update["messages"].extend(_skipped(said, "not run: the turn gave a final answer"))
+        else:
+            update["messages"].append(transcript.note(repair_note(answer.problem)))
+        return update
+    update["messages"].extend(_invalid_calls(run, said))
+    update["pending"] = [_dispatch(run, call) for call in said.tool_calls]
+    update["errors"] = len(said.invalid_tool_calls)
+    return update
+
+
+def _turn_request(
+    run: AgentRun, state: AgentState, turn: int, last: bool
+) -> tuple[list[BaseMessage], TurnRequest]:
+    """What this turn adds before the model's reply (on the last turn, a note to answer now), and the
+    request: on the last turn only the answer tool is offered, and forced."""
+    plan = run.plan
     before: list[BaseMessage] = []
     if last and plan.max_iterations > 1:
         before.append(
@@ -125,48 +164,32 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
         turn=turn,
         force_answer=last,
     )
-    reply = await _ask(run, request, runtime)
-    said = transcript.stamped(reply, name=run.label)
-    assert isinstance(said, AIMessage)
-    problem = _reply_problem(said)
-    if problem is not None:  # it would poison the checkpoint and the trace: the step fails instead
-        raise AgentFailed(f"agent '{plan.block.block}', turn {turn}: the model's reply {problem}")
-    answer = read_answer(said, plan.block.outputs, transcript.text_of(said))
-    update: dict[str, Any] = {"turn": turn, "messages": [*before, said], "pending": []}
-    if answer.outputs is not None:
-        emit(
-            run.call.writer,
-            TOOL_CALL,
-            run.label,
-            {
-                "tool": ANSWER_TOOL,
-                "args": _bounded(answer.outputs),
-                "call_id": answer.call_id,
-                "kind": "answer",
-                "status": "ok",
-                "block": plan.block.block,
-            },
-            run.call.index,
-        )
-        update["answer"] = answer.outputs
-        update["messages"].extend(
-            _skipped(said, "not run: the final answer was given in the same turn")
-        )
-        return update
-    if last:
-        raise AgentFailed(_exhausted(plan, said, answer.problem))
-    if answer.problem is not None:
-        if answer.call_id is not None:
-            update["messages"].append(
-                transcript.tool_result(answer.call_id, ANSWER_TOOL, error=answer.problem)
-            )
-            update["messages"].extend(_skipped(said, "not run: the turn gave a final answer"))
-        else:
-            update["messages"].append(transcript.note(repair_note(answer.problem)))
-        return update
-    errors = 0
+    return before, request
+
+
+def _tell_answer(run: AgentRun, outputs: dict[str, Any], call_id: str | None) -> None:
+    """The final answer, told as a call of the answer tool (no tool runs)."""
+    emit(
+        run.call.writer,
+        TOOL_CALL,
+        run.label,
+        {
+            "tool": ANSWER_TOOL,
+            "args": _bounded(outputs),
+            "call_id": call_id,
+            "kind": "answer",
+            "status": "ok",
+            "block": run.plan.block.block,
+        },
+        run.call.index,
+    )
+
+
+def _invalid_calls(run: AgentRun, said: AIMessage) -> list[BaseMessage]:
+    """The reply's tool calls whose arguments are no JSON object: each a failure told and recorded, and
+    a tool result the model sees, so that it can try again."""
+    results: list[BaseMessage] = []
     for bad in said.invalid_tool_calls:
-        errors += 1
         problem = f"the arguments of '{bad.get('name')}' are not a JSON object: {str(bad.get('args'))[:200]!r}"
         run.failures.append({"tool": str(bad.get("name")), "error": problem})
         emit(
@@ -176,18 +199,16 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
             {
                 "tool": bad.get("name"),
                 "call_id": bad.get("id"),
-                "block": plan.block.block,
+                "block": run.plan.block.block,
                 "status": "error",
                 "error": problem,
             },
             run.call.index,
         )
-        update["messages"].append(
+        results.append(
             transcript.tool_result(bad.get("id") or "", str(bad.get("name")), error=problem)
         )
-    update["pending"] = [_dispatch(run, call) for call in said.tool_calls]
-    update["errors"] = errors
-    return update
+    return results
 
 
 async def _ask(run: AgentRun, request: TurnRequest, runtime: Runtime[AgentRun]) -> Any:
