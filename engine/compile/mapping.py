@@ -83,30 +83,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         update = {"loops": {count_key: len(items), since_key: time.time()}}
         if not items:
             return Command(update=update, goto=join_node)
-        token = uuid.uuid4().hex
-        base = {
-            "inputs": state.get("inputs") or {},
-            "context": state.get("context") or {},
-            "results": (state.get("results") or []) if needs_results else [],
-        }
-        loops = state.get("loops") or {}
-        sends = [
-            Send(
-                item_node,
-                {
-                    **base,
-                    "loops": {
-                        **loops,
-                        MAP_ITEM.format(step.id): item,
-                        MAP_INDEX.format(step.id): position,
-                        count_key: len(items),
-                    },
-                    "slot": token,
-                },
-            )
-            for position, item in enumerate(items)
-        ]
-        return Command(update=update, goto=sends)
+        return Command(update=update, goto=_sends(state, step.id, item_node, items, needs_results))
 
     async def item(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
         position = int(payload["loops"][index_key])
@@ -138,28 +115,70 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             block=spec.uses,
             items=count,
         )
-        clear: dict[str, Any] = {RESULT.format(step.id, i): None for i in range(count)}
-        clear.update({DELTA.format(step.id, i): None for i in range(count)})
-        clear.update({count_key: None, since_key: None})
-        update: dict[str, Any] = {"loops": clear, "results": [record(step.id, spec.uses, outputs)]}
-        # what the items accumulated, in item order: into the shared context, and into the log of
-        # the map around this one, if any
-        entries = [
-            entry for i in range(count) for entry in loops.get(DELTA.format(step.id, i)) or ()
-        ]
-        context = replay(state.get("context") or {}, entries) if entries else {}
-        if entries and outer_log is not None:
-            clear[outer_log] = [*(loops.get(outer_log) or []), *entries]
-        if spec.collect:
-            context[spec.collect] = results
-        if context:
-            update["context"] = context
-        return update
+        return _joined(state, step.id, spec, count, results, outputs, outer_log)
 
     builder.follower(step.id, fan_out)
     builder.add_items(item_node, item, join_node, retry=retry, subgraph=spec.steps is not None)
     builder.add_node(join_node, join, inline=True)
     return Built([step.id], tail=join_node)
+
+
+def _sends(
+    state: State, step_id: str, item_node: str, items: list[Any], needs_results: bool
+) -> list[Send]:
+    """One Send of the item node per item: the state it reads (the results only when its templates name
+    steps), the item and its position, and a token its concurrency slot is shared by."""
+    token = uuid.uuid4().hex
+    base = {
+        "inputs": state.get("inputs") or {},
+        "context": state.get("context") or {},
+        "results": (state.get("results") or []) if needs_results else [],
+    }
+    loops = state.get("loops") or {}
+    count_key = COUNT.format(step_id)
+    return [
+        Send(
+            item_node,
+            {
+                **base,
+                "loops": {
+                    **loops,
+                    MAP_ITEM.format(step_id): item,
+                    MAP_INDEX.format(step_id): position,
+                    count_key: len(items),
+                },
+                "slot": token,
+            },
+        )
+        for position, item in enumerate(items)
+    ]
+
+
+def _joined(
+    state: State,
+    step_id: str,
+    spec: MapSpec,
+    count: int,
+    results: list[Any],
+    outputs: dict[str, Any],
+    outer_log: str | None,
+) -> dict[str, Any]:
+    """The join's update: the items' slots cleared, the map's result recorded, and what the items
+    accumulated, in item order, into the shared context and into the log of the map around this one."""
+    loops = state.get("loops") or {}
+    clear: dict[str, Any] = {RESULT.format(step_id, i): None for i in range(count)}
+    clear.update({DELTA.format(step_id, i): None for i in range(count)})
+    clear.update({COUNT.format(step_id): None, SINCE.format(step_id): None})
+    update: dict[str, Any] = {"loops": clear, "results": [record(step_id, spec.uses, outputs)]}
+    entries = [entry for i in range(count) for entry in loops.get(DELTA.format(step_id, i)) or ()]
+    context = replay(state.get("context") or {}, entries) if entries else {}
+    if entries and outer_log is not None:
+        clear[outer_log] = [*(loops.get(outer_log) or []), *entries]
+    if spec.collect:
+        context[spec.collect] = results
+    if context:
+        update["context"] = context
+    return update
 
 
 # (payload, runtime, position) -> (the item's outputs, what it accumulated: [[key, mode, value], ...])
