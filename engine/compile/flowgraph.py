@@ -27,7 +27,7 @@ from typing import Any
 from engine.compile.delegates import split_delegated
 from engine.compile.topology import EXIT, Plan, plan_region
 from engine.definitions.pinned import Bundle
-from engine.spec import BlockSpec, Route, StepSpec
+from engine.spec import BlockSpec, ForeachSpec, LoopSpec, MapSpec, Route, StepSpec
 from engine.spec.decisions import gate_spec
 
 START_ID, END_ID = "__start__", "__end__"
@@ -247,101 +247,126 @@ class _Builder:
     def step(self, step: StepSpec, group: Group | None) -> tuple[str, str]:
         """Add one step; returns (node its predecessors point to, node its successors leave from)."""
         bound = _bound(step)
-        visits = {"max_visits": step.max_visits} if step.max_visits is not None else {}
+        visits: dict[str, Any] = (
+            {"max_visits": step.max_visits} if step.max_visits is not None else {}
+        )
         if step.loop is not None:
-            loop = step.loop
-            body = self.open(
-                Group(f"{step.id}__cluster", step.id, "loop", f"loop {step.id}{bound}", step.id),
-                group,
-            )
-            check = GraphNode(
-                f"{step.id}__check",
-                "loop",
-                [f"until {loop.until}" if loop.until else "repeat", f"max {loop.max_iterations}"],
-                "hexagon",
-                step=step.id,
-                data={"until": loop.until, "max_iterations": loop.max_iterations, **visits},
-            )
-            entry = self.region(loop.steps, body, check.id, f"the loop body of step '{step.id}'")
-            self.add(check, body)
-            self.edge(check.id, entry, "loop-back", "again", bound=loop.max_iterations)
-            return entry, check.id
+            return self._loop(step, step.loop, group, bound, visits)
         if step.foreach is not None:
-            each = step.foreach
-            title = f"for each {each.as_} in {each.items}" + (
-                f" → {each.collect}" if each.collect else ""
-            )
-            body = self.open(
-                Group(
-                    f"{step.id}__cluster", step.id, "foreach", f"foreach {step.id}{bound}", step.id
-                ),
-                group,
-            )
-            iterator = self.add(
-                GraphNode(
-                    step.id,
-                    "foreach",
-                    [step.id, title],
-                    "hexagon",
-                    step=step.id,
-                    data={"items": each.items, "as": each.as_, "collect": each.collect, **visits},
-                ),
-                body,
-            )
-            entry = self.region(
-                each.steps, body, iterator.id, f"the foreach body of step '{step.id}'"
-            )
-            self.edge(iterator.id, entry, "iterate", "next")
-            return iterator.id, iterator.id
+            return self._foreach(step, step.foreach, group, bound, visits)
         if step.map is not None:
-            fan_out = step.map
-            lines = [step.id, f"map {fan_out.as_} in {fan_out.items}"]
-            if fan_out.uses:
-                lines.append(f"uses {fan_out.uses}")
-            if fan_out.max_concurrency:
-                lines.append(f"max {fan_out.max_concurrency} at once")
-            if fan_out.collect:
-                lines.append(f"→ {fan_out.collect}")
-            data = {
-                "items": fan_out.items,
-                "as": fan_out.as_,
-                "uses": fan_out.uses,
-                "max_concurrency": fan_out.max_concurrency,
-                "collect": fan_out.collect,
-                **visits,
-            }
-            fan = self.add(
-                GraphNode(
-                    step.id,
-                    "map",
-                    lines + ([bound.strip(" ,")] if bound else []),
-                    "parallelogram",
-                    step=step.id,
-                    data=data,
-                ),
-                group,
-            )
-            if fan_out.steps is None:
-                return fan.id, fan.id
-            body = self.open(
-                Group(
-                    f"{step.id}__body__cluster",
-                    f"{step.id}__body",
-                    "map",
-                    f"each {fan_out.as_}",
-                    step.id,
-                ),
-                group,
-            )
-            join = GraphNode(f"{step.id}__join", "join", ["join"], "circle")
-            entry = self.region(
-                fan_out.steps, body, join.id, f"the map body of step '{step.id}'", exit_kind="join"
-            )
-            self.add(join, group)
-            self.edge(fan.id, entry, "fan-out", "each item")
-            return fan.id, join.id
+            return self._map(step, step.map, group, bound, visits)
         node = self.add(self._simple(step, bound), group)
         return node.id, node.id
+
+    def _loop(
+        self,
+        step: StepSpec,
+        loop: LoopSpec,
+        group: Group | None,
+        bound: str,
+        visits: dict[str, Any],
+    ) -> tuple[str, str]:
+        body = self.open(
+            Group(f"{step.id}__cluster", step.id, "loop", f"loop {step.id}{bound}", step.id),
+            group,
+        )
+        check = GraphNode(
+            f"{step.id}__check",
+            "loop",
+            [f"until {loop.until}" if loop.until else "repeat", f"max {loop.max_iterations}"],
+            "hexagon",
+            step=step.id,
+            data={"until": loop.until, "max_iterations": loop.max_iterations, **visits},
+        )
+        entry = self.region(loop.steps, body, check.id, f"the loop body of step '{step.id}'")
+        self.add(check, body)
+        self.edge(check.id, entry, "loop-back", "again", bound=loop.max_iterations)
+        return entry, check.id
+
+    def _foreach(
+        self,
+        step: StepSpec,
+        each: ForeachSpec,
+        group: Group | None,
+        bound: str,
+        visits: dict[str, Any],
+    ) -> tuple[str, str]:
+        title = f"for each {each.as_} in {each.items}" + (
+            f" → {each.collect}" if each.collect else ""
+        )
+        body = self.open(
+            Group(f"{step.id}__cluster", step.id, "foreach", f"foreach {step.id}{bound}", step.id),
+            group,
+        )
+        iterator = self.add(
+            GraphNode(
+                step.id,
+                "foreach",
+                [step.id, title],
+                "hexagon",
+                step=step.id,
+                data={"items": each.items, "as": each.as_, "collect": each.collect, **visits},
+            ),
+            body,
+        )
+        entry = self.region(each.steps, body, iterator.id, f"the foreach body of step '{step.id}'")
+        self.edge(iterator.id, entry, "iterate", "next")
+        return iterator.id, iterator.id
+
+    def _map(
+        self,
+        step: StepSpec,
+        fan_out: MapSpec,
+        group: Group | None,
+        bound: str,
+        visits: dict[str, Any],
+    ) -> tuple[str, str]:
+        lines = [step.id, f"map {fan_out.as_} in {fan_out.items}"]
+        if fan_out.uses:
+            lines.append(f"uses {fan_out.uses}")
+        if fan_out.max_concurrency:
+            lines.append(f"max {fan_out.max_concurrency} at once")
+        if fan_out.collect:
+            lines.append(f"→ {fan_out.collect}")
+        data = {
+            "items": fan_out.items,
+            "as": fan_out.as_,
+            "uses": fan_out.uses,
+            "max_concurrency": fan_out.max_concurrency,
+            "collect": fan_out.collect,
+            **visits,
+        }
+        fan = self.add(
+            GraphNode(
+                step.id,
+                "map",
+                lines + ([bound.strip(" ,")] if bound else []),
+                "parallelogram",
+                step=step.id,
+                data=data,
+            ),
+            group,
+        )
+        if fan_out.steps is None:
+            return fan.id, fan.id
+        body = self.open(
+            Group(
+                f"{step.id}__body__cluster",
+                f"{step.id}__body",
+                "map",
+                f"each {fan_out.as_}",
+                step.id,
+            ),
+            group,
+        )
+        join = GraphNode(f"{step.id}__join", "join", ["join"], "circle")
+        entry = self.region(
+            fan_out.steps, body, join.id, f"the map body of step '{step.id}'", exit_kind="join"
+        )
+        self.add(join, group)
+        self.edge(fan.id, entry, "fan-out", "each item")
+        return fan.id, join.id
 
     def _simple(self, step: StepSpec, bound: str) -> GraphNode:
         data: dict[str, Any] = (
