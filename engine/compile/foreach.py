@@ -80,15 +80,8 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
                 writer, builder.flow, label, str(exc), started=started, index=index
             ) from None
         if limited and len(items) > MAX_ITEMS:
-            raise failed(
-                writer,
-                builder.flow,
-                label,
-                f"{len(items)} items is more than the {MAX_ITEMS} the flow's derived step limit allows "
-                "for; set `max_steps` on the flow",
-                started=started,
-                index=index,
-            )
+            problem = _too_many(len(items))
+            raise failed(writer, builder.flow, label, problem, started=started, index=index)
         if not items:
             return complete(state, runtime, [], elapsed_ms(started), {})
         update = {items_key: list(items), position_key: 0, since_key: time.time()}
@@ -113,6 +106,13 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         builder.build_region(spec.steps, inner, done_node, f"the foreach body of step '{step.id}'")
     )
     return built
+
+
+def _too_many(count: int) -> str:
+    return (
+        f"{count} items is more than the {MAX_ITEMS} the flow's derived step limit allows for; set "
+        "`max_steps` on the flow"
+    )
 
 
 def step_items(expression: str, scope: dict[str, Any]) -> list[Any]:
