@@ -232,15 +232,16 @@ def check_current(conn: Connection, thread_id: str, run_id: str) -> None:
 def roll_back(thread_id: str, run_ids: Sequence[str]) -> Callable[[Connection], int]:
     """A writer call: forget turns of the thread that a newer one superseded (`multitask_strategy:
     rollback`, engine/serve/langgraph_api/runs.py) — their rows, traces, gates and messages — of those
-    only the ones recorded ended (never a run still going on); the thread's count of turns and its
-    latest turn then say what is left. Returns how many runs it deleted. Their checkpoints stay until
-    the next finished turn prunes them: a turn starts from the last finished one's, never from theirs."""
+    only the ones recorded interrupted (never a run still going on, nor one that finished: the thread
+    goes on from it); the thread's count of turns and its latest turn then say what is left. Returns
+    how many runs it deleted. Their checkpoints stay until the next finished turn prunes them: a turn
+    starts from the last finished one's, never from theirs."""
 
     def apply(conn: Connection) -> int:
         marks = ", ".join("?" * len(run_ids))
         gone = conn.execute(
             f"SELECT id, started FROM runs WHERE thread_id = ? AND id IN ({marks}) "
-            "AND status NOT IN ('running', 'queued', 'waiting')",
+            "AND status = 'interrupted'",
             (thread_id, *run_ids),
         ).fetchall()
         if not gone:

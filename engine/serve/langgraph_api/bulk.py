@@ -110,8 +110,9 @@ async def cancel_many(request: Request, server: ServerDep, action: str = "interr
         try:
             await runs.cancel_one(server, thread_id, run_id, rollback, reason)
         except ApiError as exc:
-            if exc.status != 409:  # one that ended meanwhile is cancelled enough
+            if exc.status != 409:  # one that ended meanwhile is cancelled enough, and stays
                 raise
+            continue
         if rollback:
             await runs.roll_back(server, thread_id, [run_id])
     return Response(status_code=204)

@@ -80,10 +80,10 @@ async def count(request: Request, server: ServerDep) -> int:
 async def update(request: Request, cron_id: str, server: ServerDep) -> JSONResponse:
     body = await read_body(request, CronPatch) or CronPatch()
     cron = await _cron(server, cron_id)
-    entry = server.flow(cron.flow)
     payload = dict(cron.payload)
-    if body.input is not None:
-        payload.update(input=body.input, inputs=_inputs(server, entry.bundle, body.input))
+    if body.input is not None:  # checked against the flow as served now (404 if it is gone)
+        bundle = server.flow(cron.flow).bundle
+        payload.update(input=body.input, inputs=_inputs(server, bundle, body.input))
     changed = crons.ApiCron(
         id=cron.id,
         flow=cron.flow,

@@ -107,16 +107,11 @@ async def start(
     if resume is not None:
         return await _resume(server, thread_id, view, body, resume, wanted, entry.name, traceparent)
     inputs = run_inputs(entry.bundle, body.input)
-    going_on = (
-        view is not None and thread_id is not None and _admissible(server, thread_id, view, body)
-    )
-    if (
-        going_on
-        and view is not None
-        and thread_id is not None
-        and body.multitask_strategy in SUPERSEDE
-    ):
-        await _supersede(server, thread_id, view, rollback=body.multitask_strategy == "rollback")
+    if view is not None and thread_id is not None:
+        going_on = _admissible(server, thread_id, view, body)
+        if going_on and body.multitask_strategy in SUPERSEDE:
+            rollback = body.multitask_strategy == "rollback"
+            await _supersede(server, thread_id, view, rollback=rollback)
     job = await server.start_run(
         entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook
     )
@@ -255,8 +250,9 @@ def _not_stopped(asked: bool) -> str:
 
 
 async def roll_back(server: Server, thread_id: str | None, run_ids: list[str]) -> None:
-    """Delete runs a rollback stopped (recorded ended): a thread's turns as the thread forgets them, a
-    run without a thread with its trace, checkpoints and gates (engine/state/retention.py)."""
+    """Delete runs a rollback stopped: a thread's turns recorded interrupted, as the thread forgets them
+    (one that finished as it was asked to stop won the race, and stays); a run without a thread with
+    its trace, checkpoints and gates (engine/state/retention.py)."""
     writer = service(server).engine.db.writer
     if thread_id is not None:
         await writer.call(threads.roll_back(thread_id, run_ids))
@@ -269,9 +265,8 @@ async def _stopped(server: Server, run_id: str) -> bool:
     deadline = asyncio.get_running_loop().time() + STOP_WAIT
     pause = 0.02
     while True:
-        record = await service(server).get_run(
-            run_id
-        )  # its status as shown: a dead owner's is not running
+        # its status as shown: a dead owner's run is not running
+        record = await service(server).get_run(run_id)
         if record is None or record["status"] != RunStatus.RUNNING:
             return True
         if asyncio.get_running_loop().time() >= deadline:
