@@ -164,10 +164,16 @@ def _count(conn: Connection, table: str, column: str, ids: Sequence[str]) -> int
     )
 
 
-def deleting(ids: Sequence[str], *, whole: bool) -> Callable[[Connection], dict[str, int]]:
+def deleting(
+    ids: Sequence[str],
+    *,
+    whole: bool,
+    statuses: Sequence[str] = (RunStatus.FINISHED, *ENDED_BADLY),
+) -> Callable[[Connection], dict[str, int]]:
     """A writer call that deletes one batch of runs (`whole`), or only their traces and
-    checkpoints; returns the rows deleted per kind. Runs that changed meanwhile (a failed run that
-    someone resumed) are left alone: the status is checked again in the transaction."""
+    checkpoints; returns the rows deleted per kind. Only runs in one of `statuses` (ended, by
+    default): runs that changed meanwhile (a failed run that someone resumed) are left alone, the
+    status checked again in the transaction."""
 
     def apply(conn: Connection) -> dict[str, int]:
         marks = _marks(ids)
@@ -177,8 +183,8 @@ def deleting(ids: Sequence[str], *, whole: bool) -> Callable[[Connection], dict[
         kept = [
             row[0]
             for row in conn.execute(
-                f"SELECT id FROM runs WHERE id IN ({marks}) AND status IN (?, ?, ?){lock}",
-                (*ids, RunStatus.FINISHED, *ENDED_BADLY),
+                f"SELECT id FROM runs WHERE id IN ({marks}) AND status IN ({_marks(statuses)}){lock}",
+                (*ids, *statuses),
             )
         ]
         done = {"runs": 0, "events": 0, "checkpoints": 0, "gates": 0}

@@ -250,14 +250,16 @@ def _not_stopped(asked: bool) -> str:
 
 
 async def roll_back(server: Server, thread_id: str | None, run_ids: list[str]) -> None:
-    """Delete runs a rollback stopped: a thread's turns recorded interrupted, as the thread forgets them
-    (one that finished as it was asked to stop won the race, and stays); a run without a thread with
-    its trace, checkpoints and gates (engine/state/retention.py)."""
+    """Delete runs a rollback stopped, those recorded interrupted (one that finished as it was asked to
+    stop won the race, and stays): a thread's turns as the thread forgets them; a run without a thread
+    with its trace, checkpoints and gates (engine/state/retention.py)."""
     writer = service(server).engine.db.writer
     if thread_id is not None:
         await writer.call(threads.roll_back(thread_id, run_ids))
     else:
-        await writer.call(retention.deleting(run_ids, whole=True))
+        await writer.call(
+            retention.deleting(run_ids, whole=True, statuses=(RunStatus.INTERRUPTED,))
+        )
 
 
 async def _stopped(server: Server, run_id: str) -> bool:
