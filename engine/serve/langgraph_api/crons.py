@@ -84,6 +84,8 @@ async def update(request: Request, cron_id: str, server: ServerDep) -> JSONRespo
     if body.input is not None:  # checked against the flow as served now (404 if it is gone)
         bundle = server.flow(cron.flow).bundle
         payload.update(input=body.input, inputs=_inputs(server, bundle, body.input))
+    if body.metadata is not None:  # shown in the payload as the request gave it
+        payload["metadata"] = body.metadata
     changed = crons.ApiCron(
         id=cron.id,
         flow=cron.flow,

@@ -74,6 +74,11 @@ def test_crons_are_made_listed_changed_and_deleted(clocked: tuple[Live, ManualCl
     changed = client.crons.update(turns["cron_id"], schedule="*/10 * * * *", enabled=False)
     assert changed["schedule"] == "*/10 * * * *" and changed["enabled"] is False
     assert changed["next_run_date"] is None
+    retagged = client.http.patch(
+        f"/runs/crons/{turns['cron_id']}", json={"metadata": {"team": "y"}, "input": {"name": "Cy"}}
+    )
+    assert retagged["metadata"] == {"team": "y"} and retagged["enabled"] is False
+    assert retagged["payload"] == {"input": {"name": "Cy"}, "metadata": {"team": "y"}}
     client.crons.delete(daily["cron_id"])
     assert [c["cron_id"] for c in client.crons.search()] == [turns["cron_id"]]
     _refused(
