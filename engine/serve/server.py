@@ -483,6 +483,11 @@ class Server:
             return True
         return await self._ask_others(cancels.Request(reason, run=run_id))
 
+    @property
+    def shares_database(self) -> bool:
+        """Whether servers sharing this one's database can be asked to stop runs (Postgres)."""
+        return self.service is not None and self.service.engine.location.postgres
+
     async def ask_cancel_turns(self, thread_id: str, before: str, reason: str) -> bool:
         """Ask every other server to stop the turns of `thread_id` it accepted by `before` (running,
         or waiting for the thread's turn); False on SQLite, whose servers cannot be asked."""

@@ -109,7 +109,8 @@ async def start(
     inputs = run_inputs(entry.bundle, body.input)
     if view is not None and thread_id is not None:
         going_on = _admissible(server, thread_id, view, body)
-        if going_on and body.multitask_strategy in SUPERSEDE:
+        # also when nothing is seen going on: another server may hold a turn it has not recorded yet
+        if body.multitask_strategy in SUPERSEDE and (going_on or server.shares_database):
             rollback = body.multitask_strategy == "rollback"
             await _supersede(server, thread_id, view, rollback=rollback)
     job = await server.start_run(
