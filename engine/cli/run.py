@@ -109,9 +109,11 @@ def run_command(
     output_dir: str | None = None,
     durability: str | None = None,
     trace: bool | None = None,
+    after: str | None = None,
 ) -> int:
     """Run a flow by name, showing progress; the exit code tells how it ended. `durability` and
-    `trace` (docs/runtime.md, "Durability") win over the flow's and the yard's."""
+    `trace` (docs/runtime.md, "Durability") win over the flow's and the yard's; `after`: the turn of
+    `thread` it goes on from (docs/memory.md, "Branches")."""
     with startup.loading():  # the runtime's imports and the yard, without the collector's scans
         from engine.runtime.yard import Yard  # LangGraph: only when a flow runs
 
@@ -128,6 +130,7 @@ def run_command(
                 output_dir=output_dir,
                 durability=durability,
                 trace=trace,
+                after=after,
             ),
             as_json,
         )
@@ -488,6 +491,13 @@ def graph_command(root: Path, flow: str, fmt: str) -> int:
 @click.option("--run-id", default=None, help="Id for the run (default: generated).")
 @click.option("--thread", default=None, help="Run inside an existing conversation thread.")
 @click.option(
+    "--after",
+    default=None,
+    metavar="RUN",
+    help="With --thread: go on from that finished turn instead of the latest (a new branch); "
+    "__start__: a new first turn (docs/memory.md).",
+)
+@click.option(
     "--output",
     "output_dir",
     default=None,
@@ -517,6 +527,7 @@ def run(
     inputs_file: Path | None,
     run_id: str | None,
     thread: str | None,
+    after: str | None,
     output_dir: str | None,
     durability: str | None,
     no_trace: bool,
@@ -528,7 +539,7 @@ def run(
         raise UsageError("name a flow to run, or give --plan PLAN.json (not both)")
     trace = False if no_trace else None
     if plan is not None:
-        if thread is not None:
+        if thread is not None or after is not None:
             raise UsageError("--thread runs a flow of the yard; a plan runs on its own")
         raise SystemExit(
             plan_command(
@@ -544,6 +555,8 @@ def run(
             )
         )
     assert flow is not None
+    if after is not None and thread is None:
+        raise UsageError("--after names a turn of the conversation --thread names")
     raise SystemExit(
         run_command(
             root_of(root),
@@ -556,6 +569,7 @@ def run(
             output_dir=output_dir,
             durability=durability,
             trace=trace,
+            after=after,
         )
     )
 

@@ -58,12 +58,13 @@ from engine.spec.budget import BudgetSpec, raised
 from engine.spec.decisions import DecisionRefused
 from engine.spec.durability import NO_CHECKPOINTS, gate_of, synchronous_of
 from engine.spec.typecheck import coerce_inputs
-from engine.state import gates, liveness, store, threads, written
+from engine.state import branches, gates, liveness, messages, store, threads, written
 from engine.state.checkpointer import StateDB
-from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
+from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, Connection, StateError
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
+from engine.state.messages import Message
 from engine.state.store import RunRecord
 from engine.state.synchronous import level as commit_level
 from engine.templates.limits import TemplateLimits
@@ -303,18 +304,29 @@ class Engine:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        branch: branches.TurnStart = branches.LATEST,
     ) -> Execution:
         """Record a new run of `bundle` (a turn of conversation `thread`) and prepare its execution;
         UsageError (nothing recorded) for bad inputs, a taken run id, a busy thread, an output
         folder outside the yard or a durability it cannot run in. `output_dir` (the run's choice)
-        wins over the flow's `output_dir`; `durability` and `trace` over the flow's and the yard's."""
+        wins over the flow's `output_dir`; `durability` and `trace` over the flow's and the yard's.
+        `branch`: where a turn of `thread` starts, when not after the thread's latest finished turn
+        (engine/state/branches.py): the thread branches."""
         mode, keep = self.durability(bundle, durability, trace, thread=thread is not None)
         values, chosen_dir = self._checked(bundle, inputs, output_dir)
         compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
         chosen = check_run_id(run_id) if run_id is not None else None
         thread_id = threads.check_thread_id(thread) if thread is not None else None
+        if branch != branches.LATEST and thread_id is None:
+            raise UsageError("a run goes on from an earlier turn only in a conversation thread")
         record, admitted = await self._record_new(
-            bundle, values, chosen, thread_id, mode=mode, keep=keep
+            bundle,
+            values,
+            chosen,
+            thread_id,
+            mode=mode,
+            keep=keep,
+            branch=branch,
         )
         if thread_id is None or admitted is None:
             if mode not in NO_CHECKPOINTS:
@@ -361,6 +373,7 @@ class Engine:
         *,
         mode: str,
         keep: bool,
+        branch: branches.TurnStart = branches.LATEST,
     ) -> tuple[RunRecord, threads.Admitted | None]:
         """The row of a new running run (`chosen`, its id, else a generated one, tried again should one
         be taken), stored with its pinned definition; a turn of `thread_id` admitted only while no other
@@ -388,6 +401,7 @@ class Engine:
                 durability=mode,
                 trace=keep,
                 budget=run_budget(bundle),
+                regenerates=branch.regenerates,
             )
             writes = [store.insert_run(record)]
             if digest not in self._saved:
@@ -410,6 +424,7 @@ class Engine:
                             record.id,
                             now,
                             name=naming.fallback_name(said),
+                            after=branch.after,
                         )
                         admitted = await threads.wait_turn(
                             functools.partial(self.db.writer.call, admit), thread_id
@@ -442,12 +457,18 @@ class Engine:
         assert thread_id is not None
         # nothing finished yet: whatever a failed turn left is not the talk
         fresh = admitted.checkpoint is None
-        start_at = None if fresh or admitted.checkpoint == threads.LATEST else admitted.checkpoint
-        stored = (
-            []
-            if fresh
-            else await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
+        branch = None if admitted.branch is None else turns.branch_messages(admitted.branch)
+        start_at = (
+            None
+            if fresh or branch is not None or admitted.checkpoint == threads.LATEST
+            else admitted.checkpoint
         )
+        if branch is not None:  # it goes on from an earlier turn: its branch's talk, not the head's
+            stored = branch
+        elif fresh:
+            stored = []
+        else:
+            stored = await turns.stored_conversation(self.db.saver, thread_id, admitted.checkpoint)
         talk = turns.conversation(
             stored, record.id, history_window(bundle), bundle.config.threads.history_chars
         )
@@ -457,6 +478,7 @@ class Engine:
             talk.drop,
             fresh=fresh and not admitted.first,
             context=empty(compiled.accumulated),
+            branch=branch,
         )
         return await self.execution(
             bundle,
@@ -608,7 +630,7 @@ class Engine:
             # died before its first checkpoint:
             # start over from its inputs
             start = (
-                turns.turn_state(record.inputs, run_id, context=empty(compiled.accumulated))
+                await self._restarted_turn(record, compiled)
                 if record.thread_id
                 else compiled.initial_state(record.inputs)
             )
@@ -623,6 +645,25 @@ class Engine:
             values=dict(state.values) if state.values else None,
             preface=go_on.preface,
             pending=go_on.wait_again,
+        )
+
+    async def _restarted_turn(self, record: RunRecord, compiled: CompiledFlow) -> dict[str, Any]:
+        """The first state of a turn that died before its first checkpoint, started over: on the
+        branch it went on from (engine/state/branches.py), when that is not the thread's head."""
+        thread_id, after = record.thread_id, record.after_turn
+        assert thread_id is not None
+
+        def read(conn: Connection) -> list[Message] | None:
+            if after == branches.head(conn, thread_id):
+                return None
+            return messages.of_branch(conn, thread_id, after) if after is not None else []
+
+        rows = await self.db.aread(read)
+        return turns.turn_state(
+            record.inputs,
+            record.id,
+            context=empty(compiled.accumulated),
+            branch=turns.branch_messages(rows) if rows is not None else None,
         )
 
     async def execution(
@@ -738,8 +779,9 @@ class Engine:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        branch: branches.TurnStart = branches.LATEST,
     ) -> AsyncGenerator[Event, None]:
-        """Start a run of the pinned `bundle` and yield its events, the last one terminal."""
+        """Start a run of the pinned `bundle` (see `start`) and yield its events, the last one terminal."""
         execution = await self.start(
             bundle,
             inputs,
@@ -748,6 +790,7 @@ class Engine:
             output_dir=output_dir,
             durability=durability,
             trace=trace,
+            branch=branch,
         )
         async with aclosing(execute(execution)) as events:
             async for event in events:
@@ -772,8 +815,9 @@ class Engine:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        branch: branches.TurnStart = branches.LATEST,
     ) -> RunResult:
-        """Run the pinned `bundle` to its end (finished, failed or waiting for approval)."""
+        """Run the pinned `bundle` to its end (finished, failed or waiting for approval); see `start`."""
         return await collect(
             await self.start(
                 bundle,
@@ -783,6 +827,7 @@ class Engine:
                 output_dir=output_dir,
                 durability=durability,
                 trace=trace,
+                branch=branch,
             )
         )
 

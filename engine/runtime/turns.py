@@ -32,20 +32,38 @@ def turn_state(
     *,
     fresh: bool = False,
     context: Mapping[str, Any] | None = None,
+    branch: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The first state of a turn: only what is new (the stored messages stay where they are), and
     the removal of the messages in `drop` (turns too old to be sent to any model any more). A
-    `fresh` turn (no turn of the thread has finished) starts the conversation over. `context` is
-    what the turn's context starts with (the empty keys its steps accumulate, `reduce:`)."""
+    `fresh` turn (no turn of the thread has finished) starts the conversation over. A turn that
+    branches starts it over with its `branch`'s messages (`branch_messages`). `context` is what the
+    turn's context starts with (the empty keys its steps accumulate, `reduce:`)."""
     said = HumanMessage(threads.turn_text(inputs), id=f"{run_id}.in")
     gone: list[Any] = [RemoveMessage(id=message_id) for message_id in drop]
+    if branch is not None:
+        kept = [message for message in branch if message.id not in set(drop)]
+        talk: Any = Overwrite([*kept, said])
+    else:
+        talk = Overwrite([said]) if fresh else [*gone, said]
     return {
         "inputs": inputs,
         "context": Overwrite(dict(context or {})),
         "results": Overwrite([]),
         "loops": Overwrite({}),
-        "messages": Overwrite([said]) if fresh else [*gone, said],
+        "messages": talk,
     }
+
+
+def branch_messages(rows: Sequence[messages.Message]) -> list[Any]:
+    """A branch's `messages` rows (engine/state/branches.py) as the checkpoint holds a conversation: a
+    turn's message and its reply, with the ids its own turn gave them."""
+    return [
+        HumanMessage(row.content, id=f"{row.run_id}.in")
+        if row.role == "user"
+        else AIMessage(row.content, id=f"{row.run_id}.out")
+        for row in rows
+    ]
 
 
 # ---- the conversation a turn starts with ------------------------------------------------------

@@ -39,7 +39,7 @@ from engine.runtime.engine import Engine
 from engine.runtime.execution import RunResult
 from engine.runtime.standalone import standalone_graph
 from engine.runtime.sync import SyncLoop
-from engine.state import gates, messages, store, threads
+from engine.state import branches, gates, messages, store, threads
 from engine.state.checkpointer import StateDB
 from engine.state.memory import MemoryStore
 from engine.state.store import RunRecord
@@ -244,12 +244,14 @@ class Yard:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        after: str | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Start a run of flow `name` (a turn of conversation `thread`) and yield its events, the last
         one terminal. `output_dir`: the yard folder its file tools write to (instead of the flow's
         `output_dir`, or the run's workspace); `durability` (sync, async, exit, none) and `trace`
         (False: no trace, with durability none) instead of the flow's and the yard's
-        (docs/runtime.md, "Durability")."""
+        (docs/runtime.md, "Durability"). `after`: the finished turn of `thread` the turn goes on
+        from, when not its latest (docs/memory.md, "Branches")."""
         async with aclosing(
             self.engine.astream(
                 self.bundle(name),
@@ -259,6 +261,7 @@ class Yard:
                 output_dir=output_dir,
                 durability=durability,
                 trace=trace,
+                branch=branches.TurnStart(after=after),
             )
         ) as events:
             async for event in events:
@@ -295,8 +298,11 @@ class Yard:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        after: str | None = None,
     ) -> RunResult:
-        """Run flow `name` to its end (finished, failed or waiting for approval); see `astream`."""
+        """Run flow `name` to its end (finished, failed or waiting for approval); see `astream`.
+        `after`: the finished turn of `thread` this turn goes on from, when not its latest — the
+        thread branches (docs/memory.md, "Branches"); `"__start__"`: a new first turn."""
         return await self.engine.arun(
             self.bundle(name),
             inputs,
@@ -305,6 +311,7 @@ class Yard:
             output_dir=output_dir,
             durability=durability,
             trace=trace,
+            branch=branches.TurnStart(after=after),
         )
 
     async def aresume(
@@ -333,6 +340,7 @@ class Yard:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        after: str | None = None,
     ) -> RunResult:
         """Sync `arun`."""
         return self._sync().call(
@@ -344,6 +352,7 @@ class Yard:
                 output_dir=output_dir,
                 durability=durability,
                 trace=trace,
+                after=after,
             )
         )
 

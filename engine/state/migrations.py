@@ -262,6 +262,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         )""",
         ],
     ),
+    (
+        15,
+        [
+            # the finished turn of its thread a turn goes on from (engine/state/branches.py): threads branch
+            # when a turn starts from an earlier one; NULL: the first turn of its branch
+            "ALTER TABLE runs ADD COLUMN after_turn TEXT",
+            # the turn whose message a turn says again (a regenerated answer, engine/serve/langgraph_api/branching.py)
+            "ALTER TABLE runs ADD COLUMN regenerates TEXT",
+            # whether a turn of the thread ever went on from another than the thread's latest finished turn
+            "ALTER TABLE threads ADD COLUMN branched INTEGER NOT NULL DEFAULT 0",
+            # turns from before: each went on from the finished turn before it (the previous `user` row)
+            "UPDATE runs SET after_turn = (SELECT earlier.run_id FROM messages AS own "
+            "JOIN messages AS earlier ON earlier.thread_id = own.thread_id AND earlier.role = 'user' "
+            "AND earlier.idx < own.idx WHERE own.run_id = runs.id AND own.role = 'user' "
+            "ORDER BY earlier.idx DESC LIMIT 1) WHERE thread_id IS NOT NULL",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

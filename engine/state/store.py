@@ -76,6 +76,11 @@ class RunRecord:
     # the W3C traceparent of the HTTP caller that queued it (migration 13): its first execution continues the
     # caller's trace, on whichever server starts it; None: no caller's trace
     traceparent: str | None = None
+    # a turn of a thread: the finished turn it goes on from (migration 15, engine/state/branches.py); None: the
+    # first turn of its branch, or not a turn
+    after_turn: str | None = None
+    # a turn that says an earlier turn's message again (a regenerated answer): that turn (migration 15)
+    regenerates: str | None = None
 
     @property
     def mode(self) -> str:

@@ -29,9 +29,10 @@ from typing import Any
 
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus
-from engine.state import liveness, store
+from engine.state import branches, liveness, messages, store
 from engine.state.database import Connection
 from engine.state.ids import check_run_id
+from engine.state.messages import Message
 from engine.state.writer import Write
 
 TITLE_WIDTH = 60
@@ -125,7 +126,13 @@ class Admitted:
 
     first: bool
     checkpoint: str | None
-    turns_before: int = 0  # finished turns before this one (two rows of `messages` each)
+    turns_before: int = (
+        0  # finished turns before this one on its branch (two rows of `messages` each)
+    )
+    # a turn that branches (goes on from a finished turn other than the head, engine/state/branches.py):
+    # the messages of its branch, which it starts with instead of the checkpoint's; None: it goes on
+    # from the head
+    branch: tuple[Message, ...] | None = None
 
 
 def admit(
@@ -136,10 +143,13 @@ def admit(
     run_id: str,
     now: str,
     name: str | None = None,
+    after: str | None = None,
 ) -> Callable[[Connection], Admitted | None]:
     """A writer call: when the thread is free, insert the run (`writes`) and count the turn; None
     when another run of the thread is still running; UsageError when the thread cannot take it.
-    A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it."""
+    A new thread is named `name` until its model-given name (engine/runtime/naming.py) replaces it.
+    `after`: the finished turn it goes on from (a run id, or branches.START for none), when not the
+    thread's head: the turn branches."""
 
     def apply(conn: Connection) -> Admitted | None:
         # the thread's row first, written or locked: on Postgres two admits of one thread (from two
@@ -169,11 +179,14 @@ def admit(
                 )
             if liveness.is_alive(pid, host, start, replica, lease):
                 return None
+        latest = branches.head(conn, thread_id)
+        parent = latest if after is None else branches.start_point(conn, thread_id, after)
         for write in writes:
             if write.many:
                 conn.executemany(write.sql, write.params)
             else:
                 conn.execute(write.sql, write.params)
+        conn.execute("UPDATE runs SET after_turn = ? WHERE id = ?", (parent, run_id))
         # a thread created ahead of its turns (`create`) gets its flow, title and name from its first one
         conn.execute(
             "INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run) "
@@ -186,8 +199,20 @@ def admit(
         )
         if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
+        if parent == latest and (row[1] is not None or latest is None):
+            return Admitted(
+                first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id)
+            )
+        # a branch; or a thread whose finished turns left no checkpoint (a copy, engine/state/thread_copy.py):
+        # the turn starts from its branch's messages
+        if parent != latest:
+            branches.mark_branched(conn, thread_id)
+        said = tuple(messages.of_branch(conn, thread_id, parent)) if parent is not None else ()
         return Admitted(
-            first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id)
+            first=False,
+            checkpoint=row[1],
+            turns_before=branches.turns_on(conn, parent),
+            branch=said,
         )
 
     return apply
@@ -208,6 +233,9 @@ async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600
 
 
 def finished_turns(conn: Connection, thread_id: str) -> int:
+    """The finished turns of the thread (of its head branch, once it branched)."""
+    if branches.branched(conn, thread_id):
+        return branches.turns_on(conn, branches.head(conn, thread_id))
     row = conn.execute(
         "SELECT COUNT(*) FROM messages WHERE thread_id = ? AND role = 'user'", (thread_id,)
     ).fetchone()

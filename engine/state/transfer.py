@@ -61,6 +61,8 @@ TABLES: dict[str, tuple[str, ...]] = {
         "unpriced_calls",
         "budget",
         "traceparent",
+        "after_turn",
+        "regenerates",
     ),
     "events": ("run_id", "seq", "type", "step", "time", "data"),
     "gates": (
@@ -87,6 +89,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "name",
         "checkpoint",
         "metadata",
+        "branched",
     ),
     "messages": ("thread_id", "idx", "role", "content", "run_id", "created"),
     "serve_schedules": ("flow", "schedule", "first_seen", "last_fire", "last_run"),
