@@ -27,6 +27,7 @@ from engine.runtime import approvals
 from engine.runtime.engine import Engine
 from engine.spec.typecheck import coerce_inputs
 from engine.state import liveness, messages, stats, store, threads
+from engine.state.branches import LATEST, TurnStart
 from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.store import RunRecord, effective_status
@@ -99,9 +100,10 @@ class RunService:
         output_dir: str | None = None,
         durability: str | None = None,
         trace: bool | None = None,
+        branch: TurnStart = LATEST,
     ) -> AsyncGenerator[EventDict, None]:
-        """Run `bundle` (a turn of conversation `thread`) and yield its events as dicts; the last one
-        ends the execution."""
+        """Run `bundle` (a turn of conversation `thread`, starting where `branch` says) and yield its
+        events as dicts; the last one ends the execution."""
         async with aclosing(
             self.engine.astream(
                 bundle,
@@ -111,6 +113,7 @@ class RunService:
                 output_dir=output_dir,
                 durability=durability,
                 trace=trace,
+                branch=branch,
             )
         ) as events:
             async for event in events:

@@ -32,6 +32,7 @@ from engine.serve.webhooks import Webhooks
 from engine.spec.config import NotifySpec
 from engine.spec.durability import NO_CHECKPOINTS
 from engine.state import backends, crons, liveness, store
+from engine.state.branches import LATEST, TurnStart
 from engine.state.database import DB_ERRORS, StateError
 from engine.state.store import effective_status
 from engine.state.writer import WriterClosed
@@ -239,16 +240,26 @@ class Server:
         trace: bool | None = None,
         traceparent: str | None = None,
         webhook: str | None = None,
+        branch: TurnStart = LATEST,
     ) -> Job:
         """Accept a new run of `entry` (validated inputs, unique id, an output folder of the yard, a
         durability it can run in), queued behind the limit; with `thread`, a turn of that conversation
-        (the runtime admits it once no other turn goes on). `traceparent`: the caller's W3C trace, which
-        the run's trace continues (engine/telemetry). `webhook`: the URL told when it waits or ends."""
+        (the runtime admits it once no other turn goes on), starting where `branch` says
+        (engine/state/branches.py). `traceparent`: the caller's W3C trace, which the run's trace
+        continues (engine/telemetry). `webhook`: the URL told when it waits or ends."""
         self._ready()  # a server starting or stopping answers 503 before judging the webhook
         if webhook is not None:
             self.webhooks.check(webhook, entry.bundle.config.http.allowed_hosts)
         job = await self._accept_run(
-            entry, inputs, run_id, thread, output_dir, durability, trace, traceparent
+            entry,
+            inputs,
+            run_id,
+            thread,
+            output_dir,
+            durability,
+            trace,
+            traceparent,
+            branch,
         )
         self.webhooks.watch(job, webhook, thread)
         return job
@@ -263,6 +274,7 @@ class Server:
         durability: str | None,
         trace: bool | None,
         traceparent: str | None,
+        branch: TurnStart = LATEST,
     ) -> Job:
         service, queue = self._ready()
         if output_dir is not None:
@@ -292,7 +304,14 @@ class Server:
                     job,
                     lambda: queue.runs.stream(
                         lambda: service.start(
-                            entry.bundle, values, job.run_id, thread, output_dir, durability, trace
+                            entry.bundle,
+                            values,
+                            job.run_id,
+                            thread,
+                            output_dir,
+                            durability,
+                            trace,
+                            branch,
                         )
                     ),
                 )

@@ -10,7 +10,7 @@ body, a streamed one (`stream: true`) in a last chunk with no choices — only w
 `stream_options: {include_usage: true}`, as the OpenAI API does. The counts are deterministic and differ
 from call to call: input tokens are the words of every message plus 4 per message, output tokens the
 words of the answer plus 1; `cached` and `reasoning` are fixed parts of them (a test sets the ratios).
-`calls` records each answer with what it reported.
+`calls` records each answer with what it reported and the messages the request sent.
 
 The answer follows the request: a call of the function the request forces (`tool_choice`), else of one
 named `final_answer` (an agent's answer tool) if offered, else of the first tool, with arguments made up
@@ -56,6 +56,8 @@ class Call:
     usage: Usage
     reported: bool  # the usage was sent (always, unless a stream did not ask for it)
     tool: str | None  # the function the answer called, if any
+    # what the request sent: each message's role and text, in order
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 class UsageLLM:
@@ -154,7 +156,15 @@ class UsageLLM:
                 include = bool((body.get("stream_options") or {}).get("include_usage"))
                 with llm._lock:
                     llm.calls.append(
-                        Call(model, streamed, include, usage, not streamed or include, tool)
+                        Call(
+                            model,
+                            streamed,
+                            include,
+                            usage,
+                            not streamed or include,
+                            tool,
+                            _sent(body),
+                        )
                     )
                 if streamed:
                     self._stream(model, message, usage if include else None)
@@ -241,6 +251,14 @@ class UsageLLM:
                 self.close_connection = True
 
         return Handler
+
+
+def _sent(body: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (str(message.get("role")), _text(message.get("content")))
+        for message in body.get("messages") or []
+        if isinstance(message, dict)
+    )
 
 
 def _text(content: Any) -> str:

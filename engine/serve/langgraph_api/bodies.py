@@ -30,7 +30,9 @@ class RunCreate(Lenient):
     if_not_exists: Literal["create", "reject"] = "reject"
     interrupt_before: Any = None
     interrupt_after: Any = None
+    # the thread's checkpoint a turn starts from (engine/serve/langgraph_api/branching.py)
     checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
     webhook: str | None = None  # told when the run waits or ends (engine/serve/webhooks.py)
 
 

@@ -21,9 +21,16 @@ DECISION_TYPES = ("approve", "edit", "reject", "respond")
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object"})
 
 
+def approvable(fields: Mapping[str, Any]) -> bool:
+    """Whether the gate can be approved as it asks: every field has a default (one without must be
+    given a value, so only `edit` approves it; engine/spec/decisions.py)."""
+    return all(isinstance(spec, Mapping) and "default" in spec for spec in fields.values())
+
+
 def request(name: str, message: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The gate as a HITLRequest. `edit` is offered only when the gate has fields to set; `respond` (a
-    rejection with a message) is accepted on resume but not offered: LangChain v1 has no such decision."""
+    """The gate as a HITLRequest. `edit` is offered only when the gate has fields to set, `approve` only
+    when it can be approved without them; `respond` (a rejection with a message) is accepted on resume but
+    not offered: LangChain v1 has no such decision."""
     args = {
         key: (spec.get("default") if isinstance(spec, Mapping) else None)
         for key, spec in fields.items()
@@ -31,7 +38,11 @@ def request(name: str, message: Any, fields: Mapping[str, Any]) -> dict[str, Any
     action: dict[str, Any] = {"name": name, "args": args}
     if message is not None:
         action["description"] = str(message)
-    allowed = ["approve", "edit", "reject"] if fields else ["approve", "reject"]
+    allowed = [
+        *(["approve"] if approvable(fields) else []),
+        *(["edit"] if fields else []),
+        "reject",
+    ]
     review: dict[str, Any] = {"action_name": name, "allowed_decisions": allowed}
     if fields:
         review["args_schema"] = {

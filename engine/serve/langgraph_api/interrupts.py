@@ -36,7 +36,7 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
         },
     }
     value["config"] = {
-        "allow_accept": True,
+        "allow_accept": hitl.approvable(fields),
         "allow_edit": bool(fields),
         "allow_respond": False,
         "allow_ignore": True,

@@ -31,7 +31,7 @@ from engine.core.usage import Spend
 from engine.serve.bodies import read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
-from engine.serve.langgraph_api import state
+from engine.serve.langgraph_api import branching, state
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
 from engine.serve.langgraph_api.bodies import RunCreate, modes
 from engine.serve.langgraph_api.interrupts import decision
@@ -106,7 +106,8 @@ async def start(
         )
     if resume is not None:
         return await _resume(server, thread_id, view, body, resume, wanted, entry.name, traceparent)
-    inputs = run_inputs(entry.bundle, body.input)
+    point = branching.start_point(view, body)
+    inputs = dict(point.again.inputs) if point.again else run_inputs(entry.bundle, body.input)
     if view is not None and thread_id is not None:
         going_on = _admissible(server, thread_id, view, body)
         # also when nothing is seen going on: another server may hold a turn it has not recorded yet
@@ -114,19 +115,23 @@ async def start(
             rollback = body.multitask_strategy == "rollback"
             await _supersede(server, thread_id, view, rollback=rollback)
     job = await server.start_run(
-        entry, inputs, thread=thread_id, traceparent=traceparent, webhook=body.webhook
+        entry,
+        inputs,
+        thread=thread_id,
+        traceparent=traceparent,
+        webhook=body.webhook,
+        branch=point.branch,
     )
     _remember_modes(job.run_id, modes(body.stream_mode))
+    before: list[dict[str, Any]] | None
     if view is not None:
-        before: list[dict[str, Any]] | None = state.values(view)["messages"]
-        if view.last is not None and view.last_status != RunStatus.FINISHED:
-            # a failed turn's message is not part of the conversation
-            before = before[:-1] if before else before
+        # the talk it goes on from: a failed turn's message is not part of it
+        before = state.before_turn(view, point.branch.after)
     else:
         before = [] if message_input(entry.bundle) is not None else None
-    return Started(
-        job, thread_id, 0, Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before)
-    )
+    translator = Translator(wanted, job.run_id, thread_id, entry.name, job.inputs, before)
+    translator.said_by = point.again.id if point.again is not None else None
+    return Started(job, thread_id, 0, translator)
 
 
 async def _thread_view(
@@ -182,12 +187,9 @@ async def _resume(
     _remember_modes(last.id, modes(body.stream_mode))
     # the stream adds the turn's own human message again
     earlier = state.values(view)["messages"][:-1]
-    return Started(
-        job,
-        thread_id,
-        after,
-        Translator(wanted, last.id, thread_id, flow, dict(last.inputs), earlier),
-    )
+    translator = Translator(wanted, last.id, thread_id, flow, dict(last.inputs), earlier)
+    translator.said_by = state.origin(view, last).id
+    return Started(job, thread_id, after, translator)
 
 
 def _admissible(server: Server, thread_id: str, view: state.ThreadView, body: RunCreate) -> bool:
@@ -579,12 +581,11 @@ async def joined(server: Server, thread_id: str, run_id: str, stream_mode: list[
     inputs = dict(record.inputs) if record is not None else {}
     if record is None and server.queue is not None and run_id in server.queue.jobs:
         inputs = dict(server.queue.jobs[run_id].inputs)
-    turns = [r.id for r in reversed(view.runs)]
-    # the turns before it: those recorded before it; for a turn the server holds whose row is not recorded
-    # yet (its stream joined as it starts), every turn recorded — as a replay of its stream, once it is
-    # recorded, will say
-    earlier = set(turns[: turns.index(run_id)] if run_id in turns else turns)
-    before = [m for m in state.values(view)["messages"] if m["id"].rsplit("-", 1)[0] in earlier]
+    # the talk it went on from; for a turn the server holds whose row is not recorded yet (its stream joined
+    # as it starts), the thread's latest — as a replay of its stream, once it is recorded, will say
+    before = (
+        state.talk_before(view, record) if record is not None else state.before_turn(view, None)
+    )
     translator = Translator(
         _join_modes(run_id, stream_mode),
         run_id,
@@ -593,6 +594,8 @@ async def joined(server: Server, thread_id: str, run_id: str, stream_mode: list[
         inputs,
         before,
     )
+    if record is not None:
+        translator.said_by = state.origin(view, record).id
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
     return Started(job if job is not None else _settled_job(), thread_id, 0, translator)
 

@@ -1,9 +1,15 @@
 """A thread's state as LangGraph shows it: `values` (the latest turn's inputs and outputs, the conversation as
-`messages`), `next`, `tasks` with their `interrupts`, and one checkpoint per turn for the history.
+`messages`), `next`, `tasks` with their `interrupts`, and the checkpoints of its history.
 
 Everything is read in one transaction from Blockyard's own tables — the thread, its runs, its messages and,
-while it waits at a gate, the trace of its latest turn — never from LangGraph's checkpoints: a checkpoint
-id here is the id of the turn (run) the state is after.
+while it waits at a gate, the trace of its latest turn — never from LangGraph's checkpoints. A turn shows as
+two checkpoints, as a LangGraph graph's run makes at least two: its input (`<run id>:in`: the conversation it
+went on from and its human message, the turn about to run) and its end (`<run id>`: its reply added); before
+every turn is the thread's start (`__start__`, no messages). A turn that regenerated an answer (said an
+earlier turn's message again) has only its end, after that turn's input, and says that turn's human
+message. Each checkpoint's parent is the one before it on its branch (engine/state/branches.py): a turn's
+input follows the end of the turn it went on from, so a thread whose turns went on from earlier ones (an
+edited message, a regenerated answer) shows its branches.
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.langgraph_api.shapes import iso, thread_status
-from engine.state import store, threads
+from engine.state import branches, store, threads
 from engine.state.database import Connection
-from engine.state.messages import MAX_PAGE, Message, history
+from engine.state.messages import Message
 from engine.state.store import RunRecord, effective_status
 
 RUNS_READ = 1000  # turns of one thread read for its state and history
+START = branches.START  # the checkpoint before every turn
+INPUT = ":in"  # a turn's input checkpoint: its run id and this (no run id holds a colon)
 
 
 @dataclass
@@ -30,7 +38,7 @@ class ThreadView:
     thread: threads.Thread
     metadata: dict[str, Any]
     runs: list[RunRecord]  # newest first
-    messages: list[Message]  # oldest first (the last MAX_PAGE)
+    messages: dict[str, list[Message]]  # the rows of each finished turn (its message, its reply)
     # the approval_required data of a waiting turn
     gates: list[dict[str, Any]] = field(default_factory=list)
     # runs of the thread cancelled before their turn began (runs.py, `cancel`): runs, not turns, newest first
@@ -44,6 +52,9 @@ class ThreadView:
     def last_status(self) -> str | None:
         return effective_status(self.last) if self.last is not None else None
 
+    def turn(self, run_id: str | None) -> RunRecord | None:
+        return next((run for run in self.runs if run.id == run_id), None)
+
 
 def read(conn: Connection, thread_id: str) -> ThreadView | None:
     thread = threads.get_thread(conn, thread_id)
@@ -53,11 +64,19 @@ def read(conn: Connection, thread_id: str) -> ThreadView | None:
     turns = [
         run for run in runs if run.started is not None
     ]  # a turn of a thread is recorded started
+    rows = conn.execute(
+        "SELECT thread_id, idx, role, content, run_id, created FROM messages WHERE thread_id = ? "
+        "ORDER BY idx DESC LIMIT ?",
+        (thread_id, 2 * RUNS_READ),
+    ).fetchall()
+    said: dict[str, list[Message]] = {}
+    for row in reversed(rows):
+        said.setdefault(row[4], []).append(Message(*row))
     view = ThreadView(
         thread,
         threads.metadata_of(conn, [thread_id]).get(thread_id, {}),
         turns,
-        history(conn, thread_id, limit=MAX_PAGE, newest=True),
+        said,
         cancelled=[run for run in runs if run.started is None],
     )
     if view.last is not None and view.last_status == RunStatus.WAITING:
@@ -85,26 +104,69 @@ def metadata(view: ThreadView) -> dict[str, Any]:
     return {**({"graph_id": flow, "assistant_id": flow} if flow else {}), **view.metadata}
 
 
-def _messages_until(view: ThreadView, run: RunRecord | None) -> list[dict[str, Any]]:
-    """The conversation as it stood after `run` (the latest turn: None): its finished turns, and a turn that
-    did not finish as its human message. An AI message carries its turn's usage (the run's totals)."""
-    turns = {r.id: r for r in view.runs}
+def _branch(view: ThreadView, turn: RunRecord | None) -> list[RunRecord]:
+    """The finished turns on the branch ending at `turn`, oldest first (as far as the view reaches)."""
+    found: list[RunRecord] = []
+    while turn is not None and len(found) < len(view.runs):
+        found.append(turn)
+        turn = view.turn(turn.after_turn)
+    return [run for run in reversed(found) if run.id in view.messages]
 
-    def shown_as(message: Message) -> dict[str, Any]:
-        turn = turns.get(message.run_id)
-        return lc.from_row(message, lc.spend_of(turn) if turn is not None else None)
 
-    if run is None:
-        shown = [shown_as(message) for message in view.messages]
-        pending = view.last
-    else:
-        position = {r.id: n for n, r in enumerate(reversed(view.runs))}
-        upto = position[run.id]
-        shown = [shown_as(m) for m in view.messages if position.get(m.run_id, -1) <= upto]
-        pending = run
-    if pending is not None and effective_status(pending) != RunStatus.FINISHED:
-        shown.append(lc.human(threads.turn_text(pending.inputs), lc.human_id(pending.id)))
-    return shown
+def origin(view: ThreadView, turn: RunRecord) -> RunRecord:
+    """The turn whose message `turn` says: itself, or for a regenerated answer the turn it regenerated
+    (and so on, as far as the view reaches)."""
+    seen = 0
+    while turn.regenerates is not None and seen < len(view.runs):
+        earlier = view.turn(turn.regenerates)
+        if earlier is None:
+            break
+        turn, seen = earlier, seen + 1
+    return turn
+
+
+def _human(view: ThreadView, turn: RunRecord, text: str) -> dict[str, Any]:
+    """A turn's human message: a regenerated answer's turn says its origin's message, with its id."""
+    return lc.human(text, lc.human_id(origin(view, turn).id))
+
+
+def talk(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+    """The conversation on the branch ending at finished turn `turn` (None: none). An AI message carries
+    its turn's usage (the run's totals)."""
+    return [
+        _human(view, run, message.content)
+        if message.role == "user"
+        else lc.from_row(message, lc.spend_of(run))
+        for run in _branch(view, turn)
+        for message in view.messages[run.id]
+    ]
+
+
+def _messages_after(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+    """The conversation as it stood after `turn`: up to it if it finished, else the talk it went on from
+    and its human message."""
+    if turn is None:
+        return []
+    if turn.id in view.messages:
+        return talk(view, turn)
+    return [
+        *talk_before(view, turn),
+        _human(view, turn, threads.turn_text(turn.inputs)),
+    ]
+
+
+def talk_before(view: ThreadView, turn: RunRecord) -> list[dict[str, Any]]:
+    """The talk `turn` went on from."""
+    return talk(view, view.turn(turn.after_turn))
+
+
+def before_turn(view: ThreadView, after: str | None) -> list[dict[str, Any]]:
+    """The conversation a new turn that goes on from `after` (a finished turn, or branches.START; None: the
+    thread's latest finished turn) starts with."""
+    if after is None:
+        latest = next((run for run in view.runs if run.id in view.messages), None)
+        return talk(view, latest)
+    return talk(view, view.turn(after))
 
 
 def values(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
@@ -114,7 +176,7 @@ def values(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
     if turn is not None:
         found.update(turn.inputs)
         found.update(turn.outputs or {})
-    found["messages"] = _messages_until(view, run)
+    found["messages"] = _messages_after(view, turn)
     return found
 
 
@@ -122,25 +184,21 @@ def interrupts(view: ThreadView) -> list[dict[str, Any]]:
     return [interrupt(gate) for gate in view.gates]
 
 
-def _checkpoint(thread_id: str, run: RunRecord | None) -> dict[str, Any] | None:
-    if run is None:
+def _checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any] | None:
+    if checkpoint_id is None:
         return None
     return {
         "thread_id": thread_id,
         "checkpoint_ns": "",
-        "checkpoint_id": run.id,
+        "checkpoint_id": checkpoint_id,
         "checkpoint_map": None,
     }
 
 
-def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
-    """The state after `run` (default: the latest turn), as GET /threads/{id}/state answers it."""
-    turn = run if run is not None else view.last
-    thread_id = view.thread.id
-    latest = turn is not None and turn is view.last
-    tasks: list[dict[str, Any]] = []
-    if latest and view.gates:
-        tasks = [
+def _tasks(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+    """The gates the latest turn waits at, or the step a failed turn failed in."""
+    if turn is not None and turn is view.last and view.gates:
+        return [
             {
                 "id": found["id"],
                 "name": str(gate.get("value", {}).get("step") or "approval")
@@ -154,8 +212,8 @@ def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
             }
             for gate, found in zip(view.gates, interrupts(view), strict=True)
         ]
-    elif turn is not None and effective_status(turn) == RunStatus.FAILED:
-        tasks = [
+    if turn is not None and effective_status(turn) == RunStatus.FAILED:
+        return [
             {
                 "id": turn.id,
                 "name": turn.error_step or turn.flow,
@@ -166,43 +224,134 @@ def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
                 "result": None,
             }
         ]
-    older = (
-        view.runs[view.runs.index(turn) + 1]
-        if turn is not None and view.runs.index(turn) + 1 < len(view.runs)
-        else None
-    )
+    return []
+
+
+def _parent(turn: RunRecord) -> str:
+    """The checkpoint a turn's input follows: the end of the turn it went on from, else the start."""
+    return turn.after_turn or START
+
+
+def _snapshot(
+    view: ThreadView,
+    checkpoint_id: str,
+    values_: dict[str, Any],
+    *,
+    parent: str | None,
+    turn: RunRecord | None,
+    step: int,
+    created: str | None,
+    tasks: list[dict[str, Any]] | None = None,
+    source: str = "loop",
+) -> dict[str, Any]:
+    thread_id = view.thread.id
+    tasks = tasks or []
     return {
-        "values": values(view, run),
+        "values": values_,
         "next": [task["name"] for task in tasks if task["interrupts"]],
         "tasks": tasks,
-        "checkpoint": _checkpoint(thread_id, turn)
-        or {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": None,
-            "checkpoint_map": None,
-        },
+        "checkpoint": _checkpoint(thread_id, checkpoint_id),
         "metadata": {
             **metadata(view),
             "run_id": turn.id if turn else None,
-            "source": "loop",
-            "step": len(view.runs) - view.runs.index(turn) if turn else -1,
+            "source": source,
+            "step": step,
         },
-        "created_at": iso(turn.finished or turn.started or turn.created)
-        if turn
-        else iso(view.thread.created),
-        "parent_checkpoint": _checkpoint(thread_id, older),
+        "created_at": iso(created or view.thread.created),
+        "parent_checkpoint": _checkpoint(thread_id, parent),
         "interrupts": [task["interrupts"][0] for task in tasks if task["interrupts"]],
     }
 
 
+def _depth(view: ThreadView, turn: RunRecord) -> int:
+    """How many turns the branch ending at `turn` holds, `turn` included (as far as the view reaches)."""
+    depth, seen = 0, view.turn(turn.after_turn)
+    while seen is not None and depth < len(view.runs):
+        depth, seen = depth + 1, view.turn(seen.after_turn)
+    return depth + 1
+
+
+def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
+    """The state after `run` (default: the latest turn), as GET /threads/{id}/state answers it."""
+    turn = run if run is not None else view.last
+    if turn is None:  # a thread created ahead of its turns: no checkpoint yet
+        return {
+            **start_state(view),
+            "checkpoint": {**_start_checkpoint(view), "checkpoint_id": None},
+        }
+    return _snapshot(
+        view,
+        turn.id,
+        values(view, turn),
+        parent=origin(view, turn).id + INPUT,  # a regenerated answer follows its origin's input
+        turn=turn,
+        step=2 * _depth(view, turn),
+        created=turn.finished or turn.started or turn.created,
+        tasks=_tasks(view, turn),
+    )
+
+
+def input_state(view: ThreadView, turn: RunRecord) -> dict[str, Any]:
+    """A turn's input checkpoint: the talk it went on from and its human message, the turn about to run."""
+    said = [
+        *talk_before(view, turn),
+        _human(view, turn, threads.turn_text(turn.inputs)),
+    ]
+    return {
+        **_snapshot(
+            view,
+            turn.id + INPUT,
+            {**turn.inputs, "messages": said},
+            parent=_parent(turn),
+            turn=turn,
+            step=2 * _depth(view, turn) - 1,
+            created=turn.started or turn.created,
+            source="input",
+        ),
+        "next": [turn.flow],
+    }
+
+
+def start_state(view: ThreadView) -> dict[str, Any]:
+    """The checkpoint before every turn: no messages."""
+    return _snapshot(
+        view, START, {"messages": []}, parent=None, turn=None, step=0, created=None, source="input"
+    )
+
+
+def _start_checkpoint(view: ThreadView) -> dict[str, Any]:
+    found = _checkpoint(view.thread.id, START)
+    assert found is not None
+    return found
+
+
+def at(view: ThreadView, checkpoint_id: str) -> dict[str, Any] | None:
+    """The state at one of the thread's checkpoints; None when it has no such checkpoint."""
+    if checkpoint_id == START:
+        return start_state(view)
+    ends_input = checkpoint_id.endswith(INPUT)
+    turn = view.turn(checkpoint_id.removesuffix(INPUT) if ends_input else checkpoint_id)
+    if turn is None:
+        return None
+    if ends_input:
+        return input_state(view, origin(view, turn))
+    return state(view, None if turn is view.last else turn)
+
+
 def states(view: ThreadView, *, limit: int, before: str | None = None) -> list[dict[str, Any]]:
-    """The thread's history: its state after each turn, newest first (before the turn `before`, when given)."""
-    runs = view.runs
+    """The thread's history, newest first: each turn's end and input, then the thread's start (the
+    checkpoints before `before`, when given)."""
+    # a regenerated answer's turn has no input of its own: it follows its origin's
+    ids = [
+        checkpoint
+        for run in view.runs
+        for checkpoint in (run.id, *((run.id + INPUT,) if origin(view, run) is run else ()))
+    ]
+    ids += [START] if ids else []  # a thread with no turns has no history
     if before is not None:
-        ids = [run.id for run in runs]
-        runs = runs[ids.index(before) + 1 :] if before in ids else []
-    return [state(view, run if run is not view.last else None) for run in runs[:limit]]
+        ids = ids[ids.index(before) + 1 :] if before in ids else []
+    found = [at(view, checkpoint) for checkpoint in ids[:limit]]
+    return [item for item in found if item is not None]
 
 
 def thread(view: ThreadView, busy: bool) -> dict[str, Any]:

@@ -116,6 +116,8 @@ class Translator:
     # the reply's usage_metadata; and each step's since its last step_finished: its streamed message's
     spent: Spend = field(default_factory=Spend)
     step_spent: dict[str, Spend] = field(default_factory=dict)
+    # a regenerated answer's turn says the message of this turn again: the human message keeps that turn's id
+    said_by: str | None = None
 
     def metadata(self) -> ServerSentEvent:
         return sse("metadata", {"run_id": self.run_id, "thread_id": self.thread_id, "attempt": 1})
@@ -125,7 +127,10 @@ class Translator:
     ) -> list[dict[str, Any]] | None:
         if self.before is None:
             return None
-        said = [*self.before, lc.human(threads.turn_text(self.inputs), lc.human_id(run_id))]
+        said = [
+            *self.before,
+            lc.human(threads.turn_text(self.inputs), lc.human_id(self.said_by or run_id)),
+        ]
         if outputs is not None:
             said.append(
                 lc.ai(

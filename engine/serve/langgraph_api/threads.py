@@ -1,5 +1,6 @@
 """Threads: POST /threads, POST /threads/search, /threads/count, GET/PATCH/DELETE /threads/{id},
-GET /threads/{id}/state (and a past one by checkpoint id), GET and POST /threads/{id}/history.
+GET /threads/{id}/state (and a past one by checkpoint id), GET and POST /threads/{id}/history, POST
+/threads/{id}/copy.
 
 A thread is a Blockyard conversation thread (engine/state/threads.py); its state is read by state.py.
 """
@@ -26,7 +27,7 @@ from engine.serve.langgraph_api.bodies import (
 )
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.server import Server
-from engine.state import threads
+from engine.state import thread_copy, threads
 from engine.state.database import Connection
 
 router = APIRouter(tags=["langgraph: threads"])
@@ -181,6 +182,31 @@ async def delete(thread_id: str, server: ServerDep) -> Response:
     return Response(status_code=204)
 
 
+@router.post(
+    "/threads/{thread_id}/copy",
+    summary="Copy a thread: its conversation and every branch, to go on apart from it",
+)
+async def copy(thread_id: str, server: ServerDep) -> dict[str, Any]:
+    await view_of(server, thread_id)  # 404 unknown_thread, with a hint
+    if busy(server, thread_id):
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a run queued or running; copy it once it is over",
+        )
+    runs = service(server)
+    new_id = runs.new_run_id()
+    outcome = await runs.engine.db.writer.call(thread_copy.copy(thread_id, new_id, now_iso()))
+    if outcome is None:
+        raise not_found("thread", f"unknown thread '{thread_id}'")
+    if isinstance(outcome, threads.Busy):
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a turn going on or waiting for approval (run "
+            f"{outcome.run_id}); copy it once it is over",
+        )
+    return await shown(server, new_id)
+
+
 async def remove(server: Server, thread_id: str) -> None:
     """Delete the thread's messages and checkpoints; 409 `thread_busy` while a run of it is going on or waits."""
     if busy(server, thread_id):
@@ -213,14 +239,15 @@ async def get_state(thread_id: str, server: ServerDep, subgraphs: bool = False) 
 
 
 def _at(view: state.ThreadView, checkpoint_id: str) -> dict[str, Any]:
-    for run in view.runs:
-        if run.id == checkpoint_id:
-            return state.state(view, None if run is view.last else run)
-    raise not_found(
-        "checkpoint",
-        f"thread '{view.thread.id}' has no checkpoint '{checkpoint_id}' "
-        "(a checkpoint id is the id of one of its runs)",
-    )
+    found = state.at(view, checkpoint_id)
+    if found is None:
+        raise not_found(
+            "checkpoint",
+            f"thread '{view.thread.id}' has no checkpoint '{checkpoint_id}' (a checkpoint id is "
+            f"the id of one of its turns, for the state after it; that id and '{state.INPUT}' for "
+            f"the turn's input; '{state.START}' for the state before every turn)",
+        )
+    return found
 
 
 @router.get(

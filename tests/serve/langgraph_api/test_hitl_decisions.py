@@ -121,6 +121,12 @@ def test_a_gate_interrupts_with_action_requests_and_review_configs(live: Live) -
         if "__interrupt__" in p.data
     ]
     assert parts[0]["__interrupt__"][0]["value"]["review_configs"] == value["review_configs"]
+    # a gate with a field that has no default cannot be approved as it asks: only edit approves it
+    strict = client.threads.create()["thread_id"]
+    needs = client.runs.wait(strict, "gated", input={"a": 1})["__interrupt__"][0]["value"]
+    assert needs["action_requests"][0]["args"] == {"b": None}
+    assert needs["review_configs"][0]["allowed_decisions"] == ["edit", "reject"]
+    assert needs["config"]["allow_accept"] is False and needs["config"]["allow_edit"] is True
     # a gate with no fields offers no edit, and is approved with the decisions answer too
     nod = client.threads.create()["thread_id"]
     plain = client.runs.wait(nod, "nod", input={})["__interrupt__"][0]["value"]

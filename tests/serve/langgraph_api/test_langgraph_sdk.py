@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -95,14 +96,19 @@ def test_three_turns_of_support_chat_with_state_and_history(live: Live) -> None:
     assert state["values"]["messages"][4]["content"] == "What is my name?"
     assert state["next"] == [] and state["tasks"] == []
     history = client.threads.get_history(thread)
-    assert len(history) == 3
-    assert [len(h["values"]["messages"]) for h in history] == [6, 4, 2]  # newest first
-    assert (
-        history[0]["parent_checkpoint"]["checkpoint_id"]
-        == history[1]["checkpoint"]["checkpoint_id"]
-    )
+    # newest first: each turn's end and its input, then the thread's start
+    assert len(history) == 7
+    assert [len(h["values"]["messages"]) for h in history] == [6, 5, 4, 3, 2, 1, 0]
+    assert [h["metadata"]["source"] for h in history] == ["loop", "input"] * 3 + ["input"]
+    for newer, older_state in itertools.pairwise(history):
+        assert (
+            newer["parent_checkpoint"]["checkpoint_id"]
+            == older_state["checkpoint"]["checkpoint_id"]
+        )
+    assert history[-1]["checkpoint"]["checkpoint_id"] == "__start__"
+    assert history[-1]["parent_checkpoint"] is None
     older = client.threads.get_history(thread, before=history[0]["checkpoint"])
-    assert [len(h["values"]["messages"]) for h in older] == [4, 2]
+    assert [len(h["values"]["messages"]) for h in older] == [5, 4, 3, 2, 1, 0]
     runs = client.runs.list(thread)
     assert len(runs) == 3 and {r["status"] for r in runs} == {"success"}
 

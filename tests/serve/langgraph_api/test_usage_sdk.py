@@ -99,7 +99,8 @@ def test_each_reply_of_a_thread_carries_its_turns_model_calls(live: Live) -> Non
     assert all(m.get("usage_metadata") is None for m in state if m["type"] == "human")
     history = client.threads.get_history(thread)
     assert history[0]["values"]["messages"][-1]["usage_metadata"] == replies[-1]["usage_metadata"]
-    assert history[1]["values"]["messages"][-1]["usage_metadata"] == replies[0]["usage_metadata"]
+    # history[1] is the second turn's input: the first turn's reply ends history[2]
+    assert history[2]["values"]["messages"][-1]["usage_metadata"] == replies[0]["usage_metadata"]
     assert (
         client.threads.get(thread)["values"]["messages"][-1]["usage_metadata"]
         == replies[-1]["usage_metadata"]
