@@ -136,26 +136,32 @@ def test_the_debian_packages_are_named_in_one_place() -> None:
 
 def test_the_npm_packages_the_tests_install_are_locked_whole() -> None:
     """tests/support/npm.py installs each JavaScript package with `npm ci` from its committed lock: every
-    transitive version and integrity hash fixed, the top-level version the one the test names."""
+    transitive version and integrity hash fixed, every top-level version exact, and the one the test names."""
     locks = sorted((REPO / "tests" / "support" / "npm-locks").iterdir())
-    assert [lock.name for lock in locks] == ["langchain+langgraph-sdk-2.0.0", "mermaid-11.17.2"]
+    assert [lock.name for lock in locks] == [
+        "langchain+langgraph-sdk-2.0.0",
+        "mermaid-11.17.2",
+        "usestream-page",
+    ]
+    langgraph_api = REPO / "tests" / "serve" / "langgraph_api"
+    # the lock -> the test that installs it, and the package whose version that test names
     sources = {
-        "mermaid-11.17.2": REPO / "tests" / "review" / "mermaid_render.py",
-        "langchain+langgraph-sdk-2.0.0": REPO
-        / "tests"
-        / "serve"
-        / "langgraph_api"
-        / "test_langgraph_sdk_js.py",
+        "mermaid-11.17.2": (REPO / "tests" / "review" / "mermaid_render.py", "mermaid"),
+        "langchain+langgraph-sdk-2.0.0": (
+            langgraph_api / "test_langgraph_sdk_js.py",
+            "@langchain/langgraph-sdk",
+        ),
+        "usestream-page": (langgraph_api / "test_usestream_page.py", "@langchain/langgraph-sdk"),
     }
     for lock in locks:
         manifest = json.loads((lock / "package.json").read_text(encoding="utf-8"))
-        ((name, version),) = manifest["dependencies"].items()
-        assert f'"{version}"' in sources[lock.name].read_text(encoding="utf-8"), (
-            lock.name,
-            version,
-        )
         tree = json.loads((lock / "package-lock.json").read_text(encoding="utf-8"))["packages"]
-        assert tree[f"node_modules/{name}"]["version"] == version
+        for name, version in manifest["dependencies"].items():
+            assert re.fullmatch(r"\d+\.\d+\.\d+", version), (lock.name, name, version)
+            assert tree[f"node_modules/{name}"]["version"] == version
+        source, named = sources[lock.name]
+        version = manifest["dependencies"][named]
+        assert f'"{version}"' in source.read_text(encoding="utf-8"), (lock.name, version)
         installed = {path: entry for path, entry in tree.items() if path}
         assert installed and all(
             entry.get("integrity", "").startswith("sha512-") for entry in installed.values()

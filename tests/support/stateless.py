@@ -189,6 +189,7 @@ STATELESS: tuple[str, ...] = (
     "tests/serve/langgraph_api/test_usage_sdk.py",
     "tests/serve/langgraph_api/test_usage_sdk_js.py",
     "tests/serve/langgraph_api/test_usage_translate.py",
+    "tests/serve/langgraph_api/test_usestream_page.py",
     "tests/serve/test_metrics_observer.py",
     "tests/serve/test_serve_auth.py",
     "tests/serve/test_serve_catalog.py",
