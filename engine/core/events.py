@@ -38,6 +38,7 @@ class EventType(StrEnum):
     RUN_FAILED = "run_failed"
     MODEL_CALL = "model_call"  # one call of a model: provider, model, tokens, latency, cost (engine/core/usage.py)
     THREAD_NAME = "thread_name"  # the name a conversation thread got on its first turn (engine/runtime/naming.py)
+    TURN_WRITTEN = "turn_written"  # a thread's turn a client wrote, not its flow (engine/state/written_turns.py)
 
 
 RUN_STARTED = EventType.RUN_STARTED
@@ -54,6 +55,7 @@ RUN_FINISHED = EventType.RUN_FINISHED
 RUN_FAILED = EventType.RUN_FAILED
 THREAD_NAME = EventType.THREAD_NAME
 MODEL_CALL = EventType.MODEL_CALL
+TURN_WRITTEN = EventType.TURN_WRITTEN
 
 EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 # Events a compiled graph may write to LangGraph's custom stream; the run_* ones are ours alone.
@@ -134,6 +136,13 @@ EVENT_DOCS: dict[EventType, EventDoc] = {
         "–",
         "`thread_id`, `name`: on a conversation thread's first turn, the name it got "
         "([memory.md](memory.md#thread-names)); before the terminal event",
+    ),
+    TURN_WRITTEN: EventDoc(
+        "–",
+        "`by` (`POST /threads/{id}/state`), `as_node`, `message`, `reply`: a turn of a conversation "
+        "thread a client wrote instead of its flow saying it "
+        "([langgraph-api.md](langgraph-api.md#writing-a-threads-state)); its only event before "
+        "`run_finished`",
     ),
 }
 

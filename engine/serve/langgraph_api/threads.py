@@ -1,6 +1,6 @@
 """Threads: POST /threads, POST /threads/search, /threads/count, GET/PATCH/DELETE /threads/{id},
-GET /threads/{id}/state (and a past one by checkpoint id), GET and POST /threads/{id}/history, POST
-/threads/{id}/copy.
+GET /threads/{id}/state (and a past one by checkpoint id), POST /threads/{id}/state (updates.py), GET and
+POST /threads/{id}/history, POST /threads/{id}/copy.
 
 A thread is a Blockyard conversation thread (engine/state/threads.py); its state is read by state.py.
 """
@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.core.events import RunStatus, now_iso
 from engine.serve.bodies import read_body
-from engine.serve.langgraph_api import state
+from engine.serve.langgraph_api import state, updates
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
 from engine.serve.langgraph_api.bodies import (
     CheckpointRequest,
@@ -96,10 +96,14 @@ async def create(request: Request, server: ServerDep) -> JSONResponse:
     thread_id = (
         runs.check_thread_id(body.thread_id) if body.thread_id is not None else runs.new_run_id()
     )
-    if body.graph_id is not None:
-        server.flow(body.graph_id)
+    flow = body.graph_id
+    if flow is not None:
+        server.flow(flow)
+    else:  # langgraph-sdk sends `threads.create(graph_id=...)` as the metadata's graph_id
+        named = (body.metadata or {}).get("graph_id")
+        flow = named if isinstance(named, str) and server.catalog.flow(named) is not None else None
     made = await runs.engine.db.writer.call(
-        threads.create(thread_id, body.graph_id, now_iso(), body.metadata)
+        threads.create(thread_id, flow, now_iso(), body.metadata)
     )
     if made is None and body.if_exists == "raise":
         raise conflict("thread_exists", f"thread id '{thread_id}' is already taken")
@@ -180,6 +184,16 @@ async def delete(thread_id: str, server: ServerDep) -> Response:
     await view_of(server, thread_id)
     await remove(server, thread_id)
     return Response(status_code=204)
+
+
+@router.post(
+    "/threads/{thread_id}/state",
+    summary="Write the thread's messages: recorded as turns, never changed in place",
+)
+async def update_state(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+    view = await view_of(server, thread_id)
+    body = await read_body(request, updates.StateUpdate) or updates.StateUpdate()
+    return await updates.update(server, view, body)
 
 
 @router.post(

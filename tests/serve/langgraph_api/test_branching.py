@@ -258,3 +258,98 @@ def turn_of(client: Any, thread: str, said: str) -> str:
         for h in client.threads.get_history(thread, limit=100)
         if h["metadata"]["source"] == "input" and h["values"]["messages"][-1]["content"] == said
     )
+
+
+def test_writing_a_threads_messages_records_turns_the_next_run_goes_on_from(
+    live: Live, llm: UsageLLM
+) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    first = turn(client, thread, "one")
+    written = client.threads.update_state(
+        thread,
+        {
+            "messages": [
+                {"type": "human", "content": "I like tea"},
+                {"type": "ai", "content": "Noted: tea."},
+            ]
+        },
+        as_node="answer",
+    )
+    run_id = written["checkpoint"]["checkpoint_id"]
+    state = client.threads.get_state(thread)
+    assert state["checkpoint"]["checkpoint_id"] == run_id
+    assert contents(state["values"]["messages"]) == [*contents(first), "I like tea", "Noted: tea."]
+    with live.client() as http:  # a recorded write: a finished run whose trace says who wrote it
+        record = http.get(f"/runs/{run_id}").json()
+        trace = http.get(f"/runs/{run_id}/events", headers={"Accept": "application/json"}).json()
+    assert record["status"] == "finished" and record["outputs"] == {"reply": "Noted: tea."}
+    assert [e["type"] for e in trace["events"]] == ["turn_written", "run_finished"]
+    assert trace["events"][0]["data"]["by"] == "POST /threads/{id}/state"
+    assert trace["events"][0]["data"]["as_node"] == "answer"
+    turn(client, thread, "What do I like?")
+    assert sent(llm)[2:] == [
+        ("user", "I like tea"),
+        ("assistant", "Noted: tea."),
+        ("user", "What do I like?"),
+    ]
+
+
+def test_replacing_a_reply_writes_a_branch_and_keeps_the_old_one(live: Live, llm: UsageLLM) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    turn(client, thread, "one")
+    before = turn(client, thread, "two")
+    history_before = len(client.threads.get_history(thread, limit=100))
+    client.threads.update_state(
+        thread, {"messages": [{"id": before[1]["id"], "type": "ai", "content": "Corrected."}]}
+    )
+    now = contents(client.threads.get_state(thread)["values"]["messages"])
+    assert now == ["one", "Corrected.", "two", before[3]["content"]]
+    # two turns written (the corrected one and the one after it), each an input and an end
+    assert len(client.threads.get_history(thread, limit=100)) == history_before + 4
+    old = client.threads.get_state(thread, checkpoint_id=before[3]["id"].removesuffix("-ai"))
+    assert contents(old["values"]["messages"]) == contents(before)  # the old branch stays
+    turn(client, thread, "three")
+    assert sent(llm)[:2] == [("user", "one"), ("assistant", "Corrected.")]
+
+
+def test_a_thread_made_ahead_of_its_turns_is_seeded_by_a_write(live: Live, llm: UsageLLM) -> None:
+    client = lg(live)
+    thread = client.threads.create(graph_id="chat")["thread_id"]
+    client.threads.update_state(
+        thread,
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+            ]
+        },
+    )
+    turn(client, thread, "again")
+    assert sent(llm) == [("user", "hi"), ("assistant", "hello"), ("user", "again")]
+
+
+def test_a_write_that_is_not_turns_is_refused_and_changes_nothing(live: Live) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    done = turn(client, thread, "one")
+    refused = {
+        "lone": {"messages": [{"type": "human", "content": "no reply"}]},
+        "other key": {"messages": [{"type": "ai", "content": "x"}], "message": "y"},
+        "kind": {"messages": [{"id": done[0]["id"], "type": "ai", "content": "x"}]},
+        "system": {"messages": [{"type": "system", "content": "x"}]},
+    }
+    with live.client() as http:
+        for why, values in refused.items():
+            answer = http.post(f"/lg/threads/{thread}/state", json={"values": values})
+            assert answer.status_code == 422, (why, answer.text)
+        missing = http.post(
+            f"/lg/threads/{thread}/state",
+            json={"values": {"messages": []}, "checkpoint_id": "nope"},
+        )
+        assert missing.status_code in (404, 422)
+        unknown = http.post("/lg/threads/no-such/state", json={"values": {"messages": []}})
+        assert unknown.status_code == 404
+    assert contents(client.threads.get_state(thread)["values"]["messages"]) == contents(done)
+    assert len(client.threads.get_history(thread, limit=100)) == 3

@@ -1,0 +1,229 @@
+"""`POST /threads/{id}/state`: a client writes a thread's messages (LangGraph's `update_state`), recorded as
+turns (engine/state/written_turns.py) — never a silent change (docs/langgraph-api.md, "Writing a thread's
+state").
+
+The write starts at one of the thread's checkpoints (`checkpoint` / `checkpoint_id`: the end of a finished
+turn, or `__start__`; by default the thread's latest finished turn) and applies `values.messages` as
+LangGraph's `add_messages` would: a message whose `id` is one of the conversation's replaces it, any other
+is added at the end. The conversation must then be pairs of a human message and its AI reply, as every turn
+is one of each: the pairs from the first one that changed on are written as new turns, after the turns
+before it — a new branch when that is not the thread's latest — and the answer names the last one's end.
+Only `messages` are written: a turn's other inputs are its own, given to the next run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.core.events import RunStatus, now_iso
+from engine.serve.langgraph_api import state
+from engine.serve.langgraph_api.access import busy, service
+from engine.serve.langgraph_api.bodies import Lenient
+from engine.serve.langgraph_api.messages import HUMAN_TYPES, message_input, text_of
+from engine.serve.problems import ApiError, conflict, not_found
+from engine.serve.server import Server
+from engine.state import store, threads, written_turns
+from engine.state.store import RunRecord
+
+AI_TYPES = ("ai", "assistant")
+WRITER = "POST /threads/{id}/state"
+
+
+class StateUpdate(Lenient):
+    values: Any = None
+    as_node: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Message:
+    kind: str  # human | ai
+    text: str
+    id: str | None
+
+
+def _refuse(message: str, field: str = "values") -> ApiError:
+    return ApiError(422, "invalid_request", message, field=field)
+
+
+async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> dict[str, Any]:
+    """Write the body's messages as turns of the thread; the checkpoint it ends at."""
+    thread_id = view.thread.id
+    if busy(server, thread_id):
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a run queued or running; write it once it is over",
+        )
+    if not view.thread.flow:
+        raise conflict("no_flow", f"thread '{thread_id}' has no flow yet: its first run says which")
+    entry = server.flow(view.thread.flow)
+    message_key = message_input(entry.bundle)
+    outputs = list(entry.bundle.flow.outputs)
+    if message_key is None or len(outputs) != 1:
+        raise _refuse(
+            f"flow '{entry.name}' does not take one message and give one reply (a `message` input or "
+            "its only text input, and one output): its thread's turns are written by its runs only"
+        )
+    sent = _sent(body.values)
+    base = _base(view, body)
+    current = [_Message(m["type"], str(m["content"]), m["id"]) for m in state.talk(view, base)]
+    result = _applied(current, sent)
+    first = _first_change(current, result)
+    if first is None:  # nothing changed: the write is its start
+        return {"checkpoint": _checkpoint(thread_id, base.id if base is not None else state.START)}
+    turns = _branch_turns(view, base)
+    after = turns[first - 1].id if first > 0 else None
+    said = [
+        written_turns.Said(result[n].text, result[n + 1].text)
+        for n in range(2 * first, len(result), 2)
+    ]
+    runs = service(server)
+    digest, text = runs.engine.pin(entry.bundle)
+    now = now_iso()
+    template = RunRecord(
+        id="",
+        flow=entry.name,
+        version=entry.version,
+        digest=digest,
+        status=RunStatus.FINISHED,
+        inputs={},
+        created=now,
+        started=now,
+        finished=now,
+    )
+    outcome = await runs.engine.db.writer.call(
+        written_turns.write(
+            thread_id,
+            after,
+            said,
+            template,
+            store.save_definition(digest, entry.name, entry.version, text, now),
+            by=WRITER,
+            as_node=body.as_node,
+            message_key=message_key,
+            reply_key=outputs[0],
+        )
+    )
+    if outcome is None:
+        raise not_found("thread", f"unknown thread '{thread_id}'")
+    if isinstance(outcome, threads.Busy):
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a turn going on or waiting for approval (run "
+            f"{outcome.run_id}); write it once it is over",
+        )
+    return {"checkpoint": _checkpoint(thread_id, outcome[-1])}
+
+
+def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_map": None,
+    }
+
+
+def _sent(values: Any) -> list[_Message]:
+    """The messages of the body's `values`; 422 for anything else in it."""
+    if not isinstance(values, Mapping):
+        raise _refuse("values: must be an object holding `messages`")
+    extra = sorted(str(key) for key in values if key != "messages")
+    if extra:
+        raise _refuse(
+            f"values: only `messages` can be written ({', '.join(extra)} cannot): a turn's other "
+            "inputs are its own, given to the run that says it"
+        )
+    given = values.get("messages")
+    listed = [given] if isinstance(given, Mapping) else given
+    if not isinstance(listed, list) or not listed:
+        raise _refuse("values.messages: must be a message or a list of messages")
+    found: list[_Message] = []
+    for n, message in enumerate(listed):
+        kind = message.get("type", message.get("role")) if isinstance(message, Mapping) else None
+        text = text_of(message.get("content")) if isinstance(message, Mapping) else None
+        if kind not in (*HUMAN_TYPES, *AI_TYPES) or text is None:
+            raise _refuse(
+                f"values.messages[{n}]: a human or AI message with text content (a turn is a "
+                "message and its reply)"
+            )
+        given_id = message.get("id")
+        found.append(
+            _Message(
+                "human" if kind in HUMAN_TYPES else "ai",
+                text,
+                str(given_id) if given_id is not None else None,
+            )
+        )
+    return found
+
+
+def _base(view: state.ThreadView, body: StateUpdate) -> RunRecord | None:
+    """The finished turn the write starts at (None: the thread's start)."""
+    wanted: Any = body.checkpoint_id
+    if body.checkpoint is not None and body.checkpoint.get("checkpoint_id") is not None:
+        wanted = body.checkpoint["checkpoint_id"]
+    if wanted is None:
+        return next((run for run in view.runs if run.id in view.messages), None)
+    if wanted == state.START:
+        return None
+    turn = view.turn(wanted) if isinstance(wanted, str) else None
+    if turn is None:
+        raise not_found(
+            "checkpoint", f"thread '{view.thread.id}' has no checkpoint '{wanted}' to write at"
+        )
+    if turn.id not in view.messages:
+        raise conflict(
+            "turn_unfinished",
+            f"turn {turn.id} of thread '{view.thread.id}' did not finish: a write starts at the end "
+            "of a finished turn",
+        )
+    return turn
+
+
+def _applied(current: list[_Message], sent: list[_Message]) -> list[_Message]:
+    """`sent` applied to `current` as `add_messages` does; 422 unless it is then pairs of message and reply."""
+    result = list(current)
+    where = {message.id: n for n, message in enumerate(current)}
+    for message in sent:
+        n = where.get(message.id) if message.id is not None else None
+        if n is None:
+            result.append(message)
+        elif result[n].kind != message.kind:
+            raise _refuse(f"values.messages: message '{message.id}' is a {result[n].kind} message")
+        else:
+            result[n] = message
+    for n, message in enumerate(result):
+        if message.kind != ("human" if n % 2 == 0 else "ai"):
+            raise _refuse(
+                "values.messages: the conversation must be pairs of a human message and its AI "
+                f"reply (message {n} would be a {message.kind} message): a turn is one of each"
+            )
+    if len(result) % 2:
+        raise _refuse(
+            "values.messages: the last human message has no reply; send its reply too, or run "
+            "the flow with it"
+        )
+    return result
+
+
+def _first_change(current: list[_Message], result: list[_Message]) -> int | None:
+    """The first turn (pair) whose message or reply changed, or was added; None when none did."""
+    for n in range(0, len(result), 2):
+        before = current[n : n + 2]
+        if [(m.kind, m.text) for m in before] != [(m.kind, m.text) for m in result[n : n + 2]]:
+            return n // 2
+    return None
+
+
+def _branch_turns(view: state.ThreadView, base: RunRecord | None) -> list[RunRecord]:
+    """The finished turns on the branch ending at `base`, oldest first."""
+    found: list[RunRecord] = []
+    turn = base
+    while turn is not None and len(found) < len(view.runs):
+        found.append(turn)
+        turn = view.turn(turn.after_turn)
+    return list(reversed(found))
