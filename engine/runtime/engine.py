@@ -60,11 +60,10 @@ from engine.spec.durability import NO_CHECKPOINTS, gate_of, synchronous_of
 from engine.spec.typecheck import coerce_inputs
 from engine.state import branches, gates, liveness, messages, store, threads, written
 from engine.state.checkpointer import StateDB
-from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, Connection, StateError
+from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
 from engine.state.ids import check_run_id, new_run_id
 from engine.state.location import SCHEMES, Location, locate
 from engine.state.memory import MemoryStore
-from engine.state.messages import Message
 from engine.state.store import RunRecord
 from engine.state.synchronous import level as commit_level
 from engine.templates.limits import TemplateLimits
@@ -626,14 +625,21 @@ class Engine:
         pending = {item.id: item.value for item in state.interrupts}
         go_on = await resumes.how_to_go_on(db, record, pending, wanted)
         start: Any = Command(resume=go_on.resume) if go_on.resume else None
+        values = dict(state.values) if state.values else None
         if wanted is None and not pending and state.created_at is None:
-            # died before its first checkpoint:
-            # start over from its inputs
-            start = (
-                await self._restarted_turn(record, compiled)
-                if record.thread_id
-                else compiled.initial_state(record.inputs)
-            )
+            # died before its first checkpoint: start over from its inputs (a turn, with its branch's
+            # conversation: the one its models are sent)
+            if record.thread_id:
+                earlier = await self._branch_of(record)
+                start = turns.turn_state(
+                    record.inputs,
+                    record.id,
+                    context=empty(compiled.accumulated),
+                    branch=earlier,
+                )
+                values = {"messages": earlier}
+            else:
+                start = compiled.initial_state(record.inputs)
         last = await db.aread(lambda conn: store.last_seq(conn, run_id))
         return await self.execution(
             bundle,
@@ -642,29 +648,21 @@ class Engine:
             start,
             last_seq=last,
             resumed=True,
-            values=dict(state.values) if state.values else None,
+            values=values,
             preface=go_on.preface,
             pending=go_on.wait_again,
         )
 
-    async def _restarted_turn(self, record: RunRecord, compiled: CompiledFlow) -> dict[str, Any]:
-        """The first state of a turn that died before its first checkpoint, started over: on the
-        branch it went on from (engine/state/branches.py), when that is not the thread's head."""
+    async def _branch_of(self, record: RunRecord) -> list[Any]:
+        """The messages of the branch a turn went on from (engine/state/branches.py), as a checkpoint holds
+        them: for a turn whose thread has no checkpoint at all (its first turn, or the first of a copied
+        thread, engine/state/thread_copy.py), the only place they are."""
         thread_id, after = record.thread_id, record.after_turn
         assert thread_id is not None
-
-        def read(conn: Connection) -> list[Message] | None:
-            if after == branches.head(conn, thread_id):
-                return None
-            return messages.of_branch(conn, thread_id, after) if after is not None else []
-
-        rows = await self.db.aread(read)
-        return turns.turn_state(
-            record.inputs,
-            record.id,
-            context=empty(compiled.accumulated),
-            branch=turns.branch_messages(rows) if rows is not None else None,
-        )
+        if after is None:
+            return []
+        rows = await self.db.aread(lambda conn: messages.of_branch(conn, thread_id, after))
+        return turns.branch_messages(rows)
 
     async def execution(
         self,

@@ -15,7 +15,9 @@ from engine import Yard
 from engine.core.errors import UsageError
 from engine.models import StructuredRequest
 from engine.models.script import scripted
-from engine.state import branches
+from engine.state import branches, thread_copy
+from engine.state.threads import Thread
+from engine.state.writer import Write
 from tests.support.cli import Cli
 
 FILES = {
@@ -197,3 +199,31 @@ def test_the_cli_goes_on_from_an_earlier_turn_and_shows_the_new_branch(api: Yard
     assert refused.code == 2 and "--after names a turn" in refused.err
     unknown = cli(root, "run", "chat", "--thread", "c", "--after", "zz", "--input", "message=x")
     assert unknown.code == 2 and "has no turn 'zz'" in unknown.err
+
+
+def test_a_copied_threads_first_turn_that_died_before_its_checkpoint_starts_over_on_its_branch(
+    api: Yard,
+) -> None:
+    say(api, "r0", "My name is Ada")
+    say(api, "r1", "I like tea")
+    copied = api.db.writer.call_sync(thread_copy.copy("t", "c", "2026-11-28T00:00:00.000Z"))
+    assert isinstance(copied, Thread) and copied.turns == 2
+    # a turn recorded and admitted whose process died before LangGraph wrote its first checkpoint: started
+    # on the yard's own loop (an execution belongs to it) and never executed, its owner then dead
+    api._sync().call(
+        lambda: api.engine.start(api.bundle("chat"), {"message": "And?"}, run_id="x", thread="c")
+    )
+    api.db.writer.write_sync(
+        Write("UPDATE runs SET owner_pid = ?, owner_start = NULL WHERE id = 'x'", (2**22 + 17,))
+    )
+    with scripted("x", {"talk": ["reply x"]}) as script:
+        assert api.resume("x").status == "finished"
+    (call,) = script.calls
+    assert isinstance(call, StructuredRequest)
+    assert [text for _, text in call.history] == [
+        "My name is Ada",
+        "reply r0",
+        "I like tea",
+        "reply r1",
+    ]
+    assert [text for _, text in shown(api, "c")][-2:] == ["And?", "reply x"]
