@@ -13,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from engine.core.events import RunStatus
-from engine.state import liveness, store
+from engine.state import store
 from engine.state.database import Connection
 from engine.state.ids import new_run_id
-from engine.state.threads import Busy, Thread, get_thread
+from engine.state.threads import Busy, Thread, busy_turn, get_thread
 
 
 def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread | Busy | None]:
@@ -37,18 +36,9 @@ def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread
             for run in store.list_runs(conn, thread=thread_id, limit=None)
             if run.started is not None
         ]
-        for run in turns:
-            if run.status == RunStatus.WAITING or (
-                run.status == RunStatus.RUNNING
-                and liveness.is_alive(
-                    run.owner_pid,
-                    run.owner_host,
-                    run.owner_start,
-                    run.owner_replica,
-                    run.lease_until,
-                )
-            ):
-                return Busy(run.id, run.status)
+        held = busy_turn(conn, thread_id)
+        if held is not None:
+            return held
         turns.sort(
             key=lambda run: (run.started or "", run.id)
         )  # oldest first: new ids keep the order

@@ -361,13 +361,9 @@ def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection
     def apply(conn: Connection) -> bool | Busy:
         if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
             return False
-        for run_id, status, pid, host, start, replica, lease in conn.execute(
-            "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
-            "WHERE thread_id = ? AND status IN ('running', 'waiting')",
-            (thread_id,),
-        ):
-            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
-                return Busy(run_id, status)
+        held = busy_turn(conn, thread_id)
+        if held is not None:
+            return held
         for write in checkpoints:
             conn.execute(write.sql, write.params)
         for sql in ("DELETE FROM messages WHERE thread_id = ?", "DELETE FROM threads WHERE id = ?"):
@@ -375,6 +371,18 @@ def delete(thread_id: str, checkpoints: Sequence[Write]) -> Callable[[Connection
         return True
 
     return apply
+
+
+def busy_turn(conn: Connection, thread_id: str) -> Busy | None:
+    """The turn of the thread that holds it now: one running (with a live owner) or waiting for approval."""
+    for run_id, status, pid, host, start, replica, lease in conn.execute(
+        "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
+        "WHERE thread_id = ? AND status IN ('running', 'waiting')",
+        (thread_id,),
+    ):
+        if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
+            return Busy(run_id, status)
+    return None
 
 
 # ---- reading ----------------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from engine.core.events import RUN_FINISHED, TURN_WRITTEN, Event, RunStatus
-from engine.state import branches, liveness, messages, store
+from engine.state import branches, messages, store
 from engine.state.database import Connection
 from engine.state.ids import new_run_id
 from engine.state.store import RunRecord
-from engine.state.threads import Busy
+from engine.state.threads import Busy, busy_turn
 from engine.state.writer import Write
 
 
@@ -50,13 +50,9 @@ def write(
     def apply(conn: Connection) -> list[str] | Busy | None:
         if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone() is None:
             return None
-        for run_id, status, pid, host, start, replica, lease in conn.execute(
-            "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
-            "WHERE thread_id = ? AND status IN ('running', 'waiting')",
-            (thread_id,),
-        ):
-            if status == RunStatus.WAITING or liveness.is_alive(pid, host, start, replica, lease):
-                return Busy(run_id, status)
+        held = busy_turn(conn, thread_id)
+        if held is not None:
+            return held
         if after is not None and after != branches.head(conn, thread_id):
             branches.mark_branched(conn, thread_id)
         conn.execute(definition.sql, definition.params)

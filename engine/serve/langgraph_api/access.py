@@ -8,9 +8,10 @@ from fastapi import Depends, Request
 
 from engine.core.diagnostics import did_you_mean
 from engine.serve.langgraph_api import state
-from engine.serve.problems import ApiError, not_found
+from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.run_service import RunService
 from engine.serve.server import Server
+from engine.state import threads
 
 
 async def get_server(request: Request) -> Server:
@@ -43,3 +44,21 @@ async def view_of(server: Server, thread_id: str) -> state.ThreadView:
 def busy(server: Server, thread_id: str) -> bool:
     """A turn of the thread is queued or running in this server."""
     return bool(server.thread_jobs(thread_id))
+
+
+def check_free(server: Server, thread_id: str, doing: str) -> None:
+    """409 `thread_busy` while a turn of the thread is queued or running here; `doing` it waits."""
+    if busy(server, thread_id):
+        raise conflict(
+            "thread_busy",
+            f"thread '{thread_id}' has a run queued or running; {doing} once it is over",
+        )
+
+
+def held(thread_id: str, outcome: threads.Busy, doing: str) -> ApiError:
+    """409 `thread_busy` for a thread a turn holds in the database (any server's)."""
+    return conflict(
+        "thread_busy",
+        f"thread '{thread_id}' has a turn going on or waiting for approval (run {outcome.run_id}); "
+        f"{doing} once it is over",
+    )

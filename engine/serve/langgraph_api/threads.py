@@ -17,7 +17,15 @@ from fastapi.responses import JSONResponse, Response
 from engine.core.events import RunStatus, now_iso
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api import state, updates
-from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
+from engine.serve.langgraph_api.access import (
+    ServerDep,
+    busy,
+    check_free,
+    find_view,
+    held,
+    service,
+    view_of,
+)
 from engine.serve.langgraph_api.bodies import (
     CheckpointRequest,
     HistoryRequest,
@@ -202,22 +210,14 @@ async def update_state(thread_id: str, request: Request, server: ServerDep) -> d
 )
 async def copy(thread_id: str, server: ServerDep) -> dict[str, Any]:
     await view_of(server, thread_id)  # 404 unknown_thread, with a hint
-    if busy(server, thread_id):
-        raise conflict(
-            "thread_busy",
-            f"thread '{thread_id}' has a run queued or running; copy it once it is over",
-        )
+    check_free(server, thread_id, "copy it")
     runs = service(server)
     new_id = runs.new_run_id()
     outcome = await runs.engine.db.writer.call(thread_copy.copy(thread_id, new_id, now_iso()))
     if outcome is None:
         raise not_found("thread", f"unknown thread '{thread_id}'")
     if isinstance(outcome, threads.Busy):
-        raise conflict(
-            "thread_busy",
-            f"thread '{thread_id}' has a turn going on or waiting for approval (run "
-            f"{outcome.run_id}); copy it once it is over",
-        )
+        raise held(thread_id, outcome, "copy it")
     return await shown(server, new_id)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.core.events import RunStatus, now_iso
 from engine.serve.langgraph_api import state
-from engine.serve.langgraph_api.access import busy, service
+from engine.serve.langgraph_api.access import check_free, held, service
 from engine.serve.langgraph_api.bodies import Lenient
 from engine.serve.langgraph_api.messages import HUMAN_TYPES, message_input, text_of
 from engine.serve.problems import ApiError, conflict, not_found
@@ -52,11 +52,7 @@ def _refuse(message: str, field: str = "values") -> ApiError:
 async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> dict[str, Any]:
     """Write the body's messages as turns of the thread; the checkpoint it ends at."""
     thread_id = view.thread.id
-    if busy(server, thread_id):
-        raise conflict(
-            "thread_busy",
-            f"thread '{thread_id}' has a run queued or running; write it once it is over",
-        )
+    check_free(server, thread_id, "write it")
     if not view.thread.flow:
         raise conflict("no_flow", f"thread '{thread_id}' has no flow yet: its first run says which")
     entry = server.flow(view.thread.flow)
@@ -110,11 +106,7 @@ async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> d
     if outcome is None:
         raise not_found("thread", f"unknown thread '{thread_id}'")
     if isinstance(outcome, threads.Busy):
-        raise conflict(
-            "thread_busy",
-            f"thread '{thread_id}' has a turn going on or waiting for approval (run "
-            f"{outcome.run_id}); write it once it is over",
-        )
+        raise held(thread_id, outcome, "write it")
     return {"checkpoint": _checkpoint(thread_id, outcome[-1])}
 
 

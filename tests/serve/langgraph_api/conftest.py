@@ -10,6 +10,7 @@ import pytest
 
 from engine.serve.server import Settings
 from tests.serve.serve_helpers import ADDER, GATED_FLOW, SLOW_FLOW, Live, start_live
+from tests.support.usage_llm import UsageLLM
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -92,3 +93,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     )
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[UsageLLM]:
+    """A loopback OpenAI-compatible model server that records what each call was sent."""
+    with UsageLLM() as server:
+        yield server

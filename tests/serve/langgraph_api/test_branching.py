@@ -49,12 +49,6 @@ steps:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[UsageLLM]:
-    with UsageLLM() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, llm: UsageLLM) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("yard")
     files = {
@@ -97,6 +91,14 @@ def sent(llm: UsageLLM) -> list[tuple[str, str]]:
     return [item for item in llm.calls[-1].messages if item[0] != "system"]
 
 
+def first_seen(history: list[dict[str, Any]], message_id: str) -> dict[str, Any]:
+    """The oldest state holding the message, as useStream's getMessagesMetadata finds it."""
+    found: dict[str, Any] = [
+        h for h in history if message_id in [m["id"] for m in h["values"]["messages"]]
+    ][-1]
+    return found
+
+
 def checkpoint(thread: str, checkpoint_id: str) -> dict[str, Any]:
     return {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
 
@@ -111,7 +113,7 @@ def test_editing_the_first_message_starts_a_branch_from_the_threads_start(
     history = client.threads.get_history(thread)
     # the first human message first shows in the first turn's input, whose parent is the thread's start
     human = first[0]
-    seen = [h for h in history if human["id"] in [m["id"] for m in h["values"]["messages"]]][-1]
+    seen = first_seen(history, human["id"])
     assert seen["metadata"]["source"] == "input"
     parent = seen["parent_checkpoint"]
     assert parent["checkpoint_id"] == "__start__"
@@ -151,7 +153,7 @@ def test_regenerating_an_answer_says_its_message_again_from_where_it_was_said(
     before = turn(client, thread, "two")
     answer = before[-1]
     history = client.threads.get_history(thread)
-    seen = [h for h in history if answer["id"] in [m["id"] for m in h["values"]["messages"]]][-1]
+    seen = first_seen(history, answer["id"])
     parent = seen["parent_checkpoint"]  # the second turn's input
     assert parent["checkpoint_id"].endswith(":in")
 

@@ -108,12 +108,6 @@ prompt:
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[UsageLLM]:
-    with UsageLLM() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, llm: UsageLLM) -> Iterator[Live]:
     """The LangGraph API tests' server (conftest.py), with a gate that has a default too and a
     conversation on the loopback model."""
