@@ -33,6 +33,9 @@ function errorText(error) {
   return json(error);
 }
 
+// the options agent-chat-ui (langchain-ai/agent-chat-ui) sends with its edit and regenerate
+const AS_AGENT_CHAT_UI = { streamMode: ["values"], streamSubgraphs: true, streamResumable: true };
+
 function BranchSwitcher({ stream, meta }) {
   const options = meta?.branchOptions ?? [];
   if (options.length <= 1) return null;
@@ -81,7 +84,7 @@ function Message({ stream, message, index }) {
             onClick={() =>
               stream.submit(
                 { messages: [{ type: "human", content: edited }] },
-                { checkpoint: parent },
+                { checkpoint: parent, ...AS_AGENT_CHAT_UI },
               )
             }
           >
@@ -93,7 +96,7 @@ function Message({ stream, message, index }) {
         <button
           data-testid="regenerate"
           disabled={stream.isLoading}
-          onClick={() => stream.submit(undefined, { checkpoint: parent })}
+          onClick={() => stream.submit(undefined, { checkpoint: parent, ...AS_AGENT_CHAT_UI })}
         >
           regenerate
         </button>
