@@ -1,4 +1,5 @@
-// `blockyard serve` driven by the JavaScript client, @langchain/langgraph-sdk from npm (docs/langgraph-api.md).
+// `blockyard serve` driven by the JavaScript client, @langchain/langgraph-sdk from npm (docs/langgraph-api.md):
+// chat, stream modes, branching (edit, regenerate, copy, a written reply), a gate, double texting, crons, the store.
 //
 //     node sdk_client.cjs <folder holding node_modules/@langchain/langgraph-sdk> <server URL of the /lg prefix>
 //
@@ -48,6 +49,43 @@ async function main() {
   })).messages.at(-1).content;
   const chat = await client.threads.getState(thread.thread_id);
   seen.chat_state = { messages: chat.values.messages.map((m) => [m.type, m.content]), next: chat.next };
+
+  // branching: a new first message from the thread's start, an answer regenerated on the first branch, a copy
+  // of the thread and a reply written into the copy
+  const inputOf = (history, said) =>
+    history.find((h) => h.metadata.source === "input" && h.values.messages.at(-1).content === said &&
+      h.values.messages[0].content === "My name is Ada");
+  const before = await client.threads.getHistory(thread.thread_id, { limit: 100 });
+  const edited = await client.runs.wait(thread.thread_id, "support_chat", {
+    input: { messages: [{ type: "human", content: "My name is Bob" }] },
+    checkpoint: inputOf(before, "My name is Ada").parent_checkpoint,
+  });
+  const askedAgain = await client.runs.wait(thread.thread_id, "support_chat", {
+    input: { messages: [{ type: "human", content: "What is my name?" }] },
+  });
+  const regenerated = await client.runs.wait(thread.thread_id, "support_chat", {
+    checkpointId: inputOf(before, "What is my name?").checkpoint.checkpoint_id,
+  });
+  const after = await client.threads.getHistory(thread.thread_id, { limit: 100 });
+  seen.branching = {
+    edited: edited.messages.map((m) => m.content),
+    asked_again: askedAgain.messages.map((m) => m.content),
+    regenerated: regenerated.messages.map((m) => m.content),
+    history: after.length,
+    from_start: after.filter((h) => h.parent_checkpoint?.checkpoint_id === "__start__").length,
+  };
+  const copy = await client.threads.copy(thread.thread_id);
+  const written = await client.threads.updateState(copy.thread_id, {
+    values: { messages: [{ type: "human", content: "Thanks" }, { type: "ai", content: "Welcome." }] },
+    asNode: "answer",
+  });
+  seen.copied = {
+    id: copy.thread_id,
+    messages: copy.values.messages.map((m) => m.content),
+    written: written.checkpoint.checkpoint_id,
+    after_write: (await client.threads.getState(copy.thread_id)).values.messages.map((m) => m.content),
+    original: (await client.threads.getState(thread.thread_id)).values.messages.map((m) => m.content),
+  };
 
   // the approval gate: an interrupt, a wrong answer refused, the right one resumes the run
   const gated = await client.threads.create();

@@ -68,6 +68,28 @@ def test_the_javascript_client_searches_streams_and_resumes_a_gate(live: Live) -
     ]
     assert seen["chat_state"]["next"] == []
 
+    # branching: Bob's branch from the thread's start knows no Ada; the regenerated answer on Ada's does
+    branching = seen["branching"]
+    assert branching["edited"][0] == "My name is Bob" and len(branching["edited"]) == 2
+    assert branching["asked_again"][:3] == [
+        "My name is Bob",
+        branching["edited"][1],
+        "What is my name?",
+    ]
+    assert branching["asked_again"][3] != "Your name is Ada."
+    assert branching["regenerated"] == [
+        "My name is Ada",
+        REPLY,
+        "What is my name?",
+        "Your name is Ada.",
+    ]
+    # four turns and a regenerated answer: an input and an end each (the regenerated one an end), the start
+    assert branching["history"] == 4 * 2 + 1 + 1 and branching["from_start"] == 2
+    copied = seen["copied"]
+    assert copied["id"] != thread and copied["messages"] == branching["regenerated"]
+    assert copied["after_write"] == [*branching["regenerated"], "Thanks", "Welcome."]
+    assert copied["original"] == branching["regenerated"]  # the copy goes on apart
+
     asked = seen["interrupt"]
     assert asked["value"]["message"] == "Add how much?" and "b" in asked["value"]["fields"]
     assert asked["state_next"] == ["ask"] and asked["state_interrupt_ids"] == [asked["id"]]
