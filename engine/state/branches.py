@@ -5,7 +5,8 @@ Each turn records the finished turn it went on from (`runs.after_turn`, set when
 engine/state/threads.py; NULL for the first turn of a branch). A branch is the path of turns from its
 newest back to a first one; its messages are the `messages` rows of the turns on that path, each stored
 once however many branches share it. The thread's head is its latest finished turn (the newest rows of
-`messages`): the branch people and UIs are shown, and the one a plain next turn goes on from. A thread
+`messages`): the branch people are shown, and the one its checkpoint holds. A plain next turn goes on from
+the latest turn, or the one it went on from when it did not finish (`latest`): usually the head. A thread
 remembers whether it ever branched (`threads.branched`): one that never did is a single path, read as
 before.
 """
@@ -30,7 +31,7 @@ class TurnStart:
     regenerates: str | None = None
 
 
-LATEST = TurnStart()  # a plain turn: it goes on from the thread's latest finished turn
+LATEST = TurnStart()  # a plain turn: it goes on from where the thread is (`latest`)
 MAX_DEPTH = 1_000_000  # turns on one path: a guard against a cycle no write makes
 
 # the turns on the path ending at the turn the statement's first parameter names, newest first
@@ -57,6 +58,22 @@ def head(conn: Connection, thread_id: str) -> str | None:
     """The thread's latest finished turn; None before one finished."""
     row = conn.execute(_HEAD, (thread_id,)).fetchone()
     return str(row[0]) if row is not None else None
+
+
+def latest(conn: Connection, thread_id: str) -> str | None:
+    """The finished turn a plain turn goes on from: the thread's latest turn, or when that one did not
+    finish, the turn it went on from — the branch the thread is on (a failed turn's message is in no
+    conversation). A latest turn recorded before branches (no `after_turn`) leaves the head."""
+    row = conn.execute(
+        "SELECT runs.id, runs.after_turn, messages.run_id FROM threads JOIN runs ON runs.id = threads.last_run "
+        "LEFT JOIN messages ON messages.run_id = runs.id AND messages.role = 'user' WHERE threads.id = ?",
+        (thread_id,),
+    ).fetchone()
+    if row is not None and row[2] is not None:
+        return str(row[0])
+    if row is not None and row[1] is not None:
+        return str(row[1])
+    return head(conn, thread_id)
 
 
 def on_path(select: str) -> str:

@@ -179,7 +179,9 @@ def admit(
                 )
             if liveness.is_alive(pid, host, start, replica, lease):
                 return None
-        latest = branches.head(conn, thread_id)
+        # the turn the thread's checkpoint is the end of, and the one a plain turn goes on from
+        checkpointed = branches.head(conn, thread_id)
+        latest = branches.latest(conn, thread_id)
         parent = latest if after is None else branches.start_point(conn, thread_id, after)
         for write in writes:
             if write.many:
@@ -199,13 +201,13 @@ def admit(
         )
         if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
-        if parent == latest and (row[1] is not None or latest is None):
+        if parent == checkpointed and (row[1] is not None or checkpointed is None):
             return Admitted(
                 first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id)
             )
         # a branch; or a thread whose finished turns left no checkpoint (a copy, engine/state/thread_copy.py):
         # the turn starts from its branch's messages
-        if parent != latest:
+        if parent != checkpointed:
             branches.mark_branched(conn, thread_id)
         said = tuple(messages.of_branch(conn, thread_id, parent)) if parent is not None else ()
         return Admitted(

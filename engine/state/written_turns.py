@@ -53,7 +53,7 @@ def write(
         held = busy_turn(conn, thread_id)
         if held is not None:
             return held
-        if after is not None and after != branches.head(conn, thread_id):
+        if after != branches.head(conn, thread_id):
             branches.mark_branched(conn, thread_id)
         conn.execute(definition.sql, definition.params)
         written: list[str] = []

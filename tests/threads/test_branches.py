@@ -227,3 +227,18 @@ def test_a_copied_threads_first_turn_that_died_before_its_checkpoint_starts_over
         "reply r1",
     ]
     assert [text for _, text in shown(api, "c")][-2:] == ["And?", "reply x"]
+
+
+def test_after_a_branch_turn_failed_a_plain_turn_goes_on_on_that_branch(api: Yard) -> None:
+    say(api, "r0", "My name is Ada")
+    say(api, "r1", "I like tea")
+    with scripted("b1", {"talk": [{"$error": "the model is down"}]}):
+        failed = api.run("chat", {"message": "I like coffee"}, run_id="b1", thread="t", after="r0")
+    assert failed.status == "failed"
+    # the thread is on the branch the failed turn went on from: its message is in no conversation
+    assert say(api, "b2", "I like cocoa") == (("user", "My name is Ada"), ("assistant", "reply r0"))
+    assert api.db.read(lambda conn: branches.path(conn, "b2")) == ["r0", "b2"]
+    # a failed plain turn leaves the thread where it was, as before branches
+    with scripted("f3", {"talk": [{"$error": "down again"}]}):
+        assert api.run("chat", {"message": "x"}, run_id="f3", thread="t").status == "failed"
+    assert say(api, "b4", "And now?")[-2:] == (("user", "I like cocoa"), ("assistant", "reply b2"))

@@ -3,7 +3,7 @@ useStream's edit and regenerate send it (docs/langgraph-api.md, "Branching threa
 
 A thread's checkpoints (engine/serve/langgraph_api/state.py) are each turn's end (`<run id>`), each turn's
 input (`<run id>:in`) and the thread's start (`__start__`). A turn that starts from:
-- the end of the thread's latest turn, or no checkpoint: goes on from the latest finished turn, as always;
+- no checkpoint, or the end of the thread's latest turn: a plain turn (engine/state/branches.py, `latest`);
 - the end of an earlier finished turn: goes on from it (an edited message: a new branch);
 - a turn's input, with no input of its own: says that turn's message again from where that turn went on
   (a regenerated answer: a new branch beside it, shown after that same input);
@@ -81,7 +81,7 @@ def start_point(view: state.ThreadView | None, body: RunCreate) -> StartPoint:
         return StartPoint(
             TurnStart(after=said.after_turn or state.START, regenerates=said.id), again=said
         )
-    if turn is view.last:
+    if turn is view.last:  # as useStream sends with every submit: a plain turn
         return StartPoint()
     if turn.id not in view.messages:
         raise conflict(
