@@ -77,11 +77,11 @@ def _show(value: Any) -> str:
 
 
 def turn_text(inputs: dict[str, Any]) -> str:
-    """What a turn says: its `message` input, else its only text input, else `key: value` lines."""
+    """What a turn says: its `message` input, else its only input (shown as text), else `key: value`
+    lines."""
     if isinstance(inputs.get("message"), str):
         return str(inputs["message"])
-    texts = [value for value in inputs.values() if isinstance(value, str)]
-    if len(inputs) == 1 or (len(texts) == 1 and len(inputs) == len(texts)):
+    if len(inputs) == 1:
         return _show(next(iter(inputs.values())))
     return "\n".join(f"{key}: {_show(value)}" for key, value in inputs.items())
 
