@@ -15,7 +15,8 @@ state and history); an approval gate decided from the page — approved with its
 that needs a value offering no approve, and rejected with a message; and LangGraph's branching pattern — the
 first message edited and an answer regenerated (each a run from the checkpoint before that message), the
 model (a loopback OpenAI-compatible server) sent exactly the branch's messages, and the branch switcher
-going back to the first branch. Without node, npm or chromium the tests skip, and fail
+going back to the first branch; and the same through a proxy that sends every JSON body as `text/plain`, as
+agent-chat-ui's API passthrough does. Without node, npm or chromium the tests skip, and fail
 under `CI=true`.
 """
 
@@ -441,3 +442,42 @@ def test_the_page_edits_the_first_message_regenerates_an_answer_and_switches_bra
     ui.get_by_test_id("message").nth(0).get_by_test_id("branch-prev").click()
     settled(ui, 4)
     assert shown_messages(ui) == first_branch
+
+
+def test_through_a_proxy_that_sends_json_as_text_plain_the_page_chats_edits_and_decides(
+    ui: Any, live: Live, llm: UsageLLM
+) -> None:
+    """agent-chat-ui's API passthrough forwards JSON bodies as `text/plain;charset=UTF-8`
+    (docs/langgraph-api.md): every request of the page's hook goes so here, and all of it still works."""
+    relabelled: list[str] = []
+
+    def as_text(route: Any) -> None:
+        request = route.request
+        if request.post_data is None:
+            route.continue_()
+            return
+        relabelled.append(f"{request.method} {request.url.split('/lg', 1)[1]}")
+        route.continue_(headers={**request.headers, "content-type": "text/plain;charset=UTF-8"})
+
+    ui.route(f"{live.url}/lg/**", as_text)
+    open_page(ui, live, "loop_chat")
+    say(ui, "My name is Ada", 2)
+    ui.get_by_test_id("message").nth(0).get_by_test_id("edit-text").fill("My name is Bob")
+    ui.get_by_test_id("message").nth(0).get_by_test_id("edit-send").click()
+    expect(ui.get_by_test_id("message").nth(0).get_by_test_id("message-text")).to_have_text(
+        "My name is Bob", timeout=WAIT_MS
+    )
+    settled(ui, 2)
+    assert sent(llm) == [("user", "My name is Bob")]
+
+    start_gated(ui, live, "gated_default")
+    request = ui.get_by_test_id("action-request")
+    request.get_by_test_id("edit-args").fill('{"b": 5}')
+    request.get_by_test_id("edit-decision").click()
+    expect(ui.get_by_test_id("interrupt")).to_have_attribute(
+        "data-present", "false", timeout=WAIT_MS
+    )
+    expect(ui.get_by_test_id("loading")).to_have_text("false")
+    assert shown_values(ui)["total"] == 6
+    # the runs (each a POST with a body: a new turn, an edit, a decision) all went as text/plain
+    assert sum(1 for call in relabelled if call.startswith("POST /threads/")) >= 4
