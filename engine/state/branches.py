@@ -118,9 +118,3 @@ def start_point(conn: Connection, thread_id: str, wanted: str) -> str | None:
             "finished turn"
         )
     return wanted
-
-
-def parent_of(conn: Connection, turn: str) -> str | None:
-    """The turn `turn` went on from (None: the first of its branch)."""
-    row = conn.execute("SELECT after_turn FROM runs WHERE id = ?", (turn,)).fetchone()
-    return str(row[0]) if row is not None and row[0] is not None else None

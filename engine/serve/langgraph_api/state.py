@@ -163,12 +163,16 @@ def talk_before(view: ThreadView, turn: RunRecord) -> list[dict[str, Any]]:
 def before_turn(view: ThreadView, after: str | None) -> list[dict[str, Any]]:
     """The conversation a new turn that goes on from `after` (a finished turn, or branches.START; None: the
     thread's latest finished turn) starts with."""
-    if after is None:  # a plain turn (engine/state/branches.py, `latest`)
-        last = view.last
-        if last is not None and last.id not in view.messages and last.after_turn is not None:
-            return talk(view, view.turn(last.after_turn))
-        return talk(view, next((run for run in view.runs if run.id in view.messages), None))
-    return talk(view, view.turn(after))
+    return talk(view, latest(view) if after is None else view.turn(after))
+
+
+def latest(view: ThreadView) -> RunRecord | None:
+    """The finished turn a plain turn goes on from (engine/state/branches.py, `latest`): the latest turn,
+    or the one it went on from when it did not finish."""
+    last = view.last
+    if last is not None and last.id not in view.messages and last.after_turn is not None:
+        return view.turn(last.after_turn)
+    return next((run for run in view.runs if run.id in view.messages), None)
 
 
 def values(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:

@@ -3,7 +3,7 @@ turns (engine/state/written_turns.py) — never a silent change (docs/langgraph-
 state").
 
 The write starts at one of the thread's checkpoints (`checkpoint` / `checkpoint_id`: the end of a finished
-turn, or `__start__`; by default the thread's latest finished turn) and applies `values.messages` as
+turn, or `__start__`; by default where a plain turn would go on from) and applies `values.messages` as
 LangGraph's `add_messages` would: a message whose `id` is one of the conversation's replaces it, any other
 is added at the end. The conversation must then be pairs of a human message and its AI reply, as every turn
 is one of each: the pairs from the first one that changed on are written as new turns, after the turns
@@ -159,7 +159,7 @@ def _base(view: state.ThreadView, body: StateUpdate) -> RunRecord | None:
     if body.checkpoint is not None and body.checkpoint.get("checkpoint_id") is not None:
         wanted = body.checkpoint["checkpoint_id"]
     if wanted is None:
-        return next((run for run in view.runs if run.id in view.messages), None)
+        return state.latest(view)
     if wanted == state.START:
         return None
     turn = view.turn(wanted) if isinstance(wanted, str) else None
