@@ -174,11 +174,13 @@ class RunService:
         created: str,
         error: str,
     ) -> None:
-        """A turn of `thread_id` cancelled while it waited for the thread's turn before it (`enqueue`, or
-        superseded by a newer turn) has no row: the runtime records a turn once the thread admits it. It
-        is recorded `interrupted` with `error`, never started and held by no server, so that it stays
-        listed — a run of the thread, not a turn (engine/serve/langgraph_api/state.py). A row written
-        meanwhile (it was admitted as it was cancelled) is left as it is."""
+        """A turn of `thread_id` cancelled before its execution began. One that waited for the thread's turn
+        before it (`enqueue`, or superseded by a newer turn) has no row — the runtime records a turn once
+        the thread admits it — and is recorded `interrupted` with `error`, never started and held by no
+        server, so that it stays listed: a run of the thread, not a turn
+        (engine/serve/langgraph_api/state.py). One admitted as it was cancelled has its row, recorded
+        `interrupted` as `record_cancelled` does. Both in one transaction: a newer turn's rollback,
+        which deletes the row once it reads `interrupted`, never sees it come back."""
         digest, text = self.engine.pin(bundle)
         now = now_iso()
         record = RunRecord(
@@ -197,11 +199,11 @@ class RunService:
             store.save_definition(digest, bundle.name, bundle.version, text, now),
             store.insert_run(record),
         ]
+        held = store.cancel_unstarted(run_id, liveness.current(), error, now)
 
         def apply(conn: Connection) -> None:
-            if store.get_run(conn, run_id) is None:
-                for write in writes:
-                    conn.execute(write.sql, write.params)
+            for write in writes if store.get_run(conn, run_id) is None else [held]:
+                conn.execute(write.sql, write.params)
 
         await self.engine.db.writer.call(apply)
 

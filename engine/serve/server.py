@@ -539,17 +539,20 @@ class Server:
         under this server, for another server to adopt and run after it was cancelled. It is recorded
         `interrupted` here (an execution that began has recorded its own end: this changes nothing then)."""
         await asyncio.wait([task])
-        cancelling.take(job.run_id)  # not taken by an execution that never began
+        # the reason is taken by an execution that began, which records its own end: its row may be
+        # gone by now (a newer turn's rollback deletes it) and must not be written again
+        began = cancelling.take(job.run_id) is None and job.cancel_reason is not None
         service, _ = self._ready_parts()
         why = f"{job.cancel_reason or 'cancelled by a client'} before it started"
         try:
-            await service.record_cancelled(job.run_id, why)
             entry = self.catalog.flow(job.flow)
-            if job.kind == "start" and job.thread is not None and entry is not None:
+            if not began and job.kind == "start" and job.thread is not None and entry is not None:
                 # a turn that waited for its thread's turn has no row yet (none: the flow was removed)
                 await service.record_unadmitted(
                     job.run_id, entry.bundle, job.inputs, job.thread, job.created, why
                 )
+            else:
+                await service.record_cancelled(job.run_id, why)
         except _SETTLE_ERRORS as exc:  # the row stays as it was; the log says why
             self.log.warning("cancel_not_recorded", extra=fields(run=job.run_id, error=str(exc)))
 

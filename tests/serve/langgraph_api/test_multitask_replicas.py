@@ -5,7 +5,9 @@ starts — one turn of the thread at a time, whichever server each request reach
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -114,3 +116,39 @@ def test_concurrent_interrupting_turns_on_two_replicas_never_overlap(
                 (r["id"] == going, r["status"], r["error"], r["id"] in began) for r in runs
             ]
     assert statuses[going] == "interrupted"
+
+
+def test_a_turn_rolled_back_from_another_replica_stays_deleted_when_its_cancel_settles_late(
+    make_yard: Callable[[dict[str, str]], Path],
+    serve: Callable[..., Live],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stopped turn's execution records its own end, the other replica's rollback then deletes its
+    row, and the settling of that cancel on the first replica, finishing after that, must not write the
+    row again (it did: the deleted turn showed again, seen once in a fresh-clone CI run of 2026-11-28)."""
+    running, other = _two(make_yard, serve)
+    settle = running.server._settle_cancelled
+    settled = threading.Event()
+
+    async def late(job: Any, task: Any) -> None:
+        service = running.server.service
+        assert service is not None
+        for _ in range(200):  # until the other replica's rollback deleted the row (at most 10 s)
+            if await service.get_run(job.run_id) is None:
+                break
+            await asyncio.sleep(0.05)
+        await settle(job, task)
+        settled.set()
+
+    monkeypatch.setattr(running.server, "_settle_cancelled", late)
+    here: Any = get_sync_client(url=running.url + "/lg")
+    there: Any = get_sync_client(url=other.url + "/lg")
+    thread = here.threads.create()["thread_id"]
+    first = here.runs.create(thread, "sleepy", input={})["run_id"]
+    with running.client() as client:
+        assert wait_for(lambda: client.get(f"/runs/{first}").json().get("status") == "running")
+        second = there.runs.create(thread, "sleepy", input={}, multitask_strategy="rollback")
+        assert settled.wait(15)
+        assert client.get(f"/runs/{first}").status_code == 404
+    there.runs.join(thread, second["run_id"])
+    assert [run["run_id"] for run in here.runs.list(thread)] == [second["run_id"]]
