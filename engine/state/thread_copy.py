@@ -21,8 +21,8 @@ from engine.state.threads import Busy, Thread, busy_turn, get_thread
 
 def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread | Busy | None]:
     """A writer call: copy thread `thread_id` to `new_id`; None when there is no such thread, Busy while a
-    turn of it runs (with a live owner) or waits at a gate. UsageError-free: the caller checked `new_id`
-    is free (a taken id fails the insert)."""
+    turn of it runs (with a live owner) or waits at a gate. `new_id` is a fresh id: a taken one fails the
+    insert, as a run id taken twice does."""
 
     def apply(conn: Connection) -> Thread | Busy | None:
         row = conn.execute(
@@ -39,9 +39,8 @@ def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread
         held = busy_turn(conn, thread_id)
         if held is not None:
             return held
-        turns.sort(
-            key=lambda run: (run.started or "", run.id)
-        )  # oldest first: new ids keep the order
+        # oldest first: the new ids (which sort by time) keep their order
+        turns.sort(key=lambda run: (run.started or "", run.id))
         ids = {run.id: new_run_id() for run in turns}
         conn.execute(
             "INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run, "

@@ -19,7 +19,7 @@ from engine.state import branches, messages, store
 from engine.state.database import Connection
 from engine.state.ids import new_run_id
 from engine.state.store import RunRecord
-from engine.state.threads import Busy, busy_turn
+from engine.state.threads import Busy, busy_turn, title_of
 from engine.state.writer import Write
 
 
@@ -99,10 +99,11 @@ def write(
             written.append(run_id)
             previous = run_id
         if written:
+            # a thread made ahead of its turns is titled by the first message written to it
             conn.execute(
-                "UPDATE threads SET turns = turns + ?, last_run = ?, updated = ?, checkpoint = NULL "
-                "WHERE id = ?",
-                (len(written), written[-1], template.created, thread_id),
+                "UPDATE threads SET title = CASE WHEN turns = 0 AND title = '' THEN ? ELSE title END, "
+                "turns = turns + ?, last_run = ?, updated = ?, checkpoint = NULL WHERE id = ?",
+                (title_of(said[0].message), len(written), written[-1], template.created, thread_id),
             )
         return written
 

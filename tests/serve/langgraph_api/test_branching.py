@@ -330,6 +330,8 @@ def test_a_thread_made_ahead_of_its_turns_is_seeded_by_a_write(live: Live, llm: 
     )
     turn(client, thread, "again")
     assert sent(llm) == [("user", "hi"), ("assistant", "hello"), ("user", "again")]
+    with live.client() as http:  # titled by the first message written to it
+        assert http.get(f"/threads/{thread}").json()["title"] == "hi"
 
 
 def test_a_write_that_is_not_turns_is_refused_and_changes_nothing(live: Live) -> None:
