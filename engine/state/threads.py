@@ -167,18 +167,14 @@ def admit(
             raise UsageError(
                 f"thread '{thread_id}' is a conversation with flow '{row[0]}', not '{flow}'"
             )
-        for other, status, pid, host, start, replica, lease in conn.execute(
-            "SELECT id, status, owner_pid, owner_host, owner_start, owner_replica, lease_until FROM runs "
-            "WHERE thread_id = ? AND status IN ('running', 'waiting')",
-            (thread_id,),
-        ):
-            if status == RunStatus.WAITING:
-                raise UsageError(
-                    f"thread '{thread_id}' waits for an approval in run {other}: decide it first "
-                    f"(`blockyard resume {other} --approve` or `--reject`)"
-                )
-            if liveness.is_alive(pid, host, start, replica, lease):
-                return None
+        held = busy_turn(conn, thread_id)
+        if held is not None and held.status == RunStatus.WAITING:
+            raise UsageError(
+                f"thread '{thread_id}' waits for an approval in run {held.run_id}: decide it first "
+                f"(`blockyard resume {held.run_id} --approve` or `--reject`)"
+            )
+        if held is not None:
+            return None
         # the turn the thread's checkpoint is the end of, and the one a plain turn goes on from
         checkpointed = branches.head(conn, thread_id)
         latest = branches.latest(conn, thread_id)
@@ -201,23 +197,34 @@ def admit(
         )
         if row[2] == 0:
             return Admitted(first=True, checkpoint=None)
-        if parent == checkpointed and (row[1] is not None or checkpointed is None):
-            return Admitted(
-                first=False, checkpoint=row[1], turns_before=finished_turns(conn, thread_id)
-            )
-        # a branch; or a thread whose finished turns left no checkpoint (a copy, engine/state/thread_copy.py):
-        # the turn starts from its branch's messages
-        if parent != checkpointed:
-            branches.mark_branched(conn, thread_id)
-        said = tuple(messages.of_branch(conn, thread_id, parent)) if parent is not None else ()
-        return Admitted(
-            first=False,
-            checkpoint=row[1],
-            turns_before=branches.turns_on(conn, parent),
-            branch=said,
-        )
+        return _start(conn, thread_id, row[1], parent, checkpointed)
 
     return apply
+
+
+def _start(
+    conn: Connection,
+    thread_id: str,
+    checkpoint: str | None,
+    parent: str | None,
+    checkpointed: str | None,
+) -> Admitted:
+    """Where an admitted turn of a thread with turns starts: from the thread's `checkpoint` when it goes on
+    from the turn that checkpoint is the end of (`checkpointed`), else from its branch's messages — a
+    branch, or a thread whose finished turns left no checkpoint (a copy, engine/state/thread_copy.py)."""
+    if parent == checkpointed and (checkpoint is not None or checkpointed is None):
+        return Admitted(
+            first=False, checkpoint=checkpoint, turns_before=finished_turns(conn, thread_id)
+        )
+    if parent != checkpointed:
+        branches.mark_branched(conn, thread_id)
+    said = tuple(messages.of_branch(conn, thread_id, parent)) if parent is not None else ()
+    return Admitted(
+        first=False,
+        checkpoint=checkpoint,
+        turns_before=branches.turns_on(conn, parent),
+        branch=said,
+    )
 
 
 async def wait_turn(call: Callable[[], Any], thread_id: str, limit: float = 3600.0) -> Admitted:
