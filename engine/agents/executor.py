@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from engine.agents import transcript
 from engine.agents.answer import answer_function
 from engine.agents.graph import compile_graph, recursion_limit
@@ -22,10 +24,11 @@ from engine.nodes.errors import Problem
 from engine.nodes.scope import render_prompt
 
 _RETURNS = "Returns {}."
-# The loop runs without checkpoints (see engine/agents/graph.py). A graph invoked inside a node
-# inherits the run's durability; with "sync" and no checkpointer LangGraph 1.2 awaits a checkpoint
-# future it never created (AttributeError), so the loop states its own mode, through the config
-# key LangGraph reads it from (passing `durability=` instead warns that it has no effect).
+# A loop that cannot wait for a person runs without checkpoints (see engine/agents/graph.py). A graph
+# invoked inside a node inherits the run's durability; with "sync" and no checkpointer LangGraph 1.2
+# awaits a checkpoint future it never created (AttributeError), so such a loop states its own mode,
+# through the config key LangGraph reads it from (passing `durability=` instead warns that it has no
+# effect). A loop that may wait keeps the run's checkpointer and durability.
 _NO_CHECKPOINTS = {"__pregel_durability": "exit"}
 
 
@@ -38,10 +41,19 @@ class AgentExecutor:
         self.plan = plan
         self.graph = compile_graph(plan)
         self.limit = recursion_limit(plan)
+        self.config: RunnableConfig = {"recursion_limit": self.limit}
+        if not plan.pauses:
+            self.config["configurable"] = _NO_CHECKPOINTS
         self.answer = answer_function(block.outputs)
         self.delegate_tools = tuple(
             function_tool(d.name, d.description, d.parameters) for d in plan.delegates
         )
+
+    @property
+    def pauses(self) -> bool:
+        """Whether a run may wait for a person inside this agent (engine/compile/uses.py keeps its
+        step a node of its own)."""
+        return self.plan.pauses
 
     async def __call__(self, call: BlockCall) -> dict[str, Any]:
         plan = self.plan
@@ -65,9 +77,7 @@ class AgentExecutor:
             "answer": None,
         }
         try:
-            final = await self.graph.ainvoke(
-                start, {"recursion_limit": self.limit, "configurable": _NO_CHECKPOINTS}, context=run
-            )
+            final = await self.graph.ainvoke(start, self.config, context=run)
         finally:  # recovered from or not, a failed tool call is part of the step's record
             if run.failures:
                 call.report["tool_errors"] = list(run.failures)

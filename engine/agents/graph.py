@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from engine.agents import transcript
+from engine.agents import approval, transcript
 from engine.agents.answer import read_answer, repair_note
 from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
 from engine.core.errors import BlockyardError
@@ -78,7 +78,12 @@ def compile_graph(plan: AgentPlan) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph.add_edge(START, AGENT)
     graph.add_conditional_edges(AGENT, _route, targets)
     graph.add_edge(TOOLS, AGENT)
-    return graph.compile(checkpointer=False, name=f"agent {plan.block.block}")
+    # A loop that may wait for a person keeps checkpoints in the run's (LangGraph's own for a graph
+    # invoked in a node, under the node's namespace): resumed, it goes on where it waited. Any other
+    # keeps none: one step of the flow, it is checkpointed after it like any step.
+    return graph.compile(
+        checkpointer=None if plan.pauses else False, name=f"agent {plan.block.block}"
+    )
 
 
 def recursion_limit(plan: AgentPlan) -> int:
@@ -133,7 +138,7 @@ async def _agent_node(state: AgentState, runtime: Runtime[AgentRun]) -> dict[str
             update["messages"].append(transcript.note(repair_note(answer.problem)))
         return update
     update["messages"].extend(_invalid_calls(run, said))
-    update["pending"] = [_dispatch(run, call) for call in said.tool_calls]
+    update["pending"] = _dispatched(run, said.tool_calls)
     update["errors"] = len(said.invalid_tool_calls)
     return update
 
@@ -257,12 +262,26 @@ def _reply_problem(said: AIMessage) -> str | None:
     return problem
 
 
-def _dispatch(run: AgentRun, call: Any) -> dict[str, Any]:
-    """A tool call with the node that answers it: its sub-agent's, or the tool node (unknown names too)."""
-    name = str(call.get("name"))
-    delegate = run.plan.delegate(name)
-    node = DELEGATE.format(name) if delegate is not None else TOOLS
-    return {"name": name, "args": call.get("args") or {}, "id": call.get("id") or "", "node": node}
+def _dispatched(run: AgentRun, calls: list[Any]) -> list[dict[str, Any]]:
+    """Each tool call with the node that answers it (its sub-agent's, or the tool node: unknown names
+    too) and, when the turn calls a name more than once, which call of it it is (`nth`)."""
+    seen: dict[str, int] = {}
+    dispatched = []
+    for call in calls:
+        name = str(call.get("name"))
+        seen[name] = seen.get(name, 0) + 1
+        node = DELEGATE.format(name) if run.plan.delegate(name) is not None else TOOLS
+        args = call.get("args") or {}
+        dispatched.append(
+            {
+                "name": name,
+                "args": args,
+                "id": call.get("id") or "",
+                "node": node,
+                "nth": seen[name],
+            }
+        )
+    return dispatched
 
 
 def _skipped(message: AIMessage, why: str) -> list[BaseMessage]:
@@ -287,6 +306,12 @@ async def _tool_node(state: CallPayload, runtime: Runtime[AgentRun]) -> dict[str
     """One tool call (`state` is what `Send` carried, named as LangGraph's node protocol names it)."""
     run = runtime.context
     call = state["call"]
+    allowed = run.plan.block.approve_tools.get(call["name"])
+    if allowed is not None and run.offers(call["name"]):
+        decided = approval.ask(run, call, allowed)  # the run waits here the first time
+        if decided.rejected:
+            return _rejected(run, call, decided)
+        call = {**call, "args": decided.args}
     name, args = call["name"], call["args"]
     started = time.monotonic()
     _announce(run, call, "tool")
@@ -398,6 +423,23 @@ def _answered(
     emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)
     message = transcript.tool_result(call["id"], call["name"], result, error=error)
     return {"messages": [message], "errors": 1 if error is not None else 0}
+
+
+def _rejected(run: AgentRun, call: dict[str, Any], decided: approval.Decided) -> dict[str, Any]:
+    """A call a person rejected: nothing runs, and the model reads why as the call's result. Not a
+    failed call (it does not count towards MAX_TOOL_ERRORS): a person's decision."""
+    told = decided.told(call["name"])
+    data: dict[str, Any] = {
+        "tool": call["name"],
+        "args": _bounded(call["args"]),
+        "call_id": call["id"],
+        "kind": "tool",
+        "block": run.plan.block.block,
+        "status": "rejected",
+        "error": told,
+    }
+    emit(run.call.writer, TOOL_CALL, run.label, data, run.call.index)
+    return {"messages": [transcript.tool_result(call["id"], call["name"], error=told)]}
 
 
 def _names(run: AgentRun) -> list[str]:

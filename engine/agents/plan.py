@@ -56,6 +56,8 @@ class Delegate:
     will_retry: Callable[[BaseException, int], bool] = field(
         default=lambda exc, attempt: False, repr=False
     )
+    # whether a run may wait for a person inside it (an approval gate, a tool call to decide)
+    pauses: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class AgentPlan:
     @property
     def max_iterations(self) -> int:
         return self.block.max_iterations or DEFAULT_MAX_ITERATIONS
+
+    @property
+    def pauses(self) -> bool:
+        """Whether the loop may wait for a person: a tool call to decide (`approve_tools`), or a
+        delegate that may wait. Such a loop keeps checkpoints of its own (engine/agents/graph.py)."""
+        return bool(self.block.approve_tools) or any(d.pauses for d in self.delegates)
 
     def delegate(self, name: str) -> Delegate | None:
         return next((d for d in self.delegates if d.name == name), None)

@@ -180,6 +180,8 @@ class PlainLines(Progress):
                 return None
             if status == "error":
                 return f"  {step}: tool {tool} failed: {event.data.get('error')}"
+            if status == "rejected":  # a person's decision (approve_tools): it did not run
+                return f"  {step}: tool {tool} rejected, not run"
             return f"  {step}: tool {tool}"
         if event.type == FILE_WRITTEN:
             return f"  {step}: wrote {event.data.get('path')} ({event.data.get('bytes')} bytes)"

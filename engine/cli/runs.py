@@ -21,6 +21,7 @@ from engine.cli.progress import format_duration
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
 from engine.core.events import (
+    APPROVAL_REQUIRED,
     MODEL_CALL,
     STEP_FAILED,
     STEP_FINISHED,
@@ -176,7 +177,13 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
     the agent may have recovered and the run finished, but the failure is part of the record."""
     steps: dict[str, dict[str, Any]] = {}
     open_: dict[tuple[str, Any], Event] = {}
+    # steps the run waited in for a person (a gate of a subflow, an agent's tool call): started again
+    # when it resumes, they go on rather than try again
+    waited: set[tuple[str, Any]] = set()
     for event in events:
+        if event.type == APPROVAL_REQUIRED:
+            waited.update(open_)
+            continue
         if event.step is None or event.type not in (
             STEP_STARTED,
             STEP_FINISHED,
@@ -206,7 +213,10 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
             continue
         key = (event.step, event.data.get("index"))
         if event.type == STEP_STARTED:
-            entry["attempts"] += 1
+            if key in waited:
+                waited.discard(key)
+            else:
+                entry["attempts"] += 1
             open_[key] = event
             continue
         began = open_.pop(key, None)

@@ -22,7 +22,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from engine.agents import AgentRun, Delegate
+from engine.agents import AgentExecutor, AgentRun, Delegate
 from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import GraphBuilder, Region
@@ -82,7 +82,7 @@ def agent_executor(
 
 def _agent_executor(
     builder: GraphBuilder, region: Region | None, me: Agent, label: str, where: str
-) -> Executor:
+) -> AgentExecutor:
     key, chain = me.key, _CHAIN.get()
     if key in chain:  # refused by validate (BY320); following it here would never end
         cycle = " -> ".join([*chain[chain.index(key) :], key])
@@ -137,6 +137,7 @@ def _delegate(
             "step",
             target.description or inner.block.description,
             set(target.with_),
+            pauses=executor.pauses,
         )
     if callee.kind == "agent":
         inner, name = me.inner(callee), f"{label}.{callee.name}"
@@ -160,6 +161,7 @@ def _delegate(
             inner.block.description,
             set(),
             isolated=True,
+            pauses=executor.pauses,
         )
     if callee.of == "step":
         raise internal(
@@ -182,6 +184,7 @@ def _as_delegate(
     bound: set[str],
     *,
     isolated: bool = False,
+    pauses: bool = False,
 ) -> Delegate:
     """A sub-agent that runs as a block step: the model's arguments fill the inputs `with:` leaves open.
     An `isolated` one (a block's delegate, reusable anywhere) sees its arguments and defaults only."""
@@ -206,7 +209,14 @@ def _as_delegate(
         if part
     )
     return Delegate(
-        name, kind, text, _parameters(open_inputs), invoke, step.policies.retry, will_retry
+        name,
+        kind,
+        text,
+        _parameters(open_inputs),
+        invoke,
+        step.policies.retry,
+        will_retry,
+        pauses=pauses,
     )
 
 
@@ -273,7 +283,9 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     flow = bundle.flow
     returns = f"Returns {', '.join(flow.outputs)}." if flow.outputs else ""
     text = " ".join(part for part in (flow.description or f"Flow '{name}'.", returns) if part)
-    return Delegate(name, "flow", text, _parameters(flow.inputs), invoke)
+    return Delegate(
+        name, "flow", text, _parameters(flow.inputs), invoke, pauses=bundle.gate() is not None
+    )
 
 
 def _parameters(inputs: Mapping[str, TypeSpec]) -> dict[str, Any]:

@@ -64,6 +64,9 @@ class BlockStep:
         self.files: Mapping[str, str] = files or {}
         # its model calls are recorded (engine/nodes/spend.py)
         self.calls_models = block.kind in MODEL_KINDS
+        # whether the run may wait for a person inside the block (an agent's `approve_tools`, a
+        # delegate that waits): its step is then a node of its own, never run inline
+        self.pauses: bool = getattr(self.executor, "pauses", False)
 
     async def run(
         self,

@@ -162,13 +162,14 @@ class GraphBuilder:
         *,
         retry: RetryPolicy | None = None,
         subgraph: bool = False,
+        inline: bool = True,
     ) -> str:
         """Add the node that runs one item of a map (each gets a `Send`), and its edge to `join`,
         which runs when every item has. In an inline graph the node before may run the items itself
-        (engine/compile/inline.py)."""
+        (engine/compile/inline.py), unless `inline` is False (an item may wait for a person)."""
         self.add_node(name, fn, retry=retry, subgraph=subgraph)
         self.graph.add_edge(name, join)
-        if self.inline is not None and not subgraph:
+        if self.inline is not None and not subgraph and inline:
             where = self._building[-1].where if self._building else None
             self.inline.add_items(name, _Node(fn, where, self.emits), [join], retry)
         return name

@@ -59,7 +59,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     item_node, join_node = f"{step.id}.item", f"{step.id}.join"
     count_key, since_key = COUNT.format(step.id), SINCE.format(step.id)
     index_key = MAP_INDEX.format(step.id)
-    run_item, retry = _item_function(builder, step, spec, inner)
+    run_item, retry, pauses = _item_function(builder, step, spec, inner)
     outer_log = log_key(frames)
     needs_results = _mentions_steps(spec)
 
@@ -118,7 +118,9 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         return _joined(state, step.id, spec, count, results, outputs, outer_log)
 
     builder.follower(step.id, fan_out)
-    builder.add_items(item_node, item, join_node, retry=retry, subgraph=spec.steps is not None)
+    builder.add_items(
+        item_node, item, join_node, retry=retry, subgraph=spec.steps is not None, inline=not pauses
+    )
     builder.add_node(join_node, join, inline=True)
     return Built([step.id], tail=join_node)
 
@@ -187,8 +189,9 @@ RunItem = Callable[[dict[str, Any], Runtime[RunContext], int], Awaitable[tuple[A
 
 def _item_function(
     builder: GraphBuilder, step: StepSpec, spec: MapSpec, frames: tuple[Frame, ...]
-) -> tuple[RunItem, RetryPolicy | None]:
-    """How one item runs (payload, runtime, position -> outputs), and the item node's retry policy."""
+) -> tuple[RunItem, RetryPolicy | None, bool]:
+    """How one item runs (payload, runtime, position -> outputs), the item node's retry policy, and
+    whether an item of a `uses:` map may wait for a person (an agent's `approve_tools`)."""
     if (spec.uses is None) == (spec.steps is None):
         raise internal(
             f"{builder.where(step.id)}: a map with {'both' if spec.uses else 'neither'} of uses and steps",
@@ -215,7 +218,7 @@ def _item_function(
         ) -> tuple[Any, list[Any]]:
             return await block_step.run(make_scope(payload, frames), runtime, position), []
 
-        return run_block, block_step.policies.retry
+        return run_block, block_step.policies.retry, block_step.pauses
 
     assert spec.steps is not None
 
@@ -255,7 +258,7 @@ def _item_function(
             (final.get("loops") or {}).get(log) or []
         )
 
-    return run_body, None
+    return run_body, None, False
 
 
 class _Slot:

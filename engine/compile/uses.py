@@ -82,7 +82,7 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
             then = await followers[0](applied(state, update), runtime)
             return Command(update=combined(update, then.update), goto=then.goto)
 
-        builder.add_node(name, node, retry=block_step.policies.retry, inline=True)
+        builder.add_node(name, node, retry=block_step.policies.retry, inline=not block_step.pauses)
         return Built([name], tail=name, fuse=followers.append)
 
     choice = decision_output(block, builder.where(step.id))
@@ -95,5 +95,5 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         goto = region.resolve(target) if target is not None else built.default
         return Command(update=update, goto=list(dict.fromkeys([*goto, *built.after])))
 
-    builder.add_node(name, decide, retry=block_step.policies.retry, inline=True)
+    builder.add_node(name, decide, retry=block_step.policies.retry, inline=not block_step.pauses)
     return built

@@ -18,6 +18,7 @@ from engine.definitions.files import Refused, TooLarge, read_bytes
 from engine.definitions.project import Project, content_hash, relative
 from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources, resolved_prompt
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec.durability import gate_of
 from engine.spec.walk import walk_steps
 
 MAX_PROGRAM_BYTES = 16 * 2**20  # a compiled DSPy program with its demos; far above any real one
@@ -49,6 +50,22 @@ class Bundle:
 
     def block(self, ref: str) -> BlockSpec:
         return self.blocks[ref]
+
+    def gate(self) -> str | None:
+        """The first gate a run of the flow may wait at for a person (engine/spec/durability.py's
+        `gate_of`), its subflows' and its agents' tool calls included; None when it never waits."""
+        flows: dict[str, FlowSpec] = {}
+        blocks: dict[str, BlockSpec] = {}
+        pending: list[Bundle] = [self]
+        while pending:  # every subflow at any depth, and the blocks each uses, by reference
+            current = pending.pop()
+            for ref, spec in current.blocks.items():
+                blocks.setdefault(ref, spec)
+            for name, sub in current.flows.items():
+                if name not in flows:
+                    flows[name] = sub.flow
+                    pending.append(sub)
+        return gate_of(self.flow, flows.get, blocks.get)
 
     def to_json(self) -> str:
         return json.dumps(self.source, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

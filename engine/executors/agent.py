@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.agents import AgentExecutor, AgentPlan, Delegate
-from engine.nodes.call import Executor
 from engine.nodes.errors import InternalError
 from engine.spec import BlockSpec
 
@@ -22,7 +21,7 @@ def prepare(
     *,
     flow: str = "",
     depth: int = 0,
-) -> Executor:
+) -> AgentExecutor:
     if block.delegates and not delegates:
         raise InternalError(
             f"bug: {where}: agent block '{block.block}' has delegates, which only the compiler wires "

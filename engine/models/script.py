@@ -3,8 +3,9 @@
 Replies are looked up by `<flow>.<step>`, then the step id, then the block id. Under each key,
 rule replies (`{when: {contains: ..., regex: ...}, reply: ...}`) are tried first, in list order,
 against the text sent to the model, and fire every time they match; then the ordered replies are
-used in order, and when they are exhausted the last one repeats (docs/models.md). A script registered for a run id
-(`scripted(run_id, {...})`) makes every model call of that run go to the mock, so flow tests
+used in order, and when they are exhausted the last one repeats (docs/models.md); an agent's turn N
+takes at least the Nth, so that a loop resumed in the middle goes on with its own replies. A script
+registered for a run id (`scripted(run_id, {...})`) makes every model call of that run go to the mock, so flow tests
 never reach the network, and records every request it saw in `calls`.
 """
 
@@ -65,7 +66,9 @@ class MockScript:
                         return True, rule.reply
                 replies = self._replies.get(key)
                 if replies:
-                    used = self._used.get(key, 0)
+                    # an agent's loop resumed at its turn N (it waited for a person before a tool
+                    # call) goes on with the reply of turn N, though this execution's script is new
+                    used = max(self._used.get(key, 0), getattr(request, "turn", 1) - 1)
                     self._used[key] = used + 1
                     return True, replies[min(used, len(replies) - 1)]
         return False, None

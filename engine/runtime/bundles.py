@@ -5,7 +5,6 @@ blocks are sent, the durability mode a run of it gets. The engine asks these whe
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from engine.core.errors import UsageError
@@ -14,7 +13,6 @@ from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
 from engine.spec.budget import effective
 from engine.spec.common import DURABILITY_MODES
 from engine.spec.durability import keeps_trace, mode_of, refusal
-from engine.spec.flow import FlowSpec
 
 
 def all_blocks(bundle: Bundle) -> list[Any]:
@@ -26,19 +24,6 @@ def all_blocks(bundle: Bundle) -> list[Any]:
         blocks.extend(sub.blocks.values())
         pending.extend(sub.flows.values())
     return blocks
-
-
-def subflows(bundle: Bundle) -> Callable[[str], FlowSpec | None]:
-    """Flow name -> its spec, for the flows a bundle's steps run (at any depth)."""
-    found: dict[str, FlowSpec] = {}
-    pending = [bundle]
-    while pending:
-        current = pending.pop()
-        for name, sub in current.flows.items():
-            if name not in found:
-                found[name] = sub.flow
-                pending.append(sub)
-    return found.get
 
 
 def uses_default_model(bundle: Bundle) -> bool:

@@ -46,7 +46,6 @@ from engine.runtime.bundles import (
     model_profiles,
     run_budget,
     run_mode,
-    subflows,
     uses_default_model,
 )
 from engine.runtime.end_hooks import end_hook
@@ -56,7 +55,7 @@ from engine.runtime.observe import Observer
 from engine.spec import ModelProfile
 from engine.spec.budget import BudgetSpec, raised
 from engine.spec.decisions import DecisionRefused
-from engine.spec.durability import NO_CHECKPOINTS, gate_of, synchronous_of
+from engine.spec.durability import NO_CHECKPOINTS, synchronous_of
 from engine.spec.typecheck import coerce_inputs
 from engine.state import branches, gates, liveness, messages, store, threads, written
 from engine.state.checkpointer import StateDB
@@ -290,7 +289,7 @@ class Engine:
         digest = self.pin(bundle)[0]
         with self._lock:  # which step pauses the flow, judged once per definition
             if digest not in self._gates:
-                self._gates[digest] = gate_of(bundle.flow, subflows(bundle))
+                self._gates[digest] = bundle.gate()
         return run_mode(bundle, durability, trace, gate=self._gates[digest], thread=thread)
 
     async def start(

@@ -32,6 +32,7 @@ KIND_KEYS: dict[str, frozenset[str]] = {
     "tools": frozenset({"agent"}),
     "delegates": frozenset({"agent"}),
     "max_iterations": frozenset({"agent"}),
+    "approve_tools": frozenset({"agent"}),
     "mode": frozenset({"smart"}),
     "guardrails": frozenset({"smart"}),
     "compute": frozenset({"transform"}),
@@ -60,6 +61,8 @@ MAX_DELEGATION_DEPTH = (
     8  # agents within agents (delegated flows count as a level): validate refuses deeper (BY440)
 )
 DEFAULT_MAX_ITERATIONS = 10  # an agent block's turns when it says nothing (`max_iterations`)
+ToolDecision = Literal["approve", "edit", "reject"]
+TOOL_DECISIONS: tuple[str, ...] = ToolDecision.__args__  # type: ignore[attr-defined]
 ANSWER_TOOL = "final_answer"  # the function an agent answers with: no tool or delegate may take its name (BY442)
 
 
@@ -142,6 +145,14 @@ class BlockSpec(Spec):
     )
     max_iterations: int | None = Field(
         None, ge=1, le=100, description="agent: bound on model turns."
+    )
+    approve_tools: dict[Name, Annotated[list[ToolDecision], Field(min_length=1, max_length=3)]] = (
+        Field(
+            default_factory=empty_dict,
+            description="agent: tools a person decides on before each call, each with the decisions "
+            "allowed: approve (run it as the model asked), edit (run it with changed arguments), reject "
+            "(do not run it; the reason goes back to the model). See docs/agents.md.",
+        )
     )
     mode: Literal["predict", "chain_of_thought"] | None = Field(
         None, description="smart: DSPy module."

@@ -145,6 +145,33 @@ def gate_name(request: Mapping[str, Any]) -> str:
     return str(request.get("gate") or request.get("step") or "?")
 
 
+def _check_allowed(
+    request: Mapping[str, Any], gate: str, decision: str, given: Mapping[str, Any]
+) -> None:
+    """The decisions a gate allows (`allowed`: a tool call's gate, engine/agents/approval.py): an
+    approval that changes a field is an edit, one that changes none an approval as asked."""
+    allowed = request.get("allowed")
+    if not isinstance(allowed, list) or decision not in (APPROVE, REJECT):
+        return
+    fields = request.get("fields") or {}
+    edits = any(
+        name in given and (fields.get(name) or {}).get("default") != given[name] for name in given
+    )
+    word = REJECT if decision == REJECT else "edit" if edits else APPROVE
+    if word in allowed:
+        return
+    how = {
+        APPROVE: "approve it as asked",
+        "edit": "change its arguments (--set NAME=VALUE)",
+        REJECT: "reject it",
+    }
+    said = {APPROVE: "approved as asked", "edit": "edited", REJECT: "rejected"}[word]
+    raise DecisionRefused(
+        f"gate '{gate}' cannot be {said}: its block allows only to "
+        + " or ".join(how[w] for w in (APPROVE, "edit", REJECT) if w in allowed)
+    )
+
+
 def check_decision(
     request: Mapping[str, Any],
     decision: str,
@@ -172,6 +199,7 @@ def check_decision(
             )
     fields = field_specs(request)
     given = dict(values or {})
+    _check_allowed(request, gate, decision, given)
     unknown = [name for name in given if name not in fields]
     if unknown:
         name = unknown[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from engine.spec.block import BlockSpec
 from engine.spec.common import DEFAULT_DURABILITY
 from engine.spec.config import ConfigSpec
 from engine.spec.flow import FlowSpec, StepSpec
@@ -50,26 +51,60 @@ def is_gate(step: StepSpec) -> bool:
     return step.approval is not None or step.require_approval is not False
 
 
-def gate_of(flow: FlowSpec, subflow: Callable[[str], FlowSpec | None]) -> str | None:
-    """The first step at which a run of `flow` may pause (`sub.gate` inside subflow step `sub`),
-    following the flows its steps run (`subflow(name)`: the flow of that name, or None); None when
-    no step pauses."""
-    return _gate_of(flow, subflow, (flow.flow,))
+def gate_of(
+    flow: FlowSpec,
+    subflow: Callable[[str], FlowSpec | None],
+    block: Callable[[str], BlockSpec | None] = lambda ref: None,
+) -> str | None:
+    """The first gate at which a run of `flow` may pause: a step's (`sub.gate` inside subflow step
+    `sub`), or a tool call an agent asks a person about (`step:tool`, `approve_tools`), following
+    the flows its steps run (`subflow(name)`: the flow of that name, or None) and the blocks they use
+    (`block(ref)`), agents' delegates included; None when nothing pauses."""
+    return _gate_of(flow, subflow, block, (flow.flow,))
 
 
 def _gate_of(
-    flow: FlowSpec, subflow: Callable[[str], FlowSpec | None], seen: tuple[str, ...]
+    flow: FlowSpec,
+    subflow: Callable[[str], FlowSpec | None],
+    block: Callable[[str], BlockSpec | None],
+    seen: tuple[str, ...],
 ) -> str | None:
     for walked in walk_steps(flow.steps):
         step = walked.step
         if is_gate(step):
             return step.id
-        if step.flow is not None and step.flow not in seen:
-            inner = subflow(step.flow)
-            found = _gate_of(inner, subflow, (*seen, step.flow)) if inner is not None else None
+        names = [step.flow] if step.flow is not None else []
+        for ref in (step.uses, step.map.uses if step.map is not None else None):
+            tool, flows = _asks(ref, block, seen) if ref is not None else (None, [])
+            if tool is not None:
+                return f"{step.id}:{tool}"
+            names.extend(flows)
+        names.extend(step.delegates)
+        for name in names:
+            inner = subflow(name) if name not in seen else None
+            found = _gate_of(inner, subflow, block, (*seen, name)) if inner is not None else None
             if found is not None:
                 return f"{step.id}.{found}"
     return None
+
+
+def _asks(
+    ref: str, block: Callable[[str], BlockSpec | None], seen: tuple[str, ...]
+) -> tuple[str | None, list[str]]:
+    """The first tool an agent block (or an agent block it delegates to) asks a person about, and
+    the names its delegates give (some may be flows)."""
+    spec = block(ref)
+    if spec is None or spec.kind != "agent" or f"block:{ref}" in seen:
+        return None, []
+    if spec.approve_tools:
+        return next(iter(spec.approve_tools)), []
+    flows: list[str] = []
+    for name in spec.delegates:
+        tool, more = _asks(name, block, (*seen, f"block:{ref}"))
+        if tool is not None:
+            return tool, []
+        flows.extend([name, *more])
+    return None, flows
 
 
 def refusal(

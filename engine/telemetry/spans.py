@@ -543,7 +543,7 @@ class ExecutionTrace:
             if kind in DELEGATIONS:
                 self.delegations.append((label, str(data.get("tool")), call))
             return False
-        if status in ("ok", "error"):
+        if status in ("ok", "error", "rejected"):  # rejected: a person said no, nothing ran
             span: Open | None = (
                 self.calls.pop((label, index, call_id), None) if isinstance(call_id, str) else None
             )
@@ -564,7 +564,10 @@ class ExecutionTrace:
                 self.delegations = [entry for entry in self.delegations if entry[2] is not span]
             if self.capture and "result" in data:
                 span.set("gen_ai.tool.call.result", semconv.content(data["result"]))
-            if status == "error":
+            if status == "rejected":
+                span.set("blockyard.tool.decision", "reject")
+                self._close(span, at)
+            elif status == "error":
                 span.set("error.type", semconv.OTHER_ERROR)
                 self._close(span, at, _failed(str(data.get("error") or "the tool failed")))
             else:

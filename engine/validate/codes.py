@@ -133,6 +133,7 @@ BUILD: dict[str, str] = {
     "BY443": "memory_write of a preference without a key",
     "BY444": "memory_write block with no input to store",
     "BY445": "approval that approves on timeout without a default for every field",
+    "BY446": "approve_tools names a tool the agent block does not list in tools",
 }
 
 # configuration, tools, models and schedules

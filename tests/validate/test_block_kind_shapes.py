@@ -66,6 +66,7 @@ SOME: dict[str, Any] = {
     "tools": ["current_time"],
     "delegates": ["x"],
     "max_iterations": 3,
+    "approve_tools": {"current_time": ["approve"]},
     "mode": "predict",
     "guardrails": {"max_length": 10},
     "compute": {"m": "1"},

@@ -6,6 +6,8 @@ LangChain v1's HumanInTheLoopMiddleware interrupts with `{"action_requests": [{n
 decision form for exactly that (docs/langgraph-api.md). A gate is one action: its name, its fields as the
 args (each field's default), its message as the description. Its decisions map onto the engine's one shape
 (`{approve, values, reason}`, engine/spec/decisions.py), which the runtime then judges like any other.
+An agent's tool call waiting for a person (`approve_tools`) is one action too: the tool's name, the call's
+arguments, the decisions its block allows.
 """
 
 from __future__ import annotations
@@ -27,10 +29,23 @@ def approvable(fields: Mapping[str, Any]) -> bool:
     return all(isinstance(spec, Mapping) and "default" in spec for spec in fields.values())
 
 
-def request(name: str, message: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The gate as a HITLRequest. `edit` is offered only when the gate has fields to set, `approve` only
-    when it can be approved without them; `respond` (a rejection with a message) is accepted on resume but
-    not offered: LangChain v1 has no such decision."""
+def allowed_decisions(fields: Mapping[str, Any], allowed: Any = None) -> list[str]:
+    """The decisions a gate offers: `edit` only when it has fields to set, `approve` only when it can be
+    approved without them, each only if the gate allows it (`allowed`: a tool call's gate,
+    engine/agents/approval.py; None: every one)."""
+    offered = [
+        *(["approve"] if approvable(fields) else []),
+        *(["edit"] if fields else []),
+        "reject",
+    ]
+    return offered if not isinstance(allowed, list) else [d for d in offered if d in allowed]
+
+
+def request(
+    name: str, message: Any, fields: Mapping[str, Any], allowed: Any = None
+) -> dict[str, Any]:
+    """The gate as a HITLRequest, offering `allowed_decisions(fields, allowed)`; `respond` (a rejection
+    with a message) is accepted on resume but not offered: LangChain v1 has no such decision."""
     args = {
         key: (spec.get("default") if isinstance(spec, Mapping) else None)
         for key, spec in fields.items()
@@ -38,11 +53,7 @@ def request(name: str, message: Any, fields: Mapping[str, Any]) -> dict[str, Any
     action: dict[str, Any] = {"name": name, "args": args}
     if message is not None:
         action["description"] = str(message)
-    allowed = [
-        *(["approve"] if approvable(fields) else []),
-        *(["edit"] if fields else []),
-        "reject",
-    ]
+    allowed = allowed_decisions(fields, allowed)
     review: dict[str, Any] = {"action_name": name, "allowed_decisions": allowed}
     if fields:
         review["args_schema"] = {

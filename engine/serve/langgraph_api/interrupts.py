@@ -26,7 +26,10 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
     value: dict[str, Any] = dict(asked) if isinstance(asked, Mapping) else {"message": asked}
     given = value.get("fields")
     fields: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    name = str(value.get("gate") or value.get("step") or "approval")
+    # a tool call's gate (engine/agents/approval.py) is shown as the call: the tool's name and arguments
+    tool = value.get("tool") if value.get("kind") == "tool" else None
+    name = str(tool or value.get("gate") or value.get("step") or "approval")
+    allowed = hitl.allowed_decisions(fields, value.get("allowed"))
     value.setdefault("description", value.get("message"))
     value["action_request"] = {
         "action": name,
@@ -36,12 +39,12 @@ def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
         },
     }
     value["config"] = {
-        "allow_accept": hitl.approvable(fields),
-        "allow_edit": bool(fields),
+        "allow_accept": "approve" in allowed,
+        "allow_edit": "edit" in allowed,
         "allow_respond": False,
-        "allow_ignore": True,
+        "allow_ignore": "reject" in allowed,
     }
-    value.update(hitl.request(name, value.get("message"), fields))
+    value.update(hitl.request(name, value.get("message"), fields, value.get("allowed")))
     return {"value": value, "id": str(gate.get("interrupt_id") or name)}
 
 

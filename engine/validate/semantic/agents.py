@@ -3,17 +3,17 @@
 An agent's model is offered its tools, its delegates (agent blocks, agent steps of the same list,
 flows) and one more function, `final_answer`, that it answers with. BY441: a name offered twice
 (a tool and a delegate) would be ambiguous; BY442: no tool or delegate may be called
-`final_answer`. BY440: agents within agents go at most MAX_DELEGATION_DEPTH levels deep — each
-agent, and each flow an agent delegates to, is one level, counted the way the compiler follows
-delegation (engine/spec/delegation.py, which both use: a `flow:` step runs its subflow at the level
-of the step). Cycles are BY320's.
+`final_answer`; BY446: `approve_tools` names only the block's own tools. BY440: agents within
+agents go at most MAX_DELEGATION_DEPTH levels deep — each agent, and each flow an agent delegates
+to, is one level, counted the way the compiler follows delegation (engine/spec/delegation.py,
+which both use: a `flow:` step runs its subflow at the level of the step). Cycles are BY320's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.core.diagnostics import Diagnostic
+from engine.core.diagnostics import Diagnostic, did_you_mean
 from engine.definitions.load import JsonPath
 from engine.definitions.project import Project
 from engine.spec import StepSpec
@@ -33,6 +33,20 @@ def check_agent_blocks(project: Project) -> list[Diagnostic]:
                 continue
             for path, code, message in _offered(spec.tools, spec.delegates, ()):
                 found.append(issue(definition.doc, path, code, f"block '{spec.block}': {message}"))
+            for name in spec.approve_tools:
+                if name not in spec.tools:
+                    offered = ", ".join(spec.tools) or "none"
+                    found.append(
+                        issue(
+                            definition.doc,
+                            ("approve_tools", name),
+                            "BY446",
+                            f"block '{spec.block}': approve_tools names '{name}', which is not one of "
+                            f"its tools{did_you_mean(name, spec.tools)} (its tools: {offered}); a "
+                            "person decides on calls of the block's own tools only",
+                            key=True,
+                        )
+                    )
     return found
 
 

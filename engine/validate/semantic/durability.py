@@ -7,6 +7,9 @@ The same rules judge a run's own choice at run time (engine/spec/durability.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from engine.spec.block import BlockSpec
 from engine.spec.durability import NO_CHECKPOINTS, gate_of
 from engine.spec.flow import FlowSpec
 from engine.validate.semantic.index import FlowIndex
@@ -28,7 +31,7 @@ def check_durability(index: FlowIndex) -> None:
         )
     if mode not in NO_CHECKPOINTS:
         return
-    gate = gate_of(flow, _flows(index).get)
+    gate = gate_of(flow, _flows(index).get, _block(index))
     if gate is None:
         return
     why = (
@@ -46,6 +49,16 @@ def check_durability(index: FlowIndex) -> None:
             f"flow '{index.name}' gets durability {mode} from blockyard.yaml, but {why}: "
             "set durability: sync (or async, exit) on the flow",
         )
+
+
+def _block(index: FlowIndex) -> Callable[[str], BlockSpec | None]:
+    """A block reference -> its spec (the newest version for a bare name), or None."""
+
+    def block(ref: str) -> BlockSpec | None:
+        found = index.project.block(ref)
+        return found.spec if found is not None else None
+
+    return block
 
 
 def _flows(index: FlowIndex) -> dict[str, FlowSpec]:

@@ -5,9 +5,9 @@ usestream_page/app.jsx is a chat page written the way LangGraph's docs write one
 tests/support/npm-locks/usestream-page/) with `fetchStateHistory: true`, its messages (with the edit,
 regenerate and branch controls of LangGraph's branching pattern), a chat box, a JSON input, the hook's
 `isLoading` / `error` / `values`, and an interrupt's LangChain human-in-the-loop request with approve / edit /
-reject buttons. esbuild bundles it once per module; headless chromium (Playwright, tests/serve/browser.py)
-loads it from the server's own origin (`page.route` answers `/__page/...`), and the hook talks to the
-server's LangGraph API (`/lg`) as it would to LangGraph's.
+reject buttons (a gate's, or an agent's tool call's). esbuild bundles it once per module; headless
+chromium (Playwright, tests/serve/browser.py) loads it from the server's own origin (`page.route` answers
+`/__page/...`), and the hook talks to the server's LangGraph API (`/lg`) as it would to LangGraph's.
 
 Each test does what a person does on the page and asserts both what the page shows and what the server
 recorded, read over HTTP: a chat of two turns on `support_chat` (streamed, then agreeing with the thread's
@@ -15,8 +15,10 @@ state and history); an approval gate decided from the page — approved with its
 that needs a value offering no approve, and rejected with a message; and LangGraph's branching pattern — the
 first message edited and an answer regenerated (each a run from the checkpoint before that message), the
 model (a loopback OpenAI-compatible server) sent exactly the branch's messages, and the branch switcher
-going back to the first branch; and the same through a proxy that sends every JSON body as `text/plain`, as
-agent-chat-ui's API passthrough does. Without node, npm or chromium the tests skip, and fail
+going back to the first branch; an agent's tool call (the example note keeper's write_file, `approve_tools`)
+approved, edited and rejected from the page, the agent answering from what it was sent back; and the same
+through a proxy that sends every JSON body as `text/plain`, as agent-chat-ui's API passthrough does.
+Without node, npm or chromium the tests skip, and fail
 under `CI=true`.
 """
 
@@ -479,5 +481,100 @@ def test_through_a_proxy_that_sends_json_as_text_plain_the_page_chats_edits_and_
     )
     expect(ui.get_by_test_id("loading")).to_have_text("false")
     assert shown_values(ui)["total"] == 6
+
+    # an agent's tool call, rejected
+    request, _thread = ask_to_save(ui, live)
+    request.get_by_test_id("reject-message").fill("no")
+    request.get_by_test_id("reject").click()
+    settled(ui, 2)
+    assert shown_messages(ui)[1] == ("ai", NOT_SAVED)
     # the runs (each a POST with a body: a new turn, an edit, a decision) all went as text/plain
-    assert sum(1 for call in relabelled if call.startswith("POST /threads/")) >= 4
+    assert sum(1 for call in relabelled if call.startswith("POST /threads/")) >= 6
+
+
+# the example yard's note keeper (flows/note_keeper.yaml): its agent's first turn calls write_file, which
+# waits for a person (approve_tools); its scripted model then answers from what it is sent back
+NOTE = {"path": "notes/note.md", "content": "Buy milk."}
+SAVED = "Saved. You can read it with blockyard runs show."
+NOT_SAVED = "All right, I did not save it. Tell me where you want it instead."
+
+
+def ask_to_save(page: Any, live: Live) -> tuple[Any, str]:
+    """Open the page on the note keeper, ask it to save a note, and wait for its tool call's request."""
+    open_page(page, live, "note_keeper")
+    page.get_by_test_id("chat-text").fill("Remember to buy milk")
+    page.get_by_test_id("chat-send").click()
+    expect(page.get_by_test_id("action-request")).to_have_count(1, timeout=WAIT_MS)
+    expect(page.get_by_test_id("loading")).to_have_text("false")
+    request = page.get_by_test_id("action-request")
+    # the call as LangChain's human-in-the-loop request shows it: the tool, its arguments, the decisions
+    expect(request.get_by_test_id("action-name")).to_have_text("write_file")
+    assert json.loads(request.get_by_test_id("action-args").inner_text()) == NOTE
+    expect(request.get_by_test_id("allowed-decisions")).to_have_text("approve,edit,reject")
+    expect(request.get_by_test_id("action-description")).to_contain_text(
+        "agent 'note_keeper' asks to call write_file("
+    )
+    return request, thread_of(page)
+
+
+def decided_call(live: Live, thread: str) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    """The thread's one run once it finished: its id, its tool calls (their events' data), its decision."""
+    with live.client() as client:
+        (run,) = client.get(f"/lg/threads/{thread}/runs").json()
+        assert run["status"] == "success"
+        trace = client.get(
+            f"/runs/{run['run_id']}/events", headers={"Accept": "application/json"}
+        ).json()
+    events = trace["events"]
+    calls = [
+        e["data"] for e in events if e["type"] == "tool_call" and e["data"].get("kind") != "answer"
+    ]
+    (decision,) = [e["data"] for e in events if e["type"] == "approval_decided"]
+    return run["run_id"], calls, decision
+
+
+def test_an_agents_tool_call_approved_from_the_page_runs_and_the_agent_answers(
+    ui: Any, live: Live
+) -> None:
+    request, thread = ask_to_save(ui, live)
+    request.get_by_test_id("approve").click()
+    settled(ui, 2)
+    assert shown_messages(ui) == [("human", "Remember to buy milk"), ("ai", SAVED)]
+    expect(ui.get_by_test_id("interrupt")).to_have_attribute("data-present", "false")
+    assert ui.get_by_test_id("error").inner_text() == ""
+    _run, calls, decision = decided_call(live, thread)
+    assert [(c["status"], c.get("args")) for c in calls] == [("started", NOTE), ("ok", None)]
+    assert decision["decision"] == "approve" and decision["values"] == NOTE
+
+
+def test_an_agents_tool_call_edited_from_the_page_runs_with_the_changed_arguments(
+    ui: Any, live: Live
+) -> None:
+    request, thread = ask_to_save(ui, live)
+    request.get_by_test_id("edit-args").fill(json.dumps({**NOTE, "path": "shopping.md"}))
+    request.get_by_test_id("edit-decision").click()
+    settled(ui, 2)
+    assert shown_messages(ui)[1] == ("ai", SAVED)
+    run, calls, decision = decided_call(live, thread)
+    assert calls[0]["args"] == {**NOTE, "path": "shopping.md"} and calls[1]["status"] == "ok"
+    assert decision["values"]["path"] == "shopping.md"
+    with live.client() as client:
+        trace = client.get(f"/runs/{run}/events", headers={"Accept": "application/json"}).json()
+    written = [e["data"]["path"] for e in trace["events"] if e["type"] == "file_written"]
+    assert written == ["shopping.md"]
+
+
+def test_an_agents_tool_call_rejected_from_the_page_runs_nothing_and_the_agent_reads_why(
+    ui: Any, live: Live
+) -> None:
+    request, thread = ask_to_save(ui, live)
+    request.get_by_test_id("reject-message").fill("not in my notes")
+    request.get_by_test_id("reject").click()
+    settled(ui, 2)
+    # the scripted model answers so only when what it is sent holds the rejection (blockyard.yaml)
+    assert shown_messages(ui)[1] == ("ai", NOT_SAVED)
+    _run, calls, decision = decided_call(live, thread)
+    (rejected,) = calls
+    assert rejected["status"] == "rejected" and rejected["args"] == NOTE
+    assert rejected["error"].endswith("so it did not run: not in my notes")
+    assert decision["decision"] == "reject" and decision["reason"] == "not in my notes"
