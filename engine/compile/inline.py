@@ -10,7 +10,8 @@ the node of a step hands its update on to the step that follows, in the same nod
   sees exactly the state it would have seen as a node of its own;
 - the step goes on to exactly one node that may run inline: a `uses` step, a router, a loop's or a
   foreach's start and check, a map's fan-out and join; never an approval gate, a `max_visits`
-  guard (so every cycle of the graph still passes a superstep) or a subflow;
+  guard (so every cycle of the graph still passes a superstep), a subflow, or an agent that may
+  wait for a person (`approve_tools`: its loop keeps checkpoints under its step's node);
 - the update wrote no `messages`: their reducer replaces a message by id, so the messages of two
   steps combined into one update would not always come out as two updates one after the other.
 
