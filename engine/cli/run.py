@@ -424,6 +424,9 @@ def _report(outcome: _Outcome, as_json: bool) -> int:
                     for key, spec in fields.items()
                 )
             )
+        allowed = value.get("allowed") if isinstance(value, dict) else None
+        if isinstance(allowed, list):  # an agent's tool call: the decisions its block allows
+            _err("  allowed: " + ", ".join(str(word) for word in allowed))
     which = " --gate NAME" if len(outcome.gates) > 1 else ""
     with_fields = any(
         isinstance(g.data.get("value"), dict) and g.data["value"].get("fields")

@@ -100,6 +100,33 @@ def test_approve_a_gate_and_see_the_result(
     page.locator("#run-outputs").filter(has_text='"total": 42').wait_for()
 
 
+def test_an_agents_tool_call_is_decided_with_its_allowed_decisions(
+    tmp_path: Path, serve: Callable[..., Live], page: Any
+) -> None:
+    copy_example_yard(tmp_path)  # note_keeper: its agent's write_file waits for a person
+    live = serve(tmp_path, watch=False, schedules=False)
+    page.goto(live.url + "/#flow/note_keeper")
+    page.locator("#flow-title").filter(has_text="note_keeper v1").wait_for()
+    page.locator("[data-field=message]").first.fill("Remember to buy milk")
+    page.click("#run-button")
+    page.locator("#run-status [data-status=waiting]").wait_for()
+    gate = page.locator("#run-approvals form.gate[data-gate='keep:write_file']")
+    gate.filter(has_text="Tool call needs approval").wait_for()
+    assert "allowed: approve, edit, reject" in gate.inner_text()
+    # the call's arguments are the fields: changing one is an edit
+    gate.locator("[data-field=path]").fill("web.md")
+    gate.locator("[data-action=approve]").click()
+    page.locator("#run-status [data-status=finished]").wait_for()
+    page.locator("#run-outputs").filter(has_text="Saved.").wait_for()
+    with live.client() as client:
+        (run,) = client.get("/runs", params={"flow": "note_keeper"}).json()["runs"]
+        trace = client.get(
+            f"/runs/{run['id']}/events", headers={"Accept": "application/json"}
+        ).json()
+    written = [e["data"]["path"] for e in trace["events"] if e["type"] == "file_written"]
+    assert written == ["web.md"]
+
+
 def test_the_page_draws_the_graph_model(yard: Path, serve: Callable[..., Live], page: Any) -> None:
     live = serve(yard, watch=False, schedules=False)
     page.goto(live.url + "/#flow/add")

@@ -185,6 +185,9 @@ function gateForm(run, gate) {
   const reason = h("input", { name: "reason", placeholder: "reason (optional)", "data-reason": "" });
   const actor = h("input", { name: "actor", placeholder: "your name", "data-actor": "" });
   const named = (gate.approvers || []).length > 0;
+  // an agent's tool call (`approve_tools`) says which decisions its block allows; a changed field is an edit
+  const allowed = Array.isArray(gate.allowed) ? gate.allowed : null;
+  const may = (word) => allowed === null || allowed.includes(word);
   const error = h("span", { class: "error", role: "alert" });
   const decide = async (approve) => {
     error.textContent = "";
@@ -199,14 +202,20 @@ function gateForm(run, gate) {
     }
   };
   return h("form", { class: "gate", "data-gate": gate.gate || gate.step || "", onsubmit: (e) => e.preventDefault() },
-    h("p", {}, h("strong", {}, "Approval needed"), gate.step ? ` at ${gate.step}` : "", ": ", gate.message || ""),
+    h("p", {}, h("strong", {}, gate.kind === "tool" ? "Tool call needs approval" : "Approval needed"),
+      gate.step ? ` at ${gate.step}` : "", ": ", gate.message || ""),
+    allowed ? h("p", { class: "muted" }, `allowed: ${allowed.join(", ")}`) : null,
     (gate.approvers || []).length ? h("p", { class: "muted" }, `approvers: ${gate.approvers.join(", ")}`) : null,
     gate.timeout ? h("p", { class: "muted" }, `times out after ${gate.timeout} (then ${gate.on_timeout || "reject"})`) : null,
     fields, h("div", { class: "fields" }, h("label", {}, "reason"), reason,
       named ? h("label", {}, "decided by") : null, named ? actor : null),
     h("div", { class: "buttons" },
-      h("button", { type: "button", "data-action": "approve", onclick: () => decide(true) }, "Approve"),
-      h("button", { type: "button", class: "secondary", "data-action": "reject", onclick: () => decide(false) }, "Reject")),
+      may("approve") || may("edit")
+        ? h("button", { type: "button", "data-action": "approve", onclick: () => decide(true) }, "Approve")
+        : null,
+      may("reject")
+        ? h("button", { type: "button", class: "secondary", "data-action": "reject", onclick: () => decide(false) }, "Reject")
+        : null),
     error);
 }
 

@@ -1,7 +1,8 @@
 """Gates in LangChain's human-in-the-loop format over the LangGraph API, and JSON bodies whatever their
 Content-Type (docs/langgraph-api.md): the real langgraph-sdk client and httpx against `blockyard serve` on
 127.0.0.1 — what agent-chat-ui reads at a gate, the `{"decisions": [...]}` it resumes with, the older shapes,
-and the `text/plain;charset=UTF-8` bodies its API passthrough forwards."""
+and the `text/plain;charset=UTF-8` bodies its API passthrough forwards; an agent's tool call waiting for a person
+(`approve_tools`) as the action of the call, decided as its block allows."""
 
 from __future__ import annotations
 
@@ -51,13 +52,47 @@ steps:
     with: {n: 41}
 """
 
+# the example note keeper's agent with fewer decisions: a person may approve or reject its writes, not edit
+# them; its step id picks the note keeper's scripted replies in the example blockyard.yaml
+PICKY_FLOW = """
+flow: picky_notes
+version: 1
+description: Keep notes; a person approves or rejects each write, as it is.
+inputs: {message: {type: string}}
+outputs: [reply]
+steps:
+  - id: note_keeper
+    uses: picky_keeper
+    with: {message: "{{ inputs.message }}"}
+"""
+PICKY_BLOCK = """
+block: picky_keeper
+version: 1
+kind: agent
+model: notes_demo
+inputs: {message: {type: string}}
+outputs: {reply: {type: string}}
+prompt: {user: "{{ message }}"}
+tools: [write_file]
+approve_tools: {write_file: [approve, reject]}
+"""
+NOTE = {"path": "notes/note.md", "content": "Buy milk."}
+SAY = {"messages": [{"role": "human", "content": "Remember to buy milk"}]}
+
 PLAIN = {"Content-Type": "text/plain;charset=UTF-8"}  # what agent-chat-ui's passthrough forwards
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root = example_yard(
-        tmp_path_factory.mktemp("hitl"), {**EXTRA, "flows/tip.yaml": TIP, "flows/nod.yaml": NOD}
+        tmp_path_factory.mktemp("hitl"),
+        {
+            **EXTRA,
+            "flows/tip.yaml": TIP,
+            "flows/nod.yaml": NOD,
+            "flows/picky_notes.yaml": PICKY_FLOW,
+            "blocks/picky_keeper.yaml": PICKY_BLOCK,
+        },
     )
     server = start_live(Settings(root=root, watch=False, schedules=False, grace=5.0, poll=0.1))
     yield server
@@ -167,6 +202,50 @@ def test_approve_edit_reject_and_respond(live: Live) -> None:
         assert "total" not in ended and ended["__error__"]["error"] == "RunFailed"
         shown = decided(live, client, thread)
         assert (shown["decision"], shown["reason"]) == ("reject", f"not today ({kind})"), shown
+
+
+def test_an_agents_tool_call_is_an_action_request_of_the_call_decided_as_its_block_allows(
+    live: Live,
+) -> None:
+    client = lg(live)
+    thread = client.threads.create()["thread_id"]
+    [asked] = client.runs.wait(thread, "note_keeper", input=SAY)["__interrupt__"]
+    value = asked["value"]
+    assert (value["kind"], value["gate"], value["tool"]) == (
+        "tool",
+        "keep:write_file",
+        "write_file",
+    )
+    [action] = value["action_requests"]
+    assert (action["name"], action["args"]) == ("write_file", NOTE)
+    assert action["description"].startswith("agent 'note_keeper' asks to call write_file(")
+    [review] = value["review_configs"]
+    assert review["allowed_decisions"] == ["approve", "edit", "reject"]
+    assert review["args_schema"]["properties"]["path"]["type"] == "string"
+    assert value["action_request"] == {"action": "write_file", "args": NOTE}
+    # an edit changes the call's arguments; the agent answers from the file written
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "write_file", "args": {**NOTE, "path": "x.md"}},
+    }
+    done = client.runs.wait(thread, "note_keeper", command=Command(resume={"decisions": [edit]}))
+    assert done["messages"][-1]["content"] == "Saved. You can read it with blockyard runs show."
+    assert decided(live, client, thread)["values"] == {**NOTE, "path": "x.md"}
+
+    # a block that allows approve and reject only: its request offers those, and an edit is refused
+    picky = client.threads.create()["thread_id"]
+    [asked] = client.runs.wait(picky, "picky_notes", input=SAY)["__interrupt__"]
+    value = asked["value"]
+    assert value["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+    assert value["config"]["allow_edit"] is False and value["config"]["allow_accept"] is True
+    with pytest.raises(httpx.HTTPStatusError, match="422") as refused:
+        client.runs.wait(picky, "picky_notes", command=Command(resume={"decisions": [edit]}))
+    assert "gate 'note_keeper:write_file' cannot be edited" in refused.value.response.text
+    assert client.threads.get(picky)["status"] == "interrupted"
+    no = {"type": "reject", "message": "not now"}
+    done = client.runs.wait(picky, "picky_notes", command=Command(resume={"decisions": [no]}))
+    assert done["messages"][-1]["content"].startswith("All right, I did not save it.")
+    assert decided(live, client, picky)["reason"] == "not now"
 
 
 @pytest.mark.parametrize(
