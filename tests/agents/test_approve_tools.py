@@ -288,3 +288,72 @@ def test_the_command_line_decides_a_tool_call_in_another_process(make_yard: Make
     assert "wrote b.md (1 bytes)" in second.stderr
     assert f"run {run_id} finished" in second.stderr
     assert (root / ".blockyard" / "workspaces" / run_id / "b.md").read_text() == "A"
+
+
+def test_a_sub_agent_that_asks_makes_its_coordinator_wait_and_both_go_on_where_they_were(
+    make_yard: MakeYard,
+) -> None:
+    replies = {
+        "boss": [{"$tool_calls": [{"name": "filer", "args": {"topic": "bees"}}]}, {"summary": "B"}],
+        "filer": [
+            {"$tool_calls": [{"name": "write_file", "args": {"path": "n.md", "content": "x"}}]},
+            {"summary": "F"},
+        ],
+    }
+    root = make_yard(
+        {
+            "blockyard.yaml": "models:\n  default:\n    provider: mock\n    replies: "
+            + json.dumps(replies)
+            + "\n",
+            "blocks/filer.yaml": FILER.format(decisions="[approve, reject]"),
+            "blocks/boss.yaml": "block: boss\nkind: agent\ninputs: {topic: {type: string}}\n"
+            "outputs: {summary: {type: string}}\nprompt: {user: 'Notes on {{ topic }}.'}\n"
+            "delegates: [filer]\n",
+            "flows/lead.yaml": "flow: lead\ninputs: {topic: {type: string, default: bees}}\n"
+            "outputs: [summary]\nsteps:\n  - {id: boss, uses: boss}\n",
+        }
+    )
+    with Yard.load(root) as yard:
+        waiting = yard.run("lead", {})
+        assert [g.gate for g in yard.gates(waiting.run_id)] == ["boss.filer:write_file"]
+        done = yard.resume(waiting.run_id, approve=True)
+        assert done.status == "finished", done.error
+        assert done.outputs == {"summary": "B"}
+        asked = [e.step for e in yard.events(waiting.run_id) if e.type == "model_call"]
+        # each agent's two turns, each asked once: neither loop started over on resume
+        assert sorted(asked) == ["boss", "boss", "boss.filer", "boss.filer"]
+        assert (root / ".blockyard" / "workspaces" / waiting.run_id / "n.md").read_text() == "x"
+
+
+def test_an_agent_delegating_to_a_flow_with_a_gate_waits_there_and_goes_on(
+    make_yard: MakeYard,
+) -> None:
+    replies = {"boss": [{"$tool_calls": [{"name": "asked", "args": {}}]}, {"summary": "B"}]}
+    root = make_yard(
+        {
+            "blockyard.yaml": "models:\n  default:\n    provider: mock\n    replies: "
+            + json.dumps(replies)
+            + "\n",
+            "blocks/boss.yaml": "block: boss\nkind: agent\ninputs: {}\n"
+            "outputs: {summary: {type: string}}\nprompt: {user: 'Ask.'}\ndelegates: [asked]\n",
+            "blocks/shout.yaml": SHOUT,
+            "flows/asked.yaml": "flow: asked\ndescription: Asks a person.\n"
+            "inputs: {topic: {type: string, default: bees}}\noutputs: [loud]\nsteps:\n"
+            "  - {id: ok, approval: {message: Go on?}}\n  - {id: say, uses: shout}\n",
+            "flows/lead.yaml": "flow: lead\noutputs: [summary]\nsteps:\n  - {id: boss, uses: boss}\n",
+        }
+    )
+    with Yard.load(root) as yard:
+        waiting = yard.run("lead", {})
+        assert waiting.status == "waiting", waiting.error
+        assert [g.gate for g in yard.gates(waiting.run_id)] == ["boss.asked.ok"]
+        done = yard.resume(waiting.run_id, approve=True)
+        assert done.status == "finished", done.error
+        asked = [e.step for e in yard.events(waiting.run_id) if e.type == "model_call"]
+        assert asked == ["boss", "boss"]
+        results = [
+            e.data.get("result")
+            for e in yard.events(waiting.run_id)
+            if e.type == "tool_call" and e.data.get("status") == "ok"
+        ]
+        assert {"loud": "BEES"} in results
