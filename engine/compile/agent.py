@@ -96,7 +96,7 @@ def _agent_executor(
                 delegates[callee.name] = _delegate(builder, region, me, callee, label, where)
     finally:
         _CHAIN.reset(token)
-    return agent.prepare(
+    return agent.agent_executor(
         me.block, where, list(delegates.values()), flow=builder.flow, depth=len(chain)
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.agents import AgentExecutor, AgentPlan, Delegate
+from engine.nodes.call import Executor
 from engine.nodes.errors import InternalError
 from engine.spec import BlockSpec
 
@@ -21,7 +22,20 @@ def prepare(
     *,
     flow: str = "",
     depth: int = 0,
+) -> Executor:
+    return agent_executor(block, where, delegates, flow=flow, depth=depth)
+
+
+def agent_executor(
+    block: BlockSpec,
+    where: str,
+    delegates: Sequence[Delegate] = (),
+    *,
+    flow: str = "",
+    depth: int = 0,
 ) -> AgentExecutor:
+    """`prepare`, typed as what it makes: the compiler asks an agent whether it may wait for a person
+    (`AgentExecutor.pauses`), which the registry's `Executor` does not say."""
     if block.delegates and not delegates:
         raise InternalError(
             f"bug: {where}: agent block '{block.block}' has delegates, which only the compiler wires "

@@ -321,7 +321,7 @@ def test_a_sub_agent_that_asks_makes_its_coordinator_wait_and_both_go_on_where_t
         assert done.outputs == {"summary": "B"}
         asked = [e.step for e in yard.events(waiting.run_id) if e.type == "model_call"]
         # each agent's two turns, each asked once: neither loop started over on resume
-        assert sorted(asked) == ["boss", "boss", "boss.filer", "boss.filer"]
+        assert sorted(str(step) for step in asked) == ["boss", "boss", "boss.filer", "boss.filer"]
         assert (root / ".blockyard" / "workspaces" / waiting.run_id / "n.md").read_text() == "x"
 
 
