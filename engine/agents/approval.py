@@ -55,7 +55,7 @@ def gate_name(label: str, index: Any, tool: str, nth: int) -> str:
 
 
 def request(run: AgentRun, call: Mapping[str, Any], allowed: Sequence[str]) -> dict[str, Any]:
-    """The gate's request for `call` (name, args, id, nth: engine/agents/graph.py's `_dispatch`)."""
+    """The gate's request for `call` (name, args, id, nth: engine/agents/graph.py's `_dispatched`)."""
     name, args = str(call["name"]), dict(call["args"])
     properties = _properties(run, name)
     fields = {key: _field(properties.get(key), value) for key, value in args.items()}

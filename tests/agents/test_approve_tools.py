@@ -19,6 +19,7 @@ from engine.runtime.yard import Yard
 from engine.spec.decisions import DecisionRefused
 from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, answer, calls, stub_config
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
+from tests.support.state import database_bytes
 
 MakeYard = Callable[[dict[str, str]], Path]
 REPO = Path(__file__).resolve().parents[2]
@@ -357,3 +358,19 @@ def test_an_agent_delegating_to_a_flow_with_a_gate_waits_there_and_goes_on(
             if e.type == "tool_call" and e.data.get("status") == "ok"
         ]
         assert {"loud": "BEES"} in results
+
+
+def test_a_key_the_model_echoes_in_a_call_waiting_for_a_person_is_masked(
+    make_yard: MakeYard, stub: OpenAIStub
+) -> None:
+    root = _yard(make_yard, stub)
+    leaked = ("write_file", {"path": "k.md", "content": f"the key is {PLANTED_KEY}"})
+    stub.queue(calls(leaked), answer(summary="Noted."))
+    with _load(root) as yard:
+        waiting = yard.run("notes", {})
+        (gate,) = yard.gates(waiting.run_id)
+        assert gate.request["args"]["content"] == "the key is ***"
+        assert gate.request["fields"]["content"]["default"] == "the key is ***"
+        assert yard.resume(waiting.run_id, approve=True).status == "finished"
+    # the gate, its events and the agent's own checkpoints: nowhere in the state database
+    assert PLANTED_KEY.encode() not in database_bytes(root)
