@@ -61,8 +61,9 @@ MAX_DELEGATION_DEPTH = (
     8  # agents within agents (delegated flows count as a level): validate refuses deeper (BY440)
 )
 DEFAULT_MAX_ITERATIONS = 10  # an agent block's turns when it says nothing (`max_iterations`)
-ToolDecision = Literal["approve", "edit", "reject"]
-TOOL_DECISIONS: tuple[str, ...] = ToolDecision.__args__  # type: ignore[attr-defined]
+ToolDecision = Literal[
+    "approve", "edit", "reject"
+]  # what a person may decide on a call (`approve_tools`)
 ANSWER_TOOL = "final_answer"  # the function an agent answers with: no tool or delegate may take its name (BY442)
 
 
