@@ -4,7 +4,9 @@ Runs go through `Yard.arun` (durable SQLite state, events, output checks), one a
 
   turns       an agent that calls a tool in each of 9 turns, then answers, against one that
               answers at once, on the instant mock: the difference / 9 is one turn (model
-              call, tool task, graph superstep) plus one tool call
+              call, tool task, graph superstep) plus one tool call; and the same 10 turns by an
+              agent that may wait for a person (`approve_tools` names a tool it never calls), whose
+              loop keeps checkpoints of its own in the run's (docs/agents.md)
   fan-out     a coordinator asks K sub-agents in one turn; each sub-agent's model takes 200 ms
               (mock `delay`); parallel sub-agents finish in ~200 ms, not K x 200 ms
   openai      the same 2-turn agent (one tool call, then the answer) through ChatOpenAI and a
@@ -48,7 +50,11 @@ def mock_yard() -> Path:
     models: dict[str, Any] = {
         "fast": {
             "provider": "mock",
-            "replies": {"busy.work": [call] * 9 + ["done"], "quick.work": ["done"]},
+            "replies": {
+                "busy.work": [call] * 9 + ["done"],
+                "waits.work": [call] * 9 + ["done"],
+                "quick.work": ["done"],
+            },
         },
         "slow": {"provider": "mock", "delay": "200ms"},
     }
@@ -57,6 +63,13 @@ def mock_yard() -> Path:
         "blocks/helper.yaml": AGENT.format(name="helper", model="slow", extra=""),
         "flows/busy.yaml": "flow: busy\noutputs: [answer]\nsteps:\n  - {id: work, uses: worker}\n",
         "flows/quick.yaml": "flow: quick\noutputs: [answer]\nsteps:\n  - {id: work, uses: worker}\n",
+        # offered list_files, which needs a person and is never called: the loop keeps checkpoints
+        "blocks/asker.yaml": AGENT.format(
+            name="asker",
+            model="fast",
+            extra="tools: [current_time, list_files]\n    approve_tools: {list_files: [approve]}",
+        ).replace("    tools: [current_time]\n", "", 1),
+        "flows/waits.yaml": "flow: waits\noutputs: [answer]\nsteps:\n  - {id: work, uses: asker}\n",
     }
     for k in FANOUT:
         calls = [{"name": "helper", "args": {"task": f"t{i}"}} for i in range(k)]
@@ -92,9 +105,15 @@ async def main() -> None:
         return await timed(go)
 
     samples = await measure(
-        {"1 turn": lambda: run("quick"), "10 turns": lambda: run("busy")}, count
+        {
+            "1 turn": lambda: run("quick"),
+            "10 turns": lambda: run("busy"),
+            "10 turns, may wait": lambda: run("waits"),
+        },
+        count,
     )
     one, ten = median(samples["1 turn"]), median(samples["10 turns"])
+    waits = median(samples["10 turns, may wait"])
     fanout = await measure({f"K={k}": (lambda k=k: run(f"fan{k}")) for k in FANOUT}, count)
     yard.close()
     if as_json:
@@ -115,6 +134,8 @@ async def main() -> None:
                 ["1 turn (answer at once)", f"{one * 1000:.1f} ms"],
                 ["10 turns (9 tool calls)", f"{ten * 1000:.1f} ms"],
                 ["per turn + tool call", f"{(ten - one) / 9 * 1000:.2f} ms"],
+                ["10 turns, a loop that may wait (approve_tools)", f"{waits * 1000:.1f} ms"],
+                ["its checkpoints, per turn", f"{(waits - ten) / 10 * 1000:.2f} ms"],
             ],
         )
     )
