@@ -21,7 +21,7 @@ from engine.cli.runs import local_time
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus
-from engine.state import backends, messages, store, threads
+from engine.state import backends, messages, store, thread_inputs, threads
 from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status
 
@@ -83,12 +83,14 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
             )
         ]
         said = messages.history(conn, thread_id, limit=messages.MAX_PAGE, newest=True)
+        written = thread_inputs.read(conn, thread_id)
     runs = [run for run in turns if run is not None]
     if as_json:
         body = {
             "thread": thread.as_dict(),
             "messages": [m.as_dict() for m in said],
             "turns": [_turn(run) for run in runs],
+            "inputs": written.as_dict(),
         }
         sys.stdout.write(json.dumps(body, ensure_ascii=False, indent=2, default=str) + "\n")
         return 0
@@ -98,6 +100,7 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
         f"name      {thread.label}",
         f"turns     {thread.turns}",
         f"updated   {local_time(thread.updated)}",
+        *_written(written),
         "",
     ]
     replied = {m.run_id for m in said}
@@ -127,6 +130,21 @@ def thread_show_command(root: Path, thread_id: str, as_json: bool) -> int:
             lines.append(f"  ({turn['status']}" + (f": {run.error}" if run.error else "") + ")")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def _written(written: thread_inputs.Written) -> list[str]:
+    """The inputs a client wrote to the thread, which its next turns take, and when and by what the
+    last write was made (`--json`: every write)."""
+    if not written.writes:
+        return []
+    shown = ", ".join(
+        f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in written.values.items()
+    )
+    last = written.writes[-1]
+    return [
+        f"inputs    {shown or '(none)'}  (written {local_time(str(last.get('time')))} by "
+        f"{last.get('by')}; {len(written.writes)} write{'s' if len(written.writes) != 1 else ''})"
+    ]
 
 
 def _turn(run: RunRecord) -> dict[str, Any]:

@@ -57,7 +57,16 @@ from engine.spec.budget import BudgetSpec, raised
 from engine.spec.decisions import DecisionRefused
 from engine.spec.durability import NO_CHECKPOINTS, synchronous_of
 from engine.spec.typecheck import coerce_inputs
-from engine.state import branches, gates, liveness, messages, store, threads, written
+from engine.state import (
+    branches,
+    gates,
+    liveness,
+    messages,
+    store,
+    thread_inputs,
+    threads,
+    written,
+)
 from engine.state.checkpointer import StateDB
 from engine.state.database import DB_ERRORS, INTEGRITY_ERRORS, StateError
 from engine.state.ids import check_run_id, new_run_id
@@ -311,10 +320,12 @@ class Engine:
         `branch`: where a turn of `thread` starts, when not after the thread's latest finished turn
         (engine/state/branches.py): the thread branches."""
         mode, keep = self.durability(bundle, durability, trace, thread=thread is not None)
+        thread_id = threads.check_thread_id(thread) if thread is not None else None
+        if thread_id is not None:
+            inputs = await self.turn_inputs(bundle, thread_id, inputs)
         values, chosen_dir = self._checked(bundle, inputs, output_dir)
         compiled = self.compiled(bundle, durable=mode not in NO_CHECKPOINTS, inline=True)
         chosen = check_run_id(run_id) if run_id is not None else None
-        thread_id = threads.check_thread_id(thread) if thread is not None else None
         if branch != branches.LATEST and thread_id is None:
             raise UsageError("a run goes on from an earlier turn only in a conversation thread")
         record, admitted = await self._record_new(
@@ -339,6 +350,14 @@ class Engine:
                 trace=keep,
             )
         return await self._turn(bundle, compiled, record, values, admitted, chosen_dir)
+
+    async def turn_inputs(
+        self, bundle: Bundle, thread_id: str, inputs: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A turn's inputs before they are checked: `inputs` (the run's) over the values a client wrote
+        to the thread (engine/state/thread_inputs.py)."""
+        written = await self.db.aread(lambda conn: thread_inputs.read(conn, thread_id))
+        return thread_inputs.under(written.values, inputs, bundle.flow.inputs)
 
     def _checked(
         self, bundle: Bundle, inputs: Mapping[str, Any] | None, output_dir: str | None

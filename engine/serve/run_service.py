@@ -26,7 +26,7 @@ from engine.definitions.project import load_project
 from engine.runtime import approvals
 from engine.runtime.engine import Engine
 from engine.spec.typecheck import coerce_inputs
-from engine.state import liveness, messages, stats, store, threads
+from engine.state import liveness, messages, stats, store, thread_inputs, threads
 from engine.state.branches import LATEST, TurnStart
 from engine.state.database import Connection
 from engine.state.ids import check_run_id, new_run_id
@@ -330,7 +330,10 @@ class RunService:
             thread = threads.get_thread(conn, thread_id)
             if thread is None:
                 return None
-            return _thread_dict(conn, thread, stats.thread_spend(conn, [thread.id]).get(thread.id))
+            found = _thread_dict(conn, thread, stats.thread_spend(conn, [thread.id]).get(thread.id))
+            # what a client wrote to its inputs, and the record of each write (engine/state/thread_inputs.py)
+            found["inputs"] = thread_inputs.read(conn, thread_id).as_dict()
+            return found
 
         return await self.engine.db.aread(read)
 

@@ -279,6 +279,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "ORDER BY earlier.idx DESC LIMIT 1) WHERE thread_id IS NOT NULL",
         ],
     ),
+    (
+        16,
+        [
+            # a thread's written inputs (engine/state/thread_inputs.py): JSON of the values later turns take
+            # for the inputs their runs do not give, and the record of the writes; NULL: none
+            "ALTER TABLE threads ADD COLUMN inputs TEXT",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -26,7 +26,7 @@ def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread
 
     def apply(conn: Connection) -> Thread | Busy | None:
         row = conn.execute(
-            "SELECT flow, title, name, turns, metadata, branched FROM threads WHERE id = ?",
+            "SELECT flow, title, name, turns, metadata, branched, inputs FROM threads WHERE id = ?",
             (thread_id,),
         ).fetchone()
         if row is None:
@@ -44,7 +44,7 @@ def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread
         ids = {run.id: new_run_id() for run in turns}
         conn.execute(
             "INSERT INTO threads (id, flow, title, name, created, updated, turns, last_run, "
-            "checkpoint, metadata, branched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+            "checkpoint, metadata, branched, inputs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
             (
                 new_id,
                 row[0],
@@ -56,6 +56,9 @@ def copy(thread_id: str, new_id: str, now: str) -> Callable[[Connection], Thread
                 ids[turns[-1].id] if turns else None,
                 row[4],
                 row[5],
+                row[
+                    6
+                ],  # its written inputs (engine/state/thread_inputs.py), their record with them
             ),
         )
         for run in turns:

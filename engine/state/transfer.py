@@ -90,6 +90,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "checkpoint",
         "metadata",
         "branched",
+        "inputs",
     ),
     "messages": ("thread_id", "idx", "role", "content", "run_id", "created"),
     "serve_schedules": ("flow", "schedule", "first_seen", "last_fire", "last_run"),

@@ -21,7 +21,7 @@ from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.langgraph_api.shapes import iso, thread_status
-from engine.state import branches, store, threads
+from engine.state import branches, store, thread_inputs, threads
 from engine.state.database import Connection
 from engine.state.messages import Message
 from engine.state.store import RunRecord, effective_status
@@ -43,6 +43,8 @@ class ThreadView:
     gates: list[dict[str, Any]] = field(default_factory=list)
     # runs of the thread cancelled before their turn began (runs.py, `cancel`): runs, not turns, newest first
     cancelled: list[RunRecord] = field(default_factory=list)
+    # the inputs a client wrote to the thread (engine/state/thread_inputs.py)
+    written: thread_inputs.Written = thread_inputs.NONE
 
     @property
     def last(self) -> RunRecord | None:
@@ -78,6 +80,7 @@ def read(conn: Connection, thread_id: str) -> ThreadView | None:
         turns,
         said,
         cancelled=[run for run in runs if run.started is None],
+        written=thread_inputs.read(conn, thread_id),
     )
     if view.last is not None and view.last_status == RunStatus.WAITING:
         view.gates = waiting_gates(
@@ -175,13 +178,23 @@ def latest(view: ThreadView) -> RunRecord | None:
     return next((run for run in view.runs if run.id in view.messages), None)
 
 
-def values(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
-    """The state's values after `run` (default: the latest turn): its inputs and outputs, and `messages`."""
+def values(view: ThreadView, run: RunRecord | None = None, *, now: bool = False) -> dict[str, Any]:
+    """The state's values after `run` (default: the latest turn): its inputs and outputs, and `messages`;
+    the thread's state now (no `run`, or `now`) shows the inputs a client wrote since that turn began."""
     turn = run if run is not None else view.last
     found: dict[str, Any] = {}
     if turn is not None:
         found.update(turn.inputs)
         found.update(turn.outputs or {})
+    if run is None or now:  # the writes since the turn began, in order (a null: no longer written)
+        began = (turn.started or turn.created) if turn is not None else None
+        for write in view.written.writes:
+            if began is None or str(write.get("time")) >= began:
+                for key, value in (write.get("values") or {}).items():
+                    if value is None:
+                        found.pop(key, None)
+                    else:
+                        found[key] = value
     found["messages"] = _messages_after(view, turn)
     return found
 
@@ -281,14 +294,16 @@ def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
     """The state after `run` (default: the latest turn), as GET /threads/{id}/state answers it."""
     turn = run if run is not None else view.last
     if turn is None:  # a thread created ahead of its turns: no checkpoint yet
+        ahead = start_state(view)
         return {
-            **start_state(view),
+            **ahead,
+            "values": {**ahead["values"], **values(view)},
             "checkpoint": {**_start_checkpoint(view), "checkpoint_id": None},
         }
     return _snapshot(
         view,
         turn.id,
-        values(view, turn),
+        values(view, turn, now=run is None),
         parent=origin(view, turn).id + INPUT,  # a regenerated answer follows its origin's input
         turn=turn,
         step=2 * _depth(view, turn),

@@ -8,7 +8,8 @@ LangGraph's `add_messages` would: a message whose `id` is one of the conversatio
 is added at the end. The conversation must then be pairs of a human message and its AI reply, as every turn
 is one of each: the pairs from the first one that changed on are written as new turns, after the turns
 before it — a new branch when that is not the thread's latest — and the answer names the last one's end.
-Only `messages` are written: a turn's other inputs are its own, given to the next run.
+The values of the flow's other declared inputs are written to the thread (engine/state/thread_inputs.py):
+each later turn takes them for the inputs its run does not give.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.events import RunStatus, now_iso
+from engine.core.values import value_problem
 from engine.serve.langgraph_api import state
 from engine.serve.langgraph_api.access import check_free, held, service
 from engine.serve.langgraph_api.bodies import Lenient
 from engine.serve.langgraph_api.messages import HUMAN_TYPES, message_input, text_of
 from engine.serve.problems import ApiError, conflict, not_found
 from engine.serve.server import Server
-from engine.state import store, threads, written_turns
+from engine.spec import TypeSpec
+from engine.spec.typecheck import TypeMismatch, conform
+from engine.state import store, thread_inputs, threads, written_turns
 from engine.state.store import RunRecord
 
 AI_TYPES = ("ai", "assistant")
@@ -50,13 +54,20 @@ def _refuse(message: str, field: str = "values") -> ApiError:
 
 
 async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> dict[str, Any]:
-    """Write the body's messages as turns of the thread; the checkpoint it ends at."""
+    """Write the body's inputs to the thread and its messages as turns; the checkpoint it ends at."""
     thread_id = view.thread.id
     check_free(server, thread_id, "write it")
     if not view.thread.flow:
         raise conflict("no_flow", f"thread '{thread_id}' has no flow yet: its first run says which")
     entry = server.flow(view.thread.flow)
     message_key = message_input(entry.bundle)
+    if not isinstance(body.values, Mapping):
+        raise _refuse("values: must be an object: `messages`, or inputs of the thread's flow")
+    inputs = _inputs(entry.name, entry.bundle.flow.inputs, message_key, body.values)
+    if "messages" not in body.values:
+        await _write_inputs(server, thread_id, inputs, body.as_node)
+        base = state.latest(view)
+        return {"checkpoint": _checkpoint(thread_id, base.id if base is not None else state.START)}
     outputs = list(entry.bundle.flow.outputs)
     if message_key is None or len(outputs) != 1:
         raise _refuse(
@@ -68,6 +79,9 @@ async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> d
     current = [_Message(m["type"], str(m["content"]), m["id"]) for m in state.talk(view, base)]
     result = _applied(current, sent)
     first = _first_change(current, result)
+    await _write_inputs(
+        server, thread_id, inputs, body.as_node
+    )  # the messages are checked: none is lost
     if first is None:  # nothing changed: the write is its start
         return {"checkpoint": _checkpoint(thread_id, base.id if base is not None else state.START)}
     turns = _branch_turns(view, base)
@@ -110,6 +124,19 @@ async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> d
     return {"checkpoint": _checkpoint(thread_id, outcome[-1])}
 
 
+async def _write_inputs(
+    server: Server, thread_id: str, inputs: Mapping[str, Any], as_node: str | None
+) -> None:
+    """The inputs written to the thread (engine/state/thread_inputs.py), the write recorded with them."""
+    if not inputs:
+        return
+    done = await service(server).engine.db.writer.call(
+        thread_inputs.write(thread_id, inputs, WRITER, as_node, now_iso())
+    )
+    if isinstance(done, threads.Busy):
+        raise held(thread_id, done, "write it")
+
+
 def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
     return {
         "thread_id": thread_id,
@@ -119,16 +146,41 @@ def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
     }
 
 
-def _sent(values: Any) -> list[_Message]:
-    """The messages of the body's `values`; 422 for anything else in it."""
-    if not isinstance(values, Mapping):
-        raise _refuse("values: must be an object holding `messages`")
-    extra = sorted(str(key) for key in values if key != "messages")
-    if extra:
-        raise _refuse(
-            f"values: only `messages` can be written ({', '.join(extra)} cannot): a turn's other "
-            "inputs are its own, given to the run that says it"
-        )
+def _inputs(
+    flow: str, declared: Mapping[str, TypeSpec], message_key: str | None, values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The flow's inputs the body writes (all but `messages`), each checked against its declared type (null:
+    no longer written); 422 for a key that is not one of them."""
+    kept = [key for key in declared if key != message_key]
+    found: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "messages":
+            continue
+        if key not in kept:
+            what = (
+                "the message each turn says"
+                if key == message_key
+                else f"not an input of flow '{flow}'"
+            )
+            raise _refuse(
+                f"values.{str(key)[:80]}: {what}; a thread keeps `messages` and its flow's other "
+                f"inputs ({', '.join(kept) or 'none'})"
+            )
+        if value is None:
+            found[key] = None
+            continue
+        problem = value_problem(value, key)
+        if problem is not None:
+            raise _refuse(f"values: {problem}")
+        try:
+            found[key] = conform(value, declared[key], key, text_from_numbers=True)
+        except TypeMismatch as exc:
+            raise _refuse(f"values: {exc}") from None
+    return found
+
+
+def _sent(values: Mapping[str, Any]) -> list[_Message]:
+    """The messages of the body's `values`."""
     given = values.get("messages")
     listed = [given] if isinstance(given, Mapping) else given
     if not isinstance(listed, list) or not listed:
