@@ -79,9 +79,8 @@ async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> d
     current = [_Message(m["type"], str(m["content"]), m["id"]) for m in state.talk(view, base)]
     result = _applied(current, sent)
     first = _first_change(current, result)
-    await _write_inputs(
-        server, thread_id, inputs, body.as_node
-    )  # the messages are checked: none is lost
+    # the messages are checked by now: a write refused for them writes no input either
+    await _write_inputs(server, thread_id, inputs, body.as_node)
     if first is None:  # nothing changed: the write is its start
         return {"checkpoint": _checkpoint(thread_id, base.id if base is not None else state.START)}
     turns = _branch_turns(view, base)
