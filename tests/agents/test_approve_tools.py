@@ -6,7 +6,6 @@ offline mock across processes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,11 +17,11 @@ import pytest
 from engine.runtime.yard import Yard
 from engine.spec.decisions import DecisionRefused
 from tests.agents.agent_kit import KEY_ENV, PLANTED_KEY, answer, calls, stub_config
+from tests.support import processes
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 from tests.support.state import database_bytes
 
 MakeYard = Callable[[dict[str, str]], Path]
-REPO = Path(__file__).resolve().parents[2]
 
 FILER = """
 block: filer
@@ -269,11 +268,10 @@ def test_the_command_line_decides_a_tool_call_in_another_process(make_yard: Make
     )
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        return subprocess.run(
+        # a process of its own each time (forked by the suite's fork server: tests/support/processes.py)
+        return processes.run(
             [sys.executable, "-m", "engine", *args],
             cwd=root,
-            env=env,
             capture_output=True,
             text=True,
             timeout=120,
