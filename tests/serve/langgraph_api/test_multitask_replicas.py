@@ -21,12 +21,15 @@ from tests.serve.langgraph_api.conftest import EXTRA
 from tests.serve.serve_helpers import Live, wait_for
 
 
-def _two(make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live]) -> list[Live]:
+def _two(
+    make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], nap: str = "3s"
+) -> list[Live]:
+    """Two replicas of a yard whose `sleepy` flow naps `nap`."""
     if test_backend() != "postgres":
         pytest.skip("replicas share a Postgres database: run in the Postgres pass (.ci/test)")
     root = make_yard(
         {
-            "blocks/nap.yaml": EXTRA["blocks/nap.yaml"],
+            "blocks/nap.yaml": EXTRA["blocks/nap.yaml"].replace("duration: 3s", f"duration: {nap}"),
             "flows/sleepy.yaml": EXTRA["flows/sleepy.yaml"],
         }
     )
@@ -126,7 +129,9 @@ def test_a_turn_rolled_back_from_another_replica_stays_deleted_when_its_cancel_s
     """The stopped turn's execution records its own end, the other replica's rollback then deletes its
     row, and the settling of that cancel on the first replica, finishing after that, must not write the
     row again (it did: the deleted turn showed again, seen once in a fresh-clone CI run of 2026-11-28)."""
-    running, other = _two(make_yard, serve)
+    # a nap no busy machine ends before the rollback stops it: a turn that finished as it was asked to
+    # stop stays (docs/langgraph-api.md), and this test is about one that was stopped
+    running, other = _two(make_yard, serve, nap="60s")
     settle = running.server._settle_cancelled
     settled = threading.Event()
 
@@ -146,9 +151,16 @@ def test_a_turn_rolled_back_from_another_replica_stays_deleted_when_its_cancel_s
     thread = here.threads.create()["thread_id"]
     first = here.runs.create(thread, "sleepy", input={})["run_id"]
     with running.client() as client:
-        assert wait_for(lambda: client.get(f"/runs/{first}").json().get("status") == "running")
+        # its execution began (its run_started is in the trace), so it records its own end when stopped:
+        # the case this test is about. Recorded `running` is not enough: a turn admitted and not yet
+        # executing is settled by the cancel itself, which `late` would then wait for in vain
+        assert wait_for(
+            lambda: client.get(
+                f"/runs/{first}/events", headers={"Accept": "application/json"}
+            ).json()["events"]
+        )
         second = there.runs.create(thread, "sleepy", input={}, multitask_strategy="rollback")
         assert settled.wait(15)
         assert client.get(f"/runs/{first}").status_code == 404
-    there.runs.join(thread, second["run_id"])
     assert [run["run_id"] for run in here.runs.list(thread)] == [second["run_id"]]
+    there.runs.cancel(thread, second["run_id"], wait=True)  # not its whole nap
