@@ -162,5 +162,7 @@ def test_a_turn_rolled_back_from_another_replica_stays_deleted_when_its_cancel_s
         second = there.runs.create(thread, "sleepy", input={}, multitask_strategy="rollback")
         assert settled.wait(15)
         assert client.get(f"/runs/{first}").status_code == 404
-    assert [run["run_id"] for run in here.runs.list(thread)] == [second["run_id"]]
+    # the new turn is recorded once its replica admits it (a turn is held, not stored, until then):
+    # listed here within a moment, and the rolled-back one never again
+    assert wait_for(lambda: [run["run_id"] for run in here.runs.list(thread)] == [second["run_id"]])
     there.runs.cancel(thread, second["run_id"], wait=True)  # not its whole nap
