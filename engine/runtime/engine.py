@@ -29,6 +29,7 @@ from langgraph.types import Command
 
 from engine.compile import CompiledFlow, compile_flow
 from engine.compile.reduce import empty
+from engine.core import later
 from engine.core.errors import UsageError
 from engine.core.events import Event, RunStatus, now_iso
 from engine.core.redaction import KNOWN, Masker, key_values, key_variables
@@ -187,7 +188,9 @@ class Engine:
             return self._memory
 
     def close(self) -> None:
-        """Commit what is pending and release the database."""
+        """Tell the observers what waits (engine/core/later.py), commit what is pending and release the
+        database."""
+        later.flush()
         with self._lock:
             if self._db is not None:
                 self._db.close()

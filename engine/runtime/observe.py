@@ -14,6 +14,12 @@ either way (bench/bench_telemetry.py, docs/performance.md "OpenTelemetry traces"
 record depends on when they are told: an event carries its own time and durations. An observer may say
 which event types it wants (`told_only`): it is told no others, and an event no observer wants (a
 streamed token, which the `model_call` that ends its stream sums up) is not even kept.
+
+An observer that may lag (`told_later`: the traces, the server's metrics) is not told on the run's
+thread at all: its batches are handed to engine/core/later.py, whose thread tells many executions'
+events in a row, up to a second later, where the same work costs less than between a run's steps
+(docs/performance.md, "OpenTelemetry traces"), and the run's wall time carries none of it. Whoever
+reads what it made first calls `later.flush()` (sending a command's spans, a scrape of the metrics).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from engine.core import later
 from engine.core.events import TERMINAL_TYPES, Event
 from engine.state.store import RunRecord
 
@@ -54,6 +61,14 @@ def told_only(types: Iterable[str]) -> Callable[[F], F]:
     return mark
 
 
+def told_later(observer: F) -> F:
+    """Mark an observer (a function, or the method a bound observer is made of) as one that may be told a
+    second or so late, on engine/core/later.py's thread (see the module's docstring). An observer
+    object says it with a true `told_later` attribute."""
+    observer.told_later = True  # type: ignore[attr-defined]
+    return observer
+
+
 def wanted(observer: Observer) -> frozenset[str] | None:
     """The event types `observer` is told (None: every one)."""
     types = getattr(observer, "event_types", None)
@@ -66,13 +81,15 @@ _failed: set[int] = set()  # observers whose failure was logged already
 class _Teller:
     """An execution's events waiting to be told to its observers (see the module's docstring)."""
 
-    __slots__ = ("execution", "kept", "observers", "pending", "run", "timer")
+    __slots__ = ("execution", "kept", "later", "observers", "pending", "run", "timer")
 
     def __init__(self, observers: Sequence[Observer], run: RunRecord, execution: Any) -> None:
-        self.observers = tuple((observer, wanted(observer)) for observer in observers)
+        told = [(observer, wanted(observer)) for observer in observers]
+        self.observers = tuple(pair for pair in told if not _lags(pair[0]))
+        self.later = tuple(pair for pair in told if _lags(pair[0]))
         # the event types worth keeping (None: all): those some observer wants, and the ends, which tell
         self.kept: frozenset[str] | None = frozenset(_ENDS)
-        for _observer, types in self.observers:
+        for _observer, types in told:
             self.kept = None if types is None or self.kept is None else self.kept | types
         self.run = run
         self.execution = execution
@@ -103,23 +120,37 @@ class _Teller:
         if not pending:
             return
         self.pending = []
-        run, execution = self.run, self.execution
-        for observer, types in self.observers:
-            for event in pending:
-                if types is not None and event.type not in types:
-                    continue
-                try:
-                    observer(run, event, execution)
-                except (
-                    Exception
-                ) as exc:  # an exporter's bug or a full queue: never the run's problem
-                    if id(observer) not in _failed:
-                        _failed.add(id(observer))
-                        log.warning(
-                            "an observer of runs failed (%s: %s); the runs go on",
-                            type(exc).__name__,
-                            exc,
-                        )
+        if self.observers:
+            _tell(self.observers, self.run, self.execution, pending)
+        if self.later:
+            later.put(_tell, self.later, self.run, self.execution, pending)
+
+
+def _lags(observer: Observer) -> bool:
+    return bool(getattr(observer, "told_later", False))
+
+
+def _tell(
+    observers: tuple[tuple[Observer, frozenset[str] | None], ...],
+    run: RunRecord,
+    execution: Any,
+    pending: list[Event],
+) -> None:
+    """Tell each observer all of `pending` that it wants, in order."""
+    for observer, types in observers:
+        for event in pending:
+            if types is not None and event.type not in types:
+                continue
+            try:
+                observer(run, event, execution)
+            except Exception as exc:  # an exporter's bug or a full queue: never the run's problem
+                if id(observer) not in _failed:
+                    _failed.add(id(observer))
+                    log.warning(
+                        "an observer of runs failed (%s: %s); the runs go on",
+                        type(exc).__name__,
+                        exc,
+                    )
 
 
 def teller(

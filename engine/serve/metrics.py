@@ -10,13 +10,15 @@ replicas execute are theirs to count: summed over replicas, each run is counted 
 The gauges (queue depth, running runs, runs waiting at gates) are read when Prometheus scrapes
 (`snapshot`, from the route): what this server holds, and for the waiting runs, the database.
 
-An observer runs on the run loop, between two events of a run, so the observer only adds to plain
+The observer may lag (`told_later`): it is told on engine/core/later.py's thread, many executions in a
+row, up to a second or so after the events, and a scrape first has it told what waits. It still
+only adds to plain
 numbers (`_Count`, `_Buckets`), found with one dict lookup per event; the client library's metric
 families are made from them when Prometheus scrapes (`_Families`, a custom collector), and
 `generate_latest` writes the text. The library's own Counter and Histogram take a lock and
 validate their labels on every increment: three to five times the cost per event
-(bench/bench_metrics.py). Only the run loop's thread writes the numbers (every execution of the
-server runs there, engine/serve/offload.py); a scrape reads them whole, as Python reads a float.
+(bench/bench_metrics.py). Only one thread at a time writes the numbers (engine/core/later.py does
+its pieces one at a time); a scrape reads them whole, as Python reads a float.
 
 Each server has its own `CollectorRegistry`, never the process's global one: tests start several
 servers in one process, and an embedding application keeps its own metrics apart.
@@ -42,6 +44,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
+from engine.core import later
 from engine.core.events import (
     MODEL_CALL,
     RUN_FAILED,
@@ -53,7 +56,7 @@ from engine.core.events import (
     RunStatus,
 )
 from engine.core.usage import TOKEN_KEYS
-from engine.runtime.observe import told_only
+from engine.runtime.observe import told_later, told_only
 from engine.state.store import RunRecord
 
 T = TypeVar("T")
@@ -343,6 +346,7 @@ class Metrics:
 
     # ---- the observer ---------------------------------------------------------------------------
 
+    @told_later
     @told_only(HANDLED)
     def observe(self, run: RunRecord, event: Event, execution: Any) -> None:
         """An `Observer` (engine/runtime/observe.py): told every event of every execution of the server."""
@@ -435,7 +439,8 @@ class Metrics:
         self.gauges.waiting = shown
 
     def exposition(self) -> bytes:
-        """The text format Prometheus scrapes (version 0.0.4)."""
+        """The text format Prometheus scrapes (version 0.0.4), with every event told so far counted."""
+        later.flush()
         return generate_latest(self.registry)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from engine.core import extras
+from engine.core import extras, later
 from engine.spec.config import TelemetrySpec
 from engine.state.store import RunRecord
 from engine.telemetry.settings import Settings, resolve
@@ -58,7 +58,9 @@ class Telemetry:
         self.observer = _observer(settings)
 
     def flush(self) -> None:
-        """Send the spans still queued (bounded: engine/telemetry/exporter.py, FLUSH_SECONDS)."""
+        """Send the spans still queued (bounded: engine/telemetry/exporter.py, FLUSH_SECONDS), those of the
+        events the observer has not been told yet too (engine/core/later.py)."""
+        later.flush()
         pipeline = _pipelines.get(self.settings)
         if pipeline is not None:
             pipeline.flush()

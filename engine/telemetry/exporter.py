@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler
 from opentelemetry.sdk.version import __version__ as sdk_version
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from engine.core import later
 from engine.core.redaction import mask_url
 from engine.core.version import __version__
 from engine.state.store import RunRecord
@@ -293,6 +294,7 @@ class Pipeline:
     def flush(self, timeout: float = FLUSH_SECONDS) -> None:
         """Send what is queued, waiting at most `timeout` seconds (a destination that is down may take
         longer: the rest goes on in the background until the process exits)."""
+        later.flush()  # the observer told what waits: the spans of the runs so far are queued
         if self.closed or self.batch is None:
             return
         exporter = self.exporter if isinstance(self.exporter, OtlpHttpExporter) else None
@@ -332,6 +334,7 @@ def pipeline(settings: Settings, observer: TraceObserver) -> Pipeline:
 
 
 def _shutdown_all() -> None:
+    later.flush()  # the spans of events not told yet (registered before this, its own exit flush comes after)
     with _lock:
         pipelines = list(_pipelines.values())
     for each in pipelines:

@@ -9,8 +9,9 @@ its root, and kept for its spans: by the sampler OTEL_TRACES_SAMPLER names (the 
 engine/telemetry/exporter.py, the one part of the SDK a run meets), or by default here: always,
 unless the caller's traceparent says not sampled.
 
-Quick by design: it runs on the run's event loop between two events. Tokens are skipped first thing;
-the events of the execution the event before was of (most are) find its trace without a lookup.
+Quick by design. It is told on engine/core/later.py's thread, many executions in a row, where its code
+and data stay warm; tokens are skipped first thing; the events of the execution the event before was
+of (most are) find its trace without a lookup.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class TraceObserver:
     short execution's first event. Both may be set later, before the first execution (engine/telemetry/__init__.py).
     No OpenTelemetry here."""
 
-    # what it is told (engine/runtime/observe.py): what makes or ends a span
+    # what it is told (engine/runtime/observe.py): what makes or ends a span, on engine/core/later.py's
+    # thread, many executions in a row (a trace may lag a second or so; a flush tells what waits)
     event_types = frozenset(HANDLERS)
+    told_later = True
 
     def __init__(self, emit: Emit, decide: Decide | None = None, *, capture: bool = False) -> None:
         self.emit = emit

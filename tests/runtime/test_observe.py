@@ -1,16 +1,20 @@
 """How the runtime tells its observers (engine/runtime/observe.py): in order, in batches, all of an
 execution's events by the event that ends it, each observer only the types it asked for, a failing
-observer logged once and never the run's problem. End to end through runs: tests/telemetry and
+observer logged once and never the run's problem; an observer that may lag told on the thread of
+engine/core/later.py, in order, and at once on a flush. End to end through runs: tests/telemetry and
 tests/serve/test_metrics_observer.py."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
 
+from engine.core import later
 from engine.core.events import RunStatus, Sequencer
 from engine.runtime import observe
 from engine.serve.metrics import Metrics
@@ -131,3 +135,73 @@ def test_the_product_s_observers_ask_for_what_they_handle() -> None:
     metrics = Metrics()
     assert observe.wanted(metrics.observe) == frozenset(metrics._handlers)
     assert "token" not in frozenset(HANDLERS) | frozenset(metrics._handlers)
+
+
+class Lagging(Keeper):
+    """A Keeper that may be told late (`told_later`), and notes the thread it was told on."""
+
+    told_later = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def __call__(self, run: RunRecord, event: Any, execution: Any) -> None:
+        self.threads.add(threading.get_ident())
+        super().__call__(run, event, execution)
+
+
+def test_an_observer_that_may_lag_is_told_on_the_later_thread_in_order() -> None:
+    lagging, now = Lagging(), Keeper()
+    later.flush()
+    gate = threading.Lock()
+    with gate:  # the later thread is kept from the pieces until both executions have ended
+        later.put(gate.acquire)
+        _tell([lagging, now], ["run_started", "step_started", "run_finished"])
+        _tell([lagging, now], ["run_started", "run_failed"])
+        # the other observer was told on the run's thread, at each end; this one not yet
+        assert now.told == [
+            "run_started",
+            "step_started",
+            "run_finished",
+            "run_started",
+            "run_failed",
+        ]
+        assert lagging.told == []
+    deadline = time.monotonic() + 10
+    while (
+        len(lagging.told) < 5 and time.monotonic() < deadline
+    ):  # the thread's delay is a fraction of a second
+        time.sleep(0.01)
+    assert lagging.told == now.told
+    thread = later.thread()
+    assert thread is not None and lagging.threads == {thread.ident}
+
+
+def test_a_flush_tells_at_once_what_waits() -> None:
+    lagging = Lagging()
+    _tell([lagging], ["run_started", "step_started", "run_finished"])
+    later.flush()
+    assert lagging.told == ["run_started", "step_started", "run_finished"]
+
+
+def test_the_traces_and_the_metrics_may_lag_and_others_do_not() -> None:
+    assert observe._lags(TraceObserver(lambda span: None))
+    assert observe._lags(Metrics().observe)
+    assert not observe._lags(Keeper())
+
+
+def test_a_failing_piece_is_said_and_the_next_ones_are_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    done: list[int] = []
+
+    def broken() -> None:
+        raise RuntimeError("a bug")
+
+    with caplog.at_level(logging.WARNING, logger="blockyard.later"):
+        later.put(broken)
+        later.put(done.append, 1)
+        later.flush()
+    assert done == [1]
+    assert "work done later failed (RuntimeError: a bug)" in caplog.text

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from engine import Yard
+from engine.core import later
 from engine.core.events import Event, RunStatus
 from engine.runtime.execution import RunResult, collect
 from engine.state import store
@@ -52,6 +53,7 @@ class Kept:
         return True
 
     def spans(self) -> list[SpanRecord]:
+        later.flush()  # the trace observer is told on engine/core/later.py's thread: what waits, told now
         return list(self.kept)
 
     def clear(self) -> None:
