@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from engine.state.location import URL_ENV
-from tests.support import bytecode, collector, processes, stateless
+from tests.support import bytecode, collector, cpu, processes, stateless
 from tests.support.cli import Cli, in_process
 
 if TYPE_CHECKING:
@@ -142,6 +142,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "postgres: needs a Postgres server (tests/support/postgres.py)"
     )
+    config.addinivalue_line(
+        "markers",
+        "cpu_heavy(reason): may spend more than tests/support/cpu.py's LIMIT of CPU; says why",
+    )
+    config.pluginmanager.register(cpu.Plugin(), "cpu")
     config.pluginmanager.register(stateless.Plugin(config, test_backend()), "stateless")
     bytecode.share()  # before pytest-xdist starts its workers (at session start): they share it too
     # A suite started in the background of a shell without job control (`pytest &`, nohup) inherits an

@@ -163,6 +163,9 @@ def _github_env(tmp_path: Path, work: Path, path: str) -> tuple[dict[str, str], 
     return env, output, summary
 
 
+@pytest.mark.cpu_heavy(
+    "installs the action's copy of the project with pip, then validates, tests and summarises as a runner would"
+)
 @pytest.mark.timeout(300)
 def test_the_action_with_its_default_inputs_installs_its_copy_validates_tests_and_summarises(
     tmp_path: Path,
@@ -250,6 +253,9 @@ print("{}")
 """
 
 
+@pytest.mark.cpu_heavy(
+    "installs the action's copy of the project with pip, then validates, tests and summarises as a runner would"
+)
 @pytest.mark.timeout(600)
 def test_the_eval_mode_posts_one_comment_and_edits_it_on_the_next_push(tmp_path: Path) -> None:
     inputs = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()}
@@ -317,6 +323,9 @@ def test_the_eval_mode_posts_one_comment_and_edits_it_on_the_next_push(tmp_path:
     assert second["Eval verdict"].returncode == 0
 
 
+@pytest.mark.cpu_heavy(
+    "installs the action's copy of the project with pip, then validates, tests and summarises as a runner would"
+)
 @pytest.mark.timeout(600)
 def test_the_eval_mode_fails_the_job_after_commenting_when_an_eval_regresses(
     tmp_path: Path,

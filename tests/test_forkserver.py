@@ -161,3 +161,17 @@ def test_what_a_fork_cannot_stand_in_for_starts_a_new_interpreter(tmp_path: Path
     assert processes.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
     ).stdout.strip() == str(os.getpid())
+
+
+def test_a_forked_child_s_cpu_is_reported_with_its_exit_status(tmp_path: Path) -> None:
+    """What tests/support/cpu.py counts as the caller's: the child is the server's, not this process's."""
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end:\n    pass\n",
+        encoding="utf-8",
+    )
+    argv = [sys.executable, str(script)]
+    assert processes.request_for(argv, None, ENV, tmp_path) is not None  # goes to the server
+    before = processes.forked_cpu()
+    assert processes.run(argv, cwd=tmp_path, env=ENV, timeout=60).returncode == 0
+    assert 0.4 <= processes.forked_cpu() - before < 5

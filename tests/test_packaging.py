@@ -277,6 +277,9 @@ def test_the_wheel_says_the_package_is_typed(wheel: Path) -> None:
     assert "engine/py.typed" in zipfile.ZipFile(wheel).namelist()
 
 
+@pytest.mark.cpu_heavy(
+    "installs the wheel in a fresh venv and validates the example yard with it, a fresh interpreter"
+)
 @pytest.mark.timeout(300)
 def test_validate_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
@@ -377,6 +380,9 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.cpu_heavy(
+    "installs the wheel without its extras in a fresh venv, then runs a command of each extra"
+)
 @pytest.mark.timeout(300)
 def test_the_core_alone_validates_and_the_rest_says_what_to_install(
     wheel: Path, tmp_path: Path

@@ -30,6 +30,9 @@ def _check(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.cpu_heavy(
+    "builds the wheel and the sdist, installs them in fresh venvs and runs the example yard"
+)
 @pytest.mark.timeout(300)
 def test_the_release_check_builds_installs_and_runs_the_example_yard(tmp_path: Path) -> None:
     pytest.importorskip("twine", reason="the dev extra brings twine")

@@ -10,6 +10,9 @@ import pytest
 from tests.support.docs_walk import REPO, walk, walked
 
 
+@pytest.mark.cpu_heavy(
+    "the page's commands as pasted: a checkout set up from the lock, the suite run narrowed on both backends"
+)
 @pytest.mark.timeout(660)
 @pytest.mark.parametrize(
     "page", walked("contributing"), ids=lambda page: str(page.relative_to(REPO))

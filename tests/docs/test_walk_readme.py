@@ -12,6 +12,9 @@ import pytest
 from tests.support.docs_walk import REPO, externally_managed_python, walk
 
 
+@pytest.mark.cpu_heavy(
+    "a fresh machine's setup as pasted: a venv made and the project installed in it, then the flow run"
+)
 @pytest.mark.timeout(660)
 def test_the_readme_runs_as_pasted_with_an_externally_managed_python(tmp_path: Path) -> None:
     result = walk(REPO / "README.md", tmp_path)

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.hostile.hostile_harness import check_file_part
 
 
+@pytest.mark.cpu_heavy(
+    "half the hostile corpus: hundreds of yards, each validated and run by the real CLI in a child"
+)
 def test_hostile_files_get_clear_answers(tmp_path: Path) -> None:
     check_file_part(tmp_path, 1)

@@ -83,6 +83,9 @@ def _wal_syncs(root: Path, flow: str, tmp: Path) -> int:
     return sum("state.db-wal>" in call for call in calls)
 
 
+@pytest.mark.cpu_heavy(
+    "three fresh `blockyard run` interpreters under strace, which stops at every system call"
+)
 @pytest.mark.sqlite_only("counts the fsyncs of the SQLite file")
 def test_a_full_flow_syncs_every_commit_a_normal_one_only_when_the_process_closes(
     chains: Path, tmp_path: Path
@@ -96,6 +99,9 @@ def test_a_full_flow_syncs_every_commit_a_normal_one_only_when_the_process_close
     assert full >= STEPS + normal, (full, normal)
 
 
+@pytest.mark.cpu_heavy(
+    "three fresh `blockyard run` interpreters under strace, which stops at every system call"
+)
 @pytest.mark.sqlite_only("counts the fsyncs of the SQLite file")
 def test_the_yard_default_applies_unless_the_flow_says_otherwise(
     chains: Path, tmp_path: Path

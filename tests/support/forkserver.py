@@ -10,7 +10,7 @@ Unix socket), resets the signal dispositions a new interpreter starts with, and 
 or script as `__main__` exactly as `python -m MODULE`/`python SCRIPT` would, and exits through the
 interpreter's normal shutdown (non-daemon threads joined, atexit handlers run, SystemExit's code,
 a traceback and exit 1 for an uncaught exception, death by SIGINT for an uncaught KeyboardInterrupt).
-The server reports the child's pid, then its exit status.
+The server reports the child's pid, then its exit status and the CPU time it spent.
 
 What a child cannot tell apart from a fresh process is what the fork shares: the modules imported here
 (all of `engine`, nothing run) and the interpreter's start-up state. So the tests about start-up itself
@@ -125,7 +125,7 @@ def _receive(conn: socket.socket) -> Request | None:
 def _reap(waiting: dict[int, socket.socket]) -> None:
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
@@ -134,7 +134,9 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
         if conn is not None:
             # the caller is gone: nobody asks for this status any more
             with contextlib.suppress(OSError):
-                conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}".encode())
+                # and its CPU (its reaped children's too), which tests/support/cpu.py counts as its caller's
+                cpu = usage.ru_utime + usage.ru_stime
+                conn.sendall(f"exit {os.waitstatus_to_exitcode(status)} {cpu:.6f}".encode())
             conn.close()
 
 

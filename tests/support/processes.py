@@ -238,8 +238,22 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subproc
             return False
         self._server.close()
         # an empty reply: the server died before the child (it never does before its session ends)
-        self.returncode = int(reply.split()[1]) if reply.startswith("exit ") else 255
+        words = reply.split()
+        self.returncode = int(words[1]) if reply.startswith("exit ") else 255
+        if len(words) > 2:
+            _forked[0] += float(words[2])
         return True
+
+
+_forked = [
+    0.0
+]  # CPU seconds of the children the fork server forked for this process, once each ended
+
+
+def forked_cpu() -> float:
+    """CPU seconds the fork server's children of this process spent, those whose exit status came in
+    (tests/support/cpu.py)."""
+    return _forked[0]
 
 
 def run(

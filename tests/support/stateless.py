@@ -237,6 +237,7 @@ STATELESS: tuple[str, ...] = (
     "tests/test_architecture.py",
     "tests/test_cli_basics.py",
     "tests/test_cli_boundary.py",
+    "tests/test_cpu_limit.py",
     "tests/test_cron.py::test_cron_is_parsed_in_one_module",
     "tests/test_cron.py::test_loading_the_cron_grammar_starts_no_process",
     "tests/test_cron.py::test_refused_expressions_say_why",
