@@ -46,8 +46,8 @@ from _harness import header, make_yard, measure, median, rounds, run, table
 from bench_overhead import BLOCKS, flows
 
 from engine import Yard
-from engine.core import later
 from engine.cli.startup import SERVER_THRESHOLDS
+from engine.core import later
 from engine.runtime.observe import _Teller
 from engine.serve.metrics import Metrics
 from engine.telemetry import Telemetry, exporter, wire
