@@ -6,12 +6,11 @@ without a reason fails; the end of the run lists the dearest test bodies."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.support import child_pytest
 
 CONFTEST = """
     from tests.support import cpu
@@ -68,24 +67,7 @@ def test_a_test_over_the_limit_fails_unless_marked_and_explained(tmp_path: Path)
     (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST).lstrip(), encoding="utf-8")
     (tmp_path / "test_suite.py").write_text(textwrap.dedent(SUITE).lstrip(), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}  # the summary's lines whole
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--disable-plugin-autoload",
-            "-o",
-            "addopts=",
-            "-rf",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = child_pytest.run(tmp_path, env, "-rf")
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
     assert "3 failed, 2 passed" in out, out

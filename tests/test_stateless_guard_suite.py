@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -21,12 +20,12 @@ import pytest
 
 from engine.state.location import URL_ENV
 from tests.conftest import BACKEND_ENV, REPO
-from tests.support import stateless
+from tests.support import child_pytest, stateless
 from tests.test_stateless_guard import OPEN_IN_CHILD
 
 CONFTEST = """
     from tests.conftest import pytest_configure, state_backend  # noqa: F401  the suite's own
-    from tests.support import stateless
+    from tests.support import child_pytest, stateless
 
     stateless.STATELESS = ("test_listed.py", "test_unlisted.py::test_opens_nothing_here",
                            "test_unlisted.py::test_listed_alone_but_opens_one")
@@ -84,27 +83,8 @@ def _pytest(folder: Path, backend: str, *args: str) -> subprocess.CompletedProce
         key: value for key, value in os.environ.items() if key not in (URL_ENV, stateless.FIND_ENV)
     }
     env.update({BACKEND_ENV: backend, "PYTHONPATH": str(REPO)})
-    # only xdist of the installed plugins, as in the suite (pyproject.toml's addopts say why)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--disable-plugin-autoload",
-            "-p",
-            "xdist",
-            "-o",
-            "addopts=",
-            *args,
-        ],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # only xdist of the installed plugins, as in the suite
+    return child_pytest.run(folder, env, *args, plugins=("xdist",))
 
 
 @pytest.fixture
