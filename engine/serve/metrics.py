@@ -11,10 +11,9 @@ The gauges (queue depth, running runs, runs waiting at gates) are read when Prom
 (`snapshot`, from the route): what this server holds, and for the waiting runs, the database.
 
 The observer may lag (`told_later`): it is told on engine/core/later.py's thread, many executions in a
-row, up to a second or so after the events, and a scrape first has it told what waits. It still
-only adds to plain
-numbers (`_Count`, `_Buckets`), found with one dict lookup per event; the client library's metric
-families are made from them when Prometheus scrapes (`_Families`, a custom collector), and
+row, up to a second or so after the events, and a scrape first has it told what waits. It only adds
+to plain numbers (`_Count`, `_Buckets`), found with one dict lookup per event; the client library's
+metric families are made from them when Prometheus scrapes (`_Families`, a custom collector), and
 `generate_latest` writes the text. The library's own Counter and Histogram take a lock and
 validate their labels on every increment: three to five times the cost per event
 (bench/bench_metrics.py). Only one thread at a time writes the numbers (engine/core/later.py does

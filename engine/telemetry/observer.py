@@ -10,7 +10,7 @@ engine/telemetry/exporter.py, the one part of the SDK a run meets), or by defaul
 unless the caller's traceparent says not sampled.
 
 Quick by design. It is told on engine/core/later.py's thread, many executions in a row, where its code
-and data stay warm; tokens are skipped first thing; the events of the execution the event before was
+stays warm; tokens are skipped first thing; the events of the execution the event before was
 of (most are) find its trace without a lookup.
 """
 

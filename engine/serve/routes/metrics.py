@@ -3,6 +3,7 @@ the server's token like every other route (docs/observability.md, "Prometheus me
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -29,4 +30,7 @@ async def metrics(server: ServerDep) -> Response:
     server.metrics.snapshot(
         queued=queue.queued if queue else 0, running=queue.running if queue else 0, waiting=waiting
     )
-    return Response(server.metrics.exposition(), media_type=CONTENT_TYPE)
+    # off the server's loop: the exposition first has the observer told what waits, which may wait for
+    # the observers' thread to finish a row of executions (engine/core/later.py)
+    text = await asyncio.to_thread(server.metrics.exposition)
+    return Response(text, media_type=CONTENT_TYPE)
