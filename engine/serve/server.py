@@ -287,9 +287,8 @@ class Server:
             if run_id in queue.jobs or await service.get_run(run_id) is not None:
                 raise conflict("run_exists", f"run id '{run_id}' is already taken")
         check_size(inputs, self.catalog.server.max_input_bytes, "the run's inputs")
-        if (
-            thread is not None
-        ):  # a turn takes the values written to its thread for inputs it does not give
+        # a turn takes the values written to its thread for inputs it does not give
+        if thread is not None:
             inputs = await service.engine.turn_inputs(entry.bundle, thread, inputs)
         values = service.check_inputs(entry.bundle, inputs)
         job = Job(
