@@ -12,7 +12,7 @@ from engine.compile import compile_flow
 from engine.definitions.pinned import make_bundle
 from engine.definitions.project import load_project
 from engine.nodes.errors import InternalError
-from engine.spec import BlockSpec, FlowSpec, StepSpec
+from engine.spec import AgentBlock, BlockSpec, FlowSpec, StepSpec, parse_block
 from engine.spec.block import MAX_DELEGATION_DEPTH
 from engine.spec.delegation import Agent, Catalog, Depth, block_callees
 from engine.validate.semantic import check_project
@@ -20,8 +20,8 @@ from engine.validate.semantic import check_project
 Yard = Callable[[dict[str, str]], Path]
 
 
-def agent(name: str, delegates: list[str] | None = None) -> BlockSpec:
-    return BlockSpec.model_validate(
+def agent(name: str, delegates: list[str] | None = None) -> AgentBlock:
+    return AgentBlock.model_validate(
         {
             "block": name,
             "kind": "agent",
@@ -40,11 +40,14 @@ def agent_yaml(name: str, delegates: str = "") -> str:
     )
 
 
-BLOCKS = {
+AGENTS = {
     "lead": agent("lead", ["both", "helper", "nowhere"]),
     "both": agent("both"),
     "helper": agent("helper"),
-    "tool": BlockSpec.model_validate(
+}
+BLOCKS: dict[str, BlockSpec] = {
+    **AGENTS,
+    "tool": parse_block(
         {"block": "tool", "kind": "tool", "tool": "x", "outputs": {"y": {"type": "string"}}}
     ),
 }
@@ -73,7 +76,7 @@ def test_a_step_offers_its_delegates_then_its_blocks() -> None:
     step = StepSpec.model_validate(
         {"id": "s", "uses": "lead", "delegates": ["helper", "both", "lost"]}
     )
-    me = Agent(BLOCKS["lead"], "f", step, {"helper": sibling})
+    me = Agent(AGENTS["lead"], "f", step, {"helper": sibling})
 
     # its own delegates make it another agent than its block
     assert me.key == "step 's' of flow 'f'"
@@ -87,7 +90,7 @@ def test_a_step_offers_its_delegates_then_its_blocks() -> None:
         ("nowhere", "block", None),
     ]
     (first, *_) = me.callees(CATALOG)
-    assert me.inner(first) == Agent(BLOCKS["helper"], "f", sibling, {"helper": sibling})
+    assert me.inner(first) == Agent(AGENTS["helper"], "f", sibling, {"helper": sibling})
     assert me.inner(first).key == "agent block 'helper'"  # no delegates of its own: its block
 
 

@@ -58,12 +58,8 @@ class AgentExecutor:
     async def __call__(self, call: BlockCall) -> dict[str, Any]:
         plan = self.plan
         block = plan.block
-        system = render_prompt(
-            "prompt.system", block.prompt.system if block.prompt else None, call.inputs
-        )
-        user = render_prompt(
-            "prompt.user", block.prompt.user if block.prompt else None, call.inputs
-        )
+        system = render_prompt("prompt.system", block.prompt.system, call.inputs)
+        user = render_prompt("prompt.user", block.prompt.user, call.inputs)
         if user is None:
             user = "Inputs:\n" + json.dumps(call.inputs, ensure_ascii=False, default=str)
         offered = (*await self._tools(call), *self.delegate_tools, self.answer)

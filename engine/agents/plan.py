@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.types import RetryPolicy
 
 from engine.core.errors import BlockyardError
-from engine.spec import BlockSpec
+from engine.spec import AgentBlock
 from engine.spec.block import DEFAULT_MAX_ITERATIONS
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Delegate:
 class AgentPlan:
     flow: str
     where: str  # "flow 'f', step 's'" for messages
-    block: BlockSpec
+    block: AgentBlock
     tools: tuple[str, ...]
     delegates: tuple[Delegate, ...] = ()
     depth: int = 0

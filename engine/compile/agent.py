@@ -32,7 +32,7 @@ from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
 from engine.nodes.errors import StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
-from engine.spec import BlockSpec, FlowSpec, StepSpec, TypeSpec
+from engine.spec import AgentBlock, BlockSpec, FlowSpec, StepSpec, TypeSpec
 from engine.spec.delegation import Agent, Callee, Catalog, flow_key
 from engine.spec.typecheck import outputs_schema
 
@@ -64,7 +64,7 @@ def agent_executor(
     builder: GraphBuilder,
     region: Region | None,
     step: StepSpec | None,
-    block: BlockSpec,
+    block: AgentBlock,
     label: str,
 ) -> Executor:
     """An agent's executor with its delegates resolved (the step's first, then the block's)."""

@@ -27,7 +27,7 @@ from typing import Any
 from engine.compile.delegates import split_delegated
 from engine.compile.topology import EXIT, Plan, plan_region
 from engine.definitions.pinned import Bundle
-from engine.spec import BlockSpec, ForeachSpec, LoopSpec, MapSpec, Route, StepSpec
+from engine.spec import AgentBlock, BlockSpec, ForeachSpec, LoopSpec, MapSpec, Route, StepSpec
 from engine.spec.decisions import gate_spec
 
 START_ID, END_ID = "__start__", "__end__"
@@ -399,12 +399,8 @@ class _Builder:
         kind = block.kind if block is not None else "block"
         lines = [step.id, f"{kind} {step.uses}{bound}"]
         data = {"block": step.uses, "kind": kind, **data}
-        if kind == "agent":
-            tools = [
-                *step.delegates,
-                *(block.delegates if block is not None else []),
-                *(block.tools if block else []),
-            ]
+        if isinstance(block, AgentBlock):
+            tools = [*step.delegates, *block.delegates, *block.tools]
             if tools:
                 lines.append("tools: " + ", ".join(dict.fromkeys(tools)))
                 data["tools"] = list(dict.fromkeys(tools))
@@ -449,5 +445,4 @@ def _bound(step: StepSpec) -> str:
 
 def route_label(route: Route) -> str:
     """How a router rule reads on its edge: `regex ^err`, `starts with x`."""
-    kind = route.kind
-    return f"{kind.replace('_', ' ')} {getattr(route, kind)}"
+    return f"{route.kind.replace('_', ' ')} {route.condition}"

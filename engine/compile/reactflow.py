@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
 from engine.definitions.pinned import Bundle
+from engine.spec import AgentBlock, SmartBlock, ToolBlock
 
 X_GAP, Y_GAP = 260, 140
 _NODE_TYPES = {
@@ -224,21 +225,21 @@ class _Exporter:
             found = self.base(node, kind)
             data = found["data"]
             data["block"] = raw.get("uses")
-            if block is not None and kind == "agent":
+            if isinstance(block, AgentBlock):
                 data.update(
                     {
-                        "system_prompt": block.prompt.system if block.prompt else None,
+                        "system_prompt": block.prompt.system,
                         "tools": [*block.tools],
                         "max_iterations": block.max_iterations,
                         "profile": block.model if isinstance(block.model, str) else None,
                     }
                 )
-            elif block is not None and kind == "tool":
+            elif isinstance(block, ToolBlock):
                 data["tool"] = block.tool
                 data["args"] = data.get("step", {}).pop("with", {})
                 if data.get("step") == {}:
                     del data["step"]
-            elif block is not None and kind == "smart_node":
+            elif isinstance(block, SmartBlock):
                 data.update(
                     {
                         "mode": "ChainOfThought" if block.mode == "chain_of_thought" else "Predict",
@@ -264,7 +265,7 @@ class _Exporter:
             data["routes"] = [
                 {
                     "condition": route.kind,
-                    "value": getattr(route, route.kind),
+                    "value": route.condition,
                     "target_handle": f"route-{number}",
                 }
                 for number, route in enumerate(spec.routes, 1)

@@ -29,8 +29,15 @@ from engine.nodes.context import RunContext
 from engine.nodes.errors import internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import Route, StepSpec
-from engine.spec.flow import enum_text
+from engine.spec import StepSpec
+from engine.spec.flow import (
+    ContainsRoute,
+    EqualsRoute,
+    RegexRoute,
+    Route,
+    StartsWithRoute,
+    enum_text,
+)
 from engine.templates.render import TemplateError, evaluate, render
 
 Matcher = Callable[[str, Mapping[str, Any]], bool]
@@ -110,23 +117,20 @@ def as_text(value: Any) -> str:
 
 
 def _matcher(route: Route, where: str, position: int) -> Matcher:
-    kind = route.kind
-    if kind == "contains":
-        needle = route.contains or ""
+    if isinstance(route, ContainsRoute):
+        needle = route.contains
         return lambda text, _: needle in text
-    if kind == "equals":
-        wanted = (route.equals or "").casefold()
+    if isinstance(route, EqualsRoute):
+        wanted = route.equals.casefold()
         return lambda text, _: text.casefold() == wanted
-    if kind == "starts_with":
-        prefix = route.starts_with or ""
+    if isinstance(route, StartsWithRoute):
+        prefix = route.starts_with
         return lambda text, _: text.startswith(prefix)
-    if kind == "regex":
-        pattern = compile_regex(route.regex or "", f"{where}: router rule {position}")
+    if isinstance(route, RegexRoute):
+        pattern = compile_regex(route.regex, f"{where}: router rule {position}")
         return lambda text, _: pattern.search(text) is not None
-    if kind == "expr":
-        expression = route.expr or ""
-        return lambda _, scope: bool(evaluate(expression, scope))
-    raise internal(f"{where}: router rule {position} without a condition", "BY314")
+    expression = route.expr
+    return lambda _, scope: bool(evaluate(expression, scope))
 
 
 def compile_regex(pattern: str, where: str) -> Any:

@@ -15,10 +15,10 @@ from engine.compile.state import State, applied, combined, record
 from engine.compile.wired import executor_for
 from engine.executors.model import decision_output
 from engine.nodes.context import RunContext
-from engine.nodes.errors import Problem
+from engine.nodes.errors import Problem, internal
 from engine.nodes.events import failed
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import StepSpec
+from engine.spec import DecideBlock, StepSpec
 from engine.spec.flow import enum_text
 
 
@@ -85,6 +85,10 @@ def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
         builder.add_node(name, node, retry=block_step.policies.retry, inline=not block_step.pauses)
         return Built([name], tail=name, fuse=followers.append)
 
+    if not isinstance(block, DecideBlock):
+        raise internal(
+            f"{builder.where(step.id)}: branches on {block.kind} block '{block.block}'", "BY310"
+        )
     choice = decision_output(block, builder.where(step.id))
     branches = dict(step.branches)
     built = Built([name])

@@ -23,7 +23,7 @@ from engine.definitions.files import Bounds, Refused, TooLarge, located, read_by
 from engine.definitions.load import MAX_FILE_BYTES, LoadError, load_file
 from engine.definitions.project import CONFIG_FILE, Project
 from engine.definitions.prompts import referenced
-from engine.spec import StepSpec
+from engine.spec import ModelBlock, StepSpec
 from engine.spec.walk import walk_steps
 
 _BLOCK_LINE = re.compile(r"^block:\s*[\"']?([A-Za-z_][A-Za-z0-9_-]*)", re.M)
@@ -82,8 +82,9 @@ def _use_block(project: Project, ref: str, found: Closure) -> list[str]:
         if block is None:
             continue
         found.files.add(block.display)
-        if block.spec.prompt is not None:  # a run pins their text: editing one changes the flow
-            prompts = referenced(project.root, project.bounds(), block.spec.prompt)
+        prompt = block.spec.prompt if isinstance(block.spec, ModelBlock) else None
+        if prompt is not None:  # a run pins their text: editing one changes the flow
+            prompts = referenced(project.root, project.bounds(), prompt)
             found.prompts |= prompts
             found.files |= prompts
         if block.spec.kind != "agent":

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from engine.core.errors import UsageError
 from engine.core.values import text_problem
 from engine.definitions.files import Bounds
-from engine.spec import BlockSpec, ConfigSpec
+from engine.spec import BlockSpec, ConfigSpec, ModelBlock
 
 # what the engine reads in every yard, whatever blockyard.yaml says: (path relative to the yard, what it is)
 FIXED: tuple[tuple[str, str], ...] = (
@@ -91,7 +91,7 @@ def prompt_files(blocks: Iterable[BlockSpec]) -> set[str]:
     return {
         name
         for block in blocks
-        if block.prompt is not None
+        if isinstance(block, ModelBlock) and block.prompt is not None
         for name in (block.prompt.system_file, block.prompt.user_file)
         if name is not None
     }

@@ -17,7 +17,7 @@ from engine.core.errors import UsageError
 from engine.definitions.files import Refused, TooLarge, read_bytes
 from engine.definitions.project import Project, content_hash, relative
 from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources, resolved_prompt
-from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec import BlockSpec, ConfigSpec, FlowSpec, ModelBlock, parse_block
 from engine.spec.durability import gate_of
 from engine.spec.walk import walk_steps
 
@@ -90,8 +90,8 @@ class Bundle:
 
 def block_spec(data: dict[str, Any], prompts: dict[str, str]) -> BlockSpec:
     """A pinned block, its `system_file` / `user_file` replaced by the pinned text of those files."""
-    spec = BlockSpec.model_validate(data)
-    prompt = spec.prompt
+    spec = parse_block(data)
+    prompt = spec.prompt if isinstance(spec, ModelBlock) else None
     if prompt is None or (prompt.system_file is None and prompt.user_file is None):
         return spec
     texts = resolved_prompt(prompt, prompts)
@@ -106,8 +106,8 @@ def _pin_prompts(project: Project, name: str, blocks: dict[str, dict[str, Any]])
     """The prompt files the blocks name (`system_file`, `user_file`) or include, read now."""
     pinned: dict[str, str] = {}
     for ref, data in blocks.items():
-        spec = BlockSpec.model_validate(data)
-        if spec.prompt is None:
+        spec = parse_block(data)
+        if not isinstance(spec, ModelBlock) or spec.prompt is None:
             continue
         sources: list[str] = []
         files: list[str] = []
@@ -218,7 +218,7 @@ def _pin_delegates(
 ) -> None:
     pending = [ref]
     while pending:
-        spec = BlockSpec.model_validate(blocks[pending.pop()])
+        spec = parse_block(blocks[pending.pop()])
         for delegate in spec.delegates if spec.kind == "agent" else []:
             block = project.block(delegate)
             if block is not None and block.spec.kind == "agent":

@@ -23,6 +23,7 @@ from engine.definitions import schema
 from engine.definitions.files import Bounds, Locations, list_files
 from engine.definitions.load import Document, LoadError, load_file
 from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec.block import parse_block
 
 CONFIG_FILE = "blockyard.yaml"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -148,7 +149,7 @@ def _load_project(root: Path, only: Iterable[Path] | None) -> Project:
     if os.path.lexists(config_path):
         doc = _read(project, config_path, Bounds.of(root), names)
         if doc is not None:
-            config = _build(project, doc, "config", ConfigSpec)
+            config: ConfigSpec | None = _build(project, doc, "config")
             if config is not None:
                 project.config, project.config_doc = config, doc
     bounds = project.bounds()
@@ -172,7 +173,7 @@ def _load_blocks(project: Project, root: Path, bounds: Bounds, names: Names) -> 
         doc = _read(project, path, bounds, names)
         if doc is None:
             continue
-        spec = _build(project, doc, "block", BlockSpec)
+        spec: BlockSpec | None = _build(project, doc, "block")
         if spec is None:
             continue
         versions = project.blocks.setdefault(spec.block, {})
@@ -197,7 +198,7 @@ def _load_flows(project: Project, root: Path, bounds: Bounds, names: Names) -> N
         doc = _read(project, path, bounds, names)
         if doc is None:
             continue
-        flow = _build(project, doc, "flow", FlowSpec)
+        flow: FlowSpec | None = _build(project, doc, "flow")
         if flow is None:
             continue
         if flow.flow in project.flows:
@@ -220,7 +221,7 @@ def library_blocks() -> dict[str, BlockDef]:
     found: dict[str, BlockDef] = {}
     for path in sorted(p for p in LIBRARY.rglob("*") if p.suffix in YAML_SUFFIXES and p.is_file()):
         doc = load_file(path, f"<built-in>/{path.name}")
-        spec = BlockSpec.model_validate(doc.data)
+        spec = parse_block(doc.data)
         found[spec.block] = Definition(spec, doc)
     return found
 
@@ -248,18 +249,20 @@ def _read(project: Project, path: Path, bounds: Bounds, names: Names) -> Documen
         return None
 
 
-def _build(project: Project, doc: Document, kind: str, model: type[S]) -> S | None:
+def _build(project: Project, doc: Document, kind: str) -> Any:
+    """The spec of `doc` (a block, flow or config: the caller names its type), or None with its problems
+    reported."""
     spec = schema.accepted(doc.data, kind)  # valid as it is: the spec, built once
-    if isinstance(spec, model):
+    if spec is not None:
         return spec
     problems = schema.check(doc, kind)
     if problems:
         project.diagnostics.extend(problems)
         return None
     try:
-        return model.model_validate(doc.data)
-    except ValidationError as exc:  # the schema is generated from the model, so this is rare
-        for error in exc.errors():
-            loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
-            project.diagnostics.append(doc.diag(loc, "BY100", error["msg"]))
+        return schema.MODELS[kind].validate_python(doc.data)
+    except (
+        ValidationError
+    ) as exc:  # a block kind's own rules (the schema stage leaves them to the model)
+        project.diagnostics.extend(schema.model_errors(doc, kind, exc))
         return None

@@ -20,24 +20,33 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import TypeAdapter
 from pydantic import ValidationError as ModelError
 
 from engine.core.diagnostics import Diagnostic, did_you_mean
 from engine.definitions.load import Document
-from engine.spec import BlockSpec, ConfigSpec, FlowSpec
+from engine.spec import ConfigSpec, FlowSpec
+from engine.spec.block import (
+    BLOCK_MODELS,
+    BLOCKS,
+    KIND_KEYS,
+    MISSING_KEY,
+    foreign_words,
+    missing_words,
+)
 from engine.spec.evals import EvalSpec
+from engine.spec.flow import ROUTE_CONDITIONS, route_problem, said_conditions
 
 if TYPE_CHECKING:
     from jsonschema import Validator
     from jsonschema.exceptions import ValidationError
 
 TOP_KEYS = {"block": "blocks", "flow": "flows"}
-MODELS: dict[str, type[BaseModel]] = {
-    "block": BlockSpec,
-    "flow": FlowSpec,
-    "config": ConfigSpec,
-    "eval": EvalSpec,
+MODELS: dict[str, TypeAdapter[Any]] = {
+    "block": BLOCKS,  # the union of the kinds' models, keyed by `kind`
+    "flow": TypeAdapter(FlowSpec),
+    "config": TypeAdapter(ConfigSpec),
+    "eval": TypeAdapter(EvalSpec),
 }
 _RANGE = (
     "minimum",
@@ -127,11 +136,11 @@ def is_valid(data: Any, name: str) -> bool:
     return accepted(data, name) is not None
 
 
-def accepted(data: Any, name: str) -> BaseModel | None:
+def accepted(data: Any, name: str) -> Any | None:
     """The spec `data` makes when the model accepts it strictly (so it is valid, see the docstring
     above), or None. Strict input is input the lax build would take as it is: the same spec."""
     try:
-        return MODELS[name].model_validate(data, strict=True, by_alias=True, by_name=False)
+        return MODELS[name].validate_python(data, strict=True, by_alias=True, by_name=False)
     except ModelError:
         return None
     except TypeError:  # pydantic < 2.11 has no by_name; the slow path is always right
@@ -157,6 +166,96 @@ def check(doc: Document, name: str) -> list[Diagnostic]:
     for error in _validator(name).iter_errors(data):
         found.update(_explain(doc, error))
     return sorted(found)
+
+
+def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic]:
+    """The errors of a document the schema check passed but the model refused. For a block, that is a rule
+    of its kind's model (engine/spec/block.py), which the schema stage leaves to it: a key the kind needs
+    (BY350-BY355, each with its own words) or a key of another kind (BY356)."""
+    found: list[Diagnostic] = []
+    for problem in error.errors():
+        loc = tuple(part for part in problem["loc"] if isinstance(part, str | int))
+        if name == "block" and loc and loc[0] in BLOCK_MODELS:
+            kind, loc = str(loc[0]), loc[1:]
+            said = _kind_rule(doc, kind, loc, problem["type"])
+            if said is not None:
+                found.append(said)
+                continue
+        if name == "flow":
+            loc = _untagged(loc)
+            rule = _route_rule(doc, loc, problem["type"])
+            if rule is not None:
+                found.extend(rule)
+                continue
+        found.append(doc.diag(loc, "BY100", problem["msg"]))
+    return found
+
+
+def _untagged(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """A location in the document: pydantic puts the chosen condition's name after a router rule's
+    position (`routes, 2, contains, equals`), which the document does not have."""
+    kept: list[str | int] = []
+    for position, part in enumerate(loc):
+        after_rule = (
+            position >= 2 and loc[position - 2] == "routes" and isinstance(loc[position - 1], int)
+        )
+        if not (after_rule and part in ROUTE_CONDITIONS):
+            kept.append(part)
+    return tuple(kept)
+
+
+def _route_rule(doc: Document, loc: tuple[str | int, ...], error: str) -> list[Diagnostic] | None:
+    """A router rule that says no condition, or several (BY314): the rule's model is chosen by the one it
+    says (engine/spec/flow.py)."""
+    at = next(
+        (
+            i
+            for i in range(len(loc) - 1, 1, -1)
+            if loc[i - 1] == "routes" and isinstance(loc[i], int)
+        ),
+        None,
+    )
+    if at is None or loc[at - 2] != "router":
+        return None
+    rule, extra = loc[: at + 1], loc[at + 1 :]
+    said = said_conditions(_at(doc.data, rule))
+    step = _at(doc.data, loc[: at - 2])
+    words = route_problem(
+        str(step.get("id")) if isinstance(step, dict) else "?", int(loc[at]) + 1, said
+    )
+    if error == "union_tag_not_found" and not extra:
+        return [doc.diag(rule, "BY314", words)]
+    if error == "extra_forbidden" and len(extra) == 1 and extra[0] in said:
+        # one report per rule, at its second condition, naming them all
+        return [doc.diag((*rule, said[1]), "BY314", words, key=True)] if extra[0] == said[1] else []
+    return None
+
+
+def _at(data: Any, path: tuple[str | int, ...]) -> Any:
+    """The part of a document at `path`, or None where the document has no such part."""
+    for part in path:
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _kind_rule(
+    doc: Document, kind: str, loc: tuple[str | int, ...], error: str
+) -> Diagnostic | None:
+    if len(loc) != 1 or not isinstance(loc[0], str):
+        return None
+    key = loc[0]
+    block = f"block '{_show(doc.data.get('block'))}': "
+    if error == "missing" and key in MISSING_KEY:
+        code, message = missing_words(kind, key)
+        return doc.diag(("kind",), code, block + message)
+    if error == "extra_forbidden" and key in KIND_KEYS:
+        return doc.diag((key,), "BY356", block + foreign_words(kind, key), key=True)
+    return None
 
 
 def _misplaced(doc: Document, name: str) -> Diagnostic | None:

@@ -37,7 +37,7 @@ from engine.models.cached import ReplyCache, caching
 from engine.models.resolver import ModelResolver
 from engine.nodes.context import RunContext
 from engine.runtime.engine import Engine
-from engine.spec import MODEL_KINDS, BlockSpec
+from engine.spec import ModelBlock
 from engine.spec.evals import Assertion
 from engine.state.location import Location
 from engine.validate.evalfiles import EvalDef, LoadedCase, typed_inputs
@@ -71,7 +71,7 @@ def _unread(text: str) -> None:
 class EvalModels(ModelResolver):
     """The models of eval runs: llm and decide blocks' calls detached from LangChain's callbacks."""
 
-    def for_block(self, block: BlockSpec) -> StructuredModel:
+    def for_block(self, block: ModelBlock) -> StructuredModel:
         return _Detached(super().for_block(block))
 
 
@@ -279,7 +279,7 @@ class Runner:
             try:
                 self.engine.compiled(bundle, durable=not quick, inline=True)
                 for block in bundle.blocks.values():
-                    if block.kind in MODEL_KINDS:
+                    if isinstance(block, ModelBlock):
                         models.for_block(block)
             except BlockyardError:  # each case of it reports this as its run's failure
                 continue

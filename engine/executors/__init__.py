@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import internal
 from engine.spec import BlockSpec
 
-# what every module of EXECUTORS has as `prepare`
-Preparer = Callable[[BlockSpec, str], Executor]
+# what every module of EXECUTORS has as `prepare`: it takes the model of its kinds (a ToolBlock, an
+# LlmBlock | DecideBlock: engine/spec/block.py), so that a kind's keys are there by type; `prepare` below
+# hands it a block of those kinds only (tests/test_registries.py checks each member's parameter)
+Preparer = Callable[[Any, str], Executor]
 
 # a block kind -> its executor's module in engine/executors, imported the first time a flow has such a
 # block: a cold `blockyard run` of llm and transform blocks loads neither the agents package nor the
@@ -55,8 +56,6 @@ __all__ = ["EXECUTORS", "BlockCall", "Executor", "prepare"]
 
 def prepare(block: BlockSpec, where: str) -> Executor:
     """The executor of a validated `block` (`where` names the step, for messages)."""
-    module = EXECUTORS.get(block.kind)
-    if module is None:
-        raise internal(f"{where}: block '{block.block}' of unknown kind '{block.kind}'", "BY105")
-    preparer: Preparer = import_module(f"engine.executors.{module}").prepare
+    # every kind has its module (tests/test_registries.py), and the block's model is its kind's
+    preparer: Preparer = import_module(f"engine.executors.{EXECUTORS[block.kind]}").prepare
     return preparer(block, where)

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from engine.agents import AgentExecutor, AgentPlan, Delegate
 from engine.nodes.call import Executor
 from engine.nodes.errors import InternalError
-from engine.spec import BlockSpec
+from engine.spec import AgentBlock
 
 
 def prepare(
-    block: BlockSpec,
+    block: AgentBlock,
     where: str,
     delegates: Sequence[Delegate] = (),
     *,
@@ -27,7 +27,7 @@ def prepare(
 
 
 def agent_executor(
-    block: BlockSpec,
+    block: AgentBlock,
     where: str,
     delegates: Sequence[Delegate] = (),
     *,

@@ -28,20 +28,17 @@ from typing import Any
 
 from engine.core.values import text_problem
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import Problem, internal
-from engine.spec import BlockSpec
+from engine.nodes.errors import Problem
+from engine.spec import MemoryReadBlock, MemoryWriteBlock
 from engine.templates.render import TemplateError, references, render_text
 
 QUERY_INPUTS = ("memory_query", "query")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def prepare(block: BlockSpec, where: str) -> Executor:
-    spec = block.memory
-    if spec is None:
-        raise internal(f"{where}: {block.kind} block '{block.block}' without `memory:`", "BY355")
-    namespace, key_template = spec.namespace, spec.key
-    if block.kind == "memory_read":
+def prepare(block: MemoryReadBlock | MemoryWriteBlock, where: str) -> Executor:
+    namespace, key_template = block.memory.namespace, block.memory.key
+    if isinstance(block, MemoryReadBlock):
         return _reader(block, where, namespace, key_template)
     return _writer(block, where, namespace, key_template)
 
@@ -70,7 +67,9 @@ def _memory(call: BlockCall) -> Any:
     return memory
 
 
-def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
+def _reader(
+    block: MemoryReadBlock, where: str, namespace: str, key_template: str | None
+) -> Executor:
     outputs = list(block.outputs)
     query_input = next((name for name in QUERY_INPUTS if name in block.inputs), None)
 
@@ -85,7 +84,9 @@ def _reader(block: BlockSpec, where: str, namespace: str, key_template: str | No
     return run
 
 
-def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | None) -> Executor:
+def _writer(
+    block: MemoryWriteBlock, where: str, namespace: str, key_template: str | None
+) -> Executor:
     read_by_key = {path[0] for path in references(key_template)} if key_template else set()
     stored = [name for name in block.inputs if name not in read_by_key]  # never empty (BY444)
 
@@ -107,7 +108,7 @@ def _writer(block: BlockSpec, where: str, namespace: str, key_template: str | No
     return run
 
 
-def spread(value: Any, outputs: list[str], block: BlockSpec) -> dict[str, Any]:
+def spread(value: Any, outputs: list[str], block: MemoryReadBlock) -> dict[str, Any]:
     """A memory value as the block's outputs: the only output gets it whole; several outputs take
     their names out of a mapping (absent ones are left to their defaults)."""
     if len(outputs) == 1:

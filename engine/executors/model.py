@@ -13,16 +13,15 @@ from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import internal
 from engine.nodes.events import TOKEN, emit
 from engine.nodes.scope import render_prompt
-from engine.spec import BlockSpec
+from engine.spec import DecideBlock, LlmBlock
 from engine.spec.typecheck import outputs_schema
 
 
-def prepare(block: BlockSpec, where: str) -> Executor:
-    if block.kind == "decide":
+def prepare(block: LlmBlock | DecideBlock, where: str) -> Executor:
+    if isinstance(block, DecideBlock):
         decision_output(block, where)
     schema = outputs_schema(block.outputs)
-    system = block.prompt.system if block.prompt is not None else None
-    user = block.prompt.user if block.prompt is not None else None
+    system, user = block.prompt.system, block.prompt.user
 
     async def run(call: BlockCall) -> dict[str, Any]:
         scope = prompt_scope(call)
@@ -51,7 +50,7 @@ def prepare(block: BlockSpec, where: str) -> Executor:
     return run
 
 
-def decision_output(block: BlockSpec, where: str) -> str:
+def decision_output(block: DecideBlock, where: str) -> str:
     """The output a decide block branches on: its only output, which has an enum."""
     if len(block.outputs) != 1 or not next(iter(block.outputs.values())).enum:
         raise internal(

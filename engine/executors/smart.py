@@ -24,11 +24,11 @@ from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
 from engine.smart.metering import calls_since
 from engine.smart.program import HISTORY_FIELD, guardrail_problem, history_text, module, outputs_of
-from engine.spec import BlockSpec
+from engine.spec import SmartBlock
 from engine.templates.render import TemplateError, render_text
 
 
-def prepare(block: BlockSpec, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
+def prepare(block: SmartBlock, where: str, *, program: Mapping[str, Any] | None = None) -> Executor:
     """The block's executor. DSPy (~1 s of CPU to import) is loaded at the first prediction, except for a
     block with a compiled program: that is loaded here, so that one which does not fit fails the compile,
     not a run. Without one, the module is built from names validation has checked (BY359)."""
@@ -102,7 +102,7 @@ def _report(
 
 
 def _predict(
-    block: BlockSpec,
+    block: SmartBlock,
     instructions: str | None,
     program: dict[str, Any] | None,
     lm: Any,
@@ -134,7 +134,7 @@ def _predict(
     return outputs
 
 
-def _instructions(block: BlockSpec, inputs: dict[str, Any]) -> str | None:
+def _instructions(block: SmartBlock, inputs: dict[str, Any]) -> str | None:
     """The block's description and rendered prompt, or None to keep the program's instructions."""
     if block.prompt is None:
         return None

@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import internal
 from engine.nodes.events import TOOL_CALL, emit
-from engine.spec import BlockSpec
+from engine.spec import ToolBlock
 
 
-def prepare(block: BlockSpec, where: str) -> Executor:
-    if not block.tool:
-        raise internal(f"{where}: tool block '{block.block}' without `tool`", "BY351")
+def prepare(block: ToolBlock, where: str) -> Executor:
     name = block.tool
     outputs = list(block.outputs)
 

@@ -6,12 +6,12 @@ from typing import Any
 
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import Problem
-from engine.spec import BlockSpec
+from engine.spec import TransformBlock
 from engine.templates.render import TemplateError, evaluate
 
 
-def prepare(block: BlockSpec, where: str) -> Executor:
-    compute = dict(block.compute or {})
+def prepare(block: TransformBlock, where: str) -> Executor:
+    compute = dict(block.compute)
 
     async def run(call: BlockCall) -> dict[str, Any]:
         outputs: dict[str, Any] = {}

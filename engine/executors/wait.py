@@ -6,13 +6,10 @@ import asyncio
 from typing import Any
 
 from engine.nodes.call import BlockCall, Executor
-from engine.nodes.errors import internal
-from engine.spec import BlockSpec, parse_duration
+from engine.spec import WaitBlock, parse_duration
 
 
-def prepare(block: BlockSpec, where: str) -> Executor:
-    if block.duration is None:
-        raise internal(f"{where}: wait block '{block.block}' without `duration`", "BY352")
+def prepare(block: WaitBlock, where: str) -> Executor:
     seconds = parse_duration(block.duration)
 
     async def run(call: BlockCall) -> dict[str, Any]:

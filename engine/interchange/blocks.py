@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.definitions.project import Project
-from engine.spec import BlockSpec
+from engine.spec import BlockSpec, parse_block
 
 # what a block is called and how it is filed: two blocks that differ only here do the same thing
 _NOT_CONTRACT = frozenset({"block", "version", "description", "category", "tags"})
@@ -30,7 +30,7 @@ def slug(text: str, fallback: str = "node") -> str:
 def contract(data: dict[str, Any]) -> dict[str, Any] | None:
     """What a block does, without its name and filing; None when the data is no valid block."""
     try:
-        spec = BlockSpec.model_validate(data)
+        spec = parse_block(data)
     except ValidationError:
         return None
     return spec.model_dump(exclude=set(_NOT_CONTRACT), exclude_defaults=True, by_alias=True)
@@ -71,4 +71,4 @@ class BlockPlacer:
         if found is not None:
             return found.spec
         data = self.new.get(ref)
-        return BlockSpec.model_validate(data) if data is not None else None
+        return parse_block(data) if data is not None else None

@@ -16,7 +16,7 @@ from engine.models.pricing import FREE, price_of
 from engine.models.providers import make_generator
 from engine.models.script import MockScript, script_for
 from engine.models.structured import StructuredClient
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, ModelBlock, ModelProfile
 
 DEFAULT = "default"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -49,7 +49,7 @@ class ModelResolver:
     def __repr__(self) -> str:
         return f"ModelResolver(profiles={sorted(self.config.models)!r}, run_id={self.run_id!r})"
 
-    def profile(self, block: BlockSpec) -> tuple[str, ModelProfile]:
+    def profile(self, block: ModelBlock) -> tuple[str, ModelProfile]:
         """(profile name, profile) used by a block; inline profiles are named `<block>:inline`."""
         model = block.model
         if isinstance(model, ModelProfile):
@@ -82,16 +82,16 @@ class ModelResolver:
                 self._cache[wanted] = model
         return model
 
-    def for_block(self, block: BlockSpec) -> StructuredModel:
+    def for_block(self, block: ModelBlock) -> StructuredModel:
         """The structured-output model for a block (block.model: a profile name, inline, or None)."""
         return self._client(block)
 
-    def agent_for_block(self, block: BlockSpec) -> AgentModel:
+    def agent_for_block(self, block: ModelBlock) -> AgentModel:
         """The chat model an agent block runs its turns on (same profile, same cached client)."""
         generator: AgentModel = self._client(block).generator  # type: ignore[assignment]
         return generator
 
-    def _client(self, block: BlockSpec) -> StructuredClient:
+    def _client(self, block: ModelBlock) -> StructuredClient:
         name, profile = self.profile(block)
         key = name if not isinstance(block.model, ModelProfile) else profile.model_dump_json()
         with self._lock:

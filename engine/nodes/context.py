@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.core.redaction import Masker
-from engine.spec import BlockSpec
+from engine.spec import ModelBlock
 from engine.templates.limits import DEFAULT, TemplateLimits
 
 if TYPE_CHECKING:  # its module writes events, which loads LangGraph: not for what only draws flows
@@ -27,9 +27,9 @@ class StructuredModel(Protocol):
 
 
 class ModelSource(Protocol):
-    def for_block(self, block: BlockSpec) -> StructuredModel: ...
+    def for_block(self, block: ModelBlock) -> StructuredModel: ...
 
-    def agent_for_block(self, block: BlockSpec) -> Any:
+    def agent_for_block(self, block: ModelBlock) -> Any:
         """The chat model an agent block takes its turns on (engine.models.agentic.AgentModel)."""
         ...
 

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from engine.nodes.call import BlockCall
 from engine.nodes.events import warning
+from engine.spec import ModelBlock
 
 Said = tuple[str, str]  # (role: user | assistant, text)
 
@@ -64,6 +65,8 @@ def for_call(call: BlockCall) -> tuple[Said, ...]:
     if conversation is None:
         return ()
     budget = getattr(context, "history_chars", 100_000)
+    if not isinstance(call.block, ModelBlock):
+        return ()  # only a model is sent the conversation
     wanted = call.block.history_turns
     chosen = choose(conversation, wanted, budget)
     # the turns the block asks for that are not sent: the checkpoint keeps only what fits the budget

@@ -32,8 +32,8 @@ from engine.review.changes import (
     field_changes,
     short,
 )
-from engine.spec import BlockSpec, StepSpec, TypeSpec
-from engine.spec.block import MODEL_KINDS
+from engine.spec import BlockSpec, ModelBlock, StepSpec, TypeSpec
+from engine.spec.block import called_tools
 from engine.spec.flow import enum_text
 from engine.spec.walk import BODY_KEYS, walk_steps
 
@@ -101,12 +101,13 @@ def config_users(base: Project, head: Project) -> dict[str, str]:
     for name, versions in head.blocks.items():
         for definition in versions.values():
             spec = definition.spec
-            profile = spec.model if isinstance(spec.model, str) else None
-            if profile is None and spec.model is None and spec.kind in MODEL_KINDS:
-                profile = "default"
-            if profile in models:
-                found[name] = f"model profile {profile}"
-            used = {*spec.tools, *([spec.tool] if spec.tool else [])} & tools
+            if isinstance(spec, ModelBlock):
+                profile = spec.model if isinstance(spec.model, str) else None
+                if spec.model is None:
+                    profile = "default"
+                if profile in models:
+                    found[name] = f"model profile {profile}"
+            used = set(called_tools(spec)) & tools
             if used:
                 found[name] = f"tool {sorted(used)[0]}"
     return found
@@ -163,7 +164,7 @@ def _same_content(old: BlockDef, new: BlockDef, base: Project, head: Project) ->
 def prompt_texts(project: Project, spec: BlockSpec) -> dict[str, str]:
     """What a block's prompt says: the system and user texts, the files they name and every file
     included (a file that cannot be read counts by the reason, which validate reports)."""
-    if spec.prompt is None:
+    if not isinstance(spec, ModelBlock) or spec.prompt is None:
         return {}
     texts: dict[str, str] = {}
     sources: list[str] = []

@@ -9,13 +9,13 @@ from typing import Any
 
 from engine.core.errors import UsageError
 from engine.definitions.pinned import Bundle
-from engine.spec.block import DEFAULT_HISTORY, MODEL_KINDS
+from engine.spec.block import DEFAULT_HISTORY, BlockSpec, ModelBlock
 from engine.spec.budget import effective
 from engine.spec.common import DURABILITY_MODES
 from engine.spec.durability import keeps_trace, mode_of, refusal
 
 
-def all_blocks(bundle: Bundle) -> list[Any]:
+def all_blocks(bundle: Bundle) -> list[BlockSpec]:
     """The blocks of a flow and of its subflows."""
     blocks = [*bundle.blocks.values()]
     pending = [*bundle.flows.values()]
@@ -29,7 +29,7 @@ def all_blocks(bundle: Bundle) -> list[Any]:
 def uses_default_model(bundle: Bundle) -> bool:
     """Whether a block of the flow (or its subflows) talks to the `default` model profile."""
     return any(
-        block.kind in MODEL_KINDS and block.model in (None, "default")
+        isinstance(block, ModelBlock) and block.model in (None, "default")
         for block in all_blocks(bundle)
     )
 
@@ -38,7 +38,7 @@ def history_window(bundle: Bundle) -> int | None:
     """How many earlier turns of a conversation any model block of the flow (or its subflows) can
     be sent — None for all of them (within `threads.history_chars`). A thread's checkpoint keeps
     no more; a flow without model blocks keeps the default."""
-    wanted = [block.history_turns for block in all_blocks(bundle) if block.kind in MODEL_KINDS]
+    wanted = [block.history_turns for block in all_blocks(bundle) if isinstance(block, ModelBlock)]
     if not wanted:
         return DEFAULT_HISTORY
     if any(turns is None for turns in wanted):
@@ -51,7 +51,9 @@ def model_profiles(bundle: Bundle) -> list[Any]:
     inline = [
         block.model
         for block in all_blocks(bundle)
-        if block.model is not None and not isinstance(block.model, str)
+        if isinstance(block, ModelBlock)
+        and block.model is not None
+        and not isinstance(block.model, str)
     ]
     return [*bundle.config.models.values(), *inline]
 

@@ -19,7 +19,7 @@ from typing import Any
 from engine.core.usage import ModelCall, Spend
 from engine.definitions.pinned import Bundle
 from engine.models import StructuredRequest
-from engine.spec import BlockSpec, ConfigSpec, TypeSpec
+from engine.spec import ConfigSpec, LlmBlock, PromptSpec, TypeSpec
 from engine.spec.typecheck import outputs_schema
 from engine.state import threads
 from engine.state.store import RunRecord
@@ -54,7 +54,7 @@ def tidy(title: str) -> str | None:
     return " ".join(words[:WORDS]) if words else None
 
 
-def naming_block(config: ConfigSpec) -> BlockSpec | None:
+def naming_block(config: ConfigSpec) -> LlmBlock | None:
     """The block a thread's name is asked for with, or None when no `threads.name_model` is set."""
     name = config.threads.name_model
     if name is None:
@@ -64,12 +64,16 @@ def naming_block(config: ConfigSpec) -> BlockSpec | None:
         # validate reports it (BY502); a pinned definition may be older than the check
         return None
     tuned = profile.model_copy(update={"temperature": TEMPERATURE})
-    return BlockSpec(
-        block="thread_name", kind="llm", model=tuned, outputs={"title": TypeSpec(type="string")}
+    return LlmBlock(
+        block="thread_name",
+        kind="llm",
+        prompt=PromptSpec(user=PROMPT),  # said here; `model_name` sends it with the text filled in
+        model=tuned,
+        outputs={"title": TypeSpec(type="string")},
     )
 
 
-async def model_name(models: Any, block: BlockSpec, flow: str, text: str) -> str | None:
+async def model_name(models: Any, block: LlmBlock, flow: str, text: str) -> str | None:
     """The name the model gives a thread that starts with `text`; None when it gives none."""
     request = StructuredRequest(
         flow=flow,

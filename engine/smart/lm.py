@@ -29,7 +29,7 @@ from engine.models.providers.mock import MockGenerator
 from engine.models.secrets import read_key, redact
 from engine.smart import import_dspy
 from engine.smart.program import REASONING
-from engine.spec import BlockSpec, ModelProfile, parse_duration
+from engine.spec import ModelProfile, SmartBlock, parse_duration
 from engine.spec.typecheck import outputs_schema
 
 _PREFIX = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "gemini"}
@@ -43,7 +43,7 @@ _KEY_ENV = {
 
 def lm_for(
     models: Any,
-    block: BlockSpec,
+    block: SmartBlock,
     *,
     flow: str,
     step: str,

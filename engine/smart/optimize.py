@@ -33,7 +33,8 @@ from engine.models import ModelResolver
 from engine.smart import dspy_installed, import_dspy, needs_dspy
 from engine.smart.lm import lm_for, model_failure
 from engine.smart.program import module, saved_state
-from engine.spec import BlockSpec
+from engine.spec import SmartBlock
+from engine.spec.block import article
 
 Example = dict[str, Any]
 
@@ -51,8 +52,7 @@ def optimize_command(
     project = load_project(root)
     if not project.ok:
         raise ValidationFailed(sorted(project.diagnostics))
-    definition = _smart_block(project, ref)
-    block = definition.spec
+    definition, block = _smart_block(project, ref)
     if not dspy_installed():
         raise UsageError(needs_dspy("blockyard optimize"))
     trainset = read_examples(examples, block, root)
@@ -72,7 +72,7 @@ def optimize_command(
 
 
 def compile_program(
-    project: Project, block: BlockSpec, trainset: list[Example], max_demos: int, max_labeled: int
+    project: Project, block: SmartBlock, trainset: list[Example], max_demos: int, max_labeled: int
 ) -> tuple[Any, int]:
     """(the compiled DSPy module, how many demos were bootstrapped)."""
     dspy: Any = import_dspy()
@@ -106,7 +106,7 @@ def compile_program(
     return compiled, bootstrapped
 
 
-def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> list[Example]:
+def read_examples(path: Path, block: SmartBlock, root: Path | None = None) -> list[Example]:
     """The examples of a file, each checked against the block's inputs and outputs. A file inside
     the yard `root` must not be a link that leads out of it."""
     try:
@@ -143,7 +143,7 @@ def read_examples(path: Path, block: BlockSpec, root: Path | None = None) -> lis
     return [dict(example) for example in data]
 
 
-def _metric(block: BlockSpec) -> Any:
+def _metric(block: SmartBlock) -> Any:
     names = list(block.outputs)
 
     def same(expected: Any, got: Any) -> bool:
@@ -157,20 +157,17 @@ def _metric(block: BlockSpec) -> Any:
     return metric
 
 
-def _smart_block(project: Project, ref: str) -> BlockDef:
+def _smart_block(project: Project, ref: str) -> tuple[BlockDef, SmartBlock]:
     definition = project.block(ref)
     if definition is None:
         raise UsageError(f"unknown block '{ref}'{did_you_mean(ref.split('@')[0], project.blocks)}")
-    if definition.spec.kind != "smart":
+    spec = definition.spec
+    if not isinstance(spec, SmartBlock):
         raise UsageError(
-            f"block '{definition.spec.block}' is {_article(definition.spec.kind)} block; "
+            f"block '{spec.block}' is {article(spec.kind)} block; "
             "`blockyard optimize` compiles smart blocks"
         )
-    return definition
-
-
-def _article(kind: str) -> str:
-    return f"{'an' if kind[0] in 'aeiou' or kind == 'llm' else 'a'} {kind}"
+    return definition, spec
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from engine.nodes.errors import Problem
 from engine.nodes.scope import check_outputs
 from engine.smart import import_dspy
-from engine.spec import BlockSpec, TypeSpec
+from engine.spec import SmartBlock, TypeSpec
 
 REASONING = "reasoning"  # the field DSPy's ChainOfThought adds
 # in a conversation thread's turn, the conversation so far as one text input field: DSPy's own
@@ -40,7 +40,7 @@ def python_type(spec: TypeSpec) -> Any:
     return simple[spec.type]
 
 
-def signature(block: BlockSpec, instructions: str | None = None, *, history: bool = False) -> Any:
+def signature(block: SmartBlock, instructions: str | None = None, *, history: bool = False) -> Any:
     """The DSPy signature of a block (with `history`, a first input field for the conversation so far)."""
     dspy: Any = import_dspy()
     fields: dict[str, tuple[Any, Any]] = {}
@@ -58,7 +58,7 @@ def signature(block: BlockSpec, instructions: str | None = None, *, history: boo
     return dspy.make_signature(fields, instructions or default_instructions(block))
 
 
-def default_instructions(block: BlockSpec) -> str:
+def default_instructions(block: SmartBlock) -> str:
     return (
         block.description
         or f"Produce {', '.join(block.outputs)} from {', '.join(block.inputs) or 'nothing'}."
@@ -66,7 +66,7 @@ def default_instructions(block: BlockSpec) -> str:
 
 
 def module(
-    block: BlockSpec,
+    block: SmartBlock,
     instructions: str | None = None,
     program: Mapping[str, Any] | None = None,
     *,
@@ -102,13 +102,13 @@ def saved_state(program: Any) -> dict[str, Any]:
     return state
 
 
-def outputs_of(block: BlockSpec, prediction: Any) -> dict[str, Any]:
+def outputs_of(block: SmartBlock, prediction: Any) -> dict[str, Any]:
     """The block's outputs out of a prediction (the reasoning field is not an output)."""
     values = dict(prediction.items()) if hasattr(prediction, "items") else dict(prediction)
     return {name: values[name] for name in block.outputs if name in values}
 
 
-def guardrail_problem(block: BlockSpec, outputs: Mapping[str, Any]) -> str | None:
+def guardrail_problem(block: SmartBlock, outputs: Mapping[str, Any]) -> str | None:
     """What breaks the block's guardrails in these outputs, or None."""
     rails = block.guardrails
     if rails is None:

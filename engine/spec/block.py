@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictInt, TypeAdapter, model_validator
 
 from engine.spec.common import (
     Duration,
@@ -20,40 +20,12 @@ from engine.spec.common import (
 BlockKind = Literal[
     "llm", "decide", "agent", "smart", "tool", "transform", "memory_read", "memory_write", "wait"
 ]
-BLOCK_KINDS: tuple[str, ...] = BlockKind.__args__  # type: ignore[attr-defined]
+BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
 MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
-# Which kinds read each block key (unset: every kind). Written anywhere else, the key would be silently
-# ignored: the validator reports it (BY356, engine/validate/semantic/blocks.py), and the published
-# schema refuses it by shape (engine/spec/export.py), so that an editor shows each kind its own keys.
-KIND_KEYS: dict[str, frozenset[str]] = {
-    "prompt": MODEL_KINDS,
-    "model": MODEL_KINDS,
-    "tools": frozenset({"agent"}),
-    "delegates": frozenset({"agent"}),
-    "max_iterations": frozenset({"agent"}),
-    "approve_tools": frozenset({"agent"}),
-    "mode": frozenset({"smart"}),
-    "guardrails": frozenset({"smart"}),
-    "compute": frozenset({"transform"}),
-    "tool": frozenset({"tool"}),
-    "duration": frozenset({"wait"}),
-    "memory": MEMORY_KINDS,
-    "history": MODEL_KINDS,
-}
-# What each kind must say: the validator reports a missing key with its own code (BY350-BY358), and the
-# published schema requires it. `prompt` means a prompt with a user message; `outputs` at least one.
-KIND_REQUIRES: dict[str, tuple[str, ...]] = {
-    "llm": ("prompt", "outputs"),
-    "decide": ("prompt", "outputs"),
-    "agent": ("prompt", "outputs"),
-    "smart": ("outputs",),
-    "tool": ("tool",),
-    "transform": ("compute",),
-    "memory_read": ("memory", "outputs"),
-    "memory_write": ("memory",),
-    "wait": ("duration",),
-}
+# Kinds that must produce at least one output (BY358; a decide block's one output has its own rule, BY353).
+# The one requirement of a kind that is not a key of its model: an empty mapping is still a mapping.
+PRODUCING = frozenset({"llm", "decide", "agent", "smart", "memory_read"})
 DEFAULT_HISTORY = (
     20  # turns of a conversation an llm, decide or smart block is sent unless it says otherwise
 )
@@ -107,8 +79,14 @@ class GuardrailSpec(Spec):
     attempts: int = Field(3, ge=1, le=10, description="Predictions tried before the step fails.")
 
 
-class BlockSpec(Spec):
-    """A block file: blocks/<id>.yaml."""
+def article(kind: str) -> str:
+    """'an agent', 'an llm', 'a tool'."""
+    return f"{'an' if kind[0] in 'aeiou' or kind == 'llm' else 'a'} {kind}"
+
+
+class BlockBase(Spec):
+    """What every block file says (blocks/<id>.yaml), whatever its kind; each kind is a model of its own
+    below, and `BlockSpec` is their union, keyed by `kind`."""
 
     block: Name = Field(..., description="Unique block id; the file is blocks/<id>.yaml.")
     version: int = Field(
@@ -125,6 +103,39 @@ class BlockSpec(Spec):
     outputs: dict[Name, TypeSpec] = Field(
         default_factory=empty_dict, description="What the block writes into the flow's context."
     )
+    retry: RetrySpec | None = Field(None, description="Retry policy for transient failures.")
+    timeout: Duration | None = Field(None, description="Limit on one execution of the block.")
+    category: str | None = Field(
+        None, description="Free-form group, for `blockyard blocks --category`."
+    )
+    tags: list[str] = Field(
+        default_factory=empty_list, description="Labels, for `blockyard blocks --tag`."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsaid(cls, data: Any) -> Any:
+        """Another kind's key left empty (`tools: []`, `prompt: null`) says nothing: it is dropped, as the
+        published schema allows it (engine/spec/export.py). Any other value of it is refused (BY356)."""
+        if not isinstance(data, dict):
+            return data
+        foreign = [
+            key
+            for key, value in data.items()
+            if key in KIND_KEYS and key not in cls.model_fields and (value is None or value == [])
+        ]
+        return (
+            {key: value for key, value in data.items() if key not in foreign} if foreign else data
+        )
+
+    @property
+    def ref(self) -> str:
+        return f"{self.block}@{self.version}"
+
+
+class ModelBlock(BlockBase):
+    """The kinds that ask a model: llm, decide, agent, smart."""
+
     prompt: PromptSpec | None = Field(
         None, description="Prompt templates (llm, decide, agent, smart)."
     )
@@ -137,6 +148,41 @@ class BlockSpec(Spec):
         "the prompt: all, none, or the last N turns (default: all for agent blocks, 20 for the "
         "others). See docs/memory.md.",
     )
+
+    @property
+    def history_turns(self) -> int | None:
+        """How many earlier turns of a conversation the block is sent: None for all of them."""
+        if self.history is None:
+            return None if self.kind == "agent" else DEFAULT_HISTORY
+        if self.history == "all":
+            return None
+        if self.history == "none":
+            return 0
+        return int(self.history)
+
+
+_PROMPT = "Prompt templates (llm, decide, agent, smart); the prompt has a `user:` message."
+
+
+class LlmBlock(ModelBlock):
+    """One model call with a structured reply."""
+
+    kind: Literal["llm"] = Field(..., description="Which generic executor runs the block.")
+    prompt: PromptSpec = Field(..., description=_PROMPT)
+
+
+class DecideBlock(ModelBlock):
+    """A model call that picks one of an output's enum values, for a step's `branches:`."""
+
+    kind: Literal["decide"] = Field(..., description="Which generic executor runs the block.")
+    prompt: PromptSpec = Field(..., description=_PROMPT)
+
+
+class AgentBlock(ModelBlock):
+    """A model in a loop of tool calls (and delegations) until it answers."""
+
+    kind: Literal["agent"] = Field(..., description="Which generic executor runs the block.")
+    prompt: PromptSpec = Field(..., description=_PROMPT)
     tools: list[Name] = Field(
         default_factory=empty_list, description="Tool names the agent may call."
     )
@@ -155,40 +201,123 @@ class BlockSpec(Spec):
             "(do not run it; the reason goes back to the model). See docs/agents.md.",
         )
     )
+
+
+class SmartBlock(ModelBlock):
+    """A DSPy program: a signature from the block's inputs and outputs, with guardrails."""
+
+    kind: Literal["smart"] = Field(..., description="Which generic executor runs the block.")
     mode: Literal["predict", "chain_of_thought"] | None = Field(
         None, description="smart: DSPy module."
     )
     guardrails: GuardrailSpec | None = Field(
         None, description="smart: checks of each prediction, retried."
     )
-    compute: dict[Name, str] | None = Field(
-        None, description="transform: output name -> Jinja2 expression over the inputs."
-    )
-    tool: Name | None = Field(None, description="tool: the registered tool this block calls.")
-    duration: Duration | None = Field(None, description="wait: how long to wait.")
-    memory: MemorySpec | None = Field(
-        None, description="memory_read / memory_write: the item touched."
-    )
-    retry: RetrySpec | None = Field(None, description="Retry policy for transient failures.")
-    timeout: Duration | None = Field(None, description="Limit on one execution of the block.")
-    category: str | None = Field(
-        None, description="Free-form group, for `blockyard blocks --category`."
-    )
-    tags: list[str] = Field(
-        default_factory=empty_list, description="Labels, for `blockyard blocks --tag`."
+
+
+class ToolBlock(BlockBase):
+    """A call of one registered tool."""
+
+    kind: Literal["tool"] = Field(..., description="Which generic executor runs the block.")
+    tool: Name = Field(..., description="tool: the registered tool this block calls.")
+
+
+class TransformBlock(BlockBase):
+    """Outputs computed from the inputs by expressions, without a model."""
+
+    kind: Literal["transform"] = Field(..., description="Which generic executor runs the block.")
+    compute: dict[Name, str] = Field(
+        ..., description="transform: output name -> Jinja2 expression over the inputs."
     )
 
-    @property
-    def history_turns(self) -> int | None:
-        """How many earlier turns of a conversation the block is sent: None for all of them."""
-        if self.history is None:
-            return None if self.kind == "agent" else DEFAULT_HISTORY
-        if self.history == "all":
-            return None
-        if self.history == "none":
-            return 0
-        return int(self.history)
 
-    @property
-    def ref(self) -> str:
-        return f"{self.block}@{self.version}"
+class MemoryReadBlock(BlockBase):
+    """Reads an item of the run's memory scope."""
+
+    kind: Literal["memory_read"] = Field(..., description="Which generic executor runs the block.")
+    memory: MemorySpec = Field(..., description="memory_read / memory_write: the item touched.")
+
+
+class MemoryWriteBlock(BlockBase):
+    """Writes the block's inputs to an item of the run's memory scope."""
+
+    kind: Literal["memory_write"] = Field(..., description="Which generic executor runs the block.")
+    memory: MemorySpec = Field(..., description="memory_read / memory_write: the item touched.")
+
+
+class WaitBlock(BlockBase):
+    """Waits, without holding a worker (docs/runtime.md)."""
+
+    kind: Literal["wait"] = Field(..., description="Which generic executor runs the block.")
+    duration: Duration = Field(..., description="wait: how long to wait.")
+
+
+# A block: one model per kind, chosen by `kind`. Code narrows it with isinstance (or by `kind`), so a tool
+# block's `tool` is known to be there by its type, not checked again at run time.
+BlockSpec = Annotated[
+    LlmBlock
+    | DecideBlock
+    | AgentBlock
+    | SmartBlock
+    | ToolBlock
+    | TransformBlock
+    | MemoryReadBlock
+    | MemoryWriteBlock
+    | WaitBlock,
+    Field(discriminator="kind"),
+]
+BLOCK_MODELS: dict[str, type[BlockBase]] = {
+    get_args(model.model_fields["kind"].annotation)[0]: model
+    for model in get_args(get_args(BlockSpec)[0])
+}
+BLOCKS: TypeAdapter[BlockSpec] = TypeAdapter(BlockSpec)
+# Each key only some kinds have -> those kinds: from the models above, the one place a kind's keys are said
+KIND_KEYS: dict[str, frozenset[str]] = {
+    key: frozenset(kind for kind, model in BLOCK_MODELS.items() if key in model.model_fields)
+    for key in dict.fromkeys(key for model in BLOCK_MODELS.values() for key in model.model_fields)
+    if key not in BlockBase.model_fields
+}
+# What each kind must say: the keys its model requires (a missing one is reported with its own code and
+# words, MISSING_KEY), and `outputs` for the kinds that produce some (PRODUCING)
+KIND_REQUIRES: dict[str, tuple[str, ...]] = {
+    kind: tuple(
+        key
+        for key, field in model.model_fields.items()
+        if field.is_required() and key not in BlockBase.model_fields
+    )
+    + (("outputs",) if kind in PRODUCING else ())
+    for kind, model in BLOCK_MODELS.items()
+}
+# code, words (after "{article(kind)} block needs ") of each key a kind requires, for the validator
+MISSING_KEY: dict[str, tuple[str, str]] = {
+    "prompt": ("BY354", "`prompt:` with a `user:` message"),
+    "tool": ("BY351", "`tool:`, the registered tool it calls"),
+    "duration": ("BY352", "`duration:`, e.g. duration: 30s"),
+    "compute": ("BY350", "`compute:`, one expression per output"),
+    "memory": ("BY355", "`memory:` (namespace and key)"),
+}
+
+
+def called_tools(block: BlockSpec) -> list[str]:
+    """The registered tools a block may call: an agent's `tools`, a tool block's `tool`."""
+    if isinstance(block, AgentBlock):
+        return list(block.tools)
+    return [block.tool] if isinstance(block, ToolBlock) else []
+
+
+def parse_block(data: Any) -> BlockSpec:
+    """A block from its document (or a pinned copy): the model of its kind. Raises pydantic's
+    ValidationError; `blockyard validate` explains each error with its code (engine/definitions/schema.py)."""
+    return BLOCKS.validate_python(data)
+
+
+def missing_words(kind: str, key: str) -> tuple[str, str]:
+    """(code, message) for a block of `kind` without `key`, which that kind requires."""
+    code, words = MISSING_KEY[key]
+    return code, f"{article(kind)} block needs {words}"
+
+
+def foreign_words(kind: str, key: str) -> str:
+    """Why `key`, a key of other kinds, is refused on a block of `kind` (BY356)."""
+    fits = ", ".join(sorted(KIND_KEYS[key]))
+    return f"`{key}` does not apply to {article(kind)} block (only to {fits})"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from engine.spec.block import BlockSpec
+from engine.spec.block import AgentBlock, BlockSpec
 from engine.spec.flow import FlowSpec, StepSpec
 from engine.spec.walk import delegated_ids, step_lists
 
@@ -34,10 +34,10 @@ class Catalog:
     block: Callable[[str], BlockSpec | None]  # a block reference ("name" or "name@2"), of any kind
     flow: Callable[[str], FlowSpec | None]
 
-    def agent(self, ref: str | None) -> BlockSpec | None:
+    def agent(self, ref: str | None) -> AgentBlock | None:
         """The agent block `ref` names, or None (no such block, or not an agent)."""
         block = self.block(ref) if ref is not None else None
-        return block if block is not None and block.kind == "agent" else None
+        return block if isinstance(block, AgentBlock) else None
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Callee:
     of: Literal["step", "block"]  # whose `delegates` list: the step's or the block's
     # None: it names nothing an agent can call (BY213, BY218)
     kind: Literal["step", "agent", "flow"] | None
-    block: BlockSpec | None = None  # the agent block, for a step or an agent
+    block: AgentBlock | None = None  # the agent block, for a step or an agent
     step: StepSpec | None = None  # the delegated step, for a step
 
 
@@ -58,7 +58,7 @@ class Agent:
     """An agent block where it runs: at `step` of `flow` (with the delegated agent steps of the step's
     list, by id), or with no step (a map's agent, another agent's delegate)."""
 
-    block: BlockSpec
+    block: AgentBlock
     flow: str
     step: StepSpec | None = None
     siblings: Mapping[str, StepSpec] = field(default_factory=dict)
@@ -105,7 +105,7 @@ def step_callees(
             yield Callee(name, position, "step", None)
 
 
-def block_callees(block: BlockSpec, catalog: Catalog) -> Iterator[Callee]:
+def block_callees(block: AgentBlock, catalog: Catalog) -> Iterator[Callee]:
     """What the names of an agent block's `delegates` resolve to: an agent block, else a flow."""
     for position, name in enumerate(block.delegates):
         agent = catalog.agent(name)
@@ -166,7 +166,7 @@ class Depth:
             if step.flow is not None:
                 chain = self.flow(step.flow)
             elif step.id in agents:
-                block = self.catalog.block(step.uses) if step.uses is not None else None
+                block = self.catalog.agent(step.uses)
                 chain = self.agent(Agent(block, flow, step, siblings)) if block is not None else ()
             elif step.map is not None and step.map.uses is not None:
                 block = self.catalog.agent(step.map.uses)

@@ -4,20 +4,85 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
+from pydantic.fields import FieldInfo
 
-from engine.spec.block import BLOCK_KINDS, KIND_KEYS, KIND_REQUIRES, BlockSpec
+from engine.spec.block import BLOCK_KINDS, BLOCK_MODELS, KIND_KEYS, KIND_REQUIRES, BlockBase
 from engine.spec.config import ConfigSpec
 from engine.spec.evals import EvalSpec
-from engine.spec.flow import ACTION_KEYS, ACTIONS, FlowSpec
+from engine.spec.flow import (
+    ACTION_KEYS,
+    ACTIONS,
+    ROUTE_CONDITIONS,
+    ROUTE_MODELS,
+    FlowSpec,
+    RouteBase,
+)
 from engine.spec.flowtest import SuiteFile
 from engine.spec.interchange import ReactFlowGraph, TaskPlan
 
+
+def flat_shape(
+    name: str, doc: str, base: type[BaseModel], members: Iterable[type[BaseModel]]
+) -> type[BaseModel]:
+    """Every member's keys in one model, each of them optional: the shape a published schema starts from
+    for a union of models (a block's kinds, a router rule's conditions), before its branches say which
+    keys each member must and may say (`kind_branches`, `condition_branches`). An editor (and the
+    validator's explanation of a schema error, engine/definitions/schema.py) then sees a key of another
+    member as a known key that does not fit, rather than an unknown one."""
+    members = list(members)
+    said = [
+        (key, info)
+        for model in members
+        for key, info in model.model_fields.items()
+        if key not in base.model_fields
+    ]
+    fields: dict[str, Any] = {}
+    for key, info in said:  # a member where the key is optional (smart's prompt) says it as it is
+        if not info.is_required():
+            fields.setdefault(key, (info.annotation, info))
+    everywhere = {key for key, _ in said if all(key in model.model_fields for model in members)}
+    for key, info in said:
+        if (
+            key in everywhere and key not in fields
+        ):  # required by every member: required (a rule's goto)
+            fields[key] = (info.annotation, info)
+    for key, info in said:  # a key only some members require (tool's tool) becomes optional
+        if key not in fields:
+            fields[key] = (
+                cast(Any, info.annotation) | None,
+                FieldInfo.merge_field_infos(info, default=None),
+            )
+    # in the members' order, a key every member says (a rule's `goto`) after the others
+    order = [key for key, _ in said if key not in everywhere] + [
+        k for k, _ in said if k in everywhere
+    ]
+    fields = {key: fields[key] for key in dict.fromkeys(order)}
+    shape: type[BaseModel] = create_model(name, __base__=base, __doc__=doc, **fields)
+    return shape
+
+
+def block_shape() -> type[BaseModel]:
+    return flat_shape(
+        "BlockSpec", "A block file: blocks/<id>.yaml.", BlockBase, BLOCK_MODELS.values()
+    )
+
+
+def route_shape() -> type[BaseModel]:
+    return flat_shape(
+        "Route",
+        "One router rule: the first rule that matches picks the next step.",
+        RouteBase,
+        ROUTE_MODELS.values(),
+    )
+
+
 SCHEMAS: dict[str, type[BaseModel]] = {
-    "block.schema.json": BlockSpec,
+    "block.schema.json": block_shape(),
     "flow.schema.json": FlowSpec,
     "config.schema.json": ConfigSpec,
     "flowtest.schema.json": SuiteFile,
@@ -33,10 +98,11 @@ def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     _strip(schema)
     _name_keys(schema)
     _bound_integers(schema)
-    if model is BlockSpec:
+    if filename == "block.schema.json":
         schema["allOf"] = kind_branches()
     if model is FlowSpec:
         schema["$defs"]["StepSpec"]["allOf"] = action_branches()
+        _flat_routes(schema)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": BASE_ID + filename,
@@ -110,11 +176,11 @@ KIND_BRANCH = (
 
 
 def kind_branches() -> list[dict[str, Any]]:
-    """One `if kind is X then ...` branch per block kind, from the kinds' tables (engine/spec/block.py): the
+    """One `if kind is X then ...` branch per block kind, from the kinds' models (engine/spec/block.py): the
     keys the kind must say, and the keys of other kinds, which it may not. An editor reading the schema
-    then completes and checks a `tool` block's keys apart from an `llm` block's. The models keep one shape
-    for every kind, and `blockyard validate` reports these rules with their own codes and words (BY350-BY358,
-    BY356): its schema stage (engine/definitions/schema.py) leaves the branches out."""
+    then completes and checks a `tool` block's keys apart from an `llm` block's. `blockyard validate`
+    reports these rules with their own codes and words (BY350-BY358, BY356): its schema stage
+    (engine/definitions/schema.py) leaves the branches out and explains the kind's model's errors."""
     branches = []
     for kind in BLOCK_KINDS:
         required = KIND_REQUIRES.get(kind, ())
@@ -144,6 +210,36 @@ def kind_branches() -> list[dict[str, Any]]:
             }
         )
     return branches
+
+
+def _flat_routes(schema: dict[str, Any]) -> None:
+    """A router rule as one object with a branch per condition (`condition_branches`), in place of the
+    union of the conditions' models that pydantic writes."""
+    defs = schema["$defs"]
+    for name in ROUTE_MODELS.values():
+        del defs[name.__name__]
+    route = route_shape().model_json_schema(by_alias=True, mode="validation")
+    _strip(route)
+    route["allOf"] = condition_branches()
+    defs["Route"] = route
+    defs["RouterSpec"]["properties"]["routes"]["items"] = {"$ref": "#/$defs/Route"}
+
+
+def condition_branches() -> list[dict[str, Any]]:
+    """A rule says exactly one condition (BY314): one branch per condition, for editors; the validator
+    leaves them to the rules' models (see `kind_branches`)."""
+
+    def said(condition: str) -> dict[str, Any]:
+        return {
+            "required": [condition],
+            "properties": {
+                condition: {"type": "string", "description": f"The rule's condition: {condition}."}
+            },
+        }
+
+    return [
+        {"oneOf": [said(condition) for condition in ROUTE_CONDITIONS], KIND_BRANCH: "condition"}
+    ]
 
 
 def action_branches() -> list[dict[str, Any]]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag, TypeAdapter, model_validator
 
 from engine.spec.budget import BudgetSpec
 from engine.spec.common import (
@@ -35,36 +35,114 @@ def enum_text(value: object) -> str:
     return str(value)
 
 
-# A router rule's conditions, each a field of Route: the one list the validator, the compiler's checks and the
-# React Flow interchange read (docs/architecture.md, "Where to change"); the first four look at the router's text
-ROUTE_CONDITIONS = ("contains", "equals", "starts_with", "regex", "expr")
+def _goto() -> Any:
+    # each condition's model says `goto` after its condition, as rules are written (and dumped)
+    return Field(..., description="The step to go to, or `end`.")
+
+
+class RouteBase(Spec):
+    """One router rule: the first rule that matches picks the next step. Each condition is a model of its
+    own below, with its condition and `goto` (`Route` is their union, chosen by the condition a rule says)."""
+
+    kind: ClassVar[str]  # the rule's condition: its one key besides `goto`
+
+    @property
+    def condition(self) -> str:
+        """What the rule's condition says: the text it looks for, or its expression."""
+        said: str = getattr(self, self.kind)
+        return said
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsaid(cls, data: Any) -> Any:
+        """Another condition left null says nothing: it is dropped (the published schema allows it)."""
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: value
+            for key, value in data.items()
+            if not (value is None and key in ROUTE_CONDITIONS and key != cls.kind)
+        }
+
+
+class ContainsRoute(RouteBase):
+    kind: ClassVar[str] = "contains"
+    contains: str = Field(..., description="Matches when the value contains this text.")
+    goto: Target = _goto()
+
+
+class EqualsRoute(RouteBase):
+    kind: ClassVar[str] = "equals"
+    equals: str = Field(
+        ..., description="Matches when the value equals this text (case-insensitive)."
+    )
+    goto: Target = _goto()
+
+
+class StartsWithRoute(RouteBase):
+    kind: ClassVar[str] = "starts_with"
+    starts_with: str = Field(..., description="Matches when the value starts with this text.")
+    goto: Target = _goto()
+
+
+class RegexRoute(RouteBase):
+    kind: ClassVar[str] = "regex"
+    regex: str = Field(..., description="Matches when this RE2 regular expression finds a match.")
+    goto: Target = _goto()
+
+
+class ExprRoute(RouteBase):
+    kind: ClassVar[str] = "expr"
+    expr: str = Field(..., description="Matches when this bare Jinja2 expression is truthy.")
+    goto: Target = _goto()
+
+
+# A router rule's conditions, each a model above: the one list the validator, the compiler and the React
+# Flow interchange read (docs/architecture.md, "Where to change"); the first four look at the router's text
+ROUTE_MODELS: dict[str, type[RouteBase]] = {
+    model.kind: model
+    for model in (ContainsRoute, EqualsRoute, StartsWithRoute, RegexRoute, ExprRoute)
+}
+ROUTE_CONDITIONS = tuple(ROUTE_MODELS)
 TEXT_CONDITIONS = ROUTE_CONDITIONS[:4]
 
 
-class Route(Spec):
-    """One router rule: the first rule that matches picks the next step."""
+def said_conditions(data: Any) -> list[str]:
+    """The conditions a rule's document says (not null), in the list's order."""
+    if not isinstance(data, dict):
+        return []
+    return [name for name in ROUTE_CONDITIONS if data.get(name) is not None]
 
-    contains: str | None = Field(None, description="Matches when the value contains this text.")
-    equals: str | None = Field(
-        None, description="Matches when the value equals this text (case-insensitive)."
-    )
-    starts_with: str | None = Field(
-        None, description="Matches when the value starts with this text."
-    )
-    regex: str | None = Field(
-        None, description="Matches when this RE2 regular expression finds a match."
-    )
-    expr: str | None = Field(
-        None, description="Matches when this bare Jinja2 expression is truthy."
-    )
-    goto: Target = Field(..., description="The step to go to, or `end`.")
 
-    @property
-    def kind(self) -> str:
-        for name in ROUTE_CONDITIONS:
-            if getattr(self, name) is not None:
-                return name
-        return "default"
+def _condition_of(data: Any) -> str | None:
+    if isinstance(data, RouteBase):
+        return data.kind
+    said = said_conditions(data)
+    return said[0] if said else None  # none: refused, BY314 (`route_problem`)
+
+
+Route = Annotated[
+    Annotated[ContainsRoute, Tag("contains")]
+    | Annotated[EqualsRoute, Tag("equals")]
+    | Annotated[StartsWithRoute, Tag("starts_with")]
+    | Annotated[RegexRoute, Tag("regex")]
+    | Annotated[ExprRoute, Tag("expr")],
+    Discriminator(_condition_of),
+]
+ROUTES: TypeAdapter[Route] = TypeAdapter(Route)
+
+
+def route_problem(step: str, position: int, said: list[str]) -> str:
+    """Why a router rule that says no condition, or several, is refused (BY314); `position` from 1."""
+    if not said:
+        return (
+            f"step '{step}': router rule {position} has no condition; a router has one fallback, "
+            f"`default:` (give the rule one of {', '.join(ROUTE_CONDITIONS)})"
+        )
+    return (
+        f"step '{step}': router rule {position} has several conditions ({', '.join(said)}); "
+        "write one rule per condition"
+    )
 
 
 class RouterSpec(Spec):

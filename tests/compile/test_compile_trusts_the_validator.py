@@ -84,7 +84,9 @@ def test_every_internal_error_names_the_rule_that_should_have_refused_the_input(
     calls = [
         (module, line, node.exc) for module, line, name, node in raise_sites() if name == "internal"
     ]
-    assert len(calls) >= 15
+    # the scan finds them (14 on 2026-11-29: a block kind's and a router rule's keys are their models' shape,
+    # engine/spec/, so their executors and matchers check nothing again)
+    assert len(calls) >= 10
     for module, line, call in calls:
         assert isinstance(call, ast.Call) and len(call.args) == 2, f"engine/{module}:{line}"
         code = call.args[1]

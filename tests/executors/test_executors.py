@@ -13,7 +13,7 @@ from engine.compile import RunContext
 from engine.executors import BlockCall, prepare
 from engine.executors.tool import shape
 from engine.nodes.errors import Problem
-from engine.spec import BlockSpec
+from engine.spec import BlockSpec, parse_block
 
 
 class Tools:
@@ -44,7 +44,7 @@ def call(block: BlockSpec, inputs: dict[str, Any], tools: Any = None) -> Any:
 
 
 def block(**data: Any) -> BlockSpec:
-    return BlockSpec.model_validate({"block": "b", **data})
+    return parse_block({"block": "b", **data})
 
 
 def test_transform_sees_only_its_inputs() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine.models import ModelResolver
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import PLANTED_KEY
 from tests.support.openai_stub import OpenAIStub
 
@@ -37,6 +37,6 @@ def openai_model(stub: OpenAIStub) -> Callable[..., Any]:
             ConfigSpec(models={"default": profile}),
             env={"STUB_KEY": PLANTED_KEY} if env is None else env,
         )
-        return resolver.for_block(BlockSpec(block="greet", kind="llm"))
+        return resolver.for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
 
     return make

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.models import ModelError, ModelResolver, is_transient
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.agents.agent_kit import KEY_ENV, run_flow
 from tests.agents.agent_kit import PLANTED_KEY as AGENT_KEY
 from tests.models.model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
@@ -52,7 +52,7 @@ def anthropic_model(stub: AnthropicStub, env: dict[str, str] | None = None, **fi
         ConfigSpec(models={"default": profile}),
         env={"STUB_KEY": PLANTED_KEY} if env is None else env,
     )
-    return resolver.for_block(BlockSpec(block="greet", kind="llm"))
+    return resolver.for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
 
 
 def key_sent(request: AnthropicRequest) -> str | None:
@@ -206,7 +206,7 @@ def test_an_unreachable_server_is_a_connection_error() -> None:
     )
     model = ModelResolver(
         ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}
-    ).for_block(BlockSpec(block="greet", kind="llm"))
+    ).for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
     error = failure(model)
 
     assert error.kind == "connection" and "cannot connect to http://127.0.0.1:9" in str(error)
@@ -217,7 +217,7 @@ def test_the_key_comes_from_anthropic_api_key_by_default(claude: AnthropicStub) 
     config = ConfigSpec(
         models={"default": ModelProfile(provider="anthropic", name=MODEL, base_url=claude.base_url)}
     )
-    block = BlockSpec(block="greet", kind="llm")
+    block = LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi"))
     with pytest.raises(
         ModelError, match="needs an API key: set the environment variable ANTHROPIC_API_KEY"
     ):
@@ -236,7 +236,7 @@ def test_a_profile_without_a_model_name_is_refused() -> None:
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic")})
     with pytest.raises(ModelError, match="needs `name`") as caught:
         ModelResolver(config, env={}).for_block(
-            BlockSpec(block="greet", kind="llm", model="claude")
+            LlmBlock(block="greet", kind="llm", model="claude", prompt=PromptSpec(user="hi"))
         )
     assert (
         str(caught.value)
@@ -249,7 +249,7 @@ def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatc
     config = ConfigSpec(models={"claude": ModelProfile(provider="anthropic", name=MODEL)})
     with pytest.raises(ModelError, match="the anthropic extra is not installed") as caught:
         ModelResolver(config, env={}).for_block(
-            BlockSpec(block="greet", kind="llm", model="claude")
+            LlmBlock(block="greet", kind="llm", model="claude", prompt=PromptSpec(user="hi"))
         )
     assert str(caught.value) == (
         "provider 'anthropic' (model profile 'claude'): the anthropic extra is not "

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from engine.models import ModelError, ModelResolver
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
-BLOCK = BlockSpec(block="greet", kind="llm", model="azure")
+BLOCK = LlmBlock(block="greet", kind="llm", model="azure", prompt=PromptSpec(user="hi"))
 
 
 def resolver(env: dict[str, str], **fields: Any) -> ModelResolver:

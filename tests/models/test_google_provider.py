@@ -16,7 +16,7 @@ import pytest
 
 from engine.models import ModelError, ModelResolver, is_transient
 from engine.models.providers import google as google_provider
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.agents.agent_kit import KEY_ENV, run_flow
 from tests.agents.agent_kit import PLANTED_KEY as AGENT_KEY
 from tests.models.model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
@@ -54,7 +54,7 @@ def google_model(stub: GeminiStub, env: dict[str, str] | None = None, **fields: 
         ConfigSpec(models={"default": profile}),
         env={"STUB_KEY": PLANTED_KEY} if env is None else env,
     )
-    return resolver.for_block(BlockSpec(block="greet", kind="llm"))
+    return resolver.for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
 
 
 def ask(model: Any, **request: Any) -> Any:
@@ -166,7 +166,7 @@ def test_a_client_release_that_cannot_fix_the_version_is_named(
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
     with pytest.raises(ModelError, match=r"needs langchain-google-genai 4.2.3 or later") as caught:
         ModelResolver(config, env={}).for_block(
-            BlockSpec(block="greet", kind="llm", model="gemini")
+            LlmBlock(block="greet", kind="llm", model="gemini", prompt=PromptSpec(user="hi"))
         )
     assert str(caught.value) == (
         "provider 'google' needs langchain-google-genai 4.2.3 or later: "
@@ -241,7 +241,7 @@ def test_an_unreachable_server_is_a_connection_error() -> None:
     )
     model = ModelResolver(
         ConfigSpec(models={"default": profile}), env={"STUB_KEY": PLANTED_KEY}
-    ).for_block(BlockSpec(block="greet", kind="llm"))
+    ).for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
     error = failure(model)
 
     assert error.kind == "connection" and "cannot connect to http://127.0.0.1:9" in str(error)
@@ -251,7 +251,7 @@ def test_an_unreachable_server_is_a_connection_error() -> None:
 def test_the_key_comes_from_google_api_key_by_default(gemini: GeminiStub) -> None:
     profile = ModelProfile(provider="google", name="gemini-2.5-flash", base_url=gemini.base_url)
     config = ConfigSpec(models={"default": profile})
-    block = BlockSpec(block="greet", kind="llm")
+    block = LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi"))
     with pytest.raises(
         ModelError, match="needs an API key: set the environment variable GOOGLE_API_KEY"
     ) as caught:
@@ -275,7 +275,7 @@ def test_without_the_extra_a_clear_error_names_it(monkeypatch: pytest.MonkeyPatc
     config = ConfigSpec(models={"gemini": ModelProfile(provider="google", name="gemini-2.5-flash")})
     with pytest.raises(ModelError, match="the google extra is not installed") as caught:
         ModelResolver(config, env={}).for_block(
-            BlockSpec(block="greet", kind="llm", model="gemini")
+            LlmBlock(block="greet", kind="llm", model="gemini", prompt=PromptSpec(user="hi"))
         )
     assert str(caught.value) == (
         "provider 'google' (model profile 'gemini'): the google extra is not "
@@ -414,7 +414,7 @@ def test_gemini_through_its_openai_compatible_endpoint_needs_no_extra(
         )
         model = ModelResolver(
             ConfigSpec(models={"default": profile}), env={"GEMINI_API_KEY": PLANTED_KEY}
-        ).for_block(BlockSpec(block="greet", kind="llm"))
+        ).for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
         stub.queue(Reply.structured_output(GOOD))
 
         assert ask(model) == GOOD

@@ -16,7 +16,7 @@ from engine.models import (
     is_transient,
     scripted,
 )
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import make_request
 
 DECIDE = {
@@ -36,7 +36,7 @@ MANY = {
 def mock(**fields: Any) -> Any:
     profile = ModelProfile(provider="mock", **fields)
     return ModelResolver(ConfigSpec(models={"default": profile}), env={}).for_block(
-        BlockSpec(block="b", kind="llm")
+        LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
     )
 
 
@@ -127,7 +127,7 @@ def test_run_script_sends_every_call_of_the_run_to_the_mock() -> None:
     config = ConfigSpec(models={"default": openai})
     with scripted("run-42", {"s": ["fix"]}) as script:
         model = ModelResolver(config, env={}, run_id="run-42").for_block(
-            BlockSpec(block="b", kind="llm")
+            LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
         )
         assert ask(model, DECIDE) == {"route": "fix"}
         generated = ask(model, MANY, step="t")
@@ -139,7 +139,7 @@ def test_run_script_sends_every_call_of_the_run_to_the_mock() -> None:
     with pytest.raises(ModelError, match="set the environment variable NEVER_SET"):
         ask(
             ModelResolver(config, env={}, run_id="run-42").for_block(
-                BlockSpec(block="b", kind="llm")
+                LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
             ),
             DECIDE,
         )
@@ -155,11 +155,14 @@ def test_run_script_comes_before_profile_replies() -> None:
     register_script("run-7", script)
     try:
         model = ModelResolver(config, env={}, run_id="run-7").for_block(
-            BlockSpec(block="b", kind="llm")
+            LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
         )
         assert ask(model, DECIDE) == {"route": "fix"}
     finally:
         unregister_script("run-7")
     assert ask(
-        ModelResolver(config, env={}).for_block(BlockSpec(block="b", kind="llm")), DECIDE
+        ModelResolver(config, env={}).for_block(
+            LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
+        ),
+        DECIDE,
     ) == {"route": "review"}

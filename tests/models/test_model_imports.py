@@ -18,8 +18,9 @@ def test_mock_runs_load_no_sdk() -> None:
     statement = (
         "import asyncio\n"
         "from engine.models import ModelResolver, StructuredRequest, is_transient\n"
-        "from engine.spec import BlockSpec, ConfigSpec\n"
-        "model = ModelResolver(ConfigSpec(), env={}).for_block(BlockSpec(block='b', kind='llm'))\n"
+        "from engine.spec import ConfigSpec, LlmBlock, PromptSpec\n"
+        "block = LlmBlock(block='b', kind='llm', prompt=PromptSpec(user='hi'))\n"
+        "model = ModelResolver(ConfigSpec(), env={}).for_block(block)\n"
         "schema = {'type': 'object', 'properties': {'x': {'type': 'string'}}}\n"
         "asyncio.run(model.structured(StructuredRequest('f', 's', 'b', None, None, schema, {})))\n"
         "is_transient(TimeoutError(), ['timeout'])\n"
@@ -36,7 +37,8 @@ def test_mock_runs_load_no_sdk() -> None:
 def test_openai_profiles_load_langchain_openai_on_first_use() -> None:
     statement = (
         "from engine.models import ModelResolver\n"
-        "from engine.spec import BlockSpec, ConfigSpec\n"
-        "ModelResolver(ConfigSpec(), env={'OPENAI_API_KEY': 'k'}).for_block(BlockSpec(block='b', kind='llm'))\n"
+        "from engine.spec import ConfigSpec, LlmBlock, PromptSpec\n"
+        "block = LlmBlock(block='b', kind='llm', prompt=PromptSpec(user='hi'))\n"
+        "ModelResolver(ConfigSpec(), env={'OPENAI_API_KEY': 'k'}).for_block(block)\n"
     )
     assert "langchain_openai" in loaded_after(statement)

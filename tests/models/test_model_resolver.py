@@ -8,11 +8,11 @@ import asyncio
 import pytest
 
 from engine.models import MOCK_NOTE, ModelError, ModelResolver
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, DecideBlock, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
-BLOCK = BlockSpec(block="greet", kind="llm")
+BLOCK = LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi"))
 
 
 def test_nothing_configured_and_no_key_is_the_mock_with_a_note() -> None:
@@ -67,8 +67,10 @@ def test_unknown_profile_suggests_a_name() -> None:
 
 def test_clients_are_cached_per_profile() -> None:
     resolver = ModelResolver(ConfigSpec(models={"fast": ModelProfile(provider="mock")}), env={})
-    other = BlockSpec(block="shout", kind="llm", model="fast")
-    assert resolver.for_block(BLOCK) is resolver.for_block(BlockSpec(block="x", kind="decide"))
+    other = LlmBlock(block="shout", kind="llm", model="fast", prompt=PromptSpec(user="hi"))
+    assert resolver.for_block(BLOCK) is resolver.for_block(
+        DecideBlock(block="x", kind="decide", prompt=PromptSpec(user="hi"))
+    )
     assert resolver.for_block(other) is resolver.for_block(other.model_copy(update={"block": "y"}))
     assert resolver.for_block(other) is not resolver.for_block(BLOCK)
 

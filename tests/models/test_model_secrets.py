@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.models import ModelError, ModelResolver
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, RecordedRequest, Reply
 
@@ -60,7 +60,7 @@ def test_key_absent_from_timeout_and_connection_errors(stub: OpenAIStub, openai_
         provider="openai", name="m", base_url="http://127.0.0.1:9/v1", api_key_env="K"
     )
     resolver = ModelResolver(ConfigSpec(models={"default": profile}), env={"K": PLANTED_KEY})
-    model = resolver.for_block(BlockSpec(block="greet", kind="llm"))
+    model = resolver.for_block(LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi")))
     with pytest.raises(ModelError, match=r"cannot connect to http://127.0.0.1:9/v1") as refused:
         asyncio.run(model.structured(make_request()))
     assert PLANTED_KEY not in everything_about(

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 import pytest
 
 from engine.models import ModelError, ModelOutputError, ModelResolver, is_transient
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import GREETING_SCHEMA, PLANTED_KEY, make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
@@ -144,7 +144,9 @@ def test_unreachable_server_is_a_connection_error() -> None:
         ConfigSpec(models={"local": ModelProfile(provider="openai", name="m", base_url=url)}),
         env={},
     )
-    model = resolver.for_block(BlockSpec(block="greet", kind="llm", model="local"))
+    model = resolver.for_block(
+        LlmBlock(block="greet", kind="llm", model="local", prompt=PromptSpec(user="hi"))
+    )
     with pytest.raises(ModelError, match=r"cannot connect to http://127.0.0.1:") as caught:
         ask(model)
     assert f"cannot connect to {url}" in str(caught.value)
@@ -208,7 +210,7 @@ def test_missing_key_names_the_variable(stub: OpenAIStub, openai_model: Any) -> 
 def test_local_server_needs_no_key_unless_one_is_named(stub: OpenAIStub) -> None:
     profile = ModelProfile(provider="openai", name="llama3", base_url=stub.base_url)
     model = ModelResolver(ConfigSpec(models={"default": profile}), env={}).for_block(
-        BlockSpec(block="greet", kind="llm")
+        LlmBlock(block="greet", kind="llm", prompt=PromptSpec(user="hi"))
     )
     stub.queue(Reply.structured_output(GOOD))
     assert ask(model) == GOOD

@@ -13,7 +13,7 @@ from engine.cli.flowtests import load_tests
 from engine.core.errors import BlockyardError
 from engine.models import ModelError, ModelResolver, TurnRequest, scripted
 from engine.models.replies import reply_problems
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import AgentBlock, ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import make_request
 
 ANSWER = {
@@ -27,7 +27,7 @@ ANSWER = {
 def mock(replies: dict[str, list[Any]]) -> Any:
     profile = ModelProfile(provider="mock", replies=replies)
     return ModelResolver(ConfigSpec(models={"default": profile}), env={}).for_block(
-        BlockSpec(block="b", kind="llm")
+        LlmBlock(block="b", kind="llm", prompt=PromptSpec(user="hi"))
     )
 
 
@@ -116,7 +116,7 @@ def test_agent_turns_match_on_the_whole_conversation() -> None:
         "run-rules", {"s": [{"when": {"contains": "i am ada"}, "reply": {"$text": "Ada."}}]}
     ):
         model = ModelResolver(ConfigSpec(), env={}, run_id="run-rules").agent_for_block(
-            BlockSpec(block="b", kind="agent")
+            AgentBlock(block="b", kind="agent", prompt=PromptSpec(user="hi"))
         )
         said = asyncio.run(model.turn(request))
     assert said.content == "Ada."

@@ -19,7 +19,7 @@ from engine.models import ModelResolver, TurnRequest
 from engine.models.agentic import function_tool
 from engine.models.streaming import FieldText, text_field
 from engine.runtime.yard import Yard
-from engine.spec import BlockSpec, ConfigSpec, ModelProfile
+from engine.spec import AgentBlock, ConfigSpec, LlmBlock, ModelProfile, PromptSpec
 from tests.models.model_helpers import make_request
 from tests.support.openai_stub import OpenAIStub, Reply
 
@@ -48,7 +48,9 @@ def structured(stub: OpenAIStub, schema: dict[str, Any]) -> tuple[Any, list[str]
     request = make_request(schema, step="s", block="answer")
     request = type(request)(**{**request.__dict__, "on_token": tokens.append})
     value = asyncio.run(
-        model_on(stub).for_block(BlockSpec(block="answer", kind="llm")).structured(request)
+        model_on(stub)
+        .for_block(LlmBlock(block="answer", kind="llm", prompt=PromptSpec(user="hi")))
+        .structured(request)
     )
     return value, tokens
 
@@ -100,7 +102,9 @@ def test_an_agent_final_answer_call_is_streamed(stub: OpenAIStub) -> None:
         answer_tool="final_answer",
         answer_schema=ANSWER,
     )
-    agent = model_on(stub).agent_for_block(BlockSpec(block="answer", kind="agent"))
+    agent = model_on(stub).agent_for_block(
+        AgentBlock(block="answer", kind="agent", prompt=PromptSpec(user="hi"))
+    )
     said = asyncio.run(agent.turn(request, tokens.append))
     assert said.tool_calls[0]["args"] == {"answer": TEXT}
     assert "".join(tokens) == TEXT

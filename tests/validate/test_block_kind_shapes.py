@@ -1,8 +1,9 @@
-"""One shape per block kind in the published schema (engine/spec/export.py, `kind_branches`), from the
-kinds' tables (engine/spec/block.py: `KIND_REQUIRES`, `KIND_KEYS`): an editor refuses a `tool` block
-without `tool:` by shape, while `blockyard validate` keeps its codes and words (BY350-BY358, BY356) for
-the same rules. Each row of the tables is checked both ways, so that the tables, the schema and the
-validator cannot drift apart."""
+"""One shape per block kind: each kind is a pydantic model of its own (engine/spec/block.py, the `BlockSpec`
+union keyed by `kind`), and the published schema has one branch per kind (engine/spec/export.py,
+`kind_branches`), from the tables computed from the models (`KIND_REQUIRES`, `KIND_KEYS`). An editor and
+the models refuse a `tool` block without `tool:` by shape, while `blockyard validate` keeps its codes and
+words (BY350-BY358, BY356) for the same rules. Each row of the tables is checked every way, so that the
+models, the schema and the validator cannot drift apart."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 
 from engine.cli.starter import FILES
 from engine.definitions import schema
 from engine.definitions.project import load_project
-from engine.spec.block import BLOCK_KINDS, KIND_KEYS, KIND_REQUIRES
+from engine.spec.block import BLOCK_KINDS, BLOCK_MODELS, KIND_KEYS, KIND_REQUIRES, parse_block
 from engine.validate.semantic import check_project
 
 MakeYard = Callable[[dict[str, str]], Path]
@@ -88,6 +90,27 @@ def _codes(make_yard: MakeYard, block: dict[str, Any]) -> list[str]:
     return [d.code for d in [*project.diagnostics, *check_project(project)]]
 
 
+@pytest.mark.parametrize("kind", BLOCK_KINDS)
+def test_each_kind_is_a_model_of_its_own(kind: str) -> None:
+    spec = parse_block(_block(kind))
+    assert type(spec) is BLOCK_MODELS[kind] and spec.kind == kind
+
+
+def test_a_kind_s_keys_are_its_model_s_shape() -> None:
+    with pytest.raises(ValidationError, match="Field required") as missing:
+        parse_block(_block("tool", tool=...))
+    assert [(e["type"], e["loc"]) for e in missing.value.errors()] == [
+        ("missing", ("tool", "tool"))
+    ]
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted") as foreign:
+        parse_block(_block("tool", prompt={"user": "hi"}))
+    assert [(e["type"], e["loc"]) for e in foreign.value.errors()] == [
+        ("extra_forbidden", ("tool", "prompt"))
+    ]
+    # a key of another kind left empty says nothing (as the published schema allows it)
+    assert not hasattr(parse_block(_block("tool", tools=[], prompt=None)), "prompt")
+
+
 def test_every_kind_has_its_right_block() -> None:
     assert sorted(RIGHT) == sorted(BLOCK_KINDS) and set(KIND_REQUIRES) <= set(BLOCK_KINDS)
     assert sorted(SOME) == sorted(KIND_KEYS)
@@ -110,7 +133,8 @@ def test_a_missing_required_key_is_refused_by_shape_and_by_its_code(
     expected = MISSING.get((kind, key), {"prompt": "BY354", "outputs": "BY358"}.get(key))
     codes = _codes(make_yard, block)
     assert expected in codes
-    # the validator's own schema stage leaves the branches to the semantic checks: no schema error (BY1xx)
+    # the validator's own schema stage leaves the branches to the kind's model, whose errors it words with
+    # the kind's codes: no generic schema error (BY1xx)
     assert schema._validator("block").is_valid(block) and not [
         code for code in codes if code.startswith("BY1")
     ]

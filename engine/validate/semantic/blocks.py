@@ -17,8 +17,19 @@ from engine.definitions.prompts import (
     prompt_sources,
     read_prompt,
 )
-from engine.spec import ModelProfile
-from engine.spec.block import KIND_KEYS, KIND_REQUIRES, MEMORY_KINDS
+from engine.spec import (
+    AgentBlock,
+    DecideBlock,
+    MemoryReadBlock,
+    MemoryWriteBlock,
+    ModelBlock,
+    ModelProfile,
+    PromptSpec,
+    SmartBlock,
+    ToolBlock,
+    TransformBlock,
+)
+from engine.spec.block import KIND_REQUIRES, article
 from engine.templates.render import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.defaults import default_problems
@@ -51,11 +62,6 @@ DSPY_RESERVED = frozenset(
 )
 
 
-def article(kind: str) -> str:
-    """'an agent', 'an llm', 'a tool'."""
-    return f"{'an' if kind[0] in 'aeiou' or kind == 'llm' else 'a'} {kind}"
-
-
 class BlockCheck:
     """Collects the problems of one block file."""
 
@@ -71,79 +77,56 @@ class BlockCheck:
         )
 
     def run(self) -> list[Diagnostic]:
-        self.keys()
         self.requirements()
         self.defaults()
         self.references()
         self.templates()
         return self.found
 
-    def keys(self) -> None:
-        spec = self.spec
-        for name, kinds in KIND_KEYS.items():
-            if name not in spec.model_fields_set or spec.kind in kinds:
-                continue
-            value = getattr(spec, name)
-            if value is None or value == []:
-                continue
-            fits = ", ".join(sorted(kinds))
-            self.report(
-                (name,),
-                "BY356",
-                f"`{name}` does not apply to {article(spec.kind)} block (only to {fits})",
-                key=True,
-            )
-
     def requirements(self) -> None:
+        """What a kind needs beyond its model's keys (those are its shape: engine/spec/block.py, reported
+        by the schema stage with these same codes)."""
         spec = self.spec
         kind = spec.kind
-        if kind == "transform":
-            self.compute()
-        elif kind == "tool" and spec.tool is None:
-            self.report(
-                ("kind",), "BY351", "a tool block needs `tool:`, the registered tool it calls"
-            )
-        elif kind == "wait" and spec.duration is None:
-            self.report(("kind",), "BY352", "a wait block needs `duration:`, e.g. duration: 30s")
-        elif kind in MEMORY_KINDS and spec.memory is None:
-            self.report(
-                ("kind",), "BY355", f"{article(kind)} block needs `memory:` (namespace and key)"
-            )
-        elif kind == "memory_write":
-            self.memory_write()
-        if kind == "decide":
-            enums = [name for name, decl in spec.outputs.items() if decl.enum]
-            if len(spec.outputs) != 1 or len(enums) != 1:
-                where = ("outputs",) if spec.outputs else ("kind",)
-                found = (
-                    f"it has {len(spec.outputs)} outputs"
-                    if len(spec.outputs) != 1
-                    else f"output '{next(iter(spec.outputs))}' has no enum"
-                )
+        if isinstance(spec, TransformBlock):
+            self.compute(spec)
+        elif isinstance(spec, MemoryWriteBlock):
+            self.memory_write(spec)
+        if isinstance(spec, DecideBlock):
+            self.decision(spec)
+        if isinstance(spec, ModelBlock) and kind in PROMPTED:
+            prompt = spec.prompt
+            if prompt is not None and not (prompt.user or prompt.user_file):
                 self.report(
-                    where,
-                    "BY353",
-                    f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
-                    key=bool(spec.outputs),
+                    ("prompt",),
+                    "BY354",
+                    f"{article(kind)} block needs `prompt:` with a `user:` message",
+                    key=True,
                 )
-        if kind in PROMPTED and (
-            spec.prompt is None or not (spec.prompt.user or spec.prompt.user_file)
-        ):
-            where = ("prompt",) if spec.prompt is not None else ("kind",)
-            self.report(
-                where,
-                "BY354",
-                f"{article(kind)} block needs `prompt:` with a `user:` message",
-                key=spec.prompt is not None,
-            )
         if kind in NEEDS_OUTPUTS and not spec.outputs:
             self.report(
                 ("kind",),
                 "BY358",
                 f"{article(kind)} block needs `outputs:`, the values it produces",
             )
-        if kind == "smart":
-            self.smart_fields()
+        if isinstance(spec, SmartBlock):
+            self.smart_fields(spec)
+
+    def decision(self, spec: DecideBlock) -> None:
+        enums = [name for name, decl in spec.outputs.items() if decl.enum]
+        if len(spec.outputs) != 1 or len(enums) != 1:
+            where = ("outputs",) if spec.outputs else ("kind",)
+            found = (
+                f"it has {len(spec.outputs)} outputs"
+                if len(spec.outputs) != 1
+                else f"output '{next(iter(spec.outputs))}' has no enum"
+            )
+            self.report(
+                where,
+                "BY353",
+                f"a decide block needs exactly one output with an `enum:` of its choices; {found}",
+                key=bool(spec.outputs),
+            )
 
     def defaults(self) -> None:
         """BY360: each default of the block's inputs and outputs fits its declaration."""
@@ -152,9 +135,8 @@ class BlockCheck:
                 for where, message in default_problems(decl, (part, name), name):
                     self.report(where, "BY360", f"the default of {part[:-1]} {message}")
 
-    def smart_fields(self) -> None:
+    def smart_fields(self, spec: SmartBlock) -> None:
         """A smart block's inputs and outputs are one DSPy signature's fields: names DSPy takes, each once."""
-        spec = self.spec
         for part, names in (("inputs", spec.inputs), ("outputs", spec.outputs)):
             for name in names:
                 if name.startswith("_") or name in DSPY_RESERVED:
@@ -180,10 +162,8 @@ class BlockCheck:
                         key=True,
                     )
 
-    def memory_write(self) -> None:
+    def memory_write(self, spec: MemoryWriteBlock) -> None:
         """What a memory_write block stores: the inputs its key does not read; it writes no outputs."""
-        spec = self.spec
-        assert spec.memory is not None
         if spec.outputs:
             self.report(
                 ("outputs",),
@@ -218,13 +198,7 @@ class BlockCheck:
                 key=key is not None,
             )
 
-    def compute(self) -> None:
-        spec = self.spec
-        if spec.compute is None:
-            self.report(
-                ("kind",), "BY350", "a transform block needs `compute:`, one expression per output"
-            )
-            return
+    def compute(self, spec: TransformBlock) -> None:
         missing = [name for name in spec.outputs if name not in spec.compute]
         if missing:
             self.report(
@@ -246,10 +220,10 @@ class BlockCheck:
     def references(self) -> None:
         spec = self.spec
         tools = known_tools(self.project)
-        named: list[tuple[tuple[str | int, ...], str]] = [
-            (("tools", position), name) for position, name in enumerate(spec.tools)
-        ]
-        if spec.tool is not None:
+        named: list[tuple[tuple[str | int, ...], str]] = []
+        if isinstance(spec, AgentBlock):
+            named = [(("tools", position), name) for position, name in enumerate(spec.tools)]
+        elif isinstance(spec, ToolBlock):
             named.append((("tool",), spec.tool))
         for where, name in named:
             if name not in tools:
@@ -260,6 +234,12 @@ class BlockCheck:
                     f"unknown tool '{name}'{did_you_mean(name, tools)} ({listed}; "
                     "declare yard tools under `tools:` in blockyard.yaml)",
                 )
+        if isinstance(spec, ModelBlock):
+            self.model(spec)
+        if isinstance(spec, AgentBlock):
+            self.delegates(spec)
+
+    def model(self, spec: ModelBlock) -> None:
         if isinstance(spec.model, str):
             profiles = known_profiles(self.project)
             if spec.model not in profiles:
@@ -272,6 +252,8 @@ class BlockCheck:
         elif isinstance(spec.model, ModelProfile):
             for sub, code, message, key in profile_problems(spec.model):
                 self.report(("model", *sub), code, message, key=key)
+
+    def delegates(self, spec: AgentBlock) -> None:
         for position, name in enumerate(spec.delegates):
             agent = self.project.block(name)
             if name in self.project.flows or (agent is not None and agent.spec.kind == "agent"):
@@ -294,15 +276,15 @@ class BlockCheck:
     def templates(self) -> None:
         spec = self.spec
         inputs = list(spec.inputs)
-        if spec.prompt is not None:
-            self.prompt(names_scope(inputs, "a prompt", extra=MEMORY_NAMES))
-        if spec.compute is not None:
+        if isinstance(spec, ModelBlock) and spec.prompt is not None:
+            self.prompt(spec.prompt, names_scope(inputs, "a prompt", extra=MEMORY_NAMES))
+        if isinstance(spec, TransformBlock):
             resolve = names_scope(inputs, "a compute expression")
             for name, source in spec.compute.items():
                 self.scan(
                     ("compute", name), source, resolve, expression=True, what=f"compute '{name}'"
                 )
-        if spec.memory is not None and spec.memory.key is not None:
+        if isinstance(spec, MemoryReadBlock | MemoryWriteBlock) and spec.memory.key is not None:
             self.scan(
                 ("memory", "key"),
                 spec.memory.key,
@@ -324,11 +306,10 @@ class BlockCheck:
         for problem in scan(source, resolve, expression=expression, includes=includes):
             self.report(path, problem.code, f"{what}: {problem.message}")
 
-    def prompt(self, resolve: Resolver) -> None:
+    def prompt(self, prompt: PromptSpec, resolve: Resolver) -> None:
         """The prompt's texts and files, and every file they include (BY430-BY432), each checked like
         the prompt itself; problems inside a file are reported where the prompt names or includes it."""
-        assert self.spec.prompt is not None
-        for part, inline, name in prompt_sources(self.spec.prompt):
+        for part, inline, name in prompt_sources(prompt):
             if inline is not None and name is not None:
                 self.report(
                     ("prompt", f"{part}_file"),
@@ -414,7 +395,8 @@ def check_blocks(project: Project, names: Collection[str] | None = None) -> list
 def prompt_memory_names(definition: BlockDef, project: Project | None = None) -> list[str]:
     """The memory variables a block's prompt reads (they need the flow to have a memory scope),
     in its prompt files and the files they include too when `project` is given."""
-    prompt = definition.spec.prompt
+    spec = definition.spec
+    prompt = spec.prompt if isinstance(spec, ModelBlock) else None
     if prompt is None:
         return []
     sources = [source for source in (prompt.system, prompt.user) if source is not None]

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from jinja2 import nodes
 
 from engine.definitions.project import FlowDef, Project
-from engine.spec import BlockSpec, FlowSpec, ModelProfile, RetrySpec
-from engine.spec.block import DEFAULT_MAX_ITERATIONS, MODEL_KINDS
+from engine.spec import AgentBlock, FlowSpec, ModelBlock, ModelProfile, RetrySpec
+from engine.spec.block import DEFAULT_MAX_ITERATIONS
 from engine.spec.budget import BudgetLimits, BudgetSpec, effective
 from engine.spec.flow import END
 from engine.templates.render import TemplateError, parse
@@ -325,7 +325,7 @@ class Estimate:
     def _block(self, node: StepNode, flow: _Flow, label: str) -> Worst:
         """One run of the block of a `uses:` step (or of one item of a `map:` with `uses:`)."""
         block = node.block_spec
-        if block is None or block.kind not in MODEL_KINDS:
+        if not isinstance(block, ModelBlock):
             return ZERO
         if block.kind == "agent" and self._delegates_call(node, block, flow):
             names = ", ".join(f"'{name}'" for name in [*node.spec.delegates, *block.delegates])
@@ -363,7 +363,7 @@ class Estimate:
         why = f"{label} ({block.kind} block '{block.block}', up to {calls} calls: {how})"
         return Worst(calls, calls * most if most is not None else None, Share((why,), calls))
 
-    def _max_tokens(self, block: BlockSpec) -> int | None:
+    def _max_tokens(self, block: ModelBlock) -> int | None:
         """The most tokens one reply of the block's model may hold, when its profile says."""
         model = block.model
         if isinstance(model, ModelProfile):
@@ -371,7 +371,7 @@ class Estimate:
         profile = self.project.config.models.get(model or DEFAULT_PROFILE)
         return profile.max_tokens if profile is not None else None
 
-    def _delegates_call(self, node: StepNode, block: BlockSpec, flow: _Flow) -> bool:
+    def _delegates_call(self, node: StepNode, block: AgentBlock, flow: _Flow) -> bool:
         """Whether an agent's delegates may call a model (a flow may not), resolved as the compiler does:
         a step's delegates are agent steps of its list, else flows; a block's agent blocks, else flows."""
         for name in node.spec.delegates:

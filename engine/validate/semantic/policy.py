@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 from engine.core.diagnostics import Diagnostic
 from engine.definitions.load import Document, JsonPath
 from engine.definitions.project import Project, is_builtin
-from engine.spec import BlockSpec, ModelProfile, StepSpec
-from engine.spec.block import DEFAULT_MAX_ITERATIONS
+from engine.spec import BlockSpec, ModelBlock, ModelProfile, StepSpec
+from engine.spec.block import DEFAULT_MAX_ITERATIONS, called_tools
 from engine.spec.config import PolicySpec
 from engine.spec.walk import walk_steps
 from engine.templates.render import is_template
@@ -41,7 +41,7 @@ def check_policy(project: Project) -> list[Diagnostic]:
             if is_builtin(definition):
                 continue
             spec, doc = definition.spec, definition.doc
-            if isinstance(spec.model, ModelProfile):
+            if isinstance(spec, ModelBlock) and isinstance(spec.model, ModelProfile):
                 found += _profile(policy, spec.model, doc, ("model",))
             found += _agent_turns(policy, spec, doc)
     for flow in project.flows.values():
@@ -186,7 +186,7 @@ def _guarded_tools(policy: PolicySpec, project: Project, step: StepSpec) -> list
         return []
     tools: list[str] = []
     for block in _blocks_of(project, step):
-        tools += [*block.tools, *([block.tool] if block.tool else [])]
+        tools += called_tools(block)
     return sorted(set(tools) & set(policy.approval_before_tools))
 
 
@@ -220,7 +220,9 @@ def _step_hosts(
     policy: PolicySpec, project: Project, step: StepSpec, doc: Document, path: JsonPath
 ) -> Iterator[Diagnostic]:
     allowed = policy.http_hosts
-    if allowed is None or not any(block.tool == HTTP_TOOL for block in _blocks_of(project, step)):
+    if allowed is None or not any(
+        HTTP_TOOL in called_tools(block) for block in _blocks_of(project, step)
+    ):
         return
     url: Any = step.with_.get("url")
     if not isinstance(url, str) or is_template(url):

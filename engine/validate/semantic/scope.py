@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from engine.core.diagnostics import did_you_mean
 from engine.definitions.load import JsonPath
 from engine.spec import ApprovalSpec
+from engine.spec.flow import ExprRoute
 from engine.validate.semantic.dataflow import Dataflow, key_fact, keys_of, step_fact
 from engine.validate.semantic.emits import emit_places
 from engine.validate.semantic.facts import NOTHING, Facts
@@ -193,7 +194,7 @@ def _places(
         if spec.router.value is not None:
             yield spec.router.value, node.at("router", "value"), False, before, items
         for position, route in enumerate(spec.router.routes):
-            if route.expr is not None:
+            if isinstance(route, ExprRoute):
                 yield route.expr, node.at("router", "routes", position, "expr"), True, before, items
     if spec.loop is not None and spec.loop.until is not None:
         after = flow.at_body_end(node) if flow is not None and node.body is not None else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.spec import END, ApprovalSpec, StepSpec
-from engine.validate.semantic.blocks import article
+from engine.spec.block import article
 from engine.validate.semantic.control import continues_in_order
 from engine.validate.semantic.index import FlowIndex, StepNode, quote_list
 
