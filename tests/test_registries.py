@@ -38,7 +38,7 @@ import engine.tools
 from engine.compile.flowgraph import route_label
 from engine.compile.router import _matcher as router_matcher
 from engine.spec.block import BLOCK_KINDS, BLOCK_MODELS
-from engine.spec.flow import ROUTE_CONDITIONS, ROUTE_MODELS, ROUTES
+from engine.spec.flow import ACTIONS, ROUTE_CONDITIONS, ROUTE_MODELS, ROUTES, STEP_MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -374,6 +374,16 @@ def test_each_executor_takes_the_models_of_its_kinds() -> None:
         prepare = importlib.import_module(f"engine.executors.{module}").prepare
         taken = _annotation(prepare, next(iter(inspect.signature(prepare).parameters)))
         assert set(typing.get_args(taken) or (taken,)) == set(models), (module, taken)
+
+
+def test_each_construct_takes_the_model_of_its_action() -> None:
+    # `build` is handed a step of the action BUILDERS gives its module, so it is typed with that action's
+    # model (a LoopStep's `loop` is there by type)
+    assert list(STEP_MODELS) == list(ACTIONS)  # the one list of actions, each with its model
+    assert sorted(engine.compile.constructs.BUILDERS) == sorted(STEP_MODELS)
+    for action, module in engine.compile.constructs.BUILDERS.items():
+        build = importlib.import_module(f"engine.compile.{module}").build
+        assert _annotation(build, "step") is STEP_MODELS[action], (module, action)
 
 
 def test_every_block_kind_has_its_executor_and_no_other() -> None:

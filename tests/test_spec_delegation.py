@@ -12,9 +12,10 @@ from engine.compile import compile_flow
 from engine.definitions.pinned import make_bundle
 from engine.definitions.project import load_project
 from engine.nodes.errors import InternalError
-from engine.spec import AgentBlock, BlockSpec, FlowSpec, StepSpec, parse_block
+from engine.spec import AgentBlock, BlockSpec, FlowSpec, parse_block
 from engine.spec.block import MAX_DELEGATION_DEPTH
 from engine.spec.delegation import Agent, Catalog, Depth, block_callees
+from engine.spec.flow import parse_step
 from engine.validate.semantic import check_project
 
 Yard = Callable[[dict[str, str]], Path]
@@ -72,10 +73,8 @@ def test_a_block_delegate_is_an_agent_block_first_then_a_flow() -> None:
 
 
 def test_a_step_offers_its_delegates_then_its_blocks() -> None:
-    sibling = StepSpec.model_validate({"id": "helper", "uses": "helper"})
-    step = StepSpec.model_validate(
-        {"id": "s", "uses": "lead", "delegates": ["helper", "both", "lost"]}
-    )
+    sibling = parse_step({"id": "helper", "uses": "helper"})
+    step = parse_step({"id": "s", "uses": "lead", "delegates": ["helper", "both", "lost"]})
     me = Agent(AGENTS["lead"], "f", step, {"helper": sibling})
 
     # its own delegates make it another agent than its block

@@ -3,7 +3,8 @@ closure of a flow, the catalog and the compiler all use."""
 
 from __future__ import annotations
 
-from engine.spec import FlowSpec, StepSpec
+from engine.spec import FlowSpec
+from engine.spec.flow import parse_step
 from engine.spec.walk import delegated_ids, step_lists, walk_steps
 
 FLOW = FlowSpec.model_validate(
@@ -66,7 +67,7 @@ def test_each_list_knows_its_owner_parent_and_the_names_it_sees() -> None:
 
 
 def test_a_step_with_several_bodies_has_each_walked() -> None:
-    step = StepSpec.model_validate(
+    step = parse_step(
         {
             "id": "both",
             "loop": {"max_iterations": 1, "steps": [{"id": "l", "uses": "x"}]},
@@ -78,7 +79,7 @@ def test_a_step_with_several_bodies_has_each_walked() -> None:
 
 def test_delegated_steps_are_agent_steps_another_agent_step_of_the_list_names() -> None:
     steps = [
-        StepSpec.model_validate(s)
+        parse_step(s)
         for s in (
             {"id": "lead", "uses": "agent", "delegates": ["aide", "plain", "lead", "elsewhere"]},
             {"id": "aide", "uses": "agent", "delegates": ["helper"]},

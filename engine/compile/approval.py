@@ -39,15 +39,15 @@ from engine.spec.decisions import (
     fields_json,
     gate_spec,
 )
+from engine.spec.flow import ApprovalStep
 from engine.templates.render import TemplateError, render_text
 
 GATE = "{}.gate"
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: ApprovalStep) -> Built:
     """An `approval:` step: the gate is the step; approving goes on to whatever follows it."""
     spec = step.approval
-    assert spec is not None
     built = Built([step.id])
     builder.add_node(
         step.id, _gate(builder, region, step, spec, lambda: built.after, own_step=True)

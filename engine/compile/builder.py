@@ -62,7 +62,10 @@ class Region:
         return [self.exit] if target == EXIT else self.entries[target]
 
 
-Construct = Callable[["GraphBuilder", Region, StepSpec], Built]
+# what every module of BUILDERS (engine/compile/constructs.py) has as `build`: it takes the model of its
+# action (a LoopStep, engine/spec/flow.py), so the action's key is there by type; `construct` hands it a
+# step of that action only (tests/test_registries.py checks each member's parameter)
+Construct = Callable[["GraphBuilder", Region, Any], Built]
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,8 @@ def construct(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
     """Add the nodes of one step: `require_approval` puts a gate in front of them, a `max_visits`
     bound a visit guard in front of that."""
     action = step.action
-    if action is None:
-        raise internal(f"{builder.where(step.id)} without exactly one action", "BY300, BY301")
+    if action is None:  # a second action (the first chose the step's model): validate refuses it
+        raise internal(f"{builder.where(step.id)} with several actions", "BY301")
     build: Construct = import_module(f"engine.compile.{BUILDERS[action]}").build
     piece = build(builder, region, step)
     if step.require_approval is not False:

@@ -21,7 +21,7 @@ from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
 from engine.nodes.scope import FOREACH_INDEX, FOREACH_ITEMS, Frame, item_index, make_scope, plain
-from engine.spec import StepSpec
+from engine.spec.flow import ForeachStep
 from engine.templates.render import TemplateError, evaluate
 
 RESULT = "{}.r{}"
@@ -31,9 +31,8 @@ MAX_ITEMS = (
 )
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: ForeachStep) -> Built:
     spec = step.foreach
-    assert spec is not None
     frames = region.frames
     inner = (*frames, Frame("foreach", step.id, spec.as_))
     done_node = f"{step.id}.next"

@@ -23,16 +23,15 @@ from engine.compile.state import State, record
 from engine.nodes.context import RunContext
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since, warning
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import StepSpec
+from engine.spec.flow import LoopStep
 from engine.templates.render import TemplateError, evaluate
 
 COUNT = "{}.n"
 SINCE = "{}.t"
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: LoopStep) -> Built:
     spec = step.loop
-    assert spec is not None
     check = f"{step.id}.check"
     body: list[str] = []  # the body's entry nodes, known once it is built
     frames = region.frames

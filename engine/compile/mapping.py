@@ -39,6 +39,7 @@ from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
 from engine.nodes.scope import MAP_INDEX, MAP_ITEM, Frame, item_index, make_scope
 from engine.spec import MapSpec, StepSpec
+from engine.spec.flow import MapStep
 
 COUNT = "{}.n"
 RESULT = "{}.r{}"
@@ -50,9 +51,8 @@ DELTA = "{}.d{}"  # what item i accumulated (`reduce:` outputs of its body), rep
 _SLOTS: weakref.WeakValueDictionary[str, asyncio.Semaphore] = weakref.WeakValueDictionary()
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: MapStep) -> Built:
     spec = step.map
-    assert spec is not None
     frames = region.frames
     inner = (*frames, Frame("map", step.id, spec.as_))
     label = builder.label(step.id)

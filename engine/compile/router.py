@@ -29,12 +29,12 @@ from engine.nodes.context import RunContext
 from engine.nodes.errors import internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import StepSpec
 from engine.spec.flow import (
     ContainsRoute,
     EqualsRoute,
     RegexRoute,
     Route,
+    RouterStep,
     StartsWithRoute,
     enum_text,
 )
@@ -43,9 +43,8 @@ from engine.templates.render import TemplateError, evaluate, render
 Matcher = Callable[[str, Mapping[str, Any]], bool]
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: RouterStep) -> Built:
     spec = step.router
-    assert spec is not None
     where = builder.where(step.id)
     rules = [
         (_matcher(route, where, position), route.goto)

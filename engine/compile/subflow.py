@@ -25,13 +25,12 @@ from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import StepSpec
+from engine.spec.flow import FlowStep
 from engine.templates.render import TemplateError, render
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
+def build(builder: GraphBuilder, region: Region, step: FlowStep) -> Built:
     name = step.flow
-    assert name is not None
     where = builder.where(step.id)
     bundle = builder.bundle.flows.get(name)
     if bundle is None:

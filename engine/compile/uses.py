@@ -18,12 +18,11 @@ from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, internal
 from engine.nodes.events import failed
 from engine.nodes.scope import item_index, make_scope
-from engine.spec import DecideBlock, StepSpec
-from engine.spec.flow import enum_text
+from engine.spec import DecideBlock
+from engine.spec.flow import UsesStep, enum_text
 
 
-def build(builder: GraphBuilder, region: Region, step: StepSpec) -> Built:
-    assert step.uses is not None
+def build(builder: GraphBuilder, region: Region, step: UsesStep) -> Built:
     block = builder.block(step.uses, step.id)
     label = builder.label(step.id)
     wired = executor_for(builder, region, step, block, step.uses, label)

@@ -35,7 +35,13 @@ from engine.spec.block import (
     missing_words,
 )
 from engine.spec.evals import EvalSpec
-from engine.spec.flow import ROUTE_CONDITIONS, route_problem, said_conditions
+from engine.spec.flow import (
+    ACTIONS,
+    ROUTE_CONDITIONS,
+    no_action_words,
+    route_problem,
+    said_conditions,
+)
 
 if TYPE_CHECKING:
     from jsonschema import Validator
@@ -183,7 +189,7 @@ def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic
                 continue
         if name == "flow":
             loc = _untagged(loc)
-            rule = _route_rule(doc, loc, problem["type"])
+            rule = _route_rule(doc, loc, problem["type"]) or _step_rule(doc, loc, problem["type"])
             if rule is not None:
                 found.extend(rule)
                 continue
@@ -193,15 +199,26 @@ def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic
 
 def _untagged(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     """A location in the document: pydantic puts the chosen condition's name after a router rule's
-    position (`routes, 2, contains, equals`), which the document does not have."""
+    position (`routes, 2, contains, equals`), and the chosen action's after a step's (`steps, 0, loop,
+    loop, ...`), which the document does not have."""
     kept: list[str | int] = []
     for position, part in enumerate(loc):
-        after_rule = (
-            position >= 2 and loc[position - 2] == "routes" and isinstance(loc[position - 1], int)
-        )
-        if not (after_rule and part in ROUTE_CONDITIONS):
+        listed = loc[position - 2] if position >= 2 and isinstance(loc[position - 1], int) else None
+        if not (
+            (listed == "routes" and part in ROUTE_CONDITIONS)
+            or (listed == "steps" and part in ACTIONS)
+        ):
             kept.append(part)
     return tuple(kept)
+
+
+def _step_rule(doc: Document, loc: tuple[str | int, ...], error: str) -> list[Diagnostic] | None:
+    """A step that says no action (BY300): a step's model is chosen by the action it says."""
+    if error != "union_tag_not_found" or len(loc) < 2 or loc[-2] != "steps":
+        return None
+    step = _at(doc.data, loc)
+    name = step.get("id") if isinstance(step, dict) else None
+    return [doc.diag((*loc, "id"), "BY300", no_action_words(_show(name)))]
 
 
 def _route_rule(doc: Document, loc: tuple[str | int, ...], error: str) -> list[Diagnostic] | None:

@@ -19,8 +19,10 @@ from engine.spec.flow import (
     ACTIONS,
     ROUTE_CONDITIONS,
     ROUTE_MODELS,
+    STEP_MODELS,
     FlowSpec,
     RouteBase,
+    StepBase,
 )
 from engine.spec.flowtest import SuiteFile
 from engine.spec.interchange import ReactFlowGraph, TaskPlan
@@ -101,6 +103,7 @@ def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
     if filename == "block.schema.json":
         schema["allOf"] = kind_branches()
     if model is FlowSpec:
+        _flat_steps(schema)
         schema["$defs"]["StepSpec"]["allOf"] = action_branches()
         _flat_routes(schema)
     return {
@@ -210,6 +213,41 @@ def kind_branches() -> list[dict[str, Any]]:
             }
         )
     return branches
+
+
+def _flat_steps(schema: dict[str, Any]) -> None:
+    """A step as one object (each action optional) with a branch per action (`action_branches`), in place
+    of the union of the actions' models that pydantic writes: every model has every key of a step, and
+    requires its own action's."""
+    defs = schema["$defs"]
+    names = {f"#/$defs/{model.__name__}" for model in STEP_MODELS.values()}
+    first = STEP_MODELS[ACTIONS[0]]
+    step = defs[first.__name__]
+    optional = defs[STEP_MODELS[ACTIONS[1]].__name__]["properties"][ACTIONS[0]]
+    step["properties"][ACTIONS[0]] = optional
+    step["required"] = [key for key in step["required"] if key != ACTIONS[0]]
+    step["description"] = (StepBase.__doc__ or "").split("\n")[0]
+    for model in STEP_MODELS.values():
+        del defs[model.__name__]
+    defs["StepSpec"] = step
+    _refer(schema, names, "#/$defs/StepSpec")
+
+
+def _refer(node: Any, members: set[str], ref: str) -> None:
+    """Each `oneOf` of exactly the members' references becomes one reference to `ref`."""
+    if isinstance(node, dict):
+        options = node.get("oneOf")
+        if (
+            isinstance(options, list)
+            and {o.get("$ref") for o in options if isinstance(o, dict)} == members
+        ):
+            del node["oneOf"]
+            node["$ref"] = ref
+        for value in node.values():
+            _refer(value, members, ref)
+    elif isinstance(node, list):
+        for item in node:
+            _refer(item, members, ref)
 
 
 def _flat_routes(schema: dict[str, Any]) -> None:

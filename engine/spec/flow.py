@@ -301,8 +301,11 @@ class FlowOutput(Spec):
 REQUIRED_OUTPUT = FlowOutput()
 
 
-class StepSpec(Spec):
-    """One step: exactly one action (uses, router, loop, foreach, map, approval, flow)."""
+class StepBase(Spec):
+    """One step: exactly one action (uses, router, loop, foreach, map, approval, flow).
+
+    Each action is a model of its own below, which requires its action's key; `StepSpec` is their union,
+    chosen by the action a step says. A second action is refused by the validator (BY301)."""
 
     id: Name = Field(..., description="Unique step id within the flow.")
     description: str | None = Field(None, description="What the step is for.")
@@ -378,6 +381,76 @@ class StepSpec(Spec):
         return target.reduce if isinstance(target, StepOutput) else None
 
 
+def _action_of(data: Any) -> str | None:
+    if isinstance(data, StepBase):
+        return data.action or next(iter(data.actions), None)
+    if not isinstance(data, dict):
+        return None
+    # the first action said; none: refused, BY300 (`no_action_words`)
+    return next((name for name in ACTIONS if data.get(name) is not None), None)
+
+
+class UsesStep(StepBase):
+    uses: str = Field(..., description="Block to run: `id` or `id@version`.")
+
+
+class FlowStep(StepBase):
+    flow: Name = Field(..., description="Subflow to run as this step.")
+
+
+class RouterStep(StepBase):
+    router: RouterSpec = Field(..., description="Rule-based routing step.")
+
+
+class LoopStep(StepBase):
+    loop: LoopSpec = Field(..., description="Bounded loop over a body of steps.")
+
+
+class ForeachStep(StepBase):
+    foreach: ForeachSpec = Field(..., description="Sequential iteration over a list.")
+
+
+class MapStep(StepBase):
+    map: MapSpec = Field(..., description="Parallel fan-out over a list.")
+
+
+class ApprovalStep(StepBase):
+    approval: ApprovalSpec = Field(..., description="Human approval gate.")
+
+
+# A step: the model of its action (the one list of actions is ACTIONS, each with its model here)
+StepSpec = Annotated[
+    Annotated[UsesStep, Tag("uses")]
+    | Annotated[RouterStep, Tag("router")]
+    | Annotated[LoopStep, Tag("loop")]
+    | Annotated[ForeachStep, Tag("foreach")]
+    | Annotated[MapStep, Tag("map")]
+    | Annotated[ApprovalStep, Tag("approval")]
+    | Annotated[FlowStep, Tag("flow")],
+    Discriminator(_action_of),
+]
+STEP_MODELS: dict[str, type[StepBase]] = {
+    "uses": UsesStep,
+    "router": RouterStep,
+    "loop": LoopStep,
+    "foreach": ForeachStep,
+    "map": MapStep,
+    "approval": ApprovalStep,
+    "flow": FlowStep,
+}
+STEPS: TypeAdapter[StepSpec] = TypeAdapter(StepSpec)
+
+
+def parse_step(data: Any) -> StepSpec:
+    """A step from its document: the model of its action. Raises pydantic's ValidationError."""
+    return STEPS.validate_python(data)
+
+
+def no_action_words(step: str) -> str:
+    """Why a step that says no action is refused (BY300)."""
+    return f"step '{step}' does nothing: give it one of uses, flow, router, loop, foreach, map or approval"
+
+
 class FlowSpec(Spec):
     """A flow file: flows/<id>.yaml."""
 
@@ -445,4 +518,6 @@ class FlowSpec(Spec):
 LoopSpec.model_rebuild()
 ForeachSpec.model_rebuild()
 MapSpec.model_rebuild()
-StepSpec.model_rebuild()
+for _model in STEP_MODELS.values():
+    _model.model_rebuild()
+STEPS.rebuild()
