@@ -15,7 +15,7 @@ from engine.serve.catalog import FlowEntry
 from engine.serve.langgraph_api.access import ServerDep
 from engine.serve.langgraph_api.bodies import AssistantSearch
 from engine.serve.langgraph_api.schemas import graph, graph_schemas
-from engine.serve.langgraph_api.shapes import assistant
+from engine.serve.langgraph_api.shapes import Assistant, assistant
 from engine.serve.server import Server
 
 router = APIRouter(tags=["langgraph: assistants"])
@@ -54,8 +54,8 @@ def _search(server: Server, body: AssistantSearch) -> list[FlowEntry]:
     return [entry for entry in server.catalog.flows.values() if _matches(entry, body)]
 
 
-@router.post("/assistants/search", summary="The served flows, as assistants")
-async def search(request: Request, server: ServerDep) -> list[dict[str, Any]]:
+@router.post("/assistants/search", summary="The served flows, as assistants", response_model=None)
+async def search(request: Request, server: ServerDep) -> list[Assistant]:
     body = await read_body(request, AssistantSearch) or AssistantSearch()
     found = _search(server, body)
     return [assistant(entry) for entry in found[body.offset : body.offset + body.limit]]
@@ -68,14 +68,20 @@ async def count(request: Request, server: ServerDep) -> int:
 
 
 @router.get(
-    "/assistants/{assistant_id}", summary="One flow as an assistant (its version: the flow's)"
+    "/assistants/{assistant_id}",
+    summary="One flow as an assistant (its version: the flow's)",
+    response_model=None,
 )
-async def get(assistant_id: str, server: ServerDep) -> dict[str, Any]:
+async def get(assistant_id: str, server: ServerDep) -> Assistant:
     return assistant(server.flow(assistant_id))
 
 
-@router.post("/assistants/{assistant_id}/versions", summary="The served version of the flow")
-async def versions(assistant_id: str, server: ServerDep) -> list[dict[str, Any]]:
+@router.post(
+    "/assistants/{assistant_id}/versions",
+    summary="The served version of the flow",
+    response_model=None,
+)
+async def versions(assistant_id: str, server: ServerDep) -> list[Assistant]:
     return [assistant(server.flow(assistant_id))]
 
 

@@ -4,15 +4,13 @@ request before it acts, so a refused request changes nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from engine.core.events import RunStatus
 from engine.serve.bodies import read_body, read_body_list
 from engine.serve.jobs import Job
-from engine.serve.langgraph_api import runs, threads
+from engine.serve.langgraph_api import runs, shapes, threads
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service
 from engine.serve.langgraph_api.bodies import BatchRun, CancelMany, ThreadPrune
 from engine.serve.problems import ApiError, conflict
@@ -23,8 +21,12 @@ router = APIRouter(tags=["langgraph: several at once"])
 MOST = 100  # runs one batch starts, threads one prune deletes: a request's work stays bounded
 
 
-@router.post("/runs/batch", summary="Start several runs in the background; the runs, in order")
-async def create_batch(request: Request, server: ServerDep) -> list[dict[str, Any]]:
+@router.post(
+    "/runs/batch",
+    summary="Start several runs in the background; the runs, in order",
+    response_model=None,
+)
+async def create_batch(request: Request, server: ServerDep) -> list[shapes.Run]:
     bodies = await read_body_list(request, BatchRun, MOST)
     if not bodies:
         raise ApiError(
@@ -33,7 +35,7 @@ async def create_batch(request: Request, server: ServerDep) -> list[dict[str, An
     for body in bodies:  # every flow is known before any run starts
         server.flow(body.assistant_id)
     traceparent = request.headers.get(TRACEPARENT)
-    made = []
+    made: list[shapes.Run] = []
     for body in bodies:
         started = await runs.start(server, body.thread_id, body, traceparent)
         made.append(await runs.created_run(server, started))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.serve.langgraph_api import hitl
+from engine.serve.langgraph_api.shapes import Interrupt
 from engine.serve.problems import ApiError
 
 APPROVE_WORDS = frozenset({"approve", "approved", "accept", "accepted", "yes", "continue"})
@@ -20,7 +21,7 @@ REJECT_WORDS = frozenset({"reject", "rejected", "ignore", "deny", "denied", "no"
 DECISION_KEYS = ("approve", "decision", "values", "reason", "actor", "gate")
 
 
-def interrupt(gate: Mapping[str, Any]) -> dict[str, Any]:
+def interrupt(gate: Mapping[str, Any]) -> Interrupt:
     """One waiting gate (the data of its approval_required event) as a LangGraph interrupt."""
     asked = gate.get("value")
     value: dict[str, Any] = dict(asked) if isinstance(asked, Mapping) else {"message": asked}

@@ -31,7 +31,7 @@ from engine.core.usage import Spend
 from engine.serve.bodies import read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
-from engine.serve.langgraph_api import branching, state
+from engine.serve.langgraph_api import branching, shapes, state
 from engine.serve.langgraph_api.access import ServerDep, busy, find_view, service, view_of
 from engine.serve.langgraph_api.bodies import RunCreate, modes
 from engine.serve.langgraph_api.interrupts import decision
@@ -420,7 +420,7 @@ async def _created(server: Server, started: Started) -> JSONResponse:
     )
 
 
-async def created_run(server: Server, started: Started) -> dict[str, Any]:
+async def created_run(server: Server, started: Started) -> shapes.Run:
     """The run a request started, as LangGraph shows it (`pending` or `running`)."""
     job = started.job
     shown = job.summary()
@@ -481,7 +481,7 @@ def _held(job: Job) -> dict[str, Any]:
     return {**job.summary(), "status": RunStatus.QUEUED}
 
 
-async def run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
+async def run_of(server: Server, thread_id: str, run_id: str) -> shapes.Run:
     """The run as LangGraph shows it; 404 unless it is a run of that thread."""
     await view_of(server, thread_id)
     queue = server.queue
@@ -496,14 +496,16 @@ async def run_of(server: Server, thread_id: str, run_id: str) -> dict[str, Any]:
     raise not_found("run", f"thread '{thread_id}' has no run '{run_id}'")
 
 
-@router.get("/threads/{thread_id}/runs", summary="The thread's runs, newest first")
+@router.get(
+    "/threads/{thread_id}/runs", summary="The thread's runs, newest first", response_model=None
+)
 async def list_runs(
     thread_id: str,
     server: ServerDep,
     limit: int = Query(10, ge=1, le=1000),
     offset: int = Query(0, ge=0),
     status: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[shapes.Run]:
     view = await view_of(server, thread_id)
     if status is not None and status not in RUN_STATUS_FILTER:
         raise ApiError(
@@ -528,8 +530,10 @@ async def list_runs(
     return rows[offset : offset + limit]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}", summary="One run of the thread")
-async def get_run(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}", summary="One run of the thread", response_model=None
+)
+async def get_run(thread_id: str, run_id: str, server: ServerDep) -> shapes.Run:
     return await run_of(server, thread_id, run_id)
 
 

@@ -3,10 +3,96 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict, JsonValue
 from engine.serve.catalog import FlowEntry
+
+# The shapes of LangGraph's Agent Server API that Blockyard answers with (as its SDKs type them), so that
+# what a route returns is checked where it is built. Values, metadata and messages are JSON data.
+
+
+class Interrupt(TypedDict):
+    """A waiting approval gate as an interrupt: `value` is what the gate asks (engine/.../interrupts.py)."""
+
+    value: JsonDict
+    id: str
+
+
+class Checkpoint(TypedDict):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+    checkpoint_map: JsonDict | None
+
+
+class Task(TypedDict):
+    """A gate the thread waits at, or the step a failed turn failed in."""
+
+    id: str
+    name: str
+    error: str | None
+    interrupts: list[Interrupt]
+    checkpoint: Checkpoint | None
+    state: None
+    result: JsonValue
+
+
+class ThreadState(TypedDict):
+    """The state at one of a thread's checkpoints (GET /threads/{id}/state, .../history)."""
+
+    values: JsonDict
+    next: list[str]
+    tasks: list[Task]
+    checkpoint: Checkpoint | None
+    metadata: JsonDict
+    created_at: str
+    parent_checkpoint: Checkpoint | None
+    interrupts: list[Interrupt]
+
+
+class Assistant(TypedDict):
+    """A served flow as an assistant (GET /assistants/{id}, POST /assistants/search)."""
+
+    assistant_id: str
+    graph_id: str
+    name: str
+    description: str | None
+    version: int
+    config: JsonDict
+    context: JsonDict
+    metadata: JsonDict
+    created_at: str
+    updated_at: str
+
+
+class Run(TypedDict):
+    """A run as LangGraph shows one (POST /threads/{id}/runs, GET /threads/{id}/runs/{run_id})."""
+
+    run_id: str
+    thread_id: str | None
+    assistant_id: str
+    created_at: str
+    updated_at: str
+    status: str
+    metadata: JsonDict
+    multitask_strategy: str
+    kwargs: JsonDict
+
+
+class Thread(TypedDict):
+    """A thread as LangGraph shows one (POST /threads, GET /threads/{id}, POST /threads/search)."""
+
+    thread_id: str
+    created_at: str
+    updated_at: str
+    metadata: JsonDict
+    status: str
+    values: JsonDict
+    interrupts: dict[str, list[Interrupt]]
+    config: JsonDict
+
 
 # A Blockyard run status as a LangGraph run status; a run waiting at an approval gate is `interrupted`.
 RUN_STATUS: dict[str, str] = {
@@ -38,7 +124,7 @@ def loaded_at(entry: FlowEntry) -> str:
     return datetime.fromtimestamp(entry.loaded_at, UTC).isoformat()
 
 
-def assistant(entry: FlowEntry) -> dict[str, Any]:
+def assistant(entry: FlowEntry) -> Assistant:
     """A served flow as an assistant: its id and graph are the flow's name, its version the flow's version, and
     the definition hash (digest) is in its metadata."""
     spec = entry.bundle.flow
@@ -73,9 +159,7 @@ def thread_status(last_status: str | None, busy: bool) -> str:
     return "idle"
 
 
-def run(
-    record: dict[str, Any], thread_id: str | None, multitask_strategy: str = "reject"
-) -> dict[str, Any]:
+def run(record: JsonDict, thread_id: str | None, multitask_strategy: str = "reject") -> Run:
     """A run row (GET /runs/{id} of Blockyard, or a job's summary) as a LangGraph run."""
     status = str(record.get("status") or RunStatus.QUEUED)
     created = iso(record.get("created"))

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.serve.langgraph_api import messages as lc
+from engine.serve.langgraph_api import shapes
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.langgraph_api.shapes import iso, thread_status
 from engine.state import branches, store, thread_inputs, threads
@@ -199,11 +200,11 @@ def values(view: ThreadView, run: RunRecord | None = None, *, now: bool = False)
     return found
 
 
-def interrupts(view: ThreadView) -> list[dict[str, Any]]:
+def interrupts(view: ThreadView) -> list[shapes.Interrupt]:
     return [interrupt(gate) for gate in view.gates]
 
 
-def _checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any] | None:
+def _checkpoint(thread_id: str, checkpoint_id: str | None) -> shapes.Checkpoint | None:
     if checkpoint_id is None:
         return None
     return {
@@ -214,7 +215,7 @@ def _checkpoint(thread_id: str, checkpoint_id: str | None) -> dict[str, Any] | N
     }
 
 
-def _tasks(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+def _tasks(view: ThreadView, turn: RunRecord | None) -> list[shapes.Task]:
     """The gates the latest turn waits at, or the step a failed turn failed in."""
     if turn is not None and turn is view.last and view.gates:
         return [
@@ -260,9 +261,9 @@ def _snapshot(
     turn: RunRecord | None,
     step: int,
     created: str | None,
-    tasks: list[dict[str, Any]] | None = None,
+    tasks: list[shapes.Task] | None = None,
     source: str = "loop",
-) -> dict[str, Any]:
+) -> shapes.ThreadState:
     thread_id = view.thread.id
     tasks = tasks or []
     return {
@@ -290,7 +291,7 @@ def _depth(view: ThreadView, turn: RunRecord) -> int:
     return depth + 1
 
 
-def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
+def state(view: ThreadView, run: RunRecord | None = None) -> shapes.ThreadState:
     """The state after `run` (default: the latest turn), as GET /threads/{id}/state answers it."""
     turn = run if run is not None else view.last
     if turn is None:  # a thread created ahead of its turns: no checkpoint yet
@@ -312,7 +313,7 @@ def state(view: ThreadView, run: RunRecord | None = None) -> dict[str, Any]:
     )
 
 
-def input_state(view: ThreadView, turn: RunRecord) -> dict[str, Any]:
+def input_state(view: ThreadView, turn: RunRecord) -> shapes.ThreadState:
     """A turn's input checkpoint: the talk it went on from and its human message, the turn about to run."""
     said = [
         *talk_before(view, turn),
@@ -333,20 +334,20 @@ def input_state(view: ThreadView, turn: RunRecord) -> dict[str, Any]:
     }
 
 
-def start_state(view: ThreadView) -> dict[str, Any]:
+def start_state(view: ThreadView) -> shapes.ThreadState:
     """The checkpoint before every turn: no messages."""
     return _snapshot(
         view, START, {"messages": []}, parent=None, turn=None, step=0, created=None, source="input"
     )
 
 
-def _start_checkpoint(view: ThreadView) -> dict[str, Any]:
+def _start_checkpoint(view: ThreadView) -> shapes.Checkpoint:
     found = _checkpoint(view.thread.id, START)
     assert found is not None
     return found
 
 
-def at(view: ThreadView, checkpoint_id: str) -> dict[str, Any] | None:
+def at(view: ThreadView, checkpoint_id: str) -> shapes.ThreadState | None:
     """The state at one of the thread's checkpoints; None when it has no such checkpoint."""
     if checkpoint_id == START:
         return start_state(view)
@@ -359,7 +360,7 @@ def at(view: ThreadView, checkpoint_id: str) -> dict[str, Any] | None:
     return state(view, None if turn is view.last else turn)
 
 
-def states(view: ThreadView, *, limit: int, before: str | None = None) -> list[dict[str, Any]]:
+def states(view: ThreadView, *, limit: int, before: str | None = None) -> list[shapes.ThreadState]:
     """The thread's history, newest first: each turn's end and input, then the thread's start (the
     checkpoints before `before`, when given)."""
     # a regenerated answer's turn has no input of its own: it follows its origin's
@@ -375,7 +376,7 @@ def states(view: ThreadView, *, limit: int, before: str | None = None) -> list[d
     return [item for item in found if item is not None]
 
 
-def thread(view: ThreadView, busy: bool) -> dict[str, Any]:
+def thread(view: ThreadView, busy: bool) -> shapes.Thread:
     """The thread as LangGraph shows one (POST /threads, GET /threads/{id}, POST /threads/search)."""
     found = interrupts(view)
     return {

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from engine.core.events import RunStatus, now_iso
 from engine.serve.bodies import read_body
-from engine.serve.langgraph_api import state, updates
+from engine.serve.langgraph_api import shapes, state, updates
 from engine.serve.langgraph_api.access import (
     ServerDep,
     busy,
@@ -92,7 +92,7 @@ def _merge(
     return apply
 
 
-async def shown(server: Server, thread_id: str) -> dict[str, Any]:
+async def shown(server: Server, thread_id: str) -> shapes.Thread:
     return state.thread(await view_of(server, thread_id), busy(server, thread_id))
 
 
@@ -120,7 +120,7 @@ async def create(request: Request, server: ServerDep) -> JSONResponse:
     )
 
 
-async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
+async def _search(server: Server, body: ThreadSearch) -> list[shapes.Thread]:
     runs = service(server)
     listed = await runs.list_threads(flow=None, limit=SEARCHED)
     ids = [found["id"] for found in listed if body.ids is None or found["id"] in body.ids]
@@ -131,7 +131,7 @@ async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
     ]
     found = [state.thread(view, busy(server, view.thread.id)) for view in views]
 
-    def wanted(thread: dict[str, Any]) -> bool:
+    def wanted(thread: shapes.Thread) -> bool:
         if body.status is not None and thread["status"] != body.status:
             return False
         if any(
@@ -143,7 +143,7 @@ async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
     found = [thread for thread in found if wanted(thread)]
     if body.sort_by is not None:
         found.sort(
-            key=lambda thread: str(thread[body.sort_by or "updated_at"]),
+            key=lambda thread: str(thread.get(body.sort_by or "updated_at")),
             reverse=body.sort_order != "asc",
         )
     return found
@@ -152,8 +152,9 @@ async def _search(server: Server, body: ThreadSearch) -> list[dict[str, Any]]:
 @router.post(
     "/threads/search",
     summary="Threads, most recently active first, filtered by metadata, values, status",
+    response_model=None,
 )
-async def search(request: Request, server: ServerDep) -> list[dict[str, Any]]:
+async def search(request: Request, server: ServerDep) -> list[shapes.Thread]:
     body = await read_body(request, ThreadSearch) or ThreadSearch()
     return (await _search(server, body))[body.offset : body.offset + body.limit]
 
@@ -164,13 +165,17 @@ async def count(request: Request, server: ServerDep) -> int:
     return len(await _search(server, body))
 
 
-@router.get("/threads/{thread_id}", summary="One thread: status, metadata, values, interrupts")
-async def get(thread_id: str, server: ServerDep) -> dict[str, Any]:
+@router.get(
+    "/threads/{thread_id}",
+    summary="One thread: status, metadata, values, interrupts",
+    response_model=None,
+)
+async def get(thread_id: str, server: ServerDep) -> shapes.Thread:
     return await shown(server, thread_id)
 
 
-@router.patch("/threads/{thread_id}", summary="Add to a thread's metadata")
-async def patch(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+@router.patch("/threads/{thread_id}", summary="Add to a thread's metadata", response_model=None)
+async def patch(thread_id: str, request: Request, server: ServerDep) -> shapes.Thread:
     await view_of(server, thread_id)
     body = await read_body(request, ThreadPatch) or ThreadPatch()
     _check_metadata(server, body.metadata, "the metadata to add")
@@ -207,8 +212,9 @@ async def update_state(thread_id: str, request: Request, server: ServerDep) -> d
 @router.post(
     "/threads/{thread_id}/copy",
     summary="Copy a thread: its conversation and every branch, to go on apart from it",
+    response_model=None,
 )
-async def copy(thread_id: str, server: ServerDep) -> dict[str, Any]:
+async def copy(thread_id: str, server: ServerDep) -> shapes.Thread:
     await view_of(server, thread_id)  # 404 unknown_thread, with a hint
     check_free(server, thread_id, "copy it")
     runs = service(server)
@@ -247,12 +253,15 @@ async def remove(server: Server, thread_id: str) -> None:
 @router.get(
     "/threads/{thread_id}/state",
     summary="The thread's state: values, next, tasks and their interrupts",
+    response_model=None,
 )
-async def get_state(thread_id: str, server: ServerDep, subgraphs: bool = False) -> dict[str, Any]:
+async def get_state(
+    thread_id: str, server: ServerDep, subgraphs: bool = False
+) -> shapes.ThreadState:
     return state.state(await view_of(server, thread_id))
 
 
-def _at(view: state.ThreadView, checkpoint_id: str) -> dict[str, Any]:
+def _at(view: state.ThreadView, checkpoint_id: str) -> shapes.ThreadState:
     found = state.at(view, checkpoint_id)
     if found is None:
         raise not_found(
@@ -265,16 +274,20 @@ def _at(view: state.ThreadView, checkpoint_id: str) -> dict[str, Any]:
 
 
 @router.get(
-    "/threads/{thread_id}/state/{checkpoint_id}", summary="The thread's state after one of its runs"
+    "/threads/{thread_id}/state/{checkpoint_id}",
+    summary="The thread's state after one of its runs",
+    response_model=None,
 )
-async def get_state_at(thread_id: str, checkpoint_id: str, server: ServerDep) -> dict[str, Any]:
+async def get_state_at(thread_id: str, checkpoint_id: str, server: ServerDep) -> shapes.ThreadState:
     return _at(await view_of(server, thread_id), checkpoint_id)
 
 
 @router.post(
-    "/threads/{thread_id}/state/checkpoint", summary="The thread's state after one of its runs"
+    "/threads/{thread_id}/state/checkpoint",
+    summary="The thread's state after one of its runs",
+    response_model=None,
 )
-async def post_state_at(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+async def post_state_at(thread_id: str, request: Request, server: ServerDep) -> shapes.ThreadState:
     view = await view_of(server, thread_id)
     body = await read_body(request, CheckpointRequest)
     checkpoint_id = body.checkpoint.get("checkpoint_id") if body is not None else None
@@ -295,21 +308,27 @@ def _before(before: str | dict[str, Any] | None) -> str | None:
 
 
 @router.post(
-    "/threads/{thread_id}/history", summary="The thread's states after each run, newest first"
+    "/threads/{thread_id}/history",
+    summary="The thread's states after each run, newest first",
+    response_model=None,
 )
-async def post_history(thread_id: str, request: Request, server: ServerDep) -> list[dict[str, Any]]:
+async def post_history(
+    thread_id: str, request: Request, server: ServerDep
+) -> list[shapes.ThreadState]:
     view = await view_of(server, thread_id)
     body = await read_body(request, HistoryRequest) or HistoryRequest()
     return state.states(view, limit=body.limit, before=_before(body.before))
 
 
 @router.get(
-    "/threads/{thread_id}/history", summary="The thread's states after each run, newest first"
+    "/threads/{thread_id}/history",
+    summary="The thread's states after each run, newest first",
+    response_model=None,
 )
 async def get_history(
     thread_id: str,
     server: ServerDep,
     limit: int = Query(10, ge=1, le=1000),
     before: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[shapes.ThreadState]:
     return state.states(await view_of(server, thread_id), limit=limit, before=before)
