@@ -1,10 +1,12 @@
-"""A block: a reusable unit of work, run by the generic executor of its kind."""
+"""A block: a reusable unit of work, run by the generic executor of its kind.
 
-from __future__ import annotations
+No `from __future__ import annotations` here, as in engine/spec/flow.py: each kind's model inherits the
+annotations of BlockBase, which pydantic would otherwise compile again from text for every kind.
+"""
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, StrictInt, TypeAdapter, model_validator
+from pydantic import ConfigDict, Field, StrictInt, TypeAdapter, model_validator
 
 from engine.spec.common import (
     Duration,
@@ -87,6 +89,10 @@ def article(kind: str) -> str:
 class BlockBase(Spec):
     """What every block file says (blocks/<id>.yaml), whatever its kind; each kind is a model of its own
     below, and `BlockSpec` is their union, keyed by `kind`."""
+
+    # each kind's model is built (pydantic's validator) when it is first used alone: a block is read
+    # through the union (BLOCKS), which holds them all (see engine/spec/flow.py, StepBase)
+    model_config = ConfigDict(defer_build=True)
 
     block: Name = Field(..., description="Unique block id; the file is blocks/<id>.yaml.")
     version: int = Field(

@@ -1,10 +1,14 @@
-"""A flow: steps wired into a graph (list order, needs, goto, branches, routers, loops, ...)."""
+"""A flow: steps wired into a graph (list order, needs, goto, branches, routers, loops, ...).
 
-from __future__ import annotations
+No `from __future__ import annotations` here: the models' annotations are objects, not texts pydantic must
+compile, once per model and again for each model that inherits them (the actions' models inherit twenty
+from StepBase). That was ~40 ms of `blockyard validate`'s start (docs/performance.md).
+"""
 
+from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
 from engine.spec.budget import BudgetSpec
 from engine.spec.common import (
@@ -45,6 +49,7 @@ class RouteBase(Spec):
     own below, with its condition and `goto` (`Route` is their union, chosen by the condition a rule says)."""
 
     kind: ClassVar[str]  # the rule's condition: its one key besides `goto`
+    model_config = ConfigDict(defer_build=True)  # read through the union (see StepBase)
 
     @property
     def condition(self) -> str:
@@ -129,7 +134,16 @@ Route = Annotated[
     | Annotated[ExprRoute, Tag("expr")],
     Discriminator(_condition_of),
 ]
-ROUTES: TypeAdapter[Route] = TypeAdapter(Route)
+
+
+@cache
+def _routes() -> TypeAdapter[Route]:
+    return TypeAdapter(Route)
+
+
+def parse_route(data: Any) -> Route:
+    """A router rule from its document: the model of its condition. Raises pydantic's ValidationError."""
+    return _routes().validate_python(data)
 
 
 def route_problem(step: str, position: int, said: list[str]) -> str:
@@ -156,7 +170,7 @@ class RouterSpec(Spec):
 class LoopSpec(Spec):
     """A body run at least once, then again until `until` holds or the bound is reached."""
 
-    steps: list[StepSpec] = Field(..., min_length=1, description="The loop body.")
+    steps: list["StepSpec"] = Field(..., min_length=1, description="The loop body.")
     until: str | None = Field(None, description="Bare expression checked after each iteration.")
     max_iterations: int = Field(..., ge=1, le=10_000, description="Bound on iterations.")
     on_exhausted: Literal["continue", "fail"] = Field(
@@ -171,7 +185,7 @@ class ForeachSpec(Spec):
     as_: Name = Field(
         "item", alias="as", description="Name of the current item in templates and inputs."
     )
-    steps: list[StepSpec] = Field(..., min_length=1, description="The body, run once per item.")
+    steps: list["StepSpec"] = Field(..., min_length=1, description="The body, run once per item.")
     collect: Name | None = Field(
         None, description="Context key receiving one entry per item, in order."
     )
@@ -188,7 +202,7 @@ class MapSpec(Spec):
     with_: dict[Name, Any] = Field(
         default_factory=empty_dict, alias="with", description="Input bindings for `uses`."
     )
-    steps: list[StepSpec] | None = Field(
+    steps: "list[StepSpec] | None" = Field(
         None, description="A body of steps run once per item, instead of `uses`."
     )
     max_concurrency: int | None = Field(
@@ -306,6 +320,11 @@ class StepBase(Spec):
 
     Each action is a model of its own below, which requires its action's key; `StepSpec` is their union,
     chosen by the action a step says. A second action is refused by the validator (BY301)."""
+
+    # each action's model is built (pydantic's validator) only if it is used alone: a step is read through
+    # the union of FlowSpec (and of the bodies), which holds them all; building each at import cost
+    # ~50 ms of `blockyard validate`'s start (docs/performance.md)
+    model_config = ConfigDict(defer_build=True)
 
     id: Name = Field(..., description="Unique step id within the flow.")
     description: str | None = Field(None, description="What the step is for.")
@@ -438,12 +457,16 @@ STEP_MODELS: dict[str, type[StepBase]] = {
     "approval": ApprovalStep,
     "flow": FlowStep,
 }
-STEPS: TypeAdapter[StepSpec] = TypeAdapter(StepSpec)
+
+
+@cache
+def _steps() -> TypeAdapter[StepSpec]:
+    return TypeAdapter(StepSpec)
 
 
 def parse_step(data: Any) -> StepSpec:
     """A step from its document: the model of its action. Raises pydantic's ValidationError."""
-    return STEPS.validate_python(data)
+    return _steps().validate_python(data)
 
 
 def no_action_words(step: str) -> str:
@@ -515,9 +538,6 @@ class FlowSpec(Spec):
         return REQUIRED_OUTPUT
 
 
-LoopSpec.model_rebuild()
-ForeachSpec.model_rebuild()
-MapSpec.model_rebuild()
-for _model in STEP_MODELS.values():
-    _model.model_rebuild()
-STEPS.rebuild()
+# The bodies and the actions' models name StepSpec before it exists: FlowSpec's build (above, complete at
+# import) resolves them within its own schema; each is built alone only when first used alone
+# (defer_build), so that the union of the steps is compiled once at import, not once per model.
