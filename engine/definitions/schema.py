@@ -175,9 +175,11 @@ def check(doc: Document, name: str) -> list[Diagnostic]:
 
 
 def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic]:
-    """The errors of a document the schema check passed but the model refused. For a block, that is a rule
-    of its kind's model (engine/spec/block.py), which the schema stage leaves to it: a key the kind needs
-    (BY350-BY355, each with its own words) or a key of another kind (BY356)."""
+    """The errors of a document the schema check passed but the model refused: the rules of the unions the
+    schema stage leaves to the models, each with its own code and words. For a block, its kind's model
+    (engine/spec/block.py): a key the kind needs (BY350-BY355) or a key of another kind (BY356); for a
+    flow, a step that says no action (BY300) and a router rule with no condition or several (BY314)
+    (engine/spec/flow.py)."""
     found: list[Diagnostic] = []
     for problem in error.errors():
         loc = tuple(part for part in problem["loc"] if isinstance(part, str | int))
@@ -189,8 +191,12 @@ def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic
                 continue
         if name == "flow":
             loc = _untagged(loc)
-            rule = _route_rule(doc, loc, problem["type"]) or _step_rule(doc, loc, problem["type"])
-            if rule is not None:
+            rule = _route_rule(doc, loc, problem["type"])
+            if rule is None:
+                rule = _step_rule(doc, loc, problem["type"])
+            if (
+                rule is not None
+            ):  # [] for a rule's third condition: its second one reported the rule
                 found.extend(rule)
                 continue
         found.append(doc.diag(loc, "BY100", problem["msg"]))

@@ -23,8 +23,6 @@ BlockKind = Literal[
     "llm", "decide", "agent", "smart", "tool", "transform", "memory_read", "memory_write", "wait"
 ]
 BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
-MODEL_KINDS = frozenset({"llm", "decide", "agent", "smart"})
-MEMORY_KINDS = frozenset({"memory_read", "memory_write"})
 # Kinds that must produce at least one output (BY358; a decide block's one output has its own rule, BY353).
 # The one requirement of a kind that is not a key of its model: an empty mapping is still a mapping.
 PRODUCING = frozenset({"llm", "decide", "agent", "smart", "memory_read"})
@@ -277,6 +275,13 @@ BLOCK_MODELS: dict[str, type[BlockBase]] = {
     for model in get_args(get_args(BlockSpec)[0])
 }
 BLOCKS: TypeAdapter[BlockSpec] = TypeAdapter(BlockSpec)
+# The kinds that ask a model (their models are ModelBlocks) and the kinds that touch memory
+MODEL_KINDS = frozenset(
+    kind for kind, model in BLOCK_MODELS.items() if issubclass(model, ModelBlock)
+)
+MEMORY_KINDS = frozenset(
+    kind for kind, model in BLOCK_MODELS.items() if "memory" in model.model_fields
+)
 # Each key only some kinds have -> those kinds: from the models above, the one place a kind's keys are said
 KIND_KEYS: dict[str, frozenset[str]] = {
     key: frozenset(kind for kind, model in BLOCK_MODELS.items() if key in model.model_fields)

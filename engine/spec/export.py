@@ -48,10 +48,9 @@ def flat_shape(
         if not info.is_required():
             fields.setdefault(key, (info.annotation, info))
     everywhere = {key for key, _ in said if all(key in model.model_fields for model in members)}
+    # a key every member requires (a rule's goto) stays required
     for key, info in said:
-        if (
-            key in everywhere and key not in fields
-        ):  # required by every member: required (a rule's goto)
+        if key in everywhere and key not in fields:
             fields[key] = (info.annotation, info)
     for key, info in said:  # a key only some members require (tool's tool) becomes optional
         if key not in fields:
@@ -60,9 +59,8 @@ def flat_shape(
                 FieldInfo.merge_field_infos(info, default=None),
             )
     # in the members' order, a key every member says (a rule's `goto`) after the others
-    order = [key for key, _ in said if key not in everywhere] + [
-        k for k, _ in said if k in everywhere
-    ]
+    order = [key for key, _ in said if key not in everywhere]
+    order += [key for key, _ in said if key in everywhere]
     fields = {key: fields[key] for key in dict.fromkeys(order)}
     shape: type[BaseModel] = create_model(name, __base__=base, __doc__=doc, **fields)
     return shape

@@ -29,7 +29,7 @@ from engine.spec import (
     ToolBlock,
     TransformBlock,
 )
-from engine.spec.block import KIND_REQUIRES, article
+from engine.spec.block import KIND_REQUIRES, article, missing_words
 from engine.templates.render import TemplateError, references
 from engine.validate.semantic.config import known_profiles, known_tools, profile_problems
 from engine.validate.semantic.defaults import default_problems
@@ -97,12 +97,9 @@ class BlockCheck:
         if isinstance(spec, ModelBlock) and kind in PROMPTED:
             prompt = spec.prompt
             if prompt is not None and not (prompt.user or prompt.user_file):
-                self.report(
-                    ("prompt",),
-                    "BY354",
-                    f"{article(kind)} block needs `prompt:` with a `user:` message",
-                    key=True,
-                )
+                # the words of a missing prompt (the model's shape), at the prompt that lacks its message
+                code, words = missing_words(kind, "prompt")
+                self.report(("prompt",), code, words, key=True)
         if kind in NEEDS_OUTPUTS and not spec.outputs:
             self.report(
                 ("kind",),
