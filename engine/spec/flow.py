@@ -1,8 +1,8 @@
 """A flow: steps wired into a graph (list order, needs, goto, branches, routers, loops, ...).
 
 No `from __future__ import annotations` here: the models' annotations are objects, not texts pydantic must
-compile, once per model and again for each model that inherits them (the actions' models inherit twenty
-from StepBase). That was ~40 ms of `blockyard validate`'s start (docs/performance.md).
+evaluate for each model and again for each model that inherits them (the actions' models inherit twenty
+from StepBase), at `blockyard validate`'s start (docs/performance.md, "Validation in detail").
 """
 
 from functools import cache
@@ -325,8 +325,8 @@ class StepBase(Spec):
     chosen by the action a step says. A second action is refused by the validator (BY301)."""
 
     # each action's model is built (pydantic's validator) only if it is used alone: a step is read through
-    # the union of FlowSpec (and of the bodies), which holds them all; building each at import cost
-    # ~50 ms of `blockyard validate`'s start (docs/performance.md)
+    # the union of FlowSpec (and of the bodies), which holds them all; building each too would compile
+    # that union once more per model at `blockyard validate`'s start (docs/performance.md)
     model_config = ConfigDict(defer_build=True)
 
     id: Name = Field(..., description="Unique step id within the flow.")
