@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import click
 import yaml
@@ -32,6 +32,7 @@ from engine.core.events import (
     parse_time,
 )
 from engine.core.usage import SPEND_KEYS, Spend
+from engine.core.values import JsonDict
 from engine.definitions.pinned import make_bundle
 from engine.definitions.project import load_project
 from engine.spec.durability import NO_CHECKPOINTS
@@ -171,11 +172,47 @@ def _format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> s
     return "\n".join(lines) + "\n"
 
 
-def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, Any]]:
+class ToolError(TypedDict):
+    """A tool call of an agent step that failed (`index`: the map item or foreach iteration, if any)."""
+
+    tool: str | None
+    error: str | None
+    index: NotRequired[int]
+
+
+class StepRow(TypedDict):
+    """One step of `blockyard runs show` (and its `--json` "steps")."""
+
+    step: str
+    status: str
+    attempts: int
+    finished: int
+    failed: int
+    duration_ms: float
+    error: str | None
+    tool_errors: list[ToolError]
+    usage: NotRequired[JsonDict]  # its model calls' totals (`add_usage`)
+    items: NotRequired[int]  # the map items or foreach iterations it ran
+
+
+def _row(step: str, status: str) -> StepRow:
+    return {
+        "step": step,
+        "status": status,
+        "attempts": 0,
+        "finished": 0,
+        "failed": 0,
+        "duration_ms": 0.0,
+        "error": None,
+        "tool_errors": [],
+    }
+
+
+def step_summary(events: list[Event], run_status: RunStatus) -> list[StepRow]:
     """Per step, in order of first start: status, attempts, total time, last error, and the tool
     calls of an agent step that failed (`tool_errors`: tool, error, and the item's index if any) —
     the agent may have recovered and the run finished, but the failure is part of the record."""
-    steps: dict[str, dict[str, Any]] = {}
+    steps: dict[str, StepRow] = {}
     open_: dict[tuple[str, Any], Event] = {}
     # steps the run waited in for a person (a gate of a subflow, an agent's tool call): started again
     # when it resumes, they go on rather than try again
@@ -191,22 +228,13 @@ def step_summary(events: list[Event], run_status: RunStatus) -> list[dict[str, A
             TOOL_CALL,
         ):
             continue
-        entry = steps.setdefault(
-            event.step,
-            {
-                "step": event.step,
-                "status": RunStatus.RUNNING,
-                "attempts": 0,
-                "finished": 0,
-                "failed": 0,
-                "duration_ms": 0.0,
-                "error": None,
-                "tool_errors": [],
-            },
-        )
+        entry = steps.setdefault(event.step, _row(event.step, RunStatus.RUNNING))
         if event.type == TOOL_CALL:
             if event.data.get("status") == "error":
-                failure = {"tool": event.data.get("tool"), "error": event.data.get("error")}
+                failure: ToolError = {
+                    "tool": event.data.get("tool"),
+                    "error": event.data.get("error"),
+                }
                 if event.data.get("index") is not None:
                     failure["index"] = event.data["index"]
                 entry["tool_errors"].append(failure)
@@ -262,23 +290,14 @@ def step_usage(events: list[Event]) -> dict[str | None, tuple[Spend, int]]:
     return {step: (spend, len(items.get(step, ()))) for step, spend in spent.items()}
 
 
-def add_usage(steps: list[dict[str, Any]], events: list[Event]) -> dict[str, Any] | None:
+def add_usage(steps: list[StepRow], events: list[Event]) -> JsonDict | None:
     """Put each step's `usage` (engine/state/stats.py, `usage_dict`) and `items` into `steps`; the usage
     of model calls made outside any step is returned (None without any)."""
     used = step_usage(events)
     by_label = {entry["step"]: entry for entry in steps}
     for label in used:
         if label is not None and label not in by_label:  # a step whose only events are model calls
-            by_label[label] = {
-                "step": label,
-                "status": "",
-                "attempts": 0,
-                "finished": 0,
-                "failed": 0,
-                "duration_ms": 0.0,
-                "error": None,
-                "tool_errors": [],
-            }
+            by_label[label] = _row(label, "")
             steps.append(by_label[label])
     for label, entry in by_label.items():
         spend, items = used.get(label, (Spend(), 0))
@@ -368,7 +387,7 @@ def print_run(root: Path, run_id: str, as_json: bool) -> int:
 def _show_text(
     run: RunRecord,
     status: RunStatus,
-    steps: list[dict[str, Any]],
+    steps: list[StepRow],
     definition: dict[str, Any],
     gates: list[Event],
     decided: list[gate_rows.Gate],
@@ -422,7 +441,7 @@ def _definition_lines(run: RunRecord, definition: dict[str, Any]) -> list[str]:
     return []
 
 
-def _step_lines(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> list[str]:
+def _step_lines(steps: list[StepRow], outside: JsonDict | None) -> list[str]:
     """The `steps` table: one aligned row per step, its failed tool calls under it, then usage outside steps."""
     if not steps:
         return []
@@ -498,7 +517,7 @@ def _next_command_lines(run: RunRecord, status: RunStatus, gates: list[Event]) -
     return []
 
 
-def _usage_columns(steps: list[dict[str, Any]], outside: dict[str, Any] | None) -> dict[str, str]:
+def _usage_columns(steps: list[StepRow], outside: JsonDict | None) -> dict[str, str]:
     """Per step label, its model calls, tokens in / out and cost as aligned columns (with the number of
     map items or iterations they were summed over); nothing at all when the run made no model call."""
     usages = {entry["step"]: (entry.get("usage") or {}, entry.get("items") or 0) for entry in steps}
