@@ -37,6 +37,7 @@ from engine.core.events import (
     Sequencer,
     now_iso,
 )
+from engine.core.values import JsonDict
 from engine.models import calls
 from engine.nodes.context import RunContext
 from engine.runtime import cancelling
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 
 # (status, outputs, error) -> statements to commit with the run's end (a thread's reply), if any
 EndHook = Callable[
-    [RunStatus, "dict[str, Any] | None", "str | None"], Awaitable["Sequence[Write] | None"]
+    [RunStatus, "JsonDict | None", "str | None"], Awaitable["Sequence[Write] | None"]
 ]
 # what the graph is streamed with, per durability mode; none compiles the graph without a checkpointer,
 # and LangGraph then wants no mode (it warns that one has no effect, and "sync" would wait for a
@@ -83,13 +84,13 @@ class RunResult:
 
     run_id: str
     status: RunStatus  # finished | failed | waiting | interrupted
-    outputs: dict[str, Any] | None
+    outputs: JsonDict | None
     error: str | None
     flow: str
     version: int
     step: str | None = None  # the failing step, or the gate a waiting run stopped at
     # approval_required data, one per gate
-    waiting: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[JsonDict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -133,11 +134,11 @@ class Execution:
     context: RunContext
     start: Any
     last_seq: int = 0
-    started_data: dict[str, Any] = field(default_factory=dict)
-    values: dict[str, Any] | None = None  # the checkpoint's state, when resuming
+    started_data: JsonDict = field(default_factory=dict)
+    values: JsonDict | None = None  # the checkpoint's state, when resuming
     # stored already (an approval decision): yielded first
     preface: list[Event] = field(default_factory=list)
-    pending: dict[str, Any] | None = (
+    pending: JsonDict | None = (
         None  # gates to wait at again without running the graph (interrupt id -> request)
     )
     on_end: EndHook | None = None  # called as the run finishes (before its status changes) or fails
@@ -286,7 +287,7 @@ class _Pass:
         self.spent = ex.context.spend.spent if ex.context.spend is not None else None
         self.naming = ex.naming
         self.values = ex.values  # a resumed run whose graph had already ended streams no values
-        self.interrupts: dict[str, Any] = dict(ex.pending or {})
+        self.interrupts: JsonDict = dict(ex.pending or {})
         self.failure: Failure | None = None
         self.listener: Listener | None = (
             None  # none when the execution only waits at its gates again
@@ -393,7 +394,7 @@ class _Pass:
         preface = (
             [await self.announce(NAME_WAIT)] if naming is not None and not naming.announced else []
         )
-        outputs: dict[str, Any] | None = None
+        outputs: JsonDict | None = None
         ending: Sequence[Write] = ()
         if self.failure is None and not self.interrupts:
             outputs, ending = await self.outputs()
@@ -407,7 +408,7 @@ class _Pass:
             step = self.failure.step if self.failure is not None else None
             return [*preface, _lost(self.db, self.seq, self.thread, step, None)]
 
-    async def outputs(self) -> tuple[dict[str, Any] | None, Sequence[Write]]:
+    async def outputs(self) -> tuple[JsonDict | None, Sequence[Write]]:
         """The run's outputs and what its end hook commits with them (e.g. a thread's reply, with the
         run's new status, before a next turn may start); a failure of either is the run's."""
         ex = self.ex
@@ -457,7 +458,7 @@ class _Pass:
         )
         return gates
 
-    async def finish(self, outputs: dict[str, Any] | None, ending: Sequence[Write]) -> Event:
+    async def finish(self, outputs: JsonDict | None, ending: Sequence[Write]) -> Event:
         elapsed = time.monotonic() - self.began
         event = self.seq.make(
             RUN_FINISHED,
@@ -483,7 +484,7 @@ class _Pass:
         event: Event,
         status: RunStatus,
         *more: Write,
-        outputs: dict[str, Any] | None = None,
+        outputs: JsonDict | None = None,
         error: str | None = None,
         step: str | None = None,
         finished: str | None = None,
