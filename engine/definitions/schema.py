@@ -185,7 +185,9 @@ def model_errors(doc: Document, name: str, error: ModelError) -> list[Diagnostic
         loc = tuple(part for part in problem["loc"] if isinstance(part, str | int))
         if name == "block" and loc and loc[0] in BLOCK_MODELS:
             kind, loc = str(loc[0]), loc[1:]
-            said = _kind_rule(doc, kind, loc, problem["type"])
+            # a required key left null is as good as missing (`tool: null`): the kind's own words
+            kind_error = "missing" if problem.get("input", ...) is None else problem["type"]
+            said = _kind_rule(doc, kind, loc, kind_error)
             if said is not None:
                 found.append(said)
                 continue
