@@ -221,6 +221,7 @@ def _flat_steps(schema: dict[str, Any]) -> None:
     names = {f"#/$defs/{model.__name__}" for model in STEP_MODELS.values()}
     first = STEP_MODELS[ACTIONS[0]]
     step = defs[first.__name__]
+    # the first action's key as every other action's model writes it: optional (StepBase's field)
     optional = defs[STEP_MODELS[ACTIONS[1]].__name__]["properties"][ACTIONS[0]]
     step["properties"][ACTIONS[0]] = optional
     step["required"] = [key for key in step["required"] if key != ACTIONS[0]]
