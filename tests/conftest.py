@@ -5,7 +5,7 @@ file; with BLOCKYARD_TEST_DATABASE=postgres every test that can touch a state da
 database of a throw-away Postgres cluster (tests/support/postgres.py) through BLOCKYARD_DATABASE_URL,
 which the engine, the CLI and child processes all follow (engine/state/location.py). A test about the
 SQLite file itself (WAL, its locks, a damaged file) is marked `@pytest.mark.sqlite_only("why")` and
-runs in the first pass only.
+runs in the first pass only (the second deselects it at collection).
 
 The tests that never open a state database are listed in tests/support/stateless.py and left out of
 the Postgres pass at collection (listed files and folders are not collected, listed functions are
@@ -194,9 +194,7 @@ def state_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         with stateless.guard(request, monkeypatch):
             yield backend
         return
-    marker = request.node.get_closest_marker("sqlite_only")
-    if marker is not None:
-        pytest.skip(f"SQLite only: {marker.args[0] if marker.args else 'about the SQLite file'}")
+    # (a test marked sqlite_only never gets here: the Postgres pass deselects it, tests/support/stateless.py)
     cluster = postgres_cluster()
     url = cluster.fresh_database()
     monkeypatch.setenv(URL_ENV, url)

@@ -30,8 +30,10 @@ SHELLS = {"sh", "bash", "shell", "console"}
 MARK = re.compile(r"<!--\s*(runnable|not runnable:[^>]*\S)\s*-->")
 FILE_MARK = re.compile(r"<!--\s*file:\s*(\S+)\s*-->")
 # The README's test command runs the whole suite; from inside the suite it runs a narrow selection of
-# files that have tests in both of its passes (the Postgres pass alone collecting nothing would fail).
-NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py"}
+# files that have tests in both of its passes (the Postgres pass alone collecting nothing would fail),
+# each pass in one process (`-n 0`): six pytest-xdist workers for a few tests cost twice the CPU
+# (~27 s against ~14 s on 2 cores, 2026-11-29), and the suite itself runs on workers anyway.
+NARROWED = {"bash .ci/test": "bash .ci/test tests/test_flowtests.py -n 0"}
 # The port a reader's server listens on (the tutorial, the how-tos): a free one in the suite, where another
 # test (or the reader's own `blockyard serve`) may hold the one the page names.
 FREE_PORT = (

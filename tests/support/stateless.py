@@ -515,10 +515,15 @@ class Deselected:
 # ---- the plugin: tests/conftest.py registers it ----------------------------------------------------
 
 
+def _not_on_postgres(item: pytest.Item) -> bool:
+    """Whether the Postgres pass leaves `item` out: listed here, or marked sqlite_only."""
+    return listed(item.nodeid) is not None or item.get_closest_marker("sqlite_only") is not None
+
+
 class Plugin:
     """In the Postgres pass, leaves the listed files and folders uncollected and deselects the listed
-    test functions (and says so in the summary, which pytest-xdist's controller would otherwise not
-    count: the workers collect), and reports the finding run."""
+    test functions and the tests marked sqlite_only (and says so in the summary, which pytest-xdist's
+    controller would otherwise not count: the workers collect), and reports the finding run."""
 
     def __init__(self, config: pytest.Config, backend: str) -> None:
         self.config = config
@@ -559,8 +564,10 @@ class Plugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if self.backend != "postgres":
             return
-        keep = [item for item in items if listed(item.nodeid) is None]
-        dropped = [item for item in items if listed(item.nodeid) is not None]
+        # a test marked sqlite_only is deselected here too, not skipped when it runs: a skip comes
+        # after its module's fixtures, which may start a server for minutes of a core (Phoenix)
+        keep = [item for item in items if not _not_on_postgres(item)]
+        dropped = [item for item in items if _not_on_postgres(item)]
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
