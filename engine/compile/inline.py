@@ -18,13 +18,14 @@ the node of a step hands its update on to the step that follows, in the same nod
 A step's retry policy is applied here, step by step, as LangGraph applies it to a node (had the
 node kept LangGraph's policy, a failure of the third step would run all three again).
 
-In a run without checkpoints between steps (`none`, `exit`), a map's fan-out runs the items of a
-`uses:` map itself, all at once as LangGraph runs the tasks of one step, then goes on to the join.
-In a run with them (`sync`, `async`: `RunContext.journal`), each step's update is committed before
-the next step begins (engine/state/journal.py) — what LangGraph's checkpoint would have kept — and
-a node that LangGraph runs again after a crash or a failure goes on after the last step it
-committed; a map sends its items to their node, whose tasks LangGraph keeps one by one (a resume
-runs only the items that did not finish).
+A map's fan-out runs the items of a `uses:` map itself, all at once as LangGraph runs the tasks of
+one step, then goes on to the join (a map with a body, or whose block may wait for a person, sends
+its items to their node as LangGraph tasks). In a durable run (`RunContext.journal`), each step's
+update is committed before the next step begins (engine/state/journal.py) — what LangGraph's
+checkpoint would have kept — and a node that LangGraph runs again after a crash or a failure goes on
+after the last step it committed. A map's fan-out's row holds what it sends; each item's row is
+queued as the item finishes, with the item's trace rows, and committed with whatever is committed
+next, as LangGraph queues a task's pending writes: a resume runs only the items that did not finish.
 
 The node returns what the steps wrote, combined as LangGraph's reducers would have applied them
 one by one, and routes to where the last of them goes. Events, the trace, `results` and outputs
@@ -38,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -45,7 +47,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, RetryPolicy, Send
 
 from engine.compile.state import applied, combined
-from engine.nodes.context import RunContext, StepJournal
+from engine.nodes.context import INLINE_ITEM, RunContext, StepJournal
 from engine.nodes.errors import InternalError
 
 NodeFn = Callable[[Any, Runtime[RunContext]], Awaitable[Any]]
@@ -115,17 +117,20 @@ class _Runner:
         name, ran = self.name, 0
         total: dict[str, Any] = {}
         done = await journal.restore(ns)
+        resumed: _Items | None = None
         if done is not None:  # this node ran before and stopped: it goes on after what it finished
             for update in done.updates:
                 total = combined(total, update)
                 state = applied(state, update)
-            name, ran = done.following, len(done.updates)
-            if name not in self.inline.nodes:
+            name, ran = done.following, done.seq
+            if done.items is not None:  # it stopped inside a map's items: the others run now
+                resumed = _Items(name, done.items, done.items_done)
+            if name not in (self.inline.items if resumed is not None else self.inline.nodes):
                 raise InternalError(
                     f"bug: a resumed node goes on to '{name}', which is not a node of its graph"
                 )
         try:
-            return await self._steps(state, runtime, journal, ns, name, total, ran)
+            return await self._steps(state, runtime, journal, ns, name, total, ran, resumed)
         except BaseException:
             journal.stopped()  # `exit`: what the node finished, written as LangGraph writes the run's stop
             raise
@@ -139,26 +144,42 @@ class _Runner:
         name: str,
         total: dict[str, Any],
         ran: int,
+        resumed: _Items | None = None,
     ) -> Command[Any]:
-        """Step `name` and those it leads to, on `state`, after steps that wrote `total` (`ran` of them)."""
+        """Step `name` and those it leads to, on `state`, after steps that wrote `total`; `ran` is
+        the number of the journal row step `name` writes. `resumed`: the node stopped inside a map's
+        items (`name` is the item node), which go on first."""
         inline = self.inline
         while True:
-            update, goto = _split(
-                await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
-                inline.next.get(name, []),
-            )
-            total = combined(total, update)
-            if inline.parallel or "messages" in update:
-                return await _end(journal, total, goto)
-            state = applied(state, update)
-            items = _items(goto, inline.items) if journal is None else None
-            if items is not None:
-                # a map's fan-out: its items here, as LangGraph runs them (all at once)
-                args = [send.arg for send in goto if isinstance(send, Send)]
-                for done in await _all(inline.items[items], args, runtime, inline.retry.get(items)):
+            if resumed is not None:
+                sent, resumed = resumed, None
+            else:
+                update, goto = _split(
+                    await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
+                    inline.next.get(name, []),
+                )
+                total = combined(total, update)
+                if inline.parallel or "messages" in update:
+                    return await _end(journal, total, goto)
+                state = applied(state, update)
+                item_node = _items(goto, inline.items)
+                sent = None
+                if item_node is not None:
+                    args = [send.arg for send in goto if isinstance(send, Send)]
+                    sent = _Items(item_node, args, {})
+                    if journal is not None:  # the fan-out's row holds what it sends
+                        await journal.finished(ns, ran, update, item_node, args)
+            if sent is not None:
+                # a map's fan-out: its items here, as LangGraph runs them (all at once); with a
+                # journal each item's row is queued as it finishes, numbered after the fan-out's
+                node = sent.node
+                for done in await _all(
+                    inline.items[node], sent, runtime, inline.retry.get(node), journal, ns, ran + 1
+                ):
                     total = combined(total, done)
                     state = applied(state, done)
-                goto = list(inline.next[items])
+                name, ran = inline.next[node][0], ran + 1 + len(sent.args)
+                continue
             following = _single(goto)
             if following is None or following not in inline.nodes:
                 return await _end(journal, total, goto)
@@ -244,21 +265,55 @@ def _items(goto: list[str | Send], items: Mapping[str, NodeFn]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Items:
+    """What a map's fan-out sent to its item node: one argument per item, in order, and the updates of
+    the items that finished already (a resumed node's), by position."""
+
+    node: str
+    args: list[Any]
+    done: Mapping[int, Mapping[str, Any]]
+
+
 async def _all(
-    node: NodeFn, args: list[Any], runtime: Runtime[RunContext], policy: RetryPolicy | None
+    node: NodeFn,
+    sent: _Items,
+    runtime: Runtime[RunContext],
+    policy: RetryPolicy | None,
+    journal: StepJournal | None,
+    ns: str,
+    first: int,
 ) -> list[Mapping[str, Any]]:
-    """The updates of a map's items, run at once as LangGraph runs the tasks of one step (each
-    retried on its own, as its task would be): the first failure fails them all (the others are
-    cancelled, and awaited, before it is raised)."""
-    tasks = [asyncio.ensure_future(_attempts(node, arg, runtime, policy)) for arg in args]
+    """The updates of a map's items in order, run at once as LangGraph runs the tasks of one step
+    (each retried on its own, as its task would be), but those done already: the first failure fails
+    them all (the others are cancelled, and awaited, before it is raised). With a journal each item's
+    update is its row, number `first` + its position, queued as the item finishes."""
+
+    async def item(position: int, arg: Any) -> Mapping[str, Any]:
+        INLINE_ITEM.set(position)  # this task's own context: its trace rows are the item's
+        result = await _attempts(node, arg, runtime, policy)
+        update = result if isinstance(result, Mapping) else {}
+        if journal is not None:
+            journal.item_finished(ns, first + position, position, update)
+        return update
+
+    tasks = {
+        position: asyncio.ensure_future(item(position, arg))
+        for position, arg in enumerate(sent.args)
+        if position not in sent.done
+    }
     try:
-        done = await asyncio.gather(*tasks)
+        finished = await asyncio.gather(*tasks.values())
     except BaseException:
-        for task in tasks:
+        for task in tasks.values():
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
         raise
-    return [update if isinstance(update, Mapping) else {} for update in done]
+    ran = dict(zip(tasks, finished, strict=True))
+    return [
+        sent.done[position] if position in sent.done else ran[position]
+        for position in range(len(sent.args))
+    ]
 
 
 def _single(goto: list[str | Send]) -> str | None:

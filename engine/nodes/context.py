@@ -8,6 +8,7 @@ independent of the concrete model providers and tool registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -62,10 +63,22 @@ class MemorySource(Protocol):
 @dataclass(frozen=True)
 class Restored:
     """What the steps of one LangGraph node finished when it ran before (a crash or a failure
-    stopped it): their updates in order, and the node it was going on to."""
+    stopped it): their updates in order, the node it was going on to, and the number of the row its
+    next step writes. When it stopped inside a map's items, `following` is the map's item node,
+    `items` what the fan-out sent to it (one argument per item, in order) and `items_done` the
+    updates of the items that finished, by position: only the others run again."""
 
     updates: list[Mapping[str, Any]]
     following: str
+    seq: int
+    items: list[Any] | None = None
+    items_done: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+
+
+# The position of the map item running in this asyncio task, when a node runs a map's items itself
+# (engine/compile/inline.py): the trace rows an item writes are committed with its own row
+# (engine/state/durable.py, `running_task`).
+INLINE_ITEM: ContextVar[int | None] = ContextVar("blockyard_inline_item", default=None)
 
 
 class StepJournal(Protocol):
@@ -76,7 +89,16 @@ class StepJournal(Protocol):
     async def restore(self, ns: str) -> Restored | None: ...
 
     async def finished(
-        self, ns: str, seq: int, update: Mapping[str, Any], following: str
+        self,
+        ns: str,
+        seq: int,
+        update: Mapping[str, Any],
+        following: str,
+        items: list[Any] | None = None,
+    ) -> None: ...
+
+    def item_finished(
+        self, ns: str, seq: int, position: int, update: Mapping[str, Any]
     ) -> None: ...
 
     async def settle(self) -> None: ...

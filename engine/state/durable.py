@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 
 from engine.core.redaction import Masker
+from engine.nodes.context import INLINE_ITEM
 from engine.state import fencing
 from engine.state.writer import SqliteWriter, Write
 
@@ -42,12 +43,16 @@ _HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar(
 def running_task() -> str | None:
     """The id of the root graph's LangGraph task whose node (or a subgraph inside it) is running here,
     from the config LangGraph sets for the node; None outside a node. A task's checkpoint namespace is
-    `node:task_id`, a subgraph's inside it `node:task_id|inner:inner_id`: the root task is the first."""
+    `node:task_id`, a subgraph's inside it `node:task_id|inner:inner_id`: the root task is the first.
+    Inside a map item that the node runs itself (INLINE_ITEM), the task's id and `/position`: the
+    item's trace rows are committed with the item's own row (journal.py, `item_finished`)."""
     config = var_child_runnable_config.get()
     if not config:
         return None
     namespace = str((config.get("configurable") or {}).get("checkpoint_ns") or "")
-    return namespace.split("|", 1)[0].rpartition(":")[2] or None
+    task = namespace.split("|", 1)[0].rpartition(":")[2] or None
+    item = INLINE_ITEM.get()
+    return task if item is None or task is None else f"{task}/{item}"
 
 
 class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
@@ -115,7 +120,13 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         conf = config["configurable"]
         if conf.get("checkpoint_ns"):  # a subgraph's task: its rows wait for the parent's task
             return []
-        thread_id = str(conf["thread_id"])
+        return self.task_trace(str(conf["thread_id"]), task_id)
+
+    def task_trace(self, thread_id: str, task_id: str | None) -> list[Write]:
+        """The trace rows held for `thread_id` up to the last one task `task_id` wrote (`running_task`),
+        or none (see `_task_trace`)."""
+        if task_id is None:
+            return []
         with self._trace_lock:
             rows = self._trace.get(thread_id)
             if not rows:

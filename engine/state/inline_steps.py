@@ -14,6 +14,11 @@ from __future__ import annotations
 from engine.state.writer import Write
 
 TABLE = "inline_steps"
+# The `next` of a map fan-out's row whose items the node runs itself: ITEMS + the item node (the row
+# holds the fan-out's update and the items' arguments); of an item's row: ITEM + its position. A
+# node's name never holds a colon (step ids are names: engine/spec/common.py).
+ITEMS = "items:"
+ITEM = "item:"
 # (thread_id, checkpoint_ns, seq, next, type, value): the step's update serialized as checkpoints are
 PUT = (
     f"INSERT OR REPLACE INTO {TABLE} (thread_id, checkpoint_ns, seq, next, type, value) "

@@ -16,13 +16,13 @@ finished, and a crash loses the run's progress.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from engine.nodes.context import Restored
 from engine.state import inline_steps
 from engine.state.database import Connection
-from engine.state.durable import GroupCommitted
+from engine.state.durable import GroupCommitted, running_task
 from engine.state.fencing import Fence
 from engine.state.writer import Write
 
@@ -30,6 +30,45 @@ Read = Callable[[Callable[[Connection], Any]], Awaitable[Any]]
 NS_SEP = (
     "|"  # LangGraph's separator of nested checkpoint namespaces (a subflow's node inside a node)
 )
+
+
+def step_row(
+    update: Mapping[str, Any], following: str, items: list[Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """The `next` and the value of a step's row (see `Journal.finished`)."""
+    if items is None:
+        return following, dict(update)
+    return inline_steps.ITEMS + following, {"update": dict(update), "items": items}
+
+
+def item_next(position: int) -> str:
+    """The `next` of the row of a map's item `position` (see `Journal.item_finished`)."""
+    return inline_steps.ITEM + str(position)
+
+
+def restored(rows: Iterable[tuple[int, str, Any]]) -> Restored | None:
+    """What a node's rows, (seq, next, value) in order of seq, say it finished (see `Restored`); None
+    when there are none. The `next` of a map fan-out's row and of its items' rows is marked
+    (inline_steps.ITEMS, inline_steps.ITEM): the items' rows after the last fan-out's are its items
+    that finished."""
+    updates: list[Mapping[str, Any]] = []
+    following, seq = "", -1
+    items: list[Any] | None = None
+    items_done: dict[int, Mapping[str, Any]] = {}
+    for row_seq, row_next, value in rows:
+        if row_next.startswith(inline_steps.ITEM):
+            items_done[int(row_next.removeprefix(inline_steps.ITEM))] = value
+            continue
+        if row_next.startswith(inline_steps.ITEMS):  # a map's fan-out: its update, what it sent
+            updates.append(value["update"])
+            following, items = row_next.removeprefix(inline_steps.ITEMS), list(value["items"])
+        else:
+            updates.append(value)
+            following, items = row_next, None
+        items_done, seq = {}, row_seq + 1
+    if seq < 0:
+        return None
+    return Restored(updates, following, seq, items, items_done if items is not None else {})
 
 
 class Journal:
@@ -53,8 +92,8 @@ class Journal:
         self.fence = fence
         self.mode = mode
         self.resumed = resumed
-        self._rows: dict[str, list[tuple[str, str, bytes]]] | None = (
-            None  # ns -> (next, type, value), in order
+        self._rows: dict[str, list[tuple[int, str, str, bytes]]] | None = (
+            None  # ns -> (seq, next, type, value), in order
         )
         self._pending: asyncio.Future[None] | None = None
         self._held: list[Write] = []  # `exit`: the rows of the node running now
@@ -69,20 +108,34 @@ class Journal:
             found = await self.read(
                 lambda conn: conn.execute(inline_steps.READ, (thread,)).fetchall()
             )
-            rows: dict[str, list[tuple[str, str, bytes]]] = {}
-            for row_ns, _seq, following, type_, value in found:  # ordered by namespace and seq
-                rows.setdefault(str(row_ns), []).append((str(following), str(type_), bytes(value)))
+            rows: dict[str, list[tuple[int, str, str, bytes]]] = {}
+            for row_ns, seq, following, type_, value in found:  # ordered by namespace and seq
+                rows.setdefault(str(row_ns), []).append(
+                    (int(seq), str(following), str(type_), bytes(value))
+                )
             self._rows = rows
         done = self._rows.pop(ns, None)
         if not done:
             return None
-        updates = [self.saver.serde.loads_typed((type_, value)) for _next, type_, value in done]
-        return Restored(updates, done[-1][0])
+        serde = self.saver.serde
+        return restored(
+            (seq, following, serde.loads_typed((type_, value)))
+            for seq, following, type_, value in done
+        )
 
-    async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None:
+    async def finished(
+        self,
+        ns: str,
+        seq: int,
+        update: Mapping[str, Any],
+        following: str,
+        items: list[Any] | None = None,
+    ) -> None:
         """Step number `seq` (0 for the node's own) of the node of task namespace `ns` finished with
-        `update`; the node goes on to `following`."""
-        type_, blob = self.saver.serde.dumps_typed(dict(update))
+        `update`; the node goes on to `following` — or, with `items`, it is a map's fan-out that
+        sends one argument of `items` to item node `following` per item (`item_finished`)."""
+        following, value = step_row(update, following, items)
+        type_, blob = self.saver.serde.dumps_typed(value)
         row = Write(
             inline_steps.PUT,
             (self.thread, ns, seq, following, type_, self.saver.secrets.blob(blob)),
@@ -100,6 +153,28 @@ class Journal:
         await self.settle()
         self._pending = asyncio.ensure_future(self.saver.writer.write(*writes))
         self._pending.add_done_callback(_retrieved)  # a step that failed meanwhile never awaits it
+
+    def item_finished(self, ns: str, seq: int, position: int, update: Mapping[str, Any]) -> None:
+        """Item `position` of a map whose items this node runs finished with `update`; `seq` is its
+        row's number (the fan-out's, plus one, plus `position`). Called in the item's own task.
+
+        Its row is queued, not awaited: committed with whatever is committed next (the next step's
+        row, the node's checkpoint), as LangGraph queues the pending writes of a map's tasks. The
+        trace rows the item wrote go in the same transaction (durable.py, `task_trace`), so the
+        trace says an item finished exactly when a resume will not run it again."""
+        type_, blob = self.saver.serde.dumps_typed(dict(update))
+        row = Write(
+            inline_steps.PUT,
+            (self.thread, ns, seq, item_next(position), type_, self.saver.secrets.blob(blob)),
+        )
+        if self.mode == "exit":
+            self._held.append(row)
+            return
+        traced = [] if NS_SEP in ns else self.saver.task_trace(self.thread, running_task())
+        writes = [*traced, row]
+        if self.fence is not None:
+            writes = self.fence.guarded(writes)
+        self.saver.writer.write_nowait(*writes, wake=False)
 
     async def settle(self) -> None:
         """The node ends (LangGraph's checkpoint holds its steps now): wait for the row still being

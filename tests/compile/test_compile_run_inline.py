@@ -23,6 +23,7 @@ from engine.definitions.load import parse_value
 from engine.definitions.pinned import Bundle
 from engine.models import ModelResolver, scripted
 from engine.nodes.context import Restored
+from engine.state.journal import item_next, restored, step_row
 from tests.compile.compile_kit import BLOCKS, FakeTools, Run, run_async, yard_bundle
 
 MARK = parse_value(BLOCKS["mark"].replace("\n        ", "\n").strip())
@@ -227,21 +228,35 @@ class Crash(Exception):
 
 
 class MemoryJournal:
-    """engine/state/journal.py's protocol in memory, `sync`: rows kept per task namespace; `crash_after`
-    rows, the run stops as a process killed at that moment would (the row is kept)."""
+    """engine/state/journal.py's protocol in memory, `sync`: rows kept per task namespace, read back as
+    the real one reads them (`restored`); after `crash_after` rows (a step's or a map item's), the run
+    stops as a process killed at that moment would (the row is kept)."""
 
     def __init__(self, crash_after: int) -> None:
-        self.rows: dict[str, list[tuple[dict[str, Any], str]]] = {}
+        self.rows: dict[str, list[tuple[int, str, Any]]] = {}
         self.crash_after = crash_after
         self.written = 0
         self.resumed = False
 
     async def restore(self, ns: str) -> Restored | None:
         done = self.rows.pop(ns, None) if self.resumed else None
-        return Restored([update for update, _ in done], done[-1][1]) if done else None
+        return restored(sorted(done, key=lambda row: row[0])) if done else None
 
-    async def finished(self, ns: str, seq: int, update: Mapping[str, Any], following: str) -> None:
-        self.rows.setdefault(ns, []).append((copy.deepcopy(dict(update)), following))
+    async def finished(
+        self,
+        ns: str,
+        seq: int,
+        update: Mapping[str, Any],
+        following: str,
+        items: list[Any] | None = None,
+    ) -> None:
+        self._keep(ns, seq, *step_row(update, following, items))
+
+    def item_finished(self, ns: str, seq: int, position: int, update: Mapping[str, Any]) -> None:
+        self._keep(ns, seq, item_next(position), dict(update))
+
+    def _keep(self, ns: str, seq: int, following: str, value: Any) -> None:
+        self.rows.setdefault(ns, []).append((seq, following, copy.deepcopy(value)))
         self.written += 1
         if self.written == self.crash_after:
             raise Crash
@@ -293,6 +308,43 @@ def test_a_durable_run_crashed_between_inline_steps_resumes_to_the_same_run(
     resumed, _written = asyncio.run(run_journaled(bundle, crash_after))
     # the steps before the crash ran once, the others after the resume: together, the run step by step
     assert_same(stepwise, resumed)
+
+
+def test_a_durable_map_runs_its_items_in_its_node_and_a_crash_runs_only_the_rest() -> None:
+    items = 5
+    bundle = generated(
+        [
+            mark("s0"),
+            {
+                "id": "each",
+                "map": {
+                    "items": str([f"x{i}" for i in range(items)]),
+                    "as": "x",
+                    "uses": "mark",
+                    "with": {"tag": "{{ x }}", "log": []},
+                    "collect": "all",
+                },
+            },
+            mark("s2"),
+        ]
+    )
+    stepwise = asyncio.run(
+        run_async(compile_flow(bundle, checkpointer=InMemorySaver()), tools=FakeTools())
+    )
+    # rows: s0's with the fan-out it runs (what it sends), one per item, the join's; s2 ends the node
+    whole, written = asyncio.run(run_journaled(bundle, crash_after=10**6))
+    assert written == 1 + items + 1
+    assert_same(stepwise, whole)
+    for crash_after in range(1, 1 + items + 1):  # after the fan-out's row, after each item's
+        resumed, written = asyncio.run(run_journaled(bundle, crash_after))
+        assert_same(stepwise, resumed)  # each item finished once, in either execution
+        finished = [
+            e["data"]["index"]
+            for e in resumed.events
+            if e["type"] == "step_finished" and e["step"] == "each" and "index" in e["data"]
+        ]
+        assert sorted(finished) == list(range(items)), (crash_after, finished)
+        assert written == 1 + items + 1, crash_after  # no row written twice
 
 
 def test_a_chain_runs_in_one_langgraph_step_and_a_parallel_flow_step_by_step() -> None:
