@@ -7,6 +7,7 @@ drift of this shared machine hits all of them alike; each table reports medians.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -36,9 +37,11 @@ def rounds(default: int) -> int:
 
 
 async def measure(
-    variants: dict[str, Variant], count: int, warmup: int = 1
+    variants: dict[str, Variant], count: int, warmup: int = 1, *, collect: bool = False
 ) -> dict[str, list[float]]:
-    """Samples per variant, interleaved."""
+    """Samples per variant, interleaved; `collect`: a full garbage collection before each sample, so
+    that no sample pays for the garbage another left (without it, the collector runs wherever the
+    allocations happen to cross its threshold)."""
     names = list(variants)
     for name in names:
         for _ in range(warmup):
@@ -47,6 +50,8 @@ async def measure(
     for index in range(count):
         order = names if index % 2 == 0 else list(reversed(names))
         for name in order:
+            if collect:
+                gc.collect()
             samples[name].append(await variants[name]())
     return samples
 

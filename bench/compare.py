@@ -39,6 +39,11 @@ as a subprocess with `--json` at the README's sizes, and from the per-step table
     python bench/compare.py --quick       # a smoke run: 2 rounds, small sizes (figures mean nothing)
     python bench/compare.py --only cold --rounds 15   # the cold-start table alone
     python bench/compare.py --only summary --markdown # the README figures, as Markdown to paste
+    python bench/compare.py --repeat 3 --rounds 15    # the per-step table in 3 fresh processes, each
+                                                      # with and without a garbage collection before
+                                                      # every sample: every ratio as the range of all
+                                                      # six (the worse setting is inside it), then each
+                                                      # setting's own (docs/performance.md's figures)
 
 The machine the figures in docs come from is a shared 2-core VM: only ratios from one run are
 comparable, and even those move by 10-20 % between runs (more under load: prefer the CPU-time
@@ -66,7 +71,7 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import fresh_db, make_yard, measure, median, rounds, run, table
+from _harness import child_env, fresh_db, make_yard, measure, median, rounds, run, table
 from _harness import header as plain_header
 from bench_overhead import BLOCKS, WORKLOADS, flows
 
@@ -84,6 +89,7 @@ KEYS = (
     "GOOGLE_API_KEY",
     "GEMINI_API_KEY",
 )
+JSON = False  # --json: the per-step ratios as one JSON line (what --repeat reads)
 MARKDOWN = False  # --markdown: headings one level down (README's Performance section), no per-table machine line
 Figures = dict[str, dict[str, float]]  # per-step medians: workload -> variant -> seconds per run
 
@@ -121,7 +127,7 @@ def _cpu_timed(
     return timed
 
 
-async def per_step(count: int, show: bool = True) -> Figures:
+async def per_step(count: int, show: bool = True, collect: bool = False) -> Figures:
     """Per-run medians of every workload and variant; the table printed when `show`."""
     root = make_yard({**BLOCKS, **flows()})
     shutil.rmtree(root / ".blockyard", ignore_errors=True)
@@ -197,7 +203,7 @@ async def per_step(count: int, show: bool = True) -> Figures:
         variants[f"{name} blockyard sync FULL"] = functools.partial(blockyard, on=full_yard)
         variants[f"{name} blockyard/jinja"] = blockyard_jinja
     variants = {name: _cpu_timed(cpu, name, sample) for name, sample in variants.items()}
-    samples = await measure(variants, count)
+    samples = await measure(variants, count, collect=collect)
     cpu = {name: values[-count:] for name, values in cpu.items()}  # the warm-up is not a sample
     yard.close()
     full_yard.close()
@@ -216,9 +222,86 @@ async def per_step(count: int, show: bool = True) -> Figures:
     figures = {
         name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS
     }
-    if show:
+    if JSON:
+        print(json.dumps({"cpu": _ratios(kinds, cpu), "wall": _ratios(kinds, samples)}))
+    elif show:
         _show_per_step(kinds, cpu, samples)
     return figures
+
+
+# the ratios --repeat publishes: each Blockyard mode to raw LangGraph without a checkpointer, and
+# Blockyard's durable runs to raw + SqliteSaver at equal guarantees
+EQUAL = {
+    "sync / raw+sqlite NORMAL": ("blockyard sync", "raw+sqlite NORMAL"),
+    "sync FULL / raw+sqlite FULL": ("blockyard sync FULL", "raw+sqlite"),
+}
+
+
+def _ratios(kinds: list[str], measured: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """workload -> figure -> ratio of medians (see EQUAL)."""
+    ratios: dict[str, dict[str, float]] = {}
+    for name in WORKLOADS:
+        times = {kind: median(measured[f"{name} {kind}"]) for kind in kinds}
+        ratios[name] = {kind: times[kind] / times["raw"] for kind in kinds if kind != "raw"}
+        ratios[name]["raw ms"] = times["raw"] * 1000
+        for figure, (ours, theirs) in EQUAL.items():
+            ratios[name][figure] = times[ours] / times[theirs]
+    return ratios
+
+
+def repeated(runs: int, count: int) -> None:
+    """`runs` fresh processes of the per-step table, each with and without a garbage collection before
+    every sample, taking turns; for each figure the range over all of them (the worse of the two
+    settings is inside it), then each setting's own range."""
+    results: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    for index in range(runs):
+        for collect in (False, True) if index % 2 == 0 else (True, False):
+            argv = [sys.executable, __file__, "--only", "steps", "--json", "--rounds", str(count)]
+            done = subprocess.run(
+                [*argv, *(["--collect"] if collect else [])],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=child_env(),
+            )
+            results[collect].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"run {index + 1}/{runs}, collect={collect}: done", file=sys.stderr)
+    figures = [key for key in next(iter(results[False][0]["cpu"].values())) if key != "raw ms"]
+    for clock in ("cpu", "wall"):
+        header(
+            f"per-run {clock.upper() if clock == 'cpu' else clock} time, ratios to raw LangGraph without a "
+            f"checkpointer (last two: to raw + SqliteSaver at equal guarantees): the range of {runs} runs "
+            "with and without a collection before every sample"
+        )
+        rows = []
+        for name in WORKLOADS:
+            every = [result[clock][name] for setting in results.values() for result in setting]
+            row = [name, _span([figure["raw ms"] for figure in every], "{:.1f} ms")]
+            row += [_span([figure[key] for figure in every], "{:.2f}x") for key in figures]
+            rows.append(row)
+        print(table(["workload", "raw", *figures], rows))
+    for collect, setting in results.items():
+        print(f"\ncollection before every sample: {'yes' if collect else 'no'} (CPU time)")
+        rows = [
+            [
+                name,
+                *(
+                    _span([result["cpu"][name][key] for result in setting], "{:.2f}x")
+                    for key in figures
+                ),
+            ]
+            for name in WORKLOADS
+        ]
+        print(table(["workload", *figures], rows))
+
+
+def _span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return (
+        fmt.format(low)
+        if fmt.format(low) == fmt.format(high)
+        else f"{fmt.format(low)}–{fmt.format(high)}"
+    )
 
 
 def _show_per_step(
@@ -632,7 +715,7 @@ def machine() -> str:
 
 
 async def main() -> None:
-    global MARKDOWN
+    global MARKDOWN, JSON
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--rounds", type=int, help="interleaved rounds per variant (default 7, --quick 2)"
@@ -642,13 +725,32 @@ async def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, small sizes")
     parser.add_argument("--markdown", action="store_true", help="Markdown to paste into the README")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="the per-step table N times, each in a fresh process with and without --collect: the range",
+    )
+    parser.add_argument(
+        "--collect", action="store_true", help="a full garbage collection before every sample"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="with --only steps: the ratios as one JSON line"
+    )
     args = parser.parse_args()
-    MARKDOWN = args.markdown
+    MARKDOWN, JSON = args.markdown, args.json
     count = args.rounds or (2 if args.quick else rounds(7))
     began = time.perf_counter()
+    if args.repeat:
+        repeated(args.repeat, count)
+        took = time.perf_counter() - began
+        print(f"\nmachine: {machine()}; {count} rounds per run; total {took / 60:.1f} min.")
+        return
     steps: Figures = {}
     if args.only in (None, "steps", "summary"):  # the summary's per-run rows come from this table
-        steps = await per_step(count, show=args.only != "summary")
+        steps = await per_step(count, show=args.only != "summary", collect=args.collect)
+        if JSON:
+            return
     if args.only in (None, "expressions"):
         await expressions(count)
     if args.only in (None, "cold"):
