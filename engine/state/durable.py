@@ -240,6 +240,12 @@ class GroupCommitted(BaseCheckpointSaver[str], metaclass=abc.ABCMeta):
         held = _HELD.get()
         if held is not None:  # guarded where they are committed (the run's end)
             held.extend(writes)
+        elif metadata.get("source") == "input":
+            # The checkpoint of a run's input: LangGraph's next step is to apply it and checkpoint
+            # again, with no node run in between, and that checkpoint is committed with this one in
+            # one transaction (a quiet write keeps its place in the queue). A crash in between loses
+            # nothing a node did: the run has no checkpoint yet, as just after it was created.
+            self.writer.write_nowait(*fencing.guarded(writes), wake=False)
         else:  # on a replica: only while it still owns the run (engine/state/fencing.py)
             await self.writer.write(*fencing.guarded(writes))
         return saved
