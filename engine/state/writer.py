@@ -131,6 +131,9 @@ class SqliteWriter:
         self._queued = 0  # entries put and not yet committed (under _lock)
         self._conn: Connection | None = None  # the connection, for inline commits
         self._busy_ms = 0
+        # the busy timeout set on `_conn` now (None: not known): an inline commit begins at 0, the
+        # writer thread at `_busy_ms`; each sets it only when the other changed it (`_busy`)
+        self._busy_now: int | None = None
         self._conn_lock = threading.Lock()  # held while a batch is gathered and committed
         self._inline = inline and window == 0.0
         self._runs = 0  # runs in progress (see `running`)
@@ -201,8 +204,9 @@ class SqliteWriter:
             items = [*lazy, *quiet, item]
             level = self._level(conn, items)
             # never wait for another process's lock here (that would stall the event loop):
-            # a busy database sends the write, and what was taken along, through the queue
-            conn.execute("PRAGMA busy_timeout = 0")
+            # a busy database sends the write, and what was taken along, through the queue. (In WAL
+            # mode only BEGIN IMMEDIATE waits for a lock; the statements after it never do.)
+            self._busy(conn, 0)
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except _TRANSACTION_ERRORS:
@@ -210,8 +214,6 @@ class SqliteWriter:
                     self._lazy[:0] = lazy
                     self._quiet[:0] = quiet
                 return False
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             results = self._commit(conn, items, level)
         finally:
             self._conn_lock.release()
@@ -303,7 +305,7 @@ class SqliteWriter:
             ready.set_exception(exc)
             return
         if self._inline:
-            self._busy_ms = _busy_timeout(conn)
+            self._busy_ms = self._busy_now = _busy_timeout(conn)
             self._conn = conn
         ready.set_result(None)
         try:
@@ -354,6 +356,7 @@ class SqliteWriter:
         try:
             conn = self._revived(conn)
             level = self._level(conn, items)
+            self._busy(conn, self._busy_ms)
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except _TRANSACTION_ERRORS:
@@ -369,6 +372,14 @@ class SqliteWriter:
             # new connection failed too): the batch fails whole, and the next one tries again
             return conn, self._failed(items, exc)
         return conn, self._commit(conn, items, level)
+
+    def _busy(self, conn: Connection, ms: int) -> None:
+        """Set the busy timeout of the inline commits' connection to `ms`, unless it is set already."""
+        if not self._inline or (conn is self._conn and self._busy_now == ms):
+            return
+        conn.execute(f"PRAGMA busy_timeout = {ms}")
+        if conn is self._conn:
+            self._busy_now = ms
 
     def _level(self, conn: Connection, items: list[_Item]) -> str | None:
         """The disk guarantee the transaction of `items` needs (the strongest its writers asked for),
@@ -388,7 +399,7 @@ class SqliteWriter:
         with contextlib.suppress(Exception):  # nothing to flush on a lost session
             conn.close()
         if self._inline:
-            self._conn = fresh
+            self._conn, self._busy_now = fresh, None
         log.warning("the connection to the state database was lost; the writer reconnected")
         return fresh
 
@@ -403,6 +414,9 @@ class SqliteWriter:
             # some item failed: replay the batch with a savepoint per item, so only it fails
             try:
                 conn.execute("ROLLBACK")
+                self._busy(
+                    conn, self._busy_ms
+                )  # an inline commit's replay waits, as the writer's does
                 conn.execute("BEGIN IMMEDIATE")
                 if levels is not None and level is not None:
                     levels.inside(conn, level)
@@ -528,7 +542,7 @@ def _roll_back(conn: Connection) -> None:
 
 
 def _busy_timeout(conn: Connection) -> int:
-    """A SQLite connection's busy timeout in milliseconds (an inline commit sets it to 0 for a moment)."""
+    """A SQLite connection's busy timeout in milliseconds (an inline commit sets it to 0: `_busy`)."""
     row = conn.execute("PRAGMA busy_timeout").fetchone()
     return int(row[0]) if row else 0
 

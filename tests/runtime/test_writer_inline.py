@@ -142,3 +142,41 @@ def test_another_process_holding_the_lock_does_not_stall_the_event_loop(
         other.close()
     got = rows(path)
     assert [row[:2] for row in got] == [(1, "x")] and got[0][2] != threading.get_ident()
+
+
+def test_inline_commits_set_the_busy_timeout_once_and_the_writer_thread_waits_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.db"
+    said: list[str] = []
+
+    def opened() -> sqlite3.Connection:
+        conn = _open(path)
+        conn.set_trace_callback(said.append)
+        return conn
+
+    w = SqliteWriter(opened, inline=True, lazy_delay=30.0)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+
+        async def main() -> None:
+            with w.running():
+                for k in range(5):
+                    await w.write(insert(k))
+            # a lone run's five commits on its own thread: the timeout set to 0 once, not per commit
+            assert [s for s in said if s.startswith("PRAGMA busy_timeout =")] == [
+                "PRAGMA busy_timeout = 0"
+            ]
+            other.execute("BEGIN IMMEDIATE")  # another process writing, for a moment
+            threading.Timer(0.3, other.execute, ("COMMIT",)).start()
+            # no run declared: through the writer thread, which waits for the lock again
+            await w.write(insert(5))
+
+        asyncio.run(main())
+    finally:
+        w.close()
+        other.close()
+    assert [row[0] for row in rows(path)] == list(range(6))
+    # the writer thread set its own timeout back before it began (and so waited for the lock)
+    sets = [s for s in said if s.startswith("PRAGMA busy_timeout =")]
+    assert len(sets) == 2 and sets[-1] != "PRAGMA busy_timeout = 0", sets
