@@ -178,7 +178,11 @@ class _Runner:
                 ):
                     total = combined(total, done)
                     state = applied(state, done)
-                name, ran = inline.next[node][0], ran + 1 + len(sent.args)
+                goto, ran = list(inline.next[node]), ran + 1 + len(sent.args)
+                following = _single(goto)
+                if following is None or following not in inline.nodes:
+                    return await _end(journal, total, goto)
+                name = following  # the map's join (its items' rows stand for the step before it)
                 continue
             following = _single(goto)
             if following is None or following not in inline.nodes:
