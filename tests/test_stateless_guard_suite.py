@@ -28,13 +28,7 @@ CONFTEST = """
     from tests.support import child_pytest, stateless
 
     stateless.STATELESS = ("test_listed.py", "test_unlisted.py::test_opens_nothing_here",
-                           "test_unlisted.py::test_listed_alone_but_opens_one", "handed/")
-    stateless.HANDED_OVER = ("handed/",)
-"""
-
-HANDED = """
-    def test_runs_in_one_pass():
-        assert "walk".upper() == "WALK"
+                           "test_unlisted.py::test_listed_alone_but_opens_one")
 """
 
 LISTED = f"""
@@ -84,17 +78,11 @@ UNLISTED = """
 """
 
 
-def _pytest(
-    folder: Path, backend: str, *args: str, split: bool = False
-) -> subprocess.CompletedProcess[str]:
+def _pytest(folder: Path, backend: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in (URL_ENV, stateless.FIND_ENV, stateless.SPLIT_ENV)
+        key: value for key, value in os.environ.items() if key not in (URL_ENV, stateless.FIND_ENV)
     }
     env.update({BACKEND_ENV: backend, "PYTHONPATH": str(REPO)})
-    if split:  # as .ci/test runs both passes
-        env[stateless.SPLIT_ENV] = "1"
     # only xdist of the installed plugins, as in the suite
     return child_pytest.run(folder, env, *args, plugins=("xdist",))
 
@@ -107,9 +95,7 @@ def suite(tmp_path: Path) -> Path:
         ("conftest.py", CONFTEST),
         ("test_listed.py", LISTED),
         ("test_unlisted.py", UNLISTED),
-        ("handed/test_handed.py", HANDED),
     ):
-        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return tmp_path
 
@@ -118,7 +104,7 @@ def test_the_sqlite_pass_fails_a_listed_test_that_opens_a_state_database(suite: 
     run = _pytest(suite, "sqlite", "-n", "0", "-rE")
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
-    assert "8 passed, 3 errors" in out, out  # handed/ too: no split in this run
+    assert "7 passed, 3 errors" in out, out
     for entry, name in (
         ("test_listed.py", "test_listed.py::test_opens_one_and_expects_the_error"),
         ("test_listed.py", "test_listed.py::test_a_child_opens_one_and_expects_the_error"),
@@ -160,8 +146,7 @@ def test_the_postgres_pass_does_not_collect_a_listed_file_and_counts_it(suite: P
     # test_listed.py's 3 tests were never collected
     assert "1/4 tests collected (3 deselected)" in out, out
     assert (
-        # test_listed.py and the folder handed/ (listed too; handed over only when the passes are split)
-        "Postgres pass: 2 files and folders not collected and 3 tests deselected, listed as stateless in "
+        "Postgres pass: 1 file or folder not collected and 3 tests deselected, listed as stateless in "
         "tests/support/stateless.py (they never open a state database; the SQLite pass checks that)"
     ) in out, out
 
@@ -177,21 +162,3 @@ def test_the_postgres_pass_deselects_listed_test_functions_and_keeps_the_rest_of
     assert "1/4 tests collected (3 deselected)" in out, out
     # test_listed.py, beside the file asked for, was not asked for: it is not counted as left out
     assert "Postgres pass: 3 tests deselected, listed as stateless" in out, out
-
-
-def test_side_by_side_the_sqlite_pass_hands_its_handed_over_folders_to_the_postgres_pass(
-    suite: Path,
-) -> None:
-    sqlite = _pytest(suite, "sqlite", "-n", "0", "--collect-only", "-q", "handed", split=True)
-    assert sqlite.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, sqlite.stdout + sqlite.stderr
-    assert "test_runs_in_one_pass" not in sqlite.stdout, sqlite.stdout
-    assert "handed to the Postgres pass beside it" in sqlite.stdout, sqlite.stdout
-    postgres = _pytest(suite, "postgres", "-n", "0", "--collect-only", "-q", "handed", split=True)
-    assert "handed/test_handed.py::test_runs_in_one_pass" in postgres.stdout.splitlines(), (
-        postgres.stdout + postgres.stderr
-    )
-    # without the split (a plain `python -m pytest`), the SQLite pass runs them, the Postgres pass not
-    alone = _pytest(suite, "sqlite", "-n", "0", "--collect-only", "-q", "handed")
-    assert "handed/test_handed.py::test_runs_in_one_pass" in alone.stdout.splitlines(), alone.stdout
-    apart = _pytest(suite, "postgres", "-n", "0", "--collect-only", "-q", "handed")
-    assert "test_runs_in_one_pass" not in apart.stdout.split("listed as stateless")[0], apart.stdout

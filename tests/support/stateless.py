@@ -516,28 +516,8 @@ class Deselected:
 
 
 def _not_on_postgres(item: pytest.Item) -> bool:
-    """Whether the Postgres pass leaves `item` out: listed here (and not handed over to it), or marked
-    sqlite_only."""
-    if item.get_closest_marker("sqlite_only") is not None:
-        return True
-    return listed(item.nodeid) is not None and not handed_over(item.nodeid.split("::", 1)[0])
-
-
-# Stateless folders that the SQLite pass hands to the Postgres pass when the two run side by side
-# (.ci/test sets SPLIT_ENV in both): the SQLite pass, which also runs every other stateless test, ends
-# minutes after the Postgres pass otherwise, and these are its longest tests (the docs' walks: ~110 CPU-s
-# on 2 cores, 2026-11-29). Their shells drop BLOCKYARD_* (docs_walk.newcomer_environment), so they run
-# the same in either pass. A plain `python -m pytest` (no SPLIT_ENV) runs them in the SQLite pass.
-HANDED_OVER: tuple[str, ...] = ("tests/docs/",)
-SPLIT_ENV = "BLOCKYARD_TEST_SPLIT"
-
-
-def handed_over(path: str) -> bool:
-    """Whether the file or folder `path` (relative to the repository, a folder ending in /) runs in the
-    Postgres pass instead of the SQLite pass, in this run."""
-    if os.environ.get(SPLIT_ENV, "").strip().lower() not in ("1", "true", "yes"):
-        return False
-    return any(path.startswith(entry) for entry in HANDED_OVER)
+    """Whether the Postgres pass leaves `item` out: listed here, or marked sqlite_only."""
+    return listed(item.nodeid) is not None or item.get_closest_marker("sqlite_only") is not None
 
 
 class Plugin:
@@ -558,15 +538,13 @@ class Plugin:
         self.counted = False
 
     def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        if self.backend != "postgres":
+            return None
         try:
             path = collection_path.relative_to(self.config.rootpath).as_posix()
         except ValueError:  # outside the repository: not ours to judge
             return None
-        key = path + "/" if collection_path.is_dir() else path
-        if self.backend != "postgres":
-            if not handed_over(key):
-                return None
-        elif handed_over(key) or uncollected(key) is None:
+        if uncollected(path + "/" if collection_path.is_dir() else path) is None:
             return None
         if self._asked(collection_path):
             self.uncollected.append(path)
@@ -633,12 +611,7 @@ class Plugin:
             )
             if count
         ]
-        if done and self.backend != "postgres":
-            terminalreporter.write_line(
-                f"SQLite pass: {' and '.join(done)}, handed to the Postgres pass beside it "
-                f"({SPLIT_ENV}: HANDED_OVER in tests/support/stateless.py)"
-            )
-        elif done:
+        if done:
             terminalreporter.write_line(
                 f"Postgres pass: {' and '.join(done)}, listed as stateless in tests/support/stateless.py "
                 "(they never open a state database; the SQLite pass checks that)"
