@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import Yard
+from engine.state.journal import item_next, restored, step_row
 from tests.runtime.conftest import BLOCKS, CONFIG, FLOWS
 from tests.support.state import state_db
 
@@ -181,3 +182,24 @@ def test_a_flow_with_inline_false_gives_langgraph_a_checkpoint_per_step(yard: Pa
             assert _finished(yard, "w") == ["one", "two", "doze", "boom"]
 
     asyncio.run(main())
+
+
+def test_a_map_fan_outs_row_keeps_what_its_items_share_once_and_gives_each_item_back_whole() -> (
+    None
+):
+    context = {"notes": "x" * 50_000}
+    base = {"inputs": {"topic": "bees"}, "context": context, "results": []}
+    args = [{**base, "loops": {"each.i": i}, "slot": "s"} for i in range(1000)]
+    following, value = step_row({"loops": {"each.n": 1000}}, "each.item", args)
+    assert following == "items:each.item"
+    assert set(value["shared"]) == {"inputs", "context", "results", "slot"}
+    assert all(set(own) == {"loops"} for own in value["items"])
+    # the context once, not a thousand times
+    assert len(repr(value)) < 2 * len(repr(context)) + 100 * len(args)
+    back = restored([(3, following, value), (4 + 7, item_next(7), {"loops": {"each.r7": 14}})])
+    assert back is not None
+    assert back.items == args and back.following == "each.item" and back.seq == 4
+    assert back.items_done == {7: {"loops": {"each.r7": 14}}}
+    # arguments that share nothing (or are not mappings) are kept as they are
+    _, plain = step_row({}, "each.item", [{"a": [1]}, {"a": [1]}])
+    assert plain["shared"] == {} and plain["items"] == [{"a": [1]}, {"a": [1]}]
