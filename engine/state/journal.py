@@ -41,21 +41,14 @@ def step_row(
     keys apart: a map over 1,000 items with a 50 KB context writes one copy of it, not 1,000."""
     if items is None:
         return following, dict(update)
-    first = items[0] if items and all(isinstance(arg, dict) for arg in items) else None
-    shared = (
-        {
+    shared: dict[str, Any] = {}
+    if items and all(isinstance(arg, dict) for arg in items):
+        shared = {
             key: value
-            for key, value in first.items()
+            for key, value in items[0].items()
             if all(arg.get(key, _NONE) is value for arg in items)
         }
-        if first is not None
-        else {}
-    )
-    own = (
-        [{key: value for key, value in arg.items() if key not in shared} for arg in items]
-        if shared
-        else items
-    )
+    own = [{k: v for k, v in arg.items() if k not in shared} for arg in items] if shared else items
     return inline_steps.ITEMS + following, {"update": dict(update), "shared": shared, "items": own}
 
 

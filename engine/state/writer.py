@@ -414,9 +414,8 @@ class SqliteWriter:
             # some item failed: replay the batch with a savepoint per item, so only it fails
             try:
                 conn.execute("ROLLBACK")
-                self._busy(
-                    conn, self._busy_ms
-                )  # an inline commit's replay waits, as the writer's does
+                # an inline commit's replay waits for the lock, as the writer thread's does
+                self._busy(conn, self._busy_ms)
                 conn.execute("BEGIN IMMEDIATE")
                 if levels is not None and level is not None:
                     levels.inside(conn, level)

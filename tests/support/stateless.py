@@ -566,8 +566,10 @@ class Plugin:
             return
         # a test marked sqlite_only is deselected here too, not skipped when it runs: a skip comes
         # after its module's fixtures, which may start a server for minutes of a core (Phoenix)
-        keep = [item for item in items if not _not_on_postgres(item)]
-        dropped = [item for item in items if _not_on_postgres(item)]
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            (dropped if _not_on_postgres(item) else keep).append(item)
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = keep
