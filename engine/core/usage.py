@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.values import JsonDict
+
 # the token counts of a model_call event, in the order they are shown
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 # the totals kept per run (the `runs` table's columns of the same names)
@@ -57,7 +59,7 @@ class Spend:
     def copy(self) -> Spend:
         return Spend(**self.as_dict())
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {key: getattr(self, key) for key in SPEND_KEYS}
 
     @classmethod
@@ -117,10 +119,10 @@ class ModelCall:
     block: str | None = None
     ok: bool = True
     error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # e.g. an agent's `turn`
+    extra: JsonDict = field(default_factory=dict)  # e.g. an agent's `turn`
 
-    def as_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def as_data(self) -> JsonDict:
+        data: JsonDict = {
             "block": self.block,
             "purpose": self.purpose,
             "provider": self.provider,

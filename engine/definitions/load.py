@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from engine.core.diagnostics import Diagnostic
-from engine.core.values import INT_MAX, INT_MIN, INT_RANGE, ValueDomainError, text_problem
+from engine.core.values import INT_MAX, INT_MIN, INT_RANGE, JsonDict, ValueDomainError, text_problem
 from engine.definitions.files import Bounds, Refused, TooLarge, read_bytes
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -272,8 +272,8 @@ class _Composer:
         # pragma: no cover
         raise self.fail(None, "BY002", "YAML syntax error: unterminated sequence")
 
-    def mapping(self, path: JsonPath, depth: int) -> tuple[dict[str, Any], int]:
-        result: dict[str, Any] = {}
+    def mapping(self, path: JsonPath, depth: int) -> tuple[JsonDict, int]:
+        result: JsonDict = {}
         size = 1
         for event in self.events:
             if isinstance(event, yaml.MappingEndEvent):

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.definitions.files import Refused, TooLarge, read_bytes
 from engine.definitions.project import Project, content_hash, relative
 from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources, resolved_prompt
@@ -30,9 +31,9 @@ class Bundle:
     blocks: dict[str, BlockSpec]  # keyed by the reference as written in steps: "greet" or "greet@2"
     flows: dict[str, Bundle]  # subflows by name
     config: ConfigSpec
-    source: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    source: JsonDict = field(repr=False, compare=False, default_factory=dict)
     # compiled DSPy programs by block ref
-    programs: dict[str, Any] = field(repr=False, default_factory=dict)
+    programs: JsonDict = field(repr=False, default_factory=dict)
     # the text of the prompt files its blocks name or include, pinned: name (relative to the yard) -> text
     prompts: dict[str, str] = field(repr=False, default_factory=dict)
 
@@ -75,7 +76,7 @@ class Bundle:
         return cls.from_source(json.loads(text))
 
     @classmethod
-    def from_source(cls, source: dict[str, Any]) -> Bundle:
+    def from_source(cls, source: JsonDict) -> Bundle:
         prompts = dict(source.get("prompts") or {})
         return cls(
             flow=FlowSpec.model_validate(source["flow"]),
@@ -88,7 +89,7 @@ class Bundle:
         )
 
 
-def block_spec(data: dict[str, Any], prompts: dict[str, str]) -> BlockSpec:
+def block_spec(data: JsonDict, prompts: dict[str, str]) -> BlockSpec:
     """A pinned block, its `system_file` / `user_file` replaced by the pinned text of those files."""
     spec = parse_block(data)
     prompt = spec.prompt if isinstance(spec, ModelBlock) else None
@@ -102,7 +103,7 @@ def block_spec(data: dict[str, Any], prompts: dict[str, str]) -> BlockSpec:
     )
 
 
-def _pin_prompts(project: Project, name: str, blocks: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _pin_prompts(project: Project, name: str, blocks: dict[str, JsonDict]) -> dict[str, str]:
     """The prompt files the blocks name (`system_file`, `user_file`) or include, read now."""
     pinned: dict[str, str] = {}
     for ref, data in blocks.items():
@@ -136,9 +137,9 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
         )
     if name in _stack:
         raise UsageError(f"flow '{name}' includes itself through {' -> '.join((*_stack, name))}")
-    blocks: dict[str, dict[str, Any]] = {}
+    blocks: dict[str, JsonDict] = {}
     flows: dict[str, Bundle] = {}
-    programs: dict[str, Any] = {}
+    programs: JsonDict = {}
     steps = [walked.step for walked in walk_steps(definition.spec.steps)]
     step_ids = {step.id for step in steps}
     for step in steps:
@@ -182,7 +183,7 @@ def make_bundle(project: Project, name: str, _stack: tuple[str, ...] = ()) -> Bu
 
 
 def _pin_block(
-    project: Project, ref: str, block: Any, blocks: dict[str, Any], programs: dict[str, Any]
+    project: Project, ref: str, block: Any, blocks: dict[str, JsonDict], programs: JsonDict
 ) -> None:
     """Pin a block, and the compiled DSPy program saved next to a smart block (blocks/<file>.dspy.json)."""
     blocks[ref] = block.doc.data
@@ -211,9 +212,9 @@ def _pin_delegates(
     project: Project,
     name: str,
     stack: tuple[str, ...],
-    blocks: dict[str, Any],
+    blocks: dict[str, JsonDict],
     flows: dict[str, Bundle],
-    programs: dict[str, Any],
+    programs: JsonDict,
     ref: str,
 ) -> None:
     pending = [ref]

@@ -24,6 +24,7 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as ModelError
 
 from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.core.values import JsonDict
 from engine.definitions.load import Document
 from engine.spec import ConfigSpec, FlowSpec
 from engine.spec.block import (
@@ -77,9 +78,9 @@ def schema_dir() -> Path:
 
 
 @cache
-def load_schema(name: str) -> dict[str, Any]:
+def load_schema(name: str) -> JsonDict:
     """name: block, flow or config."""
-    schema: dict[str, Any] = json.loads(
+    schema: JsonDict = json.loads(
         (schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8")
     )
     return schema
@@ -122,7 +123,7 @@ def _model_shape(node: Any) -> Any:
 
 
 def _pattern(
-    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+    validator: Any, pattern: str, instance: Any, schema: JsonDict
 ) -> Iterator[ValidationError]:
     from jsonschema.exceptions import ValidationError  # (see _validator)
 
@@ -379,7 +380,7 @@ def _explain(doc: Document, error: ValidationError) -> list[Diagnostic]:
     return [doc.diag(path, "BY100", f"{_name(path)}: {error.message}")]
 
 
-def _schema_of(error: ValidationError) -> dict[str, Any]:
+def _schema_of(error: ValidationError) -> JsonDict:
     """The (sub)schema an error is about: always an object in our published schemas."""
     return dict(error.schema) if isinstance(error.schema, Mapping) else {}
 
@@ -436,7 +437,7 @@ def _is_value_rule(error: ValidationError) -> bool:
 
 
 def _value_choices(
-    doc: Document, path: tuple[Any, ...], value: Any, options: list[dict[str, Any]]
+    doc: Document, path: tuple[Any, ...], value: Any, options: list[JsonDict]
 ) -> Diagnostic:
     """One message for a string that matches none of several string alternatives (e.g. a step id or 'fail')."""
     words: list[str] = []
@@ -453,7 +454,7 @@ def _value_choices(
     return doc.diag(path, "BY105", f"{_name(path)} is '{_show(value)}'; expected {expected}{hint}")
 
 
-def _option_type(option: dict[str, Any]) -> str:
+def _option_type(option: JsonDict) -> str:
     if option.get("type") == "string" and "pattern" in option:
         return _pattern_noun(option["pattern"])
     if "type" in option:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
+from engine.core.values import JsonDict
 from engine.spec.budget import BudgetSpec
 from engine.spec.common import (
     Durability,
@@ -32,7 +33,7 @@ class ToolDecl(Spec):
         description="module:function",
     )
     description: str | None = Field(None, description="What the tool does (shown to models).")
-    parameters: dict[str, Any] | None = Field(
+    parameters: JsonDict | None = Field(
         None, description="JSON Schema of the arguments (default: derived from the type hints)."
     )
 

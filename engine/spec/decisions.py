@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
-from engine.core.values import value_problem
+from engine.core.values import JsonDict, value_problem
 from engine.spec import ApprovalSpec, StepSpec, TypeSpec
 from engine.spec.typecheck import TypeMismatch, conform
 
@@ -54,7 +54,7 @@ class Decision:
     """One decision on one gate, as the gate node receives it."""
 
     decision: str  # approve | reject | timeout
-    values: dict[str, Any]
+    values: JsonDict
     actor: str | None
     reason: str | None
     time: str
@@ -64,7 +64,7 @@ class Decision:
     def approved(self) -> bool:
         return self.decision == APPROVE
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonDict:
         """The JSON resume value."""
         return {
             "decision": self.decision,
@@ -135,7 +135,7 @@ def field_specs(request: Mapping[str, Any]) -> dict[str, TypeSpec]:
     }
 
 
-def fields_json(fields: Mapping[str, TypeSpec]) -> dict[str, Any]:
+def fields_json(fields: Mapping[str, TypeSpec]) -> JsonDict:
     """Fields as they travel in a request: only what the author wrote (so `default` stays optional)."""
     return {name: spec.model_dump(mode="json", exclude_unset=True) for name, spec in fields.items()}
 
@@ -179,7 +179,7 @@ def check_decision(
     actor: str | None,
     *,
     timed_out: bool = False,
-) -> dict[str, Any]:
+) -> JsonDict:
     """The values to write for `decision` on the gate that asked `request`, type-checked (defaults
     filled in on approval); DecisionRefused says what is wrong, naming the gate and the field.
     A timeout decides by itself: the approvers do not apply to it."""
@@ -211,7 +211,7 @@ def check_decision(
             f"gate '{gate}' has no field '{name}'{did_you_mean(name, fields)}; "
             f"its fields: {', '.join(fields)}"
         )
-    checked: dict[str, Any] = {}
+    checked: JsonDict = {}
     for name, spec in fields.items():
         if name in given:
             problem = value_problem(given[name], name)

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
+from engine.core.values import JsonDict
 from engine.spec.common import Duration, Name, Spec, empty_dict, empty_list
 
 # the keys that say what an assertion checks, in the order they are documented
@@ -92,7 +93,7 @@ class Assertion(Spec):
         None,
         description="An RE2 regular expression that must match somewhere in the output's text.",
     )
-    json_schema: dict[str, Any] | None = Field(
+    json_schema: JsonDict | None = Field(
         None, description="A JSON Schema (draft 2020-12) the output must match."
     )
     expr: str | None = Field(
@@ -137,8 +138,8 @@ class Case(Spec):
         None,
         description="How reports name the case (default: `case N`, or the dataset file and line).",
     )
-    inputs: dict[str, Any] = Field(default_factory=empty_dict, description="The run's inputs.")
-    history: list[dict[str, Any] | str] = Field(
+    inputs: JsonDict = Field(default_factory=empty_dict, description="The run's inputs.")
+    history: list[JsonDict | str] = Field(
         default_factory=empty_list,
         description="Earlier turns of a conversation: each the inputs of a turn (or just its `message`), run "
         "first as turns of one new thread; the case is the turn after them.",

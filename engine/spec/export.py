@@ -11,6 +11,7 @@ from typing import Any, cast
 from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
 
+from engine.core.values import JsonDict
 from engine.spec.block import BLOCK_KINDS, BLOCK_MODELS, KIND_KEYS, KIND_REQUIRES, BlockBase
 from engine.spec.config import ConfigSpec
 from engine.spec.evals import EvalSpec
@@ -93,7 +94,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 BASE_ID = "https://blockyard.dev/schemas/"
 
 
-def build(model: type[BaseModel], filename: str) -> dict[str, Any]:
+def build(model: type[BaseModel], filename: str) -> JsonDict:
     schema = model.model_json_schema(by_alias=True, mode="validation")
     _strip(schema)
     _name_keys(schema)
@@ -176,7 +177,7 @@ KIND_BRANCH = (
 )
 
 
-def kind_branches() -> list[dict[str, Any]]:
+def kind_branches() -> list[JsonDict]:
     """One `if kind is X then ...` branch per block kind, from the kinds' models (engine/spec/block.py): the
     keys the kind must say, and the keys of other kinds, which it may not. An editor reading the schema
     then completes and checks a `tool` block's keys apart from an `llm` block's. `blockyard validate`
@@ -185,7 +186,7 @@ def kind_branches() -> list[dict[str, Any]]:
     branches = []
     for kind in BLOCK_KINDS:
         required = KIND_REQUIRES.get(kind, ())
-        properties: dict[str, Any] = {}
+        properties: JsonDict = {}
         if "outputs" in required:
             properties["outputs"] = {
                 "minProperties": 1,
@@ -213,7 +214,7 @@ def kind_branches() -> list[dict[str, Any]]:
     return branches
 
 
-def _flat_steps(schema: dict[str, Any]) -> None:
+def _flat_steps(schema: JsonDict) -> None:
     """A step as one object (each action optional) with a branch per action (`action_branches`), in place
     of the union of the actions' models that pydantic writes: every model has every key of a step, and
     requires its own action's."""
@@ -249,7 +250,7 @@ def _refer(node: Any, members: set[str], ref: str) -> None:
             _refer(item, members, ref)
 
 
-def _flat_routes(schema: dict[str, Any]) -> None:
+def _flat_routes(schema: JsonDict) -> None:
     """A router rule as one object with a branch per condition (`condition_branches`), in place of the
     union of the conditions' models that pydantic writes."""
     defs = schema["$defs"]
@@ -262,11 +263,11 @@ def _flat_routes(schema: dict[str, Any]) -> None:
     defs["RouterSpec"]["properties"]["routes"]["items"] = {"$ref": "#/$defs/Route"}
 
 
-def condition_branches() -> list[dict[str, Any]]:
+def condition_branches() -> list[JsonDict]:
     """A rule says exactly one condition (BY314): one branch per condition, for editors; the validator
     leaves them to the rules' models (see `kind_branches`)."""
 
-    def said(condition: str) -> dict[str, Any]:
+    def said(condition: str) -> JsonDict:
         return {
             "required": [condition],
             "properties": {
@@ -279,12 +280,12 @@ def condition_branches() -> list[dict[str, Any]]:
     ]
 
 
-def action_branches() -> list[dict[str, Any]]:
+def action_branches() -> list[JsonDict]:
     """A step does exactly one thing (BY300, BY301), and the keys only some actions read are refused on the
     others (BY317): the same rules as the validator's (engine/validate/semantic/structure.py), by shape,
     for editors (see `kind_branches`)."""
 
-    def given(action: str) -> dict[str, Any]:
+    def given(action: str) -> JsonDict:
         return {
             "required": [action],
             "properties": {
@@ -292,7 +293,7 @@ def action_branches() -> list[dict[str, Any]]:
             },
         }
 
-    branches: list[dict[str, Any]] = [
+    branches: list[JsonDict] = [
         {"oneOf": [given(action) for action in ACTIONS], KIND_BRANCH: "action"}
     ]
     for action in ACTIONS:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
+from engine.core.values import JsonDict
 from engine.spec.budget import BudgetSpec
 from engine.spec.common import (
     Durability,
@@ -257,9 +258,7 @@ class ScheduleSpec(Spec):
         "day-of-week) or a macro such as @daily; see docs/flows.md.",
     )
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
-    inputs: dict[str, Any] = Field(
-        default_factory=empty_dict, description="Inputs of scheduled runs."
-    )
+    inputs: JsonDict = Field(default_factory=empty_dict, description="Inputs of scheduled runs.")
     misfire: Misfire = Field(
         "skip", description="What to do with fire times missed while the server was down."
     )
@@ -273,7 +272,7 @@ class EmitSpec(Spec):
         description="The event's type, e.g. progress; not one of the engine's own "
         "event types (run_started, step_finished, token, ...).",
     )
-    data: dict[str, Any] = Field(
+    data: JsonDict = Field(
         default_factory=empty_dict,
         description="The event's data: literals or templates, rendered after the step "
         "finishes, with its outputs in scope.",

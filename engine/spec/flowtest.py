@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from engine.core.values import JsonDict
 from engine.spec.common import Name, Spec, empty_dict, empty_list
 
 
@@ -14,7 +15,7 @@ class Decision(Spec):
     """One approval decision, applied when the run waits."""
 
     approve: bool = Field(..., description="Approve (true) or reject (false) the waiting gate.")
-    values: dict[str, Any] = Field(default_factory=empty_dict, description="Gate field values.")
+    values: JsonDict = Field(default_factory=empty_dict, description="Gate field values.")
     reason: str | None = Field(None, description="Why, recorded in the trace.")
     gate: str | None = Field(None, description="Which gate, when several wait.")
     actor: str | None = Field(None, alias="as", description="Who decides.")
@@ -26,7 +27,7 @@ class Expect(Spec):
     status: Literal["finished", "failed", "waiting"] = Field(
         "finished", description="Final status."
     )
-    outputs: dict[str, Any] = Field(
+    outputs: JsonDict = Field(
         default_factory=empty_dict, description="Outputs that must equal these values."
     )
     error: str | None = Field(None, description="Text the error must contain (failed runs).")
@@ -49,7 +50,7 @@ class Expect(Spec):
 class Turn(Spec):
     """One turn of a conversation thread: a run of the flow that is sent the turns before it."""
 
-    inputs: dict[str, Any] = Field(
+    inputs: JsonDict = Field(
         default_factory=empty_dict, description="The turn's inputs (its `message`)."
     )
     decisions: list[Decision] = Field(
@@ -60,7 +61,7 @@ class Turn(Spec):
 
 class FlowTest(Spec):
     name: str = Field(..., description="What the test shows.")
-    inputs: dict[str, Any] = Field(default_factory=empty_dict, description="The run's inputs.")
+    inputs: JsonDict = Field(default_factory=empty_dict, description="The run's inputs.")
     replies: dict[str, list[Any]] = Field(
         default_factory=empty_dict,
         description="Scripted model replies by `flow.step`, step or block id "

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core.values import JsonDict
 from engine.spec.common import Name, Spec, TypeSpec, empty_dict, empty_list
 from engine.spec.flow import ApprovalSpec, MemoryScope, Misfire, ScheduleSpec
 
@@ -22,7 +23,7 @@ class PlanSchedule(Spec):
         ..., description="Cron expression: five fields or a macro such as @daily."
     )
     timezone: str = Field("UTC", description="IANA time zone, e.g. Europe/Paris.")
-    inputs: dict[str, Any] = Field(
+    inputs: JsonDict = Field(
         default_factory=empty_dict,
         description="Inputs of scheduled runs (every required input of the plan).",
     )
@@ -101,7 +102,7 @@ class GraphNode(_Open):
         "subflow",
         "end",
     ] = Field(..., description="What the node is (docs/reactflow.md).")
-    data: dict[str, Any] = Field(
+    data: JsonDict = Field(
         default_factory=empty_dict, description="The node's settings; `isStart` marks the entry."
     )
     position: dict[str, float] | None = Field(
@@ -121,7 +122,7 @@ class GraphEdge(_Open):
         "handle, NEXT/COMPLETE, branch-<value>, reject, ...",
     )
     targetHandle: str | None = Field(None, description="Ignored.")
-    data: dict[str, Any] | None = Field(
+    data: JsonDict | None = Field(
         None, description="`kind`: the edge's kind in Blockyard's graph model."
     )
 
@@ -131,7 +132,7 @@ class ReactFlowGraph(_Open):
 
     nodes: list[GraphNode] = Field(..., min_length=1, description="The nodes.")
     edges: list[GraphEdge] = Field(default_factory=empty_list, description="The edges.")
-    flow: dict[str, Any] | None = Field(
+    flow: JsonDict | None = Field(
         None,
         description="The flow's own settings (id, inputs, outputs, ...), "
         "as in a flow file without `steps`.",

@@ -25,7 +25,7 @@ from typing import Any
 
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
-from engine.core.values import int_problem, text_problem, value_problem
+from engine.core.values import JsonDict, JsonValue, int_problem, text_problem, value_problem
 from engine.spec import TypeSpec
 
 _ARTICLE = {
@@ -72,7 +72,7 @@ def check_value(value: Any, spec: TypeSpec, name: str = "value") -> str | None:
 
 def coerce_inputs(
     declared: Mapping[str, TypeSpec], given: Mapping[str, Any], *, where: str
-) -> dict[str, Any]:
+) -> JsonDict:
     """A flow's inputs from what the caller gave: defaults applied, every value checked.
 
     Unknown keys (with a did-you-mean), missing required inputs, mistyped values and values
@@ -80,7 +80,7 @@ def coerce_inputs(
     reported at once in one InputError whose message starts with `where` (e.g. "flow 'hello'").
     """
     problems: list[str] = []
-    result: dict[str, Any] = {}
+    result: JsonDict = {}
     for key in given:
         if not isinstance(key, str) or text_problem(key) is not None:
             problems.append(f"input name {key!r} is not valid text")
@@ -110,7 +110,7 @@ def coerce_inputs(
     return result
 
 
-def outputs_schema(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:
+def outputs_schema(outputs: Mapping[str, TypeSpec]) -> JsonDict:
     """The JSON Schema object a model must answer with for a block's `outputs`."""
     return {
         "type": "object",
@@ -120,9 +120,9 @@ def outputs_schema(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:
     }
 
 
-def type_schema(spec: TypeSpec) -> dict[str, Any]:
+def type_schema(spec: TypeSpec) -> JsonDict:
     """JSON Schema of one declared value."""
-    schema: dict[str, Any] = {} if spec.type == "any" else {"type": spec.type}
+    schema: JsonDict = {} if spec.type == "any" else {"type": spec.type}
     if spec.description:
         schema["description"] = spec.description
     if spec.enum is not None:
@@ -183,7 +183,7 @@ def _valid(value: Any, schema: Any) -> bool:
     return verdict
 
 
-def _shape(schema: dict[str, Any]) -> tuple[dict[str, Any], list[Any], Any]:
+def _shape(schema: JsonDict) -> tuple[JsonDict, list[JsonValue], JsonValue]:
     properties, required = schema.get("properties", {}), schema.get("required", [])
     extra = schema.get("additionalProperties", True)
     if (
@@ -197,7 +197,7 @@ def _shape(schema: dict[str, Any]) -> tuple[dict[str, Any], list[Any], Any]:
     return properties, required, extra
 
 
-def _valid_object(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+def _valid_object(value: JsonDict, schema: JsonDict) -> bool:
     properties, required, extra = _shape(schema)
     verdict = all([_valid(value[key], sub) for key, sub in properties.items() if key in value])
     if any(key not in value for key in required):
@@ -304,8 +304,8 @@ def _conform_array(
 
 
 def _conform_object(
-    value: dict[str, Any], spec: TypeSpec, name: str, text_from_numbers: bool
-) -> dict[str, Any]:
+    value: JsonDict, spec: TypeSpec, name: str, text_from_numbers: bool
+) -> JsonDict:
     if not spec.properties:
         return value
     result = dict(value)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from engine.core.diagnostics import Diagnostic, did_you_mean
+from engine.core.values import JsonDict
 from engine.definitions.load import JsonPath
 from engine.definitions.project import Project
 from engine.spec.common import TypeSpec
@@ -188,7 +188,7 @@ def check_eval(project: Project, definition: EvalDef) -> list[Diagnostic]:
 
 
 def _inputs_problem(
-    target: Target, inputs: dict[str, Any], spot: Spot, path: JsonPath, what: str
+    target: Target, inputs: JsonDict, spot: Spot, path: JsonPath, what: str
 ) -> list[Diagnostic]:
     try:
         coerce_inputs(target.inputs, inputs, where=what)
@@ -282,7 +282,7 @@ def _expr_problems(expression: str, spot: Spot, path: JsonPath) -> list[Diagnost
     ]
 
 
-def schema_problem(candidate: dict[str, Any]) -> str | None:
+def schema_problem(candidate: JsonDict) -> str | None:
     """None when `candidate` is a valid JSON Schema (draft 2020-12), else why not."""
     # jsonschema costs ~40 ms to import: only an eval with a json_schema assertion loads it
     from jsonschema import Draft202012Validator

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.core.diagnostics import Diagnostic
+from engine.core.values import JsonDict
 from engine.definitions import schema
 from engine.definitions.files import Bounds, Refused, TooLarge, list_files, read_bytes
 from engine.definitions.load import Document, JsonPath, LoadError, load_file, parse_value
@@ -369,7 +370,7 @@ def _case(value: Any, spot: Spot, problems: list[Diagnostic]) -> Case | None:
         return None
 
 
-def typed_inputs(loaded: LoadedCase, declared: Mapping[str, TypeSpec]) -> dict[str, Any]:
+def typed_inputs(loaded: LoadedCase, declared: Mapping[str, TypeSpec]) -> JsonDict:
     """A case's inputs; a CSV row's text read as the declared type wants (a string input keeps its text,
     `007` stays `007`; another reads the text as a YAML value, as `--input` does: `3`, `[a, b]`, `true`)."""
     inputs = dict(loaded.case.inputs)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from engine.core.diagnostics import did_you_mean
+from engine.core.values import JsonDict
 from engine.definitions.load import JsonPath
 from engine.definitions.project import Project, relative
 from engine.spec import END, ApprovalSpec
@@ -218,7 +218,7 @@ def _bindings(index: FlowIndex, node: StepNode) -> None:
 def _known_inputs(
     index: FlowIndex,
     node: StepNode,
-    bindings: dict[str, Any],
+    bindings: JsonDict,
     where: JsonPath,
     inputs: list[str],
     owner: str,
