@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.core.values import JsonDict
+
 TokenSink = Callable[[str], None]
 
 
@@ -24,11 +26,11 @@ class TurnRequest:
     step: str
     block: str
     messages: tuple[Any, ...]  # LangChain messages, oldest first
-    tools: tuple[dict[str, Any], ...]  # OpenAI-style function tools, the answer function included
+    tools: tuple[JsonDict, ...]  # OpenAI-style function tools, the answer function included
     answer_tool: str  # the function whose arguments are the final answer
-    answer_schema: dict[str, Any] = field(repr=False)
+    answer_schema: JsonDict = field(repr=False)
     # the block's inputs (the mock's seed)
-    inputs: dict[str, Any] = field(default_factory=dict, repr=False)
+    inputs: JsonDict = field(default_factory=dict, repr=False)
     turn: int = 1
     force_answer: bool = False  # the last turn: the model must call the answer function
 
@@ -44,7 +46,7 @@ class AgentModel(Protocol):
         ...
 
 
-def function_tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+def function_tool(name: str, description: str, parameters: JsonDict) -> JsonDict:
     """A tool in the OpenAI function format, which every LangChain chat model binds."""
     return {
         "type": "function",

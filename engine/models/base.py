@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from engine.core.values import JsonDict
+
 
 @dataclass(frozen=True)
 class StructuredRequest:
@@ -22,8 +24,8 @@ class StructuredRequest:
     block: str
     system: str | None
     user: str | None
-    output_schema: dict[str, Any]
-    inputs: dict[str, Any]
+    output_schema: JsonDict
+    inputs: JsonDict
     # receives the reply's text as it arrives (`token` events); None: no streaming (engine/models/streaming.py)
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     # in a conversation thread's turn, the conversation before it as (role, text) pairs, oldest
@@ -38,7 +40,7 @@ class StructuredRequest:
 
 
 class StructuredModel(Protocol):
-    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+    async def structured(self, request: StructuredRequest) -> JsonDict:
         """Ask for JSON matching request.output_schema; returns the validated object."""
         ...
 

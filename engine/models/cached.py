@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from engine.core.values import JsonDict
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, StructuredRequest, Turn
 from engine.models.secrets import public_url
@@ -65,7 +66,7 @@ def current() -> ReplyCache | None:
     return _cache.get()
 
 
-def generation_settings(profile: ModelProfile) -> dict[str, Any]:
+def generation_settings(profile: ModelProfile) -> JsonDict:
     """What of a model profile decides its replies (part of every key): not its name, key variable,
     headers, timeout or retries, which change how a reply is fetched, not what it says."""
     return {
@@ -87,7 +88,7 @@ def structured_key(
     settings: Mapping[str, Any],
     request: StructuredRequest,
     turns: tuple[Turn, ...],
-) -> dict[str, Any]:
+) -> JsonDict:
     return {
         "format": FORMAT,
         "call": "structured",
@@ -107,7 +108,7 @@ def structured_key(
 
 def agent_key(
     provider: str, model: str, settings: Mapping[str, Any], request: TurnRequest
-) -> dict[str, Any]:
+) -> JsonDict:
     return {
         "format": FORMAT,
         "call": "agent",
@@ -123,7 +124,7 @@ def agent_key(
     }
 
 
-def _message(message: Any) -> dict[str, Any]:
+def _message(message: Any) -> JsonDict:
     """What a conversation message says (its type, text, calls), without the ids and metadata a server
     adds that say nothing about it."""
     return {
@@ -141,7 +142,7 @@ def _message(message: Any) -> dict[str, Any]:
 # ---- entries --------------------------------------------------------------------------------------
 
 
-def candidate_entry(found: Candidate) -> dict[str, Any]:
+def candidate_entry(found: Candidate) -> JsonDict:
     return {"value": found.value, "text": found.text, "parsed": found.parsed}
 
 
@@ -151,7 +152,7 @@ def candidate_of(entry: Mapping[str, Any]) -> Candidate:
     )
 
 
-def message_entry(reply: Any) -> dict[str, Any]:
+def message_entry(reply: Any) -> JsonDict:
     """An agent turn's reply (an AIMessage) by its own fields."""
     return {
         "content": reply.content,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.core.usage import ModelCall
+from engine.core.values import JsonDict
 from engine.models import cached
 from engine.models.agentic import TokenSink, TurnRequest
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
@@ -95,7 +96,7 @@ def _kept_tokens(entry: Mapping[str, Any]) -> Tokens | None:
     )
 
 
-def _hit(entry: Mapping[str, Any]) -> dict[str, Any]:
+def _hit(entry: Mapping[str, Any]) -> JsonDict:
     """What a model_call event adds for a reply from the response cache: that it was cached, and how long
     the call took when it was made (its own latency is the replay's). Its tokens and cost are the
     reply's: what the call costs with the model (docs/evals.md, "The response cache")."""
@@ -212,7 +213,7 @@ class Metered:
         if recorder is not None:
             recorder.before("agent")
         clock = _Clock(on_token)
-        extra: dict[str, Any] = {"turn": request.turn}
+        extra: JsonDict = {"turn": request.turn}
         key = cached.agent_key(self.provider, self.model, self.settings, request) if cache else {}
         entry = await cache.get(key) if cache is not None else None
         if entry is not None:
@@ -252,7 +253,7 @@ class Metered:
         cache = cached.current()
         return cache if cache is not None and cached.is_cacheable(self.inner) else None
 
-    def _entry(self, reply: dict[str, Any], call: ModelCall) -> dict[str, Any]:
+    def _entry(self, reply: JsonDict, call: ModelCall) -> JsonDict:
         """What a response cache keeps of a call: its reply, its token counts and how long it took (the
         key says what was asked: engine/models/cached.py)."""
         usage = {
@@ -284,7 +285,7 @@ class Metered:
         tokens: Tokens | None,
         *,
         error: ModelError | None = None,
-        extra: dict[str, Any] | None = None,
+        extra: JsonDict | None = None,
     ) -> ModelCall:
         counts = tokens or Tokens()
         cost = (

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+from engine.core.values import JsonDict
 
 _QUOTED = re.compile(r'"([^"\n]+)"')
 
 
-def judge_verdict(inputs: dict[str, Any]) -> dict[str, Any]:
+def judge_verdict(inputs: JsonDict) -> JsonDict:
     """The mock's {reasoning, score} for a judge request's inputs (`rubric`, `output`)."""
     rubric = str(inputs.get("rubric") or "")
     output = inputs.get("output")

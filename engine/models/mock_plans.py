@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.core.values import JsonDict
+
 MAX_STEPS = 4
 INTENT_INPUT = "intent"
 
@@ -127,7 +129,7 @@ def words(text: str) -> set[str]:
     return found
 
 
-def parse_schedule(intent: str) -> tuple[dict[str, Any] | None, str]:
+def parse_schedule(intent: str) -> tuple[JsonDict | None, str]:
     """The plan's `schedule` for a simple phrase of the intent, and the intent without the phrase."""
     hourly = _HOURLY.search(intent)
     if hourly:
@@ -171,7 +173,7 @@ def _clock(found: re.Match[str]) -> tuple[int, int] | None:
     return hour, minute
 
 
-def compose_plan(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def compose_plan(inputs: Mapping[str, Any]) -> JsonDict:
     """A TaskPlan for a compose request's inputs (see the module's docstring)."""
     intent = str(inputs.get("intent") or "")
     catalog = [
@@ -196,7 +198,7 @@ def compose_plan(inputs: Mapping[str, Any]) -> dict[str, Any]:
     picked = _placeable(chosen, by_name)[:MAX_STEPS]
     if not picked:
         picked = _placeable(sorted(by_name), by_name)[:1]
-    plan: dict[str, Any] = {
+    plan: JsonDict = {
         "plan_id": _plan_id(rest),
         "user_intent": intent,
         "entry_step_id": picked[0] if picked else "nothing",
@@ -245,7 +247,7 @@ def _blamed(previous: Any, problems: Any) -> set[str]:
     return blamed
 
 
-def _required(entry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _required(entry: Mapping[str, Any]) -> dict[str, JsonDict]:
     declared = entry.get("inputs") or {}
     return {
         name: spec
@@ -307,8 +309,8 @@ def _fits(name: str, spec: Mapping[str, Any], made: set[tuple[str, str]]) -> boo
     return any(out == name and (wanted == "any" or kind in (wanted, "any")) for out, kind in made)
 
 
-def _steps(picked: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = []
+def _steps(picked: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -> list[JsonDict]:
+    steps: list[JsonDict] = []
     made: dict[str, str] = {}  # output -> its type, of the steps so far
     for position, name in enumerate(picked):
         entry = by_name[name]
@@ -320,7 +322,7 @@ def _steps(picked: Sequence[str], by_name: Mapping[str, Mapping[str, Any]]) -> l
                 mappings[need] = f"{{{{ context.{need} }}}}"
             elif spec.get("required") and _type(spec) == "string":
                 mappings[need] = f"{{{{ inputs.{INTENT_INPUT} }}}}"
-        step: dict[str, Any] = {
+        step: JsonDict = {
             "step_id": name,
             "block_id": name,
             "description": str(entry.get("description") or name).strip()[:200],

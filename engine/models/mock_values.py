@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+from engine.core.values import JsonDict
+
 _SUMMARY_LIMIT = 80
 _FORMATS = {
     "date-time": "2024-01-01T00:00:00Z",
@@ -26,13 +28,13 @@ _FORMATS = {
 }
 
 
-def seed_of(block: str, inputs: dict[str, Any]) -> str:
+def seed_of(block: str, inputs: JsonDict) -> str:
     """A stable digest of a block and its inputs."""
     text = json.dumps([block, inputs], sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def summarize(inputs: dict[str, Any]) -> str:
+def summarize(inputs: JsonDict) -> str:
     """'name=Ada, count=3' — short, for humans reading mock output."""
     if not inputs:
         return "no inputs"
@@ -42,11 +44,11 @@ def summarize(inputs: dict[str, Any]) -> str:
 
 
 def fake(
-    schema: dict[str, Any],
+    schema: JsonDict,
     *,
     seed: str,
     label: str,
-    root: dict[str, Any] | None = None,
+    root: JsonDict | None = None,
     path: str = "",
 ) -> Any:
     """A value valid against schema (for the JSON Schema subset blocks produce)."""
@@ -61,7 +63,7 @@ def fake(
         if schema.get(combinator):
             return fake(schema[combinator][0], seed=seed, label=label, root=root, path=path)
     if schema.get("allOf"):
-        merged: dict[str, Any] = {}
+        merged: JsonDict = {}
         for part in schema["allOf"]:
             merged.update(_resolve(part, root))
         merged.update({k: v for k, v in schema.items() if k != "allOf"})
@@ -71,7 +73,7 @@ def fake(
     return maker(schema, seed, label, root, path)
 
 
-def _type(schema: dict[str, Any]) -> str:
+def _type(schema: JsonDict) -> str:
     declared = schema.get("type")
     if isinstance(declared, list):
         non_null = [t for t in declared if t != "null"]
@@ -85,7 +87,7 @@ def _type(schema: dict[str, Any]) -> str:
     return "string"
 
 
-def _string(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> str:
+def _string(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> str:
     text = _FORMATS.get(schema.get("format", ""), label)
     low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
     if len(text) < low:
@@ -95,7 +97,7 @@ def _string(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any],
     return text
 
 
-def _integer(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> int:
+def _integer(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> int:
     low, high = _bounds(schema, default=(0, 100), step=1)
     step = schema.get("multipleOf", 1)
     step = int(step) if isinstance(step, int) and step > 0 else 1
@@ -104,9 +106,7 @@ def _integer(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any]
     return int(first + step * _pick(seed, path, count))
 
 
-def _number(
-    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
-) -> float | int:
+def _number(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> float | int:
     step = schema.get("multipleOf")
     if isinstance(step, int | float) and step > 0:
         low, high = _bounds(schema, default=(0.0, 100.0 * step), step=step)
@@ -119,24 +119,20 @@ def _number(
     return round(low + (high - low) * fraction, 4) if high > low else low
 
 
-def _boolean(
-    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
-) -> bool:
+def _boolean(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> bool:
     return _pick(seed, path, 2) == 1
 
 
-def _null(schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str) -> None:
+def _null(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> None:
     return None
 
 
-def _array(
-    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
-) -> list[Any]:
+def _array(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> list[Any]:
     low = int(schema.get("minItems", 0))
     high = int(schema.get("maxItems", max(low, 3)))
     count = min(max(low, 1 + _pick(seed, path + "#n", 3)), high)
     items_of = schema.get("items")
-    item_schema: dict[str, Any] = items_of if isinstance(items_of, dict) else {}
+    item_schema: JsonDict = items_of if isinstance(items_of, dict) else {}
     items: list[Any] = []
     salt = 0
     while len(items) < count and salt < count * 4:
@@ -154,11 +150,9 @@ def _array(
     return items
 
 
-def _object(
-    schema: dict[str, Any], seed: str, label: str, root: dict[str, Any], path: str
-) -> dict[str, Any]:
+def _object(schema: JsonDict, seed: str, label: str, root: JsonDict, path: str) -> JsonDict:
     properties = schema.get("properties") or {}
-    out: dict[str, Any] = {}
+    out: JsonDict = {}
     for name, sub in properties.items():
         out[name] = fake(
             sub if isinstance(sub, dict) else {},
@@ -183,9 +177,7 @@ _MAKERS = {
 }
 
 
-def _bounds(
-    schema: dict[str, Any], *, default: tuple[float, float], step: float
-) -> tuple[float, float]:
+def _bounds(schema: JsonDict, *, default: tuple[float, float], step: float) -> tuple[float, float]:
     low: float | None = schema.get("minimum")
     if "exclusiveMinimum" in schema:
         low = schema["exclusiveMinimum"] + step
@@ -208,7 +200,7 @@ def _pick(seed: str, path: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def _resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
+def _resolve(schema: Any, root: JsonDict) -> JsonDict:
     if not isinstance(schema, dict):
         return {}
     ref = schema.get("$ref")

@@ -18,8 +18,8 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.spec import ModelProfile
 
 TABLE_FILE = "model_prices_and_context_window_backup.json"
@@ -82,7 +82,7 @@ def price_of(profile: ModelProfile, model: str) -> Price | None:
 class _Table:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: dict[str, Any] | None = None
+        self._data: JsonDict | None = None
         self._prices: dict[tuple[str, str], Price | None] = {}
 
     def price(self, provider: str, model: str) -> Price | None:
@@ -116,7 +116,7 @@ class _Table:
             )
         return None
 
-    def _load(self) -> dict[str, Any]:
+    def _load(self) -> JsonDict:
         if self._data is None:
             self._data = _read_table()
         return self._data
@@ -135,7 +135,7 @@ def table_path() -> Path | None:
     return None
 
 
-def _read_table() -> dict[str, Any]:
+def _read_table() -> JsonDict:
     path = table_path()
     if path is None:
         return {}

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.values import JsonDict
+
 DIRECTIVES = ("$text", "$tool_calls", "$error")
 _CALL_KEYS = ("name", "args", "id")
 RULE_KEYS = ("when", "reply")
@@ -51,7 +53,7 @@ class Rule:
     broken: bool = False
 
     @classmethod
-    def of(cls, entry: dict[str, Any]) -> Rule:
+    def of(cls, entry: JsonDict) -> Rule:
         if next(reply_problems(entry), None) is not None:
             return cls(None, None, entry, broken=True)
         when = entry["when"]
@@ -106,7 +108,7 @@ def reply_problems(reply: Any) -> Iterator[tuple[Where, str]]:
         yield from _calls_problems(reply["$tool_calls"])
 
 
-def _rule_problems(rule: dict[str, Any]) -> Iterator[tuple[Where, str]]:
+def _rule_problems(rule: JsonDict) -> Iterator[tuple[Where, str]]:
     when = rule["when"]
     if "reply" not in rule:
         yield (
@@ -165,7 +167,7 @@ def _regex_problem(pattern: str) -> str | None:
     return None
 
 
-def _error_problems(reply: dict[str, Any]) -> Iterator[tuple[Where, str]]:
+def _error_problems(reply: JsonDict) -> Iterator[tuple[Where, str]]:
     kind = reply["$error"]
     if not isinstance(kind, str) or not kind:
         yield (

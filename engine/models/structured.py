@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from engine.core.values import value_problem
+from engine.core.values import JsonDict, value_problem
 from engine.models.base import Candidate, Generator, StructuredRequest, Turn
 from engine.models.errors import ModelOutputError
 from engine.spec.typecheck import schema_verdict
@@ -34,12 +34,12 @@ class StructuredClient:
     def __repr__(self) -> str:
         return f"StructuredClient(provider={self.generator.provider!r}, model={self.generator.model!r})"
 
-    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+    async def structured(self, request: StructuredRequest) -> JsonDict:
         """Ask for JSON matching request.output_schema; returns the validated object."""
         first = await self.generator.generate(request, ())
         value, problem = check(first, request.output_schema)
         if problem is None:
-            result: dict[str, Any] = value  # valid against an object schema
+            result: JsonDict = value  # valid against an object schema
             return result
         turns = (
             Turn("assistant", _echo(first)),
@@ -48,7 +48,7 @@ class StructuredClient:
         second = await self.generator.generate(request, turns)
         value, problem = check(second, request.output_schema)
         if problem is None:
-            repaired: dict[str, Any] = value
+            repaired: JsonDict = value
             return repaired
         raise ModelOutputError(
             f"flow '{request.flow}', step '{request.step}': block '{request.block}' got output from "
@@ -59,7 +59,7 @@ class StructuredClient:
         )
 
 
-def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None]:
+def check(candidate: Candidate, schema: JsonDict) -> tuple[Any, str | None]:
     """(value, None) when the candidate is JSON valid against schema, else (None, the problem).
 
     Chat models answer in text: for a block with exactly one output, a string, a reply that is not
@@ -85,7 +85,7 @@ def check(candidate: Candidate, schema: dict[str, Any]) -> tuple[Any, str | None
     return (value, None) if problem is None else (None, problem)
 
 
-def only_string_output(schema: dict[str, Any]) -> str | None:
+def only_string_output(schema: JsonDict) -> str | None:
     """The name of the schema's one property when there is exactly one and it is a string, else None."""
     properties = schema.get("properties") or {}
     if len(properties) != 1:
@@ -113,7 +113,7 @@ def parse_json(text: str) -> Any:
     raise ValueError(f"the reply is not JSON: {shown!r}" if stripped else "the reply is empty")
 
 
-def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
+def schema_problem(value: Any, schema: JsonDict) -> str | None:
     """A one-line description of why value does not match schema, or None.
 
     A valid reply to the schemas blocks' outputs make is recognised without jsonschema
@@ -136,7 +136,7 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     return text
 
 
-def repair_prompt(problem: str, schema: dict[str, Any]) -> str:
+def repair_prompt(problem: str, schema: JsonDict) -> str:
     return (
         f"Your reply does not match the required JSON schema: {problem}. "
         f"Reply again with only a JSON object that matches this schema: {json.dumps(schema)}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.core.diagnostics import did_you_mean
+from engine.core.values import JsonDict
 from engine.spec import ConfigSpec
 from engine.spec.typecheck import schema_verdict
 from engine.tools.builtin import builtin_tools
@@ -113,7 +114,7 @@ class ToolRegistry:
         except Exception as exc:
             raise ToolError(f"tool '{name}' failed: {type(exc).__name__}: {exc}") from exc
 
-    def _problem(self, tool: Tool, arguments: dict[str, Any]) -> str | None:
+    def _problem(self, tool: Tool, arguments: JsonDict) -> str | None:
         if schema_verdict(arguments, tool.parameters) is True:
             return None
         # jsonschema (~60 ms to import) only for arguments the quick check did not pass: a cold start

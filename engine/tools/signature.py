@@ -16,6 +16,7 @@ from collections import abc as cabc
 from collections.abc import Callable
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.tools.errors import ToolError
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
@@ -33,7 +34,7 @@ class UnsupportedHint(Exception):
     """A type hint with no JSON Schema equivalent."""
 
 
-def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
+def describe(func: Callable[..., Any], tool: str) -> tuple[JsonDict, str]:
     """(parameters schema, description) of func, or a ToolError naming the tool and parameter."""
     try:
         signature = inspect.signature(func)
@@ -44,7 +45,7 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
             "`parameters` for the tool in blockyard.yaml"
         ) from None
     summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
-    properties: dict[str, Any] = {}
+    properties: JsonDict = {}
     required: list[str] = []
     extra = False
     for param in signature.parameters.values():
@@ -70,7 +71,7 @@ def describe(func: Callable[..., Any], tool: str) -> tuple[dict[str, Any], str]:
         elif _jsonable(param.default):
             schema["default"] = param.default
         properties[param.name] = schema
-    parameters: dict[str, Any] = {
+    parameters: JsonDict = {
         "type": "object",
         "properties": properties,
         "additionalProperties": extra,
@@ -85,7 +86,7 @@ def summary(func: Callable[..., Any]) -> str:
     return parse_docstring(inspect.getdoc(func) or "")[0]
 
 
-def hint_schema(hint: Any) -> dict[str, Any]:
+def hint_schema(hint: Any) -> JsonDict:
     """JSON Schema of one type hint; raises UnsupportedHint."""
     if hint is Any or hint is inspect.Parameter.empty:
         return {}

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.values import JsonDict
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -13,5 +15,5 @@ class Tool:
 
     name: str
     description: str
-    parameters: dict[str, Any] = field(repr=False)
+    parameters: JsonDict = field(repr=False)
     func: Callable[..., Any] = field(repr=False)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from engine.core.diagnostics import did_you_mean
+from engine.core.values import JsonDict
 from engine.tools.errors import ToolError
 from engine.tools.tool import Tool
 
-PARAMETERS: dict[str, Any] = {
+PARAMETERS: JsonDict = {
     "type": "object",
     "properties": {
         "timezone": {

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.tools.errors import ToolError
 from engine.tools.tool import Tool
 
@@ -82,7 +82,7 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
     inside `confine` when given."""
     space = Workspace(workspace, confine)
 
-    def read_file(path: str, max_bytes: int = READ_LIMIT) -> dict[str, Any]:
+    def read_file(path: str, max_bytes: int = READ_LIMIT) -> JsonDict:
         target = space.resolve("read_file", path)
         if not target.is_file():
             raise ToolError(f"tool 'read_file': no file '{path}' in the workspace")
@@ -95,7 +95,7 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
             "truncated": len(data) > limit,
         }
 
-    def write_file(path: str, content: str, append: bool = False) -> dict[str, Any]:
+    def write_file(path: str, content: str, append: bool = False) -> JsonDict:
         target = space.resolve("write_file", path)
         data = content.encode("utf-8")
         if len(data) > WRITE_LIMIT:
@@ -113,7 +113,7 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
             listener(written, len(data))
         return {"path": written, "bytes": len(data)}
 
-    def list_files(path: str = ".", recursive: bool = False) -> dict[str, Any]:
+    def list_files(path: str = ".", recursive: bool = False) -> JsonDict:
         target = space.resolve("list_files", path)
         if not target.exists():
             if space.root is not None and target == space.root.resolve():
@@ -121,7 +121,7 @@ def file_tools(workspace: Path | None, confine: Path | None = None) -> list[Tool
             raise ToolError(f"tool 'list_files': no folder '{path}' in the workspace")
         if not target.is_dir():
             raise ToolError(f"tool 'list_files': '{path}' is not a folder")
-        entries: list[dict[str, Any]] = []
+        entries: list[JsonDict] = []
         for found in _walk(target, recursive):
             if len(entries) == LIST_LIMIT:
                 return {"entries": entries, "truncated": True}
@@ -148,7 +148,7 @@ def _walk(folder: Path, recursive: bool) -> Iterator[Path]:
             yield from _walk(entry, recursive)
 
 
-def _entry(space: Workspace, path: Path) -> dict[str, Any]:
+def _entry(space: Workspace, path: Path) -> JsonDict:
     relative = space.relative(path)
     if path.is_symlink():
         return {"path": relative, "type": "link"}
@@ -158,7 +158,7 @@ def _entry(space: Workspace, path: Path) -> dict[str, Any]:
 
 
 _PATH = {"type": "string", "description": "Path relative to the workspace folder."}
-READ_PARAMETERS: dict[str, Any] = {
+READ_PARAMETERS: JsonDict = {
     "type": "object",
     "properties": {
         "path": _PATH,
@@ -172,7 +172,7 @@ READ_PARAMETERS: dict[str, Any] = {
     "required": ["path"],
     "additionalProperties": False,
 }
-WRITE_PARAMETERS: dict[str, Any] = {
+WRITE_PARAMETERS: JsonDict = {
     "type": "object",
     "properties": {
         "path": _PATH,
@@ -182,7 +182,7 @@ WRITE_PARAMETERS: dict[str, Any] = {
     "required": ["path", "content"],
     "additionalProperties": False,
 }
-LIST_PARAMETERS: dict[str, Any] = {
+LIST_PARAMETERS: JsonDict = {
     "type": "object",
     "properties": {
         "path": {**_PATH, "default": "."},

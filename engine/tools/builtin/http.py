@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.core.hosts import host_allowed
+from engine.core.values import JsonDict
 from engine.spec import parse_duration
 from engine.spec.config import HttpSpec
 from engine.tools.errors import ToolError
@@ -21,7 +22,7 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 MAX_REDIRECTS = 5
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-PARAMETERS: dict[str, Any] = {
+PARAMETERS: JsonDict = {
     "type": "object",
     "properties": {
         "url": {"type": "string", "description": "http:// or https:// URL on an allowed host."},
@@ -62,7 +63,7 @@ def tool(settings: HttpSpec) -> Tool:
         headers: dict[str, str] | None = None,
         body: str | None = None,
         json: Any = None,
-    ) -> dict[str, Any]:
+    ) -> JsonDict:
         import httpx  # imported on use: `blockyard validate` loads the registry's names only
 
         if body is not None and json is not None:
@@ -106,7 +107,7 @@ def tool(settings: HttpSpec) -> Tool:
     )
 
 
-def _result(response: Any, data: bytes, limit: int) -> dict[str, Any]:
+def _result(response: Any, data: bytes, limit: int) -> JsonDict:
     truncated = len(data) > limit
     text = data[:limit].decode(response.encoding or "utf-8", errors="replace")
     parsed: Any = None
