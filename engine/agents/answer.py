@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from engine.core.values import JsonDict
 from engine.models.agentic import function_tool
 from engine.models.structured import parse_json
 from engine.nodes.errors import Problem
@@ -22,7 +23,7 @@ from engine.spec.block import ANSWER_TOOL
 from engine.spec.typecheck import outputs_schema
 
 
-def answer_function(outputs: Mapping[str, TypeSpec]) -> dict[str, Any]:
+def answer_function(outputs: Mapping[str, TypeSpec]) -> JsonDict:
     """The function the model calls to finish, with the block's outputs as parameters."""
     return function_tool(
         ANSWER_TOOL,
@@ -37,7 +38,7 @@ class Answer:
     """What one reply says about the final answer: `outputs` when it gave a valid one, else
     `problem` when it tried (or gave text), and `call_id` of the answer call if there was one."""
 
-    outputs: dict[str, Any] | None = None
+    outputs: JsonDict | None = None
     problem: str | None = None
     call_id: str | None = None
 

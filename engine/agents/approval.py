@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import interrupt
 
+from engine.core.values import JsonDict
 from engine.spec.decisions import REJECT, Decision, check_decision
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ SHOWN = 300  # characters of the arguments shown in the gate's message
 class Decided:
     """What a person decided on one tool call: the arguments to run it with, or a rejection."""
 
-    args: dict[str, Any]
+    args: JsonDict
     rejected: bool
     actor: str | None
     reason: str | None
@@ -54,7 +55,7 @@ def gate_name(label: str, index: Any, tool: str, nth: int) -> str:
     return f"{where}:{tool}" + (f"#{nth}" if nth > 1 else "")
 
 
-def request(run: AgentRun, call: Mapping[str, Any], allowed: Sequence[str]) -> dict[str, Any]:
+def request(run: AgentRun, call: Mapping[str, Any], allowed: Sequence[str]) -> JsonDict:
     """The gate's request for `call` (name, args, id, nth: engine/agents/graph.py's `_dispatched`)."""
     name, args = str(call["name"]), dict(call["args"])
     properties = _properties(run, name)
@@ -99,10 +100,10 @@ def _properties(run: AgentRun, tool: str) -> Mapping[str, Any]:
     return {}
 
 
-def _field(schema: Any, value: Any) -> dict[str, Any]:
+def _field(schema: Any, value: Any) -> JsonDict:
     """An argument as a gate field: its declared JSON type (else any), its description, and the
     model's value as the default."""
-    field: dict[str, Any] = {"type": "any", "default": value}
+    field: JsonDict = {"type": "any", "default": value}
     if isinstance(schema, Mapping):
         if schema.get("type") in JSON_TYPES:
             field["type"] = schema["type"]

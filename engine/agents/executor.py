@@ -17,6 +17,7 @@ from engine.agents import transcript
 from engine.agents.answer import answer_function
 from engine.agents.graph import compile_graph, recursion_limit
 from engine.agents.plan import AgentFailed, AgentPlan, AgentRun
+from engine.core.values import JsonDict
 from engine.models.agentic import function_tool
 from engine.nodes import history
 from engine.nodes.call import BlockCall
@@ -55,7 +56,7 @@ class AgentExecutor:
         step a node of its own)."""
         return self.plan.pauses
 
-    async def __call__(self, call: BlockCall) -> dict[str, Any]:
+    async def __call__(self, call: BlockCall) -> JsonDict:
         plan = self.plan
         block = plan.block
         system = render_prompt("prompt.system", block.prompt.system, call.inputs)
@@ -84,11 +85,11 @@ class AgentExecutor:
             call.transcript.extend(m for m in final.get("messages", []) if transcript.own(m))
         return dict(answer)
 
-    async def _tools(self, call: BlockCall) -> list[dict[str, Any]]:
+    async def _tools(self, call: BlockCall) -> list[JsonDict]:
         """The block's tools as functions, described by the run's registry (MCP servers on first use)."""
         source = call.context.tools
         lookup = getattr(source, "aget", None)
-        found: list[dict[str, Any]] = []
+        found: list[JsonDict] = []
         for name in self.plan.tools:
             tool = await lookup(name) if lookup is not None else source.get(name)
             if tool is None:

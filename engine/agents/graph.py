@@ -35,7 +35,7 @@ from engine.agents.answer import read_answer, repair_note
 from engine.agents.plan import MAX_TOOL_ERRORS, AgentFailed, AgentPlan, AgentRun, Delegate
 from engine.core.errors import BlockyardError
 from engine.core.redaction import TokenMasker
-from engine.core.values import value_problem
+from engine.core.values import JsonDict, JsonValue, value_problem
 from engine.models.agentic import TurnRequest
 from engine.models.errors import ModelError
 from engine.nodes.context import RunContext
@@ -53,14 +53,24 @@ class AgentState(TypedDict, total=False):
     messages: Annotated[list[BaseMessage], add_messages]
     turn: int
     errors: Annotated[int, operator.add]
-    pending: list[dict[str, Any]]  # the calls of the last reply still to run
-    answer: dict[str, Any] | None
+    pending: list[DispatchedCall]  # the calls of the last reply still to run
+    answer: JsonDict | None
+
+
+class DispatchedCall(TypedDict):
+    """One tool call of the model's reply with the node that answers it (`_dispatched`)."""
+
+    name: str
+    args: JsonValue  # what the model gave: an object when it is well-formed
+    id: str
+    node: str  # the tool node, or a sub-agent's delegate node
+    nth: int  # which call of its name in the turn (1, 2, ...)
 
 
 class CallPayload(TypedDict):
     """What a tool or delegate node gets through `Send`: one call the model asked for."""
 
-    call: dict[str, Any]
+    call: DispatchedCall
 
 
 def compile_graph(plan: AgentPlan) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -172,7 +182,7 @@ def _turn_request(
     return before, request
 
 
-def _tell_answer(run: AgentRun, outputs: dict[str, Any], call_id: str | None) -> None:
+def _tell_answer(run: AgentRun, outputs: JsonDict, call_id: str | None) -> None:
     """The final answer, told as a call of the answer tool (no tool runs)."""
     emit(
         run.call.writer,
@@ -262,11 +272,11 @@ def _reply_problem(said: AIMessage) -> str | None:
     return problem
 
 
-def _dispatched(run: AgentRun, calls: list[Any]) -> list[dict[str, Any]]:
+def _dispatched(run: AgentRun, calls: list[Any]) -> list[DispatchedCall]:
     """Each tool call with the node that answers it (its sub-agent's, or the tool node: unknown names
     too) and, when the turn calls a name more than once, which call of it it is (`nth`)."""
     seen: dict[str, int] = {}
-    dispatched = []
+    dispatched: list[DispatchedCall] = []
     for call in calls:
         name = str(call.get("name"))
         seen[name] = seen.get(name, 0) + 1
@@ -373,7 +383,7 @@ def _delegate_node(delegate: Delegate) -> Any:
     return node
 
 
-def _announce(run: AgentRun, call: dict[str, Any], kind: str) -> None:
+def _announce(run: AgentRun, call: DispatchedCall, kind: str) -> None:
     emit(
         run.call.writer,
         TOOL_CALL,
@@ -400,7 +410,7 @@ def _bounded(value: Any) -> Any:
 
 
 def _answered(
-    run: AgentRun, call: dict[str, Any], result: Any, error: str | None, started: float
+    run: AgentRun, call: DispatchedCall, result: Any, error: str | None, started: float
 ) -> dict[str, Any]:
     problem = value_problem(result, "result") if error is None else None
     if problem is not None:  # like a failing tool: the model is told, nothing unstorable is kept
@@ -408,7 +418,7 @@ def _answered(
             f"tool '{call['name']}' returned a value the engine cannot hold: {problem}",
             None,
         )
-    data: dict[str, Any] = {
+    data: JsonDict = {
         "tool": call["name"],
         "call_id": call["id"],
         "block": run.plan.block.block,
@@ -425,11 +435,11 @@ def _answered(
     return {"messages": [message], "errors": 1 if error is not None else 0}
 
 
-def _rejected(run: AgentRun, call: dict[str, Any], decided: approval.Decided) -> dict[str, Any]:
+def _rejected(run: AgentRun, call: DispatchedCall, decided: approval.Decided) -> dict[str, Any]:
     """A call a person rejected: nothing runs, and the model reads why as the call's result. Not a
     failed call (it does not count towards MAX_TOOL_ERRORS): a person's decision."""
     told = decided.told(call["name"])
-    data: dict[str, Any] = {
+    data: JsonDict = {
         "tool": call["name"],
         "args": _bounded(call["args"]),
         "call_id": call["id"],

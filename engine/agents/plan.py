@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from langgraph.types import RetryPolicy
 
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.spec import AgentBlock
 from engine.spec.block import DEFAULT_MAX_ITERATIONS
 
@@ -34,7 +35,7 @@ class AgentFailed(BlockyardError):
     code = "agent_failed"
 
 
-Invoke = Callable[[dict[str, Any], "AgentRun", "Runtime[RunContext]"], Awaitable[dict[str, Any]]]
+Invoke = Callable[[JsonDict, "AgentRun", "Runtime[RunContext]"], Awaitable[JsonDict]]
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Delegate:
     name: str
     kind: str  # agent | step | flow
     description: str
-    parameters: dict[str, Any] = field(repr=False)
+    parameters: JsonDict = field(repr=False)
     invoke: Invoke = field(repr=False)
     retry: RetryPolicy | None = field(default=None, repr=False)
     will_retry: Callable[[BaseException, int], bool] = field(
@@ -90,8 +91,8 @@ class AgentRun:
     plan: AgentPlan
     call: BlockCall
     model: AgentModel
-    offered: tuple[dict[str, Any], ...]  # the functions the model sees, the answer function last
-    answer: dict[str, Any]  # the answer function alone (the last turn)
+    offered: tuple[JsonDict, ...]  # the functions the model sees, the answer function last
+    answer: JsonDict  # the answer function alone (the last turn)
     # failed tool calls in order: {tool, error}
     failures: list[dict[str, str]] = field(default_factory=list)
 
