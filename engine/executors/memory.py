@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.values import text_problem
+from engine.core.values import JsonDict, text_problem
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import Problem
 from engine.spec import MemoryReadBlock, MemoryWriteBlock
@@ -73,7 +73,7 @@ def _reader(
     outputs = list(block.outputs)
     query_input = next((name for name in QUERY_INPUTS if name in block.inputs), None)
 
-    async def run(call: BlockCall) -> dict[str, Any]:
+    async def run(call: BlockCall) -> JsonDict:
         memory = _memory(call)
         key = _key(key_template, call.inputs)
         value = await memory.read(namespace, key)
@@ -90,7 +90,7 @@ def _writer(
     read_by_key = {path[0] for path in references(key_template)} if key_template else set()
     stored = [name for name in block.inputs if name not in read_by_key]  # never empty (BY444)
 
-    async def run(call: BlockCall) -> dict[str, Any]:
+    async def run(call: BlockCall) -> JsonDict:
         memory = _memory(call)
         key = _key(key_template, call.inputs)
         if key is None:
@@ -108,7 +108,7 @@ def _writer(
     return run
 
 
-def spread(value: Any, outputs: list[str], block: MemoryReadBlock) -> dict[str, Any]:
+def spread(value: Any, outputs: list[str], block: MemoryReadBlock) -> JsonDict:
     """A memory value as the block's outputs: the only output gets it whole; several outputs take
     their names out of a mapping (absent ones are left to their defaults)."""
     if len(outputs) == 1:
@@ -153,7 +153,7 @@ def narrow(items: Any, query: str) -> Any:
     return items
 
 
-def prompt_scope(call: BlockCall) -> dict[str, Any]:
+def prompt_scope(call: BlockCall) -> JsonDict:
     """What a prompt template sees: the block's inputs, plus `user_preferences` and `user_history`
     when the run has a memory scope (an input of the same name wins)."""
     memory = call.context.memory

@@ -3,9 +3,8 @@ block's outputs (structured output), return it. A decide block's one enum output
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.core.redaction import TokenMasker
+from engine.core.values import JsonDict
 from engine.executors.memory import prompt_scope
 from engine.models.base import StructuredRequest
 from engine.nodes import history
@@ -23,7 +22,7 @@ def prepare(block: LlmBlock | DecideBlock, where: str) -> Executor:
     schema = outputs_schema(block.outputs)
     system, user = block.prompt.system, block.prompt.user
 
-    async def run(call: BlockCall) -> dict[str, Any]:
+    async def run(call: BlockCall) -> JsonDict:
         scope = prompt_scope(call)
         tokens = TokenMasker(
             call.context.secrets,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.values import text_problem
+from engine.core.values import JsonDict, text_problem
 from engine.models import calls
 from engine.models.providers.mock import MockGenerator
 from engine.nodes import history
@@ -46,7 +46,7 @@ def prepare(block: SmartBlock, where: str, *, program: Mapping[str, Any] | None 
             ) from None
     saved = dict(program) if program is not None else None
 
-    async def run(call: BlockCall) -> dict[str, Any]:
+    async def run(call: BlockCall) -> JsonDict:
         instructions = _instructions(block, call.inputs)
         said = history.for_call(call)
         lm, key = lm_for(
@@ -104,11 +104,11 @@ def _report(
 def _predict(
     block: SmartBlock,
     instructions: str | None,
-    program: dict[str, Any] | None,
+    program: JsonDict | None,
     lm: Any,
-    inputs: dict[str, Any],
+    inputs: JsonDict,
     said: tuple[tuple[str, str], ...] = (),
-) -> dict[str, Any]:
+) -> JsonDict:
     """One prediction (several under guardrails), in a worker thread: DSPy's calls are blocking.
     In a thread's turn the conversation so far goes in as one more input field."""
     dspy: Any = import_dspy()
@@ -134,7 +134,7 @@ def _predict(
     return outputs
 
 
-def _instructions(block: SmartBlock, inputs: dict[str, Any]) -> str | None:
+def _instructions(block: SmartBlock, inputs: JsonDict) -> str | None:
     """The block's description and rendered prompt, or None to keep the program's instructions."""
     if block.prompt is None:
         return None

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from engine.core.values import JsonDict
 from engine.nodes.call import BlockCall, Executor
 from engine.nodes.errors import Problem
 from engine.spec import TransformBlock
@@ -13,8 +12,8 @@ from engine.templates.render import TemplateError, evaluate
 def prepare(block: TransformBlock, where: str) -> Executor:
     compute = dict(block.compute)
 
-    async def run(call: BlockCall) -> dict[str, Any]:
-        outputs: dict[str, Any] = {}
+    async def run(call: BlockCall) -> JsonDict:
+        outputs: JsonDict = {}
         for name, expression in compute.items():
             try:
                 outputs[name] = evaluate(expression, call.inputs)

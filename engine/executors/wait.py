@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.nodes.call import BlockCall, Executor
 from engine.spec import WaitBlock, parse_duration
 
@@ -12,7 +12,7 @@ from engine.spec import WaitBlock, parse_duration
 def prepare(block: WaitBlock, where: str) -> Executor:
     seconds = parse_duration(block.duration)
 
-    async def run(call: BlockCall) -> dict[str, Any]:
+    async def run(call: BlockCall) -> JsonDict:
         await asyncio.sleep(seconds)
         return {}
 

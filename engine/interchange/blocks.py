@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
+from engine.core.values import JsonDict
 from engine.definitions.project import Project
 from engine.spec import BlockSpec, parse_block
 
@@ -27,7 +27,7 @@ def slug(text: str, fallback: str = "node") -> str:
     return name
 
 
-def contract(data: dict[str, Any]) -> dict[str, Any] | None:
+def contract(data: JsonDict) -> JsonDict | None:
     """What a block does, without its name and filing; None when the data is no valid block."""
     try:
         spec = parse_block(data)
@@ -42,10 +42,10 @@ class BlockPlacer:
     with the same contract, or a new block, named from a hint and kept unique."""
 
     project: Project
-    new: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> block data to write
+    new: dict[str, JsonDict] = field(default_factory=dict)  # name -> block data to write
     reused: dict[str, str] = field(default_factory=dict)  # hint -> existing block reused
 
-    def place(self, hint: str, data: dict[str, Any]) -> str:
+    def place(self, hint: str, data: JsonDict) -> str:
         wanted = contract({**data, "block": hint})
         for name, versions in sorted(self.project.blocks.items()):
             newest = versions[max(versions)]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from engine.core.diagnostics import Diagnostic
 from engine.core.errors import UsageError, ValidationFailed
+from engine.core.values import JsonDict
 from engine.definitions.load import Document
 from engine.definitions.project import Project, is_builtin
 from engine.interchange.blocks import slug
@@ -52,7 +52,7 @@ Use as few steps as the intent needs."""
 class Round:
     """One answer of the model and what the validator says of it."""
 
-    plan: dict[str, Any]
+    plan: JsonDict
     problems: list[Diagnostic]
 
     @property
@@ -68,7 +68,7 @@ class Composed:
     rounds: list[Round]
 
     @property
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> JsonDict:
         return self.rounds[-1].plan
 
 
@@ -101,7 +101,7 @@ def flow_name(intent: str) -> str:
     return slug(" ".join(intent.split()[:NAME_WORDS]), "composed")
 
 
-def catalog(project: Project) -> list[dict[str, Any]]:
+def catalog(project: Project) -> list[JsonDict]:
     """What the model chooses from: the newest version of every block of the yard, the built-in
     memory blocks included. A block that needs a memory scope (a memory block, a prompt that reads
     memory: the rule of BY357) says so with `needs_memory`: the plan gives the scope, `memory`."""
@@ -110,7 +110,7 @@ def catalog(project: Project) -> list[dict[str, Any]]:
         versions = project.blocks[name]
         newest = versions[max(versions)]
         spec = newest.spec
-        entry: dict[str, Any] = {
+        entry: JsonDict = {
             "block": name,
             "kind": spec.kind,
             "description": " ".join((spec.description or "").split()),
@@ -139,19 +139,17 @@ def own_blocks(project: Project) -> bool:
     return any(not is_builtin(versions[max(versions)]) for versions in project.blocks.values())
 
 
-def _contract(spec: dict[str, Any]) -> dict[str, Any]:
+def _contract(spec: JsonDict) -> JsonDict:
     return {"type": "any", **spec}
 
 
-def plan_schema() -> dict[str, Any]:
+def plan_schema() -> JsonDict:
     return TaskPlan.model_json_schema()
 
 
-def request(
-    intent: str, entries: list[dict[str, Any]], previous: Round | None
-) -> StructuredRequest:
+def request(intent: str, entries: list[JsonDict], previous: Round | None) -> StructuredRequest:
     """The model's request; a repair round adds the previous plan and its problems."""
-    inputs: dict[str, Any] = {"intent": intent, "catalog": entries}
+    inputs: JsonDict = {"intent": intent, "catalog": entries}
     user = (
         f"Intent: {intent}\n\nThe catalog of blocks (JSON):\n{json.dumps(entries, ensure_ascii=False)}\n\n"
         "Reply with the TaskPlan."
@@ -177,12 +175,12 @@ def request(
     )
 
 
-def plan_document(plan: dict[str, Any]) -> Document:
+def plan_document(plan: JsonDict) -> Document:
     """The plan as a JSON document with positions, as if read from a file (diagnostics place into it)."""
     return read_plan(json.dumps(plan, indent=2, ensure_ascii=False).encode(), PLAN_DISPLAY)
 
 
-def judge(plan: dict[str, Any], project: Project, name: str) -> tuple[Document, list[Diagnostic]]:
+def judge(plan: JsonDict, project: Project, name: str) -> tuple[Document, list[Diagnostic]]:
     doc = plan_document(plan)
     try:
         _holding, _definition, problems = check_plan(doc, project, name=name)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from engine.core.diagnostics import Diagnostic
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.definitions.project import Project, load_project, relative
 from engine.spec.common import file_name_problem
 from engine.validate.semantic import check_project
@@ -29,7 +29,7 @@ class Written:
         return not any(d.severity == "error" for d in self.problems)
 
 
-def dump(data: dict[str, Any], header: str) -> str:
+def dump(data: JsonDict, header: str) -> str:
     return f"# {header}\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
 
 
@@ -47,8 +47,8 @@ def check_name(name: object, what: str, kind: str = "flow") -> str:
 
 def write_flow(
     project: Project,
-    flow: dict[str, Any],
-    blocks: dict[str, dict[str, Any]],
+    flow: JsonDict,
+    blocks: dict[str, JsonDict],
     *,
     origin: str,
     force: bool,

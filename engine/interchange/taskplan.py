@@ -23,12 +23,12 @@ the plan: `plan.json:14:20: error BY210 steps[2].block_id: unknown block 'x'`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from pydantic import ValidationError
 
 from engine.core.diagnostics import Diagnostic
 from engine.core.errors import UsageError, ValidationFailed
+from engine.core.values import JsonDict
 from engine.definitions.load import Document, JsonPath, LoadError, load_bytes
 from engine.definitions.pinned import Bundle, make_bundle
 from engine.definitions.project import Definition, FlowDef, Project
@@ -90,7 +90,7 @@ def plan_path(path: JsonPath) -> str:
     return text
 
 
-def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> dict[str, Any]:
+def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> JsonDict:
     """The flow data of a plan; raises PlanError for what only a plan can get wrong."""
     plan = parse_plan(doc)
     problems: list[Diagnostic] = []
@@ -108,7 +108,7 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     for step in plan.steps:
         for target in (step.branches or {}).values():
             branched.setdefault(target, set()).add(step.step_id)
-    steps: list[dict[str, Any]] = []
+    steps: list[JsonDict] = []
     for position, step in enumerate(plan.steps):
         here = ("steps", position)
         needs = [d for d in step.depends_on if d not in branched.get(step.step_id, set())]
@@ -139,7 +139,7 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     if problems:
         raise PlanError(sorted(set(problems)))
     _no_fall_through(steps, project)
-    flow: dict[str, Any] = {"flow": name or plan.plan_id, "description": plan.user_intent}
+    flow: JsonDict = {"flow": name or plan.plan_id, "description": plan.user_intent}
     inputs = (
         {k: v.model_dump(by_alias=True, exclude_unset=True) for k, v in (plan.inputs or {}).items()}
         if plan.inputs is not None
@@ -167,9 +167,9 @@ def plan_flow(doc: Document, project: Project, *, name: str | None = None) -> di
     return flow
 
 
-def _flow_step(step: PlanStep, needs: list[str], *, first: bool, entry: str) -> dict[str, Any]:
+def _flow_step(step: PlanStep, needs: list[str], *, first: bool, entry: str) -> JsonDict:
     """One plan step as a flow step; `start: true` marks the entry when it is not the first in the list."""
-    flow_step: dict[str, Any] = {"id": step.step_id, "uses": step.block_id}
+    flow_step: JsonDict = {"id": step.step_id, "uses": step.block_id}
     if step.description:
         flow_step["description"] = step.description
     if step.input_mappings:
@@ -188,7 +188,7 @@ def _flow_step(step: PlanStep, needs: list[str], *, first: bool, entry: str) -> 
     return flow_step
 
 
-def _no_fall_through(steps: list[dict[str, Any]], project: Project) -> None:
+def _no_fall_through(steps: list[JsonDict], project: Project) -> None:
     """A step goes where depends_on and branches say, never on to the next in the list: `goto: end`
     where the list's next step would otherwise follow it."""
     for position, step in enumerate(steps):
@@ -200,7 +200,7 @@ def _no_fall_through(steps: list[dict[str, Any]], project: Project) -> None:
         step["goto"] = END
 
 
-def _covers(step: dict[str, Any], project: Project) -> bool:
+def _covers(step: JsonDict, project: Project) -> bool:
     block = project.block(str(step["uses"]))
     if block is None or len(block.spec.outputs) != 1:
         return False
@@ -208,8 +208,8 @@ def _covers(step: dict[str, Any], project: Project) -> bool:
     return spec.enum is not None and all(enum_text(v) in step["branches"] for v in spec.enum)
 
 
-def _read_inputs(plan: TaskPlan) -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _read_inputs(plan: TaskPlan) -> JsonDict:
+    found: JsonDict = {}
     for step in plan.steps:
         for value in step.input_mappings.values():
             if not (isinstance(value, str) and is_template(value)):
@@ -224,8 +224,8 @@ def _read_inputs(plan: TaskPlan) -> dict[str, Any]:
     return found
 
 
-def _outputs(plan: TaskPlan, project: Project) -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _outputs(plan: TaskPlan, project: Project) -> JsonDict:
+    found: JsonDict = {}
     for step in plan.steps:
         block = project.block(step.block_id)
         for name in block.spec.outputs if block is not None else []:
@@ -233,7 +233,7 @@ def _outputs(plan: TaskPlan, project: Project) -> dict[str, Any]:
     return found
 
 
-def plan_definition(doc: Document, flow: dict[str, Any]) -> FlowDef:
+def plan_definition(doc: Document, flow: JsonDict) -> FlowDef:
     """The flow as if it were a file, each position the plan's own (so diagnostics point into the plan)."""
     entry = next((i for i, step in enumerate(flow["steps"]) if step.get("start")), 0)
 

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.core.values import JsonDict
 from engine.spec import BlockSpec
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ class BlockCall:
     step: str
     label: str
     block: BlockSpec
-    inputs: dict[str, Any]
+    inputs: JsonDict
     context: RunContext
     writer: StreamWriter
     index: int | None = None
@@ -35,7 +36,7 @@ class BlockCall:
     )
     # what the executor tells about this execution besides its outputs, for the step's step_finished or
     # step_failed event (an agent's failed tool calls: `tool_errors`)
-    report: dict[str, Any] = field(default_factory=dict)
+    report: JsonDict = field(default_factory=dict)
 
 
 Executor = Callable[[BlockCall], Awaitable[Any]]

@@ -22,6 +22,7 @@ from engine.core.events import (
     WARNING,
     EventType,
 )
+from engine.core.values import JsonDict
 from engine.nodes.errors import StepFailed
 
 # The step event types are declared in engine/core/events.py; nodes import them from here with `emit`.
@@ -43,7 +44,7 @@ __all__ = [
 
 
 def emit(
-    writer: StreamWriter, kind: EventType, step: str, data: dict[str, Any], index: int | None = None
+    writer: StreamWriter, kind: EventType, step: str, data: JsonDict, index: int | None = None
 ) -> None:
     if index is not None:
         data = {**data, "index": index}
@@ -86,7 +87,7 @@ def failed(
 def finished(
     writer: StreamWriter,
     label: str,
-    outputs: dict[str, Any],
+    outputs: JsonDict,
     *,
     duration_ms: int,
     index: int | None = None,

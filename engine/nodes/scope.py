@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.values import int_problem, text_problem
+from engine.core.values import JsonDict, int_problem, text_problem
 from engine.nodes.errors import Problem
 from engine.spec import TypeSpec
 from engine.spec.typecheck import TypeMismatch, conform
@@ -55,18 +55,18 @@ class Frame:
 class StepsView(Mapping[str, Any]):
     """`steps.<id>.outputs` over the `results` records; indexed on first use (most recent wins)."""
 
-    def __init__(self, results: list[dict[str, Any]]) -> None:
+    def __init__(self, results: list[JsonDict]) -> None:
         self._results = results
-        self._index: dict[str, dict[str, Any]] | None = None
+        self._index: dict[str, JsonDict] | None = None
 
-    def _built(self) -> dict[str, dict[str, Any]]:
+    def _built(self) -> dict[str, JsonDict]:
         if self._index is None:
             self._index = {
                 r["step"]: {"outputs": r["outputs"], "status": r["status"]} for r in self._results
             }
         return self._index
 
-    def __getitem__(self, key: str) -> dict[str, Any]:
+    def __getitem__(self, key: str) -> JsonDict:
         return self._built()[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -123,11 +123,11 @@ class Binder:
             for name, spec in self.declared.items()
         ]
 
-    def bind(self, scope: Mapping[str, Any]) -> dict[str, Any]:
+    def bind(self, scope: Mapping[str, Any]) -> JsonDict:
         """The block's inputs, type-checked; Problem names the input that is wrong."""
         context = scope["context"]
         flow_inputs = scope["inputs"]
-        values: dict[str, Any] = {}
+        values: JsonDict = {}
         for name, spec, binding, is_item, check in self._plan:
             if binding is not None:
                 try:
@@ -225,7 +225,7 @@ def plain(value: Any, name: str) -> Any:
     if isinstance(value, list | tuple):
         return [plain(item, f"{name}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, dict):
-        result: dict[str, Any] = {}
+        result: JsonDict = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise Problem(f"'{name}' has a key that is not text: {key!r}")
@@ -248,7 +248,7 @@ def _printable(name: str) -> str:
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, Any]:
+def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> JsonDict:
     """A block's outputs checked against its declaration: all present (or defaulted), none unknown."""
     if not isinstance(produced, dict):
         raise Problem(
@@ -260,7 +260,7 @@ def check_outputs(declared: Mapping[str, TypeSpec], produced: Any) -> dict[str, 
             f"unknown output{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} "
             f"(the block declares {', '.join(repr(k) for k in declared) or 'none'})"
         )
-    result: dict[str, Any] = {}
+    result: JsonDict = {}
     for name, spec in declared.items():
         if name in produced:
             value = produced[name]
@@ -285,10 +285,10 @@ class OutputCheck:
         self.declared = dict(declared)
         self._checks = [(name, checker(spec)) for name, spec in self.declared.items()]
 
-    def __call__(self, produced: Any) -> dict[str, Any]:
+    def __call__(self, produced: Any) -> JsonDict:
         if type(produced) is not dict or len(produced) != len(self._checks):
             return check_outputs(self.declared, produced)
-        result: dict[str, Any] = {}
+        result: JsonDict = {}
         for name, check in self._checks:
             if name not in produced:
                 return check_outputs(self.declared, produced)

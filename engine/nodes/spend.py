@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.core.errors import BlockyardError
 from engine.core.events import MODEL_CALL
 from engine.core.usage import ModelCall, Spend, money
+from engine.core.values import JsonDict
 from engine.nodes.events import emit, warning
 from engine.spec.budget import BudgetLimits, BudgetSpec
 
@@ -106,7 +107,7 @@ class RunSpend:
                     spent,
                 )
 
-    def after(self, data: dict[str, Any]) -> None:
+    def after(self, data: JsonDict) -> None:
         """Count a model call; BudgetExceeded when it passed a limit of tokens or cost."""
         self.spent.add(data)
         for name, limits, spent, _ in self._scopes():

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.models.base import StructuredRequest
 from engine.models.errors import (
     TRANSIENT_KINDS,
@@ -112,7 +113,7 @@ class _Answers:
     def __iter__(self) -> _Answers:
         return self
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> JsonDict:
         request = self.request
         if self.generator.run_script is not None:
             self.generator.run_script.record(request)
@@ -133,11 +134,11 @@ class _Answers:
                 REASONING: f"{request.block}: thinking about {summarize(request.inputs)}",
                 **value,
             }
-        answer: dict[str, Any] = value
+        answer: JsonDict = value
         return answer
 
 
-def _scripted(reply: Any, request: StructuredRequest, model: str) -> dict[str, Any]:
+def _scripted(reply: Any, request: StructuredRequest, model: str) -> JsonDict:
     if isinstance(reply, dict) and "$error" in reply:
         kind = str(reply["$error"])
         message = str(reply.get("message") or f"scripted {kind} error")

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError, ValidationFailed
+from engine.core.values import JsonDict
 from engine.definitions.files import argument_bounds
 from engine.definitions.load import LoadError, load_file
 from engine.definitions.pinned import program_path
@@ -36,7 +37,7 @@ from engine.smart.program import module, saved_state
 from engine.spec import SmartBlock
 from engine.spec.block import article
 
-Example = dict[str, Any]
+Example = JsonDict
 
 
 def optimize_command(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from engine.core.values import JsonDict
 from engine.nodes.errors import Problem
 from engine.nodes.scope import check_outputs
 from engine.smart import import_dspy
@@ -89,7 +90,7 @@ def history_text(history: Any) -> str:
     return "\n".join(f"{role}: {text}" for role, text in history)
 
 
-def saved_state(program: Any) -> dict[str, Any]:
+def saved_state(program: Any) -> JsonDict:
     """A compiled module's state, fit to save next to the block: no language model settings (which
     could hold a key), only what the program learned."""
     state = dict(program.dump_state())
@@ -102,7 +103,7 @@ def saved_state(program: Any) -> dict[str, Any]:
     return state
 
 
-def outputs_of(block: SmartBlock, prediction: Any) -> dict[str, Any]:
+def outputs_of(block: SmartBlock, prediction: Any) -> JsonDict:
     """The block's outputs out of a prediction (the reasoning field is not an output)."""
     values = dict(prediction.items()) if hasattr(prediction, "items") else dict(prediction)
     return {name: values[name] for name in block.outputs if name in values}

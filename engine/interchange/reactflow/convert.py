@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.interchange.blocks import BlockPlacer
 from engine.interchange.reactflow.model import Converted, as_dict
 from engine.interchange.reactflow.steps import StepWriter
@@ -29,7 +30,7 @@ class _Converter(StepWriter):
         self.message_keys()
         steps = self.steps(regions, None)
         self.stop()
-        flow: dict[str, Any] = {"flow": self.name}
+        flow: JsonDict = {"flow": self.name}
         flow.update({k: v for k, v in settings.items() if k not in ("flow", "steps")})
         given = as_dict(settings.get("inputs"))
         inputs = {**self.flow_inputs, **given}

@@ -4,8 +4,8 @@ hold a body of steps: steps.py."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.interchange.blocks import slug
 from engine.interchange.reactflow.messages import MessageKeys
 from engine.interchange.reactflow.model import END, EXITS, MESSAGE, Node
@@ -28,7 +28,7 @@ class NodeKinds(MessageKeys):
         if name not in self.keys.values() and name != MESSAGE:
             self.flow_inputs.setdefault(name, {"type": "string"})
 
-    def agent(self, node: Node, step: dict[str, Any], parallel: bool) -> None:
+    def agent(self, node: Node, step: JsonDict, parallel: bool) -> None:
         data = node.data
         system = data.get("system_prompt")
         if system is not None and not isinstance(system, str):
@@ -42,11 +42,11 @@ class NodeKinds(MessageKeys):
         agents.update(n.label for n in self.nodes.values() if n.type == "agent")
         own_tools = [t for t in tools if t not in agents]
         variables = self.variables(node, system or "")
-        inputs: dict[str, Any] = {MESSAGE: {"type": "string", "description": "The task."}}
+        inputs: JsonDict = {MESSAGE: {"type": "string", "description": "The task."}}
         for name in variables:
             inputs.setdefault(name, {"type": "string"})
             self.declare_input(name)
-        block: dict[str, Any] = {
+        block: JsonDict = {
             "description": node.label,
             "kind": "agent",
             "inputs": inputs,
@@ -65,7 +65,7 @@ class NodeKinds(MessageKeys):
             step["with"] = {MESSAGE: self.message_binding(node, parallel)}
             step["outputs"] = {"answer": self.keys[node.id]}
 
-    def model_settings(self, node: Node, block: dict[str, Any]) -> None:
+    def model_settings(self, node: Node, block: JsonDict) -> None:
         profile = node.data.get("profile")
         if profile is not None:
             if not isinstance(profile, str):
@@ -73,7 +73,7 @@ class NodeKinds(MessageKeys):
             else:
                 block["model"] = profile
 
-    def tool(self, node: Node, step: dict[str, Any]) -> None:
+    def tool(self, node: Node, step: JsonDict) -> None:
         name = node.data.get("tool")
         if not isinstance(name, str) or not name:
             self.fail(f"tool '{node.id}': data.tool names the tool it calls")
@@ -91,16 +91,16 @@ class NodeKinds(MessageKeys):
         )
         step["outputs"] = {"result": self.keys[node.id]}
 
-    def tool_args(self, node: Node) -> dict[str, Any]:
+    def tool_args(self, node: Node) -> JsonDict:
         args = node.data.get("args") or {}
         if not isinstance(args, dict):
             self.fail(f"tool '{node.id}': `args` must be an object")
             return {}
         return args
 
-    def smart(self, node: Node, step: dict[str, Any], parallel: bool) -> None:
+    def smart(self, node: Node, step: JsonDict, parallel: bool) -> None:
         data = node.data
-        declared: dict[str, dict[str, Any]] = {}
+        declared: dict[str, JsonDict] = {}
         for side in ("inputs", "outputs"):
             fields = data.get(side) or []
             if not isinstance(fields, list) or not all(
@@ -125,7 +125,7 @@ class NodeKinds(MessageKeys):
             )
             mode = "Predict"
         goal = data.get("goal")
-        block: dict[str, Any] = {
+        block: JsonDict = {
             "description": node.label,
             "kind": "smart",
             "inputs": declared["inputs"],
@@ -144,7 +144,7 @@ class NodeKinds(MessageKeys):
                 block["guardrails"] = guardrails
         self.model_settings(node, block)
         step["uses"] = self.placer.place(slug(node.label, "smart"), block)
-        bound: dict[str, Any] = {}
+        bound: JsonDict = {}
         for name in declared["inputs"]:
             if name == MESSAGE:
                 bound[name] = self.message_binding(node, parallel)
@@ -153,7 +153,7 @@ class NodeKinds(MessageKeys):
         if bound:
             step["with"] = bound
 
-    def router(self, node: Node, parallel: bool) -> dict[str, Any]:
+    def router(self, node: Node, parallel: bool) -> JsonDict:
         data = node.data
         by_handle: dict[str, str] = {}
         for edge in self.handled[node.id]:
@@ -161,7 +161,7 @@ class NodeKinds(MessageKeys):
                 if edge.handle in by_handle:
                     self.fail(f"router '{node.id}': two edges leave by handle '{edge.handle}'")
                 by_handle[str(edge.handle)] = self.target_of(edge, node)
-        routes: list[dict[str, Any]] = []
+        routes: list[JsonDict] = []
         for route in data.get("routes") or []:
             if isinstance(route, dict) and route.get("condition") in ROUTE_CONDITIONS:
                 routes.append(
@@ -171,7 +171,7 @@ class NodeKinds(MessageKeys):
                     }
                 )
         default = data.get("default_handle")
-        spec: dict[str, Any] = {}
+        spec: JsonDict = {}
         if "value" in data:  # a template (an exported router); null: the rules are expressions
             if data["value"] is not None:
                 spec["value"] = data["value"]

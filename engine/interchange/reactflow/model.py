@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.definitions.load import MAX_DEPTH
 from engine.interchange.blocks import BlockPlacer, slug
 
@@ -51,7 +52,7 @@ class GraphError(BlockyardError):
 class Node:
     id: str
     type: str
-    data: dict[str, Any]
+    data: JsonDict
     step: str  # the step id (the node id, made a name)
     position: int
 
@@ -80,11 +81,11 @@ class Region:
 
 @dataclass
 class Converted:
-    flow: dict[str, Any]
+    flow: JsonDict
     placer: BlockPlacer
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> JsonDict:
     return value if isinstance(value, dict) else {}
 
 
@@ -128,7 +129,7 @@ class GraphReader:
         self.problems: list[str] = []
         self.nodes: dict[str, Node] = {}
         self.edges: list[Edge] = []
-        self.flow_inputs: dict[str, dict[str, Any]] = {}
+        self.flow_inputs: dict[str, JsonDict] = {}
         self.keys: dict[str, str] = {}  # node id -> the context key holding its message
 
     def fail(self, problem: str) -> None:

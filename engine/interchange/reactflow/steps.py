@@ -3,8 +3,7 @@ list order does not say it; a node's step, and a container's (its body's steps).
 
 from __future__ import annotations
 
-from typing import Any
-
+from engine.core.values import JsonDict
 from engine.interchange.reactflow.kinds import NodeKinds
 from engine.interchange.reactflow.model import (
     BRANCH,
@@ -24,7 +23,7 @@ from engine.spec.flow import enum_text
 class StepWriter(NodeKinds):
     """The step lists of the flow and of every container's body."""
 
-    def steps(self, regions: dict[str | None, Region], owner: str | None) -> list[dict[str, Any]]:
+    def steps(self, regions: dict[str | None, Region], owner: str | None) -> list[JsonDict]:
         region = regions[owner]
         members = set(region.members)
         delegated = {t for m in region.members for t in self.delegations[m]}
@@ -48,7 +47,7 @@ class StepWriter(NodeKinds):
                             needs.add(t)
                             changed = True
         order = self.order(region, sequence_out, needs, delegated)
-        steps: list[dict[str, Any]] = []
+        steps: list[JsonDict] = []
         for position, node_id in enumerate(order):
             node = self.nodes[node_id]
             follower = order[position + 1] if position + 1 < len(order) else None
@@ -131,7 +130,7 @@ class StepWriter(NodeKinds):
     def place_successor(
         self,
         node: Node,
-        step: dict[str, Any],
+        step: JsonDict,
         targets: list[str],
         follower: str | None,
         needs: set[str],
@@ -155,16 +154,16 @@ class StepWriter(NodeKinds):
             return
         step["goto"] = shown
 
-    def branches_cover(self, step: dict[str, Any]) -> bool:
+    def branches_cover(self, step: JsonDict) -> bool:
         block = self.placer.exists(str(step.get("uses") or ""))
         if block is None or len(block.outputs) != 1:
             return False
         (spec,) = block.outputs.values()
         return spec.enum is not None and all(enum_text(v) in step["branches"] for v in spec.enum)
 
-    def step(self, node: Node, regions: dict[str | None, Region], parallel: bool) -> dict[str, Any]:
+    def step(self, node: Node, regions: dict[str | None, Region], parallel: bool) -> JsonDict:
         data = node.data
-        step: dict[str, Any] = {"id": node.step}
+        step: JsonDict = {"id": node.step}
         kind = node.type
         self.what_it_does(node, step, regions, parallel)
         # step keys set on the node (data.step), under what its type set
@@ -186,7 +185,7 @@ class StepWriter(NodeKinds):
         return step
 
     def what_it_does(
-        self, node: Node, step: dict[str, Any], regions: dict[str | None, Region], parallel: bool
+        self, node: Node, step: JsonDict, regions: dict[str | None, Region], parallel: bool
     ) -> None:
         """The keys that say what a step does, by its node's type: a block it uses, an agent, a tool, a
         router, a container's body, a gate or a subflow."""
@@ -221,7 +220,7 @@ class StepWriter(NodeKinds):
                 self.fail(f"node '{node.id}': a subflow node names its flow in data.flow")
             step["flow"] = data.get("flow")
 
-    def exits(self, node: Node, step: dict[str, Any]) -> None:
+    def exits(self, node: Node, step: JsonDict) -> None:
         branches: dict[str, str] = {}
         for edge in self.handled[node.id]:
             handle = edge.handle or ""
@@ -242,9 +241,7 @@ class StepWriter(NodeKinds):
         if branches:
             step["branches"] = branches
 
-    def container(
-        self, node: Node, step: dict[str, Any], regions: dict[str | None, Region]
-    ) -> None:
+    def container(self, node: Node, step: JsonDict, regions: dict[str | None, Region]) -> None:
         data = node.data
         body = self.steps(regions, node.id) if node.id in regions else None
         if node.type == "iterator":
