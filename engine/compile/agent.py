@@ -27,6 +27,7 @@ from engine.agents.executor import describe_outputs
 from engine.compile.blockstep import BlockStep
 from engine.compile.builder import GraphBuilder, Region
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.executors import agent, smart
 from engine.nodes.call import Executor
 from engine.nodes.context import RunContext
@@ -190,9 +191,7 @@ def _as_delegate(
     An `isolated` one (a block's delegate, reusable anywhere) sees its arguments and defaults only."""
     open_inputs = {key: spec for key, spec in step.block.inputs.items() if key not in bound}
 
-    async def invoke(
-        args: dict[str, Any], run: AgentRun, runtime: Runtime[RunContext]
-    ) -> dict[str, Any]:
+    async def invoke(args: JsonDict, run: AgentRun, runtime: Runtime[RunContext]) -> JsonDict:
         scope = (
             {"inputs": {}, "context": args, "steps": {}}
             if isolated
@@ -236,9 +235,7 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     finally:
         _CHAIN.reset(token)
 
-    async def invoke(
-        args: dict[str, Any], run: AgentRun, runtime: Runtime[RunContext]
-    ) -> dict[str, Any]:
+    async def invoke(args: JsonDict, run: AgentRun, runtime: Runtime[RunContext]) -> JsonDict:
         writer, index = run.call.writer, run.call.index
         started = time.monotonic()
         emit(
@@ -288,12 +285,12 @@ def _flow_delegate(builder: GraphBuilder, name: str, label: str) -> Delegate:
     )
 
 
-def _parameters(inputs: Mapping[str, TypeSpec]) -> dict[str, Any]:
+def _parameters(inputs: Mapping[str, TypeSpec]) -> JsonDict:
     # the same shape: typed properties, required unless defaulted, nothing else
     return outputs_schema(inputs)
 
 
-def _scope(scope: Mapping[str, Any] | None, args: dict[str, Any]) -> dict[str, Any]:
+def _scope(scope: Mapping[str, Any] | None, args: JsonDict) -> dict[str, Any]:
     """The delegating step's template scope with the model's arguments over its context."""
     base: dict[str, Any] = dict(scope) if scope is not None else {"inputs": {}, "steps": {}}
     base["context"] = {**(base.get("context") or {}), **args}

@@ -25,7 +25,7 @@ from langgraph.types import Command, interrupt
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
-from engine.core.values import text_problem
+from engine.core.values import JsonDict, text_problem
 from engine.nodes.context import RunContext
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
 from engine.nodes.scope import item_index, make_scope
@@ -158,7 +158,7 @@ def _record_step(
     step_id: str,
     label: str,
     decision: Decision,
-    values: dict[str, Any],
+    values: JsonDict,
     update: dict[str, Any],
     started: float,
     index: Any,

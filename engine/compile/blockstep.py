@@ -14,6 +14,7 @@ from langgraph.types import StreamWriter
 
 import engine.executors as executors
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.executors import BlockCall
 from engine.models.calls import recording
 from engine.nodes.context import RunContext
@@ -74,14 +75,14 @@ class BlockStep:
         runtime: Runtime[RunContext],
         index: int | None = None,
         transcript: list[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonDict:
         """The block's checked outputs; StepFailed (after a `step_failed` event) when it fails.
         An agent block appends its conversation to `transcript` when one is given."""
         writer = runtime.stream_writer
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
         started = time.monotonic()
-        data: dict[str, Any] = {"block": self.block.block, "kind": self.block.kind}
+        data: JsonDict = {"block": self.block.block, "kind": self.block.kind}
         if attempt > 1:
             data["attempt"] = attempt
         try:

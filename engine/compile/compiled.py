@@ -14,6 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from engine.compile.reduce import empty
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import BlockyardError, RunError
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.nodes.context import RunContext
 from engine.spec.typecheck import coerce_inputs
@@ -44,7 +45,7 @@ class CompiledFlow:
         self.name = self.bundle.name
         self.accumulated = accumulated(self.bundle.flow.steps)
 
-    def initial_state(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def initial_state(self, inputs: JsonDict) -> dict[str, Any]:
         """The state a run starts from; InputError for unknown, missing or mistyped inputs. Keys that
         steps accumulate (`reduce:`) start out empty."""
         values = coerce_inputs(self.bundle.flow.inputs, inputs, where=f"flow '{self.name}'")
@@ -56,7 +57,7 @@ class CompiledFlow:
             "loops": {},
         }
 
-    def outputs(self, state: dict[str, Any]) -> dict[str, Any]:
+    def outputs(self, state: dict[str, Any]) -> JsonDict:
         """The flow's `outputs` keys from the final context; RunError naming a missing required one.
         An optional output the run did not write is left out, or takes its `default`."""
         context = state.get("context") or {}
@@ -69,7 +70,7 @@ class CompiledFlow:
                 f"{', '.join(repr(k) for k in missing)}{hints} (the context has "
                 f"{', '.join(repr(k) for k in sorted(context)) or 'no keys'})"
             )
-        result: dict[str, Any] = {}
+        result: JsonDict = {}
         for key in flow.outputs:
             if key in context:
                 result[key] = context[key]
@@ -77,7 +78,7 @@ class CompiledFlow:
                 result[key] = copy.deepcopy(flow.output(key).default)
         return result
 
-    async def run_nested(self, inputs: dict[str, Any], context: RunContext) -> dict[str, Any]:
+    async def run_nested(self, inputs: JsonDict, context: RunContext) -> JsonDict:
         """Run as part of a running flow (a `flow:` step, or a flow an agent delegates to), inside the
         node that calls it, on that run's context (models, tools, memory, workspace) and with this
         flow's own step limit; returns its outputs.

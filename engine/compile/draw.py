@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
 
 from engine.compile.flowgraph import FlowGraph, GraphEdge, GraphNode, Group, flow_graph
 from engine.compile.reactflow import reactflow_json
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 
 FORMATS = ("mermaid", "dot", "json", "reactflow")
@@ -57,7 +57,7 @@ class _Index:
 # ---- JSON ----------------------------------------------------------------------------------
 
 
-def as_json(graph: FlowGraph) -> dict[str, Any]:
+def as_json(graph: FlowGraph) -> JsonDict:
     """The model as JSON data: {flow, direction, nodes, edges, groups}. A node's `label` is its text
     (lines joined with newlines); an edge's `style` says how to draw it (solid or dashed)."""
     nodes = [

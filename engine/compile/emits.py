@@ -23,6 +23,7 @@ from langgraph.runtime import Runtime
 
 from engine.compile.state import record
 from engine.core.events import CUSTOM_MARK
+from engine.core.values import JsonDict
 from engine.nodes.events import STEP_FINISHED, warning
 from engine.nodes.scope import Frame, make_scope
 from engine.spec import StepSpec
@@ -74,7 +75,7 @@ class Emits:
                 return
             data = chunk.get("data") or {}
             raw = data.get("outputs")
-            outputs: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            outputs: JsonDict = raw if isinstance(raw, dict) else {}
             if plan.renames is not None:
                 context.update(
                     {plan.renames.get(key, key): value for key, value in outputs.items()}

@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
+from engine.core.values import JsonDict
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished, since
@@ -60,7 +61,7 @@ def build(builder: GraphBuilder, region: Region, step: ForeachStep) -> Built:
             index=item_index(state, frames),
             items=len(results),
         )
-        update: dict[str, Any] = {"results": [record(step.id, None, outputs)]}
+        update: JsonDict = {"results": [record(step.id, None, outputs)]}
         if clear:
             update["loops"] = clear
         if spec.collect:
@@ -127,7 +128,7 @@ def step_items(expression: str, scope: dict[str, Any]) -> list[Any]:
     return checked
 
 
-def last_outputs(results: list[dict[str, Any]], body_ids: set[str]) -> dict[str, Any]:
+def last_outputs(results: list[JsonDict], body_ids: set[str]) -> JsonDict:
     """Outputs of the body step that finished last (records are appended in order)."""
     for entry in reversed(results):
         if entry["step"] in body_ids:

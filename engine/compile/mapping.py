@@ -34,6 +34,7 @@ from engine.compile.position import stamped
 from engine.compile.reduce import LOG, log_key, replay
 from engine.compile.state import State, record
 from engine.compile.wired import executor_for
+from engine.core.values import JsonDict
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, emit, failed, finished, since
@@ -96,7 +97,7 @@ def build(builder: GraphBuilder, region: Region, step: MapStep) -> Built:
         else:
             async with _Slot(payload["slot"], spec.max_concurrency):
                 outputs, log = await run_item(payload, runtime, position)
-        loops: dict[str, Any] = {RESULT.format(step.id, position): outputs}
+        loops: JsonDict = {RESULT.format(step.id, position): outputs}
         if log:
             loops[DELTA.format(step.id, position)] = log
         return {"loops": loops}
@@ -162,13 +163,13 @@ def _joined(
     spec: MapSpec,
     count: int,
     results: list[Any],
-    outputs: dict[str, Any],
+    outputs: JsonDict,
     outer_log: str | None,
 ) -> dict[str, Any]:
     """The join's update: the items' slots cleared, the map's result recorded, and what the items
     accumulated, in item order, into the shared context and into the log of the map around this one."""
     loops = state.get("loops") or {}
-    clear: dict[str, Any] = {RESULT.format(step_id, i): None for i in range(count)}
+    clear: JsonDict = {RESULT.format(step_id, i): None for i in range(count)}
     clear.update({DELTA.format(step_id, i): None for i in range(count)})
     clear.update({COUNT.format(step_id): None, SINCE.format(step_id): None})
     update: dict[str, Any] = {"loops": clear, "results": [record(step_id, spec.uses, outputs)]}

@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from engine.core.events import STEP_FAILED, STEP_FINISHED, STEP_STARTED
+from engine.core.values import JsonDict
 from engine.nodes.scope import FOREACH_ITEMS, Frame
 
 PASSES = "{}.n"  # a loop's completed passes in `loops` (engine/compile/loop.py COUNT)
@@ -51,9 +52,9 @@ class Where:
     passes: tuple[Pass, ...]
     labels: frozenset[str]
 
-    def fields(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def fields(self, state: Mapping[str, Any]) -> JsonDict:
         loops = state.get("loops") or {}
-        found: dict[str, Any] = {}
+        found: JsonDict = {}
         if self.frames:
             count = item_count(self.frames[-1], loops)
             if count is not None:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.compile.flowgraph import END_ID, START_ID, FlowGraph, GraphEdge, GraphNode, flow_graph
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.spec import AgentBlock, SmartBlock, ToolBlock
 
@@ -43,7 +44,7 @@ DASHED = {"strokeDasharray": "4 3"}  # React Flow's edge `style` of exits and de
 _SWEEPS = 6
 
 
-def reactflow(bundle: Bundle) -> dict[str, Any]:
+def reactflow(bundle: Bundle) -> JsonDict:
     """The React Flow graph of a bundle's flow: {flow, nodes, edges}."""
     return _Exporter(bundle, flow_graph(bundle)).run()
 
@@ -52,7 +53,7 @@ def reactflow_json(bundle: Bundle) -> str:
     return json.dumps(reactflow(bundle), ensure_ascii=False, indent=2) + "\n"
 
 
-def _raw_steps(steps: list[Any]) -> Iterator[dict[str, Any]]:
+def _raw_steps(steps: list[Any]) -> Iterator[JsonDict]:
     for step in steps:
         if not isinstance(step, dict):
             continue
@@ -70,7 +71,7 @@ class _Exporter:
         source = bundle.source.get("flow") or bundle.flow.model_dump(
             by_alias=True, exclude_defaults=True
         )
-        self.flow_data: dict[str, Any] = source
+        self.flow_data: JsonDict = source
         self.raw = {str(step.get("id")): step for step in _raw_steps(source.get("steps") or [])}
         self.groups = {group.id: group for group in graph.groups}
         self.nodes = {node.id: node for node in graph.nodes}
@@ -104,14 +105,14 @@ class _Exporter:
         inside = edge.source != START_ID and group.id in self.groups_of(edge.source)
         return None if inside else group.step
 
-    def run(self) -> dict[str, Any]:
-        nodes: dict[str, dict[str, Any]] = {}
+    def run(self) -> JsonDict:
+        nodes: dict[str, JsonDict] = {}
         for node in self.graph.nodes:
             if node.kind == "loop":
                 nodes[node.step or node.id] = self.loop_node(node)
             elif node.kind not in ("start", "join", "end"):
                 nodes[node.id] = self.node(node)
-        edges: list[dict[str, Any]] = []
+        edges: list[JsonDict] = []
         uses_end = False
         for edge in self.graph.edges:
             if edge.source == START_ID:
@@ -138,7 +139,7 @@ class _Exporter:
         ]
         return {"flow": settings, "nodes": ordered, "edges": edges, "groups": groups}
 
-    def view(self, node_id: str) -> dict[str, Any]:
+    def view(self, node_id: str) -> JsonDict:
         """How the page draws a node: the graph model's kind, lines, shape and group (a loop is its check's)."""
         check = next((n for n in self.graph.nodes if n.kind == "loop" and n.step == node_id), None)
         model = check or self.nodes[node_id]
@@ -149,7 +150,7 @@ class _Exporter:
             "group": model.group,
         }
 
-    def edge(self, edge: GraphEdge) -> dict[str, Any] | None:
+    def edge(self, edge: GraphEdge) -> JsonDict | None:
         source_node = self.nodes[edge.source]
         source, target = self.node_id(edge.source), self.node_id(edge.target)
         owner = self.loop_entry_owner(edge)
@@ -179,7 +180,7 @@ class _Exporter:
             handle = None
         if target == END_ID and handle is None:
             return None  # a node with nowhere to go ends the flow: no edge needed
-        found: dict[str, Any] = {
+        found: JsonDict = {
             "id": "",
             "source": source,
             "target": target,
@@ -193,9 +194,9 @@ class _Exporter:
             found["style"] = dict(DASHED)
         return found
 
-    def base(self, node: GraphNode, kind: str) -> dict[str, Any]:
+    def base(self, node: GraphNode, kind: str) -> JsonDict:
         raw = self.raw.get(node.step or "", {})
-        data: dict[str, Any] = {"label": node.step or node.id}
+        data: JsonDict = {"label": node.step or node.id}
         step = {
             key: raw[key] for key in _STEP_KEYS if key in raw
         }  # the step's own settings, as written
@@ -217,7 +218,7 @@ class _Exporter:
             data["require_approval"] = gate
         return {"id": node.id, "type": kind, "data": data}
 
-    def node(self, node: GraphNode) -> dict[str, Any]:
+    def node(self, node: GraphNode) -> JsonDict:
         raw = self.raw.get(node.step or "", {})
         if node.kind in ("step", "decide"):
             block = self.bundle.blocks.get(str(raw.get("uses") or ""))
@@ -288,7 +289,7 @@ class _Exporter:
             data["flow"] = raw.get("flow")
         return found
 
-    def loop_node(self, check: GraphNode) -> dict[str, Any]:
+    def loop_node(self, check: GraphNode) -> JsonDict:
         step = check.step or check.id
         raw = self.raw.get(step, {})
         found = self.base(GraphNode(step, "loop", [step], "hexagon", step=step), "loop")
@@ -300,7 +301,7 @@ class _Exporter:
         return from_walk[node.step or node.id]
 
 
-def layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> None:
+def layout(nodes: list[JsonDict], edges: list[JsonDict]) -> None:
     """Positions, top-down in rows: a node's row is the longest path to it from the entry once the
     back-edges (found by a depth-first search from the entry) are set aside; each row is ordered by
     the mean column of its neighbours (a few sweeps down and up) and centred on the widest one."""

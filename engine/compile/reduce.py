@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.nodes.errors import Problem
 from engine.nodes.scope import Frame
 from engine.spec import StepSpec
@@ -76,11 +77,11 @@ class Landing:
     def key(self, name: str) -> str:
         return self.keys.get(name, name)
 
-    def update(self, outputs: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
+    def update(self, outputs: Mapping[str, Any], state: Mapping[str, Any]) -> JsonDict:
         """The `context` (and, inside a map item, `loops`) update for `outputs`; Problem when an
         accumulated output is not a list (append) or an object (merge)."""
         context = state.get("context") or {}
-        written: dict[str, Any] = {}
+        written: JsonDict = {}
         logged: list[list[Any]] = []
         for name, value in outputs.items():
             key = self.key(name)
@@ -90,20 +91,20 @@ class Landing:
                 continue
             written[key] = combine(mode, written.get(key, context.get(key)), value, key)
             logged.append([key, mode, value])
-        update: dict[str, Any] = {"context": written}
+        update: JsonDict = {"context": written}
         if self.log is not None and logged:
             loops = state.get("loops") or {}
             update["loops"] = {self.log: [*(loops.get(self.log) or []), *logged]}
         return update
 
 
-def replay(context: Mapping[str, Any], entries: Iterable[list[Any]]) -> dict[str, Any]:
+def replay(context: Mapping[str, Any], entries: Iterable[list[Any]]) -> JsonDict:
     """The context keys that `entries` (a map's log, items in order) change, applied to `context`."""
-    written: dict[str, Any] = {}
+    written: JsonDict = {}
     for key, mode, value in entries:
         written[key] = combine(mode, written.get(key, context.get(key)), value, key)
     return written
 
 
-def empty(modes: Mapping[str, str]) -> dict[str, Any]:
+def empty(modes: Mapping[str, str]) -> JsonDict:
     return {key: [] if mode == "append" else {} for key, mode in modes.items()}

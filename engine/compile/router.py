@@ -25,6 +25,7 @@ from langgraph.types import Command
 
 from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.state import State, record
+from engine.core.values import JsonDict
 from engine.nodes.context import RunContext
 from engine.nodes.errors import internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
@@ -78,7 +79,7 @@ def build(builder: GraphBuilder, region: Region, step: RouterStep) -> Built:
     return built
 
 
-def conversation(state: Mapping[str, Any]) -> dict[str, Any]:
+def conversation(state: Mapping[str, Any]) -> JsonDict:
     """`messages` and `last_message` of a router's scope."""
     said = [
         {

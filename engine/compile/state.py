@@ -19,10 +19,12 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.graph.message import add_messages
 
+from engine.core.values import JsonDict
+
 STATE_KEYS = frozenset({"inputs", "context", "messages", "results", "loops"})
 
 
-def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+def merge(current: JsonDict | None, update: JsonDict | None) -> JsonDict:
     """Shallow merge: keys of `update` replace those of `current`."""
     if not update:
         return current or {}
@@ -31,9 +33,7 @@ def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict
     return {**current, **update}
 
 
-def merge_or_delete(
-    current: dict[str, Any] | None, update: dict[str, Any] | None
-) -> dict[str, Any]:
+def merge_or_delete(current: JsonDict | None, update: JsonDict | None) -> JsonDict:
     """Like `merge`, but a None value removes its key."""
     result = dict(current or {})
     for key, value in (update or {}).items():
@@ -45,16 +45,16 @@ def merge_or_delete(
 
 
 class State(TypedDict, total=False):
-    inputs: dict[str, Any]
-    context: Annotated[dict[str, Any], merge]
+    inputs: JsonDict
+    context: Annotated[JsonDict, merge]
     messages: Annotated[list[Any], add_messages]
-    results: Annotated[list[dict[str, Any]], operator.add]
-    loops: Annotated[dict[str, Any], merge_or_delete]
+    results: Annotated[list[JsonDict], operator.add]
+    loops: Annotated[JsonDict, merge_or_delete]
 
 
 def record(
-    step: str, block: str | None, outputs: dict[str, Any], status: str = "ok", **extra: Any
-) -> dict[str, Any]:
+    step: str, block: str | None, outputs: JsonDict, status: str = "ok", **extra: Any
+) -> JsonDict:
     """One `results` entry."""
     return {"step": step, "block": block, "outputs": outputs, "status": status, **extra}
 

@@ -21,6 +21,7 @@ from engine.compile.builder import Built, GraphBuilder, Region
 from engine.compile.reduce import Landing
 from engine.compile.state import State, record
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.nodes.context import RunContext
 from engine.nodes.errors import Problem, StepFailed, internal
 from engine.nodes.events import STEP_STARTED, elapsed_ms, emit, failed, finished
@@ -42,8 +43,8 @@ def build(builder: GraphBuilder, region: Region, step: FlowStep) -> Built:
     item_names = {frame.name for frame in frames}
     landing = Landing(step, frames)
 
-    def given(scope: dict[str, Any]) -> dict[str, Any]:
-        values: dict[str, Any] = {}
+    def given(scope: dict[str, Any]) -> JsonDict:
+        values: JsonDict = {}
         for key in declared:
             if key in step.with_:
                 try:
