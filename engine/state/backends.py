@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from engine.core.events import now_iso
 from engine.state import database, migrations, store
@@ -19,6 +19,15 @@ from engine.state.location import Location
 from engine.state.writer import Write
 
 COUNTED = ("runs", "threads", "messages", "gates")
+
+
+class StatusDict(TypedDict):
+    """A `Status` as JSON data (`blockyard db status --json`)."""
+
+    backend: str
+    location: str
+    schema_version: int
+    counts: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,7 @@ class Status:
     schema_version: int
     counts: dict[str, int]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StatusDict:
         return {
             "backend": self.backend,
             "location": self.location,

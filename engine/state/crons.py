@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.state.database import Connection
 from engine.state.writer import Write
 
@@ -30,8 +31,8 @@ class ApiCron:
     thread_id: str | None
     cron: str
     timezone: str
-    payload: dict[str, Any]
-    metadata: dict[str, Any] = field(default_factory=dict)
+    payload: JsonDict
+    metadata: JsonDict = field(default_factory=dict)
     enabled: bool = True
     end_time: str | None = None  # ISO-8601 UTC: no fire time after it
     created: str = ""

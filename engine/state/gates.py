@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.core.events import APPROVAL_DECIDED, Event, RunStatus, parse_time
+from engine.core.values import JsonDict
 from engine.spec import parse_duration
 from engine.spec.decisions import AlreadyDecided, NotWaiting
 from engine.state import store
@@ -65,26 +66,26 @@ class Gate:
     gate: str  # how people name it: the step, with [index] for a map or foreach item
     step: str
     status: GateStatus
-    request: dict[str, Any]
+    request: JsonDict
     created: str
     timeout_at: str | None = None
     decided: str | None = None
     actor: str | None = None
-    decision: dict[str, Any] | None = field(default=None)
+    decision: JsonDict | None = field(default=None)
 
     @property
     def message(self) -> str:
         return str(self.request.get("message") or "")
 
     @property
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> JsonDict:
         return dict(self.request.get("fields") or {})
 
     @property
     def flow(self) -> str:
         return str(self.request.get("flow") or "")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {name: getattr(self, name) for name in _COLUMNS}
 
 
@@ -142,7 +143,7 @@ def record_waiting(run_id: str, interrupts: Mapping[str, Any], now: str) -> Writ
 
 
 def claim(
-    gate: Gate, payload: dict[str, Any], me: Owner, event_data: dict[str, Any], time: str
+    gate: Gate, payload: JsonDict, me: Owner, event_data: JsonDict, time: str
 ) -> Callable[[Connection], Event]:
     """A writer call that records `payload` as the decision on `gate` and makes this process the
     run's owner, in one transaction; AlreadyDecided (nothing written) when the gate was decided

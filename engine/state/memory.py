@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from langgraph.store.base import BaseStore
 
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.state.database import guard, open_database
 from engine.state.location import Location
 
@@ -70,7 +71,7 @@ def history_namespace(scope: str, flow: str) -> tuple[str, ...]:
 TEXT_KEY = "blockyard_json"
 
 
-def pack(value: Any) -> dict[str, Any]:
+def pack(value: Any) -> JsonDict:
     """What the store keeps for a memory value: its JSON text, key order and all."""
     return {TEXT_KEY: json.dumps(value, ensure_ascii=False, default=str)}
 
@@ -149,7 +150,7 @@ def open_store(where: Path | Location) -> Iterator[BaseStore]:
         conn.close()
 
 
-def preferences(store: BaseStore, scope: str) -> dict[str, Any]:
+def preferences(store: BaseStore, scope: str) -> JsonDict:
     """Every preference of a scope, key -> value."""
     items = store.search(preferences_namespace(scope), limit=LIST_LIMIT)
     return {
@@ -172,7 +173,7 @@ def set_preference(store: BaseStore, scope: str, key: str, value: Any) -> None:
     store.put(preferences_namespace(scope), key, pack(value))
 
 
-def history(store: BaseStore, scope: str, flow: str, limit: int = 20) -> list[dict[str, Any]]:
+def history(store: BaseStore, scope: str, flow: str, limit: int = 20) -> list[JsonDict]:
     """The newest `limit` history records of a flow in a scope, oldest first."""
     items = store.search(history_namespace(scope, flow), limit=LIST_LIMIT)
     items.sort(key=lambda i: i.created_at)
@@ -205,7 +206,7 @@ class MemoryStore:
     async def open(self, scope: str, flow: str, run_id: str) -> RunMemory:
         """The memory of one execution of a run, with the scope's preferences and history loaded."""
 
-        def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        def load() -> tuple[JsonDict, list[JsonDict]]:
             store = self.store()
             return preferences(store, scope), history(store, scope, flow, HISTORY_LIMIT)
 
@@ -234,8 +235,8 @@ class _ScopeView:
         scope: str,
         flow: str,
         run_id: str,
-        preferences: dict[str, Any],
-        history: list[dict[str, Any]],
+        preferences: JsonDict,
+        history: list[JsonDict],
     ) -> None:
         self.scope = scope
         self.flow = flow
@@ -243,7 +244,7 @@ class _ScopeView:
         self.preferences = preferences
         self.history = history
 
-    def prompt_values(self) -> dict[str, Any]:
+    def prompt_values(self) -> JsonDict:
         return {"user_preferences": dict(self.preferences), "user_history": list(self.history)}
 
     def _namespace(self, namespace: str) -> tuple[str, ...]:
@@ -261,8 +262,8 @@ class RunMemory(_ScopeView):
         scope: str,
         flow: str,
         run_id: str,
-        preferences: dict[str, Any],
-        history: list[dict[str, Any]],
+        preferences: JsonDict,
+        history: list[JsonDict],
     ) -> None:
         super().__init__(scope, flow, run_id, preferences, history)
         self.owner = store
@@ -284,7 +285,7 @@ class RunMemory(_ScopeView):
         if namespace == "preferences":
             self.preferences[key] = value  # later prompts of this run see what it just learned
 
-    async def remember_run(self, record: dict[str, Any]) -> None:
+    async def remember_run(self, record: JsonDict) -> None:
         """Store the run's history record (under the run id: a resumed run replaces its own)."""
         await self.owner.call(
             self.owner.store().put,
@@ -305,8 +306,8 @@ class StoreMemory(_ScopeView):
         scope: str,
         flow: str,
         run_id: str,
-        preferences: dict[str, Any],
-        history: list[dict[str, Any]],
+        preferences: JsonDict,
+        history: list[JsonDict],
     ) -> None:
         super().__init__(scope, flow, run_id, preferences, history)
         self.store = store
@@ -330,7 +331,7 @@ class StoreMemory(_ScopeView):
         )
 
     @staticmethod
-    async def _history(store: BaseStore, scope: str, flow: str) -> list[dict[str, Any]]:
+    async def _history(store: BaseStore, scope: str, flow: str) -> list[JsonDict]:
         items = await store.asearch(history_namespace(scope, flow), limit=LIST_LIMIT)
         items.sort(key=lambda i: i.created_at)
         return [unpack(item.value, preference=False) for item in items[-HISTORY_LIMIT:]]
@@ -350,6 +351,6 @@ class StoreMemory(_ScopeView):
         if namespace == "preferences":
             self.preferences[key] = value
 
-    async def remember_run(self, record: dict[str, Any]) -> None:
+    async def remember_run(self, record: JsonDict) -> None:
         """Store the run's history record under the run id (a resumed run replaces its own)."""
         await self.store.aput(history_namespace(self.scope, self.flow), self.run_id, pack(record))

@@ -15,7 +15,7 @@ its readers are shown the head branch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from engine.state import branches
 from engine.state.database import Connection
@@ -25,6 +25,17 @@ PAGE = 50  # messages per page unless asked otherwise
 MAX_PAGE = 1000
 _COLUMNS = "SELECT thread_id, idx, role, content, run_id, created FROM messages"
 _ON_PATH = "run_id IN (SELECT id FROM path)"  # the rows of the turns on a branch (engine/state/branches.py)
+
+
+class MessageDict(TypedDict):
+    """A `Message` as JSON data (`blockyard threads show --json`)."""
+
+    thread_id: str
+    index: int
+    role: str
+    content: str
+    run_id: str
+    created: str
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,7 @@ class Message:
     run_id: str
     created: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> MessageDict:
         return {
             "thread_id": self.thread_id,
             "index": self.index,

@@ -25,6 +25,7 @@ from typing import Any
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus
 from engine.core.usage import SPEND_KEYS, Spend, money
+from engine.core.values import JsonDict
 from engine.spec.common import MAX_DURATION, duration_seconds
 from engine.state.database import Connection
 from engine.state.retention import cutoff
@@ -152,7 +153,7 @@ class Row:
         self.spend.merge(other.spend)
         self.durations = sorted([*self.durations, *other.durations])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         rate = self.failure_rate
         mean_tokens = self.mean_tokens
         mean_cost = self.mean_cost_usd
@@ -192,7 +193,7 @@ class Report:
             whole.merge(row)
         return list(merged.values())
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "since": self.window.since,
             "window": self.window.text,
@@ -284,7 +285,7 @@ def total_cost(spend: Spend) -> float | None:
     return spend.cost_usd
 
 
-def usage_dict(spend: Spend | Mapping[str, Any]) -> dict[str, Any]:
+def usage_dict(spend: Spend | Mapping[str, Any]) -> JsonDict:
     """Usage totals as the JSON of a run, a thread or a step (docs/observability.md): the counts,
     `cost_usd` (the known cost; null when no call had a price), `unpriced_calls`, `tokens` (input
     plus output) and `cost`, the text people read (`$0.0123`, `unknown`, `>= $0.01 (2 unpriced)`, `-`)."""

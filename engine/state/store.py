@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.core.events import STORED_STATUSES, Event, RunStatus, now_iso
 from engine.core.usage import SPEND_KEYS, Spend
+from engine.core.values import JsonDict
 from engine.state import database, liveness
 from engine.state.database import Connection, Native
 from engine.state.liveness import Owner
@@ -38,8 +39,8 @@ class RunRecord:
     version: int
     digest: str
     status: RunStatus
-    inputs: dict[str, Any]
-    outputs: dict[str, Any] | None = None
+    inputs: JsonDict
+    outputs: JsonDict | None = None
     error: str | None = None
     error_step: str | None = None
     thread_id: str | None = None
@@ -72,7 +73,7 @@ class RunRecord:
     unpriced_calls: int = 0
     # the budget its runs are held to (engine/spec/budget.py, as JSON data): the flow's and the yard's when it
     # was created, raised by `resume --budget`; None: no limits
-    budget: dict[str, Any] | None = None
+    budget: JsonDict | None = None
     # the W3C traceparent of the HTTP caller that queued it (migration 13): its first execution continues the
     # caller's trace, on whichever server starts it; None: no caller's trace
     traceparent: str | None = None
@@ -87,7 +88,7 @@ class RunRecord:
         """The run's durability mode (docs/runtime.md, "Durability")."""
         return self.durability or "sync"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {name: getattr(self, name) for name in _RUN_COLUMNS}
 
 
@@ -147,7 +148,7 @@ def end_run(
     run_id: str,
     status: RunStatus,
     *,
-    outputs: dict[str, Any] | None,
+    outputs: JsonDict | None,
     error: str | None,
     error_step: str | None,
     finished: str | None,
@@ -189,7 +190,7 @@ def end_run(
 _SPEND_SET = ", ".join(f"{key} = ?" for key in SPEND_KEYS)
 
 
-def set_budget(run_id: str, budget: dict[str, Any] | None) -> Write:
+def set_budget(run_id: str, budget: JsonDict | None) -> Write:
     """A stopped run's budget, raised to go on (`blockyard resume --budget`)."""
     return Write(
         "UPDATE runs SET budget = ? WHERE id = ?",

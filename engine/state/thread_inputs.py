@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.state.database import Connection
 from engine.state.store import dumps
 from engine.state.threads import Busy, busy_turn
@@ -29,11 +30,11 @@ class Written:
     """A thread's written inputs: `values` in effect, `updated` when last written (None: never),
     `writes` the record of the writes, oldest first: {time, by, as_node, values}."""
 
-    values: dict[str, Any] = field(default_factory=dict)
+    values: JsonDict = field(default_factory=dict)
     updated: str | None = None
-    writes: list[dict[str, Any]] = field(default_factory=list)
+    writes: list[JsonDict] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {"values": dict(self.values), "updated": self.updated, "writes": list(self.writes)}
 
 
@@ -85,7 +86,7 @@ def write(
 
 def under(
     written: Mapping[str, Any], given: Mapping[str, Any] | None, declared: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JsonDict:
     """A turn's inputs: what its run gives, over the thread's written values of the inputs the flow still
     declares (a value written for an input the flow no longer has is left out)."""
     return {

@@ -29,6 +29,7 @@ from typing import Any
 
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict
 from engine.state import branches, liveness, messages, store
 from engine.state.database import Connection
 from engine.state.ids import check_run_id
@@ -58,7 +59,7 @@ class Thread:
         for a thread created ahead of its first turn."""
         return self.name or self.title
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         """As JSON; `flow` and `name` are None while a thread created ahead of its turns has none."""
         return {
             "id": self.id,
@@ -76,7 +77,7 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else store.dumps(value)
 
 
-def turn_text(inputs: dict[str, Any]) -> str:
+def turn_text(inputs: JsonDict) -> str:
     """What a turn says: its `message` input, else its only input (shown as text), else `key: value`
     lines."""
     if isinstance(inputs.get("message"), str):
@@ -86,7 +87,7 @@ def turn_text(inputs: dict[str, Any]) -> str:
     return "\n".join(f"{key}: {_show(value)}" for key, value in inputs.items())
 
 
-def reply_text(outputs: dict[str, Any] | None) -> str:
+def reply_text(outputs: JsonDict | None) -> str:
     """A turn's reply: its only output, else `key: value` lines."""
     outputs = outputs or {}
     if len(outputs) == 1:
@@ -306,7 +307,7 @@ def roll_back(thread_id: str, run_ids: Sequence[str]) -> Callable[[Connection], 
 
 
 def create(
-    thread_id: str, flow: str | None, now: str, metadata: dict[str, Any] | None = None
+    thread_id: str, flow: str | None, now: str, metadata: JsonDict | None = None
 ) -> Callable[[Connection], Thread | None]:
     """A writer call: a thread with no turns yet (its flow '' when not given, named by its first
     turn, with the `metadata` a LangGraph API client gave it); None when the id is taken."""
@@ -322,7 +323,7 @@ def create(
     return apply
 
 
-def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[Connection], bool]:
+def merge_metadata(thread_id: str, metadata: JsonDict) -> Callable[[Connection], bool]:
     """A writer call: add `metadata` to a thread's (its keys win); False when there is no such thread."""
 
     def apply(conn: Connection) -> bool:
@@ -338,9 +339,9 @@ def merge_metadata(thread_id: str, metadata: dict[str, Any]) -> Callable[[Connec
     return apply
 
 
-def metadata_of(conn: Connection, thread_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def metadata_of(conn: Connection, thread_ids: Sequence[str]) -> dict[str, JsonDict]:
     """The metadata of each thread that has some, by id."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, JsonDict] = {}
     for start in range(0, len(thread_ids), 500):  # SQLite's bound on parameters
         chunk = list(thread_ids[start : start + 500])
         marks = ", ".join("?" * len(chunk))

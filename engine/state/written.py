@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from engine.core.events import FILE_WRITTEN, RUN_STARTED, Event
+from engine.core.values import JsonDict
 from engine.state.database import Connection
 
 
@@ -23,10 +23,10 @@ def output_dir_of(conn: Connection, run_id: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def files_written(events: Iterable[Event]) -> list[dict[str, Any]]:
+def files_written(events: Iterable[Event]) -> list[JsonDict]:
     """One entry per file the run wrote, in the order first written: path, bytes of the last write,
     how many writes, and the step that wrote it last."""
-    files: dict[str, dict[str, Any]] = {}
+    files: dict[str, JsonDict] = {}
     for event in events:
         if event.type != FILE_WRITTEN:
             continue
