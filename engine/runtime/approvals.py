@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.core.diagnostics import did_you_mean
 from engine.core.events import Event, RunStatus, now_iso
-from engine.core.values import value_problem
+from engine.core.values import JsonDict, value_problem
 from engine.spec.decisions import (
     APPROVE,
     REJECT,
@@ -42,7 +42,7 @@ class Ask:
     """A decision someone asks for: approve, reject, or (expiry only) timeout."""
 
     decision: str
-    values: dict[str, Any] = field(default_factory=dict)
+    values: JsonDict = field(default_factory=dict)
     reason: str | None = None
     gate: str | None = None
     actor: str | None = None
@@ -156,9 +156,7 @@ def choose(
     )
 
 
-def carried(
-    rows: Sequence[Gate], pending: Mapping[str, Any], but: str | None = None
-) -> dict[str, Any]:
+def carried(rows: Sequence[Gate], pending: Mapping[str, Any], but: str | None = None) -> JsonDict:
     """Decisions already claimed for gates the graph still waits at (their process died before
     handing them over): interrupt id -> decision."""
     return {
@@ -173,7 +171,7 @@ def carried(
 
 async def decide(
     db: StateDB, record: RunRecord, pending: Mapping[str, Any], wanted: Ask
-) -> tuple[dict[str, Any], Event]:
+) -> tuple[JsonDict, Event]:
     """Judge and claim a decision; returns the resume map (interrupt id -> decision) and the
     recorded `approval_decided` event. DecisionRefused leaves everything as it was."""
     rows = await db.aread(lambda conn: gates.of_run(conn, record.id))
@@ -219,7 +217,7 @@ class Expired:
     status: RunStatus  # the run's status afterwards: finished | failed | waiting | ...
     error: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "run_id": self.run_id,
             "gate": self.gate,

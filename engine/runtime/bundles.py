@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.spec.block import DEFAULT_HISTORY, BlockSpec, ModelBlock
 from engine.spec.budget import effective
@@ -75,7 +76,7 @@ def run_mode(
     return mode, keeps_trace(mode, trace, bundle.flow, bundle.config)
 
 
-def run_budget(bundle: Bundle) -> dict[str, Any] | None:
+def run_budget(bundle: Bundle) -> JsonDict | None:
     """The budget a new run of the bundle is held to (the flow's keys, else the yard's), as stored with the
     run: a later change of the yard's files does not move the limits of runs already made."""
     budget = effective(bundle.flow.budget, bundle.config.budget)

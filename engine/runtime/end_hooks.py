@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.compile.compiled import REPLY_NODE
 from engine.core.events import RunStatus, now_iso
+from engine.core.values import JsonDict
 from engine.runtime import turns
 from engine.runtime.execution import EndHook
 from engine.runtime.memory import history_record
@@ -31,9 +32,7 @@ def end_hook(db: StateDB, graph: Any, run: RunRecord, memory: RunMemory | None) 
     if memory is None and run.thread_id is None:
         return None
 
-    async def on_end(
-        status: RunStatus, outputs: dict[str, Any] | None, error: str | None
-    ) -> list[Write]:
+    async def on_end(status: RunStatus, outputs: JsonDict | None, error: str | None) -> list[Write]:
         if memory is not None:
             try:
                 await memory.remember_run(history_record(run, status, outputs, error))

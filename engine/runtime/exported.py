@@ -27,6 +27,7 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.runtime.yard import Yard
 
 MODULE = "blockyard_graphs.py"  # written next to langgraph.json
@@ -110,7 +111,7 @@ for _name in FLOWS:  # flow names may hold "-": set through the namespace, read 
 '''
 
 
-def langgraph_config(flows: list[str], module: str = MODULE) -> dict[str, Any]:
+def langgraph_config(flows: list[str], module: str = MODULE) -> JsonDict:
     """The `langgraph.json` of LangGraph's CLI: each flow a graph entry `./<module>:<flow>`."""
     return {"dependencies": ["."], "graphs": {name: f"./{module}:{name}" for name in flows}}
 

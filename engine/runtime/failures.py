@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.errors import GraphRecursionError
 
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.nodes.errors import StepFailed
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 class Failure:
     message: str
     step: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonDict = field(default_factory=dict)
 
 
 def describe(exc: BaseException, step: str | None, running: str | None, compiled: Any) -> Failure:
@@ -27,7 +28,7 @@ def describe(exc: BaseException, step: str | None, running: str | None, compiled
     `step` is the step that started last, `running` one that had not ended (None when none).
     """
     if isinstance(exc, StepFailed):
-        extra: dict[str, Any] = {"block": exc.block} if exc.block else {}
+        extra: JsonDict = {"block": exc.block} if exc.block else {}
         if exc.item is not None:
             extra["index"] = exc.item
         return Failure(

@@ -10,10 +10,9 @@ that fails and is resumed to its end leaves one record, not two.
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus, now_iso
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.state.memory import parse_scope
 from engine.state.store import RunRecord
@@ -21,7 +20,7 @@ from engine.templates.limits import TemplateLimits, using_limits
 from engine.templates.render import TemplateError, render_text
 
 
-def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
+def render_scope(bundle: Bundle, inputs: JsonDict) -> str | None:
     """The run's memory scope (`users/ada`), or None for a flow without `memory:`."""
     memory = bundle.flow.memory
     if memory is None:
@@ -40,8 +39,8 @@ def render_scope(bundle: Bundle, inputs: dict[str, Any]) -> str | None:
 
 
 def history_record(
-    run: RunRecord, status: RunStatus, outputs: dict[str, Any] | None, error: str | None
-) -> dict[str, Any]:
+    run: RunRecord, status: RunStatus, outputs: JsonDict | None, error: str | None
+) -> JsonDict:
     """The memory history entry of a run: what went in, what came out, how it ended."""
     return {
         "run_id": run.id,

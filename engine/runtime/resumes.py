@@ -21,6 +21,7 @@ from typing import Any
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
 from engine.core.events import Event, RunStatus
+from engine.core.values import JsonDict
 from engine.runtime import approvals
 from engine.runtime.approvals import Ask
 from engine.spec.durability import NO_CHECKPOINTS
@@ -34,10 +35,10 @@ class GoOn:
     """How the graph of a stopped run goes on."""
 
     # interrupt id -> decision, for Command(resume=...)
-    resume: dict[str, Any] = field(default_factory=dict)
+    resume: JsonDict = field(default_factory=dict)
     # the recorded approval_decided event, if any
     preface: list[Event] = field(default_factory=list)
-    wait_again: dict[str, Any] | None = (
+    wait_again: JsonDict | None = (
         None  # gates to wait at again without running (interrupt id -> request)
     )
 

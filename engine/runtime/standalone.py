@@ -49,6 +49,7 @@ from typing_extensions import TypedDict  # pydantic's JSON schemas need this one
 from engine.compile import CompiledFlow
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus, now_iso
+from engine.core.values import JsonDict
 from engine.nodes.context import RunContext
 from engine.runtime.memory import render_scope
 from engine.spec import TypeSpec
@@ -112,7 +113,7 @@ def standalone_graph(
             if "__interrupt__" in final:
                 # no checkpointer: the gate's question, which cannot be answered
                 return {}
-            result: dict[str, Any] = context.secrets.value(compiled.outputs(final))
+            result: JsonDict = context.secrets.value(compiled.outputs(final))
         if isinstance(context.memory, StoreMemory) and not isinstance(given, RunContext):
             await context.memory.remember_run(
                 {
@@ -183,7 +184,7 @@ async def _context(
     contexts: ContextMaker,
     config: RunnableConfig,
     store: BaseStore | None,
-    inputs: dict[str, Any],
+    inputs: JsonDict,
 ) -> RunContext:
     """A run's own context: its id (and workspace) is the LangGraph thread's, so that a run resumed
     after a gate finds the files it wrote; memory on the store, when the flow has a scope."""

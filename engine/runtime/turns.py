@@ -20,20 +20,21 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.types import Overwrite
 
+from engine.core.values import JsonDict
 from engine.nodes.history import choose
 from engine.state import messages, threads
 from engine.state.writer import Write
 
 
 def turn_state(
-    inputs: dict[str, Any],
+    inputs: JsonDict,
     run_id: str,
     drop: Sequence[str] = (),
     *,
     fresh: bool = False,
     context: Mapping[str, Any] | None = None,
     branch: Sequence[Any] | None = None,
-) -> dict[str, Any]:
+) -> JsonDict:
     """The first state of a turn: only what is new (the stored messages stay where they are), and
     the removal of the messages in `drop` (turns too old to be sent to any model any more). A
     `fresh` turn (no turn of the thread has finished) starts the conversation over. A turn that
@@ -128,8 +129,8 @@ async def finish_turn(
     graph: Any,
     thread_id: str,
     run_id: str,
-    inputs: dict[str, Any],
-    outputs: dict[str, Any] | None,
+    inputs: JsonDict,
+    outputs: JsonDict | None,
     reply_node: str,
     now: str,
 ) -> list[Write]:
