@@ -19,6 +19,7 @@ import re2
 from jsonschema import Draft202012Validator
 
 from engine.core.usage import Spend, money
+from engine.core.values import JsonDict
 from engine.spec.common import parse_duration
 from engine.spec.evals import Assertion
 from engine.templates.render import TemplateError, evaluate
@@ -162,7 +163,7 @@ def _regex(pattern: str) -> Any:
     return re2.compile(pattern, options=options)
 
 
-def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
+def _schema_problem(value: Any, schema: JsonDict) -> str | None:
     validator = Draft202012Validator(schema)
     error = next(
         iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None

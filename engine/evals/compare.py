@@ -9,8 +9,8 @@ the tolerance (`--tolerance`, a share: 0.05 is 5 points of pass rate or 0.05 of 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.evals.results import CaseResult, EvalResult, percent
 
 PASS_TO_FAIL, FAIL_TO_PASS, NEW = "pass→fail", "fail→pass", "new"
@@ -46,7 +46,7 @@ class CaseChange:
     def changed(self) -> bool:
         return self.change in (PASS_TO_FAIL, FAIL_TO_PASS) or bool(self.score_delta)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "case": self.case,
             "change": self.change,
@@ -127,7 +127,7 @@ class Comparison:
             )
         return found
 
-    def as_dict(self, tolerance: float) -> dict[str, Any]:
+    def as_dict(self, tolerance: float) -> JsonDict:
         return {
             "eval": self.name,
             "target": self.head.target,

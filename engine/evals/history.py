@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from engine.core.events import now_iso
+from engine.core.values import JsonDict
 from engine.evals.results import EvalResult
 from engine.state.checkpointer import StateDB
 from engine.state.database import Connection
@@ -106,7 +106,7 @@ class Version:
     latency_ms: float
     ok: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {key: getattr(self, key) for key in self.__dataclass_fields__}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.core.errors import BlockyardError
 from engine.core.usage import ModelCall, Spend
+from engine.core.values import JsonDict
 from engine.evals.results import Check
 from engine.models.base import StructuredRequest
 from engine.models.calls import recording
@@ -28,7 +29,7 @@ SYSTEM = (
     "your reasoning in one to three sentences, then a score from 0 (does not meet it at all) to 1 "
     "(meets it fully)."
 )
-VERDICT_SCHEMA: dict[str, Any] = {
+VERDICT_SCHEMA: JsonDict = {
     "type": "object",
     "properties": {
         "reasoning": {

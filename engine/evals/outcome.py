@@ -7,9 +7,9 @@ an eval got worse than on the base beyond the tolerance; else 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.core.usage import Spend, money
+from engine.core.values import JsonDict
 from engine.evals.cache import CacheStats
 from engine.evals.compare import Comparison
 from engine.evals.results import EvalResult
@@ -82,7 +82,7 @@ class Outcome:
             f"{self.cache.writes} replies kept in {self.cache_folder}"
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "ok": self.exit_code == 0,
             "exit_code": self.exit_code,

@@ -9,9 +9,9 @@ decide whether it passed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.core.usage import Spend, money
+from engine.core.values import JsonDict
 from engine.spec.evals import Thresholds
 
 DEFAULT_THRESHOLDS = Thresholds(pass_rate=1.0)
@@ -28,8 +28,8 @@ class Check:
     message: str = ""  # why it failed ("" when it passed)
     reasoning: str | None = None  # a judge's
 
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def as_dict(self) -> JsonDict:
+        data: JsonDict = {
             "kind": self.kind,
             "label": self.label,
             "passed": self.passed,
@@ -50,7 +50,7 @@ class CaseResult:
     case: str
     where: str  # file:line:col of the case
     status: str  # finished | failed | waiting | error (the run could not start)
-    outputs: dict[str, Any] | None = None
+    outputs: JsonDict | None = None
     error: str | None = None
     checks: list[Check] = field(default_factory=list)
     spend: Spend = field(default_factory=Spend)  # the flow's model calls
@@ -86,7 +86,7 @@ class CaseResult:
             (check.label, check.reasoning) for check in self.checks if check.reasoning is not None
         ]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "case": self.case,
             "where": self.where,
@@ -177,7 +177,7 @@ class EvalResult:
     def case(self, name: str) -> CaseResult | None:
         return next((case for case in self.cases if case.case == name), None)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonDict:
         spend = self.spend
         return {
             "eval": self.name,
@@ -203,7 +203,7 @@ class EvalResult:
             "thresholds": self.thresholds.model_dump(exclude_none=True),
         }
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             **self.summary(),
             "file": self.file,

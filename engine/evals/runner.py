@@ -27,6 +27,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from engine.core.errors import BlockyardError, UsageError
 from engine.core.events import APPROVAL_REQUIRED, MODEL_CALL, RUN_FINISHED, TERMINAL_TYPES
 from engine.core.usage import Spend
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.definitions.project import Project
 from engine.evals import assertions, judge
@@ -54,7 +55,7 @@ class _Detached:
     def __init__(self, inner: StructuredModel) -> None:
         self.inner = inner
 
-    async def structured(self, request: StructuredRequest) -> dict[str, Any]:
+    async def structured(self, request: StructuredRequest) -> JsonDict:
         if request.on_token is not None:
             request = dataclasses.replace(request, on_token=_unread)
         token = var_child_runnable_config.set(None)
@@ -224,8 +225,8 @@ class Runner:
         return result
 
     async def _run(
-        self, bundle: Bundle, inputs: dict[str, Any], run_id: str, thread: str | None, calls: _Calls
-    ) -> tuple[str, dict[str, Any] | None, str | None]:
+        self, bundle: Bundle, inputs: JsonDict, run_id: str, thread: str | None, calls: _Calls
+    ) -> tuple[str, JsonDict | None, str | None]:
         """(status, outputs, error) of one run of `bundle`."""
         quick = thread is None and self._can_skip_checkpoints(bundle)
         last = None
@@ -294,7 +295,7 @@ class Runner:
                 self._without_checkpoints[digest] = False
         return self._without_checkpoints[digest]
 
-    async def _checks(self, job: Job, inputs: dict[str, Any], result: CaseResult) -> list[Check]:
+    async def _checks(self, job: Job, inputs: JsonDict, result: CaseResult) -> list[Check]:
         """Every assertion of the case (the eval's, then its own): judges concurrently, the others at once."""
         wanted: list[Assertion] = [*job.definition.spec.assert_, *job.case.case.assert_]
         outputs = result.outputs or {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.diagnostics import Diagnostic
+from engine.core.values import JsonDict
 
 ADDED, REMOVED, CHANGED, RENAMED, AFFECTED = "added", "removed", "changed", "renamed", "affected"
 SHORT = 60  # characters of a value shown in a change line
@@ -46,7 +47,7 @@ class StepChange:
     status: str  # added | removed | changed
     details: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {"id": self.id, "status": self.status, "details": self.details}
 
 
@@ -56,7 +57,7 @@ class ContractChange:
     breaking: bool
     steps: list[str] = field(default_factory=list)  # `flow.step` uses it breaks
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {"change": self.text, "breaking": self.breaking, "breaks": self.steps}
 
 
@@ -79,7 +80,7 @@ class BlockDiff:
     def breaking(self) -> bool:
         return any(change.breaking for change in self.contract)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "name": self.name,
             "status": self.status,
@@ -113,7 +114,7 @@ class FlowDiff:
     graph: str | None = None  # the Mermaid drawing (markdown only), None when it cannot be drawn
     graph_note: str | None = None  # why there is no drawing
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "name": self.name,
             "status": self.status,
@@ -136,7 +137,7 @@ class PausedRun:
     status: str  # the gate's step: removed | changed | unchanged
     detail: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "run": self.run_id,
             "flow": self.flow,
@@ -153,7 +154,7 @@ class ScheduleChange:
     after: str | None
     detail: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "flow": self.flow,
             "next_fire": {"base": self.before, "head": self.after},
@@ -167,7 +168,7 @@ class ThreadChange:
     flow: str
     detail: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {"thread": self.thread, "flow": self.flow, "detail": self.detail}
 
 
@@ -178,7 +179,7 @@ class InFlight:
     schedules: list[ScheduleChange] = field(default_factory=list)
     threads: list[ThreadChange] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonDict:
         return {
             "source": self.source,
             "paused_runs": [r.as_dict() for r in self.runs],
@@ -208,8 +209,8 @@ class YardDiff:
     def block(self, name: str) -> BlockDiff | None:
         return next((b for b in self.blocks if b.name == name), None)
 
-    def as_dict(self) -> dict[str, Any]:
-        found: dict[str, Any] = {
+    def as_dict(self) -> JsonDict:
+        found: JsonDict = {
             "base": self.base,
             "head": self.head,
             "changed": self.changed,

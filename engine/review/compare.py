@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.definitions.closure import block_refs, closure
 from engine.definitions.project import BlockDef, FlowDef, Project, is_builtin
 from engine.definitions.prompts import PromptFileError, normal, pin, prompt_sources
@@ -52,7 +53,7 @@ class Loaded:
     project: Project
 
 
-def dump(spec: Any) -> dict[str, Any]:
+def dump(spec: Any) -> JsonDict:
     """A spec as JSON data without its defaults: writing a default out is no change."""
     data = spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     assert isinstance(data, dict)
@@ -75,7 +76,7 @@ def compare(base: Loaded, head: Loaded) -> YardDiff:
     return found
 
 
-def _config(project: Project) -> dict[str, Any]:
+def _config(project: Project) -> JsonDict:
     return dump(project.config) if project.config_doc is not None else {}
 
 
@@ -317,7 +318,7 @@ def _find(project: Project, name: str, version: int | None) -> BlockDef | None:
     return versions.get(version) if version is not None else None
 
 
-def _bindings(step: StepSpec) -> dict[str, Any]:
+def _bindings(step: StepSpec) -> JsonDict:
     if step.map is not None and step.map.uses:
         return {**step.with_, **step.map.with_}
     return step.with_
@@ -502,7 +503,7 @@ def _flow(old: FlowDef | None, new: FlowDef | None, head: Project) -> FlowDiff |
     return diff
 
 
-def _settings(flow: dict[str, Any]) -> dict[str, Any]:
+def _settings(flow: JsonDict) -> JsonDict:
     """A flow without its name, version (compared on its own) and steps; a list of outputs in any order
     is the same outputs."""
     found = {k: v for k, v in flow.items() if k not in ("steps", "flow", "version")}
@@ -511,7 +512,7 @@ def _settings(flow: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def step_data(step: StepSpec) -> dict[str, Any]:
+def step_data(step: StepSpec) -> JsonDict:
     """A step without its id and its bodies' steps (those are compared as steps of their own)."""
     data = dump(step)
     data.pop("id", None)

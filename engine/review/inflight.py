@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict
 from engine.definitions.project import Project
 from engine.review.changes import (
     REMOVED,
@@ -48,7 +49,7 @@ class PausedListing:
     run_id: str
     flow: str
     version: int
-    definition: dict[str, Any] | None  # the pinned flow document; None when it is gone
+    definition: JsonDict | None  # the pinned flow document; None when it is gone
     waiting: list[str]
 
 
@@ -157,7 +158,7 @@ def paused(
     run_id: str,
     flow: str,
     version: int,
-    pinned: dict[str, Any] | None,
+    pinned: JsonDict | None,
     waiting: list[str],
     head: Project,
 ) -> list[PausedRun]:
