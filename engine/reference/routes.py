@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from engine.core.values import JsonDict
 from engine.reference.markdown import code, from_docs, header, slug, table
 from engine.serve.app import create_app
 from engine.serve.server import Settings
@@ -19,7 +19,7 @@ INTRO = (
     "`GET /` is the web page and `/static/` its files."
 )
 
-Node = dict[str, Any]
+Node = JsonDict
 
 
 def openapi() -> Node:

@@ -11,10 +11,11 @@ import json
 from collections import deque
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.reference.markdown import code, from_docs, header, slug, table
 from engine.spec.export import INT64, SCHEMAS, build
 
-Schema = dict[str, Any]
+Schema = JsonDict
 
 # Patterns the spec models share, said in words (a pattern not listed is shown as it is)
 PATTERNS = {

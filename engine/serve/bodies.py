@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.core.values import JsonDict
 from engine.serve.problems import ApiError
 from engine.spec.common import Durability
 from engine.spec.decisions import APPROVE, chosen
@@ -40,7 +41,7 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs, by name.")
+    inputs: JsonDict = Field(default_factory=dict, description="The flow's inputs, by name.")
     run_id: str | None = Field(None, description="Id for the run (default: generated).")
     output_dir: str | None = Field(
         None,
@@ -79,7 +80,7 @@ class TurnRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    inputs: dict[str, Any] = Field(
+    inputs: JsonDict = Field(
         default_factory=dict,
         description="The flow's inputs, by name (the turn's message is its `message` input).",
     )
@@ -92,7 +93,7 @@ class TurnRequest(BaseModel):
 class PlanRunRequest(RunRequest):
     """POST /plans/runs: a TaskPlan (docs/taskplans.md), run at once."""
 
-    plan: dict[str, Any] = Field(
+    plan: JsonDict = Field(
         ..., description="The TaskPlan: {plan_id, user_intent, entry_step_id, steps, ...}."
     )
 
@@ -110,15 +111,13 @@ class ResumeRequest(BaseModel):
     approve: bool | None = Field(
         None, description="Alias of `decision`: true approves, false rejects."
     )
-    values: dict[str, Any] = Field(
-        default_factory=dict, description="Values for the gate's fields."
-    )
+    values: JsonDict = Field(default_factory=dict, description="Values for the gate's fields.")
     reason: str | None = Field(None, description="Why (recorded in the trace).")
     gate: str | None = Field(None, description="Which gate, when several are waiting.")
     actor: str | None = Field(
         None, description="Who decides (checked against the gate's approvers)."
     )
-    budget: dict[str, Any] | None = Field(
+    budget: JsonDict | None = Field(
         None,
         description='Raised limits of the run\'s budget, kept with the run: {"tokens": 50000, "per_turn": '
         '{"cost_usd": 0.5}} (docs/observability.md, "Budgets").',
@@ -128,7 +127,7 @@ class ResumeRequest(BaseModel):
         """approve, reject or None (no decision); DecisionRefused (422) when `decision` and `approve` disagree."""
         return chosen(self.decision, self.approve)
 
-    def resume(self) -> dict[str, Any]:
+    def resume(self) -> JsonDict:
         """What the server resumes the run with: the decision (as `approve`), or nothing."""
         word = self.chosen()
         raised = {"budget": self.budget} if self.budget else {}
@@ -144,7 +143,7 @@ class ResumeRequest(BaseModel):
         }
 
 
-def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
+def openapi_body(model: type[BaseModel]) -> JsonDict:
     """`openapi_extra` documenting the optional JSON body a route reads with `read_body`."""
     return {
         "requestBody": {
@@ -185,7 +184,7 @@ async def read_body_list(request: Request, model: type[Body], most: int) -> list
     return found
 
 
-def _validated(model: type[Body], data: dict[str, Any], where: str) -> Body:
+def _validated(model: type[Body], data: JsonDict, where: str) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.core.events import (
     APPROVAL_REQUIRED,
@@ -25,6 +24,7 @@ from engine.core.events import (
     RunStatus,
     now_iso,
 )
+from engine.core.values import JsonDict
 from engine.serve.broker import Broker
 from engine.serve.logs import fields, get_logger
 from engine.serve.offload import RunLoop
@@ -43,11 +43,11 @@ class Job:
     flow: str
     version: int
     kind: str  # start | resume
-    inputs: dict[str, Any]
+    inputs: JsonDict
     thread: str | None = None  # a turn of this conversation thread
     created: str = field(default_factory=now_iso)
     state: str = RunStatus.QUEUED  # then RunStatus.RUNNING, then "done"
-    result: asyncio.Future[dict[str, Any]] = field(
+    result: asyncio.Future[JsonDict] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     task: asyncio.Task[None] | None = None
@@ -57,7 +57,7 @@ class Job:
     # once cancelled (Server.cancel_run): the task that records what the cancel left to record
     settled: asyncio.Task[None] | None = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonDict:
         """A run row for a job the runs table does not show yet."""
         return {
             "id": self.run_id,
@@ -76,9 +76,9 @@ class Job:
         }
 
 
-def result_of(job: Job, terminal: list[EventDict]) -> dict[str, Any]:
+def result_of(job: Job, terminal: list[EventDict]) -> JsonDict:
     """How an execution ended, told by its terminal events (the runtime's RunResult as JSON)."""
-    result: dict[str, Any] = {
+    result: JsonDict = {
         "run_id": job.run_id,
         "flow": job.flow,
         "version": job.version,

@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from engine.core.errors import BlockyardError
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict
 from engine.core.version import __version__
 from engine.serve.bodies import ResumeRequest
 from engine.serve.catalog import FlowEntry
@@ -47,7 +48,7 @@ INSTRUCTIONS = (
     "run_id and decision approve or reject (and values for the gate's fields) to go on."
 )
 
-RESUME_SCHEMA: dict[str, Any] = {
+RESUME_SCHEMA: JsonDict = {
     "type": "object",
     "properties": {
         "run_id": {
@@ -84,7 +85,7 @@ def build(server: Server) -> McpServer[Any, Any]:
 
     # the engine checks the inputs itself (Server.start_run), with its own messages
     @app.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call_tool(name: str, arguments: JsonDict | None) -> types.CallToolResult:
         return await call(server, name, arguments or {})
 
     return app
@@ -118,7 +119,7 @@ def offered(server: Server, name: str) -> bool:
 
 def flow_tool(entry: FlowEntry) -> types.Tool:
     spec = entry.bundle.flow
-    schema: dict[str, Any] = {
+    schema: JsonDict = {
         "type": "object",
         "properties": {name: type_schema(t) for name, t in spec.inputs.items()},
         "required": [name for name, t in spec.inputs.items() if not t.has_default],
@@ -136,7 +137,7 @@ def flow_tool(entry: FlowEntry) -> types.Tool:
     )
 
 
-async def call(server: Server, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+async def call(server: Server, name: str, arguments: JsonDict) -> types.CallToolResult:
     """Run the flow `name` (or resume a run) and answer how it ended; a refusal is an error result, never a
     traceback."""
     try:
@@ -156,7 +157,7 @@ async def call(server: Server, name: str, arguments: dict[str, Any]) -> types.Ca
         return refused(from_engine(exc).message)
 
 
-async def _resume(server: Server, arguments: dict[str, Any]) -> types.CallToolResult:
+async def _resume(server: Server, arguments: JsonDict) -> types.CallToolResult:
     run_id = arguments.get("run_id")
     if not isinstance(run_id, str) or not run_id:
         return refused("resume_run needs run_id: the run_id a flow's tool answered")
@@ -171,13 +172,13 @@ async def _resume(server: Server, arguments: dict[str, Any]) -> types.CallToolRe
     return answer(await _outcome(job))
 
 
-async def _outcome(job: Job) -> dict[str, Any]:
+async def _outcome(job: Job) -> JsonDict:
     # shield: a client that hangs up must not cancel the run (as POST /flows/{name}/runs)
-    result: dict[str, Any] = await asyncio.shield(job.result)
+    result: JsonDict = await asyncio.shield(job.result)
     return result
 
 
-def answer(result: dict[str, Any]) -> types.CallToolResult:
+def answer(result: JsonDict) -> types.CallToolResult:
     """The run's result as the tool's answer: the structured result (run_id, status, outputs, gates) for
     clients that read it, and a text a model reads: the outputs, the gates to decide, or the error."""
     status = result.get("status")
@@ -211,16 +212,16 @@ def answer(result: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def gate(data: dict[str, Any], step: str | None) -> dict[str, Any]:
+def gate(data: JsonDict, step: str | None) -> JsonDict:
     """An approval_required event's data as a gate: its step, message and fields (what a decision needs)."""
     value = data.get("value")
-    shown: dict[str, Any] = {**value} if isinstance(value, dict) else {"message": value}
+    shown: JsonDict = {**value} if isinstance(value, dict) else {"message": value}
     shown.setdefault("step", step)
     shown["interrupt_id"] = data.get("interrupt_id")
     return shown
 
 
-def _gate_line(g: dict[str, Any]) -> str:
+def _gate_line(g: JsonDict) -> str:
     line = f"gate '{g.get('step')}'"
     if g.get("message"):
         line += f" ({g['message']})"

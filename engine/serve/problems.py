@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from engine.core.errors import BlockyardError
+from engine.core.values import JsonDict
 from engine.serve.logs import fields, get_logger
 
 
@@ -46,7 +47,7 @@ def body_too_large(limit: int) -> ApiError:
     )
 
 
-def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+def body(code: str, message: str, **extra: Any) -> JsonDict:
     return {"error": {"code": code, "message": message, **extra}}
 
 

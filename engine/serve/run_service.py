@@ -21,6 +21,7 @@ from engine.compile.reactflow import reactflow
 from engine.core.events import EventDict, RunStatus, now_iso
 from engine.core.redaction import mask_url
 from engine.core.usage import Spend
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.definitions.project import load_project
 from engine.runtime import approvals
@@ -46,8 +47,8 @@ class RunService:
         self.telemetry = telemetry.start(project.config.telemetry)
         if self.telemetry is not None:
             self.engine.observers.append(self.telemetry.observer)
-        self._graphs: dict[str, dict[str, Any]] = {}
-        self._reactflows: dict[str, dict[str, Any]] = {}
+        self._graphs: dict[str, JsonDict] = {}
+        self._reactflows: dict[str, JsonDict] = {}
 
     @property
     def state_path(self) -> Path:
@@ -76,7 +77,7 @@ class RunService:
         return new_run_id()
 
     @staticmethod
-    def check_inputs(bundle: Bundle, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def check_inputs(bundle: Bundle, inputs: Mapping[str, Any]) -> JsonDict:
         """The inputs coerced to their declared types; UsageError names the bad key."""
         return coerce_inputs(bundle.flow.inputs, dict(inputs), where=f"flow '{bundle.name}'")
 
@@ -253,13 +254,13 @@ class RunService:
 
     # ---- reading ----------------------------------------------------------------------------
 
-    async def get_run(self, run_id: str) -> dict[str, Any] | None:
+    async def get_run(self, run_id: str) -> JsonDict | None:
         record = await self.engine.db.aread(lambda conn: store.get_run(conn, run_id))
         return _run_dict(record) if record is not None else None
 
     async def list_runs(
         self, *, flow: str | None, status: str | None, limit: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonDict]:
         # `running` rows whose owner died show as interrupted, so filter after mapping them
         wanted = (
             [status]
@@ -294,7 +295,7 @@ class RunService:
         text = await self.engine.db.aread(lambda conn: store.load_definition(conn, digest))
         return Bundle.from_json(text) if text is not None else None
 
-    def graph(self, bundle: Bundle) -> dict[str, Any]:
+    def graph(self, bundle: Bundle) -> JsonDict:
         """The flow's graph as JSON (engine/compile/draw.py, `as_json`) with its `mermaid` text, cached by digest."""
         cached = self._graphs.get(bundle.digest)
         if cached is None:
@@ -302,7 +303,7 @@ class RunService:
             cached = self._graphs[bundle.digest] = {**as_json(graph), "mermaid": mermaid(graph)}
         return cached
 
-    def reactflow(self, bundle: Bundle) -> dict[str, Any]:
+    def reactflow(self, bundle: Bundle) -> JsonDict:
         """The flow as a React Flow graph (engine/compile/reactflow.py), which the web page draws; cached by digest."""
         cached = self._reactflows.get(bundle.digest)
         if cached is None:
@@ -315,18 +316,18 @@ class RunService:
     def check_thread_id(thread_id: str) -> str:
         return threads.check_thread_id(thread_id)
 
-    async def list_threads(self, *, flow: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_threads(self, *, flow: str | None, limit: int) -> list[JsonDict]:
         """Threads, most recently active first, each with the status of its latest turn."""
 
-        def read(conn: Connection) -> list[dict[str, Any]]:
+        def read(conn: Connection) -> list[JsonDict]:
             found = threads.list_threads(conn, flow=flow, limit=limit)
             spent = stats.thread_spend(conn, [thread.id for thread in found])
             return [_thread_dict(conn, thread, spent.get(thread.id)) for thread in found]
 
         return await self.engine.db.aread(read)
 
-    async def get_thread(self, thread_id: str) -> dict[str, Any] | None:
-        def read(conn: Connection) -> dict[str, Any] | None:
+    async def get_thread(self, thread_id: str) -> JsonDict | None:
+        def read(conn: Connection) -> JsonDict | None:
             thread = threads.get_thread(conn, thread_id)
             if thread is None:
                 return None
@@ -341,7 +342,7 @@ class RunService:
         """The ids of the most recently active threads (for did-you-mean hints)."""
         return await self.engine.db.aread(threads.thread_ids)
 
-    async def create_thread(self, thread_id: str, flow: str | None) -> dict[str, Any] | None:
+    async def create_thread(self, thread_id: str, flow: str | None) -> JsonDict | None:
         """A new thread with no turns yet; None when the id is taken."""
         made = await self.engine.db.writer.call(threads.create(thread_id, flow, now_iso()))
         return await self.get_thread(made.id) if made is not None else None
@@ -399,7 +400,7 @@ class RunService:
         return [record.id for record in orphans]
 
 
-def _run_dict(record: RunRecord) -> dict[str, Any]:
+def _run_dict(record: RunRecord) -> JsonDict:
     data = record.as_dict()
     data["status"] = effective_status(record)
     data["durability"] = record.mode
@@ -419,9 +420,7 @@ def _run_dict(record: RunRecord) -> dict[str, Any]:
     return data
 
 
-def _thread_dict(
-    conn: Connection, thread: threads.Thread, spend: Spend | None = None
-) -> dict[str, Any]:
+def _thread_dict(conn: Connection, thread: threads.Thread, spend: Spend | None = None) -> JsonDict:
     last = store.get_run(conn, thread.last_run) if thread.last_run else None
     data = thread.as_dict()
     data["last_status"] = effective_status(last) if last is not None else None

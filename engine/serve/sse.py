@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from engine.core.values import JsonDict
 from engine.serve.problems import ApiError
 
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer
@@ -63,7 +64,7 @@ def stream(
     events: AsyncIterator[Mapping[str, Any]],
     *,
     ping: float,
-    epilogue: Callable[[], Awaitable[dict[str, Any] | ServerSentEvent | None]] | None = None,
+    epilogue: Callable[[], Awaitable[JsonDict | ServerSentEvent | None]] | None = None,
     prologue: Sequence[ServerSentEvent] = (),
 ) -> EventSourceResponse:
     """Stream `events` after the `prologue` messages; `epilogue` may add one last message: a dict

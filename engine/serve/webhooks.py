@@ -36,12 +36,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from engine.core.events import RunStatus, now_iso
 from engine.core.hosts import webhook_refusal
+from engine.core.values import JsonDict
 from engine.serve.jobs import Job
 from engine.serve.logs import fields, get_logger
 from engine.serve.problems import ApiError
@@ -76,11 +76,11 @@ def refusal(url: str, allowed: Sequence[str]) -> str | None:
     return webhook_refusal(url, allowed)
 
 
-def payload(job: Job, subscription: Subscription, result: dict[str, Any]) -> dict[str, Any]:
+def payload(job: Job, subscription: Subscription, result: JsonDict) -> JsonDict:
     """The JSON posted: the run as LangGraph's server posts it (run_id, thread_id, assistant_id, status) with
     Blockyard's own keys (flow, version, outputs, error, step, gates)."""
     status = result.get("status", RunStatus.FAILED)
-    body: dict[str, Any] = {
+    body: JsonDict = {
         "event": "run.waiting" if status == RunStatus.WAITING else "run.ended",
         "run_id": job.run_id,
         "thread_id": subscription.thread_id,
@@ -147,7 +147,7 @@ class Webhooks:
         problem = job.result.exception()
         if problem is not None:
             # the server could not execute it (engine/serve/jobs.py): recorded failed
-            result: dict[str, Any] = {
+            result: JsonDict = {
                 "status": RunStatus.FAILED,
                 "error": f"the server could not execute the run: {type(problem).__name__}",
             }
@@ -178,7 +178,7 @@ class Webhooks:
             self._deliveries.add(task)
             task.add_done_callback(self._deliveries.discard)
 
-    async def _deliver(self, run_id: str, url: str, body: dict[str, Any]) -> None:
+    async def _deliver(self, run_id: str, url: str, body: JsonDict) -> None:
         settings = self.settings()
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode(
             "utf-8"
@@ -216,7 +216,7 @@ class Webhooks:
         client: httpx.AsyncClient,
         run_id: str,
         url: str,
-        body: dict[str, Any],
+        body: JsonDict,
         content: bytes,
         headers: dict[str, str],
         secret: str | None,

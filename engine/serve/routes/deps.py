@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Request
 
 from engine.core.errors import BlockyardError
 from engine.core.events import EventDict
+from engine.core.values import JsonDict
 from engine.serve.follow import TraceReader
 from engine.serve.jobs import Job
 from engine.serve.problems import ApiError, from_engine
@@ -39,7 +38,7 @@ def trace_reader(server: Server) -> TraceReader:
     return _Trace(server)
 
 
-async def job_outcome(job: Job) -> dict[str, Any] | None:
+async def job_outcome(job: Job) -> JsonDict | None:
     """After a stream ends: the error when the run was refused instead of run, else None."""
     if not job.result.done() or job.result.cancelled():
         return None

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.compile.reactflow import reactflow
+from engine.core.values import JsonDict
 from engine.serve.bodies import RunRequest, openapi_body, read_body
 from engine.serve.catalog import FlowEntry
 from engine.serve.follow import follow
@@ -23,10 +24,10 @@ router = APIRouter(tags=["flows"])
 ServerDep = Annotated[Server, Depends(get_server)]
 
 
-def flow_summary(server: Server, entry: FlowEntry) -> dict[str, Any]:
+def flow_summary(server: Server, entry: FlowEntry) -> JsonDict:
     spec = entry.bundle.flow
     problems = server.catalog.stale.get(entry.name, ())
-    summary: dict[str, Any] = {
+    summary: JsonDict = {
         "name": entry.name,
         "version": entry.version,
         "description": spec.description,
@@ -61,7 +62,7 @@ def flow_summary(server: Server, entry: FlowEntry) -> dict[str, Any]:
 
 
 @router.get("/flows", summary="The served flows, with their schedules' next fire times")
-async def list_flows(server: ServerDep) -> dict[str, Any]:
+async def list_flows(server: ServerDep) -> JsonDict:
     return {"flows": [flow_summary(server, entry) for entry in server.catalog.flows.values()]}
 
 
@@ -76,7 +77,7 @@ async def get_flow(
     format: Annotated[
         Literal["reactflow"] | None, Query(description="reactflow: the flow as a React Flow graph")
     ] = None,
-) -> dict[str, Any]:
+) -> JsonDict:
     entry = server.flow(name)
     if format == "reactflow":
         # cached by digest
@@ -106,7 +107,7 @@ async def start_run(
     request: Request,
     server: ServerDep,
     wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
-) -> Response | dict[str, Any]:
+) -> Response | JsonDict:
     entry = server.flow(name)  # an unknown flow is a 404 whatever the body says
     body = await read_body(request, RunRequest) or RunRequest()
     job = await server.start_run(
@@ -154,5 +155,5 @@ async def run_answer(
 
 async def job_result(job: Any) -> JSONResponse:
     # shield: a client that hangs up must not cancel the run
-    result: dict[str, Any] = await asyncio.shield(job.result)
+    result: JsonDict = await asyncio.shield(job.result)
     return JSONResponse(result)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import FileResponse
@@ -15,6 +15,7 @@ from engine.core.events import (
     TERMINAL_TYPES,
     RunStatus,
 )
+from engine.core.values import JsonDict
 from engine.serve.routes.deps import get_server
 from engine.serve.server import Server
 
@@ -34,7 +35,7 @@ VOCABULARY: dict[str, list[str]] = {
 
 
 @router.get("/healthz", tags=["server"], summary="Liveness and load")
-async def healthz(server: ServerDep) -> dict[str, Any]:
+async def healthz(server: ServerDep) -> JsonDict:
     queue = server.queue
     return {
         "status": "ok"
@@ -57,7 +58,7 @@ async def healthz(server: ServerDep) -> dict[str, Any]:
     description="Every problem in the yard's files; flows listed under `stale` keep serving their "
     "last good version until their files are fixed.",
 )
-async def diagnostics(server: ServerDep) -> dict[str, Any]:
+async def diagnostics(server: ServerDep) -> JsonDict:
     catalog = server.catalog
     return {
         "ok": catalog.ok and server.reloader.last_error is None,

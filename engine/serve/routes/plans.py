@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
+from engine.core.values import JsonDict
 from engine.definitions.load import Document, LoadError, load_bytes
 from engine.definitions.project import load_project
 from engine.interchange.taskplan import PlanError, plan_bundle
@@ -50,7 +51,7 @@ async def run_plan(
     request: Request,
     server: ServerDep,
     wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
-) -> Response | dict[str, Any]:
+) -> Response | JsonDict:
     body = await read_body(request, PlanRunRequest)
     if body is None:
         raise ApiError(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
 from engine.core.usage import Spend
+from engine.core.values import JsonDict
 from engine.serve.bodies import ResumeRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.problems import ApiError, not_found
@@ -31,7 +32,7 @@ async def list_runs(
     flow: str | None = None,
     status: Annotated[str | None, Query(description=f"One of: {', '.join(STATUSES)}")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-) -> dict[str, Any]:
+) -> JsonDict:
     if status is not None and status not in STATUSES:
         raise ApiError(
             422, "invalid_request", f"unknown status '{status}'; use one of: {', '.join(STATUSES)}"
@@ -56,7 +57,7 @@ async def list_runs(
     "/runs/{run_id}",
     summary="One run: status, inputs, outputs, error, waiting gates, definition, graph, reactflow",
 )
-async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
+async def get_run(run_id: str, server: ServerDep) -> JsonDict:
     service, queue = server.service, server.queue
     if service is None or queue is None:
         raise ApiError(503, "starting", "the server is starting")
@@ -84,16 +85,16 @@ async def get_run(run_id: str, server: ServerDep) -> dict[str, Any]:
     return run
 
 
-def _unstarted(summary: dict[str, Any]) -> dict[str, Any]:
+def _unstarted(summary: JsonDict) -> JsonDict:
     """A run this server holds before its row shows it: it has spent nothing yet (the `usage` every run has)."""
     return {**summary, "usage": usage_dict(Spend())}
 
 
-async def _gates(server: Server, run_id: str) -> list[dict[str, Any]]:
+async def _gates(server: Server, run_id: str) -> list[JsonDict]:
     """The approval_required events of the run's latest execution, one per waiting gate."""
     assert server.service is not None
     events = await server.service.events(run_id, 0)
-    latest: list[dict[str, Any]] = []
+    latest: list[JsonDict] = []
     for event in events:
         if event["type"] == RUN_STARTED:
             latest = []
@@ -139,7 +140,7 @@ async def resume_run(
     request: Request,
     server: ServerDep,
     wait: Annotated[bool, Query(description="Wait for the run to finish or pause.")] = True,
-) -> Response | dict[str, Any]:
+) -> Response | JsonDict:
     await server.known_run(run_id)  # an unknown run is a 404 whatever the body says
     body = await read_body(request, ResumeRequest) or ResumeRequest()
     if body.chosen() is None and (body.values or body.reason or body.gate or body.actor):

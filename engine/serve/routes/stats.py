@@ -3,11 +3,12 @@ cost per run, total cost — the same report as `blockyard stats` (engine/state/
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.serve.problems import ApiError
 from engine.serve.routes.deps import get_server
 from engine.serve.server import Server
@@ -29,7 +30,7 @@ async def get_stats(
     server: ServerDep,
     flow: str | None = None,
     since: Annotated[str, Query(max_length=64)] = stats.DEFAULT_SINCE,
-) -> dict[str, Any]:
+) -> JsonDict:
     try:
         window = stats.window(since)
     except UsageError as exc:

@@ -11,7 +11,7 @@ messages table (engine/state/messages.py), never from checkpoints. See docs/serv
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +20,7 @@ from sse_starlette import ServerSentEvent
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import BlockyardError
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict
 from engine.serve.bodies import ThreadRequest, TurnRequest, openapi_body, read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
@@ -47,11 +48,11 @@ def _links(thread_id: str) -> dict[str, str]:
     return {"thread": base, "history": f"{base}/history", "runs": f"{base}/runs"}
 
 
-def _shown(thread: dict[str, Any]) -> dict[str, Any]:
+def _shown(thread: JsonDict) -> JsonDict:
     return {**thread, "links": _links(thread["id"])}
 
 
-def message_dict(message: Message) -> dict[str, Any]:
+def message_dict(message: Message) -> JsonDict:
     """A message as the API shows it: the reply links to the run (and trace) that made it."""
     return {
         "index": message.index,
@@ -63,7 +64,7 @@ def message_dict(message: Message) -> dict[str, Any]:
     }
 
 
-async def _thread(server: Server, thread_id: str) -> dict[str, Any]:
+async def _thread(server: Server, thread_id: str) -> JsonDict:
     service = _service(server)
     found = await service.get_thread(thread_id)
     if found is None:
@@ -96,13 +97,13 @@ async def create_thread(request: Request, server: ServerDep) -> JSONResponse:
 @router.get("/threads", summary="Conversation threads, most recently active first")
 async def list_threads(
     server: ServerDep, flow: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 50
-) -> dict[str, Any]:
+) -> JsonDict:
     found = await _service(server).list_threads(flow=flow, limit=limit)
     return {"threads": [_shown(thread) for thread in found]}
 
 
 @router.get("/threads/{thread_id}", summary="One thread: its flow, name, turns, last activity")
-async def get_thread(thread_id: str, server: ServerDep) -> dict[str, Any]:
+async def get_thread(thread_id: str, server: ServerDep) -> JsonDict:
     return _shown(await _thread(server, thread_id))
 
 
@@ -119,7 +120,7 @@ async def thread_history(
     before: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     newest: bool = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = PAGE,
-) -> dict[str, Any]:
+) -> JsonDict:
     if after is not None and (before is not None or newest):
         raise ApiError(422, "invalid_request", "give `after` or `before` (or `newest`), not both")
     await _thread(server, thread_id)
@@ -221,11 +222,11 @@ async def take_turn(
             status_code=202,
         )
     # a client that hangs up must not cancel the turn
-    result: dict[str, Any] = await asyncio.shield(job.result)
+    result: JsonDict = await asyncio.shield(job.result)
     return JSONResponse(await _answer(service, result, thread_id))
 
 
-async def _answer(service: RunService, result: dict[str, Any], thread_id: str) -> dict[str, Any]:
+async def _answer(service: RunService, result: JsonDict, thread_id: str) -> JsonDict:
     """How a turn ended, with its reply: the message it added to the conversation once it finished."""
     added = (
         await service.turn_messages(result["run_id"])
@@ -248,12 +249,10 @@ async def _answer(service: RunService, result: dict[str, Any], thread_id: str) -
     }
 
 
-async def _complete(
-    service: RunService, job: Job, thread_id: str
-) -> dict[str, Any] | ServerSentEvent:
+async def _complete(service: RunService, job: Job, thread_id: str) -> JsonDict | ServerSentEvent:
     """The last message of a turn's stream: `complete` with the answer, or `error` when the turn was refused."""
     try:
-        result: dict[str, Any] = await asyncio.shield(job.result)
+        result: JsonDict = await asyncio.shield(job.result)
     except BlockyardError as exc:
         problem = from_engine(exc)
         return {"code": problem.code, "message": problem.message, "run_id": job.run_id}
