@@ -34,6 +34,7 @@ from engine.cli.options import ROOT_OPTION, Command, root_of
 from engine.core.diagnostics import Diagnostic
 from engine.core.errors import BlockyardError, UsageError, ValidationFailed
 from engine.core.events import WARNING, RunStatus
+from engine.core.values import JsonDict
 from engine.definitions.files import Bounds, argument_bounds, list_files
 from engine.definitions.load import LoadError, load_file
 from engine.definitions.project import relative
@@ -150,7 +151,7 @@ def _run(
     yard: Any,
     flow: str,
     test: FlowTest,
-    inputs: dict[str, Any],
+    inputs: JsonDict,
     decisions: list[Decision],
     expect: Expect,
     run_id: str,

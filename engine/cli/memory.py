@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
 from engine.cli.options import ROOT_OPTION, Command, root_of, state_location
 from engine.core.errors import UsageError
-from engine.core.values import ValueDomainError
+from engine.core.values import JsonDict, ValueDomainError
 from engine.definitions.load import parse_value
 from engine.state.database import exists
 
@@ -82,7 +81,7 @@ def memory_command(
     raise UsageError(f"unknown memory action '{action}' (use list, get, set or delete)")
 
 
-def _show(prefs: dict[str, Any], as_json: bool, empty: str) -> None:
+def _show(prefs: JsonDict, as_json: bool, empty: str) -> None:
     """`list`: a preference a line (KEY  JSON value), or one JSON object with --json."""
     if as_json:
         click.echo(json.dumps(prefs, ensure_ascii=False, default=str))

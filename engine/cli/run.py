@@ -32,7 +32,7 @@ from engine.core.events import (
     Event,
     RunStatus,
 )
-from engine.core.values import ValueDomainError, text_problem
+from engine.core.values import JsonDict, ValueDomainError, text_problem
 from engine.definitions.files import argument_bounds
 from engine.definitions.load import Document, LoadError, load_file, parse_value
 from engine.spec import TypeSpec
@@ -52,11 +52,11 @@ def gather_inputs(
     pairs: list[str],
     inputs_file: Path | None,
     root: Path | None = None,
-) -> dict[str, Any]:
+) -> JsonDict:
     """`--inputs-file` then `--input k=v` (which win). A value is YAML 1.2 (`7` a number, `[1,2]`
     a list) except for inputs declared `string`, which take the text exactly as typed (`007`).
     An inputs file inside the yard `root` must not be a link that leads out of it."""
-    values: dict[str, Any] = {}
+    values: JsonDict = {}
     if inputs_file is not None:
         bounds = argument_bounds(inputs_file, root) if root is not None else None
         try:
@@ -78,9 +78,9 @@ def gather_inputs(
 
 def parse_pairs(
     pairs: list[str], declared: Mapping[str, TypeSpec], option: str, name: str
-) -> dict[str, Any]:
+) -> JsonDict:
     """`K=V` pairs; V is YAML 1.2, except where K is declared a string (then `007` stays text)."""
-    values: dict[str, Any] = {}
+    values: JsonDict = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
@@ -261,10 +261,10 @@ def resume_command(
 BUDGET_KEYS = ("tokens", "cost_usd", "model_calls", "wall_time")
 
 
-def budget_values(pairs: list[str]) -> dict[str, Any]:
+def budget_values(pairs: list[str]) -> JsonDict:
     """`--budget KEY=VALUE` pairs (`tokens=50000`, `cost_usd=2.5`, `wall_time=10m`, `per_turn.tokens=8000`):
     numbers as numbers, durations as text; the engine checks them against the budget's schema."""
-    limits: dict[str, Any] = {}
+    limits: JsonDict = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         name = key.removeprefix("per_turn.")
@@ -283,7 +283,7 @@ def budget_values(pairs: list[str]) -> dict[str, Any]:
     return limits
 
 
-def field_values(yard: Yard, run_id: str, gate: str | None, pairs: list[str]) -> dict[str, Any]:
+def field_values(yard: Yard, run_id: str, gate: str | None, pairs: list[str]) -> JsonDict:
     """`--set k=v` values, read like `--input`: text as typed for the gate's string fields, YAML
     otherwise (the Yard judges them, and the gate, once more before anything is written)."""
     from engine.runtime.approvals import choose  # the runtime, with LangGraph: only when deciding

@@ -324,9 +324,9 @@ def usage_text(spend: Spend) -> str:
     )
 
 
-def definition_status(root: Path, run: RunRecord) -> dict[str, Any]:
+def definition_status(root: Path, run: RunRecord) -> JsonDict:
     """The pinned definition versus the files now: same, differ, missing (flow gone) or unknown."""
-    info: dict[str, Any] = {"flow": run.flow, "version": run.version, "digest": run.digest}
+    info: JsonDict = {"flow": run.flow, "version": run.version, "digest": run.digest}
     try:
         bundle = make_bundle(load_project(root), run.flow)
     except UsageError:
@@ -388,11 +388,11 @@ def _show_text(
     run: RunRecord,
     status: RunStatus,
     steps: list[StepRow],
-    definition: dict[str, Any],
+    definition: JsonDict,
     gates: list[Event],
     decided: list[gate_rows.Gate],
-    wrote: dict[str, Any] | None = None,
-    outside: dict[str, Any] | None = None,
+    wrote: JsonDict | None = None,
+    outside: JsonDict | None = None,
 ) -> str:
     lines = [
         f"run       {run.id}",
@@ -424,7 +424,7 @@ def _show_text(
     return "\n".join(lines) + "\n"
 
 
-def _definition_lines(run: RunRecord, definition: dict[str, Any]) -> list[str]:
+def _definition_lines(run: RunRecord, definition: JsonDict) -> list[str]:
     """How the run's pinned definition compares with the flow in the files now (nothing when they match)."""
     files = definition.get("files")
     if files == "differ":
@@ -472,7 +472,7 @@ def _step_lines(steps: list[StepRow], outside: JsonDict | None) -> list[str]:
     return lines
 
 
-def _written_lines(run: RunRecord, wrote: dict[str, Any] | None) -> list[str]:
+def _written_lines(run: RunRecord, wrote: JsonDict | None) -> list[str]:
     """Where the run wrote files, and each file with its size and the step that wrote it."""
     if not wrote or not wrote["files"]:
         return []

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from engine.core.errors import UsageError
+from engine.core.values import JsonDict
 from engine.review.inflight import MAX_LISTED, Listing, PausedListing, ServedSchedule
 from engine.serve.auth import TOKEN_ENV
 
@@ -87,14 +88,14 @@ class ServerState:
 
     def _get(
         self, client: httpx.Client, path: str, params: dict[str, Any], key: str
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonDict]:
         """The list under `key` of the answer to GET `path`."""
         items = self._answer(client, path, params).get(key)
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise self._not_the_api(path, f"no list of {key}")
         return items
 
-    def _answer(self, client: httpx.Client, path: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, client: httpx.Client, path: str, params: dict[str, Any]) -> JsonDict:
         try:
             response = client.get(path, params=params)
         except httpx.TimeoutException:
@@ -130,7 +131,7 @@ class ServerState:
         )
 
 
-def _text(item: dict[str, Any], key: str) -> str:
+def _text(item: JsonDict, key: str) -> str:
     value = item.get(key)
     if not isinstance(value, str):
         raise UsageError(f"unexpected answer from the server: no text '{key}' in {str(item)[:200]}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -21,6 +20,7 @@ from engine.cli.runs import local_time
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import UsageError
 from engine.core.events import RunStatus
+from engine.core.values import JsonDict
 from engine.state import backends, messages, store, thread_inputs, threads
 from engine.state.database import Connection
 from engine.state.store import RunRecord, effective_status
@@ -147,7 +147,7 @@ def _written(written: thread_inputs.Written) -> list[str]:
     ]
 
 
-def _turn(run: RunRecord) -> dict[str, Any]:
+def _turn(run: RunRecord) -> JsonDict:
     status = effective_status(run)
     reply = threads.reply_text(run.outputs) if status == RunStatus.FINISHED else None
     return {
