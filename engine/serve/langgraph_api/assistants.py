@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Request
 
 from engine.compile.flowgraph import flow_graph
+from engine.core.values import JsonDict
 from engine.core.version import __version__
 from engine.serve.bodies import read_body
 from engine.serve.catalog import FlowEntry
@@ -27,7 +27,7 @@ async def ok() -> dict[str, bool]:
 
 
 @router.get("/info", summary="What this server is and supports")
-async def info(server: ServerDep) -> dict[str, Any]:
+async def info(server: ServerDep) -> JsonDict:
     return {
         "version": __version__,
         "server": "blockyard",
@@ -86,7 +86,7 @@ async def versions(assistant_id: str, server: ServerDep) -> list[Assistant]:
 
 
 @router.get("/assistants/{assistant_id}/graph", summary="The flow's graph: nodes and edges")
-async def get_graph(assistant_id: str, server: ServerDep) -> dict[str, Any]:
+async def get_graph(assistant_id: str, server: ServerDep) -> JsonDict:
     entry = server.flow(assistant_id)
     return graph(await asyncio.to_thread(flow_graph, entry.bundle))
 
@@ -94,11 +94,11 @@ async def get_graph(assistant_id: str, server: ServerDep) -> dict[str, Any]:
 @router.get(
     "/assistants/{assistant_id}/schemas", summary="Input, output and state JSON Schemas of the flow"
 )
-async def schemas(assistant_id: str, server: ServerDep) -> dict[str, Any]:
+async def schemas(assistant_id: str, server: ServerDep) -> JsonDict:
     return graph_schemas(server.flow(assistant_id).bundle)
 
 
 @router.get("/assistants/{assistant_id}/subgraphs", summary="Subgraphs (none are exposed)")
-async def subgraphs(assistant_id: str, server: ServerDep) -> dict[str, Any]:
+async def subgraphs(assistant_id: str, server: ServerDep) -> JsonDict:
     server.flow(assistant_id)
     return {}

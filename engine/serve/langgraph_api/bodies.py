@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core.values import JsonDict
+
 StreamModes = str | list[str]
 
 
@@ -22,34 +24,34 @@ class CommandBody(Lenient):
 
 class RunCreate(Lenient):
     assistant_id: str
-    input: dict[str, Any] | None = None
+    input: JsonDict | None = None
     command: CommandBody | None = None
     stream_mode: StreamModes = Field(default_factory=lambda: ["values"])
-    metadata: dict[str, Any] | None = None
+    metadata: JsonDict | None = None
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
     if_not_exists: Literal["create", "reject"] = "reject"
     interrupt_before: Any = None
     interrupt_after: Any = None
     # the thread's checkpoint a turn starts from (engine/serve/langgraph_api/branching.py)
     checkpoint_id: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: JsonDict | None = None
     webhook: str | None = None  # told when the run waits or ends (engine/serve/webhooks.py)
 
 
 class ThreadCreate(Lenient):
     thread_id: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonDict | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
 
 
 class ThreadPatch(Lenient):
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonDict = Field(default_factory=dict)
 
 
 class ThreadSearch(Lenient):
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    metadata: JsonDict | None = None
+    values: JsonDict | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     ids: list[str] | None = None
     limit: int = Field(10, ge=1, le=1000)
@@ -60,16 +62,16 @@ class ThreadSearch(Lenient):
 
 class HistoryRequest(Lenient):
     limit: int = Field(10, ge=1, le=1000)
-    before: str | dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
+    before: str | JsonDict | None = None
+    checkpoint: JsonDict | None = None
 
 
 class CheckpointRequest(Lenient):
-    checkpoint: dict[str, Any]
+    checkpoint: JsonDict
 
 
 class AssistantSearch(Lenient):
-    metadata: dict[str, Any] | None = None
+    metadata: JsonDict | None = None
     graph_id: str | None = None
     name: str | None = None
     limit: int = Field(10, ge=1, le=1000)
@@ -79,7 +81,7 @@ class AssistantSearch(Lenient):
 class StorePut(Lenient):
     namespace: list[str]
     key: str = Field(..., min_length=1)
-    value: dict[str, Any]
+    value: JsonDict
 
 
 class StoreDelete(Lenient):
@@ -89,7 +91,7 @@ class StoreDelete(Lenient):
 
 class StoreSearch(Lenient):
     namespace_prefix: list[str] = Field(default_factory=list)
-    filter: dict[str, Any] | None = None
+    filter: JsonDict | None = None
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0)
     query: str | None = None
@@ -133,14 +135,14 @@ class CronCreate(Lenient):
     assistant_id: str
     schedule: str
     timezone: str | None = None
-    input: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    input: JsonDict | None = None
+    metadata: JsonDict | None = None
     webhook: str | None = None
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     end_time: str | None = None
     enabled: bool = True
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
+    config: JsonDict | None = None
+    context: JsonDict | None = None
 
 
 class CronPatch(Lenient):
@@ -148,8 +150,8 @@ class CronPatch(Lenient):
     timezone: str | None = None
     end_time: str | None = None
     enabled: bool | None = None
-    input: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    input: JsonDict | None = None
+    metadata: JsonDict | None = None
 
 
 class CronSearch(Lenient):

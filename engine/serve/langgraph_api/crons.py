@@ -12,12 +12,12 @@ without one. `server.api_crons: false` in blockyard.yaml refuses to make one (40
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.core.events import now_iso
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api.access import ServerDep, service, view_of
@@ -119,7 +119,7 @@ def _sent(body: CronCreate | None) -> CronCreate:
     return body
 
 
-async def _make(server: Server, body: CronCreate, thread_id: str | None) -> dict[str, Any]:
+async def _make(server: Server, body: CronCreate, thread_id: str | None) -> JsonDict:
     if not server.catalog.server.api_crons:
         raise ApiError(
             403,
@@ -152,7 +152,7 @@ async def _make(server: Server, body: CronCreate, thread_id: str | None) -> dict
     return shown(cron)
 
 
-def _inputs(server: Server, bundle: Bundle, given: dict[str, Any] | None) -> dict[str, Any]:
+def _inputs(server: Server, bundle: Bundle, given: JsonDict | None) -> JsonDict:
     """The flow's inputs of the runs, checked now (422 naming the bad one)."""
     inputs = run_inputs(bundle, given)
     service(server).check_inputs(bundle, inputs)
@@ -191,7 +191,7 @@ def _wake(server: Server) -> None:
         server.scheduler.wake()
 
 
-def shown(cron: crons.ApiCron) -> dict[str, Any]:
+def shown(cron: crons.ApiCron) -> JsonDict:
     """A cron as LangGraph's server shows one."""
     upcoming = (
         next_fire(ScheduleSpec(cron=cron.cron, timezone=cron.timezone), datetime.now(UTC))

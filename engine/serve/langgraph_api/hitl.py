@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.values import ValueDomainError
+from engine.core.values import JsonDict, ValueDomainError
 from engine.definitions.load import parse_value
 from engine.serve.problems import ApiError
 
@@ -41,20 +41,18 @@ def allowed_decisions(fields: Mapping[str, Any], allowed: Any = None) -> list[st
     return offered if not isinstance(allowed, list) else [d for d in offered if d in allowed]
 
 
-def request(
-    name: str, message: Any, fields: Mapping[str, Any], allowed: Any = None
-) -> dict[str, Any]:
+def request(name: str, message: Any, fields: Mapping[str, Any], allowed: Any = None) -> JsonDict:
     """The gate as a HITLRequest, offering `allowed_decisions(fields, allowed)`; `respond` (a rejection
     with a message) is accepted on resume but not offered: LangChain v1 has no such decision."""
     args = {
         key: (spec.get("default") if isinstance(spec, Mapping) else None)
         for key, spec in fields.items()
     }
-    action: dict[str, Any] = {"name": name, "args": args}
+    action: JsonDict = {"name": name, "args": args}
     if message is not None:
         action["description"] = str(message)
     allowed = allowed_decisions(fields, allowed)
-    review: dict[str, Any] = {"action_name": name, "allowed_decisions": allowed}
+    review: JsonDict = {"action_name": name, "allowed_decisions": allowed}
     if fields:
         review["args_schema"] = {
             "type": "object",
@@ -63,7 +61,7 @@ def request(
     return {"action_requests": [action], "review_configs": [review]}
 
 
-def _schema(spec: Any) -> dict[str, Any]:
+def _schema(spec: Any) -> JsonDict:
     """A field's declared type (a TypeSpec as JSON) as JSON Schema: the same words, `any` left out."""
     if not isinstance(spec, Mapping):
         return {}
@@ -87,7 +85,7 @@ def _refuse(message: str) -> ApiError:
     )
 
 
-def decision(resume: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+def decision(resume: Mapping[str, Any], fields: Mapping[str, Any]) -> JsonDict:
     """`{"decisions": [one decision]}` as the engine's decision; `fields` are the gate's declared fields
     (empty when unknown), used to read an edit's text the way `--set` on the command line does."""
     extra = sorted(str(key) for key in resume if key != "decisions")
@@ -113,7 +111,7 @@ def decision(resume: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, 
     raise _refuse(f"unknown decision type {str(kind)[:40]!r}: use {', '.join(DECISION_TYPES)}")
 
 
-def _edited(action: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _edited(action: Any, fields: Mapping[str, Any]) -> JsonDict:
     """An edit's args as the gate's field values. A null arg is a field left unset (the request shows a
     field without a default as null); text for a field not declared a string is read as YAML, like
     `--set b=5`, since a form edits every value as text. The runtime judges the result (a wrong type or an
@@ -123,7 +121,7 @@ def _edited(action: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
         raise _refuse(
             'an edit decision carries {"edited_action": {"name": ..., "args": {field: value}}}'
         )
-    values: dict[str, Any] = {}
+    values: JsonDict = {}
     for key, value in args.items():
         if value is None:
             continue

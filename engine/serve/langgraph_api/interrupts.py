@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.core.values import JsonDict
 from engine.serve.langgraph_api import hitl
 from engine.serve.langgraph_api.shapes import Interrupt
 from engine.serve.problems import ApiError
@@ -24,7 +25,7 @@ DECISION_KEYS = ("approve", "decision", "values", "reason", "actor", "gate")
 def interrupt(gate: Mapping[str, Any]) -> Interrupt:
     """One waiting gate (the data of its approval_required event) as a LangGraph interrupt."""
     asked = gate.get("value")
-    value: dict[str, Any] = dict(asked) if isinstance(asked, Mapping) else {"message": asked}
+    value: JsonDict = dict(asked) if isinstance(asked, Mapping) else {"message": asked}
     given = value.get("fields")
     fields: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     # a tool call's gate (engine/agents/approval.py) is shown as the call: the tool's name and arguments
@@ -55,7 +56,7 @@ def _refuse(message: str) -> ApiError:
 
 def decision(
     resume: Any, gates: Sequence[Mapping[str, Any]], chosen: str | None = None
-) -> dict[str, Any]:
+) -> JsonDict:
     """A resume value as the decision POST /runs/{id}/resume takes ({approve, values, reason, gate, actor}).
 
     `gates` are the waiting gates (their approval_required data). The value is `true`/`false`;
@@ -100,7 +101,7 @@ def _fields(gates: Sequence[Mapping[str, Any]], chosen: str | None) -> Mapping[s
     return fields if isinstance(fields, Mapping) else {}
 
 
-def _inbox(answer: Mapping[str, Any]) -> dict[str, Any]:
+def _inbox(answer: Mapping[str, Any]) -> JsonDict:
     kind, args = answer.get("type"), answer.get("args")
     if kind == "accept":
         return {"approve": True}
@@ -116,7 +117,7 @@ def _inbox(answer: Mapping[str, Any]) -> dict[str, Any]:
     raise _refuse(f"unknown answer type {kind!r}: use accept, edit, ignore or response")
 
 
-def _mapping(resume: Mapping[str, Any]) -> dict[str, Any]:
+def _mapping(resume: Mapping[str, Any]) -> JsonDict:
     approve: Any = resume.get("approve", True)
     said = resume.get("decision")
     if said is not None:
@@ -137,7 +138,7 @@ def _mapping(resume: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("reason", "actor", "gate"):
         if resume.get(key) is not None and not isinstance(resume[key], str):
             raise _refuse(f"`{key}` must be text")
-    found: dict[str, Any] = {"approve": approve, "values": dict(values or fields)}
+    found: JsonDict = {"approve": approve, "values": dict(values or fields)}
     found.update(
         {key: resume[key] for key in ("reason", "actor", "gate") if resume.get(key) is not None}
     )

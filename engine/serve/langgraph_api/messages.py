@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.usage import SPEND_KEYS, Spend
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.serve.problems import ApiError
 from engine.state.messages import Message
@@ -30,7 +31,7 @@ def ai_id(run_id: str) -> str:
     return f"{run_id}-ai"
 
 
-def human(content: str, message_id: str) -> dict[str, Any]:
+def human(content: str, message_id: str) -> JsonDict:
     return {
         "type": "human",
         "content": content,
@@ -42,9 +43,7 @@ def human(content: str, message_id: str) -> dict[str, Any]:
     }
 
 
-def ai(
-    content: str, message_id: str, chunk: bool = False, usage: Spend | None = None
-) -> dict[str, Any]:
+def ai(content: str, message_id: str, chunk: bool = False, usage: Spend | None = None) -> JsonDict:
     return {
         "type": "AIMessageChunk" if chunk else "ai",
         "content": content,
@@ -60,7 +59,7 @@ def ai(
     }
 
 
-def usage_metadata(spend: Spend | None) -> dict[str, Any] | None:
+def usage_metadata(spend: Spend | None) -> JsonDict | None:
     """Model calls' totals as LangChain's `UsageMetadata`; None without model calls (a turn that called no
     model, a turn recorded before usage was)."""
     if spend is None or spend.model_calls == 0:
@@ -81,7 +80,7 @@ def spend_of(record: object) -> Spend:
     return Spend.of({key: getattr(record, key, None) for key in SPEND_KEYS})
 
 
-def from_row(message: Message, usage: Spend | None = None) -> dict[str, Any]:
+def from_row(message: Message, usage: Spend | None = None) -> JsonDict:
     """One row of the messages table as a LangChain message; `usage`: what the turn of an AI message spent."""
     if message.role == "user":
         return human(message.content, human_id(message.run_id))
@@ -112,7 +111,7 @@ def text_of(content: Any) -> str | None:
     return None
 
 
-def run_inputs(bundle: Bundle, given: Mapping[str, Any] | None) -> dict[str, Any]:
+def run_inputs(bundle: Bundle, given: Mapping[str, Any] | None) -> JsonDict:
     """A run's input as the flow's inputs: `messages` (a chat UI's input) becomes the flow's message input — the
     content of the last human message; every other key is an input of the flow as it is."""
     inputs = dict(given or {})

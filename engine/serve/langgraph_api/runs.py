@@ -28,6 +28,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from engine.core.errors import BlockyardError
 from engine.core.events import MODEL_CALL, RunStatus, now_iso
 from engine.core.usage import Spend
+from engine.core.values import JsonDict
 from engine.serve.bodies import read_body
 from engine.serve.follow import follow
 from engine.serve.jobs import Job
@@ -123,7 +124,7 @@ async def start(
         branch=point.branch,
     )
     _remember_modes(job.run_id, modes(body.stream_mode))
-    before: list[dict[str, Any]] | None
+    before: list[JsonDict] | None
     if view is not None:
         # the talk it goes on from: a failed turn's message is not part of it
         before = state.before_turn(view, point.branch.after)
@@ -348,19 +349,19 @@ def _stream_headers(started: Started) -> dict[str, str]:
     return found
 
 
-async def _final(server: Server, started: Started) -> dict[str, Any]:
+async def _final(server: Server, started: Started) -> JsonDict:
     """What /runs/wait and /join answer: the values once the run ended or paused (`__interrupt__` at a gate,
     `__error__` when it failed)."""
     try:
-        result: dict[str, Any] = await asyncio.shield(started.job.result)
+        result: JsonDict = await asyncio.shield(started.job.result)
     except BlockyardError as exc:
         raise from_engine(exc) from None
     return await _values_after(server, started.thread_id, result, started.translator)
 
 
 async def _values_after(
-    server: Server, thread_id: str | None, result: dict[str, Any], translator: Translator | None
-) -> dict[str, Any]:
+    server: Server, thread_id: str | None, result: JsonDict, translator: Translator | None
+) -> JsonDict:
     status = result.get("status")
     if thread_id is not None:
         view = await view_of(server, thread_id)
@@ -475,7 +476,7 @@ async def create_wait_stateless(request: Request, server: ServerDep) -> JSONResp
 # ---- reading, joining, cancelling ---------------------------------------------------------------
 
 
-def _held(job: Job) -> dict[str, Any]:
+def _held(job: Job) -> JsonDict:
     """A run this server holds that has no row yet: a turn waiting for a slot, or for the thread's turn before it
     to end (`enqueue`) — `pending` (the job itself is `running` while it waits for the thread)."""
     return {**job.summary(), "status": RunStatus.QUEUED}
@@ -541,12 +542,12 @@ async def get_run(thread_id: str, run_id: str, server: ServerDep) -> shapes.Run:
     "/threads/{thread_id}/runs/{run_id}/join",
     summary="Wait for the run to end or pause; its values",
 )
-async def join(thread_id: str, run_id: str, server: ServerDep) -> dict[str, Any]:
+async def join(thread_id: str, run_id: str, server: ServerDep) -> JsonDict:
     shown = await run_of(server, thread_id, run_id)
     job = server.queue.jobs.get(run_id) if server.queue is not None else None
     if job is not None:
         try:
-            result: dict[str, Any] = await asyncio.shield(job.result)
+            result: JsonDict = await asyncio.shield(job.result)
         except BlockyardError as exc:
             raise from_engine(exc) from None
     else:

@@ -3,14 +3,13 @@ nodes and edges (GET /assistants/{id}/schemas, GET /assistants/{id}/graph)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.compile.flowgraph import FlowGraph
+from engine.core.values import JsonDict
 from engine.definitions.pinned import Bundle
 from engine.serve.langgraph_api.messages import message_input
 from engine.spec.typecheck import type_schema
 
-MESSAGES_SCHEMA: dict[str, Any] = {
+MESSAGES_SCHEMA: JsonDict = {
     "type": "array",
     "items": {"type": "object"},
     "description": "LangChain messages, as chat UIs send them: the content of the last human message is the "
@@ -18,10 +17,10 @@ MESSAGES_SCHEMA: dict[str, Any] = {
 }
 
 
-def input_schema(bundle: Bundle) -> dict[str, Any]:
+def input_schema(bundle: Bundle) -> JsonDict:
     """The flow's inputs; a conversation flow (one with a message input) also takes `messages`."""
     inputs = bundle.flow.inputs
-    schema: dict[str, Any] = {
+    schema: JsonDict = {
         "title": f"{bundle.name} input",
         "type": "object",
         "properties": {name: type_schema(spec) for name, spec in inputs.items()},
@@ -37,10 +36,10 @@ def input_schema(bundle: Bundle) -> dict[str, Any]:
     return schema
 
 
-def output_schema(bundle: Bundle) -> dict[str, Any]:
+def output_schema(bundle: Bundle) -> JsonDict:
     """The flow's outputs (their types are the steps' business: any), required unless declared optional."""
     flow = bundle.flow
-    properties: dict[str, Any] = {}
+    properties: JsonDict = {}
     for name in flow.outputs:
         declared = flow.output(name)
         properties[name] = {"description": declared.description} if declared.description else {}
@@ -52,7 +51,7 @@ def output_schema(bundle: Bundle) -> dict[str, Any]:
     }
 
 
-def state_schema(bundle: Bundle) -> dict[str, Any]:
+def state_schema(bundle: Bundle) -> JsonDict:
     """What a thread's `values` hold: the run's inputs and outputs, and the conversation as `messages`."""
     properties = {
         **input_schema(bundle)["properties"],
@@ -66,7 +65,7 @@ def state_schema(bundle: Bundle) -> dict[str, Any]:
     return {"title": f"{bundle.name} state", "type": "object", "properties": properties}
 
 
-def graph_schemas(bundle: Bundle) -> dict[str, Any]:
+def graph_schemas(bundle: Bundle) -> JsonDict:
     return {
         "graph_id": bundle.name,
         "input_schema": input_schema(bundle),
@@ -77,7 +76,7 @@ def graph_schemas(bundle: Bundle) -> dict[str, Any]:
     }
 
 
-def graph(model: FlowGraph) -> dict[str, Any]:
+def graph(model: FlowGraph) -> JsonDict:
     """The graph model (engine/compile/flowgraph.py) in the JSON form of LangGraph's drawable graph."""
     nodes = [
         {

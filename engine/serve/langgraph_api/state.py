@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.events import APPROVAL_REQUIRED, RUN_STARTED, RunStatus
+from engine.core.values import JsonDict
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api import shapes
 from engine.serve.langgraph_api.interrupts import interrupt
@@ -37,11 +38,11 @@ class ThreadView:
     """What one read of a thread found."""
 
     thread: threads.Thread
-    metadata: dict[str, Any]
+    metadata: JsonDict
     runs: list[RunRecord]  # newest first
     messages: dict[str, list[Message]]  # the rows of each finished turn (its message, its reply)
     # the approval_required data of a waiting turn
-    gates: list[dict[str, Any]] = field(default_factory=list)
+    gates: list[JsonDict] = field(default_factory=list)
     # runs of the thread cancelled before their turn began (runs.py, `cancel`): runs, not turns, newest first
     cancelled: list[RunRecord] = field(default_factory=list)
     # the inputs a client wrote to the thread (engine/state/thread_inputs.py)
@@ -90,9 +91,9 @@ def read(conn: Connection, thread_id: str) -> ThreadView | None:
     return view
 
 
-def waiting_gates(events: list[Any]) -> list[dict[str, Any]]:
+def waiting_gates(events: list[Any]) -> list[JsonDict]:
     """The approval_required data of a run's latest execution: one per gate it waits at."""
-    found: list[dict[str, Any]] = []
+    found: list[JsonDict] = []
     for event in events:
         if event["type"] == RUN_STARTED:
             found = []
@@ -101,7 +102,7 @@ def waiting_gates(events: list[Any]) -> list[dict[str, Any]]:
     return found
 
 
-def metadata(view: ThreadView) -> dict[str, Any]:
+def metadata(view: ThreadView) -> JsonDict:
     """The thread's metadata: what clients gave it, and the flow it talks to as `graph_id` and `assistant_id`
     (the keys chat UIs search their threads by)."""
     flow = view.thread.flow
@@ -129,12 +130,12 @@ def origin(view: ThreadView, turn: RunRecord) -> RunRecord:
     return turn
 
 
-def _human(view: ThreadView, turn: RunRecord, text: str) -> dict[str, Any]:
+def _human(view: ThreadView, turn: RunRecord, text: str) -> JsonDict:
     """A turn's human message: a regenerated answer's turn says its origin's message, with its id."""
     return lc.human(text, lc.human_id(origin(view, turn).id))
 
 
-def talk(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+def talk(view: ThreadView, turn: RunRecord | None) -> list[JsonDict]:
     """The conversation on the branch ending at finished turn `turn` (None: none). An AI message carries
     its turn's usage (the run's totals)."""
     return [
@@ -146,7 +147,7 @@ def talk(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
     ]
 
 
-def _messages_after(view: ThreadView, turn: RunRecord | None) -> list[dict[str, Any]]:
+def _messages_after(view: ThreadView, turn: RunRecord | None) -> list[JsonDict]:
     """The conversation as it stood after `turn`: up to it if it finished, else the talk it went on from
     and its human message."""
     if turn is None:
@@ -159,12 +160,12 @@ def _messages_after(view: ThreadView, turn: RunRecord | None) -> list[dict[str, 
     ]
 
 
-def talk_before(view: ThreadView, turn: RunRecord) -> list[dict[str, Any]]:
+def talk_before(view: ThreadView, turn: RunRecord) -> list[JsonDict]:
     """The talk `turn` went on from."""
     return talk(view, view.turn(turn.after_turn))
 
 
-def before_turn(view: ThreadView, after: str | None) -> list[dict[str, Any]]:
+def before_turn(view: ThreadView, after: str | None) -> list[JsonDict]:
     """The conversation a new turn that goes on from `after` (a finished turn, or branches.START; None: the
     thread's latest finished turn) starts with."""
     return talk(view, latest(view) if after is None else view.turn(after))
@@ -179,11 +180,11 @@ def latest(view: ThreadView) -> RunRecord | None:
     return next((run for run in view.runs if run.id in view.messages), None)
 
 
-def values(view: ThreadView, run: RunRecord | None = None, *, now: bool = False) -> dict[str, Any]:
+def values(view: ThreadView, run: RunRecord | None = None, *, now: bool = False) -> JsonDict:
     """The state's values after `run` (default: the latest turn): its inputs and outputs, and `messages`;
     the thread's state now (no `run`, or `now`) shows the inputs a client wrote since that turn began."""
     turn = run if run is not None else view.last
-    found: dict[str, Any] = {}
+    found: JsonDict = {}
     if turn is not None:
         found.update(turn.inputs)
         found.update(turn.outputs or {})
@@ -255,7 +256,7 @@ def _parent(turn: RunRecord) -> str:
 def _snapshot(
     view: ThreadView,
     checkpoint_id: str,
-    values_: dict[str, Any],
+    values_: JsonDict,
     *,
     parent: str | None,
     turn: RunRecord | None,

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from engine.core.values import JsonDict
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api.access import ServerDep, service
 from engine.serve.langgraph_api.bodies import NamespaceSearch, StoreDelete, StorePut, StoreSearch
@@ -75,7 +76,7 @@ def _filter_value(value: Any, where: str, depth: int = 0) -> None:
             _filter_value(item, where, depth + 1)
 
 
-def _filter(given: dict[str, Any] | None) -> dict[str, Any] | None:
+def _filter(given: JsonDict | None) -> JsonDict | None:
     """The search's filter, checked before it reaches the store (whose ValueError would be a 500):
     422 `invalid_filter` naming what is wrong."""
     if not given:
@@ -117,7 +118,7 @@ def _shown(item: Any) -> Any:
     return {"value": value} if item.namespace[-1:] == ("preferences",) else value
 
 
-def _item(item: Any, with_score: bool = False) -> dict[str, Any]:
+def _item(item: Any, with_score: bool = False) -> JsonDict:
     found = {
         "namespace": list(item.namespace),
         "key": item.key,
@@ -145,7 +146,7 @@ async def put(request: Request, server: ServerDep) -> Response:
 @router.get(
     "/store/items", summary="One item, by namespace (labels joined with '.') and key; null if none"
 )
-async def get(server: ServerDep, key: str, namespace: str = Query("")) -> dict[str, Any] | None:
+async def get(server: ServerDep, key: str, namespace: str = Query("")) -> JsonDict | None:
     labels = _namespace(namespace.split(".") if namespace else [], "namespace")
     memory = _memory(server)
     item = await memory.call(memory.store().get, labels, key)
@@ -166,7 +167,7 @@ async def delete(request: Request, server: ServerDep) -> Response:
 @router.post(
     "/store/items/search", summary="Items under a namespace prefix, filtered by their values"
 )
-async def search(request: Request, server: ServerDep) -> dict[str, Any]:
+async def search(request: Request, server: ServerDep) -> JsonDict:
     body = await read_body(request, StoreSearch) or StoreSearch()
     prefix = _namespace(body.namespace_prefix, "namespace_prefix", allow_empty=True)
     wanted = _filter(body.filter)
@@ -182,7 +183,7 @@ async def search(request: Request, server: ServerDep) -> dict[str, Any]:
 
 
 @router.post("/store/namespaces", summary="The namespaces of the store")
-async def namespaces(request: Request, server: ServerDep) -> dict[str, Any]:
+async def namespaces(request: Request, server: ServerDep) -> JsonDict:
     body = await read_body(request, NamespaceSearch) or NamespaceSearch()
     memory = _memory(server)
     prefix = _namespace(body.prefix or [], "prefix", allow_empty=True) or None

@@ -42,6 +42,7 @@ from engine.core.events import (
     RunStatus,
 )
 from engine.core.usage import Spend
+from engine.core.values import JsonDict
 from engine.serve.langgraph_api import messages as lc
 from engine.serve.langgraph_api.interrupts import interrupt
 from engine.serve.problems import ApiError
@@ -109,8 +110,8 @@ class Translator:
     run_id: str
     thread_id: str | None
     flow: str
-    inputs: dict[str, Any]
-    before: list[dict[str, Any]] | None
+    inputs: JsonDict
+    before: list[JsonDict] | None
     written: dict[str, str] = field(default_factory=dict)  # step -> the text of its tokens so far
     # the run's model calls (its earlier ones, read before the stream's first event, and those seen since):
     # the reply's usage_metadata; and each step's since its last step_finished: its streamed message's
@@ -124,7 +125,7 @@ class Translator:
 
     def messages(
         self, run_id: str, outputs: Mapping[str, Any] | None, usage: Spend | None = None
-    ) -> list[dict[str, Any]] | None:
+    ) -> list[JsonDict] | None:
         if self.before is None:
             return None
         said = [
@@ -141,9 +142,7 @@ class Translator:
             )
         return said
 
-    def values(
-        self, outputs: Mapping[str, Any] | None, usage: Spend | None = None
-    ) -> dict[str, Any]:
+    def values(self, outputs: Mapping[str, Any] | None, usage: Spend | None = None) -> JsonDict:
         """The values with the reply; its usage is `usage` (the run's record), else the model calls seen."""
         found = {**self.inputs, **(outputs or {})}
         said = self.messages(self.run_id, outputs, usage)
@@ -151,7 +150,7 @@ class Translator:
             found["messages"] = said
         return found
 
-    def _meta(self, step: str | None) -> dict[str, Any]:
+    def _meta(self, step: str | None) -> JsonDict:
         return {
             "run_id": self.run_id,
             "thread_id": self.thread_id,
@@ -162,7 +161,7 @@ class Translator:
             "langgraph_triggers": [],
         }
 
-    def _stream_event(self, kind: str, name: str, data: dict[str, Any], step: str | None) -> Part:
+    def _stream_event(self, kind: str, name: str, data: JsonDict, step: str | None) -> Part:
         return "events", {
             "event": kind,
             "name": name,
@@ -295,7 +294,7 @@ class Translator:
             out.append(self._stream_event("on_chain_end", self.flow, {"output": outputs}, None))
         return out
 
-    def _custom_parts(self, kind: str, step: str | None, data: dict[str, Any]) -> list[Part]:
+    def _custom_parts(self, kind: str, step: str | None, data: JsonDict) -> list[Part]:
         """A step's own event (`emit:`): a custom part, and an on_custom_event."""
         out: list[Part] = []
         if "custom" in self.modes:

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.core.events import RunStatus, now_iso
+from engine.core.values import JsonDict
 from engine.serve.bodies import read_body
 from engine.serve.langgraph_api import shapes, state, updates
 from engine.serve.langgraph_api.access import (
@@ -49,7 +50,7 @@ def _metadata_limit(server: Server) -> int:
     return min(METADATA_BYTES, server.catalog.server.max_input_bytes)
 
 
-def _check_metadata(server: Server, metadata: dict[str, Any] | None, what: str) -> None:
+def _check_metadata(server: Server, metadata: JsonDict | None, what: str) -> None:
     """413 `metadata_too_large` when `metadata` takes more than the limit as JSON."""
     if metadata:
         size = json_size(metadata)
@@ -74,9 +75,7 @@ def json_size(value: Any) -> int:
     )
 
 
-def _merge(
-    thread_id: str, metadata: dict[str, Any], limit: int
-) -> Callable[[Connection], int | None]:
+def _merge(thread_id: str, metadata: JsonDict, limit: int) -> Callable[[Connection], int | None]:
     """A writer call: add `metadata` to the thread's (threads.merge_metadata) unless the merged metadata would
     take more than `limit` bytes; None when it was merged (or there is no such thread: the caller checked),
     else the merged size. Read and written in the writer's one transaction, so PATCHes at once stay bounded."""
@@ -203,7 +202,7 @@ async def delete(thread_id: str, server: ServerDep) -> Response:
     "/threads/{thread_id}/state",
     summary="Write the thread's messages: recorded as turns, never changed in place",
 )
-async def update_state(thread_id: str, request: Request, server: ServerDep) -> dict[str, Any]:
+async def update_state(thread_id: str, request: Request, server: ServerDep) -> JsonDict:
     view = await view_of(server, thread_id)
     body = await read_body(request, updates.StateUpdate) or updates.StateUpdate()
     return await updates.update(server, view, body)
@@ -296,7 +295,7 @@ async def post_state_at(thread_id: str, request: Request, server: ServerDep) -> 
     return _at(view, checkpoint_id)
 
 
-def _before(before: str | dict[str, Any] | None) -> str | None:
+def _before(before: str | JsonDict | None) -> str | None:
     if isinstance(before, dict):
         found = before.get("checkpoint_id")
         if found is not None and not isinstance(found, str):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.events import RunStatus, now_iso
-from engine.core.values import value_problem
+from engine.core.values import JsonDict, value_problem
 from engine.serve.langgraph_api import state
 from engine.serve.langgraph_api.access import check_free, held, service
 from engine.serve.langgraph_api.bodies import Lenient
@@ -38,7 +38,7 @@ WRITER = "POST /threads/{id}/state"
 class StateUpdate(Lenient):
     values: Any = None
     as_node: str | None = None
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: JsonDict | None = None
     checkpoint_id: str | None = None
 
 
@@ -53,7 +53,7 @@ def _refuse(message: str, field: str = "values") -> ApiError:
     return ApiError(422, "invalid_request", message, field=field)
 
 
-async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> dict[str, Any]:
+async def update(server: Server, view: state.ThreadView, body: StateUpdate) -> JsonDict:
     """Write the body's inputs to the thread and its messages as turns; the checkpoint it ends at."""
     thread_id = view.thread.id
     check_free(server, thread_id, "write it")
@@ -136,7 +136,7 @@ async def _write_inputs(
         raise held(thread_id, done, "write it")
 
 
-def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+def _checkpoint(thread_id: str, checkpoint_id: str) -> JsonDict:
     return {
         "thread_id": thread_id,
         "checkpoint_ns": "",
@@ -147,11 +147,11 @@ def _checkpoint(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
 
 def _inputs(
     flow: str, declared: Mapping[str, TypeSpec], message_key: str | None, values: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JsonDict:
     """The flow's inputs the body writes (all but `messages`), each checked against its declared type (null:
     no longer written); 422 for a key that is not one of them."""
     kept = [key for key in declared if key != message_key]
-    found: dict[str, Any] = {}
+    found: JsonDict = {}
     for key, value in values.items():
         if key == "messages":
             continue
