@@ -44,6 +44,9 @@ as a subprocess with `--json` at the README's sizes, and from the per-step table
                                                       # every sample: every ratio as the range of all
                                                       # six (the worse setting is inside it), then each
                                                       # setting's own (docs/performance.md's figures)
+    python bench/compare.py --only summary --repeat 3 # the README's figures from 3 fresh processes,
+                                                      # each figure, baseline and ratio as the range
+    python bench/compare.py --only cold --repeat 3    # the cold start the same way
 
 The machine the figures in docs come from is a shared 2-core VM: only ratios from one run are
 comparable, and even those move by 10-20 % between runs (more under load: prefer the CPU-time
@@ -58,6 +61,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -89,7 +93,7 @@ KEYS = (
     "GOOGLE_API_KEY",
     "GEMINI_API_KEY",
 )
-JSON = False  # --json: the per-step ratios as one JSON line (what --repeat reads)
+JSON = False  # --json: a table's figures as one JSON line (what --repeat reads)
 MARKDOWN = False  # --markdown: headings one level down (README's Performance section), no per-table machine line
 Figures = dict[str, dict[str, float]]  # per-step medians: workload -> variant -> seconds per run
 
@@ -127,8 +131,11 @@ def _cpu_timed(
     return timed
 
 
-async def per_step(count: int, show: bool = True, collect: bool = False) -> Figures:
-    """Per-run medians of every workload and variant; the table printed when `show`."""
+async def per_step(
+    count: int, show: bool = True, collect: bool = False, as_json: bool = False
+) -> Figures:
+    """Per-run medians of every workload and variant; the table printed when `show` (as one JSON
+    line of ratios when `as_json`: what --repeat reads)."""
     root = make_yard({**BLOCKS, **flows()})
     shutil.rmtree(root / ".blockyard", ignore_errors=True)
     yard = Yard.load(root)
@@ -222,7 +229,7 @@ async def per_step(count: int, show: bool = True, collect: bool = False) -> Figu
     figures = {
         name: {kind: median(samples[f"{name} {kind}"]) for kind in kinds} for name in WORKLOADS
     }
-    if JSON:
+    if as_json:
         print(json.dumps({"cpu": _ratios(kinds, cpu), "wall": _ratios(kinds, samples)}))
     elif show:
         _show_per_step(kinds, cpu, samples)
@@ -249,23 +256,47 @@ def _ratios(kinds: list[str], measured: dict[str, list[float]]) -> dict[str, dic
     return ratios
 
 
-def repeated(runs: int, count: int) -> None:
-    """`runs` fresh processes of the per-step table, each with and without a garbage collection before
-    every sample, taking turns; for each figure the range over all of them (the worse of the two
-    settings is inside it), then each setting's own range."""
-    results: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+def _fresh_runs(runs: int, argv: list[str], settings: list[list[str]]) -> list[list[Any]]:
+    """`runs` fresh processes of this script with `argv` for each of `settings` (extra arguments),
+    the settings taking turns in alternating order; per setting, the JSON each run printed last."""
+    results: list[list[Any]] = [[] for _ in settings]
     for index in range(runs):
-        for collect in (False, True) if index % 2 == 0 else (True, False):
-            argv = [sys.executable, __file__, "--only", "steps", "--json", "--rounds", str(count)]
+        order = range(len(settings)) if index % 2 == 0 else reversed(range(len(settings)))
+        for which in order:
             done = subprocess.run(
-                [*argv, *(["--collect"] if collect else [])],
+                [sys.executable, __file__, *argv, "--json", *settings[which]],
                 capture_output=True,
                 text=True,
                 check=True,
                 env=child_env(),
             )
-            results[collect].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"run {index + 1}/{runs}, collect={collect}: done", file=sys.stderr)
+            results[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"run {index + 1}/{runs} {' '.join(settings[which])}: done", file=sys.stderr)
+    return results
+
+
+def repeated(runs: int, count: int, only: str | None, quick: bool = False) -> None:
+    """The table `only` (the per-step one by default, or the summary, or the cold start) in `runs`
+    fresh processes; each figure as the range over all of them."""
+    sizes = ["--quick"] if quick else []
+    if only == "summary":
+        argv = ["--only", "summary", "--rounds", str(count), *sizes]
+        show_summary(_fresh_runs(runs, argv, [[]])[0], quick)
+    elif only == "cold":
+        _show_cold(_fresh_runs(runs, ["--only", "cold", "--rounds", str(count)], [[]])[0], count)
+    elif only in (None, "steps"):
+        _repeated_steps(runs, count)
+    else:
+        raise SystemExit(f"--repeat covers the steps, summary and cold tables, not {only}")
+
+
+def _repeated_steps(runs: int, count: int) -> None:
+    """The per-step table, each run with and without a garbage collection before every sample: for
+    each figure the range over all of them (the worse of the two settings is inside it), then each
+    setting's own range."""
+    argv = ["--only", "steps", "--rounds", str(count)]
+    without, with_ = _fresh_runs(runs, argv, [[], ["--collect"]])
+    results = {False: without, True: with_}
     figures = [key for key in next(iter(results[False][0]["cpu"].values())) if key != "raw ms"]
     for clock in ("cpu", "wall"):
         header(
@@ -296,12 +327,15 @@ def repeated(runs: int, count: int) -> None:
 
 
 def _span(values: list[float], fmt: str) -> str:
-    low, high = min(values), max(values)
-    return (
-        fmt.format(low)
-        if fmt.format(low) == fmt.format(high)
-        else f"{fmt.format(low)}–{fmt.format(high)}"
-    )
+    """The range of `values`, each formatted with `fmt`, the unit written once: "0.86–0.94x"."""
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    if low == high:
+        return low
+    number = re.compile(r"^([-+\d.,]+)(\D*)$")
+    a, b = number.match(low), number.match(high)
+    if a and b and a.group(2) == b.group(2):
+        return f"{a.group(1)}–{b.group(1)}{a.group(2)}"
+    return f"{low}–{high}"
 
 
 def _show_per_step(
@@ -401,7 +435,7 @@ def child_cpu(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, s
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
 
 
-async def cold_start(count: int) -> None:
+async def cold_start(count: int, as_json: bool = False) -> None:
     """Fresh processes, interleaved: `blockyard run hello` on the mock (the example yard, no API key:
     the default profile is the mock), the hand-written script with and without a chat model, a bare
     `python -c pass`, and the first compile of a 200-step flow after the imports."""
@@ -459,20 +493,47 @@ async def cold_start(count: int) -> None:
     ]
     firsts = firsts[1:]  # the warm-up's
 
+    base = samples["raw LangGraph script"]
+    figures: dict[str, dict[str, float]] = {
+        name: {
+            "ms": median(samples[name]) * 1000,
+            "ratio": median([value / raw for value, raw in zip(samples[name], base, strict=True)]),
+        }
+        for name in argvs
+    }
+    figures["first compile"] = {
+        key: median([f[key] for f in firsts]) for key in ("imports_ms", "chain_ms", "mixed_ms")
+    }
+    if as_json:
+        print(json.dumps(figures))
+    else:
+        _show_cold([figures], count)
+
+
+def _show_cold(runs: list[dict[str, dict[str, float]]], count: int) -> None:
+    """The cold-start table: each figure as the range over `runs`."""
     header(
         f"cold start: CPU time (user + sys) of a fresh process, medians of {count} interleaved rounds"
+        + (f", the range of {len(runs)} runs" if len(runs) > 1 else "")
     )
-    base = samples["raw LangGraph script"]
-    rows = []
-    for name in argvs:
-        ratio = median([value / raw for value, raw in zip(samples[name], base, strict=True)])
-        rows.append([name, f"{median(samples[name]) * 1000:.0f} ms", f"{ratio:.2f}x"])
+    rows = [
+        [
+            name,
+            _span([run[name]["ms"] for run in runs], "{:.0f} ms"),
+            _span([run[name]["ratio"] for run in runs], "{:.2f}x"),
+        ]
+        for name in runs[0]
+        if name != "first compile"
+    ]
     print(table(["process", "CPU", "per-round ratio to the raw script"], rows))
-    imports = median([f["imports_ms"] for f in firsts])
-    chain, mixed = median([f["chain_ms"] for f in firsts]), median([f["mixed_ms"] for f in firsts])
+
+    def first(key: str, fmt: str) -> str:
+        return _span([run["first compile"][key] for run in runs], fmt)
+
     print(
-        f"\nfirst compile of a 200-step flow in a fresh process, after its imports ({imports:.0f} ms), CPU: "
-        f"chain {chain:.1f} ms, mixed (routers, loop, map) {mixed:.1f} ms (bench/bench_compile.py --first)"
+        f"\nfirst compile of a 200-step flow in a fresh process, after its imports "
+        f"({first('imports_ms', '{:.0f}')} ms), CPU: chain {first('chain_ms', '{:.1f}')} ms, mixed "
+        f"(routers, loop, map) {first('mixed_ms', '{:.1f}')} ms (bench/bench_compile.py --first)"
     )
 
 
@@ -547,20 +608,26 @@ def run_script(argv: list[str], extra: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def summary(steps: Figures, quick: bool) -> None:
-    """One row per figure the README states: Blockyard's, its baseline, the ratio, the README's target."""
+# one figure of the summary: what, ours, base, fmt, baseline, target; or, for counts with no baseline,
+# what, text (a format of the counts' names), counts, target
+SummaryRow = dict[str, Any]
+
+
+def summary(steps: Figures, quick: bool) -> list[SummaryRow]:
+    """One row per figure the README states: Blockyard's, its baseline, the README's target."""
     got = {name: run_script(*spec) for name, spec in scripts(quick).items()}
-    rows: list[list[str]] = []
+    rows: list[SummaryRow] = []
 
     def row(what: str, ours: float, base: float, fmt: str, baseline: str, target: str) -> None:
         rows.append(
-            [
-                what,
-                fmt.format(ours),
-                f"{baseline}: {fmt.format(base)}",
-                f"{ours / base:.2f}x",
-                target,
-            ]
+            {
+                "what": what,
+                "ours": ours,
+                "base": base,
+                "fmt": fmt,
+                "baseline": baseline,
+                "target": target,
+            }
         )
 
     v = got["validate"]
@@ -646,7 +713,7 @@ def summary(steps: Figures, quick: bool) -> None:
     )
     h = got["serve"]
     row(
-        f"{h['runs']} concurrent runs over HTTP (p50; {h['errors']} errors)",
+        f"{h['runs']} concurrent runs over HTTP (p50)",
         h["http_p50_ms"],
         h["inproc_p50_ms"],
         "{:.0f} ms",
@@ -654,13 +721,20 @@ def summary(steps: Figures, quick: bool) -> None:
         "≤ 1.3x",
     )
     rows.append(
-        [
-            f"{h['reloads']} hot reloads under that load",
-            f"{h['reload_failed']} failed or on a wrong version, of {h['reload_runs']} runs",
-            "-",
-            "-",
-            "0",
-        ]
+        {
+            "what": "errors among those runs",
+            "text": "{n}",
+            "counts": {"n": h["errors"]},
+            "target": "0",
+        }
+    )
+    rows.append(
+        {
+            "what": f"{h['reloads']} hot reloads under that load",
+            "text": "{failed} failed or on a wrong version, of {runs} runs",
+            "counts": {"failed": h["reload_failed"], "runs": h["reload_runs"]},
+            "target": "0",
+        }
     )
     t = got["threads"]
     row(
@@ -688,7 +762,35 @@ def summary(steps: Figures, quick: bool) -> None:
         "1 sub-agent",
         "parallel (~1x)",
     )
-    header("summary: the README's figures against their baselines")
+    return rows
+
+
+def show_summary(runs: list[list[SummaryRow]], quick: bool) -> None:
+    """The summary's table: each figure (and its baseline, and their ratio) as the range over `runs`."""
+    header(
+        "summary: the README's figures against their baselines"
+        + (f", the range of {len(runs)} runs" if len(runs) > 1 else "")
+    )
+    rows: list[list[str]] = []
+    for same in zip(*runs, strict=True):
+        first = same[0]
+        if "text" in first:
+            counts = {
+                name: _span([figure["counts"][name] for figure in same], "{:.0f}")
+                for name in first["counts"]
+            }
+            rows.append([first["what"], first["text"].format(**counts), "-", "-", first["target"]])
+            continue
+        fmt = first["fmt"]
+        rows.append(
+            [
+                first["what"],
+                _span([figure["ours"] for figure in same], fmt),
+                f"{first['baseline']}: {_span([figure['base'] for figure in same], fmt)}",
+                _span([figure["ours"] / figure["base"] for figure in same], "{:.2f}x"),
+                first["target"],
+            ]
+        )
     print(table(["what", "Blockyard", "baseline", "ratio", "target"], rows))
     print(
         "\nbaseline `target`: no raw counterpart, the ratio is to the README's target. "
@@ -729,34 +831,50 @@ async def main() -> None:
         "--repeat",
         type=int,
         metavar="N",
-        help="the per-step table N times, each in a fresh process with and without --collect: the range",
+        help="the table of --only (steps by default; summary, cold) N times, each in a fresh process, "
+        "every figure as the range (the steps table with and without --collect)",
     )
     parser.add_argument(
         "--collect", action="store_true", help="a full garbage collection before every sample"
     )
     parser.add_argument(
-        "--json", action="store_true", help="with --only steps: the ratios as one JSON line"
+        "--json",
+        action="store_true",
+        help="with --only steps, summary or cold: the figures as one JSON line (what --repeat reads)",
     )
     args = parser.parse_args()
     MARKDOWN, JSON = args.markdown, args.json
+    if JSON and args.only not in ("steps", "summary", "cold"):
+        parser.error("--json needs --only steps, summary or cold")
     count = args.rounds or (2 if args.quick else rounds(7))
     began = time.perf_counter()
     if args.repeat:
-        repeated(args.repeat, count)
+        repeated(args.repeat, count, args.only, args.quick)
         took = time.perf_counter() - began
         print(f"\nmachine: {machine()}; {count} rounds per run; total {took / 60:.1f} min.")
         return
     steps: Figures = {}
     if args.only in (None, "steps", "summary"):  # the summary's per-run rows come from this table
-        steps = await per_step(count, show=args.only != "summary", collect=args.collect)
-        if JSON:
+        steps = await per_step(
+            count,
+            show=args.only != "summary",
+            collect=args.collect,
+            as_json=JSON and args.only == "steps",
+        )
+        if JSON and args.only == "steps":
             return
     if args.only in (None, "expressions"):
         await expressions(count)
     if args.only in (None, "cold"):
-        await cold_start(count)
+        await cold_start(count, as_json=JSON)
     if args.only in (None, "summary"):
-        summary(steps, args.quick)
+        rows = summary(steps, args.quick)
+        if JSON:
+            print(json.dumps(rows))
+            return
+        show_summary([rows], args.quick)
+    if JSON:
+        return
     took = time.perf_counter() - began
     print(
         f"\n{'Machine' if MARKDOWN else 'machine'}: {machine()}; {count} rounds"
