@@ -1,0 +1,64 @@
+"""The trace's notifications on Postgres (engine/state/postgres.py, `_announce`): a transaction that
+writes trace rows of several runs wakes each run's followers on other replicas once, when it commits,
+and sends the notifications of all its runs in one statement (one round trip to the server, not one
+per run: the writer thread and every step waiting for its commit wait for each)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from engine.state import postgres
+
+# the statement of engine/state/store.py's `insert_events`, on the migrated schema of a fresh database
+INSERT = (
+    "INSERT OR REPLACE INTO events (run_id, seq, type, step, time, data) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+@pytest.fixture
+def listener(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    conn = psycopg.connect(pg_url, autocommit=True)
+    conn.execute(f"LISTEN {postgres.EVENTS_CHANNEL}")
+    yield conn
+    conn.close()
+
+
+def _heard(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=1.0) if n.channel == postgres.EVENTS_CHANNEL]
+
+
+def test_the_trace_rows_of_several_runs_wake_each_run_once_in_one_statement(
+    pg_url: str, listener: psycopg.Connection[tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = postgres.connect(pg_url)
+    sent: list[str] = []
+    raw_execute = writer.raw.execute
+
+    def counted(query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return raw_execute(query, params, **kwargs)
+
+    try:
+        monkeypatch.setattr(writer.raw, "execute", counted)
+        rows = [
+            (run, seq, "step_started", "s", "2026-11-29T00:00:00.000Z", "{}")
+            for run, seq in (("run-a", 1), ("run-b", 1), ("run-a", 2), ("run-c", 1))
+        ]
+        with writer.transaction():
+            assert writer.executemany(INSERT, rows).rowcount == 4
+            assert _heard(listener) == [], "nothing is announced before the commit"
+        assert sorted(_heard(listener)) == ["run-a", "run-b", "run-c"]
+        notifies = [query for query in sent if "pg_notify" in query]
+        assert len(notifies) == 1, sent
+        # a single row announces its run the same way
+        with writer.transaction():
+            writer.execute(
+                INSERT, ("run-d", 1, "step_started", "s", "2026-11-29T00:00:00.000Z", "{}")
+            )
+        assert _heard(listener) == ["run-d"]
+    finally:
+        writer.close()
