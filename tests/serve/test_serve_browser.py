@@ -79,6 +79,23 @@ def test_a_token_is_asked_for_and_used(yard: Path, serve: Callable[..., Live], p
     assert page.locator("#token-form").is_hidden()
 
 
+def test_a_refresh_that_changes_nothing_keeps_the_rows_under_the_pointer(
+    yard: Path, serve: Callable[..., Live], page: Any
+) -> None:
+    # The page asks the server again every two seconds. Rows replaced by a refresh that changed
+    # nothing lost a click whose press and release straddled it: the browser sends that click to the
+    # list, and nothing opened (a flaky test found it under load).
+    live = serve(yard, watch=False, schedules=False)
+    page.goto(live.url + "/")
+    row = page.locator("#flow-list [data-flow=add]").element_handle()
+    for _ in range(2):  # the next refresh's request, then the one after: the first has been drawn
+        with page.expect_request(lambda request: request.url.endswith("/diagnostics")):
+            pass
+    assert row.evaluate("node => node.isConnected")
+    row.click()
+    page.locator("#flow-title").filter(has_text="add v1").wait_for()
+
+
 def test_approve_a_gate_and_see_the_result(
     make_yard: Callable[[dict[str, str]], Path], serve: Callable[..., Live], page: Any
 ) -> None:

@@ -39,9 +39,19 @@ function showAuth(error) {
 
 // ---- lists -------------------------------------------------------------------------------------
 
+// The lists are redrawn every REFRESH_MS and after each navigation, but their rows are replaced only
+// when what they show changed: a click whose press and release straddle a redraw lands on no row
+// (the browser sends it to the list itself) and would be lost.
+const shown = new WeakMap();
+function redraw(container, data, rows) {
+  const key = JSON.stringify([data, state.view]);
+  if (shown.get(container) === key) return;
+  shown.set(container, key);
+  container.replaceChildren(...rows());
+}
+
 function renderFlows(flows) {
-  const list = $("flow-list");
-  list.replaceChildren(...flows.map((flow) => {
+  redraw($("flow-list"), flows, () => (!flows.length ? [h("li", { class: "muted" }, "no flows")] : flows.map((flow) => {
     const item = h("li", { "data-flow": flow.name, onclick: () => { location.hash = `flow/${flow.name}`; } },
       h("span", { class: "name" }, flow.name), ` v${flow.version}`,
       flow.stale ? h("span", { class: "stale" }, " · serving last good version") : null,
@@ -49,13 +59,11 @@ function renderFlows(flows) {
       flow.schedule && flow.schedule.next_fire ? h("span", { class: "desc" }, `next run ${new Date(flow.schedule.next_fire).toLocaleString()}`) : null);
     if (state.view && state.view.kind === "flow" && state.view.name === flow.name) item.classList.add("selected");
     return item;
-  }));
-  if (!flows.length) list.replaceChildren(h("li", { class: "muted" }, "no flows"));
+  })));
 }
 
 function renderRuns(runs) {
-  const body = $("run-table").querySelector("tbody");
-  body.replaceChildren(...runs.map((run) => {
+  redraw($("run-table").querySelector("tbody"), runs, () => runs.map((run) => {
     const row = h("tr", { "data-run": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
       h("td", { title: `${run.id}, started ${when(run.started || run.created)}` }, run.id), h("td", {}, `${run.flow}@${run.version}`),
       h("td", {}, badge(run.status)), h("td", {}, seconds(run.duration)),
@@ -67,16 +75,14 @@ function renderRuns(runs) {
 }
 
 function renderThreads(threads) {
-  const list = $("thread-list");
-  list.replaceChildren(...threads.map((thread) => {
+  redraw($("thread-list"), threads, () => (!threads.length ? [h("li", { class: "muted" }, "none")] : threads.map((thread) => {
     const item = h("li", { "data-thread": thread.id, onclick: () => { location.hash = `thread/${thread.id}`; } },
       h("span", { class: "name" }, thread.name || thread.id),
       h("span", { class: "desc" }, `${thread.flow || "no flow yet"} · ${thread.turns} turn${thread.turns === 1 ? "" : "s"}`
         + ` · ${when(thread.updated)}`));
     if (state.view && state.view.kind === "thread" && state.view.id === thread.id) item.classList.add("selected");
     return item;
-  }));
-  if (!threads.length) list.replaceChildren(h("li", { class: "muted" }, "none"));
+  })));
 }
 
 function renderDiagnostics(report) {
@@ -97,17 +103,14 @@ function renderDiagnostics(report) {
 }
 
 async function renderApprovals(runs) {
-  const waiting = runs.filter((run) => run.status === "waiting");
-  const items = [];
-  for (const run of waiting) {
-    const gates = await gatesOf(run);
-    for (const gate of gates) {
-      items.push(h("li", { "data-approval": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
-        h("span", { class: "name" }, `${run.flow} · ${gate.step || "gate"}`),
-        h("span", { class: "desc" }, gate.message || "approval required")));
-    }
+  const pending = [];
+  for (const run of runs.filter((each) => each.status === "waiting")) {
+    for (const gate of await gatesOf(run)) pending.push({ run: run.id, flow: run.flow, step: gate.step, message: gate.message });
   }
-  $("approval-list").replaceChildren(...(items.length ? items : [h("li", { class: "muted" }, "none")]));
+  redraw($("approval-list"), pending, () => (!pending.length ? [h("li", { class: "muted" }, "none")] : pending.map((item) =>
+    h("li", { "data-approval": item.run, onclick: () => { location.hash = `run/${item.run}`; } },
+      h("span", { class: "name" }, `${item.flow} · ${item.step || "gate"}`),
+      h("span", { class: "desc" }, item.message || "approval required")))));
 }
 
 async function gatesOf(run) {
