@@ -119,7 +119,7 @@ def test_the_debian_packages_are_named_in_one_place() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert {package for package, *_ in listed} == {
-        "chromium",
+        "chromium-headless-shell",
         "nodejs",
         "npm",
         "postgresql",

@@ -1,6 +1,6 @@
 """Mermaid for real: the `mermaid` npm package, pinned, renders the graphs `blockyard diff --format markdown`
-writes, in the headless Debian chromium the suite already drives through Playwright's `executable_path`
-(tests/serve/test_serve_browser.py; never `playwright install`).
+writes, in the headless Chromium the suite already drives through Playwright's `executable_path`
+(tests/support/chromium.py; never `playwright install`).
 
 The package is installed with `npm install --prefix DIR mermaid@MERMAID_VERSION` from the npm registry
 into a cache folder (`$BLOCKYARD_TEST_CACHE`, else `~/.cache/blockyard-tests`), once per version, by
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,17 +21,11 @@ from typing import Any
 from playwright.sync_api import sync_playwright
 
 from tests.conftest import skip_or_fail
+from tests.support.chromium import ARGS, INSTALL
+from tests.support.chromium import find as find_chromium
 from tests.support.npm import npm_package
 
 MERMAID_VERSION = "11.17.2"
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 # Parse, render, and read back from the SVG (placed in the page, so that CSS applies) what a reader sees:
 # each node's classes and the fill of its shape, each edge's stroke. Node ids are `<render id>-flowchart-<id>-<n>`.
@@ -94,15 +87,9 @@ def mermaid_js(cache: Path | None = None) -> Path:
 
 
 def chromium_path() -> str:
-    path = (
-        os.environ.get("BLOCKYARD_CHROMIUM")
-        or shutil.which("chromium")
-        or shutil.which("chromium-browser")
-    )
+    path = find_chromium()
     if not path:
-        skip_or_fail(
-            "rendering Mermaid needs chromium (`apt-get install -y chromium`) or BLOCKYARD_CHROMIUM"
-        )
+        skip_or_fail(f"rendering Mermaid needs a headless Chromium: {INSTALL}")
         raise AssertionError("unreachable")
     return path
 
@@ -112,7 +99,7 @@ def mermaid_page(script: Path) -> Iterator[Any]:
     """A blank page of headless chromium with Mermaid loaded."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=chromium_path(), headless=True, args=BROWSER_ARGS
+            executable_path=chromium_path(), headless=True, args=ARGS
         )
         try:
             page = browser.new_page()

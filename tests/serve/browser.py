@@ -1,41 +1,25 @@
-"""The web page's browser for the tests: Debian's chromium, headless, driven by Playwright
+"""The web page's browser for the tests: Debian's headless Chromium driven by Playwright
 (tests/serve/test_serve_browser.py, test_serve_timeline.py; their fixtures come through conftest.py).
-
-Never `playwright install` (it downloads a browser): the tests use /usr/bin/chromium, or the
-browser named by BLOCKYARD_CHROMIUM. CI installs it with `apt-get install -y chromium`.
+Which binary, and why: tests/support/chromium.py.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.support.chromium import ARGS, INSTALL
+from tests.support.chromium import find as find_chromium
+
 TIMEOUT_MS = 20_000
 
 
 def chromium() -> str:
-    path = (
-        os.environ.get("BLOCKYARD_CHROMIUM")
-        or shutil.which("chromium")
-        or shutil.which("chromium-browser")
-    )
+    path = find_chromium()
     if not path:
-        pytest.fail(
-            "the browser tests need chromium: `apt-get install -y chromium` (Debian), or set "
-            "BLOCKYARD_CHROMIUM to a Chromium binary"
-        )
+        pytest.fail(f"the browser tests need a headless Chromium: {INSTALL}")
     return path
 
 

@@ -1,7 +1,5 @@
-"""The web page in a real headless browser: Debian's chromium driven by Playwright.
-
-Never `playwright install` (it downloads a browser): the tests use /usr/bin/chromium, or the
-browser named by BLOCKYARD_CHROMIUM. CI installs it with `apt-get install -y chromium`.
+"""The web page in a real headless browser: Debian's headless Chromium driven by Playwright
+(which binary, and why: tests/support/chromium.py).
 """
 
 from __future__ import annotations

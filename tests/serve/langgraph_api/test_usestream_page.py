@@ -40,6 +40,8 @@ from engine.serve.server import Settings
 from tests.conftest import skip_or_fail
 from tests.serve.langgraph_api.conftest import EXTRA, example_yard
 from tests.serve.serve_helpers import Live, start_live
+from tests.support.chromium import INSTALL
+from tests.support.chromium import find as find_chromium
 from tests.support.npm import npm_lock
 from tests.support.usage_llm import UsageLLM
 
@@ -135,12 +137,8 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if node is None:
         skip_or_fail("the useStream page is bundled in node (`apt-get install -y nodejs npm`)")
         raise AssertionError("unreachable")
-    if not (
-        os.environ.get("BLOCKYARD_CHROMIUM")
-        or shutil.which("chromium")
-        or shutil.which("chromium-browser")
-    ):
-        skip_or_fail("the useStream page runs in chromium (`apt-get install -y chromium`)")
+    if not find_chromium():
+        skip_or_fail(f"the useStream page runs in a headless Chromium: {INSTALL}")
     modules = npm_lock("usestream-page", "esbuild") / "node_modules"
     out = tmp_path_factory.mktemp("usestream-page")
     done = subprocess.run(
