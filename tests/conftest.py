@@ -154,12 +154,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # or `watch` would see it shrugged off. A handled signal is reset to the default in an exec'd child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    # the process that starts pytest-xdist's workers: they share it
+    # the fork server for the tests' Python children (tests/support/processes.py), started by the process
+    # that starts pytest-xdist's workers: they share it. A session in one process (`-n 0`) starts it only
+    # when a test first needs it.
     if not hasattr(config, "workerinput"):
-        # the fork server for the tests' Python children (tests/support/processes.py)
-        server = processes.start()
-        if server is not None:
-            config.add_cleanup(lambda: processes.stop(server))
+        if not config.getoption("numprocesses", None):
+            processes.start_on_first_use()
+            config.add_cleanup(processes.stop_started)
+        else:
+            server = processes.start()
+            if server is not None:
+                config.add_cleanup(lambda: processes.stop(server))
 
 
 def postgres_cluster() -> Cluster:

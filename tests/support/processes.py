@@ -11,8 +11,9 @@ pytest, or BLOCKYARD_TEST_FORKSERVER=0). The returned object is a subprocess.Pop
 mode, communicate(), wait(), poll(), send_signal() and kill() behave alike; only the exit status
 comes from the server (it is the child's parent) instead of waitpid.
 
-The session's server is started by tests/conftest.py (`start()`, before pytest-xdist's workers, which
-find it through FORKSERVER_ENV).
+The session's server is started by tests/conftest.py: before pytest-xdist's workers (`start()`), which
+find it through FORKSERVER_ENV, or, in a session of one process (`-n 0`), by its first Python child
+(`start_on_first_use()`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,37 @@ def start() -> subprocess.Popen[str] | None:
     off. It stops when this process ends (its stdin closes)."""
     if os.environ.get(FORKSERVER_ENV):
         return None  # turned off, or a server of an enclosing session (a pytest run by a test) is in use
+    return _launch(dict(os.environ))
+
+
+def start_on_first_use() -> None:
+    """Have the first Python child of this process start the session's server, not the session's start.
+
+    For a session that runs in one process (`-n 0`): the server imports the whole engine, ~4.5 CPU-s on
+    2 cores, which a run of a few tests that start no Python child (the docs' narrowed `bash .ci/test`,
+    a developer's single file) would pay for nothing. A session on pytest-xdist's workers starts it at
+    once instead (`start()`): they all share it, and they find it through the environment they inherit.
+    The server gets the environment of this moment, not that of the test whose child starts it (a test
+    may have changed PYTHON* settings for its own children)."""
+    if not os.environ.get(FORKSERVER_ENV):
+        _deferred["env"] = dict(os.environ)
+
+
+def stop_started() -> None:
+    """Stop the server start_on_first_use() started, if a child started it."""
+    server = _deferred.pop("server", None)
+    if server is not None:
+        stop(server)
+
+
+_deferred: dict[
+    str, Any
+] = {}  # start_on_first_use(): the environment to start with, then the server
+
+
+def _launch(environment: dict[str, str]) -> subprocess.Popen[str]:
     path = Path(tempfile.mkdtemp(prefix="blockyard-forkserver-")) / "socket"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**environment, "PYTHONPATH": str(REPO)}
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.support.forkserver", str(path)],
         cwd=REPO,
@@ -62,6 +92,24 @@ def start() -> subprocess.Popen[str] | None:
     os.environ[FORKSERVER_ENV] = str(path)
     os.environ["BLOCKYARD_TEST_FORKSERVER_PYTHON"] = json.dumps(_settings(env))
     return server
+
+
+def _server_settings() -> dict[str, str] | None:
+    """The Python settings of the server's children (those of the deferred one, before it starts); None
+    when no server runs or will."""
+    if "env" in _deferred:
+        return _settings({**_deferred["env"], "PYTHONPATH": str(REPO)})
+    if os.environ.get(FORKSERVER_ENV, "0") == "0":
+        return None
+    expected = os.environ.get("BLOCKYARD_TEST_FORKSERVER_PYTHON")
+    return None if expected is None else dict(json.loads(expected))
+
+
+def _server_path() -> str:
+    """The running server's socket, starting a deferred one now."""
+    if "env" in _deferred:
+        _deferred["server"] = _launch(_deferred.pop("env"))
+    return os.environ[FORKSERVER_ENV]
 
 
 def stop(server: subprocess.Popen[str]) -> None:
@@ -90,8 +138,8 @@ def request_for(
     if len(argv) < 2 or argv[0] != sys.executable:
         return None
     env = dict(os.environ if env is None else env)
-    expected = os.environ.get("BLOCKYARD_TEST_FORKSERVER_PYTHON")
-    if expected is None or _settings(env) != json.loads(expected):
+    expected = _server_settings()
+    if expected is None or _settings(env) != expected:
         return None
     rest = argv[1:]
     unbuffered = rest[0] == "-u"
@@ -147,9 +195,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subproc
         start_new_session: bool,
         process_group: Any,
     ) -> None:
-        path = os.environ.get(FORKSERVER_ENV, "0")
         request = None
-        if path != "0" and not (
+        if not (
             shell
             or preexec_fn
             or pass_fds
@@ -160,6 +207,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]  # generic like subproc
             or process_group not in (None, -1)
         ):
             request = request_for(args, executable, env, cwd)
+        path = _server_path() if request is not None else "0"
         if request is None:
             super()._execute_child(  # type: ignore[misc]
                 args,
