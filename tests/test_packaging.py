@@ -35,7 +35,7 @@ from engine.core.version import __version__
 from engine.spec.export import SCHEMAS
 from engine.state.location import URL_ENV
 from tests.support.example import copy_example_yard
-from tests.support.venvs import venv_on_this_environment
+from tests.support.venvs import site_packages, venv_on_this_environment, venv_with_pip
 
 REPO = Path(__file__).resolve().parents[1]
 METAPACKAGE = REPO / "packaging" / "blockyard"
@@ -317,15 +317,8 @@ def _slim_venv(venv: Path, wheel: Path, tmp_path: Path) -> Path:
     distributions (their files and .dist-info, as pip installed them), then pip installs the wheel
     with --no-index, so it must find every requirement of the core already there; one it lacks
     (langgraph, say) fails the install."""
-    # with pip (ensurepip): uv's .venv has none
-    created = _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
-    assert created.returncode == 0, created.stderr
-    python = venv / "bin" / "python"
-    site = Path(
-        _run(
-            python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path
-        ).stdout.strip()
-    )
+    python = venv_with_pip(venv) / "python"  # with pip: uv's .venv has none
+    site = site_packages(venv)
     dependencies, absent = _closure(_requires(_metadata(wheel)))
     assert absent == set()
     for distribution in dependencies.values():
