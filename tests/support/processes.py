@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,10 @@ def stop_started() -> None:
         stop(server)
 
 
-_deferred: dict[
-    str, Any
-] = {}  # start_on_first_use(): the environment to start with, then the server
+# start_on_first_use(): the environment to start the server with, then the server; the lock keeps two
+# threads starting their first children at once from starting two
+_deferred: dict[str, Any] = {}
+_deferred_lock = threading.Lock()
 
 
 def _launch(environment: dict[str, str]) -> subprocess.Popen[str]:
@@ -97,9 +99,12 @@ def _launch(environment: dict[str, str]) -> subprocess.Popen[str]:
 def _server_settings() -> dict[str, str] | None:
     """The Python settings of the server's children (those of the deferred one, before it starts); None
     when no server runs or will."""
-    if "env" in _deferred:
-        return _settings({**_deferred["env"], "PYTHONPATH": str(REPO)})
-    if os.environ.get(FORKSERVER_ENV, "0") == "0":
+    if os.environ.get(FORKSERVER_ENV) == "0":
+        return None  # turned off
+    deferred = _deferred.get("env")
+    if deferred is not None:
+        return _settings({**deferred, "PYTHONPATH": str(REPO)})
+    if not os.environ.get(FORKSERVER_ENV):
         return None
     expected = os.environ.get("BLOCKYARD_TEST_FORKSERVER_PYTHON")
     return None if expected is None else dict(json.loads(expected))
@@ -107,8 +112,9 @@ def _server_settings() -> dict[str, str] | None:
 
 def _server_path() -> str:
     """The running server's socket, starting a deferred one now."""
-    if "env" in _deferred:
-        _deferred["server"] = _launch(_deferred.pop("env"))
+    with _deferred_lock:
+        if "env" in _deferred:
+            _deferred["server"] = _launch(_deferred.pop("env"))
     return os.environ[FORKSERVER_ENV]
 
 
