@@ -106,7 +106,7 @@ if [ "$pass" = "$FAIL" ]; then exit 3; fi
 def test_the_test_script_runs_both_passes_and_fails_when_either_does(
     tmp_path: Path, fail: str
 ) -> None:
-    """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three workers each,
+    """.ci/test runs `python -m pytest` on SQLite and on Postgres side by side, on three and two workers,
     printing each pass's slowest tests, and with the arguments it is given (a later -n wins), prints the
     Postgres pass's output after the SQLite pass's, and fails when either pass does."""
     # the active environment's python, put first on PATH by .ci/test
@@ -128,7 +128,7 @@ def test_the_test_script_runs_both_passes_and_fails_when_either_does(
         "== test: SQLite (the Postgres pass runs beside it; its output follows)",
         "sqlite pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
         "== test: Postgres",
-        "postgres pass: python -m pytest -n 3 --durations=15 --durations-min=5 -x -k a b",
+        "postgres pass: python -m pytest -n 2 --durations=15 --durations-min=5 -x -k a b",
     ], run.stdout + run.stderr
     assert run.returncode == (1 if fail else 0), run.stdout + run.stderr
     if fail:
