@@ -41,17 +41,17 @@ function showAuth(error) {
 
 // The lists are redrawn every REFRESH_MS and after each navigation, but their rows are replaced only
 // when what they show changed: a click whose press and release straddle a redraw lands on no row
-// (the browser sends it to the list itself) and would be lost.
+// (the browser sends it to the list itself) and would be lost. An empty list shows `empty`, if given.
 const shown = new WeakMap();
-function redraw(container, data, rows) {
-  const key = JSON.stringify([data, state.view]);
+function redraw(container, items, row, empty = null) {
+  const key = JSON.stringify([items, state.view]);
   if (shown.get(container) === key) return;
   shown.set(container, key);
-  container.replaceChildren(...rows());
+  container.replaceChildren(...(!items.length && empty ? [h("li", { class: "muted" }, empty)] : items.map(row)));
 }
 
 function renderFlows(flows) {
-  redraw($("flow-list"), flows, () => (!flows.length ? [h("li", { class: "muted" }, "no flows")] : flows.map((flow) => {
+  redraw($("flow-list"), flows, (flow) => {
     const item = h("li", { "data-flow": flow.name, onclick: () => { location.hash = `flow/${flow.name}`; } },
       h("span", { class: "name" }, flow.name), ` v${flow.version}`,
       flow.stale ? h("span", { class: "stale" }, " · serving last good version") : null,
@@ -59,11 +59,11 @@ function renderFlows(flows) {
       flow.schedule && flow.schedule.next_fire ? h("span", { class: "desc" }, `next run ${new Date(flow.schedule.next_fire).toLocaleString()}`) : null);
     if (state.view && state.view.kind === "flow" && state.view.name === flow.name) item.classList.add("selected");
     return item;
-  })));
+  }, "no flows");
 }
 
 function renderRuns(runs) {
-  redraw($("run-table").querySelector("tbody"), runs, () => runs.map((run) => {
+  redraw($("run-table").querySelector("tbody"), runs, (run) => {
     const row = h("tr", { "data-run": run.id, onclick: () => { location.hash = `run/${run.id}`; } },
       h("td", { title: `${run.id}, started ${when(run.started || run.created)}` }, run.id), h("td", {}, `${run.flow}@${run.version}`),
       h("td", {}, badge(run.status)), h("td", {}, seconds(run.duration)),
@@ -71,18 +71,18 @@ function renderRuns(runs) {
         costText(run.usage || run, true)));
     if (state.view && state.view.kind === "run" && state.view.id === run.id) row.classList.add("selected");
     return row;
-  }));
+  });
 }
 
 function renderThreads(threads) {
-  redraw($("thread-list"), threads, () => (!threads.length ? [h("li", { class: "muted" }, "none")] : threads.map((thread) => {
+  redraw($("thread-list"), threads, (thread) => {
     const item = h("li", { "data-thread": thread.id, onclick: () => { location.hash = `thread/${thread.id}`; } },
       h("span", { class: "name" }, thread.name || thread.id),
       h("span", { class: "desc" }, `${thread.flow || "no flow yet"} · ${thread.turns} turn${thread.turns === 1 ? "" : "s"}`
         + ` · ${when(thread.updated)}`));
     if (state.view && state.view.kind === "thread" && state.view.id === thread.id) item.classList.add("selected");
     return item;
-  })));
+  }, "none");
 }
 
 function renderDiagnostics(report) {
@@ -107,10 +107,10 @@ async function renderApprovals(runs) {
   for (const run of runs.filter((each) => each.status === "waiting")) {
     for (const gate of await gatesOf(run)) pending.push({ run: run.id, flow: run.flow, step: gate.step, message: gate.message });
   }
-  redraw($("approval-list"), pending, () => (!pending.length ? [h("li", { class: "muted" }, "none")] : pending.map((item) =>
+  redraw($("approval-list"), pending, (item) =>
     h("li", { "data-approval": item.run, onclick: () => { location.hash = `run/${item.run}`; } },
       h("span", { class: "name" }, `${item.flow} · ${item.step || "gate"}`),
-      h("span", { class: "desc" }, item.message || "approval required")))));
+      h("span", { class: "desc" }, item.message || "approval required")), "none");
 }
 
 async function gatesOf(run) {
