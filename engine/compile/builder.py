@@ -198,11 +198,12 @@ class GraphBuilder:
 
     def build_root(
         self, steps: list[StepSpec], frames: tuple[Frame, ...] = (), describe: str = "the flow"
-    ) -> None:
-        """Build `steps` as the whole graph: START -> entry, region ends -> END."""
+    ) -> list[str]:
+        """Build `steps` as the whole graph: START -> entry, region ends -> END; its entry nodes."""
         entries = self.build_region(steps, frames, END, describe)
         for entry in entries:
             self.graph.add_edge(START, entry)
+        return entries
 
     def build_region(
         self,

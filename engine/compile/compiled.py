@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
+from engine.compile.direct import Direct
 from engine.compile.reduce import empty
 from engine.core.diagnostics import did_you_mean
 from engine.core.errors import BlockyardError, RunError
@@ -37,6 +38,8 @@ class CompiledFlow:
     graph: CompiledStateGraph[Any, Any, Any, Any]
     bundle: Bundle
     recursion_limit: int
+    # how a run without checkpoints runs it without LangGraph's loop, when it may (engine/compile/direct.py)
+    direct: Direct | None = None
     name: str = field(init=False)
     # context keys steps accumulate -> append | merge
     accumulated: dict[str, str] = field(init=False)

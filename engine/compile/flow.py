@@ -7,6 +7,7 @@ from typing import Any
 from engine.compile.builder import Compiler, GraphBuilder
 from engine.compile.compiled import REPLY_NODE, CompiledFlow
 from engine.compile.constructs import construct
+from engine.compile.direct import direct
 from engine.compile.limits import recursion_limit
 from engine.definitions.pinned import Bundle
 
@@ -31,11 +32,13 @@ def _compile(
 ) -> CompiledFlow:
     flow = bundle.flow
     builder = GraphBuilder(bundle, prefix, COMPILER, inline=inline)
-    builder.build_root(flow.steps)
+    entries = builder.build_root(flow.steps)
+    # a run without checkpoints of a graph whose every node runs inline needs no LangGraph loop
+    plan = direct(builder.inline, builder.nodes, entries) if checkpointer is None else None
     if not prefix:
         builder.graph.add_node(REPLY_NODE, _reply)
     graph = builder.graph.compile(checkpointer=checkpointer, store=store, name=flow.flow)
-    return CompiledFlow(graph, bundle, recursion_limit(flow))
+    return CompiledFlow(graph, bundle, recursion_limit(flow), direct=plan)
 
 
 async def _reply(state: Any) -> None:

@@ -75,6 +75,10 @@ class Inline:
         self.nodes[name] = node
         if retry is not None:
             self.retry[name] = retry
+        return self.runner(name)
+
+    def runner(self, name: str) -> NodeFn:
+        """What runs node `name` (added with `add`): its step, then those that follow it inline."""
         return _Runner(self, name)
 
     def routes(self, name: str) -> bool:
@@ -154,7 +158,7 @@ class _Runner:
             if resumed is not None:
                 sent, resumed = resumed, None
             else:
-                update, goto = _split(
+                update, goto = split(
                     await _attempts(inline.nodes[name], state, runtime, inline.retry.get(name)),
                     inline.next.get(name, []),
                 )
@@ -179,12 +183,12 @@ class _Runner:
                     total = combined(total, done)
                     state = applied(state, done)
                 goto, ran = list(inline.next[node]), ran + 1 + len(sent.args)
-                following = _single(goto)
+                following = single(goto)
                 if following is None or following not in inline.nodes:
                     return await _end(journal, total, goto)
                 name = following  # the map's join (its items' rows stand for the step before it)
                 continue
-            following = _single(goto)
+            following = single(goto)
             if following is None or following not in inline.nodes:
                 return await _end(journal, total, goto)
             if journal is not None:
@@ -248,7 +252,7 @@ def _retries(policy: RetryPolicy, exc: Exception) -> bool:
     return bool(retry_on(exc))
 
 
-def _split(result: Any, static: list[str]) -> tuple[Mapping[str, Any], list[str | Send]]:
+def split(result: Any, static: list[str]) -> tuple[Mapping[str, Any], list[str | Send]]:
     """(update, goto) of what a node returned: a Command routes itself; a plain update goes where
     the node's edges would have taken it."""
     if isinstance(result, Command):
@@ -320,7 +324,7 @@ async def _all(
     ]
 
 
-def _single(goto: list[str | Send]) -> str | None:
+def single(goto: list[str | Send]) -> str | None:
     if len(goto) == 1 and isinstance(goto[0], str):
         return goto[0]
     return None

@@ -349,6 +349,8 @@ class _Pass:
             self.fence,
             durability=GRAPH_DURABILITY[run.mode],
             synchronous=ex.synchronous,
+            # no checkpoint to keep nor to start from: LangGraph's loop adds nothing
+            plan=ex.compiled.direct if run.mode in NO_CHECKPOINTS else None,
         )
 
     async def interrupted(self) -> Event:

@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypedDict, cast
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.runtime import Runtime
@@ -30,6 +31,7 @@ except ImportError:
 else:
     PRIVATE_KEYS = (CONFIG_KEY_STREAM, CONFIG_KEY_RUNTIME)
 
+from engine.compile.direct import Direct
 from engine.state import fencing
 from engine.state import synchronous as commit_levels
 from engine.templates.limits import TemplateLimits, set_limits
@@ -135,18 +137,24 @@ class Listener:
         *,
         durability: Durability | None = "sync",
         synchronous: str | None = None,
+        plan: Direct | None = None,
     ) -> AsyncGenerator[tuple[str, Any], None]:
         """`limits` bound the templates the graph's nodes render, and `fence` guards its checkpoints
         on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
         for everything it starts, as it does the disk guarantee of its writes, `synchronous`
         (engine/state/synchronous.py). `durability` is LangGraph's mode for the stream (None for a graph
-        without a checkpointer)."""
+        without a checkpointer). `plan`: run the graph without LangGraph's loop (a run without
+        checkpoints of a graph that allows it, engine/compile/direct.py)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
-        self._task = asyncio.get_running_loop().create_task(
-            self._pump(
+        if plan is not None and direct is not None:
+            pump = self._run_direct(
+                plan, start, direct, context, limits, fence, config["recursion_limit"], synchronous
+            )
+        else:
+            pump = self._pump(
                 graph, start, config, direct, context, limits, fence, durability, synchronous
             )
-        )
+        self._task = asyncio.get_running_loop().create_task(pump)
         try:
             while True:
                 kind, value = await self._queue.get()
@@ -164,6 +172,34 @@ class Listener:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def _run_direct(
+        self,
+        plan: Direct,
+        start: Any,
+        config: RunnableConfig,
+        context: Any,
+        limits: TemplateLimits | None,
+        fence: fencing.Fence | None,
+        recursion_limit: int,
+        synchronous: str | None,
+    ) -> None:
+        put = self._queue.put_nowait
+        if limits is not None:
+            set_limits(limits)  # this task's own context: nothing outside the run sees it
+        fencing.enter(fence)
+        commit_levels.enter(synchronous)
+        # a graph a node invokes (a subflow an agent delegates to) finds the run's stream writer in
+        # the config, as it would inside a LangGraph node
+        var_child_runnable_config.set(config)
+        try:
+            put(("values", await plan.run(start, context, self._write, recursion_limit)))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the listener, which raises it in the run's task
+            put(("error", exc))
+            return
+        put(("done", None))
 
     async def _pump(
         self,

@@ -12,6 +12,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from langgraph.errors import GraphRecursionError
 
 from engine.agents.plan import AgentFailed
 from engine.compile import compile_flow
@@ -37,6 +38,8 @@ RUN_TIME: dict[str, type[BaseException]] = {
     "AgentFailed": AgentFailed,  # an agent that did not finish on this run
     "model_failure": ModelError,  # a model call that failed
     "RunError": RunError,  # a run that ended without its outputs, or over its step limit
+    # over its step limit, as LangGraph says it, in a run without LangGraph's loop (compile/direct.py)
+    "GraphRecursionError": GraphRecursionError,
     "_Bad": Exception,  # engine/compile/subflow.py: a subflow input that did not render on this run's values
 }
 INTERNAL = {"internal": InternalError, "InternalError": InternalError}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.graph.state import CompiledStateGraph
 
 from engine.core.errors import UsageError
 from engine.runtime.yard import Yard
@@ -337,3 +338,29 @@ def test_a_none_run_records_the_trace_and_outputs_of_a_sync_run(flow: str, tmp_p
             traces[mode], outputs[mode] = _trace(api, result.run_id), result.outputs
     assert outputs["none"] == outputs["sync"]
     assert traces["none"] == traces["sync"]
+
+
+# a chain, sub-agents (their graphs and the subflows they delegate to, nested in the run's node),
+# and a flow whose graph needs LangGraph's loop
+@pytest.mark.parametrize("flow", ["hello", "team_report", "research"])
+def test_an_engine_run_in_none_goes_without_langgraph_when_its_graph_allows(
+    flow: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LangGraph's loop of the run's graph is never entered in a `none` run of a flow whose graph
+    # allows it (engine/compile/direct.py; its outputs and trace against `sync`: the test above)
+    entered: list[str] = []
+    astream = CompiledStateGraph.astream
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        entered.append(self.name)
+        return astream(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledStateGraph, "astream", watched)
+    with Yard.load(copy_example_yard(tmp_path / "yard")) as api:
+        direct = api.engine.compiled(api.bundle(flow), durable=False, inline=True).direct
+        result = api.run(flow, EXAMPLE_INPUTS[flow], durability="none")
+        assert result.status == "finished", result.error
+        assert (flow in entered) == (direct is None), entered
+        entered.clear()
+        assert api.run(flow, EXAMPLE_INPUTS[flow], durability="sync").status == "finished"
+        assert flow in entered

@@ -1,0 +1,108 @@
+"""Running a graph whose every node runs inline without LangGraph's loop, for runs that keep no
+checkpoint (`durability: none`).
+
+In a graph compiled for the engine's runs, a node runs the steps that follow it itself
+(engine/compile/inline.py). When every node of the graph may do so and no two of them ever run in
+one superstep, a run of the graph is a chain of node calls: the entry node runs every step it can,
+and returns only at the end of the flow, or after a step that wrote `messages` (whose reducer must
+see each update on its own), naming the one node that goes on. LangGraph's loop then adds nothing
+but its own fixed cost per run — its channels, tasks, a superstep, the stream — which is about half of
+what a short flow costs in `none` (docs/performance.md). A run with checkpoints keeps LangGraph: its
+checkpoints are LangGraph's, and a resume reads them with LangGraph.
+
+`Direct.run` calls the nodes as LangGraph would (the state as its reducers leave it, a `Runtime` with
+the run's context, stream writer and execution info, LangGraph's step limit), and returns the final
+state. Events, `results`, outputs and failures are those of the same run through LangGraph
+(tests/compile/test_direct.py runs every example flow both ways and compares them).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.errors import ErrorCode, GraphRecursionError, create_error_message
+from langgraph.graph import END
+from langgraph.runtime import ExecutionInfo, Runtime
+
+from engine.compile.inline import Inline, NodeFn, single, split
+from engine.compile.state import applied
+from engine.nodes.context import RunContext
+from engine.nodes.errors import InternalError
+
+
+@dataclass(frozen=True)
+class Direct:
+    """A graph that may run without LangGraph's loop: its entry node and its nodes (each runs inline)."""
+
+    entry: str
+    inline: Inline
+    runners: Mapping[str, NodeFn]
+
+    async def run(
+        self,
+        state: Mapping[str, Any],
+        context: RunContext,
+        write: Callable[[Any], None],
+        recursion_limit: int,
+    ) -> dict[str, Any]:
+        """The final state of a run from `state` (a run's initial state): node after node, each one
+        LangGraph superstep, until one goes to the end; GraphRecursionError past `recursion_limit`
+        supersteps, as LangGraph raises it."""
+        values = dict(state)
+        name = self.entry
+        # LangGraph's supersteps: its start node's (0), one per node call, then one that finds
+        # nothing left to run; each checks the limit before it runs
+        steps = 0
+        while True:
+            steps += 1
+            if steps > recursion_limit:
+                raise GraphRecursionError(_over(recursion_limit))
+            # what LangGraph hands a node of a graph without a checkpointer (a task's own id)
+            info = ExecutionInfo(
+                checkpoint_id="",
+                checkpoint_ns=f"{name}:{uuid.uuid4()}",
+                task_id=str(uuid.uuid4()),
+                node_first_attempt_time=time.time(),
+            )
+            runtime: Runtime[RunContext] = Runtime(
+                context=context, stream_writer=write, execution_info=info
+            )
+            update, goto = split(await self.runners[name](values, runtime), [])
+            values = applied(values, update)
+            following = single(goto)
+            if following == END:
+                if steps + 1 > recursion_limit:
+                    raise GraphRecursionError(_over(recursion_limit))
+                return values
+            if following is None or following not in self.runners:
+                raise InternalError(
+                    f"bug: node '{name}' of a graph run without LangGraph goes to {goto!r}"
+                )
+            name = following
+
+
+def _over(recursion_limit: int) -> str:
+    """LangGraph's own message for a run over its step limit (the compiled flow explains it)."""
+    return create_error_message(
+        message=(
+            f"Recursion limit of {recursion_limit} reached without hitting a stop condition. "
+            "You can increase the limit by setting the `recursion_limit` config key."
+        ),
+        error_code=ErrorCode.GRAPH_RECURSION_LIMIT,
+    )
+
+
+def direct(inline: Inline | None, nodes: set[str], entries: list[str]) -> Direct | None:
+    """The plan to run a graph without LangGraph's loop, when it may be: an inline graph without
+    parallel branches, one entry, and every node one that runs inline (or a map's item node, which
+    the node before it runs)."""
+    if inline is None or inline.parallel or len(entries) != 1:
+        return None
+    if any(node not in inline.nodes and node not in inline.items for node in nodes):
+        return None
+    runners = {name: inline.runner(name) for name in inline.nodes}
+    return Direct(entries[0], inline, runners)
