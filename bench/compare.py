@@ -18,7 +18,8 @@ integer, no model) it measures, round-robin in one process:
   blockyard async  the same, durability async (checkpoint writes overlap the next step)
   blockyard exit   the same, durability exit (one checkpoint, when the run ends)
   blockyard none   the same, durability none (no checkpointer; runs row and trace still recorded; steps run
-                   inline, one after another in one LangGraph node: engine/compile/inline.py)
+                   inline, one after another in one node: engine/compile/inline.py, and the four
+                   workloads' nodes without LangGraph's loop: engine/compile/direct.py)
   blockyard/jinja  durability sync with the template fast path off: every expression rendered through Jinja
 
 and prints each per-run median and its ratio to `raw`, in CPU time of the process (writer thread
