@@ -27,6 +27,7 @@ from typing import Any
 from langgraph.errors import ErrorCode, GraphRecursionError, create_error_message
 from langgraph.graph import END
 from langgraph.runtime import ExecutionInfo, Runtime
+from langgraph.types import Send
 
 from engine.compile.inline import Inline, NodeFn, single, split
 from engine.compile.state import applied
@@ -36,7 +37,8 @@ from engine.nodes.errors import InternalError
 
 @dataclass(frozen=True)
 class Direct:
-    """A graph that may run without LangGraph's loop: its entry node and its nodes (each runs inline)."""
+    """A graph that may run without LangGraph's loop: its entry node, and its nodes (each runs inline)
+    with what they run (`inline`: a map's items a node sends after a step that wrote `messages`)."""
 
     entry: str
     inline: Inline
@@ -50,18 +52,25 @@ class Direct:
         recursion_limit: int,
     ) -> dict[str, Any]:
         """The final state of a run from `state` (a run's initial state): node after node, each one
-        LangGraph superstep, until one goes to the end; GraphRecursionError past `recursion_limit`
-        supersteps, as LangGraph raises it."""
+        LangGraph superstep (a map's items that a node sends, as LangGraph's tasks, one more), until
+        one goes to the end; GraphRecursionError past `recursion_limit` supersteps, as LangGraph
+        raises it."""
         values = dict(state)
-        name = self.entry
-        # LangGraph's supersteps: its start node's (0), one per node call, then one that finds
-        # nothing left to run; each checks the limit before it runs
+        goto: list[str | Send] = [self.entry]
+        # LangGraph's supersteps: its start node's (0), one per node call (or a map's items), then
+        # one that finds nothing left to run; each checks the limit before it runs
         steps = 0
         while True:
+            following = single(goto)
+            if following == END:
+                if steps + 1 > recursion_limit:
+                    raise GraphRecursionError(_over(recursion_limit))
+                return values
             steps += 1
             if steps > recursion_limit:
                 raise GraphRecursionError(_over(recursion_limit))
-            # what LangGraph hands a node of a graph without a checkpointer (a task's own id)
+            name = following if following is not None else "items"
+            # what LangGraph hands a task of a graph without a checkpointer (its own id)
             info = ExecutionInfo(
                 checkpoint_id="",
                 checkpoint_ns=f"{name}:{uuid.uuid4()}",
@@ -71,18 +80,16 @@ class Direct:
             runtime: Runtime[RunContext] = Runtime(
                 context=context, stream_writer=write, execution_info=info
             )
-            update, goto = split(await self.runners[name](values, runtime), [])
-            values = applied(values, update)
-            following = single(goto)
-            if following == END:
-                if steps + 1 > recursion_limit:
-                    raise GraphRecursionError(_over(recursion_limit))
-                return values
-            if following is None or following not in self.runners:
-                raise InternalError(
-                    f"bug: node '{name}' of a graph run without LangGraph goes to {goto!r}"
-                )
-            name = following
+            if following is not None and following in self.runners:
+                update, goto = split(await self.runners[following](values, runtime), [])
+                values = applied(values, update)
+                continue
+            sent = self.inline.fan_out(goto)
+            if sent is None:
+                raise InternalError(f"bug: a graph run without LangGraph goes to {goto!r}")
+            for done in await self.inline.run_items(sent, runtime):
+                values = applied(values, done)
+            goto = list(self.inline.next[sent.node])
 
 
 def _over(recursion_limit: int) -> str:

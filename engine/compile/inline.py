@@ -89,6 +89,21 @@ class Inline:
         """Where node `name` goes when its step returns a plain update."""
         self.next[name] = targets
 
+    def fan_out(self, goto: list[str | Send]) -> Items | None:
+        """The items of a map's fan-out that `goto` is, when their item node is one this graph's
+        nodes run themselves (else None)."""
+        node = _items(goto, self.items)
+        if node is None:
+            return None
+        return Items(node, [send.arg for send in goto if isinstance(send, Send)], {})
+
+    async def run_items(self, sent: Items, runtime: Runtime[RunContext]) -> list[Mapping[str, Any]]:
+        """The updates of the items `sent`, in order, run as LangGraph runs the tasks of one step; they go
+        on to `self.next[sent.node]` (the map's join)."""
+        return await _all(
+            self.items[sent.node], sent, runtime, self.retry.get(sent.node), None, "", 0
+        )
+
     def add_items(
         self, name: str, node: NodeFn, then: list[str], retry: RetryPolicy | None = None
     ) -> None:
@@ -121,14 +136,14 @@ class _Runner:
         name, ran = self.name, 0
         total: dict[str, Any] = {}
         done = await journal.restore(ns)
-        resumed: _Items | None = None
+        resumed: Items | None = None
         if done is not None:  # this node ran before and stopped: it goes on after what it finished
             for update in done.updates:
                 total = combined(total, update)
                 state = applied(state, update)
             name, ran = done.following, done.seq
             if done.items is not None:  # it stopped inside a map's items: the others run now
-                resumed = _Items(name, done.items, done.items_done)
+                resumed = Items(name, done.items, done.items_done)
             if name not in (self.inline.items if resumed is not None else self.inline.nodes):
                 raise InternalError(
                     f"bug: a resumed node goes on to '{name}', which is not a node of its graph"
@@ -148,7 +163,7 @@ class _Runner:
         name: str,
         total: dict[str, Any],
         ran: int,
-        resumed: _Items | None = None,
+        resumed: Items | None = None,
     ) -> Command[Any]:
         """Step `name` and those it leads to, on `state`, after steps that wrote `total`; `ran` is
         the number of the journal row step `name` writes. `resumed`: the node stopped inside a map's
@@ -170,7 +185,7 @@ class _Runner:
                 sent = None
                 if item_node is not None:
                     args = [send.arg for send in goto if isinstance(send, Send)]
-                    sent = _Items(item_node, args, {})
+                    sent = Items(item_node, args, {})
                     if journal is not None:  # the fan-out's row holds what it sends
                         await journal.finished(ns, ran, update, item_node, args)
             if sent is not None:
@@ -274,7 +289,7 @@ def _items(goto: list[str | Send], items: Mapping[str, NodeFn]) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Items:
+class Items:
     """What a map's fan-out sent to its item node: one argument per item, in order, and the updates of
     the items that finished already (a resumed node's), by position."""
 
@@ -285,7 +300,7 @@ class _Items:
 
 async def _all(
     node: NodeFn,
-    sent: _Items,
+    sent: Items,
     runtime: Runtime[RunContext],
     policy: RetryPolicy | None,
     journal: StepJournal | None,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -19,6 +20,7 @@ from langgraph.errors import GraphRecursionError
 
 from engine.compile import CompiledFlow, RunContext, compile_flow
 from engine.compile.direct import Direct
+from engine.compile.inline import Inline, Items
 from engine.definitions.pinned import Bundle
 from engine.models import scripted
 from tests.compile.compile_kit import FakeTools, Run, run_async, yard_bundle
@@ -170,16 +172,19 @@ def test_a_retried_step_counts_its_attempts_as_langgraph_does(
 
 
 def test_steps_that_write_messages_end_a_node_and_count_against_the_step_limit(
-    make_yard: Callable[[dict[str, str]], Path],
+    make_yard: Callable[[dict[str, str]], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # an agent's conversation goes to `messages` (outside a conversation thread), whose reducer sees
-    # each update on its own: the node returns after it, and the next node is one more LangGraph step
+    # each update on its own: the node returns after it, and the next node is one more LangGraph step;
+    # a map's fan-out run with it sends its items as LangGraph tasks, one LangGraph step more
     flow = """
         flow: talk
         outputs: [log]
         steps:
           - {id: a, uses: mark, with: {tag: a}}
           - {id: ask, uses: helper, with: {task: first}}
+          - id: each
+            map: {items: "['x', 'y', 'z']", as: x, uses: mark, with: {tag: "{{ x }}", log: []}, collect: tags}
           - {id: again, uses: helper, with: {task: second}}
           - {id: z, uses: mark, with: {tag: z}}
         """
@@ -206,7 +211,15 @@ def test_steps_that_write_messages_end_a_node_and_count_against_the_step_limit(
             run.error = exc
         return run
 
-    for limit in (1, 2, 3, 4, 5, compiled.recursion_limit):
+    sent: list[int] = []
+    run_items = Inline.run_items
+
+    async def counted(self: Inline, items: Items, runtime: Any) -> Any:
+        sent.append(len(items.args))
+        return await run_items(self, items, runtime)
+
+    monkeypatch.setattr(Inline, "run_items", counted)
+    for limit in (*range(1, 7), compiled.recursion_limit):
         with scripted("run-1", {}):
             langgraph = asyncio.run(with_langgraph(limit))
         with scripted("run-1", {}):
@@ -216,7 +229,8 @@ def test_steps_that_write_messages_end_a_node_and_count_against_the_step_limit(
             type(langgraph.error),
             str(langgraph.error),
         )
-        assert (direct.error is None) == (limit >= 4), limit  # a+ask, again, z; and the end
+        # a+ask (and the map's fan-out), its items, the join+again, z, and LangGraph's last step
+        assert (direct.error is None) == (limit >= 5), limit
         if direct.error is None:
             said = [message.pop("messages") for message in (direct.state, langgraph.state)]
             assert direct.state == langgraph.state
@@ -224,6 +238,8 @@ def test_steps_that_write_messages_end_a_node_and_count_against_the_step_limit(
             assert [(m.type, m.content) for m in said[0]] == [(m.type, m.content) for m in said[1]]
             assert len(said[0]) >= 4 and all(message.id for message in said[0])
             assert calls == 3
+            assert sent == [3]
+        sent.clear()
 
 
 def test_what_needs_a_langgraph_node_runs_with_langgraph(
