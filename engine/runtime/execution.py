@@ -189,10 +189,11 @@ class _Steps:
         return None
 
 
-async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 - the loop every event of a run passes stays one generator: docs/performance.md
+async def execute(ex: Execution, *, ends_only: bool = False) -> AsyncGenerator[Event, None]:  # noqa: C901 - the loop every event of a run passes stays one generator: docs/performance.md
     """Run the graph and yield its events; the run's row and trace are updated as it goes, and the
     execution's observers are handed each event before it is yielded (told in batches, all of them by
-    the execution's end: engine/runtime/observe.py)."""
+    the execution's end: engine/runtime/observe.py). `ends_only`: the caller wants only how the
+    execution ended (the events after the graph's); the step events are recorded all the same."""
     # the loop that translates the graph's stream stays here, in one generator: every event of the run
     # passes it, and a generator more would cost each of them; the parts before and after are _Pass's
     p = _Pass(ex)
@@ -211,7 +212,8 @@ async def execute(ex: Execution) -> AsyncGenerator[Event, None]:  # noqa: C901 -
         if tell is not None:
             tell(event)
         yield event
-    stream = p.stream()
+    # nobody to hand the step events to: they stay where the nodes write them (recorded, not queued)
+    stream = p.stream(quiet=ends_only and tell is None and naming is None)
     # a lone run commits its checkpoints, and its end, itself (engine/state/writer.py)
     running = ex.db.writer.running()
     running.__enter__()
@@ -308,8 +310,9 @@ class _Pass:
         with commit_level(self.ex.synchronous):
             return await _announce(self.db, self.seq, self.naming, wait, self.record)
 
-    def stream(self) -> AsyncGenerator[tuple[str, Any], None]:
-        """The graph's stream: ("event", Event) as nodes report, else LangGraph's values and interrupts."""
+    def stream(self, *, quiet: bool = False) -> AsyncGenerator[tuple[str, Any], None]:
+        """The graph's stream: ("event", Event) as nodes report (recorded, and with `quiet` not
+        streamed), else LangGraph's values and interrupts."""
         ex, run, steps, seq, record = self.ex, self.run, self.steps, self.seq, self.record
         if ex.pending is not None:
             return _none()
@@ -322,7 +325,7 @@ class _Pass:
                 record(custom)
             return custom
 
-        listener = self.listener = Listener(accept)
+        listener = self.listener = Listener(accept, quiet=quiet)
         if run.mode not in NO_CHECKPOINTS:
             # what steps run inside one node finish is kept (engine/state/journal.py)
             ex.context.journal = Journal(
@@ -638,7 +641,7 @@ def _lost(
 async def collect(execution: Execution) -> RunResult:
     """Run an execution to its end; its result."""
     kept: list[Event] = []
-    async with aclosing(execute(execution)) as events:
+    async with aclosing(execute(execution, ends_only=True)) as events:
         async for event in events:
             if event.type in TERMINAL_TYPES:
                 kept.append(event)

@@ -106,14 +106,18 @@ class Listener:
     `accept` sees each payload as the node writes it (on the loop's thread), before the node goes
     on: the run records its trace there, so that the rows of a step are held for the commit that
     follows the step (engine/state/journal.py) even when the node runs the next step at once. A
-    payload it makes None of is not yielded."""
+    payload it makes None of is not yielded, nor is any with `quiet` (a caller that wants only how
+    the run ended)."""
 
-    def __init__(self, accept: Callable[[Any], Any] = lambda payload: payload) -> None:
+    def __init__(
+        self, accept: Callable[[Any], Any] = lambda payload: payload, *, quiet: bool = False
+    ) -> None:
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._task: asyncio.Task[None] | None = None
         self._accept = accept
+        self._quiet = quiet  # nobody reads the events: `accept` sees them, nothing yields them
 
     def _write(self, payload: Any) -> None:
         if threading.get_ident() == self._thread:
@@ -123,7 +127,7 @@ class Listener:
 
     def _accepted(self, payload: Any) -> None:
         made = self._accept(payload)
-        if made is not None:
+        if made is not None and not self._quiet:
             self._queue.put_nowait(("event", made))
 
     async def listen(
