@@ -19,11 +19,12 @@ state. Events, `results`, outputs and failures are those of the same run through
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.errors import ErrorCode, GraphRecursionError, create_error_message
 from langgraph.graph import END
 from langgraph.runtime import ExecutionInfo, Runtime
@@ -34,15 +35,20 @@ from engine.compile.state import applied
 from engine.nodes.context import RunContext
 from engine.nodes.errors import InternalError
 
+TASK = "direct-"  # a task's id: this and the task's number in the run (LangGraph's are hashes)
+
 
 @dataclass(frozen=True)
 class Direct:
     """A graph that may run without LangGraph's loop: its entry node, and its nodes (each runs inline)
-    with what they run (`inline`: a map's items a node sends after a step that wrote `messages`)."""
+    with what they run (`inline`: a map's items a node sends after a step that wrote `messages`).
+    `durable`: no step of it can write `messages` (no agent block), so its entry node runs every step
+    of a run, and a run with checkpoints may go without LangGraph too (engine/runtime/direct_runs.py)."""
 
     entry: str
     inline: Inline
     runners: Mapping[str, NodeFn]
+    durable: bool = False
 
     async def run(
         self,
@@ -50,11 +56,17 @@ class Direct:
         context: RunContext,
         write: Callable[[Any], None],
         recursion_limit: int,
+        config: RunnableConfig | None = None,
     ) -> dict[str, Any]:
         """The final state of a run from `state` (a run's initial state): node after node, each one
         LangGraph superstep (a map's items that a node sends, as LangGraph's tasks, one more), until
         one goes to the end; GraphRecursionError past `recursion_limit` supersteps, as LangGraph
-        raises it."""
+        raises it. Each node runs with `config` as the config LangGraph would give it (its task's
+        namespace added): a graph it invokes finds the run's stream writer there, and the trace rows
+        of a durable run's map items their task (engine/state/durable.py, `running_task`).
+
+        A task's namespace is its node's name and its number in the run, the same when a durable run
+        goes on after a crash (its steps' rows are kept under it: engine/state/journal.py)."""
         values = dict(state)
         goto: list[str | Send] = [self.entry]
         # LangGraph's supersteps: its start node's (0), one per node call (or a map's items), then
@@ -70,13 +82,21 @@ class Direct:
             if steps > recursion_limit:
                 raise GraphRecursionError(_over(recursion_limit))
             name = following if following is not None else "items"
-            # what LangGraph hands a task of a graph without a checkpointer (its own id)
+            task = f"{TASK}{steps}"
             info = ExecutionInfo(
                 checkpoint_id="",
-                checkpoint_ns=f"{name}:{uuid.uuid4()}",
-                task_id=str(uuid.uuid4()),
+                checkpoint_ns=f"{name}:{task}",
+                task_id=task,
                 node_first_attempt_time=time.time(),
             )
+            if config is not None:
+                configurable = {
+                    **config.get("configurable", {}),
+                    "checkpoint_ns": info.checkpoint_ns,
+                }
+                var_child_runnable_config.set(
+                    cast("RunnableConfig", {**config, "configurable": configurable})
+                )
             runtime: Runtime[RunContext] = Runtime(
                 context=context, stream_writer=write, execution_info=info
             )
@@ -103,13 +123,15 @@ def _over(recursion_limit: int) -> str:
     )
 
 
-def direct(inline: Inline | None, nodes: set[str], entries: list[str]) -> Direct | None:
+def direct(
+    inline: Inline | None, nodes: set[str], entries: list[str], *, talks: bool
+) -> Direct | None:
     """The plan to run a graph without LangGraph's loop, when it may be: an inline graph without
     parallel branches, one entry, and every node one that runs inline (or a map's item node, which
-    the node before it runs)."""
+    the node before it runs). `talks`: a step of it may write `messages` (an agent block)."""
     if inline is None or inline.parallel or len(entries) != 1:
         return None
     if any(node not in inline.nodes and node not in inline.items for node in nodes):
         return None
     runners = {name: inline.runner(name) for name in inline.nodes}
-    return Direct(entries[0], inline, runners)
+    return Direct(entries[0], inline, runners, durable=not talks)

@@ -33,8 +33,9 @@ def _compile(
     flow = bundle.flow
     builder = GraphBuilder(bundle, prefix, COMPILER, inline=inline)
     entries = builder.build_root(flow.steps)
-    # a run without checkpoints of a graph whose every node runs inline needs no LangGraph loop
-    plan = direct(builder.inline, builder.nodes, entries) if checkpointer is None else None
+    # a run of a graph whose every node runs inline needs no LangGraph loop (engine/compile/direct.py)
+    talks = any(block.kind == "agent" for block in bundle.blocks.values())
+    plan = direct(builder.inline, builder.nodes, entries, talks=talks)
     if not prefix:
         builder.graph.add_node(REPLY_NODE, _reply)
     graph = builder.graph.compile(checkpointer=checkpointer, store=store, name=flow.flow)

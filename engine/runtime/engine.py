@@ -49,6 +49,7 @@ from engine.runtime.bundles import (
     run_mode,
     uses_default_model,
 )
+from engine.runtime.direct_runs import plan_for
 from engine.runtime.end_hooks import end_hook
 from engine.runtime.execution import Execution, RunResult, collect, execute
 from engine.runtime.memory import render_scope
@@ -341,7 +342,7 @@ class Engine:
             branch=branch,
         )
         if thread_id is None or admitted is None:
-            if mode not in NO_CHECKPOINTS:
+            if mode not in NO_CHECKPOINTS and plan_for(compiled, mode, thread_id) is None:
                 # its checkpoint thread is the run id: nothing to read
                 self.db.saver.expect_new(record.id)
             return await self.execution(
@@ -588,7 +589,7 @@ class Engine:
         # in the mode and with the trace it was accepted with (recorded by `enqueue`)
         durable = record.mode not in NO_CHECKPOINTS
         compiled = self.compiled(bundle, durable=durable, inline=True)
-        if durable:
+        if durable and plan_for(compiled, record.mode, None) is None:
             self.db.saver.expect_new(record.id)  # it never ran: no checkpoint to read
         if record.traceparent is not None:
             # queued by an HTTP caller, maybe on another server: its trace goes on

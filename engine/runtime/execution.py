@@ -41,6 +41,7 @@ from engine.core.values import JsonDict
 from engine.models import calls
 from engine.nodes.context import RunContext
 from engine.runtime import cancelling
+from engine.runtime.direct_runs import plan_for
 from engine.runtime.failures import Failure, describe
 from engine.runtime.listen import Listener
 from engine.runtime.naming import NAME_WAIT, Naming
@@ -352,8 +353,10 @@ class _Pass:
             self.fence,
             durability=GRAPH_DURABILITY[run.mode],
             synchronous=ex.synchronous,
-            # no checkpoint to keep nor to start from: LangGraph's loop adds nothing
-            plan=ex.compiled.direct if run.mode in NO_CHECKPOINTS else None,
+            # from a run's start (or its inputs again), where LangGraph's loop adds nothing
+            plan=plan_for(ex.compiled, run.mode, run.thread_id)
+            if isinstance(ex.start, dict) and ex.checkpoint is None
+            else None,
         )
 
     async def interrupted(self) -> Event:

@@ -17,7 +17,6 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypedDict, cast
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.pregel.protocol import StreamProtocol
 from langgraph.runtime import Runtime
@@ -193,11 +192,9 @@ class Listener:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
         fencing.enter(fence)
         commit_levels.enter(synchronous)
-        # a graph a node invokes (a subflow an agent delegates to) finds the run's stream writer in
-        # the config, as it would inside a LangGraph node
-        var_child_runnable_config.set(config)
         try:
-            put(("values", await plan.run(start, context, self._write, recursion_limit)))
+            # with the config its nodes would get from LangGraph (engine/compile/direct.py)
+            put(("values", await plan.run(start, context, self._write, recursion_limit, config)))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the listener, which raises it in the run's task

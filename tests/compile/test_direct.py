@@ -23,6 +23,7 @@ from engine.compile.direct import Direct
 from engine.compile.inline import Inline, Items
 from engine.definitions.pinned import Bundle
 from engine.models import scripted
+from engine.runtime.direct_runs import plan_for
 from tests.compile.compile_kit import FakeTools, Run, run_async, yard_bundle
 from tests.compile.test_compile_run_inline import (
     FLAKY,
@@ -246,9 +247,32 @@ def test_what_needs_a_langgraph_node_runs_with_langgraph(
     make_yard: Callable[[dict[str, str]], Path],
 ) -> None:
     chain = generated([mark(f"s{i}") for i in range(4)])
-    assert isinstance(compile_flow(chain, inline=True).direct, Direct)
-    # checkpoints are LangGraph's; a graph for step-by-step runs has LangGraph's nodes
-    assert compile_flow(chain, inline=True, checkpointer=InMemorySaver()).direct is None
+    plan = compile_flow(chain, inline=True).direct
+    assert isinstance(plan, Direct) and plan.durable
+    durable = compile_flow(chain, inline=True, checkpointer=InMemorySaver())
+    # which runs go without LangGraph's loop (engine/runtime/direct_runs.py): not `exit` (its one
+    # checkpoint is where a failed run resumes), nor a conversation's turn (its thread's checkpoints
+    # hold the conversation)
+    assert {
+        mode: plan_for(durable, mode, None) is not None
+        for mode in ("sync", "async", "exit", "none")
+    } == {
+        "sync": True,
+        "async": True,
+        "exit": False,
+        "none": True,
+    }
+    assert plan_for(durable, "sync", "thread-1") is None
+    # an agent's conversation goes to `messages`: only a run without checkpoints goes without
+    talks = yard_bundle(
+        make_yard,
+        {"talk": "flow: talk\noutputs: []\nsteps:\n  - {id: ask, uses: helper, with: {task: t}}\n"},
+        {"helper": AGENT},
+    )
+    compiled = compile_flow(talks, inline=True)
+    assert compiled.direct is not None and not compiled.direct.durable
+    assert plan_for(compiled, "none", None) is not None and plan_for(compiled, "sync", None) is None
+    # a graph for step-by-step runs has LangGraph's nodes
     assert compile_flow(chain).direct is None
 
     parallel = generated(

@@ -15,6 +15,7 @@ import pytest
 from langgraph.graph.state import CompiledStateGraph
 
 from engine.core.errors import UsageError
+from engine.runtime.direct_runs import plan_for
 from engine.runtime.yard import Yard
 from engine.state.durable import GroupCommitted
 from tests.runtime.conftest import BLOCKS, FLOWS, Outcome, spawn
@@ -87,12 +88,22 @@ def test_each_mode_runs_the_flow_and_keeps_what_it_promises(
         return await aput(self, config, *args, **kwargs)
 
     monkeypatch.setattr(GroupCommitted, "aput", counted)
+    # calc step by step: LangGraph's loop in every mode (calc's own `sync` and `async` runs go without
+    # it, their steps' rows all a resume needs: engine/runtime/direct_runs.py)
+    (yard / "flows" / "stepwise.yaml").write_text(
+        (yard / "flows" / "calc.yaml")
+        .read_text()
+        .replace("flow: calc", "flow: stepwise\ninline: false")
+    )
     with Yard.load(yard) as api:
         results = {
             mode: api.run("calc", {"n": 3}, durability=mode)
             for mode in ("sync", "async", "exit", "none")
         }
-    for mode, result in results.items():
+        stepwise = {
+            mode: api.run("stepwise", {"n": 3}, durability=mode) for mode in ("sync", "async")
+        }
+    for mode, result in [*results.items(), *stepwise.items()]:
         assert (result.status, result.outputs) == ("finished", {"n": 4, "label": "small"}), mode
         assert _row(yard, result.run_id) == (mode, "finished")
         assert (
@@ -100,12 +111,13 @@ def test_each_mode_runs_the_flow_and_keeps_what_it_promises(
             and _events(yard, result.run_id)[-1] == "run_finished"
         )
     made = {mode: written.get(result.run_id, 0) for mode, result in results.items()}
-    assert made["sync"] == made["async"] > 2  # one per superstep
-    assert made["exit"] == 1  # the one the run ended with
-    assert made["none"] == 0
+    assert made == {"sync": 0, "async": 0, "exit": 1, "none": 0}  # exit: the one it ended with
+    made_stepwise = [written.get(result.run_id, 0) for result in stepwise.values()]
+    assert made_stepwise[0] == made_stepwise[1] > 2  # one per superstep
     # a finished run keeps its last checkpoint only (docs/runtime.md, "What a finished run keeps")
     kept = {mode: _checkpoints(yard, result.run_id) for mode, result in results.items()}
-    assert kept == {"sync": 1, "async": 1, "exit": 1, "none": 0}
+    assert kept == {"sync": 0, "async": 0, "exit": 1, "none": 0}
+    assert [_checkpoints(yard, result.run_id) for result in stepwise.values()] == [1, 1]
 
 
 def test_the_run_wins_over_the_flow_which_wins_over_the_yard(make_yard: MakeYard) -> None:
@@ -343,11 +355,11 @@ def test_a_none_run_records_the_trace_and_outputs_of_a_sync_run(flow: str, tmp_p
 # a chain, sub-agents (their graphs and the subflows they delegate to, nested in the run's node),
 # and a flow whose graph needs LangGraph's loop
 @pytest.mark.parametrize("flow", ["hello", "team_report", "research"])
-def test_an_engine_run_in_none_goes_without_langgraph_when_its_graph_allows(
+def test_an_engine_run_goes_without_langgraph_when_its_graph_allows(
     flow: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # LangGraph's loop of the run's graph is never entered in a `none` run of a flow whose graph
-    # allows it (engine/compile/direct.py; its outputs and trace against `sync`: the test above)
+    # LangGraph's loop of the run's graph is never entered in a run of a flow whose graph allows it
+    # (engine/runtime/direct_runs.py; the outputs and trace of `none` against `sync`: the test above)
     entered: list[str] = []
     astream = CompiledStateGraph.astream
 
@@ -357,10 +369,12 @@ def test_an_engine_run_in_none_goes_without_langgraph_when_its_graph_allows(
 
     monkeypatch.setattr(CompiledStateGraph, "astream", watched)
     with Yard.load(copy_example_yard(tmp_path / "yard")) as api:
-        direct = api.engine.compiled(api.bundle(flow), durable=False, inline=True).direct
-        result = api.run(flow, EXAMPLE_INPUTS[flow], durability="none")
-        assert result.status == "finished", result.error
-        assert (flow in entered) == (direct is None), entered
-        entered.clear()
-        assert api.run(flow, EXAMPLE_INPUTS[flow], durability="sync").status == "finished"
-        assert flow in entered
+        for mode in ("none", "sync"):
+            compiled = api.engine.compiled(api.bundle(flow), durable=mode == "sync", inline=True)
+            result = api.run(flow, EXAMPLE_INPUTS[flow], durability=mode)
+            assert result.status == "finished", result.error
+            assert (flow in entered) == (plan_for(compiled, mode, None) is None), (mode, entered)
+            entered.clear()
+        # hello's steps go without LangGraph in both; team_report's agents write `messages`, which a
+        # durable run keeps in LangGraph's checkpoints; research needs LangGraph's loop
+        assert (plan_for(compiled, "sync", None) is not None) == (flow == "hello")

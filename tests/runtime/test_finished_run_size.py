@@ -1,6 +1,7 @@
 """What a run keeps in the state database once it ends (docs/runtime.md, "What a finished run keeps"):
-a finished run its last checkpoint (compressed on SQLite) and its trace — at most 20 KB for a
-50-step chain —, a stopped run what a resume goes on from. Counted in the checkpoint tables, not timed."""
+a finished run its trace and, when LangGraph's loop ran it, its last checkpoint (compressed on
+SQLite) — at most 20 KB for a 50-step chain —, a stopped run what a resume goes on from. Counted in
+the checkpoint tables, not timed."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ def _yard(make_yard: Callable[[dict[str, str]], Path]) -> Path:
             **FLOWS,
             **CONFIG,
             "flows/chain50.yaml": CHAIN,
+            # step by step: LangGraph's loop and checkpoints (`inline: false`)
+            "flows/stepwise50.yaml": CHAIN.replace(
+                "flow: chain50", "flow: stepwise50\ninline: false"
+            ),
             "flows/long_fragile.yaml": LONG_FRAGILE,
         }
     )
@@ -102,22 +107,29 @@ def _stored_bytes(root: Path, run_id: str) -> int:
         return sum(int(conn.execute(sql, (run_id,)).fetchone()[0]) for sql in queries.values())
 
 
-def test_a_finished_chain50_run_keeps_one_checkpoint_and_at_most_20_kb(
+def test_a_finished_chain50_run_keeps_at_most_20_kb_and_langgraphs_one_checkpoint(
     make_yard: Callable[[dict[str, str]], Path],
 ) -> None:
     root = _yard(make_yard)
     with Yard.load(root) as yard:
+        # run without LangGraph's loop (engine/runtime/direct_runs.py): its rows were all a resume
+        # needed, and they go as it ends
         result = yard.run("chain50", {"n": 0})
         assert result.ok and result.outputs == {"n": 50}
-        # what stays is what LangGraph reads as the finished run's state
-        compiled = yard.engine.compiled(yard.bundle("chain50"))
-        state = compiled.graph.get_state({"configurable": {"thread_id": result.run_id}})
+        # step by step: what stays is what LangGraph reads as the finished run's state
+        stepwise = yard.run("stepwise50", {"n": 0})
+        assert stepwise.ok and stepwise.outputs == {"n": 50}
+        compiled = yard.engine.compiled(yard.bundle("stepwise50"))
+        state = compiled.graph.get_state({"configurable": {"thread_id": stepwise.run_id}})
         assert state.next == () and len(state.values["results"]) == 50
         assert state.values["context"]["n"] == 50
     rows = _rows(root, result.run_id)
+    assert set(rows.values()) == {0}, rows
+    rows = _rows(root, stepwise.run_id)
     assert rows["checkpoints"] == 1, rows  # 52 before: one per step, the input and the start
     assert sum(count for table, count in rows.items() if table.endswith("writes")) == 0, rows
-    assert _stored_bytes(root, result.run_id) <= 20_000
+    for run in (result, stepwise):
+        assert _stored_bytes(root, run.run_id) <= 20_000
 
 
 def test_a_failed_run_keeps_only_what_its_resume_needs_and_still_resumes(
@@ -127,8 +139,14 @@ def test_a_failed_run_keeps_only_what_its_resume_needs_and_still_resumes(
     with Yard.load(root) as yard:
         failed = yard.run("long_fragile")
         assert failed.status == RunStatus.FAILED and failed.step == "boom"
-        # 12 before: the ten steps, the input, the start
-        assert _root_checkpoints(root, failed.run_id) == 1
+        # 12 before LangGraph's checkpoints were pruned (the ten steps, the input, the start), then
+        # one; run without LangGraph's loop, none: the rows of the ten steps are what it goes on from
+        assert _root_checkpoints(root, failed.run_id) == 0
+        with state_db(root) as conn:
+            kept = conn.execute(
+                "SELECT COUNT(*) FROM inline_steps WHERE thread_id = ?", (failed.run_id,)
+            ).fetchone()
+        assert int(kept[0]) == 10
         (root / "fixed.flag").write_text("")
         started = [e.step for e in yard.events(failed.run_id) if e.type == "step_started"]
         done = yard.resume(failed.run_id)
@@ -138,7 +156,7 @@ def test_a_failed_run_keeps_only_what_its_resume_needs_and_still_resumes(
             len(started) :
         ]
         assert again == ["boom"]  # the ten finished steps are not run again
-    assert _rows(root, failed.run_id)["checkpoints"] == 1
+    assert set(_rows(root, failed.run_id).values()) == {0}
 
 
 def test_a_run_waiting_at_a_gate_is_decided_after_pruning(

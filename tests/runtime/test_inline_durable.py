@@ -122,17 +122,22 @@ def test_a_failed_run_goes_on_after_the_steps_it_finished_inside_one_node(
     asyncio.run(main())
 
 
-def test_a_run_that_finishes_keeps_no_rows_and_one_checkpoint(yard: Path) -> None:
+def test_a_run_that_finishes_keeps_no_rows_and_only_langgraphs_last_checkpoint(yard: Path) -> None:
+    # crashy's `sync` run goes without LangGraph's loop (engine/runtime/direct_runs.py): its rows
+    # were all it kept; in `exit` LangGraph keeps its checkpoints
+    checkpoints = {}
     with Yard.load(yard) as api:
-        result = api.run("crashy", {"n": 4})
-        assert (result.status, result.outputs) == ("finished", {"n": 5, "label": "small"})
-        assert _kept(yard, result.run_id) == []
-    with state_db(yard) as conn:
-        found = conn.execute(
-            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-            (result.run_id,),
-        ).fetchone()
-    assert int(found[0]) == 1
+        for mode in ("sync", "exit"):
+            result = api.run("crashy", {"n": 4}, durability=mode)
+            assert (result.status, result.outputs) == ("finished", {"n": 5, "label": "small"})
+            assert _kept(yard, result.run_id) == []
+            with state_db(yard) as conn:
+                found = conn.execute(
+                    "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+                    (result.run_id,),
+                ).fetchone()
+            checkpoints[mode] = int(found[0])
+    assert checkpoints == {"sync": 0, "exit": 1}
 
 
 def test_a_subflow_that_failed_goes_on_after_the_steps_its_node_finished(yard: Path) -> None:
@@ -169,11 +174,13 @@ def test_a_flow_with_inline_false_gives_langgraph_a_checkpoint_per_step(yard: Pa
                 failed = [event async for event in api.astream(name, {"n": 1}, run_id=run_id)]
                 assert failed[-1].type == "run_failed" and failed[-1].step == "boom"
                 kept = await api.engine.db.saver.aget_tuple({"configurable": {"thread_id": run_id}})
-                assert kept is not None
-                steps[name] = kept.metadata["step"]  # LangGraph's step count at the last checkpoint
-            # step by step: LangGraph checkpointed after one, two and doze, each its own node and step;
-            # inline: `one`'s node ran the chain, and its table kept what the node finished
-            assert steps["stepwise"] == steps["relay"] + 3
+                # LangGraph's step count at the last checkpoint
+                steps[name] = kept.metadata["step"] if kept is not None else None
+            # step by step: LangGraph checkpointed after one, two and doze, each its own node and
+            # step (after its input and start); inline, without LangGraph's loop
+            # (engine/runtime/direct_runs.py): `one`'s node ran the chain, and its table kept what
+            # the node finished, all a resume needs
+            assert steps == {"stepwise": 3, "relay": None}
             assert _kept(yard, "w") == [] and len(_kept(yard, "r")) == 3
             (yard / "fixed.flag").write_text("")
             resumed = [event async for event in api.astream_resume("w")]

@@ -56,7 +56,9 @@ def _runs(root: Path) -> dict[str, str]:
     finished one that is new."""
     with Yard.load(root) as yard:
         made = {
-            "finished": yard.run("calc", {"n": 1}).run_id,
+            # `exit`: LangGraph's loop, whose last checkpoint a finished run keeps (a `sync` run of
+            # calc keeps none: engine/runtime/direct_runs.py)
+            "finished": yard.run("calc", {"n": 1}, durability="exit").run_id,
             "failed": yard.run("fragile").run_id,
             "waiting": yard.run("gated", {"n": 1}).run_id,
             "turn": yard.run("calc", {"n": 2}, thread="chat-1").run_id,
