@@ -141,6 +141,16 @@ def test_kill_9_mid_run_then_resume_in_another_process(yard: Path, cli: Cli) -> 
     before = [json.loads(line) for line in lines]
     run_id = before[0]["run_id"]
     assert started_steps(before) == ["first", "nap"]
+    # the run went without LangGraph's loop (engine/runtime/direct_runs.py): no LangGraph checkpoint,
+    # only the row of the step it finished, which is all its resume goes on from
+    with state_db(yard) as conn:
+        kept = [
+            conn.execute(f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?", (run_id,)).fetchone()[
+                0
+            ]
+            for table in ("checkpoints", "inline_steps")
+        ]
+    assert kept == [0, 1]
 
     listed = cli(yard, "runs")  # stored as running; its process is gone
     row = next(line for line in listed.out.splitlines() if line.startswith(run_id))
