@@ -283,7 +283,7 @@ class _Pass:
         # on a replica, every write of this execution holds only while the replica owns the run
         self.fence = fencing.for_run(run.id)
         # no checkpoints (durability none): trace rows wait for nothing; without a trace there are none
-        self.record = _recorder(
+        self.record = _Trace(
             self.db, self.thread, self.fence, keep=ex.trace, hold=run.mode not in NO_CHECKPOINTS
         )
         # the run's totals, as the model calls of its steps add to them (engine/nodes/spend.py)
@@ -397,6 +397,7 @@ class _Pass:
     async def outcome(self) -> list[Event]:
         """How the execution ended, recorded: the events left to yield."""
         if self.fence is not None and self.fence.lost:
+            self.record.take()  # another replica's rows now
             return [_lost(self.db, self.seq, self.thread, self.steps.current(), self.naming)]
         naming = self.naming
         preface = (
@@ -414,6 +415,7 @@ class _Pass:
             return [*preface, await self.finish(outputs, ending)]
         except fencing.LeaseLost:
             step = self.failure.step if self.failure is not None else None
+            self.record.take()
             return [*preface, _lost(self.db, self.seq, self.thread, step, None)]
 
     async def outputs(self) -> tuple[JsonDict | None, Sequence[Write]]:
@@ -516,7 +518,7 @@ class _Pass:
                 self.db,
                 self.thread,
                 self.ex.trace,
-                event,
+                [*self.record.take(), event],
                 row,
                 *more,
                 *_pruned(self.db, self.run, status),
@@ -550,29 +552,47 @@ def _gate_of(value: Any) -> str | None:
     return None
 
 
-def _recorder(
-    db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool, hold: bool
-) -> Callable[[Event], None]:
-    """How an execution stores an event in its trace (`keep`: at all; `hold`: with checkpoints; `fence`:
-    the guard of its writes on a replica)."""
+class _Trace:
+    """How an execution stores its events in its trace (`keep`: at all; `hold`: with checkpoints;
+    `fence`: the guard of its writes on a replica). Called with each event as it happens."""
 
-    def record(event: Event) -> None:
+    def __init__(
+        self, db: StateDB, thread: str, fence: fencing.Fence | None, *, keep: bool, hold: bool
+    ) -> None:
+        self.db, self.thread, self.fence, self.keep, self.hold = db, thread, fence, keep, hold
+        self._events: list[Event] = []  # a run without checkpoints: rows not yet queued
+
+    def __call__(self, event: Event) -> None:
         # trace rows ride along with the next commit: no transaction of their own; a step_finished row
         # (and what follows it) with the checkpoint that holds the step's result (durable.py, hold_trace).
         # On a replica each row carries the guard of its run (engine/state/fencing.py): a replica that
         # lost the run writes no more of its trace (its seq numbers are the new owner's now)
-        if event.type in NOT_STORED or (fence is not None and fence.lost):
+        fence = self.fence
+        if not self.keep or event.type in NOT_STORED or (fence is not None and fence.lost):
+            return
+        if not self.hold:
+            # nothing to wait for: queued together when the run's task next lets the loop in (a
+            # step's await, or every few inline steps), one statement for them all
+            if not self._events:
+                asyncio.get_running_loop().call_soon(self._queue)
+            self._events.append(event)
             return
         row = store.insert_events([event])
-        if not hold or not db.saver.hold_trace(thread, row, begin=event.type == STEP_FINISHED):
-            db.writer.write_nowait(
+        if not self.db.saver.hold_trace(self.thread, row, begin=event.type == STEP_FINISHED):
+            self.db.writer.write_nowait(
                 *(fence.guarded([row]) if fence is not None else [row]), lazy=True
             )
 
-    def ignore(event: Event) -> None:
-        return None
+    def _queue(self) -> None:
+        events, fence = self.take(), self.fence
+        if events and not (fence is not None and fence.lost):
+            rows = [store.insert_events(events)]
+            self.db.writer.write_nowait(*(fence.guarded(rows) if fence else rows), lazy=True)
 
-    return record if keep else ignore
+    def take(self) -> list[Event]:
+        """The events whose rows are not queued yet, to store with what comes next (the run's end)."""
+        events, self._events = self._events, []
+        return events
 
 
 def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
@@ -580,7 +600,7 @@ def _pruned(db: StateDB, run: RunRecord, status: RunStatus) -> list[Write]:
     keeps"): a finished run keeps its last checkpoint, a stopped one what a resume goes on from. A
     conversation turn's thread is pruned by the turn itself (engine/runtime/turns.py): the thread
     goes on from its last finished turn, which a failed turn's latest checkpoint is not."""
-    if run.thread_id is not None:
+    if run.thread_id is not None or run.mode in NO_CHECKPOINTS:  # (none: nothing was kept)
         return []
     return (
         db.saver.prune_finished(run.id)
@@ -593,16 +613,18 @@ async def _end(
     db: StateDB,
     thread: str,
     trace: bool,
-    event: Event,
+    events: list[Event],
     end: Write,
     *more: Write,
     fence: fencing.Fence | None = None,
 ) -> None:
-    # the terminal event and the run's new status in one transaction: a reader never sees one without the other
-    # (with the trace rows still held for a checkpoint: a failed run has none after its last step);
-    # LeaseLost when this replica no longer owns the run: nothing was written
+    # the terminal event (the last of `events`, after those not stored yet) and the run's new status in
+    # one transaction: a reader never sees one without the other (with the trace rows still held for a
+    # checkpoint: a failed run has none after its last step); LeaseLost when this replica no longer
+    # owns the run: nothing was written
+    event = events[-1]
     held = db.saver.take_trace(thread)
-    rows = [store.insert_events([event])] if trace else []
+    rows = [store.insert_events(events)] if trace else []
     writes = [
         *held,
         *rows,

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -293,6 +294,27 @@ def test_an_interrupted_exit_run_keeps_its_checkpoint_and_resumes(yard: Path) ->
             return [e.step for e in api.events("cut") if e.type == "step_started"]
 
     assert asyncio.run(main()) == ["first", "nap", "nap", "last"]  # only the interrupted step again
+
+
+def test_a_none_run_stores_its_trace_while_it_runs(yard: Path) -> None:
+    # a none run's rows wait for no checkpoint: those of `first` are stored while `nap` sleeps (1 s),
+    # not only with the run's end (docs/runtime.md: within 50 ms)
+    async def main() -> None:
+        async with Yard.load(yard) as api:
+            seen: list[str] = []
+            async for event in api.astream("crashy", {"n": 4}, durability="none", run_id="q"):
+                if event.type == "step_started" and event.step == "nap":
+                    began = time.monotonic()
+                    while "step_finished" not in seen and time.monotonic() - began < 0.5:
+                        await asyncio.sleep(0.01)
+                        seen = _events(yard, "q")
+                    # first's two rows (and nap's start), while nap sleeps
+                    assert seen[:3] == ["run_started", "step_started", "step_finished"]
+                    assert seen.count("step_finished") == 1
+            assert event.type == "run_finished"
+            assert _events(yard, "q")[-1] == "run_finished" and len(_events(yard, "q")) == 8
+
+    asyncio.run(main())
 
 
 # the example yard's flows that run without a person or a thread, and their inputs
