@@ -30,7 +30,7 @@ from langgraph.graph import END
 from langgraph.runtime import ExecutionInfo, Runtime
 from langgraph.types import Send
 
-from engine.compile.inline import Inline, NodeFn, single, split
+from engine.compile.inline import Inline, single, split
 from engine.compile.state import applied
 from engine.nodes.context import RunContext
 from engine.nodes.errors import InternalError
@@ -47,7 +47,6 @@ class Direct:
 
     entry: str
     inline: Inline
-    runners: Mapping[str, NodeFn]
     durable: bool = False
 
     async def run(
@@ -100,8 +99,9 @@ class Direct:
             runtime: Runtime[RunContext] = Runtime(
                 context=context, stream_writer=write, execution_info=info
             )
-            if following is not None and following in self.runners:
-                update, goto = split(await self.runners[following](values, runtime), [])
+            if following is not None and following in self.inline.nodes:
+                node = self.inline.runner(following)
+                update, goto = split(await node(values, runtime), [])
                 values = applied(values, update)
                 continue
             sent = self.inline.fan_out(goto)
@@ -133,5 +133,4 @@ def direct(
         return None
     if any(node not in inline.nodes and node not in inline.items for node in nodes):
         return None
-    runners = {name: inline.runner(name) for name in inline.nodes}
-    return Direct(entries[0], inline, runners, durable=not talks)
+    return Direct(entries[0], inline, durable=not talks)
