@@ -31,7 +31,7 @@ def _heard(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
     return [n.payload for n in conn.notifies(timeout=1.0) if n.channel == postgres.EVENTS_CHANNEL]
 
 
-def test_the_trace_rows_of_several_runs_wake_each_run_once_in_one_statement(
+def test_the_trace_rows_of_several_runs_wake_each_run_once_in_the_rows_message(
     pg_url: str, listener: psycopg.Connection[tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = postgres.connect(pg_url)
@@ -42,8 +42,15 @@ def test_the_trace_rows_of_several_runs_wake_each_run_once_in_one_statement(
         sent.append(str(query))
         return raw_execute(query, params, **kwargs)
 
+    cursor_execute = psycopg.ClientCursor.execute
+
+    def sent_by_cursor(cursor: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return cursor_execute(cursor, query, params, **kwargs)
+
     try:
         monkeypatch.setattr(writer.raw, "execute", counted)
+        monkeypatch.setattr(psycopg.ClientCursor, "execute", sent_by_cursor)
         rows = [
             (run, seq, "step_started", "s", "2026-11-29T00:00:00.000Z", "{}")
             for run, seq in (("run-a", 1), ("run-b", 1), ("run-a", 2), ("run-c", 1))
@@ -54,6 +61,8 @@ def test_the_trace_rows_of_several_runs_wake_each_run_once_in_one_statement(
         assert sorted(_heard(listener)) == ["run-a", "run-b", "run-c"]
         notifies = [query for query in sent if "pg_notify" in query]
         assert len(notifies) == 1, sent
+        # in the message that carries the rows: no round trip of its own
+        assert "INSERT INTO events" in notifies[0], notifies
         # a single row announces its run the same way
         with writer.transaction():
             writer.execute(
