@@ -12,8 +12,9 @@ that it still works, and we fall back to the custom stream mode when it does not
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypedDict, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -146,17 +147,21 @@ class Listener:
         on a replica (engine/state/fencing.py): the graph runs in a task of its own, which sets them
         for everything it starts, as it does the disk guarantee of its writes, `synchronous`
         (engine/state/synchronous.py). `durability` is LangGraph's mode for the stream (None for a graph
-        without a checkpointer). `plan`: run the graph without LangGraph's loop (a run without
-        checkpoints of a graph that allows it, engine/compile/direct.py)."""
+        without a checkpointer). `plan`: run the graph without LangGraph's loop (an execution
+        engine/runtime/direct_runs.py chose for it: engine/compile/direct.py)."""
         direct = _direct_config(config, self._write) if await direct_supported() else None
-        if plan is not None and direct is not None:
-            pump = self._run_direct(
-                plan, start, direct, context, limits, fence, config["recursion_limit"], synchronous
+        body: Callable[[], Awaitable[None]]
+        # without LangGraph's private path a graph a node invokes would not find the run's writer:
+        # only a plan none of whose steps invokes one (no agent) then goes without LangGraph's loop
+        if plan is not None and (direct is not None or plan.durable):
+            body = functools.partial(
+                self._run_direct, plan, start, direct or config, context, config["recursion_limit"]
             )
         else:
-            pump = self._pump(
-                graph, start, config, direct, context, limits, fence, durability, synchronous
+            body = functools.partial(
+                self._stream, graph, start, config, direct, context, durability
             )
+        pump = self._pump(body, limits, fence, synchronous)
         self._task = asyncio.get_running_loop().create_task(pump)
         try:
             while True:
@@ -176,25 +181,22 @@ class Listener:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _run_direct(
+    async def _pump(
         self,
-        plan: Direct,
-        start: Any,
-        config: RunnableConfig,
-        context: Any,
+        body: Callable[[], Awaitable[None]],
         limits: TemplateLimits | None,
         fence: fencing.Fence | None,
-        recursion_limit: int,
         synchronous: str | None,
     ) -> None:
+        """The run's task: `body` with the run's template limits, fence and disk guarantee set for
+        everything it starts; its end or its error handed to the listener."""
         put = self._queue.put_nowait
         if limits is not None:
             set_limits(limits)  # this task's own context: nothing outside the run sees it
         fencing.enter(fence)
         commit_levels.enter(synchronous)
         try:
-            # with the config its nodes would get from LangGraph (engine/compile/direct.py)
-            put(("values", await plan.run(start, context, self._write, recursion_limit, config)))
+            await body()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the listener, which raises it in the run's task
@@ -202,45 +204,38 @@ class Listener:
             return
         put(("done", None))
 
-    async def _pump(
+    async def _run_direct(
+        self, plan: Direct, start: Any, config: Any, context: Any, recursion_limit: int
+    ) -> None:
+        # with the config its nodes would get from LangGraph (engine/compile/direct.py)
+        final = await plan.run(start, context, self._write, recursion_limit, config)
+        self._queue.put_nowait(("values", final))
+
+    async def _stream(
         self,
         graph: Any,
         start: Any,
         config: dict[str, Any],
         direct: RunnableConfig | None,
         context: Any,
-        limits: TemplateLimits | None,
-        fence: fencing.Fence | None,
         durability: Durability | None,
-        synchronous: str | None,
     ) -> None:
         put = self._queue.put_nowait
-        if limits is not None:
-            set_limits(limits)  # this task's own context: nothing outside the run sees it
-        fencing.enter(fence)
-        commit_levels.enter(synchronous)
-        try:
-            if direct is not None:
-                async for mode, data in graph.astream(
-                    start, direct, context=context, stream_mode=["values"], durability=durability
-                ):
+        if direct is not None:
+            async for mode, data in graph.astream(
+                start, direct, context=context, stream_mode=["values"], durability=durability
+            ):
+                put((mode, data))
+        else:
+            async for namespace, mode, data in graph.astream(
+                start,
+                config,
+                context=context,
+                stream_mode=["custom", "values"],
+                subgraphs=True,
+                durability=durability,
+            ):
+                if mode == "custom":  # LangGraph's stream: later than the node's write
+                    self._accepted(data)
+                elif not namespace:
                     put((mode, data))
-            else:
-                async for namespace, mode, data in graph.astream(
-                    start,
-                    config,
-                    context=context,
-                    stream_mode=["custom", "values"],
-                    subgraphs=True,
-                    durability=durability,
-                ):
-                    if mode == "custom":  # LangGraph's stream: later than the node's write
-                        self._accepted(data)
-                    elif not namespace:
-                        put((mode, data))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # handed to the listener, which raises it in the run's task
-            put(("error", exc))
-            return
-        put(("done", None))
