@@ -38,7 +38,8 @@ class CompiledFlow:
     graph: CompiledStateGraph[Any, Any, Any, Any]
     bundle: Bundle
     recursion_limit: int
-    # how a run without checkpoints runs it without LangGraph's loop, when it may (engine/compile/direct.py)
+    # how a run may go without LangGraph's loop (engine/compile/direct.py; which runs do:
+    # engine/runtime/direct_runs.py); None when the graph needs the loop
     direct: Direct | None = None
     name: str = field(init=False)
     # context keys steps accumulate -> append | merge

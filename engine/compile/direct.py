@@ -1,19 +1,21 @@
-"""Running a graph whose every node runs inline without LangGraph's loop, for runs that keep no
-checkpoint (`durability: none`).
+"""Running a graph whose every node runs inline without LangGraph's loop.
 
 In a graph compiled for the engine's runs, a node runs the steps that follow it itself
 (engine/compile/inline.py). When every node of the graph may do so and no two of them ever run in
 one superstep, a run of the graph is a chain of node calls: the entry node runs every step it can,
 and returns only at the end of the flow, or after a step that wrote `messages` (whose reducer must
-see each update on its own), naming the one node that goes on. LangGraph's loop then adds nothing
-but its own fixed cost per run — its channels, tasks, a superstep, the stream — which is about half of
-what a short flow costs in `none` (docs/performance.md). A run with checkpoints keeps LangGraph: its
-checkpoints are LangGraph's, and a resume reads them with LangGraph.
+see each update on its own), naming the one node that goes on (or a map's items to run first).
+LangGraph's loop then adds nothing but its own fixed cost per run — its channels, tasks, a
+superstep, the stream, and in a durable run checkpoints that the steps' rows make redundant — which
+was about half of what a short flow cost (docs/performance.md). Which executions use the plan:
+engine/runtime/direct_runs.py.
 
 `Direct.run` calls the nodes as LangGraph would (the state as its reducers leave it, a `Runtime` with
-the run's context, stream writer and execution info, LangGraph's step limit), and returns the final
-state. Events, `results`, outputs and failures are those of the same run through LangGraph
-(tests/compile/test_direct.py runs every example flow both ways and compares them).
+the run's context, stream writer and execution info, the config LangGraph would give the node,
+LangGraph's step limit), and returns the final state. Events, `results`, outputs and failures are
+those of the same run through LangGraph (tests/compile/test_direct.py compares them over generated
+flows, failures, retries, messages and the step limit; tests/runtime/test_durability.py runs the
+example flows).
 """
 
 from __future__ import annotations

@@ -587,7 +587,9 @@ class _Trace:
         events, fence = self.take(), self.fence
         if events and not (fence is not None and fence.lost):
             rows = [store.insert_events(events)]
-            self.db.writer.write_nowait(*(fence.guarded(rows) if fence else rows), lazy=True)
+            self.db.writer.write_nowait(
+                *(fence.guarded(rows) if fence is not None else rows), lazy=True
+            )
 
     def take(self) -> list[Event]:
         """The events whose rows are not queued yet, to store with what comes next (the run's end)."""
