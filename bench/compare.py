@@ -11,15 +11,16 @@ integer, no model) it measures, round-robin in one process:
                  developer writes for durability
   raw+sqlite NORMAL  the same with `PRAGMA synchronous=NORMAL` on the saver's connection (survives a
                  crash of the process, not a power cut): Blockyard's default guarantee
-  blockyard sync   `Yard.arun`, durability sync (the default: runs row, trace, output checks, a checkpoint
-                   committed after every step before the next; one run at a time, so on the run's own
-                   thread: engine/state/writer.py, `write`), `synchronous: normal` (the default)
+  blockyard sync   `Yard.arun`, durability sync (the default: runs row, trace, output checks, each step's
+                   row committed before the next step begins; one run at a time, so on the run's own
+                   thread: engine/state/writer.py, `write`), `synchronous: normal` (the default). The
+                   steps run inline, one after another in one node (engine/compile/inline.py), and the
+                   four workloads' runs in sync, async and none without LangGraph's loop
+                   (engine/runtime/direct_runs.py)
   blockyard sync FULL  the same with `synchronous: full` (every commit synced, through the writer's thread)
-  blockyard async  the same, durability async (checkpoint writes overlap the next step)
-  blockyard exit   the same, durability exit (one checkpoint, when the run ends)
-  blockyard none   the same, durability none (no checkpointer; runs row and trace still recorded; steps run
-                   inline, one after another in one node: engine/compile/inline.py, and the four
-                   workloads' nodes without LangGraph's loop: engine/compile/direct.py)
+  blockyard async  the same, durability async (a step's row written while the next step runs)
+  blockyard exit   the same, durability exit (LangGraph's loop; one checkpoint, when the run ends)
+  blockyard none   the same, durability none (no checkpointer; runs row and trace still recorded)
   blockyard/jinja  durability sync with the template fast path off: every expression rendered through Jinja
 
 and prints each per-run median and its ratio to `raw`, in CPU time of the process (writer thread
