@@ -12,10 +12,10 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from engine.core.errors import BlockyardError, UsageError
 
@@ -83,6 +83,15 @@ class Connection(Protocol):
     def in_transaction(self) -> bool: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Scripted(Protocol):
+    """A connection that sends many statements in one message (a `PgConnection`): a batch's writes
+    cost one round trip to the server, not one each (engine/state/writer.py). SQLite's, in the
+    process, has no round trips to save."""
+
+    def script(self, statements: Sequence[tuple[str, Sequence[Any]]], /) -> list[int]: ...
 
 
 class Native(str):

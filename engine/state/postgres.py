@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -188,39 +188,59 @@ class PgConnection:
         self.raw.execute(_NOTIFY_EACH, (EVENTS_CHANNEL, list(dict.fromkeys(run_ids))))
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> Batch:
-        """The statement once per row of parameters, sent as few messages of many statements (client-side
-        binding: the simple query protocol). Not psycopg's `executemany`, which pipelines the rows: between
-        them the server waits for the rest of the pipeline as an *active* session, and a process frozen
-        there (SIGSTOP, a paused VM) would hold its transaction's row locks for as long as it stays frozen,
-        past IDLE_IN_TRANSACTION. A message of statements ends with the server idle in the transaction."""
-        rows = list(parameters)
+        """The statement once per row of parameters (see `script`)."""
+        return Batch(sum(self.script([(sql, list(parameters))])))
+
+    def script(self, statements: Sequence[tuple[str, Sequence[Any]]], /) -> list[int]:
+        """Each statement once per row of its parameters, in order, sent as few messages of many
+        statements (client-side binding: the simple query protocol); the rows each statement changed
+        over all its rows. The writer sends a whole batch of runs' writes this way: a round trip per
+        statement held its thread, and every step waiting for the commit, while the server answered.
+
+        Not psycopg's `executemany`, which pipelines the rows: between them the server waits for the
+        rest of the pipeline as an *active* session, and a process frozen there (SIGSTOP, a paused VM)
+        would hold its transaction's row locks for as long as it stays frozen, past
+        IDLE_IN_TRANSACTION. A message of statements ends with the server idle in the transaction.
+        A statement that fails stops the message there; the transaction it was in is then aborted."""
         cursor = psycopg.ClientCursor(self.raw)
-        changed = 0
         try:
-            query = _sql(sql)
-            statements = [cursor.mogrify(query, row) for row in rows]
-            # trace rows: the runs whose trace grew are announced by a statement sent in the message
-            # of the last rows (a round trip fewer per commit), its result not counted as a change
-            announce = (
-                [cursor.mogrify(_NOTIFY_EACH, (EVENTS_CHANNEL, list({row[0]: 0 for row in rows})))]
-                if rows and _EVENTS_INSERT.match(sql)
-                else []
-            )
-            batches = list(_batches([len(statement) for statement in statements], BATCH_CHARS))
-            for start, end in batches:
-                tail = announce if end == len(statements) else []
-                cursor.execute(";\n".join([*statements[start:end], *tail]))
-                changed += max(cursor.rowcount, 0)
-                for _ in range(end - start - 1):
-                    cursor.nextset()
-                    changed += max(cursor.rowcount, 0)
-                while cursor.nextset():  # the announcement's
+            texts: list[str] = []
+            owners: list[int] = []  # the index in `statements` of each of `texts`
+            grown: dict[str, int] = {}  # runs whose trace grew, in order
+            slots = False
+            for index, (sql, rows) in enumerate(statements):
+                query = _sql(sql)
+                for row in rows:
+                    texts.append(cursor.mogrify(query, row))
+                    owners.append(index)
+                if _EVENTS_INSERT.match(sql):
+                    grown.update((row[0], 0) for row in rows)
+                # one notification per transaction: Postgres folds equal ones
+                elif rows and _RUN_ENDS.match(sql):
+                    slots = True
+            # the notifications ride in the message of the last rows (sent when the transaction
+            # commits), their results not counted as changes
+            tail = []
+            if grown:
+                tail.append(cursor.mogrify(_NOTIFY_EACH, (EVENTS_CHANNEL, list(grown))))
+            if slots:
+                tail.append(cursor.mogrify(_NOTIFY, (SLOTS_CHANNEL, "")))
+            counts = [0] * len(statements)
+            for start, end in _batches([len(text) for text in texts], BATCH_CHARS):
+                cursor.execute(
+                    ";\n".join([*texts[start:end], *(tail if end == len(texts) else [])])
+                )
+                for position in range(start, end):
+                    if position > start:
+                        cursor.nextset()
+                    counts[owners[position]] += max(cursor.rowcount, 0)
+                while cursor.nextset():  # the notifications'
                     pass
+            return counts
         except psycopg.Error as exc:
             raise explained(exc, self.url) from None
         finally:
             cursor.close()
-        return Batch(changed)
 
     @property
     def in_transaction(self) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine.state import synchronous
-from engine.state.database import DB_ERRORS, Connection, StateError
+from engine.state.database import DB_ERRORS, Connection, Scripted, StateError
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,61 @@ def _run(conn: Connection, write: Write) -> None:
         expected = 1
     if write.guard and cursor.rowcount != expected:
         raise GuardFailed(write.sql)
+
+
+def _run_all(conn: Connection, writes: list[Write]) -> None:
+    """`writes` in order: on a connection to a server, in one message (`Scripted`), then the guards
+    checked; a guard that failed fails the batch as one that failed on its own would (the statements
+    sent after it are rolled back with the rest)."""
+    if not isinstance(conn, Scripted):
+        for write in writes:
+            _run(conn, write)
+        return
+    counts = conn.script([(w.sql, w.params if w.many else (w.params,)) for w in writes])
+    for write, count in zip(writes, counts, strict=True):
+        if write.guard and count != (len(write.params) if write.many else 1):
+            raise GuardFailed(write.sql)
+
+
+class _Pending:
+    """The writes of a batch's fast path, waiting until a call needs the connection, or the batch's
+    end (`_run_all`: on a server, one message for all of them), with runs of mergeable rows merged
+    per SQL."""
+
+    __slots__ = ("conn", "guards", "merged", "pending")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pending: list[Write] = []
+        self.merged: dict[str, list[Any]] = {}
+        # guard rows already merged, per SQL: the same guard twice among merged rows is one check
+        # (the rows merged between two flushes are inserts that change nothing a guard reads), so
+        # the dozen trace rows and checkpoints of one run in a batch check its fence once
+        self.guards: dict[str, set[Any]] = {}
+
+    def merge(self, writes: Sequence[Write]) -> None:
+        for write in writes:
+            rows = write.params if write.many else (write.params,)
+            if write.guard:
+                seen = self.guards.setdefault(write.sql, set())
+                fresh = [row for row in rows if tuple(row) not in seen]
+                seen.update(tuple(row) for row in fresh)
+                rows = fresh
+            self.merged.setdefault(write.sql, []).extend(rows)
+
+    def flush(self) -> None:
+        """The merged rows, as one write per SQL, behind the pending writes."""
+        for sql, params in self.merged.items():
+            if params:
+                self.pending.append(Write(sql, params, many=True, guard=sql in self.guards))
+        self.merged.clear()
+        self.guards.clear()
+
+    def send(self) -> None:
+        self.flush()
+        if self.pending:
+            _run_all(self.conn, self.pending)
+            self.pending.clear()
 
 
 @dataclass(slots=True)
@@ -445,49 +500,25 @@ class SqliteWriter:
     def _apply_all(conn: Connection, items: list[_Item]) -> list[_Result]:
         # the fast path: no savepoints; lazy rows first, runs of mergeable rows merged per SQL
         results: list[_Result] = []
-        merged: dict[str, list[Any]] = {}
-        # guard rows already merged, per SQL: the same guard twice among merged rows is one check
-        # (the rows merged between two flushes are inserts that change nothing a guard reads), so
-        # the dozen trace rows and checkpoints of one run in a batch check its fence once
-        guards: dict[str, set[Any]] = {}
-
-        def add(write: Write) -> None:
-            rows = write.params if write.many else (write.params,)
-            if write.guard:
-                seen = guards.setdefault(write.sql, set())
-                fresh = [row for row in rows if tuple(row) not in seen]
-                seen.update(tuple(row) for row in fresh)
-                rows = fresh
-            merged.setdefault(write.sql, []).extend(rows)
-
-        def flush() -> None:
-            for sql, params in merged.items():
-                if params:
-                    _run(conn, Write(sql, params, many=True, guard=sql in guards))
-            merged.clear()
-            guards.clear()
-
+        writes = _Pending(conn)
         for item in items:
             if item.lazy:
-                for write in item.work:  # type: ignore[union-attr]
-                    add(write)
-        flush()
+                writes.merge(item.work)  # type: ignore[arg-type]
+        writes.flush()
         for item in items:
             if item.lazy:
                 results.append((item, None, None))
             elif callable(item.work):
-                flush()
+                writes.send()
                 results.append((item, item.work(conn), None))
             elif all(write.mergeable for write in item.work):
-                for write in item.work:
-                    add(write)
+                writes.merge(item.work)
                 results.append((item, None, None))
             else:
-                flush()
-                for write in item.work:
-                    _run(conn, write)
+                writes.flush()
+                writes.pending.extend(item.work)
                 results.append((item, None, None))
-        flush()
+        writes.send()
         return results
 
     @staticmethod
