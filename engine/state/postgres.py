@@ -18,7 +18,7 @@ go on, one by one and committed each on its own, on a new session.
 Migrations run at start under an advisory lock: two servers starting at once on an empty database
 take turns, and the second finds the work done (`prepare`).
 
-Rows added to the trace (`events`) are announced with `NOTIFY blockyard_events, '<run id>'` in
+Rows added to the trace (`events`) are announced with `NOTIFY blockyard_events, '<run id> <run id> ...'` in
 the transaction that adds them, so the notification goes out when they are committed; servers
 sharing the database (replicas) `LISTEN` (`listen_events`) to wake the followers of a run another
 replica executes (engine/serve/broker.py).
@@ -69,10 +69,12 @@ _EVENTS_INSERT = re.compile(
     r"^\s*INSERT (OR REPLACE |OR IGNORE )?INTO events \(run_id,", re.IGNORECASE
 )
 _NOTIFY = Native("SELECT pg_notify(%s, %s)")
-# one notification per run, all of a batch's runs in one statement: one round trip to the server, not one
-# per run (a group commit of 64 runs in flight carries the trace rows of about ten; each round trip held
-# the writer thread, and every step waiting for its commit, while the server answered)
-_NOTIFY_EACH = Native("SELECT pg_notify(%s, run_id) FROM unnest(%s::text[]) AS run_id")
+# A commit's runs whose trace grew are named together, space-separated (run ids have no spaces:
+# engine/state/ids.py), in as few notifications as Postgres's payload limit (8,000 bytes) allows: every
+# server that LISTENs receives and reads each notification, its own commits' included, so one per run
+# (a group commit of 64 runs in flight carries the trace rows of about ten) cost each replica a
+# wake-up per run and commit.
+_PAYLOAD_BYTES = 7900
 
 # the key of each table that SQLite's INSERT OR REPLACE is used on (ON CONFLICT needs it)
 _KEYS = {"events": ("run_id", "seq"), "inline_steps": ("thread_id", "checkpoint_ns", "seq")}
@@ -106,6 +108,21 @@ def translate(sql: str) -> str:
     text = re.sub(r"\bBLOB\b", "BYTEA", text)
     text = text.replace("%", "%%").replace("?", "%s")
     return text + suffix
+
+
+def payloads(run_ids: Iterable[str]) -> Iterator[str]:
+    """The notifications' payloads that name `run_ids` (each once): space-separated, under Postgres's
+    limit each."""
+    names: list[str] = []
+    size = 0
+    for run_id in dict.fromkeys(run_ids):
+        if names and size + 1 + len(run_id) > _PAYLOAD_BYTES:
+            yield " ".join(names)
+            names, size = [], 0
+        names.append(run_id)
+        size += len(run_id) + 1
+    if names:
+        yield " ".join(names)
 
 
 def _sql(sql: str) -> Any:
@@ -184,8 +201,9 @@ class PgConnection:
             raise explained(exc, self.url) from None
 
     def _announce(self, run_ids: Iterable[str]) -> None:
-        """NOTIFY the runs whose trace grew (sent when the transaction commits), in one statement."""
-        self.raw.execute(_NOTIFY_EACH, (EVENTS_CHANNEL, list(dict.fromkeys(run_ids))))
+        """NOTIFY the runs whose trace grew (sent when the transaction commits)."""
+        for payload in payloads(run_ids):
+            self.raw.execute(_NOTIFY, (EVENTS_CHANNEL, payload))
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> Batch:
         """The statement once per row of parameters (see `script`)."""
@@ -206,7 +224,7 @@ class PgConnection:
         try:
             texts: list[str] = []
             owners: list[int] = []  # the index in `statements` of each of `texts`
-            grown: dict[str, int] = {}  # runs whose trace grew, in order
+            grown: list[str] = []  # runs whose trace grew
             slots = False
             for index, (sql, rows) in enumerate(statements):
                 query = _sql(sql)
@@ -214,15 +232,13 @@ class PgConnection:
                     texts.append(cursor.mogrify(query, row))
                     owners.append(index)
                 if _EVENTS_INSERT.match(sql):
-                    grown.update((row[0], 0) for row in rows)
+                    grown.extend(row[0] for row in rows)
                 # one notification per transaction: Postgres folds equal ones
                 elif rows and _RUN_ENDS.match(sql):
                     slots = True
             # the notifications ride in the message of the last rows (sent when the transaction
             # commits), their results not counted as changes
-            tail = []
-            if grown:
-                tail.append(cursor.mogrify(_NOTIFY_EACH, (EVENTS_CHANNEL, list(grown))))
+            tail = [cursor.mogrify(_NOTIFY, (EVENTS_CHANNEL, names)) for names in payloads(grown)]
             if slots:
                 tail.append(cursor.mogrify(_NOTIFY, (SLOTS_CHANNEL, "")))
             counts = [0] * len(statements)
@@ -371,7 +387,8 @@ async def listen_events(
                         if on_cancel is not None:
                             on_cancel(notice.payload)
                     else:
-                        on_run(notice.payload)
+                        for run_id in notice.payload.split():
+                            on_run(run_id)
                     if stop.is_set():
                         return
         except psycopg.Error:

@@ -1,7 +1,8 @@
-"""The trace's notifications on Postgres (engine/state/postgres.py, `_announce`): a transaction that
+"""The trace's notifications on Postgres (engine/state/postgres.py, `payloads`): a transaction that
 writes trace rows of several runs wakes each run's followers on other replicas once, when it commits,
-and sends the notifications of all its runs in one statement (one round trip to the server, not one
-per run: the writer thread and every step waiting for its commit wait for each)."""
+with one notification naming all its runs (every listening server reads each notification), sent in
+the message that carries the rows (no round trip of its own: the writer thread and every step waiting
+for its commit wait for each)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def listener(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 def _heard(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    """The payloads of the trace's notifications."""
     return [n.payload for n in conn.notifies(timeout=1.0) if n.channel == postgres.EVENTS_CHANNEL]
 
 
@@ -58,7 +60,7 @@ def test_the_trace_rows_of_several_runs_wake_each_run_once_in_the_rows_message(
         with writer.transaction():
             assert writer.executemany(INSERT, rows).rowcount == 4
             assert _heard(listener) == [], "nothing is announced before the commit"
-        assert sorted(_heard(listener)) == ["run-a", "run-b", "run-c"]
+        assert _heard(listener) == ["run-a run-b run-c"]
         notifies = [query for query in sent if "pg_notify" in query]
         assert len(notifies) == 1, sent
         # in the message that carries the rows: no round trip of its own
@@ -71,3 +73,12 @@ def test_the_trace_rows_of_several_runs_wake_each_run_once_in_the_rows_message(
         assert _heard(listener) == ["run-d"]
     finally:
         writer.close()
+
+
+def test_a_commit_of_many_runs_names_them_in_notifications_under_postgres_limit() -> None:
+    runs = [f"run-{n:060d}" for n in range(300)]  # 64 characters, the longest a chosen id may be
+    payloads = list(postgres.payloads([*runs, *runs[:10]]))
+    assert len(payloads) == 3
+    assert all(len(payload.encode()) < 8000 for payload in payloads)
+    assert [run for payload in payloads for run in payload.split(" ")] == runs
+    assert list(postgres.payloads([])) == []
