@@ -6,6 +6,7 @@ for its commit wait for each)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,3 +83,29 @@ def test_a_commit_of_many_runs_names_them_in_notifications_under_postgres_limit(
     assert all(len(payload.encode()) < 8000 for payload in payloads)
     assert [run for payload in payloads for run in payload.split(" ")] == runs
     assert list(postgres.payloads([])) == []
+
+
+def test_a_listening_server_wakes_each_run_a_notification_names(pg_url: str) -> None:
+    async def main() -> list[str]:
+        woken: list[str] = []
+        stop = asyncio.Event()
+        listening = asyncio.create_task(
+            postgres.listen_events(pg_url, lambda run: woken.append(run), stop)
+        )
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            for _ in range(100):  # until the listener's LISTEN is in place
+                await conn.execute(
+                    "SELECT pg_notify(%s, %s)", (postgres.EVENTS_CHANNEL, "run-a run-b")
+                )
+                await asyncio.sleep(0.05)
+                if woken:
+                    break
+        stop.set()
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            # the listener looks at `stop` after its next notification
+            await conn.execute("SELECT pg_notify(%s, %s)", (postgres.EVENTS_CHANNEL, "run-z"))
+        await asyncio.wait_for(listening, 10)
+        return woken
+
+    woken = asyncio.run(main())
+    assert woken[:2] == ["run-a", "run-b"], woken
